@@ -1,0 +1,32 @@
+# Both targets build .venv from nothing with python3 -m venv, then install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-run
+
+demo: $(VENV)/.installed-run
+	$(BIN)/lantern demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python benchmarks/bench_archive.py
+	$(BIN)/python benchmarks/bench_recover.py
+	$(BIN)/python benchmarks/bench_cold_start.py
+
+clean:
+	rm -rf $(VENV)

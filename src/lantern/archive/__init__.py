@@ -1,0 +1,1 @@
+"""The write path: transcripts -> messages (``parse``) -> turns -> entries."""

@@ -1,0 +1,112 @@
+"""The parse stage of the write path: a transcript in any supported format -> ``list[Message]``.
+
+    result = parse("chat.jsonl")                 # path, bytes, text, or a live list of message dicts
+    result.messages, result.skipped, result.warnings, result.format
+
+Formats: ``openai``, ``anthropic``, ``jsonl`` (plain ``{role, content}``), ``aider`` (markdown chat log),
+``locomo`` (LoCoMo benchmark JSON). Bad input raises only ``TranscriptFormatError``; bad items inside an otherwise
+good transcript are skipped, counted in ``skipped`` and explained in ``warnings``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable
+
+from lantern.errors import TranscriptFormatError
+
+from .aider import parse_aider
+from .anthropic import parse_anthropic
+from .jsonl import ParseResult, clean_text, decode, load_json, message_items, parse_jsonl, read_source
+from .locomo import is_locomo_sample, parse_locomo
+from .openai import parse_openai
+
+__all__ = [
+    "FORMATS", "ParseResult", "clean_text", "detect_format", "parse",
+    "parse_aider", "parse_anthropic", "parse_jsonl", "parse_locomo", "parse_openai",
+]
+
+FORMATS: dict[str, Callable[..., ParseResult]] = {
+    "openai": parse_openai,
+    "anthropic": parse_anthropic,
+    "jsonl": parse_jsonl,
+    "aider": parse_aider,
+    "locomo": parse_locomo,
+}
+
+_AIDER = re.compile(r"^(?:# aider chat started at |#### )", re.M)
+
+
+def _looks_like_aider(text: str) -> bool:
+    return not text.lstrip().startswith(("{", "[")) and _AIDER.search(text) is not None
+
+
+def detect_format(data: Any) -> str:
+    """The format name of a transcript given as text, bytes or a loaded object (list/dict).
+
+    aider: text with a ``# aider chat started at`` or ``#### `` line. locomo: a sample (or list of samples) whose
+    ``conversation`` holds ``session_1``. openai: messages with ``tool_calls``, ``tool_call_id``, role
+    tool/function/developer, or list content with ``image_url``/``text`` parts. anthropic: content blocks
+    ``tool_use``/``tool_result``/``thinking``, or a top-level ``system`` beside ``messages``. Otherwise ``jsonl``.
+    Raises TranscriptFormatError when text is neither aider nor JSON/JSONL, or no message list is found."""
+    if isinstance(data, (bytes, bytearray)):
+        data = decode(bytes(data))
+    if isinstance(data, str):
+        if _looks_like_aider(data):
+            return "aider"
+        data = load_json(data)[0]
+    if is_locomo_sample(data) or (isinstance(data, list) and data and is_locomo_sample(data[0])):
+        return "locomo"
+    items, _ = message_items(data)
+    text_parts = False
+    for _, m in items:
+        if not isinstance(m, dict):
+            continue
+        if m.get("tool_calls") or "function_call" in m or "tool_call_id" in m:
+            return "openai"
+        if m.get("role") in ("tool", "function", "developer"):
+            return "openai"
+        content = m.get("content")
+        for block in content if isinstance(content, list) else []:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking"):
+                return "anthropic"
+            if kind == "image" and "source" in block:
+                return "anthropic"
+            if kind in ("image_url", "input_audio"):
+                return "openai"
+            text_parts = text_parts or kind == "text"
+    if isinstance(data, dict) and data.get("system") is not None:
+        return "anthropic"
+    return "openai" if text_parts else "jsonl"
+
+
+def parse(source: Any, format: str = "auto", *, name: str | None = None) -> ParseResult:
+    """Parse a transcript -> ParseResult(messages, skipped, warnings, format).
+
+    ``source``: a path (``str``/``Path``), bytes, the file content as ``str``, or a loaded object: a live list of
+    message dicts, ``{"messages": [...]}``, or LoCoMo samples. A JSON document may be a list of messages, an object
+    with ``messages``, or JSONL. ``format``: ``auto`` (see ``detect_format``) or a key of ``FORMATS``. ``name``
+    labels the source in errors (default: the path).
+
+    Raises TranscriptFormatError (and nothing else for bad input) for: an unknown ``format``, a missing or
+    unreadable file, binary data ("not a text transcript ..."), empty text, a JSON syntax error (with ``line``),
+    a JSONL file with no valid line, or data holding no message list. Malformed JSONL lines, items without a
+    role, unknown roles and empty messages are skipped, counted and named in ``warnings``."""
+    if format != "auto" and format not in FORMATS:
+        raise TranscriptFormatError(f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}",
+                                    field="format", source=name)
+    if name is None and isinstance(source, os.PathLike):
+        name = os.fspath(source)
+    data = read_source(source, name)
+    skipped, warnings = 0, []
+    if isinstance(data, str):
+        if format == "aider" or (format == "auto" and _looks_like_aider(data)):
+            return parse_aider(data, name)
+        data, skipped, warnings = load_json(data, name)
+    fmt = detect_format(data) if format == "auto" else format
+    result = FORMATS[fmt](data, source=name)
+    result.skipped += skipped
+    result.warnings[:0] = warnings
+    return result

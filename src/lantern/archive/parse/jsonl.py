@@ -1,0 +1,311 @@
+"""Plain ``{role, content}`` transcripts (JSON list, ``{"messages": [...]}`` or JSONL), and the primitives every
+JSON-based parser shares: ``ParseResult``, ``clean_text``, reading a source, loading JSON/JSONL, role and time
+normalization. (They live here because the plain format is the base the OpenAI and Anthropic parsers extend.)
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lantern.errors import TranscriptFormatError
+from lantern.model import Message
+
+
+@dataclass
+class ParseResult:
+    """What a parser produced: ``messages`` in order, ``skipped`` input items dropped (each with a ``warnings``
+    entry), and the ``format`` name that was used."""
+
+    messages: list[Message] = field(default_factory=list)
+    skipped: int = 0
+    warnings: list[str] = field(default_factory=list)
+    format: str = ""
+
+    def skip(self, why: str) -> None:
+        """Count one dropped input item and record why."""
+        self.skipped += 1
+        self.warnings.append(why)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(s: str) -> str:
+    """Return ``s`` with lone surrogates and NUL replaced by U+FFFD and CRLF normalized to LF (lone CR is kept).
+
+    Everything else is kept verbatim. Non-str input is converted with ``str()``.
+    """
+    if not isinstance(s, str):
+        s = str(s)
+    if "\r\n" in s:
+        s = s.replace("\r\n", "\n")
+    if s.isascii():
+        return s.replace("\x00", "\ufffd") if "\x00" in s else s
+    return _SURROGATE.sub("\ufffd", s.replace("\x00", "\ufffd"))
+
+
+# --- roles, times, content ------------------------------------------------------------------------------------
+
+ROLES = {
+    "user": "user", "human": "user",
+    "assistant": "assistant", "ai": "assistant", "bot": "assistant", "model": "assistant", "gpt": "assistant",
+    "system": "system", "developer": "system",
+    "tool": "tool", "function": "tool",
+}
+
+
+def norm_role(role: Any) -> str | None:
+    """Map a role name (any case) to ``user``/``assistant``/``system``/``tool``; None when unknown or not a str."""
+    return ROLES.get(role.strip().lower()) if isinstance(role, str) else None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 string (``Z`` allowed) or epoch seconds/milliseconds -> datetime; None when absent or unparseable.
+
+    ISO strings keep their own offset (naive if they have none); epoch numbers give UTC-aware datetimes.
+    """
+    try:
+        if isinstance(value, str) and value.strip():
+            return datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value / 1000 if value > 1e11 else value, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        pass
+    return None
+
+
+def message_time(m: dict) -> datetime | None:
+    """The time of a message dict from its ``timestamp``, ``time`` or ``created_at`` field."""
+    for key in ("timestamp", "time", "created_at"):
+        if key in m:
+            return parse_time(m[key])
+    return None
+
+
+def content_text(content: Any) -> str:
+    """Text of a ``content`` field: a str as is; a list of parts/blocks -> their texts joined with newlines
+    (images -> ``[image]``, never their data; tool/thinking blocks are ignored here); None -> ``""``.
+    Other JSON values are dumped as JSON. The result is not yet cleaned."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return dumps(content)
+    parts = []
+    for p in content:
+        if isinstance(p, str):
+            parts.append(p)
+        elif isinstance(p, dict):
+            kind = p.get("type")
+            if isinstance(p.get("text"), str):  # text, input_text, output_text
+                parts.append(p["text"])
+            elif kind in ("image_url", "image", "input_image"):
+                parts.append("[image]")
+            elif kind in ("document", "file", "input_file"):
+                parts.append("[document]")
+            elif kind == "input_audio":
+                parts.append("[audio]")
+            elif isinstance(p.get("refusal"), str):
+                parts.append(p["refusal"])
+    return "\n".join(parts)
+
+
+def dumps(value: Any) -> str:
+    """``value`` as JSON text (non-ASCII kept); ``str(value)`` for live objects JSON cannot encode."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def str_or_none(v: Any) -> str | None:
+    return clean_text(v) if isinstance(v, str) else None
+
+
+# --- sources and JSON -----------------------------------------------------------------------------------------
+
+
+def decode(data: bytes, source: str | None = None) -> str:
+    """Bytes -> text: UTF-8 (BOM dropped) or UTF-16 with a BOM.
+
+    Raises TranscriptFormatError("not a text transcript ...") for NUL bytes or invalid UTF-8 (binary files)."""
+    try:
+        if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            return data.decode("utf-16")
+        if b"\x00" in data:
+            raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise TranscriptFormatError(
+            f"not a text transcript (invalid UTF-8 at byte {e.start})", source=source
+        ) from None
+
+
+def read_source(source: Any, name: str | None = None) -> Any:
+    """A path (``str``/``Path``), bytes, text or loaded object -> text (``str``) or the loaded object (list/dict;
+    a tuple becomes a list).
+
+    A ``str`` is taken as a file path when it is one line, not JSON-looking, and an existing file; a one-line
+    ``str`` that looks like a path (has a separator or a file suffix) but does not exist raises
+    TranscriptFormatError. Unreadable files, binary data and unsupported types raise TranscriptFormatError."""
+    if isinstance(source, (list, dict)):
+        return source
+    if isinstance(source, tuple):
+        return list(source)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return decode(bytes(source), name)
+    if isinstance(source, str):
+        line = source.strip()
+        if "\n" in line or not line or line[0] in "{[#>" or len(line) > 4096:
+            return source
+        try:
+            is_file = os.path.isfile(line)
+        except (ValueError, OSError):
+            is_file = False
+        if not is_file:
+            if re.fullmatch(r".*[/\\].*|.+\.(jsonl?|md|txt)", line, re.IGNORECASE):
+                raise TranscriptFormatError(f"no such file (or not a regular file): {line}", source=name)
+            return source
+        source = Path(line)
+    if isinstance(source, os.PathLike):
+        try:
+            data = Path(source).read_bytes()
+        except OSError as e:
+            raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(source)) from None
+        return decode(data, name or str(source))
+    raise TranscriptFormatError(f"unsupported source type {type(source).__name__}", source=name)
+
+
+class JsonLines(list):
+    """The objects of a JSONL file; ``line_numbers[i]`` is the 1-based line of item ``i``."""
+
+    def __init__(self, items: list, line_numbers: list[int]):
+        super().__init__(items)
+        self.line_numbers = line_numbers
+
+
+def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]]:
+    """Text -> ``(object, skipped, warnings)``: a whole JSON document, or JSONL (one JSON object per line).
+
+    JSONL is chosen when the document does not parse but its lines do (the first one, or at least half); the
+    object is then a ``JsonLines`` list and bad lines are skipped, counted and named in a warning. Raises TranscriptFormatError (with ``line``)
+    for empty text, a JSON syntax error in a whole document, or a JSONL file where no line parses."""
+    if not text.strip():
+        raise TranscriptFormatError("empty transcript", source=source)
+    try:
+        return json.loads(text), 0, []
+    except RecursionError:
+        raise TranscriptFormatError("JSON nested too deeply", source=source) from None
+    except ValueError as e:
+        error = e
+    lines = [(n, ln) for n, ln in enumerate(text.split("\n"), 1) if ln.strip()]
+    items, good, bad = [], [], []
+    for n, ln in lines:
+        try:
+            obj = json.loads(ln)
+        except (ValueError, RecursionError) as e:
+            bad.append((n, f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped"))
+            continue
+        if isinstance(obj, dict):
+            items.append(obj)
+            good.append(n)
+        else:
+            bad.append((n, f"line {n}: not a JSON object; skipped"))
+    first_ok = bool(lines) and lines[0][0] not in {n for n, _ in bad}
+    if items and len(lines) > 1 and (first_ok or len(items) * 2 >= len(lines)):
+        return JsonLines(items, good), len(bad), [w for _, w in bad]
+    line = getattr(error, "lineno", None)
+    msg = getattr(error, "msg", str(error))
+    raise TranscriptFormatError(f"invalid JSON: {msg}", line=line, source=source)
+
+
+def message_items(data: Any, source: str | None = None) -> tuple[list[tuple[str, Any]], Any]:
+    """A loaded transcript -> ``(items, system)`` where items are ``(where, item)`` pairs, ``where`` being
+    ``"line N"`` for JSONL and ``"message N"`` otherwise (for warnings). Accepts a list of messages,
+    ``{"messages": [...], "system": ...}`` or one message dict; wrapped items ``{"message": {...}, "timestamp": ...}``
+    (agent logs) are unwrapped. Raises TranscriptFormatError when no message list is found."""
+    system = None
+    if isinstance(data, dict):
+        if isinstance(data.get("messages"), list):
+            system, data = data.get("system"), data["messages"]
+        elif "role" in data or isinstance(data.get("message"), dict):
+            data = [data]
+        else:
+            raise TranscriptFormatError(
+                "no messages found: expected a list of messages or an object with 'messages'",
+                field="messages", source=source,
+            )
+    if not isinstance(data, list):
+        raise TranscriptFormatError(f"no messages found: got a JSON {type(data).__name__}", source=source)
+    lines = getattr(data, "line_numbers", None)
+    items = []
+    for i, m in enumerate(data):
+        if isinstance(m, dict) and "role" not in m and isinstance(m.get("message"), dict):
+            inner = dict(m["message"])
+            for key in ("timestamp", "time"):
+                if key in m:
+                    inner.setdefault(key, m[key])
+            m = inner
+        items.append((f"line {lines[i]}" if lines else f"message {i + 1}", m))
+    return items, system
+
+
+def start(data: Any, fmt: str, source: str | None) -> tuple[list[tuple[str, Any]], Any, ParseResult]:
+    """Common opening of the JSON parsers: read/load ``data`` -> ``(items, system, ParseResult)`` (see
+    ``message_items``; the result already counts bad JSONL lines)."""
+    result = ParseResult(format=fmt)
+    data = read_source(data, source)
+    if isinstance(data, str):
+        data, result.skipped, result.warnings = load_json(data, source)
+    items, system = message_items(data, source)
+    return items, system, result
+
+
+def check_item(m: Any, where: str, result: ParseResult) -> str | None:
+    """The normalized role of item ``m``, or None after counting it as skipped with a warning naming ``where``."""
+    if not isinstance(m, dict):
+        result.skip(f"{where}: not an object; skipped")
+        return None
+    if "role" not in m:
+        result.skip(f"{where}: missing field 'role'; skipped")
+        return None
+    role = norm_role(m["role"])
+    if role is None:
+        result.skip(f"{where}: unknown role {str(m['role'])[:40]!r}; skipped")
+    return role
+
+
+# --- the plain format -----------------------------------------------------------------------------------------
+
+
+def parse_jsonl(data: Any, source: str | None = None) -> ParseResult:
+    """Plain transcripts: ``{"role", "content"}`` per item (``content`` a str or list of text parts, or a ``text``
+    key instead; optional ``name`` and ``timestamp``/``time`` ISO strings -> ``Message.time``).
+
+    ``data``: JSONL/JSON text, a path, bytes, or a loaded list/dict. Items without a role, with an unknown role
+    or with empty content are skipped and counted. Raises TranscriptFormatError when ``data`` is not JSON/JSONL
+    or holds no message list."""
+    items, system, result = start(data, "jsonl", source)
+    if isinstance(system, str) and system.strip():
+        result.messages.append(Message(role="system", text=clean_text(system)))
+    for where, m in items:
+        role = check_item(m, where, result)
+        if role is None:
+            continue
+        raw = m.get("content") if m.get("content") is not None else m.get("text")
+        text = clean_text(content_text(raw))
+        if not text.strip():
+            result.skip(f"{where}: empty content; skipped")
+            continue
+        result.messages.append(Message(role=role, text=text, time=message_time(m), name=str_or_none(m.get("name"))))
+    return result

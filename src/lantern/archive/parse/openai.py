@@ -1,0 +1,68 @@
+"""OpenAI Chat Completions transcripts: ``{"role", "content", "tool_calls", "tool_call_id"}`` messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lantern.model import Message, ToolCall, ToolResult
+
+from .jsonl import ParseResult, check_item, clean_text, content_text, dumps, message_time, start, str_or_none
+
+
+def _call(c: Any) -> ToolCall | None:
+    """``{"id", "type": "function", "function": {"name", "arguments"}}`` (or legacy ``function_call``) -> ToolCall."""
+    if not isinstance(c, dict):
+        return None
+    f = c.get("function") if isinstance(c.get("function"), dict) else c
+    name = f.get("name")
+    args = f.get("arguments", "")
+    if not isinstance(args, str):
+        args = dumps(args)
+    call_id = c.get("id")
+    return ToolCall(
+        name=clean_text(name) if isinstance(name, str) else "",
+        arguments=clean_text(args),
+        id=str(call_id) if isinstance(call_id, (str, int)) else None,
+    )
+
+
+def parse_openai(data: Any, source: str | None = None) -> ParseResult:
+    """OpenAI chat messages -> Messages.
+
+    ``data``: JSON/JSONL text, a path, bytes, a live message list, or ``{"messages": [...]}``. Roles
+    system/developer -> ``system``, user, assistant, tool/function -> ``tool``. ``content`` may be a str, a list
+    of parts (``text``; ``image_url`` -> ``[image]``) or null beside ``tool_calls``. Each tool call becomes a
+    ToolCall with ``arguments`` verbatim; a ``tool`` message becomes ``Message(role="tool",
+    tool_results=[ToolResult(content, tool_call_id, name)])`` with the content verbatim and the name taken from
+    the message or the earlier tool call of the same id. Items without a role, with an unknown role or with no
+    content and no tool calls are skipped and counted. Raises TranscriptFormatError for text that is not
+    JSON/JSONL or holds no message list."""
+    items, _, result = start(data, "openai", source)
+    names: dict[str, str] = {}
+    for where, m in items:
+        role = check_item(m, where, result)
+        if role is None:
+            continue
+        text = clean_text(content_text(m.get("content")))
+        raw_calls = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
+        if isinstance(m.get("function_call"), dict):
+            raw_calls = raw_calls + [m["function_call"]]
+        calls = [c for c in map(_call, raw_calls) if c is not None]
+        for c in calls:
+            if c.id and c.name:
+                names[c.id] = c.name
+        msg = Message(role=role, text=text, tool_calls=calls, time=message_time(m), name=str_or_none(m.get("name")))
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            call_id = str(call_id) if isinstance(call_id, (str, int)) else None
+            if m.get("content") is None and call_id is None:
+                result.skip(f"{where}: tool message without content or tool_call_id; skipped")
+                continue
+            name = msg.name or names.get(call_id or "")
+            msg.text, msg.name = "", name
+            msg.tool_results = [ToolResult(content=text, call_id=call_id, name=name)]
+        elif not text.strip() and not calls:
+            result.skip(f"{where}: empty content; skipped")
+            continue
+        result.messages.append(msg)
+    return result

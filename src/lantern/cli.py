@@ -1,0 +1,233 @@
+"""The ``lantern`` command: a typer app mirroring the Python API one to one.
+
+    lantern [--db PATH] ingest FILE [--format auto|...] [--session ID]     -> Lantern.ingest
+    lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--json] -> Lantern.recover
+    lantern [--db PATH] search QUERY [-k N] [--explain] [--json]           -> Lantern.search / Lantern.explain
+    lantern [--db PATH] forget (--entry ID | --session ID)                 -> Lantern.forget
+    lantern [--db PATH] stats [--json]                                     -> Lantern.stats
+    lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
+    lantern demo                                                           -> lantern.demo.run
+
+Heavy imports (numpy, onnxruntime) happen inside the commands, so ``lantern --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
+
+
+class State:
+    db: Optional[Path] = None
+    embedder: Optional[str] = None
+
+
+state = State()
+
+
+@app.callback()
+def _global(
+    db: Optional[Path] = typer.Option(None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm or use (default: the database's own)."),
+) -> None:
+    state.db = db
+    state.embedder = embedder
+
+
+def _open():
+    from .api import Lantern
+
+    return Lantern(state.db, embedder=state.embedder)
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(1)
+
+
+def _guard(fn):
+    """Run a command body; Lantern's own errors become one red line and exit code 1, never a traceback."""
+    from .errors import LanternError
+
+    try:
+        return fn()
+    except LanternError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
+
+
+@app.command()
+def ingest(
+    file: Path = typer.Argument(..., help="Transcript file."),
+    format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, aider, locomo."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", help="Session id (default: the file name)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ArchiveResult as JSON."),
+) -> None:
+    """Archive a transcript file (one transaction per batch; re-ingesting adds no duplicates)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+
+    def run():
+        with _open() as lantern, Progress(
+            TextColumn("archiving"), BarColumn(), MofNCompleteColumn(), TextColumn("turns"), TimeElapsedColumn(),
+            console=console, transient=True, disable=as_json,
+        ) as bar:
+            task = bar.add_task("ingest", total=None)
+            result = lantern.ingest(file, session, format=format, progress=lambda d, t: bar.update(task, completed=d, total=t))
+        for w in result.warnings[:20]:
+            console.print(f"[yellow]warning:[/] {w}")
+        if len(result.warnings) > 20:
+            console.print(f"[yellow]… {len(result.warnings) - 20} more warnings[/]")
+        if as_json:
+            print(json.dumps({k: getattr(result, k) for k in ("session", "added", "duplicates", "skipped")}))
+        else:
+            print(f"{file}: {result.added} turns archived, {result.duplicates} already archived, "
+                  f"{result.skipped} items skipped (session {result.session})")
+
+    _guard(run)
+
+
+@app.command()
+def recover(
+    query: str = typer.Argument(..., help="The question, or the live context's tail after a compaction."),
+    budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
+) -> None:
+    """Recover archived turns for QUERY within a character budget."""
+
+    def run():
+        with _open() as lantern:
+            result = lantern.recover(query, session=session, budget=budget)
+        if as_json:
+            print(json.dumps(result.to_json(), ensure_ascii=False))
+        elif result.text:
+            print(result.text)
+        else:
+            typer.secho("nothing recovered", err=True, fg=typer.colors.YELLOW)
+
+    _guard(run)
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(...),
+    k: int = typer.Option(10, "-k", min=1, help="Results."),
+    session: Optional[str] = typer.Option(None, "--session", "-s"),
+    explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
+    budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Budget used by --explain."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Search the archive (fused ranking); --explain shows why each candidate was packed or cut."""
+    from rich.console import Console
+    from rich.table import Table
+
+    def run():
+        with _open() as lantern:
+            if explain:
+                cands = lantern.explain(query, session=session, budget=budget).candidates
+                rows = [
+                    {"id": c.entry.id, "session": c.entry.session, "turn": c.entry.turn, "ranks": c.ranks,
+                     "rrf": round(c.rrf, 5), "mmr": c.mmr_order, "verdict": c.verdict, "reason": c.reason,
+                     "summary": c.entry.summary[:100]}
+                    for c in cands
+                ]
+            else:
+                rows = [
+                    {"id": h.entry.id, "session": h.entry.session, "turn": h.entry.turn, "ranks": h.ranks,
+                     "rrf": round(h.score, 5), "summary": h.entry.summary[:160]}
+                    for h in lantern.search(query, k=k, session=session)
+                ]
+        if as_json:
+            print(json.dumps(rows, ensure_ascii=False))
+            return
+        table = Table(show_lines=False)
+        signals = ("semantic", "fulltext", "keyword", "importance")
+        for col in ("id", "session", "turn", *("rank " + s[:4] for s in signals), "RRF", *(("MMR", "verdict") if explain else ()), "summary"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            ranks = [str(r["ranks"].get(s, "–")) for s in signals]
+            extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")) if explain else ()
+            table.add_row(str(r["id"]), r["session"], str(r["turn"]), *ranks, f"{r['rrf']:.4f}", *extra, r["summary"].replace("\n", " "))
+        Console().print(table)
+
+    _guard(run)
+
+
+@app.command()
+def forget(
+    entry: Optional[int] = typer.Option(None, "--entry", help="Entry id."),
+    session: Optional[str] = typer.Option(None, "--session", help="Every entry of this session."),
+) -> None:
+    """Delete entries from every table."""
+    if (entry is None) == (session is None):
+        _fail("give exactly one of --entry or --session")
+
+    def run():
+        with _open() as lantern:
+            print(f"{lantern.forget(entry=entry, session=session)} entries forgotten")
+
+    _guard(run)
+
+
+@app.command()
+def stats(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Entries, sessions, embedder, sizes."""
+
+    def run():
+        with _open() as lantern:
+            s = lantern.stats()
+        if as_json:
+            print(json.dumps(s))
+        else:
+            for key, value in s.items():
+                print(f"{key:>16}: {value}")
+
+    _guard(run)
+
+
+@app.command()
+def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm or use (default: the current one).")) -> None:
+    """Re-embed every entry (after changing the embedder)."""
+    from rich.progress import Progress
+
+    def run():
+        from .api import Lantern
+
+        with Lantern(state.db) as lantern, Progress(transient=True) as bar:
+            task = bar.add_task("re-embedding", total=None)
+            n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
+            print(f"{n} entries re-embedded with {lantern.embedder.id}")
+
+    _guard(run)
+
+
+@app.command()
+def demo(
+    db: Optional[Path] = typer.Option(None, "--demo-db", help="Where to build the demo database (default: a temp dir)."),
+    show_block: bool = typer.Option(True, "--show-block/--no-show-block", help="Print the injected block."),
+) -> None:
+    """Archive a real aider session, compact it, and measure what recovery brings back. No network, no LLM."""
+    from .demo import run as run_demo
+
+    _guard(lambda: run_demo(db, show_block=show_block))
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Every parameter of the pipeline, with its default and its source (DESIGN §2–4).
+
+Where the paper (LANTERN, arXiv 2606.05182) is silent, the value is ours and says so.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def default_db_path() -> Path:
+    """``$LANTERN_DB`` or ``~/.lantern/lantern.db``."""
+    env = os.environ.get("LANTERN_DB")
+    return Path(env) if env else Path.home() / ".lantern" / "lantern.db"
+
+
+@dataclass(frozen=True)
+class Config:
+    # --- write path ---
+    summary_message_chars: int = 500  # each message cut to 500 chars (DESIGN §2.3)
+    summary_max_chars: int = 1200  # whole summary capped (DESIGN §2.3)
+    embed_max_tokens: int = 128  # embedder input cap (ours: MiniLM was trained on 128-token inputs; 256 costs 2x)
+    # --- read path ---
+    budget: int = 6000  # characters injected (DESIGN §3.5)
+    rrf_k: int = 60  # Cormack et al. 2009; paper eq. 3
+    mmr_lambda: float = 0.7  # Carbonell & Goldstein 1998; paper
+    signal_top_n: int = 50  # candidates taken from each query signal (ours; paper does not specify)
+    half_life_days: float = 7.0  # recency half-life T½ (paper eq. 2)
+    min_excerpt_chars: int = 200  # smallest excerpt worth packing (ours)
+    max_query_terms: int = 64  # full-text/keyword query terms kept from a long query (ours)
+    signals: tuple[str, ...] = ("semantic", "fulltext", "keyword", "importance")
+    fusion: str = "rrf"  # "rrf" or "sum" (ablation)
+    use_mmr: bool = True
+    # --- reinforcement (paper Appendix D) ---
+    initial_confidence: float = 0.5
+    initial_success: float = 0.5
+    extra: dict = field(default_factory=dict)
+
+
+DEFAULT = Config()

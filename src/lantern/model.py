@@ -1,0 +1,229 @@
+"""Dataclasses shared by the write path (archive) and the read path (recover).
+
+Write path:  Message -> Turn -> (summary, tags, type, importance, embedding) -> Entry
+Read path:   query -> Candidate (ranks per signal, RRF score, MMR order, verdict) -> Recovery
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass
+class ToolCall:
+    """A tool invocation made by the assistant. ``arguments`` is kept verbatim (JSON text as sent)."""
+
+    name: str
+    arguments: str = ""
+    id: str | None = None
+
+
+@dataclass
+class ToolResult:
+    """The output of a tool, kept verbatim: this is where ports, paths and hashes live."""
+
+    content: str
+    call_id: str | None = None
+    name: str | None = None
+
+
+@dataclass
+class Message:
+    """One message of a conversation, normalized from any transcript format (DESIGN §2.1).
+
+    ``role`` is one of ``user``, ``assistant``, ``system``, ``tool``. ``name`` keeps a speaker name
+    (LoCoMo) or a tool name. ``meta`` carries format-specific ids (e.g. LoCoMo ``dia_id``).
+    ``session`` is set by formats that hold several sessions in one file (aider, LoCoMo).
+    """
+
+    role: str
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_results: list[ToolResult] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    time: datetime | None = None
+    name: str | None = None
+    session: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def render(self) -> str:
+        """Full verbatim text of the message: text, then each tool call's arguments and each tool result."""
+        who = self.role if not self.name else f"{self.role} ({self.name})"
+        parts = []
+        if self.text:
+            parts.append(f"{who}: {self.text}")
+        for call in self.tool_calls:
+            parts.append(f"{who} -> tool call {call.name}({call.arguments})")
+        for res in self.tool_results:
+            label = f"tool result {res.name}" if res.name else "tool result"
+            parts.append(f"{label}: {res.content}")
+        if not parts:
+            parts.append(f"{who}:")
+        return "\n".join(parts)
+
+
+@dataclass
+class Turn:
+    """One user message with the assistant messages, tool calls and tool results that follow it (DESIGN §2.2).
+
+    ``index`` is the 0-based position within the chunked message list. ``files`` are the paths referenced.
+    """
+
+    messages: list[Message]
+    index: int = 0
+    session: str | None = None
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The verbatim full text of the turn (every message rendered, tool arguments and results included)."""
+        return "\n".join(m.render() for m in self.messages)
+
+    @property
+    def time(self) -> datetime | None:
+        for m in self.messages:
+            if m.time is not None:
+                return m.time
+        return None
+
+    @property
+    def tool_names(self) -> list[str]:
+        names: list[str] = []
+        for m in self.messages:
+            for c in m.tool_calls:
+                if c.name and c.name not in names:
+                    names.append(c.name)
+        return names
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Merged ``meta`` of the messages; list-valued keys (e.g. ``dia_ids``) are concatenated."""
+        out: dict[str, Any] = {}
+        for m in self.messages:
+            for k, v in m.meta.items():
+                if k == "dia_id":
+                    out.setdefault("dia_ids", []).append(v)
+                else:
+                    out.setdefault(k, v)
+        return out
+
+
+@dataclass(frozen=True)
+class Tag:
+    """A lookup hint found by pattern (DESIGN §2.4): ``kind`` in path, error, identifier, port, url, version,
+    hash, number, date, quoted; ``value`` exactly as it appears in the text."""
+
+    kind: str
+    value: str
+
+
+@dataclass
+class Entry:
+    """A stored, archived turn (one row of ``entries``)."""
+
+    id: int
+    session: str
+    turn: int
+    text: str
+    summary: str
+    tags: list[Tag]
+    memory_type: str
+    importance: float
+    content_hash: str
+    time: datetime | None = None
+    archived_at: datetime | None = None
+    confidence: float = 0.5
+    success: float = 0.5
+    access_count: int = 0
+    tool_count: int = 0
+    file_count: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ArchiveResult:
+    """What one ``Lantern.archive`` call did. ``entry_ids`` lists the ids of every turn of the call, new or
+    deduplicated, in turn order. ``skipped`` counts input items dropped with a warning."""
+
+    session: str
+    added: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    entry_ids: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    """One entry considered by a recovery, with everything ``explain`` shows.
+
+    ``ranks`` maps signal name (semantic, fulltext, keyword, importance) to a 1-based rank, absent when the
+    signal did not rank the entry. ``verdict`` is one of ``packed``, ``excerpt``, ``cut:budget``, ``cut:mmr``
+    (not selected by MMR before the budget ran out), ``excluded:live`` (still in the live context).
+    """
+
+    entry: Entry
+    ranks: dict[str, int] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    rrf: float = 0.0
+    mmr_order: int | None = None
+    verdict: str = "cut:mmr"
+    reason: str = ""
+    chars: int = 0
+
+
+@dataclass
+class Hit:
+    """One search result: an entry and its fused score (RRF) with the per-signal ranks."""
+
+    entry: Entry
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RecoveredEntry:
+    """An entry as packed into a recovery block: ``text`` is what was injected (whole or excerpt)."""
+
+    id: int
+    session: str
+    turn: int
+    score: float
+    text: str
+    excerpt: bool = False
+    time: datetime | None = None
+
+
+@dataclass
+class Recovery:
+    """The result of ``Lantern.recover``: the block to inject (``text``, ``chars`` characters, never more than
+    ``budget``), the packed entries, and every candidate for ``explain``."""
+
+    query: str
+    text: str
+    entries: list[RecoveredEntry]
+    chars: int
+    budget: int
+    candidates: list[Candidate] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "chars": self.chars,
+            "entries": [
+                {"id": e.id, "session": e.session, "turn": e.turn, "score": e.score, "text": e.text}
+                for e in self.entries
+            ],
+        }
+
+
+def content_hash(session: str, text: str) -> str:
+    """sha256 hex of a turn's session and full text: the dedup key (the same turn archived twice is one entry)."""
+    h = hashlib.sha256()
+    h.update(session.encode("utf-8", "surrogatepass"))
+    h.update(b"\x00")
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()

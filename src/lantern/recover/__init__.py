@@ -1,0 +1,1 @@
+"""The read path: signals, fusion (RRF, MMR), packing."""

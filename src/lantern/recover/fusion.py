@@ -1,0 +1,52 @@
+"""Fusion of the ranked signals and diversification (DESIGN §3.3–3.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+
+import numpy as np
+
+
+def rrf(rankings: Mapping[str, Sequence[Hashable]], k: int = 60) -> dict[Hashable, float]:
+    """Reciprocal rank fusion: RRF(e) = Σ_L 1 / (k + rank_L(e)), ranks 1-based (Cormack, Clarke & Büttcher 2009;
+    paper eq. 3, k = 60). Returns item -> fused score; an item absent from a ranking gets nothing from it."""
+    fused: dict[Hashable, float] = {}
+    for ranking in rankings.values():
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def score_sum(scores: Mapping[str, Mapping[Hashable, float]]) -> dict[Hashable, float]:
+    """Ablation baseline for RRF: the sum of each signal's scores min-max normalized to [0, 1] over the items it
+    ranked (CombSUM, Fox & Shaw 1994)."""
+    fused: dict[Hashable, float] = {}
+    for per_item in scores.values():
+        if not per_item:
+            continue
+        values = np.asarray(list(per_item.values()), dtype=np.float64)
+        lo, span = values.min(), values.max() - values.min()
+        for item, v in per_item.items():
+            fused[item] = fused.get(item, 0.0) + ((v - lo) / span if span > 0 else 1.0)
+    return fused
+
+
+def mmr(relevance: np.ndarray, similarity: np.ndarray, lam: float = 0.7) -> list[int]:
+    """Maximal marginal relevance (Carbonell & Goldstein 1998; λ = 0.7 as in the paper): repeatedly pick
+    argmax_i λ·rel(i) − (1 − λ)·max_{j picked} sim(i, j). ``relevance`` (n,) is scaled to [0, 1] by its max;
+    ``similarity`` (n, n) is the cosine between candidates. Returns all n indices in selection order."""
+    n = len(relevance)
+    if n == 0:
+        return []
+    rel = relevance / relevance.max() if relevance.max() > 0 else relevance
+    picked: list[int] = []
+    remaining = np.ones(n, dtype=bool)
+    max_sim = np.full(n, -np.inf)
+    for _ in range(n):
+        redundancy = np.where(np.isfinite(max_sim), max_sim, 0.0)
+        gain = np.where(remaining, lam * rel - (1 - lam) * redundancy, -np.inf)
+        best = int(np.argmax(gain))
+        picked.append(best)
+        remaining[best] = False
+        max_sim = np.maximum(max_sim, similarity[best])
+    return picked

@@ -1,0 +1,120 @@
+"""Packing into a character budget (DESIGN §3.5).
+
+In MMR order, whole entries that fit; an entry longer than what is left of the budget (a 100 KB tool log) is packed
+as its most relevant excerpt around the matched query terms, not dropped. Every entry is headed with its session,
+turn and time so the model can cite it. All lengths are in characters (Python ``len``), budget included.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..model import Entry
+
+TITLE = "[Recovered by Lantern from earlier in this conversation: verbatim archived turns, oldest facts may be outdated]"
+ELLIPSIS = "…"
+FIRST_EXCERPT_MIN = 40  # the first entry is excerpted into as little room as this (ours)
+MAX_MATCHES = 5_000  # occurrences considered when choosing an excerpt (ours; bounds work on a 1 MB entry)
+
+
+def header(entry: Entry) -> str:
+    """``[session S · turn N · 2024-08-05 12:34]`` (time omitted when unknown)."""
+    when = f" · {entry.time.strftime('%Y-%m-%d %H:%M')}" if entry.time else ""
+    return f"[session {entry.session} · turn {entry.turn}{when}]"
+
+
+def excerpt(text: str, terms: list[str], width: int) -> str:
+    """The ``width``-character window of ``text`` holding the most distinct query terms (then the most matches),
+    widened to line boundaries when that costs little, with ``…`` marking each cut. Case-insensitive. With no match,
+    the head of the text. Returns at most ``width`` characters."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    inner = width - 2 * len(ELLIPSIS)
+    if inner <= 0:
+        return text[:width]
+    words = sorted({t.lower() for t in terms if t.strip()}, key=len, reverse=True)
+    matches: list[tuple[int, str]] = []
+    if words:
+        pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
+        for m in pattern.finditer(text):
+            matches.append((m.start(), m.group(0).lower()))
+            if len(matches) >= MAX_MATCHES:
+                break
+    start = _best_window(matches, inner) if matches else 0
+    start = max(0, min(start, len(text) - inner))
+    line = text.rfind("\n", max(0, start - 80), start + 1)
+    if line != -1 and line + 1 <= start:
+        start = line + 1
+    body = text[start : start + inner]
+    prefix = ELLIPSIS if start > 0 else ""
+    suffix = ELLIPSIS if start + inner < len(text) else ""
+    return prefix + body + suffix
+
+
+def _best_window(matches: list[tuple[int, str]], inner: int) -> int:
+    """Start offset of a window of ``inner`` characters covering the most distinct terms (two pointers over the
+    sorted match positions), centred on the covered matches."""
+    best = (0, 0, 0, 0)  # (distinct, count, first, last)
+    counts: Counter[str] = Counter()
+    lo = 0
+    for hi, (pos, term) in enumerate(matches):
+        counts[term] += 1
+        while pos + len(term) - matches[lo][0] > inner:
+            old = matches[lo][1]
+            counts[old] -= 1
+            if not counts[old]:
+                del counts[old]
+            lo += 1
+        score = (len(counts), hi - lo + 1)
+        if score > best[:2]:
+            best = (*score, matches[lo][0], pos + len(term))
+    first, last = best[2], best[3]
+    return max(0, first - (inner - (last - first)) // 2)
+
+
+@dataclass
+class Packed:
+    """One packed entry: the text injected (whole or excerpt)."""
+
+    entry: Entry
+    text: str
+    excerpt: bool
+
+
+@dataclass
+class PackResult:
+    text: str
+    packed: list[Packed] = field(default_factory=list)
+    verdicts: dict[int, tuple[str, str]] = field(default_factory=dict)  # entry id -> (verdict, reason)
+
+
+def pack(entries: list[Entry], budget: int, terms: list[str], min_excerpt: int = 200) -> PackResult:
+    """Pack ``entries`` (already in MMR order) into at most ``budget`` characters, the title line included.
+    Verdicts per entry id: ``packed``, ``excerpt``, ``cut:budget``."""
+    result = PackResult(text="")
+    parts: list[str] = []
+    used = len(TITLE)
+    for entry in entries:
+        head = header(entry) + "\n"
+        room = budget - used - len(head) - 2  # two newlines separate blocks
+        # an excerpt shorter than min_excerpt is not worth its header, unless nothing else was packed
+        floor = min_excerpt if parts else FIRST_EXCERPT_MIN
+        if room <= 0 or (len(entry.text) > room and room < floor):
+            result.verdicts[entry.id] = ("cut:budget", f"{max(room, 0)} characters left, entry has {len(entry.text)}")
+            continue
+        if len(entry.text) <= room:
+            body, cut = entry.text, False
+            result.verdicts[entry.id] = ("packed", f"whole, {len(body)} characters")
+        else:
+            body, cut = excerpt(entry.text, terms, room), True
+            result.verdicts[entry.id] = ("excerpt", f"{len(body)} of {len(entry.text)} characters around the matched terms")
+        parts.append(head + body)
+        used += len(head) + len(body) + 2
+        result.packed.append(Packed(entry, body, cut))
+    if parts:
+        result.text = TITLE + "\n\n" + "\n\n".join(parts)
+    return result

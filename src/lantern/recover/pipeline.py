@@ -1,0 +1,164 @@
+"""The read path as one straight pipeline (DESIGN §3): query -> four signals -> RRF -> MMR -> pack.
+
+    terms, vector  = query_terms(query), embed(query)
+    rankings       = semantic, fulltext, keyword (each top-N), importance (over their pool)
+    live entries   = dropped from every ranking (still in the context: never re-injected)
+    fused          = rrf(rankings, k=60)               (or score_sum: ablation)
+    order          = mmr(fused, cosine, λ=0.7)          (or fused order: ablation)
+    block          = pack(order, budget)                whole entries, excerpts, cuts
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..archive.tags import query_terms
+from ..config import Config
+from ..embed import Embedder
+from ..model import Candidate, Hit, RecoveredEntry, Recovery
+from ..store.index import MemoryIndex
+from ..store.sqlite import Store
+from . import signals
+from .fusion import mmr, rrf, score_sum
+from .pack import pack
+
+DUPLICATE_COSINE = 0.98  # a candidate this close to one already packed adds nothing (ours)
+
+
+def _normalize(text: str) -> str:
+    return " ".join(text.split())
+
+
+def rank(
+    store: Store,
+    index: MemoryIndex,
+    embedder: Embedder,
+    config: Config,
+    query: str,
+    *,
+    session: str | None = None,
+    exclude_ids: Iterable[int] = (),
+    live_text: str = "",
+    now: float | None = None,
+) -> tuple[list[Candidate], list[str], np.ndarray]:
+    """Every candidate for ``query``, fused and sorted by RRF score (best first), with its per-signal ranks and
+    scores. Entries whose full text is still inside ``live_text`` get the verdict ``excluded:live`` and no rank.
+    Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
+    index.refresh()
+    terms = query_terms(query)[: config.max_query_terms]
+    allowed = index.session_mask(session)
+    exclude_ids = list(exclude_ids)
+    if exclude_ids and len(index.ids):
+        present = np.isin(index.ids, np.asarray(exclude_ids, np.int64))
+        allowed = ~present if allowed is None else allowed & ~present
+    n = config.signal_top_n
+    enabled = set(config.signals)
+    found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if "semantic" in enabled:
+        found["semantic"] = signals.semantic(index, embedder.embed([query])[0], allowed, n)
+    if "fulltext" in enabled:
+        found["fulltext"] = signals.fulltext(store, index, terms, index.sessions_matching(session), n)
+        if allowed is not None and len(found["fulltext"][0]):
+            keep = allowed[found["fulltext"][0]]
+            found["fulltext"] = (found["fulltext"][0][keep], found["fulltext"][1][keep])
+    if "keyword" in enabled:
+        found["keyword"] = signals.keyword(index, terms, allowed, n)
+    pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
+    entries = store.entries(index.ids[pool].tolist())
+
+    live = _normalize(live_text) if live_text else ""
+    excluded = {i for i, e in entries.items() if live and _normalize(e.text) in live}
+    if excluded:
+        pool = np.asarray([p for p in pool if int(index.ids[p]) not in excluded], np.int64)
+    if "importance" in enabled:
+        found["importance"] = signals.importance(index, pool, now or time.time(), config.half_life_days)
+
+    rankings: dict[str, list[int]] = {}
+    scores: dict[str, dict[int, float]] = {}
+    for name, (positions, values) in found.items():
+        ids = [int(index.ids[p]) for p in positions]
+        kept = [(i, float(v)) for i, v in zip(ids, values) if i not in excluded and i in entries]
+        rankings[name] = [i for i, _ in kept]
+        scores[name] = dict(kept)
+    fused = rrf(rankings, config.rrf_k) if config.fusion == "rrf" else score_sum(scores)
+
+    candidates = []
+    for entry_id, score in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0])):
+        cand = Candidate(entry=entries[entry_id], rrf=score)
+        for name, ranking in rankings.items():
+            if entry_id in scores[name]:
+                cand.ranks[name] = ranking.index(entry_id) + 1
+                cand.scores[name] = scores[name][entry_id]
+        candidates.append(cand)
+    for entry_id in sorted(excluded):
+        candidates.append(Candidate(entry=entries[entry_id], verdict="excluded:live", reason="still in the live context"))
+    ranked_positions = index.positions([c.entry.id for c in candidates if c.verdict != "excluded:live"])
+    return candidates, terms, ranked_positions
+
+
+def recover(
+    store: Store,
+    index: MemoryIndex,
+    embedder: Embedder,
+    config: Config,
+    query: str,
+    *,
+    budget: int,
+    session: str | None = None,
+    exclude_ids: Iterable[int] = (),
+    live_text: str = "",
+) -> Recovery:
+    """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
+    the verdict of every entry considered (``explain``)."""
+    candidates, terms, positions = rank(
+        store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text
+    )
+    ranked = [c for c in candidates if c.verdict != "excluded:live"]
+    if not ranked:
+        return Recovery(query=query, text="", entries=[], chars=0, budget=budget, candidates=candidates)
+    vectors = index.matrix[positions]
+    similarity = vectors @ vectors.T
+    if config.use_mmr:
+        order = mmr(np.asarray([c.rrf for c in ranked]), similarity, config.mmr_lambda)
+    else:
+        order = list(range(len(ranked)))
+    # near-duplicates of a better candidate are removed before packing
+    kept: list[int] = []
+    for i in order:
+        twin = next((j for j in kept if similarity[i, j] >= DUPLICATE_COSINE), None)
+        ranked[i].mmr_order = order.index(i) + 1
+        if twin is not None:
+            ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[twin].entry.id}"
+        else:
+            kept.append(i)
+    result = pack([ranked[i].entry for i in kept], budget, terms, config.min_excerpt_chars)
+    by_id = {c.entry.id: c for c in ranked}
+    for entry_id, (verdict, reason) in result.verdicts.items():
+        by_id[entry_id].verdict, by_id[entry_id].reason = verdict, reason
+    for p in result.packed:
+        by_id[p.entry.id].chars = len(p.text)
+    recovered = [
+        RecoveredEntry(
+            id=p.entry.id,
+            session=p.entry.session,
+            turn=p.entry.turn,
+            score=by_id[p.entry.id].rrf,
+            text=p.text,
+            excerpt=p.excerpt,
+            time=p.entry.time,
+        )
+        for p in result.packed
+    ]
+    return Recovery(query=query, text=result.text, entries=recovered, chars=len(result.text), budget=budget, candidates=candidates)
+
+
+def search(
+    store: Store, index: MemoryIndex, embedder: Embedder, config: Config, query: str, *, k: int = 10, session: str | None = None
+) -> list[Hit]:
+    """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score."""
+    candidates, _, _ = rank(store, index, embedder, config, query, session=session)
+    return [Hit(entry=c.entry, score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k]]
+

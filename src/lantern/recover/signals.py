@@ -1,0 +1,145 @@
+"""The four ranked signals of the read path (DESIGN §3.2; paper §3, eq. 2).
+
+Each signal returns row positions of the in-process index (``MemoryIndex``), best first. ``allowed`` is a boolean
+mask over rows (scope and explicit exclusions), or None for every row.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..store.index import MemoryIndex
+from ..store.sqlite import Store
+
+LN2 = 0.693  # paper eq. 2 writes exp(-0.693 * dt / T_half)
+SECONDS_PER_DAY = 86_400.0
+
+
+def _top(scores: np.ndarray, allowed: np.ndarray | None, n: int) -> np.ndarray:
+    """Positions of the ``n`` highest finite scores among allowed rows, best first."""
+    if allowed is not None:
+        scores = np.where(allowed, scores, -np.inf)
+    valid = np.isfinite(scores)
+    k = min(n, int(valid.sum()))
+    if k == 0:
+        return np.empty(0, np.int64)
+    part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    part = part[np.isfinite(scores[part])]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+# ---------------------------------------------------------------- semantic
+def semantic(index: MemoryIndex, query_vector: np.ndarray, allowed: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine similarity between the query and every entry embedding (rows are L2-normalized, so a dot product;
+    Reimers & Gurevych 2019). Returns (positions best first, their cosines)."""
+    if not len(index.ids):
+        return np.empty(0, np.int64), np.empty(0, np.float32)
+    cos = index.matrix @ query_vector.astype(np.float32)
+    top = _top(cos, allowed, n)
+    return top, cos[top]
+
+
+# ---------------------------------------------------------------- full text
+_TOKEN = re.compile(r"\w", re.UNICODE)
+
+
+def fts_query(terms: list[str]) -> str:
+    """A MATCH expression that can never be a syntax error: every term is a double-quoted FTS5 string (inner
+    quotes doubled), so ``AND``/``NOT``/``NEAR``, colons, parentheses and ``*`` from users are plain data; terms
+    are joined with OR so bm25() ranks by how many and how rare. Terms without a word character are dropped."""
+    quoted = ['"' + t.replace('"', '""') + '"' for t in terms if _TOKEN.search(t)]
+    return " OR ".join(quoted)
+
+
+def fulltext(store: Store, index: MemoryIndex, terms: list[str], sessions: list[str] | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """SQLite FTS5 ``bm25()`` over summary + text + tags (Robertson & Zaragoza 2009; FTS5's Okapi BM25 with
+    k1 = 1.2, b = 0.75). Returns (positions best first, bm25 scores negated so that higher is better)."""
+    if sessions is not None and not sessions:
+        return np.empty(0, np.int64), np.empty(0, np.float32)
+    rows = store.fulltext(fts_query(terms), n, sessions)
+    if not rows or not len(index.ids):
+        return np.empty(0, np.int64), np.empty(0, np.float32)
+    ids = np.asarray([i for i, _ in rows], np.int64)
+    scores = -np.asarray([s for _, s in rows], np.float32)
+    pos = np.minimum(np.searchsorted(index.ids, ids), len(index.ids) - 1)
+    keep = index.ids[pos] == ids  # rows committed by another process after our last refresh wait for the next
+    return pos[keep], scores[keep]
+
+
+# ---------------------------------------------------------------- keyword
+def jaccard(intersection: np.ndarray, query_size: int, hint_size: np.ndarray) -> np.ndarray:
+    """|Q ∩ H| / |Q ∪ H| (Jaccard 1901), with |Q ∪ H| = |Q| + |H| − |Q ∩ H|."""
+    return intersection / np.maximum(query_size + hint_size - intersection, 1.0)
+
+
+def keyword(index: MemoryIndex, terms: list[str], allowed: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Jaccard overlap between the query terms and each entry's lookup hints (tags, paths, tool names),
+    through the inverted index built at archive time (DESIGN §3.2). Returns (positions best first, scores)."""
+    query = set(terms)
+    hits = [p for t in query for p in index.postings.get(t, ())]
+    if not hits:
+        return np.empty(0, np.int64), np.empty(0, np.float32)
+    pos, inter = np.unique(np.asarray(hits, np.int64), return_counts=True)
+    if allowed is not None:
+        keep = allowed[pos]
+        pos, inter = pos[keep], inter[keep]
+    scores = jaccard(inter.astype(np.float32), len(query), index.hint_count[pos])
+    order = np.argsort(-scores, kind="stable")[:n]
+    return pos[order], scores[order]
+
+
+# ---------------------------------------------------------------- importance, paper eq. 2
+def recency(age_days: np.ndarray, half_life_days: float) -> np.ndarray:
+    """ln R = −0.693 · Δt / T½ (paper eq. 2; returned as a logarithm so that years-old imports do not underflow
+    to a tie at 0). Future times count as Δt = 0."""
+    return -LN2 * np.maximum(age_days, 0.0) / half_life_days
+
+
+def frequency(access_count: np.ndarray) -> np.ndarray:
+    """ln F with F = log2(a + 1) + 1, a = times retrieved (paper eq. 2)."""
+    return np.log(np.log2(access_count + 1.0) + 1.0)
+
+
+def richness(prior: np.ndarray, tool_count: np.ndarray, file_count: np.ndarray) -> np.ndarray:
+    """ln D with D = 0.5 + prior + 0.25·[has tool calls] + 0.25·[references files], so D ∈ [0.5, 2.0].
+    Our schedule (the paper names D a bonus for tool calls and file references without values): the write-time
+    importance prior (archive/classify.py) carries decisions, preferences and stated facts."""
+    return np.log(0.5 + prior + 0.25 * (tool_count > 0) + 0.25 * (file_count > 0))
+
+
+def importance_log(index: MemoryIndex, positions: np.ndarray, now: float, half_life_days: float) -> np.ndarray:
+    """ln I(e) = ln R + ln F + ln D + ln c + ln σ (paper eq. 2) for the given rows."""
+    age = (now - index.time[positions]) / SECONDS_PER_DAY
+    return (
+        recency(age, half_life_days)
+        + frequency(index.access_count[positions])
+        + richness(index.prior[positions], index.tool_count[positions], index.file_count[positions])
+        + np.log(np.maximum(index.confidence[positions], 1e-6))
+        + np.log(np.maximum(index.success[positions], 1e-6))
+    )
+
+
+def importance(index: MemoryIndex, pool: np.ndarray, now: float, half_life_days: float) -> tuple[np.ndarray, np.ndarray]:
+    """Orders the candidate pool gathered by the query signals by I(e). Our choice (the paper does not say which
+    entries it ranks): importance re-orders candidates, it never adds an entry unrelated to the query."""
+    if not len(pool):
+        return np.empty(0, np.int64), np.empty(0, np.float32)
+    scores = importance_log(index, pool, now, half_life_days)
+    order = np.argsort(-scores, kind="stable")
+    return pool[order], scores[order].astype(np.float32)
+
+
+__all__ = [
+    "fts_query",
+    "fulltext",
+    "importance",
+    "importance_log",
+    "jaccard",
+    "keyword",
+    "recency",
+    "frequency",
+    "richness",
+    "semantic",
+]

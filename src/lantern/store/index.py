@@ -1,0 +1,163 @@
+"""The in-process index of the read path: a numpy view of the store, kept in step with SQLite.
+
+The float32 BLOBs in ``embeddings`` are the source of truth; this holds them as one L2-normalized matrix for
+cosine search (our choice: this Python cannot load SQLite extensions, so no sqlite-vec), the per-entry numbers the
+importance signal needs, and an inverted index of lookup hints for the keyword signal (precomputed at archive time,
+never re-tokenized per query). ``refresh()`` picks up rows added or grown by this or any other process
+(``PRAGMA data_version`` + the ``archived_at`` index) and reloads everything after a deletion.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+
+from .sqlite import Store
+
+# rows archived up to this many seconds before the newest row seen are re-read on refresh (clock granularity and
+# concurrent writers committing out of archived_at order); re-reading a row is idempotent.
+_OVERLAP_S = 5.0
+
+
+class MemoryIndex:
+    """Arrays aligned by position: ``ids`` (int64, ascending), ``matrix`` (float32 (n, dim), L2-normalized rows),
+    ``session`` (int32 codes into ``session_names``), ``time`` (unix seconds), ``prior``, ``tool_count``,
+    ``file_count``, ``confidence``, ``success``, ``access_count``; ``postings`` maps a hint term to row positions,
+    ``hint_count`` the number of hints per row."""
+
+    def __init__(self, store: Store, dim: int):
+        self.store = store
+        self.dim = dim
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything; the next ``refresh`` reloads from SQLite."""
+        self.ids = np.empty(0, np.int64)
+        self.matrix = np.empty((0, self.dim), np.float32)
+        self.session = np.empty(0, np.int32)
+        self.time = np.empty(0, np.float64)
+        self.prior = np.empty(0, np.float32)
+        self.tool_count = np.empty(0, np.float32)
+        self.file_count = np.empty(0, np.float32)
+        self.confidence = np.empty(0, np.float32)
+        self.success = np.empty(0, np.float32)
+        self.access_count = np.empty(0, np.float32)
+        self.hint_count = np.empty(0, np.float32)
+        self.session_names: list[str] = []
+        self._session_code: dict[str, int] = {}
+        self.postings: dict[str, set[int]] = defaultdict(set)
+        self._hints: list[list[str]] = []
+        self._seen_archived_at = float("-inf")
+        self._version: int | None = None
+        self._dirty = True
+
+    def mark_dirty(self) -> None:
+        """Called after this process wrote: the next ``refresh`` reads the new rows."""
+        self._dirty = True
+
+    # ------------------------------------------------------------------ sync with SQLite
+    def refresh(self) -> None:
+        version = self.store.data_version()
+        if not self._dirty and version == self._version:
+            return
+        foreign = self._version is not None and version != self._version
+        rows = self.store.rows_since(self._seen_archived_at - _OVERLAP_S)
+        self._apply(rows)
+        if len(self.ids) != self.store.count():  # something was deleted: start over
+            self.reset()
+            self._apply(self.store.rows_since(float("-inf")))
+            foreign = True
+        if foreign:  # another process may have changed confidence, success or access counts
+            self._load_mutable()
+        self._version = version
+        self._dirty = False
+
+    def _apply(self, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        new_ids, new_rows = [], []
+        for row in rows:
+            pos = int(np.searchsorted(self.ids, row[0]))
+            if pos < len(self.ids) and self.ids[pos] == row[0]:
+                self._overwrite(pos, row)
+            else:
+                new_ids.append(row[0])
+                new_rows.append(row)
+        if new_rows:
+            if len(self.ids) and new_ids[0] < self.ids[-1]:  # pragma: no cover - ids are assigned ascending
+                self.reset()
+                return self._apply(self.store.rows_since(float("-inf")))
+            start = len(self.ids)
+            self.ids = np.concatenate([self.ids, np.asarray(new_ids, np.int64)])
+            vecs = np.frombuffer(b"".join(r[8] for r in new_rows), dtype="<f4").reshape(len(new_rows), self.dim)
+            self.matrix = np.concatenate([self.matrix, vecs.astype(np.float32)])
+            self.session = np.concatenate([self.session, np.asarray([self._code(r[1]) for r in new_rows], np.int32)])
+            self.time = np.concatenate([self.time, np.asarray([r[2] for r in new_rows], np.float64)])
+            self.prior = np.concatenate([self.prior, np.asarray([r[4] for r in new_rows], np.float32)])
+            self.tool_count = np.concatenate([self.tool_count, np.asarray([r[5] for r in new_rows], np.float32)])
+            self.file_count = np.concatenate([self.file_count, np.asarray([r[6] for r in new_rows], np.float32)])
+            n = len(new_rows)
+            self.confidence = np.concatenate([self.confidence, np.full(n, 0.5, np.float32)])
+            self.success = np.concatenate([self.success, np.full(n, 0.5, np.float32)])
+            self.access_count = np.concatenate([self.access_count, np.zeros(n, np.float32)])
+            hints = [json.loads(r[7]) for r in new_rows]
+            self._hints.extend(hints)
+            self.hint_count = np.concatenate([self.hint_count, np.asarray([len(h) for h in hints], np.float32)])
+            for offset, terms in enumerate(hints):
+                for term in terms:
+                    self.postings[term].add(start + offset)
+        self._seen_archived_at = max(self._seen_archived_at, max(r[3] for r in rows))
+
+    def _overwrite(self, pos: int, row: tuple) -> None:
+        self.matrix[pos] = np.frombuffer(row[8], dtype="<f4")
+        self.session[pos] = self._code(row[1])
+        self.time[pos], self.prior[pos] = row[2], row[4]
+        self.tool_count[pos], self.file_count[pos] = row[5], row[6]
+        for term in self._hints[pos]:
+            self.postings[term].discard(pos)
+        terms = json.loads(row[7])
+        self._hints[pos] = terms
+        self.hint_count[pos] = len(terms)
+        for term in terms:
+            self.postings[term].add(pos)
+
+    def _load_mutable(self) -> None:
+        cols = self.store.mutable_columns()
+        if len(cols) != len(self.ids):  # pragma: no cover - a write raced us; the next refresh reconciles
+            self._dirty = True
+            return
+        arr = np.asarray(cols, dtype=np.float64).reshape(-1, 4)
+        self.confidence = arr[:, 1].astype(np.float32)
+        self.success = arr[:, 2].astype(np.float32)
+        self.access_count = arr[:, 3].astype(np.float32)
+
+    def _code(self, session: str) -> int:
+        code = self._session_code.get(session)
+        if code is None:
+            code = self._session_code[session] = len(self.session_names)
+            self.session_names.append(session)
+        return code
+
+    # ------------------------------------------------------------------ queries
+    def positions(self, ids) -> np.ndarray:
+        """Row positions of entry ids (all must be present)."""
+        return np.searchsorted(self.ids, np.asarray(ids, np.int64))
+
+    def session_mask(self, session: str | None) -> np.ndarray | None:
+        """Boolean mask of rows in ``session`` or its sub-sessions (``session/...``); None means every row."""
+        if session is None:
+            return None
+        codes = [c for name, c in self._session_code.items() if name == session or name.startswith(session + "/")]
+        return np.isin(self.session, np.asarray(codes, np.int32))
+
+    def sessions_matching(self, session: str | None) -> list[str] | None:
+        if session is None:
+            return None
+        return [name for name in self.session_names if name == session or name.startswith(session + "/")]
+
+    def note_access(self, ids) -> None:
+        """Mirror ``Store.bump_access`` in memory (this process's own write)."""
+        if len(ids):
+            self.access_count[self.positions(ids)] += 1

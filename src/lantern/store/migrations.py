@@ -1,0 +1,88 @@
+"""Numbered schema migrations. The schema lives here, in one place; ``PRAGMA user_version`` records the last
+migration applied. Append new migrations; never edit an applied one."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = []
+
+
+def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_initial(db: sqlite3.Connection) -> None:
+    _run(
+        db,
+        """
+        CREATE TABLE meta (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        -- one row per archived turn
+        CREATE TABLE entries (
+            id           INTEGER PRIMARY KEY,
+            session      TEXT NOT NULL,
+            turn         INTEGER NOT NULL,
+            time         REAL,              -- event time, unix seconds UTC; NULL when the transcript has none
+            archived_at  REAL NOT NULL,     -- unix seconds UTC
+            text         TEXT NOT NULL,     -- full verbatim turn: tool arguments and results included
+            summary      TEXT NOT NULL,     -- extractive, <= 1,200 characters
+            tags         TEXT NOT NULL,     -- JSON [[kind, value], ...]
+            hints        TEXT NOT NULL,     -- JSON [term, ...]: lookup hints of the keyword signal
+            memory_type  TEXT NOT NULL,     -- episodic | semantic | procedural
+            importance   REAL NOT NULL,     -- write-time prior in [0, 1]
+            content_hash TEXT NOT NULL UNIQUE,
+            confidence   REAL NOT NULL,     -- c (paper Appendix D)
+            success      REAL NOT NULL,     -- sigma (paper Appendix D)
+            access_count INTEGER NOT NULL DEFAULT 0,
+            tool_count   INTEGER NOT NULL DEFAULT 0,
+            file_count   INTEGER NOT NULL DEFAULT 0,
+            meta         TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX entries_session_turn ON entries(session, turn);
+        CREATE INDEX entries_archived_at ON entries(archived_at);
+        -- float32 little-endian vectors: the source of truth of the in-process matrix
+        CREATE TABLE embeddings (
+            entry_id INTEGER PRIMARY KEY REFERENCES entries(id) ON DELETE CASCADE,
+            vector   BLOB NOT NULL
+        );
+        -- body = summary + text, tags = tag values; both with CJK runs rewritten as character bigrams
+        CREATE VIRTUAL TABLE entries_fts USING fts5(
+            body, tags, tokenize = 'unicode61 remove_diacritics 2'
+        );
+        """
+    )
+
+
+def _run(db: sqlite3.Connection, script: str) -> None:
+    """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
+    for statement in script.split(";\n"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Apply every migration not yet applied, each in its own transaction. Returns the schema version."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    for number, fn in enumerate(MIGRATIONS, start=1):
+        if number <= version:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # re-read under the write lock: another process may have migrated meanwhile
+            if db.execute("PRAGMA user_version").fetchone()[0] >= number:
+                db.execute("ROLLBACK")
+                continue
+            fn(db)
+            db.execute(f"PRAGMA user_version = {number}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        version = number
+    return max(version, db.execute("PRAGMA user_version").fetchone()[0])

@@ -1,0 +1,330 @@
+"""The SQLite store: one class owning the tables of ``migrations.py`` (DESIGN §2.7).
+
+WAL journal, ``busy_timeout``, one transaction per ``add`` call, content-hash dedup, embeddings as float32 BLOBs,
+FTS5 over summary + text + tags with CJK runs indexed as character bigrams.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time as _time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..archive.tags import cjk_bigrams
+from ..errors import EmbedderMismatchError
+from ..model import Entry, Tag
+from .migrations import migrate
+
+BUSY_TIMEOUT_MS = 10_000
+
+_ENTRY_COLUMNS = (
+    "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
+    "confidence, success, access_count, tool_count, file_count, meta"
+)
+
+
+@dataclass
+class NewEntry:
+    """A prepared turn ready to be stored (output of the write path's stages 1–6)."""
+
+    session: str
+    text: str
+    summary: str
+    tags: list[Tag]
+    hints: list[str]
+    memory_type: str
+    importance: float
+    content_hash: str
+    time: datetime | None = None
+    tool_count: int = 0
+    file_count: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def to_epoch(dt: datetime | None) -> float | None:
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def from_epoch(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+def _private_file(path: Path) -> None:
+    """Create the database file mode 0600 inside a 0700 directory when they do not exist yet."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700)
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.close(fd)
+
+
+class Store:
+    """SQLite tables of one Lantern database. ``path`` may be ``":memory:"`` (tests only; no WAL there)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = str(path)
+        if self.path != ":memory:":
+            _private_file(Path(self.path))
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if self.path != ":memory:":
+            mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":  # pragma: no cover - only on filesystems without shared memory
+                raise sqlite3.OperationalError(f"could not enable WAL on {self.path} (got {mode})")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self.schema_version = migrate(self.db)
+
+    # ------------------------------------------------------------------ plumbing
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole transaction back."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def data_version(self) -> int:
+        """Changes when another connection commits (SQLite ``PRAGMA data_version``)."""
+        return self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------------ meta
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def check_embedder(self, embedder_id: str, dim: int) -> None:
+        """Record the embedder of a new database; raise EmbedderMismatchError when it differs from the one given."""
+        with self.transaction() as db:
+            stored = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
+            if not stored:
+                db.executemany(
+                    "INSERT INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
+                )
+                return
+        if stored.get("embedder") != embedder_id or stored.get("dim") != str(dim):
+            raise EmbedderMismatchError(
+                f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
+                f"not {embedder_id!r} ({dim}-d). Open it with that embedder, or run "
+                f"`lantern --db {self.path} reindex --embedder ...` to re-embed every entry."
+            )
+
+    def set_embedder(self, db: sqlite3.Connection, embedder_id: str, dim: int) -> None:
+        db.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
+        )
+
+    # ------------------------------------------------------------------ write
+    def add(self, rows: Sequence[NewEntry], vectors: np.ndarray) -> list[tuple[int, bool]]:
+        """Store prepared turns and their embeddings in ONE transaction.
+
+        Returns ``(entry_id, added)`` per row, in order; ``added`` is False for a duplicate (same content hash).
+        A turn that extends the session's latest stored turn (a live turn that grew: the user message first,
+        the assistant reply later) replaces it in place instead of adding a second entry. Turn numbers continue
+        the session's numbering. Raises sqlite3 errors; on any error nothing is written.
+        """
+        if len(rows) != len(vectors):
+            raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
+        out: list[tuple[int, bool]] = []
+        now = _time.time()
+        with self.transaction() as db:
+            for row, vec in zip(rows, vectors):
+                found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (row.content_hash,)).fetchone()
+                if found:
+                    out.append((found[0], False))
+                    continue
+                last = db.execute(
+                    "SELECT id, turn, text FROM entries WHERE session = ? ORDER BY turn DESC LIMIT 1", (row.session,)
+                ).fetchone()
+                blob = np.asarray(vec, dtype="<f4").tobytes()
+                if last and row.text.startswith(last[2] + "\n"):
+                    entry_id = last[0]
+                    self._delete_fts(db, entry_id)
+                    db.execute(
+                        "UPDATE entries SET time = coalesce(time, ?), archived_at = ?, text = ?, summary = ?, "
+                        "tags = ?, hints = ?, memory_type = ?, importance = ?, content_hash = ?, tool_count = ?, "
+                        "file_count = ?, meta = ? WHERE id = ?",
+                        (to_epoch(row.time), now, *self._values(row), entry_id),
+                    )
+                    db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (blob, entry_id))
+                else:
+                    turn = last[1] + 1 if last else 0
+                    cur = db.execute(
+                        "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
+                        "memory_type, importance, content_hash, tool_count, file_count, meta, confidence, success) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5)",
+                        (row.session, turn, to_epoch(row.time), now, *self._values(row)),
+                    )
+                    entry_id = cur.lastrowid
+                    db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, blob))
+                db.execute(
+                    "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
+                    (entry_id, cjk_bigrams(row.summary + "\n" + row.text), cjk_bigrams(" ".join(t.value for t in row.tags))),
+                )
+                out.append((entry_id, True))
+        return out
+
+    @staticmethod
+    def _values(row: NewEntry) -> tuple:
+        return (
+            row.text,
+            row.summary,
+            json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False),
+            json.dumps(row.hints, ensure_ascii=False),
+            row.memory_type,
+            float(row.importance),
+            row.content_hash,
+            row.tool_count,
+            row.file_count,
+            json.dumps(row.meta, ensure_ascii=False, default=str),
+        )
+
+    @staticmethod
+    def _delete_fts(db: sqlite3.Connection, entry_id: int) -> None:
+        db.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
+
+    def delete(self, *, entry: int | None = None, session: str | None = None) -> int:
+        """Delete entries (with their vectors and FTS rows) by id or by session, in one transaction. Returns count."""
+        if entry is None and session is None:
+            raise ValueError("give entry= or session=")
+        where, arg = ("id = ?", entry) if entry is not None else ("session = ?", session)
+        with self.transaction() as db:
+            ids = [r[0] for r in db.execute(f"SELECT id FROM entries WHERE {where}", (arg,))]
+            for entry_id in ids:
+                self._delete_fts(db, entry_id)
+            db.executemany("DELETE FROM embeddings WHERE entry_id = ?", [(i,) for i in ids])
+            db.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i in ids])
+        return len(ids)
+
+    def replace_vectors(self, pairs: Iterable[tuple[int, np.ndarray]], embedder_id: str, dim: int) -> int:
+        """Overwrite every embedding and the recorded embedder in one transaction (``reindex``)."""
+        n = 0
+        with self.transaction() as db:
+            for entry_id, vec in pairs:
+                db.execute(
+                    "INSERT OR REPLACE INTO embeddings(entry_id, vector) VALUES (?, ?)",
+                    (entry_id, np.asarray(vec, dtype="<f4").tobytes()),
+                )
+                n += 1
+            self.set_embedder(db, embedder_id, dim)
+        return n
+
+    def bump_access(self, ids: Sequence[int]) -> None:
+        """access_count += 1 for entries packed into a recovery (the a of F(e), paper eq. 2)."""
+        if ids:
+            with self.transaction() as db:
+                db.executemany("UPDATE entries SET access_count = access_count + 1 WHERE id = ?", [(i,) for i in ids])
+
+    # ------------------------------------------------------------------ read
+    def entries(self, ids: Iterable[int]) -> dict[int, Entry]:
+        """Entries by id (missing ids are absent from the result)."""
+        ids = list(ids)
+        out: dict[int, Entry] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id IN ({marks})", chunk):
+                out[row[0]] = _entry(row)
+        return out
+
+    def texts(self) -> Iterator[tuple[int, str]]:
+        """(id, summary) of every entry, in id order: the embedder's input, for ``reindex``."""
+        yield from self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall()
+
+    def rows_since(self, archived_at: float) -> list[tuple]:
+        """Static columns + vector of entries archived (or grown) at or after ``archived_at``, for the in-process
+        index: (id, session, event time or archived_at, archived_at, importance, tool_count, file_count, hints
+        JSON, vector BLOB), in id order."""
+        return self.db.execute(
+            "SELECT e.id, e.session, coalesce(e.time, e.archived_at), e.archived_at, e.importance, e.tool_count, "
+            "e.file_count, e.hints, v.vector FROM entries e JOIN embeddings v ON v.entry_id = e.id "
+            "WHERE e.archived_at >= ? ORDER BY e.id",
+            (archived_at,),
+        ).fetchall()
+
+    def mutable_columns(self) -> list[tuple[int, float, float, int]]:
+        """(id, confidence, success, access_count) of every entry, in id order."""
+        return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
+
+    def count(self) -> int:
+        return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
+
+    def fulltext(self, match: str, limit: int, sessions: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """FTS5 ``bm25()`` search. ``match`` must be a safe MATCH expression (see recover.signals.fts_query).
+        Returns ``(entry_id, bm25)`` best first (bm25 is negative: lower is better, SQLite's convention)."""
+        if not match:
+            return []
+        if sessions is None:
+            return self.db.execute(
+                "SELECT rowid, bm25(entries_fts) AS s FROM entries_fts WHERE entries_fts MATCH ? ORDER BY s LIMIT ?",
+                (match, limit),
+            ).fetchall()
+        marks = ",".join("?" * len(sessions))
+        return self.db.execute(
+            "SELECT rowid, bm25(entries_fts) AS s FROM entries_fts WHERE entries_fts MATCH ? "
+            f"AND rowid IN (SELECT id FROM entries WHERE session IN ({marks})) ORDER BY s LIMIT ?",
+            (match, *sessions, limit),
+        ).fetchall()
+
+    def sessions(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes: entries, sessions, embedder, schema version, database bytes (page_count × page_size)."""
+        n, n_sessions, chars = self.db.execute(
+            "SELECT count(*), count(DISTINCT session), coalesce(sum(length(text)), 0) FROM entries"
+        ).fetchone()
+        # logical size (committed pages, WAL included), not the file sizes: the WAL holds rewritten pages twice
+        size = self.db.execute("PRAGMA page_count").fetchone()[0] * self.db.execute("PRAGMA page_size").fetchone()[0]
+        return {
+            "path": self.path,
+            "entries": n,
+            "sessions": n_sessions,
+            "text_chars": chars,
+            "embedder": self.get_meta("embedder"),
+            "dim": int(self.get_meta("dim") or 0),
+            "schema_version": self.schema_version,
+            "database_bytes": size,
+            "bytes_per_entry": round(size / n) if n else 0,
+        }
+
+
+def _entry(row: tuple) -> Entry:
+    return Entry(
+        id=row[0],
+        session=row[1],
+        turn=row[2],
+        time=from_epoch(row[3]),
+        archived_at=from_epoch(row[4]),
+        text=row[5],
+        summary=row[6],
+        tags=[Tag(k, v) for k, v in json.loads(row[7])],
+        memory_type=row[8],
+        importance=row[9],
+        content_hash=row[10],
+        confidence=row[11],
+        success=row[12],
+        access_count=row[13],
+        tool_count=row[14],
+        file_count=row[15],
+        meta=json.loads(row[16]),
+    )

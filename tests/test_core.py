@@ -1,0 +1,251 @@
+"""The core end to end on the real SQLite store (temp file, WAL) and the real MiniLM model."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from lantern import EmbedderMismatchError, Lantern, Message, ToolCall, ToolResult
+from lantern.recover.pack import TITLE
+
+PORT_TURN = [
+    {"role": "user", "content": "Start the postgres container for the billing service."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "bash", "arguments": "{\"cmd\": \"docker run -d -p 5433:5432 postgres:16\"}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "listening on 127.0.0.1:5433\ncontainer 9f3ab2c1d0e4 started"},
+    {"role": "assistant", "content": "Postgres is up on port 5433; config lives in src/billing/db_config.py."},
+]
+
+FILLER = [
+    ("Can you rename the helper in utils?", "Renamed format_money to format_amount in src/billing/utils.py."),
+    ("Add a README section about deployment.", "Added a Deployment section describing the Helm chart."),
+    ("Why is the CI slow?", "The test matrix runs three Python versions; caching pip would save about 40s."),
+    ("Let's use ruff instead of flake8.", "Switched the linter to ruff and removed the flake8 config."),
+    ("What does the cron job do?", "It exports invoices nightly at 02:00 UTC to the S3 bucket billing-exports."),
+]
+
+
+def filler_messages():
+    out = []
+    for q, a in FILLER:
+        out += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+    return out
+
+
+@pytest.fixture()
+def lantern(tmp_path):
+    with Lantern(tmp_path / "m.db") as lt:
+        yield lt
+
+
+def test_archive_keeps_tool_arguments_and_results_verbatim(lantern):
+    result = lantern.archive(PORT_TURN, session="s1")
+    assert (result.added, result.duplicates) == (1, 0)
+    entry = lantern.store.entries(result.entry_ids)[result.entry_ids[0]]
+    assert "docker run -d -p 5433:5432 postgres:16" in entry.text
+    assert "listening on 127.0.0.1:5433" in entry.text
+    assert len(entry.summary) <= 1200
+    assert "bash" in entry.summary
+    assert any(t.value == "src/billing/db_config.py" for t in entry.tags)
+
+
+def test_store_is_sqlite_wal_with_fts_and_float32_blobs(lantern, tmp_path):
+    lantern.archive(PORT_TURN + filler_messages(), session="s1")
+    db = sqlite3.connect(tmp_path / "m.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    n = db.execute("SELECT count(*) FROM entries").fetchone()[0]
+    assert n == 6
+    blob = db.execute("SELECT vector FROM embeddings LIMIT 1").fetchone()[0]
+    assert len(blob) == 384 * 4
+    assert db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH '\"5433\"'").fetchone()[0] >= 1
+
+
+def test_dedup_same_turn_archived_twice_is_one_entry(lantern):
+    first = lantern.archive(PORT_TURN, session="s1")
+    again = lantern.archive(PORT_TURN, session="s1")
+    assert (again.added, again.duplicates) == (0, 1)
+    assert again.entry_ids == first.entry_ids
+    assert lantern.stats()["entries"] == 1
+
+
+def test_incremental_archive_continues_turn_numbers_and_grows_live_turn(lantern):
+    msgs = filler_messages()
+    lantern.archive(msgs[:4], session="s")
+    lantern.archive(msgs[:5], session="s")  # the next user message arrives alone
+    r = lantern.archive(msgs[:6], session="s")  # ... then its reply: the turn grows in place
+    entries = lantern.store.entries(r.entry_ids)
+    assert [entries[i].turn for i in r.entry_ids] == [0, 1, 2]
+    assert lantern.stats()["entries"] == 3
+    assert "Helm" in entries[r.entry_ids[1]].text or "Helm" in entries[r.entry_ids[2]].text
+
+
+def test_recover_brings_back_the_port_after_compaction(lantern):
+    lantern.archive(PORT_TURN + filler_messages(), session="s1")
+    live = filler_messages()[-4:]
+    rec = lantern.recover("which port is the billing database on?", session="s1", exclude=live)
+    assert "5433" in rec.text
+    assert rec.chars == len(rec.text) <= 6000
+    assert rec.text.startswith(TITLE)
+    assert rec.entries[0].session == "s1"
+    # the live turns are never re-injected
+    assert "billing-exports" not in rec.text
+    assert "ruff" not in rec.text
+
+
+def test_recover_json_shape(lantern):
+    lantern.archive(PORT_TURN, session="s1")
+    out = lantern.recover("postgres port").to_json()
+    assert set(out) == {"text", "chars", "entries"}
+    assert set(out["entries"][0]) == {"id", "session", "turn", "score", "text"}
+    json.dumps(out)
+
+
+def test_budget_is_never_exceeded_and_long_entry_is_excerpted(lantern):
+    log = "\n".join(f"line {i}: build step ok, nothing interesting here" for i in range(4000))
+    log = log[: len(log) // 2] + "\nFATAL: could not bind to port 6543, address already in use\n" + log[len(log) // 2 :]
+    assert len(log) > 100_000
+    lantern.archive(
+        [Message("user", "run the integration tests"),
+         Message("assistant", "", tool_calls=[ToolCall("bash", '{"cmd": "make itest"}', "c1")]),
+         Message("tool", tool_results=[ToolResult(log, "c1", "bash")])],
+        session="s",
+    )
+    for budget in (300, 1000, 6000):
+        rec = lantern.recover("why did the integration tests fail to bind port 6543", budget=budget)
+        assert rec.chars <= budget
+        assert rec.entries and rec.entries[0].excerpt
+        assert "6543" in rec.text, budget
+
+
+def test_zero_budget_returns_empty_block(lantern):
+    lantern.archive(PORT_TURN, session="s1")
+    rec = lantern.recover("port", budget=0)
+    assert rec.text == "" and rec.chars == 0
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"unbalanced', "port: 5433", "a AND NOT b", "NEAR(x y)", "(((", "*", "col:val OR", "'; DROP TABLE entries; --", "", "   ", "^x -y +z"],
+)
+def test_fts_query_syntax_from_users_is_data(lantern, query):
+    lantern.archive(PORT_TURN, session="s1")
+    lantern.recover(query)
+    lantern.search(query)
+
+
+def test_explain_shows_ranks_rrf_and_verdicts(lantern):
+    lantern.archive(PORT_TURN + filler_messages(), session="s1")
+    rec = lantern.explain("docker postgres 5433", budget=400, exclude=filler_messages()[-2:])
+    verdicts = {c.verdict for c in rec.candidates}
+    assert "excluded:live" in verdicts
+    assert verdicts & {"packed", "excerpt"}
+    assert "cut:budget" in verdicts
+    top = next(c for c in rec.candidates if c.verdict in ("packed", "excerpt"))
+    assert {"semantic", "fulltext"} <= set(top.ranks)
+    assert top.rrf == pytest.approx(sum(1 / (60 + r) for r in top.ranks.values()))
+    assert all(c.reason for c in rec.candidates)
+
+
+def test_search_returns_hits_best_first(lantern):
+    lantern.archive(PORT_TURN + filler_messages(), session="s1")
+    hits = lantern.search("ruff flake8 linter", k=3)
+    assert len(hits) == 3
+    assert "ruff" in hits[0].entry.text
+    assert hits[0].score >= hits[1].score >= hits[2].score
+
+
+def test_chinese_is_found_by_fulltext(lantern):
+    lantern.archive(
+        [{"role": "user", "content": "数据库端口改成5433了，配置文件在 config/db.yaml"},
+         {"role": "assistant", "content": "好的，已经更新。"},
+         {"role": "user", "content": "今天天气怎么样？"},
+         {"role": "assistant", "content": "我无法查看天气。"}],
+        session="zh",
+    )
+    hits = lantern.search("端口是多少", k=1)
+    assert "5433" in hits[0].entry.text
+    assert hits[0].ranks.get("fulltext") == 1
+
+
+def test_session_scope(lantern):
+    lantern.archive(PORT_TURN, session="a")
+    lantern.archive(filler_messages(), session="b")
+    rec = lantern.recover("postgres port 5433", session="b")
+    assert "5433" not in rec.text
+    assert all(e.session == "b" for e in rec.entries)
+
+
+def test_failure_in_the_middle_of_an_archive_leaves_the_store_unchanged(lantern, tmp_path):
+    lantern.archive(PORT_TURN, session="s1")
+    before = lantern.stats()["entries"]
+    dump_before = "\n".join(sqlite3.connect(tmp_path / "m.db").iterdump())
+    # the third of five turns violates NOT NULL on entries.session: the whole call must roll back
+    original = lantern._prepare
+    calls = {"n": 0}
+
+    def prepare(turn, session):
+        calls["n"] += 1
+        row = original(turn, session)
+        if calls["n"] == 3:
+            row.session = None
+        return row
+
+    lantern._prepare = prepare
+    with pytest.raises(sqlite3.IntegrityError):
+        lantern.archive(filler_messages(), session="s2")
+    lantern._prepare = original
+    assert lantern.stats()["entries"] == before
+    assert "\n".join(sqlite3.connect(tmp_path / "m.db").iterdump()) == dump_before
+    # and the store still works
+    assert lantern.archive(filler_messages(), session="s2").added == 5
+
+
+def test_embedder_mismatch_is_a_clear_error_and_reindex_switches(tmp_path):
+    path = tmp_path / "m.db"
+    with Lantern(path) as lt:
+        lt.archive(PORT_TURN, session="s1")
+    with pytest.raises(EmbedderMismatchError, match="reindex"):
+        Lantern(path, embedder="use")
+    with Lantern(path) as lt:  # opens with the recorded embedder
+        assert lt.embedder.id == "minilm-l6-v2-int8"
+        assert lt.reindex("use") == 1
+        assert "5433" in lt.recover("postgres port").text
+    with Lantern(path) as lt:
+        assert lt.embedder.id == "use-multilingual-v3"
+        assert lt.stats()["dim"] == 512
+
+
+def test_two_handles_see_each_others_writes(tmp_path):
+    path = tmp_path / "m.db"
+    with Lantern(path) as a, Lantern(path) as b:
+        a.archive(filler_messages(), session="s")
+        assert b.search("ruff", k=1)[0].entry.session == "s"
+        b.archive(PORT_TURN, session="s")
+        assert "5433" in a.recover("postgres port").text
+        a.forget(session="s")
+        assert b.search("ruff", k=5) == []
+
+
+def test_forget_removes_from_every_table(lantern, tmp_path):
+    r = lantern.archive(PORT_TURN, session="s1")
+    assert lantern.forget(entry=r.entry_ids[0]) == 1
+    db = sqlite3.connect(tmp_path / "m.db")
+    for table in ("entries", "embeddings", "entries_fts"):
+        assert db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+    assert lantern.recover("postgres port 5433").text == ""
+
+
+def test_database_file_is_private(tmp_path):
+    path = tmp_path / "new" / "m.db"
+    with Lantern(path) as lt:
+        lt.archive(PORT_TURN, session="s1")
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
