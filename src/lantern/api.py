@@ -29,6 +29,7 @@ from .store.sqlite import NewEntry, Store
 Progress = Callable[[int, int], None]  # (done, total) in turns
 
 INGEST_BATCH_TURNS = 256  # turns per transaction when ingesting a file (ours)
+TAG_HEAD_CHARS, TAG_TAIL_CHARS = 48_000, 16_000  # tags of a huge turn come from its head and tail (ours)
 DEFAULT_SESSION = "default"
 
 
@@ -112,7 +113,7 @@ class Lantern:
     def _prepare(self, turn: Turn, session: str | None) -> NewEntry:
         name = _session_name(session, turn.session)
         text = turn.text
-        tags = extract_tags(text)
+        tags = extract_tags(_tag_window(text))
         memory_type, prior = classify(turn)
         return NewEntry(
             session=name,
@@ -208,6 +209,15 @@ class Lantern:
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: entries, sessions, embedder id and dimension, schema version, database bytes (pages in use)."""
         return self.store.stats()
+
+
+def _tag_window(text: str) -> str:
+    """The part of a turn that is tagged: all of it up to 64,000 characters, else its head and tail (a 300 KB
+    tool log costs ~100 ms to tag; its head and tail keep the command, the error and the summary line). The full
+    text is still stored verbatim and indexed by FTS5."""
+    if len(text) <= TAG_HEAD_CHARS + TAG_TAIL_CHARS:
+        return text
+    return text[:TAG_HEAD_CHARS] + "\n…\n" + text[-TAG_TAIL_CHARS:]
 
 
 def _session_name(given: str | None, from_transcript: str | None) -> str:
