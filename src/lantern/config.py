@@ -29,8 +29,10 @@ class Config:
     signal_top_n: int = 50  # candidates taken from each query signal (ours; paper does not specify)
     half_life_days: float = 7.0  # recency half-life T½ (paper eq. 2)
     min_excerpt_chars: int = 200  # smallest excerpt worth packing (ours)
+    entry_share: float = 1.0  # largest share of the budget one entry may take; longer ones are excerpted (ours)
     max_query_terms: int = 64  # full-text/keyword query terms kept from a long query (ours)
     signals: tuple[str, ...] = ("semantic", "fulltext", "keyword", "importance")
+    signal_weights: dict = field(default_factory=lambda: {"semantic": 1.0, "fulltext": 1.0, "keyword": 1.0, "importance": 1.0})
     fusion: str = "rrf"  # "rrf" or "sum" (ablation)
     use_mmr: bool = True
     # --- reinforcement (paper Appendix D) ---

@@ -7,13 +7,15 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 
 
-def rrf(rankings: Mapping[str, Sequence[Hashable]], k: int = 60) -> dict[Hashable, float]:
-    """Reciprocal rank fusion: RRF(e) = Σ_L 1 / (k + rank_L(e)), ranks 1-based (Cormack, Clarke & Büttcher 2009;
-    paper eq. 3, k = 60). Returns item -> fused score; an item absent from a ranking gets nothing from it."""
+def rrf(rankings: Mapping[str, Sequence[Hashable]], k: int = 60, weights: Mapping[str, float] | None = None) -> dict[Hashable, float]:
+    """Reciprocal rank fusion: RRF(e) = Σ_L w_L / (k + rank_L(e)), ranks 1-based (Cormack, Clarke & Büttcher 2009;
+    paper eq. 3, k = 60, every w_L = 1). ``weights`` (signal name -> w_L, default 1) gives weighted RRF.
+    Returns item -> fused score; an item absent from a ranking gets nothing from it."""
     fused: dict[Hashable, float] = {}
-    for ranking in rankings.values():
+    for name, ranking in rankings.items():
+        w = 1.0 if weights is None else weights.get(name, 1.0)
         for rank, item in enumerate(ranking, start=1):
-            fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
+            fused[item] = fused.get(item, 0.0) + w / (k + rank)
     return fused
 
 

@@ -92,15 +92,17 @@ class PackResult:
     verdicts: dict[int, tuple[str, str]] = field(default_factory=dict)  # entry id -> (verdict, reason)
 
 
-def pack(entries: list[Entry], budget: int, terms: list[str], min_excerpt: int = 200) -> PackResult:
+def pack(entries: list[Entry], budget: int, terms: list[str], min_excerpt: int = 200, entry_share: float = 1.0) -> PackResult:
     """Pack ``entries`` (already in MMR order) into at most ``budget`` characters, the title line included.
-    Verdicts per entry id: ``packed``, ``excerpt``, ``cut:budget``."""
+    No entry takes more than ``entry_share`` of the budget: a longer one is packed as its excerpt of that size, so
+    one long tool log cannot crowd out every other entry (ours). Verdicts per entry id: ``packed``, ``excerpt``,
+    ``cut:budget``."""
     result = PackResult(text="")
     parts: list[str] = []
     used = len(TITLE)
     for entry in entries:
         head = header(entry) + "\n"
-        room = budget - used - len(head) - 2  # two newlines separate blocks
+        room = min(budget - used, int(budget * entry_share)) - len(head) - 2  # two newlines separate blocks
         # an excerpt shorter than min_excerpt is not worth its header, unless nothing else was packed
         floor = min_excerpt if parts else FIRST_EXCERPT_MIN
         if room <= 0 or (len(entry.text) > room and room < floor):

@@ -83,7 +83,7 @@ def rank(
         kept = [(i, float(v)) for i, v in zip(ids, values) if i not in excluded and i in entries]
         rankings[name] = [i for i, _ in kept]
         scores[name] = dict(kept)
-    fused = rrf(rankings, config.rrf_k) if config.fusion == "rrf" else score_sum(scores)
+    fused = rrf(rankings, config.rrf_k, config.signal_weights) if config.fusion == "rrf" else score_sum(scores)
 
     candidates = []
     for entry_id, score in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -134,7 +134,7 @@ def recover(
             ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[twin].entry.id}"
         else:
             kept.append(i)
-    result = pack([ranked[i].entry for i in kept], budget, terms, config.min_excerpt_chars)
+    result = pack([ranked[i].entry for i in kept], budget, terms, config.min_excerpt_chars, config.entry_share)
     by_id = {c.entry.id: c for c in ranked}
     for entry_id, (verdict, reason) in result.verdicts.items():
         by_id[entry_id].verdict, by_id[entry_id].reason = verdict, reason

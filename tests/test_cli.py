@@ -1,0 +1,101 @@
+"""The ``lantern`` command as a user runs it: a real process, a real database file, the real model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LANTERN = [sys.executable, "-m", "lantern.cli"]
+FIXTURES = Path(__file__).parent / "fixtures" / "parse"
+
+
+def run(*args: str, db: Path, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.run([*LANTERN, "--db", str(db), *args], capture_output=True, env=env, input=input, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}: {proc.stderr.decode()}")
+    return proc
+
+
+@pytest.fixture()
+def transcript(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    lines = [
+        {"role": "user", "content": "Which port did we give the staging Redis?"},
+        {"role": "assistant", "content": "Staging Redis listens on port 6380, set in deploy/staging/redis.conf."},
+        {"role": "user", "content": "And the log level?"},
+        {"role": "assistant", "content": "LOG_LEVEL=debug in .env.staging."},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
+    db = tmp_path / "cli.db"
+    out = run("ingest", str(transcript), "--json", db=db)
+    assert json.loads(out.stdout) == {"session": "chat", "added": 2, "duplicates": 0, "skipped": 0}
+    again = json.loads(run("ingest", str(transcript), "--json", db=db).stdout)
+    assert (again["added"], again["duplicates"]) == (0, 2)
+
+    rec = json.loads(run("recover", "redis port for staging", "--json", db=db).stdout)
+    assert set(rec) == {"text", "chars", "entries"}
+    assert "6380" in rec["text"] and rec["chars"] == len(rec["text"]) <= 6000
+    assert set(rec["entries"][0]) == {"id", "session", "turn", "score", "text"}
+    assert rec["entries"][0]["session"] == "chat"
+
+    hits = json.loads(run("search", "LOG_LEVEL", "--json", db=db).stdout)
+    assert "LOG_LEVEL" in hits[0]["summary"]
+
+    explain = run("search", "redis port", "--explain", db=db).stdout.decode()
+    assert "packed" in explain and "RRF" in explain
+
+    stats = json.loads(run("stats", "--json", db=db).stdout)
+    assert stats["entries"] == 2 and stats["embedder"] == "minilm-l6-v2-int8"
+
+    assert "1 entries forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
+
+
+def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
+    db = tmp_path / "cli.db"
+    binary = tmp_path / "image.png"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 20)
+    proc = run("ingest", str(binary), db=db, check=False)
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
+    assert "Traceback" not in err and "error:" in err
+
+    proc = run("ingest", str(tmp_path / "missing.jsonl"), db=db, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr.decode()
+
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"role": "user", "content": "ok"}\n{not json\n', encoding="utf-8")
+    proc = run("ingest", str(broken), db=db)
+    assert "1 items skipped" in proc.stdout.decode()
+    assert "line 2" in proc.stderr.decode()
+
+
+def test_embedder_mismatch_from_cli(tmp_path, transcript):
+    db = tmp_path / "cli.db"
+    run("ingest", str(transcript), db=db)
+    proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", "use", "stats"], capture_output=True, timeout=300)
+    assert proc.returncode == 1 and "reindex" in proc.stderr.decode()
+    out = run("reindex", "--embedder", "use", db=db).stdout.decode()
+    assert "2 entries re-embedded with use-multilingual-v3" in out
+    assert "6380" in json.loads(run("recover", "redis port", "--json", db=db).stdout)["text"]
+
+
+def test_demo_prints_real_figures(tmp_path):
+    proc = subprocess.run([*LANTERN, "demo", "--no-show-block"], capture_output=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr.decode()
+    out = proc.stdout.decode()
+    assert "facts lost" in out and "archive latency per turn: p50" in out
+    assert "No network, no LLM calls." in out
+    lost, recovered = map(int, re.search(r"│ all .*?│\s+(\d+) │\s+(\d+) \(", out).groups())
+    assert lost > 0 and 0 < recovered <= lost
