@@ -129,7 +129,7 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
 
     table = Table(title="Compaction at t* (last 4 turns kept, earlier turns -> one line each), budget 6,000 chars")
     for col in ("session", "turns", "t*", "context chars", "facts lost", "recovered", "block chars", "recover ms"):
-        table.add_column(col, justify="right" if col != "session" else "left")
+        table.add_column(col, justify="right" if col != "session" else "left", no_wrap=col == "session")
     for r in results:
         table.add_row(r.session, str(r.turns), str(r.t_star), f"{r.context_chars:,}", str(len(r.lost)),
                       f"{len(r.recovered)} ({100 * len(r.recovered) / max(len(r.lost), 1):.0f}%)", f"{r.chars:,}", f"{r.recover_ms:.0f}")

@@ -161,8 +161,10 @@ class Candidate:
     """One entry considered by a recovery, with everything ``explain`` shows.
 
     ``ranks`` maps signal name (semantic, fulltext, keyword, importance) to a 1-based rank, absent when the
-    signal did not rank the entry. ``verdict`` is one of ``packed``, ``excerpt``, ``cut:budget``, ``cut:mmr``
-    (not selected by MMR before the budget ran out), ``excluded:live`` (still in the live context).
+    signal did not rank the entry. ``verdict`` is one of ``packed``, ``excerpt`` (packed as its most relevant
+    excerpt), ``cut:budget`` (its MMR turn came after the budget ran out), ``cut:duplicate`` (near-duplicate of a
+    better candidate), ``excluded:live`` (still in the live context); ``reason`` says why. ``entry`` carries its
+    summary; its ``text`` is filled for packed entries (and ``tags`` are not loaded on the read path).
     """
 
     entry: Entry
@@ -170,7 +172,7 @@ class Candidate:
     scores: dict[str, float] = field(default_factory=dict)
     rrf: float = 0.0
     mmr_order: int | None = None
-    verdict: str = "cut:mmr"
+    verdict: str = ""
     reason: str = ""
     chars: int = 0
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..model import Entry
 
 TITLE = "[Recovered by Lantern from earlier in this conversation: verbatim archived turns, oldest facts may be outdated]"
 ELLIPSIS = "…"
+FULL_BELOW = 80  # with fewer characters left than this, packing stops (no header + excerpt fits) (ours)
 FIRST_EXCERPT_MIN = 40  # the first entry is excerpted into as little room as this (ours)
 MAX_MATCHES = 5_000  # occurrences considered when choosing an excerpt (ours; bounds work on a 1 MB entry)
 
@@ -92,7 +94,7 @@ class PackResult:
     verdicts: dict[int, tuple[str, str]] = field(default_factory=dict)  # entry id -> (verdict, reason)
 
 
-def pack(entries: list[Entry], budget: int, terms: list[str], min_excerpt: int = 200, entry_share: float = 1.0) -> PackResult:
+def pack(entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int = 200, entry_share: float = 1.0) -> PackResult:
     """Pack ``entries`` (already in MMR order) into at most ``budget`` characters, the title line included.
     No entry takes more than ``entry_share`` of the budget: a longer one is packed as its excerpt of that size, so
     one long tool log cannot crowd out every other entry (ours). Verdicts per entry id: ``packed``, ``excerpt``,
@@ -101,6 +103,8 @@ def pack(entries: list[Entry], budget: int, terms: list[str], min_excerpt: int =
     parts: list[str] = []
     used = len(TITLE)
     for entry in entries:
+        if budget - used < FULL_BELOW:
+            break  # the rest is cut unread: callers mark entries without a verdict as cut:budget
         head = header(entry) + "\n"
         room = min(budget - used, int(budget * entry_share)) - len(head) - 2  # two newlines separate blocks
         # an excerpt shorter than min_excerpt is not worth its header, unless nothing else was packed

@@ -11,14 +11,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from ..archive.tags import query_terms
 from ..config import Config
 from ..embed import Embedder
-from ..model import Candidate, Hit, RecoveredEntry, Recovery
+from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..store.index import MemoryIndex
 from ..store.sqlite import Store
 from . import signals
@@ -67,9 +67,9 @@ def rank(
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, terms, allowed, n)
     pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
-    entries = store.entries(index.ids[pool].tolist())
-
     live = _normalize(live_text) if live_text else ""
+    # candidates carry their summary; the full text is read here only to test it against the live context
+    entries = store.entries(index.ids[pool].tolist(), text=bool(live), tags=False)
     excluded = {i for i, e in entries.items() if live and _normalize(e.text) in live}
     if excluded:
         pool = np.asarray([p for p in pool if int(index.ids[p]) not in excluded], np.int64)
@@ -134,8 +134,13 @@ def recover(
             ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[twin].entry.id}"
         else:
             kept.append(i)
-    result = pack([ranked[i].entry for i in kept], budget, terms, config.min_excerpt_chars, config.entry_share)
+    result = pack(_full_texts(store, [ranked[i].entry.id for i in kept]), budget, terms, config.min_excerpt_chars, config.entry_share)
     by_id = {c.entry.id: c for c in ranked}
+    for p in result.packed:
+        by_id[p.entry.id].entry = p.entry
+    for i in kept:
+        if ranked[i].entry.id not in result.verdicts:
+            ranked[i].verdict, ranked[i].reason = "cut:budget", "budget exhausted"
     for entry_id, (verdict, reason) in result.verdicts.items():
         by_id[entry_id].verdict, by_id[entry_id].reason = verdict, reason
     for p in result.packed:
@@ -155,10 +160,18 @@ def recover(
     return Recovery(query=query, text=result.text, entries=recovered, chars=len(result.text), budget=budget, candidates=candidates)
 
 
+def _full_texts(store: Store, ids: list[int], batch: int = 16) -> Iterator[Entry]:
+    """Entries with their full text, in ``ids`` order, read in small batches as packing asks for them."""
+    for start in range(0, len(ids), batch):
+        chunk = store.entries(ids[start : start + batch], tags=False)
+        yield from (chunk[i] for i in ids[start : start + batch] if i in chunk)
+
+
 def search(
     store: Store, index: MemoryIndex, embedder: Embedder, config: Config, query: str, *, k: int = 10, session: str | None = None
 ) -> list[Hit]:
     """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score."""
     candidates, _, _ = rank(store, index, embedder, config, query, session=session)
-    return [Hit(entry=c.entry, score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k]]
+    full = store.entries([c.entry.id for c in candidates[:k]])
+    return [Hit(entry=full[c.entry.id], score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k] if c.entry.id in full]
 

@@ -235,14 +235,19 @@ class Store:
                 db.executemany("UPDATE entries SET access_count = access_count + 1 WHERE id = ?", [(i,) for i in ids])
 
     # ------------------------------------------------------------------ read
-    def entries(self, ids: Iterable[int]) -> dict[int, Entry]:
-        """Entries by id (missing ids are absent from the result)."""
+    def entries(self, ids: Iterable[int], *, text: bool = True, tags: bool = True) -> dict[int, Entry]:
+        """Entries by id (missing ids are absent from the result). ``text=False`` / ``tags=False`` leave
+        ``Entry.text`` empty / ``Entry.tags`` empty: the read path ranks on summaries and fetches full texts only
+        for what it packs."""
         ids = list(ids)
+        columns = _ENTRY_COLUMNS.replace(", text,", ", text," if text else ", '',").replace(
+            ", tags,", ", tags," if tags else ", '[]',"
+        )
         out: dict[int, Entry] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self.db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id IN ({marks})", chunk):
+            for row in self.db.execute(f"SELECT {columns} FROM entries WHERE id IN ({marks})", chunk):
                 out[row[0]] = _entry(row)
         return out
 
