@@ -177,6 +177,10 @@ class MiniLMEmbedder:
             opts.inter_op_num_threads = 1
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             opts.log_severity_level = 3  # errors only
+            # onnxruntime's worker threads spin-wait after each run by default; on 2 cores they then starve
+            # numpy's BLAS threads in the read path that follows (measured: 3.7 ms -> 0.4 ms for the cosine
+            # products after a query embedding, embedding time unchanged)
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
             tok = Tokenizer.from_file(str(MINILM_TOKENIZER))

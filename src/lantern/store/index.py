@@ -9,6 +9,7 @@ never re-tokenized per query). ``refresh()`` picks up rows added or grown by thi
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import defaultdict
 
@@ -47,7 +48,7 @@ class MemoryIndex:
         self.hint_count = np.empty(0, np.float32)
         self.session_names: list[str] = []
         self._session_code: dict[str, int] = {}
-        self.postings: dict[str, set[int]] = defaultdict(set)
+        self.postings: dict[str, list[int]] = defaultdict(list)
         self._hints: list[list[str]] = []
         self._seen_archived_at = float("-inf")
         self._version: int | None = None
@@ -77,37 +78,50 @@ class MemoryIndex:
     def _apply(self, rows: list[tuple]) -> None:
         if not rows:
             return
-        new_ids, new_rows = [], []
-        for row in rows:
-            pos = int(np.searchsorted(self.ids, row[0]))
-            if pos < len(self.ids) and self.ids[pos] == row[0]:
-                self._overwrite(pos, row)
-            else:
-                new_ids.append(row[0])
-                new_rows.append(row)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # millions of small objects at a full load: the cyclic GC would rescan them repeatedly
+        try:
+            self._apply_rows(rows)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _apply_rows(self, rows: list[tuple]) -> None:
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        if len(self.ids):
+            pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+            present = self.ids[pos] == ids
+            for i in np.flatnonzero(present):
+                self._overwrite(int(pos[i]), rows[i])
+            new_rows = [rows[i] for i in np.flatnonzero(~present)]
+        else:
+            new_rows = rows
         if new_rows:
+            new_ids = np.fromiter((r[0] for r in new_rows), np.int64, len(new_rows))
             if len(self.ids) and new_ids[0] < self.ids[-1]:  # pragma: no cover - ids are assigned ascending
                 self.reset()
-                return self._apply(self.store.rows_since(float("-inf")))
+                return self._apply_rows(self.store.rows_since(float("-inf")))
             start = len(self.ids)
-            self.ids = np.concatenate([self.ids, np.asarray(new_ids, np.int64)])
-            vecs = np.frombuffer(b"".join(r[8] for r in new_rows), dtype="<f4").reshape(len(new_rows), self.dim)
+            n = len(new_rows)
+            self.ids = np.concatenate([self.ids, new_ids])
+            vecs = np.frombuffer(b"".join(r[8] for r in new_rows), dtype="<f4").reshape(n, self.dim)
             self.matrix = np.concatenate([self.matrix, vecs.astype(np.float32)])
             self.session = np.concatenate([self.session, np.asarray([self._code(r[1]) for r in new_rows], np.int32)])
-            self.time = np.concatenate([self.time, np.asarray([r[2] for r in new_rows], np.float64)])
-            self.prior = np.concatenate([self.prior, np.asarray([r[4] for r in new_rows], np.float32)])
-            self.tool_count = np.concatenate([self.tool_count, np.asarray([r[5] for r in new_rows], np.float32)])
-            self.file_count = np.concatenate([self.file_count, np.asarray([r[6] for r in new_rows], np.float32)])
-            n = len(new_rows)
+            columns = np.asarray([(r[2], r[4], r[5], r[6]) for r in new_rows], np.float64).reshape(n, 4)
+            self.time = np.concatenate([self.time, columns[:, 0]])
+            self.prior = np.concatenate([self.prior, columns[:, 1].astype(np.float32)])
+            self.tool_count = np.concatenate([self.tool_count, columns[:, 2].astype(np.float32)])
+            self.file_count = np.concatenate([self.file_count, columns[:, 3].astype(np.float32)])
             self.confidence = np.concatenate([self.confidence, np.full(n, 0.5, np.float32)])
             self.success = np.concatenate([self.success, np.full(n, 0.5, np.float32)])
             self.access_count = np.concatenate([self.access_count, np.zeros(n, np.float32)])
-            hints = [json.loads(r[7]) for r in new_rows]
+            hints = json.loads("[" + ",".join(r[7] for r in new_rows) + "]")  # one parse for the whole batch
             self._hints.extend(hints)
-            self.hint_count = np.concatenate([self.hint_count, np.asarray([len(h) for h in hints], np.float32)])
-            for offset, terms in enumerate(hints):
+            self.hint_count = np.concatenate([self.hint_count, np.fromiter(map(len, hints), np.float32, n)])
+            postings = self.postings
+            for offset, terms in enumerate(hints, start):
                 for term in terms:
-                    self.postings[term].add(start + offset)
+                    postings[term].append(offset)
         self._seen_archived_at = max(self._seen_archived_at, max(r[3] for r in rows))
 
     def _overwrite(self, pos: int, row: tuple) -> None:
@@ -116,12 +130,13 @@ class MemoryIndex:
         self.time[pos], self.prior[pos] = row[2], row[4]
         self.tool_count[pos], self.file_count[pos] = row[5], row[6]
         for term in self._hints[pos]:
-            self.postings[term].discard(pos)
+            if pos in self.postings[term]:
+                self.postings[term].remove(pos)
         terms = json.loads(row[7])
         self._hints[pos] = terms
         self.hint_count[pos] = len(terms)
         for term in terms:
-            self.postings[term].add(pos)
+            self.postings[term].append(pos)
 
     def _load_mutable(self) -> None:
         cols = self.store.mutable_columns()

@@ -1,0 +1,132 @@
+"""Cold-start benchmark: ``lantern recover QUERY`` as a new process on a prepared 1k-entry database, against
+``python -c "import lantern"`` and ``lantern --help`` (and the bare interpreter) as baselines measured the same way.
+
+    .venv/bin/python benchmarks/bench_cold_start.py [--runs 10] [--entries 1000] [--excerpt]
+
+The database: the first real aider turns (../shared/data, else the shipped excerpt cycled as in bench_recover)
+through the real write-path stages and ``Store.add``, with their real MiniLM vectors. The query: a real user
+message from a later turn of the log. Each command runs once untimed (page cache warm, as on a machine that has
+run lantern before), then --runs times; wall time of ``subprocess.run`` is reported. A second table splits one
+cold ``recover`` into phases, timed inside fresh processes (median of the runs).
+Target (issue): cold ``lantern recover`` <= 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import CpuMeter, VENV_BIN, Pool, aider_source, clean_pool, fill_store, load_turns, pct, print_machine, user_text  # noqa: E402
+
+TARGET_S = 1.0
+
+# a fresh process timing the phases of one cold recover (same calls as `lantern recover`, minus typer/rich)
+PHASES = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from lantern.api import Lantern
+t1 = time.perf_counter()
+lantern = Lantern(sys.argv[1])
+t2 = time.perf_counter()
+lantern.embedder.load()
+t3 = time.perf_counter()
+lantern.index.refresh()
+t4 = time.perf_counter()
+rec = lantern.recover(sys.argv[2])
+t5 = time.perf_counter()
+lantern.close()
+print(json.dumps({"import lantern.api (numpy, sqlite3, lantern)": t1 - t0, "Lantern(db): open, migrate check": t2 - t1,
+                  "MiniLM load (sha256 check, onnxruntime import, session, tokenizer)": t3 - t2,
+                  "in-process index load (MemoryIndex.refresh)": t4 - t3, "recover (first query)": t5 - t4, "_chars": rec.chars}))
+"""
+
+
+def timed_runs(cmd: list[str], runs: int, env: dict[str, str]) -> list[float]:
+    subprocess.run(cmd, capture_output=True, env=env, check=True)  # untimed: page cache
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, env=env, check=True)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=10, help="timed runs per command (default 10)")
+    ap.add_argument("--entries", type=int, default=1000, help="entries in the prepared database (default 1000)")
+    ap.add_argument("--excerpt", action="store_true", help="use the shipped demo excerpt even if ../shared/data exists")
+    args = ap.parse_args()
+
+    console = Console(width=120)
+    print_machine(console)
+    meter = CpuMeter()
+    source, label = aider_source(args.excerpt)
+    turns, _ = load_turns(source)
+    python, lantern_bin = str(VENV_BIN / "python"), str(VENV_BIN / "lantern")
+    env = {k: v for k, v in os.environ.items() if k != "LANTERN_DB"}
+
+    from lantern.api import Lantern
+
+    with tempfile.TemporaryDirectory(prefix="lantern-bench-cold-") as tmp:
+        db = Path(tmp) / "cold.db"
+        with Lantern(db) as lantern:
+            n_pool = min(args.entries, int(len(turns) * 0.8))
+            pool = Pool(lantern, clean_pool(turns[:n_pool], lantern))
+            fill_store(lantern.store, pool, 0, args.entries, sigma=0.02)
+            stats = lantern.stats()
+        query = next(q for q in (user_text(t) for t in turns[n_pool:]) if 5 <= len(q.split()) <= 40)
+        console.print(f"data: {label}; database {stats['entries']:,} entries, {stats['database_bytes']:,} bytes "
+                      f"({len(pool):,} real turns{', cycled' if len(pool) < args.entries else ''}); "
+                      f"query {query[:70]!r}{'…' if len(query) > 70 else ''}")
+        console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+        commands = [
+            ("python -c pass (interpreter floor)", [python, "-c", "pass"]),
+            ('python -c "import lantern"', [python, "-c", "import lantern"]),
+            ("lantern --help", [lantern_bin, "--help"]),
+            ("lantern --db DB recover QUERY", [lantern_bin, "--db", str(db), "recover", query]),
+        ]
+        timings = {name: timed_runs(cmd, args.runs, env) for name, cmd in commands}
+        phase_runs = []
+        for _ in range(max(3, args.runs // 2)):
+            out = subprocess.run([python, "-c", PHASES, str(db), query], capture_output=True, text=True, env=env, check=True)
+            phase_runs.append(json.loads(out.stdout))
+
+    t1 = Table(title=f"Cold start: wall time of a new process, {args.runs} runs each after 1 untimed run (ms)")
+    for col in ("command", "p50", "min", "max", "mean", "x import lantern"):
+        t1.add_column(col, justify="left" if col == "command" else "right")
+    base = pct(timings['python -c "import lantern"'], 50)
+    for name, _ in commands:
+        v = np.asarray(timings[name]) * 1000
+        t1.add_row(name, f"{np.percentile(v, 50):.0f}", f"{v.min():.0f}", f"{v.max():.0f}", f"{v.mean():.0f}",
+                   f"{pct(timings[name], 50) / base:.1f}x", style="bold" if "recover" in name else None)
+    console.print(t1)
+
+    t2 = Table(title=f"One cold recover split into phases inside a fresh process (median of {len(phase_runs)} processes, ms)")
+    t2.add_column("phase", justify="left")
+    t2.add_column("p50", justify="right")
+    for key in phase_runs[0]:
+        if not key.startswith("_"):
+            t2.add_row(key, f"{1000 * float(np.median([r[key] for r in phase_runs])):.0f}")
+    console.print(t2)
+
+    p50 = pct(timings["lantern --db DB recover QUERY"], 50)
+    console.print(f"cold `lantern recover` p50 {p50 * 1000:.0f} ms: {'meets' if p50 <= TARGET_S else 'MISSES'} the "
+                  f"<= {TARGET_S:.0f} s target; recovered {phase_runs[0]['_chars']:,} characters")
+    console.print(meter.report())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""Read-path benchmark: ``Lantern.recover`` latency at 1k, 10k and 100k archived turns, broken down by stage,
+against the semantic signal alone (one matrix-vector product) as the in-process baseline.
+
+    .venv/bin/python benchmarks/bench_recover.py [--sizes 1000,10000,100000] [--queries 50] [--pool 2000] [--excerpt]
+                                                 [--profile]
+
+Store: embedding 100k turns one by one would take an hour, so a pool of --pool real aider turns is run through the
+real write-path stages (``Lantern._prepare``: summarize, tags, hints, classify) and embedded once (batched); the
+store is then filled through ``Store.add`` (the real store stage, FTS5 included) with entry i = pool turn i % P:
+the first P entries are the real turns with their real vectors, later copies get " [copy k]" appended to the text
+(so the content hash differs) and the pool vector plus Gaussian noise (sigma --sigma per component),
+re-normalized. Pool turns that the store would merge or dedupe (same text, or a turn that extends the previous one)
+are left out of the pool so each size holds exactly that many entries.
+
+Queries: the user messages (3 words or more) of the aider turns that come AFTER the pool: real, and never an
+entry's own text. Each size gets a fresh ``Lantern`` (fresh in-process index): its first ``recover`` builds the
+index (reported separately as the load time), 2 warm-up queries follow, then every query --repeat times.
+Stages are timed by wrapping the functions ``pipeline.recover`` calls (same call, no copy of the pipeline); what
+they do not cover (building candidates, the candidates' similarity matrix, duplicate check) is the "glue" row.
+Target (issue): <= 30 ms p50 at 10k entries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import CpuMeter, Pool, aider_source, clean_pool, fill_store, load_turns, pct, print_machine, user_text  # noqa: E402
+
+from lantern.api import Lantern  # noqa: E402
+from lantern.embed import MiniLMEmbedder  # noqa: E402
+from lantern.recover import pipeline, signals  # noqa: E402
+
+TARGET_P50_MS, TARGET_SIZE = 30.0, 10_000
+
+STAGES = [  # (row label, where the timer sits)
+    ("index refresh check", "index.refresh"),
+    ("embed query", "embedder.embed"),
+    ("query terms", "pipeline.query_terms"),
+    ("semantic (matrix @ q + top-50)", "signals.semantic"),
+    ("fulltext (FTS5 bm25 top-50)", "signals.fulltext"),
+    ("keyword (hint postings, Jaccard)", "signals.keyword"),
+    ("fetch candidate entries (SQL)", "store.entries"),
+    ("importance (eq. 2 over the pool)", "signals.importance"),
+    ("RRF fusion", "pipeline.rrf"),
+    ("MMR", "pipeline.mmr"),
+    ("pack", "pipeline.pack"),
+    ("bump access counts (write)", "store.bump_access"),
+]
+
+
+class Timers:
+    """Wraps callables so each call adds its wall time to ``self.now[label]``."""
+
+    def __init__(self) -> None:
+        self.now: dict[str, float] = defaultdict(float)
+        self._undo: list[tuple[object, str, object, bool]] = []
+
+    def wrap(self, owner: object, attr: str, label: str) -> None:
+        fn = getattr(owner, attr)
+        had_own = isinstance(owner, type(sys)) or attr in getattr(owner, "__dict__", {})
+        now = self.now
+
+        def timed(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                now[label] += time.perf_counter() - t0
+
+        setattr(owner, attr, timed)
+        self._undo.append((owner, attr, fn, had_own))
+
+    def restore(self) -> None:
+        for owner, attr, fn, had_own in reversed(self._undo):
+            if had_own:
+                setattr(owner, attr, fn)
+            else:
+                delattr(owner, attr)
+        self._undo.clear()
+
+
+def instrument(lantern: Lantern) -> Timers:
+    t = Timers()
+    t.wrap(lantern.index, "refresh", "index refresh check")
+    t.wrap(lantern.embedder, "embed", "embed query")
+    t.wrap(pipeline, "query_terms", "query terms")
+    for name, label in (("semantic", "semantic (matrix @ q + top-50)"), ("fulltext", "fulltext (FTS5 bm25 top-50)"),
+                        ("keyword", "keyword (hint postings, Jaccard)"), ("importance", "importance (eq. 2 over the pool)")):
+        t.wrap(signals, name, label)
+    t.wrap(lantern.store, "entries", "fetch candidate entries (SQL)")
+    t.wrap(pipeline, "rrf", "RRF fusion")
+    t.wrap(pipeline, "mmr", "MMR")
+    t.wrap(pipeline, "pack", "pack")
+    t.wrap(lantern.store, "bump_access", "bump access counts (write)")
+    t.wrap(lantern.index, "note_access", "bump access counts (write)")
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000,100000", help="entry counts, ascending (default 1000,10000,100000)")
+    ap.add_argument("--queries", type=int, default=50, help="real user messages used as queries (default 50)")
+    ap.add_argument("--pool", type=int, default=2000, help="real turns embedded once to fill the store (default 2000)")
+    ap.add_argument("--sigma", type=float, default=0.02, help="noise per vector component of copies (default 0.02)")
+    ap.add_argument("--repeat", type=int, default=2, help="times each query is run per size (default 2)")
+    ap.add_argument("--excerpt", action="store_true", help="use the shipped demo excerpt even if ../shared/data exists")
+    ap.add_argument("--profile", action="store_true", help="also cProfile the queries at the largest size")
+    args = ap.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+
+    console = Console(width=140)
+    print_machine(console)
+    meter = CpuMeter()
+    source, label = aider_source(args.excerpt)
+    turns, _ = load_turns(source)
+    n_pool = min(args.pool, int(len(turns) * 0.8))
+    query_pool = [q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3]
+    queries = list(dict.fromkeys(query_pool))[: args.queries]
+    console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+    embedder = MiniLMEmbedder()
+    embedder.load()
+    with tempfile.TemporaryDirectory(prefix="lantern-bench-recover-") as tmp:
+        path = Path(tmp) / "recover.db"
+        builder = Lantern(path, embedder=embedder)
+        pool_turns = clean_pool(turns[:n_pool], builder)
+        t0 = time.perf_counter()
+        pool = Pool(builder, pool_turns)
+        pool_s = time.perf_counter() - t0
+        console.print(
+            f"data: {label}: {len(turns):,} turns; pool = first {n_pool:,} turns, {len(pool):,} after dropping the ones "
+            f"the store would merge (prepared + embedded in {pool_s:.1f} s); {len(queries)} queries from the "
+            f"{len(turns) - n_pool:,} later turns (median {np.median([len(q) for q in queries]):.0f} characters)"
+        )
+
+        results = []
+        filled = 0
+        profile_text = ""
+        for size in sizes:
+            t0 = time.perf_counter()
+            fill_store(builder.store, pool, filled, size, sigma=args.sigma)
+            fill_s = time.perf_counter() - t0
+            filled = size
+            stats = builder.stats()
+
+            lantern = Lantern(path, embedder=embedder)  # a fresh in-process index, as in a new process
+            timers = instrument(lantern)
+            t0 = time.perf_counter()
+            lantern.recover("warm-up: where is the config file loaded?")
+            first_s = time.perf_counter() - t0
+            load_s = timers.now["index refresh check"]
+            lantern.recover("how do I run the tests?")
+            lantern.recover("fix the failing lint error")
+
+            total_s: list[float] = []
+            per_stage: dict[str, list[float]] = {name: [] for name, _ in STAGES}
+            glue: list[float] = []
+            n_cands: list[int] = []
+            for _ in range(args.repeat):
+                for q in queries:
+                    timers.now.clear()
+                    t0 = time.perf_counter()
+                    rec = lantern.recover(q)
+                    dt = time.perf_counter() - t0
+                    total_s.append(dt)
+                    for name, _ in STAGES:
+                        per_stage[name].append(timers.now.get(name, 0.0))
+                    glue.append(dt - sum(timers.now.values()))
+                    n_cands.append(len(rec.candidates))
+            timers.restore()
+
+            # baseline: the semantic signal alone, on the same index and the same query vectors
+            qvecs = embedder.embed(queries)
+            matvec_s, semantic_s = [], []
+            for _ in range(args.repeat):
+                for v in qvecs:
+                    t0 = time.perf_counter()
+                    lantern.index.matrix @ v
+                    matvec_s.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    signals.semantic(lantern.index, v, None, lantern.config.signal_top_n)
+                    semantic_s.append(time.perf_counter() - t0)
+
+            with Lantern(path, embedder=embedder) as again:  # the load once more, the file now read once
+                t0 = time.perf_counter()
+                again.index.refresh()
+                reload_s = time.perf_counter() - t0
+
+            if args.profile and size == sizes[-1]:
+                prof = cProfile.Profile()
+                prof.enable()
+                for q in queries:
+                    lantern.recover(q)
+                prof.disable()
+                buf = io.StringIO()
+                pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
+                profile_text = f"cProfile of {len(queries)} recover calls at {size:,} entries (top by tottime):\n"
+                profile_text += buf.getvalue()
+                with Lantern(path, embedder=embedder) as fresh:  # the index load once more, profiled
+                    prof = cProfile.Profile()
+                    prof.enable()
+                    fresh.index.refresh()
+                    prof.disable()
+                buf = io.StringIO()
+                pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+                profile_text += f"cProfile of the in-process index load at {size:,} entries (top by tottime):\n"
+                profile_text += buf.getvalue()
+            lantern.close()
+            results.append(dict(size=size, fill_s=fill_s, stats=stats, load_s=load_s, reload_s=reload_s, first_s=first_s, total=total_s,
+                                stages=per_stage, glue=glue, matvec=matvec_s, semantic=semantic_s,
+                                cands=float(np.mean(n_cands)), matrix_mb=lantern.index.matrix.nbytes / 1e6))
+            console.print(f"  {size:,} entries: filled in {fill_s:.1f} s, index load {load_s * 1000:.0f} ms, "
+                          f"recover p50 {pct(total_s, 50) * 1000:.1f} ms")
+        builder.close()
+
+    # ---------------------------------------------------------------- report
+    t1 = Table(title=f"Lantern.recover latency ({len(queries)} real queries x {args.repeat}, budget 6,000 chars, after warm-up)")
+    for col in ("entries", "db MB", "index load ms", "reload ms", "1st recover ms", "p50 ms", "p95 ms", "mean ms",
+                "matvec alone p50 ms", "semantic alone p50 ms", "p50 ÷ matvec", "p50 ÷ semantic", "target"):
+        t1.add_column(col, justify="right")
+    for r in results:
+        p50 = pct(r["total"], 50) * 1000
+        mv, se = pct(r["matvec"], 50) * 1000, pct(r["semantic"], 50) * 1000
+        target = (("meets" if p50 <= TARGET_P50_MS else "MISSES") + f" <= {TARGET_P50_MS:.0f}") if r["size"] == TARGET_SIZE else ""
+        t1.add_row(f"{r['size']:,}", f"{r['stats']['database_bytes'] / 1e6:,.0f}", f"{r['load_s'] * 1000:,.0f}",
+                   f"{r['reload_s'] * 1000:,.0f}", f"{r['first_s'] * 1000:,.0f}", f"{p50:.1f}", f"{pct(r['total'], 95) * 1000:.1f}",
+                   f"{np.mean(r['total']) * 1000:.1f}", f"{mv:.2f}", f"{se:.2f}", f"{p50 / mv:.0f}x", f"{p50 / se:.1f}x", target)
+    console.print(t1)
+    console.print("index load = MemoryIndex.refresh inside the first recover of a fresh Lantern, right after the fill "
+                  "(the file just written); reload = the same on another fresh Lantern afterwards; 1st recover includes "
+                  "the index load")
+
+    t2 = Table(title="Where recover's time goes: per stage p50 and p95 (ms); share = stage mean / recover mean")
+    t2.add_column("stage", justify="left")
+    for r in results:
+        t2.add_column(f"{r['size']:,} p50", justify="right")
+        t2.add_column("p95", justify="right")
+        t2.add_column("share", justify="right")
+    for name, _where in STAGES + [("glue (candidates, similarity, dedupe)", "")]:
+        cells = []
+        for r in results:
+            vals = r["glue"] if name.startswith("glue") else r["stages"][name]
+            cells += [f"{pct(vals, 50) * 1000:.2f}", f"{pct(vals, 95) * 1000:.2f}",
+                      f"{100 * np.mean(vals) / np.mean(r['total']):.0f}%"]
+        t2.add_row(name, *cells)
+    cells = []
+    for r in results:
+        cells += [f"{pct(r['total'], 50) * 1000:.2f}", f"{pct(r['total'], 95) * 1000:.2f}", "100%"]
+    t2.add_row("recover (whole call)", *cells, style="bold")
+    console.print(t2)
+    console.print("candidates per query (mean): " + ", ".join(f"{r['size']:,}: {r['cands']:.0f}" for r in results)
+                  + "; in-process matrix: " + ", ".join(f"{r['size']:,}: {r['matrix_mb']:.0f} MB" for r in results)
+                  + "; Store.add fill rate: " + ", ".join(
+                      f"{r['size']:,}: {(r['size'] - (results[i - 1]['size'] if i else 0)) / r['fill_s']:,.0f} rows/s"
+                      for i, r in enumerate(results)))
+    if profile_text:
+        console.print(profile_text, markup=False, highlight=False)
+    console.print(meter.report())
+
+
+if __name__ == "__main__":
+    main()
