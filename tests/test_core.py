@@ -249,3 +249,98 @@ def test_database_file_is_private(tmp_path):
         lt.archive(PORT_TURN, session="s1")
     assert path.stat().st_mode & 0o777 == 0o600
     assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
+# ---------------------------------------------------------------- bad input found by a breaker session
+def test_lone_surrogates_in_session_and_meta_are_cleaned(lantern):
+    r = lantern.archive([Message("user", "hello", meta={"dia_id": "D1:\ud800"})], session="s\ud800")
+    assert r.added == 1
+    assert lantern.stats()["entries"] == 1
+    assert lantern.recover("hello \udfff").chars > 0
+
+
+def test_out_of_range_timestamps_do_not_break_reads(lantern):
+    lantern.archive([{"role": "user", "content": "deploy key rotated", "timestamp": "0001-01-01T00:00:00+05:00"},
+                     {"role": "user", "content": "moved to port 7001", "timestamp": "9999-12-31T23:59:59-05:00"}], session="t")
+    assert "7001" in lantern.recover("which port").text
+    assert lantern.search("deploy key", k=2)
+
+
+def test_reindex_by_another_handle_blocks_stale_writers(tmp_path):
+    path = tmp_path / "m.db"
+    with Lantern(path) as a, Lantern(path) as b:
+        a.archive(PORT_TURN, session="s")
+        b.reindex("use")
+        with pytest.raises(EmbedderMismatchError):
+            a.archive(filler_messages(), session="s")
+        with pytest.raises(EmbedderMismatchError):
+            a.recover("postgres port")
+        assert b.stats()["entries"] == 1
+
+
+def test_repeated_user_message_then_reply_reingests_without_duplicates(lantern):
+    msgs = [{"role": "user", "content": "run the tests"}, {"role": "user", "content": "run the tests"},
+            {"role": "assistant", "content": "all 42 passed"}]
+    first = lantern.archive(msgs, session="r")
+    again = lantern.archive(msgs, session="r")
+    assert (first.added, again.added, again.duplicates) == (2, 0, 2)
+    assert lantern.stats()["entries"] == 2
+
+
+def test_forget_session_includes_sub_sessions(lantern):
+    lantern.archive([Message("user", "a fact", session="conv-1"), Message("user", "b fact", session="conv-2")], session="import")
+    lantern.archive(PORT_TURN, session="important")  # a name sharing the prefix is not a sub-session
+    assert lantern.forget(session="import") == 2
+    assert lantern.stats()["entries"] == 1
+
+
+def test_exclude_accepts_mixed_ids_and_messages_and_rejects_the_rest(lantern):
+    r = lantern.archive(PORT_TURN + filler_messages(), session="s")
+    live = [Message("user", FILLER[-1][0]), {"role": "assistant", "content": FILLER[-1][1]}]
+    rec = lantern.recover("cron job invoices postgres", exclude=[r.entry_ids[0], *live], budget=20000)
+    ids = {e.id for e in rec.entries}
+    assert r.entry_ids[0] not in ids and r.entry_ids[-1] not in ids
+    for bad in ("12", [1.5], [None], {"role": "user", "content": "x"}):
+        with pytest.raises(TypeError):
+            lantern.recover("x", exclude=bad)
+
+
+def test_empty_query_recovers_nothing_and_k_is_validated(lantern):
+    lantern.archive(PORT_TURN, session="s")
+    assert lantern.recover("   ").text == ""
+    assert lantern.search("") == []
+    for k in (0, -1, 2.5, "3"):
+        with pytest.raises(ValueError):
+            lantern.search("port", k=k)
+    for budget in (-1, float("inf"), float("nan")):
+        with pytest.raises(ValueError):
+            lantern.recover("port", budget=budget)
+
+
+def test_foreign_corrupt_and_future_databases_are_refused_untouched(tmp_path):
+    from lantern import LanternError
+
+    other = tmp_path / "other.db"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE notes(x)")
+    db.commit()
+    db.close()
+    before = other.read_bytes()
+    with pytest.raises(LanternError, match="not a Lantern"):
+        Lantern(other)
+    assert other.read_bytes() == before  # not switched to WAL, no tables added
+
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x00garbage" * 1000)
+    with pytest.raises(LanternError, match="not a readable SQLite"):
+        Lantern(junk)
+
+    future = tmp_path / "future.db"
+    with Lantern(future) as lt:
+        lt.archive(PORT_TURN, session="s")
+    db = sqlite3.connect(future)
+    db.execute("PRAGMA user_version = 99")
+    db.commit()
+    db.close()
+    with pytest.raises(LanternError, match="newer"):
+        Lantern(future)

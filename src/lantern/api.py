@@ -1,6 +1,6 @@
 """``Lantern``: the public Python API. Each method is a short pipeline over the stages of DESIGN §2–3.
 
-Write path (``archive``):  parse -> chunk -> summarize -> tag -> classify -> embed -> store (one transaction)
+Write path (``archive``):  parse -> redact -> chunk -> summarize -> tag -> classify -> embed -> store (one transaction)
 Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/pipeline.py)
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 from .archive.chunk import chunk
 from .archive.classify import classify
 from .archive.parse import clean_text, parse
+from .archive.redact import load_policy, redact_messages
 from .archive.summarize import summarize
 from .archive.tags import extract_tags, hint_terms
 from .config import DEFAULT, Config, default_db_path
@@ -48,6 +49,7 @@ class Lantern:
         self.store = Store(self.path)
         self.embedder = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
         self.store.check_embedder(self.embedder.id, self.embedder.dim)
+        self.redaction = load_policy(self.store, config)  # secrets and private spans (archive/redact.py)
         self.index = MemoryIndex(self.store, self.embedder.dim)
 
     # ------------------------------------------------------------------ lifecycle
@@ -70,9 +72,9 @@ class Lantern:
         A turn already archived (same session and text) is counted in ``duplicates``, not stored twice.
         Raises ``TranscriptFormatError`` for unreadable input; nothing is written then.
         """
-        parsed_skipped, warnings, msgs = self._messages(messages, format)
+        parsed_skipped, warnings, msgs, redacted = self._messages(messages, format)
         turns = chunk(msgs, None)
-        result = ArchiveResult(session=session or DEFAULT_SESSION, skipped=parsed_skipped, warnings=warnings)
+        result = ArchiveResult(session=session or DEFAULT_SESSION, skipped=parsed_skipped, warnings=warnings, redacted=redacted)
         self._archive_turns(turns, session, result)
         return result
 
@@ -85,21 +87,23 @@ class Lantern:
         path = Path(path)
         parsed = parse(path, format)
         session = session or path.stem
-        turns = chunk(parsed.messages, None)
-        result = ArchiveResult(session=session, skipped=parsed.skipped, warnings=list(parsed.warnings))
+        msgs, redacted = redact_messages(parsed.messages, self.redaction)
+        turns = chunk(msgs, None)
+        result = ArchiveResult(session=session, skipped=parsed.skipped, warnings=list(parsed.warnings), redacted=redacted)
         for start in range(0, len(turns), INGEST_BATCH_TURNS):
             self._archive_turns(turns[start : start + INGEST_BATCH_TURNS], session, result)
             if progress:
                 progress(min(start + INGEST_BATCH_TURNS, len(turns)), len(turns))
         return result
 
-    def _messages(self, messages: Any, format: str) -> tuple[int, list[str], list[Message]]:
+    def _messages(self, messages: Any, format: str) -> tuple[int, list[str], list[Message], int]:
+        """Parsed (or cleaned) and redacted messages: (skipped, warnings, messages, secrets/private spans redacted)."""
         if isinstance(messages, Sequence) and not isinstance(messages, (str, bytes)) and messages and all(
             isinstance(m, Message) for m in messages
         ):
-            return 0, [], [_clean(m) for m in messages]
+            return 0, [], *redact_messages([_clean(m) for m in messages], self.redaction)
         parsed = parse(messages, format)
-        return parsed.skipped, list(parsed.warnings), parsed.messages
+        return parsed.skipped, list(parsed.warnings), *redact_messages(parsed.messages, self.redaction)
 
     def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult) -> None:
         rows = [self._prepare(turn, session) for turn in turns]  # summarize, tag, classify
@@ -145,10 +149,11 @@ class Lantern:
         still in it are never re-injected. Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``,
         ``.candidates`` for explain). Access counts of packed entries are incremented (F(e), paper eq. 2).
         """
-        budget = self.config.budget if budget is None else int(budget)
-        if budget < 0:
-            raise ValueError(f"budget must be >= 0 characters, got {budget}")
+        budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
+        query, session = clean_text(query), session or None
+        if not query.strip():
+            return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
         result = pipeline.recover(
             self.store, self.index, self.embedder, self.config, query,
             budget=budget, session=session, exclude_ids=ids, live_text=live,
@@ -162,25 +167,58 @@ class Lantern:
     def explain(self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None) -> Recovery:
         """A recovery without side effects: every candidate's rank per signal, RRF score, MMR order and verdict
         (packed, excerpt, cut:budget, cut:duplicate, excluded:live) with its reason."""
-        budget = self.config.budget if budget is None else int(budget)
+        budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
+        query, session = clean_text(query), session or None
+        if not query.strip():
+            return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
         return pipeline.recover(
             self.store, self.index, self.embedder, self.config, query,
             budget=budget, session=session, exclude_ids=ids, live_text=live,
         )
 
     def search(self, query: str, k: int = 10, session: str | None = None) -> list[Hit]:
-        """Top ``k`` entries by fused (RRF) score, with per-signal ranks. No MMR, no budget, no side effects."""
+        """Top ``k`` entries by fused (RRF) score, with per-signal ranks. No MMR, no budget, no side effects.
+        Raises ValueError when ``k`` is not a positive integer."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        query, session = clean_text(query), session or None
+        if not query.strip():
+            return []
         return pipeline.search(self.store, self.index, self.embedder, self.config, query, k=k, session=session)
 
+    def _budget(self, budget: Any) -> int:
+        if budget is None:
+            return self.config.budget
+        if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) or not np.isfinite(budget) or budget < 0:
+            raise ValueError(f"budget must be a finite number of characters >= 0, got {budget!r}")
+        return int(budget)
+
     def _exclusions(self, exclude: Any) -> tuple[list[int], str]:
-        if not exclude:
+        """Split ``exclude`` into entry ids and the live context's text. Items may be entry ids (int) and
+        messages (Message or dict), mixed; anything else raises TypeError."""
+        if exclude is None:
             return [], ""
-        items = list(exclude)
-        if all(isinstance(x, (int, np.integer)) for x in items):
-            return [int(x) for x in items], ""
-        _, _, msgs = self._messages(items, "auto")
-        return [], "\n".join(turn.text for turn in chunk(msgs, None))
+        if isinstance(exclude, (str, bytes, dict, Message)):
+            raise TypeError("exclude must be a list of entry ids and/or messages, not a single " + type(exclude).__name__)
+        ids: list[int] = []
+        messages: list[Any] = []
+        for x in exclude:
+            if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+                ids.append(int(x))
+            elif isinstance(x, (Message, dict)):
+                messages.append(x)
+            else:
+                raise TypeError(f"exclude items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}")
+        ids = [i for i in ids if -(2**63) <= i < 2**63]  # larger ids cannot exist in SQLite
+        if not messages:
+            return ids, ""
+        objects = [_clean(m) for m in messages if isinstance(m, Message)]
+        dicts = [m for m in messages if isinstance(m, dict)]
+        msgs = redact_messages(objects, self.redaction)[0] if objects else []
+        if dicts:
+            msgs += self._messages(dicts, "auto")[2]  # parsed and redacted like archived input
+        return ids, "\n".join(turn.text for turn in chunk(msgs, None))
 
     # ------------------------------------------------------------------ maintenance
     def forget(self, *, entry: int | None = None, session: str | None = None) -> int:
@@ -221,6 +259,8 @@ def _tag_window(text: str) -> str:
 
 
 def _session_name(given: str | None, from_transcript: str | None) -> str:
+    given = clean_text(given) if given else given
+    from_transcript = clean_text(from_transcript) if from_transcript else from_transcript
     if given and from_transcript:
         return f"{given}/{from_transcript}"
     return given or from_transcript or DEFAULT_SESSION

@@ -14,6 +14,7 @@ Heavy imports (numpy, onnxruntime) happen inside the commands, so ``lantern --he
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -40,10 +41,16 @@ def _global(
     state.embedder = embedder
 
 
-def _open():
+def _open(create: bool = False):
+    """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file)."""
     from .api import Lantern
+    from .config import default_db_path
+    from .errors import LanternError
 
-    return Lantern(state.db, embedder=state.embedder)
+    path = state.db or default_db_path()
+    if not create and not path.exists():
+        raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE)")
+    return Lantern(path, embedder=state.embedder)
 
 
 def _fail(message: str) -> None:
@@ -55,12 +62,24 @@ def _guard(fn):
     """Run a command body; Lantern's own errors become one red line and exit code 1, never a traceback."""
     from .errors import LanternError
 
+    import sqlite3
+
     try:
         return fn()
+    except typer.Exit:
+        raise
     except LanternError as e:
         _fail(str(e))
+    except sqlite3.OperationalError as e:  # locked beyond busy_timeout, read-only file, directory as --db ...
+        _fail(f"database {state.db or '~/.lantern/lantern.db'}: {e}")
     except OSError as e:
         _fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
+    except (ValueError, TypeError) as e:
+        _fail(str(e))
+    except Exception as e:  # never a traceback for a user; LANTERN_DEBUG=1 shows it
+        if os.environ.get("LANTERN_DEBUG"):
+            raise
+        _fail(f"internal error {type(e).__name__}: {e} (set LANTERN_DEBUG=1 for the traceback)")
 
 
 @app.command()
@@ -77,7 +96,7 @@ def ingest(
     console = Console(stderr=True)
 
     def run():
-        with _open() as lantern, Progress(
+        with _open(create=True) as lantern, Progress(
             TextColumn("archiving"), BarColumn(), MofNCompleteColumn(), TextColumn("turns"), TimeElapsedColumn(),
             console=console, transient=True, disable=as_json,
         ) as bar:
@@ -220,6 +239,39 @@ def demo(
     from .demo import run as run_demo
 
     _guard(lambda: run_demo(db, show_block=show_block))
+
+
+@app.command("eval")
+def eval_(
+    dataset: str = typer.Argument(..., help="locomo, memdaily or jsonl (docs/eval-format.md)."),
+    data: Path = typer.Option(..., "--data", help="The dataset file or folder (read only)."),
+    out: Path = typer.Option(..., "--out", help="Output folder: results.json, facts.jsonl, report.md, PNG plots."),
+    split: str = typer.Option("report", "--split", help="tune, report or all (never tune on report)."),
+    budget: int = typer.Option(6000, "--budget", help="Characters injected, the same for every system."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate at most N histories of the split."),
+    keep: int = typer.Option(20, "--keep", help="Turns the compaction keeps verbatim."),
+    compaction: str = typer.Option("truncation", "--compaction", help="truncation, gist or session_summary (LoCoMo)."),
+    system: Optional[list[str]] = typer.Option(None, "--system", help="Systems to run (repeatable; default all)."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Archive cache folder (default $LANTERN_EVAL_CACHE or ~/.cache/lantern/eval)."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots (matplotlib)."),
+) -> None:
+    """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics."""
+    try:
+        from .eval.run import main as run_eval
+    except ImportError as e:  # scipy / matplotlib are the `eval` extra
+        _fail(f"{e}; install the eval extra: pip install 'lantern-memory[eval]'")
+
+    def run() -> None:
+        try:
+            results = run_eval(dataset, data, out, split=split, budget=budget, limit=limit, keep=keep, compaction=compaction,
+                               systems=system or None, embedder=state.embedder, cache_dir=cache, plots=plots)
+        except ValueError as e:
+            _fail(str(e))
+        head = results["systems"].get("lantern", next(iter(results["systems"].values())))["overall"]
+        typer.echo(f"{head['n']} lost facts; lantern recovered {100 * head['recovered']:.1f}%, recall@10 {head['recall@10']:.3f}")
+        typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+
+    _guard(run)
 
 
 def main() -> None:

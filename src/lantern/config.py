@@ -35,6 +35,10 @@ class Config:
     signal_weights: dict = field(default_factory=lambda: {"semantic": 1.0, "fulltext": 1.0, "keyword": 1.0, "importance": 1.0})
     fusion: str = "rrf"  # "rrf" or "sum" (ablation)
     use_mmr: bool = True
+    # --- privacy (issue 5; archive/redact.py; ours) ---
+    redact_patterns: tuple = ()  # extra secret patterns: (kind, regex) pairs; group "secret" or 1 is the secret
+    redact_allow: tuple = ()  # values never redacted: exact strings, or "re:<regex>" matched on the whole value
+    private_markers: tuple = (("<private>", "</private>"),)  # (open, close) spans removed before archiving
     # --- reinforcement (paper Appendix D) ---
     initial_confidence: float = 0.5
     initial_success: float = 0.5

@@ -146,7 +146,8 @@ class Entry:
 @dataclass
 class ArchiveResult:
     """What one ``Lantern.archive`` call did. ``entry_ids`` lists the ids of every turn of the call, new or
-    deduplicated, in turn order. ``skipped`` counts input items dropped with a warning."""
+    deduplicated, in turn order. ``skipped`` counts input items dropped with a warning. ``redacted`` counts the
+    secrets replaced by placeholders and the private spans removed before storing (archive/redact.py)."""
 
     session: str
     added: int = 0
@@ -154,6 +155,7 @@ class ArchiveResult:
     skipped: int = 0
     entry_ids: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    redacted: int = 0
 
 
 @dataclass

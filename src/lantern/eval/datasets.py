@@ -9,7 +9,8 @@ same way for every dataset.
   turn are counted (``unresolved``), never fatal. Categories 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
   5 adversarial (no answer; reported separately). Split: samples 1–5 of the file = ``tune``, 6–10 = ``report``.
 - MemDaily (Zhang et al. 2024, MemSim; ``messages_and_QAs/*.json``): one history per file, all trajectories
-  concatenated (ids ``"<tid>:<mid>"``); each question's evidence is its own trajectory's ``target_step_id``.
+  concatenated into one session (ids ``"<tid>:<mid>"``; a message repeated verbatim in several trajectories is
+  archived once, so retrieving that one entry counts for every copy; session-level metrics are trivial here); each question's evidence is its own trajectory's ``target_step_id``.
   ``[ERRORQ]``/``[ERRORA]`` items are dropped, as upstream ``post_process.py`` does. Split: type 01 = ``tune``.
 - Generic JSONL fact sets (``docs/eval-format.md``): one history per line.
 """
@@ -27,6 +28,7 @@ from typing import Any
 from ..archive.parse.locomo import parse_locomo_date
 from ..model import Message
 
+LOADER_VERSION = 3  # part of the archive cache key: bump when a loader changes what is archived
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SEPARATE_CATEGORIES = {"adversarial"}  # reported apart from the headline (no answerable evidence)
 LOCOMO_TUNE = 5  # the first five samples of locomo10.json are the tune split
@@ -162,6 +164,9 @@ def _cn_time(s: Any) -> datetime | None:
 def load_memdaily_file(path: Path) -> tuple[History, int, int]:
     """One MemDaily file -> (history of every trajectory concatenated, unresolved ids, dropped error items)."""
     data = json.loads(path.read_text(encoding="utf-8"))
+    parts = path.stem.split("_")
+    split = "tune" if parts[0] in MEMDAILY_TUNE_TYPES else "report"
+    category = parts[1] if len(parts) > 1 else "all"  # the question type (simple ... noisy): MemDaily's stratum
     messages: list[Message] = []
     facts: list[Fact] = []
     unresolved = dropped = 0
@@ -182,12 +187,7 @@ def load_memdaily_file(path: Path) -> tuple[History, int, int]:
             targets = q.get("target_step_id") or []
             good = [f"{tid}:{t}" for t in targets if t in mids]
             unresolved += len(targets) - len(good)
-            facts.append(Fact(f"{path.stem}#t{tid}q{q.get('qid', 0)}", question, answer, good, path.stem.split("_", 1)[-1]))
-    type_ = path.stem.split("_", 1)[0]
-    split = "tune" if type_ in MEMDAILY_TUNE_TYPES else "report"
-    # category: the question type (01 simple ... 06 noisy), the stratum MemDaily reports by
-    for f in facts:
-        f.category = path.stem.split("_")[1] if "_" in path.stem else "all"
+            facts.append(Fact(f"{path.stem}#t{tid}q{q.get('qid', 0)}", question, answer, good, category))
     return History(path.stem, messages, facts, split), unresolved, dropped
 
 
@@ -218,7 +218,9 @@ def load_jsonl(path: str | Path) -> Dataset:
         obj = json.loads(line)
         hid = str(obj.get("id", f"history-{n}"))
         messages = []
+        session = None  # a message without "session" continues the previous message's session
         for j, m in enumerate(obj.get("messages") or [], 1):
+            session = m.get("session", session)
             when = None
             if isinstance(m.get("time"), str):
                 try:
@@ -226,7 +228,7 @@ def load_jsonl(path: str | Path) -> Dataset:
                 except ValueError:
                     when = None
             messages.append(Message(
-                role=str(m.get("role", "user")), text=str(m.get("content", "")), session=m.get("session"), time=when,
+                role=str(m.get("role", "user")), text=str(m.get("content", "")), session=session, time=when,
                 meta={"dia_id": str(m.get("id", j))},
             ))
         known = {m.meta["dia_id"] for m in messages}

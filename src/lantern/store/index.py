@@ -64,6 +64,7 @@ class MemoryIndex:
         if not self._dirty and version == self._version:
             return
         foreign = self._version is not None and version != self._version
+        self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
         rows = self.store.rows_since(self._seen_archived_at - _OVERLAP_S)
         self._apply(rows)
         if len(self.ids) != self.store.count():  # something was deleted: start over

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..archive.tags import cjk_bigrams
-from ..errors import EmbedderMismatchError
+from ..errors import EmbedderMismatchError, LanternError
 from ..model import Entry, Tag
-from .migrations import migrate
+from .migrations import MIGRATIONS, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -59,7 +59,13 @@ def to_epoch(dt: datetime | None) -> float | None:
 
 
 def from_epoch(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
+    """UTC datetime of a unix time; None when absent or outside what ``datetime`` can hold (year 1..9999)."""
+    if ts is None:
+        return None
+    try:
+        return datetime.fromtimestamp(ts, tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _private_file(path: Path) -> None:
@@ -71,6 +77,16 @@ def _private_file(path: Path) -> None:
         os.close(fd)
 
 
+def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
+    """Refuse a SQLite file that is not a Lantern database, or one written by a newer Lantern (LanternError)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise LanternError(f"{path}: schema version {version} is newer than this Lantern ({len(MIGRATIONS)}); upgrade lantern-memory")
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version == 0 and tables:
+        raise LanternError(f"{path} is a SQLite database but not a Lantern one (it has tables {', '.join(sorted(tables)[:5])})")
+
+
 class Store:
     """SQLite tables of one Lantern database. ``path`` may be ``":memory:"`` (tests only; no WAL there)."""
 
@@ -80,12 +96,22 @@ class Store:
             _private_file(Path(self.path))
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        try:
+            _check_is_lantern(self.db, self.path)
+        except sqlite3.DatabaseError as e:
+            self.db.close()
+            raise LanternError(f"{self.path} is not a readable SQLite database ({e})") from None
+        except LanternError:
+            self.db.close()
+            raise
         if self.path != ":memory:":
             mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":  # pragma: no cover - only on filesystems without shared memory
                 raise sqlite3.OperationalError(f"could not enable WAL on {self.path} (got {mode})")
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA foreign_keys = ON")
+        self.embedder_id: str | None = None
+        self.dim = 0
         self.schema_version = migrate(self.db)
 
     # ------------------------------------------------------------------ plumbing
@@ -113,14 +139,32 @@ class Store:
         return row[0] if row else None
 
     def check_embedder(self, embedder_id: str, dim: int) -> None:
-        """Record the embedder of a new database; raise EmbedderMismatchError when it differs from the one given."""
-        with self.transaction() as db:
-            stored = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
-            if not stored:
-                db.executemany(
-                    "INSERT INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
-                )
-                return
+        """Record the embedder of a new database; raise EmbedderMismatchError when it differs from the one given.
+        Every later write checks it again inside its transaction (another process may have run ``reindex``)."""
+        stored = self._recorded_embedder(self.db)
+        if not stored:
+            with self.transaction() as db:
+                stored = self._recorded_embedder(db)
+                if not stored:
+                    db.executemany(
+                        "INSERT INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
+                    )
+                    stored = {"embedder": embedder_id, "dim": str(dim)}
+        self.embedder_id, self.dim = embedder_id, dim
+        self._verify_embedder(stored)
+
+    @staticmethod
+    def _recorded_embedder(db: sqlite3.Connection) -> dict[str, str]:
+        return dict(db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
+
+    def verify_embedder(self, db: sqlite3.Connection | None = None) -> None:
+        """Raise EmbedderMismatchError when the recorded embedder is no longer the one this handle checked."""
+        if getattr(self, "embedder_id", None) is not None:
+            self._verify_embedder(self._recorded_embedder(db or self.db), self.embedder_id, self.dim)
+
+    def _verify_embedder(self, stored: dict[str, str], embedder_id: str | None = None, dim: int | None = None) -> None:
+        embedder_id = embedder_id or self.embedder_id
+        dim = dim or self.dim
         if stored.get("embedder") != embedder_id or stored.get("dim") != str(dim):
             raise EmbedderMismatchError(
                 f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
@@ -147,6 +191,8 @@ class Store:
         out: list[tuple[int, bool]] = []
         now = _time.time()
         with self.transaction() as db:
+            self.verify_embedder(db)
+            written: set[int] = set()
             for row, vec in zip(rows, vectors):
                 found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (row.content_hash,)).fetchone()
                 if found:
@@ -156,7 +202,7 @@ class Store:
                     "SELECT id, turn, text FROM entries WHERE session = ? ORDER BY turn DESC LIMIT 1", (row.session,)
                 ).fetchone()
                 blob = np.asarray(vec, dtype="<f4").tobytes()
-                if last and row.text.startswith(last[2] + "\n"):
+                if last and last[0] not in written and row.text.startswith(last[2] + "\n"):
                     entry_id = last[0]
                     self._delete_fts(db, entry_id)
                     db.execute(
@@ -176,6 +222,7 @@ class Store:
                     )
                     entry_id = cur.lastrowid
                     db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, blob))
+                written.add(entry_id)
                 db.execute(
                     "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
                     (entry_id, cjk_bigrams(row.summary + "\n" + row.text), cjk_bigrams(" ".join(t.value for t in row.tags))),
@@ -195,7 +242,7 @@ class Store:
             row.content_hash,
             row.tool_count,
             row.file_count,
-            json.dumps(row.meta, ensure_ascii=False, default=str),
+            json.dumps(row.meta, default=str),  # ASCII escapes: a lone surrogate in a transcript id cannot break it
         )
 
     @staticmethod
@@ -203,12 +250,16 @@ class Store:
         db.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
 
     def delete(self, *, entry: int | None = None, session: str | None = None) -> int:
-        """Delete entries (with their vectors and FTS rows) by id or by session, in one transaction. Returns count."""
+        """Delete entries (with their vectors and FTS rows) by id, or by session with its sub-sessions, in one
+        transaction. Returns the count."""
         if entry is None and session is None:
             raise ValueError("give entry= or session=")
-        where, arg = ("id = ?", entry) if entry is not None else ("session = ?", session)
+        if entry is not None:
+            where, args = "id = ?", (entry,)
+        else:  # the session and its sub-sessions (``session/...``, as ingest names them)
+            where, args = "session = ? OR substr(session, 1, length(?) + 1) = ? || '/'", (session, session, session)
         with self.transaction() as db:
-            ids = [r[0] for r in db.execute(f"SELECT id FROM entries WHERE {where}", (arg,))]
+            ids = [r[0] for r in db.execute(f"SELECT id FROM entries WHERE {where}", args)]
             for entry_id in ids:
                 self._delete_fts(db, entry_id)
             db.executemany("DELETE FROM embeddings WHERE entry_id = ?", [(i,) for i in ids])
@@ -226,6 +277,7 @@ class Store:
                 )
                 n += 1
             self.set_embedder(db, embedder_id, dim)
+        self.embedder_id, self.dim = embedder_id, dim
         return n
 
     def bump_access(self, ids: Sequence[int]) -> None:

@@ -1,0 +1,801 @@
+"""Redact secrets and drop private spans before anything is stored (issue 5, parts 1 and 2).
+
+A stage of the write path between **parse** and **chunk**: ``Lantern`` runs every parsed message through
+``redact_messages`` before turns are chunked, so the full text, summary, FTS index, tags, embeddings' input and
+content hash are all built from the redacted text; a secret never reaches SQLite (nor its WAL) in clear.
+
+    policy = load_policy(store, config)                  # once per Lantern (salt and opt-out from the meta table)
+    messages, n = redact_messages(messages, policy)      # n = secrets replaced + private spans removed
+    text, n = redact_text(text, policy)                  # one string
+    find_secrets(text, policy)                           # the findings, for tests and tuning
+
+**Private spans.** Text between ``<private>`` and ``</private>`` (case-insensitive; more marker pairs via
+``Config.private_markers``) is removed with its markers, in message text, tool-call arguments, tool results and
+file lists. An unclosed marker removes everything to the end of that field; nested markers are counted. Private
+spans are removed even when secret redaction is switched off for the database: they are the user's explicit
+request, not a guess.
+
+**Detectors**, highest priority first (an overlap keeps the higher-priority finding):
+
+1. private-key blocks: ``-----BEGIN … PRIVATE KEY-----`` through the matching ``END`` line (real or ``\\n``-escaped
+   newlines, e.g. in a service-account JSON); an unterminated block is cut at the end of its base64 lines;
+2. provider tokens: the regexes of Yelp's ``detect-secrets`` 1.5.0 plugins (AWS key ids, GitHub, GitLab, Slack,
+   Stripe, OpenAI ``T3BlbkFJ`` keys, JWT with its formal-validity check, SendGrid, PyPI, npm, Discord, Telegram,
+   Twilio, Mailchimp, Square, Azure storage keys, Artifactory) and ours for what it lacks (OpenAI ``sk-`` /
+   ``sk-proj-`` keys, Anthropic ``sk-ant-`` keys, GitHub ``github_pat_``, Slack ``xapp-`` and newer ``xox?-``
+   forms, Stripe ``sk_test_`` / ``whsec_``, Google ``AIza``, Hugging Face ``hf_``, npm ``npm_``, DigitalOcean
+   ``dop_v1_``); a match is widened to the whole token so a key longer than the plugin's fixed length is not
+   left half in clear; and ``Config.redact_patterns`` (user patterns, same priority);
+3. credentials in URLs (``postgres://user:PASS@host:5433/db``: only the password is replaced; scheme, user, host
+   and port stay, since a port is exactly what Lantern brings back), ``Authorization: Bearer|Basic|token …``
+   headers, ``curl -u user:PASS``;
+4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``;
+5. keyword assignments: ``KEY = value`` / ``key: value`` / ``"key": "value"`` / ``key := value`` / ``'key' =>
+   'value'`` where the key's last word is a secret word. *Strong* keys (detect-secrets' ``KeywordDetector``
+   denylist: password, passwd, pwd, secret, api_key, private_key, …) take any value that is not a reference
+   (``$VAR``, ``${…}``, ``{{…}}``, ``<…>``, ``os.environ[…]``), a code expression (``self.api_key``, ``getpass()``,
+   the key's own name), a type (``str``), a path or a documentation placeholder (``your-key-here``, ``...abcd``).
+   *Weak* keys (``…_token``, ``auth``, ``credentials``, ``…_key``) take only values that look random:
+   detect-secrets' high-entropy measure (Shannon entropy over its base64 charset ≥ 3.0 bits/char) on a 16+
+   character token with letters and digits; under a plain ``…_key`` (``cache_key``, ``LICENSE_KEY``) the value
+   must also mix upper and lower case and not be pure hex or a UUID (a hash, an id or ``deps-<hash>`` is kept).
+   This is the only place the high-entropy detector runs: used naively
+   (every quoted string) it flags git hashes and sha256 checksums, which are the facts Lantern exists to recover
+   (``benchmarks/bench_redact.py`` measures both);
+6. prose: ``password is X`` / ``密码是X`` / ``密码：X`` / ``口令为X`` (an English ``is`` needs a digit or symbol in X).
+
+**Placeholder.** A secret becomes ``[secret:KIND …TAIL#FP]`` or, without a tail, ``[secret:KIND #FP]``:
+
+- ``KIND``: ``openai-key``, ``anthropic-key``, ``github-token``, ``aws-access-key-id``, ``url-password``,
+  ``bearer-token``, ``password``, ``secret``, ``token``, ``rsa-private-key``, …;
+- ``FP``: the first 4 hex digits of HMAC-SHA256(salt, secret), where ``salt`` is 16 random bytes made once per
+  database and kept in its ``meta`` table (key ``redact_salt``). Stable: the same secret gives the same
+  placeholder in every turn of a database, so "which key did we rotate?" has an answer (two fingerprints), and
+  re-archiving a turn deduplicates. 16 bits cannot be reversed, and the per-database salt means fingerprints
+  cannot be matched across databases or against a table precomputed for a list of common passwords. Someone who
+  holds the database holds the salt too: for them the fingerprint confirms a guess with 1/65,536 false-positive
+  odds, which matters only for guessable (dictionary) passwords — the reason passwords never show a tail.
+  (Our choice: HMAC with a per-database salt rather than plain sha256, for the cross-database property.)
+- ``TAIL``: the secret's last 4 characters, shown only for provider tokens (fixed-format, machine-generated,
+  high entropy) of at least 24 characters: 4 characters of ≥ 20 random ones leave ≥ 96 bits unknown, and it is
+  how providers themselves display keys (``sk-…3f9a``), so a user recognises the key. Never for passwords, URL
+  passwords, keyword values, bearer tokens of unknown format or private keys.
+
+The placeholder holds no quote or backslash, so a JSON tool argument stays valid JSON. Redaction is idempotent:
+text already holding placeholders is left as is.
+
+**Cost.** About 0.1 ms per real turn on average (0.07 ms per 1,000 characters; ``benchmarks/bench_redact.py``):
+every pattern starts with a literal so the regex engine skips to its candidates; case-insensitive ones run on the
+lower-cased text; slow plugin regexes run only near a match of a cheap literal-led gate; detectors whose trigger
+strings are absent are skipped.
+
+**Configuration** (``lantern.config.Config``): ``redact_patterns`` — extra ``(kind, regex)`` pairs (group
+``secret`` or group 1 is the secret, else the whole match); ``redact_allow`` — strings that are never redacted
+(exact values, or ``re:``-prefixed regexes matched against the whole value); ``private_markers`` — ``(open,
+close)`` pairs. Per database: ``set_secret_redaction(lantern, False)`` stores ``redact_secrets = off`` in the
+meta table (an explicit opt-out; private spans are still removed).
+
+Only the plugins' regexes and validity/entropy functions are used: never ``scan_line`` nor ``verify``, so
+detect-secrets makes no network request (its verification calls provider APIs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets as _random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from lantern.model import Message, ToolCall, ToolResult
+
+__all__ = [
+    "Finding", "RedactionPolicy", "find_secrets", "load_policy", "make_policy", "placeholder", "redact_messages",
+    "redact_text", "remove_private", "set_secret_redaction", "PLACEHOLDER_RE",
+]
+
+META_SALT = "redact_salt"
+META_SWITCH = "redact_secrets"  # "off" = explicit per-database opt-out of secret redaction
+DEFAULT_PRIVATE_MARKERS: tuple[tuple[str, str], ...] = (("<private>", "</private>"),)
+TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this length on (see module doc)
+
+PLACEHOLDER_RE = re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
+
+# priorities (lower wins an overlap)
+P_BLOCK, P_TOKEN, P_CRED, P_FLAG, P_KEYWORD, P_PROSE = 0, 1, 2, 3, 4, 5
+
+
+# ---------------------------------------------------------------------------------------------- policy
+@dataclass(frozen=True)
+class RedactionPolicy:
+    """What to redact and how to fingerprint it. ``secrets``: False when the database opted out. ``salt``: the
+    HMAC key of fingerprints. ``extra``: user detectors ``(kind, compiled regex)``. ``allow``: exact values and
+    compiled regexes never redacted. ``private``: marker pairs, lower-cased."""
+
+    secrets: bool = True
+    salt: bytes = b""
+    extra: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    allow_values: frozenset[str] = frozenset()
+    allow_patterns: tuple[re.Pattern[str], ...] = ()
+    private: tuple[tuple[str, str], ...] = DEFAULT_PRIVATE_MARKERS
+
+    def allowed(self, value: str) -> bool:
+        return value in self.allow_values or any(p.fullmatch(value) for p in self.allow_patterns)
+
+
+def make_policy(
+    salt: bytes = b"",
+    *,
+    secrets: bool = True,
+    patterns: Iterable[tuple[str, str]] = (),
+    allow: Iterable[str] = (),
+    private_markers: Iterable[tuple[str, str]] = DEFAULT_PRIVATE_MARKERS,
+) -> RedactionPolicy:
+    """A policy from plain values (``load_policy`` reads them from a database and a Config)."""
+    extra = tuple((_slug(kind), re.compile(rx)) for kind, rx in patterns)
+    values, regexes = set(), []
+    for a in allow:
+        if a.startswith("re:"):
+            regexes.append(re.compile(a[3:]))
+        else:
+            values.add(a)
+    markers = tuple((o.lower(), c.lower()) for o, c in private_markers if o and c)
+    return RedactionPolicy(secrets, salt, extra, frozenset(values), tuple(regexes), markers)
+
+
+def load_policy(store: Any, config: Any = None) -> RedactionPolicy:
+    """The policy of a database: its salt (created on first use, 16 random bytes in ``meta.redact_salt``), its
+    opt-out switch (``meta.redact_secrets``), and the Config's patterns, allow-list and private markers."""
+    salt = store.get_meta(META_SALT)
+    if salt is None:
+        with store.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (META_SALT, _random.token_hex(16)))
+        salt = store.get_meta(META_SALT)  # another process may have won the race: use the stored one
+    return make_policy(
+        bytes.fromhex(salt),
+        secrets=(store.get_meta(META_SWITCH) or "on") != "off",
+        patterns=getattr(config, "redact_patterns", ()),
+        allow=getattr(config, "redact_allow", ()),
+        private_markers=getattr(config, "private_markers", DEFAULT_PRIVATE_MARKERS),
+    )
+
+
+def set_secret_redaction(lantern: Any, enabled: bool) -> None:
+    """Switch secret redaction on or off for the database of ``lantern`` (a ``Lantern``): stored in its meta table,
+    so every later ``Lantern`` on that file follows it. Private spans are removed either way."""
+    with lantern.store.transaction() as db:
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (META_SWITCH, "on" if enabled else "off"))
+    lantern.redaction = replace(lantern.redaction, secrets=enabled)
+
+
+# ---------------------------------------------------------------------------------------------- findings
+@dataclass(frozen=True)
+class Finding:
+    """A secret found in a text: ``text[start:end]`` is the secret (only the password of a URL, only the value
+    of an assignment); ``kind`` names it in the placeholder; ``tail`` says whether its last 4 characters may be
+    shown."""
+
+    kind: str
+    start: int
+    end: int
+    value: str
+    priority: int
+    tail: bool = False
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str
+    regex: re.Pattern[str]
+    triggers: tuple[str, ...]  # at least one must occur in the text (case-sensitive) for the regex to run
+    exact_len: int = 0  # the widened token must have exactly this length (0: any)
+    validate: Callable[[str], bool] | None = None
+    gate: re.Pattern[str] | None = None  # a cheap literal-led pattern that must match first (the plugin's is slow)
+    extend: str = "A-Za-z0-9_\\-"  # characters a match is trimmed to and widened over (to the right)
+
+    @property
+    def char(self) -> re.Pattern[str]:
+        return _charclass(self.extend)
+
+    @property
+    def run(self) -> re.Pattern[str]:
+        return _charrun(self.extend)
+
+
+@lru_cache(maxsize=None)
+def _charclass(chars: str) -> re.Pattern[str]:
+    return re.compile(f"[{chars}]")
+
+
+@lru_cache(maxsize=None)
+def _charrun(chars: str) -> re.Pattern[str]:
+    return re.compile(f"[{chars}]*")
+
+
+def _slug(kind: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-")
+    return s or "custom"
+
+
+def _has_letter_and_digit(s: str) -> bool:
+    return any(c.isdigit() for c in s) and any(c.isalpha() for c in s)
+
+
+@lru_cache(maxsize=1)
+def _tokens() -> tuple[_Token, ...]:
+    """The token detectors: detect-secrets' plugin regexes, then ours. Built on first use (importing
+    detect-secrets costs ~100 ms; a read-only process never pays it)."""
+    from detect_secrets.plugins.artifactory import ArtifactoryDetector
+    from detect_secrets.plugins.aws import AWSKeyDetector
+    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+    from detect_secrets.plugins.discord import DiscordBotTokenDetector
+    from detect_secrets.plugins.github_token import GitHubTokenDetector
+    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+    from detect_secrets.plugins.mailchimp import MailchimpDetector
+    from detect_secrets.plugins.openai import OpenAIDetector
+    from detect_secrets.plugins.pypi_token import PypiTokenDetector
+    from detect_secrets.plugins.sendgrid import SendGridDetector
+    from detect_secrets.plugins.slack import SlackDetector
+    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+    from detect_secrets.plugins.stripe import StripeDetector
+    from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+    from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+    out: list[_Token] = []
+
+    def plugin(cls: Any, kind: str, triggers: tuple[str, ...], regexes: Sequence[re.Pattern[str]] | None = None, **kw: Any) -> None:
+        for rx in regexes if regexes is not None else cls.denylist:
+            out.append(_Token(kind, rx, triggers, **kw))
+
+    def ours(kind: str, rx: str, triggers: tuple[str, ...], **kw: Any) -> None:
+        out.append(_Token(kind, re.compile(rx), triggers, **kw))
+
+    # ours first where they are more specific than a plugin on the same text (sk-ant- before sk-)
+    ours("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",))
+    ours("openai-key", r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", ("sk-",),
+         validate=lambda s: not s.startswith("sk-ant-") and _has_letter_and_digit(s[3:]))
+    plugin(OpenAIDetector, "openai-key", ("T3BlbkFJ",))
+    plugin(AWSKeyDetector, "aws-access-key-id", ("A3T", "ABIA", "ACCA", "AKIA", "ASIA"), [AWSKeyDetector.denylist[0]],
+           exact_len=20)
+    plugin(GitHubTokenDetector, "github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"))
+    ours("github-token", r"github_pat_[A-Za-z0-9_]{22,}", ("github_pat_",))
+    plugin(GitLabTokenDetector, "gitlab-token", ("gl", "GR1348941"),
+           gate=re.compile(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941"))
+    plugin(SlackDetector, "slack-token", ("xox", "XOX"), [SlackDetector.denylist[0]], gate=re.compile(r"(?:xox|XOX)[A-Za-z]-\d"))
+    plugin(SlackDetector, "slack-webhook", ("hooks.slack.com",), [SlackDetector.denylist[1]], extend="A-Za-z0-9_\\-/")
+    ours("slack-token", r"xox[a-z]-[A-Za-z0-9\-]{10,}", ("xox",), gate=re.compile(r"xox[a-z]-"))
+    ours("slack-token", r"xapp-\d-[A-Za-z0-9\-]{10,}", ("xapp-",))
+    plugin(StripeDetector, "stripe-key", ("k_live_",))
+    ours("stripe-key", r"[rs]k_(?:live|test)_[0-9A-Za-z]{16,}", ("k_live_", "k_test_"))
+    ours("stripe-webhook-secret", r"whsec_[A-Za-z0-9]{24,}", ("whsec_",))
+    ours("google-api-key", r"AIza[0-9A-Za-z_\-]{35}", ("AIza",))
+    ours("huggingface-token", r"hf_[A-Za-z0-9]{30,}", ("hf_",), validate=_has_letter_and_digit)
+    ours("npm-token", r"npm_[A-Za-z0-9]{36}", ("npm_",))
+    ours("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}", ("_v1_",))
+    plugin(PypiTokenDetector, "pypi-token", ("pypi-",))
+    plugin(SendGridDetector, "sendgrid-key", ("SG.",))
+    plugin(SquareOAuthDetector, "square-secret", ("sq0csp-",))
+    plugin(AzureStorageKeyDetector, "azure-storage-key", ("AccountKey=",), extend="A-Za-z0-9+/=")
+    plugin(JwtTokenDetector, "jwt", ("eyJ",), validate=JwtTokenDetector.is_formally_valid, extend="A-Za-z0-9_\\-.")
+    plugin(DiscordBotTokenDetector, "discord-token", (".",), extend="A-Za-z0-9_\\-.",
+           gate=re.compile(r"\.[a-zA-Z\d_\-]{6}\.[a-zA-Z\d_\-]{27}"))
+    plugin(TelegramBotTokenDetector, "telegram-token", (":",), gate=re.compile(r":[0-9A-Za-z_\-]{35}"))
+    plugin(TwilioKeyDetector, "twilio-key", ("AC", "SK"), exact_len=34)
+    plugin(MailchimpDetector, "mailchimp-key", ("-us",), gate=re.compile(r"-us\d"))
+    plugin(ArtifactoryDetector, "artifactory-token", ("AKC", "AP"), gate=re.compile(r"AKC[a-zA-Z0-9]{10}|AP[\dA-F][a-zA-Z0-9]{8}"))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _entropy() -> Callable[[str], float]:
+    """detect-secrets' Shannon entropy over the base64 charset (bits per character)."""
+    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+
+    return Base64HighEntropyString().calculate_shannon_entropy
+
+
+@lru_cache(maxsize=1)
+def _strong_words() -> frozenset[str]:
+    """Last words of a key that make it a *strong* secret context: detect-secrets' KeywordDetector denylist
+    (``api_?key`` -> ``apikey``, ``password``, …) plus ours."""
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    words = {w.replace("_?", "") for w in DENYLIST}
+    return frozenset(words | {"pass", "passphrase", "passcode", "secretkey", "accesskey", "privatekey", "clientsecret",
+                              "masterkey", "signingkey", "encryptionkey", "密码", "口令", "密钥", "私钥"})
+
+
+# key words before "key" that make ``..._key`` strong (detect-secrets' denylist prefixes, plus ours)
+_KEY_QUALIFIERS = frozenset({"api", "auth", "service", "account", "db", "database", "priv", "private", "client",
+                             "secret", "access", "signing", "encryption", "master", "license", "webhook", "app"})
+_TYPE_NAMES = frozenset({"str", "string", "int", "bool", "bytes", "any", "none", "null", "nil", "optional", "text",
+                         "secretstr", "varchar", "dict", "list", "object", "number", "boolean", "float", "uuid",
+                         "required", "true", "false", "undefined", "empty", "char", "password", "secret", "token",
+                         "redacted", "hidden", "masked", "unset", "notset", "dummy", "placeholder", "example",
+                         "pass", "pwd", "passwd", "xxx", "todo", "tbd", "default", "auto", "env", "file", "prompt",
+                         "environment", "omitted"})
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+")
+_SPLIT = re.compile(r"[_.\-\s]+")
+_BARE_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_ATTR = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_HEXISH = re.compile(r"[0-9a-fA-F]{7,128}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~]+")
+
+
+def _key_words(key: str) -> list[str]:
+    return [w.lower() for part in _SPLIT.split(key) for w in _CAMEL.findall(part)]
+
+
+def _key_class(key: str) -> str:
+    """``strong``, ``weak-token``, ``weak-key`` or ``""`` (not a secret context) from the key's last word."""
+    words = _key_words(key)
+    if not words:
+        return ""
+    last, prev = words[-1], words[-2] if len(words) > 1 else ""
+    strong = _strong_words()
+    if last in strong or last.endswith(("password", "passwd", "secret")):
+        return "strong"
+    if last == "key" and prev in _KEY_QUALIFIERS:
+        return "strong"
+    if last in ("token", "auth", "credential", "credentials", "authtoken", "accesstoken", "apikey") or last.endswith("token"):
+        return "weak-token"
+    if last == "key" and prev:  # a bare "key" is a dictionary key, never a secret context
+        return "weak-key"
+    return ""
+
+
+def _is_reference(v: str) -> bool:
+    """A value that names a secret instead of holding it: a variable, a template, a documentation placeholder,
+    an already masked value."""
+    low = v.lower()
+    if v[0] in "$%<{[*" or low.startswith(("...", "…", "xxx", "os.", "process.env", "env(", "getenv", "secrets.",
+                                            "env[", "env.", "[secret:", "sha256:", "sha512:", "file:", "vault:")):
+        return True
+    if "your" in low and any(w in low for w in ("key", "token", "pass", "secret")):
+        return True
+    if "****" in v or "example" in low or "{{" in v or "${" in v:
+        return True
+    return len(set(v)) == 1  # "xxxxxxxx", "********"
+
+
+def _is_path(v: str) -> bool:
+    return v.startswith(("/", "~/", "./", "../", "\\\\")) or (len(v) > 2 and v[1] == ":" and v[2] in "\\/") or "://" in v
+
+
+def _looks_random(v: str, min_len: int = 16, min_entropy: float = 3.0) -> bool:
+    return (
+        len(v) >= min_len
+        and _TOKEN_CHARS.fullmatch(v) is not None
+        and _has_letter_and_digit(v)
+        and not _is_path(v)
+        and _entropy()(v) >= min_entropy
+    )
+
+
+def _strong_value_ok(v: str, key: str, quoted: bool, code_like: bool) -> bool:
+    if len(v) < 4 or _is_reference(v) or _is_path(v):
+        return False
+    low = v.lower()
+    if low in _TYPE_NAMES or low == key.lower() or low in _key_words(key):
+        return False
+    if quoted:
+        return not v.isspace()
+    if "(" in v or _ATTR.fullmatch(v) or _ENV_NAME.fullmatch(v):
+        return False  # getpass(), self.api_key, settings.SECRET_KEY, OPENAI_API_KEY (a variable's name)
+    if code_like and _BARE_IDENT.fullmatch(v):
+        return False  # api_key = api_key / password = input  (a Python/JS variable)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- regexes
+_BEGIN_KEY = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
+_KEY_TAIL = re.compile(r"(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment|Version): ?[^\n\\]*|[ \t]*))*")
+
+# Every pattern below starts with a literal, so that the regex engine can skip to its candidates (a pattern
+# that starts with a look-behind or an IGNORECASE alternation is tried at every position: 10x slower on a 300 KB
+# log). Case-insensitive ones run on ``low``, the lower-cased text (same length, same offsets); the boundary a
+# look-behind would check is checked in Python.
+_URL_CRED = re.compile(
+    r"://(?P<user>[^\s:/?#@\"'<>\[\]\\]*):(?P<secret>[^\s/?#\"'<>\\]+)"
+    r"@(?=\[?[A-Za-z0-9.\-_:]*?\]?[A-Za-z0-9.\-_]*(?::\d{1,5})?(?:[/?#\s\"'<>,;)\]\\`]|$))"
+)
+_AUTH_HEADER = re.compile(  # on low
+    r"authorization\\?[\"']?\s*[:=]\s*\\?[\"']?\s*"
+    r"(?P<scheme>bearer|basic|token|apikey|api-key|digest|key)?\s*(?P<secret>[a-z0-9\-._~+/]{8,}=*)"
+)
+_BEARER = re.compile(r"bearer\s+(?P<secret>[a-z0-9\-._~+/]{16,}=*)")  # on low
+_CURL_USER = re.compile(r"-(?:u|-user)\s+[\"']?(?P<user>[^\s:\"'$]+):(?P<secret>[^\s\"'\\]+)")
+_FLAG = re.compile(  # on low
+    r"--(?P<key>password|passwd|pass|passphrase|token|api-key|apikey|secret|client-secret|"
+    r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>[\"'])(?P<qsecret>[^\"'\n\\]+)(?P=q)|(?P<secret>[^\s\"'\\]+))"
+)
+_MYSQL_P = re.compile(r"mysql(?:dump|admin|sh)?\b[^\n|;&]*?\s-p(?P<secret>[^\s\"'\\]{3,})")  # case matters: -P is the port
+_KEYWORD_HIT = re.compile(  # on low: a secret word ending an identifier, then an assignment operator
+    r"(?:pass|pwd|secret|token|auth|credential|key|contrase)[a-z0-9_\-]*\\?[\"'`]?\]?[ \t]*(?::=|=>|=(?![=>])|:(?![:/])|：)"
+)
+_IDENT_BACK = re.compile(r"[A-Za-z0-9_.\-]{0,80}\Z")
+_ASSIGN = re.compile(
+    r"(?P<kq>\\?[\"'`]?)"
+    r"(?P<key>[A-Za-z0-9_.\-]*?(?:pass|pwd|secret|token|auth|credential|key|contrase)[A-Za-z0-9_\-]*)"
+    r"(?P=kq)\]?[ \t]*(?P<op>:=|=>|=(?![=>])|:(?![:/])|：)[ \t]*"
+    r"(?:(?P<vq>\\?[\"'`])(?P<qval>[^\"'`\\\n]{1,512})(?P=vq)|(?P<val>[^\s\"'`\\,;&<>(){}\[\]]{1,512}))",
+    re.I,
+)
+_KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key", "contrase")
+_PROSE_EN = re.compile(r"pass(?:word|wd|phrase)\s+(?P<op>is|was)\s*[\"']?(?P<secret>[!-~]{4,128})")  # on low
+_PROSE_ZH = re.compile(
+    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|是|为|為|改成|改为|改為|设为|设置为|設為)\s*[「“\"']?(?P<secret>[!-~]{4,128})"
+)
+_PROSE_ZH_TRIGGER = ("密码", "口令", "密钥", "私钥")
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _after_word(text: str, i: int, extra: str = "") -> bool:
+    """True when position ``i`` does not continue an ASCII word (``extra``: more characters that count as word)."""
+    return i == 0 or (text[i - 1] not in _WORD_CHARS and text[i - 1] not in extra)
+
+
+def _lower(text: str) -> str:
+    """``text`` lower-cased with the same length (offsets shared): ``str.lower`` unless a character changes length
+    (``İ``), then ASCII only."""
+    low = text.lower()
+    return low if len(low) == len(text) else text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
+
+
+def _private_key_blocks(text: str, out: list[Finding]) -> None:
+    if "PRIVATE KEY" not in text:
+        return
+    pos = 0
+    while (m := _BEGIN_KEY.search(text, pos)) is not None:
+        label, block = m.group(1), m.group(2) or ""
+        end_marker = f"-----END {label}PRIVATE KEY{block}-----"
+        end = text.find(end_marker, m.end())
+        if end >= 0:
+            stop = end + len(end_marker)
+        else:  # a truncated block (a tool output cut short): up to the end of its base64 lines
+            stop = _KEY_TAIL.match(text, m.end()).end()
+            while stop > m.end() and text[stop - 1] in " \t\r\n":
+                stop -= 1
+        kind = (label.strip().lower().replace(" ", "-") + "-private-key") if label.strip() else "private-key"
+        out.append(Finding(kind, m.start(), stop, text[m.start():stop], P_BLOCK))
+        pos = stop
+
+
+def _gate_windows(gate: re.Pattern[str], text: str) -> list[tuple[int, int]]:
+    """Where a gated plugin regex runs: around each match of its gate (64 characters before, for a token whose
+    gate is not its prefix; 1,100 after, the longest token), merged."""
+    spans: list[list[int]] = []
+    for g in gate.finditer(text):
+        a, b = max(0, g.start() - 64), min(len(text), g.end() + 1100)
+        if spans and a <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], b)
+        else:
+            spans.append([a, b])
+    return [(a, b) for a, b in spans]
+
+
+def _token_findings(text: str, policy: RedactionPolicy, out: list[Finding]) -> None:
+    windows: dict[int, list[tuple[int, int]]] = {}
+    whole = [(0, len(text))]
+    for det in _tokens():
+        if not any(t in text for t in det.triggers):
+            continue
+        if det.gate is None:
+            spans = whole
+        else:
+            spans = windows.get(id(det.gate))
+            if spans is None:
+                spans = windows[id(det.gate)] = _gate_windows(det.gate, text)
+        char, run = det.char, det.run
+        for m in (m for a, b in spans for m in det.regex.finditer(text, a, b)):
+            s, e = m.span()
+            # trim delimiters a plugin regex includes (Artifactory's (?:\s|=|:|"|^)), then widen to the whole token
+            while s < e and not char.match(text, s):
+                s += 1
+            while e > s and not char.match(text, e - 1):
+                e -= 1
+            if s == e or (s > 0 and text[s - 1].isascii() and text[s - 1].isalnum()):
+                continue  # inside a longer word (e.g. a hex string): not this provider's token
+            e = run.match(text, e).end()
+            value = text[s:e]
+            if det.exact_len and len(value) != det.exact_len:
+                continue
+            if det.validate is not None and not det.validate(value):
+                continue
+            out.append(Finding(det.kind, s, e, value, P_TOKEN, tail=len(value) >= TAIL_MIN_LEN))
+    for kind, rx in policy.extra:
+        for m in rx.finditer(text):
+            g = "secret" if "secret" in rx.groupindex else (1 if rx.groups else 0)
+            s, e = m.span(g)
+            if e > s:
+                out.append(Finding(kind, s, e, text[s:e], P_TOKEN))
+
+
+def _line_bounds(text: str, start: int, end: int) -> tuple[str, str]:
+    ls = text.rfind("\n", 0, start) + 1
+    le = text.find("\n", end)
+    return text[ls:start], text[end: le if le >= 0 else len(text)]
+
+
+def _credential_findings(text: str, low: str, out: list[Finding]) -> None:
+    if "://" in text:
+        for m in _URL_CRED.finditer(text):
+            v = m.group("secret")
+            if (v.isdigit() and len(v) <= 5) or _is_reference(v) or v.lower() in _TYPE_NAMES:
+                continue  # host:port, ${DB_PASSWORD}, a documentation "password"
+            out.append(Finding("url-password", m.start("secret"), m.end("secret"), v, P_CRED))
+    if "authorization" in low:
+        for m in _AUTH_HEADER.finditer(low):
+            if not _after_word(low, m.start(), "-"):
+                continue
+            v = text[m.start("secret"):m.end("secret")]
+            scheme = (m.group("scheme") or "").lower()
+            if _is_reference(v) or _ENV_NAME.fullmatch(v) or (not scheme and not _looks_random(v, 12, 2.5)):
+                continue
+            kind = "basic-auth" if scheme == "basic" else "bearer-token"
+            out.append(Finding(kind, m.start("secret"), m.end("secret"), v, P_CRED))
+    if "bearer" in low:
+        for m in _BEARER.finditer(low):
+            if not _after_word(low, m.start()):
+                continue
+            v = text[m.start("secret"):m.end("secret")]
+            if not _is_reference(v) and _looks_random(v, 16, 2.5):
+                out.append(Finding("bearer-token", m.start("secret"), m.end("secret"), v, P_CRED))
+    if "-u" in text:
+        for m in _CURL_USER.finditer(text):
+            if not _after_word(text, m.start(), "-"):
+                continue
+            v = m.group("secret")
+            if not (_is_reference(v) or (v.isdigit() and len(v) <= 5)):
+                out.append(Finding("basic-auth", m.start("secret"), m.end("secret"), v, P_CRED))
+
+
+def _flag_findings(text: str, low: str, out: list[Finding]) -> None:
+    if "--" in text:
+        for m in _FLAG.finditer(low):
+            if not _after_word(low, m.start(), "-"):
+                continue
+            g = "qsecret" if m.group("qsecret") is not None else "secret"
+            v = text[m.start(g):m.end(g)]
+            if _strong_value_ok(v, m.group("key"), g == "qsecret", code_like=False):
+                kind = "password" if "pass" in m.group("key").lower() else "secret"
+                out.append(Finding(kind, m.start(g), m.end(g), v, P_FLAG))
+    if "mysql" in text:
+        for m in _MYSQL_P.finditer(text):
+            if not _after_word(text, m.start(), "-"):
+                continue
+            v = m.group("secret")
+            if not _is_reference(v):
+                out.append(Finding("password", m.start("secret"), m.end("secret"), v, P_FLAG))
+
+
+def _kind_of_key(key: str, cls: str) -> str:
+    words = _key_words(key)
+    if any("pass" in w or w in ("pwd", "密码", "口令") for w in words):
+        return "password"
+    if cls == "weak-token" or (words and words[-1].endswith("token")):
+        return "token"
+    if "aws" in words:
+        return "aws-secret-key"
+    if "api" in words or (words and words[-1] == "apikey"):
+        return "api-key"
+    return "secret"
+
+
+def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
+    if not any(t in low for t in _KEYWORD_TRIGGER):
+        return
+    done = -1
+    for hit in _KEYWORD_HIT.finditer(low):
+        # back to the start of the identifier (and its opening quote), then the full pattern anchored there
+        start = _IDENT_BACK.search(text, max(0, hit.start() - 80), hit.start()).start()
+        if start <= done:
+            continue
+        if start > 0 and text[start - 1] in "\"'`":
+            start -= 1
+            if start > 0 and text[start - 1] == "\\":
+                start -= 1
+        if start > 0 and (text[start - 1] in _WORD_CHARS or text[start - 1] in ".-"):
+            continue
+        m = _ASSIGN.match(text, start)
+        if m is None:
+            continue
+        done = m.end()
+        key = m.group("key")
+        cls = _key_class(key)
+        if not cls:
+            continue
+        quoted = m.group("qval") is not None
+        g = "qval" if quoted else "val"
+        v = m.group(g)
+        if not quoted:
+            v = v.rstrip(".:!?")
+        if not v:
+            continue
+        before, after = _line_bounds(text, m.start(), m.start(g) + len(v))
+        config_line = not before.strip(" \t-") or before.strip().lower() in ("export", "set", "env")
+        if config_line and not quoted and after and not after[0].isspace():
+            # a .env / YAML / INI value runs to the end of its line: "DB_PASSWORD=Tr0ub4dor&3;x" (the value regex
+            # stops at & ; , for URL queries and shell lists); a trailing " # comment" is not part of it
+            rest = after.split(" #", 1)[0].rstrip()
+            if rest and not any(ch.isspace() for ch in rest):
+                v, after = v + after[: len(rest)], after[len(rest):]
+        if cls == "strong":
+            op = m.group("op")
+            yaml_or_env = config_line and (not after.strip() or after.lstrip().startswith("#"))
+            code_like = not (key.isupper() and op == "=") and not yaml_or_env
+            if not quoted and op in (":", "：") and not yaml_or_env and not (_has_letter_and_digit(v) or not v.isalnum()):
+                continue  # "Secret: always cache" / "password: required" in prose
+            if not _strong_value_ok(v, key, quoted, code_like):
+                continue
+        elif cls == "weak-token":
+            if _is_reference(v) or not _looks_random(v):
+                continue
+        else:  # weak-key: a cache key "deps-<hash>" or an id is not a secret; a key has mixed case
+            if _is_reference(v) or not _looks_random(v, 20, 3.5) or _HEXISH.fullmatch(v) or v.lower() == v or v.upper() == v:
+                continue
+        s = m.start(g)
+        out.append(Finding(_kind_of_key(key, cls), s, s + len(v), v, P_KEYWORD))
+
+
+def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
+    hits = []
+    if "pass" in low:
+        hits += [(m, True) for m in _PROSE_EN.finditer(low) if _after_word(low, m.start())]
+    if any(t in text for t in _PROSE_ZH_TRIGGER):
+        hits += [(m, False) for m in _PROSE_ZH.finditer(text)]
+    for m, english in hits:
+        s = m.start("secret")
+        v = text[s:m.end("secret")].rstrip(".,;:!?)」”\"'")
+        if len(v) < 4 or _is_reference(v) or v.lower() in _TYPE_NAMES or _is_path(v) or "(" in v or _ATTR.fullmatch(v):
+            continue
+        if english and v.isalpha():
+            continue  # "the password is incorrect"
+        out.append(Finding("password", s, s + len(v), v, P_PROSE))
+
+
+def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:
+    """The secrets of ``text``, non-overlapping, in text order (an overlap keeps the higher-priority finding:
+    private-key block > provider token / user pattern > URL or header credential > flag > keyword > prose).
+    Values on the policy's allow-list and spans inside existing placeholders are skipped."""
+    if not text or not policy.secrets:
+        return []
+    low = _lower(text)
+    found: list[Finding] = []
+    _private_key_blocks(text, found)
+    _token_findings(text, policy, found)
+    _credential_findings(text, low, found)
+    _flag_findings(text, low, found)
+    _keyword_findings(text, low, found)
+    _prose_findings(text, low, found)
+    if not found:
+        return []
+    taken: list[tuple[int, int]] = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "[secret:" in text else []
+    kept: list[Finding] = []
+    for f in sorted(found, key=lambda f: (f.priority, f.start, f.start - f.end)):
+        if policy.allowed(f.value) or any(f.start < e and s < f.end for s, e in taken):
+            continue
+        taken.append((f.start, f.end))
+        kept.append(f)
+    return sorted(kept, key=lambda f: f.start)
+
+
+def placeholder(finding: Finding, salt: bytes) -> str:
+    """``[secret:KIND …TAIL#FP]`` (tail for long provider tokens) or ``[secret:KIND #FP]``."""
+    fp = hmac.new(salt, finding.value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:4]
+    tail = finding.value.rstrip("=")[-4:] if finding.tail and len(finding.value) >= TAIL_MIN_LEN else ""
+    if tail and all(c.isascii() and c.isprintable() and c not in "\"'\\[]" for c in tail):
+        return f"[secret:{finding.kind} …{tail}#{fp}]"
+    return f"[secret:{finding.kind} #{fp}]"
+
+
+# ---------------------------------------------------------------------------------------------- private spans
+def remove_private(text: str, markers: Sequence[tuple[str, str]] = DEFAULT_PRIVATE_MARKERS) -> tuple[str, int]:
+    """``text`` without its private spans (markers included; case-insensitive; nested spans counted; an
+    unclosed span runs to the end). Returns (text, spans removed)."""
+    if not text or not markers:
+        return text, 0
+    low = text.lower()
+    n = 0
+    for opener, closer in markers:
+        if opener not in low and closer not in low:
+            continue
+        pieces: list[str] = []
+        depth, pos, keep_from = 0, 0, 0
+        while True:
+            i, j = low.find(opener, pos), low.find(closer, pos)
+            if i < 0 and j < 0:
+                break
+            if i >= 0 and (j < 0 or i < j):  # an opener
+                if depth == 0:
+                    pieces.append(text[keep_from:i])
+                    n += 1
+                depth += 1
+                pos = i + len(opener)
+            else:  # a closer
+                if depth == 0:  # stray closer: drop the marker itself
+                    pieces.append(text[keep_from:j])
+                else:
+                    depth -= 1
+                pos = j + len(closer)
+                if depth == 0:
+                    keep_from = pos
+        if depth == 0:
+            pieces.append(text[keep_from:])
+        text = "".join(pieces)
+        low = text.lower()
+    return text, n
+
+
+# ---------------------------------------------------------------------------------------------- apply
+def redact_text(text: str, policy: RedactionPolicy) -> tuple[str, int]:
+    """``text`` with private spans removed and secrets replaced by placeholders. Returns (text, count)."""
+    if not text:
+        return text, 0
+    text, n = remove_private(text, policy.private)
+    # to a fixpoint (at most 3 passes; the second finds something only in contrived text): a lower-priority
+    # candidate cut short by a higher-priority finding may be a match of its own once that one is replaced, and
+    # redacting must be idempotent
+    for _ in range(3):
+        found = find_secrets(text, policy)
+        if not found:
+            break
+        parts, pos = [], 0
+        for f in found:
+            parts.append(text[pos:f.start])
+            parts.append(placeholder(f, policy.salt))
+            pos = f.end
+        parts.append(text[pos:])
+        text = "".join(parts)
+        n += len(found)
+    return text, n
+
+
+def redact_messages(messages: Sequence[Message], policy: RedactionPolicy) -> tuple[list[Message], int]:
+    """Every message with its text, tool-call arguments, tool results and file list redacted (``redact_text``).
+    Unchanged messages are returned as they are; changed ones are copies. Returns (messages, total count)."""
+    out: list[Message] = []
+    total = 0
+    for m in messages:
+        changed = False
+        text, n = redact_text(m.text or "", policy)
+        total += n
+        changed |= n > 0
+        calls = m.tool_calls
+        if calls:
+            new_calls = []
+            for c in calls:
+                args, k = redact_text(c.arguments or "", policy)
+                total += k
+                changed |= k > 0
+                new_calls.append(ToolCall(c.name, args, c.id) if k else c)
+            calls = new_calls
+        results = m.tool_results
+        if results:
+            new_results = []
+            for r in results:
+                content, k = redact_text(r.content or "", policy)
+                total += k
+                changed |= k > 0
+                new_results.append(ToolResult(content, r.call_id, r.name) if k else r)
+            results = new_results
+        files = m.files
+        if files:
+            new_files = []
+            for f in files:
+                path, k = redact_text(f, policy)
+                total += k
+                changed |= k > 0
+                if path:
+                    new_files.append(path)
+            files = new_files
+        out.append(replace(m, text=text, tool_calls=calls, tool_results=results, files=files) if changed else m)
+    return out, total

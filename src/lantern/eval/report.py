@@ -1,0 +1,126 @@
+"""``report.md`` and PNG plots, rendered from ``results.json`` alone (so every number in the report can be
+re-derived from the JSON: ``render(json.load(open("results.json"))) == report.md``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .datasets import SEPARATE_CATEGORIES
+
+SPLIT_NOTE = {
+    "report": "report split (LoCoMo conversations 6–10, MemDaily types other than 01); no parameter was tuned on it",
+    "tune": "tune split (LoCoMo conversations 1–5, MemDaily type 01): parameters may be tuned here; not for claims",
+    "all": "all histories (tune and report splits together): not for claims",
+}
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def num(x: float, digits: int = 3) -> str:
+    return f"{x:.{digits}f}"
+
+
+def pval(p: float) -> str:
+    if p != p:  # NaN
+        return "—"
+    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def render(results: dict[str, Any]) -> str:
+    ds, cfg = results["dataset"], results["config"]
+    out = [
+        f"# Lantern evaluation: {ds['name']}",
+        "",
+        f"- Data: `{ds['path']}` (sha256 `{ds['sha256']}`); {SPLIT_NOTE.get(ds['split'], ds['split'])}"
+        + (f", first {ds['limit']} histories" if ds.get("limit") else "") + ".",
+        f"- Histories: {len(ds['histories'])} ({', '.join(ds['histories'])}); facts {ds['facts']}, lost to the compaction "
+        f"{ds['lost']}, kept by it {ds['kept']}, without resolvable evidence {ds['no_evidence']}; unresolved evidence "
+        f"ids in the whole file {ds['unresolved_evidence_ids']}; dropped items {ds['dropped_items']}.",
+        f"- Compaction: {cfg['compaction']}, last {cfg['keep']} turns kept verbatim (excluded from recovery). "
+        f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. Zero LLM calls.",
+        "- A fact is lost when an evidence turn is outside the kept window and its answer is not in the compacted "
+        "context; it is recovered when every lost evidence turn is inside the packed block. Rankings are scored on "
+        "the lost evidence turns.",
+        "",
+        "## Headline" + (f" (categories {', '.join(sorted(SEPARATE_CATEGORIES))} reported separately)" if SEPARATE_CATEGORIES else ""),
+        "",
+    ]
+    header = ["system", "facts recovered", "recall@5", "recall@10", "session R@10", "nDCG@10", "MRR", "chars", "p50 ms", "p95 ms", "n"]
+    rows = []
+    for name, s in results["systems"].items():
+        o = s["overall"]
+        rows.append([name, pct(o["recovered"]), num(o["recall@5"]), num(o["recall@10"]), num(o["session_recall@10"]),
+                     num(o["ndcg@10"]), num(o["mrr"]), f"{o['chars']:,.0f}", f"{o['latency_p50_ms']:.1f}",
+                     f"{o['latency_p95_ms']:.1f}", str(o["n"])])
+    out += _table(header, rows)
+    for metric, table in results.get("comparisons", {}).items():
+        if not table:
+            continue
+        n_h = table[0]["n_histories"]
+        out += ["", f"## {table[0]['reference']} vs each system: {metric}", "",
+                f"Δ = {table[0]['reference']} − system in percentage points, bootstrap 95% CI over facts; Wilcoxon "
+                f"signed-rank and Cohen's d over the {n_h} per-history means (smallest attainable p with {n_h} "
+                f"histories: {pval(table[0]['min_wilcoxon_p'])}); Holm-corrected across this table.", ""]
+        header = ["system", "Δ pp", "95% CI", "Wilcoxon p", "Holm p", "Cohen's d"]
+        if "mcnemar_p" in table[0]:
+            header += ["McNemar ref-only/sys-only", "McNemar p", "Holm p"]
+        rows = []
+        for r in table:
+            row = [r["system"], f"{r['diff_pp']:+.1f}", f"[{r['ci_low_pp']:+.1f}, {r['ci_high_pp']:+.1f}]",
+                   pval(r["wilcoxon_p"]), pval(r["wilcoxon_p_holm"]), f"{r['cohens_d']:+.2f}"]
+            if "mcnemar_p" in r:
+                row += [f"{r['mcnemar_reference_only']}/{r['mcnemar_system_only']}", pval(r["mcnemar_p"]), pval(r["mcnemar_p_holm"])]
+            rows.append(row)
+        out += _table(header, rows)
+    cats = sorted({c for s in results["systems"].values() for c in s["by_category"]})
+    if cats:
+        out += ["", "## Facts recovered by category", ""]
+        header = ["system"] + [f"{c} (n={next(iter(results['systems'].values()))['by_category'][c]['n']})" for c in cats]
+        out += _table(header, [[n] + [pct(s["by_category"][c]["recovered"]) for c in cats] for n, s in results["systems"].items()])
+        out += ["", "## Recall@10 by category", ""]
+        out += _table(["system"] + cats, [[n] + [num(s["by_category"][c]["recall@10"]) for c in cats] for n, s in results["systems"].items()])
+    if results.get("failures"):
+        causes = list(next(iter(results["failures"].values())))
+        out += ["", "## Why facts were not recovered (pipeline systems, headline facts; one cause each)", ""]
+        out += _table(["system"] + causes, [[n] + [str(f[c]) for c in causes] for n, f in results["failures"].items()])
+    lat = results.get("archive_latency_ms") or {}
+    if lat.get("turns_timed"):
+        out += ["", f"Archive latency per turn (batches of 64): p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms over {lat['turns_timed']} batches."]
+    for title, path in (results.get("plots") or {}).items():
+        out += ["", f"![{title}]({path})"]
+    return "\n".join(out) + "\n"
+
+
+def write_plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
+    """PNG bar charts (matplotlib, Agg): facts recovered and recall@10 per system. Returns {title: file name};
+    empty when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return {}
+    names = list(results["systems"])
+    made = {}
+    for key, title, fname in (("recovered", "Facts recovered", "recovered.png"), ("recall@10", "Recall@10", "recall10.png")):
+        values = [results["systems"][n]["overall"][key] for n in names]
+        fig, ax = plt.subplots(figsize=(8, 0.35 * len(names) + 1.2))
+        ax.barh(names[::-1], values[::-1], color=["#d98c1f" if n == "lantern" else "#7a8ca3" for n in names[::-1]])
+        ax.set_xlim(0, 1)
+        ax.set_xlabel(title)
+        ax.set_title(f"{title} ({results['dataset']['name']}, {results['dataset']['split']} split, budget {results['config']['budget']:,})")
+        fig.tight_layout()
+        fig.savefig(out_dir / fname, dpi=110)
+        plt.close(fig)
+        made[title] = fname
+    return made

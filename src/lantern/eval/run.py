@@ -1,0 +1,341 @@
+"""``lantern eval``: archive a dataset (cached per dataset checksum and embedder id), compact every history, and
+measure how many of the facts the compaction lost each system brings back within the budget.
+
+    histories --archive (cached)--> store
+    per history: compaction (keep last k turns) -> lost facts (evidence outside the window, answer not in context)
+    per system, per lost fact: ranking + packed block -> metrics row
+    rows -> per system / category / history summaries -> paired statistics vs Lantern -> results.json, report.md
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..archive.chunk import chunk
+from ..config import Config
+from ..model import Turn
+from . import metrics, stats
+from .compaction import compact, lost_turns
+from .datasets import LOADER_VERSION, SEPARATE_CATEGORIES, Dataset, History, load
+from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, failure_cause, run_system, select
+
+ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
+DEFAULT_KEEP = 20  # turns kept verbatim by the compaction (ours: about one LoCoMo session)
+REFERENCE = "lantern"
+COMPARED = ("recovered", "recall@10")
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("LANTERN_EVAL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "lantern" / "eval"
+
+
+@dataclass
+class Prepared:
+    history: History
+    turns: list[Turn]
+    entry_ids: list[int]  # per turn (a deduplicated turn shares the id of its first copy)
+    turn_of: dict[str, int]  # evidence id -> turn index
+    lantern: Any = None  # the history's own store
+
+
+def _turns(history: History) -> list[Turn]:
+    turns = chunk(history.messages, None)
+    for i, t in enumerate(turns):
+        t.index = i
+    return turns
+
+
+def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, progress: Callable[[str, int, int], None] | None = None):
+    """Open (building what is missing) the cached databases of ``dataset``: a folder per (dataset sha256, embedder
+    id) holding one database per history (a store per conversation, as in real use: recovery searches the whole
+    store), each with a sidecar JSON of its per-turn entry ids. Returns ({history id: Prepared}, archive latencies
+    in ms per turn, measured on the batches archived by this call)."""
+    from ..api import Lantern
+    from ..embed import get_embedder
+
+    emb = get_embedder(embedder)
+    memo = MemoEmbedder(emb)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", emb.id)
+    folder = cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSION}"
+    folder.mkdir(parents=True, exist_ok=True)
+    archive_ms: list[float] = []
+    out: dict[str, Prepared] = {}
+    for h in dataset.histories:
+        turns = _turns(h)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", h.id)
+        db, side = folder / f"{name}.db", folder / f"{name}.json"
+        ids: list[int] = json.loads(side.read_text()) if side.exists() and db.exists() else []
+        if len(ids) != len(turns):
+            for f in (db, side):
+                f.unlink(missing_ok=True)  # an interrupted or stale build: start this history over
+            ids = []
+            lantern = Lantern(db, emb)
+            for start in range(0, len(turns), ARCHIVE_BATCH):
+                batch = turns[start : start + ARCHIVE_BATCH]
+                t0 = time.perf_counter()
+                res = lantern.archive([m for t in batch for m in t.messages], session=h.id)
+                archive_ms.append((time.perf_counter() - t0) * 1000 / max(len(batch), 1))
+                if len(res.entry_ids) != len(batch):
+                    raise RuntimeError(f"{h.id}: archive returned {len(res.entry_ids)} entries for {len(batch)} turns")
+                ids.extend(res.entry_ids)
+                if progress:
+                    progress(h.id, len(ids), len(turns))
+            side.write_text(json.dumps(ids))
+        else:
+            lantern = Lantern(db, emb)
+        lantern.embedder = memo
+        turn_of = {d: i for i, t in enumerate(turns) for m in t.messages if (d := m.meta.get("dia_id")) is not None}
+        out[h.id] = Prepared(h, turns, ids, turn_of, lantern)
+    return out, archive_ms
+
+
+@dataclass
+class Case:
+    """One lost fact of one history: what every system is asked."""
+
+    history: str
+    fact_id: str
+    category: str
+    question: str
+    relevant: list[int]  # entry ids of the lost evidence turns
+    relevant_sessions: list[str]
+
+
+def cases_for(p: Prepared, method: str, keep: int) -> tuple[list[Case], Pool, dict[str, int]]:
+    """The lost facts of one history under a compaction, the candidate pool (live window excluded), and counts."""
+    comp = compact(method, p.turns, keep, p.history.summaries)
+    excluded = sorted({p.entry_ids[i] for i in comp.kept})
+    counts = {"facts": len(p.history.facts), "no_evidence": 0, "kept": 0, "lost": 0}
+    cases: list[Case] = []
+    for f in p.history.facts:
+        if not any(e in p.turn_of for e in f.evidence):
+            counts["no_evidence"] += 1
+            continue
+        turns = lost_turns(f, p.turn_of, comp)
+        relevant = [p.entry_ids[t] for t in turns if p.entry_ids[t] not in excluded]
+        if not relevant:
+            counts["kept"] += 1
+            continue
+        counts["lost"] += 1
+        sessions = list(dict.fromkeys(p.turns[t].session or p.history.id for t in turns))
+        cases.append(Case(p.history.id, f.id, f.category, f.question, list(dict.fromkeys(relevant)), sessions))
+    return cases, Pool(None, excluded, []), counts
+
+
+def _pool_entries(lantern, p: Prepared, excluded: list[int]):
+    ex = set(excluded)
+    order = list(dict.fromkeys(i for i in p.entry_ids if i not in ex))
+    found = lantern.store.entries(order, tags=False)
+    return [found[i] for i in order if i in found]
+
+
+def evaluate(
+    dataset: Dataset,
+    *,
+    out_dir: Path,
+    systems: Sequence[System] | None = None,
+    budget: int = 6000,
+    keep: int = DEFAULT_KEEP,
+    compaction: str = "truncation",
+    split: str = "report",
+    limit: int | None = None,
+    embedder: str | None = None,
+    cache_dir: Path | None = None,
+    console=None,
+    plots: bool = True,
+) -> dict[str, Any]:
+    """Run the evaluation and write ``out_dir/results.json``, ``facts.jsonl``, ``report.md`` (and PNG plots).
+    Returns the results dict."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .report import render, write_plots
+
+    console = console or Console(stderr=True)
+    chosen = dataset.select(split, limit)
+    systems = list(systems or select(None))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = cache_dir or default_cache_dir()
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task("archive", total=sum(len(_turns(h)) for h in chosen.histories))
+        offsets: dict[str, int] = {}
+
+        def tick(hid: str, done: int, total: int) -> None:
+            offsets[hid] = done
+            bar.update(task, completed=sum(offsets.values()))
+
+        prepared, archive_ms = prepare(chosen, cache_dir, embedder, tick)
+        bar.update(task, completed=bar.tasks[task].total)
+        try:
+            all_cases: list[Case] = []
+            pools: dict[str, Pool] = {}
+            counts: dict[str, dict[str, int]] = {}
+            for h in chosen.histories:
+                cases, pool, c = cases_for(prepared[h.id], compaction, keep)
+                pool.entries = _pool_entries(prepared[h.id].lantern, prepared[h.id], pool.excluded)
+                pools[h.id], counts[h.id] = pool, c
+                all_cases.extend(cases)
+            rows: dict[str, list[dict]] = {}
+            for system in systems:
+                t = bar.add_task(f"{system.name:>16}", total=len(all_cases))
+                rows[system.name] = []
+                for case in all_cases:
+                    lantern = prepared[case.history].lantern
+                    o = run_system(system, lantern, case.question, pools[case.history], budget)
+                    rows[system.name].append(_row(case, o, system, lantern))
+                    bar.advance(t)
+        finally:
+            for p in prepared.values():
+                p.lantern.close()
+
+    base = systems[0].config or Config()
+    results = aggregate(rows, all_cases, systems)
+    results["dataset"] = {
+        "name": dataset.name, "path": dataset.path, "sha256": dataset.sha256, "split": split, "limit": limit,
+        "histories": [h.id for h in chosen.histories], "facts": chosen.n_facts, "unresolved_evidence_ids": dataset.unresolved_ids,
+        "dropped_items": dataset.dropped, "per_history": counts,
+        "lost": sum(c["lost"] for c in counts.values()), "kept": sum(c["kept"] for c in counts.values()),
+        "no_evidence": sum(c["no_evidence"] for c in counts.values()),
+    }
+    results["config"] = {
+        "budget": budget, "keep": keep, "compaction": compaction, "embedder": next(iter(prepared.values())).lantern.embedder.id if prepared else embedder,
+        "systems": {s.name: {"kind": s.kind, "note": s.note, "config": _config_json(s.config) if s.kind == "lantern" else None} for s in systems},
+        "lantern_config": _config_json(base),
+    }
+    results["archive_latency_ms"] = {
+        "turns_timed": len(archive_ms), "p50": metrics.percentile(archive_ms, 50), "p95": metrics.percentile(archive_ms, 95),
+        "note": "per turn, batches of 64 turns; empty when every history came from the cache",
+    }
+    (out_dir / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
+    with (out_dir / "facts.jsonl").open("w", encoding="utf-8") as f:
+        for name, rs in rows.items():
+            for r in rs:
+                f.write(json.dumps({"system": name, **r}, ensure_ascii=False) + "\n")
+    if plots:
+        results["plots"] = write_plots(results, out_dir)
+        (out_dir / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
+    (out_dir / "report.md").write_text(render(results), encoding="utf-8")
+    return results
+
+
+def _config_json(config: Config | None) -> dict | None:
+    if config is None:
+        return None
+    d = asdict(config)
+    d["signals"] = list(d["signals"])
+    return d
+
+
+def _row(case: Case, o, system: System, lantern) -> dict:
+    packed = set(o.packed)
+    sessions = _sessions_of(lantern, o.ranking[:10])
+    rel_sessions = set(case.relevant_sessions)
+    return {
+        "history": case.history, "fact": case.fact_id, "category": case.category,
+        "recovered": metrics.fact_recovered(packed, case.relevant),
+        "recall@5": metrics.recall_at_k(o.ranking, case.relevant, 5),
+        "recall@10": metrics.recall_at_k(o.ranking, case.relevant, 10),
+        "session_recall@5": metrics.session_recall_at_k(sessions[:5], rel_sessions, 5),
+        "session_recall@10": metrics.session_recall_at_k(sessions, rel_sessions, 10),
+        "ndcg@10": metrics.ndcg_at_k(o.ranking, case.relevant, 10),
+        "mrr": metrics.reciprocal_rank(o.ranking, case.relevant),
+        "chars": o.chars, "ms": o.ms,
+        "cause": failure_cause(o, case.relevant, system),
+    }
+
+
+_SESSION_CACHE: dict[tuple[str, int], str] = {}
+
+
+def _sessions_of(lantern, ids: list[int]) -> list[str]:
+    """The conversation session of each entry (the part after the history prefix), cached per database."""
+    key = str(lantern.path)
+    missing = [i for i in ids if (key, i) not in _SESSION_CACHE]
+    if missing:
+        for i, e in lantern.store.entries(missing, text=False, tags=False).items():
+            _SESSION_CACHE[(key, i)] = e.session.split("/", 1)[1] if "/" in e.session else e.session
+    return [_SESSION_CACHE.get((key, i), "") for i in ids]
+
+
+def aggregate(rows: dict[str, list[dict]], cases: Sequence[Case], systems: Sequence[System]) -> dict[str, Any]:
+    """Per-fact rows -> per system: headline (categories not reported separately), per category, per history;
+    paired comparisons of every system against Lantern, Holm-corrected within each table; failure causes."""
+    out: dict[str, Any] = {"systems": {}, "comparisons": {}, "failures": {}}
+    categories = sorted({c.category for c in cases})
+    for name, rs in rows.items():
+        head = [r for r in rs if r["category"] not in SEPARATE_CATEGORIES]
+        per_history = {}
+        for hid in dict.fromkeys(r["history"] for r in head):
+            per_history[hid] = metrics.summarize([r for r in head if r["history"] == hid])
+        out["systems"][name] = {
+            "overall": metrics.summarize(head),
+            "by_category": {c: metrics.summarize([r for r in rs if r["category"] == c]) for c in categories},
+            "per_history": per_history,
+        }
+        if any(r["cause"] for r in rs):
+            causes = {c: 0 for c in FAILURE_CAUSES}
+            for r in head:
+                if r["cause"]:
+                    causes[r["cause"]] += 1
+            out["failures"][name] = causes
+    if REFERENCE in rows:
+        out["comparisons"] = compare(rows, REFERENCE)
+    return out
+
+
+def compare(rows: dict[str, list[dict]], reference: str) -> dict[str, list[dict]]:
+    """For each metric in COMPARED, every system against ``reference`` on the headline facts: difference in
+    percentage points with its bootstrap 95% CI (pairs = facts), paired Wilcoxon and Cohen's d over per-history
+    means, exact McNemar per fact (binary ``recovered`` only); Holm across the systems of the table."""
+    ref = [r for r in rows[reference] if r["category"] not in SEPARATE_CATEGORIES]
+    tables: dict[str, list[dict]] = {}
+    for metric in COMPARED:
+        table = []
+        for name, rs in rows.items():
+            if name == reference:
+                continue
+            other = [r for r in rs if r["category"] not in SEPARATE_CATEGORIES]
+            a = [float(r[metric]) for r in ref]
+            b = [float(r[metric]) for r in other]
+            histories = list(dict.fromkeys(r["history"] for r in ref))
+            ha = [_mean([float(r[metric]) for r in ref if r["history"] == h]) for h in histories]
+            hb = [_mean([float(r[metric]) for r in other if r["history"] == h]) for h in histories]
+            diff, low, high = stats.bootstrap_ci(a, b)
+            row = {
+                "system": name, "reference": reference, "metric": metric, "n_facts": len(a), "n_histories": len(histories),
+                "reference_mean": _mean(a), "system_mean": _mean(b), "diff_pp": diff, "ci_low_pp": low, "ci_high_pp": high,
+                "wilcoxon_p": stats.wilcoxon_p(ha, hb), "cohens_d": stats.cohens_d_paired(ha, hb),
+                "min_wilcoxon_p": 2.0 / 2 ** len(histories) if histories else 1.0,
+            }
+            if metric == "recovered":
+                row["mcnemar_reference_only"], row["mcnemar_system_only"], row["mcnemar_p"] = stats.mcnemar_exact(
+                    [bool(x) for x in a], [bool(x) for x in b])
+            table.append(row)
+        for key in ("wilcoxon_p", "mcnemar_p"):
+            if table and key in table[0]:
+                for row, adj in zip(table, stats.holm([r[key] for r in table])):
+                    row[key + "_holm"] = adj
+        tables[metric] = table
+    return tables
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: int = 6000, limit: int | None = None,
+         keep: int = DEFAULT_KEEP, compaction: str = "truncation", systems: Sequence[str] | None = None,
+         embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True) -> dict[str, Any]:
+    """Entry point of ``lantern eval``."""
+    ds = load(dataset, data)
+    return evaluate(ds, out_dir=out, systems=select(systems), budget=budget, keep=keep, compaction=compaction,
+                    split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots)

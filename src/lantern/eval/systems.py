@@ -1,0 +1,189 @@
+"""The systems compared (DESIGN §6): Lantern, its ablations, and simple baselines.
+
+Every system sees the same candidates (the history's archived turns minus the kept live window), gets the same
+character budget, and is packed by the same ``pack`` (recover/pack.py), so only the ordering differs.
+
+- ``lantern``: the default pipeline (four signals, RRF, MMR, pack).
+- Ablations, as Config variants: ``-semantic``, ``-fulltext``, ``-keyword``, ``-importance`` (that signal
+  removed), ``no-mmr`` (fused order packed as is), ``sum-fusion`` (score sum instead of RRF).
+- Baselines on the same store: ``bm25`` (full-text signal only, no MMR), ``dense`` (semantic signal only, no MMR);
+  and outside the pipeline: ``recency`` (newest turns first: a bigger live window), ``grep`` (turns containing
+  query terms as substrings, most distinct terms first), ``keyword-overlap`` (top-k by count of query words shared,
+  the retrieval of the layered-memory write-ups), ``random`` (seeded by the query).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..archive.tags import STOPWORDS, cjk_bigrams, query_terms
+from ..config import Config
+from ..model import Entry
+from ..recover.pack import pack
+
+PACKED = ("packed", "excerpt")
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    kind: str  # "lantern" (the pipeline with ``config``) or a baseline: recency, grep, overlap, random
+    config: Config | None = None
+    note: str = ""
+
+
+def all_systems(base: Config | None = None) -> list[System]:
+    """Every system, Lantern first. Pipeline systems are ``base`` (default ``Config()``) variants."""
+    base = base or Config()
+    out = [System("lantern", "lantern", base, "four signals, RRF, MMR")]
+    for s in base.signals:
+        out.append(System(f"-{s}", "lantern", replace(base, signals=tuple(x for x in base.signals if x != s)), f"without the {s} signal"))
+    out += [
+        System("no-mmr", "lantern", replace(base, use_mmr=False), "fused order, no MMR"),
+        System("sum-fusion", "lantern", replace(base, fusion="sum"), "score sum instead of RRF"),
+        System("bm25", "lantern", replace(base, signals=("fulltext",), use_mmr=False), "FTS5 BM25 only"),
+        System("dense", "lantern", replace(base, signals=("semantic",), use_mmr=False), "embedding cosine only"),
+        System("recency", "recency", base, "newest archived turns first"),
+        System("grep", "grep", base, "substring match of query terms"),
+        System("keyword-overlap", "overlap", base, "top-k by query-word overlap"),
+        System("random", "random", base, "random order (seeded by the query)"),
+    ]
+    return out
+
+
+def select(names: Sequence[str] | None, base: Config | None = None) -> list[System]:
+    """The systems named (all when None), in the canonical order; unknown names raise ValueError."""
+    systems = all_systems(base)
+    if not names:
+        return systems
+    known = {s.name for s in systems}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return [s for s in systems if s.name in names]
+
+
+@dataclass
+class Pool:
+    """One history's candidates: the session to search (None: the whole store), the excluded (live) entry ids,
+    and the other entries with their full text in conversation order (oldest first)."""
+
+    session: str | None
+    excluded: list[int]
+    entries: list[Entry]
+
+
+@dataclass
+class Outcome:
+    ranking: list[int]  # entry ids in the order handed to packing
+    packed: list[int]  # entry ids inside the block
+    chars: int
+    ms: float
+    fused: list[int] = field(default_factory=list)  # pipeline systems: the fused order before MMR
+    verdicts: dict[int, str] = field(default_factory=dict)  # pipeline systems: every candidate's verdict
+
+
+class MemoEmbedder:
+    """Wraps an embedder and memoizes single-text calls (the query), so every system embeds a question once."""
+
+    def __init__(self, inner):
+        self.inner, self.id, self.dim = inner, inner.id, inner.dim
+        self._cache: dict[str, np.ndarray] = {}
+
+    def embed(self, texts):
+        texts = list(texts)
+        if len(texts) != 1:
+            return self.inner.embed(texts)
+        if texts[0] not in self._cache:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[texts[0]] = self.inner.embed(texts)
+        return self._cache[texts[0]]
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def _words(text: str) -> set[str]:
+    """Lowercased words of >= 3 characters that are not stopwords, and the CJK bigrams of CJK runs."""
+    return {w for w in _WORD.findall(cjk_bigrams(text.lower())) if (len(w) >= 3 and w not in STOPWORDS) or _CJK.search(w)}
+
+
+def baseline_order(kind: str, query: str, entries: list[Entry]) -> list[Entry]:
+    """The baselines' orderings of ``entries`` (conversation order, oldest first) for ``query``."""
+    if kind == "recency":
+        return entries[::-1]
+    if kind == "grep":
+        terms = [t.lower() for t in query_terms(query)]
+        scored = [(sum(1 for t in terms if t in e.text.lower()), i, e) for i, e in enumerate(entries)]
+        return [e for s, i, e in sorted(scored, key=lambda x: (-x[0], -x[1])) if s > 0]
+    if kind == "overlap":
+        q = _words(query)
+        scored = [(len(q & _words(e.text)), i, e) for i, e in enumerate(entries)]
+        return [e for s, i, e in sorted(scored, key=lambda x: (-x[0], -x[1])) if s > 0]
+    if kind == "random":
+        seed = int.from_bytes(hashlib.sha256(query.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+        shuffled = list(entries)
+        random.Random(seed).shuffle(shuffled)
+        return shuffled
+    raise ValueError(f"unknown baseline kind {kind!r}")
+
+
+def run_system(system: System, lantern, query: str, pool: Pool, budget: int) -> Outcome:
+    """Run ``system`` on one query. Pipeline systems go through ``Lantern.explain`` (no side effects: access counts
+    are not bumped, so systems and reruns do not influence each other)."""
+    config = system.config or Config()
+    if system.kind == "lantern":
+        lantern.config = config
+        start = time.perf_counter()
+        rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded)
+        ms = (time.perf_counter() - start) * 1000
+        ranked = [c for c in rec.candidates if c.verdict != "excluded:live"]
+        order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
+        return Outcome(
+            ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms,
+            fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
+        )
+    start = time.perf_counter()
+    ordered = baseline_order(system.kind, query, pool.entries)
+    result = pack(iter(ordered), budget, query_terms(query), config.min_excerpt_chars, config.entry_share)
+    ms = (time.perf_counter() - start) * 1000
+    return Outcome(ranking=[e.id for e in ordered], packed=[p.entry.id for p in result.packed], chars=len(result.text), ms=ms)
+
+
+FAILURE_CAUSES = ("never archived", "outside every signal's top-N", "deduplicated away", "removed by MMR", "cut by the budget")
+
+
+def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System) -> str | None:
+    """One cause for an unrecovered fact (pipeline systems only; None otherwise or when recovered): the earliest
+    pipeline stage that lost one of its relevant turns. ``removed by MMR``: cut by the budget although its fused
+    rank was within the number of entries packed (it would have fit without MMR's re-ordering)."""
+    if system.kind != "lantern":
+        return None
+    missing = [r for r in relevant if r not in outcome.packed]
+    if not missing:
+        return None
+    causes = []
+    for r in missing:
+        verdict = outcome.verdicts.get(r)
+        if r < 0:
+            causes.append(0)
+        elif verdict is None:
+            causes.append(1)
+        elif verdict == "cut:duplicate":
+            causes.append(2)
+        elif system.config is not None and system.config.use_mmr and r in outcome.fused and outcome.fused.index(r) < len(outcome.packed):
+            causes.append(3)
+        else:
+            causes.append(4)
+    return FAILURE_CAUSES[min(causes)]

@@ -1,0 +1,253 @@
+"""The evaluation framework (issue 3): loaders on tiny fixtures of the real formats (written by us), metrics and
+statistics against hand-computed cases, compaction, baselines, and end-to-end runs whose report is reproduced
+from results.json."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lantern.archive.chunk import chunk
+from lantern.eval import metrics, stats
+from lantern.eval.compaction import answer_in, compact, lost_turns
+from lantern.eval.datasets import load, split_evidence
+from lantern.eval.report import render
+from lantern.eval.systems import all_systems, baseline_order, select
+from lantern.model import Entry
+
+FIX = Path(__file__).parent / "fixtures" / "eval"
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+# ---------------------------------------------------------------- loaders
+def test_split_evidence_handles_multi_id_strings():
+    assert split_evidence(["D8:6; D9:17", "D9:1 D4:4,D4:6", ""]) == ["D8:6", "D9:17", "D9:1", "D4:4", "D4:6"]
+
+
+def test_locomo_loader():
+    ds = load("locomo", FIX / "locomo_mini.json")
+    assert [h.id for h in ds.histories] == ["conv-a", "conv-b"]
+    assert all(h.split == "tune" for h in ds.histories)  # samples 1-5 are the tune split
+    a = ds.histories[0]
+    assert len(a.messages) == 10 and a.messages[0].meta["dia_id"] == "D1:1" and a.messages[0].session == "session_1"
+    facts = {f.question: f for f in a.facts}
+    assert facts["What colour did Ben paint the bicycle he restored?"].evidence == ["D1:2", "D2:2"]
+    assert facts["What colour did Ben paint the bicycle he restored?"].category == "multi-hop"
+    run = facts["When did Ben run 18 kilometres?"]
+    assert run.evidence == ["D2:4"] and run.unresolved == 1
+    assert ds.unresolved_ids == 1
+    adv = facts["What did Ada's dog break?"]
+    assert adv.category == "adversarial" and adv.answer == ""
+    assert facts["What might Ada enjoy doing with clay?"].answer == "2023"  # int answers become text
+    assert set(a.summaries) == {"session_1", "session_2", "session_3"}
+    assert len(ds.sha256) == 64
+
+
+def test_locomo_split_of_ten_samples(tmp_path):
+    sample = json.loads((FIX / "locomo_mini.json").read_text())[1]
+    data = [dict(sample, sample_id=f"c{i}") for i in range(10)]
+    (tmp_path / "l.json").write_text(json.dumps(data))
+    ds = load("locomo", tmp_path / "l.json")
+    assert [h.split for h in ds.histories] == ["tune"] * 5 + ["report"] * 5
+    assert [h.id for h in ds.select("report", limit=2).histories] == ["c5", "c6"]
+
+
+def test_memdaily_loader_concatenates_and_drops_errors():
+    ds = load("memdaily", FIX / "memdaily")
+    assert [h.id for h in ds.histories] == ["01_simple_roles", "02_conditional_items"]
+    assert [h.split for h in ds.histories] == ["tune", "report"]
+    roles = ds.histories[0]
+    assert len(roles.messages) == 6  # three trajectories, one history
+    assert [m.meta["dia_id"] for m in roles.messages][:4] == ["0:0", "0:1", "0:2", "1:0"]
+    assert roles.messages[0].time.year == 2024 and roles.messages[3].session is None
+    assert [f.evidence for f in roles.facts] == [["0:1"], ["1:0"]]  # the [ERRORQ] item is dropped
+    assert roles.facts[0].category == "simple"
+    items = ds.histories[1]
+    assert len(items.facts) == 1 and items.facts[0].evidence == ["0:1"]  # [ERRORA] dropped; mid 7 unresolved
+    assert ds.dropped == 2 and ds.unresolved_ids == 1
+
+
+def test_jsonl_loader():
+    ds = load("jsonl", FIX / "facts.jsonl")
+    p1, p2 = ds.histories
+    assert p1.split == "tune" and p2.split == "report"
+    assert p1.facts[0].id == "port" and p1.facts[0].category == "number"
+    assert p1.facts[1].evidence == ["m3"] and p1.facts[1].unresolved == 1
+    assert p1.messages[0].time.hour == 10
+    turns = chunk(p1.messages, None)
+    assert [t.meta["dia_ids"] for t in turns] == [["m1", "m2"], ["m3", "m4"], ["m5"]]
+
+
+def test_unknown_dataset_and_split():
+    with pytest.raises(ValueError):
+        load("nope", FIX)
+    with pytest.raises(ValueError):
+        load("jsonl", FIX / "facts.jsonl").select("dev")
+
+
+# ---------------------------------------------------------------- metrics (hand-computed)
+def test_ndcg_known_value():
+    # relevant at ranks 1 and 3: DCG = 1 + 1/log2(4) = 1.5; IDCG = 1 + 1/log2(3) = 1.63093
+    assert metrics.ndcg_at_k([1, 9, 2], {1, 2}, 10) == pytest.approx(1.5 / (1 + 1 / math.log2(3)))
+    assert metrics.ndcg_at_k([1, 2], {1, 2}) == pytest.approx(1.0)
+    assert metrics.ndcg_at_k([5, 6], {1}) == 0.0
+
+
+def test_recall_mrr_recovery():
+    assert metrics.recall_at_k([3, 1, 4, 2], {1, 2}, 2) == 0.5
+    assert metrics.recall_at_k([3, 1, 4, 2], {1, 2}, 10) == 1.0
+    assert metrics.reciprocal_rank([3, 1, 4], {1, 4}) == 0.5
+    assert metrics.reciprocal_rank([3], {1}) == 0.0
+    assert metrics.fact_recovered({1, 2, 3}, [1, 2]) and not metrics.fact_recovered({1}, [1, 2])
+    assert not metrics.fact_recovered({1}, [])
+    assert metrics.session_recall_at_k(["s1", "s1", "s2"], {"s2", "s3"}, 10) == 0.5
+
+
+def test_percentile_matches_numpy_linear():
+    assert metrics.percentile([1, 2, 3, 4], 50) == 2.5
+    assert metrics.percentile([10, 20, 30, 40, 50], 95) == pytest.approx(48.0)
+
+
+# ---------------------------------------------------------------- statistics (hand-computed)
+def test_wilcoxon_known_exact_p():
+    # five positive differences: W- = 0, exact two-sided p = 2 / 2**5
+    assert stats.wilcoxon_p([2, 3, 4, 5, 6], [1, 1, 1, 1, 1]) == pytest.approx(0.0625)
+    # differences 1,-2,3,4,5,6: W- = 2; subsets of {1..6} summing <= 2: {}, {1}, {2} -> p = 2 * 3/64
+    assert stats.wilcoxon_p([1, -2, 3, 4, 5, 6], [0] * 6) == pytest.approx(6 / 64)
+    assert stats.wilcoxon_p([1, 2], [1, 2]) == 1.0
+
+
+def test_mcnemar_exact_known_p():
+    a = [True] * 8 + [False] * 2 + [True] * 5
+    b = [False] * 8 + [True] * 2 + [True] * 5
+    only_a, only_b, p = stats.mcnemar_exact(a, b)
+    assert (only_a, only_b) == (8, 2)
+    assert p == pytest.approx(2 * (1 + 10 + 45) / 1024)  # two-sided binomial tail P(X <= 2 | n=10, 1/2)
+    assert stats.mcnemar_exact([True], [True])[2] == 1.0
+
+
+def test_holm_cohen_bootstrap():
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm([0.5, float("nan")])[0] == 0.5
+    assert stats.cohens_d_paired([2, 4, 6], [1, 2, 3]) == pytest.approx(2.0)  # diffs 1,2,3: mean 2, sd 1
+    assert stats.bootstrap_ci([1, 1, 0], [0.9, 0.9, -0.1]) == pytest.approx((10.0, 10.0, 10.0))
+    diff, low, high = stats.bootstrap_ci([1, 0, 1, 1, 0, 1], [0, 0, 1, 0, 0, 1], seed=1)
+    assert diff == pytest.approx(100 * 2 / 6) and low <= diff <= high
+
+
+# ---------------------------------------------------------------- compaction
+def test_truncation_and_summary_compaction():
+    h = load("locomo", FIX / "locomo_mini.json").histories[0]
+    turns = chunk(h.messages, None)
+    turn_of = {m.meta["dia_id"]: i for i, t in enumerate(turns) for m in t.messages}
+    comp = compact("truncation", turns, 2, h.summaries)
+    assert comp.kept == [8, 9]
+    facts = {f.question: f for f in h.facts}
+    assert lost_turns(facts["What is the name of Ada's cat?"], turn_of, comp) == [0]
+    assert lost_turns(facts["What colour did Ben paint the bicycle he restored?"], turn_of, comp) == [1, 5]
+    keep_all = compact("truncation", turns, 100)
+    assert lost_turns(facts["What is the name of Ada's cat?"], turn_of, keep_all) == []
+    summ = compact("session_summary", turns, 2, h.summaries)
+    assert "Ada adopted a cat" in summ.context and "weather" not in summ.context.split("\n")[0]
+    gist = compact("gist", turns, 2)
+    # the extractive gist keeps the first 100 characters of each turn: "Pixel" survives, so the fact is not lost
+    assert answer_in("Pixel", gist.context)
+    assert lost_turns(facts["What is the name of Ada's cat?"], turn_of, gist) == []
+    with pytest.raises(ValueError):
+        compact("session_summary", turns, 2, {})
+
+
+# ---------------------------------------------------------------- systems
+def _entries(texts):
+    return [Entry(id=i + 1, session="s", turn=i, text=t, summary=t, tags=[], memory_type="fact", importance=0.5, content_hash=str(i))
+            for i, t in enumerate(texts)]
+
+
+def test_baselines_order_the_same_candidates():
+    es = _entries(["the staging port is 5433", "lunch talk", "port 5433 staging database config", "weather"])
+    q = "staging database port"
+    assert [e.id for e in baseline_order("recency", q, es)] == [4, 3, 2, 1]
+    assert [e.id for e in baseline_order("grep", q, es)] == [3, 1]
+    assert [e.id for e in baseline_order("overlap", q, es)] == [3, 1]
+    r1, r2 = baseline_order("random", q, es), baseline_order("random", q, es)
+    assert r1 == r2 and sorted(e.id for e in r1) == [1, 2, 3, 4]
+
+
+def test_system_catalogue():
+    names = [s.name for s in all_systems()]
+    assert names[0] == "lantern"
+    assert {"-semantic", "-fulltext", "-keyword", "-importance", "no-mmr", "sum-fusion", "bm25", "dense", "recency",
+            "grep", "keyword-overlap", "random"} <= set(names)
+    bm25 = select(["bm25"])[0]
+    assert bm25.config.signals == ("fulltext",) and not bm25.config.use_mmr
+    with pytest.raises(ValueError):
+        select(["nope"])
+
+
+# ---------------------------------------------------------------- end to end
+def _check_report(out: Path) -> dict:
+    results = json.loads((out / "results.json").read_text())
+    report = (out / "report.md").read_text()
+    assert render(results) == report  # every number of the report comes from results.json
+    for name, s in results["systems"].items():
+        assert f"| {name} | {100 * s['overall']['recovered']:.1f}% |" in report
+    return results
+
+
+def test_eval_end_to_end_on_fixture(tmp_path):
+    from lantern.eval.run import main
+
+    out = tmp_path / "out"
+    results = main("locomo", FIX / "locomo_mini.json", out, split="all", keep=2, systems=["lantern", "bm25", "grep", "recency"],
+                   cache_dir=tmp_path / "cache", plots=False)
+    assert results["dataset"]["lost"] >= 4 and set(results["systems"]) == {"lantern", "bm25", "grep", "recency"}
+    assert results["systems"]["lantern"]["overall"]["chars"] <= 6000
+    assert "adversarial" in results["systems"]["lantern"]["by_category"]
+    cmp = {r["system"]: r for r in results["comparisons"]["recovered"]}
+    assert set(cmp) == {"bm25", "grep", "recency"} and "mcnemar_p_holm" in cmp["grep"]
+    _check_report(out)
+    # a rerun reuses the cached archive (no new batches timed) and gives the same numbers
+    again = main("locomo", FIX / "locomo_mini.json", tmp_path / "out2", split="all", keep=2,
+                 systems=["lantern", "bm25", "grep", "recency"], cache_dir=tmp_path / "cache", plots=False)
+    assert again["archive_latency_ms"]["turns_timed"] == 0
+    assert again["systems"]["lantern"]["overall"]["recovered"] == results["systems"]["lantern"]["overall"]["recovered"]
+
+
+def test_cli_eval_on_jsonl(tmp_path):
+    env = {**os.environ, "COLUMNS": "200", "LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out", str(tmp_path / "o"),
+         "--split", "all", "--keep", "1", "--system", "lantern", "--system", "grep", "--no-plots"],
+        capture_output=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "lantern recovered" in proc.stdout.decode()
+    _check_report(tmp_path / "o")
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="../shared/data/locomo not present")
+def test_eval_on_real_locomo_slice(tmp_path):
+    """The first six sessions of conv-26 (tune split) and the questions whose evidence lies in them: small enough
+    to archive in a few seconds, real enough to exercise every stage."""
+    from lantern.eval.run import evaluate
+
+    ds = load("locomo", LOCOMO)
+    assert ds.sha256 == "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4" and ds.unresolved_ids == 5
+    ds = ds.select("tune", limit=1)
+    h = ds.histories[0]
+    h.messages = [m for m in h.messages if int(m.session.split("_")[1]) <= 6]
+    known = {m.meta["dia_id"] for m in h.messages}
+    h.facts = [f for f in h.facts if f.evidence and set(f.evidence) <= known]
+    out = tmp_path / "out"
+    results = evaluate(ds, out_dir=out, split="tune", keep=10, systems=select(["lantern", "bm25", "dense"]), cache_dir=tmp_path / "cache")
+    assert results["dataset"]["histories"] == ["conv-26"] and results["dataset"]["lost"] >= 30
+    assert (out / "recovered.png").stat().st_size > 1000
+    r = _check_report(out)
+    assert r["systems"]["lantern"]["overall"]["recovered"] > 0.3
+    assert r["comparisons"]["recall@10"][0]["n_histories"] == 1
