@@ -445,3 +445,16 @@ def test_real_locomo():
     conv26 = parse_locomo(path, sample="conv-26")
     assert len(conv26.messages) == 419 and len({m.session for m in conv26.messages}) == 19
     assert conv26.messages[0].time == datetime(2023, 5, 8, 13, 56)
+
+
+def test_unknown_blocks_and_object_content_are_kept_as_json_not_dropped():
+    from lantern.archive.parse import parse
+
+    r = parse([{"role": "user", "content": {"query": "port of redis", "limit": 5}},
+               {"role": "assistant", "content": [{"type": "mystery", "value": 6380}]}], "jsonl")
+    assert r.skipped == 0
+    assert '"query": "port of redis"' in r.messages[0].text
+    assert "6380" in r.messages[1].text
+    a = parse([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": {"port": 6380}}]}],
+              "anthropic")
+    assert "6380" in a.messages[0].tool_results[0].content

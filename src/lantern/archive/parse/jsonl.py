@@ -91,8 +91,9 @@ def message_time(m: dict) -> datetime | None:
 
 def content_text(content: Any) -> str:
     """Text of a ``content`` field: a str as is; a list of parts/blocks -> their texts joined with newlines
-    (images -> ``[image]``, never their data; tool/thinking blocks are ignored here); None -> ``""``.
-    Other JSON values are dumped as JSON. The result is not yet cleaned."""
+    (images -> ``[image]``, never their data; tool/thinking blocks are ignored here, unknown blocks and bare
+    objects are kept as JSON); None -> ``""``. Other JSON values are dumped as JSON. The result is not yet
+    cleaned."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -117,7 +118,14 @@ def content_text(content: Any) -> str:
                 parts.append("[audio]")
             elif isinstance(p.get("refusal"), str):
                 parts.append(p["refusal"])
+            elif kind not in _BLOCKS_HANDLED_ELSEWHERE:
+                parts.append(dumps(p))  # an unknown block or a bare object: kept as JSON, never dropped
     return "\n".join(parts)
+
+
+# blocks that the format parsers turn into tool calls / results, or drop on purpose (model reasoning)
+_BLOCKS_HANDLED_ELSEWHERE = {"tool_use", "tool_result", "server_tool_use", "web_search_tool_result", "thinking",
+                             "redacted_thinking", "function_call", "function_call_output"}
 
 
 def dumps(value: Any) -> str:
