@@ -344,3 +344,17 @@ def test_foreign_corrupt_and_future_databases_are_refused_untouched(tmp_path):
     db.close()
     with pytest.raises(LanternError, match="newer"):
         Lantern(future)
+
+
+def test_forget_leaves_no_trace_in_the_raw_file_bytes(tmp_path):
+    path = tmp_path / "m.db"
+    marker = "zebracorn-mnemonic-7f3q"
+    with Lantern(path) as lt:
+        lt.archive(filler_messages(), session="keep")
+        lt.archive([{"role": "user", "content": f"remember the phrase {marker} for the vault"}], session="gone")
+        raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("m.db"))
+        assert marker.encode() in raw
+        assert lt.forget(session="gone") == 1
+        raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("m.db"))
+        assert marker.encode() not in raw and marker.encode().upper() not in raw
+        assert not any(marker in h.entry.text for h in lt.search(marker)) and lt.stats()["entries"] == 5

@@ -221,11 +221,15 @@ class Lantern:
         return ids, "\n".join(turn.text for turn in chunk(msgs, None))
 
     # ------------------------------------------------------------------ maintenance
-    def forget(self, *, entry: int | None = None, session: str | None = None) -> int:
-        """Delete an entry, or every entry of a session, from every table and from the in-process index.
+    def forget(self, *, entry: int | None = None, session: str | None = None, vacuum: bool = True) -> int:
+        """Delete an entry, or every entry of a session (and its sub-sessions), from every table and from the
+        in-process index, in one transaction. With ``vacuum`` (default) the file is then rewritten so the deleted
+        text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size).
         Returns the number of entries deleted."""
         n = self.store.delete(entry=entry, session=session)
         self.index.reset()
+        if n and vacuum:
+            self.store.erase_free_space()
         return n
 
     def reindex(self, embedder: str | Embedder | None = None, progress: Progress | None = None) -> int:

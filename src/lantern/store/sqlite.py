@@ -266,6 +266,13 @@ class Store:
             db.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i in ids])
         return len(ids)
 
+    def erase_free_space(self) -> None:
+        """Make deleted text unrecoverable from the file: merge FTS5 segments (old segments keep deleted terms),
+        VACUUM (rewrites the file without free pages), and truncate the WAL (which holds old page images)."""
+        self.db.execute("INSERT INTO entries_fts(entries_fts) VALUES ('optimize')")
+        self.db.execute("VACUUM")
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def replace_vectors(self, pairs: Iterable[tuple[int, np.ndarray]], embedder_id: str, dim: int) -> int:
         """Overwrite every embedding and the recorded embedder in one transaction (``reindex``)."""
         n = 0
