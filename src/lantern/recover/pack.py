@@ -21,10 +21,16 @@ FIRST_EXCERPT_MIN = 40  # the first entry is excerpted into as little room as th
 MAX_MATCHES = 5_000  # occurrences considered when choosing an excerpt (ours; bounds work on a 1 MB entry)
 
 
-def header(entry: Entry) -> str:
-    """``[session S · turn N · 2024-08-05 12:34]`` (time omitted when unknown)."""
+def header(entry: Entry, with_session: bool = True) -> str:
+    """``[session S · turn N · 2024-08-05 12:34]`` (time omitted when unknown; session omitted when the title
+    names the one session every packed entry comes from)."""
     when = f" · {entry.time.strftime('%Y-%m-%d %H:%M')}" if entry.time else ""
-    return f"[session {entry.session} · turn {entry.turn}{when}]"
+    where = f"session {entry.session} · " if with_session else ""
+    return f"[{where}turn {entry.turn}{when}]"
+
+
+def title(session: str | None) -> str:
+    return TITLE if session is None else TITLE[:-1] + f", all from session {session}]"
 
 
 def excerpt(text: str, terms: list[str], width: int) -> str:
@@ -94,18 +100,23 @@ class PackResult:
     verdicts: dict[int, tuple[str, str]] = field(default_factory=dict)  # entry id -> (verdict, reason)
 
 
-def pack(entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int = 200, entry_share: float = 1.0) -> PackResult:
+def pack(
+    entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int = 200, entry_share: float = 1.0,
+    session: str | None = None,
+) -> PackResult:
     """Pack ``entries`` (already in MMR order) into at most ``budget`` characters, the title line included.
     No entry takes more than ``entry_share`` of the budget: a longer one is packed as its excerpt of that size, so
     one long tool log cannot crowd out every other entry (ours). Verdicts per entry id: ``packed``, ``excerpt``,
-    ``cut:budget``."""
+    ``cut:budget``. ``session``: the one session all entries come from, named once in the title instead of in
+    every header (short turns would otherwise spend a third of the budget on headers)."""
     result = PackResult(text="")
     parts: list[str] = []
-    used = len(TITLE)
+    top = title(session)
+    used = len(top)
     for entry in entries:
         if budget - used < FULL_BELOW:
             break  # the rest is cut unread: callers mark entries without a verdict as cut:budget
-        head = header(entry) + "\n"
+        head = header(entry, with_session=session is None) + "\n"
         room = min(budget - used, int(budget * entry_share)) - len(head) - 2  # two newlines separate blocks
         # an excerpt shorter than min_excerpt is not worth its header, unless nothing else was packed
         floor = min_excerpt if parts else FIRST_EXCERPT_MIN
@@ -122,5 +133,5 @@ def pack(entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: i
         used += len(head) + len(body) + 2
         result.packed.append(Packed(entry, body, cut))
     if parts:
-        result.text = TITLE + "\n\n" + "\n\n".join(parts)
+        result.text = top + "\n\n" + "\n\n".join(parts)
     return result

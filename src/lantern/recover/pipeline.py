@@ -134,7 +134,11 @@ def recover(
             ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[twin].entry.id}"
         else:
             kept.append(i)
-    result = pack(_full_texts(store, [ranked[i].entry.id for i in kept]), budget, terms, config.min_excerpt_chars, config.entry_share)
+    sessions = {ranked[i].entry.session for i in kept}
+    result = pack(
+        _full_texts(store, [ranked[i].entry.id for i in kept]), budget, terms, config.min_excerpt_chars,
+        config.entry_share, session=sessions.pop() if len(sessions) == 1 else None,
+    )
     by_id = {c.entry.id: c for c in ranked}
     for p in result.packed:
         by_id[p.entry.id].entry = p.entry

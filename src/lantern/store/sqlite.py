@@ -343,9 +343,11 @@ class Store:
                 (match, limit),
             ).fetchall()
         marks = ",".join("?" * len(sessions))
+        # CROSS JOIN keeps the FTS5 match as the outer loop (entries looked up by primary key): the planner's
+        # own choice, `rowid IN (subquery)`, measured 35x slower on 5,880 LoCoMo turns
         return self.db.execute(
-            "SELECT rowid, bm25(entries_fts) AS s FROM entries_fts WHERE entries_fts MATCH ? "
-            f"AND rowid IN (SELECT id FROM entries WHERE session IN ({marks})) ORDER BY s LIMIT ?",
+            "SELECT f.rowid, bm25(entries_fts) AS s FROM entries_fts AS f CROSS JOIN entries AS e ON e.id = f.rowid "
+            f"WHERE entries_fts MATCH ? AND e.session IN ({marks}) ORDER BY s LIMIT ?",
             (match, *sessions, limit),
         ).fetchall()
 
