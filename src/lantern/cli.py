@@ -7,6 +7,7 @@
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
     lantern demo                                                           -> lantern.demo.run
+    lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
 
 Heavy imports (numpy, onnxruntime) happen inside the commands, so ``lantern --help`` stays instant.
 """
