@@ -314,7 +314,7 @@ def test_database_wal_and_shm_files_are_private(tmp_path):
 
 def test_no_network_connection_at_any_time(tmp_path, monkeypatch):
     """Sockets blocked: archive (with detect-secrets' plugins, whose verify() would call provider APIs: we only use
-    their regexes), ingest, recover, search, explain, forget, stats and the demo all run."""
+    their regexes), ingest, recover, search, explain, forget, stats, the demo and an evaluation all run."""
     attempts = []
 
     def refuse(*a, **k):
@@ -343,6 +343,13 @@ def test_no_network_connection_at_any_time(tmp_path, monkeypatch):
     from lantern import demo
 
     assert demo.run(tmp_path / "demo.db", console=Console(file=StringIO()))
+    from lantern.eval.run import main as run_eval
+
+    fixture = Path(__file__).parent / "fixtures" / "eval" / "locomo_mini.json"
+    results = run_eval("locomo", fixture, tmp_path / "eval", split="all", keep=2, systems=["lantern", "bm25"],
+                       cache_dir=tmp_path / "cache", plots=False)
+    assert results["systems"]["lantern"]["overall"]["n"] > 0
+    assert attempts == []
     assert not attempts
 
 

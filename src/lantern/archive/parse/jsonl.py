@@ -182,7 +182,10 @@ def read_source(source: Any, name: str | None = None) -> Any:
             is_file = False
         if not is_file:
             if re.fullmatch(r".*[/\\].*|.+\.(jsonl?|md|txt)", line, re.IGNORECASE):
-                raise TranscriptFormatError(f"no such file (or not a regular file): {line}", source=name)
+                # the string is not echoed: it may be chat text holding a secret (a URL with a password)
+                raise TranscriptFormatError(
+                    f"a one-line string of {len(line)} characters looks like a file path but no such file exists; "
+                    "pass a pathlib.Path for a file, or the messages themselves", source=name)
             return source
         source = Path(line)
     if isinstance(source, os.PathLike):
