@@ -39,7 +39,7 @@ def transcript(tmp_path):
 def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     db = tmp_path / "cli.db"
     out = run("ingest", str(transcript), "--json", db=db)
-    assert json.loads(out.stdout) == {"session": "chat", "added": 2, "duplicates": 0, "skipped": 0}
+    assert json.loads(out.stdout) == {"session": "chat", "added": 2, "duplicates": 0, "skipped": 0, "redacted": 0, "warnings": []}
     again = json.loads(run("ingest", str(transcript), "--json", db=db).stdout)
     assert (again["added"], again["duplicates"]) == (0, 2)
 
@@ -99,3 +99,13 @@ def test_demo_prints_real_figures(tmp_path):
     assert "No network, no LLM calls." in out
     lost, recovered = map(int, re.search(r"│ all .*?│\s+(\d+) │\s+(\d+) \(", out).groups())
     assert lost > 0 and 0 < recovered <= lost
+
+
+def test_search_table_shows_bracketed_text_and_secret_placeholders(tmp_path):
+    db = tmp_path / "cli.db"
+    chat = tmp_path / "keys.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the OpenAI key is sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z [todo] rotate it"}) + "\n")
+    run("ingest", str(chat), db=db)
+    out = run("search", "openai key rotate", db=db).stdout.decode()
+    assert "[secret:openai-key" in out and "[todo]" in out
+    assert "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" not in out

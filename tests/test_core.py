@@ -150,7 +150,8 @@ def test_explain_shows_ranks_rrf_and_verdicts(lantern):
     assert "cut:budget" in verdicts
     top = next(c for c in rec.candidates if c.verdict in ("packed", "excerpt"))
     assert {"semantic", "fulltext"} <= set(top.ranks)
-    assert top.rrf == pytest.approx(sum(1 / (60 + r) for r in top.ranks.values()))
+    weights = lantern.config.signal_weights
+    assert top.rrf == pytest.approx(sum(weights[s] / (60 + r) for s, r in top.ranks.items()))
     assert all(c.reason for c in rec.candidates)
 
 

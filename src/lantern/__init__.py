@@ -7,6 +7,7 @@
 """
 
 from .api import Lantern
+from .config import Config
 from .errors import EmbedderMismatchError, LanternError, ModelNotFoundError, TranscriptFormatError
 from .model import ArchiveResult, Candidate, Entry, Hit, Message, RecoveredEntry, Recovery, Tag, ToolCall, ToolResult, Turn
 
@@ -15,6 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArchiveResult",
     "Candidate",
+    "Config",
     "EmbedderMismatchError",
     "Entry",
     "Hit",

@@ -17,7 +17,7 @@ import numpy as np
 from .archive.chunk import chunk
 from .archive.classify import classify
 from .archive.parse import clean_text, parse
-from .archive.redact import load_policy, redact_messages
+from .archive.redact import load_policy, redact_messages, set_secret_redaction
 from .archive.summarize import summarize
 from .archive.tags import extract_tags, hint_terms
 from .config import DEFAULT, Config, default_db_path
@@ -247,6 +247,11 @@ class Lantern:
         self.embedder = new
         self.index = MemoryIndex(self.store, new.dim)
         return n
+
+    def set_secret_redaction(self, enabled: bool) -> None:
+        """Switch secret redaction on (default) or off for this database; recorded in its meta table so every
+        later handle follows it. Private spans are removed either way (archive/redact.py)."""
+        set_secret_redaction(self, enabled)
 
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: entries, sessions, embedder id and dimension, schema version, database bytes (pages in use)."""

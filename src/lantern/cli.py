@@ -108,7 +108,8 @@ def ingest(
         if len(result.warnings) > 20:
             console.print(f"[yellow]… {len(result.warnings) - 20} more warnings[/]")
         if as_json:
-            print(json.dumps({k: getattr(result, k) for k in ("session", "added", "duplicates", "skipped")}))
+            keys = ("session", "added", "duplicates", "skipped", "redacted", "warnings")
+            print(json.dumps({k: getattr(result, k) for k in keys}, ensure_ascii=False))
         else:
             print(f"{file}: {result.added} turns archived, {result.duplicates} already archived, "
                   f"{result.skipped} items skipped (session {result.session})")
@@ -149,6 +150,7 @@ def search(
 ) -> None:
     """Search the archive (fused ranking); --explain shows why each candidate was packed or cut."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     def run():
@@ -170,15 +172,16 @@ def search(
         if as_json:
             print(json.dumps(rows, ensure_ascii=False))
             return
-        table = Table(show_lines=False)
+        table = Table(show_lines=False, caption="ranks: sem = semantic, fts = full text (BM25), kw = keyword, imp = importance")
         signals = ("semantic", "fulltext", "keyword", "importance")
-        for col in ("id", "session", "turn", *("rank " + s[:4] for s in signals), "RRF", *(("MMR", "verdict") if explain else ()), "summary"):
-            table.add_column(col, overflow="fold")
+        for col in ("id", "session", "turn", "sem", "fts", "kw", "imp", "RRF", *(("MMR", "verdict") if explain else ()), "summary"):
+            table.add_column(col, overflow="fold", min_width=30 if col == "summary" else None)
         for r in rows:
             ranks = [str(r["ranks"].get(s, "–")) for s in signals]
             extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")) if explain else ()
-            table.add_row(str(r["id"]), r["session"], str(r["turn"]), *ranks, f"{r['rrf']:.4f}", *extra, r["summary"].replace("\n", " "))
-        Console().print(table)
+            table.add_row(escape(str(r["id"])), escape(r["session"]), str(r["turn"]), *ranks, f"{r['rrf']:.4f}",
+                          *map(escape, extra), escape(r["summary"].replace("\n", " ")))
+        Console(width=max(Console().width, 140)).print(table)
 
     _guard(run)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -111,8 +112,9 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
 
     with tempfile.TemporaryDirectory(prefix="lantern-demo-") as tmp:
         path = db or Path(tmp) / "demo.db"
+        kept = "" if db else " (temporary; --demo-db PATH keeps it)"
         console.print(f"[bold]Lantern demo[/]: {sum(map(len, by_session.values()))} turns in {len(by_session)} real "
-                      f"aider sessions ({EXCERPT.stat().st_size:,} bytes, Apache-2.0), database {path}")
+                      f"aider sessions ({EXCERPT.stat().st_size:,} bytes, Apache-2.0), database {path}{kept}")
         lantern = Lantern(path)
         start = time.perf_counter()
         lantern.embedder.embed(["warm up"])
@@ -127,7 +129,11 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
         stats = lantern.stats()
         lantern.close()
 
-    table = Table(title="Compaction at t* (last 4 turns kept, earlier turns -> one line each), budget 6,000 chars")
+    if show_block and results:  # first, so that the figures stay on screen at the end
+        first = max(results, key=lambda r: len(r.lost))
+        console.print(Panel(escape(first.block) or "(empty)", title=f"injected block for {first.session} ({first.chars:,} characters)"))
+    table = Table(title="Compaction at turn t* of each session: last 4 turns kept, earlier turns cut to one line each; "
+                        "recovery budget 6,000 characters")
     for col in ("session", "turns", "t*", "context chars", "facts lost", "recovered", "block chars", "recover ms"):
         table.add_column(col, justify="right" if col != "session" else "left", no_wrap=col == "session")
     for r in results:
@@ -139,11 +145,8 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
     console.print(table)
     for r in results:
         missing = [f for f in r.lost if f not in r.recovered]
-        console.print(f"[green]recovered[/] in {r.session}: {', '.join(r.recovered) or '—'}")
-        console.print(f"[red]not recovered[/] in {r.session}: {', '.join(missing) or '—'}")
-    if show_block and results:
-        first = max(results, key=lambda r: len(r.lost))
-        console.print(Panel(first.block or "(empty)", title=f"injected block for {first.session} ({first.chars:,} characters)"))
+        console.print(f"[green]recovered[/] in {r.session}: {escape(', '.join(r.recovered)) or '—'}")
+        console.print(f"[red]not recovered[/] in {r.session}: {escape(', '.join(missing)) or '—'}")
     console.print(
         f"archive latency per turn: p50 {_pct(archive_ms, 50):.1f} ms, p95 {_pct(archive_ms, 95):.1f} ms "
         f"over {len(archive_ms)} calls (model load {load_ms:.0f} ms, excluded); "

@@ -42,7 +42,10 @@ class System:
 def all_systems(base: Config | None = None) -> list[System]:
     """Every system, Lantern first. Pipeline systems are ``base`` (default ``Config()``) variants."""
     base = base or Config()
-    out = [System("lantern", "lantern", base, "four signals, RRF, MMR")]
+    out = [System("lantern", "lantern", base, "four signals, weighted RRF (importance 0.25), MMR")]
+    paper = {name: 1.0 for name in base.signal_weights}
+    if base.signal_weights != paper:
+        out.append(System("paper-rrf", "lantern", replace(base, signal_weights=paper), "four signals, plain RRF (paper eq. 3), MMR"))
     for s in base.signals:
         out.append(System(f"-{s}", "lantern", replace(base, signals=tuple(x for x in base.signals if x != s)), f"without the {s} signal"))
     out += [
