@@ -27,6 +27,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_archive.py
 	$(BIN)/python benchmarks/bench_recover.py
 	$(BIN)/python benchmarks/bench_cold_start.py
+	$(BIN)/python benchmarks/bench_redact.py
 
 clean:
 	rm -rf $(VENV)
