@@ -60,7 +60,7 @@ def test_locomo_split_of_ten_samples(tmp_path):
 
 def test_memdaily_loader_concatenates_and_drops_errors():
     ds = load("memdaily", FIX / "memdaily")
-    assert [h.id for h in ds.histories] == ["01_simple_roles", "02_conditional_items"]
+    assert [h.id for h in ds.histories] == ["01_simple_roles_mini", "02_conditional_items_mini"]
     assert [h.split for h in ds.histories] == ["tune", "report"]
     roles = ds.histories[0]
     assert len(roles.messages) == 6  # three trajectories, one history
