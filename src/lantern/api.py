@@ -149,15 +149,7 @@ class Lantern:
         still in it are never re-injected. Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``,
         ``.candidates`` for explain). Access counts of packed entries are incremented (F(e), paper eq. 2).
         """
-        budget = self._budget(budget)
-        ids, live = self._exclusions(exclude)
-        query, session = clean_text(query), session or None
-        if not query.strip():
-            return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
-        result = pipeline.recover(
-            self.store, self.index, self.embedder, self.config, query,
-            budget=budget, session=session, exclude_ids=ids, live_text=live,
-        )
+        result = self.explain(query, session, budget, exclude)
         packed = [e.id for e in result.entries]
         if packed:
             self.store.bump_access(packed)
@@ -165,8 +157,9 @@ class Lantern:
         return result
 
     def explain(self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None) -> Recovery:
-        """A recovery without side effects: every candidate's rank per signal, RRF score, MMR order and verdict
-        (packed, excerpt, cut:budget, cut:duplicate, excluded:live) with its reason."""
+        """``recover`` without its side effect (access counts): the same Recovery, whose ``candidates`` give every
+        candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt, cut:budget, cut:duplicate,
+        excluded:live) with its reason. Raises ValueError for a bad budget, TypeError for a bad ``exclude``."""
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
         query, session = clean_text(query), session or None
