@@ -180,6 +180,12 @@ class Lantern:
             return []
         return pipeline.search(self.store, self.index, self.embedder, self.config, query, k=k, session=session)
 
+    def should_recover(self, question: str, draft: str | None = None) -> Any:
+        """Whether ``question`` (or the model's ``draft`` answer) calls for a recovery: ``memory.triggers.should_recover``."""
+        from .memory.triggers import should_recover
+
+        return should_recover(question, draft)
+
     def _budget(self, budget: Any) -> int:
         if budget is None:
             return self.config.budget

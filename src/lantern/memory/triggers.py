@@ -1,0 +1,140 @@
+"""Retrieval triggers (DESIGN §5, issue 6 part 5): should this turn recover from the archive?
+
+Two cue families, English and Chinese, as precompiled regexes:
+
+- **back-references** in the user's question ("之前", "刚才", "上次", "你提到", "as I said", "earlier", "the one we
+  used", "what was the port again?") — the user points at something said before;
+- **low-confidence drafts** in the model's draft answer ("我不确定", "大概", "I'm not sure", "I don't have that
+  information") — the model is missing something the archive may hold.
+
+``should_recover(question, draft)`` fires when either family matches and names every cue that matched;
+``recovery_query(question, gist)`` is the query to recover with: the question plus the core gist (DESIGN §5).
+
+Cue list and its exclusions are ours (the write-ups name a handful of cues, not a list): each was kept, narrowed or
+dropped by measuring precision/recall on the tune half of a labelled set built from LoCoMo, MemDaily, MemoryBank
+and aider turns (``benchmarks/bench_triggers.py``, ``lantern.memory.triggers_eval``; BENCHMARKS.md). A cue-based
+trigger cannot see a question that needs memory but carries no cue ("When did Caroline go to the support
+group?"): those are misses by construction, and the compaction-time recovery covers them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Trigger", "should_recover", "recovery_query", "BACK_REFERENCE_CUES", "LOW_CONFIDENCE_CUES"]
+
+_I = re.IGNORECASE
+
+# (label, pattern). The label is what ``Trigger.reasons`` reports after the family name.
+# English: word boundaries everywhere; "before"/"again"/"remind me" only in the narrow forms that refer back.
+_BACK_EN: list[tuple[str, str]] = [
+    ("as I said", r"\bas (?:I|we) (?:said|mentioned|told you|noted|explained|discussed)\b"),
+    ("as you said", r"\bas you (?:said|mentioned|suggested|recommended|told me|noted)\b"),
+    ("you said", r"\byou(?:'ve| have| had)? (?:said|mentioned|suggested|recommended|told me)\b|\b(?:have|had|did) you (?:ever )?(?:say|said|mention(?:ed)?|suggest(?:ed)?|recommend(?:ed)?|tell|told|share[d]?|give|gave)\b[^.?!\n]{0,50}\b(?:me|us)\b"),
+    ("I told you", r"\bI (?:told you|mentioned|shared with you|said to you|asked you)\b|\bdid I (?:ask|tell|mention|say|share|show)\b"),
+    ("we discussed", r"\bwe (?:discussed|talked about|spoke about|chatted about|agreed on|decided on|went over)\b"),
+    ("earlier", r"\bearlier\b(?!\s+(?:this|today|in the day|than)\b)"),
+    ("before", r"\b(?:said|told|mentioned|recommended|suggested|used|discussed|shared|asked|gave)\b[^.?!\n]{0,40}\bbefore\b\s*(?:[,.?!]|$)"),
+    ("previously", r"\bpreviously\b"),
+    ("last time", r"(?<!since )(?<!the )\blast time\b"),
+    ("the one we used", r"\bthe (?:one|ones|thing|method|approach|command|file|fix|option|setting|version|tool|library|model|port|trick|solution|query|script|config) (?:we|you|I) (?:used|tried|chose|picked|discussed|mentioned|set|had|wrote|added|suggested|recommended)\b"),
+    ("again?", r"\b(?:what|which|where|who|when|how)(?:'s| is| was| are| were| did| do)\b[^.?!\n]{0,60}\bagain\s*\?"),
+    ("remind me", r"(?:^|[,.!?;]\s*|\b(?:can|could|would|will) you |\bplease |\bpls )remind me (?:what|which|where|when|who|how (?:we|you|I)|of (?:the|what|which|how) (?:we|you|I)\b)"),
+    ("remember", r"\b(?:do|did|can|could) you (?:still )?(?:remember|recall)\b|\byou remember (?:what|which|when|where|how|the)\b"),
+    ("what was the", r"\bwhat (?:was|were) (?:the|that|those|my|our)\b[^.?!\n]{0,60}\b(?:we|you|I)\b[^.?!\n]{0,30}\b(?:used|said|mentioned|recommended|suggested|discussed|chose|picked|set|had|tried|talked)\b"),
+    ("which did we", r"\bwhich\b[^.?!\n]{0,50}\b(?:did|have|had) (?:we|you|I)\b[^.?!\n]{0,30}\b(?:use|used|say|mention|recommend|suggest|choose|pick|discuss|try|settle|decide|agree|share|tell)"),
+    ("once mentioned", r"\b(?:once|ever|already) (?:recommended|mentioned|told|shared|said|suggested|discussed)\b"),
+    ("our last conversation", r"(?<!since )\b(?:our|the) (?:last|previous|earlier|prior) (?:conversation|chat|session|discussion|talk)\b"),
+    ("what was its name", r"\bwhat (?:was|were) (?:its|their|his|her) (?:name|names|title)\b"),
+    ("right?", r"\bI\b[^.?!\n]{0,60},\s*(?:right|correct)\s*\?"),
+    ("fill-in question", r"\b(?:was|were)\s*\?\s*$"),
+    ("question about me", r"\b(?:what|which|where|when|who|how (?:long|many|much|old|often))\b[^.?!\n]{0,40}\b(?:do|did|was|were|have|had|am) I\b[^.?!\n]{0,60}\?|\b(?:what|which|who|where)(?:'s| is| was| are| were) my\b[^.?!\n]{0,60}\?"),
+]
+
+# Chinese: no word boundaries exist; exclusions are lookarounds measured on MemDaily/MemoryBank text
+# ("之前" as "before X" in "会议之前" is excluded by requiring it to start a clause or follow 我/你/我们).
+_BACK_ZH: list[tuple[str, str]] = [
+    ("之前", r"(?:^|[，。？！,.?!\s]|我|你|我们|咱们)之前(?!的?[一-龥]{0,4}(?:之前))"),
+    ("刚才", r"(?:刚才|刚刚)(?:说|提|讲|问|聊|告诉|推荐|建议|给的|用的)"),
+    ("来着", r"来着\s*[？?]|(?:什么|哪|多少|谁|几|啥|怎么)[^。！，]{0,12}来着"),
+    ("对吗", r"我[^。！？]{0,30}[，,]\s*(?:对吗|是吗|对吧|是吧|没错吧)[？?]"),
+    ("填空问", r"(?:是|叫)[？?]\s*$"),
+    ("问我自己", r"我(?:(?!该|应该|要|能|可以|想|需要|怎么)[^，。！？]){0,24}(?:什么|哪|多久|多少|谁|几)[^。！，]{0,10}？"),
+    ("上次", r"上次|上回"),
+    ("你提到", r"你(?:曾经|之前|刚才|上次)?(?:提到|提过|说过|讲过|推荐过?|建议过?|告诉过?我|分享过)"),
+    ("我提到", r"我(?:曾经|之前|刚才|上次)?(?:和|跟|向|给)你(?:提到|提过|说过|讲过|推荐过?|推过荐|分享过?|聊过|讲过)"),
+    ("我说过", r"我(?:曾经|之前|刚才|上次)?(?:提到过|说过|讲过|提过)"),
+    ("那个方法", r"那个(?:方法|办法|命令|文件|方案|工具|端口|配置|版本|设置)"),
+    ("我们用的", r"我们(?:之前|上次|刚才)?(?:用的|用过的|选的|定的|说的|聊的|讨论的)"),
+    ("前面说的", r"前面(?:说|提|讲|聊)(?:的|过)"),
+    ("还记得", r"还记得|记得吗|记不记得"),
+    ("曾经", r"曾经(?:和|跟|向|给)你|你曾经|我曾经[^。！？]*[？?]"),
+    ("先前", r"先前"),
+]
+
+_LOW_EN: list[tuple[str, str]] = [
+    ("I'm not sure", r"\bI(?:'m| am) not (?:sure|certain)\b"),
+    ("I don't have that information", r"\bI (?:do not|don't) have (?:that|this|any|enough|the|access to (?:that|this|your|the|any))\b[^.?!\n]{0,30}\b(?:information|info|details|context|record|data|conversation|history)\b"),
+    ("I don't recall", r"\bI (?:do not|don't|can't|cannot|can not|couldn't) (?:recall|remember)\b"),
+    ("as an AI", r"\bas an AI\b[^.?!\n]{0,40}\b(?:don't|do not|can't|cannot) (?:have access to|access|remember|recall|retain|store|see) (?:your|our|previous|past|earlier|personal|that|this|the|any)\b"),
+    ("no record", r"\b(?:no|don't have a) record of\b|\bI have no (?:memory|information|record) of\b"),
+]
+
+_LOW_ZH: list[tuple[str, str]] = [
+    ("我不确定", r"我(?:不|不太|并不)(?:确定|清楚)"),
+    ("可能", r"(?:^|[，。？！,.?!\s])(?:可能是|也许是)|我(?:可能|也许)记"),
+    ("大概", r"(?:^|[，。？！,.?!\s])大概是"),
+    ("不记得", r"不记得|记不(?:清|起|太清)|想不起"),
+    ("没有相关信息", r"我?没有(?:关于|相关|这方面的?|那方面的?|你说的)[一-龥]{0,6}(?:信息|记录|资料|记忆)"),
+    ("作为AI", r"作为(?:一个|一名)?(?:AI|人工智能|语言模型)[^。！？]{0,20}(?:无法|不能)(?:记住|访问|获取|回忆|查看|保存)|作为(?:一个|一名)?(?:AI|人工智能|语言模型)[^。！？]{0,20}没有(?:记忆|之前|过去|你的|相关)"),
+]
+
+
+def _compile(cues: list[tuple[str, str]], flags: int = 0) -> list[tuple[str, re.Pattern[str]]]:
+    return [(label, re.compile(pattern, flags)) for label, pattern in cues]
+
+
+BACK_REFERENCE_CUES = _compile(_BACK_EN, _I) + _compile(_BACK_ZH, _I)
+LOW_CONFIDENCE_CUES = _compile(_LOW_EN, _I) + _compile(_LOW_ZH, _I)
+
+
+@dataclass
+class Trigger:
+    """Whether to recover, and why: ``reasons`` names each matched cue ("back-reference: 之前",
+    "low-confidence draft: I'm not sure"). Truthy when it fires."""
+
+    fire: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.fire
+
+
+def _matches(text: str, cues: list[tuple[str, re.Pattern[str]]], family: str) -> list[str]:
+    return [f"{family}: {label}" for label, rx in cues if rx.search(text)]
+
+
+def back_references(text: str) -> list[str]:
+    """Back-reference cues in ``text``, as reasons."""
+    return _matches(text or "", BACK_REFERENCE_CUES, "back-reference")
+
+
+def low_confidence(text: str) -> list[str]:
+    """Low-confidence cues in a draft answer, as reasons."""
+    return _matches(text or "", LOW_CONFIDENCE_CUES, "low-confidence draft")
+
+
+def should_recover(question: str, draft: str | None = None) -> Trigger:
+    """Fire a recovery when ``question`` refers back to earlier conversation, or when the model's ``draft``
+    answer to it signals missing knowledge. Pure regex, no model: well under a millisecond per turn."""
+    reasons = back_references(question)
+    if draft:
+        reasons += low_confidence(draft)
+    return Trigger(bool(reasons), reasons)
+
+
+def recovery_query(question: str, gist: str = "") -> str:
+    """The query a triggered recovery uses: the question, then the core gist (DESIGN §5)."""
+    parts = [p.strip() for p in (question or "", gist or "") if p and p.strip()]
+    return "\n".join(parts)
