@@ -245,6 +245,34 @@ def demo(
     _guard(lambda: run_demo(db, show_block=show_block))
 
 
+@app.command()
+def mcp() -> None:
+    """Run the MCP server on stdio (tools archive, recover, search, forget, stats); needs the `mcp` extra."""
+    try:
+        from .integrations.mcp import serve
+    except ImportError as e:
+        _fail(f"{e}; install the mcp extra: pip install 'lantern-memory[mcp]'")
+    _guard(lambda: serve(state.db, state.embedder))
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback by default)."),
+    port: int = typer.Option(8765, "--port", "-p", min=1, max=65535),
+    token: Optional[str] = typer.Option(None, "--token", envvar="LANTERN_TOKEN", help="Require Authorization: Bearer TOKEN."),
+    max_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-body-bytes", min=1, help="Larger request bodies get 413."),
+) -> None:
+    """Serve the memory REST API (/v1/memory/...; OpenAPI at /docs); needs the `proxy` extra."""
+    try:
+        from .integrations.proxy import serve as serve_api
+    except ImportError as e:
+        _fail(f"{e}; install the proxy extra: pip install 'lantern-memory[proxy]'")
+    if token is None and host not in ("127.0.0.1", "localhost", "::1"):
+        typer.secho(f"warning: serving {host} without --token: anyone who reaches it can read the archive", err=True, fg=typer.colors.YELLOW)
+    typer.echo(f"lantern memory API on http://{host}:{port}/v1/memory (docs /docs)", err=True)
+    _guard(lambda: serve_api(state.db, state.embedder, host=host, port=port, token=token, max_body_bytes=max_body_bytes))
+
+
 @app.command("eval")
 def eval_(
     dataset: str = typer.Argument(..., help="locomo, memdaily or jsonl (docs/eval-format.md)."),

@@ -1,0 +1,100 @@
+"""Lantern as an MCP server over stdio (the official ``mcp`` SDK, extra ``mcp``): ``lantern --db PATH mcp``.
+
+Tools (JSON schemas from the typed signatures): ``archive`` (messages + session), ``recover`` (query, session,
+budget, exclude), ``search`` (query, k, session), ``forget`` (entry or session), ``stats``. Bad input comes back as
+a tool error (``isError``) with one line saying what is wrong; the server keeps running. Nothing but the protocol
+is written to stdout.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from ..errors import LanternError
+from .schemas import ArchiveResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
+from .service import MAX_BUDGET, MAX_K, MemoryService
+
+INSTRUCTIONS = (
+    "Lantern archives conversation turns (with tool calls and results) and recovers the specifics a compaction "
+    "or summary dropped: ports, paths, hashes, flags, error messages. Call `archive` with the turns before they "
+    "are compacted away; after a compaction, call `recover` with the current context's tail plus the summary as "
+    "query and inject the returned `text`."
+)
+
+Message = dict[str, Any]
+
+
+def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> FastMCP:
+    """A FastMCP server over the database at ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``)."""
+    service = MemoryService(path, embedder)
+    server = FastMCP("lantern", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def call(model, fn, *args):
+        try:
+            return model.model_validate(fn(*args))
+        except (LanternError, ValueError, TypeError) as e:
+            raise ToolError(str(e)) from e
+        except Exception as e:  # an internal error is a tool error too, never a dead server
+            raise ToolError(f"internal error {type(e).__name__}: {e}") from e
+
+    @server.tool(annotations=ToolAnnotations(title="Archive turns", destructiveHint=False, idempotentHint=True))
+    def archive(
+        messages: Annotated[list[Message], Field(description=(
+            "Chat messages in OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic "
+            "(content blocks text/tool_use/tool_result) or plain {role, content} form."))],
+        session: Annotated[str | None, Field(description="Session id (default \"default\").")] = None,
+    ) -> ArchiveResponse:
+        """Archive conversation turns in one transaction (turns already archived are counted as duplicates).
+        Secrets are redacted before anything is stored."""
+        return call(ArchiveResponse, service.archive, messages, session)
+
+    @server.tool(annotations=ToolAnnotations(title="Recover lost specifics", destructiveHint=False))
+    def recover(
+        query: Annotated[str, Field(description="The live context's tail plus the compaction summary, or a question.")],
+        session: Annotated[str | None, Field(description="Only this session (default: every session).")] = None,
+        budget: Annotated[int, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
+        exclude: Annotated[list[Message | int] | None, Field(description=(
+            "The live context (messages) and/or entry ids: turns still in it are never re-injected."))] = None,
+    ) -> RecoverResponse:
+        """The block of archived turns to inject back after a compaction: {text, chars, entries}."""
+        return call(RecoverResponse, service.recover, query, session, budget, exclude)
+
+    @server.tool(annotations=ToolAnnotations(title="Search the archive", readOnlyHint=True))
+    def search(
+        query: Annotated[str, Field(description="What to look for.")],
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="Number of results.")] = 10,
+        session: Annotated[str | None, Field(description="Only this session.")] = None,
+    ) -> SearchResponse:
+        """Top k archived turns by fused score (semantic, full text, keyword, importance), with each signal's rank."""
+        return call(SearchResponse, service.search, query, k, session)
+
+    @server.tool(annotations=ToolAnnotations(title="Forget", destructiveHint=True, idempotentHint=True))
+    def forget(
+        entry: Annotated[int | None, Field(description="Entry id to delete.")] = None,
+        session: Annotated[str | None, Field(description="Session whose entries to delete.")] = None,
+    ) -> ForgetResponse:
+        """Delete one entry or a whole session from every table (give exactly one of entry or session)."""
+        return call(ForgetResponse, service.forget, entry, session)
+
+    @server.tool(annotations=ToolAnnotations(title="Statistics", readOnlyHint=True))
+    def stats() -> StatsResponse:
+        """Entries, sessions, embedder, database size."""
+        return call(StatsResponse, service.stats)
+
+    server._lantern_service = service  # for tests and shutdown
+    return server
+
+
+def serve(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> None:
+    """Run the MCP server on stdin/stdout until the client closes the stream."""
+    server = build_server(path, embedder)
+    try:
+        server.run("stdio")
+    finally:
+        server._lantern_service.close()

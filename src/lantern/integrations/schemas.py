@@ -1,0 +1,61 @@
+"""The JSON shapes the integrations return (pydantic models): the REST API's response schemas and the MCP tools'
+output schemas are the same."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class ArchiveResponse(BaseModel):
+    session: str
+    added: int
+    duplicates: int
+    skipped: int
+    redacted: int
+    entry_ids: list[int]
+    warnings: list[str]
+
+
+class RecoveredEntryOut(BaseModel):
+    id: int
+    session: str
+    turn: int
+    score: float
+    text: str
+
+
+class RecoverResponse(BaseModel):
+    text: str = Field(..., description="The block to inject (at most budget characters).")
+    chars: int
+    entries: list[RecoveredEntryOut]
+
+
+class HitOut(BaseModel):
+    id: int
+    session: str
+    turn: int
+    score: float = Field(..., description="Fused (RRF) score.")
+    ranks: dict[str, int] = Field(..., description="Rank of the entry in each signal that found it.")
+    summary: str
+
+
+class SearchResponse(BaseModel):
+    hits: list[HitOut]
+
+
+class ForgetResponse(BaseModel):
+    forgotten: int
+
+
+class StatsResponse(BaseModel):
+    model_config = {"extra": "allow"}
+    path: str
+    entries: int
+    sessions: int
+    embedder: str | None
+    dim: int
+    database_bytes: int
+
+
+class ErrorResponse(BaseModel):
+    error: str

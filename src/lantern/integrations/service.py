@@ -1,0 +1,125 @@
+"""``MemoryService``: the operations the integrations expose (archive, recover, search, forget, stats), each taking
+and returning plain JSON-able values, over one lazily opened ``Lantern``.
+
+Bad input raises ``LanternError``, ``ValueError`` or ``TypeError``; each integration turns those into its own error
+(an MCP tool error, an HTTP 400/404) and never into a crash. Calls are serialized by a lock: one SQLite handle,
+one in-process index.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import LanternError
+
+MAX_K = 1000  # search results per call (ours)
+MAX_BUDGET = 1_000_000  # characters per recovery (ours)
+
+
+class NoDatabaseError(LanternError):
+    """A read was asked of a database file that does not exist yet."""
+
+
+class MemoryService:
+    """``path``: the database (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``); ``embedder``: as ``Lantern``.
+    The database is opened at the first call; only ``archive`` creates it (a read of a missing file is an error,
+    as in the CLI)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | None = None):
+        from ..config import default_db_path
+
+        self.path = Path(path) if path is not None else default_db_path()
+        self.embedder = embedder
+        self._lantern = None
+        self._lock = threading.RLock()
+
+    def _open(self, create: bool = False):
+        if self._lantern is None:
+            if not create and not self.path.exists():
+                raise NoDatabaseError(f"no database at {self.path}: archive something first")
+            from ..api import Lantern
+
+            self._lantern = Lantern(self.path, embedder=self.embedder)
+        return self._lantern
+
+    def close(self) -> None:
+        with self._lock:
+            if self._lantern is not None:
+                self._lantern.close()
+                self._lantern = None
+
+    # ------------------------------------------------------------------ operations
+    def archive(self, messages: Any, session: str | None = None) -> dict[str, Any]:
+        """Archive a list of chat messages (OpenAI, Anthropic or ``{role, content}`` dicts) in one transaction."""
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("messages must be a non-empty list of message objects")
+        if not all(isinstance(m, dict) for m in messages):
+            raise ValueError("every message must be an object such as {\"role\": \"user\", \"content\": \"...\"}")
+        session = _optional_str(session, "session")
+        with self._lock:
+            r = self._open(create=True).archive(messages, session=session)
+        return {"session": r.session, "added": r.added, "duplicates": r.duplicates, "skipped": r.skipped,
+                "redacted": r.redacted, "entry_ids": r.entry_ids, "warnings": r.warnings}
+
+    def recover(self, query: str, session: str | None = None, budget: int | None = None,
+                exclude: list[Any] | None = None) -> dict[str, Any]:
+        """The block to inject (at most ``budget`` characters) and its entries. ``exclude``: the live context
+        (messages) and/or entry ids never to re-inject."""
+        query = _str(query, "query")
+        session = _optional_str(session, "session")
+        if budget is not None:
+            _int(budget, "budget", 0, MAX_BUDGET)
+        if exclude is not None and not isinstance(exclude, list):
+            raise ValueError("exclude must be a list of messages and/or entry ids")
+        with self._lock:
+            r = self._open().recover(query, session=session, budget=budget, exclude=exclude)
+        return r.to_json()
+
+    def search(self, query: str, k: int = 10, session: str | None = None) -> dict[str, Any]:
+        """Top ``k`` entries by fused score, with each signal's rank."""
+        query = _str(query, "query")
+        session = _optional_str(session, "session")
+        _int(k, "k", 1, MAX_K)
+        with self._lock:
+            hits = self._open().search(query, k=k, session=session)
+        return {"hits": [
+            {"id": h.entry.id, "session": h.entry.session, "turn": h.entry.turn, "score": round(h.score, 6),
+             "ranks": h.ranks, "summary": h.entry.summary}
+            for h in hits
+        ]}
+
+    def forget(self, entry: int | None = None, session: str | None = None) -> dict[str, Any]:
+        """Delete one entry or every entry of a session, from every table."""
+        if (entry is None) == (session is None):
+            raise ValueError("give exactly one of entry or session")
+        if entry is not None:
+            _int(entry, "entry", -(2**63), 2**63 - 1)
+        session = _optional_str(session, "session")
+        with self._lock:
+            n = self._open().forget(entry=entry, session=session)
+        return {"forgotten": n}
+
+    def stats(self) -> dict[str, Any]:
+        """Entries, sessions, embedder, sizes."""
+        with self._lock:
+            s = self._open().stats()
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in s.items()}
+
+
+def _str(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string")
+    return value
+
+
+def _optional_str(value: Any, name: str) -> str | None:
+    return None if value is None else _str(value, name)
+
+
+def _int(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+    return value

@@ -1,0 +1,124 @@
+"""The MCP server end to end: the official SDK's client spawns `python -m lantern.cli --db TMP mcp` over stdio
+(real SQLite file, real embedding model), lists the tools, archives a conversation and recovers its port."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import anyio
+import pytest
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+CONVERSATION = [
+    {"role": "user", "content": "Start postgres for the billing service."},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "bash", "arguments": "{\"cmd\": \"docker run -p 5433:5432 postgres:16\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "listening on 127.0.0.1:5433"},
+    {"role": "user", "content": "Now add a README section about deployment."},
+    {"role": "assistant", "content": "Added a Deployment section to README.md."},
+]
+
+
+def _text(result) -> str:
+    return "\n".join(c.text for c in result.content if getattr(c, "type", None) == "text")
+
+
+async def _session_run(db, body):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "lantern.cli", "--db", str(db), "mcp"])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await body(session)
+
+
+def test_mcp_end_to_end(tmp_path):
+    db = tmp_path / "mcp.db"
+
+    async def body(s: ClientSession):
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert set(tools) == {"archive", "recover", "search", "forget", "stats"}
+        assert tools["archive"].inputSchema["required"] == ["messages"]
+        assert tools["archive"].inputSchema["properties"]["messages"]["type"] == "array"
+        assert set(tools["recover"].inputSchema["properties"]) >= {"query", "session", "budget"}
+        assert set(tools["search"].inputSchema["properties"]) == {"query", "k", "session"}
+        assert set(tools["forget"].inputSchema["properties"]) == {"entry", "session"}
+        assert tools["recover"].outputSchema["required"] == ["text", "chars", "entries"]
+        assert tools["stats"].outputSchema["properties"]["entries"]["type"] == "integer"
+
+        # a read before anything is archived: a tool error, the database is not created
+        r = await s.call_tool("stats", {})
+        assert r.isError and "no database" in _text(r)
+        assert not db.exists()
+
+        r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "build-42"})
+        assert not r.isError, _text(r)
+        archived = r.structuredContent
+        assert archived["added"] == 2 and archived["session"] == "build-42" and len(archived["entry_ids"]) == 2
+        r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "build-42"})
+        assert r.structuredContent["duplicates"] == 2 and r.structuredContent["added"] == 0
+
+        # after a "compaction": the summary lost the port; recovery brings it back, excluding the live turns
+        summary = "[Summary] The user set up the billing database and asked for docs."
+        r = await s.call_tool("recover", {"query": "which port does the billing database listen on?\n" + summary,
+                                          "session": "build-42", "budget": 2000, "exclude": CONVERSATION[-2:]})
+        assert not r.isError, _text(r)
+        rec = r.structuredContent
+        assert "5433" in rec["text"] and rec["chars"] <= 2000 and len(rec["chars"] * "x") == len(rec["text"])
+        assert [e["id"] for e in rec["entries"]] == [archived["entry_ids"][0]]  # the live turn is not re-injected
+        assert "5433" in _text(r)  # the unstructured content carries it too
+
+        r = await s.call_tool("search", {"query": "postgres port", "k": 5})
+        hits = r.structuredContent["hits"]
+        assert hits and hits[0]["id"] == archived["entry_ids"][0] and "semantic" in hits[0]["ranks"]
+
+        r = await s.call_tool("stats", {})
+        assert r.structuredContent["entries"] == 2 and r.structuredContent["sessions"] == 1
+
+        # an unreadable message is skipped and counted with a warning naming it, as in `lantern ingest`
+        r = await s.call_tool("archive", {"messages": [{"role": 7, "content": {"x": 1}}], "session": "junk"})
+        assert not r.isError and r.structuredContent["skipped"] == 1 and "message 1" in r.structuredContent["warnings"][0]
+
+        # bad input: tool errors, and the server keeps serving
+        bad = [
+            ("archive", {"messages": "not a list"}),
+            ("archive", {"messages": []}),
+            ("recover", {"query": "x", "budget": -1}),
+            ("recover", {"query": "x", "exclude": ["nope"]}),
+            ("recover", {}),
+            ("search", {"query": "x", "k": 0}),
+            ("forget", {}),
+            ("forget", {"entry": 1, "session": "build-42"}),
+            ("nonexistent", {}),
+        ]
+        for name, args in bad:
+            r = await s.call_tool(name, args)
+            assert r.isError, (name, args, _text(r))
+            assert "Traceback" not in _text(r)
+
+        r = await s.call_tool("forget", {"session": "build-42"})
+        assert r.structuredContent == {"forgotten": 2}
+        r = await s.call_tool("recover", {"query": "postgres port 5433"})
+        assert not r.isError and r.structuredContent["text"] == ""
+        return True
+
+    assert anyio.run(_session_run, db, body)
+
+
+def test_mcp_command_without_database_flag_uses_env(tmp_path, monkeypatch):
+    """LANTERN_DB is honoured like in the rest of the CLI."""
+    db = tmp_path / "env.db"
+    params = StdioServerParameters(command=sys.executable, args=["-m", "lantern.cli", "mcp"],
+                                   env={**__import__("os").environ, "LANTERN_DB": str(db)})
+
+    async def run():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "deploy tag v2.3.1 to eu-west-1"}]})
+            assert not r.isError, _text(r)
+            return json.loads(_text(r))
+
+    assert anyio.run(run)["added"] == 1
+    assert db.exists()

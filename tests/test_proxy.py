@@ -1,0 +1,155 @@
+"""The memory REST API (integrations/proxy.py): FastAPI's TestClient over a real SQLite file and the real model,
+and one real `lantern serve` on a loopback port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from lantern.integrations.proxy import build_app  # noqa: E402
+
+CONVERSATION = [
+    {"role": "user", "content": "Start postgres for the billing service."},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "bash", "arguments": "{\"cmd\": \"docker run -p 5433:5432 postgres:16\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "listening on 127.0.0.1:5433"},
+    {"role": "user", "content": "Now add a README section about deployment."},
+    {"role": "assistant", "content": "Added a Deployment section to README.md."},
+]
+
+
+@pytest.fixture
+def client(tmp_path):
+    with TestClient(build_app(tmp_path / "api.db"), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_archive_recover_search_forget_stats(client, tmp_path):
+    assert client.get("/v1/memory/stats").status_code == 404  # nothing archived yet: no database created
+    assert not (tmp_path / "api.db").exists()
+
+    r = client.post("/v1/memory/archive", json={"messages": CONVERSATION, "session": "build-42"})
+    assert r.status_code == 200, r.text
+    archived = r.json()
+    assert archived["added"] == 2 and archived["duplicates"] == 0 and len(archived["entry_ids"]) == 2
+    assert client.post("/v1/memory/archive", json={"messages": CONVERSATION, "session": "build-42"}).json()["duplicates"] == 2
+
+    summary = "[Summary] The user set up the billing database and asked for docs."
+    r = client.post("/v1/memory/recover", json={"query": "which port does the billing database use?\n" + summary,
+                                                "session": "build-42", "budget": 2000, "exclude": CONVERSATION[-2:]})
+    assert r.status_code == 200, r.text
+    rec = r.json()
+    assert "5433" in rec["text"] and len(rec["text"]) == rec["chars"] <= 2000
+    assert [e["id"] for e in rec["entries"]] == [archived["entry_ids"][0]]
+
+    hits = client.post("/v1/memory/search", json={"query": "postgres port", "k": 3}).json()["hits"]
+    assert hits[0]["id"] == archived["entry_ids"][0] and hits[0]["ranks"]
+
+    s = client.get("/v1/memory/stats").json()
+    assert s["entries"] == 2 and s["sessions"] == 1 and s["embedder"]
+
+    assert client.post("/v1/memory/forget", json={"entry": archived["entry_ids"][1]}).json() == {"forgotten": 1}
+    assert client.post("/v1/memory/forget", json={"session": "build-42"}).json() == {"forgotten": 1}
+    assert client.post("/v1/memory/recover", json={"query": "postgres 5433"}).json()["text"] == ""
+
+
+@pytest.mark.parametrize("path, body, status", [
+    ("/v1/memory/archive", {"messages": []}, 422),
+    ("/v1/memory/archive", {"messages": "x"}, 422),
+    ("/v1/memory/archive", {}, 422),
+    ("/v1/memory/recover", {"query": "x", "budget": -5}, 422),
+    ("/v1/memory/recover", {"query": 3}, 422),
+    ("/v1/memory/search", {"query": "x", "k": 0}, 422),
+    ("/v1/memory/forget", {}, 400),
+    ("/v1/memory/forget", {"entry": 1, "session": "s"}, 400),
+])
+def test_bad_input_is_a_json_error(client, path, body, status):
+    client.post("/v1/memory/archive", json={"messages": CONVERSATION})
+    r = client.post(path, json=body)
+    assert r.status_code == status, r.text
+    assert isinstance(r.json()["error"], str) and "Traceback" not in r.text
+    r = client.post(path, content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]
+    assert client.get("/v1/memory/stats").status_code == 200  # still serving
+
+
+def test_openapi_schema(client):
+    spec = client.get("/openapi.json").json()
+    paths = spec["paths"]
+    for p in ("archive", "recover", "search", "forget"):
+        assert "post" in paths[f"/v1/memory/{p}"]
+    assert "get" in paths["/v1/memory/stats"]
+    recover_body = spec["components"]["schemas"]["RecoverRequest"]
+    assert recover_body["required"] == ["query"] and "budget" in recover_body["properties"]
+    assert "RecoverResponse" in spec["components"]["schemas"]
+    assert client.get("/docs").status_code == 200
+    r = client.get("/v1/nothing-here")
+    assert r.status_code == 404 and r.json() == {"error": "Not Found"}
+    assert client.get("/v1/memory/archive").status_code == 405
+
+
+def test_bearer_token_and_body_limit(tmp_path):
+    app = build_app(tmp_path / "t.db", token="s3cret", max_body_bytes=4096)
+    with TestClient(app) as c:
+        assert c.get("/v1/memory/stats").status_code == 401
+        assert c.get("/v1/memory/stats", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        auth = {"Authorization": "Bearer s3cret"}
+        r = c.post("/v1/memory/archive", json={"messages": CONVERSATION}, headers=auth)
+        assert r.status_code == 200, r.text
+        big = {"messages": [{"role": "user", "content": "x" * 5000}]}
+        r = c.post("/v1/memory/archive", json=big, headers=auth)
+        assert r.status_code == 413 and "4096" in r.json()["error"]
+
+        def chunks():  # no Content-Length: counted while read
+            for _ in range(10):
+                yield b" " * 1000
+
+        r = c.post("/v1/memory/archive", content=chunks(), headers={**auth, "content-type": "application/json"})
+        assert r.status_code == 413
+        assert c.get("/v1/memory/stats", headers=auth).json()["entries"] == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_lantern_serve_on_loopback(tmp_path):
+    port = _free_port()
+    env = {**os.environ, "LANTERN_TOKEN": "tok"}
+    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "s.db"), "serve", "--port", str(port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        base, auth = f"http://127.0.0.1:{port}", {"Authorization": "Bearer tok"}
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                httpx.get(base + "/openapi.json", headers=auth, timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.1)
+        r = httpx.post(base + "/v1/memory/archive", json={"messages": CONVERSATION, "session": "s"}, headers=auth, timeout=30)
+        assert r.status_code == 200 and r.json()["added"] == 2
+        r = httpx.post(base + "/v1/memory/recover", json={"query": "postgres port"}, headers=auth, timeout=30)
+        assert "5433" in r.json()["text"]
+        assert httpx.get(base + "/v1/memory/stats", timeout=5).status_code == 401
+        # bound to loopback only
+        conns = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True) if shutil.which("ss") else None
+        if conns is not None and conns.returncode == 0 and conns.stdout.strip():
+            assert [line.split()[3] for line in conns.stdout.splitlines()] == [f"127.0.0.1:{port}"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)  # closes the pipes
