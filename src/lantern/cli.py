@@ -261,16 +261,30 @@ def serve(
     port: int = typer.Option(8765, "--port", "-p", min=1, max=65535),
     token: Optional[str] = typer.Option(None, "--token", envvar="LANTERN_TOKEN", help="Require Authorization: Bearer TOKEN."),
     max_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-body-bytes", min=1, help="Larger request bodies get 413."),
+    upstream: Optional[str] = typer.Option(None, "--upstream", envvar="LANTERN_UPSTREAM",
+        help="OpenAI-compatible base URL (e.g. https://api.openai.com/v1): proxy /v1/chat/completions and /v1/* to it."),
+    upstream_timeout: float = typer.Option(600.0, "--upstream-timeout", min=0.001, help="Seconds before an upstream call gets 504."),
+    upstream_key: Optional[str] = typer.Option(None, "--upstream-key", envvar="LANTERN_UPSTREAM_KEY",
+        help="Send upstream as Authorization: Bearer KEY (default: forward the client's; needed with --token)."),
 ) -> None:
-    """Serve the memory REST API (/v1/memory/...; OpenAPI at /docs); needs the `proxy` extra."""
+    """Serve the memory REST API (/v1/memory/...; OpenAPI at /docs) and, with --upstream, the OpenAI-compatible
+    chat-completions proxy that archives turns and re-injects what a compaction lost; needs the `proxy` extra."""
     try:
         from .integrations.proxy import serve as serve_api
     except ImportError as e:
         _fail(f"{e}; install the proxy extra: pip install 'lantern-memory[proxy]'")
     if token is None and host not in ("127.0.0.1", "localhost", "::1"):
         typer.secho(f"warning: serving {host} without --token: anyone who reaches it can read the archive", err=True, fg=typer.colors.YELLOW)
+    if token is not None and upstream and not upstream_key:
+        typer.secho("warning: with --token the client's Authorization header is not forwarded; set --upstream-key "
+                    "(or $LANTERN_UPSTREAM_KEY) if the upstream needs a key", err=True, fg=typer.colors.YELLOW)
+    if upstream is not None and not upstream.startswith(("http://", "https://")):
+        _fail(f"--upstream must be an http(s) URL, got {upstream!r}")
     typer.echo(f"lantern memory API on http://{host}:{port}/v1/memory (docs /docs)", err=True)
-    _guard(lambda: serve_api(state.db, state.embedder, host=host, port=port, token=token, max_body_bytes=max_body_bytes))
+    if upstream:
+        typer.echo(f"chat-completions proxy: OPENAI_BASE_URL=http://{host}:{port}/v1 -> {upstream}", err=True)
+    _guard(lambda: serve_api(state.db, state.embedder, host=host, port=port, token=token, max_body_bytes=max_body_bytes,
+                             upstream=upstream, upstream_timeout=upstream_timeout, upstream_key=upstream_key))
 
 
 @app.command("eval")

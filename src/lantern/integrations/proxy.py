@@ -13,7 +13,15 @@ Binds 127.0.0.1 by default. With a token (``--token`` or ``LANTERN_TOKEN``) ever
 anything is parsed. Bad input is a 400 or 422 with ``{"error": ...}`` (422: the schema's own validation); a read
 of a database that does not exist yet is a 404; an internal error is a 500 without a traceback.
 
-Not yet here (issue 4): the OpenAI-compatible ``/v1/chat/completions`` forwarding with compaction detection.
+With an upstream (``lantern serve --upstream URL``), it is also an OpenAI-compatible proxy:
+
+    POST /v1/chat/completions   archive the request's turns, detect a compaction (compaction.py), inject the
+                                recovered block as a system message, forward; archive the reply (streamed or not)
+    any other /v1/* path        passed through to the upstream unchanged
+
+The session is the ``X-Lantern-Session`` header (default ``default``). Upstream errors come back with their status
+and body; an upstream timeout is a 504 ``{"error": ...}``; an unreachable upstream a 502. Archiving or recovery
+failing never fails the request: it is logged (without message text) to ``~/.lantern/logs/proxy.log``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from .service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # ours: a long agent transcript with tool output fits
+DEFAULT_UPSTREAM_TIMEOUT = 600.0  # seconds; ours: a long completion streams for minutes
 log = logging.getLogger("lantern.proxy")
 
 Message = dict[str, Any]
@@ -82,9 +91,16 @@ def build_app(
     token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     service: MemoryService | None = None,
+    upstream: str | None = None,
+    upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT,
+    upstream_key: str | None = None,
 ) -> BodyLimit:
     """The ASGI app (the FastAPI app inside ``BodyLimit``; ``.app`` is the FastAPI app) over the database at
-    ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``)."""
+    ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``). With ``upstream`` (an OpenAI-compatible base
+    URL such as ``https://api.openai.com/v1``), ``/v1/chat/completions`` and every other ``/v1/*`` path are
+    forwarded to it (see the module docstring); ``upstream_timeout`` is in seconds. ``upstream_key``: sent upstream
+    as ``Authorization: Bearer KEY`` instead of the client's Authorization (needed with ``token``, whose
+    Authorization header is ours and is never forwarded)."""
     service = service or MemoryService(path, embedder)
     bearer = HTTPBearer(auto_error=False)
 
@@ -97,6 +113,9 @@ def build_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
+        forwarder = getattr(app.state, "forwarder", None)
+        if forwarder is not None:
+            await forwarder.aclose()
         service.close()
 
     app = FastAPI(
@@ -168,6 +187,9 @@ def build_app(
         """Entries, sessions, embedder, database size."""
         return service.stats()
 
+    if upstream:
+        _add_forwarding(app, service, upstream, upstream_timeout, strip_authorization=token is not None,
+                       upstream_key=upstream_key)
     return BodyLimit(app, max_body_bytes)
 
 
@@ -234,9 +256,286 @@ def _version() -> str:
 
 
 def serve(path: str | os.PathLike[str] | None = None, embedder: str | None = None, *, host: str = DEFAULT_HOST,
-          port: int = DEFAULT_PORT, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
-    """Run the REST API with uvicorn until interrupted."""
+          port: int = DEFAULT_PORT, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+          upstream: str | None = None, upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT,
+          upstream_key: str | None = None) -> None:
+    """Run the REST API (and, with ``upstream``, the chat-completions proxy) with uvicorn until interrupted."""
     import uvicorn
 
-    app = build_app(path, embedder, token=token, max_body_bytes=max_body_bytes)
+    app = build_app(path, embedder, token=token, max_body_bytes=max_body_bytes, upstream=upstream,
+                    upstream_timeout=upstream_timeout, upstream_key=upstream_key)
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+# ---------------------------------------------------------------------------------------------- forwarding
+SESSION_HEADER = "x-lantern-session"
+RECOVERED_HEADER = ("Recovered from Lantern memory: earlier turns of this conversation that a compaction dropped. "
+                    "Use them for specifics (names, numbers, paths, commands) the summary lost.\n\n")
+_HOP_BY_HOP = {"host", "content-length", "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+               "te", "trailers", "transfer-encoding", "upgrade", SESSION_HEADER}
+_PASS_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def _note_failure(what: str, session: str, e: BaseException) -> None:
+    """Log a failure that must not fail the request to ``~/.lantern/logs/proxy.log`` (0700 directory, 0600 file):
+    the operation, session and exception type, never message text (an exception's message may quote it)."""
+    import time
+    from pathlib import Path
+
+    log.warning("%s failed for session %r: %s", what, session, type(e).__name__)
+    try:
+        folder = Path.home() / ".lantern" / "logs"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(folder / "proxy.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {what} failed for session {session!r}: "
+                    f"{type(e).__name__} (request served without it)\n")
+    except OSError:
+        pass  # no writable home: never fail the request over the log
+
+
+def _request_headers(request: Request, strip_authorization: bool, *, keep_encoding: bool,
+                     upstream_key: str | None = None) -> dict[str, str]:
+    drop = set(_HOP_BY_HOP)
+    if strip_authorization or upstream_key:  # with --token the client's Authorization is ours, not the upstream's
+        drop.add("authorization")
+    if not keep_encoding:  # we read the body: let httpx negotiate an encoding it decodes
+        drop.add("accept-encoding")
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in drop}
+    if upstream_key:
+        headers["authorization"] = f"Bearer {upstream_key}"
+    return headers
+
+
+def _response_headers(headers: Any, *, keep_encoding: bool) -> dict[str, str]:
+    drop = {"content-length", "transfer-encoding", "connection", "keep-alive"}
+    if not keep_encoding:
+        drop.add("content-encoding")
+    return {k: v for k, v in headers.items() if k.lower() not in drop}
+
+
+def _inject(messages: list[Message], block: str) -> list[Message]:
+    """``messages`` with a system message holding ``block`` right after the leading system message(s), or first."""
+    i = 0
+    while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in ("system", "developer"):
+        i += 1
+    return [*messages[:i], {"role": "system", "content": RECOVERED_HEADER + block}, *messages[i:]]
+
+
+def _archive_new(lantern: Any, session: str, messages: list[Any]) -> None:
+    """Archive the turns of ``messages`` not yet in ``session``: turns before the first unknown one (by content
+    hash) are skipped, so a long conversation resent on every request is not re-summarized and re-embedded."""
+    from ..api import _session_name
+    from ..archive.chunk import chunk
+    from ..model import content_hash
+
+    msgs = lantern._messages(messages, "auto")[2]
+    turns = chunk(msgs, None)
+    start = len(turns)
+    for i, turn in enumerate(turns):
+        if lantern.store.db.execute("SELECT 1 FROM entries WHERE content_hash = ?",
+                                    (content_hash(_session_name(session, turn.session), turn.text),)).fetchone() is None:
+            start = i
+            break
+    new = [m for turn in turns[start:] for m in turn.messages]
+    if new:
+        lantern.archive(new, session=session)
+
+
+class _Forwarder:
+    """The chat-completions proxy's per-request work; memory work runs in the threadpool under the service lock."""
+
+    def __init__(self, service: MemoryService, upstream: str, timeout: float, strip_authorization: bool,
+                 upstream_key: str | None = None):
+        import httpx
+
+        self.upstream_key = upstream_key
+        self.service, self.upstream, self.strip_authorization = service, upstream.rstrip("/"), strip_authorization
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+        self.timeout = timeout
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    # ------------------------------------------------------------------ memory (sync, threadpool)
+    def prepare(self, session: str, messages: list[Message]) -> list[Message]:
+        """Detect (against the archive before this request), archive the request's new turns, and return the
+        messages to forward: with the recovered block injected when a compaction was detected."""
+        from ..compaction import detect
+
+        found, block = None, ""
+        with self.service._lock:
+            try:
+                lantern = self.service._open(create=True)
+            except Exception as e:  # noqa: BLE001 - memory must never fail the request
+                _note_failure("open", session, e)
+                return messages
+            try:
+                found = detect(lantern, session, messages)
+            except Exception as e:  # noqa: BLE001
+                _note_failure("detect", session, e)
+            try:
+                _archive_new(lantern, session, messages)
+            except Exception as e:  # noqa: BLE001
+                _note_failure("archive", session, e)
+            if found is not None:
+                try:
+                    block = found.recover(lantern).text
+                except Exception as e:  # noqa: BLE001
+                    _note_failure("recover", session, e)
+        if found is not None:
+            log.info("compaction (%s) in session %r: %d turns lost, %d chars recovered", found.reason, session,
+                     len(found.lost_entry_ids), len(block))
+        return _inject(messages, block) if block else messages
+
+    def archive_reply(self, session: str, messages: list[Message], reply: Message | None) -> None:
+        if not reply or not (reply.get("content") or reply.get("tool_calls")):
+            return
+        with self.service._lock:
+            try:
+                _archive_new(self.service._open(create=True), session, [*messages, reply])
+            except Exception as e:  # noqa: BLE001
+                _note_failure("archive reply", session, e)
+
+    # ------------------------------------------------------------------ HTTP
+    def url(self, rest: str, query: str) -> str:
+        return f"{self.upstream}/{rest.lstrip('/')}" + (f"?{query}" if query else "")
+
+    def upstream_error(self, e: Exception) -> JSONResponse:
+        import httpx
+
+        if isinstance(e, httpx.TimeoutException):
+            return JSONResponse({"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504)
+        return JSONResponse({"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502)
+
+    async def chat(self, request: Request) -> Any:
+        import json
+
+        import httpx
+        from fastapi.responses import Response, StreamingResponse
+        from starlette.concurrency import run_in_threadpool
+
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        messages = body.get("messages") if isinstance(body, dict) else None
+        session = request.headers.get(SESSION_HEADER) or "default"
+        headers = _request_headers(request, self.strip_authorization, keep_encoding=False, upstream_key=self.upstream_key)
+        if isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages):
+            sent = await run_in_threadpool(self.prepare, session, messages)
+            if sent is not messages:
+                raw = json.dumps({**body, "messages": sent}).encode()
+                headers["content-type"] = "application/json"
+        else:
+            messages = None  # not a chat request we understand: forward it untouched, archive nothing
+        stream = isinstance(body, dict) and body.get("stream") is True
+        req = self.client.build_request("POST", self.url("chat/completions", request.url.query), headers=headers, content=raw)
+        try:
+            resp = await self.client.send(req, stream=True)
+        except httpx.HTTPError as e:
+            return self.upstream_error(e)
+        if not stream or resp.status_code >= 400:
+            try:
+                content = await resp.aread()
+            except httpx.HTTPError as e:
+                await resp.aclose()
+                return self.upstream_error(e)
+            await resp.aclose()
+            if messages is not None and resp.status_code < 400:
+                try:
+                    reply = json.loads(content)["choices"][0]["message"]
+                except Exception:  # noqa: BLE001 - not the shape we know: archive nothing
+                    reply = None
+                if isinstance(reply, dict):
+                    await run_in_threadpool(self.archive_reply, session, messages, reply)
+            return Response(content, status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False))
+
+        async def relay():
+            parser = _SSEText()
+            try:
+                async for chunk in resp.aiter_bytes():
+                    parser.feed(chunk)
+                    yield chunk
+            except httpx.HTTPError as e:
+                _note_failure("upstream stream", session, e)
+            finally:
+                await resp.aclose()
+                if messages is not None and parser.text:
+                    await run_in_threadpool(self.archive_reply, session, messages,
+                                            {"role": "assistant", "content": parser.text})
+
+        return StreamingResponse(relay(), status_code=resp.status_code,
+                                 headers=_response_headers(resp.headers, keep_encoding=False))
+
+    async def passthrough(self, request: Request, rest: str) -> Any:
+        import httpx
+        from fastapi.responses import StreamingResponse
+
+        headers = _request_headers(request, self.strip_authorization, keep_encoding=True, upstream_key=self.upstream_key)
+        req = self.client.build_request(request.method, self.url(rest, request.url.query), headers=headers,
+                                        content=await request.body())
+        try:
+            resp = await self.client.send(req, stream=True)
+        except httpx.HTTPError as e:
+            return self.upstream_error(e)
+
+        async def relay():
+            try:
+                async for chunk in resp.aiter_raw():
+                    yield chunk
+            finally:
+                await resp.aclose()
+
+        return StreamingResponse(relay(), status_code=resp.status_code,
+                                 headers=_response_headers(resp.headers, keep_encoding=True))
+
+
+class _SSEText:
+    """Accumulates the assistant text of an OpenAI chat-completions SSE stream (``choices[0].delta.content``)."""
+
+    def __init__(self) -> None:
+        self.buffer, self.parts = b"", []
+
+    def feed(self, chunk: bytes) -> None:
+        import json
+
+        self.buffer += chunk
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if not data or data == b"[DONE]":
+                continue
+            try:
+                delta = json.loads(data)["choices"][0].get("delta") or {}
+            except Exception:  # noqa: BLE001 - a keep-alive or another shape: skip it
+                continue
+            if isinstance(delta.get("content"), str):
+                self.parts.append(delta["content"])
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _add_forwarding(app: FastAPI, service: MemoryService, upstream: str, timeout: float, *,
+                    strip_authorization: bool, upstream_key: str | None = None) -> None:
+    forwarder = _Forwarder(service, upstream, timeout, strip_authorization, upstream_key)
+    app.state.forwarder = forwarder
+
+    @app.post("/v1/chat/completions", tags=["proxy"], include_in_schema=True)
+    async def chat_completions(request: Request) -> Any:
+        """OpenAI chat completions, forwarded to the upstream: the request's turns are archived, a compaction
+        is detected and the recovered block injected as a system message; the reply (streamed or not) is archived.
+        Session: header ``X-Lantern-Session`` (default ``default``)."""
+        return await forwarder.chat(request)
+
+    @app.api_route("/v1/{rest:path}", methods=_PASS_METHODS, include_in_schema=False)
+    async def passthrough(request: Request, rest: str) -> Any:
+        if rest == "memory" or rest.startswith("memory/"):
+            raise HTTPException(404, "Not Found")  # ours: an unknown memory path is never sent upstream
+        return await forwarder.passthrough(request, rest)

@@ -1,0 +1,250 @@
+"""The OpenAI-compatible chat-completions proxy (integrations/proxy.py, ``lantern serve --upstream``): a REAL tiny
+OpenAI-compatible upstream (FastAPI under uvicorn on a loopback port, in a thread) that records what it receives,
+and the real proxy app (TestClient) over a real SQLite file and the real embedder."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sqlite3
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+uvicorn = pytest.importorskip("uvicorn")
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.responses import JSONResponse, StreamingResponse  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from lantern.integrations.proxy import build_app  # noqa: E402
+
+SSE_CHUNKS = [
+    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n',
+    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"The migration "}}]}\n\n',
+    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"ran on shard '
+    b'quokka-7."}}]}\n\n',
+    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def _upstream_app(received: list[dict]) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        raw = await request.body()
+        body = json.loads(raw)
+        received.append({"raw": raw, "body": body, "headers": dict(request.headers)})
+        if body.get("model") == "broken":
+            return JSONResponse({"error": {"message": "upstream exploded", "type": "server_error"}}, status_code=500)
+        if body.get("model") == "slow":
+            await asyncio.sleep(3)
+        if body.get("stream"):
+            async def gen():
+                for c in SSE_CHUNKS:
+                    yield c
+                    await asyncio.sleep(0.01)
+            return StreamingResponse(gen(), media_type="text/event-stream")
+        return {"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"),
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": f"reply to: {body['messages'][-1]['content'][:40]}"}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+    @app.get("/v1/models")
+    async def models(request: Request):
+        received.append({"path": "/v1/models", "query": str(request.url.query), "headers": dict(request.headers)})
+        return {"object": "list", "data": [{"id": "tiny-model", "object": "model"}]}
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    received: list[dict] = []
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(_upstream_app(received), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    yield f"http://127.0.0.1:{port}/v1", received
+    server.should_exit = True
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def proxy(tmp_path, upstream, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    url, received = upstream
+    received.clear()
+    with TestClient(build_app(tmp_path / "p.db", upstream=url, upstream_timeout=1.0), raise_server_exceptions=False) as c:
+        yield c, received
+
+
+def _entries(path) -> list[tuple[str, str]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT session, text FROM entries ORDER BY id").fetchall()
+
+
+def _long_conversation() -> list[dict]:
+    msgs = [{"role": "system", "content": "You are a helpful coding assistant."},
+            {"role": "user", "content": "Start postgres for the billing service."},
+            {"role": "assistant", "content": "Started it: docker run -p 5433:5432 postgres:16; billing db listens on port 5433."}]
+    for i in range(10):
+        msgs += [{"role": "user", "content": f"Refactor step {i}: split the invoice renderer module {i} into smaller functions."},
+                 {"role": "assistant", "content": f"Done with step {i}; renderer module {i} now has {i + 3} functions and tests pass."}]
+    return msgs
+
+
+def test_passthrough_of_a_normal_request(proxy, tmp_path):
+    client, received = proxy
+    payload = {"model": "tiny", "messages": [{"role": "system", "content": "Be brief."},
+                                             {"role": "user", "content": "Say hello to the billing team."}]}
+    raw = json.dumps(payload).encode()
+    r = client.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json",
+                                                                   "authorization": "Bearer sk-upstream-key"})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"].startswith("reply to: Say hello")
+    assert len(received) == 1 and received[0]["raw"] == raw  # forwarded byte for byte: nothing injected
+    assert received[0]["headers"]["authorization"] == "Bearer sk-upstream-key"
+    texts = [t for s, t in _entries(tmp_path / "p.db")]
+    assert any("Say hello to the billing team." in t and "reply to: Say hello" in t for t in texts)  # reply archived
+    assert all(s == "default" for s, _ in _entries(tmp_path / "p.db"))
+    # the memory API still works beside the proxy, and unknown memory paths are not sent upstream
+    assert client.get("/v1/memory/stats").json()["entries"] >= 2
+    assert client.get("/v1/memory/nope").status_code == 404 and len(received) == 1
+
+
+def test_compaction_injects_the_lost_port(proxy, tmp_path):
+    client, received = proxy
+    headers = {"X-Lantern-Session": "billing-42"}
+    conv = _long_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": conv}, headers=headers)
+    assert r.status_code == 200
+    assert received[0]["body"]["messages"] == conv  # growing conversation: nothing injected
+    conv.append(r.json()["choices"][0]["message"])
+    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
+               "of context. Summary: the user set up the billing database and refactored the invoice renderer."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
+    assert r.status_code == 200, r.text
+    sent = received[1]["body"]["messages"]
+    assert len(sent) == len(compacted) + 1 and sent[0] == summary and sent[2:] == compacted[1:]
+    assert sent[1]["role"] == "system" and "5433" in sent[1]["content"]
+    assert "step 9" not in sent[1]["content"]  # turns still live are never re-injected
+    assert {s for s, _ in _entries(tmp_path / "p.db")} == {"billing-42"}
+
+
+def test_streaming_bytes_unchanged_and_reply_archived(proxy, tmp_path):
+    client, received = proxy
+    payload = {"model": "tiny", "stream": True,
+               "messages": [{"role": "user", "content": "Run the migration on the staging shard."}]}
+    with client.stream("POST", "/v1/chat/completions", json=payload, headers={"X-Lantern-Session": "mig"}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        body = b"".join(r.iter_raw())
+    assert body == b"".join(SSE_CHUNKS)
+    assert received[0]["body"]["stream"] is True
+    texts = [t for s, t in _entries(tmp_path / "p.db") if s == "mig"]
+    assert any("Run the migration" in t and "The migration ran on shard quokka-7." in t for t in texts)
+
+
+def test_upstream_error_and_timeout_passed_back(proxy, tmp_path):
+    client, received = proxy
+    msgs = [{"role": "user", "content": "hello"}]
+    r = client.post("/v1/chat/completions", json={"model": "broken", "messages": msgs})
+    assert r.status_code == 500 and r.json() == {"error": {"message": "upstream exploded", "type": "server_error"}}
+    r = client.post("/v1/chat/completions", json={"model": "broken", "stream": True, "messages": msgs})
+    assert r.status_code == 500 and r.json()["error"]["message"] == "upstream exploded"
+    t0 = time.monotonic()
+    r = client.post("/v1/chat/completions", json={"model": "slow", "messages": msgs})
+    assert r.status_code == 504 and "timed out" in r.json()["error"] and time.monotonic() - t0 < 2.5
+
+
+def test_other_paths_passed_through(proxy):
+    client, received = proxy
+    r = client.get("/v1/models?limit=5", headers={"authorization": "Bearer sk-x"})
+    assert r.status_code == 200 and r.json()["data"][0]["id"] == "tiny-model"
+    assert received[-1]["path"] == "/v1/models" and received[-1]["query"] == "limit=5"
+    assert received[-1]["headers"]["authorization"] == "Bearer sk-x"
+    assert client.get("/v1/not-there").status_code == 404  # the upstream's own 404
+
+
+def test_archive_failure_never_fails_the_request(proxy, tmp_path, monkeypatch):
+    client, received = proxy
+    import lantern.integrations.proxy as proxy_module
+
+    def broken(*a, **k):
+        raise RuntimeError("secret text: port 5433 must not reach the log")
+
+    monkeypatch.setattr(proxy_module, "_archive_new", broken)
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi there"}]})
+    assert r.status_code == 200 and len(received) == 1
+    logged = (tmp_path / "home" / ".lantern" / "logs" / "proxy.log").read_text()
+    assert "archive failed" in logged and "RuntimeError" in logged and "5433" not in logged and "hi there" not in logged
+
+
+def test_no_upstream_no_forwarding(tmp_path):
+    with TestClient(build_app(tmp_path / "x.db"), raise_server_exceptions=False) as c:
+        assert c.post("/v1/chat/completions", json={"model": "m", "messages": []}).status_code == 404
+
+
+def test_token_is_ours_and_upstream_key_is_sent(tmp_path, upstream, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    url, received = upstream
+    received.clear()
+    app = build_app(tmp_path / "t.db", token="proxy-token", upstream=url, upstream_key="sk-upstream")
+    with TestClient(app, raise_server_exceptions=False) as c:
+        assert c.get("/v1/models").status_code == 401 and not received  # no token: never forwarded
+        r = c.get("/v1/models", headers={"authorization": "Bearer proxy-token"})
+        assert r.status_code == 200 and received[-1]["headers"]["authorization"] == "Bearer sk-upstream"
+
+
+def test_real_lantern_serve_upstream_on_loopback(tmp_path, upstream):
+    """`lantern serve --upstream URL` as a real process on a loopback port, streaming through a real socket."""
+    import os
+    import subprocess
+    import sys
+
+    import httpx
+
+    url, received = upstream
+    received.clear()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    env.pop("LANTERN_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "r.db"), "serve", "--port", str(port),
+                             "--upstream", url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}/v1"  # what a client puts in OPENAI_BASE_URL
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                httpx.get(base + "/models", timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.1)
+        payload = {"model": "tiny", "stream": True, "messages": [{"role": "user", "content": "Migrate staging."}]}
+        with httpx.stream("POST", base + "/chat/completions", json=payload, timeout=30) as r:
+            assert r.status_code == 200
+            assert b"".join(r.iter_raw()) == b"".join(SSE_CHUNKS)
+        assert received[-1]["body"]["messages"] == payload["messages"]
+        r = httpx.post(base + "/memory/search", json={"query": "quokka shard migration", "k": 1}, timeout=30)
+        assert "quokka-7" in r.json()["hits"][0]["summary"] or "quokka" in httpx.post(
+            base + "/memory/recover", json={"query": "which shard", "budget": 2000}, timeout=30).json()["text"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
