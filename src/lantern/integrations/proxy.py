@@ -143,17 +143,11 @@ def build_app(
     async def _no_db(request: Request, e: NoDatabaseError) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=404)
 
-    @app.exception_handler(LanternError)
-    async def _lantern(request: Request, e: LanternError) -> JSONResponse:
+    async def _bad_input(request: Request, e: Exception) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=400)
 
-    @app.exception_handler(ValueError)
-    async def _value(request: Request, e: ValueError) -> JSONResponse:
-        return JSONResponse({"error": str(e)}, status_code=400)
-
-    @app.exception_handler(TypeError)
-    async def _type(request: Request, e: TypeError) -> JSONResponse:
-        return JSONResponse({"error": str(e)}, status_code=400)
+    for bad_input in (LanternError, ValueError, TypeError):  # the caller's input, said in one line
+        app.add_exception_handler(bad_input, _bad_input)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, e: Exception) -> JSONResponse:
