@@ -759,43 +759,30 @@ def redact_text(text: str, policy: RedactionPolicy) -> tuple[str, int]:
     return text, n
 
 
+def _redact_each(items: Sequence, get: Callable, rebuild: Callable, policy: RedactionPolicy) -> tuple[list, int]:
+    """``items`` with the text ``get(item)`` of each redacted; an item is rebuilt only when something was found."""
+    out, total = [], 0
+    for item in items:
+        value, n = redact_text(get(item) or "", policy)
+        total += n
+        out.append(rebuild(item, value) if n else item)
+    return out, total
+
+
 def redact_messages(messages: Sequence[Message], policy: RedactionPolicy) -> tuple[list[Message], int]:
     """Every message with its text, tool-call arguments, tool results and file list redacted (``redact_text``).
     Unchanged messages are returned as they are; changed ones are copies. Returns (messages, total count)."""
     out: list[Message] = []
     total = 0
     for m in messages:
-        changed = False
-        text, n = redact_text(m.text or "", policy)
-        total += n
-        changed |= n > 0
-        calls = m.tool_calls
-        if calls:
-            new_calls = []
-            for c in calls:
-                args, k = redact_text(c.arguments or "", policy)
-                total += k
-                changed |= k > 0
-                new_calls.append(ToolCall(c.name, args, c.id) if k else c)
-            calls = new_calls
-        results = m.tool_results
-        if results:
-            new_results = []
-            for r in results:
-                content, k = redact_text(r.content or "", policy)
-                total += k
-                changed |= k > 0
-                new_results.append(ToolResult(content, r.call_id, r.name) if k else r)
-            results = new_results
-        files = m.files
-        if files:
-            new_files = []
-            for f in files:
-                path, k = redact_text(f, policy)
-                total += k
-                changed |= k > 0
-                if path:
-                    new_files.append(path)
-            files = new_files
+        text, n_text = redact_text(m.text or "", policy)
+        calls, n_calls = _redact_each(m.tool_calls, lambda c: c.arguments, lambda c, v: ToolCall(c.name, v, c.id), policy)
+        results, n_results = _redact_each(
+            m.tool_results, lambda r: r.content, lambda r, v: ToolResult(v, r.call_id, r.name), policy
+        )
+        files, n_files = _redact_each(m.files, lambda f: f, lambda f, v: v, policy)
+        files = [f for f in files if f]
+        changed = n_text + n_calls + n_results + n_files
+        total += changed
         out.append(replace(m, text=text, tool_calls=calls, tool_results=results, files=files) if changed else m)
     return out, total
