@@ -24,6 +24,21 @@ EXCERPT = REPO / "src" / "lantern" / "data" / "demo" / "aider-chat-excerpt.md"
 VENV_BIN = Path(sys.executable).parent
 
 
+def begin(ap, width: int):
+    """The common start of a benchmark: adds ``--excerpt`` to the parser ``ap``, parses the arguments, prints the
+    machine, starts the CPU meter and loads the aider turns. Returns (args, console, meter, label, turns, markdown)."""
+    from rich.console import Console
+
+    ap.add_argument("--excerpt", action="store_true", help="use the shipped demo excerpt even if ../shared/data exists")
+    args = ap.parse_args()
+    console = Console(width=width)
+    print_machine(console)
+    meter = CpuMeter()
+    source, label = aider_source(args.excerpt)
+    turns, markdown = load_turns(source)
+    return args, console, meter, label, turns, markdown
+
+
 def aider_source(force_excerpt: bool = False) -> tuple[Path, str]:
     """The aider chat log to benchmark on: ../shared/data's full log when present, else the shipped excerpt.
     Returns (path, label)."""

@@ -26,11 +26,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CpuMeter, aider_source, load_turns, markdown_prefix, pct, print_machine  # noqa: E402
+from _common import begin, markdown_prefix, pct  # noqa: E402
 
 from lantern.api import Lantern, _clean  # noqa: E402
 from lantern.archive.chunk import chunk  # noqa: E402
@@ -69,14 +68,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=500, help="turns archived one call each (default 500)")
     ap.add_argument("--ingest-turns", type=int, default=2000, help="turns of the transcript given to ingest (default 2000)")
     ap.add_argument("--warmup", type=int, default=20, help="turns archived on a scratch database first (default 20)")
-    ap.add_argument("--excerpt", action="store_true", help="use the shipped demo excerpt even if ../shared/data exists")
-    args = ap.parse_args()
-
-    console = Console(width=120)
-    print_machine(console)
-    meter = CpuMeter()
-    source, label = aider_source(args.excerpt)
-    all_turns, markdown = load_turns(source)
+    args, console, meter, label, all_turns, markdown = begin(ap, width=120)
     # the measured turns: the first --turns of the log; a short log is cycled under new session names
     work = [(t, "bench" if i < len(all_turns) else f"bench~{i // len(all_turns)}")
             for i, t in ((i, all_turns[i % len(all_turns)]) for i in range(args.turns))]

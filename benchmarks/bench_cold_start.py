@@ -23,11 +23,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CpuMeter, VENV_BIN, Pool, aider_source, clean_pool, fill_store, load_turns, pct, print_machine, user_text  # noqa: E402
+from _common import begin, clean_pool, fill_store, pct, Pool, user_text, VENV_BIN  # noqa: E402
 
 TARGET_S = 1.0
 
@@ -66,14 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10, help="timed runs per command (default 10)")
     ap.add_argument("--entries", type=int, default=1000, help="entries in the prepared database (default 1000)")
-    ap.add_argument("--excerpt", action="store_true", help="use the shipped demo excerpt even if ../shared/data exists")
-    args = ap.parse_args()
-
-    console = Console(width=120)
-    print_machine(console)
-    meter = CpuMeter()
-    source, label = aider_source(args.excerpt)
-    turns, _ = load_turns(source)
+    args, console, meter, label, turns, _ = begin(ap, width=120)
     python, lantern_bin = str(VENV_BIN / "python"), str(VENV_BIN / "lantern")
     env = {k: v for k, v in os.environ.items() if k != "LANTERN_DB"}
 

@@ -34,11 +34,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CpuMeter, Pool, aider_source, clean_pool, fill_store, load_turns, pct, print_machine, user_text  # noqa: E402
+from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa: E402
 
 from lantern.api import Lantern  # noqa: E402
 from lantern.embed import MiniLMEmbedder  # noqa: E402
@@ -117,16 +116,9 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=2000, help="real turns embedded once to fill the store (default 2000)")
     ap.add_argument("--sigma", type=float, default=0.02, help="noise per vector component of copies (default 0.02)")
     ap.add_argument("--repeat", type=int, default=2, help="times each query is run per size (default 2)")
-    ap.add_argument("--excerpt", action="store_true", help="use the shipped demo excerpt even if ../shared/data exists")
     ap.add_argument("--profile", action="store_true", help="also cProfile the queries at the largest size")
-    args = ap.parse_args()
+    args, console, meter, label, turns, _ = begin(ap, width=140)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-
-    console = Console(width=140)
-    print_machine(console)
-    meter = CpuMeter()
-    source, label = aider_source(args.excerpt)
-    turns, _ = load_turns(source)
     n_pool = min(args.pool, int(len(turns) * 0.8))
     query_pool = [q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3]
     queries = list(dict.fromkeys(query_pool))[: args.queries]

@@ -27,11 +27,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CpuMeter, REPO, aider_source, load_turns, pct, print_machine  # noqa: E402
+from _common import begin, pct, REPO  # noqa: E402
 
 from lantern.api import Lantern  # noqa: E402
 from lantern.archive.chunk import chunk  # noqa: E402
@@ -75,14 +74,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--archive-turns", type=int, default=300, help="turns archived one call each as the baseline (default 300)")
     ap.add_argument("--repeat", type=int, default=3, help="passes over every turn; the fastest per turn is kept (default 3)")
-    ap.add_argument("--excerpt", action="store_true", help="use the shipped demo excerpt even if ../shared/data exists")
-    args = ap.parse_args()
-
-    console = Console(width=130)
-    print_machine(console)
-    meter = CpuMeter()
-    source, label = aider_source(args.excerpt)
-    turns, _ = load_turns(source)
+    args, console, meter, label, turns, _ = begin(ap, width=130)
     chars = np.array([sum(len(f) for f in fields(t)) for t in turns], dtype=np.float64)
     console.print(f"data: {label}: {len(turns):,} turns, mean {chars.mean():,.0f} / median {np.median(chars):,.0f} / "
                   f"max {chars.max():,.0f} characters of text per turn")
