@@ -210,14 +210,20 @@ class Lantern:
             else:
                 raise TypeError(f"exclude items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}")
         ids = [i for i in ids if -(2**63) <= i < 2**63]  # larger ids cannot exist in SQLite
+        return ids, self.live_text(messages)
+
+    def live_text(self, messages: Sequence[Message | dict]) -> str:
+        """The live context (Message objects and/or message dicts) rendered as archived turns are — cleaned,
+        redacted, chunked — with whitespace collapsed. An archived entry whose whitespace-collapsed text lies
+        inside it is still live (never re-injected; compaction.detect counts it present). Empty for no messages."""
         if not messages:
-            return ids, ""
+            return ""
         objects = [_clean(m) for m in messages if isinstance(m, Message)]
         dicts = [m for m in messages if isinstance(m, dict)]
         msgs = redact_messages(objects, self.redaction)[0] if objects else []
         if dicts:
             msgs += self._messages(dicts, "auto")[2]  # parsed and redacted like archived input
-        return ids, "\n".join(turn.text for turn in chunk(msgs, None))
+        return pipeline.normalize_space("\n".join(turn.text for turn in chunk(msgs, None)))
 
     # ------------------------------------------------------------------ maintenance
     def forget(self, *, entry: int | None = None, session: str | None = None, vacuum: bool = True) -> int:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .archive.chunk import chunk
+from .recover.pipeline import normalize_space
 from .model import Recovery
 
 DROP_RATIO = 0.5  # ours
@@ -84,18 +84,6 @@ def is_summary(m: Any) -> bool:
     return m.get("role") in ("system", "user", "developer") and bool(_SUMMARY_START.match(text))
 
 
-def _normalize(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _live_text(lantern: Any, messages: list[Any]) -> str:
-    """The live context as the archive sees it: parsed, redacted, chunked into turns (as ``recover``'s exclude)."""
-    if not messages:
-        return ""
-    msgs = lantern._messages(messages, "auto")[2]
-    return _normalize("\n".join(t.text for t in chunk(msgs, None)))
-
-
 def _query(messages: list[Any], summary: str | None) -> str:
     last_user = next((message_text(m) for m in reversed(messages)
                       if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip()), "")
@@ -113,17 +101,15 @@ def detect(lantern: Any, session: str | None, messages: list[Any]) -> Compaction
     session = session or DEFAULT_SESSION
     messages = list(messages or [])
     summary = next((message_text(m) for m in messages if is_summary(m)), None)
-    rows = lantern.store.db.execute(
-        "SELECT id, turn, text FROM entries WHERE session = ? ORDER BY turn", (session,)
-    ).fetchall()
+    rows = lantern.store.session_turns(session)
     lost: list[int] = []
     reason: str | None = None
     if rows:
-        live = _live_text(lantern, messages)
+        live = lantern.live_text(messages)
         present_turns = []
         lost_rows = []
         for entry_id, turn, text in rows:
-            if _normalize(text) in live:
+            if normalize_space(text) in live:
                 present_turns.append(turn)
             else:
                 lost_rows.append((entry_id, turn))

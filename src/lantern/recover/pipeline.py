@@ -28,7 +28,8 @@ from .pack import pack
 DUPLICATE_COSINE = 0.98  # a candidate this close to one already packed adds nothing (ours)
 
 
-def _normalize(text: str) -> str:
+def normalize_space(text: str) -> str:
+    """Whitespace runs collapsed to one space: how archived texts are compared with the live context."""
     return " ".join(text.split())
 
 
@@ -67,10 +68,10 @@ def rank(
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, terms, allowed, n)
     pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
-    live = _normalize(live_text) if live_text else ""
+    live = live_text  # already whitespace-normalized (Lantern.live_text)
     # candidates carry their summary; the full text is read here only to test it against the live context
     entries = store.entries(index.ids[pool].tolist(), text=bool(live), tags=False)
-    excluded = {i for i, e in entries.items() if live and _normalize(e.text) in live}
+    excluded = {i for i, e in entries.items() if live and normalize_space(e.text) in live}
     if excluded:
         pool = np.asarray([p for p in pool if int(index.ids[p]) not in excluded], np.int64)
     if "importance" in enabled:

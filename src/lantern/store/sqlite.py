@@ -329,6 +329,10 @@ class Store:
         """(id, confidence, success, access_count) of every entry, in id order."""
         return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
 
+    def session_turns(self, session: str) -> list[tuple[int, int, str]]:
+        """(id, turn, text) of every entry of one session, in turn order."""
+        return self.db.execute("SELECT id, turn, text FROM entries WHERE session = ? ORDER BY turn", (session,)).fetchall()
+
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
 
