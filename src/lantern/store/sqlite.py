@@ -299,9 +299,8 @@ class Store:
         ``Entry.text`` empty / ``Entry.tags`` empty: the read path ranks on summaries and fetches full texts only
         for what it packs."""
         ids = list(ids)
-        columns = _ENTRY_COLUMNS.replace(", text,", ", text," if text else ", '',").replace(
-            ", tags,", ", tags," if tags else ", '[]',"
-        )
+        chosen = {"text": "text" if text else "''", "tags": "tags" if tags else "'[]'"}  # empty stand-ins when skipped
+        columns = ", ".join(chosen.get(c, c) for c in _ENTRY_COLUMNS.split(", "))
         out: dict[int, Entry] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
