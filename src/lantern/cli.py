@@ -8,6 +8,7 @@
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
+    lantern hook claude-code  /  lantern install claude-code [--user]      -> lantern.integrations.claude_code
 
 Heavy imports (numpy, onnxruntime) happen inside the commands, so ``lantern --help`` stays instant.
 """
@@ -316,6 +317,41 @@ def eval_(
         head = results["systems"].get("lantern", next(iter(results["systems"].values())))["overall"]
         typer.echo(f"{head['n']} lost facts; lantern recovered {100 * head['recovered']:.1f}%, recall@10 {head['recall@10']:.3f}")
         typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+
+    _guard(run)
+
+
+hook_app = typer.Typer(no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON).")
+install_app = typer.Typer(no_args_is_help=True, help="Install Lantern's hooks into an agent's settings.")
+app.add_typer(hook_app, name="hook")
+app.add_typer(install_app, name="install")
+
+
+@hook_app.command("claude-code")
+def hook_claude_code() -> None:
+    """Claude Code hook: reads the hook JSON on stdin; archives on PreCompact/Stop, injects recovered turns on
+    SessionStart(compact) and back-referencing prompts. Always exits 0 (errors go to ~/.lantern/logs/)."""
+    from .integrations.claude_code import main as hook_main
+
+    raise typer.Exit(hook_main(state.db))
+
+
+@install_app.command("claude-code")
+def install_claude_code(
+    user: bool = typer.Option(False, "--user", help="~/.claude/settings.json instead of the project's."),
+    project: bool = typer.Option(False, "--project", help=".claude/settings.json of the current directory (default)."),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
+) -> None:
+    """Write Lantern's hooks into Claude Code's settings.json, merged with the hooks already there."""
+    from .integrations.claude_code_settings import install
+
+    if user and project:
+        _fail("give at most one of --project or --user")
+
+    def run():
+        path, changed = install("user" if user else "project", uninstall=uninstall, db=state.db)
+        verb = "removed from" if uninstall else "installed in"
+        print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
 
     _guard(run)
 

@@ -18,13 +18,14 @@ from lantern.errors import TranscriptFormatError
 
 from .aider import parse_aider
 from .anthropic import parse_anthropic
+from .claude_code import is_claude_code, parse_claude_code
 from .jsonl import ParseResult, clean_text, decode, load_json, message_items, parse_jsonl, read_source
 from .locomo import is_locomo_sample, parse_locomo
 from .openai import parse_openai
 
 __all__ = [
     "FORMATS", "ParseResult", "clean_text", "detect_format", "parse",
-    "parse_aider", "parse_anthropic", "parse_jsonl", "parse_locomo", "parse_openai",
+    "parse_aider", "parse_anthropic", "parse_claude_code", "parse_jsonl", "parse_locomo", "parse_openai",
 ]
 
 FORMATS: dict[str, Callable[..., ParseResult]] = {
@@ -33,6 +34,7 @@ FORMATS: dict[str, Callable[..., ParseResult]] = {
     "jsonl": parse_jsonl,
     "aider": parse_aider,
     "locomo": parse_locomo,
+    "claude-code": parse_claude_code,
 }
 
 _AIDER = re.compile(r"^(?:# aider chat started at |#### )", re.M)
@@ -58,6 +60,8 @@ def detect_format(data: Any) -> str:
         data = load_json(data)[0]
     if is_locomo_sample(data) or (isinstance(data, list) and data and is_locomo_sample(data[0])):
         return "locomo"
+    if is_claude_code(data):
+        return "claude-code"
     items, _ = message_items(data)
     text_parts = False
     for _, m in items:

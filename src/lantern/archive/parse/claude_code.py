@@ -1,0 +1,320 @@
+"""Claude Code session transcripts: ``~/.claude/projects/<project>/<session-id>.jsonl``, one record per line.
+
+The shape (checked against public reverse-engineered references of the format; Anthropic publishes no schema):
+
+- ``{"type": "user" | "assistant", "uuid", "parentUuid", "sessionId", "timestamp", "cwd", "isSidechain",
+  "message": {"role", "content": str | [blocks], "id" (assistant)}}``. Blocks are the Anthropic ones: ``text``,
+  ``thinking``, ``tool_use`` {id, name, input}, ``tool_result`` {tool_use_id, content, is_error} (in ``user``
+  records), ``image`` {source: {type: base64, media_type, data}}.
+- Streaming: one assistant API message is written as several records that share ``message.id`` (one content
+  block each: thinking, text, tool_use ...), and a record may be written again with the same ``uuid``.
+- ``{"type": "system", "subtype": "compact_boundary", "compactMetadata": {"trigger", "preTokens"}}`` marks a
+  compaction; the next ``user`` record with ``"isCompactSummary": true`` holds the summary ("This session is
+  being continued from a previous conversation ..."). The old lines stay in the file.
+- Other records (``summary``, ``file-history-snapshot``, ``queue-operation``, ``attachment``, other ``system``
+  subtypes such as ``turn_duration`` or ``api_error``) are Claude Code's bookkeeping, not conversation.
+
+How we archive it (our choices; the paper does not cover this format):
+
+- ``user`` text -> a user message; ``tool_result`` blocks -> a ``tool`` message (tool name from the matching
+  ``tool_use``, ``meta["is_error"]`` when any result is an error); ``assistant`` records -> one assistant message
+  per ``message.id`` (streamed pieces merged, an identical repeated block or a repeated ``uuid`` kept once);
+  ``thinking`` blocks dropped; images -> ``[image image/png]`` (never their base64 data).
+- **Sidechains** (``isSidechain: true``, a subagent's own conversation) are archived as a sub-session
+  ``sidechain-<agentId>`` (``<session>/sidechain-<agentId>`` in the store): they stay searchable and a
+  session-scoped recovery still sees them, but they never merge into the main conversation's turns.
+- **Compact summaries** are not archived (the turns they summarize are); they are returned in
+  ``ClaudeCodeTranscript.summaries`` with the position in ``messages`` where they stand, and compact boundaries
+  in ``boundaries``. ``isMeta`` user records (command caveats Claude Code writes for itself) and bookkeeping
+  records are ignored without a warning.
+- Message ``meta``: ``uuid`` and ``cwd`` of the record.
+- A line that is not JSON, not an object, or a ``user``/``assistant`` record without a ``message`` object is
+  skipped, counted, and named by its line in ``warnings``. A document with no Claude Code record at all raises
+  ``TranscriptFormatError`` naming the first line and the field ``type``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from lantern.errors import TranscriptFormatError
+from lantern.model import Message, ToolCall, ToolResult
+
+from .jsonl import ParseResult, clean_text, decode, dumps, parse_time, read_source
+
+__all__ = ["ClaudeCodeTranscript", "CompactSummary", "is_claude_code", "parse_claude_code", "read_claude_code",
+           "SUMMARY_PREFIX"]
+
+SUMMARY_PREFIX = "this session is being continued from a previous conversation"
+_MESSAGE_TYPES = ("user", "assistant")
+_BOOKKEEPING = {"summary", "file-history-snapshot", "queue-operation", "custom-title", "attachment", "progress",
+                "system", "last-prompt", "tag", "agent-name", "pr-link", "mode"}
+
+
+@dataclass
+class CompactSummary:
+    """A compaction summary found in the transcript: its ``text``, its 1-based ``line``, and ``position``, the
+    index in ``ClaudeCodeTranscript.messages`` of the first message after it (the live context after that
+    compaction is the summary plus ``messages[position:]``)."""
+
+    text: str
+    line: int
+    position: int
+
+
+@dataclass
+class ClaudeCodeTranscript:
+    """A parsed Claude Code transcript (or a slice of one): ``messages`` of the main conversation and
+    ``sidechain`` messages of subagents (``Message.session`` set), ``summaries`` and
+    ``boundaries`` (``(line, position, trigger)``) of compactions, ``skipped``/``warnings`` for bad lines,
+    ``records`` the number of JSON records read, and ``session_id`` / ``cwd`` of the last record carrying them."""
+
+    messages: list[Message] = field(default_factory=list)
+    sidechain: list[Message] = field(default_factory=list)
+    summaries: list[CompactSummary] = field(default_factory=list)
+    boundaries: list[tuple[int, int, str | None]] = field(default_factory=list)
+    skipped: int = 0
+    warnings: list[str] = field(default_factory=list)
+    records: int = 0
+    claude_records: int = 0
+    session_id: str | None = None
+    cwd: str | None = None
+
+    def skip(self, why: str) -> None:
+        self.skipped += 1
+        self.warnings.append(why)
+
+    def to_archive(self) -> list[Message]:
+        """The messages to archive: the main conversation, then the sidechains (so a subagent's records never
+        split a main turn), each without messages left empty (a thinking-only piece)."""
+        return [m for m in self.messages + self.sidechain if m.text.strip() or m.tool_calls or m.tool_results]
+
+    def last_user_text(self) -> str:
+        """The text of the last user message that the user typed (not a tool result, not a summary)."""
+        for m in reversed(self.messages):
+            if m.role == "user" and m.text.strip():
+                return m.text
+        return ""
+
+
+def is_claude_code(data: Any) -> bool:
+    """Whether loaded JSON (a record list or one record) looks like a Claude Code transcript: some record of
+    type ``user``/``assistant`` has a ``message`` object and one of ``uuid``/``parentUuid``/``sessionId``, or a
+    ``system`` record is a ``compact_boundary``."""
+    items = data if isinstance(data, list) else [data]
+    for rec in items[:200]:
+        if not isinstance(rec, dict):
+            continue
+        if rec.get("type") in _MESSAGE_TYPES and isinstance(rec.get("message"), dict) and (
+            "uuid" in rec or "parentUuid" in rec or "sessionId" in rec
+        ):
+            return True
+        if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
+            return True
+    return False
+
+
+def _block_text(block: Any) -> str | None:
+    """Text of a content block that is neither a tool block nor thinking; None to drop it."""
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, dict):
+        return dumps(block)
+    kind = block.get("type")
+    if kind == "text":
+        return block.get("text") if isinstance(block.get("text"), str) else ""
+    if kind in ("thinking", "redacted_thinking"):
+        return None
+    if kind in ("image", "document"):
+        source = block.get("source") if isinstance(block.get("source"), dict) else {}
+        media = source.get("media_type") if isinstance(source.get("media_type"), str) else ""
+        return f"[{kind} {media}]".replace(" ]", "]")
+    return dumps(block)  # an unknown block is kept as JSON, never dropped
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(t for t in (_block_text(b) for b in content) if t)
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else dumps(content)
+
+
+class _Reader:
+    """Turns records into messages; keeps the state that spans records (tool names, streamed message ids)."""
+
+    def __init__(self, out: ClaudeCodeTranscript):
+        self.out = out
+        self.tool_names: dict[str, str] = {}
+        self.uuids: set[str] = set()
+        self.by_message_id: dict[str, tuple[Message, set[str]]] = {}
+
+    def record(self, rec: Any, line: int) -> None:
+        out = self.out
+        if not isinstance(rec, dict):
+            out.skip(f"line {line}: not a JSON object; skipped")
+            return
+        out.records += 1
+        kind = rec.get("type")
+        if isinstance(rec.get("sessionId"), str):
+            out.session_id = rec["sessionId"]
+        if isinstance(rec.get("cwd"), str):
+            out.cwd = rec["cwd"]
+        if kind == "system" and rec.get("subtype") == "compact_boundary":
+            out.claude_records += 1
+            meta = rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
+            trigger = meta.get("trigger") if isinstance(meta.get("trigger"), str) else None
+            out.boundaries.append((line, len(out.messages), trigger))
+            return
+        if kind not in _MESSAGE_TYPES:
+            if kind in _BOOKKEEPING:
+                out.claude_records += 1
+            elif not isinstance(kind, str):
+                out.skip(f"line {line}: missing field 'type'; skipped")
+            return  # an unknown record type of a newer Claude Code: not conversation
+        out.claude_records += 1
+        message = rec.get("message")
+        if not isinstance(message, dict):
+            out.skip(f"line {line}: field 'message' missing or not an object; skipped")
+            return
+        uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
+        if uuid is not None:
+            if uuid in self.uuids:
+                return  # the same record written again
+            self.uuids.add(uuid)
+        if rec.get("isMeta") is True:
+            return
+        when = parse_time(rec.get("timestamp"))
+        meta = {k: v for k, v in (("uuid", uuid), ("cwd", rec.get("cwd"))) if isinstance(v, str)}
+        session = None
+        if rec.get("isSidechain") is True:
+            agent = rec.get("agentId") if isinstance(rec.get("agentId"), str) else ""
+            session = clean_text(f"sidechain-{agent}" if agent else "sidechain")
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content] if content is not None else []
+        if kind == "assistant":
+            self._assistant(message, blocks, when, meta, session, line)
+        else:
+            self._user(rec, blocks, when, meta, session, line)
+
+    def _list(self, session: str | None) -> list[Message]:
+        return self.out.sidechain if session is not None else self.out.messages
+
+    def _assistant(self, message: dict, blocks: list, when, meta: dict, session, line: int) -> None:
+        mid = message.get("id") if isinstance(message.get("id"), str) else None
+        if mid is not None and mid in self.by_message_id:
+            target, seen = self.by_message_id[mid]
+        else:
+            target, seen = Message(role="assistant", time=when, meta=meta, session=session), set()
+        added = False
+        for b in blocks:
+            key = json.dumps(b, sort_keys=True, default=str)
+            if key in seen:
+                continue  # a streamed block written twice
+            seen.add(key)
+            if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use"):
+                call_id = b.get("id") if isinstance(b.get("id"), str) else None
+                name = clean_text(b.get("name")) if isinstance(b.get("name"), str) else ""
+                target.tool_calls.append(ToolCall(name=name, arguments=clean_text(dumps(b.get("input", {}))), id=call_id))
+                if call_id and name:
+                    self.tool_names[call_id] = name
+                added = True
+            else:
+                text = _block_text(b)
+                if text and text.strip():
+                    target.text = clean_text(f"{target.text}\n{text}" if target.text else text)
+                    added = True
+        if mid is not None and mid in self.by_message_id:
+            return
+        if added:
+            self._list(session).append(target)
+            if mid is not None:
+                self.by_message_id[mid] = (target, seen)
+        elif not any(isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking") for b in blocks):
+            self.out.skip(f"line {line}: assistant record with empty content; skipped")
+        elif mid is not None:  # a thinking-only piece: later pieces of the same message still merge
+            self.by_message_id[mid] = (target, seen)
+            self._list(session).append(target)
+
+    def _user(self, rec: dict, blocks: list, when, meta: dict, session, line: int) -> None:
+        results: list[ToolResult] = []
+        texts: list[str] = []
+        is_error = False
+        for b in blocks:
+            if isinstance(b, dict) and b.get("type") == "tool_result":
+                call_id = b.get("tool_use_id") if isinstance(b.get("tool_use_id"), str) else None
+                results.append(ToolResult(content=clean_text(_result_text(b.get("content"))), call_id=call_id,
+                                          name=self.tool_names.get(call_id or "")))
+                is_error = is_error or b.get("is_error") is True
+            else:
+                text = _block_text(b)
+                if text:
+                    texts.append(text)
+        text = clean_text("\n".join(t for t in texts if t))
+        if rec.get("isCompactSummary") is True or (not results and text.lstrip()[:200].lower().startswith(SUMMARY_PREFIX)):
+            self.out.summaries.append(CompactSummary(text=text, line=line, position=len(self.out.messages)))
+            return
+        if results:
+            self._list(session).append(Message(role="tool", tool_results=results, time=when,
+                                             meta={**meta, "is_error": True} if is_error else dict(meta), session=session))
+        if text.strip():
+            self._list(session).append(Message(role="user", text=text, time=when, meta=meta, session=session))
+        elif not results:
+            self.out.skip(f"line {line}: user record with empty content; skipped")
+
+
+def read_claude_code(text: str, first_line: int = 1, source: str | None = None, *, strict: bool = True) -> ClaudeCodeTranscript:
+    """Parse Claude Code JSONL ``text`` (a whole file or a slice starting at 1-based line ``first_line``) into a
+    ``ClaudeCodeTranscript``. Bad lines are skipped and counted (``warnings`` name their line). With ``strict``,
+    text holding JSON records but none of Claude Code's raises ``TranscriptFormatError`` (line of the first
+    record, field ``type``); an empty slice is never an error."""
+    out = ClaudeCodeTranscript()
+    reader = _Reader(out)
+    first_record_line = None
+    for n, raw in enumerate(text.split("\n"), first_line):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            out.skip(f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped")
+            continue
+        first_record_line = first_record_line or n
+        reader.record(rec, n)
+    if strict and out.records and not out.claude_records:
+        raise TranscriptFormatError("not a Claude Code session transcript: no user/assistant record with a "
+                                    "'message' object", line=first_record_line, field="type", source=source)
+    return out
+
+
+def parse_claude_code(data: Any, source: str | None = None) -> ParseResult:
+    """Claude Code session JSONL -> ``ParseResult`` (the messages to archive; see the module docstring).
+
+    ``data``: a path, bytes, JSONL text, or records already loaded (a list, e.g. ``load_json``'s ``JsonLines``
+    whose ``line_numbers`` are kept in warnings). Compact summaries are not among the messages; use
+    ``read_claude_code`` to get them. Raises TranscriptFormatError when the input holds no Claude Code record."""
+    data = read_source(data, source)
+    if isinstance(data, (bytes, bytearray)):
+        data = decode(bytes(data), source)
+    if isinstance(data, str):
+        if not data.strip():
+            raise TranscriptFormatError("empty transcript", source=source)
+        transcript = read_claude_code(data, source=source)
+    else:
+        records = data if isinstance(data, list) else [data]
+        lines = getattr(records, "line_numbers", None) or list(range(1, len(records) + 1))
+        transcript = ClaudeCodeTranscript()
+        reader = _Reader(transcript)
+        for rec, n in zip(records, lines):
+            reader.record(rec, n)
+        if not transcript.claude_records:
+            raise TranscriptFormatError("not a Claude Code session transcript: no user/assistant record with a "
+                                        "'message' object", line=lines[0] if lines else None, field="type", source=source)
+    if not transcript.records and not transcript.skipped:
+        raise TranscriptFormatError("empty transcript", source=source)
+    if not transcript.claude_records:
+        raise TranscriptFormatError("not a Claude Code session transcript: no line parses as a record", line=1,
+                                    field="type", source=source)
+    return ParseResult(messages=transcript.to_archive(), skipped=transcript.skipped, warnings=transcript.warnings, format="claude-code")

@@ -1,0 +1,302 @@
+"""Claude Code hooks (issue 4, part 3): ``lantern hook claude-code`` reads the hook's JSON on stdin.
+
+Hook input fields used (Claude Code hooks reference; the same names as the Agent SDK's hook input types):
+``hook_event_name``, ``session_id``, ``transcript_path``, ``cwd``; ``source`` (SessionStart: startup, resume,
+clear, compact), ``trigger`` (PreCompact/PostCompact: manual, auto), ``prompt`` (UserPromptSubmit). Output, for the
+two events that may add context: ``{"hookSpecificOutput": {"hookEventName": E, "additionalContext": TEXT}}``.
+
+What each event does:
+
+- ``PreCompact``, ``Stop``, ``PostCompact``, ``SessionEnd``: archive the transcript's new lines (incremental: the
+  byte offset reached in each transcript is kept per database in ``~/.lantern/claude-code/offsets.json``, written
+  only after the archive transaction commits; a file that shrank is read again from the start, and duplicates
+  are never stored twice anyway). No output.
+- ``SessionStart`` with ``source: compact``: archive the new lines, read the last compact summary from the
+  transcript, and recover what it lost: query = the last user message + the summary (first 2,000 characters),
+  restricted to this session (and its sidechains), excluding the turns still live after the compaction. Prints the
+  hook output with the recovered block as ``additionalContext``.
+- ``UserPromptSubmit``: when ``memory.triggers.should_recover(prompt)`` fires and the transcript has been compacted,
+  recover with the prompt as query (same scope and exclusion) and inject the block. A prompt with no
+  back-reference costs no model load and no database access.
+
+Session id = Claude Code's ``session_id``; the record's ``cwd`` is kept in each entry's meta. A hook never breaks
+the user's session: any internal error exits 0 with nothing printed on stdout and one line (time, event, error
+type, where; never message text) appended to ``~/.lantern/logs/claude-code.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ARCHIVE_EVENTS = ("PreCompact", "Stop", "PostCompact", "SessionEnd")
+INJECT_EVENTS = ("SessionStart", "UserPromptSubmit")
+SUMMARY_QUERY_CHARS = 2000  # ours, as compaction.SUMMARY_QUERY_CHARS
+BOUNDARY = b'"compact_boundary"'
+HOOK_BUDGET = 6000  # characters injected (DESIGN §3.5); Claude Code caps additionalContext at 10,000
+
+
+def lantern_home() -> Path:
+    return Path.home() / ".lantern"
+
+
+# --------------------------------------------------------------------------------------- logging
+
+
+def log_error(event: str, e: BaseException) -> None:
+    """Append one line to ``~/.lantern/logs/claude-code.log`` (0700 directory, 0600 file): UTC time, the event,
+    the exception type and the innermost frame (file:line). Never the exception message: it may quote the
+    transcript. Never raises."""
+    try:
+        frames = traceback.extract_tb(e.__traceback__)
+        ours = [f for f in frames if f"{os.sep}lantern{os.sep}" in f.filename] or frames
+        where = ", ".join(f"{Path(f.filename).name}:{f.lineno}" for f in {id(x): x for x in (ours[-1], frames[-1])}.values()) if frames else "?"
+        folder = lantern_home() / "logs"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(folder / "claude-code.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            f.write(f"{stamp} hook {event or '?'}: {type(e).__name__} at {where}\n")
+    except Exception:
+        pass
+
+
+# --------------------------------------------------------------------------------------- offsets
+
+
+@dataclass
+class Offset:
+    """Where the last archive of a transcript stopped: byte ``offset`` (always after a newline) and the 1-based
+    ``line`` number found there."""
+
+    offset: int = 0
+    line: int = 1
+
+
+class Offsets:
+    """The per-database, per-transcript ``Offset`` map in a small JSON file, written atomically (0600)."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or lantern_home() / "claude-code" / "offsets.json"
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    @staticmethod
+    def key(db: Path, transcript: Path) -> str:
+        return f"{db.resolve()}\n{transcript.resolve()}"
+
+    def get(self, db: Path, transcript: Path) -> Offset:
+        v = self._load().get(self.key(db, transcript))
+        if isinstance(v, dict) and isinstance(v.get("offset"), int) and isinstance(v.get("line"), int):
+            return Offset(v["offset"], v["line"])
+        return Offset()
+
+    def set(self, db: Path, transcript: Path, offset: Offset) -> None:
+        data = self._load()
+        data[self.key(db, transcript)] = {"offset": offset.offset, "line": offset.line}
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, self.path)
+
+
+# --------------------------------------------------------------------------------------- transcript reads
+
+
+def read_new_lines(transcript: Path, start: Offset):
+    """The complete lines of ``transcript`` after ``start`` (a partly written last line waits for the next call),
+    parsed -> ``(ClaudeCodeTranscript, Offset reached)``. A file shorter than ``start`` is read from the start.
+    Raises ``TranscriptFormatError`` when a first read finds no Claude Code record, OSError when unreadable."""
+    from ..archive.parse.claude_code import read_claude_code
+
+    size = transcript.stat().st_size
+    if size < start.offset:
+        start = Offset()
+    with open(transcript, "rb") as f:
+        f.seek(start.offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    data = data[:end]
+    parsed = read_claude_code(data.decode("utf-8", errors="replace"), first_line=start.line,
+                              source=transcript.name, strict=start.offset == 0)
+    return parsed, Offset(start.offset + end, start.line + data.count(b"\n"))
+
+
+def read_since_last_compaction(transcript: Path):
+    """The transcript from its last compact boundary on, parsed (``summaries[-1]`` is that compaction's summary and
+    ``messages`` after its position the live context); None when the transcript was never compacted."""
+    from ..archive.parse.claude_code import read_claude_code
+
+    data = transcript.read_bytes()
+    at = data.rfind(BOUNDARY)
+    if at < 0:
+        return None
+    start = data.rfind(b"\n", 0, at) + 1
+    parsed = read_claude_code(data[start:].decode("utf-8", errors="replace"), first_line=data.count(b"\n", 0, start) + 1,
+                              source=transcript.name, strict=False)
+    return parsed if parsed.summaries else None
+
+
+# --------------------------------------------------------------------------------------- the hook
+
+
+@dataclass
+class HookContext:
+    """Where a hook reads and writes: the database (``db``, default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``),
+    the offsets file, and the character ``budget`` of an injected block."""
+
+    db: Path
+    offsets: Offsets
+    budget: int = HOOK_BUDGET
+
+
+def _payload(stdin_text: str) -> dict[str, Any]:
+    payload = json.loads(stdin_text)
+    if not isinstance(payload, dict):
+        raise ValueError("hook input is not a JSON object")
+    for key in ("hook_event_name", "session_id", "transcript_path"):
+        if not isinstance(payload.get(key), str) or not payload[key]:
+            raise ValueError(f"hook input field {key!r} missing")
+    return payload
+
+
+def archive_new(lantern: Any, ctx: HookContext, session: str, transcript: Path) -> int:
+    """Archive the transcript lines not archived yet into ``session`` (one transaction), then move the offset.
+    Returns the number of turns added."""
+    start = ctx.offsets.get(ctx.db, transcript)
+    parsed, reached = read_new_lines(transcript, start)
+    messages = parsed.to_archive()
+    added = lantern.archive(messages, session=session).added if messages else 0
+    if reached != start:
+        ctx.offsets.set(ctx.db, transcript, reached)
+    return added
+
+
+def _open(ctx: HookContext, create: bool):
+    if not create and not ctx.db.exists():
+        return None
+    from ..api import Lantern
+
+    return Lantern(ctx.db)
+
+
+def _summary_query_text(summary: str) -> str:
+    """The summary without Claude Code's fixed opening line, cut to SUMMARY_QUERY_CHARS."""
+    lines = summary.strip().split("\n")
+    if lines and lines[0].lower().startswith("this session is being continued"):
+        lines = lines[1:]
+    return "\n".join(lines).strip()[:SUMMARY_QUERY_CHARS]
+
+
+def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None):
+    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit), else the last
+    user message + the summary; excluding the live messages after the last compaction. None if never compacted."""
+    parsed = read_since_last_compaction(transcript)
+    if parsed is None:
+        return None
+    summary = parsed.summaries[-1]
+    live = [m for m in parsed.messages[summary.position:]] + parsed.sidechain
+    if question is None:
+        last_user = next((m.text for m in reversed(parsed.messages) if m.role == "user" and m.text.strip()), "")
+        if not last_user:
+            last_user = _last_user_before(lantern, session)
+        question = "\n".join(p for p in (last_user.strip(), _summary_query_text(summary.text)) if p)
+    return lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
+
+
+def _last_user_before(lantern: Any, session: str) -> str:
+    """The user text of the newest archived turn of ``session`` (the compaction summary replaced it in the file)."""
+    rows = lantern.store.session_turns(session)
+    for _, _, text in sorted(rows, key=lambda r: r[1], reverse=True):
+        for line in text.split("\n"):
+            if line.startswith("user: "):
+                return line[len("user: "):]
+    return ""
+
+
+def _output(event: str, text: str) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
+    """Run one hook event; returns the JSON to print, or None to print nothing. Raises on internal errors
+    (``run`` turns them into exit 0 and a log line)."""
+    event = payload["hook_event_name"]
+    session = payload["session_id"]
+    transcript = Path(payload["transcript_path"]).expanduser()
+    if event in ARCHIVE_EVENTS:
+        with _open(ctx, create=True) as lantern:
+            archive_new(lantern, ctx, session, transcript)
+        return None
+    if event == "SessionStart":
+        if payload.get("source") != "compact":
+            return None
+        with _open(ctx, create=True) as lantern:
+            archive_new(lantern, ctx, session, transcript)
+            rec = recover_after_compaction(lantern, ctx, session, transcript)
+        return _output(event, rec.text) if rec is not None and rec.text else None
+    if event == "UserPromptSubmit":
+        prompt = payload.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return None
+        from ..memory.triggers import should_recover
+
+        if not should_recover(prompt):
+            return None
+        lantern = _open(ctx, create=False)
+        if lantern is None:
+            return None
+        with lantern:
+            archive_new(lantern, ctx, session, transcript)
+            rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
+        return _output(event, rec.text) if rec is not None and rec.text else None
+    return None
+
+
+def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offsets | None = None) -> str:
+    """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
+    Never raises: an internal error returns "" and is logged (``log_error``)."""
+    event = ""
+    try:
+        from ..config import default_db_path
+
+        payload = _payload(stdin_text)
+        event = payload["hook_event_name"]
+        ctx = HookContext(db=Path(db) if db is not None else default_db_path(), offsets=offsets or Offsets())
+        with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
+            out = handle(payload, ctx)
+        return json.dumps(out, ensure_ascii=False) if out else ""
+    except BaseException as e:  # noqa: BLE001 - a hook must never break the user's session
+        if isinstance(e, KeyboardInterrupt):
+            return ""
+        log_error(event, e)
+        return ""
+
+
+def main(db: str | os.PathLike[str] | None = None) -> int:
+    """Entry point of ``lantern hook claude-code``: stdin -> stdout, exit code 0 always."""
+    try:
+        text = sys.stdin.read()
+    except BaseException as e:  # noqa: BLE001
+        log_error("", e)
+        return 0
+    out = run(text, db)
+    if out:
+        sys.stdout.write(out + "\n")
+        sys.stdout.flush()
+    return 0

@@ -1,0 +1,135 @@
+"""``lantern install claude-code [--project|--user] [--uninstall]``: our hooks in Claude Code's ``settings.json``.
+
+Claude Code reads hooks from ``.claude/settings.json`` (project) and ``~/.claude/settings.json`` (user) in the shape
+``{"hooks": {EVENT: [{"matcher": M, "hooks": [{"type": "command", "command": C, "timeout": S}]}]}}``. We add one
+matcher group per event (``PreCompact``, ``SessionStart`` with matcher ``compact``, ``UserPromptSubmit``, ``Stop``)
+whose command ends with ``hook claude-code``; that suffix is how ours are recognised. Installing merges into the
+existing structure (other hooks and every other setting untouched, key order kept), is idempotent (a second
+install changes nothing; an install with another command replaces ours), and ``--uninstall`` removes only our
+commands, then any group or event list left empty. A settings file that is not a JSON object raises
+``LanternError`` and is left untouched. Writes are atomic (temporary file + rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import LanternError
+
+MARKER = "hook claude-code"
+EVENTS: dict[str, str | None] = {"PreCompact": None, "SessionStart": "compact", "UserPromptSubmit": None, "Stop": None}
+TIMEOUT_S = 30  # ours: far above the measured p95; Claude Code's default is 60 s
+
+
+def settings_path(scope: str, project_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``<project>/.claude/settings.json`` for ``project`` (default: the current directory), ``~/.claude/settings.json``
+    for ``user``."""
+    if scope == "user":
+        return Path.home() / ".claude" / "settings.json"
+    if scope == "project":
+        return Path(project_dir or os.getcwd()) / ".claude" / "settings.json"
+    raise ValueError(f"scope must be 'project' or 'user', got {scope!r}")
+
+
+def hook_command(db: str | os.PathLike[str] | None = None) -> str:
+    """The command Claude Code runs: this environment's ``lantern`` executable (absolute path, so the hook works
+    whatever Claude Code's PATH), with ``--db`` when a database is given."""
+    exe = Path(sys.executable).parent / "lantern"
+    base = [str(exe)] if exe.exists() else [shutil.which("lantern") or "lantern"]
+    if not exe.exists() and base[0] == "lantern":
+        base = [sys.executable, "-m", "lantern.cli"]
+    if db is not None:
+        base += ["--db", str(Path(db).expanduser().resolve())]
+    return shlex.join([*base, "hook", "claude-code"])
+
+
+def _is_ours(hook: Any) -> bool:
+    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and hook["command"].rstrip().endswith(MARKER)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise LanternError(f"{path} is not valid JSON (line {getattr(e, 'lineno', '?')}): left untouched; "
+                           "fix it or move it away, then run this again") from None
+    if not isinstance(data, dict):
+        raise LanternError(f"{path} does not hold a JSON object: left untouched")
+    hooks = data.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        raise LanternError(f"{path}: 'hooks' is not an object: left untouched")
+    for event, groups in (hooks or {}).items():
+        if not isinstance(groups, list):
+            raise LanternError(f"{path}: hooks.{event} is not a list: left untouched")
+    return data
+
+
+def _remove_ours(hooks: dict[str, Any]) -> int:
+    """Remove our commands from every event of ``hooks`` (in place), then empty groups and event lists that we
+    emptied. Returns the number of commands removed."""
+    removed = 0
+    for event in list(hooks):
+        groups = hooks[event]
+        kept_groups = []
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(inner, list):
+                kept_groups.append(group)
+                continue
+            kept = [h for h in inner if not _is_ours(h)]
+            removed += len(inner) - len(kept)
+            if kept or len(kept) == len(inner):
+                kept_groups.append({**group, "hooks": kept})
+        if kept_groups or not groups:
+            hooks[event] = kept_groups
+        else:
+            del hooks[event]
+    return removed
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if path.exists():
+        os.chmod(tmp, path.stat().st_mode & 0o777)
+    os.replace(tmp, path)
+
+
+def install(scope: str = "project", *, uninstall: bool = False, project_dir: str | os.PathLike[str] | None = None,
+            command: str | None = None, db: str | os.PathLike[str] | None = None) -> tuple[Path, bool]:
+    """Install (or with ``uninstall`` remove) our hooks in the settings file of ``scope``. ``command`` defaults to
+    ``hook_command(db)``. Returns ``(settings path, whether the file changed)``. Raises LanternError for a settings
+    file that is not valid JSON or not of Claude Code's shape (file untouched), ValueError for a bad scope."""
+    path = settings_path(scope, project_dir)
+    data = _load(path)
+    before = json.dumps(data, sort_keys=True)
+    hooks = data.get("hooks") if isinstance(data.get("hooks"), dict) else {}
+    removed = _remove_ours(hooks)
+    if not uninstall:
+        cmd = command or hook_command(db)
+        for event, matcher in EVENTS.items():
+            group: dict[str, Any] = {"hooks": [{"type": "command", "command": cmd, "timeout": TIMEOUT_S}]}
+            if matcher is not None:
+                group = {"matcher": matcher, **group}
+            hooks.setdefault(event, []).append(group)
+    if hooks or not removed:
+        if hooks or "hooks" in data:
+            data["hooks"] = hooks
+    else:
+        data.pop("hooks", None)  # we emptied it
+    changed = json.dumps(data, sort_keys=True) != before
+    if changed and (path.exists() or not uninstall):
+        _write(path, data)
+    return path, changed
