@@ -1,0 +1,277 @@
+"""Claude Code: the session JSONL parser on our fixture of the real shape, and the hooks end to end as real
+subprocesses (`lantern hook claude-code` with the payload on stdin, a temporary HOME and LANTERN_DB, the real
+model), plus `lantern install claude-code` merging into an existing settings.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lantern import Lantern
+from lantern.archive.chunk import chunk
+from lantern.archive.parse import detect_format, parse
+from lantern.archive.parse.claude_code import read_claude_code
+from lantern.errors import TranscriptFormatError
+
+FIXTURE = Path(__file__).parent / "fixtures" / "claude_code_session.jsonl"
+SID = "7f3c2a10-5b1e-4c8e-9d2a-1e6f0b7c9a41"
+CWD = "/home/dev/billing"
+
+
+# ------------------------------------------------------------------------------------------------ parser
+
+
+def test_fixture_is_detected_and_streamed_pieces_are_archived_once():
+    result = parse(FIXTURE)
+    assert result.format == "claude-code" and result.skipped == 0
+    rendered = "\n".join(m.render() for m in result.messages)
+    # message msg_01A7bQx2 was written as 3 records (thinking, text, tool_use) and its tool_use record twice
+    first = [m for m in result.messages if m.role == "assistant" and "host port 5433" in m.text]
+    assert len(first) == 1 and [c.name for c in first[0].tool_calls] == ["Bash"]
+    assert rendered.count("docker run -d --name billing-db") == 1
+    assert "Port 5432 is taken, so map another host port" not in rendered  # thinking is dropped
+    # images: a placeholder, never the base64 data
+    assert "[image image/png]" in rendered and "iVBORw0KGgo" not in rendered
+    # meta: uuid and cwd of the record
+    assert result.messages[0].meta["cwd"] == CWD and result.messages[0].meta["uuid"]
+
+
+def test_tool_results_are_named_after_their_tool_use():
+    result = parse(FIXTURE, "claude-code")
+    results = {r.name: r.content for m in result.messages for r in m.tool_results}
+    assert results["Bash"] == "127.0.0.1:5433 - accepting connections"  # the last Bash result
+    assert results["Write"].endswith("migrations/0001_invoices.sql")
+    assert "statement_timeout is 2500 ms" in results["Task"]  # list-form tool_result content
+
+
+def test_sidechain_is_a_sub_session_and_does_not_split_the_main_turn():
+    result = parse(FIXTURE)
+    side = [m for m in result.messages if m.session is not None]
+    assert {m.session for m in side} == {"sidechain-a91f3c"}
+    assert result.messages[-len(side):] == side  # after the main conversation
+    turns = chunk(result.messages)
+    report = next(t for t in turns if "invoice report on the dashboard" in t.text)
+    assert "tool result Task: statement_timeout is 2500 ms" in report.text and report.session is None
+    assert any(t.session == "sidechain-a91f3c" and "billing/db/pool.py:14" in t.text for t in turns)
+
+
+def test_compact_summary_and_boundary_are_recognized_not_archived():
+    transcript = read_claude_code(FIXTURE.read_text(encoding="utf-8"))
+    assert [trigger for _, _, trigger in transcript.boundaries] == ["manual"]
+    (summary,) = transcript.summaries
+    assert summary.text.startswith("This session is being continued") and summary.position == len(transcript.messages)
+    assert "5433" not in summary.text  # the detail the summary dropped (the worked example relies on it)
+    assert not any("being continued" in m.text for m in parse(FIXTURE).messages)
+
+
+def test_bad_lines_are_skipped_and_counted_with_their_line(tmp_path):
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
+    lines.insert(3, '{"type": "user", "uuid": "broken-1", "sessionId": "s"')  # cut short
+    lines.insert(5, json.dumps({"type": "user", "uuid": "no-message", "sessionId": SID}))
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = parse(path)
+    assert result.format == "claude-code" and result.skipped == 2
+    assert any(w.startswith("line 4: invalid JSON") for w in result.warnings)
+    assert any(w.startswith("line 6: field 'message'") for w in result.warnings)
+    assert len(result.messages) == len(parse(FIXTURE).messages)
+
+
+def test_other_jsonl_is_not_claude_code():
+    plain = '{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "hello"}\n'
+    assert detect_format(plain) == "jsonl"
+    with pytest.raises(TranscriptFormatError) as err:
+        parse(plain, "claude-code")
+    assert err.value.line == 1 and err.value.field == "type"
+
+
+def test_ingest_archives_sidechain_as_sub_session_and_is_idempotent(tmp_path):
+    with Lantern(tmp_path / "m.db") as memory:
+        first = memory.ingest(FIXTURE, session=SID)
+        again = memory.ingest(FIXTURE, session=SID)
+        sessions = memory.store.sessions()
+    assert first.added >= 5 and again.added == 0 and again.duplicates == first.added
+    assert f"{SID}/sidechain-a91f3c" in sessions and SID in sessions
+
+
+# ------------------------------------------------------------------------------------------------ hooks
+
+
+@pytest.fixture
+def env(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    e = {k: v for k, v in os.environ.items() if k not in ("LANTERN_DB", "HOME")}
+    e.update(HOME=str(home), LANTERN_DB=str(tmp_path / "db" / "lantern.db"))
+    return e
+
+
+def hook(env: dict, payload: dict | str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=data, env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def payload(event: str, transcript: Path, **extra) -> dict:
+    return {"session_id": SID, "transcript_path": str(transcript), "cwd": CWD, "permission_mode": "default",
+            "hook_event_name": event, **extra}
+
+
+def entries(env: dict) -> int:
+    with Lantern(env["LANTERN_DB"]) as memory:
+        return memory.stats()["entries"]
+
+
+def test_precompact_archives_incrementally(env, tmp_path):
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = next(i for i, ln in enumerate(lines) if "Write the first migration" in ln)  # a turn boundary
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("".join(lines[:cut]), encoding="utf-8")
+    r = hook(env, payload("Stop", transcript, stop_hook_active=False))
+    assert r.returncode == 0 and r.stdout == ""
+    after_stop = entries(env)
+    assert after_stop == 1  # the first turn
+
+    with open(transcript, "a", encoding="utf-8") as f:
+        f.write("".join(lines[cut:]))
+    r = hook(env, payload("PreCompact", transcript, trigger="auto", custom_instructions=None))
+    assert r.returncode == 0 and r.stdout == ""
+    with Lantern(tmp_path / "whole.db") as whole:
+        expected = whole.ingest(FIXTURE, session=SID).added
+    assert entries(env) == expected  # the same turns as a whole-file ingest: nothing twice, nothing missed
+    offsets = json.loads((Path(env["HOME"]) / ".lantern" / "claude-code" / "offsets.json").read_text())
+    (state,) = offsets.values()
+    assert state["offset"] == transcript.stat().st_size and state["line"] == len(lines) + 1
+    assert hook(env, payload("PreCompact", transcript, trigger="manual")).returncode == 0
+    assert entries(env) == expected
+
+
+def test_session_start_after_compaction_recovers_what_the_summary_dropped(env, tmp_path):
+    transcript = tmp_path / "session.jsonl"
+    text = FIXTURE.read_text(encoding="utf-8")
+    transcript.write_text(text, encoding="utf-8")
+    assert hook(env, payload("PreCompact", transcript, trigger="manual")).returncode == 0
+    # a turn after the compaction is live: it must never be re-injected
+    live = [
+        {"type": "user", "uuid": "post-1", "parentUuid": "cb000001-0000-4000-8000-00000000c0b1", "sessionId": SID,
+         "cwd": CWD, "timestamp": "2026-11-20T09:06:00Z", "message": {"role": "user", "content": "Use redis on port 6380 for the job queue."}},
+        {"type": "assistant", "uuid": "post-2", "parentUuid": "post-1", "sessionId": SID, "cwd": CWD,
+         "timestamp": "2026-11-20T09:06:05Z", "message": {"id": "msg_post", "role": "assistant", "content": [{"type": "text", "text": "Noted: redis on 6380."}]}},
+    ]
+    with open(transcript, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in live))
+
+    r = hook(env, payload("SessionStart", transcript, source="compact", model="claude-sonnet-4-5"))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    context = out["hookSpecificOutput"]["additionalContext"]
+    summary = read_claude_code(text).summaries[-1].text
+    for detail in ("5433", "0001_invoices.sql", "statement_timeout=2500"):
+        assert detail in context and detail not in summary
+    assert "6380" not in context  # live after the compaction: excluded
+    assert len(context) <= 6000
+
+    assert hook(env, payload("SessionStart", transcript, source="startup")).stdout == ""
+
+
+def test_user_prompt_with_back_reference_injects_and_plain_prompt_does_nothing(env, tmp_path):
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    plain = hook(env, payload("UserPromptSubmit", transcript, prompt="add a docstring to pool.py"))
+    assert plain.returncode == 0 and plain.stdout == ""
+    assert not Path(env["LANTERN_DB"]).exists()  # no back-reference: no database touched
+
+    assert hook(env, payload("Stop", transcript, stop_hook_active=False)).returncode == 0
+    r = hook(env, payload("UserPromptSubmit", transcript, prompt="as I said earlier, what was the port?"))
+    assert r.returncode == 0
+    out = json.loads(r.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "UserPromptSubmit" and "5433" in out["additionalContext"]
+
+
+def test_bad_payloads_exit_0_print_nothing_and_log_without_text(env, tmp_path):
+    secret_prompt = "as I said earlier the password is hunter2-xyz"
+    cases = [
+        "this is not json {",
+        json.dumps(["a", "list"]),
+        json.dumps(payload("Stop", tmp_path / "missing.jsonl")),
+        json.dumps(payload("UserPromptSubmit", tmp_path / "missing.jsonl", prompt=secret_prompt)),
+    ]
+    Path(env["LANTERN_DB"]).parent.mkdir()
+    with Lantern(env["LANTERN_DB"]) as memory:  # a database exists, so the prompt case reaches the transcript
+        memory.archive([{"role": "user", "content": "hello"}], session=SID)
+    for stdin in cases:
+        r = hook(env, stdin)
+        assert r.returncode == 0 and r.stdout == "", (stdin, r.stdout)
+    not_claude = tmp_path / "other.jsonl"
+    not_claude.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    r = hook(env, payload("PreCompact", not_claude, trigger="auto"))
+    assert r.returncode == 0 and r.stdout == ""
+    log = (Path(env["HOME"]) / ".lantern" / "logs" / "claude-code.log").read_text()
+    assert log.count("\n") == 5
+    assert "JSONDecodeError" in log and "FileNotFoundError" in log and "TranscriptFormatError" in log
+    assert "hunter2" not in log and "not json" not in log
+
+
+# ------------------------------------------------------------------------------------------------ install
+
+
+def install(env: dict, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lantern.cli", "install", "claude-code", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(env, tmp_path):
+    project = tmp_path / "proj"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    original = {
+        "permissions": {"allow": ["Bash(npm test)"]},
+        "hooks": {
+            "PreCompact": [{"matcher": "manual", "hooks": [{"type": "command", "command": "cp \"$T\" backup.jsonl"}]}],
+            "PostToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "ruff format"}]}],
+        },
+    }
+    settings.write_text(json.dumps(original, indent=2), encoding="utf-8")
+
+    r = install(env, "--project", cwd=project)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(settings.read_text())
+    assert data["permissions"] == original["permissions"]
+    assert data["hooks"]["PostToolUse"] == original["hooks"]["PostToolUse"]
+    assert data["hooks"]["PreCompact"][0] == original["hooks"]["PreCompact"][0]
+    for event in ("PreCompact", "SessionStart", "UserPromptSubmit", "Stop"):
+        ours = [h for g in data["hooks"][event] for h in g["hooks"] if h["command"].endswith("hook claude-code")]
+        assert len(ours) == 1 and ours[0]["type"] == "command"
+    assert [g.get("matcher") for g in data["hooks"]["SessionStart"]] == ["compact"]
+    installed = settings.read_bytes()
+
+    r = install(env, cwd=project)  # --project is the default; again: nothing changes
+    assert r.returncode == 0 and "already up to date" in r.stdout and settings.read_bytes() == installed
+
+    r = install(env, "--uninstall", cwd=project)
+    assert r.returncode == 0
+    assert json.loads(settings.read_text()) == original
+
+
+def test_install_user_scope_and_malformed_settings_left_untouched(env, tmp_path):
+    r = install(env, "--user", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    user_settings = Path(env["HOME"]) / ".claude" / "settings.json"
+    assert "hook claude-code" in user_settings.read_text()
+    assert install(env, "--user", "--uninstall", cwd=tmp_path).returncode == 0
+    assert json.loads(user_settings.read_text()) == {}
+
+    project = tmp_path / "broken"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    bad = b'{"hooks": {"Stop": [ }\n'
+    settings.write_bytes(bad)
+    r = install(env, cwd=project)
+    assert r.returncode == 1 and "not valid JSON" in r.stderr and "untouched" in r.stderr
+    assert settings.read_bytes() == bad
