@@ -6,12 +6,21 @@
         print(lantern.recover("which port does the database use?").text)
 """
 
-from .api import Lantern
 from .config import Config
 from .errors import EmbedderMismatchError, LanternError, ModelNotFoundError, TranscriptFormatError
 from .model import ArchiveResult, Candidate, Entry, Hit, Message, RecoveredEntry, Recovery, Tag, ToolCall, ToolResult, Turn
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # ``Lantern`` (numpy, the store, the pipeline) loads on first use, so a process that never needs it (a Claude
+    # Code hook whose prompt needs no recovery, ``lantern --help``) starts in tens of milliseconds.
+    if name == "Lantern":
+        from .api import Lantern
+
+        return Lantern
+    raise AttributeError(f"module 'lantern' has no attribute {name!r}")
 
 __all__ = [
     "ArchiveResult",
