@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lantern import Lantern
 from lantern.archive.chunk import chunk
@@ -97,6 +99,50 @@ def test_ingest_archives_sidechain_as_sub_session_and_is_idempotent(tmp_path):
         sessions = memory.store.sessions()
     assert first.added >= 5 and again.added == 0 and again.duplicates == first.added
     assert f"{SID}/sidechain-a91f3c" in sessions and SID in sessions
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
+                     max_leaves=8)
+_block = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.one_of(st.text(max_size=30), _json)}),
+    st.fixed_dictionaries({"type": st.just("tool_use"), "id": st.one_of(st.text(max_size=6), _json),
+                           "name": st.one_of(st.sampled_from(["Bash", "Read"]), _json), "input": _json}),
+    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": st.one_of(st.text(max_size=6), _json),
+                           "content": _json, "is_error": _json}),
+    st.fixed_dictionaries({"type": st.sampled_from(["image", "thinking", "document", "weird"]), "source": _json}),
+    _json,
+)
+_record = st.fixed_dictionaries(
+    {"type": st.one_of(st.sampled_from(["user", "assistant", "system", "summary"]), _json)},
+    optional={
+        "uuid": st.one_of(st.sampled_from(["u1", "u2", "u3"]), _json),
+        "sessionId": st.one_of(st.just(SID), _json),
+        "isSidechain": _json, "agentId": _json, "isCompactSummary": _json, "isMeta": _json,
+        "subtype": st.one_of(st.just("compact_boundary"), _json), "compactMetadata": _json,
+        "timestamp": st.one_of(st.just("2026-11-20T09:00:00Z"), _json), "cwd": _json,
+        "message": st.one_of(st.fixed_dictionaries(
+            {"role": _json, "content": st.one_of(st.lists(_block, max_size=4), st.text(max_size=40), _json)},
+            optional={"id": st.one_of(st.sampled_from(["m1", "m2"]), _json)}), _json),
+    },
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_record.map(json.dumps), st.text(max_size=30)), min_size=1, max_size=8))
+def test_fuzz_claude_code_parser_raises_only_transcript_format_error(lines):
+    text = "\n".join(lines) + "\n"
+    try:
+        result = parse(text, "claude-code")
+    except TranscriptFormatError as e:
+        if "not a Claude Code" in str(e):  # a document of records: names the first record's line and 'type'
+            assert e.field == "type" and e.line is not None
+        else:
+            assert "empty" in str(e) or "JSON" in str(e) or "no line parses" in str(e), str(e)
+        return
+    for m in result.messages:
+        assert m.role in ("user", "assistant", "tool") and (m.text.strip() or m.tool_calls or m.tool_results)
+    chunk(result.messages)  # the next stage takes whatever the parser returns
 
 
 # ------------------------------------------------------------------------------------------------ hooks

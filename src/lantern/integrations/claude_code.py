@@ -40,7 +40,8 @@ from typing import Any
 ARCHIVE_EVENTS = ("PreCompact", "Stop", "PostCompact", "SessionEnd")
 INJECT_EVENTS = ("SessionStart", "UserPromptSubmit")
 SUMMARY_QUERY_CHARS = 2000  # ours, as compaction.SUMMARY_QUERY_CHARS
-BOUNDARY = b'"compact_boundary"'
+# a compaction leaves a compact_boundary system record, then the summary (``isCompactSummary``) in the file
+COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCompactSummary": true')
 HOOK_BUDGET = 6000  # characters injected (DESIGN §3.5); Claude Code caps additionalContext at 10,000
 
 
@@ -143,7 +144,7 @@ def read_since_last_compaction(transcript: Path):
     from ..archive.parse.claude_code import read_claude_code
 
     data = transcript.read_bytes()
-    at = data.rfind(BOUNDARY)
+    at = max(data.rfind(m) for m in COMPACTION_MARKERS)
     if at < 0:
         return None
     start = data.rfind(b"\n", 0, at) + 1
@@ -175,21 +176,26 @@ def _payload(stdin_text: str) -> dict[str, Any]:
     return payload
 
 
-def archive_new(lantern: Any, ctx: HookContext, session: str, transcript: Path) -> int:
+def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any = None) -> int:
     """Archive the transcript lines not archived yet into ``session`` (one transaction), then move the offset.
+    ``lantern``: an open handle, or None to open (and create) ``ctx.db`` only when there is something to archive.
     Returns the number of turns added."""
     start = ctx.offsets.get(ctx.db, transcript)
     parsed, reached = read_new_lines(transcript, start)
     messages = parsed.to_archive()
-    added = lantern.archive(messages, session=session).added if messages else 0
+    added = 0
+    if messages:
+        if lantern is None:
+            with _open(ctx) as own:
+                added = own.archive(messages, session=session).added
+        else:
+            added = lantern.archive(messages, session=session).added
     if reached != start:
         ctx.offsets.set(ctx.db, transcript, reached)
     return added
 
 
-def _open(ctx: HookContext, create: bool):
-    if not create and not ctx.db.exists():
-        return None
+def _open(ctx: HookContext):
     from ..api import Lantern
 
     return Lantern(ctx.db)
@@ -240,14 +246,13 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     session = payload["session_id"]
     transcript = Path(payload["transcript_path"]).expanduser()
     if event in ARCHIVE_EVENTS:
-        with _open(ctx, create=True) as lantern:
-            archive_new(lantern, ctx, session, transcript)
+        archive_new(ctx, session, transcript)
         return None
     if event == "SessionStart":
         if payload.get("source") != "compact":
             return None
-        with _open(ctx, create=True) as lantern:
-            archive_new(lantern, ctx, session, transcript)
+        with _open(ctx) as lantern:
+            archive_new(ctx, session, transcript, lantern)
             rec = recover_after_compaction(lantern, ctx, session, transcript)
         return _output(event, rec.text) if rec is not None and rec.text else None
     if event == "UserPromptSubmit":
@@ -256,13 +261,12 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             return None
         from ..memory.triggers import should_recover
 
-        if not should_recover(prompt):
+        if not should_recover(prompt) or not ctx.db.exists():
             return None
-        lantern = _open(ctx, create=False)
-        if lantern is None:
-            return None
-        with lantern:
-            archive_new(lantern, ctx, session, transcript)
+        if read_since_last_compaction(transcript) is None:
+            return None  # never compacted: everything the prompt refers to is still in Claude's context
+        with _open(ctx) as lantern:
+            archive_new(ctx, session, transcript, lantern)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None

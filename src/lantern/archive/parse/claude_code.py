@@ -157,7 +157,7 @@ class _Reader:
             out.skip(f"line {line}: not a JSON object; skipped")
             return
         out.records += 1
-        kind = rec.get("type")
+        kind = rec.get("type") if isinstance(rec.get("type"), str) else None
         if isinstance(rec.get("sessionId"), str):
             out.session_id = rec["sessionId"]
         if isinstance(rec.get("cwd"), str):
@@ -171,8 +171,8 @@ class _Reader:
         if kind not in _MESSAGE_TYPES:
             if kind in _BOOKKEEPING:
                 out.claude_records += 1
-            elif not isinstance(kind, str):
-                out.skip(f"line {line}: missing field 'type'; skipped")
+            elif kind is None:
+                out.skip(f"line {line}: field 'type' missing or not a string; skipped")
             return  # an unknown record type of a newer Claude Code: not conversation
         out.claude_records += 1
         message = rec.get("message")
