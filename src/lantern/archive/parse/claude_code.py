@@ -295,6 +295,9 @@ def parse_claude_code(data: Any, source: str | None = None) -> ParseResult:
     ``data``: a path, bytes, JSONL text, or records already loaded (a list, e.g. ``load_json``'s ``JsonLines``
     whose ``line_numbers`` are kept in warnings). Compact summaries are not among the messages; use
     ``read_claude_code`` to get them. Raises TranscriptFormatError when the input holds no Claude Code record."""
+    if data is None or isinstance(data, (bool, int, float)):  # a one-line JSON document holding a scalar
+        raise TranscriptFormatError(f"not a Claude Code session transcript: a JSON {type(data).__name__}", line=1,
+                                    field="type", source=source)
     data = read_source(data, source)
     if isinstance(data, (bytes, bytearray)):
         data = decode(bytes(data), source)
