@@ -87,7 +87,7 @@ def _guard(fn):
 @app.command()
 def ingest(
     file: Path = typer.Argument(..., help="Transcript file."),
-    format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, aider, locomo."),
+    format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, aider, locomo, claude-code."),
     session: Optional[str] = typer.Option(None, "--session", "-s", help="Session id (default: the file name)."),
     as_json: bool = typer.Option(False, "--json", help="Print the ArchiveResult as JSON."),
 ) -> None:

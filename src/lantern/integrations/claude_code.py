@@ -42,7 +42,7 @@ INJECT_EVENTS = ("SessionStart", "UserPromptSubmit")
 SUMMARY_QUERY_CHARS = 2000  # ours, as compaction.SUMMARY_QUERY_CHARS
 # a compaction leaves a compact_boundary system record, then the summary (``isCompactSummary``) in the file
 COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCompactSummary": true')
-HOOK_BUDGET = 6000  # characters injected (DESIGN §3.5); Claude Code caps additionalContext at 10,000
+HOOK_BUDGET = 6000  # characters injected (DESIGN §3.5)
 
 
 def lantern_home() -> Path:

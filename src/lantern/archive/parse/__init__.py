@@ -4,7 +4,8 @@
     result.messages, result.skipped, result.warnings, result.format
 
 Formats: ``openai``, ``anthropic``, ``jsonl`` (plain ``{role, content}``), ``aider`` (markdown chat log),
-``locomo`` (LoCoMo benchmark JSON). Bad input raises only ``TranscriptFormatError``; bad items inside an otherwise
+``locomo`` (LoCoMo benchmark JSON), ``claude-code`` (Claude Code session JSONL). Bad input raises only
+``TranscriptFormatError``; bad items inside an otherwise
 good transcript are skipped, counted in ``skipped`` and explained in ``warnings``.
 """
 
@@ -48,7 +49,9 @@ def detect_format(data: Any) -> str:
     """The format name of a transcript given as text, bytes or a loaded object (list/dict).
 
     aider: text with a ``# aider chat started at`` or ``#### `` line. locomo: a sample (or list of samples) whose
-    ``conversation`` holds ``session_1``. openai: messages with ``tool_calls``, ``tool_call_id``, role
+    ``conversation`` holds ``session_1``. claude-code: records of type user/assistant with a ``message`` object and
+    ``uuid``/``sessionId``, or a ``compact_boundary`` record (``claude_code.is_claude_code``).
+    openai: messages with ``tool_calls``, ``tool_call_id``, role
     tool/function/developer, or list content with ``image_url``/``text`` parts. anthropic: content blocks
     ``tool_use``/``tool_result``/``thinking``, or a top-level ``system`` beside ``messages``. Otherwise ``jsonl``.
     Raises TranscriptFormatError when text is neither aider nor JSON/JSONL, or no message list is found."""
