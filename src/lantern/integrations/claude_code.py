@@ -10,7 +10,9 @@ What each event does:
 - ``PreCompact``, ``Stop``, ``PostCompact``, ``SessionEnd``: archive the transcript's new lines (incremental: the
   byte offset reached in each transcript is kept per database in ``~/.lantern/claude-code/offsets.json``, written
   only after the archive transaction commits; a file that shrank is read again from the start, and duplicates
-  are never stored twice anyway). No output.
+  are never stored twice anyway). No output. (PostCompact, in newer Claude Code versions, also carries
+  ``compact_summary``, but it cannot add context, so the recovery happens at the SessionStart(compact) that follows;
+  ``install`` registers only PreCompact, SessionStart(compact), UserPromptSubmit and Stop.)
 - ``SessionStart`` with ``source: compact``: archive the new lines, read the last compact summary from the
   transcript, and recover what it lost: query = the last user message + the summary (first 2,000 characters),
   restricted to this session (and its sidechains), excluding the turns still live after the compaction. Prints the
@@ -218,7 +220,7 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, trans
     summary = parsed.summaries[-1]
     live = [m for m in parsed.messages[summary.position:]] + parsed.sidechain
     if question is None:
-        last_user = next((m.text for m in reversed(parsed.messages) if m.role == "user" and m.text.strip()), "")
+        last_user = parsed.last_user_text()
         if not last_user:
             last_user = _last_user_before(lantern, session)
         question = "\n".join(p for p in (last_user.strip(), _summary_query_text(summary.text)) if p)

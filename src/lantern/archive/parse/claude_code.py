@@ -92,7 +92,7 @@ class ClaudeCodeTranscript:
         return [m for m in self.messages + self.sidechain if m.text.strip() or m.tool_calls or m.tool_results]
 
     def last_user_text(self) -> str:
-        """The text of the last user message that the user typed (not a tool result, not a summary)."""
+        """The text of the last user message of the main conversation (not a tool result, not a summary)."""
         for m in reversed(self.messages):
             if m.role == "user" and m.text.strip():
                 return m.text
@@ -104,7 +104,7 @@ def is_claude_code(data: Any) -> bool:
     type ``user``/``assistant`` has a ``message`` object and one of ``uuid``/``parentUuid``/``sessionId``, or a
     ``system`` record is a ``compact_boundary``."""
     items = data if isinstance(data, list) else [data]
-    for rec in items[:200]:
+    for rec in items:
         if not isinstance(rec, dict):
             continue
         if rec.get("type") in _MESSAGE_TYPES and isinstance(rec.get("message"), dict) and (
