@@ -319,3 +319,41 @@ def test_install_user_scope_and_malformed_settings_left_untouched(env, tmp_path)
     r = install(env, cwd=project)
     assert r.returncode == 1 and "not valid JSON" in r.stderr and "untouched" in r.stderr
     assert settings.read_bytes() == bad
+
+
+def test_installed_command_runs_the_hook_against_its_database(env, tmp_path):
+    project = tmp_path / "proj"
+    project.mkdir()
+    db = tmp_path / "chosen" / "memory.db"
+    r = subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), "install", "claude-code"], env=env,
+                       cwd=project, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    (group,) = settings["hooks"]["PreCompact"]
+    command = group["hooks"][0]["command"]
+    assert str(db) in command
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    other = {k: v for k, v in env.items() if k != "LANTERN_DB"}  # Claude Code's environment need not have it
+    done = subprocess.run(command, shell=True, input=json.dumps(payload("PreCompact", transcript, trigger="auto")),
+                          env=other, cwd=project, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == ""
+    with Lantern(db) as memory:
+        assert memory.stats()["entries"] == 5
+
+
+def test_a_rewritten_shorter_transcript_is_read_again_without_duplicates(tmp_path):
+    from lantern.integrations.claude_code import HookContext, Offsets, archive_new
+
+    ctx = HookContext(db=tmp_path / "m.db", offsets=Offsets(tmp_path / "offsets.json"))
+    transcript = tmp_path / "session.jsonl"
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    transcript.write_text("".join(lines), encoding="utf-8")
+    with Lantern(ctx.db) as memory:
+        assert archive_new(ctx, SID, transcript, memory) == 5
+        assert archive_new(ctx, SID, transcript, memory) == 0  # nothing new
+        cut = next(i for i, ln in enumerate(lines) if "Write the first migration" in ln)  # a turn boundary
+        transcript.write_text("".join(lines[:cut]) + '{"type": "user", "uuid": "half', encoding="utf-8")  # shorter
+        assert archive_new(ctx, SID, transcript, memory) == 0  # read again from the start: all already archived
+        assert ctx.offsets.get(ctx.db, transcript).line == cut + 1  # the partial last line waits
+        assert memory.stats()["entries"] == 5
