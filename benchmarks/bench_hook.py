@@ -45,7 +45,7 @@ CWD = "/home/dev/billing"
 PHASES = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from lantern.integrations.claude_code import HookContext, Offsets, archive_new, read_new_lines
+from lantern.integrations.claude_code import HookContext, Offsets, archive_new
 from lantern.api import Lantern
 from pathlib import Path
 t1 = time.perf_counter()
@@ -55,7 +55,7 @@ t2 = time.perf_counter()
 lantern.embedder.load()
 t3 = time.perf_counter()
 ctx = HookContext(db=db, offsets=Offsets())
-added = archive_new(lantern, ctx, sys.argv[3], transcript)
+added = archive_new(ctx, sys.argv[3], transcript, lantern)
 t4 = time.perf_counter()
 lantern.close()
 print(json.dumps({"import (numpy, sqlite3, lantern)": t1 - t0, "Lantern(db): open, checks": t2 - t1,
