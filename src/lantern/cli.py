@@ -5,6 +5,7 @@
     lantern [--db PATH] search QUERY [-k N] [--explain] [--json]           -> Lantern.search / Lantern.explain
     lantern [--db PATH] forget (--entry ID | --session ID)                 -> Lantern.forget
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
+    lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
@@ -214,6 +215,45 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         else:
             for key, value in s.items():
                 print(f"{key:>16}: {value}")
+
+    _guard(run)
+
+
+@app.command()
+def facts(
+    key: Optional[str] = typer.Argument(None, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): the values valid then."),
+    history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
+    as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
+) -> None:
+    """Versioned facts extracted from the archive: current values, as of a time, or their history."""
+    from datetime import datetime
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    def run():
+        try:
+            when = datetime.fromisoformat(as_of.replace("Z", "+00:00")) if as_of else None
+        except ValueError:
+            raise ValueError(f"--as-of must be an ISO 8601 time such as 2026-03-14 or 2026-03-14T09:00:00Z, got {as_of!r}") from None
+        with _open() as lantern:
+            rows = lantern.facts(key, when, history=history)
+        if as_json:
+            print(json.dumps([r.to_json() for r in rows], ensure_ascii=False))
+            return
+        if not rows:
+            typer.secho("no facts", err=True, fg=typer.colors.YELLOW)
+            return
+        table = Table()
+        for col in ("key", "value", "valid from", "valid to", "current", "source"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(escape(r.key), escape(r.value if r.value is not None else "(retracted)"),
+                          r.valid_from.strftime("%Y-%m-%d %H:%M"), r.valid_to.strftime("%Y-%m-%d %H:%M") if r.valid_to else "–",
+                          "yes" if r.current else "", escape(f"{r.session} · turn {r.turn} (entry {r.entry_id})"))
+        Console(width=max(Console().width, 120)).print(table)
 
     _guard(run)
 
