@@ -107,7 +107,7 @@ def sentences(text: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- values
-_TOKEN = r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}'|[^\s,;!?()\[\]{}<>]+)"
+_TOKEN = r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}'|[^\s,;!?()\[\]{}<>，。；！？、（）【】「」『』“”]+)"
 _STOP_VALUES = {
     "a", "an", "the", "it", "this", "that", "these", "those", "be", "on", "in", "to", "of", "for", "and", "or", "not",
     "something", "anything", "nothing", "default", "true?", "use", "make", "see", "do", "done",
