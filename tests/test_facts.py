@@ -291,3 +291,26 @@ def test_cli_facts_mirrors_the_api(tmp_path):
     assert out.exit_code == 0 and "5434" in out.stdout and "s2" in out.stdout
     out = runner.invoke(app, ["--db", str(path), "facts", "--as-of", "yesterday"])
     assert out.exit_code == 1 and "ISO 8601" in out.output and "Traceback" not in out.output
+
+
+# ----------------------------------------------------------------------------------------------- chain property
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(order=st.permutations(list(range(6))), forget=st.sets(st.integers(0, 5), max_size=3))
+def test_chain_is_event_ordered_whatever_the_arrival_and_deletion_order(tmp_path_factory, order, forget):
+    """Insert six versions of one key in any arrival order, forget any few: the chain is always the survivors
+    sorted by event time, each ending where the next starts, the last one current."""
+    with Lantern(tmp_path_factory.mktemp("chain") / "m.db") as lt:
+        ids = {}
+        for d in order:
+            ids[d] = say(lt, f"the build port is {7000 + d}", day(10 + d), f"s{d}").entry_ids[0]
+        for d in forget:
+            lt.forget(entry=ids[d], vacuum=False)
+        alive = sorted(set(range(6)) - forget)
+        hist = lt.facts("build port", history=True)
+        assert [f.value for f in hist] == [str(7000 + d) for d in alive]
+        assert [f.valid_to for f in hist] == [at(10 + d) for d in alive[1:]] + [None] * bool(alive)
+        assert [f.superseded_by for f in hist] == [f.id for f in hist[1:]] + [None] * bool(alive)
+        assert [f.current for f in hist] == [False] * (len(alive) - 1) + [True] * bool(alive)

@@ -3,8 +3,9 @@
 One row per stated fact: ``valid_from`` is the event time of its source turn (the entry's ``time``, else its
 ``archived_at``), ``recorded_at`` when Lantern stored it, ``valid_to`` the ``valid_from`` of the next record of the
 same key (NULL: the current value), ``superseded_by`` that record's id. A key's records form one chain per
-*scope* ordered by event time, not arrival: every insert or delete recomputes the chain of each key it touches, so
-a replayed or imported old message slots into its place in history instead of becoming "current". Nothing is ever
+*scope* ordered by event time, not arrival: an insert is linked in at its event-time position (its neighbours
+re-linked), a delete joins its neighbours, so a replayed or imported old message slots into its place in history
+instead of becoming "current". Nothing is ever
 deleted by a contradiction; only ``forget`` of the source entry removes a fact (and re-links its chain).
 
 Scope (ours): a chain spans every session of one user — people change their minds across sessions. Until entries
@@ -64,47 +65,75 @@ def fact_scope(row: Any) -> str:
 
 # ----------------------------------------------------------------------------------------------- write
 def write_facts(db: sqlite3.Connection, entry_id: int, facts: Sequence[ExtractedFact], recorded_at: float, scope: str = "") -> None:
-    """Replace the facts of ``entry_id`` (inside the caller's transaction) and recompute every touched chain.
+    """Replace the facts of ``entry_id`` (inside the caller's transaction), each linked into its key's chain.
 
     A fact without a key (a switch or retraction that names only the old value A) takes the key whose value was A
     at the turn's event time in this scope; failing that, A itself (normalized) is the key."""
-    touched = _remove(db, [entry_id])
-    if facts:
-        event = db.execute("SELECT coalesce(time, archived_at) FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
-        for f in facts:
-            key, key_text = f.key, f.key_text
-            if not key:
-                held = _key_holding(db, scope, normalize_value(f.replaces), event)
-                key, key_text = (held, held) if held else (normalize_key(f.replaces or ""), f.replaces or "")
-            if not key:
-                continue
-            db.execute(
-                "INSERT INTO facts(entry_id, scope, key, key_text, value, value_norm, replaces, valid_from, recorded_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (entry_id, scope, key, key_text, f.value, normalize_value(f.value), f.replaces, event, recorded_at),
-            )
-            touched.add((scope, key))
-    for scope_key in touched:
-        _relink(db, *scope_key)
+    _remove(db, [entry_id])
+    if not facts:
+        return
+    event = db.execute("SELECT coalesce(time, archived_at) FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
+    for f in facts:
+        key, key_text = f.key, f.key_text
+        if not key:
+            held = _key_holding(db, scope, normalize_value(f.replaces), event)
+            key, key_text = (held, held) if held else (normalize_key(f.replaces or ""), f.replaces or "")
+        if not key:
+            continue
+        cur = db.execute(
+            "INSERT INTO facts(entry_id, scope, key, key_text, value, value_norm, replaces, valid_from, recorded_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (entry_id, scope, key, key_text, f.value, normalize_value(f.value), f.replaces, event, recorded_at),
+        )
+        _link(db, cur.lastrowid, scope, key, event)
 
 
 def delete_facts(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
-    """Delete the facts of entries being forgotten and re-link their chains (the previous value becomes current
+    """Delete the facts of entries being forgotten, re-linking their chains (the previous value becomes current
     again), inside the caller's transaction."""
-    for scope_key in _remove(db, entry_ids):
-        _relink(db, *scope_key)
+    _remove(db, entry_ids)
 
 
-def _remove(db: sqlite3.Connection, entry_ids: Sequence[int]) -> set[tuple[str, str]]:
-    touched: set[tuple[str, str]] = set()
+def _neighbours(db: sqlite3.Connection, scope: str, key: str, valid_from: float, fid: int) -> tuple[tuple | None, tuple | None]:
+    """The records just before and just after (valid_from, id) in the key's chain: (id, valid_from) or None."""
+    before = db.execute(
+        "SELECT id, valid_from FROM facts WHERE scope = ? AND key = ? AND (valid_from < ? OR (valid_from = ? AND id < ?)) "
+        "ORDER BY valid_from DESC, id DESC LIMIT 1",
+        (scope, key, valid_from, valid_from, fid),
+    ).fetchone()
+    after = db.execute(
+        "SELECT id, valid_from FROM facts WHERE scope = ? AND key = ? AND (valid_from > ? OR (valid_from = ? AND id > ?)) "
+        "ORDER BY valid_from, id LIMIT 1",
+        (scope, key, valid_from, valid_from, fid),
+    ).fetchone()
+    return before, after
+
+
+def _link(db: sqlite3.Connection, fid: int, scope: str, key: str, valid_from: float) -> None:
+    """Insert record ``fid`` into its chain by event time (then id: the later statement of one moment wins): it
+    ends where its successor starts, and its predecessor now ends where it starts. Two indexed look-ups, so a
+    long-lived key costs the same as a new one."""
+    before, after = _neighbours(db, scope, key, valid_from, fid)
+    db.execute("UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?", (after[1] if after else None, after[0] if after else None, fid))
+    if before:
+        db.execute("UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?", (valid_from, fid, before[0]))
+
+
+def _remove(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
+    """Delete the facts of ``entry_ids`` one by one, joining each one's predecessor to its successor."""
     for start in range(0, len(entry_ids), 500):
         chunk = list(entry_ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
-        touched.update(db.execute(f"SELECT DISTINCT scope, key FROM facts WHERE entry_id IN ({marks})", chunk).fetchall())
-        if touched:
-            db.execute(f"UPDATE facts SET superseded_by = NULL WHERE superseded_by IN (SELECT id FROM facts WHERE entry_id IN ({marks}))", chunk)
-            db.execute(f"DELETE FROM facts WHERE entry_id IN ({marks})", chunk)
-    return touched
+        for fid, scope, key, valid_from in db.execute(
+            f"SELECT id, scope, key, valid_from FROM facts WHERE entry_id IN ({marks}) ORDER BY id", chunk
+        ).fetchall():
+            before, after = _neighbours(db, scope, key, valid_from, fid)
+            if before:
+                db.execute(
+                    "UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?",
+                    (after[1] if after else None, after[0] if after else None, before[0]),
+                )
+            db.execute("DELETE FROM facts WHERE id = ?", (fid,))
 
 
 def _key_holding(db: sqlite3.Connection, scope: str, value_norm: str | None, at: float) -> str | None:
@@ -114,23 +143,6 @@ def _key_holding(db: sqlite3.Connection, scope: str, value_norm: str | None, at:
         (scope, value_norm, at, at),
     ).fetchone()
     return row[0] if row else None
-
-
-def _relink(db: sqlite3.Connection, scope: str, key: str) -> None:
-    """Order the key's records by event time (then by id: the later statement of the same moment wins) and set
-    each one's valid_to / superseded_by to the next record's valid_from / id."""
-    rows = db.execute(
-        "SELECT id, valid_from, valid_to, superseded_by FROM facts WHERE scope = ? AND key = ? ORDER BY valid_from, id",
-        (scope, key),
-    ).fetchall()
-    changes = []
-    for i, (fid, _, valid_to, superseded_by) in enumerate(rows):
-        nxt = rows[i + 1] if i + 1 < len(rows) else None
-        want = (nxt[1], nxt[0]) if nxt else (None, None)
-        if (valid_to, superseded_by) != want:
-            changes.append((*want, fid))
-    if changes:
-        db.executemany("UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?", changes)
 
 
 # ----------------------------------------------------------------------------------------------- read

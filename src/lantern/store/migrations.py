@@ -82,7 +82,8 @@ def m004_facts(db: sqlite3.Connection) -> None:
         );
         CREATE INDEX facts_chain ON facts(scope, key, valid_from);
         CREATE INDEX facts_entry ON facts(entry_id);
-        CREATE INDEX facts_value ON facts(scope, value_norm)
+        CREATE INDEX facts_value ON facts(scope, value_norm);
+        CREATE INDEX facts_superseded_by ON facts(superseded_by)
         """,
     )
 
