@@ -97,7 +97,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(\[])|(?<=[。！？；;])|
 
 def sentences(text: str) -> list[str]:
     """``text`` (first 4,000 characters) with URLs blanked, split into lines and sentences; questions dropped."""
-    text = _URL.sub(" ", text[:MAX_TEXT_CHARS])
+    text = text[:MAX_TEXT_CHARS]
+    if "://" in text or "www." in text:
+        text = _URL.sub(" ", text)
     out = []
     for s in _SENTENCE_END.split(text):
         s = s.strip()
@@ -310,10 +312,21 @@ def _sentence_facts(s: str) -> list[ExtractedFact]:
     if _HAS_CJK.search(s):
         switched = zh_switch_facts(s)
         rest = _ZH_SWITCH.sub(" ", s) if switched else s
-        return switched + zh_retract_facts(rest) + zh_set_facts(_ZH_RETRACT.sub(" ", rest)) + assign_facts(rest)
-    switched = switch_facts(s)
+        retracted = zh_retract_facts(rest) if "不再" in rest else []
+        return switched + retracted + zh_set_facts(_ZH_RETRACT.sub(" ", rest) if retracted else rest) + (assign_facts(rest) if "=" in s else [])
+    low = s.lower()  # cheap gates: most sentences hold none of the words a family needs
+    switched = switch_facts(s) if " from " in low else []
     rest = _SWITCH.sub(" ", s) if switched else s
-    return switched + retract_facts(rest) + set_facts(rest) + is_facts(rest) + assign_facts(rest)
+    out = switched
+    if " use" in low or " need" in low or " run" in low or " depend" in low:
+        out = out + retract_facts(rest)
+    if " to " in low:
+        out = out + set_facts(rest)
+    if " is " in low or " are " in low:
+        out = out + is_facts(rest)
+    if "=" in s:
+        out = out + assign_facts(rest)
+    return out
 
 
 def extract_facts(texts: Iterable[str]) -> list[ExtractedFact]:
