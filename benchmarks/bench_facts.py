@@ -61,7 +61,7 @@ def bench_extraction(turns, repeat: int) -> tuple[list[float], list[int]]:
     for _ in range(repeat):
         for i, tx in enumerate(texts):
             t0 = time.perf_counter()
-            found = extract_facts(tx)
+            found = extract_facts(*tx)
             best[i] = min(best[i], time.perf_counter() - t0)
             counts[i] = len(found)
     return best, counts

@@ -81,10 +81,23 @@ def test_chinese_patterns(text, expected):
         "我是学生",  # 是 with a plain noun and no attribute key
         "端口是多少？",  # question
         "The plan: we ship it tomorrow after lunch",
+        "set up the mock to raise an error",  # a purpose, not a setting
+        "Describe the code changes you are proposing.\\nBe concise.",  # pronoun in the key, escaped newline
+        "answer = await ask(question)",  # code: the statement goes on after the value
+        "self.port = 5433",
+        "```python\nx = 1\nresult = compute\n```",  # variables in a fenced code block
     ],
 )
 def test_negatives_are_not_facts(text):
     assert facts(text) == []
+
+
+def test_code_and_tool_output_yield_only_settings():
+    fenced = "Put this in .env:\n```\nDB_PORT=5433\nx = 1\n```\nand restart."
+    assert facts(fenced) == [("db port", "5433", None)]
+    tool = "x = 1\nDB_HOST=db.internal\nthe server is PostgreSQL\nport: 5433\nhost: db.local"
+    found = [(f.key, f.value) for f in extract_facts([], [tool])]
+    assert found == [("db host", "db.internal"), ("port", "5433"), ("host", "db.local")]
 
 
 def test_key_normalization_is_exact_after_case_articles_separators_and_de():

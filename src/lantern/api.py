@@ -135,7 +135,7 @@ class Lantern:
             tool_count=sum(len(m.tool_calls) for m in turn.messages),
             file_count=len(turn.files),
             meta=turn.meta,
-            facts=extract_facts(_fact_texts(turn)) if self.config.extract_facts else [],
+            facts=extract_facts(*_fact_texts(turn)) if self.config.extract_facts else [],
         )
 
     # ------------------------------------------------------------------ read path
@@ -293,10 +293,10 @@ class Lantern:
         return self.store.stats()
 
 
-def _fact_texts(turn: Turn) -> list[str]:
-    """What facts are extracted from: the user and assistant texts and the tool results of a turn (tool-call
-    arguments are commands, not statements)."""
-    return [m.text for m in turn.messages if m.text] + [r.content for m in turn.messages for r in m.tool_results if r.content]
+def _fact_texts(turn: Turn) -> tuple[list[str], list[str]]:
+    """What facts are extracted from: (the user and assistant texts, the tool results) of a turn. Tool-call
+    arguments are commands, not statements; tool results are read as code (settings only: memory/facts.py)."""
+    return [m.text for m in turn.messages if m.text], [r.content for m in turn.messages for r in m.tool_results if r.content]
 
 
 def _epoch(as_of: Any) -> float | None:

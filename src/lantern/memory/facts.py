@@ -123,7 +123,7 @@ def _clean_value(raw: str) -> str | None:
     if v[:1] in "`\"'" and v[-1:] == v[:1] and len(v) >= 2:
         v = v[1:-1].strip()
     else:
-        v = v.rstrip(".,:;)").strip()
+        v = v.rstrip(".,:;)\"'”’").strip()
     if not v or len(v) > MAX_VALUE_CHARS or v.casefold() in _STOP_VALUES:
         return None
     return v
@@ -134,8 +134,12 @@ def _value_like(raw: str, v: str) -> bool:
     return raw.strip()[:1] in "`\"'" or bool(re.search(r"[0-9._/:@\-]|[A-Z]", v))
 
 
+_FUNCTION_WORDS = _PRONOUN_KEYS | {"up", "should", "would", "could", "will", "can", "be", "been", "is", "are", "was", "not", "so"}
+
+
 def _key_ok(key: str) -> bool:
-    return bool(key) and key not in _PRONOUN_KEYS and not key.isdigit()
+    """A key is a noun phrase: not a pronoun, not a number, no pronoun or auxiliary among its words."""
+    return bool(key) and not key.isdigit() and not any(w in _FUNCTION_WORDS for w in key.split())
 
 
 def _fact(key_text: str, value: str | None, family: str, replaces: str | None = None) -> ExtractedFact | None:
@@ -159,6 +163,8 @@ _SWITCH = re.compile(
 )
 _RETRACT = re.compile(rf"\b(?:no longer|don't|do not|won't|will not) (?:use|using|need|run|depend on)\s+(?:the\s+)?({_TOKEN})", re.I)
 _ASSIGN = re.compile(rf"(?<![\w?&/.=:!<>(,+*%-])([A-Za-z_][\w.\-]{{0,40}})\s*(?<![=!<>])=(?![=>])\s*({_TOKEN})")
+_ASSIGN_END = re.compile(r"^\s*(?:$|[,;#&|，。；]|\b(?:and|for|in|on|now|then|instead)\b|[A-Za-z_][\w.\-]*\s*=)")
+_ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _COLON = re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\s*$")
 _SPEAKERS = {"user", "assistant", "system", "tool", "human", "ai", "note", "warning", "error", "tip", "example", "todo"}
 
@@ -168,7 +174,7 @@ def is_facts(sentence: str) -> list[ExtractedFact]:
     out = []
     for m in _IS.finditer(sentence):
         v = _clean_value(m.group(2))
-        if v and _value_like(m.group(2), v):
+        if v and _value_like(m.group(2), v) and "\\n" not in v:
             out.append(_fact(m.group(1), v, "is"))
     return [f for f in out if f]
 
@@ -180,9 +186,18 @@ def set_facts(sentence: str) -> list[ExtractedFact]:
         if re.search(r"\bfrom\b", m.group(1), re.I):
             continue
         v = _clean_value(m.group(2))
-        if v:
+        if v and (_value_like(m.group(2), v) or _ends_clause(sentence[m.end(2) :])):
             out.append(_fact(m.group(1), v, "set"))
     return [f for f in out if f]
+
+
+_CLAUSE_END = re.compile(r"^\s*(?:$|[.,;:!)]|(?:now|instead|again|please|too|everywhere|by default)\b)", re.I)
+
+
+def _ends_clause(rest: str) -> bool:
+    """"set the log level to debug." — a plain word is a value only where the clause ends ("set up the mock to
+    raise an error" is a purpose, not a setting)."""
+    return bool(_CLAUSE_END.match(rest))
 
 
 def switch_facts(sentence: str) -> list[ExtractedFact]:
@@ -216,7 +231,10 @@ def assign_facts(sentence: str) -> list[ExtractedFact]:
     out = []
     for m in _ASSIGN.finditer(sentence):
         v = _clean_value(m.group(2))
-        if v and sentence[m.end(2) : m.end(2) + 1] != "(":  # "x = compute(y)" is code, not a setting
+        rest = sentence[m.end(2) :]
+        if m.group(1).startswith(("self.", "this.", "cls.")) or rest[:1] == "(" or not _ASSIGN_END.match(rest):
+            continue  # "x = compute(y)", "answer = await ask()", "self.x = y" are code, not settings
+        if v:
             out.append(_fact(m.group(1), v, "assign"))
     return [f for f in out if f]
 
@@ -329,20 +347,42 @@ def _sentence_facts(s: str) -> list[ExtractedFact]:
     return out
 
 
-def extract_facts(texts: Iterable[str]) -> list[ExtractedFact]:
-    """Facts stated in ``texts`` (a turn's user and assistant messages and tool results), in order of appearance,
-    one per (key, value) — the last statement of a key in a turn wins at store time. Pure; < 0.1 ms for a typical
-    turn (``benchmarks/bench_facts.py``)."""
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+
+
+def split_code(text: str) -> tuple[str, str]:
+    """(prose, code) of a message: fenced ```` ``` ```` blocks are code, the rest prose."""
+    if "```" not in text:
+        return text, ""
+    return _FENCE.sub("\n", text), "\n".join(m.group(0).strip("`") for m in _FENCE.finditer(text))
+
+
+def code_facts(text: str) -> list[ExtractedFact]:
+    """Facts in code and tool output: only settings — ``ENV_STYLE=value`` and config-like ``key: value`` runs.
+    ``x = 1`` in a program is a variable, not a fact about the project (ours)."""
+    lines = [line.strip() for line in text[:MAX_TEXT_CHARS].splitlines() if line.strip()]
+    env = [f for line in lines if "=" in line for f in assign_facts(line) if _ENV_KEY.match(f.key_text)]
+    return env + colon_facts(lines)
+
+
+def extract_facts(texts: Iterable[str], code: Iterable[str] = ()) -> list[ExtractedFact]:
+    """Facts stated in ``texts`` (a turn's user and assistant messages: every family on their prose, ``code_facts``
+    on their fenced blocks) and ``code`` (tool results: ``code_facts`` only), in order of appearance, one per
+    (key, value, replaced) — the last statement of a key in a turn wins at store time. Pure; ~0.1 ms for a
+    typical turn (``benchmarks/bench_facts.py``)."""
     out: list[ExtractedFact] = []
     seen: set[tuple[str, str | None, str | None]] = set()
-    for text in texts:
-        if not text:
-            continue
+    chunks = [(t, False) for t in texts if t] + [(t, True) for t in code if t]
+    for text, is_code in chunks:
         found: list[ExtractedFact] = []
-        parts = sentences(text)
-        for s in parts:
-            found.extend(_sentence_facts(s))
-        found.extend(colon_facts(parts))
+        prose, fenced = ("", text) if is_code else split_code(text)
+        if prose:
+            parts = sentences(prose)
+            for s in parts:
+                found.extend(_sentence_facts(s))
+            found.extend(colon_facts(parts))
+        if fenced:
+            found.extend(code_facts(fenced))
         for f in found:
             ident = (f.key, normalize_value(f.value), normalize_value(f.replaces))
             if ident not in seen:
