@@ -302,6 +302,10 @@ def test_cli_facts_mirrors_the_api(tmp_path):
     assert [(r["value"], r["current"]) for r in rows] == [("5433", False), ("5434", True)]
     out = runner.invoke(app, ["--db", str(path), "facts", "--history"])
     assert out.exit_code == 0 and "5434" in out.stdout and "s2" in out.stdout
+    out = runner.invoke(app, ["--db", str(path), "recover", "staging DB port", "--as-of", "2026-03-13T18:00:00Z", "--json"])
+    assert out.exit_code == 0 and "5433" in out.stdout and "5434" not in out.stdout
+    out = runner.invoke(app, ["--db", str(path), "recover", "staging DB port", "--json"])
+    assert "5433 until 14 Mar 2026 09:00, now 5434" in json.loads(out.stdout)["text"]
     out = runner.invoke(app, ["--db", str(path), "facts", "--as-of", "yesterday"])
     assert out.exit_code == 1 and "ISO 8601" in out.output and "Traceback" not in out.output
 

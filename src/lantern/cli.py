@@ -1,7 +1,7 @@
 """The ``lantern`` command: a typer app mirroring the Python API one to one.
 
     lantern [--db PATH] ingest FILE [--format auto|...] [--session ID]     -> Lantern.ingest
-    lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--json] -> Lantern.recover
+    lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--as-of ISO] [--json] -> Lantern.recover
     lantern [--db PATH] search QUERY [-k N] [--explain] [--json]           -> Lantern.search / Lantern.explain
     lantern [--db PATH] forget (--entry ID | --session ID)                 -> Lantern.forget
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
@@ -84,6 +84,18 @@ def _guard(fn):
         _fail(f"internal error {type(e).__name__}: {e} (set LANTERN_DEBUG=1 for the traceback)")
 
 
+def _iso(value: Optional[str], option: str):
+    """An ISO 8601 option value as a datetime (``Z`` allowed), None when absent; ValueError names the option."""
+    from datetime import datetime
+
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{option} must be an ISO 8601 time such as 2026-03-14 or 2026-03-14T09:00:00Z, got {value!r}") from None
+
+
 @app.command()
 def ingest(
     file: Path = typer.Argument(..., help="Transcript file."),
@@ -124,12 +136,14 @@ def recover(
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): answer as of then."),
 ) -> None:
     """Recover archived turns for QUERY within a character budget."""
 
     def run():
+        when = _iso(as_of, "--as-of")
         with _open() as lantern:
-            result = lantern.recover(query, session=session, budget=budget)
+            result = lantern.recover(query, session=session, budget=budget, as_of=when)
         if as_json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
         elif result.text:
@@ -227,17 +241,12 @@ def facts(
     as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
 ) -> None:
     """Versioned facts extracted from the archive: current values, as of a time, or their history."""
-    from datetime import datetime
-
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     def run():
-        try:
-            when = datetime.fromisoformat(as_of.replace("Z", "+00:00")) if as_of else None
-        except ValueError:
-            raise ValueError(f"--as-of must be an ISO 8601 time such as 2026-03-14 or 2026-03-14T09:00:00Z, got {as_of!r}") from None
+        when = _iso(as_of, "--as-of")
         with _open() as lantern:
             rows = lantern.facts(key, when, history=history)
         if as_json:

@@ -61,12 +61,15 @@ def notes_for(db: sqlite3.Connection, at: float | None, where: str = "", params:
     def notes(entry_ids: list[int]) -> list[FactNote]:
         out: list[FactNote] = []
         seen: set[tuple[str, str, str | None]] = set()
+        valid: dict[tuple[str, str], Any] = {}  # one look-up per key
         for record in facts_of_entries(db, entry_ids, where, params):
             ident = (record.scope, record.key, normalize_value(record.value))
             if ident in seen:
                 continue
             seen.add(ident)
-            now = value_at(db, record.key, at, record.scope, where, params)
+            if (record.scope, record.key) not in valid:
+                valid[record.scope, record.key] = value_at(db, record.key, at, record.scope, where, params)
+            now = valid[record.scope, record.key]
             if now is None or normalize_value(now.value) == normalize_value(record.value):
                 continue  # still holds (or nothing holds then: nothing to correct it with)
             until = changed_at(db, record, where, params)

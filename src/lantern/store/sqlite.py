@@ -255,8 +255,8 @@ class Store:
         db.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
 
     def delete(self, *, entry: int | None = None, session: str | None = None) -> int:
-        """Delete entries (with their vectors and FTS rows) by id, or by session with its sub-sessions, in one
-        transaction. Returns the count."""
+        """Delete entries (with their vectors, FTS rows and facts, whose chains are re-linked) by id, or by session
+        with its sub-sessions, in one transaction. Returns the count."""
         if entry is None and session is None:
             raise ValueError("give entry= or session=")
         if entry is not None:
