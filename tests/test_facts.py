@@ -331,3 +331,16 @@ def test_chain_is_event_ordered_whatever_the_arrival_and_deletion_order(tmp_path
         assert [f.valid_to for f in hist] == [at(10 + d) for d in alive[1:]] + [None] * bool(alive)
         assert [f.superseded_by for f in hist] == [f.id for f in hist[1:]] + [None] * bool(alive)
         assert [f.current for f in hist] == [False] * (len(alive) - 1) + [True] * bool(alive)
+
+
+def test_as_of_note_names_the_value_valid_then(lantern):
+    say(lantern, "For the record, the staging DB port is 5433.", day(13), "d1")
+    say(lantern, "I changed the staging DB port to 5434.", day(14), "d2")
+    say(lantern, "I changed the staging DB port to 5435.", day(16), "d3")
+    rec = lantern.recover("Which staging DB port did we use before?", budget=3000, as_of=at(15))
+    assert "- staging DB port: 5433 until 14 Mar 2026 09:00, as of 15 Mar 2026 09:00: 5434" in rec.text
+    assert "5435" not in rec.text
+    now = lantern.recover("Which staging DB port did we use before?", budget=3000)
+    lines = [n.line for n in now.facts]
+    assert "- staging DB port: 5433 until 14 Mar 2026 09:00, now 5435" in lines
+    assert "- staging DB port: 5434 until 16 Mar 2026 09:00, now 5435" in lines
