@@ -344,3 +344,11 @@ def test_as_of_note_names_the_value_valid_then(lantern):
     lines = [n.line for n in now.facts]
     assert "- staging DB port: 5433 until 14 Mar 2026 09:00, now 5435" in lines
     assert "- staging DB port: 5434 until 16 Mar 2026 09:00, now 5435" in lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab XY_.=:-/\n`'\"?，。是改为从换成不再用的 the is set to from port 5433 no longer use")), max_size=200))
+def test_extraction_never_crashes_and_values_stay_short(text):
+    for f in extract_facts([text], [text]):
+        assert f.value is None or 0 < len(f.value) <= 80
+        assert f.key == normalize_key(f.key_text) or (not f.key and f.replaces)
