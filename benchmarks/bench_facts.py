@@ -34,10 +34,10 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa: E402
 
-from lantern.api import Lantern, _fact_texts  # noqa: E402
+from lantern.api import Lantern  # noqa: E402
 from lantern.config import Config  # noqa: E402
 from lantern.embed import MiniLMEmbedder  # noqa: E402
-from lantern.memory.facts import extract_facts  # noqa: E402
+from lantern.memory.facts import extract_facts, fact_texts  # noqa: E402
 
 ARCHIVE_TARGET_MS, RECOVER_TARGET_MS = 2.0, 5.0
 
@@ -55,7 +55,7 @@ def new_table(title: str) -> Table:
 
 
 def bench_extraction(turns, repeat: int) -> tuple[list[float], list[int]]:
-    texts = [_fact_texts(t) for t in turns]
+    texts = [fact_texts(t) for t in turns]
     best = [float("inf")] * len(turns)
     counts = [0] * len(turns)
     for _ in range(repeat):

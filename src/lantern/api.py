@@ -24,7 +24,7 @@ from .archive.tags import extract_tags, hint_terms
 from .config import DEFAULT, Config, default_db_path
 from .embed import Embedder, get_embedder
 from .memory import fact_store
-from .memory.facts import extract_facts
+from .memory.facts import extract_facts, fact_texts
 from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
 from .recover import facts_note, pipeline
 from .store.index import MemoryIndex
@@ -135,7 +135,7 @@ class Lantern:
             tool_count=sum(len(m.tool_calls) for m in turn.messages),
             file_count=len(turn.files),
             meta=turn.meta,
-            facts=extract_facts(*_fact_texts(turn)) if self.config.extract_facts else [],
+            facts=extract_facts(*fact_texts(turn)) if self.config.extract_facts else [],
         )
 
     # ------------------------------------------------------------------ read path
@@ -291,12 +291,6 @@ class Lantern:
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: entries, sessions, embedder id and dimension, schema version, database bytes (pages in use)."""
         return self.store.stats()
-
-
-def _fact_texts(turn: Turn) -> tuple[list[str], list[str]]:
-    """What facts are extracted from: (the user and assistant texts, the tool results) of a turn. Tool-call
-    arguments are commands, not statements; tool results are read as code (settings only: memory/facts.py)."""
-    return [m.text for m in turn.messages if m.text], [r.content for m in turn.messages for r in m.tool_results if r.content]
 
 
 def _epoch(as_of: Any) -> float | None:

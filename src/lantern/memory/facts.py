@@ -40,8 +40,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["ExtractedFact", "extract_facts", "normalize_key", "normalize_value", "sentences"]
+__all__ = ["ExtractedFact", "extract_facts", "fact_texts", "normalize_key", "normalize_value", "sentences"]
 
 MAX_VALUE_CHARS = 80  # longer "values" are prose, not facts (ours)
 MAX_KEY_WORDS = 5  # English keys: at most this many words (ours)
@@ -345,6 +346,12 @@ def _sentence_facts(s: str) -> list[ExtractedFact]:
     if "=" in s:
         out = out + assign_facts(rest)
     return out
+
+
+def fact_texts(turn: Any) -> tuple[list[str], list[str]]:
+    """What a ``Turn``'s facts are extracted from: (its user and assistant texts, its tool results). Tool-call
+    arguments are commands, not statements; tool results are read as code (``code_facts``)."""
+    return [m.text for m in turn.messages if m.text], [r.content for m in turn.messages for r in m.tool_results if r.content]
 
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
