@@ -9,8 +9,8 @@
 - **Core gist**: refreshed every ``Config.gist_every`` (5) turns from the turns that have left working memory.
   Extractive by default (ours: one line per turn, the first sentence of the user's message and of the reply,
   oldest lines rolling off past ``Config.gist_max_chars``); an LLM summary when ``Config.gist_base_url`` (an
-  OpenAI-compatible ``.../v1``) or an OpenAI-style ``client`` is given — the previous gist and the new turns are
-  sent to it, so only configure one you trust with the conversation. A failed call keeps the extractive gist
+  OpenAI-compatible ``.../v1``, called with ``POST /chat/completions``) is set — the previous gist and the new
+  turns are sent to it, so only configure one you trust with the conversation. A failed call keeps the extractive gist
   (``gist_error`` says why).
 - **Long-term**: the archive, reached by ``Lantern.recover`` when ``memory.triggers.should_recover`` fires on the
   question (or the caller forces it); the query is the question plus the gist (DESIGN §5).
@@ -27,13 +27,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..archive.chunk import chunk
-from ..model import ArchiveResult, Message, Recovery, Turn
+from ..model import ArchiveResult, Recovery, Turn
 from .triggers import Trigger, recovery_query, should_recover
 
 __all__ = ["Context", "Session", "GIST_PROMPT"]
@@ -84,15 +83,14 @@ class Session:
     """One conversation's layered memory over a ``Lantern`` store (DESIGN §5).
 
     ``lantern``: the store; ``session``: the session id the turns are archived under; ``system_prompt``: the first
-    message of every context; ``client``: optional OpenAI-style client (``client.chat.completions.create``) for the
-    LLM gist, used before ``lantern.config.gist_base_url``. API key for ``gist_base_url``: ``$LANTERN_GIST_API_KEY``.
+    message of every context. The LLM gist uses ``lantern.config.gist_base_url`` / ``gist_model`` /
+    ``gist_timeout_s`` and the key in ``$LANTERN_GIST_API_KEY`` (never stored).
     """
 
-    def __init__(self, lantern: Any, session: str, *, system_prompt: str = "", client: Any = None):
+    def __init__(self, lantern: Any, session: str, *, system_prompt: str = ""):
         self.lantern = lantern
         self.session = session
         self.system_prompt = system_prompt
-        self.client = client
         cfg = lantern.config
         self.working_turns, self.gist_every, self.gist_max_chars = cfg.working_turns, cfg.gist_every, cfg.gist_max_chars
         if self.working_turns < 0 or self.gist_every < 1 or self.gist_max_chars < 0:
@@ -146,7 +144,7 @@ class Session:
             try:
                 self._llm_gist = self._call_llm(new)[: self.gist_max_chars].strip()
                 self.gist_source, self.gist_error = "llm", None
-            except (OSError, ValueError, KeyError, IndexError, TypeError, urllib.error.URLError) as e:
+            except Exception as e:  # noqa: BLE001 - any failure of the optional LLM keeps the extractive gist
                 self.gist_source, self.gist_error = "extractive", f"{type(e).__name__}: {e}"
         return self.gist
 
@@ -159,7 +157,7 @@ class Session:
 
     # ------------------------------------------------------------------ LLM gist
     def _llm_configured(self) -> bool:
-        return self.client is not None or bool(self.lantern.config.gist_base_url)
+        return bool(self.lantern.config.gist_base_url)
 
     def _call_llm(self, new_turns: str) -> str:
         cfg = self.lantern.config
@@ -167,11 +165,7 @@ class Session:
             {"role": "system", "content": GIST_PROMPT.format(max_chars=self.gist_max_chars)},
             {"role": "user", "content": f"Current summary:\n{self._llm_gist or self.gist or '(none)'}\n\nNew turns:\n{new_turns}"},
         ]
-        if self.client is not None:
-            reply = self.client.chat.completions.create(model=cfg.gist_model, messages=messages, temperature=0)
-            text = reply.choices[0].message.content
-        else:
-            text = chat_completion(cfg.gist_base_url, cfg.gist_model, messages, os.environ.get("LANTERN_GIST_API_KEY"), cfg.gist_timeout_s)
+        text = chat_completion(cfg.gist_base_url, cfg.gist_model, messages, os.environ.get("LANTERN_GIST_API_KEY"), cfg.gist_timeout_s)
         if not isinstance(text, str) or not text.strip():
             raise ValueError("the gist LLM returned no text")
         return text
