@@ -352,3 +352,12 @@ def test_extraction_never_crashes_and_values_stay_short(text):
     for f in extract_facts([text], [text]):
         assert f.value is None or 0 < len(f.value) <= 80
         assert f.key == normalize_key(f.key_text) or (not f.key and f.replaces)
+
+
+def test_chinese_three_day_scenario_marks_the_superseded_port(lantern):
+    say(lantern, "记一下：staging 数据库的端口是 5433。", day(13), "第一天", reply="好的，5433。")
+    say(lantern, "staging 数据库端口改为 5434 了。", day(14), "第二天", reply="好的，已改为 5434。")
+    rec = lantern.recover("之前 staging 数据库端口是多少？", budget=2000)
+    assert "5433 until 14 Mar 2026 09:00, now 5434" in rec.text
+    then = lantern.recover("之前 staging 数据库端口是多少？", budget=2000, as_of=at(13, 18))
+    assert "5434" not in then.text and "5433" in then.text
