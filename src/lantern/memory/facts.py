@@ -26,8 +26,12 @@ What is NOT extracted (precision over recall: a false fact would mark a true one
   or an attribute key with 的 ("我的名字是张三"), so "我是学生" is not a fact;
 - "X: Y" in prose ("Note: this matters"): a colon line counts only when Y is one token and the line is config-like
   (the key has ``_``/``.``/a digit, or the line sits in a run of at least two ``key: value`` lines);
-- ``a == b``, ``x <= y``, keyword arguments inside a call (``f(port=1)``); values with spaces or longer than 80
-  characters; pronoun keys ("set it to 5").
+- ``a == b``, ``x <= y``, keyword arguments inside a call (``f(port=1)``), an assignment whose statement goes on
+  (``answer = await ask()``), ``self.x = y``; values with spaces or longer than 80 characters; keys with a pronoun
+  or auxiliary ("set it to 5", "set up the mock to raise"); a plain-word value of "set X to Y" that does not end
+  the clause;
+- program variables: in fenced code blocks and in tool results (``extract_facts(texts, code)``) only settings
+  count — ``ENV_STYLE=value`` and config-like ``key: value`` runs — so ``x = 1`` in a diff is not a fact.
 
 **Keys** are matched exactly after normalization (``normalize_key``): case folded, leading the/a/an/our/my/your and
 我的/你的/我们的 dropped, 的 removed, ``_ . -`` and whitespace runs made one space, spaces next to CJK removed.
