@@ -29,6 +29,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_cold_start.py
 	$(BIN)/python benchmarks/bench_redact.py
 	$(BIN)/python benchmarks/bench_hook.py
+	$(BIN)/python benchmarks/bench_facts.py
 
 clean:
 	rm -rf $(VENV)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,12 @@ from .archive.summarize import summarize
 from .archive.tags import extract_tags, hint_terms
 from .config import DEFAULT, Config, default_db_path
 from .embed import Embedder, get_embedder
+from .memory import fact_store
+from .memory.facts import extract_facts, fact_texts
 from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
-from .recover import pipeline
+from .recover import facts_note, pipeline
 from .store.index import MemoryIndex
-from .store.sqlite import NewEntry, Store
+from .store.sqlite import NewEntry, Store, to_epoch
 
 Progress = Callable[[int, int], None]  # (done, total) in turns
 
@@ -132,6 +135,7 @@ class Lantern:
             tool_count=sum(len(m.tool_calls) for m in turn.messages),
             file_count=len(turn.files),
             meta=turn.meta,
+            facts=extract_facts(*fact_texts(turn)) if self.config.extract_facts else [],
         )
 
     # ------------------------------------------------------------------ read path
@@ -141,34 +145,60 @@ class Lantern:
         session: str | None = None,
         budget: int | None = None,
         exclude: Iterable[int] | Sequence[Message | dict] | None = None,
+        *,
+        as_of: datetime | None = None,
     ) -> Recovery:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
 
         ``session``: restrict to one session (and its sub-sessions); None searches every session.
         ``exclude``: entry ids, or the live context as messages (Message or dicts): entries whose full text is
-        still in it are never re-injected. Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``,
-        ``.candidates`` for explain). Access counts of packed entries are incremented (F(e), paper eq. 2).
+        still in it are never re-injected. ``as_of``: answer as of a past time (naive = UTC): turns whose event
+        time is later are not candidates, and fact values valid then count as current (DESIGN §5). A packed turn
+        stating a value changed since is marked in the block ("port: 5433 until 14 Mar 2026, now 5434";
+        ``.facts``). Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``, ``.candidates`` for
+        explain). Access counts of packed entries are incremented (F(e), paper eq. 2).
         """
-        result = self.explain(query, session, budget, exclude)
+        result = self.explain(query, session, budget, exclude, as_of=as_of)
         packed = [e.id for e in result.entries]
         if packed:
             self.store.bump_access(packed)
             self.index.note_access(packed)
         return result
 
-    def explain(self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None) -> Recovery:
+    def explain(
+        self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None, *, as_of: datetime | None = None
+    ) -> Recovery:
         """``recover`` without its side effect (access counts): the same Recovery, whose ``candidates`` give every
         candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt, cut:budget, cut:duplicate,
-        excluded:live) with its reason. Raises ValueError for a bad budget, TypeError for a bad ``exclude``."""
+        excluded:live) with its reason. Raises ValueError for a bad budget, TypeError for a bad ``exclude`` or
+        ``as_of``."""
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
+        at = _epoch(as_of)
         query, session = clean_text(query), session or None
         if not query.strip():
             return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
+        if at is not None:  # turns after the asked time did not exist yet
+            self.index.refresh()
+            ids += self.index.ids[self.index.time > at].tolist()
+        notes = facts_note.notes_for(self.store.db, at, *self._fact_filter()) if self.config.fact_notes else None
         return pipeline.recover(
             self.store, self.index, self.embedder, self.config, query,
-            budget=budget, session=session, exclude_ids=ids, live_text=live,
+            budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes,
         )
+
+    def facts(self, key: str | None = None, as_of: datetime | None = None, *, history: bool = False) -> list[fact_store.FactRecord]:
+        """Versioned facts (DESIGN §5): the value of each key valid now or at ``as_of`` (naive = UTC), or with
+        ``history`` every version stated up to then (``.current`` marks the valid one). ``key`` is normalized
+        (memory/facts.py ``normalize_key``) and matched exactly. Returns ``FactRecord`` rows ordered by key, then
+        event time. Raises TypeError when ``as_of`` is not a datetime."""
+        where, params = self._fact_filter()
+        return fact_store.records(self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params)
+
+    def _fact_filter(self) -> tuple[str, tuple]:
+        """The SQL condition on the source entries ``e`` of every facts read, with its parameters: the scope
+        filter (none yet: issue 6 part 6 adds the user scope here)."""
+        return "", ()
 
     def search(self, query: str, k: int = 10, session: str | None = None) -> list[Hit]:
         """Top ``k`` entries by fused (RRF) score, with per-signal ranks. No MMR, no budget, no side effects.
@@ -261,6 +291,15 @@ class Lantern:
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: entries, sessions, embedder id and dimension, schema version, database bytes (pages in use)."""
         return self.store.stats()
+
+
+def _epoch(as_of: Any) -> float | None:
+    """Unix seconds of an ``as_of`` datetime (naive = UTC); None stays None; anything else is a TypeError."""
+    if as_of is None:
+        return None
+    if not isinstance(as_of, datetime):
+        raise TypeError(f"as_of must be a datetime, got {type(as_of).__name__}")
+    return to_epoch(as_of)
 
 
 def _tag_window(text: str) -> str:

@@ -1,10 +1,11 @@
 """The ``lantern`` command: a typer app mirroring the Python API one to one.
 
     lantern [--db PATH] ingest FILE [--format auto|...] [--session ID]     -> Lantern.ingest
-    lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--json] -> Lantern.recover
+    lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--as-of ISO] [--json] -> Lantern.recover
     lantern [--db PATH] search QUERY [-k N] [--explain] [--json]           -> Lantern.search / Lantern.explain
     lantern [--db PATH] forget (--entry ID | --session ID)                 -> Lantern.forget
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
+    lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
@@ -84,6 +85,18 @@ def _guard(fn):
         _fail(f"internal error {type(e).__name__}: {e} (set LANTERN_DEBUG=1 for the traceback)")
 
 
+def _iso(value: Optional[str], option: str):
+    """An ISO 8601 option value as a datetime (``Z`` allowed), None when absent; ValueError names the option."""
+    from datetime import datetime
+
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{option} must be an ISO 8601 time such as 2026-03-14 or 2026-03-14T09:00:00Z, got {value!r}") from None
+
+
 @app.command()
 def ingest(
     file: Path = typer.Argument(..., help="Transcript file."),
@@ -124,12 +137,14 @@ def recover(
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): answer as of then."),
 ) -> None:
     """Recover archived turns for QUERY within a character budget."""
 
     def run():
+        when = _iso(as_of, "--as-of")
         with _open() as lantern:
-            result = lantern.recover(query, session=session, budget=budget)
+            result = lantern.recover(query, session=session, budget=budget, as_of=when)
         if as_json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
         elif result.text:
@@ -215,6 +230,40 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         else:
             for key, value in s.items():
                 print(f"{key:>16}: {value}")
+
+    _guard(run)
+
+
+@app.command()
+def facts(
+    key: Optional[str] = typer.Argument(None, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): the values valid then."),
+    history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
+    as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
+) -> None:
+    """Versioned facts extracted from the archive: current values, as of a time, or their history."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    def run():
+        when = _iso(as_of, "--as-of")
+        with _open() as lantern:
+            rows = lantern.facts(key, when, history=history)
+        if as_json:
+            print(json.dumps([r.to_json() for r in rows], ensure_ascii=False))
+            return
+        if not rows:
+            typer.secho("no facts", err=True, fg=typer.colors.YELLOW)
+            return
+        table = Table()
+        for col in ("key", "value", "valid from", "valid to", "current", "source"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(escape(r.key), escape(r.value if r.value is not None else "(retracted)"),
+                          r.valid_from.strftime("%Y-%m-%d %H:%M"), r.valid_to.strftime("%Y-%m-%d %H:%M") if r.valid_to else "–",
+                          "yes" if r.current else "", escape(f"{r.session} · turn {r.turn} (entry {r.entry_id})"))
+        Console(width=max(Console().width, 120)).print(table)
 
     _guard(run)
 

@@ -42,6 +42,15 @@ class Config:
     redact_patterns: tuple = ()  # extra secret patterns: (kind, regex) pairs; group "secret" or 1 is the secret
     redact_allow: tuple = ()  # values never redacted: exact strings, or "re:<regex>" matched on the whole value
     private_markers: tuple = (("<private>", "</private>"),)  # (open, close) spans removed before archiving
+    # --- facts and layered context (DESIGN §5; issue 6 parts 3-4; memory/facts.py, memory/context.py; ours) ---
+    extract_facts: bool = True  # key/value facts by pattern at archive time, versioned in the facts table
+    fact_notes: bool = True  # recovery marks superseded values in the block ("5433 until 14 Mar, now 5434")
+    working_turns: int = 3  # Session working memory: last 3 turns verbatim (DESIGN §5)
+    gist_every: int = 5  # Session core gist refreshed every 5 turns (DESIGN §5)
+    gist_max_chars: int = 1500  # rolling gist cap; the oldest lines roll off (ours)
+    gist_base_url: str | None = None  # OpenAI-compatible base URL (".../v1") for an LLM gist; None: extractive
+    gist_model: str = "gpt-4o-mini"  # model name sent to gist_base_url (key: $LANTERN_GIST_API_KEY, never stored)
+    gist_timeout_s: float = 30.0  # an LLM gist call slower than this falls back to the extractive gist
     # --- reinforcement (paper Appendix D) ---
     initial_confidence: float = 0.5
     initial_success: float = 0.5

@@ -212,6 +212,7 @@ class Recovery:
     chars: int
     budget: int
     candidates: list[Candidate] = field(default_factory=list)
+    facts: list[Any] = field(default_factory=list)  # recover.facts_note.FactNote: superseded values in the block
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..store.index import MemoryIndex
 from ..store.sqlite import Store
 from . import signals
+from .facts_note import pack_with_notes
 from .fusion import mmr, rrf, score_sum
 from .pack import pack
 
@@ -111,11 +112,15 @@ def recover(
     session: str | None = None,
     exclude_ids: Iterable[int] = (),
     live_text: str = "",
+    now: float | None = None,
+    notes: Callable[[list[int]], list] | None = None,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
-    the verdict of every entry considered (``explain``)."""
+    the verdict of every entry considered (``explain``). ``now``: the time recency is measured from (default the
+    clock; ``as_of``). ``notes``: packed entry ids -> superseded-fact notes, inserted in the block within the budget
+    (recover/facts_note.py)."""
     candidates, terms, positions = rank(
-        store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text
+        store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text, now=now
     )
     ranked = [c for c in candidates if c.verdict != "excluded:live"]
     if not ranked:
@@ -136,10 +141,13 @@ def recover(
         else:
             kept.append(i)
     sessions = {ranked[i].entry.session for i in kept}
-    result = pack(
-        _full_texts(store, [ranked[i].entry.id for i in kept]), budget, terms, config.min_excerpt_chars,
-        config.entry_share, session=sessions.pop() if len(sessions) == 1 else None,
-    )
+    one_session = sessions.pop() if len(sessions) == 1 else None
+    kept_ids = [ranked[i].entry.id for i in kept]
+
+    def pack_at(room: int):
+        return pack(_full_texts(store, kept_ids), room, terms, config.min_excerpt_chars, config.entry_share, session=one_session)
+
+    result, fact_notes = pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])
     by_id = {c.entry.id: c for c in ranked}
     for p in result.packed:
         by_id[p.entry.id].entry = p.entry
@@ -162,7 +170,10 @@ def recover(
         )
         for p in result.packed
     ]
-    return Recovery(query=query, text=result.text, entries=recovered, chars=len(result.text), budget=budget, candidates=candidates)
+    return Recovery(
+        query=query, text=result.text, entries=recovered, chars=len(result.text), budget=budget, candidates=candidates,
+        facts=fact_notes,
+    )
 
 
 def _full_texts(store: Store, ids: list[int], batch: int = 16) -> Iterator[Entry]:

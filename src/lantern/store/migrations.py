@@ -59,6 +59,35 @@ def m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m004_facts(db: sqlite3.Connection) -> None:
+    """Bi-temporal fact records (memory/fact_store.py; DESIGN §5; issue 6 part 3). Number 4 of issue 6's
+    migrations (m002, m003 belong to other parts; the lead orders them at merge)."""
+    _run(
+        db,
+        """
+        CREATE TABLE facts (
+            id            INTEGER PRIMARY KEY,
+            entry_id      INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,  -- source turn
+            scope         TEXT NOT NULL DEFAULT '',  -- chain scope: the user ('' = whole database)
+            key           TEXT NOT NULL,             -- normalized (memory/facts.py normalize_key)
+            key_text      TEXT NOT NULL,             -- as written
+            value         TEXT,                      -- as written; NULL = retracted ("no longer use A")
+            value_norm    TEXT,                      -- casefolded, unquoted: for comparisons
+            replaces      TEXT,                      -- the old value a switch / retraction named
+            valid_from    REAL NOT NULL,             -- event time of the source turn, unix seconds UTC
+            valid_to      REAL,                      -- next version's valid_from; NULL = current
+            recorded_at   REAL NOT NULL,             -- when Lantern stored it
+            superseded_by INTEGER REFERENCES facts(id) ON DELETE SET NULL
+        );
+        CREATE INDEX facts_chain ON facts(scope, key, valid_from);
+        CREATE INDEX facts_entry ON facts(entry_id);
+        CREATE INDEX facts_value ON facts(scope, value_norm);
+        CREATE INDEX facts_superseded_by ON facts(superseded_by)
+        """,
+    )
+
+
 def _run(db: sqlite3.Connection, script: str) -> None:
     """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
     for statement in script.split(";\n"):

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..archive.tags import cjk_bigrams
 from ..errors import EmbedderMismatchError, LanternError
+from ..memory.fact_store import delete_facts, fact_scope, write_facts
 from ..model import Entry, Tag
 from .migrations import MIGRATIONS, migrate
 
@@ -48,6 +49,7 @@ class NewEntry:
     tool_count: int = 0
     file_count: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    facts: list[Any] = field(default_factory=list)  # memory.facts.ExtractedFact, stored in the same transaction
 
 
 def to_epoch(dt: datetime | None) -> float | None:
@@ -212,6 +214,7 @@ class Store:
                         (to_epoch(row.time), now, *self._values(row), entry_id),
                     )
                     db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (blob, entry_id))
+                    write_facts(db, entry_id, row.facts, now, fact_scope(row))  # the grown turn's facts replace its old ones
                 else:
                     turn = last[1] + 1 if last else 0
                     cur = db.execute(
@@ -222,6 +225,8 @@ class Store:
                     )
                     entry_id = cur.lastrowid
                     db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, blob))
+                    if row.facts:
+                        write_facts(db, entry_id, row.facts, now, fact_scope(row))
                 written.add(entry_id)
                 db.execute(
                     "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
@@ -250,8 +255,8 @@ class Store:
         db.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
 
     def delete(self, *, entry: int | None = None, session: str | None = None) -> int:
-        """Delete entries (with their vectors and FTS rows) by id, or by session with its sub-sessions, in one
-        transaction. Returns the count."""
+        """Delete entries (with their vectors, FTS rows and facts, whose chains are re-linked) by id, or by session
+        with its sub-sessions, in one transaction. Returns the count."""
         if entry is None and session is None:
             raise ValueError("give entry= or session=")
         if entry is not None:
@@ -262,6 +267,7 @@ class Store:
             ids = [r[0] for r in db.execute(f"SELECT id FROM entries WHERE {where}", args)]
             for entry_id in ids:
                 self._delete_fts(db, entry_id)
+            delete_facts(db, ids)
             db.executemany("DELETE FROM embeddings WHERE entry_id = ?", [(i,) for i in ids])
             db.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i in ids])
         return len(ids)

@@ -1,0 +1,312 @@
+"""Layered context (DESIGN §5; issue 6 part 4): working memory, core gist, long-term archive, assembled in a budget.
+
+    session = Session(lantern, "chat-7", system_prompt="You are a helpful assistant.")
+    session.add([{"role": "user", "content": "the staging DB port is 5433"}, {"role": "assistant", "content": "Noted."}])
+    ctx = session.build_context("which port did we use before?", budget=8000)
+    client.chat.completions.create(model=..., messages=ctx.messages)
+
+- **Working memory**: the last ``Config.working_turns`` (3) turns, verbatim (as archived: secrets redacted).
+- **Core gist**: refreshed every ``Config.gist_every`` (5) turns from the turns that have left working memory.
+  Extractive by default (ours: one line per turn, the first sentence of the user's message and of the reply,
+  oldest lines rolling off past ``Config.gist_max_chars``); an LLM summary when ``Config.gist_base_url`` (an
+  OpenAI-compatible ``.../v1``, called with ``POST /chat/completions``) is set — the previous gist and the new
+  turns are sent to it, so only configure one you trust with the conversation. A failed call keeps the extractive gist
+  (``gist_error`` says why).
+- **Long-term**: the archive, reached by ``Lantern.recover`` when ``memory.triggers.should_recover`` fires on the
+  question (or the caller forces it); the query is the question plus the gist (DESIGN §5).
+
+``build_context`` fills the budget in this order of priority (ours): system prompt and question (required), working
+memory (newest turn first, whole turns only), gist (oldest lines dropped first), recovered block (whatever is
+left). No turn appears in two layers: working-memory turns are excluded from recovery (the live-context
+exclusion, by entry id and text), recovery packs each entry once, and an extractive gist line whose turn was
+recovered verbatim is dropped. An LLM gist is one text with no per-turn lines, so it may restate a recovered fact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..archive.chunk import chunk
+from ..model import ArchiveResult, Recovery, Turn
+from .triggers import Trigger, recovery_query, should_recover
+
+__all__ = ["Context", "Session", "GIST_PROMPT"]
+
+DEFAULT_CONTEXT_BUDGET = 16_000  # characters for the whole assembled context (ours)
+GIST_LINE_CHARS = 140  # each side of an extractive gist line (ours)
+LLM_TURN_CHARS = 2_000  # each new turn sent to the gist LLM is cut to this (ours)
+SEPARATOR = "\n\n"  # between the parts of ``Context.text``
+GIST_TITLE = "[Core gist of this conversation so far]"
+GIST_PROMPT = (
+    "You maintain the running summary of a conversation. Update the current summary with the new turns. Keep "
+    "names, decisions, exact values (ports, paths, versions, numbers) and open tasks; drop chit-chat. Answer with "
+    "the summary only, at most {max_chars} characters."
+)
+
+
+@dataclass
+class Context:
+    """An assembled context. ``messages``: OpenAI chat shape (system prompt, gist and recovered block as system
+    messages; working memory as user/assistant messages; the question last as a user message). ``text``: the same
+    contents joined by blank lines; ``len(text) <= budget``. ``recovery``: the Recovery when one ran (its
+    ``entries`` cite session, turn and time). ``trigger``: why it ran or not. ``dropped``: what the budget cut."""
+
+    system: str
+    gist: str
+    working: list[dict[str, str]]
+    recovered: str
+    question: str
+    budget: int
+    trigger: Trigger
+    recovery: Recovery | None = None
+    messages: list[dict[str, str]] = field(default_factory=list)
+    text: str = ""
+    dropped: list[str] = field(default_factory=list)
+
+    @property
+    def chars(self) -> int:
+        return len(self.text)
+
+
+@dataclass
+class _WorkingTurn:
+    entry_id: int
+    turn: Turn
+
+
+class Session:
+    """One conversation's layered memory over a ``Lantern`` store (DESIGN §5).
+
+    ``lantern``: the store; ``session``: the session id the turns are archived under; ``system_prompt``: the first
+    message of every context. The LLM gist uses ``lantern.config.gist_base_url`` / ``gist_model`` /
+    ``gist_timeout_s`` and the key in ``$LANTERN_GIST_API_KEY`` (never stored).
+    """
+
+    def __init__(self, lantern: Any, session: str, *, system_prompt: str = ""):
+        self.lantern = lantern
+        self.session = session
+        self.system_prompt = system_prompt
+        cfg = lantern.config
+        self.working_turns, self.gist_every, self.gist_max_chars = cfg.working_turns, cfg.gist_every, cfg.gist_max_chars
+        if self.working_turns < 0 or self.gist_every < 1 or self.gist_max_chars < 0:
+            raise ValueError("working_turns must be >= 0, gist_every >= 1 and gist_max_chars >= 0")
+        self.working: list[_WorkingTurn] = []
+        self.turns = 0  # turns added so far (a grown turn counts once)
+        self.refreshes = 0  # gist refreshes so far
+        self.gist_source = "extractive"
+        self.gist_error: str | None = None
+        self._pending: list[_WorkingTurn] = []  # left working memory, not yet in the gist
+        self._lines: list[tuple[int, str]] = []  # extractive gist: (entry id, line), oldest first
+        self._llm_gist: str | None = None
+        self._since_refresh = 0
+
+    # ------------------------------------------------------------------ write
+    def add(self, messages: Any) -> ArchiveResult:
+        """Archive ``messages`` (any format ``Lantern.archive`` takes; best one complete exchange or a growing
+        prefix of one) and update working memory; every ``gist_every`` new turns the gist is refreshed.
+        Raises TranscriptFormatError like ``archive`` (nothing stored, working memory unchanged)."""
+        result = self.lantern.archive(messages, session=self.session)
+        msgs = self.lantern._messages(messages, "auto")[2]  # the same parse + redaction as archive's
+        turns = chunk(msgs, None)
+        for entry_id, turn in zip(result.entry_ids, turns):
+            same = next((w for w in self.working if w.entry_id == entry_id), None)
+            if same is not None:  # a live turn that grew, or the same turn sent again
+                same.turn = turn
+                continue
+            self.working.append(_WorkingTurn(entry_id, turn))
+            self.turns += 1
+            self._since_refresh += 1
+        while len(self.working) > self.working_turns:
+            self._pending.append(self.working.pop(0))
+        if self._since_refresh >= self.gist_every:
+            self.refresh_gist()
+        return result
+
+    def refresh_gist(self) -> str:
+        """Fold the turns that left working memory into the gist (normally called by ``add``). Returns the gist."""
+        self._since_refresh = 0
+        self.refreshes += 1
+        if not self._pending:
+            return self.gist
+        pending, self._pending = self._pending, []
+        turn_numbers = {e.id: e.turn for e in self.lantern.store.entries([p.entry_id for p in pending], text=False, tags=False).values()}
+        for p in pending:
+            if p.entry_id in turn_numbers:  # a forgotten turn leaves no line
+                self._lines.append((p.entry_id, gist_line(p.turn, turn_numbers[p.entry_id])))
+        self._lines = _roll(self._lines, self.gist_max_chars)
+        if self._llm_configured():
+            new = "\n\n".join(p.turn.text[:LLM_TURN_CHARS] for p in pending if p.entry_id in turn_numbers)
+            try:
+                self._llm_gist = self._call_llm(new)[: self.gist_max_chars].strip()
+                self.gist_source, self.gist_error = "llm", None
+            except Exception as e:  # noqa: BLE001 - any failure of the optional LLM keeps the extractive gist
+                self.gist_source, self.gist_error = "extractive", f"{type(e).__name__}: {e}"
+        return self.gist
+
+    @property
+    def gist(self) -> str:
+        """The core gist: the LLM's when the last LLM refresh succeeded, else the extractive lines."""
+        if self.gist_source == "llm" and self._llm_gist:
+            return self._llm_gist
+        return "\n".join(line for _, line in self._lines)
+
+    # ------------------------------------------------------------------ LLM gist
+    def _llm_configured(self) -> bool:
+        return bool(self.lantern.config.gist_base_url)
+
+    def _call_llm(self, new_turns: str) -> str:
+        cfg = self.lantern.config
+        messages = [
+            {"role": "system", "content": GIST_PROMPT.format(max_chars=self.gist_max_chars)},
+            {"role": "user", "content": f"Current summary:\n{self._llm_gist or self.gist or '(none)'}\n\nNew turns:\n{new_turns}"},
+        ]
+        text = chat_completion(cfg.gist_base_url, cfg.gist_model, messages, os.environ.get("LANTERN_GIST_API_KEY"), cfg.gist_timeout_s)
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("the gist LLM returned no text")
+        return text
+
+    # ------------------------------------------------------------------ read
+    def build_context(
+        self, question: str, budget: int = DEFAULT_CONTEXT_BUDGET, *, draft: str | None = None, recover: bool | None = None
+    ) -> Context:
+        """Assemble system prompt, gist, working memory, recovered block and ``question`` in at most ``budget``
+        characters (``len(Context.text)``). Recovery runs when ``should_recover(question, draft)`` fires, or as
+        ``recover`` forces (True/False). Raises ValueError when the budget cannot hold the system prompt and the
+        question."""
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise ValueError(f"budget must be a number of characters >= 0, got {budget!r}")
+        system = self.system_prompt.strip()
+        fixed = [p for p in (system, question) if p]
+        used = _joined(fixed)
+        if used > budget:
+            raise ValueError(f"budget {budget} cannot hold the system prompt and the question ({used} characters)")
+        dropped: list[str] = []
+        working: list[list[dict[str, str]]] = []
+        included: list[_WorkingTurn] = []
+        for w in reversed(self.working):  # newest first; whole turns only
+            msgs = turn_messages(w.turn)
+            cost = sum(len(m["content"]) + len(SEPARATOR) for m in msgs)
+            if used + cost > budget:
+                dropped.append(f"working turn entry {w.entry_id}")
+                continue
+            working.insert(0, msgs)
+            included.insert(0, w)
+            used += cost
+        lines = self._lines if self.gist_source != "llm" else [(None, line) for line in self.gist.splitlines()]
+        lines = _fit(lines, budget - used - len(SEPARATOR) - len(GIST_TITLE) - 1, dropped)
+        gist = _gist_text(GIST_TITLE, lines)
+        used += len(gist) + len(SEPARATOR) if gist else 0
+
+        trigger = should_recover(question, draft)
+        fire = trigger.fire if recover is None else recover
+        recovery, block = None, ""
+        room = budget - used - len(SEPARATOR)
+        if fire and room > 0:
+            live = [m for w in included for m in w.turn.messages]  # the live-context exclusion: by id and by text
+            recovery = self.lantern.recover(recovery_query(question, self.gist), budget=room, exclude=[*(w.entry_id for w in included), *live])
+            block = recovery.text
+            recovered_ids = {e.id for e in recovery.entries}
+            if recovered_ids and self.gist_source != "llm":  # the verbatim turn replaces its gist line
+                gist = _gist_text(GIST_TITLE, [(i, line) for i, line in lines if i not in recovered_ids])
+        elif fire:
+            dropped.append("recovery (no room left)")
+
+        flat_working = [m for msgs in working for m in msgs]
+        messages = [{"role": "system", "content": system}] if system else []
+        if gist:
+            messages.append({"role": "system", "content": gist})
+        messages += flat_working
+        if block:
+            messages.append({"role": "system", "content": block})
+        messages.append({"role": "user", "content": question})
+        text = SEPARATOR.join(m["content"] for m in messages if m["content"])
+        return Context(system=system, gist=gist, working=flat_working, recovered=block, question=question, budget=budget,
+                       trigger=trigger, recovery=recovery, messages=messages, text=text, dropped=dropped)
+
+
+# ---------------------------------------------------------------------------------------------- pure helpers
+def chat_completion(base_url: str, model: str, messages: list[dict[str, str]], api_key: str | None, timeout: float) -> str:
+    """POST ``{base_url}/chat/completions`` (OpenAI-compatible) and return the first choice's text. Raises
+    urllib.error.URLError / OSError on transport errors, KeyError / ValueError on a malformed answer."""
+    headers = {"content-type": "application/json"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    body = json.dumps({"model": model, "messages": messages, "temperature": 0}).encode()
+    request = urllib.request.Request(base_url.rstrip("/") + "/chat/completions", data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        data = json.loads(response.read().decode("utf-8"))
+    return data["choices"][0]["message"]["content"]
+
+
+_FIRST_SENTENCE = re.compile(r"^(.+?(?:[.!?](?=\s|$)|[。！？]|\n|$))", re.S)
+
+
+def first_sentence(text: str, limit: int = GIST_LINE_CHARS) -> str:
+    """The first sentence (or line) of ``text``, whitespace collapsed, cut to ``limit`` characters with ``…``."""
+    m = _FIRST_SENTENCE.match(text.strip())
+    s = " ".join((m.group(1) if m else text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def gist_line(turn: Turn, number: int) -> str:
+    """One extractive gist line: ``turn N: <user's first sentence> → <reply's first sentence>``."""
+    user = next((m.text for m in turn.messages if m.role == "user" and m.text.strip()), "")
+    reply = next((m.text for m in turn.messages if m.role == "assistant" and m.text.strip()), "")
+    tools = [c.name for m in turn.messages for c in m.tool_calls if c.name]
+    parts = [first_sentence(user)] if user else []
+    if reply:
+        parts.append(first_sentence(reply))
+    elif tools:
+        parts.append("tools: " + ", ".join(dict.fromkeys(tools)))
+    return f"turn {number}: " + " → ".join(parts)
+
+
+def turn_messages(turn: Turn) -> list[dict[str, str]]:
+    """A turn as OpenAI chat messages: user text as ``user``; assistant text, tool calls and tool results as one
+    ``assistant`` message per run (tool traffic written inline, so no ``tool_call_id`` pairing is needed)."""
+    out: list[dict[str, str]] = []
+    for m in turn.messages:
+        role = "user" if m.role == "user" else "system" if m.role == "system" else "assistant"
+        parts = [m.text] if m.text else []
+        parts += [f"[tool call {c.name}({c.arguments})]" for c in m.tool_calls]
+        parts += [f"[tool result{' ' + r.name if r.name else ''}: {r.content}]" for r in m.tool_results]
+        content = "\n".join(parts)
+        if not content:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"] += "\n" + content
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+def _fit(lines: list[tuple[Any, str]], room: int, dropped: list[str]) -> list[tuple[Any, str]]:
+    """The newest gist lines that fit in ``room`` characters (newline-joined); each line left out is noted."""
+    kept = _roll(lines, room) if room >= 0 else []
+    dropped.extend(["oldest gist line"] * (len(lines) - len(kept)))
+    return kept
+
+
+def _roll(lines: list[tuple[int, str]], max_chars: int) -> list[tuple[int, str]]:
+    """Keep the newest lines whose total (with newlines) is at most ``max_chars``."""
+    kept: list[tuple[int, str]] = []
+    total = 0
+    for item in reversed(lines):
+        total += len(item[1]) + 1
+        if total - 1 > max_chars:
+            break
+        kept.insert(0, item)
+    return kept
+
+
+def _gist_text(title: str, lines: list[tuple[Any, str]]) -> str:
+    return title + "\n" + "\n".join(line for _, line in lines) if lines else ""
+
+
+def _joined(parts: list[str]) -> int:
+    return sum(len(p) for p in parts) + len(SEPARATOR) * max(0, len(parts) - 1)

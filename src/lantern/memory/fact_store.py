@@ -1,0 +1,241 @@
+"""Bi-temporal fact records in the ``facts`` table (migration ``m004_facts``; DESIGN §5; issue 6 part 3).
+
+One row per stated fact: ``valid_from`` is the event time of its source turn (the entry's ``time``, else its
+``archived_at``), ``recorded_at`` when Lantern stored it, ``valid_to`` the ``valid_from`` of the next record of the
+same key (NULL: the current value), ``superseded_by`` that record's id. A key's records form one chain per
+*scope* ordered by event time, not arrival: an insert is linked in at its event-time position (its neighbours
+re-linked), a delete joins its neighbours, so a replayed or imported old message slots into its place in history
+instead of becoming "current". Nothing is ever
+deleted by a contradiction; only ``forget`` of the source entry removes a fact (and re-links its chain).
+
+Scope (ours): a chain spans every session of one user — people change their minds across sessions. Until entries
+carry a user id (issue 6 part 6), ``fact_scope`` is ``""``: one chain per key for the whole database.
+
+Every read joins ``entries e`` on ``entry_id`` and takes an explicit ``where`` SQL fragment on ``e`` with its
+``params`` (e.g. ``"e.user_id = ?"``, ``("u1",)``), so a scope filter applies to facts exactly as to entries.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .facts import ExtractedFact, normalize_key, normalize_value
+
+__all__ = ["FactRecord", "fact_scope", "write_facts", "delete_facts", "records", "facts_of_entries", "value_at"]
+
+
+@dataclass
+class FactRecord:
+    """One version of a fact. ``value`` None: retracted ("no longer use A"). ``replaces``: the old value a switch or
+    retraction named. Times are UTC datetimes; ``valid_to`` None while current. ``current``: valid at the time the
+    read asked about (now, or ``as_of``). ``entry_id``/``session``/``turn``: the source turn."""
+
+    id: int
+    key: str
+    key_text: str
+    value: str | None
+    replaces: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    superseded_by: int | None
+    entry_id: int
+    session: str
+    turn: int
+    scope: str = ""
+    current: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "key": self.key, "key_text": self.key_text, "value": self.value, "replaces": self.replaces,
+            "valid_from": self.valid_from.isoformat(), "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+            "recorded_at": self.recorded_at.isoformat(), "superseded_by": self.superseded_by,
+            "entry_id": self.entry_id, "session": self.session, "turn": self.turn, "scope": self.scope, "current": self.current,
+        }
+
+
+def fact_scope(row: Any) -> str:
+    """The chain scope of a prepared entry: its user id when entries carry one, else ``""`` (whole database)."""
+    return str(getattr(row, "user_id", None) or "")
+
+
+# ----------------------------------------------------------------------------------------------- write
+def write_facts(db: sqlite3.Connection, entry_id: int, facts: Sequence[ExtractedFact], recorded_at: float, scope: str = "") -> None:
+    """Replace the facts of ``entry_id`` (inside the caller's transaction), each linked into its key's chain.
+
+    A fact without a key (a switch or retraction that names only the old value A) takes the key whose value was A
+    at the turn's event time in this scope; failing that, A itself (normalized) is the key."""
+    _remove(db, [entry_id])
+    if not facts:
+        return
+    event = db.execute("SELECT coalesce(time, archived_at) FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
+    for f in facts:
+        key, key_text = f.key, f.key_text
+        if not key:
+            held = _key_holding(db, scope, normalize_value(f.replaces), event)
+            key, key_text = (held, held) if held else (normalize_key(f.replaces or ""), f.replaces or "")
+        if not key:
+            continue
+        cur = db.execute(
+            "INSERT INTO facts(entry_id, scope, key, key_text, value, value_norm, replaces, valid_from, recorded_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (entry_id, scope, key, key_text, f.value, normalize_value(f.value), f.replaces, event, recorded_at),
+        )
+        _link(db, cur.lastrowid, scope, key, event)
+
+
+def delete_facts(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
+    """Delete the facts of entries being forgotten, re-linking their chains (the previous value becomes current
+    again), inside the caller's transaction."""
+    _remove(db, entry_ids)
+
+
+def _neighbours(db: sqlite3.Connection, scope: str, key: str, valid_from: float, fid: int) -> tuple[tuple | None, tuple | None]:
+    """The records just before and just after (valid_from, id) in the key's chain: (id, valid_from) or None."""
+    before = db.execute(
+        "SELECT id, valid_from FROM facts WHERE scope = ? AND key = ? AND (valid_from < ? OR (valid_from = ? AND id < ?)) "
+        "ORDER BY valid_from DESC, id DESC LIMIT 1",
+        (scope, key, valid_from, valid_from, fid),
+    ).fetchone()
+    after = db.execute(
+        "SELECT id, valid_from FROM facts WHERE scope = ? AND key = ? AND (valid_from > ? OR (valid_from = ? AND id > ?)) "
+        "ORDER BY valid_from, id LIMIT 1",
+        (scope, key, valid_from, valid_from, fid),
+    ).fetchone()
+    return before, after
+
+
+def _link(db: sqlite3.Connection, fid: int, scope: str, key: str, valid_from: float) -> None:
+    """Insert record ``fid`` into its chain by event time (then id: the later statement of one moment wins): it
+    ends where its successor starts, and its predecessor now ends where it starts. Two indexed look-ups, so a
+    long-lived key costs the same as a new one."""
+    before, after = _neighbours(db, scope, key, valid_from, fid)
+    db.execute("UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?", (after[1] if after else None, after[0] if after else None, fid))
+    if before:
+        db.execute("UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?", (valid_from, fid, before[0]))
+
+
+def _remove(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
+    """Delete the facts of ``entry_ids`` one by one, joining each one's predecessor to its successor."""
+    for start in range(0, len(entry_ids), 500):
+        chunk = list(entry_ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for fid, scope, key, valid_from in db.execute(
+            f"SELECT id, scope, key, valid_from FROM facts WHERE entry_id IN ({marks}) ORDER BY id", chunk
+        ).fetchall():
+            before, after = _neighbours(db, scope, key, valid_from, fid)
+            if before:
+                db.execute(
+                    "UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?",
+                    (after[1] if after else None, after[0] if after else None, before[0]),
+                )
+            db.execute("DELETE FROM facts WHERE id = ?", (fid,))
+
+
+def _key_holding(db: sqlite3.Connection, scope: str, value_norm: str | None, at: float) -> str | None:
+    row = db.execute(
+        "SELECT key FROM facts WHERE scope = ? AND value_norm = ? AND valid_from <= ? AND (valid_to IS NULL OR valid_to > ?) "
+        "ORDER BY valid_from DESC, id DESC LIMIT 1",
+        (scope, value_norm, at, at),
+    ).fetchone()
+    return row[0] if row else None
+
+
+# ----------------------------------------------------------------------------------------------- read
+_SELECT = (
+    "SELECT f.id, f.key, f.key_text, f.value, f.replaces, f.valid_from, f.valid_to, f.recorded_at, f.superseded_by, "
+    "f.entry_id, e.session, e.turn, f.scope FROM facts f JOIN entries e ON e.id = f.entry_id"
+)
+
+
+def _valid_at(at: float | None) -> tuple[str, tuple]:
+    if at is None:
+        return "f.valid_to IS NULL", ()
+    return "f.valid_from <= ? AND (f.valid_to IS NULL OR f.valid_to > ?)", (at, at)
+
+
+def records(
+    db: sqlite3.Connection, *, key: str | None = None, as_of: float | None = None, history: bool = False,
+    where: str = "", params: Sequence[Any] = (),
+) -> list[FactRecord]:
+    """Fact records, ordered by key then event time. ``key``: one key (normalized here), None for all.
+    ``history``: every version (``current`` marks the one valid at ``as_of``/now); else only the versions valid at
+    ``as_of`` (unix seconds; None = now). ``where``/``params``: extra SQL condition on ``e`` (the source entry)."""
+    clauses, args = [], []
+    if key is not None:
+        clauses.append("f.key = ?")
+        args.append(normalize_key(key))
+    if as_of is not None:
+        clauses.append("f.valid_from <= ?")  # nothing stated after the asked time exists yet
+        args.append(as_of)
+    if not history:
+        cond, cargs = _valid_at(as_of)
+        clauses.append(cond)
+        args.extend(cargs)
+    if where:
+        clauses.append(f"({where})")
+        args.extend(params)
+    sql = _SELECT + (" WHERE " + " AND ".join(clauses) if clauses else "") + " ORDER BY f.key, f.valid_from, f.id"
+    out = [_record(r) for r in db.execute(sql, args)]
+    for r in out:
+        r.current = _is_valid(r, as_of)
+    return out
+
+
+def facts_of_entries(db: sqlite3.Connection, entry_ids: Sequence[int], where: str = "", params: Sequence[Any] = ()) -> list[FactRecord]:
+    """The fact records stated in the given entries, in entry order then statement order."""
+    if not entry_ids:
+        return []
+    marks = ",".join("?" * len(entry_ids))
+    extra = f" AND ({where})" if where else ""
+    rows = db.execute(f"{_SELECT} WHERE f.entry_id IN ({marks}){extra} ORDER BY f.entry_id, f.id", (*entry_ids, *params))
+    return [_record(r) for r in rows]
+
+
+def value_at(
+    db: sqlite3.Connection, key: str, at: float | None, scope: str = "", where: str = "", params: Sequence[Any] = ()
+) -> FactRecord | None:
+    """The record of ``key`` valid at ``at`` (unix seconds; None = now) in ``scope``, or None."""
+    cond, cargs = _valid_at(at)
+    extra = f" AND ({where})" if where else ""
+    row = db.execute(
+        f"{_SELECT} WHERE f.scope = ? AND f.key = ? AND {cond}{extra} ORDER BY f.valid_from DESC, f.id DESC LIMIT 1",
+        (scope, key, *cargs, *params),
+    ).fetchone()
+    return _record(row) if row else None
+
+
+def changed_at(db: sqlite3.Connection, record: FactRecord, where: str = "", params: Sequence[Any] = ()) -> float | None:
+    """When ``record``'s value stopped holding: the event time of the first later record of its key with another
+    value (a repeat of the same value does not end it). None while it still holds."""
+    extra = f" AND ({where})" if where else ""
+    row = db.execute(
+        f"SELECT min(f.valid_from) FROM facts f JOIN entries e ON e.id = f.entry_id WHERE f.scope = ? AND f.key = ? "
+        f"AND (f.valid_from > ? OR (f.valid_from = ? AND f.id > ?)) AND f.value_norm IS NOT ?{extra}",
+        (record.scope, record.key, _ts(record.valid_from), _ts(record.valid_from), record.id, normalize_value(record.value), *params),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _ts(dt: datetime) -> float:
+    return dt.timestamp()
+
+
+def _is_valid(r: FactRecord, at: float | None) -> bool:
+    if at is None:
+        return r.valid_to is None
+    return r.valid_from.timestamp() <= at and (r.valid_to is None or r.valid_to.timestamp() > at)
+
+
+def _record(row: tuple) -> FactRecord:
+    from ..store.sqlite import from_epoch  # here: store.sqlite imports this module
+
+    return FactRecord(
+        id=row[0], key=row[1], key_text=row[2], value=row[3], replaces=row[4], valid_from=from_epoch(row[5]),
+        valid_to=from_epoch(row[6]), recorded_at=from_epoch(row[7]), superseded_by=row[8], entry_id=row[9],
+        session=row[10], turn=row[11], scope=row[12],
+    )

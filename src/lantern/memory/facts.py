@@ -1,0 +1,402 @@
+"""Fact extraction by pattern (DESIGN §5 "structured facts and versioning"; issue 6 part 3), English and Chinese.
+
+A turn's messages yield ``ExtractedFact(key, value, key_text, replaces)`` records. Each pattern family is one small
+pure function over one sentence; ``extract_facts(texts)`` runs them all. The families (ours; the write-ups only
+name examples):
+
+=====================  =================================================  ==========================================
+family                 example                                            fact
+=====================  =================================================  ==========================================
+``is``                 "the staging DB port is 5433"                      staging db port = 5433
+``set``                "set the port to 5434", "changed X to Y"           port = 5434
+``assign``             "DB_PORT=5433", "port = 5433"                      db port = 5433
+``colon``              "port: 5433" in config-like lines                  port = 5433
+``switch``             "switched the database from MongoDB to Postgres"   database = Postgres (MongoDB replaced)
+``retract``            "we no longer use Redis"                           Redis retracted (value None)
+``zh_set``             "端口改为 5434", "数据库的端口是 5433"              端口 = 5434
+``zh_switch``          "从 MySQL 换成 PostgreSQL"                          PostgreSQL replaces MySQL
+``zh_retract``         "不再用 Redis"                                      Redis retracted
+=====================  =================================================  ==========================================
+
+What is NOT extracted (precision over recall: a false fact would mark a true one "superseded"):
+
+- questions (a sentence ending in ``?``/``？``), URLs (masked before matching: ``?port=5433`` is not a fact);
+- "the X is Y" when Y is a plain lowercase word ("the server is running"): Y must look like a value — it holds a
+  digit, one of ``. _ / : @ -``, an uppercase letter, or is quoted/backticked; likewise "X是Y" needs a value-like Y
+  or an attribute key with 的 ("我的名字是张三"), so "我是学生" is not a fact;
+- "X: Y" in prose ("Note: this matters"): a colon line counts only when Y is one token and the line is config-like
+  (the key has ``_``/``.``/a digit, or the line sits in a run of at least two ``key: value`` lines);
+- ``a == b``, ``x <= y``, keyword arguments inside a call (``f(port=1)``), an assignment whose statement goes on
+  (``answer = await ask()``), ``self.x = y``; values with spaces or longer than 80 characters; keys with a pronoun
+  or auxiliary ("set it to 5", "set up the mock to raise"); a plain-word value of "set X to Y" that does not end
+  the clause;
+- program variables: in fenced code blocks and in tool results (``extract_facts(texts, code)``) only settings
+  count — ``ENV_STYLE=value`` and config-like ``key: value`` runs — so ``x = 1`` in a diff is not a fact.
+
+**Keys** are matched exactly after normalization (``normalize_key``): case folded, leading the/a/an/our/my/your and
+我的/你的/我们的 dropped, 的 removed, ``_ . -`` and whitespace runs made one space, spaces next to CJK removed.
+So "The DB_Port" = "db port" = "DB port", but "database port" ≠ "DB port": there is no synonym or embedding match
+(ours; a fuzzy match would supersede facts about different things).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ExtractedFact", "extract_facts", "fact_texts", "normalize_key", "normalize_value", "sentences"]
+
+MAX_VALUE_CHARS = 80  # longer "values" are prose, not facts (ours)
+MAX_KEY_WORDS = 5  # English keys: at most this many words (ours)
+MAX_ZH_KEY_CHARS = 24  # Chinese keys: at most this many characters (ours)
+MAX_TEXT_CHARS = 4_000  # each message is scanned up to this many characters (ours: bounds the per-turn cost)
+
+
+@dataclass(frozen=True)
+class ExtractedFact:
+    """One fact stated in a turn. ``key``: normalized (``normalize_key``); ``key_text``: as written (empty when the
+    sentence names no key: "switched from A to B" then takes the key of whatever currently holds A, resolved at
+    store time). ``value``: as written, None for a retraction ("no longer use A"). ``replaces``: the old value a
+    switch/retraction names (A), else None. ``family``: the pattern family that found it."""
+
+    key: str
+    value: str | None
+    key_text: str = ""
+    replaces: str | None = None
+    family: str = ""
+
+
+# ----------------------------------------------------------------------------------------------- normalization
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_LEAD_EN = re.compile(r"^(?:(?:the|a|an|our|my|your|their|its|this|that)\s+)+", re.I)
+_LEAD_ZH = re.compile(r"^(?:我们的|我的|你的|你们的|他的|她的|咱们的|这个|那个)")
+_SEPARATORS = re.compile(r"[\s_.\-]+")
+_CJK_SPACE = re.compile(rf"\s*([{_CJK}])\s*")
+
+
+def normalize_key(key: str) -> str:
+    """The exact-match form of a fact key: "The staging DB_Port" -> "staging db port", "数据库的 端口" -> "数据库端口"."""
+    k = key.strip().strip("`'\"“”‘’「」").casefold()
+    k = _LEAD_EN.sub("", k)
+    k = _LEAD_ZH.sub("", k)
+    k = k.replace("的", "")
+    k = _SEPARATORS.sub(" ", k).strip()
+    return _CJK_SPACE.sub(r"\1", k)
+
+
+def normalize_value(value: str | None) -> str | None:
+    """Values compare case-insensitively without surrounding quotes ("PostgreSQL" = "postgresql")."""
+    return None if value is None else _strip_quotes(value).casefold()
+
+
+def _strip_quotes(s: str) -> str:
+    return s.strip().strip("`'\"“”‘’「」『』").strip()
+
+
+# ----------------------------------------------------------------------------------------------- sentences
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+|\bwww\.\S+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(\[])|(?<=[。！？；;])|\n")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` (first 4,000 characters) with URLs blanked, split into lines and sentences; questions dropped."""
+    text = text[:MAX_TEXT_CHARS]
+    if "://" in text or "www." in text:
+        text = _URL.sub(" ", text)
+    out = []
+    for s in _SENTENCE_END.split(text):
+        s = s.strip()
+        if s and not s.rstrip("\"')]”」 ").endswith(("?", "？")):
+            out.append(s)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- values
+_TOKEN = r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}'|[^\s,;!?()\[\]{}<>，。；！？、（）【】「」『』“”]+)"
+_STOP_VALUES = {
+    "a", "an", "the", "it", "this", "that", "these", "those", "be", "on", "in", "to", "of", "for", "and", "or", "not",
+    "something", "anything", "nothing", "default", "true?", "use", "make", "see", "do", "done",
+}
+_PRONOUN_KEYS = {"it", "this", "that", "them", "they", "he", "she", "we", "you", "i", "me", "one", "things", "everything"}
+
+
+def _clean_value(raw: str) -> str | None:
+    """The value as written, without a sentence's trailing punctuation; None when it is not a value."""
+    v = raw.strip()
+    if v[:1] in "`\"'" and v[-1:] == v[:1] and len(v) >= 2:
+        v = v[1:-1].strip()
+    else:
+        v = v.rstrip(".,:;)\"'”’").strip()
+    if not v or len(v) > MAX_VALUE_CHARS or v.casefold() in _STOP_VALUES:
+        return None
+    return v
+
+
+def _value_like(raw: str, v: str) -> bool:
+    """Y of "the X is Y" must look like a value, not an adjective: a digit, ._/:@- , uppercase, or quoted."""
+    return raw.strip()[:1] in "`\"'" or bool(re.search(r"[0-9._/:@\-]|[A-Z]", v))
+
+
+_FUNCTION_WORDS = _PRONOUN_KEYS | {"up", "should", "would", "could", "will", "can", "be", "been", "is", "are", "was", "not", "so"}
+
+
+def _key_ok(key: str) -> bool:
+    """A key is a noun phrase: not a pronoun, not a number, no pronoun or auxiliary among its words."""
+    return bool(key) and not key.isdigit() and not any(w in _FUNCTION_WORDS for w in key.split())
+
+
+def _fact(key_text: str, value: str | None, family: str, replaces: str | None = None) -> ExtractedFact | None:
+    key = normalize_key(key_text)
+    return ExtractedFact(key, value, key_text.strip(), replaces, family) if _key_ok(key) else None
+
+
+# ----------------------------------------------------------------------------------------------- English families
+_KEY_WORD = r"[A-Za-z][\w.\-]*"
+_KEY = rf"{_KEY_WORD}(?:\s+{_KEY_WORD}){{0,{MAX_KEY_WORDS - 1}}}"
+_IS = re.compile(rf"\b(?:the|our|my|your)\s+({_KEY})\s+(?:is|are)\s+(?:now\s+|still\s+|currently\s+)?({_TOKEN})", re.I)
+_SET = re.compile(
+    rf"\b(?:set|sets|setting|change|changed|changes|changing|update|updated|updating|bump|bumped|switch|switched|"
+    rf"reconfigured|configured)\s+(?:the\s+|our\s+|my\s+)?({_KEY})\s+to\s+({_TOKEN})",
+    re.I,
+)
+_SWITCH = re.compile(
+    rf"\b(?:switch|switched|switching|migrate|migrated|migrating|move|moved|moving|change|changed|changing|went)"
+    rf"\s+(?:(?:the|our|my)\s+)?(?:({_KEY})\s+)?from\s+({_TOKEN})\s+(?:over\s+)?to\s+({_TOKEN})",
+    re.I,
+)
+_RETRACT = re.compile(rf"\b(?:no longer|don't|do not|won't|will not) (?:use|using|need|run|depend on)\s+(?:the\s+)?({_TOKEN})", re.I)
+_ASSIGN = re.compile(rf"(?<![\w?&/.=:!<>(,+*%-])([A-Za-z_][\w.\-]{{0,40}})\s*(?<![=!<>])=(?![=>])\s*({_TOKEN})")
+_ASSIGN_END = re.compile(r"^\s*(?:$|[,;#&|，。；]|\b(?:and|for|in|on|now|then|instead)\b|[A-Za-z_][\w.\-]*\s*=)")
+_ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_COLON = re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\s*$")
+_SPEAKERS = {"user", "assistant", "system", "tool", "human", "ai", "note", "warning", "error", "tip", "example", "todo"}
+
+
+def is_facts(sentence: str) -> list[ExtractedFact]:
+    """"the X is Y" / "our X is now Y" with a value-like Y."""
+    out = []
+    for m in _IS.finditer(sentence):
+        v = _clean_value(m.group(2))
+        if v and _value_like(m.group(2), v) and "\\n" not in v:
+            out.append(_fact(m.group(1), v, "is"))
+    return [f for f in out if f]
+
+
+def set_facts(sentence: str) -> list[ExtractedFact]:
+    """"set/change/update/switch X to Y" (not "X from A to B": that is ``switch_facts``)."""
+    out = []
+    for m in _SET.finditer(sentence):
+        if re.search(r"\bfrom\b", m.group(1), re.I):
+            continue
+        v = _clean_value(m.group(2))
+        if v and (_value_like(m.group(2), v) or _ends_clause(sentence[m.end(2) :])):
+            out.append(_fact(m.group(1), v, "set"))
+    return [f for f in out if f]
+
+
+_CLAUSE_END = re.compile(r"^\s*(?:$|[.,;:!)]|(?:now|instead|again|please|too|everywhere|by default)\b)", re.I)
+
+
+def _ends_clause(rest: str) -> bool:
+    """"set the log level to debug." — a plain word is a value only where the clause ends ("set up the mock to
+    raise an error" is a purpose, not a setting)."""
+    return bool(_CLAUSE_END.match(rest))
+
+
+def switch_facts(sentence: str) -> list[ExtractedFact]:
+    """"switched [X] from A to B": X = B, replacing A. Without X the key is resolved at store time from whatever
+    currently holds A (else A itself becomes the key)."""
+    out = []
+    for m in _SWITCH.finditer(sentence):
+        old, new = _clean_value(m.group(2)), _clean_value(m.group(3))
+        if not old or not new:
+            continue
+        key_text = m.group(1) or ""
+        key = normalize_key(key_text) if key_text else ""
+        if key_text and not _key_ok(key):
+            continue
+        out.append(ExtractedFact(key, new, key_text.strip(), old, "switch"))
+    return out
+
+
+def retract_facts(sentence: str) -> list[ExtractedFact]:
+    """"no longer use A" / "don't use A anymore": A retracted (value None), key resolved at store time."""
+    out = []
+    for m in _RETRACT.finditer(sentence):
+        old = _clean_value(m.group(1))
+        if old and (m.group(0).lower().startswith("no longer") or re.search(r"\b(?:anymore|any more)\b", sentence, re.I)):
+            out.append(ExtractedFact("", None, "", old, "retract"))
+    return out
+
+
+def assign_facts(sentence: str) -> list[ExtractedFact]:
+    """"KEY=VALUE" / "key = value" (config, env files, prose "port = 5433"); not ``==``, not call arguments."""
+    out = []
+    for m in _ASSIGN.finditer(sentence):
+        v = _clean_value(m.group(2))
+        rest = sentence[m.end(2) :]
+        if m.group(1).startswith(("self.", "this.", "cls.")) or rest[:1] == "(" or not _ASSIGN_END.match(rest):
+            continue  # "x = compute(y)", "answer = await ask()", "self.x = y" are code, not settings
+        if v:
+            out.append(_fact(m.group(1), v, "assign"))
+    return [f for f in out if f]
+
+
+def colon_facts(lines: list[str]) -> list[ExtractedFact]:
+    """"key: value" lines that look like configuration: the key has ``_``, ``.`` or a digit, or the line sits in a
+    run of at least two such lines (YAML, INI-like listings). Prose ("Note: this matters") has no one-token value."""
+    matches = [_COLON.match(line) for line in lines]
+    out = []
+    for i, m in enumerate(matches):
+        if not m or m.group(1).casefold() in _SPEAKERS:
+            continue
+        in_run = (i > 0 and matches[i - 1] is not None) or (i + 1 < len(matches) and matches[i + 1] is not None)
+        if not (in_run or re.search(r"[_.\d]", m.group(1))):
+            continue
+        v = _clean_value(m.group(2))
+        if v:
+            out.append(_fact(m.group(1), v, "colon"))
+    return [f for f in out if f]
+
+
+# ----------------------------------------------------------------------------------------------- Chinese families
+_ZH_VERBS = "设置为|设置成|设为|更改为|修改为|改为|改成|换成|更新为|调整为|切换到|切换为|是"
+_ZH_SET = re.compile(rf"({_ZH_VERBS})\s*({_TOKEN})")
+_ZH_KEY_STOP = re.compile(r"[，。；：、！？,;:!?（）()\n]")
+_ZH_KEY_LEAD = re.compile(r"^(?:现在|目前|已经|我们|我|你|请|就|也|都|要|把|将|已|先|再|得)+")
+_ZH_KEY_TAIL = re.compile(r"(?:现在|目前|已经|已|都|也|就|要|会|应该|得|还|仍然|依然)+$")
+_ZH_VALUE_END = re.compile(r"[了吧啊呢的。，！]+$")
+_ZH_VALUE_CUT = re.compile(r"[，。；！？、（）]")
+_ZH_SWITCH = re.compile(rf"从\s*({_TOKEN}?)\s*(?:换成|改为|改成|切换到|切换为|迁移到|升级到|换到)\s*({_TOKEN})")
+_ZH_RETRACT = re.compile(rf"不再(?:用|使用|需要|采用|依赖)\s*({_TOKEN})")
+
+
+def _zh_value(raw: str) -> str | None:
+    v = _ZH_VALUE_CUT.split(raw, 1)[0]
+    v = _ZH_VALUE_END.sub("", v.strip())
+    return _clean_value(v) if v else None
+
+
+def _zh_key(before: str) -> str:
+    """The key of "X 改为 Y": the text since the last clause break, minus lead words (把, 将, 我们...) and adverbs."""
+    key = _ZH_KEY_STOP.split(before)[-1].strip()
+    key = _ZH_KEY_LEAD.sub("", key).strip()
+    return _ZH_KEY_TAIL.sub("", key).strip()
+
+
+def zh_set_facts(sentence: str) -> list[ExtractedFact]:
+    """"X 设置为/改为/换成/是 Y". With 是, Y must look like a value (digit, Latin, code) or X must be an attribute
+    phrase with 的 ("我的名字是张三"); "我是学生" is not a fact."""
+    out = []
+    for m in _ZH_SET.finditer(sentence):
+        key_text = _zh_key(sentence[: m.start()])
+        if not key_text or len(key_text) > MAX_ZH_KEY_CHARS or "从" in key_text:
+            continue
+        v = _zh_value(m.group(2))
+        if not v:
+            continue
+        if m.group(1) == "是" and not (re.search(r"[0-9A-Za-z._/:@]", v) or "的" in key_text or m.group(2)[:1] in "`\"'"):
+            continue
+        if m.group(1) == "是" and re.search(r"(?:什么|多少|哪|谁|几)", v):
+            continue
+        out.append(_fact(key_text, v, "zh_set"))
+    return [f for f in out if f]
+
+
+def zh_switch_facts(sentence: str) -> list[ExtractedFact]:
+    """"[X]从 A 换成/改为/迁移到 B": X = B replacing A (X optional, as in English)."""
+    out = []
+    for m in _ZH_SWITCH.finditer(sentence):
+        old, new = _zh_value(m.group(1)), _zh_value(m.group(2))
+        if not old or not new:
+            continue
+        key_text = _zh_key(sentence[: m.start()])
+        key = normalize_key(key_text) if key_text and len(key_text) <= MAX_ZH_KEY_CHARS else ""
+        out.append(ExtractedFact(key if _key_ok(key) else "", new, key_text if key else "", old, "zh_switch"))
+    return out
+
+
+def zh_retract_facts(sentence: str) -> list[ExtractedFact]:
+    """"不再用/使用 A": A retracted."""
+    out = []
+    for m in _ZH_RETRACT.finditer(sentence):
+        old = _zh_value(m.group(1))
+        if old:
+            out.append(ExtractedFact("", None, "", old, "zh_retract"))
+    return out
+
+
+_HAS_CJK = re.compile(f"[{_CJK}]")
+
+
+def _sentence_facts(s: str) -> list[ExtractedFact]:
+    if _HAS_CJK.search(s):
+        switched = zh_switch_facts(s)
+        rest = _ZH_SWITCH.sub(" ", s) if switched else s
+        retracted = zh_retract_facts(rest) if "不再" in rest else []
+        return switched + retracted + zh_set_facts(_ZH_RETRACT.sub(" ", rest) if retracted else rest) + (assign_facts(rest) if "=" in s else [])
+    low = s.lower()  # cheap gates: most sentences hold none of the words a family needs
+    switched = switch_facts(s) if " from " in low else []
+    rest = _SWITCH.sub(" ", s) if switched else s
+    out = switched
+    if " use" in low or " need" in low or " run" in low or " depend" in low:
+        out = out + retract_facts(rest)
+    if " to " in low:
+        out = out + set_facts(rest)
+    if " is " in low or " are " in low:
+        out = out + is_facts(rest)
+    if "=" in s:
+        out = out + assign_facts(rest)
+    return out
+
+
+def fact_texts(turn: Any) -> tuple[list[str], list[str]]:
+    """What a ``Turn``'s facts are extracted from: (its user and assistant texts, its tool results). Tool-call
+    arguments are commands, not statements; tool results are read as code (``code_facts``)."""
+    return [m.text for m in turn.messages if m.text], [r.content for m in turn.messages for r in m.tool_results if r.content]
+
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+
+
+def split_code(text: str) -> tuple[str, str]:
+    """(prose, code) of a message: fenced ```` ``` ```` blocks are code, the rest prose."""
+    if "```" not in text:
+        return text, ""
+    return _FENCE.sub("\n", text), "\n".join(m.group(0).strip("`") for m in _FENCE.finditer(text))
+
+
+def code_facts(text: str) -> list[ExtractedFact]:
+    """Facts in code and tool output: only settings — ``ENV_STYLE=value`` and config-like ``key: value`` runs.
+    ``x = 1`` in a program is a variable, not a fact about the project (ours)."""
+    lines = [line.strip() for line in text[:MAX_TEXT_CHARS].splitlines() if line.strip()]
+    env = [f for line in lines if "=" in line for f in assign_facts(line) if _ENV_KEY.match(f.key_text)]
+    return env + colon_facts(lines)
+
+
+def extract_facts(texts: Iterable[str], code: Iterable[str] = ()) -> list[ExtractedFact]:
+    """Facts stated in ``texts`` (a turn's user and assistant messages: every family on their prose, ``code_facts``
+    on their fenced blocks) and ``code`` (tool results: ``code_facts`` only), in order of appearance, one per
+    (key, value, replaced) — the last statement of a key in a turn wins at store time. Pure; ~0.1 ms for a
+    typical turn (``benchmarks/bench_facts.py``)."""
+    out: list[ExtractedFact] = []
+    seen: set[tuple[str, str | None, str | None]] = set()
+    chunks = [(t, False) for t in texts if t] + [(t, True) for t in code if t]
+    for text, is_code in chunks:
+        found: list[ExtractedFact] = []
+        prose, fenced = ("", text) if is_code else split_code(text)
+        if prose:
+            parts = sentences(prose)
+            for s in parts:
+                found.extend(_sentence_facts(s))
+            found.extend(colon_facts(parts))
+        if fenced:
+            found.extend(code_facts(fenced))
+        for f in found:
+            ident = (f.key, normalize_value(f.value), normalize_value(f.replaces))
+            if ident not in seen:
+                seen.add(ident)
+                out.append(f)
+    return out

@@ -1,0 +1,109 @@
+"""Superseded-fact notes in a recovered block (DESIGN §5 "recovery shows the current value"; issue 6 part 3).
+
+A packed turn may state a value that was later changed ("the staging DB port is 5433", changed to 5434 the next
+day). The block then carries one line per such (key, value), right under its title:
+
+    [Fact versions: values stated in the turns below that changed later; the current value follows "now"]
+    - staging db port: 5433 until 14 Mar 2026, now 5434
+
+"now" is the time asked about: the present, or ``as_of`` ("as of 13 Mar 2026: 5433"). The notes count against the
+budget: when block + notes would exceed it, the entries are packed again into what the notes leave (ours).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..memory.fact_store import changed_at, facts_of_entries, value_at
+from ..memory.facts import normalize_value
+from .pack import PackResult
+
+HEADING = '[Fact versions: values stated in the turns below that changed later; the current value follows "now"]'
+
+
+@dataclass
+class FactNote:
+    """A value stated in a packed entry that no longer held at the time asked about. ``current`` is the value then
+    (None: retracted, or the key's history holds no valid value); ``until`` when the stated value stopped holding."""
+
+    key: str
+    value: str | None
+    until: datetime | None
+    current: str | None
+    entry_id: int
+    as_of: datetime | None = None
+
+    @property
+    def line(self) -> str:
+        was = self.value if self.value is not None else "(not used)"
+        now = self.current if self.current is not None else "no longer used"
+        until = f" until {when(self.until)}" if self.until else ""
+        at = f"as of {when(self.as_of)}:" if self.as_of else "now"
+        return f"- {self.key}: {was}{until}, {at} {now}"
+
+
+def when(dt: datetime) -> str:
+    """``14 Mar 2026``, with ``HH:MM`` (UTC) unless it is midnight."""
+    dt = dt.astimezone(timezone.utc)
+    clock = "" if (dt.hour, dt.minute) == (0, 0) else f" {dt:%H:%M}"
+    return f"{dt.day} {dt:%b %Y}{clock}"
+
+
+def notes_for(db: sqlite3.Connection, at: float | None, where: str = "", params: Sequence[Any] = ()) -> Callable[[list[int]], list[FactNote]]:
+    """A function from packed entry ids to their notes, reading facts valid at ``at`` (unix seconds; None = now)
+    through the ``where``/``params`` filter on the source entries."""
+    as_of = datetime.fromtimestamp(at, tz=timezone.utc) if at is not None else None
+
+    def notes(entry_ids: list[int]) -> list[FactNote]:
+        out: list[FactNote] = []
+        seen: set[tuple[str, str, str | None]] = set()
+        valid: dict[tuple[str, str], Any] = {}  # one look-up per key
+        for record in facts_of_entries(db, entry_ids, where, params):
+            ident = (record.scope, record.key, normalize_value(record.value))
+            if ident in seen:
+                continue
+            seen.add(ident)
+            if (record.scope, record.key) not in valid:
+                valid[record.scope, record.key] = value_at(db, record.key, at, record.scope, where, params)
+            now = valid[record.scope, record.key]
+            if now is None or normalize_value(now.value) == normalize_value(record.value):
+                continue  # still holds (or nothing holds then: nothing to correct it with)
+            until = changed_at(db, record, where, params)
+            out.append(FactNote(record.key_text or record.key, record.value, _dt(until), now.value, record.entry_id, as_of))
+        return out
+
+    return notes
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return datetime.fromtimestamp(ts, tz=timezone.utc) if ts is not None else None
+
+
+def render(notes: Sequence[FactNote]) -> str:
+    return HEADING + "\n" + "\n".join(n.line for n in notes) if notes else ""
+
+
+def pack_with_notes(
+    pack_at: Callable[[int], PackResult], budget: int, notes: Callable[[list[int]], list[FactNote]]
+) -> tuple[PackResult, list[FactNote]]:
+    """Pack into ``budget`` characters with the superseded-fact notes inserted after the block's title. When they
+    do not fit, pack again into ``budget`` minus the notes; notes that still do not fit are dropped, last first."""
+    result = pack_at(budget)
+    found = notes([p.entry.id for p in result.packed])
+    if not found:
+        return result, []
+    extra = len(render(found)) + 2
+    if len(result.text) + extra > budget:
+        result = pack_at(max(0, budget - extra))
+        found = notes([p.entry.id for p in result.packed])
+    while found and len(result.text) + len(render(found)) + 2 > budget:
+        found.pop()
+    if not found or not result.text:
+        return result, []
+    title, _, body = result.text.partition("\n\n")
+    result.text = f"{title}\n\n{render(found)}\n\n{body}"
+    return result, found

@@ -1,0 +1,233 @@
+"""Layered context (issue 6 part 4, DESIGN §5): working memory, rolling gist and its cadence, the LLM gist through a
+local HTTP server speaking /v1/chat/completions (never a remote call), build_context's budget and its
+no-turn-twice rule, triggers, and the three-day scenario through Session."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from lantern import Lantern
+from lantern.memory.context import GIST_TITLE, Session
+
+
+def exchange(user: str, reply: str, when: str | None = None) -> list[dict]:
+    first = {"role": "user", "content": user}
+    if when:
+        first["timestamp"] = when
+    return [first, {"role": "assistant", "content": reply}]
+
+
+TOPICS = [
+    ("Start postgres for the billing service on port 5433.", "Started postgres 16, listening on 127.0.0.1:5433."),
+    ("Add a health check to api/health.py.", "Added GET /healthz in api/health.py returning 200."),
+    ("Rename the flag --fast to --quick in cli.py.", "Renamed the flag; cli.py now accepts --quick."),
+    ("Pin numpy to 1.26.4 in requirements.txt.", "Pinned numpy==1.26.4."),
+    ("Write a test for the parser edge case with empty lines.", "Added tests/test_parser.py::test_empty_lines."),
+    ("Set the log level to debug for the worker.", "Worker LOG_LEVEL=debug now."),
+    ("Cache the embeddings in ~/.cache/emb.", "Embeddings are cached under ~/.cache/emb."),
+    ("Bump the Docker base image to python:3.12-slim.", "Dockerfile uses python:3.12-slim."),
+    ("Add retries to the HTTP client, three at most.", "http_client.py retries 3 times with backoff."),
+    ("Document the deploy steps in DEPLOY.md.", "DEPLOY.md has the five deploy steps."),
+    ("Turn off telemetry in the config.", "telemetry: false in config.yaml."),
+    ("Make the migration script idempotent.", "migrate.py checks user_version first."),
+]
+
+
+@pytest.fixture()
+def lantern(tmp_path):
+    with Lantern(tmp_path / "m.db") as lt:
+        yield lt
+
+
+def fill(session: Session, n: int) -> None:
+    for user, reply in TOPICS[:n]:
+        session.add(exchange(user, reply))
+
+
+def test_working_memory_is_the_last_three_turns_verbatim(lantern):
+    s = Session(lantern, "chat")
+    fill(s, 5)
+    assert [w.turn.messages[0].text for w in s.working] == [u for u, _ in TOPICS[2:5]]
+    ctx = s.build_context("Thanks, what next?", 10_000)
+    assert [m["content"] for m in ctx.working] == [x for pair in TOPICS[2:5] for x in pair]
+    assert [m["role"] for m in ctx.working] == ["user", "assistant"] * 3
+    assert ctx.messages[-1] == {"role": "user", "content": "Thanks, what next?"}
+
+
+def test_gist_refreshes_every_five_turns_from_turns_that_left_working_memory(lantern):
+    s = Session(lantern, "chat")
+    fill(s, 4)
+    assert s.refreshes == 0 and s.gist == ""
+    fill_more = TOPICS[4:5]
+    s.add(exchange(*fill_more[0]))  # 5th turn: first refresh; turns 1-2 have left working memory
+    assert s.refreshes == 1
+    assert s.gist.splitlines() == [
+        "turn 0: Start postgres for the billing service on port 5433. → Started postgres 16, listening on 127.0.0.1:5433.",
+        "turn 1: Add a health check to api/health.py. → Added GET /healthz in api/health.py returning 200.",
+    ]
+    for user, reply in TOPICS[5:9]:  # turns 6-9: no refresh, the gist does not move
+        s.add(exchange(user, reply))
+        assert s.refreshes == 1 and len(s.gist.splitlines()) == 2
+    s.add(exchange(*TOPICS[9]))  # 10th turn: second refresh
+    assert s.refreshes == 2
+    assert [line.split(":")[0] for line in s.gist.splitlines()] == [f"turn {i}" for i in range(7)]
+    working_text = " ".join(w.turn.text for w in s.working)
+    assert not any(line.split(": ", 1)[1].split(" → ")[0] in working_text for line in s.gist.splitlines())
+
+
+def test_gist_rolls_off_oldest_lines_past_its_cap(tmp_path):
+    from lantern import Config
+
+    with Lantern(tmp_path / "m.db", config=Config(gist_max_chars=250)) as lt:
+        s = Session(lt, "chat")
+        fill(s, 10)
+        assert 0 < len(s.gist) <= 250
+        assert s.gist.splitlines()[-1].startswith("turn 6:")  # newest kept, oldest dropped
+
+
+@pytest.mark.parametrize("budget", [80, 150, 300, 600, 1000, 2000, 4000, 8000])
+def test_budget_is_respected(lantern, budget):
+    s = Session(lantern, "chat", system_prompt="You are a careful coding assistant.")
+    fill(s, 12)
+    question = "Which port did we use before for postgres?"
+    ctx = s.build_context(question, budget)
+    assert len(ctx.text) <= budget
+    assert ctx.text == "\n\n".join(m["content"] for m in ctx.messages if m["content"])
+    assert ctx.messages[0]["content"] == "You are a careful coding assistant." and ctx.messages[-1]["content"] == question
+
+
+def test_budget_too_small_for_system_and_question_is_an_error(lantern):
+    s = Session(lantern, "chat", system_prompt="x" * 100)
+    with pytest.raises(ValueError, match="cannot hold"):
+        s.build_context("question?", 50)
+    with pytest.raises(ValueError):
+        s.build_context("question?", -1)
+
+
+def test_no_turn_appears_twice(lantern):
+    s = Session(lantern, "chat")
+    fill(s, 12)
+    # the question is about a turn still in working memory AND one only in the archive
+    ctx = s.build_context("As I said earlier: which port does postgres use, and what is in DEPLOY.md?", 20_000)
+    assert ctx.recovery is not None and ctx.recovery.entries
+    working_ids = {w.entry_id for w in s.working}
+    recovered = [e.id for e in ctx.recovery.entries]
+    assert len(recovered) == len(set(recovered)) and not working_ids & set(recovered)
+    assert ctx.text.count("DEPLOY.md has the five deploy steps.") == 1  # working memory only
+    assert ctx.text.count("listening on 127.0.0.1:5433") == 1  # recovered, and its gist line dropped
+    assert "turn 0:" not in ctx.gist
+    # every gist line that is left belongs to a turn in neither working memory nor the recovered block
+    turns = {e.turn for e in ctx.recovery.entries}
+    for line in ctx.gist.splitlines()[1:]:
+        assert int(line.split(":")[0].split()[1]) not in turns
+
+
+def test_trigger_decides_recovery_and_query_is_question_plus_gist(lantern):
+    s = Session(lantern, "chat")
+    fill(s, 10)
+    plain = s.build_context("Now write the release notes.", 8000)
+    assert plain.recovery is None and not plain.trigger and plain.recovered == ""
+    back = s.build_context("What was the numpy version we pinned again?", 8000)
+    assert back.trigger and back.recovery is not None
+    assert back.recovery.query == "What was the numpy version we pinned again?\n" + s.gist
+    assert "1.26.4" in back.recovered and back.recovered.startswith("[Recovered by Lantern")
+    forced = s.build_context("Now write the release notes.", 8000, recover=True)
+    assert forced.recovery is not None
+    drafted = s.build_context("Which base image?", 8000, draft="I'm not sure which image we chose.")
+    assert drafted.trigger and drafted.recovery is not None
+
+
+def test_recovered_block_names_session_time_and_turn(lantern):
+    lantern.archive(exchange("Pin numpy to 1.26.4 in requirements.txt.", "Pinned numpy==1.26.4.", "2026-03-13T09:00:00Z"), session="old")
+    s = Session(lantern, "new")
+    fill(s, 3)
+    ctx = s.build_context("Which numpy version did we use before?", 6000)
+    assert ctx.trigger
+    assert "[Recovered by Lantern" in ctx.recovered
+    assert "session old · turn 0 · 2026-03-13 09:00" in ctx.recovered or (
+        "all from session old" in ctx.recovered and "turn 0 · 2026-03-13 09:00" in ctx.recovered
+    )
+    assert ctx.messages[-2] == {"role": "system", "content": ctx.recovered}
+
+
+def test_three_day_scenario_through_sessions(lantern):
+    d1 = Session(lantern, "day-1")
+    d1.add(exchange("For the record, the staging DB port is 5433.", "Noted: staging DB on 5433.", "2026-03-13T09:00:00Z"))
+    d2 = Session(lantern, "day-2")
+    d2.add(exchange("I changed the staging DB port to 5434 because of a clash.", "OK, 5434 it is.", "2026-03-14T09:00:00Z"))
+    d3 = Session(lantern, "day-3", system_prompt="You are the ops assistant.")
+    ctx = d3.build_context("Which staging DB port did we use before?", 4000)
+    assert "- staging DB port: 5433 until 14 Mar 2026 09:00, now 5434" in ctx.recovered
+    assert len(ctx.text) <= 4000
+
+
+# ----------------------------------------------------------------------------------------------- LLM gist
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.server.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        if self.server.fail:
+            self.send_response(500)
+            self.end_headers()
+            self.wfile.write(b'{"error": "boom"}')
+            return
+        new_turns = body["messages"][-1]["content"]
+        reply = {"choices": [{"message": {"role": "assistant",
+                                          "content": f"LLM gist #{len(self.server.requests)}: {new_turns.count('user:')} new turns"}}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def llm_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.requests, server.fail = [], False
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_llm_gist_through_a_local_chat_completions_server(tmp_path, llm_server, monkeypatch):
+    monkeypatch.setenv("LANTERN_GIST_API_KEY", "test-key")
+    with Lantern(tmp_path / "m.db") as lt:
+        lt.config = replace(lt.config, gist_base_url=f"http://127.0.0.1:{llm_server.server_port}/v1", gist_model="tiny")
+        s = Session(lt, "chat")
+        fill(s, 5)
+        assert s.gist_source == "llm" and s.gist == "LLM gist #1: 2 new turns"
+        path, headers, body = llm_server.requests[0]
+        assert path == "/v1/chat/completions" and body["model"] == "tiny"
+        assert headers.get("authorization") == "Bearer test-key"
+        assert "Start postgres for the billing service" in body["messages"][-1]["content"]
+        assert "Pin numpy" not in body["messages"][-1]["content"]  # still in working memory
+        fill_rest = TOPICS[5:10]
+        for user, reply in fill_rest:
+            s.add(exchange(user, reply))
+        assert len(llm_server.requests) == 2 and s.gist == "LLM gist #2: 5 new turns"
+        assert "LLM gist #1" in llm_server.requests[1][2]["messages"][-1]["content"]  # rolling: previous gist sent
+        ctx = s.build_context("ok", 8000)
+        assert ctx.gist == GIST_TITLE + "\nLLM gist #2: 5 new turns"
+
+
+def test_llm_failure_falls_back_to_the_extractive_gist(tmp_path, llm_server):
+    llm_server.fail = True
+    with Lantern(tmp_path / "m.db") as lt:
+        lt.config = replace(lt.config, gist_base_url=f"http://127.0.0.1:{llm_server.server_port}/v1")
+        s = Session(lt, "chat")
+        fill(s, 5)
+        assert len(llm_server.requests) == 1
+        assert s.gist_source == "extractive" and "HTTP Error 500" in s.gist_error
+        assert s.gist.startswith("turn 0: Start postgres")

@@ -1,0 +1,363 @@
+"""Fact versioning (issue 6 part 3, DESIGN §5): extraction per pattern family in English and Chinese (with the
+sentences that must NOT yield a fact), bi-temporal supersession on the real store, out-of-order event times,
+as_of, forgetting, the superseded-value notes in a recovered block, and the three-day multi-session scenario."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timezone
+
+import pytest
+from typer.testing import CliRunner
+
+from lantern import Config, Lantern
+from lantern.cli import app
+from lantern.memory.facts import extract_facts, normalize_key
+
+
+def facts(text: str) -> list[tuple[str, str | None, str | None]]:
+    return [(f.key, f.value, f.replaces) for f in extract_facts([text])]
+
+
+# ----------------------------------------------------------------------------------------------- extraction
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("the port is 5433", [("port", "5433", None)]),
+        ("The staging DB port is 5433.", [("staging db port", "5433", None)]),
+        ("Our API base URL is now `api.internal:8080`.", [("api base url", "api.internal:8080", None)]),
+        ("The database is PostgreSQL", [("database", "PostgreSQL", None)]),
+        ("set the log level to debug", [("log level", "debug", None)]),
+        ("I changed the staging DB port to 5434.", [("staging db port", "5434", None)]),
+        ("Please update the node version to 20.11.1 today.", [("node version", "20.11.1", None)]),
+        ("DB_PORT=5433\nDB_HOST=db.internal", [("db port", "5433", None), ("db host", "db.internal", None)]),
+        ("we decided that port = 5433 for now", [("port", "5433", None)]),
+        ("timeout=30s, retries=3", [("timeout", "30s", None), ("retries", "3", None)]),
+        ("port: 5433\nhost: db.local", [("port", "5433", None), ("host", "db.local", None)]),
+        ("db_port: 5433", [("db port", "5433", None)]),
+        ("We switched the database from MongoDB to PostgreSQL.", [("database", "PostgreSQL", "MongoDB")]),
+        ("we migrated from MongoDB to PostgreSQL last week", [("", "PostgreSQL", "MongoDB")]),
+        ("We no longer use Redis.", [("", None, "Redis")]),
+    ],
+)
+def test_english_patterns(text, expected):
+    assert facts(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("staging 数据库的端口是 5433", [("staging数据库端口", "5433", None)]),
+        ("把端口改为5434了", [("端口", "5434", None)]),
+        ("日志级别设置为 debug。", [("日志级别", "debug", None)]),
+        ("缓存服务器换成 Memcached", [("缓存服务器", "Memcached", None)]),
+        ("我的名字是张三。", [("名字", "张三", None)]),
+        ("数据库从 MySQL 换成 PostgreSQL", [("数据库", "PostgreSQL", "MySQL")]),
+        ("我们不再用 Redis 了", [("", None, "Redis")]),
+        ("PORT=5433，然后重启", [("port", "5433", None)]),
+    ],
+)
+def test_chinese_patterns(text, expected):
+    assert facts(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Note: this is important, read it twice.",  # prose with a colon
+        "Warning: deprecated",  # a one-off prose label, not a config run
+        "user: hello there",
+        "see https://example.com/search?port=5433&host=db for details",  # URL query strings
+        "docs at http://db.internal:5433/admin",
+        "the server is running",  # adjective, not a value
+        "the port is open and the tests are green",
+        "is the port 5433?",  # questions state nothing
+        "what is the staging port?",
+        "if a == b: return a <= c",  # comparisons
+        "result = compute(x)",  # code
+        "f(port=1)",  # keyword argument inside a call
+        "set it to 5",  # pronoun key
+        "我是学生",  # 是 with a plain noun and no attribute key
+        "端口是多少？",  # question
+        "The plan: we ship it tomorrow after lunch",
+        "set up the mock to raise an error",  # a purpose, not a setting
+        "Describe the code changes you are proposing.\\nBe concise.",  # pronoun in the key, escaped newline
+        "answer = await ask(question)",  # code: the statement goes on after the value
+        "self.port = 5433",
+        "```python\nx = 1\nresult = compute\n```",  # variables in a fenced code block
+    ],
+)
+def test_negatives_are_not_facts(text):
+    assert facts(text) == []
+
+
+def test_code_and_tool_output_yield_only_settings():
+    fenced = "Put this in .env:\n```\nDB_PORT=5433\nx = 1\n```\nand restart."
+    assert facts(fenced) == [("db port", "5433", None)]
+    tool = "x = 1\nDB_HOST=db.internal\nthe server is PostgreSQL\nport: 5433\nhost: db.local"
+    found = [(f.key, f.value) for f in extract_facts([], [tool])]
+    assert found == [("db host", "db.internal"), ("port", "5433"), ("host", "db.local")]
+
+
+def test_key_normalization_is_exact_after_case_articles_separators_and_de():
+    assert normalize_key("The DB_Port") == normalize_key("db port") == normalize_key("our DB-port") == "db port"
+    assert normalize_key("数据库的 端口") == normalize_key("数据库端口")
+    assert normalize_key("database port") != normalize_key("DB port")  # no synonyms: documented
+
+
+# ----------------------------------------------------------------------------------------------- store
+def day(d: int, hour: int = 9) -> str:
+    return f"2026-03-{d:02d}T{hour:02d}:00:00Z"
+
+
+def at(d: int, hour: int = 9) -> datetime:
+    return datetime(2026, 3, d, hour, tzinfo=timezone.utc)
+
+
+def say(lantern: Lantern, text: str, when: str, session: str, reply: str = "Noted."):
+    return lantern.archive(
+        [{"role": "user", "content": text, "timestamp": when}, {"role": "assistant", "content": reply}], session=session
+    )
+
+
+@pytest.fixture()
+def lantern(tmp_path):
+    with Lantern(tmp_path / "m.db") as lt:
+        yield lt
+
+
+def test_facts_are_written_in_the_entry_transaction_and_schema_is_bitemporal(lantern, tmp_path):
+    say(lantern, "the staging DB port is 5433", day(13), "s1")
+    db = sqlite3.connect(tmp_path / "m.db")
+    cols = {r[1] for r in db.execute("PRAGMA table_info(facts)")}
+    assert {"entry_id", "key", "value", "valid_from", "valid_to", "recorded_at", "superseded_by"} <= cols
+    row = db.execute("SELECT key, value, valid_from, valid_to FROM facts").fetchone()
+    assert row == ("staging db port", "5433", at(13).timestamp(), None)
+
+
+def test_failed_archive_writes_no_fact(lantern, tmp_path, monkeypatch):
+    import lantern.store.sqlite as sqlite_mod
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(sqlite_mod, "write_facts", boom)
+    with pytest.raises(RuntimeError):
+        say(lantern, "the staging DB port is 5433", day(13), "s1")
+    db = sqlite3.connect(tmp_path / "m.db")
+    assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM facts").fetchone()[0] == 0
+
+
+def test_newer_value_supersedes_across_sessions_and_nothing_is_deleted(lantern):
+    say(lantern, "the staging DB port is 5433", day(13), "s1")
+    say(lantern, "I changed the staging DB port to 5434", day(14), "s2")
+    history = lantern.facts("staging DB port", history=True)
+    assert [(f.value, f.current) for f in history] == [("5433", False), ("5434", True)]
+    assert history[0].valid_to == at(14) and history[0].superseded_by == history[1].id
+    assert history[1].valid_to is None and history[1].session == "s2"
+    assert [f.value for f in lantern.facts("staging db port")] == ["5434"]
+
+
+def test_out_of_order_event_time_is_ordered_by_event_not_arrival(lantern):
+    say(lantern, "the staging DB port is 5434", day(14), "s2")
+    say(lantern, "the staging DB port is 5433", day(13), "s1")  # replayed / imported later, happened earlier
+    assert [f.value for f in lantern.facts("staging db port")] == ["5434"]
+    hist = lantern.facts("staging db port", history=True)
+    assert [f.value for f in hist] == ["5433", "5434"] and hist[0].valid_to == at(14)
+    say(lantern, "the staging DB port is 5435", day(13, 12), "s3")  # slots between the two
+    hist = lantern.facts("staging db port", history=True)
+    assert [f.value for f in hist] == ["5433", "5435", "5434"]
+    assert [f.valid_to for f in hist] == [at(13, 12), at(14), None]
+    assert [f.value for f in lantern.facts("staging db port", as_of=at(13, 15))] == ["5435"]
+
+
+def test_as_of_answers_the_value_valid_then(lantern):
+    say(lantern, "the staging DB port is 5433", day(13), "s1")
+    say(lantern, "I changed the staging DB port to 5434", day(14), "s2")
+    assert [f.value for f in lantern.facts("staging db port", as_of=at(13, 18))] == ["5433"]
+    assert [f.value for f in lantern.facts("staging db port", as_of=at(15))] == ["5434"]
+    assert lantern.facts("staging db port", as_of=at(12)) == []
+    assert [f.value for f in lantern.facts("staging db port", as_of=at(13, 18), history=True)] == ["5433"]
+    with pytest.raises(TypeError):
+        lantern.facts(as_of="2026-03-13")
+
+
+def test_switch_without_key_supersedes_whatever_held_the_old_value(lantern):
+    say(lantern, "The database is MongoDB", day(10), "s1")
+    say(lantern, "we migrated from MongoDB to PostgreSQL", day(11), "s2")
+    assert [(f.key, f.value) for f in lantern.facts("database")] == [("database", "PostgreSQL")]
+    say(lantern, "We no longer use PostgreSQL.", day(12), "s3")
+    hist = lantern.facts("database", history=True)
+    assert [f.value for f in hist] == ["MongoDB", "PostgreSQL", None]
+    assert hist[-1].current and hist[-1].replaces == "PostgreSQL"
+
+
+def test_chinese_supersession(lantern):
+    say(lantern, "staging 数据库的端口是 5433", day(13), "s1", reply="好的")
+    say(lantern, "staging 数据库端口改为 5434 了", day(14), "s2", reply="好的")
+    assert [f.value for f in lantern.facts("staging 数据库的端口", history=True)] == ["5433", "5434"]
+    assert [f.value for f in lantern.facts("staging数据库端口")] == ["5434"]
+
+
+def test_forget_source_entry_removes_its_facts_and_relinks_the_chain(lantern, tmp_path):
+    say(lantern, "the staging DB port is 5433", day(13), "s1")
+    r2 = say(lantern, "I changed the staging DB port to 5434", day(14), "s2")
+    lantern.forget(entry=r2.entry_ids[0])
+    db = sqlite3.connect(tmp_path / "m.db")
+    assert db.execute("SELECT count(*) FROM facts WHERE value = '5434'").fetchone()[0] == 0
+    current = lantern.facts("staging db port")
+    assert [(f.value, f.valid_to, f.superseded_by) for f in current] == [("5433", None, None)]
+    lantern.forget(session="s1")
+    assert db.execute("SELECT count(*) FROM facts").fetchone()[0] == 0
+
+
+def test_grown_turn_replaces_its_facts(lantern):
+    lantern.archive([{"role": "user", "content": "set the port to 5433", "timestamp": day(13)}], session="s")
+    lantern.archive(
+        [{"role": "user", "content": "set the port to 5433", "timestamp": day(13)},
+         {"role": "assistant", "content": "Done. Actually the port is 5434 now."}], session="s",
+    )
+    assert lantern.stats()["entries"] == 1
+    assert [f.value for f in lantern.facts("port", history=True)] == ["5433", "5434"]
+
+
+def test_extraction_can_be_switched_off(tmp_path):
+    with Lantern(tmp_path / "m.db", config=Config(extract_facts=False)) as lt:
+        say(lt, "the staging DB port is 5433", day(13), "s1")
+        assert lt.facts(history=True) == []
+
+
+def test_facts_reads_take_an_extra_where_on_the_source_entry(lantern):
+    from lantern.memory import fact_store
+
+    say(lantern, "the staging DB port is 5433", day(13), "s1")
+    say(lantern, "the build dir is out/release", day(13), "s2")
+    only_s2 = fact_store.records(lantern.store.db, where="e.session = ?", params=("s2",))
+    assert [(f.key, f.session) for f in only_s2] == [("build dir", "s2")]
+
+
+# ----------------------------------------------------------------------------------------------- multi-session scenario
+def test_three_sessions_over_three_days(lantern):
+    """Day 1 sets the fact, day 2 changes it, day 3 asks: recovery marks 5433 superseded and shows 5434; as of
+    day 1 it answers 5433 with no note; forgetting day 2's turn brings 5433 back as current."""
+    say(lantern, "For the record, the staging DB port is 5433.", day(13), "day-1", "Noted: staging DB on 5433.")
+    say(lantern, "Let's ship the release notes.", day(13, 10), "day-1", "Release notes drafted in NOTES.md.")
+    r2 = say(lantern, "I changed the staging DB port to 5434 because of a clash.", day(14), "day-2", "OK, 5434 it is.")
+    say(lantern, "Bump the changelog version.", day(14, 10), "day-2", "Changelog bumped.")
+
+    question = "Which staging DB port did we use before?"  # day 3
+    rec = lantern.recover(question, budget=2000)
+    assert "5434" in rec.text and "5433" in rec.text
+    assert "- staging DB port: 5433 until 14 Mar 2026 09:00, now 5434" in rec.text
+    assert [(n.value, n.current) for n in rec.facts] == [("5433", "5434")]
+    assert rec.chars == len(rec.text) <= 2000
+    assert rec.text.index("[Fact versions") < rec.text.index("5433.")  # the note comes before the turns
+
+    then = lantern.recover(question, budget=2000, as_of=at(13, 18))
+    assert "5433" in then.text and "5434" not in then.text and then.facts == []
+    assert {e.session for e in then.entries} == {"day-1"}
+    assert [f.value for f in lantern.facts("staging db port", as_of=at(13, 18))] == ["5433"]
+
+    lantern.forget(entry=r2.entry_ids[0])
+    after = lantern.recover(question, budget=2000)
+    assert "5434" not in after.text and after.facts == []
+    assert [f.value for f in lantern.facts("staging db port")] == ["5433"]
+
+
+def test_notes_never_break_the_budget(lantern):
+    say(lantern, "the staging DB port is 5433. " + "filler words " * 60, day(13), "s1")
+    say(lantern, "I changed the staging DB port to 5434", day(14), "s2")
+    for budget in (0, 50, 120, 200, 300, 500, 900):
+        rec = lantern.recover("staging DB port", budget=budget)
+        assert len(rec.text) <= budget
+        assert not rec.facts or "[Fact versions" in rec.text
+
+
+def test_as_of_excludes_later_turns_from_candidates(lantern):
+    say(lantern, "the deploy script is deploy_v1.sh", day(13), "s1")
+    say(lantern, "the deploy script is deploy_v2.sh", day(15), "s2")
+    rec = lantern.explain("deploy script", as_of=at(14))
+    assert all(c.entry.session == "s1" for c in rec.candidates if c.verdict != "excluded:live")
+    assert "deploy_v2" not in rec.text
+    with pytest.raises(TypeError):
+        lantern.recover("deploy script", as_of=1234)
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def test_cli_facts_mirrors_the_api(tmp_path):
+    path = tmp_path / "m.db"
+    with Lantern(path) as lt:
+        say(lt, "the staging DB port is 5433", day(13), "s1")
+        say(lt, "I changed the staging DB port to 5434", day(14), "s2")
+    runner = CliRunner()
+    out = runner.invoke(app, ["--db", str(path), "facts", "staging db port", "--json"])
+    assert out.exit_code == 0, out.output
+    assert [r["value"] for r in json.loads(out.stdout)] == ["5434"]
+    out = runner.invoke(app, ["--db", str(path), "facts", "--as-of", "2026-03-13T18:00:00Z", "--json"])
+    assert [r["value"] for r in json.loads(out.stdout)] == ["5433"]
+    out = runner.invoke(app, ["--db", str(path), "facts", "STAGING_DB_PORT", "--history", "--json"])
+    rows = json.loads(out.stdout)
+    assert [(r["value"], r["current"]) for r in rows] == [("5433", False), ("5434", True)]
+    out = runner.invoke(app, ["--db", str(path), "facts", "--history"])
+    assert out.exit_code == 0 and "5434" in out.stdout and "s2" in out.stdout
+    out = runner.invoke(app, ["--db", str(path), "recover", "staging DB port", "--as-of", "2026-03-13T18:00:00Z", "--json"])
+    assert out.exit_code == 0 and "5433" in out.stdout and "5434" not in out.stdout
+    out = runner.invoke(app, ["--db", str(path), "recover", "staging DB port", "--json"])
+    assert "5433 until 14 Mar 2026 09:00, now 5434" in json.loads(out.stdout)["text"]
+    out = runner.invoke(app, ["--db", str(path), "facts", "--as-of", "yesterday"])
+    assert out.exit_code == 1 and "ISO 8601" in out.output and "Traceback" not in out.output
+
+
+# ----------------------------------------------------------------------------------------------- chain property
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(order=st.permutations(list(range(6))), forget=st.sets(st.integers(0, 5), max_size=3))
+def test_chain_is_event_ordered_whatever_the_arrival_and_deletion_order(tmp_path_factory, order, forget):
+    """Insert six versions of one key in any arrival order, forget any few: the chain is always the survivors
+    sorted by event time, each ending where the next starts, the last one current."""
+    with Lantern(tmp_path_factory.mktemp("chain") / "m.db") as lt:
+        ids = {}
+        for d in order:
+            ids[d] = say(lt, f"the build port is {7000 + d}", day(10 + d), f"s{d}").entry_ids[0]
+        for d in forget:
+            lt.forget(entry=ids[d], vacuum=False)
+        alive = sorted(set(range(6)) - forget)
+        hist = lt.facts("build port", history=True)
+        assert [f.value for f in hist] == [str(7000 + d) for d in alive]
+        assert [f.valid_to for f in hist] == [at(10 + d) for d in alive[1:]] + [None] * bool(alive)
+        assert [f.superseded_by for f in hist] == [f.id for f in hist[1:]] + [None] * bool(alive)
+        assert [f.current for f in hist] == [False] * (len(alive) - 1) + [True] * bool(alive)
+
+
+def test_as_of_note_names_the_value_valid_then(lantern):
+    say(lantern, "For the record, the staging DB port is 5433.", day(13), "d1")
+    say(lantern, "I changed the staging DB port to 5434.", day(14), "d2")
+    say(lantern, "I changed the staging DB port to 5435.", day(16), "d3")
+    rec = lantern.recover("Which staging DB port did we use before?", budget=3000, as_of=at(15))
+    assert "- staging DB port: 5433 until 14 Mar 2026 09:00, as of 15 Mar 2026 09:00: 5434" in rec.text
+    assert "5435" not in rec.text
+    now = lantern.recover("Which staging DB port did we use before?", budget=3000)
+    lines = [n.line for n in now.facts]
+    assert "- staging DB port: 5433 until 14 Mar 2026 09:00, now 5435" in lines
+    assert "- staging DB port: 5434 until 16 Mar 2026 09:00, now 5435" in lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab XY_.=:-/\n`'\"?，。是改为从换成不再用的 the is set to from port 5433 no longer use")), max_size=200))
+def test_extraction_never_crashes_and_values_stay_short(text):
+    for f in extract_facts([text], [text]):
+        assert f.value is None or 0 < len(f.value) <= 80
+        assert f.key == normalize_key(f.key_text) or (not f.key and f.replaces)
+
+
+def test_chinese_three_day_scenario_marks_the_superseded_port(lantern):
+    say(lantern, "记一下：staging 数据库的端口是 5433。", day(13), "第一天", reply="好的，5433。")
+    say(lantern, "staging 数据库端口改为 5434 了。", day(14), "第二天", reply="好的，已改为 5434。")
+    rec = lantern.recover("之前 staging 数据库端口是多少？", budget=2000)
+    assert "5433 until 14 Mar 2026 09:00, now 5434" in rec.text
+    then = lantern.recover("之前 staging 数据库端口是多少？", budget=2000, as_of=at(13, 18))
+    assert "5434" not in then.text and "5433" in then.text
