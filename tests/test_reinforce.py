@@ -253,3 +253,44 @@ def test_migration_from_schema_1_keeps_entries(tmp_path):
         e = lt.store.entries([1])[1]
         assert e.category is None and e.text == "user: hi"
         assert lt.stats()["pruned"] == 0 and lt.stats()["schema_version"] == len(MIGRATIONS)
+
+
+# ---------------------------------------------------------------- the eval system
+def test_eval_reinforce_system_works_on_a_copy(tmp_path, monkeypatch):
+    """``lantern+reinforce`` runs each history's questions through recover on a private copy: the copy is
+    reinforced, the cached store every other system reads stays as archived."""
+    import sqlite3
+    from pathlib import Path
+
+    from lantern.eval import reinforced
+    from lantern.eval.run import main
+
+    copies = []
+    real_copy_of = reinforced.copy_of
+
+    def recording_copy_of(lantern, name):
+        copy = real_copy_of(lantern, name)
+        if copy not in copies:
+            copies.append(copy)
+        return copy
+
+    monkeypatch.setattr(reinforced, "copy_of", recording_copy_of)
+    fixture = Path(__file__).parent / "fixtures" / "eval" / "locomo_mini.json"
+    results = main("locomo", fixture, tmp_path / "out", split="all", keep=2,
+                   systems=["lantern", "lantern+reinforce", "lantern+reinforce+answers"], cache_dir=tmp_path / "cache", plots=False)
+    assert set(results["systems"]) == {"lantern", "lantern+reinforce", "lantern+reinforce+answers"}
+    for name in ("lantern+reinforce", "lantern+reinforce+answers"):
+        assert results["systems"][name]["overall"]["chars"] <= 6000
+    cached = list((tmp_path / "cache").rglob("*.db"))
+    assert cached
+    for db in cached:
+        con = sqlite3.connect(db)
+        assert con.execute("SELECT count(*) FROM entries WHERE confidence != 0.5 OR success != 0.5 OR access_count != 0").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 0
+        con.close()
+    # ... while the copies were reinforced, one per (history, system)
+    assert len(copies) == 2 * len(cached)
+    for copy in copies:
+        db = copy.store.db
+        assert db.execute("SELECT count(*) FROM entries WHERE confidence > 0.5 AND access_count > 0").fetchone()[0] > 0
+        assert db.execute("SELECT count(*) FROM recoveries").fetchone()[0] > 0

@@ -122,14 +122,14 @@ def record_recovery(
     c ← max(0, c − decay) for ``missed`` (candidates cut), and a pending row in ``recoveries`` for the
     usefulness check. Returns {entry id: (c, σ)} as stored, for the in-process index."""
     recovered = list(dict.fromkeys(int(i) for i in recovered))
-    missed = [int(i) for i in dict.fromkeys(missed) if int(i) not in set(recovered)]
+    gained = set(recovered)
+    missed = [i for i in dict.fromkeys(int(i) for i in missed) if i not in gained]
     if not recovered and not missed:
         return {}
     out: dict[int, tuple[float, float]] = {}
     with store.transaction() as db:
         store.bump_access(recovered, db)
         rows = _read(db, recovered + missed, "confidence, success")
-        gained = set(recovered)
         for entry_id, c, sigma in rows:
             out[entry_id] = (reinforced(c, rates.gain) if entry_id in gained else decayed(c, rates.decay), sigma)
         db.executemany("UPDATE entries SET confidence = ? WHERE id = ?", [(c, i) for i, (c, _) in out.items()])
