@@ -30,6 +30,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_redact.py
 	$(BIN)/python benchmarks/bench_hook.py
 	$(BIN)/python benchmarks/bench_facts.py
+	$(BIN)/python benchmarks/bench_reinforce.py
 
 clean:
 	rm -rf $(VENV)

@@ -32,7 +32,7 @@ def test_mcp_end_to_end(tmp_path):
 
     async def body(s: ClientSession):
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert set(tools) == {"archive", "recover", "search", "forget", "stats"}
+        assert set(tools) == {"archive", "recover", "search", "forget", "feedback", "stats"}
         assert tools["archive"].inputSchema["required"] == ["messages"]
         assert tools["archive"].inputSchema["properties"]["messages"]["type"] == "array"
         assert set(tools["recover"].inputSchema["properties"]) >= {"query", "session", "budget"}
@@ -69,6 +69,11 @@ def test_mcp_end_to_end(tmp_path):
 
         r = await s.call_tool("stats", {})
         assert r.structuredContent["entries"] == 2 and r.structuredContent["sessions"] == 1
+
+        r = await s.call_tool("feedback", {"entry_ids": [archived["entry_ids"][0]], "useful": True})
+        assert not r.isError and r.structuredContent == {"updated": 1}
+        r = await s.call_tool("feedback", {"entry_ids": [], "useful": True})
+        assert r.isError
 
         # an unreadable message is skipped and counted with a warning naming it, as in `lantern ingest`
         r = await s.call_tool("archive", {"messages": [{"role": 7, "content": {"x": 1}}], "session": "junk"})

@@ -49,7 +49,10 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
     assert hits[0]["id"] == archived["entry_ids"][0] and hits[0]["ranks"]
 
     s = client.get("/v1/memory/stats").json()
-    assert s["entries"] == 2 and s["sessions"] == 1 and s["embedder"]
+    assert s["entries"] == 2 and s["sessions"] == 1 and s["embedder"] and s["pruned"] == 0
+
+    assert client.post("/v1/memory/feedback", json={"entry_ids": [archived["entry_ids"][0]], "useful": False}).json() == {"updated": 1}
+    assert client.post("/v1/memory/feedback", json={"entry_ids": [], "useful": False}).status_code == 422
 
     assert client.post("/v1/memory/forget", json={"entry": archived["entry_ids"][1]}).json() == {"forgotten": 1}
     assert client.post("/v1/memory/forget", json={"session": "build-42"}).json() == {"forgotten": 1}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .archive.chunk import chunk
-from .archive.classify import classify
+from .archive.classify import classify_turn
 from .archive.parse import clean_text, parse
 from .archive.redact import load_policy, redact_messages, set_secret_redaction
 from .archive.summarize import summarize
@@ -26,6 +26,7 @@ from .embed import Embedder, get_embedder
 from .memory import fact_store
 from .memory.facts import extract_facts, fact_texts
 from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
+from . import reinforce
 from .recover import facts_note, pipeline
 from .store.index import MemoryIndex
 from .store.sqlite import NewEntry, Store, to_epoch
@@ -111,17 +112,24 @@ class Lantern:
     def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult) -> None:
         rows = [self._prepare(turn, session) for turn in turns]  # summarize, tag, classify
         vectors = self.embedder.embed([r.summary for r in rows]) if rows else np.empty((0, self.embedder.dim))
-        for entry_id, added in self.store.add(rows, vectors):  # one transaction
+        judged: dict[int, tuple[float, float]] = {}
+
+        def resolve(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
+            replies = [(row.session, reinforce.assistant_text(turn)) for row, turn, (_, added) in zip(rows, turns, written) if added]
+            judged.update(reinforce.resolve_pending(db, replies, self.config.success_alpha))
+
+        for entry_id, added in self.store.add(rows, vectors, after=resolve):  # one transaction
             result.entry_ids.append(entry_id)
             result.added += added
             result.duplicates += not added
+        self.index.set_reinforcement(judged)
         self.index.mark_dirty()
 
     def _prepare(self, turn: Turn, session: str | None) -> NewEntry:
         name = _session_name(session, turn.session)
         text = turn.text
         tags = extract_tags(_tag_window(text))
-        memory_type, prior = classify(turn)
+        memory_type, category, prior = classify_turn(turn)
         return NewEntry(
             session=name,
             text=text,
@@ -136,6 +144,7 @@ class Lantern:
             file_count=len(turn.files),
             meta=turn.meta,
             facts=extract_facts(*fact_texts(turn)) if self.config.extract_facts else [],
+            category=category,
         )
 
     # ------------------------------------------------------------------ read path
@@ -147,6 +156,7 @@ class Lantern:
         exclude: Iterable[int] | Sequence[Message | dict] | None = None,
         *,
         as_of: datetime | None = None,
+        proactive: bool = False,
     ) -> Recovery:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
 
@@ -155,23 +165,33 @@ class Lantern:
         still in it are never re-injected. ``as_of``: answer as of a past time (naive = UTC): turns whose event
         time is later are not candidates, and fact values valid then count as current (DESIGN §5). A packed turn
         stating a value changed since is marked in the block ("port: 5433 until 14 Mar 2026, now 5434";
-        ``.facts``). Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``, ``.candidates`` for
-        explain). Access counts of packed entries are incremented (F(e), paper eq. 2).
+        ``.facts``). ``proactive``: a recovery nobody asked for (at a compaction): pruned entries are left out
+        unless the query names one of their lookup hints. Returns ``Recovery`` (``.text``, ``.entries``,
+        ``.chars``, ``.facts``, ``.candidates`` for explain). Access counts of packed entries are incremented
+        (F(e), paper eq. 2) and, with ``Config.reinforce`` (default), c and σ are reinforced in the same
+        transaction (reinforce.py; paper Appendix D).
         """
-        result = self.explain(query, session, budget, exclude, as_of=as_of)
+        result = self.explain(query, session, budget, exclude, as_of=as_of, proactive=proactive)
         packed = [e.id for e in result.entries]
-        if packed:
+        if self.config.reinforce:
+            missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:")]
+            rates = reinforce.Rates(self.config.confidence_gain, self.config.confidence_decay, self.config.success_alpha, self.config.prune_below)
+            self.index.set_reinforcement(reinforce.record_recovery(self.store, session or None, packed, missed, rates))
+        elif packed:
             self.store.bump_access(packed)
+        if packed:
             self.index.note_access(packed)
         return result
 
     def explain(
-        self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None, *, as_of: datetime | None = None
+        self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None, *,
+        as_of: datetime | None = None, proactive: bool = False,
     ) -> Recovery:
-        """``recover`` without its side effect (access counts): the same Recovery, whose ``candidates`` give every
-        candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt, cut:budget, cut:duplicate,
-        excluded:live) with its reason. Raises ValueError for a bad budget, TypeError for a bad ``exclude`` or
-        ``as_of``."""
+        """``recover`` without its side effects (access counts, reinforcement): the same Recovery, whose
+        ``candidates`` give every candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt,
+        cut:budget, cut:duplicate, excluded:live, excluded:pruned) with its reason; each candidate's entry carries
+        its category, confidence and success. Raises ValueError for a bad budget, TypeError for a bad ``exclude``
+        or ``as_of``."""
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
@@ -184,7 +204,7 @@ class Lantern:
         notes = facts_note.notes_for(self.store.db, at, *self._fact_filter()) if self.config.fact_notes else None
         return pipeline.recover(
             self.store, self.index, self.embedder, self.config, query,
-            budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes,
+            budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes, proactive=proactive,
         )
 
     def facts(self, key: str | None = None, as_of: datetime | None = None, *, history: bool = False) -> list[fact_store.FactRecord]:
@@ -288,9 +308,28 @@ class Lantern:
         later handle follows it. Private spans are removed either way (archive/redact.py)."""
         set_secret_redaction(self, enabled)
 
+    def feedback(self, entry_ids: Iterable[int], useful: bool) -> int:
+        """Explicit usefulness of recovered entries: σ ← (1 − α)·σ + α·[useful] for each id, one transaction
+        (reinforce.py; paper Appendix D). Unknown ids are ignored. Returns the number of entries updated. Raises
+        TypeError when ``useful`` is not a bool or an id is not an int."""
+        if not isinstance(useful, bool):
+            raise TypeError(f"useful must be True or False, got {useful!r}")
+        ids = list(entry_ids)
+        if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in ids):
+            raise TypeError("entry_ids must be integers")
+        ids = [int(i) for i in ids if -(2**63) <= i < 2**63]
+        updated = reinforce.apply_feedback(self.store, ids, useful, self.config.success_alpha)
+        self.index.set_reinforcement(updated)
+        return len(updated)
+
     def stats(self) -> dict[str, Any]:
-        """Counts and sizes: entries, sessions, embedder id and dimension, schema version, database bytes (pages in use)."""
-        return self.store.stats()
+        """Counts and sizes: entries, sessions, embedder id and dimension, schema version, database bytes (pages in
+        use), ``pruned`` (entries with c below the prune threshold) and ``pending_recoveries`` (waiting for the
+        next assistant message)."""
+        out = self.store.stats()
+        out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below)
+        out["pending_recoveries"] = reinforce.pending_count(self.store)
+        return out
 
 
 def _epoch(as_of: Any) -> float | None:

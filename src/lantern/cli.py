@@ -6,6 +6,7 @@
     lantern [--db PATH] forget (--entry ID | --session ID)                 -> Lantern.forget
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
     lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
+    lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
@@ -176,7 +177,8 @@ def search(
                 rows = [
                     {"id": c.entry.id, "session": c.entry.session, "turn": c.entry.turn, "ranks": c.ranks,
                      "rrf": round(c.rrf, 5), "mmr": c.mmr_order, "verdict": c.verdict, "reason": c.reason,
-                     "summary": c.entry.summary[:100]}
+                     "category": c.entry.category, "confidence": round(c.entry.confidence, 3),
+                     "success": round(c.entry.success, 3), "summary": c.entry.summary[:100]}
                     for c in cands
                 ]
             else:
@@ -190,11 +192,12 @@ def search(
             return
         table = Table(show_lines=False, caption="ranks: sem = semantic, fts = full text (BM25), kw = keyword, imp = importance")
         signals = ("semantic", "fulltext", "keyword", "importance")
-        for col in ("id", "session", "turn", "sem", "fts", "kw", "imp", "RRF", *(("MMR", "verdict") if explain else ()), "summary"):
+        for col in ("id", "session", "turn", "sem", "fts", "kw", "imp", "RRF", *(("MMR", "verdict", "category", "c", "σ") if explain else ()), "summary"):
             table.add_column(col, overflow="fold", min_width=30 if col == "summary" else None)
         for r in rows:
             ranks = [str(r["ranks"].get(s, "–")) for s in signals]
-            extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")) if explain else ()
+            extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""), str(r["category"] or "–"),
+                     f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
             table.add_row(escape(str(r["id"])), escape(r["session"]), str(r["turn"]), *ranks, f"{r['rrf']:.4f}",
                           *map(escape, extra), escape(r["summary"].replace("\n", " ")))
         Console(width=max(Console().width, 140)).print(table)
@@ -264,6 +267,21 @@ def facts(
                           r.valid_from.strftime("%Y-%m-%d %H:%M"), r.valid_to.strftime("%Y-%m-%d %H:%M") if r.valid_to else "–",
                           "yes" if r.current else "", escape(f"{r.session} · turn {r.turn} (entry {r.entry_id})"))
         Console(width=max(Console().width, 120)).print(table)
+
+    _guard(run)
+
+
+@app.command()
+def feedback(
+    ids: list[int] = typer.Argument(..., help="Entry ids (as shown by recover --json or search)."),
+    useful: bool = typer.Option(..., "--useful/--not-useful", help="Whether the recovered entries helped."),
+) -> None:
+    """Tell Lantern whether recovered entries were useful (updates their success rate σ; reinforce.py)."""
+
+    def run():
+        with _open() as lantern:
+            n = lantern.feedback(ids, useful)
+        print(f"{n} entries marked {'useful' if useful else 'not useful'}")
 
     _guard(run)
 

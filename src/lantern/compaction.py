@@ -50,8 +50,9 @@ class Compaction:
     messages: list[Any] = field(default_factory=list, repr=False)
 
     def recover(self, lantern: Any, budget: int | None = None) -> Recovery:
-        """The block to inject: ``lantern.recover(query, session, budget, exclude=live messages)``."""
-        return lantern.recover(self.query, session=self.session, budget=budget, exclude=list(self.messages))
+        """The block to inject: ``lantern.recover(query, session, budget, exclude=live messages, proactive=True)``
+        (a proactive recovery: pruned entries stay out unless the query names them; reinforce.py)."""
+        return lantern.recover(self.query, session=self.session, budget=budget, exclude=list(self.messages), proactive=True)
 
 
 def message_text(m: Any) -> str:

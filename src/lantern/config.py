@@ -54,6 +54,11 @@ class Config:
     # --- reinforcement (paper Appendix D) ---
     initial_confidence: float = 0.5
     initial_success: float = 0.5
+    reinforce: bool = True  # recover() updates c and σ (reinforce.py); explain() never does
+    confidence_gain: float = 0.15  # recovered: c <- min(1, c + 0.15)
+    confidence_decay: float = 0.02  # candidate not recovered: c <- max(0, c - 0.02)
+    prune_below: float = 0.15  # c below this: pruned (out of importance and proactive recovery; never deleted)
+    success_alpha: float = 0.2  # α of the σ EMA of usefulness (ours; the paper does not give it)
     extra: dict = field(default_factory=dict)
 
 

@@ -141,6 +141,7 @@ class Entry:
     tool_count: int = 0
     file_count: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    category: str | None = None  # fact, decision, preference, process, tool_call, system (archive/classify.py); None before schema m003
 
 
 @dataclass
@@ -165,7 +166,8 @@ class Candidate:
     ``ranks`` maps signal name (semantic, fulltext, keyword, importance) to a 1-based rank, absent when the
     signal did not rank the entry. ``verdict`` is one of ``packed``, ``excerpt`` (packed as its most relevant
     excerpt), ``cut:budget`` (its MMR turn came after the budget ran out), ``cut:duplicate`` (near-duplicate of a
-    better candidate), ``excluded:live`` (still in the live context); ``reason`` says why. ``entry`` carries its
+    better candidate), ``excluded:live`` (still in the live context), ``excluded:pruned`` (confidence below the
+    prune threshold, left out of a proactive recovery: reinforce.py); ``reason`` says why. ``entry`` carries its
     summary; its ``text`` is filled for packed entries (and ``tags`` are not loaded on the read path).
     """
 

@@ -1,6 +1,6 @@
-"""Memory type and write-time importance prior of a turn (DESIGN §2.5). Patterns only, no LLM.
+"""Memory type, category and write-time importance prior of a turn (DESIGN §2.5). Patterns only, no LLM.
 
-``classify(turn) -> (memory_type, importance_prior)``
+``classify_turn(turn) -> Classification(memory_type, category, prior)``; ``classify(turn) -> (memory_type, prior)``.
 
 Cues are looked for in the *conversational* text of the turn: the text of its ``user``, ``assistant`` and
 ``system`` messages, each read up to its first 4,000 characters. Tool calls, tool results and ``tool`` messages
@@ -21,39 +21,52 @@ semantic        otherwise, at least one fact or decision cue (lists below)
 episodic        otherwise (what happened): the default
 ==============  =====================================================================================
 
-Importance prior (our schedule; paper does not specify)
-=====================================================================  =======
-condition (first that holds)                                           prior
-=====================================================================  =======
-the turn has a ``system`` message                                      1.00
-a decision/preference cue **and** a stated-fact cue                    0.85
-a decision/preference cue: "decide", "decided", "decision", "prefer",  0.80
-"must", "don't", "do not", "never", "always", "remember",
-"from now on", "make sure", "require(d)", "we chose", "let's use",
-"let's go with", "instead of", "决定", "选择", "选用", "要求", "必须",
-"务必", "不要", "别再", "记住", "以后", "偏好", "喜欢", "讨厌", "一定要", "禁止"
-a stated-fact cue: "my name is", "my <x> is", "our <x> is",            0.80
+Category and importance prior (our schedule; paper does not specify). The first row that holds gives both; the
+prior is the write-time importance of the entry and enters the richness term D of I(e) (recover/signals.py).
+=====================================================================  ===========  =======
+condition (first that holds)                                           category     prior
+=====================================================================  ===========  =======
+the turn has a ``system`` message                                      system       1.00
+a decision cue **and** a stated-fact cue                               decision     0.85
+a preference cue **and** a stated-fact cue                             preference   0.85
+a decision cue: "decide", "decided", "decision", "must", "don't",      decision     0.80
+"do not", "never", "always", "remember", "from now on", "make sure",
+"require(d)", "we chose", "let's use", "let's go with", "instead of",
+"决定", "选择", "选用", "要求", "必须", "务必", "不要", "别再", "记住",
+"以后", "一定要", "禁止"
+a preference cue: "prefer(s/red)", "preference", "i like", "i love",   preference   0.80
+"i hate", "i enjoy", "favorite", "favourite", "i'd rather",
+"偏好", "喜欢", "讨厌", "更喜欢", "最爱", "宁可", "宁愿"
+a stated-fact cue: "my name is", "my <x> is", "our <x> is",            fact         0.80
 "the <port|host|password|database|url|path|version|...> is",
 "i live in", "i work at", "is located", "is set to", "defaults to",
 "we use", "we are using", "switched to", ``NAME=value`` lines,
 "名字是", "名字叫", "我叫", "叫做", "地址是", "住在", "生日是", "电话是",
 "号码是", "邮箱是", "密码是", "用的是", "我们用", "改为", "改成", "设置为",
 "设为", "默认", "位于", "端口是", "版本是"
-mostly tool output: >= 2/3 of the turn's characters are tool calls,    0.30
+mostly tool output: >= 2/3 of the turn's characters are tool calls,    tool_call    0.30
 tool results or ``tool`` messages
-a procedure (memory type procedural)                                   0.60
-otherwise                                                              0.50
-=====================================================================  =======
+a procedure (memory type procedural)                                   process      0.60
+otherwise (something said or done: an episodic statement)              fact         0.50
+=====================================================================  ===========  =======
+
+The priors per row live in ``PRIORS`` (keyed by row name); changing one changes the importance ranking of the
+entries archived afterwards (the prior is stored with the entry).
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from lantern.model import Turn
 
 __all__ = [
+    "CATEGORIES",
+    "Classification",
+    "PRIORS",
     "classify",
+    "classify_turn",
     "PRIOR_SYSTEM",
     "PRIOR_DECISION_AND_FACT",
     "PRIOR_DECISION",
@@ -70,6 +83,19 @@ PRIOR_FACT = 0.8
 PRIOR_TOOL_CHATTER = 0.3
 PRIOR_PROCEDURE = 0.6
 PRIOR_DEFAULT = 0.5
+CATEGORIES = ("fact", "decision", "preference", "process", "tool_call", "system")
+# row of the schedule -> (category, prior); read at classification time, so a change here shows in the ranking
+PRIORS: dict[str, tuple[str, float]] = {
+    "system": ("system", PRIOR_SYSTEM),
+    "decision+fact": ("decision", PRIOR_DECISION_AND_FACT),
+    "preference+fact": ("preference", PRIOR_DECISION_AND_FACT),
+    "decision": ("decision", PRIOR_DECISION),
+    "preference": ("preference", PRIOR_DECISION),
+    "fact": ("fact", PRIOR_FACT),
+    "tool_call": ("tool_call", PRIOR_TOOL_CHATTER),
+    "process": ("process", PRIOR_PROCEDURE),
+    "default": ("fact", PRIOR_DEFAULT),
+}
 TOOL_CHATTER_SHARE = 2 / 3
 CUE_SCAN_CHARS = 4000
 
@@ -77,10 +103,17 @@ CUE_SCAN_CHARS = 4000
 _DECISION_EN = tuple(
     f" {p} "
     for p in (
-        "decide", "decided", "decides", "deciding", "decision", "prefer", "prefers", "preferred", "preference",
+        "decide", "decided", "decides", "deciding", "decision",
         "must", "don't", "dont", "do not", "never", "always", "remember", "from now on", "make sure", "require",
         "required", "requirement", "we chose", "i chose", "we picked", "we agreed", "we settled on", "let's use",
         "lets use", "let's go with", "let's stick with", "going with", "instead of",
+    )
+)
+_PREFERENCE_EN = tuple(
+    f" {p} "
+    for p in (
+        "prefer", "prefers", "preferred", "preference", "i like", "i love", "i hate", "i enjoy", "favorite",
+        "favourite", "i'd rather", "i would rather",
     )
 )
 _FACT_EN_PHRASES = tuple(
@@ -105,7 +138,8 @@ _FIRST_THEN_RE = re.compile(r" first .{0,200}? then ")
 _TO_DO_RE = re.compile(r" to [a-z]+(?: [a-z]+){0,5} (?:run|use|open|type|set|add|install|edit|call|create) ")
 _NUMBERED_RE = re.compile(r"^[ \t]*(?:\d{1,2}[.)]|[Ss]tep \d+[:.)]?|第[一二三四五六七八九十\d]+步)[ \t]+\S", re.MULTILINE)
 
-_DECISION_ZH = ("决定", "选择", "选用", "要求", "必须", "务必", "不要", "别再", "记住", "以后", "偏好", "喜欢", "讨厌", "一定要", "禁止")
+_DECISION_ZH = ("决定", "选择", "选用", "要求", "必须", "务必", "不要", "别再", "记住", "以后", "一定要", "禁止")
+_PREFERENCE_ZH = ("偏好", "喜欢", "讨厌", "最爱", "宁可", "宁愿")  # 更喜欢 is counted through 喜欢
 _FACT_ZH = (
     "名字是", "名字叫", "我叫", "叫做", "地址是", "住在", "生日是", "电话是", "号码是", "邮箱是", "密码是", "用的是", "我们用",
     "改为", "改成", "设置为", "设为", "默认", "位于", "端口是", "版本是",
@@ -121,11 +155,12 @@ def _count_phrases(norm: str, phrases: tuple[str, ...]) -> int:
     return sum(norm.count(p) for p in phrases if p in norm)
 
 
-def _cues(text: str) -> tuple[int, int, int]:
-    """(decision, fact, procedure) cue counts of the conversational text."""
+def _cues(text: str) -> tuple[int, int, int, int]:
+    """(decision, preference, fact, procedure) cue counts of the conversational text."""
     low = text.lower().replace("\u2019", "'")
     norm = " " + _NON_WORD.sub(" ", low) + " "
     decision = _count_phrases(norm, _DECISION_EN)
+    preference = _count_phrases(norm, _PREFERENCE_EN)
     fact = _count_phrases(norm, _FACT_EN_PHRASES) + len(_FACT_EN_RE.findall(norm))
     proc = _count_phrases(norm, _PROC_EN)
     if " then " in norm and " first " in norm:
@@ -141,14 +176,30 @@ def _cues(text: str) -> tuple[int, int, int]:
         proc += numbered
     if _HAS_CJK.search(text):
         decision += sum(text.count(p) for p in _DECISION_ZH)
+        preference += sum(text.count(p) for p in _PREFERENCE_ZH)
         fact += sum(text.count(p) for p in _FACT_ZH)
         proc += sum(text.count(p) for p in _PROC_ZH) + len(_FIRST_THEN_ZH_RE.findall(text))
-    return decision, fact, proc
+    return decision, preference, fact, proc
+
+
+class Classification(NamedTuple):
+    """What the classify stage stores: ``memory_type`` (episodic, semantic, procedural), ``category`` (one of
+    ``CATEGORIES``) and ``prior`` (write-time importance in [0, 1])."""
+
+    memory_type: str
+    category: str
+    prior: float
 
 
 def classify(turn: Turn) -> tuple[str, float]:
-    """(memory_type, importance_prior) of ``turn``: type in episodic/semantic/procedural, prior in [0, 1]. See the
-    module docstring for the cues and the schedule."""
+    """(memory_type, importance_prior) of ``turn``: ``classify_turn`` without the category."""
+    c = classify_turn(turn)
+    return c.memory_type, c.prior
+
+
+def classify_turn(turn: Turn) -> Classification:
+    """Memory type, category and importance prior of ``turn`` (see the module docstring for the cues and the
+    schedule). Never raises for any Turn; an empty turn is ("episodic", "fact", 0.5)."""
     talk: list[str] = []
     talk_chars = 0
     tool_chars = 0
@@ -167,9 +218,9 @@ def classify(turn: Turn) -> tuple[str, float]:
         for r in m.tool_results:
             tool_chars += len(r.content)
 
-    decision, fact, proc = _cues("\n".join(talk)) if talk else (0, 0, 0)
+    decision, preference, fact, proc = _cues("\n".join(talk)) if talk else (0, 0, 0, 0)
 
-    semantic_score = decision + fact
+    semantic_score = decision + preference + fact
     if proc and (proc > semantic_score or (proc >= 2 and proc >= semantic_score)):
         memory_type = "procedural"
     elif semantic_score:
@@ -179,17 +230,22 @@ def classify(turn: Turn) -> tuple[str, float]:
 
     total = talk_chars + tool_chars
     if has_system:
-        prior = PRIOR_SYSTEM
+        row = "system"
     elif decision and fact:
-        prior = PRIOR_DECISION_AND_FACT
+        row = "decision+fact"
+    elif preference and fact:
+        row = "preference+fact"
     elif decision:
-        prior = PRIOR_DECISION
+        row = "decision"
+    elif preference:
+        row = "preference"
     elif fact:
-        prior = PRIOR_FACT
+        row = "fact"
     elif total and tool_chars >= TOOL_CHATTER_SHARE * total:
-        prior = PRIOR_TOOL_CHATTER
+        row = "tool_call"
     elif memory_type == "procedural":
-        prior = PRIOR_PROCEDURE
+        row = "process"
     else:
-        prior = PRIOR_DEFAULT
-    return memory_type, prior
+        row = "default"
+    category, prior = PRIORS[row]
+    return Classification(memory_type, category, prior)

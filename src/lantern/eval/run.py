@@ -107,6 +107,7 @@ class Case:
     question: str
     relevant: list[int]  # entry ids of the lost evidence turns
     relevant_sessions: list[str]
+    answer: str = ""  # the reference answer (the reinforce+answers system's next assistant message)
 
 
 def cases_for(p: Prepared, method: str, keep: int) -> tuple[list[Case], Pool, dict[str, int]]:
@@ -126,7 +127,7 @@ def cases_for(p: Prepared, method: str, keep: int) -> tuple[list[Case], Pool, di
             continue
         counts["lost"] += 1
         sessions = list(dict.fromkeys(p.turns[t].session or p.history.id for t in turns))
-        cases.append(Case(p.history.id, f.id, f.category, f.question, list(dict.fromkeys(relevant)), sessions))
+        cases.append(Case(p.history.id, f.id, f.category, f.question, list(dict.fromkeys(relevant)), sessions, f.answer))
     return cases, Pool(None, excluded, []), counts
 
 
@@ -190,7 +191,7 @@ def evaluate(
                 rows[system.name] = []
                 for case in all_cases:
                     lantern = prepared[case.history].lantern
-                    o = run_system(system, lantern, case.question, pools[case.history], budget)
+                    o = run_system(system, lantern, case.question, pools[case.history], budget, reply=case.answer)
                     rows[system.name].append(_row(case, o, system, lantern))
                     bar.advance(t)
         finally:

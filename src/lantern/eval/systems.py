@@ -10,6 +10,8 @@ character budget, and is packed by the same ``pack`` (recover/pack.py), so only 
   and outside the pipeline: ``recency`` (newest turns first: a bigger live window), ``grep`` (turns containing
   query terms as substrings, most distinct terms first), ``keyword-overlap`` (top-k by count of query words shared,
   the retrieval of the layered-memory write-ups), ``random`` (seeded by the query).
+- ``lantern+reinforce`` and ``lantern+reinforce+answers``: ``recover`` with reinforcement over each history's
+  question stream, in order, on a copy of its store (eval/reinforced.py).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def all_systems(base: Config | None = None) -> list[System]:
     for s in base.signals:
         out.append(System(f"-{s}", "lantern", replace(base, signals=tuple(x for x in base.signals if x != s)), f"without the {s} signal"))
     out += [
+        System("lantern+reinforce", "reinforce", replace(base, reinforce=True), "recover with reinforcement (c), questions in order"),
+        System("lantern+reinforce+answers", "reinforce+answers", replace(base, reinforce=True),
+               "as lantern+reinforce, the reference answer judged as the next assistant message (σ)"),
         System("no-mmr", "lantern", replace(base, use_mmr=False), "fused order, no MMR"),
         System("sum-fusion", "lantern", replace(base, fusion="sum"), "score sum instead of RRF"),
         System("bm25", "lantern", replace(base, signals=("fulltext",), use_mmr=False), "FTS5 BM25 only"),
@@ -142,21 +147,30 @@ def baseline_order(kind: str, query: str, entries: list[Entry]) -> list[Entry]:
     raise ValueError(f"unknown baseline kind {kind!r}")
 
 
-def run_system(system: System, lantern, query: str, pool: Pool, budget: int) -> Outcome:
+def outcome_of(rec, ms: float) -> Outcome:
+    """The Outcome of a pipeline Recovery: MMR order, packed ids, fused order and verdicts."""
+    ranked = [c for c in rec.candidates if not c.verdict.startswith("excluded:")]
+    order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
+    return Outcome(
+        ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms,
+        fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
+    )
+
+
+def run_system(system: System, lantern, query: str, pool: Pool, budget: int, reply: str | None = None) -> Outcome:
     """Run ``system`` on one query. Pipeline systems go through ``Lantern.explain`` (no side effects: access counts
-    are not bumped, so systems and reruns do not influence each other)."""
+    are not bumped, so systems and reruns do not influence each other); the reinforce systems through ``recover``
+    on a copy of the store (eval/reinforced.py), ``reply`` being the reference answer."""
     config = system.config or Config()
+    if system.kind in ("reinforce", "reinforce+answers"):
+        from .reinforced import run
+
+        return run(system, lantern, query, pool, budget, reply)
     if system.kind == "lantern":
         lantern.config = config
         start = time.perf_counter()
         rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded)
-        ms = (time.perf_counter() - start) * 1000
-        ranked = [c for c in rec.candidates if c.verdict != "excluded:live"]
-        order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
-        return Outcome(
-            ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms,
-            fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
-        )
+        return outcome_of(rec, (time.perf_counter() - start) * 1000)
     start = time.perf_counter()
     ordered = baseline_order(system.kind, query, pool.entries)
     result = pack(iter(ordered), budget, query_terms(query), config.min_excerpt_chars, config.entry_share)
@@ -171,7 +185,7 @@ def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System) -> 
     """One cause for an unrecovered fact (pipeline systems only; None otherwise or when recovered): the earliest
     pipeline stage that lost one of its relevant turns. ``removed by MMR``: cut by the budget although its fused
     rank was within the number of entries packed (it would have fit without MMR's re-ordering)."""
-    if system.kind != "lantern":
+    if system.kind not in ("lantern", "reinforce", "reinforce+answers"):
         return None
     missing = [r for r in relevant if r not in outcome.packed]
     if not missing:

@@ -1,7 +1,7 @@
 """Lantern as an MCP server over stdio (the official ``mcp`` SDK, extra ``mcp``): ``lantern --db PATH mcp``.
 
 Tools (JSON schemas from the typed signatures): ``archive`` (messages + session), ``recover`` (query, session,
-budget, exclude), ``search`` (query, k, session), ``forget`` (entry or session), ``stats``. Bad input comes back as
+budget, exclude), ``search`` (query, k, session), ``forget`` (entry or session), ``feedback`` (entry ids, useful), ``stats``. Bad input comes back as
 a tool error (``isError``) with one line saying what is wrong; the server keeps running. Nothing but the protocol
 is written to stdout.
 """
@@ -17,7 +17,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from ..errors import LanternError
-from .schemas import ArchiveResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
+from .schemas import ArchiveResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
 from .service import MAX_BUDGET, MAX_K, MemoryService
 
 INSTRUCTIONS = (
@@ -81,6 +81,14 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     ) -> ForgetResponse:
         """Delete one entry or a whole session from every table (give exactly one of entry or session)."""
         return call(ForgetResponse, service.forget, entry, session)
+
+    @server.tool(annotations=ToolAnnotations(title="Feedback on recovered entries", destructiveHint=False, idempotentHint=False))
+    def feedback(
+        entry_ids: Annotated[list[int], Field(min_length=1, description="Ids of recovered entries (recover's entries[].id).")],
+        useful: Annotated[bool, Field(description="Whether they helped answer.")],
+    ) -> FeedbackResponse:
+        """Tell Lantern whether recovered entries were useful: moves their success rate σ, which weighs their importance."""
+        return call(FeedbackResponse, service.feedback, entry_ids, useful)
 
     @server.tool(annotations=ToolAnnotations(title="Statistics", readOnlyHint=True))
     def stats() -> StatsResponse:

@@ -40,7 +40,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from ..errors import LanternError
-from .schemas import (ArchiveResponse, ErrorResponse, ForgetResponse, RecoverResponse, SearchResponse,
+from .schemas import (ArchiveResponse, ErrorResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse,
                       StatsResponse)
 from .service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
 
@@ -72,6 +72,11 @@ class SearchRequest(BaseModel):
     query: str
     k: int = Field(10, ge=1, le=MAX_K)
     session: str | None = None
+
+
+class FeedbackRequest(BaseModel):
+    entry_ids: list[int] = Field(..., min_length=1, description="Ids of recovered entries.")
+    useful: bool = Field(..., description="Whether they helped answer.")
 
 
 class ForgetRequest(BaseModel):
@@ -175,6 +180,11 @@ def build_app(
     def forget(req: ForgetRequest) -> dict[str, Any]:
         """Delete one entry or a whole session from every table (exactly one of entry or session)."""
         return service.forget(req.entry, req.session)
+
+    @app.post("/v1/memory/feedback", response_model=FeedbackResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
+    def feedback(req: FeedbackRequest) -> dict[str, Any]:
+        """Whether recovered entries were useful (their success rate σ)."""
+        return service.feedback(req.entry_ids, req.useful)
 
     @app.get("/v1/memory/stats", response_model=StatsResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def stats() -> dict[str, Any]:

@@ -47,6 +47,10 @@ class ForgetResponse(BaseModel):
     forgotten: int
 
 
+class FeedbackResponse(BaseModel):
+    updated: int
+
+
 class StatsResponse(BaseModel):
     model_config = {"extra": "allow"}
     path: str

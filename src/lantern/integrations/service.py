@@ -102,6 +102,17 @@ class MemoryService:
             n = self._open().forget(entry=entry, session=session)
         return {"forgotten": n}
 
+    def feedback(self, entry_ids: Any, useful: Any) -> dict[str, Any]:
+        """Whether recovered entries were useful (their success rate σ; lantern/reinforce.py)."""
+        if not isinstance(entry_ids, list) or not entry_ids:
+            raise ValueError("entry_ids must be a non-empty list of entry ids")
+        for i in entry_ids:
+            _int(i, "entry id", -(2**63), 2**63 - 1)
+        if not isinstance(useful, bool):
+            raise ValueError("useful must be true or false")
+        with self._lock:
+            return {"updated": self._open().feedback(entry_ids, useful)}
+
     def stats(self) -> dict[str, Any]:
         """Entries, sessions, embedder, sizes."""
         with self._lock:

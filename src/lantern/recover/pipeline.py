@@ -6,6 +6,9 @@
     fused          = rrf(rankings, k=60)               (or score_sum: ablation)
     order          = mmr(fused, cosine, λ=0.7)          (or fused order: ablation)
     block          = pack(order, budget)                whole entries, excerpts, cuts
+
+Pruned entries (c < 0.15, reinforce.py) get no importance rank; a proactive recovery (at compaction) leaves them
+out unless the query names one of their lookup hints.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+from .. import reinforce
 from ..archive.tags import query_terms
 from ..config import Config
 from ..embed import Embedder
@@ -45,9 +49,12 @@ def rank(
     exclude_ids: Iterable[int] = (),
     live_text: str = "",
     now: float | None = None,
+    proactive: bool = False,
 ) -> tuple[list[Candidate], list[str], np.ndarray]:
     """Every candidate for ``query``, fused and sorted by RRF score (best first), with its per-signal ranks and
     scores. Entries whose full text is still inside ``live_text`` get the verdict ``excluded:live`` and no rank.
+    Pruned entries (reinforce.py) get no importance rank; with ``proactive`` they get the verdict
+    ``excluded:pruned`` and no rank unless the query names one of their lookup hints.
     Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
     index.refresh()
     terms = query_terms(query)[: config.max_query_terms]
@@ -75,14 +82,21 @@ def rank(
     excluded = {i for i, e in entries.items() if live and normalize_space(e.text) in live}
     if excluded:
         pool = np.asarray([p for p in pool if int(index.ids[p]) not in excluded], np.int64)
+    prune = reinforce.pruned(index.confidence[pool], config.prune_below)
+    dropped: set[int] = set()
+    if proactive and prune.any():
+        named = {p for t in terms for p in index.postings.get(t, ())}  # exact lookup-hint matches
+        drop = np.asarray([bool(pr) and int(p) not in named for p, pr in zip(pool, prune)], bool)
+        dropped = {int(index.ids[p]) for p in pool[drop]}
+        pool, prune = pool[~drop], prune[~drop]
     if "importance" in enabled:
-        found["importance"] = signals.importance(index, pool, now or time.time(), config.half_life_days)
+        found["importance"] = signals.importance(index, pool[~prune], now or time.time(), config.half_life_days)
 
     rankings: dict[str, list[int]] = {}
     scores: dict[str, dict[int, float]] = {}
     for name, (positions, values) in found.items():
         ids = [int(index.ids[p]) for p in positions]
-        kept = [(i, float(v)) for i, v in zip(ids, values) if i not in excluded and i in entries]
+        kept = [(i, float(v)) for i, v in zip(ids, values) if i not in excluded and i not in dropped and i in entries]
         rankings[name] = [i for i, _ in kept]
         scores[name] = dict(kept)
     fused = rrf(rankings, config.rrf_k, config.signal_weights) if config.fusion == "rrf" else score_sum(scores)
@@ -97,7 +111,10 @@ def rank(
         candidates.append(cand)
     for entry_id in sorted(excluded):
         candidates.append(Candidate(entry=entries[entry_id], verdict="excluded:live", reason="still in the live context"))
-    ranked_positions = index.positions([c.entry.id for c in candidates if c.verdict != "excluded:live"])
+    for entry_id in sorted(dropped):
+        candidates.append(Candidate(entry=entries[entry_id], verdict="excluded:pruned",
+                                    reason=f"confidence {entries[entry_id].confidence:.2f} < {config.prune_below} (pruned)"))
+    ranked_positions = index.positions([c.entry.id for c in candidates if not c.verdict.startswith("excluded:")])
     return candidates, terms, ranked_positions
 
 
@@ -114,15 +131,17 @@ def recover(
     live_text: str = "",
     now: float | None = None,
     notes: Callable[[list[int]], list] | None = None,
+    proactive: bool = False,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
     the verdict of every entry considered (``explain``). ``now``: the time recency is measured from (default the
     clock; ``as_of``). ``notes``: packed entry ids -> superseded-fact notes, inserted in the block within the budget
     (recover/facts_note.py)."""
     candidates, terms, positions = rank(
-        store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text, now=now
+        store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text, now=now,
+        proactive=proactive,
     )
-    ranked = [c for c in candidates if c.verdict != "excluded:live"]
+    ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
     if not ranked:
         return Recovery(query=query, text="", entries=[], chars=0, budget=budget, candidates=candidates)
     vectors = index.matrix[positions]

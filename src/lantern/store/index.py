@@ -63,7 +63,8 @@ class MemoryIndex:
         version = self.store.data_version()
         if not self._dirty and version == self._version:
             return
-        foreign = self._version is not None and version != self._version
+        # first load: c, σ and access counts may have been reinforced by earlier handles
+        foreign = self._version is None or version != self._version
         self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
         rows = self.store.rows_since(self._seen_archived_at - _OVERLAP_S)
         self._apply(rows)
@@ -172,6 +173,18 @@ class MemoryIndex:
         if session is None:
             return None
         return [name for name in self.session_names if name == session or name.startswith(session + "/")]
+
+    def set_reinforcement(self, updates: dict[int, tuple[float, float]]) -> None:
+        """Mirror this process's own c and σ writes ({entry id: (c, σ)}, reinforce.py); ids not loaded yet are
+        skipped (their row is read with its stored values at the next refresh)."""
+        if not updates or not len(self.ids):
+            return
+        ids = np.fromiter(updates, np.int64, len(updates))
+        pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        present = self.ids[pos] == ids
+        values = np.asarray([updates[int(i)] for i in ids], np.float64).reshape(-1, 2)
+        self.confidence[pos[present]] = values[present, 0]
+        self.success[pos[present]] = values[present, 1]
 
     def note_access(self, ids) -> None:
         """Mirror ``Store.bump_access`` in memory (this process's own write)."""

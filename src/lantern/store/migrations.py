@@ -60,6 +60,28 @@ def m001_initial(db: sqlite3.Connection) -> None:
 
 
 @migration
+def m003_reinforcement(db: sqlite3.Connection) -> None:
+    """Reinforcement state (paper Appendix D; DESIGN §4; lantern/reinforce.py) and the write-time category
+    (DESIGN §2.5; archive/classify.py). Entries archived before this migration keep category NULL."""
+    _run(
+        db,
+        """
+        -- category: fact | decision | preference | process | tool_call | system
+        ALTER TABLE entries ADD COLUMN category TEXT;
+        -- recoveries waiting for the next assistant message of their session, to judge usefulness (sigma)
+        CREATE TABLE recoveries (
+            id        INTEGER PRIMARY KEY,
+            session   TEXT,                -- the session recovered for; NULL: any session's next assistant message
+            entry_ids TEXT NOT NULL,       -- JSON [id, ...] of the recovered (packed) entries
+            time      REAL NOT NULL,       -- unix seconds UTC
+            resolved  INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX recoveries_pending ON recoveries(resolved, session)
+        """,
+    )
+
+
+@migration
 def m004_facts(db: sqlite3.Connection) -> None:
     """Bi-temporal fact records (memory/fact_store.py; DESIGN §5; issue 6 part 3). Number 4 of issue 6's
     migrations (m002, m003 belong to other parts; the lead orders them at merge)."""

@@ -10,7 +10,7 @@ import json
 import os
 import sqlite3
 import time as _time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -29,7 +29,7 @@ BUSY_TIMEOUT_MS = 10_000
 
 _ENTRY_COLUMNS = (
     "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
-    "confidence, success, access_count, tool_count, file_count, meta"
+    "confidence, success, access_count, tool_count, file_count, meta, category"
 )
 
 
@@ -50,6 +50,7 @@ class NewEntry:
     file_count: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
     facts: list[Any] = field(default_factory=list)  # memory.facts.ExtractedFact, stored in the same transaction
+    category: str | None = None  # archive/classify.py (fact, decision, preference, process, tool_call, system)
 
 
 def to_epoch(dt: datetime | None) -> float | None:
@@ -180,13 +181,17 @@ class Store:
         )
 
     # ------------------------------------------------------------------ write
-    def add(self, rows: Sequence[NewEntry], vectors: np.ndarray) -> list[tuple[int, bool]]:
+    def add(
+        self, rows: Sequence[NewEntry], vectors: np.ndarray, after: Callable[[sqlite3.Connection, list[tuple[int, bool]]], None] | None = None
+    ) -> list[tuple[int, bool]]:
         """Store prepared turns and their embeddings in ONE transaction.
 
         Returns ``(entry_id, added)`` per row, in order; ``added`` is False for a duplicate (same content hash).
         A turn that extends the session's latest stored turn (a live turn that grew: the user message first,
         the assistant reply later) replaces it in place instead of adding a second entry. Turn numbers continue
-        the session's numbering. Raises sqlite3 errors; on any error nothing is written.
+        the session's numbering. ``after(db, result)``, when given, runs inside the same transaction once the rows
+        are written (reinforce.py resolves pending recoveries there). Raises sqlite3 errors; on any error nothing
+        is written.
         """
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
@@ -210,7 +215,7 @@ class Store:
                     db.execute(
                         "UPDATE entries SET time = coalesce(time, ?), archived_at = ?, text = ?, summary = ?, "
                         "tags = ?, hints = ?, memory_type = ?, importance = ?, content_hash = ?, tool_count = ?, "
-                        "file_count = ?, meta = ? WHERE id = ?",
+                        "file_count = ?, meta = ?, category = ? WHERE id = ?",
                         (to_epoch(row.time), now, *self._values(row), entry_id),
                     )
                     db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (blob, entry_id))
@@ -219,8 +224,8 @@ class Store:
                     turn = last[1] + 1 if last else 0
                     cur = db.execute(
                         "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
-                        "memory_type, importance, content_hash, tool_count, file_count, meta, confidence, success) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5)",
+                        "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, success) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5)",
                         (row.session, turn, to_epoch(row.time), now, *self._values(row)),
                     )
                     entry_id = cur.lastrowid
@@ -233,6 +238,8 @@ class Store:
                     (entry_id, cjk_bigrams(row.summary + "\n" + row.text), cjk_bigrams(" ".join(t.value for t in row.tags))),
                 )
                 out.append((entry_id, True))
+            if after is not None:
+                after(db, out)
         return out
 
     @staticmethod
@@ -248,6 +255,7 @@ class Store:
             row.tool_count,
             row.file_count,
             json.dumps(row.meta, default=str),  # ASCII escapes: a lone surrogate in a transcript id cannot break it
+            row.category,
         )
 
     @staticmethod
@@ -293,11 +301,16 @@ class Store:
         self.embedder_id, self.dim = embedder_id, dim
         return n
 
-    def bump_access(self, ids: Sequence[int]) -> None:
-        """access_count += 1 for entries packed into a recovery (the a of F(e), paper eq. 2)."""
-        if ids:
-            with self.transaction() as db:
-                db.executemany("UPDATE entries SET access_count = access_count + 1 WHERE id = ?", [(i,) for i in ids])
+    def bump_access(self, ids: Sequence[int], db: sqlite3.Connection | None = None) -> None:
+        """access_count += 1 for entries packed into a recovery (the a of F(e), paper eq. 2); inside the open
+        transaction ``db`` when given, else in its own."""
+        if not ids:
+            return
+        if db is not None:
+            db.executemany("UPDATE entries SET access_count = access_count + 1 WHERE id = ?", [(i,) for i in ids])
+            return
+        with self.transaction() as db:
+            self.bump_access(ids, db)
 
     # ------------------------------------------------------------------ read
     def entries(self, ids: Iterable[int], *, text: bool = True, tags: bool = True) -> dict[int, Entry]:
@@ -402,4 +415,5 @@ def _entry(row: tuple) -> Entry:
         tool_count=row[14],
         file_count=row[15],
         meta=json.loads(row[16]),
+        category=row[17],
     )

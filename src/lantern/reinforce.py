@@ -1,0 +1,211 @@
+"""Reinforcement: confidence c and success rate σ learned from recoveries (paper Appendix D; DESIGN §4).
+
+After each recovery (``Lantern.recover`` with ``Config.reinforce``), in ONE transaction with its access bump:
+
+==================================  ===================================================  ====================
+what                                update                                               source
+==================================  ===================================================  ====================
+recovered (packed) entry            c ← min(1, c + 0.15)                                 paper Appendix D
+candidate not recovered (cut)       c ← max(0, c − 0.02)                                 paper Appendix D
+recovered entry, judged useful      σ ← (1 − α)·σ + α·1,  α = 0.2                        EMA: paper; α ours
+recovered entry, judged not useful  σ ← (1 − α)·σ + α·0                                  EMA: paper; α ours
+c < 0.15                            pruned                                               paper Appendix D
+==================================  ===================================================  ====================
+
+Usefulness (ours; the paper says "proved useful" without a test): a recovery is kept as *pending* (table
+``recoveries``) until the next assistant message archived in its session (any session when it was unscoped);
+each recovered entry is useful when that message reuses one of the entry's lookup hints (the specific tokens
+of archive/tags.py: paths, ports, identifiers, versions, ...), i.e. a hint term of the entry is among the
+``query_terms`` of the message. An entry with no hints is not judged. ``Lantern.feedback(ids, useful)`` sets
+usefulness explicitly. The pending table lives in the database, so the recovering process and the archiving
+process may differ.
+
+Pruned entries (c < 0.15) are never deleted. They leave the importance signal (no importance rank) and
+proactive recovery at compaction (``recover(..., proactive=True)``, as ``Compaction.recover`` does), except
+when the query names one of their lookup hints exactly (keyword signal): a port or path asked for by name is
+still found. Explicit queries (``recover``, ``search``) still find them through the semantic, full-text and
+keyword signals. c and σ enter I(e) = R·F·D·c·σ (paper eq. 2; recover/signals.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time as _time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .archive.tags import query_terms
+
+CONFIDENCE_GAIN = 0.15  # paper Appendix D
+CONFIDENCE_DECAY = 0.02  # paper Appendix D
+PRUNE_BELOW = 0.15  # paper Appendix D
+SUCCESS_ALPHA = 0.2  # ours (paper: an EMA, α unspecified): about the last 5 judgements carry most weight
+
+__all__ = [
+    "CONFIDENCE_DECAY",
+    "CONFIDENCE_GAIN",
+    "PRUNE_BELOW",
+    "SUCCESS_ALPHA",
+    "Rates",
+    "apply_feedback",
+    "decayed",
+    "is_useful",
+    "pending_count",
+    "pruned",
+    "pruned_count",
+    "record_recovery",
+    "reinforced",
+    "resolve_pending",
+    "success_ema",
+]
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The reinforcement parameters (``Config`` carries them): gain and decay of c, α of the σ EMA, prune
+    threshold."""
+
+    gain: float = CONFIDENCE_GAIN
+    decay: float = CONFIDENCE_DECAY
+    alpha: float = SUCCESS_ALPHA
+    prune_below: float = PRUNE_BELOW
+
+
+# ---------------------------------------------------------------- the rules (pure)
+def reinforced(c: float, gain: float = CONFIDENCE_GAIN) -> float:
+    """c of a recovered entry: min(1, c + 0.15) (paper Appendix D)."""
+    return min(1.0, c + gain)
+
+
+def decayed(c: float, decay: float = CONFIDENCE_DECAY) -> float:
+    """c of a candidate that was not recovered: max(0, c − 0.02) (paper Appendix D; the floor at 0 is ours)."""
+    return max(0.0, c - decay)
+
+
+def success_ema(sigma: float, useful: bool, alpha: float = SUCCESS_ALPHA) -> float:
+    """σ ← (1 − α)·σ + α·[useful]: the exponential moving average of usefulness (paper Appendix D; α = 0.2 ours).
+    Stays in [0, 1] for σ in [0, 1] and α in [0, 1]."""
+    return (1.0 - alpha) * sigma + alpha * (1.0 if useful else 0.0)
+
+
+def pruned(confidence: np.ndarray | float, prune_below: float = PRUNE_BELOW) -> np.ndarray | bool:
+    """Whether c < 0.15 (paper Appendix D): elementwise for an array."""
+    return np.asarray(confidence) < prune_below if isinstance(confidence, np.ndarray) else confidence < prune_below
+
+
+def is_useful(hints: Iterable[str], reply_terms: set[str]) -> bool | None:
+    """Whether a reply reuses one of an entry's lookup hints: some hint term is among the reply's
+    ``query_terms``. None when the entry has no hints (nothing specific to reuse: not judged). Ours."""
+    hints = list(hints)
+    if not hints:
+        return None
+    return any(h in reply_terms for h in hints)
+
+
+# ---------------------------------------------------------------- the store side
+def _read(db: sqlite3.Connection, ids: Sequence[int], columns: str) -> list[tuple]:
+    out: list[tuple] = []
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        out += db.execute(f"SELECT id, {columns} FROM entries WHERE id IN ({marks})", chunk).fetchall()
+    return out
+
+
+def record_recovery(
+    store, session: str | None, recovered: Sequence[int], missed: Sequence[int], rates: Rates = Rates(), now: float | None = None
+) -> dict[int, tuple[float, float]]:
+    """Apply one recovery in ONE transaction: access_count + 1 and c ← min(1, c + gain) for ``recovered``,
+    c ← max(0, c − decay) for ``missed`` (candidates cut), and a pending row in ``recoveries`` for the
+    usefulness check. Returns {entry id: (c, σ)} as stored, for the in-process index."""
+    recovered = list(dict.fromkeys(int(i) for i in recovered))
+    gained = set(recovered)
+    missed = [i for i in dict.fromkeys(int(i) for i in missed) if i not in gained]
+    if not recovered and not missed:
+        return {}
+    out: dict[int, tuple[float, float]] = {}
+    with store.transaction() as db:
+        store.bump_access(recovered, db)
+        rows = _read(db, recovered + missed, "confidence, success")
+        for entry_id, c, sigma in rows:
+            out[entry_id] = (reinforced(c, rates.gain) if entry_id in gained else decayed(c, rates.decay), sigma)
+        db.executemany("UPDATE entries SET confidence = ? WHERE id = ?", [(c, i) for i, (c, _) in out.items()])
+        if recovered:
+            db.execute(
+                "INSERT INTO recoveries(session, entry_ids, time) VALUES (?, ?, ?)",
+                (session, json.dumps(recovered), now if now is not None else _time.time()),
+            )
+    return out
+
+
+def _session_matches(pending: str | None, archived: str) -> bool:
+    return pending is None or archived == pending or archived.startswith(pending + "/")
+
+
+def resolve_pending(db: sqlite3.Connection, replies: Sequence[tuple[str, str]], alpha: float = SUCCESS_ALPHA) -> dict[int, tuple[float, float]]:
+    """Judge the pending recoveries answered by ``replies`` — (session, assistant text) of newly archived turns,
+    in order — inside the caller's open transaction ``db``. The first reply of a matching session resolves a
+    pending recovery: σ of each recovered entry with hints moves by ``success_ema``; the recovery is marked
+    resolved. Returns {entry id: (c, σ)} of the entries updated."""
+    replies = [(s, t) for s, t in replies if t and t.strip()]
+    if not replies:
+        return {}
+    pending = db.execute("SELECT id, session, entry_ids FROM recoveries WHERE resolved = 0 ORDER BY id").fetchall()
+    if not pending:
+        return {}
+    terms_of: dict[int, set[str]] = {}
+    judged: list[tuple[int, bool]] = []
+    done: list[int] = []
+    for rec_id, session, ids_json in pending:
+        reply = next((i for i, (s, _) in enumerate(replies) if _session_matches(session, s)), None)
+        if reply is None:
+            continue
+        if reply not in terms_of:
+            terms_of[reply] = set(query_terms(replies[reply][1]))
+        ids = json.loads(ids_json)
+        for entry_id, hints_json in _read(db, ids, "hints"):
+            useful = is_useful(json.loads(hints_json), terms_of[reply])
+            if useful is not None:
+                judged.append((entry_id, useful))
+        done.append(rec_id)
+    db.executemany("UPDATE recoveries SET resolved = 1 WHERE id = ?", [(i,) for i in done])
+    return _apply_usefulness(db, judged, alpha)
+
+
+def _apply_usefulness(db: sqlite3.Connection, judged: Sequence[tuple[int, bool]], alpha: float) -> dict[int, tuple[float, float]]:
+    """σ EMA for each (entry id, useful) in order (an entry judged twice moves twice)."""
+    if not judged:
+        return {}
+    state = {i: (c, s) for i, c, s in _read(db, list(dict.fromkeys(i for i, _ in judged)), "confidence, success")}
+    for entry_id, useful in judged:
+        if entry_id in state:
+            c, s = state[entry_id]
+            state[entry_id] = (c, success_ema(s, useful, alpha))
+    db.executemany("UPDATE entries SET success = ? WHERE id = ?", [(s, i) for i, (_, s) in state.items()])
+    return state
+
+
+def apply_feedback(store, entry_ids: Sequence[int], useful: bool, alpha: float = SUCCESS_ALPHA) -> dict[int, tuple[float, float]]:
+    """Explicit usefulness for ``entry_ids`` (``Lantern.feedback``), one transaction: σ ← EMA(σ, useful).
+    Unknown ids are ignored; returns {entry id: (c, σ)} of the entries updated."""
+    ids = list(dict.fromkeys(int(i) for i in entry_ids))
+    with store.transaction() as db:
+        return _apply_usefulness(db, [(i, bool(useful)) for i in ids], alpha)
+
+
+def pruned_count(store, prune_below: float = PRUNE_BELOW) -> int:
+    """How many entries are pruned (c below the threshold)."""
+    return store.db.execute("SELECT count(*) FROM entries WHERE confidence < ?", (prune_below,)).fetchone()[0]
+
+
+def pending_count(store) -> int:
+    """How many recoveries still wait for the next assistant message of their session."""
+    return store.db.execute("SELECT count(*) FROM recoveries WHERE resolved = 0").fetchone()[0]
+
+
+def assistant_text(turn) -> str:
+    """The assistant messages' text of a turn: what the usefulness check reads."""
+    return "\n".join(m.text for m in turn.messages if m.role == "assistant" and m.text)
