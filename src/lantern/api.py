@@ -24,6 +24,7 @@ from .config import DEFAULT, Config, default_db_path
 from .embed import Embedder, get_embedder
 from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
 from .recover import pipeline
+from .scope import Scope, resolve
 from .store.index import MemoryIndex
 from .store.sqlite import NewEntry, Store
 
@@ -41,11 +42,18 @@ class Lantern:
     ``embedder``: ``"minilm"``, ``"use"``, an ``Embedder`` instance, or None for the one the database was created
     with (MiniLM for a new database). Raises ``EmbedderMismatchError`` when the database was created with another
     embedder (``reindex`` re-embeds), ``ModelNotFoundError`` when the model cannot be loaded.
+    ``user`` / ``agent`` / ``project``: the handle's scope (lantern/scope.py), which every call may override with
+    its own ``user=`` / ``agent=`` / ``project=``. The user is a hard isolation boundary (default ``""``); agent
+    and project filter reads when given and label writes (``""`` when not given).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | Embedder | None = None, *, config: Config = DEFAULT):
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, embedder: str | Embedder | None = None, *,
+        config: Config = DEFAULT, user: str | None = None, agent: str | None = None, project: str | None = None,
+    ):
         self.path = Path(path) if path is not None else default_db_path()
         self.config = config
+        self.scope = resolve(Scope(), user, agent, project)
         self.store = Store(self.path)
         self.embedder = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
         self.store.check_embedder(self.embedder.id, self.embedder.dim)
@@ -63,27 +71,34 @@ class Lantern:
         self.close()
 
     # ------------------------------------------------------------------ write path
-    def archive(self, messages: Any, session: str | None = None, *, format: str = "auto") -> ArchiveResult:
+    def archive(
+        self, messages: Any, session: str | None = None, *, format: str = "auto",
+        user: str | None = None, agent: str | None = None, project: str | None = None,
+    ) -> ArchiveResult:
         """Archive a conversation or its new turns, in ONE transaction (all or nothing).
 
         ``messages``: a list of ``Message`` or of dicts in any supported chat format (OpenAI, Anthropic, plain
         ``{role, content}``), or a transcript path / text (``format`` auto-detected or named). ``session``: the
         session id (default ``"default"``; formats with several sessions per file become ``session/<theirs>``).
-        A turn already archived (same session and text) is counted in ``duplicates``, not stored twice.
+        A turn already archived (same scope, session and text) is counted in ``duplicates``, not stored twice.
+        ``user`` / ``agent`` / ``project``: the scope written (default: the handle's).
         Raises ``TranscriptFormatError`` for unreadable input; nothing is written then.
         """
+        scope = resolve(self.scope, user, agent, project)
         parsed_skipped, warnings, msgs, redacted = self._messages(messages, format)
         turns = chunk(msgs, None)
         result = ArchiveResult(session=session or DEFAULT_SESSION, skipped=parsed_skipped, warnings=warnings, redacted=redacted)
-        self._archive_turns(turns, session, result)
+        self._archive_turns(turns, session, result, scope)
         return result
 
     def ingest(
-        self, path: str | os.PathLike[str], session: str | None = None, *, format: str = "auto", progress: Progress | None = None
+        self, path: str | os.PathLike[str], session: str | None = None, *, format: str = "auto",
+        progress: Progress | None = None, user: str | None = None, agent: str | None = None, project: str | None = None,
     ) -> ArchiveResult:
         """Archive a transcript file. Same as ``archive`` but one transaction per batch of 256 turns, reporting
         ``progress(done, total)``; re-ingesting a file (or resuming an interrupted ingest) adds no duplicates.
-        ``session`` defaults to the file name without extension."""
+        ``session`` defaults to the file name without extension; ``user`` / ``agent`` / ``project`` as ``archive``."""
+        scope = resolve(self.scope, user, agent, project)
         path = Path(path)
         parsed = parse(path, format)
         session = session or path.stem
@@ -91,7 +106,7 @@ class Lantern:
         turns = chunk(msgs, None)
         result = ArchiveResult(session=session, skipped=parsed.skipped, warnings=list(parsed.warnings), redacted=redacted)
         for start in range(0, len(turns), INGEST_BATCH_TURNS):
-            self._archive_turns(turns[start : start + INGEST_BATCH_TURNS], session, result)
+            self._archive_turns(turns[start : start + INGEST_BATCH_TURNS], session, result, scope)
             if progress:
                 progress(min(start + INGEST_BATCH_TURNS, len(turns)), len(turns))
         return result
@@ -105,8 +120,8 @@ class Lantern:
         parsed = parse(messages, format)
         return parsed.skipped, list(parsed.warnings), *redact_messages(parsed.messages, self.redaction)
 
-    def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult) -> None:
-        rows = [self._prepare(turn, session) for turn in turns]  # summarize, tag, classify
+    def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult, scope: Scope) -> None:
+        rows = [self._prepare(turn, session, scope) for turn in turns]  # summarize, tag, classify
         vectors = self.embedder.embed([r.summary for r in rows]) if rows else np.empty((0, self.embedder.dim))
         for entry_id, added in self.store.add(rows, vectors):  # one transaction
             result.entry_ids.append(entry_id)
@@ -114,8 +129,9 @@ class Lantern:
             result.duplicates += not added
         self.index.mark_dirty()
 
-    def _prepare(self, turn: Turn, session: str | None) -> NewEntry:
+    def _prepare(self, turn: Turn, session: str | None, scope: Scope) -> NewEntry:
         name = _session_name(session, turn.session)
+        user, agent, project = scope.write_values
         text = turn.text
         tags = extract_tags(_tag_window(text))
         memory_type, prior = classify(turn)
@@ -127,12 +143,20 @@ class Lantern:
             hints=hint_terms(tags, turn.tool_names),
             memory_type=memory_type,
             importance=prior,
-            content_hash=content_hash(name, text),
+            content_hash=content_hash(name, text, user, agent, project),
             time=turn.time,
             tool_count=sum(len(m.tool_calls) for m in turn.messages),
             file_count=len(turn.files),
             meta=turn.meta,
+            user=user,
+            agent=agent,
+            project=project,
         )
+
+    def turn_hash(self, session: str, text: str, *, user: str | None = None, agent: str | None = None,
+                  project: str | None = None) -> str:
+        """The content hash (dedup key) a turn of ``text`` archived in ``session`` gets within the scope."""
+        return content_hash(session, text, *resolve(self.scope, user, agent, project).write_values)
 
     # ------------------------------------------------------------------ read path
     def recover(
@@ -141,6 +165,10 @@ class Lantern:
         session: str | None = None,
         budget: int | None = None,
         exclude: Iterable[int] | Sequence[Message | dict] | None = None,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> Recovery:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
 
@@ -148,18 +176,25 @@ class Lantern:
         ``exclude``: entry ids, or the live context as messages (Message or dicts): entries whose full text is
         still in it are never re-injected. Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``,
         ``.candidates`` for explain). Access counts of packed entries are incremented (F(e), paper eq. 2).
+        ``user``: only that user's entries (default: the handle's user); ``agent`` / ``project``: only entries
+        with that agent / project when given (default: the handle's, else any).
         """
-        result = self.explain(query, session, budget, exclude)
+        result = self.explain(query, session, budget, exclude, user=user, agent=agent, project=project)
         packed = [e.id for e in result.entries]
         if packed:
             self.store.bump_access(packed)
             self.index.note_access(packed)
         return result
 
-    def explain(self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None) -> Recovery:
+    def explain(
+        self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None, *,
+        user: str | None = None, agent: str | None = None, project: str | None = None,
+    ) -> Recovery:
         """``recover`` without its side effect (access counts): the same Recovery, whose ``candidates`` give every
         candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt, cut:budget, cut:duplicate,
-        excluded:live) with its reason. Raises ValueError for a bad budget, TypeError for a bad ``exclude``."""
+        excluded:live) with its reason. Scope as ``recover``. Raises ValueError for a bad budget, TypeError for a
+        bad ``exclude`` or scope name."""
+        scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
         query, session = clean_text(query), session or None
@@ -167,18 +202,22 @@ class Lantern:
             return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
         return pipeline.recover(
             self.store, self.index, self.embedder, self.config, query,
-            budget=budget, session=session, exclude_ids=ids, live_text=live,
+            budget=budget, session=session, exclude_ids=ids, live_text=live, scope=scope,
         )
 
-    def search(self, query: str, k: int = 10, session: str | None = None) -> list[Hit]:
+    def search(
+        self, query: str, k: int = 10, session: str | None = None, *,
+        user: str | None = None, agent: str | None = None, project: str | None = None,
+    ) -> list[Hit]:
         """Top ``k`` entries by fused (RRF) score, with per-signal ranks. No MMR, no budget, no side effects.
-        Raises ValueError when ``k`` is not a positive integer."""
+        Scope as ``recover``. Raises ValueError when ``k`` is not a positive integer."""
+        scope = resolve(self.scope, user, agent, project)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         query, session = clean_text(query), session or None
         if not query.strip():
             return []
-        return pipeline.search(self.store, self.index, self.embedder, self.config, query, k=k, session=session)
+        return pipeline.search(self.store, self.index, self.embedder, self.config, query, k=k, session=session, scope=scope)
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:
         """Whether ``question`` (or the model's ``draft`` answer) calls for a recovery: ``memory.triggers.should_recover``."""
@@ -226,12 +265,23 @@ class Lantern:
         return pipeline.normalize_space("\n".join(turn.text for turn in chunk(msgs, None)))
 
     # ------------------------------------------------------------------ maintenance
-    def forget(self, *, entry: int | None = None, session: str | None = None, vacuum: bool = True) -> int:
-        """Delete an entry, or every entry of a session (and its sub-sessions), from every table and from the
-        in-process index, in one transaction. With ``vacuum`` (default) the file is then rewritten so the deleted
+    def forget(
+        self, *, entry: int | None = None, session: str | None = None, user: str | None = None,
+        agent: str | None = None, project: str | None = None, vacuum: bool = True,
+    ) -> int:
+        """Delete an entry, every entry of a session (and its sub-sessions), of a user, or of an agent / project,
+        from every table (entries, FTS5, embeddings, every table referencing entries) and from the in-process
+        index, in one transaction. The selectors combine with AND and always stay inside one user (the call's
+        ``user``, else the handle's): ``forget(user="alice")`` deletes all of alice, ``forget(entry=7)`` deletes
+        entry 7 only if it belongs to the handle's user. At least one of entry, session, user, agent, project must
+        be given in the call (ValueError). With ``vacuum`` (default) the file is then rewritten so the deleted
         text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size).
         Returns the number of entries deleted."""
-        n = self.store.delete(entry=entry, session=session)
+        if all(x is None for x in (entry, session, user, agent, project)):
+            raise ValueError("give entry=, session=, user=, agent= or project=")
+        if entry is not None and session is not None:
+            raise ValueError("give entry= or session=, not both")
+        n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
         self.index.reset()
         if n and vacuum:
             self.store.erase_free_space()

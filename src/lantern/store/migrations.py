@@ -59,6 +59,22 @@ def m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m002_scopes(db: sqlite3.Connection) -> None:
+    """Scopes (lantern/scope.py): the user is an isolation boundary, agent and project are filters. Existing rows
+    belong to the default user, agent and project ``""``."""
+    _run(
+        db,
+        """
+        ALTER TABLE entries ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE entries ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE entries ADD COLUMN project TEXT NOT NULL DEFAULT '';
+        -- every read filters on the user; a conversation is (scope, session)
+        CREATE INDEX entries_user_session_turn ON entries(user_id, session, turn);
+        """
+    )
+
+
 def _run(db: sqlite3.Connection, script: str) -> None:
     """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
     for statement in script.split(";\n"):
