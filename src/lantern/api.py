@@ -287,6 +287,39 @@ class Lantern:
             self.store.erase_free_space()
         return n
 
+    def export(
+        self, dest: str | os.PathLike[str] | Any, *, session: str | None = None, user: str | None = None,
+        agent: str | None = None, project: str | None = None, embeddings: bool = True,
+    ) -> int:
+        """Write entries as JSONL to ``dest`` (a path or a text file): a header (format version, embedder id), then
+        one ``{"type": "entry", ...}`` record per entry with its embedding (base64 float32) unless ``embeddings``
+        is False. Export is a database-level operation: with no user in the call nor the handle it writes EVERY
+        user's entries (a backup; each record keeps its scope), else only that user's; ``agent`` / ``project`` /
+        ``session`` filter. Returns the number of entries written. Format: lantern/portability.py."""
+        from .portability import export_jsonl
+
+        scope = None if user is None and not self.scope.user and agent is None and project is None \
+            and self.scope.agent is None and self.scope.project is None else resolve(self.scope, user, agent, project)
+        return export_jsonl(self, dest, scope=scope, session=session, embeddings=embeddings)
+
+    def import_(
+        self, src: str | os.PathLike[str] | Any, *, user: str | None = None, agent: str | None = None,
+        project: str | None = None, embeddings: bool = True, progress: Callable[[int], None] | None = None,
+    ) -> Any:
+        """Read a JSONL export (``export``) from ``src`` (a path or a text file), one transaction per 256 lines;
+        entries already stored (same content hash) are counted as duplicates, so importing twice adds nothing.
+        Records keep their recorded scope, unless a user is given (in the call, or the handle's): then every
+        record goes into that user (and into ``agent`` / ``project`` when given). ``embeddings=False`` recomputes
+        the embeddings. Returns ``ImportResult`` (added, duplicates, lines, entry_ids). Raises
+        ``ExportFormatError`` (bad line, with ``.line``: nothing of its batch written) and
+        ``EmbedderMismatchError`` (exported with another embedder: use ``embeddings=False``)."""
+        from .portability import import_jsonl
+
+        rehome = user is not None or self.scope.user or agent is not None or project is not None \
+            or self.scope.agent is not None or self.scope.project is not None
+        scope = resolve(self.scope, user, agent, project) if rehome else None
+        return import_jsonl(self, src, scope=scope, embeddings=embeddings, progress=progress)
+
     def reindex(self, embedder: str | Embedder | None = None, progress: Progress | None = None) -> int:
         """Re-embed every entry with ``embedder`` (default: the current one) in one transaction, and record it
         as the database's embedder. Returns the number of entries re-embedded."""
