@@ -236,6 +236,7 @@ def test_cli_export_import(source, tmp_path):
     p = subprocess.run([*cli, "--db", str(source), "export", str(out)], capture_output=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr.decode()
     assert "9 entries exported" in p.stderr.decode()
+    assert out.stat().st_mode & 0o777 == 0o600
     p = subprocess.run([*cli, "--db", str(source), "export", "-", "--no-embeddings"], capture_output=True,
                        env={**env, "LANTERN_USER": "alice"}, timeout=300)
     assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 4 and b"embedding\"" not in p.stdout

@@ -129,9 +129,9 @@ class Lantern:
             result.duplicates += not added
         self.index.mark_dirty()
 
-    def _prepare(self, turn: Turn, session: str | None, scope: Scope) -> NewEntry:
+    def _prepare(self, turn: Turn, session: str | None, scope: Scope | None = None) -> NewEntry:
         name = _session_name(session, turn.session)
-        user, agent, project = scope.write_values
+        user, agent, project = (scope or self.scope).write_values
         text = turn.text
         tags = extract_tags(_tag_window(text))
         memory_type, prior = classify(turn)

@@ -121,7 +121,8 @@ def _text_out(dest: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
     if hasattr(dest, "write"):
         yield dest  # type: ignore[misc]
         return
-    with open(dest, "w", encoding="utf-8", newline="\n") as f:
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # an export holds the memory: private like the db
+    with open(fd, "w", encoding="utf-8", newline="\n") as f:
         yield f
 
 

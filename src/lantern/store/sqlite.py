@@ -298,8 +298,10 @@ class Store:
             marks = [(i,) for i in ids]
             for entry_id in ids:
                 self._delete_fts(db, entry_id)
-            for table, column in _referencing(db):
-                db.executemany(f'DELETE FROM "{table}" WHERE "{column}" = ?', marks)
+            for table, column in _referencing(db):  # one statement per 500 ids: the column may lack an index
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    db.execute(f'DELETE FROM "{table}" WHERE "{column}" IN ({",".join("?" * len(chunk))})', chunk)
             db.executemany("DELETE FROM entries WHERE id = ?", marks)
         return len(ids)
 
@@ -358,7 +360,8 @@ class Store:
         return self.db.execute(
             "SELECT e.id, e.session, coalesce(e.time, e.archived_at), e.archived_at, e.importance, e.tool_count, "
             "e.file_count, e.hints, v.vector, e.user_id, e.agent_id, e.project FROM entries e "
-            "JOIN embeddings v ON v.entry_id = e.id WHERE e.archived_at >= ? OR e.id > ? ORDER BY e.id",
+            "JOIN embeddings v ON v.entry_id = e.id WHERE e.id IN (SELECT id FROM entries WHERE archived_at >= ? "
+            "UNION SELECT id FROM entries WHERE id > ?) ORDER BY e.id",  # both indexed; a plain OR scans the table
             (archived_at, after_id if after_id is not None else 2**63 - 1),
         ).fetchall()
 
