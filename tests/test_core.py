@@ -192,9 +192,9 @@ def test_failure_in_the_middle_of_an_archive_leaves_the_store_unchanged(lantern,
     original = lantern._prepare
     calls = {"n": 0}
 
-    def prepare(turn, session):
+    def prepare(turn, session, *scope):
         calls["n"] += 1
-        row = original(turn, session)
+        row = original(turn, session, *scope)
         if calls["n"] == 3:
             row.session = None
         return row

@@ -36,8 +36,8 @@ def test_mcp_end_to_end(tmp_path):
         assert tools["archive"].inputSchema["required"] == ["messages"]
         assert tools["archive"].inputSchema["properties"]["messages"]["type"] == "array"
         assert set(tools["recover"].inputSchema["properties"]) >= {"query", "session", "budget"}
-        assert set(tools["search"].inputSchema["properties"]) == {"query", "k", "session"}
-        assert set(tools["forget"].inputSchema["properties"]) == {"entry", "session"}
+        assert set(tools["search"].inputSchema["properties"]) == {"query", "k", "session", "user", "agent", "project"}
+        assert set(tools["forget"].inputSchema["properties"]) == {"entry", "session", "user", "agent", "project"}
         assert tools["recover"].outputSchema["required"] == ["text", "chars", "entries"]
         assert tools["stats"].outputSchema["properties"]["entries"]["type"] == "integer"
 

@@ -28,6 +28,7 @@ from .memory.facts import extract_facts, fact_texts
 from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
 from . import reinforce
 from .recover import facts_note, pipeline
+from .scope import Scope, resolve, scope_where
 from .store.index import MemoryIndex
 from .store.sqlite import NewEntry, Store, to_epoch
 
@@ -45,11 +46,18 @@ class Lantern:
     ``embedder``: ``"minilm"``, ``"use"``, an ``Embedder`` instance, or None for the one the database was created
     with (MiniLM for a new database). Raises ``EmbedderMismatchError`` when the database was created with another
     embedder (``reindex`` re-embeds), ``ModelNotFoundError`` when the model cannot be loaded.
+    ``user`` / ``agent`` / ``project``: the handle's scope (lantern/scope.py), which every call may override with
+    its own ``user=`` / ``agent=`` / ``project=``. The user is a hard isolation boundary (default ``""``); agent
+    and project filter reads when given and label writes (``""`` when not given).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | Embedder | None = None, *, config: Config = DEFAULT):
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, embedder: str | Embedder | None = None, *,
+        config: Config = DEFAULT, user: str | None = None, agent: str | None = None, project: str | None = None,
+    ):
         self.path = Path(path) if path is not None else default_db_path()
         self.config = config
+        self.scope = resolve(Scope(), user, agent, project)
         self.store = Store(self.path)
         self.embedder = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
         self.store.check_embedder(self.embedder.id, self.embedder.dim)
@@ -67,27 +75,34 @@ class Lantern:
         self.close()
 
     # ------------------------------------------------------------------ write path
-    def archive(self, messages: Any, session: str | None = None, *, format: str = "auto") -> ArchiveResult:
+    def archive(
+        self, messages: Any, session: str | None = None, *, format: str = "auto",
+        user: str | None = None, agent: str | None = None, project: str | None = None,
+    ) -> ArchiveResult:
         """Archive a conversation or its new turns, in ONE transaction (all or nothing).
 
         ``messages``: a list of ``Message`` or of dicts in any supported chat format (OpenAI, Anthropic, plain
         ``{role, content}``), or a transcript path / text (``format`` auto-detected or named). ``session``: the
         session id (default ``"default"``; formats with several sessions per file become ``session/<theirs>``).
-        A turn already archived (same session and text) is counted in ``duplicates``, not stored twice.
+        A turn already archived (same scope, session and text) is counted in ``duplicates``, not stored twice.
+        ``user`` / ``agent`` / ``project``: the scope written (default: the handle's).
         Raises ``TranscriptFormatError`` for unreadable input; nothing is written then.
         """
+        scope = resolve(self.scope, user, agent, project)
         parsed_skipped, warnings, msgs, redacted = self._messages(messages, format)
         turns = chunk(msgs, None)
         result = ArchiveResult(session=session or DEFAULT_SESSION, skipped=parsed_skipped, warnings=warnings, redacted=redacted)
-        self._archive_turns(turns, session, result)
+        self._archive_turns(turns, session, result, scope)
         return result
 
     def ingest(
-        self, path: str | os.PathLike[str], session: str | None = None, *, format: str = "auto", progress: Progress | None = None
+        self, path: str | os.PathLike[str], session: str | None = None, *, format: str = "auto",
+        progress: Progress | None = None, user: str | None = None, agent: str | None = None, project: str | None = None,
     ) -> ArchiveResult:
         """Archive a transcript file. Same as ``archive`` but one transaction per batch of 256 turns, reporting
         ``progress(done, total)``; re-ingesting a file (or resuming an interrupted ingest) adds no duplicates.
-        ``session`` defaults to the file name without extension."""
+        ``session`` defaults to the file name without extension; ``user`` / ``agent`` / ``project`` as ``archive``."""
+        scope = resolve(self.scope, user, agent, project)
         path = Path(path)
         parsed = parse(path, format)
         session = session or path.stem
@@ -95,7 +110,7 @@ class Lantern:
         turns = chunk(msgs, None)
         result = ArchiveResult(session=session, skipped=parsed.skipped, warnings=list(parsed.warnings), redacted=redacted)
         for start in range(0, len(turns), INGEST_BATCH_TURNS):
-            self._archive_turns(turns[start : start + INGEST_BATCH_TURNS], session, result)
+            self._archive_turns(turns[start : start + INGEST_BATCH_TURNS], session, result, scope)
             if progress:
                 progress(min(start + INGEST_BATCH_TURNS, len(turns)), len(turns))
         return result
@@ -109,24 +124,25 @@ class Lantern:
         parsed = parse(messages, format)
         return parsed.skipped, list(parsed.warnings), *redact_messages(parsed.messages, self.redaction)
 
-    def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult) -> None:
-        rows = [self._prepare(turn, session) for turn in turns]  # summarize, tag, classify
+    def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult, scope: Scope) -> None:
+        rows = [self._prepare(turn, session, scope) for turn in turns]  # summarize, tag, classify
         vectors = self.embedder.embed([r.summary for r in rows]) if rows else np.empty((0, self.embedder.dim))
         judged: dict[int, tuple[float, float]] = {}
 
-        def resolve(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
+        def judge(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
             replies = [(row.session, reinforce.assistant_text(turn)) for row, turn, (_, added) in zip(rows, turns, written) if added]
             judged.update(reinforce.resolve_pending(db, replies, self.config.success_alpha))
 
-        for entry_id, added in self.store.add(rows, vectors, after=resolve):  # one transaction
+        for entry_id, added in self.store.add(rows, vectors, after=judge):  # one transaction
             result.entry_ids.append(entry_id)
             result.added += added
             result.duplicates += not added
         self.index.set_reinforcement(judged)
         self.index.mark_dirty()
 
-    def _prepare(self, turn: Turn, session: str | None) -> NewEntry:
+    def _prepare(self, turn: Turn, session: str | None, scope: Scope | None = None) -> NewEntry:
         name = _session_name(session, turn.session)
+        user, agent, project = (scope or self.scope).write_values
         text = turn.text
         tags = extract_tags(_tag_window(text))
         memory_type, category, prior = classify_turn(turn)
@@ -138,14 +154,22 @@ class Lantern:
             hints=hint_terms(tags, turn.tool_names),
             memory_type=memory_type,
             importance=prior,
-            content_hash=content_hash(name, text),
+            content_hash=content_hash(name, text, user, agent, project),
             time=turn.time,
             tool_count=sum(len(m.tool_calls) for m in turn.messages),
             file_count=len(turn.files),
             meta=turn.meta,
             facts=extract_facts(*fact_texts(turn)) if self.config.extract_facts else [],
             category=category,
+            user=user,
+            agent=agent,
+            project=project,
         )
+
+    def turn_hash(self, session: str, text: str, *, user: str | None = None, agent: str | None = None,
+                  project: str | None = None) -> str:
+        """The content hash (dedup key) a turn of ``text`` archived in ``session`` gets within the scope."""
+        return content_hash(session, text, *resolve(self.scope, user, agent, project).write_values)
 
     # ------------------------------------------------------------------ read path
     def recover(
@@ -157,6 +181,9 @@ class Lantern:
         *,
         as_of: datetime | None = None,
         proactive: bool = False,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> Recovery:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
 
@@ -166,12 +193,14 @@ class Lantern:
         time is later are not candidates, and fact values valid then count as current (DESIGN §5). A packed turn
         stating a value changed since is marked in the block ("port: 5433 until 14 Mar 2026, now 5434";
         ``.facts``). ``proactive``: a recovery nobody asked for (at a compaction): pruned entries are left out
-        unless the query names one of their lookup hints. Returns ``Recovery`` (``.text``, ``.entries``,
-        ``.chars``, ``.facts``, ``.candidates`` for explain). Access counts of packed entries are incremented
-        (F(e), paper eq. 2) and, with ``Config.reinforce`` (default), c and σ are reinforced in the same
-        transaction (reinforce.py; paper Appendix D).
+        unless the query names one of their lookup hints. ``user``: only that user's entries (default: the
+        handle's user); ``agent`` / ``project``: only entries with that agent / project when given (default: the
+        handle's, else any). Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``,
+        ``.candidates`` for explain). Access counts of packed entries are incremented (F(e), paper eq. 2) and,
+        with ``Config.reinforce`` (default), c and σ are reinforced in the same transaction (reinforce.py; paper
+        Appendix D).
         """
-        result = self.explain(query, session, budget, exclude, as_of=as_of, proactive=proactive)
+        result = self.explain(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent, project=project)
         packed = [e.id for e in result.entries]
         if self.config.reinforce:
             missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:")]
@@ -186,12 +215,14 @@ class Lantern:
     def explain(
         self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None, *,
         as_of: datetime | None = None, proactive: bool = False,
+        user: str | None = None, agent: str | None = None, project: str | None = None,
     ) -> Recovery:
         """``recover`` without its side effects (access counts, reinforcement): the same Recovery, whose
         ``candidates`` give every candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt,
         cut:budget, cut:duplicate, excluded:live, excluded:pruned) with its reason; each candidate's entry carries
-        its category, confidence and success. Raises ValueError for a bad budget, TypeError for a bad ``exclude``
-        or ``as_of``."""
+        its category, confidence and success. Scope as ``recover``. Raises ValueError for a bad budget, TypeError
+        for a bad ``exclude``, ``as_of`` or scope name."""
+        scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
@@ -201,34 +232,43 @@ class Lantern:
         if at is not None:  # turns after the asked time did not exist yet
             self.index.refresh()
             ids += self.index.ids[self.index.time > at].tolist()
-        notes = facts_note.notes_for(self.store.db, at, *self._fact_filter()) if self.config.fact_notes else None
+        notes = facts_note.notes_for(self.store.db, at, *self._fact_filter(scope)) if self.config.fact_notes else None
         return pipeline.recover(
             self.store, self.index, self.embedder, self.config, query,
             budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes, proactive=proactive,
+            scope=scope,
         )
 
-    def facts(self, key: str | None = None, as_of: datetime | None = None, *, history: bool = False) -> list[fact_store.FactRecord]:
+    def facts(
+        self, key: str | None = None, as_of: datetime | None = None, *, history: bool = False,
+        user: str | None = None, agent: str | None = None, project: str | None = None,
+    ) -> list[fact_store.FactRecord]:
         """Versioned facts (DESIGN §5): the value of each key valid now or at ``as_of`` (naive = UTC), or with
         ``history`` every version stated up to then (``.current`` marks the valid one). ``key`` is normalized
-        (memory/facts.py ``normalize_key``) and matched exactly. Returns ``FactRecord`` rows ordered by key, then
-        event time. Raises TypeError when ``as_of`` is not a datetime."""
-        where, params = self._fact_filter()
+        (memory/facts.py ``normalize_key``) and matched exactly. Scope as ``recover`` (facts of other users are
+        never seen). Returns ``FactRecord`` rows ordered by key, then event time. Raises TypeError when ``as_of``
+        is not a datetime."""
+        where, params = self._fact_filter(resolve(self.scope, user, agent, project))
         return fact_store.records(self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params)
 
-    def _fact_filter(self) -> tuple[str, tuple]:
-        """The SQL condition on the source entries ``e`` of every facts read, with its parameters: the scope
-        filter (none yet: issue 6 part 6 adds the user scope here)."""
-        return "", ()
+    def _fact_filter(self, scope: Scope) -> tuple[str, tuple]:
+        """The SQL condition on the source entries ``e`` of every facts read, with its parameters: the scope."""
+        sql, params = scope_where("e", scope)
+        return sql, tuple(params)
 
-    def search(self, query: str, k: int = 10, session: str | None = None) -> list[Hit]:
+    def search(
+        self, query: str, k: int = 10, session: str | None = None, *,
+        user: str | None = None, agent: str | None = None, project: str | None = None,
+    ) -> list[Hit]:
         """Top ``k`` entries by fused (RRF) score, with per-signal ranks. No MMR, no budget, no side effects.
-        Raises ValueError when ``k`` is not a positive integer."""
+        Scope as ``recover``. Raises ValueError when ``k`` is not a positive integer."""
+        scope = resolve(self.scope, user, agent, project)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         query, session = clean_text(query), session or None
         if not query.strip():
             return []
-        return pipeline.search(self.store, self.index, self.embedder, self.config, query, k=k, session=session)
+        return pipeline.search(self.store, self.index, self.embedder, self.config, query, k=k, session=session, scope=scope)
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:
         """Whether ``question`` (or the model's ``draft`` answer) calls for a recovery: ``memory.triggers.should_recover``."""
@@ -276,16 +316,60 @@ class Lantern:
         return pipeline.normalize_space("\n".join(turn.text for turn in chunk(msgs, None)))
 
     # ------------------------------------------------------------------ maintenance
-    def forget(self, *, entry: int | None = None, session: str | None = None, vacuum: bool = True) -> int:
-        """Delete an entry, or every entry of a session (and its sub-sessions), from every table and from the
-        in-process index, in one transaction. With ``vacuum`` (default) the file is then rewritten so the deleted
+    def forget(
+        self, *, entry: int | None = None, session: str | None = None, user: str | None = None,
+        agent: str | None = None, project: str | None = None, vacuum: bool = True,
+    ) -> int:
+        """Delete an entry, every entry of a session (and its sub-sessions), of a user, or of an agent / project,
+        from every table (entries, FTS5, embeddings, every table referencing entries) and from the in-process
+        index, in one transaction. The selectors combine with AND and always stay inside one user (the call's
+        ``user``, else the handle's): ``forget(user="alice")`` deletes all of alice, ``forget(entry=7)`` deletes
+        entry 7 only if it belongs to the handle's user. At least one of entry, session, user, agent, project must
+        be given in the call (ValueError). With ``vacuum`` (default) the file is then rewritten so the deleted
         text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size).
         Returns the number of entries deleted."""
-        n = self.store.delete(entry=entry, session=session)
+        if all(x is None for x in (entry, session, user, agent, project)):
+            raise ValueError("give entry=, session=, user=, agent= or project=")
+        if entry is not None and session is not None:
+            raise ValueError("give entry= or session=, not both")
+        n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
         self.index.reset()
         if n and vacuum:
             self.store.erase_free_space()
         return n
+
+    def export(
+        self, dest: str | os.PathLike[str] | Any, *, session: str | None = None, user: str | None = None,
+        agent: str | None = None, project: str | None = None, embeddings: bool = True,
+    ) -> int:
+        """Write entries as JSONL to ``dest`` (a path or a text file): a header (format version, embedder id), then
+        one ``{"type": "entry", ...}`` record per entry with its embedding (base64 float32) unless ``embeddings``
+        is False. Export is a database-level operation: with no user in the call nor the handle it writes EVERY
+        user's entries (a backup; each record keeps its scope), else only that user's; ``agent`` / ``project`` /
+        ``session`` filter. Returns the number of entries written. Format: lantern/portability.py."""
+        from .portability import export_jsonl
+
+        scope = None if user is None and not self.scope.user and agent is None and project is None \
+            and self.scope.agent is None and self.scope.project is None else resolve(self.scope, user, agent, project)
+        return export_jsonl(self, dest, scope=scope, session=session, embeddings=embeddings)
+
+    def import_(
+        self, src: str | os.PathLike[str] | Any, *, user: str | None = None, agent: str | None = None,
+        project: str | None = None, embeddings: bool = True, progress: Callable[[int], None] | None = None,
+    ) -> Any:
+        """Read a JSONL export (``export``) from ``src`` (a path or a text file), one transaction per 256 lines;
+        entries already stored (same content hash) are counted as duplicates, so importing twice adds nothing.
+        Records keep their recorded scope, unless a user is given (in the call, or the handle's): then every
+        record goes into that user (and into ``agent`` / ``project`` when given). ``embeddings=False`` recomputes
+        the embeddings. Returns ``ImportResult`` (added, duplicates, lines, entry_ids). Raises
+        ``ExportFormatError`` (bad line, with ``.line``: nothing of its batch written) and
+        ``EmbedderMismatchError`` (exported with another embedder: use ``embeddings=False``)."""
+        from .portability import import_jsonl
+
+        rehome = user is not None or self.scope.user or agent is not None or project is not None \
+            or self.scope.agent is not None or self.scope.project is not None
+        scope = resolve(self.scope, user, agent, project) if rehome else None
+        return import_jsonl(self, src, scope=scope, embeddings=embeddings, progress=progress)
 
     def reindex(self, embedder: str | Embedder | None = None, progress: Progress | None = None) -> int:
         """Re-embed every entry with ``embedder`` (default: the current one) in one transaction, and record it

@@ -3,7 +3,9 @@
     lantern [--db PATH] ingest FILE [--format auto|...] [--session ID]     -> Lantern.ingest
     lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--as-of ISO] [--json] -> Lantern.recover
     lantern [--db PATH] search QUERY [-k N] [--explain] [--json]           -> Lantern.search / Lantern.explain
-    lantern [--db PATH] forget (--entry ID | --session ID)                 -> Lantern.forget
+    lantern [--db PATH] forget (--entry ID | --session ID | --user U)      -> Lantern.forget
+    lantern [--db PATH] export FILE [--user U] [--session ID]              -> Lantern.export
+    lantern [--db PATH] import FILE [--user U] [--no-embeddings]           -> Lantern.import_
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
     lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
     lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
@@ -13,6 +15,9 @@
     lantern hook claude-code  /  lantern install claude-code [--user]      -> lantern.integrations.claude_code
 
 Heavy imports (numpy, onnxruntime) happen inside the commands, so ``lantern --help`` stays instant.
+
+Every memory command takes the scope options --user (default $LANTERN_USER, else the default user ""), --agent and
+--project (lantern/scope.py).
 """
 
 from __future__ import annotations
@@ -43,6 +48,19 @@ def _global(
 ) -> None:
     state.db = db
     state.embedder = embedder
+
+
+# the scope options of every memory command (lantern/scope.py)
+def _user_option(help: str = "User id: only this user's entries (default $LANTERN_USER, else the default user \"\").") -> object:
+    return typer.Option(None, "--user", "-u", envvar="LANTERN_USER", help=help)
+
+
+def _agent_option() -> object:
+    return typer.Option(None, "--agent", help="Agent id: a filter on reads (default any), a label on writes.")
+
+
+def _project_option() -> object:
+    return typer.Option(None, "--project", help="Project: a filter on reads (default any), a label on writes.")
 
 
 def _open(create: bool = False):
@@ -104,6 +122,9 @@ def ingest(
     format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, aider, locomo, claude-code."),
     session: Optional[str] = typer.Option(None, "--session", "-s", help="Session id (default: the file name)."),
     as_json: bool = typer.Option(False, "--json", help="Print the ArchiveResult as JSON."),
+    user: Optional[str] = _user_option("User the turns belong to (default $LANTERN_USER, else the default user \"\")."),
+    agent: Optional[str] = _agent_option(),
+    project: Optional[str] = _project_option(),
 ) -> None:
     """Archive a transcript file (one transaction per batch; re-ingesting adds no duplicates)."""
     from rich.console import Console
@@ -117,7 +138,8 @@ def ingest(
             console=console, transient=True, disable=as_json,
         ) as bar:
             task = bar.add_task("ingest", total=None)
-            result = lantern.ingest(file, session, format=format, progress=lambda d, t: bar.update(task, completed=d, total=t))
+            result = lantern.ingest(file, session, format=format, progress=lambda d, t: bar.update(task, completed=d, total=t),
+                                    user=user, agent=agent, project=project)
         for w in result.warnings[:20]:
             console.print(f"[yellow]warning:[/] {w}")
         if len(result.warnings) > 20:
@@ -139,13 +161,16 @@ def recover(
     session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
     as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): answer as of then."),
+    user: Optional[str] = _user_option(),
+    agent: Optional[str] = _agent_option(),
+    project: Optional[str] = _project_option(),
 ) -> None:
     """Recover archived turns for QUERY within a character budget."""
 
     def run():
         when = _iso(as_of, "--as-of")
         with _open() as lantern:
-            result = lantern.recover(query, session=session, budget=budget, as_of=when)
+            result = lantern.recover(query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project)
         if as_json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
         elif result.text:
@@ -164,6 +189,9 @@ def search(
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Budget used by --explain."),
     as_json: bool = typer.Option(False, "--json"),
+    user: Optional[str] = _user_option(),
+    agent: Optional[str] = _agent_option(),
+    project: Optional[str] = _project_option(),
 ) -> None:
     """Search the archive (fused ranking); --explain shows why each candidate was packed or cut."""
     from rich.console import Console
@@ -173,7 +201,7 @@ def search(
     def run():
         with _open() as lantern:
             if explain:
-                cands = lantern.explain(query, session=session, budget=budget).candidates
+                cands = lantern.explain(query, session=session, budget=budget, user=user, agent=agent, project=project).candidates
                 rows = [
                     {"id": c.entry.id, "session": c.entry.session, "turn": c.entry.turn, "ranks": c.ranks,
                      "rrf": round(c.rrf, 5), "mmr": c.mmr_order, "verdict": c.verdict, "reason": c.reason,
@@ -185,7 +213,7 @@ def search(
                 rows = [
                     {"id": h.entry.id, "session": h.entry.session, "turn": h.entry.turn, "ranks": h.ranks,
                      "rrf": round(h.score, 5), "summary": h.entry.summary[:160]}
-                    for h in lantern.search(query, k=k, session=session)
+                    for h in lantern.search(query, k=k, session=session, user=user, agent=agent, project=project)
                 ]
         if as_json:
             print(json.dumps(rows, ensure_ascii=False))
@@ -209,14 +237,71 @@ def search(
 def forget(
     entry: Optional[int] = typer.Option(None, "--entry", help="Entry id."),
     session: Optional[str] = typer.Option(None, "--session", help="Every entry of this session."),
+    user: Optional[str] = typer.Option(None, "--user", "-u", help=(
+        "Every entry of this user (with --entry/--session: only within this user). Without it, the user is "
+        "$LANTERN_USER, else the default user \"\".")),
+    agent: Optional[str] = typer.Option(None, "--agent", help="Every entry of this agent (within the user)."),
+    project: Optional[str] = typer.Option(None, "--project", help="Every entry of this project (within the user)."),
 ) -> None:
-    """Delete entries from every table."""
-    if (entry is None) == (session is None):
-        _fail("give exactly one of --entry or --session")
+    """Delete entries from every table, then vacuum; never crosses users.
+
+    Every table: entries, full text, embeddings, and every table that refers to them. The vacuum rewrites the file
+    so the deleted text is not left in free pages or the WAL."""
+    if entry is not None and session is not None:
+        _fail("give --entry or --session, not both")
+    if all(x is None for x in (entry, session, user, agent, project)):
+        _fail("give --entry, --session, --user, --agent or --project")
 
     def run():
         with _open() as lantern:
-            print(f"{lantern.forget(entry=entry, session=session)} entries forgotten")
+            n = lantern.forget(entry=entry, session=session, user=user or os.environ.get("LANTERN_USER") or None,
+                               agent=agent, project=project)
+            print(f"{n} entries forgotten")
+
+    _guard(run)
+
+
+@app.command()
+def export(
+    file: str = typer.Argument(..., help="Output JSONL file, or - for stdout."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session (and its sub-sessions)."),
+    user: Optional[str] = _user_option("Only this user's entries (default $LANTERN_USER, else EVERY user: a backup)."),
+    agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's entries."),
+    project: Optional[str] = typer.Option(None, "--project", help="Only this project's entries."),
+    embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings", help="Include the embeddings (base64 float32)."),
+) -> None:
+    """Export entries as JSONL: a header (format version, embedder), then one record per entry."""
+
+    def run():
+        with _open() as lantern:
+            if file == "-":
+                n = lantern.export(sys.stdout, session=session, user=user, agent=agent, project=project, embeddings=embeddings)
+            else:
+                n = lantern.export(Path(file), session=session, user=user, agent=agent, project=project, embeddings=embeddings)
+        typer.echo(f"{n} entries exported", err=True)
+
+    _guard(run)
+
+
+@app.command("import")
+def import_(
+    file: str = typer.Argument(..., help="A JSONL export (lantern export), or - for stdin."),
+    user: Optional[str] = _user_option("Put every entry into this user (default $LANTERN_USER, else the recorded users)."),
+    agent: Optional[str] = typer.Option(None, "--agent", help="Put every entry under this agent."),
+    project: Optional[str] = typer.Option(None, "--project", help="Put every entry under this project."),
+    embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings",
+                                    help="Use the recorded embeddings, or recompute them (another embedder)."),
+) -> None:
+    """Import a JSONL export; importing twice adds nothing.
+
+    One transaction per 256 lines; entries already stored (same content hash) are skipped; a bad line is an error
+    naming it, and nothing of its batch is written."""
+
+    def run():
+        with _open(create=True) as lantern:
+            src = sys.stdin if file == "-" else Path(file)
+            r = lantern.import_(src, user=user, agent=agent, project=project, embeddings=embeddings)
+        print(f"{file}: {r.added} entries imported, {r.duplicates} already stored ({r.lines} lines)")
 
     _guard(run)
 

@@ -48,11 +48,15 @@ class Compaction:
     query: str = ""
     session: str | None = None
     messages: list[Any] = field(default_factory=list, repr=False)
+    scope: Any = None  # the lantern.scope.Scope detection ran in
 
     def recover(self, lantern: Any, budget: int | None = None) -> Recovery:
         """The block to inject: ``lantern.recover(query, session, budget, exclude=live messages, proactive=True)``
-        (a proactive recovery: pruned entries stay out unless the query names them; reinforce.py)."""
-        return lantern.recover(self.query, session=self.session, budget=budget, exclude=list(self.messages), proactive=True)
+        in the scope the compaction was detected in (a proactive recovery: pruned entries stay out unless the
+        query names them; reinforce.py)."""
+        scope = self.scope or lantern.scope
+        return lantern.recover(self.query, session=self.session, budget=budget, exclude=list(self.messages),
+                               proactive=True, user=scope.user, agent=scope.agent, project=scope.project)
 
 
 def message_text(m: Any) -> str:
@@ -94,15 +98,18 @@ def _query(messages: list[Any], summary: str | None) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def detect(lantern: Any, session: str | None, messages: list[Any]) -> Compaction | None:
-    """A ``Compaction`` when ``messages`` (about to be sent) look compacted relative to ``session``'s archive,
-    else None. Reads the archive only."""
+def detect(lantern: Any, session: str | None, messages: list[Any], *, user: str | None = None,
+           agent: str | None = None, project: str | None = None) -> Compaction | None:
+    """A ``Compaction`` when ``messages`` (about to be sent) look compacted relative to ``session``'s archive
+    within the scope (default: the handle's; lantern/scope.py), else None. Reads the archive only."""
     from .api import DEFAULT_SESSION
+    from .scope import resolve
 
+    scope = resolve(lantern.scope, user, agent, project)
     session = session or DEFAULT_SESSION
     messages = list(messages or [])
     summary = next((message_text(m) for m in messages if is_summary(m)), None)
-    rows = lantern.store.session_turns(session)
+    rows = lantern.store.session_turns(session, scope)
     lost: list[int] = []
     reason: str | None = None
     if rows:
@@ -126,4 +133,4 @@ def detect(lantern: Any, session: str | None, messages: list[Any]) -> Compaction
     if reason is None:
         return None
     return Compaction(reason=reason, lost_entry_ids=lost, summary=summary, query=_query(messages, summary),
-                      session=session, messages=messages)
+                      session=session, messages=messages, scope=scope)

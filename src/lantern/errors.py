@@ -30,3 +30,8 @@ class EmbedderMismatchError(LanternError):
 
 class ModelNotFoundError(LanternError):
     """The embedding model file is missing or its sha256 does not match."""
+
+
+class ExportFormatError(TranscriptFormatError):
+    """A line of a Lantern export (JSONL) is malformed; ``line`` (1-based) and ``field`` name where. Nothing of
+    the batch holding that line was written."""

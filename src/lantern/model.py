@@ -142,6 +142,9 @@ class Entry:
     file_count: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
     category: str | None = None  # fact, decision, preference, process, tool_call, system (archive/classify.py); None before schema m003
+    user: str = ""  # scope (lantern/scope.py)
+    agent: str = ""
+    project: str = ""
 
 
 @dataclass
@@ -227,10 +230,15 @@ class Recovery:
         }
 
 
-def content_hash(session: str, text: str) -> str:
-    """sha256 hex of a turn's session and full text: the dedup key (the same turn archived twice is one entry)."""
+def content_hash(session: str, text: str, user: str = "", agent: str = "", project: str = "") -> str:
+    """sha256 hex of a turn's session and full text, and of its scope (user, agent, project) when that is not the
+    default ("", "", ""): the dedup key (the same turn archived twice is one entry; the same text said by two users
+    is two). Default-scope hashes are those of entries archived before scopes existed."""
     h = hashlib.sha256()
     h.update(session.encode("utf-8", "surrogatepass"))
     h.update(b"\x00")
     h.update(text.encode("utf-8", "surrogatepass"))
+    if user or agent or project:
+        for part in ("scope", user, agent, project):
+            h.update(b"\x00" + part.encode("utf-8", "surrogatepass"))
     return h.hexdigest()

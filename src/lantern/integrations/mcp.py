@@ -28,6 +28,10 @@ INSTRUCTIONS = (
 )
 
 Message = dict[str, Any]
+# the scope of every tool (lantern/scope.py): the user is an isolation boundary, agent and project filter
+User = Annotated[str | None, Field(description="User id: only this user's entries are read or written (default \"\").")]
+Agent = Annotated[str | None, Field(description="Agent id: a filter on reads (default any), a label on writes.")]
+Project = Annotated[str | None, Field(description="Project: a filter on reads (default any), a label on writes.")]
 
 
 def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> FastMCP:
@@ -49,10 +53,11 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
             "Chat messages in OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic "
             "(content blocks text/tool_use/tool_result) or plain {role, content} form."))],
         session: Annotated[str | None, Field(description="Session id (default \"default\").")] = None,
+        user: User = None, agent: Agent = None, project: Project = None,
     ) -> ArchiveResponse:
         """Archive conversation turns in one transaction (turns already archived are counted as duplicates).
         Secrets are redacted before anything is stored."""
-        return call(ArchiveResponse, service.archive, messages, session)
+        return call(ArchiveResponse, service.archive, messages, session, user, agent, project)
 
     @server.tool(annotations=ToolAnnotations(title="Recover lost specifics", destructiveHint=False))
     def recover(
@@ -61,26 +66,30 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         budget: Annotated[int, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
         exclude: Annotated[list[Message | int] | None, Field(description=(
             "The live context (messages) and/or entry ids: turns still in it are never re-injected."))] = None,
+        user: User = None, agent: Agent = None, project: Project = None,
     ) -> RecoverResponse:
         """The block of archived turns to inject back after a compaction: {text, chars, entries}."""
-        return call(RecoverResponse, service.recover, query, session, budget, exclude)
+        return call(RecoverResponse, service.recover, query, session, budget, exclude, user, agent, project)
 
     @server.tool(annotations=ToolAnnotations(title="Search the archive", readOnlyHint=True))
     def search(
         query: Annotated[str, Field(description="What to look for.")],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="Number of results.")] = 10,
         session: Annotated[str | None, Field(description="Only this session.")] = None,
+        user: User = None, agent: Agent = None, project: Project = None,
     ) -> SearchResponse:
         """Top k archived turns by fused score (semantic, full text, keyword, importance), with each signal's rank."""
-        return call(SearchResponse, service.search, query, k, session)
+        return call(SearchResponse, service.search, query, k, session, user, agent, project)
 
     @server.tool(annotations=ToolAnnotations(title="Forget", destructiveHint=True, idempotentHint=True))
     def forget(
         entry: Annotated[int | None, Field(description="Entry id to delete.")] = None,
         session: Annotated[str | None, Field(description="Session whose entries to delete.")] = None,
+        user: Annotated[str | None, Field(description="User whose entries to delete (alone: all of them).")] = None,
+        agent: Agent = None, project: Project = None,
     ) -> ForgetResponse:
-        """Delete one entry or a whole session from every table (give exactly one of entry or session)."""
-        return call(ForgetResponse, service.forget, entry, session)
+        """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
+        return call(ForgetResponse, service.forget, entry, session, user, agent, project)
 
     @server.tool(annotations=ToolAnnotations(title="Feedback on recovered entries", destructiveHint=False, idempotentHint=False))
     def feedback(

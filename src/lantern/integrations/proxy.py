@@ -19,7 +19,8 @@ With an upstream (``lantern serve --upstream URL``), it is also an OpenAI-compat
                                 recovered block as a system message, forward; archive the reply (streamed or not)
     any other /v1/* path        passed through to the upstream unchanged
 
-The session is the ``X-Lantern-Session`` header (default ``default``). Upstream errors come back with their status
+The session is the ``X-Lantern-Session`` header (default ``default``); the scope (lantern/scope.py) the
+``X-Lantern-User``, ``X-Lantern-Agent`` and ``X-Lantern-Project`` headers (default: user ``""``, any agent/project). Upstream errors come back with their status
 and body; an upstream timeout is a 504 ``{"error": ...}``; an unreachable upstream a 502. Archiving or recovery
 failing never fails the request: it is logged (without message text) to ``~/.lantern/logs/proxy.log``.
 """
@@ -50,6 +51,10 @@ DEFAULT_UPSTREAM_TIMEOUT = 600.0  # seconds; ours: a long completion streams for
 log = logging.getLogger("lantern.proxy")
 
 Message = dict[str, Any]
+# scope (lantern/scope.py); the proxy reads it from the X-Lantern-User / -Agent / -Project headers
+_USER = "User id: only this user's entries are read or written (default \"\")."
+_AGENT = "Agent id: a filter on reads (default any), a label on writes."
+_PROJECT = "Project: a filter on reads (default any), a label on writes."
 
 
 # ---------------------------------------------------------------------------------------------- request / response
@@ -58,6 +63,9 @@ class ArchiveRequest(BaseModel):
         "Chat messages: OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic (content "
         "blocks) or plain {role, content}."))
     session: str | None = Field(None, description="Session id (default \"default\").")
+    user: str | None = Field(None, description=_USER)
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
 
 
 class RecoverRequest(BaseModel):
@@ -66,12 +74,18 @@ class RecoverRequest(BaseModel):
     budget: int = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
     exclude: list[Message | int] | None = Field(None, description=(
         "The live context (messages) and/or entry ids: turns still in it are never re-injected."))
+    user: str | None = Field(None, description=_USER)
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
 
 
 class SearchRequest(BaseModel):
     query: str
     k: int = Field(10, ge=1, le=MAX_K)
     session: str | None = None
+    user: str | None = Field(None, description=_USER)
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
 
 
 class FeedbackRequest(BaseModel):
@@ -82,6 +96,9 @@ class FeedbackRequest(BaseModel):
 class ForgetRequest(BaseModel):
     entry: int | None = Field(None, description="Entry id to delete.")
     session: str | None = Field(None, description="Session whose entries to delete.")
+    user: str | None = Field(None, description="User whose entries to delete (alone: all of them; default \"\").")
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
 
 
 ERRORS = {400: {"model": ErrorResponse}, 401: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
@@ -164,22 +181,22 @@ def build_app(
     def archive(req: ArchiveRequest) -> dict[str, Any]:
         """Archive conversation turns in one transaction (already archived turns count as duplicates).
         Secrets are redacted before anything is stored."""
-        return service.archive(req.messages, req.session)
+        return service.archive(req.messages, req.session, req.user, req.agent, req.project)
 
     @app.post("/v1/memory/recover", response_model=RecoverResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def recover(req: RecoverRequest) -> dict[str, Any]:
         """The block of archived turns to inject after a compaction."""
-        return service.recover(req.query, req.session, req.budget, req.exclude)
+        return service.recover(req.query, req.session, req.budget, req.exclude, req.user, req.agent, req.project)
 
     @app.post("/v1/memory/search", response_model=SearchResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def search(req: SearchRequest) -> dict[str, Any]:
         """Top k archived turns by fused score, with each signal's rank."""
-        return service.search(req.query, req.k, req.session)
+        return service.search(req.query, req.k, req.session, req.user, req.agent, req.project)
 
     @app.post("/v1/memory/forget", response_model=ForgetResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def forget(req: ForgetRequest) -> dict[str, Any]:
-        """Delete one entry or a whole session from every table (exactly one of entry or session)."""
-        return service.forget(req.entry, req.session)
+        """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
+        return service.forget(req.entry, req.session, req.user, req.agent, req.project)
 
     @app.post("/v1/memory/feedback", response_model=FeedbackResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def feedback(req: FeedbackRequest) -> dict[str, Any]:
@@ -326,24 +343,30 @@ def _inject(messages: list[Message], block: str) -> list[Message]:
     return [*messages[:i], {"role": "system", "content": RECOVERED_HEADER + block}, *messages[i:]]
 
 
-def _archive_new(lantern: Any, session: str, messages: list[Any]) -> None:
+def _scope_headers(request: Request) -> dict[str, str | None]:
+    """The scope of a proxied request: X-Lantern-User / -Agent / -Project (absent: None)."""
+    return {name: request.headers.get(f"x-lantern-{name}") for name in ("user", "agent", "project")}
+
+
+def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[str, str | None] | None = None) -> None:
     """Archive the turns of ``messages`` not yet in ``session``: turns before the first unknown one (by content
     hash) are skipped, so a long conversation resent on every request is not re-summarized and re-embedded."""
     from ..api import _session_name
     from ..archive.chunk import chunk
-    from ..model import content_hash
+
+    scope = scope or {}
 
     msgs = lantern._messages(messages, "auto")[2]
     turns = chunk(msgs, None)
     start = len(turns)
     for i, turn in enumerate(turns):
         if lantern.store.db.execute("SELECT 1 FROM entries WHERE content_hash = ?",
-                                    (content_hash(_session_name(session, turn.session), turn.text),)).fetchone() is None:
+                                    (lantern.turn_hash(_session_name(session, turn.session), turn.text, **scope),)).fetchone() is None:
             start = i
             break
     new = [m for turn in turns[start:] for m in turn.messages]
     if new:
-        lantern.archive(new, session=session)
+        lantern.archive(new, session=session, **scope)
 
 
 class _Forwarder:
@@ -362,7 +385,7 @@ class _Forwarder:
         await self.client.aclose()
 
     # ------------------------------------------------------------------ memory (sync, threadpool)
-    def prepare(self, session: str, messages: list[Message]) -> list[Message]:
+    def prepare(self, session: str, messages: list[Message], scope: dict[str, str | None] | None = None) -> list[Message]:
         """Detect (against the archive before this request), archive the request's new turns, and return the
         messages to forward: with the recovered block injected when a compaction was detected."""
         from ..compaction import detect
@@ -375,11 +398,11 @@ class _Forwarder:
                 _note_failure("open", session, e)
                 return messages
             try:
-                found = detect(lantern, session, messages)
+                found = detect(lantern, session, messages, **(scope or {}))
             except Exception as e:  # noqa: BLE001
                 _note_failure("detect", session, e)
             try:
-                _archive_new(lantern, session, messages)
+                _archive_new(lantern, session, messages, scope)
             except Exception as e:  # noqa: BLE001
                 _note_failure("archive", session, e)
             if found is not None:
@@ -392,12 +415,13 @@ class _Forwarder:
                      len(found.lost_entry_ids), len(block))
         return _inject(messages, block) if block else messages
 
-    def archive_reply(self, session: str, messages: list[Message], reply: Message | None) -> None:
+    def archive_reply(self, session: str, messages: list[Message], reply: Message | None,
+                      scope: dict[str, str | None] | None = None) -> None:
         if not reply or not (reply.get("content") or reply.get("tool_calls")):
             return
         with self.service._lock:
             try:
-                _archive_new(self.service._open(create=True), session, [*messages, reply])
+                _archive_new(self.service._open(create=True), session, [*messages, reply], scope)
             except Exception as e:  # noqa: BLE001
                 _note_failure("archive reply", session, e)
 
@@ -426,9 +450,10 @@ class _Forwarder:
             body = None
         messages = body.get("messages") if isinstance(body, dict) else None
         session = request.headers.get(SESSION_HEADER) or "default"
+        scope = _scope_headers(request)
         headers = _request_headers(request, self.strip_authorization, keep_encoding=False, upstream_key=self.upstream_key)
         if isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages):
-            sent = await run_in_threadpool(self.prepare, session, messages)
+            sent = await run_in_threadpool(self.prepare, session, messages, scope)
             if sent is not messages:
                 raw = json.dumps({**body, "messages": sent}).encode()
                 headers["content-type"] = "application/json"
@@ -453,7 +478,7 @@ class _Forwarder:
                 except Exception:  # noqa: BLE001 - not the shape we know: archive nothing
                     reply = None
                 if isinstance(reply, dict):
-                    await run_in_threadpool(self.archive_reply, session, messages, reply)
+                    await run_in_threadpool(self.archive_reply, session, messages, reply, scope)
             return Response(content, status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False))
 
         async def relay():
@@ -468,7 +493,7 @@ class _Forwarder:
                 await resp.aclose()
                 if messages is not None and parser.text:
                     await run_in_threadpool(self.archive_reply, session, messages,
-                                            {"role": "assistant", "content": parser.text})
+                                            {"role": "assistant", "content": parser.text}, scope)
 
         return StreamingResponse(relay(), status_code=resp.status_code,
                                  headers=_response_headers(resp.headers, keep_encoding=False))

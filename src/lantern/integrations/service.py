@@ -1,6 +1,9 @@
 """``MemoryService``: the operations the integrations expose (archive, recover, search, forget, stats), each taking
 and returning plain JSON-able values, over one lazily opened ``Lantern``.
 
+Every operation takes an optional scope (``user``, ``agent``, ``project``; lantern/scope.py): the user is an
+isolation boundary (default ``""``), agent and project filter reads and label writes.
+
 Bad input raises ``LanternError``, ``ValueError`` or ``TypeError``; each integration turns those into its own error
 (an MCP tool error, an HTTP 400/404) and never into a crash. Calls are serialized by a lock: one SQLite handle,
 one in-process index.
@@ -52,20 +55,23 @@ class MemoryService:
                 self._lantern = None
 
     # ------------------------------------------------------------------ operations
-    def archive(self, messages: Any, session: str | None = None) -> dict[str, Any]:
+    def archive(self, messages: Any, session: str | None = None, user: str | None = None, agent: str | None = None,
+                project: str | None = None) -> dict[str, Any]:
         """Archive a list of chat messages (OpenAI, Anthropic or ``{role, content}`` dicts) in one transaction."""
         if not isinstance(messages, list) or not messages:
             raise ValueError("messages must be a non-empty list of message objects")
         if not all(isinstance(m, dict) for m in messages):
             raise ValueError("every message must be an object such as {\"role\": \"user\", \"content\": \"...\"}")
         session = _optional_str(session, "session")
+        scope = _scope(user, agent, project)
         with self._lock:
-            r = self._open(create=True).archive(messages, session=session)
+            r = self._open(create=True).archive(messages, session=session, **scope)
         return {"session": r.session, "added": r.added, "duplicates": r.duplicates, "skipped": r.skipped,
                 "redacted": r.redacted, "entry_ids": r.entry_ids, "warnings": r.warnings}
 
     def recover(self, query: str, session: str | None = None, budget: int | None = None,
-                exclude: list[Any] | None = None) -> dict[str, Any]:
+                exclude: list[Any] | None = None, user: str | None = None, agent: str | None = None,
+                project: str | None = None) -> dict[str, Any]:
         """The block to inject (at most ``budget`` characters) and its entries. ``exclude``: the live context
         (messages) and/or entry ids never to re-inject."""
         query = _str(query, "query")
@@ -74,32 +80,40 @@ class MemoryService:
             _int(budget, "budget", 0, MAX_BUDGET)
         if exclude is not None and not isinstance(exclude, list):
             raise ValueError("exclude must be a list of messages and/or entry ids")
+        scope = _scope(user, agent, project)
         with self._lock:
-            r = self._open().recover(query, session=session, budget=budget, exclude=exclude)
+            r = self._open().recover(query, session=session, budget=budget, exclude=exclude, **scope)
         return r.to_json()
 
-    def search(self, query: str, k: int = 10, session: str | None = None) -> dict[str, Any]:
+    def search(self, query: str, k: int = 10, session: str | None = None, user: str | None = None,
+               agent: str | None = None, project: str | None = None) -> dict[str, Any]:
         """Top ``k`` entries by fused score, with each signal's rank."""
         query = _str(query, "query")
         session = _optional_str(session, "session")
         _int(k, "k", 1, MAX_K)
+        scope = _scope(user, agent, project)
         with self._lock:
-            hits = self._open().search(query, k=k, session=session)
+            hits = self._open().search(query, k=k, session=session, **scope)
         return {"hits": [
             {"id": h.entry.id, "session": h.entry.session, "turn": h.entry.turn, "score": round(h.score, 6),
              "ranks": h.ranks, "summary": h.entry.summary}
             for h in hits
         ]}
 
-    def forget(self, entry: int | None = None, session: str | None = None) -> dict[str, Any]:
-        """Delete one entry or every entry of a session, from every table."""
-        if (entry is None) == (session is None):
+    def forget(self, entry: int | None = None, session: str | None = None, user: str | None = None,
+               agent: str | None = None, project: str | None = None) -> dict[str, Any]:
+        """Delete one entry, every entry of a session, or of a user / agent / project, from every table (always
+        inside one user: ``user``, default ``""``)."""
+        if entry is not None and session is not None:
             raise ValueError("give exactly one of entry or session")
+        if all(x is None for x in (entry, session, user, agent, project)):
+            raise ValueError("give entry, session, user, agent or project")
         if entry is not None:
             _int(entry, "entry", -(2**63), 2**63 - 1)
         session = _optional_str(session, "session")
+        scope = _scope(user, agent, project)
         with self._lock:
-            n = self._open().forget(entry=entry, session=session)
+            n = self._open().forget(entry=entry, session=session, **scope)
         return {"forgotten": n}
 
     def feedback(self, entry_ids: Any, useful: Any) -> dict[str, Any]:
@@ -128,6 +142,11 @@ def _str(value: Any, name: str) -> str:
 
 def _optional_str(value: Any, name: str) -> str | None:
     return None if value is None else _str(value, name)
+
+
+def _scope(user: Any, agent: Any, project: Any) -> dict[str, str | None]:
+    return {"user": _optional_str(user, "user"), "agent": _optional_str(agent, "agent"),
+            "project": _optional_str(project, "project")}
 
 
 def _int(value: Any, name: str, lo: int, hi: int) -> int:

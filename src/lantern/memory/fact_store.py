@@ -59,8 +59,8 @@ class FactRecord:
 
 
 def fact_scope(row: Any) -> str:
-    """The chain scope of a prepared entry: its user id when entries carry one, else ``""`` (whole database)."""
-    return str(getattr(row, "user_id", None) or "")
+    """The chain scope of a prepared entry: its user (lantern/scope.py; ``""`` is the default user)."""
+    return str(getattr(row, "user", None) or "")
 
 
 # ----------------------------------------------------------------------------------------------- write

@@ -23,6 +23,7 @@ from ..archive.tags import query_terms
 from ..config import Config
 from ..embed import Embedder
 from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
+from ..scope import Scope
 from ..store.index import MemoryIndex
 from ..store.sqlite import Store
 from . import signals
@@ -50,15 +51,22 @@ def rank(
     live_text: str = "",
     now: float | None = None,
     proactive: bool = False,
+    scope: Scope | None = None,
 ) -> tuple[list[Candidate], list[str], np.ndarray]:
     """Every candidate for ``query``, fused and sorted by RRF score (best first), with its per-signal ranks and
     scores. Entries whose full text is still inside ``live_text`` get the verdict ``excluded:live`` and no rank.
     Pruned entries (reinforce.py) get no importance rank; with ``proactive`` they get the verdict
-    ``excluded:pruned`` and no rank unless the query names one of their lookup hints.
+    ``excluded:pruned`` and no rank unless the query names one of their lookup hints. Only entries inside
+    ``scope`` (default: the default user; lantern/scope.py) are ever considered: every signal gets the scope mask,
+    full text also the scope in SQL.
     Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
     index.refresh()
+    scope = scope or Scope()
     terms = query_terms(query)[: config.max_query_terms]
     allowed = index.session_mask(session)
+    in_scope = index.scope_mask(scope)
+    if in_scope is not None:
+        allowed = in_scope if allowed is None else allowed & in_scope
     exclude_ids = list(exclude_ids)
     if exclude_ids and len(index.ids):
         present = np.isin(index.ids, np.asarray(exclude_ids, np.int64))
@@ -69,13 +77,17 @@ def rank(
     if "semantic" in enabled:
         found["semantic"] = signals.semantic(index, embedder.embed([query])[0], allowed, n)
     if "fulltext" in enabled:
-        found["fulltext"] = signals.fulltext(store, index, terms, index.sessions_matching(session), n)
+        found["fulltext"] = signals.fulltext(
+            store, index, terms, index.sessions_matching(session), n, scope if in_scope is not None else None
+        )
         if allowed is not None and len(found["fulltext"][0]):
             keep = allowed[found["fulltext"][0]]
             found["fulltext"] = (found["fulltext"][0][keep], found["fulltext"][1][keep])
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, terms, allowed, n)
     pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
+    if allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
+        pool = pool[allowed[pool]]
     live = live_text  # already whitespace-normalized (Lantern.live_text)
     # candidates carry their summary; the full text is read here only to test it against the live context
     entries = store.entries(index.ids[pool].tolist(), text=bool(live), tags=False)
@@ -132,6 +144,7 @@ def recover(
     now: float | None = None,
     notes: Callable[[list[int]], list] | None = None,
     proactive: bool = False,
+    scope: Scope | None = None,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
     the verdict of every entry considered (``explain``). ``now``: the time recency is measured from (default the
@@ -139,7 +152,7 @@ def recover(
     (recover/facts_note.py)."""
     candidates, terms, positions = rank(
         store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text, now=now,
-        proactive=proactive,
+        proactive=proactive, scope=scope,
     )
     ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
     if not ranked:
@@ -203,10 +216,11 @@ def _full_texts(store: Store, ids: list[int], batch: int = 16) -> Iterator[Entry
 
 
 def search(
-    store: Store, index: MemoryIndex, embedder: Embedder, config: Config, query: str, *, k: int = 10, session: str | None = None
+    store: Store, index: MemoryIndex, embedder: Embedder, config: Config, query: str, *, k: int = 10,
+    session: str | None = None, scope: Scope | None = None,
 ) -> list[Hit]:
-    """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score."""
-    candidates, _, _ = rank(store, index, embedder, config, query, session=session)
+    """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score, within ``scope``."""
+    candidates, _, _ = rank(store, index, embedder, config, query, session=session, scope=scope)
     full = store.entries([c.entry.id for c in candidates[:k]])
     return [Hit(entry=full[c.entry.id], score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k] if c.entry.id in full]
 

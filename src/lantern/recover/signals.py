@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 
+from ..scope import Scope
 from ..store.index import MemoryIndex
 from ..store.sqlite import Store
 
@@ -53,12 +54,15 @@ def fts_query(terms: list[str]) -> str:
     return " OR ".join(quoted)
 
 
-def fulltext(store: Store, index: MemoryIndex, terms: list[str], sessions: list[str] | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+def fulltext(
+    store: Store, index: MemoryIndex, terms: list[str], sessions: list[str] | None, n: int, scope: Scope | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """SQLite FTS5 ``bm25()`` over summary + text + tags (Robertson & Zaragoza 2009; FTS5's Okapi BM25 with
-    k1 = 1.2, b = 0.75). Returns (positions best first, bm25 scores negated so that higher is better)."""
+    k1 = 1.2, b = 0.75), within ``sessions`` and ``scope`` in SQL (None: no condition) so other users' entries
+    never take the top-n places. Returns (positions best first, bm25 scores negated so that higher is better)."""
     if sessions is not None and not sessions:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    rows = store.fulltext(fts_query(terms), n, sessions)
+    rows = store.fulltext(fts_query(terms), n, sessions, scope)
     if not rows or not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
     ids = np.asarray([i for i, _ in rows], np.int64)

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..scope import Scope
 from .sqlite import Store
 
 # rows archived up to this many seconds before the newest row seen are re-read on refresh (clock granularity and
@@ -25,8 +26,9 @@ _OVERLAP_S = 5.0
 class MemoryIndex:
     """Arrays aligned by position: ``ids`` (int64, ascending), ``matrix`` (float32 (n, dim), L2-normalized rows),
     ``session`` (int32 codes into ``session_names``), ``time`` (unix seconds), ``prior``, ``tool_count``,
-    ``file_count``, ``confidence``, ``success``, ``access_count``; ``postings`` maps a hint term to row positions,
-    ``hint_count`` the number of hints per row."""
+    ``file_count``, ``confidence``, ``success``, ``access_count``; ``user``, ``agent``, ``project`` (int32 codes
+    into ``labels``: the scope, lantern/scope.py); ``postings`` maps a hint term to row positions, ``hint_count``
+    the number of hints per row."""
 
     def __init__(self, store: Store, dim: int):
         self.store = store
@@ -46,6 +48,10 @@ class MemoryIndex:
         self.success = np.empty(0, np.float32)
         self.access_count = np.empty(0, np.float32)
         self.hint_count = np.empty(0, np.float32)
+        self.user = np.empty(0, np.int32)
+        self.agent = np.empty(0, np.int32)
+        self.project = np.empty(0, np.int32)
+        self.labels: dict[str, int] = {}  # user, agent and project names -> one shared code space
         self.session_names: list[str] = []
         self._session_code: dict[str, int] = {}
         self.postings: dict[str, list[int]] = defaultdict(list)
@@ -66,7 +72,7 @@ class MemoryIndex:
         # first load: c, σ and access counts may have been reinforced by earlier handles
         foreign = self._version is None or version != self._version
         self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
-        rows = self.store.rows_since(self._seen_archived_at - _OVERLAP_S)
+        rows = self.store.rows_since(self._seen_archived_at - _OVERLAP_S, int(self.ids[-1]) if len(self.ids) else None)
         self._apply(rows)
         if len(self.ids) != self.store.count():  # something was deleted: start over
             self.reset()
@@ -109,6 +115,9 @@ class MemoryIndex:
             vecs = np.frombuffer(b"".join(r[8] for r in new_rows), dtype="<f4").reshape(n, self.dim)
             self.matrix = np.concatenate([self.matrix, vecs.astype(np.float32)])
             self.session = np.concatenate([self.session, np.asarray([self._code(r[1]) for r in new_rows], np.int32)])
+            for name, column in (("user", 9), ("agent", 10), ("project", 11)):
+                codes = np.asarray([self._label(r[column]) for r in new_rows], np.int32)
+                setattr(self, name, np.concatenate([getattr(self, name), codes]))
             columns = np.asarray([(r[2], r[4], r[5], r[6]) for r in new_rows], np.float64).reshape(n, 4)
             self.time = np.concatenate([self.time, columns[:, 0]])
             self.prior = np.concatenate([self.prior, columns[:, 1].astype(np.float32)])
@@ -129,6 +138,7 @@ class MemoryIndex:
     def _overwrite(self, pos: int, row: tuple) -> None:
         self.matrix[pos] = np.frombuffer(row[8], dtype="<f4")
         self.session[pos] = self._code(row[1])
+        self.user[pos], self.agent[pos], self.project[pos] = (self._label(v) for v in row[9:12])
         self.time[pos], self.prior[pos] = row[2], row[4]
         self.tool_count[pos], self.file_count[pos] = row[5], row[6]
         for term in self._hints[pos]:
@@ -157,7 +167,26 @@ class MemoryIndex:
             self.session_names.append(session)
         return code
 
+    def _label(self, name: str) -> int:
+        return self.labels.setdefault(name, len(self.labels))
+
     # ------------------------------------------------------------------ queries
+    def scope_mask(self, scope: Scope) -> np.ndarray | None:
+        """Boolean mask of the rows inside ``scope`` (its user; its agent and project when given), or None when
+        every row is inside it (a database with one user and no filter: the common case costs nothing)."""
+        mask = None
+        for name, value in (("user", scope.user), ("agent", scope.agent), ("project", scope.project)):
+            if value is None:
+                continue
+            codes = getattr(self, name)
+            code = self.labels.get(value)
+            if code is None:
+                return np.zeros(len(self.ids), bool)
+            inside = codes == code
+            if not inside.all():
+                mask = inside if mask is None else mask & inside
+        return mask
+
     def positions(self, ids) -> np.ndarray:
         """Row positions of entry ids (all must be present)."""
         return np.searchsorted(self.ids, np.asarray(ids, np.int64))

@@ -60,6 +60,22 @@ def m001_initial(db: sqlite3.Connection) -> None:
 
 
 @migration
+def m002_scopes(db: sqlite3.Connection) -> None:
+    """Scopes (lantern/scope.py): the user is an isolation boundary, agent and project are filters. Existing rows
+    belong to the default user, agent and project ``""``."""
+    _run(
+        db,
+        """
+        ALTER TABLE entries ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE entries ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE entries ADD COLUMN project TEXT NOT NULL DEFAULT '';
+        -- every read filters on the user; a conversation is (scope, session)
+        CREATE INDEX entries_user_session_turn ON entries(user_id, session, turn);
+        """
+    )
+
+
+@migration
 def m003_reinforcement(db: sqlite3.Connection) -> None:
     """Reinforcement state (paper Appendix D; DESIGN §4; lantern/reinforce.py) and the write-time category
     (DESIGN §2.5; archive/classify.py). Entries archived before this migration keep category NULL."""
@@ -83,8 +99,7 @@ def m003_reinforcement(db: sqlite3.Connection) -> None:
 
 @migration
 def m004_facts(db: sqlite3.Connection) -> None:
-    """Bi-temporal fact records (memory/fact_store.py; DESIGN §5; issue 6 part 3). Number 4 of issue 6's
-    migrations (m002, m003 belong to other parts; the lead orders them at merge)."""
+    """Bi-temporal fact records (memory/fact_store.py; DESIGN §5; issue 6 part 3)."""
     _run(
         db,
         """

@@ -23,14 +23,16 @@ from ..archive.tags import cjk_bigrams
 from ..errors import EmbedderMismatchError, LanternError
 from ..memory.fact_store import delete_facts, fact_scope, write_facts
 from ..model import Entry, Tag
+from ..scope import Scope, scope_where
 from .migrations import MIGRATIONS, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 
 _ENTRY_COLUMNS = (
     "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
-    "confidence, success, access_count, tool_count, file_count, meta, category"
+    "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
 )
+BUSY_RETRIES, BUSY_BACKOFF_S = 6, 0.05  # BEGIN IMMEDIATE retried with backoff 0.05 .. 1.6 s after busy_timeout (ours)
 
 
 @dataclass
@@ -51,6 +53,9 @@ class NewEntry:
     meta: dict[str, Any] = field(default_factory=dict)
     facts: list[Any] = field(default_factory=list)  # memory.facts.ExtractedFact, stored in the same transaction
     category: str | None = None  # archive/classify.py (fact, decision, preference, process, tool_call, system)
+    user: str = ""  # scope (lantern/scope.py)
+    agent: str = ""
+    project: str = ""
 
 
 def to_epoch(dt: datetime | None) -> float | None:
@@ -120,14 +125,28 @@ class Store:
     # ------------------------------------------------------------------ plumbing
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole transaction back."""
-        self.db.execute("BEGIN IMMEDIATE")
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole transaction back. Taking the write
+        lock waits ``busy_timeout`` (10 s), then is retried ``BUSY_RETRIES`` times with doubling backoff before
+        "database is locked" reaches the caller (many processes on one file: issue 6, part 8)."""
+        self._begin_immediate()
         try:
             yield self.db
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+
+    def _begin_immediate(self) -> None:
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                if attempt == BUSY_RETRIES or not _is_busy(e):
+                    raise
+                _time.sleep(BUSY_BACKOFF_S * 2**attempt)
+
+    scope_where = staticmethod(scope_where)  # (alias, Scope) -> (SQL condition, params); see lantern/scope.py
 
     def data_version(self) -> int:
         """Changes when another connection commits (SQLite ``PRAGMA data_version``)."""
@@ -205,8 +224,10 @@ class Store:
                 if found:
                     out.append((found[0], False))
                     continue
-                last = db.execute(
-                    "SELECT id, turn, text FROM entries WHERE session = ? ORDER BY turn DESC LIMIT 1", (row.session,)
+                last = db.execute(  # the conversation is (scope, session): another user's session never grows
+                    "SELECT id, turn, text FROM entries WHERE user_id = ? AND session = ? AND agent_id = ? "
+                    "AND project = ? ORDER BY turn DESC LIMIT 1",
+                    (row.user, row.session, row.agent, row.project),
                 ).fetchone()
                 blob = np.asarray(vec, dtype="<f4").tobytes()
                 if last and last[0] not in written and row.text.startswith(last[2] + "\n"):
@@ -224,19 +245,16 @@ class Store:
                     turn = last[1] + 1 if last else 0
                     cur = db.execute(
                         "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
-                        "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, success) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5)",
-                        (row.session, turn, to_epoch(row.time), now, *self._values(row)),
+                        "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, success, "
+                        "user_id, agent_id, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, ?, ?)",
+                        (row.session, turn, to_epoch(row.time), now, *self._values(row), row.user, row.agent, row.project),
                     )
                     entry_id = cur.lastrowid
                     db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, blob))
                     if row.facts:
                         write_facts(db, entry_id, row.facts, now, fact_scope(row))
                 written.add(entry_id)
-                db.execute(
-                    "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
-                    (entry_id, cjk_bigrams(row.summary + "\n" + row.text), cjk_bigrams(" ".join(t.value for t in row.tags))),
-                )
+                self.index_fulltext(db, entry_id, row.summary, row.text, [t.value for t in row.tags])
                 out.append((entry_id, True))
             if after is not None:
                 after(db, out)
@@ -259,25 +277,46 @@ class Store:
         )
 
     @staticmethod
+    def index_fulltext(db: sqlite3.Connection, entry_id: int, summary: str, text: str, tag_values: Sequence[str]) -> None:
+        """The FTS5 row of an entry: body = summary + text, tags = tag values, CJK runs as character bigrams."""
+        db.execute(
+            "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
+            (entry_id, cjk_bigrams(summary + "\n" + text), cjk_bigrams(" ".join(tag_values))),
+        )
+
+    @staticmethod
     def _delete_fts(db: sqlite3.Connection, entry_id: int) -> None:
         db.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
 
-    def delete(self, *, entry: int | None = None, session: str | None = None) -> int:
-        """Delete entries (with their vectors, FTS rows and facts, whose chains are re-linked) by id, or by session
-        with its sub-sessions, in one transaction. Returns the count."""
-        if entry is None and session is None:
-            raise ValueError("give entry= or session=")
+    def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
+        """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
+        conditions combine with AND; ``scope`` None: any user), in one transaction: the entry rows, their FTS5 rows,
+        and the rows of EVERY table with a foreign key to ``entries`` (embeddings, and any table a later migration
+        adds that way), with facts chains re-linked first (memory/fact_store.py). Returns the count. Raises ValueError when nothing selects."""
+        if entry is None and session is None and scope is None:
+            raise ValueError("give entry=, session= or a scope")
+        parts, args = [], []
         if entry is not None:
-            where, args = "id = ?", (entry,)
-        else:  # the session and its sub-sessions (``session/...``, as ingest names them)
-            where, args = "session = ? OR substr(session, 1, length(?) + 1) = ? || '/'", (session, session, session)
+            parts.append("id = ?")
+            args.append(entry)
+        if session is not None:  # the session and its sub-sessions (``session/...``, as ingest names them)
+            parts.append("(session = ? OR substr(session, 1, length(?) + 1) = ? || '/')")
+            args += [session, session, session]
+        if scope is not None:
+            sql, params = scope_where("", scope)
+            parts.append(sql)
+            args += params
         with self.transaction() as db:
-            ids = [r[0] for r in db.execute(f"SELECT id FROM entries WHERE {where}", args)]
+            ids = [r[0] for r in db.execute(f"SELECT id FROM entries WHERE {' AND '.join(parts)}", args)]
+            marks = [(i,) for i in ids]
             for entry_id in ids:
                 self._delete_fts(db, entry_id)
-            delete_facts(db, ids)
-            db.executemany("DELETE FROM embeddings WHERE entry_id = ?", [(i,) for i in ids])
-            db.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i in ids])
+            delete_facts(db, ids)  # re-links each key's chain around the deleted versions
+            for table, column in _referencing(db):  # one statement per 500 ids: the column may lack an index
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    db.execute(f'DELETE FROM "{table}" WHERE "{column}" IN ({",".join("?" * len(chunk))})', chunk)
+            db.executemany("DELETE FROM entries WHERE id = ?", marks)
         return len(ids)
 
     def erase_free_space(self) -> None:
@@ -332,33 +371,50 @@ class Store:
         """(id, summary) of every entry, in id order: the embedder's input, for ``reindex``."""
         yield from self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall()
 
-    def rows_since(self, archived_at: float) -> list[tuple]:
-        """Static columns + vector of entries archived (or grown) at or after ``archived_at``, for the in-process
-        index: (id, session, event time or archived_at, archived_at, importance, tool_count, file_count, hints
-        JSON, vector BLOB), in id order."""
+    def rows_since(self, archived_at: float, after_id: int | None = None) -> list[tuple]:
+        """Static columns + vector of entries archived (or grown) at or after ``archived_at``, or with an id above
+        ``after_id`` (imported rows keep their old archived_at), for the in-process index: (id, session, event
+        time or archived_at, archived_at, importance, tool_count, file_count, hints JSON, vector BLOB, user_id,
+        agent_id, project), in id order."""
         return self.db.execute(
             "SELECT e.id, e.session, coalesce(e.time, e.archived_at), e.archived_at, e.importance, e.tool_count, "
-            "e.file_count, e.hints, v.vector FROM entries e JOIN embeddings v ON v.entry_id = e.id "
-            "WHERE e.archived_at >= ? ORDER BY e.id",
-            (archived_at,),
+            "e.file_count, e.hints, v.vector, e.user_id, e.agent_id, e.project FROM entries e "
+            "JOIN embeddings v ON v.entry_id = e.id WHERE e.id IN (SELECT id FROM entries WHERE archived_at >= ? "
+            "UNION SELECT id FROM entries WHERE id > ?) ORDER BY e.id",  # both indexed; a plain OR scans the table
+            (archived_at, after_id if after_id is not None else 2**63 - 1),
         ).fetchall()
 
     def mutable_columns(self) -> list[tuple[int, float, float, int]]:
         """(id, confidence, success, access_count) of every entry, in id order."""
         return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
 
-    def session_turns(self, session: str) -> list[tuple[int, int, str]]:
-        """(id, turn, text) of every entry of one session, in turn order."""
-        return self.db.execute("SELECT id, turn, text FROM entries WHERE session = ? ORDER BY turn", (session,)).fetchall()
+    def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
+        """(id, turn, text) of every entry of one session within ``scope`` (default: the default user), in turn order."""
+        where, params = scope_where("", scope or Scope())
+        return self.db.execute(
+            f"SELECT id, turn, text FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
+        ).fetchall()
 
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
 
-    def fulltext(self, match: str, limit: int, sessions: Sequence[str] | None = None) -> list[tuple[int, float]]:
+    def fulltext(
+        self, match: str, limit: int, sessions: Sequence[str] | None = None, scope: Scope | None = None
+    ) -> list[tuple[int, float]]:
         """FTS5 ``bm25()`` search. ``match`` must be a safe MATCH expression (see recover.signals.fts_query).
+        ``sessions`` / ``scope``: only entries of these sessions / within this scope (None: no condition).
         Returns ``(entry_id, bm25)`` best first (bm25 is negative: lower is better, SQLite's convention)."""
         if not match:
             return []
+        if scope is not None:
+            where, params = scope_where("e", scope)
+            marks = ",".join("?" * len(sessions)) if sessions is not None else ""
+            in_sessions = f" AND e.session IN ({marks})" if sessions is not None else ""
+            return self.db.execute(  # CROSS JOIN: see below
+                "SELECT f.rowid, bm25(entries_fts) AS s FROM entries_fts AS f CROSS JOIN entries AS e ON e.id = f.rowid "
+                f"WHERE entries_fts MATCH ? AND {where}{in_sessions} ORDER BY s LIMIT ?",
+                (match, *params, *(sessions or ()), limit),
+            ).fetchall()
         if sessions is None:
             return self.db.execute(
                 "SELECT rowid, bm25(entries_fts) AS s FROM entries_fts WHERE entries_fts MATCH ? ORDER BY s LIMIT ?",
@@ -396,6 +452,22 @@ class Store:
         }
 
 
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    return code in (5, 6) or "locked" in str(e) or "busy" in str(e)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def _referencing(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(table, column) of every foreign key that references ``entries``: what a deletion must also clear."""
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return [
+        (table, fk[3])
+        for table in tables
+        for fk in db.execute(f'PRAGMA foreign_key_list("{table}")').fetchall()
+        if fk[2] == "entries"
+    ]
+
+
 def _entry(row: tuple) -> Entry:
     return Entry(
         id=row[0],
@@ -416,4 +488,7 @@ def _entry(row: tuple) -> Entry:
         file_count=row[15],
         meta=json.loads(row[16]),
         category=row[17],
+        user=row[18],
+        agent=row[19],
+        project=row[20],
     )

@@ -1,0 +1,348 @@
+"""Export and import a Lantern database as JSONL (issue 6, part 7; the format is ours).
+
+One JSON object per line, each with a ``"type"``:
+
+    {"type": "header", "format": "lantern-export", "version": 1, "embedder": "minilm-l6-int8", "dim": 384,
+     "embeddings": true}
+    {"type": "entry", "id": 7, "session": "s1", "turn": 0, "time": 1700000000.0, "archived_at": ..., "text": ...,
+     "summary": ..., "tags": [["port", "5433"]], "hints": ["5433"], "memory_type": "episodic", ...,
+     "user_id": "", "agent_id": "", "project": "", "embedding": "<base64 float32 little-endian>"}
+
+The header comes first. An ``entry`` record carries every column of the ``entries`` table by name (JSON columns
+``tags``, ``hints``, ``meta`` as JSON values) and, unless exported with ``embeddings=False``, its embedding. Other
+tables get their own record types later (``fact``, reinforcement state, ...): add a reader to ``RECORD_READERS``
+and a writer to ``RECORD_WRITERS``; a record refers to an entry by its exported ``id``, which the import maps to
+the new id (``ImportResult.entry_ids``).
+
+Round trip: export -> import into an empty database -> export gives the same bytes, except ``id`` (entries are
+renumbered from 1 in file order when the source had gaps). ``content_hash`` is always recomputed on import from
+the scope, session and text (lantern/scope.py), so a record cannot smuggle in a hash of another user's turn.
+
+Import: one transaction per batch of ``BATCH_LINES`` lines. A bad line raises ``ExportFormatError`` naming the
+line (and field) and nothing of its batch is written (earlier batches stay; importing again after fixing the line
+adds only the rest, because a turn already stored — same content hash — is counted as a duplicate, never stored
+twice). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
+``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+
+from .errors import EmbedderMismatchError, ExportFormatError
+from .model import content_hash
+from .scope import Scope, scope_where
+
+FORMAT = "lantern-export"
+VERSION = 1
+BATCH_LINES = 256  # records per import transaction (ours; the same as ingest's batch)
+JSON_COLUMNS = ("tags", "hints", "meta")
+
+__all__ = ["BATCH_LINES", "FORMAT", "VERSION", "ImportResult", "export_jsonl", "import_jsonl"]
+
+
+@dataclass
+class ImportResult:
+    """What an import did: records ``added`` and ``duplicates`` (already stored: same content hash), the ``lines``
+    read, and ``entry_ids`` mapping each exported entry id to the id it has in this database."""
+
+    added: int = 0
+    duplicates: int = 0
+    lines: int = 0
+    entry_ids: dict[int, int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------- export
+def export_jsonl(
+    lantern: Any, dest: str | os.PathLike[str] | IO[str], *, scope: Scope | None, session: str | None = None,
+    embeddings: bool = True,
+) -> int:
+    """Write the header and every entry inside ``scope`` (None: every user) and ``session`` (with its
+    sub-sessions; None: every session) to ``dest`` (a path, or a text file object), in id order, from one
+    consistent snapshot. Returns the number of entry records written."""
+    store = lantern.store
+    parts, params = ["1"], []
+    if scope is not None:
+        sql, params = scope_where("e", scope)
+        parts = [sql]
+    if session is not None:
+        parts.append("(e.session = ? OR substr(e.session, 1, length(?) + 1) = ? || '/')")
+        params += [session, session, session]
+    columns = _columns(store.db)
+    select = ", ".join(f'e."{c}"' for c in columns)
+    header = {"type": "header", "format": FORMAT, "version": VERSION, "embedder": lantern.embedder.id,
+              "dim": lantern.embedder.dim, "embeddings": embeddings}
+    n = 0
+    with _text_out(dest) as out, _snapshot(store.db):
+        out.write(_line(header))
+        rows = store.db.execute(
+            f"SELECT {select}, v.vector FROM entries e LEFT JOIN embeddings v ON v.entry_id = e.id "
+            f"WHERE {' AND '.join(parts)} ORDER BY e.id",
+            params,
+        )
+        for row in rows:
+            record: dict[str, Any] = {"type": "entry"}
+            for name, value in zip(columns, row):
+                record[name] = json.loads(value) if name in JSON_COLUMNS else value
+            if embeddings and row[-1] is not None:
+                record["embedding"] = base64.b64encode(row[-1]).decode("ascii")
+            out.write(_line(record))
+            n += 1
+    return n
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+@contextmanager
+def _snapshot(db: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: every row comes from the same committed state (WAL snapshot)."""
+    db.execute("BEGIN")
+    try:
+        yield
+    finally:
+        db.execute("COMMIT")
+
+
+@contextmanager
+def _text_out(dest: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
+    if hasattr(dest, "write"):
+        yield dest  # type: ignore[misc]
+        return
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # an export holds the memory: private like the db
+    with open(fd, "w", encoding="utf-8", newline="\n") as f:
+        yield f
+
+
+@contextmanager
+def _text_in(src: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
+    if hasattr(src, "read"):
+        yield src  # type: ignore[misc]
+        return
+    with open(src, encoding="utf-8", newline="") as f:
+        yield f
+
+
+def _columns(db: sqlite3.Connection) -> list[str]:
+    """Columns of ``entries`` in table order (migrations may have added some)."""
+    return [r[1] for r in db.execute("PRAGMA table_info(entries)")]
+
+
+# ---------------------------------------------------------------------------------------------- import
+def import_jsonl(
+    lantern: Any, src: str | os.PathLike[str] | IO[str], *, scope: Scope | None = None, embeddings: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> ImportResult:
+    """Read an export (see the module docstring) into ``lantern``'s database. ``scope``: put every record into
+    this scope (its user; its agent / project when not None) instead of the one recorded. ``embeddings=False``:
+    ignore recorded embeddings and recompute them with the database's embedder. ``progress(lines)`` after each
+    batch. Raises ``ExportFormatError`` (bad line: ``.line``, ``.field``), ``EmbedderMismatchError``."""
+    name = str(src) if not hasattr(src, "read") else getattr(src, "name", "<stream>")
+    columns = _columns(lantern.store.db)
+    result = ImportResult()
+    with _text_in(src) as f:
+        lines = enumerate(f, start=1)
+        header = _read_header(lines, name)
+        use_vectors = embeddings and bool(header.get("embeddings"))
+        if use_vectors and (header.get("embedder") != lantern.embedder.id or header.get("dim") != lantern.embedder.dim):
+            raise EmbedderMismatchError(
+                f"{name}: its embeddings were made with {header.get('embedder')!r} ({header.get('dim')}-d), this database "
+                f"uses {lantern.embedder.id!r} ({lantern.embedder.dim}-d); import with --no-embeddings "
+                "(Python: embeddings=False) to recompute them"
+            )
+        batch: list[tuple[int, str, dict[str, Any]]] = []
+        for number, raw in lines:
+            result.lines = number
+            if not raw.strip():
+                continue
+            batch.append(_read_record(number, raw, name, columns, lantern.embedder.dim, use_vectors))
+            if len(batch) >= BATCH_LINES:
+                _write_batch(lantern, batch, scope, result)
+                batch = []
+                if progress:
+                    progress(number)
+        if batch:
+            _write_batch(lantern, batch, scope, result)
+        if progress:
+            progress(result.lines)
+    lantern.index.mark_dirty()
+    return result
+
+
+def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict[str, Any]:
+    for number, raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            header = json.loads(raw)
+        except ValueError as e:
+            raise ExportFormatError(f"not JSON ({e})", line=number, source=name) from None
+        if not isinstance(header, dict) or header.get("type") != "header" or header.get("format") != FORMAT:
+            raise ExportFormatError(f'the first record must be the header {{"type": "header", "format": "{FORMAT}", ...}}',
+                                    line=number, source=name)
+        version = header.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise ExportFormatError("version must be a positive integer", line=number, field="version", source=name)
+        if version > VERSION:
+            raise ExportFormatError(f"format version {version} is newer than this Lantern's ({VERSION}); upgrade "
+                                    "lantern-memory", line=number, field="version", source=name)
+        return header
+    raise ExportFormatError("empty file: no header", line=1, source=name)
+
+
+def _read_record(
+    number: int, raw: str, name: str, columns: list[str], dim: int, use_vectors: bool
+) -> tuple[int, str, dict[str, Any]]:
+    """(line number, record type, validated record) or ExportFormatError naming the line and field."""
+    try:
+        record = json.loads(raw)
+    except ValueError as e:
+        raise ExportFormatError(f"not JSON ({e})", line=number, source=name) from None
+    if not isinstance(record, dict):
+        raise ExportFormatError("a record must be a JSON object", line=number, source=name)
+    kind = record.get("type")
+    reader = RECORD_READERS.get(kind)  # type: ignore[arg-type]
+    if reader is None:
+        known = ", ".join(sorted(RECORD_READERS))
+        raise ExportFormatError(f"unknown record type {kind!r} (known: {known})", line=number, field="type", source=name)
+    try:
+        return number, kind, reader(record, columns, dim, use_vectors)
+    except _BadField as e:
+        raise ExportFormatError(e.message, line=number, field=e.field, source=name) from None
+
+
+class _BadField(Exception):
+    def __init__(self, field_name: str, message: str):
+        self.field, self.message = field_name, message
+
+
+_STR = ("session", "text", "summary", "memory_type", "user_id", "agent_id", "project", "content_hash")
+_INT = ("turn", "access_count", "tool_count", "file_count")
+_NUM = ("importance", "confidence", "success", "archived_at")
+_REQUIRED = ("session", "turn", "text", "summary", "archived_at")
+_DEFAULTS: dict[str, Any] = {"tags": [], "hints": [], "memory_type": "episodic", "importance": 0.5, "confidence": 0.5,
+                             "success": 0.5, "access_count": 0, "tool_count": 0, "file_count": 0, "meta": {}, "time": None,
+                             "user_id": "", "agent_id": "", "project": ""}
+
+
+def _read_entry(record: dict[str, Any], columns: list[str], dim: int, use_vectors: bool) -> dict[str, Any]:
+    """Validate an ``entry`` record against the columns of ``entries``; returns column values (JSON columns as
+    JSON values) plus ``_vector`` (float32 array, or None to recompute) and ``_id`` (the exported id or None)."""
+    known = set(columns) | {"type", "embedding"}
+    for key in record:
+        if key not in known:
+            raise _BadField(key, f"unknown field {key!r} (not a column of entries in this database)")
+    for key in _REQUIRED:
+        if key not in record:
+            raise _BadField(key, "missing")
+    out = {**_DEFAULTS, **{k: v for k, v in record.items() if k not in ("type", "embedding")}}
+    for key, value in out.items():
+        _check(key, value)
+    out["_id"] = out.pop("id", None)
+    out["_vector"] = None
+    if use_vectors and "embedding" in record:
+        out["_vector"] = _vector(record["embedding"], dim)
+    return out
+
+
+def _check(key: str, value: Any) -> None:
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    is_num = (is_int or isinstance(value, float)) and math.isfinite(value)
+    if key in _STR and not isinstance(value, str):
+        raise _BadField(key, "must be a string")
+    if key in _STR and "\x00" in value:
+        raise _BadField(key, "must not contain NUL characters")
+    if key in (*_INT, "id") and not (is_int and -(2**63) <= value < 2**63):
+        raise _BadField(key, "must be an integer")
+    if key in _NUM and not is_num:
+        raise _BadField(key, "must be a finite number")
+    if key == "time" and value is not None and not is_num:
+        raise _BadField(key, "must be a finite number (unix seconds) or null")
+    if key == "tags" and not (isinstance(value, list) and all(
+        isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in value
+    )):
+        raise _BadField(key, 'must be a list of ["kind", "value"] pairs')
+    if key == "hints" and not (isinstance(value, list) and all(isinstance(h, str) for h in value)):
+        raise _BadField(key, "must be a list of strings")
+    if key == "meta" and not isinstance(value, dict):
+        raise _BadField(key, "must be an object")
+    if key not in (*_STR, *_INT, *_NUM, "id", "time", *JSON_COLUMNS) and not (
+        value is None or isinstance(value, (str, int, float))
+    ):  # a column added by a later migration: a plain SQLite value
+        raise _BadField(key, "must be a string, a number or null")
+
+
+def _vector(value: Any, dim: int) -> np.ndarray:
+    if not isinstance(value, str):
+        raise _BadField("embedding", "must be a base64 string")
+    try:
+        blob = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise _BadField("embedding", "is not valid base64") from None
+    if len(blob) != 4 * dim:
+        raise _BadField("embedding", f"has {len(blob) // 4} float32 values, the embedder gives {dim}")
+    vec = np.frombuffer(blob, dtype="<f4")
+    if not np.isfinite(vec).all():
+        raise _BadField("embedding", "holds NaN or infinite values")
+    return vec
+
+
+RECORD_READERS: dict[str, Callable[[dict[str, Any], list[str], int, bool], dict[str, Any]]] = {"entry": _read_entry}
+
+
+def _write_batch(lantern: Any, batch: list[tuple[int, str, dict[str, Any]]], scope: Scope | None, result: ImportResult) -> None:
+    """Embed what needs embedding, then write the whole batch in ONE transaction."""
+    entries = [rec for _, kind, rec in batch if kind == "entry"]
+    for rec in entries:
+        if scope is not None:  # re-homed: the recorded scope is replaced
+            rec["user_id"] = scope.user
+            if scope.agent is not None:
+                rec["agent_id"] = scope.agent
+            if scope.project is not None:
+                rec["project"] = scope.project
+        rec["content_hash"] = content_hash(rec["session"], rec["text"], rec["user_id"], rec["agent_id"], rec["project"])
+    missing = [rec for rec in entries if rec["_vector"] is None]
+    if missing:
+        for rec, vec in zip(missing, lantern.embedder.embed([rec["summary"] for rec in missing])):
+            rec["_vector"] = vec
+    store = lantern.store
+    with store.transaction() as db:
+        store.verify_embedder(db)
+        for _, kind, rec in batch:
+            RECORD_WRITERS[kind](store, db, rec, result)
+
+
+def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result: ImportResult) -> None:
+    found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (rec["content_hash"],)).fetchone()
+    if found:
+        entry_id = found[0]
+        result.duplicates += 1
+    else:
+        values = {k: (json.dumps(v, ensure_ascii=k != "tags" and k != "hints") if k in JSON_COLUMNS else v)
+                  for k, v in rec.items() if not k.startswith("_")}
+        names = list(values)
+        cur = db.execute(
+            f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES ({', '.join('?' * len(names))})", [values[k] for k in names]
+        )
+        entry_id = cur.lastrowid
+        db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
+                   (entry_id, np.asarray(rec["_vector"], dtype="<f4").tobytes()))
+        store.index_fulltext(db, entry_id, rec["summary"], rec["text"], [value for _, value in rec["tags"]])
+        result.added += 1
+    if rec["_id"] is not None:
+        result.entry_ids[rec["_id"]] = entry_id
+
+
+RECORD_WRITERS: dict[str, Callable[[Any, sqlite3.Connection, dict[str, Any], ImportResult], None]] = {"entry": _write_entry}

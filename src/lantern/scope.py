@@ -1,0 +1,74 @@
+"""Scopes: who an entry belongs to (issue 6, part 6; ours — the paper has one user and one conversation).
+
+Every entry carries ``user_id``, ``agent_id`` and ``project`` besides its ``session`` (all TEXT, ``""`` by default).
+
+- ``user`` is a hard isolation boundary: every read and write works inside exactly one user. A call that names no
+  user works in the handle's user (``Lantern(path, user=...)``), which defaults to ``""``; it can never see,
+  change or delete another user's entries — no signal (semantic, full text, keyword, importance), no search, no
+  recovery, no compaction detection.
+- ``agent`` and ``project`` are filters when given. On a read, None means any agent / any project of the user; on
+  a write, None means ``""``.
+- ``session`` is unchanged (a filter on reads, the conversation's name on writes); a conversation is identified by
+  its full scope and session, so two users' sessions of the same name never share turn numbers.
+
+The content hash (the dedup key) includes the scope when it is not the default one, so the same text said by two
+users is two entries, while hashes of entries archived before scopes existed stay valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Scope", "resolve", "scope_where"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A user (always one; ``""`` is the default user) and optional agent / project filters (None: any)."""
+
+    user: str = ""
+    agent: str | None = None
+    project: str | None = None
+
+    @property
+    def write_values(self) -> tuple[str, str, str]:
+        """(user_id, agent_id, project) as stored by a write: None becomes ``""``."""
+        return self.user, self.agent or "", self.project or ""
+
+
+def _name(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL characters")
+    return value
+
+
+def resolve(base: Scope, user: Any = None, agent: Any = None, project: Any = None) -> Scope:
+    """``base`` (the handle's scope) with the fields given in a call overriding it. Raises TypeError for a
+    non-string name, ValueError for one containing NUL."""
+    user, agent, project = _name(user, "user"), _name(agent, "agent"), _name(project, "project")
+    return Scope(
+        user=base.user if user is None else user,
+        agent=base.agent if agent is None else agent,
+        project=base.project if project is None else project,
+    )
+
+
+def scope_where(alias: str, scope: Scope) -> tuple[str, list[str]]:
+    """The SQL condition confining rows of ``entries AS alias`` to ``scope``, and its parameters:
+    ``("e.user_id = ? AND e.agent_id = ?", ["alice", "coder"])``. The user is always constrained; agent and
+    project only when given. Tables joined to ``entries`` (facts, ...) use it as ``... JOIN entries e ... WHERE``
+    + the fragment."""
+    prefix = f"{alias}." if alias else ""
+    parts, params = [f"{prefix}user_id = ?"], [scope.user]
+    if scope.agent is not None:
+        parts.append(f"{prefix}agent_id = ?")
+        params.append(scope.agent)
+    if scope.project is not None:
+        parts.append(f"{prefix}project = ?")
+        params.append(scope.project)
+    return " AND ".join(parts), params

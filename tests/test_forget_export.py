@@ -1,0 +1,252 @@
+"""Forgetting and portability (issue 6, part 7): a forgotten secret is gone from every path, raw file bytes
+included; JSONL export / import round-trips. Real SQLite file, real MiniLM model."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from lantern import EmbedderMismatchError, Lantern
+from lantern.archive.tags import query_terms
+from lantern.errors import ExportFormatError
+from lantern.recover import signals
+from lantern.recover.signals import fts_query
+from lantern import portability
+
+PHRASE = "the vault unlock phrase is marmalade_osprey_quintet on port 4411"
+FILLER = [
+    ("Rename the helper in utils.", "Renamed format_money to format_amount in src/billing/utils.py."),
+    ("Which linter do we use?", "ruff, configured in pyproject.toml."),
+    ("部署端口是多少？", "预发布环境的端口是 8443。"),
+    ("When does the cron job run?", "Nightly at 02:00 UTC, exporting invoices to the bucket billing-exports."),
+]
+
+
+def filler(n=len(FILLER), start=0):
+    out = []
+    for q, a in FILLER[start : start + n]:
+        out += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+    return out
+
+
+def raw_bytes(path) -> bytes:
+    """The database file and its WAL / shared-memory files, as a thief with the disk would read them."""
+    return b"".join(p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name))
+
+
+def every_path_finds(lt: Lantern, path, entry_id: int | None, vector: bytes) -> dict[str, bool]:
+    """Whether each path surfaces the phrase (or, for vectors, the entry / its embedding bytes)."""
+    lt.index.refresh()
+    terms = query_terms(PHRASE)
+    present = set(lt.index.ids.tolist())
+    pos, _ = signals.semantic(lt.index, lt.embedder.embed([PHRASE])[0], lt.index.scope_mask(lt.scope), 50)
+    kw, _ = signals.keyword(lt.index, ["4411", "marmalade"], None, 50)
+    con = sqlite3.connect(path)
+    fts_raw = con.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH 'marmalade'").fetchone()[0]
+    con.close()
+    raw = raw_bytes(path)
+    return {
+        "fts": bool({i for i, _ in lt.store.fulltext(fts_query(terms), 50, None, lt.scope)} & {entry_id}) or fts_raw > 0,
+        "semantic": entry_id in set(lt.index.ids[pos].tolist()),
+        "keyword": bool(lt.index.postings.get("4411")) or entry_id in set(lt.index.ids[kw].tolist()),
+        "index": entry_id in present,
+        "search": any("marmalade" in h.entry.text for h in lt.search(PHRASE, k=50)),
+        "recover": "marmalade" in lt.recover(PHRASE, budget=100_000).text,
+        "explain": any("marmalade" in c.entry.summary for c in lt.explain(PHRASE).candidates),
+        "raw text": b"marmalade_osprey_quintet" in raw,
+        "raw vector": vector in raw,
+    }
+
+
+@pytest.mark.parametrize("how", ["entry", "session", "user"])
+def test_forgotten_secret_is_gone_from_every_path(tmp_path, how):
+    path = tmp_path / "f.db"
+    with Lantern(path, user="alice") as lt:
+        lt.archive(filler(), session="keep")
+        r = lt.archive([{"role": "user", "content": PHRASE}, {"role": "assistant", "content": "Stored 4411."}], session="vault")
+        lt.archive(filler(2), session="keep", user="bob")
+        entry_id = r.entry_ids[0]
+        vector = lt.store.db.execute("SELECT vector FROM embeddings WHERE entry_id = ?", (entry_id,)).fetchone()[0]
+        # a table a later migration adds (facts, reinforcement state) referring to entries is cleared too
+        with lt.store.transaction() as db:
+            db.execute("CREATE TABLE notes_of_entries(id INTEGER PRIMARY KEY, entry_id INTEGER REFERENCES entries(id), note TEXT)")
+            db.execute("INSERT INTO notes_of_entries(entry_id, note) VALUES (?, 'marmalade_osprey_quintet')", (entry_id,))
+        before = every_path_finds(lt, path, entry_id, vector)
+        assert all(before.values()), before  # the control: each path does find it before
+
+        selector = {"entry": {"entry": entry_id}, "session": {"session": "vault"}, "user": {"user": "alice"}}[how]
+        n = lt.forget(**selector)
+        assert n == {"entry": 1, "session": 1, "user": 5}[how]
+        after = every_path_finds(lt, path, entry_id, vector)
+        assert not any(after.values()), after
+        assert lt.store.db.execute("SELECT count(*) FROM notes_of_entries").fetchone()[0] == 0
+        assert lt.store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert lt.store.count() == {"entry": 6, "session": 6, "user": 2}[how]  # bob's two turns always stay
+    with Lantern(path, user="bob") as lt:
+        assert {h.entry.user for h in lt.search("ruff linter", k=50)} == {"bob"}
+
+
+# ---------------------------------------------------------------------------------------------- export / import
+@pytest.fixture()
+def source(tmp_path):
+    path = tmp_path / "src.db"
+    with Lantern(path) as lt:
+        t0 = datetime(2026, 3, 14, 9, 30, tzinfo=timezone.utc)
+        lt.archive([{"role": "user", "content": "Start postgres for billing."},
+                    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                     "function": {"name": "bash", "arguments": "{\"cmd\": \"docker run -p 5433:5432 postgres:16\"}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "listening on 127.0.0.1:5433"}], session="ops")
+        lt.archive(filler(), session="ops")
+        gone = lt.archive([{"role": "user", "content": "temporary note to delete"}], session="tmp")
+        lt.archive(filler(3), session="alice-chat", user="alice", agent="coder", project="billing")
+        lt.archive([{"role": "user", "content": "a message with a time", "timestamp": t0.isoformat()}], session="t")
+        lt.forget(entry=gone.entry_ids[0])  # a gap in the ids: the import renumbers
+        lt.recover("postgres port")  # access counts are exported too
+    return path
+
+
+def export_text(path, **kw) -> str:
+    buf = io.StringIO()
+    with Lantern(path) as lt:
+        lt.export(buf, **kw)
+    return buf.getvalue()
+
+
+def without_ids(text: str) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        rec = json.loads(line)
+        rec.pop("id", None)
+        out.append(json.dumps(rec, ensure_ascii=False))
+    return out
+
+
+def test_round_trip_is_identical_and_recovers_the_same(source, tmp_path):
+    first = export_text(source)
+    header = json.loads(first.splitlines()[0])
+    assert header["type"] == "header" and header["version"] == portability.VERSION and header["embedder"]
+    records = [json.loads(x) for x in first.splitlines()[1:]]
+    assert len(records) == 9 and {r["type"] for r in records} == {"entry"}
+    assert {r["user_id"] for r in records} == {"", "alice"}
+    assert [r["time"] for r in records if r["session"] == "t"] == [datetime(2026, 3, 14, 9, 30, tzinfo=timezone.utc).timestamp()]
+    assert "预发布环境的端口是 8443" in first and any(r["access_count"] for r in records)
+    with Lantern(tmp_path / "copy.db") as lt:
+        r = lt.import_(io.StringIO(first))
+        assert (r.added, r.duplicates) == (9, 0)
+        again = lt.import_(io.StringIO(first))
+        assert (again.added, again.duplicates) == (0, 9) and lt.store.count() == 9
+    second = export_text(tmp_path / "copy.db")
+    assert second != first  # the ids were renumbered (the source has a gap) ...
+    assert without_ids(second) == without_ids(first)  # ... and nothing else differs
+    for query, kw in [("postgres port", {}), ("cron job time", {}), ("linter", {"user": "alice"})]:
+        with Lantern(source) as a, Lantern(tmp_path / "copy.db") as b:
+            ra, rb = a.explain(query, **kw), b.explain(query, **kw)
+            assert ra.text == rb.text and ra.text
+            assert [(e.session, e.turn) for e in ra.entries] == [(e.session, e.turn) for e in rb.entries]
+
+
+def test_export_filters_and_no_embeddings_recomputes(source, tmp_path):
+    alice = [json.loads(x) for x in export_text(source, user="alice").splitlines()[1:]]
+    assert len(alice) == 3 and {r["user_id"] for r in alice} == {"alice"}
+    assert [json.loads(x)["session"] for x in export_text(source, session="t").splitlines()[1:]] == ["t"]
+    bare = export_text(source, embeddings=False)
+    assert '"embedding":' not in bare and json.loads(bare.splitlines()[0])["embeddings"] is False
+    with Lantern(tmp_path / "bare.db") as lt:
+        assert lt.import_(io.StringIO(bare)).added == 9
+    con_a, con_b = sqlite3.connect(source), sqlite3.connect(tmp_path / "bare.db")
+    q = "SELECT e.content_hash, v.vector FROM entries e JOIN embeddings v ON v.entry_id = e.id ORDER BY e.content_hash"
+    va, vb = con_a.execute(q).fetchall(), con_b.execute(q).fetchall()
+    assert [h for h, _ in va] == [h for h, _ in vb]
+    for (_, x), (_, y) in zip(va, vb):
+        assert np.allclose(np.frombuffer(x, "<f4"), np.frombuffer(y, "<f4"), atol=1e-5)
+
+
+def test_import_into_a_user_rehomes_every_record(source, tmp_path):
+    text = export_text(source)
+    with Lantern(tmp_path / "carol.db", user="carol") as lt:
+        assert lt.import_(io.StringIO(text)).added == 9
+        assert {h.entry.user for h in lt.search("postgres", k=50)} == {"carol"}
+        assert lt.search("postgres", user="") == []
+    with Lantern(tmp_path / "carol.db") as lt:  # the same text in the same user again: nothing added
+        assert lt.import_(io.StringIO(text), user="carol").added == 0
+
+
+def test_bad_line_names_its_line_and_writes_nothing_of_its_batch(source, tmp_path, monkeypatch):
+    lines = export_text(source).splitlines()
+    bad = json.loads(lines[5])
+    bad["turn"] = "three"
+    broken = "\n".join([*lines[:5], json.dumps(bad), *lines[6:]]) + "\n"
+    monkeypatch.setattr(portability, "BATCH_LINES", 2)  # records at lines 2-3, 4-5 commit; 6-7 is the bad batch
+    with Lantern(tmp_path / "bad.db") as lt:
+        with pytest.raises(ExportFormatError) as e:
+            lt.import_(io.StringIO(broken))
+        assert (e.value.line, e.value.field) == (6, "turn") and "line 6" in str(e.value)
+        assert lt.store.count() == 4
+        con = sqlite3.connect(tmp_path / "bad.db")
+        assert con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 4
+        assert con.execute("SELECT count(*) FROM entries_fts").fetchone()[0] == 4
+        con.close()
+        fixed = lt.import_(io.StringIO("\n".join(lines) + "\n"))  # resuming adds only the rest
+        assert (fixed.added, fixed.duplicates) == (5, 4)
+    cases = [
+        ("{not json", 3, None),
+        (json.dumps({"type": "fact", "key": "port"}), 3, "type"),
+        (json.dumps({**json.loads(lines[1]), "embedding": "AAAA"}), 3, "embedding"),
+        (json.dumps({**json.loads(lines[1]), "colour": "red"}), 3, "colour"),
+        (json.dumps({k: v for k, v in json.loads(lines[1]).items() if k != "text"}), 3, "text"),
+    ]
+    for line, number, field in cases:
+        with Lantern(tmp_path / "cases.db") as lt:
+            with pytest.raises(ExportFormatError) as e:
+                lt.import_(io.StringIO("\n".join([lines[0], lines[2], line]) + "\n"))
+            assert (e.value.line, e.value.field) == (number, field)
+            assert lt.store.count() == 0  # the good line 2 shares the bad line's batch
+    with Lantern(tmp_path / "cases.db") as lt:
+        with pytest.raises(ExportFormatError, match="header"):
+            lt.import_(io.StringIO(lines[1] + "\n"))
+        newer = json.dumps({**json.loads(lines[0]), "version": portability.VERSION + 1})
+        with pytest.raises(ExportFormatError, match="newer"):
+            lt.import_(io.StringIO(newer + "\n"))
+
+
+def test_embedder_mismatch_suggests_no_embeddings(source, tmp_path):
+    lines = export_text(source).splitlines()
+    lines[0] = json.dumps({**json.loads(lines[0]), "embedder": "some-other-model"})
+    text = "\n".join(lines) + "\n"
+    with Lantern(tmp_path / "m.db") as lt:
+        with pytest.raises(EmbedderMismatchError, match="--no-embeddings"):
+            lt.import_(io.StringIO(text))
+        assert lt.store.count() == 0
+        assert lt.import_(io.StringIO(text), embeddings=False).added == 9
+
+
+def test_cli_export_import(source, tmp_path):
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("LANTERN_USER", None)
+    cli = [sys.executable, "-m", "lantern.cli"]
+    out = tmp_path / "dump.jsonl"
+    p = subprocess.run([*cli, "--db", str(source), "export", str(out)], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    assert "9 entries exported" in p.stderr.decode()
+    assert out.stat().st_mode & 0o777 == 0o600
+    p = subprocess.run([*cli, "--db", str(source), "export", "-", "--no-embeddings"], capture_output=True,
+                       env={**env, "LANTERN_USER": "alice"}, timeout=300)
+    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 4 and b"embedding\"" not in p.stdout
+    copy = tmp_path / "copy.db"
+    p = subprocess.run([*cli, "--db", str(copy), "import", str(out)], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 0 and "9 entries imported, 0 already stored" in p.stdout.decode(), p.stderr.decode()
+    out.write_text(out.read_text() + "{oops\n")
+    p = subprocess.run([*cli, "--db", str(copy), "import", str(out)], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 1 and "line 11" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
+    p = subprocess.run([*cli, "--db", str(copy), "forget", "--user", "alice"], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 0 and "3 entries forgotten" in p.stdout.decode()
+    p = subprocess.run([*cli, "--db", str(copy), "forget"], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 1 and "give --entry" in p.stderr.decode()
