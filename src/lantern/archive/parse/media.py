@@ -56,19 +56,30 @@ def image_placeholder(part: Any) -> str:
     return "[image]"
 
 
+def _small(m: re.Match) -> bool:
+    """A data URL whose payload is under BLOB_MIN_CHARS is kept verbatim (a tiny icon, or text that only looks
+    like one; the redaction look-alike corpus holds such strings)."""
+    payload = m.group(0).rpartition("base64,")[2]
+    return len(payload) < BLOB_MIN_CHARS
+
+
 def _md_image(m: re.Match) -> str:
+    if _small(m):
+        return m.group(0)
     alt = _caption(m.group(1))
     return f"[image: {alt}]" if alt else "[image]"
 
 
 def _data_url(m: re.Match) -> str:
+    if _small(m):
+        return m.group(0)
     mime = m.group(1) or ""
     return "[image]" if mime.startswith("image/") else f"[data: {mime}]" if mime else "[data]"
 
 
 def scrub_inline_data(s: str) -> str:
     """``s`` with inline binary data replaced: markdown ``![alt](data:...)`` -> ``[image: alt]``, a base64 data
-    URL -> ``[image]`` (or ``[data: <mime>]``), and any unbroken base64-alphabet run of at least 1,024
+    URL -> ``[image]`` (or ``[data: <mime>]``), each when its payload has at least 1,024 characters; and any unbroken base64-alphabet run of at least 1,024
     characters drawn from at least 16 distinct symbols -> ``[base64 data: N chars]``. Text without such data is returned unchanged (same object)."""
     if "base64," in s:
         s = _MD_IMAGE.sub(_md_image, s)
