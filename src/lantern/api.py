@@ -18,6 +18,7 @@ from .archive.chunk import chunk
 from .archive.classify import classify
 from .archive.ingest import Slices, TurnBatches, add_warnings
 from .archive.parse import clean_text, parse
+from .archive.parse.objects import check_messages
 from .archive.redact import load_policy, redact_messages, set_secret_redaction
 from .archive.summarize import summarize
 from .archive.tags import extract_tags, hint_terms
@@ -113,7 +114,8 @@ class Lantern:
         if isinstance(messages, Sequence) and not isinstance(messages, (str, bytes)) and messages and all(
             isinstance(m, Message) for m in messages
         ):
-            return 0, [], *redact_messages([_clean(m) for m in messages], self.redaction)
+            checked = check_messages([_clean(m) for m in messages])  # the role/empty checks dicts get
+            return checked.skipped, list(checked.warnings), *redact_messages(checked.messages, self.redaction)
         parsed = parse(messages, format)
         return parsed.skipped, list(parsed.warnings), *redact_messages(parsed.messages, self.redaction)
 

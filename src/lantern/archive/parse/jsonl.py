@@ -312,6 +312,8 @@ def where_error(message: str, where: str, key: str, source: str | None = None) -
         return TranscriptFormatError(message, line=int(number), field=key, source=source)
     if kind == "message" and number.isdigit():
         return TranscriptFormatError(message, field=f"messages[{int(number) - 1}].{key}", source=source)
+    if kind == "record" and number.isdigit():
+        return TranscriptFormatError(message, field=f"[{int(number) - 1}].{key}", source=source)
     return TranscriptFormatError(message, field=f"{where}.{key}" if where else key, source=source)
 
 

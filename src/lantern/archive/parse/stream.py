@@ -21,7 +21,7 @@ from typing import Any
 
 from lantern.errors import TranscriptFormatError
 
-from .jsonl import ParseResult, unwrap, utf16_without_bom
+from .jsonl import ParseResult, check_foreign, unwrap, utf16_without_bom
 from .locomo import is_locomo_sample
 
 SLICE_LINES = 2000  # JSONL lines per parsed slice (ours)
@@ -42,7 +42,7 @@ def _records(path: Path, sizes: list[int] | None = None) -> Iterator[tuple[int, 
                 yield n, None, None
                 continue
             try:
-                obj = json.loads(raw.decode("utf-8"))
+                obj = json.loads(raw.rstrip(b"\n").decode("utf-8"))
             except UnicodeDecodeError as e:
                 yield n, None, f"line {n}: invalid UTF-8 at byte {e.start}; skipped"
                 continue
@@ -85,9 +85,11 @@ class Stream:
         self.bytes_done = 0
         self._feeder = ITEM_PARSERS[fmt](source)
 
-    def slices(self, lines: int = SLICE_LINES) -> Iterator[ParseResult]:
-        """Parse the file in slices of ``lines`` lines -> one ParseResult each (messages, skipped, warnings).
-        Raises TranscriptFormatError when a record is structurally wrong for the format (as ``parse`` does)."""
+    def slices(self, lines: int | None = None) -> Iterator[ParseResult]:
+        """Parse the file in slices of ``lines`` lines (default SLICE_LINES) -> one ParseResult each (messages,
+        skipped, warnings). Raises TranscriptFormatError when a record is structurally wrong for the format (as
+        ``parse`` does)."""
+        lines = lines or SLICE_LINES
         piece = ParseResult(format=self.format)
         unwrap_items = self.format in _MESSAGE_FORMATS
         read = [0]
@@ -104,11 +106,21 @@ class Stream:
         yield piece
 
 
+def _check_all(path: Path, fmt: str, source: str) -> None:
+    """A pass over every record before anything is archived: raise TranscriptFormatError (naming the line and
+    field) for tool structure the ``fmt`` parser would drop (``check_foreign``), so a wrong or mixed format
+    fails before the first batch is written, not halfway through the file."""
+    for n, obj, _ in _records(path):
+        if obj is not None:
+            check_foreign(fmt, unwrap(obj), f"line {n}", source)
+
+
 def open_stream(path: str | os.PathLike[str], format: str = "auto", name: str | None = None) -> Stream | None:
     """A ``Stream`` over ``path`` when it is a streamable JSONL file (module docstring), else None (parse the
     file whole with ``parse``). ``format``: ``auto`` (``detect_records`` over the records, stopping at the first
     decisive one) or a format name; a format that cannot stream gives None. Raises TranscriptFormatError for an
-    unreadable file."""
+    unreadable file, and (after a check of every record) for tool structure the chosen message format would
+    drop, so such a file fails before anything is archived."""
     from . import FORMATS, ITEM_PARSERS, detect_records
 
     if format != "auto" and format not in FORMATS:
@@ -121,6 +133,8 @@ def open_stream(path: str | os.PathLike[str], format: str = "auto", name: str | 
         if not path.is_file() or not _is_jsonl(path):
             return None
         fmt = format if format != "auto" else detect_records(obj for _, obj, _ in _records(path) if obj is not None)
+        if fmt in _MESSAGE_FORMATS:
+            _check_all(path, fmt, name or str(path))
     except OSError as e:
         raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(path)) from None
     return Stream(path, fmt, name or str(path)) if fmt in ITEM_PARSERS else None
