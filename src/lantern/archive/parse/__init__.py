@@ -22,7 +22,7 @@ from .aider import parse_aider
 from .anthropic import AnthropicItems, parse_anthropic
 from .codex import CodexItems, is_codex_record, parse_codex
 from .jsonl import (
-    ParseResult, PlainItems, clean_text, decode, load_json, message_items, parse_jsonl, read_source, unwrap,
+    ParseResult, PlainItems, clean_text, decode, kind_of, load_json, message_items, parse_jsonl, read_source, unwrap,
 )
 from .locomo import is_locomo_sample, parse_locomo
 from .openai import OpenAIItems, parse_openai
@@ -81,7 +81,7 @@ def item_hint(m: Any) -> str | None:
     content = m.get("content")
     text_parts = False
     for block in content if isinstance(content, list) else []:
-        kind = block.get("type") if isinstance(block, dict) else None
+        kind = kind_of(block)
         if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking"):
             return "anthropic"
         if kind == "image" and "source" in block:

@@ -6,7 +6,9 @@ from typing import Any
 
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, check_foreign, check_item, clean_text, content_text, dumps, message_time, start
+from .jsonl import (
+    ParseResult, check_foreign, check_item, clean_text, content_text, dumps, kind_of, message_time, start,
+)
 
 _SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}
 
@@ -34,7 +36,7 @@ class AnthropicItems:
         results: list[ToolResult] = []
         is_error = False
         for b in blocks:
-            kind = b.get("type") if isinstance(b, dict) else None
+            kind = kind_of(b)
             if kind == "tool_use":
                 args = dumps(b.get("input", {}))
                 name = b.get("name") if isinstance(b.get("name"), str) else ""

@@ -19,7 +19,7 @@ from typing import Any
 
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, clean_text, content_text, dumps, norm_role, parse_time, records
+from .jsonl import ParseResult, clean_text, content_text, dumps, kind_of, norm_role, parse_time, records
 
 ROLLOUT_TYPES = {"session_meta", "response_item", "compacted", "turn_context", "event_msg"}
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
@@ -42,7 +42,7 @@ def is_codex_record(m: Any) -> bool:
     if kind in CALL_TYPES or kind in OUTPUT_TYPES or kind == "reasoning":
         return "call_id" in m or "summary" in m or "action" in m
     if kind == "message" and isinstance(m.get("content"), list):
-        return any(isinstance(p, dict) and p.get("type") in ("input_text", "output_text") for p in m["content"])
+        return any(isinstance(p, dict) and kind_of(p) in ("input_text", "output_text") for p in m["content"])
     return False
 
 
@@ -58,7 +58,7 @@ def _output_text(output: Any) -> tuple[str, bool]:
 
 
 def _call(p: dict) -> ToolCall:
-    kind = p.get("type")
+    kind = kind_of(p)
     call_id = p.get("call_id") if isinstance(p.get("call_id"), str) else None
     if kind == "function_call":
         args = p.get("arguments")
@@ -94,7 +94,7 @@ class CodexItems:
         if not isinstance(rec, dict):
             result.skip(f"{where}: not an object; skipped")
             return
-        kind, payload = rec.get("type"), rec.get("payload")
+        kind, payload = kind_of(rec), rec.get("payload")
         when = parse_time(rec.get("timestamp"))
         if kind in ROLLOUT_TYPES:
             if not isinstance(payload, dict):
@@ -121,7 +121,7 @@ class CodexItems:
             self._item(where, payload, when, result)
 
     def _item(self, where: str, p: dict, when: Any, result: ParseResult) -> None:
-        kind = p.get("type")
+        kind = kind_of(p)
         if kind == "message":
             role = norm_role(p.get("role"))
             if role is None:

@@ -112,7 +112,7 @@ def content_text(content: Any) -> str:
         if isinstance(p, str):
             parts.append(p)
         elif isinstance(p, dict):
-            kind = p.get("type")
+            kind = kind_of(p)
             if isinstance(p.get("text"), str):  # text, input_text, output_text
                 parts.append(p["text"])
             elif kind in ("image_url", "image", "input_image"):
@@ -139,6 +139,13 @@ def dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError, RecursionError):
         return str(value)
+
+
+def kind_of(x: Any) -> str | None:
+    """The ``type`` of a block/record when it is a dict with a str ``type``; else None (a list or number there
+    must not reach a set lookup)."""
+    kind = x.get("type") if isinstance(x, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def str_or_none(v: Any) -> str | None:
@@ -333,7 +340,7 @@ def check_foreign(fmt: str, m: dict, where: str, source: str | None = None) -> N
                                   "use format 'openai' or 'auto'", where, key, source)
     if fmt in ("openai", "jsonl") and isinstance(m.get("content"), list):
         for block in m["content"]:
-            kind = block.get("type") if isinstance(block, dict) else None
+            kind = kind_of(block)
             if kind in _ANTHROPIC_BLOCKS:
                 raise where_error(f"Anthropic {kind!r} block that the {fmt} parser would drop; "
                                   "use format 'anthropic' or 'auto'", where, "content", source)
