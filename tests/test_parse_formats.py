@@ -407,3 +407,23 @@ def test_ctrl_c_reports_committed_turns_and_resume(tmp_path, big_transcript):
     assert proc.returncode == 130, err
     committed = _count(db)
     assert f"interrupted: {committed} turns committed" in err and "again to resume" in err
+
+
+@pytest.mark.parametrize("name", ["codex_rollout.jsonl", "plain.jsonl", "broken.jsonl", "sharegpt.jsonl"])
+def test_streamed_slices_equal_the_whole_parse(name, tmp_path, monkeypatch):
+    monkeypatch.setattr(stream_mod, "SLICE_LINES", 2)
+    path = FIXTURES / name
+    if name == "sharegpt.jsonl":  # the ShareGPT fixture as JSONL, one conversation per line
+        path = tmp_path / name
+        path.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in json.loads(
+            (FIXTURES / "sharegpt.json").read_text(encoding="utf-8"))) + "\n", encoding="utf-8")
+    whole = parse(path)
+    s = open_stream(path)
+    assert s is not None and s.format == whole.format
+    pieces = list(s.slices())
+    assert len(pieces) > 1
+    streamed = [m for p in pieces for m in p.messages]
+    assert [(m.render(), m.session, m.meta) for m in streamed] == [(m.render(), m.session, m.meta) for m in whole.messages]
+    # the same warnings; streamed ones come in line order (a whole parse lists bad JSON lines first)
+    assert sorted(w for p in pieces for w in p.warnings) == sorted(whole.warnings)
+    assert s.bytes_done == s.bytes_total == path.stat().st_size

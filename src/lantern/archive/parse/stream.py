@@ -25,6 +25,7 @@ from .jsonl import ParseResult, check_foreign, unwrap, utf16_without_bom
 from .locomo import is_locomo_sample
 
 SLICE_LINES = 2000  # JSONL lines per parsed slice (ours)
+HEAD_RECORDS = 200  # records given to detect_format when streaming with format auto (ours)
 _HEAD_BYTES = 65536
 _MESSAGE_FORMATS = {"openai", "anthropic", "jsonl"}  # their records may be wrapped {"message": {...}}
 
@@ -106,6 +107,23 @@ class Stream:
         yield piece
 
 
+def _detect(path: Path, detect_format: Any, detect_records: Any) -> str:
+    """``auto`` for a JSONL file: ``detect_format`` on its first HEAD_RECORDS records (so every document-level
+    detector, e.g. Codex or ShareGPT, sees them as it would the whole file); when that finds only plain or
+    text-part messages, ``detect_records`` over the whole file (a tool call may come late), stopping at the
+    first decisive record."""
+    head = []
+    for _, obj, _ in _records(path):
+        if obj is not None:
+            head.append(obj)
+            if len(head) >= HEAD_RECORDS:
+                break
+    fmt = detect_format(head)
+    if fmt in ("jsonl", "openai"):
+        fmt = detect_records(obj for _, obj, _ in _records(path) if obj is not None)
+    return fmt
+
+
 def _check_all(path: Path, fmt: str, source: str) -> None:
     """A pass over every record before anything is archived: raise TranscriptFormatError (naming the line and
     field) for tool structure the ``fmt`` parser would drop (``check_foreign``), so a wrong or mixed format
@@ -121,7 +139,7 @@ def open_stream(path: str | os.PathLike[str], format: str = "auto", name: str | 
     decisive one) or a format name; a format that cannot stream gives None. Raises TranscriptFormatError for an
     unreadable file, and (after a check of every record) for tool structure the chosen message format would
     drop, so such a file fails before anything is archived."""
-    from . import FORMATS, ITEM_PARSERS, detect_records
+    from . import FORMATS, ITEM_PARSERS, detect_format, detect_records
 
     if format != "auto" and format not in FORMATS:
         raise TranscriptFormatError(f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}",
@@ -132,7 +150,7 @@ def open_stream(path: str | os.PathLike[str], format: str = "auto", name: str | 
     try:
         if not path.is_file() or not _is_jsonl(path):
             return None
-        fmt = format if format != "auto" else detect_records(obj for _, obj, _ in _records(path) if obj is not None)
+        fmt = format if format != "auto" else _detect(path, detect_format, detect_records)
         if fmt in _MESSAGE_FORMATS:
             _check_all(path, fmt, name or str(path))
     except OSError as e:
