@@ -88,7 +88,7 @@ class CodexItems:
         self.source = source
         self.names: dict[str, str] = {}
         self.calls_seen: set[str] = set()
-        self.outputs_seen: set[tuple[str, str]] = set()
+        self.outputs_seen: set[tuple[str, int]] = set()  # (call id, hash of output): small per output
 
     def feed(self, where: str, rec: Any, result: ParseResult) -> None:
         if not isinstance(rec, dict):
@@ -150,10 +150,10 @@ class CodexItems:
             text = clean_text(text)
             if call_id:
                 call_id = clean_text(call_id)
-                if (call_id, text) in self.outputs_seen:
+                if (call_id, hash(text)) in self.outputs_seen:
                     result.skip(f"{where}: repeated output of call_id {call_id[:40]!r}; skipped")
                     return
-                self.outputs_seen.add((call_id, text))
+                self.outputs_seen.add((call_id, hash(text)))
             res = ToolResult(content=text, call_id=call_id, name=self.names.get(call_id or ""))
             result.messages.append(Message(role="tool", tool_results=[res], time=when,
                                            meta={"is_error": True} if is_error else {}))

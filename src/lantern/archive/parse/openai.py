@@ -38,7 +38,7 @@ class OpenAIItems:
     def __init__(self, source: str | None = None):
         self.source = source
         self.names: dict[str, str] = {}
-        self.results_seen: set[tuple[str, str]] = set()
+        self.results_seen: set[tuple[str, int]] = set()  # (call id, hash of content): small per result
 
     def feed(self, where: str, m: Any, result: ParseResult) -> None:
         role = check_item(m, where, result)
@@ -61,10 +61,10 @@ class OpenAIItems:
                 result.skip(f"{where}: tool message without content or tool_call_id; skipped")
                 return
             if call_id is not None:
-                if (call_id, text) in self.results_seen:
+                if (call_id, hash(text)) in self.results_seen:
                     result.skip(f"{where}: duplicate result for tool_call_id {call_id[:40]!r}; skipped")
                     return
-                self.results_seen.add((call_id, text))
+                self.results_seen.add((call_id, hash(text)))
             name = msg.name or self.names.get(call_id or "")
             msg.text, msg.name = "", name
             msg.tool_results = [ToolResult(content=text, call_id=call_id, name=name)]
