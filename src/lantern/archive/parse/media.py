@@ -16,7 +16,7 @@ BLOB_MIN_CHARS = 1024  # an unbroken base64 run this long is data, not text (our
 _CAPTION_KEYS = ("caption", "alt", "alt_text", "title", "description", "blip_caption", "name")
 _MD_IMAGE = re.compile(r"!\[([^\]\n]{0,300})\]\(\s*data:[^)\s]*\)")
 _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?(?:;[\w.+=-]+)*;base64,[A-Za-z0-9+/_=-]*")
-_BLOB = re.compile(r"[A-Za-z0-9+/_-]{%d,}={0,2}" % BLOB_MIN_CHARS)
+_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{%d,}={0,2}" % BLOB_MIN_CHARS)  # starts only at a run start: linear
 _SPACE = re.compile(r"\s+")
 
 
