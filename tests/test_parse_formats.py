@@ -427,3 +427,16 @@ def test_streamed_slices_equal_the_whole_parse(name, tmp_path, monkeypatch):
     # the same warnings; streamed ones come in line order (a whole parse lists bad JSON lines first)
     assert sorted(w for p in pieces for w in p.warnings) == sorted(whole.warnings)
     assert s.bytes_done == s.bytes_total == path.stat().st_size
+
+
+def test_ingest_keeps_the_first_thousand_warnings_and_counts_the_rest(tmp_path):
+    path = tmp_path / "noisy.jsonl"
+    lines = [json.dumps({"role": "user", "content": "The deploy key lives in vault path secret/deploy."}),
+             json.dumps({"role": "assistant", "content": "Noted: secret/deploy."})]
+    lines += ['{"role": "user", "content": "cut' for _ in range(1200)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with Lantern(tmp_path / "noisy.db") as lantern:
+        r = lantern.ingest(path)
+    assert r.added == 1 and r.skipped == 1200
+    assert len(r.warnings) == 1001 and r.warnings[0].startswith("line 3: invalid JSON")
+    assert r.warnings[-1] == "... 200 more warnings"
