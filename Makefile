@@ -31,6 +31,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_hook.py
 	$(BIN)/python benchmarks/bench_facts.py
 	$(BIN)/python benchmarks/bench_reinforce.py
+	$(BIN)/python benchmarks/bench_ingest.py
 
 clean:
 	rm -rf $(VENV)

@@ -198,7 +198,7 @@ def test_detect_format_small_objects():
     assert detect_format([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]) == "openai"
     assert detect_format({"system": "s", "messages": [{"role": "user", "content": "hi"}]}) == "anthropic"
     assert detect_format("#### hello\n") == "aider"
-    assert set(FORMATS) == {"openai", "anthropic", "jsonl", "aider", "locomo", "claude-code"}
+    assert set(FORMATS) == {"openai", "anthropic", "jsonl", "aider", "locomo", "claude-code", "codex", "sharegpt", "swe_agent"}
 
 
 def test_sources_path_bytes_text_object(tmp_path):

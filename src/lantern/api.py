@@ -17,7 +17,9 @@ import numpy as np
 
 from .archive.chunk import chunk
 from .archive.classify import classify_turn
+from .archive.ingest import Slices, TurnBatches, add_warnings
 from .archive.parse import clean_text, parse
+from .archive.parse.objects import check_messages
 from .archive.redact import load_policy, redact_messages, set_secret_redaction
 from .archive.summarize import summarize
 from .archive.tags import extract_tags, hint_terms
@@ -100,19 +102,31 @@ class Lantern:
         progress: Progress | None = None, user: str | None = None, agent: str | None = None, project: str | None = None,
     ) -> ArchiveResult:
         """Archive a transcript file. Same as ``archive`` but one transaction per batch of 256 turns, reporting
-        ``progress(done, total)``; re-ingesting a file (or resuming an interrupted ingest) adds no duplicates.
-        ``session`` defaults to the file name without extension; ``user`` / ``agent`` / ``project`` as ``archive``."""
+        ``progress(done, total)`` in turns after each (``total`` is an estimate from the bytes read until the file
+        is read to its end). JSONL files are streamed line by line (bounded memory: archive/ingest.py); re-ingesting
+        a file, or resuming an interrupted ingest, adds no duplicates. ``session`` defaults to the file name without
+        extension. Warnings past the first 1,000 are counted in one last warning. ``user`` / ``agent`` /
+        ``project`` as ``archive``."""
         scope = resolve(self.scope, user, agent, project)
         path = Path(path)
-        parsed = parse(path, format)
         session = session or path.stem
-        msgs, redacted = redact_messages(parsed.messages, self.redaction)
-        turns = chunk(msgs, None)
-        result = ArchiveResult(session=session, skipped=parsed.skipped, warnings=list(parsed.warnings), redacted=redacted)
-        for start in range(0, len(turns), INGEST_BATCH_TURNS):
-            self._archive_turns(turns[start : start + INGEST_BATCH_TURNS], session, result, scope)
+        result = ArchiveResult(session=session)
+        dropped = [0]
+
+        def on_slice(piece: Any, redacted: int) -> None:
+            result.skipped += piece.skipped
+            result.redacted += redacted
+            add_warnings(result.warnings, piece.warnings, dropped)
+
+        batches = TurnBatches(Slices(path, format), lambda m: redact_messages(m, self.redaction), INGEST_BATCH_TURNS, on_slice)
+        done = 0
+        for turns in batches:
+            self._archive_turns(turns, session, result, scope)
+            done += len(turns)
             if progress:
-                progress(min(start + INGEST_BATCH_TURNS, len(turns)), len(turns))
+                progress(done, batches.estimate(done))
+        if dropped[0]:
+            result.warnings.append(f"... {dropped[0]} more warnings")
         return result
 
     def _messages(self, messages: Any, format: str) -> tuple[int, list[str], list[Message], int]:
@@ -120,7 +134,8 @@ class Lantern:
         if isinstance(messages, Sequence) and not isinstance(messages, (str, bytes)) and messages and all(
             isinstance(m, Message) for m in messages
         ):
-            return 0, [], *redact_messages([_clean(m) for m in messages], self.redaction)
+            checked = check_messages([_clean(m) for m in messages])  # the role/empty checks dicts get
+            return checked.skipped, list(checked.warnings), *redact_messages(checked.messages, self.redaction)
         parsed = parse(messages, format)
         return parsed.skipped, list(parsed.warnings), *redact_messages(parsed.messages, self.redaction)
 

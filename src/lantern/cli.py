@@ -119,27 +119,33 @@ def _iso(value: Optional[str], option: str):
 @app.command()
 def ingest(
     file: Path = typer.Argument(..., help="Transcript file."),
-    format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, aider, locomo, claude-code."),
+    format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo."),
     session: Optional[str] = typer.Option(None, "--session", "-s", help="Session id (default: the file name)."),
     as_json: bool = typer.Option(False, "--json", help="Print the ArchiveResult as JSON."),
     user: Optional[str] = _user_option("User the turns belong to (default $LANTERN_USER, else the default user \"\")."),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
 ) -> None:
-    """Archive a transcript file (one transaction per batch; re-ingesting adds no duplicates)."""
+    """Archive a transcript file (one transaction per batch; re-ingesting adds no duplicates; Ctrl-C keeps the
+    batches already committed and a re-run resumes)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     console = Console(stderr=True)
+    committed = [0]
+
+    def report(done: int, total: int) -> None:
+        committed[0] = done
+        bar.update(task, completed=done, total=total)
 
     def run():
+        nonlocal bar, task
         with _open(create=True) as lantern, Progress(
-            TextColumn("archiving"), BarColumn(), MofNCompleteColumn(), TextColumn("turns"), TimeElapsedColumn(),
-            console=console, transient=True, disable=as_json,
+            TextColumn("archiving"), BarColumn(), TaskProgressColumn(), TextColumn("{task.completed} turns"),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True, disable=as_json,
         ) as bar:
             task = bar.add_task("ingest", total=None)
-            result = lantern.ingest(file, session, format=format, progress=lambda d, t: bar.update(task, completed=d, total=t),
-                                    user=user, agent=agent, project=project)
+            result = lantern.ingest(file, session, format=format, progress=report, user=user, agent=agent, project=project)
         for w in result.warnings[:20]:
             console.print(f"[yellow]warning:[/] {w}")
         if len(result.warnings) > 20:
@@ -151,7 +157,14 @@ def ingest(
             print(f"{file}: {result.added} turns archived, {result.duplicates} already archived, "
                   f"{result.skipped} items skipped (session {result.session})")
 
-    _guard(run)
+    bar = task = None
+    try:
+        _guard(run)
+    except KeyboardInterrupt:
+        typer.secho(f"interrupted: {committed[0]} turns committed (the batch in progress was rolled back); "
+                    "run the same command again to resume, turns already archived are skipped", err=True,
+                    fg=typer.colors.YELLOW)
+        raise typer.Exit(130)
 
 
 @app.command()

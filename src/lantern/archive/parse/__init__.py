@@ -3,10 +3,11 @@
     result = parse("chat.jsonl")                 # path, bytes, text, or a live list of message dicts
     result.messages, result.skipped, result.warnings, result.format
 
-Formats: ``openai``, ``anthropic``, ``jsonl`` (plain ``{role, content}``), ``aider`` (markdown chat log),
-``locomo`` (LoCoMo benchmark JSON), ``claude-code`` (Claude Code session JSONL). Bad input raises only
-``TranscriptFormatError``; bad items inside an otherwise
-good transcript are skipped, counted in ``skipped`` and explained in ``warnings``.
+Formats: ``openai``, ``anthropic``, ``jsonl`` (plain ``{role, content}``), ``codex`` (Codex CLI rollout JSONL),
+``claude-code`` (Claude Code session JSONL), ``sharegpt``, ``swe_agent`` (SWE-agent ``.traj``), ``aider`` (markdown chat log), ``locomo`` (LoCoMo benchmark
+JSON). Bad input raises only ``TranscriptFormatError``; bad items inside an otherwise good transcript are
+skipped, counted in ``skipped`` and explained in ``warnings``. ``stream`` reads JSONL files line by line
+(``stream.py``).
 """
 
 from __future__ import annotations
@@ -18,15 +19,21 @@ from typing import Any, Callable
 from lantern.errors import TranscriptFormatError
 
 from .aider import parse_aider
-from .anthropic import parse_anthropic
+from .anthropic import AnthropicItems, parse_anthropic
 from .claude_code import is_claude_code, parse_claude_code
-from .jsonl import ParseResult, clean_text, decode, load_json, message_items, parse_jsonl, read_source
+from .codex import CodexItems, is_codex_record, parse_codex
+from .jsonl import (
+    ParseResult, PlainItems, clean_text, decode, kind_of, load_json, message_items, parse_jsonl, read_source, unwrap,
+)
 from .locomo import is_locomo_sample, parse_locomo
-from .openai import parse_openai
+from .openai import OpenAIItems, parse_openai
+from .sharegpt import ShareGPTItems, is_sharegpt, parse_sharegpt
+from .swe_agent import is_swe_agent, parse_swe_agent
 
 __all__ = [
-    "FORMATS", "ParseResult", "clean_text", "detect_format", "parse",
-    "parse_aider", "parse_anthropic", "parse_claude_code", "parse_jsonl", "parse_locomo", "parse_openai",
+    "FORMATS", "ITEM_PARSERS", "ParseResult", "clean_text", "detect_format", "item_hint", "parse",
+    "parse_aider", "parse_anthropic", "parse_claude_code", "parse_codex", "parse_jsonl", "parse_locomo", "parse_openai",
+    "parse_sharegpt", "parse_swe_agent",
 ]
 
 FORMATS: dict[str, Callable[..., ParseResult]] = {
@@ -36,6 +43,19 @@ FORMATS: dict[str, Callable[..., ParseResult]] = {
     "aider": parse_aider,
     "locomo": parse_locomo,
     "claude-code": parse_claude_code,
+    "codex": parse_codex,
+    "sharegpt": parse_sharegpt,
+    "swe_agent": parse_swe_agent,
+}
+
+# formats that can be read one JSONL record at a time (streaming ingest, stream.py): a class whose
+# ``feed(where, record, result)`` keeps the document's state (tool names by call id, duplicates seen)
+ITEM_PARSERS: dict[str, Callable[..., Any]] = {
+    "openai": OpenAIItems,
+    "anthropic": AnthropicItems,
+    "jsonl": PlainItems,
+    "codex": CodexItems,
+    "sharegpt": ShareGPTItems,
 }
 
 _AIDER = re.compile(r"^(?:# aider chat started at |#### )", re.M)
@@ -45,15 +65,66 @@ def _looks_like_aider(text: str) -> bool:
     return not text.lstrip().startswith(("{", "[")) and _AIDER.search(text) is not None
 
 
+def item_hint(m: Any) -> str | None:
+    """What one record says about its format: ``codex``, ``sharegpt``, ``openai``, ``anthropic``, ``text_parts``
+    (list content of plain text parts: OpenAI style) or None (plain, or not a message). Rules as in
+    ``detect_format``."""
+    if not isinstance(m, dict):
+        return None
+    if is_codex_record(m):
+        return "codex"
+    if isinstance(m.get("conversations"), list):
+        return "sharegpt"
+    m = unwrap(m)
+    if m.get("tool_calls") or "function_call" in m or "tool_call_id" in m:
+        return "openai"
+    if m.get("role") in ("tool", "function", "developer"):
+        return "openai"
+    content = m.get("content")
+    text_parts = False
+    for block in content if isinstance(content, list) else []:
+        kind = kind_of(block)
+        if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking"):
+            return "anthropic"
+        if kind == "image" and "source" in block:
+            return "anthropic"
+        if kind in ("image_url", "input_audio"):
+            return "openai"
+        text_parts = text_parts or kind == "text"
+    return "text_parts" if text_parts else None
+
+
+def detect_records(records: Any) -> str:
+    """The format of a sequence of records (a JSON list, JSONL objects, or a live iterator of them): the first
+    decisive ``item_hint`` (codex, sharegpt, openai, anthropic) wins; else ``openai`` when any record has text
+    parts, else ``jsonl``. Stops at the first decisive record."""
+    decisive, text_parts = _first_hint(records)
+    return decisive or ("openai" if text_parts else "jsonl")
+
+
+def _first_hint(records: Any) -> tuple[str | None, bool]:
+    text_parts = False
+    for m in records:
+        hint = item_hint(m)
+        if hint == "text_parts":
+            text_parts = True
+        elif hint is not None:
+            return hint, text_parts
+    return None, text_parts
+
+
 def detect_format(data: Any) -> str:
     """The format name of a transcript given as text, bytes or a loaded object (list/dict).
 
     aider: text with a ``# aider chat started at`` or ``#### `` line. locomo: a sample (or list of samples) whose
     ``conversation`` holds ``session_1``. claude-code: records of type user/assistant with a ``message`` object and
-    ``uuid``/``sessionId``, or a ``compact_boundary`` record (``claude_code.is_claude_code``).
-    openai: messages with ``tool_calls``, ``tool_call_id``, role
-    tool/function/developer, or list content with ``image_url``/``text`` parts. anthropic: content blocks
-    ``tool_use``/``tool_result``/``thinking``, or a top-level ``system`` beside ``messages``. Otherwise ``jsonl``.
+    ``uuid``/``sessionId``, or a ``compact_boundary`` record (``claude_code.is_claude_code``). swe_agent: an object with a ``trajectory`` list, or a ``history`` of
+    messages carrying ``agent``/``message_type``. sharegpt: an object (or list of objects) with a
+    ``conversations`` list. codex: rollout records ``{"type": "session_meta"|"response_item"|..., "payload"}`` or
+    bare Responses items (``function_call``, ``message`` with ``input_text``/``output_text`` parts ...).
+    openai: messages with ``tool_calls``, ``tool_call_id``, role tool/function/developer, or list content with
+    ``image_url``/``text`` parts. anthropic: content blocks ``tool_use``/``tool_result``/``thinking``, or a
+    top-level ``system`` beside ``messages``. Otherwise ``jsonl``.
     Raises TranscriptFormatError when text is neither aider nor JSON/JSONL, or no message list is found."""
     if isinstance(data, (bytes, bytearray)):
         data = decode(bytes(data))
@@ -65,25 +136,18 @@ def detect_format(data: Any) -> str:
         return "locomo"
     if is_claude_code(data):
         return "claude-code"
+    if is_swe_agent(data):
+        return "swe_agent"
+    if is_sharegpt(data):
+        return "sharegpt"
+    if isinstance(data, list) and any(is_codex_record(m) for m in data):
+        return "codex"
+    if is_codex_record(data):
+        return "codex"
     items, _ = message_items(data)
-    text_parts = False
-    for _, m in items:
-        if not isinstance(m, dict):
-            continue
-        if m.get("tool_calls") or "function_call" in m or "tool_call_id" in m:
-            return "openai"
-        if m.get("role") in ("tool", "function", "developer"):
-            return "openai"
-        content = m.get("content")
-        for block in content if isinstance(content, list) else []:
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking"):
-                return "anthropic"
-            if kind == "image" and "source" in block:
-                return "anthropic"
-            if kind in ("image_url", "input_audio"):
-                return "openai"
-            text_parts = text_parts or kind == "text"
+    decisive, text_parts = _first_hint(m for _, m in items)
+    if decisive:
+        return decisive
     if isinstance(data, dict) and data.get("system") is not None:
         return "anthropic"
     return "openai" if text_parts else "jsonl"

@@ -17,6 +17,8 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message
 
+from .media import image_placeholder, scrub_inline_data
+
 
 @dataclass
 class ParseResult:
@@ -38,7 +40,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_text(s: str) -> str:
-    """Return ``s`` with lone surrogates and NUL replaced by U+FFFD and CRLF normalized to LF (lone CR is kept).
+    """Return ``s`` with lone surrogates and NUL replaced by U+FFFD, CRLF normalized to LF (lone CR is kept) and
+    inline base64 data (data URLs, markdown data images, long base64 runs) replaced by placeholders
+    (``media.scrub_inline_data``: never base64 in the index).
 
     Everything else is kept verbatim. Non-str input is converted with ``str()``.
     """
@@ -46,6 +50,7 @@ def clean_text(s: str) -> str:
         s = str(s)
     if "\r\n" in s:
         s = s.replace("\r\n", "\n")
+    s = scrub_inline_data(s)
     if s.isascii():
         return s.replace("\x00", "\ufffd") if "\x00" in s else s
     return _SURROGATE.sub("\ufffd", s.replace("\x00", "\ufffd"))
@@ -91,7 +96,7 @@ def message_time(m: dict) -> datetime | None:
 
 def content_text(content: Any) -> str:
     """Text of a ``content`` field: a str as is; a list of parts/blocks -> their texts joined with newlines
-    (images -> ``[image]``, never their data; tool/thinking blocks are ignored here, unknown blocks and bare
+    (images -> ``[image: caption]`` or ``[image]``, never their data; tool/thinking blocks are ignored here, unknown blocks and bare
     objects are kept as JSON); None -> ``""``. Other JSON values are dumped as JSON. The result is not yet
     cleaned."""
     if content is None:
@@ -107,11 +112,11 @@ def content_text(content: Any) -> str:
         if isinstance(p, str):
             parts.append(p)
         elif isinstance(p, dict):
-            kind = p.get("type")
+            kind = kind_of(p)
             if isinstance(p.get("text"), str):  # text, input_text, output_text
                 parts.append(p["text"])
             elif kind in ("image_url", "image", "input_image"):
-                parts.append("[image]")
+                parts.append(image_placeholder(p))
             elif kind in ("document", "file", "input_file"):
                 parts.append("[document]")
             elif kind == "input_audio":
@@ -136,6 +141,13 @@ def dumps(value: Any) -> str:
         return str(value)
 
 
+def kind_of(x: Any) -> str | None:
+    """The ``type`` of a block/record when it is a dict with a str ``type``; else None (a list or number there
+    must not reach a set lookup)."""
+    kind = x.get("type") if isinstance(x, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def str_or_none(v: Any) -> str | None:
     return clean_text(v) if isinstance(v, str) else None
 
@@ -143,13 +155,38 @@ def str_or_none(v: Any) -> str | None:
 # --- sources and JSON -----------------------------------------------------------------------------------------
 
 
+def utf16_without_bom(data: bytes) -> str | None:
+    """``"utf-16-le"``/``"utf-16-be"`` when ``data`` looks like UTF-16 text without a BOM, else None.
+
+    The test (ours): even length, and in the first 4 KB at least 30% of the bytes at odd (LE) or even (BE)
+    positions are NUL while under 5% of the other positions are (ASCII characters, as JSON's braces and quotes,
+    are ``XX 00`` in UTF-16-LE; a few CJK characters such as U+4E00 are ``00 4E``). Binary data has NULs at both
+    parities; a decoding error afterwards still means binary."""
+    head = data[:4096]
+    if len(data) % 2 or len(head) < 2:
+        return None
+    even, odd = head[0::2], head[1::2]
+    zeros_even, zeros_odd = even.count(0), odd.count(0)
+    if zeros_odd >= 0.3 * len(odd) and zeros_even < 0.05 * len(even):
+        return "utf-16-le"
+    if zeros_even >= 0.3 * len(even) and zeros_odd < 0.05 * len(odd):
+        return "utf-16-be"
+    return None
+
+
 def decode(data: bytes, source: str | None = None) -> str:
-    """Bytes -> text: UTF-8 (BOM dropped) or UTF-16 with a BOM.
+    """Bytes -> text: UTF-8 (BOM dropped), UTF-16 with a BOM, or UTF-16 without a BOM (``utf16_without_bom``).
 
     Raises TranscriptFormatError("not a text transcript ...") for NUL bytes or invalid UTF-8 (binary files)."""
     try:
         if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
             return data.decode("utf-16")
+        utf16 = utf16_without_bom(data) if b"\x00" in data else None
+        if utf16:
+            try:
+                return data.decode(utf16)
+            except UnicodeDecodeError:
+                pass  # NULs in a UTF-16-like pattern that is not valid UTF-16: binary
         if b"\x00" in data:
             raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
         return data.decode("utf-8-sig")
@@ -240,6 +277,18 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     raise TranscriptFormatError(f"invalid JSON: {msg}", line=line, source=source)
 
 
+def unwrap(m: Any) -> Any:
+    """An agent-log item ``{"message": {...}, "timestamp": ...}`` without a ``role`` -> the inner message with the
+    outer ``timestamp``/``time``; any other item unchanged."""
+    if isinstance(m, dict) and "role" not in m and isinstance(m.get("message"), dict):
+        inner = dict(m["message"])
+        for key in ("timestamp", "time"):
+            if key in m:
+                inner.setdefault(key, m[key])
+        return inner
+    return m
+
+
 def message_items(data: Any, source: str | None = None) -> tuple[list[tuple[str, Any]], Any]:
     """A loaded transcript -> ``(items, system)`` where items are ``(where, item)`` pairs, ``where`` being
     ``"line N"`` for JSONL and ``"message N"`` otherwise (for warnings). Accepts a list of messages,
@@ -259,16 +308,42 @@ def message_items(data: Any, source: str | None = None) -> tuple[list[tuple[str,
     if not isinstance(data, list):
         raise TranscriptFormatError(f"no messages found: got a JSON {type(data).__name__}", source=source)
     lines = getattr(data, "line_numbers", None)
-    items = []
-    for i, m in enumerate(data):
-        if isinstance(m, dict) and "role" not in m and isinstance(m.get("message"), dict):
-            inner = dict(m["message"])
-            for key in ("timestamp", "time"):
-                if key in m:
-                    inner.setdefault(key, m[key])
-            m = inner
-        items.append((f"line {lines[i]}" if lines else f"message {i + 1}", m))
-    return items, system
+    return [(f"line {lines[i]}" if lines else f"message {i + 1}", unwrap(m)) for i, m in enumerate(data)], system
+
+
+def where_error(message: str, where: str, key: str, source: str | None = None) -> TranscriptFormatError:
+    """A TranscriptFormatError for field ``key`` of the item at ``where`` (``"line N"`` -> ``line=N``,
+    ``"message N"`` -> ``field="messages[N-1].key"``)."""
+    kind, _, number = where.partition(" ")
+    if kind == "line" and number.isdigit():
+        return TranscriptFormatError(message, line=int(number), field=key, source=source)
+    if kind == "message" and number.isdigit():
+        return TranscriptFormatError(message, field=f"messages[{int(number) - 1}].{key}", source=source)
+    if kind == "record" and number.isdigit():
+        return TranscriptFormatError(message, field=f"[{int(number) - 1}].{key}", source=source)
+    return TranscriptFormatError(message, field=f"{where}.{key}" if where else key, source=source)
+
+
+_OPENAI_KEYS = ("tool_calls", "function_call", "tool_call_id")
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "server_tool_use", "web_search_tool_result"}
+
+
+def check_foreign(fmt: str, m: dict, where: str, source: str | None = None) -> None:
+    """Raise TranscriptFormatError when item ``m`` carries tool structure that parser ``fmt`` would drop
+    silently (ours: a forced wrong ``--format`` is an error, not a quiet loss): OpenAI ``tool_calls``/
+    ``function_call``/``tool_call_id`` under ``anthropic`` or ``jsonl``; Anthropic ``tool_use``/``tool_result``
+    blocks under ``openai`` or ``jsonl``. The error names the line (or message index) and the field."""
+    if fmt in ("anthropic", "jsonl"):
+        for key in _OPENAI_KEYS:
+            if m.get(key):
+                raise where_error(f"OpenAI tool structure ({key!r}) that the {fmt} parser would drop; "
+                                  "use format 'openai' or 'auto'", where, key, source)
+    if fmt in ("openai", "jsonl") and isinstance(m.get("content"), list):
+        for block in m["content"]:
+            kind = kind_of(block)
+            if kind in _ANTHROPIC_BLOCKS:
+                raise where_error(f"Anthropic {kind!r} block that the {fmt} parser would drop; "
+                                  "use format 'anthropic' or 'auto'", where, "content", source)
 
 
 def start(data: Any, fmt: str, source: str | None) -> tuple[list[tuple[str, Any]], Any, ParseResult]:
@@ -280,6 +355,22 @@ def start(data: Any, fmt: str, source: str | None) -> tuple[list[tuple[str, Any]
         data, result.skipped, result.warnings = load_json(data, source)
     items, system = message_items(data, source)
     return items, system, result
+
+
+def records(data: Any, fmt: str, source: str | None) -> tuple[list[tuple[str, Any]], ParseResult]:
+    """Opening of the record-based parsers (Codex, ShareGPT): read/load ``data`` -> ``([(where, record)], result)``
+    with no unwrapping; a JSON object is one record, a JSON list or JSONL file its items. The result already
+    counts bad JSONL lines. Raises TranscriptFormatError for text that is not JSON/JSONL, or a JSON scalar."""
+    result = ParseResult(format=fmt)
+    data = read_source(data, source)
+    if isinstance(data, str):
+        data, result.skipped, result.warnings = load_json(data, source)
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise TranscriptFormatError(f"expected JSON objects, got a JSON {type(data).__name__}", source=source)
+    lines = getattr(data, "line_numbers", None)
+    return [(f"line {lines[i]}" if lines else f"record {i + 1}", r) for i, r in enumerate(data)], result
 
 
 def check_item(m: Any, where: str, result: ParseResult) -> str | None:
@@ -299,24 +390,39 @@ def check_item(m: Any, where: str, result: ParseResult) -> str | None:
 # --- the plain format -----------------------------------------------------------------------------------------
 
 
+class PlainItems:
+    """The plain format, one item at a time (state shared across a document; used by ``parse_jsonl`` and by
+    streaming ingest). ``feed(where, m, result)`` appends to ``result.messages`` or skips with a warning."""
+
+    fmt = "jsonl"
+
+    def __init__(self, source: str | None = None):
+        self.source = source
+
+    def feed(self, where: str, m: Any, result: ParseResult) -> None:
+        role = check_item(m, where, result)
+        if role is None:
+            return
+        check_foreign(self.fmt, m, where, self.source)
+        raw = m.get("content") if m.get("content") is not None else m.get("text")
+        text = clean_text(content_text(raw))
+        if not text.strip():
+            result.skip(f"{where}: empty content; skipped")
+            return
+        result.messages.append(Message(role=role, text=text, time=message_time(m), name=str_or_none(m.get("name"))))
+
+
 def parse_jsonl(data: Any, source: str | None = None) -> ParseResult:
     """Plain transcripts: ``{"role", "content"}`` per item (``content`` a str or list of text parts, or a ``text``
     key instead; optional ``name`` and ``timestamp``/``time`` ISO strings -> ``Message.time``).
 
     ``data``: JSONL/JSON text, a path, bytes, or a loaded list/dict. Items without a role, with an unknown role
     or with empty content are skipped and counted. Raises TranscriptFormatError when ``data`` is not JSON/JSONL
-    or holds no message list."""
+    or holds no message list, or when an item carries OpenAI/Anthropic tool structure (``check_foreign``)."""
     items, system, result = start(data, "jsonl", source)
     if isinstance(system, str) and system.strip():
         result.messages.append(Message(role="system", text=clean_text(system)))
+    feeder = PlainItems(source)
     for where, m in items:
-        role = check_item(m, where, result)
-        if role is None:
-            continue
-        raw = m.get("content") if m.get("content") is not None else m.get("text")
-        text = clean_text(content_text(raw))
-        if not text.strip():
-            result.skip(f"{where}: empty content; skipped")
-            continue
-        result.messages.append(Message(role=role, text=text, time=message_time(m), name=str_or_none(m.get("name"))))
+        feeder.feed(where, m, result)
     return result
