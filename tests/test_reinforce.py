@@ -290,7 +290,32 @@ def test_eval_reinforce_system_works_on_a_copy(tmp_path, monkeypatch):
         con.close()
     # ... while the copies were reinforced, one per (history, system)
     assert len(copies) == 2 * len(cached)
+    pending = []
     for copy in copies:
         db = copy.store.db
         assert db.execute("SELECT count(*) FROM entries WHERE confidence > 0.5 AND access_count > 0").fetchone()[0] > 0
-        assert db.execute("SELECT count(*) FROM recoveries").fetchone()[0] > 0
+        pending.append(db.execute("SELECT count(*) FROM recoveries").fetchone()[0])
+    # without answers nothing judges the recoveries: they stay pending; with answers, judged rows are deleted
+    assert sum(n > 0 for n in pending) >= len(cached)
+
+
+def test_forget_removes_reinforcement_state_and_pending_rows_are_bounded(lantern, monkeypatch):
+    """Issue 6 part 7: a forgotten entry leaves no pending-recovery row behind; judged rows are deleted; at most
+    MAX_PENDING unanswered recoveries are kept."""
+    import lantern.reinforce as reinforce
+
+    result = lantern.recover("which port does postgres use?", session="s")
+    packed = [e.id for e in result.entries]
+    assert packed
+    rows = lantern.store.db.execute("SELECT entry_ids FROM recoveries").fetchall()
+    assert [json.loads(r[0]) for r in rows] == [packed]
+    lantern.forget(entry=packed[0])
+    left = [json.loads(r[0]) for r in lantern.store.db.execute("SELECT entry_ids FROM recoveries")]
+    assert all(packed[0] not in ids for ids in left)
+    assert left == ([packed[1:]] if packed[1:] else [])
+    monkeypatch.setattr(reinforce, "MAX_PENDING", 3)
+    for q in ["ruff linter", "cron job invoices", "CI matrix", "helm chart deployment", "rename format_money"]:
+        lantern.recover(q, session="s")
+    assert lantern.store.db.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 3
+    lantern.archive([{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Switched to ruff 0.6."}], session="s")
+    assert lantern.store.db.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 0  # judged: deleted

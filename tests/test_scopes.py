@@ -220,3 +220,19 @@ def test_a_version_1_database_migrates_into_the_default_user(tmp_path):
         assert lt.archive([{"role": "user", "content": "the legacy cron runs at 02:00 UTC"}], session="old").duplicates == 1
         assert lt.search("legacy cron")[0].entry.user == ""
         assert lt.search("legacy cron", user="alice") == []
+
+
+def test_facts_and_fact_notes_stay_inside_the_user(tmp_path):
+    """Issue 6 part 6: the facts signal too. Bob's "port is 6000" neither supersedes alice's 5433 nor shows in her
+    facts or her recovery's notes, and each user's history holds only their own versions."""
+    with Lantern(tmp_path / "f.db") as lt:
+        lt.archive([{"role": "user", "content": "The staging port is 5433."}], session="s", user="alice")
+        lt.archive([{"role": "user", "content": "The staging port is 6000."}], session="s", user="bob")
+        alice = lt.facts("staging port", history=True, user="alice")
+        bob = lt.facts("staging port", history=True, user="bob")
+        assert [(f.value, f.current) for f in alice] == [("5433", True)]
+        assert [(f.value, f.current) for f in bob] == [("6000", True)]
+        assert lt.facts(history=True) == []  # the default user has none
+        block = lt.recover("what is the staging port?", user="alice")
+        assert "5433" in block.text and "6000" not in block.text
+        assert all("6000" not in str(f) for f in block.facts)

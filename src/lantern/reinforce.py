@@ -43,6 +43,7 @@ CONFIDENCE_GAIN = 0.15  # paper Appendix D
 CONFIDENCE_DECAY = 0.02  # paper Appendix D
 PRUNE_BELOW = 0.15  # paper Appendix D
 SUCCESS_ALPHA = 0.2  # ours (paper: an EMA, α unspecified): about the last 5 judgements carry most weight
+MAX_PENDING = 256  # pending recoveries kept; older ones are dropped unjudged (ours: bounds the table and the scan)
 
 __all__ = [
     "CONFIDENCE_DECAY",
@@ -52,6 +53,7 @@ __all__ = [
     "Rates",
     "apply_feedback",
     "decayed",
+    "forget_entries",
     "is_useful",
     "pending_count",
     "pruned",
@@ -138,6 +140,10 @@ def record_recovery(
                 "INSERT INTO recoveries(session, entry_ids, time) VALUES (?, ?, ?)",
                 (session, json.dumps(recovered), now if now is not None else _time.time()),
             )
+            db.execute(  # keep the newest MAX_PENDING: a recovery nobody answers must not grow the table forever
+                "DELETE FROM recoveries WHERE id <= (SELECT id FROM recoveries ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (MAX_PENDING,),
+            )
     return out
 
 
@@ -148,8 +154,8 @@ def _session_matches(pending: str | None, archived: str) -> bool:
 def resolve_pending(db: sqlite3.Connection, replies: Sequence[tuple[str, str]], alpha: float = SUCCESS_ALPHA) -> dict[int, tuple[float, float]]:
     """Judge the pending recoveries answered by ``replies`` — (session, assistant text) of newly archived turns,
     in order — inside the caller's open transaction ``db``. The first reply of a matching session resolves a
-    pending recovery: σ of each recovered entry with hints moves by ``success_ema``; the recovery is marked
-    resolved. Returns {entry id: (c, σ)} of the entries updated."""
+    pending recovery: σ of each recovered entry with hints moves by ``success_ema``; the judged recovery is
+    deleted (its only use is this judgement). Returns {entry id: (c, σ)} of the entries updated."""
     replies = [(s, t) for s, t in replies if t and t.strip()]
     if not replies:
         return {}
@@ -171,8 +177,22 @@ def resolve_pending(db: sqlite3.Connection, replies: Sequence[tuple[str, str]], 
             if useful is not None:
                 judged.append((entry_id, useful))
         done.append(rec_id)
-    db.executemany("UPDATE recoveries SET resolved = 1 WHERE id = ?", [(i,) for i in done])
+    db.executemany("DELETE FROM recoveries WHERE id = ?", [(i,) for i in done])
     return _apply_usefulness(db, judged, alpha)
+
+
+def forget_entries(db: sqlite3.Connection, ids: Sequence[int]) -> None:
+    """Remove deleted entries from the pending recoveries inside the caller's transaction (``Store.delete``):
+    their ids leave every row, and a row left empty is deleted. Forgetting leaves no reinforcement state behind."""
+    gone = {int(i) for i in ids}
+    if not gone:
+        return
+    for rec_id, ids_json in db.execute("SELECT id, entry_ids FROM recoveries").fetchall():
+        kept = [i for i in json.loads(ids_json) if i not in gone]
+        if not kept:
+            db.execute("DELETE FROM recoveries WHERE id = ?", (rec_id,))
+        elif len(kept) != len(json.loads(ids_json)):
+            db.execute("UPDATE recoveries SET entry_ids = ? WHERE id = ?", (json.dumps(kept), rec_id))
 
 
 def _apply_usefulness(db: sqlite3.Connection, judged: Sequence[tuple[int, bool]], alpha: float) -> dict[int, tuple[float, float]]:

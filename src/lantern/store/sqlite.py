@@ -22,6 +22,7 @@ import numpy as np
 from ..archive.tags import cjk_bigrams
 from ..errors import EmbedderMismatchError, LanternError
 from ..memory.fact_store import delete_facts, fact_scope, write_facts
+from ..reinforce import forget_entries
 from ..model import Entry, Tag
 from ..scope import Scope, scope_where
 from .migrations import MIGRATIONS, migrate
@@ -312,6 +313,7 @@ class Store:
             for entry_id in ids:
                 self._delete_fts(db, entry_id)
             delete_facts(db, ids)  # re-links each key's chain around the deleted versions
+            forget_entries(db, ids)  # and out of the pending recoveries (reinforce.py)
             for table, column in _referencing(db):  # one statement per 500 ids: the column may lack an index
                 for start in range(0, len(ids), 500):
                     chunk = ids[start : start + 500]
