@@ -250,3 +250,22 @@ def test_cli_export_import(source, tmp_path):
     assert p.returncode == 0 and "3 entries forgotten" in p.stdout.decode()
     p = subprocess.run([*cli, "--db", str(copy), "forget"], capture_output=True, env=env, timeout=300)
     assert p.returncode == 1 and "give --entry" in p.stderr.decode()
+
+
+def test_round_trip_keeps_versioned_facts(tmp_path):
+    """Facts travel with their entries: the copy has the same current value, the same history (superseded
+    version included) and the same as-of answer; export -> import -> export is identical apart from ids."""
+    day = lambda d: datetime(2026, 3, d, 9, 0, tzinfo=timezone.utc)  # noqa: E731
+    path = tmp_path / "facts.db"
+    with Lantern(path) as lt:
+        lt.archive([{"role": "user", "content": "The staging DB port is 5433.", "timestamp": day(1).isoformat()}], session="d1")
+        lt.archive([{"role": "user", "content": "I changed the staging DB port to 5434.", "timestamp": day(2).isoformat()}], session="d2")
+        history = [(f.value, f.current) for f in lt.facts("staging db port", history=True)]
+    assert history == [("5433", False), ("5434", True)]
+    first = export_text(path)
+    assert any(rec.get("facts") for rec in map(json.loads, first.splitlines()[1:]))
+    with Lantern(tmp_path / "copy.db") as lt:
+        lt.import_(io.StringIO(first))
+        assert [(f.value, f.current) for f in lt.facts("staging db port", history=True)] == history
+        assert [f.value for f in lt.facts("staging db port", as_of=day(1))] == ["5433"]
+    assert without_ids(export_text(tmp_path / "copy.db")) == without_ids(first)

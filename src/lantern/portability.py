@@ -6,10 +6,13 @@ One JSON object per line, each with a ``"type"``:
      "embeddings": true}
     {"type": "entry", "id": 7, "session": "s1", "turn": 0, "time": 1700000000.0, "archived_at": ..., "text": ...,
      "summary": ..., "tags": [["port", "5433"]], "hints": ["5433"], "memory_type": "episodic", ...,
-     "user_id": "", "agent_id": "", "project": "", "embedding": "<base64 float32 little-endian>"}
+     "user_id": "", "agent_id": "", "project": "", "embedding": "<base64 float32 little-endian>",
+     "facts": [{"key": "staging port", "key_text": "staging port", "value": "5433", "replaces": null,
+                "recorded_at": ...}]}
 
 The header comes first. An ``entry`` record carries every column of the ``entries`` table by name (JSON columns
-``tags``, ``hints``, ``meta`` as JSON values) and, unless exported with ``embeddings=False``, its embedding. Other
+``tags``, ``hints``, ``meta`` as JSON values) and, unless exported with ``embeddings=False``, its embedding, and the versioned facts stated in the turn (``facts``, memory/fact_store.py: key, value and
+the value a switch replaced; their validity chains are rebuilt on import from the entries' event times). Other
 tables get their own record types later (``fact``, reinforcement state, ...): add a reader to ``RECORD_READERS``
 and a writer to ``RECORD_WRITERS``; a record refers to an entry by its exported ``id``, which the import maps to
 the new id (``ImportResult.entry_ids``).
@@ -41,6 +44,8 @@ from typing import IO, Any
 import numpy as np
 
 from .errors import EmbedderMismatchError, ExportFormatError
+from .memory.fact_store import write_facts
+from .memory.facts import ExtractedFact
 from .model import content_hash
 from .scope import Scope, scope_where
 
@@ -97,9 +102,21 @@ def export_jsonl(
                 record[name] = json.loads(value) if name in JSON_COLUMNS else value
             if embeddings and row[-1] is not None:
                 record["embedding"] = base64.b64encode(row[-1]).decode("ascii")
+            record["facts"] = _facts_of(store.db, record["id"])
             out.write(_line(record))
             n += 1
     return n
+
+
+def _facts_of(db: sqlite3.Connection, entry_id: int) -> list[dict[str, Any]]:
+    """The facts an entry stated, as exported: key, key as written, value (None: retracted), the value a switch
+    replaced, when Lantern recorded them."""
+    return [
+        {"key": k, "key_text": kt, "value": v, "replaces": r, "recorded_at": at}
+        for k, kt, v, r, at in db.execute(
+            "SELECT key, key_text, value, replaces, recorded_at FROM facts WHERE entry_id = ? ORDER BY id", (entry_id,)
+        )
+    ]
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -240,20 +257,41 @@ _DEFAULTS: dict[str, Any] = {"tags": [], "hints": [], "memory_type": "episodic",
 def _read_entry(record: dict[str, Any], columns: list[str], dim: int, use_vectors: bool) -> dict[str, Any]:
     """Validate an ``entry`` record against the columns of ``entries``; returns column values (JSON columns as
     JSON values) plus ``_vector`` (float32 array, or None to recompute) and ``_id`` (the exported id or None)."""
-    known = set(columns) | {"type", "embedding"}
+    known = set(columns) | {"type", "embedding", "facts"}
     for key in record:
         if key not in known:
             raise _BadField(key, f"unknown field {key!r} (not a column of entries in this database)")
     for key in _REQUIRED:
         if key not in record:
             raise _BadField(key, "missing")
-    out = {**_DEFAULTS, **{k: v for k, v in record.items() if k not in ("type", "embedding")}}
+    out = {**_DEFAULTS, **{k: v for k, v in record.items() if k not in ("type", "embedding", "facts")}}
     for key, value in out.items():
         _check(key, value)
+    out["_facts"] = _read_facts(record.get("facts", []))
     out["_id"] = out.pop("id", None)
     out["_vector"] = None
     if use_vectors and "embedding" in record:
         out["_vector"] = _vector(record["embedding"], dim)
+    return out
+
+
+def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
+    """Validate an entry record's ``facts``: a list of objects with string ``key`` / ``key_text``, string-or-null
+    ``value`` / ``replaces`` and a number-or-null ``recorded_at``."""
+    if not isinstance(value, list):
+        raise _BadField("facts", "must be a list")
+    out = []
+    for f in value:
+        if not isinstance(f, dict) or not isinstance(f.get("key"), str) or not f["key"]:
+            raise _BadField("facts", "each fact must be an object with a non-empty string key")
+        for name in ("value", "replaces"):
+            if f.get(name) is not None and not isinstance(f[name], str):
+                raise _BadField("facts", f"{name} must be a string or null")
+        at = f.get("recorded_at")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at)):
+            raise _BadField("facts", "recorded_at must be a finite number or null")
+        key_text = f.get("key_text") if isinstance(f.get("key_text"), str) else f["key"]
+        out.append((ExtractedFact(key=f["key"], value=f.get("value"), key_text=key_text, replaces=f.get("replaces")), at))
     return out
 
 
@@ -340,6 +378,9 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
                    (entry_id, np.asarray(rec["_vector"], dtype="<f4").tobytes()))
         store.index_fulltext(db, entry_id, rec["summary"], rec["text"], [value for _, value in rec["tags"]])
+        if rec["_facts"]:  # linked into their key's chain by the entry's event time
+            recorded = next((at for _, at in rec["_facts"] if at is not None), rec["archived_at"])
+            write_facts(db, entry_id, [f for f, _ in rec["_facts"]], recorded, rec["user_id"])
         result.added += 1
     if rec["_id"] is not None:
         result.entry_ids[rec["_id"]] = entry_id
