@@ -31,6 +31,23 @@ SSE_CHUNKS = [
     b"data: [DONE]\n\n",
 ]
 
+# two parallel tool calls whose names and arguments arrive in pieces, interleaved by index (OpenAI's stream shape)
+TOOL_SSE_CHUNKS = [
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,'
+    b'"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_wea","arguments":""}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,'
+    b'"function":{"name":"ther","arguments":"{\\"city\\": \\"Reyk"}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,'
+    b'"id":"call_b","type":"function","function":{"name":"read_file","arguments":"{\\"path\\": "}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,'
+    b'"function":{"arguments":"javik\\", \\"unit\\": \\"celsius\\"}"}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.com',  # a chunk boundary inside an event
+    b'pletion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,'
+    b'"function":{"arguments":"\\"config/zebra-42.yaml\\"}"}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+
 
 def _upstream_app(received: list[dict]) -> FastAPI:
     app = FastAPI()
@@ -45,8 +62,10 @@ def _upstream_app(received: list[dict]) -> FastAPI:
         if body.get("model") == "slow":
             await asyncio.sleep(3)
         if body.get("stream"):
+            chunks = TOOL_SSE_CHUNKS if body.get("model") == "tools" else SSE_CHUNKS
+
             async def gen():
-                for c in SSE_CHUNKS:
+                for c in chunks:
                     yield c
                     await asyncio.sleep(0.01)
             return StreamingResponse(gen(), media_type="text/event-stream")
@@ -156,6 +175,42 @@ def test_streaming_bytes_unchanged_and_reply_archived(proxy, tmp_path):
     assert received[0]["body"]["stream"] is True
     texts = [t for s, t in _entries(tmp_path / "p.db") if s == "mig"]
     assert any("Run the migration" in t and "The migration ran on shard quokka-7." in t for t in texts)
+
+
+def test_streamed_tool_call_deltas_archived_assembled(proxy, tmp_path):
+    client, received = proxy
+    payload = {"model": "tools", "stream": True,
+               "messages": [{"role": "user", "content": "What is the weather in Reykjavik, and read my zebra config."}]}
+    with client.stream("POST", "/v1/chat/completions", json=payload, headers={"X-Lantern-Session": "tools"}) as r:
+        assert r.status_code == 200
+        body = b"".join(r.iter_raw())
+    assert body == b"".join(TOOL_SSE_CHUNKS)  # relayed unchanged
+    texts = [t for s, t in _entries(tmp_path / "p.db") if s == "tools"]
+    assert len(texts) == 1 and "weather in Reykjavik" in texts[0]
+    # each call with its whole name and its arguments joined from every piece, in index order
+    assert "get_weather" in texts[0] and "read_file" in texts[0]
+    assert '{"city": "Reykjavik", "unit": "celsius"}' in texts[0]
+    assert '{"path": "config/zebra-42.yaml"}' in texts[0]
+    assert texts[0].index("get_weather") < texts[0].index("read_file")
+
+
+def test_sse_parser_assembles_calls_and_text():
+    from lantern.integrations.proxy import _SSEText
+
+    p = _SSEText()
+    for c in TOOL_SSE_CHUNKS:
+        p.feed(c)
+    reply = p.reply
+    assert reply["content"] is None and [c["id"] for c in reply["tool_calls"]] == ["call_a", "call_b"]
+    assert json.loads(reply["tool_calls"][0]["function"]["arguments"]) == {"city": "Reykjavik", "unit": "celsius"}
+    assert reply["tool_calls"][1]["function"] == {"name": "read_file", "arguments": '{"path": "config/zebra-42.yaml"}'}
+    q = _SSEText()
+    for c in SSE_CHUNKS:
+        q.feed(c)
+    assert q.reply == {"role": "assistant", "content": "The migration ran on shard quokka-7."}
+    empty = _SSEText()
+    empty.feed(b": keep-alive\n\ndata: [DONE]\n\n")
+    assert empty.reply is None
 
 
 def test_upstream_error_and_timeout_passed_back(proxy, tmp_path):

@@ -456,9 +456,8 @@ class _Forwarder:
                 _note_failure("upstream stream", session, e)
             finally:
                 await resp.aclose()
-                if messages is not None and parser.text:
-                    await run_in_threadpool(self.archive_reply, session, messages,
-                                            {"role": "assistant", "content": parser.text})
+                if messages is not None and parser.reply is not None:
+                    await run_in_threadpool(self.archive_reply, session, messages, parser.reply)
 
         return StreamingResponse(relay(), status_code=resp.status_code,
                                  headers=_response_headers(resp.headers, keep_encoding=False))
@@ -487,10 +486,14 @@ class _Forwarder:
 
 
 class _SSEText:
-    """Accumulates the assistant text of an OpenAI chat-completions SSE stream (``choices[0].delta.content``)."""
+    """Accumulates the assistant reply of an OpenAI chat-completions SSE stream: the text
+    (``choices[0].delta.content``) and the tool calls, whose ``delta.tool_calls[i]`` pieces (``index``, then ``id``,
+    ``function.name`` and ``function.arguments`` in fragments) are assembled by ``index``. ``reply`` is the assembled
+    assistant message, as the non-streamed ``choices[0].message`` would be; None when the stream held neither."""
 
     def __init__(self) -> None:
         self.buffer, self.parts = b"", []
+        self.calls: dict[int, dict[str, Any]] = {}
 
     def feed(self, chunk: bytes) -> None:
         import json
@@ -508,12 +511,44 @@ class _SSEText:
                 delta = json.loads(data)["choices"][0].get("delta") or {}
             except Exception:  # noqa: BLE001 - a keep-alive or another shape: skip it
                 continue
+            if not isinstance(delta, dict):
+                continue
             if isinstance(delta.get("content"), str):
                 self.parts.append(delta["content"])
+            if isinstance(delta.get("tool_calls"), list):
+                for piece in delta["tool_calls"]:
+                    self._add_call_piece(piece)
+
+    def _add_call_piece(self, piece: Any) -> None:
+        if not isinstance(piece, dict):
+            return
+        index = piece.get("index") if isinstance(piece.get("index"), int) else len(self.calls)
+        call = self.calls.setdefault(index, {"id": None, "type": "function", "name": [], "arguments": []})
+        if isinstance(piece.get("id"), str):
+            call["id"] = piece["id"]
+        if isinstance(piece.get("type"), str):
+            call["type"] = piece["type"]
+        fn = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        if isinstance(fn.get("name"), str):
+            call["name"].append(fn["name"])
+        if isinstance(fn.get("arguments"), str):
+            call["arguments"].append(fn["arguments"])
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def reply(self) -> Message | None:
+        calls = [{"id": c["id"], "type": c["type"],
+                  "function": {"name": "".join(c["name"]), "arguments": "".join(c["arguments"])}}
+                 for _, c in sorted(self.calls.items())]
+        if not self.parts and not calls:
+            return None
+        reply: Message = {"role": "assistant", "content": self.text or None}
+        if calls:
+            reply["tool_calls"] = calls
+        return reply
 
 
 def _add_forwarding(app: FastAPI, service: MemoryService, upstream: str, timeout: float, *,
