@@ -163,6 +163,40 @@ def test_compaction_injects_the_lost_port(proxy, tmp_path):
     assert {s for s, _ in _entries(tmp_path / "p.db")} == {"billing-42"}
 
 
+def test_recovered_block_stays_while_the_compaction_lasts(proxy, tmp_path):
+    client, received = proxy
+    headers = {"X-Lantern-Session": "billing-43"}
+    conv = _long_conversation()
+    for i in range(6):  # many ordinary requests first: nothing injected
+        conv = conv + [{"role": "user", "content": f"Request {i}: run linter pass {i} on the renderer."}]
+        r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": conv}, headers=headers)
+        assert r.status_code == 200 and received[-1]["body"]["messages"] == conv
+        conv = conv + [r.json()["choices"][0]["message"]]
+    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
+               "of context. Summary: the user set up the billing database and refactored the invoice renderer."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
+    block = received[-1]["body"]["messages"][1]
+    assert block["role"] == "system" and "5433" in block["content"] and "linter pass 5" not in block["content"]
+    # the compacted conversation goes on: the same block, unchanged, on every request (the client never saw it)
+    grown = compacted + [r.json()["choices"][0]["message"], {"role": "user", "content": "And the renderer tests?"}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": grown}, headers=headers)
+    sent = received[-1]["body"]["messages"]
+    assert sent[1] == block and sent[2:] == grown[1:]
+    # the client pastes the port turn back: it is live again, so the block is recovered anew without it
+    port_turn = _long_conversation()[1:3]
+    pasted = grown + [r.json()["choices"][0]["message"], *port_turn, {"role": "user", "content": "Which port again?"}]
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": pasted}, headers=headers)
+    sent = received[-1]["body"]["messages"]
+    assert sent[2:] == pasted[1:]
+    if sent[1]["role"] == "system" and sent[1]["content"].startswith("Recovered"):
+        assert sent[1] != block and "docker run -p 5433" not in sent[1]["content"]
+    # a conversation without compaction in the same session again: nothing injected
+    fresh = [{"role": "user", "content": "Unrelated: what is a good name for a cat?"}]
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": fresh}, headers=headers)
+    assert received[-1]["body"]["messages"] == fresh
+
+
 def test_streaming_bytes_unchanged_and_reply_archived(proxy, tmp_path):
     client, received = proxy
     payload = {"model": "tiny", "stream": True,

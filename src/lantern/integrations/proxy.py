@@ -347,6 +347,8 @@ class _Forwarder:
         self.service, self.upstream, self.strip_authorization = service, upstream.rstrip("/"), strip_authorization
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
         self.timeout = timeout
+        self.tracker: Any = None  # compaction.Tracker over the service's Lantern
+        self.blocks: dict[str, tuple[str, set[int]]] = {}  # session -> (injected block, its entry ids)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -354,32 +356,46 @@ class _Forwarder:
     # ------------------------------------------------------------------ memory (sync, threadpool)
     def prepare(self, session: str, messages: list[Message]) -> list[Message]:
         """Detect (against the archive before this request), archive the request's new turns, and return the
-        messages to forward: with the recovered block injected when a compaction was detected."""
-        from ..compaction import detect
+        messages to forward: with the recovered block injected while the live context is compacted. The block
+        is recovered at each NEW compaction (``compaction.Tracker``) and injected again, unchanged, on the
+        requests that follow while the compaction lasts (the client never sees it); it is recovered anew when
+        one of its entries is back in the live context."""
+        from ..compaction import Tracker
 
-        found, block = None, ""
+        event = current = None
+        block = ""
         with self.service._lock:
             try:
                 lantern = self.service._open(create=True)
             except Exception as e:  # noqa: BLE001 - memory must never fail the request
                 _note_failure("open", session, e)
                 return messages
+            if self.tracker is None or self.tracker.lantern is not lantern:
+                self.tracker, self.blocks = Tracker(lantern), {}
             try:
-                found = detect(lantern, session, messages)
+                event, current = self.tracker.observe(session, messages)
             except Exception as e:  # noqa: BLE001
                 _note_failure("detect", session, e)
             try:
                 _archive_new(lantern, session, messages)
             except Exception as e:  # noqa: BLE001
                 _note_failure("archive", session, e)
-            if found is not None:
+            kept = self.blocks.get(session)
+            if current is None:
+                self.blocks.pop(session, None)
+            elif event is None and kept is not None and not kept[1] & self.tracker.seen[session].present:
+                block = kept[0]
+            else:
+                event = event or current
                 try:
-                    block = found.recover(lantern).text
+                    recovery = event.recover(lantern)
+                    block = recovery.text
+                    self.blocks[session] = (block, {e.id for e in recovery.entries})
                 except Exception as e:  # noqa: BLE001
                     _note_failure("recover", session, e)
-        if found is not None:
-            log.info("compaction (%s) in session %r: %d turns lost, %d chars recovered", found.reason, session,
-                     len(found.lost_entry_ids), len(block))
+        if event is not None:
+            log.info("compaction (%s) in session %r: %d turns lost, %d chars recovered", event.reason, session,
+                     len(event.lost_entry_ids), len(block))
         return _inject(messages, block) if block else messages
 
     def archive_reply(self, session: str, messages: list[Message], reply: Message | None) -> None:
