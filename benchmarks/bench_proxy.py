@@ -111,13 +111,26 @@ def start_upstream():
     return f"http://127.0.0.1:{port}/v1", server
 
 
+PROFILED_SERVE = """
+import cProfile, sys
+from lantern.integrations.proxy import serve
+prof = cProfile.Profile()
+prof.enable()
+try:
+    serve(sys.argv[2], port=int(sys.argv[3]), upstream=sys.argv[4])
+finally:
+    prof.disable()
+    prof.dump_stats(sys.argv[1])
+"""
+
+
 def start_proxy(db: Path, upstream: str, home: Path, profile: Path | None):
     port = free_port()
     env = {**os.environ, "HOME": str(home)}
     env.pop("LANTERN_TOKEN", None)
     cmd = [sys.executable, "-m", "lantern.cli", "--db", str(db), "serve", "--port", str(port), "--upstream", upstream]
-    if profile is not None:
-        cmd = [sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "lantern.cli", *cmd[3:]]
+    if profile is not None:  # the same server under cProfile, its stats written when it stops
+        cmd = [sys.executable, "-c", PROFILED_SERVE, str(profile), str(db), str(port), upstream]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     import httpx
 

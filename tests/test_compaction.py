@@ -167,3 +167,20 @@ def test_tracker_sees_another_process_archive_and_forget(tmp_path):
         assert other_id in tracker.seen["s"].present and other_id not in event.lost_entry_ids
         assert first_user_turn not in event.lost_entry_ids  # forgotten by the other process: not lost, gone
         assert tracker.seen["s"].present == _brute_present(lt, "s", live)
+
+
+def test_tracker_after_a_forget_and_an_archive_on_the_same_connection(lt):
+    from lantern.compaction import Tracker
+
+    tracker = Tracker(lt)
+    msgs = conversation()
+    ids = lt.archive(msgs, session="s").entry_ids
+    assert tracker.observe("s", msgs) == (None, None)
+    lt.forget(entry=ids[3], vacuum=False)  # same connection: the count alone would not show delete + insert
+    lt.archive([{"role": "user", "content": "Add the audit log to the renderer."}], session="s")
+    live = [SYSTEM, *msgs[-4:], {"role": "user", "content": "Add the audit log to the renderer."}]
+    event, current = tracker.observe("s", live)
+    expected = detect(lt, "s", live)
+    assert event is not None and event.lost_entry_ids == expected.lost_entry_ids and ids[3] not in event.lost_entry_ids
+    assert tracker.seen["s"].present == _brute_present(lt, "s", live)
+    assert set(tracker.seen["s"].archive.hash) == {i for i, _t, _x in lt.store.session_turns("s")}

@@ -130,6 +130,7 @@ def _verdict(archive: SessionArchive, session: str, messages: list[Any], live: s
 
 # ---------------------------------------------------------------------------------------------- presence
 KEY_CHARS = 16  # ours: an archived text is looked up in the live context by its last 16 characters first
+SYNC_OVERLAP_S = 5.0  # ours: rows archived this long before the last sync are read again (clock granularity)
 DIRECT_SEARCH_MAX = 64  # ours: up to this many entries are searched for directly, without the key lookup
 
 
@@ -138,9 +139,11 @@ class SessionArchive:
     whitespace collapsed (``norm``) and that text's last ``KEY_CHARS`` characters (``by_key``: key -> ids).
 
     ``sync()`` brings it up to date with SQLite: nothing is read when neither another connection committed
-    (``PRAGMA data_version``) nor this connection wrote (``total_changes``) since the last sync; otherwise the
-    session's (id, content hash) pairs are compared and only new or rewritten entries are read; deleted ones are
-    dropped. Returns the ids whose text is new or changed since the previous sync."""
+    (``PRAGMA data_version``) nor this connection wrote (``total_changes``) since the last sync; when only this
+    connection wrote, the session's rows archived since the last sync are read (``archived_at`` index), checked by
+    the session's entry count and id sum; otherwise (another connection committed, or a deletion) the session's
+    (id, content hash) pairs are compared and only new or rewritten entries are read; deleted ones are dropped.
+    Returns the ids whose text is new or changed since the previous sync."""
 
     def __init__(self, store: Any, session: str):
         self.store, self.session = store, session
@@ -153,6 +156,7 @@ class SessionArchive:
         self.turns_sorted: list[int] = []
         self.chars = 0
         self._stamp: tuple[int, int] | None = None
+        self._synced_at = float("-inf")
         self.sync()
 
     @property
@@ -163,25 +167,46 @@ class SessionArchive:
         return self.store.data_version(), self.store.db.total_changes
 
     def sync(self) -> set[int]:
+        import time
+
         stamp = self._now()
         if stamp == self._stamp:
             return set()
+        now = time.time()
+        if self._stamp is not None and stamp[0] == self._stamp[0]:  # only this connection wrote: read what it wrote
+            changed = self._apply(self.store.db.execute(
+                "SELECT id, turn, text, content_hash FROM entries INDEXED BY entries_archived_at "
+                "WHERE archived_at >= ? AND session = ?", (self._synced_at - SYNC_OVERLAP_S, self.session)).fetchall())
+            count, id_sum = self.store.db.execute(
+                "SELECT count(*), total(id) FROM entries WHERE session = ?", (self.session,)).fetchone()
+            if count == len(self.hash) and id_sum == float(sum(self.hash)):
+                self._stamp, self._synced_at = stamp, now
+                return changed
         rows = self.store.db.execute("SELECT id, content_hash FROM entries WHERE session = ?", (self.session,)).fetchall()
         current = dict(rows)
         for gone in [i for i in self.hash if i not in current]:
             self._drop(gone)
         changed = [i for i, h in current.items() if self.hash.get(i) != h]
+        found: list[tuple] = []
         for start in range(0, len(changed), 500):
             part = changed[start:start + 500]
             marks = ",".join("?" * len(part))
-            for i, turn, text, h in self.store.db.execute(
-                    f"SELECT id, turn, text, content_hash FROM entries WHERE id IN ({marks})", part):
+            found += self.store.db.execute(f"SELECT id, turn, text, content_hash FROM entries WHERE id IN ({marks})", part).fetchall()
+        self._stamp, self._synced_at = stamp, now
+        return self._apply(found)
+
+    def _apply(self, rows: list[tuple]) -> set[int]:
+        changed = set()
+        for i, turn, text, h in rows:
+            if self.hash.get(i) != h:
                 self._drop(i)
                 self._add(i, turn, text, h)
-        if changed or len(self.turns_sorted) != len(self.hash):
+                changed.add(i)
+        if changed:
             self.turns_sorted = sorted(self.turn.values())
-        self._stamp = stamp
-        return set(changed)
+        elif len(self.turns_sorted) != len(self.hash):
+            self.turns_sorted = sorted(self.turn.values())
+        return changed
 
     def _add(self, i: int, turn: int, text: str, h: str) -> None:
         norm = normalize_space(text)

@@ -317,23 +317,21 @@ def _inject(messages: list[Message], block: str) -> list[Message]:
 
 
 def _archive_new(lantern: Any, session: str, messages: list[Any]) -> None:
-    """Archive the turns of ``messages`` not yet in ``session``: turns before the first unknown one (by content
-    hash) are skipped, so a long conversation resent on every request is not re-summarized and re-embedded."""
+    """Archive the turns of ``messages`` not yet in ``session`` (by content hash), in one transaction: a long
+    conversation resent on every request is not re-summarized and re-embedded, nor are the turns a compacted
+    context kept."""
     from ..api import _session_name
     from ..archive.chunk import chunk
-    from ..model import content_hash
+    from ..model import ArchiveResult, content_hash
 
-    msgs = lantern._messages(messages, "auto")[2]
-    turns = chunk(msgs, None)
-    start = len(turns)
-    for i, turn in enumerate(turns):
-        if lantern.store.db.execute("SELECT 1 FROM entries WHERE content_hash = ?",
-                                    (content_hash(_session_name(session, turn.session), turn.text),)).fetchone() is None:
-            start = i
-            break
-    new = [m for turn in turns[start:] for m in turn.messages]
+    skipped, warnings, msgs, redacted = lantern._messages(messages, "auto")
+    known = lantern.store.db.execute
+    new = [turn for turn in chunk(msgs, None)
+           if known("SELECT 1 FROM entries WHERE content_hash = ?",
+                    (content_hash(_session_name(session, turn.session), turn.text),)).fetchone() is None]
     if new:
-        lantern.archive(new, session=session)
+        lantern._archive_turns(new, session, ArchiveResult(session=session, skipped=skipped, warnings=warnings,
+                                                           redacted=redacted))
 
 
 class _Forwarder:
