@@ -28,6 +28,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_recover.py
 	$(BIN)/python benchmarks/bench_cold_start.py
 	$(BIN)/python benchmarks/bench_redact.py
+	$(BIN)/python benchmarks/bench_proxy.py
 
 clean:
 	rm -rf $(VENV)

@@ -15,8 +15,9 @@ of a database that does not exist yet is a 404; an internal error is a 500 witho
 
 With an upstream (``lantern serve --upstream URL``), it is also an OpenAI-compatible proxy:
 
-    POST /v1/chat/completions   archive the request's turns, detect a compaction (compaction.py), inject the
-                                recovered block as a system message, forward; archive the reply (streamed or not)
+    POST /v1/chat/completions   detect a compaction (compaction.Tracker), inject the recovered block as a system
+                                message, forward; after the response, archive the request's new turns and the
+                                reply (streamed or not, tool calls assembled) in one transaction
     any other /v1/* path        passed through to the upstream unchanged
 
 The session is the ``X-Lantern-Session`` header (default ``default``). Upstream errors come back with their status
@@ -353,8 +354,9 @@ class _Forwarder:
 
     # ------------------------------------------------------------------ memory (sync, threadpool)
     def prepare(self, session: str, messages: list[Message]) -> list[Message]:
-        """Detect (against the archive before this request), archive the request's new turns, and return the
-        messages to forward: with the recovered block injected while the live context is compacted. The block
+        """Detect (against the archive before this request) and return the messages to forward: with the
+        recovered block injected while the live context is compacted. The request's turns are archived later, with
+        the reply, after the response is sent (``archive``): one embedding batch, off the client's path. The block
         is recovered at each NEW compaction (``compaction.Tracker``) and injected again, unchanged, on the
         requests that follow while the compaction lasts (the client never sees it); it is recovered anew when
         one of its entries is back in the live context."""
@@ -374,10 +376,6 @@ class _Forwarder:
                 event, current = self.tracker.observe(session, messages)
             except Exception as e:  # noqa: BLE001
                 _note_failure("detect", session, e)
-            try:
-                _archive_new(lantern, session, messages)
-            except Exception as e:  # noqa: BLE001
-                _note_failure("archive", session, e)
             kept = self.blocks.get(session)
             if current is None:
                 self.blocks.pop(session, None)
@@ -396,31 +394,36 @@ class _Forwarder:
                      len(event.lost_entry_ids), len(block))
         return _inject(messages, block) if block else messages
 
-    def archive_reply(self, session: str, messages: list[Message], reply: Message | None) -> None:
-        if not reply or not (reply.get("content") or reply.get("tool_calls")):
+    def archive(self, session: str, messages: list[Message] | None, reply: Message | None = None) -> None:
+        """Archive the request's new turns and the reply (when it has content or tool calls) in one transaction.
+        Runs after the response was sent (a background task; at the end of a stream)."""
+        if messages is None:
             return
+        if reply and (reply.get("content") or reply.get("tool_calls")):
+            messages = [*messages, reply]
         with self.service._lock:
             try:
-                _archive_new(self.service._open(create=True), session, [*messages, reply])
+                _archive_new(self.service._open(create=True), session, messages)
             except Exception as e:  # noqa: BLE001
-                _note_failure("archive reply", session, e)
+                _note_failure("archive", session, e)
 
     # ------------------------------------------------------------------ HTTP
     def url(self, rest: str, query: str) -> str:
         return f"{self.upstream}/{rest.lstrip('/')}" + (f"?{query}" if query else "")
 
-    def upstream_error(self, e: Exception) -> JSONResponse:
+    def upstream_error(self, e: Exception, background: Any = None) -> JSONResponse:
         import httpx
 
         if isinstance(e, httpx.TimeoutException):
-            return JSONResponse({"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504)
-        return JSONResponse({"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502)
+            return JSONResponse({"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504, background=background)
+        return JSONResponse({"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502, background=background)
 
     async def chat(self, request: Request) -> Any:
         import json
 
         import httpx
         from fastapi.responses import Response, StreamingResponse
+        from starlette.background import BackgroundTask
         from starlette.concurrency import run_in_threadpool
 
         raw = await request.body()
@@ -443,22 +446,22 @@ class _Forwarder:
         try:
             resp = await self.client.send(req, stream=True)
         except httpx.HTTPError as e:
-            return self.upstream_error(e)
+            return self.upstream_error(e, BackgroundTask(self.archive, session, messages))
         if not stream or resp.status_code >= 400:
             try:
                 content = await resp.aread()
             except httpx.HTTPError as e:
                 await resp.aclose()
-                return self.upstream_error(e)
+                return self.upstream_error(e, BackgroundTask(self.archive, session, messages))
             await resp.aclose()
+            reply = None
             if messages is not None and resp.status_code < 400:
                 try:
                     reply = json.loads(content)["choices"][0]["message"]
-                except Exception:  # noqa: BLE001 - not the shape we know: archive nothing
+                except Exception:  # noqa: BLE001 - not the shape we know: archive the request only
                     reply = None
-                if isinstance(reply, dict):
-                    await run_in_threadpool(self.archive_reply, session, messages, reply)
-            return Response(content, status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False))
+            return Response(content, status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False),
+                            background=BackgroundTask(self.archive, session, messages, reply if isinstance(reply, dict) else None))
 
         async def relay():
             parser = _SSEText()
@@ -470,8 +473,7 @@ class _Forwarder:
                 _note_failure("upstream stream", session, e)
             finally:
                 await resp.aclose()
-                if messages is not None and parser.reply is not None:
-                    await run_in_threadpool(self.archive_reply, session, messages, parser.reply)
+                await run_in_threadpool(self.archive, session, messages, parser.reply)
 
         return StreamingResponse(relay(), status_code=resp.status_code,
                                  headers=_response_headers(resp.headers, keep_encoding=False))
