@@ -123,7 +123,7 @@ def _verdict(archive: SessionArchive, session: str, messages: list[Any], live: s
         reason = "summary"
     if reason is None:
         return None
-    lost = sorted((i for i in archive.ids if i not in present), key=lambda i: archive.turn[i])
+    lost = [i for i in archive.order if i not in present]
     return Compaction(reason=reason, lost_entry_ids=lost, summary=summary, query=_query(messages, summary),
                       session=session, messages=messages)
 
@@ -154,6 +154,7 @@ class SessionArchive:
         self.by_key: dict[str, set[int]] = {}
         self.short: set[int] = set()  # texts shorter than KEY_CHARS: checked directly
         self.turns_sorted: list[int] = []
+        self.order: list[int] = []  # ids in turn order
         self.chars = 0
         self._stamp: tuple[int, int] | None = None
         self._synced_at = float("-inf")
@@ -202,11 +203,20 @@ class SessionArchive:
                 self._drop(i)
                 self._add(i, turn, text, h)
                 changed.add(i)
-        if changed:
-            self.turns_sorted = sorted(self.turn.values())
-        elif len(self.turns_sorted) != len(self.hash):
-            self.turns_sorted = sorted(self.turn.values())
+        self._reorder(changed)
         return changed
+
+    def _reorder(self, changed: set[int]) -> None:
+        """Keep ``order`` / ``turns_sorted`` in turn order: appended when only new, later turns came in."""
+        new = sorted(changed, key=self.turn.__getitem__)
+        last = self.turns_sorted[-1] if self.turns_sorted else None
+        if (new and len(self.order) + len(new) == len(self.hash) and (last is None or self.turn[new[0]] > last)
+                and not set(new) & set(self.order[-len(new):])):
+            self.order += new
+            self.turns_sorted += [self.turn[i] for i in new]
+        elif changed or len(self.order) != len(self.hash):
+            self.order = sorted(self.turn, key=self.turn.__getitem__)
+            self.turns_sorted = [self.turn[i] for i in self.order]
 
     def _add(self, i: int, turn: int, text: str, h: str) -> None:
         norm = normalize_space(text)
