@@ -49,8 +49,44 @@ TOOL_SSE_CHUNKS = [
 ]
 
 
+def _anthropic_event(kind: str, data: dict) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+
+# Anthropic Messages stream: a text block, then a tool_use block whose input JSON arrives in pieces
+ANTHROPIC_SSE = [
+    _anthropic_event("message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}}),
+    _anthropic_event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+    _anthropic_event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Reading the "}}),
+    _anthropic_event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "heron config."}}),
+    _anthropic_event("content_block_stop", {"index": 0}),
+    _anthropic_event("content_block_start", {"index": 1, "content_block": {"type": "tool_use", "id": "toolu_1",
+                                                                           "name": "read_file", "input": {}}}),
+    _anthropic_event("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"path": "conf/'}}),
+    _anthropic_event("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": 'heron-8.toml"}'}}),
+    _anthropic_event("content_block_stop", {"index": 1}),
+    _anthropic_event("message_delta", {"delta": {"stop_reason": "tool_use"}}),
+    _anthropic_event("message_stop", {}),
+]
+
+
 def _upstream_app(received: list[dict]) -> FastAPI:
     app = FastAPI()
+
+    @app.post("/v1/messages")
+    async def messages(request: Request):
+        raw = await request.body()
+        body = json.loads(raw)
+        received.append({"raw": raw, "body": body, "headers": dict(request.headers)})
+        if body.get("stream"):
+            async def gen():
+                for c in ANTHROPIC_SSE:
+                    yield c
+            return StreamingResponse(gen(), media_type="text/event-stream")
+        last = body["messages"][-1]["content"]
+        return {"id": "msg_2", "type": "message", "role": "assistant", "model": body.get("model"),
+                "content": [{"type": "text", "text": f"reply to: {str(last)[:40]}"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1, "output_tokens": 1}}
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
@@ -337,3 +373,52 @@ def test_real_lantern_serve_upstream_on_loopback(tmp_path, upstream):
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def _anthropic_conversation() -> list[dict]:
+    msgs = [{"role": "user", "content": "Start postgres for the billing service."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Started it: docker run -p 5433:5432 postgres:16; "
+                                                                       "billing db listens on port 5433."}]}]
+    for i in range(10):
+        msgs += [{"role": "user", "content": [{"type": "text", "text": f"Refactor step {i}: split renderer module {i}."}]},
+                 {"role": "assistant", "content": f"Done with step {i}; renderer module {i} has {i + 3} functions."}]
+    return msgs
+
+
+def test_anthropic_messages_compaction_injects_into_system(proxy, tmp_path):
+    client, received = proxy
+    headers = {"X-Lantern-Session": "claude-1", "x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}
+    conv = _anthropic_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    body = {"model": "claude-x", "max_tokens": 100, "system": "You are a helpful coding assistant.", "messages": conv}
+    raw = json.dumps(body).encode()
+    r = client.post("/v1/messages", content=raw, headers={**headers, "content-type": "application/json"})
+    assert r.status_code == 200 and r.json()["content"][0]["text"].startswith("reply to:")
+    assert received[-1]["raw"] == raw  # nothing injected, forwarded byte for byte
+    assert received[-1]["headers"]["x-api-key"] == "sk-ant-test"
+    texts = [t for s, t in _entries(tmp_path / "p.db") if s == "claude-1"]
+    assert any("5433" in t for t in texts) and any("helpful coding assistant" in t for t in texts)
+    assert any("Now run the whole test suite." in t and "reply to:" in t for t in texts)  # the reply archived
+    summary = {"role": "user", "content": "This session is being continued from a previous conversation that ran out "
+               "of context. Summary: the user set up the billing database and refactored the renderer."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    for system in ("You are a helpful coding assistant.", [{"type": "text", "text": "You are a helpful coding assistant."}]):
+        r = client.post("/v1/messages", json={**body, "system": system, "messages": compacted}, headers=headers)
+        assert r.status_code == 200, r.text
+        sent = received[-1]["body"]
+        assert sent["messages"] == compacted  # the messages untouched; the block goes into system
+        text = sent["system"] if isinstance(sent["system"], str) else "\n".join(b["text"] for b in sent["system"])
+        assert text.startswith("You are a helpful coding assistant.") and "5433" in text
+        assert "step 9" not in text  # still live: never re-injected
+        assert isinstance(sent["system"], type(system))
+
+
+def test_anthropic_stream_relayed_and_tool_use_archived(proxy, tmp_path):
+    client, received = proxy
+    payload = {"model": "claude-x", "max_tokens": 100, "stream": True,
+               "messages": [{"role": "user", "content": "Open the heron config please."}]}
+    with client.stream("POST", "/v1/messages", json=payload, headers={"X-Lantern-Session": "claude-2"}) as r:
+        assert r.status_code == 200
+        assert b"".join(r.iter_raw()) == b"".join(ANTHROPIC_SSE)
+    texts = [t for s, t in _entries(tmp_path / "p.db") if s == "claude-2"]
+    assert len(texts) == 1 and "Open the heron config" in texts[0] and "Reading the heron config." in texts[0]
+    assert "read_file" in texts[0] and "conf/heron-8.toml" in texts[0]

@@ -309,12 +309,13 @@ def _response_headers(headers: Any, *, keep_encoding: bool) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in drop}
 
 
-def _inject(messages: list[Message], block: str) -> list[Message]:
-    """``messages`` with a system message holding ``block`` right after the leading system message(s), or first."""
+def _inject(messages: list[Message], block: str, header: str = RECOVERED_HEADER) -> list[Message]:
+    """``messages`` with a system message holding ``header + block`` right after the leading system message(s),
+    or first."""
     i = 0
     while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in ("system", "developer"):
         i += 1
-    return [*messages[:i], {"role": "system", "content": RECOVERED_HEADER + block}, *messages[i:]]
+    return [*messages[:i], {"role": "system", "content": header + block}, *messages[i:]]
 
 
 def _archive_new(lantern: Any, session: str, messages: list[Any]) -> None:
@@ -353,9 +354,9 @@ class _Forwarder:
         await self.client.aclose()
 
     # ------------------------------------------------------------------ memory (sync, threadpool)
-    def prepare(self, session: str, messages: list[Message]) -> list[Message]:
-        """Detect (against the archive before this request) and return the messages to forward: with the
-        recovered block injected while the live context is compacted. The request's turns are archived later, with
+    def prepare(self, session: str, messages: list[Message]) -> str:
+        """Detect (against the archive before this request) and return the recovered block to inject ("" for
+        none) while the live context is compacted. The request's turns are archived later, with
         the reply, after the response is sent (``archive``): one embedding batch, off the client's path. The block
         is recovered at each NEW compaction (``compaction.Tracker``) and injected again, unchanged, on the
         requests that follow while the compaction lasts (the client never sees it); it is recovered anew when
@@ -369,7 +370,7 @@ class _Forwarder:
                 lantern = self.service._open(create=True)
             except Exception as e:  # noqa: BLE001 - memory must never fail the request
                 _note_failure("open", session, e)
-                return messages
+                return ""
             if self.tracker is None or self.tracker.lantern is not lantern:
                 self.tracker, self.blocks = Tracker(lantern), {}
             try:
@@ -392,7 +393,7 @@ class _Forwarder:
         if event is not None:
             log.info("compaction (%s) in session %r: %d turns lost, %d chars recovered", event.reason, session,
                      len(event.lost_entry_ids), len(block))
-        return _inject(messages, block) if block else messages
+        return block
 
     def archive(self, session: str, messages: list[Message] | None, reply: Message | None = None) -> None:
         """Archive the request's new turns and the reply (when it has content or tool calls) in one transaction.
@@ -418,7 +419,9 @@ class _Forwarder:
             return JSONResponse({"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504, background=background)
         return JSONResponse({"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502, background=background)
 
-    async def chat(self, request: Request) -> Any:
+    async def chat(self, request: Request, api: Any = None) -> Any:
+        """Forward one chat request of ``api`` (``OPENAI`` or ``ANTHROPIC``): detect and inject, then archive the
+        request's turns and the reply after the response."""
         import json
 
         import httpx
@@ -426,23 +429,22 @@ class _Forwarder:
         from starlette.background import BackgroundTask
         from starlette.concurrency import run_in_threadpool
 
+        api = api or OPENAI
         raw = await request.body()
         try:
             body = json.loads(raw)
         except ValueError:
             body = None
-        messages = body.get("messages") if isinstance(body, dict) else None
+        messages = api.messages(body)
         session = request.headers.get(SESSION_HEADER) or "default"
         headers = _request_headers(request, self.strip_authorization, keep_encoding=False, upstream_key=self.upstream_key)
-        if isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages):
-            sent = await run_in_threadpool(self.prepare, session, messages)
-            if sent is not messages:
-                raw = json.dumps({**body, "messages": sent}).encode()
+        if messages is not None:
+            block = await run_in_threadpool(self.prepare, session, messages)
+            if block:
+                raw = json.dumps(api.inject(body, RECOVERED_HEADER + block)).encode()
                 headers["content-type"] = "application/json"
-        else:
-            messages = None  # not a chat request we understand: forward it untouched, archive nothing
         stream = isinstance(body, dict) and body.get("stream") is True
-        req = self.client.build_request("POST", self.url("chat/completions", request.url.query), headers=headers, content=raw)
+        req = self.client.build_request("POST", self.url(api.path, request.url.query), headers=headers, content=raw)
         try:
             resp = await self.client.send(req, stream=True)
         except httpx.HTTPError as e:
@@ -457,14 +459,14 @@ class _Forwarder:
             reply = None
             if messages is not None and resp.status_code < 400:
                 try:
-                    reply = json.loads(content)["choices"][0]["message"]
+                    reply = api.reply(json.loads(content))
                 except Exception:  # noqa: BLE001 - not the shape we know: archive the request only
                     reply = None
             return Response(content, status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False),
                             background=BackgroundTask(self.archive, session, messages, reply if isinstance(reply, dict) else None))
 
         async def relay():
-            parser = _SSEText()
+            parser = api.parser()
             try:
                 async for chunk in resp.aiter_bytes():
                     parser.feed(chunk)
@@ -567,6 +569,133 @@ class _SSEText:
         return reply
 
 
+class _SSEEvents:
+    """The ``data:`` payloads of an SSE byte stream, as JSON objects, fed in arbitrary chunks."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+
+    def events(self, chunk: bytes) -> list[dict[str, Any]]:
+        import json
+
+        self.buffer += chunk
+        out = []
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if not data or data == b"[DONE]":
+                continue
+            try:
+                event = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                out.append(event)
+        return out
+
+
+class _AnthropicSSE:
+    """Assembles the assistant message of an Anthropic Messages SSE stream: ``content_block_start`` opens block
+    ``index`` (text, or tool_use with id and name), ``content_block_delta`` adds ``text_delta.text`` or
+    ``input_json_delta.partial_json``. ``reply``: ``{"role": "assistant", "content": [blocks]}`` (tool_use
+    ``input`` parsed from the joined JSON, kept as a string when it does not parse); None when empty."""
+
+    def __init__(self) -> None:
+        self.sse = _SSEEvents()
+        self.blocks: dict[int, dict[str, Any]] = {}
+
+    def feed(self, chunk: bytes) -> None:
+        for event in self.sse.events(chunk):
+            index = event.get("index")
+            if not isinstance(index, int):
+                continue
+            if event.get("type") == "content_block_start" and isinstance(event.get("content_block"), dict):
+                start = event["content_block"]
+                self.blocks[index] = {"type": start.get("type"), "id": start.get("id"), "name": start.get("name"),
+                                      "parts": [start["text"]] if isinstance(start.get("text"), str) else []}
+            elif event.get("type") == "content_block_delta" and isinstance(event.get("delta"), dict):
+                delta = event["delta"]
+                block = self.blocks.setdefault(index, {"type": "text", "id": None, "name": None, "parts": []})
+                piece = delta.get("text") if delta.get("type") == "text_delta" else delta.get("partial_json")
+                if isinstance(piece, str):
+                    block["parts"].append(piece)
+
+    @property
+    def reply(self) -> Message | None:
+        import json
+
+        content = []
+        for _, b in sorted(self.blocks.items()):
+            joined = "".join(b["parts"])
+            if b["type"] == "tool_use":
+                try:
+                    args = json.loads(joined) if joined else {}
+                except ValueError:
+                    args = joined
+                content.append({"type": "tool_use", "id": b["id"], "name": b["name"] or "", "input": args})
+            elif b["type"] == "text" and joined:
+                content.append({"type": "text", "text": joined})
+        return {"role": "assistant", "content": content} if content else None
+
+
+def _chat_messages(body: Any) -> list[Message] | None:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    ok = isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages)
+    return messages if ok else None  # not a chat request we understand: forwarded untouched, nothing archived
+
+
+class _OpenAI:
+    """OpenAI chat completions: the block is a system message after the leading system message(s)."""
+
+    path = "chat/completions"
+    parser = _SSEText
+
+    @staticmethod
+    def messages(body: Any) -> list[Message] | None:
+        return _chat_messages(body)
+
+    @staticmethod
+    def inject(body: dict[str, Any], block: str) -> dict[str, Any]:
+        return {**body, "messages": _inject(body["messages"], block, header="")}
+
+    @staticmethod
+    def reply(response: Any) -> Any:
+        return response["choices"][0]["message"]
+
+
+class _Anthropic:
+    """Anthropic Messages (``POST /v1/messages``): the live context is the top-level ``system`` (as a system
+    message) and ``messages``; the block is appended to ``system`` (a string, or a list of text blocks)."""
+
+    path = "messages"
+    parser = _AnthropicSSE
+
+    @staticmethod
+    def messages(body: Any) -> list[Message] | None:
+        messages = _chat_messages(body)
+        if messages is None:
+            return None
+        system = body.get("system")
+        return ([{"role": "system", "content": system}] if system else []) + messages
+
+    @staticmethod
+    def inject(body: dict[str, Any], block: str) -> dict[str, Any]:
+        system = body.get("system")
+        if isinstance(system, list):
+            return {**body, "system": [*system, {"type": "text", "text": block}]}
+        return {**body, "system": f"{system}\n\n{block}" if isinstance(system, str) and system else block}
+
+    @staticmethod
+    def reply(response: Any) -> Any:
+        return {"role": "assistant", "content": response["content"]}
+
+
+OPENAI, ANTHROPIC = _OpenAI(), _Anthropic()
+
+
 def _add_forwarding(app: FastAPI, service: MemoryService, upstream: str, timeout: float, *,
                     strip_authorization: bool, upstream_key: str | None = None) -> None:
     forwarder = _Forwarder(service, upstream, timeout, strip_authorization, upstream_key)
@@ -577,7 +706,13 @@ def _add_forwarding(app: FastAPI, service: MemoryService, upstream: str, timeout
         """OpenAI chat completions, forwarded to the upstream: the request's turns are archived, a compaction
         is detected and the recovered block injected as a system message; the reply (streamed or not) is archived.
         Session: header ``X-Lantern-Session`` (default ``default``)."""
-        return await forwarder.chat(request)
+        return await forwarder.chat(request, OPENAI)
+
+    @app.post("/v1/messages", tags=["proxy"], include_in_schema=True)
+    async def anthropic_messages(request: Request) -> Any:
+        """Anthropic Messages, forwarded to the upstream (``--upstream https://api.anthropic.com/v1``) like chat
+        completions; the recovered block is appended to the ``system`` field. Session: ``X-Lantern-Session``."""
+        return await forwarder.chat(request, ANTHROPIC)
 
     @app.api_route("/v1/{rest:path}", methods=_PASS_METHODS, include_in_schema=False)
     async def passthrough(request: Request, rest: str) -> Any:
