@@ -184,3 +184,19 @@ def test_tracker_after_a_forget_and_an_archive_on_the_same_connection(lt):
     assert event is not None and event.lost_entry_ids == expected.lost_entry_ids and ids[3] not in event.lost_entry_ids
     assert tracker.seen["s"].present == _brute_present(lt, "s", live)
     assert set(tracker.seen["s"].archive.hash) == {i for i, _t, _x in lt.store.session_turns("s")}
+
+
+def test_tracker_keeps_a_bounded_number_of_sessions(lt):
+    from lantern.compaction import Tracker
+
+    tracker = Tracker(lt, max_sessions=2)
+    msgs = conversation()
+    for s in ("a", "b", "c"):
+        lt.archive(msgs, session=s)
+        tracker.observe(s, msgs)
+    assert list(tracker.seen) == ["b", "c"]
+    tracker.observe("b", msgs)
+    tracker.observe("a", [SYSTEM, *msgs[-2:]])  # "a" again: a first request, its compaction is an event
+    assert list(tracker.seen) == ["b", "a"]
+    event, current = tracker.observe("a", [SYSTEM, *msgs[-2:]])
+    assert event is None and current is not None and current.reason == "dropped"

@@ -131,6 +131,7 @@ def _verdict(archive: SessionArchive, session: str, messages: list[Any], live: s
 # ---------------------------------------------------------------------------------------------- presence
 KEY_CHARS = 16  # ours: an archived text is looked up in the live context by its last 16 characters first
 SYNC_OVERLAP_S = 5.0  # ours: rows archived this long before the last sync are read again (clock granularity)
+TRACKED_SESSIONS = 64  # ours: sessions a Tracker keeps in memory (least recently seen dropped first)
 DIRECT_SEARCH_MAX = 64  # ours: up to this many entries are searched for directly, without the key lookup
 
 
@@ -280,11 +281,13 @@ class Tracker:
     compaction whose recovery was already injected). Checking is incremental: when the previous live text is a
     prefix of this one (a conversation that grew), previously present entries stay present and the others are
     only searched for in the new tail; entries archived or rewritten since the previous call are checked in full.
-    Our design; the paper does not specify live detection."""
+    At most ``max_sessions`` sessions are kept; one dropped is a first request again when it comes back. Our design; the paper does not specify live detection."""
 
-    def __init__(self, lantern: Any):
-        self.lantern = lantern
-        self.seen: dict[str, _Seen] = {}
+    def __init__(self, lantern: Any, max_sessions: int = TRACKED_SESSIONS):
+        from collections import OrderedDict
+
+        self.lantern, self.max_sessions = lantern, max_sessions
+        self.seen: OrderedDict[str, _Seen] = OrderedDict()  # least recently seen first
 
     def observe(self, session: str | None, messages: list[Any], live: str | None = None) -> tuple[Compaction | None, Compaction | None]:
         from .api import DEFAULT_SESSION
@@ -296,7 +299,10 @@ class Tracker:
         if first:
             state = self.seen[session] = _Seen(SessionArchive(self.lantern.store, session))
             changed = set(state.archive.hash)
+            while len(self.seen) > self.max_sessions:  # memory stays bounded: the oldest session starts over
+                self.seen.popitem(last=False)
         else:
+            self.seen.move_to_end(session)
             changed = state.archive.sync()
         archive = state.archive
         if live is None:
