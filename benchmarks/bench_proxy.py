@@ -114,8 +114,9 @@ def start_upstream():
 
 
 PROFILED_SERVE = """
-import cProfile, sys
+import cProfile, signal, sys
 from lantern.integrations.proxy import serve
+signal.signal(signal.SIGTERM, lambda *a: None)  # uvicorn re-raises SIGTERM after its shutdown: let `finally` run
 prof = cProfile.Profile()
 prof.enable()
 try:
@@ -241,7 +242,7 @@ def main() -> None:
             import pstats
 
             buf = io.StringIO()
-            pstats.Stats(str(prof_path), stream=buf).sort_stats("cumulative").print_stats(40)
+            pstats.Stats(str(prof_path), stream=buf).sort_stats("cumulative").print_stats(r"lantern", 40)
             console.print("cProfile of the proxy process (cumulative):\n" + buf.getvalue(), markup=False, highlight=False)
     console.print(meter.report())
 

@@ -422,3 +422,29 @@ def test_anthropic_stream_relayed_and_tool_use_archived(proxy, tmp_path):
     texts = [t for s, t in _entries(tmp_path / "p.db") if s == "claude-2"]
     assert len(texts) == 1 and "Open the heron config" in texts[0] and "Reading the heron config." in texts[0]
     assert "read_file" in texts[0] and "conf/heron-8.toml" in texts[0]
+
+
+def test_only_new_turns_are_embedded(proxy, tmp_path):
+    client, received = proxy
+    headers = {"X-Lantern-Session": "billing-44"}
+    conv = _long_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": conv}, headers=headers)
+    conv.append(r.json()["choices"][0]["message"])
+    lantern = client.app.app.state.service._lantern
+    embedded: list[str] = []
+    real = lantern.embedder.embed
+
+    def counting(texts, *a, **k):
+        embedded.extend(texts)
+        return real(texts, *a, **k)
+
+    lantern.embedder.embed = counting
+    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
+               "of context. Summary: billing database set up, renderer refactored."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
+    # 3 texts: the recovery's query, then one archive batch of the summary turn and the question with its reply;
+    # the two kept turns (already archived) are not embedded again
+    assert len(embedded) == 3 and not any("step 9" in t for t in embedded), embedded
+    assert any("continued from a previous conversation" in t for t in embedded)
+    assert any("port does the billing" in t and "reply to" in t for t in embedded)
