@@ -113,27 +113,11 @@ def start_upstream():
     return f"http://127.0.0.1:{port}/v1", server
 
 
-PROFILED_SERVE = """
-import cProfile, signal, sys
-from lantern.integrations.proxy import serve
-signal.signal(signal.SIGTERM, lambda *a: None)  # uvicorn re-raises SIGTERM after its shutdown: let `finally` run
-prof = cProfile.Profile()
-prof.enable()
-try:
-    serve(sys.argv[2], port=int(sys.argv[3]), upstream=sys.argv[4])
-finally:
-    prof.disable()
-    prof.dump_stats(sys.argv[1])
-"""
-
-
-def start_proxy(db: Path, upstream: str, home: Path, profile: Path | None):
+def start_proxy(db: Path, upstream: str, home: Path):
     port = free_port()
     env = {**os.environ, "HOME": str(home)}
     env.pop("LANTERN_TOKEN", None)
     cmd = [sys.executable, "-m", "lantern.cli", "--db", str(db), "serve", "--port", str(port), "--upstream", upstream]
-    if profile is not None:  # the same server under cProfile, its stats written when it stops
-        cmd = [sys.executable, "-c", PROFILED_SERVE, str(profile), str(db), str(port), upstream]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     import httpx
 
@@ -151,13 +135,42 @@ def start_proxy(db: Path, upstream: str, home: Path, profile: Path | None):
             time.sleep(0.2)
 
 
+def profile_memory_work(db: Path, sent: dict[str, list[list[dict]]]) -> str:
+    """cProfile of the proxy's memory work (the server runs it in threadpool threads, which a profiler of the
+    server's main thread does not see): ``_Forwarder.prepare`` then ``_Forwarder.archive``, the very methods the
+    server calls, in this process, on the same database, for the last 20 requests of each kind sent above."""
+    import cProfile
+    import io
+    import pstats
+
+    from lantern.integrations.proxy import _Forwarder
+    from lantern.integrations.service import MemoryService
+
+    service = MemoryService(db)
+    forwarder = _Forwarder(service, "http://127.0.0.1:9/v1", 10.0, False)
+    out = ""
+    for kind, requests in sent.items():
+        forwarder.prepare(SESSION, requests[0])  # warm: model, index, the session's archive cache
+        prof = cProfile.Profile()
+        prof.enable()
+        for i, messages in enumerate(requests[-20:]):
+            forwarder.prepare(SESSION, messages)
+            forwarder.archive(SESSION, messages, {"role": "assistant", "content": f"Profiled reply {kind} {i}."})
+        prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(r"lantern", 25)
+        out += f"cProfile of prepare + archive, 20 {kind} requests (cumulative, lantern functions):\n{buf.getvalue()}"
+    service.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=10_000, help="archived turns in the session (default 10000)")
     ap.add_argument("--requests", type=int, default=200, help="measured requests per kind (default 200)")
     ap.add_argument("--window", type=int, default=20, help="archived turns in the normal requests' live context")
     ap.add_argument("--db", type=Path, help="keep the database here (built once, reused)")
-    ap.add_argument("--profile", action="store_true", help="run the proxy under cProfile and print its top functions")
+    ap.add_argument("--profile", action="store_true", help="also cProfile the proxy's memory work (prepare + archive)")
     args, console, meter, label, turns, _ = begin(ap, width=130)
     import httpx
     from rich.table import Table
@@ -173,8 +186,7 @@ def main() -> None:
         if built:
             console.print(f"archived {args.turns:,} turns through Lantern.archive in {built:.0f} s")
         upstream, server = start_upstream()
-        prof_path = Path(tmp) / "proxy.prof" if args.profile else None
-        proxy, proc = start_proxy(db, upstream, Path(tmp) / "home", prof_path)
+        proxy, proc = start_proxy(db, upstream, Path(tmp) / "home")
         headers = {"X-Lantern-Session": SESSION}
         direct_client, proxy_client = httpx.Client(timeout=120), httpx.Client(timeout=120)
 
@@ -191,6 +203,7 @@ def main() -> None:
             return t1 - t0, t3 - t2, p.json()["choices"][0]["message"]
 
         fresh_iter = iter(fresh)
+        sent: dict[str, list[list[dict]]] = {"normal": [], "compaction": []}
         live = [SYSTEM] + [m for t in archived[-args.window:] for m in t]
         results = {}
         for kind in ("normal", "compaction"):
@@ -206,6 +219,7 @@ def main() -> None:
                         f"{question['content'][:300]}")}
                     messages = [SYSTEM, summary] + [m for t in archived[-3:] for m in t] + [question]
                 d, p, reply = pair(messages)
+                sent[kind].append(messages)
                 if kind == "normal":
                     live = messages + [reply]
                 if i >= 5:
@@ -237,13 +251,8 @@ def main() -> None:
                       "detection, recovery when compacted, the HTTP hop, and the archive of the previous request's turns "
                       "and reply when it is still running (the proxy archives after sending the response; requests "
                       "here follow each other with only the direct request in between)")
-        if prof_path is not None and prof_path.exists():
-            import io
-            import pstats
-
-            buf = io.StringIO()
-            pstats.Stats(str(prof_path), stream=buf).sort_stats("cumulative").print_stats(r"lantern", 40)
-            console.print("cProfile of the proxy process (cumulative):\n" + buf.getvalue(), markup=False, highlight=False)
+        if args.profile:
+            console.print(profile_memory_work(db, sent), markup=False, highlight=False)
     console.print(meter.report())
 
 
