@@ -32,6 +32,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_facts.py
 	$(BIN)/python benchmarks/bench_reinforce.py
 	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python benchmarks/bench_proxy.py
 
 clean:
 	rm -rf $(VENV)

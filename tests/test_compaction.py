@@ -72,3 +72,131 @@ def test_dropped_turns_without_summary(lt):
 def test_is_summary(text, role, expected):
     assert is_summary({"role": role, "content": text}) is expected
     assert is_summary({"role": role, "content": [{"type": "text", "text": text}]}) is expected
+
+
+# ---------------------------------------------------------------------------------------------- Tracker (incremental)
+def _brute_present(lt, session, messages) -> set[int]:
+    from lantern.recover.pipeline import normalize_space
+
+    live = lt.live_text(messages)
+    return {i for i, _turn, text in lt.store.session_turns(session) if normalize_space(text) in live}
+
+
+def _reply(i: int) -> dict:
+    return {"role": "assistant", "content": f"Request {i} handled: renderer check {i * 7} passed, file src/mod_{i}.py."}
+
+
+def test_tracker_matches_stateless_detect_over_a_long_conversation(lt):
+    from lantern.compaction import Tracker
+
+    tracker = Tracker(lt)
+    msgs = conversation()
+    events = []
+    for i in range(30):  # a conversation growing request by request, archived as the proxy does
+        msgs = msgs + [{"role": "user", "content": f"Request {i}: check renderer part {i}."}]
+        event, current = tracker.observe("s", msgs)
+        expected = detect(lt, "s", msgs)
+        assert (current is None) == (expected is None)
+        assert tracker.seen["s"].present == _brute_present(lt, "s", msgs)
+        events.append(event)
+        lt.archive(msgs, session="s")
+        msgs = msgs + [_reply(i)]
+        lt.archive(msgs, session="s")
+    assert events == [None] * 30
+    # a compaction after many requests is still detected, with the same lost entries as the stateless detect
+    summary = {"role": "user", "content": "This session is being continued from a previous conversation that ran out of "
+               "context. The user set up billing and checked the renderer thirty times."}
+    compacted = [SYSTEM, summary, *msgs[-4:], {"role": "user", "content": "Which port does billing listen on?"}]
+    event, current = tracker.observe("s", compacted)
+    expected = detect(lt, "s", compacted)
+    assert event is current and event.reason == "summary"
+    assert event.lost_entry_ids == expected.lost_entry_ids and len(event.lost_entry_ids) > 30
+    live_ids = tracker.seen["s"].present
+    assert live_ids == _brute_present(lt, "s", compacted) and len(live_ids) >= 3  # system prompt + the 2 kept turns
+    assert not live_ids & set(event.lost_entry_ids)
+    # the same compacted context growing: an ongoing compaction, not a new one
+    lt.archive(compacted, session="s")
+    grown = compacted + [{"role": "assistant", "content": "It listens on 5433."}, {"role": "user", "content": "Thanks."}]
+    event, current = tracker.observe("s", grown)
+    assert event is None and current is not None and current.reason == "summary"
+    # an old turn pasted back at the end (the conversation still grows): found in the new tail, present again
+    port_turn = next(i for i, _t, text in lt.store.session_turns("s") if "5433:5432" in text)
+    assert port_turn not in tracker.seen["s"].present
+    resent = grown + [msgs[1], msgs[2], {"role": "user", "content": "Same setup again, please."}]
+    tracker.observe("s", resent)
+    assert port_turn in tracker.seen["s"].present and tracker.seen["s"].present == _brute_present(lt, "s", resent)
+    grown = resent
+    # a window that drops a turn the previous request still held is a new compaction
+    window = [SYSTEM, *grown[4:-3]]
+    event, _ = tracker.observe("s", window)
+    assert event is not None and tracker.seen["s"].present == _brute_present(lt, "s", window)
+
+
+def test_tracker_sees_another_process_archive_and_forget(tmp_path):
+    """A second PROCESS writes the same database between two requests: the tracker's next call sees it."""
+    import json
+    import subprocess
+    import sys
+
+    from lantern.compaction import Tracker
+
+    path = tmp_path / "shared.db"
+    msgs = conversation()
+    with Lantern(path) as lt:
+        tracker = Tracker(lt)
+        assert tracker.observe("s", msgs) == (None, None)
+        lt.archive(msgs, session="s")
+        assert tracker.observe("s", msgs) == (None, None)
+        other = [{"role": "user", "content": "Deploy the zebra-9 service to staging."},
+                 {"role": "assistant", "content": "Deployed zebra-9 to staging; health check green on port 7311."}]
+        script = ("import json, sys\nfrom lantern import Lantern\n"
+                  "with Lantern(sys.argv[1]) as lt:\n"
+                  "    lt.archive(json.loads(sys.argv[2]), session='s')\n"
+                  "    print(lt.forget(entry=int(sys.argv[3]), vacuum=False))\n")
+        first_user_turn = lt.archive(msgs, session="s").entry_ids[1]
+        done = subprocess.run([sys.executable, "-c", script, str(path), json.dumps(other), str(first_user_turn)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        # the live context now holds only the system prompt and the other process's turn: turns 2.. were dropped
+        live = [SYSTEM, *other, {"role": "user", "content": "Is zebra-9 healthy?"}]
+        event, current = tracker.observe("s", live)
+        expected = detect(lt, "s", live)
+        assert event is not None and event.reason == "dropped" == expected.reason
+        assert event.lost_entry_ids == expected.lost_entry_ids
+        other_id = lt.store.db.execute("SELECT id FROM entries WHERE text LIKE '%zebra-9 to staging%'").fetchone()[0]
+        assert other_id in tracker.seen["s"].present and other_id not in event.lost_entry_ids
+        assert first_user_turn not in event.lost_entry_ids  # forgotten by the other process: not lost, gone
+        assert tracker.seen["s"].present == _brute_present(lt, "s", live)
+
+
+def test_tracker_after_a_forget_and_an_archive_on_the_same_connection(lt):
+    from lantern.compaction import Tracker
+
+    tracker = Tracker(lt)
+    msgs = conversation()
+    ids = lt.archive(msgs, session="s").entry_ids
+    assert tracker.observe("s", msgs) == (None, None)
+    lt.forget(entry=ids[3], vacuum=False)  # same connection: the count alone would not show delete + insert
+    lt.archive([{"role": "user", "content": "Add the audit log to the renderer."}], session="s")
+    live = [SYSTEM, *msgs[-4:], {"role": "user", "content": "Add the audit log to the renderer."}]
+    event, current = tracker.observe("s", live)
+    expected = detect(lt, "s", live)
+    assert event is not None and event.lost_entry_ids == expected.lost_entry_ids and ids[3] not in event.lost_entry_ids
+    assert tracker.seen["s"].present == _brute_present(lt, "s", live)
+    assert set(tracker.seen["s"].archive.hash) == {i for i, _t, _x in lt.store.session_turns("s")}
+
+
+def test_tracker_keeps_a_bounded_number_of_sessions(lt):
+    from lantern.compaction import Tracker
+
+    tracker = Tracker(lt, max_sessions=2)
+    msgs = conversation()
+    for s in ("a", "b", "c"):
+        lt.archive(msgs, session=s)
+        tracker.observe(s, msgs)
+    assert list(tracker.seen) == ["b", "c"]
+    tracker.observe("b", msgs)
+    tracker.observe("a", [SYSTEM, *msgs[-2:]])  # "a" again: a first request, its compaction is an event
+    assert list(tracker.seen) == ["b", "a"]
+    event, current = tracker.observe("a", [SYSTEM, *msgs[-2:]])
+    assert event is None and current is not None and current.reason == "dropped"

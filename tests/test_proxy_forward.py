@@ -31,9 +31,62 @@ SSE_CHUNKS = [
     b"data: [DONE]\n\n",
 ]
 
+# two parallel tool calls whose names and arguments arrive in pieces, interleaved by index (OpenAI's stream shape)
+TOOL_SSE_CHUNKS = [
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,'
+    b'"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_wea","arguments":""}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,'
+    b'"function":{"name":"ther","arguments":"{\\"city\\": \\"Reyk"}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,'
+    b'"id":"call_b","type":"function","function":{"name":"read_file","arguments":"{\\"path\\": "}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,'
+    b'"function":{"arguments":"javik\\", \\"unit\\": \\"celsius\\"}"}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.com',  # a chunk boundary inside an event
+    b'pletion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,'
+    b'"function":{"arguments":"\\"config/zebra-42.yaml\\"}"}}]}}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def _anthropic_event(kind: str, data: dict) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+
+# Anthropic Messages stream: a text block, then a tool_use block whose input JSON arrives in pieces
+ANTHROPIC_SSE = [
+    _anthropic_event("message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}}),
+    _anthropic_event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+    _anthropic_event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Reading the "}}),
+    _anthropic_event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "heron config."}}),
+    _anthropic_event("content_block_stop", {"index": 0}),
+    _anthropic_event("content_block_start", {"index": 1, "content_block": {"type": "tool_use", "id": "toolu_1",
+                                                                           "name": "read_file", "input": {}}}),
+    _anthropic_event("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"path": "conf/'}}),
+    _anthropic_event("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": 'heron-8.toml"}'}}),
+    _anthropic_event("content_block_stop", {"index": 1}),
+    _anthropic_event("message_delta", {"delta": {"stop_reason": "tool_use"}}),
+    _anthropic_event("message_stop", {}),
+]
+
 
 def _upstream_app(received: list[dict]) -> FastAPI:
     app = FastAPI()
+
+    @app.post("/v1/messages")
+    async def messages(request: Request):
+        raw = await request.body()
+        body = json.loads(raw)
+        received.append({"raw": raw, "body": body, "headers": dict(request.headers)})
+        if body.get("stream"):
+            async def gen():
+                for c in ANTHROPIC_SSE:
+                    yield c
+            return StreamingResponse(gen(), media_type="text/event-stream")
+        last = body["messages"][-1]["content"]
+        return {"id": "msg_2", "type": "message", "role": "assistant", "model": body.get("model"),
+                "content": [{"type": "text", "text": f"reply to: {str(last)[:40]}"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1, "output_tokens": 1}}
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
@@ -45,8 +98,10 @@ def _upstream_app(received: list[dict]) -> FastAPI:
         if body.get("model") == "slow":
             await asyncio.sleep(3)
         if body.get("stream"):
+            chunks = TOOL_SSE_CHUNKS if body.get("model") == "tools" else SSE_CHUNKS
+
             async def gen():
-                for c in SSE_CHUNKS:
+                for c in chunks:
                     yield c
                     await asyncio.sleep(0.01)
             return StreamingResponse(gen(), media_type="text/event-stream")
@@ -144,6 +199,40 @@ def test_compaction_injects_the_lost_port(proxy, tmp_path):
     assert {s for s, _ in _entries(tmp_path / "p.db")} == {"billing-42"}
 
 
+def test_recovered_block_stays_while_the_compaction_lasts(proxy, tmp_path):
+    client, received = proxy
+    headers = {"X-Lantern-Session": "billing-43"}
+    conv = _long_conversation()
+    for i in range(6):  # many ordinary requests first: nothing injected
+        conv = conv + [{"role": "user", "content": f"Request {i}: run linter pass {i} on the renderer."}]
+        r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": conv}, headers=headers)
+        assert r.status_code == 200 and received[-1]["body"]["messages"] == conv
+        conv = conv + [r.json()["choices"][0]["message"]]
+    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
+               "of context. Summary: the user set up the billing database and refactored the invoice renderer."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
+    block = received[-1]["body"]["messages"][1]
+    assert block["role"] == "system" and "5433" in block["content"] and "linter pass 5" not in block["content"]
+    # the compacted conversation goes on: the same block, unchanged, on every request (the client never saw it)
+    grown = compacted + [r.json()["choices"][0]["message"], {"role": "user", "content": "And the renderer tests?"}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": grown}, headers=headers)
+    sent = received[-1]["body"]["messages"]
+    assert sent[1] == block and sent[2:] == grown[1:]
+    # the client pastes the port turn back: it is live again, so the block is recovered anew without it
+    port_turn = _long_conversation()[1:3]
+    pasted = grown + [r.json()["choices"][0]["message"], *port_turn, {"role": "user", "content": "Which port again?"}]
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": pasted}, headers=headers)
+    sent = received[-1]["body"]["messages"]
+    assert sent[2:] == pasted[1:]
+    if sent[1]["role"] == "system" and sent[1]["content"].startswith("Recovered"):
+        assert sent[1] != block and "docker run -p 5433" not in sent[1]["content"]
+    # a conversation without compaction in the same session again: nothing injected
+    fresh = [{"role": "user", "content": "Unrelated: what is a good name for a cat?"}]
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": fresh}, headers=headers)
+    assert received[-1]["body"]["messages"] == fresh
+
+
 def test_streaming_bytes_unchanged_and_reply_archived(proxy, tmp_path):
     client, received = proxy
     payload = {"model": "tiny", "stream": True,
@@ -156,6 +245,42 @@ def test_streaming_bytes_unchanged_and_reply_archived(proxy, tmp_path):
     assert received[0]["body"]["stream"] is True
     texts = [t for s, t in _entries(tmp_path / "p.db") if s == "mig"]
     assert any("Run the migration" in t and "The migration ran on shard quokka-7." in t for t in texts)
+
+
+def test_streamed_tool_call_deltas_archived_assembled(proxy, tmp_path):
+    client, received = proxy
+    payload = {"model": "tools", "stream": True,
+               "messages": [{"role": "user", "content": "What is the weather in Reykjavik, and read my zebra config."}]}
+    with client.stream("POST", "/v1/chat/completions", json=payload, headers={"X-Lantern-Session": "tools"}) as r:
+        assert r.status_code == 200
+        body = b"".join(r.iter_raw())
+    assert body == b"".join(TOOL_SSE_CHUNKS)  # relayed unchanged
+    texts = [t for s, t in _entries(tmp_path / "p.db") if s == "tools"]
+    assert len(texts) == 1 and "weather in Reykjavik" in texts[0]
+    # each call with its whole name and its arguments joined from every piece, in index order
+    assert "get_weather" in texts[0] and "read_file" in texts[0]
+    assert '{"city": "Reykjavik", "unit": "celsius"}' in texts[0]
+    assert '{"path": "config/zebra-42.yaml"}' in texts[0]
+    assert texts[0].index("get_weather") < texts[0].index("read_file")
+
+
+def test_sse_parser_assembles_calls_and_text():
+    from lantern.integrations.proxy import _SSEText
+
+    p = _SSEText()
+    for c in TOOL_SSE_CHUNKS:
+        p.feed(c)
+    reply = p.reply
+    assert reply["content"] is None and [c["id"] for c in reply["tool_calls"]] == ["call_a", "call_b"]
+    assert json.loads(reply["tool_calls"][0]["function"]["arguments"]) == {"city": "Reykjavik", "unit": "celsius"}
+    assert reply["tool_calls"][1]["function"] == {"name": "read_file", "arguments": '{"path": "config/zebra-42.yaml"}'}
+    q = _SSEText()
+    for c in SSE_CHUNKS:
+        q.feed(c)
+    assert q.reply == {"role": "assistant", "content": "The migration ran on shard quokka-7."}
+    empty = _SSEText()
+    empty.feed(b": keep-alive\n\ndata: [DONE]\n\n")
+    assert empty.reply is None
 
 
 def test_upstream_error_and_timeout_passed_back(proxy, tmp_path):
@@ -248,3 +373,78 @@ def test_real_lantern_serve_upstream_on_loopback(tmp_path, upstream):
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def _anthropic_conversation() -> list[dict]:
+    msgs = [{"role": "user", "content": "Start postgres for the billing service."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Started it: docker run -p 5433:5432 postgres:16; "
+                                                                       "billing db listens on port 5433."}]}]
+    for i in range(10):
+        msgs += [{"role": "user", "content": [{"type": "text", "text": f"Refactor step {i}: split renderer module {i}."}]},
+                 {"role": "assistant", "content": f"Done with step {i}; renderer module {i} has {i + 3} functions."}]
+    return msgs
+
+
+def test_anthropic_messages_compaction_injects_into_system(proxy, tmp_path):
+    client, received = proxy
+    headers = {"X-Lantern-Session": "claude-1", "x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01"}
+    conv = _anthropic_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    body = {"model": "claude-x", "max_tokens": 100, "system": "You are a helpful coding assistant.", "messages": conv}
+    raw = json.dumps(body).encode()
+    r = client.post("/v1/messages", content=raw, headers={**headers, "content-type": "application/json"})
+    assert r.status_code == 200 and r.json()["content"][0]["text"].startswith("reply to:")
+    assert received[-1]["raw"] == raw  # nothing injected, forwarded byte for byte
+    assert received[-1]["headers"]["x-api-key"] == "sk-ant-test"
+    texts = [t for s, t in _entries(tmp_path / "p.db") if s == "claude-1"]
+    assert any("5433" in t for t in texts) and any("helpful coding assistant" in t for t in texts)
+    assert any("Now run the whole test suite." in t and "reply to:" in t for t in texts)  # the reply archived
+    summary = {"role": "user", "content": "This session is being continued from a previous conversation that ran out "
+               "of context. Summary: the user set up the billing database and refactored the renderer."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    for system in ("You are a helpful coding assistant.", [{"type": "text", "text": "You are a helpful coding assistant."}]):
+        r = client.post("/v1/messages", json={**body, "system": system, "messages": compacted}, headers=headers)
+        assert r.status_code == 200, r.text
+        sent = received[-1]["body"]
+        assert sent["messages"] == compacted  # the messages untouched; the block goes into system
+        text = sent["system"] if isinstance(sent["system"], str) else "\n".join(b["text"] for b in sent["system"])
+        assert text.startswith("You are a helpful coding assistant.") and "5433" in text
+        assert "step 9" not in text  # still live: never re-injected
+        assert isinstance(sent["system"], type(system))
+
+
+def test_anthropic_stream_relayed_and_tool_use_archived(proxy, tmp_path):
+    client, received = proxy
+    payload = {"model": "claude-x", "max_tokens": 100, "stream": True,
+               "messages": [{"role": "user", "content": "Open the heron config please."}]}
+    with client.stream("POST", "/v1/messages", json=payload, headers={"X-Lantern-Session": "claude-2"}) as r:
+        assert r.status_code == 200
+        assert b"".join(r.iter_raw()) == b"".join(ANTHROPIC_SSE)
+    texts = [t for s, t in _entries(tmp_path / "p.db") if s == "claude-2"]
+    assert len(texts) == 1 and "Open the heron config" in texts[0] and "Reading the heron config." in texts[0]
+    assert "read_file" in texts[0] and "conf/heron-8.toml" in texts[0]
+
+
+def test_only_new_turns_are_embedded(proxy, tmp_path):
+    client, received = proxy
+    headers = {"X-Lantern-Session": "billing-44"}
+    conv = _long_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": conv}, headers=headers)
+    conv.append(r.json()["choices"][0]["message"])
+    lantern = client.app.app.state.service._lantern
+    embedded: list[str] = []
+    real = lantern.embedder.embed
+
+    def counting(texts, *a, **k):
+        embedded.extend(texts)
+        return real(texts, *a, **k)
+
+    lantern.embedder.embed = counting
+    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
+               "of context. Summary: billing database set up, renderer refactored."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
+    # 3 texts: the recovery's query, then one archive batch of the summary turn and the question with its reply;
+    # the two kept turns (already archived) are not embedded again
+    assert len(embedded) == 3 and not any("step 9" in t for t in embedded), embedded
+    assert any("continued from a previous conversation" in t for t in embedded)
+    assert any("port does the billing" in t and "reply to" in t for t in embedded)

@@ -20,6 +20,7 @@ passes the live messages as ``exclude``: turns still in the context are never re
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ SUMMARY_QUERY_CHARS = 2000  # ours: how much of a long summary goes into the que
 _SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
 _CLAUDE_CODE = "this session is being continued from a previous conversation"
 
-__all__ = ["Compaction", "detect", "is_summary", "message_text"]
+__all__ = ["Compaction", "Tracker", "detect", "is_summary", "message_text"]
 
 
 @dataclass
@@ -101,36 +102,252 @@ def _query(messages: list[Any], summary: str | None) -> str:
 def detect(lantern: Any, session: str | None, messages: list[Any], *, user: str | None = None,
            agent: str | None = None, project: str | None = None) -> Compaction | None:
     """A ``Compaction`` when ``messages`` (about to be sent) look compacted relative to ``session``'s archive
-    within the scope (default: the handle's; lantern/scope.py), else None. Reads the archive only."""
+    within the scope (default: the handle's; lantern/scope.py), else None. Reads the archive only. Stateless:
+    every call reads the session's archived texts (``Tracker`` keeps them between calls and only checks what
+    changed)."""
     from .api import DEFAULT_SESSION
     from .scope import resolve
 
     scope = resolve(lantern.scope, user, agent, project)
     session = session or DEFAULT_SESSION
     messages = list(messages or [])
+    archive = SessionArchive(lantern.store, session, scope)
+    live = lantern.live_text(messages) if archive.ids else ""
+    present = archive.present_in(live)
+    return _verdict(archive, session, messages, live, present)
+
+
+def _verdict(archive: SessionArchive, session: str, messages: list[Any], live: str, present: set[int]) -> Compaction | None:
+    """The rules of the module docstring, given which archived entries are ``present`` in ``live``."""
     summary = next((message_text(m) for m in messages if is_summary(m)), None)
-    rows = lantern.store.session_turns(session, scope)
-    lost: list[int] = []
     reason: str | None = None
-    if rows:
-        live = lantern.live_text(messages)
-        present_turns = []
-        lost_rows = []
-        for entry_id, turn, text in rows:
-            if normalize_space(text) in live:
-                present_turns.append(turn)
-            else:
-                lost_rows.append((entry_id, turn))
-        lost = [i for i, _ in lost_rows]
-        newest_present = max(present_turns) if present_turns else None
-        archived_chars = sum(len(r[2]) for r in rows)
-        if newest_present is not None and any(turn < newest_present for _, turn in lost_rows):
+    if present:
+        newest = max(archive.turn[i] for i in present)
+        older_present = sum(1 for i in present if archive.turn[i] < newest)
+        if bisect.bisect_left(archive.turns_sorted, newest) > older_present:  # an older turn is missing
             reason = "dropped"
-        elif present_turns and archived_chars >= DROP_MIN_CHARS and len(live) < DROP_RATIO * archived_chars:
+        elif archive.chars >= DROP_MIN_CHARS and len(live) < DROP_RATIO * archive.chars:
             reason = "size_drop"
     if summary is not None:
         reason = "summary"
     if reason is None:
         return None
+    lost = [i for i in archive.order if i not in present]
     return Compaction(reason=reason, lost_entry_ids=lost, summary=summary, query=_query(messages, summary),
-                      session=session, messages=messages, scope=scope)
+                      session=session, messages=messages, scope=archive.scope)
+
+
+# ---------------------------------------------------------------------------------------------- presence
+KEY_CHARS = 16  # ours: an archived text is looked up in the live context by its last 16 characters first
+SYNC_OVERLAP_S = 5.0  # ours: rows archived this long before the last sync are read again (clock granularity)
+TRACKED_SESSIONS = 64  # ours: sessions a Tracker keeps in memory (least recently seen dropped first)
+DIRECT_SEARCH_MAX = 64  # ours: up to this many entries are searched for directly, without the key lookup
+
+
+class SessionArchive:
+    """The archived entries of one session as the detector needs them: per entry id its turn, its text with
+    whitespace collapsed (``norm``) and that text's last ``KEY_CHARS`` characters (``by_key``: key -> ids).
+
+    ``sync()`` brings it up to date with SQLite: nothing is read when neither another connection committed
+    (``PRAGMA data_version``) nor this connection wrote (``total_changes``) since the last sync; when only this
+    connection wrote, the session's rows archived since the last sync are read (``archived_at`` index), checked by
+    the session's entry count and id sum; otherwise (another connection committed, or a deletion) the session's
+    (id, content hash) pairs are compared and only new or rewritten entries are read; deleted ones are dropped.
+    Returns the ids whose text is new or changed since the previous sync."""
+
+    def __init__(self, store: Any, session: str, scope: Any = None):
+        from .scope import Scope, scope_where
+
+        self.store, self.session = store, session
+        self.scope = scope or Scope()  # only this scope's entries of the session (lantern/scope.py)
+        where, params = scope_where("", self.scope)
+        self._where, self._params = f"session = ? AND {where}", (session, *params)
+        self.hash: dict[int, str] = {}
+        self.turn: dict[int, int] = {}
+        self.norm: dict[int, str] = {}
+        self.raw_chars: dict[int, int] = {}
+        self.by_key: dict[str, set[int]] = {}
+        self.short: set[int] = set()  # texts shorter than KEY_CHARS: checked directly
+        self.turns_sorted: list[int] = []
+        self.order: list[int] = []  # ids in turn order
+        self.chars = 0
+        self._stamp: tuple[int, int] | None = None
+        self._synced_at = float("-inf")
+        self.sync()
+
+    @property
+    def ids(self) -> list[int]:
+        return list(self.hash)
+
+    def _now(self) -> tuple[int, int]:
+        return self.store.data_version(), self.store.db.total_changes
+
+    def sync(self) -> set[int]:
+        import time
+
+        stamp = self._now()
+        if stamp == self._stamp:
+            return set()
+        now = time.time()
+        if self._stamp is not None and stamp[0] == self._stamp[0]:  # only this connection wrote: read what it wrote
+            changed = self._apply(self.store.db.execute(
+                "SELECT id, turn, text, content_hash FROM entries INDEXED BY entries_archived_at "
+                f"WHERE archived_at >= ? AND {self._where}", (self._synced_at - SYNC_OVERLAP_S, *self._params)).fetchall())
+            count, id_sum = self.store.db.execute(
+                f"SELECT count(*), total(id) FROM entries WHERE {self._where}", self._params).fetchone()
+            if count == len(self.hash) and id_sum == float(sum(self.hash)):
+                self._stamp, self._synced_at = stamp, now
+                return changed
+        rows = self.store.db.execute(f"SELECT id, content_hash FROM entries WHERE {self._where}", self._params).fetchall()
+        current = dict(rows)
+        for gone in [i for i in self.hash if i not in current]:
+            self._drop(gone)
+        changed = [i for i, h in current.items() if self.hash.get(i) != h]
+        found: list[tuple] = []
+        for start in range(0, len(changed), 500):
+            part = changed[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found += self.store.db.execute(f"SELECT id, turn, text, content_hash FROM entries WHERE id IN ({marks})", part).fetchall()
+        self._stamp, self._synced_at = stamp, now
+        return self._apply(found)
+
+    def _apply(self, rows: list[tuple]) -> set[int]:
+        changed = set()
+        for i, turn, text, h in rows:
+            if self.hash.get(i) != h:
+                self._drop(i)
+                self._add(i, turn, text, h)
+                changed.add(i)
+        self._reorder(changed)
+        return changed
+
+    def _reorder(self, changed: set[int]) -> None:
+        """Keep ``order`` / ``turns_sorted`` in turn order: appended when only new, later turns came in."""
+        new = sorted(changed, key=self.turn.__getitem__)
+        last = self.turns_sorted[-1] if self.turns_sorted else None
+        if (new and len(self.order) + len(new) == len(self.hash) and (last is None or self.turn[new[0]] > last)
+                and not set(new) & set(self.order[-len(new):])):
+            self.order += new
+            self.turns_sorted += [self.turn[i] for i in new]
+        elif changed or len(self.order) != len(self.hash):
+            self.order = sorted(self.turn, key=self.turn.__getitem__)
+            self.turns_sorted = [self.turn[i] for i in self.order]
+
+    def _add(self, i: int, turn: int, text: str, h: str) -> None:
+        norm = normalize_space(text)
+        self.hash[i], self.turn[i], self.norm[i], self.raw_chars[i] = h, turn, norm, len(text)
+        self.chars += len(text)
+        if len(norm) < KEY_CHARS:
+            self.short.add(i)
+        else:
+            self.by_key.setdefault(norm[-KEY_CHARS:], set()).add(i)
+
+    def _drop(self, i: int) -> None:
+        if i not in self.hash:
+            return
+        norm = self.norm.pop(i)
+        self.chars -= self.raw_chars.pop(i)
+        del self.hash[i], self.turn[i]
+        self.short.discard(i)
+        ids = self.by_key.get(norm[-KEY_CHARS:])
+        if ids is not None:
+            ids.discard(i)
+            if not ids:
+                del self.by_key[norm[-KEY_CHARS:]]
+
+    def present_in(self, live: str, start: int = 0, only: set[int] | None = None) -> set[int]:
+        """Ids whose text occurs in ``live`` ending after position ``start`` (``start=0``: anywhere), restricted
+        to ``only`` when given. The last ``KEY_CHARS`` characters of an occurrence lie in ``live[start-15:]``: only
+        entries whose key is found there are searched for (``str.find``, exact)."""
+        if not live or not self.hash:
+            return set()
+        if only is not None and len(only) <= DIRECT_SEARCH_MAX:  # a few entries: search for each directly
+            return {i for i in only if i in self.norm and live.find(self.norm[i], max(0, start - len(self.norm[i]) + 1)) >= 0}
+        lo = max(0, start - KEY_CHARS + 1)
+        grams = {live[j:j + KEY_CHARS] for j in range(lo, len(live) - KEY_CHARS + 1)}
+        keys = grams & self.by_key.keys() if len(grams) < len(self.by_key) else {k for k in self.by_key if k in grams}
+        candidates = {i for k in keys for i in self.by_key[k]} | self.short
+        if only is not None:
+            candidates &= only
+        return {i for i in candidates if live.find(self.norm[i], max(0, start - len(self.norm[i]) + 1)) >= 0}
+
+
+@dataclass
+class _Seen:
+    """What a ``Tracker`` remembers of a session's previous request."""
+
+    archive: SessionArchive
+    live: str = ""
+    present: set[int] = field(default_factory=set)
+    summary: str | None = None
+    compaction: Compaction | None = None  # the last compaction event, while its context lasts
+
+
+class Tracker:
+    """Incremental compaction detection for an application that sends its whole live context on every request
+    (the proxy). Per session it keeps the archived texts (``SessionArchive``, synced with SQLite on each call, so
+    a turn archived by another process is seen) and the previous request's live text and present entries.
+
+    ``observe(session, messages)`` returns ``(event, current)``: ``current`` is what ``detect`` would return for
+    the same input (same rules, same lost entries); ``event`` is the same object when it is a NEW compaction —
+    the first request of the session this tracker sees, an entry present in the previous request's live context
+    and now missing, or a summary message the previous request did not hold — and None otherwise (an ongoing
+    compaction whose recovery was already injected). Checking is incremental: when the previous live text is a
+    prefix of this one (a conversation that grew), previously present entries stay present and the others are
+    only searched for in the new tail; entries archived or rewritten since the previous call are checked in full.
+    At most ``max_sessions`` sessions are kept; one dropped is a first request again when it comes back. Our design; the paper does not specify live detection."""
+
+    def __init__(self, lantern: Any, max_sessions: int = TRACKED_SESSIONS):
+        from collections import OrderedDict
+
+        self.lantern, self.max_sessions = lantern, max_sessions
+        self.seen: OrderedDict[tuple, _Seen] = OrderedDict()  # (session, scope) -> state; least recently seen first
+
+    @staticmethod
+    def key(session: str | None, scope: Any) -> tuple:
+        """The key of a tracked conversation: its session within its scope (another user's session of the same
+        name is another conversation)."""
+        from .api import DEFAULT_SESSION
+
+        return session or DEFAULT_SESSION, scope
+
+    def observe(
+        self, session: str | None, messages: list[Any], live: str | None = None, *, user: str | None = None,
+        agent: str | None = None, project: str | None = None,
+    ) -> tuple[Compaction | None, Compaction | None]:
+        from .scope import resolve
+
+        scope = resolve(self.lantern.scope, user, agent, project)
+        key = self.key(session, scope)
+        session = key[0]
+        messages = list(messages or [])
+        state = self.seen.get(key)
+        first = state is None
+        if first:
+            state = self.seen[key] = _Seen(SessionArchive(self.lantern.store, session, scope))
+            changed = set(state.archive.hash)
+            while len(self.seen) > self.max_sessions:  # memory stays bounded: the oldest session starts over
+                self.seen.popitem(last=False)
+        else:
+            self.seen.move_to_end(key)
+            changed = state.archive.sync()
+        archive = state.archive
+        if live is None:
+            live = self.lantern.live_text(messages) if archive.hash else ""
+        if not first and state.live and live.startswith(state.live):
+            kept = {i for i in state.present if i in archive.hash and i not in changed}
+            old = set(archive.hash) - changed - kept  # absent last time, unchanged since: search the new tail only
+            present = kept | archive.present_in(live, len(state.live), old) | archive.present_in(live, 0, changed)
+        else:
+            present = archive.present_in(live)
+        current = _verdict(archive, session, messages, live, present)
+        newly_lost = {i for i in state.present if i in archive.hash and i not in present}
+        is_new = current is not None and (first or bool(newly_lost) or current.summary != state.summary
+                                           or state.compaction is None)
+        state.live, state.present = live, present
+        state.summary = current.summary if current is not None else None
+        if current is None:
+            state.compaction = None
+        elif is_new:
+            state.compaction = current
+        return (current if is_new else None), current

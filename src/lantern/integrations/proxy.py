@@ -15,8 +15,9 @@ of a database that does not exist yet is a 404; an internal error is a 500 witho
 
 With an upstream (``lantern serve --upstream URL``), it is also an OpenAI-compatible proxy:
 
-    POST /v1/chat/completions   archive the request's turns, detect a compaction (compaction.py), inject the
-                                recovered block as a system message, forward; archive the reply (streamed or not)
+    POST /v1/chat/completions   detect a compaction (compaction.Tracker), inject the recovered block as a system
+                                message, forward; after the response, archive the request's new turns and the
+                                reply (streamed or not, tool calls assembled) in one transaction
     any other /v1/* path        passed through to the upstream unchanged
 
 The session is the ``X-Lantern-Session`` header (default ``default``); the scope (lantern/scope.py) the
@@ -41,7 +42,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from ..errors import LanternError
-from .schemas import (ArchiveResponse, ErrorResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse,
+from .schemas import (ArchiveResponse, ErrorResponse, ForgetResponse, RecoverResponse, SearchResponse,
                       StatsResponse)
 from .service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
 
@@ -51,10 +52,6 @@ DEFAULT_UPSTREAM_TIMEOUT = 600.0  # seconds; ours: a long completion streams for
 log = logging.getLogger("lantern.proxy")
 
 Message = dict[str, Any]
-# scope (lantern/scope.py); the proxy reads it from the X-Lantern-User / -Agent / -Project headers
-_USER = "User id: only this user's entries are read or written (default \"\")."
-_AGENT = "Agent id: a filter on reads (default any), a label on writes."
-_PROJECT = "Project: a filter on reads (default any), a label on writes."
 
 
 # ---------------------------------------------------------------------------------------------- request / response
@@ -63,9 +60,6 @@ class ArchiveRequest(BaseModel):
         "Chat messages: OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic (content "
         "blocks) or plain {role, content}."))
     session: str | None = Field(None, description="Session id (default \"default\").")
-    user: str | None = Field(None, description=_USER)
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
 
 
 class RecoverRequest(BaseModel):
@@ -74,31 +68,17 @@ class RecoverRequest(BaseModel):
     budget: int = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
     exclude: list[Message | int] | None = Field(None, description=(
         "The live context (messages) and/or entry ids: turns still in it are never re-injected."))
-    user: str | None = Field(None, description=_USER)
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
 
 
 class SearchRequest(BaseModel):
     query: str
     k: int = Field(10, ge=1, le=MAX_K)
     session: str | None = None
-    user: str | None = Field(None, description=_USER)
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
-
-
-class FeedbackRequest(BaseModel):
-    entry_ids: list[int] = Field(..., min_length=1, description="Ids of recovered entries.")
-    useful: bool = Field(..., description="Whether they helped answer.")
 
 
 class ForgetRequest(BaseModel):
     entry: int | None = Field(None, description="Entry id to delete.")
     session: str | None = Field(None, description="Session whose entries to delete.")
-    user: str | None = Field(None, description="User whose entries to delete (alone: all of them; default \"\").")
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
 
 
 ERRORS = {400: {"model": ErrorResponse}, 401: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
@@ -181,27 +161,22 @@ def build_app(
     def archive(req: ArchiveRequest) -> dict[str, Any]:
         """Archive conversation turns in one transaction (already archived turns count as duplicates).
         Secrets are redacted before anything is stored."""
-        return service.archive(req.messages, req.session, req.user, req.agent, req.project)
+        return service.archive(req.messages, req.session)
 
     @app.post("/v1/memory/recover", response_model=RecoverResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def recover(req: RecoverRequest) -> dict[str, Any]:
         """The block of archived turns to inject after a compaction."""
-        return service.recover(req.query, req.session, req.budget, req.exclude, req.user, req.agent, req.project)
+        return service.recover(req.query, req.session, req.budget, req.exclude)
 
     @app.post("/v1/memory/search", response_model=SearchResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def search(req: SearchRequest) -> dict[str, Any]:
         """Top k archived turns by fused score, with each signal's rank."""
-        return service.search(req.query, req.k, req.session, req.user, req.agent, req.project)
+        return service.search(req.query, req.k, req.session)
 
     @app.post("/v1/memory/forget", response_model=ForgetResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def forget(req: ForgetRequest) -> dict[str, Any]:
-        """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
-        return service.forget(req.entry, req.session, req.user, req.agent, req.project)
-
-    @app.post("/v1/memory/feedback", response_model=FeedbackResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
-    def feedback(req: FeedbackRequest) -> dict[str, Any]:
-        """Whether recovered entries were useful (their success rate σ)."""
-        return service.feedback(req.entry_ids, req.useful)
+        """Delete one entry or a whole session from every table (exactly one of entry or session)."""
+        return service.forget(req.entry, req.session)
 
     @app.get("/v1/memory/stats", response_model=StatsResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def stats() -> dict[str, Any]:
@@ -335,12 +310,13 @@ def _response_headers(headers: Any, *, keep_encoding: bool) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in drop}
 
 
-def _inject(messages: list[Message], block: str) -> list[Message]:
-    """``messages`` with a system message holding ``block`` right after the leading system message(s), or first."""
+def _inject(messages: list[Message], block: str, header: str = RECOVERED_HEADER) -> list[Message]:
+    """``messages`` with a system message holding ``header + block`` right after the leading system message(s),
+    or first."""
     i = 0
     while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in ("system", "developer"):
         i += 1
-    return [*messages[:i], {"role": "system", "content": RECOVERED_HEADER + block}, *messages[i:]]
+    return [*messages[:i], {"role": "system", "content": header + block}, *messages[i:]]
 
 
 def _scope_headers(request: Request) -> dict[str, str | None]:
@@ -349,24 +325,23 @@ def _scope_headers(request: Request) -> dict[str, str | None]:
 
 
 def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[str, str | None] | None = None) -> None:
-    """Archive the turns of ``messages`` not yet in ``session``: turns before the first unknown one (by content
-    hash) are skipped, so a long conversation resent on every request is not re-summarized and re-embedded."""
+    """Archive the turns of ``messages`` not yet in ``session`` (by content hash), in one transaction: a long
+    conversation resent on every request is not re-summarized and re-embedded, nor are the turns a compacted
+    context kept."""
     from ..api import _session_name
     from ..archive.chunk import chunk
+    from ..model import ArchiveResult
+    from ..scope import resolve
 
     scope = scope or {}
-
-    msgs = lantern._messages(messages, "auto")[2]
-    turns = chunk(msgs, None)
-    start = len(turns)
-    for i, turn in enumerate(turns):
-        if lantern.store.db.execute("SELECT 1 FROM entries WHERE content_hash = ?",
-                                    (lantern.turn_hash(_session_name(session, turn.session), turn.text, **scope),)).fetchone() is None:
-            start = i
-            break
-    new = [m for turn in turns[start:] for m in turn.messages]
+    skipped, warnings, msgs, redacted = lantern._messages(messages, "auto")
+    known = lantern.store.db.execute
+    new = [turn for turn in chunk(msgs, None)
+           if known("SELECT 1 FROM entries WHERE content_hash = ?",
+                    (lantern.turn_hash(_session_name(session, turn.session), turn.text, **scope),)).fetchone() is None]
     if new:
-        lantern.archive(new, session=session, **scope)
+        lantern._archive_turns(new, session, ArchiveResult(session=session, skipped=skipped, warnings=warnings,
+                                                           redacted=redacted), resolve(lantern.scope, **scope))
 
 
 class _Forwarder:
@@ -380,109 +355,133 @@ class _Forwarder:
         self.service, self.upstream, self.strip_authorization = service, upstream.rstrip("/"), strip_authorization
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
         self.timeout = timeout
+        self.tracker: Any = None  # compaction.Tracker over the service's Lantern
+        self.blocks: dict[tuple, tuple[str, set[int]]] = {}  # (session, scope) -> (injected block, its entry ids)
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
     # ------------------------------------------------------------------ memory (sync, threadpool)
-    def prepare(self, session: str, messages: list[Message], scope: dict[str, str | None] | None = None) -> list[Message]:
-        """Detect (against the archive before this request), archive the request's new turns, and return the
-        messages to forward: with the recovered block injected when a compaction was detected."""
-        from ..compaction import detect
+    def prepare(self, session: str, messages: list[Message], scope: dict[str, str | None] | None = None) -> str:
+        """Detect (against the archive before this request) and return the recovered block to inject ("" for
+        none) while the live context is compacted. The request's turns are archived later, with
+        the reply, after the response is sent (``archive``): one embedding batch, off the client's path. The block
+        is recovered at each NEW compaction (``compaction.Tracker``) and injected again, unchanged, on the
+        requests that follow while the compaction lasts (the client never sees it); it is recovered anew when
+        one of its entries is back in the live context. ``scope``: user / agent / project (the X-Lantern-* headers)."""
+        from ..compaction import Tracker
+        from ..scope import resolve
 
-        found, block = None, ""
+        scope = scope or {}
+
+        event = current = None
+        block = ""
         with self.service._lock:
             try:
                 lantern = self.service._open(create=True)
             except Exception as e:  # noqa: BLE001 - memory must never fail the request
                 _note_failure("open", session, e)
-                return messages
+                return ""
+            if self.tracker is None or self.tracker.lantern is not lantern:
+                self.tracker, self.blocks = Tracker(lantern), {}
             try:
-                found = detect(lantern, session, messages, **(scope or {}))
+                key = Tracker.key(session, resolve(lantern.scope, **scope))
+                event, current = self.tracker.observe(session, messages, **scope)
             except Exception as e:  # noqa: BLE001
                 _note_failure("detect", session, e)
-            try:
-                _archive_new(lantern, session, messages, scope)
-            except Exception as e:  # noqa: BLE001
-                _note_failure("archive", session, e)
-            if found is not None:
+                return ""
+            kept = self.blocks.get(key)
+            if current is None:
+                self.blocks.pop(key, None)
+            elif event is None and kept is not None and not kept[1] & self.tracker.seen[key].present:
+                block = kept[0]
+            else:
+                event = event or current
                 try:
-                    block = found.recover(lantern).text
+                    recovery = event.recover(lantern)
+                    block = recovery.text
+                    self.blocks[key] = (block, {e.id for e in recovery.entries})
                 except Exception as e:  # noqa: BLE001
                     _note_failure("recover", session, e)
-        if found is not None:
-            log.info("compaction (%s) in session %r: %d turns lost, %d chars recovered", found.reason, session,
-                     len(found.lost_entry_ids), len(block))
-        return _inject(messages, block) if block else messages
+        if event is not None:
+            log.info("compaction (%s) in session %r: %d turns lost, %d chars recovered", event.reason, session,
+                     len(event.lost_entry_ids), len(block))
+        return block
 
-    def archive_reply(self, session: str, messages: list[Message], reply: Message | None,
-                      scope: dict[str, str | None] | None = None) -> None:
-        if not reply or not (reply.get("content") or reply.get("tool_calls")):
+    def archive(self, session: str, messages: list[Message] | None, reply: Message | None = None,
+                scope: dict[str, str | None] | None = None) -> None:
+        """Archive the request's new turns and the reply (when it has content or tool calls) in one transaction.
+        Runs after the response was sent (a background task; at the end of a stream)."""
+        if messages is None:
             return
+        if reply and (reply.get("content") or reply.get("tool_calls")):
+            messages = [*messages, reply]
         with self.service._lock:
             try:
-                _archive_new(self.service._open(create=True), session, [*messages, reply], scope)
+                _archive_new(self.service._open(create=True), session, messages, scope)
             except Exception as e:  # noqa: BLE001
-                _note_failure("archive reply", session, e)
+                _note_failure("archive", session, e)
 
     # ------------------------------------------------------------------ HTTP
     def url(self, rest: str, query: str) -> str:
         return f"{self.upstream}/{rest.lstrip('/')}" + (f"?{query}" if query else "")
 
-    def upstream_error(self, e: Exception) -> JSONResponse:
+    def upstream_error(self, e: Exception, background: Any = None) -> JSONResponse:
         import httpx
 
         if isinstance(e, httpx.TimeoutException):
-            return JSONResponse({"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504)
-        return JSONResponse({"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502)
+            return JSONResponse({"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504, background=background)
+        return JSONResponse({"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502, background=background)
 
-    async def chat(self, request: Request) -> Any:
+    async def chat(self, request: Request, api: Any = None) -> Any:
+        """Forward one chat request of ``api`` (``OPENAI`` or ``ANTHROPIC``): detect and inject, then archive the
+        request's turns and the reply after the response."""
         import json
 
         import httpx
         from fastapi.responses import Response, StreamingResponse
+        from starlette.background import BackgroundTask
         from starlette.concurrency import run_in_threadpool
 
+        api = api or OPENAI
         raw = await request.body()
         try:
             body = json.loads(raw)
         except ValueError:
             body = None
-        messages = body.get("messages") if isinstance(body, dict) else None
+        messages = api.messages(body)
         session = request.headers.get(SESSION_HEADER) or "default"
         scope = _scope_headers(request)
         headers = _request_headers(request, self.strip_authorization, keep_encoding=False, upstream_key=self.upstream_key)
-        if isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages):
-            sent = await run_in_threadpool(self.prepare, session, messages, scope)
-            if sent is not messages:
-                raw = json.dumps({**body, "messages": sent}).encode()
+        if messages is not None:
+            block = await run_in_threadpool(self.prepare, session, messages, scope)
+            if block:
+                raw = json.dumps(api.inject(body, RECOVERED_HEADER + block)).encode()
                 headers["content-type"] = "application/json"
-        else:
-            messages = None  # not a chat request we understand: forward it untouched, archive nothing
         stream = isinstance(body, dict) and body.get("stream") is True
-        req = self.client.build_request("POST", self.url("chat/completions", request.url.query), headers=headers, content=raw)
+        req = self.client.build_request("POST", self.url(api.path, request.url.query), headers=headers, content=raw)
         try:
             resp = await self.client.send(req, stream=True)
         except httpx.HTTPError as e:
-            return self.upstream_error(e)
+            return self.upstream_error(e, BackgroundTask(self.archive, session, messages, None, scope))
         if not stream or resp.status_code >= 400:
             try:
                 content = await resp.aread()
             except httpx.HTTPError as e:
                 await resp.aclose()
-                return self.upstream_error(e)
+                return self.upstream_error(e, BackgroundTask(self.archive, session, messages, None, scope))
             await resp.aclose()
+            reply = None
             if messages is not None and resp.status_code < 400:
                 try:
-                    reply = json.loads(content)["choices"][0]["message"]
-                except Exception:  # noqa: BLE001 - not the shape we know: archive nothing
+                    reply = api.reply(json.loads(content))
+                except Exception:  # noqa: BLE001 - not the shape we know: archive the request only
                     reply = None
-                if isinstance(reply, dict):
-                    await run_in_threadpool(self.archive_reply, session, messages, reply, scope)
-            return Response(content, status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False))
+            return Response(content, status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False),
+                            background=BackgroundTask(self.archive, session, messages, reply if isinstance(reply, dict) else None, scope))
 
         async def relay():
-            parser = _SSEText()
+            parser = api.parser()
             try:
                 async for chunk in resp.aiter_bytes():
                     parser.feed(chunk)
@@ -491,9 +490,7 @@ class _Forwarder:
                 _note_failure("upstream stream", session, e)
             finally:
                 await resp.aclose()
-                if messages is not None and parser.text:
-                    await run_in_threadpool(self.archive_reply, session, messages,
-                                            {"role": "assistant", "content": parser.text}, scope)
+                await run_in_threadpool(self.archive, session, messages, parser.reply, scope)
 
         return StreamingResponse(relay(), status_code=resp.status_code,
                                  headers=_response_headers(resp.headers, keep_encoding=False))
@@ -522,10 +519,14 @@ class _Forwarder:
 
 
 class _SSEText:
-    """Accumulates the assistant text of an OpenAI chat-completions SSE stream (``choices[0].delta.content``)."""
+    """Accumulates the assistant reply of an OpenAI chat-completions SSE stream: the text
+    (``choices[0].delta.content``) and the tool calls, whose ``delta.tool_calls[i]`` pieces (``index``, then ``id``,
+    ``function.name`` and ``function.arguments`` in fragments) are assembled by ``index``. ``reply`` is the assembled
+    assistant message, as the non-streamed ``choices[0].message`` would be; None when the stream held neither."""
 
     def __init__(self) -> None:
         self.buffer, self.parts = b"", []
+        self.calls: dict[int, dict[str, Any]] = {}
 
     def feed(self, chunk: bytes) -> None:
         import json
@@ -543,12 +544,171 @@ class _SSEText:
                 delta = json.loads(data)["choices"][0].get("delta") or {}
             except Exception:  # noqa: BLE001 - a keep-alive or another shape: skip it
                 continue
+            if not isinstance(delta, dict):
+                continue
             if isinstance(delta.get("content"), str):
                 self.parts.append(delta["content"])
+            if isinstance(delta.get("tool_calls"), list):
+                for piece in delta["tool_calls"]:
+                    self._add_call_piece(piece)
+
+    def _add_call_piece(self, piece: Any) -> None:
+        if not isinstance(piece, dict):
+            return
+        index = piece.get("index") if isinstance(piece.get("index"), int) else len(self.calls)
+        call = self.calls.setdefault(index, {"id": None, "type": "function", "name": [], "arguments": []})
+        if isinstance(piece.get("id"), str):
+            call["id"] = piece["id"]
+        if isinstance(piece.get("type"), str):
+            call["type"] = piece["type"]
+        fn = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+        if isinstance(fn.get("name"), str):
+            call["name"].append(fn["name"])
+        if isinstance(fn.get("arguments"), str):
+            call["arguments"].append(fn["arguments"])
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def reply(self) -> Message | None:
+        calls = [{"id": c["id"], "type": c["type"],
+                  "function": {"name": "".join(c["name"]), "arguments": "".join(c["arguments"])}}
+                 for _, c in sorted(self.calls.items())]
+        if not self.parts and not calls:
+            return None
+        reply: Message = {"role": "assistant", "content": self.text or None}
+        if calls:
+            reply["tool_calls"] = calls
+        return reply
+
+
+class _SSEEvents:
+    """The ``data:`` payloads of an SSE byte stream, as JSON objects, fed in arbitrary chunks."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+
+    def events(self, chunk: bytes) -> list[dict[str, Any]]:
+        import json
+
+        self.buffer += chunk
+        out = []
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if not data or data == b"[DONE]":
+                continue
+            try:
+                event = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                out.append(event)
+        return out
+
+
+class _AnthropicSSE:
+    """Assembles the assistant message of an Anthropic Messages SSE stream: ``content_block_start`` opens block
+    ``index`` (text, or tool_use with id and name), ``content_block_delta`` adds ``text_delta.text`` or
+    ``input_json_delta.partial_json``. ``reply``: ``{"role": "assistant", "content": [blocks]}`` (tool_use
+    ``input`` parsed from the joined JSON, kept as a string when it does not parse); None when empty."""
+
+    def __init__(self) -> None:
+        self.sse = _SSEEvents()
+        self.blocks: dict[int, dict[str, Any]] = {}
+
+    def feed(self, chunk: bytes) -> None:
+        for event in self.sse.events(chunk):
+            index = event.get("index")
+            if not isinstance(index, int):
+                continue
+            if event.get("type") == "content_block_start" and isinstance(event.get("content_block"), dict):
+                start = event["content_block"]
+                self.blocks[index] = {"type": start.get("type"), "id": start.get("id"), "name": start.get("name"),
+                                      "parts": [start["text"]] if isinstance(start.get("text"), str) else []}
+            elif event.get("type") == "content_block_delta" and isinstance(event.get("delta"), dict):
+                delta = event["delta"]
+                block = self.blocks.setdefault(index, {"type": "text", "id": None, "name": None, "parts": []})
+                piece = delta.get("text") if delta.get("type") == "text_delta" else delta.get("partial_json")
+                if isinstance(piece, str):
+                    block["parts"].append(piece)
+
+    @property
+    def reply(self) -> Message | None:
+        import json
+
+        content = []
+        for _, b in sorted(self.blocks.items()):
+            joined = "".join(b["parts"])
+            if b["type"] == "tool_use":
+                try:
+                    args = json.loads(joined) if joined else {}
+                except ValueError:
+                    args = joined
+                content.append({"type": "tool_use", "id": b["id"], "name": b["name"] or "", "input": args})
+            elif b["type"] == "text" and joined:
+                content.append({"type": "text", "text": joined})
+        return {"role": "assistant", "content": content} if content else None
+
+
+def _chat_messages(body: Any) -> list[Message] | None:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    ok = isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages)
+    return messages if ok else None  # not a chat request we understand: forwarded untouched, nothing archived
+
+
+class _OpenAI:
+    """OpenAI chat completions: the block is a system message after the leading system message(s)."""
+
+    path = "chat/completions"
+    parser = _SSEText
+
+    @staticmethod
+    def messages(body: Any) -> list[Message] | None:
+        return _chat_messages(body)
+
+    @staticmethod
+    def inject(body: dict[str, Any], block: str) -> dict[str, Any]:
+        return {**body, "messages": _inject(body["messages"], block, header="")}
+
+    @staticmethod
+    def reply(response: Any) -> Any:
+        return response["choices"][0]["message"]
+
+
+class _Anthropic:
+    """Anthropic Messages (``POST /v1/messages``): the live context is the top-level ``system`` (as a system
+    message) and ``messages``; the block is appended to ``system`` (a string, or a list of text blocks)."""
+
+    path = "messages"
+    parser = _AnthropicSSE
+
+    @staticmethod
+    def messages(body: Any) -> list[Message] | None:
+        messages = _chat_messages(body)
+        if messages is None:
+            return None
+        system = body.get("system")
+        return ([{"role": "system", "content": system}] if system else []) + messages
+
+    @staticmethod
+    def inject(body: dict[str, Any], block: str) -> dict[str, Any]:
+        system = body.get("system")
+        if isinstance(system, list):
+            return {**body, "system": [*system, {"type": "text", "text": block}]}
+        return {**body, "system": f"{system}\n\n{block}" if isinstance(system, str) and system else block}
+
+    @staticmethod
+    def reply(response: Any) -> Any:
+        return {"role": "assistant", "content": response["content"]}
+
+
+OPENAI, ANTHROPIC = _OpenAI(), _Anthropic()
 
 
 def _add_forwarding(app: FastAPI, service: MemoryService, upstream: str, timeout: float, *,
@@ -561,7 +721,13 @@ def _add_forwarding(app: FastAPI, service: MemoryService, upstream: str, timeout
         """OpenAI chat completions, forwarded to the upstream: the request's turns are archived, a compaction
         is detected and the recovered block injected as a system message; the reply (streamed or not) is archived.
         Session: header ``X-Lantern-Session`` (default ``default``)."""
-        return await forwarder.chat(request)
+        return await forwarder.chat(request, OPENAI)
+
+    @app.post("/v1/messages", tags=["proxy"], include_in_schema=True)
+    async def anthropic_messages(request: Request) -> Any:
+        """Anthropic Messages, forwarded to the upstream (``--upstream https://api.anthropic.com/v1``) like chat
+        completions; the recovered block is appended to the ``system`` field. Session: ``X-Lantern-Session``."""
+        return await forwarder.chat(request, ANTHROPIC)
 
     @app.api_route("/v1/{rest:path}", methods=_PASS_METHODS, include_in_schema=False)
     async def passthrough(request: Request, rest: str) -> Any:

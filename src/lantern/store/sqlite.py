@@ -431,6 +431,25 @@ class Store:
             (match, *sessions, limit),
         ).fetchall()
 
+    def term_fractions(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
+        """Estimated share of entries matching each MATCH term (a quoted FTS5 string), counted in the ``sample``
+        newest FTS5 rows (a rowid range: FTS5 seeks into its doclists, so the cost follows the sample, not the
+        corpus). Cached per term until the entry count changes by 10% (or 100,000 terms are cached). Returns {term: fraction in [0, 1]}."""
+        count = self.count()
+        cache = getattr(self, "_fractions", None)
+        if cache is None or abs(count - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
+            cache = self._fractions = (count, {})
+        top = self.db.execute("SELECT max(rowid) FROM entries_fts").fetchone()[0] or 0
+        n = min(sample, count) or 1
+        out = {}
+        for term in match_terms:
+            if term not in cache[1]:
+                hits = self.db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ? AND rowid > ?",
+                                       (term, top - sample)).fetchone()[0]
+                cache[1][term] = min(hits / n, 1.0)
+            out[term] = cache[1][term]
+        return out
+
     def sessions(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
 
