@@ -97,7 +97,7 @@ def test_tracker_matches_stateless_detect_over_a_long_conversation(lt):
         event, current = tracker.observe("s", msgs)
         expected = detect(lt, "s", msgs)
         assert (current is None) == (expected is None)
-        assert tracker.seen["s"].present == _brute_present(lt, "s", msgs)
+        assert tracker.seen[tracker.key("s", lt.scope)].present == _brute_present(lt, "s", msgs)
         events.append(event)
         lt.archive(msgs, session="s")
         msgs = msgs + [_reply(i)]
@@ -111,7 +111,7 @@ def test_tracker_matches_stateless_detect_over_a_long_conversation(lt):
     expected = detect(lt, "s", compacted)
     assert event is current and event.reason == "summary"
     assert event.lost_entry_ids == expected.lost_entry_ids and len(event.lost_entry_ids) > 30
-    live_ids = tracker.seen["s"].present
+    live_ids = tracker.seen[tracker.key("s", lt.scope)].present
     assert live_ids == _brute_present(lt, "s", compacted) and len(live_ids) >= 3  # system prompt + the 2 kept turns
     assert not live_ids & set(event.lost_entry_ids)
     # the same compacted context growing: an ongoing compaction, not a new one
@@ -121,15 +121,15 @@ def test_tracker_matches_stateless_detect_over_a_long_conversation(lt):
     assert event is None and current is not None and current.reason == "summary"
     # an old turn pasted back at the end (the conversation still grows): found in the new tail, present again
     port_turn = next(i for i, _t, text in lt.store.session_turns("s") if "5433:5432" in text)
-    assert port_turn not in tracker.seen["s"].present
+    assert port_turn not in tracker.seen[tracker.key("s", lt.scope)].present
     resent = grown + [msgs[1], msgs[2], {"role": "user", "content": "Same setup again, please."}]
     tracker.observe("s", resent)
-    assert port_turn in tracker.seen["s"].present and tracker.seen["s"].present == _brute_present(lt, "s", resent)
+    assert port_turn in tracker.seen[tracker.key("s", lt.scope)].present and tracker.seen[tracker.key("s", lt.scope)].present == _brute_present(lt, "s", resent)
     grown = resent
     # a window that drops a turn the previous request still held is a new compaction
     window = [SYSTEM, *grown[4:-3]]
     event, _ = tracker.observe("s", window)
-    assert event is not None and tracker.seen["s"].present == _brute_present(lt, "s", window)
+    assert event is not None and tracker.seen[tracker.key("s", lt.scope)].present == _brute_present(lt, "s", window)
 
 
 def test_tracker_sees_another_process_archive_and_forget(tmp_path):
@@ -164,9 +164,9 @@ def test_tracker_sees_another_process_archive_and_forget(tmp_path):
         assert event is not None and event.reason == "dropped" == expected.reason
         assert event.lost_entry_ids == expected.lost_entry_ids
         other_id = lt.store.db.execute("SELECT id FROM entries WHERE text LIKE '%zebra-9 to staging%'").fetchone()[0]
-        assert other_id in tracker.seen["s"].present and other_id not in event.lost_entry_ids
+        assert other_id in tracker.seen[tracker.key("s", lt.scope)].present and other_id not in event.lost_entry_ids
         assert first_user_turn not in event.lost_entry_ids  # forgotten by the other process: not lost, gone
-        assert tracker.seen["s"].present == _brute_present(lt, "s", live)
+        assert tracker.seen[tracker.key("s", lt.scope)].present == _brute_present(lt, "s", live)
 
 
 def test_tracker_after_a_forget_and_an_archive_on_the_same_connection(lt):
@@ -182,8 +182,8 @@ def test_tracker_after_a_forget_and_an_archive_on_the_same_connection(lt):
     event, current = tracker.observe("s", live)
     expected = detect(lt, "s", live)
     assert event is not None and event.lost_entry_ids == expected.lost_entry_ids and ids[3] not in event.lost_entry_ids
-    assert tracker.seen["s"].present == _brute_present(lt, "s", live)
-    assert set(tracker.seen["s"].archive.hash) == {i for i, _t, _x in lt.store.session_turns("s")}
+    assert tracker.seen[tracker.key("s", lt.scope)].present == _brute_present(lt, "s", live)
+    assert set(tracker.seen[tracker.key("s", lt.scope)].archive.hash) == {i for i, _t, _x in lt.store.session_turns("s")}
 
 
 def test_tracker_keeps_a_bounded_number_of_sessions(lt):
@@ -194,9 +194,9 @@ def test_tracker_keeps_a_bounded_number_of_sessions(lt):
     for s in ("a", "b", "c"):
         lt.archive(msgs, session=s)
         tracker.observe(s, msgs)
-    assert list(tracker.seen) == ["b", "c"]
+    assert [session for session, _scope in tracker.seen] == ["b", "c"]
     tracker.observe("b", msgs)
     tracker.observe("a", [SYSTEM, *msgs[-2:]])  # "a" again: a first request, its compaction is an event
-    assert list(tracker.seen) == ["b", "a"]
+    assert [session for session, _scope in tracker.seen] == ["b", "a"]
     event, current = tracker.observe("a", [SYSTEM, *msgs[-2:]])
     assert event is None and current is not None and current.reason == "dropped"

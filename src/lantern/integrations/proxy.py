@@ -42,7 +42,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from ..errors import LanternError
-from .schemas import (ArchiveResponse, ErrorResponse, ForgetResponse, RecoverResponse, SearchResponse,
+from .schemas import (ArchiveResponse, ErrorResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse,
                       StatsResponse)
 from .service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
 
@@ -52,6 +52,10 @@ DEFAULT_UPSTREAM_TIMEOUT = 600.0  # seconds; ours: a long completion streams for
 log = logging.getLogger("lantern.proxy")
 
 Message = dict[str, Any]
+# scope (lantern/scope.py); the proxy reads it from the X-Lantern-User / -Agent / -Project headers
+_USER = "User id: only this user's entries are read or written (default \"\")."
+_AGENT = "Agent id: a filter on reads (default any), a label on writes."
+_PROJECT = "Project: a filter on reads (default any), a label on writes."
 
 
 # ---------------------------------------------------------------------------------------------- request / response
@@ -60,6 +64,9 @@ class ArchiveRequest(BaseModel):
         "Chat messages: OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic (content "
         "blocks) or plain {role, content}."))
     session: str | None = Field(None, description="Session id (default \"default\").")
+    user: str | None = Field(None, description=_USER)
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
 
 
 class RecoverRequest(BaseModel):
@@ -68,17 +75,31 @@ class RecoverRequest(BaseModel):
     budget: int = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
     exclude: list[Message | int] | None = Field(None, description=(
         "The live context (messages) and/or entry ids: turns still in it are never re-injected."))
+    user: str | None = Field(None, description=_USER)
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
 
 
 class SearchRequest(BaseModel):
     query: str
     k: int = Field(10, ge=1, le=MAX_K)
     session: str | None = None
+    user: str | None = Field(None, description=_USER)
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
+
+
+class FeedbackRequest(BaseModel):
+    entry_ids: list[int] = Field(..., min_length=1, description="Ids of recovered entries.")
+    useful: bool = Field(..., description="Whether they helped answer.")
 
 
 class ForgetRequest(BaseModel):
     entry: int | None = Field(None, description="Entry id to delete.")
     session: str | None = Field(None, description="Session whose entries to delete.")
+    user: str | None = Field(None, description="User whose entries to delete (alone: all of them; default \"\").")
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
 
 
 ERRORS = {400: {"model": ErrorResponse}, 401: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
@@ -161,22 +182,27 @@ def build_app(
     def archive(req: ArchiveRequest) -> dict[str, Any]:
         """Archive conversation turns in one transaction (already archived turns count as duplicates).
         Secrets are redacted before anything is stored."""
-        return service.archive(req.messages, req.session)
+        return service.archive(req.messages, req.session, req.user, req.agent, req.project)
 
     @app.post("/v1/memory/recover", response_model=RecoverResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def recover(req: RecoverRequest) -> dict[str, Any]:
         """The block of archived turns to inject after a compaction."""
-        return service.recover(req.query, req.session, req.budget, req.exclude)
+        return service.recover(req.query, req.session, req.budget, req.exclude, req.user, req.agent, req.project)
 
     @app.post("/v1/memory/search", response_model=SearchResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def search(req: SearchRequest) -> dict[str, Any]:
         """Top k archived turns by fused score, with each signal's rank."""
-        return service.search(req.query, req.k, req.session)
+        return service.search(req.query, req.k, req.session, req.user, req.agent, req.project)
 
     @app.post("/v1/memory/forget", response_model=ForgetResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def forget(req: ForgetRequest) -> dict[str, Any]:
-        """Delete one entry or a whole session from every table (exactly one of entry or session)."""
-        return service.forget(req.entry, req.session)
+        """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
+        return service.forget(req.entry, req.session, req.user, req.agent, req.project)
+
+    @app.post("/v1/memory/feedback", response_model=FeedbackResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
+    def feedback(req: FeedbackRequest) -> dict[str, Any]:
+        """Whether recovered entries were useful (their success rate σ)."""
+        return service.feedback(req.entry_ids, req.useful)
 
     @app.get("/v1/memory/stats", response_model=StatsResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def stats() -> dict[str, Any]:
