@@ -191,9 +191,31 @@ _aider_line = st.one_of(
 )
 AIDER = st.lists(_aider_line, min_size=1, max_size=10).map("\n".join)
 
+_cc_block = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _TEXT}),
+    st.fixed_dictionaries({"type": st.just("tool_use"), "id": _ID, "name": st.sampled_from(["Bash", "Edit", "Task"]),
+                           "input": st.dictionaries(st.text(max_size=5), _TEXT, max_size=3)}),
+    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": _ID,
+                           "content": _TEXT | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _TEXT}), max_size=2)},
+                          optional={"is_error": st.booleans()}),
+    st.fixed_dictionaries({"type": st.just("image"), "source": st.fixed_dictionaries(
+        {"type": st.just("base64"), "media_type": st.just("image/png"), "data": st.just("iVBO" * 500)})}),
+    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": _TEXT, "signature": st.just("sig")}),
+)
+_cc_record = st.fixed_dictionaries(
+    {"type": st.sampled_from(["user", "assistant", "system", "summary"]), "uuid": _ID, "sessionId": st.just("7f3c2a10"),
+     "timestamp": st.sampled_from(["2026-11-20T09:00:00Z", "bad", ""]),
+     "message": st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
+                                       "content": _TEXT | st.lists(_cc_block, max_size=4)},
+                                      optional={"id": st.sampled_from(["msg_1", "msg_2"])})},
+    optional={"parentUuid": _ID | st.none(), "isSidechain": st.booleans(), "agentId": _ID, "isCompactSummary": st.booleans(),
+              "subtype": st.just("compact_boundary"), "cwd": _TEXT},
+)
+CLAUDE_CODE = st.lists(_cc_record, min_size=1, max_size=8)
+
 STRATEGIES = {"openai": OPENAI, "anthropic": ANTHROPIC, "jsonl": PLAIN, "codex": CODEX, "sharegpt": SHAREGPT,
-              "swe_agent": SWE, "locomo": LOCOMO}
-assert set(STRATEGIES) | {"aider"} >= set(FORMATS) - {"claude_code"}
+              "swe_agent": SWE, "locomo": LOCOMO, "claude-code": CLAUDE_CODE}
+assert set(STRATEGIES) | {"aider"} >= set(FORMATS)
 
 # --- the property -----------------------------------------------------------------------------------------------
 
