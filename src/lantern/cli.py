@@ -289,14 +289,14 @@ def serve(
 
 @app.command("eval")
 def eval_(
-    dataset: str = typer.Argument(..., help="locomo, memdaily or jsonl (docs/eval-format.md)."),
+    dataset: str = typer.Argument(..., help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."),
     data: Path = typer.Option(..., "--data", help="The dataset file or folder (read only)."),
     out: Path = typer.Option(..., "--out", help="Output folder: results.json, facts.jsonl, report.md, PNG plots."),
     split: str = typer.Option("report", "--split", help="tune, report or all (never tune on report)."),
     budget: int = typer.Option(6000, "--budget", help="Characters injected, the same for every system."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate at most N histories of the split."),
-    keep: int = typer.Option(20, "--keep", help="Turns the compaction keeps verbatim."),
-    compaction: str = typer.Option("truncation", "--compaction", help="truncation, gist or session_summary (LoCoMo)."),
+    keep: Optional[int] = typer.Option(None, "--keep", help="Turns the compaction keeps verbatim (default 20; aider 4)."),
+    compaction: Optional[str] = typer.Option(None, "--compaction", help="truncation (default), gist (aider's default), session_summary (LoCoMo) or llm_summary."),
     system: Optional[list[str]] = typer.Option(None, "--system", help="Systems to run (repeatable; default all)."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Archive cache folder (default $LANTERN_EVAL_CACHE or ~/.cache/lantern/eval)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots (matplotlib)."),

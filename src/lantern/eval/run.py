@@ -14,7 +14,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ from ..config import Config
 from ..model import Turn
 from . import metrics, stats
 from .compaction import compact, lost_turns
-from .datasets import LOADER_VERSION, SEPARATE_CATEGORIES, Dataset, History, load
+from .datasets import LOADER_VERSIONS, SEPARATE_CATEGORIES, Dataset, History, load
+from .lookahead import recovery_query
 from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, failure_cause, run_system, select
 
 ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
@@ -44,6 +45,25 @@ class Prepared:
     entry_ids: list[int]  # per turn (a deduplicated turn shares the id of its first copy)
     turn_of: dict[str, int]  # evidence id -> turn index
     lantern: Any = None  # the history's own store
+    entry_sessions: dict[int, set[str]] = field(default_factory=dict)  # entry id -> session labels of its turns
+
+
+def turn_session(history: History, turn: Turn) -> str:
+    """A turn's session label for session-level metrics: ``History.sessions`` of its first message id, else the
+    turn's session, else the history id."""
+    for m in turn.messages:
+        label = history.sessions.get(m.meta.get("dia_id"))
+        if label:
+            return label
+    return turn.session or history.id
+
+
+def entry_sessions(history: History, turns: Sequence[Turn], entry_ids: Sequence[int]) -> dict[int, set[str]]:
+    """entry id -> the session labels of every turn archived as it (a deduplicated copy adds its own session)."""
+    out: dict[int, set[str]] = {}
+    for turn, eid in zip(turns, entry_ids):
+        out.setdefault(eid, set()).add(turn_session(history, turn))
+    return out
 
 
 def _turns(history: History) -> list[Turn]:
@@ -64,7 +84,7 @@ def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, prog
     emb = get_embedder(embedder)
     memo = MemoEmbedder(emb)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", emb.id)
-    folder = cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSION}"
+    folder = cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSIONS.get(dataset.name, 1)}"
     folder.mkdir(parents=True, exist_ok=True)
     archive_ms: list[float] = []
     out: dict[str, Prepared] = {}
@@ -93,7 +113,7 @@ def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, prog
             lantern = Lantern(db, emb)
         lantern.embedder = memo
         turn_of = {d: i for i, t in enumerate(turns) for m in t.messages if (d := m.meta.get("dia_id")) is not None}
-        out[h.id] = Prepared(h, turns, ids, turn_of, lantern)
+        out[h.id] = Prepared(h, turns, ids, turn_of, lantern, entry_sessions(h, turns, ids))
     return out, archive_ms
 
 
@@ -107,11 +127,15 @@ class Case:
     question: str
     relevant: list[int]  # entry ids of the lost evidence turns
     relevant_sessions: list[str]
+    match: str = "all"  # Fact.match
+    answer: str = ""
 
 
-def cases_for(p: Prepared, method: str, keep: int) -> tuple[list[Case], Pool, dict[str, int]]:
-    """The lost facts of one history under a compaction, the candidate pool (live window excluded), and counts."""
-    comp = compact(method, p.turns, keep, p.history.summaries)
+def cases_for(p: Prepared, method: str, keep: int, summarizer=None) -> tuple[list[Case], Pool, dict[str, int]]:
+    """The lost facts of one history under a compaction, the candidate pool (live window excluded), and counts.
+    A history with ``query="context"`` asks every fact with the compacted context's tail (look-ahead protocol)."""
+    comp = compact(method, p.turns, keep, p.history.summaries, summarizer)
+    tail = recovery_query([p.turns[i] for i in comp.kept], comp.summary) if p.history.query == "context" else None
     excluded = sorted({p.entry_ids[i] for i in comp.kept})
     counts = {"facts": len(p.history.facts), "no_evidence": 0, "kept": 0, "lost": 0}
     cases: list[Case] = []
@@ -125,8 +149,9 @@ def cases_for(p: Prepared, method: str, keep: int) -> tuple[list[Case], Pool, di
             counts["kept"] += 1
             continue
         counts["lost"] += 1
-        sessions = list(dict.fromkeys(p.turns[t].session or p.history.id for t in turns))
-        cases.append(Case(p.history.id, f.id, f.category, f.question, list(dict.fromkeys(relevant)), sessions))
+        sessions = list(dict.fromkeys(turn_session(p.history, p.turns[t]) for t in turns))
+        cases.append(Case(p.history.id, f.id, f.category, f.question if tail is None else tail,
+                          list(dict.fromkeys(relevant)), sessions, f.match, f.answer))
     return cases, Pool(None, excluded, []), counts
 
 
@@ -189,9 +214,9 @@ def evaluate(
                 t = bar.add_task(f"{system.name:>16}", total=len(all_cases))
                 rows[system.name] = []
                 for case in all_cases:
-                    lantern = prepared[case.history].lantern
-                    o = run_system(system, lantern, case.question, pools[case.history], budget)
-                    rows[system.name].append(_row(case, o, system, lantern))
+                    p = prepared[case.history]
+                    o = run_system(system, p.lantern, case.question, pools[case.history], budget)
+                    rows[system.name].append(_row(case, o, system, p))
                     bar.advance(t)
         finally:
             for p in prepared.values():
@@ -235,35 +260,27 @@ def _config_json(config: Config | None) -> dict | None:
     return d
 
 
-def _row(case: Case, o, system: System, lantern) -> dict:
+def _row(case: Case, o, system: System, p: Prepared) -> dict:
+    """One metrics row. ``match="all"`` facts: recovered when every lost evidence turn is packed, turn recall
+    over those turns. ``match="answer"`` facts (look-ahead tokens): recovered when the token is inside the block,
+    the evidence turns are alternatives (recall@k = hit@k, nDCG with an ideal of one)."""
     packed = set(o.packed)
-    sessions = _sessions_of(lantern, o.ranking[:10])
-    rel_sessions = set(case.relevant_sessions)
+    sessions = [p.entry_sessions.get(i, set()) for i in o.ranking[:10]]
+    alternatives = case.match == "answer"
+    recall = metrics.hit_at_k if alternatives else metrics.recall_at_k
+    recovered = case.answer in o.text if alternatives else metrics.fact_recovered(packed, case.relevant)
     return {
         "history": case.history, "fact": case.fact_id, "category": case.category,
-        "recovered": metrics.fact_recovered(packed, case.relevant),
-        "recall@5": metrics.recall_at_k(o.ranking, case.relevant, 5),
-        "recall@10": metrics.recall_at_k(o.ranking, case.relevant, 10),
-        "session_recall@5": metrics.session_recall_at_k(sessions[:5], rel_sessions, 5),
-        "session_recall@10": metrics.session_recall_at_k(sessions, rel_sessions, 10),
-        "ndcg@10": metrics.ndcg_at_k(o.ranking, case.relevant, 10),
+        "recovered": recovered,
+        "recall@5": recall(o.ranking, case.relevant, 5),
+        "recall@10": recall(o.ranking, case.relevant, 10),
+        "session_recall@5": metrics.session_recall_at_k(sessions[:5], case.relevant_sessions, 5),
+        "session_recall@10": metrics.session_recall_at_k(sessions, case.relevant_sessions, 10),
+        "ndcg@10": metrics.ndcg_at_k(o.ranking, case.relevant, 10, alternatives),
         "mrr": metrics.reciprocal_rank(o.ranking, case.relevant),
         "chars": o.chars, "ms": o.ms,
-        "cause": failure_cause(o, case.relevant, system),
+        "cause": None if recovered else failure_cause(o, case.relevant, system, alternatives),
     }
-
-
-_SESSION_CACHE: dict[tuple[str, int], str] = {}
-
-
-def _sessions_of(lantern, ids: list[int]) -> list[str]:
-    """The conversation session of each entry (the part after the history prefix), cached per database."""
-    key = str(lantern.path)
-    missing = [i for i in ids if (key, i) not in _SESSION_CACHE]
-    if missing:
-        for i, e in lantern.store.entries(missing, text=False, tags=False).items():
-            _SESSION_CACHE[(key, i)] = e.session.split("/", 1)[1] if "/" in e.session else e.session
-    return [_SESSION_CACHE.get((key, i), "") for i in ids]
 
 
 def aggregate(rows: dict[str, list[dict]], cases: Sequence[Case], systems: Sequence[System]) -> dict[str, Any]:
@@ -333,9 +350,12 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: int = 6000, limit: int | None = None,
-         keep: int = DEFAULT_KEEP, compaction: str = "truncation", systems: Sequence[str] | None = None,
+         keep: int | None = None, compaction: str | None = None, systems: Sequence[str] | None = None,
          embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True) -> dict[str, Any]:
-    """Entry point of ``lantern eval``."""
+    """Entry point of ``lantern eval``. ``keep`` / ``compaction`` default to the dataset's own (aider: gist, 4
+    turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns."""
     ds = load(dataset, data)
+    keep = keep if keep is not None else ds.keep or DEFAULT_KEEP
+    compaction = compaction or ds.compaction or "truncation"
     return evaluate(ds, out_dir=out, systems=select(systems), budget=budget, keep=keep, compaction=compaction,
                     split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots)

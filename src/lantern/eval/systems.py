@@ -89,6 +89,7 @@ class Outcome:
     packed: list[int]  # entry ids inside the block
     chars: int
     ms: float
+    text: str = ""  # the injected block
     fused: list[int] = field(default_factory=list)  # pipeline systems: the fused order before MMR
     verdicts: dict[int, str] = field(default_factory=dict)  # pipeline systems: every candidate's verdict
 
@@ -154,26 +155,31 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int) -> 
         ranked = [c for c in rec.candidates if c.verdict != "excluded:live"]
         order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
         return Outcome(
-            ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms,
+            ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms, text=rec.text,
             fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
         )
     start = time.perf_counter()
     ordered = baseline_order(system.kind, query, pool.entries)
     result = pack(iter(ordered), budget, query_terms(query), config.min_excerpt_chars, config.entry_share)
     ms = (time.perf_counter() - start) * 1000
-    return Outcome(ranking=[e.id for e in ordered], packed=[p.entry.id for p in result.packed], chars=len(result.text), ms=ms)
+    return Outcome(ranking=[e.id for e in ordered], packed=[p.entry.id for p in result.packed], chars=len(result.text), ms=ms,
+                   text=result.text)
 
 
 FAILURE_CAUSES = ("never archived", "outside every signal's top-N", "deduplicated away", "removed by MMR", "cut by the budget")
 
 
-def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System) -> str | None:
+def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System, alternatives: bool = False) -> str | None:
     """One cause for an unrecovered fact (pipeline systems only; None otherwise or when recovered): the earliest
     pipeline stage that lost one of its relevant turns. ``removed by MMR``: cut by the budget although its fused
-    rank was within the number of entries packed (it would have fit without MMR's re-ordering)."""
+    rank was within the number of entries packed (it would have fit without MMR's re-ordering).
+    ``alternatives`` (any relevant turn answers): the furthest stage any of them reached; a packed one whose
+    excerpt left the answer out counts as cut by the budget."""
     if system.kind != "lantern":
         return None
     missing = [r for r in relevant if r not in outcome.packed]
+    if alternatives and len(missing) < len(relevant):
+        return FAILURE_CAUSES[-1]
     if not missing:
         return None
     causes = []
@@ -189,4 +195,4 @@ def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System) -> 
             causes.append(3)
         else:
             causes.append(4)
-    return FAILURE_CAUSES[min(causes)]
+    return FAILURE_CAUSES[max(causes) if alternatives else min(causes)]
