@@ -22,7 +22,7 @@ from ..archive.chunk import chunk
 from ..config import Config
 from ..model import Turn
 from . import metrics, stats
-from .compaction import compact, lost_turns
+from .compaction import METHODS, compact, lost_turns
 from .datasets import LOADER_VERSIONS, SEPARATE_CATEGORIES, Dataset, History, load
 from .lookahead import recovery_query
 from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, failure_cause, run_system, select
@@ -31,6 +31,10 @@ ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
 DEFAULT_KEEP = 20  # turns kept verbatim by the compaction (ours: about one LoCoMo session)
 REFERENCE = "lantern"
 COMPARED = ("recovered", "recall@10")
+CURVE_SYSTEMS = ("lantern", "bm25", "dense", "grep", "recency")  # the systems of the robustness curves
+COMPACTION_SYSTEMS = ("lantern", "bm25")  # the systems of the compaction-method comparison
+DEFAULT_BUDGETS = (1000, 2000, 3000, 6000, 9000, 12000)  # characters
+DEFAULT_RATIOS = (0.25, 0.5, 0.75, 0.9)  # share of each history's turns compacted
 
 
 def default_cache_dir() -> Path:
@@ -162,6 +166,51 @@ def _pool_entries(lantern, p: Prepared, excluded: list[int]):
     return [found[i] for i in order if i in found]
 
 
+def _cases(prepared: dict[str, Prepared], histories: Sequence[History], method: str, keep_of: Callable[[Prepared], int],
+           summarizer=None) -> tuple[list[Case], dict[str, Pool], dict[str, dict[str, int]]]:
+    """Every history's lost facts under one compaction (``keep_of``: turns kept per history), pools and counts."""
+    all_cases: list[Case] = []
+    pools: dict[str, Pool] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for h in histories:
+        p = prepared[h.id]
+        cases, pool, c = cases_for(p, method, keep_of(p), summarizer)
+        pool.entries = _pool_entries(p.lantern, p, pool.excluded)
+        pools[h.id], counts[h.id] = pool, c
+        all_cases.extend(cases)
+    return all_cases, pools, counts
+
+
+def _run(systems: Sequence[System], cases: Sequence[Case], pools: dict[str, Pool], prepared: dict[str, Prepared],
+         budget: int, bar=None, label: str = "") -> dict[str, list[dict]]:
+    """Per system, one metrics row per case (a progress bar per system when ``bar`` is given)."""
+    rows: dict[str, list[dict]] = {}
+    for system in systems:
+        task = bar.add_task(f"{label}{system.name:>16}", total=len(cases)) if bar else None
+        rows[system.name] = []
+        for case in cases:
+            p = prepared[case.history]
+            o = run_system(system, p.lantern, case.question, pools[case.history], budget)
+            rows[system.name].append(_row(case, o, system, p))
+            if bar:
+                bar.advance(task)
+    return rows
+
+
+def _point(rows: dict[str, list[dict]]) -> dict[str, dict]:
+    """A curve point: per system, facts recovered / recall@10 / n over the headline facts."""
+    out = {}
+    for name, rs in rows.items():
+        s = metrics.summarize([r for r in rs if r["category"] not in SEPARATE_CATEGORIES])
+        out[name] = {"recovered": s["recovered"], "recall@10": s["recall@10"], "n": s["n"]}
+    return out
+
+
+def _curve(points: Sequence, per_point: dict) -> dict[str, Any]:
+    names = list(next(iter(per_point.values()))) if per_point else []
+    return {"points": list(points), "systems": {n: {k: [per_point[x][n][k] for x in points] for k in ("recovered", "recall@10", "n")} for n in names}}
+
+
 def evaluate(
     dataset: Dataset,
     *,
@@ -176,9 +225,15 @@ def evaluate(
     cache_dir: Path | None = None,
     console=None,
     plots: bool = True,
+    budgets: Sequence[int] | None = DEFAULT_BUDGETS,
+    ratios: Sequence[float] | None = DEFAULT_RATIOS,
+    summarizer=None,
 ) -> dict[str, Any]:
     """Run the evaluation and write ``out_dir/results.json``, ``facts.jsonl``, ``report.md`` (and PNG plots).
-    Returns the results dict."""
+    Besides the main table: robustness curves of the ``CURVE_SYSTEMS`` over ``budgets`` (characters) and over
+    ``ratios`` (share of each history's turns compacted; [] skips a curve), and a comparison of the compaction
+    methods for the ``COMPACTION_SYSTEMS`` (``llm_summary`` only with a ``summarizer``, ``llm.Summarizer``; else
+    listed as skipped). Returns the results dict."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -189,6 +244,12 @@ def evaluate(
     systems = list(systems or select(None))
     out_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = cache_dir or default_cache_dir()
+    if any(not 0 < r <= 1 for r in ratios or ()):
+        raise ValueError(f"compaction ratios must lie in (0, 1], got {list(ratios or ())}")
+    if any(b <= 0 for b in budgets or ()):
+        raise ValueError(f"budgets must be positive numbers of characters, got {list(budgets or ())}")
+    curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
+    comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("archive", total=sum(len(_turns(h)) for h in chosen.histories))
@@ -201,29 +262,43 @@ def evaluate(
         prepared, archive_ms = prepare(chosen, cache_dir, embedder, tick)
         bar.update(task, completed=bar.tasks[task].total)
         try:
-            all_cases: list[Case] = []
-            pools: dict[str, Pool] = {}
-            counts: dict[str, dict[str, int]] = {}
-            for h in chosen.histories:
-                cases, pool, c = cases_for(prepared[h.id], compaction, keep)
-                pool.entries = _pool_entries(prepared[h.id].lantern, prepared[h.id], pool.excluded)
-                pools[h.id], counts[h.id] = pool, c
-                all_cases.extend(cases)
-            rows: dict[str, list[dict]] = {}
-            for system in systems:
-                t = bar.add_task(f"{system.name:>16}", total=len(all_cases))
-                rows[system.name] = []
-                for case in all_cases:
-                    p = prepared[case.history]
-                    o = run_system(system, p.lantern, case.question, pools[case.history], budget)
-                    rows[system.name].append(_row(case, o, system, p))
-                    bar.advance(t)
+            all_cases, pools, counts = _cases(prepared, chosen.histories, compaction, lambda p: keep, summarizer)
+            rows = _run(systems, all_cases, pools, prepared, budget, bar)
+            by_budget = {}
+            for b in budgets or ():
+                sub = {s.name: rows[s.name] for s in curve_systems} if b == budget else _run(curve_systems, all_cases, pools, prepared, b, bar, f"budget {b:>6,} ")
+                by_budget[b] = _point(sub)
+            by_ratio, ratio_lost = {}, []
+            for r in ratios or ():
+                cs, ps, cn = _cases(prepared, chosen.histories, compaction, lambda p: max(0, round(len(p.turns) * (1 - r))), summarizer)
+                by_ratio[r] = _point(_run(curve_systems, cs, ps, prepared, budget, bar, f"ratio {r:.2f} "))
+                ratio_lost.append(sum(c["lost"] for c in cn.values()))
+            compactions: dict[str, Any] = {}
+            has_summaries = any(h.summaries for h in chosen.histories)
+            for method in METHODS:
+                if method == "session_summary" and not has_summaries:
+                    compactions[method] = {"skipped": "the data has no session summaries"}
+                elif method == "llm_summary" and summarizer is None:
+                    compactions[method] = {"skipped": "no --llm-base-url / --llm-model given"}
+                elif method == compaction:
+                    compactions[method] = {"lost": len(all_cases), "systems": _point({s.name: rows[s.name] for s in comp_systems})}
+                elif comp_systems:
+                    cs, ps, cn = _cases(prepared, chosen.histories, method, lambda p: keep, summarizer)
+                    compactions[method] = {"lost": len(cs), "systems": _point(_run(comp_systems, cs, ps, prepared, budget, bar, f"{method} "))}
         finally:
             for p in prepared.values():
                 p.lantern.close()
 
     base = systems[0].config or Config()
     results = aggregate(rows, all_cases, systems)
+    results["curves"] = {}
+    if by_budget:
+        results["curves"]["budget"] = _curve(list(by_budget), by_budget)
+    if by_ratio:
+        results["curves"]["ratio"] = {**_curve(list(by_ratio), by_ratio), "lost": ratio_lost}
+    results["compactions"] = compactions
+    if summarizer is not None:
+        results["llm"] = summarizer.describe()
     results["dataset"] = {
         "name": dataset.name, "path": dataset.path, "sha256": dataset.sha256, "split": split, "limit": limit,
         "histories": [h.id for h in chosen.histories], "facts": chosen.n_facts, "unresolved_evidence_ids": dataset.unresolved_ids,
@@ -311,7 +386,8 @@ def aggregate(rows: dict[str, list[dict]], cases: Sequence[Case], systems: Seque
 
 def compare(rows: dict[str, list[dict]], reference: str) -> dict[str, list[dict]]:
     """For each metric in COMPARED, every system against ``reference`` on the headline facts: difference in
-    percentage points with its bootstrap 95% CI (pairs = facts), paired Wilcoxon and Cohen's d over per-history
+    percentage points with its cluster bootstrap 95% CI (conversations / history files resampled, all their facts
+    kept), paired Wilcoxon and Cohen's d over per-history
     means, exact McNemar per fact (binary ``recovered`` only); Holm across the systems of the table."""
     ref = [r for r in rows[reference] if r["category"] not in SEPARATE_CATEGORIES]
     tables: dict[str, list[dict]] = {}
@@ -326,7 +402,7 @@ def compare(rows: dict[str, list[dict]], reference: str) -> dict[str, list[dict]
             histories = list(dict.fromkeys(r["history"] for r in ref))
             ha = [_mean([float(r[metric]) for r in ref if r["history"] == h]) for h in histories]
             hb = [_mean([float(r[metric]) for r in other if r["history"] == h]) for h in histories]
-            diff, low, high = stats.bootstrap_ci(a, b)
+            diff, low, high = stats.bootstrap_ci_clustered(a, b, [r["history"] for r in ref])
             row = {
                 "system": name, "reference": reference, "metric": metric, "n_facts": len(a), "n_histories": len(histories),
                 "reference_mean": _mean(a), "system_mean": _mean(b), "diff_pp": diff, "ci_low_pp": low, "ci_high_pp": high,
@@ -351,11 +427,20 @@ def _mean(xs: Sequence[float]) -> float:
 
 def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: int = 6000, limit: int | None = None,
          keep: int | None = None, compaction: str | None = None, systems: Sequence[str] | None = None,
-         embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True) -> dict[str, Any]:
+         embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True,
+         budgets: Sequence[int] | None = DEFAULT_BUDGETS, ratios: Sequence[float] | None = DEFAULT_RATIOS,
+         llm_base_url: str | None = None, llm_model: str | None = None) -> dict[str, Any]:
     """Entry point of ``lantern eval``. ``keep`` / ``compaction`` default to the dataset's own (aider: gist, 4
-    turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns."""
+    turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns. ``llm_base_url`` + ``llm_model``: an
+    OpenAI-compatible endpoint for the ``llm_summary`` compaction (key from ``LANTERN_LLM_API_KEY``)."""
     ds = load(dataset, data)
     keep = keep if keep is not None else ds.keep or DEFAULT_KEEP
     compaction = compaction or ds.compaction or "truncation"
+    summarizer = None
+    if llm_base_url or llm_model:
+        from .llm import Summarizer
+
+        summarizer = Summarizer(llm_base_url or "", llm_model or "", cache_dir=(cache_dir or default_cache_dir()) / "llm")
     return evaluate(ds, out_dir=out, systems=select(systems), budget=budget, keep=keep, compaction=compaction,
-                    split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots)
+                    split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots,
+                    budgets=budgets, ratios=ratios, summarizer=summarizer)
