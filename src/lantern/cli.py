@@ -304,6 +304,7 @@ def eval_(
     ratios: str = typer.Option("0.25,0.5,0.75,0.9", "--ratios", help="Compaction-ratio curve points (share of turns compacted), comma-separated ('' skips)."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for --llm-base-url."),
+    second_embedder: Optional[str] = typer.Option(None, "--second-embedder", help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics."""
     try:
@@ -317,7 +318,7 @@ def eval_(
                                systems=system or None, embedder=state.embedder, cache_dir=cache, plots=plots,
                                budgets=[int(x) for x in budgets.split(",") if x.strip()],
                                ratios=[float(x) for x in ratios.split(",") if x.strip()],
-                               llm_base_url=llm_base_url, llm_model=llm_model)
+                               llm_base_url=llm_base_url, llm_model=llm_model, second_embedder=second_embedder)
         except ValueError as e:
             _fail(str(e))
         head = results["systems"].get("lantern", next(iter(results["systems"].values())))["overall"]

@@ -25,7 +25,7 @@ from . import metrics, stats
 from .compaction import METHODS, compact, lost_turns
 from .datasets import LOADER_VERSIONS, SEPARATE_CATEGORIES, Dataset, History, load
 from .lookahead import recovery_query
-from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, failure_cause, run_system, select
+from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, dual_system, failure_cause, run_system, select
 
 ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
 DEFAULT_KEEP = 20  # turns kept verbatim by the compaction (ours: about one LoCoMo session)
@@ -167,7 +167,7 @@ def _pool_entries(lantern, p: Prepared, excluded: list[int]):
 
 
 def _cases(prepared: dict[str, Prepared], histories: Sequence[History], method: str, keep_of: Callable[[Prepared], int],
-           summarizer=None) -> tuple[list[Case], dict[str, Pool], dict[str, dict[str, int]]]:
+           summarizer=None, second: dict[str, Prepared] | None = None) -> tuple[list[Case], dict[str, Pool], dict[str, dict[str, int]]]:
     """Every history's lost facts under one compaction (``keep_of``: turns kept per history), pools and counts."""
     all_cases: list[Case] = []
     pools: dict[str, Pool] = {}
@@ -176,6 +176,7 @@ def _cases(prepared: dict[str, Prepared], histories: Sequence[History], method: 
         p = prepared[h.id]
         cases, pool, c = cases_for(p, method, keep_of(p), summarizer)
         pool.entries = _pool_entries(p.lantern, p, pool.excluded)
+        pool.second = second[h.id].lantern if second else None
         pools[h.id], counts[h.id] = pool, c
         all_cases.extend(cases)
     return all_cases, pools, counts
@@ -228,12 +229,15 @@ def evaluate(
     budgets: Sequence[int] | None = DEFAULT_BUDGETS,
     ratios: Sequence[float] | None = DEFAULT_RATIOS,
     summarizer=None,
+    second_embedder: str | None = None,
 ) -> dict[str, Any]:
     """Run the evaluation and write ``out_dir/results.json``, ``facts.jsonl``, ``report.md`` (and PNG plots).
     Besides the main table: robustness curves of the ``CURVE_SYSTEMS`` over ``budgets`` (characters) and over
     ``ratios`` (share of each history's turns compacted; [] skips a curve), and a comparison of the compaction
     methods for the ``COMPACTION_SYSTEMS`` (``llm_summary`` only with a ``summarizer``, ``llm.Summarizer``; else
-    listed as skipped). Returns the results dict."""
+    listed as skipped). ``second_embedder``: also build the stores with that embedder and add the system
+    ``lantern+<its id>`` (its semantic ranking as a fifth RRF signal; ``systems.dual_system``). Returns the
+    results dict."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -261,8 +265,19 @@ def evaluate(
 
         prepared, archive_ms = prepare(chosen, cache_dir, embedder, tick)
         bar.update(task, completed=bar.tasks[task].total)
+        second: dict[str, Prepared] = {}
         try:
-            all_cases, pools, counts = _cases(prepared, chosen.histories, compaction, lambda p: keep, summarizer)
+            if second_embedder:
+                offsets.clear()
+                bar.update(task, completed=0, description="archive (2nd embedder)")
+                second, _ = prepare(chosen, cache_dir, second_embedder, tick)
+                for hid, p2 in second.items():
+                    if p2.entry_ids != prepared[hid].entry_ids:
+                        raise RuntimeError(f"{hid}: the two embedders' stores hold different entry ids; clear the cache")
+                dual = dual_system(next(iter(second.values())).lantern.embedder.id, systems[0].config) if second else None
+                if dual and dual.name not in {s.name for s in systems}:
+                    systems.insert(1, dual)
+            all_cases, pools, counts = _cases(prepared, chosen.histories, compaction, lambda p: keep, summarizer, second)
             rows = _run(systems, all_cases, pools, prepared, budget, bar)
             by_budget = {}
             for b in budgets or ():
@@ -286,7 +301,7 @@ def evaluate(
                     cs, ps, cn = _cases(prepared, chosen.histories, method, lambda p: keep, summarizer)
                     compactions[method] = {"lost": len(cs), "systems": _point(_run(comp_systems, cs, ps, prepared, budget, bar, f"{method} "))}
         finally:
-            for p in prepared.values():
+            for p in [*prepared.values(), *second.values()]:
                 p.lantern.close()
 
     base = systems[0].config or Config()
@@ -308,7 +323,7 @@ def evaluate(
     }
     results["config"] = {
         "budget": budget, "keep": keep, "compaction": compaction, "embedder": next(iter(prepared.values())).lantern.embedder.id if prepared else embedder,
-        "systems": {s.name: {"kind": s.kind, "note": s.note, "config": _config_json(s.config) if s.kind == "lantern" else None} for s in systems},
+        "systems": {s.name: {"kind": s.kind, "note": s.note, "config": _config_json(s.config) if s.kind in ("lantern", "dual") else None} for s in systems},
         "lantern_config": _config_json(base),
     }
     results["archive_latency_ms"] = {
@@ -429,7 +444,7 @@ def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: 
          keep: int | None = None, compaction: str | None = None, systems: Sequence[str] | None = None,
          embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True,
          budgets: Sequence[int] | None = DEFAULT_BUDGETS, ratios: Sequence[float] | None = DEFAULT_RATIOS,
-         llm_base_url: str | None = None, llm_model: str | None = None) -> dict[str, Any]:
+         llm_base_url: str | None = None, llm_model: str | None = None, second_embedder: str | None = None) -> dict[str, Any]:
     """Entry point of ``lantern eval``. ``keep`` / ``compaction`` default to the dataset's own (aider: gist, 4
     turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns. ``llm_base_url`` + ``llm_model``: an
     OpenAI-compatible endpoint for the ``llm_summary`` compaction (key from ``LANTERN_LLM_API_KEY``)."""
@@ -443,4 +458,4 @@ def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: 
         summarizer = Summarizer(llm_base_url or "", llm_model or "", cache_dir=(cache_dir or default_cache_dir()) / "llm")
     return evaluate(ds, out_dir=out, systems=select(systems), budget=budget, keep=keep, compaction=compaction,
                     split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots,
-                    budgets=budgets, ratios=ratios, summarizer=summarizer)
+                    budgets=budgets, ratios=ratios, summarizer=summarizer, second_embedder=second_embedder)

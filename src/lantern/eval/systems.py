@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,8 @@ PACKED = ("packed", "excerpt")
 @dataclass(frozen=True)
 class System:
     name: str
-    kind: str  # "lantern" (the pipeline with ``config``) or a baseline: recency, grep, overlap, random
+    kind: str  # "lantern" (the pipeline with ``config``), "dual" (the pipeline plus a second store's semantic
+    # ranking as a fifth signal, ``second_semantic``), or a baseline: recency, grep, overlap, random
     config: Config | None = None
     note: str = ""
 
@@ -81,6 +83,7 @@ class Pool:
     session: str | None
     excluded: list[int]
     entries: list[Entry]
+    second: Any = None  # the history's store built with a second embedder (same turns, same entry ids), or None
 
 
 @dataclass
@@ -143,14 +146,40 @@ def baseline_order(kind: str, query: str, entries: list[Entry]) -> list[Entry]:
     raise ValueError(f"unknown baseline kind {kind!r}")
 
 
+SECOND_SEMANTIC = "second_semantic"
+
+
+def dual_system(second_id: str, base: Config | None = None) -> System:
+    """Lantern's four signals plus the semantic ranking of a second embedder (``second_id``) as a fifth RRF signal
+    (weight 1): the "both embedders" setup, measured by fusing two separately built stores in the evaluation."""
+    return System(f"lantern+{second_id}", "dual", base or Config(), f"four signals + {second_id} semantic ranking (RRF)")
+
+
+def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
+    """The second store's semantic ranking (entry ids, best first; live window excluded)."""
+    second = pool.second
+    second.config = replace(config, signals=("semantic",), use_mmr=False)
+    cands, _, _ = _rank(second, query, pool)
+    return [c.entry.id for c in cands if c.verdict != "excluded:live"]
+
+
+def _rank(lantern, query: str, pool: Pool):
+    from ..archive.parse import clean_text
+    from ..recover.pipeline import rank
+
+    return rank(lantern.store, lantern.index, lantern.embedder, lantern.config, clean_text(query),
+                session=pool.session, exclude_ids=pool.excluded)
+
+
 def run_system(system: System, lantern, query: str, pool: Pool, budget: int) -> Outcome:
     """Run ``system`` on one query. Pipeline systems go through ``Lantern.explain`` (no side effects: access counts
     are not bumped, so systems and reruns do not influence each other)."""
     config = system.config or Config()
-    if system.kind == "lantern":
-        lantern.config = config
+    if system.kind in ("lantern", "dual"):
         start = time.perf_counter()
-        rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded)
+        extra = {SECOND_SEMANTIC: second_semantic(pool, query, config)} if system.kind == "dual" else None
+        lantern.config = config
+        rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded, extra_rankings=extra)
         ms = (time.perf_counter() - start) * 1000
         ranked = [c for c in rec.candidates if c.verdict != "excluded:live"]
         order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
@@ -175,7 +204,7 @@ def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System, alt
     rank was within the number of entries packed (it would have fit without MMR's re-ordering).
     ``alternatives`` (any relevant turn answers): the furthest stage any of them reached; a packed one whose
     excerpt left the answer out counts as cut by the budget."""
-    if system.kind != "lantern":
+    if system.kind not in ("lantern", "dual"):
         return None
     missing = [r for r in relevant if r not in outcome.packed]
     if alternatives and len(missing) < len(relevant):

@@ -44,10 +44,13 @@ def rank(
     exclude_ids: Iterable[int] = (),
     live_text: str = "",
     now: float | None = None,
+    extra_rankings: dict[str, list[int]] | None = None,
 ) -> tuple[list[Candidate], list[str], np.ndarray]:
     """Every candidate for ``query``, fused and sorted by RRF score (best first), with its per-signal ranks and
     scores. Entries whose full text is still inside ``live_text`` get the verdict ``excluded:live`` and no rank.
-    Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
+    ``extra_rankings``: further signals computed elsewhere (name -> entry ids, best first; e.g. a second
+    embedder's semantic ranking, used by the evaluation), fused like the others (weight ``signal_weights[name]``,
+    default 1). Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
     index.refresh()
     terms = query_terms(query)[: config.max_query_terms]
     allowed = index.session_mask(session)
@@ -67,6 +70,11 @@ def rank(
             found["fulltext"] = (found["fulltext"][0][keep], found["fulltext"][1][keep])
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, terms, allowed, n)
+    for name, ids in (extra_rankings or {}).items():
+        ids = np.asarray(ids, np.int64)
+        pos = index.positions(ids[np.isin(ids, index.ids)]) if len(ids) else np.empty(0, np.int64)
+        pos = pos[allowed[pos]] if allowed is not None and len(pos) else pos
+        found[name] = (pos, 1.0 / np.arange(1, len(pos) + 1, dtype=np.float32))  # score: reciprocal rank
     pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
     live = live_text  # already whitespace-normalized (Lantern.live_text)
     # candidates carry their summary; the full text is read here only to test it against the live context
@@ -111,11 +119,13 @@ def recover(
     session: str | None = None,
     exclude_ids: Iterable[int] = (),
     live_text: str = "",
+    extra_rankings: dict[str, list[int]] | None = None,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
-    the verdict of every entry considered (``explain``)."""
+    the verdict of every entry considered (``explain``). ``extra_rankings``: as in ``rank``."""
     candidates, terms, positions = rank(
-        store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text
+        store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text,
+        extra_rankings=extra_rankings,
     )
     ranked = [c for c in candidates if c.verdict != "excluded:live"]
     if not ranked:
