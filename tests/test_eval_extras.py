@@ -9,6 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lantern.eval import stats
@@ -163,3 +164,41 @@ def test_second_embedder_as_fifth_signal(tmp_path):
     finally:
         for p in [*first.values(), *second.values()]:
             p.lantern.close()
+
+
+def test_keyword_scores_hand_computed():
+    from lantern.recover import signals
+
+    inter, hints = np.array([2.0, 2.0]), np.array([2.0, 10.0])
+    assert signals.jaccard(inter, 3, hints).tolist() == pytest.approx([2 / 3, 2 / 11])  # many hints: penalized
+    assert signals.overlap_coefficient(inter, 3, hints).tolist() == pytest.approx([1.0, 2 / 3])  # |Q| bounds it
+    assert signals.idf(np.array([1.0, 10.0]), 10).tolist() == pytest.approx([np.log1p(9.5 / 1.5), np.log1p(0.5 / 10.5)])
+
+
+def test_keyword_idf_prefers_the_rare_shared_term(tmp_path):
+    """Ten entries name a port (hint terms port/端口 on every one); one also names the staging host. With Jaccard
+    the short generic entries tie with or beat it; with idf the rare shared term decides."""
+    from dataclasses import replace
+
+    from lantern.api import Lantern
+    from lantern.config import Config
+    from lantern.recover import signals
+
+    lantern = Lantern(tmp_path / "k.db")
+    try:
+        for i in range(10):
+            lantern.archive([{"role": "user", "content": f"the service {i} listens on port {5400 + i}"}], session="s")
+        lantern.archive([{"role": "user", "content": "staging_db_host runs pg_bouncer, stats_collector, wal_archiver, "
+                                                      "autovacuum_worker and listens on port 5433"}], session="s")
+        idx = lantern.index
+        idx.refresh()
+        terms = ["port", "staging_db_host"]
+        last = len(idx.ids) - 1  # the staging entry was archived last, with 17 hint terms (the others 3)
+        assert idx.hint_count[last] > 3 * idx.hint_count[0]
+        # Jaccard: 2 / (2 + 17 - 2) = 0.12 < 1 / (2 + 3 - 1) = 0.25: the one entry sharing both terms is not in the top 5
+        assert last not in signals.keyword(idx, terms, None, 5, "jaccard")[0].tolist()
+        assert int(signals.keyword(idx, terms, None, 5, "idf")[0][0]) == last
+        assert int(signals.keyword(idx, terms, None, 5, "overlap")[0][0]) == last
+        assert replace(Config(), keyword_score="idf").keyword_score == "idf"
+    finally:
+        lantern.close()

@@ -37,6 +37,7 @@ class Config:
     # most of the gain and leaves reinforcement (c, sigma) a voice in the ranking
     signal_weights: dict = field(default_factory=lambda: {"semantic": 1.0, "fulltext": 1.0, "keyword": 1.0, "importance": 0.25})
     fusion: str = "rrf"  # "rrf" or "sum" (ablation)
+    keyword_score: str = "jaccard"  # keyword signal: "jaccard" (DESIGN §3.2), "overlap" or "idf" (recover/signals.py)
     use_mmr: bool = True
     # --- privacy (issue 5; archive/redact.py; ours) ---
     redact_patterns: tuple = ()  # extra secret patterns: (kind, regex) pairs; group "secret" or 1 is the secret

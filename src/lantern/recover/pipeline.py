@@ -69,7 +69,7 @@ def rank(
             keep = allowed[found["fulltext"][0]]
             found["fulltext"] = (found["fulltext"][0][keep], found["fulltext"][1][keep])
     if "keyword" in enabled:
-        found["keyword"] = signals.keyword(index, terms, allowed, n)
+        found["keyword"] = signals.keyword(index, terms, allowed, n, config.keyword_score)
     for name, ids in (extra_rankings or {}).items():
         ids = np.asarray(ids, np.int64)
         pos = index.positions(ids[np.isin(ids, index.ids)]) if len(ids) else np.empty(0, np.int64)
