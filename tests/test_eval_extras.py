@@ -202,3 +202,22 @@ def test_keyword_idf_prefers_the_rare_shared_term(tmp_path):
         assert replace(Config(), keyword_score="idf").keyword_score == "idf"
     finally:
         lantern.close()
+
+
+def test_memdaily_trajectories_are_sessions():
+    """Each MemDaily trajectory is a session of the concatenated history; an entry archived once for two identical
+    messages belongs to both trajectories."""
+    from lantern.eval.datasets import load
+    from lantern.eval.run import _turns, entry_sessions, turn_session
+
+    h = load("memdaily", FIX / "memdaily").histories[0]
+    assert h.sessions["0:1"] == "trajectory 0" and h.sessions["1:0"] == "trajectory 1"
+    turns = _turns(h)
+    assert [turn_session(h, t) for t in turns][:4] == ["trajectory 0"] * 3 + ["trajectory 1"]
+    ids = list(range(len(turns)))
+    ids[3] = 0  # pretend turn 3 was deduplicated onto turn 0's entry
+    es = entry_sessions(h, turns, ids)
+    assert es[0] == {"trajectory 0", "trajectory 1"}
+    from lantern.eval import metrics
+
+    assert metrics.session_recall_at_k([es[0]], ["trajectory 1"], 10) == 1.0
