@@ -9,8 +9,10 @@ from typing import Any
 from .datasets import SEPARATE_CATEGORIES
 
 SPLIT_NOTE = {
-    "report": "report split (LoCoMo conversations 6–10, MemDaily types other than 01); no parameter was tuned on it",
-    "tune": "tune split (LoCoMo conversations 1–5, MemDaily type 01): parameters may be tuned here; not for claims",
+    "report": "report split (LoCoMo conversations 6–10, MemDaily types other than 01, the second half of the aider "
+              "sessions); no parameter was tuned on it",
+    "tune": "tune split (LoCoMo conversations 1–5, MemDaily type 01, the first half of the aider sessions): parameters "
+            "may be tuned here; not for claims",
     "all": "all histories (tune and report splits together): not for claims",
 }
 
@@ -46,10 +48,19 @@ def render(results: dict[str, Any]) -> str:
         f"{ds['lost']}, kept by it {ds['kept']}, without resolvable evidence {ds['no_evidence']}; unresolved evidence "
         f"ids in the whole file {ds['unresolved_evidence_ids']}; dropped items {ds['dropped_items']}.",
         f"- Compaction: {cfg['compaction']}, last {cfg['keep']} turns kept verbatim (excluded from recovery). "
-        f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. Zero LLM calls.",
+        f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. "
+        + ("Zero LLM calls in retrieval; the llm_summary compaction called the endpoint below." if results.get("llm") else "Zero LLM calls."),
         "- A fact is lost when an evidence turn is outside the kept window and its answer is not in the compacted "
         "context; it is recovered when every lost evidence turn is inside the packed block. Rankings are scored on "
         "the lost evidence turns.",
+    ]
+    if ds["name"] == "aider":
+        out += ["- Look-ahead facts (no labels; `lantern.eval.lookahead`): each history is an aider session up to its "
+                "compaction point t* (60% of its turns); a fact is a token (path, number, identifier, error, name, date, "
+                "decision) that the 10 turns after t* use again and the compacted context lost. It is recovered when the "
+                "token is inside the block; any turn holding it counts (recall@k = hit@k). Every fact is asked with the "
+                "compacted context's tail (last kept user message + summary); recovery searches the session's own store."]
+    out += [
         "",
         "## Headline" + (f" (categories {', '.join(sorted(SEPARATE_CATEGORIES))} reported separately)" if SEPARATE_CATEGORIES else ""),
         "",
