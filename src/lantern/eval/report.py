@@ -138,7 +138,8 @@ def _compactions(results: dict[str, Any]) -> list[str]:
     names = sorted({n for c in comps.values() for n in c.get("systems", {})}, key=lambda n: (n != "lantern", n))
     out = ["", "## Compaction methods", "",
            f"Each method keeps the last {results['config']['keep']} turns; the facts it loses are asked with the same "
-           f"budget ({results['config']['budget']:,} characters). Skipped methods say why."]
+           f"budget ({results['config']['budget']:,} characters). Facts lost: every category; recovered: the headline "
+           f"facts. Skipped methods say why."]
     llm = results.get("llm")
     if llm:
         out += [f"LLM summary: `{llm['model']}` at `{llm['url']}`, {llm['calls']} calls made, {llm['cached']} answered from the cache."]
