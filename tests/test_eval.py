@@ -106,7 +106,7 @@ def test_recall_mrr_recovery():
     assert metrics.reciprocal_rank([3], {1}) == 0.0
     assert metrics.fact_recovered({1, 2, 3}, [1, 2]) and not metrics.fact_recovered({1}, [1, 2])
     assert not metrics.fact_recovered({1}, [])
-    assert metrics.session_recall_at_k(["s1", "s1", "s2"], {"s2", "s3"}, 10) == 0.5
+    assert metrics.session_recall_at_k([{"s1"}, {"s1"}, {"s2"}], {"s2", "s3"}, 10) == 0.5
 
 
 def test_percentile_matches_numpy_linear():

@@ -231,12 +231,14 @@ class Lantern:
         self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None, *,
         as_of: datetime | None = None, proactive: bool = False,
         user: str | None = None, agent: str | None = None, project: str | None = None,
+        extra_rankings: dict[str, list[int]] | None = None,
     ) -> Recovery:
         """``recover`` without its side effects (access counts, reinforcement): the same Recovery, whose
         ``candidates`` give every candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt,
         cut:budget, cut:duplicate, excluded:live, excluded:pruned) with its reason; each candidate's entry carries
-        its category, confidence and success. Scope as ``recover``. Raises ValueError for a bad budget, TypeError
-        for a bad ``exclude``, ``as_of`` or scope name."""
+        its category, confidence and success. Scope as ``recover``. ``extra_rankings``: further signals fused with
+        the others (signal name -> entry ids best first; the evaluation's second-embedder signal). Raises
+        ValueError for a bad budget, TypeError for a bad ``exclude``, ``as_of`` or scope name."""
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
@@ -251,7 +253,7 @@ class Lantern:
         return pipeline.recover(
             self.store, self.index, self.embedder, self.config, query,
             budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes, proactive=proactive,
-            scope=scope,
+            scope=scope, extra_rankings=extra_rankings,
         )
 
     def facts(

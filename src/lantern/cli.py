@@ -455,17 +455,22 @@ def serve(
 
 @app.command("eval")
 def eval_(
-    dataset: str = typer.Argument(..., help="locomo, memdaily or jsonl (docs/eval-format.md)."),
+    dataset: str = typer.Argument(..., help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."),
     data: Path = typer.Option(..., "--data", help="The dataset file or folder (read only)."),
     out: Path = typer.Option(..., "--out", help="Output folder: results.json, facts.jsonl, report.md, PNG plots."),
     split: str = typer.Option("report", "--split", help="tune, report or all (never tune on report)."),
     budget: int = typer.Option(6000, "--budget", help="Characters injected, the same for every system."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate at most N histories of the split."),
-    keep: int = typer.Option(20, "--keep", help="Turns the compaction keeps verbatim."),
-    compaction: str = typer.Option("truncation", "--compaction", help="truncation, gist or session_summary (LoCoMo)."),
+    keep: Optional[int] = typer.Option(None, "--keep", help="Turns the compaction keeps verbatim (default 20; aider 4)."),
+    compaction: Optional[str] = typer.Option(None, "--compaction", help="truncation (default), gist (aider's default), session_summary (LoCoMo) or llm_summary."),
     system: Optional[list[str]] = typer.Option(None, "--system", help="Systems to run (repeatable; default all)."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Archive cache folder (default $LANTERN_EVAL_CACHE or ~/.cache/lantern/eval)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots (matplotlib)."),
+    budgets: str = typer.Option("1000,2000,3000,6000,9000,12000", "--budgets", help="Budget curve points in characters, comma-separated ('' skips)."),
+    ratios: str = typer.Option("0.25,0.5,0.75,0.9", "--ratios", help="Compaction-ratio curve points (share of turns compacted), comma-separated ('' skips)."),
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for --llm-base-url."),
+    second_embedder: Optional[str] = typer.Option(None, "--second-embedder", help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics."""
     try:
@@ -476,7 +481,10 @@ def eval_(
     def run() -> None:
         try:
             results = run_eval(dataset, data, out, split=split, budget=budget, limit=limit, keep=keep, compaction=compaction,
-                               systems=system or None, embedder=state.embedder, cache_dir=cache, plots=plots)
+                               systems=system or None, embedder=state.embedder, cache_dir=cache, plots=plots,
+                               budgets=[int(x) for x in budgets.split(",") if x.strip()],
+                               ratios=[float(x) for x in ratios.split(",") if x.strip()],
+                               llm_base_url=llm_base_url, llm_model=llm_model, second_embedder=second_embedder)
         except ValueError as e:
             _fail(str(e))
         head = results["systems"].get("lantern", next(iter(results["systems"].values())))["overall"]

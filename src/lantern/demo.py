@@ -1,16 +1,16 @@
 """``lantern demo`` / ``make demo``: the context cliff on a real coding conversation, measured without labels.
 
-Protocol (ours, after the paper's §1 definition of the cliff ΔF = F(C_t*) \\ F(C_t*+1)):
+Protocol: the look-ahead protocol of ``lantern.eval.lookahead`` (shared with the ``aider`` eval dataset):
 
 1. Archive every turn of a real aider chat log excerpt (shipped, Apache-2.0), one ``archive`` call per turn,
    timing each call.
-2. Compact each session at t* = the turn 60% of the way through it: the last ``KEEP`` turns before t* stay
-   verbatim, every earlier turn is replaced by one extractive line (its user message, cut to 100 characters).
-3. The *needed lost facts* are specific tokens (paths, numbers, identifiers, error strings, hashes, versions,
-   URLs, quoted names; found by ``extract_tags``) that the next ``LOOKAHEAD`` turns after t* use again, that appear
-   in the compacted-away turns, and that are absent from the compacted context.
-4. Recover with the compacted context's tail as query (last user message + the compaction summary), the kept
-   turns excluded as live context, budget 6,000 characters. A fact is recovered when it is in the injected block.
+2. Compact each session at t* (60% of its turns): the last ``KEEP`` turns before t* stay verbatim, every earlier
+   turn is replaced by one extractive line (``compaction_summary``).
+3. The *needed lost facts* (``needed_lost_facts``): specific tokens that the next ``LOOKAHEAD`` turns after t* use
+   again, that appear in the compacted-away turns, and that are absent from the compacted context.
+4. Recover with the compacted context's tail as query (``recovery_query``), the kept turns excluded as live
+   context and the look-ahead turns excluded too (they lie in the future of t*), budget 6,000 characters. A fact
+   is recovered when it is in the injected block.
 
 No network, no LLM: every figure printed is measured on this run.
 """
@@ -31,15 +31,10 @@ from rich.table import Table
 from .api import Lantern
 from .archive.chunk import chunk
 from .archive.parse import parse
-from .archive.tags import extract_tags
+from .eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, needed_lost_facts, recovery_query, t_star
 from .model import Turn
 
 EXCERPT = Path(__file__).parent / "data" / "demo" / "aider-chat-excerpt.md"
-KEEP = 4  # turns kept verbatim after the compaction (issue #2)
-LOOKAHEAD = 10  # turns after t* whose reuse of a fact makes it "needed"
-COMPACT_AT = 0.6  # t* as a fraction of the session's turns
-SUMMARY_LINE_CHARS = 100
-FACT_KINDS = {"path", "error", "identifier", "port", "url", "version", "hash", "number", "quoted", "env"}
 
 
 @dataclass
@@ -56,43 +51,20 @@ class CompactionResult:
     extra: dict = field(default_factory=dict)
 
 
-def compaction_summary(turns: list[Turn]) -> str:
-    """The extractive compaction: one line per compacted turn, its first user line cut to 100 characters."""
-    lines = []
-    for turn in turns:
-        user = next((m.text for m in turn.messages if m.role == "user" and m.text.strip()), "")
-        first = user.strip().splitlines()[0] if user.strip() else "(no user message)"
-        lines.append(f"- turn {turn.index}: {first[:SUMMARY_LINE_CHARS]}")
-    return "[Summary of the earlier conversation]\n" + "\n".join(lines)
-
-
-def needed_lost_facts(compacted: list[Turn], context: str, future: list[Turn]) -> list[str]:
-    """Specific tokens used again after t* that were in compacted-away turns and are absent from the context."""
-    gone = "\n".join(t.text for t in compacted)
-    facts: list[str] = []
-    for turn in future:
-        for tag in extract_tags(turn.text):
-            v = tag.value
-            if tag.kind in FACT_KINDS and len(v) >= 3 and v not in facts and v in gone and v not in context:
-                facts.append(v)
-    return facts
-
-
 def compact_and_recover(lantern: Lantern, session: str, turns: list[Turn]) -> CompactionResult | None:
-    if len(turns) < KEEP + 4:
+    t = t_star(len(turns))
+    if t is None:
         return None
-    t_star = max(KEEP + 1, int(len(turns) * COMPACT_AT))
-    compacted, kept, future = turns[: t_star - KEEP], turns[t_star - KEEP : t_star], turns[t_star : t_star + LOOKAHEAD]
+    compacted, kept, future = turns[: t - KEEP], turns[t - KEEP : t], turns[t : t + LOOKAHEAD]
     summary = compaction_summary(compacted)
-    live_messages = [m for t in kept for m in t.messages]
-    context = summary + "\n" + "\n".join(t.text for t in kept)
-    last_user = next((m.text for m in reversed(live_messages) if m.role == "user" and m.text.strip()), "")
+    context = summary + "\n" + "\n".join(x.text for x in kept)
     facts = needed_lost_facts(compacted, context, future)
+    not_yet = [m for x in kept + turns[t:] for m in x.messages]  # live context, and the turns after t*
     start = time.perf_counter()
-    rec = lantern.recover(last_user + "\n" + summary, session=session, exclude=live_messages)
+    rec = lantern.recover(recovery_query(kept, summary), session=session, exclude=not_yet)
     ms = (time.perf_counter() - start) * 1000
     recovered = [f for f in facts if f in rec.text]
-    return CompactionResult(session, len(turns), t_star, facts, recovered, rec.text, rec.chars, ms, len(context))
+    return CompactionResult(session, len(turns), t, facts, recovered, rec.text, rec.chars, ms, len(context))
 
 
 def _pct(values: list[float], q: float) -> float:

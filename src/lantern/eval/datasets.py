@@ -10,8 +10,17 @@ same way for every dataset.
   5 adversarial (no answer; reported separately). Split: samples 1–5 of the file = ``tune``, 6–10 = ``report``.
 - MemDaily (Zhang et al. 2024, MemSim; ``messages_and_QAs/*.json``): one history per file, all trajectories
   concatenated into one session (ids ``"<tid>:<mid>"``; a message repeated verbatim in several trajectories is
-  archived once, so retrieving that one entry counts for every copy; session-level metrics are trivial here); each question's evidence is its own trajectory's ``target_step_id``.
+  archived once, so retrieving that one entry counts for every copy); for session-level metrics each trajectory is a
+  session (``History.sessions``; an entry shared by copies belongs to each copy's trajectory); each question's
+  evidence is its own trajectory's ``target_step_id``.
   ``[ERRORQ]``/``[ERRORA]`` items are dropped, as upstream ``post_process.py`` does. Split: type 01 = ``tune``.
+- aider chat history (``chat-history.md`` or a folder of aider ``.md`` logs): label-free look-ahead facts
+  (``lookahead.py``, the demo's protocol). One history per session of at least ``MIN_TURNS`` turns, holding the
+  turns before its compaction point t*; each fact is a token the ``LOOKAHEAD`` turns after t* use again and some
+  earlier turn holds (evidence: those turns' messages), typed path / number / identifier / error / name / date /
+  decision. A fact is recovered when its token is in the block (``match="answer"``); the query is the compacted
+  context's tail. Default compaction: gist, ``KEEP`` = 4 turns kept. Split: the first half of the sessions (in
+  log order) = ``tune``, the rest = ``report`` (ours).
 - Generic JSONL fact sets (``docs/eval-format.md``): one history per line.
 """
 
@@ -20,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +37,8 @@ from typing import Any
 from ..archive.parse.locomo import parse_locomo_date
 from ..model import Message
 
-LOADER_VERSION = 3  # part of the archive cache key: bump when a loader changes what is archived
+LOADER_VERSIONS = {"locomo": 3, "memdaily": 3, "jsonl": 3, "aider": 1}  # part of the archive cache key: bump a
+# dataset's version when its loader changes what is archived
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SEPARATE_CATEGORIES = {"adversarial"}  # reported apart from the headline (no answerable evidence)
 LOCOMO_TUNE = 5  # the first five samples of locomo10.json are the tune split
@@ -49,6 +59,7 @@ class Fact:
     evidence: list[str]
     category: str
     unresolved: int = 0
+    match: str = "all"  # "all": every lost evidence turn must be packed; "answer": the answer text must be in the block
 
 
 @dataclass
@@ -61,6 +72,9 @@ class History:
     facts: list[Fact]
     split: str = "report"
     summaries: dict[str, str] = field(default_factory=dict)
+    query: str = "question"  # "question": each fact's question; "context": the compacted context's tail (look-ahead)
+    sessions: dict[str, str] = field(default_factory=dict)  # message id -> session label for session-level metrics,
+    # when the archived session does not carry it (MemDaily: the trajectory)
 
 
 @dataclass
@@ -72,6 +86,8 @@ class Dataset:
     unresolved_ids: int = 0
     dropped: int = 0  # items dropped by the loader (error placeholders, facts without any evidence)
     notes: list[str] = field(default_factory=list)
+    keep: int | None = None  # the dataset's own compaction window (turns kept), when it defines one
+    compaction: str | None = None  # the dataset's own compaction method, when it defines one
 
     def select(self, split: str = "all", limit: int | None = None) -> Dataset:
         """The histories of ``split`` (``tune``, ``report`` or ``all``), at most ``limit`` of them."""
@@ -80,7 +96,7 @@ class Dataset:
         hs = [h for h in self.histories if split == "all" or h.split == split]
         if limit is not None:
             hs = hs[:limit]
-        return Dataset(self.name, self.path, self.sha256, hs, self.unresolved_ids, self.dropped, list(self.notes))
+        return replace(self, histories=hs, notes=list(self.notes))
 
     @property
     def n_facts(self) -> int:
@@ -169,6 +185,7 @@ def load_memdaily_file(path: Path) -> tuple[History, int, int]:
     category = parts[1] if len(parts) > 1 else "all"  # the question type (simple ... noisy): MemDaily's stratum
     messages: list[Message] = []
     facts: list[Fact] = []
+    sessions: dict[str, str] = {}
     unresolved = dropped = 0
     for traj in data:
         tid = traj.get("tid")
@@ -178,6 +195,7 @@ def load_memdaily_file(path: Path) -> tuple[History, int, int]:
             if not isinstance(text, str) or not text.strip():
                 continue
             mids.add(m.get("mid"))
+            sessions[f"{tid}:{m.get('mid')}"] = f"trajectory {tid}"
             messages.append(Message(role="user", text=text, time=_cn_time(m.get("time")), meta={"dia_id": f"{tid}:{m.get('mid')}"}))
         for q in traj.get("question_list") or []:
             question, answer = str(q.get("question", "")), str(q.get("answer", ""))
@@ -188,7 +206,7 @@ def load_memdaily_file(path: Path) -> tuple[History, int, int]:
             good = [f"{tid}:{t}" for t in targets if t in mids]
             unresolved += len(targets) - len(good)
             facts.append(Fact(f"{path.stem}#t{tid}q{q.get('qid', 0)}", question, answer, good, category))
-    return History(path.stem, messages, facts, split), unresolved, dropped
+    return History(path.stem, messages, facts, split, sessions=sessions), unresolved, dropped
 
 
 def load_memdaily(path: str | Path) -> Dataset:
@@ -243,11 +261,66 @@ def load_jsonl(path: str | Path) -> Dataset:
     return ds
 
 
-LOADERS = {"locomo": load_locomo, "memdaily": load_memdaily, "jsonl": load_jsonl}
+# ---------------------------------------------------------------- aider (look-ahead facts)
+def _aider_sessions(path: Path) -> list[tuple[str, list]]:
+    """(history id, turns) per session of the aider log(s) at ``path`` (a file or a folder of ``*.md``)."""
+    from ..archive.chunk import chunk
+    from ..archive.parse import parse
+
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*.md") if p.name.lower() != "readme.md")
+    out: list[tuple[str, list]] = []
+    for f in files:
+        by_session: dict[str | None, list] = {}
+        for turn in chunk(parse(f, "aider").messages, None):
+            by_session.setdefault(turn.session, []).append(turn)
+        for n, (session, turns) in enumerate(by_session.items()):
+            out.append((f"{f.stem}#{n:04d}" + (f" {session}" if session else ""), turns))
+    return out
+
+
+def load_aider(path: str | Path) -> Dataset:
+    """aider chat log(s) -> look-ahead fact sets (module docstring; protocol in ``lookahead.py``)."""
+    from .lookahead import KEEP, LOOKAHEAD, fact_type, future_tags, t_star
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no aider chat history at {path}")
+    ds = Dataset("aider", str(path), _sha256_md(path), [], keep=KEEP, compaction="gist")
+    eligible = [(hid, turns, t) for hid, turns in _aider_sessions(path) if (t := t_star(len(turns))) is not None]
+    for n, (hid, turns, t) in enumerate(eligible):
+        before = turns[:t]
+        messages: list[Message] = []
+        for i, turn in enumerate(before):
+            for j, m in enumerate(turn.messages):
+                m.meta = {**m.meta, "dia_id": f"{i}:{j}"}
+                messages.append(m)
+        facts: list[Fact] = []
+        for value, kind in future_tags(turns[t : t + LOOKAHEAD]):
+            holders = [turn for turn in before if value in turn.text]
+            if not holders:
+                continue
+            evidence = [m.meta["dia_id"] for turn in holders for m in turn.messages if value in m.text]
+            evidence = evidence or [m.meta["dia_id"] for turn in holders for m in turn.messages]
+            facts.append(Fact(f"{hid}#{value}", "", value, evidence, fact_type(value, kind, holders), match="answer"))
+        split = "tune" if n < (len(eligible) + 1) // 2 else "report"
+        ds.histories.append(History(hid, messages, facts, split, query="context"))
+    return ds
+
+
+def _sha256_md(path: Path) -> str:
+    if path.is_file():
+        return sha256_of(path)
+    h = hashlib.sha256()
+    for f in sorted(path.rglob("*.md")):
+        h.update(str(f.relative_to(path)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+LOADERS = {"locomo": load_locomo, "memdaily": load_memdaily, "jsonl": load_jsonl, "aider": load_aider}
 
 
 def load(name: str, path: str | Path) -> Dataset:
-    """Load dataset ``name`` (locomo, memdaily, jsonl) from ``path``."""
+    """Load dataset ``name`` (locomo, memdaily, jsonl, aider) from ``path``."""
     if name not in LOADERS:
         raise ValueError(f"unknown dataset {name!r}; one of {', '.join(LOADERS)}")
     return LOADERS[name](path)

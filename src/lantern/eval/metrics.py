@@ -22,17 +22,33 @@ def recall_at_k(ranking: Sequence[int], relevant: Collection[int], k: int) -> fl
     return sum(1 for r in set(relevant) if r in top) / len(set(relevant))
 
 
-def session_recall_at_k(ranking_sessions: Sequence[str], relevant_sessions: Collection[str], k: int) -> float:
-    """Recall@k at session level: the share of the evidence's distinct sessions that some top-k entry belongs to."""
-    return recall_at_k(list(ranking_sessions), set(relevant_sessions), k)  # type: ignore[arg-type]
+def hit_at_k(ranking: Sequence[int], relevant: Collection[int], k: int) -> float:
+    """1.0 when some relevant entry is in the top k, else 0.0 (success@k): recall@k when the relevant entries are
+    alternatives (any one of them answers, as for a look-ahead token held by several turns)."""
+    rel = set(relevant)
+    return 1.0 if any(e in rel for e in ranking[:k]) else 0.0
 
 
-def ndcg_at_k(ranking: Sequence[int], relevant: Collection[int], k: int = 10) -> float:
+def session_recall_at_k(ranking_sessions: Sequence[Collection[str]], relevant_sessions: Collection[str], k: int) -> float:
+    """Recall@k at session level: the share of the evidence's distinct sessions that some top-k entry belongs to.
+    ``ranking_sessions``: per ranked entry, its session labels (an entry can belong to several: a deduplicated
+    turn). 0.0 when there is no relevant session."""
+    rel = set(relevant_sessions)
+    if not rel:
+        return 0.0
+    seen = set().union(*ranking_sessions[:k]) if ranking_sessions[:k] else set()
+    return len(rel & seen) / len(rel)
+
+
+def ndcg_at_k(ranking: Sequence[int], relevant: Collection[int], k: int = 10, alternatives: bool = False) -> float:
     """nDCG@k with binary gains, DCG = Σ rel_i / log2(i + 1) over ranks i = 1..k, divided by the ideal DCG of
-    min(|relevant|, k) relevant items at the top (Järvelin & Kekäläinen 2002)."""
+    min(|relevant|, k) relevant items at the top (Järvelin & Kekäläinen 2002). ``alternatives``: the relevant
+    entries are interchangeable (any one answers): only the first one ranked gains, the ideal DCG is 1."""
     rel = set(relevant)
     if not rel:
         return 0.0
+    if alternatives:
+        return next((1.0 / math.log2(i + 2) for i, e in enumerate(ranking[:k]) if e in rel), 0.0)
     dcg = sum(1.0 / math.log2(i + 2) for i, e in enumerate(ranking[:k]) if e in rel)
     ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(rel), k)))
     return dcg / ideal

@@ -9,8 +9,10 @@ from typing import Any
 from .datasets import SEPARATE_CATEGORIES
 
 SPLIT_NOTE = {
-    "report": "report split (LoCoMo conversations 6–10, MemDaily types other than 01); no parameter was tuned on it",
-    "tune": "tune split (LoCoMo conversations 1–5, MemDaily type 01): parameters may be tuned here; not for claims",
+    "report": "report split (LoCoMo conversations 6–10, MemDaily types other than 01, the second half of the aider "
+              "sessions); no parameter was tuned on it",
+    "tune": "tune split (LoCoMo conversations 1–5, MemDaily type 01, the first half of the aider sessions): parameters "
+            "may be tuned here; not for claims",
     "all": "all histories (tune and report splits together): not for claims",
 }
 
@@ -46,10 +48,19 @@ def render(results: dict[str, Any]) -> str:
         f"{ds['lost']}, kept by it {ds['kept']}, without resolvable evidence {ds['no_evidence']}; unresolved evidence "
         f"ids in the whole file {ds['unresolved_evidence_ids']}; dropped items {ds['dropped_items']}.",
         f"- Compaction: {cfg['compaction']}, last {cfg['keep']} turns kept verbatim (excluded from recovery). "
-        f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. Zero LLM calls.",
+        f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. "
+        + ("Zero LLM calls in retrieval; the llm_summary compaction called the endpoint below." if results.get("llm") else "Zero LLM calls."),
         "- A fact is lost when an evidence turn is outside the kept window and its answer is not in the compacted "
         "context; it is recovered when every lost evidence turn is inside the packed block. Rankings are scored on "
         "the lost evidence turns.",
+    ]
+    if ds["name"] == "aider":
+        out += ["- Look-ahead facts (no labels; `lantern.eval.lookahead`): each history is an aider session up to its "
+                "compaction point t* (60% of its turns); a fact is a token (path, number, identifier, error, name, date, "
+                "decision) that the 10 turns after t* use again and the compacted context lost. It is recovered when the "
+                "token is inside the block; any turn holding it counts (recall@k = hit@k). Every fact is asked with the "
+                "compacted context's tail (last kept user message + summary); recovery searches the session's own store."]
+    out += [
         "",
         "## Headline" + (f" (categories {', '.join(sorted(SEPARATE_CATEGORIES))} reported separately)" if SEPARATE_CATEGORIES else ""),
         "",
@@ -67,7 +78,8 @@ def render(results: dict[str, Any]) -> str:
             continue
         n_h = table[0]["n_histories"]
         out += ["", f"## {table[0]['reference']} vs each system: {metric}", "",
-                f"Δ = {table[0]['reference']} − system in percentage points, bootstrap 95% CI over facts; Wilcoxon "
+                f"Δ = {table[0]['reference']} − system in percentage points, cluster bootstrap 95% CI (the {n_h} histories "
+                f"resampled with all their facts); Wilcoxon "
                 f"signed-rank and Cohen's d over the {n_h} per-history means (smallest attainable p with {n_h} "
                 f"histories: {pval(table[0]['min_wilcoxon_p'])}); Holm-corrected across this table.", ""]
         header = ["system", "Δ pp", "95% CI", "Wilcoxon p", "Holm p", "Cohen's d"]
@@ -88,6 +100,8 @@ def render(results: dict[str, Any]) -> str:
         out += _table(header, [[n] + [pct(s["by_category"][c]["recovered"]) for c in cats] for n, s in results["systems"].items()])
         out += ["", "## Recall@10 by category", ""]
         out += _table(["system"] + cats, [[n] + [num(s["by_category"][c]["recall@10"]) for c in cats] for n, s in results["systems"].items()])
+    out += _curves(results)
+    out += _compactions(results)
     if results.get("failures"):
         causes = list(next(iter(results["failures"].values())))
         out += ["", "## Why facts were not recovered (pipeline systems, headline facts; one cause each)", ""]
@@ -100,8 +114,48 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _curves(results: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    curves = results.get("curves") or {}
+    for key, title, unit in (("budget", "Robustness: facts recovered vs budget", "characters"),
+                             ("ratio", "Robustness: facts recovered vs compaction ratio", "share of each history's turns compacted")):
+        c = curves.get(key)
+        if not c or not c["systems"]:
+            continue
+        heads = [f"{x:,}" if key == "budget" else f"{x:.2f}" for x in c["points"]]
+        out += ["", f"## {title}", "", f"Points: {unit}; facts recovered (recall@10 in brackets) over the headline facts"
+                + (f"; facts lost at each ratio: {', '.join(str(n) for n in c['lost'])}" if key == "ratio" else "")
+                + (f"; budget {results['config']['budget']:,} characters" if key == "ratio" else "") + ".", ""]
+        rows = [[name] + [f"{pct(v)} ({num(r)})" for v, r in zip(m["recovered"], m["recall@10"])] for name, m in c["systems"].items()]
+        out += _table(["system"] + heads, rows)
+    return out
+
+
+def _compactions(results: dict[str, Any]) -> list[str]:
+    comps = results.get("compactions") or {}
+    if not comps:
+        return []
+    names = sorted({n for c in comps.values() for n in c.get("systems", {})}, key=lambda n: (n != "lantern", n))
+    out = ["", "## Compaction methods", "",
+           f"Each method keeps the last {results['config']['keep']} turns; the facts it loses are asked with the same "
+           f"budget ({results['config']['budget']:,} characters). Facts lost: every category; recovered: the headline "
+           f"facts. Skipped methods say why."]
+    llm = results.get("llm")
+    if llm:
+        out += [f"LLM summary: `{llm['model']}` at `{llm['url']}`, {llm['calls']} calls made, {llm['cached']} answered from the cache."]
+    out += [""]
+    rows = []
+    for method, c in comps.items():
+        if "skipped" in c:
+            rows.append([method, "skipped: " + c["skipped"]] + ["—"] * len(names))
+        else:
+            rows.append([method, str(c["lost"])] + [pct(c["systems"][n]["recovered"]) if n in c["systems"] else "—" for n in names])
+    return out + _table(["compaction", "facts lost"] + [f"{n} recovered" for n in names], rows)
+
+
 def write_plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
-    """PNG bar charts (matplotlib, Agg): facts recovered and recall@10 per system. Returns {title: file name};
+    """PNG plots (matplotlib, Agg): bar charts of facts recovered and recall@10 per system, line plots of the
+    robustness curves (when present). Returns {title: file name};
     empty when matplotlib is not installed."""
     try:
         import matplotlib
@@ -119,6 +173,24 @@ def write_plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
         ax.set_xlim(0, 1)
         ax.set_xlabel(title)
         ax.set_title(f"{title} ({results['dataset']['name']}, {results['dataset']['split']} split, budget {results['config']['budget']:,})")
+        fig.tight_layout()
+        fig.savefig(out_dir / fname, dpi=110)
+        plt.close(fig)
+        made[title] = fname
+    for key, title, xlabel, fname in (("budget", "Facts recovered vs budget", "budget (characters)", "curve_budget.png"),
+                                      ("ratio", "Facts recovered vs compaction ratio", "share of turns compacted", "curve_ratio.png")):
+        c = (results.get("curves") or {}).get(key)
+        if not c or not c["systems"]:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for name, m in c["systems"].items():
+            ax.plot(c["points"], m["recovered"], marker="o", label=name, linewidth=2.5 if name == "lantern" else 1.2)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("facts recovered")
+        ax.set_title(f"{title} ({results['dataset']['name']}, {results['dataset']['split']} split)")
+        ax.grid(alpha=0.3)
+        ax.legend()
         fig.tight_layout()
         fig.savefig(out_dir / fname, dpi=110)
         plt.close(fig)

@@ -14,7 +14,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,19 @@ from ..archive.chunk import chunk
 from ..config import Config
 from ..model import Turn
 from . import metrics, stats
-from .compaction import compact, lost_turns
-from .datasets import LOADER_VERSION, SEPARATE_CATEGORIES, Dataset, History, load
-from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, failure_cause, run_system, select
+from .compaction import METHODS, compact, lost_turns
+from .datasets import LOADER_VERSIONS, SEPARATE_CATEGORIES, Dataset, History, load
+from .lookahead import recovery_query
+from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, dual_system, failure_cause, run_system, select
 
 ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
 DEFAULT_KEEP = 20  # turns kept verbatim by the compaction (ours: about one LoCoMo session)
 REFERENCE = "lantern"
 COMPARED = ("recovered", "recall@10")
+CURVE_SYSTEMS = ("lantern", "bm25", "dense", "grep", "recency")  # the systems of the robustness curves
+COMPACTION_SYSTEMS = ("lantern", "bm25")  # the systems of the compaction-method comparison
+DEFAULT_BUDGETS = (1000, 2000, 3000, 6000, 9000, 12000)  # characters
+DEFAULT_RATIOS = (0.25, 0.5, 0.75, 0.9)  # share of each history's turns compacted
 
 
 def default_cache_dir() -> Path:
@@ -44,6 +49,25 @@ class Prepared:
     entry_ids: list[int]  # per turn (a deduplicated turn shares the id of its first copy)
     turn_of: dict[str, int]  # evidence id -> turn index
     lantern: Any = None  # the history's own store
+    entry_sessions: dict[int, set[str]] = field(default_factory=dict)  # entry id -> session labels of its turns
+
+
+def turn_session(history: History, turn: Turn) -> str:
+    """A turn's session label for session-level metrics: ``History.sessions`` of its first message id, else the
+    turn's session, else the history id."""
+    for m in turn.messages:
+        label = history.sessions.get(m.meta.get("dia_id"))
+        if label:
+            return label
+    return turn.session or history.id
+
+
+def entry_sessions(history: History, turns: Sequence[Turn], entry_ids: Sequence[int]) -> dict[int, set[str]]:
+    """entry id -> the session labels of every turn archived as it (a deduplicated copy adds its own session)."""
+    out: dict[int, set[str]] = {}
+    for turn, eid in zip(turns, entry_ids):
+        out.setdefault(eid, set()).add(turn_session(history, turn))
+    return out
 
 
 def _turns(history: History) -> list[Turn]:
@@ -64,7 +88,7 @@ def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, prog
     emb = get_embedder(embedder)
     memo = MemoEmbedder(emb)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", emb.id)
-    folder = cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSION}"
+    folder = cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSIONS.get(dataset.name, 1)}"
     folder.mkdir(parents=True, exist_ok=True)
     archive_ms: list[float] = []
     out: dict[str, Prepared] = {}
@@ -93,7 +117,7 @@ def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, prog
             lantern = Lantern(db, emb)
         lantern.embedder = memo
         turn_of = {d: i for i, t in enumerate(turns) for m in t.messages if (d := m.meta.get("dia_id")) is not None}
-        out[h.id] = Prepared(h, turns, ids, turn_of, lantern)
+        out[h.id] = Prepared(h, turns, ids, turn_of, lantern, entry_sessions(h, turns, ids))
     return out, archive_ms
 
 
@@ -107,12 +131,15 @@ class Case:
     question: str
     relevant: list[int]  # entry ids of the lost evidence turns
     relevant_sessions: list[str]
+    match: str = "all"  # Fact.match
     answer: str = ""  # the reference answer (the reinforce+answers system's next assistant message)
 
 
-def cases_for(p: Prepared, method: str, keep: int) -> tuple[list[Case], Pool, dict[str, int]]:
-    """The lost facts of one history under a compaction, the candidate pool (live window excluded), and counts."""
-    comp = compact(method, p.turns, keep, p.history.summaries)
+def cases_for(p: Prepared, method: str, keep: int, summarizer=None) -> tuple[list[Case], Pool, dict[str, int]]:
+    """The lost facts of one history under a compaction, the candidate pool (live window excluded), and counts.
+    A history with ``query="context"`` asks every fact with the compacted context's tail (look-ahead protocol)."""
+    comp = compact(method, p.turns, keep, p.history.summaries, summarizer)
+    tail = recovery_query([p.turns[i] for i in comp.kept], comp.summary) if p.history.query == "context" else None
     excluded = sorted({p.entry_ids[i] for i in comp.kept})
     counts = {"facts": len(p.history.facts), "no_evidence": 0, "kept": 0, "lost": 0}
     cases: list[Case] = []
@@ -126,8 +153,9 @@ def cases_for(p: Prepared, method: str, keep: int) -> tuple[list[Case], Pool, di
             counts["kept"] += 1
             continue
         counts["lost"] += 1
-        sessions = list(dict.fromkeys(p.turns[t].session or p.history.id for t in turns))
-        cases.append(Case(p.history.id, f.id, f.category, f.question, list(dict.fromkeys(relevant)), sessions, f.answer))
+        sessions = list(dict.fromkeys(turn_session(p.history, p.turns[t]) for t in turns))
+        cases.append(Case(p.history.id, f.id, f.category, f.question if tail is None else tail,
+                          list(dict.fromkeys(relevant)), sessions, f.match, f.answer))
     return cases, Pool(None, excluded, []), counts
 
 
@@ -136,6 +164,52 @@ def _pool_entries(lantern, p: Prepared, excluded: list[int]):
     order = list(dict.fromkeys(i for i in p.entry_ids if i not in ex))
     found = lantern.store.entries(order, tags=False)
     return [found[i] for i in order if i in found]
+
+
+def _cases(prepared: dict[str, Prepared], histories: Sequence[History], method: str, keep_of: Callable[[Prepared], int],
+           summarizer=None, second: dict[str, Prepared] | None = None) -> tuple[list[Case], dict[str, Pool], dict[str, dict[str, int]]]:
+    """Every history's lost facts under one compaction (``keep_of``: turns kept per history), pools and counts."""
+    all_cases: list[Case] = []
+    pools: dict[str, Pool] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for h in histories:
+        p = prepared[h.id]
+        cases, pool, c = cases_for(p, method, keep_of(p), summarizer)
+        pool.entries = _pool_entries(p.lantern, p, pool.excluded)
+        pool.second = second[h.id].lantern if second else None
+        pools[h.id], counts[h.id] = pool, c
+        all_cases.extend(cases)
+    return all_cases, pools, counts
+
+
+def _run(systems: Sequence[System], cases: Sequence[Case], pools: dict[str, Pool], prepared: dict[str, Prepared],
+         budget: int, bar=None, label: str = "") -> dict[str, list[dict]]:
+    """Per system, one metrics row per case (a progress bar per system when ``bar`` is given)."""
+    rows: dict[str, list[dict]] = {}
+    for system in systems:
+        task = bar.add_task(f"{label}{system.name:>16}", total=len(cases)) if bar else None
+        rows[system.name] = []
+        for case in cases:
+            p = prepared[case.history]
+            o = run_system(system, p.lantern, case.question, pools[case.history], budget, reply=case.answer)
+            rows[system.name].append(_row(case, o, system, p))
+            if bar:
+                bar.advance(task)
+    return rows
+
+
+def _point(rows: dict[str, list[dict]]) -> dict[str, dict]:
+    """A curve point: per system, facts recovered / recall@10 / n over the headline facts."""
+    out = {}
+    for name, rs in rows.items():
+        s = metrics.summarize([r for r in rs if r["category"] not in SEPARATE_CATEGORIES])
+        out[name] = {"recovered": s["recovered"], "recall@10": s["recall@10"], "n": s["n"]}
+    return out
+
+
+def _curve(points: Sequence, per_point: dict) -> dict[str, Any]:
+    names = list(next(iter(per_point.values()))) if per_point else []
+    return {"points": list(points), "systems": {n: {k: [per_point[x][n][k] for x in points] for k in ("recovered", "recall@10", "n")} for n in names}}
 
 
 def evaluate(
@@ -152,9 +226,18 @@ def evaluate(
     cache_dir: Path | None = None,
     console=None,
     plots: bool = True,
+    budgets: Sequence[int] | None = DEFAULT_BUDGETS,
+    ratios: Sequence[float] | None = DEFAULT_RATIOS,
+    summarizer=None,
+    second_embedder: str | None = None,
 ) -> dict[str, Any]:
     """Run the evaluation and write ``out_dir/results.json``, ``facts.jsonl``, ``report.md`` (and PNG plots).
-    Returns the results dict."""
+    Besides the main table: robustness curves of the ``CURVE_SYSTEMS`` over ``budgets`` (characters) and over
+    ``ratios`` (share of each history's turns compacted; [] skips a curve), and a comparison of the compaction
+    methods for the ``COMPACTION_SYSTEMS`` (``llm_summary`` only with a ``summarizer``, ``llm.Summarizer``; else
+    listed as skipped). ``second_embedder``: also build the stores with that embedder and add the system
+    ``lantern+<its id>`` (its semantic ranking as a fifth RRF signal; ``systems.dual_system``). Returns the
+    results dict."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -165,6 +248,12 @@ def evaluate(
     systems = list(systems or select(None))
     out_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = cache_dir or default_cache_dir()
+    if any(not 0 < r <= 1 for r in ratios or ()):
+        raise ValueError(f"compaction ratios must lie in (0, 1], got {list(ratios or ())}")
+    if any(b <= 0 for b in budgets or ()):
+        raise ValueError(f"budgets must be positive numbers of characters, got {list(budgets or ())}")
+    curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
+    comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("archive", total=sum(len(_turns(h)) for h in chosen.histories))
@@ -176,30 +265,55 @@ def evaluate(
 
         prepared, archive_ms = prepare(chosen, cache_dir, embedder, tick)
         bar.update(task, completed=bar.tasks[task].total)
+        second: dict[str, Prepared] = {}
         try:
-            all_cases: list[Case] = []
-            pools: dict[str, Pool] = {}
-            counts: dict[str, dict[str, int]] = {}
-            for h in chosen.histories:
-                cases, pool, c = cases_for(prepared[h.id], compaction, keep)
-                pool.entries = _pool_entries(prepared[h.id].lantern, prepared[h.id], pool.excluded)
-                pools[h.id], counts[h.id] = pool, c
-                all_cases.extend(cases)
-            rows: dict[str, list[dict]] = {}
-            for system in systems:
-                t = bar.add_task(f"{system.name:>16}", total=len(all_cases))
-                rows[system.name] = []
-                for case in all_cases:
-                    lantern = prepared[case.history].lantern
-                    o = run_system(system, lantern, case.question, pools[case.history], budget, reply=case.answer)
-                    rows[system.name].append(_row(case, o, system, lantern))
-                    bar.advance(t)
+            if second_embedder:
+                offsets.clear()
+                bar.update(task, completed=0, description="archive (2nd embedder)")
+                second, _ = prepare(chosen, cache_dir, second_embedder, tick)
+                for hid, p2 in second.items():
+                    if p2.entry_ids != prepared[hid].entry_ids:
+                        raise RuntimeError(f"{hid}: the two embedders' stores hold different entry ids; clear the cache")
+                dual = dual_system(next(iter(second.values())).lantern.embedder.id, systems[0].config) if second else None
+                if dual and dual.name not in {s.name for s in systems}:
+                    systems.insert(1, dual)
+            all_cases, pools, counts = _cases(prepared, chosen.histories, compaction, lambda p: keep, summarizer, second)
+            rows = _run(systems, all_cases, pools, prepared, budget, bar)
+            by_budget = {}
+            for b in budgets or ():
+                sub = {s.name: rows[s.name] for s in curve_systems} if b == budget else _run(curve_systems, all_cases, pools, prepared, b, bar, f"budget {b:>6,} ")
+                by_budget[b] = _point(sub)
+            by_ratio, ratio_lost = {}, []
+            for r in ratios or ():
+                cs, ps, cn = _cases(prepared, chosen.histories, compaction, lambda p: max(0, round(len(p.turns) * (1 - r))), summarizer)
+                by_ratio[r] = _point(_run(curve_systems, cs, ps, prepared, budget, bar, f"ratio {r:.2f} "))
+                ratio_lost.append(sum(c["lost"] for c in cn.values()))
+            compactions: dict[str, Any] = {}
+            has_summaries = any(h.summaries for h in chosen.histories)
+            for method in METHODS:
+                if method == "session_summary" and not has_summaries:
+                    compactions[method] = {"skipped": "the data has no session summaries"}
+                elif method == "llm_summary" and summarizer is None:
+                    compactions[method] = {"skipped": "no --llm-base-url / --llm-model given"}
+                elif method == compaction:
+                    compactions[method] = {"lost": len(all_cases), "systems": _point({s.name: rows[s.name] for s in comp_systems})}
+                elif comp_systems:
+                    cs, ps, cn = _cases(prepared, chosen.histories, method, lambda p: keep, summarizer)
+                    compactions[method] = {"lost": len(cs), "systems": _point(_run(comp_systems, cs, ps, prepared, budget, bar, f"{method} "))}
         finally:
-            for p in prepared.values():
+            for p in [*prepared.values(), *second.values()]:
                 p.lantern.close()
 
     base = systems[0].config or Config()
     results = aggregate(rows, all_cases, systems)
+    results["curves"] = {}
+    if by_budget:
+        results["curves"]["budget"] = _curve(list(by_budget), by_budget)
+    if by_ratio:
+        results["curves"]["ratio"] = {**_curve(list(by_ratio), by_ratio), "lost": ratio_lost}
+    results["compactions"] = compactions
+    if summarizer is not None:
+        results["llm"] = summarizer.describe()
     results["dataset"] = {
         "name": dataset.name, "path": dataset.path, "sha256": dataset.sha256, "split": split, "limit": limit,
         "histories": [h.id for h in chosen.histories], "facts": chosen.n_facts, "unresolved_evidence_ids": dataset.unresolved_ids,
@@ -209,7 +323,7 @@ def evaluate(
     }
     results["config"] = {
         "budget": budget, "keep": keep, "compaction": compaction, "embedder": next(iter(prepared.values())).lantern.embedder.id if prepared else embedder,
-        "systems": {s.name: {"kind": s.kind, "note": s.note, "config": _config_json(s.config) if s.kind == "lantern" else None} for s in systems},
+        "systems": {s.name: {"kind": s.kind, "note": s.note, "config": _config_json(s.config) if s.kind in ("lantern", "dual") else None} for s in systems},
         "lantern_config": _config_json(base),
     }
     results["archive_latency_ms"] = {
@@ -236,35 +350,27 @@ def _config_json(config: Config | None) -> dict | None:
     return d
 
 
-def _row(case: Case, o, system: System, lantern) -> dict:
+def _row(case: Case, o, system: System, p: Prepared) -> dict:
+    """One metrics row. ``match="all"`` facts: recovered when every lost evidence turn is packed, turn recall
+    over those turns. ``match="answer"`` facts (look-ahead tokens): recovered when the token is inside the block,
+    the evidence turns are alternatives (recall@k = hit@k, nDCG with an ideal of one)."""
     packed = set(o.packed)
-    sessions = _sessions_of(lantern, o.ranking[:10])
-    rel_sessions = set(case.relevant_sessions)
+    sessions = [p.entry_sessions.get(i, set()) for i in o.ranking[:10]]
+    alternatives = case.match == "answer"
+    recall = metrics.hit_at_k if alternatives else metrics.recall_at_k
+    recovered = case.answer in o.text if alternatives else metrics.fact_recovered(packed, case.relevant)
     return {
         "history": case.history, "fact": case.fact_id, "category": case.category,
-        "recovered": metrics.fact_recovered(packed, case.relevant),
-        "recall@5": metrics.recall_at_k(o.ranking, case.relevant, 5),
-        "recall@10": metrics.recall_at_k(o.ranking, case.relevant, 10),
-        "session_recall@5": metrics.session_recall_at_k(sessions[:5], rel_sessions, 5),
-        "session_recall@10": metrics.session_recall_at_k(sessions, rel_sessions, 10),
-        "ndcg@10": metrics.ndcg_at_k(o.ranking, case.relevant, 10),
+        "recovered": recovered,
+        "recall@5": recall(o.ranking, case.relevant, 5),
+        "recall@10": recall(o.ranking, case.relevant, 10),
+        "session_recall@5": metrics.session_recall_at_k(sessions[:5], case.relevant_sessions, 5),
+        "session_recall@10": metrics.session_recall_at_k(sessions, case.relevant_sessions, 10),
+        "ndcg@10": metrics.ndcg_at_k(o.ranking, case.relevant, 10, alternatives),
         "mrr": metrics.reciprocal_rank(o.ranking, case.relevant),
         "chars": o.chars, "ms": o.ms,
-        "cause": failure_cause(o, case.relevant, system),
+        "cause": None if recovered else failure_cause(o, case.relevant, system, alternatives),
     }
-
-
-_SESSION_CACHE: dict[tuple[str, int], str] = {}
-
-
-def _sessions_of(lantern, ids: list[int]) -> list[str]:
-    """The conversation session of each entry (the part after the history prefix), cached per database."""
-    key = str(lantern.path)
-    missing = [i for i in ids if (key, i) not in _SESSION_CACHE]
-    if missing:
-        for i, e in lantern.store.entries(missing, text=False, tags=False).items():
-            _SESSION_CACHE[(key, i)] = e.session.split("/", 1)[1] if "/" in e.session else e.session
-    return [_SESSION_CACHE.get((key, i), "") for i in ids]
 
 
 def aggregate(rows: dict[str, list[dict]], cases: Sequence[Case], systems: Sequence[System]) -> dict[str, Any]:
@@ -295,7 +401,8 @@ def aggregate(rows: dict[str, list[dict]], cases: Sequence[Case], systems: Seque
 
 def compare(rows: dict[str, list[dict]], reference: str) -> dict[str, list[dict]]:
     """For each metric in COMPARED, every system against ``reference`` on the headline facts: difference in
-    percentage points with its bootstrap 95% CI (pairs = facts), paired Wilcoxon and Cohen's d over per-history
+    percentage points with its cluster bootstrap 95% CI (conversations / history files resampled, all their facts
+    kept), paired Wilcoxon and Cohen's d over per-history
     means, exact McNemar per fact (binary ``recovered`` only); Holm across the systems of the table."""
     ref = [r for r in rows[reference] if r["category"] not in SEPARATE_CATEGORIES]
     tables: dict[str, list[dict]] = {}
@@ -310,7 +417,7 @@ def compare(rows: dict[str, list[dict]], reference: str) -> dict[str, list[dict]
             histories = list(dict.fromkeys(r["history"] for r in ref))
             ha = [_mean([float(r[metric]) for r in ref if r["history"] == h]) for h in histories]
             hb = [_mean([float(r[metric]) for r in other if r["history"] == h]) for h in histories]
-            diff, low, high = stats.bootstrap_ci(a, b)
+            diff, low, high = stats.bootstrap_ci_clustered(a, b, [r["history"] for r in ref])
             row = {
                 "system": name, "reference": reference, "metric": metric, "n_facts": len(a), "n_histories": len(histories),
                 "reference_mean": _mean(a), "system_mean": _mean(b), "diff_pp": diff, "ci_low_pp": low, "ci_high_pp": high,
@@ -334,9 +441,21 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: int = 6000, limit: int | None = None,
-         keep: int = DEFAULT_KEEP, compaction: str = "truncation", systems: Sequence[str] | None = None,
-         embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True) -> dict[str, Any]:
-    """Entry point of ``lantern eval``."""
+         keep: int | None = None, compaction: str | None = None, systems: Sequence[str] | None = None,
+         embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True,
+         budgets: Sequence[int] | None = DEFAULT_BUDGETS, ratios: Sequence[float] | None = DEFAULT_RATIOS,
+         llm_base_url: str | None = None, llm_model: str | None = None, second_embedder: str | None = None) -> dict[str, Any]:
+    """Entry point of ``lantern eval``. ``keep`` / ``compaction`` default to the dataset's own (aider: gist, 4
+    turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns. ``llm_base_url`` + ``llm_model``: an
+    OpenAI-compatible endpoint for the ``llm_summary`` compaction (key from ``LANTERN_LLM_API_KEY``)."""
     ds = load(dataset, data)
+    keep = keep if keep is not None else ds.keep or DEFAULT_KEEP
+    compaction = compaction or ds.compaction or "truncation"
+    summarizer = None
+    if llm_base_url or llm_model:
+        from .llm import Summarizer
+
+        summarizer = Summarizer(llm_base_url or "", llm_model or "", cache_dir=(cache_dir or default_cache_dir()) / "llm")
     return evaluate(ds, out_dir=out, systems=select(systems), budget=budget, keep=keep, compaction=compaction,
-                    split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots)
+                    split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots,
+                    budgets=budgets, ratios=ratios, summarizer=summarizer, second_embedder=second_embedder)

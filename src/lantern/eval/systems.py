@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,8 @@ PACKED = ("packed", "excerpt")
 @dataclass(frozen=True)
 class System:
     name: str
-    kind: str  # "lantern" (the pipeline with ``config``) or a baseline: recency, grep, overlap, random
+    kind: str  # "lantern" (the pipeline with ``config``), "dual" (the pipeline plus a second store's semantic
+    # ranking as a fifth signal, ``second_semantic``), or a baseline: recency, grep, overlap, random
     config: Config | None = None
     note: str = ""
 
@@ -86,6 +88,7 @@ class Pool:
     session: str | None
     excluded: list[int]
     entries: list[Entry]
+    second: Any = None  # the history's store built with a second embedder (same turns, same entry ids), or None
 
 
 @dataclass
@@ -94,6 +97,7 @@ class Outcome:
     packed: list[int]  # entry ids inside the block
     chars: int
     ms: float
+    text: str = ""  # the injected block
     fused: list[int] = field(default_factory=list)  # pipeline systems: the fused order before MMR
     verdicts: dict[int, str] = field(default_factory=dict)  # pipeline systems: every candidate's verdict
 
@@ -153,8 +157,33 @@ def outcome_of(rec, ms: float) -> Outcome:
     order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
     return Outcome(
         ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms,
-        fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
+        text=rec.text, fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
     )
+
+
+SECOND_SEMANTIC = "second_semantic"
+
+
+def dual_system(second_id: str, base: Config | None = None) -> System:
+    """Lantern's four signals plus the semantic ranking of a second embedder (``second_id``) as a fifth RRF signal
+    (weight 1): the "both embedders" setup, measured by fusing two separately built stores in the evaluation."""
+    return System(f"lantern+{second_id}", "dual", base or Config(), f"four signals + {second_id} semantic ranking (RRF)")
+
+
+def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
+    """The second store's semantic ranking (entry ids, best first; live window excluded)."""
+    second = pool.second
+    second.config = replace(config, signals=("semantic",), use_mmr=False)
+    cands, _, _ = _rank(second, query, pool)
+    return [c.entry.id for c in cands if c.verdict != "excluded:live"]
+
+
+def _rank(lantern, query: str, pool: Pool):
+    from ..archive.parse import clean_text
+    from ..recover.pipeline import rank
+
+    return rank(lantern.store, lantern.index, lantern.embedder, lantern.config, clean_text(query),
+                session=pool.session, exclude_ids=pool.excluded)
 
 
 def run_system(system: System, lantern, query: str, pool: Pool, budget: int, reply: str | None = None) -> Outcome:
@@ -166,28 +195,34 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
         from .reinforced import run
 
         return run(system, lantern, query, pool, budget, reply)
-    if system.kind == "lantern":
-        lantern.config = config
+    if system.kind in ("lantern", "dual"):
         start = time.perf_counter()
-        rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded)
+        extra = {SECOND_SEMANTIC: second_semantic(pool, query, config)} if system.kind == "dual" else None
+        lantern.config = config
+        rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded, extra_rankings=extra)
         return outcome_of(rec, (time.perf_counter() - start) * 1000)
     start = time.perf_counter()
     ordered = baseline_order(system.kind, query, pool.entries)
     result = pack(iter(ordered), budget, query_terms(query), config.min_excerpt_chars, config.entry_share)
     ms = (time.perf_counter() - start) * 1000
-    return Outcome(ranking=[e.id for e in ordered], packed=[p.entry.id for p in result.packed], chars=len(result.text), ms=ms)
+    return Outcome(ranking=[e.id for e in ordered], packed=[p.entry.id for p in result.packed], chars=len(result.text), ms=ms,
+                   text=result.text)
 
 
 FAILURE_CAUSES = ("never archived", "outside every signal's top-N", "deduplicated away", "removed by MMR", "cut by the budget")
 
 
-def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System) -> str | None:
+def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System, alternatives: bool = False) -> str | None:
     """One cause for an unrecovered fact (pipeline systems only; None otherwise or when recovered): the earliest
     pipeline stage that lost one of its relevant turns. ``removed by MMR``: cut by the budget although its fused
-    rank was within the number of entries packed (it would have fit without MMR's re-ordering)."""
-    if system.kind not in ("lantern", "reinforce", "reinforce+answers"):
+    rank was within the number of entries packed (it would have fit without MMR's re-ordering).
+    ``alternatives`` (any relevant turn answers): the furthest stage any of them reached; a packed one whose
+    excerpt left the answer out counts as cut by the budget."""
+    if system.kind not in ("lantern", "dual", "reinforce", "reinforce+answers"):
         return None
     missing = [r for r in relevant if r not in outcome.packed]
+    if alternatives and len(missing) < len(relevant):
+        return FAILURE_CAUSES[-1]
     if not missing:
         return None
     causes = []
@@ -203,4 +238,4 @@ def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System) -> 
             causes.append(3)
         else:
             causes.append(4)
-    return FAILURE_CAUSES[min(causes)]
+    return FAILURE_CAUSES[max(causes) if alternatives else min(causes)]

@@ -52,13 +52,16 @@ def rank(
     now: float | None = None,
     proactive: bool = False,
     scope: Scope | None = None,
+    extra_rankings: dict[str, list[int]] | None = None,
 ) -> tuple[list[Candidate], list[str], np.ndarray]:
     """Every candidate for ``query``, fused and sorted by RRF score (best first), with its per-signal ranks and
     scores. Entries whose full text is still inside ``live_text`` get the verdict ``excluded:live`` and no rank.
     Pruned entries (reinforce.py) get no importance rank; with ``proactive`` they get the verdict
     ``excluded:pruned`` and no rank unless the query names one of their lookup hints. Only entries inside
     ``scope`` (default: the default user; lantern/scope.py) are ever considered: every signal gets the scope mask,
-    full text also the scope in SQL.
+    full text also the scope in SQL. ``extra_rankings``: further signals computed elsewhere (name -> entry ids,
+    best first; e.g. a second embedder's semantic ranking, used by the evaluation), fused like the others (weight
+    ``signal_weights[name]``, default 1), masked by the same scope.
     Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
     index.refresh()
     scope = scope or Scope()
@@ -84,7 +87,12 @@ def rank(
             keep = allowed[found["fulltext"][0]]
             found["fulltext"] = (found["fulltext"][0][keep], found["fulltext"][1][keep])
     if "keyword" in enabled:
-        found["keyword"] = signals.keyword(index, terms, allowed, n)
+        found["keyword"] = signals.keyword(index, terms, allowed, n, config.keyword_score)
+    for name, ids in (extra_rankings or {}).items():
+        ids = np.asarray(ids, np.int64)
+        pos = index.positions(ids[np.isin(ids, index.ids)]) if len(ids) else np.empty(0, np.int64)
+        pos = pos[allowed[pos]] if allowed is not None and len(pos) else pos
+        found[name] = (pos, 1.0 / np.arange(1, len(pos) + 1, dtype=np.float32))  # score: reciprocal rank
     pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
     if allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
         pool = pool[allowed[pool]]
@@ -145,14 +153,15 @@ def recover(
     notes: Callable[[list[int]], list] | None = None,
     proactive: bool = False,
     scope: Scope | None = None,
+    extra_rankings: dict[str, list[int]] | None = None,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
     the verdict of every entry considered (``explain``). ``now``: the time recency is measured from (default the
     clock; ``as_of``). ``notes``: packed entry ids -> superseded-fact notes, inserted in the block within the budget
-    (recover/facts_note.py)."""
+    (recover/facts_note.py). ``extra_rankings``: as in ``rank``."""
     candidates, terms, positions = rank(
         store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text, now=now,
-        proactive=proactive, scope=scope,
+        proactive=proactive, scope=scope, extra_rankings=extra_rankings,
     )
     ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
     if not ranked:

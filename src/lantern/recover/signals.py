@@ -114,18 +114,46 @@ def jaccard(intersection: np.ndarray, query_size: int, hint_size: np.ndarray) ->
     return intersection / np.maximum(query_size + hint_size - intersection, 1.0)
 
 
-def keyword(index: MemoryIndex, terms: list[str], allowed: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Jaccard overlap between the query terms and each entry's lookup hints (tags, paths, tool names),
-    through the inverted index built at archive time (DESIGN §3.2). Returns (positions best first, scores)."""
+def overlap_coefficient(intersection: np.ndarray, query_size: int, hint_size: np.ndarray) -> np.ndarray:
+    """|Q ∩ H| / min(|Q|, |H|) (Szymkiewicz–Simpson overlap coefficient; Vijaymeena & Kavitha 2016, §2): unlike
+    Jaccard, an entry is not penalized for carrying many hints."""
+    return intersection / np.maximum(np.minimum(query_size, hint_size), 1.0)
+
+
+def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
+    """Robertson–Spärck Jones idf, ln(1 + (N − df + 0.5) / (df + 0.5)) (the BM25 form, always positive;
+    Robertson & Zaragoza 2009, eq. 3.3)."""
+    return np.log1p((n_rows - df + 0.5) / (df + 0.5))
+
+
+def keyword(index: MemoryIndex, terms: list[str], allowed: np.ndarray | None, n: int, score: str = "jaccard") -> tuple[np.ndarray, np.ndarray]:
+    """Overlap between the query terms and each entry's lookup hints (tags, paths, tool names), through the
+    inverted index built at archive time (DESIGN §3.2). ``score``: ``jaccard`` (DESIGN), ``overlap`` (overlap
+    coefficient), or ``idf`` (the sum of the idf of the shared terms: coordination-level matching weighted by idf,
+    Spärck Jones 1972, so a generic hint term such as ``port`` weighs little). Returns (positions best first,
+    scores)."""
     query = set(terms)
-    hits = [p for t in query for p in index.postings.get(t, ())]
-    if not hits:
+    found = [(t, index.postings.get(t, ())) for t in query]
+    found = [(t, ps) for t, ps in found if ps]
+    if not found:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    pos, inter = np.unique(np.asarray(hits, np.int64), return_counts=True)
+    hits = np.concatenate([np.asarray(ps, np.int64) for _, ps in found])
+    if score == "idf":
+        weights = idf(np.asarray([len(set(ps)) for _, ps in found], np.float64), len(index.ids))
+        per_hit = np.repeat(weights, [len(ps) for _, ps in found])
+        pos, inverse = np.unique(hits, return_inverse=True)
+        inter = np.bincount(inverse, weights=per_hit)
+    else:
+        pos, inter = np.unique(hits, return_counts=True)
     if allowed is not None:
         keep = allowed[pos]
         pos, inter = pos[keep], inter[keep]
-    scores = jaccard(inter.astype(np.float32), len(query), index.hint_count[pos])
+    if score == "idf":
+        scores = inter.astype(np.float32)
+    elif score == "overlap":
+        scores = overlap_coefficient(inter.astype(np.float32), len(query), index.hint_count[pos])
+    else:
+        scores = jaccard(inter.astype(np.float32), len(query), index.hint_count[pos])
     order = np.argsort(-scores, kind="stable")[:n]
     return pos[order], scores[order]
 
@@ -178,7 +206,9 @@ __all__ = [
     "select_terms",
     "importance",
     "importance_log",
+    "idf",
     "jaccard",
+    "overlap_coefficient",
     "keyword",
     "recency",
     "frequency",
