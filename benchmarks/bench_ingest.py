@@ -103,8 +103,8 @@ def front(transcript: Path) -> tuple[float, int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--turns", type=int, default=100_000, help="turns in the large transcript (default 100000)")
-    ap.add_argument("--mb", type=float, default=200.0, help="size of the large transcript in MB (default 200)")
+    ap.add_argument("--turns", type=int, default=10_000, help="turns in the large transcript (default 10000; 100000 with --parse-only shows memory at scale)")
+    ap.add_argument("--mb", type=float, default=20.0, help="size of the large transcript in MB (default 20)")
     ap.add_argument("--parse-only", action="store_true", help="read+parse+redact+chunk only (no embedding, no store)")
     args, console, meter, label, turns, _ = begin(ap, width=110)
     console.print(f"data: {label}, {len(turns)} real turns, cycled")
