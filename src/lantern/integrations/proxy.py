@@ -147,6 +147,9 @@ def build_app(
         version=_version(),
         description="Archive conversation turns; recover the specifics a compaction lost.",
         dependencies=[Depends(authorize)],
+        # with a token every path needs it: the interactive docs and the schema are not served then
+        docs_url=None if token else "/docs", redoc_url=None if token else "/redoc",
+        openapi_url=None if token else "/openapi.json",
     )
     app.state.service = service
 

@@ -192,7 +192,7 @@ class Store:
             raise EmbedderMismatchError(
                 f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
                 f"not {embedder_id!r} ({dim}-d). Open it with that embedder, or run "
-                f"`lantern --db {self.path} reindex --embedder ...` to re-embed every entry."
+                f"`lantern --db {self.path} reindex --embedder minilm` (or `use`) to re-embed every entry with that one."
             )
 
     def set_embedder(self, db: sqlite3.Connection, embedder_id: str, dim: int) -> None:
