@@ -70,14 +70,23 @@ ANTHROPIC_SSE = [
 ]
 
 
+def _parse(raw: bytes):
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _upstream_app(received: list[dict]) -> FastAPI:
     app = FastAPI()
 
     @app.post("/v1/messages")
     async def messages(request: Request):
         raw = await request.body()
-        body = json.loads(raw)
+        body = _parse(raw)
         received.append({"raw": raw, "body": body, "headers": dict(request.headers)})
+        if body is None:
+            return JSONResponse({"error": "unparsable body"}, status_code=400)
         if body.get("stream"):
             async def gen():
                 for c in ANTHROPIC_SSE:
@@ -91,8 +100,10 @@ def _upstream_app(received: list[dict]) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         raw = await request.body()
-        body = json.loads(raw)
+        body = _parse(raw)
         received.append({"raw": raw, "body": body, "headers": dict(request.headers)})
+        if body is None:
+            return JSONResponse({"error": "unparsable body"}, status_code=400)
         if body.get("model") == "broken":
             return JSONResponse({"error": {"message": "upstream exploded", "type": "server_error"}}, status_code=500)
         if body.get("model") == "slow":
@@ -448,3 +459,91 @@ def test_only_new_turns_are_embedded(proxy, tmp_path):
     assert len(embedded) == 3 and not any("step 9" in t for t in embedded), embedded
     assert any("continued from a previous conversation" in t for t in embedded)
     assert any("port does the billing" in t and "reply to" in t for t in embedded)
+
+
+SUMMARY = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
+           "of context. Summary: the user set up the billing database and refactored the invoice renderer."}
+
+
+def _compacted_with_block(client, received, headers):
+    """A conversation archived, then compacted: the proxy injects a block holding the lost port turn. Returns the
+    compacted conversation grown by one request (whose resend would re-inject the kept block)."""
+    conv = _long_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": conv}, headers=headers)
+    conv.append(r.json()["choices"][0]["message"])
+    compacted = [SUMMARY, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
+    assert "docker run -p 5433" in received[-1]["body"]["messages"][1]["content"]
+    return compacted + [r.json()["choices"][0]["message"], {"role": "user", "content": "And the renderer tests?"}]
+
+
+@pytest.mark.parametrize("how", ["rest", "second handle"])
+def test_forgotten_entries_are_never_reinjected(proxy, tmp_path, how):
+    from lantern.api import Lantern
+
+    client, received = proxy
+    headers = {"X-Lantern-Session": "billing-45"}
+    grown = _compacted_with_block(client, received, headers)
+    with sqlite3.connect(tmp_path / "p.db") as db:
+        (entry,), = db.execute("SELECT id FROM entries WHERE text LIKE '%docker run -p 5433%'").fetchall()
+    if how == "rest":
+        assert client.post("/v1/memory/forget", json={"entry": entry}).json() == {"forgotten": 1}
+    else:  # another process's handle: the proxy's in-memory state never saw it
+        with Lantern(tmp_path / "p.db") as other:
+            assert other.forget(entry=entry) == 1
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": grown}, headers=headers)
+    assert r.status_code == 200
+    assert "docker run -p 5433" not in received[-1]["raw"].decode()
+    assert received[-1]["body"]["messages"][-len(grown) + 1:] == grown[1:]
+
+
+def test_kept_blocks_are_bounded_by_the_tracker(proxy, tmp_path):
+    client, received = proxy
+    _compacted_with_block(client, received, {"X-Lantern-Session": "billing-46"})
+    forwarder = client.app.app.state.forwarder
+    assert len(forwarder.blocks) == 1
+    forwarder.tracker.max_sessions = 1  # the next session pushes billing-46 out of the tracker
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]},
+                headers={"X-Lantern-Session": "other"})
+    assert len(forwarder.tracker.seen) == 1 and not forwarder.blocks
+
+
+def test_lantern_headers_are_never_forwarded(proxy):
+    client, received = proxy
+    ours = {"X-Lantern-Session": "h", "X-Lantern-User": "alice", "X-Lantern-Agent": "coder",
+            "X-Lantern-Project": "billing", "X-Lantern-Future": "x", "X-Other": "kept"}
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]},
+                headers=ours)
+    client.post("/v1/messages", json={"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+                headers=ours)
+    client.get("/v1/models", headers=ours)
+    assert len(received) == 3
+    for got in received:
+        assert not [k for k in got["headers"] if k.lower().startswith("x-lantern-")], got["headers"]
+        assert got["headers"]["x-other"] == "kept"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_deeply_nested_body_is_forwarded_untouched(proxy, tmp_path, path):
+    client, received = proxy
+    depth = 200_000
+    raw = b'{"model": "tiny", "messages": ' + b"[" * depth + b"]" * depth + b"}"
+    r = client.post(path, content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json() == {"error": "unparsable body"}  # the upstream's answer, not our 500
+    assert received[-1]["raw"] == raw
+    assert not (tmp_path / "p.db").exists() or _entries(tmp_path / "p.db") == []
+
+
+def test_anthropic_system_of_another_shape_is_never_replaced(proxy, tmp_path):
+    client, received = proxy
+    headers = {"X-Lantern-Session": "claude-3"}
+    conv = _anthropic_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    body = {"model": "claude-x", "max_tokens": 100, "system": "You are a helpful coding assistant.", "messages": conv}
+    client.post("/v1/messages", json=body, headers=headers)
+    summary = {"role": "user", "content": "This session is being continued from a previous conversation that ran out "
+               "of context. Summary: the user set up the billing database and refactored the renderer."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    for system in ({"odd": "shape"}, 42):
+        r = client.post("/v1/messages", json={**body, "system": system, "messages": compacted}, headers=headers)
+        assert r.status_code == 200, r.text
+        assert received[-1]["body"] == {**body, "system": system, "messages": compacted}

@@ -26,6 +26,14 @@ def test_rest_api_scopes(tmp_path):
             assert client.post("/v1/memory/search", json={"query": "postgres port 5433", **body}).json()["hits"] == []
             assert "5433" not in client.post("/v1/memory/recover", json={"query": "postgres port 5433", **body}).json()["text"]
         assert client.post("/v1/memory/search", json={"query": "postgres port", "user": "alice"}).json()["hits"]
+        ids = [h["id"] for h in client.post("/v1/memory/search", json={"query": "postgres port", "user": "alice"}).json()["hits"]]
+        # feedback is confined to the caller's user: bob (or the default user) cannot move alice's success rate
+        for body in ({"user": "bob"}, {}):
+            r = client.post("/v1/memory/feedback", json={"entry_ids": ids, "useful": False, **body})
+            assert r.status_code == 200 and r.json() == {"updated": 0}
+        r = client.post("/v1/memory/feedback", json={"entry_ids": ids, "useful": True, "user": "alice"})
+        assert r.json() == {"updated": len(ids)}
+        assert client.post("/v1/memory/feedback", json={"entry_ids": ids, "useful": True, "user": 7}).status_code == 422
         assert client.post("/v1/memory/forget", json={"session": "s", "user": "bob"}).json() == {"forgotten": 0}
         assert client.post("/v1/memory/forget", json={"user": "alice"}).json() == {"forgotten": 2}
         assert client.post("/v1/memory/search", json={"user": 3, "query": "x"}).status_code == 422

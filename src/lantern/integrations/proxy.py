@@ -21,7 +21,9 @@ With an upstream (``lantern serve --upstream URL``), it is also an OpenAI-compat
     any other /v1/* path        passed through to the upstream unchanged
 
 The session is the ``X-Lantern-Session`` header (default ``default``); the scope (lantern/scope.py) the
-``X-Lantern-User``, ``X-Lantern-Agent`` and ``X-Lantern-Project`` headers (default: user ``""``, any agent/project). Upstream errors come back with their status
+``X-Lantern-User``, ``X-Lantern-Agent`` and ``X-Lantern-Project`` headers (default: user ``""``, any agent/project).
+No ``X-Lantern-*`` header is forwarded upstream. A body that does not parse as JSON (or is nested too deep to
+parse) is forwarded untouched and nothing of it is archived. Upstream errors come back with their status
 and body; an upstream timeout is a 504 ``{"error": ...}``; an unreachable upstream a 502. Archiving or recovery
 failing never fails the request: it is logged (without message text) to ``~/.lantern/logs/proxy.log``.
 """
@@ -92,6 +94,9 @@ class SearchRequest(BaseModel):
 class FeedbackRequest(BaseModel):
     entry_ids: list[int] = Field(..., min_length=1, description="Ids of recovered entries.")
     useful: bool = Field(..., description="Whether they helped answer.")
+    user: str | None = Field(None, description="User id: only this user's entries are updated (default \"\").")
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
 
 
 class ForgetRequest(BaseModel):
@@ -205,7 +210,7 @@ def build_app(
     @app.post("/v1/memory/feedback", response_model=FeedbackResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def feedback(req: FeedbackRequest) -> dict[str, Any]:
         """Whether recovered entries were useful (their success rate σ)."""
-        return service.feedback(req.entry_ids, req.useful)
+        return service.feedback(req.entry_ids, req.useful, req.user, req.agent, req.project)
 
     @app.get("/v1/memory/stats", response_model=StatsResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
     def stats() -> dict[str, Any]:
@@ -294,6 +299,7 @@ def serve(path: str | os.PathLike[str] | None = None, embedder: str | None = Non
 
 # ---------------------------------------------------------------------------------------------- forwarding
 SESSION_HEADER = "x-lantern-session"
+LANTERN_HEADERS = "x-lantern-"  # ours (session, user, agent, project, ...): never forwarded upstream
 RECOVERED_HEADER = ("Recovered from Lantern memory: earlier turns of this conversation that a compaction dropped. "
                     "Use them for specifics (names, numbers, paths, commands) the summary lost.\n\n")
 _HOP_BY_HOP = {"host", "content-length", "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
@@ -326,7 +332,8 @@ def _request_headers(request: Request, strip_authorization: bool, *, keep_encodi
         drop.add("authorization")
     if not keep_encoding:  # we read the body: let httpx negotiate an encoding it decodes
         drop.add("accept-encoding")
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in drop}
+    headers = {k: v for k, v in request.headers.items()
+               if k.lower() not in drop and not k.lower().startswith(LANTERN_HEADERS)}
     if upstream_key:
         headers["authorization"] = f"Bearer {upstream_key}"
     return headers
@@ -346,6 +353,16 @@ def _inject(messages: list[Message], block: str, header: str = RECOVERED_HEADER)
     while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in ("system", "developer"):
         i += 1
     return [*messages[:i], {"role": "system", "content": header + block}, *messages[i:]]
+
+
+def _all_exist(lantern: Any, ids: set[int]) -> bool:
+    """Whether every entry of ``ids`` is still stored: a kept block holding a forgotten entry (forgotten here, over
+    REST, or by another process) is never injected again. One query on the store."""
+    if not ids:
+        return True
+    marks = ", ".join("?" * len(ids))
+    found = lantern.store.db.execute(f"SELECT count(*) FROM entries WHERE id IN ({marks})", sorted(ids)).fetchone()[0]
+    return found == len(ids)
 
 
 def _scope_headers(request: Request) -> dict[str, str | None]:
@@ -419,10 +436,13 @@ class _Forwarder:
             except Exception as e:  # noqa: BLE001
                 _note_failure("detect", session, e)
                 return ""
+            for gone in [k for k in self.blocks if k not in self.tracker.seen]:
+                del self.blocks[gone]  # bounded like the tracker: a session it dropped starts over
             kept = self.blocks.get(key)
             if current is None:
                 self.blocks.pop(key, None)
-            elif event is None and kept is not None and not kept[1] & self.tracker.seen[key].present:
+            elif (event is None and kept is not None and not kept[1] & self.tracker.seen[key].present
+                  and _all_exist(lantern, kept[1])):
                 block = kept[0]
             else:
                 event = event or current
@@ -476,7 +496,7 @@ class _Forwarder:
         raw = await request.body()
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: forwarded untouched
             body = None
         messages = api.messages(body)
         session = request.headers.get(SESSION_HEADER) or "default"
@@ -484,8 +504,9 @@ class _Forwarder:
         headers = _request_headers(request, self.strip_authorization, keep_encoding=False, upstream_key=self.upstream_key)
         if messages is not None:
             block = await run_in_threadpool(self.prepare, session, messages, scope)
-            if block:
-                raw = json.dumps(api.inject(body, RECOVERED_HEADER + block)).encode()
+            injected = api.inject(body, RECOVERED_HEADER + block) if block else None
+            if injected is not None:
+                raw = json.dumps(injected).encode()
                 headers["content-type"] = "application/json"
         stream = isinstance(body, dict) and body.get("stream") is True
         req = self.client.build_request("POST", self.url(api.path, request.url.query), headers=headers, content=raw)
@@ -702,7 +723,7 @@ class _OpenAI:
         return _chat_messages(body)
 
     @staticmethod
-    def inject(body: dict[str, Any], block: str) -> dict[str, Any]:
+    def inject(body: dict[str, Any], block: str) -> dict[str, Any] | None:
         return {**body, "messages": _inject(body["messages"], block, header="")}
 
     @staticmethod
@@ -723,14 +744,19 @@ class _Anthropic:
         if messages is None:
             return None
         system = body.get("system")
-        return ([{"role": "system", "content": system}] if system else []) + messages
+        ok = isinstance(system, (str, list)) and system
+        return ([{"role": "system", "content": system}] if ok else []) + messages
 
     @staticmethod
-    def inject(body: dict[str, Any], block: str) -> dict[str, Any]:
+    def inject(body: dict[str, Any], block: str) -> dict[str, Any] | None:
+        """``body`` with the block appended to ``system``; None (forward the body untouched) when ``system`` is
+        neither absent/null, a string nor a list: we never replace what we do not understand."""
         system = body.get("system")
         if isinstance(system, list):
             return {**body, "system": [*system, {"type": "text", "text": block}]}
-        return {**body, "system": f"{system}\n\n{block}" if isinstance(system, str) and system else block}
+        if system is not None and not isinstance(system, str):
+            return None
+        return {**body, "system": f"{system}\n\n{block}" if system else block}
 
     @staticmethod
     def reply(response: Any) -> Any:
