@@ -236,3 +236,49 @@ def test_facts_and_fact_notes_stay_inside_the_user(tmp_path):
         block = lt.recover("what is the staging port?", user="alice")
         assert "5433" in block.text and "6000" not in block.text
         assert all("6000" not in str(f) for f in block.facts)
+
+
+def test_feedback_and_pending_recoveries_stay_inside_the_user(db):
+    """Bob can neither move the success rate of alice's entries by feedback nor by archiving a reply in a
+    session of the same name after alice's recovery (reinforce.py)."""
+    alice = sorted(alice_ids(db))
+    with Lantern(db) as lt:
+        sigma = lambda: dict(lt.store.db.execute("SELECT id, success FROM entries WHERE user_id = 'alice'").fetchall())  # noqa: E731
+        before = sigma()
+        assert lt.feedback(alice, False, user="bob") == 0 and lt.feedback(alice, False) == 0
+        assert sigma() == before
+        rec = lt.recover("what is the staging port?", session="s", user="alice")
+        assert rec.entries
+        lt.archive([{"role": "user", "content": "hm"}, {"role": "assistant", "content": "no: port 5433, key zebra-quartz"}],
+                   session="s", user="bob")
+        assert sigma() == before  # bob's reply does not judge alice's recovery
+        assert lt.stats()["pending_recoveries"] == 1
+        lt.archive([{"role": "user", "content": "so?"}, {"role": "assistant", "content": "It was 5433 with zebra-quartz."}],
+                   session="s", user="alice")
+        assert sigma() != before and lt.stats()["pending_recoveries"] == 0  # her own reply does
+        assert lt.feedback(alice, True, user="alice") == len(alice)
+
+
+def test_cli_scope_of_forget_facts_and_feedback(db, monkeypatch):
+    """`forget --user ""` is the default user even with $LANTERN_USER set; `facts` and `feedback` take --user."""
+    from typer.testing import CliRunner
+
+    from lantern.cli import app
+
+    runner = CliRunner()
+    monkeypatch.setenv("LANTERN_USER", "alice")
+    ids = sorted(alice_ids(db))
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "The deploy region is eu-west-3."}], session="f", user="alice")
+    out = runner.invoke(app, ["--db", str(db), "facts", "--json"])
+    assert out.exit_code == 0 and "eu-west-3" in out.output  # $LANTERN_USER is alice
+    out = runner.invoke(app, ["--db", str(db), "facts", "--json", "--user", "bob"])
+    assert out.exit_code == 0 and "eu-west-3" not in out.output
+    out = runner.invoke(app, ["--db", str(db), "feedback", *map(str, ids), "--not-useful", "--user", "bob"])
+    assert out.exit_code == 0 and "0 entries marked" in out.output and "2 of the ids are not entries" in out.output
+    out = runner.invoke(app, ["--db", str(db), "forget", "--user", ""])
+    assert out.exit_code == 0, out.output
+    con = sqlite3.connect(db)
+    users = {u for (u,) in con.execute("SELECT DISTINCT user_id FROM entries")}
+    con.close()
+    assert users == {"alice", "bob"}  # the default user's entry went; alice's stayed

@@ -145,7 +145,7 @@ class Lantern:
         judged: dict[int, tuple[float, float]] = {}
 
         def judge(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
-            replies = [(row.session, reinforce.assistant_text(turn)) for row, turn, (_, added) in zip(rows, turns, written) if added]
+            replies = [(row.session, reinforce.assistant_text(turn), row.user) for row, turn, (_, added) in zip(rows, turns, written) if added]
             judged.update(reinforce.resolve_pending(db, replies, self.config.success_alpha))
 
         for entry_id, added in self.store.add(rows, vectors, after=judge):  # one transaction
@@ -220,7 +220,8 @@ class Lantern:
         if self.config.reinforce:
             missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:")]
             rates = reinforce.Rates(self.config.confidence_gain, self.config.confidence_decay, self.config.success_alpha, self.config.prune_below)
-            self.index.set_reinforcement(reinforce.record_recovery(self.store, session or None, packed, missed, rates))
+            user_id = resolve(self.scope, user, agent, project).user
+            self.index.set_reinforcement(reinforce.record_recovery(self.store, session or None, packed, missed, rates, user=user_id))
         elif packed:
             self.store.bump_access(packed)
         if packed:
@@ -409,17 +410,22 @@ class Lantern:
         later handle follows it. Private spans are removed either way (archive/redact.py)."""
         set_secret_redaction(self, enabled)
 
-    def feedback(self, entry_ids: Iterable[int], useful: bool) -> int:
+    def feedback(
+        self, entry_ids: Iterable[int], useful: bool, *, user: str | None = None, agent: str | None = None,
+        project: str | None = None,
+    ) -> int:
         """Explicit usefulness of recovered entries: σ ← (1 − α)·σ + α·[useful] for each id, one transaction
-        (reinforce.py; paper Appendix D). Unknown ids are ignored. Returns the number of entries updated. Raises
-        TypeError when ``useful`` is not a bool or an id is not an int."""
+        (reinforce.py; paper Appendix D). Only entries inside the scope (default: the handle's user; lantern/scope.py)
+        are updated: unknown ids and other users' entries are ignored alike. Returns the number of entries updated.
+        Raises TypeError when ``useful`` is not a bool or an id is not an int."""
         if not isinstance(useful, bool):
             raise TypeError(f"useful must be True or False, got {useful!r}")
         ids = list(entry_ids)
         if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in ids):
             raise TypeError("entry_ids must be integers")
         ids = [int(i) for i in ids if -(2**63) <= i < 2**63]
-        updated = reinforce.apply_feedback(self.store, ids, useful, self.config.success_alpha)
+        scope = resolve(self.scope, user, agent, project)
+        updated = reinforce.apply_feedback(self.store, ids, useful, self.config.success_alpha, scope_where("", scope))
         self.index.set_reinforcement(updated)
         return len(updated)
 

@@ -277,8 +277,8 @@ def forget(
 
     def run():
         with _open() as lantern:
-            n = lantern.forget(entry=entry, session=session, user=user or os.environ.get("LANTERN_USER") or None,
-                               agent=agent, project=project)
+            who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
+            n = lantern.forget(entry=entry, session=session, user=who, agent=agent, project=project)
             print(f"{n} entries forgotten")
 
     _guard(run)
@@ -309,7 +309,9 @@ def export(
 @app.command("import")
 def import_(
     file: str = typer.Argument(..., help="A JSONL export (lantern export), or - for stdin."),
-    user: Optional[str] = _user_option("Put every entry into this user (default $LANTERN_USER, else the recorded users)."),
+    user: Optional[str] = typer.Option(None, "--user", "-u", help=(
+        "Put every entry into this user (default: the users recorded in the file; $LANTERN_USER is NOT used here, so "
+        "a multi-user backup is never folded into one user by accident).")),
     agent: Optional[str] = typer.Option(None, "--agent", help="Put every entry under this agent."),
     project: Optional[str] = typer.Option(None, "--project", help="Put every entry under this project."),
     embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings",
@@ -351,6 +353,9 @@ def facts(
     as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): the values valid then."),
     history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
     as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
+    user: Optional[str] = _user_option(),
+    agent: Optional[str] = _agent_option(),
+    project: Optional[str] = _project_option(),
 ) -> None:
     """Versioned facts extracted from the archive: current values, as of a time, or their history."""
     from rich.console import Console
@@ -360,7 +365,7 @@ def facts(
     def run():
         when = _iso(as_of, "--as-of")
         with _open() as lantern:
-            rows = lantern.facts(key, when, history=history)
+            rows = lantern.facts(key, when, history=history, user=user, agent=agent, project=project)
         if as_json:
             print(json.dumps([r.to_json() for r in rows], ensure_ascii=False))
             return
@@ -383,13 +388,17 @@ def facts(
 def feedback(
     ids: list[int] = typer.Argument(..., help="Entry ids (as shown by recover --json or search)."),
     useful: bool = typer.Option(..., "--useful/--not-useful", help="Whether the recovered entries helped."),
+    user: Optional[str] = _user_option("Only this user's entries are updated (default $LANTERN_USER, else the default user \"\")."),
 ) -> None:
     """Tell Lantern whether recovered entries were useful (updates their success rate σ; reinforce.py)."""
 
     def run():
         with _open() as lantern:
-            n = lantern.feedback(ids, useful)
-        print(f"{n} entries marked {'useful' if useful else 'not useful'}")
+            n = lantern.feedback(ids, useful, user=user)
+        print(f"{n} {'entry' if n == 1 else 'entries'} marked {'useful' if useful else 'not useful'}")
+        if n < len(set(ids)):
+            typer.secho(f"warning: {len(set(ids)) - n} of the ids are not entries of this user (nothing changed for them)",
+                        err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
 
@@ -423,7 +432,7 @@ def demo(
 
 @app.command()
 def mcp() -> None:
-    """Run the MCP server on stdio (tools archive, recover, search, forget, stats); needs the `mcp` extra."""
+    """Run the MCP server on stdio (tools archive, recover, search, forget, feedback, stats); needs the `mcp` extra."""
     try:
         from .integrations.mcp import serve
     except ImportError as e:

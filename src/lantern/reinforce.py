@@ -108,6 +108,17 @@ def is_useful(hints: Iterable[str], reply_terms: set[str]) -> bool | None:
 
 
 # ---------------------------------------------------------------- the store side
+def _in_scope(db: sqlite3.Connection, ids: Sequence[int], where: tuple[str, Sequence]) -> list[int]:
+    """The ids among ``ids`` whose entry satisfies ``where`` (SQL condition on ``entries``, parameters)."""
+    sql, params = where
+    out: list[int] = []
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        out += [r[0] for r in db.execute(f"SELECT id FROM entries WHERE id IN ({marks}) AND {sql}", [*chunk, *params])]
+    return out
+
+
 def _read(db: sqlite3.Connection, ids: Sequence[int], columns: str) -> list[tuple]:
     out: list[tuple] = []
     for start in range(0, len(ids), 500):
@@ -118,11 +129,13 @@ def _read(db: sqlite3.Connection, ids: Sequence[int], columns: str) -> list[tupl
 
 
 def record_recovery(
-    store, session: str | None, recovered: Sequence[int], missed: Sequence[int], rates: Rates = Rates(), now: float | None = None
+    store, session: str | None, recovered: Sequence[int], missed: Sequence[int], rates: Rates = Rates(),
+    now: float | None = None, user: str = "",
 ) -> dict[int, tuple[float, float]]:
     """Apply one recovery in ONE transaction: access_count + 1 and c ← min(1, c + gain) for ``recovered``,
     c ← max(0, c − decay) for ``missed`` (candidates cut), and a pending row in ``recoveries`` for the
-    usefulness check. Returns {entry id: (c, σ)} as stored, for the in-process index."""
+    usefulness check, kept for the next assistant message of the same ``user`` (lantern/scope.py) and session.
+    Returns {entry id: (c, σ)} as stored, for the in-process index."""
     recovered = list(dict.fromkeys(int(i) for i in recovered))
     gained = set(recovered)
     missed = [i for i in dict.fromkeys(int(i) for i in missed) if i not in gained]
@@ -137,8 +150,8 @@ def record_recovery(
         db.executemany("UPDATE entries SET confidence = ? WHERE id = ?", [(c, i) for i, (c, _) in out.items()])
         if recovered:
             db.execute(
-                "INSERT INTO recoveries(session, entry_ids, time) VALUES (?, ?, ?)",
-                (session, json.dumps(recovered), now if now is not None else _time.time()),
+                "INSERT INTO recoveries(session, entry_ids, time, user_id) VALUES (?, ?, ?, ?)",
+                (session, json.dumps(recovered), now if now is not None else _time.time(), user),
             )
             db.execute(  # keep the newest MAX_PENDING: a recovery nobody answers must not grow the table forever
                 "DELETE FROM recoveries WHERE id <= (SELECT id FROM recoveries ORDER BY id DESC LIMIT 1 OFFSET ?)",
@@ -151,22 +164,23 @@ def _session_matches(pending: str | None, archived: str) -> bool:
     return pending is None or archived == pending or archived.startswith(pending + "/")
 
 
-def resolve_pending(db: sqlite3.Connection, replies: Sequence[tuple[str, str]], alpha: float = SUCCESS_ALPHA) -> dict[int, tuple[float, float]]:
-    """Judge the pending recoveries answered by ``replies`` — (session, assistant text) of newly archived turns,
-    in order — inside the caller's open transaction ``db``. The first reply of a matching session resolves a
+def resolve_pending(db: sqlite3.Connection, replies: Sequence[tuple[str, str, str]], alpha: float = SUCCESS_ALPHA) -> dict[int, tuple[float, float]]:
+    """Judge the pending recoveries answered by ``replies`` — (session, assistant text, user) of newly archived
+    turns, in order — inside the caller's open transaction ``db``. The first reply of the same user in a matching
+    session resolves a
     pending recovery: σ of each recovered entry with hints moves by ``success_ema``; the judged recovery is
     deleted (its only use is this judgement). Returns {entry id: (c, σ)} of the entries updated."""
-    replies = [(s, t) for s, t in replies if t and t.strip()]
+    replies = [(s, t, u) for s, t, u in replies if t and t.strip()]
     if not replies:
         return {}
-    pending = db.execute("SELECT id, session, entry_ids FROM recoveries WHERE resolved = 0 ORDER BY id").fetchall()
+    pending = db.execute("SELECT id, session, entry_ids, user_id FROM recoveries WHERE resolved = 0 ORDER BY id").fetchall()
     if not pending:
         return {}
     terms_of: dict[int, set[str]] = {}
     judged: list[tuple[int, bool]] = []
     done: list[int] = []
-    for rec_id, session, ids_json in pending:
-        reply = next((i for i, (s, _) in enumerate(replies) if _session_matches(session, s)), None)
+    for rec_id, session, ids_json, user in pending:
+        reply = next((i for i, (s, _, u) in enumerate(replies) if u == user and _session_matches(session, s)), None)
         if reply is None:
             continue
         if reply not in terms_of:
@@ -208,11 +222,16 @@ def _apply_usefulness(db: sqlite3.Connection, judged: Sequence[tuple[int, bool]]
     return state
 
 
-def apply_feedback(store, entry_ids: Sequence[int], useful: bool, alpha: float = SUCCESS_ALPHA) -> dict[int, tuple[float, float]]:
+def apply_feedback(
+    store, entry_ids: Sequence[int], useful: bool, alpha: float = SUCCESS_ALPHA, where: tuple[str, Sequence] | None = None
+) -> dict[int, tuple[float, float]]:
     """Explicit usefulness for ``entry_ids`` (``Lantern.feedback``), one transaction: σ ← EMA(σ, useful).
-    Unknown ids are ignored; returns {entry id: (c, σ)} of the entries updated."""
+    ``where``: an SQL condition on ``entries`` and its parameters (the caller's scope, lantern/scope.py ``scope_where``);
+    ids outside it are ignored like unknown ones. Returns {entry id: (c, σ)} of the entries updated."""
     ids = list(dict.fromkeys(int(i) for i in entry_ids))
     with store.transaction() as db:
+        if where is not None and ids:
+            ids = _in_scope(db, ids, where)
         return _apply_usefulness(db, [(i, bool(useful)) for i in ids], alpha)
 
 

@@ -55,6 +55,6 @@ def run(system: System, lantern, query: str, pool: Pool, budget: int, reply: str
     ms = (time.perf_counter() - start) * 1000
     if system.kind == "reinforce+answers" and reply:
         with copy.store.transaction() as db:
-            judged = reinforce.resolve_pending(db, [(pool.session or "", reply)], system.config.success_alpha)
+            judged = reinforce.resolve_pending(db, [(pool.session or "", reply, lantern.scope.user)], system.config.success_alpha)
         copy.index.set_reinforcement(judged)
     return outcome_of(rec, ms)

@@ -95,9 +95,11 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     def feedback(
         entry_ids: Annotated[list[int], Field(min_length=1, description="Ids of recovered entries (recover's entries[].id).")],
         useful: Annotated[bool, Field(description="Whether they helped answer.")],
+        user: User = None, agent: Agent = None, project: Project = None,
     ) -> FeedbackResponse:
-        """Tell Lantern whether recovered entries were useful: moves their success rate σ, which weighs their importance."""
-        return call(FeedbackResponse, service.feedback, entry_ids, useful)
+        """Tell Lantern whether recovered entries were useful: moves their success rate σ, which weighs their
+        importance. Only the user's own entries are updated."""
+        return call(FeedbackResponse, service.feedback, entry_ids, useful, user, agent, project)
 
     @server.tool(annotations=ToolAnnotations(title="Statistics", readOnlyHint=True))
     def stats() -> StatsResponse:

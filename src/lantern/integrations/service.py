@@ -116,8 +116,10 @@ class MemoryService:
             n = self._open().forget(entry=entry, session=session, **scope)
         return {"forgotten": n}
 
-    def feedback(self, entry_ids: Any, useful: Any) -> dict[str, Any]:
-        """Whether recovered entries were useful (their success rate σ; lantern/reinforce.py)."""
+    def feedback(self, entry_ids: Any, useful: Any, user: str | None = None, agent: str | None = None,
+                 project: str | None = None) -> dict[str, Any]:
+        """Whether recovered entries were useful (their success rate σ; lantern/reinforce.py); only the caller's
+        user's entries are updated."""
         if not isinstance(entry_ids, list) or not entry_ids:
             raise ValueError("entry_ids must be a non-empty list of entry ids")
         for i in entry_ids:
@@ -125,7 +127,7 @@ class MemoryService:
         if not isinstance(useful, bool):
             raise ValueError("useful must be true or false")
         with self._lock:
-            return {"updated": self._open().feedback(entry_ids, useful)}
+            return {"updated": self._open().feedback(entry_ids, useful, **_scope(user, agent, project))}
 
     def stats(self) -> dict[str, Any]:
         """Entries, sessions, embedder, sizes."""

@@ -88,6 +88,7 @@ def m003_reinforcement(db: sqlite3.Connection) -> None:
         CREATE TABLE recoveries (
             id        INTEGER PRIMARY KEY,
             session   TEXT,                -- the session recovered for; NULL: any session's next assistant message
+            user_id   TEXT NOT NULL DEFAULT '',  -- the user recovered for: only that user's replies judge it
             entry_ids TEXT NOT NULL,       -- JSON [id, ...] of the recovered (packed) entries
             time      REAL NOT NULL,       -- unix seconds UTC
             resolved  INTEGER NOT NULL DEFAULT 0
