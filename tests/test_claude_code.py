@@ -262,6 +262,56 @@ def test_bad_payloads_exit_0_print_nothing_and_log_without_text(env, tmp_path):
     assert "hunter2" not in log and "not json" not in log
 
 
+def test_a_transcript_that_is_not_a_regular_file_is_skipped_without_hanging(env, tmp_path):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)  # no writer: opening it for reading blocks, reading it waits forever
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
+    cases = [payload("Stop", fifo, stop_hook_active=False), payload("PreCompact", Path("/dev/zero"), trigger="auto"),
+             payload("Stop", folder, stop_hook_active=False)]
+    for p in cases:
+        r = subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=json.dumps(p), env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout == "", p
+    log = (Path(env["HOME"]) / ".lantern" / "logs" / "claude-code.log").read_text()
+    assert log.count("skipped: transcript_path is not a regular file") == 3
+    assert not Path(env["LANTERN_DB"]).exists()
+
+
+def test_a_transcript_over_the_cap_is_skipped(tmp_path, monkeypatch):
+    from lantern.integrations import claude_code
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(claude_code, "MAX_TRANSCRIPT_BYTES", 100)
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = tmp_path / "m.db"
+    out = claude_code.run(json.dumps(payload("Stop", transcript)), db, claude_code.Offsets(tmp_path / "offsets.json"))
+    assert out == "" and not db.exists()
+    log = (tmp_path / "home" / ".lantern" / "logs" / "claude-code.log").read_text()
+    assert "skipped: transcript over 100 bytes" in log
+
+
+def test_the_hook_archives_and_recovers_in_the_lantern_user_scope(env, tmp_path):
+    import sqlite3
+
+    alice = {**env, "LANTERN_USER": "alice"}
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert hook(alice, payload("PreCompact", transcript, trigger="manual")).returncode == 0
+    with sqlite3.connect(env["LANTERN_DB"]) as db:
+        assert {u for (u,) in db.execute("SELECT DISTINCT user_id FROM entries")} == {"alice"}
+    with Lantern(env["LANTERN_DB"]) as default_user:
+        assert default_user.search("postgres port 5433", k=5) == []
+    r = hook(alice, payload("SessionStart", transcript, source="compact"))
+    assert r.returncode == 0 and "5433" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    # the default user's hook has archived nothing yet: its own offset starts at 0, and it reads into its own scope
+    assert hook(env, payload("Stop", transcript)).returncode == 0
+    with sqlite3.connect(env["LANTERN_DB"]) as db:
+        users = dict(db.execute("SELECT user_id, count(*) FROM entries GROUP BY user_id").fetchall())
+    assert users == {"alice": 5, "": 5}
+
+
 # ------------------------------------------------------------------------------------------------ install
 
 

@@ -21,7 +21,9 @@ What each event does:
   recover with the prompt as query (same scope and exclusion) and inject the block. A prompt with no
   back-reference costs no model load and no database access.
 
-Session id = Claude Code's ``session_id``; the record's ``cwd`` is kept in each entry's meta. A hook never breaks
+Session id = Claude Code's ``session_id``; the record's ``cwd`` is kept in each entry's meta. Entries are archived
+and recovered in the scope of user ``$LANTERN_USER`` (default ""). Only a regular file of at most 1 GiB is read as
+the transcript (a FIFO, a device, a directory or a larger file is skipped with a log line). A hook never breaks
 the user's session: any internal error exits 0 with nothing printed on stdout and one line (time, event, error
 type, where; never message text) appended to ``~/.lantern/logs/claude-code.log``.
 """
@@ -32,6 +34,7 @@ import contextlib
 import io
 import json
 import os
+import stat
 import sys
 import time
 import traceback
@@ -45,6 +48,12 @@ SUMMARY_QUERY_CHARS = 2000  # ours, as compaction.SUMMARY_QUERY_CHARS
 # a compaction leaves a compact_boundary system record, then the summary (``isCompactSummary``) in the file
 COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCompactSummary": true')
 HOOK_BUDGET = 6000  # characters injected (DESIGN §3.5)
+MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logged), never read into memory
+
+
+class TranscriptSkipped(Exception):
+    """The transcript is not something a hook reads: not a regular file (a FIFO, a device such as /dev/zero, a
+    directory) or over ``MAX_TRANSCRIPT_BYTES``. ``run`` logs it (the reason only) and exits 0 with no output."""
 
 
 def lantern_home() -> Path:
@@ -62,12 +71,20 @@ def log_error(event: str, e: BaseException) -> None:
         frames = traceback.extract_tb(e.__traceback__)
         ours = [f for f in frames if f"{os.sep}lantern{os.sep}" in f.filename] or frames
         where = ", ".join(f"{Path(f.filename).name}:{f.lineno}" for f in {id(x): x for x in (ours[-1], frames[-1])}.values()) if frames else "?"
+        log_line(event, f"{type(e).__name__} at {where}")
+    except Exception:
+        pass
+
+
+def log_line(event: str, text: str) -> None:
+    """Append ``UTC-time hook EVENT: text`` to ``~/.lantern/logs/claude-code.log``. Never raises."""
+    try:
         folder = lantern_home() / "logs"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(folder / "claude-code.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            f.write(f"{stamp} hook {event or '?'}: {type(e).__name__} at {where}\n")
+            f.write(f"{stamp} hook {event or '?'}: {text}\n")
     except Exception:
         pass
 
@@ -98,18 +115,19 @@ class Offsets:
             return {}
 
     @staticmethod
-    def key(db: Path, transcript: Path) -> str:
-        return f"{db.resolve()}\n{transcript.resolve()}"
+    def key(db: Path, transcript: Path, user: str | None = None) -> str:
+        """Per database and transcript, and per user when one is set (each user archives into its own scope)."""
+        return f"{db.resolve()}\n{transcript.resolve()}" + (f"\n{user}" if user else "")
 
-    def get(self, db: Path, transcript: Path) -> Offset:
-        v = self._load().get(self.key(db, transcript))
+    def get(self, db: Path, transcript: Path, user: str | None = None) -> Offset:
+        v = self._load().get(self.key(db, transcript, user))
         if isinstance(v, dict) and isinstance(v.get("offset"), int) and isinstance(v.get("line"), int):
             return Offset(v["offset"], v["line"])
         return Offset()
 
-    def set(self, db: Path, transcript: Path, offset: Offset) -> None:
+    def set(self, db: Path, transcript: Path, offset: Offset, user: str | None = None) -> None:
         data = self._load()
-        data[self.key(db, transcript)] = {"offset": offset.offset, "line": offset.line}
+        data[self.key(db, transcript, user)] = {"offset": offset.offset, "line": offset.line}
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -121,18 +139,38 @@ class Offsets:
 # --------------------------------------------------------------------------------------- transcript reads
 
 
+def read_transcript(transcript: Path, offset: int = 0) -> tuple[bytes, int]:
+    """``(bytes of transcript from byte offset on, file size)``; the whole file when it is shorter than
+    ``offset`` (the caller compares the size with its offset). Only a regular file is read: it is opened
+    non-blocking (a FIFO with no writer cannot hang the open) and checked on the open descriptor (``fstat``, so a
+    file swapped after a check cannot slip through). Raises ``TranscriptSkipped`` for anything else or a file
+    over ``MAX_TRANSCRIPT_BYTES``, OSError when it cannot be opened."""
+    fd = os.open(transcript, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise TranscriptSkipped("transcript_path is not a regular file")
+        if info.st_size > MAX_TRANSCRIPT_BYTES:
+            raise TranscriptSkipped(f"transcript over {MAX_TRANSCRIPT_BYTES} bytes ({info.st_size})")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        if offset > info.st_size:
+            offset = 0
+        f.seek(offset)
+        return f.read(info.st_size - offset), info.st_size
+
+
 def read_new_lines(transcript: Path, start: Offset):
     """The complete lines of ``transcript`` after ``start`` (a partly written last line waits for the next call),
     parsed -> ``(ClaudeCodeTranscript, Offset reached)``. A file shorter than ``start`` is read from the start.
     Raises ``TranscriptFormatError`` when a first read finds no Claude Code record, OSError when unreadable."""
     from ..archive.parse.claude_code import read_claude_code
 
-    size = transcript.stat().st_size
+    data, size = read_transcript(transcript, start.offset)
     if size < start.offset:
         start = Offset()
-    with open(transcript, "rb") as f:
-        f.seek(start.offset)
-        data = f.read()
     end = data.rfind(b"\n") + 1
     data = data[:end]
     parsed = read_claude_code(data.decode("utf-8", errors="replace"), first_line=start.line,
@@ -145,7 +183,7 @@ def read_since_last_compaction(transcript: Path):
     ``messages`` after its position the live context); None when the transcript was never compacted."""
     from ..archive.parse.claude_code import read_claude_code
 
-    data = transcript.read_bytes()
+    data, _ = read_transcript(transcript)
     at = max(data.rfind(m) for m in COMPACTION_MARKERS)
     if at < 0:
         return None
@@ -161,11 +199,13 @@ def read_since_last_compaction(transcript: Path):
 @dataclass
 class HookContext:
     """Where a hook reads and writes: the database (``db``, default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``),
-    the offsets file, and the character ``budget`` of an injected block."""
+    the offsets file, the character ``budget`` of an injected block, and the ``user`` whose scope every archive
+    and recovery stays in (lantern/scope.py; default ``$LANTERN_USER``)."""
 
     db: Path
     offsets: Offsets
     budget: int = HOOK_BUDGET
+    user: str | None = None  # the scope's user (``$LANTERN_USER``; None: the default user "")
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -182,7 +222,7 @@ def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any =
     """Archive the transcript lines not archived yet into ``session`` (one transaction), then move the offset.
     ``lantern``: an open handle, or None to open (and create) ``ctx.db`` only when there is something to archive.
     Returns the number of turns added."""
-    start = ctx.offsets.get(ctx.db, transcript)
+    start = ctx.offsets.get(ctx.db, transcript, ctx.user)
     parsed, reached = read_new_lines(transcript, start)
     messages = parsed.to_archive()
     added = 0
@@ -193,14 +233,14 @@ def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any =
         else:
             added = lantern.archive(messages, session=session).added
     if reached != start:
-        ctx.offsets.set(ctx.db, transcript, reached)
+        ctx.offsets.set(ctx.db, transcript, reached, ctx.user)
     return added
 
 
 def _open(ctx: HookContext):
     from ..api import Lantern
 
-    return Lantern(ctx.db)
+    return Lantern(ctx.db, user=ctx.user)
 
 
 def _summary_query_text(summary: str) -> str:
@@ -229,7 +269,7 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, trans
 
 def _last_user_before(lantern: Any, session: str) -> str:
     """The user text of the newest archived turn of ``session`` (the compaction summary replaced it in the file)."""
-    rows = lantern.store.session_turns(session)
+    rows = lantern.store.session_turns(session, lantern.scope)
     for _, _, text in sorted(rows, key=lambda r: r[1], reverse=True):
         for line in text.split("\n"):
             if line.startswith("user: "):
@@ -283,10 +323,14 @@ def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offs
 
         payload = _payload(stdin_text)
         event = payload["hook_event_name"]
-        ctx = HookContext(db=Path(db) if db is not None else default_db_path(), offsets=offsets or Offsets())
+        ctx = HookContext(db=Path(db) if db is not None else default_db_path(), offsets=offsets or Offsets(),
+                          user=os.environ.get("LANTERN_USER") or None)
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
         return json.dumps(out, ensure_ascii=False) if out else ""
+    except TranscriptSkipped as e:
+        log_line(event, f"skipped: {e}")
+        return ""
     except BaseException as e:  # noqa: BLE001 - a hook must never break the user's session
         if isinstance(e, KeyboardInterrupt):
             return ""
