@@ -407,3 +407,52 @@ def test_a_rewritten_shorter_transcript_is_read_again_without_duplicates(tmp_pat
         assert archive_new(ctx, SID, transcript, memory) == 0  # read again from the start: all already archived
         assert ctx.offsets.get(ctx.db, transcript).line == cut + 1  # the partial last line waits
         assert memory.stats()["entries"] == 5
+
+
+def test_install_through_a_symlinked_settings_file_keeps_the_link(tmp_path):
+    from lantern.integrations.claude_code_settings import install as install_hooks
+
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]}}), encoding="utf-8")
+    link = tmp_path / "proj" / ".claude" / "settings.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(dotfiles)
+    path, changed = install_hooks("project", project_dir=tmp_path / "proj", command="lantern hook claude-code")
+    assert changed and path == link
+    assert link.is_symlink() and Path(os.readlink(link)) == dotfiles
+    data = json.loads(dotfiles.read_text(encoding="utf-8"))
+    assert data["permissions"] == {"allow": ["Bash(ls)"]} and "Stop" in data["hooks"]
+    assert sorted(p.name for p in dotfiles.parent.iterdir()) == ["claude-settings.json"]
+    assert sorted(p.name for p in link.parent.iterdir()) == ["settings.json"]
+
+
+def test_a_failed_install_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from lantern.integrations import claude_code_settings
+
+    settings_file = tmp_path / "proj" / ".claude" / "settings.json"
+    settings_file.parent.mkdir(parents=True)
+    settings_file.write_text("{}", encoding="utf-8")
+
+    def failing_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(claude_code_settings.os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        claude_code_settings.install("project", project_dir=tmp_path / "proj", command="lantern hook claude-code")
+    assert [p.name for p in settings_file.parent.iterdir()] == ["settings.json"]
+    assert settings_file.read_text(encoding="utf-8") == "{}"
+
+
+def test_install_reads_a_settings_file_with_a_bom_and_writes_it_without(tmp_path):
+    from lantern.integrations.claude_code_settings import install as install_hooks
+
+    settings_file = tmp_path / "proj" / ".claude" / "settings.json"
+    settings_file.parent.mkdir(parents=True)
+    settings_file.write_bytes(b"\xef\xbb\xbf" + json.dumps({"model": "opus"}).encode())
+    path, changed = install_hooks("project", project_dir=tmp_path / "proj", command="lantern hook claude-code")
+    assert changed
+    raw = settings_file.read_bytes()
+    assert not raw.startswith(b"\xef\xbb\xbf")
+    data = json.loads(raw)
+    assert data["model"] == "opus" and "PreCompact" in data["hooks"]

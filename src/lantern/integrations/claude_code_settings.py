@@ -7,7 +7,10 @@ whose command ends with ``hook claude-code``; that suffix is how ours are recogn
 existing structure (other hooks and every other setting untouched, key order kept), is idempotent (a second
 install changes nothing; an install with another command replaces ours), and ``--uninstall`` removes only our
 commands, then any group or event list left empty. A settings file that is not a JSON object raises
-``LanternError`` and is left untouched. Writes are atomic (temporary file + rename).
+``LanternError`` and is left untouched. Writes are atomic (temporary file + rename; the temporary file is removed
+whatever fails). A symlinked settings.json (dotfiles kept in a repository) is updated through the link: its target
+is rewritten, the link stays. A file starting with a UTF-8 byte order mark is read (``utf-8-sig``) and written back
+WITHOUT the mark (ours: JSON text must not begin with one, RFC 8259 §8.1, and a strict JSON reader rejects it).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def _is_ours(hook: Any) -> bool:
 def _load(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")  # a leading BOM is dropped
     if not text.strip():
         return {}
     try:
@@ -99,12 +102,18 @@ def _remove_ours(hooks: dict[str, Any]) -> int:
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if path.exists():
-        os.chmod(tmp, path.stat().st_mode & 0o777)
-    os.replace(tmp, path)
+    """Atomically replace ``path`` (through a symlink: its final target) with ``data`` as UTF-8 JSON without BOM,
+    keeping the file's mode. The temporary file is removed when anything fails."""
+    target = Path(os.path.realpath(path))  # a symlink stays a symlink: its target gets the new content
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o777)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def install(scope: str = "project", *, uninstall: bool = False, project_dir: str | os.PathLike[str] | None = None,
