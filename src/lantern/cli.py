@@ -144,6 +144,11 @@ def ingest(
     console = Console(stderr=True)
     committed = [0]
 
+    from .archive.parse import FORMATS
+
+    if format != "auto" and format not in FORMATS:
+        raise typer.BadParameter(f"unknown format {format!r}; one of auto, {', '.join(FORMATS)}", param_hint="--format")
+
     def report(done: int, total: int) -> None:
         committed[0] = done
         bar.update(task, completed=done, total=total)
@@ -161,11 +166,14 @@ def ingest(
         if len(result.warnings) > 20:
             console.print(f"[yellow]… {len(result.warnings) - 20} more warnings[/]")
         if as_json:
-            keys = ("session", "added", "duplicates", "skipped", "redacted", "warnings")
+            keys = ("session", "added", "duplicates", "skipped", "redacted", "entry_ids", "warnings")
             print(json.dumps({k: getattr(result, k) for k in keys}, ensure_ascii=False))
         else:
             print(f"{file}: {result.added} turn{'s' if result.added != 1 else ''} archived, {result.duplicates} already archived, "
                   f"{result.skipped} items skipped (session {result.session})")
+        if not result.added and not result.duplicates:
+            console.print(f"[yellow]warning:[/] no turns found in {file}"
+                          + (f" with --format {format}; try --format auto" if format != "auto" else ""))
 
     bar = task = None
     try:
@@ -235,7 +243,7 @@ def search(
             else:
                 rows = [
                     {"id": h.entry.id, "session": h.entry.session, "turn": h.entry.turn, "ranks": h.ranks,
-                     "rrf": round(h.score, 5), "summary": h.entry.summary[:160]}
+                     "score": round(h.score, 5), "summary": h.entry.summary[:160]}
                     for h in lantern.search(query, k=k, session=session, user=user, agent=agent, project=project)
                 ]
         if as_json:
@@ -249,7 +257,7 @@ def search(
             ranks = [str(r["ranks"].get(s, "–")) for s in signals]
             extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""), str(r["category"] or "–"),
                      f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
-            table.add_row(escape(str(r["id"])), escape(r["session"]), str(r["turn"]), *ranks, f"{r['rrf']:.4f}",
+            table.add_row(escape(str(r["id"])), escape(r["session"]), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
                           *map(escape, extra), escape(r["summary"].replace("\n", " ")))
         Console(width=max(Console().width, 140)).print(table)
 
