@@ -269,3 +269,23 @@ def test_round_trip_keeps_versioned_facts(tmp_path):
         assert [(f.value, f.current) for f in lt.facts("staging db port", history=True)] == history
         assert [f.value for f in lt.facts("staging db port", as_of=day(1))] == ["5433"]
     assert without_ids(export_text(tmp_path / "copy.db")) == without_ids(first)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("turn", -1), ("turn", 2**53), ("turn", 1.5), ("access_count", -3), ("tool_count", 2**60), ("file_count", -1),
+    ("confidence", 1.5), ("confidence", -0.1), ("success", 2), ("importance", -1), ("importance", 1e308),
+    ("time", 1e300), ("time", -1e15), ("archived_at", 253402300800 * 2), ("archived_at", -62135596801),
+])
+def test_import_rejects_values_that_poison_the_store(source, tmp_path, field, value):
+    lines = export_text(source).splitlines()
+    bad = {**json.loads(lines[2]), field: value}
+    with Lantern(tmp_path / "poison.db") as lt:
+        with pytest.raises(ExportFormatError) as e:
+            lt.import_(io.StringIO("\n".join([lines[0], lines[1], json.dumps(bad)]) + "\n"))
+        assert (e.value.line, e.value.field) == (3, field) and "line 3" in str(e.value)
+        assert lt.store.count() == 0
+    # the edges are accepted
+    edge = {**json.loads(lines[2]), "turn": 2**53 - 1, "confidence": 1, "success": 0.0, "importance": 0,
+            "access_count": 0, "time": -62135596800.0}
+    with Lantern(tmp_path / "edge.db") as lt:
+        assert lt.import_(io.StringIO("\n".join([lines[0], json.dumps(edge)]) + "\n")).added == 1

@@ -22,7 +22,9 @@ renumbered from 1 in file order when the source had gaps). ``content_hash`` is a
 the scope, session and text (lantern/scope.py), so a record cannot smuggle in a hash of another user's turn.
 
 Import: one transaction per batch of ``BATCH_LINES`` lines. A bad line raises ``ExportFormatError`` naming the
-line (and field) and nothing of its batch is written (earlier batches stay; importing again after fixing the line
+line (and field) and nothing of its batch is written (besides types: ``turn`` and the counts are integers in
+[0, 2**53), ``importance`` / ``confidence`` / ``success`` within [0, 1], ``time`` / ``archived_at`` unix seconds
+within years 1..9999) (earlier batches stay; importing again after fixing the line
 adds only the rest, because a turn already stored — same content hash — is counted as a duplicate, never stored
 twice). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
 ``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
@@ -39,6 +41,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import IO, Any
 
 import numpy as np
@@ -248,6 +251,12 @@ class _BadField(Exception):
 _STR = ("session", "text", "summary", "memory_type", "user_id", "agent_id", "project", "content_hash")
 _INT = ("turn", "access_count", "tool_count", "file_count")
 _NUM = ("importance", "confidence", "success", "archived_at")
+_UNIT = ("importance", "confidence", "success")  # scores and rates: within [0, 1]
+_COUNT = ("turn", "access_count", "tool_count", "file_count")  # 0 <= n < 2**53 (exact in a float, as JSON readers keep it)
+MAX_COUNT = 2**53
+# unix seconds a datetime can hold (years 1..9999, UTC): a time outside cannot be shown or compared as a date
+MIN_TIME = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
+MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc).timestamp()
 _REQUIRED = ("session", "turn", "text", "summary", "archived_at")
 _DEFAULTS: dict[str, Any] = {"tags": [], "hints": [], "memory_type": "episodic", "importance": 0.5, "confidence": 0.5,
                              "success": 0.5, "access_count": 0, "tool_count": 0, "file_count": 0, "meta": {}, "time": None,
@@ -288,8 +297,9 @@ def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
             if f.get(name) is not None and not isinstance(f[name], str):
                 raise _BadField("facts", f"{name} must be a string or null")
         at = f.get("recorded_at")
-        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at)):
-            raise _BadField("facts", "recorded_at must be a finite number or null")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at)
+                               or not MIN_TIME <= at <= MAX_TIME):
+            raise _BadField("facts", "recorded_at must be unix seconds within years 1..9999, or null")
         key_text = f.get("key_text") if isinstance(f.get("key_text"), str) else f["key"]
         out.append((ExtractedFact(key=f["key"], value=f.get("value"), key_text=key_text, replaces=f.get("replaces")), at))
     return out
@@ -308,6 +318,12 @@ def _check(key: str, value: Any) -> None:
         raise _BadField(key, "must be a finite number")
     if key == "time" and value is not None and not is_num:
         raise _BadField(key, "must be a finite number (unix seconds) or null")
+    if key in _COUNT and not 0 <= value < MAX_COUNT:
+        raise _BadField(key, f"must be an integer from 0 to 2**53 - 1, got {value}")
+    if key in _UNIT and not 0 <= value <= 1:
+        raise _BadField(key, f"must be within [0, 1], got {value}")
+    if key in ("time", "archived_at") and value is not None and not MIN_TIME <= value <= MAX_TIME:
+        raise _BadField(key, f"must be unix seconds within years 1..9999, got {value}")
     if key == "tags" and not (isinstance(value, list) and all(
         isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in value
     )):
