@@ -386,6 +386,28 @@ class Store:
             (archived_at, after_id if after_id is not None else 2**63 - 1),
         ).fetchall()
 
+    def stamps_since(self, archived_at: float, after_id: int | None = None) -> list[tuple[int, float]]:
+        """(id, archived_at) of the rows ``rows_since`` would return, without their vectors: the index reads the
+        full rows only of those that are new or whose archived_at changed (a grown turn)."""
+        return self.db.execute(
+            "SELECT id, archived_at FROM entries WHERE id IN (SELECT id FROM entries WHERE archived_at >= ? "
+            "UNION SELECT id FROM entries WHERE id > ?) ORDER BY id",
+            (archived_at, after_id if after_id is not None else 2**63 - 1),
+        ).fetchall()
+
+    def rows_by_id(self, ids: Sequence[int]) -> list[tuple]:
+        """The ``rows_since`` columns of the entries ``ids``, in id order."""
+        out: list[tuple] = []
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            out += self.db.execute(
+                "SELECT e.id, e.session, coalesce(e.time, e.archived_at), e.archived_at, e.importance, e.tool_count, "
+                "e.file_count, e.hints, v.vector, e.user_id, e.agent_id, e.project FROM entries e "
+                f"JOIN embeddings v ON v.entry_id = e.id WHERE e.id IN ({marks}) ORDER BY e.id", chunk,
+            ).fetchall()
+        return out
+
     def mutable_columns(self) -> list[tuple[int, float, float, int]]:
         """(id, confidence, success, access_count) of every entry, in id order."""
         return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
