@@ -174,10 +174,11 @@ def recover(
         order = list(range(len(ranked)))
     # near-duplicates of a better candidate are removed before packing
     kept: list[int] = []
-    for i in order:
-        twin = next((j for j in kept if similarity[i, j] >= DUPLICATE_COSINE), None)
-        ranked[i].mmr_order = order.index(i) + 1
-        if twin is not None:
+    for rank_in_order, i in enumerate(order, start=1):
+        ranked[i].mmr_order = rank_in_order
+        twins = np.flatnonzero(similarity[i, kept] >= DUPLICATE_COSINE) if kept else ()
+        if len(twins):  # the first (best-placed) kept candidate it nearly repeats
+            twin = kept[int(twins[0])]
             ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[twin].entry.id}"
         else:
             kept.append(i)

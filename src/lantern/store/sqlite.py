@@ -520,7 +520,7 @@ def _entry(row: tuple) -> Entry:
         archived_at=from_epoch(row[4]),
         text=row[5],
         summary=row[6],
-        tags=[Tag(k, v) for k, v in json.loads(row[7])],
+        tags=[Tag(k, v) for k, v in json.loads(row[7])] if row[7] != "[]" else [],  # no parse for the empty stand-in
         memory_type=row[8],
         importance=row[9],
         content_hash=row[10],
@@ -529,7 +529,7 @@ def _entry(row: tuple) -> Entry:
         access_count=row[13],
         tool_count=row[14],
         file_count=row[15],
-        meta=json.loads(row[16]),
+        meta=json.loads(row[16]) if row[16] != "{}" else {},
         category=row[17],
         user=row[18],
         agent=row[19],
