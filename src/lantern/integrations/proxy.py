@@ -575,26 +575,15 @@ class _SSEText:
     assistant message, as the non-streamed ``choices[0].message`` would be; None when the stream held neither."""
 
     def __init__(self) -> None:
-        self.buffer, self.parts = b"", []
+        self.sse = _SSEEvents()
+        self.parts: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
 
     def feed(self, chunk: bytes) -> None:
-        import json
-
-        self.buffer += chunk
-        while b"\n" in self.buffer:
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if not data or data == b"[DONE]":
-                continue
-            try:
-                delta = json.loads(data)["choices"][0].get("delta") or {}
-            except Exception:  # noqa: BLE001 - a keep-alive or another shape: skip it
-                continue
-            if not isinstance(delta, dict):
+        for event in self.sse.events(chunk):
+            choices = event.get("choices")
+            delta = choices[0].get("delta") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+            if not isinstance(delta, dict):  # a keep-alive or another shape: skip it
                 continue
             if isinstance(delta.get("content"), str):
                 self.parts.append(delta["content"])
