@@ -231,3 +231,23 @@ def test_llm_failure_falls_back_to_the_extractive_gist(tmp_path, llm_server):
         assert len(llm_server.requests) == 1
         assert s.gist_source == "extractive" and "HTTP Error 500" in s.gist_error
         assert s.gist.startswith("turn 0: Start postgres")
+
+
+def test_forget_reaches_a_live_session_and_budgets_take_any_number(tmp_path):
+    """A forgotten turn leaves working memory and the gist of a Session that already holds it; integral floats and
+    numpy integers are budgets like ints (as for recover)."""
+    import numpy as np
+
+    from lantern import Lantern
+    from lantern.memory.context import Session
+
+    with Lantern(tmp_path / "f.db") as m:
+        s = Session(m, "chat")
+        for i in range(12):
+            s.add([{"role": "user", "content": f"SECRET{i} the svc-{i} port is {5000 + i}"}, {"role": "assistant", "content": "ok"}])
+        assert "SECRET11" in s.build_context("what was the port before?", 10**6).text
+        m.forget(session="chat")
+        ctx = s.build_context("what was the port before?", 10**6)
+        assert "SECRET" not in ctx.text and not s.gist
+        assert len(s.build_context("hi", 8000.0).text) <= 8000
+        assert len(s.build_context("hi", np.int64(8000)).text) <= 8000

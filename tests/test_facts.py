@@ -361,3 +361,15 @@ def test_chinese_three_day_scenario_marks_the_superseded_port(lantern):
     assert "5433 until 14 Mar 2026 09:00, now 5434" in rec.text
     then = lantern.recover("之前 staging 数据库端口是多少？", budget=2000, as_of=at(13, 18))
     assert "5434" not in then.text and "5433" in then.text
+
+
+def test_a_key_is_found_by_the_name_facts_shows(tmp_path):
+    """Normalizing is not idempotent ("MY_KEY" is stored as "my key", which would normalize again to "key"): a
+    key is found both by what was written and by the stored name ``facts`` shows."""
+    from lantern import Lantern
+
+    with Lantern(tmp_path / "k.db") as m:
+        m.archive([{"role": "user", "content": "Set it up:\n```\nexport MY_KEY=v1\n```"}], session="s")
+        shown = [f.key for f in m.facts()]
+        assert "my key" in shown
+        assert [f.value for f in m.facts("my key")] == ["v1"] and [f.value for f in m.facts("MY_KEY")] == ["v1"]

@@ -289,3 +289,18 @@ def test_import_rejects_values_that_poison_the_store(source, tmp_path, field, va
             "access_count": 0, "time": -62135596800.0}
     with Lantern(tmp_path / "edge.db") as lt:
         assert lt.import_(io.StringIO("\n".join([lines[0], json.dumps(edge)]) + "\n")).added == 1
+
+
+def test_cli_failed_import_into_a_new_database_leaves_no_file(source, tmp_path):
+    """A new database whose import fails is removed again: it would otherwise stay tied to an embedder (and empty)."""
+    from typer.testing import CliRunner
+
+    from lantern.cli import app
+
+    bad = tmp_path / "bad.jsonl"
+    lines = export_text(source).splitlines()
+    bad.write_text("\n".join([lines[0], '{"type": "entry", "session": 5}']) + "\n", encoding="utf-8")
+    new = tmp_path / "new.db"
+    out = CliRunner().invoke(app, ["--db", str(new), "import", str(bad)])
+    assert out.exit_code == 1 and "line 2" in out.output
+    assert not new.exists() and not (tmp_path / "new.db-wal").exists()

@@ -330,10 +330,21 @@ def import_(
     One transaction per 256 lines; entries already stored (same content hash) are skipped; a bad line is an error
     naming it, and nothing of its batch is written."""
 
+    from .config import default_db_path
+
+    path = state.db or default_db_path()
+    created = not path.exists()
+
     def run():
-        with _open(create=True) as lantern:
-            src = sys.stdin if file == "-" else Path(file)
-            r = lantern.import_(src, user=user, agent=agent, project=project, embeddings=embeddings)
+        try:
+            with _open(create=True) as lantern:
+                src = sys.stdin if file == "-" else Path(file)
+                r = lantern.import_(src, user=user, agent=agent, project=project, embeddings=embeddings)
+        except Exception:
+            if created:  # a failed import into a new database leaves no empty database behind (tied to an embedder)
+                for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                    leftover.unlink(missing_ok=True)
+            raise
         print(f"{file}: {r.added} entries imported, {r.duplicates} already stored ({r.lines} lines)")
 
     _guard(run)

@@ -155,6 +155,23 @@ class Session:
             return self._llm_gist
         return "\n".join(line for _, line in self._lines)
 
+    def _drop_forgotten(self) -> None:
+        """``forget`` reaches a live Session: turns whose entries were deleted leave working memory, the pending
+        turns and the extractive gist; an LLM gist that may have read them is dropped (the extractive one stays)."""
+        ids = {w.entry_id for w in self.working} | {p.entry_id for p in self._pending} | {i for i, _ in self._lines}
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        alive = {r[0] for r in self.lantern.store.db.execute(f"SELECT id FROM entries WHERE id IN ({marks})", list(ids))}
+        gone = ids - alive
+        if not gone:
+            return
+        self.working = [w for w in self.working if w.entry_id not in gone]
+        self._pending = [p for p in self._pending if p.entry_id not in gone]
+        self._lines = [(i, line) for i, line in self._lines if i not in gone]
+        if self._llm_gist is not None:
+            self._llm_gist, self.gist_source = None, "extractive"
+
     # ------------------------------------------------------------------ LLM gist
     def _llm_configured(self) -> bool:
         return bool(self.lantern.config.gist_base_url)
@@ -178,8 +195,10 @@ class Session:
         characters (``len(Context.text)``). Recovery runs when ``should_recover(question, draft)`` fires, or as
         ``recover`` forces (True/False). Raises ValueError when the budget cannot hold the system prompt and the
         question."""
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-            raise ValueError(f"budget must be a number of characters >= 0, got {budget!r}")
+        if budget is None:
+            raise ValueError("budget must be a finite number of characters >= 0, got None")
+        budget = self.lantern._budget(budget)  # ValueError unless a finite number >= 0; 8000.0 -> 8000
+        self._drop_forgotten()
         system = self.system_prompt.strip()
         fixed = [p for p in (system, question) if p]
         used = _joined(fixed)

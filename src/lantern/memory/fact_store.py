@@ -167,8 +167,10 @@ def records(
     ``as_of`` (unix seconds; None = now). ``where``/``params``: extra SQL condition on ``e`` (the source entry)."""
     clauses, args = [], []
     if key is not None:
-        clauses.append("f.key = ?")
-        args.append(normalize_key(key))
+        # the normalized form of what was asked, or the key exactly as ``facts`` shows it: normalizing is not
+        # idempotent ("MY_KEY" is stored as "my key", which normalizes again to "key")
+        clauses.append("f.key IN (?, ?)")
+        args += [normalize_key(key), key.strip().casefold()]
     if as_of is not None:
         clauses.append("f.valid_from <= ?")  # nothing stated after the asked time exists yet
         args.append(as_of)
