@@ -373,3 +373,17 @@ def test_a_key_is_found_by_the_name_facts_shows(tmp_path):
         shown = [f.key for f in m.facts()]
         assert "my key" in shown
         assert [f.value for f in m.facts("my key")] == ["v1"] and [f.value for f in m.facts("MY_KEY")] == ["v1"]
+
+
+def test_as_of_outside_the_utc_year_range_is_a_clear_error(tmp_path):
+    from datetime import datetime
+
+    from lantern import Lantern
+
+    with Lantern(tmp_path / "r.db") as m:
+        m.archive([{"role": "user", "content": "The staging port is 5433."}], session="s")
+        for bad in ("0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-14:00"):
+            with pytest.raises(ValueError, match="outside the years 1..9999"):
+                m.recover("staging port", as_of=datetime.fromisoformat(bad))
+            with pytest.raises(ValueError, match="outside the years 1..9999"):
+                m.facts(as_of=datetime.fromisoformat(bad))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -445,7 +445,12 @@ def _epoch(as_of: Any) -> float | None:
         return None
     if not isinstance(as_of, datetime):
         raise TypeError(f"as_of must be a datetime, got {type(as_of).__name__}")
-    return to_epoch(as_of)
+    try:
+        ts = to_epoch(as_of)
+        datetime.fromtimestamp(ts, tz=timezone.utc)  # e.g. 0001-01-01 at +05:00 is before year 1 in UTC
+    except (OverflowError, ValueError, OSError):
+        raise ValueError(f"as_of {as_of.isoformat()} is outside the years 1..9999 in UTC") from None
+    return ts
 
 
 def _tag_window(text: str) -> str:

@@ -22,6 +22,7 @@ Every memory command takes the scope options --user (default $LANTERN_USER, else
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -142,7 +143,8 @@ def ingest(
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     console = Console(stderr=True)
-    committed = [0]
+    committed = [0]  # turns of committed batches, as reported by progress
+    counts = {}  # entries in the database when the ingest started (and its path)
 
     from .archive.parse import FORMATS
 
@@ -159,6 +161,7 @@ def ingest(
             TextColumn("archiving"), BarColumn(), TaskProgressColumn(), TextColumn("{task.completed} turns"),
             TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True, disable=as_json,
         ) as bar:
+            counts.update(path=lantern.path, before=lantern.store.count())
             task = bar.add_task("ingest", total=None)
             result = lantern.ingest(file, session, format=format, progress=report, user=user, agent=agent, project=project)
         for w in result.warnings[:20]:
@@ -179,7 +182,15 @@ def ingest(
     try:
         _guard(run)
     except KeyboardInterrupt:
-        typer.secho(f"interrupted: {committed[0]} turns committed (the batch in progress was rolled back); "
+        done = committed[0]
+        if counts:  # a batch may have committed just before the interrupt, ahead of its progress report
+            import sqlite3
+
+            with contextlib.suppress(sqlite3.Error):
+                con = sqlite3.connect(counts["path"], timeout=5)
+                done = max(done, con.execute("SELECT count(*) FROM entries").fetchone()[0] - counts["before"])
+                con.close()
+        typer.secho(f"interrupted: {done} turns committed (the batch in progress was rolled back); "
                     "run the same command again to resume, turns already archived are skipped", err=True,
                     fg=typer.colors.YELLOW)
         raise typer.Exit(130)
