@@ -74,6 +74,19 @@ def pct(values, q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if len(values) else float("nan")
 
 
+def phase_table(console, title: str, phase_runs: list[dict]) -> None:
+    """Print the median of each phase (seconds -> ms) over fresh-process runs; keys starting with "_" are not phases."""
+    from rich.table import Table
+
+    table = Table(title=f"{title} (median of {len(phase_runs)} processes, ms)")
+    table.add_column("phase", justify="left")
+    table.add_column("p50", justify="right")
+    for key in phase_runs[0]:
+        if not key.startswith("_"):
+            table.add_row(key, f"{1000 * float(np.median([r[key] for r in phase_runs])):.0f}")
+    console.print(table)
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 

@@ -26,7 +26,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import begin, clean_pool, fill_store, pct, Pool, user_text, VENV_BIN  # noqa: E402
+from _common import begin, clean_pool, fill_store, pct, phase_table, Pool, user_text, VENV_BIN  # noqa: E402
 
 TARGET_S = 1.0
 
@@ -106,13 +106,7 @@ def main() -> None:
                    f"{pct(timings[name], 50) / base:.1f}x", style="bold" if "recover" in name else None)
     console.print(t1)
 
-    t2 = Table(title=f"One cold recover split into phases inside a fresh process (median of {len(phase_runs)} processes, ms)")
-    t2.add_column("phase", justify="left")
-    t2.add_column("p50", justify="right")
-    for key in phase_runs[0]:
-        if not key.startswith("_"):
-            t2.add_row(key, f"{1000 * float(np.median([r[key] for r in phase_runs])):.0f}")
-    console.print(t2)
+    phase_table(console, "One cold recover split into phases inside a fresh process", phase_runs)
 
     p50 = pct(timings["lantern --db DB recover QUERY"], 50)
     console.print(f"cold `lantern recover` p50 {p50 * 1000:.0f} ms: {'meets' if p50 <= TARGET_S else 'MISSES'} the "

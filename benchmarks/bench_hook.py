@@ -34,7 +34,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, VENV_BIN, Pool, begin, clean_pool, fill_store, pct  # noqa: E402
+from _common import REPO, VENV_BIN, Pool, begin, clean_pool, fill_store, pct, phase_table  # noqa: E402
 
 TARGET_S = 1.0
 FIXTURE = REPO / "tests" / "fixtures" / "claude_code_session.jsonl"
@@ -161,13 +161,7 @@ def main() -> None:
         v = np.asarray(timings[name]) * 1000
         t1.add_row(name, f"{pct(v, 50):.0f}", f"{pct(v, 95):.0f}", f"{v.min():.0f}", f"{v.max():.0f}", f"{outputs[name]:,}")
     console.print(t1)
-    t2 = Table(title=f"One Stop hook split into phases inside a fresh process (median of {len(phase_runs)} processes, ms)")
-    t2.add_column("phase", justify="left")
-    t2.add_column("p50", justify="right")
-    for key in phase_runs[0]:
-        if not key.startswith("_"):
-            t2.add_row(key, f"{1000 * float(np.median([r[key] for r in phase_runs])):.0f}")
-    console.print(t2)
+    phase_table(console, "One Stop hook split into phases inside a fresh process", phase_runs)
     worst = max(pct(timings[name], 50) for name, _, _ in events)
     console.print(f"slowest event p50 {worst * 1000:.0f} ms: {'meets' if worst <= TARGET_S else 'MISSES'} the <= "
                   f"{TARGET_S:.0f} s target; hook errors logged during the run: {errors}")
