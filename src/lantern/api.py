@@ -17,10 +17,11 @@ import numpy as np
 
 from .archive.chunk import chunk
 from .archive.classify import classify_turn
-from .archive.ingest import Slices, TurnBatches, add_warnings
+from .archive.ingest import add_warnings, ingest_batches
 from .archive.parse import clean_text, parse
 from .archive.parse.objects import check_messages
 from .archive.redact import load_policy, redact_messages, set_secret_redaction
+from .archive.subagents import parent_session
 from .archive.summarize import summarize
 from .archive.tags import extract_tags, hint_terms
 from .config import DEFAULT, Config, default_db_path
@@ -106,10 +107,12 @@ class Lantern:
         is read to its end). JSONL files are streamed line by line (bounded memory: archive/ingest.py); re-ingesting
         a file, or resuming an interrupted ingest, adds no duplicates. ``session`` defaults to the file name without
         extension. Warnings past the first 1,000 are counted in one last warning. ``user`` / ``agent`` /
-        ``project`` as ``archive``."""
+        ``project`` as ``archive``. A Claude Code session transcript brings its subagent transcripts
+        (``<session-id>/subagents/agent-<id>.jsonl``) into ``<session>/sidechain-<id>``; such a subagent file given
+        alone goes to the same place (session default: its parent session id) (archive/subagents.py)."""
         scope = resolve(self.scope, user, agent, project)
         path = Path(path)
-        session = session or path.stem
+        session = session or parent_session(path) or path.stem  # a subagent file: its parent session
         result = ArchiveResult(session=session)
         dropped = [0]
 
@@ -118,13 +121,12 @@ class Lantern:
             result.redacted += redacted
             add_warnings(result.warnings, piece.warnings, dropped)
 
-        batches = TurnBatches(Slices(path, format), lambda m: redact_messages(m, self.redaction), INGEST_BATCH_TURNS, on_slice)
-        done = 0
-        for turns in batches:
+        done = 0  # a Claude Code session's subagent transcripts follow it (archive/subagents.py)
+        for turns, total in ingest_batches(path, format, lambda m: redact_messages(m, self.redaction), INGEST_BATCH_TURNS, on_slice):
             self._archive_turns(turns, session, result, scope)
             done += len(turns)
             if progress:
-                progress(done, batches.estimate(done))
+                progress(done, total)
         if dropped[0]:
             result.warnings.append(f"... {dropped[0]} more warnings")
         return result

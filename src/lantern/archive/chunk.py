@@ -13,7 +13,10 @@ file paths they reference. The rules, in order, for each message:
    leading system prompt is turn 0 and is *not* attached to the first user turn: it keeps the system prompt's
    importance (1.0, see ``classify``) off the user's content, and keeps the first user turn's summary about the
    user's question. A mid-conversation system message (a compaction notice, a reminder) is likewise its own turn.
-4. **Anything else** (``assistant``, ``tool``, unknown roles) continues the current turn. Messages before the first
+4. **Agent step.** A non-user message carrying ``meta["step"]`` (set by formats that record an agent's steps,
+   such as SWE-agent: one thought/action and its observation per step) starts a new turn, so each step is a turn
+   of its own and retrieval can find the step that mattered (ours; paper does not specify).
+5. **Anything else** (``assistant``, ``tool``, unknown roles) continues the current turn. Messages before the first
    user message form a turn of their own (e.g. an assistant greeting), and so do non-user messages that follow a
    system turn.
 
@@ -35,6 +38,10 @@ def _starts_turn(m: Message) -> bool:
     if m.role != "user":
         return False
     return bool(m.text.strip()) or not m.tool_results
+
+
+def _starts_step(m: Message) -> bool:
+    return m.role != "user" and m.meta.get("step") is not None
 
 
 def _message_paths(m: Message) -> list[str]:
@@ -77,7 +84,7 @@ def chunk(messages: list[Message], session: str | None = None) -> list[Turn]:
             only_system = all(x.role == "system" for x in current)
             if m.role == "system":
                 new = not only_system
-            elif _starts_turn(m):
+            elif _starts_turn(m) or _starts_step(m):
                 new = True
             else:
                 new = only_system  # an assistant/tool message after a system turn opens a turn of its own

@@ -89,3 +89,45 @@ def add_warnings(kept: list[str], new: list[str], dropped: list[int]) -> None:
     room = MAX_WARNINGS - len(kept)
     kept.extend(new[: max(room, 0)])
     dropped[0] += max(len(new) - max(room, 0), 0)
+
+
+def ingest_batches(path: Path, format: str, redact: Callable[[list[Message]], tuple[list[Message], int]], size: int,
+                   on_slice: Callable[[ParseResult, int], None]) -> Iterator[tuple[list[Turn], int]]:
+    """``(batch of turns, estimated total turns)`` of the file at ``path`` (``TurnBatches``), then, when it parsed
+    as a Claude Code session transcript ``<dir>/<session-id>.jsonl``, of its subagent transcripts
+    (``subagents.subagent_files``), each subagent's messages in the sub-session ``sidechain-<id>``. A file at
+    ``<session-id>/subagents/agent-<id>.jsonl`` given itself is read as that subagent's. A subagent file that is
+    not a Claude Code transcript or cannot be read is skipped: one skip and one warning naming it (the session's
+    own turns are committed by then). Totals are cumulative over the files."""
+    from lantern.errors import TranscriptFormatError
+
+    from .subagents import agent_id, as_sidechain, subagent_files
+
+    state = {"format": format, "done": 0}  # of the last file read
+
+    def run(file: Path, fmt: str, agent: str | None, before: int) -> Iterator[tuple[list[Turn], int]]:
+        slices = Slices(file, fmt)
+
+        def prepare(messages: list[Message]) -> tuple[list[Message], int]:
+            named = as_sidechain(messages, agent) if agent and slices.format == "claude-code" else messages
+            return redact(named)
+
+        batches = TurnBatches(slices, prepare, size, on_slice)
+        done = 0
+        for turns in batches:
+            done += len(turns)
+            yield turns, before + batches.estimate(done)
+        state.update(format=slices.format, done=done)
+
+    yield from run(path, format, agent_id(path) if path.parent.name == "subagents" else None, 0)
+    if state["format"] != "claude-code" or agent_id(path) is not None:
+        return
+    total = state["done"]
+    for agent, file in subagent_files(path, path.stem):
+        try:
+            yield from run(file, "claude-code", agent, total)
+        except (TranscriptFormatError, OSError) as e:
+            on_slice(ParseResult(skipped=1, warnings=[f"subagent transcript {file.name} skipped: {e}"],
+                                 format="claude-code"), 0)
+            continue
+        total += state["done"]

@@ -10,7 +10,9 @@ What each event does:
 - ``PreCompact``, ``Stop``, ``PostCompact``, ``SessionEnd``: archive the transcript's new lines (incremental: the
   byte offset reached in each transcript is kept per database in ``~/.lantern/claude-code/offsets.json``, written
   only after the archive transaction commits; a file that shrank is read again from the start, and duplicates
-  are never stored twice anyway). No output. (PostCompact, in newer Claude Code versions, also carries
+  are never stored twice anyway). The session's subagent transcripts (``<session-id>/subagents/agent-<id>.jsonl``,
+  archive/subagents.py) are archived the same way, into ``<session>/sidechain-<id>``, in the same transaction.
+  No output. (PostCompact, in newer Claude Code versions, also carries
   ``compact_summary``, but it cannot add context, so the recovery happens at the SessionStart(compact) that follows;
   ``install`` registers only PreCompact, SessionStart(compact), UserPromptSubmit and Stop.)
 - ``SessionStart`` with ``source: compact``: archive the new lines, read the last compact summary from the
@@ -126,8 +128,13 @@ class Offsets:
         return Offset()
 
     def set(self, db: Path, transcript: Path, offset: Offset, user: str | None = None) -> None:
+        self.set_many(db, [(transcript, offset)], user)
+
+    def set_many(self, db: Path, moved: list[tuple[Path, Offset]], user: str | None = None) -> None:
+        """Record the ``(transcript, Offset)`` pairs in one atomic rewrite of the file."""
         data = self._load()
-        data[self.key(db, transcript, user)] = {"offset": offset.offset, "line": offset.line}
+        for transcript, offset in moved:
+            data[self.key(db, transcript, user)] = {"offset": offset.offset, "line": offset.line}
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -218,13 +225,29 @@ def _payload(stdin_text: str) -> dict[str, Any]:
     return payload
 
 
-def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any = None) -> int:
-    """Archive the transcript lines not archived yet into ``session`` (one transaction), then move the offset.
-    ``lantern``: an open handle, or None to open (and create) ``ctx.db`` only when there is something to archive.
-    Returns the number of turns added."""
+def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any = None, event: str = "") -> int:
+    """Archive the lines not archived yet of the transcript and of its subagent transcripts
+    (``archive/subagents.py``: ``<session-id>/subagents/agent-<id>.jsonl`` beside it, each into the sub-session
+    ``<session>/sidechain-<id>``) in ONE transaction, then move each file's offset. A subagent file that cannot
+    be read (not a regular file, not Claude Code, unreadable) is skipped with a log line naming its agent id and
+    read again next time; the main transcript's errors propagate. ``lantern``: an open handle, or None to open
+    (and create) ``ctx.db`` only when there is something to archive. Returns the number of turns added."""
+    from ..archive.subagents import as_sidechain, subagent_files
+    from ..errors import TranscriptFormatError
+
     start = ctx.offsets.get(ctx.db, transcript, ctx.user)
     parsed, reached = read_new_lines(transcript, start)
     messages = parsed.to_archive()
+    moved = [(transcript, start, reached)]
+    for agent, path in subagent_files(transcript, session):
+        begin = ctx.offsets.get(ctx.db, path, ctx.user)
+        try:
+            sub, end = read_new_lines(path, begin)
+        except (TranscriptSkipped, TranscriptFormatError, OSError) as e:
+            log_line(event, f"subagent {agent} skipped: {e if isinstance(e, TranscriptSkipped) else type(e).__name__}")
+            continue
+        messages += as_sidechain(sub.to_archive(), agent)
+        moved.append((path, begin, end))
     added = 0
     if messages:
         if lantern is None:
@@ -232,8 +255,9 @@ def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any =
                 added = own.archive(messages, session=session).added
         else:
             added = lantern.archive(messages, session=session).added
-    if reached != start:
-        ctx.offsets.set(ctx.db, transcript, reached, ctx.user)
+    changed = [(path, end) for path, begin, end in moved if end != begin]
+    if changed:
+        ctx.offsets.set_many(ctx.db, changed, ctx.user)
     return added
 
 
@@ -288,13 +312,13 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     session = payload["session_id"]
     transcript = Path(payload["transcript_path"]).expanduser()
     if event in ARCHIVE_EVENTS:
-        archive_new(ctx, session, transcript)
+        archive_new(ctx, session, transcript, event=event)
         return None
     if event == "SessionStart":
         if payload.get("source") != "compact":
             return None
         with _open(ctx) as lantern:
-            archive_new(ctx, session, transcript, lantern)
+            archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript)
         return _output(event, rec.text) if rec is not None and rec.text else None
     if event == "UserPromptSubmit":
@@ -308,7 +332,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         if read_since_last_compaction(transcript) is None:
             return None  # never compacted: everything the prompt refers to is still in Claude's context
         with _open(ctx) as lantern:
-            archive_new(ctx, session, transcript, lantern)
+            archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None

@@ -68,7 +68,8 @@ def _preamble(history: list, result: ParseResult) -> tuple[list[Message], int]:
 
 def _steps(steps: list, result: ParseResult) -> list[Message]:
     """Trajectory steps -> per step an assistant Message (thought; the action as one ToolCall named by the
-    command's first word, id ``step-<n>``) and a tool Message (the observation as its ToolResult)."""
+    command's first word, id ``step-<n>``; ``meta["step"] = n``, so the step opens a turn of its own: chunk.py
+    rule 4) and a tool Message (the observation as its ToolResult)."""
     out: list[Message] = []
     for i, step in enumerate(steps):
         where = f"trajectory[{i}]"
@@ -83,7 +84,7 @@ def _steps(steps: list, result: ParseResult) -> list[Message]:
             continue
         call_id = f"step-{i + 1}"
         calls = [ToolCall(name=_command_name(action), arguments=action, id=call_id)] if action.strip() else []
-        out.append(Message(role="assistant", text=thought, tool_calls=calls))
+        out.append(Message(role="assistant", text=thought, tool_calls=calls, meta={"step": i + 1}))
         if calls and "observation" in step:
             observation = clean_text(content_text(step.get("observation")))
             out.append(Message(role="tool", tool_results=[ToolResult(observation, call_id, calls[0].name)]))
@@ -93,10 +94,11 @@ def _steps(steps: list, result: ParseResult) -> list[Message]:
 def _loop(history: list, start: int, result: ParseResult) -> list[Message]:
     """The agent loop from ``history`` (when there is no trajectory): assistant messages with ``tool_calls``
     (OpenAI shape) or an ``action``; ``tool`` messages (``tool_call_ids``) and, in text-format runs, ``user``
-    observations -> ToolResults of the pending call."""
+    observations -> ToolResults of the pending call. Each kept assistant message is a step (``meta["step"]``, 1-based)."""
     out: list[Message] = []
     names: dict[str, str] = {}
     pending: list[str] = []
+    step = 0
     for i in range(start, len(history)):
         m, where = history[i], f"history[{i}]"
         role = norm_role(m.get("role")) if isinstance(m, dict) else None
@@ -117,7 +119,8 @@ def _loop(history: list, start: int, result: ParseResult) -> list[Message]:
                 names[c.id or ""] = c.name
             pending = [c.id or "" for c in calls]
             if thought.strip() or calls:
-                out.append(Message(role="assistant", text=thought, tool_calls=calls))
+                step += 1
+                out.append(Message(role="assistant", text=thought, tool_calls=calls, meta={"step": step}))
             else:
                 result.skip(f"{where}: empty assistant message; skipped")
         elif role in ("tool", "user"):
@@ -140,7 +143,9 @@ def parse_swe_agent(data: Any, source: str | None = None) -> ParseResult:
     ToolCall (name: the command's first word, arguments: the action verbatim, id ``step-<n>``), followed by a
     ``tool`` Message holding the observation verbatim as its ToolResult. Without a trajectory (history-only
     files) the rest of the history is read instead (``tool_calls``/``action``; tool and user observations as
-    results). So one task is one user turn holding every step. Non-object items and empty steps are skipped and
+    results). Every step's assistant Message carries ``meta["step"]`` (1-based), so ``chunk`` makes each step
+    (thought/action -> observation) a turn of its own after the task's turn, and retrieval finds the step that
+    mattered (ours; the paper does not specify). Non-object items and empty steps are skipped and
     counted. Raises TranscriptFormatError for non-JSON text, a top level that is not an object, ``history``/
     ``trajectory`` that are not lists (naming the field), or neither being present."""
     result = ParseResult(format="swe_agent")

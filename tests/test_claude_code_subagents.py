@@ -1,0 +1,151 @@
+"""Claude Code subagent transcripts (``<session-id>/subagents/agent-<id>.jsonl``): ``Lantern.ingest`` of the session
+file brings them in, and the hooks (real subprocesses, temporary HOME and LANTERN_DB, the real model) archive them
+incrementally, on our fixture of the real 2.1.2+ layout (tests/fixtures/claude_code_project/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lantern import Lantern
+from lantern.archive.subagents import agent_id, parent_session, subagent_files
+
+PROJECT = Path(__file__).parent / "fixtures" / "claude_code_project"
+SID = "3b9e5d24-8c1f-4a6e-b0d7-5f2a9c41e803"
+AGENT = "a3c7e91"
+SUB = f"{SID}/sidechain-{AGENT}"
+DETAIL = "maxmemory 512mb"  # only the subagent's transcript has it; the Task result in the session does not
+COMPACTION_TEXT = "create a detailed summary of the conversation"  # only the compaction agent's file has it
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    dest = tmp_path / "-home-dev-api"
+    shutil.copytree(PROJECT, dest)
+    return dest
+
+
+def texts(memory: Lantern, session: str) -> str:
+    return "\n".join(t for _, _, t in memory.store.session_turns(session, memory.scope))
+
+
+# ------------------------------------------------------------------------------------------------ layout
+
+
+def test_agent_ids_and_parent_session_follow_the_layout():
+    assert agent_id("agent-a3c7e91.jsonl") == "a3c7e91"
+    assert agent_id("agent-acompact-5d21f0.jsonl") is None  # Claude Code's compaction agent
+    assert agent_id("agent-a3c7e91.meta.json") is None and agent_id(f"{SID}.jsonl") is None
+    assert parent_session(PROJECT / SID / "subagents" / "agent-a3c7e91.jsonl") == SID
+    assert parent_session(PROJECT / f"{SID}.jsonl") is None
+    assert subagent_files(PROJECT / f"{SID}.jsonl") == [(AGENT, PROJECT / SID / "subagents" / "agent-a3c7e91.jsonl")]
+
+
+def test_legacy_flat_agent_files_are_matched_by_their_session_id(project):
+    nested = project / SID / "subagents" / "agent-a3c7e91.jsonl"
+    flat = project / "agent-b51e0a2.jsonl"  # the layout before 2.1.2: beside every session's transcript
+    flat.write_text(nested.read_text(encoding="utf-8").replace(AGENT, "b51e0a2"), encoding="utf-8")
+    other = project / "agent-c88d113.jsonl"
+    other.write_text(nested.read_text(encoding="utf-8").replace(SID, "11111111-2222-4333-8444-555555555555"), encoding="utf-8")
+    os.mkfifo(project / "agent-fifo01.jsonl")  # never opened: a FIFO is not a regular file
+    found = subagent_files(project / f"{SID}.jsonl", SID)
+    assert [a for a, _ in found] == [AGENT, "b51e0a2"]
+
+
+# ------------------------------------------------------------------------------------------------ ingest
+
+
+def test_ingest_of_the_session_file_brings_its_subagents_once(tmp_path):
+    with Lantern(tmp_path / "m.db") as memory:
+        first = memory.ingest(PROJECT / f"{SID}.jsonl")
+        sessions = memory.store.sessions()
+        sub_text, main_text = texts(memory, SUB), texts(memory, SID)
+        again = memory.ingest(PROJECT / f"{SID}.jsonl")
+        alone = memory.ingest(PROJECT / SID / "subagents" / "agent-a3c7e91.jsonl")  # the same turns, same place
+        hits = memory.search("how much memory may Redis use", session=SID, k=3)
+    assert first.session == SID and sessions == [SID, SUB]
+    assert DETAIL in sub_text and DETAIL not in main_text
+    assert "Grep" in sub_text and "allkeys-lru" in main_text
+    assert COMPACTION_TEXT not in sub_text + main_text
+    assert again.added == 0 and again.duplicates == first.added
+    assert alone.session == SID and alone.added == 0 and alone.duplicates >= 1
+    assert any(h.entry.session == SUB and DETAIL in h.entry.text for h in hits)  # a session search sees it
+
+
+def test_a_subagent_file_that_is_not_claude_code_is_skipped_with_a_warning(project, tmp_path):
+    (project / SID / "subagents" / "agent-d00d001.jsonl").write_text('{"role": "user", "content": "hi"}\n'
+                                                                     '{"role": "assistant", "content": "yo"}\n')
+    with Lantern(tmp_path / "m.db") as memory:
+        result = memory.ingest(project / f"{SID}.jsonl")
+        sessions = memory.store.sessions()
+    assert sessions == [SID, SUB]  # the session and the good subagent are archived
+    assert result.skipped >= 1 and any("agent-d00d001.jsonl skipped" in w for w in result.warnings)
+
+
+# ------------------------------------------------------------------------------------------------ hooks
+
+
+@pytest.fixture
+def env(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    e = {k: v for k, v in os.environ.items() if k not in ("LANTERN_DB", "HOME", "LANTERN_USER")}
+    e.update(HOME=str(home), LANTERN_DB=str(tmp_path / "db" / "lantern.db"))
+    return e
+
+
+def hook(env: dict, event: str, transcript: Path, **extra) -> subprocess.CompletedProcess:
+    payload = {"session_id": SID, "transcript_path": str(transcript), "cwd": "/home/dev/api",
+               "permission_mode": "default", "hook_event_name": event, **extra}
+    return subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=json.dumps(payload),
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_stop_and_precompact_archive_subagent_transcripts_incrementally(env, project):
+    transcript = project / f"{SID}.jsonl"
+    sub = project / SID / "subagents" / "agent-a3c7e91.jsonl"
+    lines = sub.read_text(encoding="utf-8").splitlines(keepends=True)
+    sub.write_text("".join(lines[:2]) + lines[2][:40], encoding="utf-8")  # the subagent is still writing
+    r = hook(env, "Stop", transcript, stop_hook_active=False)
+    assert r.returncode == 0 and r.stdout == ""
+    with Lantern(env["LANTERN_DB"]) as memory:
+        assert DETAIL not in texts(memory, SUB) and memory.store.session_turns(SUB, memory.scope)
+        first = memory.stats()["entries"]
+
+    sub.write_text("".join(lines), encoding="utf-8")  # the subagent finished
+    assert hook(env, "PreCompact", transcript, trigger="auto", custom_instructions=None).returncode == 0
+    with Lantern(env["LANTERN_DB"]) as memory:
+        archived = memory.stats()["entries"]
+        sub_text = texts(memory, SUB)
+    assert DETAIL in sub_text and archived > first
+    assert COMPACTION_TEXT not in sub_text
+    offsets = json.loads((Path(env["HOME"]) / ".lantern" / "claude-code" / "offsets.json").read_text())
+    reached = {k.split("\n")[1]: v for k, v in offsets.items()}
+    assert reached[str(sub.resolve())] == {"offset": sub.stat().st_size, "line": len(lines) + 1}
+    assert reached[str(transcript.resolve())]["offset"] == transcript.stat().st_size
+
+    assert hook(env, "Stop", transcript, stop_hook_active=False).returncode == 0  # nothing new: nothing added
+    with Lantern(env["LANTERN_DB"]) as memory:
+        assert memory.stats()["entries"] == archived
+    # every subagent record archived exactly once across the two reads (prompt, Grep call, result, answer)
+    assert sub_text.count("Find where the Redis memory limit") == 1 and sub_text.count("tool call Grep") == 1
+    assert sub_text.count(DETAIL) == 2  # the Grep result and the answer
+
+
+def test_a_fifo_or_bad_subagent_file_never_blocks_or_breaks_the_hook(env, project):
+    folder = project / SID / "subagents"
+    os.mkfifo(folder / "agent-f1f0f1f.jsonl")  # a FIFO with no writer: opening it for reading could block
+    (folder / "agent-e44e44e.jsonl").write_text('{"role": "user", "content": "secret words"}\n', encoding="utf-8")
+    (folder / "agent-b0b0b0b.jsonl").mkdir()  # a directory with a subagent's name
+    r = hook(env, "Stop", project / f"{SID}.jsonl", stop_hook_active=False)
+    assert r.returncode == 0 and r.stdout == ""
+    with Lantern(env["LANTERN_DB"]) as memory:
+        assert memory.store.sessions() == [SID, SUB]
+    log = (Path(env["HOME"]) / ".lantern" / "logs" / "claude-code.log").read_text(encoding="utf-8")
+    assert "subagent e44e44e skipped" in log and "f1f0f1f" not in log and "secret" not in log
