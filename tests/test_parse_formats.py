@@ -450,3 +450,14 @@ def test_ingest_keeps_the_first_thousand_warnings_and_counts_the_rest(tmp_path):
     assert r.added == 1 and r.skipped == 1200
     assert len(r.warnings) == 1001 and r.warnings[0].startswith("line 3: invalid JSON")
     assert r.warnings[-1] == "... 200 more warnings"
+
+
+def test_swe_agent_steps_are_turns_and_retrieval_finds_the_step(tmp_path):
+    with Lantern(tmp_path / "m.db") as memory:
+        result = memory.ingest(FIXTURES / "swe_agent.traj", session="cache-ttl")
+        hits = memory.search("which file did the agent search for", k=5, session="cache-ttl")
+        rows = memory.store.session_turns("cache-ttl", memory.scope)
+    assert result.added == 5 and len(rows) == 5  # system prompt, task, three steps
+    step_one = next(text for _, _, text in rows if "find_file settings.py" in text)
+    assert "CACHE_TTL = 900" not in step_one  # the first step's turn holds only its own action and observation
+    assert hits[0].entry.text == step_one and "/app/shop/settings.py" in hits[0].entry.text
