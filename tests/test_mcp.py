@@ -120,3 +120,33 @@ def test_mcp_command_without_database_flag_uses_env(tmp_path, monkeypatch):
 
     assert anyio.run(run)["added"] == 1
     assert db.exists()
+
+
+def test_mcp_argument_errors_are_one_line_naming_the_field(tmp_path):
+    """Arguments that fail a tool's schema: one line per call naming each bad field and its problem (not the SDK's
+    multi-line pydantic dump with its URLs); the server keeps serving."""
+    cases = [
+        ("archive", {}, "invalid arguments for archive: messages: required"),
+        ("archive", {"messages": "not a list"}, "invalid arguments for archive: messages: should be a valid list (got 'not a list')"),
+        ("search", {"query": "x", "k": 0}, "invalid arguments for search: k: should be greater than or equal to 1 (got 0)"),
+        ("recover", {"query": "x", "budget": -1}, "invalid arguments for recover: budget: should be greater than or equal to 0 (got -1)"),
+        ("recover", {"query": "x", "exclude": [{"role": "user", "content": "a"}, "nope"]},
+         "invalid arguments for recover: exclude[1]: should be a valid dictionary or a valid integer"),
+        ("feedback", {"entry_ids": ["a", 2], "useful": "maybe"}, "invalid arguments for feedback: entry_ids[0]: "),
+        ("forget", {"entry": 1.5}, "invalid arguments for forget: entry: should be a valid integer"),
+        ("search", {"query": "x" * 500, "k": "many"}, "invalid arguments for search: k: should be a valid integer"),
+    ]
+
+    async def body(s: ClientSession):
+        for name, args, want in cases:
+            r = await s.call_tool(name, args)
+            text = _text(r)
+            assert r.isError and text.startswith(want), (name, args, text)
+            assert "\n" not in text and "pydantic" not in text and "validation error" not in text, text
+        r = await s.call_tool("feedback", {"entry_ids": ["a", 2], "useful": "maybe"})
+        assert "; useful: should be a valid boolean" in _text(r)  # every bad field is named
+        r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "still serving"}]})
+        assert not r.isError and r.structuredContent["added"] == 1
+        return True
+
+    assert anyio.run(_session_run, tmp_path / "mcp.db", body)

@@ -2,8 +2,9 @@
 
 Tools (JSON schemas from the typed signatures): ``archive`` (messages + session), ``recover`` (query, session,
 budget, exclude), ``search`` (query, k, session), ``forget`` (entry or session), ``feedback`` (entry ids, useful), ``stats``. Bad input comes back as
-a tool error (``isError``) with one line saying what is wrong; the server keeps running. Nothing but the protocol
-is written to stdout.
+a tool error (``isError``) with one line saying what is wrong; the server keeps running. Arguments that do not match
+a tool's schema give one line naming each field and its problem (``validation_message``), not the SDK's multi-line
+pydantic dump. Nothing but the protocol is written to stdout.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ..errors import LanternError
 from .schemas import ArchiveResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
@@ -34,10 +35,61 @@ Agent = Annotated[str | None, Field(description="Agent id: a filter on reads (de
 Project = Annotated[str | None, Field(description="Project: a filter on reads (default any), a label on writes.")]
 
 
+MAX_SHOWN_INPUT = 40  # characters of a rejected value quoted in a validation message (ours)
+
+
+def _where(loc: tuple) -> str:
+    """``("exclude", 0, "int")`` -> ``exclude[0]``: the argument, then list indexes; a union member's tag (a type
+    name such as ``int`` or ``dict[str,any]``) is not part of the path."""
+    if not loc:
+        return "arguments"
+    return str(loc[0]) + "".join(f"[{x}]" for x in loc[1:] if isinstance(x, int))
+
+
+def _problem(error: dict) -> str:
+    msg = " ".join(str(error.get("msg", "invalid")).split())
+    if error.get("type") == "missing":
+        return "required"
+    msg = msg.replace("Input should be", "should be").replace("List should", "should")
+    return msg[:1].lower() + msg[1:]
+
+
+def validation_message(tool: str, error: ValidationError) -> str:
+    """One line for arguments that fail a tool's schema: ``invalid arguments for TOOL: FIELD: PROBLEM (got
+    VALUE); ...``. Errors of one field (the members of a union such as ``exclude``'s message-or-id) are joined
+    with "or"; a value is quoted up to MAX_SHOWN_INPUT characters; no pydantic URL, no newline. Ours."""
+    by_field: dict[str, tuple[list[str], Any]] = {}
+    for e in error.errors(include_url=False):
+        where = _where(tuple(e.get("loc", ())))
+        problems, _ = by_field.setdefault(where, ([], e.get("input")))
+        problem = _problem(e)
+        if problems and problem.startswith("should be "):  # "should be a valid dictionary or a valid integer"
+            problem = problem[len("should be "):]
+        if problem not in problems:
+            problems.append(problem)
+    parts = []
+    for where, (problems, value) in by_field.items():
+        shown = "" if problems == ["required"] else f" (got {' '.join(repr(value).split())[:MAX_SHOWN_INPUT]})"
+        parts.append(f"{where}: {' or '.join(problems)}{shown}")
+    return f"invalid arguments for {tool}: " + "; ".join(parts)
+
+
+class _Server(FastMCP):
+    """FastMCP whose argument validation errors are our one-line ``validation_message``."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]):
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):  # the SDK's check of the arguments, before the tool runs
+                raise ToolError(validation_message(name, e.__cause__)) from None
+            raise
+
+
 def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> FastMCP:
     """A FastMCP server over the database at ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``)."""
     service = MemoryService(path, embedder)
-    server = FastMCP("lantern", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def call(model, fn, *args):
         try:
