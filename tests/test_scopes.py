@@ -136,6 +136,10 @@ def test_same_text_two_users_two_entries_and_default_hashes_unchanged(tmp_path):
         assert entries[a.entry_ids[0]].content_hash == content_hash("s", text, "alice") != content_hash("s", text)
         # each user's session numbers its own turns
         assert [lt.store.entries(x.entry_ids)[x.entry_ids[0]].turn for x in (a, b, d)] == [0, 0, 0]
+        # and is a session of its own in the counts: "s" of alice, of bob and of the default user
+        assert lt.stats()["sessions"] == 3
+        lt.archive(SECRET_TURN, session="t", user="alice")
+        assert lt.stats()["sessions"] == 4
 
 
 def test_another_users_turn_never_grows_into_mine(tmp_path):

@@ -476,10 +476,10 @@ class Store:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
 
     def stats(self) -> dict[str, Any]:
-        """Counts and sizes: entries, sessions, embedder, schema version, database bytes (page_count × page_size)."""
-        n, n_sessions, chars = self.db.execute(
-            "SELECT count(*), count(DISTINCT session), coalesce(sum(length(text)), 0) FROM entries"
-        ).fetchone()
+        """Counts and sizes: entries, sessions (distinct (user, session) pairs: two users' sessions of the same name
+        are two sessions), embedder, schema version, database bytes (page_count × page_size)."""
+        n, chars = self.db.execute("SELECT count(*), coalesce(sum(length(text)), 0) FROM entries").fetchone()
+        n_sessions = self.db.execute("SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries)").fetchone()[0]
         # logical size (committed pages, WAL included), not the file sizes: the WAL holds rewritten pages twice
         size = self.db.execute("PRAGMA page_count").fetchone()[0] * self.db.execute("PRAGMA page_size").fetchone()[0]
         return {
