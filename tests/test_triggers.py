@@ -40,6 +40,12 @@ BACK_POSITIVE = [
     ("我曾经和你推荐过一部科幻电影，它的名字是？", "曾经"),
     ("我喜欢哪些菜系？", "问我自己"),
     ("我不喜欢看喜剧片，对吗？", "对吗"),
+    ("Which numpy version did we pin before?", "which did we"),
+    ("Use the numpy version I pinned before.", "before"),
+    ("Use the version we pinned for the CI image.", "the one we used"),
+    ("What was the numpy version you pinned?", "what was the"),
+    ("我们锁定的 numpy 版本是什么", "锁定的版本"),
+    ("用你之前固定过的那个 torch 版本", "锁定的版本"),
 ]
 
 BACK_NEGATIVE = [
@@ -61,6 +67,11 @@ BACK_NEGATIVE = [
     "我该从哪里开始呢？",
     "你认为我应该注意些什么方面的饮食？",
     "把端口改成 5433。",
+    "Pin numpy to 1.26 before the release.",
+    "Should we pin numpy before upgrading?",
+    "Let's pin it before.",
+    "请把 numpy 锁定在 1.26 版本。",
+    "固定版本号有什么好处？",
 ]
 
 DRAFT_POSITIVE = [

@@ -12,7 +12,9 @@ Two cue families, English and Chinese, as precompiled regexes:
 
 Cue list and its exclusions are ours (the write-ups name a handful of cues, not a list): each was kept, narrowed or
 dropped by measuring precision/recall on the tune half of a labelled set built from LoCoMo, MemDaily, MemoryBank
-and aider turns (``benchmarks/bench_triggers.py``, ``lantern.memory.triggers_eval``; BENCHMARKS.md). A cue-based
+and aider turns (``benchmarks/bench_triggers.py``, ``lantern.memory.triggers_eval``; BENCHMARKS.md). The version
+pinning cues ("which version did we pin", "the version we pinned", 我们锁定的/你固定过的……版本) came from a reported
+miss; they fire on no text of either half of that set, so its precision and recall are unchanged. A cue-based
 trigger cannot see a question that needs memory but carries no cue ("When did Caroline go to the support
 group?"): those are misses by construction, and the compaction-time recovery covers them.
 """
@@ -35,15 +37,15 @@ _BACK_EN: list[tuple[str, str]] = [
     ("I told you", r"\bI (?:told you|mentioned|shared with you|said to you|asked you)\b|\bdid I (?:ask|tell|mention|say|share|show)\b"),
     ("we discussed", r"\bwe (?:discussed|talked about|spoke about|chatted about|agreed on|decided on|went over)\b"),
     ("earlier", r"\bearlier\b(?!\s+(?:this|today|in the day|than)\b)"),
-    ("before", r"\b(?:said|told|mentioned|recommended|suggested|used|discussed|shared|asked|gave)\b[^.?!\n]{0,40}\bbefore\b\s*(?:[,.?!]|$)"),
+    ("before", r"\b(?:said|told|mentioned|recommended|suggested|used|discussed|shared|asked|gave|pinned)\b[^.?!\n]{0,40}\bbefore\b\s*(?:[,.?!]|$)"),
     ("previously", r"\bpreviously\b"),
     ("last time", r"(?<!since )(?<!the )\blast time\b"),
-    ("the one we used", r"\bthe (?:one|ones|thing|method|approach|command|file|fix|option|setting|version|tool|library|model|port|trick|solution|query|script|config) (?:we|you|I) (?:used|tried|chose|picked|discussed|mentioned|set|had|wrote|added|suggested|recommended)\b"),
+    ("the one we used", r"\bthe (?:one|ones|thing|method|approach|command|file|fix|option|setting|version|tool|library|model|port|trick|solution|query|script|config) (?:we|you|I) (?:used|tried|chose|picked|discussed|mentioned|set|had|wrote|added|suggested|recommended|pinned)\b"),
     ("again?", r"\b(?:what|which|where|who|when|how)(?:'s| is| was| are| were| did| do)\b[^.?!\n]{0,60}\bagain\s*\?"),
     ("remind me", r"(?:^|[,.!?;]\s*|\b(?:can|could|would|will) you |\bplease |\bpls )remind me (?:what|which|where|when|who|how (?:we|you|I)|of (?:the|what|which|how) (?:we|you|I)\b)"),
     ("remember", r"\b(?:do|did|can|could) you (?:still )?(?:remember|recall)\b|\byou remember (?:what|which|when|where|how|the)\b"),
-    ("what was the", r"\bwhat (?:was|were) (?:the|that|those|my|our)\b[^.?!\n]{0,60}\b(?:we|you|I)\b[^.?!\n]{0,30}\b(?:used|said|mentioned|recommended|suggested|discussed|chose|picked|set|had|tried|talked)\b"),
-    ("which did we", r"\bwhich\b[^.?!\n]{0,50}\b(?:did|have|had) (?:we|you|I)\b[^.?!\n]{0,30}\b(?:use|used|say|mention|recommend|suggest|choose|pick|discuss|try|settle|decide|agree|share|tell)"),
+    ("what was the", r"\bwhat (?:was|were) (?:the|that|those|my|our)\b[^.?!\n]{0,60}\b(?:we|you|I)\b[^.?!\n]{0,30}\b(?:used|said|mentioned|recommended|suggested|discussed|chose|picked|set|had|tried|talked|pinned)\b"),
+    ("which did we", r"\bwhich\b[^.?!\n]{0,50}\b(?:did|have|had) (?:we|you|I)\b[^.?!\n]{0,30}\b(?:use|used|say|mention|recommend|suggest|choose|pick|discuss|try|settle|decide|agree|share|tell|pin)"),
     ("once mentioned", r"\b(?:once|ever|already) (?:recommended|mentioned|told|shared|said|suggested|discussed)\b"),
     ("our last conversation", r"(?<!since )\b(?:our|the) (?:last|previous|earlier|prior) (?:conversation|chat|session|discussion|talk)\b"),
     ("what was its name", r"\bwhat (?:was|were) (?:its|their|his|her) (?:name|names|title)\b"),
@@ -68,6 +70,7 @@ _BACK_ZH: list[tuple[str, str]] = [
     ("那个方法", r"那个(?:方法|办法|命令|文件|方案|工具|端口|配置|版本|设置)"),
     ("我们用的", r"我们(?:之前|上次|刚才)?(?:用的|用过的|选的|定的|说的|聊的|讨论的)"),
     ("前面说的", r"前面(?:说|提|讲|聊)(?:的|过)"),
+    ("锁定的版本", r"(?:我们|咱们|你)(?:之前|上次|刚才|当时)?(?:固定|锁定)(?:过|了)?的[^。！？，]{0,12}版本"),
     ("还记得", r"还记得|记得吗|记不记得"),
     ("曾经", r"曾经(?:和|跟|向|给)你|你曾经|我曾经[^。！？]*[？?]"),
     ("先前", r"先前"),
