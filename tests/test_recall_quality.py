@@ -118,7 +118,7 @@ def test_prf_signal_finds_a_turn_through_an_expansion_term(talk):
     # a longer history, so that the expanded query's terms are rare enough to be kept (signals.select_terms)
     talk.archive(chat(*[("Maria" if i % 2 else "John", f"Small talk number {i} about the weather and {w}.", DAY1)
                         for i, w in enumerate(["tea", "cats", "rain", "music", "bikes", "clouds"] * 6)]), session="filler")
-    talk.config = replace(BASE, signals=BASE.signals + (prf.PRF,), prf_docs=2, prf_terms=5)
+    talk.config = replace(BASE, prf_docs=2, prf_terms=5)
     drains = find(talk, "council has to hear about the drains")
     rec = talk.explain("flood ruined homes", budget=6000)
     by_id = {c.entry.id: c for c in rec.candidates}
@@ -139,7 +139,7 @@ def test_query_windows_read_days_and_months():
 
 
 def test_time_signal_ranks_the_turns_of_the_named_day(talk):
-    talk.config = replace(BASE, signals=BASE.signals + (timeframe.TIME,), time_slack_days=0.0)
+    talk.config = replace(BASE, time_slack_days=0.0)
     rec = talk.explain("What did John and Maria talk about on 7 July, 2023?", budget=6000)
     timed = {c.entry.id for c in rec.candidates if timeframe.TIME in c.ranks}
     assert timed == {find(talk, "flood last week"), find(talk, "council has"), find(talk, "first screenplay")}

@@ -44,7 +44,7 @@ def _month(value: str) -> int:
 def query_windows(text: str) -> list[tuple[float, float]]:
     """The absolute dates ``text`` names, as [start, end) windows in unix seconds (UTC): a day when the day is
     given, else the whole month. Overlapping mentions are read once (the first, most specific pattern wins);
-    impossible dates (31 February) are skipped. Returns windows in order of appearance."""
+    an impossible day (31 February, 2023) falls back to its month. Returns windows in order of appearance."""
     taken: list[tuple[int, int]] = []
     found: list[tuple[int, tuple[float, float]]] = []
     for pattern in _PATTERNS:
