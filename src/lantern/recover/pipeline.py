@@ -2,6 +2,8 @@
 
     terms, vector  = query_terms(query), embed(query)
     rankings       = semantic, fulltext, keyword (each top-N), importance (over their pool)
+                     + ours: time (the date the query names), prf (RM3-expanded full text), neighbour (the turns
+                     next to the best hits of the others); each on when named in config.signals
     live entries   = dropped from every ranking (still in the context: never re-injected)
     fused          = rrf(rankings, k=60)               (or score_sum: ablation)
     order          = mmr(fused, cosine, λ=0.7)          (or fused order: ablation)
