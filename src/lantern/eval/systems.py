@@ -3,7 +3,7 @@
 Every system sees the same candidates (the history's archived turns minus the kept live window), gets the same
 character budget, and is packed by the same ``pack`` (recover/pack.py), so only the ordering differs.
 
-- ``lantern``: the default pipeline (four signals, RRF, MMR, pack).
+- ``lantern``: the default pipeline (four signals + prf, time, neighbour; RRF, MMR, pack).
 - Ablations, as Config variants: ``-semantic``, ``-fulltext``, ``-keyword``, ``-importance`` (that signal
   removed), ``no-mmr`` (fused order packed as is), ``sum-fusion`` (score sum instead of RRF).
 - Baselines on the same store: ``bm25`` (full-text signal only, no MMR), ``dense`` (semantic signal only, no MMR);
@@ -46,10 +46,10 @@ class System:
 def all_systems(base: Config | None = None) -> list[System]:
     """Every system, Lantern first. Pipeline systems are ``base`` (default ``Config()``) variants."""
     base = base or Config()
-    out = [System("lantern", "lantern", base, "four signals, weighted RRF (importance 0.25), MMR")]
+    out = [System("lantern", "lantern", base, "four signals + prf, time, neighbour; weighted RRF; MMR")]
     paper = {name: 1.0 for name in base.signal_weights}
     if base.signal_weights != paper:
-        out.append(System("paper-rrf", "lantern", replace(base, signal_weights=paper), "four signals, plain RRF (paper eq. 3), MMR"))
+        out.append(System("paper-rrf", "lantern", replace(base, signal_weights=paper), "every signal weighted 1 (plain RRF, paper eq. 3), MMR"))
     for s in base.signals:
         out.append(System(f"-{s}", "lantern", replace(base, signals=tuple(x for x in base.signals if x != s)), f"without the {s} signal"))
     out += [
@@ -203,7 +203,8 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
         return outcome_of(rec, (time.perf_counter() - start) * 1000)
     start = time.perf_counter()
     ordered = baseline_order(system.kind, query, pool.entries)
-    result = pack(iter(ordered), budget, query_terms(query), config.min_excerpt_chars, config.entry_share)
+    result = pack(iter(ordered), budget, query_terms(query), config.min_excerpt_chars, config.entry_share,
+                  group=config.pack_group_sessions)
     ms = (time.perf_counter() - start) * 1000
     return Outcome(ranking=[e.id for e in ordered], packed=[p.entry.id for p in result.packed], chars=len(result.text), ms=ms,
                    text=result.text)

@@ -100,15 +100,41 @@ class PackResult:
     verdicts: dict[int, tuple[str, str]] = field(default_factory=dict)  # entry id -> (verdict, reason)
 
 
+def group_header(entry: Entry) -> str:
+    """``[session S · 2024-08-05 12:34]``: one line per session in a grouped block, with the time of the entry that
+    opened it (omitted when unknown)."""
+    return f"[session {entry.session}{_when(entry)}]"
+
+
+def turn_header(entry: Entry, opened: str) -> str:
+    """``[turn N]`` under a session line whose time ``opened`` (``" · YYYY-MM-DD HH:MM"`` or ``""``) is the
+    entry's own; ``[turn N · 12:34]`` on the same day; else ``[turn N · 2024-08-05 12:34]``."""
+    own = _when(entry)
+    if own == opened or not own:
+        return f"[turn {entry.turn}]"
+    return f"[turn {entry.turn} · {own[-5:]}]" if own[:13] == opened[:13] else f"[turn {entry.turn}{own}]"
+
+
+def _when(entry: Entry) -> str:
+    return f" · {entry.time.strftime('%Y-%m-%d %H:%M')}" if entry.time else ""
+
+
 def pack(
     entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int = 200, entry_share: float = 1.0,
-    session: str | None = None,
+    session: str | None = None, group: bool = False,
 ) -> PackResult:
     """Pack ``entries`` (already in MMR order) into at most ``budget`` characters, the title line included.
     No entry takes more than ``entry_share`` of the budget: a longer one is packed as its excerpt of that size, so
     one long tool log cannot crowd out every other entry (ours). Verdicts per entry id: ``packed``, ``excerpt``,
     ``cut:budget``. ``session``: the one session all entries come from, named once in the title instead of in
-    every header (short turns would otherwise spend a third of the budget on headers)."""
+    every header (short turns would otherwise spend a third of the budget on headers).
+    ``group`` (ours): entries from several sessions are rendered grouped by session, each session named once on a
+    ``group_header`` line (sessions in the order their first entry was packed; inside a session, turns in
+    conversation order) with a short ``turn_header`` per entry; the selection is still made in MMR order, a
+    session line counted when its first entry is packed. Turns of a few hundred characters (chat) spend about a
+    third of the budget on full headers; grouped, a question and its answer in the next turn also read in order."""
+    if group and session is None:
+        return _pack_grouped(entries, budget, terms, min_excerpt, entry_share)
     result = PackResult(text="")
     parts: list[str] = []
     top = title(session)
@@ -118,20 +144,56 @@ def pack(
             break  # the rest is cut unread: callers mark entries without a verdict as cut:budget
         head = header(entry, with_session=session is None) + "\n"
         room = min(budget - used, int(budget * entry_share)) - len(head) - 2  # two newlines separate blocks
-        # an excerpt shorter than min_excerpt is not worth its header, unless nothing else was packed
-        floor = min_excerpt if parts else FIRST_EXCERPT_MIN
-        if room <= 0 or (len(entry.text) > room and room < floor):
-            result.verdicts[entry.id] = ("cut:budget", f"{max(room, 0)} characters left, entry has {len(entry.text)}")
+        body = _fit(entry, room, terms, min_excerpt if parts else FIRST_EXCERPT_MIN, result)
+        if body is None:
             continue
-        if len(entry.text) <= room:
-            body, cut = entry.text, False
-            result.verdicts[entry.id] = ("packed", f"whole, {len(body)} characters")
-        else:
-            body, cut = excerpt(entry.text, terms, room), True
-            result.verdicts[entry.id] = ("excerpt", f"{len(body)} of {len(entry.text)} characters around the matched terms")
         parts.append(head + body)
         used += len(head) + len(body) + 2
-        result.packed.append(Packed(entry, body, cut))
     if parts:
         result.text = top + "\n\n" + "\n\n".join(parts)
+    return result
+
+
+def _fit(entry: Entry, room: int, terms: list[str], floor: int, result: PackResult) -> str | None:
+    """The body of ``entry`` within ``room`` characters (whole, or its excerpt), its verdict and Packed record
+    added to ``result``; None (verdict ``cut:budget``) when an excerpt would be shorter than ``floor`` (an excerpt
+    shorter than min_excerpt is not worth its header, unless nothing else was packed)."""
+    if room <= 0 or (len(entry.text) > room and room < floor):
+        result.verdicts[entry.id] = ("cut:budget", f"{max(room, 0)} characters left, entry has {len(entry.text)}")
+        return None
+    if len(entry.text) <= room:
+        body, cut = entry.text, False
+        result.verdicts[entry.id] = ("packed", f"whole, {len(body)} characters")
+    else:
+        body, cut = excerpt(entry.text, terms, room), True
+        result.verdicts[entry.id] = ("excerpt", f"{len(body)} of {len(entry.text)} characters around the matched terms")
+    result.packed.append(Packed(entry, body, cut))
+    return body
+
+
+def _pack_grouped(entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int, entry_share: float) -> PackResult:
+    """``pack`` with ``group``: the same selection rule, the cost of a session line paid by its first entry."""
+    result = PackResult(text="")
+    used = len(TITLE)
+    groups: dict[str, tuple[str, str, list[tuple[Entry, str]]]] = {}  # session -> (line, opened, [(entry, text)])
+    for entry in entries:
+        if budget - used < FULL_BELOW:
+            break
+        new = entry.session not in groups
+        line = group_header(entry) if new else groups[entry.session][0]
+        opened = _when(entry) if new else groups[entry.session][1]
+        head = turn_header(entry, opened) + "\n"
+        extra = len(line) + 2 if new else 0  # a session line and the blank line before it
+        room = min(budget - used - extra, int(budget * entry_share)) - len(head) - 1  # one newline after the entry
+        body = _fit(entry, room, terms, min_excerpt if result.packed else FIRST_EXCERPT_MIN, result)
+        if body is None:
+            continue
+        if new:
+            groups[entry.session] = (line, opened, [])
+        groups[entry.session][2].append((entry, head + body))
+        used += extra + len(head) + len(body) + 1
+    if groups:
+        blocks = [line + "\n" + "\n".join(text for _, text in sorted(members, key=lambda m: (m[0].turn, m[0].id)))
+                  for line, _, members in groups.values()]
+        result.text = TITLE + "\n\n" + "\n\n".join(blocks)
     return result

@@ -2,6 +2,8 @@
 
     terms, vector  = query_terms(query), embed(query)
     rankings       = semantic, fulltext, keyword (each top-N), importance (over their pool)
+                     + ours: time (the date the query names), prf (RM3-expanded full text), neighbour (the turns
+                     next to the best hits of the others); each on when named in config.signals
     live entries   = dropped from every ranking (still in the context: never re-injected)
     fused          = rrf(rankings, k=60)               (or score_sum: ablation)
     order          = mmr(fused, cosine, λ=0.7)          (or fused order: ablation)
@@ -26,7 +28,7 @@ from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..scope import Scope
 from ..store.index import MemoryIndex
 from ..store.sqlite import Store
-from . import signals
+from . import neighbours, prf, signals, timeframe
 from .facts_note import pack_with_notes
 from .fusion import mmr, rrf, score_sum
 from .pack import pack
@@ -77,8 +79,12 @@ def rank(
     n = config.signal_top_n
     enabled = set(config.signals)
     found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    windows = timeframe.query_windows(query) if timeframe.TIME in enabled else []
+    vector = embedder.embed([query])[0] if "semantic" in enabled or windows else None
     if "semantic" in enabled:
-        found["semantic"] = signals.semantic(index, embedder.embed([query])[0], allowed, n)
+        found["semantic"] = signals.semantic(index, vector, allowed, n)
+    if windows:  # the query names a date: the turns of that date (recover/timeframe.py)
+        found[timeframe.TIME] = timeframe.time_ranking(index, vector, windows, allowed, n, config.time_slack_days)
     if "fulltext" in enabled:
         found["fulltext"] = signals.fulltext(
             store, index, terms, index.sessions_matching(session), n, scope if in_scope is not None else None
@@ -86,6 +92,9 @@ def rank(
         if allowed is not None and len(found["fulltext"][0]):
             keep = allowed[found["fulltext"][0]]
             found["fulltext"] = (found["fulltext"][0][keep], found["fulltext"][1][keep])
+    if prf.PRF in enabled and "fulltext" in found:  # RM3 expansion of the full-text query (recover/prf.py)
+        found[prf.PRF] = prf.prf_ranking(store, index, terms, found["fulltext"], index.sessions_matching(session), n,
+                                         scope if in_scope is not None else None, allowed, config.prf_docs, config.prf_terms)
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, terms, allowed, n, config.keyword_score)
     for name, ids in (extra_rankings or {}).items():
@@ -93,6 +102,9 @@ def rank(
         pos = index.positions(ids[np.isin(ids, index.ids)]) if len(ids) else np.empty(0, np.int64)
         pos = pos[allowed[pos]] if allowed is not None and len(pos) else pos
         found[name] = (pos, 1.0 / np.arange(1, len(pos) + 1, dtype=np.float32))  # score: reciprocal rank
+    if neighbours.NEIGHBOUR in enabled and found:  # needs the other query signals' rankings: computed last
+        seed = neighbours.seeds({k: v[0].tolist() for k, v in found.items()}, config.rrf_k, config.signal_weights, config.neighbour_seeds)
+        found[neighbours.NEIGHBOUR] = neighbours.neighbour_ranking(store, index, seed, allowed)
     pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
     if allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
         pool = pool[allowed[pool]]
@@ -187,7 +199,8 @@ def recover(
     kept_ids = [ranked[i].entry.id for i in kept]
 
     def pack_at(room: int):
-        return pack(_full_texts(store, kept_ids), room, terms, config.min_excerpt_chars, config.entry_share, session=one_session)
+        return pack(_full_texts(store, kept_ids), room, terms, config.min_excerpt_chars, config.entry_share, session=one_session,
+                    group=config.pack_group_sessions)
 
     result, fact_notes = pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])
     by_id = {c.entry.id: c for c in ranked}
