@@ -157,7 +157,7 @@ def test_get_embedder(minilm):
     assert isinstance(get_embedder("minilm"), MiniLMEmbedder)
     assert isinstance(get_embedder("use"), USEEmbedder)
     assert get_embedder(minilm) is minilm
-    assert set(EMBEDDERS) == {"minilm", "use"}
+    assert set(EMBEDDERS) == {"minilm", "use", "routed"}
     with pytest.raises(ValueError, match="unknown embedder"):
         get_embedder("bert-large")
 

@@ -21,7 +21,7 @@ import numpy as np
 from .. import reinforce
 from ..archive.tags import query_terms
 from ..config import Config
-from ..embed import Embedder
+from ..embed import Embedder, embed_query
 from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..scope import Scope
 from ..store.index import MemoryIndex
@@ -78,7 +78,7 @@ def rank(
     enabled = set(config.signals)
     found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if "semantic" in enabled:
-        found["semantic"] = signals.semantic(index, embedder.embed([query])[0], allowed, n)
+        found["semantic"] = signals.semantic(index, embed_query(embedder, [query], index.block_occupied)[0], allowed, n)
     if "fulltext" in enabled:
         found["fulltext"] = signals.fulltext(
             store, index, terms, index.sessions_matching(session), n, scope if in_scope is not None else None
