@@ -198,7 +198,8 @@ def fill_store(store, pool: Pool, start: int, stop: int, *, sigma: float, seed: 
     per ``batch`` rows, FTS5 rows, vector BLOBs). Entry i is pool row ``i % P`` of copy round ``k = i // P``:
     round 0 is the real turn with its real vector; round k >= 1 gets `` [copy k]`` appended to its text (so the
     content hash differs) and session ``<session>~k``, and its vector is the pool vector plus Gaussian noise of
-    standard deviation ``sigma`` per component, re-normalized to unit length."""
+    standard deviation ``sigma`` per nonzero component (a block embedder's unused block stays zero; embed.py
+    RoutedEmbedder), re-normalized to unit length."""
     from lantern.model import content_hash
 
     rng = np.random.default_rng(seed + start)
@@ -212,7 +213,7 @@ def fill_store(store, pool: Pool, start: int, stop: int, *, sigma: float, seed: 
                 session = f"{base.session}~{k}"
                 text = f"{base.text}\n[copy {k}]"
                 base = replace(base, session=session, text=text, content_hash=content_hash(session, text))
-                vec = vec + rng.normal(0.0, sigma, vec.shape).astype(np.float32)
+                vec = vec + (rng.normal(0.0, sigma, vec.shape) * (vec != 0)).astype(np.float32)
                 vec = vec / np.linalg.norm(vec)
             rows.append(base)
             vecs.append(vec)

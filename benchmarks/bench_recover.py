@@ -2,7 +2,7 @@
 against the semantic signal alone (one matrix-vector product) as the in-process baseline.
 
     .venv/bin/python benchmarks/bench_recover.py [--sizes 1000,10000,100000] [--queries 50] [--pool 2000] [--excerpt]
-                                                 [--profile]
+                                                 [--profile] [--embedder minilm|use|routed]
 
 Store: embedding 100k turns one by one would take an hour, so a pool of --pool real aider turns is run through the
 real write-path stages (``Lantern._prepare``: summarize, tags, hints, classify) and embedded once (batched); the
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa: E402
 
 from lantern.api import Lantern  # noqa: E402
-from lantern.embed import MiniLMEmbedder  # noqa: E402
+from lantern.embed import embed_query, get_embedder  # noqa: E402
 from lantern.recover import pipeline, signals  # noqa: E402
 
 TARGET_P50_MS, TARGET_SIZE = 30.0, 10_000
@@ -95,7 +95,7 @@ class Timers:
 def instrument(lantern: Lantern) -> Timers:
     t = Timers()
     t.wrap(lantern.index, "refresh", "index refresh check")
-    t.wrap(lantern.embedder, "embed", "embed query")
+    t.wrap(lantern.embedder, "embed_query" if hasattr(lantern.embedder, "embed_query") else "embed", "embed query")
     t.wrap(pipeline, "query_terms", "query terms")
     for name, label in (("semantic", "semantic (matrix @ q + top-50)"), ("fulltext", "fulltext (FTS5 bm25 top-50)"),
                         ("keyword", "keyword (hint postings, Jaccard)"), ("importance", "importance (eq. 2 over the pool)")):
@@ -117,6 +117,7 @@ def main() -> None:
     ap.add_argument("--sigma", type=float, default=0.02, help="noise per vector component of copies (default 0.02)")
     ap.add_argument("--repeat", type=int, default=2, help="times each query is run per size (default 2)")
     ap.add_argument("--profile", action="store_true", help="also cProfile the queries at the largest size")
+    ap.add_argument("--embedder", default="minilm", help="minilm (default), use or routed")
     args, console, meter, label, turns, _ = begin(ap, width=140)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     n_pool = min(args.pool, int(len(turns) * 0.8))
@@ -124,8 +125,9 @@ def main() -> None:
     queries = list(dict.fromkeys(query_pool))[: args.queries]
     console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
-    embedder = MiniLMEmbedder()
+    embedder = get_embedder(args.embedder)
     embedder.load()
+    console.print(f"embedder: {embedder.id} ({embedder.dim}-d)")
     with tempfile.TemporaryDirectory(prefix="lantern-bench-recover-") as tmp:
         path = Path(tmp) / "recover.db"
         builder = Lantern(path, embedder=embedder)
@@ -176,7 +178,8 @@ def main() -> None:
             timers.restore()
 
             # baseline: the semantic signal alone, on the same index and the same query vectors
-            qvecs = embedder.embed(queries)
+            lantern.index.refresh()
+            qvecs = embed_query(embedder, queries, lantern.index.block_occupied)
             matvec_s, semantic_s = [], []
             for _ in range(args.repeat):
                 for v in qvecs:

@@ -58,7 +58,7 @@ def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     assert "packed" in explain and "RRF" in explain
 
     stats = json.loads(run("stats", "--json", db=db).stdout)
-    assert stats["entries"] == 2 and stats["embedder"] == "minilm-l6-v2-int8"
+    assert stats["entries"] == 2 and stats["embedder"] == "routed-minilm-use-v1"
 
     assert "1 entries forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
 

@@ -444,12 +444,19 @@ def test_only_new_turns_are_embedded(proxy, tmp_path):
     lantern = client.app.app.state.service._lantern
     embedded: list[str] = []
     real = lantern.embedder.embed
+    real_query = getattr(lantern.embedder, "embed_query", None)  # the read path's query embedding (embed.embed_query)
 
     def counting(texts, *a, **k):
         embedded.extend(texts)
         return real(texts, *a, **k)
 
+    def counting_query(texts, *a, **k):
+        embedded.extend(texts)
+        return real_query(texts, *a, **k)
+
     lantern.embedder.embed = counting
+    if real_query is not None:
+        lantern.embedder.embed_query = counting_query
     summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
                "of context. Summary: billing database set up, renderer refactored."}
     compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]

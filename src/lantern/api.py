@@ -46,8 +46,8 @@ class Lantern:
     """A Lantern memory store in one SQLite file.
 
     ``path``: database file (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``; created 0600 in a 0700 directory).
-    ``embedder``: ``"minilm"``, ``"use"``, an ``Embedder`` instance, or None for the one the database was created
-    with (MiniLM for a new database). Raises ``EmbedderMismatchError`` when the database was created with another
+    ``embedder``: ``"minilm"``, ``"use"``, ``"routed"``, an ``Embedder`` instance, or None for the one the database was created
+    with (``"routed"`` for a new database: embed.DEFAULT_EMBEDDER). Raises ``EmbedderMismatchError`` when the database was created with another
     embedder (``reindex`` re-embeds), ``ModelNotFoundError`` when the model cannot be loaded.
     ``user`` / ``agent`` / ``project``: the handle's scope (lantern/scope.py), which every call may override with
     its own ``user=`` / ``agent=`` / ``project=``. The user is a hard isolation boundary (default ``""``); agent

@@ -45,7 +45,7 @@ state = State()
 @app.callback()
 def _global(
     db: Optional[Path] = typer.Option(None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"),
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm or use (default: the database's own)."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the database's own)."),
 ) -> None:
     state.db = db
     state.embedder = embedder
@@ -434,7 +434,7 @@ def feedback(
 
 
 @app.command()
-def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm or use (default: the current one).")) -> None:
+def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the current one).")) -> None:
     """Re-embed every entry (after changing the embedder)."""
     from rich.progress import Progress
 

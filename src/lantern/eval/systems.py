@@ -119,6 +119,22 @@ class MemoEmbedder:
             self._cache[texts[0]] = self.inner.embed(texts)
         return self._cache[texts[0]]
 
+    def embed_query(self, texts, occupied=None):
+        """The inner embedder's query vectors (embed.embed_query), memoized per (text, occupied blocks)."""
+        from ..embed import embed_query
+
+        texts = list(texts)
+        blocks = getattr(self.inner, "blocks", None)
+        occ = tuple(occupied(a, b) for a, b in blocks.values()) if blocks and occupied else None
+        if len(texts) != 1:
+            return embed_query(self.inner, texts, occupied)
+        key = ("query", texts[0], occ)
+        if key not in self._cache:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[key] = embed_query(self.inner, texts, occupied)
+        return self._cache[key]
+
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -23,7 +23,7 @@ import numpy as np
 from .. import reinforce
 from ..archive.tags import query_terms
 from ..config import Config
-from ..embed import Embedder
+from ..embed import Embedder, embed_query
 from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..scope import Scope
 from ..store.index import MemoryIndex
@@ -80,7 +80,7 @@ def rank(
     enabled = set(config.signals)
     found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     windows = timeframe.query_windows(query) if timeframe.TIME in enabled else []
-    vector = embedder.embed([query])[0] if "semantic" in enabled or windows else None
+    vector = embed_query(embedder, [query], index.block_occupied)[0] if "semantic" in enabled or windows else None
     if "semantic" in enabled:
         found["semantic"] = signals.semantic(index, vector, allowed, n)
     if windows:  # the query names a date: the turns of that date (recover/timeframe.py)

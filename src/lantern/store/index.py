@@ -60,6 +60,7 @@ class MemoryIndex:
         self._seen_archived_at = float("-inf")
         self._version: int | None = None
         self._dirty = True
+        self._occupied: dict[tuple[int, int], bool] = {}  # block_occupied cache
 
     def mark_dirty(self) -> None:
         """Called after this process wrote: the next ``refresh`` reads the new rows."""
@@ -131,6 +132,7 @@ class MemoryIndex:
             self.ids = np.concatenate([self.ids, new_ids])
             vecs = np.frombuffer(b"".join(r[8] for r in new_rows), dtype="<f4").reshape(n, self.dim)
             self.matrix = np.concatenate([self.matrix, vecs.astype(np.float32)])
+            self._occupied = {k: v or bool(np.any(vecs[:, k[0] : k[1]])) for k, v in self._occupied.items()}
             self.session = np.concatenate([self.session, np.asarray([self._code(r[1]) for r in new_rows], np.int32)])
             for name, column in (("user", 9), ("agent", 10), ("project", 11)):
                 codes = np.asarray([self._label(r[column]) for r in new_rows], np.int32)
@@ -154,6 +156,7 @@ class MemoryIndex:
         self._seen_archived_at = max(self._seen_archived_at, max(r[3] for r in rows))
 
     def _overwrite(self, pos: int, row: tuple) -> None:
+        self._occupied = {}
         self.matrix[pos] = np.frombuffer(row[8], dtype="<f4")
         self.session[pos] = self._code(row[1])
         self.user[pos], self.agent[pos], self.project[pos] = (self._label(v) for v in row[9:12])
@@ -190,6 +193,15 @@ class MemoryIndex:
         return self.labels.setdefault(name, len(self.labels))
 
     # ------------------------------------------------------------------ queries
+    def block_occupied(self, start: int, stop: int) -> bool:
+        """Whether any row has a nonzero value in dims ``start..stop-1`` (a block embedder's block in use,
+        embed.RoutedEmbedder); cached, updated incrementally as rows are appended."""
+        key = (start, stop)
+        hit = self._occupied.get(key)
+        if hit is None:
+            hit = self._occupied[key] = bool(np.any(self.matrix[:, start:stop]))
+        return hit
+
     def scope_mask(self, scope: Scope) -> np.ndarray | None:
         """Boolean mask of the rows inside ``scope`` (its user; its agent and project when given), or None when
         every row is inside it (a database with one user and no filter: the common case costs nothing)."""

