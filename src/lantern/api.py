@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .archive.chunk import chunk
+from .archive import embed_ahead
 from .archive.classify import classify_turn
 from .archive.ingest import Slices, TurnBatches, add_warnings
 from .archive.parse import clean_text, parse
@@ -119,9 +120,10 @@ class Lantern:
             add_warnings(result.warnings, piece.warnings, dropped)
 
         batches = TurnBatches(Slices(path, format), lambda m: redact_messages(m, self.redaction), INGEST_BATCH_TURNS, on_slice)
-        done = 0
-        for turns in batches:
-            self._archive_turns(turns, session, result, scope)
+        prepared = (self._prepare_batch(turns, session, scope) for turns in batches)
+        done = 0  # batch k is embedded in a worker thread while k-1 is stored and k+1 prepared (archive/embed_ahead.py)
+        for (turns, rows, plan), vectors in embed_ahead.overlapped(prepared, lambda b: embed_ahead.embed_plan(self.embedder, b[2])):
+            self._store_batch(turns, rows, vectors, result)
             done += len(turns)
             if progress:
                 progress(done, batches.estimate(done))
@@ -140,8 +142,24 @@ class Lantern:
         return parsed.skipped, list(parsed.warnings), *redact_messages(parsed.messages, self.redaction)
 
     def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult, scope: Scope) -> None:
-        rows = [self._prepare(turn, session, scope) for turn in turns]  # summarize, tag, classify
-        vectors = self.embedder.embed([r.summary for r in rows]) if rows else np.empty((0, self.embedder.dim))
+        turns, rows, plan = self._prepare_batch(turns, session, scope)
+        self._store_batch(turns, rows, embed_ahead.embed_plan(self.embedder, plan), result)
+
+    def _prepare_batch(self, turns: list[Turn], session: str | None, scope: Scope) -> tuple[list[Turn], list[NewEntry], Any]:
+        """Summarize, tag and classify ``turns`` -> (turns, rows, what to embed: archive/embed_ahead.py)."""
+        rows = [self._prepare(turn, session, scope) for turn in turns]
+        hashes = [r.content_hash for r in rows]
+        return turns, rows, embed_ahead.plan([r.summary for r in rows], hashes, embed_ahead.known_hashes(self.store.db, hashes))
+
+    def _store_batch(self, turns: list[Turn], rows: list[NewEntry], vectors: list[Any], result: ArchiveResult) -> None:
+        """Store prepared rows and their vectors (None: already stored) in one transaction."""
+        try:
+            self._store_rows(turns, rows, vectors, result)
+        except embed_ahead.MissingVectorError:  # a stored row was deleted since the plan: embed all, write again
+            full = embed_ahead.plan([r.summary for r in rows], [r.content_hash for r in rows], set())
+            self._store_rows(turns, rows, embed_ahead.embed_plan(self.embedder, full), result)
+
+    def _store_rows(self, turns: list[Turn], rows: list[NewEntry], vectors: list[Any], result: ArchiveResult) -> None:
         judged: dict[int, tuple[float, float]] = {}
 
         def judge(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
