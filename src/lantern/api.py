@@ -31,6 +31,7 @@ from .memory.facts import extract_facts, fact_texts
 from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
 from . import reinforce
 from .recover import facts_note, pipeline
+from .recover.query_vectors import QueryVectors
 from .scope import Scope, resolve, scope_where
 from .store.index import MemoryIndex
 from .store.sqlite import NewEntry, Store, to_epoch
@@ -66,9 +67,11 @@ class Lantern:
         self.store.check_embedder(self.embedder.id, self.embedder.dim)
         self.redaction = load_policy(self.store, config)  # secrets and private spans (archive/redact.py)
         self.index = MemoryIndex(self.store, self.embedder.dim)
+        self.queries = QueryVectors(lambda: self.embedder)  # query vectors: remembered, prefetchable (read path)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
+        self.queries.close()
         self.store.close()
 
     def __enter__(self) -> Lantern:
@@ -270,7 +273,7 @@ class Lantern:
             ids += self.index.ids[self.index.time > at].tolist()
         notes = facts_note.notes_for(self.store.db, at, *self._fact_filter(scope)) if self.config.fact_notes else None
         return pipeline.recover(
-            self.store, self.index, self.embedder, self.config, query,
+            self.store, self.index, self.queries, self.config, query,
             budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes, proactive=proactive,
             scope=scope, extra_rankings=extra_rankings,
         )
@@ -304,7 +307,7 @@ class Lantern:
         query, session = clean_text(query), session or None
         if not query.strip():
             return []
-        return pipeline.search(self.store, self.index, self.embedder, self.config, query, k=k, session=session, scope=scope)
+        return pipeline.search(self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope)
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:
         """Whether ``question`` (or the model's ``draft`` answer) calls for a recovery: ``memory.triggers.should_recover``."""
