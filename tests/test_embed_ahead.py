@@ -239,3 +239,38 @@ def test_interrupt_in_the_loop_body_stops_the_pipeline():
 def test_plan_skips_known_and_shares_identical():
     p = embed_ahead.plan(["a", "b", "a", "c"], ["h1", "h2", "h3", "h4"], {"h2"})
     assert p.texts == ["a", "c"] and p.slot == [0, None, 0, 1]
+
+
+def test_summaries_seen_in_earlier_batches_reuse_their_vector(tmp_path, monkeypatch):
+    """The same turn in several chat sessions of one file (different content hashes, one summary): embedded once
+    for the whole ingest, stored once per session with the same vector as a serial ingest."""
+    monkeypatch.setattr(api_mod, "INGEST_BATCH_TURNS", 8)  # 3 batches: each session's turns cross a batch boundary
+
+    lines = []
+    for session in range(4):  # ShareGPT-style JSONL: one conversation per line, the same 6 turns in each
+        conv = []
+        for i in range(6):
+            conv += [{"from": "human", "value": f"Run step {i} of the release checklist."},
+                     {"from": "gpt", "value": f"Step {i} done: tagged v1.{i} and pushed."}]
+        lines.append(json.dumps({"id": f"chat-{session}", "conversations": conv}))
+    path = tmp_path / "chats.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    counting = Counting(MODEL)
+    with Lantern(tmp_path / "a.db", embedder=counting) as a:
+        res = a.ingest(path, session="s")
+    assert res.added == 24 and res.duplicates == 0
+    assert sorted(counting.texts) == sorted(set(counting.texts)) and len(counting.texts) == 6
+    with Lantern(tmp_path / "b.db", embedder=MODEL) as b:
+        _serial_ingest(b, path, "s")
+    assert _rows(tmp_path / "a.db") == _rows(tmp_path / "b.db")
+
+
+def test_remembered_is_bounded_and_copies():
+    r = embed_ahead.Remembered(size=2)
+    counting = Counting(MODEL)
+    first = embed_ahead.embed_plan(counting, embed_ahead.plan(["a", "b", "c"], ["1", "2", "3"], set()), r)
+    assert list(r.vectors) == ["b", "c"] and r.vectors["c"].base is None  # a copy, not a view of the batch
+    again = embed_ahead.embed_plan(counting, embed_ahead.plan(["c", "d", "c"], ["4", "5", "6"], set()), r)
+    assert counting.texts == ["a", "b", "c", "d"]  # "c" was remembered
+    assert np.array_equal(again[0], first[2]) and np.array_equal(again[2], first[2])
+    assert np.array_equal(again[1], MODEL.embed(["d"])[0])

@@ -124,8 +124,10 @@ class Lantern:
 
         batches = TurnBatches(Slices(path, format), lambda m: redact_messages(m, self.redaction), INGEST_BATCH_TURNS, on_slice)
         prepared = (self._prepare_batch(turns, session, scope) for turns in batches)
+        remembered = embed_ahead.Remembered()  # vectors of summaries embedded in earlier batches (worker thread only)
         done = 0  # batch k is embedded in a worker thread while k-1 is stored and k+1 prepared (archive/embed_ahead.py)
-        for (turns, rows, plan), vectors in embed_ahead.overlapped(prepared, lambda b: embed_ahead.embed_plan(self.embedder, b[2])):
+        for (turns, rows, _), vectors in embed_ahead.overlapped(
+                prepared, lambda b: embed_ahead.embed_plan(self.embedder, b[2], remembered)):
             self._store_batch(turns, rows, vectors, result)
             done += len(turns)
             if progress:

@@ -3,9 +3,11 @@ specify). Three things:
 
 * **Only what will be stored is embedded.** A turn whose content hash is already in the store (a re-ingest, the
   resume of an interrupted ingest) is a duplicate the store will skip: it gets no embedding (``plan``).
-* **Identical summaries are embedded once** per batch and the vector is shared. MiniLM's vector of a text does not
-  depend on the other texts of its batch (padding is masked; checked bit for bit in tests/test_embed_ahead.py), so
-  this gives the very vectors a one-by-one embedding gives.
+* **Identical summaries are embedded once** and the vector is shared: within a batch, and across the batches of
+  one ingest for the last 4,096 distinct summaries (``Remembered``; the real aider log repeats many: "/ex",
+  "/clear", the same tool output in several chat sessions — 2,000 turns have 1,231 distinct summaries). MiniLM's
+  vector of a text does not depend on the other texts of its batch (padding is masked; checked bit for bit in
+  tests/test_embed_ahead.py), so this gives the very vectors a one-by-one embedding gives.
 * **Embedding overlaps the rest** (``overlapped``): while one worker thread embeds batch k (onnxruntime releases
   the GIL), the calling thread stores batch k-1 (one transaction) and parses, redacts, chunks and summarizes batch
   k+1. SQLite is only ever touched by the calling thread; the worker runs ``embed`` and nothing else.
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -30,8 +33,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 HASH_LOOKUP_CHUNK = 500  # content hashes per SQL IN (...) lookup (ours; SQLite's default limit is 32,766)
+REMEMBERED_SUMMARIES = 4096  # distinct summaries whose vectors an ingest keeps for later batches (ours; ~11 MB)
 
-__all__ = ["EmbedPlan", "MissingVectorError", "embed_plan", "known_hashes", "overlapped", "plan"]
+__all__ = ["EmbedPlan", "MissingVectorError", "Remembered", "embed_plan", "known_hashes", "overlapped", "plan"]
 
 
 class MissingVectorError(LanternError):
@@ -45,6 +49,29 @@ class EmbedPlan:
 
     texts: list[str]
     slot: list[int | None]
+
+
+class Remembered:
+    """The vectors of the last ``size`` distinct summaries an ingest embedded, by summary text (LRU): a summary
+    seen again in a later batch reuses its vector (the very vector: MiniLM's vector of a text does not depend on
+    its batch). Memory: ``size`` x (summary <= 1,200 chars + 1.5 KB vector). Used by one thread at a time (the
+    embedding worker, which takes the batches in order)."""
+
+    def __init__(self, size: int = REMEMBERED_SUMMARIES):
+        self.size = size
+        self.vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def get(self, summary: str) -> np.ndarray | None:
+        vec = self.vectors.get(summary)
+        if vec is not None:
+            self.vectors.move_to_end(summary)
+        return vec
+
+    def add(self, summary: str, vector: np.ndarray) -> None:
+        self.vectors[summary] = np.array(vector, dtype=np.float32)  # a copy: never a view of a whole batch
+        self.vectors.move_to_end(summary)
+        while len(self.vectors) > self.size:
+            self.vectors.popitem(last=False)
 
 
 def known_hashes(db: Any, hashes: Sequence[str]) -> set[str]:
@@ -75,11 +102,19 @@ def plan(summaries: Sequence[str], hashes: Sequence[str], known: set[str]) -> Em
     return EmbedPlan(texts, slot)
 
 
-def embed_plan(embedder: Any, p: EmbedPlan) -> list[np.ndarray | None]:
+def embed_plan(embedder: Any, p: EmbedPlan, remembered: Remembered | None = None) -> list[np.ndarray | None]:
     """Per row of the plan, its float32 vector (shape ``(dim,)``, norm 1), or None for a row already stored.
-    One ``embedder.embed`` call over the distinct texts; its errors propagate unchanged."""
-    vectors = embedder.embed(p.texts) if p.texts else np.empty((0, embedder.dim), dtype=np.float32)
-    return [None if s is None else vectors[s] for s in p.slot]
+    Texts ``remembered`` reuse their vector; the others are embedded in one ``embedder.embed`` call (then
+    remembered); its errors propagate unchanged."""
+    found: list[np.ndarray | None] = [remembered.get(t) if remembered is not None else None for t in p.texts]
+    todo = [j for j, v in enumerate(found) if v is None]
+    if todo:
+        out = embedder.embed([p.texts[j] for j in todo])
+        for k, j in enumerate(todo):
+            found[j] = out[k]
+            if remembered is not None:
+                remembered.add(p.texts[j], out[k])
+    return [None if s is None else found[s] for s in p.slot]
 
 
 def overlapped(items: Iterator[T], work: Callable[[T], R]) -> Iterator[tuple[T, R]]:
