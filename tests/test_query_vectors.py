@@ -75,3 +75,18 @@ def test_recovery_with_a_prefetched_query_equals_one_without(tmp_path):
         assert not lt.queries._done and not lt.queries._running  # the prefetched vector was taken
         assert ahead.text == plain.text and "5433" in ahead.text
         assert [(c.entry.id, c.rrf, c.verdict) for c in ahead.candidates] == [(c.entry.id, c.rrf, c.verdict) for c in plain.candidates]
+
+
+def test_prefetch_concurrent_with_a_batch_embedding_gives_the_same_vectors():
+    """The proxy embeds a query ahead while the previous request's archive embeds its turns in another thread:
+    one MiniLM session used by two threads at once gives the vectors each gives alone."""
+    texts = [f"turn {i}: the billing database listens on port {5400 + i}." for i in range(48)]
+    queries = [f"which port does service {i} use?" for i in range(6)]
+    alone_batch, alone_queries = MODEL.embed(texts), [MODEL.embed([q])[0] for q in queries]
+    q = QueryVectors(lambda: MODEL)
+    for text in queries:
+        q.prefetch(text)
+    together = MODEL.embed(texts)  # runs while the worker embeds the queries
+    assert np.array_equal(together, alone_batch)
+    assert all(np.array_equal(q.embed([t])[0], v) for t, v in zip(queries, alone_queries))
+    q.close()
