@@ -148,7 +148,8 @@ class MiniLMEmbedder:
     not depend on the batch it is in (padding is masked; tests/test_embed.py checks it bit for bit), so
     the batch size is a speed setting only. 4 (ours): in interleaved runs on the 2-core machine (128
     summaries of ~100 tokens, 10-30 repetitions) the time relative to 32 was 0.83 (1), 0.76 (2), 0.78 (4),
-    0.82 (8), 0.89 (16), ~1.0 (64): smaller activations stay in cache, less padding.
+    0.82 (8), 0.89 (16), ~1.0 (64): smaller activations stay in cache, less padding. Measured on the
+    shared, mostly loaded machine; one near-quiet pair of whole ingests showed much less: re-check quiet.
     """
 
     id = "minilm-l6-v2-int8"
