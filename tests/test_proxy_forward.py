@@ -554,3 +554,41 @@ def test_anthropic_system_of_another_shape_is_never_replaced(proxy, tmp_path):
         r = client.post("/v1/messages", json={**body, "system": system, "messages": compacted}, headers=headers)
         assert r.status_code == 200, r.text
         assert received[-1]["body"] == {**body, "system": system, "messages": compacted}
+
+
+def test_compaction_query_is_embedded_ahead_once(proxy, tmp_path):
+    """A request holding a new compaction summary: its recovery's query is embedded in the prefetch thread
+    (recover/query_vectors.py) before detection, exactly once, and the block still brings back the port."""
+    client, received = proxy
+    headers = {"X-Lantern-Session": "billing-45"}
+    conv = _long_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": conv}, headers=headers)
+    conv.append(r.json()["choices"][0]["message"])
+    lantern = client.app.app.state.service._lantern
+    calls: list[tuple[str, list[str]]] = []
+    real = lantern.embedder.embed
+    real_query = getattr(lantern.embedder, "embed_query", None)  # the read path's query embedding (embed.embed_query)
+
+    def recording(texts, *a, **k):
+        calls.append((threading.current_thread().name, list(texts)))
+        return real(texts, *a, **k)
+
+    def recording_query(texts, *a, **k):
+        calls.append((threading.current_thread().name, list(texts)))
+        return real_query(texts, *a, **k)
+
+    lantern.embedder.embed = recording
+    if real_query is not None:
+        lantern.embedder.embed_query = recording_query
+    question = {"role": "user", "content": "Which port does the billing database listen on?"}
+    compacted = [SUMMARY, *conv[-4:], question]
+    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
+    assert r.status_code == 200 and "5433" in received[-1]["body"]["messages"][1]["content"]
+    query = question["content"] + "\n" + SUMMARY["content"]
+    assert [c for c in calls if c[1] == [query]] == [(calls[0][0], [query])]  # embedded once ...
+    assert calls[0][0].startswith("lantern-query")  # ... ahead, in the prefetch thread
+    # the same compaction resent (its summary already seen): nothing embedded ahead, the block is reused
+    calls.clear()
+    grown = compacted + [r.json()["choices"][0]["message"], {"role": "user", "content": "And the test database?"}]
+    client.post("/v1/chat/completions", json={"model": "tiny", "messages": grown}, headers=headers)
+    assert not any(name.startswith("lantern-query") for name, _ in calls)

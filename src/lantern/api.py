@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .archive.chunk import chunk
+from .archive import embed_ahead
 from .archive.classify import classify_turn
 from .archive.ingest import add_warnings, ingest_batches
 from .archive.parse import clean_text, parse
@@ -31,6 +32,7 @@ from .memory.facts import extract_facts, fact_texts
 from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
 from . import reinforce
 from .recover import facts_note, pipeline
+from .recover.query_vectors import QueryVectors
 from .scope import Scope, resolve, scope_where
 from .store.index import MemoryIndex
 from .store.sqlite import NewEntry, Store, to_epoch
@@ -66,9 +68,11 @@ class Lantern:
         self.store.check_embedder(self.embedder.id, self.embedder.dim)
         self.redaction = load_policy(self.store, config)  # secrets and private spans (archive/redact.py)
         self.index = MemoryIndex(self.store, self.embedder.dim)
+        self.queries = QueryVectors(lambda: self.embedder, occupied=self.index.block_occupied)  # the read path's embedder: queries can be embedded ahead
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
+        self.queries.close()
         self.store.close()
 
     def __enter__(self) -> Lantern:
@@ -121,9 +125,14 @@ class Lantern:
             result.redacted += redacted
             add_warnings(result.warnings, piece.warnings, dropped)
 
-        done = 0  # a Claude Code session's subagent transcripts follow it (archive/subagents.py)
-        for turns, total in ingest_batches(path, format, lambda m: redact_messages(m, self.redaction), INGEST_BATCH_TURNS, on_slice):
-            self._archive_turns(turns, session, result, scope)
+        # a Claude Code session's subagent transcripts follow it (archive/subagents.py)
+        batches = ingest_batches(path, format, lambda m: redact_messages(m, self.redaction), INGEST_BATCH_TURNS, on_slice)
+        prepared = ((self._prepare_batch(turns, session, scope), total) for turns, total in batches)
+        remembered = embed_ahead.Remembered()  # vectors of summaries embedded in earlier batches (worker thread only)
+        done = 0  # batch k is embedded in a worker thread while k-1 is stored and k+1 prepared (archive/embed_ahead.py)
+        for ((turns, rows, _), total), vectors in embed_ahead.overlapped(
+                prepared, lambda p: embed_ahead.embed_plan(self.embedder, p[0][2], remembered)):
+            self._store_batch(turns, rows, vectors, result)
             done += len(turns)
             if progress:
                 progress(done, total)
@@ -142,8 +151,24 @@ class Lantern:
         return parsed.skipped, list(parsed.warnings), *redact_messages(parsed.messages, self.redaction)
 
     def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult, scope: Scope) -> None:
-        rows = [self._prepare(turn, session, scope) for turn in turns]  # summarize, tag, classify
-        vectors = self.embedder.embed([r.summary for r in rows]) if rows else np.empty((0, self.embedder.dim))
+        turns, rows, plan = self._prepare_batch(turns, session, scope)
+        self._store_batch(turns, rows, embed_ahead.embed_plan(self.embedder, plan), result)
+
+    def _prepare_batch(self, turns: list[Turn], session: str | None, scope: Scope) -> tuple[list[Turn], list[NewEntry], Any]:
+        """Summarize, tag and classify ``turns`` -> (turns, rows, what to embed: archive/embed_ahead.py)."""
+        rows = [self._prepare(turn, session, scope) for turn in turns]
+        hashes = [r.content_hash for r in rows]
+        return turns, rows, embed_ahead.plan([r.summary for r in rows], hashes, embed_ahead.known_hashes(self.store.db, hashes))
+
+    def _store_batch(self, turns: list[Turn], rows: list[NewEntry], vectors: list[Any], result: ArchiveResult) -> None:
+        """Store prepared rows and their vectors (None: already stored) in one transaction."""
+        try:
+            self._store_rows(turns, rows, vectors, result)
+        except embed_ahead.MissingVectorError:  # a stored row was deleted since the plan: embed all, write again
+            full = embed_ahead.plan([r.summary for r in rows], [r.content_hash for r in rows], set())
+            self._store_rows(turns, rows, embed_ahead.embed_plan(self.embedder, full), result)
+
+    def _store_rows(self, turns: list[Turn], rows: list[NewEntry], vectors: list[Any], result: ArchiveResult) -> None:
         judged: dict[int, tuple[float, float]] = {}
 
         def judge(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
@@ -254,7 +279,7 @@ class Lantern:
             ids += self.index.ids[self.index.time > at].tolist()
         notes = facts_note.notes_for(self.store.db, at, *self._fact_filter(scope)) if self.config.fact_notes else None
         return pipeline.recover(
-            self.store, self.index, self.embedder, self.config, query,
+            self.store, self.index, self.queries, self.config, query,
             budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes, proactive=proactive,
             scope=scope, extra_rankings=extra_rankings,
         )
@@ -288,7 +313,7 @@ class Lantern:
         query, session = clean_text(query), session or None
         if not query.strip():
             return []
-        return pipeline.search(self.store, self.index, self.embedder, self.config, query, k=k, session=session, scope=scope)
+        return pipeline.search(self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope)
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:
         """Whether ``question`` (or the model's ``draft`` answer) calls for a recovery: ``memory.triggers.should_recover``."""

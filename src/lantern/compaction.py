@@ -35,7 +35,7 @@ SUMMARY_QUERY_CHARS = 2000  # ours: how much of a long summary goes into the que
 _SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
 _CLAUDE_CODE = "this session is being continued from a previous conversation"
 
-__all__ = ["Compaction", "Tracker", "detect", "is_summary", "message_text"]
+__all__ = ["Compaction", "Tracker", "detect", "is_summary", "message_text", "summary_query"]
 
 
 @dataclass
@@ -88,6 +88,14 @@ def is_summary(m: Any) -> bool:
     if _CLAUDE_CODE in text[:400].lower():
         return True
     return m.get("role") in ("system", "user", "developer") and bool(_SUMMARY_START.match(text))
+
+
+def summary_query(messages: list[Any]) -> tuple[str, str] | None:
+    """``(summary, query)`` of a message list holding a compaction summary: the query a compaction detected in it
+    recovers with (``Compaction.query``), known before detection runs (the proxy embeds it ahead:
+    recover/query_vectors.py). None when no message is a summary."""
+    summary = next((message_text(m) for m in messages if is_summary(m)), None)
+    return None if summary is None else (summary, _query(messages, summary))
 
 
 def _query(messages: list[Any], summary: str | None) -> str:

@@ -403,6 +403,7 @@ class _Forwarder:
         self.timeout = timeout
         self.tracker: Any = None  # compaction.Tracker over the service's Lantern
         self.blocks: dict[tuple, tuple[str, set[int]]] = {}  # (session, scope) -> (injected block, its entry ids)
+        self.summaries: dict[tuple, str | None] = {}  # (session, scope) -> the summary its last request held
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -420,6 +421,7 @@ class _Forwarder:
 
         scope = scope or {}
 
+        self._prefetch_query(session, messages, scope)
         event = current = None
         block = ""
         with self.service._lock:
@@ -429,7 +431,7 @@ class _Forwarder:
                 _note_failure("open", session, e)
                 return ""
             if self.tracker is None or self.tracker.lantern is not lantern:
-                self.tracker, self.blocks = Tracker(lantern), {}
+                self.tracker, self.blocks, self.summaries = Tracker(lantern), {}, {}
             try:
                 key = Tracker.key(session, resolve(lantern.scope, **scope))
                 event, current = self.tracker.observe(session, messages, **scope)
@@ -438,6 +440,10 @@ class _Forwarder:
                 return ""
             for gone in [k for k in self.blocks if k not in self.tracker.seen]:
                 del self.blocks[gone]  # bounded like the tracker: a session it dropped starts over
+            for gone in [k for k in self.summaries if k not in self.tracker.seen]:
+                del self.summaries[gone]
+            if key in self.tracker.seen:
+                self.summaries[key] = self.tracker.seen[key].summary
             kept = self.blocks.get(key)
             if current is None:
                 self.blocks.pop(key, None)
@@ -456,6 +462,30 @@ class _Forwarder:
             log.info("compaction (%s) in session %r: %d turns lost, %d chars recovered", event.reason, session,
                      len(event.lost_entry_ids), len(block))
         return block
+
+    def _prefetch_query(self, session: str, messages: list[Message], scope: dict[str, str | None]) -> None:
+        """When the request holds a compaction summary its session's last request did not, start embedding the
+        query its recovery will use (``compaction.summary_query``; the very text ``Lantern.recover`` embeds) in a
+        worker thread, before taking the lock: it runs while the previous request's archive finishes and the
+        detection runs (recover/query_vectors.py). The recovery takes the vector; same vector, same result.
+        A summary seen before (an ongoing compaction, whose block is reused) is not embedded ahead."""
+        from ..archive.parse import clean_text
+        from ..compaction import Tracker, summary_query
+        from ..scope import resolve
+
+        tracker = self.tracker
+        if tracker is None:  # the first request: the handle is opened under the lock, nothing to embed ahead with
+            return
+        try:
+            found = summary_query(messages)
+            if found is None or not found[1].strip():
+                return
+            lantern = tracker.lantern
+            if self.summaries.get(Tracker.key(session, resolve(lantern.scope, **scope))) == found[0]:
+                return
+            lantern.queries.prefetch(clean_text(found[1]))
+        except Exception as e:  # noqa: BLE001 - an optimization must never fail the request
+            _note_failure("prefetch", session, e)
 
     def archive(self, session: str, messages: list[Message] | None, reply: Message | None = None,
                 scope: dict[str, str | None] | None = None) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..archive.tags import cjk_bigrams
+from ..archive.embed_ahead import MissingVectorError
 from ..errors import EmbedderMismatchError, LanternError
 from ..memory.fact_store import delete_facts, fact_scope, write_facts
 from ..reinforce import forget_entries
@@ -207,6 +208,8 @@ class Store:
         """Store prepared turns and their embeddings in ONE transaction.
 
         Returns ``(entry_id, added)`` per row, in order; ``added`` is False for a duplicate (same content hash).
+        ``vectors``: an array of shape ``(len(rows), dim)`` or a list of vectors where a row known to be stored may
+        have None (``MissingVectorError``, nothing written, if it is not stored after all).
         A turn that extends the session's latest stored turn (a live turn that grew: the user message first,
         the assistant reply later) replaces it in place instead of adding a second entry. Turn numbers continue
         the session's numbering. ``after(db, result)``, when given, runs inside the same transaction once the rows
@@ -230,6 +233,8 @@ class Store:
                     "AND project = ? ORDER BY turn DESC LIMIT 1",
                     (row.user, row.session, row.agent, row.project),
                 ).fetchone()
+                if vec is None:  # planned as stored (archive/embed_ahead.py), deleted since: the caller re-embeds
+                    raise MissingVectorError(f"no vector for the new row {row.content_hash}")
                 blob = np.asarray(vec, dtype="<f4").tobytes()
                 if last and last[0] not in written and row.text.startswith(last[2] + "\n"):
                     entry_id = last[0]

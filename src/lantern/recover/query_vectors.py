@@ -1,0 +1,145 @@
+"""Query vectors computed ahead (ours; the paper does not specify).
+
+``QueryVectors`` stands in for the embedder on the read path (it has the ``Embedder`` shape: ``id``, ``dim``,
+``embed``). ``prefetch(text)`` starts embedding a query in a worker thread (onnxruntime releases the GIL), so a
+caller that knows the query before it can run the recovery — the proxy, which knows a compaction summary's query
+as soon as the request arrives — overlaps it with the work in between (detection, waiting for the previous
+request's archive). The next one-text ``embed([text])`` of that text (keyed by embedder id and text) takes the
+prefetched vector, waiting for it if it is still running; it is handed out once, then forgotten, so a query
+asked again is embedded again (no cache: repeated queries cost what they always did). At most ``size``
+prefetched vectors wait to be taken (the oldest dropped). Any other ``embed`` goes straight to the embedder.
+
+The vector is the one ``embedder.embed([text])[0]`` returns (same call, same text): no quality change. An error
+of a prefetched embedding is raised, unchanged, to the ``embed`` call that takes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ..embed import embed_query
+
+PREFETCH_KEPT = 8  # prefetched query vectors waiting to be taken, per Lantern handle (ours)
+
+__all__ = ["QueryVectors", "PREFETCH_KEPT"]
+
+
+class QueryVectors:
+    """The read path's embedder: ``embedder_of()`` gives the current embedder (it may change: ``reindex``).
+    ``embed(texts)`` -> float32 ``(len(texts), dim)``, rows of norm 1; one prefetched text is taken from the
+    prefetch. Thread-safe."""
+
+    def __init__(self, embedder_of: Callable[[], Any], size: int = PREFETCH_KEPT,
+                 occupied: Callable[[int, int], bool] | None = None):
+        self._embedder_of, self.size = embedder_of, size
+        self._occupied = occupied  # MemoryIndex.block_occupied: which blocks a block embedder's query fills (embed.embed_query)
+        self._done: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._running: dict[tuple, Future] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def id(self) -> str:
+        return self._embedder_of().id
+
+    @property
+    def dim(self) -> int:
+        return self._embedder_of().dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts) if not isinstance(texts, str) else texts
+        if isinstance(texts, list) and len(texts) == 1 and isinstance(texts[0], str):
+            return self.vector(texts[0])[None, :]
+        return self._embedder_of().embed(texts)
+
+    def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
+        """Query vectors (``embed.embed_query`` of the current embedder) -> float32 ``(len(texts), dim)``; one text
+        is taken from the prefetch. ``occupied`` defaults to the one given at construction."""
+        texts = list(texts) if not isinstance(texts, str) else texts
+        if occupied is not None and occupied != self._occupied:
+            return embed_query(self._embedder_of(), texts, occupied)
+        if isinstance(texts, list) and len(texts) == 1 and isinstance(texts[0], str):
+            return self.vector(texts[0])[None, :]
+        return embed_query(self._embedder_of(), texts, self._occupied)
+
+    def _key(self, embedder: Any, text: str) -> tuple:
+        """(embedder id, text, which blocks a block embedder's query fills now): a prefetch made before the store
+        gained its first entry in another model's block is not taken (it is computed again)."""
+        blocks, route = getattr(embedder, "blocks", None), getattr(embedder, "route", None)
+        if not blocks or self._occupied is None or route is None:
+            return (embedder.id, text, None)
+        own = route(text)  # always filled; only the other blocks' occupancy changes the vector
+        return (embedder.id, text, tuple(self._occupied(a, b) for m, (a, b) in blocks.items() if m != own))
+
+    def vector(self, text: str) -> np.ndarray:
+        """The (read-only) query vector of ``text``, shape ``(dim,)``: the prefetched one (taken; waited for while
+        it is being computed), else computed now in the calling thread."""
+        embedder = self._embedder_of()
+        key = self._key(embedder, text)
+        with self._lock:
+            found = self._done.pop(key, None)
+            future = self._running.pop(key, None) if found is None else None
+        if isinstance(found, _Failed):
+            raise found.error
+        if found is not None:
+            return found
+        if future is not None:
+            return future.result()
+        return embed_query(embedder, [text], self._occupied)[0]
+
+    def prefetch(self, text: str) -> None:
+        """Start embedding ``text`` in the worker thread (unless it is already prefetched, or ``size`` prefetches
+        are running); the next ``embed([text])`` takes the vector."""
+        embedder = self._embedder_of()
+        key = self._key(embedder, text)
+        with self._lock:
+            if key in self._done or key in self._running:
+                return
+            if len(self._running) >= self.size:  # never more than size embeddings queued
+                return
+            future = self._running[key] = Future()
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lantern-query")
+        self._pool.submit(self._compute, embedder, key, future)
+
+    def _compute(self, embedder: Any, key: tuple, future: Future) -> None:
+        try:
+            vec = np.asarray(embed_query(embedder, [key[1]], self._occupied)[0], dtype=np.float32)
+            vec.flags.writeable = False
+        except BaseException as e:  # noqa: BLE001 - handed to the embed call that takes this text
+            with self._lock:
+                if self._running.get(key) is future:
+                    del self._running[key]
+                    self._done[key] = _Failed(e)
+                    self._trim()
+            future.set_exception(e)
+            return
+        with self._lock:
+            if self._running.get(key) is future:  # not taken while it ran: keep it for the embed that takes it
+                del self._running[key]
+                self._done[key] = vec
+                self._trim()
+        future.set_result(vec)
+
+    def _trim(self) -> None:
+        while len(self._done) > self.size:
+            self._done.popitem(last=False)
+
+    def close(self) -> None:
+        """Stop the worker thread (a prefetch still running finishes first)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+class _Failed:
+    """A prefetched embedding that raised: its error, raised to the embed call that takes it."""
+
+    def __init__(self, error: BaseException):
+        self.error = error

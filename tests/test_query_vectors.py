@@ -1,0 +1,114 @@
+"""Query vectors embedded ahead (recover/query_vectors.py): the prefetched vector is the one embedding the query
+gives, bit for bit; it is taken once; a recovery using it equals one without; errors reach the taker unchanged."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from lantern import Lantern
+from lantern.embed import MiniLMEmbedder
+from lantern.recover.query_vectors import QueryVectors
+
+from samples import PORT_CONVERSATION
+
+MODEL = MiniLMEmbedder()
+
+
+class Recording:
+    def __init__(self, inner, error: BaseException | None = None):
+        self.inner, self.id, self.dim, self.error = inner, inner.id, inner.dim, error
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def embed(self, texts):
+        self.calls.append((threading.current_thread().name, list(texts)))
+        if self.error is not None:
+            raise self.error
+        return self.inner.embed(texts)
+
+
+def test_prefetched_vector_is_the_embedding_and_is_taken_once():
+    rec = Recording(MODEL)
+    q = QueryVectors(lambda: rec)
+    text = "Which port does the billing database listen on?"
+    q.prefetch(text)
+    q.prefetch(text)  # already prefetched: not embedded twice
+    got = q.embed([text])
+    assert got.shape == (1, 384) and np.array_equal(got[0], MODEL.embed([text])[0])
+    assert len(rec.calls) == 1 and rec.calls[0][0].startswith("lantern-query")
+    again = q.embed([text])  # taken: a repeated query is embedded again, in the caller's thread
+    assert np.array_equal(again, got) and len(rec.calls) == 2 and rec.calls[1][0] == threading.current_thread().name
+    many = q.embed([text, "other"])  # more than one text: straight to the embedder
+    assert np.array_equal(many, MODEL.embed([text, "other"])) and len(rec.calls) == 3
+    with pytest.raises(TypeError):
+        q.embed(text)  # a bare string is refused as the embedder refuses it
+    q.close()
+
+
+def test_prefetch_error_reaches_the_embed_that_takes_it():
+    error = RuntimeError("model crashed")
+    q = QueryVectors(lambda: Recording(MODEL, error))
+    q.prefetch("a query")
+    with pytest.raises(RuntimeError) as info:
+        q.embed(["a query"])
+    assert info.value is error
+    q.close()
+
+
+def test_prefetches_waiting_are_bounded():
+    q = QueryVectors(lambda: MODEL, size=2)
+    for t in ("one", "two", "three", "four"):
+        q.prefetch(t)
+    q.close()  # let the worker finish
+    assert len(q._done) + len(q._running) <= 2
+
+
+def test_recovery_with_a_prefetched_query_equals_one_without(tmp_path):
+    with Lantern(tmp_path / "q.db", embedder=MODEL) as lt:
+        lt.archive(PORT_CONVERSATION, session="s")
+        query = "which port does postgres listen on"
+        plain = lt.explain(query, session="s")
+        lt.queries.prefetch(query)
+        ahead = lt.explain(query, session="s")
+        assert not lt.queries._done and not lt.queries._running  # the prefetched vector was taken
+        assert ahead.text == plain.text and "5433" in ahead.text
+        assert [(c.entry.id, c.rrf, c.verdict) for c in ahead.candidates] == [(c.entry.id, c.rrf, c.verdict) for c in plain.candidates]
+
+
+def test_prefetch_concurrent_with_a_batch_embedding_gives_the_same_vectors():
+    """The proxy embeds a query ahead while the previous request's archive embeds its turns in another thread:
+    one MiniLM session used by two threads at once gives the vectors each gives alone."""
+    texts = [f"turn {i}: the billing database listens on port {5400 + i}." for i in range(48)]
+    queries = [f"which port does service {i} use?" for i in range(6)]
+    alone_batch, alone_queries = MODEL.embed(texts), [MODEL.embed([q])[0] for q in queries]
+    q = QueryVectors(lambda: MODEL)
+    for text in queries:
+        q.prefetch(text)
+    together = MODEL.embed(texts)  # runs while the worker embeds the queries
+    assert np.array_equal(together, alone_batch)
+    assert all(np.array_equal(q.embed([t])[0], v) for t, v in zip(queries, alone_queries))
+    q.close()
+
+
+def test_routed_store_queries_fill_both_blocks_through_the_prefetch(tmp_path):
+    """With the routed embedder, the read path's query vector is embed_query's (both blocks once the store holds
+    Chinese and English entries), and a prefetched query is the same vector as one computed on demand."""
+    from lantern import Lantern
+    from lantern.embed import RoutedEmbedder, embed_query
+
+    lt = Lantern(tmp_path / "r.db", embedder="routed")
+    try:
+        lt.archive([{"role": "user", "content": "the staging database listens on port 5433"},
+                    {"role": "user", "content": "测试数据库的端口是 6543，密码在保险箱里"}], session="s")
+        lt.index.refresh()
+        q = "which port did we use for the database?"
+        expected = embed_query(lt.embedder, [q], lt.index.block_occupied)[0]
+        a, b = RoutedEmbedder.blocks["use"]
+        assert np.any(expected[a:b] != 0)  # the English query reaches the Chinese block too
+        lt.queries.prefetch(q)
+        assert np.array_equal(lt.queries.embed_query([q], lt.index.block_occupied)[0], expected)
+        assert np.array_equal(lt.queries.embed_query([q], lt.index.block_occupied)[0], expected)  # on demand
+    finally:
+        lt.close()
