@@ -149,3 +149,17 @@ def test_a_fifo_or_bad_subagent_file_never_blocks_or_breaks_the_hook(env, projec
         assert memory.store.sessions() == [SID, SUB]
     log = (Path(env["HOME"]) / ".lantern" / "logs" / "claude-code.log").read_text(encoding="utf-8")
     assert "subagent e44e44e skipped" in log and "f1f0f1f" not in log and "secret" not in log
+
+
+def test_a_subagents_folder_that_is_a_symlink_loop_is_skipped_and_the_session_archived(project, tmp_path):
+    """ELOOP is a plain OSError: the subagents folder is treated as absent, the session's own turns still land."""
+    sub = project / SID / "subagents"
+    shutil.rmtree(sub)
+    sub.symlink_to(sub)  # a link to itself: every open gives "Too many levels of symbolic links"
+    assert subagent_files(project / f"{SID}.jsonl", SID) == []
+    memory = Lantern(tmp_path / "loop.db", embedder="minilm")
+    try:
+        result = memory.ingest(project / f"{SID}.jsonl")
+        assert result.added > 0 and texts(memory, SID)
+    finally:
+        memory.close()

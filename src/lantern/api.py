@@ -68,7 +68,7 @@ class Lantern:
         self.store.check_embedder(self.embedder.id, self.embedder.dim)
         self.redaction = load_policy(self.store, config)  # secrets and private spans (archive/redact.py)
         self.index = MemoryIndex(self.store, self.embedder.dim)
-        self.queries = QueryVectors(lambda: self.embedder, occupied=self.index.block_occupied)  # the read path's embedder: queries can be embedded ahead
+        self.queries = QueryVectors(lambda: self.embedder, occupied=lambda a, b: self.index.block_occupied(a, b))  # the read path's embedder: queries can be embedded ahead
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

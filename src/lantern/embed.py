@@ -319,7 +319,7 @@ class RoutedEmbedder:
     text by MiniLM alone; the other block stays zero, so every row has L2 norm 1 and entries of different
     models have cosine 0. On the tune split every LoCoMo message has share 0 and every MemDaily message
     >= 0.58 (Chinese with e-mail addresses), so any threshold in (0, 0.58] routes them the same; 0.3 keeps
-    an English sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe", 0.18) with MiniLM
+    an English sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe near the station", 0.18; a shorter one such as "I met 王伟 yesterday", 0.4, goes to USE, which reads English too) with MiniLM
     and sends a text whose CJK part is about a third of its words or more to USE, which reads English too
     (MiniLM was trained on English only). On that split MiniLM was the better model for English and USE
     for Chinese (docs/embedders.md).

@@ -79,7 +79,7 @@ def _regular_files(folder: Path) -> list[tuple[str, Path]]:
                         found.append((aid, Path(entry.path)))
                 except OSError:
                     continue
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
+    except OSError:  # missing, not a folder, unreadable, a symlink loop (ELOOP): no subagent files
         return []
     return sorted(found, key=lambda f: f[1].name)
 

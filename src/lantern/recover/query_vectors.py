@@ -60,28 +60,29 @@ class QueryVectors:
 
     def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
         """Query vectors (``embed.embed_query`` of the current embedder) -> float32 ``(len(texts), dim)``; one text
-        is taken from the prefetch. ``occupied`` defaults to the one given at construction."""
+        is taken from the prefetch when it was embedded for the same block occupancy. ``occupied`` defaults to the
+        one given at construction."""
         texts = list(texts) if not isinstance(texts, str) else texts
-        if occupied is not None and occupied != self._occupied:
-            return embed_query(self._embedder_of(), texts, occupied)
+        occupied = occupied or self._occupied
         if isinstance(texts, list) and len(texts) == 1 and isinstance(texts[0], str):
-            return self.vector(texts[0])[None, :]
-        return embed_query(self._embedder_of(), texts, self._occupied)
+            return self.vector(texts[0], occupied)[None, :]
+        return embed_query(self._embedder_of(), texts, occupied)
 
-    def _key(self, embedder: Any, text: str) -> tuple:
-        """(embedder id, text, which blocks a block embedder's query fills now): a prefetch made before the store
-        gained its first entry in another model's block is not taken (it is computed again)."""
+    def _key(self, embedder: Any, text: str, occupied: Callable[[int, int], bool] | None) -> tuple:
+        """(embedder id, text, whether each block other than the text's own is in use): a prefetch made before
+        the store gained its first entry in another model's block is not taken (it is computed again)."""
         blocks, route = getattr(embedder, "blocks", None), getattr(embedder, "route", None)
-        if not blocks or self._occupied is None or route is None:
+        if not blocks or occupied is None or route is None:
             return (embedder.id, text, None)
         own = route(text)  # always filled; only the other blocks' occupancy changes the vector
-        return (embedder.id, text, tuple(self._occupied(a, b) for m, (a, b) in blocks.items() if m != own))
+        return (embedder.id, text, tuple(occupied(a, b) for m, (a, b) in blocks.items() if m != own))
 
-    def vector(self, text: str) -> np.ndarray:
+    def vector(self, text: str, occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
         """The (read-only) query vector of ``text``, shape ``(dim,)``: the prefetched one (taken; waited for while
         it is being computed), else computed now in the calling thread."""
         embedder = self._embedder_of()
-        key = self._key(embedder, text)
+        occupied = occupied or self._occupied
+        key = self._key(embedder, text, occupied)
         with self._lock:
             found = self._done.pop(key, None)
             future = self._running.pop(key, None) if found is None else None
@@ -91,13 +92,13 @@ class QueryVectors:
             return found
         if future is not None:
             return future.result()
-        return embed_query(embedder, [text], self._occupied)[0]
+        return embed_query(embedder, [text], occupied)[0]
 
     def prefetch(self, text: str) -> None:
         """Start embedding ``text`` in the worker thread (unless it is already prefetched, or ``size`` prefetches
         are running); the next ``embed([text])`` takes the vector."""
         embedder = self._embedder_of()
-        key = self._key(embedder, text)
+        key = self._key(embedder, text, self._occupied)
         with self._lock:
             if key in self._done or key in self._running:
                 return

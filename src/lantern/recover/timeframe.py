@@ -29,7 +29,7 @@ _M = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _PATTERNS = [
-    re.compile(rf"\b{_YEAR}-(?P<month>[01]?\d)-(?P<day>[0-3]?\d)\b"),  # 2023-07-07
+    re.compile(rf"\b{_YEAR}-(?P<month>[01]?\d)-(?P<day>[0-3]?\d)(?!\d)"),  # 2023-07-07, 2023-07-07T10:00Z
     re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_M},?\s+{_YEAR}\b", re.IGNORECASE),  # 7 July, 2023
     re.compile(rf"\b{_M}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE),  # July 7, 2023
     re.compile(rf"\b{_M},?\s+{_YEAR}\b", re.IGNORECASE),  # July 2023
@@ -53,15 +53,17 @@ def query_windows(text: str) -> list[tuple[float, float]]:
                 continue
             try:
                 year, month = int(m.group("year")), _month(m.group("month"))
-                day = m.groupdict().get("day")
-                if day:
-                    start = datetime(year, month, int(day), tzinfo=timezone.utc)
-                    end = start.timestamp() + SECONDS_PER_DAY
-                else:
-                    start = datetime(year, month, 1, tzinfo=timezone.utc)
-                    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc).timestamp()
+                start = datetime(year, month, 1, tzinfo=timezone.utc)
+                end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc).timestamp()
             except (ValueError, KeyError):
                 continue
+            day = m.groupdict().get("day")
+            if day:
+                try:
+                    start = datetime(year, month, int(day), tzinfo=timezone.utc)
+                    end = start.timestamp() + SECONDS_PER_DAY
+                except ValueError:
+                    pass  # an impossible day: the month
             taken.append((m.start(), m.end()))
             found.append((m.start(), (start.timestamp(), end)))
     return [w for _, w in sorted(found)]

@@ -97,6 +97,13 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
         raise LanternError(f"{path} is a SQLite database but not a Lantern one (it has tables {', '.join(sorted(tables)[:5])})")
 
 
+def _embedder_name(embedder_id: str) -> str:
+    """The CLI name of an embedder id ("routed-minilm-use-v1" -> "routed"), else the id itself."""
+    from ..embed import EMBEDDERS
+
+    return next((name for name, cls in EMBEDDERS.items() if cls.id == embedder_id), embedder_id)
+
+
 class Store:
     """SQLite tables of one Lantern database. ``path`` may be ``":memory:"`` (tests only; no WAL there)."""
 
@@ -193,7 +200,7 @@ class Store:
             raise EmbedderMismatchError(
                 f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
                 f"not {embedder_id!r} ({dim}-d). Open it with that embedder, or run "
-                f"`lantern --db {self.path} reindex --embedder minilm` (or `use`) to re-embed every entry with that one."
+                f"`lantern --db {self.path} reindex --embedder {_embedder_name(embedder_id)}` to re-embed every entry with the one you asked for."
             )
 
     def set_embedder(self, db: sqlite3.Connection, embedder_id: str, dim: int) -> None:
