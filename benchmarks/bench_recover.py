@@ -41,7 +41,7 @@ from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa:
 
 from lantern.api import Lantern  # noqa: E402
 from lantern.embed import embed_query, get_embedder  # noqa: E402
-from lantern.recover import pipeline, signals  # noqa: E402
+from lantern.recover import neighbours, pipeline, prf, signals, timeframe  # noqa: E402
 
 TARGET_P50_MS, TARGET_SIZE = 30.0, 10_000
 
@@ -52,6 +52,9 @@ STAGES = [  # (row label, where the timer sits)
     ("semantic (matrix @ q + top-50)", "signals.semantic"),
     ("fulltext (FTS5 bm25 top-50)", "signals.fulltext"),
     ("keyword (hint postings, Jaccard)", "signals.keyword"),
+    ("prf (RM3 expansion, 2nd FTS5 query)", "prf.prf_ranking"),
+    ("time (dates the query names)", "timeframe.time_ranking"),
+    ("neighbour (adjacent turns, SQL)", "neighbours.neighbour_ranking"),
     ("fetch candidate entries (SQL)", "store.entries"),
     ("importance (eq. 2 over the pool)", "signals.importance"),
     ("RRF fusion", "pipeline.rrf"),
@@ -100,6 +103,9 @@ def instrument(lantern: Lantern) -> Timers:
     for name, label in (("semantic", "semantic (matrix @ q + top-50)"), ("fulltext", "fulltext (FTS5 bm25 top-50)"),
                         ("keyword", "keyword (hint postings, Jaccard)"), ("importance", "importance (eq. 2 over the pool)")):
         t.wrap(signals, name, label)
+    t.wrap(prf, "prf_ranking", "prf (RM3 expansion, 2nd FTS5 query)")
+    t.wrap(timeframe, "time_ranking", "time (dates the query names)")
+    t.wrap(neighbours, "neighbour_ranking", "neighbour (adjacent turns, SQL)")
     t.wrap(lantern.store, "entries", "fetch candidate entries (SQL)")
     t.wrap(pipeline, "rrf", "RRF fusion")
     t.wrap(pipeline, "mmr", "MMR")

@@ -282,7 +282,7 @@ def _zh_value(raw: str) -> str | None:
 def _zh_key(before: str) -> str:
     """The key of "X 改为 Y": the text since the last clause break, minus lead words (把, 将, 我们...) and adverbs."""
     key = _ZH_KEY_STOP.split(before)[-1].strip()
-    key = _ZH_KEY_LEAD.sub("", key).strip()
+    key = _ZH_KEY_LEAD.sub("", key).strip().lstrip("的").strip()  # "我们的测试服务器端口": 我们 taken, 的 left
     return _ZH_KEY_TAIL.sub("", key).strip()
 
 
@@ -297,7 +297,8 @@ def zh_set_facts(sentence: str) -> list[ExtractedFact]:
         v = _zh_value(m.group(2))
         if not v:
             continue
-        if m.group(1) == "是" and not (re.search(r"[0-9A-Za-z._/:@]", v) or "的" in key_text or m.group(2)[:1] in "`\"'"):
+        # 的 inside the key marks an attribute ("我的名字是"); a final 的 is an adverb ("那就真的是完美了")
+        if m.group(1) == "是" and not (re.search(r"[0-9A-Za-z._/:@]", v) or "的" in _ZH_KEY_STOP.split(sentence[: m.start()])[-1].strip().rstrip("的") or m.group(2)[:1] in "`\"'"):
             continue
         if m.group(1) == "是" and re.search(r"(?:什么|多少|哪|谁|几)", v):
             continue

@@ -91,14 +91,19 @@ def pack_with_notes(
     pack_at: Callable[[int], PackResult], budget: int, notes: Callable[[list[int]], list[FactNote]]
 ) -> tuple[PackResult, list[FactNote]]:
     """Pack into ``budget`` characters with the superseded-fact notes inserted after the block's title. When they
-    do not fit, pack again into ``budget`` minus the notes; notes that still do not fit are dropped, last first."""
+    do not fit, pack again into ``budget`` minus the notes; notes that still do not fit are dropped, last first. When
+    the notes would leave room for no entry at all, the first packing is returned without notes (a small budget
+    brings back the turn itself rather than nothing)."""
     result = pack_at(budget)
     found = notes([p.entry.id for p in result.packed])
     if not found:
         return result, []
     extra = len(render(found)) + 2
     if len(result.text) + extra > budget:
+        first = result
         result = pack_at(max(0, budget - extra))
+        if not result.packed:  # the notes would leave no room for any entry: the entries win, without notes
+            return first, []
         found = notes([p.entry.id for p in result.packed])
     while found and len(result.text) + len(render(found)) + 2 > budget:
         found.pop()

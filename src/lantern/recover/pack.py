@@ -127,7 +127,8 @@ def pack(
     No entry takes more than ``entry_share`` of the budget: a longer one is packed as its excerpt of that size, so
     one long tool log cannot crowd out every other entry (ours). Verdicts per entry id: ``packed``, ``excerpt``,
     ``cut:budget``. ``session``: the one session all entries come from, named once in the title instead of in
-    every header (short turns would otherwise spend a third of the budget on headers).
+    every header (short turns would otherwise spend a third of the budget on headers), its turns rendered in
+    conversation order (the selection is still made in MMR order).
     ``group`` (ours): entries from several sessions are rendered grouped by session, each session named once on a
     ``group_header`` line (sessions in the order their first entry was packed; inside a session, turns in
     conversation order) with a short ``turn_header`` per entry; the selection is still made in MMR order, a
@@ -147,10 +148,10 @@ def pack(
         body = _fit(entry, room, terms, min_excerpt if parts else FIRST_EXCERPT_MIN, result)
         if body is None:
             continue
-        parts.append(head + body)
+        parts.append(((entry.turn, entry.id) if session is not None else (len(parts),), head + body))
         used += len(head) + len(body) + 2
-    if parts:
-        result.text = top + "\n\n" + "\n\n".join(parts)
+    if parts:  # one session: its turns in conversation order, as in a grouped block; else MMR order
+        result.text = top + "\n\n" + "\n\n".join(text for _, text in sorted(parts, key=lambda p: p[0]))
     return result
 
 
