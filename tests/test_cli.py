@@ -111,3 +111,25 @@ def test_search_table_shows_bracketed_text_and_secret_placeholders(tmp_path):
     out = run("search", "openai key rotate", db=db).stdout.decode()
     assert "[secret:openai-key" in out and "[todo]" in out
     assert "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" not in out
+
+
+def test_a_failed_or_empty_ingest_leaves_no_new_database(tmp_path):
+    """Newcomer finding: a missing file, a file with no turns, or a forced wrong --format exit non-zero and leave
+    no empty database behind; an existing database is kept as it was."""
+    db = tmp_path / "new.db"
+    missing = run("ingest", str(tmp_path / "nofile.json"), db=db, check=False)
+    assert missing.returncode != 0 and not db.exists()
+    wrong = tmp_path / "foo.json"
+    wrong.write_text('{"foo": 1}\n', encoding="utf-8")
+    bad = run("ingest", str(wrong), db=db, check=False)
+    assert bad.returncode == 1 and "messages" in bad.stderr.decode() and not db.exists()
+    empty = tmp_path / "broken.jsonl"
+    empty.write_text('{"role": "user", "content": "x"\n{"role": 7}\n', encoding="utf-8")
+    nothing = run("ingest", str(empty), db=db, check=False)
+    assert nothing.returncode == 1 and "no turns found" in nothing.stderr.decode() and not db.exists(), nothing.stderr
+    good = tmp_path / "chat.jsonl"
+    good.write_text(json.dumps({"role": "user", "content": "the staging port is 5433"}) + "\n", encoding="utf-8")
+    run("ingest", str(good), db=db)
+    again = run("ingest", str(empty), db=db, check=False)
+    assert again.returncode == 1 and db.exists()  # an existing database is never removed
+    assert "5433" in run("search", "staging port", db=db).stdout.decode()

@@ -155,7 +155,26 @@ def ingest(
         committed[0] = done
         bar.update(task, completed=done, total=total)
 
+    from .config import default_db_path
+
+    path = state.db or default_db_path()
+    created = not path.exists()
+
+    def discard_new_db() -> None:
+        """A new database that received nothing (an error, or no turn in the file) is removed: no empty file tied
+        to an embedder is left behind (as ``import``)."""
+        if created:
+            for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+
     def run():
+        try:
+            _run()
+        except Exception:
+            discard_new_db()
+            raise
+
+    def _run():
         nonlocal bar, task
         with _open(create=True) as lantern, Progress(
             TextColumn("archiving"), BarColumn(), TaskProgressColumn(), TextColumn("{task.completed} turns"),
@@ -175,8 +194,11 @@ def ingest(
             print(f"{file}: {result.added} turn{'s' if result.added != 1 else ''} archived, {result.duplicates} already archived, "
                   f"{result.skipped} items skipped (session {result.session})")
         if not result.added and not result.duplicates:
-            console.print(f"[yellow]warning:[/] no turns found in {file}"
-                          + (f" with --format {format}; try --format auto" if format != "auto" else ""))
+            discard_new_db()
+            console.print(f"[red]error:[/] no turns found in {file}"
+                          + (f" with --format {format}; try --format auto" if format != "auto" else "")
+                          + (f" ({result.skipped} items skipped)" if result.skipped else ""))
+            raise typer.Exit(1)
 
     bar = task = None
     try:
@@ -495,7 +517,8 @@ def serve(
                     "(or $LANTERN_UPSTREAM_KEY) if the upstream needs a key", err=True, fg=typer.colors.YELLOW)
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         _fail(f"--upstream must be an http(s) URL, got {upstream!r}")
-    typer.echo(f"lantern memory API on http://{host}:{port}/v1/memory (docs /docs)", err=True)
+    docs = "docs /docs" if token is None else "no /docs or /openapi.json with --token"
+    typer.echo(f"lantern memory API on http://{host}:{port}/v1/memory ({docs})", err=True)
     if upstream:
         typer.echo(f"chat-completions proxy: OPENAI_BASE_URL=http://{host}:{port}/v1 -> {upstream}", err=True)
     _guard(lambda: serve_api(state.db, state.embedder, host=host, port=port, token=token, max_body_bytes=max_body_bytes,
