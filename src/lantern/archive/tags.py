@@ -729,7 +729,8 @@ def extract_paths(text: str) -> list[str]:
         pos = s + len(tok)
         prev, core = _token_core(text[s - 1] if s else "", tok)
         if core:
-            _paths_of(prev, core, 0, out, text.startswith("(", pos))
+            # a call when "(" follows the core itself, as in extract_tags ("x.json(" is a call; "src/a.py:()" a path)
+            _paths_of(prev, core, 0, out, text.startswith("(", s + len(tok.rstrip(_TOKEN_TRAIL))))
     return out
 
 
