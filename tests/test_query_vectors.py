@@ -35,10 +35,10 @@ def test_prefetched_vector_is_the_embedding_and_is_taken_once():
     text = "Which port does the billing database listen on?"
     q.prefetch(text)
     q.prefetch(text)  # already prefetched: not embedded twice
-    got = q.embed([text])
+    got = q.embed_query([text])
     assert got.shape == (1, 384) and np.array_equal(got[0], MODEL.embed([text])[0])
     assert len(rec.calls) == 1 and rec.calls[0][0].startswith("lantern-query")
-    again = q.embed([text])  # taken: a repeated query is embedded again, in the caller's thread
+    again = q.embed_query([text])  # taken: a repeated query is embedded again, in the caller's thread
     assert np.array_equal(again, got) and len(rec.calls) == 2 and rec.calls[1][0] == threading.current_thread().name
     many = q.embed([text, "other"])  # more than one text: straight to the embedder
     assert np.array_equal(many, MODEL.embed([text, "other"])) and len(rec.calls) == 3
@@ -52,7 +52,7 @@ def test_prefetch_error_reaches_the_embed_that_takes_it():
     q = QueryVectors(lambda: Recording(MODEL, error))
     q.prefetch("a query")
     with pytest.raises(RuntimeError) as info:
-        q.embed(["a query"])
+        q.embed_query(["a query"])
     assert info.value is error
     q.close()
 
@@ -88,7 +88,7 @@ def test_prefetch_concurrent_with_a_batch_embedding_gives_the_same_vectors():
         q.prefetch(text)
     together = MODEL.embed(texts)  # runs while the worker embeds the queries
     assert np.array_equal(together, alone_batch)
-    assert all(np.array_equal(q.embed([t])[0], v) for t, v in zip(queries, alone_queries))
+    assert all(np.array_equal(q.embed_query([t])[0], v) for t, v in zip(queries, alone_queries))
     q.close()
 
 

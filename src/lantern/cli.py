@@ -76,6 +76,13 @@ def _open(create: bool = False):
     return Lantern(path, embedder=state.embedder)
 
 
+def _remove_database(path: Path) -> None:
+    """Delete the database file at ``path`` with its WAL and shared-memory files (a database this command created
+    and that must not stay behind empty, tied to an embedder)."""
+    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+
+
 def _fail(message: str) -> None:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(1)
@@ -161,11 +168,9 @@ def ingest(
     created = not path.exists()
 
     def discard_new_db() -> None:
-        """A new database that received nothing (an error, or no turn in the file) is removed: no empty file tied
-        to an embedder is left behind (as ``import``)."""
+        """A new database that received nothing (an error, or no turn in the file) is removed (as ``import``)."""
         if created:
-            for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-                leftover.unlink(missing_ok=True)
+            _remove_database(path)
 
     def run():
         try:
@@ -375,8 +380,7 @@ def import_(
                 r = lantern.import_(src, user=user, agent=agent, project=project, embeddings=embeddings)
         except Exception:
             if created:  # a failed import into a new database leaves no empty database behind (tied to an embedder)
-                for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-                    leftover.unlink(missing_ok=True)
+                _remove_database(path)
             raise
         print(f"{file}: {r.added} entries imported, {r.duplicates} already stored ({r.lines} lines)")
 

@@ -48,6 +48,7 @@ __all__ = [
     "USEEmbedder",
     "cjk_share",
     "embed_query",
+    "query_key",
     "get_embedder",
     "verify_sha256",
 ]
@@ -298,6 +299,17 @@ def cjk_share(text: str) -> float:
     cjk = len(_CJK.findall(text))
     words = len(_WORDS.findall(_CJK.sub(" ", text))) if cjk < len(text) else 0
     return cjk / (cjk + words) if cjk + words else 0.0
+
+
+def query_key(embedder: Embedder, text: str, occupied: Callable[[int, int], bool] | None = None) -> tuple:
+    """What a query vector of ``text`` depends on: (embedder id, text, whether each block other than the text's own
+    is in use). For memoizing or prefetching ``embed_query``: a vector made before the store gained its first entry
+    in another model's block differs. Plain embedders: (id, text, None)."""
+    blocks, route = getattr(embedder, "blocks", None), getattr(embedder, "route", None)
+    if not blocks or occupied is None or route is None:
+        return (embedder.id, text, None)
+    own = route(text)  # always filled; only the other blocks' occupancy changes the vector
+    return (embedder.id, text, tuple(occupied(a, b) for m, (a, b) in blocks.items() if m != own))
 
 
 def embed_query(embedder: Embedder, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:

@@ -121,14 +121,12 @@ class MemoEmbedder:
 
     def embed_query(self, texts, occupied=None):
         """The inner embedder's query vectors (embed.embed_query), memoized per (text, occupied blocks)."""
-        from ..embed import embed_query
+        from ..embed import embed_query, query_key
 
         texts = list(texts)
-        blocks = getattr(self.inner, "blocks", None)
-        occ = tuple(occupied(a, b) for a, b in blocks.values()) if blocks and occupied else None
         if len(texts) != 1:
             return embed_query(self.inner, texts, occupied)
-        key = ("query", texts[0], occ)
+        key = ("query", *query_key(self.inner, texts[0], occupied))
         if key not in self._cache:
             if len(self._cache) > 4096:
                 self._cache.clear()

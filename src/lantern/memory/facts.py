@@ -279,9 +279,14 @@ def _zh_value(raw: str) -> str | None:
     return _clean_value(v) if v else None
 
 
-def _zh_key(before: str) -> str:
-    """The key of "X 改为 Y": the text since the last clause break, minus lead words (把, 将, 我们...) and adverbs."""
-    key = _ZH_KEY_STOP.split(before)[-1].strip()
+def _zh_phrase(before: str) -> str:
+    """The text since the last clause break: where the key of "X 改为 Y" is written."""
+    return _ZH_KEY_STOP.split(before)[-1].strip()
+
+
+def _zh_key(phrase: str) -> str:
+    """The key in ``phrase`` (``_zh_phrase``), minus lead words (把, 将, 我们...) and adverbs."""
+    key = phrase
     key = _ZH_KEY_LEAD.sub("", key).strip().lstrip("的").strip()  # "我们的测试服务器端口": 我们 taken, 的 left
     return _ZH_KEY_TAIL.sub("", key).strip()
 
@@ -291,14 +296,15 @@ def zh_set_facts(sentence: str) -> list[ExtractedFact]:
     phrase with 的 ("我的名字是张三"); "我是学生" is not a fact."""
     out = []
     for m in _ZH_SET.finditer(sentence):
-        key_text = _zh_key(sentence[: m.start()])
+        phrase = _zh_phrase(sentence[: m.start()])
+        key_text = _zh_key(phrase)
         if not key_text or len(key_text) > MAX_ZH_KEY_CHARS or "从" in key_text:
             continue
         v = _zh_value(m.group(2))
         if not v:
             continue
         # 的 inside the key marks an attribute ("我的名字是"); a final 的 is an adverb ("那就真的是完美了")
-        if m.group(1) == "是" and not (re.search(r"[0-9A-Za-z._/:@]", v) or "的" in _ZH_KEY_STOP.split(sentence[: m.start()])[-1].strip().rstrip("的") or m.group(2)[:1] in "`\"'"):
+        if m.group(1) == "是" and not (re.search(r"[0-9A-Za-z._/:@]", v) or "的" in phrase.rstrip("的") or m.group(2)[:1] in "`\"'"):
             continue
         if m.group(1) == "是" and re.search(r"(?:什么|多少|哪|谁|几)", v):
             continue
@@ -313,7 +319,7 @@ def zh_switch_facts(sentence: str) -> list[ExtractedFact]:
         old, new = _zh_value(m.group(1)), _zh_value(m.group(2))
         if not old or not new:
             continue
-        key_text = _zh_key(sentence[: m.start()])
+        key_text = _zh_key(_zh_phrase(sentence[: m.start()]))
         key = normalize_key(key_text) if key_text and len(key_text) <= MAX_ZH_KEY_CHARS else ""
         out.append(ExtractedFact(key if _key_ok(key) else "", new, key_text if key else "", old, "zh_switch"))
     return out

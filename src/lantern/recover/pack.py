@@ -148,10 +148,12 @@ def pack(
         body = _fit(entry, room, terms, min_excerpt if parts else FIRST_EXCERPT_MIN, result)
         if body is None:
             continue
-        parts.append(((entry.turn, entry.id) if session is not None else (len(parts),), head + body))
+        parts.append((entry, head + body))
         used += len(head) + len(body) + 2
-    if parts:  # one session: its turns in conversation order, as in a grouped block; else MMR order
-        result.text = top + "\n\n" + "\n\n".join(text for _, text in sorted(parts, key=lambda p: p[0]))
+    if session is not None:  # one session: its turns in conversation order, as in a grouped block; else MMR order
+        parts.sort(key=lambda p: (p[0].turn, p[0].id))
+    if parts:
+        result.text = top + "\n\n" + "\n\n".join(text for _, text in parts)
     return result
 
 

@@ -1,16 +1,16 @@
 """Query vectors computed ahead (ours; the paper does not specify).
 
 ``QueryVectors`` stands in for the embedder on the read path (it has the ``Embedder`` shape: ``id``, ``dim``,
-``embed``). ``prefetch(text)`` starts embedding a query in a worker thread (onnxruntime releases the GIL), so a
+``embed``, ``embed_query``). ``prefetch(text)`` starts embedding a query in a worker thread (onnxruntime releases the GIL), so a
 caller that knows the query before it can run the recovery — the proxy, which knows a compaction summary's query
 as soon as the request arrives — overlaps it with the work in between (detection, waiting for the previous
-request's archive). The next one-text ``embed([text])`` of that text (keyed by embedder id and text) takes the
+request's archive). The next one-text ``embed_query([text])`` of that text (keyed by ``embed.query_key``) takes the
 prefetched vector, waiting for it if it is still running; it is handed out once, then forgotten, so a query
 asked again is embedded again (no cache: repeated queries cost what they always did). At most ``size``
-prefetched vectors wait to be taken (the oldest dropped). Any other ``embed`` goes straight to the embedder.
+prefetched vectors wait to be taken (the oldest dropped). ``embed`` (stored entries) goes straight to the embedder.
 
-The vector is the one ``embedder.embed([text])[0]`` returns (same call, same text): no quality change. An error
-of a prefetched embedding is raised, unchanged, to the ``embed`` call that takes it.
+The vector is the one ``embed.embed_query(embedder, [text], occupied)[0]`` returns (same call, same text): no
+quality change. An error of a prefetched embedding is raised, unchanged, to the call that takes it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embed import embed_query
+from ..embed import embed_query, query_key
 
 PREFETCH_KEPT = 8  # prefetched query vectors waiting to be taken, per Lantern handle (ours)
 
@@ -32,7 +32,7 @@ __all__ = ["QueryVectors", "PREFETCH_KEPT"]
 
 class QueryVectors:
     """The read path's embedder: ``embedder_of()`` gives the current embedder (it may change: ``reindex``).
-    ``embed(texts)`` -> float32 ``(len(texts), dim)``, rows of norm 1; one prefetched text is taken from the
+    ``embed_query(texts)`` -> float32 ``(len(texts), dim)``, rows of norm 1; one prefetched text is taken from the
     prefetch. Thread-safe."""
 
     def __init__(self, embedder_of: Callable[[], Any], size: int = PREFETCH_KEPT,
@@ -53,9 +53,7 @@ class QueryVectors:
         return self._embedder_of().dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts) if not isinstance(texts, str) else texts
-        if isinstance(texts, list) and len(texts) == 1 and isinstance(texts[0], str):
-            return self.vector(texts[0])[None, :]
+        """Stored-entry vectors: the current embedder's ``embed``, never a prefetched query vector."""
         return self._embedder_of().embed(texts)
 
     def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
@@ -68,21 +66,12 @@ class QueryVectors:
             return self.vector(texts[0], occupied)[None, :]
         return embed_query(self._embedder_of(), texts, occupied)
 
-    def _key(self, embedder: Any, text: str, occupied: Callable[[int, int], bool] | None) -> tuple:
-        """(embedder id, text, whether each block other than the text's own is in use): a prefetch made before
-        the store gained its first entry in another model's block is not taken (it is computed again)."""
-        blocks, route = getattr(embedder, "blocks", None), getattr(embedder, "route", None)
-        if not blocks or occupied is None or route is None:
-            return (embedder.id, text, None)
-        own = route(text)  # always filled; only the other blocks' occupancy changes the vector
-        return (embedder.id, text, tuple(occupied(a, b) for m, (a, b) in blocks.items() if m != own))
-
     def vector(self, text: str, occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
         """The (read-only) query vector of ``text``, shape ``(dim,)``: the prefetched one (taken; waited for while
         it is being computed), else computed now in the calling thread."""
         embedder = self._embedder_of()
         occupied = occupied or self._occupied
-        key = self._key(embedder, text, occupied)
+        key = query_key(embedder, text, occupied)
         with self._lock:
             found = self._done.pop(key, None)
             future = self._running.pop(key, None) if found is None else None
@@ -96,9 +85,9 @@ class QueryVectors:
 
     def prefetch(self, text: str) -> None:
         """Start embedding ``text`` in the worker thread (unless it is already prefetched, or ``size`` prefetches
-        are running); the next ``embed([text])`` takes the vector."""
+        are running); the next ``embed_query([text])`` takes the vector."""
         embedder = self._embedder_of()
-        key = self._key(embedder, text, self._occupied)
+        key = query_key(embedder, text, self._occupied)
         with self._lock:
             if key in self._done or key in self._running:
                 return
