@@ -242,7 +242,8 @@ class Lantern:
         with ``Config.reinforce`` (default), c and σ are reinforced in the same transaction (reinforce.py; paper
         Appendix D).
         """
-        result = self.explain(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent, project=project)
+        result = self._recover(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent,
+                               project=project, complete=False)
         packed = [e.id for e in result.entries]
         if self.config.reinforce:
             missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:")]
@@ -267,6 +268,14 @@ class Lantern:
         its category, confidence and success. Scope as ``recover``. ``extra_rankings``: further signals fused with
         the others (signal name -> entry ids best first; the evaluation's second-embedder signal). Raises
         ValueError for a bad budget, TypeError for a bad ``exclude``, ``as_of`` or scope name."""
+        return self._recover(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent,
+                             project=project, extra_rankings=extra_rankings, complete=True)
+
+    def _recover(self, query: str, session: str | None, budget: int | None, exclude: Any, *, as_of: datetime | None,
+                 proactive: bool, user: str | None, agent: str | None, project: str | None,
+                 extra_rankings: dict[str, list[int]] | None = None, complete: bool) -> Recovery:
+        """The read path shared by ``recover`` and ``explain``; ``complete``: MMR order and duplicate verdicts for
+        every candidate, not only as far as packing read (recover/pipeline.py)."""
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
@@ -281,7 +290,7 @@ class Lantern:
         return pipeline.recover(
             self.store, self.index, self.queries, self.config, query,
             budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes, proactive=proactive,
-            scope=scope, extra_rankings=extra_rankings,
+            scope=scope, extra_rankings=extra_rankings, complete=complete,
         )
 
     def facts(

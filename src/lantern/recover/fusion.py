@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -33,22 +33,23 @@ def score_sum(scores: Mapping[str, Mapping[Hashable, float]]) -> dict[Hashable, 
     return fused
 
 
-def mmr(relevance: np.ndarray, similarity: np.ndarray, lam: float = 0.7) -> list[int]:
+def mmr(relevance: np.ndarray, similarity: np.ndarray | Callable[[int], np.ndarray], lam: float = 0.7) -> Iterator[int]:
     """Maximal marginal relevance (Carbonell & Goldstein 1998; λ = 0.7 as in the paper): repeatedly pick
     argmax_i λ·rel(i) − (1 − λ)·max_{j picked} sim(i, j). ``relevance`` (n,) is scaled to [0, 1] by its max;
-    ``similarity`` (n, n) is the cosine between candidates. Returns all n indices in selection order."""
+    ``similarity``: the (n, n) cosines between candidates, or a function i -> row i, shape (n,), called once per
+    picked i (so a caller that stops after m picks computes m rows, not n²: packing stops when the budget is
+    full). Yields the n indices in selection order, lazily."""
     n = len(relevance)
     if n == 0:
-        return []
+        return
+    row = similarity if callable(similarity) else similarity.__getitem__
     rel = relevance / relevance.max() if relevance.max() > 0 else relevance
-    picked: list[int] = []
     remaining = np.ones(n, dtype=bool)
     max_sim = np.full(n, -np.inf)
     for _ in range(n):
         redundancy = np.where(np.isfinite(max_sim), max_sim, 0.0)
         gain = np.where(remaining, lam * rel - (1 - lam) * redundancy, -np.inf)
         best = int(np.argmax(gain))
-        picked.append(best)
+        yield best
         remaining[best] = False
-        max_sim = np.maximum(max_sim, similarity[best])
-    return picked
+        max_sim = np.maximum(max_sim, row(best))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 
 import numpy as np
 
@@ -134,11 +135,12 @@ def rank(
     fused = rrf(rankings, config.rrf_k, config.signal_weights) if config.fusion == "rrf" else score_sum(scores)
 
     candidates = []
+    rank_of = {name: _first_ranks(ranking) for name, ranking in rankings.items()}
     for entry_id, score in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0])):
         cand = Candidate(entry=entries[entry_id], rrf=score)
-        for name, ranking in rankings.items():
-            if entry_id in scores[name]:
-                cand.ranks[name] = ranking.index(entry_id) + 1
+        for name, ranks in rank_of.items():
+            if entry_id in ranks:
+                cand.ranks[name] = ranks[entry_id]
                 cand.scores[name] = scores[name][entry_id]
         candidates.append(cand)
     for entry_id in sorted(excluded):
@@ -148,6 +150,14 @@ def rank(
                                     reason=f"confidence {entries[entry_id].confidence:.2f} < {config.prune_below} (pruned)"))
     ranked_positions = index.positions([c.entry.id for c in candidates if not c.verdict.startswith("excluded:")])
     return candidates, terms, ranked_positions
+
+
+def _first_ranks(ranking: list[int]) -> dict[int, int]:
+    """Entry id -> its 1-based rank in ``ranking`` (the first place when it appears twice)."""
+    ranks: dict[int, int] = {}
+    for r, entry_id in enumerate(ranking, start=1):
+        ranks.setdefault(entry_id, r)
+    return ranks
 
 
 def recover(
@@ -166,11 +176,15 @@ def recover(
     proactive: bool = False,
     scope: Scope | None = None,
     extra_rankings: dict[str, list[int]] | None = None,
+    complete: bool = True,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
     the verdict of every entry considered (``explain``). ``now``: the time recency is measured from (default the
     clock; ``as_of``). ``notes``: packed entry ids -> superseded-fact notes, inserted in the block within the budget
-    (recover/facts_note.py). ``extra_rankings``: as in ``rank``."""
+    (recover/facts_note.py). ``extra_rankings``: as in ``rank``. MMR and the duplicate check run lazily, as far as
+    packing reads; ``complete`` (explain, evaluation) runs them over every candidate afterwards, so each has its MMR
+    order and duplicate verdict; without it, candidates packing never reached are ``cut:budget`` with no MMR order.
+    The packed block is the same either way."""
     candidates, terms, positions = rank(
         store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text, now=now,
         proactive=proactive, scope=scope, extra_rankings=extra_rankings,
@@ -179,36 +193,33 @@ def recover(
     if not ranked:
         return Recovery(query=query, text="", entries=[], chars=0, budget=budget, candidates=candidates)
     vectors = index.matrix[positions]
-    similarity = vectors @ vectors.T
-    if config.use_mmr:
-        order = mmr(np.asarray([c.rrf for c in ranked]), similarity, config.mmr_lambda)
-    else:
-        order = list(range(len(ranked)))
-    # near-duplicates of a better candidate are removed before packing
-    kept: list[int] = []
-    for rank_in_order, i in enumerate(order, start=1):
-        ranked[i].mmr_order = rank_in_order
-        twins = np.flatnonzero(similarity[i, kept] >= DUPLICATE_COSINE) if kept else ()
-        if len(twins):  # the first (best-placed) kept candidate it nearly repeats
-            twin = kept[int(twins[0])]
-            ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[twin].entry.id}"
-        else:
-            kept.append(i)
-    sessions = {ranked[i].entry.session for i in kept}
+    rows: dict[int, np.ndarray] = {}
+
+    def similarity(i: int) -> np.ndarray:  # cosines of candidate i to every candidate, computed when first needed
+        if i not in rows:
+            rows[i] = signals.cosines(vectors, vectors[i])
+        return rows[i]
+
+    relevance = np.asarray([c.rrf for c in ranked])
+    order = mmr(relevance, similarity, config.mmr_lambda) if config.use_mmr else iter(range(len(ranked)))
+    kept = _Replay(_distinct(ranked, order, similarity))  # lazy: packing pulls only as many as fit the budget
+    sessions = {c.entry.session for c in ranked}
     one_session = sessions.pop() if len(sessions) == 1 else None
-    kept_ids = [ranked[i].entry.id for i in kept]
 
     def pack_at(room: int):
-        return pack(_full_texts(store, kept_ids), room, terms, config.min_excerpt_chars, config.entry_share, session=one_session,
-                    group=config.pack_group_sessions)
+        return pack(_full_texts(store, (ranked[i].entry.id for i in kept)), room, terms, config.min_excerpt_chars,
+                    config.entry_share, session=one_session, group=config.pack_group_sessions)
 
     result, fact_notes = pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])
     by_id = {c.entry.id: c for c in ranked}
     for p in result.packed:
         by_id[p.entry.id].entry = p.entry
-    for i in kept:
-        if ranked[i].entry.id not in result.verdicts:
-            ranked[i].verdict, ranked[i].reason = "cut:budget", "budget exhausted"
+    if complete:  # every candidate gets its MMR order and duplicate check, as if packing had read them all
+        for _ in kept:
+            pass
+    for c in ranked:
+        if not c.verdict and c.entry.id not in result.verdicts:
+            c.verdict, c.reason = "cut:budget", "budget exhausted" if c.mmr_order else "budget exhausted before MMR reached it"
     for entry_id, (verdict, reason) in result.verdicts.items():
         by_id[entry_id].verdict, by_id[entry_id].reason = verdict, reason
     for p in result.packed:
@@ -231,11 +242,45 @@ def recover(
     )
 
 
-def _full_texts(store: Store, ids: list[int], batch: int = 16) -> Iterator[Entry]:
+def _full_texts(store: Store, ids: Iterable[int], batch: int = 16) -> Iterator[Entry]:
     """Entries with their full text, in ``ids`` order, read in small batches as packing asks for them."""
-    for start in range(0, len(ids), batch):
-        chunk = store.entries(ids[start : start + batch], tags=False)
-        yield from (chunk[i] for i in ids[start : start + batch] if i in chunk)
+    pending = iter(ids)
+    while chunk := list(islice(pending, batch)):
+        found = store.entries(chunk, tags=False)
+        yield from (found[i] for i in chunk if i in found)
+
+
+def _distinct(ranked: list[Candidate], order: Iterable[int], similarity: Callable[[int], np.ndarray]) -> Iterator[int]:
+    """The indices of ``order`` (MMR order) that are no near-duplicate of one yielded before it: a candidate whose
+    cosine to an earlier kept one is >= DUPLICATE_COSINE gets the verdict ``cut:duplicate`` naming the first such
+    kept candidate. Sets each candidate's ``mmr_order`` as it goes."""
+    twin = np.full(len(ranked), -1, np.int64)  # per candidate: the first kept candidate it nearly repeats
+    for n, i in enumerate(order, start=1):
+        ranked[i].mmr_order = n
+        if twin[i] >= 0:
+            ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[twin[i]].entry.id}"
+            continue
+        twin[(twin < 0) & (similarity(i) >= DUPLICATE_COSINE)] = i
+        yield i
+
+
+class _Replay:
+    """An iterator's items, read from it once and replayed to every later iteration (packing may run twice:
+    facts_note.pack_with_notes)."""
+
+    def __init__(self, items: Iterator[int]) -> None:
+        self._items, self._seen = items, []
+
+    def __iter__(self) -> Iterator[int]:
+        n = 0
+        while True:
+            if n == len(self._seen):
+                item = next(self._items, None)
+                if item is None:
+                    return
+                self._seen.append(item)
+            yield self._seen[n]
+            n += 1
 
 
 def search(

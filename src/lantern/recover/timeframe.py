@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from ..store.index import MemoryIndex
+from . import signals
 
 TIME = "time"  # the signal's name in rankings, weights and explain output
 SECONDS_PER_DAY = 86_400.0
@@ -86,6 +87,6 @@ def time_ranking(
     rows = np.flatnonzero(inside)
     if not len(rows):
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    cos = index.matrix[rows] @ query_vector.astype(np.float32)
+    cos = signals.cosines(index.matrix[rows], query_vector)
     order = np.argsort(-cos, kind="stable")[:n]
     return rows[order], cos[order]
