@@ -112,3 +112,20 @@ def test_routed_store_queries_fill_both_blocks_through_the_prefetch(tmp_path):
         assert np.array_equal(lt.queries.embed_query([q], lt.index.block_occupied)[0], expected)  # on demand
     finally:
         lt.close()
+
+
+def test_a_recovery_embeds_its_query_in_the_worker_while_the_full_text_runs(tmp_path):
+    """``pipeline.rank`` starts the query embedding in the worker thread before the full-text signals and takes it
+    after them; the ranking equals the one of the plain embedder called in the calling thread."""
+    from lantern.recover import pipeline
+
+    rec = Recording(MODEL)
+    with Lantern(tmp_path / "w.db", embedder=rec) as lt:
+        lt.archive(PORT_CONVERSATION, session="s")
+        query = "which port does postgres listen on"
+        rec.calls.clear()
+        ahead = lt.explain(query, session="s")
+        assert [c[1] for c in rec.calls] == [[query]] and rec.calls[0][0].startswith("lantern-query")
+        plain = pipeline.recover(lt.store, lt.index, MODEL, lt.config, query, budget=lt.config.budget, session="s")
+        assert ahead.text == plain.text and "5433" in ahead.text
+        assert [(c.entry.id, c.rrf, c.ranks) for c in ahead.candidates] == [(c.entry.id, c.rrf, c.ranks) for c in plain.candidates]

@@ -34,6 +34,7 @@ from .facts_note import pack_with_notes
 from .fusion import mmr, rrf, score_sum
 from .pack import pack
 
+SIGNAL_ORDER = ("semantic", timeframe.TIME, "fulltext", prf.PRF, "keyword")  # the order rankings are fused in
 DUPLICATE_COSINE = 0.98  # a candidate this close to one already packed adds nothing (ours)
 
 
@@ -81,11 +82,9 @@ def rank(
     enabled = set(config.signals)
     found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     windows = timeframe.query_windows(query) if timeframe.TIME in enabled else []
-    vector = embed_query(embedder, [query], index.block_occupied)[0] if "semantic" in enabled or windows else None
-    if "semantic" in enabled:
-        found["semantic"] = signals.semantic(index, vector, allowed, n)
-    if windows:  # the query names a date: the turns of that date (recover/timeframe.py)
-        found[timeframe.TIME] = timeframe.time_ranking(index, vector, windows, allowed, n, config.time_slack_days)
+    needs_vector = "semantic" in enabled or bool(windows)
+    if needs_vector and hasattr(embedder, "prefetch"):  # embedded in a worker thread while the full text runs
+        embedder.prefetch(query)
     if "fulltext" in enabled:
         found["fulltext"] = signals.fulltext(
             store, index, terms, index.sessions_matching(session), n, scope if in_scope is not None else None
@@ -98,6 +97,12 @@ def rank(
                                          scope if in_scope is not None else None, allowed, config.prf_docs, config.prf_terms)
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, terms, allowed, n, config.keyword_score)
+    vector = embed_query(embedder, [query], index.block_occupied)[0] if needs_vector else None
+    if "semantic" in enabled:
+        found["semantic"] = signals.semantic(index, vector, allowed, n)
+    if windows:  # the query names a date: the turns of that date (recover/timeframe.py)
+        found[timeframe.TIME] = timeframe.time_ranking(index, vector, windows, allowed, n, config.time_slack_days)
+    found = {name: found[name] for name in SIGNAL_ORDER if name in found}  # one fusion order, whatever ran first
     for name, ids in (extra_rankings or {}).items():
         ids = np.asarray(ids, np.int64)
         pos = index.positions(ids[np.isin(ids, index.ids)]) if len(ids) else np.empty(0, np.int64)
