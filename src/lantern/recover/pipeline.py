@@ -71,6 +71,9 @@ def rank(
     scope = scope or Scope()
     terms = query_terms(query)[: config.max_query_terms]
     allowed = index.session_mask(session)
+    if allowed is not None and allowed.all():  # every row is in the session: full text needs no condition in SQL
+        allowed = None
+    sessions = index.sessions_matching(session) if allowed is not None else None
     in_scope = index.scope_mask(scope)
     if in_scope is not None:
         allowed = in_scope if allowed is None else allowed & in_scope
@@ -87,13 +90,13 @@ def rank(
         embedder.prefetch(query)
     if "fulltext" in enabled:
         found["fulltext"] = signals.fulltext(
-            store, index, terms, index.sessions_matching(session), n, scope if in_scope is not None else None
+            store, index, terms, sessions, n, scope if in_scope is not None else None
         )
         if allowed is not None and len(found["fulltext"][0]):
             keep = allowed[found["fulltext"][0]]
             found["fulltext"] = (found["fulltext"][0][keep], found["fulltext"][1][keep])
     if prf.PRF in enabled and "fulltext" in found:  # RM3 expansion of the full-text query (recover/prf.py)
-        found[prf.PRF] = prf.prf_ranking(store, index, terms, found["fulltext"], index.sessions_matching(session), n,
+        found[prf.PRF] = prf.prf_ranking(store, index, terms, found["fulltext"], sessions, n,
                                          scope if in_scope is not None else None, allowed, config.prf_docs, config.prf_terms)
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, terms, allowed, n, config.keyword_score)
