@@ -16,7 +16,9 @@ Queries: the user messages (3 words or more) of the aider turns that come AFTER 
 entry's own text. Each size gets a fresh ``Lantern`` (fresh in-process index): its first ``recover`` builds the
 index (reported separately as the load time), 2 warm-up queries follow, then every query --repeat times.
 Stages are timed by wrapping the functions ``pipeline.recover`` calls (same call, no copy of the pipeline); what
-they do not cover (building candidates, the candidates' similarity matrix, duplicate check) is the "glue" row.
+they do not cover (building candidates, masks) is the "glue" row. Timers are exclusive: a timed stage called inside
+another (the entry fetches that packing makes) counts in its own row only. MMR and the duplicate check run lazily
+while packing reads candidates, so they count in the "MMR + duplicate check + pack" row.
 Target (issue): <= 30 ms p50 at 10k entries.
 """
 
@@ -29,6 +31,7 @@ import os
 import pstats
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -39,49 +42,60 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa: E402
 
+from lantern import reinforce  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.embed import embed_query, get_embedder  # noqa: E402
-from lantern.recover import neighbours, pipeline, prf, signals, timeframe  # noqa: E402
+from lantern.recover import facts_note, neighbours, pipeline, prf, signals, timeframe  # noqa: E402
 
 TARGET_P50_MS, TARGET_SIZE = 30.0, 10_000
 
 STAGES = [  # (row label, where the timer sits)
     ("index refresh check", "index.refresh"),
-    ("embed query", "embedder.embed"),
+    ("embed query (worker thread, overlapped)", "embedder.embed"),
+    ("wait for the query vector", "queries.vector"),
     ("query terms", "pipeline.query_terms"),
-    ("semantic (matrix @ q + top-50)", "signals.semantic"),
-    ("fulltext (FTS5 bm25 top-50)", "signals.fulltext"),
+    ("semantic (matrix @ q + top-N)", "signals.semantic"),
+    ("fulltext (FTS5 bm25 top-N)", "signals.fulltext"),
     ("keyword (hint postings, Jaccard)", "signals.keyword"),
     ("prf (RM3 expansion, 2nd FTS5 query)", "prf.prf_ranking"),
     ("time (dates the query names)", "timeframe.time_ranking"),
     ("neighbour (adjacent turns, SQL)", "neighbours.neighbour_ranking"),
-    ("fetch candidate entries (SQL)", "store.entries"),
+    ("fetch entries (SQL: candidates, prf, packed)", "store.entries"),
     ("importance (eq. 2 over the pool)", "signals.importance"),
     ("RRF fusion", "pipeline.rrf"),
-    ("MMR", "pipeline.mmr"),
-    ("pack", "pipeline.pack"),
+    ("MMR + duplicate check + pack (lazy)", "pipeline.pack_with_notes"),
     ("bump access counts (write)", "store.bump_access"),
+    ("reinforcement c, σ and access counts (write)", "reinforce.record_recovery"),
+    ("superseded-fact notes (SQL)", "facts_note.facts_of_entries"),
 ]
 
 
 class Timers:
-    """Wraps callables so each call adds its wall time to ``self.now[label]``."""
+    """Wraps callables so each call adds its exclusive wall time to ``self.now[label]``."""
 
     def __init__(self) -> None:
         self.now: dict[str, float] = defaultdict(float)
         self._undo: list[tuple[object, str, object, bool]] = []
+        self._local = threading.local()  # per thread, per open timed call: the time of timed calls inside it
+        self.parallel: set[str] = set()  # stages run in another thread, overlapped: not part of the call's own time
 
-    def wrap(self, owner: object, attr: str, label: str) -> None:
+    def wrap(self, owner: object, attr: str, label: str, parallel: bool = False) -> None:
         fn = getattr(owner, attr)
         had_own = isinstance(owner, type(sys)) or attr in getattr(owner, "__dict__", {})
-        now = self.now
+        now, local = self.now, self._local
+        if parallel:
+            self.parallel.add(label)
 
-        def timed(*a, **k):
+        def timed(*a, **k):  # exclusive time: what timed stages called inside took is left to their own rows
+            inner = local.__dict__.setdefault("inner", [0.0])
+            inner.append(0.0)
             t0 = time.perf_counter()
             try:
                 return fn(*a, **k)
             finally:
-                now[label] += time.perf_counter() - t0
+                dt = time.perf_counter() - t0
+                now[label] += dt - inner.pop()
+                inner[-1] += dt
 
         setattr(owner, attr, timed)
         self._undo.append((owner, attr, fn, had_own))
@@ -98,20 +112,23 @@ class Timers:
 def instrument(lantern: Lantern) -> Timers:
     t = Timers()
     t.wrap(lantern.index, "refresh", "index refresh check")
-    t.wrap(lantern.embedder, "embed_query" if hasattr(lantern.embedder, "embed_query") else "embed", "embed query")
+    t.wrap(lantern.embedder, "embed_query" if hasattr(lantern.embedder, "embed_query") else "embed",
+           "embed query (worker thread, overlapped)", parallel=True)
+    t.wrap(lantern.queries, "vector", "wait for the query vector")
     t.wrap(pipeline, "query_terms", "query terms")
-    for name, label in (("semantic", "semantic (matrix @ q + top-50)"), ("fulltext", "fulltext (FTS5 bm25 top-50)"),
+    for name, label in (("semantic", "semantic (matrix @ q + top-N)"), ("fulltext", "fulltext (FTS5 bm25 top-N)"),
                         ("keyword", "keyword (hint postings, Jaccard)"), ("importance", "importance (eq. 2 over the pool)")):
         t.wrap(signals, name, label)
     t.wrap(prf, "prf_ranking", "prf (RM3 expansion, 2nd FTS5 query)")
     t.wrap(timeframe, "time_ranking", "time (dates the query names)")
     t.wrap(neighbours, "neighbour_ranking", "neighbour (adjacent turns, SQL)")
-    t.wrap(lantern.store, "entries", "fetch candidate entries (SQL)")
+    t.wrap(lantern.store, "entries", "fetch entries (SQL: candidates, prf, packed)")
     t.wrap(pipeline, "rrf", "RRF fusion")
-    t.wrap(pipeline, "mmr", "MMR")
-    t.wrap(pipeline, "pack", "pack")
+    t.wrap(pipeline, "pack_with_notes", "MMR + duplicate check + pack (lazy)")
     t.wrap(lantern.store, "bump_access", "bump access counts (write)")
     t.wrap(lantern.index, "note_access", "bump access counts (write)")
+    t.wrap(reinforce, "record_recovery", "reinforcement c, σ and access counts (write)")
+    t.wrap(facts_note, "facts_of_entries", "superseded-fact notes (SQL)")
     return t
 
 
@@ -179,7 +196,7 @@ def main() -> None:
                     total_s.append(dt)
                     for name, _ in STAGES:
                         per_stage[name].append(timers.now.get(name, 0.0))
-                    glue.append(dt - sum(timers.now.values()))
+                    glue.append(dt - sum(v for k, v in timers.now.items() if k not in timers.parallel))
                     n_cands.append(len(rec.candidates))
             timers.restore()
 
@@ -251,7 +268,7 @@ def main() -> None:
         t2.add_column(f"{r['size']:,} p50", justify="right")
         t2.add_column("p95", justify="right")
         t2.add_column("share", justify="right")
-    for name, _where in STAGES + [("glue (candidates, similarity, dedupe)", "")]:
+    for name, _where in STAGES + [("glue (candidates, masks)", "")]:
         cells = []
         for r in results:
             vals = r["glue"] if name.startswith("glue") else r["stages"][name]
