@@ -35,6 +35,7 @@ from .fusion import mmr, rrf, score_sum
 from .pack import pack
 
 SIGNAL_ORDER = ("semantic", timeframe.TIME, "fulltext", prf.PRF, "keyword")  # the order rankings are fused in
+LIVE_HEAD_CHARS = 200  # characters of a candidate's text read first to test it against the live context (ours)
 DUPLICATE_COSINE = 0.98  # a candidate this close to one already packed adds nothing (ours)
 
 
@@ -118,9 +119,8 @@ def rank(
     if allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
         pool = pool[allowed[pool]]
     live = live_text  # already whitespace-normalized (Lantern.live_text)
-    # candidates carry their summary; the full text is read here only to test it against the live context
-    entries = store.entries(index.ids[pool].tolist(), text=bool(live), tags=False)
-    excluded = {i for i, e in entries.items() if live and normalize_space(e.text) in live}
+    entries = store.entries(index.ids[pool].tolist(), text=False, tags=False)  # candidates carry their summary
+    excluded = still_live(store, list(entries), live) if live else set()
     if excluded:
         pool = np.asarray([p for p in pool if int(index.ids[p]) not in excluded], np.int64)
     prune = reinforce.pruned(index.confidence[pool], config.prune_below)
@@ -158,6 +158,18 @@ def rank(
                                     reason=f"confidence {entries[entry_id].confidence:.2f} < {config.prune_below} (pruned)"))
     ranked_positions = index.positions([c.entry.id for c in candidates if not c.verdict.startswith("excluded:")])
     return candidates, terms, ranked_positions
+
+
+def still_live(store: Store, ids: list[int], live: str, head_chars: int = LIVE_HEAD_CHARS) -> set[int]:
+    """The entries among ``ids`` whose whitespace-collapsed full text lies inside ``live`` (the live context,
+    already collapsed: Lantern.live_text). Only the first ``head_chars`` characters of each text are read first:
+    an entry whose collapsed head is not inside ``live`` cannot be (the collapsed head is a prefix of the collapsed
+    text); the full text is read for the rest only."""
+    heads = store.text_heads(ids, head_chars)
+    maybe = [i for i, head in heads.items() if normalize_space(head) in live]
+    if not maybe:
+        return set()
+    return {i for i, e in store.entries(maybe, tags=False).items() if normalize_space(e.text) in live}
 
 
 def _first_ranks(ranking: list[int]) -> dict[int, int]:

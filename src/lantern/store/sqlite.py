@@ -381,6 +381,16 @@ class Store:
                 out[row[0]] = _entry(row)
         return out
 
+    def text_heads(self, ids: Iterable[int], chars: int) -> dict[int, str]:
+        """The first ``chars`` characters of each entry's text, by id (missing ids are absent)."""
+        ids = list(ids)
+        out: dict[int, str] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            out.update(self.db.execute(f"SELECT id, substr(text, 1, ?) FROM entries WHERE id IN ({marks})", (chars, *chunk)))
+        return out
+
     def texts(self) -> Iterator[tuple[int, str]]:
         """(id, summary) of every entry, in id order: the embedder's input, for ``reindex``."""
         yield from self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall()
