@@ -590,6 +590,9 @@ def install_claude_code(
     user: bool = typer.Option(False, "--user", help="~/.claude/settings.json instead of the project's."),
     project: bool = typer.Option(False, "--project", help=".claude/settings.json of the current directory (default)."),
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
+    db: Optional[Path] = typer.Option(None, "--db", help=(
+        "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
+        "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run).")),
 ) -> None:
     """Write Lantern's hooks into Claude Code's settings.json, merged with the hooks already there."""
     from .integrations.claude_code_settings import install
@@ -598,7 +601,7 @@ def install_claude_code(
         _fail("give at most one of --project or --user")
 
     def run():
-        path, changed = install("user" if user else "project", uninstall=uninstall, db=state.db)
+        path, changed = install("user" if user else "project", uninstall=uninstall, db=db or state.db)
         verb = "removed from" if uninstall else "installed in"
         print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
 
