@@ -190,7 +190,10 @@ def ingest_directory(
         try:
             result = ingest_file(path, name, format=format, progress=report)
         except TranscriptFormatError as e:
-            out.skipped.append(FileOutcome(path, reason=f"not a transcript{'' if format == 'auto' else ' in --format ' + format}: {_without_source(e)}"))
+            if isinstance(e.__cause__, OSError):  # the file could not be read: not a question of format
+                out.failed.append(FileOutcome(path, reason=e.__cause__.strerror or type(e.__cause__).__name__))
+            else:
+                out.skipped.append(FileOutcome(path, reason=f"not a transcript{'' if format == 'auto' else ' in --format ' + format}: {_without_source(e)}"))
         except OSError as e:
             out.failed.append(FileOutcome(path, reason=f"{e.strerror or type(e).__name__}"))
         else:
