@@ -241,7 +241,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
         try:
             with _open(create=True) as lantern, Progress(
                 TextColumn(f"archiving {root}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-                TimeRemainingColumn(), console=console, transient=True, disable=as_json,
+                TimeRemainingColumn(), console=console, transient=True, disable=as_json or not console.is_terminal,
             ) as bar:
                 task = bar.add_task("ingest", total=None)
                 result = lantern.ingest(root, session, format=format, user=user, agent=agent, project=project,
