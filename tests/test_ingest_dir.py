@@ -128,6 +128,8 @@ def test_summary_lists_every_file_with_its_reason(tree, tmp_path):
     assert "  a/pipe.jsonl: not a regular file (FIFO)" in lines
     assert any(line.startswith("  a/openai.json: ") and "session openai" in line for line in lines)
     assert lines.index("skipped:") > lines.index("ingested:")
+    skipped = [line.split(":")[0].strip() for line in lines[lines.index("skipped:") + 1:]]
+    assert skipped[:6] == ["empty.json", "gone.json", "notes.txt", "a/blob.bin", "a/pipe.jsonl", "a/script.py"]  # walk order
 
 
 # ------------------------------------------------------------------------------------------------ CLI

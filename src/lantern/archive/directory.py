@@ -205,8 +205,14 @@ def ingest_directory(
         before += size
         if progress is not None:
             progress(before, total)
-    out.skipped.sort(key=lambda f: f.path.parts)  # walk order, whichever stage skipped them
+    out.skipped.sort(key=lambda f: _walk_key(f.path, root))  # walk order, whichever stage skipped them
     return out
+
+
+def _walk_key(path: Path, root: Path) -> list[tuple[int, str]]:
+    """Sorts paths as ``walk`` lists them: in each folder its files (by name) before its subfolders (by name)."""
+    rel = _relative(path, root)
+    return [(1, part) for part in rel.parent.parts] + [(0, rel.name)]
 
 
 def _default_session(path: Path) -> str:
