@@ -5,6 +5,7 @@ model), plus `lantern install claude-code` merging into an existing settings.jso
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import subprocess
 import sys
@@ -390,6 +391,35 @@ def test_installed_command_runs_the_hook_against_its_database(env, tmp_path):
     assert done.returncode == 0 and done.stdout == ""
     with Lantern(db) as memory:
         assert memory.stats()["entries"] == 5
+
+
+def test_install_db_option_pins_the_database_and_uninstall_still_finds_the_hooks(env, tmp_path):
+    """`lantern install claude-code --db PATH` (the option after the command) pins PATH in every hook command: the
+    hooks write there even when Claude Code's environment has another $LANTERN_DB. Installing again with another
+    PATH replaces ours (never two), and --uninstall removes them whatever PATH they carry."""
+    project = tmp_path / "my proj"
+    project.mkdir()
+    settings = project / ".claude" / "settings.json"
+    first, pinned = tmp_path / "first.db", tmp_path / "pinned dir" / "memory.db"
+    assert install(env, "--db", str(first), cwd=project).returncode == 0
+    r = install(env, "--db", str(pinned), cwd=project)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(settings.read_text())
+    commands = [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
+    assert len(commands) == 4 and all(shlex.split(c)[-4:] == ["--db", str(pinned), "hook", "claude-code"] for c in commands)
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    elsewhere = {**env, "LANTERN_DB": str(tmp_path / "env.db")}  # the hook's own environment points elsewhere
+    (group,) = data["hooks"]["PreCompact"]
+    done = subprocess.run(group["hooks"][0]["command"], shell=True, env=elsewhere, cwd=project, capture_output=True,
+                          text=True, timeout=120, input=json.dumps(payload("PreCompact", transcript, trigger="auto")))
+    assert done.returncode == 0 and done.stdout == ""
+    with Lantern(pinned) as memory:
+        assert memory.stats()["entries"] == 5
+    assert not (tmp_path / "env.db").exists() and not first.exists()
+    r = install(env, "--uninstall", cwd=project)
+    assert r.returncode == 0 and "removed from" in r.stdout
+    assert json.loads(settings.read_text()) == {}
 
 
 def test_a_rewritten_shorter_transcript_is_read_again_without_duplicates(tmp_path):

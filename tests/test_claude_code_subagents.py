@@ -61,6 +61,55 @@ def test_legacy_flat_agent_files_are_matched_by_their_session_id(project):
 # ------------------------------------------------------------------------------------------------ ingest
 
 
+WF_AGENT = "a9d8e7f6b5c4d3e2f"
+WF_SUB = f"{SID}/sidechain-{WF_AGENT}"
+WF_DETAIL = "vm.overcommit_memory = 1"
+
+
+def add_workflow_run(project: Path) -> Path:
+    """Our fixture of a Workflow run's layout: ``subagents/workflows/<run-id>/`` holding a run journal (not a
+    transcript), an agent transcript (the subagent fixture re-labelled, with its own finding) and its meta file;
+    plus an agent two levels deeper still and a folder symlinked to its own parent (a loop)."""
+    run = project / SID / "subagents" / "workflows" / "wf_5c2e9a41-7b3"
+    run.mkdir(parents=True)
+    base = (project / SID / "subagents" / f"agent-{AGENT}.jsonl").read_text(encoding="utf-8")
+    (run / "journal.jsonl").write_text(json.dumps({"type": "started", "agentId": WF_AGENT, "label": "verify",
+                                                   "phase": "check"}) + "\n", encoding="utf-8")
+    (run / f"agent-{WF_AGENT}.jsonl").write_text(base.replace(AGENT, WF_AGENT).replace(DETAIL, WF_DETAIL), encoding="utf-8")
+    (run / f"agent-{WF_AGENT}.meta.json").write_text('{"agentType": "workflow", "label": "verify"}', encoding="utf-8")
+    deeper = run / "retry" / "1"
+    deeper.mkdir(parents=True)
+    (deeper / "agent-d33p001.jsonl").write_text(base.replace(AGENT, "d33p001"), encoding="utf-8")
+    (run / "loop").symlink_to(run.parent)  # workflows/<run>/loop -> workflows: never walked into
+    return run
+
+
+def test_workflow_agents_nested_under_subagents_are_found_once_in_order(project):
+    run = add_workflow_run(project)
+    found = subagent_files(project / f"{SID}.jsonl", SID)
+    assert found == [(AGENT, project / SID / "subagents" / f"agent-{AGENT}.jsonl"),
+                     (WF_AGENT, run / f"agent-{WF_AGENT}.jsonl"),
+                     ("d33p001", run / "retry" / "1" / "agent-d33p001.jsonl")]
+    assert parent_session(run / f"agent-{WF_AGENT}.jsonl") == SID
+    assert parent_session(run / "retry" / "1" / "agent-d33p001.jsonl") == SID
+    assert parent_session(run / "journal.jsonl") is None
+
+
+def test_ingest_and_hooks_read_workflow_agents(project, tmp_path, env):
+    run = add_workflow_run(project)
+    with Lantern(tmp_path / "m.db") as memory:
+        result = memory.ingest(project / f"{SID}.jsonl")
+        assert WF_SUB in memory.store.sessions() and WF_DETAIL in texts(memory, WF_SUB)
+        alone = memory.ingest(run / f"agent-{WF_AGENT}.jsonl")  # given alone: the same sub-session, nothing new
+    assert result.added > 0 and not any("journal" in w for w in result.warnings)
+    assert alone.session == SID and alone.added == 0 and alone.duplicates >= 1
+    assert hook(env, "Stop", project / f"{SID}.jsonl", stop_hook_active=False).returncode == 0
+    with Lantern(env["LANTERN_DB"]) as memory:
+        assert WF_DETAIL in texts(memory, WF_SUB) and f"{SID}/sidechain-d33p001" in memory.store.sessions()
+
+
+
+
 def test_ingest_of_the_session_file_brings_its_subagents_once(tmp_path):
     with Lantern(tmp_path / "m.db") as memory:
         first = memory.ingest(PROJECT / f"{SID}.jsonl")

@@ -155,6 +155,24 @@ def test_recovered_block_names_session_time_and_turn(lantern):
     assert ctx.messages[-2] == {"role": "system", "content": ctx.recovered}
 
 
+def test_recovery_reads_the_users_whole_archive_unless_session_only(lantern):
+    """build_context recovers across every session of the user (the pin was made in "old"); ``session_only`` keeps
+    to this session and its sub-sessions, like ``recover(session=...)``; another user's archive is never read."""
+    lantern.archive(exchange("Pin numpy to 1.24.3 in constraints.txt.", "Pinned numpy==1.24.3 in constraints.txt."), session="old")
+    lantern.archive(exchange("Pin numpy to 2.0.1 for the experiment.", "Pinned numpy==2.0.1."), session="old", user="bob")
+    s = Session(lantern, "new")
+    fill(s, 5)  # TOPICS[3] (numpy 1.26.4 again, in this session) has left working memory
+    s.lantern.archive(exchange("Pin numpy to 1.25.0 in the sidecar image.", "Pinned numpy==1.25.0 there."), session="new/sidecar")
+    question = "Which numpy version did we pin before?"
+    wide = s.build_context(question, 6000, recover=True)
+    assert {e.session for e in wide.recovery.entries} >= {"old", "new", "new/sidecar"}
+    narrow = s.build_context(question, 6000, recover=True, session_only=True)
+    sessions = {e.session for e in narrow.recovery.entries}
+    assert sessions and sessions <= {"new", "new/sidecar"}
+    assert "1.24.3" in wide.recovered and "1.24.3" not in narrow.recovered
+    assert "2.0.1" not in wide.recovered + narrow.recovered  # bob's
+
+
 def test_three_day_scenario_through_sessions(lantern):
     d1 = Session(lantern, "day-1")
     d1.add(exchange("For the record, the staging DB port is 5433.", "Noted: staging DB on 5433.", "2026-03-13T09:00:00Z"))

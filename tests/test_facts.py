@@ -363,6 +363,30 @@ def test_chinese_three_day_scenario_marks_the_superseded_port(lantern):
     assert "5434" not in then.text and "5433" in then.text
 
 
+@pytest.mark.parametrize("change", [
+    "测试服务器端口改为 9443，不再用 8443",          # the retraction is read before the new value
+    "测试服务器端口改为 9443。不再用 8443 了。",     # two sentences, the new value first
+    "I set the test server port to 9443, we no longer use 8443.",
+])
+def test_a_change_that_also_retracts_the_old_value_is_one_version_and_one_note(lantern, change):
+    """"不再用 8443" beside "改为 9443" says nothing the new value does not: one chain 8443 -> 9443, no retraction
+    record, no stray key "8443", and the block's note says it once, without "(not used)"."""
+    say(lantern, "测试服务器端口是 8443" if change[0] != "I" else "the test server port is 8443", day(1), "a")
+    say(lantern, change, day(5), "b")
+    key = "测试服务器端口" if change[0] != "I" else "test server port"
+    assert [(f.key, f.value, f.current) for f in lantern.facts(history=True)] == [(key, "8443", False), (key, "9443", True)]
+    rec = lantern.recover(f"{key} 8443 9443", budget=3000)
+    notes = [line for line in rec.text.splitlines() if line.startswith("- ")]
+    assert notes == [f"- {key}: 8443 until 5 Mar 2026 09:00, now 9443"]
+    assert "(not used)" not in rec.text and len(rec.facts) == 1
+
+
+def test_a_retraction_alone_still_ends_the_value(lantern):
+    say(lantern, "测试服务器端口是 8443", day(1), "a")
+    say(lantern, "不再用 8443 了", day(5), "b")
+    assert [f.value for f in lantern.facts("测试服务器端口", history=True)] == ["8443", None]
+
+
 def test_a_key_is_found_by_the_name_facts_shows(tmp_path):
     """Normalizing is not idempotent ("MY_KEY" is stored as "my key", which would normalize again to "key"): a
     key is found both by what was written and by the stored name ``facts`` shows."""

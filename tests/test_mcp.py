@@ -145,6 +145,33 @@ def test_mcp_argument_errors_are_one_line_naming_the_field(tmp_path):
             assert "\n" not in text and "pydantic" not in text and "validation error" not in text, text
         r = await s.call_tool("feedback", {"entry_ids": ["a", 2], "useful": "maybe"})
         assert "; useful: should be a valid boolean" in _text(r)  # every bad field is named
+        return True
+
+    assert anyio.run(_session_run, tmp_path / "mcp.db", body)
+
+
+def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
+    """The SDK ignores argument names outside a tool's schema: a misspelt `sesion` would recover from every session.
+    Each tool rejects them with one line naming them and the names it takes; nothing runs (no database is created),
+    and the same call with the right name works."""
+
+    async def body(s: ClientSession):
+        r = await s.call_tool("archive", {"messages": CONVERSATION, "sesion": "s1"})
+        assert r.isError and _text(r) == ("unknown argument for archive: 'sesion' "
+                                         "(archive takes messages, session, user, agent, project)"), _text(r)
+        assert not (tmp_path / "mcp.db").exists()  # rejected before the tool ran
+        r = await s.call_tool("search", {"query": "port", "kk": 3, "scope": "x"})
+        assert r.isError and _text(r).startswith("unknown arguments for search: 'kk', 'scope' (search takes query, k,")
+        r = await s.call_tool("stats", {"verbose": True})
+        assert r.isError and _text(r) == "unknown argument for stats: 'verbose' (stats takes no arguments)"
+        for name in ("recover", "forget", "feedback"):
+            r = await s.call_tool(name, {"query": "x", "entry_ids": [1], "useful": True, "bogus\nname": 1})
+            text = _text(r)
+            assert r.isError and text.startswith(f"unknown argument") and "'bogus\\nname'" in text and "\n" not in text, text
+        r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "s1"})
+        assert not r.isError and r.structuredContent["added"] >= 1
+        r = await s.call_tool("recover", {"query": "which port", "session": "s1", "budget": 2000})
+        assert not r.isError and r.structuredContent["entries"]
         r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "still serving"}]})
         assert not r.isError and r.structuredContent["added"] == 1
         return True

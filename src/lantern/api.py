@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from .recover.query_vectors import QueryVectors
 from .scope import Scope, resolve, scope_where
 from .store.index import MemoryIndex
 from .store.sqlite import NewEntry, Store, to_epoch
+
+if TYPE_CHECKING:
+    from .archive.directory import DirectoryResult
 
 Progress = Callable[[int, int], None]  # (done, total) in turns
 
@@ -105,7 +108,7 @@ class Lantern:
     def ingest(
         self, path: str | os.PathLike[str], session: str | None = None, *, format: str = "auto",
         progress: Progress | None = None, user: str | None = None, agent: str | None = None, project: str | None = None,
-    ) -> ArchiveResult:
+    ) -> ArchiveResult | DirectoryResult:
         """Archive a transcript file. Same as ``archive`` but one transaction per batch of 256 turns, reporting
         ``progress(done, total)`` in turns after each (``total`` is an estimate from the bytes read until the file
         is read to its end). JSONL files are streamed line by line (bounded memory: archive/ingest.py); re-ingesting
@@ -113,9 +116,17 @@ class Lantern:
         extension. Warnings past the first 1,000 are counted in one last warning. ``user`` / ``agent`` /
         ``project`` as ``archive``. A Claude Code session transcript brings its subagent transcripts
         (``<session-id>/subagents/agent-<id>.jsonl``) into ``<session>/sidechain-<id>``; such a subagent file given
-        alone goes to the same place (session default: its parent session id) (archive/subagents.py)."""
+        alone goes to the same place (session default: its parent session id) (archive/subagents.py).
+        A directory: every regular file under it, each ingested as above (format detected per file, its own
+        transactions); files that are not transcripts are skipped with their reason; ``session`` prefixes each
+        file's session; ``progress`` counts bytes. Returns ``DirectoryResult`` then (archive/directory.py)."""
         scope = resolve(self.scope, user, agent, project)
         path = Path(path)
+        if path.is_dir():
+            from .archive.directory import ingest_directory
+
+            return ingest_directory(lambda p, s, **kw: self.ingest(p, s, **kw, user=user, agent=agent, project=project),
+                                    path, session, format=format, progress=progress)
         session = session or parent_session(path) or path.stem  # a subagent file: its parent session
         result = ArchiveResult(session=session)
         dropped = [0]

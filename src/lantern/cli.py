@@ -1,6 +1,6 @@
 """The ``lantern`` command: a typer app mirroring the Python API one to one.
 
-    lantern [--db PATH] ingest FILE [--format auto|...] [--session ID]     -> Lantern.ingest
+    lantern [--db PATH] ingest FILE|DIR [--format auto|...] [--session ID] -> Lantern.ingest
     lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--as-of ISO] [--json] -> Lantern.recover
     lantern [--db PATH] search QUERY [-k N] [--explain] [--json]           -> Lantern.search / Lantern.explain
     lantern [--db PATH] forget (--entry ID | --session ID | --user U)      -> Lantern.forget
@@ -136,7 +136,7 @@ def _iso(value: Optional[str], option: str):
 
 @app.command()
 def ingest(
-    file: Path = typer.Argument(..., help="Transcript file."),
+    file: Path = typer.Argument(..., help="Transcript file, or a directory: every transcript under it."),
     format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo."),
     session: Optional[str] = typer.Option(None, "--session", "-s", help="Session id (default: the file name)."),
     as_json: bool = typer.Option(False, "--json", help="Print the ArchiveResult as JSON."),
@@ -145,7 +145,8 @@ def ingest(
     project: Optional[str] = _project_option(),
 ) -> None:
     """Archive a transcript file (one transaction per batch; re-ingesting adds no duplicates; Ctrl-C keeps the
-    batches already committed and a re-run resumes)."""
+    batches already committed and a re-run resumes). A directory: every regular file under it, format detected per
+    file; files that are not transcripts are skipped and listed with their reason at the end."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -161,6 +162,9 @@ def ingest(
     def report(done: int, total: int) -> None:
         committed[0] = done
         bar.update(task, completed=done, total=total)
+
+    if file.is_dir():
+        return _ingest_directory(file, format, session, as_json, user, agent, project, console)
 
     from .config import default_db_path
 
@@ -220,6 +224,52 @@ def ingest(
         typer.secho(f"interrupted: {done} turns committed (the batch in progress was rolled back); "
                     "run the same command again to resume, turns already archived are skipped", err=True,
                     fg=typer.colors.YELLOW)
+        raise typer.Exit(130)
+
+
+def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: bool, user, agent, project, console) -> None:
+    """``lantern ingest DIR`` -> ``Lantern.ingest(DIR)``: one progress bar (bytes), then the summary
+    (archive/directory.py ``summary_lines``). Exit code 1 when no file had a turn or a file could not be read."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from .config import default_db_path
+
+    path = state.db or default_db_path()
+    created = not path.exists()
+
+    def run():
+        try:
+            with _open(create=True) as lantern, Progress(
+                TextColumn(f"archiving {root}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                TimeRemainingColumn(), console=console, transient=True, disable=as_json or not console.is_terminal,
+            ) as bar:
+                task = bar.add_task("ingest", total=None)
+                result = lantern.ingest(root, session, format=format, user=user, agent=agent, project=project,
+                                        progress=lambda done, total: bar.update(task, completed=done, total=total))
+        except Exception:
+            if created:
+                _remove_database(path)
+            raise
+        if created and not result.ingested:
+            _remove_database(path)
+        if as_json:
+            print(json.dumps(result.to_json(), ensure_ascii=False))
+        else:
+            from .archive.directory import summary_lines
+
+            for line in summary_lines(result):
+                print(line)
+        if not result.ingested or result.failed:
+            typer.secho(f"error: no transcript with turns found under {root}" if not result.ingested
+                        else f"error: {len(result.failed)} file{'s' if len(result.failed) != 1 else ''} could not be read",
+                        err=True, fg=typer.colors.RED)
+            raise typer.Exit(1)
+
+    try:
+        _guard(run)
+    except KeyboardInterrupt:
+        typer.secho("interrupted: the files and batches already committed are kept; run the same command again to "
+                    "resume, turns already archived are skipped", err=True, fg=typer.colors.YELLOW)
         raise typer.Exit(130)
 
 
@@ -590,6 +640,9 @@ def install_claude_code(
     user: bool = typer.Option(False, "--user", help="~/.claude/settings.json instead of the project's."),
     project: bool = typer.Option(False, "--project", help=".claude/settings.json of the current directory (default)."),
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
+    db: Optional[Path] = typer.Option(None, "--db", help=(
+        "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
+        "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run).")),
 ) -> None:
     """Write Lantern's hooks into Claude Code's settings.json, merged with the hooks already there."""
     from .integrations.claude_code_settings import install
@@ -598,7 +651,7 @@ def install_claude_code(
         _fail("give at most one of --project or --user")
 
     def run():
-        path, changed = install("user" if user else "project", uninstall=uninstall, db=state.db)
+        path, changed = install("user" if user else "project", uninstall=uninstall, db=db or state.db)
         verb = "removed from" if uninstall else "installed in"
         print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
 

@@ -96,12 +96,12 @@ def ingest_batches(path: Path, format: str, redact: Callable[[list[Message]], tu
     """``(batch of turns, estimated total turns)`` of the file at ``path`` (``TurnBatches``), then, when it parsed
     as a Claude Code session transcript ``<dir>/<session-id>.jsonl``, of its subagent transcripts
     (``subagents.subagent_files``), each subagent's messages in the sub-session ``sidechain-<id>``. A file at
-    ``<session-id>/subagents/agent-<id>.jsonl`` given itself is read as that subagent's. A subagent file that is
+    ``<session-id>/subagents/[workflows/<run-id>/]agent-<id>.jsonl`` given itself is read as that subagent's. A subagent file that is
     not a Claude Code transcript or cannot be read is skipped: one skip and one warning naming it (the session's
     own turns are committed by then). Totals are cumulative over the files."""
     from lantern.errors import TranscriptFormatError
 
-    from .subagents import agent_id, as_sidechain, subagent_files
+    from .subagents import agent_id, as_sidechain, parent_session, subagent_files
 
     state = {"format": format, "done": 0}  # of the last file read
 
@@ -119,7 +119,7 @@ def ingest_batches(path: Path, format: str, redact: Callable[[list[Message]], tu
             yield turns, before + batches.estimate(done)
         state.update(format=slices.format, done=done)
 
-    yield from run(path, format, agent_id(path) if path.parent.name == "subagents" else None, 0)
+    yield from run(path, format, agent_id(path) if parent_session(path) else None, 0)
     if state["format"] != "claude-code" or agent_id(path) is not None:
         return
     total = state["done"]

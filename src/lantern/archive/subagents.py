@@ -8,6 +8,15 @@ schema)::
     ~/.claude/projects/<project>/<session-id>/subagents/agent-<id>.jsonl   one subagent's conversation
     ~/.claude/projects/<project>/<session-id>/subagents/agent-<id>.meta.json   {"agentType", "description", ...}
 
+Workflow runs (Claude Code's ``Workflow`` tool, which starts several agents from one script) put their agents one or
+more folders deeper, beside a run journal::
+
+    ~/.claude/projects/<project>/<session-id>/subagents/workflows/<run-id>/agent-<id>.jsonl
+    ~/.claude/projects/<project>/<session-id>/subagents/workflows/<run-id>/journal.jsonl    (not a transcript)
+
+so every ``agent-<id>.jsonl`` under ``subagents/`` is read, down to MAX_DEPTH folders below it (directly inside
+first, then deeper, each level sorted by path); symlinked folders are not followed (a loop cannot trap the walk).
+
 Each subagent file holds records of the session transcript's shape with ``"isSidechain": true``, ``"agentId":
 "<id>"`` and the parent's ``sessionId``. Before 2.1.2 the same ``agent-<id>.jsonl`` files lay flat in the project
 directory beside every session's transcript, told apart only by their records' ``sessionId``.
@@ -34,6 +43,7 @@ __all__ = ["agent_id", "as_sidechain", "parent_session", "sidechain_name", "suba
 COMPACTION_AGENT_PREFIX = "acompact-"  # agent-acompact-<id>.jsonl: Claude Code's compaction agent, skipped
 _NAME = re.compile(r"^agent-(?P<id>[^/\\]+)\.jsonl$")
 _HEAD_BYTES = 65536  # bytes read of a legacy flat file to find its first record's sessionId (ours)
+MAX_DEPTH = 4  # folders below subagents/ searched for agent files (workflows/<run-id>/ is 2; ours)
 
 
 def agent_id(path: str | os.PathLike[str]) -> str | None:
@@ -51,11 +61,15 @@ def sidechain_name(agent: str) -> str:
 
 
 def parent_session(path: str | os.PathLike[str]) -> str | None:
-    """The parent session id of a file at ``<session-id>/subagents/agent-<id>.jsonl``; None for any other path."""
+    """The parent session id of a file at ``<session-id>/subagents/[<folder>/...]agent-<id>.jsonl`` (at most
+    MAX_DEPTH folders between ``subagents`` and the file); None for any other path."""
     p = Path(path)
-    if agent_id(p) is None or p.parent.name != "subagents" or not p.parent.parent.name:
+    if agent_id(p) is None:
         return None
-    return p.parent.parent.name
+    for folder in list(p.parents)[: MAX_DEPTH + 1]:
+        if folder.name == "subagents":
+            return folder.parent.name or None
+    return None
 
 
 def as_sidechain(messages: list[Message], agent: str) -> list[Message]:
@@ -82,6 +96,24 @@ def _regular_files(folder: Path) -> list[tuple[str, Path]]:
     except OSError:  # missing, not a folder, unreadable, a symlink loop (ELOOP): no subagent files
         return []
     return sorted(found, key=lambda f: f[1].name)
+
+
+def _nested_files(subagents: Path) -> list[tuple[str, Path]]:
+    """``(agent id, path)`` of the regular ``agent-<id>.jsonl`` files in ``subagents`` and its folders down to
+    MAX_DEPTH, shallower first, each level sorted by path. Symlinked folders are not entered; unreadable ones are
+    skipped."""
+    found = [(0, "", aid, p) for aid, p in _regular_files(subagents)]
+    for root, dirs, _ in os.walk(subagents, onerror=lambda e: None):  # followlinks=False: no loop through a link
+        here = Path(root)
+        depth = len(here.relative_to(subagents).parts)
+        if depth >= MAX_DEPTH:
+            dirs[:] = []
+        for name in sorted(dirs):
+            if os.path.islink(here / name):
+                continue
+            found += [(depth + 1, str(p.relative_to(subagents)), aid, p) for aid, p in _regular_files(here / name)]
+    found.sort(key=lambda f: (f[0], f[1]))
+    return [(aid, p) for _, _, aid, p in found]
 
 
 def _first_record_session(path: Path) -> str | None:
@@ -113,12 +145,13 @@ def _first_record_session(path: Path) -> str | None:
 
 def subagent_files(transcript: str | os.PathLike[str], session: str | None = None) -> list[tuple[str, Path]]:
     """``(agent id, path)`` of the subagent transcripts of the session whose transcript is ``transcript``
-    (``<dir>/<session-id>.jsonl``): the regular files ``<dir>/<session-id>/subagents/agent-<id>.jsonl``, then,
+    (``<dir>/<session-id>.jsonl``): the regular files ``<dir>/<session-id>/subagents/agent-<id>.jsonl`` and those
+    in its folders (workflow runs: ``subagents/workflows/<run-id>/agent-<id>.jsonl``; ``_nested_files``), then,
     for the layout before Claude Code 2.1.2, the flat ``<dir>/agent-<id>.jsonl`` whose first record's
     ``sessionId`` is ``session`` (only when ``session`` is given). The compaction agent is never listed; an
     absent folder gives []. Never raises for a missing or unreadable folder."""
     transcript = Path(transcript)
-    nested = _regular_files(transcript.parent / transcript.stem / "subagents")
+    nested = _nested_files(transcript.parent / transcript.stem / "subagents")
     if not session:
         return nested
     seen = {aid for aid, _ in nested}

@@ -4,7 +4,8 @@ Tools (JSON schemas from the typed signatures): ``archive`` (messages + session)
 budget, exclude), ``search`` (query, k, session), ``forget`` (entry or session), ``feedback`` (entry ids, useful), ``stats``. Bad input comes back as
 a tool error (``isError``) with one line saying what is wrong; the server keeps running. Arguments that do not match
 a tool's schema give one line naming each field and its problem (``validation_message``), not the SDK's multi-line
-pydantic dump. Nothing but the protocol is written to stdout.
+pydantic dump; argument names a tool does not take are rejected in one line naming them
+(``unknown_arguments_message``), where the SDK would ignore them. Nothing but the protocol is written to stdout.
 """
 
 from __future__ import annotations
@@ -74,10 +75,32 @@ def validation_message(tool: str, error: ValidationError) -> str:
     return f"invalid arguments for {tool}: " + "; ".join(parts)
 
 
+def unknown_arguments_message(tool: str, unknown: list[str], known: list[str]) -> str:
+    """One line for argument names a tool does not take: ``unknown arguments for TOOL: 'kk', 'sesion' (TOOL takes
+    query, k, session)``; names quoted up to MAX_SHOWN_INPUT characters. Ours (the SDK ignores such names)."""
+    names = ", ".join(" ".join(repr(n[:MAX_SHOWN_INPUT]).split()) for n in unknown)
+    takes = ", ".join(known) if known else "no arguments"
+    return f"unknown argument{'s' if len(unknown) > 1 else ''} for {tool}: {names} ({tool} takes {takes})"
+
+
 class _Server(FastMCP):
-    """FastMCP whose argument validation errors are our one-line ``validation_message``."""
+    """FastMCP whose argument validation errors are our one-line ``validation_message``, and which rejects argument
+    names outside a tool's input schema (``unknown_arguments_message``) instead of ignoring them as the SDK does (a
+    misspelt ``sesion`` would otherwise search every session)."""
+
+    _known: dict[str, list[str]] | None = None
+
+    async def _parameters(self) -> dict[str, list[str]]:
+        """Tool name -> the argument names of its input schema (``list_tools``, read once: the tools are fixed)."""
+        if self._known is None:
+            self._known = {t.name: list((t.inputSchema or {}).get("properties", {})) for t in await self.list_tools()}
+        return self._known
 
     async def call_tool(self, name: str, arguments: dict[str, Any]):
+        known = (await self._parameters()).get(name)
+        unknown = [k for k in (arguments or {}) if known is not None and k not in known]
+        if unknown:
+            raise ToolError(unknown_arguments_message(name, unknown, known))
         try:
             return await super().call_tool(name, arguments)
         except ToolError as e:

@@ -12,7 +12,7 @@
   OpenAI-compatible ``.../v1``, called with ``POST /chat/completions``) is set — the previous gist and the new
   turns are sent to it, so only configure one you trust with the conversation. A failed call keeps the extractive gist
   (``gist_error`` says why).
-- **Long-term**: the archive, reached by ``Lantern.recover`` when ``memory.triggers.should_recover`` fires on the
+- **Long-term**: the user's whole archive (every session; ``session_only`` keeps to this one), reached by ``Lantern.recover`` when ``memory.triggers.should_recover`` fires on the
   question (or the caller forces it); the query is the question plus the gist (DESIGN §5).
 
 ``build_context`` fills the budget in this order of priority (ours): system prompt and question (required), working
@@ -189,12 +189,15 @@ class Session:
 
     # ------------------------------------------------------------------ read
     def build_context(
-        self, question: str, budget: int = DEFAULT_CONTEXT_BUDGET, *, draft: str | None = None, recover: bool | None = None
+        self, question: str, budget: int = DEFAULT_CONTEXT_BUDGET, *, draft: str | None = None, recover: bool | None = None,
+        session_only: bool = False,
     ) -> Context:
         """Assemble system prompt, gist, working memory, recovered block and ``question`` in at most ``budget``
         characters (``len(Context.text)``). Recovery runs when ``should_recover(question, draft)`` fires, or as
-        ``recover`` forces (True/False). Raises ValueError when the budget cannot hold the system prompt and the
-        question."""
+        ``recover`` forces (True/False). It reads the user's whole archive (every session of the handle's user, as
+        ``Lantern.recover`` without ``session``: what was said in another conversation comes back too);
+        ``session_only`` restricts it to this session and its sub-sessions (``recover(session=...)``). Raises
+        ValueError when the budget cannot hold the system prompt and the question."""
         if budget is None:
             raise ValueError("budget must be a finite number of characters >= 0, got None")
         budget = self.lantern._budget(budget)  # ValueError unless a finite number >= 0; 8000.0 -> 8000
@@ -227,7 +230,8 @@ class Session:
         room = budget - used - len(SEPARATOR)
         if fire and room > 0:
             live = [m for w in included for m in w.turn.messages]  # the live-context exclusion: by id and by text
-            recovery = self.lantern.recover(recovery_query(question, self.gist), budget=room, exclude=[*(w.entry_id for w in included), *live])
+            recovery = self.lantern.recover(recovery_query(question, self.gist), session=self.session if session_only else None,
+                                            budget=room, exclude=[*(w.entry_id for w in included), *live])
             block = recovery.text
             recovered_ids = {e.id for e in recovery.entries}
             if recovered_ids and self.gist_source != "llm":  # the verbatim turn replaces its gist line

@@ -68,17 +68,17 @@ def write_facts(db: sqlite3.Connection, entry_id: int, facts: Sequence[Extracted
     """Replace the facts of ``entry_id`` (inside the caller's transaction), each linked into its key's chain.
 
     A fact without a key (a switch or retraction that names only the old value A) takes the key whose value was A
-    at the turn's event time in this scope; failing that, A itself (normalized) is the key."""
+    at the turn's event time in this scope, before this turn's own facts; failing that, A itself (normalized) is
+    the key. A retraction whose key this same turn sets to a new value is not stored ("端口改为 9443，不再用 8443",
+    "set the port to 9443, we no longer use 8443"): the new value already ends A, in one version (ours)."""
     _remove(db, [entry_id])
     if not facts:
         return
     event = db.execute("SELECT coalesce(time, archived_at) FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
-    for f in facts:
-        key, key_text = f.key, f.key_text
-        if not key:
-            held = _key_holding(db, scope, normalize_value(f.replaces), event)
-            key, key_text = (held, held) if held else (normalize_key(f.replaces or ""), f.replaces or "")
-        if not key:
+    resolved = [(f, *_resolve_key(db, scope, f, event)) for f in facts]  # all before any insert: the state before this turn
+    set_here = {key for f, key, _ in resolved if f.value is not None}
+    for f, key, key_text in resolved:
+        if not key or (f.value is None and key in set_here):
             continue
         cur = db.execute(
             "INSERT INTO facts(entry_id, scope, key, key_text, value, value_norm, replaces, valid_from, recorded_at) "
@@ -134,6 +134,15 @@ def _remove(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
                     (after[1] if after else None, after[0] if after else None, before[0]),
                 )
             db.execute("DELETE FROM facts WHERE id = ?", (fid,))
+
+
+def _resolve_key(db: sqlite3.Connection, scope: str, f: ExtractedFact, event: float) -> tuple[str, str]:
+    """(key, key as written) of ``f``: its own, else the key holding its ``replaces`` value at ``event``, else that
+    value itself (normalized)."""
+    if f.key:
+        return f.key, f.key_text
+    held = _key_holding(db, scope, normalize_value(f.replaces), event)
+    return (held, held) if held else (normalize_key(f.replaces or ""), f.replaces or "")
 
 
 def _key_holding(db: sqlite3.Connection, scope: str, value_norm: str | None, at: float) -> str | None:

@@ -229,7 +229,7 @@ def read_source(source: Any, name: str | None = None) -> Any:
         try:
             data = Path(source).read_bytes()
         except OSError as e:
-            raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(source)) from None
+            raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(source)) from e  # the cause: unreadable, not a format question
         return decode(data, name or str(source))
     raise TranscriptFormatError(f"unsupported source type {type(source).__name__}", source=name)
 

@@ -154,5 +154,5 @@ def open_stream(path: str | os.PathLike[str], format: str = "auto", name: str | 
         if fmt in _MESSAGE_FORMATS:
             _check_all(path, fmt, name or str(path))
     except OSError as e:
-        raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(path)) from None
+        raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(path)) from e
     return Stream(path, fmt, name or str(path)) if fmt in ITEM_PARSERS else None

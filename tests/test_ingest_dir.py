@@ -1,0 +1,170 @@
+"""``Lantern.ingest(DIR)`` and ``lantern ingest DIR``: the walk (recursive, sorted, regular files only, symlink loops and
+second links read once, FIFOs never opened), per-file format detection into the real store with the real model, the
+skipped files and their reasons, a Claude Code project read once with its subagents, resume without duplicates, the
+progress in bytes, and the CLI's summary and exit codes in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lantern import Lantern
+from lantern.archive.directory import DirectoryResult, summary_lines, walk
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PARSE = FIXTURES / "parse"
+PROJECT = FIXTURES / "claude_code_project"
+SID = "3b9e5d24-8c1f-4a6e-b0d7-5f2a9c41e803"
+TRANSCRIPTS = ["anthropic.json", "openai.json", "sharegpt.json", "swe_agent.traj", "codex_rollout.jsonl", "aider.md"]
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    """A folder as users have them: transcripts of several formats at several depths, a Claude Code project with
+    its subagent folder, and files that are not transcripts (code, notes, binary, empty, a meta file), a FIFO, a
+    broken link, a second link to a transcript and a symlink loop."""
+    root = tmp_path / "chats"
+    (root / "b" / "deep" / "deeper").mkdir(parents=True)
+    (root / "a").mkdir()
+    for i, name in enumerate(TRANSCRIPTS):
+        shutil.copy(PARSE / name, root / ("a" if i % 2 else "b/deep") / name)
+    shutil.copytree(PROJECT, root / "b" / "deep" / "deeper" / "-home-dev-api")
+    (root / "notes.txt").write_text("remember to buy milk\n", encoding="utf-8")
+    (root / "a" / "script.py").write_text("import os\nprint(os.getcwd())\n", encoding="utf-8")
+    (root / "a" / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    (root / "empty.json").write_text("", encoding="utf-8")
+    (root / "b" / "numbers.json").write_text("[1, 2, 3]", encoding="utf-8")
+    os.mkfifo(root / "a" / "pipe.jsonl")  # never opened: reading a FIFO with no writer would block
+    (root / "gone.json").symlink_to(root / "nowhere.json")
+    (root / "b" / "same-openai.json").symlink_to(root / "a" / "openai.json")
+    (root / "b" / "deep" / "deeper" / "up").symlink_to(root)  # a loop back to the top
+    return root
+
+
+WALKED = ["empty.json", "notes.txt", "a/aider.md", "a/blob.bin", "a/openai.json", "a/script.py", "a/swe_agent.traj",
+          "b/numbers.json", "b/deep/anthropic.json", "b/deep/codex_rollout.jsonl", "b/deep/sharegpt.json",
+          f"b/deep/deeper/-home-dev-api/{SID}.jsonl"]
+INGESTED = ["a/aider.md", "a/openai.json", "a/swe_agent.traj", "b/deep/anthropic.json", "b/deep/codex_rollout.jsonl",
+            "b/deep/sharegpt.json", f"b/deep/deeper/-home-dev-api/{SID}.jsonl"]
+
+
+def rel(result: DirectoryResult, group: str) -> dict[str, str]:
+    return {str(f.path.relative_to(result.root)): f.reason for f in getattr(result, group)}
+
+
+def test_walk_lists_regular_files_sorted_and_survives_loops(tree):
+    files, skipped = walk(tree)
+    assert [str(p.relative_to(tree)) for p in files] == WALKED  # a folder's files by name, then its subfolders
+    reasons = {str(f.path.relative_to(tree)): f.reason for f in skipped}
+    assert reasons["a/pipe.jsonl"] == "not a regular file (FIFO)"
+    assert reasons["gone.json"].startswith("broken symlink")
+    assert reasons["b/same-openai.json"] == "same file as a/openai.json"
+    assert reasons["b/deep/deeper/up"].startswith("folder already read")
+    sub = f"b/deep/deeper/-home-dev-api/{SID}/subagents/agent-a3c7e91.jsonl"
+    assert reasons[sub] == f"read with its session transcript b/deep/deeper/-home-dev-api/{SID}.jsonl"
+    with pytest.raises(NotADirectoryError):
+        walk(tree / "notes.txt")
+
+
+def test_ingest_of_a_directory_equals_ingesting_each_file_and_resumes_without_duplicates(tree, tmp_path):
+    seen: list[tuple[int, int]] = []
+    with Lantern(tmp_path / "dir.db") as memory:
+        result = memory.ingest(tree, progress=lambda done, total: seen.append((done, total)))
+        sessions = memory.store.sessions()
+        again = memory.ingest(tree)
+    assert [str(f.path.relative_to(tree)) for f in result.ingested] == INGESTED  # walk order
+    skipped = rel(result, "skipped")
+    assert skipped["a/script.py"].startswith("not a transcript: line 1: invalid JSON")
+    assert skipped["a/blob.bin"].startswith("not a transcript: not a text transcript (binary data")
+    assert skipped["empty.json"] == "not a transcript: empty transcript"
+    assert skipped["b/numbers.json"] == "no turns found (3 items skipped)"
+    assert skipped["notes.txt"].startswith("not a transcript")
+    assert result.failed == []
+    assert f"{SID}/sidechain-a3c7e91" in sessions  # the subagent came with its session, once
+
+    # the same files ingested one by one into another database: the same sessions and the same counts
+    with Lantern(tmp_path / "each.db") as each:
+        counts = {f.path.name: each.ingest(f.path).added for f in result.ingested}
+        assert each.store.sessions() == sessions
+    assert counts == {f.path.name: f.result.added for f in result.ingested} and result.added == sum(counts.values())
+
+    assert again.added == 0 and again.duplicates == result.added  # a second run (or a resumed one) adds nothing
+    total = seen[-1][1]
+    assert seen[-1] == (total, total) and total == sum(os.stat(p).st_size for p in walk(tree)[0])
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))  # one bar that only moves forward
+
+
+def test_session_prefixes_each_files_session(tree, tmp_path):
+    with Lantern(tmp_path / "m.db") as memory:
+        result = memory.ingest(tree / "a", session="import-7")
+        sessions = memory.store.sessions()
+    assert sorted(f.result.session for f in result.ingested) == ["import-7/aider", "import-7/openai", "import-7/swe_agent"]
+    assert all(s.startswith("import-7/") for s in sessions)
+
+
+def test_a_file_that_vanishes_mid_walk_fails_alone_and_earlier_files_stay_committed(tree, tmp_path):
+    victim = tree / "b" / "numbers.json"
+
+    def progress(done: int, total: int) -> None:
+        victim.unlink(missing_ok=True)  # gone after the walk listed it, before its turn
+
+    with Lantern(tmp_path / "m.db") as memory:
+        result = memory.ingest(tree, progress=progress)
+        entries = memory.stats()["entries"]
+    assert rel(result, "failed") == {"b/numbers.json": "No such file or directory"}
+    assert len(result.ingested) == len(TRANSCRIPTS) + 1 and entries >= result.added > 0
+
+
+def test_summary_lists_every_file_with_its_reason(tree, tmp_path):
+    with Lantern(tmp_path / "m.db") as memory:
+        lines = summary_lines(memory.ingest(tree))
+    assert lines[0].startswith(f"{tree}: 7 files ingested (") and " 0 failed" in lines[0]
+    assert "  a/pipe.jsonl: not a regular file (FIFO)" in lines
+    assert any(line.startswith("  a/openai.json: ") and "session openai" in line for line in lines)
+    assert lines.index("skipped:") > lines.index("ingested:")
+    skipped = [line.split(":")[0].strip() for line in lines[lines.index("skipped:") + 1:]]
+    assert skipped[:6] == ["empty.json", "gone.json", "notes.txt", "a/blob.bin", "a/pipe.jsonl", "a/script.py"]  # walk order
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def cli(*args: str, db: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("LANTERN_DB", "LANTERN_USER")}
+    return subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_ingest_dir_prints_the_summary_and_exits_0(tree, tmp_path):
+    db = tmp_path / "cli.db"
+    r = cli("ingest", str(tree), db=db)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{tree}: 7 files ingested (") and "  a/blob.bin: not a transcript" in r.stdout
+    r = cli("ingest", str(tree), "--json", db=db)
+    data = json.loads(r.stdout)
+    assert r.returncode == 0 and data["added"] == 0 and data["duplicates"] > 0
+    assert {f["path"] for f in data["skipped"]} >= {"a/script.py", "a/pipe.jsonl", "b/same-openai.json", "notes.txt"}
+    with Lantern(db) as memory:
+        assert memory.search("which port", k=3) is not None and memory.stats()["entries"] == data["duplicates"]
+
+
+def test_cli_ingest_dir_without_transcripts_exits_1_and_leaves_no_database(tmp_path):
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "main.py").write_text("print('hi')\n", encoding="utf-8")
+    (folder / "README.md").write_text("# Project\n\nNothing to see.\n", encoding="utf-8")
+    db = tmp_path / "none.db"
+    r = cli("ingest", str(folder), db=db)
+    assert r.returncode == 1 and "no transcript with turns found under" in r.stderr
+    assert "  main.py: not a transcript" in r.stdout and "  README.md: not a transcript" in r.stdout
+    assert not db.exists() and not Path(str(db) + "-wal").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = cli("ingest", str(empty), db=db)
+    assert r.returncode == 1 and f"{empty}: 0 files ingested" in r.stdout and not db.exists()
