@@ -126,7 +126,7 @@ def test_window_rows_are_the_turns_within_width_of_each_seed(traj):
     rows = local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 2)
     turns = sorted(traj.store.entries(traj.index.ids[rows].tolist(), text=False).values(), key=lambda e: e.turn)
     assert [e.turn for e in turns] == [4, 5, 6, 7, 8]
-    assert len(local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 0)) == 1
+    assert len(local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 0)) == 0  # alone in it
     assert len(local.window_rows(traj.store, traj.index, [], 5)) == 0
 
 
@@ -137,6 +137,10 @@ def test_window_rows_stay_inside_the_seed_session(traj):
     rows = local.window_rows(traj.store, traj.index, first, 3)
     sessions = {e.session for e in traj.store.entries(traj.index.ids[rows].tolist(), text=False).values()}
     assert sessions == {"s"} and len(rows) == 4
+    pilot = traj.index.positions([find(traj, "pilot")])  # the only turn of its session: no neighbourhood
+    assert len(local.window_rows(traj.store, traj.index, pilot, 8)) == 0
+    both = local.window_rows(traj.store, traj.index, [*pilot, *first], 3)
+    assert sorted(traj.index.ids[both].tolist()) == sorted(traj.index.ids[rows].tolist())
 
 
 def test_local_ranking_finds_the_generic_part_near_the_distinctive_hit(traj):
