@@ -45,7 +45,7 @@ from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa:
 from lantern import reinforce  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.embed import embed_query, get_embedder  # noqa: E402
-from lantern.recover import facts_note, neighbours, pipeline, prf, signals, timeframe  # noqa: E402
+from lantern.recover import facts_note, local, neighbours, pipeline, prf, signals, speaker, timeframe  # noqa: E402
 
 TARGET_P50_MS, TARGET_SIZE = 30.0, 10_000
 
@@ -60,6 +60,8 @@ STAGES = [  # (row label, where the timer sits)
     ("prf (RM3 expansion, 2nd FTS5 query)", "prf.prf_ranking"),
     ("time (dates the query names)", "timeframe.time_ranking"),
     ("neighbour (adjacent turns, SQL)", "neighbours.neighbour_ranking"),
+    ("local (turns near the best hits, SQL + cosine)", "local.local_ranking"),
+    ("speaker (a named speaker's candidates)", "speaker.speaker_ranking"),
     ("fetch entries (SQL: candidates, prf, packed)", "store.entries"),
     ("importance (eq. 2 over the pool)", "signals.importance"),
     ("RRF fusion", "pipeline.rrf"),
@@ -122,6 +124,8 @@ def instrument(lantern: Lantern) -> Timers:
     t.wrap(prf, "prf_ranking", "prf (RM3 expansion, 2nd FTS5 query)")
     t.wrap(timeframe, "time_ranking", "time (dates the query names)")
     t.wrap(neighbours, "neighbour_ranking", "neighbour (adjacent turns, SQL)")
+    t.wrap(local, "local_ranking", "local (turns near the best hits, SQL + cosine)")
+    t.wrap(speaker, "speaker_ranking", "speaker (a named speaker's candidates)")
     t.wrap(lantern.store, "entries", "fetch entries (SQL: candidates, prf, packed)")
     t.wrap(pipeline, "rrf", "RRF fusion")
     t.wrap(pipeline, "pack_with_notes", "MMR + duplicate check + pack (lazy)")

@@ -39,6 +39,10 @@ class Config:
     # ours; tune split: 0 / 3 / 7 days gave 78.0 / 78.0 / 77.9% facts recovered)
     neighbour_seeds: int = 20  # "neighbour" signal: the turns next to the best 20 fused hits (ours; 10: 77.5% vs 78.3%
     # at weight 1.0; 50 seeds lost 1.6 points at weight 0.5 in an earlier round)
+    # "local" signal: the turns within 8 of the best 5 fused hits, same session (recover/local.py; ours). Tune split
+    # (LoCoMo 1-5 / MemDaily 01): 5 and 8 give 82.1% / 79.1% facts recovered; 3 seeds 82.3 / 77.5; 4 turns 82.6 / 74.4
+    local_seeds: int = 5
+    local_turns: int = 8
     half_life_days: float = 7.0  # recency half-life T½ (paper eq. 2)
     min_excerpt_chars: int = 200  # smallest excerpt worth packing (ours)
     # the block grouped by session, one session line each, turns in order (recover/pack.py; ours). Tune split (LoCoMo
@@ -50,15 +54,17 @@ class Config:
     # date the query names, recover/timeframe.py), "neighbour" (the turns next to the best hits, recover/neighbours.py).
     # Tune split (LoCoMo 1-5, categories 1-4; before: 67.0% facts recovered, recall@10 0.593): neighbour + grouped
     # block + Porter 74.9% / 0.659; + prf + time 77.2% / 0.710 (MemDaily 01: 50.4% / 0.468 -> 54.0% / 0.491)
-    signals: tuple[str, ...] = ("semantic", "fulltext", "keyword", "importance", "prf", "time", "neighbour")
+    signals: tuple[str, ...] = ("semantic", "fulltext", "keyword", "importance", "prf", "time", "neighbour", "local", "speaker")
     # weighted RRF (ours; the paper weighs every signal 1). Importance at 0.25, chosen on the tune split (LoCoMo
     # conversations 1-5): all-evidence-in-budget 0.650 at 1.0, 0.672 at 0.5, 0.675 at 0.25, 0.682 at 0 — 0.25 keeps
     # most of the gain and leaves reinforcement (c, sigma) a voice in the ranking
     # prf 0.5, time 1.0, neighbour 0.75 (ours), on the tune split with every other default: neighbour 0.5 / 0.75 / 1.0 /
     # 1.5 gave facts recovered 77.3 / 78.0 / 78.3 / 78.6% but recall@10 0.714 / 0.711 / 0.707 / 0.677 (a reply ranks
     # on its question's merit); prf 0.25 / 0.5 / 1.0: 78.4 / 78.0 / 75.3%; semantic 0.5: -2.7 points; importance 0: no change
+    # local 1.0, speaker 1.0 (ours; tune split: local 0.5 gave 81.9 / 77.5%, 1.5 gave 79.3% on MemDaily; speaker 0.5
+    # gave 81.5% on LoCoMo; without local 80.8 / 71.8%, without speaker 80.2% on LoCoMo; docs/results/recall-tuning.md)
     signal_weights: dict = field(default_factory=lambda: {"semantic": 1.0, "fulltext": 1.0, "keyword": 1.0, "importance": 0.25,
-                                                          "neighbour": 0.75, "prf": 0.5, "time": 1.0})
+                                                          "neighbour": 0.75, "prf": 0.5, "time": 1.0, "local": 1.0, "speaker": 1.0})
     fusion: str = "rrf"  # "rrf" or "sum" (ablation)
     # keyword signal: "jaccard" (DESIGN §3.2), "overlap" or "idf" (recover/signals.py). Tune split: nearly inert on
     # the QA data (LoCoMo 1-5: 37 of 999 questions share any term with any hint, all three and no keyword signal

@@ -3,7 +3,7 @@
 Every system sees the same candidates (the history's archived turns minus the kept live window), gets the same
 character budget, and is packed by the same ``pack`` (recover/pack.py), so only the ordering differs.
 
-- ``lantern``: the default pipeline (four signals + prf, time, neighbour; RRF, MMR, pack).
+- ``lantern``: the default pipeline (four signals + prf, time, neighbour, local, speaker; RRF, MMR, pack).
 - Ablations, as Config variants: ``-semantic``, ``-fulltext``, ``-keyword``, ``-importance`` (that signal
   removed), ``no-mmr`` (fused order packed as is), ``sum-fusion`` (score sum instead of RRF).
 - Baselines on the same store: ``bm25`` (full-text signal only, no MMR), ``dense`` (semantic signal only, no MMR);
@@ -46,7 +46,7 @@ class System:
 def all_systems(base: Config | None = None) -> list[System]:
     """Every system, Lantern first. Pipeline systems are ``base`` (default ``Config()``) variants."""
     base = base or Config()
-    out = [System("lantern", "lantern", base, "four signals + prf, time, neighbour; weighted RRF; MMR")]
+    out = [System("lantern", "lantern", base, "four signals + prf, time, neighbour, local, speaker; weighted RRF; MMR")]
     paper = {name: 1.0 for name in base.signal_weights}
     if base.signal_weights != paper:
         out.append(System("paper-rrf", "lantern", replace(base, signal_weights=paper), "every signal weighted 1 (plain RRF, paper eq. 3), MMR"))

@@ -3,7 +3,8 @@
     terms, vector  = query_terms(query), embed(query)
     rankings       = semantic, fulltext, keyword (each top-N), importance (over their pool)
                      + ours: time (the date the query names), prf (RM3-expanded full text), neighbour (the turns
-                     next to the best hits of the others); each on when named in config.signals
+                     next to the best hits of the others), local (the turns near the best hits, by cosine), speaker
+                     (the candidates of a speaker the query names); each on when named in config.signals
     live entries   = dropped from every ranking (still in the context: never re-injected)
     fused          = rrf(rankings, k=60)               (or score_sum: ablation)
     order          = mmr(fused, cosine, λ=0.7)          (or fused order: ablation)
@@ -29,7 +30,7 @@ from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..scope import Scope
 from ..store.index import MemoryIndex
 from ..store.sqlite import Store
-from . import neighbours, prf, signals, timeframe
+from . import local, neighbours, prf, signals, speaker, timeframe
 from .facts_note import pack_with_notes
 from .fusion import mmr, rrf, score_sum
 from .pack import pack
@@ -86,7 +87,7 @@ def rank(
     enabled = set(config.signals)
     found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     windows = timeframe.query_windows(query) if timeframe.TIME in enabled else []
-    needs_vector = "semantic" in enabled or bool(windows)
+    needs_vector = "semantic" in enabled or bool(windows) or local.LOCAL in enabled
     if needs_vector and hasattr(embedder, "prefetch"):  # embedded in a worker thread while the full text runs
         embedder.prefetch(query)
     if "fulltext" in enabled:
@@ -115,6 +116,9 @@ def rank(
     if neighbours.NEIGHBOUR in enabled and found:  # needs the other query signals' rankings: computed last
         seed = neighbours.seeds({k: v[0].tolist() for k, v in found.items()}, config.rrf_k, config.signal_weights, config.neighbour_seeds)
         found[neighbours.NEIGHBOUR] = neighbours.neighbour_ranking(store, index, seed, allowed)
+    if local.LOCAL in enabled and found:  # the turns near the best hits, by cosine to the query (recover/local.py)
+        top = neighbours.seeds({k: v[0].tolist() for k, v in found.items()}, config.rrf_k, config.signal_weights, config.local_seeds)
+        found[local.LOCAL] = local.local_ranking(store, index, vector, top, allowed, config.local_turns)
     pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
     if allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
         pool = pool[allowed[pool]]
@@ -140,6 +144,9 @@ def rank(
         kept = [(i, float(v)) for i, v in zip(ids, values) if i not in excluded and i not in dropped and i in entries]
         rankings[name] = [i for i, _ in kept]
         scores[name] = dict(kept)
+    if speaker.SPEAKER in enabled:  # the candidates of a speaker the query names (recover/speaker.py)
+        rankings[speaker.SPEAKER] = speaker.speaker_ranking(query, rankings, entries, config.rrf_k, config.signal_weights)
+        scores[speaker.SPEAKER] = {i: 1.0 / r for r, i in enumerate(rankings[speaker.SPEAKER], 1)}
     fused = rrf(rankings, config.rrf_k, config.signal_weights) if config.fusion == "rrf" else score_sum(scores)
 
     candidates = []

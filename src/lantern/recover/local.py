@@ -1,0 +1,76 @@
+"""Local search: the turns near the best hits, ranked by their similarity to the query, as one more ranked signal
+(ours).
+
+A question often needs several turns said close together: a fact and the remark that names it ("My phone is an
+iPhone 13" ... "the iPhone 13 takes great photos"), or, in a two-part question ("What does my boss do? And where
+is the fintech forum?"), a distinctive part that the query signals find at rank 1 and a generic part ("my boss's
+job") that many other conversations also answer. The generic part's own turn is then one of dozens of look-alikes
+across the store, but the only one *near* the distinctive hit. The ``local`` ranking lists the turns within
+``width`` turns of each of the best ``depth`` fused hits (same session and scope; the hits themselves included
+unless alone in their session),
+ordered by the cosine of their embedding to the query's, and is fused like the other signals with its own RRF
+weight. It adds candidates that no global top-N reached (a look-alike ranked 300th in the store can rank 2nd
+among the 16 turns around the best hit) and lifts the ones near the best hits.
+
+Closest published practice: the cluster hypothesis (van Rijsbergen 1979) and score regularization over a
+document's neighbourhood (Diaz 2005, "Regularizing ad hoc retrieval scores"); "expand to the surrounding chunks"
+of long-conversation memory systems. As a turn-window re-search fused by RRF, this is our design.
+
+Tune split (LoCoMo conversations 1-5, MemDaily type 01): see ``docs/results/recall-tuning.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..store.index import MemoryIndex
+from ..store.sqlite import Store
+from . import signals
+
+LOCAL = "local"  # the signal's name in rankings, weights and explain output
+_EMPTY = (np.empty(0, np.int64), np.empty(0, np.float32))
+
+
+def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int], width: int) -> np.ndarray:
+    """Row positions of the entries within ``width`` turns (inclusive) of each seed (row positions), in the seed's
+    own session and scope (user, agent, project), each row once, sorted. A seed is in its own window only when the
+    window holds another entry: a turn alone in its session has no neighbourhood and ranks on its own merit. Rows
+    not yet in the in-process index (committed by another process since its last refresh) are left out."""
+    if not len(seed_positions) or width < 0:
+        return np.empty(0, np.int64)
+    ids = [int(index.ids[p]) for p in seed_positions]
+    marks = ",".join("?" * len(ids))
+    cols = "user_id, agent_id, project, session, turn"
+    seeds = store.db.execute(f"SELECT id, {cols} FROM entries WHERE id IN ({marks})", ids).fetchall()
+    if not seeds:
+        return np.empty(0, np.int64)
+    cond = " OR ".join("(session = ? AND turn BETWEEN ? AND ? AND user_id IS ? AND agent_id IS ? AND project IS ?)"
+                       for _ in seeds)
+    params = [x for _, u, a, p, s, t in seeds for x in (s, t - width, t + width, u, a, p)]
+    rows = store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond}", params).fetchall()
+    lone = {i for i, *key in seeds if not any(r[0] != i and tuple(r[1:5]) == tuple(key[:4]) and abs(r[5] - key[4]) <= width
+                                             for r in rows)}
+    found = np.fromiter((r[0] for r in rows if r[0] not in lone), np.int64)
+    known = np.unique(found[np.isin(found, index.ids)])
+    return index.positions(known) if len(known) else np.empty(0, np.int64)
+
+
+def local_ranking(
+    store: Store, index: MemoryIndex, query_vector: np.ndarray | None, seed_positions: Sequence[int],
+    allowed: np.ndarray | None, width: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``window_rows(seed_positions, width)`` that ``allowed`` (boolean row mask, None: all) keeps,
+    ordered by cosine to ``query_vector`` (rows are L2-normalized), best first (ties: the lower row first). Returns
+    (positions, cosines); empty without a query vector or seeds."""
+    if query_vector is None:
+        return _EMPTY
+    rows = window_rows(store, index, seed_positions, width)
+    if allowed is not None and len(rows):
+        rows = rows[allowed[rows]]
+    if not len(rows):
+        return _EMPTY
+    cos = signals.cosines(index.matrix[rows], query_vector)
+    order = np.argsort(-cos, kind="stable")
+    return rows[order], cos[order].astype(np.float32)
