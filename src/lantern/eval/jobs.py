@@ -1,0 +1,175 @@
+"""The evaluation's work, cut into jobs that run in worker processes (or one after another in this process).
+
+A job is one (history, phase): the main table (every system), one point of a robustness curve (the curve systems
+at another budget or compaction ratio) or one compaction method (the compaction systems). Jobs share nothing but
+the read-only cached stores (run.prepare builds them first), so any split gives the same per-fact rows as running
+them in one process: each job opens its history's store, computes that history's lost facts under its
+compaction, and runs its systems over them in dataset order (the reinforce systems carry their state from one
+question to the next inside the main job, as before). ``run.evaluate`` concatenates the rows in history order.
+
+Speed (ours, measured on LoCoMo, issue 3): with 2 workers the histories' jobs run on both cores; each process
+keeps its own query-vector memo (``MemoEmbedder``) and its BLAS at one thread (``threadpoolctl``), because the
+(candidates x candidates) similarity product of MMR ran 3x slower with OpenBLAS's two threads on a loaded
+2-core machine than with one. Neither changes a result: rankings and blocks are the same bit for bit
+(tests/test_eval_jobs.py).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queue_mod
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .datasets import History
+from .systems import MemoEmbedder, System
+
+Progress = Callable[[str, int, int], None]  # (task label, total to add, steps done to add)
+
+
+@dataclass
+class Job:
+    """One history's share of one phase. ``phase``: "main", "budget", "ratio" or a compaction method's phase
+    "method"; ``point``: the budget, ratio or method (None for main). ``keep``: turns kept, or None to keep
+    ``round(turns * (1 - ratio))``."""
+
+    phase: str
+    point: Any
+    history: History
+    systems: list[System]
+    method: str
+    keep: int | None
+    ratio: float | None
+    budget: int
+    folder: str
+    embedder: str | None
+    second_folder: str | None = None
+    second_embedder: str | None = None
+    summarizer: Any = None
+    label: str = ""
+
+
+@dataclass
+class JobResult:
+    phase: str
+    point: Any
+    history: str
+    rows: dict[str, list[dict]]
+    cases: list = field(default_factory=list)  # run.Case, in dataset order
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- per process state
+_MEMOS: dict[Any, MemoEmbedder] = {}  # embedder name -> this process's memoizing embedder (model loaded once)
+_REPORT: Any = None  # worker processes: the queue progress events go to
+
+
+def memo_embedder(name: str | None) -> MemoEmbedder:
+    """This process's memoizing wrapper of the embedder ``name`` (made once per process and name)."""
+    from ..embed import get_embedder
+
+    if name not in _MEMOS:
+        _MEMOS[name] = MemoEmbedder(get_embedder(name))
+    return _MEMOS[name]
+
+
+@contextmanager
+def one_blas_thread():
+    """BLAS (numpy's OpenBLAS) at one thread inside the block, when ``threadpoolctl`` is installed."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # only slower
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def _init_worker(report) -> None:
+    global _REPORT
+    _REPORT = report
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")  # for this worker's lifetime
+    except ImportError:
+        pass
+
+
+def _queue_progress(label: str, total: int, done: int) -> None:
+    _REPORT.put((label, total, done))
+
+
+# ---------------------------------------------------------------- one job
+def run_job(job: Job, progress: Progress | None = None) -> JobResult:
+    """Open the history's cached store(s), compute its lost facts under the job's compaction, run the job's
+    systems. ``progress`` (default: the worker's queue, if any) gets (label, total added, steps done)."""
+    from . import run
+
+    progress = progress or (_queue_progress if _REPORT is not None else None)
+    memo = memo_embedder(job.embedder)
+    p = run.open_history(job.history, Path(job.folder), memo)
+    second = {}
+    try:
+        if job.second_folder:
+            second = {job.history.id: run.open_history(job.history, Path(job.second_folder), memo_embedder(job.second_embedder))}
+        keep = job.keep if job.keep is not None else max(0, round(len(p.turns) * (1 - job.ratio)))
+        cases, pools, counts = run._cases({job.history.id: p}, [job.history], job.method, lambda _: keep, job.summarizer,
+                                          second or None)
+        rows = run._run(job.systems, cases, pools, {job.history.id: p}, job.budget, progress, job.label)
+    finally:
+        for q in [p, *second.values()]:
+            q.lantern.close()
+    return JobResult(job.phase, job.point, job.history.id, rows, cases, counts[job.history.id])
+
+
+def default_workers() -> int:
+    """Worker processes by default: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None) -> list[JobResult]:
+    """Every job's result, in ``jobs`` order. ``workers`` <= 1: one after another in this process (BLAS at one
+    thread); else a pool of that many spawned processes (at most one per job), fed the jobs in order, progress
+    relayed through a queue."""
+    if workers <= 1 or len(jobs) <= 1:
+        with one_blas_thread():
+            return [run_job(j, progress) for j in jobs]
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process holding onnxruntime / OpenBLAS threads
+    events = ctx.Queue()
+    results: dict[int, JobResult] = {}
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker, initargs=(events,)) as pool:
+        pending = {pool.submit(run_job, j): i for i, j in enumerate(jobs)}
+        try:
+            while pending:
+                done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(events, progress)
+                for f in done:
+                    results[pending.pop(f)] = f.result()  # a job's exception is raised here
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            raise
+        _drain(events, progress)
+    return [results[i] for i in range(len(jobs))]
+
+
+def _drain(events, progress: Progress | None) -> None:
+    while True:
+        try:
+            label, total, done = events.get_nowait()
+        except queue_mod.Empty:
+            return
+        if progress:
+            progress(label, total, done)
+
+
+__all__ = ["Job", "JobResult", "default_workers", "memo_embedder", "one_blas_thread", "run_job", "run_jobs"]
