@@ -5,6 +5,9 @@ histories matters; a reinforce system, whose state carries from question to ques
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from lantern.eval.datasets import load
 from lantern.eval.run import _cases, _run, evaluate, prepare
 from lantern.eval.systems import select
 
+FIX = Path(__file__).parent / "fixtures" / "eval"
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 SYSTEMS = ["lantern", "-prf", "lantern+reinforce", "bm25", "dense", "grep", "recency"]
 TIMINGS = {"ms", "latency_p50_ms", "latency_p95_ms", "archive_latency_ms", "plots"}
@@ -61,3 +65,22 @@ def test_workers_give_the_rows_of_the_plain_path(tmp_path):
     assert [_strip({"system": name, **r}) for name, rs in plain.items() for r in rs] == rows["w2"]
     recovered = [r["recovered"] for r in rows["w2"] if r["system"] == "lantern"]
     assert 0 < sum(recovered) < len(recovered)  # a slice on which the systems differ, not a trivial one
+
+
+def test_cli_workers_option(tmp_path):
+    """``lantern eval --workers 2`` on the two-history JSONL fixture: the same numbers as ``--workers 1``."""
+    env = {**os.environ, "COLUMNS": "200", "LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
+    out = {}
+    for n in ("1", "2"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out", str(tmp_path / n),
+             "--split", "all", "--keep", "1", "--system", "lantern", "--system", "grep", "--no-plots", "--workers", n],
+            capture_output=True, env=env, timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr.decode()
+        out[n] = json.loads((tmp_path / n / "results.json").read_text())
+    assert out["1"]["dataset"]["histories"] == ["proj-1", "proj-2"] and out["1"]["dataset"]["lost"] >= 2
+    assert _strip(out["1"]) == _strip(out["2"])
+    bad = subprocess.run([sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out",
+                          str(tmp_path / "0"), "--workers", "0"], capture_output=True, env=env, timeout=120)
+    assert bad.returncode != 0 and not (tmp_path / "0" / "results.json").exists()

@@ -128,12 +128,16 @@ def run_job(job: Job, progress: Progress | None = None) -> JobResult:
     return JobResult(job.phase, job.point, job.history.id, rows, cases, counts[job.history.id])
 
 
+MAX_DEFAULT_WORKERS = 8  # ours: each worker holds its own embedding model(s) and stores (~0.3 GB)
+
+
 def default_workers() -> int:
-    """Worker processes by default: the CPUs this process may use."""
+    """Worker processes by default: the CPUs this process may use, at most ``MAX_DEFAULT_WORKERS``."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_WORKERS))
 
 
 def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None) -> list[JobResult]:
