@@ -33,25 +33,32 @@ Progress = Callable[[str, int, int], None]  # (task label, total to add, steps d
 
 
 @dataclass
-class Job:
-    """One history's share of one phase. ``phase``: "main", "budget", "ratio" or a compaction method's phase
-    "method"; ``point``: the budget, ratio or method (None for main). ``keep``: turns kept, or None to keep
-    ``round(turns * (1 - ratio))``."""
+class Phase:
+    """One table or curve point: ``phase`` "main", "budget", "ratio" or "method"; ``point`` the budget, ratio or
+    method (None for main); ``keep`` turns kept, or None to keep ``round(turns * (1 - ratio))``."""
 
     phase: str
     point: Any
-    history: History
     systems: list[System]
     method: str
     keep: int | None
     ratio: float | None
     budget: int
+    label: str = ""
+    second: bool = False  # give the pools the second embedder's store (the main table's dual system)
+
+
+@dataclass
+class Job:
+    """One history and every phase to run on it, in order, on one handle of its cached store(s)."""
+
+    history: History
+    phases: list[Phase]
     folder: str
     embedder: str | None
     second_folder: str | None = None
     second_embedder: str | None = None
     summarizer: Any = None
-    label: str = ""
 
 
 @dataclass
@@ -106,26 +113,29 @@ def _queue_progress(label: str, total: int, done: int) -> None:
 
 
 # ---------------------------------------------------------------- one job
-def run_job(job: Job, progress: Progress | None = None) -> JobResult:
-    """Open the history's cached store(s), compute its lost facts under the job's compaction, run the job's
-    systems. ``progress`` (default: the worker's queue, if any) gets (label, total added, steps done)."""
+def run_job(job: Job, progress: Progress | None = None) -> list[JobResult]:
+    """Open the history's cached store(s) and run every phase: its lost facts under the phase's compaction, its
+    systems over them. ``progress`` (default: the worker's queue, if any) gets (label, total added, steps done)."""
     from . import run
 
     progress = progress or (_queue_progress if _REPORT is not None else None)
-    memo = memo_embedder(job.embedder)
-    p = run.open_history(job.history, Path(job.folder), memo)
+    hid = job.history.id
+    p = run.open_history(job.history, Path(job.folder), memo_embedder(job.embedder))
     second = {}
+    out = []
     try:
         if job.second_folder:
-            second = {job.history.id: run.open_history(job.history, Path(job.second_folder), memo_embedder(job.second_embedder))}
-        keep = job.keep if job.keep is not None else max(0, round(len(p.turns) * (1 - job.ratio)))
-        cases, pools, counts = run._cases({job.history.id: p}, [job.history], job.method, lambda _: keep, job.summarizer,
-                                          second or None)
-        rows = run._run(job.systems, cases, pools, {job.history.id: p}, job.budget, progress, job.label)
+            second = {hid: run.open_history(job.history, Path(job.second_folder), memo_embedder(job.second_embedder))}
+        for ph in job.phases:
+            keep = ph.keep if ph.keep is not None else max(0, round(len(p.turns) * (1 - ph.ratio)))
+            cases, pools, counts = run._cases({hid: p}, [job.history], ph.method, lambda _: keep, job.summarizer,
+                                              second if ph.second and second else None)
+            rows = run._run(ph.systems, cases, pools, {hid: p}, ph.budget, progress, ph.label)
+            out.append(JobResult(ph.phase, ph.point, hid, rows, cases, counts[hid]))
     finally:
         for q in [p, *second.values()]:
             q.lantern.close()
-    return JobResult(job.phase, job.point, job.history.id, rows, cases, counts[job.history.id])
+    return out
 
 
 MAX_DEFAULT_WORKERS = 8  # ours: each worker holds its own embedding model(s) and stores (~0.3 GB)
@@ -141,15 +151,15 @@ def default_workers() -> int:
 
 
 def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None) -> list[JobResult]:
-    """Every job's result, in ``jobs`` order. ``workers`` <= 1: one after another in this process (BLAS at one
+    """Every job's phase results, in ``jobs`` order. ``workers`` <= 1: one after another in this process (BLAS at one
     thread); else a pool of that many spawned processes (at most one per job), fed the jobs in order, progress
     relayed through a queue."""
     if workers <= 1 or len(jobs) <= 1:
         with one_blas_thread():
-            return [run_job(j, progress) for j in jobs]
+            return [r for j in jobs for r in run_job(j, progress)]
     ctx = multiprocessing.get_context("spawn")  # no fork of a process holding onnxruntime / OpenBLAS threads
     events = ctx.Queue()
-    results: dict[int, JobResult] = {}
+    results: dict[int, list[JobResult]] = {}
     with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker, initargs=(events,)) as pool:
         pending = {pool.submit(run_job, j): i for i, j in enumerate(jobs)}
         try:
@@ -163,7 +173,7 @@ def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None
                 f.cancel()
             raise
         _drain(events, progress)
-    return [results[i] for i in range(len(jobs))]
+    return [r for i in range(len(jobs)) for r in results[i]]
 
 
 def _drain(events, progress: Progress | None) -> None:
@@ -176,4 +186,4 @@ def _drain(events, progress: Progress | None) -> None:
             progress(label, total, done)
 
 
-__all__ = ["Job", "JobResult", "default_workers", "memo_embedder", "one_blas_thread", "run_job", "run_jobs"]
+__all__ = ["Job", "JobResult", "Phase", "default_workers", "memo_embedder", "one_blas_thread", "run_job", "run_jobs"]

@@ -25,7 +25,7 @@ from . import metrics, stats
 from .compaction import METHODS, compact, lost_turns
 from .datasets import LOADER_VERSIONS, SEPARATE_CATEGORIES, Dataset, History, load
 from .lookahead import recovery_query
-from .jobs import Job, default_workers, memo_embedder, run_jobs
+from .jobs import Job, Phase, default_workers, memo_embedder, run_jobs
 from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, dual_system, failure_cause, run_system, select
 
 ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
@@ -312,20 +312,16 @@ def evaluate(
             if dual and dual.name not in {s.name for s in systems}:
                 systems.insert(1, dual)
 
-        def job(phase: str, point: Any, h: History, members: Sequence[System], method: str, label: str,
-                keep_turns: int | None = keep, ratio: float | None = None, at_budget: int = budget) -> Job:
-            return Job(phase, point, h, list(members), method, keep_turns, ratio, at_budget, str(folder), embedder,
-                       str(second_folder) if second_folder and phase == "main" else None, second_embedder if phase == "main" else None,
-                       summarizer, label)
-
         has_summaries = any(h.summaries for h in chosen.histories)
         methods = [m for m in METHODS if m != compaction and comp_systems and not (m == "session_summary" and not has_summaries)
                    and not (m == "llm_summary" and summarizer is None)]
-        jobs = [job("main", None, h, systems, compaction, "") for h in chosen.histories]  # the biggest jobs first
-        for h in chosen.histories:
-            jobs += [job("budget", b, h, curve_systems, compaction, f"budget {b:>6,} ", at_budget=b) for b in budgets or () if b != budget]
-            jobs += [job("ratio", r, h, curve_systems, compaction, f"ratio {r:.2f} ", keep_turns=None, ratio=r) for r in ratios or ()]
-            jobs += [job("method", m, h, comp_systems, m, f"{m} ") for m in methods]
+        phases = [Phase("main", None, systems, compaction, keep, None, budget, "", second=True)]
+        phases += [Phase("budget", b, curve_systems, compaction, keep, None, b, f"budget {b:>6,} ") for b in budgets or () if b != budget]
+        phases += [Phase("ratio", r, curve_systems, compaction, None, r, budget, f"ratio {r:.2f} ") for r in ratios or ()]
+        phases += [Phase("method", m, comp_systems, m, keep, None, budget, f"{m} ") for m in methods]
+        # one job per history (its questions are embedded once, in one process), the longest first
+        jobs = sorted((Job(h, phases, str(folder), embedder, str(second_folder) if second_folder else None, second_embedder, summarizer)
+                       for h in chosen.histories), key=lambda j: -len(j.history.messages) * max(1, len(j.history.facts)))
         tasks: dict[str, Any] = {}
 
         def advance(label: str, total: int, done: int) -> None:
@@ -342,7 +338,8 @@ def evaluate(
         rows: dict[str, list[dict]] = {}
         cases: list[Case] = []
         counts: dict[str, dict[str, int]] = {}
-        for r in results_of:
+        order = {h.id: i for i, h in enumerate(chosen.histories)}
+        for r in sorted(results_of, key=lambda r: order[r.history]):  # dataset order
             if r.phase == phase and r.point == point:
                 for name, rs in r.rows.items():
                     rows.setdefault(name, []).extend(rs)
