@@ -547,7 +547,7 @@ def eval_(
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for --llm-base-url."),
     second_embedder: Optional[str] = typer.Option(None, "--second-embedder", help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes the (history, phase) jobs run in (default: the usable CPUs, at most 8; 1: this process). Same numbers either way."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes the per-history jobs run in (default: the usable CPUs, at most 8; 1: this process). Same numbers either way."),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics."""
     try:

@@ -1,17 +1,19 @@
 """The evaluation's work, cut into jobs that run in worker processes (or one after another in this process).
 
-A job is one (history, phase): the main table (every system), one point of a robustness curve (the curve systems
-at another budget or compaction ratio) or one compaction method (the compaction systems). Jobs share nothing but
-the read-only cached stores (run.prepare builds them first), so any split gives the same per-fact rows as running
-them in one process: each job opens its history's store, computes that history's lost facts under its
-compaction, and runs its systems over them in dataset order (the reinforce systems carry their state from one
-question to the next inside the main job, as before). ``run.evaluate`` concatenates the rows in history order.
+A job is one history and every phase to run on it, in the order of the plain path: the main table (every system),
+each point of the robustness curves (the curve systems at another budget or compaction ratio) and each other
+compaction method (the compaction systems). Jobs share nothing but the read-only cached stores (``run.build``
+makes them first), so any split gives the per-fact rows of running everything in one process: a job opens its
+history's store once, computes the lost facts of each phase's compaction and runs the phase's systems over them
+in dataset order (the reinforce systems carry their state from question to question, as before).
+``run.evaluate`` concatenates the rows in dataset order.
 
-Speed (ours, measured on LoCoMo, issue 3): with 2 workers the histories' jobs run on both cores; each process
-keeps its own query-vector memo (``MemoEmbedder``) and its BLAS at one thread (``threadpoolctl``), because the
-(candidates x candidates) similarity product of MMR ran 3x slower with OpenBLAS's two threads on a loaded
-2-core machine than with one. Neither changes a result: rankings and blocks are the same bit for bit
-(tests/test_eval_jobs.py).
+Why per history (ours, measured on the shared 2-core machine, issue 3): each process memoizes query vectors
+(``MemoEmbedder``); a history's questions are asked in every phase, and on MemDaily a USE query vector costs
+0.1-0.3 s, so finer (history, phase) jobs spread over two processes embedded each question about twice and ran
+the MemDaily subset 317 s instead of ~40-80 s. BLAS runs at one thread in the eval (``threadpoolctl``): the
+(candidates x candidates) similarity product of MMR took 8.5 ms with OpenBLAS's two threads on the loaded machine
+vs 2.6 ms with one, and one conversation's run took 189 s of CPU instead of 48 s.
 """
 
 from __future__ import annotations

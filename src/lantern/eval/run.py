@@ -268,7 +268,7 @@ def evaluate(
     methods for the ``COMPACTION_SYSTEMS`` (``llm_summary`` only with a ``summarizer``, ``llm.Summarizer``; else
     listed as skipped). ``second_embedder``: also build the stores with that embedder and add the system
     ``lantern+<its id>`` (its semantic ranking as a fifth RRF signal; ``systems.dual_system``). ``workers``:
-    processes the (history, phase) jobs run in (eval/jobs.py; default: the usable CPUs; 1 = in this process; the
+    processes the per-history jobs run in (eval/jobs.py; default: the usable CPUs, at most 8; 1 = in this process; the
     rows are the same either way; a ``summarizer`` runs in this process). Returns the results dict."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
