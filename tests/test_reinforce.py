@@ -277,7 +277,8 @@ def test_eval_reinforce_system_works_on_a_copy(tmp_path, monkeypatch):
     monkeypatch.setattr(reinforced, "copy_of", recording_copy_of)
     fixture = Path(__file__).parent / "fixtures" / "eval" / "locomo_mini.json"
     results = main("locomo", fixture, tmp_path / "out", split="all", keep=2,
-                   systems=["lantern", "lantern+reinforce", "lantern+reinforce+answers"], cache_dir=tmp_path / "cache", plots=False)
+                   systems=["lantern", "lantern+reinforce", "lantern+reinforce+answers"], cache_dir=tmp_path / "cache", plots=False,
+                   workers=1)  # in this process: the recording copy_of above sees every copy
     assert set(results["systems"]) == {"lantern", "lantern+reinforce", "lantern+reinforce+answers"}
     for name in ("lantern+reinforce", "lantern+reinforce+answers"):
         assert results["systems"][name]["overall"]["chars"] <= 6000

@@ -597,6 +597,7 @@ def eval_(
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for --llm-base-url."),
     second_embedder: Optional[str] = typer.Option(None, "--second-embedder", help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes the per-history jobs run in (default: the usable CPUs, at most 8; 1: this process). Same numbers either way."),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics."""
     try:
@@ -610,7 +611,8 @@ def eval_(
                                systems=system or None, embedder=state.embedder, cache_dir=cache, plots=plots,
                                budgets=[int(x) for x in budgets.split(",") if x.strip()],
                                ratios=[float(x) for x in ratios.split(",") if x.strip()],
-                               llm_base_url=llm_base_url, llm_model=llm_model, second_embedder=second_embedder)
+                               llm_base_url=llm_base_url, llm_model=llm_model, second_embedder=second_embedder,
+                               workers=workers)
         except ValueError as e:
             _fail(str(e))
         head = results["systems"].get("lantern", next(iter(results["systems"].values())))["overall"]

@@ -25,6 +25,7 @@ from . import metrics, stats
 from .compaction import METHODS, compact, lost_turns
 from .datasets import LOADER_VERSIONS, SEPARATE_CATEGORIES, Dataset, History, load
 from .lookahead import recovery_query
+from .jobs import Job, Phase, default_workers, memo_embedder, run_jobs
 from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, dual_system, failure_cause, run_system, select
 
 ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
@@ -77,31 +78,63 @@ def _turns(history: History) -> list[Turn]:
     return turns
 
 
+def cache_folder(dataset: Dataset, cache_dir: Path, embedder_id: str) -> Path:
+    """The folder of ``dataset``'s cached databases for one embedder: (name, sha256, embedder id, loader version)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", embedder_id)
+    return cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSIONS.get(dataset.name, 1)}"
+
+
+def _paths(folder: Path, history: History) -> tuple[Path, Path]:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", history.id)
+    return folder / f"{name}.db", folder / f"{name}.json"
+
+
+def open_history(h: History, folder: Path, memo: MemoEmbedder) -> Prepared:
+    """A history's cached database (built by ``prepare``), opened with ``memo`` as its read-path embedder."""
+    from ..api import Lantern
+
+    turns = _turns(h)
+    db, side = _paths(folder, h)
+    ids: list[int] = json.loads(side.read_text())
+    if len(ids) != len(turns) or not db.exists():
+        raise RuntimeError(f"{h.id}: the cached database in {folder} is missing or stale; run prepare first")
+    lantern = Lantern(db, memo.inner)
+    lantern.embedder = memo
+    turn_of = {d: i for i, t in enumerate(turns) for m in t.messages if (d := m.meta.get("dia_id")) is not None}
+    return Prepared(h, turns, ids, turn_of, lantern, entry_sessions(h, turns, ids))
+
+
 def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, progress: Callable[[str, int, int], None] | None = None):
     """Open (building what is missing) the cached databases of ``dataset``: a folder per (dataset sha256, embedder
     id) holding one database per history (a store per conversation, as in real use: recovery searches the whole
     store), each with a sidecar JSON of its per-turn entry ids. Returns ({history id: Prepared}, archive latencies
     in ms per turn, measured on the batches archived by this call)."""
-    from ..api import Lantern
-    from ..embed import get_embedder
+    from .jobs import memo_embedder
 
-    emb = get_embedder(embedder)
-    memo = MemoEmbedder(emb)
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", emb.id)
-    folder = cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSIONS.get(dataset.name, 1)}"
+    memo = memo_embedder(embedder)
+    folder = build(dataset, cache_dir, memo, progress, archive_ms := [])
+    return {h.id: open_history(h, folder, memo) for h in dataset.histories}, archive_ms
+
+
+def build(dataset: Dataset, cache_dir: Path, memo: MemoEmbedder, progress: Callable[[str, int, int], None] | None,
+          archive_ms: list[float]) -> Path:
+    """Archive every history of ``dataset`` whose cached database is missing or stale (``memo``'s embedder);
+    appends the per-turn archive latency (ms) of each batch to ``archive_ms``. Returns the cache folder."""
+    from ..api import Lantern
+
+    emb = memo.inner
+    folder = cache_folder(dataset, cache_dir, emb.id)
     folder.mkdir(parents=True, exist_ok=True)
-    archive_ms: list[float] = []
-    out: dict[str, Prepared] = {}
     for h in dataset.histories:
         turns = _turns(h)
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", h.id)
-        db, side = folder / f"{name}.db", folder / f"{name}.json"
+        db, side = _paths(folder, h)
         ids: list[int] = json.loads(side.read_text()) if side.exists() and db.exists() else []
-        if len(ids) != len(turns):
-            for f in (db, side):
-                f.unlink(missing_ok=True)  # an interrupted or stale build: start this history over
-            ids = []
-            lantern = Lantern(db, emb)
+        if len(ids) == len(turns):
+            continue
+        for f in (db, side):
+            f.unlink(missing_ok=True)  # an interrupted or stale build: start this history over
+        ids = []
+        with Lantern(db, emb) as lantern:
             for start in range(0, len(turns), ARCHIVE_BATCH):
                 batch = turns[start : start + ARCHIVE_BATCH]
                 t0 = time.perf_counter()
@@ -112,13 +145,8 @@ def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, prog
                 ids.extend(res.entry_ids)
                 if progress:
                     progress(h.id, len(ids), len(turns))
-            side.write_text(json.dumps(ids))
-        else:
-            lantern = Lantern(db, emb)
-        lantern.embedder = memo
-        turn_of = {d: i for i, t in enumerate(turns) for m in t.messages if (d := m.meta.get("dia_id")) is not None}
-        out[h.id] = Prepared(h, turns, ids, turn_of, lantern, entry_sessions(h, turns, ids))
-    return out, archive_ms
+        side.write_text(json.dumps(ids))
+    return folder
 
 
 @dataclass
@@ -183,18 +211,20 @@ def _cases(prepared: dict[str, Prepared], histories: Sequence[History], method: 
 
 
 def _run(systems: Sequence[System], cases: Sequence[Case], pools: dict[str, Pool], prepared: dict[str, Prepared],
-         budget: int, bar=None, label: str = "") -> dict[str, list[dict]]:
-    """Per system, one metrics row per case (a progress bar per system when ``bar`` is given)."""
+         budget: int, progress: Callable[[str, int, int], None] | None = None, label: str = "") -> dict[str, list[dict]]:
+    """Per system, one metrics row per case; ``progress(task label, total added, steps done)`` per system."""
     rows: dict[str, list[dict]] = {}
     for system in systems:
-        task = bar.add_task(f"{label}{system.name:>16}", total=len(cases)) if bar else None
+        task = f"{label}{system.name:>16}"
+        if progress:
+            progress(task, len(cases), 0)
         rows[system.name] = []
         for case in cases:
             p = prepared[case.history]
             o = run_system(system, p.lantern, case.question, pools[case.history], budget, reply=case.answer)
             rows[system.name].append(_row(case, o, system, p))
-            if bar:
-                bar.advance(task)
+            if progress:
+                progress(task, 0, 1)
     return rows
 
 
@@ -230,14 +260,16 @@ def evaluate(
     ratios: Sequence[float] | None = DEFAULT_RATIOS,
     summarizer=None,
     second_embedder: str | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Run the evaluation and write ``out_dir/results.json``, ``facts.jsonl``, ``report.md`` (and PNG plots).
     Besides the main table: robustness curves of the ``CURVE_SYSTEMS`` over ``budgets`` (characters) and over
     ``ratios`` (share of each history's turns compacted; [] skips a curve), and a comparison of the compaction
     methods for the ``COMPACTION_SYSTEMS`` (``llm_summary`` only with a ``summarizer``, ``llm.Summarizer``; else
     listed as skipped). ``second_embedder``: also build the stores with that embedder and add the system
-    ``lantern+<its id>`` (its semantic ranking as a fifth RRF signal; ``systems.dual_system``). Returns the
-    results dict."""
+    ``lantern+<its id>`` (its semantic ranking as a fifth RRF signal; ``systems.dual_system``). ``workers``:
+    processes the per-history jobs run in (eval/jobs.py; default: the usable CPUs, at most 8; 1 = in this process; the
+    rows are the same either way; a ``summarizer`` runs in this process). Returns the results dict."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -263,46 +295,80 @@ def evaluate(
             offsets[hid] = done
             bar.update(task, completed=sum(offsets.values()))
 
-        prepared, archive_ms = prepare(chosen, cache_dir, embedder, tick)
+        memo = memo_embedder(embedder)
+        archive_ms: list[float] = []
+        folder = build(chosen, cache_dir, memo, tick, archive_ms)
         bar.update(task, completed=bar.tasks[task].total)
-        second: dict[str, Prepared] = {}
-        try:
-            if second_embedder:
-                offsets.clear()
-                bar.update(task, completed=0, description="archive (2nd embedder)")
-                second, _ = prepare(chosen, cache_dir, second_embedder, tick)
-                for hid, p2 in second.items():
-                    if p2.entry_ids != prepared[hid].entry_ids:
-                        raise RuntimeError(f"{hid}: the two embedders' stores hold different entry ids; clear the cache")
-                dual = dual_system(next(iter(second.values())).lantern.embedder.id, systems[0].config) if second else None
-                if dual and dual.name not in {s.name for s in systems}:
-                    systems.insert(1, dual)
-            all_cases, pools, counts = _cases(prepared, chosen.histories, compaction, lambda p: keep, summarizer, second)
-            rows = _run(systems, all_cases, pools, prepared, budget, bar)
-            by_budget = {}
-            for b in budgets or ():
-                sub = {s.name: rows[s.name] for s in curve_systems} if b == budget else _run(curve_systems, all_cases, pools, prepared, b, bar, f"budget {b:>6,} ")
-                by_budget[b] = _point(sub)
-            by_ratio, ratio_lost = {}, []
-            for r in ratios or ():
-                cs, ps, cn = _cases(prepared, chosen.histories, compaction, lambda p: max(0, round(len(p.turns) * (1 - r))), summarizer)
-                by_ratio[r] = _point(_run(curve_systems, cs, ps, prepared, budget, bar, f"ratio {r:.2f} "))
-                ratio_lost.append(sum(c["lost"] for c in cn.values()))
-            compactions: dict[str, Any] = {}
-            has_summaries = any(h.summaries for h in chosen.histories)
-            for method in METHODS:
-                if method == "session_summary" and not has_summaries:
-                    compactions[method] = {"skipped": "the data has no session summaries"}
-                elif method == "llm_summary" and summarizer is None:
-                    compactions[method] = {"skipped": "no --llm-base-url / --llm-model given"}
-                elif method == compaction:
-                    compactions[method] = {"lost": len(all_cases), "systems": _point({s.name: rows[s.name] for s in comp_systems})}
-                elif comp_systems:
-                    cs, ps, cn = _cases(prepared, chosen.histories, method, lambda p: keep, summarizer)
-                    compactions[method] = {"lost": len(cs), "systems": _point(_run(comp_systems, cs, ps, prepared, budget, bar, f"{method} "))}
-        finally:
-            for p in [*prepared.values(), *second.values()]:
-                p.lantern.close()
+        second_folder = None
+        if second_embedder:
+            offsets.clear()
+            bar.update(task, completed=0, description="archive (2nd embedder)")
+            memo2 = memo_embedder(second_embedder)
+            second_folder = build(chosen, cache_dir, memo2, tick, [])
+            for h in chosen.histories:
+                if json.loads(_paths(folder, h)[1].read_text()) != json.loads(_paths(second_folder, h)[1].read_text()):
+                    raise RuntimeError(f"{h.id}: the two embedders' stores hold different entry ids; clear the cache")
+            dual = dual_system(memo2.id, systems[0].config) if chosen.histories else None
+            if dual and dual.name not in {s.name for s in systems}:
+                systems.insert(1, dual)
+
+        has_summaries = any(h.summaries for h in chosen.histories)
+        methods = [m for m in METHODS if m != compaction and comp_systems and not (m == "session_summary" and not has_summaries)
+                   and not (m == "llm_summary" and summarizer is None)]
+        phases = [Phase("main", None, systems, compaction, keep, None, budget, "", second=True)]
+        phases += [Phase("budget", b, curve_systems, compaction, keep, None, b, f"budget {b:>6,} ") for b in budgets or () if b != budget]
+        phases += [Phase("ratio", r, curve_systems, compaction, None, r, budget, f"ratio {r:.2f} ") for r in ratios or ()]
+        phases += [Phase("method", m, comp_systems, m, keep, None, budget, f"{m} ") for m in methods]
+        # one job per history (its questions are embedded once, in one process), the longest first
+        jobs = sorted((Job(h, phases, str(folder), embedder, str(second_folder) if second_folder else None, second_embedder, summarizer)
+                       for h in chosen.histories), key=lambda j: -len(j.history.messages) * max(1, len(j.history.facts)))
+        tasks: dict[str, Any] = {}
+
+        def advance(label: str, total: int, done: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label, total=0)
+            bar.update(tasks[label], total=bar.tasks[tasks[label]].total + total, advance=done)
+
+        if summarizer is not None or not (embedder is None or isinstance(embedder, str)) or second_embedder and not isinstance(second_embedder, str):
+            workers = 1  # the LLM summary's request counter and an Embedder object stay in this process
+        results_of = run_jobs(jobs, workers if workers is not None else default_workers(), advance)
+
+    def merged(phase: str, point: Any) -> tuple[dict[str, list[dict]], list[Case], dict[str, dict[str, int]]]:
+        """One phase's rows, cases and counts, histories in dataset order."""
+        rows: dict[str, list[dict]] = {}
+        cases: list[Case] = []
+        counts: dict[str, dict[str, int]] = {}
+        order = {h.id: i for i, h in enumerate(chosen.histories)}
+        for r in sorted(results_of, key=lambda r: order[r.history]):  # dataset order
+            if r.phase == phase and r.point == point:
+                for name, rs in r.rows.items():
+                    rows.setdefault(name, []).extend(rs)
+                cases.extend(r.cases)
+                counts[r.history] = r.counts
+        return rows, cases, counts
+
+    rows, all_cases, counts = merged("main", None)
+    rows = {s.name: rows.get(s.name, []) for s in systems}
+    by_budget = {}
+    for b in budgets or ():
+        by_budget[b] = _point({s.name: rows[s.name] for s in curve_systems} if b == budget else
+                              {s.name: merged("budget", b)[0].get(s.name, []) for s in curve_systems})
+    by_ratio, ratio_lost = {}, []
+    for r in ratios or ():
+        sub, _, cn = merged("ratio", r)
+        by_ratio[r] = _point({s.name: sub.get(s.name, []) for s in curve_systems})
+        ratio_lost.append(sum(c["lost"] for c in cn.values()))
+    compactions: dict[str, Any] = {}
+    for method in METHODS:
+        if method == "session_summary" and not has_summaries:
+            compactions[method] = {"skipped": "the data has no session summaries"}
+        elif method == "llm_summary" and summarizer is None:
+            compactions[method] = {"skipped": "no --llm-base-url / --llm-model given"}
+        elif method == compaction:
+            compactions[method] = {"lost": len(all_cases), "systems": _point({s.name: rows[s.name] for s in comp_systems})}
+        elif comp_systems:
+            sub, cs, _ = merged("method", method)
+            compactions[method] = {"lost": len(cs), "systems": _point({s.name: sub.get(s.name, []) for s in comp_systems})}
 
     base = systems[0].config or Config()
     results = aggregate(rows, all_cases, systems)
@@ -322,7 +388,7 @@ def evaluate(
         "no_evidence": sum(c["no_evidence"] for c in counts.values()),
     }
     results["config"] = {
-        "budget": budget, "keep": keep, "compaction": compaction, "embedder": next(iter(prepared.values())).lantern.embedder.id if prepared else embedder,
+        "budget": budget, "keep": keep, "compaction": compaction, "embedder": memo.id,
         "systems": {s.name: {"kind": s.kind, "note": s.note, "config": _config_json(s.config) if s.kind in ("lantern", "dual") else None} for s in systems},
         "lantern_config": _config_json(base),
     }
@@ -444,7 +510,8 @@ def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: 
          keep: int | None = None, compaction: str | None = None, systems: Sequence[str] | None = None,
          embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True,
          budgets: Sequence[int] | None = DEFAULT_BUDGETS, ratios: Sequence[float] | None = DEFAULT_RATIOS,
-         llm_base_url: str | None = None, llm_model: str | None = None, second_embedder: str | None = None) -> dict[str, Any]:
+         llm_base_url: str | None = None, llm_model: str | None = None, second_embedder: str | None = None,
+         workers: int | None = None) -> dict[str, Any]:
     """Entry point of ``lantern eval``. ``keep`` / ``compaction`` default to the dataset's own (aider: gist, 4
     turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns. ``llm_base_url`` + ``llm_model``: an
     OpenAI-compatible endpoint for the ``llm_summary`` compaction (key from ``LANTERN_LLM_API_KEY``)."""
@@ -458,4 +525,5 @@ def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: 
         summarizer = Summarizer(llm_base_url or "", llm_model or "", cache_dir=(cache_dir or default_cache_dir()) / "llm")
     return evaluate(ds, out_dir=out, systems=select(systems), budget=budget, keep=keep, compaction=compaction,
                     split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots,
-                    budgets=budgets, ratios=ratios, summarizer=summarizer, second_embedder=second_embedder)
+                    budgets=budgets, ratios=ratios, summarizer=summarizer, second_embedder=second_embedder,
+                    workers=workers)
