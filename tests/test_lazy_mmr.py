@@ -70,3 +70,18 @@ def test_recover_reads_lazily_and_packs_what_explain_packs(tmp_path):
             for c in lazy_ranked:
                 if c.mmr_order is not None:
                     assert (c.mmr_order, c.verdict) == (by_id[c.entry.id].mmr_order, by_id[c.entry.id].verdict)
+
+
+def test_reinforcement_decays_the_candidates_packing_examined_not_the_ones_it_never_reached(tmp_path):
+    with Lantern(tmp_path / "decay.db", embedder="minilm") as memory:
+        memory.ingest(EXCERPT, format="aider", session="aider")
+        before = {c.entry.id: c.entry.confidence for c in memory.explain("which file holds the test runner", budget=900).candidates}
+        result = memory.recover("which file holds the test runner", budget=900)
+        after = {e.id: e.confidence for e in memory.store.entries(list(before), text=False, tags=False).values()}
+        packed = {e.id for e in result.entries}
+        examined = {c.entry.id for c in result.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None}
+        unread = {c.entry.id for c in result.candidates if c.mmr_order is None}
+        assert packed and examined and unread
+        assert all(after[i] == min(1.0, before[i] + 0.15) for i in packed)
+        assert all(abs(after[i] - max(0.0, before[i] - 0.02)) < 1e-9 for i in examined)
+        assert all(after[i] == before[i] for i in unread)

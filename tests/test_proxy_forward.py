@@ -461,11 +461,13 @@ def test_only_new_turns_are_embedded(proxy, tmp_path):
                "of context. Summary: billing database set up, renderer refactored."}
     compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
     client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
-    # 3 texts: the recovery's query, then one archive batch of the summary turn and the question with its reply;
-    # the two kept turns (already archived) are not embedded again
-    assert len(embedded) == 3 and not any("step 9" in t for t in embedded), embedded
-    assert any("continued from a previous conversation" in t for t in embedded)
-    assert any("port does the billing" in t and "reply to" in t for t in embedded)
+    # 2 texts: the recovery's query (summary and question), then the archive of the question with its reply; the
+    # two kept turns (already archived) are not embedded again, and the compaction summary is not archived
+    assert len(embedded) == 2 and not any("step 9" in t for t in embedded), embedded
+    assert embedded[0].startswith("Which port does the billing") and "continued from a previous conversation" in embedded[0]
+    assert "port does the billing" in embedded[1] and "reply to" in embedded[1]
+    stored = lantern.store.db.execute("SELECT count(*) FROM entries WHERE text LIKE '%continued from a previous%'")
+    assert stored.fetchone()[0] == 0
 
 
 SUMMARY = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "

@@ -257,7 +257,7 @@ class Lantern:
                                project=project, complete=False)
         packed = [e.id for e in result.entries]
         if self.config.reinforce:
-            missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:")]
+            missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None]
             rates = reinforce.Rates(self.config.confidence_gain, self.config.confidence_decay, self.config.success_alpha, self.config.prune_below)
             user_id = resolve(self.scope, user, agent, project).user
             self.index.set_reinforcement(reinforce.record_recovery(self.store, session or None, packed, missed, rates, user=user_id))

@@ -6,11 +6,16 @@ After each recovery (``Lantern.recover`` with ``Config.reinforce``), in ONE tran
 what                                update                                               source
 ==================================  ===================================================  ====================
 recovered (packed) entry            c ← min(1, c + 0.15)                                 paper Appendix D
-candidate not recovered (cut)       c ← max(0, c − 0.02)                                 paper Appendix D
+candidate examined, not recovered   c ← max(0, c − 0.02)                                 paper Appendix D
 recovered entry, judged useful      σ ← (1 − α)·σ + α·1,  α = 0.2                        EMA: paper; α ours
 recovered entry, judged not useful  σ ← (1 − α)·σ + α·0                                  EMA: paper; α ours
 c < 0.15                            pruned                                               paper Appendix D
 ==================================  ===================================================  ====================
+
+A candidate counts as examined when packing reached it in MMR order (it has an MMR turn) and cut it, for the budget
+or as a near-duplicate (ours: the paper says "candidates not selected"). The lower-ranked candidates packing never
+reached are left alone: with 100 candidates per signal, ~300 per recovery, decaying all of them pruned an entry
+after ~40 recoveries in which it was merely a low-ranked candidate, and rewrote ~300 rows per recovery.
 
 Usefulness (ours; the paper says "proved useful" without a test): a recovery is kept as *pending* (table
 ``recoveries``) until the next assistant message archived in its session (any session when it was unscoped);
@@ -133,7 +138,7 @@ def record_recovery(
     now: float | None = None, user: str = "",
 ) -> dict[int, tuple[float, float]]:
     """Apply one recovery in ONE transaction: access_count + 1 and c ← min(1, c + gain) for ``recovered``,
-    c ← max(0, c − decay) for ``missed`` (candidates cut), and a pending row in ``recoveries`` for the
+    c ← max(0, c − decay) for ``missed`` (candidates examined and cut), and a pending row in ``recoveries`` for the
     usefulness check, kept for the next assistant message of the same ``user`` (lantern/scope.py) and session.
     Returns {entry id: (c, σ)} as stored, for the in-process index."""
     recovered = list(dict.fromkeys(int(i) for i in recovered))
