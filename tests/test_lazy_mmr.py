@@ -75,8 +75,8 @@ def test_recover_reads_lazily_and_packs_what_explain_packs(tmp_path):
 def test_reinforcement_decays_the_candidates_packing_examined_not_the_ones_it_never_reached(tmp_path):
     with Lantern(tmp_path / "decay.db", embedder="minilm") as memory:
         memory.ingest(EXCERPT, format="aider", session="aider")
-        before = {c.entry.id: c.entry.confidence for c in memory.explain("which file holds the test runner", budget=900).candidates}
-        result = memory.recover("which file holds the test runner", budget=900)
+        before = {c.entry.id: c.entry.confidence for c in memory.explain("run the tests", budget=6000).candidates}
+        result = memory.recover("run the tests", budget=6000)
         after = {e.id: e.confidence for e in memory.store.entries(list(before), text=False, tags=False).values()}
         packed = {e.id for e in result.entries}
         examined = {c.entry.id for c in result.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None}
@@ -85,3 +85,24 @@ def test_reinforcement_decays_the_candidates_packing_examined_not_the_ones_it_ne
         assert all(after[i] == min(1.0, before[i] + 0.15) for i in packed)
         assert all(abs(after[i] - max(0.0, before[i] - 0.02)) < 1e-9 for i in examined)
         assert all(after[i] == before[i] for i in unread)
+
+
+def test_recoveries_that_pack_nothing_decay_nothing_and_read_ahead_is_not_examined(tmp_path):
+    """A breaker's finding: entries read ahead in a batch of 16 got an MMR turn and were decayed although packing
+    never looked at them; 45 recoveries with a 60-character budget pruned the best entries of the store."""
+    with Lantern(tmp_path / "tiny.db", embedder="minilm") as memory:
+        memory.ingest(EXCERPT, format="aider", session="aider")
+        query = "which file holds the test runner"
+        before = {c.entry.id: c.entry.confidence for c in memory.explain(query).candidates}
+        for _ in range(5):
+            result = memory.recover(query, budget=60)
+            assert not result.entries and all(c.mmr_order is None for c in result.candidates)
+        after = {e.id: e.confidence for e in memory.store.entries(list(before), text=False, tags=False).values()}
+        assert after == before
+        result = memory.recover(query, budget=1500)
+        examined = {c.entry.id for c in result.candidates if c.mmr_order is not None}
+        packed = {e.id for e in result.entries}
+        cut = examined - packed
+        # every candidate with an MMR turn was examined by packing: packed, or cut with packing's own reason
+        assert all(c.verdict in ("packed", "excerpt") or c.reason != "budget exhausted"
+                   for c in result.candidates if c.mmr_order is not None), [(c.verdict, c.reason) for c in result.candidates if c.entry.id in cut]

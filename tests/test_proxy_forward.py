@@ -594,3 +594,25 @@ def test_compaction_query_is_embedded_ahead_once(proxy, tmp_path):
     grown = compacted + [r.json()["choices"][0]["message"], {"role": "user", "content": "And the test database?"}]
     client.post("/v1/chat/completions", json={"model": "tiny", "messages": grown}, headers=headers)
     assert not any(name.startswith("lantern-query") for name, _ in calls)
+
+
+def test_user_messages_that_look_like_summaries_are_archived_runtime_summaries_are_not(tmp_path):
+    """A breaker's finding: the proxy left out every message ``is_summary`` matched, including a user's own
+    "Summary of the conversation I had with my landlord: ...". Only a runtime's compaction summary stays out."""
+    from lantern import Lantern
+    from lantern.integrations.proxy import _archive_new
+
+    with Lantern(tmp_path / "s.db", embedder="minilm") as lantern:
+        _archive_new(lantern, "s", [
+            {"role": "system", "content": "[Summary] the user set up billing and the renderer."},
+            {"role": "user", "content": "This session is being continued from a previous conversation. Summary: billing."},
+            {"role": "user", "content": "Summary of the conversation I had with my landlord: rent goes to $2,310 in May"},
+            {"role": "assistant", "content": "Sure, noted."},
+            {"role": "user", "content": "[Summary] of my meds: metformin 500mg twice daily"},
+            {"role": "assistant", "content": "Noted the metformin dose."},
+        ])
+        texts = [r[0] for r in lantern.store.db.execute("SELECT text FROM entries ORDER BY turn")]
+        assert len(texts) == 2, texts
+        assert "$2,310" in texts[0] and "Sure, noted." in texts[0]
+        assert "metformin 500mg" in texts[1] and "Noted the metformin dose." in texts[1]
+        assert not any("continued from a previous" in t or "set up billing" in t for t in texts)

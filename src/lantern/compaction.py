@@ -35,7 +35,7 @@ SUMMARY_QUERY_CHARS = 2000  # ours: how much of a long summary goes into the que
 _SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
 _CLAUDE_CODE = "this session is being continued from a previous conversation"
 
-__all__ = ["Compaction", "Tracker", "detect", "is_summary", "message_text", "summary_query"]
+__all__ = ["Compaction", "Tracker", "detect", "is_runtime_summary", "is_summary", "message_text", "summary_query"]
 
 
 @dataclass
@@ -88,6 +88,23 @@ def is_summary(m: Any) -> bool:
     if _CLAUDE_CODE in text[:400].lower():
         return True
     return m.get("role") in ("system", "user", "developer") and bool(_SUMMARY_START.match(text))
+
+
+def is_runtime_summary(m: Any) -> bool:
+    """Whether a message can only be a runtime's compaction summary, stricter than ``is_summary`` (which decides
+    detection, where a false alarm costs one recovery): Claude Code's flag ``isCompactSummary``, a message that
+    starts with Claude Code's "This session is being continued from a previous conversation", or a system /
+    developer message that starts like a summary ("[Summary", "Summary of the conversation", "<summary>"). A user
+    message that merely starts like a summary ("Summary of the conversation I had with my landlord: ...") is the
+    user's own words. The proxy does not archive runtime summaries (ours)."""
+    if not isinstance(m, dict):
+        return False
+    if m.get("isCompactSummary") is True:
+        return True
+    text = message_text(m).lstrip()
+    if text[: len(_CLAUDE_CODE)].lower() == _CLAUDE_CODE:
+        return True
+    return m.get("role") in ("system", "developer") and bool(_SUMMARY_START.match(text))
 
 
 def summary_query(messages: list[Any]) -> tuple[str, str] | None:

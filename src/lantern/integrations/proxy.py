@@ -373,17 +373,17 @@ def _scope_headers(request: Request) -> dict[str, str | None]:
 def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[str, str | None] | None = None) -> None:
     """Archive the turns of ``messages`` not yet in ``session`` (by content hash), in one transaction: a long
     conversation resent on every request is not re-summarized and re-embedded, nor are the turns a compacted
-    context kept. A compaction summary message (``compaction.is_summary``) is not archived: it is the runtime's
-    lossy rewrite of turns already archived, not a turn of the conversation (Claude Code ingest keeps its compact
-    summaries out of the store too)."""
+    context kept. A runtime's compaction summary message (``compaction.is_runtime_summary``) is not archived: it
+    is the runtime's lossy rewrite of turns already archived, not a turn of the conversation (Claude Code ingest
+    keeps its compact summaries out of the store too); a user message that merely looks like a summary is."""
     from ..api import _session_name
     from ..archive.chunk import chunk
-    from ..compaction import is_summary
+    from ..compaction import is_runtime_summary
     from ..model import ArchiveResult
     from ..scope import resolve
 
     scope = scope or {}
-    messages = [m for m in messages if not is_summary(m)]
+    messages = [m for m in messages if not is_runtime_summary(m)]
     if not messages:
         return
     skipped, warnings, msgs, redacted = lantern._messages(messages, "auto")

@@ -210,7 +210,8 @@ def recover(
     clock; ``as_of``). ``notes``: packed entry ids -> superseded-fact notes, inserted in the block within the budget
     (recover/facts_note.py). ``extra_rankings``: as in ``rank``. MMR and the duplicate check run lazily, as far as
     packing reads; ``complete`` (explain, evaluation) runs them over every candidate afterwards, so each has its MMR
-    order and duplicate verdict; without it, candidates packing never reached are ``cut:budget`` with no MMR order.
+    order and duplicate verdict; without it, candidates packing never examined (read ahead in a batch or never
+    reached) are ``cut:budget`` with no MMR order.
     The packed block is the same either way."""
     candidates, terms, positions = rank(
         store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text, now=now,
@@ -244,6 +245,11 @@ def recover(
     if complete:  # every candidate gets its MMR order and duplicate check, as if packing had read them all
         for _ in kept:
             pass
+    else:  # entries read ahead in a batch (_full_texts) but never examined by packing were not reached
+        reached = max((by_id[i].mmr_order or 0 for i in result.verdicts), default=0)
+        for c in ranked:
+            if c.mmr_order is not None and c.mmr_order > reached:
+                c.mmr_order, c.verdict, c.reason = None, "", ""
     for c in ranked:
         if not c.verdict and c.entry.id not in result.verdicts:
             c.verdict, c.reason = "cut:budget", "budget exhausted" if c.mmr_order else "budget exhausted before MMR reached it"
