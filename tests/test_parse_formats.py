@@ -461,3 +461,23 @@ def test_swe_agent_steps_are_turns_and_retrieval_finds_the_step(tmp_path):
     step_one = next(text for _, _, text in rows if "find_file settings.py" in text)
     assert "CACHE_TTL = 900" not in step_one  # the first step's turn holds only its own action and observation
     assert hits[0].entry.text == step_one and "/app/shop/settings.py" in hits[0].entry.text
+
+
+@pytest.mark.parametrize("first", [b"", b'{"role": "user", "content": "hi"}\n'])
+def test_a_large_binary_file_is_refused_by_its_head_without_being_read_whole(tmp_path, first):
+    """A breaker's finding: a 4 GB sparse file (a VM image, a database kept in an ingested folder) was read whole
+    before its NUL bytes were noticed. The first 4 KB decide now."""
+    import tracemalloc
+
+    path = tmp_path / "disk.img"
+    with open(path, "wb") as f:
+        f.write(first)
+        f.truncate(300 * 1024 * 1024)  # sparse: NUL bytes after the first line
+    tracemalloc.start()
+    with pytest.raises(TranscriptFormatError, match="binary data"):
+        parse(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 20 * 1024 * 1024, peak
+    with Lantern(tmp_path / "b.db", embedder="minilm") as memory, pytest.raises(TranscriptFormatError, match="binary data"):
+        memory.ingest(path)

@@ -196,6 +196,17 @@ def decode(data: bytes, source: str | None = None) -> str:
         ) from None
 
 
+def check_head(head: bytes, source: str | None = None) -> None:
+    """Refuse a file by its first bytes (up to 4 KB) when they hold NUL bytes outside a UTF-16 pattern (with or
+    without a BOM): binary data (an image, a database, a sparse file), never read whole. Raises
+    TranscriptFormatError("not a text transcript ...")."""
+    if b"\x00" not in head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return
+    if utf16_without_bom(head[: len(head) - len(head) % 2]):
+        return
+    raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
+
+
 def read_source(source: Any, name: str | None = None) -> Any:
     """A path (``str``/``Path``), bytes, text or loaded object -> text (``str``) or the loaded object (list/dict;
     a tuple becomes a list).
@@ -227,7 +238,10 @@ def read_source(source: Any, name: str | None = None) -> Any:
         source = Path(line)
     if isinstance(source, os.PathLike):
         try:
-            data = Path(source).read_bytes()
+            with open(source, "rb") as f:
+                check_head(f.read(4096), name or str(source))  # a binary file is refused before it is read whole
+                f.seek(0)
+                data = f.read()
         except OSError as e:
             raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(source)) from e  # the cause: unreadable, not a format question
         return decode(data, name or str(source))
