@@ -88,9 +88,15 @@ def test_ingest_of_a_directory_equals_ingesting_each_file_and_resumes_without_du
     assert result.failed == []
     assert f"{SID}/sidechain-a3c7e91" in sessions  # the subagent came with its session, once
 
-    # the same files ingested one by one into another database: the same sessions and the same counts
+    # a file in a subfolder is named by its path under the folder; one named by a session id keeps the id
+    assert "a/aider" in sessions and SID in sessions
+    # the same files ingested one by one into another database, each under its directory session: the same
+    # sessions and the same counts
     with Lantern(tmp_path / "each.db") as each:
-        counts = {f.path.name: each.ingest(f.path).added for f in result.ingested}
+        counts = {}
+        for f in result.ingested:
+            name = "/".join((*f.path.relative_to(tree).parent.parts, f.path.stem)) if f.path.parent != tree and f.path.stem != SID else None
+            counts[f.path.name] = each.ingest(f.path, name).added
         assert each.store.sessions() == sessions
     assert counts == {f.path.name: f.result.added for f in result.ingested} and result.added == sum(counts.values())
 
@@ -126,7 +132,7 @@ def test_summary_lists_every_file_with_its_reason(tree, tmp_path):
         lines = summary_lines(memory.ingest(tree))
     assert lines[0].startswith(f"{tree}: 7 files ingested (") and " 0 failed" in lines[0]
     assert "  a/pipe.jsonl: not a regular file (FIFO)" in lines
-    assert any(line.startswith("  a/openai.json: ") and "session openai" in line for line in lines)
+    assert any(line.startswith("  a/openai.json: ") and "session a/openai" in line for line in lines)
     assert lines.index("skipped:") > lines.index("ingested:")
     skipped = [line.split(":")[0].strip() for line in lines[lines.index("skipped:") + 1:]]
     assert skipped[:6] == ["empty.json", "gone.json", "notes.txt", "a/blob.bin", "a/pipe.jsonl", "a/script.py"]  # walk order
@@ -168,3 +174,20 @@ def test_cli_ingest_dir_without_transcripts_exits_1_and_leaves_no_database(tmp_p
     empty.mkdir()
     r = cli("ingest", str(empty), db=db)
     assert r.returncode == 1 and f"{empty}: 0 files ingested" in r.stdout and not db.exists()
+
+
+def test_same_named_files_in_different_folders_stay_apart(tmp_path):
+    """A breaker's finding: every repository's .aider.chat.history.md went into one session, and a turn of the
+    second repository equal to one of the first was counted as already archived."""
+    tree = tmp_path / "code"
+    chat = "# aider chat started at 2024-08-06 08:47:10\n\n#### ok thanks\n\nYou are welcome.\n\n#### which port for {name}?\n\n{name} listens on {port}.\n"
+    for name, port in (("repoA", 5433), ("repoB", 6543)):
+        (tree / name).mkdir(parents=True)
+        (tree / name / ".aider.chat.history.md").write_text(chat.format(name=name, port=port))
+    with Lantern(tmp_path / "m.db", embedder="minilm") as memory:
+        result = memory.ingest(tree)
+        assert result.added == 4 and result.duplicates == 0
+        sessions = memory.store.sessions()
+        assert {s.split("/")[0] for s in sessions} == {"repoA", "repoB"}, sessions
+        assert "5433" in memory.recover("which port", session="repoA").text
+        assert "5433" not in memory.recover("which port", session="repoB").text

@@ -9,8 +9,9 @@ are not regular files: they are skipped with their reason and never opened. A Cl
 journals) is read with the session transcript (archive/subagents.py), not file by file.
 
 Each file is then ingested as ``Lantern.ingest`` ingests one file — format auto-detected per file (or the forced
-one), its own transactions of 256 turns, session by default the file name without extension (a subagent file:
-its parent session), so ingesting a folder twice, or again after an interruption, adds no duplicates. A file that
+one), its own transactions of 256 turns, session by default the file's path under the folder without extension
+(``repoA/.aider.chat.history``: same-named files of different folders stay apart; a file named by a session id,
+as Claude Code's ``<uuid>.jsonl``, and a subagent file keep that id, as the hooks name them), so ingesting a folder twice, or again after an interruption, adds no duplicates. A file that
 is not a transcript of any supported format (``TranscriptFormatError``) or holds no turn is skipped with its
 reason; a file that cannot be read (``OSError``: permission, vanished) is a failure with its reason; the folder's
 other files are ingested either way. Any other error (the database, Ctrl-C) stops the walk: the files ingested
@@ -20,6 +21,7 @@ before it stay committed.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -186,7 +188,8 @@ def ingest_directory(
         if progress is not None:
             def report(done: int, estimate: int, _before=before, _size=size) -> None:
                 progress(_before + (min(_size, _size * done // estimate) if estimate else 0), total)
-        name = f"{session}/{_default_session(path)}" if session else None
+        own = _default_session(path, root)
+        name = f"{session}/{own}" if session else (own if "/" in own else None)
         try:
             result = ingest_file(path, name, format=format, progress=report)
         except TranscriptFormatError as e:
@@ -215,10 +218,20 @@ def _walk_key(path: Path, root: Path) -> list[tuple[int, str]]:
     return [(1, part) for part in rel.parent.parts] + [(0, rel.name)]
 
 
-def _default_session(path: Path) -> str:
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+
+
+def _default_session(path: Path, root: Path) -> str:
+    """A file's session: its folders under ``root`` and its name without extension (``repoA/.aider.chat.history``),
+    so same-named files of different folders (every repository's ``.aider.chat.history.md``) stay apart. A file
+    named by a session id (a Claude Code ``<uuid>.jsonl``) and a subagent file (its parent session's id) keep the
+    bare id, the session the Claude Code hooks archive it under."""
     from .subagents import parent_session
 
-    return parent_session(path) or path.stem
+    parent = parent_session(path)
+    if parent or _SESSION_ID.fullmatch(path.stem):
+        return parent or path.stem
+    return "/".join((*_relative(path, root).parent.parts, path.stem))
 
 
 def _size(path: Path) -> int:
