@@ -16,6 +16,7 @@ import pytest
 
 from lantern import Lantern
 from lantern.archive.directory import DirectoryResult, summary_lines, walk
+from lantern.model import ArchiveResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PARSE = FIXTURES / "parse"
@@ -191,3 +192,40 @@ def test_same_named_files_in_different_folders_stay_apart(tmp_path):
         assert {s.split("/")[0] for s in sessions} == {"repoA", "repoB"}, sessions
         assert "5433" in memory.recover("which port", session="repoA").text
         assert "5433" not in memory.recover("which port", session="repoB").text
+
+
+def test_subagent_files_the_session_does_not_read_are_not_reported_as_read(tree, tmp_path):
+    """A breaker's finding: an agent file deeper than subagents.MAX_DEPTH folders, or under a symlinked folder, was
+    listed as "read with its session transcript" although its text never reached the store."""
+    subagents = tree / "b" / "deep" / "deeper" / "-home-dev-api" / SID / "subagents"
+    agent = (subagents / "agent-a3c7e91.jsonl").read_text(encoding="utf-8")
+    deep = subagents / "a" / "b" / "c" / "d" / "e"
+    deep.mkdir(parents=True)
+    (deep / "agent-deep5.jsonl").write_text(agent.replace("a3c7e91", "deep5"), encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "agent-linked1.jsonl").write_text(agent.replace("a3c7e91", "linked1"), encoding="utf-8")
+    (subagents / "linkdir").symlink_to(outside)
+    _, skipped = walk(tree)
+    reasons = {str(f.path.relative_to(tree)): f.reason for f in skipped}
+    prefix = f"b/deep/deeper/-home-dev-api/{SID}/subagents/"
+    assert reasons[prefix + "agent-a3c7e91.jsonl"].startswith("read with its session transcript")
+    for name in ("a/b/c/d/e/agent-deep5.jsonl", "linkdir/agent-linked1.jsonl"):
+        assert "not read" in reasons[prefix + name], reasons[prefix + name]
+
+
+def test_a_file_replaced_by_a_folder_mid_walk_fails_alone(tree, tmp_path):
+    """A breaker's finding: the folder was ingested as a nested directory and ``--json`` then crashed."""
+    victim = tree / "b" / "numbers.json"
+
+    def progress(done: int, total: int) -> None:
+        if victim.is_file():
+            victim.unlink()
+            victim.mkdir()
+            shutil.copy(PARSE / TRANSCRIPTS[0], victim / TRANSCRIPTS[0])
+
+    with Lantern(tmp_path / "m.db") as memory:
+        result = memory.ingest(tree, progress=progress)
+    assert rel(result, "failed") == {"b/numbers.json": "no longer a regular file"}
+    assert all(isinstance(f.result, ArchiveResult) for f in result.ingested)
+    json.dumps(result.to_json())

@@ -141,16 +141,29 @@ def _kind(mode: int) -> str:
 
 
 def _claude_code_session_folders(files: list[Path], skipped: list[FileOutcome], root: Path) -> tuple[list[Path], list[FileOutcome]]:
-    """Files under ``<dir>/<session-id>/subagents/`` whose ``<dir>/<session-id>.jsonl`` is listed are read with that
-    transcript (archive/subagents.py): they leave the list, skipped with that reason."""
+    """Files under ``<dir>/<session-id>/subagents/`` whose ``<dir>/<session-id>.jsonl`` is listed leave the list:
+    the subagent transcripts the session's ingest reads (archive/subagents.py ``subagent_files``) are skipped as
+    "read with its session transcript"; the others in that folder (deeper than ``subagents.MAX_DEPTH`` folders,
+    under a symlinked folder, workflow journals, metadata) as not read, with that reason."""
+    from .subagents import MAX_DEPTH, subagent_files
+
     listed = set(files)
+    read: dict[Path, set[Path]] = {}
     kept: list[Path] = []
     for path in files:
         session_file = _session_transcript(path)
-        if session_file is not None and session_file in listed:
-            skipped.append(FileOutcome(path, reason=f"read with its session transcript {_relative(session_file, root)}"))
-        else:
+        if session_file is None or session_file not in listed:
             kept.append(path)
+            continue
+        if session_file not in read:
+            read[session_file] = {p for _, p in subagent_files(session_file)}
+        where = _relative(session_file, root)
+        if path in read[session_file]:
+            skipped.append(FileOutcome(path, reason=f"read with its session transcript {where}"))
+        else:
+            skipped.append(FileOutcome(path, reason=(
+                f"in the folder of session transcript {where}, not read: not a subagent transcript, deeper than "
+                f"{MAX_DEPTH} folders under subagents/, or under a symlinked folder")))
     return kept, skipped
 
 
@@ -191,6 +204,8 @@ def ingest_directory(
         own = _default_session(path, root)
         name = f"{session}/{own}" if session else (own if "/" in own else None)
         try:
+            if path.exists() and not path.is_file():  # replaced by a folder (a FIFO ...) since the walk listed it
+                raise OSError(21, "no longer a regular file", str(path))
             result = ingest_file(path, name, format=format, progress=report)
         except TranscriptFormatError as e:
             if isinstance(e.__cause__, OSError):  # the file could not be read: not a question of format
