@@ -173,3 +173,14 @@ def test_local_signal_never_adds_an_excluded_turn(traj):
     near = find(traj, "bank teller")
     rec = traj.explain("Where is the fintech elite forum?", budget=6000, exclude=[near])
     assert near not in {c.entry.id for c in rec.candidates}
+
+
+def test_speaker_names_in_chinese_queries_and_one_letter_names():
+    """A breaker's finding: a Chinese name inside a Chinese question (no spaces) never matched; "C++" matched any
+    question with the word "c"."""
+    from lantern.recover.speaker import named_in
+
+    assert named_in("梅兰妮喜欢什么？", {"梅兰妮", "caroline"}) == {"梅兰妮"}
+    assert named_in("what does c say about it", {"c++"}) == set()
+    assert named_in("What did Caroline say?", {"caroline", "melanie"}) == {"caroline"}
+    assert named_in("Did Carolines go?", {"caroline"}) == set()  # whole words for names in Latin script

@@ -34,11 +34,23 @@ def speakers_of(summary: str) -> set[str]:
     return {m.group(1).strip().lower() for m in _LINE.finditer(summary)}
 
 
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
 def named_in(query: str, names: set[str]) -> set[str]:
-    """The ``names`` (lowercased; one or several words) that ``query`` contains as whole words, case-insensitive."""
-    words = _WORD.findall(query.lower())
-    text = " " + " ".join(words) + " "
-    return {n for n in names if n and " " + " ".join(_WORD.findall(n)) + " " in text}
+    """The ``names`` (lowercased; one or several words) that ``query`` contains, case-insensitive: as whole words,
+    or, for a name written in CJK characters (Chinese has no spaces between words: "梅兰妮喜欢什么"), as a substring.
+    A name of fewer than two word characters ("C++" is the word "c") never matches."""
+    lowered = query.lower()
+    text = " " + " ".join(_WORD.findall(lowered)) + " "
+    found = set()
+    for n in names:
+        words = " ".join(_WORD.findall(n))
+        if len(words.replace(" ", "")) < 2:
+            continue
+        if _CJK.search(n) and n in lowered or " " + words + " " in text:
+            found.add(n)
+    return found
 
 
 def speaker_ranking(
