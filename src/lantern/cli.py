@@ -138,8 +138,9 @@ def _iso(value: Optional[str], option: str):
 def ingest(
     file: Path = typer.Argument(..., help="Transcript file, or a directory: every transcript under it."),
     format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", help="Session id (default: the file name)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the ArchiveResult as JSON."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", help=(
+        "Session id (default: the file name; for a directory, each file's path under it, and NAME becomes a prefix).")),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (a directory: every file with its outcome)."),
     user: Optional[str] = _user_option("User the turns belong to (default $LANTERN_USER, else the default user \"\")."),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -337,9 +338,14 @@ def search(
         if as_json:
             print(json.dumps(rows, ensure_ascii=False))
             return
-        table = Table(show_lines=False, caption="ranks: sem = semantic, fts = full text (BM25), kw = keyword, imp = importance")
-        signals = ("semantic", "fulltext", "keyword", "importance")
-        for col in ("id", "session", "turn", "sem", "fts", "kw", "imp", "RRF", *(("MMR", "verdict", "category", "c", "σ") if explain else ()), "summary"):
+        short = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
+                 "neighbour": "nb", "local": "loc", "speaker": "spk"}
+        used = {name for r in rows for name in r["ranks"]}
+        signals = [n for n in short if n in used] + sorted(used - set(short))
+        caption = "ranks per signal: " + ", ".join(f"{short.get(n, n)} = {n}" for n in signals) + " (– unranked)"
+        table = Table(show_lines=False, caption=caption)
+        for col in ("id", "session", "turn", *(short.get(n, n) for n in signals), "RRF",
+                    *(("MMR", "verdict", "category", "c", "σ") if explain else ()), "summary"):
             table.add_column(col, overflow="fold", min_width=30 if col == "summary" else None)
         for r in rows:
             ranks = [str(r["ranks"].get(s, "–")) for s in signals]
