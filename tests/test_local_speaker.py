@@ -126,7 +126,7 @@ def test_window_rows_are_the_turns_within_width_of_each_seed(traj):
     rows = local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 2)
     turns = sorted(traj.store.entries(traj.index.ids[rows].tolist(), text=False).values(), key=lambda e: e.turn)
     assert [e.turn for e in turns] == [4, 5, 6, 7, 8]
-    assert len(local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 0)) == 0  # alone in it
+    assert local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 0).tolist() == traj.index.positions([forum]).tolist()
     assert len(local.window_rows(traj.store, traj.index, [], 5)) == 0
 
 
@@ -137,10 +137,10 @@ def test_window_rows_stay_inside_the_seed_session(traj):
     rows = local.window_rows(traj.store, traj.index, first, 3)
     sessions = {e.session for e in traj.store.entries(traj.index.ids[rows].tolist(), text=False).values()}
     assert sessions == {"s"} and len(rows) == 4
-    pilot = traj.index.positions([find(traj, "pilot")])  # the only turn of its session: no neighbourhood
-    assert len(local.window_rows(traj.store, traj.index, pilot, 8)) == 0
+    pilot = traj.index.positions([find(traj, "pilot")])  # the only turn of its session: its window is itself
+    assert local.window_rows(traj.store, traj.index, pilot, 8).tolist() == pilot.tolist()
     both = local.window_rows(traj.store, traj.index, [*pilot, *first], 3)
-    assert sorted(traj.index.ids[both].tolist()) == sorted(traj.index.ids[rows].tolist())
+    assert sorted(traj.index.ids[both].tolist()) == sorted(traj.index.ids[[*rows, *pilot]].tolist())
 
 
 def test_local_ranking_finds_the_generic_part_near_the_distinctive_hit(traj):
@@ -184,3 +184,36 @@ def test_speaker_names_in_chinese_queries_and_one_letter_names():
     assert named_in("what does c say about it", {"c++"}) == set()
     assert named_in("What did Caroline say?", {"caroline", "melanie"}) == {"caroline"}
     assert named_in("Did Carolines go?", {"caroline"}) == set()  # whole words for names in Latin script
+
+
+def test_a_one_turn_session_that_every_query_signal_ranks_first_comes_first(tmp_path):
+    """A newcomer's finding: in a small store of multi-turn sessions, the one-turn session holding the answer
+    (semantic, full text and prf all rank it 1st) fused 7th: local and neighbour lifted the turns of the longer
+    sessions, and a lone turn had no local rank."""
+    with Lantern(tmp_path / "zh.db") as memory:
+        memory.archive([{"role": "user", "content": "把数据库端口设置为 5434，用户名是 ledger_admin。"},
+                        {"role": "assistant", "content": "好的，已经把数据库端口改为 5434，配置文件在 deploy/db.env。"},
+                        {"role": "user", "content": "日志目录是 /var/log/ledger，保留 14 天。"},
+                        {"role": "assistant", "content": "已设置日志目录为 /var/log/ledger，保留期 14 天。"},
+                        {"role": "user", "content": "接下来写一下部署文档。"},
+                        {"role": "assistant", "content": "部署文档写在 docs/deploy.md。"}], session="zh")
+        memory.archive([{"role": "user", "content": "The cache TTL is 900 seconds. Write it into config/cache.yaml."},
+                        {"role": "assistant", "content": "Done: config/cache.yaml now has ttl: 900."},
+                        {"role": "user", "content": "Now update the README."},
+                        {"role": "assistant", "content": "Added a Caching section to the README."}], session="en")
+        answer = memory.archive([{"role": "user", "content": "我们的测试服务器地址是 10.0.3.17，端口是 8443。"},
+                                 {"role": "assistant", "content": "记住了：10.0.3.17:8443。"}], session="zh-api").entry_ids[0]
+        hits = memory.search("测试服务器的地址是什么？", k=3)
+        assert hits[0].entry.id == answer, [(h.entry.id, h.ranks) for h in hits]
+        assert "10.0.3.17" in memory.recover("测试服务器的地址是什么？", budget=500).text
+
+
+def test_near_duplicate_turns_that_state_different_numbers_are_both_kept(tmp_path):
+    with Lantern(tmp_path / "d.db", embedder="minilm") as memory:
+        for port, session in ((5434, "a"), (5435, "b"), (5435, "c")):
+            memory.archive([{"role": "user", "content": f"I changed the staging DB port to {port}."}], session=session)
+        result = memory.explain("Which staging DB port did we use?", budget=3000)
+        packed = [e.text for e in result.entries]
+        assert any("5434" in t for t in packed) and any("5435" in t for t in packed)
+        dupes = [c for c in result.candidates if c.verdict == "cut:duplicate"]
+        assert len(dupes) == 1 and "5435" in dupes[0].entry.summary  # the same number again is a duplicate

@@ -6,8 +6,7 @@ iPhone 13" ... "the iPhone 13 takes great photos"), or, in a two-part question (
 is the fintech forum?"), a distinctive part that the query signals find at rank 1 and a generic part ("my boss's
 job") that many other conversations also answer. The generic part's own turn is then one of dozens of look-alikes
 across the store, but the only one *near* the distinctive hit. The ``local`` ranking lists the turns within
-``width`` turns of each of the best ``depth`` fused hits (same session and scope; the hits themselves included
-unless alone in their session),
+``width`` turns of each of the best ``depth`` fused hits (same session and scope; the hits themselves included),
 ordered by the cosine of their embedding to the query's, and is fused like the other signals with its own RRF
 weight. It adds candidates that no global top-N reached (a look-alike ranked 300th in the store can rank 2nd
 among the 16 turns around the best hit) and lifts the ones near the best hits.
@@ -35,9 +34,10 @@ _EMPTY = (np.empty(0, np.int64), np.empty(0, np.float32))
 
 def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int], width: int) -> np.ndarray:
     """Row positions of the entries within ``width`` turns (inclusive) of each seed (row positions), in the seed's
-    own session and scope (user, agent, project), each row once, sorted. A seed is in its own window only when the
-    window holds another entry: a turn alone in its session has no neighbourhood and ranks on its own merit. Rows
-    not yet in the in-process index (committed by another process since its last refresh) are left out."""
+    own session and scope (user, agent, project), each row once, sorted; every seed is in its own window, a turn
+    alone in its session too (left out, it lost to any turn of a longer session: a newcomer's one-turn session
+    ranked 1st by semantic, full text and prf came 7th). Rows not yet in the in-process index (committed by
+    another process since its last refresh) are left out."""
     if not len(seed_positions) or width < 0:
         return np.empty(0, np.int64)
     ids = [int(index.ids[p]) for p in seed_positions]
@@ -50,9 +50,7 @@ def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int],
                        for _ in seeds)
     params = [x for _, u, a, p, s, t in seeds for x in (s, t - width, t + width, u, a, p)]
     rows = store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond}", params).fetchall()
-    lone = {i for i, *key in seeds if not any(r[0] != i and tuple(r[1:5]) == tuple(key[:4]) and abs(r[5] - key[4]) <= width
-                                             for r in rows)}
-    found = np.fromiter((r[0] for r in rows if r[0] not in lone), np.int64)
+    found = np.fromiter((r[0] for r in rows), np.int64)
     known = np.unique(found[np.isin(found, index.ids)])
     return index.positions(known) if len(known) else np.empty(0, np.int64)
 

@@ -16,6 +16,7 @@ out unless the query names one of their lookup hints.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
@@ -37,7 +38,8 @@ from .pack import pack
 
 SIGNAL_ORDER = ("semantic", timeframe.TIME, "fulltext", prf.PRF, "keyword")  # the order rankings are fused in
 LIVE_HEAD_CHARS = 200  # characters of a candidate's text read first to test it against the live context (ours)
-DUPLICATE_COSINE = 0.98  # a candidate this close to one already packed adds nothing (ours)
+DUPLICATE_COSINE = 0.98  # a candidate this close to one already packed adds nothing (ours), unless it states a new number
+_NUMBER = re.compile(r"\d+")
 
 
 def normalize_space(text: str) -> str:
@@ -285,15 +287,29 @@ def _full_texts(store: Store, ids: Iterable[int], batch: int = 16) -> Iterator[E
 
 def _distinct(ranked: list[Candidate], order: Iterable[int], similarity: Callable[[int], np.ndarray]) -> Iterator[int]:
     """The indices of ``order`` (MMR order) that are no near-duplicate of one yielded before it: a candidate whose
-    cosine to an earlier kept one is >= DUPLICATE_COSINE gets the verdict ``cut:duplicate`` naming the first such
-    kept candidate. Sets each candidate's ``mmr_order`` as it goes."""
+    cosine to an earlier kept one is >= DUPLICATE_COSINE, and whose summary states no number that one's does not,
+    gets the verdict ``cut:duplicate`` naming the first such kept candidate ("the port is 5434" and "the port is
+    5435" embed almost alike but are two facts; ours). Sets each candidate's ``mmr_order`` as it goes."""
     twin = np.full(len(ranked), -1, np.int64)  # per candidate: the first kept candidate it nearly repeats
+    kept: list[int] = []
+    numbers: dict[int, set[str]] = {}
+
+    def repeats(i: int, k: int) -> bool:  # i states no number that k does not
+        for j in (i, k):
+            if j not in numbers:
+                numbers[j] = set(_NUMBER.findall(ranked[j].entry.summary))
+        return numbers[i] <= numbers[k]
+
     for n, i in enumerate(order, start=1):
         ranked[i].mmr_order = n
-        if twin[i] >= 0:
-            ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[twin[i]].entry.id}"
+        k = int(twin[i])
+        if k >= 0 and not repeats(i, k):  # rare: look for another kept twin it does repeat
+            k = next((k for k in kept if similarity(k)[i] >= DUPLICATE_COSINE and repeats(i, k)), -1)
+        if k >= 0:
+            ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[k].entry.id}"
             continue
         twin[(twin < 0) & (similarity(i) >= DUPLICATE_COSINE)] = i
+        kept.append(i)
         yield i
 
 
