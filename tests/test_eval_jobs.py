@@ -19,7 +19,7 @@ from lantern.eval.systems import select
 FIX = Path(__file__).parent / "fixtures" / "eval"
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 SYSTEMS = ["lantern", "-prf", "lantern+reinforce", "bm25", "dense", "grep", "recency"]
-TIMINGS = {"ms", "latency_p50_ms", "latency_p95_ms", "archive_latency_ms", "plots"}
+TIMINGS = {"ms", "latency_p50_ms", "latency_p95_ms", "archive_latency_ms", "plots", "workers"}  # "workers": how they ran
 
 
 def _strip(x):

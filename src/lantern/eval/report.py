@@ -50,6 +50,9 @@ def render(results: dict[str, Any]) -> str:
         f"- Compaction: {cfg['compaction']}, last {cfg['keep']} turns kept verbatim (excluded from recovery). "
         f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. "
         + ("Zero LLM calls in retrieval; the llm_summary compaction called the endpoint below." if results.get("llm") else "Zero LLM calls."),
+        *([f"- Latencies (p50 / p95 ms) measured with {cfg['workers']} worker process{'' if cfg['workers'] == 1 else 'es'} "
+           f"on {cfg['cpus']} CPUs" + (": more processes than CPUs, so they include waiting for a CPU." if cfg['workers'] > cfg['cpus'] else ".")]
+          if cfg.get("workers") else []),
         "- A fact is lost when an evidence turn is outside the kept window and its answer is not in the compacted "
         "context; it is recovered when every lost evidence turn is inside the packed block. Rankings are scored on "
         "the lost evidence turns.",

@@ -331,7 +331,8 @@ def evaluate(
 
         if summarizer is not None or not (embedder is None or isinstance(embedder, str)) or second_embedder and not isinstance(second_embedder, str):
             workers = 1  # the LLM summary's request counter and an Embedder object stay in this process
-        results_of = run_jobs(jobs, workers if workers is not None else default_workers(), advance)
+        workers = workers if workers is not None else default_workers()
+        results_of = run_jobs(jobs, workers, advance)
 
     def merged(phase: str, point: Any) -> tuple[dict[str, list[dict]], list[Case], dict[str, dict[str, int]]]:
         """One phase's rows, cases and counts, histories in dataset order."""
@@ -391,6 +392,7 @@ def evaluate(
         "budget": budget, "keep": keep, "compaction": compaction, "embedder": memo.id,
         "systems": {s.name: {"kind": s.kind, "note": s.note, "config": _config_json(s.config) if s.kind in ("lantern", "dual") else None} for s in systems},
         "lantern_config": _config_json(base),
+        "workers": workers, "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
     results["archive_latency_ms"] = {
         "turns_timed": len(archive_ms), "p50": metrics.percentile(archive_ms, 50), "p95": metrics.percentile(archive_ms, 95),
