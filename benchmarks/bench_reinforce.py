@@ -107,7 +107,7 @@ def main() -> None:
                     rec = lantern.recover(q)
                     (reinforced_s if mode.reinforce else plain_s).append(time.perf_counter() - t0)
                     if mode.reinforce:
-                        n_cut.append(sum(c.verdict.startswith("cut:") for c in rec.candidates))
+                        n_cut.append(sum(c.verdict.startswith("cut:") and c.mmr_order is not None for c in rec.candidates))  # examined and cut (reinforce.py)
         writes.restore()
         bumps.restore()
         plain_bumps = bumps.calls
