@@ -109,7 +109,7 @@ def rank(
         found["semantic"] = signals.semantic(index, vector, allowed, n)
     if windows:  # the query names a date: the turns of that date (recover/timeframe.py)
         found[timeframe.TIME] = timeframe.time_ranking(index, vector, windows, allowed, n, config.time_slack_days)
-    found = {name: found[name] for name in SIGNAL_ORDER if name in found}  # one fusion order, whatever ran first
+    found = {**{name: found[name] for name in SIGNAL_ORDER if name in found}, **found}  # one fusion order, whatever ran first
     for name, ids in (extra_rankings or {}).items():
         ids = np.asarray(ids, np.int64)
         pos = index.positions(ids[np.isin(ids, index.ids)]) if len(ids) else np.empty(0, np.int64)
