@@ -229,3 +229,28 @@ def test_a_file_replaced_by_a_folder_mid_walk_fails_alone(tree, tmp_path):
     assert rel(result, "failed") == {"b/numbers.json": "no longer a regular file"}
     assert all(isinstance(f.result, ArchiveResult) for f in result.ingested)
     json.dumps(result.to_json())
+
+
+def test_version_control_dependency_and_virtualenv_folders_are_listed_not_walked(tree, tmp_path):
+    """A walk of a repository does not list every git object and installed package as "not a transcript": each such
+    folder is one skipped line with its reason; given as the directory itself, it is walked."""
+    repo = tree / "b"
+    for name in (".git/objects/ab", "node_modules/left-pad", "env/lib/python3.11/site-packages", "__pycache__"):
+        (repo / name).mkdir(parents=True)
+    (repo / ".git" / "objects" / "ab" / "cdef").write_bytes(b"x\x9c" + bytes(40))
+    (repo / "node_modules" / "left-pad" / "package.json").write_text('{"name": "left-pad"}', encoding="utf-8")
+    (repo / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n", encoding="utf-8")
+    shutil.copy(PARSE / "openai.json", repo / "node_modules" / "left-pad" / "chat.json")
+    files, skipped = walk(tree)
+    assert [str(p.relative_to(tree)) for p in files] == WALKED  # nothing inside them is listed
+    reasons = {str(f.path.relative_to(tree)): f.reason for f in skipped}
+    for folder in ("b/.git", "b/node_modules", "b/__pycache__"):
+        assert reasons[folder].startswith("folder not walked: ") and "version-control" in reasons[folder]
+    assert "virtual environment" in reasons["b/env"]
+    assert not any(k.startswith(("b/.git/", "b/node_modules/", "b/env/")) for k in reasons)
+    inside, _ = walk(repo / "node_modules")  # the folder itself, given as the directory: walked
+    assert sorted(str(p.relative_to(repo / "node_modules")) for p in inside) == ["left-pad/chat.json", "left-pad/package.json"]
+    with Lantern(tmp_path / "vc.db") as memory:
+        result = memory.ingest(tree)
+    assert [str(f.path.relative_to(tree)) for f in result.ingested] == INGESTED
+    assert "b/node_modules" in rel(result, "skipped")

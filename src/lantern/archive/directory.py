@@ -4,7 +4,10 @@ The walk (``walk``) lists every regular file under the directory, recursively, i
 by name, then its subfolders by name, depth first). Symlinks are followed, but each folder and each file is read
 once: a folder reached again (a symlink loop, or a second link to it) is not entered again, a file reached again
 (a hard link, or a symlink to a file already listed) is not read again. FIFOs, devices, sockets and broken links
-are not regular files: they are skipped with their reason and never opened. A Claude Code session's own folder
+are not regular files: they are skipped with their reason and never opened. Version-control and dependency folders
+(``SKIPPED_FOLDERS``: ``.git``, ``node_modules``, ``__pycache__`` ..., and any folder holding ``pyvenv.cfg``, a
+Python virtual environment) are not entered: each is listed once as skipped, with its reason; given as the
+directory itself, such a folder is walked. A Claude Code session's own folder
 (``<session-id>/`` beside ``<session-id>.jsonl``: its subagent transcripts, their ``.meta.json`` files, workflow
 journals) is read with the session transcript (archive/subagents.py), not file by file.
 
@@ -87,6 +90,25 @@ class DirectoryResult:
 
 
 # ---------------------------------------------------------------------------------------------- the walk
+# folders a walk never enters below the root (ours): version control, dependencies, caches. Their files are
+# repository objects or installed packages, never a user's transcript; a walk of a home folder or a repository
+# spent its time listing them one by one as "not a transcript".
+SKIPPED_FOLDERS = frozenset({
+    ".git", ".hg", ".svn", ".bzr", "node_modules", "__pycache__", ".tox", ".nox", ".mypy_cache", ".pytest_cache",
+    ".ruff_cache", ".cache", ".npm", ".yarn", "bower_components",
+})
+VENV_MARKER = "pyvenv.cfg"  # a folder holding it is a Python virtual environment (PEP 405)
+
+
+def skipped_folder_reason(folder: Path) -> str:
+    """Why ``walk`` does not enter ``folder`` (below its root), or "" when it does."""
+    if folder.name in SKIPPED_FOLDERS:
+        return f"folder not walked: {folder.name} is a version-control, dependency or cache folder (give it as the directory to read it)"
+    if (folder / VENV_MARKER).is_file():
+        return "folder not walked: a Python virtual environment (holds pyvenv.cfg; give it as the directory to read it)"
+    return ""
+
+
 def walk(root: str | os.PathLike[str]) -> tuple[list[Path], list[FileOutcome]]:
     """(regular files under ``root`` in sorted walk order, files and folders skipped with their reason). Never
     opens a file; never enters a folder twice (symlink loops end). Raises NotADirectoryError / OSError only for
@@ -129,7 +151,11 @@ def walk(root: str | os.PathLike[str]) -> tuple[list[Path], list[FileOutcome]]:
                 seen_files[st.st_dev, st.st_ino] = path
                 files.append(path)
         for path, st in subfolders:
-            visit(path, st)
+            reason = skipped_folder_reason(path)
+            if reason:
+                skipped.append(FileOutcome(path, reason=reason))
+            else:
+                visit(path, st)
 
     visit(root, top)
     return _claude_code_session_folders(files, skipped, root)
