@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,41 @@ def test_eval_on_real_locomo_slice(tmp_path):
     r = _check_report(out)
     assert r["systems"]["lantern"]["overall"]["recovered"] > 0.3
     assert r["comparisons"]["recall@10"][0]["n_histories"] == 1
+
+
+
+def test_eval_measures_recency_from_the_compaction_not_the_wall_clock(tmp_path, monkeypatch):
+    """Each pool's ``as_of`` is one second after its history's latest turn, and every system's recovery takes it:
+    the importance scores of a question are then the same whatever the clock says (sum-fusion adds them, min-max
+    scaled from float32, and its rows once changed run to run). Without ``as_of`` they change with the clock."""
+    import types
+    from datetime import timezone
+
+    from lantern.eval.run import _cases, prepare
+    from lantern.eval.systems import run_system, select
+    from lantern.recover import pipeline
+
+    ds = load("locomo", FIX / "locomo_mini.json")
+    prepared, _ = prepare(ds, tmp_path / "cache")
+    cases, pools, _ = _cases(prepared, ds.histories, "truncation", lambda _: 2)
+    h = ds.histories[0]
+    lantern = prepared[h.id].lantern
+    latest = max(e.time for e in lantern.store.entries(sorted(set(prepared[h.id].entry_ids))).values())
+    pool = pools[h.id]
+    assert pool.as_of is not None and pool.as_of.tzinfo is timezone.utc
+    assert pool.as_of.timestamp() == pytest.approx(latest.timestamp() + 1.0)
+    question = next(c.question for c in cases if c.history == h.id)
+
+    def importance(clock: float, as_of) -> dict[int, float]:
+        monkeypatch.setattr(pipeline, "time", types.SimpleNamespace(time=lambda: clock))
+        rec = lantern.explain(question, exclude=pool.excluded, as_of=as_of)
+        return {c.entry.id: c.scores["importance"] for c in rec.candidates if "importance" in c.scores}
+
+    now = time.time()
+    assert importance(now, None) != importance(now + 3 * 365 * 86400, None)  # the clock moves the scores
+    assert importance(now, pool.as_of) == importance(now + 3 * 365 * 86400, pool.as_of)
+    seen = []
+    real = type(lantern).explain
+    monkeypatch.setattr(type(lantern), "explain", lambda self, *a, **kw: seen.append(kw.get("as_of")) or real(self, *a, **kw))
+    run_system(select(["sum-fusion"])[0], lantern, question, pool, 6000)
+    assert seen == [pool.as_of]

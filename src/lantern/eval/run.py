@@ -15,8 +15,11 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..archive.chunk import chunk
 from ..config import Config
@@ -187,6 +190,16 @@ def cases_for(p: Prepared, method: str, keep: int, summarizer=None) -> tuple[lis
     return cases, Pool(None, excluded, []), counts
 
 
+def compaction_time(p: Prepared) -> datetime | None:
+    """When the history is compacted: one second after its latest archived turn (UTC), or None when no turn has a
+    time. Recovery measures recency from it (``as_of``), not from the wall clock: runs are reproducible (ours)."""
+    index = p.lantern.index
+    index.refresh()
+    times = index.time[index.positions(sorted(set(p.entry_ids)))] if p.entry_ids else np.empty(0)
+    times = times[np.isfinite(times) & (times > 0)]
+    return datetime.fromtimestamp(float(times.max()) + 1.0, tz=timezone.utc) if len(times) else None
+
+
 def _pool_entries(lantern, p: Prepared, excluded: list[int]):
     ex = set(excluded)
     order = list(dict.fromkeys(i for i in p.entry_ids if i not in ex))
@@ -204,6 +217,7 @@ def _cases(prepared: dict[str, Prepared], histories: Sequence[History], method: 
         p = prepared[h.id]
         cases, pool, c = cases_for(p, method, keep_of(p), summarizer)
         pool.entries = _pool_entries(p.lantern, p, pool.excluded)
+        pool.as_of = compaction_time(p)
         pool.second = second[h.id].lantern if second else None
         pools[h.id], counts[h.id] = pool, c
         all_cases.extend(cases)

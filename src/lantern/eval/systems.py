@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -83,12 +84,15 @@ def select(names: Sequence[str] | None, base: Config | None = None) -> list[Syst
 @dataclass
 class Pool:
     """One history's candidates: the session to search (None: the whole store), the excluded (live) entry ids,
-    and the other entries with their full text in conversation order (oldest first)."""
+    and the other entries with their full text in conversation order (oldest first). ``as_of``: the moment of the
+    compaction, one second after the history's latest turn (None when no turn has a time): recovery measures
+    recency from it instead of the wall clock, so every run of the evaluation gives the same scores."""
 
     session: str | None
     excluded: list[int]
     entries: list[Entry]
     second: Any = None  # the history's store built with a second embedder (same turns, same entry ids), or None
+    as_of: datetime | None = None
 
 
 @dataclass
@@ -213,7 +217,8 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
         start = time.perf_counter()
         extra = {SECOND_SEMANTIC: second_semantic(pool, query, config)} if system.kind == "dual" else None
         lantern.config = config
-        rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded, extra_rankings=extra)
+        rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded, extra_rankings=extra,
+                              as_of=pool.as_of)
         return outcome_of(rec, (time.perf_counter() - start) * 1000)
     start = time.perf_counter()
     ordered = baseline_order(system.kind, query, pool.entries)
