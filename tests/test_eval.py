@@ -290,3 +290,60 @@ def test_eval_measures_recency_from_the_compaction_not_the_wall_clock(tmp_path, 
     monkeypatch.setattr(type(lantern), "explain", lambda self, *a, **kw: seen.append(kw.get("as_of")) or real(self, *a, **kw))
     run_system(select(["sum-fusion"])[0], lantern, question, pool, 6000)
     assert seen == [pool.as_of]
+
+
+def _slow_dataset(path: Path, histories: int = 2, turns: int = 200) -> Path:
+    """A generic JSONL fact set big enough that each history's job runs for seconds (a fact per user turn)."""
+    with path.open("w", encoding="utf-8") as f:
+        for h in range(histories):
+            messages, facts = [], []
+            for t in range(turns):
+                messages += [{"id": f"u{t}", "role": "user", "content": f"Service {h}-{t} listens on port {5000 + t} in rack R{t % 17}."},
+                             {"id": f"a{t}", "role": "assistant", "content": f"Noted: service {h}-{t} on port {5000 + t}."}]
+                facts.append({"id": f"f{t}", "question": f"Which port does service {h}-{t} use?", "answer": str(5000 + t),
+                              "evidence": [f"u{t}"]})
+            f.write(json.dumps({"id": f"h{h}", "split": "report", "messages": messages, "facts": facts}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["parent-only", "process-group"])
+def test_ctrl_c_stops_eval_workers_at_once_without_tracebacks(tmp_path, group):
+    """SIGINT during the jobs, to the parent alone (``kill -INT``) or to the whole process group (Ctrl-C in a
+    terminal): the parent terminates the workers (which ignore SIGINT) at once instead of waiting for their running
+    jobs (~10 s each here; before, the parent-only case waited them out); one line, exit 130, no report, no worker
+    traceback."""
+    import signal
+    import time
+
+    data = _slow_dataset(tmp_path / "slow.jsonl")
+    env = {**os.environ, "LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
+    args = [sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(data), "--split", "all", "--keep", "2",
+            "--system", "lantern", "--no-plots", "--budgets", "", "--ratios", "", "--workers", "2"]
+    proc = subprocess.Popen([*args, "--out", str(tmp_path / "o")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None and len(_children(proc.pid)) < 2:
+        time.sleep(0.2)  # the cache is built in the parent first; then the two workers start
+    assert proc.poll() is None, proc.communicate()[1].decode()
+    time.sleep(1.5)  # both workers are inside their jobs
+    (os.killpg if group else os.kill)(proc.pid, signal.SIGINT)
+    started = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    assert time.monotonic() - started < 5  # the running jobs are not waited for
+    assert proc.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode() and "interrupted: nothing was written" in err.decode()
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def _children(pid: int) -> list[int]:
+    """Process ids of the multiprocessing workers whose parent is ``pid`` (Linux /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and b"spawn_main" in cmdline:
+            kids.append(int(stat.parent.name))
+    return kids

@@ -621,6 +621,10 @@ def eval_(
                                workers=workers)
         except ValueError as e:
             _fail(str(e))
+        except KeyboardInterrupt:
+            typer.secho(f"interrupted: nothing was written to {out}; the archive cache keeps the histories already "
+                        "built, so the same command starts faster", err=True, fg=typer.colors.YELLOW)
+            raise typer.Exit(130) from None
         head = results["systems"].get("lantern", next(iter(results["systems"].values())))["overall"]
         typer.echo(f"{head['n']} lost facts; lantern recovered {100 * head['recovered']:.1f}%, recall@10 {head['recall@10']:.3f}")
         typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue as queue_mod
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -102,6 +103,7 @@ def one_blas_thread():
 def _init_worker(report) -> None:
     global _REPORT
     _REPORT = report
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent alone handles it
     try:
         from threadpoolctl import threadpool_limits
 
@@ -155,7 +157,9 @@ def default_workers() -> int:
 def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None) -> list[JobResult]:
     """Every job's phase results, in ``jobs`` order. ``workers`` <= 1: one after another in this process (BLAS at one
     thread); else a pool of that many spawned processes (at most one per job), fed the jobs in order, progress
-    relayed through a queue."""
+    relayed through a queue. Ctrl-C (KeyboardInterrupt in this process; the workers ignore SIGINT) terminates the
+    workers at once, running jobs included, and is raised again: nothing the jobs computed is kept (they only read
+    the cached stores)."""
     if workers <= 1 or len(jobs) <= 1:
         with one_blas_thread():
             return [r for j in jobs for r in run_job(j, progress)]
@@ -173,9 +177,19 @@ def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None
         except BaseException:
             for f in pending:
                 f.cancel()
+            _terminate(pool)
             raise
         _drain(events, progress)
     return [r for i in range(len(jobs)) for r in results[i]]
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool``'s worker processes now (ProcessPoolExecutor's shutdown waits for running jobs; Python < 3.14
+    has no public way to stop them, so its process table is read)."""
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        if proc.is_alive():
+            proc.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _drain(events, progress: Progress | None) -> None:
