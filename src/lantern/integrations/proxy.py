@@ -523,6 +523,7 @@ class _Forwarder:
         request's turns and the reply after the response."""
         import json
 
+        import anyio
         import httpx
         from fastapi.responses import Response, StreamingResponse
         from starlette.background import BackgroundTask
@@ -575,8 +576,12 @@ class _Forwarder:
             except httpx.HTTPError as e:
                 _note_failure("upstream stream", session, e)
             finally:
-                await resp.aclose()
-                await run_in_threadpool(self.archive, session, messages, parser.reply, scope)
+                # shielded: a client that disconnects mid-stream ("stop generating") cancels this generator, and
+                # an unshielded await here would be cancelled too: the turn and the reply relayed so far were
+                # never archived
+                with anyio.CancelScope(shield=True):
+                    await resp.aclose()
+                    await run_in_threadpool(self.archive, session, messages, parser.reply, scope)
 
         return StreamingResponse(relay(), status_code=resp.status_code,
                                  headers=_response_headers(resp.headers, keep_encoding=False))
