@@ -19,7 +19,7 @@ uvicorn = pytest.importorskip("uvicorn")
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import StreamingResponse  # noqa: E402
 
-from lantern.integrations.proxy import build_app  # noqa: E402
+from lantern.integrations.proxy import _SSEEvents, _SSEText, build_app  # noqa: E402
 
 
 def _chunk(text: str) -> bytes:
@@ -39,7 +39,11 @@ def _upstream_app() -> FastAPI:
                 await asyncio.sleep(0.05)
                 yield _chunk(f"more {i} ")
 
-        gen = {"slow": slow}[body["model"]]
+        async def no_newline():  # not SSE at all: 64 MiB without a single newline
+            for _ in range(64):
+                yield b"x" * (1 << 20)
+
+        gen = {"slow": slow, "nonl": no_newline}[body["model"]]
         return StreamingResponse(gen(), media_type="text/event-stream")
 
     return app
@@ -96,3 +100,37 @@ def test_client_disconnect_mid_stream_still_archives_the_turn(live_proxy):
     texts = _texts(db, "stop")
     assert texts, "nothing archived after the client disconnected"
     assert "heron canary" in texts[0] and "port 7419" in texts[0]
+
+
+def test_stream_without_newlines_is_relayed_at_full_speed(live_proxy):
+    """An upstream that streams 64 MiB with no newline (not SSE, or one giant event): the proxy's SSE parser
+    buffered it with ``bytes +=`` and re-scanned the whole buffer per chunk, quadratic and on the event loop
+    (200 MB took over a minute and stalled every other request). Now it is relayed unchanged in seconds."""
+    url, db = live_proxy
+    payload = {"model": "nonl", "stream": True, "messages": [{"role": "user", "content": "Dump the blob."}]}
+    start = time.monotonic()
+    size = 0
+    with httpx.stream("POST", url + "/chat/completions", json=payload, timeout=60) as r:
+        for piece in r.iter_raw():
+            size += len(piece)
+    assert size == 64 << 20
+    assert time.monotonic() - start < 20
+
+
+def test_sse_parser_buffers_linearly_and_caps_a_line():
+    sse = _SSEEvents()
+    for _ in range(200):
+        assert sse.events(b"y" * (1 << 20)) == []
+    assert len(sse.buffer) <= _SSEEvents.MAX_LINE_BYTES  # a line over the cap is dropped, not kept growing
+    assert sse.events(b"\n" + _chunk("after the junk")) == [{"choices": [{"index": 0, "delta": {"content": "after the junk"}}]}]
+
+
+def test_sse_parser_reads_cr_and_crlf_line_endings():
+    """SSE allows CR, LF and CRLF line ends (WHATWG HTML, server-sent events §9.2.5); a CR-only stream's reply
+    was not archived."""
+    text = _SSEText()
+    stream = _chunk("one ").replace(b"\n", b"\r") + _chunk("two ").replace(b"\n", b"\r\n") + _chunk("three")
+    for i in range(0, len(stream), 7):  # chunk boundaries anywhere, also between a CR and its LF
+        text.feed(stream[i:i + 7])
+    text.feed(b"\r")
+    assert text.text == "one two three"
