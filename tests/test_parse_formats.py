@@ -341,6 +341,28 @@ def test_utf16_without_bom_is_text(codec, tmp_path):
         parse(bytes(range(256)) * 8)
 
 
+
+@pytest.mark.parametrize("eols", [("\r", "\r", "\r"), ("\n", "\r", "\r\n"), ("\r\n", "\n", "\r")],
+                         ids=["cr-only", "mixed", "mixed-crlf"])
+def test_jsonl_with_cr_and_mixed_line_ends(eols, tmp_path):
+    """Old-Mac CR line ends, or a file concatenated from CRLF and LF and CR pieces: a raw CR cannot occur inside
+    a JSON string, so it ends a record like LF. Before, a CR-only file was refused ("line 1: invalid JSON: Extra
+    data") and in a mixed one every record behind a lone CR was skipped. Line numbers count every line end, as an
+    editor shows them, whole parse and streamed ingest alike."""
+    records = [{"role": "user", "content": "Start postgres on port 5433."}, {"role": "assistant", "content": "Done."},
+               {"role": "user", "content": "Now the cache on 6380."}, {"role": "assistant", "content": "Redis up."}]
+    lines = [json.dumps(r) for r in records]
+    text = lines[0] + eols[0] + lines[1] + eols[1] + "{broken" + eols[2] + lines[2] + "\n" + lines[3] + "\n"
+    path = tmp_path / "ends.jsonl"
+    path.write_bytes(text.encode())
+    r = parse(path)
+    assert [m.text for m in r.messages] == [x["content"] for x in records]
+    assert r.skipped == 1 and r.warnings[0].startswith("line 3:")
+    with Lantern(tmp_path / "ends.db") as lantern:
+        result = lantern.ingest(path)
+        assert result.added == 2 and result.skipped == 1 and result.warnings[0].startswith("line 3:")
+
+
 def test_message_objects_get_the_role_and_empty_checks(tmp_path):
     msgs = [Message(role="human", text="Remember: the staging DB is on port 5433."),
             Message(role="wizard", text="abracadabra"),
