@@ -486,3 +486,18 @@ def test_install_reads_a_settings_file_with_a_bom_and_writes_it_without(tmp_path
     assert not raw.startswith(b"\xef\xbb\xbf")
     data = json.loads(raw)
     assert data["model"] == "opus" and "PreCompact" in data["hooks"]
+
+
+@pytest.mark.parametrize("content", [b'{"model": "caf\xe9"}\n', '{"model": "x"}'.encode("utf-16")],
+                         ids=["latin-1", "utf-16"])
+def test_install_on_settings_that_are_not_utf8_names_the_file_and_leaves_it(env, tmp_path, content):
+    """A settings.json saved as latin-1 or UTF-16 by an editor: before, the error was a bare codec message
+    ("'utf-8' codec can't decode byte 0xe9 in position 15") naming neither the file nor what to do."""
+    project = tmp_path / "enc"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_bytes(content)
+    r = install(env, cwd=project)
+    assert r.returncode == 1 and str(settings) in r.stderr and "not UTF-8" in r.stderr and "untouched" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert settings.read_bytes() == content

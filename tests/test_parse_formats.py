@@ -266,6 +266,44 @@ def test_200kb_base64_image_leaves_no_base64_in_the_index(tmp_path):
         assert lantern.search("screenshot of the failing build", k=1)
 
 
+
+@pytest.mark.parametrize("width, eol", [(76, "\n"), (64, "\r\n")])
+def test_line_wrapped_base64_leaves_no_base64_in_the_index(tmp_path, width, eol):
+    """``base64 shot.png`` (coreutils wraps at 76 columns), a MIME part or a PEM-style dump (64) in a tool result:
+    each line alone is under BLOB_MIN_CHARS, so before this the whole dump (40 KB) was archived verbatim, into
+    the full text, the summary, the FTS index and the embedding input. The text around it stays."""
+    blob = base64.b64encode(os.urandom(30_000)).decode()
+    wrapped = eol.join(blob[i:i + width] for i in range(0, len(blob), width))
+    probe = blob[width * 3:width * 3 + 24]
+    conversation = [
+        {"role": "user", "content": "Send me the screenshot as text."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "bash", "arguments": json.dumps({"cmd": "base64 shot.png"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": f"$ base64 shot.png{eol}{wrapped}{eol}exit 0"},
+        {"role": "assistant", "content": "Done, screenshot shot.png encoded."},
+    ]
+    with Lantern(tmp_path / "wrapped.db") as lantern:
+        r = lantern.archive(conversation, session="wrapped")
+        entries = lantern.store.entries(r.entry_ids).values()
+        texts = "\n".join(e.text for e in entries)
+        assert probe not in texts and all(probe not in e.summary for e in entries)
+        assert f"[base64 data: {len(blob)} chars]" in texts
+        assert "$ base64 shot.png" in texts and "exit 0" in texts
+        fts = lantern.store.db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{probe}"',)).fetchone()[0]
+        assert fts == 0
+
+
+def test_short_wrapped_base64_and_prose_lines_are_kept():
+    """Below BLOB_MIN_CHARS in all (a PEM public key of a few lines), or lines of prose, nothing is replaced."""
+    from lantern.archive.parse.media import scrub_inline_data
+
+    key = base64.b64encode(os.urandom(300)).decode()
+    pem = "-----BEGIN PUBLIC KEY-----\n" + "\n".join(key[i:i + 64] for i in range(0, len(key), 64)) + "\n-----END PUBLIC KEY-----"
+    assert scrub_inline_data(pem) == pem
+    prose = "\n".join(["the quick brown fox jumps over the lazy dog again and again and again"] * 40)
+    assert scrub_inline_data(prose) == prose
+
+
 # --- mismatches, encodings, Message objects -----------------------------------------------------------------
 
 
@@ -301,6 +339,28 @@ def test_utf16_without_bom_is_text(codec, tmp_path):
     assert [m.text for m in r.messages] == ["一个端口 5433 question", "answer"]
     with pytest.raises(TranscriptFormatError, match="not a text transcript"):
         parse(bytes(range(256)) * 8)
+
+
+
+@pytest.mark.parametrize("eols", [("\r", "\r", "\r"), ("\n", "\r", "\r\n"), ("\r\n", "\n", "\r")],
+                         ids=["cr-only", "mixed", "mixed-crlf"])
+def test_jsonl_with_cr_and_mixed_line_ends(eols, tmp_path):
+    """Old-Mac CR line ends, or a file concatenated from CRLF and LF and CR pieces: a raw CR cannot occur inside
+    a JSON string, so it ends a record like LF. Before, a CR-only file was refused ("line 1: invalid JSON: Extra
+    data") and in a mixed one every record behind a lone CR was skipped. Line numbers count every line end, as an
+    editor shows them, whole parse and streamed ingest alike."""
+    records = [{"role": "user", "content": "Start postgres on port 5433."}, {"role": "assistant", "content": "Done."},
+               {"role": "user", "content": "Now the cache on 6380."}, {"role": "assistant", "content": "Redis up."}]
+    lines = [json.dumps(r) for r in records]
+    text = lines[0] + eols[0] + lines[1] + eols[1] + "{broken" + eols[2] + lines[2] + "\n" + lines[3] + "\n"
+    path = tmp_path / "ends.jsonl"
+    path.write_bytes(text.encode())
+    r = parse(path)
+    assert [m.text for m in r.messages] == [x["content"] for x in records]
+    assert r.skipped == 1 and r.warnings[0].startswith("line 3:")
+    with Lantern(tmp_path / "ends.db") as lantern:
+        result = lantern.ingest(path)
+        assert result.added == 2 and result.skipped == 1 and result.warnings[0].startswith("line 3:")
 
 
 def test_message_objects_get_the_role_and_empty_checks(tmp_path):

@@ -59,7 +59,11 @@ def _is_ours(hook: Any) -> bool:
 def _load(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
-    text = path.read_text(encoding="utf-8-sig")  # a leading BOM is dropped
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # a leading BOM is dropped
+    except UnicodeDecodeError as e:
+        raise LanternError(f"{path} is not UTF-8 (byte {e.start}): left untouched; save it as UTF-8, "
+                           "then run this again") from None
     if not text.strip():
         return {}
     try:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 from contextlib import asynccontextmanager
 from typing import Any
@@ -523,6 +524,7 @@ class _Forwarder:
         request's turns and the reply after the response."""
         import json
 
+        import anyio
         import httpx
         from fastapi.responses import Response, StreamingResponse
         from starlette.background import BackgroundTask
@@ -575,8 +577,12 @@ class _Forwarder:
             except httpx.HTTPError as e:
                 _note_failure("upstream stream", session, e)
             finally:
-                await resp.aclose()
-                await run_in_threadpool(self.archive, session, messages, parser.reply, scope)
+                # shielded: a client that disconnects mid-stream ("stop generating") cancels this generator, and
+                # an unshielded await here would be cancelled too: the turn and the reply relayed so far were
+                # never archived
+                with anyio.CancelScope(shield=True):
+                    await resp.aclose()
+                    await run_in_threadpool(self.archive, session, messages, parser.reply, scope)
 
         return StreamingResponse(relay(), status_code=resp.status_code,
                                  headers=_response_headers(resp.headers, keep_encoding=False))
@@ -659,32 +665,62 @@ class _SSEText:
         return reply
 
 
+_LINE_END = re.compile(rb"[\r\n]")
+
+
 class _SSEEvents:
-    """The ``data:`` payloads of an SSE byte stream, as JSON objects, fed in arbitrary chunks."""
+    """The ``data:`` payloads of an SSE byte stream, as JSON objects, fed in arbitrary chunks. Lines end with LF,
+    CRLF or CR (the SSE grammar allows all three). Linear in the stream's size: each chunk is scanned once, and a
+    line longer than ``MAX_LINE_BYTES`` (not SSE, or one giant event) is dropped instead of buffered (before, a
+    stream without newlines was re-copied on every chunk: quadratic, on the event loop)."""
+
+    MAX_LINE_BYTES = 16 << 20  # ours: far above any chat-completion delta
 
     def __init__(self) -> None:
-        self.buffer = b""
+        self.buffer = bytearray()
+        self.overflow = False  # inside a line over MAX_LINE_BYTES: skip to its end
 
     def events(self, chunk: bytes) -> list[dict[str, Any]]:
         import json
 
-        self.buffer += chunk
+        if not _LINE_END.search(chunk):  # no line ends: extend the buffer, nothing to parse yet
+            if not self.overflow:
+                self.buffer += chunk
+                if len(self.buffer) > self.MAX_LINE_BYTES:
+                    self.overflow, self.buffer = True, bytearray()
+            return []
+        data = bytes(self.buffer) + chunk  # once per chunk with a line end; the buffer is only the unfinished line
+        held = b""
+        if data.endswith(b"\r"):  # maybe the first half of a CRLF split over two chunks
+            data, held = data[:-1], b"\r"
+        lines = re.split(rb"\r\n|\r|\n", data)
+        tail = lines.pop() + held
         out = []
-        while b"\n" in self.buffer:
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            line = line.strip()
-            if not line.startswith(b"data:"):
+        for line in lines:
+            if self.overflow:
+                self.overflow = False  # the end of the dropped line
                 continue
-            data = line[5:].strip()
-            if not data or data == b"[DONE]":
-                continue
-            try:
-                event = json.loads(data)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
+            event = self._event(line, json)
+            if event is not None:
                 out.append(event)
+        if self.overflow or len(tail) > self.MAX_LINE_BYTES:
+            self.overflow, tail = True, b""
+        self.buffer = bytearray(tail)
         return out
+
+    @staticmethod
+    def _event(line: bytes, json: Any) -> dict[str, Any] | None:
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            return None
+        data = line[5:].strip()
+        if not data or data == b"[DONE]":
+            return None
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return None
+        return event if isinstance(event, dict) else None
 
 
 class _AnthropicSSE:

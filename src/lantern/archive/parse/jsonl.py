@@ -248,6 +248,9 @@ def read_source(source: Any, name: str | None = None) -> Any:
     raise TranscriptFormatError(f"unsupported source type {type(source).__name__}", source=name)
 
 
+_LINE_ENDS = re.compile(r"\r\n|\r|\n")
+
+
 class JsonLines(list):
     """The objects of a JSONL file; ``line_numbers[i]`` is the 1-based line of item ``i``."""
 
@@ -270,7 +273,8 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
         raise TranscriptFormatError("JSON nested too deeply", source=source) from None
     except ValueError as e:
         error = e
-    lines = [(n, ln) for n, ln in enumerate(text.split("\n"), 1) if ln.strip()]
+    # LF, CRLF or a lone CR end a line (a raw CR cannot be inside a JSON string): CR-only and mixed files too
+    lines = [(n, ln) for n, ln in enumerate(_LINE_ENDS.split(text), 1) if ln.strip()]
     items, good, bad = [], [], []
     for n, ln in lines:
         try:

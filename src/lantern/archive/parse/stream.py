@@ -33,27 +33,34 @@ _MESSAGE_FORMATS = {"openai", "anthropic", "jsonl"}  # their records may be wrap
 def _records(path: Path, sizes: list[int] | None = None) -> Iterator[tuple[int, Any, str | None]]:
     """``(line number, record or None, warning or None)`` for every line of a UTF-8 file (empty lines give
     ``(n, None, None)``). When ``sizes`` is given, ``sizes[0]`` is kept at the bytes read so far."""
+    n = 0
     with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
+        for raw in f:
             if sizes is not None:
                 sizes[0] += len(raw)
-            if n == 1 and raw.startswith(codecs.BOM_UTF8):
+            if n == 0 and raw.startswith(codecs.BOM_UTF8):
                 raw = raw[len(codecs.BOM_UTF8):]
-            if not raw.strip():
-                yield n, None, None
-                continue
-            try:
-                obj = json.loads(raw.rstrip(b"\n").decode("utf-8"))
-            except UnicodeDecodeError as e:
-                yield n, None, f"line {n}: invalid UTF-8 at byte {e.start}; skipped"
-                continue
-            except (ValueError, RecursionError) as e:
-                yield n, None, f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped"
-                continue
-            if isinstance(obj, dict):
-                yield n, obj, None
-            else:
-                yield n, None, f"line {n}: not a JSON object; skipped"
+            raw = raw[:-1] if raw.endswith(b"\n") else raw
+            raw = raw[:-1] if raw.endswith(b"\r") else raw
+            # a lone CR ends a line too (CR-only or mixed files; a raw CR cannot be inside a JSON string), and
+            # line numbers count it, as parse's do
+            for piece in raw.split(b"\r") if b"\r" in raw else (raw,):
+                n += 1
+                yield _record(n, piece)
+
+
+def _record(n: int, raw: bytes) -> tuple[int, Any, str | None]:
+    if not raw.strip():
+        return n, None, None
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return n, None, f"line {n}: invalid UTF-8 at byte {e.start}; skipped"
+    except (ValueError, RecursionError) as e:
+        return n, None, f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped"
+    if isinstance(obj, dict):
+        return n, obj, None
+    return n, None, f"line {n}: not a JSON object; skipped"
 
 
 def _is_jsonl(path: Path) -> bool:
