@@ -501,3 +501,77 @@ def test_install_on_settings_that_are_not_utf8_names_the_file_and_leaves_it(env,
     assert r.returncode == 1 and str(settings) in r.stderr and "not UTF-8" in r.stderr and "untouched" in r.stderr
     assert "Traceback" not in r.stderr
     assert settings.read_bytes() == content
+
+
+def _long_session(path: Path, turns: int) -> None:
+    """A Claude Code transcript of ``turns`` turns, each a user prompt, an assistant tool call, its result and the
+    answer (records of the real shape), every turn naming its own port."""
+    lines, parent = [], None
+    for i in range(turns):
+        ids = [f"00000000-0000-4000-8000-{i:08d}{k:04d}" for k in range(4)]
+        stamp = f"2026-11-01T10:{i // 60 % 60:02d}:{i % 60:02d}.000Z"
+        base = {"sessionId": SID, "cwd": CWD, "timestamp": stamp, "isSidechain": False}
+        recs = [
+            {"type": "user", "uuid": ids[0], "message": {"role": "user", "content": f"Start service {i} and tell me its port."}},
+            {"type": "assistant", "uuid": ids[1], "message": {"id": f"msg_{i}_a", "role": "assistant", "content": [
+                {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"svc start {i}"}}]}},
+            {"type": "user", "uuid": ids[2], "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"service {i} listening on {6000 + i}"}]}},
+            {"type": "assistant", "uuid": ids[3], "message": {"id": f"msg_{i}_b", "role": "assistant", "content": [
+                {"type": "text", "text": f"Service {i} is up on port {6000 + i}."}]}},
+        ]
+        for rec in recs:
+            lines.append(json.dumps({**base, **rec, "parentUuid": parent}))
+            parent = rec["uuid"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_long_backlog_is_archived_a_chunk_per_transaction_over_several_hooks(tmp_path, monkeypatch):
+    """A long session met for the first time (Lantern installed mid-session): each hook commits chunk after chunk
+    and stops starting new ones when its time is spent, keeping what it committed, so the next hooks go on where it
+    stopped (before, one hook read everything in one transaction; killed by Claude Code's timeout, every later hook
+    redid it all). Chunks end before a user prompt: the turns are those of one ingest of the whole file."""
+    from lantern.integrations import claude_code
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    transcript = tmp_path / f"{SID}.jsonl"
+    _long_session(transcript, 60)
+    monkeypatch.setattr(claude_code, "ARCHIVE_CHUNK_BYTES", 4096)  # the file is ~60 KB: ~15 chunks
+    monkeypatch.setattr(claude_code, "ARCHIVE_TIME_BUDGET_S", 0.0)  # every hook's time is spent after one chunk
+    db, offsets = tmp_path / "m.db", claude_code.Offsets(tmp_path / "offsets.json")
+    counts = []
+    for _ in range(40):
+        assert claude_code.run(json.dumps(payload("Stop", transcript)), db, offsets) == ""
+        with Lantern(db) as memory:
+            counts.append(memory.stats()["entries"])
+        if len(counts) > 1 and counts[-1] == counts[-2]:
+            break
+    assert 8 <= len(counts) < 40 and counts == sorted(counts) and counts[0] < 10  # progress, hook after hook
+    assert offsets.get(db, transcript).offset == transcript.stat().st_size
+    with Lantern(db) as memory:
+        hooked = sorted(text for _, text in memory.store.texts())
+    with Lantern(tmp_path / "ingest.db") as memory:
+        memory.ingest(transcript, SID)
+        whole = sorted(text for _, text in memory.store.texts())
+    assert len(hooked) == 60 and hooked == whole  # no turn cut at a chunk boundary, none twice
+    log = (tmp_path / "home" / ".lantern" / "logs" / "claude-code.log").read_text()
+    assert "transcript backlog: archived up to byte" in log
+
+
+def test_a_deleted_database_is_filled_again_from_the_transcript_start(tmp_path, monkeypatch):
+    """The offsets file outlives the database: after ``rm lantern.db`` the next hook archived only lines added
+    later (a breaker's finding: 0 entries). An offset into a database that no longer exists is the start."""
+    from lantern.integrations import claude_code
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    transcript = tmp_path / f"{SID}.jsonl"
+    _long_session(transcript, 5)
+    db, offsets = tmp_path / "m.db", claude_code.Offsets(tmp_path / "offsets.json")
+    claude_code.run(json.dumps(payload("Stop", transcript)), db, offsets)
+    with Lantern(db) as memory:
+        assert memory.stats()["entries"] == 5
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    claude_code.run(json.dumps(payload("Stop", transcript)), db, offsets)
+    with Lantern(db) as memory:
+        assert memory.stats()["entries"] == 5

@@ -51,6 +51,11 @@ SUMMARY_QUERY_CHARS = 2000  # ours, as compaction.SUMMARY_QUERY_CHARS
 COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCompactSummary": true')
 HOOK_BUDGET = 6000  # characters injected (DESIGN §3.5)
 MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logged), never read into memory
+# ours: a hook reads at most 8 MiB of new transcript per transaction, and starts no new 8 MiB once 15 s have gone
+# (Claude Code kills a hook after its timeout, 60 s by default): a long session met for the first time is archived
+# over several hooks, each keeping what it committed, instead of every hook redoing it all and being killed
+ARCHIVE_CHUNK_BYTES = 8 << 20
+ARCHIVE_TIME_BUDGET_S = 15.0
 
 
 class TranscriptSkipped(Exception):
@@ -122,6 +127,10 @@ class Offsets:
         return f"{db.resolve()}\n{transcript.resolve()}" + (f"\n{user}" if user else "")
 
     def get(self, db: Path, transcript: Path, user: str | None = None) -> Offset:
+        """Where the last archive of ``transcript`` into ``db`` stopped; the start when ``db`` does not exist (it
+        was deleted since: its turns are archived again, not only the lines added after)."""
+        if not db.exists():
+            return Offset()
         v = self._load().get(self.key(db, transcript, user))
         if isinstance(v, dict) and isinstance(v.get("offset"), int) and isinstance(v.get("line"), int):
             return Offset(v["offset"], v["line"])
@@ -146,9 +155,9 @@ class Offsets:
 # --------------------------------------------------------------------------------------- transcript reads
 
 
-def read_transcript(transcript: Path, offset: int = 0) -> tuple[bytes, int]:
-    """``(bytes of transcript from byte offset on, file size)``; the whole file when it is shorter than
-    ``offset`` (the caller compares the size with its offset). Only a regular file is read: it is opened
+def read_transcript(transcript: Path, offset: int = 0, max_bytes: int | None = None) -> tuple[bytes, int]:
+    """``(bytes of transcript from byte offset on, file size)``, at most ``max_bytes`` of them; the whole file when
+    it is shorter than ``offset`` (the caller compares the size with its offset). Only a regular file is read: it is opened
     non-blocking (a FIFO with no writer cannot hang the open) and checked on the open descriptor (``fstat``, so a
     file swapped after a check cannot slip through). Raises ``TranscriptSkipped`` for anything else or a file
     over ``MAX_TRANSCRIPT_BYTES``, OSError when it cannot be opened."""
@@ -166,23 +175,62 @@ def read_transcript(transcript: Path, offset: int = 0) -> tuple[bytes, int]:
         if offset > info.st_size:
             offset = 0
         f.seek(offset)
-        return f.read(info.st_size - offset), info.st_size
+        want = info.st_size - offset
+        return f.read(want if max_bytes is None else min(want, max_bytes)), info.st_size
 
 
 def read_new_lines(transcript: Path, start: Offset):
     """The complete lines of ``transcript`` after ``start`` (a partly written last line waits for the next call),
     parsed -> ``(ClaudeCodeTranscript, Offset reached)``. A file shorter than ``start`` is read from the start.
     Raises ``TranscriptFormatError`` when a first read finds no Claude Code record, OSError when unreadable."""
+    parsed, reached, _ = read_chunk(transcript, start)
+    return parsed, reached
+
+
+def read_chunk(transcript: Path, start: Offset, max_bytes: int | None = None):
+    """``read_new_lines`` reading at most ``max_bytes`` (None: all): ``(ClaudeCodeTranscript, Offset reached,
+    more)``. When the file goes on past them (``more``), the chunk ends before the last user prompt in it
+    (``_turn_start``), so no turn is cut in two; a chunk holding no whole line is read to the file's end instead."""
     from ..archive.parse.claude_code import read_claude_code
 
-    data, size = read_transcript(transcript, start.offset)
+    data, size = read_transcript(transcript, start.offset, max_bytes)
     if size < start.offset:
         start = Offset()
+        data, size = read_transcript(transcript, 0, max_bytes)
+    more = start.offset + len(data) < size
     end = data.rfind(b"\n") + 1
+    if more and end == 0:  # one line longer than max_bytes: read it whole
+        data, size = read_transcript(transcript, start.offset)
+        more, end = False, data.rfind(b"\n") + 1
+    if more:  # stop before the chunk's last turn, which may go on past it
+        end = _turn_start(data, end) or end
     data = data[:end]
     parsed = read_claude_code(data.decode("utf-8", errors="replace"), first_line=start.line,
                               source=transcript.name, strict=start.offset == 0)
-    return parsed, Offset(start.offset + end, start.line + data.count(b"\n"))
+    return parsed, Offset(start.offset + end, start.line + data.count(b"\n")), more
+
+
+def _turn_start(data: bytes, end: int) -> int:
+    """The byte offset in ``data[:end]`` (whole lines) of the last line that is a user prompt record (``"type":
+    "user"`` whose content is text, not tool results): where a new turn begins. 0 when there is none after the
+    first line."""
+    at = end
+    while at > 0:
+        begin = data.rfind(b"\n", 0, at - 1) + 1
+        if begin == 0:
+            return 0
+        line = data[begin:at]
+        if b'"user"' in line:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                rec = None
+            content = rec.get("message", {}).get("content") if isinstance(rec, dict) and isinstance(rec.get("message"), dict) else None
+            if rec is not None and rec.get("type") == "user" and (isinstance(content, str) or (
+                    isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))):
+                return begin
+        at = begin
+    return 0
 
 
 def read_since_last_compaction(transcript: Path):
@@ -228,15 +276,40 @@ def _payload(stdin_text: str) -> dict[str, Any]:
 def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any = None, event: str = "") -> int:
     """Archive the lines not archived yet of the transcript and of its subagent transcripts
     (``archive/subagents.py``: ``<session-id>/subagents/agent-<id>.jsonl`` beside it, each into the sub-session
-    ``<session>/sidechain-<id>``) in ONE transaction, then move each file's offset. A subagent file that cannot
+    ``<session>/sidechain-<id>``) in ONE transaction, then move each file's offset. A backlog of the main
+    transcript longer than ``ARCHIVE_CHUNK_BYTES`` (a long session met for the first time) is archived a chunk per
+    transaction, each chunk's offset kept as it commits, and a hook past ``ARCHIVE_TIME_BUDGET_S`` leaves the
+    rest (and the subagents) to the next hooks. A subagent file that cannot
     be read (not a regular file, not Claude Code, unreadable) is skipped with a log line naming its agent id and
     read again next time; the main transcript's errors propagate. ``lantern``: an open handle, or None to open
     (and create) ``ctx.db`` only when there is something to archive. Returns the number of turns added."""
+    deadline = time.monotonic() + ARCHIVE_TIME_BUDGET_S
+    start = ctx.offsets.get(ctx.db, transcript, ctx.user)
+    first = read_chunk(transcript, start, ARCHIVE_CHUNK_BYTES)
+    if not first[2]:
+        return _archive_rest(ctx, session, transcript, lantern, event, start, first)
+    with contextlib.ExitStack() as stack:
+        lantern = lantern or stack.enter_context(_open(ctx))  # one handle (one model load) for every chunk
+        added, (parsed, reached, more) = 0, first
+        while more:  # one transaction per chunk, its offset kept, while the time lasts
+            added += _archive(ctx, lantern, parsed.to_archive(), session)
+            ctx.offsets.set_many(ctx.db, [(transcript, reached)], ctx.user)
+            start = reached
+            if time.monotonic() > deadline:
+                log_line(event, f"transcript backlog: archived up to byte {reached.offset}, the rest in the next hooks")
+                return added
+            parsed, reached, more = read_chunk(transcript, start, ARCHIVE_CHUNK_BYTES)
+        return added + _archive_rest(ctx, session, transcript, lantern, event, start, (parsed, reached, more))
+
+
+def _archive_rest(ctx: HookContext, session: str, transcript: Path, lantern: Any, event: str, start: Offset,
+                  chunk: tuple) -> int:
+    """The last chunk of the main transcript (``read_chunk``'s result from ``start``) and the new lines of every
+    subagent transcript, in one transaction; then each file's offset moves. Returns the turns added."""
     from ..archive.subagents import as_sidechain, subagent_files
     from ..errors import TranscriptFormatError
 
-    start = ctx.offsets.get(ctx.db, transcript, ctx.user)
-    parsed, reached = read_new_lines(transcript, start)
+    parsed, reached, _ = chunk
     messages = parsed.to_archive()
     moved = [(transcript, start, reached)]
     for agent, path in subagent_files(transcript, session):
@@ -248,17 +321,21 @@ def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any =
             continue
         messages += as_sidechain(sub.to_archive(), agent)
         moved.append((path, begin, end))
-    added = 0
-    if messages:
-        if lantern is None:
-            with _open(ctx) as own:
-                added = own.archive(messages, session=session).added
-        else:
-            added = lantern.archive(messages, session=session).added
+    added = _archive(ctx, lantern, messages, session)
     changed = [(path, end) for path, begin, end in moved if end != begin]
     if changed:
         ctx.offsets.set_many(ctx.db, changed, ctx.user)
     return added
+
+
+def _archive(ctx: HookContext, lantern: Any, messages: list, session: str) -> int:
+    """Archive ``messages`` in one transaction (opening ``ctx.db`` when ``lantern`` is None); turns added."""
+    if not messages:
+        return 0
+    if lantern is None:
+        with _open(ctx) as own:
+            return own.archive(messages, session=session).added
+    return lantern.archive(messages, session=session).added
 
 
 def _open(ctx: HookContext):
