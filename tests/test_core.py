@@ -359,3 +359,17 @@ def test_forget_leaves_no_trace_in_the_raw_file_bytes(tmp_path):
         raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("m.db"))
         assert marker.encode() not in raw and marker.encode().upper() not in raw
         assert not any(marker in h.entry.text for h in lt.search(marker)) and lt.stats()["entries"] == 5
+
+
+def test_a_huge_query_is_read_up_to_max_query_chars(lantern):
+    """A 600,000-character query (allowed by the REST body limit) is read up to its first MAX_QUERY_CHARS
+    characters: the question at its head still finds the port; recover, explain and search take the same cap."""
+    from lantern.api import MAX_QUERY_CHARS
+
+    lantern.archive(PORT_TURN + filler_messages(), session="s1")
+    huge = "which port is the billing database on? " + "端口配置说明 " * 100_000
+    rec = lantern.recover(huge, session="s1")
+    assert len(rec.query) == MAX_QUERY_CHARS and rec.query == huge[:MAX_QUERY_CHARS]
+    assert "5433" in rec.text
+    assert len(lantern.explain(huge, session="s1").query) == MAX_QUERY_CHARS
+    assert lantern.search(huge, session="s1")  # same cap, hits found

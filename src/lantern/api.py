@@ -45,6 +45,11 @@ Progress = Callable[[int, int], None]  # (done, total) in turns
 INGEST_BATCH_TURNS = 256  # turns per transaction when ingesting a file (ours)
 TAG_HEAD_CHARS, TAG_TAIL_CHARS = 48_000, 16_000  # tags of a huge turn come from its head and tail (ours)
 DEFAULT_SESSION = "default"
+# ours: a query is read up to its first 16,000 characters (about 4,000 words). The models read less already
+# (MiniLM 128 tokens, USE 8,192 characters) and full text keeps 64 terms; past that a 600,000-character query only
+# cost time (4 s, a breaker's measurement). The integrations' queries are a question, or a tail and a 2,000-character
+# summary.
+MAX_QUERY_CHARS = 16_000
 
 
 class Lantern:
@@ -239,6 +244,7 @@ class Lantern:
         project: str | None = None,
     ) -> Recovery:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
+        ``query`` is read up to its first ``MAX_QUERY_CHARS`` (16,000) characters (also in ``explain`` and ``search``).
 
         ``session``: restrict to one session (and its sub-sessions); None searches every session.
         ``exclude``: entry ids, or the live context as messages (Message or dicts): entries whose full text is
@@ -291,7 +297,7 @@ class Lantern:
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
-        query, session = clean_text(query), session or None
+        query, session = clean_text(query[:MAX_QUERY_CHARS] if isinstance(query, str) else query), session or None
         if not query.strip():
             return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
         if at is not None:  # turns after the asked time did not exist yet
@@ -330,7 +336,7 @@ class Lantern:
         scope = resolve(self.scope, user, agent, project)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        query, session = clean_text(query), session or None
+        query, session = clean_text(query[:MAX_QUERY_CHARS] if isinstance(query, str) else query), session or None
         if not query.strip():
             return []
         return pipeline.search(self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope)
