@@ -254,3 +254,17 @@ def test_version_control_dependency_and_virtualenv_folders_are_listed_not_walked
         result = memory.ingest(tree)
     assert [str(f.path.relative_to(tree)) for f in result.ingested] == INGESTED
     assert "b/node_modules" in rel(result, "skipped")
+
+
+def test_summary_escapes_control_and_bidi_characters_in_file_names(tmp_path):
+    """A file named with a newline or an RTL override is one escaped summary line (a breaker's finding: the raw
+    name split the summary's lines and reordered them on screen)."""
+    root = tmp_path / "odd"
+    root.mkdir()
+    shutil.copy(PARSE / "openai.json", root / "two\nlines.json")
+    (root / "evil\u202enosj.txt").write_text("not a transcript\n", encoding="utf-8")
+    with Lantern(tmp_path / "odd.db") as memory:
+        lines = summary_lines(memory.ingest(root))
+    assert all("\n" not in line and "\u202e" not in line for line in lines)
+    assert any(line.startswith("  two\\nlines.json: ") for line in lines)
+    assert any(line.startswith("  evil\\u202enosj.txt: not a transcript") for line in lines)

@@ -296,13 +296,22 @@ def _without_source(e: TranscriptFormatError) -> str:
 MAX_LISTED = 100  # files listed per group in the text summary; --json lists all (ours)
 
 
+def shown(path: Path | str) -> str:
+    """``path`` as one printable line: control and bidirectional-format characters (a newline, an RTL override in a
+    file name) written as ``\\n`` / ``\\u202e`` escapes, so a hostile name cannot break or reorder the summary."""
+    text = str(path)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def summary_lines(result: DirectoryResult) -> list[str]:
     """The text summary ``lantern ingest DIR`` prints: a count line, then each ingested file, then each skipped and
     failed file with its reason (paths relative to the directory; past MAX_LISTED per group, a count)."""
     def plural(n: int, word: str) -> str:
         return f"{n} {word}{'' if n == 1 else 's'}"
 
-    lines = [f"{result.root}: {plural(len(result.ingested), 'file')} ingested ({plural(result.added, 'turn')} archived, "
+    lines = [f"{shown(result.root)}: {plural(len(result.ingested), 'file')} ingested ({plural(result.added, 'turn')} archived, "
              f"{result.duplicates} already archived), {len(result.skipped)} skipped, {len(result.failed)} failed"]
     groups = (
         ("ingested", result.ingested, lambda f: f"{f.result.added} new, {f.result.duplicates} already archived, session {f.result.session}"
@@ -314,7 +323,7 @@ def summary_lines(result: DirectoryResult) -> list[str]:
         if not outcomes:
             continue
         lines.append(f"{title}:")
-        lines += [f"  {_relative(f.path, result.root)}: {describe(f)}" for f in outcomes[:MAX_LISTED]]
+        lines += [f"  {shown(_relative(f.path, result.root))}: {describe(f)}" for f in outcomes[:MAX_LISTED]]
         if len(outcomes) > MAX_LISTED:
             lines.append(f"  … {len(outcomes) - MAX_LISTED} more (--json lists every file)")
     return lines
