@@ -314,7 +314,7 @@ def summary_lines(result: DirectoryResult) -> list[str]:
     lines = [f"{shown(result.root)}: {plural(len(result.ingested), 'file')} ingested ({plural(result.added, 'turn')} archived, "
              f"{result.duplicates} already archived), {len(result.skipped)} skipped, {len(result.failed)} failed"]
     groups = (
-        ("ingested", result.ingested, lambda f: f"{f.result.added} new, {f.result.duplicates} already archived, session {f.result.session}"
+        ("ingested", result.ingested, lambda f: f"{f.result.added} new, {f.result.duplicates} already archived, session {shown(f.result.session)}"
          + (f", {plural(f.result.skipped, 'item')} skipped" if f.result.skipped else "")),
         ("skipped", result.skipped, lambda f: f.reason),
         ("failed", result.failed, lambda f: f.reason),
