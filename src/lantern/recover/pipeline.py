@@ -5,9 +5,11 @@
                      + ours: time (the date the query names), prf (RM3-expanded full text), neighbour (the turns
                      next to the best hits of the others), local (the turns near the best hits, by cosine), speaker
                      (the candidates of a speaker the query names); each on when named in config.signals
+                     (a multi-part question, recover/decompose.py: each part's own vector ranks the local window,
+                     the local ranking fused with one vote per part)
     live entries   = dropped from every ranking (still in the context: never re-injected)
     fused          = rrf(rankings, k=60)               (or score_sum: ablation)
-    order          = mmr(fused, cosine, λ=0.7)          (or fused order: ablation)
+    order          = mmr(fused, cosine, λ=0.85)         (or fused order: ablation; the paper's λ is 0.7)
     block          = pack(order, budget)                whole entries, excerpts, cuts
 
 Pruned entries (c < 0.15, reinforce.py) get no importance rank; a proactive recovery (at compaction) leaves them
