@@ -25,10 +25,13 @@ class Config:
     # --- read path ---
     budget: int = 6000  # characters injected (DESIGN §3.5)
     rrf_k: int = 60  # Cormack et al. 2009; paper eq. 3
-    # MMR trade-off (Carbonell & Goldstein 1998; paper). Tune split (LoCoMo 1-5): 0.5 lost 2.7 points of facts
-    # recovered; 0.85 gained 1.2 with neighbour + grouping alone, nothing once prf and time were on (77.3% at 0.7,
-    # 77.2% at 0.85): the paper's value stays
-    mmr_lambda: float = 0.7
+    # MMR trade-off (Carbonell & Goldstein 1998; the paper's 0.7). Tune split (LoCoMo 1-5): 0.5 lost 2.7 points of
+    # facts recovered; 0.85 gained 1.2 with neighbour + grouping alone, nothing once prf and time were on (77.3% at
+    # 0.7, 77.2% at 0.85). Round 3 (with local, speaker, decomposition; LoCoMo 1-5 / MemDaily 01): 0.7 gives 82.1% /
+    # 82.4%, 0.85 82.3% / 83.9%, 0.95 82.1% / 84.4%: MemDaily repeats "my boss's e-mail is ..." once per trajectory,
+    # and at 0.7 the redundancy term buries the right trajectory's turn under its look-alikes (fused 51st -> MMR
+    # 139th); 0.85 (ours) keeps most of the gain and some diversification (docs/results/recall-tuning.md, Round 3)
+    mmr_lambda: float = 0.85
     # candidates taken from each query signal (ours; paper does not specify). Tune split (LoCoMo 1-5): 50 -> 100 -> 200
     # raise recall@10 0.593 -> 0.611 -> 0.623; with the neighbour signal and grouped packing 100 gives 75.1% vs 74.3%
     signal_top_n: int = 100
@@ -43,6 +46,10 @@ class Config:
     # (LoCoMo 1-5 / MemDaily 01): 5 and 8 give 82.1% / 79.1% facts recovered; 3 seeds 82.3 / 77.5; 4 turns 82.6 / 74.4
     local_seeds: int = 5
     local_turns: int = 8
+    # a multi-part question ("上司是做什么工作的？另外，论坛在哪里？") ranks the local window by each part's own vector,
+    # interleaved, the local ranking fused with one vote per part (recover/decompose.py; ours). Tune split, MemDaily 01
+    # (LoCoMo 1-5: no question splits): 79.1% -> 79.7% facts recovered with one vote, 82.4% / R@10 0.589 with one per part
+    decompose: bool = True
     half_life_days: float = 7.0  # recency half-life T½ (paper eq. 2)
     min_excerpt_chars: int = 200  # smallest excerpt worth packing (ours)
     # the block grouped by session, one session line each, turns in order (recover/pack.py; ours). Tune split (LoCoMo

@@ -61,7 +61,12 @@ def local_ranking(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The rows of ``window_rows(seed_positions, width)`` that ``allowed`` (boolean row mask, None: all) keeps,
     ordered by cosine to ``query_vector`` (rows are L2-normalized), best first (ties: the lower row first). Returns
-    (positions, cosines); empty without a query vector or seeds."""
+    (positions, cosines); empty without a query vector or seeds.
+
+    ``query_vector`` may be a matrix, one row per part of a multi-part question (recover/decompose.py): the rows
+    are then ranked by each part's cosine and the per-part orders merged round-robin (the best row of each part,
+    then the second of each, ...; each row once, at its first place), so every part's best turn near the hits
+    ranks early whichever part dominates the whole query (ours); the score is the row's best cosine to any part."""
     if query_vector is None:
         return _EMPTY
     rows = window_rows(store, index, seed_positions, width)
@@ -69,6 +74,30 @@ def local_ranking(
         rows = rows[allowed[rows]]
     if not len(rows):
         return _EMPTY
-    cos = signals.cosines(index.matrix[rows], query_vector)
-    order = np.argsort(-cos, kind="stable")
-    return rows[order], cos[order].astype(np.float32)
+    vectors = np.atleast_2d(query_vector)
+    cos = np.stack([signals.cosines(index.matrix[rows], v) for v in vectors])  # (parts, rows)
+    if len(vectors) == 1:
+        order = np.argsort(-cos[0], kind="stable")
+        return rows[order], cos[0][order].astype(np.float32)
+    merged = round_robin([np.argsort(-c, kind="stable") for c in cos])
+    return rows[merged], cos.max(axis=0)[merged].astype(np.float32)
+
+
+def round_robin(orders: Sequence[np.ndarray]) -> np.ndarray:
+    """Several orders of the same items merged by taking each order's next unseen item in turn (the first of
+    each, then the second of each, ...), each item once at its first place: interleaving, as in team-draft
+    interleaving without the coin toss (Radlinski et al. 2008)."""
+    seen: set[int] = set()
+    out: list[int] = []
+    for column in _columns(orders):
+        for item in column:
+            if int(item) not in seen:
+                seen.add(int(item))
+                out.append(int(item))
+    return np.asarray(out, np.int64)
+
+
+def _columns(orders: Sequence[np.ndarray]):
+    """The items at rank 1 of every order, then at rank 2, ... (orders may differ in length)."""
+    for r in range(max((len(o) for o in orders), default=0)):
+        yield [o[r] for o in orders if r < len(o)]

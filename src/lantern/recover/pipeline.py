@@ -5,9 +5,11 @@
                      + ours: time (the date the query names), prf (RM3-expanded full text), neighbour (the turns
                      next to the best hits of the others), local (the turns near the best hits, by cosine), speaker
                      (the candidates of a speaker the query names); each on when named in config.signals
+                     (a multi-part question, recover/decompose.py: each part's own vector ranks the local window,
+                     the local ranking fused with one vote per part)
     live entries   = dropped from every ranking (still in the context: never re-injected)
     fused          = rrf(rankings, k=60)               (or score_sum: ablation)
-    order          = mmr(fused, cosine, λ=0.7)          (or fused order: ablation)
+    order          = mmr(fused, cosine, λ=0.85)         (or fused order: ablation; the paper's λ is 0.7)
     block          = pack(order, budget)                whole entries, excerpts, cuts
 
 Pruned entries (c < 0.15, reinforce.py) get no importance rank; a proactive recovery (at compaction) leaves them
@@ -31,7 +33,7 @@ from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..scope import Scope
 from ..store.index import MemoryIndex
 from ..store.sqlite import Store
-from . import local, neighbours, prf, signals, speaker, timeframe
+from . import decompose, local, neighbours, prf, signals, speaker, timeframe
 from .facts_note import pack_with_notes
 from .fusion import mmr, rrf, score_sum
 from .pack import pack
@@ -107,6 +109,8 @@ def rank(
     vector = embed_query(embedder, [query], index.block_occupied)[0] if needs_vector else None
     if "semantic" in enabled:
         found["semantic"] = signals.semantic(index, vector, allowed, n)
+    questions = decompose.parts(query) if config.decompose and local.LOCAL in enabled else []
+    part_vectors = embed_query(embedder, questions, index.block_occupied) if questions else None  # one batched call
     if windows:  # the query names a date: the turns of that date (recover/timeframe.py)
         found[timeframe.TIME] = timeframe.time_ranking(index, vector, windows, allowed, n, config.time_slack_days)
     found = {**{name: found[name] for name in SIGNAL_ORDER if name in found}, **found}  # one fusion order, whatever ran first
@@ -120,7 +124,8 @@ def rank(
         found[neighbours.NEIGHBOUR] = neighbours.neighbour_ranking(store, index, seed, allowed)
     if local.LOCAL in enabled and found:  # the turns near the best hits, by cosine to the query (recover/local.py)
         top = neighbours.seeds({k: v[0].tolist() for k, v in found.items()}, config.rrf_k, config.signal_weights, config.local_seeds)
-        found[local.LOCAL] = local.local_ranking(store, index, vector, top, allowed, config.local_turns)
+        by = vector if part_vectors is None else part_vectors  # a multi-part question: each part ranks the window
+        found[local.LOCAL] = local.local_ranking(store, index, by, top, allowed, config.local_turns)
     pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
     if allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
         pool = pool[allowed[pool]]
@@ -149,7 +154,10 @@ def rank(
     if speaker.SPEAKER in enabled:  # the candidates of a speaker the query names (recover/speaker.py)
         rankings[speaker.SPEAKER] = speaker.speaker_ranking(query, rankings, entries, config.rrf_k, config.signal_weights)
         scores[speaker.SPEAKER] = {i: 1.0 / r for r, i in enumerate(rankings[speaker.SPEAKER], 1)}
-    fused = rrf(rankings, config.rrf_k, config.signal_weights) if config.fusion == "rrf" else score_sum(scores)
+    weights = config.signal_weights
+    if part_vectors is not None and local.LOCAL in rankings:  # the per-part local orders, one vote per part (ours)
+        weights = {**weights, local.LOCAL: weights.get(local.LOCAL, 1.0) * len(part_vectors)}
+    fused = rrf(rankings, config.rrf_k, weights) if config.fusion == "rrf" else score_sum(scores)
 
     candidates = []
     rank_of = {name: _first_ranks(ranking) for name, ranking in rankings.items()}
