@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from ..model import Entry
 
 TITLE = "[Recovered by Lantern from earlier in this conversation: verbatim archived turns, oldest facts may be outdated]"
+# the title of a block whose turns come from several sessions (never longer than TITLE: packing reserves TITLE)
+TITLE_SESSIONS = "[Recovered by Lantern from earlier sessions: verbatim archived turns, oldest facts may be outdated]"
 ELLIPSIS = "…"
 FULL_BELOW = 80  # with fewer characters left than this, packing stops (no header + excerpt fits) (ours)
 FIRST_EXCERPT_MIN = 40  # the first entry is excerpted into as little room as this (ours)
@@ -29,8 +31,12 @@ def header(entry: Entry, with_session: bool = True) -> str:
     return f"[{where}turn {entry.turn}{when}]"
 
 
-def title(session: str | None) -> str:
-    return TITLE if session is None else TITLE[:-1] + f", all from session {session}]"
+def title(session: str | None, sessions: int = 1) -> str:
+    """The block's first line: ``TITLE`` naming the one ``session`` every turn comes from when given, or
+    ``TITLE_SESSIONS`` when the turns come from ``sessions`` > 1 sessions."""
+    if session is not None:
+        return TITLE[:-1] + f", all from session {session}]"
+    return TITLE_SESSIONS if sessions > 1 else TITLE
 
 
 def excerpt(text: str, terms: list[str], width: int) -> str:
@@ -153,6 +159,7 @@ def pack(
     if session is not None:  # one session: its turns in conversation order, as in a grouped block; else MMR order
         parts.sort(key=lambda p: (p[0].turn, p[0].id))
     if parts:
+        top = title(session, len({e.session for e, _ in parts}))
         result.text = top + "\n\n" + "\n\n".join(text for _, text in parts)
     return result
 
@@ -198,5 +205,5 @@ def _pack_grouped(entries: Iterable[Entry], budget: int, terms: list[str], min_e
     if groups:
         blocks = [line + "\n" + "\n".join(text for _, text in sorted(members, key=lambda m: (m[0].turn, m[0].id)))
                   for line, _, members in groups.values()]
-        result.text = TITLE + "\n\n" + "\n\n".join(blocks)
+        result.text = title(None, len(groups)) + "\n\n" + "\n\n".join(blocks)
     return result
