@@ -133,3 +133,24 @@ def test_a_failed_or_empty_ingest_leaves_no_new_database(tmp_path):
     again = run("ingest", str(empty), db=db, check=False)
     assert again.returncode == 1 and db.exists()  # an existing database is never removed
     assert "5433" in run("search", "staging port", db=db).stdout.decode()
+
+
+def test_eval_without_the_eval_extra_fails_before_any_work(tmp_path):
+    """A newcomer's finding: without scipy the whole evaluation ran, then failed at its statistics (minutes lost,
+    nothing written). Now one line naming the extra, exit 1, before the data is even read."""
+    code = (
+        "import sys\n"
+        "class Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('scipy', 'matplotlib'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Hide())\n"
+        "from lantern.cli import main\n"
+        "sys.argv = ['lantern'] + sys.argv[1:]\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, "eval", "locomo", "--data", str(tmp_path / "missing.json"),
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "lantern eval needs scipy, matplotlib: install the eval extra" in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -83,6 +83,16 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be found (without importing it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _fail(message: str) -> None:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(1)
@@ -605,11 +615,16 @@ def eval_(
     second_embedder: Optional[str] = typer.Option(None, "--second-embedder", help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes the per-history jobs run in (default: the usable CPUs, at most 8; 1: this process). Same numbers either way."),
 ) -> None:
-    """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics."""
+    """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
+    Needs the `eval` extra (scipy, matplotlib): pip install 'lantern-memory[eval]'."""
+    missing = [m for m in ("scipy", *(("matplotlib",) if plots else ())) if not _importable(m)]
     try:
         from .eval.run import main as run_eval
     except ImportError as e:  # scipy / matplotlib are the `eval` extra
-        _fail(f"{e}; install the eval extra: pip install -e '.[eval]' in a checkout, or pip install 'lantern-memory[eval]'")
+        missing.append(str(e))
+    if missing:  # checked before any work: the statistics and plots come last, after minutes of recovery
+        _fail(f"lantern eval needs {', '.join(missing)}: install the eval extra: pip install -e '.[eval]' in a checkout, "
+              "or pip install 'lantern-memory[eval]'")
 
     def run() -> None:
         try:
