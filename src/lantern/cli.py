@@ -83,6 +83,22 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
+def _why_empty(result) -> str:
+    """Why an empty recovery is empty, for the one line the CLI prints: no candidate, or every ranked candidate cut
+    because the budget left no room after the block's title line."""
+    from .recover.pack import FULL_BELOW, title
+
+    ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
+    if not ranked:
+        return ": no archived turn is a candidate (all excluded or none archived)"
+    if any(c.verdict == "cut:budget" for c in ranked):
+        sessions = {c.entry.session for c in ranked}
+        top = len(title(sessions.pop() if len(sessions) == 1 else None))
+        return (f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
+                f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + 40} or more")
+    return ""
+
+
 def _importable(module: str) -> bool:
     """Whether ``module`` can be found (without importing it)."""
     import importlib.util
@@ -306,7 +322,7 @@ def recover(
         elif result.text:
             print(result.text)
         else:
-            typer.secho("nothing recovered", err=True, fg=typer.colors.YELLOW)
+            typer.secho(f"nothing recovered{_why_empty(result)}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
 
