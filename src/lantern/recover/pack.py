@@ -31,12 +31,15 @@ def header(entry: Entry, with_session: bool = True) -> str:
     return f"[{where}turn {entry.turn}{when}]"
 
 
-def title(session: str | None, sessions: int = 1) -> str:
-    """The block's first line: ``TITLE`` naming the one ``session`` every turn comes from when given, or
-    ``TITLE_SESSIONS`` when the turns come from ``sessions`` > 1 sessions."""
+def title(session: str | None, sessions: Iterable[str] = ()) -> str:
+    """The block's first line: ``TITLE`` naming the one ``session`` every turn comes from when given, else
+    ``TITLE_SESSIONS`` when the packed turns' ``sessions`` are more than one conversation (a sub-session,
+    ``S/sidechain-…``, belongs to its session ``S``), else ``TITLE``."""
     if session is not None:
         return TITLE[:-1] + f", all from session {session}]"
-    return TITLE_SESSIONS if sessions > 1 else TITLE
+    names = set(sessions)
+    roots = {s for s in names if not any(s.startswith(t + "/") for t in names if t != s)}
+    return TITLE_SESSIONS if len(roots) > 1 else TITLE
 
 
 def excerpt(text: str, terms: list[str], width: int) -> str:
@@ -159,7 +162,7 @@ def pack(
     if session is not None:  # one session: its turns in conversation order, as in a grouped block; else MMR order
         parts.sort(key=lambda p: (p[0].turn, p[0].id))
     if parts:
-        top = title(session, len({e.session for e, _ in parts}))
+        top = title(session, (e.session for e, _ in parts))
         result.text = top + "\n\n" + "\n\n".join(text for _, text in parts)
     return result
 
@@ -205,5 +208,5 @@ def _pack_grouped(entries: Iterable[Entry], budget: int, terms: list[str], min_e
     if groups:
         blocks = [line + "\n" + "\n".join(text for _, text in sorted(members, key=lambda m: (m[0].turn, m[0].id)))
                   for line, _, members in groups.values()]
-        result.text = title(None, len(groups)) + "\n\n" + "\n\n".join(blocks)
+        result.text = title(None, groups) + "\n\n" + "\n\n".join(blocks)
     return result
