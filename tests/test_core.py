@@ -373,3 +373,15 @@ def test_a_huge_query_is_read_up_to_max_query_chars(lantern):
     assert "5433" in rec.text
     assert len(lantern.explain(huge, session="s1").query) == MAX_QUERY_CHARS
     assert lantern.search(huge, session="s1")  # same cap, hits found
+
+
+def test_a_budget_past_int64_is_everything_not_a_numpy_error(lantern):
+    """`lantern recover --budget 99999999999999999999999` (and Lantern.recover(budget=10**23)) failed with numpy's
+    "ufunc 'isfinite' not supported for the input types": a Python int past int64 is finite, the whole archive fits.
+    A float infinity or NaN is still the precise ValueError."""
+    lantern.archive(PORT_TURN, session="s1")
+    rec = lantern.recover("postgres port", budget=10**23)
+    assert "5433" in rec.text
+    for bad in (float("inf"), float("nan"), -1, -(10**23)):
+        with pytest.raises(ValueError, match="budget must be a finite number"):
+            lantern.recover("postgres port", budget=bad)

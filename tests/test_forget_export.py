@@ -179,23 +179,23 @@ def test_import_into_a_user_rehomes_every_record(source, tmp_path):
         assert lt.import_(io.StringIO(text), user="carol").added == 0
 
 
-def test_bad_line_names_its_line_and_writes_nothing_of_its_batch(source, tmp_path, monkeypatch):
+def test_bad_line_names_its_line_and_writes_nothing(source, tmp_path, monkeypatch):
     lines = export_text(source).splitlines()
     bad = json.loads(lines[5])
     bad["turn"] = "three"
     broken = "\n".join([*lines[:5], json.dumps(bad), *lines[6:]]) + "\n"
-    monkeypatch.setattr(portability, "BATCH_LINES", 2)  # records at lines 2-3, 4-5 commit; 6-7 is the bad batch
+    monkeypatch.setattr(portability, "BATCH_LINES", 2)  # lines 2-3 and 4-5 would be batches before the bad one
     with Lantern(tmp_path / "bad.db") as lt:
         with pytest.raises(ExportFormatError) as e:
             lt.import_(io.StringIO(broken))
         assert (e.value.line, e.value.field) == (6, "turn") and "line 6" in str(e.value)
-        assert lt.store.count() == 4
+        assert lt.store.count() == 0  # the whole file is checked before anything is written
         con = sqlite3.connect(tmp_path / "bad.db")
-        assert con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 4
-        assert con.execute("SELECT count(*) FROM entries_fts").fetchone()[0] == 4
+        assert con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM entries_fts").fetchone()[0] == 0
         con.close()
-        fixed = lt.import_(io.StringIO("\n".join(lines) + "\n"))  # resuming adds only the rest
-        assert (fixed.added, fixed.duplicates) == (5, 4)
+        fixed = lt.import_(io.StringIO("\n".join(lines) + "\n"))
+        assert (fixed.added, fixed.duplicates) == (9, 0)
     cases = [
         ("{not json", 3, None),
         (json.dumps({"type": "fact", "key": "port"}), 3, "type"),
@@ -215,6 +215,39 @@ def test_bad_line_names_its_line_and_writes_nothing_of_its_batch(source, tmp_pat
         newer = json.dumps({**json.loads(lines[0]), "version": portability.VERSION + 1})
         with pytest.raises(ExportFormatError, match="newer"):
             lt.import_(io.StringIO(newer + "\n"))
+
+
+def test_truncated_or_non_utf8_export_imports_nothing_into_an_existing_database(source, tmp_path, monkeypatch):
+    """An export cut short (a copy interrupted) or with a byte that is not UTF-8, imported into a database that
+    already holds entries: the batches before the bad line were committed (512 of 541 records of a 600-entry
+    export cut at 90 %) while the command said only "error: ..., line 542"; a byte that was not UTF-8 was
+    "'utf-8' codec can't decode byte 0xff in position 5804", no file, no line. Now the whole file is checked first:
+    nothing is written, the error names the file and line, from a path and from a pipe (stdin) alike."""
+    monkeypatch.setattr(portability, "BATCH_LINES", 2)
+    text = export_text(source)
+    truncated = text[: len(text) * 9 // 10]
+    target = tmp_path / "existing.db"
+    with Lantern(target) as lt:
+        lt.archive([{"role": "user", "content": "已有的条目：端口 6543"}], session="mine")
+        with pytest.raises(ExportFormatError) as e:
+            lt.import_(io.StringIO(truncated))
+        assert e.value.line == len(truncated.splitlines()) and lt.store.count() == 1
+    data = text.encode("utf-8")
+    third = data.index(b"\n", data.index(b"\n") + 1) + 1  # the start of line 3
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_bytes(data[: third + 10] + b"\xff" + data[third + 11:])
+    with Lantern(target) as lt:
+        with pytest.raises(ExportFormatError) as e:
+            lt.import_(corrupt)
+        assert e.value.line == 3 and "not UTF-8" in str(e.value) and lt.store.count() == 1
+    cli = [sys.executable, "-m", "lantern.cli", "--db", str(target), "import", "-"]
+    for payload, line in ((truncated.encode("utf-8"), len(truncated.splitlines())), (corrupt.read_bytes(), 3)):
+        p = subprocess.run(cli, input=payload, capture_output=True, timeout=300)
+        err = p.stderr.decode()
+        assert p.returncode == 1 and f"<stdin>, line {line}:" in err and "Traceback" not in err, err
+    with Lantern(target) as lt:
+        assert lt.store.count() == 1
+        assert lt.import_(io.StringIO(text)).added == 9
 
 
 def test_embedder_mismatch_suggests_no_embeddings(source, tmp_path):

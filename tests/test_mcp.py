@@ -177,3 +177,72 @@ def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
         return True
 
     assert anyio.run(_session_run, tmp_path / "mcp.db", body)
+
+
+def _raw_server(db):
+    """The server over raw stdio (the SDK's client cannot send a lone surrogate escape or JSON nested that deep)."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return proc
+
+
+def _raw_exchange(proc, line: bytes, timeout: float = 60.0) -> dict:
+    """Send one line; the next line the server writes that is a response (notifications are skipped)."""
+    import select
+    import time
+
+    proc.stdin.write(line + b"\n")
+    proc.stdin.flush()
+    deadline = time.monotonic() + timeout
+    while True:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"no answer within {timeout} s to {line[:120]!r}"
+        out = proc.stdout.readline()
+        assert out, "the server closed stdout"
+        message = json.loads(out)  # nothing but JSON-RPC on stdout
+        if "id" in message:
+            return message
+
+
+def test_mcp_answers_lone_surrogates_and_deep_nesting(tmp_path):
+    """The SDK's JSON parser refuses a lone surrogate escape (JavaScript's JSON.stringify writes "\\ud83d" for an
+    emoji cut in half) and JSON nested deeper than ~128 levels, and answered nothing: the client waited for ever.
+    A lone surrogate is now archived as U+FFFD; a request nested too deeply, or not JSON at all, gets an error
+    with its id; the server keeps serving."""
+    proc = _raw_server(tmp_path / "mcp.db")
+    try:
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+        assert _raw_exchange(proc, json.dumps(init).encode())["id"] == 0
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+        def call(i: int, arguments: bytes, name: bytes = b"archive") -> dict:
+            line = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
+                    % (i, name, arguments))
+            r = _raw_exchange(proc, line)
+            assert r["id"] == i, r
+            return r
+
+        r = call(1, b'{"messages":[{"role":"user","content":"emoji cut \\ud83d: port 5433 \xe7\xab\xaf\xe5\x8f\xa3"}],'
+                    b'"session":"s\\udc00"}')
+        assert not r["result"]["isError"], r
+        assert r["result"]["structuredContent"]["added"] == 1 and r["result"]["structuredContent"]["session"] == "s\ufffd"
+        r = call(2, b'{"query":"port \\udfff","budget":500}', b"recover")
+        assert "5433" in r["result"]["structuredContent"]["text"] and "\ufffd" in r["result"]["structuredContent"]["text"]
+        nested = b"[" * 200 + b"]" * 200  # past the SDK parser's limit, within Python's: read and archived
+        r = call(3, b'{"messages":[{"role":"user","content":"deep tool args","x":%s}]}' % nested)
+        assert r["result"]["structuredContent"]["added"] == 1, r
+        nested = b"[" * 100_000 + b"]" * 100_000  # past every parser: an error answering id 3
+        r = call(3, b'{"messages":[{"role":"user","content":%s}]}' % nested)
+        assert r["error"]["code"] == -32700 and "nested too deeply" in r["error"]["message"], r
+        r = _raw_exchange(proc, b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"stats"')
+        assert r["id"] == 4 and r["error"]["code"] == -32700
+        r = _raw_exchange(proc, b'{"id":"five","method":5}')
+        assert r["id"] == "five" and r["error"]["code"] == -32600
+        r = call(6, b"{}", b"stats")
+        assert r["result"]["structuredContent"]["entries"] == 2
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0

@@ -350,7 +350,8 @@ class Lantern:
     def _budget(self, budget: Any) -> int:
         if budget is None:
             return self.config.budget
-        if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) or not np.isfinite(budget) or budget < 0:
+        if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) or budget < 0 or (
+                not isinstance(budget, (int, np.integer)) and not np.isfinite(budget)):  # an int past int64 is finite
             raise ValueError(f"budget must be a finite number of characters >= 0, got {budget!r}")
         return int(budget)
 

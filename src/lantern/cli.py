@@ -23,6 +23,7 @@ Every memory command takes the scope options --user (default $LANTERN_USER, else
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import sys
@@ -458,7 +459,8 @@ def import_(
     def run():
         try:
             with _open(create=True) as lantern:
-                src = sys.stdin if file == "-" else Path(file)
+                src = (io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="")
+                       if file == "-" else Path(file))  # a byte that is not UTF-8: an error naming its line
                 r = lantern.import_(src, user=user, agent=agent, project=project, embeddings=embeddings)
         except Exception:
             if created:  # a failed import into a new database leaves no empty database behind (tied to an embedder)

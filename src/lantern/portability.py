@@ -21,11 +21,13 @@ Round trip: export -> import into an empty database -> export gives the same byt
 renumbered from 1 in file order when the source had gaps). ``content_hash`` is always recomputed on import from
 the scope, session and text (lantern/scope.py), so a record cannot smuggle in a hash of another user's turn.
 
-Import: one transaction per batch of ``BATCH_LINES`` lines. A bad line raises ``ExportFormatError`` naming the
-line (and field) and nothing of its batch is written (besides types: ``turn`` and the counts are integers in
+Import: the whole file is read and checked first, then written in one transaction per batch of ``BATCH_LINES``
+lines. A bad line anywhere (a truncated or corrupt export, bytes that are not UTF-8) raises ``ExportFormatError``
+naming the line (and field) and nothing is written (a stream that cannot be read twice, such as a pipe, is copied to
+a temporary file as it is checked) (besides types: ``turn`` and the counts are integers in
 [0, 2**53), ``importance`` / ``confidence`` / ``success`` within [0, 1], ``time`` / ``archived_at`` unix seconds
-within years 1..9999) (earlier batches stay; importing again after fixing the line
-adds only the rest, because a turn already stored — same content hash — is counted as a duplicate, never stored
+within years 1..9999). An import stopped part way (killed, disk full, another
+process's write lock past its retries) keeps the batches committed; importing again adds only the rest, because a turn already stored — same content hash — is counted as a duplicate, never stored
 twice). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
 ``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
 """
@@ -37,6 +39,7 @@ import binascii
 import json
 import math
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -151,7 +154,8 @@ def _text_in(src: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
     if hasattr(src, "read"):
         yield src  # type: ignore[misc]
         return
-    with open(src, encoding="utf-8", newline="") as f:
+    # undecodable bytes become lone surrogates, which valid UTF-8 never gives: _numbered names their line
+    with open(src, encoding="utf-8", errors="surrogateescape", newline="") as f:
         yield f
 
 
@@ -172,8 +176,8 @@ def import_jsonl(
     name = str(src) if not hasattr(src, "read") else getattr(src, "name", "<stream>")
     columns = _columns(lantern.store.db)
     result = ImportResult()
-    with _text_in(src) as f:
-        lines = enumerate(f, start=1)
+    with _text_in(src) as f, _checked(f, name, columns, lantern.embedder, embeddings) as f:
+        lines = _numbered(f, name)
         header = _read_header(lines, name)
         use_vectors = embeddings and bool(header.get("embeddings"))
         if use_vectors and (header.get("embedder") != lantern.embedder.id or header.get("dim") != lantern.embedder.dim):
@@ -200,6 +204,61 @@ def import_jsonl(
             progress(result.lines)
     lantern.index.mark_dirty()
     return result
+
+
+_UNDECODED = re.compile("[\udc80-\udcff]")  # surrogateescape's stand-ins for bytes that are not UTF-8
+
+
+def _numbered(f: IO[str], name: str) -> Iterator[tuple[int, str]]:
+    """``enumerate(f, start=1)``, with bytes that are not UTF-8 an ExportFormatError naming their line (a stream
+    opened with errors="surrogateescape", as ``_text_in`` and the CLI's stdin are; a strict stream's decoder reads
+    ahead, so its error names the line being read when the decoder failed)."""
+    number = 0
+    while True:
+        try:
+            raw = f.readline()
+        except UnicodeDecodeError as e:
+            raise ExportFormatError(f"not UTF-8 ({e.reason}) at or after this line", line=number + 1,
+                                    source=name) from None
+        if not raw:
+            return
+        number += 1
+        bad = _UNDECODED.search(raw)
+        if bad:
+            raise ExportFormatError(f"not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start() + 1})",
+                                    line=number, source=name)
+        yield number, raw
+
+
+@contextmanager
+def _checked(f: IO[str], name: str, columns: list[str], embedder: Any, embeddings: bool) -> Iterator[IO[str]]:
+    """``f`` rewound after every line of it was read and checked (header, then each record as the import will
+    read it), so that a bad line anywhere raises before anything is written; a stream that cannot seek is copied
+    to a temporary file while it is checked, and that file is yielded."""
+    import tempfile
+
+    copy = None if f.seekable() else tempfile.TemporaryFile("w+", encoding="utf-8", newline="")
+    try:
+        start = f.tell() if copy is None else 0
+        lines = _numbered(f, name)
+        if copy is not None:
+            lines = ((n, copy.write(raw) and raw) for n, raw in lines)
+        header = _read_header(lines, name)
+        # recorded vectors of another embedder: the import raises EmbedderMismatchError before reading a record
+        use_vectors = (embeddings and bool(header.get("embeddings")) and header.get("embedder") == embedder.id
+                       and header.get("dim") == embedder.dim)
+        for number, raw in lines:
+            if raw.strip():
+                _read_record(number, raw, name, columns, embedder.dim, use_vectors)
+        if copy is not None:
+            copy.seek(0)
+            yield copy
+        else:
+            f.seek(start)
+            yield f
+    finally:
+        if copy is not None:
+            copy.close()
 
 
 def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict[str, Any]:

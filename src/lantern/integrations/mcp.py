@@ -6,12 +6,28 @@ a tool error (``isError``) with one line saying what is wrong; the server keeps 
 a tool's schema give one line naming each field and its problem (``validation_message``), not the SDK's multi-line
 pydantic dump; argument names a tool does not take are rejected in one line naming them
 (``unknown_arguments_message``), where the SDK would ignore them. Nothing but the protocol is written to stdout.
+
+Every request line gets an answer (``stdio_server``): the SDK's JSON parser refuses a lone surrogate escape
+(``"\\ud83d"``, which JavaScript's ``JSON.stringify`` writes for an emoji cut in half) and JSON nested deeper than
+about 128 levels, and then answers nothing, so the client waited for ever; such a line is parsed again by Python's
+``json`` (a lone surrogate becomes U+FFFD, as everywhere in Lantern), and a line that still cannot be read gets a
+JSON-RPC parse error (-32700) or invalid-request error (-32600) with the request's id when it can be found.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import sys
+from contextlib import asynccontextmanager
+from io import TextIOWrapper
 from typing import Annotated, Any
+
+import anyio
+import anyio.lowlevel
+import mcp.types as types
+from mcp.shared.message import SessionMessage
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
@@ -90,6 +106,11 @@ class _Server(FastMCP):
 
     _known: dict[str, list[str]] | None = None
 
+    async def run_stdio_async(self) -> None:
+        """The SDK's ``run_stdio_async`` over our ``stdio_server`` (every request line answered)."""
+        async with stdio_server() as (read_stream, write_stream):
+            await self._mcp_server.run(read_stream, write_stream, self._mcp_server.create_initialization_options())
+
     async def _parameters(self) -> dict[str, list[str]]:
         """Tool name -> the argument names of its input schema (``list_tools``, read once: the tools are fixed)."""
         if self._known is None:
@@ -107,6 +128,117 @@ class _Server(FastMCP):
             if isinstance(e.__cause__, ValidationError):  # the SDK's check of the arguments, before the tool runs
                 raise ToolError(validation_message(name, e.__cause__)) from None
             raise
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# the id of a request whose JSON cannot be read whole (too deeply nested): clients write jsonrpc and id first
+_LEADING_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"[^"\\]*"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` (parsed JSON) with every lone surrogate in its strings and keys replaced by U+FFFD (iterative: a
+    value nested as deep as ``json`` reads does not overflow the stack here)."""
+    def fix(x: Any) -> Any:
+        return _SURROGATE.sub("\ufffd", x) if isinstance(x, str) else x
+
+    root = [fix(value)]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        item = parent[key]
+        if isinstance(item, list):
+            for i, v in enumerate(item):
+                item[i] = fix(v)
+                if isinstance(v, (list, dict)):
+                    stack.append((item, i))
+        elif isinstance(item, dict):
+            if any(isinstance(k, str) and _SURROGATE.search(k) for k in item):
+                parent[key] = item = {fix(k): v for k, v in item.items()}
+            for k, v in item.items():
+                item[k] = fix(v)
+                if isinstance(v, (list, dict)):
+                    stack.append((item, k))
+    return root[0]
+
+
+class UnreadableLine(ValueError):
+    """A stdin line that is no JSON-RPC message and names no request id to answer: handed to the SDK's session,
+    which logs it to the client (a notification), as the SDK does with every line it cannot parse."""
+
+
+def _error(request_id: Any, code: int, message: str) -> SessionMessage | UnreadableLine:
+    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+        return UnreadableLine(message)
+    return SessionMessage(types.JSONRPCMessage(types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))))
+
+
+def _leading_id(line: str) -> Any:
+    m = _LEADING_ID.match(line)
+    return json.loads(m.group(1)) if m else None
+
+
+def read_message(line: str) -> SessionMessage | UnreadableLine:
+    """One stdin line as the message to serve, or as the error response to send back. The SDK's own parser first;
+    a line it refuses is parsed by Python's ``json`` (lone surrogates -> U+FFFD); a line nothing can read is a
+    parse error, a JSON value that is no JSON-RPC message an invalid request, answered to the request's id when
+    one can be found (else ``UnreadableLine``: JSON-RPC's null id is not in the SDK's types). Ours."""
+    try:
+        return SessionMessage(types.JSONRPCMessage.model_validate_json(line))
+    except Exception:  # noqa: BLE001 - the fallback below says what is wrong
+        pass
+    try:
+        obj = json.loads(line)
+    except RecursionError:
+        return _error(_leading_id(line), types.PARSE_ERROR, "request nested too deeply to parse")
+    except ValueError as e:
+        return _error(_leading_id(line), types.PARSE_ERROR, f"invalid JSON: {' '.join(str(e).split())}")
+    obj = _without_surrogates(obj)
+    request_id = obj.get("id") if isinstance(obj, dict) else None
+    try:
+        return SessionMessage(types.JSONRPCMessage.model_validate(obj))
+    except RecursionError:
+        return _error(request_id, types.PARSE_ERROR, "request nested too deeply to parse")
+    except Exception:  # noqa: BLE001 - not a JSON-RPC message
+        return _error(request_id, types.INVALID_REQUEST, "not a JSON-RPC 2.0 request, notification or response")
+
+
+@asynccontextmanager
+async def stdio_server():
+    """``mcp.server.stdio.stdio_server`` whose reader answers every line (``read_message``): a line the SDK's
+    parser refuses is not handed on as an exception (which the SDK only logs, leaving the request unanswered)."""
+    stdin = anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    stdout = anyio.wrap_file(TextIOWrapper(sys.stdout.buffer, encoding="utf-8"))
+    read_writer, read_stream = anyio.create_memory_object_stream(0)
+    write_stream, write_reader = anyio.create_memory_object_stream(0)
+
+    async def stdin_reader():
+        try:
+            async with read_writer:
+                async for line in stdin:
+                    message = read_message(line)
+                    if isinstance(message, UnreadableLine):
+                        await read_writer.send(message)  # logged to the client by the session, as the SDK does
+                    elif isinstance(message.message.root, types.JSONRPCError):
+                        await write_stream.send(message)
+                    else:
+                        await read_writer.send(message)
+        except anyio.ClosedResourceError:  # pragma: no cover
+            await anyio.lowlevel.checkpoint()
+
+    async def stdout_writer():
+        try:
+            async with write_reader:
+                async for message in write_reader:
+                    await stdout.write(message.message.model_dump_json(by_alias=True, exclude_none=True) + "\n")
+                    await stdout.flush()
+        except anyio.ClosedResourceError:  # pragma: no cover
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdin_reader)
+        tg.start_soon(stdout_writer)
+        yield read_stream, write_stream
 
 
 def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> FastMCP:
