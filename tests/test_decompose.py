@@ -88,3 +88,30 @@ def test_single_question_gets_one_vector_and_the_same_ranking(shared):
     two = shared.explain("金融科技精英论坛的地点是什么？", budget=6000)
     assert [c.entry.id for c in one.candidates] == [c.entry.id for c in two.candidates]
     assert any(LOCAL in c.ranks for c in one.candidates)
+
+
+def test_the_eval_memo_embeds_a_split_questions_parts_once_for_every_system():
+    """The evaluation asks every question once per system: a split question's parts (one batched call) are
+    memoized as that batch, like a whole question, so 21 systems embed them once (MemDaily's report run spent
+    minutes re-embedding them)."""
+    import numpy as np
+
+    from lantern.embed import get_embedder
+    from lantern.eval.systems import MemoEmbedder
+
+    class Counting:  # the real model, calls counted
+        def __init__(self, inner):
+            self.inner, self.id, self.dim, self.calls = inner, inner.id, inner.dim, 0
+
+        def embed(self, texts):
+            self.calls += 1
+            return self.inner.embed(texts)
+
+    inner = Counting(get_embedder("minilm"))
+    memo = MemoEmbedder(inner)
+    asked = ["Where does my boss work?", "When is the fintech forum?"]
+    first = memo.embed_query(asked)
+    again = memo.embed_query(asked)
+    assert inner.calls == 1 and first.shape == (2, inner.dim) and np.array_equal(first, again)
+    assert np.array_equal(memo.embed_query(asked[:1])[0], get_embedder("minilm").embed(asked[:1])[0])
+    assert inner.calls == 2  # a single text is its own key

@@ -124,13 +124,17 @@ class MemoEmbedder:
         return self._cache[texts[0]]
 
     def embed_query(self, texts, occupied=None):
-        """The inner embedder's query vectors (embed.embed_query), memoized per (text, occupied blocks)."""
+        """The inner embedder's query vectors (embed.embed_query), memoized per (text, occupied blocks), or per
+        batch of texts."""
         from ..embed import embed_query, query_key
 
         texts = list(texts)
-        if len(texts) != 1:
+        if not texts:
             return embed_query(self.inner, texts, occupied)
-        key = ("query", *query_key(self.inner, texts[0], occupied))
+        # one text: the question; several: the parts of a split question (recover/decompose.py), one batched call,
+        # memoized as that batch (every system asks the same parts)
+        key = ("query", *query_key(self.inner, texts[0], occupied)) if len(texts) == 1 else \
+            ("parts", *(query_key(self.inner, t, occupied) for t in texts))
         if key not in self._cache:
             if len(self._cache) > 4096:
                 self._cache.clear()
