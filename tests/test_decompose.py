@@ -115,3 +115,17 @@ def test_the_eval_memo_embeds_a_split_questions_parts_once_for_every_system():
     assert inner.calls == 1 and first.shape == (2, inner.dim) and np.array_equal(first, again)
     assert np.array_equal(memo.embed_query(asked[:1])[0], get_embedder("minilm").embed(asked[:1])[0])
     assert inner.calls == 2  # a single text is its own key
+
+
+def test_a_proactive_recovery_is_never_decomposed(shared):
+    """A compaction's query is the live tail plus the summary: split at its question marks it gave a 'question'
+    and a 'summary' part, one more embedding per compaction for parts nobody asked (the proxy's compaction overhead
+    rose 33 -> 41 ms). A proactive recovery ranks as with decomposition off; a question asked still splits."""
+    shared.config = Config()
+    proactive = shared.explain(QUESTION, budget=6000, proactive=True)
+    shared.config = replace(Config(), decompose=False)
+    plain = shared.explain(QUESTION, budget=6000, proactive=True)
+    assert [(c.entry.id, c.rrf) for c in proactive.candidates] == [(c.entry.id, c.rrf) for c in plain.candidates]
+    shared.config = Config()
+    asked = shared.explain(QUESTION, budget=6000)
+    assert [c.entry.id for c in asked.candidates] != [c.entry.id for c in plain.candidates]

@@ -109,7 +109,9 @@ def rank(
     vector = embed_query(embedder, [query], index.block_occupied)[0] if needs_vector else None
     if "semantic" in enabled:
         found["semantic"] = signals.semantic(index, vector, allowed, n)
-    questions = decompose.parts(query) if config.decompose and local.LOCAL in enabled else []
+    # a user's multi-part question, never a proactive recovery's query (a compaction's live tail + summary: its
+    # sentences are not questions asked together, and splitting them cost the proxy ~8 ms per compaction)
+    questions = decompose.parts(query) if config.decompose and local.LOCAL in enabled and not proactive else []
     part_vectors = embed_query(embedder, questions, index.block_occupied) if questions else None  # one batched call
     if windows:  # the query names a date: the turns of that date (recover/timeframe.py)
         found[timeframe.TIME] = timeframe.time_ranking(index, vector, windows, allowed, n, config.time_slack_days)
