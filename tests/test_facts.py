@@ -411,3 +411,22 @@ def test_as_of_outside_the_utc_year_range_is_a_clear_error(tmp_path):
                 m.recover("staging port", as_of=datetime.fromisoformat(bad))
             with pytest.raises(ValueError, match="outside the years 1..9999"):
                 m.facts(as_of=datetime.fromisoformat(bad))
+
+
+def test_many_superseded_values_leave_the_turns_most_of_the_budget(lantern):
+    """Eighty services whose ports all changed later: the first packing's notes are larger than the budget. Before,
+    the turns were packed again into the budget minus those notes, a few hundred characters, and the block came
+    back mostly empty; now the notes take at most half the budget and the room is recomputed from the new
+    packing's own notes: the block is nearly full, with turns and notes both."""
+    colours = ["red", "blue", "green", "black", "white", "amber", "violet", "silver", "golden", "coral"]
+    animals = ["cat", "dog", "fox", "owl", "elk", "bee", "yak", "emu"]
+    names = [f"{c} {a}" for c in colours for a in animals]
+    for k, name in enumerate(names):
+        say(lantern, f"the {name} service port is {5000 + k}", day(13), f"a{k}")
+    for k, name in enumerate(names):
+        say(lantern, f"I changed the {name} service port to {7000 + k}", day(14), f"b{k}")
+    rec = lantern.recover("which service port did we set first for each service?", budget=6000)
+    assert 5400 <= len(rec.text) <= 6000  # before: 4,913 characters (the room fixed by the first notes)
+    assert rec.facts and len(rec.entries) >= 20
+    notes = rec.text.split("\n\n")[1]
+    assert notes.startswith("[Fact versions") and len(notes) <= 3000

@@ -87,28 +87,50 @@ def render(notes: Sequence[FactNote]) -> str:
     return HEADING + "\n" + "\n".join(n.line for n in notes) if notes else ""
 
 
+NOTES_SHARE = 0.5  # ours: the notes take at most half of the budget (dropped last first); the turns keep the rest
+MAX_PACKINGS = 5  # ours: packings tried while the room left beside the notes settles
+
+
 def pack_with_notes(
     pack_at: Callable[[int], PackResult], budget: int, notes: Callable[[list[int]], list[FactNote]]
 ) -> tuple[PackResult, list[FactNote]]:
-    """Pack into ``budget`` characters with the superseded-fact notes inserted after the block's title. When they
-    do not fit, pack again into ``budget`` minus the notes; notes that still do not fit are dropped, last first. When
-    the notes would leave room for no entry at all, the first packing is returned without notes (a small budget
-    brings back the turn itself rather than nothing)."""
-    result = pack_at(budget)
-    found = notes([p.entry.id for p in result.packed])
+    """Pack into ``budget`` characters with the superseded-fact notes inserted after the block's title. The notes
+    take at most ``NOTES_SHARE`` of the budget (dropped last first). When block + notes do not fit, the entries are
+    packed again into what the notes leave; fewer entries state fewer superseded values, so the room is recomputed
+    from the new packing's own notes, up to ``MAX_PACKINGS`` times, and the fitting packing with the most characters
+    is kept. (Before, the room was fixed by the first packing's notes: on MemDaily, whose trajectories restate the
+    same keys, 50 notes of 77 packed turns left 1,288 characters for turns whose own notes then took 300: blocks of
+    2,000 characters out of 6,000.) When the notes would leave room for no entry at all, the first packing is
+    returned without notes (a small budget brings back the turn itself rather than nothing)."""
+    first = pack_at(budget)
+    found = _capped(notes([p.entry.id for p in first.packed]), budget)
     if not found:
-        return result, []
-    extra = len(render(found)) + 2
-    if len(result.text) + extra > budget:
-        first = result
-        result = pack_at(max(0, budget - extra))
-        if not result.packed:  # the notes would leave no room for any entry: the entries win, without notes
-            return first, []
-        found = notes([p.entry.id for p in result.packed])
-    while found and len(result.text) + len(render(found)) + 2 > budget:
-        found.pop()
+        return first, []
+    best: tuple[PackResult, list[FactNote]] | None = None
+    result, room, tried = first, budget, {budget}
+    for _ in range(MAX_PACKINGS):
+        need = len(render(found)) + 2 if found else 0
+        if result.packed and len(result.text) + need <= budget:
+            if best is None or len(result.text) + need > len(best[0].text) + len(render(best[1])):
+                best = (result, found)
+        room = max(0, budget - need)
+        if room in tried:
+            break
+        tried.add(room)
+        result = pack_at(room)
+        found = _capped(notes([p.entry.id for p in result.packed]), budget)
+    if best is None:
+        return first, []
+    result, found = best
     if not found or not result.text:
         return result, []
     title, _, body = result.text.partition("\n\n")
     result.text = f"{title}\n\n{render(found)}\n\n{body}"
     return result, found
+
+
+def _capped(found: list[FactNote], budget: int) -> list[FactNote]:
+    """``found`` without its last notes while they take more than ``NOTES_SHARE`` of ``budget``."""
+    while found and len(render(found)) + 2 > budget * NOTES_SHARE:
+        found.pop()
+    return found
