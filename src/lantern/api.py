@@ -52,6 +52,11 @@ DEFAULT_SESSION = "default"
 MAX_QUERY_CHARS = 16_000
 
 
+def _query_text(query: Any) -> str:
+    """The query as the read path reads it: its first ``MAX_QUERY_CHARS`` characters, cleaned (``clean_text``)."""
+    return clean_text(query[:MAX_QUERY_CHARS] if isinstance(query, str) else query)
+
+
 class Lantern:
     """A Lantern memory store in one SQLite file.
 
@@ -297,7 +302,7 @@ class Lantern:
         budget = self._budget(budget)
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
-        query, session = clean_text(query[:MAX_QUERY_CHARS] if isinstance(query, str) else query), session or None
+        query, session = _query_text(query), session or None
         if not query.strip():
             return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
         if at is not None:  # turns after the asked time did not exist yet
@@ -336,7 +341,7 @@ class Lantern:
         scope = resolve(self.scope, user, agent, project)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        query, session = clean_text(query[:MAX_QUERY_CHARS] if isinstance(query, str) else query), session or None
+        query, session = _query_text(query), session or None
         if not query.strip():
             return []
         return pipeline.search(self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope)

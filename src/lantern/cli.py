@@ -87,7 +87,7 @@ def _remove_database(path: Path) -> None:
 def _why_empty(result) -> str:
     """Why an empty recovery is empty, for the one line the CLI prints: no candidate, or every ranked candidate cut
     because the budget left no room after the block's title line."""
-    from .recover.pack import FULL_BELOW, title
+    from .recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
 
     ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
     if not ranked:
@@ -96,7 +96,7 @@ def _why_empty(result) -> str:
         sessions = {c.entry.session for c in ranked}
         top = len(title(sessions.pop() if len(sessions) == 1 else None))
         return (f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
-                f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + 40} or more")
+                f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + FIRST_EXCERPT_MIN} or more")
     return ""
 
 

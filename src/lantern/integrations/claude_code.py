@@ -194,9 +194,8 @@ def read_chunk(transcript: Path, start: Offset, max_bytes: int | None = None):
     from ..archive.parse.claude_code import read_claude_code
 
     data, size = read_transcript(transcript, start.offset, max_bytes)
-    if size < start.offset:
+    if size < start.offset:  # the file shrank: read_transcript read it from its start
         start = Offset()
-        data, size = read_transcript(transcript, 0, max_bytes)
     more = start.offset + len(data) < size
     end = data.rfind(b"\n") + 1
     if more and end == 0:  # one line longer than max_bytes: read it whole

@@ -106,6 +106,8 @@ def pack_with_notes(
     found = _capped(notes([p.entry.id for p in first.packed]), budget)
     if not found:
         return first, []
+    if len(first.text) + len(render(found)) + 2 <= budget:  # the common case: the notes fit beside the full packing
+        return _with_notes(first, found)
     best: tuple[PackResult, list[FactNote]] | None = None
     result, room, tried = first, budget, {budget}
     for _ in range(MAX_PACKINGS):
@@ -121,7 +123,11 @@ def pack_with_notes(
         found = _capped(notes([p.entry.id for p in result.packed]), budget)
     if best is None:
         return first, []
-    result, found = best
+    return _with_notes(*best)
+
+
+def _with_notes(result: PackResult, found: list[FactNote]) -> tuple[PackResult, list[FactNote]]:
+    """``result`` with the rendered ``found`` inserted after the block's title line."""
     if not found or not result.text:
         return result, []
     title, _, body = result.text.partition("\n\n")
