@@ -200,3 +200,22 @@ def test_tracker_keeps_a_bounded_number_of_sessions(lt):
     assert [session for session, _scope in tracker.seen] == ["b", "a"]
     event, current = tracker.observe("a", [SYSTEM, *msgs[-2:]])
     assert event is None and current is not None and current.reason == "dropped"
+
+
+def test_the_recovery_query_leaves_out_the_summary_template():
+    """Claude Code's fixed opening ("This session is being continued from a previous conversation that ran out
+    of context. The conversation is summarized below:") says nothing about the work: its words (session,
+    conversation, context, summarized) would match any turn about sessions and cost a full-text term each. The
+    query keeps the summary's own text, with the last user message."""
+    from lantern.compaction import summary_query, summary_query_text
+
+    opening = "This session is being continued from a previous conversation that ran out of context. "
+    assert summary_query_text(opening + "The conversation is summarized below:\nAnalysis:\nThe user moved the "
+                              "database to port 5433.") == "Analysis:\nThe user moved the database to port 5433."
+    assert summary_query_text(opening + "Summary: billing runs on port 5433.") == "billing runs on port 5433."
+    assert summary_query_text("[Summary] port 5433") == "[Summary] port 5433"  # other summaries are kept whole
+    assert summary_query_text("We kept this session is being continued ...") == "We kept this session is being continued ..."
+    messages = [{"role": "user", "content": opening + "Summary: the renderer writes to /srv/out."},
+                {"role": "user", "content": "where does it write?"}]
+    summary, query = summary_query(messages)
+    assert summary.startswith("This session") and query == "where does it write?\nthe renderer writes to /srv/out."

@@ -320,7 +320,7 @@ def test_ctrl_c_stops_eval_workers_at_once_without_tracebacks(tmp_path, group):
     args = [sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(data), "--split", "all", "--keep", "2",
             "--system", "lantern", "--no-plots", "--budgets", "", "--ratios", "", "--workers", "2"]
     proc = subprocess.Popen([*args, "--out", str(tmp_path / "o")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_sigint_default)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None and len(_children(proc.pid)) < 2:
         time.sleep(0.2)  # the cache is built in the parent first; then the two workers start
@@ -333,6 +333,14 @@ def test_ctrl_c_stops_eval_workers_at_once_without_tracebacks(tmp_path, group):
     assert proc.returncode == 130, err.decode()
     assert "Traceback" not in err.decode() and "interrupted: nothing was written" in err.decode()
     assert not (tmp_path / "o" / "results.json").exists()
+
+
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT back to its default, so Python installs its KeyboardInterrupt handler even
+    when this test runs from a shell's background job (which starts with SIGINT ignored, inherited by children)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _children(pid: int) -> list[int]:

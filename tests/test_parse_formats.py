@@ -469,7 +469,8 @@ def test_killed_ingest_resumes_without_duplicates(tmp_path, big_transcript):
 
 def test_ctrl_c_reports_committed_turns_and_resume(tmp_path, big_transcript):
     db = tmp_path / "int.db"
-    proc = _start_ingest(db, big_transcript)
+    # SIGINT at its default in the child: a shell's background job starts with it ignored, and children inherit that
+    proc = _start_ingest(db, big_transcript, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     _wait_for_entries(proc, db, 256)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)

@@ -464,7 +464,8 @@ def test_only_new_turns_are_embedded(proxy, tmp_path):
     # 2 texts: the recovery's query (summary and question), then the archive of the question with its reply; the
     # two kept turns (already archived) are not embedded again, and the compaction summary is not archived
     assert len(embedded) == 2 and not any("step 9" in t for t in embedded), embedded
-    assert embedded[0].startswith("Which port does the billing") and "continued from a previous conversation" in embedded[0]
+    # the query: the question and the summary's own words, without Claude Code's fixed opening
+    assert embedded[0] == "Which port does the billing database listen on?\nbilling database set up, renderer refactored."
     assert "port does the billing" in embedded[1] and "reply to" in embedded[1]
     stored = lantern.store.db.execute("SELECT count(*) FROM entries WHERE text LIKE '%continued from a previous%'")
     assert stored.fetchone()[0] == 0
@@ -561,6 +562,8 @@ def test_anthropic_system_of_another_shape_is_never_replaced(proxy, tmp_path):
 def test_compaction_query_is_embedded_ahead_once(proxy, tmp_path):
     """A request holding a new compaction summary: its recovery's query is embedded in the prefetch thread
     (recover/query_vectors.py) before detection, exactly once, and the block still brings back the port."""
+    from lantern.compaction import summary_query_text
+
     client, received = proxy
     headers = {"X-Lantern-Session": "billing-45"}
     conv = _long_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
@@ -586,7 +589,8 @@ def test_compaction_query_is_embedded_ahead_once(proxy, tmp_path):
     compacted = [SUMMARY, *conv[-4:], question]
     r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
     assert r.status_code == 200 and "5433" in received[-1]["body"]["messages"][1]["content"]
-    query = question["content"] + "\n" + SUMMARY["content"]
+    query = question["content"] + "\n" + summary_query_text(SUMMARY["content"])
+    assert query.endswith("\nthe user set up the billing database and refactored the invoice renderer.")
     assert [c for c in calls if c[1] == [query]] == [(calls[0][0], [query])]  # embedded once ...
     assert calls[0][0].startswith("lantern-query")  # ... ahead, in the prefetch thread
     # the same compaction resent (its summary already seen): nothing embedded ahead, the block is reused

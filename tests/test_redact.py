@@ -368,3 +368,33 @@ def test_redaction_is_idempotent_and_total(text):
     assert twice == once and n == 0
     for f in find_secrets(text, policy):
         assert text[f.start:f.end] == f.value and f.value
+
+
+def test_the_memo_answers_a_repeated_text_exactly_and_stays_within_its_budget(monkeypatch):
+    """The proxy redacts the live context on every request and a conversation resends the same messages: the
+    policy's memo answers a text seen before with the very result of a fresh redaction, never shares answers
+    between policies (another salt is another fingerprint), skips texts over MEMO_MAX_TEXT and drops the least
+    recently used once MEMO_CHARS characters are remembered."""
+    import lantern.archive.redact as redact
+
+    text = "deploy with OPENAI_API_KEY=sk-proj-" + "a1B2c3D4e5" * 4 + " and keep port 5433"
+    policy, other = make_policy(b"salt-one"), make_policy(b"salt-two")
+    first = redact_text(text, policy)
+    assert first[1] == 1 and "sk-proj-" not in first[0] and "5433" in first[0]
+    assert policy.memo.get(text) == first and redact_text(text, policy) == first
+    assert other.memo.get(text) is None
+    assert redact_text(text, other)[0] != first[0]  # another salt: another fingerprint, not the memo's answer
+    assert redact._redact(text, policy) == first  # what the memo holds is what a fresh redaction gives
+
+    monkeypatch.setattr(redact, "MEMO_MAX_TEXT", 10)
+    long = "x" * 11 + " password=Hunter2Secret"
+    redact_text(long, policy)
+    assert policy.memo.get(long) is None
+
+    monkeypatch.setattr(redact, "MEMO_MAX_TEXT", 65_536)
+    monkeypatch.setattr(redact, "MEMO_CHARS", 100)
+    small = make_policy(b"s")
+    texts = [f"note {i}: " + "y" * 30 for i in range(5)]  # 38 characters each: two fit in 100
+    for t in texts:
+        redact_text(t, small)
+    assert [small.memo.get(t) is not None for t in texts] == [False, False, False, True, True]

@@ -191,3 +191,49 @@ def test_new_databases_default_to_routed_existing_keep_theirs(tmp_path):
         _archive(lt, EN_CONVERSATION[:1])
     with Lantern(tmp_path / "old.db") as lt:  # the recorded embedder, not the new default
         assert lt.embedder.id == "minilm-l6-v2-int8" and lt.index.dim == 384
+
+
+def _stored_vectors(lt) -> np.ndarray:
+    """The full-width vectors of SQLite's embeddings table, in index row order: the source of truth."""
+    blobs = dict(lt.store.db.execute("SELECT entry_id, vector FROM embeddings").fetchall())
+    return np.stack([np.frombuffer(blobs[int(i)], "<f4") for i in lt.index.ids])
+
+
+def test_index_holds_only_the_blocks_in_use_and_widens_when_a_block_is_first_used(tmp_path):
+    """An English-only routed store keeps MiniLM's 384 columns, not 896 (the USE block is zero in every row: a
+    cosine over it costs twice the memory traffic for nothing); the first Chinese turn widens the matrix, the
+    rows before it get zeros there, and every cosine equals the one over the stored full-width vectors."""
+    with Lantern(tmp_path / "c.db", "routed") as lt:
+        _archive(lt, EN_CONVERSATION[:3])
+        lt.index.refresh()
+        assert lt.index.matrix.shape == (3, 384) and lt.index.columns.tolist() == list(range(384))
+        assert lt.index.block_occupied(*M) and not lt.index.block_occupied(*U)
+        full = _stored_vectors(lt)
+        assert np.array_equal(lt.index.matrix, full[:, :384]) and not full[:, 384:].any()
+        q = embed_query(lt.embedder, ["which port does the database listen on"], lt.index.block_occupied)[0]
+        assert q.shape == (896,) and np.array_equal(lt.index.restrict(q), q[:384])
+        assert np.allclose(lt.index.matrix @ lt.index.restrict(q), full @ q, atol=1e-6)
+
+        _archive(lt, ZH_CONVERSATION[:2], session="zh")
+        lt.index.refresh()
+        assert lt.index.matrix.shape == (5, 896) and lt.index.block_occupied(*U)
+        full = _stored_vectors(lt)
+        assert np.array_equal(lt.index.matrix, full)
+        q = embed_query(lt.embedder, ["数据库密码是多少？"], lt.index.block_occupied)[0]
+        assert lt.index.restrict(q) is q  # every column is in use: nothing to cut
+        assert _semantic_rank(lt.explain("数据库密码是多少？"), "端口改成 5433") == 1
+
+
+def test_a_grown_turn_that_first_uses_a_block_widens_the_matrix(tmp_path):
+    """A row rewritten in place (a live turn that grew) may be the first to use a block: the matrix widens then
+    too, and the rewritten row holds its new vector."""
+    with Lantern(tmp_path / "g.db", "routed") as lt:
+        lt.archive([{"role": "user", "content": "hello"}], session="s")
+        lt.index.refresh()
+        assert lt.index.matrix.shape[1] == 384
+        lt.archive([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "数据库监听5433端口，密码在保险库里。"}], session="s")
+        lt.index.refresh()
+        assert len(lt.index.ids) == 1
+        full = _stored_vectors(lt)
+        assert full[:, 384:].any() and not full[:, :384].any()  # the grown turn is mostly Chinese: USE's block
+        assert lt.index.matrix.shape == (1, 896) and np.array_equal(lt.index.matrix, full)

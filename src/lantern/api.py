@@ -80,7 +80,7 @@ class Lantern:
         self.embedder = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
         self.store.check_embedder(self.embedder.id, self.embedder.dim)
         self.redaction = load_policy(self.store, config)  # secrets and private spans (archive/redact.py)
-        self.index = MemoryIndex(self.store, self.embedder.dim)
+        self.index = MemoryIndex(self.store, self.embedder.dim, _blocks(self.embedder))
         self.queries = QueryVectors(lambda: self.embedder, occupied=lambda a, b: self.index.block_occupied(a, b))  # the read path's embedder: queries can be embedded ahead
 
     # ------------------------------------------------------------------ lifecycle
@@ -461,7 +461,7 @@ class Lantern:
                 progress(start + len(batch), len(rows))
         n = self.store.replace_vectors(((i, v) for (i, _), v in zip(rows, vectors)), new.id, new.dim)
         self.embedder = new
-        self.index = MemoryIndex(self.store, new.dim)
+        self.index = MemoryIndex(self.store, new.dim, _blocks(new))
         return n
 
     def set_secret_redaction(self, enabled: bool) -> None:
@@ -519,6 +519,12 @@ def _tag_window(text: str) -> str:
     if len(text) <= TAG_HEAD_CHARS + TAG_TAIL_CHARS:
         return text
     return text[:TAG_HEAD_CHARS] + "\n…\n" + text[-TAG_TAIL_CHARS:]
+
+
+def _blocks(embedder: Any) -> list[tuple[int, int]] | None:
+    """The dims of a block embedder's models (embed.RoutedEmbedder.blocks), for the index; None for one model."""
+    blocks = getattr(embedder, "blocks", None)
+    return list(blocks.values()) if isinstance(blocks, dict) and blocks else None
 
 
 def _session_name(given: str | None, from_transcript: str | None) -> str:

@@ -34,8 +34,14 @@ SUMMARY_QUERY_CHARS = 2000  # ours: how much of a long summary goes into the que
 
 _SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
 _CLAUDE_CODE = "this session is being continued from a previous conversation"
+# Claude Code's fixed opening ("This session is being continued from a previous conversation that ran out of
+# context. The conversation is summarized below:") and a "Summary:" label: words of the template, not of the work
+_TEMPLATE_OPENING = re.compile(
+    r"^\s*this session is being continued from a previous conversation[^\n.:]*[.:]?\s*"
+    r"(?:(?:the conversation is )?summari[sz]ed below:|summary:)?\s*", re.IGNORECASE)
 
-__all__ = ["Compaction", "Tracker", "detect", "is_runtime_summary", "is_summary", "message_text", "summary_query"]
+__all__ = ["Compaction", "Tracker", "detect", "is_runtime_summary", "is_summary", "message_text", "summary_query",
+           "summary_query_text"]
 
 
 @dataclass
@@ -120,8 +126,16 @@ def _query(messages: list[Any], summary: str | None) -> str:
                       if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip()), "")
     parts = [last_user.strip()]
     if summary:
-        parts.append(summary.strip()[:SUMMARY_QUERY_CHARS])
+        parts.append(summary_query_text(summary))
     return "\n".join(p for p in parts if p)
+
+
+def summary_query_text(summary: str) -> str:
+    """The part of a compaction summary that goes into the recovery's query: the summary without Claude Code's
+    fixed opening sentence ("This session is being continued from a previous conversation that ran out of
+    context. The conversation is summarized below:", or a "Summary:" label after it), whose words match any
+    turn about a session or a conversation and cost a full-text term each; cut to ``SUMMARY_QUERY_CHARS``."""
+    return _TEMPLATE_OPENING.sub("", summary, count=1).strip()[:SUMMARY_QUERY_CHARS]
 
 
 def detect(lantern: Any, session: str | None, messages: list[Any], *, user: str | None = None,

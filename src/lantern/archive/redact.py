@@ -85,8 +85,10 @@ import hashlib
 import hmac
 import re
 import secrets as _random
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -104,16 +106,51 @@ TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this
 
 PLACEHOLDER_RE = re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
 
+MEMO_MAX_TEXT = 65_536  # ours: texts up to this many characters have their redaction remembered (RedactionMemo)
+MEMO_CHARS = 4_000_000  # ours: characters of remembered texts per policy, least recently used dropped first
+
 # priorities (lower wins an overlap)
 P_BLOCK, P_TOKEN, P_CRED, P_FLAG, P_KEYWORD, P_PROSE = 0, 1, 2, 3, 4, 5
 
 
 # ---------------------------------------------------------------------------------------------- policy
+class RedactionMemo:
+    """The redactions of recently seen texts (text -> (redacted text, count)), least recently used dropped first
+    once the remembered texts pass ``MEMO_CHARS`` characters; texts over ``MEMO_MAX_TEXT`` characters are not
+    remembered. The proxy redacts the live context on every request, and a conversation resends the same
+    messages each time (ours; bench_proxy). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, tuple[str, int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> tuple[str, int] | None:
+        with self._lock:
+            hit = self._items.get(text)
+            if hit is not None:
+                self._items.move_to_end(text)
+            return hit
+
+    def put(self, text: str, result: tuple[str, int]) -> None:
+        if len(text) > MEMO_MAX_TEXT:
+            return
+        with self._lock:
+            if text in self._items:
+                return
+            self._items[text] = result
+            self._chars += len(text)
+            while self._chars > MEMO_CHARS:
+                old, _ = self._items.popitem(last=False)
+                self._chars -= len(old)
+
+
 @dataclass(frozen=True)
 class RedactionPolicy:
     """What to redact and how to fingerprint it. ``secrets``: False when the database opted out. ``salt``: the
     HMAC key of fingerprints. ``extra``: user detectors ``(kind, compiled regex)``. ``allow``: exact values and
-    compiled regexes never redacted. ``private``: marker pairs, lower-cased."""
+    compiled regexes never redacted. ``private``: marker pairs, lower-cased. ``memo``: this policy's own
+    ``RedactionMemo`` (a new policy, or a ``replace``d one, starts empty)."""
 
     secrets: bool = True
     salt: bytes = b""
@@ -121,6 +158,7 @@ class RedactionPolicy:
     allow_values: frozenset[str] = frozenset()
     allow_patterns: tuple[re.Pattern[str], ...] = ()
     private: tuple[tuple[str, str], ...] = DEFAULT_PRIVATE_MARKERS
+    memo: RedactionMemo = field(default_factory=RedactionMemo, init=False, compare=False, hash=False, repr=False)
 
     def allowed(self, value: str) -> bool:
         return value in self.allow_values or any(p.fullmatch(value) for p in self.allow_patterns)
@@ -737,9 +775,18 @@ def remove_private(text: str, markers: Sequence[tuple[str, str]] = DEFAULT_PRIVA
 
 # ---------------------------------------------------------------------------------------------- apply
 def redact_text(text: str, policy: RedactionPolicy) -> tuple[str, int]:
-    """``text`` with private spans removed and secrets replaced by placeholders. Returns (text, count)."""
+    """``text`` with private spans removed and secrets replaced by placeholders. Returns (text, count). A text
+    redacted recently under the same policy is answered from ``policy.memo``."""
     if not text:
         return text, 0
+    hit = policy.memo.get(text)
+    if hit is None:
+        hit = _redact(text, policy)
+        policy.memo.put(text, hit)
+    return hit
+
+
+def _redact(text: str, policy: RedactionPolicy) -> tuple[str, int]:
     text, n = remove_private(text, policy.private)
     # to a fixpoint (at most 3 passes; the second finds something only in contrived text): a lower-priority
     # candidate cut short by a higher-priority finding may be a match of its own once that one is replaced, and

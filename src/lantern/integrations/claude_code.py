@@ -46,7 +46,6 @@ from typing import Any
 
 ARCHIVE_EVENTS = ("PreCompact", "Stop", "PostCompact", "SessionEnd")
 INJECT_EVENTS = ("SessionStart", "UserPromptSubmit")
-SUMMARY_QUERY_CHARS = 2000  # ours, as compaction.SUMMARY_QUERY_CHARS
 # a compaction leaves a compact_boundary system record, then the summary (``isCompactSummary``) in the file
 COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCompactSummary": true')
 HOOK_BUDGET = 6000  # characters injected (DESIGN §3.5)
@@ -343,14 +342,6 @@ def _open(ctx: HookContext):
     return Lantern(ctx.db, user=ctx.user)
 
 
-def _summary_query_text(summary: str) -> str:
-    """The summary without Claude Code's fixed opening line, cut to SUMMARY_QUERY_CHARS."""
-    lines = summary.strip().split("\n")
-    if lines and lines[0].lower().startswith("this session is being continued"):
-        lines = lines[1:]
-    return "\n".join(lines).strip()[:SUMMARY_QUERY_CHARS]
-
-
 def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None):
     """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit), else the last
     user message + the summary; excluding the live messages after the last compaction. None if never compacted."""
@@ -363,7 +354,9 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, trans
         last_user = parsed.last_user_text()
         if not last_user:
             last_user = _last_user_before(lantern, session)
-        question = "\n".join(p for p in (last_user.strip(), _summary_query_text(summary.text)) if p)
+        from ..compaction import summary_query_text
+
+        question = "\n".join(p for p in (last_user.strip(), summary_query_text(summary.text)) if p)
     return lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
 
 

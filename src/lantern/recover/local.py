@@ -74,7 +74,7 @@ def local_ranking(
         rows = rows[allowed[rows]]
     if not len(rows):
         return _EMPTY
-    vectors = np.atleast_2d(query_vector)
+    vectors = index.restrict(np.atleast_2d(query_vector))
     cos = np.stack([signals.cosines(index.matrix[rows], v) for v in vectors])  # (parts, rows)
     if len(vectors) == 1:
         order = np.argsort(-cos[0], kind="stable")

@@ -45,7 +45,7 @@ def semantic(index: MemoryIndex, query_vector: np.ndarray, allowed: np.ndarray |
     Reimers & Gurevych 2019). Returns (positions best first, their cosines)."""
     if not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    cos = cosines(index.matrix, query_vector)
+    cos = cosines(index.matrix, index.restrict(query_vector))
     top = _top(cos, allowed, n)
     return top, cos[top]
 

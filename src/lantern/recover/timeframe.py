@@ -87,6 +87,6 @@ def time_ranking(
     rows = np.flatnonzero(inside)
     if not len(rows):
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    cos = signals.cosines(index.matrix[rows], query_vector)
+    cos = signals.cosines(index.matrix[rows], index.restrict(query_vector))
     order = np.argsort(-cos, kind="stable")[:n]
     return rows[order], cos[order]

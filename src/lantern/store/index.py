@@ -1,7 +1,9 @@
 """The in-process index of the read path: a numpy view of the store, kept in step with SQLite.
 
 The float32 BLOBs in ``embeddings`` are the source of truth; this holds them as one L2-normalized matrix for
-cosine search (our choice: this Python cannot load SQLite extensions, so no sqlite-vec), the per-entry numbers the
+cosine search (our choice: this Python cannot load SQLite extensions, so no sqlite-vec), holding only the columns
+of the embedder's blocks that some stored row uses (a block embedder's English-only store: MiniLM's 384 of 896;
+``restrict`` cuts a query vector the same way, so every dot product is the same), the per-entry numbers the
 importance signal needs, and an inverted index of lookup hints for the keyword signal (precomputed at archive time,
 never re-tokenized per query). ``refresh()`` picks up rows added or grown by this or any other process
 (``PRAGMA data_version`` + the ``archived_at`` index) and reloads everything after a deletion.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,21 +27,30 @@ _OVERLAP_S = 5.0
 
 
 class MemoryIndex:
-    """Arrays aligned by position: ``ids`` (int64, ascending), ``matrix`` (float32 (n, dim), L2-normalized rows),
+    """Arrays aligned by position: ``ids`` (int64, ascending), ``matrix`` (float32 (n, len(columns)): the stored
+    L2-normalized vectors restricted to ``columns``, the dims of the blocks some row uses; ``restrict(v)`` restricts
+    a query vector alike),
     ``session`` (int32 codes into ``session_names``), ``time`` (unix seconds), ``prior``, ``tool_count``,
     ``file_count``, ``confidence``, ``success``, ``access_count``; ``user``, ``agent``, ``project`` (int32 codes
     into ``labels``: the scope, lantern/scope.py); ``postings`` maps a hint term to row positions, ``hint_count``
     the number of hints per row."""
 
-    def __init__(self, store: Store, dim: int):
+    def __init__(self, store: Store, dim: int, blocks: Sequence[tuple[int, int]] | None = None):
+        """``blocks``: the embedder's disjoint dims ``(start, stop)`` (embed.RoutedEmbedder.blocks); None: one
+        block of all ``dim`` dims. A block no stored row uses has no columns in ``matrix``."""
         self.store = store
         self.dim = dim
+        self.blocks = sorted(blocks) if blocks else [(0, dim)]
+        if self.blocks[0][0] < 0 or self.blocks[-1][1] > dim or any(a[1] > b[0] for a, b in zip(self.blocks, self.blocks[1:])):
+            raise ValueError(f"blocks must be disjoint ranges inside 0..{dim}, got {blocks!r}")
         self.reset()
 
     def reset(self) -> None:
         """Forget everything; the next ``refresh`` reloads from SQLite."""
         self.ids = np.empty(0, np.int64)
-        self._matrix_buf = np.empty((0, self.dim), np.float32)  # capacity grows 1.5x: appends copy amortized O(1)
+        self._used: list[tuple[int, int]] = []  # the blocks some row has a nonzero value in, in dim order
+        self.columns = np.empty(0, np.intp)  # the dims of the used blocks: matrix column j holds dim columns[j]
+        self._matrix_buf = np.empty((0, 0), np.float32)  # capacity grows 1.5x: appends copy amortized O(1)
         self.matrix = self._matrix_buf[:0]  # the rows in use, a view of the buffer
         self.session = np.empty(0, np.int32)
         self.time = np.empty(0, np.float64)
@@ -157,19 +169,43 @@ class MemoryIndex:
         self._seen_archived_at = max(self._seen_archived_at, max(r[3] for r in rows))
 
     def _append_vectors(self, start: int, vecs: np.ndarray) -> None:
-        """Rows ``start..`` of the matrix <- ``vecs``. Copying the whole matrix on every append cost ~7 ms per new turn
-        at 10k entries of 896-d (bench_proxy profile); a buffer grown by half its size makes appends amortized O(1)."""
+        """Rows ``start..`` of the matrix <- ``vecs`` (full-width, (k, dim)). Copying the whole matrix on every append
+        cost ~7 ms per new turn at 10k entries of 896-d (bench_proxy profile); a buffer grown by half its size makes
+        appends amortized O(1)."""
+        self._use_blocks(vecs)
         need = start + len(vecs)
         if need > len(self._matrix_buf):
-            buf = np.empty((max(need, len(self._matrix_buf) * 3 // 2 + 1024), self.dim), np.float32)
+            buf = np.empty((max(need, len(self._matrix_buf) * 3 // 2 + 1024), len(self.columns)), np.float32)
             buf[:start] = self.matrix
             self._matrix_buf = buf
-        self._matrix_buf[start:need] = vecs
+        self._matrix_buf[start:need] = vecs[:, self.columns]
         self.matrix = self._matrix_buf[:need]
+
+    def _use_blocks(self, vecs: np.ndarray) -> None:
+        """Widen ``matrix`` to every block ``vecs`` (full-width rows) has a nonzero value in: a new block's columns
+        are zero for the rows stored before (they had none there). One copy of the matrix, when a block is first used."""
+        new = [b for b in self.blocks if b not in self._used and bool(np.any(vecs[:, b[0]:b[1]]))]
+        if not new:
+            return
+        used = sorted(self._used + new)
+        columns = np.concatenate([np.arange(a, b, dtype=np.intp) for a, b in used])
+        buf = np.zeros((len(self._matrix_buf), len(columns)), np.float32)
+        buf[:, np.searchsorted(columns, self.columns)] = self._matrix_buf
+        self._used, self.columns, self._matrix_buf = used, columns, buf
+        self.matrix = buf[: len(self.matrix)]
+
+    def restrict(self, vector: np.ndarray) -> np.ndarray:
+        """A full-width query vector (dim,) or matrix (k, dim) restricted to ``columns``, as ``matrix`` is: its
+        dot product with a row is the dot product with the stored vector (the dropped dims are zero in every row)."""
+        if len(self.columns) == self.dim:
+            return vector
+        return vector[..., self.columns]
 
     def _overwrite(self, pos: int, row: tuple) -> None:
         self._occupied = {}
-        self.matrix[pos] = np.frombuffer(row[8], dtype="<f4")
+        vec = np.frombuffer(row[8], dtype="<f4")
+        self._use_blocks(vec[None, :])
+        self.matrix[pos] = vec[self.columns]
         self.session[pos] = self._code(row[1])
         self.user[pos], self.agent[pos], self.project[pos] = (self._label(v) for v in row[9:12])
         self.time[pos], self.prior[pos] = row[2], row[4]
@@ -211,7 +247,8 @@ class MemoryIndex:
         key = (start, stop)
         hit = self._occupied.get(key)
         if hit is None:
-            hit = self._occupied[key] = bool(np.any(self.matrix[:, start:stop]))
+            inside = (self.columns >= start) & (self.columns < stop)
+            hit = self._occupied[key] = bool(inside.any()) and bool(np.any(self.matrix[:, inside]))
         return hit
 
     def scope_mask(self, scope: Scope) -> np.ndarray | None:
