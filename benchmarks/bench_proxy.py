@@ -15,8 +15,9 @@ upstream, then through the proxy. Overhead = proxy round trip − direct round t
 
 - normal: the live context is a system prompt and the last --window archived turns, and grows by the previous
   reply and one new user message per request (a conversation going on after its old turns left the context);
-- compaction: a system prompt, a new compaction summary message ("This session is being continued ..."), the
-  last 3 turns and a new question: detection fires and a recovery is injected on every one of these requests.
+- compaction: a system prompt, a new compaction summary message (Claude Code's opening sentence "This session is
+  being continued from a previous conversation ...", then a line about the work and the new question's first 300
+  characters), the last 3 turns and the question: detection fires and a recovery is injected on every request.
 
 The proxy archives a request's new turns and its reply after sending the response (one transaction, one embedding
 batch), so the archive shows in the overhead only as far as it delays the next request. Before measuring, 5
@@ -213,10 +214,10 @@ def main() -> None:
                 if kind == "normal":
                     messages = live + [question]
                 else:
-                    summary = {"role": "user", "content": (
-                        f"This session is being continued from a previous conversation that ran out of context "
-                        f"(compaction {i}). Summary: the user and the assistant edited the repository with aider; "
-                        f"{question['content'][:300]}")}
+                    summary = {"role": "user", "content": (  # Claude Code's opening, then a summary of its own
+                        f"This session is being continued from a previous conversation that ran out of context. "
+                        f"The conversation is summarized below:\nThe user and the assistant edited the repository "
+                        f"with aider; {question['content'][:300]}")}
                     messages = [SYSTEM, summary] + [m for t in archived[-3:] for m in t] + [question]
                 d, p, reply = pair(messages)
                 sent[kind].append(messages)

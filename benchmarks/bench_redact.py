@@ -91,7 +91,9 @@ def main() -> None:
     detect = np.full(len(turns), np.inf)
     kinds: Counter[str] = Counter()
     examples: dict[str, str] = {}
+    salt = policy.salt
     for rep in range(args.repeat):
+        policy = make_policy(salt)  # a fresh policy each pass: its memo must not answer a pass from the one before
         for i, t in enumerate(turns):
             t0 = pc()
             red, n = redact_messages(t.messages, policy)

@@ -48,8 +48,12 @@ def questions(p):
 
 
 def store_arrays(p):
-    p.lantern.index.refresh()
-    return p.lantern.index.ids.copy(), p.lantern.index.matrix.copy()
+    """Ids and full-width vectors (n, dim) of a store: the index holds only the columns of the blocks in use."""
+    index = p.lantern.index
+    index.refresh()
+    full = np.zeros((len(index.ids), index.dim), np.float32)
+    full[:, index.columns] = index.matrix
+    return index.ids.copy(), full
 
 
 def recall_at_10(matrix: np.ndarray, keys: list, q: np.ndarray, rel: set) -> float:

@@ -215,6 +215,10 @@ def test_the_recovery_query_leaves_out_the_summary_template():
     assert summary_query_text(opening + "Summary: billing runs on port 5433.") == "billing runs on port 5433."
     assert summary_query_text("[Summary] port 5433") == "[Summary] port 5433"  # other summaries are kept whole
     assert summary_query_text("We kept this session is being continued ...") == "We kept this session is being continued ..."
+    # only the literal sentence goes (a breaker's finding: the first version cut everything up to a "." or ":")
+    handoff = "This session is being continued from a previous conversation where we moved billing-db to port 5433"
+    assert summary_query_text(handoff + "\nNext: tests") == "where we moved billing-db to port 5433\nNext: tests"
+    assert summary_query_text(opening + "At 12:30 UTC the deploy of app.yaml failed.") == "At 12:30 UTC the deploy of app.yaml failed."
     messages = [{"role": "user", "content": opening + "Summary: the renderer writes to /srv/out."},
                 {"role": "user", "content": "where does it write?"}]
     summary, query = summary_query(messages)

@@ -83,8 +83,13 @@ def test_forgotten_secret_is_gone_from_every_path(tmp_path, how):
         assert all(before.values()), before  # the control: each path does find it before
 
         selector = {"entry": {"entry": entry_id}, "session": {"session": "vault"}, "user": {"user": "alice"}}[how]
+        from lantern.recover.speaker import speakers_of
+
+        assert lt.redaction.memo.get(PHRASE) is not None and speakers_of.cache_info().currsize > 0
         n = lt.forget(**selector)
         assert n == {"entry": 1, "session": 1, "user": 5}[how]
+        # nor in the process's caches: the remembered redactions and the speaker names of summaries
+        assert lt.redaction.memo.get(PHRASE) is None and speakers_of.cache_info().currsize == 0
         after = every_path_finds(lt, path, entry_id, vector)
         assert not any(after.values()), after
         assert lt.store.db.execute("SELECT count(*) FROM notes_of_entries").fetchone()[0] == 0

@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import sqlite3
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -374,7 +375,8 @@ def test_the_memo_answers_a_repeated_text_exactly_and_stays_within_its_budget(mo
     """The proxy redacts the live context on every request and a conversation resends the same messages: the
     policy's memo answers a text seen before with the very result of a fresh redaction, never shares answers
     between policies (another salt is another fingerprint), skips texts over MEMO_MAX_TEXT and drops the least
-    recently used once MEMO_CHARS characters are remembered."""
+    recently used once MEMO_BYTES are taken (strings plus a per-entry cost, so two million 2-character texts no
+    longer pass for 4 MB); a copy or a pickle of a policy gets an empty memo of its own."""
     import lantern.archive.redact as redact
 
     text = "deploy with OPENAI_API_KEY=sk-proj-" + "a1B2c3D4e5" * 4 + " and keep port 5433"
@@ -392,9 +394,18 @@ def test_the_memo_answers_a_repeated_text_exactly_and_stays_within_its_budget(mo
     assert policy.memo.get(long) is None
 
     monkeypatch.setattr(redact, "MEMO_MAX_TEXT", 65_536)
-    monkeypatch.setattr(redact, "MEMO_CHARS", 100)
+    texts = [f"note {i}: " + "y" * 30 for i in range(5)]  # 38 ASCII characters each, no secret
+    each = sys.getsizeof(texts[0]) + redact.MEMO_ENTRY_BYTES  # the result is the text itself: counted once
+    monkeypatch.setattr(redact, "MEMO_BYTES", 2 * each + 10)  # two fit
     small = make_policy(b"s")
-    texts = [f"note {i}: " + "y" * 30 for i in range(5)]  # 38 characters each: two fit in 100
     for t in texts:
         redact_text(t, small)
     assert [small.memo.get(t) is not None for t in texts] == [False, False, False, True, True]
+
+    import copy
+    import pickle
+
+    for twin in (copy.deepcopy(small), pickle.loads(pickle.dumps(small))):
+        assert twin == small and twin.memo is not small.memo and twin.memo.get(texts[-1]) is None
+    small.memo.clear()
+    assert small.memo.get(texts[-1]) is None

@@ -31,7 +31,7 @@ from .memory import fact_store
 from .memory.facts import extract_facts, fact_texts
 from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
 from . import reinforce
-from .recover import facts_note, pipeline
+from .recover import facts_note, pipeline, speaker
 from .recover.query_vectors import QueryVectors
 from .scope import Scope, resolve, scope_where
 from .store.index import MemoryIndex
@@ -411,6 +411,9 @@ class Lantern:
             raise ValueError("give entry= or session=, not both")
         n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
         self.index.reset()
+        if n:  # forgotten text does not stay in this process's caches either
+            self.redaction.memo.clear()
+            speaker.speakers_of.cache_clear()
         if n and vacuum:
             self.store.erase_free_space()
         return n

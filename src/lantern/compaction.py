@@ -36,8 +36,8 @@ _SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summar
 _CLAUDE_CODE = "this session is being continued from a previous conversation"
 # Claude Code's fixed opening ("This session is being continued from a previous conversation that ran out of
 # context. The conversation is summarized below:") and a "Summary:" label: words of the template, not of the work
-_TEMPLATE_OPENING = re.compile(
-    r"^\s*this session is being continued from a previous conversation[^\n.:]*[.:]?\s*"
+_TEMPLATE_OPENING = re.compile(  # the literal sentence only: words after it may be the summary's own
+    r"^\s*this session is being continued from a previous conversation(?: that ran out of context)?\s*[.:]?\s*"
     r"(?:(?:the conversation is )?summari[sz]ed below:|summary:)?\s*", re.IGNORECASE)
 
 __all__ = ["Compaction", "Tracker", "detect", "is_runtime_summary", "is_summary", "message_text", "summary_query",

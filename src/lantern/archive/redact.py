@@ -85,6 +85,7 @@ import hashlib
 import hmac
 import re
 import secrets as _random
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -107,7 +108,8 @@ TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this
 PLACEHOLDER_RE = re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
 
 MEMO_MAX_TEXT = 65_536  # ours: texts up to this many characters have their redaction remembered (RedactionMemo)
-MEMO_CHARS = 4_000_000  # ours: characters of remembered texts per policy, least recently used dropped first
+MEMO_BYTES = 16_000_000  # ours: memory of the remembered texts per policy (keys, results, entries), LRU dropped first
+MEMO_ENTRY_BYTES = 200  # ours: what one remembered text costs besides its strings (dict slot, tuple, int)
 
 # priorities (lower wins an overlap)
 P_BLOCK, P_TOKEN, P_CRED, P_FLAG, P_KEYWORD, P_PROSE = 0, 1, 2, 3, 4, 5
@@ -116,14 +118,28 @@ P_BLOCK, P_TOKEN, P_CRED, P_FLAG, P_KEYWORD, P_PROSE = 0, 1, 2, 3, 4, 5
 # ---------------------------------------------------------------------------------------------- policy
 class RedactionMemo:
     """The redactions of recently seen texts (text -> (redacted text, count)), least recently used dropped first
-    once the remembered texts pass ``MEMO_CHARS`` characters; texts over ``MEMO_MAX_TEXT`` characters are not
-    remembered. The proxy redacts the live context on every request, and a conversation resends the same
-    messages each time (ours; bench_proxy). Thread-safe."""
+    once they take ``MEMO_BYTES`` (their strings' own sizes, ``sys.getsizeof``, plus ``MEMO_ENTRY_BYTES`` each);
+    texts over ``MEMO_MAX_TEXT`` characters are not remembered. The proxy redacts the live context on every
+    request, and a conversation resends the same messages each time (ours; bench_proxy). Thread-safe. A copy or
+    a pickle of it is a new, empty memo (``clear`` empties this one: ``Lantern.forget`` calls it, so forgotten
+    text does not stay in memory)."""
 
     def __init__(self) -> None:
         self._items: OrderedDict[str, tuple[str, int]] = OrderedDict()
-        self._chars = 0
+        self._bytes = 0
         self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple:
+        return (RedactionMemo, ())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+    @staticmethod
+    def _cost(text: str, result: tuple[str, int]) -> int:
+        return sys.getsizeof(text) + (sys.getsizeof(result[0]) if result[0] is not text else 0) + MEMO_ENTRY_BYTES
 
     def get(self, text: str) -> tuple[str, int] | None:
         with self._lock:
@@ -139,10 +155,10 @@ class RedactionMemo:
             if text in self._items:
                 return
             self._items[text] = result
-            self._chars += len(text)
-            while self._chars > MEMO_CHARS:
-                old, _ = self._items.popitem(last=False)
-                self._chars -= len(old)
+            self._bytes += self._cost(text, result)
+            while self._bytes > MEMO_BYTES:
+                old, old_result = self._items.popitem(last=False)
+                self._bytes -= self._cost(old, old_result)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ import numpy as np
 
 from ..store.index import MemoryIndex
 from ..store.sqlite import Store
-from . import signals
 
 LOCAL = "local"  # the signal's name in rankings, weights and explain output
 _EMPTY = (np.empty(0, np.int64), np.empty(0, np.float32))
@@ -74,8 +73,8 @@ def local_ranking(
         rows = rows[allowed[rows]]
     if not len(rows):
         return _EMPTY
-    vectors = index.restrict(np.atleast_2d(query_vector))
-    cos = np.stack([signals.cosines(index.matrix[rows], v) for v in vectors])  # (parts, rows)
+    vectors = np.atleast_2d(query_vector)
+    cos = np.stack([index.cosines(v, rows) for v in vectors])  # (parts, rows)
     if len(vectors) == 1:
         order = np.argsort(-cos[0], kind="stable")
         return rows[order], cos[0][order].astype(np.float32)

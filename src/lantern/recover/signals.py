@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from ..scope import Scope
-from ..store.index import MemoryIndex
+from ..store.index import MemoryIndex, cosines  # noqa: F401 (signals.cosines: MMR's pairwise cosines)
 from ..store.sqlite import Store
 
 LN2 = 0.693  # paper eq. 2 writes exp(-0.693 * dt / T_half)
@@ -32,20 +32,12 @@ def _top(scores: np.ndarray, allowed: np.ndarray | None, n: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- semantic
-def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """``matrix @ vector`` for L2-normalized float32 rows (n, d) and a vector (d,): the cosine of each row, shape
-    (n,), float32. Computed by numpy's own einsum loop, on one thread, not by the BLAS: a multi-threaded BLAS
-    matrix-vector product on a busy 2-core machine waits for its threads (measured here, 10k x 896: 1.1 ms with
-    einsum or one BLAS thread, 12 ms p50 with OpenBLAS's two threads while other processes ran; ours)."""
-    return np.einsum("ij,j->i", matrix, vector.astype(np.float32, copy=False))
-
-
 def semantic(index: MemoryIndex, query_vector: np.ndarray, allowed: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Cosine similarity between the query and every entry embedding (rows are L2-normalized, so a dot product;
     Reimers & Gurevych 2019). Returns (positions best first, their cosines)."""
     if not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    cos = cosines(index.matrix, index.restrict(query_vector))
+    cos = index.cosines(query_vector)
     top = _top(cos, allowed, n)
     return top, cos[top]
 

@@ -18,7 +18,6 @@ from datetime import datetime, timezone
 import numpy as np
 
 from ..store.index import MemoryIndex
-from . import signals
 
 TIME = "time"  # the signal's name in rankings, weights and explain output
 SECONDS_PER_DAY = 86_400.0
@@ -87,6 +86,6 @@ def time_ranking(
     rows = np.flatnonzero(inside)
     if not len(rows):
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    cos = signals.cosines(index.matrix[rows], index.restrict(query_vector))
+    cos = index.cosines(query_vector, rows)
     order = np.argsort(-cos, kind="stable")[:n]
     return rows[order], cos[order]

@@ -3,7 +3,7 @@
 The float32 BLOBs in ``embeddings`` are the source of truth; this holds them as one L2-normalized matrix for
 cosine search (our choice: this Python cannot load SQLite extensions, so no sqlite-vec), holding only the columns
 of the embedder's blocks that some stored row uses (a block embedder's English-only store: MiniLM's 384 of 896;
-``restrict`` cuts a query vector the same way, so every dot product is the same), the per-entry numbers the
+``cosines`` cuts a query vector the same way, so every dot product is the same), the per-entry numbers the
 importance signal needs, and an inverted index of lookup hints for the keyword signal (precomputed at archive time,
 never re-tokenized per query). ``refresh()`` picks up rows added or grown by this or any other process
 (``PRAGMA data_version`` + the ``archived_at`` index) and reloads everything after a deletion.
@@ -21,6 +21,14 @@ import numpy as np
 from ..scope import Scope
 from .sqlite import Store
 
+def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``matrix @ vector`` for L2-normalized float32 rows (n, d) and a vector (d,): the cosine of each row, shape
+    (n,), float32. Computed by numpy's own einsum loop, on one thread, not by the BLAS: a multi-threaded BLAS
+    matrix-vector product on a busy 2-core machine waits for its threads (measured here, 10k x 896: 1.1 ms with
+    einsum or one BLAS thread, 12 ms p50 with OpenBLAS's two threads while other processes ran; ours)."""
+    return np.einsum("ij,j->i", matrix, vector.astype(np.float32, copy=False))
+
+
 # rows archived up to this many seconds before the newest row seen are re-read on refresh (clock granularity and
 # concurrent writers committing out of archived_at order); re-reading a row is idempotent.
 _OVERLAP_S = 5.0
@@ -28,8 +36,9 @@ _OVERLAP_S = 5.0
 
 class MemoryIndex:
     """Arrays aligned by position: ``ids`` (int64, ascending), ``matrix`` (float32 (n, len(columns)): the stored
-    L2-normalized vectors restricted to ``columns``, the dims of the blocks some row uses; ``restrict(v)`` restricts
-    a query vector alike),
+    L2-normalized vectors restricted to ``columns``, the dims of the blocks some row uses; ``cosines(v)`` restricts
+    a query vector alike; the pair is replaced whole, so a reader in another thread never sees one widened without
+    the other),
     ``session`` (int32 codes into ``session_names``), ``time`` (unix seconds), ``prior``, ``tool_count``,
     ``file_count``, ``confidence``, ``success``, ``access_count``; ``user``, ``agent``, ``project`` (int32 codes
     into ``labels``: the scope, lantern/scope.py); ``postings`` maps a hint term to row positions, ``hint_count``
@@ -49,9 +58,11 @@ class MemoryIndex:
         """Forget everything; the next ``refresh`` reloads from SQLite."""
         self.ids = np.empty(0, np.int64)
         self._used: list[tuple[int, int]] = []  # the blocks some row has a nonzero value in, in dim order
-        self.columns = np.empty(0, np.intp)  # the dims of the used blocks: matrix column j holds dim columns[j]
+        self._nonzero = {b: 0 for b in self.blocks}  # per block: rows with a nonzero value in it (block_occupied)
         self._matrix_buf = np.empty((0, 0), np.float32)  # capacity grows 1.5x: appends copy amortized O(1)
-        self.matrix = self._matrix_buf[:0]  # the rows in use, a view of the buffer
+        # (columns, matrix): the dims of the used blocks (matrix column j holds dim columns[j]) and the rows in use,
+        # a view of the buffer; always replaced as one tuple
+        self._view: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.intp), self._matrix_buf[:0])
         self.session = np.empty(0, np.int32)
         self.time = np.empty(0, np.float64)
         self.archived = np.empty(0, np.float64)  # archived_at per row: a changed one means the row was rewritten
@@ -73,7 +84,16 @@ class MemoryIndex:
         self._seen_archived_at = float("-inf")
         self._version: int | None = None
         self._dirty = True
-        self._occupied: dict[tuple[int, int], bool] = {}  # block_occupied cache
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """float32 (n, len(columns)): the stored vectors restricted to ``columns``."""
+        return self._view[1]
+
+    @property
+    def columns(self) -> np.ndarray:
+        """The dims (of ``dim``) that ``matrix`` holds, ascending: those of the blocks some row uses."""
+        return self._view[0]
 
     def mark_dirty(self) -> None:
         """Called after this process wrote: the next ``refresh`` reads the new rows."""
@@ -145,7 +165,6 @@ class MemoryIndex:
             self.ids = np.concatenate([self.ids, new_ids])
             vecs = np.frombuffer(b"".join(r[8] for r in new_rows), dtype="<f4").reshape(n, self.dim)
             self._append_vectors(start, vecs)
-            self._occupied = {k: v or bool(np.any(vecs[:, k[0] : k[1]])) for k, v in self._occupied.items()}
             self.session = np.concatenate([self.session, np.asarray([self._code(r[1]) for r in new_rows], np.int32)])
             for name, column in (("user", 9), ("agent", 10), ("project", 11)):
                 codes = np.asarray([self._label(r[column]) for r in new_rows], np.int32)
@@ -172,40 +191,52 @@ class MemoryIndex:
         """Rows ``start..`` of the matrix <- ``vecs`` (full-width, (k, dim)). Copying the whole matrix on every append
         cost ~7 ms per new turn at 10k entries of 896-d (bench_proxy profile); a buffer grown by half its size makes
         appends amortized O(1)."""
-        self._use_blocks(vecs)
+        present = [(b, int(np.count_nonzero(np.any(vecs[:, b[0]:b[1]], axis=1)))) for b in self.blocks]
+        for b, n in present:
+            self._nonzero[b] += n
+        self._use_blocks([b for b, n in present if n])
+        columns, matrix = self._view
         need = start + len(vecs)
         if need > len(self._matrix_buf):
-            buf = np.empty((max(need, len(self._matrix_buf) * 3 // 2 + 1024), len(self.columns)), np.float32)
-            buf[:start] = self.matrix
+            buf = np.empty((max(need, len(self._matrix_buf) * 3 // 2 + 1024), len(columns)), np.float32)
+            buf[:start] = matrix
             self._matrix_buf = buf
-        self._matrix_buf[start:need] = vecs[:, self.columns]
-        self.matrix = self._matrix_buf[:need]
+        self._matrix_buf[start:need] = vecs[:, columns]
+        self._view = (columns, self._matrix_buf[:need])
 
-    def _use_blocks(self, vecs: np.ndarray) -> None:
-        """Widen ``matrix`` to every block ``vecs`` (full-width rows) has a nonzero value in: a new block's columns
-        are zero for the rows stored before (they had none there). One copy of the matrix, when a block is first used."""
-        new = [b for b in self.blocks if b not in self._used and bool(np.any(vecs[:, b[0]:b[1]]))]
+    def _use_blocks(self, blocks: list[tuple[int, int]]) -> None:
+        """Widen ``matrix`` to ``blocks`` not yet in it: a new block's columns are zero for the rows stored before
+        (they had none there). One copy of the matrix, when a block is first used."""
+        new = [b for b in blocks if b not in self._used]
         if not new:
             return
         used = sorted(self._used + new)
         columns = np.concatenate([np.arange(a, b, dtype=np.intp) for a, b in used])
+        old_columns, matrix = self._view
         buf = np.zeros((len(self._matrix_buf), len(columns)), np.float32)
-        buf[:, np.searchsorted(columns, self.columns)] = self._matrix_buf
-        self._used, self.columns, self._matrix_buf = used, columns, buf
-        self.matrix = buf[: len(self.matrix)]
+        buf[:, np.searchsorted(columns, old_columns)] = self._matrix_buf
+        self._used, self._matrix_buf = used, buf
+        self._view = (columns, buf[: len(matrix)])
 
-    def restrict(self, vector: np.ndarray) -> np.ndarray:
-        """A full-width query vector (dim,) or matrix (k, dim) restricted to ``columns``, as ``matrix`` is: its
-        dot product with a row is the dot product with the stored vector (the dropped dims are zero in every row)."""
-        if len(self.columns) == self.dim:
-            return vector
-        return vector[..., self.columns]
+    def cosines(self, vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """The cosine of each row (or of ``rows``, positions) to ``vector``, a full-width L2-normalized query vector
+        (dim,): shape (n,) or (len(rows),), float32. The vector is cut to ``columns`` as the matrix is (the dims
+        dropped are zero in every row, so each dot product is the one with the stored vector); one snapshot of the
+        pair, so a refresh in another thread cannot mix a widened matrix with the old columns."""
+        columns, matrix = self._view
+        v = vector if len(columns) == self.dim else vector[columns]
+        return cosines(matrix if rows is None else matrix[rows], v)
 
     def _overwrite(self, pos: int, row: tuple) -> None:
-        self._occupied = {}
         vec = np.frombuffer(row[8], dtype="<f4")
-        self._use_blocks(vec[None, :])
-        self.matrix[pos] = vec[self.columns]
+        columns, matrix = self._view
+        old = np.zeros(self.dim, np.float32)
+        old[columns] = matrix[pos]
+        for a, b in self.blocks:
+            self._nonzero[(a, b)] += int(vec[a:b].any()) - int(old[a:b].any())
+        self._use_blocks([(a, b) for a, b in self.blocks if vec[a:b].any()])
+        columns, matrix = self._view
+        matrix[pos] = vec[columns]
         self.session[pos] = self._code(row[1])
         self.user[pos], self.agent[pos], self.project[pos] = (self._label(v) for v in row[9:12])
         self.time[pos], self.prior[pos] = row[2], row[4]
@@ -243,13 +274,15 @@ class MemoryIndex:
     # ------------------------------------------------------------------ queries
     def block_occupied(self, start: int, stop: int) -> bool:
         """Whether any row has a nonzero value in dims ``start..stop-1`` (a block embedder's block in use,
-        embed.RoutedEmbedder); cached, updated incrementally as rows are appended."""
-        key = (start, stop)
-        hit = self._occupied.get(key)
-        if hit is None:
-            inside = (self.columns >= start) & (self.columns < stop)
-            hit = self._occupied[key] = bool(inside.any()) and bool(np.any(self.matrix[:, inside]))
-        return hit
+        embed.RoutedEmbedder): for one of ``blocks``, its count of such rows, kept as rows are written (never an
+        index into the matrix, so a query embedded in another thread during a refresh reads a plain number); any
+        other range is computed from one snapshot of the matrix."""
+        count = self._nonzero.get((start, stop))
+        if count is not None:
+            return count > 0
+        columns, matrix = self._view
+        inside = (columns >= start) & (columns < stop)
+        return bool(inside.any()) and bool(np.any(matrix[:, inside]))
 
     def scope_mask(self, scope: Scope) -> np.ndarray | None:
         """Boolean mask of the rows inside ``scope`` (its user; its agent and project when given), or None when
