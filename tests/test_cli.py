@@ -60,7 +60,7 @@ def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     stats = json.loads(run("stats", "--json", db=db).stdout)
     assert stats["entries"] == 2 and stats["embedder"] == "routed-minilm-use-v1"
 
-    assert "1 entries forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
+    assert "1 entry forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
 
 
 def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
@@ -78,7 +78,7 @@ def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"role": "user", "content": "ok"}\n{not json\n', encoding="utf-8")
     proc = run("ingest", str(broken), db=db)
-    assert "1 items skipped" in proc.stdout.decode()
+    assert "1 item skipped" in proc.stdout.decode()
     assert "line 2" in proc.stderr.decode()
 
 
@@ -167,3 +167,34 @@ def test_recover_says_why_a_small_budget_recovered_nothing(tmp_path, transcript)
     suggested = int(re.search(r"use --budget (\d+) or more", err).group(1))
     fits = run("recover", "which port for staging redis?", "--budget", str(suggested), db=db)
     assert "6380" in fits.stdout.decode()
+
+
+def test_version_is_the_installed_distributions():
+    """``lantern --version`` prints the version of the installed distribution lantern-memory (pyproject.toml's
+    name) and exits 0, before any command and without looking at a database."""
+    from importlib.metadata import version
+
+    proc = subprocess.run([*LANTERN, "--db", "/nonexistent/dir/x.db", "--version"], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode() == f"lantern {version('lantern-memory')}\n"
+    assert re.fullmatch(r"\d+(\.\d+)+\S*", version("lantern-memory"))
+    assert "--version" in subprocess.run([*LANTERN, "--help"], capture_output=True, timeout=60).stdout.decode()
+
+
+def test_stats_lines_are_aligned_and_counts_agree_with_their_noun(tmp_path):
+    """Every ``stats`` line has its colon in one column (pending_recoveries is longer than the other keys), and
+    the counts printed by forget / export / import / ingest say 1 entry, 2 entries."""
+    db = tmp_path / "one.db"
+    chat = tmp_path / "one.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the staging port is 5433"}) + "\n{broken\n", encoding="utf-8")
+    assert "1 turn archived, 0 already archived, 1 item skipped" in run("ingest", str(chat), db=db).stdout.decode()
+    lines = run("stats", db=db).stdout.decode().splitlines()
+    keys = [line.split(":")[0].strip() for line in lines]
+    assert {"entries", "pending_recoveries", "sessions"} <= set(keys)
+    assert len({line.index(":") for line in lines}) == 1, lines
+    assert [line for line in lines if line.split(":")[0].strip() == "entries"][0].endswith(": 1")
+    out = tmp_path / "one.export.jsonl"
+    assert "1 entry exported" in run("export", str(out), db=db).stderr.decode()
+    assert "0 entries imported, 1 already stored (2 lines)" in run("import", str(out), db=db).stdout.decode()
+    assert run("forget", "--session", "one", db=db).stdout.decode() == "1 entry forgotten\n"
+

@@ -32,6 +32,8 @@ from typing import Optional
 
 import typer
 
+from .archive.directory import plural
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
 
@@ -43,10 +45,28 @@ class State:
 state = State()
 
 
+DISTRIBUTION = "lantern-memory"  # the installed distribution whose version ``lantern --version`` prints (pyproject.toml)
+
+
+def _version(value: bool) -> None:
+    """``lantern --version``: print ``lantern VERSION`` (the installed distribution's metadata) and exit 0, before
+    any command or database is looked at."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        typer.echo(f"lantern {version(DISTRIBUTION)}")
+    except PackageNotFoundError:
+        _fail(f"the distribution {DISTRIBUTION} is not installed (running from a source tree?): pip install -e .")
+    raise typer.Exit(0)
+
+
 @app.callback()
 def _global(
     db: Optional[Path] = typer.Option(None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"),
     embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the database's own)."),
+    _show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     state.db = db
     state.embedder = embedder
@@ -228,13 +248,13 @@ def ingest(
             keys = ("session", "added", "duplicates", "skipped", "redacted", "entry_ids", "warnings")
             print(json.dumps({k: getattr(result, k) for k in keys}, ensure_ascii=False))
         else:
-            print(f"{file}: {result.added} turn{'s' if result.added != 1 else ''} archived, {result.duplicates} already archived, "
-                  f"{result.skipped} items skipped (session {result.session})")
+            print(f"{file}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
+                  f"{plural(result.skipped, 'item')} skipped (session {result.session})")
         if not result.added and not result.duplicates:
             discard_new_db()
             console.print(f"[red]error:[/] no turns found in {file}"
                           + (f" with --format {format}; try --format auto" if format != "auto" else "")
-                          + (f" ({result.skipped} items skipped)" if result.skipped else ""))
+                          + (f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else ""))
             raise typer.Exit(1)
 
     bar = task = None
@@ -408,7 +428,7 @@ def forget(
         with _open() as lantern:
             who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
             n = lantern.forget(entry=entry, session=session, user=who, agent=agent, project=project)
-            print(f"{n} entries forgotten")
+            print(f"{plural(n, 'entry', 'entries')} forgotten")
 
     _guard(run)
 
@@ -430,7 +450,7 @@ def export(
                 n = lantern.export(sys.stdout, session=session, user=user, agent=agent, project=project, embeddings=embeddings)
             else:
                 n = lantern.export(Path(file), session=session, user=user, agent=agent, project=project, embeddings=embeddings)
-        typer.echo(f"{n} entries exported", err=True)
+        typer.echo(f"{plural(n, 'entry', 'entries')} exported", err=True)
 
     _guard(run)
 
@@ -466,7 +486,7 @@ def import_(
             if created:  # a failed import into a new database leaves no empty database behind (tied to an embedder)
                 _remove_database(path)
             raise
-        print(f"{file}: {r.added} entries imported, {r.duplicates} already stored ({r.lines} lines)")
+        print(f"{file}: {plural(r.added, 'entry', 'entries')} imported, {r.duplicates} already stored ({plural(r.lines, 'line')})")
 
     _guard(run)
 
@@ -481,8 +501,9 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         if as_json:
             print(json.dumps(s))
         else:
+            width = max(map(len, s))
             for key, value in s.items():
-                print(f"{key:>16}: {value}")
+                print(f"{key:>{width}}: {value}")
 
     _guard(run)
 
@@ -535,7 +556,7 @@ def feedback(
     def run():
         with _open() as lantern:
             n = lantern.feedback(ids, useful, user=user)
-        print(f"{n} {'entry' if n == 1 else 'entries'} marked {'useful' if useful else 'not useful'}")
+        print(f"{plural(n, 'entry', 'entries')} marked {'useful' if useful else 'not useful'}")
         if n < len(set(ids)):
             typer.secho(f"warning: {len(set(ids)) - n} of the ids are not entries of this user (nothing changed for them)",
                         err=True, fg=typer.colors.YELLOW)
@@ -554,7 +575,7 @@ def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="min
         with Lantern(state.db) as lantern, Progress(transient=True) as bar:
             task = bar.add_task("re-embedding", total=None)
             n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
-            print(f"{n} entries re-embedded with {lantern.embedder.id}")
+            print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")
 
     _guard(run)
 

@@ -305,12 +305,14 @@ def shown(path: Path | str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``; ``1 entry``, ``2 entries`` (``many``: the plural when it is not ``word`` + s)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def summary_lines(result: DirectoryResult) -> list[str]:
     """The text summary ``lantern ingest DIR`` prints: a count line, then each ingested file, then each skipped and
     failed file with its reason (paths relative to the directory; past MAX_LISTED per group, a count)."""
-    def plural(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-
     lines = [f"{shown(result.root)}: {plural(len(result.ingested), 'file')} ingested ({plural(result.added, 'turn')} archived, "
              f"{result.duplicates} already archived), {len(result.skipped)} skipped, {len(result.failed)} failed"]
     groups = (
