@@ -198,3 +198,101 @@ def test_stats_lines_are_aligned_and_counts_agree_with_their_noun(tmp_path):
     assert "0 entries imported, 1 already stored (2 lines)" in run("import", str(out), db=db).stdout.decode()
     assert run("forget", "--session", "one", db=db).stdout.decode() == "1 entry forgotten\n"
 
+
+def archived_db(tmp_path: Path, name: str = "cli.db") -> Path:
+    db = tmp_path / name
+    chat = tmp_path / f"{name}.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [
+        {"role": "user", "content": "Which port did we give the staging Redis?"},
+        {"role": "assistant", "content": "Staging Redis listens on port 6380."}]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), db=db)
+    return db
+
+
+def test_recover_on_a_read_only_database_file_prints_the_block_and_one_warning(tmp_path, unprivileged):
+    """Recovery writes access counts and confidence; on a read-only file it skips that write (one warning line on
+    stderr), prints its block and exits 0."""
+    db = archived_db(tmp_path)
+    db.chmod(0o444)
+    proc = subprocess.run([*unprivileged, *LANTERN, "--db", str(db), "recover", "staging redis port"], capture_output=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "6380" in proc.stdout.decode()
+    err = proc.stderr.decode().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: ") and "readonly" in err[0], err
+
+
+def test_recover_on_a_locked_database_waits_two_seconds_not_seventy(tmp_path):
+    """Another writer holds the write lock for longer than the CLI runs: recover still prints its block, with one
+    warning line, after a wait of about 2 s for the lock (before: ~75 s, then an error)."""
+    import sqlite3
+    import time
+
+    db = archived_db(tmp_path)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        proc = run("recover", "staging redis port", db=db)
+        elapsed = time.monotonic() - t0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "6380" in proc.stdout.decode()
+    err = proc.stderr.decode().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: ") and "locked" in err[0], err
+    assert elapsed < 40, elapsed
+
+
+def test_a_database_in_a_read_only_directory_is_named_as_such(tmp_path, unprivileged):
+    """SQLite must create the -wal and -shm files beside the database: in a read-only directory the error names
+    the directory, not "not a readable SQLite database"."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = archived_db(folder)
+    assert not db.with_name(db.name + "-wal").exists()  # closed cleanly: no WAL left to read through
+    folder.chmod(0o555)
+    try:
+        for command in (["stats"], ["recover", "staging redis port"], ["search", "redis"]):
+            proc = subprocess.run([*unprivileged, *LANTERN, "--db", str(db), *command], capture_output=True, timeout=300)
+            err = proc.stderr.decode()
+            assert proc.returncode == 1 and "Traceback" not in err, err
+            assert f"its directory {folder} is not writable" in err and "not a readable SQLite database" not in err, err
+    finally:
+        folder.chmod(0o755)
+
+
+def test_read_commands_refuse_a_zero_byte_file_and_leave_it_empty(tmp_path):
+    """A zero-byte --db given to recover / search / stats / facts / export is an error; before, SQLite took it for a
+    new database and the read command turned it into an empty Lantern database."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for command in (["stats"], ["recover", "port"], ["search", "port"], ["facts"], ["export", "-"]):
+        proc = run(*command, db=empty, check=False)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and f"{empty} is an empty file, not a Lantern database" in err, (command, err)
+        assert empty.stat().st_size == 0 and not empty.with_name("empty.db-wal").exists()
+    assert run("ingest", str(tmp_path / "chat.jsonl"), db=empty, check=False).returncode == 1  # no such file: no db
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the port is 5433"}) + "\n", encoding="utf-8")
+    run("ingest", str(chat), db=empty)  # ingest creates a database, in an empty file as in a missing one
+    assert json.loads(run("stats", "--json", db=empty).stdout)["entries"] == 1
+
+
+def test_a_name_that_is_not_utf8_is_a_usage_error(tmp_path):
+    """``--session $'\\xff'`` (bytes that are not UTF-8) is a usage error naming the option, not an encoding error
+    nor a silent empty result; nothing is written."""
+    db = archived_db(tmp_path)
+    before = json.loads(run("stats", "--json", db=db).stdout)
+    chat = tmp_path / "cli.db.jsonl"
+    for command in (["recover", "port", "--session"], ["search", "port", "--session"], ["forget", "--session"],
+                    ["export", "-", "--session"], ["ingest", str(chat), "--session"], ["recover", "port", "--user"],
+                    ["forget", "--agent"], ["facts"]):
+        proc = subprocess.run([*LANTERN, "--db", str(db), *command, b"caf\xe9"], capture_output=True, timeout=300,
+                              env={**os.environ, "COLUMNS": "200"})
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and "Traceback" not in err and "codec" not in err, (command, err)
+        assert "not UTF-8 text: b'caf\\xe9'" in err, (command, err)
+    after = json.loads(run("stats", "--json", db=db).stdout)
+    assert (after["entries"], after["sessions"]) == (before["entries"], before["sessions"])
+

@@ -72,17 +72,31 @@ def _global(
     state.embedder = embedder
 
 
+def _utf8(value):
+    """A name option's value (session, user, agent, project, fact key) unchanged when it is text; a usage error
+    when the shell passed bytes that are not UTF-8 (Python decodes them to lone surrogates, which SQLite cannot
+    store nor match)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = value.encode("utf-8", "surrogateescape") if all(
+                "\udc80" <= c <= "\udcff" for c in value if "\ud800" <= c <= "\udfff") else value.encode("utf-8", "backslashreplace")
+            raise typer.BadParameter(f"not UTF-8 text: {raw!r}; names are stored as UTF-8") from None
+    return value
+
+
 # the scope options of every memory command (lantern/scope.py)
 def _user_option(help: str = "User id: only this user's entries (default $LANTERN_USER, else the default user \"\").") -> object:
-    return typer.Option(None, "--user", "-u", envvar="LANTERN_USER", help=help)
+    return typer.Option(None, "--user", "-u", envvar="LANTERN_USER", help=help, callback=_utf8)
 
 
 def _agent_option() -> object:
-    return typer.Option(None, "--agent", help="Agent id: a filter on reads (default any), a label on writes.")
+    return typer.Option(None, "--agent", help="Agent id: a filter on reads (default any), a label on writes.", callback=_utf8)
 
 
 def _project_option() -> object:
-    return typer.Option(None, "--project", help="Project: a filter on reads (default any), a label on writes.")
+    return typer.Option(None, "--project", help="Project: a filter on reads (default any), a label on writes.", callback=_utf8)
 
 
 def _open(create: bool = False):
@@ -94,7 +108,21 @@ def _open(create: bool = False):
     path = state.db or default_db_path()
     if not create and not path.exists():
         raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE)")
+    if not create and _empty_file(path):  # SQLite would take it for a new database and this command would make one
+        raise LanternError(f"{path} is an empty file, not a Lantern database: check --db, or archive something into "
+                           f"it first (lantern --db {path} ingest FILE)")
     return Lantern(path, embedder=state.embedder)
+
+
+def _empty_file(path: Path) -> bool:
+    """Whether ``path`` is a zero-byte regular file with no write-ahead log beside it holding pages."""
+    try:
+        if not path.is_file() or path.stat().st_size:
+            return False
+        wal = path.with_name(path.name + "-wal")
+        return not (wal.is_file() and wal.stat().st_size)
+    except OSError:
+        return False
 
 
 def _remove_database(path: Path) -> None:
@@ -128,6 +156,24 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr():
+    """While the block runs, warnings logged on the ``lantern`` logger (e.g. a recovery whose reinforcement write
+    was skipped: api.py ``recover``) are printed as one ``warning: …`` line each on stderr."""
+    import logging
+
+    class Line(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            typer.secho(f"warning: {record.getMessage()}", err=True, fg=typer.colors.YELLOW)
+
+    logger, handler = logging.getLogger("lantern"), Line(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _fail(message: str) -> None:
@@ -185,7 +231,7 @@ def _iso(value: Optional[str], option: str):
 def ingest(
     file: Path = typer.Argument(..., help="Transcript file, or a directory: every transcript under it."),
     format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", help=(
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help=(
         "Session id (default: the file name; for a directory, each file's path under it, and NAME becomes a prefix).")),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (a directory: every file with its outcome)."),
     user: Optional[str] = _user_option("User the turns belong to (default $LANTERN_USER, else the default user \"\")."),
@@ -325,7 +371,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
 def recover(
     query: str = typer.Argument(..., help="The question, or the live context's tail after a compaction."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
     as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): answer as of then."),
     user: Optional[str] = _user_option(),
@@ -336,7 +382,7 @@ def recover(
 
     def run():
         when = _iso(as_of, "--as-of")
-        with _open() as lantern:
+        with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project)
         if as_json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
@@ -352,7 +398,7 @@ def recover(
 def search(
     query: str = typer.Argument(...),
     k: int = typer.Option(10, "-k", min=1, help="Results."),
-    session: Optional[str] = typer.Option(None, "--session", "-s"),
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8),
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Budget used by --explain."),
     as_json: bool = typer.Option(False, "--json"),
@@ -408,12 +454,12 @@ def search(
 @app.command()
 def forget(
     entry: Optional[int] = typer.Option(None, "--entry", help="Entry id."),
-    session: Optional[str] = typer.Option(None, "--session", help="Every entry of this session."),
-    user: Optional[str] = typer.Option(None, "--user", "-u", help=(
+    session: Optional[str] = typer.Option(None, "--session", callback=_utf8, help="Every entry of this session."),
+    user: Optional[str] = typer.Option(None, "--user", "-u", callback=_utf8, help=(
         "Every entry of this user (with --entry/--session: only within this user). Without it, the user is "
         "$LANTERN_USER, else the default user \"\".")),
-    agent: Optional[str] = typer.Option(None, "--agent", help="Every entry of this agent (within the user)."),
-    project: Optional[str] = typer.Option(None, "--project", help="Every entry of this project (within the user)."),
+    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Every entry of this agent (within the user)."),
+    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Every entry of this project (within the user)."),
 ) -> None:
     """Delete entries from every table, then vacuum; never crosses users.
 
@@ -436,10 +482,10 @@ def forget(
 @app.command()
 def export(
     file: str = typer.Argument(..., help="Output JSONL file, or - for stdout."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session (and its sub-sessions)."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."),
     user: Optional[str] = _user_option("Only this user's entries (default $LANTERN_USER, else EVERY user: a backup)."),
-    agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's entries."),
-    project: Optional[str] = typer.Option(None, "--project", help="Only this project's entries."),
+    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Only this agent's entries."),
+    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Only this project's entries."),
     embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings", help="Include the embeddings (base64 float32)."),
 ) -> None:
     """Export entries as JSONL: a header (format version, embedder), then one record per entry."""
@@ -458,11 +504,11 @@ def export(
 @app.command("import")
 def import_(
     file: str = typer.Argument(..., help="A JSONL export (lantern export), or - for stdin."),
-    user: Optional[str] = typer.Option(None, "--user", "-u", help=(
+    user: Optional[str] = typer.Option(None, "--user", "-u", callback=_utf8, help=(
         "Put every entry into this user (default: the users recorded in the file; $LANTERN_USER is NOT used here, so "
         "a multi-user backup is never folded into one user by accident).")),
-    agent: Optional[str] = typer.Option(None, "--agent", help="Put every entry under this agent."),
-    project: Optional[str] = typer.Option(None, "--project", help="Put every entry under this project."),
+    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Put every entry under this agent."),
+    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Put every entry under this project."),
     embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings",
                                     help="Use the recorded embeddings, or recompute them (another embedder)."),
 ) -> None:
@@ -510,7 +556,7 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @app.command()
 def facts(
-    key: Optional[str] = typer.Argument(None, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
+    key: Optional[str] = typer.Argument(None, callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
     as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): the values valid then."),
     history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
     as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
