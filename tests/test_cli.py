@@ -296,3 +296,40 @@ def test_a_name_that_is_not_utf8_is_a_usage_error(tmp_path):
     after = json.loads(run("stats", "--json", db=db).stdout)
     assert (after["entries"], after["sessions"]) == (before["entries"], before["sessions"])
 
+
+HOSTILE = "port 6380 \x1b[2J\x1b[31mred\x1b[0m bell\x07 cr\rback \u202eevil\u202c tab\there \u9020 \u200d 端口"
+
+
+def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
+    """An archived ANSI sequence, BEL, CR or bidi override reaches a terminal as visible escapes (shown, as for the
+    file names of ingest DIR); newlines, tabs and other text stay. Piped (to an LLM), the text is printed as is."""
+    import pty
+
+    db = tmp_path / "hostile.db"
+    chat = tmp_path / "hostile.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "which port for redis?"},
+                                                      {"role": "assistant", "content": HOSTILE}]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), db=db)
+    piped = run("recover", "redis port", db=db).stdout.decode()
+    assert HOSTILE in piped
+
+    main, child = pty.openpty()
+    proc = subprocess.Popen([*LANTERN, "--db", str(db), "recover", "redis port"], stdout=child, stderr=subprocess.PIPE,
+                            env={**os.environ, "COLUMNS": "200"})
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
+    shown = b"".join(chunks).decode().replace("\r\n", "\n")  # the terminal's line discipline adds CR before LF
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", shown), repr(shown)
+    assert ("port 6380 \\x1b[2J\\x1b[31mred\\x1b[0m bell\\x07 cr\\rback \\u202eevil\\u202c tab\there \u9020 \u200d 端口"
+            in shown), repr(shown)
+    assert shown.count("\n") == piped.count("\n")

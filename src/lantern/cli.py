@@ -32,7 +32,7 @@ from typing import Optional
 
 import typer
 
-from .archive.directory import plural
+from .archive.directory import plural, shown
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
@@ -386,8 +386,8 @@ def recover(
             result = lantern.recover(query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project)
         if as_json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
-        elif result.text:
-            print(result.text)
+        elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
+            print(shown(result.text, keep_lines=True) if sys.stdout.isatty() else result.text)
         else:
             typer.secho(f"nothing recovered{_why_empty(result)}", err=True, fg=typer.colors.YELLOW)
 
