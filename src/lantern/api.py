@@ -417,11 +417,15 @@ class Lantern:
         entry 7 only if it belongs to the handle's user. At least one of entry, session, user, agent, project must
         be given in the call (ValueError). With ``vacuum`` (default) the file is then rewritten so the deleted
         text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size).
+        ``session=""`` is the default session ``"default"``, as for ``archive`` (which stores a turn given the
+        session ``""`` there), so the MCP tools and the REST API's ``forget`` undo their ``archive``.
         Returns the number of entries deleted."""
         if all(x is None for x in (entry, session, user, agent, project)):
             raise ValueError("give entry=, session=, user=, agent= or project=")
         if entry is not None and session is not None:
             raise ValueError("give entry= or session=, not both")
+        if session == "":
+            session = DEFAULT_SESSION
         n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
         self.index.reset()
         if n and vacuum:
