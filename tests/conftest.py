@@ -18,3 +18,18 @@ def _use_load_cache(tmp_path_factory):
         os.environ.pop("LANTERN_USE_CACHE", None)
     else:
         os.environ["LANTERN_USE_CACHE"] = before
+
+
+@pytest.fixture()
+def unprivileged():
+    """A command prefix under which file modes hold: none for a normal user; for root (which ignores them) a new
+    user namespace (``unshare --user``: the process keeps its uid but loses CAP_DAC_OVERRIDE on the host's files).
+    Skips the test when root cannot make one."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode:
+        pytest.skip("running as root without user namespaces: file modes cannot be enforced")
+    return ["unshare", "--user"]

@@ -60,7 +60,7 @@ def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     stats = json.loads(run("stats", "--json", db=db).stdout)
     assert stats["entries"] == 2 and stats["embedder"] == "routed-minilm-use-v1"
 
-    assert "1 entries forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
+    assert "1 entry forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
 
 
 def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
@@ -78,7 +78,7 @@ def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"role": "user", "content": "ok"}\n{not json\n', encoding="utf-8")
     proc = run("ingest", str(broken), db=db)
-    assert "1 items skipped" in proc.stdout.decode()
+    assert "1 item skipped" in proc.stdout.decode()
     assert "line 2" in proc.stderr.decode()
 
 
@@ -167,3 +167,169 @@ def test_recover_says_why_a_small_budget_recovered_nothing(tmp_path, transcript)
     suggested = int(re.search(r"use --budget (\d+) or more", err).group(1))
     fits = run("recover", "which port for staging redis?", "--budget", str(suggested), db=db)
     assert "6380" in fits.stdout.decode()
+
+
+def test_version_is_the_installed_distributions():
+    """``lantern --version`` prints the version of the installed distribution lantern-memory (pyproject.toml's
+    name) and exits 0, before any command and without looking at a database."""
+    from importlib.metadata import version
+
+    proc = subprocess.run([*LANTERN, "--db", "/nonexistent/dir/x.db", "--version"], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode() == f"lantern {version('lantern-memory')}\n"
+    assert re.fullmatch(r"\d+(\.\d+)+\S*", version("lantern-memory"))
+    assert "--version" in subprocess.run([*LANTERN, "--help"], capture_output=True, timeout=60).stdout.decode()
+
+
+def test_stats_lines_are_aligned_and_counts_agree_with_their_noun(tmp_path):
+    """Every ``stats`` line has its colon in one column (pending_recoveries is longer than the other keys), and
+    the counts printed by forget / export / import / ingest say 1 entry, 2 entries."""
+    db = tmp_path / "one.db"
+    chat = tmp_path / "one.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the staging port is 5433"}) + "\n{broken\n", encoding="utf-8")
+    assert "1 turn archived, 0 already archived, 1 item skipped" in run("ingest", str(chat), db=db).stdout.decode()
+    lines = run("stats", db=db).stdout.decode().splitlines()
+    keys = [line.split(":")[0].strip() for line in lines]
+    assert {"entries", "pending_recoveries", "sessions"} <= set(keys)
+    assert len({line.index(":") for line in lines}) == 1, lines
+    assert [line for line in lines if line.split(":")[0].strip() == "entries"][0].endswith(": 1")
+    out = tmp_path / "one.export.jsonl"
+    assert "1 entry exported" in run("export", str(out), db=db).stderr.decode()
+    assert "0 entries imported, 1 already stored (2 lines)" in run("import", str(out), db=db).stdout.decode()
+    assert run("forget", "--session", "one", db=db).stdout.decode() == "1 entry forgotten\n"
+
+
+def archived_db(tmp_path: Path, name: str = "cli.db") -> Path:
+    db = tmp_path / name
+    chat = tmp_path / f"{name}.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [
+        {"role": "user", "content": "Which port did we give the staging Redis?"},
+        {"role": "assistant", "content": "Staging Redis listens on port 6380."}]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), db=db)
+    return db
+
+
+def test_recover_on_a_read_only_database_file_prints_the_block_and_one_warning(tmp_path, unprivileged):
+    """Recovery writes access counts and confidence; on a read-only file it skips that write (one warning line on
+    stderr), prints its block and exits 0."""
+    db = archived_db(tmp_path)
+    db.chmod(0o444)
+    proc = subprocess.run([*unprivileged, *LANTERN, "--db", str(db), "recover", "staging redis port"], capture_output=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "6380" in proc.stdout.decode()
+    err = proc.stderr.decode().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: ") and "readonly" in err[0], err
+
+
+def test_recover_on_a_locked_database_waits_two_seconds_not_seventy(tmp_path):
+    """Another writer holds the write lock for longer than the CLI runs: recover still prints its block, with one
+    warning line, after a wait of about 2 s for the lock (before: ~75 s, then an error)."""
+    import sqlite3
+    import time
+
+    db = archived_db(tmp_path)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        proc = run("recover", "staging redis port", db=db)
+        elapsed = time.monotonic() - t0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "6380" in proc.stdout.decode()
+    err = proc.stderr.decode().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: ") and "locked" in err[0], err
+    assert elapsed < 40, elapsed
+
+
+def test_a_database_in_a_read_only_directory_is_named_as_such(tmp_path, unprivileged):
+    """SQLite must create the -wal and -shm files beside the database: in a read-only directory the error names
+    the directory, not "not a readable SQLite database"."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = archived_db(folder)
+    assert not db.with_name(db.name + "-wal").exists()  # closed cleanly: no WAL left to read through
+    folder.chmod(0o555)
+    try:
+        for command in (["stats"], ["recover", "staging redis port"], ["search", "redis"]):
+            proc = subprocess.run([*unprivileged, *LANTERN, "--db", str(db), *command], capture_output=True, timeout=300)
+            err = proc.stderr.decode()
+            assert proc.returncode == 1 and "Traceback" not in err, err
+            assert f"its directory {folder} is not writable" in err and "not a readable SQLite database" not in err, err
+    finally:
+        folder.chmod(0o755)
+
+
+def test_read_commands_refuse_a_zero_byte_file_and_leave_it_empty(tmp_path):
+    """A zero-byte --db given to recover / search / stats / facts / export is an error; before, SQLite took it for a
+    new database and the read command turned it into an empty Lantern database."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for command in (["stats"], ["recover", "port"], ["search", "port"], ["facts"], ["export", "-"]):
+        proc = run(*command, db=empty, check=False)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and f"{empty} is an empty file, not a Lantern database" in err, (command, err)
+        assert empty.stat().st_size == 0 and not empty.with_name("empty.db-wal").exists()
+    assert run("ingest", str(tmp_path / "chat.jsonl"), db=empty, check=False).returncode == 1  # no such file: no db
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the port is 5433"}) + "\n", encoding="utf-8")
+    run("ingest", str(chat), db=empty)  # ingest creates a database, in an empty file as in a missing one
+    assert json.loads(run("stats", "--json", db=empty).stdout)["entries"] == 1
+
+
+def test_a_name_that_is_not_utf8_is_a_usage_error(tmp_path):
+    """``--session $'\\xff'`` (bytes that are not UTF-8) is a usage error naming the option, not an encoding error
+    nor a silent empty result; nothing is written."""
+    db = archived_db(tmp_path)
+    before = json.loads(run("stats", "--json", db=db).stdout)
+    chat = tmp_path / "cli.db.jsonl"
+    for command in (["recover", "port", "--session"], ["search", "port", "--session"], ["forget", "--session"],
+                    ["export", "-", "--session"], ["ingest", str(chat), "--session"], ["recover", "port", "--user"],
+                    ["forget", "--agent"], ["facts"]):
+        proc = subprocess.run([*LANTERN, "--db", str(db), *command, b"caf\xe9"], capture_output=True, timeout=300,
+                              env={**os.environ, "COLUMNS": "200"})
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and "Traceback" not in err and "codec" not in err, (command, err)
+        assert "not UTF-8 text: b'caf\\xe9'" in err, (command, err)
+    after = json.loads(run("stats", "--json", db=db).stdout)
+    assert (after["entries"], after["sessions"]) == (before["entries"], before["sessions"])
+
+
+HOSTILE = "port 6380 \x1b[2J\x1b[31mred\x1b[0m bell\x07 cr\rback \u202eevil\u202c tab\there \u9020 \u200d 端口"
+
+
+def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
+    """An archived ANSI sequence, BEL, CR or bidi override reaches a terminal as visible escapes (shown, as for the
+    file names of ingest DIR); newlines, tabs and other text stay. Piped (to an LLM), the text is printed as is."""
+    import pty
+
+    db = tmp_path / "hostile.db"
+    chat = tmp_path / "hostile.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "which port for redis?"},
+                                                      {"role": "assistant", "content": HOSTILE}]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), db=db)
+    piped = run("recover", "redis port", db=db).stdout.decode()
+    assert HOSTILE in piped
+
+    main, child = pty.openpty()
+    proc = subprocess.Popen([*LANTERN, "--db", str(db), "recover", "redis port"], stdout=child, stderr=subprocess.PIPE,
+                            env={**os.environ, "COLUMNS": "200"})
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
+    shown = b"".join(chunks).decode().replace("\r\n", "\n")  # the terminal's line discipline adds CR before LF
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", shown), repr(shown)
+    assert ("port 6380 \\x1b[2J\\x1b[31mred\\x1b[0m bell\\x07 cr\\rback \\u202eevil\\u202c tab\there \u9020 \u200d 端口"
+            in shown), repr(shown)
+    assert shown.count("\n") == piped.count("\n")

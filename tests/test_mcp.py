@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import anyio
@@ -21,7 +22,10 @@ def _text(result) -> str:
 
 
 async def _session_run(db, body):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "lantern.cli", "--db", str(db), "mcp"])
+    # the whole environment: the SDK passes only HOME, PATH, ... by default, and the server must import this
+    # checkout's lantern (PYTHONPATH) and share the test run's USE load cache (conftest.py)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "lantern.cli", "--db", str(db), "mcp"],
+                                   env=dict(os.environ))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         return await body(session)
@@ -104,6 +108,28 @@ def test_mcp_end_to_end(tmp_path):
 
     assert anyio.run(_session_run, db, body)
 
+
+def test_mcp_empty_session_is_the_default_session_for_archive_and_forget(tmp_path):
+    """``session: ""`` means the default session in both tools, as the REST API's archive takes it: archive stores
+    into "default" and forget deletes it (before, forget with "" deleted nothing)."""
+    db = tmp_path / "empty-session.db"
+
+    async def body(s: ClientSession):
+        r = await s.call_tool("archive", {"messages": CONVERSATION, "session": ""})
+        assert not r.isError and r.structuredContent["session"] == "default" and r.structuredContent["added"] == 2
+        r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "keep this: port 6380"}], "session": "other"})
+        assert r.structuredContent["added"] == 1
+        r = await s.call_tool("forget", {"session": ""})
+        assert not r.isError and r.structuredContent == {"forgotten": 2}, _text(r)
+        r = await s.call_tool("stats", {})
+        assert (r.structuredContent["entries"], r.structuredContent["sessions"]) == (1, 1)
+        r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "default"})
+        assert r.structuredContent["added"] == 2
+        r = await s.call_tool("forget", {"session": "default"})
+        assert r.structuredContent == {"forgotten": 2}
+        return True
+
+    assert anyio.run(_session_run, db, body)
 
 def test_mcp_command_without_database_flag_uses_env(tmp_path, monkeypatch):
     """LANTERN_DB is honoured like in the rest of the CLI."""

@@ -380,6 +380,51 @@ def test_message_objects_get_the_role_and_empty_checks(tmp_path):
     assert msgs[0].role == "human"  # the caller's objects are not changed
 
 
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"  # ZWSP, ZWNJ, ZWJ, word joiner, BOM: invisible, and not whitespace
+
+
+def test_zero_width_only_content_is_empty_content(tmp_path):
+    """A message holding only zero-width characters (and whitespace) says nothing: skipped and counted with the
+    warning empty content gets, in Message objects, dicts and every transcript format, never archived as a turn;
+    zero-width characters inside real text stay."""
+    with Lantern(tmp_path / "zw.db") as lantern:
+        msgs = [Message(role="user", text="the staging DB is on port 5433"), Message(role="assistant", text=ZERO_WIDTH),
+                Message(role="user", text=f" \u200b\n\ufeff "), Message(role="assistant", text="noted: 5433\u200d")]
+        r = lantern.archive(msgs, session="objs")
+        assert (r.added, r.skipped) == (1, 2)
+        assert r.warnings == ["message 2: empty content; skipped", "message 3: empty content; skipped"]
+        assert lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text == "user: the staging DB is on port 5433\nassistant: noted: 5433\u200d"
+        only = lantern.archive([{"role": "user", "content": ZERO_WIDTH}, {"role": "assistant", "content": [{"type": "text", "text": "\u2060"}]}],
+                               session="dicts")
+        assert (only.added, only.skipped, only.warnings) == (0, 2, ["message 1: empty content; skipped", "message 2: empty content; skipped"])
+
+        real = {"role": "user", "content": "which port is staging on?"}
+        files = {
+            "plain.jsonl": "\n".join(json.dumps(m) for m in [real, {"role": "assistant", "content": ZERO_WIDTH}]) + "\n",
+            "openai.json": json.dumps([real, {"role": "assistant", "content": ZERO_WIDTH, "tool_calls": None},
+                                       {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                        "function": {"name": "bash", "arguments": "{}"}}]}]),
+            "anthropic.json": json.dumps({"system": ZERO_WIDTH, "messages": [
+                real, {"role": "assistant", "content": [{"type": "text", "text": ZERO_WIDTH}]}]}),
+            "sharegpt.json": json.dumps({"conversations": [{"from": "human", "value": real["content"]}, {"from": "gpt", "value": ZERO_WIDTH}]}),
+            "codex.jsonl": "\n".join(json.dumps({"type": "response_item", "payload": {"type": "message", "role": role,
+                                                  "content": [{"type": "input_text", "text": text}]}})
+                                      for role, text in [("user", real["content"]), ("assistant", ZERO_WIDTH)]) + "\n",
+            "claude.jsonl": "\n".join(json.dumps({"type": role, "uuid": f"u{i}", "sessionId": "s1", "message": {"role": role, "content": text}})
+                                       for i, (role, text) in enumerate([("user", real["content"]), ("assistant", [{"type": "text", "text": ZERO_WIDTH}]),
+                                                                         ("user", ZERO_WIDTH)])) + "\n",
+            "aider.md": f"# aider chat started at 2024-08-06 08:47:10\n\n#### {real['content']}\n\n{ZERO_WIDTH}\n\n#### \u200b\n",
+        }
+        for name, text in files.items():
+            path = tmp_path / name
+            path.write_text(text, encoding="utf-8")
+            r = lantern.ingest(path, session=name)
+            turns = [e.text for e in lantern.store.entries(r.entry_ids).values()]
+            assert r.skipped >= 1 and all("empty" in w for w in r.warnings), (name, r.warnings)
+            assert not any(c in t for t in turns for c in ZERO_WIDTH), (name, turns)
+            assert any("which port is staging on?" in t for t in turns), (name, turns)
+
+
 # --- streaming ingest ---------------------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from lantern import Lantern, Message, ToolCall, ToolResult
 from lantern.archive.redact import (
-    META_SALT, META_SWITCH, PLACEHOLDER_RE, find_secrets, make_policy, redact_text, remove_private, set_secret_redaction,
+    META_SALT, META_SWITCH, PLACEHOLDER_RE, PROSE_END, find_secrets, make_policy, redact_text, remove_private, set_secret_redaction,
 )
 from lantern.config import Config
 
@@ -167,6 +167,27 @@ def test_passwords_show_no_tail_and_url_credentials_keep_host_and_port():
     text, _ = redact_text("DB_PASSWORD=Tr0ub4dor&3-correct-horse-battery", policy)
     assert re.fullmatch(r"DB_PASSWORD=\[secret:password #[0-9a-f]{4}\]", text)
 
+
+def test_a_password_ending_in_punctuation_keeps_no_character_in_clear(tmp_path):
+    """Trailing ``.:!?`` (prose: also ``,;)`` and quotes) may be the password's last character: the placeholder
+    covers it, and the fingerprint leaves it out, so a sentence-final password and the bare one match."""
+    policy = make_policy(b"k")
+    bare = redact_text("ok, password: Hunter2Secret", policy)[0].removeprefix("ok, password: ")
+    for text in ("ok, password: Hunter2Secret!", "ok, password: Hunter2Secret.", "ok, password = Hunter2Secret?",
+                 "I set password: Hunter2Secret!! then left", "the password is Hunter2Secret!",
+                 "(the password is Hunter2Secret)", "the password was Hunter2Secret;", "密码是Hunter2Secret!"):
+        out, n = redact_text(text, policy)
+        assert n == 1 and "Secret" not in out and "!" not in out and "?" not in out, (text, out)
+        assert bare in out, (text, out)  # the same fingerprint as the bare password
+    # quoted: the quotes delimit the value, all of it is the secret, the sentence's punctuation stays
+    out, _ = redact_text('the password is "Hunter2Secret!".', policy)
+    assert re.fullmatch(r'the password is "\[secret:password #[0-9a-f]{4}\]"\.', out) and bare not in out
+    with Lantern(tmp_path / "p.db") as lantern:
+        r = lantern.archive([{"role": "user", "content": "ok, password: Hunter2Secret! keep it safe"},
+                             {"role": "assistant", "content": "noted, the password is Hunter2Secret."}], session="s")
+        text = lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text
+    marks = PLACEHOLDER_RE.findall(text)
+    assert r.redacted == 2 and "Hunter2" not in text and "!" not in text and len(marks) == 2 and marks[0] == marks[1]
 
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
@@ -368,7 +389,8 @@ def test_redaction_is_idempotent_and_total(text):
     twice, n = redact_text(once, policy)
     assert twice == once and n == 0
     for f in find_secrets(text, policy):
-        assert text[f.start:f.end] == f.value and f.value
+        span = text[f.start:f.end]  # the value, plus only the trailing punctuation its fingerprint leaves out
+        assert f.value and span.startswith(f.value) and set(span[len(f.value):]) <= set(PROSE_END)
 
 
 def test_the_memo_answers_a_repeated_text_exactly_and_stays_within_its_budget(monkeypatch):

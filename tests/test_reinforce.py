@@ -320,3 +320,67 @@ def test_forget_removes_reinforcement_state_and_pending_rows_are_bounded(lantern
     assert lantern.store.db.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 3
     lantern.archive([{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Switched to ruff 0.6."}], session="s")
     assert lantern.store.db.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 0  # judged: deleted
+
+
+# ---------------------------------------------------------------- a write that cannot be made
+def state(db) -> list[tuple]:
+    return db.execute("SELECT id, confidence, access_count FROM entries ORDER BY id").fetchall() + \
+        db.execute("SELECT id, entry_ids FROM recoveries ORDER BY id").fetchall()
+
+
+def test_recovery_on_a_locked_database_skips_reinforcement_after_a_short_wait(lantern, caplog):
+    """Another writer holds the write lock: the recovery waits WRITE_WAIT_S (2 s) for its reinforcement write, not
+    ~75 s (busy_timeout and its retries), then returns its block with one logged warning; nothing is written."""
+    import sqlite3
+    import time
+
+    import lantern.reinforce as reinforce
+
+    before = state(lantern.store.db)
+    holder = sqlite3.connect(lantern.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        with caplog.at_level("WARNING", logger="lantern"):
+            result = lantern.recover("which port does postgres use?", session="s")
+        elapsed = time.monotonic() - t0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "5433" in result.text and result.entries
+    assert reinforce.WRITE_WAIT_S <= elapsed < reinforce.WRITE_WAIT_S + 8, elapsed
+    warnings = [r for r in caplog.records if r.name == "lantern" and r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "not updated" in warnings[0].getMessage() and "locked" in warnings[0].getMessage()
+    assert state(lantern.store.db) == before
+    assert lantern.store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000  # the usual wait is back
+    # once the lock is free, the next recovery reinforces as usual
+    lantern.recover("which port does postgres use?", session="s")
+    assert state(lantern.store.db) != before
+
+
+def test_recovery_on_a_read_only_database_file_returns_its_block(tmp_path, unprivileged):
+    """A read-only database file (a real process that cannot write it): recover returns the block, logs one
+    warning, raises nothing; the file is unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "ro.db"
+    with Lantern(path) as lt:
+        lt.archive(conversation(), session="s")
+    before = path.read_bytes()
+    path.chmod(0o444)
+    script = ("import json, sys; from lantern import Lantern\n"
+              "with Lantern(sys.argv[1]) as lt:\n"
+              "    r = lt.recover('which port does postgres use?', session='s')\n"
+              "print(json.dumps(r.to_json()))\n")
+    proc = subprocess.run([*unprivileged, sys.executable, "-c", script, str(path)], capture_output=True, timeout=300,
+                          env=os.environ.copy())
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "5433" in json.loads(proc.stdout)["text"]
+    err = proc.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "not updated" in err[0] and "readonly" in err[0], err
+    assert path.read_bytes() == before
+    path.chmod(0o644)
+    with Lantern(path) as lt:
+        assert lt.store.db.execute("SELECT sum(access_count) FROM entries").fetchone()[0] == 0

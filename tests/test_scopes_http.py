@@ -39,6 +39,14 @@ def test_rest_api_scopes(tmp_path):
         assert client.post("/v1/memory/search", json={"user": 3, "query": "x"}).status_code == 422
 
 
+def test_rest_api_empty_session_is_the_default_session(tmp_path):
+    """``"session": ""`` is the default session for archive and for forget alike (the MCP tools behave the same)."""
+    with TestClient(build_app(tmp_path / "empty.db"), raise_server_exceptions=False) as client:
+        r = client.post("/v1/memory/archive", json={"messages": PORT_CONVERSATION, "session": ""})
+        assert r.status_code == 200 and r.json()["session"] == "default" and r.json()["added"] == 2
+        assert client.post("/v1/memory/forget", json={"session": ""}).json() == {"forgotten": 2}
+        assert client.get("/v1/memory/stats").json()["entries"] == 0
+
 def test_proxy_detects_and_recovers_inside_the_header_user(tmp_path, upstream, monkeypatch):  # noqa: F811
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     url, received = upstream

@@ -6,7 +6,9 @@ Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/p
 
 from __future__ import annotations
 
+import logging
 import os
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -35,12 +37,13 @@ from .recover import facts_note, pipeline, speaker
 from .recover.query_vectors import QueryVectors
 from .scope import Scope, resolve, scope_where
 from .store.index import MemoryIndex
-from .store.sqlite import NewEntry, Store, to_epoch
+from .store.sqlite import NewEntry, Store, is_unwritable, to_epoch
 
 if TYPE_CHECKING:
     from .archive.directory import DirectoryResult
 
 Progress = Callable[[int, int], None]  # (done, total) in turns
+log = logging.getLogger("lantern")
 
 INGEST_BATCH_TURNS = 256  # turns per transaction when ingesting a file (ours)
 TAG_HEAD_CHARS, TAG_TAIL_CHARS = 48_000, 16_000  # tags of a huge turn come from its head and tail (ours)
@@ -262,18 +265,28 @@ class Lantern:
         handle's, else any). Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``,
         ``.candidates`` for explain). Access counts of packed entries are incremented (F(e), paper eq. 2) and,
         with ``Config.reinforce`` (default), c and σ are reinforced in the same transaction (reinforce.py; paper
-        Appendix D).
+        Appendix D). When that write cannot be made (a read-only database file or directory, the write lock not
+        obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk) it is skipped with a warning logged on
+        the ``lantern`` logger: the recovery is returned all the same.
         """
         result = self._recover(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent,
                                project=project, complete=False)
         packed = [e.id for e in result.entries]
-        if self.config.reinforce:
-            missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None]
-            rates = reinforce.Rates(self.config.confidence_gain, self.config.confidence_decay, self.config.success_alpha, self.config.prune_below)
-            user_id = resolve(self.scope, user, agent, project).user
-            self.index.set_reinforcement(reinforce.record_recovery(self.store, session or None, packed, missed, rates, user=user_id))
-        elif packed:
-            self.store.bump_access(packed)
+        try:
+            if self.config.reinforce:
+                missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None]
+                rates = reinforce.Rates(self.config.confidence_gain, self.config.confidence_decay, self.config.success_alpha, self.config.prune_below)
+                user_id = resolve(self.scope, user, agent, project).user
+                self.index.set_reinforcement(reinforce.record_recovery(self.store, session or None, packed, missed, rates,
+                                                                       user=user_id, wait=reinforce.WRITE_WAIT_S))
+            elif packed:
+                self.store.bump_access(packed, wait=reinforce.WRITE_WAIT_S)
+        except sqlite3.OperationalError as e:
+            if not is_unwritable(e):
+                raise
+            log.warning("%s: access counts and confidence not updated (%s); the recovery is returned all the same",
+                        self.path, e)
+            return result
         if packed:
             self.index.note_access(packed)
         return result
@@ -404,11 +417,15 @@ class Lantern:
         entry 7 only if it belongs to the handle's user. At least one of entry, session, user, agent, project must
         be given in the call (ValueError). With ``vacuum`` (default) the file is then rewritten so the deleted
         text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size).
+        ``session=""`` is the default session ``"default"``, as for ``archive`` (which stores a turn given the
+        session ``""`` there), so the MCP tools and the REST API's ``forget`` undo their ``archive``.
         Returns the number of entries deleted."""
         if all(x is None for x in (entry, session, user, agent, project)):
             raise ValueError("give entry=, session=, user=, agent= or project=")
         if entry is not None and session is not None:
             raise ValueError("give entry= or session=, not both")
+        if session == "":
+            session = DEFAULT_SESSION
         n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
         self.index.reset()
         if n:  # forgotten text does not stay in this process's caches either

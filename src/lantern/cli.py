@@ -32,6 +32,8 @@ from typing import Optional
 
 import typer
 
+from .archive.directory import plural, shown
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
 
@@ -43,26 +45,58 @@ class State:
 state = State()
 
 
+DISTRIBUTION = "lantern-memory"  # the installed distribution whose version ``lantern --version`` prints (pyproject.toml)
+
+
+def _version(value: bool) -> None:
+    """``lantern --version``: print ``lantern VERSION`` (the installed distribution's metadata) and exit 0, before
+    any command or database is looked at."""
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        typer.echo(f"lantern {version(DISTRIBUTION)}")
+    except PackageNotFoundError:
+        _fail(f"the distribution {DISTRIBUTION} is not installed (running from a source tree?): pip install -e .")
+    raise typer.Exit(0)
+
+
 @app.callback()
 def _global(
     db: Optional[Path] = typer.Option(None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"),
     embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the database's own)."),
+    _show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     state.db = db
     state.embedder = embedder
 
 
+def _utf8(value):
+    """A name option's value (session, user, agent, project, fact key) unchanged when it is text; a usage error
+    when the shell passed bytes that are not UTF-8 (Python decodes them to lone surrogates, which SQLite cannot
+    store nor match)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = value.encode("utf-8", "surrogateescape") if all(
+                "\udc80" <= c <= "\udcff" for c in value if "\ud800" <= c <= "\udfff") else value.encode("utf-8", "backslashreplace")
+            raise typer.BadParameter(f"not UTF-8 text: {raw!r}; names are stored as UTF-8") from None
+    return value
+
+
 # the scope options of every memory command (lantern/scope.py)
 def _user_option(help: str = "User id: only this user's entries (default $LANTERN_USER, else the default user \"\").") -> object:
-    return typer.Option(None, "--user", "-u", envvar="LANTERN_USER", help=help)
+    return typer.Option(None, "--user", "-u", envvar="LANTERN_USER", help=help, callback=_utf8)
 
 
 def _agent_option() -> object:
-    return typer.Option(None, "--agent", help="Agent id: a filter on reads (default any), a label on writes.")
+    return typer.Option(None, "--agent", help="Agent id: a filter on reads (default any), a label on writes.", callback=_utf8)
 
 
 def _project_option() -> object:
-    return typer.Option(None, "--project", help="Project: a filter on reads (default any), a label on writes.")
+    return typer.Option(None, "--project", help="Project: a filter on reads (default any), a label on writes.", callback=_utf8)
 
 
 def _open(create: bool = False):
@@ -74,7 +108,21 @@ def _open(create: bool = False):
     path = state.db or default_db_path()
     if not create and not path.exists():
         raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE)")
+    if not create and _empty_file(path):  # SQLite would take it for a new database and this command would make one
+        raise LanternError(f"{path} is an empty file, not a Lantern database: check --db, or archive something into "
+                           f"it first (lantern --db {path} ingest FILE)")
     return Lantern(path, embedder=state.embedder)
+
+
+def _empty_file(path: Path) -> bool:
+    """Whether ``path`` is a zero-byte regular file with no write-ahead log beside it holding pages."""
+    try:
+        if not path.is_file() or path.stat().st_size:
+            return False
+        wal = path.with_name(path.name + "-wal")
+        return not (wal.is_file() and wal.stat().st_size)
+    except OSError:
+        return False
 
 
 def _remove_database(path: Path) -> None:
@@ -108,6 +156,24 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr():
+    """While the block runs, warnings logged on the ``lantern`` logger (e.g. a recovery whose reinforcement write
+    was skipped: api.py ``recover``) are printed as one ``warning: …`` line each on stderr."""
+    import logging
+
+    class Line(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            typer.secho(f"warning: {record.getMessage()}", err=True, fg=typer.colors.YELLOW)
+
+    logger, handler = logging.getLogger("lantern"), Line(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _fail(message: str) -> None:
@@ -165,7 +231,7 @@ def _iso(value: Optional[str], option: str):
 def ingest(
     file: Path = typer.Argument(..., help="Transcript file, or a directory: every transcript under it."),
     format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", help=(
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help=(
         "Session id (default: the file name; for a directory, each file's path under it, and NAME becomes a prefix).")),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (a directory: every file with its outcome)."),
     user: Optional[str] = _user_option("User the turns belong to (default $LANTERN_USER, else the default user \"\")."),
@@ -228,13 +294,13 @@ def ingest(
             keys = ("session", "added", "duplicates", "skipped", "redacted", "entry_ids", "warnings")
             print(json.dumps({k: getattr(result, k) for k in keys}, ensure_ascii=False))
         else:
-            print(f"{file}: {result.added} turn{'s' if result.added != 1 else ''} archived, {result.duplicates} already archived, "
-                  f"{result.skipped} items skipped (session {result.session})")
+            print(f"{file}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
+                  f"{plural(result.skipped, 'item')} skipped (session {result.session})")
         if not result.added and not result.duplicates:
             discard_new_db()
             console.print(f"[red]error:[/] no turns found in {file}"
                           + (f" with --format {format}; try --format auto" if format != "auto" else "")
-                          + (f" ({result.skipped} items skipped)" if result.skipped else ""))
+                          + (f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else ""))
             raise typer.Exit(1)
 
     bar = task = None
@@ -305,7 +371,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
 def recover(
     query: str = typer.Argument(..., help="The question, or the live context's tail after a compaction."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
     as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): answer as of then."),
     user: Optional[str] = _user_option(),
@@ -316,12 +382,12 @@ def recover(
 
     def run():
         when = _iso(as_of, "--as-of")
-        with _open() as lantern:
+        with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project)
         if as_json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
-        elif result.text:
-            print(result.text)
+        elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
+            print(shown(result.text, keep_lines=True) if sys.stdout.isatty() else result.text)
         else:
             typer.secho(f"nothing recovered{_why_empty(result)}", err=True, fg=typer.colors.YELLOW)
 
@@ -332,7 +398,7 @@ def recover(
 def search(
     query: str = typer.Argument(...),
     k: int = typer.Option(10, "-k", min=1, help="Results."),
-    session: Optional[str] = typer.Option(None, "--session", "-s"),
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8),
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Budget used by --explain."),
     as_json: bool = typer.Option(False, "--json"),
@@ -388,12 +454,12 @@ def search(
 @app.command()
 def forget(
     entry: Optional[int] = typer.Option(None, "--entry", help="Entry id."),
-    session: Optional[str] = typer.Option(None, "--session", help="Every entry of this session."),
-    user: Optional[str] = typer.Option(None, "--user", "-u", help=(
+    session: Optional[str] = typer.Option(None, "--session", callback=_utf8, help="Every entry of this session."),
+    user: Optional[str] = typer.Option(None, "--user", "-u", callback=_utf8, help=(
         "Every entry of this user (with --entry/--session: only within this user). Without it, the user is "
         "$LANTERN_USER, else the default user \"\".")),
-    agent: Optional[str] = typer.Option(None, "--agent", help="Every entry of this agent (within the user)."),
-    project: Optional[str] = typer.Option(None, "--project", help="Every entry of this project (within the user)."),
+    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Every entry of this agent (within the user)."),
+    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Every entry of this project (within the user)."),
 ) -> None:
     """Delete entries from every table, then vacuum; never crosses users.
 
@@ -408,7 +474,7 @@ def forget(
         with _open() as lantern:
             who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
             n = lantern.forget(entry=entry, session=session, user=who, agent=agent, project=project)
-            print(f"{n} entries forgotten")
+            print(f"{plural(n, 'entry', 'entries')} forgotten")
 
     _guard(run)
 
@@ -416,10 +482,10 @@ def forget(
 @app.command()
 def export(
     file: str = typer.Argument(..., help="Output JSONL file, or - for stdout."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", help="Only this session (and its sub-sessions)."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."),
     user: Optional[str] = _user_option("Only this user's entries (default $LANTERN_USER, else EVERY user: a backup)."),
-    agent: Optional[str] = typer.Option(None, "--agent", help="Only this agent's entries."),
-    project: Optional[str] = typer.Option(None, "--project", help="Only this project's entries."),
+    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Only this agent's entries."),
+    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Only this project's entries."),
     embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings", help="Include the embeddings (base64 float32)."),
 ) -> None:
     """Export entries as JSONL: a header (format version, embedder), then one record per entry."""
@@ -430,7 +496,7 @@ def export(
                 n = lantern.export(sys.stdout, session=session, user=user, agent=agent, project=project, embeddings=embeddings)
             else:
                 n = lantern.export(Path(file), session=session, user=user, agent=agent, project=project, embeddings=embeddings)
-        typer.echo(f"{n} entries exported", err=True)
+        typer.echo(f"{plural(n, 'entry', 'entries')} exported", err=True)
 
     _guard(run)
 
@@ -438,11 +504,11 @@ def export(
 @app.command("import")
 def import_(
     file: str = typer.Argument(..., help="A JSONL export (lantern export), or - for stdin."),
-    user: Optional[str] = typer.Option(None, "--user", "-u", help=(
+    user: Optional[str] = typer.Option(None, "--user", "-u", callback=_utf8, help=(
         "Put every entry into this user (default: the users recorded in the file; $LANTERN_USER is NOT used here, so "
         "a multi-user backup is never folded into one user by accident).")),
-    agent: Optional[str] = typer.Option(None, "--agent", help="Put every entry under this agent."),
-    project: Optional[str] = typer.Option(None, "--project", help="Put every entry under this project."),
+    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Put every entry under this agent."),
+    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Put every entry under this project."),
     embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings",
                                     help="Use the recorded embeddings, or recompute them (another embedder)."),
 ) -> None:
@@ -466,7 +532,7 @@ def import_(
             if created:  # a failed import into a new database leaves no empty database behind (tied to an embedder)
                 _remove_database(path)
             raise
-        print(f"{file}: {r.added} entries imported, {r.duplicates} already stored ({r.lines} lines)")
+        print(f"{file}: {plural(r.added, 'entry', 'entries')} imported, {r.duplicates} already stored ({plural(r.lines, 'line')})")
 
     _guard(run)
 
@@ -481,15 +547,16 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
         if as_json:
             print(json.dumps(s))
         else:
+            width = max(map(len, s))
             for key, value in s.items():
-                print(f"{key:>16}: {value}")
+                print(f"{key:>{width}}: {value}")
 
     _guard(run)
 
 
 @app.command()
 def facts(
-    key: Optional[str] = typer.Argument(None, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
+    key: Optional[str] = typer.Argument(None, callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
     as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): the values valid then."),
     history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
     as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
@@ -535,7 +602,7 @@ def feedback(
     def run():
         with _open() as lantern:
             n = lantern.feedback(ids, useful, user=user)
-        print(f"{n} {'entry' if n == 1 else 'entries'} marked {'useful' if useful else 'not useful'}")
+        print(f"{plural(n, 'entry', 'entries')} marked {'useful' if useful else 'not useful'}")
         if n < len(set(ids)):
             typer.secho(f"warning: {len(set(ids)) - n} of the ids are not entries of this user (nothing changed for them)",
                         err=True, fg=typer.colors.YELLOW)
@@ -554,7 +621,7 @@ def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="min
         with Lantern(state.db) as lantern, Progress(transient=True) as bar:
             task = bar.add_task("re-embedding", total=None)
             n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
-            print(f"{n} entries re-embedded with {lantern.embedder.id}")
+            print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")
 
     _guard(run)
 

@@ -49,12 +49,14 @@ CONFIDENCE_DECAY = 0.02  # paper Appendix D
 PRUNE_BELOW = 0.15  # paper Appendix D
 SUCCESS_ALPHA = 0.2  # ours (paper: an EMA, α unspecified): about the last 5 judgements carry most weight
 MAX_PENDING = 256  # pending recoveries kept; older ones are dropped unjudged (ours: bounds the table and the scan)
+WRITE_WAIT_S = 2.0  # ours: seconds a recovery waits for the write lock of its reinforcement before skipping it
 
 __all__ = [
     "CONFIDENCE_DECAY",
     "CONFIDENCE_GAIN",
     "PRUNE_BELOW",
     "SUCCESS_ALPHA",
+    "WRITE_WAIT_S",
     "Rates",
     "apply_feedback",
     "decayed",
@@ -135,19 +137,21 @@ def _read(db: sqlite3.Connection, ids: Sequence[int], columns: str) -> list[tupl
 
 def record_recovery(
     store, session: str | None, recovered: Sequence[int], missed: Sequence[int], rates: Rates = Rates(),
-    now: float | None = None, user: str = "",
+    now: float | None = None, user: str = "", wait: float | None = None,
 ) -> dict[int, tuple[float, float]]:
     """Apply one recovery in ONE transaction: access_count + 1 and c ← min(1, c + gain) for ``recovered``,
     c ← max(0, c − decay) for ``missed`` (candidates examined and cut), and a pending row in ``recoveries`` for the
     usefulness check, kept for the next assistant message of the same ``user`` (lantern/scope.py) and session.
-    Returns {entry id: (c, σ)} as stored, for the in-process index."""
+    ``wait``: seconds to wait for the write lock (``Store.transaction``; default its usual retries). Returns
+    {entry id: (c, σ)} as stored, for the in-process index. Raises sqlite3 errors (read-only database, lock not
+    obtained); nothing is written then."""
     recovered = list(dict.fromkeys(int(i) for i in recovered))
     gained = set(recovered)
     missed = [i for i in dict.fromkeys(int(i) for i in missed) if i not in gained]
     if not recovered and not missed:
         return {}
     out: dict[int, tuple[float, float]] = {}
-    with store.transaction() as db:
+    with store.transaction(wait) as db:
         store.bump_access(recovered, db)
         rows = _read(db, recovered + missed, "confidence, success")
         for entry_id, c, sigma in rows:

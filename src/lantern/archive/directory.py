@@ -296,21 +296,34 @@ def _without_source(e: TranscriptFormatError) -> str:
 MAX_LISTED = 100  # files listed per group in the text summary; --json lists all (ours)
 
 
-def shown(path: Path | str) -> str:
-    """``path`` as one printable line: control and bidirectional-format characters (a newline, an RTL override in a
-    file name) written as ``\\n`` / ``\\u202e`` escapes, so a hostile name cannot break or reorder the summary."""
-    text = str(path)
+# what can act on a terminal in a text block: C0 controls but newline and tab, DEL, C1 controls (ESC sequences, BEL,
+# CR overwriting a line ...), bidirectional controls (LRM/RLM/ALM, embeddings, overrides, isolates) reordering it
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def shown(text: Path | str, *, keep_lines: bool = False) -> str:
+    """``text`` safe to print on a terminal, the unsafe characters written as ``\\x1b`` / ``\\n`` / ``\\u202e``
+    escapes, so hostile text cannot break, reorder or drive the terminal. A name (a path, a session:
+    ``keep_lines`` False) becomes one printable line: every non-printable character is escaped, newline included.
+    A text block (a recovered block: ``keep_lines`` True) keeps its newlines and tabs and every other printable
+    or invisible character (spaces of any width, joiners of emoji): only control characters (C0, DEL, C1) and
+    bidirectional controls are escaped."""
+    text = str(text)
+    if keep_lines:
+        return _TERMINAL_UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``; ``1 entry``, ``2 entries`` (``many``: the plural when it is not ``word`` + s)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def summary_lines(result: DirectoryResult) -> list[str]:
     """The text summary ``lantern ingest DIR`` prints: a count line, then each ingested file, then each skipped and
     failed file with its reason (paths relative to the directory; past MAX_LISTED per group, a count)."""
-    def plural(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-
     lines = [f"{shown(result.root)}: {plural(len(result.ingested), 'file')} ingested ({plural(result.added, 'turn')} archived, "
              f"{result.duplicates} already archived), {len(result.skipped)} skipped, {len(result.failed)} failed"]
     groups = (

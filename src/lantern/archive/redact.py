@@ -103,6 +103,8 @@ __all__ = [
 META_SALT = "redact_salt"
 META_SWITCH = "redact_secrets"  # "off" = explicit per-database opt-out of secret redaction
 DEFAULT_PRIVATE_MARKERS: tuple[tuple[str, str], ...] = (("<private>", "</private>"),)
+SENTENCE_END = ".:!?"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
+PROSE_END = ".,;:!?)」”\"'"  # the same for a prose value ("the password is X).")
 TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this length on (see module doc)
 
 PLACEHOLDER_RE = re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
@@ -228,8 +230,11 @@ def set_secret_redaction(lantern: Any, enabled: bool) -> None:
 # ---------------------------------------------------------------------------------------------- findings
 @dataclass(frozen=True)
 class Finding:
-    """A secret found in a text: ``text[start:end]`` is the secret (only the password of a URL, only the value
-    of an assignment); ``kind`` names it in the placeholder; ``tail`` says whether its last 4 characters may be
+    """A secret found in a text: ``text[start:end]`` is the span its placeholder replaces (only the password of a
+    URL, only the value of an assignment); ``value`` is the secret the fingerprint and the allow-list see: the
+    span itself, or the span without its trailing sentence punctuation (``password: Hunter2Secret!`` — the ``!``
+    may be the password's last character, so the span covers it, but "Hunter2Secret." and "Hunter2Secret" get
+    one fingerprint); ``kind`` names it in the placeholder; ``tail`` says whether its last 4 characters may be
     shown."""
 
     kind: str
@@ -669,11 +674,12 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             continue
         quoted = m.group("qval") is not None
         g = "qval" if quoted else "val"
-        v = m.group(g)
+        v = raw = m.group(g)
         if not quoted:
-            v = v.rstrip(".:!?")
+            v = v.rstrip(SENTENCE_END)  # the fingerprinted value; the span covers ``raw`` (see Finding)
         if not v:
             continue
+        cover = len(raw)
         before, after = _line_bounds(text, m.start(), m.start(g) + len(v))
         config_line = not before.strip(" \t-") or before.strip().lower() in ("export", "set", "env")
         if config_line and not quoted and after and not after[0].isspace():
@@ -682,6 +688,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             rest = after.split(" #", 1)[0].rstrip()
             if rest and not any(ch.isspace() for ch in rest):
                 v, after = v + after[: len(rest)], after[len(rest):]
+                cover = len(v)
         if cls == "strong":
             op = m.group("op")
             yaml_or_env = config_line and (not after.strip() or after.lstrip().startswith("#"))
@@ -697,7 +704,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             if _is_reference(v) or not _looks_random(v, 20, 3.5) or _HEXISH.fullmatch(v) or v.lower() == v or v.upper() == v:
                 continue
         s = m.start(g)
-        out.append(Finding(_kind_of_key(key, cls), s, s + len(v), v, P_KEYWORD))
+        out.append(Finding(_kind_of_key(key, cls), s, s + cover, v, P_KEYWORD))
 
 
 def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
@@ -708,12 +715,19 @@ def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
         hits += [(m, False) for m in _PROSE_ZH.finditer(text)]
     for m, english in hits:
         s = m.start("secret")
-        v = text[s:m.end("secret")].rstrip(".,;:!?)」”\"'")
+        raw = text[s:m.end("secret")]
+        quote = text[s - 1] if s > m.start() and text[s - 1] in "\"'" else ""
+        if quote and quote in raw:  # "password is 'Hunter2!'.": the quotes delimit it, all of it is the secret
+            v = raw[: raw.index(quote)]
+            cover = len(v)
+        else:  # the span covers trailing punctuation, the fingerprint leaves it out (see Finding)
+            v = raw.rstrip(PROSE_END)
+            cover = len(raw)
         if len(v) < 4 or _is_reference(v) or v.lower() in _TYPE_NAMES or _is_path(v) or "(" in v or _ATTR.fullmatch(v):
             continue
         if english and v.isalpha():
             continue  # "the password is incorrect"
-        out.append(Finding("password", s, s + len(v), v, P_PROSE))
+        out.append(Finding("password", s, s + cover, v, P_PROSE))
 
 
 def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:

@@ -291,7 +291,7 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     @server.tool(annotations=ToolAnnotations(title="Forget", destructiveHint=True, idempotentHint=True))
     def forget(
         entry: Annotated[int | None, Field(description="Entry id to delete.")] = None,
-        session: Annotated[str | None, Field(description="Session whose entries to delete.")] = None,
+        session: Annotated[str | None, Field(description="Session whose entries to delete (\"\": the default session, as in archive).")] = None,
         user: Annotated[str | None, Field(description="User whose entries to delete (alone: all of them).")] = None,
         agent: Agent = None, project: Project = None,
     ) -> ForgetResponse:

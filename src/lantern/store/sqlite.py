@@ -117,7 +117,7 @@ class Store:
             _check_is_lantern(self.db, self.path)
         except sqlite3.DatabaseError as e:
             self.db.close()
-            raise LanternError(f"{self.path} is not a readable SQLite database ({e})") from None
+            raise _open_error(self.path, e) from None
         except LanternError:
             self.db.close()
             raise
@@ -133,11 +133,12 @@ class Store:
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, wait: float | None = None) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole transaction back. Taking the write
         lock waits ``busy_timeout`` (10 s), then is retried ``BUSY_RETRIES`` times with doubling backoff before
-        "database is locked" reaches the caller (many processes on one file: issue 6, part 8)."""
-        self._begin_immediate()
+        "database is locked" reaches the caller (many processes on one file: issue 6, part 8). ``wait``: seconds
+        to wait for the write lock instead, once, without retries (a write that may be skipped: reinforcement)."""
+        self._begin_immediate(wait)
         try:
             yield self.db
         except BaseException:
@@ -145,7 +146,15 @@ class Store:
             raise
         self.db.execute("COMMIT")
 
-    def _begin_immediate(self) -> None:
+    def _begin_immediate(self, wait: float | None = None) -> None:
+        if wait is not None:
+            usual = self.db.execute("PRAGMA busy_timeout").fetchone()[0]
+            self.db.execute(f"PRAGMA busy_timeout = {max(0, int(wait * 1000))}")
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            finally:
+                self.db.execute(f"PRAGMA busy_timeout = {usual}")
+            return
         for attempt in range(BUSY_RETRIES + 1):
             try:
                 self.db.execute("BEGIN IMMEDIATE")
@@ -354,15 +363,15 @@ class Store:
         self.embedder_id, self.dim = embedder_id, dim
         return n
 
-    def bump_access(self, ids: Sequence[int], db: sqlite3.Connection | None = None) -> None:
+    def bump_access(self, ids: Sequence[int], db: sqlite3.Connection | None = None, wait: float | None = None) -> None:
         """access_count += 1 for entries packed into a recovery (the a of F(e), paper eq. 2); inside the open
-        transaction ``db`` when given, else in its own."""
+        transaction ``db`` when given, else in its own (``wait``: as ``transaction``)."""
         if not ids:
             return
         if db is not None:
             db.executemany("UPDATE entries SET access_count = access_count + 1 WHERE id = ?", [(i,) for i in ids])
             return
-        with self.transaction() as db:
+        with self.transaction(wait) as db:
             self.bump_access(ids, db)
 
     # ------------------------------------------------------------------ read
@@ -520,6 +529,37 @@ class Store:
 def _is_busy(e: sqlite3.OperationalError) -> bool:
     code = getattr(e, "sqlite_errorcode", None)
     return code in (5, 6) or "locked" in str(e) or "busy" in str(e)  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+# SQLITE_PERM, BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN (primary codes; extended codes keep them in the low byte)
+_UNWRITABLE_CODES = frozenset({3, 5, 6, 8, 10, 13, 14})
+_UNWRITABLE_WORDS = ("readonly", "read-only", "locked", "busy", "disk i/o", "is full", "unable to open", "access permission")
+
+
+def is_unwritable(e: sqlite3.Error) -> bool:
+    """Whether ``e`` says the database cannot be written right now: a read-only file or directory, the write lock
+    held by another connection, a full disk, an I/O error (not a bug such as a missing table)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _UNWRITABLE_CODES
+    return any(w in str(e).lower() for w in _UNWRITABLE_WORDS)  # Python 3.10: no error code on the exception
+
+
+def _open_error(path: str, e: sqlite3.DatabaseError) -> LanternError:
+    """The error for a database that could not be opened (``Store.__init__``): a directory SQLite cannot create
+    the ``-wal`` / ``-shm`` files in is named as the cause (such a file reads as "readonly"), else the file is
+    not a readable SQLite database."""
+    real = Path(path).resolve()  # SQLite puts -wal and -shm beside the file a symlink points to
+    folder, shm = real.parent, real.with_name(real.name + "-shm")
+    if is_unwritable(e):
+        if not os.access(folder, os.W_OK | os.X_OK) and not (shm.exists() and os.access(shm, os.R_OK | os.W_OK)):
+            return LanternError(
+                f"{path}: cannot open it: its directory {folder} is not writable, and SQLite must create the "
+                f"database's -wal and -shm files beside it (WAL journal); make the directory writable, or copy the "
+                f"database into a writable one")
+        if shm.exists() and not os.access(shm, os.R_OK | os.W_OK):
+            return LanternError(f"{path}: cannot open it: {shm} is not readable and writable by this user ({e})")
+    return LanternError(f"{path} is not a readable SQLite database ({e})")
 
 
 def _referencing(db: sqlite3.Connection) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolResult
 
-from .jsonl import ParseResult, clean_text, parse_time, read_source
+from .jsonl import ParseResult, blank, clean_text, parse_time, read_source
 
 SESSION_HEADER = "# aider chat started at "
 
@@ -62,7 +62,7 @@ def parse_aider(data: Any, source: str | None = None) -> ParseResult:
     def flush() -> None:
         nonlocal kind, buf
         body = "\n".join(buf).strip("\n")
-        if kind is not None and not body.strip():
+        if kind is not None and blank(body):
             result.skip(f"line {start}: empty {kind} block; skipped")
         elif kind is not None:
             msg = Message(role=kind, session=session, time=when, files=_files(kind, body), meta={"line": start})

@@ -7,7 +7,7 @@ from typing import Any
 from lantern.model import Message, ToolCall, ToolResult
 
 from .jsonl import (
-    ParseResult, check_foreign, check_item, clean_text, content_text, dumps, kind_of, message_time, start,
+    ParseResult, blank, check_foreign, check_item, clean_text, content_text, dumps, kind_of, message_time, start,
 )
 
 _SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}
@@ -56,7 +56,7 @@ class AnthropicItems:
         if results:
             meta = {"is_error": True} if is_error else {}
             result.messages.append(Message(role="tool", tool_results=results, time=when, meta=meta))
-        if text.strip() or calls:
+        if not blank(text) or calls:
             result.messages.append(Message(role=role, text=text, tool_calls=calls, time=when))
         elif not results:
             result.skip(f"{where}: empty content; skipped")
@@ -77,7 +77,7 @@ def parse_anthropic(data: Any, source: str | None = None) -> ParseResult:
     ``tool_calls``/``tool_call_id`` fields (``check_foreign``: this parser would drop them)."""
     items, system, result = start(data, "anthropic", source)
     system_text = clean_text(content_text(system))
-    if system_text.strip():
+    if not blank(system_text):
         result.messages.append(Message(role="system", text=system_text))
     feeder = AnthropicItems(source)
     for where, m in items:

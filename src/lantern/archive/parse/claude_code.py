@@ -42,7 +42,7 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, clean_text, decode, dumps, parse_time, read_source
+from .jsonl import ParseResult, blank, clean_text, decode, dumps, parse_time, read_source
 
 __all__ = ["ClaudeCodeTranscript", "CompactSummary", "is_claude_code", "parse_claude_code", "read_claude_code",
            "SUMMARY_PREFIX"]
@@ -89,12 +89,12 @@ class ClaudeCodeTranscript:
     def to_archive(self) -> list[Message]:
         """The messages to archive: the main conversation, then the sidechains (so a subagent's records never
         split a main turn), each without messages left empty (a thinking-only piece)."""
-        return [m for m in self.messages + self.sidechain if m.text.strip() or m.tool_calls or m.tool_results]
+        return [m for m in self.messages + self.sidechain if not blank(m.text) or m.tool_calls or m.tool_results]
 
     def last_user_text(self) -> str:
         """The text of the last user message of the main conversation (not a tool result, not a summary)."""
         for m in reversed(self.messages):
-            if m.role == "user" and m.text.strip():
+            if m.role == "user" and not blank(m.text):
                 return m.text
         return ""
 
@@ -223,7 +223,7 @@ class _Reader:
                 added = True
             else:
                 text = _block_text(b)
-                if text and text.strip():
+                if not blank(text):
                     target.text = clean_text(f"{target.text}\n{text}" if target.text else text)
                     added = True
         if mid is not None and mid in self.by_message_id:
@@ -259,7 +259,7 @@ class _Reader:
         if results:
             self._list(session).append(Message(role="tool", tool_results=results, time=when,
                                              meta={**meta, "is_error": True} if is_error else dict(meta), session=session))
-        if text.strip():
+        if not blank(text):
             self._list(session).append(Message(role="user", text=text, time=when, meta=meta, session=session))
         elif not results:
             self.out.skip(f"line {line}: user record with empty content; skipped")

@@ -19,7 +19,7 @@ from typing import Any
 
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, clean_text, content_text, dumps, kind_of, norm_role, parse_time, records
+from .jsonl import ParseResult, blank, clean_text, content_text, dumps, kind_of, norm_role, parse_time, records
 
 ROLLOUT_TYPES = {"session_meta", "response_item", "compacted", "turn_context", "event_msg"}
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
@@ -109,12 +109,12 @@ class CodexItems:
             return
         if kind == "session_meta":
             text = payload.get("instructions")
-            if isinstance(text, str) and text.strip():
+            if isinstance(text, str) and not blank(text):
                 result.messages.append(Message(role="system", text=clean_text(text), time=when,
                                                meta={"codex": "instructions"}))
         elif kind == "compacted":
             text = payload.get("message")
-            if isinstance(text, str) and text.strip():
+            if isinstance(text, str) and not blank(text):
                 result.messages.append(Message(role="system", text=clean_text(text), time=when,
                                                meta={"compact_summary": True}))
         elif kind == "response_item":
@@ -128,7 +128,7 @@ class CodexItems:
                 result.skip(f"{where}: message with unknown or missing role {str(p.get('role'))[:40]!r}; skipped")
                 return
             text = clean_text(content_text(p.get("content")))
-            if not text.strip():
+            if blank(text):
                 result.skip(f"{where}: empty message; skipped")
                 return
             if role == "user" and _INJECTED.match(text):

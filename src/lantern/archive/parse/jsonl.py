@@ -37,6 +37,14 @@ class ParseResult:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"  # ZWSP, ZWNJ, ZWJ, word joiner, BOM / ZWNBSP: invisible, not whitespace
+_NO_ZERO_WIDTH = str.maketrans("", "", ZERO_WIDTH)
+
+
+def blank(text: str | None) -> bool:
+    """Whether a message's text says nothing: None, empty, or only whitespace and ``ZERO_WIDTH`` characters (which
+    ``str.strip`` keeps). Every parser skips such content as empty (``empty content; skipped``)."""
+    return not text or not text.translate(_NO_ZERO_WIDTH).strip()
 
 
 def clean_text(s: str) -> str:
@@ -424,7 +432,7 @@ class PlainItems:
         check_foreign(self.fmt, m, where, self.source)
         raw = m.get("content") if m.get("content") is not None else m.get("text")
         text = clean_text(content_text(raw))
-        if not text.strip():
+        if blank(text):
             result.skip(f"{where}: empty content; skipped")
             return
         result.messages.append(Message(role=role, text=text, time=message_time(m), name=str_or_none(m.get("name"))))
@@ -438,7 +446,7 @@ def parse_jsonl(data: Any, source: str | None = None) -> ParseResult:
     or with empty content are skipped and counted. Raises TranscriptFormatError when ``data`` is not JSON/JSONL
     or holds no message list, or when an item carries OpenAI/Anthropic tool structure (``check_foreign``)."""
     items, system, result = start(data, "jsonl", source)
-    if isinstance(system, str) and system.strip():
+    if isinstance(system, str) and not blank(system):
         result.messages.append(Message(role="system", text=clean_text(system)))
     feeder = PlainItems(source)
     for where, m in items:

@@ -9,7 +9,7 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message
 
-from .jsonl import ParseResult, clean_text, load_json, read_source
+from .jsonl import ParseResult, blank, clean_text, load_json, read_source
 
 _SESSION = re.compile(r"session_(\d+)")
 _DATE = re.compile(r"\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*", re.I)
@@ -76,7 +76,7 @@ def parse_locomo(data: Any, source: str | None = None, sample: str | None = None
                     text += f" [image: {turn['blip_caption']}]"
                 elif turn.get("img_url"):
                     text += " [image]"
-                if not text.strip():
+                if blank(text):
                     result.skip(f"{sample_id} session_{n} turn {j}: empty text; skipped")
                     continue
                 speaker = turn.get("speaker")

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 from lantern.model import Message
 
-from .jsonl import ParseResult, norm_role
+from .jsonl import ParseResult, blank, norm_role
 
 
 def check_messages(messages: list[Message]) -> ParseResult:
     """Caller-built Messages -> ParseResult(format="messages"): roles normalized as for dicts (``human`` ->
-    ``user``, ``developer`` -> ``system`` ...); a Message with an unknown or non-str role, or with no text, tool
-    calls or tool results, is skipped, counted and named in ``warnings`` (``message N``, 1-based) — exactly as
+    ``user``, ``developer`` -> ``system`` ...); a Message with an unknown or non-str role, or with no text (``blank``: only whitespace or zero-width
+    characters), tool calls or tool results, is skipped, counted and named in ``warnings`` (``message N``, 1-based) — exactly as
     the same message given as a dict would be. Messages are copied, never changed in place."""
     result = ParseResult(format="messages")
     for i, m in enumerate(messages, 1):
@@ -20,7 +20,7 @@ def check_messages(messages: list[Message]) -> ParseResult:
         if role is None:
             result.skip(f"message {i}: unknown role {str(m.role)[:40]!r}; skipped")
             continue
-        if not (m.text or "").strip() and not m.tool_calls and not m.tool_results:
+        if blank(m.text) and not m.tool_calls and not m.tool_results:
             result.skip(f"message {i}: empty content; skipped")
             continue
         result.messages.append(m if role == m.role else replace(m, role=role))

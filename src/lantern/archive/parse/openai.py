@@ -7,7 +7,7 @@ from typing import Any
 from lantern.model import Message, ToolCall, ToolResult
 
 from .jsonl import (
-    ParseResult, check_foreign, check_item, clean_text, content_text, dumps, message_time, start, str_or_none,
+    ParseResult, blank, check_foreign, check_item, clean_text, content_text, dumps, message_time, start, str_or_none,
 )
 
 
@@ -68,7 +68,7 @@ class OpenAIItems:
             name = msg.name or self.names.get(call_id or "")
             msg.text, msg.name = "", name
             msg.tool_results = [ToolResult(content=text, call_id=call_id, name=name)]
-        elif not text.strip() and not calls:
+        elif blank(text) and not calls:
             result.skip(f"{where}: empty content; skipped")
             return
         result.messages.append(msg)

@@ -15,7 +15,7 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, clean_text, content_text, dumps, records
+from .jsonl import ParseResult, blank, clean_text, content_text, dumps, records
 
 ROLES = {
     "human": "user", "user": "user",
@@ -74,7 +74,7 @@ class ShareGPTItems:
             cid = conv.get("id")
             ok = isinstance(cid, (str, int)) and not isinstance(cid, bool) and str(cid).strip()
             session = clean_text(str(cid))[:200] if ok else f"conversation-{self.count}"
-        if isinstance(conv.get("system"), str) and conv["system"].strip():
+        if isinstance(conv.get("system"), str) and not blank(conv["system"]):
             result.messages.append(Message(role="system", text=clean_text(conv["system"]), session=session))
         pending: list[ToolCall] = []
         next_id = 1
@@ -93,7 +93,7 @@ class ShareGPTItems:
                 continue
             value = turn.get("value", turn.get("content"))
             text = clean_text(content_text(value))
-            if not text.strip() and role != "tool":
+            if blank(text) and role != "tool":
                 result.skip(f"{at}: empty value; skipped")
                 continue
             if role == "call":

@@ -15,7 +15,7 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, clean_text, content_text, load_json, norm_role, read_source
+from .jsonl import ParseResult, blank, clean_text, content_text, load_json, norm_role, read_source
 from .openai import _call
 
 
@@ -59,7 +59,7 @@ def _preamble(history: list, result: ParseResult) -> tuple[list[Message], int]:
             result.skip(f"{where}: unexpected role {str(m.get('role'))[:40]!r} before the first action; skipped")
             continue
         text = clean_text(content_text(m.get("content")))
-        if text.strip():
+        if not blank(text):
             out.append(Message(role=role, text=text, meta={"agent": _str(m.get("agent"))} if m.get("agent") else {}))
         else:
             result.skip(f"{where}: empty content; skipped")
@@ -77,9 +77,9 @@ def _steps(steps: list, result: ParseResult) -> list[Message]:
             result.skip(f"{where}: not an object; skipped")
             continue
         thought, action = _str(step.get("thought")), _str(step.get("action"))
-        if not thought.strip() and not action.strip():
+        if blank(thought) and not action.strip():
             thought = _str(step.get("response"))
-        if not thought.strip() and not action.strip():
+        if blank(thought) and not action.strip():
             result.skip(f"{where}: no thought, action or response; skipped")
             continue
         call_id = f"step-{i + 1}"
@@ -118,7 +118,7 @@ def _loop(history: list, start: int, result: ParseResult) -> list[Message]:
             for c in calls:
                 names[c.id or ""] = c.name
             pending = [c.id or "" for c in calls]
-            if thought.strip() or calls:
+            if not blank(thought) or calls:
                 step += 1
                 out.append(Message(role="assistant", text=thought, tool_calls=calls, meta={"step": step}))
             else:
@@ -129,7 +129,7 @@ def _loop(history: list, start: int, result: ParseResult) -> list[Message]:
             call_id = call_id or (pending.pop(0) if pending else None)
             out.append(Message(role="tool", tool_results=[ToolResult(text, call_id, names.get(call_id or ""))]))
         else:
-            if text.strip():
+            if not blank(text):
                 out.append(Message(role=role, text=text))
     return out
 
