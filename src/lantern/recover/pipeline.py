@@ -31,7 +31,7 @@ from ..config import Config
 from ..embed import Embedder, embed_query
 from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..scope import Scope
-from ..store.index import MemoryIndex
+from ..store.index import MemoryIndex, cosines
 from ..store.sqlite import Store
 from . import decompose, local, neighbours, prf, signals, speaker, timeframe
 from .facts_note import pack_with_notes
@@ -237,7 +237,7 @@ def recover(
 
     def similarity(i: int) -> np.ndarray:  # cosines of candidate i to every candidate, computed when first needed
         if i not in rows:
-            rows[i] = signals.cosines(vectors, vectors[i])
+            rows[i] = cosines(vectors, vectors[i])
         return rows[i]
 
     relevance = np.asarray([c.rrf for c in ranked])

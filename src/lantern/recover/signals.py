@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from ..scope import Scope
-from ..store.index import MemoryIndex, cosines  # noqa: F401 (signals.cosines: MMR's pairwise cosines)
+from ..store.index import MemoryIndex
 from ..store.sqlite import Store
 
 LN2 = 0.693  # paper eq. 2 writes exp(-0.693 * dt / T_half)

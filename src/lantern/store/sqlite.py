@@ -533,7 +533,7 @@ def _is_busy(e: sqlite3.OperationalError) -> bool:
 
 # SQLITE_PERM, BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN (primary codes; extended codes keep them in the low byte)
 _UNWRITABLE_CODES = frozenset({3, 5, 6, 8, 10, 13, 14})
-_UNWRITABLE_WORDS = ("readonly", "read-only", "locked", "busy", "disk i/o", "is full", "unable to open", "access permission")
+_UNWRITABLE_WORDS = ("readonly", "read-only", "disk i/o", "is full", "unable to open", "access permission")  # + _is_busy
 
 
 def is_unwritable(e: sqlite3.Error) -> bool:
@@ -542,7 +542,8 @@ def is_unwritable(e: sqlite3.Error) -> bool:
     code = getattr(e, "sqlite_errorcode", None)
     if code is not None:
         return code & 0xFF in _UNWRITABLE_CODES
-    return any(w in str(e).lower() for w in _UNWRITABLE_WORDS)  # Python 3.10: no error code on the exception
+    # Python 3.10: no error code on the exception
+    return _is_busy(e) or any(w in str(e).lower() for w in _UNWRITABLE_WORDS)
 
 
 def _open_error(path: str, e: sqlite3.DatabaseError) -> LanternError:
