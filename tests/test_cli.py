@@ -272,6 +272,16 @@ def test_read_commands_refuse_a_zero_byte_file_and_leave_it_empty(tmp_path):
         err = proc.stderr.decode()
         assert proc.returncode == 1 and f"{empty} is an empty file, not a Lantern database" in err, (command, err)
         assert empty.stat().st_size == 0 and not empty.with_name("empty.db-wal").exists()
+    # a WAL beside the empty file (SQLite would delete it on open) or a symlink to the empty file: refused as well
+    wal = empty.with_name("empty.db-wal")
+    wal.write_bytes(b"\0" * 4096)
+    link = tmp_path / "link.db"
+    link.symlink_to(empty)
+    for db in (empty, link):
+        proc = run("stats", db=db, check=False)
+        assert proc.returncode == 1 and "is an empty file, not a Lantern database" in proc.stderr.decode(), db
+    assert empty.stat().st_size == 0 and wal.stat().st_size == 4096
+    wal.unlink()
     assert run("ingest", str(tmp_path / "chat.jsonl"), db=empty, check=False).returncode == 1  # no such file: no db
     chat = tmp_path / "chat.jsonl"
     chat.write_text(json.dumps({"role": "user", "content": "the port is 5433"}) + "\n", encoding="utf-8")

@@ -115,12 +115,10 @@ def _open(create: bool = False):
 
 
 def _empty_file(path: Path) -> bool:
-    """Whether ``path`` is a zero-byte regular file with no write-ahead log beside it holding pages."""
+    """Whether ``path`` (or the file a symlink points to) is a zero-byte regular file. A WAL beside it does not
+    make it a database: SQLite deletes the WAL of a zero-page database when it opens it (a breaker's finding)."""
     try:
-        if not path.is_file() or path.stat().st_size:
-            return False
-        wal = path.with_name(path.name + "-wal")
-        return not (wal.is_file() and wal.stat().st_size)
+        return path.is_file() and path.resolve().stat().st_size == 0
     except OSError:
         return False
 
