@@ -458,3 +458,42 @@ def test_unknown_blocks_and_object_content_are_kept_as_json_not_dropped():
     a = parse([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": {"port": 6380}}]}],
               "anthropic")
     assert "6380" in a.messages[0].tool_results[0].content
+
+
+def test_an_integer_too_long_for_python_loses_neither_the_file_nor_the_line(tmp_path):
+    """Python refuses to convert a 5,000-digit integer (int_max_str_digits); a metadata field holding one used to
+    make the whole .json a format error and the JSONL line a skipped one. The digits are kept as text."""
+    from lantern import Lantern
+    from lantern.archive.parse.stream import open_stream
+
+    big = "9" * 5000
+    doc = (f'[{{"role": "user", "content": "the api runs on port 5433", "tokens": {big}}},'
+           '{"role": "assistant", "content": "noted, port 5433"}]')
+    whole = parse(doc)
+    assert [m.text for m in whole.messages] == ["the api runs on port 5433", "noted, port 5433"]
+    assert whole.skipped == 0
+    lines = (f'{{"role": "user", "content": "the api runs on port 5433", "usage": {{"n": {big}}}}}\n'
+             '{"role": "assistant", "content": "noted"}\n')
+    assert [m.text for m in parse(lines).messages] == ["the api runs on port 5433", "noted"]
+    path = tmp_path / "big.jsonl"
+    path.write_text(lines, encoding="utf-8")
+    stream = open_stream(path)
+    assert stream is not None
+    assert [m.text for part in stream.slices() for m in part.messages] == ["the api runs on port 5433", "noted"]
+    lantern = Lantern(tmp_path / "db.sqlite")
+    result = lantern.ingest(path)
+    assert result.skipped == 0 and result.added >= 1
+    assert "5433" in lantern.recover("which port does the api run on?").text
+
+
+def test_a_latin1_file_is_refused_with_the_byte_and_a_conversion_hint(tmp_path):
+    path = tmp_path / "notes.json"
+    path.write_bytes('[{"role": "user", "content": "café on port 5433"}]'.encode("latin-1"))
+    with pytest.raises(TranscriptFormatError) as e:
+        parse(path)
+    assert "byte 0xE9 at byte 33" in str(e.value) and "iconv -f cp1252 -t utf-8" in str(e.value)
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(bytes(range(1, 256)) * 4)
+    with pytest.raises(TranscriptFormatError) as e:
+        parse(noise)
+    assert "iconv" not in str(e.value)

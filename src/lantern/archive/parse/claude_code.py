@@ -42,7 +42,7 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, blank, clean_text, decode, dumps, parse_time, read_source
+from .jsonl import ParseResult, blank, clean_text, decode, dumps, loads, parse_time, read_source
 
 __all__ = ["ClaudeCodeTranscript", "CompactSummary", "is_claude_code", "parse_claude_code", "read_claude_code",
            "SUMMARY_PREFIX"]
@@ -277,7 +277,7 @@ def read_claude_code(text: str, first_line: int = 1, source: str | None = None, 
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw)
+            rec = loads(raw)
         except (ValueError, RecursionError) as e:
             out.skip(f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped")
             continue

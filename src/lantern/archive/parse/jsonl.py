@@ -9,6 +9,7 @@ import codecs
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -141,6 +142,19 @@ _BLOCKS_HANDLED_ELSEWHERE = {"tool_use", "tool_result", "server_tool_use", "web_
                              "redacted_thinking", "function_call", "function_call_output"}
 
 
+def _integer(digits: str) -> int | str:
+    """A JSON integer literal -> ``int``, or the digit string itself when it is longer than Python converts
+    (``sys.get_int_max_str_digits()``, 4,300 by default): kept byte for byte, never a whole-file error."""
+    limit = sys.get_int_max_str_digits()
+    return int(digits) if not limit or len(digits) <= limit else digits
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` for transcripts: an integer too long for Python (e.g. 5,000 digits) stays its digit string
+    instead of raising ValueError. Raises ValueError (JSONDecodeError) and RecursionError as ``json.loads``."""
+    return json.loads(text, parse_int=_integer)
+
+
 def dumps(value: Any) -> str:
     """``value`` as JSON text (non-ASCII kept); ``str(value)`` for live objects JSON cannot encode."""
     try:
@@ -199,9 +213,22 @@ def decode(data: bytes, source: str | None = None) -> str:
             raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
+        bad = data[e.start]
+        hint = (" If it is Latin-1 or Windows-1252 text, convert it first: iconv -f cp1252 -t utf-8"
+                if bad >= 0x80 and _legacy_8bit(data) else "")
         raise TranscriptFormatError(
-            f"not a text transcript (invalid UTF-8 at byte {e.start})", source=source
+            f"not a text transcript (invalid UTF-8: byte 0x{bad:02X} at byte {e.start}).{hint}", source=source
         ) from None
+
+
+def _legacy_8bit(data: bytes) -> bool:
+    """True when ``data`` reads as single-byte legacy text: no control bytes but tab/CR/LF, and the bytes
+    ≥ 0x80 are a small share (≤ 30%) of letters' accents rather than a binary's noise; read on the first 64 KB
+    (ours, a hint only)."""
+    head = data[:65536]
+    high = len(head) - len(head.translate(None, bytes(range(0x80, 0x100))))
+    controls = len(head) - len(head.translate(None, bytes(b for b in range(0x20) if b not in (9, 10, 13))))
+    return controls == 0 and high <= 0.3 * len(head)
 
 
 def check_head(head: bytes, source: str | None = None) -> None:
@@ -276,7 +303,7 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     if not text.strip():
         raise TranscriptFormatError("empty transcript", source=source)
     try:
-        return json.loads(text), 0, []
+        return loads(text), 0, []
     except RecursionError:
         raise TranscriptFormatError("JSON nested too deeply", source=source) from None
     except ValueError as e:
@@ -286,7 +313,7 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     items, good, bad = [], [], []
     for n, ln in lines:
         try:
-            obj = json.loads(ln)
+            obj = loads(ln)
         except (ValueError, RecursionError) as e:
             bad.append((n, f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped"))
             continue

@@ -9,13 +9,12 @@ Some dumps use ``role``/``content`` instead of ``from``/``value``; both are read
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, blank, clean_text, content_text, dumps, records
+from .jsonl import ParseResult, blank, clean_text, content_text, dumps, loads, records
 
 ROLES = {
     "human": "user", "user": "user",
@@ -38,7 +37,7 @@ def _calls(value: str, first_id: int) -> list[ToolCall]:
     """A ``function_call`` value -> ToolCalls: JSON ``{"name", "arguments"}`` (or a list of them; arguments kept
     as JSON text); anything else -> one call named ``function_call`` with the value as its arguments."""
     try:
-        parsed = json.loads(value)
+        parsed = loads(value)
     except (ValueError, RecursionError):
         parsed = None
     items = parsed if isinstance(parsed, list) else [parsed]

@@ -13,7 +13,6 @@ those of ``parse`` on the whole file, in order (the same per-record parsers, wit
 from __future__ import annotations
 
 import codecs
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 from lantern.errors import TranscriptFormatError
 
-from .jsonl import ParseResult, check_foreign, unwrap, utf16_without_bom
+from .jsonl import ParseResult, check_foreign, loads, unwrap, utf16_without_bom
 from .locomo import is_locomo_sample
 
 SLICE_LINES = 2000  # JSONL lines per parsed slice (ours)
@@ -53,7 +52,7 @@ def _record(n: int, raw: bytes) -> tuple[int, Any, str | None]:
     if not raw.strip():
         return n, None, None
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        obj = loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         return n, None, f"line {n}: invalid UTF-8 at byte {e.start}; skipped"
     except (ValueError, RecursionError) as e:
