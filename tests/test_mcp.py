@@ -272,3 +272,33 @@ def test_mcp_answers_lone_surrogates_and_deep_nesting(tmp_path):
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
+
+
+def test_mcp_exits_quietly_when_the_client_goes_away_mid_call(tmp_path):
+    """A client that dies (both pipes closed) while a call runs: the call's write completes, and the server
+    exits 0 with nothing on stderr (it used to exit 1 with "internal error ExceptionGroup")."""
+    import subprocess
+    import time
+
+    db = tmp_path / "mcp.db"
+    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    assert _raw_exchange(proc, json.dumps(init).encode())["id"] == 0
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "archive", "arguments": {
+        "messages": [{"role": "user", "content": "the api listens on port 5433 " * 500}]}}}
+    proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n' + json.dumps(call).encode() + b"\n")
+    proc.stdin.flush()
+    time.sleep(0.2)
+    proc.stdin.close()
+    proc.stdout.close()
+    try:
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0, err
+    finally:
+        proc.kill()
+    assert err == b""
+    from lantern import Lantern
+
+    assert Lantern(db).stats()["entries"] == 1

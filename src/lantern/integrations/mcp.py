@@ -234,11 +234,21 @@ async def stdio_server():
                     await stdout.flush()
         except anyio.ClosedResourceError:  # pragma: no cover
             await anyio.lowlevel.checkpoint()
+        except BrokenPipeError:  # the client is gone: nobody to answer, stop serving (a write in flight completes)
+            _silence_stdout()
+            tg.cancel_scope.cancel()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(stdin_reader)
         tg.start_soon(stdout_writer)
         yield read_stream, write_stream
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's final flush of a broken pipe prints no BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> FastMCP:
