@@ -268,3 +268,25 @@ def test_summary_escapes_control_and_bidi_characters_in_file_names(tmp_path):
     assert all("\n" not in line and "\u202e" not in line for line in lines)
     assert any(line.startswith("  two\\nlines.json: ") for line in lines)
     assert any(line.startswith("  evil\\u202enosj.txt: not a transcript") for line in lines)
+
+
+def test_file_names_that_are_not_utf8_stay_distinct_sessions(tmp_path):
+    """Two files whose names hold Latin-1 bytes used to become one session named "caf\ufffd"; the bytes are now
+    written as \\xNN escapes, in a directory ingest and a single-file ingest alike."""
+    import os
+
+    from lantern import Lantern
+
+    d = tmp_path / "logs"
+    d.mkdir()
+    for raw, port in ((b"caf\xe9.jsonl", 5433), (b"caf\xe8.jsonl", 6380)):
+        path = os.path.join(os.fsencode(d), raw)
+        with open(path, "wb") as f:
+            f.write(b'{"role": "user", "content": "the service runs on port %d"}\n'
+                    b'{"role": "assistant", "content": "noted"}\n' % port)
+    lantern = Lantern(tmp_path / "db.sqlite")
+    lantern.ingest(d)
+    sessions = {s for (s,) in lantern.store.db.execute("SELECT DISTINCT session FROM entries")}
+    assert sessions == {"caf\\xe9", "caf\\xe8"}
+    single = Lantern(tmp_path / "single.sqlite")
+    assert single.ingest(Path(os.fsdecode(os.path.join(os.fsencode(d), b"caf\xe9.jsonl")))).session == "caf\\xe9"

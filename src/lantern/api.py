@@ -22,6 +22,7 @@ from .archive import embed_ahead
 from .archive.classify import classify_turn
 from .archive.ingest import add_warnings, ingest_batches
 from .archive.parse import clean_text, parse
+from .archive.parse.jsonl import file_name_text
 from .archive.parse.objects import check_messages
 from .archive.redact import load_policy, redact_messages, set_secret_redaction
 from .archive.subagents import parent_session
@@ -140,7 +141,7 @@ class Lantern:
 
             return ingest_directory(lambda p, s, **kw: self.ingest(p, s, **kw, user=user, agent=agent, project=project),
                                     path, session, format=format, progress=progress)
-        session = session or parent_session(path) or path.stem  # a subagent file: its parent session
+        session = session or parent_session(path) or file_name_text(path.stem)  # a subagent file: its parent session
         result = ArchiveResult(session=session)
         dropped = [0]
 

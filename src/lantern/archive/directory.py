@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import TranscriptFormatError
 from ..model import ArchiveResult
+from .parse.jsonl import file_name_text
 
 __all__ = ["DirectoryResult", "FileOutcome", "ingest_directory", "summary_lines", "walk"]
 
@@ -272,7 +273,7 @@ def _default_session(path: Path, root: Path) -> str:
     parent = parent_session(path)
     if parent or _SESSION_ID.fullmatch(path.stem):
         return parent or path.stem
-    return "/".join((*_relative(path, root).parent.parts, path.stem))
+    return file_name_text("/".join((*_relative(path, root).parent.parts, path.stem)))
 
 
 def _size(path: Path) -> int:

@@ -48,6 +48,15 @@ def blank(text: str | None) -> bool:
     return not text or not text.translate(_NO_ZERO_WIDTH).strip()
 
 
+def file_name_text(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (kept by Python as lone surrogates, PEP 383) written as
+    ``\\xNN`` escapes, so ``caf\\xe9`` and ``na\\xefve`` stay two sessions instead of both becoming U+FFFD."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system gave (a caller's own str): U+FFFD, as clean_text does
+        return name.encode("utf-8", "replace").decode("utf-8")
+
+
 def clean_text(s: str) -> str:
     """Return ``s`` with lone surrogates and NUL replaced by U+FFFD, CRLF normalized to LF (lone CR is kept) and
     inline base64 data (data URLs, markdown data images, long base64 runs) replaced by placeholders
