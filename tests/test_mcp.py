@@ -302,3 +302,63 @@ def test_mcp_exits_quietly_when_the_client_goes_away_mid_call(tmp_path):
     from lantern import Lantern
 
     assert Lantern(db).stats()["entries"] == 1
+
+
+def _interrupted_mid_call(db, second: bool):
+    """Start the server, warm it with one call, send a long archive call, Ctrl-C it once (or twice)."""
+    import signal
+    import subprocess
+    import time
+
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    assert _raw_exchange(proc, json.dumps(init).encode())["id"] == 0
+    proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    warm = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "archive", "arguments": {
+        "messages": [{"role": "user", "content": "warm the embedding model"}]}}}
+    assert _raw_exchange(proc, json.dumps(warm).encode())["id"] == 1
+    big = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "archive", "arguments": {
+        "messages": [{"role": "user", "content": f"message {i}: service {i} listens on port {5000 + i}"}
+                     for i in range(800)]}}}
+    proc.stdin.write(json.dumps(big).encode() + b"\n")
+    proc.stdin.flush()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    if second:
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return proc.returncode, err.decode("utf-8", "replace")
+
+
+def test_mcp_ctrl_c_finishes_the_call_in_progress_and_says_so(tmp_path):
+    """Ctrl-C during a call: the call's write completes (one transaction), a line on stderr says so, exit 130."""
+    from lantern import Lantern
+
+    rc, err = _interrupted_mid_call(tmp_path / "mcp.db", second=False)
+    assert rc == 130
+    assert err.strip() == ("lantern mcp: interrupted; finishing the call in progress, then stopping "
+                           "(Ctrl-C again to abandon it: nothing of it is stored)")
+    assert Lantern(tmp_path / "mcp.db").stats()["entries"] == 1 + 800
+
+
+def test_mcp_second_ctrl_c_abandons_the_call_and_stores_none_of_it(tmp_path):
+    """A second Ctrl-C leaves at once (it used to print a long ExceptionGroup traceback): none of the call is
+    stored, the database is intact and keeps what earlier calls wrote."""
+    import sqlite3
+
+    from lantern import Lantern
+
+    rc, err = _interrupted_mid_call(tmp_path / "mcp.db", second=True)
+    assert rc == 130
+    assert "Traceback" not in err and "Group" not in err and err.count("\n") == 1, err[:2000]
+    with sqlite3.connect(tmp_path / "mcp.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert Lantern(tmp_path / "mcp.db").stats()["entries"] == 1

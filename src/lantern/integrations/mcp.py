@@ -20,6 +20,7 @@ import json
 import os
 import re
 import sys
+import threading
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
 from typing import Annotated, Any
@@ -106,8 +107,11 @@ class _Server(FastMCP):
 
     _known: dict[str, list[str]] | None = None
 
+    _calls_in_progress = 0
+
     async def run_stdio_async(self) -> None:
         """The SDK's ``run_stdio_async`` over our ``stdio_server`` (every request line answered)."""
+        _say_when_interrupted(self)
         async with stdio_server() as (read_stream, write_stream):
             await self._mcp_server.run(read_stream, write_stream, self._mcp_server.create_initialization_options())
 
@@ -244,6 +248,32 @@ async def stdio_server():
         yield read_stream, write_stream
 
 
+def _say_when_interrupted(server: _Server) -> None:
+    """Wrap the running loop's SIGINT handler (asyncio's: the first Ctrl-C stops the server once the call in
+    progress returns) so that the first Ctrl-C during a call says so on stderr, and a second one leaves at once
+    (exit 130). A tool call runs on the loop's thread; its write is one transaction, never committed half."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        return
+    said = []
+
+    def on_sigint(signum, frame):
+        if server._calls_in_progress and said:  # abandon the call: its open transaction is never committed,
+            os._exit(130)  # and SQLite rolls it back when the database is next opened
+        if server._calls_in_progress:
+            said.append(signum)
+            sys.stderr.write("lantern mcp: interrupted; finishing the call in progress, then stopping "
+                             "(Ctrl-C again to abandon it: nothing of it is stored)\n")
+            sys.stderr.flush()
+        return handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null, so the interpreter's final flush of a broken pipe prints no BrokenPipeError."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -257,12 +287,15 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def call(model, fn, *args):
+        server._calls_in_progress += 1
         try:
             return model.model_validate(fn(*args))
         except (LanternError, ValueError, TypeError) as e:
             raise ToolError(str(e)) from e
         except Exception as e:  # an internal error is a tool error too, never a dead server
             raise ToolError(f"internal error {type(e).__name__}: {e}") from e
+        finally:
+            server._calls_in_progress -= 1
 
     @server.tool(annotations=ToolAnnotations(title="Archive turns", destructiveHint=False, idempotentHint=True))
     def archive(
@@ -328,7 +361,8 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
 
 def serve(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> None:
-    """Run the MCP server on stdin/stdout until the client closes the stream."""
+    """Run the MCP server on stdin/stdout until the client closes the stream or Ctrl-C (KeyboardInterrupt: the
+    call in progress finishes first; a second Ctrl-C abandons it, its transaction rolled back)."""
     server = build_server(path, embedder)
     try:
         server.run("stdio")
