@@ -102,7 +102,7 @@ class FeedbackRequest(BaseModel):
 
 class ForgetRequest(BaseModel):
     entry: int | None = Field(None, description="Entry id to delete.")
-    session: str | None = Field(None, description="Session whose entries to delete.")
+    session: str | None = Field(None, description="Session whose entries to delete (\"\": the default session, as in archive).")
     user: str | None = Field(None, description="User whose entries to delete (alone: all of them; default \"\").")
     agent: str | None = Field(None, description=_AGENT)
     project: str | None = Field(None, description=_PROJECT)
