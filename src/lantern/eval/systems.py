@@ -66,37 +66,6 @@ def all_systems(base: Config | None = None) -> list[System]:
         System("keyword-overlap", "overlap", base, "top-k by query-word overlap"),
         System("random", "random", base, "random order (seeded by the query)"),
     ]
-    out += _proto5_systems(base)  # TEMPORARY round-5 prototypes
-    return out
-
-
-def _proto5_systems(base: Config) -> list[System]:
-    """TEMPORARY (round 5): vector PRF and session-level variants, removed before merge."""
-    out = []
-    for src in ("fused", "semantic"):
-        for k in (5, 10):
-            for beta in (0.5, 1.0):
-                for w in (0.5, 1.0):
-                    extra = {"vprf": {"k": k, "beta": beta, "src": src}}
-                    out.append(System(f"vprf-{src[0]}-k{k}-b{beta}-w{w}", "lantern",
-                                      replace(base, extra=extra, signal_weights={**base.signal_weights, "vprf": w})))
-    for mode in ("max", "top3", "fused"):
-        for n in (1, 3):
-            for w in (0.5, 1.0):
-                extra = {"session": {"mode": "top3" if mode == "top3" else mode, "sessions": n, "agg": 3}}
-                out.append(System(f"sess-{mode}-s{n}-w{w}", "lantern",
-                                  replace(base, extra=extra, signal_weights={**base.signal_weights, "session": w})))
-    for docs in (5, 10):
-        for rep in (True, False):
-            for w in ((0.5,) if rep else (0.25, 0.5)):
-                extra = {"fprf": {"docs": docs, "replace": rep}}
-                out.append(System(f"fprf-{'rep' if rep else 'add'}-d{docs}-w{w}", "lantern",
-                                  replace(base, extra=extra, signal_weights={**base.signal_weights, "fprf": w})))
-    for mode in ("top3", "max"):
-        for n in (1, 3):
-            extra = {"session": {"mode": mode, "sessions": n, "agg": 3}}
-            out.append(System(f"sess-{mode}-s{n}-w0.25", "lantern",
-                              replace(base, extra=extra, signal_weights={**base.signal_weights, "session": 0.25})))
     return out
 
 

@@ -121,22 +121,6 @@ def rank(
         pos = index.positions(ids[np.isin(ids, index.ids)]) if len(ids) else np.empty(0, np.int64)
         pos = pos[allowed[pos]] if allowed is not None and len(pos) else pos
         found[name] = (pos, 1.0 / np.arange(1, len(pos) + 1, dtype=np.float32))  # score: reciprocal rank
-    if "fprf" in config.extra and found:  # TEMPORARY round-5 prototype: RM3 feedback from the fused top hits
-        _o = config.extra["fprf"]
-        _name = prf.PRF if _o.get("replace") else "fprf"
-        found.pop(prf.PRF, None) if _o.get("replace") else None
-        _seeds = neighbours.seeds({k: v[0].tolist() for k, v in found.items()}, config.rrf_k, config.signal_weights, _o.get("docs", 10))
-        if _seeds:
-            _fb = (np.asarray(_seeds, np.int64), -np.arange(len(_seeds), dtype=np.float64) * _o.get("decay", 0.0))
-            found[_name] = prf.prf_ranking(store, index, terms, _fb, sessions, n, scope if in_scope is not None else None,
-                                           allowed, len(_seeds), config.prf_terms)
-            found = {**{k: found[k] for k in SIGNAL_ORDER if k in found}, **found}
-    for _name, _fn in (("vprf", "vprf"), ("session", "session_signal")):  # TEMPORARY round-5 prototypes
-        if _name in config.extra and found:
-            from . import _proto5
-            _r = getattr(_proto5, _fn)(index, vector, found, config, allowed, config.extra[_name])
-            if _r is not None:
-                found[_name] = _r
     if neighbours.NEIGHBOUR in enabled and found:  # needs the other query signals' rankings: computed last
         seed = neighbours.seeds({k: v[0].tolist() for k, v in found.items()}, config.rrf_k, config.signal_weights, config.neighbour_seeds)
         found[neighbours.NEIGHBOUR] = neighbours.neighbour_ranking(store, index, seed, allowed)
