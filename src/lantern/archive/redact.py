@@ -42,7 +42,11 @@ request, not a guess.
    This is the only place the high-entropy detector runs: used naively
    (every quoted string) it flags git hashes and sha256 checksums, which are the facts Lantern exists to recover
    (``benchmarks/bench_redact.py`` measures both);
-6. prose: ``password is X`` / ``密码是X`` / ``密码：X`` / ``口令为X`` (an English ``is`` needs a digit or symbol in X).
+6. prose: ``password is X`` / ``password was X`` / ``密码是X`` / ``密码：X`` / ``口令为X``; after ``is`` / ``was`` /
+   ``是`` an optional colon (``is: X``, ``是：X``) or a dash and a space (``is - X``), and in English at most one of
+   ``now``, ``still``, ``currently``, ``always``, ``again`` and one ``set|changed|reset|updated to`` (``is now set
+   to X``): a short list, so "the password is in the vault" stays prose. An English value needs a digit or a
+   symbol ("the password is weak" is kept).
 
 **Placeholder.** A secret becomes ``[secret:KIND …TAIL#FP]`` or, without a tail, ``[secret:KIND #FP]``:
 
@@ -486,9 +490,17 @@ _ASSIGN = re.compile(
     re.I,
 )
 _KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key", "contrase")
-_PROSE_EN = re.compile(r"pass(?:word|wd|phrase)\s+(?P<op>is|was)\s*[\"']?(?P<secret>[!-~]{4,128})")  # on low
+# between "password is" and its value (ours): at most one adverb and one "set to" from short lists, so that "the
+# password is in the vault" stays prose; then an optional separator, a colon (ASCII or full-width) or a dash that
+# a space follows (a value may start with "-")
+_PROSE_ADVERB = r"(?:\s+(?:now|still|currently|always|again)(?=[\s:：]))?(?:\s+(?:set|changed|reset|updated)\s+to(?=[\s:：]))?"
+_PROSE_SEP = r"(?:\s*(?:[:：]|[-–—]{1,2}(?=\s)))?"
+_PROSE_EN = re.compile(  # on low
+    r"pass(?:word|wd|phrase)\s+(?:is|was)(?![a-z0-9_])" + _PROSE_ADVERB + _PROSE_SEP + r"\s*[\"']?(?P<secret>[!-~]{4,128})"
+)
 _PROSE_ZH = re.compile(
-    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|是|为|為|改成|改为|改為|设为|设置为|設為)\s*[「“\"']?(?P<secret>[!-~]{4,128})"
+    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|(?:是|为|為|改成|改为|改為|设为|设置为|設為)" + _PROSE_SEP + r")"
+    r"\s*[「“\"']?(?P<secret>[!-~]{4,128})"
 )
 _PROSE_ZH_TRIGGER = ("密码", "口令", "密钥", "私钥")
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
