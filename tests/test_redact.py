@@ -245,6 +245,23 @@ def test_prose_password_after_a_colon_is_redacted(tmp_path):
     assert stored[0].startswith("user: the password is: [secret:password") and stored[1].startswith("user: 密码是：[secret:password")
 
 
+QUOTED = ["the password is “Hunter2Secret!”", "password is «Hunter2Secret!»", "password is « Hunter2Secret! »",
+          "the password was ‘Hunter2Secret!’", "密码是「Hunter2Secret!」", "密码是『Hunter2Secret!』",
+          "密码为“Hunter2Secret!”", "the password is „Hunter2Secret!“"]
+
+
+def test_prose_password_in_curly_guillemet_and_cjk_quotes_is_redacted(tmp_path):
+    """Typographic quotes delimit the value as ASCII quotes do: all of it is the secret (the fingerprint keeps its
+    ``!``, as for ``"Hunter2Secret!"``), and the quotes themselves stay."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "quotes.db", QUOTED)
+    quoted = PLACEHOLDER_RE.findall(redact_text('the password is "Hunter2Secret!"', make_policy(salt))[0])[0]
+    for t, text in zip(QUOTED, stored):
+        assert quoted in text and "!" not in text, (t, text)
+        opener = next(c for c in t if c in "“«‘「『„")
+        closer = {"“": "”", "«": "»", "‘": "’", "「": "」", "『": "』", "„": "“"}[opener]
+        assert opener in text and closer in text, (t, text)
+
+
 ADVERB_FORMS = ["password is - Hunter2Secret!", "the password is — Hunter2Secret", "the new password is now Hunter2Secret!",
                 "the password is still Hunter2Secret", "the password is currently Hunter2Secret.",
                 "the password was set to Hunter2Secret", "the password is now set to Hunter2Secret!",
@@ -277,6 +294,17 @@ def test_prose_about_a_password_without_one_is_left_intact(tmp_path):
         for i, t in enumerate(PROSE_NOT_SECRETS):
             r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
             assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+
+
+BACKTICKED = ["password: `Hunter2Secret`", "ok, password: `Hunter2Secret`", "the password is `Hunter2Secret`",
+              "密码是`Hunter2Secret`"]
+
+
+def test_a_backtick_quoted_password_is_redacted_and_its_fingerprint_has_no_backtick(tmp_path):
+    stored, salt = assert_redacted_everywhere(tmp_path / "tick.db", BACKTICKED)
+    bare = bare_mark(salt)
+    for t, text in zip(BACKTICKED, stored):
+        assert f"`{bare}`" in text, (t, text)  # the backticks stay around the placeholder
 
 
 def test_json_tool_arguments_stay_valid_json():

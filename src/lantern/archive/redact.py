@@ -46,7 +46,9 @@ request, not a guess.
    ``是`` an optional colon (``is: X``, ``是：X``) or a dash and a space (``is - X``), and in English at most one of
    ``now``, ``still``, ``currently``, ``always``, ``again`` and one ``set|changed|reset|updated to`` (``is now set
    to X``): a short list, so "the password is in the vault" stays prose. An English value needs a digit or a
-   symbol ("the password is weak" is kept).
+   symbol ("the password is weak" is kept). A value in quotes — ASCII, backticks, curly ``“…”`` ``‘…’``,
+   guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all that the quotes enclose (its trailing
+   ``!`` included); the quotes stay around the placeholder.
 
 **Placeholder.** A secret becomes ``[secret:KIND …TAIL#FP]`` or, without a tail, ``[secret:KIND #FP]``:
 
@@ -495,12 +497,18 @@ _KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key
 # a space follows (a value may start with "-")
 _PROSE_ADVERB = r"(?:\s+(?:now|still|currently|always|again)(?=[\s:：]))?(?:\s+(?:set|changed|reset|updated)\s+to(?=[\s:：]))?"
 _PROSE_SEP = r"(?:\s*(?:[:：]|[-–—]{1,2}(?=\s)))?"
+# an opening quote -> the characters that close it (ours): ASCII, backticks, curly, guillemets (also with French
+# spacing, « X »), German „…“, CJK corner brackets
+_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”“", "‘": "’‘", "«": "»", "‹": "›", "„": "“”", "「": "」", "『": "』"}
+_QUOTE_SPACE = " \u00a0\u202f"
+_PROSE_QUOTE = r"(?:(?P<q>[\"'`“‘«‹„「『])[ \u00a0\u202f]?)?"
 _PROSE_EN = re.compile(  # on low
-    r"pass(?:word|wd|phrase)\s+(?:is|was)(?![a-z0-9_])" + _PROSE_ADVERB + _PROSE_SEP + r"\s*[\"']?(?P<secret>[!-~]{4,128})"
+    r"pass(?:word|wd|phrase)\s+(?:is|was)(?![a-z0-9_])" + _PROSE_ADVERB + _PROSE_SEP + r"\s*" + _PROSE_QUOTE
+    + r"(?P<secret>[!-~]{4,128})"
 )
 _PROSE_ZH = re.compile(
     r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|(?:是|为|為|改成|改为|改為|设为|设置为|設為)" + _PROSE_SEP + r")"
-    r"\s*[「“\"']?(?P<secret>[!-~]{4,128})"
+    r"\s*" + _PROSE_QUOTE + r"(?P<secret>[!-~]{4,128})"
 )
 _PROSE_ZH_TRIGGER = ("密码", "口令", "密钥", "私钥")
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -719,6 +727,23 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         out.append(Finding(_kind_of_key(key, cls), s, s + cover, v, P_KEYWORD))
 
 
+def _closing_quote(text: str, opener: str | None, s: int, e: int) -> int:
+    """Where the quote ``opener`` (``None``: no quote) closes around the prose value matched at ``text[s:e]``
+    (printable ASCII, no space): the first of its closing characters inside the match (an ASCII quote), else right
+    after it, or after one space (``« Hunter2! »``). -1 when it does not close there (then the value is unquoted)."""
+    if not opener:
+        return -1
+    closers = _QUOTES[opener]
+    inside = [i for i in (text.find(c, s, e) for c in closers if c.isascii()) if i >= 0]
+    if inside:
+        return min(inside)
+    if e < len(text) and text[e] in closers:
+        return e
+    if e + 1 < len(text) and text[e] in _QUOTE_SPACE and text[e + 1] in closers:
+        return e
+    return -1
+
+
 def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
     hits = []
     if "pass" in low:
@@ -726,11 +751,11 @@ def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
     if any(t in text for t in _PROSE_ZH_TRIGGER):
         hits += [(m, False) for m in _PROSE_ZH.finditer(text)]
     for m, english in hits:
-        s = m.start("secret")
-        raw = text[s:m.end("secret")]
-        quote = text[s - 1] if s > m.start() and text[s - 1] in "\"'" else ""
-        if quote and quote in raw:  # "password is 'Hunter2!'.": the quotes delimit it, all of it is the secret
-            v = raw[: raw.index(quote)]
+        s, e = m.span("secret")
+        raw = text[s:e]
+        close = _closing_quote(text, m.group("q"), s, e)
+        if close >= 0:  # "password is 'Hunter2!'." / «Hunter2!»: the quotes delimit it, all of it is the secret
+            v = text[s:close]
             cover = len(v)
         else:  # the span covers trailing punctuation, the fingerprint leaves it out (see Finding)
             v = raw.rstrip(PROSE_END)
