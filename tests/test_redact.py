@@ -296,6 +296,33 @@ def test_prose_about_a_password_without_one_is_left_intact(tmp_path):
             assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
 
 
+def test_a_config_line_password_has_the_fingerprint_of_the_same_password_mid_line(tmp_path):
+    """``password: X!`` at a line start (and ``PASSWORD=X!`` in a .env) gets the fingerprint of ``X``, as mid-line:
+    the fingerprint of an unquoted value never holds its trailing ``.:!?``; the placeholder still covers all of
+    the value to the end of the line, so nothing of it stays in clear."""
+    texts = ["password: Hunter2Secret!", "PASSWORD=Hunter2Secret!", "db:\n  password: Hunter2Secret!",
+             "export DB_PASSWORD=Hunter2Secret?", "ok, password: Hunter2Secret!", "PASSWORD=Hunter2Secret"]
+    stored, salt = assert_redacted_everywhere(tmp_path / "config.db", texts)
+    bare = bare_mark(salt)
+    for t, text in zip(texts, stored):
+        assert bare in text and "!" not in text and "?" not in text, (t, text)
+    # a value with "!" inside and at its end: all of it is covered; the fingerprint leaves out only the last "!"
+    other = "PASSWORD=Hunter2!Secret!"
+    text, _ = redact_text(other, make_policy(salt))
+    assert text == "PASSWORD=" + bare_mark(salt, "Hunter2!Secret")
+
+
+def test_a_config_line_password_on_the_allow_list_by_its_full_value_stays(tmp_path):
+    """The allow-list sees the whole value as well as the fingerprinted one: ``redact_allow=("hunter2-local!",)``
+    keeps ``PASSWORD=hunter2-local!`` although its fingerprint leaves out the ``!``."""
+    cfg = Config(redact_allow=("hunter2-local!",))
+    with Lantern(tmp_path / "allow.db", config=cfg) as lantern:
+        r = lantern.archive([{"role": "user", "content": "PASSWORD=hunter2-local!"}, {"role": "assistant", "content": "ok"}],
+                            session="s")
+        assert r.redacted == 0
+        assert lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith("user: PASSWORD=hunter2-local!\n")
+
+
 BACKTICKED = ["password: `Hunter2Secret`", "ok, password: `Hunter2Secret`", "the password is `Hunter2Secret`",
               "密码是`Hunter2Secret`"]
 

@@ -237,11 +237,16 @@ def set_secret_redaction(lantern: Any, enabled: bool) -> None:
 @dataclass(frozen=True)
 class Finding:
     """A secret found in a text: ``text[start:end]`` is the span its placeholder replaces (only the password of a
-    URL, only the value of an assignment); ``value`` is the secret the fingerprint and the allow-list see: the
-    span itself, or the span without its trailing sentence punctuation (``password: Hunter2Secret!`` — the ``!``
-    may be the password's last character, so the span covers it, but "Hunter2Secret." and "Hunter2Secret" get
-    one fingerprint); ``kind`` names it in the placeholder; ``tail`` says whether its last 4 characters may be
-    shown."""
+    URL, only the value of an assignment); ``value`` is the secret the fingerprint sees: the span itself, or, for
+    an unquoted keyword or prose value, the span without its trailing sentence punctuation (``password:
+    Hunter2Secret!`` — the ``!`` may be the password's last character, so the span covers it, but
+    "Hunter2Secret." and "Hunter2Secret" get one fingerprint). The rule is the same for a value at the start of a
+    line that runs to the line's end (``PASSWORD=Hunter2Secret!`` in a .env, ``password: Hunter2Secret!`` in
+    YAML): the span is the whole value, so nothing of it stays in clear, and the fingerprint leaves out its final
+    ``.:!?``, so it matches the same password written mid-line (our choice: a consistent fingerprint over telling
+    ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly what its quotes
+    enclose. The allow-list sees both ``value`` and the span. ``kind`` names it in the placeholder; ``tail`` says
+    whether its last 4 characters may be shown."""
 
     kind: str
     start: int
@@ -709,6 +714,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             if rest and not any(ch.isspace() for ch in rest):
                 v, after = v + after[: len(rest)], after[len(rest):]
                 cover = len(v)
+                v = v.rstrip(SENTENCE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
         if cls == "strong":
             op = m.group("op")
             yaml_or_env = config_line and (not after.strip() or after.lstrip().startswith("#"))
@@ -770,7 +776,8 @@ def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
 def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:
     """The secrets of ``text``, non-overlapping, in text order (an overlap keeps the higher-priority finding:
     private-key block > provider token / user pattern > URL or header credential > flag > keyword > prose).
-    Values on the policy's allow-list and spans inside existing placeholders are skipped."""
+    Findings whose value or span is on the policy's allow-list and spans inside existing placeholders are
+    skipped."""
     if not text or not policy.secrets:
         return []
     low = _lower(text)
@@ -786,7 +793,8 @@ def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:
     taken: list[tuple[int, int]] = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "[secret:" in text else []
     kept: list[Finding] = []
     for f in sorted(found, key=lambda f: (f.priority, f.start, f.start - f.end)):
-        if policy.allowed(f.value) or any(f.start < e and s < f.end for s, e in taken):
+        span_allowed = f.end - f.start != len(f.value) and policy.allowed(text[f.start:f.end])
+        if policy.allowed(f.value) or span_allowed or any(f.start < e and s < f.end for s, e in taken):
             continue
         taken.append((f.start, f.end))
         kept.append(f)
