@@ -334,6 +334,21 @@ def test_a_backtick_quoted_password_is_redacted_and_its_fingerprint_has_no_backt
         assert f"`{bare}`" in text, (t, text)  # the backticks stay around the placeholder
 
 
+ENCLOSED = ["run `PASSWORD=Hunter2Secret` first", "he wrote \"password: Hunter2Secret!\" on it",
+            "x `db_password = \"Hunter2Secret\"` y", "set 'db_password=Hunter2Secret' in the file",
+            "`password: Hunter2Secret`"]
+
+
+def test_an_assignment_enclosed_in_quotes_or_backticks_is_redacted(tmp_path):
+    """A quote or backtick before the key that does not close after it (``run `PASSWORD=X` first``) encloses the
+    whole assignment, it does not quote the key: the value is still found."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "enclosed.db", ENCLOSED)
+    bare = bare_mark(salt)
+    for t, text in zip(ENCLOSED, stored):
+        assert bare in text, (t, text)
+    assert stored[0].startswith("user: run `PASSWORD=[secret:password #") and "` first" in stored[0]
+
+
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
     for c in CASES:

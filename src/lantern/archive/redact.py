@@ -39,6 +39,8 @@ request, not a guess.
    detect-secrets' high-entropy measure (Shannon entropy over its base64 charset ≥ 3.0 bits/char) on a 16+
    character token with letters and digits; under a plain ``…_key`` (``cache_key``, ``LICENSE_KEY``) the value
    must also mix upper and lower case and not be pure hex or a UUID (a hash, an id or ``deps-<hash>`` is kept).
+   A quote or backtick before the key that does not close after it encloses the whole assignment (``run
+   `PASSWORD=X` first``, ``"password: X"``), so the value is still found.
    This is the only place the high-entropy detector runs: used naively
    (every quoted string) it flags git hashes and sha256 checksums, which are the facts Lantern exists to recover
    (``benchmarks/bench_redact.py`` measures both);
@@ -683,6 +685,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         start = _IDENT_BACK.search(text, max(0, hit.start() - 80), hit.start()).start()
         if start <= done:
             continue
+        ident = start
         if start > 0 and text[start - 1] in "\"'`":
             start -= 1
             if start > 0 and text[start - 1] == "\\":
@@ -690,6 +693,8 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         if start > 0 and (text[start - 1] in _WORD_CHARS or text[start - 1] in ".-"):
             continue
         m = _ASSIGN.match(text, start)
+        if m is None and ident != start:  # the quote does not close after the key: it encloses the whole
+            m = _ASSIGN.match(text, ident)  # assignment (run `PASSWORD=X` first, "password: X")
         if m is None:
             continue
         done = m.end()
