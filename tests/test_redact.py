@@ -104,12 +104,21 @@ def test_every_secret_is_absent_from_every_table_and_the_raw_file(archived):
     rows, vocab = all_rows(path)
     raw = raw_bytes(path)  # the .db and its -wal: the WAL holds every page written since the last checkpoint
     assert len(raw) > 100_000
+    # the pieces of a secret are looked for without the database's own random hex (its salt and the entries'
+    # sha256 content hashes, which depend on the salt): a 6-hex piece of a hex secret (Twilio, Slack) matches
+    # one of those 62 hashes by chance in about 1 run of 14 (measured: '66c8d7' inside a content hash)
+    db = sqlite3.connect(path)
+    noise = [h for (h,) in db.execute("SELECT content_hash FROM entries")] + [lantern.store.get_meta(META_SALT)]
+    db.close()
+    rows_w, raw_w = rows, raw
+    for h in noise:
+        rows_w, raw_w = rows_w.replace(h, " "), raw_w.replace(h.encode(), b" ")
     leaks = []
     for c in CASES:
         for s in c["secrets"]:
             if s in rows or any(f in raw for f in forms(s)) or fts_pieces(s) & vocab:
                 leaks.append((c["id"], s[:12]))
-            leaks += [(c["id"], w) for w in windows(s) if w in rows or any(f in raw for f in forms(w))]
+            leaks += [(c["id"], w) for w in windows(s) if w in rows_w or any(f in raw_w for f in forms(w))]
     assert not leaks
     # the facts around them are kept: hosts, ports, users, dates
     lost = [(c["id"], k) for c in CASES for k in c["keep"] if k not in rows and json.dumps(k)[1:-1] not in rows]
