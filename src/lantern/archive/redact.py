@@ -39,10 +39,18 @@ request, not a guess.
    detect-secrets' high-entropy measure (Shannon entropy over its base64 charset ≥ 3.0 bits/char) on a 16+
    character token with letters and digits; under a plain ``…_key`` (``cache_key``, ``LICENSE_KEY``) the value
    must also mix upper and lower case and not be pure hex or a UUID (a hash, an id or ``deps-<hash>`` is kept).
+   A quote or backtick before the key that does not close after it encloses the whole assignment (``run
+   `PASSWORD=X` first``, ``"password: X"``), so the value is still found.
    This is the only place the high-entropy detector runs: used naively
    (every quoted string) it flags git hashes and sha256 checksums, which are the facts Lantern exists to recover
    (``benchmarks/bench_redact.py`` measures both);
-6. prose: ``password is X`` / ``密码是X`` / ``密码：X`` / ``口令为X`` (an English ``is`` needs a digit or symbol in X).
+6. prose: ``password is X`` / ``password was X`` / ``密码是X`` / ``密码：X`` / ``口令为X``; after ``is`` / ``was`` /
+   ``是`` an optional colon (``is: X``, ``是：X``) or a dash and a space (``is - X``), and in English at most one of
+   ``now``, ``still``, ``currently``, ``always``, ``again`` and one ``set|changed|reset|updated to`` (``is now set
+   to X``): a short list, so "the password is in the vault" stays prose. An English value needs a digit or a
+   symbol ("the password is weak" is kept). A value in quotes — ASCII, backticks, curly ``“…”`` ``‘…’``,
+   guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all that the quotes enclose (its trailing
+   ``!`` included); the quotes stay around the placeholder.
 
 **Placeholder.** A secret becomes ``[secret:KIND …TAIL#FP]`` or, without a tail, ``[secret:KIND #FP]``:
 
@@ -231,11 +239,16 @@ def set_secret_redaction(lantern: Any, enabled: bool) -> None:
 @dataclass(frozen=True)
 class Finding:
     """A secret found in a text: ``text[start:end]`` is the span its placeholder replaces (only the password of a
-    URL, only the value of an assignment); ``value`` is the secret the fingerprint and the allow-list see: the
-    span itself, or the span without its trailing sentence punctuation (``password: Hunter2Secret!`` — the ``!``
-    may be the password's last character, so the span covers it, but "Hunter2Secret." and "Hunter2Secret" get
-    one fingerprint); ``kind`` names it in the placeholder; ``tail`` says whether its last 4 characters may be
-    shown."""
+    URL, only the value of an assignment); ``value`` is the secret the fingerprint sees: the span itself, or, for
+    an unquoted keyword or prose value, the span without its trailing sentence punctuation (``password:
+    Hunter2Secret!`` — the ``!`` may be the password's last character, so the span covers it, but
+    "Hunter2Secret." and "Hunter2Secret" get one fingerprint). The rule is the same for a value at the start of a
+    line that runs to the line's end (``PASSWORD=Hunter2Secret!`` in a .env, ``password: Hunter2Secret!`` in
+    YAML): the span is the whole value, so nothing of it stays in clear, and the fingerprint leaves out its final
+    ``.:!?``, so it matches the same password written mid-line (our choice: a consistent fingerprint over telling
+    ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly what its quotes
+    enclose. The allow-list sees both ``value`` and the span. ``kind`` names it in the placeholder; ``tail`` says
+    whether its last 4 characters may be shown."""
 
     kind: str
     start: int
@@ -486,9 +499,23 @@ _ASSIGN = re.compile(
     re.I,
 )
 _KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key", "contrase")
-_PROSE_EN = re.compile(r"pass(?:word|wd|phrase)\s+(?P<op>is|was)\s*[\"']?(?P<secret>[!-~]{4,128})")  # on low
+# between "password is" and its value (ours): at most one adverb and one "set to" from short lists, so that "the
+# password is in the vault" stays prose; then an optional separator, a colon (ASCII or full-width) or a dash that
+# a space follows (a value may start with "-")
+_PROSE_ADVERB = r"(?:\s+(?:now|still|currently|always|again)(?=[\s:：]))?(?:\s+(?:set|changed|reset|updated)\s+to(?=[\s:：]))?"
+_PROSE_SEP = r"(?:\s*(?:[:：]|[-–—]{1,2}(?=\s)))?"
+# an opening quote -> the characters that close it (ours): ASCII, backticks, curly, guillemets (also with French
+# spacing, « X »), German „…“, CJK corner brackets
+_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”“", "‘": "’‘", "«": "»", "‹": "›", "„": "“”", "「": "」", "『": "』"}
+_QUOTE_SPACE = " \u00a0\u202f"
+_PROSE_QUOTE = r"(?:(?P<q>[\"'`“‘«‹„「『])[ \u00a0\u202f]?)?"
+_PROSE_EN = re.compile(  # on low
+    r"pass(?:word|wd|phrase)\s+(?:is|was)(?![a-z0-9_])" + _PROSE_ADVERB + _PROSE_SEP + r"\s*" + _PROSE_QUOTE
+    + r"(?P<secret>[!-~]{4,128})"
+)
 _PROSE_ZH = re.compile(
-    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|是|为|為|改成|改为|改為|设为|设置为|設為)\s*[「“\"']?(?P<secret>[!-~]{4,128})"
+    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|(?:是|为|為|改成|改为|改為|设为|设置为|設為)" + _PROSE_SEP + r")"
+    r"\s*" + _PROSE_QUOTE + r"(?P<secret>[!-~]{4,128})"
 )
 _PROSE_ZH_TRIGGER = ("密码", "口令", "密钥", "私钥")
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -658,6 +685,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         start = _IDENT_BACK.search(text, max(0, hit.start() - 80), hit.start()).start()
         if start <= done:
             continue
+        ident = start
         if start > 0 and text[start - 1] in "\"'`":
             start -= 1
             if start > 0 and text[start - 1] == "\\":
@@ -665,6 +693,8 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         if start > 0 and (text[start - 1] in _WORD_CHARS or text[start - 1] in ".-"):
             continue
         m = _ASSIGN.match(text, start)
+        if m is None and ident != start:  # the quote does not close after the key: it encloses the whole
+            m = _ASSIGN.match(text, ident)  # assignment (run `PASSWORD=X` first, "password: X")
         if m is None:
             continue
         done = m.end()
@@ -689,6 +719,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             if rest and not any(ch.isspace() for ch in rest):
                 v, after = v + after[: len(rest)], after[len(rest):]
                 cover = len(v)
+                v = v.rstrip(SENTENCE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
         if cls == "strong":
             op = m.group("op")
             yaml_or_env = config_line and (not after.strip() or after.lstrip().startswith("#"))
@@ -707,6 +738,23 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         out.append(Finding(_kind_of_key(key, cls), s, s + cover, v, P_KEYWORD))
 
 
+def _closing_quote(text: str, opener: str | None, s: int, e: int) -> int:
+    """Where the quote ``opener`` (``None``: no quote) closes around the prose value matched at ``text[s:e]``
+    (printable ASCII, no space): the first of its closing characters inside the match (an ASCII quote), else right
+    after it, or after one space (``« Hunter2! »``). -1 when it does not close there (then the value is unquoted)."""
+    if not opener:
+        return -1
+    closers = _QUOTES[opener]
+    inside = [i for i in (text.find(c, s, e) for c in closers if c.isascii()) if i >= 0]
+    if inside:
+        return min(inside)
+    if e < len(text) and text[e] in closers:
+        return e
+    if e + 1 < len(text) and text[e] in _QUOTE_SPACE and text[e + 1] in closers:
+        return e
+    return -1
+
+
 def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
     hits = []
     if "pass" in low:
@@ -714,11 +762,11 @@ def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
     if any(t in text for t in _PROSE_ZH_TRIGGER):
         hits += [(m, False) for m in _PROSE_ZH.finditer(text)]
     for m, english in hits:
-        s = m.start("secret")
-        raw = text[s:m.end("secret")]
-        quote = text[s - 1] if s > m.start() and text[s - 1] in "\"'" else ""
-        if quote and quote in raw:  # "password is 'Hunter2!'.": the quotes delimit it, all of it is the secret
-            v = raw[: raw.index(quote)]
+        s, e = m.span("secret")
+        raw = text[s:e]
+        close = _closing_quote(text, m.group("q"), s, e)
+        if close >= 0:  # "password is 'Hunter2!'." / «Hunter2!»: the quotes delimit it, all of it is the secret
+            v = text[s:close]
             cover = len(v)
         else:  # the span covers trailing punctuation, the fingerprint leaves it out (see Finding)
             v = raw.rstrip(PROSE_END)
@@ -733,7 +781,8 @@ def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
 def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:
     """The secrets of ``text``, non-overlapping, in text order (an overlap keeps the higher-priority finding:
     private-key block > provider token / user pattern > URL or header credential > flag > keyword > prose).
-    Values on the policy's allow-list and spans inside existing placeholders are skipped."""
+    Findings whose value or span is on the policy's allow-list and spans inside existing placeholders are
+    skipped."""
     if not text or not policy.secrets:
         return []
     low = _lower(text)
@@ -749,7 +798,8 @@ def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:
     taken: list[tuple[int, int]] = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "[secret:" in text else []
     kept: list[Finding] = []
     for f in sorted(found, key=lambda f: (f.priority, f.start, f.start - f.end)):
-        if policy.allowed(f.value) or any(f.start < e and s < f.end for s, e in taken):
+        span_allowed = f.end - f.start != len(f.value) and policy.allowed(text[f.start:f.end])
+        if policy.allowed(f.value) or span_allowed or any(f.start < e and s < f.end for s, e in taken):
             continue
         taken.append((f.start, f.end))
         kept.append(f)
