@@ -307,25 +307,21 @@ def test_a_name_that_is_not_utf8_is_a_usage_error(tmp_path):
     assert (after["entries"], after["sessions"]) == (before["entries"], before["sessions"])
 
 
-HOSTILE = "port 6380 \x1b[2J\x1b[31mred\x1b[0m bell\x07 cr\rback \u202eevil\u202c tab\there \u9020 \u200d 端口"
+HOSTILE = ("port 6380 \x1b[2J\x1b[31mred\x1b[0m bell\x07 cr\rback \u202eevil\u202c tab\there \u9020 \u200d 端口"
+           " \u2028line\u2029para")
+# what must never reach a terminal raw from the archive (the escapes rich writes itself are SGR styles: ESC [ ... m)
+TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+RICH_STYLE = re.compile("\x1b\\[[0-9;]*m")  # the bold / dim / italic of the tables' headers and captions
 
 
-def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
-    """An archived ANSI sequence, BEL, CR or bidi override reaches a terminal as visible escapes (shown, as for the
-    file names of ingest DIR); newlines, tabs and other text stay. Piped (to an LLM), the text is printed as is."""
+def on_a_terminal(*args: str, db: Path) -> str:
+    """The stdout of ``lantern --db DB ARGS`` run on a pseudo-terminal (``sys.stdout.isatty()`` is true), with the
+    CR the terminal's line discipline adds before each LF taken out again."""
     import pty
 
-    db = tmp_path / "hostile.db"
-    chat = tmp_path / "hostile.jsonl"
-    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "which port for redis?"},
-                                                      {"role": "assistant", "content": HOSTILE}]) + "\n", encoding="utf-8")
-    run("ingest", str(chat), db=db)
-    piped = run("recover", "redis port", db=db).stdout.decode()
-    assert HOSTILE in piped
-
     main, child = pty.openpty()
-    proc = subprocess.Popen([*LANTERN, "--db", str(db), "recover", "redis port"], stdout=child, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.Popen([*LANTERN, "--db", str(db), *args], stdout=child, stderr=subprocess.PIPE,
+                            env={**os.environ, "COLUMNS": "400"})
     os.close(child)
     chunks = []
     while True:
@@ -338,8 +334,61 @@ def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
         chunks.append(data)
     os.close(main)
     assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
-    shown = b"".join(chunks).decode().replace("\r\n", "\n")  # the terminal's line discipline adds CR before LF
-    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", shown), repr(shown)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
+    """An archived ANSI sequence, BEL, CR, bidi override or line / paragraph separator (U+2028 / U+2029) reaches a
+    terminal as visible escapes (shown, as for the file names of ingest DIR); newlines, tabs and other text stay.
+    Piped (to an LLM), the text is printed as is."""
+    db = tmp_path / "hostile.db"
+    chat = tmp_path / "hostile.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "which port for redis?"},
+                                                      {"role": "assistant", "content": HOSTILE}]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), db=db)
+    piped = run("recover", "redis port", db=db).stdout.decode()
+    assert HOSTILE in piped
+
+    shown = on_a_terminal("recover", "redis port", db=db)
+    assert not TERMINAL_UNSAFE.search(shown), repr(shown)
     assert ("port 6380 \\x1b[2J\\x1b[31mred\\x1b[0m bell\\x07 cr\\rback \\u202eevil\\u202c tab\there \u9020 \u200d 端口"
-            in shown), repr(shown)
+            " \\u2028line\\u2029para" in shown), repr(shown)
     assert shown.count("\n") == piped.count("\n")
+
+
+def test_search_explain_facts_and_json_escape_archived_text_on_a_terminal_only(tmp_path):
+    """The search and --explain tables (summaries, sessions), the facts table (keys, values, sources) and the --json
+    of recover, search and facts print archived text; on a terminal its escape sequences, C1 and bidi controls and
+    U+2028 / U+2029 are visible escapes (before: raw, so an archived turn could clear, retitle or reorder the
+    user's terminal). The JSON stays the same value (\\uXXXX escapes). Piped, the output is as before: raw."""
+    db = tmp_path / "hostile.db"
+    chat = tmp_path / "hostile.jsonl"
+    session = "s\x1b[1m\u202eX"
+    chat.write_text("\n".join(json.dumps(m) for m in [
+        {"role": "user", "content": "which port for redis? \x1b]0;pwned\x07"}, {"role": "assistant", "content": HOSTILE},
+        {"role": "user", "content": "REDIS_HOST=cache\x9b2J\u202e.internal"}]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), "--session", session, db=db)
+
+    for command in (["search", "redis port"], ["search", "redis port", "--explain"]):
+        piped = run(*command, db=db).stdout.decode()
+        assert "\x1b[2J" in piped and "\x1b]0;pwned" in piped and session in piped, command  # a pipe: as before
+        shown = on_a_terminal(*command, db=db)
+        assert not TERMINAL_UNSAFE.search(RICH_STYLE.sub("", shown)), (command, repr(shown))
+        assert "\\x1b[2J\\x1b[31mred" in shown and "\\x1b]0;pwned\\x07" in shown, (command, repr(shown))
+        assert "s\\x1b[1m\\u202eX" in shown, (command, repr(shown))
+
+    piped = run("facts", db=db).stdout.decode()
+    assert "cache\x9b2J\u202e.internal" in piped and session in piped
+    shown = on_a_terminal("facts", db=db)
+    assert not TERMINAL_UNSAFE.search(RICH_STYLE.sub("", shown)), repr(shown)
+    assert "cache\\x9b2J\\u202e.internal" in shown and "s\\x1b[1m\\u202eX" in shown, repr(shown)
+
+    for command in (["recover", "redis port", "--json"], ["search", "redis port", "--json"], ["facts", "--json"]):
+        piped = run(*command, db=db).stdout.decode()
+        assert re.search("[\x9b\u202e\u2028]", piped), command  # JSON leaves C1, bidi and U+2028 raw: as before
+        shown = on_a_terminal(*command, db=db)
+        assert not TERMINAL_UNSAFE.search(shown.rstrip("\n")), (command, repr(shown))
+        texts = [[r.get("text"), r.get("summary"), r.get("value"), r.get("session")] for r in
+                 (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(shown))]
+        assert texts == [[r.get("text"), r.get("summary"), r.get("value"), r.get("session")] for r in
+                         (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(piped))], command

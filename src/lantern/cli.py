@@ -32,7 +32,7 @@ from typing import Optional
 
 import typer
 
-from .archive.directory import plural, shown
+from .archive.directory import _TERMINAL_UNSAFE, plural, shown
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
@@ -144,6 +144,23 @@ def _why_empty(result) -> str:
         return (f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
                 f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + FIRST_EXCERPT_MIN} or more")
     return ""
+
+
+def _on_terminal():
+    """How archived text is printed to stdout: on a terminal, ``shown`` (control characters, bidi controls and
+    U+2028 / U+2029 as visible escapes, newlines and tabs kept), so hostile text cannot drive or reorder the
+    terminal; to a pipe (an LLM, a file), unchanged."""
+    return (lambda text: shown(text, keep_lines=True)) if sys.stdout.isatty() else (lambda text: text)
+
+
+def _print_json(value) -> None:
+    """Print ``value`` as one line of JSON (``ensure_ascii=False``). On a terminal, the characters ``shown`` escapes
+    that JSON leaves raw (C1 controls, bidi controls, U+2028 / U+2029) are written as ``\\uXXXX`` escapes: the same
+    JSON value; to a pipe, the bytes are unchanged."""
+    text = json.dumps(value, ensure_ascii=False)
+    if sys.stdout.isatty():
+        text = _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    print(text)
 
 
 def _importable(module: str) -> bool:
@@ -383,9 +400,9 @@ def recover(
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project)
         if as_json:
-            print(json.dumps(result.to_json(), ensure_ascii=False))
+            _print_json(result.to_json())
         elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
-            print(shown(result.text, keep_lines=True) if sys.stdout.isatty() else result.text)
+            print(_on_terminal()(result.text))
         else:
             typer.secho(f"nothing recovered{_why_empty(result)}", err=True, fg=typer.colors.YELLOW)
 
@@ -427,8 +444,9 @@ def search(
                     for h in lantern.search(query, k=k, session=session, user=user, agent=agent, project=project)
                 ]
         if as_json:
-            print(json.dumps(rows, ensure_ascii=False))
+            _print_json(rows)
             return
+        safe = _on_terminal()  # archived text (summaries, sessions) as visible escapes on a terminal
         short = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
                  "neighbour": "nb", "local": "loc", "speaker": "spk"}
         used = {name for r in rows for name in r["ranks"]}
@@ -442,8 +460,8 @@ def search(
             ranks = [str(r["ranks"].get(s, "–")) for s in signals]
             extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""), str(r["category"] or "–"),
                      f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
-            table.add_row(escape(str(r["id"])), escape(r["session"]), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
-                          *map(escape, extra), escape(r["summary"].replace("\n", " ")))
+            table.add_row(escape(str(r["id"])), escape(safe(r["session"])), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
+                          *(escape(safe(x)) for x in extra), escape(safe(r["summary"].replace("\n", " "))))
         Console(width=max(Console().width, 140)).print(table)
 
     _guard(run)
@@ -572,18 +590,19 @@ def facts(
         with _open() as lantern:
             rows = lantern.facts(key, when, history=history, user=user, agent=agent, project=project)
         if as_json:
-            print(json.dumps([r.to_json() for r in rows], ensure_ascii=False))
+            _print_json([r.to_json() for r in rows])
             return
         if not rows:
             typer.secho("no facts", err=True, fg=typer.colors.YELLOW)
             return
+        safe = _on_terminal()  # archived keys, values and sessions as visible escapes on a terminal
         table = Table()
         for col in ("key", "value", "valid from", "valid to", "current", "source"):
             table.add_column(col, overflow="fold")
         for r in rows:
-            table.add_row(escape(r.key), escape(r.value if r.value is not None else "(retracted)"),
+            table.add_row(escape(safe(r.key)), escape(safe(r.value if r.value is not None else "(retracted)")),
                           r.valid_from.strftime("%Y-%m-%d %H:%M"), r.valid_to.strftime("%Y-%m-%d %H:%M") if r.valid_to else "–",
-                          "yes" if r.current else "", escape(f"{r.session} · turn {r.turn} (entry {r.entry_id})"))
+                          "yes" if r.current else "", escape(safe(f"{r.session} · turn {r.turn} (entry {r.entry_id})")))
         Console(width=max(Console().width, 120)).print(table)
 
     _guard(run)
