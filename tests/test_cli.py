@@ -135,6 +135,53 @@ def test_a_failed_or_empty_ingest_leaves_no_new_database(tmp_path):
     assert "5433" in run("search", "staging port", db=db).stdout.decode()
 
 
+def test_reindex_refuses_a_missing_or_zero_byte_database_and_makes_none(tmp_path):
+    """``reindex`` is not a command that creates a database: a mistyped --db or a zero-byte file is an error (before:
+    it made an empty Lantern database there and reported "0 entries re-embedded")."""
+    missing = tmp_path / "typo.db"
+    proc = run("reindex", db=missing, check=False)
+    assert proc.returncode == 1 and f"no database at {missing}" in proc.stderr.decode(), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    proc = run("reindex", "--embedder", "minilm", db=empty, check=False)
+    assert proc.returncode == 1 and f"{empty} is an empty file, not a Lantern database" in proc.stderr.decode()
+    assert empty.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+def test_a_failed_import_leaves_no_new_database_nor_a_zero_byte_file_turned_into_one(tmp_path):
+    """A failed ``import`` (a bad line, a missing file) removes the database it created, with its -wal / -shm and
+    the folders made for it, and makes a zero-byte --db zero bytes again (before: the zero-byte file stayed an empty
+    Lantern database, tied to an embedder; so did one after an ingest of a file without turns). A database that was
+    there stays as it was."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"not an export"\n', encoding="utf-8")
+    dbs = tmp_path / "dbs"
+    dbs.mkdir()
+    for source in (str(bad), str(tmp_path / "nofile.jsonl")):
+        for db in (dbs / "new.db", dbs / "sub" / "dir" / "new.db"):
+            proc = run("import", source, db=db, check=False)
+            assert proc.returncode == 1 and "Traceback" not in proc.stderr.decode(), proc.stderr
+            assert list(dbs.iterdir()) == [], (source, db, list(dbs.rglob("*")))
+        empty = dbs / "empty.db"
+        empty.touch()
+        proc = run("import", source, db=empty, check=False)
+        assert proc.returncode == 1, proc.stderr
+        assert empty.stat().st_size == 0 and [p.name for p in dbs.iterdir()] == ["empty.db"], list(dbs.iterdir())
+        empty.unlink()
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text("[]\n", encoding="utf-8")
+    empty = dbs / "empty.db"
+    empty.touch()
+    assert run("ingest", str(nothing), db=empty, check=False).returncode == 1
+    assert empty.stat().st_size == 0 and [p.name for p in dbs.iterdir()] == ["empty.db"]
+
+    db = archived_db(tmp_path)  # a database that was there: kept as it was
+    before = json.loads(run("stats", "--json", db=db).stdout)["entries"]
+    assert run("import", str(bad), db=db, check=False).returncode == 1
+    assert json.loads(run("stats", "--json", db=db).stdout)["entries"] == before
+
+
 def test_eval_without_the_eval_extra_fails_before_any_work(tmp_path):
     """A newcomer's finding: without scipy the whole evaluation ran, then failed at its statistics (minutes lost,
     nothing written). Now one line naming the extra, exit 1, before the data is even read."""

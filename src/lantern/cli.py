@@ -130,6 +130,38 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
+class _Before:
+    """What is at ``path`` before a command that may create the database there (ingest, import) opens it, so that a
+    failure undoes exactly what the command made and nothing else: a database it created is removed with its WAL
+    and shared-memory files and the folders made for it; a zero-byte file it turned into a database is made a
+    zero-byte file again (its -wal / -shm removed when they were not there before); a database that was there is
+    left alone."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.created = not path.exists()
+        self.was_empty = _empty_file(path)
+        self.sidecars = [p for p in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")) if not p.exists()]
+        self.folders = []  # the folders that do not exist yet, innermost first (Store creates them)
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            self.folders.append(folder)
+            folder = folder.parent
+
+    def undo(self) -> None:
+        """Leave ``path`` as the command found it (see the class)."""
+        if self.created:
+            _remove_database(self.path)
+            for folder in self.folders:
+                with contextlib.suppress(OSError):  # not empty (something else wrote there): kept
+                    folder.rmdir()
+        elif self.was_empty and not _empty_file(self.path):
+            with contextlib.suppress(OSError):
+                os.truncate(self.path, 0)
+            for sidecar in self.sidecars:
+                sidecar.unlink(missing_ok=True)
+
+
 def _why_empty(result) -> str:
     """Why an empty recovery is empty, for the one line the CLI prints: no candidate, or every ranked candidate cut
     because the budget left no room after the block's title line."""
@@ -277,13 +309,12 @@ def ingest(
 
     from .config import default_db_path
 
-    path = state.db or default_db_path()
-    created = not path.exists()
+    before = _Before(state.db or default_db_path())
 
     def discard_new_db() -> None:
-        """A new database that received nothing (an error, or no turn in the file) is removed (as ``import``)."""
-        if created:
-            _remove_database(path)
+        """A new database that received nothing (an error, or no turn in the file) is removed, a zero-byte file
+        made zero bytes again (as ``import``)."""
+        before.undo()
 
     def run():
         try:
@@ -343,8 +374,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
 
     from .config import default_db_path
 
-    path = state.db or default_db_path()
-    created = not path.exists()
+    before = _Before(state.db or default_db_path())
 
     def run():
         try:
@@ -356,11 +386,10 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
                 result = lantern.ingest(root, session, format=format, user=user, agent=agent, project=project,
                                         progress=lambda done, total: bar.update(task, completed=done, total=total))
         except Exception:
-            if created:
-                _remove_database(path)
+            before.undo()
             raise
-        if created and not result.ingested:
-            _remove_database(path)
+        if not result.ingested:
+            before.undo()
         if as_json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
         else:
@@ -535,8 +564,7 @@ def import_(
 
     from .config import default_db_path
 
-    path = state.db or default_db_path()
-    created = not path.exists()
+    before = _Before(state.db or default_db_path())
 
     def run():
         try:
@@ -544,9 +572,8 @@ def import_(
                 src = (io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="")
                        if file == "-" else Path(file))  # a byte that is not UTF-8: an error naming its line
                 r = lantern.import_(src, user=user, agent=agent, project=project, embeddings=embeddings)
-        except Exception:
-            if created:  # a failed import into a new database leaves no empty database behind (tied to an embedder)
-                _remove_database(path)
+        except Exception:  # a failed import leaves no new database behind (tied to an embedder), nor a zero-byte
+            before.undo()  # file turned into one
             raise
         print(f"{file}: {plural(r.added, 'entry', 'entries')} imported, {r.duplicates} already stored ({plural(r.lines, 'line')})")
 
@@ -632,10 +659,8 @@ def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="min
     """Re-embed every entry (after changing the embedder)."""
     from rich.progress import Progress
 
-    def run():
-        from .api import Lantern
-
-        with Lantern(state.db) as lantern, Progress(transient=True) as bar:
+    def run():  # _open: a missing path or a zero-byte file is refused, never made a database
+        with _open() as lantern, Progress(transient=True) as bar:
             task = bar.add_task("re-embedding", total=None)
             n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
             print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")
