@@ -216,6 +216,22 @@ def test_recover_says_why_a_small_budget_recovered_nothing(tmp_path, transcript)
     assert "6380" in fits.stdout.decode()
 
 
+def test_recover_as_of_before_every_turn_names_the_as_of_filter(tmp_path, transcript):
+    """Newcomer finding: ``recover --as-of`` a time before every turn said "no archived turn is a candidate (all
+    excluded or none archived)"; it names the --as-of time and when the turns it would find date from. When the
+    other filters find nothing either (a session that does not exist), the message stays the general one."""
+    db = tmp_path / "cli.db"
+    run("ingest", str(transcript), db=db)
+    proc = run("recover", "redis port for staging", "--as-of", "2020-01-01", db=db)
+    err = proc.stderr.decode()
+    assert proc.stdout == b"" and "nothing recovered: no archived turn is older than the --as-of time 2020-01-01 " in err, err
+    assert re.search(r"without --as-of the candidates date from \d{4}-\d\d-\d\d \d\d:\d\d UTC on", err), err
+    assert "none archived" not in err
+    other = run("recover", "redis port for staging", "--as-of", "2020-01-01", "--session", "nope", db=db).stderr.decode()
+    assert "no archived turn is a candidate" in other and "--as-of" not in other, other
+    assert "6380" in run("recover", "redis port for staging", "--as-of", "2999-01-01", db=db).stdout.decode()
+
+
 def test_version_is_the_installed_distributions():
     """``lantern --version`` prints the version of the installed distribution lantern-memory (pyproject.toml's
     name) and exits 0, before any command and without looking at a database."""

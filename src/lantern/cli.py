@@ -162,12 +162,22 @@ class _Before:
                 sidecar.unlink(missing_ok=True)
 
 
-def _why_empty(result) -> str:
-    """Why an empty recovery is empty, for the one line the CLI prints: no candidate, or every ranked candidate cut
-    because the budget left no room after the block's title line."""
+def _why_empty(result, as_of: Optional[str] = None, without_as_of=None) -> str:
+    """Why an empty recovery is empty, for the one line the CLI prints: no turn older than the ``--as-of`` time
+    (``as_of``, as given; ``without_as_of``: a callable returning the same recovery's explanation without it, called
+    only then), no candidate, or every ranked candidate cut because the budget left no room after the block's title
+    line."""
+    from datetime import timezone
+
     from .recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
 
     ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
+    if not ranked and as_of is not None and without_as_of is not None:
+        later = [c.entry.time or c.entry.archived_at for c in without_as_of().candidates  # as --as-of: the event
+                 if not c.verdict.startswith("excluded:")]  # time, else the archiving time
+        if later:  # the turns the query finds all came after the asked time
+            return (f": no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
+                    f"from {min(later).astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC on)")
     if not ranked:
         return ": no archived turn is a candidate (all excluded or none archived)"
     if any(c.verdict == "cut:budget" for c in ranked):
@@ -428,12 +438,14 @@ def recover(
         when = _iso(as_of, "--as-of")
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project)
-        if as_json:
-            _print_json(result.to_json())
-        elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
-            print(_on_terminal()(result.text))
-        else:
-            typer.secho(f"nothing recovered{_why_empty(result)}", err=True, fg=typer.colors.YELLOW)
+            if as_json:
+                _print_json(result.to_json())
+            elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
+                print(_on_terminal()(result.text))
+            else:
+                why = _why_empty(result, as_of if when is not None else None, lambda: lantern.explain(
+                    query, session=session, budget=budget, user=user, agent=agent, project=project))
+                typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
 
