@@ -286,7 +286,7 @@ def _iso(value: Optional[str], option: str):
 
 @app.command()
 def ingest(
-    file: Path = typer.Argument(..., help="Transcript file, or a directory: every transcript under it."),
+    file: Path = typer.Argument(..., metavar="FILE|DIR", help="Transcript file, or a directory: every transcript under it."),
     format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help=(
         "Session id (default: the file name; for a directory, each file's path under it, and NAME becomes a prefix).")),
@@ -423,7 +423,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
 
 @app.command()
 def recover(
-    query: str = typer.Argument(..., help="The question, or the live context's tail after a compaction."),
+    query: str = typer.Argument(..., metavar="QUERY", help="The question, or the live context's tail after a compaction."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
@@ -452,7 +452,7 @@ def recover(
 
 @app.command()
 def search(
-    query: str = typer.Argument(...),
+    query: str = typer.Argument(..., metavar="QUERY", help="What to look for."),
     k: int = typer.Option(10, "-k", min=1, help="Results."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8),
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
@@ -538,7 +538,7 @@ def forget(
 
 @app.command()
 def export(
-    file: str = typer.Argument(..., help="Output JSONL file, or - for stdout."),
+    file: str = typer.Argument(..., metavar="FILE|-", help="Output JSONL file, or - for stdout."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."),
     user: Optional[str] = _user_option("Only this user's entries (default $LANTERN_USER, else EVERY user: a backup)."),
     agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Only this agent's entries."),
@@ -560,7 +560,7 @@ def export(
 
 @app.command("import")
 def import_(
-    file: str = typer.Argument(..., help="A JSONL export (lantern export), or - for stdin."),
+    file: str = typer.Argument(..., metavar="FILE|-", help="A JSONL export (lantern export), or - for stdin."),
     user: Optional[str] = typer.Option(None, "--user", "-u", callback=_utf8, help=(
         "Put every entry into this user (default: the users recorded in the file; $LANTERN_USER is NOT used here, so "
         "a multi-user backup is never folded into one user by accident).")),
@@ -611,7 +611,7 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @app.command()
 def facts(
-    key: Optional[str] = typer.Argument(None, callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
+    key: Optional[str] = typer.Argument(None, metavar="KEY", callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
     as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): the values valid then."),
     history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
     as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
@@ -649,7 +649,7 @@ def facts(
 
 @app.command()
 def feedback(
-    ids: list[int] = typer.Argument(..., help="Entry ids (as shown by recover --json or search)."),
+    ids: list[int] = typer.Argument(..., metavar="ID", help="Entry ids (as shown by recover --json or search)."),
     useful: bool = typer.Option(..., "--useful/--not-useful", help="Whether the recovered entries helped."),
     user: Optional[str] = _user_option("Only this user's entries are updated (default $LANTERN_USER, else the default user \"\")."),
 ) -> None:
@@ -736,7 +736,7 @@ def serve(
 
 @app.command("eval")
 def eval_(
-    dataset: str = typer.Argument(..., help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."),
+    dataset: str = typer.Argument(..., metavar="DATASET", help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."),
     data: Path = typer.Option(..., "--data", help="The dataset file or folder (read only)."),
     out: Path = typer.Option(..., "--out", help="Output folder: results.json, facts.jsonl, report.md, PNG plots."),
     split: str = typer.Option("report", "--split", help="tune, report or all (never tune on report)."),
