@@ -824,6 +824,31 @@ def install_claude_code(
     _guard(run)
 
 
+def _flowed(doc: str, markup: bool) -> str:
+    """A docstring as command help: each paragraph's lines joined into one line, paragraphs kept. Typer (rich markup
+    mode) keeps the single line breaks of the source in the command list of ``lantern --help`` and in every
+    paragraph after the first, so a docstring wrapped at 120 columns printed stray line breaks mid-sentence.
+    ``markup``: the help is read as rich markup, where ``[eval]`` is a style tag and vanished from
+    ``pip install 'lantern-memory[eval]'``: such a bracket is escaped."""
+    import inspect
+    import re
+
+    text = "\n\n".join(" ".join(line.strip() for line in paragraph.splitlines())
+                       for paragraph in inspect.cleandoc(doc).split("\n\n"))
+    return re.sub(r"\[(?=[A-Za-z#/@])", r"\\[", text) if markup else text
+
+
+def _flow_help(*typers: typer.Typer) -> None:
+    """Give every command of ``typers`` its docstring ``_flowed`` as its help (a help given explicitly is kept)."""
+    for group in typers:
+        for info in group.registered_commands:
+            if info.help is None and info.callback is not None and info.callback.__doc__:
+                info.help = _flowed(info.callback.__doc__, markup=group.rich_markup_mode == "rich")
+
+
+_flow_help(app, hook_app, install_app)
+
+
 def main() -> None:
     try:
         app()
