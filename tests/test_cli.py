@@ -232,6 +232,18 @@ def test_recover_as_of_before_every_turn_names_the_as_of_filter(tmp_path, transc
     assert "6380" in run("recover", "redis port for staging", "--as-of", "2999-01-01", db=db).stdout.decode()
 
 
+def test_ingest_and_reindex_write_no_empty_line_when_not_on_a_terminal(tmp_path, transcript):
+    """Newcomer finding: piped, ``lantern ingest FILE`` wrote an empty line on stderr (where the progress bar would
+    be) and ``lantern reindex`` one on stdout after its result; not on a terminal they show no bar and write nothing
+    beyond their result line."""
+    db = tmp_path / "cli.db"
+    proc = run("ingest", str(transcript), db=db)
+    assert proc.stderr == b"", proc.stderr
+    assert proc.stdout.decode() == f"{transcript}: 2 turns archived, 0 already archived, 0 items skipped (session chat)\n"
+    proc = run("reindex", db=db)
+    assert proc.stderr == b"" and re.fullmatch(r"2 entries re-embedded with \S+\n", proc.stdout.decode()), (proc.stdout, proc.stderr)
+
+
 def test_version_is_the_installed_distributions():
     """``lantern --version`` prints the version of the installed distribution lantern-memory (pyproject.toml's
     name) and exits 0, before any command and without looking at a database."""

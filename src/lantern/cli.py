@@ -337,7 +337,8 @@ def ingest(
         nonlocal bar, task
         with _open(create=True) as lantern, Progress(
             TextColumn("archiving"), BarColumn(), TaskProgressColumn(), TextColumn("{task.completed} turns"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True, disable=as_json,
+            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
+            disable=as_json or not console.is_terminal,  # not on a terminal: no bar, and no empty line where it was
         ) as bar:
             counts.update(path=lantern.path, before=lantern.store.count())
             task = bar.add_task("ingest", total=None)
@@ -669,13 +670,17 @@ def feedback(
 @app.command()
 def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the current one).")) -> None:
     """Re-embed every entry (after changing the embedder)."""
+    from rich.console import Console
     from rich.progress import Progress
 
+    console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
+
     def run():  # _open: a missing path or a zero-byte file is refused, never made a database
-        with _open() as lantern, Progress(transient=True) as bar:
-            task = bar.add_task("re-embedding", total=None)
-            n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
-            print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")
+        with _open() as lantern:
+            with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
+                task = bar.add_task("re-embedding", total=None)
+                n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
+            print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
 
     _guard(run)
 
