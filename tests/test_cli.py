@@ -244,6 +244,23 @@ def test_ingest_and_reindex_write_no_empty_line_when_not_on_a_terminal(tmp_path,
     assert proc.stderr == b"" and re.fullmatch(r"2 entries re-embedded with \S+\n", proc.stdout.decode()), (proc.stdout, proc.stderr)
 
 
+def test_ingest_warnings_quoting_the_input_are_printed_as_text_not_markup(tmp_path):
+    """A warning quotes the input (an unknown role ``[/]wiz``): it was read as rich markup, so ingest died with
+    "internal error MarkupError" after archiving, and removed the new database it had just filled. It is printed
+    as text; the turns stay archived."""
+    db = tmp_path / "cli.db"
+    chat = tmp_path / "roles[bold].jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "the staging port is 5433"},
+                                                      {"role": "[/][red]wiz", "content": "x"}]) + "\n", encoding="utf-8")
+    proc = run("ingest", str(chat), db=db)
+    assert proc.stderr.decode() == "warning: line 2: unknown role '[/][red]wiz'; skipped\n", proc.stderr
+    assert json.loads(run("stats", "--json", db=db).stdout)["entries"] == 1
+    nothing = tmp_path / "none[bold].json"
+    nothing.write_text("[]\n", encoding="utf-8")
+    err = run("ingest", str(nothing), db=db, check=False).stderr.decode()
+    assert f"error: no turns found in {nothing}" in err, err
+
+
 def test_version_is_the_installed_distributions():
     """``lantern --version`` prints the version of the installed distribution lantern-memory (pyproject.toml's
     name) and exits 0, before any command and without looking at a database."""

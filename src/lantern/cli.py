@@ -343,8 +343,11 @@ def ingest(
             counts.update(path=lantern.path, before=lantern.store.count())
             task = bar.add_task("ingest", total=None)
             result = lantern.ingest(file, session, format=format, progress=report, user=user, agent=agent, project=project)
+        from rich.markup import escape
+
+        safe = shown if console.is_terminal else str  # a warning quotes the input: never markup, never raw on a terminal
         for w in result.warnings[:20]:
-            console.print(f"[yellow]warning:[/] {w}")
+            console.print(f"[yellow]warning:[/] {escape(safe(w))}")
         if len(result.warnings) > 20:
             console.print(f"[yellow]… {len(result.warnings) - 20} more warnings[/]")
         if as_json:
@@ -355,7 +358,7 @@ def ingest(
                   f"{plural(result.skipped, 'item')} skipped (session {result.session})")
         if not result.added and not result.duplicates:
             discard_new_db()
-            console.print(f"[red]error:[/] no turns found in {file}"
+            console.print(f"[red]error:[/] no turns found in {escape(safe(file))}"
                           + (f" with --format {format}; try --format auto" if format != "auto" else "")
                           + (f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else ""))
             raise typer.Exit(1)
