@@ -135,6 +135,53 @@ def test_a_failed_or_empty_ingest_leaves_no_new_database(tmp_path):
     assert "5433" in run("search", "staging port", db=db).stdout.decode()
 
 
+def test_reindex_refuses_a_missing_or_zero_byte_database_and_makes_none(tmp_path):
+    """``reindex`` is not a command that creates a database: a mistyped --db or a zero-byte file is an error (before:
+    it made an empty Lantern database there and reported "0 entries re-embedded")."""
+    missing = tmp_path / "typo.db"
+    proc = run("reindex", db=missing, check=False)
+    assert proc.returncode == 1 and f"no database at {missing}" in proc.stderr.decode(), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    proc = run("reindex", "--embedder", "minilm", db=empty, check=False)
+    assert proc.returncode == 1 and f"{empty} is an empty file, not a Lantern database" in proc.stderr.decode()
+    assert empty.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
+def test_a_failed_import_leaves_no_new_database_nor_a_zero_byte_file_turned_into_one(tmp_path):
+    """A failed ``import`` (a bad line, a missing file) removes the database it created, with its -wal / -shm and
+    the folders made for it, and makes a zero-byte --db zero bytes again (before: the zero-byte file stayed an empty
+    Lantern database, tied to an embedder; so did one after an ingest of a file without turns). A database that was
+    there stays as it was."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"not an export"\n', encoding="utf-8")
+    dbs = tmp_path / "dbs"
+    dbs.mkdir()
+    for source in (str(bad), str(tmp_path / "nofile.jsonl")):
+        for db in (dbs / "new.db", dbs / "sub" / "dir" / "new.db"):
+            proc = run("import", source, db=db, check=False)
+            assert proc.returncode == 1 and "Traceback" not in proc.stderr.decode(), proc.stderr
+            assert list(dbs.iterdir()) == [], (source, db, list(dbs.rglob("*")))
+        empty = dbs / "empty.db"
+        empty.touch()
+        proc = run("import", source, db=empty, check=False)
+        assert proc.returncode == 1, proc.stderr
+        assert empty.stat().st_size == 0 and [p.name for p in dbs.iterdir()] == ["empty.db"], list(dbs.iterdir())
+        empty.unlink()
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text("[]\n", encoding="utf-8")
+    empty = dbs / "empty.db"
+    empty.touch()
+    assert run("ingest", str(nothing), db=empty, check=False).returncode == 1
+    assert empty.stat().st_size == 0 and [p.name for p in dbs.iterdir()] == ["empty.db"]
+
+    db = archived_db(tmp_path)  # a database that was there: kept as it was
+    before = json.loads(run("stats", "--json", db=db).stdout)["entries"]
+    assert run("import", str(bad), db=db, check=False).returncode == 1
+    assert json.loads(run("stats", "--json", db=db).stdout)["entries"] == before
+
+
 def test_eval_without_the_eval_extra_fails_before_any_work(tmp_path):
     """A newcomer's finding: without scipy the whole evaluation ran, then failed at its statistics (minutes lost,
     nothing written). Now one line naming the extra, exit 1, before the data is even read."""
@@ -167,6 +214,51 @@ def test_recover_says_why_a_small_budget_recovered_nothing(tmp_path, transcript)
     suggested = int(re.search(r"use --budget (\d+) or more", err).group(1))
     fits = run("recover", "which port for staging redis?", "--budget", str(suggested), db=db)
     assert "6380" in fits.stdout.decode()
+
+
+def test_recover_as_of_before_every_turn_names_the_as_of_filter(tmp_path, transcript):
+    """Newcomer finding: ``recover --as-of`` a time before every turn said "no archived turn is a candidate (all
+    excluded or none archived)"; it names the --as-of time and when the turns it would find date from. When the
+    other filters find nothing either (a session that does not exist), the message stays the general one."""
+    db = tmp_path / "cli.db"
+    run("ingest", str(transcript), db=db)
+    proc = run("recover", "redis port for staging", "--as-of", "2020-01-01", db=db)
+    err = proc.stderr.decode()
+    assert proc.stdout == b"" and "nothing recovered: no archived turn is older than the --as-of time 2020-01-01 " in err, err
+    assert re.search(r"without --as-of the candidates date from \d{4}-\d\d-\d\d \d\d:\d\d UTC on", err), err
+    assert "none archived" not in err
+    other = run("recover", "redis port for staging", "--as-of", "2020-01-01", "--session", "nope", db=db).stderr.decode()
+    assert "no archived turn is a candidate" in other and "--as-of" not in other, other
+    assert "6380" in run("recover", "redis port for staging", "--as-of", "2999-01-01", db=db).stdout.decode()
+
+
+def test_ingest_and_reindex_write_no_empty_line_when_not_on_a_terminal(tmp_path, transcript):
+    """Newcomer finding: piped, ``lantern ingest FILE`` wrote an empty line on stderr (where the progress bar would
+    be) and ``lantern reindex`` one on stdout after its result; not on a terminal they show no bar and write nothing
+    beyond their result line."""
+    db = tmp_path / "cli.db"
+    proc = run("ingest", str(transcript), db=db)
+    assert proc.stderr == b"", proc.stderr
+    assert proc.stdout.decode() == f"{transcript}: 2 turns archived, 0 already archived, 0 items skipped (session chat)\n"
+    proc = run("reindex", db=db)
+    assert proc.stderr == b"" and re.fullmatch(r"2 entries re-embedded with \S+\n", proc.stdout.decode()), (proc.stdout, proc.stderr)
+
+
+def test_ingest_warnings_quoting_the_input_are_printed_as_text_not_markup(tmp_path):
+    """A warning quotes the input (an unknown role ``[/]wiz``): it was read as rich markup, so ingest died with
+    "internal error MarkupError" after archiving, and removed the new database it had just filled. It is printed
+    as text; the turns stay archived."""
+    db = tmp_path / "cli.db"
+    chat = tmp_path / "roles[bold].jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "the staging port is 5433"},
+                                                      {"role": "[/][red]wiz", "content": "x"}]) + "\n", encoding="utf-8")
+    proc = run("ingest", str(chat), db=db)
+    assert proc.stderr.decode() == "warning: line 2: unknown role '[/][red]wiz'; skipped\n", proc.stderr
+    assert json.loads(run("stats", "--json", db=db).stdout)["entries"] == 1
+    nothing = tmp_path / "none[bold].json"
+    nothing.write_text("[]\n", encoding="utf-8")
+    err = run("ingest", str(nothing), db=db, check=False).stderr.decode()
+    assert f"error: no turns found in {nothing}" in err, err
 
 
 def test_version_is_the_installed_distributions():
@@ -262,6 +354,90 @@ def test_a_database_in_a_read_only_directory_is_named_as_such(tmp_path, unprivil
         folder.chmod(0o755)
 
 
+def test_a_database_another_process_holds_exclusively_is_named_locked(tmp_path):
+    """A connection elsewhere in locking_mode EXCLUSIVE keeps every other reader out: the read commands say the
+    database is locked by another process (retry), not "not a readable SQLite database (database is locked)"."""
+    import sqlite3
+
+    db = archived_db(tmp_path)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("SELECT count(*) FROM entries").fetchone()  # WAL + EXCLUSIVE: the first read takes the lock for good
+    try:
+        for command in (["stats"], ["recover", "staging redis port"]):
+            proc = run(*command, db=db, check=False)
+            err = proc.stderr.decode()
+            assert proc.returncode == 1 and "Traceback" not in err, (command, err)
+            assert f"{db}: the database is locked: another process holds an exclusive lock on it" in err, (command, err)
+            assert "retry" in err and "not a readable SQLite database" not in err, (command, err)
+    finally:
+        holder.close()
+    assert "6380" in run("recover", "staging redis port", db=db).stdout.decode()  # the lock gone, it opens
+
+
+def test_a_database_on_a_full_disk_is_named_as_such(tmp_path):
+    """On a full disk SQLite cannot create the -shm file (SQLITE_IOERR_SHMSIZE, "disk I/O error"): the read commands
+    say the disk is full. A real full disk: a 1 MiB tmpfs filled to the last block, mounted in a user and mount
+    namespace (skipped where those cannot be made)."""
+    import shutil
+
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True).returncode:
+        pytest.skip("no user and mount namespaces: cannot mount a small tmpfs to fill")
+    db = archived_db(tmp_path, "src.db")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    lantern = " ".join(f"'{a}'" for a in LANTERN)
+    script = f"""
+        mount -t tmpfs -o size=1m tmpfs '{mnt}' || exit 77
+        cp '{db}' '{mnt}/full.db'
+        dd if=/dev/zero of='{mnt}/filler' bs=4096 2>/dev/null
+        [ "$(df --output=avail '{mnt}' | tail -1 | tr -d ' ')" = 0 ] || exit 78
+        {lantern} --db '{mnt}/full.db' stats; echo "exit $?"
+        {lantern} --db '{mnt}/full.db' search redis; echo "exit $?"
+    """
+    proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], capture_output=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+    if proc.returncode in (77, 78):
+        pytest.skip(f"could not mount and fill a tmpfs: {proc.stderr.decode()}")
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    assert out.count("exit 1") == 2 and "Traceback" not in err, (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 2 and all(f"{mnt}/full.db: cannot open it: the disk holding {mnt} is full" in line
+                                   for line in lines), err
+    assert "not a readable SQLite database" not in err
+
+
+def test_open_errors_name_their_cause():
+    """The message of each SQLite error on open (store/sqlite.py ``_open_error``), for the errors a test cannot
+    produce for real here: SQLITE_FULL, an I/O error on a disk with room left, and Python 3.10's errors (no error
+    code on the exception, only the message). A file that is not a database stays "not a readable SQLite
+    database"."""
+    import sqlite3
+
+    from lantern.store.sqlite import _open_error
+
+    def error(message: str, code: int | None) -> sqlite3.OperationalError:
+        e = sqlite3.OperationalError(message)
+        if code is not None:
+            e.sqlite_errorcode = code
+        return e
+
+    path = str(Path(__file__))  # a folder with room left and writable
+    cases = [
+        (error("database or disk is full", 13), "is full"), (error("database or disk is full", None), "is full"),
+        (error("disk I/O error", 4874), "an I/O error"), (error("disk I/O error", 266), "an I/O error"),
+        (error("disk I/O error", None), "an I/O error"), (error("database is locked", 5), "the database is locked"),
+        (error("database is locked", None), "the database is locked"),
+        (error("database table is locked", 6), "the database is locked"),
+        (sqlite3.DatabaseError("file is not a database"), "is not a readable SQLite database"),
+    ]
+    for e, expected in cases:
+        message = str(_open_error(path, e))
+        assert expected in message and str(e) in message, (e, message)
+        assert ("not a readable" in message) == (expected == "is not a readable SQLite database"), (e, message)
+
+
 def test_read_commands_refuse_a_zero_byte_file_and_leave_it_empty(tmp_path):
     """A zero-byte --db given to recover / search / stats / facts / export is an error; before, SQLite took it for a
     new database and the read command turned it into an empty Lantern database."""
@@ -307,25 +483,21 @@ def test_a_name_that_is_not_utf8_is_a_usage_error(tmp_path):
     assert (after["entries"], after["sessions"]) == (before["entries"], before["sessions"])
 
 
-HOSTILE = "port 6380 \x1b[2J\x1b[31mred\x1b[0m bell\x07 cr\rback \u202eevil\u202c tab\there \u9020 \u200d 端口"
+HOSTILE = ("port 6380 \x1b[2J\x1b[31mred\x1b[0m bell\x07 cr\rback \u202eevil\u202c tab\there \u9020 \u200d 端口"
+           " \u2028line\u2029para")
+# what must never reach a terminal raw from the archive (the escapes rich writes itself are SGR styles: ESC [ ... m)
+TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+RICH_STYLE = re.compile("\x1b\\[[0-9;]*m")  # the bold / dim / italic of the tables' headers and captions
 
 
-def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
-    """An archived ANSI sequence, BEL, CR or bidi override reaches a terminal as visible escapes (shown, as for the
-    file names of ingest DIR); newlines, tabs and other text stay. Piped (to an LLM), the text is printed as is."""
+def on_a_terminal(*args: str, db: Path) -> str:
+    """The stdout of ``lantern --db DB ARGS`` run on a pseudo-terminal (``sys.stdout.isatty()`` is true), with the
+    CR the terminal's line discipline adds before each LF taken out again."""
     import pty
 
-    db = tmp_path / "hostile.db"
-    chat = tmp_path / "hostile.jsonl"
-    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "which port for redis?"},
-                                                      {"role": "assistant", "content": HOSTILE}]) + "\n", encoding="utf-8")
-    run("ingest", str(chat), db=db)
-    piped = run("recover", "redis port", db=db).stdout.decode()
-    assert HOSTILE in piped
-
     main, child = pty.openpty()
-    proc = subprocess.Popen([*LANTERN, "--db", str(db), "recover", "redis port"], stdout=child, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.Popen([*LANTERN, "--db", str(db), *args], stdout=child, stderr=subprocess.PIPE,
+                            env={**os.environ, "COLUMNS": "400"})
     os.close(child)
     chunks = []
     while True:
@@ -338,8 +510,61 @@ def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
         chunks.append(data)
     os.close(main)
     assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
-    shown = b"".join(chunks).decode().replace("\r\n", "\n")  # the terminal's line discipline adds CR before LF
-    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", shown), repr(shown)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
+    """An archived ANSI sequence, BEL, CR, bidi override or line / paragraph separator (U+2028 / U+2029) reaches a
+    terminal as visible escapes (shown, as for the file names of ingest DIR); newlines, tabs and other text stay.
+    Piped (to an LLM), the text is printed as is."""
+    db = tmp_path / "hostile.db"
+    chat = tmp_path / "hostile.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "which port for redis?"},
+                                                      {"role": "assistant", "content": HOSTILE}]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), db=db)
+    piped = run("recover", "redis port", db=db).stdout.decode()
+    assert HOSTILE in piped
+
+    shown = on_a_terminal("recover", "redis port", db=db)
+    assert not TERMINAL_UNSAFE.search(shown), repr(shown)
     assert ("port 6380 \\x1b[2J\\x1b[31mred\\x1b[0m bell\\x07 cr\\rback \\u202eevil\\u202c tab\there \u9020 \u200d 端口"
-            in shown), repr(shown)
+            " \\u2028line\\u2029para" in shown), repr(shown)
     assert shown.count("\n") == piped.count("\n")
+
+
+def test_search_explain_facts_and_json_escape_archived_text_on_a_terminal_only(tmp_path):
+    """The search and --explain tables (summaries, sessions), the facts table (keys, values, sources) and the --json
+    of recover, search and facts print archived text; on a terminal its escape sequences, C1 and bidi controls and
+    U+2028 / U+2029 are visible escapes (before: raw, so an archived turn could clear, retitle or reorder the
+    user's terminal). The JSON stays the same value (\\uXXXX escapes). Piped, the output is as before: raw."""
+    db = tmp_path / "hostile.db"
+    chat = tmp_path / "hostile.jsonl"
+    session = "s\x1b[1m\u202eX"
+    chat.write_text("\n".join(json.dumps(m) for m in [
+        {"role": "user", "content": "which port for redis? \x1b]0;pwned\x07"}, {"role": "assistant", "content": HOSTILE},
+        {"role": "user", "content": "REDIS_HOST=cache\x9b2J\u202e.internal"}]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), "--session", session, db=db)
+
+    for command in (["search", "redis port"], ["search", "redis port", "--explain"]):
+        piped = run(*command, db=db).stdout.decode()
+        assert "\x1b[2J" in piped and "\x1b]0;pwned" in piped and session in piped, command  # a pipe: as before
+        shown = on_a_terminal(*command, db=db)
+        assert not TERMINAL_UNSAFE.search(RICH_STYLE.sub("", shown)), (command, repr(shown))
+        assert "\\x1b[2J\\x1b[31mred" in shown and "\\x1b]0;pwned\\x07" in shown, (command, repr(shown))
+        assert "s\\x1b[1m\\u202eX" in shown, (command, repr(shown))
+
+    piped = run("facts", db=db).stdout.decode()
+    assert "cache\x9b2J\u202e.internal" in piped and session in piped
+    shown = on_a_terminal("facts", db=db)
+    assert not TERMINAL_UNSAFE.search(RICH_STYLE.sub("", shown)), repr(shown)
+    assert "cache\\x9b2J\\u202e.internal" in shown and "s\\x1b[1m\\u202eX" in shown, repr(shown)
+
+    for command in (["recover", "redis port", "--json"], ["search", "redis port", "--json"], ["facts", "--json"]):
+        piped = run(*command, db=db).stdout.decode()
+        assert re.search("[\x9b\u202e\u2028]", piped), command  # JSON leaves C1, bidi and U+2028 raw: as before
+        shown = on_a_terminal(*command, db=db)
+        assert not TERMINAL_UNSAFE.search(shown.rstrip("\n")), (command, repr(shown))
+        texts = [[r.get("text"), r.get("summary"), r.get("value"), r.get("session")] for r in
+                 (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(shown))]
+        assert texts == [[r.get("text"), r.get("summary"), r.get("value"), r.get("session")] for r in
+                         (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(piped))], command

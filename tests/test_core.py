@@ -155,6 +155,34 @@ def test_explain_shows_ranks_rrf_and_verdicts(lantern):
     assert all(c.reason for c in rec.candidates)
 
 
+def test_explain_candidates_carry_their_tags_read_in_one_query(lantern):
+    """Newcomer finding: ``explain(...).candidates`` entries had ``tags=[]`` while ``search`` hits carry the entry's
+    tags. Every candidate (packed, cut or excluded) has its stored tags, read in one batched query for all of them
+    (not one per candidate), and ``recover`` does not read them."""
+    lantern.archive(PORT_TURN + filler_messages(), session="s1")
+    hits = {h.entry.id: h.entry.tags for h in lantern.search("docker postgres 5433 billing", k=20)}
+    statements: list[str] = []
+    lantern.store.db.set_trace_callback(statements.append)
+    try:
+        rec = lantern.explain("docker postgres 5433 billing", budget=400, exclude=filler_messages()[-2:])
+    finally:
+        lantern.store.db.set_trace_callback(None)
+    assert len(rec.candidates) > 3 and {c.verdict for c in rec.candidates} & {"cut:budget", "excluded:live"}
+    assert any(c.entry.tags for c in rec.candidates)
+    for c in rec.candidates:
+        assert c.entry.tags == lantern.store.entries([c.entry.id])[c.entry.id].tags, c.entry.id
+        if c.entry.id in hits:
+            assert c.entry.tags == hits[c.entry.id]
+    assert sum("SELECT id, tags FROM entries" in q for q in statements) == 1, statements
+    statements.clear()
+    lantern.store.db.set_trace_callback(statements.append)
+    try:
+        lantern.recover("docker postgres 5433 billing", budget=400)
+    finally:
+        lantern.store.db.set_trace_callback(None)
+    assert not any("SELECT id, tags FROM entries" in q for q in statements)
+
+
 def test_search_returns_hits_best_first(lantern):
     lantern.archive(PORT_TURN + filler_messages(), session="s1")
     hits = lantern.search("ruff flake8 linter", k=3)

@@ -381,39 +381,44 @@ def test_message_objects_get_the_role_and_empty_checks(tmp_path):
 
 
 ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"  # ZWSP, ZWNJ, ZWJ, word joiner, BOM: invisible, and not whitespace
+# other Default_Ignorable_Code_Point characters: Mongolian vowel separator, combining grapheme joiner, function
+# application .. invisible plus, LRM / RLM, soft hyphen, variation selector 16, tag letter A, Hangul filler
+OTHER_INVISIBLE = "\u180e\u034f\u2061\u2062\u2063\u2064\u200e\u200f\u00ad\ufe0f\U000e0041\u3164"
 
 
-def test_zero_width_only_content_is_empty_content(tmp_path):
-    """A message holding only zero-width characters (and whitespace) says nothing: skipped and counted with the
-    warning empty content gets, in Message objects, dicts and every transcript format, never archived as a turn;
-    zero-width characters inside real text stay."""
+@pytest.mark.parametrize("nothing", [ZERO_WIDTH, OTHER_INVISIBLE], ids=["zero-width", "default-ignorable"])
+def test_zero_width_only_content_is_empty_content(tmp_path, nothing):
+    """A message holding only zero-width or other invisible characters (Unicode Default_Ignorable_Code_Point) and
+    whitespace says nothing: skipped and counted with the warning empty content gets, in Message objects, dicts and
+    every transcript format, never archived as a turn; such characters inside real text stay. (Before, U+180E,
+    U+034F, U+2061..U+2064, LRM / RLM ... alone were archived as a turn.)"""
     with Lantern(tmp_path / "zw.db") as lantern:
-        msgs = [Message(role="user", text="the staging DB is on port 5433"), Message(role="assistant", text=ZERO_WIDTH),
-                Message(role="user", text=f" \u200b\n\ufeff "), Message(role="assistant", text="noted: 5433\u200d")]
+        msgs = [Message(role="user", text="the staging DB is on port 5433"), Message(role="assistant", text=nothing),
+                Message(role="user", text=f" {nothing[0]}\n{nothing[-1]} "), Message(role="assistant", text="noted: 5433\u200d")]
         r = lantern.archive(msgs, session="objs")
         assert (r.added, r.skipped) == (1, 2)
         assert r.warnings == ["message 2: empty content; skipped", "message 3: empty content; skipped"]
         assert lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text == "user: the staging DB is on port 5433\nassistant: noted: 5433\u200d"
-        only = lantern.archive([{"role": "user", "content": ZERO_WIDTH}, {"role": "assistant", "content": [{"type": "text", "text": "\u2060"}]}],
+        only = lantern.archive([{"role": "user", "content": nothing}, {"role": "assistant", "content": [{"type": "text", "text": nothing[1]}]}],
                                session="dicts")
         assert (only.added, only.skipped, only.warnings) == (0, 2, ["message 1: empty content; skipped", "message 2: empty content; skipped"])
 
         real = {"role": "user", "content": "which port is staging on?"}
         files = {
-            "plain.jsonl": "\n".join(json.dumps(m) for m in [real, {"role": "assistant", "content": ZERO_WIDTH}]) + "\n",
-            "openai.json": json.dumps([real, {"role": "assistant", "content": ZERO_WIDTH, "tool_calls": None},
+            "plain.jsonl": "\n".join(json.dumps(m) for m in [real, {"role": "assistant", "content": nothing}]) + "\n",
+            "openai.json": json.dumps([real, {"role": "assistant", "content": nothing, "tool_calls": None},
                                        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
                                         "function": {"name": "bash", "arguments": "{}"}}]}]),
-            "anthropic.json": json.dumps({"system": ZERO_WIDTH, "messages": [
-                real, {"role": "assistant", "content": [{"type": "text", "text": ZERO_WIDTH}]}]}),
-            "sharegpt.json": json.dumps({"conversations": [{"from": "human", "value": real["content"]}, {"from": "gpt", "value": ZERO_WIDTH}]}),
+            "anthropic.json": json.dumps({"system": nothing, "messages": [
+                real, {"role": "assistant", "content": [{"type": "text", "text": nothing}]}]}),
+            "sharegpt.json": json.dumps({"conversations": [{"from": "human", "value": real["content"]}, {"from": "gpt", "value": nothing}]}),
             "codex.jsonl": "\n".join(json.dumps({"type": "response_item", "payload": {"type": "message", "role": role,
                                                   "content": [{"type": "input_text", "text": text}]}})
-                                      for role, text in [("user", real["content"]), ("assistant", ZERO_WIDTH)]) + "\n",
+                                      for role, text in [("user", real["content"]), ("assistant", nothing)]) + "\n",
             "claude.jsonl": "\n".join(json.dumps({"type": role, "uuid": f"u{i}", "sessionId": "s1", "message": {"role": role, "content": text}})
-                                       for i, (role, text) in enumerate([("user", real["content"]), ("assistant", [{"type": "text", "text": ZERO_WIDTH}]),
-                                                                         ("user", ZERO_WIDTH)])) + "\n",
-            "aider.md": f"# aider chat started at 2024-08-06 08:47:10\n\n#### {real['content']}\n\n{ZERO_WIDTH}\n\n#### \u200b\n",
+                                       for i, (role, text) in enumerate([("user", real["content"]), ("assistant", [{"type": "text", "text": nothing}]),
+                                                                         ("user", nothing)])) + "\n",
+            "aider.md": f"# aider chat started at 2024-08-06 08:47:10\n\n#### {real['content']}\n\n{nothing}\n\n#### {nothing[0]}\n",
         }
         for name, text in files.items():
             path = tmp_path / name
@@ -421,8 +426,31 @@ def test_zero_width_only_content_is_empty_content(tmp_path):
             r = lantern.ingest(path, session=name)
             turns = [e.text for e in lantern.store.entries(r.entry_ids).values()]
             assert r.skipped >= 1 and all("empty" in w for w in r.warnings), (name, r.warnings)
-            assert not any(c in t for t in turns for c in ZERO_WIDTH), (name, turns)
+            assert not any(c in t for t in turns for c in nothing), (name, turns)
             assert any("which port is staging on?" in t for t in turns), (name, turns)
+
+
+def test_default_ignorable_ranges_are_the_ucd_ones():
+    """DEFAULT_IGNORABLE holds the 4,174 code points of DerivedCoreProperties.txt (Unicode 14.0), in sorted
+    disjoint ranges, each assigned one of the categories the file gives them (Cf, Mn, Lo; Cn unassigned); letters,
+    digits and visible marks outside it are not invisible."""
+    import unicodedata
+
+    from lantern.archive.parse.jsonl import DEFAULT_IGNORABLE, invisible
+
+    assert sum(last - first + 1 for first, last in DEFAULT_IGNORABLE) == 4174
+    assert all(a[1] < b[0] - 1 for a, b in zip(DEFAULT_IGNORABLE, DEFAULT_IGNORABLE[1:]))  # sorted, merged
+    inside = {chr(c) for first, last in DEFAULT_IGNORABLE for c in range(first, last + 1)}
+    assert {unicodedata.category(c) for c in inside} == {"Cf", "Mn", "Lo", "Cn"}
+    assert all(map(invisible, inside)) and all(map(invisible, " \t\n\u00a0\u2028\u3000"))
+    assert not any(map(invisible, "a5é\u0301\u2013端\U0001f600\u115e\u1161\ue000\U000e1000"))
+    # every format character (Cf) is Default_Ignorable but those the property's derivation takes out: the
+    # interlinear annotation characters, the Egyptian hieroglyph format controls and the prepended concatenation
+    # marks (Arabic number signs, Syriac abbreviation mark ...), which are visible
+    visible_cf = {*range(0xFFF9, 0xFFFC), *range(0x13430, 0x13441), *range(0x600, 0x606), 0x6DD, 0x70F, 0x890, 0x891,
+                  0x8E2, 0x110BD, 0x110CD}
+    cf = {c for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf"}
+    assert {c for c in cf if not invisible(chr(c))} == cf & visible_cf
 
 
 # --- streaming ingest ---------------------------------------------------------------------------------------

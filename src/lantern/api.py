@@ -303,9 +303,15 @@ class Lantern:
         cut:budget, cut:duplicate, excluded:live, excluded:pruned) with its reason; each candidate's entry carries
         its category, confidence and success. Scope as ``recover``. ``extra_rankings``: further signals fused with
         the others (signal name -> entry ids best first; the evaluation's second-embedder signal). Raises
-        ValueError for a bad budget, TypeError for a bad ``exclude``, ``as_of`` or scope name."""
-        return self._recover(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent,
-                             project=project, extra_rankings=extra_rankings, complete=True)
+        ValueError for a bad budget, TypeError for a bad ``exclude``, ``as_of`` or scope name. Each candidate's
+        entry carries its tags, as a ``search`` hit's does (read in one batched query: the read path ranks without
+        them)."""
+        result = self._recover(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent,
+                               project=project, extra_rankings=extra_rankings, complete=True)
+        tags = self.store.tags(c.entry.id for c in result.candidates)
+        for c in result.candidates:
+            c.entry.tags = tags.get(c.entry.id, [])
+        return result
 
     def _recover(self, query: str, session: str | None, budget: int | None, exclude: Any, *, as_of: datetime | None,
                  proactive: bool, user: str | None, agent: str | None, project: str | None,

@@ -32,7 +32,7 @@ from typing import Optional
 
 import typer
 
-from .archive.directory import plural, shown
+from .archive.directory import _TERMINAL_UNSAFE, plural, shown
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
@@ -130,12 +130,54 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def _why_empty(result) -> str:
-    """Why an empty recovery is empty, for the one line the CLI prints: no candidate, or every ranked candidate cut
-    because the budget left no room after the block's title line."""
+class _Before:
+    """What is at ``path`` before a command that may create the database there (ingest, import) opens it, so that a
+    failure undoes exactly what the command made and nothing else: a database it created is removed with its WAL
+    and shared-memory files and the folders made for it; a zero-byte file it turned into a database is made a
+    zero-byte file again (its -wal / -shm removed when they were not there before); a database that was there is
+    left alone."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.created = not path.exists()
+        self.was_empty = _empty_file(path)
+        self.sidecars = [p for p in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")) if not p.exists()]
+        self.folders = []  # the folders that do not exist yet, innermost first (Store creates them)
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            self.folders.append(folder)
+            folder = folder.parent
+
+    def undo(self) -> None:
+        """Leave ``path`` as the command found it (see the class)."""
+        if self.created:
+            _remove_database(self.path)
+            for folder in self.folders:
+                with contextlib.suppress(OSError):  # not empty (something else wrote there): kept
+                    folder.rmdir()
+        elif self.was_empty and not _empty_file(self.path):
+            with contextlib.suppress(OSError):
+                os.truncate(self.path, 0)
+            for sidecar in self.sidecars:
+                sidecar.unlink(missing_ok=True)
+
+
+def _why_empty(result, as_of: Optional[str] = None, without_as_of=None) -> str:
+    """Why an empty recovery is empty, for the one line the CLI prints: no turn older than the ``--as-of`` time
+    (``as_of``, as given; ``without_as_of``: a callable returning the same recovery's explanation without it, called
+    only then), no candidate, or every ranked candidate cut because the budget left no room after the block's title
+    line."""
+    from datetime import timezone
+
     from .recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
 
     ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
+    if not ranked and as_of is not None and without_as_of is not None:
+        later = [c.entry.time or c.entry.archived_at for c in without_as_of().candidates  # as --as-of: the event
+                 if not c.verdict.startswith("excluded:")]  # time, else the archiving time
+        if later:  # the turns the query finds all came after the asked time
+            return (f": no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
+                    f"from {min(later).astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC on)")
     if not ranked:
         return ": no archived turn is a candidate (all excluded or none archived)"
     if any(c.verdict == "cut:budget" for c in ranked):
@@ -144,6 +186,23 @@ def _why_empty(result) -> str:
         return (f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
                 f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + FIRST_EXCERPT_MIN} or more")
     return ""
+
+
+def _on_terminal():
+    """How archived text is printed to stdout: on a terminal, ``shown`` (control characters, bidi controls and
+    U+2028 / U+2029 as visible escapes, newlines and tabs kept), so hostile text cannot drive or reorder the
+    terminal; to a pipe (an LLM, a file), unchanged."""
+    return (lambda text: shown(text, keep_lines=True)) if sys.stdout.isatty() else (lambda text: text)
+
+
+def _print_json(value) -> None:
+    """Print ``value`` as one line of JSON (``ensure_ascii=False``). On a terminal, the characters ``shown`` escapes
+    that JSON leaves raw (C1 controls, bidi controls, U+2028 / U+2029) are written as ``\\uXXXX`` escapes: the same
+    JSON value; to a pipe, the bytes are unchanged."""
+    text = json.dumps(value, ensure_ascii=False)
+    if sys.stdout.isatty():
+        text = _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    print(text)
 
 
 def _importable(module: str) -> bool:
@@ -227,7 +286,7 @@ def _iso(value: Optional[str], option: str):
 
 @app.command()
 def ingest(
-    file: Path = typer.Argument(..., help="Transcript file, or a directory: every transcript under it."),
+    file: Path = typer.Argument(..., metavar="FILE|DIR", help="Transcript file, or a directory: every transcript under it."),
     format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help=(
         "Session id (default: the file name; for a directory, each file's path under it, and NAME becomes a prefix).")),
@@ -260,13 +319,12 @@ def ingest(
 
     from .config import default_db_path
 
-    path = state.db or default_db_path()
-    created = not path.exists()
+    before = _Before(state.db or default_db_path())
 
     def discard_new_db() -> None:
-        """A new database that received nothing (an error, or no turn in the file) is removed (as ``import``)."""
-        if created:
-            _remove_database(path)
+        """A new database that received nothing (an error, or no turn in the file) is removed, a zero-byte file
+        made zero bytes again (as ``import``)."""
+        before.undo()
 
     def run():
         try:
@@ -279,13 +337,17 @@ def ingest(
         nonlocal bar, task
         with _open(create=True) as lantern, Progress(
             TextColumn("archiving"), BarColumn(), TaskProgressColumn(), TextColumn("{task.completed} turns"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True, disable=as_json,
+            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
+            disable=as_json or not console.is_terminal,  # not on a terminal: no bar, and no empty line where it was
         ) as bar:
             counts.update(path=lantern.path, before=lantern.store.count())
             task = bar.add_task("ingest", total=None)
             result = lantern.ingest(file, session, format=format, progress=report, user=user, agent=agent, project=project)
+        from rich.markup import escape
+
+        safe = shown if console.is_terminal else str  # a warning quotes the input: never markup, never raw on a terminal
         for w in result.warnings[:20]:
-            console.print(f"[yellow]warning:[/] {w}")
+            console.print(f"[yellow]warning:[/] {escape(safe(w))}")
         if len(result.warnings) > 20:
             console.print(f"[yellow]… {len(result.warnings) - 20} more warnings[/]")
         if as_json:
@@ -296,7 +358,7 @@ def ingest(
                   f"{plural(result.skipped, 'item')} skipped (session {result.session})")
         if not result.added and not result.duplicates:
             discard_new_db()
-            console.print(f"[red]error:[/] no turns found in {file}"
+            console.print(f"[red]error:[/] no turns found in {escape(safe(file))}"
                           + (f" with --format {format}; try --format auto" if format != "auto" else "")
                           + (f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else ""))
             raise typer.Exit(1)
@@ -326,8 +388,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
 
     from .config import default_db_path
 
-    path = state.db or default_db_path()
-    created = not path.exists()
+    before = _Before(state.db or default_db_path())
 
     def run():
         try:
@@ -339,11 +400,10 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
                 result = lantern.ingest(root, session, format=format, user=user, agent=agent, project=project,
                                         progress=lambda done, total: bar.update(task, completed=done, total=total))
         except Exception:
-            if created:
-                _remove_database(path)
+            before.undo()
             raise
-        if created and not result.ingested:
-            _remove_database(path)
+        if not result.ingested:
+            before.undo()
         if as_json:
             print(json.dumps(result.to_json(), ensure_ascii=False))
         else:
@@ -367,7 +427,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
 
 @app.command()
 def recover(
-    query: str = typer.Argument(..., help="The question, or the live context's tail after a compaction."),
+    query: str = typer.Argument(..., metavar="QUERY", help="The question, or the live context's tail after a compaction."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
@@ -382,19 +442,21 @@ def recover(
         when = _iso(as_of, "--as-of")
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project)
-        if as_json:
-            print(json.dumps(result.to_json(), ensure_ascii=False))
-        elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
-            print(shown(result.text, keep_lines=True) if sys.stdout.isatty() else result.text)
-        else:
-            typer.secho(f"nothing recovered{_why_empty(result)}", err=True, fg=typer.colors.YELLOW)
+            if as_json:
+                _print_json(result.to_json())
+            elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
+                print(_on_terminal()(result.text))
+            else:
+                why = _why_empty(result, as_of if when is not None else None, lambda: lantern.explain(
+                    query, session=session, budget=budget, user=user, agent=agent, project=project))
+                typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
 
 
 @app.command()
 def search(
-    query: str = typer.Argument(...),
+    query: str = typer.Argument(..., metavar="QUERY", help="What to look for."),
     k: int = typer.Option(10, "-k", min=1, help="Results."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8),
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
@@ -427,8 +489,9 @@ def search(
                     for h in lantern.search(query, k=k, session=session, user=user, agent=agent, project=project)
                 ]
         if as_json:
-            print(json.dumps(rows, ensure_ascii=False))
+            _print_json(rows)
             return
+        safe = _on_terminal()  # archived text (summaries, sessions) as visible escapes on a terminal
         short = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
                  "neighbour": "nb", "local": "loc", "speaker": "spk"}
         used = {name for r in rows for name in r["ranks"]}
@@ -442,8 +505,8 @@ def search(
             ranks = [str(r["ranks"].get(s, "–")) for s in signals]
             extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""), str(r["category"] or "–"),
                      f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
-            table.add_row(escape(str(r["id"])), escape(r["session"]), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
-                          *map(escape, extra), escape(r["summary"].replace("\n", " ")))
+            table.add_row(escape(str(r["id"])), escape(safe(r["session"])), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
+                          *(escape(safe(x)) for x in extra), escape(safe(r["summary"].replace("\n", " "))))
         Console(width=max(Console().width, 140)).print(table)
 
     _guard(run)
@@ -479,7 +542,7 @@ def forget(
 
 @app.command()
 def export(
-    file: str = typer.Argument(..., help="Output JSONL file, or - for stdout."),
+    file: str = typer.Argument(..., metavar="FILE|-", help="Output JSONL file, or - for stdout."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."),
     user: Optional[str] = _user_option("Only this user's entries (default $LANTERN_USER, else EVERY user: a backup)."),
     agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Only this agent's entries."),
@@ -501,7 +564,7 @@ def export(
 
 @app.command("import")
 def import_(
-    file: str = typer.Argument(..., help="A JSONL export (lantern export), or - for stdin."),
+    file: str = typer.Argument(..., metavar="FILE|-", help="A JSONL export (lantern export), or - for stdin."),
     user: Optional[str] = typer.Option(None, "--user", "-u", callback=_utf8, help=(
         "Put every entry into this user (default: the users recorded in the file; $LANTERN_USER is NOT used here, so "
         "a multi-user backup is never folded into one user by accident).")),
@@ -517,8 +580,7 @@ def import_(
 
     from .config import default_db_path
 
-    path = state.db or default_db_path()
-    created = not path.exists()
+    before = _Before(state.db or default_db_path())
 
     def run():
         try:
@@ -526,9 +588,8 @@ def import_(
                 src = (io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="")
                        if file == "-" else Path(file))  # a byte that is not UTF-8: an error naming its line
                 r = lantern.import_(src, user=user, agent=agent, project=project, embeddings=embeddings)
-        except Exception:
-            if created:  # a failed import into a new database leaves no empty database behind (tied to an embedder)
-                _remove_database(path)
+        except Exception:  # a failed import leaves no new database behind (tied to an embedder), nor a zero-byte
+            before.undo()  # file turned into one
             raise
         print(f"{file}: {plural(r.added, 'entry', 'entries')} imported, {r.duplicates} already stored ({plural(r.lines, 'line')})")
 
@@ -554,7 +615,7 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @app.command()
 def facts(
-    key: Optional[str] = typer.Argument(None, callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
+    key: Optional[str] = typer.Argument(None, metavar="KEY", callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
     as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): the values valid then."),
     history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
     as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
@@ -572,18 +633,19 @@ def facts(
         with _open() as lantern:
             rows = lantern.facts(key, when, history=history, user=user, agent=agent, project=project)
         if as_json:
-            print(json.dumps([r.to_json() for r in rows], ensure_ascii=False))
+            _print_json([r.to_json() for r in rows])
             return
         if not rows:
             typer.secho("no facts", err=True, fg=typer.colors.YELLOW)
             return
+        safe = _on_terminal()  # archived keys, values and sessions as visible escapes on a terminal
         table = Table()
         for col in ("key", "value", "valid from", "valid to", "current", "source"):
             table.add_column(col, overflow="fold")
         for r in rows:
-            table.add_row(escape(r.key), escape(r.value if r.value is not None else "(retracted)"),
+            table.add_row(escape(safe(r.key)), escape(safe(r.value if r.value is not None else "(retracted)")),
                           r.valid_from.strftime("%Y-%m-%d %H:%M"), r.valid_to.strftime("%Y-%m-%d %H:%M") if r.valid_to else "–",
-                          "yes" if r.current else "", escape(f"{r.session} · turn {r.turn} (entry {r.entry_id})"))
+                          "yes" if r.current else "", escape(safe(f"{r.session} · turn {r.turn} (entry {r.entry_id})")))
         Console(width=max(Console().width, 120)).print(table)
 
     _guard(run)
@@ -591,7 +653,7 @@ def facts(
 
 @app.command()
 def feedback(
-    ids: list[int] = typer.Argument(..., help="Entry ids (as shown by recover --json or search)."),
+    ids: list[int] = typer.Argument(..., metavar="ID", help="Entry ids (as shown by recover --json or search)."),
     useful: bool = typer.Option(..., "--useful/--not-useful", help="Whether the recovered entries helped."),
     user: Optional[str] = _user_option("Only this user's entries are updated (default $LANTERN_USER, else the default user \"\")."),
 ) -> None:
@@ -611,15 +673,17 @@ def feedback(
 @app.command()
 def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the current one).")) -> None:
     """Re-embed every entry (after changing the embedder)."""
+    from rich.console import Console
     from rich.progress import Progress
 
-    def run():
-        from .api import Lantern
+    console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
 
-        with Lantern(state.db) as lantern, Progress(transient=True) as bar:
-            task = bar.add_task("re-embedding", total=None)
-            n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
-            print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")
+    def run():  # _open: a missing path or a zero-byte file is refused, never made a database
+        with _open() as lantern:
+            with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
+                task = bar.add_task("re-embedding", total=None)
+                n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
+            print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
 
     _guard(run)
 
@@ -680,7 +744,7 @@ def serve(
 
 @app.command("eval")
 def eval_(
-    dataset: str = typer.Argument(..., help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."),
+    dataset: str = typer.Argument(..., metavar="DATASET", help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."),
     data: Path = typer.Option(..., "--data", help="The dataset file or folder (read only)."),
     out: Path = typer.Option(..., "--out", help="Output folder: results.json, facts.jsonl, report.md, PNG plots."),
     split: str = typer.Option("report", "--split", help="tune, report or all (never tune on report)."),
@@ -766,6 +830,31 @@ def install_claude_code(
         print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
 
     _guard(run)
+
+
+def _flowed(doc: str, markup: bool) -> str:
+    """A docstring as command help: each paragraph's lines joined into one line, paragraphs kept. Typer (rich markup
+    mode) keeps the single line breaks of the source in the command list of ``lantern --help`` and in every
+    paragraph after the first, so a docstring wrapped at 120 columns printed stray line breaks mid-sentence.
+    ``markup``: the help is read as rich markup, where ``[eval]`` is a style tag and vanished from
+    ``pip install 'lantern-memory[eval]'``: such a bracket is escaped."""
+    import inspect
+    import re
+
+    text = "\n\n".join(" ".join(line.strip() for line in paragraph.splitlines())
+                       for paragraph in inspect.cleandoc(doc).split("\n\n"))
+    return re.sub(r"\[(?=[A-Za-z#/@])", r"\\[", text) if markup else text
+
+
+def _flow_help(*typers: typer.Typer) -> None:
+    """Give every command of ``typers`` its docstring ``_flowed`` as its help (a help given explicitly is kept)."""
+    for group in typers:
+        for info in group.registered_commands:
+            if info.help is None and info.callback is not None and info.callback.__doc__:
+                info.help = _flowed(info.callback.__doc__, markup=group.rich_markup_mode == "rich")
+
+
+_flow_help(app, hook_app, install_app)
 
 
 def main() -> None:

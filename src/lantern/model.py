@@ -171,7 +171,8 @@ class Candidate:
     excerpt), ``cut:budget`` (its MMR turn came after the budget ran out), ``cut:duplicate`` (near-duplicate of a
     better candidate), ``excluded:live`` (still in the live context), ``excluded:pruned`` (confidence below the
     prune threshold, left out of a proactive recovery: reinforce.py); ``reason`` says why. ``entry`` carries its
-    summary; its ``text`` is filled for packed entries (and ``tags`` are not loaded on the read path).
+    summary; its ``text`` is filled for packed entries; its ``tags`` are loaded by ``explain``, not by ``recover``
+    (the read path ranks without them).
     """
 
     entry: Entry

@@ -298,8 +298,9 @@ MAX_LISTED = 100  # files listed per group in the text summary; --json lists all
 
 
 # what can act on a terminal in a text block: C0 controls but newline and tab, DEL, C1 controls (ESC sequences, BEL,
-# CR overwriting a line ...), bidirectional controls (LRM/RLM/ALM, embeddings, overrides, isolates) reordering it
-_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# CR overwriting a line ...), bidirectional controls (LRM/RLM/ALM, embeddings, overrides, isolates) reordering it,
+# the line and paragraph separators U+2028 / U+2029 (a line break to some terminals, none to others)
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def shown(text: Path | str, *, keep_lines: bool = False) -> str:
@@ -307,8 +308,8 @@ def shown(text: Path | str, *, keep_lines: bool = False) -> str:
     escapes, so hostile text cannot break, reorder or drive the terminal. A name (a path, a session:
     ``keep_lines`` False) becomes one printable line: every non-printable character is escaped, newline included.
     A text block (a recovered block: ``keep_lines`` True) keeps its newlines and tabs and every other printable
-    or invisible character (spaces of any width, joiners of emoji): only control characters (C0, DEL, C1) and
-    bidirectional controls are escaped."""
+    or invisible character (spaces of any width, joiners of emoji): only control characters (C0, DEL, C1),
+    bidirectional controls and the line / paragraph separators U+2028 / U+2029 are escaped."""
     text = str(text)
     if keep_lines:
         return _TERMINAL_UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)

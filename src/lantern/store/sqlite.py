@@ -390,6 +390,18 @@ class Store:
                 out[row[0]] = _entry(row)
         return out
 
+    def tags(self, ids: Iterable[int]) -> dict[int, list[Tag]]:
+        """The tags of each entry, by id (missing ids are absent): one query per 500 ids, for entries read with
+        ``entries(..., tags=False)`` (the candidates of ``explain``)."""
+        ids = list(ids)
+        out: dict[int, list[Tag]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for entry_id, tags in self.db.execute(f"SELECT id, tags FROM entries WHERE id IN ({marks})", chunk):
+                out[entry_id] = [Tag(k, v) for k, v in json.loads(tags)] if tags != "[]" else []
+        return out
+
     def text_heads(self, ids: Iterable[int], chars: int) -> dict[int, str]:
         """The first ``chars`` characters of each entry's text, by id (missing ids are absent)."""
         ids = list(ids)
@@ -546,12 +558,31 @@ def is_unwritable(e: sqlite3.Error) -> bool:
     return _is_busy(e) or any(w in str(e).lower() for w in _UNWRITABLE_WORDS)
 
 
+# free bytes below which an I/O error on open is put down to a full disk: SQLite grows the -shm file 32 KiB at a
+# time and writes WAL frames of a page each; a disk with less than this left cannot hold them
+_NEARLY_FULL_BYTES = 1 << 20
+
+
+def _free_bytes(folder: Path) -> int | None:
+    """Bytes an unprivileged user may still write on the filesystem holding ``folder``; None when unknown."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
+        return None
+    return st.f_bavail * st.f_frsize
+
+
 def _open_error(path: str, e: sqlite3.DatabaseError) -> LanternError:
-    """The error for a database that could not be opened (``Store.__init__``): a directory SQLite cannot create
-    the ``-wal`` / ``-shm`` files in is named as the cause (such a file reads as "readonly"), else the file is
-    not a readable SQLite database."""
+    """The error for a database that could not be opened (``Store.__init__``), naming its cause: a directory SQLite
+    cannot create the ``-wal`` / ``-shm`` files in (such a file reads as "readonly"); a lock another process holds
+    (SQLITE_BUSY / SQLITE_LOCKED after the busy timeout: retry); a full disk (SQLITE_FULL, or an I/O error with
+    less than ``_NEARLY_FULL_BYTES`` free: the ``-shm`` file could not be created or grown); another I/O error.
+    Only what is none of these is "not a readable SQLite database"."""
     real = Path(path).resolve()  # SQLite puts -wal and -shm beside the file a symlink points to
     folder, shm = real.parent, real.with_name(real.name + "-shm")
+    code = getattr(e, "sqlite_errorcode", None)
+    primary = code & 0xFF if code is not None else None
+    words = str(e).lower()
     if is_unwritable(e):
         if not os.access(folder, os.W_OK | os.X_OK) and not (shm.exists() and os.access(shm, os.R_OK | os.W_OK)):
             return LanternError(
@@ -560,6 +591,22 @@ def _open_error(path: str, e: sqlite3.DatabaseError) -> LanternError:
                 f"database into a writable one")
         if shm.exists() and not os.access(shm, os.R_OK | os.W_OK):
             return LanternError(f"{path}: cannot open it: {shm} is not readable and writable by this user ({e})")
+    if primary in (5, 6) or (primary is None and _is_busy(e)):  # SQLITE_BUSY, SQLITE_LOCKED
+        return LanternError(
+            f"{path}: the database is locked: another process holds an exclusive lock on it (still held after "
+            f"{BUSY_TIMEOUT_MS // 1000} s: a connection in locking_mode EXCLUSIVE, a backup, a long write); retry "
+            f"when it is done ({e})")
+    io_error = primary == 10 or (primary is None and "disk i/o" in words)  # SQLITE_IOERR
+    free = _free_bytes(folder) if io_error else None
+    if primary == 13 or (primary is None and "is full" in words) or (free is not None and free < _NEARLY_FULL_BYTES):
+        left = f"; {free:,} bytes free" if free is not None else ""  # SQLITE_FULL, or no room for the -shm file
+        return LanternError(
+            f"{path}: cannot open it: the disk holding {folder} is full (SQLite must create and grow the database's "
+            f"-shm and -wal files beside it{left}); free some space and retry ({e})")
+    if io_error:
+        return LanternError(
+            f"{path}: cannot open it: an I/O error reading the database or its -wal / -shm files, not a problem of "
+            f"its content ({e}); check the disk and the filesystem (e.g. dmesg) and retry")
     return LanternError(f"{path} is not a readable SQLite database ({e})")
 
 

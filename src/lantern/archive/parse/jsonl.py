@@ -5,6 +5,7 @@ normalization. (They live here because the plain format is the base the OpenAI a
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import json
 import os
@@ -38,14 +39,35 @@ class ParseResult:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"  # ZWSP, ZWNJ, ZWJ, word joiner, BOM / ZWNBSP: invisible, not whitespace
-_NO_ZERO_WIDTH = str.maketrans("", "", ZERO_WIDTH)
+# Default_Ignorable_Code_Point, first and last code point of each range: the characters a renderer shows nothing
+# for (zero-width spaces and joiners, LRM / RLM and the other bidi controls, the Mongolian vowel separator, the
+# combining grapheme joiner, invisible operators, variation selectors, tags, Hangul fillers, soft hyphen ...).
+# From the Unicode Character Database, DerivedCoreProperties.txt, Unicode 14.0 (the version of Python 3.11's
+# unicodedata, which has no such property): https://www.unicode.org/Public/14.0.0/ucd/DerivedCoreProperties.txt,
+# "Total code points: 4174"; adjacent ranges of the file are merged here.
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)
+_IGNORABLE_STARTS = [first for first, _ in DEFAULT_IGNORABLE]
+
+
+def invisible(char: str) -> bool:
+    """Whether the character ``char`` shows nothing: whitespace (``str.isspace``) or a Unicode
+    Default_Ignorable_Code_Point (``DEFAULT_IGNORABLE``, UCD DerivedCoreProperties.txt)."""
+    if char.isspace():
+        return True
+    code = ord(char)
+    i = bisect.bisect_right(_IGNORABLE_STARTS, code) - 1
+    return i >= 0 and code <= DEFAULT_IGNORABLE[i][1]
 
 
 def blank(text: str | None) -> bool:
-    """Whether a message's text says nothing: None, empty, or only whitespace and ``ZERO_WIDTH`` characters (which
-    ``str.strip`` keeps). Every parser skips such content as empty (``empty content; skipped``)."""
-    return not text or not text.translate(_NO_ZERO_WIDTH).strip()
+    """Whether a message's text says nothing: None, empty, or only ``invisible`` characters (whitespace and
+    Default_Ignorable_Code_Point characters such as U+200B, U+200E, U+180E, U+2061, which ``str.strip`` keeps).
+    Every parser skips such content as empty (``empty content; skipped``)."""
+    return not text or all(map(invisible, text))
 
 
 def file_name_text(name: str) -> str:

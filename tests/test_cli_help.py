@@ -1,0 +1,54 @@
+"""``lantern --help`` and each command's ``--help`` as a user reads them: the real process, a wide terminal."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+
+LANTERN = [sys.executable, "-m", "lantern.cli"]
+
+
+def help_text(*command: str, columns: int = 400) -> str:
+    proc = subprocess.run([*LANTERN, *command, "--help"], capture_output=True, timeout=120,
+                          env={**os.environ, "COLUMNS": str(columns)})
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode()
+
+
+@pytest.mark.parametrize("command, placeholder", [
+    ("recover", "QUERY"), ("search", "QUERY"), ("ingest", "FILE|DIR"), ("export", "FILE|-"), ("import", "FILE|-"),
+    ("facts", "KEY"), ("feedback", "ID"), ("eval", "DATASET"),
+])
+def test_usage_line_names_the_argument_as_the_help_text_does(command, placeholder):
+    """Newcomer finding: the usage line said ``recover [OPTIONS] {query}`` where the help text and the README say
+    QUERY; every positional argument is written in capitals, in the usage line and in the Arguments panel."""
+    text = help_text(command)
+    usage = next(line for line in text.splitlines() if "Usage:" in line)
+    assert f"{command} [OPTIONS] " in usage and placeholder in usage, usage
+    assert not any(c.islower() for c in usage.split("[OPTIONS]", 1)[1]), usage
+    assert f" {placeholder} " in text.split("Arguments", 1)[1], text
+
+
+def test_help_text_has_no_stray_line_break_and_keeps_its_brackets():
+    """Newcomer finding: the line breaks of a docstring's source stayed in the help (``lantern --help`` listed
+    ingest as "... format detected per" / "file; files that ..."; the second paragraph of ``import --help`` and
+    ``forget --help`` broke mid-sentence), and rich markup ate ``[eval]`` from ``pip install
+    'lantern-memory[eval]'``. On a terminal wide enough, each paragraph of a command's docstring is one line of its
+    help, as written, and its first paragraph one line of the command list."""
+    from lantern import cli
+
+    listing = help_text()
+    for group, prefix in ((cli.app, ()), (cli.hook_app, ("hook",)), (cli.install_app, ("install",))):
+        for info in group.registered_commands:
+            name = info.name or info.callback.__name__
+            paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(info.callback.__doc__).split("\n\n")]
+            text = help_text(*prefix, name)
+            for paragraph in paragraphs:
+                assert paragraph in text, (name, paragraph, text)
+            if not prefix:
+                assert paragraphs[0] in listing, (name, paragraphs[0], listing)
+    assert "pip install 'lantern-memory[eval]'" in help_text("eval")
