@@ -568,3 +568,23 @@ def test_search_explain_facts_and_json_escape_archived_text_on_a_terminal_only(t
                  (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(shown))]
         assert texts == [[r.get("text"), r.get("summary"), r.get("value"), r.get("session")] for r in
                          (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(piped))], command
+
+
+def test_a_failure_after_turns_were_committed_keeps_the_new_database(tmp_path):
+    """The undo of a failed ingest/import removes a database the command created only while it holds no entry:
+    turns committed before the failure (an ingest's earlier slices) are never deleted with it."""
+    from lantern import Lantern
+    from lantern.cli import _Before
+
+    path = tmp_path / "new" / "memory.db"
+    before = _Before(path)
+    lantern = Lantern(path)
+    lantern.archive([{"role": "user", "content": "the api listens on port 5433"}], session="s")
+    lantern.close()
+    before.undo()
+    assert path.exists() and Lantern(path).stats()["entries"] == 1
+    empty = tmp_path / "empty.db"
+    before = _Before(empty)
+    Lantern(empty).close()
+    before.undo()
+    assert not empty.exists()

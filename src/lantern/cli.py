@@ -130,12 +130,26 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
+def _holds_entries(path: Path) -> bool:
+    """Whether the SQLite file at ``path`` has at least one archived entry (read-only; False when unreadable)."""
+    import sqlite3
+
+    if _empty_file(path) or not path.exists():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            return db.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0] == 1
+    except (sqlite3.Error, OSError, ValueError):
+        return False
+
+
 class _Before:
     """What is at ``path`` before a command that may create the database there (ingest, import) opens it, so that a
     failure undoes exactly what the command made and nothing else: a database it created is removed with its WAL
     and shared-memory files and the folders made for it; a zero-byte file it turned into a database is made a
     zero-byte file again (its -wal / -shm removed when they were not there before); a database that was there is
-    left alone."""
+    left alone. A database that holds entries is never undone: turns committed before a failure (an ingest's
+    earlier slices or files) stay, and ``ingest`` resumes from them."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -149,7 +163,9 @@ class _Before:
             folder = folder.parent
 
     def undo(self) -> None:
-        """Leave ``path`` as the command found it (see the class)."""
+        """Leave ``path`` as the command found it (see the class); a database holding entries is kept."""
+        if _holds_entries(self.path):
+            return
         if self.created:
             _remove_database(self.path)
             for folder in self.folders:
