@@ -32,7 +32,7 @@ from typing import Optional
 
 import typer
 
-from .archive.directory import _TERMINAL_UNSAFE, plural, shown
+from .archive.directory import TERMINAL_UNSAFE, plural, shown
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
@@ -217,7 +217,7 @@ def _print_json(value) -> None:
     JSON value; to a pipe, the bytes are unchanged."""
     text = json.dumps(value, ensure_ascii=False)
     if sys.stdout.isatty():
-        text = _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        text = TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     print(text)
 
 
