@@ -149,3 +149,22 @@ def test_lantern_serve_on_loopback(tmp_path):
     finally:
         proc.terminate()
         proc.communicate(timeout=10)  # closes the pipes
+
+
+@pytest.mark.parametrize("path, body, message", [
+    ("/v1/memory/recover", {"query": "port", "sesion": "a"},
+     "unknown argument for recover: 'sesion' (recover takes query, session, budget, exclude, user, agent, project)"),
+    ("/v1/memory/search", {"query": "port", "k": 3, "usr": "bob", "projet": "p"},
+     "unknown arguments for search: 'usr', 'projet' (search takes query, k, session, user, agent, project)"),
+    ("/v1/memory/forget", {"sesion": "s"},
+     "unknown argument for forget: 'sesion' (forget takes entry, session, user, agent, project)"),
+    ("/v1/memory/search", {"query": "x", "k": 0}, "invalid arguments for search: k: should be greater than or equal to 1 (got 0)"),
+])
+def test_an_unknown_or_invalid_field_is_a_422_with_the_mcp_servers_one_line(client, path, body, message):
+    """A misspelt field used to be ignored: "sesion" silently searched every session and "usr" another user's
+    scope. It is now refused, in the words the MCP server uses, and nothing is read or deleted."""
+    client.post("/v1/memory/archive", json={"messages": CONVERSATION, "session": "s"})
+    before = client.get("/v1/memory/stats").json()["entries"]
+    r = client.post(path, json=body)
+    assert r.status_code == 422 and r.json() == {"error": message}
+    assert client.get("/v1/memory/stats").json()["entries"] == before

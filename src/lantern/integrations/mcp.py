@@ -35,6 +35,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
+from .messages import unknown_arguments_message, validation_message
 from ..errors import LanternError
 from .schemas import ArchiveResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
 from .service import MAX_BUDGET, MAX_K, MemoryService
@@ -51,53 +52,6 @@ Message = dict[str, Any]
 User = Annotated[str | None, Field(description="User id: only this user's entries are read or written (default \"\").")]
 Agent = Annotated[str | None, Field(description="Agent id: a filter on reads (default any), a label on writes.")]
 Project = Annotated[str | None, Field(description="Project: a filter on reads (default any), a label on writes.")]
-
-
-MAX_SHOWN_INPUT = 40  # characters of a rejected value quoted in a validation message (ours)
-
-
-def _where(loc: tuple) -> str:
-    """``("exclude", 0, "int")`` -> ``exclude[0]``: the argument, then list indexes; a union member's tag (a type
-    name such as ``int`` or ``dict[str,any]``) is not part of the path."""
-    if not loc:
-        return "arguments"
-    return str(loc[0]) + "".join(f"[{x}]" for x in loc[1:] if isinstance(x, int))
-
-
-def _problem(error: dict) -> str:
-    msg = " ".join(str(error.get("msg", "invalid")).split())
-    if error.get("type") == "missing":
-        return "required"
-    msg = msg.replace("Input should be", "should be").replace("List should", "should")
-    return msg[:1].lower() + msg[1:]
-
-
-def validation_message(tool: str, error: ValidationError) -> str:
-    """One line for arguments that fail a tool's schema: ``invalid arguments for TOOL: FIELD: PROBLEM (got
-    VALUE); ...``. Errors of one field (the members of a union such as ``exclude``'s message-or-id) are joined
-    with "or"; a value is quoted up to MAX_SHOWN_INPUT characters; no pydantic URL, no newline. Ours."""
-    by_field: dict[str, tuple[list[str], Any]] = {}
-    for e in error.errors(include_url=False):
-        where = _where(tuple(e.get("loc", ())))
-        problems, _ = by_field.setdefault(where, ([], e.get("input")))
-        problem = _problem(e)
-        if problems and problem.startswith("should be "):  # "should be a valid dictionary or a valid integer"
-            problem = problem[len("should be "):]
-        if problem not in problems:
-            problems.append(problem)
-    parts = []
-    for where, (problems, value) in by_field.items():
-        shown = "" if problems == ["required"] else f" (got {' '.join(repr(value).split())[:MAX_SHOWN_INPUT]})"
-        parts.append(f"{where}: {' or '.join(problems)}{shown}")
-    return f"invalid arguments for {tool}: " + "; ".join(parts)
-
-
-def unknown_arguments_message(tool: str, unknown: list[str], known: list[str]) -> str:
-    """One line for argument names a tool does not take: ``unknown arguments for TOOL: 'kk', 'sesion' (TOOL takes
-    query, k, session)``; names quoted up to MAX_SHOWN_INPUT characters. Ours (the SDK ignores such names)."""
-    names = ", ".join(" ".join(repr(n[:MAX_SHOWN_INPUT]).split()) for n in unknown)
-    takes = ", ".join(known) if known else "no arguments"
-    return f"unknown argument{'s' if len(unknown) > 1 else ''} for {tool}: {names} ({tool} takes {takes})"
 
 
 class _Server(FastMCP):
@@ -130,7 +84,7 @@ class _Server(FastMCP):
             return await super().call_tool(name, arguments)
         except ToolError as e:
             if isinstance(e.__cause__, ValidationError):  # the SDK's check of the arguments, before the tool runs
-                raise ToolError(validation_message(name, e.__cause__)) from None
+                raise ToolError(validation_message(name, e.__cause__.errors(include_url=False))) from None
             raise
 
 

@@ -63,6 +63,7 @@ _PROJECT = "Project: a filter on reads (default any), a label on writes."
 
 # ---------------------------------------------------------------------------------------------- request / response
 class ArchiveRequest(BaseModel):
+    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     messages: list[Message] = Field(..., min_length=1, description=(
         "Chat messages: OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic (content "
         "blocks) or plain {role, content}."))
@@ -73,6 +74,7 @@ class ArchiveRequest(BaseModel):
 
 
 class RecoverRequest(BaseModel):
+    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     query: str = Field(..., description="The live context's tail plus the compaction summary, or a question.")
     session: str | None = Field(None, description="Only this session (default: every session).")
     budget: int = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
@@ -84,6 +86,7 @@ class RecoverRequest(BaseModel):
 
 
 class SearchRequest(BaseModel):
+    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     query: str
     k: int = Field(10, ge=1, le=MAX_K)
     session: str | None = None
@@ -93,6 +96,7 @@ class SearchRequest(BaseModel):
 
 
 class FeedbackRequest(BaseModel):
+    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     entry_ids: list[int] = Field(..., min_length=1, description="Ids of recovered entries.")
     useful: bool = Field(..., description="Whether they helped answer.")
     user: str | None = Field(None, description="User id: only this user's entries are updated (default \"\").")
@@ -101,11 +105,34 @@ class FeedbackRequest(BaseModel):
 
 
 class ForgetRequest(BaseModel):
+    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     entry: int | None = Field(None, description="Entry id to delete.")
     session: str | None = Field(None, description="Session whose entries to delete (\"\": the default session, as in archive).")
     user: str | None = Field(None, description="User whose entries to delete (alone: all of them; default \"\").")
     agent: str | None = Field(None, description=_AGENT)
     project: str | None = Field(None, description=_PROJECT)
+
+
+BODIES = {"archive": ArchiveRequest, "recover": RecoverRequest, "search": SearchRequest, "feedback": FeedbackRequest,
+          "forget": ForgetRequest}
+
+
+def invalid_body_message(path: str, errors: list[dict]) -> str:
+    """The one line of a 422 (``messages.py``, the MCP server's wording): unknown fields (``unknown argument for
+    recover: 'sesion' (recover takes query, session, ...)``), else each field and its problem (``invalid
+    arguments for search: k: should be greater than or equal to 1 (got 0)``); a body that is not JSON says so."""
+    from .messages import unknown_arguments_message, validation_message
+
+    endpoint = path.rstrip("/").rsplit("/", 1)[-1]
+    body = [{**x, "loc": tuple(x.get("loc", ()))[1:]} for x in errors if tuple(x.get("loc", ()))[:1] == ("body",)]
+    if any(x.get("type") == "json_invalid" for x in body) or not body:
+        first = errors[0] if errors else {}
+        return f"request body is not valid JSON: {first.get('msg', 'invalid request')}" if body else str(
+            first.get("msg", "invalid request"))
+    unknown = [str(x["loc"][0]) for x in body if x.get("type") == "extra_forbidden" and x["loc"]]
+    if unknown and endpoint in BODIES:
+        return unknown_arguments_message(endpoint, unknown, list(BODIES[endpoint].model_fields))
+    return validation_message(endpoint, [x for x in body if x.get("type") != "extra_forbidden"] or body)
 
 
 ERRORS = {400: {"model": ErrorResponse}, 401: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
@@ -165,11 +192,7 @@ def build_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        errors = e.errors()
-        first = errors[0] if errors else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return JSONResponse({"error": f"{where}: {first.get('msg', 'invalid request')}" if where else
-                             first.get("msg", "invalid request")}, status_code=422)
+        return JSONResponse({"error": invalid_body_message(request.url.path, e.errors())}, status_code=422)
 
     @app.exception_handler(NoDatabaseError)
     async def _no_db(request: Request, e: NoDatabaseError) -> JSONResponse:
