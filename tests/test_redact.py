@@ -203,9 +203,9 @@ def test_a_password_ending_in_punctuation_keeps_no_character_in_clear(tmp_path):
 SECRET = "Hunter2Secret"
 
 
-def stored_forms(path: Path, texts: Sequence[str]) -> tuple[list[tuple[str, str]], bytes, int, str]:
+def stored_forms(path: Path, texts: Sequence[str], secret: str = SECRET) -> tuple[list[tuple[str, str]], bytes, int, str]:
     """Each text archived as its own user turn (own session) on a real store at ``path``. Returns each turn's
-    stored (text, summary), the database's salt, the number of FTS rows matching ``SECRET`` and every FTS body."""
+    stored (text, summary), the database's salt, the number of FTS rows matching ``secret`` and every FTS body."""
     with Lantern(path) as lantern:
         out = []
         for i, t in enumerate(texts):
@@ -215,7 +215,7 @@ def stored_forms(path: Path, texts: Sequence[str]) -> tuple[list[tuple[str, str]
             out.append((e.text, e.summary or ""))
         salt = bytes.fromhex(lantern.store.get_meta(META_SALT))
         db = sqlite3.connect(path)
-        fts_hits = db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{SECRET.lower()}"',)).fetchone()[0]
+        fts_hits = db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{secret.lower()}"',)).fetchone()[0]
         fts_body = " ".join(b for (b,) in db.execute("SELECT body FROM entries_fts"))
         db.close()
     return out, salt, fts_hits, fts_body
@@ -226,19 +226,26 @@ def bare_mark(salt: bytes, secret: str = SECRET) -> str:
     return PLACEHOLDER_RE.findall(redact_text(f"ok, password: {secret}", make_policy(salt))[0])[0]
 
 
-def assert_redacted_everywhere(path: Path, texts: Sequence[str], secret: str = SECRET) -> tuple[list[str], bytes]:
+def assert_redacted_everywhere(path: Path, texts: Sequence[str], secret: str = SECRET,
+                               pieces: Sequence[str] = ()) -> tuple[list[str], bytes]:
     """Archive ``texts`` on a real store; assert ``secret`` is nowhere (entry text, summary, FTS body, FTS
     vocabulary, every table, the raw .db/-wal bytes) and each turn holds a ``[secret:password #FP]`` placeholder.
-    Returns the stored texts and the database's salt."""
-    stored, salt, fts_hits, fts_body = stored_forms(path, texts)
+    ``pieces``: parts of a secret the turns hold in another form (the ``Sesame`` of ``Hunter2 Sesame!``, the
+    ``&3;x`` of ``Tr0ub4dor&3;x``), each asserted absent from the same places. Returns the stored texts and the
+    database's salt."""
+    stored, salt, fts_hits, fts_body = stored_forms(path, texts, secret)
     rows, vocab = all_rows(path)
     raw = raw_bytes(path)
     for t, (text, summary) in zip(texts, stored):
         assert secret not in text and secret not in summary, (t, text, summary)
         assert re.search(r"\[secret:password #[0-9a-f]{4}\]", text), (t, text)
+        for p in pieces:
+            assert p not in text and p not in summary, (t, p, text, summary)
     assert fts_hits == 0 and secret not in fts_body and secret.lower() not in fts_body.lower()
     assert secret not in rows and secret.encode() not in raw and not fts_pieces(secret) & vocab
     assert not [w for w in windows(secret) if w in rows]
+    for p in pieces:
+        assert p not in rows and p.lower() not in fts_body.lower() and not any(f in raw for f in forms(p)), p
     return [text for text, _ in stored], salt
 
 
@@ -356,6 +363,59 @@ def test_an_assignment_enclosed_in_quotes_or_backticks_is_redacted(tmp_path):
     for t, text in zip(ENCLOSED, stored):
         assert bare in text, (t, text)
     assert stored[0].startswith("user: run `PASSWORD=[secret:password #") and "` first" in stored[0]
+
+
+# ---------------------------------------------------------------------------------------------- breaker forms (redact7)
+def keyword_mark(salt: bytes, secret: str) -> str:
+    """The placeholder of ``secret`` in ASCII double quotes after a keyword (``password: "SECRET"``): the
+    fingerprint of exactly what the quotes enclose."""
+    return PLACEHOLDER_RE.findall(redact_text(f'ok, password: "{secret}"', make_policy(salt))[0])[0]
+
+
+SPACED = ["密码是「Hunter2 Sesame!」", 'the password is "Hunter2 Sesame!"', "the password was 'Hunter2 Sesame!'",
+          "the password is “Hunter2 Sesame!”", "password is « Hunter2 Sesame! »", "密码为“Hunter2 Sesame!”",
+          "密码是『Hunter2 Sesame!』", "the passphrase is `Hunter2 Sesame!`", "the password is „Hunter2 Sesame!“."]
+PASSPHRASES = ['the password is "correct horse battery staple"', "the passphrase is ‘correct horse battery staple’",
+               "密码是「correct horse battery staple」", "the password is now: 'correct horse battery staple'"]
+
+
+def test_a_quoted_prose_password_with_spaces_is_redacted_whole(tmp_path):
+    """A value in matching quotes (any supported pair) is all that they enclose, spaces included — a
+    passphrase — up to 128 characters on one line; its fingerprint is that of the same value after a keyword."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "spaced.db", SPACED, "Hunter2", pieces=["Sesame"])
+    mark = keyword_mark(salt, "Hunter2 Sesame!")
+    for t, text in zip(SPACED, stored):
+        assert mark in text and "!" not in text, (t, text)
+        opener = next(c for c in t if c in "\"'`“«‘「『„")
+        closer = {"“": "”", "«": "»", "‘": "’", "「": "」", "『": "』", "„": "“"}.get(opener, opener)
+        assert opener in text and closer in text, (t, text)  # the quotes stay around the placeholder
+    stored, salt = assert_redacted_everywhere(tmp_path / "phrase.db", PASSPHRASES, "correct horse",
+                                              pieces=["horse battery", "battery staple", "staple"])
+    mark = keyword_mark(salt, "correct horse battery staple")
+    assert all(mark in text for text in stored), stored
+    policy = make_policy(b"k")
+    # an apostrophe is not the closing quote; the bounds: a quote not closed on its line within 128 characters
+    # does not enclose the value (then it is the unquoted run after the quote, as before)
+    out, _ = redact_text("the password is 'don't panic 42' ok", policy)
+    assert re.fullmatch(r"the password is '\[secret:password #[0-9a-f]{4}\]' ok", out), out
+    out, _ = redact_text('the password is "Hunter2 and\nthe rest" ok', policy)
+    assert re.fullmatch(r'the password is "\[secret:password #[0-9a-f]{4}\] and\nthe rest" ok', out), out
+    long = 'the password is "Hunter2 ' + "word " * 30 + '" ok'
+    out, _ = redact_text(long, policy)
+    assert out.startswith('the password is "[secret:password #') and "word " * 30 in out, out
+
+
+QUOTED_NOT_SECRETS = ["the password is “weak”", "密码是「正确的」", 'the password is "abc"', "the password is 'short'",
+                      "the password is “  ”", 'he said the password is "required" and "8+ chars"']
+
+
+def test_quoted_prose_about_a_password_without_one_is_left_intact(tmp_path):
+    policy = make_policy(b"k")
+    assert not [t for t in QUOTED_NOT_SECRETS if find_secrets(t, policy)]
+    with Lantern(tmp_path / "qneg.db") as lantern:
+        for i, t in enumerate(QUOTED_NOT_SECRETS):
+            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
+            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
 
 
 def test_json_tool_arguments_stay_valid_json():

@@ -49,8 +49,13 @@ request, not a guess.
    ``now``, ``still``, ``currently``, ``always``, ``again`` and one ``set|changed|reset|updated to`` (``is now set
    to X``): a short list, so "the password is in the vault" stays prose. An English value needs a digit or a
    symbol ("the password is weak" is kept). A value in quotes — ASCII, backticks, curly ``“…”`` ``‘…’``,
-   guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all that the quotes enclose (its trailing
-   ``!`` included); the quotes stay around the placeholder.
+   guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all that the quotes enclose, spaces
+   included (a passphrase: ``the password is "correct horse battery staple"``, ``密码是「Hunter2 Secret!」``),
+   its trailing ``!`` too, when they close within 128 characters on the same line (a ``'`` or ``’`` followed by a
+   letter or digit is an apostrophe, not the closing quote); else the value is the unquoted run after the quote.
+   A quoted English value that is one word of letters is kept ("the password is “weak”"); several words are a
+   passphrase; a quoted Chinese value needs 4 ASCII characters (``密码是「正确的」`` is kept). The quotes stay
+   around the placeholder.
 
 **Placeholder.** A secret becomes ``[secret:KIND …TAIL#FP]`` or, without a tail, ``[secret:KIND #FP]``:
 
@@ -509,14 +514,16 @@ _PROSE_SEP = r"(?:\s*(?:[:：]|[-–—]{1,2}(?=\s)))?"
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”“", "‘": "’‘", "«": "»", "‹": "›", "„": "“”", "「": "」", "『": "』"}
 _QUOTE_SPACE = " \u00a0\u202f"
 _PROSE_QUOTE = r"(?:(?P<q>[\"'`“‘«‹„「『])[ \u00a0\u202f]?)?"
+# the value itself is read in Python from the match's end (_prose_value): a quoted one runs to its closing quote
 _PROSE_EN = re.compile(  # on low
     r"pass(?:word|wd|phrase)\s+(?:is|was)(?![a-z0-9_])" + _PROSE_ADVERB + _PROSE_SEP + r"\s*" + _PROSE_QUOTE
-    + r"(?P<secret>[!-~]{4,128})"
 )
 _PROSE_ZH = re.compile(
     r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|(?:是|为|為|改成|改为|改為|设为|设置为|設為)" + _PROSE_SEP + r")"
-    r"\s*" + _PROSE_QUOTE + r"(?P<secret>[!-~]{4,128})"
+    r"\s*" + _PROSE_QUOTE
 )
+_PROSE_RUN = re.compile(r"[!-~]{4,128}")  # an unquoted prose value: printable ASCII up to the next space
+QUOTED_MAX = 128  # a quoted value is at most this many characters, on one line (else the quote is not its own)
 _PROSE_ZH_TRIGGER = ("密码", "口令", "密钥", "私钥")
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
@@ -738,21 +745,39 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         out.append(Finding(_kind_of_key(key, cls), s, s + cover, v, P_KEYWORD))
 
 
-def _closing_quote(text: str, opener: str | None, s: int, e: int) -> int:
-    """Where the quote ``opener`` (``None``: no quote) closes around the prose value matched at ``text[s:e]``
-    (printable ASCII, no space): the first of its closing characters inside the match (an ASCII quote), else right
-    after it, or after one space (``« Hunter2! »``). -1 when it does not close there (then the value is unquoted)."""
-    if not opener:
-        return -1
+def _closing_quote(text: str, opener: str, s: int) -> int:
+    """Where the quote ``opener`` that opens at ``s - 1`` (or before one space, ``« X »``) closes: the first of its
+    closing characters within ``QUOTED_MAX`` characters of ``s`` on the same line, except that a ``'`` or ``’``
+    followed by a letter or digit is an apostrophe (``'don't panic'``, ``'Hunt'er2'``) unless no other closes it.
+    -1 when none does (then the value is unquoted)."""
     closers = _QUOTES[opener]
-    inside = [i for i in (text.find(c, s, e) for c in closers if c.isascii()) if i >= 0]
-    if inside:
-        return min(inside)
-    if e < len(text) and text[e] in closers:
-        return e
-    if e + 1 < len(text) and text[e] in _QUOTE_SPACE and text[e + 1] in closers:
-        return e
-    return -1
+    stop = min(len(text), s + QUOTED_MAX + 1)
+    nl = text.find("\n", s, stop)
+    if nl >= 0:
+        stop = nl
+    first = -1
+    for i in range(s, stop):
+        c = text[i]
+        if c in closers:
+            if c not in "'’" or i + 1 >= len(text) or not text[i + 1].isalnum():
+                return i
+            if first < 0:
+                first = i
+    return first
+
+
+def _quoted_value(text: str, opener: str, s: int) -> tuple[int, int] | None:
+    """The span of the value that the quote ``opener`` encloses from ``s`` on (the spaces of ``« X »`` left out),
+    or None when the quote does not close (see ``_closing_quote``) or encloses only spaces."""
+    close = _closing_quote(text, opener, s)
+    if close < 0:
+        return None
+    a, b = s, close
+    while a < b and text[a] in _QUOTE_SPACE:
+        a += 1
+    while b > a and text[b - 1] in _QUOTE_SPACE:
+        b -= 1
+    return (a, b) if b > a else None
 
 
 def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
@@ -762,19 +787,27 @@ def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
     if any(t in text for t in _PROSE_ZH_TRIGGER):
         hits += [(m, False) for m in _PROSE_ZH.finditer(text)]
     for m, english in hits:
-        s, e = m.span("secret")
-        raw = text[s:e]
-        close = _closing_quote(text, m.group("q"), s, e)
-        if close >= 0:  # "password is 'Hunter2!'." / «Hunter2!»: the quotes delimit it, all of it is the secret
-            v = text[s:close]
+        pos = m.end()
+        q = m.group("q")
+        span = _quoted_value(text, q, pos) if q else None
+        if span is not None:  # "password is 'Hunter2 Secret!'." / «Hunter2!»: all that the quotes enclose is the secret
+            s, e = span
+            v = text[s:e]
             cover = len(v)
-        else:  # the span covers trailing punctuation, the fingerprint leaves it out (see Finding)
-            v = raw.rstrip(PROSE_END)
+            if not english and sum("!" <= c <= "~" for c in v) < 4:
+                continue  # 密码是「正确的」: a Chinese value needs 4 ASCII characters, quoted or not
+        else:  # unquoted (or a quote that does not close): printable ASCII to the next space
+            run = _PROSE_RUN.match(text, pos)
+            if run is None:
+                continue
+            s, e = run.span()
+            raw = text[s:e]
+            v = raw.rstrip(PROSE_END)  # the span covers trailing punctuation, the fingerprint leaves it out (Finding)
             cover = len(raw)
         if len(v) < 4 or _is_reference(v) or v.lower() in _TYPE_NAMES or _is_path(v) or "(" in v or _ATTR.fullmatch(v):
             continue
         if english and v.isalpha():
-            continue  # "the password is incorrect"
+            continue  # "the password is incorrect", "the password is “weak”" (a passphrase has spaces)
         out.append(Finding("password", s, s + cover, v, P_PROSE))
 
 
