@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from lantern import Lantern, Message, ToolCall, ToolResult
 from lantern.archive.redact import (
-    META_SALT, META_SWITCH, PLACEHOLDER_RE, PROSE_END, find_secrets, make_policy, redact_text, remove_private, set_secret_redaction,
+    META_SALT, META_SWITCH, PLACEHOLDER_RE, PROSE_END, VALUE_END, find_secrets, make_policy, redact_text, remove_private,
+    set_secret_redaction,
 )
 from lantern.config import Config
 
@@ -418,6 +419,38 @@ def test_quoted_prose_about_a_password_without_one_is_left_intact(tmp_path):
             assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
 
 
+MIDLINE = ["ok DB_PASSWORD=Tr0ub4dor&3;x then", "ok, password: Tr0ub4dor&3;x.", "use db_password=Tr0ub4dor&3;x, then",
+           "(PASSWORD=Tr0ub4dor&3;x)", "connect(user=u, password=Tr0ub4dor&3;x)", "ok `PASSWORD=Tr0ub4dor&3;x` ok",
+           "then export DB_PASSWORD=Tr0ub4dor&3;x; make run", "DB_PASSWORD=Tr0ub4dor&3;x", "ok password = Tr0ub4dor&3;x!"]
+
+
+def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
+    """``, ; & ( ) [ ] { } < >`` are legal in a password: an unquoted value after a strong key runs to the next
+    space (or quote, backslash) wherever it stands, as at a line start; the fingerprint leaves out its trailing
+    ``.,;:!?)]}``, so all these forms give the fingerprint of ``Tr0ub4dor&3;x``. A shell ``;`` after the value
+    goes into the placeholder too (redact more: the text cannot tell a shell list from a password)."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "midline.db", MIDLINE, "Tr0ub4dor", pieces=["&3;x", "3;x"])
+    mark = keyword_mark(salt, "Tr0ub4dor&3;x")
+    for t, text in zip(MIDLINE, stored):
+        assert mark in text, (t, text)
+    assert stored[0].startswith(f"user: ok DB_PASSWORD={mark} then\n")
+    assert stored[5].startswith(f"user: ok `PASSWORD={mark}` ok\n")  # the enclosing backticks stay
+    assert stored[6].startswith(f"user: then export DB_PASSWORD={mark} make run\n")
+    policy = make_policy(salt)
+    # a value too short on its own is judged whole ("ab;cd!"); code stays: variables, calls, types, indexing
+    out, _ = redact_text("ok password=ab;cd!x then", policy)
+    assert out == "ok password=" + keyword_mark(salt, "ab;cd!x") + " then"
+    for code in ("login(password=pw123, user=u)", "f(password=getpass())", "def f(password: str) -> None:",
+                 "x = dict(password=config[key])", "export DB_PASSWORD=abc; run", "Secret: always, cache"):
+        assert not find_secrets(code, policy), code
+    # a URL query: a password takes the rest of the query with it (more is redacted, nothing is left); a token
+    # (a weak key, whose value must look random) still stops at "&"
+    out, _ = redact_text("GET /login?password=Tr0ub4dor&3;x&next=/home HTTP/1.1", policy)
+    assert "&3;x" not in out and out.endswith(" HTTP/1.1")
+    out, _ = redact_text("GET /cb?access_token=ghx1234567890abcdefXYZ&expires_in=3600", policy)
+    assert out.endswith("&expires_in=3600") and "ghx123" not in out
+
+
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
     for c in CASES:
@@ -619,7 +652,7 @@ def test_redaction_is_idempotent_and_total(text):
     assert twice == once and n == 0
     for f in find_secrets(text, policy):
         span = text[f.start:f.end]  # the value, plus only the trailing punctuation its fingerprint leaves out
-        assert f.value and span.startswith(f.value) and set(span[len(f.value):]) <= set(PROSE_END)
+        assert f.value and span.startswith(f.value) and set(span[len(f.value):]) <= set(PROSE_END + VALUE_END)
 
 
 def test_the_memo_answers_a_repeated_text_exactly_and_stays_within_its_budget(monkeypatch):

@@ -40,7 +40,13 @@ request, not a guess.
    character token with letters and digits; under a plain ``…_key`` (``cache_key``, ``LICENSE_KEY``) the value
    must also mix upper and lower case and not be pure hex or a UUID (a hash, an id or ``deps-<hash>`` is kept).
    A quote or backtick before the key that does not close after it encloses the whole assignment (``run
-   `PASSWORD=X` first``, ``"password: X"``), so the value is still found.
+   `PASSWORD=X` first``, ``"password: X"``), so the value is still found. An unquoted value under a strong key
+   runs to the next space, quote, backslash or placeholder, wherever it stands (``ok DB_PASSWORD=Tr0ub4dor&3;x
+   then``): ``, ; & ( ) [ ] { } < >`` are legal in a password. It is judged on the part before the first of them
+   (so ``password=config[key]`` stays code) unless that part is shorter than 4 characters. Our choice, redact
+   more: a shell ``;`` (``export DB_PASSWORD=X; run``), a closing ``)`` or the rest of a URL query
+   (``?password=X&next=/home``) goes into the placeholder with it; weak keys (tokens, whose values must look
+   random) still stop at ``&`` ``;`` ``,``.
    This is the only place the high-entropy detector runs: used naively
    (every quoted string) it flags git hashes and sha256 checksums, which are the facts Lantern exists to recover
    (``benchmarks/bench_redact.py`` measures both);
@@ -116,7 +122,7 @@ __all__ = [
 META_SALT = "redact_salt"
 META_SWITCH = "redact_secrets"  # "off" = explicit per-database opt-out of secret redaction
 DEFAULT_PRIVATE_MARKERS: tuple[tuple[str, str], ...] = (("<private>", "</private>"),)
-SENTENCE_END = ".:!?"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
+VALUE_END = ".,;:!?)]}"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
 PROSE_END = ".,;:!?)」”\"'"  # the same for a prose value ("the password is X).")
 TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this length on (see module doc)
 
@@ -249,9 +255,10 @@ class Finding:
     Hunter2Secret!`` — the ``!`` may be the password's last character, so the span covers it, but
     "Hunter2Secret." and "Hunter2Secret" get one fingerprint). The rule is the same for a value at the start of a
     line that runs to the line's end (``PASSWORD=Hunter2Secret!`` in a .env, ``password: Hunter2Secret!`` in
-    YAML): the span is the whole value, so nothing of it stays in clear, and the fingerprint leaves out its final
-    ``.:!?``, so it matches the same password written mid-line (our choice: a consistent fingerprint over telling
-    ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly what its quotes
+    YAML) and for a password mid-line that runs to the next space (``(password=Hunter2Secret);``): the span is the
+    whole value, so nothing of it stays in clear, and the fingerprint of a keyword value leaves out its final
+    ``.,;:!?)]}`` (``VALUE_END``), so it matches the same password written elsewhere (our choice: a consistent
+    fingerprint over telling ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly what its quotes
     enclose. The allow-list sees both ``value`` and the span. ``kind`` names it in the placeholder; ``tail`` says
     whether its last 4 characters may be shown."""
 
@@ -503,6 +510,7 @@ _ASSIGN = re.compile(
     r"(?:(?P<vq>\\?[\"'`])(?P<qval>[^\"'`\\\n]{1,512})(?P=vq)|(?P<val>[^\s\"'`\\,;&<>(){}\[\]]{1,512}))",
     re.I,
 )
+_VALUE_TAIL = re.compile(r"(?:(?!\[secret:)[^\s\"'`\\])*")  # the rest of an unquoted password (see _keyword_findings)
 _KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key", "contrase")
 # between "password is" and its value (ours): at most one adverb and one "set to" from short lists, so that "the
 # password is in the vault" stays prose; then an optional separator, a colon (ASCII or full-width) or a dash that
@@ -713,7 +721,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         g = "qval" if quoted else "val"
         v = raw = m.group(g)
         if not quoted:
-            v = v.rstrip(SENTENCE_END)  # the fingerprinted value; the span covers ``raw`` (see Finding)
+            v = v.rstrip(VALUE_END)  # the fingerprinted value; the span covers ``raw`` (see Finding)
         if not v:
             continue
         cover = len(raw)
@@ -721,27 +729,41 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         config_line = not before.strip(" \t-") or before.strip().lower() in ("export", "set", "env")
         if config_line and not quoted and after and not after[0].isspace():
             # a .env / YAML / INI value runs to the end of its line: "DB_PASSWORD=Tr0ub4dor&3;x" (the value regex
-            # stops at & ; , for URL queries and shell lists); a trailing " # comment" is not part of it
-            rest = after.split(" #", 1)[0].rstrip()
+            # stops at & ; , for URL queries and shell lists; a strong key's value is extended below wherever it
+            # stands, this is for the others); a trailing " # comment" is not part of it
+            rest = after.split(" #", 1)[0].split("[secret:", 1)[0].rstrip()  # nor is a placeholder glued to it
             if rest and not any(ch.isspace() for ch in rest):
                 v, after = v + after[: len(rest)], after[len(rest):]
                 cover = len(v)
-                v = v.rstrip(SENTENCE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
+                v = v.rstrip(VALUE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
+        s = m.start(g)
+        full = v
+        if cls == "strong" and not quoted:
+            # a password runs to the next space (or quote, backslash, placeholder) wherever it stands: the value
+            # regex stops at , ; & ( ) [ ] { } < > (URL queries, shell lists, code), all legal in a password ("ok
+            # DB_PASSWORD=Tr0ub4dor&3;x then" left "&3;x" in clear); the span covers the rest, the fingerprint
+            # leaves out its trailing VALUE_END (see Finding)
+            e = _VALUE_TAIL.match(text, s + cover).end()
+            if e > s + cover:
+                cover = e - s
+                full = text[s:e].rstrip(VALUE_END) or v
         if cls == "strong":
             op = m.group("op")
             yaml_or_env = config_line and (not after.strip() or after.lstrip().startswith("#"))
             code_like = not (key.isupper() and op == "=") and not yaml_or_env
-            if not quoted and op in (":", "：") and not yaml_or_env and not (_has_letter_and_digit(v) or not v.isalnum()):
+            if not quoted and op in (":", "：") and not yaml_or_env and not (_has_letter_and_digit(full) or not full.isalnum()):
                 continue  # "Secret: always cache" / "password: required" in prose
-            if not _strong_value_ok(v, key, quoted, code_like):
+            # judged on the value the regex took (code: "password=config[key]" is a variable), or, when that is
+            # too short to be a password, on all of it ("password=ab;cd!")
+            if not _strong_value_ok(v if len(v) >= 4 else full, key, quoted, code_like):
                 continue
+            v = full
         elif cls == "weak-token":
             if _is_reference(v) or not _looks_random(v):
                 continue
         else:  # weak-key: a cache key "deps-<hash>" or an id is not a secret; a key has mixed case
             if _is_reference(v) or not _looks_random(v, 20, 3.5) or _HEXISH.fullmatch(v) or v.lower() == v or v.upper() == v:
                 continue
-        s = m.start(g)
         out.append(Finding(_kind_of_key(key, cls), s, s + cover, v, P_KEYWORD))
 
 
