@@ -451,6 +451,31 @@ def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
     assert out.endswith("&expires_in=3600") and "ghx123" not in out
 
 
+QUOTE_INSIDE = ["password: `Hunt'er2Secret`", "ok, password: `Hunt'er2Secret` then", 'password: "Hunt\'er2Secret"',
+                "x `db_password = \"Hunt'er2Secret\"` y", "the password is `Hunt'er2Secret`",
+                "run --password \"Hunt'er2Secret\" now", '{"password": "Hunt\'er2Secret", "port": 5433}']
+
+
+def test_a_quoted_password_holding_another_quote_is_redacted(tmp_path):
+    """A quoted value ends at its own closing quote: a quote of another kind inside it (``'`` inside backticks or
+    double quotes, ``"`` inside single quotes) and a backslash-escaped one of its own kind (JSON ``"Hunt\\"er"``)
+    are part of it (the value was not redacted at all: the quoted form failed and no unquoted one starts with a
+    quote)."""
+    secret = "Hunt'er2Secret"
+    stored, salt = assert_redacted_everywhere(tmp_path / "inner.db", QUOTE_INSIDE, secret, pieces=["er2Secret"])
+    mark = keyword_mark(salt, secret)
+    for t, text in zip(QUOTE_INSIDE, stored):
+        assert mark in text, (t, text)
+    assert stored[0].startswith(f"user: password: `{mark}`\n") and "5433" in stored[-1]
+    policy = make_policy(salt)
+    for text in ("DB_PASSWORD='Hunt\"er2Secret'", "run --password 'Hunt\"er2Secret'", '{"password": "Hunt\\"er2Secret"}',
+                 '{"password": "Hunter2\\nSecret"}'):
+        out, n = redact_text(text, policy)
+        assert n == 1 and "er2" not in out and "Secret" not in out, (text, out)
+    out, _ = redact_text('{"password": "Hunt\\"er2Secret", "user": "bob"}', policy)
+    assert json.loads(out)["user"] == "bob"  # still valid JSON, the next value intact
+
+
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
     for c in CASES:
