@@ -476,6 +476,30 @@ def test_a_quoted_password_holding_another_quote_is_redacted(tmp_path):
     assert json.loads(out)["user"] == "bob"  # still valid JSON, the next value intact
 
 
+ZH_VERBS = ["密码现在是Hunter2Secret", "密码改成了Hunter2Secret", "密码改为Hunter2Secret", "密码设置为Hunter2Secret",
+            "新密码是Hunter2Secret", "密码已经改成了Hunter2Secret!", "wifi 密码被重置为 Hunter2Secret，记一下", "密码还是Hunter2Secret",
+            "口令已改为：Hunter2Secret", "密码换成了「Hunter2Secret」", "密码目前是 Hunter2Secret。"]
+ZH_NOT_SECRETS = ["密码现在是错的", "密码改成了更长的", "密码现在还是错的", "密码已经改了", "密码被重置了", "密码改成了 abc",
+                  "密码现在是「正确的」"]
+
+
+def test_chinese_prose_password_after_an_adverb_or_a_verb_is_redacted(tmp_path):
+    """Between 密码 and its value, at most two adverbs from a short list (现在, 还, 已经, 被, 目前, …) and one verb
+    (是, 为, 改成(了), 改为, 设置为, 重置为, 换成(了), …); the value rules are unchanged (4 ASCII characters), so
+    sentences about a password without one are kept."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "zh.db", ZH_VERBS)
+    bare = bare_mark(salt)
+    for t, text in zip(ZH_VERBS, stored):
+        assert bare in text and "!" not in text, (t, text)
+        assert text.split("[secret:")[0] == "user: " + t.split(SECRET)[0], (t, text)  # the words before it are kept
+    policy = make_policy(b"k")
+    assert not [t for t in ZH_NOT_SECRETS if find_secrets(t, policy)]
+    with Lantern(tmp_path / "zhneg.db") as lantern:
+        for i, t in enumerate(ZH_NOT_SECRETS):
+            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
+            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+
+
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
     for c in CASES:

@@ -55,7 +55,10 @@ request, not a guess.
 6. prose: ``password is X`` / ``password was X`` / ``密码是X`` / ``密码：X`` / ``口令为X``; after ``is`` / ``was`` /
    ``是`` an optional colon (``is: X``, ``是：X``) or a dash and a space (``is - X``), and in English at most one of
    ``now``, ``still``, ``currently``, ``always``, ``again`` and one ``set|changed|reset|updated to`` (``is now set
-   to X``): a short list, so "the password is in the vault" stays prose. An English value needs a digit or a
+   to X``), in Chinese at most two adverbs (现在, 目前, 还, 仍然, 已经, 已, 被, 应该, …) before one verb (是, 为,
+   改成(了), 改为, 设为, 设置为, 重置为, 换成(了), 变成(了), 更改为, 修改为, 设定为: ``密码现在是X``,
+   ``密码已经改成了X``): short lists, so "the password is in the vault" stays prose. A Chinese value needs 4
+   ASCII characters (``密码现在是错的``, ``密码改成了更长的`` are kept). An English value needs a digit or a
    symbol ("the password is weak" is kept). A value in quotes — ASCII, backticks, curly ``“…”`` ``‘…’``,
    guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all that the quotes enclose, spaces
    included (a passphrase: ``the password is "correct horse battery staple"``, ``密码是「Hunter2 Secret!」``),
@@ -529,8 +532,14 @@ _PROSE_QUOTE = r"(?:(?P<q>[\"'`“‘«‹„「『])[ \u00a0\u202f]?)?"
 _PROSE_EN = re.compile(  # on low
     r"pass(?:word|wd|phrase)\s+(?:is|was)(?![a-z0-9_])" + _PROSE_ADVERB + _PROSE_SEP + r"\s*" + _PROSE_QUOTE
 )
+# Chinese (ours): at most two adverbs (现在 now, 还 still, 已经 already, 被 passive, 应该 should, …) before the verb
+# (是, 为, 改成(了), 设置为, 换成(了), …), short lists as in English; a value needs 4 ASCII characters (see below),
+# so 密码现在是错的 / 密码改成了更长的 stay prose
+_PROSE_ZH_ADVERB = (r"(?:(?:现在|現在|目前|当前|當前|还|還|仍然|仍|依然|已经|已經|已|也|就|都|一直|又|被|应该|應該|可能)"
+                    r"\s*){0,2}")
+_PROSE_ZH_VERB = (r"(?:是|为|為|(?:改|换|換|变|變|设|設|设置|設置|重置|更改|修改|更新)(?:成|为|為)了?|设定为|設定為)")
 _PROSE_ZH = re.compile(
-    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|(?:是|为|為|改成|改为|改為|设为|设置为|設為)" + _PROSE_SEP + r")"
+    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|" + _PROSE_ZH_ADVERB + _PROSE_ZH_VERB + _PROSE_SEP + r")"
     r"\s*" + _PROSE_QUOTE
 )
 _PROSE_RUN = re.compile(r"[!-~]{4,128}")  # an unquoted prose value: printable ASCII up to the next space
