@@ -500,6 +500,26 @@ def test_chinese_prose_password_after_an_adverb_or_a_verb_is_redacted(tmp_path):
             assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
 
 
+TYPO_AFTER_KEY = ["password: “Hunter2Secret!”", "ok, password: “Hunter2Secret!” then", "db_password = «Hunter2Secret!»",
+                  "password: « Hunter2Secret! »", "password: ‘Hunter2Secret!’.", "password: „Hunter2Secret!“",
+                  "PASSWORD=「Hunter2Secret!」", "密码：『Hunter2Secret!』"]
+
+
+def test_a_password_in_typographic_quotes_after_a_keyword_has_the_enclosed_values_fingerprint(tmp_path):
+    """After ``password:`` (or ``=``), curly quotes, guillemets, ``„…“`` and CJK brackets delimit the value as ASCII
+    quotes do: the placeholder replaces what they enclose (its fingerprint was that of the value with its quotes,
+    and the quotes went into the placeholder) and a space inside no longer leaves the rest in clear."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "typo.db", TYPO_AFTER_KEY)
+    mark = keyword_mark(salt, "Hunter2Secret!")
+    for t, text in zip(TYPO_AFTER_KEY, stored):
+        opener = next(c for c in t if c in "“«‘「『„")
+        closer = {"“": "”", "«": "»", "‘": "’", "「": "」", "『": "』", "„": "“"}[opener]
+        assert mark in text and opener in text and closer in text and "!" not in text, (t, text)
+    spaced = ["password: “Hunter2 Sesame!”", "password: 「Hunter2 Sesame!」", "db_passwd = «Hunter2 Sesame!»"]
+    stored, salt = assert_redacted_everywhere(tmp_path / "typo-spaced.db", spaced, "Hunter2", pieces=["Sesame"])
+    assert all(keyword_mark(salt, "Hunter2 Sesame!") in text for text in stored), stored
+
+
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
     for c in CASES:

@@ -42,7 +42,9 @@ request, not a guess.
    A quote or backtick before the key that does not close after it encloses the whole assignment (``run
    `PASSWORD=X` first``, ``"password: X"``), so the value is still found. A quoted value (here and in flags)
    ends at its own closing quote: a quote of another kind inside it (``password: `Hunt'er2` ``) or a
-   backslash-escaped one of its kind (JSON ``"Hunt\\"er2"``) is part of it. An unquoted value under a strong key
+   backslash-escaped one of its kind (JSON ``"Hunt\\"er2"``) is part of it. Typographic quotes after the operator
+   (``password: “X!”``, ``«X»``, ``「X」``, as in prose below) delimit the value as ASCII ones do: it is all they
+   enclose, spaces included, and its fingerprint leaves them out. An unquoted value under a strong key
    runs to the next space, quote, backslash or placeholder, wherever it stands (``ok DB_PASSWORD=Tr0ub4dor&3;x
    then``): ``, ; & ( ) [ ] { } < >`` are legal in a password. It is judged on the part before the first of them
    (so ``password=config[key]`` stays code) unless that part is shorter than 4 characters. Our choice, redact
@@ -527,6 +529,7 @@ _PROSE_SEP = r"(?:\s*(?:[:：]|[-–—]{1,2}(?=\s)))?"
 # spacing, « X »), German „…“, CJK corner brackets
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”“", "‘": "’‘", "«": "»", "‹": "›", "„": "“”", "「": "」", "『": "』"}
 _QUOTE_SPACE = " \u00a0\u202f"
+_TYPO_QUOTES = "“‘«‹„「『"  # the openers above that are not ASCII (a keyword value's regex takes them as its own)
 _PROSE_QUOTE = r"(?:(?P<q>[\"'`“‘«‹„「『])[ \u00a0\u202f]?)?"
 # the value itself is read in Python from the match's end (_prose_value): a quoted one runs to its closing quote
 _PROSE_EN = re.compile(  # on low
@@ -731,13 +734,23 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             continue
         quoted = m.group("qval") is not None
         g = "qval" if quoted else "val"
+        s = m.start(g)
         v = raw = m.group(g)
+        if not quoted and raw[0] in _TYPO_QUOTES:  # password: “X!” / «X» / 「X」: the value regex took the quote
+            span = _quoted_value(text, raw[0], s + 1)
+            if span is not None:  # all that the quotes enclose, as in ASCII quotes (spaces too: see _closing_quote)
+                s, e = span
+                v = raw = text[s:e]
+                quoted = True
+            else:  # not closed: the value after the quote
+                s, raw = s + 1, raw[1:]
+                v = raw
         if not quoted:
             v = v.rstrip(VALUE_END)  # the fingerprinted value; the span covers ``raw`` (see Finding)
         if not v:
             continue
         cover = len(raw)
-        before, after = _line_bounds(text, m.start(), m.start(g) + len(v))
+        before, after = _line_bounds(text, m.start(), s + len(v))
         config_line = not before.strip(" \t-") or before.strip().lower() in ("export", "set", "env")
         if config_line and not quoted and after and not after[0].isspace():
             # a .env / YAML / INI value runs to the end of its line: "DB_PASSWORD=Tr0ub4dor&3;x" (the value regex
@@ -748,7 +761,6 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
                 v, after = v + after[: len(rest)], after[len(rest):]
                 cover = len(v)
                 v = v.rstrip(VALUE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
-        s = m.start(g)
         full = v
         if cls == "strong" and not quoted:
             # a password runs to the next space (or quote, backslash, placeholder) wherever it stands: the value
