@@ -520,6 +520,34 @@ def test_a_password_in_typographic_quotes_after_a_keyword_has_the_enclosed_value
     assert all(keyword_mark(salt, "Hunter2 Sesame!") in text for text in stored), stored
 
 
+HYPHEN_NOT_SECRETS = ["the password is re-used", "the password is 8-64 chars", "the password is re-used across sites.",
+                      "the password is up-to-date", "the password is case-sensitive.", "the password was auto-generated",
+                      "the password is 12-128 characters long", "the password is user's choice", "the password is Self-Signed"]
+HYPHEN_SECRETS = ["the password is hunter-2", "the password is correct-horse-battery-staple", "the password is p@ss-word",
+                  "the password is 1234-5678", "the password is Hunter2-Secret.", "the password is re-used2",
+                  'the password is "re-used"']
+
+
+def test_a_hyphenated_word_or_a_length_range_is_not_a_prose_password(tmp_path):
+    """An unquoted English value needs the character mix of a secret: a hyphen joining 2 or 3 words, an
+    apostrophe in a word or a range of lengths is not one (those sentences were stored with a placeholder,
+    losing the user's words); a digit among letters, another symbol, 4+ hyphenated words (a passphrase), digits
+    that are not a range, or quotes still are."""
+    policy = make_policy(b"k")
+    assert not [t for t in HYPHEN_NOT_SECRETS if find_secrets(t, policy)]
+    with Lantern(tmp_path / "hyphen.db") as lantern:
+        for i, t in enumerate(HYPHEN_NOT_SECRETS):
+            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
+            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+    for t in HYPHEN_SECRETS:
+        value = t.split("is ", 1)[1].strip('."')
+        out, n = redact_text(t, policy)
+        assert n == 1 and value not in out and out.startswith("the password is "), (t, out)
+        assert PLACEHOLDER_RE.findall(out)[0] == keyword_mark(b"k", value), (t, out)
+    stored, _ = assert_redacted_everywhere(tmp_path / "hyphen-secrets.db", ["the password is Hunter2Secret-x!"])
+    assert "-x" not in stored[0]
+
+
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
     for c in CASES:

@@ -60,12 +60,15 @@ request, not a guess.
    to X``), in Chinese at most two adverbs (现在, 目前, 还, 仍然, 已经, 已, 被, 应该, …) before one verb (是, 为,
    改成(了), 改为, 设为, 设置为, 重置为, 换成(了), 变成(了), 更改为, 修改为, 设定为: ``密码现在是X``,
    ``密码已经改成了X``): short lists, so "the password is in the vault" stays prose. A Chinese value needs 4
-   ASCII characters (``密码现在是错的``, ``密码改成了更长的`` are kept). An English value needs a digit or a
-   symbol ("the password is weak" is kept). A value in quotes — ASCII, backticks, curly ``“…”`` ``‘…’``,
-   guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all that the quotes enclose, spaces
-   included (a passphrase: ``the password is "correct horse battery staple"``, ``密码是「Hunter2 Secret!」``),
-   its trailing ``!`` too, when they close within 128 characters on the same line (a ``'`` or ``’`` followed by a
-   letter or digit is an apostrophe, not the closing quote); else the value is the unquoted run after the quote.
+   ASCII characters (``密码现在是错的``, ``密码改成了更长的`` are kept). An unquoted English value needs the
+   character mix of a secret: a digit or a symbol, but not only as English words use them — a hyphenated word of
+   2 or 3 parts, a word with an apostrophe or a length range stay prose ("the password is weak", "... is re-used",
+   "... is up-to-date", "... is 8-64 chars"; 4+ hyphenated words are a passphrase). A value in quotes — ASCII,
+   backticks, curly ``“…”`` ``‘…’``, guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all
+   that the quotes enclose, spaces included (a passphrase: ``the password is "correct horse battery staple"``,
+   ``密码是「Hunter2 Secret!」``), its trailing ``!`` too, when they close within 128 characters on the same line
+   (a ``'`` or ``’`` followed by a letter or digit is an apostrophe, not the closing quote); else the value is the
+   unquoted run after the quote.
    A quoted English value that is one word of letters is kept ("the password is “weak”"); several words are a
    passphrase; a quoted Chinese value needs 4 ASCII characters (``密码是「正确的」`` is kept). The quotes stay
    around the placeholder.
@@ -545,6 +548,9 @@ _PROSE_ZH = re.compile(
     r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|" + _PROSE_ZH_ADVERB + _PROSE_ZH_VERB + _PROSE_SEP + r")"
     r"\s*" + _PROSE_QUOTE
 )
+_WORD_PART = r"(?:[A-Z]?[a-z]+|[A-Z]+)"
+_WORD_SHAPE = re.compile(_WORD_PART + r"(?:(?:-" + _WORD_PART + r"){1,2}|['’][a-z]{1,2})")  # re-used, up-to-date, user's
+_LENGTH_RANGE = re.compile(r"(\d{1,3})-(\d{1,3})")  # "the password is 8-64 chars"
 _PROSE_RUN = re.compile(r"[!-~]{4,128}")  # an unquoted prose value: printable ASCII up to the next space
 QUOTED_MAX = 128  # a quoted value is at most this many characters, on one line (else the quote is not its own)
 _PROSE_ZH_TRIGGER = ("密码", "口令", "密钥", "私钥")
@@ -826,6 +832,17 @@ def _quoted_value(text: str, opener: str, s: int) -> tuple[int, int] | None:
     return (a, b) if b > a else None
 
 
+def _is_english_word(v: str) -> bool:
+    """An unquoted English prose value that is a word, not a password: a hyphenated word of 2 or 3 parts
+    (``re-used``, ``up-to-date``), a word with an apostrophe (``user's``) or a length range (``8-64``). A secret's
+    mix has a digit among letters, another symbol, 4+ hyphenated words (``correct-horse-battery-staple``, a
+    passphrase) or digits that are not a range (``1234-5678``)."""
+    if _WORD_SHAPE.fullmatch(v):
+        return True
+    r = _LENGTH_RANGE.fullmatch(v)
+    return r is not None and int(r[1]) < int(r[2])
+
+
 def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
     hits = []
     if "pass" in low:
@@ -852,8 +869,8 @@ def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
             cover = len(raw)
         if len(v) < 4 or _is_reference(v) or v.lower() in _TYPE_NAMES or _is_path(v) or "(" in v or _ATTR.fullmatch(v):
             continue
-        if english and v.isalpha():
-            continue  # "the password is incorrect", "the password is “weak”" (a passphrase has spaces)
+        if english and (v.isalpha() or (span is None and _is_english_word(v))):
+            continue  # "the password is incorrect", "... is re-used", "... is 8-64 chars", "... is “weak”"
         out.append(Finding("password", s, s + cover, v, P_PROSE))
 
 
