@@ -548,6 +548,26 @@ def test_a_hyphenated_word_or_a_length_range_is_not_a_prose_password(tmp_path):
     assert "-x" not in stored[0]
 
 
+def test_a_quoted_flag_value_in_json_tool_arguments_is_redacted(tmp_path):
+    """``--password "X"`` inside a JSON string (a tool call's ``{"cmd": "… --password \\"X\\" …"}``) has
+    backslash-escaped quotes: the flag's quoted form takes them as the keyword's does (it was stored in clear)."""
+    cmds = ['mysql -h db --password "Hunter2Secret" -e "select 1"', "deploy --token='Hunter2Secret' --port 5433"]
+    with Lantern(tmp_path / "flags.db") as lantern:
+        for i, cmd in enumerate(cmds):
+            call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": cmd})}}
+            r = lantern.archive([{"role": "user", "content": "run it"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                                 {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"}], session=f"s{i}")
+            assert r.redacted == 1, cmd
+        salt = bytes.fromhex(lantern.store.get_meta(META_SALT))
+    rows, vocab = all_rows(tmp_path / "flags.db")
+    assert SECRET not in rows and SECRET.encode() not in raw_bytes(tmp_path / "flags.db") and not fts_pieces(SECRET) & vocab
+    assert "5433" in rows and "select 1" in rows
+    policy = make_policy(salt)
+    for cmd in cmds:
+        args, _ = redact_text(json.dumps({"cmd": cmd}), policy)
+        assert bare_mark(salt).split("#")[1] in json.loads(args)["cmd"], args  # valid JSON, the same fingerprint
+
+
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
     for c in CASES:

@@ -29,7 +29,8 @@ request, not a guess.
 3. credentials in URLs (``postgres://user:PASS@host:5433/db``: only the password is replaced; scheme, user, host
    and port stay, since a port is exactly what Lantern brings back), ``Authorization: Bearer|Basic|token …``
    headers, ``curl -u user:PASS``;
-4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``;
+4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``; a quoted value also in
+   backslash-escaped quotes (``--password \\"X\\"`` inside a JSON tool argument);
 5. keyword assignments: ``KEY = value`` / ``key: value`` / ``"key": "value"`` / ``key := value`` / ``'key' =>
    'value'`` where the key's last word is a secret word. *Strong* keys (detect-secrets' ``KeywordDetector``
    denylist: password, passwd, pwd, secret, api_key, private_key, …) take any value that is not a reference
@@ -506,7 +507,7 @@ _BEARER = re.compile(r"bearer\s+(?P<secret>[a-z0-9\-._~+/]{16,}=*)")  # on low
 _CURL_USER = re.compile(r"-(?:u|-user)\s+[\"']?(?P<user>[^\s:\"'$]+):(?P<secret>[^\s\"'\\]+)")
 _FLAG = re.compile(  # on low
     r"--(?P<key>password|passwd|pass|passphrase|token|api-key|apikey|secret|client-secret|"
-    r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])){1,512})(?P=q)"
+    r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])){1,512})(?P=q)"
     r"|(?P<secret>[^\s\"'\\]+))"
 )
 _MYSQL_P = re.compile(r"mysql(?:dump|admin|sh)?\b[^\n|;&]*?\s-p(?P<secret>[^\s\"'\\]{3,})")  # case matters: -P is the port
