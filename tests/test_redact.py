@@ -568,6 +568,25 @@ def test_a_quoted_flag_value_in_json_tool_arguments_is_redacted(tmp_path):
         assert bare_mark(salt).split("#")[1] in json.loads(args)["cmd"], args  # valid JSON, the same fingerprint
 
 
+APOSTROPHE_INSIDE = ["password: 'Hunt'er2Secret'", "ok, db_password = 'Hunt'er2Secret' then",
+                     "run --password 'Hunt'er2Secret' now"]
+
+
+def test_an_apostrophe_inside_a_single_quoted_password_does_not_end_it(tmp_path):
+    """Inside single quotes, a ``'`` followed by a letter or digit does not close the value when a later ``'``
+    does (``'Hunt'er2Secret'`` left ``er2Secret'`` in clear), as in prose; code with several quoted values is
+    unchanged (a closing quote is followed by ``,`` ``}`` or a space)."""
+    secret = "Hunt'er2Secret"
+    stored, salt = assert_redacted_everywhere(tmp_path / "apos.db", APOSTROPHE_INSIDE, secret, pieces=["er2Secret"])
+    mark = keyword_mark(salt, secret)
+    assert all(f"'{mark}'" in text for text in stored), stored
+    policy = make_policy(salt)
+    out, _ = redact_text("x = {'password': 'Hunter2Secret', 'user': 'bob'}", policy)
+    assert out == "x = {'password': '" + keyword_mark(salt, SECRET) + "', 'user': 'bob'}"
+    out, _ = redact_text("password: 'Hunter2Secret', note: 'don't'", policy)
+    assert out.endswith("', note: 'don't'")
+
+
 def test_json_tool_arguments_stay_valid_json():
     policy = make_policy(b"k")
     for c in CASES:

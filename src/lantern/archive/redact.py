@@ -43,7 +43,9 @@ request, not a guess.
    A quote or backtick before the key that does not close after it encloses the whole assignment (``run
    `PASSWORD=X` first``, ``"password: X"``), so the value is still found. A quoted value (here and in flags)
    ends at its own closing quote: a quote of another kind inside it (``password: `Hunt'er2` ``) or a
-   backslash-escaped one of its kind (JSON ``"Hunt\\"er2"``) is part of it. Typographic quotes after the operator
+   backslash-escaped one of its kind (JSON ``"Hunt\\"er2"``) is part of it, and so is a ``'`` followed by a
+   letter or digit inside single quotes (``'Hunt'er2'``, an apostrophe) when a later ``'`` closes the value.
+   Typographic quotes after the operator
    (``password: “X!”``, ``«X»``, ``「X」``, as in prose below) delimit the value as ASCII ones do: it is all they
    enclose, spaces included, and its fingerprint leaves them out. An unquoted value under a strong key
    runs to the next space, quote, backslash or placeholder, wherever it stands (``ok DB_PASSWORD=Tr0ub4dor&3;x
@@ -507,7 +509,7 @@ _BEARER = re.compile(r"bearer\s+(?P<secret>[a-z0-9\-._~+/]{16,}=*)")  # on low
 _CURL_USER = re.compile(r"-(?:u|-user)\s+[\"']?(?P<user>[^\s:\"'$]+):(?P<secret>[^\s\"'\\]+)")
 _FLAG = re.compile(  # on low
     r"--(?P<key>password|passwd|pass|passphrase|token|api-key|apikey|secret|client-secret|"
-    r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])){1,512})(?P=q)"
+    r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])|'(?=[a-z0-9])){1,512})(?P=q)"
     r"|(?P<secret>[^\s\"'\\]+))"
 )
 _MYSQL_P = re.compile(r"mysql(?:dump|admin|sh)?\b[^\n|;&]*?\s-p(?P<secret>[^\s\"'\\]{3,})")  # case matters: -P is the port
@@ -519,7 +521,7 @@ _ASSIGN = re.compile(
     r"(?P<kq>\\?[\"'`]?)"
     r"(?P<key>[A-Za-z0-9_.\-]*?(?:pass|pwd|secret|token|auth|credential|key|contrase)[A-Za-z0-9_\-]*)"
     r"(?P=kq)\]?[ \t]*(?P<op>:=|=>|=(?![=>])|:(?![:/])|：)[ \t]*"
-    r"(?:(?P<vq>\\?[\"'`])(?P<qval>(?:(?!(?P=vq))(?:\\[^\n]|[^\\\n])){1,512})(?P=vq)|(?P<val>[^\s\"'`\\,;&<>(){}\[\]]{1,512}))",
+    r"(?:(?P<vq>\\?[\"'`])(?P<qval>(?:(?!(?P=vq))(?:\\[^\n]|[^\\\n])|'(?=[A-Za-z0-9])){1,512})(?P=vq)|(?P<val>[^\s\"'`\\,;&<>(){}\[\]]{1,512}))",
     re.I,
 )
 _VALUE_TAIL = re.compile(r"(?:(?!\[secret:)[^\s\"'`\\])*")  # the rest of an unquoted password (see _keyword_findings)
