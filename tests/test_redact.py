@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from lantern import Lantern, Message, ToolCall, ToolResult
 from lantern.archive.redact import (
-    META_SALT, META_SWITCH, PLACEHOLDER_RE, PROSE_END, find_secrets, make_policy, redact_text, remove_private, set_secret_redaction,
+    META_SALT, META_SWITCH, PLACEHOLDER_RE, PROSE_END, VALUE_END, find_secrets, make_policy, redact_text, remove_private,
+    set_secret_redaction,
 )
 from lantern.config import Config
 
@@ -203,9 +204,9 @@ def test_a_password_ending_in_punctuation_keeps_no_character_in_clear(tmp_path):
 SECRET = "Hunter2Secret"
 
 
-def stored_forms(path: Path, texts: Sequence[str]) -> tuple[list[tuple[str, str]], bytes, int, str]:
+def stored_forms(path: Path, texts: Sequence[str], secret: str = SECRET) -> tuple[list[tuple[str, str]], bytes, int, str]:
     """Each text archived as its own user turn (own session) on a real store at ``path``. Returns each turn's
-    stored (text, summary), the database's salt, the number of FTS rows matching ``SECRET`` and every FTS body."""
+    stored (text, summary), the database's salt, the number of FTS rows matching ``secret`` and every FTS body."""
     with Lantern(path) as lantern:
         out = []
         for i, t in enumerate(texts):
@@ -215,7 +216,7 @@ def stored_forms(path: Path, texts: Sequence[str]) -> tuple[list[tuple[str, str]
             out.append((e.text, e.summary or ""))
         salt = bytes.fromhex(lantern.store.get_meta(META_SALT))
         db = sqlite3.connect(path)
-        fts_hits = db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{SECRET.lower()}"',)).fetchone()[0]
+        fts_hits = db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{secret.lower()}"',)).fetchone()[0]
         fts_body = " ".join(b for (b,) in db.execute("SELECT body FROM entries_fts"))
         db.close()
     return out, salt, fts_hits, fts_body
@@ -226,19 +227,26 @@ def bare_mark(salt: bytes, secret: str = SECRET) -> str:
     return PLACEHOLDER_RE.findall(redact_text(f"ok, password: {secret}", make_policy(salt))[0])[0]
 
 
-def assert_redacted_everywhere(path: Path, texts: Sequence[str], secret: str = SECRET) -> tuple[list[str], bytes]:
+def assert_redacted_everywhere(path: Path, texts: Sequence[str], secret: str = SECRET,
+                               pieces: Sequence[str] = ()) -> tuple[list[str], bytes]:
     """Archive ``texts`` on a real store; assert ``secret`` is nowhere (entry text, summary, FTS body, FTS
     vocabulary, every table, the raw .db/-wal bytes) and each turn holds a ``[secret:password #FP]`` placeholder.
-    Returns the stored texts and the database's salt."""
-    stored, salt, fts_hits, fts_body = stored_forms(path, texts)
+    ``pieces``: parts of a secret the turns hold in another form (the ``Sesame`` of ``Hunter2 Sesame!``, the
+    ``&3;x`` of ``Tr0ub4dor&3;x``), each asserted absent from the same places. Returns the stored texts and the
+    database's salt."""
+    stored, salt, fts_hits, fts_body = stored_forms(path, texts, secret)
     rows, vocab = all_rows(path)
     raw = raw_bytes(path)
     for t, (text, summary) in zip(texts, stored):
         assert secret not in text and secret not in summary, (t, text, summary)
         assert re.search(r"\[secret:password #[0-9a-f]{4}\]", text), (t, text)
+        for p in pieces:
+            assert p not in text and p not in summary, (t, p, text, summary)
     assert fts_hits == 0 and secret not in fts_body and secret.lower() not in fts_body.lower()
     assert secret not in rows and secret.encode() not in raw and not fts_pieces(secret) & vocab
     assert not [w for w in windows(secret) if w in rows]
+    for p in pieces:
+        assert p not in rows and p.lower() not in fts_body.lower() and not any(f in raw for f in forms(p)), p
     return [text for text, _ in stored], salt
 
 
@@ -356,6 +364,227 @@ def test_an_assignment_enclosed_in_quotes_or_backticks_is_redacted(tmp_path):
     for t, text in zip(ENCLOSED, stored):
         assert bare in text, (t, text)
     assert stored[0].startswith("user: run `PASSWORD=[secret:password #") and "` first" in stored[0]
+
+
+# ---------------------------------------------------------------------------------------------- breaker forms (redact7)
+def keyword_mark(salt: bytes, secret: str) -> str:
+    """The placeholder of ``secret`` in ASCII double quotes after a keyword (``password: "SECRET"``): the
+    fingerprint of exactly what the quotes enclose."""
+    return PLACEHOLDER_RE.findall(redact_text(f'ok, password: "{secret}"', make_policy(salt))[0])[0]
+
+
+SPACED = ["密码是「Hunter2 Sesame!」", 'the password is "Hunter2 Sesame!"', "the password was 'Hunter2 Sesame!'",
+          "the password is “Hunter2 Sesame!”", "password is « Hunter2 Sesame! »", "密码为“Hunter2 Sesame!”",
+          "密码是『Hunter2 Sesame!』", "the passphrase is `Hunter2 Sesame!`", "the password is „Hunter2 Sesame!“."]
+PASSPHRASES = ['the password is "correct horse battery staple"', "the passphrase is ‘correct horse battery staple’",
+               "密码是「correct horse battery staple」", "the password is now: 'correct horse battery staple'"]
+
+
+def test_a_quoted_prose_password_with_spaces_is_redacted_whole(tmp_path):
+    """A value in matching quotes (any supported pair) is all that they enclose, spaces included — a
+    passphrase — up to 128 characters on one line; its fingerprint is that of the same value after a keyword."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "spaced.db", SPACED, "Hunter2", pieces=["Sesame"])
+    mark = keyword_mark(salt, "Hunter2 Sesame!")
+    for t, text in zip(SPACED, stored):
+        assert mark in text and "!" not in text, (t, text)
+        opener = next(c for c in t if c in "\"'`“«‘「『„")
+        closer = {"“": "”", "«": "»", "‘": "’", "「": "」", "『": "』", "„": "“"}.get(opener, opener)
+        assert opener in text and closer in text, (t, text)  # the quotes stay around the placeholder
+    stored, salt = assert_redacted_everywhere(tmp_path / "phrase.db", PASSPHRASES, "correct horse",
+                                              pieces=["horse battery", "battery staple", "staple"])
+    mark = keyword_mark(salt, "correct horse battery staple")
+    assert all(mark in text for text in stored), stored
+    policy = make_policy(b"k")
+    # an apostrophe is not the closing quote; the bounds: a quote not closed on its line within 128 characters
+    # does not enclose the value (then it is the unquoted run after the quote, as before)
+    out, _ = redact_text("the password is 'don't panic 42' ok", policy)
+    assert re.fullmatch(r"the password is '\[secret:password #[0-9a-f]{4}\]' ok", out), out
+    out, _ = redact_text('the password is "Hunter2 and\nthe rest" ok', policy)
+    assert re.fullmatch(r'the password is "\[secret:password #[0-9a-f]{4}\] and\nthe rest" ok', out), out
+    long = 'the password is "Hunter2 ' + "word " * 30 + '" ok'
+    out, _ = redact_text(long, policy)
+    assert out.startswith('the password is "[secret:password #') and "word " * 30 in out, out
+
+
+QUOTED_NOT_SECRETS = ["the password is “weak”", "密码是「正确的」", 'the password is "abc"', "the password is 'short'",
+                      "the password is “  ”", 'he said the password is "required" and "8+ chars"']
+
+
+def test_quoted_prose_about_a_password_without_one_is_left_intact(tmp_path):
+    policy = make_policy(b"k")
+    assert not [t for t in QUOTED_NOT_SECRETS if find_secrets(t, policy)]
+    with Lantern(tmp_path / "qneg.db") as lantern:
+        for i, t in enumerate(QUOTED_NOT_SECRETS):
+            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
+            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+
+
+MIDLINE = ["ok DB_PASSWORD=Tr0ub4dor&3;x then", "ok, password: Tr0ub4dor&3;x.", "use db_password=Tr0ub4dor&3;x, then",
+           "(PASSWORD=Tr0ub4dor&3;x)", "connect(user=u, password=Tr0ub4dor&3;x)", "ok `PASSWORD=Tr0ub4dor&3;x` ok",
+           "then export DB_PASSWORD=Tr0ub4dor&3;x; make run", "DB_PASSWORD=Tr0ub4dor&3;x", "ok password = Tr0ub4dor&3;x!"]
+
+
+def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
+    """``, ; & ( ) [ ] { } < >`` are legal in a password: an unquoted value after a strong key runs to the next
+    space (or quote, backslash) wherever it stands, as at a line start; the fingerprint leaves out its trailing
+    ``.,;:!?)]}``, so all these forms give the fingerprint of ``Tr0ub4dor&3;x``. A shell ``;`` after the value
+    goes into the placeholder too (redact more: the text cannot tell a shell list from a password)."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "midline.db", MIDLINE, "Tr0ub4dor", pieces=["&3;x", "3;x"])
+    mark = keyword_mark(salt, "Tr0ub4dor&3;x")
+    for t, text in zip(MIDLINE, stored):
+        assert mark in text, (t, text)
+    assert stored[0].startswith(f"user: ok DB_PASSWORD={mark} then\n")
+    assert stored[5].startswith(f"user: ok `PASSWORD={mark}` ok\n")  # the enclosing backticks stay
+    assert stored[6].startswith(f"user: then export DB_PASSWORD={mark} make run\n")
+    policy = make_policy(salt)
+    # a value too short on its own is judged whole ("ab;cd!"); code stays: variables, calls, types, indexing
+    out, _ = redact_text("ok password=ab;cd!x then", policy)
+    assert out == "ok password=" + keyword_mark(salt, "ab;cd!x") + " then"
+    for code in ("login(password=pw123, user=u)", "f(password=getpass())", "def f(password: str) -> None:",
+                 "x = dict(password=config[key])", "export DB_PASSWORD=abc; run", "Secret: always, cache"):
+        assert not find_secrets(code, policy), code
+    # a URL query: a password takes the rest of the query with it (more is redacted, nothing is left); a token
+    # (a weak key, whose value must look random) still stops at "&"
+    out, _ = redact_text("GET /login?password=Tr0ub4dor&3;x&next=/home HTTP/1.1", policy)
+    assert "&3;x" not in out and out.endswith(" HTTP/1.1")
+    out, _ = redact_text("GET /cb?access_token=ghx1234567890abcdefXYZ&expires_in=3600", policy)
+    assert out.endswith("&expires_in=3600") and "ghx123" not in out
+
+
+QUOTE_INSIDE = ["password: `Hunt'er2Secret`", "ok, password: `Hunt'er2Secret` then", 'password: "Hunt\'er2Secret"',
+                "x `db_password = \"Hunt'er2Secret\"` y", "the password is `Hunt'er2Secret`",
+                "run --password \"Hunt'er2Secret\" now", '{"password": "Hunt\'er2Secret", "port": 5433}']
+
+
+def test_a_quoted_password_holding_another_quote_is_redacted(tmp_path):
+    """A quoted value ends at its own closing quote: a quote of another kind inside it (``'`` inside backticks or
+    double quotes, ``"`` inside single quotes) and a backslash-escaped one of its own kind (JSON ``"Hunt\\"er"``)
+    are part of it (the value was not redacted at all: the quoted form failed and no unquoted one starts with a
+    quote)."""
+    secret = "Hunt'er2Secret"
+    stored, salt = assert_redacted_everywhere(tmp_path / "inner.db", QUOTE_INSIDE, secret, pieces=["er2Secret"])
+    mark = keyword_mark(salt, secret)
+    for t, text in zip(QUOTE_INSIDE, stored):
+        assert mark in text, (t, text)
+    assert stored[0].startswith(f"user: password: `{mark}`\n") and "5433" in stored[-1]
+    policy = make_policy(salt)
+    for text in ("DB_PASSWORD='Hunt\"er2Secret'", "run --password 'Hunt\"er2Secret'", '{"password": "Hunt\\"er2Secret"}',
+                 '{"password": "Hunter2\\nSecret"}'):
+        out, n = redact_text(text, policy)
+        assert n == 1 and "er2" not in out and "Secret" not in out, (text, out)
+    out, _ = redact_text('{"password": "Hunt\\"er2Secret", "user": "bob"}', policy)
+    assert json.loads(out)["user"] == "bob"  # still valid JSON, the next value intact
+
+
+ZH_VERBS = ["密码现在是Hunter2Secret", "密码改成了Hunter2Secret", "密码改为Hunter2Secret", "密码设置为Hunter2Secret",
+            "新密码是Hunter2Secret", "密码已经改成了Hunter2Secret!", "wifi 密码被重置为 Hunter2Secret，记一下", "密码还是Hunter2Secret",
+            "口令已改为：Hunter2Secret", "密码换成了「Hunter2Secret」", "密码目前是 Hunter2Secret。"]
+ZH_NOT_SECRETS = ["密码现在是错的", "密码改成了更长的", "密码现在还是错的", "密码已经改了", "密码被重置了", "密码改成了 abc",
+                  "密码现在是「正确的」"]
+
+
+def test_chinese_prose_password_after_an_adverb_or_a_verb_is_redacted(tmp_path):
+    """Between 密码 and its value, at most two adverbs from a short list (现在, 还, 已经, 被, 目前, …) and one verb
+    (是, 为, 改成(了), 改为, 设置为, 重置为, 换成(了), …); the value rules are unchanged (4 ASCII characters), so
+    sentences about a password without one are kept."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "zh.db", ZH_VERBS)
+    bare = bare_mark(salt)
+    for t, text in zip(ZH_VERBS, stored):
+        assert bare in text and "!" not in text, (t, text)
+        assert text.split("[secret:")[0] == "user: " + t.split(SECRET)[0], (t, text)  # the words before it are kept
+    policy = make_policy(b"k")
+    assert not [t for t in ZH_NOT_SECRETS if find_secrets(t, policy)]
+    with Lantern(tmp_path / "zhneg.db") as lantern:
+        for i, t in enumerate(ZH_NOT_SECRETS):
+            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
+            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+
+
+TYPO_AFTER_KEY = ["password: “Hunter2Secret!”", "ok, password: “Hunter2Secret!” then", "db_password = «Hunter2Secret!»",
+                  "password: « Hunter2Secret! »", "password: ‘Hunter2Secret!’.", "password: „Hunter2Secret!“",
+                  "PASSWORD=「Hunter2Secret!」", "密码：『Hunter2Secret!』"]
+
+
+def test_a_password_in_typographic_quotes_after_a_keyword_has_the_enclosed_values_fingerprint(tmp_path):
+    """After ``password:`` (or ``=``), curly quotes, guillemets, ``„…“`` and CJK brackets delimit the value as ASCII
+    quotes do: the placeholder replaces what they enclose (its fingerprint was that of the value with its quotes,
+    and the quotes went into the placeholder) and a space inside no longer leaves the rest in clear."""
+    stored, salt = assert_redacted_everywhere(tmp_path / "typo.db", TYPO_AFTER_KEY)
+    mark = keyword_mark(salt, "Hunter2Secret!")
+    for t, text in zip(TYPO_AFTER_KEY, stored):
+        opener = next(c for c in t if c in "“«‘「『„")
+        closer = {"“": "”", "«": "»", "‘": "’", "「": "」", "『": "』", "„": "“"}[opener]
+        assert mark in text and opener in text and closer in text and "!" not in text, (t, text)
+    spaced = ["password: “Hunter2 Sesame!”", "password: 「Hunter2 Sesame!」", "db_passwd = «Hunter2 Sesame!»"]
+    stored, salt = assert_redacted_everywhere(tmp_path / "typo-spaced.db", spaced, "Hunter2", pieces=["Sesame"])
+    assert all(keyword_mark(salt, "Hunter2 Sesame!") in text for text in stored), stored
+
+
+HYPHEN_NOT_SECRETS = ["the password is re-used", "the password is 8-64 chars", "the password is re-used across sites.",
+                      "the password is up-to-date", "the password is case-sensitive.", "the password was auto-generated",
+                      "the password is 12-128 characters long", "the password is user's choice", "the password is Self-Signed"]
+HYPHEN_SECRETS = ["the password is hunter-2", "the password is correct-horse-battery-staple", "the password is p@ss-word",
+                  "the password is 1234-5678", "the password is Hunter2-Secret.", "the password is re-used2",
+                  'the password is "re-used"']
+
+
+def test_a_hyphenated_word_or_a_length_range_is_not_a_prose_password(tmp_path):
+    """An unquoted English value needs the character mix of a secret: a hyphen joining 2 or 3 words, an
+    apostrophe in a word or a range of lengths is not one (those sentences were stored with a placeholder,
+    losing the user's words); a digit among letters, another symbol, 4+ hyphenated words (a passphrase), digits
+    that are not a range, or quotes still are."""
+    policy = make_policy(b"k")
+    assert not [t for t in HYPHEN_NOT_SECRETS if find_secrets(t, policy)]
+    with Lantern(tmp_path / "hyphen.db") as lantern:
+        for i, t in enumerate(HYPHEN_NOT_SECRETS):
+            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
+            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+    for t in HYPHEN_SECRETS:
+        value = t.split("is ", 1)[1].strip('."')
+        out, n = redact_text(t, policy)
+        assert n == 1 and value not in out and out.startswith("the password is "), (t, out)
+        assert PLACEHOLDER_RE.findall(out)[0] == keyword_mark(b"k", value), (t, out)
+    stored, _ = assert_redacted_everywhere(tmp_path / "hyphen-secrets.db", ["the password is Hunter2Secret-x!"])
+    assert "-x" not in stored[0]
+
+
+def test_a_quoted_flag_value_in_json_tool_arguments_is_redacted(tmp_path):
+    """``--password "X"`` inside a JSON string (a tool call's ``{"cmd": "… --password \\"X\\" …"}``) has
+    backslash-escaped quotes: the flag's quoted form takes them as the keyword's does (it was stored in clear)."""
+    cmds = ['mysql -h db --password "Hunter2Secret" -e "select 1"', "deploy --token='Hunter2Secret' --port 5433"]
+    with Lantern(tmp_path / "flags.db") as lantern:
+        for i, cmd in enumerate(cmds):
+            call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": cmd})}}
+            r = lantern.archive([{"role": "user", "content": "run it"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                                 {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"}], session=f"s{i}")
+            assert r.redacted == 1, cmd
+        salt = bytes.fromhex(lantern.store.get_meta(META_SALT))
+    rows, vocab = all_rows(tmp_path / "flags.db")
+    assert SECRET not in rows and SECRET.encode() not in raw_bytes(tmp_path / "flags.db") and not fts_pieces(SECRET) & vocab
+    assert "5433" in rows and "select 1" in rows
+    policy = make_policy(salt)
+    for cmd in cmds:
+        args, _ = redact_text(json.dumps({"cmd": cmd}), policy)
+        assert bare_mark(salt).split("#")[1] in json.loads(args)["cmd"], args  # valid JSON, the same fingerprint
+
+
+APOSTROPHE_INSIDE = ["password: 'Hunt'er2Secret'", "ok, db_password = 'Hunt'er2Secret' then",
+                     "run --password 'Hunt'er2Secret' now"]
+
+
+def test_an_apostrophe_inside_a_single_quoted_password_does_not_end_it(tmp_path):
+    """Inside single quotes, a ``'`` followed by a letter or digit does not close the value when a later ``'``
+    does (``'Hunt'er2Secret'`` left ``er2Secret'`` in clear), as in prose; code with several quoted values is
+    unchanged (a closing quote is followed by ``,`` ``}`` or a space)."""
+    secret = "Hunt'er2Secret"
+    stored, salt = assert_redacted_everywhere(tmp_path / "apos.db", APOSTROPHE_INSIDE, secret, pieces=["er2Secret"])
+    mark = keyword_mark(salt, secret)
+    assert all(f"'{mark}'" in text for text in stored), stored
+    policy = make_policy(salt)
+    out, _ = redact_text("x = {'password': 'Hunter2Secret', 'user': 'bob'}", policy)
+    assert out == "x = {'password': '" + keyword_mark(salt, SECRET) + "', 'user': 'bob'}"
+    out, _ = redact_text("password: 'Hunter2Secret', note: 'don't'", policy)
+    assert out.endswith("', note: 'don't'")
 
 
 def test_json_tool_arguments_stay_valid_json():
@@ -559,7 +788,7 @@ def test_redaction_is_idempotent_and_total(text):
     assert twice == once and n == 0
     for f in find_secrets(text, policy):
         span = text[f.start:f.end]  # the value, plus only the trailing punctuation its fingerprint leaves out
-        assert f.value and span.startswith(f.value) and set(span[len(f.value):]) <= set(PROSE_END)
+        assert f.value and span.startswith(f.value) and set(span[len(f.value):]) <= set(PROSE_END + VALUE_END)
 
 
 def test_the_memo_answers_a_repeated_text_exactly_and_stays_within_its_budget(monkeypatch):

@@ -29,7 +29,8 @@ request, not a guess.
 3. credentials in URLs (``postgres://user:PASS@host:5433/db``: only the password is replaced; scheme, user, host
    and port stay, since a port is exactly what Lantern brings back), ``Authorization: Bearer|Basic|token …``
    headers, ``curl -u user:PASS``;
-4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``;
+4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``; a quoted value also in
+   backslash-escaped quotes (``--password \\"X\\"`` inside a JSON tool argument);
 5. keyword assignments: ``KEY = value`` / ``key: value`` / ``"key": "value"`` / ``key := value`` / ``'key' =>
    'value'`` where the key's last word is a secret word. *Strong* keys (detect-secrets' ``KeywordDetector``
    denylist: password, passwd, pwd, secret, api_key, private_key, …) take any value that is not a reference
@@ -40,17 +41,40 @@ request, not a guess.
    character token with letters and digits; under a plain ``…_key`` (``cache_key``, ``LICENSE_KEY``) the value
    must also mix upper and lower case and not be pure hex or a UUID (a hash, an id or ``deps-<hash>`` is kept).
    A quote or backtick before the key that does not close after it encloses the whole assignment (``run
-   `PASSWORD=X` first``, ``"password: X"``), so the value is still found.
+   `PASSWORD=X` first``, ``"password: X"``), so the value is still found. A quoted value (here and in flags)
+   ends at its own closing quote: a quote of another kind inside it (``password: `Hunt'er2` ``) or a
+   backslash-escaped one of its kind (JSON ``"Hunt\\"er2"``) is part of it, and so is a ``'`` followed by a
+   letter or digit inside single quotes (``'Hunt'er2'``, an apostrophe) when a later ``'`` closes the value.
+   Typographic quotes after the operator
+   (``password: “X!”``, ``«X»``, ``「X」``, as in prose below) delimit the value as ASCII ones do: it is all they
+   enclose, spaces included, and its fingerprint leaves them out. An unquoted value under a strong key
+   runs to the next space, quote, backslash or placeholder, wherever it stands (``ok DB_PASSWORD=Tr0ub4dor&3;x
+   then``): ``, ; & ( ) [ ] { } < >`` are legal in a password. It is judged on the part before the first of them
+   (so ``password=config[key]`` stays code) unless that part is shorter than 4 characters. Our choice, redact
+   more: a shell ``;`` (``export DB_PASSWORD=X; run``), a closing ``)`` or the rest of a URL query
+   (``?password=X&next=/home``) goes into the placeholder with it; weak keys (tokens, whose values must look
+   random) still stop at ``&`` ``;`` ``,``.
    This is the only place the high-entropy detector runs: used naively
    (every quoted string) it flags git hashes and sha256 checksums, which are the facts Lantern exists to recover
    (``benchmarks/bench_redact.py`` measures both);
 6. prose: ``password is X`` / ``password was X`` / ``密码是X`` / ``密码：X`` / ``口令为X``; after ``is`` / ``was`` /
    ``是`` an optional colon (``is: X``, ``是：X``) or a dash and a space (``is - X``), and in English at most one of
    ``now``, ``still``, ``currently``, ``always``, ``again`` and one ``set|changed|reset|updated to`` (``is now set
-   to X``): a short list, so "the password is in the vault" stays prose. An English value needs a digit or a
-   symbol ("the password is weak" is kept). A value in quotes — ASCII, backticks, curly ``“…”`` ``‘…’``,
-   guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all that the quotes enclose (its trailing
-   ``!`` included); the quotes stay around the placeholder.
+   to X``), in Chinese at most two adverbs (现在, 目前, 还, 仍然, 已经, 已, 被, 应该, …) before one verb (是, 为,
+   改成(了), 改为, 设为, 设置为, 重置为, 换成(了), 变成(了), 更改为, 修改为, 设定为: ``密码现在是X``,
+   ``密码已经改成了X``): short lists, so "the password is in the vault" stays prose. A Chinese value needs 4
+   ASCII characters (``密码现在是错的``, ``密码改成了更长的`` are kept). An unquoted English value needs the
+   character mix of a secret: a digit or a symbol, but not only as English words use them — a hyphenated word of
+   2 or 3 parts, a word with an apostrophe or a length range stay prose ("the password is weak", "... is re-used",
+   "... is up-to-date", "... is 8-64 chars"; 4+ hyphenated words are a passphrase). A value in quotes — ASCII,
+   backticks, curly ``“…”`` ``‘…’``, guillemets ``«…»`` (also ``« … »``), ``„…“``, ``「…」`` ``『…』`` — is all
+   that the quotes enclose, spaces included (a passphrase: ``the password is "correct horse battery staple"``,
+   ``密码是「Hunter2 Secret!」``), its trailing ``!`` too, when they close within 128 characters on the same line
+   (a ``'`` or ``’`` followed by a letter or digit is an apostrophe, not the closing quote); else the value is the
+   unquoted run after the quote.
+   A quoted English value that is one word of letters is kept ("the password is “weak”"); several words are a
+   passphrase; a quoted Chinese value needs 4 ASCII characters (``密码是「正确的」`` is kept). The quotes stay
+   around the placeholder.
 
 **Placeholder.** A secret becomes ``[secret:KIND …TAIL#FP]`` or, without a tail, ``[secret:KIND #FP]``:
 
@@ -111,7 +135,7 @@ __all__ = [
 META_SALT = "redact_salt"
 META_SWITCH = "redact_secrets"  # "off" = explicit per-database opt-out of secret redaction
 DEFAULT_PRIVATE_MARKERS: tuple[tuple[str, str], ...] = (("<private>", "</private>"),)
-SENTENCE_END = ".:!?"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
+VALUE_END = ".,;:!?)]}"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
 PROSE_END = ".,;:!?)」”\"'"  # the same for a prose value ("the password is X).")
 TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this length on (see module doc)
 
@@ -244,9 +268,10 @@ class Finding:
     Hunter2Secret!`` — the ``!`` may be the password's last character, so the span covers it, but
     "Hunter2Secret." and "Hunter2Secret" get one fingerprint). The rule is the same for a value at the start of a
     line that runs to the line's end (``PASSWORD=Hunter2Secret!`` in a .env, ``password: Hunter2Secret!`` in
-    YAML): the span is the whole value, so nothing of it stays in clear, and the fingerprint leaves out its final
-    ``.:!?``, so it matches the same password written mid-line (our choice: a consistent fingerprint over telling
-    ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly what its quotes
+    YAML) and for a password mid-line that runs to the next space (``(password=Hunter2Secret);``): the span is the
+    whole value, so nothing of it stays in clear, and the fingerprint of a keyword value leaves out its final
+    ``.,;:!?)]}`` (``VALUE_END``), so it matches the same password written elsewhere (our choice: a consistent
+    fingerprint over telling ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly what its quotes
     enclose. The allow-list sees both ``value`` and the span. ``kind`` names it in the placeholder; ``tail`` says
     whether its last 4 characters may be shown."""
 
@@ -484,7 +509,8 @@ _BEARER = re.compile(r"bearer\s+(?P<secret>[a-z0-9\-._~+/]{16,}=*)")  # on low
 _CURL_USER = re.compile(r"-(?:u|-user)\s+[\"']?(?P<user>[^\s:\"'$]+):(?P<secret>[^\s\"'\\]+)")
 _FLAG = re.compile(  # on low
     r"--(?P<key>password|passwd|pass|passphrase|token|api-key|apikey|secret|client-secret|"
-    r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>[\"'])(?P<qsecret>[^\"'\n\\]+)(?P=q)|(?P<secret>[^\s\"'\\]+))"
+    r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])|'(?=[a-z0-9])){1,512})(?P=q)"
+    r"|(?P<secret>[^\s\"'\\]+))"
 )
 _MYSQL_P = re.compile(r"mysql(?:dump|admin|sh)?\b[^\n|;&]*?\s-p(?P<secret>[^\s\"'\\]{3,})")  # case matters: -P is the port
 _KEYWORD_HIT = re.compile(  # on low: a secret word ending an identifier, then an assignment operator
@@ -495,9 +521,10 @@ _ASSIGN = re.compile(
     r"(?P<kq>\\?[\"'`]?)"
     r"(?P<key>[A-Za-z0-9_.\-]*?(?:pass|pwd|secret|token|auth|credential|key|contrase)[A-Za-z0-9_\-]*)"
     r"(?P=kq)\]?[ \t]*(?P<op>:=|=>|=(?![=>])|:(?![:/])|：)[ \t]*"
-    r"(?:(?P<vq>\\?[\"'`])(?P<qval>[^\"'`\\\n]{1,512})(?P=vq)|(?P<val>[^\s\"'`\\,;&<>(){}\[\]]{1,512}))",
+    r"(?:(?P<vq>\\?[\"'`])(?P<qval>(?:(?!(?P=vq))(?:\\[^\n]|[^\\\n])|'(?=[A-Za-z0-9])){1,512})(?P=vq)|(?P<val>[^\s\"'`\\,;&<>(){}\[\]]{1,512}))",
     re.I,
 )
+_VALUE_TAIL = re.compile(r"(?:(?!\[secret:)[^\s\"'`\\])*")  # the rest of an unquoted password (see _keyword_findings)
 _KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key", "contrase")
 # between "password is" and its value (ours): at most one adverb and one "set to" from short lists, so that "the
 # password is in the vault" stays prose; then an optional separator, a colon (ASCII or full-width) or a dash that
@@ -508,15 +535,27 @@ _PROSE_SEP = r"(?:\s*(?:[:：]|[-–—]{1,2}(?=\s)))?"
 # spacing, « X »), German „…“, CJK corner brackets
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”“", "‘": "’‘", "«": "»", "‹": "›", "„": "“”", "「": "」", "『": "』"}
 _QUOTE_SPACE = " \u00a0\u202f"
+_TYPO_QUOTES = "“‘«‹„「『"  # the openers above that are not ASCII (a keyword value's regex takes them as its own)
 _PROSE_QUOTE = r"(?:(?P<q>[\"'`“‘«‹„「『])[ \u00a0\u202f]?)?"
+# the value itself is read in Python from the match's end (_prose_value): a quoted one runs to its closing quote
 _PROSE_EN = re.compile(  # on low
     r"pass(?:word|wd|phrase)\s+(?:is|was)(?![a-z0-9_])" + _PROSE_ADVERB + _PROSE_SEP + r"\s*" + _PROSE_QUOTE
-    + r"(?P<secret>[!-~]{4,128})"
 )
+# Chinese (ours): at most two adverbs (现在 now, 还 still, 已经 already, 被 passive, 应该 should, …) before the verb
+# (是, 为, 改成(了), 设置为, 换成(了), …), short lists as in English; a value needs 4 ASCII characters (see below),
+# so 密码现在是错的 / 密码改成了更长的 stay prose
+_PROSE_ZH_ADVERB = (r"(?:(?:现在|現在|目前|当前|當前|还|還|仍然|仍|依然|已经|已經|已|也|就|都|一直|又|被|应该|應該|可能)"
+                    r"\s*){0,2}")
+_PROSE_ZH_VERB = (r"(?:是|为|為|(?:改|换|換|变|變|设|設|设置|設置|重置|更改|修改|更新)(?:成|为|為)了?|设定为|設定為)")
 _PROSE_ZH = re.compile(
-    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|(?:是|为|為|改成|改为|改為|设为|设置为|設為)" + _PROSE_SEP + r")"
-    r"\s*" + _PROSE_QUOTE + r"(?P<secret>[!-~]{4,128})"
+    r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|" + _PROSE_ZH_ADVERB + _PROSE_ZH_VERB + _PROSE_SEP + r")"
+    r"\s*" + _PROSE_QUOTE
 )
+_WORD_PART = r"(?:[A-Z]?[a-z]+|[A-Z]+)"
+_WORD_SHAPE = re.compile(_WORD_PART + r"(?:(?:-" + _WORD_PART + r"){1,2}|['’][a-z]{1,2})")  # re-used, up-to-date, user's
+_LENGTH_RANGE = re.compile(r"(\d{1,3})-(\d{1,3})")  # "the password is 8-64 chars"
+_PROSE_RUN = re.compile(r"[!-~]{4,128}")  # an unquoted prose value: printable ASCII up to the next space
+QUOTED_MAX = 128  # a quoted value is at most this many characters, on one line (else the quote is not its own)
 _PROSE_ZH_TRIGGER = ("密码", "口令", "密钥", "私钥")
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
@@ -704,55 +743,107 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             continue
         quoted = m.group("qval") is not None
         g = "qval" if quoted else "val"
+        s = m.start(g)
         v = raw = m.group(g)
+        if not quoted and raw[0] in _TYPO_QUOTES:  # password: “X!” / «X» / 「X」: the value regex took the quote
+            span = _quoted_value(text, raw[0], s + 1)
+            if span is not None:  # all that the quotes enclose, as in ASCII quotes (spaces too: see _closing_quote)
+                s, e = span
+                v = raw = text[s:e]
+                quoted = True
+            else:  # not closed: the value after the quote
+                s, raw = s + 1, raw[1:]
+                v = raw
         if not quoted:
-            v = v.rstrip(SENTENCE_END)  # the fingerprinted value; the span covers ``raw`` (see Finding)
+            v = v.rstrip(VALUE_END)  # the fingerprinted value; the span covers ``raw`` (see Finding)
         if not v:
             continue
         cover = len(raw)
-        before, after = _line_bounds(text, m.start(), m.start(g) + len(v))
+        before, after = _line_bounds(text, m.start(), s + len(v))
         config_line = not before.strip(" \t-") or before.strip().lower() in ("export", "set", "env")
         if config_line and not quoted and after and not after[0].isspace():
             # a .env / YAML / INI value runs to the end of its line: "DB_PASSWORD=Tr0ub4dor&3;x" (the value regex
-            # stops at & ; , for URL queries and shell lists); a trailing " # comment" is not part of it
-            rest = after.split(" #", 1)[0].rstrip()
+            # stops at & ; , for URL queries and shell lists; a strong key's value is extended below wherever it
+            # stands, this is for the others); a trailing " # comment" is not part of it
+            rest = after.split(" #", 1)[0].split("[secret:", 1)[0].rstrip()  # nor is a placeholder glued to it
             if rest and not any(ch.isspace() for ch in rest):
                 v, after = v + after[: len(rest)], after[len(rest):]
                 cover = len(v)
-                v = v.rstrip(SENTENCE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
+                v = v.rstrip(VALUE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
+        full = v
+        if cls == "strong" and not quoted:
+            # a password runs to the next space (or quote, backslash, placeholder) wherever it stands: the value
+            # regex stops at , ; & ( ) [ ] { } < > (URL queries, shell lists, code), all legal in a password ("ok
+            # DB_PASSWORD=Tr0ub4dor&3;x then" left "&3;x" in clear); the span covers the rest, the fingerprint
+            # leaves out its trailing VALUE_END (see Finding)
+            e = _VALUE_TAIL.match(text, s + cover).end()
+            if e > s + cover:
+                cover = e - s
+                full = text[s:e].rstrip(VALUE_END) or v
         if cls == "strong":
             op = m.group("op")
             yaml_or_env = config_line and (not after.strip() or after.lstrip().startswith("#"))
             code_like = not (key.isupper() and op == "=") and not yaml_or_env
-            if not quoted and op in (":", "：") and not yaml_or_env and not (_has_letter_and_digit(v) or not v.isalnum()):
+            if not quoted and op in (":", "：") and not yaml_or_env and not (_has_letter_and_digit(full) or not full.isalnum()):
                 continue  # "Secret: always cache" / "password: required" in prose
-            if not _strong_value_ok(v, key, quoted, code_like):
+            # judged on the value the regex took (code: "password=config[key]" is a variable), or, when that is
+            # too short to be a password, on all of it ("password=ab;cd!")
+            if not _strong_value_ok(v if len(v) >= 4 else full, key, quoted, code_like):
                 continue
+            v = full
         elif cls == "weak-token":
             if _is_reference(v) or not _looks_random(v):
                 continue
         else:  # weak-key: a cache key "deps-<hash>" or an id is not a secret; a key has mixed case
             if _is_reference(v) or not _looks_random(v, 20, 3.5) or _HEXISH.fullmatch(v) or v.lower() == v or v.upper() == v:
                 continue
-        s = m.start(g)
         out.append(Finding(_kind_of_key(key, cls), s, s + cover, v, P_KEYWORD))
 
 
-def _closing_quote(text: str, opener: str | None, s: int, e: int) -> int:
-    """Where the quote ``opener`` (``None``: no quote) closes around the prose value matched at ``text[s:e]``
-    (printable ASCII, no space): the first of its closing characters inside the match (an ASCII quote), else right
-    after it, or after one space (``« Hunter2! »``). -1 when it does not close there (then the value is unquoted)."""
-    if not opener:
-        return -1
+def _closing_quote(text: str, opener: str, s: int) -> int:
+    """Where the quote ``opener`` that opens at ``s - 1`` (or before one space, ``« X »``) closes: the first of its
+    closing characters within ``QUOTED_MAX`` characters of ``s`` on the same line, except that a ``'`` or ``’``
+    followed by a letter or digit is an apostrophe (``'don't panic'``, ``'Hunt'er2'``) unless no other closes it.
+    -1 when none does (then the value is unquoted)."""
     closers = _QUOTES[opener]
-    inside = [i for i in (text.find(c, s, e) for c in closers if c.isascii()) if i >= 0]
-    if inside:
-        return min(inside)
-    if e < len(text) and text[e] in closers:
-        return e
-    if e + 1 < len(text) and text[e] in _QUOTE_SPACE and text[e + 1] in closers:
-        return e
-    return -1
+    stop = min(len(text), s + QUOTED_MAX + 1)
+    nl = text.find("\n", s, stop)
+    if nl >= 0:
+        stop = nl
+    first = -1
+    for i in range(s, stop):
+        c = text[i]
+        if c in closers:
+            if c not in "'’" or i + 1 >= len(text) or not text[i + 1].isalnum():
+                return i
+            if first < 0:
+                first = i
+    return first
+
+
+def _quoted_value(text: str, opener: str, s: int) -> tuple[int, int] | None:
+    """The span of the value that the quote ``opener`` encloses from ``s`` on (the spaces of ``« X »`` left out),
+    or None when the quote does not close (see ``_closing_quote``) or encloses only spaces."""
+    close = _closing_quote(text, opener, s)
+    if close < 0:
+        return None
+    a, b = s, close
+    while a < b and text[a] in _QUOTE_SPACE:
+        a += 1
+    while b > a and text[b - 1] in _QUOTE_SPACE:
+        b -= 1
+    return (a, b) if b > a else None
+
+
+def _is_english_word(v: str) -> bool:
+    """An unquoted English prose value that is a word, not a password: a hyphenated word of 2 or 3 parts
+    (``re-used``, ``up-to-date``), a word with an apostrophe (``user's``) or a length range (``8-64``). A secret's
+    mix has a digit among letters, another symbol, 4+ hyphenated words (``correct-horse-battery-staple``, a
+    passphrase) or digits that are not a range (``1234-5678``)."""
+    if _WORD_SHAPE.fullmatch(v):
+        return True
+    r = _LENGTH_RANGE.fullmatch(v)
+    return r is not None and int(r[1]) < int(r[2])
 
 
 def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
@@ -762,19 +853,27 @@ def _prose_findings(text: str, low: str, out: list[Finding]) -> None:
     if any(t in text for t in _PROSE_ZH_TRIGGER):
         hits += [(m, False) for m in _PROSE_ZH.finditer(text)]
     for m, english in hits:
-        s, e = m.span("secret")
-        raw = text[s:e]
-        close = _closing_quote(text, m.group("q"), s, e)
-        if close >= 0:  # "password is 'Hunter2!'." / «Hunter2!»: the quotes delimit it, all of it is the secret
-            v = text[s:close]
+        pos = m.end()
+        q = m.group("q")
+        span = _quoted_value(text, q, pos) if q else None
+        if span is not None:  # "password is 'Hunter2 Secret!'." / «Hunter2!»: all that the quotes enclose is the secret
+            s, e = span
+            v = text[s:e]
             cover = len(v)
-        else:  # the span covers trailing punctuation, the fingerprint leaves it out (see Finding)
-            v = raw.rstrip(PROSE_END)
+            if not english and sum("!" <= c <= "~" for c in v) < 4:
+                continue  # 密码是「正确的」: a Chinese value needs 4 ASCII characters, quoted or not
+        else:  # unquoted (or a quote that does not close): printable ASCII to the next space
+            run = _PROSE_RUN.match(text, pos)
+            if run is None:
+                continue
+            s, e = run.span()
+            raw = text[s:e]
+            v = raw.rstrip(PROSE_END)  # the span covers trailing punctuation, the fingerprint leaves it out (Finding)
             cover = len(raw)
         if len(v) < 4 or _is_reference(v) or v.lower() in _TYPE_NAMES or _is_path(v) or "(" in v or _ATTR.fullmatch(v):
             continue
-        if english and v.isalpha():
-            continue  # "the password is incorrect"
+        if english and (v.isalpha() or (span is None and _is_english_word(v))):
+            continue  # "the password is incorrect", "... is re-used", "... is 8-64 chars", "... is “weak”"
         out.append(Finding("password", s, s + cover, v, P_PROSE))
 
 
