@@ -35,6 +35,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
+from ..archive.parse.jsonl import loads
 from ..errors import LanternError
 from .schemas import ArchiveResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
 from .service import MAX_BUDGET, MAX_K, MemoryService
@@ -72,6 +73,18 @@ def _problem(error: dict) -> str:
     return msg[:1].lower() + msg[1:]
 
 
+def _shown(value: Any) -> str:
+    """A rejected value quoted in one line, up to MAX_SHOWN_INPUT characters. An integer longer than Python
+    writes out (``sys.get_int_max_str_digits()``: repr raises ValueError) is described by its size instead."""
+    try:
+        text = repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return f"an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits"
+        return type(value).__name__
+    return " ".join(text.split())[:MAX_SHOWN_INPUT]
+
+
 def validation_message(tool: str, error: ValidationError) -> str:
     """One line for arguments that fail a tool's schema: ``invalid arguments for TOOL: FIELD: PROBLEM (got
     VALUE); ...``. Errors of one field (the members of a union such as ``exclude``'s message-or-id) are joined
@@ -87,7 +100,7 @@ def validation_message(tool: str, error: ValidationError) -> str:
             problems.append(problem)
     parts = []
     for where, (problems, value) in by_field.items():
-        shown = "" if problems == ["required"] else f" (got {' '.join(repr(value).split())[:MAX_SHOWN_INPUT]})"
+        shown = "" if problems == ["required"] else f" (got {_shown(value)})"
         parts.append(f"{where}: {' or '.join(problems)}{shown}")
     return f"invalid arguments for {tool}: " + "; ".join(parts)
 
@@ -192,7 +205,7 @@ def read_message(line: str) -> SessionMessage | UnreadableLine:
     except Exception:  # noqa: BLE001 - the fallback below says what is wrong
         pass
     try:
-        obj = json.loads(line)
+        obj = loads(line)  # an integer longer than Python converts stays its digits, as in every transcript parser
     except RecursionError:
         return _error(_leading_id(line), types.PARSE_ERROR, "request nested too deeply to parse")
     except ValueError as e:
