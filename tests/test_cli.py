@@ -588,3 +588,52 @@ def test_a_failure_after_turns_were_committed_keeps_the_new_database(tmp_path):
     Lantern(empty).close()
     before.undo()
     assert not empty.exists()
+
+
+def test_a_failed_ingest_through_a_symlink_undoes_the_file_it_points_to_and_keeps_the_link(tmp_path):
+    """--db a dangling symlink: the failed ingest used to delete the symlink and leave the database it had made at
+    the target (with its -wal / -shm); a symlink to a zero-byte file got the target truncated but its -wal / -shm
+    left beside the target. Now the target is undone and the symlink kept (breaker finding)."""
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text("[]", encoding="utf-8")
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "target.db")
+    out = run("ingest", str(nothing), db=link, check=False)
+    assert out.returncode == 1 and "no turns found" in out.stderr.decode(), out.stderr
+    assert link.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["link.db", "nothing.json"]
+
+    (tmp_path / "other").mkdir()
+    zero = tmp_path / "other" / "zero.db"
+    zero.touch()
+    zlink = tmp_path / "zlink.db"
+    zlink.symlink_to(zero)
+    out = run("ingest", str(nothing), db=zlink, check=False)
+    assert out.returncode == 1, out.stderr
+    assert zlink.is_symlink() and zero.stat().st_size == 0
+    assert sorted(p.name for p in zero.parent.iterdir()) == ["zero.db"]
+
+
+def test_undo_keeps_a_new_database_another_connection_is_filling(tmp_path):
+    """Two ingests into the same new --db: the one that fails (no turns) used to delete the database while the other
+    had it open and had not committed yet; the other then reported its turns archived into a deleted file (data
+    loss). A database another connection has open is not this command's to undo (breaker finding)."""
+    from lantern import Lantern
+    from lantern.cli import _Before
+
+    path = tmp_path / "new" / "memory.db"
+    before = _Before(path)
+    Lantern(path).close()  # this command made it and archived nothing ...
+    other = Lantern(path)  # ... while another process opened it and is still preparing its first batch
+    try:
+        before.undo()
+        assert path.exists()
+        other.archive([{"role": "user", "content": "the api listens on port 5433"}], session="s")
+    finally:
+        other.close()
+    assert Lantern(path).stats()["entries"] == 1
+
+    alone = tmp_path / "alone.db"
+    before = _Before(alone)
+    Lantern(alone).close()
+    before.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]

@@ -362,3 +362,35 @@ def test_mcp_second_ctrl_c_abandons_the_call_and_stores_none_of_it(tmp_path):
     with sqlite3.connect(tmp_path / "mcp.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert Lantern(tmp_path / "mcp.db").stats()["entries"] == 1
+
+
+def test_mcp_a_json_integer_longer_than_python_converts_is_read_as_in_every_parser(tmp_path):
+    """A request holding an integer of 5,000 digits (valid JSON) was refused whole as "invalid JSON: Exceeds the limit
+    (4300 digits) ... use sys.set_int_max_str_digits()", while `lantern ingest` archives the same messages: such an
+    integer now keeps its digits as text, as in every transcript parser; where an integer is expected the error is
+    one line (breaker finding)."""
+    import subprocess
+
+    big = "9" * 5000
+    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "mcp.db"), "mcp"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    try:
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+        assert _raw_exchange(proc, json.dumps(init).encode())["id"] == 0
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+        def call(i, name, arguments):
+            line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}' % (i, name, arguments)
+            return _raw_exchange(proc, line.encode())
+
+        r = call(1, "archive", '{"messages":[{"role":"user","content":"the api listens on port 5433"},{"role":"assistant",'
+                               '"content":[{"type":"tool_use","id":"t1","name":"probe","input":{"n":%s}}]}]}' % big)
+        assert r["result"]["structuredContent"]["added"] == 1, r
+        r = call(2, "feedback", '{"entry_ids":[%s],"useful":true}' % big)
+        text = r["result"]["content"][0]["text"]
+        assert r["result"]["isError"] and text.startswith("invalid arguments for feedback: entry_ids[0]: "), text
+        assert "\n" not in text and "set_int_max_str_digits" not in text, text
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0

@@ -130,16 +130,47 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def _holds_entries(path: Path) -> bool:
-    """Whether the SQLite file at ``path`` has at least one archived entry (read-only; False when unreadable)."""
+@contextlib.contextmanager
+def _alone(path: Path):
+    """A connection to the SQLite file at ``path`` that holds it exclusively (rollback-journal mode, an EXCLUSIVE
+    transaction), or None when another connection has it open: leaving WAL mode needs every other connection
+    closed, so a database another process is filling (a concurrent ``ingest`` into the same new path, which has
+    committed nothing yet) is never taken for one this command may undo. A file SQLite cannot read (not a
+    database: this command's half-made file) is yielded as ``True``: nobody else uses it as a database."""
     import sqlite3
 
-    if _empty_file(path) or not path.exists():
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}", uri=True, timeout=0, isolation_level=None)
+    except (sqlite3.Error, OSError, ValueError):
+        yield True
+        return
+    try:
+        try:
+            db.execute("PRAGMA journal_mode=DELETE").fetchone()
+            db.execute("BEGIN EXCLUSIVE")
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e).lower() or "busy" in str(e).lower():
+                yield None  # another connection has it open: its database, not ours to undo
+                return
+            yield True
+            return
+        except sqlite3.DatabaseError:
+            yield True
+            return
+        yield db
+    finally:
+        db.close()
+
+
+def _has_entry(db) -> bool:
+    """Whether the database open on ``db`` (a connection, or True for an unreadable file) holds an entry."""
+    import sqlite3
+
+    if db is True:
         return False
     try:
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
-            return db.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0] == 1
-    except (sqlite3.Error, OSError, ValueError):
+        return db.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0] == 1
+    except sqlite3.Error:
         return False
 
 
@@ -149,13 +180,17 @@ class _Before:
     and shared-memory files and the folders made for it; a zero-byte file it turned into a database is made a
     zero-byte file again (its -wal / -shm removed when they were not there before); a database that was there is
     left alone. A database that holds entries is never undone: turns committed before a failure (an ingest's
-    earlier slices or files) stay, and ``ingest`` resumes from them."""
+    earlier slices or files) stay, and ``ingest`` resumes from them. Nor is one another process has open (a
+    concurrent ingest into the same new path: ``_alone``). Through a symlink, the file it points to is what is
+    undone (SQLite creates it and its -wal / -shm there); the symlink itself is kept."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.real = path.resolve()  # a symlink (even a dangling one): the file SQLite writes
         self.created = not path.exists()
         self.was_empty = _empty_file(path)
-        self.sidecars = [p for p in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")) if not p.exists()]
+        self.sidecars = [p for p in (self.real.with_name(self.real.name + "-wal"), self.real.with_name(self.real.name + "-shm"))
+                         if not p.exists()]
         self.folders = []  # the folders that do not exist yet, innermost first (Store creates them)
         folder = path.parent
         while not folder.exists() and folder != folder.parent:
@@ -164,18 +199,32 @@ class _Before:
 
     def undo(self) -> None:
         """Leave ``path`` as the command found it (see the class); a database holding entries is kept."""
-        if _holds_entries(self.path):
+        if not self.real.exists() or not (self.created or (self.was_empty and not _empty_file(self.path))):
+            if self.created:
+                self._remove_folders()
             return
+        with _alone(self.real) as db:
+            if db is None or _has_entry(db):
+                return
+            if os.name != "nt":  # under the exclusive lock: nobody opens it in between (Windows: once closed)
+                self._restore()
+        if os.name == "nt":
+            self._restore()
+
+    def _restore(self) -> None:
         if self.created:
-            _remove_database(self.path)
-            for folder in self.folders:
-                with contextlib.suppress(OSError):  # not empty (something else wrote there): kept
-                    folder.rmdir()
-        elif self.was_empty and not _empty_file(self.path):
+            _remove_database(self.real)
+            self._remove_folders()
+        else:
             with contextlib.suppress(OSError):
-                os.truncate(self.path, 0)
+                os.truncate(self.real, 0)
             for sidecar in self.sidecars:
                 sidecar.unlink(missing_ok=True)
+
+    def _remove_folders(self) -> None:
+        for folder in self.folders:
+            with contextlib.suppress(OSError):  # not empty (something else wrote there): kept
+                folder.rmdir()
 
 
 def _why_empty(result, as_of: Optional[str] = None, without_as_of=None) -> str:

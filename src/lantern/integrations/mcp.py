@@ -35,6 +35,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
+from ..archive.parse.jsonl import loads
 from .messages import unknown_arguments_message, validation_message
 from ..errors import LanternError
 from .schemas import ArchiveResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
@@ -146,7 +147,7 @@ def read_message(line: str) -> SessionMessage | UnreadableLine:
     except Exception:  # noqa: BLE001 - the fallback below says what is wrong
         pass
     try:
-        obj = json.loads(line)
+        obj = loads(line)  # an integer longer than Python converts stays its digits, as in every transcript parser
     except RecursionError:
         return _error(_leading_id(line), types.PARSE_ERROR, "request nested too deeply to parse")
     except ValueError as e:

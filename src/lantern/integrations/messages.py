@@ -25,6 +25,18 @@ def _problem(error: dict) -> str:
     return msg[:1].lower() + msg[1:]
 
 
+def _shown(value: Any) -> str:
+    """A rejected value quoted in one line, up to MAX_SHOWN_INPUT characters. An integer longer than Python
+    writes out (``sys.get_int_max_str_digits()``: repr raises ValueError) is described by its size instead."""
+    try:
+        text = repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return f"an integer of about {int(value.bit_length() * 0.30103) + 1:,} digits"
+        return type(value).__name__
+    return " ".join(text.split())[:MAX_SHOWN_INPUT]
+
+
 def validation_message(tool: str, errors: list[dict]) -> str:
     """One line for arguments that fail a tool's schema, from pydantic's ``ValidationError.errors()``: ``invalid
     arguments for TOOL: FIELD: PROBLEM (got VALUE); ...``. Errors of one field (the members of a union such as
@@ -40,7 +52,7 @@ def validation_message(tool: str, errors: list[dict]) -> str:
             problems.append(problem)
     parts = []
     for where, (problems, value) in by_field.items():
-        shown = "" if problems == ["required"] else f" (got {' '.join(repr(value).split())[:MAX_SHOWN_INPUT]})"
+        shown = "" if problems == ["required"] else f" (got {_shown(value)})"
         parts.append(f"{where}: {' or '.join(problems)}{shown}")
     return f"invalid arguments for {tool}: " + "; ".join(parts)
 
