@@ -304,8 +304,9 @@ def test_mcp_exits_quietly_when_the_client_goes_away_mid_call(tmp_path):
     assert Lantern(db).stats()["entries"] == 1
 
 
-def _interrupted_mid_call(db, second: bool):
-    """Start the server, warm it with one call, send a long archive call, Ctrl-C it once (or twice)."""
+def _interrupted_mid_call(db, second: bool, busy: bool = True, signals: int = 1):
+    """Start the server, warm it with one call, send a long archive call (``busy``), Ctrl-C it once, twice
+    (``second``) or ``signals`` times a second apart; the client keeps stdin open throughout."""
     import signal
     import subprocess
     import time
@@ -324,15 +325,22 @@ def _interrupted_mid_call(db, second: bool):
     big = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "archive", "arguments": {
         "messages": [{"role": "user", "content": f"message {i}: service {i} listens on port {5000 + i}"}
                      for i in range(800)]}}}
-    proc.stdin.write(json.dumps(big).encode() + b"\n")
-    proc.stdin.flush()
-    time.sleep(0.5)
+    if busy:
+        proc.stdin.write(json.dumps(big).encode() + b"\n")
+        proc.stdin.flush()
+        time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
+    for _ in range(signals - 1):
+        time.sleep(1.0)
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGINT)
     if second:
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=120)
+    try:  # stdin stays open, as a client's does: the server must stop on Ctrl-C alone
+        proc.wait(timeout=120)
+        err = proc.stderr.read()
     finally:
         proc.kill()
     return proc.returncode, err.decode("utf-8", "replace")
@@ -394,3 +402,14 @@ def test_mcp_a_json_integer_longer_than_python_converts_is_read_as_in_every_pars
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
+
+
+def test_mcp_ctrl_c_stops_an_idle_server_while_the_client_keeps_stdin_open(tmp_path):
+    """Ctrl-C between calls, stdin still open (a terminal, or a client that stays): exit 130 at once, nothing on
+    stderr. The stdin reader used to be a worker thread's readline that nothing could cancel: the server ran on
+    until stdin closed, and a third Ctrl-C aborted the interpreter (SIGABRT, "could not acquire lock for stdin")."""
+    from lantern import Lantern
+
+    rc, err = _interrupted_mid_call(tmp_path / "mcp.db", second=False, busy=False, signals=3)
+    assert rc == 130 and err == ""
+    assert Lantern(tmp_path / "mcp.db").stats()["entries"] == 1

@@ -16,6 +16,8 @@ JSON-RPC parse error (-32700) or invalid-request error (-32600) with the request
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -67,8 +69,11 @@ class _Server(FastMCP):
     async def run_stdio_async(self) -> None:
         """The SDK's ``run_stdio_async`` over our ``stdio_server`` (every request line answered)."""
         _say_when_interrupted(self)
-        async with stdio_server() as (read_stream, write_stream):
-            await self._mcp_server.run(read_stream, write_stream, self._mcp_server.create_initialization_options())
+        try:
+            async with stdio_server() as (read_stream, write_stream):
+                await self._mcp_server.run(read_stream, write_stream, self._mcp_server.create_initialization_options())
+        finally:
+            _leave_at_ctrl_c()
 
     async def _parameters(self) -> dict[str, list[str]]:
         """Tool name -> the argument names of its input schema (``list_tools``, read once: the tools are fixed)."""
@@ -162,20 +167,55 @@ def read_message(line: str) -> SessionMessage | UnreadableLine:
         return _error(request_id, types.INVALID_REQUEST, "not a JSON-RPC 2.0 request, notification or response")
 
 
+STDIN_QUEUE = 64  # request lines read ahead of the server (backpressure on the reading thread; ours)
+
+
+def _read_stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, fd: int = 0) -> None:
+    """The body of a daemon thread: the lines of ``fd`` (bytes, each with its newline) put on ``queue`` in the
+    loop's thread, then None at end of file. It reads with ``os.read``, not ``sys.stdin``: a thread blocked there
+    holds no buffer lock, so the server can stop at Ctrl-C while the client keeps stdin open, and the interpreter
+    exits without waiting for it (anyio's worker-thread ``readline`` could not be cancelled)."""
+    def put(item: bytes | None) -> bool:
+        try:
+            asyncio.run_coroutine_threadsafe(queue.put(item), loop).result()
+            return True
+        except (RuntimeError, concurrent.futures.CancelledError):  # the loop is closed or the server stopped
+            return False
+
+    buf, scan = bytearray(), 0
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            buf += chunk
+            while (end := buf.find(b"\n", scan)) >= 0:
+                if not put(bytes(buf[:end + 1])):
+                    return
+                del buf[:end + 1]
+                scan = 0
+            scan = len(buf)
+        if buf and not put(bytes(buf)):
+            return
+    except OSError:
+        pass
+    put(None)
+
+
 @asynccontextmanager
 async def stdio_server():
     """``mcp.server.stdio.stdio_server`` whose reader answers every line (``read_message``): a line the SDK's
-    parser refuses is not handed on as an exception (which the SDK only logs, leaving the request unanswered)."""
-    stdin = anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    parser refuses is not handed on as an exception (which the SDK only logs, leaving the request unanswered).
+    Lines come from a daemon thread (``_read_stdin_lines``), decoded as UTF-8 with U+FFFD for bad bytes."""
     stdout = anyio.wrap_file(TextIOWrapper(sys.stdout.buffer, encoding="utf-8"))
     read_writer, read_stream = anyio.create_memory_object_stream(0)
     write_stream, write_reader = anyio.create_memory_object_stream(0)
+    lines: asyncio.Queue = asyncio.Queue(STDIN_QUEUE)
+    threading.Thread(target=_read_stdin_lines, args=(asyncio.get_running_loop(), lines), name="lantern-mcp-stdin",
+                     daemon=True).start()
 
     async def stdin_reader():
         try:
             async with read_writer:
-                async for line in stdin:
-                    message = read_message(line)
+                while (raw := await lines.get()) is not None:
+                    message = read_message(raw.decode("utf-8", errors="replace"))
                     if isinstance(message, UnreadableLine):
                         await read_writer.send(message)  # logged to the client by the session, as the SDK does
                     elif isinstance(message.message.root, types.JSONRPCError):
@@ -227,6 +267,15 @@ def _say_when_interrupted(server: _Server) -> None:
         return handler(signum, frame)
 
     signal.signal(signal.SIGINT, on_sigint)
+
+
+def _leave_at_ctrl_c() -> None:
+    """Once serving has stopped, a further Ctrl-C exits 130 at once: no call is in progress, every answer is
+    flushed, and a KeyboardInterrupt during the interpreter's shutdown would only print a traceback."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130))
 
 
 def _silence_stdout() -> None:
