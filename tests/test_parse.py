@@ -491,7 +491,7 @@ def test_a_latin1_file_is_refused_with_the_byte_and_a_conversion_hint(tmp_path):
     path.write_bytes('[{"role": "user", "content": "café on port 5433"}]'.encode("latin-1"))
     with pytest.raises(TranscriptFormatError) as e:
         parse(path)
-    assert "byte 0xE9 at byte 33" in str(e.value) and "iconv -f cp1252 -t utf-8" in str(e.value)
+    assert "byte 0xE9 at byte 33" in str(e.value) and "iconv -f cp1252 -t utf-8 FILE > FILE.utf8" in str(e.value)
     noise = tmp_path / "noise.bin"
     noise.write_bytes(bytes(range(1, 256)) * 4)
     with pytest.raises(TranscriptFormatError) as e:

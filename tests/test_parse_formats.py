@@ -615,3 +615,18 @@ def test_a_large_binary_file_is_refused_by_its_head_without_being_read_whole(tmp
     assert peak < 20 * 1024 * 1024, peak
     with Lantern(tmp_path / "b.db", embedder="minilm") as memory, pytest.raises(TranscriptFormatError, match="binary data"):
         memory.ingest(path)
+
+
+@pytest.mark.parametrize("nothing", [ZERO_WIDTH, OTHER_INVISIBLE], ids=["zero-width", "default-ignorable"])
+def test_a_swe_agent_step_of_invisible_characters_is_skipped(nothing):
+    """A trajectory step whose thought and action are only invisible characters was archived as a tool call
+    named by them (the check was ``action.strip()``); it is now skipped and counted, in the trajectory and in an
+    agent loop's ``history`` alike (breaker finding)."""
+    real = {"thought": "find the port", "action": "grep -rn 5433 config/", "observation": "config/db.yml: port: 5433"}
+    doc = {"trajectory": [real, {"thought": nothing, "action": nothing[::-1], "observation": nothing}], "history": []}
+    r = parse(json.dumps(doc), format="swe_agent")
+    assert r.skipped == 1 and [c.arguments for m in r.messages for c in m.tool_calls] == ["grep -rn 5433 config/"]
+    loop = {"history": [{"role": "system", "content": "you are an agent"}, {"role": "user", "content": "fix the port"},
+                        {"role": "assistant", "content": nothing, "action": nothing}, {"role": "assistant", "content": "done", "action": "submit"}]}
+    r = parse(json.dumps(loop), format="swe_agent")
+    assert [c.arguments for m in r.messages for c in m.tool_calls] == ["submit"] and r.skipped == 1

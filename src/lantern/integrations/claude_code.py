@@ -212,6 +212,8 @@ def _turn_start(data: bytes, end: int) -> int:
     """The byte offset in ``data[:end]`` (whole lines) of the last line that is a user prompt record (``"type":
     "user"`` whose content is text, not tool results): where a new turn begins. 0 when there is none after the
     first line."""
+    from ..archive.parse.jsonl import loads  # an integer longer than Python converts does not hide a prompt
+
     at = end
     while at > 0:
         begin = data.rfind(b"\n", 0, at - 1) + 1
@@ -220,8 +222,8 @@ def _turn_start(data: bytes, end: int) -> int:
         line = data[begin:at]
         if b'"user"' in line:
             try:
-                rec = json.loads(line)
-            except ValueError:
+                rec = loads(line)
+            except (ValueError, RecursionError):
                 rec = None
             content = rec.get("message", {}).get("content") if isinstance(rec, dict) and isinstance(rec.get("message"), dict) else None
             if rec is not None and rec.get("type") == "user" and (isinstance(content, str) or (

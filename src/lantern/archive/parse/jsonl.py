@@ -175,7 +175,8 @@ _BLOCKS_HANDLED_ELSEWHERE = {"tool_use", "tool_result", "server_tool_use", "web_
 
 def _integer(digits: str) -> int | str:
     """A JSON integer literal -> ``int``, or the digit string itself when it is longer than Python converts
-    (``sys.get_int_max_str_digits()``, 4,300 by default): kept byte for byte, never a whole-file error."""
+    (``sys.get_int_max_str_digits()``, 4,300 by default): every digit kept (archived as a JSON string, in quotes),
+    never a whole-file error."""
     limit = sys.get_int_max_str_digits()
     return int(digits) if not limit or len(digits) <= limit else digits
 
@@ -245,7 +246,8 @@ def decode(data: bytes, source: str | None = None) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         bad = data[e.start]
-        hint = (" If it is Latin-1 or Windows-1252 text, convert it first: iconv -f cp1252 -t utf-8"
+        hint = (" If it is Latin-1 or Windows-1252 text, convert it to UTF-8 first, e.g. iconv -f cp1252 -t utf-8 "
+                "FILE > FILE.utf8 (-f latin1 if iconv refuses a byte)"
                 if bad >= 0x80 and _legacy_8bit(data) else "")
         raise TranscriptFormatError(
             f"not a text transcript (invalid UTF-8: byte 0x{bad:02X} at byte {e.start}).{hint}", source=source

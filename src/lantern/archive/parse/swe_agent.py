@@ -77,13 +77,13 @@ def _steps(steps: list, result: ParseResult) -> list[Message]:
             result.skip(f"{where}: not an object; skipped")
             continue
         thought, action = _str(step.get("thought")), _str(step.get("action"))
-        if blank(thought) and not action.strip():
+        if blank(thought) and blank(action):
             thought = _str(step.get("response"))
-        if blank(thought) and not action.strip():
+        if blank(thought) and blank(action):
             result.skip(f"{where}: no thought, action or response; skipped")
             continue
         call_id = f"step-{i + 1}"
-        calls = [ToolCall(name=_command_name(action), arguments=action, id=call_id)] if action.strip() else []
+        calls = [ToolCall(name=_command_name(action), arguments=action, id=call_id)] if not blank(action) else []
         out.append(Message(role="assistant", text=thought, tool_calls=calls, meta={"step": i + 1}))
         if calls and "observation" in step:
             observation = clean_text(content_text(step.get("observation")))
@@ -113,7 +113,7 @@ def _loop(history: list, start: int, result: ParseResult) -> list[Message]:
             raw = m.get("tool_calls") if isinstance(m.get("tool_calls"), list) else []
             calls = [c for c in map(_call, raw) if c is not None]
             action = _str(m.get("action"))
-            if not calls and action.strip():
+            if not calls and not blank(action):
                 calls = [ToolCall(name=_command_name(action), arguments=action, id=f"history-{i}")]
             for c in calls:
                 names[c.id or ""] = c.name
