@@ -290,14 +290,14 @@ def evaluate(
     from .report import render, write_plots
 
     console = console or Console(stderr=True)
-    chosen = dataset.select(split, limit)
+    chosen = dataset.select(split, limit)  # DatasetError when the split holds no history: no report
     systems = list(systems or select(None))
-    out_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = cache_dir or default_cache_dir()
     if any(not 0 < r <= 1 for r in ratios or ()):
         raise ValueError(f"compaction ratios must lie in (0, 1], got {list(ratios or ())}")
     if any(b <= 0 for b in budgets or ()):
         raise ValueError(f"budgets must be positive numbers of characters, got {list(budgets or ())}")
+    out_dir.mkdir(parents=True, exist_ok=True)  # after every check: a refused run leaves no folder behind
     curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
     comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
 
