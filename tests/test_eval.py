@@ -355,3 +355,17 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid and b"spawn_main" in cmdline:
             kids.append(int(stat.parent.name))
     return kids
+
+
+def test_a_history_without_messages_is_evaluated_not_a_missing_cache_file(tmp_path):
+    """A JSONL history with no message (beside others that have some) got no cached entry-id sidecar, and the run
+    failed with 'No such file or directory: <cache>/empty.json'; it is archived as an empty store and counted."""
+    from lantern.eval.run import main
+
+    data = tmp_path / "mixed.jsonl"
+    data.write_text((FIX / "facts.jsonl").read_text().splitlines()[0] + "\n"
+                    + json.dumps({"id": "empty", "messages": [], "facts": []}) + "\n")
+    results = main("jsonl", data, tmp_path / "out", split="all", keep=1, systems=["lantern", "grep"],
+                   cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[])
+    assert results["dataset"]["histories"] == ["proj-1", "empty"] and results["dataset"]["lost"] >= 1
+    assert results["dataset"]["per_history"]["empty"] == {"facts": 0, "no_evidence": 0, "kept": 0, "lost": 0}

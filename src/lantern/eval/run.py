@@ -131,8 +131,9 @@ def build(dataset: Dataset, cache_dir: Path, memo: MemoEmbedder, progress: Calla
     for h in dataset.histories:
         turns = _turns(h)
         db, side = _paths(folder, h)
-        ids: list[int] = json.loads(side.read_text()) if side.exists() and db.exists() else []
-        if len(ids) == len(turns):
+        built = side.exists() and db.exists()  # a history without turns has a database too (and "[]")
+        ids: list[int] = json.loads(side.read_text()) if built else []
+        if built and len(ids) == len(turns):
             continue
         for f in (db, side):
             f.unlink(missing_ok=True)  # an interrupted or stale build: start this history over
