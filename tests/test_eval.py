@@ -191,6 +191,24 @@ def test_system_catalogue():
         select(["nope"])
 
 
+def test_unknown_system_error_lists_the_known_names_sorted(tmp_path):
+    """Newcomer finding: the known names came from a set, in a different order in every process (string hashing
+    is seeded per process); they are sorted, so two runs print the same line."""
+    with pytest.raises(ValueError) as info:
+        select(["nope", "-semantic"])
+    known = str(info.value).split("; known: ")[1].split(", ")
+    assert str(info.value).startswith("unknown system(s) nope; known: ") and known == sorted(s.name for s in all_systems())
+    lines = set()
+    for seed in ("1", "2", "3"):
+        proc = subprocess.run([sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"),
+                               "--out", str(tmp_path / "o"), "--system", "nope", "--no-plots"], capture_output=True,
+                              timeout=120, env={**os.environ, "PYTHONHASHSEED": seed, "COLUMNS": "2000",
+                                                "LANTERN_EVAL_CACHE": str(tmp_path / "cache")})
+        assert proc.returncode == 1
+        lines.add(proc.stderr.decode().strip())
+    assert lines == {f"error: {info.value}"}
+
+
 # ---------------------------------------------------------------- end to end
 def _check_report(out: Path) -> dict:
     results = json.loads((out / "results.json").read_text())
