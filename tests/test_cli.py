@@ -490,14 +490,14 @@ TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u
 RICH_STYLE = re.compile("\x1b\\[[0-9;]*m")  # the bold / dim / italic of the tables' headers and captions
 
 
-def on_a_terminal(*args: str, db: Path) -> str:
-    """The stdout of ``lantern --db DB ARGS`` run on a pseudo-terminal (``sys.stdout.isatty()`` is true), with the
-    CR the terminal's line discipline adds before each LF taken out again."""
+def on_a_terminal(*args: str, db: Path, columns: int = 400) -> str:
+    """The stdout of ``lantern --db DB ARGS`` run on a pseudo-terminal (``sys.stdout.isatty()`` is true) ``columns``
+    wide, with the CR the terminal's line discipline adds before each LF taken out again."""
     import pty
 
     main, child = pty.openpty()
     proc = subprocess.Popen([*LANTERN, "--db", str(db), *args], stdout=child, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "400"})
+                            env={**os.environ, "COLUMNS": str(columns)})
     os.close(child)
     chunks = []
     while True:
@@ -588,3 +588,79 @@ def test_a_failure_after_turns_were_committed_keeps_the_new_database(tmp_path):
     Lantern(empty).close()
     before.undo()
     assert not empty.exists()
+
+
+def piped(*args: str, db: Path | None = None, columns: str | None = None) -> str:
+    """The stdout of ``lantern ARGS`` to a pipe, stdin not a terminal either, $COLUMNS unset unless ``columns``."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
+    proc = subprocess.run([*LANTERN, *(("--db", str(db)) if db else ()), *args], capture_output=True, timeout=600,
+                          env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode()
+
+
+def table_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+
+
+def summary_cells(out: str, row: int = 0) -> str:
+    """The text of the summary column (the last) of the table's ``row``-th row, its wrapped pieces joined."""
+    body = [line for line in table_lines(out) if line.startswith("│")]
+    starts = [i for i, line in enumerate(body) if line.split("│")[1].strip()]  # a row starts where its id is
+    end = starts[row + 1] if row + 1 < len(starts) else len(body)
+    return " ".join(line.split("│")[-2].strip() for line in body[starts[row]:end])
+
+
+def test_search_tables_fit_the_console_piped_and_on_a_terminal(tmp_path):
+    """Newcomer finding: the --explain table was cut at the console's width (forced to at least 140 columns), its
+    summary column stopping mid-word and its right border and legend gone, on a terminal and piped. It now fits:
+    to a pipe 160 columns ($COLUMNS when set) instead of rich's 80; on a terminal, the terminal's width, the summary
+    column wrapping and, on a narrow one, the low-value columns left out and named under the table."""
+    db = tmp_path / "wide.db"
+    chat = tmp_path / "wide.jsonl"
+    words = "the staging deployment of the billing service reads its Redis password from a vault path " * 3
+    chat.write_text("\n".join(json.dumps(m) for m in [
+        {"role": "user", "content": "Where does the billing service read its Redis password? " + words},
+        {"role": "assistant", "content": "From vault/secret/billing/staging/redis-password-rotated-quarterly. " + words},
+        {"role": "user", "content": "And the session timeout for billing?"},
+        {"role": "assistant", "content": "BILLING_SESSION_TIMEOUT_SECONDS=1800 in config/billing/staging.env."},
+    ]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), "--session", "billing-service-staging-deployment-notes", db=db)
+    summaries = [r["summary"] for r in json.loads(run("search", "billing redis password", "--explain", "--json", db=db).stdout)]
+
+    def check(out: str, width: int, explain: bool) -> None:
+        lines = table_lines(out)
+        assert lines and all(len(line) <= width for line in out.splitlines()), (width, out)
+        assert all(line[-1] in "┓┃┩│┘" for line in lines), out  # every line keeps its right border
+        if explain:
+            assert " ".join(summary_cells(out).split()).replace(" ", "") == summaries[0].replace("\n", " ").replace(" ", ""), out
+
+    out = piped("search", "billing redis password", "--explain", db=db)
+    check(out, 160, True)
+    assert max(map(len, out.splitlines())) > 140  # the room of a pipe is used, not 80 columns
+    assert "ranks per signal: sem = semantic" in out and "(– unranked)" in out and "left out" not in out
+    check(piped("search", "billing redis password", "--explain", db=db, columns="120"), 120, True)
+    check(piped("search", "billing redis password", db=db), 160, False)
+
+    out = on_a_terminal("search", "billing redis password", "--explain", db=db, columns=100)
+    check(RICH_STYLE.sub("", out), 100, True)
+    assert "left out to fit 100 columns: " in " ".join(RICH_STYLE.sub("", out).split()) and "(--json has them)" in out
+    assert "σ" not in table_lines(RICH_STYLE.sub("", out))[1]  # the header row: σ is the first column left out
+    for columns in (80, 60):
+        out = RICH_STYLE.sub("", on_a_terminal("search", "billing redis password", "--explain", db=db, columns=columns))
+        check(out, columns, True)
+        header = table_lines(out)[1]
+        assert all(f" {name} " in header for name in ("id", "session", "turn", "RRF", "summary")), header
+    out = RICH_STYLE.sub("", on_a_terminal("search", "billing redis password", db=db, columns=180))
+    check(out, 180, False)
+    assert "left out" not in out
+
+
+def test_demo_table_headers_are_whole_when_piped(tmp_path):
+    """Newcomer finding: under ``make demo`` piped, rich fell back to 80 columns and the demo table's headers were
+    cut to ``conte…``; piped, the console is 160 columns wide."""
+    out = piped("demo", "--no-show-block", "--demo-db", str(tmp_path / "demo.db"))
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    for name in ("session", "turns", "t*", "context chars", "facts lost", "recovered", "block chars", "recover ms"):
+        assert f" {name} " in header, header
+    assert "…" not in "".join(table_lines(out)) and all(len(line) <= 160 for line in out.splitlines())

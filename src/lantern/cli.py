@@ -211,6 +211,20 @@ def _on_terminal():
     return (lambda text: shown(text, keep_lines=True)) if sys.stdout.isatty() else (lambda text: text)
 
 
+PIPED_WIDTH = 160  # the width of the tables printed to a pipe or a file, unless $COLUMNS says otherwise
+
+
+def _stdout_console():
+    """A rich console on stdout: on a terminal, the terminal's width; to a pipe or a file, ``$COLUMNS`` when set,
+    else ``PIPED_WIDTH`` (rich would take 80 columns, or the width of whatever terminal stdin or stderr is on)."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH)
+
+
 def _print_json(value) -> None:
     """Print ``value`` as one line of JSON (``ensure_ascii=False``). On a terminal, the characters ``shown`` escapes
     that JSON leaves raw (C1 controls, bidi controls, U+2028 / U+2029) are written as ``\\uXXXX`` escapes: the same
@@ -483,9 +497,6 @@ def search(
     project: Optional[str] = _project_option(),
 ) -> None:
     """Search the archive (fused ranking); --explain shows why each candidate was packed or cut."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     def run():
         with _open() as lantern:
@@ -507,25 +518,86 @@ def search(
         if as_json:
             _print_json(rows)
             return
-        safe = _on_terminal()  # archived text (summaries, sessions) as visible escapes on a terminal
-        short = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
-                 "neighbour": "nb", "local": "loc", "speaker": "spk"}
-        used = {name for r in rows for name in r["ranks"]}
-        signals = [n for n in short if n in used] + sorted(used - set(short))
-        caption = "ranks per signal: " + ", ".join(f"{short.get(n, n)} = {n}" for n in signals) + " (– unranked)"
-        table = Table(show_lines=False, caption=caption)
-        for col in ("id", "session", "turn", *(short.get(n, n) for n in signals), "RRF",
-                    *(("MMR", "verdict", "category", "c", "σ") if explain else ()), "summary"):
-            table.add_column(col, overflow="fold", min_width=30 if col == "summary" else None)
-        for r in rows:
-            ranks = [str(r["ranks"].get(s, "–")) for s in signals]
-            extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""), str(r["category"] or "–"),
-                     f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
-            table.add_row(escape(str(r["id"])), escape(safe(r["session"])), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
-                          *(escape(safe(x)) for x in extra), escape(safe(r["summary"].replace("\n", " "))))
-        Console(width=max(Console().width, 140)).print(table)
+        _print_search_table(rows, explain)
 
     _guard(run)
+
+
+SIGNAL_COLUMNS = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
+                  "neighbour": "nb", "local": "loc", "speaker": "spk"}  # the search tables' rank column per signal
+WRAPPED_FLOOR = {"session": 12, "verdict": 12, "category": 10, "summary": 20}  # the narrowest a wrapping column gets
+EXPLAIN_DROPPED_FIRST = ("σ", "c", "category", "MMR")  # left out, in this order, when a console is too narrow; then
+# the rank columns, last signal first
+
+
+def _print_search_table(rows: list[dict], explain: bool) -> None:
+    """The table of ``search`` / ``search --explain``, fitted to the console's width (``_fit_columns``): the summary,
+    session and verdict columns wrap; on a console too narrow for every column, the low-value ones are left out
+    (named under the table; --json has them all). Archived text as visible escapes on a terminal."""
+    from rich.table import Table
+    from rich.text import Text
+
+    safe = _on_terminal()  # archived text (summaries, sessions) as visible escapes on a terminal
+    used = {name for r in rows for name in r["ranks"]}
+    signals = [n for n in SIGNAL_COLUMNS if n in used] + sorted(used - set(SIGNAL_COLUMNS))
+    headers = ["id", "session", "turn", *(SIGNAL_COLUMNS.get(n, n) for n in signals), "RRF",
+               *(("MMR", "verdict", "category", "c", "σ") if explain else ()), "summary"]
+    cells = []
+    for r in rows:
+        ranks = [str(r["ranks"].get(s, "–")) for s in signals]
+        extra = (str(r["mmr"] or "–"), safe(r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")),
+                 safe(str(r["category"] or "–")), f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
+        cells.append([str(r["id"]), safe(r["session"]), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
+                      *extra, safe(r["summary"]).replace("\n", " ").replace("\t", " ")])
+    console = _stdout_console()
+    droppable = [*(EXPLAIN_DROPPED_FIRST if explain else ()), *(SIGNAL_COLUMNS.get(n, n) for n in reversed(signals))]
+    kept, widths = _fit_columns(headers, cells, console.width, WRAPPED_FLOOR, droppable)
+    shown_signals = [n for n in signals if headers.index(SIGNAL_COLUMNS.get(n, n)) in kept]
+    caption = ("ranks per signal: " + ", ".join(f"{SIGNAL_COLUMNS.get(n, n)} = {n}" for n in shown_signals) + " (– unranked)"
+               if shown_signals else "")
+    left_out = [headers[i] for i in range(len(headers)) if i not in kept]
+    if left_out:
+        caption += ("\n" if caption else "") + f"left out to fit {console.width} columns: {', '.join(left_out)} (--json has them)"
+    table = Table(show_lines=False, caption=caption or None, caption_justify="left")
+    for i, width in zip(kept, widths):
+        table.add_column(headers[i], width=width, overflow="fold")
+    for row in cells:
+        table.add_row(*(Text(row[i]) for i in kept))
+    console.print(table)
+
+
+def _fit_columns(headers: list[str], rows: list[list[str]], width: int, floors: dict[str, int],
+                 droppable: list[str]) -> tuple[list[int], list[int]]:
+    """Which columns of a rich table (``headers``, plain-text ``rows``) to show and how wide, so that the table,
+    borders and padding included, fits ``width`` console columns: each column as wide as its widest cell; if that
+    is too wide, the columns named in ``floors`` (they wrap) narrowed, widest first, to no less than their floor or
+    their header; if even that is too wide, the ``droppable`` columns left out in that order, and then the wrapping
+    columns narrowed down to their header. Returns (indexes of the columns kept, their content widths)."""
+    from rich.cells import cell_len
+
+    natural = [max([cell_len(h)] + [cell_len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    floor = [min(natural[i], max(floors.get(h, natural[i]), cell_len(h))) for i, h in enumerate(headers)]
+    kept = list(range(len(headers)))
+
+    def room() -> int:  # per column a border and a space either side, and the closing border
+        return width - 3 * len(kept) - 1
+
+    for name in droppable:
+        if sum(floor[i] for i in kept) <= room():
+            break
+        if name in headers and headers.index(name) in kept and len(kept) > 1:
+            kept.remove(headers.index(name))
+    widths = {i: natural[i] for i in kept}
+    excess = sum(widths.values()) - room()
+    for least in (floor, [cell_len(h) if h in floors else natural[i] for i, h in enumerate(headers)]):
+        while excess > 0:  # the floors first; on a console narrower still, the wrapping columns down to their header
+            narrower = [i for i in kept if widths[i] > least[i]]
+            if not narrower:
+                break
+            widest = max(narrower, key=lambda i: widths[i])
+            widths[widest] -= 1
+            excess -= 1
+    return kept, [widths[i] for i in kept]
 
 
 @app.command()
@@ -712,7 +784,7 @@ def demo(
     """Archive a real aider session, compact it, and measure what recovery brings back. No network, no LLM."""
     from .demo import run as run_demo
 
-    _guard(lambda: run_demo(db, show_block=show_block))
+    _guard(lambda: run_demo(db, show_block=show_block, console=_stdout_console()))
 
 
 @app.command()
