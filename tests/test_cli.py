@@ -664,3 +664,28 @@ def test_demo_table_headers_are_whole_when_piped(tmp_path):
     for name in ("session", "turns", "t*", "context chars", "facts lost", "recovered", "block chars", "recover ms"):
         assert f" {name} " in header, header
     assert "…" not in "".join(table_lines(out)) and all(len(line) <= 160 for line in out.splitlines())
+
+
+def test_an_unknown_embedder_is_a_usage_error(tmp_path):
+    """Newcomer finding: ``lantern --embedder bogus recover x`` exited 1, where every other bad option value (e.g.
+    ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval
+    --second-embedder are checked when parsed, with the Python API's message; no database is made or opened."""
+    db = archived_db(tmp_path)
+    message = "unknown embedder 'bogus'; choose one of minilm, use, routed"
+    for args in (["--embedder", "bogus", "recover", "x"], ["--embedder", "bogus", "ingest", str(tmp_path / "cli.db.jsonl")],
+                 ["reindex", "--embedder", "bogus"],
+                 ["eval", "jsonl", "--data", str(tmp_path / "cli.db.jsonl"), "--out", str(tmp_path / "o"),
+                  "--second-embedder", "bogus"]):
+        proc = subprocess.run([*LANTERN, "--db", str(tmp_path / "new.db"), *args], capture_output=True, timeout=300,
+                              env={**os.environ, "COLUMNS": "200"})
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and message in err and "Invalid value for '--" in err, (args, err)
+    assert not (tmp_path / "new.db").exists() and not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match=message):  # the same words as the Python API's
+        from lantern.embed import get_embedder
+
+        get_embedder("bogus")
+    # a known name in any case, or an embedder id, passes the check (and meets the database's own embedder)
+    for name in ("MiniLM", "minilm-l6-v2-int8"):
+        proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", name, "stats"], capture_output=True, timeout=300)
+        assert proc.returncode == 1 and "was created with embedder" in proc.stderr.decode(), name

@@ -62,10 +62,25 @@ def _version(value: bool) -> None:
     raise typer.Exit(0)
 
 
+def _embedder_name(value: Optional[str]) -> Optional[str]:
+    """An ``--embedder`` value unchanged when it names an embedder (embed.py ``embedder_class``: a name or an id);
+    an unknown one is a usage error (exit 2), as a bad ``--format`` is, with the message of the Python API."""
+    if value is None:
+        return None
+    from .embed import embedder_class
+
+    try:
+        embedder_class(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
 @app.callback()
 def _global(
     db: Optional[Path] = typer.Option(None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"),
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the database's own)."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", callback=_embedder_name,
+                                           help="minilm, use or routed (default: the database's own)."),
     _show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     state.db = db
@@ -759,7 +774,8 @@ def feedback(
 
 
 @app.command()
-def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the current one).")) -> None:
+def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", callback=_embedder_name,
+                                                   help="minilm, use or routed (default: the current one).")) -> None:
     """Re-embed every entry (after changing the embedder)."""
     from rich.console import Console
     from rich.progress import Progress
@@ -847,7 +863,7 @@ def eval_(
     ratios: str = typer.Option("0.25,0.5,0.75,0.9", "--ratios", help="Compaction-ratio curve points (share of turns compacted), comma-separated ('' skips)."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for --llm-base-url."),
-    second_embedder: Optional[str] = typer.Option(None, "--second-embedder", help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
+    second_embedder: Optional[str] = typer.Option(None, "--second-embedder", callback=_embedder_name, help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes the per-history jobs run in (default: the usable CPUs, at most 8; 1: this process). Same numbers either way."),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
