@@ -689,3 +689,37 @@ def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     for name in ("MiniLM", "minilm-l6-v2-int8"):
         proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", name, "stats"], capture_output=True, timeout=300)
         assert proc.returncode == 1 and "was created with embedder" in proc.stderr.decode(), name
+
+
+def test_feedback_names_its_missing_choice_and_its_unknown_ids_and_takes_agent_and_project(tmp_path):
+    """Newcomer findings: ``feedback 1`` said "Missing option '--useful'" (--not-useful is as good); ``feedback 999
+    --useful`` said "1 of the ids are not entries of this user"; the MCP tool's agent / project scope (which
+    Lantern.feedback takes) had no CLI options."""
+    db = tmp_path / "fb.db"
+    chat = tmp_path / "fb.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the staging api listens on port 5433"}) + "\n")
+    run("ingest", str(chat), "--agent", "coder", "--project", "web", db=db)
+    entry = json.loads(run("search", "staging port", "--json", db=db).stdout)[0]["id"]
+
+    proc = run("feedback", str(entry), db=db, check=False)
+    err = " ".join(proc.stderr.decode().split())
+    assert proc.returncode == 2 and "give --useful or --not-useful" in err and "Missing option" not in err, err
+
+    proc = run("feedback", "999", "--useful", db=db)
+    assert proc.stdout.decode() == "0 entries marked useful\n"
+    assert proc.stderr.decode() == "warning: entry 999 is not an entry of this user; nothing changed for it\n"
+    proc = run("feedback", str(entry), "999", "998", "999", "--not-useful", db=db)
+    assert proc.stdout.decode() == "1 entry marked not useful\n"
+    assert proc.stderr.decode() == "warning: 2 of the ids are not entries of this user (999, 998); nothing changed for them\n"
+
+    proc = run("feedback", str(entry), "--useful", "--agent", "reviewer", db=db)
+    assert proc.stdout.decode() == "0 entries marked useful\n"
+    assert proc.stderr.decode() == (f"warning: entry {entry} is not an entry of this user under agent 'reviewer'; "
+                                    "nothing changed for it\n")
+    proc = run("feedback", str(entry), "--useful", "--project", "api", "--user", "bob", db=db)
+    assert proc.stderr.decode() == (f"warning: entry {entry} is not an entry of user 'bob' in project 'api'; "
+                                    "nothing changed for it\n")
+    before = json.loads(run("search", "staging port", "--explain", "--json", db=db).stdout)[0]["success"]
+    proc = run("feedback", str(entry), "--useful", "--agent", "coder", "--project", "web", db=db)
+    assert proc.stdout.decode() == "1 entry marked useful\n" and proc.stderr.decode() == ""
+    assert json.loads(run("search", "staging port", "--explain", "--json", db=db).stdout)[0]["success"] > before

@@ -756,21 +756,49 @@ def facts(
 
 @app.command()
 def feedback(
+    ctx: typer.Context,
     ids: list[int] = typer.Argument(..., metavar="ID", help="Entry ids (as shown by recover --json or search)."),
-    useful: bool = typer.Option(..., "--useful/--not-useful", help="Whether the recovered entries helped."),
+    useful: Optional[bool] = typer.Option(None, "--useful/--not-useful", show_default=False,
+                                          help="Whether the recovered entries helped (one of the two is required)."),
     user: Optional[str] = _user_option("Only this user's entries are updated (default $LANTERN_USER, else the default user \"\")."),
+    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Only this agent's entries are updated (default any)."),
+    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Only this project's entries are updated (default any)."),
 ) -> None:
     """Tell Lantern whether recovered entries were useful (updates their success rate σ; reinforce.py)."""
+    if useful is None:
+        ctx.fail("give --useful or --not-useful")
 
     def run():
         with _open() as lantern:
-            n = lantern.feedback(ids, useful, user=user)
+            n = lantern.feedback(ids, useful, user=user, agent=agent, project=project)
+            asked = list(dict.fromkeys(ids))
+            missing = _outside_scope(lantern, asked, user, agent, project) if n < len(asked) else []
         print(f"{plural(n, 'entry', 'entries')} marked {'useful' if useful else 'not useful'}")
-        if n < len(set(ids)):
-            typer.secho(f"warning: {len(set(ids)) - n} of the ids are not entries of this user (nothing changed for them)",
-                        err=True, fg=typer.colors.YELLOW)
+        if missing:
+            scope = ("this user" if user is None else f"user {user!r}") + (f" under agent {agent!r}" if agent is not None else "") + (
+                f" in project {project!r}" if project is not None else "")
+            if len(missing) == 1:
+                line = f"entry {missing[0]} is not an entry of {scope}; nothing changed for it"
+            else:
+                listed = ", ".join(map(str, missing[:10])) + (", …" if len(missing) > 10 else "")
+                line = f"{len(missing)} of the ids are not entries of {scope} ({listed}); nothing changed for them"
+            typer.secho(f"warning: {line}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
+
+
+def _outside_scope(lantern, ids: list[int], user, agent, project) -> list[int]:
+    """Which of ``ids`` name no entry inside the scope (one query; for the warning of ``feedback``)."""
+    from .scope import resolve, scope_where
+
+    where, params = scope_where("", resolve(lantern.scope, user, agent, project))
+    valid = [i for i in ids if -(2**63) <= i < 2**63]
+    inside = set()
+    for start in range(0, len(valid), 500):  # below SQLite's limit of bound parameters
+        chunk = valid[start:start + 500]
+        inside.update(r[0] for r in lantern.store.db.execute(
+            f"SELECT id FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND {where}", [*chunk, *params]))
+    return [i for i in ids if i not in inside]
 
 
 @app.command()
