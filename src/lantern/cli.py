@@ -37,6 +37,25 @@ from .archive.directory import TERMINAL_UNSAFE, plural, shown
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
 
+def _flags_without_metavar() -> None:
+    """A flag takes no value, so its help shows none: typer (0.2x) prints a value type after every option in its
+    rich help, ``<bool>`` after flags too (``--version <bool>``, ``--json <bool>``, ``--help <bool>``); for flags
+    that type is dropped. Typers that print no type for flags have no ``display_type_rich``: nothing to change."""
+    option = getattr(getattr(typer, "core", None), "TyperOption", None)
+    display_type = getattr(option, "display_type_rich", None)
+    if display_type is None or getattr(display_type, "lantern_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) and not getattr(self, "count", False) else display_type(self, ctx)
+
+    display_type_rich.lantern_flags = True
+    option.display_type_rich = display_type_rich
+
+
+_flags_without_metavar()
+
+
 class State:
     db: Optional[Path] = None
     embedder: Optional[str] = None
@@ -503,10 +522,10 @@ def recover(
 def search(
     query: str = typer.Argument(..., metavar="QUERY", help="What to look for."),
     k: int = typer.Option(10, "-k", min=1, help="Results."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8),
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."),
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Budget used by --explain."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON (with --explain: every candidate's ranks and verdict)."),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -700,7 +719,7 @@ def import_(
 
 
 @app.command()
-def stats(as_json: bool = typer.Option(False, "--json")) -> None:
+def stats(as_json: bool = typer.Option(False, "--json", help="Print the statistics as one JSON object.")) -> None:
     """Entries, sessions, embedder, sizes."""
 
     def run():
@@ -844,7 +863,7 @@ def mcp() -> None:
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback by default)."),
-    port: int = typer.Option(8765, "--port", "-p", min=1, max=65535),
+    port: int = typer.Option(8765, "--port", "-p", min=1, max=65535, help="Port to listen on."),
     token: Optional[str] = typer.Option(None, "--token", envvar="LANTERN_TOKEN", help="Require Authorization: Bearer TOKEN."),
     max_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-body-bytes", min=1, help="Larger request bodies get 413."),
     upstream: Optional[str] = typer.Option(None, "--upstream", envvar="LANTERN_UPSTREAM",
