@@ -723,3 +723,33 @@ def test_feedback_names_its_missing_choice_and_its_unknown_ids_and_takes_agent_a
     proc = run("feedback", str(entry), "--useful", "--agent", "coder", "--project", "web", db=db)
     assert proc.stdout.decode() == "1 entry marked useful\n" and proc.stderr.decode() == ""
     assert json.loads(run("search", "staging port", "--explain", "--json", db=db).stdout)[0]["success"] > before
+
+
+def test_an_empty_recovery_names_the_scope_filter_that_left_the_entries_out(tmp_path, transcript):
+    """Newcomer finding: with every entry under another user (or agent, project, session), recover said "no archived
+    turn is a candidate (all excluded or none archived)", as if nothing were archived. It names the filter and how
+    many entries lie outside it (one COUNT query, on the empty path only)."""
+    db = tmp_path / "scoped.db"
+    run("ingest", str(transcript), "--user", "alice", "--agent", "coder", "--project", "web", db=db)
+
+    def why(*args: str, env: dict | None = None) -> str:
+        proc = subprocess.run([*LANTERN, "--db", str(db), "recover", "redis port for staging", *args], capture_output=True,
+                              timeout=300, env={k: v for k, v in os.environ.items() if k != "LANTERN_USER"} | (env or {}))
+        assert proc.returncode == 0 and proc.stdout == b"", proc.stderr.decode()
+        return proc.stderr.decode().strip()
+
+    assert why("--user", "bob") == ("nothing recovered: no archived turn is a candidate for user 'bob' (2 entries are "
+                                    "under other users: --user or $LANTERN_USER picks the user)")
+    assert why(env={"LANTERN_USER": "bob"}) == why("--user", "bob")
+    assert why() == ('nothing recovered: no archived turn is a candidate for the default user "" (2 entries are under '
+                     "other users: --user or $LANTERN_USER picks the user)")
+    assert why("--user", "alice", "--agent", "reviewer") == (
+        "nothing recovered: no archived turn is a candidate for agent 'reviewer' (this user's 2 entries are outside it)")
+    assert why("--user", "alice", "--agent", "coder", "--project", "api") == (
+        "nothing recovered: no archived turn is a candidate for agent 'coder' and project 'api' (this user's 2 entries "
+        "are outside them)")
+    assert why("--user", "alice", "--session", "nope") == (
+        "nothing recovered: no archived turn is a candidate in session 'nope' (2 entries are in other sessions)")
+    assert "6380" in run("recover", "redis port for staging", "--user", "alice", "--session", "chat", db=db).stdout.decode()
+    run("forget", "--user", "alice", db=db)
+    assert why() == "nothing recovered: no archived turn is a candidate (the database holds no entry)"

@@ -212,11 +212,12 @@ class _Before:
                 sidecar.unlink(missing_ok=True)
 
 
-def _why_empty(result, as_of: Optional[str] = None, without_as_of=None) -> str:
+def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=None) -> str:
     """Why an empty recovery is empty, for the one line the CLI prints: no turn older than the ``--as-of`` time
     (``as_of``, as given; ``without_as_of``: a callable returning the same recovery's explanation without it, called
-    only then), no candidate, or every ranked candidate cut because the budget left no room after the block's title
-    line."""
+    only then), no candidate (``counts``: a callable returning ``_scope_counts``, called only then, to name the
+    user, agent / project or session filter that left the store's entries out), or every ranked candidate cut
+    because the budget left no room after the block's title line."""
     from datetime import timezone
 
     from .recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
@@ -229,12 +230,55 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None) -> str:
             return (f": no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
                     f"from {min(later).astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC on)")
     if not ranked:
-        return ": no archived turn is a candidate (all excluded or none archived)"
+        named = _filtered_out(counts()) if counts is not None else ""
+        return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
     if any(c.verdict == "cut:budget" for c in ranked):
         sessions = {c.entry.session for c in ranked}
         top = len(title(sessions.pop() if len(sessions) == 1 else None))
         return (f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
                 f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + FIRST_EXCERPT_MIN} or more")
+    return ""
+
+
+def _scope_counts(lantern, session, user, agent, project) -> dict:
+    """How many entries the store holds, how many of them are the user's, inside the agent / project filters too,
+    and in the session as well (the session or its sub-sessions, as recovery reads it): one COUNT query."""
+    from .scope import resolve
+
+    scope = resolve(lantern.scope, user, agent, project)
+    mine, params = "user_id = ?", [scope.user]
+    filtered, fparams = mine, list(params)
+    if scope.agent is not None:
+        filtered, fparams = filtered + " AND agent_id = ?", fparams + [scope.agent]
+    if scope.project is not None:
+        filtered, fparams = filtered + " AND project = ?", fparams + [scope.project]
+    inside, iparams = filtered, list(fparams)
+    if session is not None:
+        inside, iparams = inside + " AND (session = ? OR substr(session, 1, length(?) + 1) = ? || '/')", iparams + [session] * 3
+    row = lantern.store.db.execute(f"SELECT count(*), coalesce(sum({mine}), 0), coalesce(sum({filtered}), 0), "
+                                   f"coalesce(sum({inside}), 0) FROM entries", [*params, *fparams, *iparams]).fetchone()
+    return {"total": row[0], "user": row[1], "filtered": row[2], "session": row[3], "scope": scope, "session_name": session}
+
+
+def _filtered_out(counts: dict) -> str:
+    """The words after "no archived turn is a candidate" naming the filter that left every entry of the store out
+    (the user, then agent / project, then the session), or "" when the scope holds entries (or the store none)."""
+    scope = counts["scope"]
+
+    def entries(n: int) -> str:
+        return plural(n, "entry is", "entries are")
+
+    if not counts["total"]:
+        return " (the database holds no entry)"
+    if not counts["user"]:
+        who = f"user {scope.user!r}" if scope.user else 'the default user ""'
+        return f" for {who} ({entries(counts['total'])} under other users: --user or $LANTERN_USER picks the user)"
+    if not counts["filtered"]:
+        named = [f"{kind} {value!r}" for kind, value in (("agent", scope.agent), ("project", scope.project)) if value is not None]
+        return (f" for {' and '.join(named)} (this user's {entries(counts['user'])} outside "
+                f"{'it' if len(named) == 1 else 'them'})")
+    if not counts["session"]:
+        return f" in session {counts['session_name']!r} ({entries(counts['filtered'])} in other sessions)"
     return ""
 
 
@@ -512,7 +556,8 @@ def recover(
                 print(_on_terminal()(result.text))
             else:
                 why = _why_empty(result, as_of if when is not None else None, lambda: lantern.explain(
-                    query, session=session, budget=budget, user=user, agent=agent, project=project))
+                    query, session=session, budget=budget, user=user, agent=agent, project=project),
+                    lambda: _scope_counts(lantern, session, user, agent, project))
                 typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
