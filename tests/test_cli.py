@@ -753,3 +753,30 @@ def test_an_empty_recovery_names_the_scope_filter_that_left_the_entries_out(tmp_
     assert "6380" in run("recover", "redis port for staging", "--user", "alice", "--session", "chat", db=db).stdout.decode()
     run("forget", "--user", "alice", db=db)
     assert why() == "nothing recovered: no archived turn is a candidate (the database holds no entry)"
+
+
+def test_ingest_prints_the_file_and_session_names_as_visible_escapes_on_a_terminal(tmp_path):
+    """Newcomer finding: ``lantern ingest FILE`` printed the path and the session name (the file name by default)
+    raw on a terminal, so a file name holding an escape sequence drove the terminal; like ``ingest DIR`` and the
+    other commands, it prints them through ``shown`` there. Piped, the line is as before."""
+    chat = tmp_path / "chat\x1b[2J\x1b]0;pwned\x07\u202e.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the staging api listens on port 5433"}) + "\n", encoding="utf-8")
+    out = on_a_terminal("ingest", str(chat), db=tmp_path / "t.db")
+    assert not TERMINAL_UNSAFE.search(out.rstrip("\n")), repr(out)
+    assert out == (f"{tmp_path}/chat\\x1b[2J\\x1b]0;pwned\\x07\\u202e.jsonl: 1 turn archived, 0 already archived, 0 items "
+                   "skipped (session chat\\x1b[2J\\x1b]0;pwned\\x07\\u202e)\n"), repr(out)
+    chat2 = chat.with_name("two\x1b[31m.jsonl")
+    chat2.write_text(json.dumps({"role": "user", "content": "the prod api listens on port 5434"}) + "\n", encoding="utf-8")
+    piped = run("ingest", str(chat2), db=tmp_path / "t.db").stdout.decode()
+    assert piped == f"{chat2}: 1 turn archived, 0 already archived, 0 items skipped (session two\x1b[31m)\n"
+    # --json (a file, a directory): on a terminal the JSON leaves no bidi control raw either, as recover --json
+    chat3 = chat.with_name("three\u202e.jsonl")
+    chat3.write_text(json.dumps({"role": "user", "content": "the dev api listens on port 5435"}) + "\n", encoding="utf-8")
+    shown_json = on_a_terminal("ingest", str(chat3), "--json", db=tmp_path / "t3.db")
+    assert not TERMINAL_UNSAFE.search(shown_json.rstrip("\n")) and json.loads(shown_json)["session"] == "three\u202e"
+    folder = tmp_path / "dir\u202e"
+    folder.mkdir()
+    (folder / "a\u202e.jsonl").write_text(chat3.read_text(encoding="utf-8"), encoding="utf-8")
+    shown_json = on_a_terminal("ingest", str(folder), "--json", db=tmp_path / "t4.db")
+    assert not TERMINAL_UNSAFE.search(shown_json.rstrip("\n")) and "a\u202e.jsonl" in json.dumps(json.loads(shown_json),
+                                                                                                 ensure_ascii=False)

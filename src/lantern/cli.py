@@ -460,10 +460,11 @@ def ingest(
             console.print(f"[yellow]… {len(result.warnings) - 20} more warnings[/]")
         if as_json:
             keys = ("session", "added", "duplicates", "skipped", "redacted", "entry_ids", "warnings")
-            print(json.dumps({k: getattr(result, k) for k in keys}, ensure_ascii=False))
-        else:
-            print(f"{file}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
-                  f"{plural(result.skipped, 'item')} skipped (session {result.session})")
+            _print_json({k: getattr(result, k) for k in keys})  # on a terminal, C1 / bidi controls as \\uXXXX
+        else:  # the path and the session (the file name by default) as visible escapes on a terminal
+            name = shown if sys.stdout.isatty() else str
+            print(f"{name(file)}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
+                  f"{plural(result.skipped, 'item')} skipped (session {name(result.session)})")
         if not result.added and not result.duplicates:
             discard_new_db()
             console.print(f"[red]error:[/] no turns found in {escape(safe(file))}"
@@ -513,7 +514,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
         if not result.ingested:
             before.undo()
         if as_json:
-            print(json.dumps(result.to_json(), ensure_ascii=False))
+            _print_json(result.to_json())
         else:
             from .archive.directory import summary_lines
 
