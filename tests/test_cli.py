@@ -490,14 +490,14 @@ TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u
 RICH_STYLE = re.compile("\x1b\\[[0-9;]*m")  # the bold / dim / italic of the tables' headers and captions
 
 
-def on_a_terminal(*args: str, db: Path) -> str:
-    """The stdout of ``lantern --db DB ARGS`` run on a pseudo-terminal (``sys.stdout.isatty()`` is true), with the
-    CR the terminal's line discipline adds before each LF taken out again."""
+def on_a_terminal(*args: str, db: Path, columns: int = 400) -> str:
+    """The stdout of ``lantern --db DB ARGS`` run on a pseudo-terminal (``sys.stdout.isatty()`` is true) ``columns``
+    wide, with the CR the terminal's line discipline adds before each LF taken out again."""
     import pty
 
     main, child = pty.openpty()
     proc = subprocess.Popen([*LANTERN, "--db", str(db), *args], stdout=child, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "400"})
+                            env={**os.environ, "COLUMNS": str(columns)})
     os.close(child)
     chunks = []
     while True:
@@ -637,3 +637,195 @@ def test_undo_keeps_a_new_database_another_connection_is_filling(tmp_path):
     Lantern(alone).close()
     before.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
+
+
+def piped(*args: str, db: Path | None = None, columns: str | None = None) -> str:
+    """The stdout of ``lantern ARGS`` to a pipe, stdin not a terminal either, $COLUMNS unset unless ``columns``."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
+    proc = subprocess.run([*LANTERN, *(("--db", str(db)) if db else ()), *args], capture_output=True, timeout=600,
+                          env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode()
+
+
+def table_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+
+
+def summary_cells(out: str, row: int = 0) -> str:
+    """The text of the summary column (the last) of the table's ``row``-th row, its wrapped pieces joined."""
+    body = [line for line in table_lines(out) if line.startswith("│")]
+    starts = [i for i, line in enumerate(body) if line.split("│")[1].strip()]  # a row starts where its id is
+    end = starts[row + 1] if row + 1 < len(starts) else len(body)
+    return " ".join(line.split("│")[-2].strip() for line in body[starts[row]:end])
+
+
+def test_search_tables_fit_the_console_piped_and_on_a_terminal(tmp_path):
+    """Newcomer finding: the --explain table was cut at the console's width (forced to at least 140 columns), its
+    summary column stopping mid-word and its right border and legend gone, on a terminal and piped. It now fits:
+    to a pipe 160 columns ($COLUMNS when set) instead of rich's 80; on a terminal, the terminal's width, the summary
+    column wrapping and, on a narrow one, the low-value columns left out and named under the table."""
+    db = tmp_path / "wide.db"
+    chat = tmp_path / "wide.jsonl"
+    words = "the staging deployment of the billing service reads its Redis password from a vault path " * 3
+    chat.write_text("\n".join(json.dumps(m) for m in [
+        {"role": "user", "content": "Where does the billing service read its Redis password? " + words},
+        {"role": "assistant", "content": "From vault/secret/billing/staging/redis-password-rotated-quarterly. " + words},
+        {"role": "user", "content": "And the session timeout for billing?"},
+        {"role": "assistant", "content": "BILLING_SESSION_TIMEOUT_SECONDS=1800 in config/billing/staging.env."},
+    ]) + "\n", encoding="utf-8")
+    run("ingest", str(chat), "--session", "billing-service-staging-deployment-notes", db=db)
+    summaries = [r["summary"] for r in json.loads(run("search", "billing redis password", "--explain", "--json", db=db).stdout)]
+
+    def check(out: str, width: int, explain: bool) -> None:
+        lines = table_lines(out)
+        assert lines and all(len(line) <= width for line in out.splitlines()), (width, out)
+        assert all(line[-1] in "┓┃┩│┘" for line in lines), out  # every line keeps its right border
+        if explain:
+            assert " ".join(summary_cells(out).split()).replace(" ", "") == summaries[0].replace("\n", " ").replace(" ", ""), out
+
+    out = piped("search", "billing redis password", "--explain", db=db)
+    check(out, 160, True)
+    assert max(map(len, out.splitlines())) > 140  # the room of a pipe is used, not 80 columns
+    assert "ranks per signal: sem = semantic" in out and "(– unranked)" in out and "left out" not in out
+    check(piped("search", "billing redis password", "--explain", db=db, columns="120"), 120, True)
+    check(piped("search", "billing redis password", db=db), 160, False)
+
+    out = on_a_terminal("search", "billing redis password", "--explain", db=db, columns=100)
+    check(RICH_STYLE.sub("", out), 100, True)
+    assert "left out to fit 100 columns: " in " ".join(RICH_STYLE.sub("", out).split()) and "(--json has them)" in out
+    assert "σ" not in table_lines(RICH_STYLE.sub("", out))[1]  # the header row: σ is the first column left out
+    for columns in (80, 60):
+        out = RICH_STYLE.sub("", on_a_terminal("search", "billing redis password", "--explain", db=db, columns=columns))
+        check(out, columns, True)
+        header = table_lines(out)[1]
+        assert all(f" {name} " in header for name in ("id", "session", "turn", "RRF", "summary")), header
+    out = RICH_STYLE.sub("", on_a_terminal("search", "billing redis password", db=db, columns=180))
+    check(out, 180, False)
+    assert "left out" not in out
+
+
+def test_demo_table_headers_are_whole_when_piped(tmp_path):
+    """Newcomer finding: under ``make demo`` piped, rich fell back to 80 columns and the demo table's headers were
+    cut to ``conte…``; piped, the console is 160 columns wide."""
+    out = piped("demo", "--no-show-block", "--demo-db", str(tmp_path / "demo.db"))
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    for name in ("session", "turns", "t*", "context chars", "facts lost", "recovered", "block chars", "recover ms"):
+        assert f" {name} " in header, header
+    assert "…" not in "".join(table_lines(out)) and all(len(line) <= 160 for line in out.splitlines())
+
+
+def test_an_unknown_embedder_is_a_usage_error(tmp_path):
+    """Newcomer finding: ``lantern --embedder bogus recover x`` exited 1, where every other bad option value (e.g.
+    ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval
+    --second-embedder are checked when parsed, with the Python API's message; no database is made or opened."""
+    db = archived_db(tmp_path)
+    message = "unknown embedder 'bogus'; choose one of minilm, use, routed"
+    for args in (["--embedder", "bogus", "recover", "x"], ["--embedder", "bogus", "ingest", str(tmp_path / "cli.db.jsonl")],
+                 ["reindex", "--embedder", "bogus"],
+                 ["eval", "jsonl", "--data", str(tmp_path / "cli.db.jsonl"), "--out", str(tmp_path / "o"),
+                  "--second-embedder", "bogus"]):
+        proc = subprocess.run([*LANTERN, "--db", str(tmp_path / "new.db"), *args], capture_output=True, timeout=300,
+                              env={**os.environ, "COLUMNS": "200"})
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and message in err and "Invalid value for '--" in err, (args, err)
+    assert not (tmp_path / "new.db").exists() and not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match=message):  # the same words as the Python API's
+        from lantern.embed import get_embedder
+
+        get_embedder("bogus")
+    # a known name in any case, or an embedder id, passes the check (and meets the database's own embedder)
+    for name in ("MiniLM", "minilm-l6-v2-int8"):
+        proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", name, "stats"], capture_output=True, timeout=300)
+        assert proc.returncode == 1 and "was created with embedder" in proc.stderr.decode(), name
+
+
+def test_feedback_names_its_missing_choice_and_its_unknown_ids_and_takes_agent_and_project(tmp_path):
+    """Newcomer findings: ``feedback 1`` said "Missing option '--useful'" (--not-useful is as good); ``feedback 999
+    --useful`` said "1 of the ids are not entries of this user"; the MCP tool's agent / project scope (which
+    Lantern.feedback takes) had no CLI options."""
+    db = tmp_path / "fb.db"
+    chat = tmp_path / "fb.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the staging api listens on port 5433"}) + "\n")
+    run("ingest", str(chat), "--agent", "coder", "--project", "web", db=db)
+    entry = json.loads(run("search", "staging port", "--json", db=db).stdout)[0]["id"]
+
+    proc = run("feedback", str(entry), db=db, check=False)
+    err = " ".join(proc.stderr.decode().split())
+    assert proc.returncode == 2 and "give --useful or --not-useful" in err and "Missing option" not in err, err
+
+    proc = run("feedback", "999", "--useful", db=db)
+    assert proc.stdout.decode() == "0 entries marked useful\n"
+    assert proc.stderr.decode() == "warning: entry 999 is not an entry of this user; nothing changed for it\n"
+    proc = run("feedback", str(entry), "999", "998", "999", "--not-useful", db=db)
+    assert proc.stdout.decode() == "1 entry marked not useful\n"
+    assert proc.stderr.decode() == "warning: 2 of the ids are not entries of this user (999, 998); nothing changed for them\n"
+
+    proc = run("feedback", str(entry), "--useful", "--agent", "reviewer", db=db)
+    assert proc.stdout.decode() == "0 entries marked useful\n"
+    assert proc.stderr.decode() == (f"warning: entry {entry} is not an entry of this user under agent 'reviewer'; "
+                                    "nothing changed for it\n")
+    proc = run("feedback", str(entry), "--useful", "--project", "api", "--user", "bob", db=db)
+    assert proc.stderr.decode() == (f"warning: entry {entry} is not an entry of user 'bob' in project 'api'; "
+                                    "nothing changed for it\n")
+    before = json.loads(run("search", "staging port", "--explain", "--json", db=db).stdout)[0]["success"]
+    proc = run("feedback", str(entry), "--useful", "--agent", "coder", "--project", "web", db=db)
+    assert proc.stdout.decode() == "1 entry marked useful\n" and proc.stderr.decode() == ""
+    assert json.loads(run("search", "staging port", "--explain", "--json", db=db).stdout)[0]["success"] > before
+
+
+def test_an_empty_recovery_names_the_scope_filter_that_left_the_entries_out(tmp_path, transcript):
+    """Newcomer finding: with every entry under another user (or agent, project, session), recover said "no archived
+    turn is a candidate (all excluded or none archived)", as if nothing were archived. It names the filter and how
+    many entries lie outside it (one COUNT query, on the empty path only)."""
+    db = tmp_path / "scoped.db"
+    run("ingest", str(transcript), "--user", "alice", "--agent", "coder", "--project", "web", db=db)
+
+    def why(*args: str, env: dict | None = None) -> str:
+        proc = subprocess.run([*LANTERN, "--db", str(db), "recover", "redis port for staging", *args], capture_output=True,
+                              timeout=300, env={k: v for k, v in os.environ.items() if k != "LANTERN_USER"} | (env or {}))
+        assert proc.returncode == 0 and proc.stdout == b"", proc.stderr.decode()
+        return proc.stderr.decode().strip()
+
+    assert why("--user", "bob") == ("nothing recovered: no archived turn is a candidate for user 'bob' (2 entries are "
+                                    "under other users: --user or $LANTERN_USER picks the user)")
+    assert why(env={"LANTERN_USER": "bob"}) == why("--user", "bob")
+    assert why() == ('nothing recovered: no archived turn is a candidate for the default user "" (2 entries are under '
+                     "other users: --user or $LANTERN_USER picks the user)")
+    assert why("--user", "alice", "--agent", "reviewer") == (
+        "nothing recovered: no archived turn is a candidate for agent 'reviewer' (this user's 2 entries are outside it)")
+    assert why("--user", "alice", "--agent", "coder", "--project", "api") == (
+        "nothing recovered: no archived turn is a candidate for agent 'coder' and project 'api' (this user's 2 entries "
+        "are outside them)")
+    assert why("--user", "alice", "--session", "nope") == (
+        "nothing recovered: no archived turn is a candidate in session 'nope' (2 entries are in other sessions)")
+    assert "6380" in run("recover", "redis port for staging", "--user", "alice", "--session", "chat", db=db).stdout.decode()
+    run("forget", "--user", "alice", db=db)
+    assert why() == "nothing recovered: no archived turn is a candidate (the database holds no entry)"
+
+
+def test_ingest_prints_the_file_and_session_names_as_visible_escapes_on_a_terminal(tmp_path):
+    """Newcomer finding: ``lantern ingest FILE`` printed the path and the session name (the file name by default)
+    raw on a terminal, so a file name holding an escape sequence drove the terminal; like ``ingest DIR`` and the
+    other commands, it prints them through ``shown`` there. Piped, the line is as before."""
+    chat = tmp_path / "chat\x1b[2J\x1b]0;pwned\x07\u202e.jsonl"
+    chat.write_text(json.dumps({"role": "user", "content": "the staging api listens on port 5433"}) + "\n", encoding="utf-8")
+    out = on_a_terminal("ingest", str(chat), db=tmp_path / "t.db")
+    assert not TERMINAL_UNSAFE.search(out.rstrip("\n")), repr(out)
+    assert out == (f"{tmp_path}/chat\\x1b[2J\\x1b]0;pwned\\x07\\u202e.jsonl: 1 turn archived, 0 already archived, 0 items "
+                   "skipped (session chat\\x1b[2J\\x1b]0;pwned\\x07\\u202e)\n"), repr(out)
+    chat2 = chat.with_name("two\x1b[31m.jsonl")
+    chat2.write_text(json.dumps({"role": "user", "content": "the prod api listens on port 5434"}) + "\n", encoding="utf-8")
+    piped = run("ingest", str(chat2), db=tmp_path / "t.db").stdout.decode()
+    assert piped == f"{chat2}: 1 turn archived, 0 already archived, 0 items skipped (session two\x1b[31m)\n"
+    # --json (a file, a directory): on a terminal the JSON leaves no bidi control raw either, as recover --json
+    chat3 = chat.with_name("three\u202e.jsonl")
+    chat3.write_text(json.dumps({"role": "user", "content": "the dev api listens on port 5435"}) + "\n", encoding="utf-8")
+    shown_json = on_a_terminal("ingest", str(chat3), "--json", db=tmp_path / "t3.db")
+    assert not TERMINAL_UNSAFE.search(shown_json.rstrip("\n")) and json.loads(shown_json)["session"] == "three\u202e"
+    folder = tmp_path / "dir\u202e"
+    folder.mkdir()
+    (folder / "a\u202e.jsonl").write_text(chat3.read_text(encoding="utf-8"), encoding="utf-8")
+    shown_json = on_a_terminal("ingest", str(folder), "--json", db=tmp_path / "t4.db")
+    assert not TERMINAL_UNSAFE.search(shown_json.rstrip("\n")) and "a\u202e.jsonl" in json.dumps(json.loads(shown_json),
+                                                                                                 ensure_ascii=False)

@@ -52,3 +52,38 @@ def test_help_text_has_no_stray_line_break_and_keeps_its_brackets():
             if not prefix:
                 assert paragraphs[0] in listing, (name, paragraphs[0], listing)
     assert "pip install 'lantern-memory[eval]'" in help_text("eval")
+
+
+def _commands():
+    """(path, click command) of every command of ``lantern``, groups included."""
+    import typer
+
+    from lantern import cli
+
+    out, todo = [], [((), typer.main.get_command(cli.app))]
+    while todo:
+        path, command = todo.pop(0)
+        out.append((path, command))
+        todo += [((*path, name), sub) for name, sub in sorted(getattr(command, "commands", {}).items())]
+    return out
+
+
+def test_flags_show_no_metavar_and_every_option_says_what_it_does():
+    """Newcomer findings: flags were listed with a value type, ``--version <bool>``, ``--json <bool>`` (they take no
+    value); ``search --session``, ``search --json`` and ``stats --json`` had no description."""
+    for path, command in _commands():
+        text = help_text(*path)
+        assert "<bool>" not in text, (path, text)
+        options = [p for p in command.params if p.param_type_name == "option"]
+        for p in options:
+            assert (p.help or "").strip(), (path, p.opts)
+            if not p.is_flag:
+                continue
+            row = next(line for line in text.splitlines() if p.opts[0] in line.replace(",", " ").split())
+            assert "<" not in row.split(p.opts[0], 1)[1].split(p.help.split()[0], 1)[0], (path, row)
+    top = help_text()
+    assert " --db " in top and "<path>" in top and "<str>" in top  # options that take a value still show its type
+    assert "--version  " in top
+    search = help_text("search")
+    assert "Only this session (and its sub-sessions)." in search and "Print the results as JSON" in search
+    assert "Print the statistics as one JSON object." in help_text("stats")

@@ -191,6 +191,24 @@ def test_system_catalogue():
         select(["nope"])
 
 
+def test_unknown_system_error_lists_the_known_names_sorted(tmp_path):
+    """Newcomer finding: the known names came from a set, in a different order in every process (string hashing
+    is seeded per process); they are sorted, so two runs print the same line."""
+    with pytest.raises(ValueError) as info:
+        select(["nope", "-semantic"])
+    known = str(info.value).split("; known: ")[1].split(", ")
+    assert str(info.value).startswith("unknown system(s) nope; known: ") and known == sorted(s.name for s in all_systems())
+    lines = set()
+    for seed in ("1", "2", "3"):
+        proc = subprocess.run([sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"),
+                               "--out", str(tmp_path / "o"), "--system", "nope", "--no-plots"], capture_output=True,
+                              timeout=120, env={**os.environ, "PYTHONHASHSEED": seed, "COLUMNS": "2000",
+                                                "LANTERN_EVAL_CACHE": str(tmp_path / "cache")})
+        assert proc.returncode == 1
+        lines.add(proc.stderr.decode().strip())
+    assert lines == {f"error: {info.value}"}
+
+
 # ---------------------------------------------------------------- end to end
 def _check_report(out: Path) -> dict:
     results = json.loads((out / "results.json").read_text())
@@ -355,3 +373,17 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid and b"spawn_main" in cmdline:
             kids.append(int(stat.parent.name))
     return kids
+
+
+def test_a_history_without_messages_is_evaluated_not_a_missing_cache_file(tmp_path):
+    """A JSONL history with no message (beside others that have some) got no cached entry-id sidecar, and the run
+    failed with 'No such file or directory: <cache>/empty.json'; it is archived as an empty store and counted."""
+    from lantern.eval.run import main
+
+    data = tmp_path / "mixed.jsonl"
+    data.write_text((FIX / "facts.jsonl").read_text().splitlines()[0] + "\n"
+                    + json.dumps({"id": "empty", "messages": [], "facts": []}) + "\n")
+    results = main("jsonl", data, tmp_path / "out", split="all", keep=1, systems=["lantern", "grep"],
+                   cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[])
+    assert results["dataset"]["histories"] == ["proj-1", "empty"] and results["dataset"]["lost"] >= 1
+    assert results["dataset"]["per_history"]["empty"] == {"facts": 0, "no_evidence": 0, "kept": 0, "lost": 0}

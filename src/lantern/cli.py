@@ -37,6 +37,25 @@ from .archive.directory import TERMINAL_UNSAFE, plural, shown
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
 
+def _flags_without_metavar() -> None:
+    """A flag takes no value, so its help shows none: typer (0.2x) prints a value type after every option in its
+    rich help, ``<bool>`` after flags too (``--version <bool>``, ``--json <bool>``, ``--help <bool>``); for flags
+    that type is dropped. Typers that print no type for flags have no ``display_type_rich``: nothing to change."""
+    option = getattr(getattr(typer, "core", None), "TyperOption", None)
+    display_type = getattr(option, "display_type_rich", None)
+    if display_type is None or getattr(display_type, "lantern_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) and not getattr(self, "count", False) else display_type(self, ctx)
+
+    display_type_rich.lantern_flags = True
+    option.display_type_rich = display_type_rich
+
+
+_flags_without_metavar()
+
+
 class State:
     db: Optional[Path] = None
     embedder: Optional[str] = None
@@ -62,10 +81,25 @@ def _version(value: bool) -> None:
     raise typer.Exit(0)
 
 
+def _embedder_name(value: Optional[str]) -> Optional[str]:
+    """An ``--embedder`` value unchanged when it names an embedder (embed.py ``embedder_class``: a name or an id);
+    an unknown one is a usage error (exit 2), as a bad ``--format`` is, with the message of the Python API."""
+    if value is None:
+        return None
+    from .embed import embedder_class
+
+    try:
+        embedder_class(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
 @app.callback()
 def _global(
     db: Optional[Path] = typer.Option(None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"),
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the database's own)."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", callback=_embedder_name,
+                                           help="minilm, use or routed (default: the database's own)."),
     _show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     state.db = db
@@ -227,11 +261,12 @@ class _Before:
                 folder.rmdir()
 
 
-def _why_empty(result, as_of: Optional[str] = None, without_as_of=None) -> str:
+def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=None) -> str:
     """Why an empty recovery is empty, for the one line the CLI prints: no turn older than the ``--as-of`` time
     (``as_of``, as given; ``without_as_of``: a callable returning the same recovery's explanation without it, called
-    only then), no candidate, or every ranked candidate cut because the budget left no room after the block's title
-    line."""
+    only then), no candidate (``counts``: a callable returning ``_scope_counts``, called only then, to name the
+    user, agent / project or session filter that left the store's entries out), or every ranked candidate cut
+    because the budget left no room after the block's title line."""
     from datetime import timezone
 
     from .recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
@@ -244,7 +279,8 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None) -> str:
             return (f": no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
                     f"from {min(later).astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC on)")
     if not ranked:
-        return ": no archived turn is a candidate (all excluded or none archived)"
+        named = _filtered_out(counts()) if counts is not None else ""
+        return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
     if any(c.verdict == "cut:budget" for c in ranked):
         sessions = {c.entry.session for c in ranked}
         top = len(title(sessions.pop() if len(sessions) == 1 else None))
@@ -253,11 +289,67 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None) -> str:
     return ""
 
 
+def _scope_counts(lantern, session, user, agent, project) -> dict:
+    """How many entries the store holds, how many of them are the user's, inside the agent / project filters too,
+    and in the session as well (the session or its sub-sessions, as recovery reads it): one COUNT query."""
+    from .scope import resolve
+
+    scope = resolve(lantern.scope, user, agent, project)
+    mine, params = "user_id = ?", [scope.user]
+    filtered, fparams = mine, list(params)
+    if scope.agent is not None:
+        filtered, fparams = filtered + " AND agent_id = ?", fparams + [scope.agent]
+    if scope.project is not None:
+        filtered, fparams = filtered + " AND project = ?", fparams + [scope.project]
+    inside, iparams = filtered, list(fparams)
+    if session is not None:
+        inside, iparams = inside + " AND (session = ? OR substr(session, 1, length(?) + 1) = ? || '/')", iparams + [session] * 3
+    row = lantern.store.db.execute(f"SELECT count(*), coalesce(sum({mine}), 0), coalesce(sum({filtered}), 0), "
+                                   f"coalesce(sum({inside}), 0) FROM entries", [*params, *fparams, *iparams]).fetchone()
+    return {"total": row[0], "user": row[1], "filtered": row[2], "session": row[3], "scope": scope, "session_name": session}
+
+
+def _filtered_out(counts: dict) -> str:
+    """The words after "no archived turn is a candidate" naming the filter that left every entry of the store out
+    (the user, then agent / project, then the session), or "" when the scope holds entries (or the store none)."""
+    scope = counts["scope"]
+
+    def entries(n: int) -> str:
+        return plural(n, "entry is", "entries are")
+
+    if not counts["total"]:
+        return " (the database holds no entry)"
+    if not counts["user"]:
+        who = f"user {scope.user!r}" if scope.user else 'the default user ""'
+        return f" for {who} ({entries(counts['total'])} under other users: --user or $LANTERN_USER picks the user)"
+    if not counts["filtered"]:
+        named = [f"{kind} {value!r}" for kind, value in (("agent", scope.agent), ("project", scope.project)) if value is not None]
+        return (f" for {' and '.join(named)} (this user's {entries(counts['user'])} outside "
+                f"{'it' if len(named) == 1 else 'them'})")
+    if not counts["session"]:
+        return f" in session {counts['session_name']!r} ({entries(counts['filtered'])} in other sessions)"
+    return ""
+
+
 def _on_terminal():
     """How archived text is printed to stdout: on a terminal, ``shown`` (control characters, bidi controls and
     U+2028 / U+2029 as visible escapes, newlines and tabs kept), so hostile text cannot drive or reorder the
     terminal; to a pipe (an LLM, a file), unchanged."""
     return (lambda text: shown(text, keep_lines=True)) if sys.stdout.isatty() else (lambda text: text)
+
+
+PIPED_WIDTH = 160  # the width of the tables printed to a pipe or a file, unless $COLUMNS says otherwise
+
+
+def _stdout_console():
+    """A rich console on stdout: on a terminal, the terminal's width; to a pipe or a file, ``$COLUMNS`` when set,
+    else ``PIPED_WIDTH`` (rich would take 80 columns, or the width of whatever terminal stdin or stderr is on)."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH)
 
 
 def _print_json(value) -> None:
@@ -417,10 +509,11 @@ def ingest(
             console.print(f"[yellow]… {len(result.warnings) - 20} more warnings[/]")
         if as_json:
             keys = ("session", "added", "duplicates", "skipped", "redacted", "entry_ids", "warnings")
-            print(json.dumps({k: getattr(result, k) for k in keys}, ensure_ascii=False))
-        else:
-            print(f"{file}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
-                  f"{plural(result.skipped, 'item')} skipped (session {result.session})")
+            _print_json({k: getattr(result, k) for k in keys})  # on a terminal, C1 / bidi controls as \\uXXXX
+        else:  # the path and the session (the file name by default) as visible escapes on a terminal
+            name = shown if sys.stdout.isatty() else str
+            print(f"{name(file)}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
+                  f"{plural(result.skipped, 'item')} skipped (session {name(result.session)})")
         if not result.added and not result.duplicates:
             discard_new_db()
             console.print(f"[red]error:[/] no turns found in {escape(safe(file))}"
@@ -470,7 +563,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
         if not result.ingested:
             before.undo()
         if as_json:
-            print(json.dumps(result.to_json(), ensure_ascii=False))
+            _print_json(result.to_json())
         else:
             from .archive.directory import summary_lines
 
@@ -513,7 +606,8 @@ def recover(
                 print(_on_terminal()(result.text))
             else:
                 why = _why_empty(result, as_of if when is not None else None, lambda: lantern.explain(
-                    query, session=session, budget=budget, user=user, agent=agent, project=project))
+                    query, session=session, budget=budget, user=user, agent=agent, project=project),
+                    lambda: _scope_counts(lantern, session, user, agent, project))
                 typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
@@ -523,18 +617,15 @@ def recover(
 def search(
     query: str = typer.Argument(..., metavar="QUERY", help="What to look for."),
     k: int = typer.Option(10, "-k", min=1, help="Results."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8),
+    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."),
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Budget used by --explain."),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON (with --explain: every candidate's ranks and verdict)."),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
 ) -> None:
     """Search the archive (fused ranking); --explain shows why each candidate was packed or cut."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     def run():
         with _open() as lantern:
@@ -556,25 +647,86 @@ def search(
         if as_json:
             _print_json(rows)
             return
-        safe = _on_terminal()  # archived text (summaries, sessions) as visible escapes on a terminal
-        short = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
-                 "neighbour": "nb", "local": "loc", "speaker": "spk"}
-        used = {name for r in rows for name in r["ranks"]}
-        signals = [n for n in short if n in used] + sorted(used - set(short))
-        caption = "ranks per signal: " + ", ".join(f"{short.get(n, n)} = {n}" for n in signals) + " (– unranked)"
-        table = Table(show_lines=False, caption=caption)
-        for col in ("id", "session", "turn", *(short.get(n, n) for n in signals), "RRF",
-                    *(("MMR", "verdict", "category", "c", "σ") if explain else ()), "summary"):
-            table.add_column(col, overflow="fold", min_width=30 if col == "summary" else None)
-        for r in rows:
-            ranks = [str(r["ranks"].get(s, "–")) for s in signals]
-            extra = (str(r["mmr"] or "–"), r["verdict"] + (f" ({r['reason']})" if r["reason"] else ""), str(r["category"] or "–"),
-                     f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
-            table.add_row(escape(str(r["id"])), escape(safe(r["session"])), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
-                          *(escape(safe(x)) for x in extra), escape(safe(r["summary"].replace("\n", " "))))
-        Console(width=max(Console().width, 140)).print(table)
+        _print_search_table(rows, explain)
 
     _guard(run)
+
+
+SIGNAL_COLUMNS = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
+                  "neighbour": "nb", "local": "loc", "speaker": "spk"}  # the search tables' rank column per signal
+WRAPPED_FLOOR = {"session": 12, "verdict": 12, "category": 10, "summary": 20}  # the narrowest a wrapping column gets
+EXPLAIN_DROPPED_FIRST = ("σ", "c", "category", "MMR")  # left out, in this order, when a console is too narrow; then
+# the rank columns, last signal first
+
+
+def _print_search_table(rows: list[dict], explain: bool) -> None:
+    """The table of ``search`` / ``search --explain``, fitted to the console's width (``_fit_columns``): the summary,
+    session and verdict columns wrap; on a console too narrow for every column, the low-value ones are left out
+    (named under the table; --json has them all). Archived text as visible escapes on a terminal."""
+    from rich.table import Table
+    from rich.text import Text
+
+    safe = _on_terminal()  # archived text (summaries, sessions) as visible escapes on a terminal
+    used = {name for r in rows for name in r["ranks"]}
+    signals = [n for n in SIGNAL_COLUMNS if n in used] + sorted(used - set(SIGNAL_COLUMNS))
+    headers = ["id", "session", "turn", *(SIGNAL_COLUMNS.get(n, n) for n in signals), "RRF",
+               *(("MMR", "verdict", "category", "c", "σ") if explain else ()), "summary"]
+    cells = []
+    for r in rows:
+        ranks = [str(r["ranks"].get(s, "–")) for s in signals]
+        extra = (str(r["mmr"] or "–"), safe(r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")),
+                 safe(str(r["category"] or "–")), f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
+        cells.append([str(r["id"]), safe(r["session"]), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
+                      *extra, safe(r["summary"]).replace("\n", " ").replace("\t", " ")])
+    console = _stdout_console()
+    droppable = [*(EXPLAIN_DROPPED_FIRST if explain else ()), *(SIGNAL_COLUMNS.get(n, n) for n in reversed(signals))]
+    kept, widths = _fit_columns(headers, cells, console.width, WRAPPED_FLOOR, droppable)
+    shown_signals = [n for n in signals if headers.index(SIGNAL_COLUMNS.get(n, n)) in kept]
+    caption = ("ranks per signal: " + ", ".join(f"{SIGNAL_COLUMNS.get(n, n)} = {n}" for n in shown_signals) + " (– unranked)"
+               if shown_signals else "")
+    left_out = [headers[i] for i in range(len(headers)) if i not in kept]
+    if left_out:
+        caption += ("\n" if caption else "") + f"left out to fit {console.width} columns: {', '.join(left_out)} (--json has them)"
+    table = Table(show_lines=False, caption=caption or None, caption_justify="left")
+    for i, width in zip(kept, widths):
+        table.add_column(headers[i], width=width, overflow="fold")
+    for row in cells:
+        table.add_row(*(Text(row[i]) for i in kept))
+    console.print(table)
+
+
+def _fit_columns(headers: list[str], rows: list[list[str]], width: int, floors: dict[str, int],
+                 droppable: list[str]) -> tuple[list[int], list[int]]:
+    """Which columns of a rich table (``headers``, plain-text ``rows``) to show and how wide, so that the table,
+    borders and padding included, fits ``width`` console columns: each column as wide as its widest cell; if that
+    is too wide, the columns named in ``floors`` (they wrap) narrowed, widest first, to no less than their floor or
+    their header; if even that is too wide, the ``droppable`` columns left out in that order, and then the wrapping
+    columns narrowed down to their header. Returns (indexes of the columns kept, their content widths)."""
+    from rich.cells import cell_len
+
+    natural = [max([cell_len(h)] + [cell_len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    floor = [min(natural[i], max(floors.get(h, natural[i]), cell_len(h))) for i, h in enumerate(headers)]
+    kept = list(range(len(headers)))
+
+    def room() -> int:  # per column a border and a space either side, and the closing border
+        return width - 3 * len(kept) - 1
+
+    for name in droppable:
+        if sum(floor[i] for i in kept) <= room():
+            break
+        if name in headers and headers.index(name) in kept and len(kept) > 1:
+            kept.remove(headers.index(name))
+    widths = {i: natural[i] for i in kept}
+    excess = sum(widths.values()) - room()
+    for least in (floor, [cell_len(h) if h in floors else natural[i] for i, h in enumerate(headers)]):
+        while excess > 0:  # the floors first; on a console narrower still, the wrapping columns down to their header
+            narrower = [i for i in kept if widths[i] > least[i]]
+            if not narrower:
+                break
+            widest = max(narrower, key=lambda i: widths[i])
+            widths[widest] -= 1
+            excess -= 1
+    return kept, [widths[i] for i in kept]
 
 
 @app.command()
@@ -662,7 +814,7 @@ def import_(
 
 
 @app.command()
-def stats(as_json: bool = typer.Option(False, "--json")) -> None:
+def stats(as_json: bool = typer.Option(False, "--json", help="Print the statistics as one JSON object.")) -> None:
     """Entries, sessions, embedder, sizes."""
 
     def run():
@@ -718,25 +870,54 @@ def facts(
 
 @app.command()
 def feedback(
+    ctx: typer.Context,
     ids: list[int] = typer.Argument(..., metavar="ID", help="Entry ids (as shown by recover --json or search)."),
-    useful: bool = typer.Option(..., "--useful/--not-useful", help="Whether the recovered entries helped."),
+    useful: Optional[bool] = typer.Option(None, "--useful/--not-useful", show_default=False,
+                                          help="Whether the recovered entries helped (one of the two is required)."),
     user: Optional[str] = _user_option("Only this user's entries are updated (default $LANTERN_USER, else the default user \"\")."),
+    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Only this agent's entries are updated (default any)."),
+    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Only this project's entries are updated (default any)."),
 ) -> None:
     """Tell Lantern whether recovered entries were useful (updates their success rate σ; reinforce.py)."""
+    if useful is None:
+        ctx.fail("give --useful or --not-useful")
 
     def run():
         with _open() as lantern:
-            n = lantern.feedback(ids, useful, user=user)
+            n = lantern.feedback(ids, useful, user=user, agent=agent, project=project)
+            asked = list(dict.fromkeys(ids))
+            missing = _outside_scope(lantern, asked, user, agent, project) if n < len(asked) else []
         print(f"{plural(n, 'entry', 'entries')} marked {'useful' if useful else 'not useful'}")
-        if n < len(set(ids)):
-            typer.secho(f"warning: {len(set(ids)) - n} of the ids are not entries of this user (nothing changed for them)",
-                        err=True, fg=typer.colors.YELLOW)
+        if missing:
+            scope = ("this user" if user is None else f"user {user!r}") + (f" under agent {agent!r}" if agent is not None else "") + (
+                f" in project {project!r}" if project is not None else "")
+            if len(missing) == 1:
+                line = f"entry {missing[0]} is not an entry of {scope}; nothing changed for it"
+            else:
+                listed = ", ".join(map(str, missing[:10])) + (", …" if len(missing) > 10 else "")
+                line = f"{len(missing)} of the ids are not entries of {scope} ({listed}); nothing changed for them"
+            typer.secho(f"warning: {line}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
 
 
+def _outside_scope(lantern, ids: list[int], user, agent, project) -> list[int]:
+    """Which of ``ids`` name no entry inside the scope (one query; for the warning of ``feedback``)."""
+    from .scope import resolve, scope_where
+
+    where, params = scope_where("", resolve(lantern.scope, user, agent, project))
+    valid = [i for i in ids if -(2**63) <= i < 2**63]
+    inside = set()
+    for start in range(0, len(valid), 500):  # below SQLite's limit of bound parameters
+        chunk = valid[start:start + 500]
+        inside.update(r[0] for r in lantern.store.db.execute(
+            f"SELECT id FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND {where}", [*chunk, *params]))
+    return [i for i in ids if i not in inside]
+
+
 @app.command()
-def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", help="minilm, use or routed (default: the current one).")) -> None:
+def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", callback=_embedder_name,
+                                                   help="minilm, use or routed (default: the current one).")) -> None:
     """Re-embed every entry (after changing the embedder)."""
     from rich.console import Console
     from rich.progress import Progress
@@ -761,7 +942,7 @@ def demo(
     """Archive a real aider session, compact it, and measure what recovery brings back. No network, no LLM."""
     from .demo import run as run_demo
 
-    _guard(lambda: run_demo(db, show_block=show_block))
+    _guard(lambda: run_demo(db, show_block=show_block, console=_stdout_console()))
 
 
 @app.command()
@@ -777,7 +958,7 @@ def mcp() -> None:
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback by default)."),
-    port: int = typer.Option(8765, "--port", "-p", min=1, max=65535),
+    port: int = typer.Option(8765, "--port", "-p", min=1, max=65535, help="Port to listen on."),
     token: Optional[str] = typer.Option(None, "--token", envvar="LANTERN_TOKEN", help="Require Authorization: Bearer TOKEN."),
     max_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-body-bytes", min=1, help="Larger request bodies get 413."),
     upstream: Optional[str] = typer.Option(None, "--upstream", envvar="LANTERN_UPSTREAM",
@@ -824,7 +1005,7 @@ def eval_(
     ratios: str = typer.Option("0.25,0.5,0.75,0.9", "--ratios", help="Compaction-ratio curve points (share of turns compacted), comma-separated ('' skips)."),
     llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for --llm-base-url."),
-    second_embedder: Optional[str] = typer.Option(None, "--second-embedder", help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
+    second_embedder: Optional[str] = typer.Option(None, "--second-embedder", callback=_embedder_name, help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes the per-history jobs run in (default: the usable CPUs, at most 8; 1: this process). Same numbers either way."),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.

@@ -41,6 +41,7 @@ from lantern.errors import ModelNotFoundError  # noqa: E402
 __all__ = [
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
+    "embedder_class",
     "MINILM_SHA256",
     "Embedder",
     "MiniLMEmbedder",
@@ -434,8 +435,14 @@ def get_embedder(name: str | Embedder | None = None) -> Embedder:
         if isinstance(name, Embedder):
             return name
         raise TypeError(f"expected an embedder name or an Embedder, got {type(name).__name__}")
+    return embedder_class(name)()
+
+
+def embedder_class(name: str) -> type:
+    """The embedder class of a name (case-insensitive) or id, as :func:`get_embedder` takes them, without loading
+    any model. An unknown name raises ValueError."""
     by_id = {cls.id: cls for cls in EMBEDDERS.values()}
     try:
-        return (EMBEDDERS.get(name.lower()) or by_id[name])()
+        return EMBEDDERS.get(name.lower()) or by_id[name]
     except KeyError:
         raise ValueError(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}") from None

@@ -22,6 +22,9 @@ same way for every dataset.
   context's tail. Default compaction: gist, ``KEEP`` = 4 turns kept. Split: the first half of the sessions (in
   log order) = ``tune``, the rest = ``report`` (ours).
 - Generic JSONL fact sets (``docs/eval-format.md``): one history per line.
+
+A file of the wrong kind (not JSON, JSON of another dataset, a JSON file given to the aider loader) or a dataset that
+yields no history raises ``DatasetError`` (a ValueError): one line naming the file and the dataset, before any work.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +50,43 @@ MEMDAILY_TUNE_TYPES = {"01"}
 _ID_SPLIT = re.compile(r"[;,\s]+")
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _CN_TIME = re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日\D*?(\d{1,2}):(\d{2})")
+
+
+class DatasetError(ValueError):
+    """``--data`` is not a file of the dataset asked for, or the dataset yields no history: the message is one
+    line naming the file and the dataset (``lantern eval`` prints it and exits 1, writing no report)."""
+
+
+def _json(path: Path, kind: str) -> Any:
+    """The JSON value in ``path``; DatasetError ``PATH is not KIND JSON (line N: reason)`` when it is not JSON."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path} is not {kind} JSON (not UTF-8 text: byte {e.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{path} is not {kind} JSON (line {e.lineno}: {e.msg})") from None
+
+
+def _kind(value: Any) -> str:
+    """The JSON name of a loaded value's type, for an error message."""
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _objects(data: Any, path: Path, kind: str, items: str) -> list[dict]:
+    """``data`` when it is a JSON array of objects (``items``: what they are, for the message), else DatasetError."""
+    if not isinstance(data, list):
+        raise DatasetError(f"{path} is not {kind} JSON (it holds {_kind(data)}, not an array of {items})")
+    for i, item in enumerate(data, 1):
+        if not isinstance(item, dict):
+            raise DatasetError(f"{path} is not {kind} JSON (item {i} is {_kind(item)}, not one of its {items})")
+    return data
+
+
+def _wrong_file(name: str, path: Path, what: str, noun: str = "file") -> DatasetError:
+    return DatasetError(f"no {what} found in {path}: is --data the {noun} for dataset {name!r}?")
 
 
 @dataclass
@@ -93,7 +134,13 @@ class Dataset:
         """The histories of ``split`` (``tune``, ``report`` or ``all``), at most ``limit`` of them."""
         if split not in ("tune", "report", "all"):
             raise ValueError(f"split must be tune, report or all, got {split!r}")
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1 history, got {limit}")
         hs = [h for h in self.histories if split == "all" or h.split == split]
+        if not hs:
+            splits = ", ".join(f"{n} {s}" for s, n in sorted(Counter(h.split for h in self.histories).items()))
+            raise DatasetError(f"no history of {self.path} is in the {split} split (its {self.name} histories: {splits}): "
+                               f"use --split all or --split {'report' if split == 'tune' else 'tune'}")
         if limit is not None:
             hs = hs[:limit]
         return replace(self, histories=hs, notes=list(self.notes))
@@ -127,11 +174,12 @@ def split_evidence(items: Any) -> list[str]:
 # ---------------------------------------------------------------- LoCoMo
 def load_locomo(path: str | Path) -> Dataset:
     path = Path(path)
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = _objects(_json(path, "LoCoMo"), path, "LoCoMo", "samples")
     ds = Dataset("locomo", str(path), sha256_of(path), [])
     for i, sample in enumerate(data, 1):
         sid = str(sample.get("sample_id", f"sample-{i}"))
-        conv = sample.get("conversation") or {}
+        conv = sample.get("conversation")
+        conv = conv if isinstance(conv, dict) else {}
         messages: list[Message] = []
         numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.fullmatch(k)) and isinstance(conv[k], list))
         for n in numbers:
@@ -163,6 +211,8 @@ def load_locomo(path: str | Path) -> Dataset:
             if m and isinstance(text, str):
                 summaries[f"session_{m.group(1)}"] = text
         ds.histories.append(History(sid, messages, facts, "tune" if i <= LOCOMO_TUNE else "report", summaries))
+    if not any(h.messages for h in ds.histories):
+        raise _wrong_file("locomo", path, "LoCoMo conversations")
     return ds
 
 
@@ -179,7 +229,9 @@ def _cn_time(s: Any) -> datetime | None:
 
 def load_memdaily_file(path: Path) -> tuple[History, int, int]:
     """One MemDaily file -> (history of every trajectory concatenated, unresolved ids, dropped error items)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = _objects(_json(path, "MemDaily"), path, "MemDaily", "trajectories")
+    if not any(isinstance(traj.get("message_list"), list) for traj in data):
+        raise DatasetError(f"{path} is not MemDaily JSON (no trajectory with a message_list)")
     parts = path.stem.split("_")
     split = "tune" if parts[0] in MEMDAILY_TUNE_TYPES else "report"
     category = parts[1] if len(parts) > 1 else "all"  # the question type (simple ... noisy): MemDaily's stratum
@@ -214,12 +266,16 @@ def load_memdaily(path: str | Path) -> Dataset:
     path = Path(path)
     folder = path / "messages_and_QAs" if (path / "messages_and_QAs").is_dir() else path
     files = [folder] if folder.is_file() else sorted(folder.glob("*.json"))
+    if not files:
+        raise _wrong_file("memdaily", path, "MemDaily files (*.json)", "folder")
     ds = Dataset("memdaily", str(path), sha256_of(folder), [])
     for f in files:
         history, unresolved, dropped = load_memdaily_file(f)
         ds.histories.append(history)
         ds.unresolved_ids += unresolved
         ds.dropped += dropped
+    if not any(h.messages for h in ds.histories):
+        raise _wrong_file("memdaily", path, "MemDaily messages", "folder" if path.is_dir() else "file")
     return ds
 
 
@@ -230,10 +286,19 @@ def load_jsonl(path: str | Path) -> Dataset:
     "answer"?, "evidence": [message id, ...], "category"?}]}``."""
     path = Path(path)
     ds = Dataset("jsonl", str(path), sha256_of(path), [])
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path} is not a JSONL fact set (not UTF-8 text: byte {e.start})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        obj = json.loads(line)
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{path} is not a JSONL fact set (line {n}: {e.msg})") from None
+        if not isinstance(obj, dict):
+            raise DatasetError(f"{path} is not a JSONL fact set (line {n} holds {_kind(obj)}, not a history object)")
         hid = str(obj.get("id", f"history-{n}"))
         messages = []
         session = None  # a message without "session" continues the previous message's session
@@ -258,6 +323,8 @@ def load_jsonl(path: str | Path) -> Dataset:
             facts.append(Fact(str(f.get("id", f"{hid}#f{k}")), str(f.get("question", "")), str(f.get("answer", "")),
                               good, str(f.get("category", "all")), len(ids) - len(good)))
         ds.histories.append(History(hid, messages, facts, str(obj.get("split", "report")), dict(obj.get("summaries") or {})))
+    if not any(h.messages for h in ds.histories):
+        raise _wrong_file("jsonl", path, "histories with messages")
     return ds
 
 
@@ -280,13 +347,22 @@ def _aider_sessions(path: Path) -> list[tuple[str, list]]:
 
 def load_aider(path: str | Path) -> Dataset:
     """aider chat log(s) -> look-ahead fact sets (module docstring; protocol in ``lookahead.py``)."""
-    from .lookahead import KEEP, LOOKAHEAD, fact_type, future_tags, t_star
+    from .lookahead import KEEP, LOOKAHEAD, MIN_TURNS, fact_type, future_tags, t_star
 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no aider chat history at {path}")
     ds = Dataset("aider", str(path), _sha256_md(path), [], keep=KEEP, compaction="gist")
-    eligible = [(hid, turns, t) for hid, turns in _aider_sessions(path) if (t := t_star(len(turns))) is not None]
+    sessions = [(hid, turns) for hid, turns in _aider_sessions(path)
+                if any(m.role == "user" for turn in turns for m in turn.messages)]  # `#### ` lines: aider's user
+    if not sessions:  # markdown without them (or JSON, read as markdown) is no aider log
+        raise _wrong_file("aider", path, "aider sessions", "folder" if path.is_dir() else "file")
+    eligible = [(hid, turns, t) for hid, turns in sessions if (t := t_star(len(turns))) is not None]
+    if not eligible:
+        longest = max(len(turns) for _, turns in sessions)
+        raise DatasetError(f"no aider session in {path} is long enough to compact: a look-ahead fact set needs "
+                           f"{MIN_TURNS} turns, " + (f"its only session has {longest}" if len(sessions) == 1 else
+                                                     f"the longest of its {len(sessions)} sessions has {longest}"))
     for n, (hid, turns, t) in enumerate(eligible):
         before = turns[:t]
         messages: list[Message] = []

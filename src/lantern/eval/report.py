@@ -6,15 +6,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..archive.directory import plural
 from .datasets import SEPARATE_CATEGORIES
 
-SPLIT_NOTE = {
-    "report": "report split (LoCoMo conversations 6–10, MemDaily types other than 01, the second half of the aider "
-              "sessions); no parameter was tuned on it",
-    "tune": "tune split (LoCoMo conversations 1–5, MemDaily type 01, the first half of the aider sessions): parameters "
-            "may be tuned here; not for claims",
-    "all": "all histories (tune and report splits together): not for claims",
+SPLITS = {  # each dataset's own tune / report split (datasets.py)
+    "locomo": {"report": "LoCoMo conversations 6–10", "tune": "LoCoMo conversations 1–5"},
+    "memdaily": {"report": "MemDaily types other than 01", "tune": "MemDaily type 01"},
+    "aider": {"report": "the second half of the aider sessions", "tune": "the first half of the aider sessions"},
+    "jsonl": {"report": 'the histories whose "split" is "report" or not given', "tune": 'the histories whose "split" is "tune"'},
 }
+
+
+def split_note(dataset: str, split: str, limit: int | None = None) -> str:
+    """The Data line's words for ``split`` of ``dataset`` (that dataset's definition of it only) and ``limit``."""
+    own = SPLITS.get(dataset, {}).get(split)
+    first = f", first {histories(limit)}" if limit else ""
+    if split == "report":
+        return f"report split{f' ({own})' if own else ''}{first}; no parameter was tuned on it"
+    if split == "tune":
+        return f"tune split{f' ({own})' if own else ''}{first}: parameters may be tuned here; not for claims"
+    if split == "all":
+        return f"all histories (tune and report splits together){first}: not for claims"
+    return split + first
+
+
+def histories(n: int) -> str:
+    return plural(n, "history", "histories")
 
 
 def pct(x: float) -> str:
@@ -42,12 +59,11 @@ def render(results: dict[str, Any]) -> str:
     out = [
         f"# Lantern evaluation: {ds['name']}",
         "",
-        f"- Data: `{ds['path']}` (sha256 `{ds['sha256']}`); {SPLIT_NOTE.get(ds['split'], ds['split'])}"
-        + (f", first {ds['limit']} histories" if ds.get("limit") else "") + ".",
+        f"- Data: `{ds['path']}` (sha256 `{ds['sha256']}`); {split_note(ds['name'], ds['split'], ds.get('limit'))}.",
         f"- Histories: {len(ds['histories'])} ({', '.join(ds['histories'])}); facts {ds['facts']}, lost to the compaction "
         f"{ds['lost']}, kept by it {ds['kept']}, without resolvable evidence {ds['no_evidence']}; unresolved evidence "
         f"ids in the whole file {ds['unresolved_evidence_ids']}; dropped items {ds['dropped_items']}.",
-        f"- Compaction: {cfg['compaction']}, last {cfg['keep']} turns kept verbatim (excluded from recovery). "
+        f"- Compaction: {cfg['compaction']}, last {plural(cfg['keep'], 'turn')} kept verbatim (excluded from recovery). "
         f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. "
         + ("Zero LLM calls in retrieval; the llm_summary compaction called the endpoint below." if results.get("llm") else "Zero LLM calls."),
         *([f"- Latencies (p50 / p95 ms) measured with {cfg['workers']} worker process{'' if cfg['workers'] == 1 else 'es'} "
@@ -63,9 +79,12 @@ def render(results: dict[str, Any]) -> str:
                 "decision) that the 10 turns after t* use again and the compacted context lost. It is recovered when the "
                 "token is inside the block; any turn holding it counts (recall@k = hit@k). Every fact is asked with the "
                 "compacted context's tail (last kept user message + summary); recovery searches the session's own store."]
+    # the categories reported apart from the headline that this run has (LoCoMo's adversarial; none elsewhere)
+    separate = sorted(SEPARATE_CATEGORIES & {c for s in results["systems"].values() for c in s["by_category"]})
     out += [
         "",
-        "## Headline" + (f" (categories {', '.join(sorted(SEPARATE_CATEGORIES))} reported separately)" if SEPARATE_CATEGORIES else ""),
+        "## Headline" + (f" ({'category' if len(separate) == 1 else 'categories'} {', '.join(separate)} reported "
+                         "separately)" if separate else ""),
         "",
     ]
     header = ["system", "facts recovered", "recall@5", "recall@10", "session R@10", "nDCG@10", "MRR", "chars", "p50 ms", "p95 ms", "n"]
@@ -79,12 +98,16 @@ def render(results: dict[str, Any]) -> str:
     for metric, table in results.get("comparisons", {}).items():
         if not table:
             continue
-        n_h = table[0]["n_histories"]
+        n_h = table[0]["n_histories"]  # the histories with a lost headline fact: the others have no paired value
+        left_out = (f" {histories(len(ds['histories']))}, {n_h} with lost {'headline ' if separate else ''}facts: "
+                    f"{'a history' if len(ds['histories']) - n_h == 1 else 'the histories'} without one "
+                    f"{'is' if len(ds['histories']) - n_h == 1 else 'are'} left out of these statistics."
+                    if n_h != len(ds["histories"]) else "")
         out += ["", f"## {table[0]['reference']} vs each system: {metric}", "",
-                f"Δ = {table[0]['reference']} − system in percentage points, cluster bootstrap 95% CI (the {n_h} histories "
-                f"resampled with all their facts); Wilcoxon "
-                f"signed-rank and Cohen's d over the {n_h} per-history means (smallest attainable p with {n_h} "
-                f"histories: {pval(table[0]['min_wilcoxon_p'])}); Holm-corrected across this table.", ""]
+                f"Δ = {table[0]['reference']} − system in percentage points, cluster bootstrap 95% CI (the {histories(n_h)} "
+                f"resampled with all {'its' if n_h == 1 else 'their'} facts); Wilcoxon "
+                f"signed-rank and Cohen's d over the {plural(n_h, 'per-history mean')} (smallest attainable p with "
+                f"{histories(n_h)}: {pval(table[0]['min_wilcoxon_p'])}); Holm-corrected across this table.{left_out}", ""]
         header = ["system", "Δ pp", "95% CI", "Wilcoxon p", "Holm p", "Cohen's d"]
         if "mcnemar_p" in table[0]:
             header += ["McNemar ref-only/sys-only", "McNemar p", "Holm p"]
@@ -111,7 +134,7 @@ def render(results: dict[str, Any]) -> str:
         out += _table(["system"] + causes, [[n] + [str(f[c]) for c in causes] for n, f in results["failures"].items()])
     lat = results.get("archive_latency_ms") or {}
     if lat.get("turns_timed"):
-        out += ["", f"Archive latency per turn (batches of 64): p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms over {lat['turns_timed']} batches."]
+        out += ["", f"Archive latency per turn (batches of 64): p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms over {plural(lat['turns_timed'], 'batch', 'batches')}."]
     for title, path in (results.get("plots") or {}).items():
         out += ["", f"![{title}]({path})"]
     return "\n".join(out) + "\n"
@@ -140,12 +163,12 @@ def _compactions(results: dict[str, Any]) -> list[str]:
         return []
     names = sorted({n for c in comps.values() for n in c.get("systems", {})}, key=lambda n: (n != "lantern", n))
     out = ["", "## Compaction methods", "",
-           f"Each method keeps the last {results['config']['keep']} turns; the facts it loses are asked with the same "
+           f"Each method keeps the last {plural(results['config']['keep'], 'turn')}; the facts it loses are asked with the same "
            f"budget ({results['config']['budget']:,} characters). Facts lost: every category; recovered: the headline "
            f"facts. Skipped methods say why."]
     llm = results.get("llm")
     if llm:
-        out += [f"LLM summary: `{llm['model']}` at `{llm['url']}`, {llm['calls']} calls made, {llm['cached']} answered from the cache."]
+        out += [f"LLM summary: `{llm['model']}` at `{llm['url']}`, {plural(llm['calls'], 'call')} made, {llm['cached']} answered from the cache."]
     out += [""]
     rows = []
     for method, c in comps.items():

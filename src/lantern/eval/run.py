@@ -131,8 +131,9 @@ def build(dataset: Dataset, cache_dir: Path, memo: MemoEmbedder, progress: Calla
     for h in dataset.histories:
         turns = _turns(h)
         db, side = _paths(folder, h)
-        ids: list[int] = json.loads(side.read_text()) if side.exists() and db.exists() else []
-        if len(ids) == len(turns):
+        built = side.exists() and db.exists()  # a history without turns has a database too (and "[]")
+        ids: list[int] = json.loads(side.read_text()) if built else []
+        if built and len(ids) == len(turns):
             continue
         for f in (db, side):
             f.unlink(missing_ok=True)  # an interrupted or stale build: start this history over
@@ -290,14 +291,14 @@ def evaluate(
     from .report import render, write_plots
 
     console = console or Console(stderr=True)
-    chosen = dataset.select(split, limit)
+    chosen = dataset.select(split, limit)  # DatasetError when the split holds no history: no report
     systems = list(systems or select(None))
-    out_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = cache_dir or default_cache_dir()
     if any(not 0 < r <= 1 for r in ratios or ()):
         raise ValueError(f"compaction ratios must lie in (0, 1], got {list(ratios or ())}")
     if any(b <= 0 for b in budgets or ()):
         raise ValueError(f"budgets must be positive numbers of characters, got {list(budgets or ())}")
+    out_dir.mkdir(parents=True, exist_ok=True)  # after every check: a refused run leaves no folder behind
     curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
     comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
 

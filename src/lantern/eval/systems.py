@@ -77,7 +77,7 @@ def select(names: Sequence[str] | None, base: Config | None = None) -> list[Syst
     known = {s.name for s in systems}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        raise ValueError(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return [s for s in systems if s.name in names]
 
 
