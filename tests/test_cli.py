@@ -829,3 +829,31 @@ def test_ingest_prints_the_file_and_session_names_as_visible_escapes_on_a_termin
     shown_json = on_a_terminal("ingest", str(folder), "--json", db=tmp_path / "t4.db")
     assert not TERMINAL_UNSAFE.search(shown_json.rstrip("\n")) and "a\u202e.jsonl" in json.dumps(json.loads(shown_json),
                                                                                                  ensure_ascii=False)
+
+
+def test_an_error_quoting_a_hostile_file_name_is_escaped_on_a_terminal_only(tmp_path):
+    """``error: FILE, line 1: ...`` quoted the file name raw: a file named with an OSC sequence set the terminal's
+    title (breaker finding). On a terminal the error line shows escapes; piped, it is the name as is."""
+    import pty
+
+    name = tmp_path / "ev\x1b]0;pwned\x07\u202eY.json"
+    name.write_text("{bad", encoding="utf-8")
+    main, child = pty.openpty()
+    proc = subprocess.Popen([*LANTERN, "--db", str(tmp_path / "t.db"), "ingest", str(name)], stdout=subprocess.DEVNULL,
+                            stderr=child)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    assert proc.wait(timeout=300) == 1
+    err = b"".join(chunks).decode()
+    assert "error:" in err and "\x07" not in err and "\u202e" not in err and "\\x1b]0;pwned\\x07\\u202eY.json" in err
+    piped = subprocess.run([*LANTERN, "--db", str(tmp_path / "t.db"), "ingest", str(name)], capture_output=True)
+    assert piped.returncode == 1 and str(name).encode() in piped.stderr

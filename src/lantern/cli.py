@@ -391,7 +391,10 @@ def _warnings_on_stderr():
 
 
 def _fail(message: str) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    """One red ``error:`` line on stderr, exit 1. The message may quote the input (a file name, a session): on a
+    terminal its control and bidi characters are shown as escapes (``shown``), so a file named with an escape
+    sequence cannot drive the terminal; to a pipe it is written as is."""
+    typer.secho(f"error: {shown(message, keep_lines=True) if sys.stderr.isatty() else message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(1)
 
 
