@@ -79,6 +79,17 @@ def raw_bytes(path: Path) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------- corpus
+
+def assert_left_intact(db, texts):
+    """Each of ``texts`` is no secret: ``find_secrets`` finds none, and archived through ``Lantern`` it is stored
+    as written, nothing redacted."""
+    policy = make_policy(b"k")
+    assert not [t for t in texts if find_secrets(t, policy)]
+    with Lantern(db) as lantern:
+        for i, t in enumerate(texts):
+            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
+            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+
 def test_corpus_is_large_and_varied():
     assert len(CASES) >= 50
     assert sum(len(c["secrets"]) for c in CASES) >= 90
@@ -305,12 +316,7 @@ PROSE_NOT_SECRETS = [
 def test_prose_about_a_password_without_one_is_left_intact(tmp_path):
     """The adverbs are a short list and the value rules are unchanged (an English value needs a digit or a
     symbol): sentences about a password, not holding one, are stored as they are."""
-    policy = make_policy(b"k")
-    assert not [t for t in PROSE_NOT_SECRETS if find_secrets(t, policy)]
-    with Lantern(tmp_path / "neg.db") as lantern:
-        for i, t in enumerate(PROSE_NOT_SECRETS):
-            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
-            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+    assert_left_intact(tmp_path / "neg.db", PROSE_NOT_SECRETS)
 
 
 def test_a_config_line_password_has_the_fingerprint_of_the_same_password_mid_line(tmp_path):
@@ -411,12 +417,7 @@ QUOTED_NOT_SECRETS = ["the password is “weak”", "密码是「正确的」", 
 
 
 def test_quoted_prose_about_a_password_without_one_is_left_intact(tmp_path):
-    policy = make_policy(b"k")
-    assert not [t for t in QUOTED_NOT_SECRETS if find_secrets(t, policy)]
-    with Lantern(tmp_path / "qneg.db") as lantern:
-        for i, t in enumerate(QUOTED_NOT_SECRETS):
-            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
-            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+    assert_left_intact(tmp_path / "qneg.db", QUOTED_NOT_SECRETS)
 
 
 MIDLINE = ["ok DB_PASSWORD=Tr0ub4dor&3;x then", "ok, password: Tr0ub4dor&3;x.", "use db_password=Tr0ub4dor&3;x, then",
@@ -492,12 +493,7 @@ def test_chinese_prose_password_after_an_adverb_or_a_verb_is_redacted(tmp_path):
     for t, text in zip(ZH_VERBS, stored):
         assert bare in text and "!" not in text, (t, text)
         assert text.split("[secret:")[0] == "user: " + t.split(SECRET)[0], (t, text)  # the words before it are kept
-    policy = make_policy(b"k")
-    assert not [t for t in ZH_NOT_SECRETS if find_secrets(t, policy)]
-    with Lantern(tmp_path / "zhneg.db") as lantern:
-        for i, t in enumerate(ZH_NOT_SECRETS):
-            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
-            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+    assert_left_intact(tmp_path / "zhneg.db", ZH_NOT_SECRETS)
 
 
 TYPO_AFTER_KEY = ["password: “Hunter2Secret!”", "ok, password: “Hunter2Secret!” then", "db_password = «Hunter2Secret!»",
@@ -533,15 +529,10 @@ def test_a_hyphenated_word_or_a_length_range_is_not_a_prose_password(tmp_path):
     apostrophe in a word or a range of lengths is not one (those sentences were stored with a placeholder,
     losing the user's words); a digit among letters, another symbol, 4+ hyphenated words (a passphrase), digits
     that are not a range, or quotes still are."""
-    policy = make_policy(b"k")
-    assert not [t for t in HYPHEN_NOT_SECRETS if find_secrets(t, policy)]
-    with Lantern(tmp_path / "hyphen.db") as lantern:
-        for i, t in enumerate(HYPHEN_NOT_SECRETS):
-            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
-            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+    assert_left_intact(tmp_path / "hyphen.db", HYPHEN_NOT_SECRETS)
     for t in HYPHEN_SECRETS:
         value = t.split("is ", 1)[1].strip('."')
-        out, n = redact_text(t, policy)
+        out, n = redact_text(t, make_policy(b"k"))
         assert n == 1 and value not in out and out.startswith("the password is "), (t, out)
         assert PLACEHOLDER_RE.findall(out)[0] == keyword_mark(b"k", value), (t, out)
     stored, _ = assert_redacted_everywhere(tmp_path / "hyphen-secrets.db", ["the password is Hunter2Secret-x!"])
