@@ -573,7 +573,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
             for line in summary_lines(result):
                 print(line)
         if not result.ingested or result.failed:
-            typer.secho(f"error: no transcript with turns found under {root}" if not result.ingested
+            typer.secho(f"error: no transcript with turns found under {shown(root) if sys.stderr.isatty() else root}" if not result.ingested
                         else f"error: {len(result.failed)} file{'s' if len(result.failed) != 1 else ''} could not be read",
                         err=True, fg=typer.colors.RED)
             raise typer.Exit(1)

@@ -167,6 +167,7 @@ def read_message(line: str) -> SessionMessage | UnreadableLine:
         return _error(request_id, types.INVALID_REQUEST, "not a JSON-RPC 2.0 request, notification or response")
 
 
+ANSWER_WAIT = 30.0  # seconds without an answer after which end of input stops the server anyway (ours)
 STDIN_QUEUE = 64  # request lines read ahead of the server (backpressure on the reading thread; ours)
 
 
@@ -211,18 +212,37 @@ async def stdio_server():
     threading.Thread(target=_read_stdin_lines, args=(asyncio.get_running_loop(), lines), name="lantern-mcp-stdin",
                      daemon=True).start()
 
+    unanswered: dict[Any, int] = {}  # request id -> requests handed to the session not yet answered on stdout
+    answered = [anyio.Event()]
+
+    async def until_answered():
+        """At end of input, wait for the answers to the requests already read: the SDK's server cancels its
+        in-flight handlers once its input closes, so a pipelined request (or one on a last line) got no answer.
+        Gives up after ANSWER_WAIT seconds without any answer."""
+        while unanswered:
+            with anyio.move_on_after(ANSWER_WAIT) as idle:
+                await answered[0].wait()
+            if idle.cancelled_caught:
+                return
+            answered[0] = anyio.Event()
+
     async def stdin_reader():
         try:
             async with read_writer:
                 while (raw := await lines.get()) is not None:
+                    if not raw.strip():  # a blank line (an extra newline, a CRLF pair) is no message: skip it
+                        continue
                     message = read_message(raw.decode("utf-8", errors="replace"))
                     if isinstance(message, UnreadableLine):
                         await read_writer.send(message)  # logged to the client by the session, as the SDK does
                     elif isinstance(message.message.root, types.JSONRPCError):
                         await write_stream.send(message)
                     else:
+                        if isinstance(message.message.root, types.JSONRPCRequest):
+                            unanswered[message.message.root.id] = unanswered.get(message.message.root.id, 0) + 1
                         await read_writer.send(message)
-        except anyio.ClosedResourceError:  # pragma: no cover
+                await until_answered()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the session stopped reading (Ctrl-C)
             await anyio.lowlevel.checkpoint()
 
     async def stdout_writer():
@@ -231,6 +251,12 @@ async def stdio_server():
                 async for message in write_reader:
                     await stdout.write(message.message.model_dump_json(by_alias=True, exclude_none=True) + "\n")
                     await stdout.flush()
+                    root = message.message.root
+                    if isinstance(root, (types.JSONRPCResponse, types.JSONRPCError)) and root.id in unanswered:
+                        unanswered[root.id] -= 1
+                        if not unanswered[root.id]:
+                            del unanswered[root.id]
+                        answered[0].set()
         except anyio.ClosedResourceError:  # pragma: no cover
             await anyio.lowlevel.checkpoint()
         except BrokenPipeError:  # the client is gone: nobody to answer, stop serving (a write in flight completes)
@@ -257,10 +283,10 @@ def _say_when_interrupted(server: _Server) -> None:
     said = []
 
     def on_sigint(signum, frame):
-        if server._calls_in_progress and said:  # abandon the call: its open transaction is never committed,
-            os._exit(130)  # and SQLite rolls it back when the database is next opened
+        if said:  # abandon the call: its open transaction is never committed, and SQLite rolls it back when the
+            os._exit(130)  # database is next opened; or serving is stuck (a write to a client that reads nothing)
+        said.append(signum)
         if server._calls_in_progress:
-            said.append(signum)
             sys.stderr.write("lantern mcp: interrupted; finishing the call in progress, then stopping "
                              "(Ctrl-C again to abandon it: nothing of it is stored)\n")
             sys.stderr.flush()
