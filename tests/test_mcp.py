@@ -413,3 +413,21 @@ def test_mcp_ctrl_c_stops_an_idle_server_while_the_client_keeps_stdin_open(tmp_p
     rc, err = _interrupted_mid_call(tmp_path / "mcp.db", second=False, busy=False, signals=3)
     assert rc == 130 and err == ""
     assert Lantern(tmp_path / "mcp.db").stats()["entries"] == 1
+
+
+def test_mcp_a_boolean_or_a_string_is_no_entry_id(tmp_path):
+    """``forget {"entry": true}`` deleted entry 1 and ``{"entry": "2"}`` entry 2 (pydantic's lax coercion);
+    ids, counts and ``useful`` are strict now: a tool error, nothing deleted or updated (breaker finding)."""
+    async def body(s):
+        r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "the api listens on port 5433"},
+                                                       {"role": "assistant", "content": "noted"},
+                                                       {"role": "user", "content": "redis is on 6380"}]})
+        assert not r.isError and r.structuredContent["added"] == 2
+        for name, args in [("forget", {"entry": True}), ("feedback", {"entry_ids": [True], "useful": True}),
+                           ("feedback", {"entry_ids": [1], "useful": "yes"}), ("recover", {"query": "port", "exclude": [True]})]:
+            r = await s.call_tool(name, args)
+            assert r.isError and "should be a valid" in _text(r), (name, args, _text(r))
+        r = await s.call_tool("stats", {})
+        return r.structuredContent["entries"]
+
+    assert anyio.run(_session_run, tmp_path / "mcp.db", body) == 2

@@ -168,3 +168,18 @@ def test_an_unknown_or_invalid_field_is_a_422_with_the_mcp_servers_one_line(clie
     r = client.post(path, json=body)
     assert r.status_code == 422 and r.json() == {"error": message}
     assert client.get("/v1/memory/stats").json()["entries"] == before
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/memory/forget", {"entry": True}), ("/v1/memory/forget", {"entry": "1"}),
+    ("/v1/memory/feedback", {"entry_ids": [True], "useful": True}), ("/v1/memory/feedback", {"entry_ids": [1], "useful": "yes"}),
+    ("/v1/memory/search", {"query": "port", "k": "3"}), ("/v1/memory/recover", {"query": "port", "exclude": [True]}),
+])
+def test_a_boolean_or_a_string_is_no_entry_id_nor_count(client, path, body):
+    """``{"entry": true}`` deleted entry 1 (pydantic coerced it); ids, counts and ``useful`` are strict: a 422,
+    nothing deleted (breaker finding)."""
+    client.post("/v1/memory/archive", json={"messages": CONVERSATION})
+    before = client.get("/v1/memory/stats").json()["entries"]
+    r = client.post(path, json=body)
+    assert r.status_code == 422 and "should be a valid" in r.json()["error"], r.text
+    assert client.get("/v1/memory/stats").json()["entries"] == before

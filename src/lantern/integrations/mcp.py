@@ -35,7 +35,7 @@ from mcp.shared.message import SessionMessage
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field, StrictBool, StrictInt, ValidationError  # strict: true is no entry id
 
 from ..archive.parse.jsonl import loads
 from .messages import unknown_arguments_message, validation_message
@@ -343,8 +343,8 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     def recover(
         query: Annotated[str, Field(description="The live context's tail plus the compaction summary, or a question.")],
         session: Annotated[str | None, Field(description="Only this session (default: every session).")] = None,
-        budget: Annotated[int, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
-        exclude: Annotated[list[Message | int] | None, Field(description=(
+        budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
+        exclude: Annotated[list[Message | StrictInt] | None, Field(description=(
             "The live context (messages) and/or entry ids: turns still in it are never re-injected."))] = None,
         user: User = None, agent: Agent = None, project: Project = None,
     ) -> RecoverResponse:
@@ -354,7 +354,7 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     @server.tool(annotations=ToolAnnotations(title="Search the archive", readOnlyHint=True))
     def search(
         query: Annotated[str, Field(description="What to look for.")],
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="Number of results.")] = 10,
+        k: Annotated[StrictInt, Field(ge=1, le=MAX_K, description="Number of results.")] = 10,
         session: Annotated[str | None, Field(description="Only this session.")] = None,
         user: User = None, agent: Agent = None, project: Project = None,
     ) -> SearchResponse:
@@ -363,7 +363,7 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
     @server.tool(annotations=ToolAnnotations(title="Forget", destructiveHint=True, idempotentHint=True))
     def forget(
-        entry: Annotated[int | None, Field(description="Entry id to delete.")] = None,
+        entry: Annotated[StrictInt | None, Field(description="Entry id to delete.")] = None,
         session: Annotated[str | None, Field(description="Session whose entries to delete (\"\": the default session, as in archive).")] = None,
         user: Annotated[str | None, Field(description="User whose entries to delete (alone: all of them).")] = None,
         agent: Agent = None, project: Project = None,
@@ -373,8 +373,8 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
     @server.tool(annotations=ToolAnnotations(title="Feedback on recovered entries", destructiveHint=False, idempotentHint=False))
     def feedback(
-        entry_ids: Annotated[list[int], Field(min_length=1, description="Ids of recovered entries (recover's entries[].id).")],
-        useful: Annotated[bool, Field(description="Whether they helped answer.")],
+        entry_ids: Annotated[list[StrictInt], Field(min_length=1, description="Ids of recovered entries (recover's entries[].id).")],
+        useful: Annotated[StrictBool, Field(description="Whether they helped answer.")],
         user: User = None, agent: Agent = None, project: Project = None,
     ) -> FeedbackResponse:
         """Tell Lantern whether recovered entries were useful: moves their success rate σ, which weighs their

@@ -42,7 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool, StrictInt  # strict: true is no entry id, "2" no count
 
 from ..errors import LanternError
 from .schemas import (ArchiveResponse, ErrorResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse,
@@ -77,8 +77,8 @@ class RecoverRequest(BaseModel):
     model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     query: str = Field(..., description="The live context's tail plus the compaction summary, or a question.")
     session: str | None = Field(None, description="Only this session (default: every session).")
-    budget: int = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
-    exclude: list[Message | int] | None = Field(None, description=(
+    budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
+    exclude: list[Message | StrictInt] | None = Field(None, description=(
         "The live context (messages) and/or entry ids: turns still in it are never re-injected."))
     user: str | None = Field(None, description=_USER)
     agent: str | None = Field(None, description=_AGENT)
@@ -88,7 +88,7 @@ class RecoverRequest(BaseModel):
 class SearchRequest(BaseModel):
     model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     query: str
-    k: int = Field(10, ge=1, le=MAX_K)
+    k: StrictInt = Field(10, ge=1, le=MAX_K)
     session: str | None = None
     user: str | None = Field(None, description=_USER)
     agent: str | None = Field(None, description=_AGENT)
@@ -97,8 +97,8 @@ class SearchRequest(BaseModel):
 
 class FeedbackRequest(BaseModel):
     model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
-    entry_ids: list[int] = Field(..., min_length=1, description="Ids of recovered entries.")
-    useful: bool = Field(..., description="Whether they helped answer.")
+    entry_ids: list[StrictInt] = Field(..., min_length=1, description="Ids of recovered entries.")
+    useful: StrictBool = Field(..., description="Whether they helped answer.")
     user: str | None = Field(None, description="User id: only this user's entries are updated (default \"\").")
     agent: str | None = Field(None, description=_AGENT)
     project: str | None = Field(None, description=_PROJECT)
@@ -106,7 +106,7 @@ class FeedbackRequest(BaseModel):
 
 class ForgetRequest(BaseModel):
     model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
-    entry: int | None = Field(None, description="Entry id to delete.")
+    entry: StrictInt | None = Field(None, description="Entry id to delete.")
     session: str | None = Field(None, description="Session whose entries to delete (\"\": the default session, as in archive).")
     user: str | None = Field(None, description="User whose entries to delete (alone: all of them; default \"\").")
     agent: str | None = Field(None, description=_AGENT)
