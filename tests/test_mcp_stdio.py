@@ -1,4 +1,4 @@
-"""breaker7: pipelined requests are all answered at end of input, blank lines are no messages, Ctrl-C with a
+"""MCP over stdio (a breaker's findings): pipelined requests are all answered at end of input, blank lines are no messages, Ctrl-C with a
 backlog exits 130, a second Ctrl-C leaves a server stuck writing to a client that reads nothing; ingest DIR's
 error line escapes the directory name on a terminal."""
 
