@@ -183,3 +183,10 @@ def test_a_boolean_or_a_string_is_no_entry_id_nor_count(client, path, body):
     r = client.post(path, json=body)
     assert r.status_code == 422 and "should be a valid" in r.json()["error"], r.text
     assert client.get("/v1/memory/stats").json()["entries"] == before
+
+
+def test_chat_completions_without_an_upstream_says_how_to_start_one(client):
+    """Without --upstream the server is the memory API alone; a chat client pointed at it got a bare 404 "Not
+    Found" (newcomer finding)."""
+    r = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 404 and "--upstream" in r.json()["error"]

@@ -244,6 +244,11 @@ def build_app(
     if upstream:
         _add_forwarding(app, service, upstream, upstream_timeout, strip_authorization=token is not None,
                        upstream_key=upstream_key)
+    else:  # the memory API alone: a chat-completions client pointed here learns why nothing answers
+        @app.api_route("/v1/chat/completions", methods=["POST"], include_in_schema=False)
+        def no_upstream() -> JSONResponse:
+            return JSONResponse({"error": "no upstream: this server has only the memory API (/v1/memory/...); start "
+                                          "lantern serve --upstream URL to proxy chat completions"}, status_code=404)
     return BodyLimit(app, max_body_bytes)
 
 
