@@ -23,8 +23,11 @@ def call(i, name, args):
 
 
 def server(db):
+    """``lantern mcp`` over pipes, SIGINT at its default in the child: a shell's background job (a CI runner's,
+    ``make test &``) starts its children with SIGINT ignored, and the Ctrl-C tests would then wait in vain."""
     return subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_every_pipelined_request_is_answered_at_end_of_input(tmp_path):
