@@ -430,7 +430,7 @@ def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
     space (or quote, backslash) wherever it stands, as at a line start; the fingerprint leaves out its trailing
     ``.,;:!?)]}``, so all these forms give the fingerprint of ``Tr0ub4dor&3;x``. A shell ``;`` after the value
     goes into the placeholder too (redact more: the text cannot tell a shell list from a password)."""
-    stored, salt = assert_redacted_everywhere(tmp_path / "midline.db", MIDLINE, "Tr0ub4dor", pieces=["pieces=["&3;x", "3;x"])3;x"])  # 4+ characters: a 3-byte piece turns up in the vectors by chance
+    stored, salt = assert_redacted_everywhere(tmp_path / "midline.db", MIDLINE, "Tr0ub4dor", pieces=["&3;x"])  # 4+ characters: a 3-byte piece turns up in the vectors by chance
     mark = keyword_mark(salt, "Tr0ub4dor&3;x")
     for t, text in zip(MIDLINE, stored):
         assert mark in text, (t, text)
