@@ -58,7 +58,7 @@ def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     assert "packed" in explain and "RRF" in explain
 
     stats = json.loads(run("stats", "--json", db=db).stdout)
-    assert stats["entries"] == 2 and stats["embedder"] == "routed-minilm-use-v1"
+    assert stats["entries"] == 2 and stats["embedder"] == "routed-minilm-use-e5-v1"
 
     assert "1 entry forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
 
@@ -720,7 +720,7 @@ def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval
     --second-embedder are checked when parsed, with the Python API's message; no database is made or opened."""
     db = archived_db(tmp_path)
-    message = "unknown embedder 'bogus'; choose one of minilm, use, routed"
+    message = "unknown embedder 'bogus'; choose one of minilm, use, e5, routed, routed-v1"
     for args in (["--embedder", "bogus", "recover", "x"], ["--embedder", "bogus", "ingest", str(tmp_path / "cli.db.jsonl")],
                  ["reindex", "--embedder", "bogus"],
                  ["eval", "jsonl", "--data", str(tmp_path / "cli.db.jsonl"), "--out", str(tmp_path / "o"),

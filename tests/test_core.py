@@ -64,7 +64,7 @@ def test_store_is_sqlite_wal_with_fts_and_float32_blobs(lantern, tmp_path):
     n = db.execute("SELECT count(*) FROM entries").fetchone()[0]
     assert n == 6
     blob = db.execute("SELECT vector FROM embeddings LIMIT 1").fetchone()[0]
-    assert len(blob) == 896 * 4  # the default routed embedder: MiniLM block + (zero) USE block
+    assert len(blob) == 1280 * 4  # the default routed embedder: MiniLM block + (zero) USE and e5 blocks
     assert db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH '\"5433\"'").fetchone()[0] >= 1
 
 
@@ -244,7 +244,7 @@ def test_embedder_mismatch_is_a_clear_error_and_reindex_switches(tmp_path):
     with pytest.raises(EmbedderMismatchError, match="reindex"):
         Lantern(path, embedder="use")
     with Lantern(path) as lt:  # opens with the recorded embedder (the default for a new database)
-        assert lt.embedder.id == "routed-minilm-use-v1"
+        assert lt.embedder.id == "routed-minilm-use-e5-v1"
         assert lt.reindex("use") == 1
         assert "5433" in lt.recover("postgres port").text
     with Lantern(path) as lt:

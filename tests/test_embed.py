@@ -16,6 +16,7 @@ from lantern.embed import (
     MINILM_SHA256,
     Embedder,
     MiniLMEmbedder,
+    RoutedE5Embedder,
     RoutedEmbedder,
     USEEmbedder,
     get_embedder,
@@ -154,11 +155,11 @@ def test_missing_packages(monkeypatch):
 
 
 def test_get_embedder(minilm):
-    assert isinstance(get_embedder(None), RoutedEmbedder)  # the default for a new database
+    assert type(get_embedder(None)) is RoutedE5Embedder  # the default for a new database
     assert isinstance(get_embedder("minilm"), MiniLMEmbedder)
     assert isinstance(get_embedder("use"), USEEmbedder)
     assert get_embedder(minilm) is minilm
-    assert set(EMBEDDERS) == {"minilm", "use", "routed"}
+    assert set(EMBEDDERS) == {"minilm", "use", "e5", "routed", "routed-v1"}
     with pytest.raises(ValueError, match="unknown embedder"):
         get_embedder("bert-large")
 

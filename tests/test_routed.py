@@ -1,4 +1,5 @@
-"""The language-routed embedder (embed.RoutedEmbedder) with the real MiniLM and USE models on the real store:
+"""The language-routed embedder v1 (embed.RoutedEmbedder, name "routed-v1"; the default "routed" is its e5 successor,
+tests/test_routed_e5.py) with the real MiniLM and USE models on the real store:
 routing by script, disjoint blocks, normalization, query blocks, laziness, reopen, reindex, recovery."""
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ def routed() -> RoutedEmbedder:
 
 
 def test_registry_id_and_dim(routed):
-    assert EMBEDDERS["routed"] is RoutedEmbedder
+    assert EMBEDDERS["routed-v1"] is RoutedEmbedder
     assert (routed.id, routed.dim) == ("routed-minilm-use-v1", 896)
-    assert isinstance(get_embedder("routed"), RoutedEmbedder)
-    assert isinstance(get_embedder("routed-minilm-use-v1"), RoutedEmbedder)
+    assert type(get_embedder("routed-v1")) is RoutedEmbedder
+    assert type(get_embedder("routed-minilm-use-v1")) is RoutedEmbedder  # a database's recorded id
     assert M == (0, 384) and U == (384, 896)
 
 
@@ -80,7 +81,7 @@ def test_query_blocks(routed):
 LAZY = """
 import json, sys
 from lantern import Lantern
-with Lantern(sys.argv[1], "routed") as lt:
+with Lantern(sys.argv[1], "routed-v1") as lt:
     lt.archive([{"role": "user", "content": "Start postgres on port 5433 please."},
                 {"role": "assistant", "content": "Postgres is up on port 5433."}], session="s")
     rec = lt.recover("which port is postgres on")
@@ -125,7 +126,7 @@ def _semantic_rank(rec, needle: str) -> int | None:
 
 
 def test_recovers_a_chinese_detail_from_a_chinese_conversation(tmp_path):
-    with Lantern(tmp_path / "zh.db", "routed") as lt:
+    with Lantern(tmp_path / "zh.db", "routed-v1") as lt:
         _archive(lt, ZH_CONVERSATION)
         assert lt.embedder.loaded["use"]
         rec = lt.recover("新数据库的连接信息是什么？")  # "what are the new database's connection details?"
@@ -149,11 +150,11 @@ EN_CONVERSATION = [
 
 def test_recovers_an_english_detail_and_reopens_with_its_embedder(tmp_path):
     path = tmp_path / "en.db"
-    with Lantern(path, "routed") as lt:
+    with Lantern(path, "routed-v1") as lt:
         _archive(lt, EN_CONVERSATION)
         assert lt.stats()["embedder"] == "routed-minilm-use-v1"
     with Lantern(path) as lt:  # no embedder given: the database's own
-        assert isinstance(lt.embedder, RoutedEmbedder) and lt.index.dim == 896
+        assert type(lt.embedder) is RoutedEmbedder and lt.index.dim == 896
         rec = lt.recover("which port does the database listen on now")
         assert "5433" in rec.text
         assert _semantic_rank(rec, "port 5433") == 1
@@ -165,7 +166,7 @@ def test_reindex_to_and_from_routed(tmp_path):
     with Lantern(path, "minilm") as lt:
         _archive(lt, EN_CONVERSATION[:3])
         _archive(lt, ZH_CONVERSATION[:2], session="zh")
-        assert lt.reindex("routed") == 5
+        assert lt.reindex("routed-v1") == 5
         assert lt.embedder.id == "routed-minilm-use-v1"
     with Lantern(path) as lt:
         assert lt.embedder.id == "routed-minilm-use-v1"
@@ -186,7 +187,13 @@ def test_reindex_to_and_from_routed(tmp_path):
 
 def test_new_databases_default_to_routed_existing_keep_theirs(tmp_path):
     with Lantern(tmp_path / "new.db") as lt:
-        assert lt.embedder.id == "routed-minilm-use-v1"
+        assert lt.embedder.id == "routed-minilm-use-e5-v1"
+    with Lantern(tmp_path / "v1.db", "routed-v1") as lt:
+        _archive(lt, ZH_CONVERSATION[:1])
+    with Lantern(tmp_path / "v1.db") as lt:  # a v1 database keeps v1: no e5 block, no semantic_e5 signal
+        assert type(lt.embedder) is RoutedEmbedder and lt.index.dim == 896
+        rec = lt.explain("数据库端口是多少？")
+        assert rec.candidates and not any("semantic_e5" in c.ranks for c in rec.candidates)
     with Lantern(tmp_path / "old.db", "minilm") as lt:
         _archive(lt, EN_CONVERSATION[:1])
     with Lantern(tmp_path / "old.db") as lt:  # the recorded embedder, not the new default
@@ -203,7 +210,7 @@ def test_index_holds_only_the_blocks_in_use_and_widens_when_a_block_is_first_use
     """An English-only routed store keeps MiniLM's 384 columns, not 896 (the USE block is zero in every row: a
     cosine over it costs twice the memory traffic for nothing); the first Chinese turn widens the matrix, the
     rows before it get zeros there, and every cosine equals the one over the stored full-width vectors."""
-    with Lantern(tmp_path / "c.db", "routed") as lt:
+    with Lantern(tmp_path / "c.db", "routed-v1") as lt:
         _archive(lt, EN_CONVERSATION[:3])
         lt.index.refresh()
         assert lt.index.matrix.shape == (3, 384) and lt.index.columns.tolist() == list(range(384))
@@ -228,7 +235,7 @@ def test_index_holds_only_the_blocks_in_use_and_widens_when_a_block_is_first_use
 def test_a_grown_turn_that_first_uses_a_block_widens_the_matrix(tmp_path):
     """A row rewritten in place (a live turn that grew) may be the first to use a block: the matrix widens then
     too, and the rewritten row holds its new vector."""
-    with Lantern(tmp_path / "g.db", "routed") as lt:
+    with Lantern(tmp_path / "g.db", "routed-v1") as lt:
         lt.archive([{"role": "user", "content": "hello"}], session="s")
         lt.index.refresh()
         assert lt.index.matrix.shape[1] == 384
@@ -250,7 +257,7 @@ def test_readers_in_other_threads_never_see_the_matrix_half_widened(tmp_path):
     import time
 
     switch = sys.getswitchinterval()
-    with Lantern(tmp_path / "race.db", "routed") as lt:
+    with Lantern(tmp_path / "race.db", "routed-v1") as lt:
         lt.archive([{"role": "user", "content": f"english turn {i} about port {5000 + i}"} for i in range(50)], session="en")
         lt.archive([{"role": "user", "content": ZH}], session="zh")
         q = embed_query(lt.embedder, [EN], lt.index.block_occupied)[0]

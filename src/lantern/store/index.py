@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -226,6 +226,16 @@ class MemoryIndex:
         columns, matrix = self._view
         v = vector if len(columns) == self.dim else vector[columns]
         return cosines(matrix if rows is None else matrix[rows], v)
+
+    def vectors(self, positions: np.ndarray, drop: Iterable[tuple[int, int]] = ()) -> np.ndarray:
+        """The stored vectors of rows ``positions``, as ``matrix`` holds them (float32 ``(len(positions), k)``, the
+        ``columns`` dims), without the dims of the ``drop`` blocks (a block embedder's blocks ranked apart:
+        embed.signal_blocks); one snapshot of columns and matrix."""
+        columns, matrix = self._view
+        keep = np.ones(len(columns), bool)
+        for start, stop in drop:
+            keep &= (columns < start) | (columns >= stop)
+        return matrix[positions] if keep.all() else matrix[positions][:, keep]
 
     def _overwrite(self, pos: int, row: tuple) -> None:
         vec = np.frombuffer(row[8], dtype="<f4")
