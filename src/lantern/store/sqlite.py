@@ -98,7 +98,7 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
 
 
 def _embedder_name(embedder_id: str) -> str:
-    """The CLI name of an embedder id ("routed-minilm-use-v1" -> "routed"), else the id itself."""
+    """The CLI name of an embedder id ("routed-minilm-use-e5-v1" -> "routed"), else the id itself."""
     from ..embed import EMBEDDERS
 
     return next((name for name, cls in EMBEDDERS.items() if cls.id == embedder_id), embedder_id)
