@@ -1,0 +1,22 @@
+"""Edge cases of the default embedder "routed" (embed.RoutedE5Embedder) and its semantic_e5 signal on the real
+store with the real models: mixed stores, odd inputs, reindex and import between embedders."""
+
+from __future__ import annotations
+
+from lantern import Lantern
+from tests.test_routed import EN_CONVERSATION, ZH_CONVERSATION, _archive
+
+
+def test_semantic_e5_ranks_only_the_entries_that_have_an_e5_part(tmp_path):
+    """An English entry of a mixed store has no e5 part (cosine exactly 0 to any e5 query vector): it must get no
+    semantic_e5 rank; ranked, the order of those ties was arbitrary and still earned RRF votes."""
+    with Lantern(tmp_path / "mixed.db") as lt:
+        _archive(lt, ZH_CONVERSATION[:2], session="zh")
+        _archive(lt, EN_CONVERSATION, session="en")
+        for query in ("which port does the database listen on?", "数据库的端口是多少？"):
+            rec = lt.explain(query)
+            e5_ranked = [c for c in rec.candidates if "semantic_e5" in c.ranks]
+            assert e5_ranked and all(c.entry.session == "zh" for c in e5_ranked), query
+            assert all(c.scores["semantic_e5"] != 0.0 for c in e5_ranked)
+            assert [c.ranks["semantic_e5"] for c in sorted(e5_ranked, key=lambda c: c.ranks["semantic_e5"])] == \
+                list(range(1, len(e5_ranked) + 1))
