@@ -3,7 +3,9 @@ store with the real models: mixed stores, odd inputs, reindex and import between
 
 from __future__ import annotations
 
-from lantern import Lantern
+import pytest
+
+from lantern import EmbedderMismatchError, Lantern
 from tests.test_routed import EN_CONVERSATION, ZH_CONVERSATION, _archive
 
 
@@ -20,3 +22,18 @@ def test_semantic_e5_ranks_only_the_entries_that_have_an_e5_part(tmp_path):
             assert all(c.scores["semantic_e5"] != 0.0 for c in e5_ranked)
             assert [c.ranks["semantic_e5"] for c in sorted(e5_ranked, key=lambda c: c.ranks["semantic_e5"])] == \
                 list(range(1, len(e5_ranked) + 1))
+
+
+def test_an_export_of_another_embedder_names_that_embedder_for_a_new_database(tmp_path):
+    """The mismatch error tells how to import into a database of the export's embedder: its CLI name (e5,
+    routed-v1, ...), not a fixed list that predates them; the database it names then takes the vectors as they are."""
+    out = tmp_path / "e5.jsonl"
+    with Lantern(tmp_path / "e5.db", "e5") as lt:
+        _archive(lt, ZH_CONVERSATION[:2])
+        lt.export(out)
+    with Lantern(tmp_path / "routed.db") as lt:
+        with pytest.raises(EmbedderMismatchError, match="--embedder e5 --db NEW import"):
+            lt.import_(out)
+        assert lt.store.count() == 0
+    with Lantern(tmp_path / "new.db", "e5") as lt:
+        assert lt.import_(out).added == 2

@@ -181,11 +181,14 @@ def import_jsonl(
         header = _read_header(lines, name)
         use_vectors = embeddings and bool(header.get("embeddings"))
         if use_vectors and (header.get("embedder") != lantern.embedder.id or header.get("dim") != lantern.embedder.dim):
+            from .embed import EMBEDDERS
+
+            theirs = next((n for n, cls in EMBEDDERS.items() if cls.id == header.get("embedder")), "NAME")
             raise EmbedderMismatchError(
                 f"{name}: its embeddings were made with {header.get('embedder')!r} ({header.get('dim')}-d), this database "
                 f"uses {lantern.embedder.id!r} ({lantern.embedder.dim}-d); import with --no-embeddings "
                 "(Python: embeddings=False) to recompute them, or into a new database made with that embedder "
-                "(`lantern --embedder minilm|use|routed --db NEW import FILE`)"
+                f"(`lantern --embedder {theirs} --db NEW import FILE`; embedders: {', '.join(EMBEDDERS)})"
             )
         batch: list[tuple[int, str, dict[str, Any]]] = []
         for number, raw in lines:
