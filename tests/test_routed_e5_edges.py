@@ -3,9 +3,12 @@ store with the real models: mixed stores, odd inputs, reindex and import between
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lantern import EmbedderMismatchError, Lantern
+from lantern.errors import ExportFormatError
 from tests.test_routed import EN_CONVERSATION, ZH_CONVERSATION, _archive
 
 
@@ -37,3 +40,21 @@ def test_an_export_of_another_embedder_names_that_embedder_for_a_new_database(tm
         assert lt.store.count() == 0
     with Lantern(tmp_path / "new.db", "e5") as lt:
         assert lt.import_(out).added == 2
+
+
+def test_an_import_with_a_lone_surrogate_is_refused_by_line_and_field(tmp_path):
+    """A JSON escape "\\ud800" in a record's text decodes to a lone surrogate, which neither SQLite nor the
+    models can encode: the line is refused as a bad field (as a NUL is), not a bare UnicodeEncodeError mid-batch."""
+    out = tmp_path / "zh.jsonl"
+    with Lantern(tmp_path / "zh.db") as lt:
+        _archive(lt, ZH_CONVERSATION[:1])
+        lt.export(out, embeddings=False)
+    header, record = out.read_text().splitlines()
+    rec = json.loads(record)
+    rec["summary"], rec["text"] = "数据库\ud800端口", "数据库\ud800端口"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(header + "\n" + json.dumps(rec) + "\n")
+    with Lantern(tmp_path / "new.db") as lt:
+        with pytest.raises(ExportFormatError, match="surrogate") as err:
+            lt.import_(bad, embeddings=False)
+        assert err.value.line == 2 and lt.store.count() == 0

@@ -368,6 +368,9 @@ def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
     return out
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check(key: str, value: Any) -> None:
     is_int = isinstance(value, int) and not isinstance(value, bool)
     is_num = (is_int or isinstance(value, float)) and math.isfinite(value)
@@ -375,6 +378,8 @@ def _check(key: str, value: Any) -> None:
         raise _BadField(key, "must be a string")
     if key in _STR and "\x00" in value:
         raise _BadField(key, "must not contain NUL characters")
+    if key in _STR and _LONE_SURROGATE.search(value):  # a JSON escape such as "\ud800": no UTF-8 for SQLite or the models
+        raise _BadField(key, "must not contain lone surrogates (U+D800..U+DFFF)")
     if key in (*_INT, "id") and not (is_int and -(2**63) <= value < 2**63):
         raise _BadField(key, "must be an integer")
     if key in _NUM and not is_num:
