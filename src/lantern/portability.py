@@ -181,11 +181,14 @@ def import_jsonl(
         header = _read_header(lines, name)
         use_vectors = embeddings and bool(header.get("embeddings"))
         if use_vectors and (header.get("embedder") != lantern.embedder.id or header.get("dim") != lantern.embedder.dim):
+            from .embed import EMBEDDERS
+
+            theirs = next((n for n, cls in EMBEDDERS.items() if cls.id == header.get("embedder")), "NAME")
             raise EmbedderMismatchError(
                 f"{name}: its embeddings were made with {header.get('embedder')!r} ({header.get('dim')}-d), this database "
                 f"uses {lantern.embedder.id!r} ({lantern.embedder.dim}-d); import with --no-embeddings "
                 "(Python: embeddings=False) to recompute them, or into a new database made with that embedder "
-                "(`lantern --embedder minilm|use|routed --db NEW import FILE`)"
+                f"(`lantern --embedder {theirs} --db NEW import FILE`; embedders: {', '.join(EMBEDDERS)})"
             )
         batch: list[tuple[int, str, dict[str, Any]]] = []
         for number, raw in lines:
@@ -365,6 +368,9 @@ def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
     return out
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check(key: str, value: Any) -> None:
     is_int = isinstance(value, int) and not isinstance(value, bool)
     is_num = (is_int or isinstance(value, float)) and math.isfinite(value)
@@ -372,6 +378,8 @@ def _check(key: str, value: Any) -> None:
         raise _BadField(key, "must be a string")
     if key in _STR and "\x00" in value:
         raise _BadField(key, "must not contain NUL characters")
+    if key in _STR and _LONE_SURROGATE.search(value):  # a JSON escape such as "\ud800": no UTF-8 for SQLite or the models
+        raise _BadField(key, "must not contain lone surrogates (U+D800..U+DFFF)")
     if key in (*_INT, "id") and not (is_int and -(2**63) <= value < 2**63):
         raise _BadField(key, "must be an integer")
     if key in _NUM and not is_num:

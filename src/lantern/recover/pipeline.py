@@ -110,7 +110,8 @@ def rank(
     vector = embed_query(embedder, [query], index.block_occupied)[0] if needs_vector else None
     for name, (start, stop) in apart.items():  # a block ranked as a semantic signal of its own (embed.signal_blocks)
         if vector[start:stop].any():
-            found[name] = signals.semantic(index, vector - main_part(vector, {name: (start, stop)}), allowed, n)
+            found[name] = signals.semantic(index, vector - main_part(vector, {name: (start, stop)}), allowed, n,
+                                           skip_blank=True)  # entries without that block (English ones) get no rank
     vector = main_part(vector, signal_blocks(embedder)) if vector is not None else None
     if "semantic" in enabled:
         found["semantic"] = signals.semantic(index, vector, allowed, n)

@@ -32,12 +32,17 @@ def _top(scores: np.ndarray, allowed: np.ndarray | None, n: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- semantic
-def semantic(index: MemoryIndex, query_vector: np.ndarray, allowed: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+def semantic(index: MemoryIndex, query_vector: np.ndarray, allowed: np.ndarray | None, n: int,
+             skip_blank: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Cosine similarity between the query and every entry embedding (rows are L2-normalized, so a dot product;
-    Reimers & Gurevych 2019). Returns (positions best first, their cosines)."""
+    Reimers & Gurevych 2019). Returns (positions best first, their cosines). ``skip_blank``: rows whose cosine is
+    exactly 0, i.e. rows with no value in the query vector's dims (a block ranked apart that only some entries have,
+    embed.signal_blocks), are left out rather than ranked as arbitrary ties."""
     if not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
     cos = index.cosines(query_vector)
+    if skip_blank:
+        cos = np.where(cos == 0.0, np.float32(-np.inf), cos)
     top = _top(cos, allowed, n)
     return top, cos[top]
 
