@@ -64,6 +64,13 @@ def test_e5_vectors_are_unit_batch_invariant_and_asymmetric(e5):
     assert not np.array_equal(nul, cut) and np.array_equal(sur, e5.embed(["\ufffd 数据库"])[0])
     with pytest.raises(TypeError):
         e5.embed(ZH)
+    # a long stored text is embedded by its first 256 characters, a long query by its first 128: bounded cost (a
+    # compaction's recovery query is thousands of characters long)
+    long = ("我们把数据库迁到新服务器了，端口改成 5433。" * 200)[:2000]
+    assert np.array_equal(e5.embed([long])[0], e5.embed([long[:256]])[0])
+    assert not np.array_equal(e5.embed([long])[0], e5.embed([long[:255]])[0])
+    assert np.array_equal(e5.embed_query([long])[0], e5.embed_query([long[:128]])[0])
+    assert not np.array_equal(e5.embed_query([long])[0], e5.embed_query([long[:127]])[0])
     # by meaning, across languages: the Chinese port sentence is closer to an English question about the port
     en_q = e5.embed_query(["which port does the database listen on?"])[0]
     far = e5.embed(["我们周五去公园野餐，带了三明治。"])[0]  # a picnic in the park
