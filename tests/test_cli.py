@@ -857,3 +857,17 @@ def test_an_error_quoting_a_hostile_file_name_is_escaped_on_a_terminal_only(tmp_
     assert "error:" in err and "\x07" not in err and "\u202e" not in err and "\\x1b]0;pwned\\x07\\u202eY.json" in err
     piped = subprocess.run([*LANTERN, "--db", str(tmp_path / "t.db"), "ingest", str(name)], capture_output=True)
     assert piped.returncode == 1 and str(name).encode() in piped.stderr
+
+
+def test_reindex_takes_the_global_embedder_as_its_target(tmp_path):
+    """Newcomer finding: ``lantern --db X --embedder e5 reindex`` (global options come before the command) failed
+    with the embedder-mismatch error that reindex exists to resolve; only ``reindex --embedder e5`` worked. The
+    global option is now the target too; the database is opened with the embedder it records."""
+    db = archived_db(tmp_path)
+    out = run("--embedder", "e5", "reindex", db=db).stdout.decode()
+    assert "1 entry re-embedded with multilingual-e5-small-q4" in out
+    stats = json.loads(run("stats", "--json", db=db).stdout)
+    assert stats["embedder"] == "multilingual-e5-small-q4"
+    assert "6380" in run("recover", "which port does staging redis listen on", db=db).stdout.decode()
+    out = run("reindex", "--embedder", "routed", db=db).stdout.decode()  # the command's own option, as before
+    assert "re-embedded with routed-minilm-use-e5-v1" in out

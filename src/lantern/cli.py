@@ -133,8 +133,9 @@ def _project_option() -> object:
     return typer.Option(None, "--project", help="Project: a filter on reads (default any), a label on writes.", callback=_utf8)
 
 
-def _open(create: bool = False):
-    """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file)."""
+def _open(create: bool = False, own_embedder: bool = False):
+    """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file).
+    ``own_embedder``: open it with the embedder it records, whatever the global ``--embedder`` (``reindex``)."""
     from .api import Lantern
     from .config import default_db_path
     from .errors import LanternError
@@ -145,7 +146,7 @@ def _open(create: bool = False):
     if not create and _empty_file(path):  # SQLite would take it for a new database and this command would make one
         raise LanternError(f"{path} is an empty file, not a Lantern database: check --db, or archive something into "
                            f"it first (lantern --db {path} ingest FILE)")
-    return Lantern(path, embedder=state.embedder)
+    return Lantern(path, embedder=None if own_embedder else state.embedder)
 
 
 def _empty_file(path: Path) -> bool:
@@ -928,7 +929,9 @@ def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", callback=
     console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
 
     def run():  # _open: a missing path or a zero-byte file is refused, never made a database
-        with _open() as lantern:
+        # opened with its own embedder: the global --embedder, when given, is the target (`lantern --embedder e5
+        # reindex` failed with the mismatch error the command exists to resolve: a newcomer's finding)
+        with _open(own_embedder=True) as lantern:
             with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
                 task = bar.add_task("re-embedding", total=None)
                 n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
