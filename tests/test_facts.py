@@ -381,6 +381,18 @@ def test_a_change_that_also_retracts_the_old_value_is_one_version_and_one_note(l
     assert "(not used)" not in rec.text and len(rec.facts) == 1
 
 
+@pytest.mark.parametrize("text, kept", [
+    ("Set the staging DB port to 5434, we no longer use 5433.", [("staging db port", "5434", True)]),
+    ("不再用 8443 了", []),
+    ("We no longer use Redis.", [("redis", None, True)]),  # a name no key held stays its own key, as before
+])
+def test_a_retracted_bare_number_no_key_held_is_no_fact(lantern, text, kept):
+    """Newcomer finding: "we no longer use 5433" where 5433 was never archived stored a fact whose key is the number
+    itself, listed by ``facts`` as a current "5433: (retracted)"."""
+    say(lantern, text, day(3), "a")
+    assert [(f.key, f.value, f.current) for f in lantern.facts(history=True)] == kept
+
+
 def test_a_retraction_alone_still_ends_the_value(lantern):
     say(lantern, "测试服务器端口是 8443", day(1), "a")
     say(lantern, "不再用 8443 了", day(5), "b")

@@ -17,6 +17,8 @@ Every read joins ``entries e`` on ``entry_id`` and takes an explicit ``where`` S
 
 from __future__ import annotations
 
+import re
+
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,7 +72,10 @@ def write_facts(db: sqlite3.Connection, entry_id: int, facts: Sequence[Extracted
     A fact without a key (a switch or retraction that names only the old value A) takes the key whose value was A
     at the turn's event time in this scope, before this turn's own facts; failing that, A itself (normalized) is
     the key. A retraction whose key this same turn sets to a new value is not stored ("端口改为 9443，不再用 8443",
-    "set the port to 9443, we no longer use 8443"): the new value already ends A, in one version (ours)."""
+    "set the port to 9443, we no longer use 8443"): the new value already ends A, in one version (ours). Nor is a
+    retraction of a bare number no key held ("set the port to 5434, we no longer use 5433" where 5433 was never
+    archived): its key would be the number itself, listed by ``facts`` as a current "5433: (retracted)" (ours; a
+    newcomer's finding). A retracted name no key held keeps itself as the key ("we no longer use Redis")."""
     _remove(db, [entry_id])
     if not facts:
         return
@@ -80,12 +85,17 @@ def write_facts(db: sqlite3.Connection, entry_id: int, facts: Sequence[Extracted
     for f, key, key_text in resolved:
         if not key or (f.value is None and key in set_here):
             continue
+        if f.value is None and not f.key and _BARE_NUMBER.fullmatch(key_text.strip()) and key == normalize_key(key_text):
+            continue  # a bare number no key held (see above)
         cur = db.execute(
             "INSERT INTO facts(entry_id, scope, key, key_text, value, value_norm, replaces, valid_from, recorded_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (entry_id, scope, key, key_text, f.value, normalize_value(f.value), f.replaces, event, recorded_at),
         )
         _link(db, cur.lastrowid, scope, key, event)
+
+
+_BARE_NUMBER = re.compile(r"[\d.,:_-]*\d[\d.,:_-]*")  # 5433, 8,443, 10.0.0.1, 2026-03-14: no letters
 
 
 def delete_facts(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
