@@ -18,7 +18,6 @@ Every read joins ``entries e`` on ``entry_id`` and takes an explicit ``where`` S
 from __future__ import annotations
 
 import re
-
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,8 +84,6 @@ def write_facts(db: sqlite3.Connection, entry_id: int, facts: Sequence[Extracted
     for f, key, key_text in resolved:
         if not key or (f.value is None and key in set_here):
             continue
-        if f.value is None and not f.key and _BARE_NUMBER.fullmatch(key_text.strip()) and key == normalize_key(key_text):
-            continue  # a bare number no key held (see above)
         cur = db.execute(
             "INSERT INTO facts(entry_id, scope, key, key_text, value, value_norm, replaces, valid_from, recorded_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -148,11 +145,15 @@ def _remove(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
 
 def _resolve_key(db: sqlite3.Connection, scope: str, f: ExtractedFact, event: float) -> tuple[str, str]:
     """(key, key as written) of ``f``: its own, else the key holding its ``replaces`` value at ``event``, else that
-    value itself (normalized)."""
+    value itself (normalized), except for a retracted bare number: ("", "")."""
     if f.key:
         return f.key, f.key_text
     held = _key_holding(db, scope, normalize_value(f.replaces), event)
-    return (held, held) if held else (normalize_key(f.replaces or ""), f.replaces or "")
+    if held:
+        return held, held
+    if f.value is None and _BARE_NUMBER.fullmatch((f.replaces or "").strip()):
+        return "", ""  # a retracted bare number no key held: no key, so no fact (write_facts)
+    return normalize_key(f.replaces or ""), f.replaces or ""
 
 
 def _key_holding(db: sqlite3.Connection, scope: str, value_norm: str | None, at: float) -> str | None:
