@@ -63,6 +63,39 @@ def test_chinese_patterns(text, expected):
 
 
 @pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a generic attribute key takes the topic of the clause before it (newcomer: three 端口 became one chain)
+        ("数据库用 PostgreSQL，端口是 5433。", [("数据库端口", "5433", None)]),
+        ("缓存服务用 Redis，端口是 6380。", [("缓存服务端口", "6380", None)]),
+        ("网关的配置：端口改为 9443。", [("网关端口", "9443", None)]),
+        ("我们用 Redis 做缓存，端口设为 6380", [("redis端口", "6380", None)]),
+        ("Redis 那边，端口改成了 6381", [("redis端口", "6381", None)]),
+        ("数据库用 PostgreSQL，端口从 5432 改成 5433", [("数据库端口", "5433", "5432")]),
+        ("我们在用 MySQL，版本是 8.0", [("mysql版本", "8.0", None)]),
+        ("For the gateway, the port is 9443.", [("gateway port", "9443", None)]),
+        ("We use Postgres and the port is 5433.", [("postgres port", "5433", None)]),
+        ("For staging, set the port to 5434.", [("staging port", "5434", None)]),
+        # no topic before it: the key stays bare
+        ("好的，端口改为 5434", [("端口", "5434", None)]),
+        ("另外，版本是 3.11", [("版本", "3.11", None)]),
+        ("OK, the port is 5433.", [("port", "5433", None)]),
+        ("I think the port is 5433.", [("port", "5433", None)]),
+        # a qualified key is left as written
+        ("记一下：staging 数据库的端口是 5433。", [("staging数据库端口", "5433", None)]),
+        # "X is Y" without a determiner when X ends in an attribute word (newcomer: no fact before)
+        ("Noted, redis port is 6380.", [("redis port", "6380", None)]),
+        ("Python version is 3.11", [("python version", "3.11", None)]),
+        # Chinese lead words and 了 after the verb
+        ("我们用的数据库端口是 5433", [("数据库端口", "5433", None)]),
+        ("后来网关的端口改成了 9443", [("网关端口", "9443", None)]),
+    ],
+)
+def test_generic_keys_take_their_topic(text, expected):
+    assert facts(text) == expected
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "Note: this is important, read it twice.",  # prose with a colon
@@ -71,6 +104,8 @@ def test_chinese_patterns(text, expected):
         "see https://example.com/search?port=5433&host=db for details",  # URL query strings
         "docs at http://db.internal:5433/admin",
         "the server is running",  # adjective, not a value
+        "Her name is Alice.",  # a third person's attribute, no determiner
+        "Everything is 5 minutes away.",  # no attribute word
         "the port is open and the tests are green",
         "is the port 5433?",  # questions state nothing
         "what is the staging port?",
@@ -442,3 +477,16 @@ def test_many_superseded_values_leave_the_turns_most_of_the_budget(lantern):
     assert rec.facts and len(rec.entries) >= 20
     notes = rec.text.split("\n\n")[1]
     assert notes.startswith("[Fact versions") and len(notes) <= 3000
+
+
+def test_ports_of_different_services_are_separate_facts(lantern):
+    """The newcomer's case: three services' ports in one conversation. Each is its own current fact, and a recovery
+    about the cache's port carries no "now 9443" from the gateway."""
+    say(lantern, "数据库用 PostgreSQL，端口是 5433。", day(13), "s1", reply="好的")
+    say(lantern, "缓存服务用 Redis，端口是 6380。", day(13, 10), "s1", reply="好的")
+    say(lantern, "网关的配置：端口改为 9443。", day(14), "s2", reply="好的")
+    current = {f.key: f.value for f in lantern.facts()}
+    assert current == {"数据库端口": "5433", "缓存服务端口": "6380", "网关端口": "9443"}
+    assert all(len(lantern.facts(k, history=True)) == 1 for k in current)
+    rec = lantern.recover("缓存服务的端口是多少？", budget=2000)
+    assert "6380" in rec.text and "now 9443" not in rec.text and "now 6380" not in rec.text

@@ -36,7 +36,11 @@ What is NOT extracted (precision over recall: a false fact would mark a true one
 **Keys** are matched exactly after normalization (``normalize_key``): case folded, leading the/a/an/our/my/your and
 我的/你的/我们的 dropped, 的 removed, ``_ . -`` and whitespace runs made one space, spaces next to CJK removed.
 So "The DB_Port" = "db port" = "DB port", but "database port" ≠ "DB port": there is no synonym or embedding match
-(ours; a fuzzy match would supersede facts about different things).
+(ours; a fuzzy match would supersede facts about different things). A key that is only an attribute word
+(``GENERIC_KEYS``: port, host, version, 端口, 地址, 版本...) takes the topic of the clause before it in the same
+sentence: "数据库用 PostgreSQL，端口是 5433" -> 数据库端口, "For the gateway, the port is 9443" -> gateway port, so two
+services' ports are two keys; with no topic there ("好的，端口改为 5434") it stays bare. "X is Y" without a
+determiner counts only when X ends in such a word ("Noted, redis port is 6380").
 """
 
 from __future__ import annotations
@@ -139,7 +143,10 @@ def _value_like(raw: str, v: str) -> bool:
     return raw.strip()[:1] in "`\"'" or bool(re.search(r"[0-9._/:@\-]|[A-Z]", v))
 
 
-_FUNCTION_WORDS = _PRONOUN_KEYS | {"up", "should", "would", "could", "will", "can", "be", "been", "is", "are", "was", "not", "so"}
+_FUNCTION_WORDS = _PRONOUN_KEYS | {
+    "his", "her", "their", "whose", "what", "which", "who", "up", "should", "would", "could", "will", "can", "be", "been",
+    "is", "are", "was", "not", "so",
+}
 
 
 def _key_ok(key: str) -> bool:
@@ -152,10 +159,95 @@ def _fact(key_text: str, value: str | None, family: str, replaces: str | None = 
     return ExtractedFact(key, value, key_text.strip(), replaces, family) if _key_ok(key) else None
 
 
+# ----------------------------------------------------------------------------------------------- generic keys
+# A key that is only an attribute word ("port", "端口") names nothing by itself: "数据库用 PostgreSQL，端口是 5433" and
+# "缓存服务用 Redis，端口是 6380" would share the key 端口, and the second would mark the first superseded. Such a key
+# takes the topic of the clause before it in the same sentence (数据库端口, 缓存服务端口); with no topic there it
+# stays bare (ours).
+GENERIC_KEYS = frozenset({
+    "port", "port number", "host", "hostname", "url", "uri", "endpoint", "address", "ip", "ip address", "path",
+    "dir", "directory", "folder", "version", "password", "user", "username", "token", "timeout", "region",
+    "bucket", "branch", "name", "id",
+    "端口", "端口号", "地址", "ip地址", "主机", "主机名", "域名", "版本", "版本号", "密码", "路径", "目录", "用户",
+    "用户名", "账号", "超时", "超时时间", "令牌", "分支", "名字", "名称",
+})
+_CLAUSE_BREAK = re.compile(r"[,;:，；：、]")
+_NOT_TOPICS = frozenset({
+    "ok", "okay", "noted", "sure", "yes", "yeah", "also", "now", "then", "so", "note", "update", "fyi", "actually",
+    "btw", "by the way", "and", "but", "great", "thanks", "done", "right", "well", "hi", "hello", "first", "next",
+    "好", "好的", "嗯", "对", "是的", "行", "可以", "记一下", "记住", "注意", "另外", "还有", "对了", "然后", "那么", "所以",
+    "现在", "目前", "不过", "但是", "首先", "其次", "最后", "收到", "明白", "谢谢", "顺便说一下", "更新", "补充",
+})
+_EN_TOPIC_LEAD = re.compile(r"^(?:(?:for|on|in|with|about|as for|regarding|and|also|then|now|so|but)\s+)*"
+                            r"(?:(?:the|a|an|our|my|your|their|its|this|that)\s+)*", re.I)
+_EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|used|run|runs|running|ran|is on|runs on|deploy|deployed)\b\s*", re.I)
+_ZH_TOPIC_VERB = re.compile(r"(?:在?用|使用|采用|选用|改用|跑在|跑|部署在|部署)")
+_ZH_TOPIC_TAIL = re.compile(r"(?:的配置|的设置|那边|这边|方面|这块|那块)$")
+_LATIN_NAME = re.compile(r"[A-Za-z][\w.+\-]*[A-Za-z0-9]")
+
+
+def _topic_ok(topic: str) -> bool:
+    t = normalize_key(topic)
+    return bool(t) and t not in _NOT_TOPICS and _key_ok(t) and len(t) <= MAX_ZH_KEY_CHARS and len(t.split()) <= 3
+
+
+def _zh_topic(clause: str) -> str:
+    """The topic of a Chinese clause: the subject before 用/使用/部署... ("数据库用 PostgreSQL" -> 数据库), else its
+    object when the subject is a pronoun ("我们用 Redis 做缓存" -> Redis), else the X of "X 的配置 / X 那边"."""
+    c = _zh_key(clause)
+    m = _ZH_TOPIC_VERB.search(c)
+    if m:
+        subject = c[: m.start()].strip()
+        if _topic_ok(subject):
+            return subject
+        obj = re.split(r"\s|做|作为|来|当", c[m.end() :].strip(), maxsplit=1)[0]
+        return obj if _topic_ok(obj) else ""
+    m = _ZH_TOPIC_TAIL.search(c)
+    if m and _topic_ok(c[: m.start()].strip()):
+        return c[: m.start()].strip()
+    names = [n for n in _LATIN_NAME.findall(c) if _topic_ok(n)]
+    return names[-1] if names else ""
+
+
+def _en_topic(clause: str) -> str:
+    """The topic of an English clause: "For the gateway" -> gateway, "the database uses Postgres" -> database,
+    "we use Postgres" -> Postgres; "OK" / "Noted" are no topic."""
+    c = _EN_TOPIC_LEAD.sub("", clause.strip())
+    m = _EN_TOPIC_VERB.search(c)
+    if m:
+        subject = _EN_TOPIC_LEAD.sub("", c[: m.start()].strip())
+        if _topic_ok(subject):
+            return subject
+        obj = _EN_TOPIC_LEAD.sub("", c[m.end() :]).split()
+        return obj[0] if obj and _topic_ok(obj[0]) else ""
+    return c if re.fullmatch(r"[A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2}", c) and _topic_ok(c) else ""
+
+
+def _with_topic(key_text: str, before: str) -> str:
+    """``key_text``, qualified by the topic of the clause before it (``before``: the sentence up to the key) when
+    it is a generic attribute (``GENERIC_KEYS``); unchanged otherwise."""
+    if normalize_key(key_text) not in GENERIC_KEYS:
+        return key_text
+    clauses = [c for c in _CLAUSE_BREAK.split(before) if c.strip()]
+    if not clauses:
+        return key_text
+    clause = clauses[-1]
+    topic = _zh_topic(clause) if _HAS_CJK.search(clause) else _en_topic(clause)
+    if not topic:
+        return key_text
+    key_text = _LEAD_EN.sub("", key_text.strip())
+    return f"{topic}{key_text}" if _HAS_CJK.search(topic[-1] + key_text[:1]) else f"{topic} {key_text}"
+
+
 # ----------------------------------------------------------------------------------------------- English families
 _KEY_WORD = r"[A-Za-z][\w.\-]*"
 _KEY = rf"{_KEY_WORD}(?:\s+{_KEY_WORD}){{0,{MAX_KEY_WORDS - 1}}}"
 _IS = re.compile(rf"\b(?:the|our|my|your)\s+({_KEY})\s+(?:is|are)\s+(?:now\s+|still\s+|currently\s+)?({_TOKEN})", re.I)
+_IS_BARE = re.compile(
+    rf"(?:^|[,;:]\s*)(?!(?:the|a|an|our|my|your)\s)((?:{_KEY_WORD}\s+){{0,2}}{_KEY_WORD})\s+(?:is|are)\s+"
+    rf"(?:now\s+|still\s+|currently\s+)?({_TOKEN})",
+    re.I,
+)
 _SET = re.compile(
     rf"\b(?:set|sets|setting|change|changed|changes|changing|update|updated|updating|bump|bumped|switch|switched|"
     rf"reconfigured|configured)\s+(?:the\s+|our\s+|my\s+)?({_KEY})\s+to\s+({_TOKEN})",
@@ -174,13 +266,25 @@ _COLON = re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\
 _SPEAKERS = {"user", "assistant", "system", "tool", "human", "ai", "note", "warning", "error", "tip", "example", "todo"}
 
 
+def _generic_tail(key_text: str) -> bool:
+    """Whether a key ends in an attribute word ("redis port", "db host"): the only keys "X is Y" may state without
+    a determiner ("Noted, redis port is 6380")."""
+    k = normalize_key(key_text)
+    return k in GENERIC_KEYS or k.rsplit(" ", 1)[-1] in GENERIC_KEYS
+
+
 def is_facts(sentence: str) -> list[ExtractedFact]:
-    """"the X is Y" / "our X is now Y" with a value-like Y."""
+    """"the X is Y" / "our X is now Y" with a value-like Y; "X is Y" at the start of a clause when X ends in an
+    attribute word (``GENERIC_KEYS``)."""
     out = []
     for m in _IS.finditer(sentence):
         v = _clean_value(m.group(2))
         if v and _value_like(m.group(2), v) and "\\n" not in v:
-            out.append(_fact(m.group(1), v, "is"))
+            out.append(_fact(_with_topic(m.group(1), sentence[: m.start()]), v, "is"))
+    for m in _IS_BARE.finditer(sentence):
+        v = _clean_value(m.group(2))
+        if v and _value_like(m.group(2), v) and "\\n" not in v and _generic_tail(m.group(1)):
+            out.append(_fact(_with_topic(m.group(1), sentence[: m.start(1)]), v, "is"))
     return [f for f in out if f]
 
 
@@ -192,7 +296,7 @@ def set_facts(sentence: str) -> list[ExtractedFact]:
             continue
         v = _clean_value(m.group(2))
         if v and (_value_like(m.group(2), v) or _ends_clause(sentence[m.end(2) :])):
-            out.append(_fact(m.group(1), v, "set"))
+            out.append(_fact(_with_topic(m.group(1), sentence[: m.start()]), v, "set"))
     return [f for f in out if f]
 
 
@@ -263,9 +367,10 @@ def colon_facts(lines: list[str]) -> list[ExtractedFact]:
 
 # ----------------------------------------------------------------------------------------------- Chinese families
 _ZH_VERBS = "设置为|设置成|设为|更改为|修改为|改为|改成|换成|更新为|调整为|切换到|切换为|是"
-_ZH_SET = re.compile(rf"({_ZH_VERBS})\s*({_TOKEN})")
+_ZH_SET = re.compile(rf"({_ZH_VERBS})(?:(?<!是)了)?\s*({_TOKEN})")
 _ZH_KEY_STOP = re.compile(r"[，。；：、！？,;:!?（）()\n]")
-_ZH_KEY_LEAD = re.compile(r"^(?:现在|目前|已经|我们|我|你|请|就|也|都|要|把|将|已|先|再|得)+")
+_ZH_KEY_LEAD = re.compile(r"^(?:(?:现在|目前|已经|后来|然后|之后|刚才|刚刚|我们|咱们|我|你|请|就|也|都|要|把|将|已|先|再|得)+)?"
+                          r"(?:(?:在?用|使用|采用)的)?")
 _ZH_KEY_TAIL = re.compile(r"(?:现在|目前|已经|已|都|也|就|要|会|应该|得|还|仍然|依然)+$")
 _ZH_VALUE_END = re.compile(r"[了吧啊呢的。，！]+$")
 _ZH_VALUE_CUT = re.compile(r"[，。；！？、（）]")
@@ -296,7 +401,8 @@ def zh_set_facts(sentence: str) -> list[ExtractedFact]:
     phrase with 的 ("我的名字是张三"); "我是学生" is not a fact."""
     out = []
     for m in _ZH_SET.finditer(sentence):
-        phrase = _zh_phrase(sentence[: m.start()])
+        before = sentence[: m.start()]
+        phrase = _zh_phrase(before)
         key_text = _zh_key(phrase)
         if not key_text or len(key_text) > MAX_ZH_KEY_CHARS or "从" in key_text:
             continue
@@ -308,7 +414,7 @@ def zh_set_facts(sentence: str) -> list[ExtractedFact]:
             continue
         if m.group(1) == "是" and re.search(r"(?:什么|多少|哪|谁|几)", v):
             continue
-        out.append(_fact(key_text, v, "zh_set"))
+        out.append(_fact(_with_topic(key_text, before[: len(before.rstrip()) - len(phrase)]), v, "zh_set"))
     return [f for f in out if f]
 
 
@@ -319,7 +425,9 @@ def zh_switch_facts(sentence: str) -> list[ExtractedFact]:
         old, new = _zh_value(m.group(1)), _zh_value(m.group(2))
         if not old or not new:
             continue
-        key_text = _zh_key(_zh_phrase(sentence[: m.start()]))
+        before = sentence[: m.start()]
+        phrase = _zh_phrase(before)
+        key_text = _with_topic(_zh_key(phrase), before[: len(before.rstrip()) - len(phrase)])
         key = normalize_key(key_text) if key_text and len(key_text) <= MAX_ZH_KEY_CHARS else ""
         out.append(ExtractedFact(key if _key_ok(key) else "", new, key_text if key else "", old, "zh_switch"))
     return out
