@@ -50,6 +50,26 @@ def test_locomo_loader():
     assert len(ds.sha256) == 64
 
 
+def test_locomo_loader_skips_and_counts_what_is_malformed(tmp_path):
+    """A sample whose conversation is not an object, a session that is not a list, turns without text and a
+    question that is not an object are skipped, counted in ``dropped`` and named in the notes, which results.json
+    and the report carry (breaker finding: they were accepted silently)."""
+    good = json.loads((FIX / "locomo_mini.json").read_text())[1]
+    conv = dict(good["conversation"], session_9="oops")
+    conv["session_1"] = [*conv["session_1"], {"speaker": "Ada", "dia_id": "D1:99"}, "not a turn"]
+    data = [dict(good, conversation=conv, qa=[*good["qa"], "not a question"]),
+            {"sample_id": "broken", "conversation": ["a", "list"], "qa": [{"question": "q?"}, {"question": "r?"}]}]
+    (tmp_path / "l.json").write_text(json.dumps(data))
+    ds = load("locomo", tmp_path / "l.json")
+    assert [h.id for h in ds.histories] == [good["sample_id"]]
+    assert len(ds.histories[0].messages) == len(load("locomo", FIX / "locomo_mini.json").histories[1].messages)
+    assert ds.dropped == 1 + 1 + 2 + 3  # session_9, the question, the two turns, the broken sample and its 2 questions
+    assert ds.notes == [f"{good['sample_id']} session_9 skipped: a string, not a list of turns",
+                        f"{good['sample_id']} question {len(good['qa']) + 1} skipped: a string, not an object",
+                        "sample broken skipped: its conversation is an array, not an object (2 questions with it)",
+                        f"turns without text skipped: {good['sample_id']} 2"]
+
+
 def test_locomo_split_of_ten_samples(tmp_path):
     sample = json.loads((FIX / "locomo_mini.json").read_text())[1]
     data = [dict(sample, sample_id=f"c{i}") for i in range(10)]

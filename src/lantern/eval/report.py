@@ -63,6 +63,7 @@ def render(results: dict[str, Any]) -> str:
         f"- Histories: {len(ds['histories'])} ({', '.join(ds['histories'])}); facts {ds['facts']}, lost to the compaction "
         f"{ds['lost']}, kept by it {ds['kept']}, without resolvable evidence {ds['no_evidence']}; unresolved evidence "
         f"ids in the whole file {ds['unresolved_evidence_ids']}; dropped items {ds['dropped_items']}.",
+        *([f"- Skipped by the loader: {'; '.join(ds['notes'])}."] if ds.get("notes") else []),
         f"- Compaction: {cfg['compaction']}, last {plural(cfg['keep'], 'turn')} kept verbatim (excluded from recovery). "
         f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. "
         + ("Zero LLM calls in retrieval; the llm_summary compaction called the endpoint below." if results.get("llm") else "Zero LLM calls."),

@@ -29,7 +29,8 @@ from .compaction import METHODS, compact, lost_turns
 from .datasets import LOADER_VERSIONS, SEPARATE_CATEGORIES, Dataset, History, load
 from .lookahead import recovery_query
 from .jobs import Job, Phase, default_workers, memo_embedder, run_jobs
-from .systems import FAILURE_CAUSES, MemoEmbedder, Pool, System, dual_system, failure_cause, run_system, select
+from .systems import (FAILURE_CAUSES, MemoEmbedder, Pool, System, dual_system, failure_cause, for_embedder, run_system,
+                      select)
 
 ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
 DEFAULT_KEEP = 20  # turns kept verbatim by the compaction (ours: about one LoCoMo session)
@@ -311,6 +312,7 @@ def evaluate(
             bar.update(task, completed=sum(offsets.values()))
 
         memo = memo_embedder(embedder)
+        systems = for_embedder(systems, memo)
         archive_ms: list[float] = []
         folder = build(chosen, cache_dir, memo, tick, archive_ms)
         bar.update(task, completed=bar.tasks[task].total)
@@ -399,7 +401,7 @@ def evaluate(
     results["dataset"] = {
         "name": dataset.name, "path": dataset.path, "sha256": dataset.sha256, "split": split, "limit": limit,
         "histories": [h.id for h in chosen.histories], "facts": chosen.n_facts, "unresolved_evidence_ids": dataset.unresolved_ids,
-        "dropped_items": dataset.dropped, "per_history": counts,
+        "dropped_items": dataset.dropped, "notes": list(dataset.notes), "per_history": counts,
         "lost": sum(c["lost"] for c in counts.values()), "kept": sum(c["kept"] for c in counts.values()),
         "no_evidence": sum(c["no_evidence"] for c in counts.values()),
     }

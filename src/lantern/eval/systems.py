@@ -82,6 +82,15 @@ def select(names: Sequence[str] | None, base: Config | None = None) -> list[Syst
     return [s for s in systems if s.name in names]
 
 
+def for_embedder(systems: Sequence[System], embedder: Any) -> list[System]:
+    """``systems`` without the ablations of block signals (``embed.signal_blocks``: ``semantic_e5``) that
+    ``embedder`` does not have: there the ablation ranks exactly as Lantern does (breaker finding)."""
+    from ..embed import RoutedE5Embedder, signal_blocks
+
+    missing = set(RoutedE5Embedder.signal_blocks) - set(signal_blocks(embedder))
+    return [s for s in systems if not (s.name.startswith("-") and s.name[1:] in missing)]
+
+
 @dataclass
 class Pool:
     """One history's candidates: the session to search (None: the whole store), the excluded (live) entry ids,
@@ -195,9 +204,13 @@ def dual_system(second_id: str, base: Config | None = None) -> System:
 
 
 def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
-    """The second store's semantic ranking (entry ids, best first; live window excluded)."""
+    """The second store's semantic ranking (entry ids, best first; live window excluded); for an embedder with
+    blocks ranked apart (``embed.signal_blocks``, e.g. ``routed``'s e5 block) the RRF of its semantic rankings, as
+    the ``dense`` system fuses them (breaker finding: the e5 block was left unused)."""
+    from ..embed import signal_blocks
+
     second = pool.second
-    second.config = replace(config, signals=("semantic",), use_mmr=False)
+    second.config = replace(config, signals=("semantic", *signal_blocks(second.embedder)), use_mmr=False)
     cands, _, _ = _rank(second, query, pool)
     return [c.entry.id for c in cands if c.verdict != "excluded:live"]
 
