@@ -80,6 +80,19 @@ def test_gist_refreshes_every_five_turns_from_turns_that_left_working_memory(lan
     assert not any(line.split(": ", 1)[1].split(" → ")[0] in working_text for line in s.gist.splitlines())
 
 
+def test_every_turn_is_in_working_memory_or_the_gist_between_refreshes(lantern):
+    """After 6 turns the 3rd had left working memory and waited for the 10th turn's refresh: it was in neither
+    layer of the context (newcomer finding). It is now shown as its gist line until the refresh folds it in."""
+    s = Session(lantern, "chat")
+    for n, (user, reply) in enumerate(TOPICS, 1):
+        s.add(exchange(user, reply))
+        ctx = s.build_context("Thanks, what next?", 20_000, recover=False)
+        working = " ".join(m["content"] for m in ctx.working)
+        for i, (u, _) in enumerate(TOPICS[:n]):
+            assert u in working or f"turn {i}: {u}" in ctx.gist, (n, i)
+    assert s.gist.count("\n") + 1 == 7  # the folded gist itself still refreshes every 5 turns (turns 0-6 at 10)
+
+
 def test_gist_rolls_off_oldest_lines_past_its_cap(tmp_path):
     from lantern import Config
 

@@ -6,7 +6,8 @@
     client.chat.completions.create(model=..., messages=ctx.messages)
 
 - **Working memory**: the last ``Config.working_turns`` (3) turns, verbatim (as archived: secrets redacted).
-- **Core gist**: refreshed every ``Config.gist_every`` (5) turns from the turns that have left working memory.
+- **Core gist**: refreshed every ``Config.gist_every`` (5) turns from the turns that have left working memory; a
+  turn that left it since the last refresh is shown as its extractive line after the gist until then.
   Extractive by default (ours: one line per turn, the first sentence of the user's message and of the reply,
   oldest lines rolling off past ``Config.gist_max_chars``); an LLM summary when ``Config.gist_base_url`` (an
   OpenAI-compatible ``.../v1``, called with ``POST /chat/completions``) is set — the previous gist and the new
@@ -155,6 +156,15 @@ class Session:
             return self._llm_gist
         return "\n".join(line for _, line in self._lines)
 
+    def _pending_lines(self) -> list[tuple[int, str]]:
+        """Extractive lines of the turns that left working memory since the last refresh: the context shows them
+        after the gist, so no turn is in neither layer between refreshes (newcomer finding: after 6 turns the
+        third was in neither)."""
+        if not self._pending:
+            return []
+        numbers = {e.id: e.turn for e in self.lantern.store.entries([p.entry_id for p in self._pending], text=False, tags=False).values()}
+        return [(p.entry_id, gist_line(p.turn, numbers[p.entry_id])) for p in self._pending if p.entry_id in numbers]
+
     def _drop_forgotten(self) -> None:
         """``forget`` reaches a live Session: turns whose entries were deleted leave working memory, the pending
         turns and the extractive gist; an LLM gist that may have read them is dropped (the extractive one stays)."""
@@ -220,7 +230,7 @@ class Session:
             included.insert(0, w)
             used += cost
         lines = self._lines if self.gist_source != "llm" else [(None, line) for line in self.gist.splitlines()]
-        lines = _fit(lines, budget - used - len(SEPARATOR) - len(GIST_TITLE) - 1, dropped)
+        lines = _fit([*lines, *self._pending_lines()], budget - used - len(SEPARATOR) - len(GIST_TITLE) - 1, dropped)
         gist = _gist_text(GIST_TITLE, lines)
         used += len(gist) + len(SEPARATOR) if gist else 0
 
