@@ -29,6 +29,10 @@ BACK_POSITIVE = [
     ("What type of music do I like to listen to?", "question about me"),
     ("I don't like comedy movies, right?", "right?"),
     ("你之前说的那个端口是多少？", "之前"),
+    ("我们以前用的端口是多少？", "以前"),  # newcomer: 以前 did not fire
+    ("以前说的那个版本号", "以前"),
+    ("what was the port?", "what was the X?"),  # newcomer: a bare "what was the port?" did not fire
+    ("So, what was the database name again?", "what was the X?"),
     ("刚才说的命令再发一遍", "刚才"),
     ("上次那个报错怎么解决的？", "上次"),
     ("你提到的那个库叫什么？", "你提到"),
@@ -49,6 +53,8 @@ BACK_POSITIVE = [
 ]
 
 BACK_NEGATIVE = [
+    "我以前住在北京，后来搬到了上海。",  # 以前 as "in the past", no question
+    "What was the capital of France during the war of 1870?",  # longer than a back-reference's noun phrase
     "Before you start, make sure the tests pass.",
     "Add a check before the loop.",
     "Have you tried it before?",
@@ -125,7 +131,7 @@ def test_confident_draft_does_not_fire(draft: str) -> None:
 
 def test_both_paths_report_every_reason() -> None:
     t = should_recover("What was the port again?", draft="I'm not sure, maybe 5432.")
-    assert t == Trigger(True, ["back-reference: again?", "low-confidence draft: I'm not sure"])
+    assert t == Trigger(True, ["back-reference: again?", "back-reference: what was the X?", "low-confidence draft: I'm not sure"])
 
 
 def test_draft_cues_are_not_read_in_the_question() -> None:
