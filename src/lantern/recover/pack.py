@@ -17,6 +17,9 @@ from ..model import Entry
 TITLE = "[Recovered by Lantern from earlier in this conversation: verbatim archived turns, oldest facts may be outdated]"
 # the title of a block whose turns come from several sessions (never longer than TITLE: packing reserves TITLE)
 TITLE_SESSIONS = "[Recovered by Lantern from earlier sessions: verbatim archived turns, oldest facts may be outdated]"
+# an unscoped block from one session: it may be this conversation or an earlier one (newcomer finding: a new
+# session's block said "earlier in this conversation" of the previous session's turns)
+TITLE_TURNS = "[Recovered by Lantern from earlier turns: verbatim archived turns, oldest facts may be outdated]"
 ELLIPSIS = "…"
 FULL_BELOW = 80  # with fewer characters left than this, packing stops (no header + excerpt fits) (ours)
 FIRST_EXCERPT_MIN = 40  # the first entry is excerpted into as little room as this (ours)
@@ -32,14 +35,17 @@ def header(entry: Entry, with_session: bool = True) -> str:
 
 
 def title(session: str | None, sessions: Iterable[str] = ()) -> str:
-    """The block's first line: ``TITLE`` naming the one ``session`` every turn comes from when given, else
-    ``TITLE_SESSIONS`` when the packed turns' ``sessions`` are more than one conversation (a sub-session,
-    ``S/sidechain-…``, belongs to its session ``S``), else ``TITLE``."""
+    """The block's first line: ``TITLE`` naming the one ``session`` every turn comes from when the recovery was
+    scoped to it, else ``TITLE_SESSIONS`` when the packed turns' ``sessions`` are more than one conversation (a
+    sub-session, ``S/sidechain-…``, belongs to its session ``S``), else ``TITLE_TURNS`` (an unscoped recovery
+    cannot tell this conversation from an earlier one). ``TITLE`` with no session when nothing is packed yet."""
     if session is not None:
         return TITLE[:-1] + f", all from session {session}]"
     names = set(sessions)
     roots = {s for s in names if not any(s.startswith(t + "/") for t in names if t != s)}
-    return TITLE_SESSIONS if len(roots) > 1 else TITLE
+    if not roots:
+        return TITLE
+    return TITLE_SESSIONS if len(roots) > 1 else TITLE_TURNS
 
 
 def excerpt(text: str, terms: list[str], width: int) -> str:
