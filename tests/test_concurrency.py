@@ -142,3 +142,31 @@ def test_write_lock_held_past_busy_timeout_is_retried_not_raised(tmp_path):
             release.join()
             holder.close()
         assert lt.store.count() == 2
+
+
+def test_handle_without_an_embedder_follows_a_reindex_by_another_process(tmp_path):
+    """A server's handle (opened without naming an embedder) keeps working after ``lantern reindex`` in another
+    process: it loads the recorded embedder before its next call. Before, every later call raised
+    EmbedderMismatchError (breaker finding). A handle that named its embedder still refuses."""
+    from lantern import EmbedderMismatchError
+    from lantern.model import Message
+
+    db = tmp_path / "m.db"
+    with Lantern(db, embedder="minilm") as first:
+        first.archive([Message(role="user", text="the staging DB port is 5433"), Message(role="assistant", text="Noted.")],
+                      session="s")
+    server, pinned = Lantern(db), Lantern(db, embedder="minilm")
+    try:
+        assert "5433" in server.recover("which port is staging on?", budget=800).text
+        proc = subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), "--embedder", "use", "reindex"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert "5433" in server.recover("which port is staging on?", budget=800).text
+        assert server.embedder.id == "use-multilingual-v3" and server.index.dim == 512
+        assert server.archive([Message(role="user", text="staging DB port is now 5434")], session="s").added == 1
+        assert [h.entry.session for h in server.search("staging port", k=2)] == ["s", "s"]
+        with pytest.raises(EmbedderMismatchError):
+            pinned.recover("which port is staging on?", budget=800)
+    finally:
+        server.close()
+        pinned.close()

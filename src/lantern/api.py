@@ -81,11 +81,33 @@ class Lantern:
         self.config = config
         self.scope = resolve(Scope(), user, agent, project)
         self.store = Store(self.path)
+        self._follows = embedder is None  # no embedder named: the handle follows the database's (``_follow_reindex``)
         self.embedder = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
         self.store.check_embedder(self.embedder.id, self.embedder.dim)
         self.redaction = load_policy(self.store, config)  # secrets and private spans (archive/redact.py)
-        self.index = MemoryIndex(self.store, self.embedder.dim, _blocks(self.embedder))
+        self.queries = None
+        self._use_embedder(self.embedder)
+
+    def _use_embedder(self, embedder: Embedder) -> None:
+        """Make ``embedder`` the handle's: a fresh index of its dims and a fresh query-vector cache."""
+        if self.queries is not None:
+            self.queries.close()
+        self.embedder = embedder
+        self.index = MemoryIndex(self.store, embedder.dim, _blocks(embedder))
         self.queries = QueryVectors(lambda: self.embedder, occupied=lambda a, b: self.index.block_occupied(a, b))  # the read path's embedder: queries can be embedded ahead
+
+    def _follow_reindex(self) -> None:
+        """A handle opened without naming an embedder follows its database: when another process has re-embedded
+        it (``lantern reindex``), the handle loads the recorded embedder and a fresh index before the call (one
+        meta read per call). Before, every later call raised EmbedderMismatchError (breaker finding). A handle that
+        named its embedder still raises: it asked for that one. Raises ModelNotFoundError like the constructor."""
+        if not self._follows:
+            return
+        recorded = self.store.get_meta("embedder")
+        if recorded and recorded != self.embedder.id:
+            new = get_embedder(recorded)
+            self.store.check_embedder(new.id, new.dim)
+            self._use_embedder(new)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -181,6 +203,7 @@ class Lantern:
 
     def _prepare_batch(self, turns: list[Turn], session: str | None, scope: Scope) -> tuple[list[Turn], list[NewEntry], Any]:
         """Summarize, tag and classify ``turns`` -> (turns, rows, what to embed: archive/embed_ahead.py)."""
+        self._follow_reindex()
         rows = [self._prepare(turn, session, scope) for turn in turns]
         hashes = [r.content_hash for r in rows]
         return turns, rows, embed_ahead.plan([r.summary for r in rows], hashes, embed_ahead.known_hashes(self.store.db, hashes))
@@ -320,6 +343,7 @@ class Lantern:
         every candidate, not only as far as packing read (recover/pipeline.py)."""
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
+        self._follow_reindex()
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
         query, session = _query_text(query), session or None
@@ -364,6 +388,7 @@ class Lantern:
         query, session = _query_text(query), session or None
         if not query.strip():
             return []
+        self._follow_reindex()
         return pipeline.search(self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope)
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:
@@ -473,6 +498,7 @@ class Lantern:
         rehome = user is not None or self.scope.user or agent is not None or project is not None \
             or self.scope.agent is not None or self.scope.project is not None
         scope = resolve(self.scope, user, agent, project) if rehome else None
+        self._follow_reindex()
         return import_jsonl(self, src, scope=scope, embeddings=embeddings, progress=progress)
 
     def reindex(self, embedder: str | Embedder | None = None, progress: Progress | None = None) -> int:
@@ -487,8 +513,7 @@ class Lantern:
             if progress:
                 progress(start + len(batch), len(rows))
         n = self.store.replace_vectors(((i, v) for (i, _), v in zip(rows, vectors)), new.id, new.dim)
-        self.embedder = new
-        self.index = MemoryIndex(self.store, new.dim, _blocks(new))
+        self._use_embedder(new)
         return n
 
     def set_secret_redaction(self, enabled: bool) -> None:
