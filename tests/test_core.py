@@ -296,8 +296,10 @@ def test_out_of_range_timestamps_do_not_break_reads(lantern):
 
 
 def test_reindex_by_another_handle_blocks_stale_writers(tmp_path):
+    """A handle that named its embedder writes no vector of it after another handle re-embedded the store; a
+    handle that named none follows the reindex and writes with the new embedder."""
     path = tmp_path / "m.db"
-    with Lantern(path) as a, Lantern(path) as b:
+    with Lantern(path, embedder="routed") as a, Lantern(path) as b, Lantern(path) as follower:
         a.archive(PORT_TURN, session="s")
         b.reindex("use")
         with pytest.raises(EmbedderMismatchError):
@@ -305,6 +307,8 @@ def test_reindex_by_another_handle_blocks_stale_writers(tmp_path):
         with pytest.raises(EmbedderMismatchError):
             a.recover("postgres port")
         assert b.stats()["entries"] == 1
+        assert follower.archive(filler_messages()[:2], session="s").added == 1 and follower.embedder.id == b.embedder.id
+        assert "5433" in follower.recover("postgres port").text
 
 
 def test_repeated_user_message_then_reply_reingests_without_duplicates(lantern):
