@@ -417,3 +417,13 @@ def test_a_budget_past_int64_is_everything_not_a_numpy_error(lantern):
     for bad in (float("inf"), float("nan"), -1, -(10**23)):
         with pytest.raises(ValueError, match="budget must be a finite number"):
             lantern.recover("postgres port", budget=bad)
+
+
+def test_blank_session_name_counts_as_not_given(lantern, tmp_path):
+    """``session="   "`` was stored as a session named three spaces (newcomer: ``ingest --session ""`` fell back to
+    the file name, ``--session "  "`` did not); a blank name is now the default, as an empty one is."""
+    assert lantern.archive(PORT_TURN, session="   ").session == "default"
+    assert [h.entry.session for h in lantern.search("postgres port", k=1)] == ["default"]
+    transcript = tmp_path / "build-7.jsonl"
+    transcript.write_text('{"role": "user", "content": "the cache port is 6380"}\n{"role": "assistant", "content": "ok"}\n')
+    assert lantern.ingest(transcript, session=" \t ").session == "build-7"

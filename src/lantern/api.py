@@ -137,7 +137,7 @@ class Lantern:
         scope = resolve(self.scope, user, agent, project)
         parsed_skipped, warnings, msgs, redacted = self._messages(messages, format)
         turns = chunk(msgs, None)
-        result = ArchiveResult(session=session or DEFAULT_SESSION, skipped=parsed_skipped, warnings=warnings, redacted=redacted)
+        result = ArchiveResult(session=_session_name(session, None), skipped=parsed_skipped, warnings=warnings, redacted=redacted)
         self._archive_turns(turns, session, result, scope)
         return result
 
@@ -163,7 +163,7 @@ class Lantern:
 
             return ingest_directory(lambda p, s, **kw: self.ingest(p, s, **kw, user=user, agent=agent, project=project),
                                     path, session, format=format, progress=progress)
-        session = session or parent_session(path) or file_name_text(path.stem)  # a subagent file: its parent session
+        session = (session if session and session.strip() else None) or parent_session(path) or file_name_text(path.stem)  # a subagent file: its parent session
         result = ArchiveResult(session=session)
         dropped = [0]
 
@@ -580,8 +580,10 @@ def _blocks(embedder: Any) -> list[tuple[int, int]] | None:
 
 
 def _session_name(given: str | None, from_transcript: str | None) -> str:
-    given = clean_text(given) if given else given
-    from_transcript = clean_text(from_transcript) if from_transcript else from_transcript
+    """The stored session name: ``given/from_transcript``, either alone, or ``DEFAULT_SESSION``; a blank name
+    (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given."""
+    given = clean_text(given) if given and given.strip() else None
+    from_transcript = clean_text(from_transcript) if from_transcript and from_transcript.strip() else None
     if given and from_transcript:
         return f"{given}/{from_transcript}"
     return given or from_transcript or DEFAULT_SESSION
