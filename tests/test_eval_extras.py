@@ -256,3 +256,20 @@ def test_ablation_of_a_block_the_embedder_lacks_is_not_run():
     names = lambda emb: [s.name for s in for_embedder(select(None), emb)]  # noqa: E731
     assert "-semantic_e5" not in names(get_embedder("minilm")) and "-semantic" in names(get_embedder("minilm"))
     assert "-semantic_e5" in names(get_embedder("routed"))
+
+
+def test_cache_key_changes_with_the_write_path(tmp_path):
+    """The archive cache is keyed by the code that decides what a row holds too: a change to fact extraction
+    re-archives instead of scoring stores built by the old code."""
+    from lantern.eval.datasets import load
+    from lantern.eval.run import WRITE_PATH_MODULES, cache_folder, write_path_version
+
+    root = tmp_path / "lantern"
+    for name in WRITE_PATH_MODULES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"# {name}\n")
+    before = write_path_version(root)
+    (root / "memory/facts.py").write_text("# facts, changed\n")
+    assert len(before) == 12 and write_path_version(root) != before
+    ds = load("locomo", FIX / "locomo_mini.json")
+    assert cache_folder(ds, tmp_path, "minilm-l6-v2-int8").name.endswith(f"-v3-w{write_path_version()}")

@@ -82,10 +82,30 @@ def _turns(history: History) -> list[Turn]:
     return turns
 
 
+#: The modules that decide what an archived row holds (its text, summary, tags, class, redaction, facts, schema and
+#: vector): a cached database built by other versions of them is stale.
+WRITE_PATH_MODULES = ("archive/chunk.py", "archive/summarize.py", "archive/tags.py", "archive/classify.py",
+                      "archive/redact.py", "memory/facts.py", "memory/fact_store.py", "store/migrations.py", "embed.py")
+
+
+def write_path_version(root: Path | None = None, modules: Sequence[str] = WRITE_PATH_MODULES) -> str:
+    """12 hex digits of the sha256 of the ``modules`` (paths under the ``lantern`` package ``root``): part of the
+    cache key, so a change to fact extraction or tagging re-archives the histories instead of scoring stores built
+    by the old code (before, only the embedder id and the loader version were in the key)."""
+    import hashlib
+
+    root = root or Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for name in modules:
+        h.update(name.encode() + b"\0" + (root / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
 def cache_folder(dataset: Dataset, cache_dir: Path, embedder_id: str) -> Path:
-    """The folder of ``dataset``'s cached databases for one embedder: (name, sha256, embedder id, loader version)."""
+    """The folder of ``dataset``'s cached databases for one embedder: (name, sha256, embedder id, loader version,
+    ``write_path_version``)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", embedder_id)
-    return cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSIONS.get(dataset.name, 1)}"
+    return cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSIONS.get(dataset.name, 1)}-w{write_path_version()}"
 
 
 def _paths(folder: Path, history: History) -> tuple[Path, Path]:
