@@ -204,13 +204,13 @@ def test_eval_without_the_eval_extra_fails_before_any_work(tmp_path):
 
 
 def test_recover_says_why_a_small_budget_recovered_nothing(tmp_path, transcript):
-    """A newcomer's finding: ``--budget 200`` printed a bare "nothing recovered" although a 67-character entry
+    """A newcomer's finding: ``--budget 150`` printed a bare "nothing recovered" although a 67-character entry
     matched; the block's title line took the room. The line now says so and names a budget that fits."""
     db = tmp_path / "cli.db"
     run("ingest", str(transcript), db=db)
-    small = run("recover", "which port for staging redis?", "--budget", "200", db=db)
+    small = run("recover", "which port for staging redis?", "--budget", "150", db=db)
     err = small.stderr.decode()
-    assert small.stdout == b"" and "nothing recovered: --budget 200 leaves no room for an entry" in err
+    assert small.stdout == b"" and "nothing recovered: --budget 150 leaves no room for an entry" in err
     suggested = int(re.search(r"use --budget (\d+) or more", err).group(1))
     fits = run("recover", "which port for staging redis?", "--budget", str(suggested), db=db)
     assert "6380" in fits.stdout.decode()

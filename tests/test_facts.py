@@ -76,11 +76,23 @@ def test_chinese_patterns(text, expected):
         ("For the gateway, the port is 9443.", [("gateway port", "9443", None)]),
         ("We use Postgres and the port is 5433.", [("postgres port", "5433", None)]),
         ("For staging, set the port to 5434.", [("staging port", "5434", None)]),
+        # the owner of a key stated in the clause before (newcomer, second round)
+        ("The database is PostgreSQL, the port is 5433.", [("database", "PostgreSQL", None), ("database port", "5433", None)]),
+        ("The database host is db.internal, the port is 5433.", [("database host", "db.internal", None),
+                                                                  ("database port", "5433", None)]),
+        ("the redis host is cache.internal and the port is 6380", [("redis host", "cache.internal", None),
+                                                                    ("redis port", "6380", None)]),
+        ("For the gateway the host is gw.internal and the port is 9443.", [("gateway host", "gw.internal", None),
+                                                                            ("gateway port", "9443", None)]),
+        ("数据库地址是 db.internal，端口是 5433。", [("数据库地址", "db.internal", None), ("数据库端口", "5433", None)]),
+        ("网关用 nginx，版本是 1.25，端口是 9443。", [("网关版本", "1.25", None), ("网关端口", "9443", None)]),
         # no topic before it: the key stays bare
         ("好的，端口改为 5434", [("端口", "5434", None)]),
         ("另外，版本是 3.11", [("版本", "3.11", None)]),
         ("OK, the port is 5433.", [("port", "5433", None)]),
         ("I think the port is 5433.", [("port", "5433", None)]),
+        ("It is done, the port is 5433.", [("port", "5433", None)]),
+        ("The server is running, the port is 8080", [("port", "8080", None)]),
         # a qualified key is left as written
         ("记一下：staging 数据库的端口是 5433。", [("staging数据库端口", "5433", None)]),
         # "X is Y" without a determiner when X ends in an attribute word (newcomer: no fact before)
@@ -490,3 +502,15 @@ def test_ports_of_different_services_are_separate_facts(lantern):
     assert all(len(lantern.facts(k, history=True)) == 1 for k in current)
     rec = lantern.recover("缓存服务的端口是多少？", budget=2000)
     assert "6380" in rec.text and "now 9443" not in rec.text and "now 6380" not in rec.text
+
+
+def test_mixed_language_services_get_no_cross_service_notes(lantern):
+    """The newcomer's second case: English and Chinese turns about a database, a gateway and a cache. Before, the
+    block said "port: 5433 until 2 Nov, now 9443" (database -> gateway) and "端口: 9443 ... now 6380"."""
+    msgs = [("The database is PostgreSQL, the port is 5433.", day(1)), ("For the gateway, the port is 9443.", day(2)),
+            ("网关用 nginx，版本是 1.25，端口是 9443。", day(3)), ("缓存用 Redis，版本是 7.2，端口是 6380。", day(4))]
+    for text, when in msgs:
+        say(lantern, text, when, "mix", reply="OK.")
+    assert all(len(lantern.facts(f.key, history=True)) == 1 for f in lantern.facts())
+    rec = lantern.recover("what is the database port?", budget=1500)
+    assert "5433" in rec.text and "until" not in rec.text

@@ -16,7 +16,7 @@ from lantern.config import Config
 from lantern.model import Entry, Message
 from lantern.recover import prf, timeframe
 from lantern.recover.neighbours import NEIGHBOUR
-from lantern.recover.pack import TITLE, TITLE_SESSIONS, TITLE_TURNS, pack
+from lantern.recover.pack import TITLE, pack
 from lantern.store import migrations
 
 LOCOMO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo" / "locomo10.json"
@@ -165,11 +165,11 @@ ENTRIES = [
 
 def test_grouped_block_names_each_session_once_with_turns_in_order():
     res = pack(iter(ENTRIES), 6000, [], group=True)
-    assert res.text.startswith(TITLE_SESSIONS + "\n\n[session s/2 · 2023-07-07 18:29]\n[turn 4]\n")  # three sessions
+    assert res.text.startswith(TITLE + "\n\n[session s/2 · 2023-07-07 18:29]\n[turn 4]\n")  # three sessions
     one = pack(iter(ENTRIES[:1]), 6000, [], group=True)
-    assert one.text.startswith(TITLE_TURNS + "\n\n[session s/2")  # one session, unscoped: "earlier turns"
+    assert one.text.startswith(TITLE + "\n\n[session s/2")  # one title, whatever the sessions
     side = entry(7, "s/2/sidechain-a1", 0, "Subagent found it " * 3, "2023-07-07 18:30")
-    assert pack(iter([ENTRIES[0], side]), 6000, [], group=True).text.startswith(TITLE_TURNS + "\n")  # its sub-session too
+    assert pack(iter([ENTRIES[0], side]), 6000, [], group=True).text.startswith(TITLE + "\n")  # its sub-session too
     assert res.text.count("[session s/2") == 1 and "[session s/1 · 2023-05-08 13:56]\n[turn 3]\n" in res.text
     assert res.text.index("[turn 4]") < res.text.index("[turn 5]") < res.text.index("[turn 9 · 21:05]")
     assert "[turn 12 · 2023-07-08 08:00]" in res.text and "[session s/3]\n[turn 0]\n" in res.text

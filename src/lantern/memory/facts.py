@@ -171,10 +171,11 @@ GENERIC_KEYS = frozenset({
     "端口", "端口号", "地址", "ip地址", "主机", "主机名", "域名", "版本", "版本号", "密码", "路径", "目录", "用户",
     "用户名", "账号", "超时", "超时时间", "令牌", "分支", "名字", "名称",
 })
-_CLAUSE_BREAK = re.compile(r"[,;:，；：、]")
+_CLAUSE_BREAK = re.compile(r"[,;:，；：、]|\b(?:and|but)\b", re.I)
 _NOT_TOPICS = frozenset({
     "ok", "okay", "noted", "sure", "yes", "yeah", "also", "now", "then", "so", "note", "update", "fyi", "actually",
     "btw", "by the way", "and", "but", "great", "thanks", "done", "right", "well", "hi", "hello", "first", "next",
+    "the", "a", "an", "our", "my", "your", "their", "its", "this", "that", "these", "those", "there", "here",
     "好", "好的", "嗯", "对", "是的", "行", "可以", "记一下", "记住", "注意", "另外", "还有", "对了", "然后", "那么", "所以",
     "现在", "目前", "不过", "但是", "首先", "其次", "最后", "收到", "明白", "谢谢", "顺便说一下", "更新", "补充",
 })
@@ -191,17 +192,37 @@ def _topic_ok(topic: str) -> bool:
     return bool(t) and t not in _NOT_TOPICS and _key_ok(t) and len(t) <= MAX_ZH_KEY_CHARS and len(t.split()) <= 3
 
 
+def _owner(subject: str) -> str:
+    """What a stated key belongs to, as a topic for the next attribute: "数据库地址" -> 数据库, "database host" ->
+    database, "database" -> database; a bare attribute ("版本") -> "" (the topic is then looked for further back)."""
+    k = normalize_key(subject)
+    if not k or k in GENERIC_KEYS:
+        return ""
+    words = k.split()
+    if len(words) > 1 and words[-1] in GENERIC_KEYS:
+        rest = " ".join(words[:-1])
+        return rest if _topic_ok(rest) else ""
+    for g in sorted((g for g in GENERIC_KEYS if _HAS_CJK.search(g) and k.endswith(g) and len(k) > len(g)), key=len, reverse=True):
+        rest = k[: -len(g)].strip()
+        return rest if _topic_ok(rest) else ""
+    return subject.strip() if _topic_ok(subject) else ""
+
+
 def _zh_topic(clause: str) -> str:
     """The topic of a Chinese clause: the subject before 用/使用/部署... ("数据库用 PostgreSQL" -> 数据库), else its
-    object when the subject is a pronoun ("我们用 Redis 做缓存" -> Redis), else the X of "X 的配置 / X 那边"."""
+    object when the subject is a pronoun ("我们用 Redis 做缓存" -> Redis); the owner of a stated key ("数据库地址是
+    db.internal" -> 数据库; "版本是 1.25" -> none, look further back); the X of "X 的配置 / X 那边"; a Latin name."""
     c = _zh_key(clause)
     m = _ZH_TOPIC_VERB.search(c)
     if m:
         subject = c[: m.start()].strip()
         if _topic_ok(subject):
             return subject
-        obj = re.split(r"\s|做|作为|来|当", c[m.end() :].strip(), maxsplit=1)[0]
+        obj = re.split(r"\s|做|作为|来|当", re.sub(r"^[的是\s]+", "", c[m.end() :]), maxsplit=1)[0]
         return obj if _topic_ok(obj) else ""
+    m = _ZH_SET.search(c)
+    if m:
+        return _owner(_zh_key(_zh_phrase(c[: m.start()])))
     m = _ZH_TOPIC_TAIL.search(c)
     if m and _topic_ok(c[: m.start()].strip()):
         return c[: m.start()].strip()
@@ -209,10 +230,15 @@ def _zh_topic(clause: str) -> str:
     return names[-1] if names else ""
 
 
+_EN_TOPIC_TRAIL = re.compile(r"(?:\s+(?:the|a|an|our|my|your|their|its|this|that))+$", re.I)
+_EN_STATED = re.compile(r"^(.+?)\s+(?:is|are|was|were)\s+\S", re.I)
+
+
 def _en_topic(clause: str) -> str:
     """The topic of an English clause: "For the gateway" -> gateway, "the database uses Postgres" -> database,
-    "we use Postgres" -> Postgres; "OK" / "Noted" are no topic."""
-    c = _EN_TOPIC_LEAD.sub("", clause.strip())
+    "we use Postgres" -> Postgres, the owner of a stated key ("the database host is db.internal" -> database,
+    "The database is PostgreSQL" -> database); "OK" / "Noted" are no topic."""
+    c = _EN_TOPIC_TRAIL.sub("", _EN_TOPIC_LEAD.sub("", clause.strip()))
     m = _EN_TOPIC_VERB.search(c)
     if m:
         subject = _EN_TOPIC_LEAD.sub("", c[: m.start()].strip())
@@ -220,23 +246,41 @@ def _en_topic(clause: str) -> str:
             return subject
         obj = _EN_TOPIC_LEAD.sub("", c[m.end() :]).split()
         return obj[0] if obj and _topic_ok(obj[0]) else ""
+    m = _EN_STATED.match(c)
+    if m:  # "the database host is db.internal": its owner; "the gateway the host is ...": the part before
+        parts = [_EN_TOPIC_LEAD.sub("", p) for p in _INNER_DET.split(m.group(1))]
+        owner = _owner(parts[-1])
+        if owner or len(parts) == 1 or normalize_key(parts[-1]) not in GENERIC_KEYS:
+            return owner
+        return parts[0] if _topic_ok(parts[0]) else ""
     return c if re.fullmatch(r"[A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2}", c) and _topic_ok(c) else ""
 
 
+_INNER_DET = re.compile(r"\s+(?:the|a|an|our|my|your)\s+", re.I)
+
+
 def _with_topic(key_text: str, before: str) -> str:
-    """``key_text``, qualified by the topic of the clause before it (``before``: the sentence up to the key) when
-    it is a generic attribute (``GENERIC_KEYS``); unchanged otherwise."""
+    """``key_text``, qualified by the topic of the nearest clause before it in its sentence that names one
+    (``before``: the sentence up to the key) when it is a generic attribute (``GENERIC_KEYS``); unchanged
+    otherwise. "网关用 nginx，版本是 1.25，端口是 9443": 版本 names no owner, so 端口 takes 网关 from the clause before."""
     if normalize_key(key_text) not in GENERIC_KEYS:
         return key_text
-    clauses = [c for c in _CLAUSE_BREAK.split(before) if c.strip()]
-    if not clauses:
-        return key_text
-    clause = clauses[-1]
-    topic = _zh_topic(clause) if _HAS_CJK.search(clause) else _en_topic(clause)
-    if not topic:
+    for clause in reversed([c for c in _CLAUSE_BREAK.split(before) if c.strip()]):
+        topic = _zh_topic(clause) if _HAS_CJK.search(clause) else _en_topic(clause)
+        if topic:
+            break
+    else:
         return key_text
     key_text = _LEAD_EN.sub("", key_text.strip())
     return f"{topic}{key_text}" if _HAS_CJK.search(topic[-1] + key_text[:1]) else f"{topic} {key_text}"
+
+
+def _split_key(sentence: str, m: re.Match[str]) -> tuple[str, str]:
+    """(key, its context: the sentence before the match) for a family's match ``m`` with the key in group 1: a key
+    with an inner determiner ("gateway the host" in "For the gateway the host is ...") is its last part, the rest
+    joins the context."""
+    parts = _INNER_DET.split(m.group(1))
+    return parts[-1], sentence[: m.start()] + " ".join(parts[:-1])
 
 
 # ----------------------------------------------------------------------------------------------- English families
@@ -280,7 +324,7 @@ def is_facts(sentence: str) -> list[ExtractedFact]:
     for m in _IS.finditer(sentence):
         v = _clean_value(m.group(2))
         if v and _value_like(m.group(2), v) and "\\n" not in v:
-            out.append(_fact(_with_topic(m.group(1), sentence[: m.start()]), v, "is"))
+            out.append(_fact(_with_topic(*_split_key(sentence, m)), v, "is"))
     for m in _IS_BARE.finditer(sentence):
         v = _clean_value(m.group(2))
         if v and _value_like(m.group(2), v) and "\\n" not in v and _generic_tail(m.group(1)):
@@ -296,7 +340,7 @@ def set_facts(sentence: str) -> list[ExtractedFact]:
             continue
         v = _clean_value(m.group(2))
         if v and (_value_like(m.group(2), v) or _ends_clause(sentence[m.end(2) :])):
-            out.append(_fact(_with_topic(m.group(1), sentence[: m.start()]), v, "set"))
+            out.append(_fact(_with_topic(*_split_key(sentence, m)), v, "set"))
     return [f for f in out if f]
 
 

@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 
 from ..model import Entry
 
-TITLE = "[Recovered by Lantern from earlier in this conversation: verbatim archived turns, oldest facts may be outdated]"
-# the title of a block whose turns come from several sessions (never longer than TITLE: packing reserves TITLE)
-TITLE_SESSIONS = "[Recovered by Lantern from earlier sessions: verbatim archived turns, oldest facts may be outdated]"
-# an unscoped block from one session: it may be this conversation or an earlier one (newcomer finding: a new
-# session's block said "earlier in this conversation" of the previous session's turns)
-TITLE_TURNS = "[Recovered by Lantern from earlier turns: verbatim archived turns, oldest facts may be outdated]"
+# one title for every block (newcomer findings: "earlier in this conversation" was said of an earlier session's turns,
+# "earlier sessions" of this session's): the session lines and headers name where each turn comes from
+TITLE = "[Recovered by Lantern from earlier turns: verbatim archived turns, oldest facts may be outdated]"
 ELLIPSIS = "…"
 FULL_BELOW = 80  # with fewer characters left than this, packing stops (no header + excerpt fits) (ours)
 FIRST_EXCERPT_MIN = 40  # the first entry is excerpted into as little room as this (ours)
@@ -34,18 +31,10 @@ def header(entry: Entry, with_session: bool = True) -> str:
     return f"[{where}turn {entry.turn}{when}]"
 
 
-def title(session: str | None, sessions: Iterable[str] = ()) -> str:
-    """The block's first line: ``TITLE`` naming the one ``session`` every turn comes from when the recovery was
-    scoped to it, else ``TITLE_SESSIONS`` when the packed turns' ``sessions`` are more than one conversation (a
-    sub-session, ``S/sidechain-…``, belongs to its session ``S``), else ``TITLE_TURNS`` (an unscoped recovery
-    cannot tell this conversation from an earlier one). ``TITLE`` with no session when nothing is packed yet."""
-    if session is not None:
-        return TITLE[:-1] + f", all from session {session}]"
-    names = set(sessions)
-    roots = {s for s in names if not any(s.startswith(t + "/") for t in names if t != s)}
-    if not roots:
-        return TITLE
-    return TITLE_SESSIONS if len(roots) > 1 else TITLE_TURNS
+def title(session: str | None = None) -> str:
+    """The block's first line: ``TITLE``, naming the one ``session`` every packed turn comes from when given (its
+    turns then carry no session in their headers)."""
+    return TITLE if session is None else TITLE[:-1] + f", all from session {session}]"
 
 
 def excerpt(text: str, terms: list[str], width: int) -> str:
@@ -168,7 +157,6 @@ def pack(
     if session is not None:  # one session: its turns in conversation order, as in a grouped block; else MMR order
         parts.sort(key=lambda p: (p[0].turn, p[0].id))
     if parts:
-        top = title(session, (e.session for e, _ in parts))
         result.text = top + "\n\n" + "\n\n".join(text for _, text in parts)
     return result
 
@@ -214,5 +202,5 @@ def _pack_grouped(entries: Iterable[Entry], budget: int, terms: list[str], min_e
     if groups:
         blocks = [line + "\n" + "\n".join(text for _, text in sorted(members, key=lambda m: (m[0].turn, m[0].id)))
                   for line, _, members in groups.values()]
-        result.text = title(None, groups) + "\n\n" + "\n\n".join(blocks)
+        result.text = title() + "\n\n" + "\n\n".join(blocks)
     return result
