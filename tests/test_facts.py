@@ -514,3 +514,33 @@ def test_mixed_language_services_get_no_cross_service_notes(lantern):
     assert all(len(lantern.facts(f.key, history=True)) == 1 for f in lantern.facts())
     rec = lantern.recover("what is the database port?", budget=1500)
     assert "5433" in rec.text and "until" not in rec.text
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a lead word or interjection names no topic: the correction keeps the key and supersedes (breaker finding)
+    ("No, the port is 5434.", [("port", "5434", None)]),
+    ("Sorry, the port is 5434.", [("port", "5434", None)]),
+    ("Correction: the port is 5434.", [("port", "5434", None)]),
+    ("Hmm，端口是 5434", [("端口", "5434", None)]),
+    ("看了 README，端口是 5434", [("端口", "5434", None)]),
+    # one statement, one fact: "Now the port" is no determiner-less key
+    ("Now the port is 5434.", [("port", "5434", None)]),
+    ("Now our port is 5434.", [("port", "5434", None)]),
+    # 用 inside a word (用户名, 应用, 有用) is no verb; 跑步机 is no topic
+    ("用户名是 admin，密码是 secret123", [("用户名", "admin", None), ("密码", "secret123", None)]),
+    ("应用网关用 nginx，地址是 10.0.0.1", [("应用网关地址", "10.0.0.1", None)]),
+    ("跑步机坏了，密码是 abc123", [("密码", "abc123", None)]),
+    ("MySQL版本是8.0，端口是3306", [("mysql版本", "8.0", None), ("mysql端口", "3306", None)]),
+    # what the clause rules out is no topic
+    ("我们不用 Redis 了，端口是 5432", [("端口", "5432", None)]),
+    ("除了 Redis，端口是 5432", [("端口", "5432", None)]),
+    ("We use Postgres and Redis, the port is 6380", [("port", "6380", None)]),
+])
+def test_topics_are_named_things_only(text, expected):
+    assert facts(text) == expected
+
+
+def test_a_correction_after_an_interjection_supersedes(lantern):
+    say(lantern, "The port is 5433.", day(1), "s")
+    say(lantern, "No, the port is 5434.", day(2), "s")
+    assert [(f.key, f.value) for f in lantern.facts()] == [("port", "5434")]

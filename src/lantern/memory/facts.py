@@ -179,12 +179,22 @@ _NOT_TOPICS = frozenset({
     "好", "好的", "嗯", "对", "是的", "行", "可以", "记一下", "记住", "注意", "另外", "还有", "对了", "然后", "那么", "所以",
     "现在", "目前", "不过", "但是", "首先", "其次", "最后", "收到", "明白", "谢谢", "顺便说一下", "更新", "补充",
 })
-_EN_TOPIC_LEAD = re.compile(r"^(?:(?:for|on|in|with|about|as for|regarding|and|also|then|now|so|but)\s+)*"
-                            r"(?:(?:the|a|an|our|my|your|their|its|this|that)\s+)*", re.I)
-_EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|used|run|runs|running|ran|is on|runs on|deploy|deployed)\b\s*", re.I)
-_ZH_TOPIC_VERB = re.compile(r"(?:在?用|使用|采用|选用|改用|跑在|跑|部署在|部署)")
-_ZH_TOPIC_TAIL = re.compile(r"(?:的配置|的设置|那边|这边|方面|这块|那块)$")
-_LATIN_NAME = re.compile(r"[A-Za-z][\w.+\-]*[A-Za-z0-9]")
+_DETERMINERS = r"(?:the|a|an|our|my|your|their|its|this|that)"
+_EN_TOPIC_LEAD = re.compile(rf"^(?:(?:and|also|then|now|so|but)\s+)*(?:{_DETERMINERS}\s+)*", re.I)
+_EN_PREP_TOPIC = re.compile(rf"^(?:for|on|in|with|as for|regarding|about)\s+(?:{_DETERMINERS}\s+)*"
+                            r"([A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2})$", re.I)
+_EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|run|runs|running|deploy|deployed)\b\s*", re.I)
+_EN_STATED = re.compile(r"^(.+?)\s+(?:is|are|was|were)\s+\S", re.I)
+_INNER_DET = re.compile(rf"\s+{_DETERMINERS}\s+", re.I)
+# the object of 用/使用/部署在 must be a Latin name: 用 inside 用户, 应用, 有用 is no verb (breaker finding)
+_ZH_TOPIC_VERB = re.compile(r"(?:在?用|使用|采用|选用|改用|跑在|部署在)(?=\s*[A-Za-z])")
+_ZH_TOPIC_TAIL = re.compile(r"(?:的配置|的设置|那边|这边)$")
+_ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9.+_\-]*")
+# a clause that rules something out names no topic, and the search stops there ("no longer use Redis", "除了 Redis")
+_NEGATION = re.compile(r"\b(?:no longer|not|don't|do not|doesn't|never|without|except|instead of)\b|不|别|没|除了|而非", re.I)
+_CONTINUE = "\0"  # a clause that states a bare attribute ("版本是 1.25"): look one clause further back
+TOPIC_CONTEXT_CHARS = 300  # the topic is looked for in this many characters before the key (ours: bounds the cost)
+TOPIC_CLAUSES = 3  # ... and in at most this many clauses (ours: "X 用 Y，版本是 1，端口是 2" needs two)
 
 
 def _topic_ok(topic: str) -> bool:
@@ -194,10 +204,10 @@ def _topic_ok(topic: str) -> bool:
 
 def _owner(subject: str) -> str:
     """What a stated key belongs to, as a topic for the next attribute: "数据库地址" -> 数据库, "database host" ->
-    database, "database" -> database; a bare attribute ("版本") -> "" (the topic is then looked for further back)."""
+    database, "database" -> database; a bare attribute ("版本") -> ``_CONTINUE``; not a key ("it") -> ""."""
     k = normalize_key(subject)
-    if not k or k in GENERIC_KEYS:
-        return ""
+    if k in GENERIC_KEYS:
+        return _CONTINUE
     words = k.split()
     if len(words) > 1 and words[-1] in GENERIC_KEYS:
         rest = " ".join(words[:-1])
@@ -209,67 +219,66 @@ def _owner(subject: str) -> str:
 
 
 def _zh_topic(clause: str) -> str:
-    """The topic of a Chinese clause: the subject before 用/使用/部署... ("数据库用 PostgreSQL" -> 数据库), else its
-    object when the subject is a pronoun ("我们用 Redis 做缓存" -> Redis); the owner of a stated key ("数据库地址是
-    db.internal" -> 数据库; "版本是 1.25" -> none, look further back); the X of "X 的配置 / X 那边"; a Latin name."""
+    """The topic a Chinese clause names: the subject of 用/使用/部署在 + a Latin name ("数据库用 PostgreSQL" ->
+    数据库), or that name when the subject is a pronoun ("我们用 Redis 做缓存" -> Redis); the owner of a key the clause
+    states ("数据库地址是 db.internal" -> 数据库); the X of "X 的配置 / X 那边"; else none ("" or ``_CONTINUE``)."""
     c = _zh_key(clause)
     m = _ZH_TOPIC_VERB.search(c)
     if m:
         subject = c[: m.start()].strip()
         if _topic_ok(subject):
             return subject
-        obj = re.split(r"\s|做|作为|来|当", re.sub(r"^[的是\s]+", "", c[m.end() :]), maxsplit=1)[0]
-        return obj if _topic_ok(obj) else ""
+        obj = _ASCII_NAME.match(c[m.end() :].lstrip())
+        return obj.group(0) if obj and _topic_ok(obj.group(0)) else ""
     m = _ZH_SET.search(c)
     if m:
         return _owner(_zh_key(_zh_phrase(c[: m.start()])))
     m = _ZH_TOPIC_TAIL.search(c)
-    if m and _topic_ok(c[: m.start()].strip()):
-        return c[: m.start()].strip()
-    names = [n for n in _LATIN_NAME.findall(c) if _topic_ok(n)]
-    return names[-1] if names else ""
-
-
-_EN_TOPIC_TRAIL = re.compile(r"(?:\s+(?:the|a|an|our|my|your|their|its|this|that))+$", re.I)
-_EN_STATED = re.compile(r"^(.+?)\s+(?:is|are|was|were)\s+\S", re.I)
+    return c[: m.start()].strip() if m and _topic_ok(c[: m.start()].strip()) else ""
 
 
 def _en_topic(clause: str) -> str:
-    """The topic of an English clause: "For the gateway" -> gateway, "the database uses Postgres" -> database,
-    "we use Postgres" -> Postgres, the owner of a stated key ("the database host is db.internal" -> database,
-    "The database is PostgreSQL" -> database); "OK" / "Noted" are no topic."""
-    c = _EN_TOPIC_TRAIL.sub("", _EN_TOPIC_LEAD.sub("", clause.strip()))
+    """The topic an English clause names: "For the gateway" -> gateway, "the database uses Postgres" -> database,
+    "we use Postgres" -> Postgres, the owner of a key it states ("the database host is db.internal" -> database);
+    else none ("" or ``_CONTINUE``): "No", "Sorry", "OK" name nothing (breaker finding)."""
+    c = clause.strip()
+    m = _EN_PREP_TOPIC.match(c)
+    if m:
+        return m.group(1) if _topic_ok(m.group(1)) else ""
+    c = _EN_TOPIC_LEAD.sub("", c)
     m = _EN_TOPIC_VERB.search(c)
     if m:
         subject = _EN_TOPIC_LEAD.sub("", c[: m.start()].strip())
         if _topic_ok(subject):
             return subject
         obj = _EN_TOPIC_LEAD.sub("", c[m.end() :]).split()
-        return obj[0] if obj and _topic_ok(obj[0]) else ""
+        return obj[0] if len(obj) == 1 and _topic_ok(obj[0]) else ""
     m = _EN_STATED.match(c)
-    if m:  # "the database host is db.internal": its owner; "the gateway the host is ...": the part before
-        parts = [_EN_TOPIC_LEAD.sub("", p) for p in _INNER_DET.split(m.group(1))]
-        owner = _owner(parts[-1])
-        if owner or len(parts) == 1 or normalize_key(parts[-1]) not in GENERIC_KEYS:
-            return owner
-        return parts[0] if _topic_ok(parts[0]) else ""
-    return c if re.fullmatch(r"[A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2}", c) and _topic_ok(c) else ""
-
-
-_INNER_DET = re.compile(r"\s+(?:the|a|an|our|my|your)\s+", re.I)
+    if m:  # "the database host is db.internal": its owner; "For the gateway the host is ...": the part before
+        subject = " " + m.group(1)
+        inner = list(_INNER_DET.finditer(subject))
+        left, right = (subject[: inner[-1].start()], subject[inner[-1].end() :]) if inner else ("", subject)
+        owner = _owner(_EN_TOPIC_LEAD.sub("", right.strip()))
+        if owner == _CONTINUE and left.strip():
+            return _en_topic(left) or _CONTINUE
+        return owner
+    return ""
 
 
 def _with_topic(key_text: str, before: str) -> str:
-    """``key_text``, qualified by the topic of the nearest clause before it in its sentence that names one
-    (``before``: the sentence up to the key) when it is a generic attribute (``GENERIC_KEYS``); unchanged
-    otherwise. "网关用 nginx，版本是 1.25，端口是 9443": 版本 names no owner, so 端口 takes 网关 from the clause before."""
+    """``key_text``, qualified by the topic the clause before it names (``before``: the sentence up to the key) when
+    it is a generic attribute (``GENERIC_KEYS``); unchanged when that clause names none. A clause stating a bare
+    attribute passes the search on: "网关用 nginx，版本是 1.25，端口是 9443" -> 网关端口."""
     if normalize_key(key_text) not in GENERIC_KEYS:
         return key_text
-    for clause in reversed([c for c in _CLAUSE_BREAK.split(before) if c.strip()]):
-        topic = _zh_topic(clause) if _HAS_CJK.search(clause) else _en_topic(clause)
-        if topic:
+    topic = ""
+    for clause in reversed([c for c in _CLAUSE_BREAK.split(before[-TOPIC_CONTEXT_CHARS:]) if c.strip()][-TOPIC_CLAUSES:]):
+        if _NEGATION.search(clause):
             break
-    else:
+        topic = _zh_topic(clause) if _HAS_CJK.search(clause) else _en_topic(clause)
+        if topic != _CONTINUE:
+            break
+    if not topic or topic == _CONTINUE:
         return key_text
     key_text = _LEAD_EN.sub("", key_text.strip())
     return f"{topic}{key_text}" if _HAS_CJK.search(topic[-1] + key_text[:1]) else f"{topic} {key_text}"
@@ -310,9 +319,17 @@ _COLON = re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\
 _SPEAKERS = {"user", "assistant", "system", "tool", "human", "ai", "note", "warning", "error", "tip", "example", "todo"}
 
 
+_BARE_LEADS = frozenset({"no", "not", "maybe", "apparently", "currently", "today", "still", "just", "anyway", "wait",
+                         "sorry", "lol", "oops", "hmm", "correction", "please", "finally", "perhaps", "probably"})
+
+
 def _generic_tail(key_text: str) -> bool:
-    """Whether a key ends in an attribute word ("redis port", "db host"): the only keys "X is Y" may state without
-    a determiner ("Noted, redis port is 6380")."""
+    """Whether a key ends in an attribute word ("redis port", "db host") and holds no determiner or lead word: the
+    only keys "X is Y" may state without a determiner ("Noted, redis port is 6380"; not "Now the port", which the
+    determiner family already reads: breaker finding)."""
+    words = key_text.casefold().split()
+    if any(w in _NOT_TOPICS or w in _BARE_LEADS for w in words):
+        return False
     k = normalize_key(key_text)
     return k in GENERIC_KEYS or k.rsplit(" ", 1)[-1] in GENERIC_KEYS
 
