@@ -67,7 +67,28 @@ def test_locomo_loader_skips_and_counts_what_is_malformed(tmp_path):
     assert ds.notes == [f"{good['sample_id']} session_9 skipped: a string, not a list of turns",
                         f"{good['sample_id']} question {len(good['qa']) + 1} skipped: a string, not an object",
                         "sample broken skipped: its conversation is an array, not an object (2 questions with it)",
-                        f"turns without text skipped: {good['sample_id']} 2"]
+                        f"turns without text or with a repeated dia_id skipped: {good['sample_id']} 2"]
+
+
+@pytest.mark.parametrize("sample, dropped, note", [
+    ("not a sample", 1, "sample 2 skipped: a string, not an object"),
+    ({"sample_id": "z", "conversation": {"session_01": [{"dia_id": "D1:1", "text": "hi"}]}, "qa": "junk"}, 1,
+     "z questions skipped: its qa is a string, not an array"),
+    ({"sample_id": "z", "conversation": {"session_1": [{"dia_id": "D1:1", "text": "hi"}],
+                                         "session_01": [{"dia_id": "D1:1", "text": "hi"}]}}, 1,
+     "turns without text or with a repeated dia_id skipped: z 1"),
+    ({"sample_id": "z", "conversation": {"session_1": [{"dia_id": "D1:1", "text": "hi"}]},
+      "qa": [{"question": None}, {"question": "q?", "category": [1], "evidence": ["D1:1"]}]}, 1,
+     "z question 1 skipped: no question text"),
+])
+def test_locomo_loader_counts_odd_shapes(tmp_path, sample, dropped, note):
+    """Breaker findings: a zero-padded session key raised KeyError, a list category TypeError; a qa that is not a
+    list, a repeated dia_id, a null question and a non-object sample were lost or doubled without a count."""
+    good = json.loads((FIX / "locomo_mini.json").read_text())[1]
+    (tmp_path / "l.json").write_text(json.dumps([good, sample]))
+    ds = load("locomo", tmp_path / "l.json")
+    assert ds.dropped == dropped and ds.notes == [note]
+    assert all(len({m.meta["dia_id"] for m in h.messages}) == len(h.messages) for h in ds.histories)
 
 
 def test_locomo_split_of_ten_samples(tmp_path):

@@ -175,70 +175,85 @@ def split_evidence(items: Any) -> list[str]:
 # ---------------------------------------------------------------- LoCoMo
 def load_locomo(path: str | Path) -> Dataset:
     """LoCoMo's ``locomo10.json`` -> one history per sample (samples 1–5: the tune split). What does not have the
-    format is skipped and counted, never fatal: a sample whose ``conversation`` is not an object (with its
-    questions), a session that is not a list, a turn without text, a question that is not an object — each in
-    ``Dataset.dropped`` and named in ``Dataset.notes``. A file with no turn at all raises DatasetError."""
+    format is skipped and counted, never fatal: a sample that is not an object or whose ``conversation`` is not one
+    (with its questions), a session that is not a list, a turn without text or repeating a ``dia_id``, a question
+    that is not an object or has no text, a ``qa`` that is not a list — each in ``Dataset.dropped`` and named in
+    ``Dataset.notes``. A file with no turn at all raises DatasetError."""
     path = Path(path)
-    data = _objects(_json(path, "LoCoMo"), path, "LoCoMo", "samples")
+    data = _json(path, "LoCoMo")
+    if not isinstance(data, list):
+        raise DatasetError(f"{path} is not LoCoMo JSON (it holds {_kind(data)}, not an array of samples)")
     ds = Dataset("locomo", str(path), sha256_of(path), [])
     bad_turns: Counter[str] = Counter()
     for i, sample in enumerate(data, 1):
+        if not isinstance(sample, dict):
+            ds.dropped += 1
+            ds.notes.append(f"sample {i} skipped: {_kind(sample)}, not an object")
+            continue
         sid = str(sample.get("sample_id", f"sample-{i}"))
-        conv = sample.get("conversation")
-        qas = sample.get("qa") or []
+        conv, qas = sample.get("conversation"), sample.get("qa")
+        if qas is not None and not isinstance(qas, list):
+            ds.dropped += 1
+            ds.notes.append(f"{sid} questions skipped: its qa is {_kind(qas)}, not an array")
         qas = qas if isinstance(qas, list) else []
         if not isinstance(conv, dict):
             ds.dropped += 1 + len(qas)
             ds.notes.append(f"sample {sid} skipped: its conversation is {_kind(conv)}, not an object "
                             f"({plural(len(qas), 'question')} with it)")
             continue
-        messages: list[Message] = []
-        numbers = []
+        sessions = []
         for k, v in conv.items():
             if m := _SESSION_KEY.fullmatch(k):
                 if isinstance(v, list):
-                    numbers.append(int(m.group(1)))
+                    sessions.append((int(m.group(1)), k))
                 else:
                     ds.dropped += 1
                     ds.notes.append(f"{sid} {k} skipped: {_kind(v)}, not a list of turns")
-        for n in sorted(numbers):
-            when = parse_locomo_date(conv.get(f"session_{n}_date_time"))
-            for j, turn in enumerate(conv[f"session_{n}"], 1):
+        messages: list[Message] = []
+        known: set[str] = set()
+        for n, key in sorted(sessions):
+            when = parse_locomo_date(conv.get(f"{key}_date_time"))
+            for j, turn in enumerate(conv[key], 1):
                 text = turn.get("text") if isinstance(turn, dict) else None
-                if not isinstance(text, str) or not text.strip():
+                dia_id = str(turn.get("dia_id", f"D{n}:{j}")) if isinstance(turn, dict) else ""
+                if not isinstance(text, str) or not text.strip() or dia_id in known:
                     bad_turns[sid] += 1
                     continue
+                known.add(dia_id)
                 if isinstance(turn.get("blip_caption"), str):
                     text += f" [image: {turn['blip_caption']}]"
                 speaker = turn.get("speaker")
                 messages.append(Message(
                     role="user", text=text, name=speaker if isinstance(speaker, str) else None, session=f"session_{n}",
-                    time=when, meta={"dia_id": str(turn.get("dia_id", f"D{n}:{j}"))},
+                    time=when, meta={"dia_id": dia_id},
                 ))
-        known = {m.meta["dia_id"] for m in messages}
         facts: list[Fact] = []
         for q, qa in enumerate(qas, 1):
-            if not isinstance(qa, dict):
+            question = qa.get("question") if isinstance(qa, dict) else None
+            if not isinstance(question, str) or not question.strip():
                 ds.dropped += 1
-                ds.notes.append(f"{sid} question {q} skipped: {_kind(qa)}, not an object")
+                ds.notes.append(f"{sid} question {q} skipped: " + (f"{_kind(qa)}, not an object" if not isinstance(qa, dict)
+                                                                   else "no question text"))
                 continue
             ids = split_evidence(qa.get("evidence") or [])
             good = [e for e in ids if e in known]
             bad = len(ids) - len(good)
             ds.unresolved_ids += bad
-            category = LOCOMO_CATEGORIES.get(qa.get("category"), str(qa.get("category")))
+            cat = qa.get("category")
+            category = LOCOMO_CATEGORIES.get(cat, str(cat)) if isinstance(cat, (int, str)) else str(cat)
             answer = qa.get("answer", "")
-            facts.append(Fact(f"{sid}#q{q}", str(qa.get("question", "")), "" if answer is None else str(answer),
+            facts.append(Fact(f"{sid}#q{q}", question, "" if answer is None else str(answer),
                               list(dict.fromkeys(good)), category, bad))
         summaries = {}
         for key, text in (sample.get("session_summary") or {}).items() if isinstance(sample.get("session_summary"), dict) else ():
             m = re.fullmatch(r"session_(\d+)_summary", key)
             if m and isinstance(text, str):
-                summaries[f"session_{m.group(1)}"] = text
+                summaries[f"session_{int(m.group(1))}"] = text
         ds.histories.append(History(sid, messages, facts, "tune" if i <= LOCOMO_TUNE else "report", summaries))
     if bad_turns:
         ds.dropped += sum(bad_turns.values())
-        ds.notes.append("turns without text skipped: " + ", ".join(f"{sid} {n}" for sid, n in bad_turns.items()))
+        ds.notes.append("turns without text or with a repeated dia_id skipped: "
+                        + ", ".join(f"{sid} {n}" for sid, n in bad_turns.items()))
     if not any(h.messages for h in ds.histories):
         raise _wrong_file("locomo", path, "LoCoMo conversations")
     return ds
