@@ -93,6 +93,32 @@ def test_every_turn_is_in_working_memory_or_the_gist_between_refreshes(lantern):
     assert s.gist.count("\n") + 1 == 7  # the folded gist itself still refreshes every 5 turns (turns 0-6 at 10)
 
 
+def test_pending_lines_are_capped_deduplicated_and_forgotten(tmp_path):
+    """Breaker findings on the pending lines: they were not held to gist_max_chars; with working_turns=0 a turn
+    that grew was pending twice; a forgotten turn's id reused by a new turn brought the forgotten text back."""
+    from lantern import Config
+
+    with Lantern(tmp_path / "cap.db", config=Config(working_turns=1, gist_every=50, gist_max_chars=300)) as lt:
+        s = Session(lt, "chat")
+        fill(s, 12)
+        ctx = s.build_context("next?", 20_000, recover=False)
+        assert 0 < len(ctx.gist) - len(GIST_TITLE) - 1 <= 300
+    with Lantern(tmp_path / "grow.db", config=Config(working_turns=0)) as lt:
+        s = Session(lt, "chat")
+        s.add([{"role": "user", "content": "Turn one: the port is 5433."}])
+        s.add(exchange("Turn one: the port is 5433.", "Noted, 5433."))
+        assert s.build_context("next?", 4000, recover=False).gist.count("turn 0:") == 1
+    with Lantern(tmp_path / "reuse.db", config=Config(working_turns=1, gist_every=10)) as lt:
+        s = Session(lt, "chat")
+        for user in ("Turn X is fine.", "My favourite animal is the teal-ELEPHANT.", "Turn Y."):
+            s.add(exchange(user, "Noted."))
+        lt.forget(entry=3)
+        lt.forget(entry=2)
+        s.add(exchange("Turn NEW.", "Noted."))
+        ctx = s.build_context("anything?", 4000, recover=False)
+        assert "ELEPHANT" not in ctx.text and "Turn NEW." in " ".join(m["content"] for m in ctx.working)
+
+
 def test_gist_rolls_off_oldest_lines_past_its_cap(tmp_path):
     from lantern import Config
 

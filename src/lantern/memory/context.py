@@ -105,17 +105,20 @@ class Session:
         self._lines: list[tuple[int, str]] = []  # extractive gist: (entry id, line), oldest first
         self._llm_gist: str | None = None
         self._since_refresh = 0
+        self._hash_of: dict[int, str] = {}  # entry id -> content hash when added: a forgotten id reused is not ours
 
     # ------------------------------------------------------------------ write
     def add(self, messages: Any) -> ArchiveResult:
         """Archive ``messages`` (any format ``Lantern.archive`` takes; best one complete exchange or a growing
         prefix of one) and update working memory; every ``gist_every`` new turns the gist is refreshed.
         Raises TranscriptFormatError like ``archive`` (nothing stored, working memory unchanged)."""
+        self._drop_forgotten()  # before archiving: a new turn may reuse a forgotten turn's id
         result = self.lantern.archive(messages, session=self.session)
         msgs = self.lantern._messages(messages, "auto")[2]  # the same parse + redaction as archive's
         turns = chunk(msgs, None)
+        self._hash_of.update(self._hashes(result.entry_ids))
         for entry_id, turn in zip(result.entry_ids, turns):
-            same = next((w for w in self.working if w.entry_id == entry_id), None)
+            same = next((w for w in (*self.working, *self._pending) if w.entry_id == entry_id), None)
             if same is not None:  # a live turn that grew, or the same turn sent again
                 same.turn = turn
                 continue
@@ -171,9 +174,8 @@ class Session:
         ids = {w.entry_id for w in self.working} | {p.entry_id for p in self._pending} | {i for i, _ in self._lines}
         if not ids:
             return
-        marks = ",".join("?" * len(ids))
-        alive = {r[0] for r in self.lantern.store.db.execute(f"SELECT id FROM entries WHERE id IN ({marks})", list(ids))}
-        gone = ids - alive
+        now = self._hashes(ids)  # an id whose row was forgotten and reused by a new turn is gone too (breaker finding)
+        gone = {i for i in ids if now.get(i) is None or now[i] != self._hash_of.get(i, now[i])}
         if not gone:
             return
         self.working = [w for w in self.working if w.entry_id not in gone]
@@ -181,6 +183,13 @@ class Session:
         self._lines = [(i, line) for i, line in self._lines if i not in gone]
         if self._llm_gist is not None:
             self._llm_gist, self.gist_source = None, "extractive"
+
+    def _hashes(self, ids: Any) -> dict[int, str]:
+        ids = list(ids)
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return dict(self.lantern.store.db.execute(f"SELECT id, content_hash FROM entries WHERE id IN ({marks})", ids).fetchall())
 
     # ------------------------------------------------------------------ LLM gist
     def _llm_configured(self) -> bool:
@@ -230,7 +239,8 @@ class Session:
             included.insert(0, w)
             used += cost
         lines = self._lines if self.gist_source != "llm" else [(None, line) for line in self.gist.splitlines()]
-        lines = _fit([*lines, *self._pending_lines()], budget - used - len(SEPARATOR) - len(GIST_TITLE) - 1, dropped)
+        lines = _roll([*lines, *self._pending_lines()], self.gist_max_chars)  # the pending lines count against the cap
+        lines = _fit(lines, budget - used - len(SEPARATOR) - len(GIST_TITLE) - 1, dropped)
         gist = _gist_text(GIST_TITLE, lines)
         used += len(gist) + len(SEPARATOR) if gist else 0
 
@@ -244,7 +254,7 @@ class Session:
                                             budget=room, exclude=[*(w.entry_id for w in included), *live])
             block = recovery.text
             recovered_ids = {e.id for e in recovery.entries}
-            if recovered_ids and self.gist_source != "llm":  # the verbatim turn replaces its gist line
+            if recovered_ids:  # the verbatim turn replaces its gist line (an LLM gist's lines have no turn)
                 gist = _gist_text(GIST_TITLE, [(i, line) for i, line in lines if i not in recovered_ids])
         elif fire:
             dropped.append("recovery (no room left)")
