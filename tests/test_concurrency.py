@@ -170,3 +170,55 @@ def test_handle_without_an_embedder_follows_a_reindex_by_another_process(tmp_pat
     finally:
         server.close()
         pinned.close()
+
+
+def test_reindex_committed_during_a_refresh_does_not_break_the_index(tmp_path):
+    """Another handle's reindex commits between the index's embedder check and its row read (forced here through
+    the check itself): the refresh reads one snapshot, so it neither raises nor keeps ids without vectors, and the
+    handle follows the reindex on its next call (breaker finding: ValueError, then IndexError on every call)."""
+    from lantern.model import Message
+
+    path = tmp_path / "r.db"
+    with Lantern(path, embedder="minilm") as w:
+        for i in range(5):
+            w.archive([Message(role="user", text=f"the staging port {i} is 54{i:02d}.")], session="s")
+    handle, other = Lantern(path), Lantern(path)
+    try:
+        check, fired = handle.store.verify_embedder, []
+
+        def racing(*a, **k):
+            out = check(*a, **k)
+            if not fired:
+                fired.append(1)
+                other.reindex("use")
+            return out
+
+        handle.store.verify_embedder = racing
+        assert handle.search("staging port 3", k=3)  # the refresh during which the reindex commits
+        assert fired and handle.embedder.id == "minilm-l6-v2-int8"
+        hits = handle.search("staging port 3", k=3)  # the next call follows the reindex
+        assert hits and handle.embedder.id == "use-multilingual-v3"
+        other.reindex("minilm")
+        assert handle.search("staging port 3", k=3) and handle.embedder.id == "minilm-l6-v2-int8"
+    finally:
+        handle.close()
+        other.close()
+
+
+def test_following_handle_reindex_without_argument_keeps_the_databases_embedder(tmp_path):
+    """``reindex()`` (default: the current embedder) on a handle that follows its database re-embedded with its
+    stale embedder and silently undid another handle's reindex (breaker finding)."""
+    from lantern.model import Message
+
+    path = tmp_path / "r.db"
+    with Lantern(path, embedder="use") as w:
+        w.archive([Message(role="user", text="the staging port is 5433.")], session="s")
+    stale = Lantern(path)
+    try:
+        with Lantern(path) as other:
+            other.reindex("minilm")
+        assert stale.reindex() == 1 and stale.embedder.id == "minilm-l6-v2-int8"
+    finally:
+        stale.close()
+    with Lantern(path) as fresh:
+        assert fresh.embedder.id == "minilm-l6-v2-int8"

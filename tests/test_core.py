@@ -427,3 +427,9 @@ def test_blank_session_name_counts_as_not_given(lantern, tmp_path):
     transcript = tmp_path / "build-7.jsonl"
     transcript.write_text('{"role": "user", "content": "the cache port is 6380"}\n{"role": "assistant", "content": "ok"}\n')
     assert lantern.ingest(transcript, session=" \t ").session == "build-7"
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"role": "user", "content": "hello"}\n{"role": "assistant", "content": "ok"}\n')
+    lantern.ingest(folder, session="  ")  # a folder: no "  /a" prefix (breaker finding)
+    assert {r[0] for r in lantern.store.db.execute("SELECT session FROM entries")} == {"default", "build-7", "a"}
+    assert lantern.recover("postgres port", session="  ").entries  # a blank session filter is no filter

@@ -346,7 +346,7 @@ class Lantern:
         self._follow_reindex()
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
-        query, session = _query_text(query), session or None
+        query, session = _query_text(query), session if session and session.strip() else None  # blank: not given
         if not query.strip():
             return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
         if at is not None:  # turns after the asked time did not exist yet
@@ -385,7 +385,7 @@ class Lantern:
         scope = resolve(self.scope, user, agent, project)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        query, session = _query_text(query), session or None
+        query, session = _query_text(query), session if session and session.strip() else None  # blank: not given
         if not query.strip():
             return []
         self._follow_reindex()
@@ -503,7 +503,11 @@ class Lantern:
 
     def reindex(self, embedder: str | Embedder | None = None, progress: Progress | None = None) -> int:
         """Re-embed every entry with ``embedder`` (default: the current one) in one transaction, and record it
-        as the database's embedder. Returns the number of entries re-embedded."""
+        as the database's embedder. Returns the number of entries re-embedded. A handle that follows its database
+        (opened without naming an embedder) first takes up a reindex made by another process, so ``reindex()`` does
+        not undo it (breaker finding)."""
+        if embedder is None:
+            self._follow_reindex()
         new = get_embedder(embedder) if embedder is not None else self.embedder
         rows = list(self.store.texts())
         vectors: list[np.ndarray] = []

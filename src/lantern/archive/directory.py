@@ -229,7 +229,7 @@ def ingest_directory(
             def report(done: int, estimate: int, _before=before, _size=size) -> None:
                 progress(_before + (min(_size, _size * done // estimate) if estimate else 0), total)
         own = _default_session(path, root)
-        name = f"{session}/{own}" if session else (own if "/" in own else None)
+        name = f"{session}/{own}" if session and session.strip() else (own if "/" in own else None)  # blank: not given
         try:
             if path.exists() and not path.is_file():  # replaced by a folder (a FIFO ...) since the walk listed it
                 raise OSError(21, "no longer a regular file", str(path))

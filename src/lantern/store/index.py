@@ -106,14 +106,25 @@ class MemoryIndex:
             return
         # first load: c, σ and access counts may have been reinforced by earlier handles
         foreign = self._version is None or version != self._version
-        self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
-        self._apply(self._changed_rows())
-        if len(self.ids) != self.store.count():  # something was deleted: start over
-            self.reset()
-            self._apply(self.store.rows_since(float("-inf")))
-            foreign = True
-        if foreign:  # another process may have changed confidence, success or access counts
-            self._load_mutable()
+        db = self.store.db
+        own = not db.in_transaction  # one read transaction: the embedder check and the rows see one snapshot, so a
+        if own:  # reindex committed in between cannot hand this index vectors of another width (breaker finding)
+            db.execute("BEGIN")
+        try:
+            self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
+            self._apply(self._changed_rows())
+            if len(self.ids) != self.store.count():  # something was deleted: start over
+                self.reset()
+                self._apply(self.store.rows_since(float("-inf")))
+                foreign = True
+            if foreign:  # another process may have changed confidence, success or access counts
+                self._load_mutable()
+        except BaseException:
+            self.reset()  # never keep a half-applied refresh: the next one reloads every row
+            raise
+        finally:
+            if own and db.in_transaction:
+                db.execute("COMMIT")
         self._version = version
         self._dirty = False
 
