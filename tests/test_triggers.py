@@ -30,7 +30,8 @@ BACK_POSITIVE = [
     ("I don't like comedy movies, right?", "right?"),
     ("你之前说的那个端口是多少？", "之前"),
     ("我们以前用的端口是多少？", "以前"),  # newcomer: 以前 did not fire
-    ("以前说的那个版本号", "以前"),
+    ("你以前说的那个版本号", "以前"),
+    ("What did we decide about the cache?", "what did we decide"),  # newcomer: did not fire
     ("what was the port?", "what was the X?"),  # newcomer: a bare "what was the port?" did not fire
     ("So, what was the database name again?", "what was the X?"),
     ("刚才说的命令再发一遍", "刚才"),
@@ -55,6 +56,10 @@ BACK_POSITIVE = [
 BACK_NEGATIVE = [
     "我以前住在北京，后来搬到了上海。",  # 以前 as "in the past", no question
     "What was the capital of France during the war of 1870?",  # longer than a back-reference's noun phrase
+    # breaker: the first versions of the "what was the X?" and 以前 cues fired on these
+    "What was the capital of France?", "What was the Renaissance?", "What was the weather like?",
+    "What were the causes of WW2?", "你以前去过北京吗？", "以前的人怎么生活？", "我以前是老师，你呢？",
+    "以前设计的 API 太复杂了。", "我以前用 Windows，现在用 Mac。",
     "Before you start, make sure the tests pass.",
     "Add a check before the loop.",
     "Have you tried it before?",

@@ -48,7 +48,12 @@ _BACK_EN: list[tuple[str, str]] = [
     ("which did we", r"\bwhich\b[^.?!\n]{0,50}\b(?:did|have|had) (?:we|you|I)\b[^.?!\n]{0,30}\b(?:use|used|say|mention|recommend|suggest|choose|pick|discuss|try|settle|decide|agree|share|tell|pin)"),
     ("once mentioned", r"\b(?:once|ever|already) (?:recommended|mentioned|told|shared|said|suggested|discussed)\b"),
     ("our last conversation", r"(?<!since )\b(?:our|the) (?:last|previous|earlier|prior) (?:conversation|chat|session|discussion|talk)\b"),
-    ("what was the X?", r"^\W*(?:(?:so|ok|okay|and|hey|wait|sorry|remind me),?\s+)?what (?:was|were) (?:the|our|my) (?:[\w.-]+\s+){0,3}[\w.-]+\s*(?:again\s*)?\?\s*$"),
+    ("what was the X?", r"^\W*(?:(?:so|ok|okay|and|hey|wait|sorry),?\s+)?what (?:was|were) (?:the|our|my) (?:[\w.-]+\s+){0,2}"
+                        r"(?:port|path|file|command|name|version|url|host|password|key|id|number|value|flag|option|setting|config|"
+                        r"branch|error|table|database|db|endpoint|address|ip|token|model|library|package|directory|folder|script|"
+                        r"function|class|method|variable|repo|server|username|email|link|limit|timeout|size|deadline|budget)s?"
+                        r"\s*(?:again\s*)?\?\s*$"),
+    ("what did we decide", r"\bwhat (?:did|have|had) (?:we|you|I) (?:decide|agree|settle|conclude|choose|pick)(?:d)?\b"),
     ("what was its name", r"\bwhat (?:was|were) (?:its|their|his|her) (?:name|names|title)\b"),
     ("right?", r"\bI\b[^.?!\n]{0,60},\s*(?:right|correct)\s*\?"),
     ("fill-in question", r"\b(?:was|were)\s*\?\s*$"),
@@ -59,7 +64,7 @@ _BACK_EN: list[tuple[str, str]] = [
 # ("之前" as "before X" in "会议之前" is excluded by requiring it to start a clause or follow 我/你/我们).
 _BACK_ZH: list[tuple[str, str]] = [
     ("之前", r"(?:^|[，。？！,.?!\s]|我|你|我们|咱们)之前(?!的?[一-龥]{0,4}(?:之前))"),
-    ("以前", r"(?:^|[，。？！,.?!\s]|我|你|我们|咱们)以前(?:[^。！]{0,30}[？?]|(?:说|提|讲|聊|用|定|设)的?)"),
+    ("以前", r"(?:我们|咱们|你|我)以前(?:说|提|讲|聊)(?:过|的)|(?:我们|咱们|你|我)以前(?:用|定|设|选|配)的|(?:我们|咱们)以前[^。！？]{0,20}(?:什么|哪|多少|几)[^。！？]{0,10}[？?]"),
     ("刚才", r"(?:刚才|刚刚)(?:说|提|讲|问|聊|告诉|推荐|建议|给的|用的)"),
     ("来着", r"来着\s*[？?]|(?:什么|哪|多少|谁|几|啥|怎么)[^。！，]{0,12}来着"),
     ("对吗", r"我[^。！？]{0,30}[，,]\s*(?:对吗|是吗|对吧|是吧|没错吧)[？?]"),
