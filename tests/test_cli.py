@@ -90,6 +90,10 @@ def test_embedder_mismatch_from_cli(tmp_path, transcript):
     out = run("reindex", "--embedder", "use", db=db).stdout.decode()
     assert "2 entries re-embedded with use-multilingual-v3" in out
     assert "6380" in json.loads(run("recover", "redis port", "--json", db=db).stdout)["text"]
+    # the target given twice, differently, is a usage error, not a silent pick (newcomer finding)
+    proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", "minilm", "reindex", "--embedder", "use"],
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 2 and b"differ" in proc.stderr
 
 
 def test_demo_prints_real_figures(tmp_path):

@@ -927,6 +927,9 @@ def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", callback=
     from rich.progress import Progress
 
     console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
+    if embedder and state.embedder and embedder != state.embedder:  # `--embedder use reindex --embedder routed`
+        raise typer.BadParameter(f"the global --embedder {state.embedder} and reindex --embedder {embedder} differ; "
+                                 "give the target once", param_hint="--embedder")
 
     def run():  # _open: a missing path or a zero-byte file is refused, never made a database
         # opened with its own embedder: the global --embedder, when given, is the target (`lantern --embedder e5
