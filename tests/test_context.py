@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from lantern import Lantern
+from lantern import Config, Lantern
 from lantern.memory.context import GIST_TITLE, Session
 
 
@@ -308,3 +308,48 @@ def test_forget_reaches_a_live_session_and_budgets_take_any_number(tmp_path):
         assert "SECRET" not in ctx.text and not s.gist
         assert len(s.build_context("hi", 8000.0).text) <= 8000
         assert len(s.build_context("hi", np.int64(8000)).text) <= 8000
+
+
+def test_llm_gist_stays_whole_while_turns_are_pending(tmp_path, llm_server):
+    """The pending lines were rolled together with the LLM summary, newest first, so a summary near the cap
+    vanished from the context until the next refresh (breaker finding). It stays; the pending lines are capped apart."""
+    with Lantern(tmp_path / "m.db", config=Config(gist_max_chars=40)) as lt:
+        lt.config = replace(lt.config, gist_base_url=f"http://127.0.0.1:{llm_server.server_port}/v1", gist_model="tiny")
+        s = Session(lt, "chat")
+        fill(s, 7)  # refreshed at 5; turns 3 and 4 have left working memory since
+        assert s.gist_source == "llm" and len(s._pending) == 2
+        assert "LLM gist #1" in s.build_context("ok", 8000, recover=False).gist
+
+
+def test_a_turn_grown_by_another_handle_stays_in_working_memory(tmp_path):
+    """Another handle (a proxy, a hook) archived the reply of a turn this Session holds: the row grows in place
+    with a new content hash; it is the same turn, not a forgotten one (breaker finding)."""
+    db = tmp_path / "m.db"
+    with Lantern(db) as lt, Lantern(db) as other:
+        s = Session(lt, "chat")
+        first = {"role": "user", "content": "My flight to Lisbon is TP1234 on Friday."}
+        s.add([first])
+        other.archive([first, {"role": "assistant", "content": "Noted: TP1234."}], session="chat")
+        s.add(exchange("What should I pack?", "Light clothes."))
+        assert len(s.working) == 2 and "TP1234" in s.build_context("anything else?", 8000, recover=False).text
+
+
+def test_a_failed_refresh_leaves_no_transaction_open(tmp_path):
+    """A refresh that fails inside its read transaction (here: the embedder check raises) ends the transaction and
+    resets the index; the next call reloads and writes work (breaker finding: a transaction left open broke every
+    later write)."""
+    with Lantern(tmp_path / "m.db") as lt:
+        lt.archive(exchange("the redis port is 6380", "ok"), session="s")
+        lt.index.mark_dirty()
+        check = lt.store.verify_embedder
+
+        def fail(*a, **k):
+            raise KeyboardInterrupt
+
+        lt.store.verify_embedder = fail
+        with pytest.raises(KeyboardInterrupt):
+            lt.search("redis port")
+        lt.store.verify_embedder = check
+        assert not lt.store.db.in_transaction and len(lt.index.ids) == 0
+        assert lt.archive(exchange("the redis port is 6381", "ok"), session="s").added == 1
+        assert [h.entry.text[:30] for h in lt.search("redis port", k=2)]

@@ -544,3 +544,36 @@ def test_a_correction_after_an_interjection_supersedes(lantern):
     say(lantern, "The port is 5433.", day(1), "s")
     say(lantern, "No, the port is 5434.", day(2), "s")
     assert [(f.key, f.value) for f in lantern.facts()] == [("port", "5434")]
+
+
+@pytest.mark.parametrize("text, expected", [
+    # "the X of the Y" is one key, as before the topic rule (breaker, second round: it became "database")
+    ("The port of the database is 5433.", [("port of the database", "5433", None)]),
+    ("Set the port of the database to 5434.", [("port of the database", "5434", None)]),
+    ("The password for the wifi is Hunter22.", [("password for the wifi", "Hunter22", None)]),
+    # discourse leads and adverbials name no thing, so the correction keeps the bare key
+    ("On second thought, the port is 5434.", [("port", "5434", None)]),
+    ("For the record, the port is 5434.", [("port", "5434", None)]),
+    ("In fact, the port is 5434.", [("port", "5434", None)]),
+    ("When using Docker, the port is 8080.", [("port", "8080", None)]),
+    ("I run tests, the port is 8080.", [("port", "8080", None)]),
+    ("The weather is nice, the address is x.io", [("address", "x.io", None)]),
+    ("Basically port is 5", [("port", "5", None)]),
+    ("Btw redis port is 6381", [("redis port", "6381", None)]),
+    # places a service runs in are topics
+    ("On the staging server, the port is 5433.", [("staging server port", "5433", None)]),
+    ("Ok so the database uses Postgres, and the port is 5434", [("database port", "5434", None)]),
+    # Chinese fragments and time words are no topics
+    ("我妈用 iPhone，版本是 17", [("版本", "17", None)]),
+    ("今天用 Python 写了个脚本，版本是 3.11", [("版本", "3.11", None)]),
+    ("天气是晴天，地址是 x.io", [("地址", "x.io", None)]),
+])
+def test_topics_second_round(text, expected):
+    assert facts(text) == expected
+
+
+def test_port_and_host_of_one_database_are_two_facts(lantern):
+    say(lantern, "The port of the database is 5433.", day(1), "s")
+    say(lantern, "The host of the database is db.internal.", day(2), "s")
+    assert sorted(f.value for f in lantern.facts()) == ["5433", "db.internal"]
+    assert "until" not in lantern.recover("what is the database port?", budget=1500).text

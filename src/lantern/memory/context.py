@@ -105,7 +105,7 @@ class Session:
         self._lines: list[tuple[int, str]] = []  # extractive gist: (entry id, line), oldest first
         self._llm_gist: str | None = None
         self._since_refresh = 0
-        self._hash_of: dict[int, str] = {}  # entry id -> content hash when added: a forgotten id reused is not ours
+        self._place_of: dict[int, tuple] = {}  # entry id -> (session, turn) when added: a forgotten id reused is not ours
 
     # ------------------------------------------------------------------ write
     def add(self, messages: Any) -> ArchiveResult:
@@ -116,7 +116,7 @@ class Session:
         result = self.lantern.archive(messages, session=self.session)
         msgs = self.lantern._messages(messages, "auto")[2]  # the same parse + redaction as archive's
         turns = chunk(msgs, None)
-        self._hash_of.update(self._hashes(result.entry_ids))
+        self._place_of.update(self._places(result.entry_ids))
         for entry_id, turn in zip(result.entry_ids, turns):
             same = next((w for w in (*self.working, *self._pending) if w.entry_id == entry_id), None)
             if same is not None:  # a live turn that grew, or the same turn sent again
@@ -174,8 +174,9 @@ class Session:
         ids = {w.entry_id for w in self.working} | {p.entry_id for p in self._pending} | {i for i, _ in self._lines}
         if not ids:
             return
-        now = self._hashes(ids)  # an id whose row was forgotten and reused by a new turn is gone too (breaker finding)
-        gone = {i for i in ids if now.get(i) is None or now[i] != self._hash_of.get(i, now[i])}
+        now = self._places(ids)  # an id forgotten and reused by a new turn is gone too (breaker finding); a turn that
+        # grew in place (another handle archived its reply) keeps its session and turn number, so it stays
+        gone = {i for i in ids if now.get(i) is None or now[i] != self._place_of.get(i, now[i])}
         if not gone:
             return
         self.working = [w for w in self.working if w.entry_id not in gone]
@@ -184,12 +185,13 @@ class Session:
         if self._llm_gist is not None:
             self._llm_gist, self.gist_source = None, "extractive"
 
-    def _hashes(self, ids: Any) -> dict[int, str]:
+    def _places(self, ids: Any) -> dict[int, tuple]:
         ids = list(ids)
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        return dict(self.lantern.store.db.execute(f"SELECT id, content_hash FROM entries WHERE id IN ({marks})", ids).fetchall())
+        rows = self.lantern.store.db.execute(f"SELECT id, session, turn FROM entries WHERE id IN ({marks})", ids).fetchall()
+        return {i: (session, turn) for i, session, turn in rows}
 
     # ------------------------------------------------------------------ LLM gist
     def _llm_configured(self) -> bool:
@@ -238,8 +240,10 @@ class Session:
             working.insert(0, msgs)
             included.insert(0, w)
             used += cost
-        lines = self._lines if self.gist_source != "llm" else [(None, line) for line in self.gist.splitlines()]
-        lines = _roll([*lines, *self._pending_lines()], self.gist_max_chars)  # the pending lines count against the cap
+        if self.gist_source != "llm":  # the pending lines count against the cap, oldest lines rolling off first
+            lines = _roll([*self._lines, *self._pending_lines()], self.gist_max_chars)
+        else:  # an LLM gist is one summary: it is kept whole, the pending lines capped on their own (breaker finding)
+            lines = [(None, line) for line in self.gist.splitlines()] + _roll(self._pending_lines(), self.gist_max_chars)
         lines = _fit(lines, budget - used - len(SEPARATOR) - len(GIST_TITLE) - 1, dropped)
         gist = _gist_text(GIST_TITLE, lines)
         used += len(gist) + len(SEPARATOR) if gist else 0

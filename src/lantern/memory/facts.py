@@ -178,28 +178,49 @@ _NOT_TOPICS = frozenset({
     "the", "a", "an", "our", "my", "your", "their", "its", "this", "that", "these", "those", "there", "here",
     "好", "好的", "嗯", "对", "是的", "行", "可以", "记一下", "记住", "注意", "另外", "还有", "对了", "然后", "那么", "所以",
     "现在", "目前", "不过", "但是", "首先", "其次", "最后", "收到", "明白", "谢谢", "顺便说一下", "更新", "补充",
+    # time words, conjunctions and adverbs (breaker, second round: "When using Docker" -> when port, 今天版本)
+    "when", "while", "after", "before", "once", "if", "since", "until", "because", "as", "though", "although",
+    "today", "tomorrow", "yesterday", "tonight", "usually", "basically", "honestly", "locally", "always", "never",
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "alright", "anyway",
+    "今天", "昨天", "明天", "平时", "刚才", "最近", "后来", "之前", "以前", "有时", "经常", "一般", "通常", "每天", "周末",
+    "早上", "晚上", "上午", "下午", "中午", "当时", "那时", "这时", "其实", "总之", "反正",
 })
 _DETERMINERS = r"(?:the|a|an|our|my|your|their|its|this|that)"
-_EN_TOPIC_LEAD = re.compile(rf"^(?:(?:and|also|then|now|so|but)\s+)*(?:{_DETERMINERS}\s+)*", re.I)
-_EN_PREP_TOPIC = re.compile(rf"^(?:for|on|in|with|as for|regarding|about)\s+(?:{_DETERMINERS}\s+)*"
+_EN_TOPIC_LEAD = re.compile(rf"^(?:(?:and|also|then|now|so|but|ok|okay|well|yes|right|alright|anyway|btw|fyi)[,\s]+)*"
+                            rf"(?:{_DETERMINERS}\s+)*", re.I)
+# "For the gateway," names a thing; "For the record," "In other words," "On second thought," do not (breaker): "for"
+# takes any noun phrase but a discourse one, "in"/"on" only a place a service runs (production, the staging server)
+_EN_PREP_TOPIC = re.compile(rf"^(?:for|as for|regarding)\s+(?:{_DETERMINERS}\s+)*"
                             r"([A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2})$", re.I)
-_EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|run|runs|running|deploy|deployed)\b\s*", re.I)
-_EN_STATED = re.compile(r"^(.+?)\s+(?:is|are|was|were)\s+\S", re.I)
+_EN_PLACE_TOPIC = re.compile(
+    rf"^(?:in|on)\s+(?:{_DETERMINERS}\s+)?((?:[A-Za-z][\w.\-]*\s+){{0,2}}"
+    r"(?:production|prod|staging|stage|dev|development|test|testing|local|ci|server|host|machine|box|cluster|node|vm|"
+    r"container|laptop|environment|env))$", re.I)
+_DISCOURSE = frozenset({"record", "example", "instance", "reference", "now", "once", "sure", "a while", "the moment",
+                        "the record", "short", "the most part", "what it's worth", "your information", "clarity",
+                        "context", "comparison", "simplicity", "safety", "completeness", "now though", "a moment"})
+_EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|runs|running|deploy|deployed)\b\s*", re.I)
+_EN_PREPOSITIONS = frozenset({"of", "for", "in", "on", "at", "to", "from", "with", "by"})
+_EN_STATED = re.compile(r"^(.+?)\s+(?:is|are)\s+\S", re.I)
 _INNER_DET = re.compile(rf"\s+{_DETERMINERS}\s+", re.I)
 # the object of 用/使用/部署在 must be a Latin name: 用 inside 用户, 应用, 有用 is no verb (breaker finding)
-_ZH_TOPIC_VERB = re.compile(r"(?:在?用|使用|采用|选用|改用|跑在|部署在)(?=\s*[A-Za-z])")
+_ZH_TOPIC_VERB = re.compile(r"(?:使用|采用|选用|改用|跑在|部署在|在用|(?<![备通常应商专公家试费作信有享利占])用)(?=\s*[A-Za-z])")
 _ZH_TOPIC_TAIL = re.compile(r"(?:的配置|的设置|那边|这边)$")
 _ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9.+_\-]*")
 # a clause that rules something out names no topic, and the search stops there ("no longer use Redis", "除了 Redis")
 _NEGATION = re.compile(r"\b(?:no longer|not|don't|do not|doesn't|never|without|except|instead of)\b|不|别|没|除了|而非", re.I)
 _CONTINUE = "\0"  # a clause that states a bare attribute ("版本是 1.25"): look one clause further back
-TOPIC_CONTEXT_CHARS = 300  # the topic is looked for in this many characters before the key (ours: bounds the cost)
+TOPIC_CONTEXT_CHARS = 120  # the topic is looked for in this many characters before the key (ours: bounds the cost)
 TOPIC_CLAUSES = 3  # ... and in at most this many clauses (ours: "X 用 Y，版本是 1，端口是 2" needs two)
 
 
 def _topic_ok(topic: str) -> bool:
+    """A topic is a short noun phrase: not a lead word, time word or pronoun; a Chinese one two characters or more
+    (one is a fragment: 备 of 备用, 妈 of 我妈)."""
     t = normalize_key(topic)
-    return bool(t) and t not in _NOT_TOPICS and _key_ok(t) and len(t) <= MAX_ZH_KEY_CHARS and len(t.split()) <= 3
+    if not t or t in _NOT_TOPICS or not _key_ok(t) or len(t) > MAX_ZH_KEY_CHARS or len(t.split()) > 3:
+        return False
+    return not (_HAS_CJK.search(t) and len(t) < 2)
 
 
 def _owner(subject: str) -> str:
@@ -226,42 +247,47 @@ def _zh_topic(clause: str) -> str:
     m = _ZH_TOPIC_VERB.search(c)
     if m:
         subject = c[: m.start()].strip()
-        if _topic_ok(subject):
-            return subject
-        obj = _ASCII_NAME.match(c[m.end() :].lstrip())
+        if subject:  # a subject that is no topic (今天, 平时) leaves the clause without one
+            return subject if _topic_ok(subject) else ""
+        obj = _ASCII_NAME.match(c[m.end() :].lstrip())  # "我们用 Redis": the pronoun was taken, the name is the topic
         return obj.group(0) if obj and _topic_ok(obj.group(0)) else ""
-    m = _ZH_SET.search(c)
-    if m:
-        return _owner(_zh_key(_zh_phrase(c[: m.start()])))
+    if _ZH_SET.search(c):  # a key the clause states, by the family's own rules (so "天气是晴天" states none)
+        stated = zh_set_facts(c, topics=False)  # no topic of its own: the search must not recurse
+        return _owner(stated[-1].key_text) if stated else ""
     m = _ZH_TOPIC_TAIL.search(c)
     return c[: m.start()].strip() if m and _topic_ok(c[: m.start()].strip()) else ""
 
 
-def _en_topic(clause: str) -> str:
+def _en_topic(clause: str, stated_keys: bool = True) -> str:
     """The topic an English clause names: "For the gateway" -> gateway, "the database uses Postgres" -> database,
     "we use Postgres" -> Postgres, the owner of a key it states ("the database host is db.internal" -> database);
     else none ("" or ``_CONTINUE``): "No", "Sorry", "OK" name nothing (breaker finding)."""
-    c = clause.strip()
-    m = _EN_PREP_TOPIC.match(c)
+    c = _EN_TOPIC_LEAD.sub("", clause.strip())
+    m = _EN_PREP_TOPIC.match(c) or _EN_PLACE_TOPIC.match(c)
     if m:
-        return m.group(1) if _topic_ok(m.group(1)) else ""
-    c = _EN_TOPIC_LEAD.sub("", c)
+        phrase = m.group(1)
+        return phrase if _topic_ok(phrase) and phrase.casefold() not in _DISCOURSE else ""
+    if re.match(r"(?:in|on|at|by|to|from|with|after|before|when|while|once|if)\b", c, re.I):
+        return ""  # any other adverbial lead ("In fact,", "When using Docker,") names no thing
     m = _EN_TOPIC_VERB.search(c)
     if m:
         subject = _EN_TOPIC_LEAD.sub("", c[: m.start()].strip())
         if _topic_ok(subject):
             return subject
-        obj = _EN_TOPIC_LEAD.sub("", c[m.end() :]).split()
-        return obj[0] if len(obj) == 1 and _topic_ok(obj[0]) else ""
-    m = _EN_STATED.match(c)
-    if m:  # "the database host is db.internal": its owner; "For the gateway the host is ...": the part before
-        subject = " " + m.group(1)
-        inner = list(_INNER_DET.finditer(subject))
-        left, right = (subject[: inner[-1].start()], subject[inner[-1].end() :]) if inner else ("", subject)
-        owner = _owner(_EN_TOPIC_LEAD.sub("", right.strip()))
-        if owner == _CONTINUE and left.strip():
-            return _en_topic(left) or _CONTINUE
-        return owner
+        obj = _EN_TOPIC_LEAD.sub("", c[m.end() :]).split()  # "we use Postgres": a name, not "we run tests"
+        name = len(obj) == 1 and (obj[0][:1].isupper() or re.search(r"[\d._\-]", obj[0]))
+        return obj[0] if name and _topic_ok(obj[0]) else ""
+    if stated_keys and _EN_STATED.match(c):  # a key the clause states, by the family's own rules ("The weather is nice" states none)
+        stated = is_facts(c if re.match(_DETERMINERS + r"\s", c, re.I) else "the " + c, topics=False)
+        if not stated:
+            return ""
+        owner = _owner(stated[-1].key_text)
+        if owner != _CONTINUE:
+            return owner
+        # a bare attribute stated after a lead: "For the gateway the host is ..." -> the lead's topic (shorter text)
+        head = c[: c.casefold().rfind(stated[-1].key_text.casefold())]
+        head = re.sub(rf"(?:\s+{_DETERMINERS})+\s*$|^{_DETERMINERS}\s*$", "", " " + head, flags=re.I).strip()
+        return (_en_topic(head, stated_keys=False) or _CONTINUE) if head else _CONTINUE
     return ""
 
 
@@ -288,8 +314,11 @@ def _split_key(sentence: str, m: re.Match[str]) -> tuple[str, str]:
     """(key, its context: the sentence before the match) for a family's match ``m`` with the key in group 1: a key
     with an inner determiner ("gateway the host" in "For the gateway the host is ...") is its last part, the rest
     joins the context."""
-    parts = _INNER_DET.split(m.group(1))
-    return parts[-1], sentence[: m.start()] + " ".join(parts[:-1])
+    inner = list(_INNER_DET.finditer(m.group(1)))
+    left = m.group(1)[: inner[-1].start()] if inner else ""
+    if not inner or left.split()[-1].casefold() in _EN_PREPOSITIONS:  # "the port of the database" is one key
+        return m.group(1), sentence[: m.start()]
+    return m.group(1)[inner[-1].end() :], sentence[: m.start()] + left
 
 
 # ----------------------------------------------------------------------------------------------- English families
@@ -319,8 +348,19 @@ _COLON = re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\
 _SPEAKERS = {"user", "assistant", "system", "tool", "human", "ai", "note", "warning", "error", "tip", "example", "todo"}
 
 
+_DETERMINER_WORDS = frozenset({"the", "a", "an", "our", "my", "your", "their", "its", "this", "that"})
 _BARE_LEADS = frozenset({"no", "not", "maybe", "apparently", "currently", "today", "still", "just", "anyway", "wait",
                          "sorry", "lol", "oops", "hmm", "correction", "please", "finally", "perhaps", "probably"})
+
+
+def _strip_leads(key_text: str) -> str:
+    """A determiner-less key without its lead words ("Btw redis port" -> redis port); "" when a determiner is left
+    ("Now the port": the determiner family reads that one)."""
+    words = key_text.split()
+    while words and (words[0].casefold() in _NOT_TOPICS or words[0].casefold() in _BARE_LEADS
+                     or words[0].casefold().endswith("ly")):
+        words.pop(0)
+    return "" if any(w.casefold() in _DETERMINER_WORDS for w in words) else " ".join(words)
 
 
 def _generic_tail(key_text: str) -> bool:
@@ -334,18 +374,20 @@ def _generic_tail(key_text: str) -> bool:
     return k in GENERIC_KEYS or k.rsplit(" ", 1)[-1] in GENERIC_KEYS
 
 
-def is_facts(sentence: str) -> list[ExtractedFact]:
+def is_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
     """"the X is Y" / "our X is now Y" with a value-like Y; "X is Y" at the start of a clause when X ends in an
     attribute word (``GENERIC_KEYS``)."""
     out = []
     for m in _IS.finditer(sentence):
         v = _clean_value(m.group(2))
         if v and _value_like(m.group(2), v) and "\\n" not in v:
-            out.append(_fact(_with_topic(*_split_key(sentence, m)), v, "is"))
+            key, before = _split_key(sentence, m)
+            out.append(_fact(_with_topic(key, before) if topics else key, v, "is"))
     for m in _IS_BARE.finditer(sentence):
         v = _clean_value(m.group(2))
-        if v and _value_like(m.group(2), v) and "\\n" not in v and _generic_tail(m.group(1)):
-            out.append(_fact(_with_topic(m.group(1), sentence[: m.start(1)]), v, "is"))
+        key = _strip_leads(m.group(1))
+        if v and _value_like(m.group(2), v) and "\\n" not in v and key and _generic_tail(key):
+            out.append(_fact(_with_topic(key, sentence[: m.start(1)]) if topics else key, v, "is"))
     return [f for f in out if f]
 
 
@@ -457,7 +499,7 @@ def _zh_key(phrase: str) -> str:
     return _ZH_KEY_TAIL.sub("", key).strip()
 
 
-def zh_set_facts(sentence: str) -> list[ExtractedFact]:
+def zh_set_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
     """"X 设置为/改为/换成/是 Y". With 是, Y must look like a value (digit, Latin, code) or X must be an attribute
     phrase with 的 ("我的名字是张三"); "我是学生" is not a fact."""
     out = []
@@ -475,7 +517,7 @@ def zh_set_facts(sentence: str) -> list[ExtractedFact]:
             continue
         if m.group(1) == "是" and re.search(r"(?:什么|多少|哪|谁|几)", v):
             continue
-        out.append(_fact(_with_topic(key_text, before[: len(before.rstrip()) - len(phrase)]), v, "zh_set"))
+        out.append(_fact(_with_topic(key_text, before[: len(before.rstrip()) - len(phrase)]) if topics else key_text, v, "zh_set"))
     return [f for f in out if f]
 
 
@@ -488,7 +530,9 @@ def zh_switch_facts(sentence: str) -> list[ExtractedFact]:
             continue
         before = sentence[: m.start()]
         phrase = _zh_phrase(before)
-        key_text = _with_topic(_zh_key(phrase), before[: len(before.rstrip()) - len(phrase)])
+        key_text = _zh_key(phrase)
+        if key_text and len(key_text) <= MAX_ZH_KEY_CHARS:  # before the topic: an unbounded phrase is no key
+            key_text = _with_topic(key_text, before[: len(before.rstrip()) - len(phrase)])
         key = normalize_key(key_text) if key_text and len(key_text) <= MAX_ZH_KEY_CHARS else ""
         out.append(ExtractedFact(key if _key_ok(key) else "", new, key_text if key else "", old, "zh_switch"))
     return out

@@ -107,10 +107,12 @@ class MemoryIndex:
         # first load: c, σ and access counts may have been reinforced by earlier handles
         foreign = self._version is None or version != self._version
         db = self.store.db
-        own = not db.in_transaction  # one read transaction: the embedder check and the rows see one snapshot, so a
-        if own:  # reindex committed in between cannot hand this index vectors of another width (breaker finding)
-            db.execute("BEGIN")
+        # one read transaction: the embedder check and the rows see one snapshot, so a reindex committed in between
+        # cannot hand this index vectors of another width (breaker finding)
+        own = not db.in_transaction
         try:
+            if own:
+                db.execute("BEGIN")
             self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
             self._apply(self._changed_rows())
             if len(self.ids) != self.store.count():  # something was deleted: start over
