@@ -162,8 +162,10 @@ def _fact(key_text: str, value: str | None, family: str, replaces: str | None = 
 # ----------------------------------------------------------------------------------------------- generic keys
 # A key that is only an attribute word ("port", "端口") names nothing by itself: "数据库用 PostgreSQL，端口是 5433" and
 # "缓存服务用 Redis，端口是 6380" would share the key 端口, and the second would mark the first superseded. Such a key
-# takes the topic of the clause before it in the same sentence (数据库端口, 缓存服务端口); with no topic there it
-# stays bare (ours).
+# takes the topic a named thing in the clause before it gives (数据库端口, 缓存服务端口): the subject or Latin-named
+# object of 用 / use, the owner of a key stated there, "For the X", "X 的配置". Anything else (an interjection, a time
+# word, a negated clause) gives none and the key stays bare, so "No, the port is 5434" still supersedes (ours;
+# precision over recall, as everywhere in this module).
 GENERIC_KEYS = frozenset({
     "port", "port number", "host", "hostname", "url", "uri", "endpoint", "address", "ip", "ip address", "path",
     "dir", "directory", "folder", "version", "password", "user", "username", "token", "timeout", "region",
