@@ -37,9 +37,10 @@ What is NOT extracted (precision over recall: a false fact would mark a true one
 我的/你的/我们的 dropped, 的 removed, ``_ . -`` and whitespace runs made one space, spaces next to CJK removed.
 So "The DB_Port" = "db port" = "DB port", but "database port" ≠ "DB port": there is no synonym or embedding match
 (ours; a fuzzy match would supersede facts about different things). A key that is only an attribute word
-(``GENERIC_KEYS``: port, host, version, 端口, 地址, 版本...) takes the topic of the clause before it in the same
-sentence: "数据库用 PostgreSQL，端口是 5433" -> 数据库端口, "For the gateway, the port is 9443" -> gateway port, so two
-services' ports are two keys; with no topic there ("好的，端口改为 5434") it stays bare. "X is Y" without a
+(``GENERIC_KEYS``: port, host, version, 端口, 地址, 版本...) takes the topic a named thing in the clause before it
+gives: "数据库用 PostgreSQL，端口是 5433" -> 数据库端口, "For the gateway, the port is 9443" -> gateway port, "The database
+host is db.internal, the port is 5433" -> database port, so two services' ports are two keys; with no named thing
+there ("好的，端口改为 5434", "No, the port is 5434") it stays bare. "X is Y" without a
 determiner counts only when X ends in such a word ("Noted, redis port is 6380").
 """
 
