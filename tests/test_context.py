@@ -127,6 +127,8 @@ def test_gist_rolls_off_oldest_lines_past_its_cap(tmp_path):
         fill(s, 10)
         assert 0 < len(s.gist) <= 250
         assert s.gist.splitlines()[-1].startswith("turn 6:")  # newest kept, oldest dropped
+        # the Session keeps no record of turns in no layer (breaker: it grew by one entry per turn)
+        assert len(s._place_of) == len(s.working) + len(s._pending) + len(s.gist.splitlines())
 
 
 @pytest.mark.parametrize("budget", [80, 150, 300, 600, 1000, 2000, 4000, 8000])

@@ -32,6 +32,7 @@ BACK_POSITIVE = [
     ("我们以前用的端口是多少？", "以前"),  # newcomer: 以前 did not fire
     ("你以前说的那个版本号", "以前"),
     ("What did we decide about the cache?", "what did we decide"),  # newcomer: did not fire
+    ("remind me the redis port", "remind me"),  # newcomer: did not fire
     ("what was the port?", "what was the X?"),  # newcomer: a bare "what was the port?" did not fire
     ("So, what was the database name again?", "what was the X?"),
     ("刚才说的命令再发一遍", "刚才"),

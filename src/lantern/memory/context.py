@@ -143,6 +143,8 @@ class Session:
             if p.entry_id in turn_numbers:  # a forgotten turn leaves no line
                 self._lines.append((p.entry_id, gist_line(p.turn, turn_numbers[p.entry_id])))
         self._lines = _roll(self._lines, self.gist_max_chars)
+        tracked = {w.entry_id for w in self.working} | {p.entry_id for p in self._pending} | {i for i, _ in self._lines}
+        self._place_of = {i: v for i, v in self._place_of.items() if i in tracked}  # lines rolled off: no longer ours
         if self._llm_configured():
             new = "\n\n".join(p.turn.text[:LLM_TURN_CHARS] for p in pending if p.entry_id in turn_numbers)
             try:

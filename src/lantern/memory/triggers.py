@@ -42,7 +42,7 @@ _BACK_EN: list[tuple[str, str]] = [
     ("last time", r"(?<!since )(?<!the )\blast time\b"),
     ("the one we used", r"\bthe (?:one|ones|thing|method|approach|command|file|fix|option|setting|version|tool|library|model|port|trick|solution|query|script|config) (?:we|you|I) (?:used|tried|chose|picked|discussed|mentioned|set|had|wrote|added|suggested|recommended|pinned)\b"),
     ("again?", r"\b(?:what|which|where|who|when|how)(?:'s| is| was| are| were| did| do)\b[^.?!\n]{0,60}\bagain\s*\?"),
-    ("remind me", r"(?:^|[,.!?;]\s*|\b(?:can|could|would|will) you |\bplease |\bpls )remind me (?:what|which|where|when|who|how (?:we|you|I)|of (?:the|what|which|how) (?:we|you|I)\b)"),
+    ("remind me", r"(?:^|[,.!?;]\s*|\b(?:can|could|would|will) you |\bplease |\bpls )remind me (?:what|which|where|when|who|how (?:we|you|I)|of (?:the|what|which|how) (?:we|you|I)\b|(?:of )?(?:the|our|my) (?:[\w.-]+\s+){0,2}(?:port|path|file|command|name|version|url|host|password|key|id|number|value|flag|option|setting|config|branch|error|table|database|endpoint|address|token|model|library|package|directory|folder|script|repo|server|username|email|link|timeout)s?\b)"),
     ("remember", r"\b(?:do|did|can|could) you (?:still )?(?:remember|recall)\b|\byou remember (?:what|which|when|where|how|the)\b"),
     ("what was the", r"\bwhat (?:was|were) (?:the|that|those|my|our)\b[^.?!\n]{0,60}\b(?:we|you|I)\b[^.?!\n]{0,30}\b(?:used|said|mentioned|recommended|suggested|discussed|chose|picked|set|had|tried|talked|pinned)\b"),
     ("which did we", r"\bwhich\b[^.?!\n]{0,50}\b(?:did|have|had) (?:we|you|I)\b[^.?!\n]{0,30}\b(?:use|used|say|mention|recommend|suggest|choose|pick|discuss|try|settle|decide|agree|share|tell|pin)"),
