@@ -353,8 +353,9 @@ def test_cli_facts_mirrors_the_api(tmp_path):
     assert out.exit_code == 0 and "5433" in out.stdout and "5434" not in out.stdout
     out = runner.invoke(app, ["--db", str(path), "recover", "staging DB port", "--json"])
     assert "5433 until 14 Mar 2026 09:00, now 5434" in json.loads(out.stdout)["text"]
-    out = runner.invoke(app, ["--db", str(path), "facts", "--as-of", "yesterday"])
-    assert out.exit_code == 1 and "ISO 8601" in out.output and "Traceback" not in out.output
+    for command in (["facts"], ["recover", "staging DB port"]):  # a usage error, exit 2 (it was 1: newcomer finding)
+        out = runner.invoke(app, ["--db", str(path), *command, "--as-of", "yesterday"])
+        assert out.exit_code == 2 and "ISO 8601" in out.output and "Traceback" not in out.output
 
 
 # ----------------------------------------------------------------------------------------------- chain property

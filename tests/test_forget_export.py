@@ -288,6 +288,9 @@ def test_cli_export_import(source, tmp_path):
     assert p.returncode == 1 and "line 11" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
     p = subprocess.run([*cli, "--db", str(copy), "forget", "--user", "alice"], capture_output=True, env=env, timeout=300)
     assert p.returncode == 0 and "3 entries forgotten" in p.stdout.decode()
+    p = subprocess.run([*cli, "--db", str(copy), "forget", "--entry", "999"], capture_output=True, env=env, timeout=300)
+    assert p.returncode == 0 and "0 entries forgotten" in p.stdout.decode()  # a mistyped id is named (newcomer finding)
+    assert "no entry 999 matched" in p.stderr.decode()
     p = subprocess.run([*cli, "--db", str(copy), "forget"], capture_output=True, env=env, timeout=300)
     assert p.returncode == 1 and "give --entry" in p.stderr.decode()
 

@@ -445,6 +445,16 @@ def _iso(value: Optional[str], option: str):
         raise ValueError(f"{option} must be an ISO 8601 time such as 2026-03-14 or 2026-03-14T09:00:00Z, got {value!r}") from None
 
 
+def _iso_option(value: Optional[str]) -> Optional[str]:
+    """``--as-of`` checked when parsed: a value that is no ISO 8601 time is a usage error (exit 2, as the README
+    says of out-of-range values; it was exit 1: newcomer finding). Returns the value as given."""
+    try:
+        _iso(value, "--as-of")
+    except ValueError as e:
+        raise typer.BadParameter(str(e).replace("--as-of must be", "must be")) from None
+    return value
+
+
 @app.command()
 def ingest(
     file: Path = typer.Argument(..., metavar="FILE|DIR", help="Transcript file, or a directory: every transcript under it."),
@@ -593,7 +603,7 @@ def recover(
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
-    as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): answer as of then."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -757,6 +767,9 @@ def forget(
             who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
             n = lantern.forget(entry=entry, session=session, user=who, agent=agent, project=project)
             print(f"{plural(n, 'entry', 'entries')} forgotten")
+            if n == 0:  # say which filter found nothing (newcomer finding: a mistyped id looked like success)
+                what = f"entry {entry}" if entry is not None else f"session {session!r}" if session is not None else "entry"
+                typer.echo(f"no {what} matched" + (f" for user {who!r}" if who else ""), err=True)
 
     _guard(run)
 
@@ -837,7 +850,7 @@ def stats(as_json: bool = typer.Option(False, "--json", help="Print the statisti
 @app.command()
 def facts(
     key: Optional[str] = typer.Argument(None, metavar="KEY", callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
-    as_of: Optional[str] = typer.Option(None, "--as-of", help="ISO 8601 time (naive = UTC): the values valid then."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): the values valid then."),
     history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
     as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
     user: Optional[str] = _user_option(),
