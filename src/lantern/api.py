@@ -20,6 +20,7 @@ import numpy as np
 from .archive.chunk import chunk
 from .archive import embed_ahead
 from .archive.classify import classify_turn
+from .archive.directory import given_name
 from .archive.ingest import add_warnings, ingest_batches
 from .archive.parse import clean_text, parse
 from .archive.parse.jsonl import file_name_text
@@ -163,7 +164,7 @@ class Lantern:
 
             return ingest_directory(lambda p, s, **kw: self.ingest(p, s, **kw, user=user, agent=agent, project=project),
                                     path, session, format=format, progress=progress)
-        session = (session if session and session.strip() else None) or parent_session(path) or file_name_text(path.stem)  # a subagent file: its parent session
+        session = given_name(session) or parent_session(path) or file_name_text(path.stem)  # a subagent file: its parent session
         result = ArchiveResult(session=session)
         dropped = [0]
 
@@ -346,7 +347,7 @@ class Lantern:
         self._follow_reindex()
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
-        query, session = _query_text(query), session if session and session.strip() else None  # blank: not given
+        query, session = _query_text(query), given_name(session)
         if not query.strip():
             return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
         if at is not None:  # turns after the asked time did not exist yet
@@ -385,7 +386,7 @@ class Lantern:
         scope = resolve(self.scope, user, agent, project)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        query, session = _query_text(query), session if session and session.strip() else None  # blank: not given
+        query, session = _query_text(query), given_name(session)
         if not query.strip():
             return []
         self._follow_reindex()
@@ -586,8 +587,8 @@ def _blocks(embedder: Any) -> list[tuple[int, int]] | None:
 def _session_name(given: str | None, from_transcript: str | None) -> str:
     """The stored session name: ``given/from_transcript``, either alone, or ``DEFAULT_SESSION``; a blank name
     (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given."""
-    given = clean_text(given) if given and given.strip() else None
-    from_transcript = clean_text(from_transcript) if from_transcript and from_transcript.strip() else None
+    given = clean_text(given) if given_name(given) else None
+    from_transcript = clean_text(from_transcript) if given_name(from_transcript) else None
     if given and from_transcript:
         return f"{given}/{from_transcript}"
     return given or from_transcript or DEFAULT_SESSION

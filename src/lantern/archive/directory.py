@@ -229,7 +229,7 @@ def ingest_directory(
             def report(done: int, estimate: int, _before=before, _size=size) -> None:
                 progress(_before + (min(_size, _size * done // estimate) if estimate else 0), total)
         own = _default_session(path, root)
-        name = f"{session}/{own}" if session and session.strip() else (own if "/" in own else None)  # blank: not given
+        name = f"{session}/{own}" if given_name(session) else (own if "/" in own else None)
         try:
             if path.exists() and not path.is_file():  # replaced by a folder (a FIFO ...) since the walk listed it
                 raise OSError(21, "no longer a regular file", str(path))
@@ -316,6 +316,12 @@ def shown(text: Path | str, *, keep_lines: bool = False) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def given_name(name: str | None) -> str | None:
+    """A session name as given, or None when it is blank (empty or only whitespace: ``--session "  "`` means no
+    session was given, as an empty one does)."""
+    return name if name and name.strip() else None
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

@@ -137,16 +137,14 @@ class Session:
         self.refreshes += 1
         if not self._pending:
             return self.gist
+        lines = self._pending_lines()  # a forgotten turn leaves no line
         pending, self._pending = self._pending, []
-        turn_numbers = {e.id: e.turn for e in self.lantern.store.entries([p.entry_id for p in pending], text=False, tags=False).values()}
-        for p in pending:
-            if p.entry_id in turn_numbers:  # a forgotten turn leaves no line
-                self._lines.append((p.entry_id, gist_line(p.turn, turn_numbers[p.entry_id])))
-        self._lines = _roll(self._lines, self.gist_max_chars)
-        tracked = {w.entry_id for w in self.working} | {p.entry_id for p in self._pending} | {i for i, _ in self._lines}
+        self._lines = _roll(self._lines + lines, self.gist_max_chars)
+        tracked = {w.entry_id for w in self.working} | {i for i, _ in self._lines}
         self._place_of = {i: v for i, v in self._place_of.items() if i in tracked}  # lines rolled off: no longer ours
         if self._llm_configured():
-            new = "\n\n".join(p.turn.text[:LLM_TURN_CHARS] for p in pending if p.entry_id in turn_numbers)
+            alive = {i for i, _ in lines}
+            new = "\n\n".join(p.turn.text[:LLM_TURN_CHARS] for p in pending if p.entry_id in alive)
             try:
                 self._llm_gist = self._call_llm(new)[: self.gist_max_chars].strip()
                 self.gist_source, self.gist_error = "llm", None
@@ -162,9 +160,9 @@ class Session:
         return "\n".join(line for _, line in self._lines)
 
     def _pending_lines(self) -> list[tuple[int, str]]:
-        """Extractive lines of the turns that left working memory since the last refresh: the context shows them
-        after the gist, so no turn is in neither layer between refreshes (newcomer finding: after 6 turns the
-        third was in neither)."""
+        """Extractive lines of the turns that left working memory since the last refresh (those still stored):
+        the refresh folds them into the gist, and until then the context shows them after it, so no turn is in
+        neither layer between refreshes (newcomer finding: after 6 turns the third was in neither)."""
         if not self._pending:
             return []
         numbers = {e.id: e.turn for e in self.lantern.store.entries([p.entry_id for p in self._pending], text=False, tags=False).values()}

@@ -75,7 +75,9 @@ class ExtractedFact:
 
 # ----------------------------------------------------------------------------------------------- normalization
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_LEAD_EN = re.compile(r"^(?:(?:the|a|an|our|my|your|their|its|this|that)\s+)+", re.I)
+_DETERMINER_WORDS = ("the", "a", "an", "our", "my", "your", "their", "its", "this", "that")
+_DETERMINERS = "(?:" + "|".join(_DETERMINER_WORDS) + ")"
+_LEAD_EN = re.compile(rf"^(?:{_DETERMINERS}\s+)+", re.I)
 _LEAD_ZH = re.compile(r"^(?:我们的|我的|你的|你们的|他的|她的|咱们的|这个|那个)")
 _SEPARATORS = re.compile(r"[\s_.\-]+")
 _CJK_SPACE = re.compile(rf"\s*([{_CJK}])\s*")
@@ -178,7 +180,7 @@ _CLAUSE_BREAK = re.compile(r"[,;:，；：、]|\b(?:and|but)\b", re.I)
 _NOT_TOPICS = frozenset({
     "ok", "okay", "noted", "sure", "yes", "yeah", "also", "now", "then", "so", "note", "update", "fyi", "actually",
     "btw", "by the way", "and", "but", "great", "thanks", "done", "right", "well", "hi", "hello", "first", "next",
-    "the", "a", "an", "our", "my", "your", "their", "its", "this", "that", "these", "those", "there", "here",
+    "these", "those", "there", "here", *_DETERMINER_WORDS,
     "好", "好的", "嗯", "对", "是的", "行", "可以", "记一下", "记住", "注意", "另外", "还有", "对了", "然后", "那么", "所以",
     "现在", "目前", "不过", "但是", "首先", "其次", "最后", "收到", "明白", "谢谢", "顺便说一下", "更新", "补充",
     # time words, conjunctions and adverbs (breaker, second round: "When using Docker" -> when port, 今天版本)
@@ -188,7 +190,6 @@ _NOT_TOPICS = frozenset({
     "今天", "昨天", "明天", "平时", "刚才", "最近", "后来", "之前", "以前", "有时", "经常", "一般", "通常", "每天", "周末",
     "早上", "晚上", "上午", "下午", "中午", "当时", "那时", "这时", "其实", "总之", "反正",
 })
-_DETERMINERS = r"(?:the|a|an|our|my|your|their|its|this|that)"
 _EN_TOPIC_LEAD = re.compile(rf"^(?:(?:and|also|then|now|so|but|ok|okay|well|yes|right|alright|anyway|btw|fyi)[,\s]+)*"
                             rf"(?:{_DETERMINERS}\s+)*", re.I)
 # "For the gateway," names a thing; "For the record," "In other words," "On second thought," do not (breaker): "for"
@@ -236,8 +237,9 @@ def _owner(subject: str) -> str:
     if len(words) > 1 and words[-1] in GENERIC_KEYS:
         rest = " ".join(words[:-1])
         return rest if _topic_ok(rest) else ""
-    for g in sorted((g for g in GENERIC_KEYS if _HAS_CJK.search(g) and k.endswith(g) and len(k) > len(g)), key=len, reverse=True):
-        rest = k[: -len(g)].strip()
+    tail = max((g for g in GENERIC_KEYS if _HAS_CJK.search(g) and k.endswith(g) and len(k) > len(g)), key=len, default="")
+    if tail:  # "数据库地址" -> 数据库
+        rest = k[: -len(tail)].strip()
         return rest if _topic_ok(rest) else ""
     return subject.strip() if _topic_ok(subject) else ""
 
@@ -351,30 +353,22 @@ _COLON = re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\
 _SPEAKERS = {"user", "assistant", "system", "tool", "human", "ai", "note", "warning", "error", "tip", "example", "todo"}
 
 
-_DETERMINER_WORDS = frozenset({"the", "a", "an", "our", "my", "your", "their", "its", "this", "that"})
 _BARE_LEADS = frozenset({"no", "not", "maybe", "apparently", "currently", "today", "still", "just", "anyway", "wait",
                          "sorry", "lol", "oops", "hmm", "correction", "please", "finally", "perhaps", "probably"})
 
 
-def _strip_leads(key_text: str) -> str:
-    """A determiner-less key without its lead words ("Btw redis port" -> redis port); "" when a determiner is left
-    ("Now the port": the determiner family reads that one)."""
+def _bare_key(key_text: str) -> str:
+    """The key of a determiner-less "X is Y", or "" when it is none: lead words dropped ("Btw redis port" -> redis
+    port), then it must hold no determiner or lead word ("Now the port" is the determiner family's: breaker
+    finding) and end in an attribute word (``GENERIC_KEYS``: "Noted, redis port is 6380")."""
     words = key_text.split()
     while words and (words[0].casefold() in _NOT_TOPICS or words[0].casefold() in _BARE_LEADS
                      or words[0].casefold().endswith("ly")):
         words.pop(0)
-    return "" if any(w.casefold() in _DETERMINER_WORDS for w in words) else " ".join(words)
-
-
-def _generic_tail(key_text: str) -> bool:
-    """Whether a key ends in an attribute word ("redis port", "db host") and holds no determiner or lead word: the
-    only keys "X is Y" may state without a determiner ("Noted, redis port is 6380"; not "Now the port", which the
-    determiner family already reads: breaker finding)."""
-    words = key_text.casefold().split()
-    if any(w in _NOT_TOPICS or w in _BARE_LEADS for w in words):
-        return False
-    k = normalize_key(key_text)
-    return k in GENERIC_KEYS or k.rsplit(" ", 1)[-1] in GENERIC_KEYS
+    if not words or any(w.casefold() in _NOT_TOPICS or w.casefold() in _BARE_LEADS for w in words):
+        return ""
+    k = normalize_key(" ".join(words))
+    return " ".join(words) if k in GENERIC_KEYS or k.rsplit(" ", 1)[-1] in GENERIC_KEYS else ""
 
 
 def is_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
@@ -388,8 +382,8 @@ def is_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
             out.append(_fact(_with_topic(key, before) if topics else key, v, "is"))
     for m in _IS_BARE.finditer(sentence):
         v = _clean_value(m.group(2))
-        key = _strip_leads(m.group(1))
-        if v and _value_like(m.group(2), v) and "\\n" not in v and key and _generic_tail(key):
+        key = _bare_key(m.group(1))
+        if v and _value_like(m.group(2), v) and "\\n" not in v and key:
             out.append(_fact(_with_topic(key, sentence[: m.start(1)]) if topics else key, v, "is"))
     return [f for f in out if f]
 
