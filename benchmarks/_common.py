@@ -167,11 +167,11 @@ class CpuMeter:
 
 # ---------------------------------------------------------------------------------------------- store filler
 class Pool:
-    """Real turns run through the real write-path stages once (``Lantern._prepare``: summarize, tags, hints,
+    """Real turns run through the real write-path stages once (``Writer.prepare``: summarize, tags, hints,
     classify, content hash) and their summaries embedded once (batched). ``rows[i]`` / ``vectors[i]``."""
 
     def __init__(self, lantern, turns, session: str = "bench"):
-        self.rows = [lantern._prepare(t, session) for t in turns]
+        self.rows = [lantern.writer.prepare(t, session, lantern.scope) for t in turns]
         self.vectors = lantern.embedder.embed([r.summary for r in self.rows])
 
     def __len__(self) -> int:
@@ -183,7 +183,7 @@ def clean_pool(turns, lantern, session: str = "bench"):
     (a turn whose text extends the previous turn of its session) when added in order."""
     keep, seen, last_text = [], set(), {}
     for t in turns:
-        row = lantern._prepare(t, session)
+        row = lantern.writer.prepare(t, session, lantern.scope)
         prev = last_text.get(row.session)
         if row.content_hash in seen or (prev is not None and row.text.startswith(prev + "\n")):
             continue

@@ -11,7 +11,7 @@ Per turn, interleaved so that any background load hits every measurement alike:
   1. baseline: ``MiniLMEmbedder.embed([summary])`` of that turn's summary, alone;
   2. ``Lantern.archive(turn.messages, session=...)`` on the benchmark database (one call per turn);
   3. the stages of that same call, each timed directly (same functions, same arguments as ``Lantern.archive``):
-     parse/chunk (``_clean`` + ``chunk``), summarize + tags + classify (``Lantern._prepare``, with its parts timed
+     parse/chunk (``clean_message`` + ``chunk``), summarize + tags + classify (``Writer.prepare``, with its parts timed
      once more on their own), embed, store (``Store.add`` of the one row on a second database).
 Targets (issue): archive <= 25 ms p50 per turn, aim <= 12 ms.
 """
@@ -31,19 +31,20 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import begin, markdown_prefix, pct  # noqa: E402
 
-from lantern.api import Lantern, _clean  # noqa: E402
+from lantern.api import Lantern  # noqa: E402
+from lantern.archive.pipeline import clean_message  # noqa: E402
 from lantern.archive.chunk import chunk  # noqa: E402
 from lantern.archive.classify import classify  # noqa: E402
 from lantern.archive.summarize import summarize  # noqa: E402
-from lantern.archive.tags import extract_tags, hint_terms  # noqa: E402
+from lantern.text.tags import extract_tags, hint_terms  # noqa: E402
 from lantern.embed import MiniLMEmbedder  # noqa: E402
 from lantern.model import content_hash  # noqa: E402
 from lantern.store.sqlite import Store  # noqa: E402
 
 TARGET_P50_MS, AIM_P50_MS = 25.0, 12.0
 STAGES = [
-    ("parse/chunk", "_clean + chunk", 0),
-    ("summarize+tags+classify", "Lantern._prepare", 0),
+    ("parse/chunk", "clean_message + chunk", 0),
+    ("summarize+tags+classify", "Writer.prepare", 0),
     ("  summarize", "summarize", 1),
     ("  extract_tags", "extract_tags", 1),
     ("  hint_terms", "hint_terms", 1),
@@ -107,12 +108,12 @@ def main() -> None:
             archive_s.append(pc() - t0)
             # 3. its stages, timed directly
             t0 = pc()
-            turns = chunk([_clean(m) for m in turn.messages], None)
+            turns = chunk([clean_message(m) for m in turn.messages], None)
             st["parse/chunk"].append(pc() - t0)
             t0 = pc()
-            rows = [lantern._prepare(t, session) for t in turns]
+            rows = [lantern.writer.prepare(t, session, lantern.scope) for t in turns]
             st["summarize+tags+classify"].append(pc() - t0)
-            for t in turns:  # the parts of _prepare, once more each on its own
+            for t in turns:  # the parts of Writer.prepare, once more each on its own
                 t0 = pc()
                 summarize(t, cfg.summary_message_chars, cfg.summary_max_chars)
                 t1 = pc()
@@ -152,7 +153,7 @@ def main() -> None:
             ingest_tables = storage_breakdown(ing.store)
             n_parsed = result.added + result.duplicates
             # baseline: the batched embedding alone of the same summaries, same batches of 256 turns
-            summaries = [r.summary for r in (ing._prepare(t, "ingest") for t in all_turns[:n_ingest])]
+            summaries = [r.summary for r in (ing.writer.prepare(t, "ingest", ing.scope) for t in all_turns[:n_ingest])]
         t0 = time.perf_counter()
         for start in range(0, len(summaries), 256):
             embedder.embed(summaries[start : start + 256])

@@ -7,7 +7,7 @@ feature off, in the same process, interleaved.
 
 Data: ../shared/data/aider_chat_history/chat-history.md when present (read-only), else the shipped demo excerpt.
 
-1. Extraction alone: ``extract_facts`` over each turn's texts (exactly what ``Lantern._prepare`` passes it), every
+1. Extraction alone: ``extract_facts`` over each turn's texts (exactly what ``Writer.prepare`` passes it), every
    turn of the log, ``--repeat`` passes, fastest pass per turn kept.
 2. Archive: the first ``--archive-turns`` turns archived one call per turn into two fresh databases, one with
    ``Config(extract_facts=False)``, sharing one loaded embedder; the two calls of a turn alternate which goes first.
@@ -37,7 +37,7 @@ from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa:
 from lantern.api import Lantern  # noqa: E402
 from lantern.config import Config  # noqa: E402
 from lantern.embed import MiniLMEmbedder  # noqa: E402
-from lantern.memory.facts import extract_facts, fact_texts  # noqa: E402
+from lantern.archive.facts import extract_facts, fact_texts  # noqa: E402
 
 ARCHIVE_TARGET_MS, RECOVER_TARGET_MS = 2.0, 5.0
 

@@ -5,7 +5,7 @@ against the semantic signal alone (one matrix-vector product) as the in-process 
                                                  [--profile] [--embedder minilm|use|routed]
 
 Store: embedding 100k turns one by one would take an hour, so a pool of --pool real aider turns is run through the
-real write-path stages (``Lantern._prepare``: summarize, tags, hints, classify) and embedded once (batched); the
+real write-path stages (``Writer.prepare``: summarize, tags, hints, classify) and embedded once (batched); the
 store is then filled through ``Store.add`` (the real store stage, FTS5 included) with entry i = pool turn i % P:
 the first P entries are the real turns with their real vectors, later copies get " [copy k]" appended to the text
 (so the content hash differs) and the pool vector plus Gaussian noise (sigma --sigma per component),

@@ -36,7 +36,7 @@ from lantern.api import Lantern  # noqa: E402
 from lantern.archive.chunk import chunk  # noqa: E402
 from lantern.archive.parse import parse  # noqa: E402
 from lantern.archive.redact import find_secrets, make_policy, redact_messages, redact_text, remove_private  # noqa: E402
-from lantern.archive.tags import extract_tags  # noqa: E402
+from lantern.text.tags import extract_tags  # noqa: E402
 
 TARGET_MS = 2.0
 FIXTURES = REPO / "tests" / "fixtures" / "secrets"

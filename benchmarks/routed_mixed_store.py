@@ -30,7 +30,8 @@ from rich.table import Table
 
 from lantern.embed import RoutedEmbedder, embed_query
 from lantern.eval.datasets import SEPARATE_CATEGORIES, load
-from lantern.eval.run import default_cache_dir, prepare
+from lantern.eval.run import default_cache_dir
+from lantern.eval.cases import prepare
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -217,7 +217,7 @@ def test_failure_in_the_middle_of_an_archive_leaves_the_store_unchanged(lantern,
     before = lantern.stats()["entries"]
     dump_before = "\n".join(sqlite3.connect(tmp_path / "m.db").iterdump())
     # the third of five turns violates NOT NULL on entries.session: the whole call must roll back
-    original = lantern._prepare
+    original = lantern.writer.prepare
     calls = {"n": 0}
 
     def prepare(turn, session, *scope):
@@ -227,10 +227,10 @@ def test_failure_in_the_middle_of_an_archive_leaves_the_store_unchanged(lantern,
             row.session = None
         return row
 
-    lantern._prepare = prepare
+    lantern.writer.prepare = prepare
     with pytest.raises(sqlite3.IntegrityError):
         lantern.archive(filler_messages(), session="s2")
-    lantern._prepare = original
+    lantern.writer.prepare = original
     assert lantern.stats()["entries"] == before
     assert "\n".join(sqlite3.connect(tmp_path / "m.db").iterdump()) == dump_before
     # and the store still works

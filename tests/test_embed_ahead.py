@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import lantern.api as api_mod
+import lantern.archive.pipeline as api_mod
 from lantern import Lantern
 from lantern.archive import embed_ahead
 from lantern.archive.ingest import Slices, TurnBatches
@@ -69,7 +69,7 @@ def _serial_ingest(lt: Lantern, path: Path, session: str) -> ArchiveResult:
     batches = TurnBatches(Slices(path, "auto"), lambda m: redact_messages(m, lt.redaction), api_mod.INGEST_BATCH_TURNS,
                           lambda piece, redacted: None)
     for turns in batches:
-        rows = [lt._prepare(t, session, lt.scope) for t in turns]
+        rows = [lt.writer.prepare(t, session, lt.scope) for t in turns]
         vectors = lt.embedder.embed([r.summary for r in rows])
         for entry_id, added in lt.store.add(rows, vectors):
             result.added += added
@@ -147,14 +147,15 @@ def test_a_row_deleted_after_the_plan_is_embedded_and_written(tmp_path):
         lt.archive(msgs[:2], session="s")
         from lantern.archive.chunk import chunk
 
-        turns = chunk(lt._messages(msgs, "auto")[2], None)
-        turns, rows, plan = lt._prepare_batch(turns, "s", lt.scope)
+        turns = chunk(lt.writer.messages(msgs).messages, None)
+        batch = lt.writer.prepare_batch(turns, "s", lt.scope)
+        rows, plan = batch.rows, batch.plan
         assert plan.slot[0] is None and plan.slot[1] is not None  # the first turn is stored: no vector planned
         vectors = embed_ahead.embed_plan(lt.embedder, plan)
         with Lantern(tmp_path / "m.db", embedder=MODEL) as other:  # another handle forgets it before the write
             assert other.forget(session="s", vacuum=False) == 1
         result = ArchiveResult(session="s")
-        lt._store_batch(turns, rows, vectors, result)
+        lt.writer.store_batch(batch, vectors, result)
         assert result.added == 2
     direct = [np.asarray(MODEL.embed([r.summary])[0], "<f4").tobytes() for r in rows]
     assert [r[-1] for r in _rows(tmp_path / "m.db")] == direct

@@ -321,13 +321,13 @@ def test_eval_measures_recency_from_the_compaction_not_the_wall_clock(tmp_path, 
     import types
     from datetime import timezone
 
-    from lantern.eval.run import _cases, prepare
+    from lantern.eval.cases import cases_of, prepare
     from lantern.eval.systems import run_system, select
     from lantern.recover import pipeline
 
     ds = load("locomo", FIX / "locomo_mini.json")
     prepared, _ = prepare(ds, tmp_path / "cache")
-    cases, pools, _ = _cases(prepared, ds.histories, "truncation", lambda _: 2)
+    cases, pools, _ = cases_of(prepared, ds.histories, "truncation", lambda _: 2)
     h = ds.histories[0]
     lantern = prepared[h.id].lantern
     latest = max(e.time for e in lantern.store.entries(sorted(set(prepared[h.id].entry_ids))).values())

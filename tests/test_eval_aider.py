@@ -11,7 +11,8 @@ import pytest
 from lantern.eval.compaction import compact, lost_turns
 from lantern.eval.datasets import load
 from lantern.eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, fact_type, needed_lost_facts, t_star
-from lantern.eval.run import _turns, main
+from lantern.eval.cases import history_turns
+from lantern.eval.run import main
 
 FIX = Path(__file__).parent / "fixtures" / "eval" / "aider_mini.md"
 AIDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "aider_chat_history" / "chat-history.md"
@@ -23,7 +24,7 @@ def test_aider_loader_builds_lookahead_facts():
     assert len(ds.histories) == 1  # the second session has 1 turn: too short to compact
     h = ds.histories[0]
     assert h.query == "context" and h.split == "tune"
-    assert len(_turns(h)) == t_star(10) == 6  # only the turns before t* are archived
+    assert len(history_turns(h)) == t_star(10) == 6  # only the turns before t* are archived
     facts = {f.answer: f for f in h.facts}
     assert set(facts) == {"src/db/config.py", "0.23.5", "ConnectionRefusedError"}
     assert facts["src/db/config.py"].category == "path" and facts["src/db/config.py"].evidence == ["0:1"]
@@ -32,7 +33,7 @@ def test_aider_loader_builds_lookahead_facts():
 
 
 def test_fact_type_decision_needs_a_user_cue():
-    turns = _turns(load("aider", FIX).histories[0])
+    turns = history_turns(load("aider", FIX).histories[0])
     assert fact_type("src/db/config.py", "path", turns[:1]) == "path"  # named by the assistant only
     assert fact_type("0.23.5", "version", turns[1:2]) == "decision"
     assert fact_type("5433", "port", turns[:1]) == "number"
@@ -51,7 +52,7 @@ def test_eval_lost_facts_equal_the_demo_protocol():
     context = compaction_summary(compacted) + "\n" + "\n".join(x.text for x in kept)
     demo = needed_lost_facts(compacted, context, turns[t : t + LOOKAHEAD])
     h = load("aider", FIX).histories[0]
-    ht = _turns(h)
+    ht = history_turns(h)
     comp = compact("gist", ht, KEEP)
     turn_of = {m.meta["dia_id"]: i for i, x in enumerate(ht) for m in x.messages}
     lost = [f.answer for f in h.facts if lost_turns(f, turn_of, comp)]

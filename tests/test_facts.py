@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from lantern import Config, Lantern
 from lantern.cli import app
-from lantern.memory.facts import extract_facts, normalize_key
+from lantern.archive.facts import extract_facts
+from lantern.text.fact_keys import normalize_key
 
 
 def facts(text: str) -> list[tuple[str, str | None, str | None]]:
@@ -277,7 +278,7 @@ def test_extraction_can_be_switched_off(tmp_path):
 
 
 def test_facts_reads_take_an_extra_where_on_the_source_entry(lantern):
-    from lantern.memory import fact_store
+    from lantern.store import facts as fact_store
 
     say(lantern, "the staging DB port is 5433", day(13), "s1")
     say(lantern, "the build dir is out/release", day(13), "s2")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from lantern import EmbedderMismatchError, Lantern
-from lantern.archive.tags import query_terms
+from lantern.text.tags import query_terms
 from lantern.errors import ExportFormatError
 from lantern.recover import signals
 from lantern.recover.signals import fts_query

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from lantern.archive.parse import (
     FORMATS,
     ParseResult,
-    clean_text,
     detect_format,
     parse,
     parse_anthropic,
     parse_locomo,
     parse_openai,
 )
+from lantern.text.clean import clean_text
 from lantern.errors import TranscriptFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parse"

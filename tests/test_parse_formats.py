@@ -295,7 +295,7 @@ def test_line_wrapped_base64_leaves_no_base64_in_the_index(tmp_path, width, eol)
 
 def test_short_wrapped_base64_and_prose_lines_are_kept():
     """Below BLOB_MIN_CHARS in all (a PEM public key of a few lines), or lines of prose, nothing is replaced."""
-    from lantern.archive.parse.media import scrub_inline_data
+    from lantern.text.media import scrub_inline_data
 
     key = base64.b64encode(os.urandom(300)).decode()
     pem = "-----BEGIN PUBLIC KEY-----\n" + "\n".join(key[i:i + 64] for i in range(0, len(key), 64)) + "\n-----END PUBLIC KEY-----"

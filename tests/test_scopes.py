@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lantern import Lantern
-from lantern.archive.tags import query_terms
+from lantern.text.tags import query_terms
 from lantern.compaction import detect
 from lantern.integrations.service import MemoryService
 from lantern.model import content_hash

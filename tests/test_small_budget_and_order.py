@@ -5,7 +5,7 @@ keys lose a stray 的, and an adverbial 的 ("真的是") makes no fact."""
 from __future__ import annotations
 
 from lantern import Lantern
-from lantern.memory.facts import extract_facts
+from lantern.archive.facts import extract_facts
 
 ZH = [
     {"role": "user", "content": "我们的测试服务器端口设置为 8443，数据库密码是 Hx9!kPq2zz", "timestamp": "2026-03-01T10:00:00Z"},

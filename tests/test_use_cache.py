@@ -16,7 +16,7 @@ from importlib.metadata import version
 import numpy as np
 import pytest
 
-from lantern import use_cache
+from lantern.embed import use_cache
 from lantern.embed import RoutedEmbedder, USEEmbedder
 
 TEXTS = [

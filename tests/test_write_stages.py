@@ -15,14 +15,8 @@ from hypothesis import strategies as st
 from lantern.archive.chunk import chunk
 from lantern.archive.classify import classify
 from lantern.archive.summarize import summarize
-from lantern.archive.tags import (
-    STOPWORDS,
-    cjk_bigrams,
-    extract_paths,
-    extract_tags,
-    hint_terms,
-    query_terms,
-)
+from lantern.text.tags import STOPWORDS, extract_paths, extract_tags, hint_terms, query_terms
+from lantern.text.cjk import cjk_bigrams
 from lantern.model import Message, Tag, ToolCall, ToolResult, Turn
 
 

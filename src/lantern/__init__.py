@@ -6,9 +6,9 @@
         print(lantern.recover("which port does the database use?").text)
 """
 
-from .config import Config
-from .errors import EmbedderMismatchError, LanternError, ModelNotFoundError, TranscriptFormatError
-from .model import ArchiveResult, Candidate, Entry, Hit, Message, RecoveredEntry, Recovery, Tag, ToolCall, ToolResult, Turn
+from lantern.config import Config
+from lantern.errors import EmbedderMismatchError, LanternError, ModelNotFoundError, TranscriptFormatError
+from lantern.model import ArchiveResult, Candidate, Entry, Hit, Message, RecoveredEntry, Recovery, Tag, ToolCall, ToolResult, Turn
 
 __version__ = "0.1.0"
 
@@ -17,7 +17,7 @@ def __getattr__(name: str):
     # ``Lantern`` (numpy, the store, the pipeline) loads on first use, so a process that never needs it (a Claude
     # Code hook whose prompt needs no recovery, ``lantern --help``) starts in tens of milliseconds.
     if name == "Lantern":
-        from .api import Lantern
+        from lantern.api import Lantern
 
         return Lantern
     raise AttributeError(f"module 'lantern' has no attribute {name!r}")

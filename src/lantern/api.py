@@ -10,46 +10,36 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .archive.chunk import chunk
-from .archive import embed_ahead
-from .archive.classify import classify_turn
-from .archive.directory import given_name
-from .archive.ingest import add_warnings, ingest_batches
-from .archive.parse import clean_text, parse
-from .archive.parse.jsonl import file_name_text
-from .archive.parse.objects import check_messages
-from .archive.redact import load_policy, redact_messages, set_secret_redaction
-from .archive.subagents import parent_session
-from .archive.summarize import summarize
-from .archive.tags import extract_tags, hint_terms
-from .config import DEFAULT, Config, default_db_path
-from .embed import Embedder, get_embedder
-from .memory import fact_store
-from .memory.facts import extract_facts, fact_texts
-from .model import ArchiveResult, Hit, Message, Recovery, ToolCall, ToolResult, Turn, content_hash
-from . import reinforce
-from .recover import facts_note, pipeline, speaker
-from .recover.query_vectors import QueryVectors
-from .scope import Scope, resolve, scope_where
-from .store.index import MemoryIndex
-from .store.sqlite import NewEntry, Store, is_unwritable, to_epoch
+from lantern.archive.chunk import chunk
+from lantern.text.names import given_name
+from lantern.text.clean import clean_text
+from lantern.text.names import file_name_text
+from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
+from lantern.archive.redact import load_policy, set_secret_redaction
+from lantern.archive.subagents import parent_session
+from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
+from lantern.embed import Embedder, embedder_name, get_embedder
+from lantern.store import facts as fact_store
+from lantern.model import ArchiveResult, Hit, Message, Recovery, content_hash
+from lantern import reinforce
+from lantern.recover import facts_note, pipeline, speaker
+from lantern.recover.query_vectors import QueryVectors
+from lantern.scope import Scope, resolve, scope_where
+from lantern.store.index import MemoryIndex
+from lantern.store.sqlite import Store, is_unwritable
+from lantern.store.times import to_epoch
 
 if TYPE_CHECKING:
-    from .archive.directory import DirectoryResult
+    from lantern.archive.directory import DirectoryResult
 
-Progress = Callable[[int, int], None]  # (done, total) in turns
 log = logging.getLogger("lantern")
 
-INGEST_BATCH_TURNS = 256  # turns per transaction when ingesting a file (ours)
-TAG_HEAD_CHARS, TAG_TAIL_CHARS = 48_000, 16_000  # tags of a huge turn come from its head and tail (ours)
-DEFAULT_SESSION = "default"
 # ours: a query is read up to its first 16,000 characters (about 4,000 words). The models read less already
 # (MiniLM 128 tokens, USE 8,192 characters) and full text keeps 64 terms; past that a 600,000-character query only
 # cost time (4 s, a breaker's measurement). The integrations' queries are a question, or a tail and a 2,000-character
@@ -79,15 +69,20 @@ class Lantern:
         config: Config = DEFAULT, user: str | None = None, agent: str | None = None, project: str | None = None,
     ):
         self.path = Path(path) if path is not None else default_db_path()
-        self.config = config
         self.scope = resolve(Scope(), user, agent, project)
         self.store = Store(self.path)
         self._follows = embedder is None  # no embedder named: the handle follows the database's (``_follow_reindex``)
-        self.embedder = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
-        self.store.check_embedder(self.embedder.id, self.embedder.dim)
-        self.redaction = load_policy(self.store, config)  # secrets and private spans (archive/redact.py)
+        chosen = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
+        self.store.check_embedder(chosen.id, chosen.dim, embedder_name(chosen.id))
+        self.writer = Writer(self.store, None, chosen, config, load_policy(self.store, config), self._follow_reindex)
         self.queries = None
-        self._use_embedder(self.embedder)
+        self._use_embedder(chosen)
+
+    # the handle's state the write path reads (archive/pipeline.py); assigning one here is seen by both paths
+    config = property(lambda self: self.writer.config, lambda self, v: setattr(self.writer, "config", v))
+    embedder = property(lambda self: self.writer.embedder, lambda self, v: setattr(self.writer, "embedder", v))
+    index = property(lambda self: self.writer.index, lambda self, v: setattr(self.writer, "index", v))
+    redaction = property(lambda self: self.writer.redaction, lambda self, v: setattr(self.writer, "redaction", v))
 
     def _use_embedder(self, embedder: Embedder) -> None:
         """Make ``embedder`` the handle's: a fresh index of its dims and a fresh query-vector cache."""
@@ -107,7 +102,7 @@ class Lantern:
         recorded = self.store.get_meta("embedder")
         if recorded and recorded != self.embedder.id:
             new = get_embedder(recorded)
-            self.store.check_embedder(new.id, new.dim)
+            self.store.check_embedder(new.id, new.dim, embedder_name(new.id))
             self._use_embedder(new)
 
     # ------------------------------------------------------------------ lifecycle
@@ -121,7 +116,7 @@ class Lantern:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ write path
+    # ------------------------------------------------------------------ write path (archive/pipeline.py)
     def archive(
         self, messages: Any, session: str | None = None, *, format: str = "auto",
         user: str | None = None, agent: str | None = None, project: str | None = None,
@@ -135,12 +130,7 @@ class Lantern:
         ``user`` / ``agent`` / ``project``: the scope written (default: the handle's).
         Raises ``TranscriptFormatError`` for unreadable input; nothing is written then.
         """
-        scope = resolve(self.scope, user, agent, project)
-        parsed_skipped, warnings, msgs, redacted = self._messages(messages, format)
-        turns = chunk(msgs, None)
-        result = ArchiveResult(session=_session_name(session, None), skipped=parsed_skipped, warnings=warnings, redacted=redacted)
-        self._archive_turns(turns, session, result, scope)
-        return result
+        return self.writer.archive(messages, session, resolve(self.scope, user, agent, project), format)
 
     def ingest(
         self, path: str | os.PathLike[str], session: str | None = None, *, format: str = "auto",
@@ -160,102 +150,12 @@ class Lantern:
         scope = resolve(self.scope, user, agent, project)
         path = Path(path)
         if path.is_dir():
-            from .archive.directory import ingest_directory
+            from lantern.archive.directory import ingest_directory
 
             return ingest_directory(lambda p, s, **kw: self.ingest(p, s, **kw, user=user, agent=agent, project=project),
                                     path, session, format=format, progress=progress)
         session = given_name(session) or parent_session(path) or file_name_text(path.stem)  # a subagent file: its parent session
-        result = ArchiveResult(session=session)
-        dropped = [0]
-
-        def on_slice(piece: Any, redacted: int) -> None:
-            result.skipped += piece.skipped
-            result.redacted += redacted
-            add_warnings(result.warnings, piece.warnings, dropped)
-
-        # a Claude Code session's subagent transcripts follow it (archive/subagents.py)
-        batches = ingest_batches(path, format, lambda m: redact_messages(m, self.redaction), INGEST_BATCH_TURNS, on_slice)
-        prepared = ((self._prepare_batch(turns, session, scope), total) for turns, total in batches)
-        remembered = embed_ahead.Remembered()  # vectors of summaries embedded in earlier batches (worker thread only)
-        done = 0  # batch k is embedded in a worker thread while k-1 is stored and k+1 prepared (archive/embed_ahead.py)
-        for ((turns, rows, _), total), vectors in embed_ahead.overlapped(
-                prepared, lambda p: embed_ahead.embed_plan(self.embedder, p[0][2], remembered)):
-            self._store_batch(turns, rows, vectors, result)
-            done += len(turns)
-            if progress:
-                progress(done, total)
-        if dropped[0]:
-            result.warnings.append(f"... {dropped[0]} more warnings")
-        return result
-
-    def _messages(self, messages: Any, format: str) -> tuple[int, list[str], list[Message], int]:
-        """Parsed (or cleaned) and redacted messages: (skipped, warnings, messages, secrets/private spans redacted)."""
-        if isinstance(messages, Sequence) and not isinstance(messages, (str, bytes)) and messages and all(
-            isinstance(m, Message) for m in messages
-        ):
-            checked = check_messages([_clean(m) for m in messages])  # the role/empty checks dicts get
-            return checked.skipped, list(checked.warnings), *redact_messages(checked.messages, self.redaction)
-        parsed = parse(messages, format)
-        return parsed.skipped, list(parsed.warnings), *redact_messages(parsed.messages, self.redaction)
-
-    def _archive_turns(self, turns: list[Turn], session: str | None, result: ArchiveResult, scope: Scope) -> None:
-        turns, rows, plan = self._prepare_batch(turns, session, scope)
-        self._store_batch(turns, rows, embed_ahead.embed_plan(self.embedder, plan), result)
-
-    def _prepare_batch(self, turns: list[Turn], session: str | None, scope: Scope) -> tuple[list[Turn], list[NewEntry], Any]:
-        """Summarize, tag and classify ``turns`` -> (turns, rows, what to embed: archive/embed_ahead.py)."""
-        self._follow_reindex()
-        rows = [self._prepare(turn, session, scope) for turn in turns]
-        hashes = [r.content_hash for r in rows]
-        return turns, rows, embed_ahead.plan([r.summary for r in rows], hashes, embed_ahead.known_hashes(self.store.db, hashes))
-
-    def _store_batch(self, turns: list[Turn], rows: list[NewEntry], vectors: list[Any], result: ArchiveResult) -> None:
-        """Store prepared rows and their vectors (None: already stored) in one transaction."""
-        try:
-            self._store_rows(turns, rows, vectors, result)
-        except embed_ahead.MissingVectorError:  # a stored row was deleted since the plan: embed all, write again
-            full = embed_ahead.plan([r.summary for r in rows], [r.content_hash for r in rows], set())
-            self._store_rows(turns, rows, embed_ahead.embed_plan(self.embedder, full), result)
-
-    def _store_rows(self, turns: list[Turn], rows: list[NewEntry], vectors: list[Any], result: ArchiveResult) -> None:
-        judged: dict[int, tuple[float, float]] = {}
-
-        def judge(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
-            replies = [(row.session, reinforce.assistant_text(turn), row.user) for row, turn, (_, added) in zip(rows, turns, written) if added]
-            judged.update(reinforce.resolve_pending(db, replies, self.config.success_alpha))
-
-        for entry_id, added in self.store.add(rows, vectors, after=judge):  # one transaction
-            result.entry_ids.append(entry_id)
-            result.added += added
-            result.duplicates += not added
-        self.index.set_reinforcement(judged)
-        self.index.mark_dirty()
-
-    def _prepare(self, turn: Turn, session: str | None, scope: Scope | None = None) -> NewEntry:
-        name = _session_name(session, turn.session)
-        user, agent, project = (scope or self.scope).write_values
-        text = turn.text
-        tags = extract_tags(_tag_window(text))
-        memory_type, category, prior = classify_turn(turn)
-        return NewEntry(
-            session=name,
-            text=text,
-            summary=summarize(turn, self.config.summary_message_chars, self.config.summary_max_chars),
-            tags=tags,
-            hints=hint_terms(tags, turn.tool_names),
-            memory_type=memory_type,
-            importance=prior,
-            content_hash=content_hash(name, text, user, agent, project),
-            time=turn.time,
-            tool_count=sum(len(m.tool_calls) for m in turn.messages),
-            file_count=len(turn.files),
-            meta=turn.meta,
-            facts=extract_facts(*fact_texts(turn)) if self.config.extract_facts else [],
-            category=category,
-            user=user,
-            agent=agent,
-            project=project,
-        )
+        return self.writer.ingest(path, session, scope, format, progress)
 
     def turn_hash(self, session: str, text: str, *, user: str | None = None, agent: str | None = None,
                   project: str | None = None) -> str:
@@ -394,7 +294,7 @@ class Lantern:
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:
         """Whether ``question`` (or the model's ``draft`` answer) calls for a recovery: ``memory.triggers.should_recover``."""
-        from .memory.triggers import should_recover
+        from lantern.memory.triggers import should_recover
 
         return should_recover(question, draft)
 
@@ -431,11 +331,11 @@ class Lantern:
         inside it is still live (never re-injected; compaction.detect counts it present). Empty for no messages."""
         if not messages:
             return ""
-        objects = [_clean(m) for m in messages if isinstance(m, Message)]
+        objects = [clean_message(m) for m in messages if isinstance(m, Message)]
         dicts = [m for m in messages if isinstance(m, dict)]
-        msgs = redact_messages(objects, self.redaction)[0] if objects else []
+        msgs = self.writer.redact(objects)[0] if objects else []
         if dicts:
-            msgs += self._messages(dicts, "auto")[2]  # parsed and redacted like archived input
+            msgs += self.writer.messages(dicts).messages  # parsed and redacted like archived input
         return pipeline.normalize_space("\n".join(turn.text for turn in chunk(msgs, None)))
 
     # ------------------------------------------------------------------ maintenance
@@ -477,7 +377,7 @@ class Lantern:
         is False. Export is a database-level operation: with no user in the call nor the handle it writes EVERY
         user's entries (a backup; each record keeps its scope), else only that user's; ``agent`` / ``project`` /
         ``session`` filter. Returns the number of entries written. Format: lantern/portability.py."""
-        from .portability import export_jsonl
+        from lantern.portability import export_jsonl
 
         scope = None if user is None and not self.scope.user and agent is None and project is None \
             and self.scope.agent is None and self.scope.project is None else resolve(self.scope, user, agent, project)
@@ -494,7 +394,7 @@ class Lantern:
         the embeddings. Returns ``ImportResult`` (added, duplicates, lines, entry_ids). Raises
         ``ExportFormatError`` (bad line, with ``.line``: nothing of its batch written) and
         ``EmbedderMismatchError`` (exported with another embedder: use ``embeddings=False``)."""
-        from .portability import import_jsonl
+        from lantern.portability import import_jsonl
 
         rehome = user is not None or self.scope.user or agent is not None or project is not None \
             or self.scope.agent is not None or self.scope.project is not None
@@ -517,7 +417,7 @@ class Lantern:
             vectors.extend(new.embed([summary for _, summary in batch]))
             if progress:
                 progress(start + len(batch), len(rows))
-        n = self.store.replace_vectors(((i, v) for (i, _), v in zip(rows, vectors)), new.id, new.dim)
+        n = self.store.replace_vectors(((i, v) for (i, _), v in zip(rows, vectors)), new.id, new.dim, embedder_name(new.id))
         self._use_embedder(new)
         return n
 
@@ -569,36 +469,7 @@ def _epoch(as_of: Any) -> float | None:
     return ts
 
 
-def _tag_window(text: str) -> str:
-    """The part of a turn that is tagged: all of it up to 64,000 characters, else its head and tail (a 300 KB
-    tool log costs ~100 ms to tag; its head and tail keep the command, the error and the summary line). The full
-    text is still stored verbatim and indexed by FTS5."""
-    if len(text) <= TAG_HEAD_CHARS + TAG_TAIL_CHARS:
-        return text
-    return text[:TAG_HEAD_CHARS] + "\n…\n" + text[-TAG_TAIL_CHARS:]
-
-
 def _blocks(embedder: Any) -> list[tuple[int, int]] | None:
     """The dims of a block embedder's models (embed.RoutedEmbedder.blocks), for the index; None for one model."""
     blocks = getattr(embedder, "blocks", None)
     return list(blocks.values()) if isinstance(blocks, dict) and blocks else None
-
-
-def _session_name(given: str | None, from_transcript: str | None) -> str:
-    """The stored session name: ``given/from_transcript``, either alone, or ``DEFAULT_SESSION``; a blank name
-    (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given."""
-    given = clean_text(given) if given_name(given) else None
-    from_transcript = clean_text(from_transcript) if given_name(from_transcript) else None
-    if given and from_transcript:
-        return f"{given}/{from_transcript}"
-    return given or from_transcript or DEFAULT_SESSION
-
-
-def _clean(m: Message) -> Message:
-    """A copy of a caller's Message with every text field passed through ``clean_text`` (lone surrogates, NUL)."""
-    return replace(
-        m,
-        text=clean_text(m.text or ""),
-        tool_calls=[ToolCall(clean_text(c.name or ""), clean_text(c.arguments or ""), c.id) for c in m.tool_calls],
-        tool_results=[ToolResult(clean_text(r.content or ""), r.call_id, r.name) for r in m.tool_results],
-    )

@@ -32,7 +32,8 @@ from typing import Optional
 
 import typer
 
-from .archive.directory import TERMINAL_UNSAFE, plural, shown
+from lantern.text.terminal import TERMINAL_UNSAFE, shown
+from lantern.text.names import plural
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
@@ -86,7 +87,7 @@ def _embedder_name(value: Optional[str]) -> Optional[str]:
     an unknown one is a usage error (exit 2), as a bad ``--format`` is, with the message of the Python API."""
     if value is None:
         return None
-    from .embed import embedder_class
+    from lantern.embed import embedder_class
 
     try:
         embedder_class(value)
@@ -136,9 +137,9 @@ def _project_option() -> object:
 def _open(create: bool = False, own_embedder: bool = False):
     """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file).
     ``own_embedder``: open it with the embedder it records, whatever the global ``--embedder`` (``reindex``)."""
-    from .api import Lantern
-    from .config import default_db_path
-    from .errors import LanternError
+    from lantern.api import Lantern
+    from lantern.config import default_db_path
+    from lantern.errors import LanternError
 
     path = state.db or default_db_path()
     if not create and not path.exists():
@@ -270,7 +271,7 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
     because the budget left no room after the block's title line."""
     from datetime import timezone
 
-    from .recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
+    from lantern.recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
 
     ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
     if not ranked and as_of is not None and without_as_of is not None:
@@ -293,7 +294,7 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
 def _scope_counts(lantern, session, user, agent, project) -> dict:
     """How many entries the store holds, how many of them are the user's, inside the agent / project filters too,
     and in the session as well (the session or its sub-sessions, as recovery reads it): one COUNT query."""
-    from .scope import resolve
+    from lantern.scope import resolve
 
     scope = resolve(lantern.scope, user, agent, project)
     mine, params = "user_id = ?", [scope.user]
@@ -401,7 +402,7 @@ def _fail(message: str) -> None:
 
 def _guard(fn):
     """Run a command body; Lantern's own errors become one red line and exit code 1, never a traceback."""
-    from .errors import LanternError
+    from lantern.errors import LanternError
 
     import sqlite3
 
@@ -476,7 +477,7 @@ def ingest(
     committed = [0]  # turns of committed batches, as reported by progress
     counts = {}  # entries in the database when the ingest started (and its path)
 
-    from .archive.parse import FORMATS
+    from lantern.archive.parse import FORMATS
 
     if format != "auto" and format not in FORMATS:
         raise typer.BadParameter(f"unknown format {format!r}; one of auto, {', '.join(FORMATS)}", param_hint="--format")
@@ -488,7 +489,7 @@ def ingest(
     if file.is_dir():
         return _ingest_directory(file, format, session, as_json, user, agent, project, console)
 
-    from .config import default_db_path
+    from lantern.config import default_db_path
 
     before = _Before(state.db or default_db_path())
 
@@ -558,7 +559,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
     (archive/directory.py ``summary_lines``). Exit code 1 when no file had a turn or a file could not be read."""
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from .config import default_db_path
+    from lantern.config import default_db_path
 
     before = _Before(state.db or default_db_path())
 
@@ -579,7 +580,7 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
         if as_json:
             _print_json(result.to_json())
         else:
-            from .archive.directory import summary_lines
+            from lantern.archive.directory import summary_lines
 
             for line in summary_lines(result):
                 print(line)
@@ -812,7 +813,7 @@ def import_(
     One transaction per 256 lines; entries already stored (same content hash) are skipped; a bad line is an error
     naming it, and nothing of its batch is written."""
 
-    from .config import default_db_path
+    from lantern.config import default_db_path
 
     before = _Before(state.db or default_db_path())
 
@@ -920,7 +921,7 @@ def feedback(
 
 def _outside_scope(lantern, ids: list[int], user, agent, project) -> list[int]:
     """Which of ``ids`` name no entry inside the scope (one query; for the warning of ``feedback``)."""
-    from .scope import resolve, scope_where
+    from lantern.scope import resolve, scope_where
 
     where, params = scope_where("", resolve(lantern.scope, user, agent, project))
     valid = [i for i in ids if -(2**63) <= i < 2**63]
@@ -962,7 +963,7 @@ def demo(
     show_block: bool = typer.Option(True, "--show-block/--no-show-block", help="Print the injected block."),
 ) -> None:
     """Archive a real aider session, compact it, and measure what recovery brings back. No network, no LLM."""
-    from .demo import run as run_demo
+    from lantern.demo import run as run_demo
 
     _guard(lambda: run_demo(db, show_block=show_block, console=_stdout_console()))
 
@@ -971,7 +972,7 @@ def demo(
 def mcp() -> None:
     """Run the MCP server on stdio (tools archive, recover, search, forget, feedback, stats); needs the `mcp` extra."""
     try:
-        from .integrations.mcp import serve
+        from lantern.integrations.mcp import serve
     except ImportError as e:
         _fail(f"{e}; install the mcp extra: pip install -e '.[mcp]' in a checkout, or pip install 'lantern-memory[mcp]'")
     _guard(lambda: serve(state.db, state.embedder))
@@ -992,7 +993,7 @@ def serve(
     """Serve the memory REST API (/v1/memory/...; OpenAPI at /docs) and, with --upstream, the OpenAI-compatible
     chat-completions proxy that archives turns and re-injects what a compaction lost; needs the `proxy` extra."""
     try:
-        from .integrations.proxy import serve as serve_api
+        from lantern.integrations.proxy import serve as serve_api
     except ImportError as e:
         _fail(f"{e}; install the proxy extra: pip install -e '.[proxy]' in a checkout, or pip install 'lantern-memory[proxy]'")
     if token is None and host not in ("127.0.0.1", "localhost", "::1"):
@@ -1034,7 +1035,7 @@ def eval_(
     Needs the `eval` extra (scipy, matplotlib): pip install 'lantern-memory[eval]'."""
     missing = [m for m in ("scipy", *(("matplotlib",) if plots else ())) if not _importable(m)]
     try:
-        from .eval.run import main as run_eval
+        from lantern.eval.run import main as run_eval
     except ImportError as e:  # scipy / matplotlib are the `eval` extra
         missing.append(str(e))
     if missing:  # checked before any work: the statistics and plots come last, after minutes of recovery
@@ -1072,7 +1073,7 @@ app.add_typer(install_app, name="install")
 def hook_claude_code() -> None:
     """Claude Code hook: reads the hook JSON on stdin; archives on PreCompact/Stop, injects recovered turns on
     SessionStart(compact) and back-referencing prompts. Always exits 0 (errors go to ~/.lantern/logs/)."""
-    from .integrations.claude_code import main as hook_main
+    from lantern.integrations.claude_code import main as hook_main
 
     raise typer.Exit(hook_main(state.db))
 
@@ -1087,7 +1088,7 @@ def install_claude_code(
         "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run).")),
 ) -> None:
     """Write Lantern's hooks into Claude Code's settings.json, merged with the hooks already there."""
-    from .integrations.claude_code_settings import install
+    from lantern.integrations.claude_code_settings import install
 
     if user and project:
         _fail("give at most one of --project or --user")

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .recover.pipeline import normalize_space
-from .model import Recovery
+from lantern.recover.pipeline import normalize_space
+from lantern.model import Recovery
 
 DROP_RATIO = 0.5  # ours
 DROP_MIN_CHARS = 4000  # ours: below this a "drop" is noise
@@ -144,8 +144,8 @@ def detect(lantern: Any, session: str | None, messages: list[Any], *, user: str 
     within the scope (default: the handle's; lantern/scope.py), else None. Reads the archive only. Stateless:
     every call reads the session's archived texts (``Tracker`` keeps them between calls and only checks what
     changed)."""
-    from .api import DEFAULT_SESSION
-    from .scope import resolve
+    from lantern.config import DEFAULT_SESSION
+    from lantern.scope import resolve
 
     scope = resolve(lantern.scope, user, agent, project)
     session = session or DEFAULT_SESSION
@@ -195,7 +195,7 @@ class SessionArchive:
     Returns the ids whose text is new or changed since the previous sync."""
 
     def __init__(self, store: Any, session: str, scope: Any = None):
-        from .scope import Scope, scope_where
+        from lantern.scope import Scope, scope_where
 
         self.store, self.session = store, session
         self.scope = scope or Scope()  # only this scope's entries of the session (lantern/scope.py)
@@ -346,7 +346,7 @@ class Tracker:
     def key(session: str | None, scope: Any) -> tuple:
         """The key of a tracked conversation: its session within its scope (another user's session of the same
         name is another conversation)."""
-        from .api import DEFAULT_SESSION
+        from lantern.config import DEFAULT_SESSION
 
         return session or DEFAULT_SESSION, scope
 
@@ -354,7 +354,7 @@ class Tracker:
         self, session: str | None, messages: list[Any], live: str | None = None, *, user: str | None = None,
         agent: str | None = None, project: str | None = None,
     ) -> tuple[Compaction | None, Compaction | None]:
-        from .scope import resolve
+        from lantern.scope import resolve
 
         scope = resolve(self.lantern.scope, user, agent, project)
         key = self.key(session, scope)

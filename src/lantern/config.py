@@ -9,6 +9,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+DEFAULT_SESSION = "default"  # the session of turns archived without one
+
+
 
 def default_db_path() -> Path:
     """``$LANTERN_DB`` or ``~/.lantern/lantern.db``."""

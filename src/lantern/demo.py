@@ -28,11 +28,11 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from .api import Lantern
-from .archive.chunk import chunk
-from .archive.parse import parse
-from .eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, needed_lost_facts, recovery_query, t_star
-from .model import Turn
+from lantern.api import Lantern
+from lantern.archive.chunk import chunk
+from lantern.archive.parse import parse
+from lantern.eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, needed_lost_facts, recovery_query, t_star
+from lantern.model import Turn
 
 EXCERPT = Path(__file__).parent / "data" / "demo" / "aider-chat-excerpt.md"
 

@@ -35,3 +35,7 @@ class ModelNotFoundError(LanternError):
 class ExportFormatError(TranscriptFormatError):
     """A line of a Lantern export (JSONL) is malformed; ``line`` (1-based) and ``field`` name where. Nothing of
     the batch holding that line was written."""
+
+
+class MissingVectorError(LanternError):
+    """A row planned as already stored (no vector) was not found in the store's transaction (deleted since)."""

@@ -243,3 +243,17 @@ def content_hash(session: str, text: str, user: str = "", agent: str = "", proje
         for part in ("scope", user, agent, project):
             h.update(b"\x00" + part.encode("utf-8", "surrogatepass"))
     return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ExtractedFact:
+    """One fact stated in a turn. ``key``: normalized (``normalize_key``); ``key_text``: as written (empty when the
+    sentence names no key: "switched from A to B" then takes the key of whatever currently holds A, resolved at
+    store time). ``value``: as written, None for a retraction ("no longer use A"). ``replaces``: the old value a
+    switch/retraction names (A), else None. ``family``: the pattern family that found it."""
+
+    key: str
+    value: str | None
+    key_text: str = ""
+    replaces: str | None = None
+    family: str = ""

@@ -49,11 +49,11 @@ from typing import IO, Any
 
 import numpy as np
 
-from .errors import EmbedderMismatchError, ExportFormatError
-from .memory.fact_store import write_facts
-from .memory.facts import ExtractedFact
-from .model import content_hash
-from .scope import Scope, scope_where
+from lantern.errors import EmbedderMismatchError, ExportFormatError
+from lantern.store.facts import write_facts
+from lantern.model import ExtractedFact
+from lantern.model import content_hash
+from lantern.scope import Scope, scope_where
 
 FORMAT = "lantern-export"
 VERSION = 1
@@ -181,7 +181,7 @@ def import_jsonl(
         header = _read_header(lines, name)
         use_vectors = embeddings and bool(header.get("embeddings"))
         if use_vectors and (header.get("embedder") != lantern.embedder.id or header.get("dim") != lantern.embedder.dim):
-            from .embed import EMBEDDERS
+            from lantern.embed import EMBEDDERS
 
             theirs = next((n for n, cls in EMBEDDERS.items() if cls.id == header.get("embedder")), "NAME")
             raise EmbedderMismatchError(

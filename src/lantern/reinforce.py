@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .archive.tags import query_terms
+from lantern.store import reinforcement as rows
+from lantern.text.tags import query_terms
 
 CONFIDENCE_GAIN = 0.15  # paper Appendix D
 CONFIDENCE_DECAY = 0.02  # paper Appendix D
@@ -60,7 +61,6 @@ __all__ = [
     "Rates",
     "apply_feedback",
     "decayed",
-    "forget_entries",
     "is_useful",
     "pending_count",
     "pruned",
@@ -114,27 +114,7 @@ def is_useful(hints: Iterable[str], reply_terms: set[str]) -> bool | None:
     return any(h in reply_terms for h in hints)
 
 
-# ---------------------------------------------------------------- the store side
-def _in_scope(db: sqlite3.Connection, ids: Sequence[int], where: tuple[str, Sequence]) -> list[int]:
-    """The ids among ``ids`` whose entry satisfies ``where`` (SQL condition on ``entries``, parameters)."""
-    sql, params = where
-    out: list[int] = []
-    for start in range(0, len(ids), 500):
-        chunk = list(ids[start : start + 500])
-        marks = ",".join("?" * len(chunk))
-        out += [r[0] for r in db.execute(f"SELECT id FROM entries WHERE id IN ({marks}) AND {sql}", [*chunk, *params])]
-    return out
-
-
-def _read(db: sqlite3.Connection, ids: Sequence[int], columns: str) -> list[tuple]:
-    out: list[tuple] = []
-    for start in range(0, len(ids), 500):
-        chunk = list(ids[start : start + 500])
-        marks = ",".join("?" * len(chunk))
-        out += db.execute(f"SELECT id, {columns} FROM entries WHERE id IN ({marks})", chunk).fetchall()
-    return out
-
-
+# ---------------------------------------------------------------- applied to the store (SQL: store/reinforcement.py)
 def record_recovery(
     store, session: str | None, recovered: Sequence[int], missed: Sequence[int], rates: Rates = Rates(),
     now: float | None = None, user: str = "", wait: float | None = None,
@@ -153,19 +133,11 @@ def record_recovery(
     out: dict[int, tuple[float, float]] = {}
     with store.transaction(wait) as db:
         store.bump_access(recovered, db)
-        rows = _read(db, recovered + missed, "confidence, success")
-        for entry_id, c, sigma in rows:
+        for entry_id, c, sigma in rows.read_columns(db, recovered + missed, "confidence, success"):
             out[entry_id] = (reinforced(c, rates.gain) if entry_id in gained else decayed(c, rates.decay), sigma)
-        db.executemany("UPDATE entries SET confidence = ? WHERE id = ?", [(c, i) for i, (c, _) in out.items()])
+        rows.write_confidence(db, {i: c for i, (c, _) in out.items()})
         if recovered:
-            db.execute(
-                "INSERT INTO recoveries(session, entry_ids, time, user_id) VALUES (?, ?, ?, ?)",
-                (session, json.dumps(recovered), now if now is not None else _time.time(), user),
-            )
-            db.execute(  # keep the newest MAX_PENDING: a recovery nobody answers must not grow the table forever
-                "DELETE FROM recoveries WHERE id <= (SELECT id FROM recoveries ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                (MAX_PENDING,),
-            )
+            rows.add_pending(db, session, recovered, now if now is not None else _time.time(), user, MAX_PENDING)
     return out
 
 
@@ -176,58 +148,43 @@ def _session_matches(pending: str | None, archived: str) -> bool:
 def resolve_pending(db: sqlite3.Connection, replies: Sequence[tuple[str, str, str]], alpha: float = SUCCESS_ALPHA) -> dict[int, tuple[float, float]]:
     """Judge the pending recoveries answered by ``replies`` — (session, assistant text, user) of newly archived
     turns, in order — inside the caller's open transaction ``db``. The first reply of the same user in a matching
-    session resolves a
-    pending recovery: σ of each recovered entry with hints moves by ``success_ema``; the judged recovery is
-    deleted (its only use is this judgement). Returns {entry id: (c, σ)} of the entries updated."""
+    session resolves a pending recovery: σ of each recovered entry with hints moves by ``success_ema``; the judged
+    recovery is deleted (its only use is this judgement). Returns {entry id: (c, σ)} of the entries updated."""
     replies = [(s, t, u) for s, t, u in replies if t and t.strip()]
     if not replies:
         return {}
-    pending = db.execute("SELECT id, session, entry_ids, user_id FROM recoveries WHERE resolved = 0 ORDER BY id").fetchall()
-    if not pending:
+    waiting = rows.pending(db)
+    if not waiting:
         return {}
     terms_of: dict[int, set[str]] = {}
     judged: list[tuple[int, bool]] = []
     done: list[int] = []
-    for rec_id, session, ids_json, user in pending:
+    for rec_id, session, ids, user in waiting:
         reply = next((i for i, (s, _, u) in enumerate(replies) if u == user and _session_matches(session, s)), None)
         if reply is None:
             continue
         if reply not in terms_of:
             terms_of[reply] = set(query_terms(replies[reply][1]))
-        ids = json.loads(ids_json)
-        for entry_id, hints_json in _read(db, ids, "hints"):
+        for entry_id, hints_json in rows.read_columns(db, ids, "hints"):
             useful = is_useful(json.loads(hints_json), terms_of[reply])
             if useful is not None:
                 judged.append((entry_id, useful))
         done.append(rec_id)
-    db.executemany("DELETE FROM recoveries WHERE id = ?", [(i,) for i in done])
+    rows.delete_pending(db, done)
     return _apply_usefulness(db, judged, alpha)
-
-
-def forget_entries(db: sqlite3.Connection, ids: Sequence[int]) -> None:
-    """Remove deleted entries from the pending recoveries inside the caller's transaction (``Store.delete``):
-    their ids leave every row, and a row left empty is deleted. Forgetting leaves no reinforcement state behind."""
-    gone = {int(i) for i in ids}
-    if not gone:
-        return
-    for rec_id, ids_json in db.execute("SELECT id, entry_ids FROM recoveries").fetchall():
-        kept = [i for i in json.loads(ids_json) if i not in gone]
-        if not kept:
-            db.execute("DELETE FROM recoveries WHERE id = ?", (rec_id,))
-        elif len(kept) != len(json.loads(ids_json)):
-            db.execute("UPDATE recoveries SET entry_ids = ? WHERE id = ?", (json.dumps(kept), rec_id))
 
 
 def _apply_usefulness(db: sqlite3.Connection, judged: Sequence[tuple[int, bool]], alpha: float) -> dict[int, tuple[float, float]]:
     """σ EMA for each (entry id, useful) in order (an entry judged twice moves twice)."""
     if not judged:
         return {}
-    state = {i: (c, s) for i, c, s in _read(db, list(dict.fromkeys(i for i, _ in judged)), "confidence, success")}
+    ids = list(dict.fromkeys(i for i, _ in judged))
+    state = {i: (c, s) for i, c, s in rows.read_columns(db, ids, "confidence, success")}
     for entry_id, useful in judged:
         if entry_id in state:
             c, s = state[entry_id]
             state[entry_id] = (c, success_ema(s, useful, alpha))
-    db.executemany("UPDATE entries SET success = ? WHERE id = ?", [(s, i) for i, (_, s) in state.items()])
+    rows.write_success(db, {i: s for i, (_, s) in state.items()})
     return state
 
 
@@ -240,18 +197,18 @@ def apply_feedback(
     ids = list(dict.fromkeys(int(i) for i in entry_ids))
     with store.transaction() as db:
         if where is not None and ids:
-            ids = _in_scope(db, ids, where)
+            ids = rows.in_scope(db, ids, where)
         return _apply_usefulness(db, [(i, bool(useful)) for i in ids], alpha)
 
 
 def pruned_count(store, prune_below: float = PRUNE_BELOW) -> int:
     """How many entries are pruned (c below the threshold)."""
-    return store.db.execute("SELECT count(*) FROM entries WHERE confidence < ?", (prune_below,)).fetchone()[0]
+    return rows.pruned_count(store.db, prune_below)
 
 
 def pending_count(store) -> int:
     """How many recoveries still wait for the next assistant message of their session."""
-    return store.db.execute("SELECT count(*) FROM recoveries WHERE resolved = 0").fetchone()[0]
+    return rows.pending_count(store.db)
 
 
 def assistant_text(turn) -> str:

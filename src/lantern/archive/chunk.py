@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from lantern.model import Message, Turn
 
-from .tags import extract_paths
+from lantern.text.tags import extract_paths
 
 __all__ = ["chunk", "turn_files"]
 

@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import TranscriptFormatError
-from ..model import ArchiveResult
-from .parse.jsonl import file_name_text
+from lantern.errors import TranscriptFormatError
+from lantern.model import ArchiveResult
+from lantern.text.names import file_name_text
+from lantern.text.names import given_name, plural
+from lantern.text.terminal import shown
 
 __all__ = ["DirectoryResult", "FileOutcome", "ingest_directory", "summary_lines", "walk"]
 
@@ -172,7 +174,7 @@ def _claude_code_session_folders(files: list[Path], skipped: list[FileOutcome], 
     the subagent transcripts the session's ingest reads (archive/subagents.py ``subagent_files``) are skipped as
     "read with its session transcript"; the others in that folder (deeper than ``subagents.MAX_DEPTH`` folders,
     under a symlinked folder, workflow journals, metadata) as not read, with that reason."""
-    from .subagents import MAX_DEPTH, subagent_files
+    from lantern.archive.subagents import MAX_DEPTH, subagent_files
 
     listed = set(files)
     read: dict[Path, set[Path]] = {}
@@ -268,7 +270,7 @@ def _default_session(path: Path, root: Path) -> str:
     so same-named files of different folders (every repository's ``.aider.chat.history.md``) stay apart. A file
     named by a session id (a Claude Code ``<uuid>.jsonl``) and a subagent file (its parent session's id) keep the
     bare id, the session the Claude Code hooks archive it under."""
-    from .subagents import parent_session
+    from lantern.archive.subagents import parent_session
 
     parent = parent_session(path)
     if parent or _SESSION_ID.fullmatch(path.stem):
@@ -295,39 +297,6 @@ def _without_source(e: TranscriptFormatError) -> str:
 
 # ---------------------------------------------------------------------------------------------- the summary
 MAX_LISTED = 100  # files listed per group in the text summary; --json lists all (ours)
-
-
-# what can act on a terminal in a text block: C0 controls but newline and tab, DEL, C1 controls (ESC sequences, BEL,
-# CR overwriting a line ...), bidirectional controls (LRM/RLM/ALM, embeddings, overrides, isolates) reordering it,
-# the line and paragraph separators U+2028 / U+2029 (a line break to some terminals, none to others)
-TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def shown(text: Path | str, *, keep_lines: bool = False) -> str:
-    """``text`` safe to print on a terminal, the unsafe characters written as ``\\x1b`` / ``\\n`` / ``\\u202e``
-    escapes, so hostile text cannot break, reorder or drive the terminal. A name (a path, a session:
-    ``keep_lines`` False) becomes one printable line: every non-printable character is escaped, newline included.
-    A text block (a recovered block: ``keep_lines`` True) keeps its newlines and tabs and every other printable
-    or invisible character (spaces of any width, joiners of emoji): only control characters (C0, DEL, C1),
-    bidirectional controls and the line / paragraph separators U+2028 / U+2029 are escaped."""
-    text = str(text)
-    if keep_lines:
-        return TERMINAL_UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
-def given_name(name: str | None) -> str | None:
-    """A session name as given, or None when it is blank (empty or only whitespace: ``--session "  "`` means no
-    session was given, as an empty one does)."""
-    return name if name and name.strip() else None
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 file``, ``2 files``; ``1 entry``, ``2 entries`` (``many``: the plural when it is not ``word`` + s)."""
-    return f"{n} {word if n == 1 else many or word + 's'}"
-
 
 def summary_lines(result: DirectoryResult) -> list[str]:
     """The text summary ``lantern ingest DIR`` prints: a count line, then each ingested file, then each skipped and

@@ -14,7 +14,7 @@ specify). Three things:
 
 A row the plan skipped as stored may have been deleted by another process before the store's transaction: the
 store raises ``MissingVectorError`` (its transaction rolls back) and the caller embeds that batch in full and
-writes it again (``Lantern._store_batch``).
+writes it again (``Writer.store_batch``, archive/pipeline.py).
 """
 
 from __future__ import annotations
@@ -22,24 +22,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
-from ..errors import LanternError
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-HASH_LOOKUP_CHUNK = 500  # content hashes per SQL IN (...) lookup (ours; SQLite's default limit is 32,766)
 REMEMBERED_SUMMARIES = 4096  # distinct summaries whose vectors an ingest keeps for later batches (ours; ~11 MB)
 
-__all__ = ["EmbedPlan", "MissingVectorError", "Remembered", "embed_plan", "known_hashes", "overlapped", "plan"]
-
-
-class MissingVectorError(LanternError):
-    """A row planned as already stored (no vector) was not found in the store's transaction (deleted since)."""
+__all__ = ["EmbedPlan", "Remembered", "embed_plan", "overlapped", "plan"]
 
 
 @dataclass
@@ -72,17 +66,6 @@ class Remembered:
         self.vectors.move_to_end(summary)
         while len(self.vectors) > self.size:
             self.vectors.popitem(last=False)
-
-
-def known_hashes(db: Any, hashes: Sequence[str]) -> set[str]:
-    """The content hashes among ``hashes`` that the store (``sqlite3.Connection`` ``db``) already holds."""
-    found: set[str] = set()
-    distinct = list(dict.fromkeys(hashes))
-    for start in range(0, len(distinct), HASH_LOOKUP_CHUNK):
-        part = distinct[start:start + HASH_LOOKUP_CHUNK]
-        marks = ",".join("?" * len(part))
-        found.update(h for h, in db.execute(f"SELECT content_hash FROM entries WHERE content_hash IN ({marks})", part))
-    return found
 
 
 def plan(summaries: Sequence[str], hashes: Sequence[str], known: set[str]) -> EmbedPlan:

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from lantern.model import Message, Turn
 
-from .chunk import chunk
-from .parse import ParseResult, parse
-from .parse.stream import open_stream
+from lantern.archive.chunk import chunk
+from lantern.archive.parse import ParseResult, parse
+from lantern.archive.parse.stream import open_stream
 
 MAX_WARNINGS = 1000  # warnings kept per ingest; the rest are counted in one last line (ours)
 
@@ -101,7 +101,7 @@ def ingest_batches(path: Path, format: str, redact: Callable[[list[Message]], tu
     own turns are committed by then). Totals are cumulative over the files."""
     from lantern.errors import TranscriptFormatError
 
-    from .subagents import agent_id, as_sidechain, parent_session, subagent_files
+    from lantern.archive.subagents import agent_id, as_sidechain, parent_session, subagent_files
 
     state = {"format": format, "done": 0}  # of the last file read
 

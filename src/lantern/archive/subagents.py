@@ -119,7 +119,7 @@ def _nested_files(subagents: Path) -> list[tuple[str, Path]]:
 def _first_record_session(path: Path) -> str | None:
     """The ``sessionId`` written in the first ``_HEAD_BYTES`` of ``path`` (its first record carries it), read
     without blocking from a regular file only; None when absent or unreadable."""
-    from .parse.jsonl import loads
+    from lantern.archive.parse.jsonl import loads
 
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .lookahead import compaction_summary
-from ..model import Turn
-from .datasets import Fact
+from lantern.eval.lookahead import compaction_summary
+from lantern.model import Turn
+from lantern.eval.datasets import Fact
 
 METHODS = ("truncation", "gist", "session_summary", "llm_summary")
 

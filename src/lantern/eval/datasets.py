@@ -38,9 +38,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..archive.directory import plural
-from ..archive.parse.locomo import parse_locomo_date
-from ..model import Message
+from lantern.text.names import plural
+from lantern.archive.parse.locomo import parse_locomo_date
+from lantern.model import Message
 
 LOADER_VERSIONS = {"locomo": 3, "memdaily": 3, "jsonl": 3, "aider": 1}  # part of the archive cache key: bump a
 # dataset's version when its loader changes what is archived
@@ -374,8 +374,8 @@ def load_jsonl(path: str | Path) -> Dataset:
 # ---------------------------------------------------------------- aider (look-ahead facts)
 def _aider_sessions(path: Path) -> list[tuple[str, list]]:
     """(history id, turns) per session of the aider log(s) at ``path`` (a file or a folder of ``*.md``)."""
-    from ..archive.chunk import chunk
-    from ..archive.parse import parse
+    from lantern.archive.chunk import chunk
+    from lantern.archive.parse import parse
 
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*.md") if p.name.lower() != "readme.md")
     out: list[tuple[str, list]] = []
@@ -390,7 +390,7 @@ def _aider_sessions(path: Path) -> list[tuple[str, list]]:
 
 def load_aider(path: str | Path) -> Dataset:
     """aider chat log(s) -> look-ahead fact sets (module docstring; protocol in ``lookahead.py``)."""
-    from .lookahead import KEEP, LOOKAHEAD, MIN_TURNS, fact_type, future_tags, t_star
+    from lantern.eval.lookahead import KEEP, LOOKAHEAD, MIN_TURNS, fact_type, future_tags, t_star
 
     path = Path(path)
     if not path.exists():

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .datasets import History
-from .systems import MemoEmbedder, System
+from lantern.eval.cases import cases_of, open_history, run_cases
+from lantern.eval.datasets import History
+from lantern.eval.outcome import System
+from lantern.eval.systems import memo_embedder
 
 Progress = Callable[[str, int, int], None]  # (task label, total to add, steps done to add)
 
@@ -74,18 +76,7 @@ class JobResult:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------- per process state
-_MEMOS: dict[Any, MemoEmbedder] = {}  # embedder name -> this process's memoizing embedder (model loaded once)
 _REPORT: Any = None  # worker processes: the queue progress events go to
-
-
-def memo_embedder(name: str | None) -> MemoEmbedder:
-    """This process's memoizing wrapper of the embedder ``name`` (made once per process and name)."""
-    from ..embed import get_embedder
-
-    if name not in _MEMOS:
-        _MEMOS[name] = MemoEmbedder(get_embedder(name))
-    return _MEMOS[name]
 
 
 @contextmanager
@@ -120,21 +111,19 @@ def _queue_progress(label: str, total: int, done: int) -> None:
 def run_job(job: Job, progress: Progress | None = None) -> list[JobResult]:
     """Open the history's cached store(s) and run every phase: its lost facts under the phase's compaction, its
     systems over them. ``progress`` (default: the worker's queue, if any) gets (label, total added, steps done)."""
-    from . import run
-
     progress = progress or (_queue_progress if _REPORT is not None else None)
     hid = job.history.id
-    p = run.open_history(job.history, Path(job.folder), memo_embedder(job.embedder))
+    p = open_history(job.history, Path(job.folder), memo_embedder(job.embedder))
     second = {}
     out = []
     try:
         if job.second_folder:
-            second = {hid: run.open_history(job.history, Path(job.second_folder), memo_embedder(job.second_embedder))}
+            second = {hid: open_history(job.history, Path(job.second_folder), memo_embedder(job.second_embedder))}
         for ph in job.phases:
             keep = ph.keep if ph.keep is not None else max(0, round(len(p.turns) * (1 - ph.ratio)))
-            cases, pools, counts = run._cases({hid: p}, [job.history], ph.method, lambda _: keep, job.summarizer,
+            cases, pools, counts = cases_of({hid: p}, [job.history], ph.method, lambda _: keep, job.summarizer,
                                               second if ph.second and second else None)
-            rows = run._run(ph.systems, cases, pools, {hid: p}, ph.budget, progress, ph.label)
+            rows = run_cases(ph.systems, cases, pools, {hid: p}, ph.budget, progress, ph.label)
             out.append(JobResult(ph.phase, ph.point, hid, rows, cases, counts[hid]))
     finally:
         for q in [p, *second.values()]:

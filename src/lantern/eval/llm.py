@@ -20,8 +20,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import LanternError
-from ..model import Turn
+from lantern.errors import LanternError
+from lantern.model import Turn
 
 KEY_ENV = "LANTERN_LLM_API_KEY"
 PROMPT = (

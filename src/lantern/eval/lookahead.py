@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..archive.tags import extract_tags
-from ..model import Turn
+from lantern.text.tags import extract_tags
+from lantern.model import Turn
 
 KEEP = 4  # turns kept verbatim after the compaction (issue #2)
 LOOKAHEAD = 10  # turns after t* whose reuse of a fact makes it "needed"

@@ -22,15 +22,15 @@ import time
 import weakref
 from pathlib import Path
 
-from .. import reinforce
-from .systems import Outcome, Pool, System, outcome_of
+from lantern import reinforce
+from lantern.eval.outcome import Outcome, Pool, System, outcome_of
 
 _COPIES: "weakref.WeakKeyDictionary[object, dict[str, object]]" = weakref.WeakKeyDictionary()
 
 
 def copy_of(lantern, name: str):
     """The private copy of ``lantern``'s store for system ``name``, made once per (handle, system)."""
-    from ..api import Lantern
+    from lantern.api import Lantern
 
     per = _COPIES.setdefault(lantern, {})
     if name not in per:

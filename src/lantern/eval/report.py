@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..archive.directory import plural
-from .datasets import SEPARATE_CATEGORIES
+from lantern.text.names import plural
+from lantern.eval.datasets import SEPARATE_CATEGORIES
 
 SPLITS = {  # each dataset's own tune / report split (datasets.py)
     "locomo": {"report": "LoCoMo conversations 6–10", "tune": "LoCoMo conversations 1–5"},

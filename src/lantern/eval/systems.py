@@ -21,27 +21,17 @@ import random
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ..archive.tags import STOPWORDS, cjk_bigrams, query_terms
-from ..config import Config
-from ..model import Entry
-from ..recover.pack import pack
-
-PACKED = ("packed", "excerpt")
-
-
-@dataclass(frozen=True)
-class System:
-    name: str
-    kind: str  # "lantern" (the pipeline with ``config``), "dual" (the pipeline plus a second store's semantic
-    # ranking as a fifth signal, ``second_semantic``), or a baseline: recency, grep, overlap, random
-    config: Config | None = None
-    note: str = ""
+from lantern.text.tags import STOPWORDS, query_terms
+from lantern.text.cjk import cjk_bigrams
+from lantern.config import Config
+from lantern.model import Entry
+from lantern.recover.pack import pack
+from lantern.eval.outcome import Outcome, Pool, System, outcome_of
 
 
 def all_systems(base: Config | None = None) -> list[System]:
@@ -85,35 +75,10 @@ def select(names: Sequence[str] | None, base: Config | None = None) -> list[Syst
 def for_embedder(systems: Sequence[System], embedder: Any) -> list[System]:
     """``systems`` without the ablations of block signals (``embed.signal_blocks``: ``semantic_e5``) that
     ``embedder`` does not have: there the ablation ranks exactly as Lantern does (breaker finding)."""
-    from ..embed import RoutedE5Embedder, signal_blocks
+    from lantern.embed import RoutedE5Embedder, signal_blocks
 
     missing = set(RoutedE5Embedder.signal_blocks) - set(signal_blocks(embedder))
     return [s for s in systems if not (s.name.startswith("-") and s.name[1:] in missing)]
-
-
-@dataclass
-class Pool:
-    """One history's candidates: the session to search (None: the whole store), the excluded (live) entry ids,
-    and the other entries with their full text in conversation order (oldest first). ``as_of``: the moment of the
-    compaction, one second after the history's latest turn (None when no turn has a time): recovery measures
-    recency from it instead of the wall clock, so every run of the evaluation gives the same scores."""
-
-    session: str | None
-    excluded: list[int]
-    entries: list[Entry]
-    second: Any = None  # the history's store built with a second embedder (same turns, same entry ids), or None
-    as_of: datetime | None = None
-
-
-@dataclass
-class Outcome:
-    ranking: list[int]  # entry ids in the order handed to packing
-    packed: list[int]  # entry ids inside the block
-    chars: int
-    ms: float
-    text: str = ""  # the injected block
-    fused: list[int] = field(default_factory=list)  # pipeline systems: the fused order before MMR
-    verdicts: dict[int, str] = field(default_factory=dict)  # pipeline systems: every candidate's verdict
 
 
 class MemoEmbedder:
@@ -137,7 +102,7 @@ class MemoEmbedder:
     def embed_query(self, texts, occupied=None):
         """The inner embedder's query vectors (embed.embed_query), memoized per (text, occupied blocks), or per
         batch of texts."""
-        from ..embed import embed_query, query_key
+        from lantern.embed import embed_query, query_key
 
         texts = list(texts)
         if not texts:
@@ -184,16 +149,6 @@ def baseline_order(kind: str, query: str, entries: list[Entry]) -> list[Entry]:
     raise ValueError(f"unknown baseline kind {kind!r}")
 
 
-def outcome_of(rec, ms: float) -> Outcome:
-    """The Outcome of a pipeline Recovery: MMR order, packed ids, fused order and verdicts."""
-    ranked = [c for c in rec.candidates if not c.verdict.startswith("excluded:")]
-    order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
-    return Outcome(
-        ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms,
-        text=rec.text, fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
-    )
-
-
 SECOND_SEMANTIC = "second_semantic"
 
 
@@ -207,7 +162,7 @@ def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
     """The second store's semantic ranking (entry ids, best first; live window excluded); for an embedder with
     blocks ranked apart (``embed.signal_blocks``, e.g. ``routed``'s e5 block) the RRF of its semantic rankings, as
     the ``dense`` system fuses them (breaker finding: the e5 block was left unused)."""
-    from ..embed import signal_blocks
+    from lantern.embed import signal_blocks
 
     second = pool.second
     second.config = replace(config, signals=("semantic", *signal_blocks(second.embedder)), use_mmr=False)
@@ -216,8 +171,8 @@ def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
 
 
 def _rank(lantern, query: str, pool: Pool):
-    from ..archive.parse import clean_text
-    from ..recover.pipeline import rank
+    from lantern.text.clean import clean_text
+    from lantern.recover.pipeline import rank
 
     return rank(lantern.store, lantern.index, lantern.embedder, lantern.config, clean_text(query),
                 session=pool.session, exclude_ids=pool.excluded)
@@ -229,7 +184,7 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
     on a copy of the store (eval/reinforced.py), ``reply`` being the reference answer."""
     config = system.config or Config()
     if system.kind in ("reinforce", "reinforce+answers"):
-        from .reinforced import run
+        from lantern.eval.reinforced import run
 
         return run(system, lantern, query, pool, budget, reply)
     if system.kind in ("lantern", "dual"):
@@ -278,3 +233,17 @@ def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System, alt
         else:
             causes.append(4)
     return FAILURE_CAUSES[max(causes) if alternatives else min(causes)]
+
+
+_MEMOS: dict[Any, MemoEmbedder] = {}  # embedder name -> this process's memoizing embedder (model loaded once)
+
+
+def memo_embedder(name: str | None) -> MemoEmbedder:
+    """This process's memoizing wrapper of the embedder ``name`` (made once per process and name)."""
+    from lantern.embed import get_embedder
+
+    if name not in _MEMOS:
+        _MEMOS[name] = MemoEmbedder(get_embedder(name))
+    return _MEMOS[name]
+
+

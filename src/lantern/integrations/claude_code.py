@@ -190,7 +190,7 @@ def read_chunk(transcript: Path, start: Offset, max_bytes: int | None = None):
     """``read_new_lines`` reading at most ``max_bytes`` (None: all): ``(ClaudeCodeTranscript, Offset reached,
     more)``. When the file goes on past them (``more``), the chunk ends before the last user prompt in it
     (``_turn_start``), so no turn is cut in two; a chunk holding no whole line is read to the file's end instead."""
-    from ..archive.parse.claude_code import read_claude_code
+    from lantern.archive.parse.claude_code import read_claude_code
 
     data, size = read_transcript(transcript, start.offset, max_bytes)
     if size < start.offset:  # the file shrank: read_transcript read it from its start
@@ -212,7 +212,7 @@ def _turn_start(data: bytes, end: int) -> int:
     """The byte offset in ``data[:end]`` (whole lines) of the last line that is a user prompt record (``"type":
     "user"`` whose content is text, not tool results): where a new turn begins. 0 when there is none after the
     first line."""
-    from ..archive.parse.jsonl import loads  # an integer longer than Python converts does not hide a prompt
+    from lantern.archive.parse.jsonl import loads  # an integer longer than Python converts does not hide a prompt
 
     at = end
     while at > 0:
@@ -236,7 +236,7 @@ def _turn_start(data: bytes, end: int) -> int:
 def read_since_last_compaction(transcript: Path):
     """The transcript from its last compact boundary on, parsed (``summaries[-1]`` is that compaction's summary and
     ``messages`` after its position the live context); None when the transcript was never compacted."""
-    from ..archive.parse.claude_code import read_claude_code
+    from lantern.archive.parse.claude_code import read_claude_code
 
     data, _ = read_transcript(transcript)
     at = max(data.rfind(m) for m in COMPACTION_MARKERS)
@@ -306,8 +306,8 @@ def _archive_rest(ctx: HookContext, session: str, transcript: Path, lantern: Any
                   chunk: tuple) -> int:
     """The last chunk of the main transcript (``read_chunk``'s result from ``start``) and the new lines of every
     subagent transcript, in one transaction; then each file's offset moves. Returns the turns added."""
-    from ..archive.subagents import as_sidechain, subagent_files
-    from ..errors import TranscriptFormatError
+    from lantern.archive.subagents import as_sidechain, subagent_files
+    from lantern.errors import TranscriptFormatError
 
     parsed, reached, _ = chunk
     messages = parsed.to_archive()
@@ -339,7 +339,7 @@ def _archive(ctx: HookContext, lantern: Any, messages: list, session: str) -> in
 
 
 def _open(ctx: HookContext):
-    from ..api import Lantern
+    from lantern.api import Lantern
 
     return Lantern(ctx.db, user=ctx.user)
 
@@ -356,7 +356,7 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, trans
         last_user = parsed.last_user_text()
         if not last_user:
             last_user = _last_user_before(lantern, session)
-        from ..compaction import summary_query_text
+        from lantern.compaction import summary_query_text
 
         question = "\n".join(p for p in (last_user.strip(), summary_query_text(summary.text)) if p)
     return lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
@@ -396,7 +396,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         prompt = payload.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return None
-        from ..memory.triggers import should_recover
+        from lantern.memory.triggers import should_recover
 
         if not should_recover(prompt) or not ctx.db.exists():
             return None
@@ -414,7 +414,7 @@ def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offs
     Never raises: an internal error returns "" and is logged (``log_error``)."""
     event = ""
     try:
-        from ..config import default_db_path
+        from lantern.config import default_db_path
 
         payload = _payload(stdin_text)
         event = payload["hook_event_name"]

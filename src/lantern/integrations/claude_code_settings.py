@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import LanternError
+from lantern.errors import LanternError
 
 MARKER = "hook claude-code"
 EVENTS: dict[str, str | None] = {"PreCompact": None, "SessionStart": "compact", "UserPromptSubmit": None, "Stop": None}

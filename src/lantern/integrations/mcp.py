@@ -37,11 +37,11 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, StrictBool, StrictInt, ValidationError  # strict: true is no entry id
 
-from ..archive.parse.jsonl import loads
-from .messages import unknown_arguments_message, validation_message
-from ..errors import LanternError
-from .schemas import ArchiveResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
-from .service import MAX_BUDGET, MAX_K, MemoryService
+from lantern.archive.parse.jsonl import loads
+from lantern.integrations.messages import unknown_arguments_message, validation_message
+from lantern.errors import LanternError
+from lantern.integrations.schemas import ArchiveResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
+from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService
 
 INSTRUCTIONS = (
     "Lantern archives conversation turns (with tool calls and results) and recovers the specifics a compaction "

@@ -44,10 +44,10 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field, StrictBool, StrictInt  # strict: true is no entry id, "2" no count
 
-from ..errors import LanternError
-from .schemas import (ArchiveResponse, ErrorResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse,
+from lantern.errors import LanternError
+from lantern.integrations.schemas import (ArchiveResponse, ErrorResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse,
                       StatsResponse)
-from .service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
+from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # ours: a long agent transcript with tool output fits
@@ -121,7 +121,7 @@ def invalid_body_message(path: str, errors: list[dict]) -> str:
     """The one line of a 422 (``messages.py``, the MCP server's wording): unknown fields (``unknown argument for
     recover: 'sesion' (recover takes query, session, ...)``), else each field and its problem (``invalid
     arguments for search: k: should be greater than or equal to 1 (got 0)``); a body that is not JSON says so."""
-    from .messages import unknown_arguments_message, validation_message
+    from lantern.integrations.messages import unknown_arguments_message, validation_message
 
     endpoint = path.rstrip("/").rsplit("/", 1)[-1]
     body = [{**x, "loc": tuple(x.get("loc", ()))[1:]} for x in errors if tuple(x.get("loc", ()))[:1] == ("body",)]
@@ -405,24 +405,24 @@ def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[st
     context kept. A runtime's compaction summary message (``compaction.is_runtime_summary``) is not archived: it
     is the runtime's lossy rewrite of turns already archived, not a turn of the conversation (Claude Code ingest
     keeps its compact summaries out of the store too); a user message that merely looks like a summary is."""
-    from ..api import _session_name
-    from ..archive.chunk import chunk
-    from ..compaction import is_runtime_summary
-    from ..model import ArchiveResult
-    from ..scope import resolve
+    from lantern.archive.pipeline import session_name
+    from lantern.archive.chunk import chunk
+    from lantern.compaction import is_runtime_summary
+    from lantern.model import ArchiveResult
+    from lantern.scope import resolve
 
     scope = scope or {}
     messages = [m for m in messages if not is_runtime_summary(m)]
     if not messages:
         return
-    skipped, warnings, msgs, redacted = lantern._messages(messages, "auto")
+    parsed = lantern.writer.messages(messages)
     known = lantern.store.db.execute
-    new = [turn for turn in chunk(msgs, None)
+    new = [turn for turn in chunk(parsed.messages, None)
            if known("SELECT 1 FROM entries WHERE content_hash = ?",
-                    (lantern.turn_hash(_session_name(session, turn.session), turn.text, **scope),)).fetchone() is None]
+                    (lantern.turn_hash(session_name(session, turn.session), turn.text, **scope),)).fetchone() is None]
     if new:
-        lantern._archive_turns(new, session, ArchiveResult(session=session, skipped=skipped, warnings=warnings,
-                                                           redacted=redacted), resolve(lantern.scope, **scope))
+        result = ArchiveResult(session=session, skipped=parsed.skipped, warnings=parsed.warnings, redacted=parsed.redacted)
+        lantern.writer.archive_turns(new, session, resolve(lantern.scope, **scope), result)
 
 
 class _Forwarder:
@@ -451,8 +451,8 @@ class _Forwarder:
         is recovered at each NEW compaction (``compaction.Tracker``) and injected again, unchanged, on the
         requests that follow while the compaction lasts (the client never sees it); it is recovered anew when
         one of its entries is back in the live context. ``scope``: user / agent / project (the X-Lantern-* headers)."""
-        from ..compaction import Tracker
-        from ..scope import resolve
+        from lantern.compaction import Tracker
+        from lantern.scope import resolve
 
         scope = scope or {}
 
@@ -504,9 +504,9 @@ class _Forwarder:
         worker thread, before taking the lock: it runs while the previous request's archive finishes and the
         detection runs (recover/query_vectors.py). The recovery takes the vector; same vector, same result.
         A summary seen before (an ongoing compaction, whose block is reused) is not embedded ahead."""
-        from ..archive.parse import clean_text
-        from ..compaction import Tracker, summary_query
-        from ..scope import resolve
+        from lantern.text.clean import clean_text
+        from lantern.compaction import Tracker, summary_query
+        from lantern.scope import resolve
 
         tracker = self.tracker
         if tracker is None:  # the first request: the handle is opened under the lock, nothing to embed ahead with

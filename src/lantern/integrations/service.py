@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import LanternError
+from lantern.errors import LanternError
 
 MAX_K = 1000  # search results per call (ours)
 MAX_BUDGET = 1_000_000  # characters per recovery (ours)
@@ -32,7 +32,7 @@ class MemoryService:
     as in the CLI)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | None = None):
-        from ..config import default_db_path
+        from lantern.config import default_db_path
 
         self.path = Path(path) if path is not None else default_db_path()
         self.embedder = embedder
@@ -43,7 +43,7 @@ class MemoryService:
         if self._lantern is None:
             if not create and not self.path.exists():
                 raise NoDatabaseError(f"no database at {self.path}: archive something first")
-            from ..api import Lantern
+            from lantern.api import Lantern
 
             self._lantern = Lantern(self.path, embedder=self.embedder)
         return self._lantern

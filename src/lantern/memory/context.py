@@ -32,9 +32,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..archive.chunk import chunk
-from ..model import ArchiveResult, Recovery, Turn
-from .triggers import Trigger, recovery_query, should_recover
+from lantern.archive.chunk import chunk
+from lantern.model import ArchiveResult, Recovery, Turn
+from lantern.memory.triggers import Trigger, recovery_query, should_recover
 
 __all__ = ["Context", "Session", "GIST_PROMPT"]
 
@@ -114,7 +114,7 @@ class Session:
         Raises TranscriptFormatError like ``archive`` (nothing stored, working memory unchanged)."""
         self._drop_forgotten()  # before archiving: a new turn may reuse a forgotten turn's id
         result = self.lantern.archive(messages, session=self.session)
-        msgs = self.lantern._messages(messages, "auto")[2]  # the same parse + redaction as archive's
+        msgs = self.lantern.writer.messages(messages).messages  # the same parse + redaction as archive's
         turns = chunk(msgs, None)
         self._place_of.update(self._places(result.entry_ids))
         for entry_id, turn in zip(result.entry_ids, turns):

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .triggers import back_references, low_confidence, should_recover
+from lantern.memory.triggers import back_references, low_confidence, should_recover
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 

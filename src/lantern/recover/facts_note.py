@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..memory.fact_store import changed_at, facts_of_entries, value_at
-from ..memory.facts import normalize_value
-from .pack import PackResult
+from lantern.store.facts import changed_at, facts_of_entries, value_at
+from lantern.text.fact_keys import normalize_value
+from lantern.recover.pack import PackResult
 
 HEADING = '[Fact versions: values stated in the turns below that changed later; the current value follows "now"]'
 

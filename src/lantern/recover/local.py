@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..store.index import MemoryIndex
-from ..store.sqlite import Store
+from lantern.store.index import MemoryIndex
+from lantern.store.sqlite import Store
 
 LOCAL = "local"  # the signal's name in rankings, weights and explain output
 _EMPTY = (np.empty(0, np.int64), np.empty(0, np.float32))

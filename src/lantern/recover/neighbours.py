@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..store.index import MemoryIndex
-from ..store.sqlite import Store
-from .fusion import rrf
+from lantern.store.index import MemoryIndex
+from lantern.store.sqlite import Store
+from lantern.recover.fusion import rrf
 
 NEIGHBOUR = "neighbour"  # the signal's name in rankings, weights and explain output
 

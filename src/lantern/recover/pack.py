@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..model import Entry
+from lantern.model import Entry
 
 # one title for every block (newcomer findings: "earlier in this conversation" was said of an earlier session's turns,
 # "earlier sessions" of this session's): the session lines and headers name where each turn comes from

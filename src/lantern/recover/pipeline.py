@@ -25,18 +25,18 @@ from itertools import islice
 
 import numpy as np
 
-from .. import reinforce
-from ..archive.tags import query_terms
-from ..config import Config
-from ..embed import Embedder, embed_query, main_part, signal_blocks
-from ..model import Candidate, Entry, Hit, RecoveredEntry, Recovery
-from ..scope import Scope
-from ..store.index import MemoryIndex, cosines
-from ..store.sqlite import Store
-from . import decompose, local, neighbours, prf, signals, speaker, timeframe
-from .facts_note import pack_with_notes
-from .fusion import mmr, rrf, score_sum
-from .pack import pack
+from lantern import reinforce
+from lantern.text.tags import query_terms
+from lantern.config import Config
+from lantern.embed import Embedder, embed_query, main_part, signal_blocks
+from lantern.model import Candidate, Entry, Hit, RecoveredEntry, Recovery
+from lantern.scope import Scope
+from lantern.store.index import MemoryIndex, cosines
+from lantern.store.sqlite import Store
+from lantern.recover import decompose, local, neighbours, prf, signals, speaker, timeframe
+from lantern.recover.facts_note import pack_with_notes
+from lantern.recover.fusion import mmr, rrf, score_sum
+from lantern.recover.pack import pack
 
 SIGNAL_ORDER = ("semantic", timeframe.TIME, "fulltext", prf.PRF, "keyword")  # the order rankings are fused in
 LIVE_HEAD_CHARS = 200  # characters of a candidate's text read first to test it against the live context (ours)

@@ -18,11 +18,12 @@ from collections import Counter
 
 import numpy as np
 
-from ..archive.tags import STOPWORDS, cjk_bigrams
-from ..scope import Scope
-from ..store.index import MemoryIndex
-from ..store.sqlite import Store
-from . import signals
+from lantern.text.tags import STOPWORDS
+from lantern.text.cjk import cjk_bigrams
+from lantern.scope import Scope
+from lantern.store.index import MemoryIndex
+from lantern.store.sqlite import Store
+from lantern.recover import signals
 
 PRF = "prf"  # the signal's name in rankings, weights and explain output
 TEXT_CHARS = 2_000  # characters of a feedback entry read for its terms (ours: bounds the work on long tool logs)

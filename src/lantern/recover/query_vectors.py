@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embed import embed_query, query_key, signal_blocks
+from lantern.embed import embed_query, query_key, signal_blocks
 
 PREFETCH_KEPT = 8  # prefetched query vectors waiting to be taken, per Lantern handle (ours)
 

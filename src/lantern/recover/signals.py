@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 
-from ..scope import Scope
-from ..store.index import MemoryIndex
-from ..store.sqlite import Store
+from lantern.scope import Scope
+from lantern.store.index import MemoryIndex
+from lantern.store.sqlite import Store
 
 LN2 = 0.693  # paper eq. 2 writes exp(-0.693 * dt / T_half)
 SECONDS_PER_DAY = 86_400.0

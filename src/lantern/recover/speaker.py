@@ -22,8 +22,8 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from ..model import Entry
-from .fusion import rrf
+from lantern.model import Entry
+from lantern.recover.fusion import rrf
 
 SPEAKER = "speaker"  # the signal's name in rankings, weights and explain output
 _LINE = re.compile(r"^(?:user|assistant|system|tool) \(([^()\n]{1,64})\):", re.MULTILINE)

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from ..store.index import MemoryIndex
+from lantern.store.index import MemoryIndex
 
 TIME = "time"  # the signal's name in rankings, weights and explain output
 SECONDS_PER_DAY = 86_400.0

@@ -1,5 +1,5 @@
 """SQLite store and its in-process index."""
 
-from .sqlite import NewEntry, Store
+from lantern.store.sqlite import NewEntry, Store
 
 __all__ = ["NewEntry", "Store"]

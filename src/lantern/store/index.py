@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..scope import Scope
-from .sqlite import Store
+from lantern.scope import Scope
+from lantern.store.sqlite import Store
 
 def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``matrix @ vector`` for L2-normalized float32 rows (n, d) and a vector (d,): the cosine of each row, shape

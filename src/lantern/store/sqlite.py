@@ -13,20 +13,21 @@ import time as _time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..archive.tags import cjk_bigrams
-from ..archive.embed_ahead import MissingVectorError
-from ..errors import EmbedderMismatchError, LanternError
-from ..memory.fact_store import delete_facts, fact_scope, write_facts
-from ..reinforce import forget_entries
-from ..model import Entry, Tag
-from ..scope import Scope, scope_where
-from .migrations import MIGRATIONS, migrate
+from lantern.text.cjk import cjk_bigrams
+from lantern.errors import MissingVectorError
+from lantern.errors import EmbedderMismatchError, LanternError
+from lantern.store.facts import delete_facts, fact_scope, write_facts
+from lantern.store.reinforcement import forget_pending
+from lantern.model import Entry, Tag
+from lantern.scope import Scope, scope_where
+from lantern.store.migrations import MIGRATIONS, migrate
+from lantern.store.times import from_epoch, to_epoch
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -60,24 +61,6 @@ class NewEntry:
     project: str = ""
 
 
-def to_epoch(dt: datetime | None) -> float | None:
-    if dt is None:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
-
-
-def from_epoch(ts: float | None) -> datetime | None:
-    """UTC datetime of a unix time; None when absent or outside what ``datetime`` can hold (year 1..9999)."""
-    if ts is None:
-        return None
-    try:
-        return datetime.fromtimestamp(ts, tz=timezone.utc)
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
 def _private_file(path: Path) -> None:
     """Create the database file mode 0600 inside a 0700 directory when they do not exist yet."""
     if not path.parent.exists():
@@ -95,13 +78,6 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if version == 0 and tables:
         raise LanternError(f"{path} is a SQLite database but not a Lantern one (it has tables {', '.join(sorted(tables)[:5])})")
-
-
-def _embedder_name(embedder_id: str) -> str:
-    """The CLI name of an embedder id ("routed-minilm-use-e5-v1" -> "routed"), else the id itself."""
-    from ..embed import EMBEDDERS
-
-    return next((name for name, cls in EMBEDDERS.items() if cls.id == embedder_id), embedder_id)
 
 
 class Store:
@@ -178,9 +154,10 @@ class Store:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def check_embedder(self, embedder_id: str, dim: int) -> None:
+    def check_embedder(self, embedder_id: str, dim: int, name: str | None = None) -> None:
         """Record the embedder of a new database; raise EmbedderMismatchError when it differs from the one given.
-        Every later write checks it again inside its transaction (another process may have run ``reindex``)."""
+        Every later write checks it again inside its transaction (another process may have run ``reindex``).
+        ``name``: the embedder's CLI name ("routed"), which the error's ``reindex`` advice uses (default the id)."""
         stored = self._recorded_embedder(self.db)
         if not stored:
             with self.transaction() as db:
@@ -190,7 +167,7 @@ class Store:
                         "INSERT INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
                     )
                     stored = {"embedder": embedder_id, "dim": str(dim)}
-        self.embedder_id, self.dim = embedder_id, dim
+        self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
         self._verify_embedder(stored)
 
     @staticmethod
@@ -209,7 +186,7 @@ class Store:
             raise EmbedderMismatchError(
                 f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
                 f"not {embedder_id!r} ({dim}-d). Open it with that embedder, or run "
-                f"`lantern --db {self.path} reindex --embedder {_embedder_name(embedder_id)}` to re-embed every entry with the one you asked for."
+                f"`lantern --db {self.path} reindex --embedder {self.embedder_name}` to re-embed every entry with the one you asked for."
             )
 
     def set_embedder(self, db: sqlite3.Connection, embedder_id: str, dim: int) -> None:
@@ -334,7 +311,7 @@ class Store:
             for entry_id in ids:
                 self._delete_fts(db, entry_id)
             delete_facts(db, ids)  # re-links each key's chain around the deleted versions
-            forget_entries(db, ids)  # and out of the pending recoveries (reinforce.py)
+            forget_pending(db, ids)  # and out of the pending recoveries
             for table, column in _referencing(db):  # one statement per 500 ids: the column may lack an index
                 for start in range(0, len(ids), 500):
                     chunk = ids[start : start + 500]
@@ -349,7 +326,8 @@ class Store:
         self.db.execute("VACUUM")
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def replace_vectors(self, pairs: Iterable[tuple[int, np.ndarray]], embedder_id: str, dim: int) -> int:
+    def replace_vectors(self, pairs: Iterable[tuple[int, np.ndarray]], embedder_id: str, dim: int,
+                        name: str | None = None) -> int:
         """Overwrite every embedding and the recorded embedder in one transaction (``reindex``)."""
         n = 0
         with self.transaction() as db:
@@ -360,8 +338,18 @@ class Store:
                 )
                 n += 1
             self.set_embedder(db, embedder_id, dim)
-        self.embedder_id, self.dim = embedder_id, dim
+        self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
         return n
+
+    def known_hashes(self, hashes: Sequence[str], chunk: int = 500) -> set[str]:
+        """The content hashes among ``hashes`` that the store already holds (``chunk`` hashes per SQL IN (...))."""
+        found: set[str] = set()
+        distinct = list(dict.fromkeys(hashes))
+        for start in range(0, len(distinct), chunk):
+            part = distinct[start:start + chunk]
+            marks = ",".join("?" * len(part))
+            found.update(h for h, in self.db.execute(f"SELECT content_hash FROM entries WHERE content_hash IN ({marks})", part))
+        return found
 
     def bump_access(self, ids: Sequence[int], db: sqlite3.Connection | None = None, wait: float | None = None) -> None:
         """access_count += 1 for entries packed into a recovery (the a of F(e), paper eq. 2); inside the open

@@ -18,17 +18,26 @@ from typing import Any, Callable
 
 from lantern.errors import TranscriptFormatError
 
-from .aider import parse_aider
-from .anthropic import AnthropicItems, parse_anthropic
-from .claude_code import is_claude_code, parse_claude_code
-from .codex import CodexItems, is_codex_record, parse_codex
-from .jsonl import (
-    ParseResult, PlainItems, clean_text, decode, kind_of, load_json, message_items, parse_jsonl, read_source, unwrap,
+from lantern.archive.parse.aider import parse_aider
+from lantern.archive.parse.anthropic import AnthropicItems, parse_anthropic
+from lantern.archive.parse.claude_code import is_claude_code, parse_claude_code
+from lantern.archive.parse.codex import CodexItems, is_codex_record, parse_codex
+from lantern.archive.parse.jsonl import (
+    ParseResult,
+    PlainItems,
+    decode,
+    kind_of,
+    load_json,
+    message_items,
+    parse_jsonl,
+    read_source,
+    unwrap,
 )
-from .locomo import is_locomo_sample, parse_locomo
-from .openai import OpenAIItems, parse_openai
-from .sharegpt import ShareGPTItems, is_sharegpt, parse_sharegpt
-from .swe_agent import is_swe_agent, parse_swe_agent
+from lantern.text.clean import clean_text
+from lantern.archive.parse.locomo import is_locomo_sample, parse_locomo
+from lantern.archive.parse.openai import OpenAIItems, parse_openai
+from lantern.archive.parse.sharegpt import ShareGPTItems, is_sharegpt, parse_sharegpt
+from lantern.archive.parse.swe_agent import is_swe_agent, parse_swe_agent
 
 __all__ = [
     "FORMATS", "ITEM_PARSERS", "ParseResult", "clean_text", "detect_format", "item_hint", "parse",

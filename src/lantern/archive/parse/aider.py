@@ -13,7 +13,8 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolResult
 
-from .jsonl import ParseResult, blank, clean_text, parse_time, read_source
+from lantern.archive.parse.jsonl import ParseResult, blank, parse_time, read_source
+from lantern.text.clean import clean_text
 
 SESSION_HEADER = "# aider chat started at "
 

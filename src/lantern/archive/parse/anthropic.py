@@ -6,9 +6,18 @@ from typing import Any
 
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import (
-    ParseResult, blank, check_foreign, check_item, clean_text, content_text, dumps, kind_of, message_time, start,
+from lantern.archive.parse.jsonl import (
+    ParseResult,
+    blank,
+    check_foreign,
+    check_item,
+    content_text,
+    dumps,
+    kind_of,
+    message_time,
+    start,
 )
+from lantern.text.clean import clean_text
 
 _SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}
 

@@ -42,7 +42,8 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, blank, clean_text, decode, dumps, loads, parse_time, read_source
+from lantern.archive.parse.jsonl import ParseResult, blank, decode, dumps, loads, parse_time, read_source
+from lantern.text.clean import clean_text
 
 __all__ = ["ClaudeCodeTranscript", "CompactSummary", "is_claude_code", "parse_claude_code", "read_claude_code",
            "SUMMARY_PREFIX"]

@@ -19,7 +19,17 @@ from typing import Any
 
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, blank, clean_text, content_text, dumps, kind_of, norm_role, parse_time, records
+from lantern.archive.parse.jsonl import (
+    ParseResult,
+    blank,
+    content_text,
+    dumps,
+    kind_of,
+    norm_role,
+    parse_time,
+    records,
+)
+from lantern.text.clean import clean_text
 
 ROLLOUT_TYPES = {"session_meta", "response_item", "compacted", "turn_context", "event_msg"}
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}

@@ -19,7 +19,8 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message
 
-from .media import image_placeholder, scrub_inline_data
+from lantern.text.media import image_placeholder
+from lantern.text.clean import clean_text
 
 
 @dataclass
@@ -38,7 +39,6 @@ class ParseResult:
         self.warnings.append(why)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # Default_Ignorable_Code_Point, first and last code point of each range: the characters a renderer shows nothing
 # for (zero-width spaces and joiners, LRM / RLM and the other bidi controls, the Mongolian vowel separator, the
 # combining grapheme joiner, invisible operators, variation selectors, tags, Hangul fillers, soft hyphen ...).
@@ -69,34 +69,6 @@ def blank(text: str | None) -> bool:
     Every parser skips such content as empty (``empty content; skipped``)."""
     return not text or all(map(invisible, text))
 
-
-def file_name_text(name: str) -> str:
-    """A file name as text: bytes that are not UTF-8 (kept by Python as lone surrogates, PEP 383) written as
-    ``\\xNN`` escapes, so ``caf\\xe9`` and ``na\\xefve`` stay two sessions instead of both becoming U+FFFD."""
-    try:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # a surrogate no file system gave (a caller's own str): U+FFFD, as clean_text does
-        return name.encode("utf-8", "replace").decode("utf-8")
-
-
-def clean_text(s: str) -> str:
-    """Return ``s`` with lone surrogates and NUL replaced by U+FFFD, CRLF normalized to LF (lone CR is kept) and
-    inline base64 data (data URLs, markdown data images, long base64 runs) replaced by placeholders
-    (``media.scrub_inline_data``: never base64 in the index).
-
-    Everything else is kept verbatim. Non-str input is converted with ``str()``.
-    """
-    if not isinstance(s, str):
-        s = str(s)
-    if "\r\n" in s:
-        s = s.replace("\r\n", "\n")
-    s = scrub_inline_data(s)
-    if s.isascii():
-        return s.replace("\x00", "\ufffd") if "\x00" in s else s
-    return _SURROGATE.sub("\ufffd", s.replace("\x00", "\ufffd"))
-
-
-# --- roles, times, content ------------------------------------------------------------------------------------
 
 ROLES = {
     "user": "user", "human": "user",

@@ -9,7 +9,8 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message
 
-from .jsonl import ParseResult, blank, clean_text, load_json, read_source
+from lantern.archive.parse.jsonl import ParseResult, blank, load_json, read_source
+from lantern.text.clean import clean_text
 
 _SESSION = re.compile(r"session_(\d+)")
 _DATE = re.compile(r"\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*", re.I)

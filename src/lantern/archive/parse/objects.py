@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from lantern.model import Message
 
-from .jsonl import ParseResult, blank, norm_role
+from lantern.archive.parse.jsonl import ParseResult, blank, norm_role
 
 
 def check_messages(messages: list[Message]) -> ParseResult:

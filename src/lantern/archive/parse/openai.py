@@ -6,9 +6,18 @@ from typing import Any
 
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import (
-    ParseResult, blank, check_foreign, check_item, clean_text, content_text, dumps, message_time, start, str_or_none,
+from lantern.archive.parse.jsonl import (
+    ParseResult,
+    blank,
+    check_foreign,
+    check_item,
+    content_text,
+    dumps,
+    message_time,
+    start,
+    str_or_none,
 )
+from lantern.text.clean import clean_text
 
 
 def _call(c: Any) -> ToolCall | None:

@@ -14,7 +14,8 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, blank, clean_text, content_text, dumps, loads, records
+from lantern.archive.parse.jsonl import ParseResult, blank, content_text, dumps, loads, records
+from lantern.text.clean import clean_text
 
 ROLES = {
     "human": "user", "user": "user",

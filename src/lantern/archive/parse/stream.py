@@ -20,8 +20,8 @@ from typing import Any
 
 from lantern.errors import TranscriptFormatError
 
-from .jsonl import ParseResult, check_foreign, loads, unwrap, utf16_without_bom
-from .locomo import is_locomo_sample
+from lantern.archive.parse.jsonl import ParseResult, check_foreign, loads, unwrap, utf16_without_bom
+from lantern.archive.parse.locomo import is_locomo_sample
 
 SLICE_LINES = 2000  # JSONL lines per parsed slice (ours)
 HEAD_RECORDS = 200  # records given to detect_format when streaming with format auto (ours)
@@ -85,7 +85,7 @@ class Stream:
     """An open streamable JSONL file: ``format``, ``bytes_total``, ``bytes_done`` (updated as ``slices()`` runs)."""
 
     def __init__(self, path: Path, fmt: str, source: str | None):
-        from . import ITEM_PARSERS
+        from lantern.archive.parse import ITEM_PARSERS
 
         self.path, self.format, self.source = path, fmt, source
         self.bytes_total = os.path.getsize(path)
@@ -145,7 +145,7 @@ def open_stream(path: str | os.PathLike[str], format: str = "auto", name: str | 
     decisive one) or a format name; a format that cannot stream gives None. Raises TranscriptFormatError for an
     unreadable file, and (after a check of every record) for tool structure the chosen message format would
     drop, so such a file fails before anything is archived."""
-    from . import FORMATS, ITEM_PARSERS, detect_format, detect_records
+    from lantern.archive.parse import FORMATS, ITEM_PARSERS, detect_format, detect_records
 
     if format != "auto" and format not in FORMATS:
         raise TranscriptFormatError(f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}",

@@ -15,8 +15,9 @@ from typing import Any
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
 
-from .jsonl import ParseResult, blank, clean_text, content_text, load_json, norm_role, read_source
-from .openai import _call
+from lantern.archive.parse.jsonl import ParseResult, blank, content_text, load_json, norm_role, read_source
+from lantern.text.clean import clean_text
+from lantern.archive.parse.openai import _call
 
 
 def is_swe_agent(data: Any) -> bool:

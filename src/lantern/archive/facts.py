@@ -48,8 +48,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+from lantern.model import ExtractedFact
+from lantern.text.fact_keys import IDEOGRAPHS, DETERMINERS, DETERMINER_WORDS, LEAD_EN, normalize_key, normalize_value
 
 __all__ = ["ExtractedFact", "extract_facts", "fact_texts", "normalize_key", "normalize_value", "sentences"]
 
@@ -57,49 +59,6 @@ MAX_VALUE_CHARS = 80  # longer "values" are prose, not facts (ours)
 MAX_KEY_WORDS = 5  # English keys: at most this many words (ours)
 MAX_ZH_KEY_CHARS = 24  # Chinese keys: at most this many characters (ours)
 MAX_TEXT_CHARS = 4_000  # each message is scanned up to this many characters (ours: bounds the per-turn cost)
-
-
-@dataclass(frozen=True)
-class ExtractedFact:
-    """One fact stated in a turn. ``key``: normalized (``normalize_key``); ``key_text``: as written (empty when the
-    sentence names no key: "switched from A to B" then takes the key of whatever currently holds A, resolved at
-    store time). ``value``: as written, None for a retraction ("no longer use A"). ``replaces``: the old value a
-    switch/retraction names (A), else None. ``family``: the pattern family that found it."""
-
-    key: str
-    value: str | None
-    key_text: str = ""
-    replaces: str | None = None
-    family: str = ""
-
-
-# ----------------------------------------------------------------------------------------------- normalization
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_DETERMINER_WORDS = ("the", "a", "an", "our", "my", "your", "their", "its", "this", "that")
-_DETERMINERS = "(?:" + "|".join(_DETERMINER_WORDS) + ")"
-_LEAD_EN = re.compile(rf"^(?:{_DETERMINERS}\s+)+", re.I)
-_LEAD_ZH = re.compile(r"^(?:我们的|我的|你的|你们的|他的|她的|咱们的|这个|那个)")
-_SEPARATORS = re.compile(r"[\s_.\-]+")
-_CJK_SPACE = re.compile(rf"\s*([{_CJK}])\s*")
-
-
-def normalize_key(key: str) -> str:
-    """The exact-match form of a fact key: "The staging DB_Port" -> "staging db port", "数据库的 端口" -> "数据库端口"."""
-    k = key.strip().strip("`'\"“”‘’「」").casefold()
-    k = _LEAD_EN.sub("", k)
-    k = _LEAD_ZH.sub("", k)
-    k = k.replace("的", "")
-    k = _SEPARATORS.sub(" ", k).strip()
-    return _CJK_SPACE.sub(r"\1", k)
-
-
-def normalize_value(value: str | None) -> str | None:
-    """Values compare case-insensitively without surrounding quotes ("PostgreSQL" = "postgresql")."""
-    return None if value is None else _strip_quotes(value).casefold()
-
-
-def _strip_quotes(s: str) -> str:
-    return s.strip().strip("`'\"“”‘’「」『』").strip()
 
 
 # ----------------------------------------------------------------------------------------------- sentences
@@ -180,7 +139,7 @@ _CLAUSE_BREAK = re.compile(r"[,;:，；：、]|\b(?:and|but)\b", re.I)
 _NOT_TOPICS = frozenset({
     "ok", "okay", "noted", "sure", "yes", "yeah", "also", "now", "then", "so", "note", "update", "fyi", "actually",
     "btw", "by the way", "and", "but", "great", "thanks", "done", "right", "well", "hi", "hello", "first", "next",
-    "these", "those", "there", "here", *_DETERMINER_WORDS,
+    "these", "those", "there", "here", *DETERMINER_WORDS,
     "好", "好的", "嗯", "对", "是的", "行", "可以", "记一下", "记住", "注意", "另外", "还有", "对了", "然后", "那么", "所以",
     "现在", "目前", "不过", "但是", "首先", "其次", "最后", "收到", "明白", "谢谢", "顺便说一下", "更新", "补充",
     # time words, conjunctions and adverbs (breaker, second round: "When using Docker" -> when port, 今天版本)
@@ -191,13 +150,13 @@ _NOT_TOPICS = frozenset({
     "早上", "晚上", "上午", "下午", "中午", "当时", "那时", "这时", "其实", "总之", "反正",
 })
 _EN_TOPIC_LEAD = re.compile(rf"^(?:(?:and|also|then|now|so|but|ok|okay|well|yes|right|alright|anyway|btw|fyi)[,\s]+)*"
-                            rf"(?:{_DETERMINERS}\s+)*", re.I)
+                            rf"(?:{DETERMINERS}\s+)*", re.I)
 # "For the gateway," names a thing; "For the record," "In other words," "On second thought," do not (breaker): "for"
 # takes any noun phrase but a discourse one, "in"/"on" only a place a service runs (production, the staging server)
-_EN_PREP_TOPIC = re.compile(rf"^(?:for|as for|regarding)\s+(?:{_DETERMINERS}\s+)*"
+_EN_PREP_TOPIC = re.compile(rf"^(?:for|as for|regarding)\s+(?:{DETERMINERS}\s+)*"
                             r"([A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2})$", re.I)
 _EN_PLACE_TOPIC = re.compile(
-    rf"^(?:in|on)\s+(?:{_DETERMINERS}\s+)?((?:[A-Za-z][\w.\-]*\s+){{0,2}}"
+    rf"^(?:in|on)\s+(?:{DETERMINERS}\s+)?((?:[A-Za-z][\w.\-]*\s+){{0,2}}"
     r"(?:production|prod|staging|stage|dev|development|test|testing|local|ci|server|host|machine|box|cluster|node|vm|"
     r"container|laptop|environment|env))$", re.I)
 _DISCOURSE = frozenset({"record", "example", "instance", "reference", "now", "once", "sure", "a while", "the moment",
@@ -206,7 +165,7 @@ _DISCOURSE = frozenset({"record", "example", "instance", "reference", "now", "on
 _EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|runs|running|deploy|deployed)\b\s*", re.I)
 _EN_PREPOSITIONS = frozenset({"of", "for", "in", "on", "at", "to", "from", "with", "by"})
 _EN_STATED = re.compile(r"^(.+?)\s+(?:is|are)\s+\S", re.I)
-_INNER_DET = re.compile(rf"\s+{_DETERMINERS}\s+", re.I)
+_INNER_DET = re.compile(rf"\s+{DETERMINERS}\s+", re.I)
 # the object of 用/使用/部署在 must be a Latin name: 用 inside 用户, 应用, 有用 is no verb (breaker finding)
 _ZH_TOPIC_VERB = re.compile(r"(?:使用|采用|选用|改用|跑在|部署在|在用|(?<![备通常应商专公家试费作信有享利占])用)(?=\s*[A-Za-z])")
 _ZH_TOPIC_TAIL = re.compile(r"(?:的配置|的设置|那边|这边)$")
@@ -283,7 +242,7 @@ def _en_topic(clause: str, stated_keys: bool = True) -> str:
         name = len(obj) == 1 and (obj[0][:1].isupper() or re.search(r"[\d._\-]", obj[0]))
         return obj[0] if name and _topic_ok(obj[0]) else ""
     if stated_keys and _EN_STATED.match(c):  # a key the clause states, by the family's own rules ("The weather is nice" states none)
-        stated = is_facts(c if re.match(_DETERMINERS + r"\s", c, re.I) else "the " + c, topics=False)
+        stated = is_facts(c if re.match(DETERMINERS + r"\s", c, re.I) else "the " + c, topics=False)
         if not stated:
             return ""
         owner = _owner(stated[-1].key_text)
@@ -291,7 +250,7 @@ def _en_topic(clause: str, stated_keys: bool = True) -> str:
             return owner
         # a bare attribute stated after a lead: "For the gateway the host is ..." -> the lead's topic (shorter text)
         head = c[: c.casefold().rfind(stated[-1].key_text.casefold())]
-        head = re.sub(rf"(?:\s+{_DETERMINERS})+\s*$|^{_DETERMINERS}\s*$", "", " " + head, flags=re.I).strip()
+        head = re.sub(rf"(?:\s+{DETERMINERS})+\s*$|^{DETERMINERS}\s*$", "", " " + head, flags=re.I).strip()
         return (_en_topic(head, stated_keys=False) or _CONTINUE) if head else _CONTINUE
     return ""
 
@@ -311,7 +270,7 @@ def _with_topic(key_text: str, before: str) -> str:
             break
     if not topic or topic == _CONTINUE:
         return key_text
-    key_text = _LEAD_EN.sub("", key_text.strip())
+    key_text = LEAD_EN.sub("", key_text.strip())
     return f"{topic}{key_text}" if _HAS_CJK.search(topic[-1] + key_text[:1]) else f"{topic} {key_text}"
 
 
@@ -545,7 +504,7 @@ def zh_retract_facts(sentence: str) -> list[ExtractedFact]:
     return out
 
 
-_HAS_CJK = re.compile(f"[{_CJK}]")
+_HAS_CJK = re.compile(f"[{IDEOGRAPHS}]")
 
 
 def _sentence_facts(s: str) -> list[ExtractedFact]:

@@ -1,0 +1,223 @@
+"""The write path as one pipeline (docs/architecture.md §2). Zero LLM calls; each stage is its own module.
+
+    messages = parse(source)                 archive/parse/        any supported format -> Message list
+    messages = redact(messages)              archive/redact.py     secrets and private spans out, before anything reads them
+    turns    = chunk(messages)               archive/chunk.py      a user message and everything that answers it
+    rows     = prepare(turns)                one NewEntry per turn: summarize.py, text/tags.py, classify.py, facts.py
+    vectors  = embed(rows)                   archive/embed_ahead.py   only rows the store will keep; one vector per summary
+    ids      = store(rows, vectors)          store/sqlite.py       ONE transaction; pending recoveries are judged in it
+
+``Writer.archive`` runs it for a live message list (one transaction); ``Writer.ingest`` for a file, one transaction
+per batch of ``INGEST_BATCH_TURNS`` turns, embedding batch k in a worker thread while batch k-1 is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from lantern import reinforce
+from lantern.archive import embed_ahead
+from lantern.archive.chunk import chunk
+from lantern.archive.classify import classify_turn
+from lantern.archive.facts import extract_facts, fact_texts
+from lantern.archive.ingest import add_warnings, ingest_batches
+from lantern.archive.parse import parse
+from lantern.archive.parse.objects import check_messages
+from lantern.archive.redact import RedactionPolicy, redact_messages
+from lantern.archive.summarize import summarize
+from lantern.config import DEFAULT_SESSION, Config
+from lantern.errors import MissingVectorError
+from lantern.model import ArchiveResult, Message, ToolCall, ToolResult, Turn, content_hash
+from lantern.scope import Scope
+from lantern.store.index import MemoryIndex
+from lantern.store.sqlite import NewEntry, Store
+from lantern.text.clean import clean_text
+from lantern.text.names import given_name
+from lantern.text.tags import extract_tags, hint_terms
+
+Progress = Callable[[int, int], None]  # (done, total) in turns
+
+INGEST_BATCH_TURNS = 256  # turns per transaction when ingesting a file (ours)
+TAG_HEAD_CHARS, TAG_TAIL_CHARS = 48_000, 16_000  # tags of a huge turn come from its head and tail (ours)
+
+__all__ = ["INGEST_BATCH_TURNS", "Parsed", "Writer", "session_name", "tag_window"]
+
+
+@dataclass
+class Parsed:
+    """Messages after parse and redaction: how many input items were skipped (and why), how many secrets and
+    private spans were redacted."""
+
+    skipped: int
+    warnings: list[str]
+    messages: list[Message]
+    redacted: int
+
+
+@dataclass
+class Batch:
+    """Turns prepared for the store: their rows and what must be embedded (``embed_ahead.EmbedPlan``)."""
+
+    turns: list[Turn]
+    rows: list[NewEntry]
+    plan: embed_ahead.EmbedPlan
+
+
+class Writer:
+    """The write path of one store. ``embedder`` is the handle's current one (``Lantern`` swaps it after a reindex);
+    ``before_batch`` runs before each batch is prepared (``Lantern`` follows another process's reindex there)."""
+
+    def __init__(self, store: Store, index: MemoryIndex, embedder: Any, config: Config, redaction: RedactionPolicy,
+                 before_batch: Callable[[], None] = lambda: None):
+        self.store, self.index, self.embedder, self.config = store, index, embedder, config
+        self.redaction, self.before_batch = redaction, before_batch
+
+    # ------------------------------------------------------------------ the pipeline
+    def archive(self, source: Any, session: str | None, scope: Scope, format: str = "auto") -> ArchiveResult:
+        """Parse, redact, chunk, prepare, embed and store ``source`` (messages or a transcript) in ONE transaction.
+        Raises ``TranscriptFormatError`` for unreadable input; nothing is written then."""
+        parsed = self.messages(source, format)
+        result = ArchiveResult(session=session_name(session, None), skipped=parsed.skipped, warnings=parsed.warnings,
+                               redacted=parsed.redacted)
+        self.archive_turns(chunk(parsed.messages, None), session, scope, result)
+        return result
+
+    def ingest(self, path: Path, session: str, scope: Scope, format: str = "auto",
+               progress: Progress | None = None) -> ArchiveResult:
+        """Archive a transcript file in batches of ``INGEST_BATCH_TURNS`` turns, one transaction each (archive/ingest.py
+        streams JSONL in bounded memory). ``progress(done, total)`` in turns after each batch; ``total`` is an
+        estimate until the file is read to its end. Warnings past the first 1,000 are counted in one last warning."""
+        result = ArchiveResult(session=session)
+        dropped = [0]
+
+        def on_slice(piece: Any, redacted: int) -> None:
+            result.skipped += piece.skipped
+            result.redacted += redacted
+            add_warnings(result.warnings, piece.warnings, dropped)
+
+        batches = ingest_batches(path, format, self.redact, INGEST_BATCH_TURNS, on_slice)
+        prepared = ((self.prepare_batch(turns, session, scope), total) for turns, total in batches)
+        remembered = embed_ahead.Remembered()  # vectors of summaries embedded in earlier batches (worker thread only)
+        done = 0
+        for (batch, total), vectors in embed_ahead.overlapped(
+                prepared, lambda p: embed_ahead.embed_plan(self.embedder, p[0].plan, remembered)):
+            self.store_batch(batch, vectors, result)
+            done += len(batch.turns)
+            if progress:
+                progress(done, total)
+        if dropped[0]:
+            result.warnings.append(f"... {dropped[0]} more warnings")
+        return result
+
+    # ------------------------------------------------------------------ the stages
+    def messages(self, source: Any, format: str = "auto") -> Parsed:
+        """Stages parse and redact. ``source``: Message objects (cleaned and checked like parsed dicts), message
+        dicts, or a transcript path / text in ``format``."""
+        if isinstance(source, Sequence) and not isinstance(source, (str, bytes)) and source and all(
+            isinstance(m, Message) for m in source
+        ):
+            checked = check_messages([clean_message(m) for m in source])
+            return Parsed(checked.skipped, list(checked.warnings), *self.redact(checked.messages))
+        parsed = parse(source, format)
+        return Parsed(parsed.skipped, list(parsed.warnings), *self.redact(parsed.messages))
+
+    def redact(self, messages: list[Message]) -> tuple[list[Message], int]:
+        """Stage redact: (messages with secrets and private spans replaced, how many were)."""
+        return redact_messages(messages, self.redaction)
+
+    def archive_turns(self, turns: list[Turn], session: str | None, scope: Scope, result: ArchiveResult) -> None:
+        """Stages prepare, embed and store for chunked ``turns``, in one transaction; counts go into ``result``."""
+        batch = self.prepare_batch(turns, session, scope)
+        self.store_batch(batch, embed_ahead.embed_plan(self.embedder, batch.plan), result)
+
+    def prepare(self, turn: Turn, session: str | None, scope: Scope) -> NewEntry:
+        """Stage prepare: summarize, tag, classify and extract facts of one turn into the row the store writes."""
+        name = session_name(session, turn.session)
+        user, agent, project = scope.write_values
+        text = turn.text
+        tags = extract_tags(tag_window(text))
+        memory_type, category, prior = classify_turn(turn)
+        return NewEntry(
+            session=name,
+            text=text,
+            summary=summarize(turn, self.config.summary_message_chars, self.config.summary_max_chars),
+            tags=tags,
+            hints=hint_terms(tags, turn.tool_names),
+            memory_type=memory_type,
+            importance=prior,
+            content_hash=content_hash(name, text, user, agent, project),
+            time=turn.time,
+            tool_count=sum(len(m.tool_calls) for m in turn.messages),
+            file_count=len(turn.files),
+            meta=turn.meta,
+            facts=extract_facts(*fact_texts(turn)) if self.config.extract_facts else [],
+            category=category,
+            user=user,
+            agent=agent,
+            project=project,
+        )
+
+    def prepare_batch(self, turns: list[Turn], session: str | None, scope: Scope) -> Batch:
+        """``prepare`` for each turn, and the embedding plan: rows the store already holds need no vector."""
+        self.before_batch()
+        rows = [self.prepare(turn, session, scope) for turn in turns]
+        hashes = [r.content_hash for r in rows]
+        return Batch(turns, rows, embed_ahead.plan([r.summary for r in rows], hashes, self.store.known_hashes(hashes)))
+
+    def store_batch(self, batch: Batch, vectors: list[Any], result: ArchiveResult) -> None:
+        """Stage store: rows and vectors (None: already stored) in one transaction. A row planned as stored but
+        deleted since (another process's forget) makes the store refuse the batch; it is then embedded in full
+        and written again."""
+        try:
+            self._store(batch, vectors, result)
+        except MissingVectorError:
+            full = embed_ahead.plan([r.summary for r in batch.rows], [r.content_hash for r in batch.rows], set())
+            self._store(batch, embed_ahead.embed_plan(self.embedder, full), result)
+
+    def _store(self, batch: Batch, vectors: list[Any], result: ArchiveResult) -> None:
+        judged: dict[int, tuple[float, float]] = {}
+
+        def judge(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
+            replies = [(row.session, reinforce.assistant_text(turn), row.user)
+                       for row, turn, (_, added) in zip(batch.rows, batch.turns, written) if added]
+            judged.update(reinforce.resolve_pending(db, replies, self.config.success_alpha))
+
+        for entry_id, added in self.store.add(batch.rows, vectors, after=judge):
+            result.entry_ids.append(entry_id)
+            result.added += added
+            result.duplicates += not added
+        self.index.set_reinforcement(judged)
+        self.index.mark_dirty()
+
+
+def tag_window(text: str) -> str:
+    """The part of a turn that is tagged: all of it up to 64,000 characters, else its head and tail (a 300 KB
+    tool log costs ~100 ms to tag; its head and tail keep the command, the error and the summary line). The full
+    text is still stored verbatim and indexed by FTS5."""
+    if len(text) <= TAG_HEAD_CHARS + TAG_TAIL_CHARS:
+        return text
+    return text[:TAG_HEAD_CHARS] + "\n…\n" + text[-TAG_TAIL_CHARS:]
+
+
+def session_name(given: str | None, from_transcript: str | None) -> str:
+    """The stored session name: ``given/from_transcript``, either alone, or ``DEFAULT_SESSION``; a blank name
+    (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given."""
+    given = clean_text(given) if given_name(given) else None
+    from_transcript = clean_text(from_transcript) if given_name(from_transcript) else None
+    if given and from_transcript:
+        return f"{given}/{from_transcript}"
+    return given or from_transcript or DEFAULT_SESSION
+
+
+def clean_message(m: Message) -> Message:
+    """A copy of a caller's Message with every text field passed through ``clean_text`` (lone surrogates, NUL)."""
+    return replace(
+        m,
+        text=clean_text(m.text or ""),
+        tool_calls=[ToolCall(clean_text(c.name or ""), clean_text(c.arguments or ""), c.id) for c in m.tool_calls],
+        tool_results=[ToolResult(clean_text(r.content or ""), r.call_id, r.name) for r in m.tool_results],
+    )
+

@@ -1,0 +1,58 @@
+"""What the evaluation asks a system and what it gets back: ``System``, ``Pool``, ``Outcome``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+from lantern.config import Config
+from lantern.model import Entry
+
+
+PACKED = ("packed", "excerpt")
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    kind: str  # "lantern" (the pipeline with ``config``), "dual" (the pipeline plus a second store's semantic
+    # ranking as a fifth signal, ``second_semantic``), or a baseline: recency, grep, overlap, random
+    config: Config | None = None
+    note: str = ""
+
+
+@dataclass
+class Pool:
+    """One history's candidates: the session to search (None: the whole store), the excluded (live) entry ids,
+    and the other entries with their full text in conversation order (oldest first). ``as_of``: the moment of the
+    compaction, one second after the history's latest turn (None when no turn has a time): recovery measures
+    recency from it instead of the wall clock, so every run of the evaluation gives the same scores."""
+
+    session: str | None
+    excluded: list[int]
+    entries: list[Entry]
+    second: Any = None  # the history's store built with a second embedder (same turns, same entry ids), or None
+    as_of: datetime | None = None
+
+
+@dataclass
+class Outcome:
+    ranking: list[int]  # entry ids in the order handed to packing
+    packed: list[int]  # entry ids inside the block
+    chars: int
+    ms: float
+    text: str = ""  # the injected block
+    fused: list[int] = field(default_factory=list)  # pipeline systems: the fused order before MMR
+    verdicts: dict[int, str] = field(default_factory=dict)  # pipeline systems: every candidate's verdict
+
+
+def outcome_of(rec, ms: float) -> Outcome:
+    """The Outcome of a pipeline Recovery: MMR order, packed ids, fused order and verdicts."""
+    ranked = [c for c in rec.candidates if not c.verdict.startswith("excluded:")]
+    order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
+    return Outcome(
+        ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms,
+        text=rec.text, fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
+    )

@@ -1,0 +1,31 @@
+"""Text as every stage reads it: ``clean_text`` (lone surrogates, NUL, CRLF, inline base64 data)."""
+
+from __future__ import annotations
+
+import re
+
+from lantern.text.media import scrub_inline_data
+
+__all__ = ["clean_text"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(s: str) -> str:
+    """Return ``s`` with lone surrogates and NUL replaced by U+FFFD, CRLF normalized to LF (lone CR is kept) and
+    inline base64 data (data URLs, markdown data images, long base64 runs) replaced by placeholders
+    (``media.scrub_inline_data``: never base64 in the index).
+
+    Everything else is kept verbatim. Non-str input is converted with ``str()``.
+    """
+    if not isinstance(s, str):
+        s = str(s)
+    if "\r\n" in s:
+        s = s.replace("\r\n", "\n")
+    s = scrub_inline_data(s)
+    if s.isascii():
+        return s.replace("\x00", "\ufffd") if "\x00" in s else s
+    return _SURROGATE.sub("\ufffd", s.replace("\x00", "\ufffd"))
+
+
+# --- roles, times, content ------------------------------------------------------------------------------------

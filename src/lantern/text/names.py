@@ -1,0 +1,25 @@
+"""Names as given by users and file systems: sessions, file names, counted nouns."""
+
+from __future__ import annotations
+
+__all__ = ["file_name_text", "given_name", "plural"]
+
+
+def given_name(name: str | None) -> str | None:
+    """A session name as given, or None when it is blank (empty or only whitespace: ``--session "  "`` means no
+    session was given, as an empty one does)."""
+    return name if name and name.strip() else None
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``; ``1 entry``, ``2 entries`` (``many``: the plural when it is not ``word`` + s)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def file_name_text(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (kept by Python as lone surrogates, PEP 383) written as
+    ``\\xNN`` escapes, so ``caf\\xe9`` and ``na\\xefve`` stay two sessions instead of both becoming U+FFFD."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system gave (a caller's own str): U+FFFD, as clean_text does
+        return name.encode("utf-8", "replace").decode("utf-8")

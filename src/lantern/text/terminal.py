@@ -1,0 +1,28 @@
+"""Archived text printed on a terminal: control, bidi and separator characters shown as escapes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = ["TERMINAL_UNSAFE", "shown"]
+
+# what can act on a terminal in a text block: C0 controls but newline and tab, DEL, C1 controls (ESC sequences, BEL,
+# CR overwriting a line ...), bidirectional controls (LRM/RLM/ALM, embeddings, overrides, isolates) reordering it,
+# the line and paragraph separators U+2028 / U+2029 (a line break to some terminals, none to others)
+TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def shown(text: Path | str, *, keep_lines: bool = False) -> str:
+    """``text`` safe to print on a terminal, the unsafe characters written as ``\\x1b`` / ``\\n`` / ``\\u202e``
+    escapes, so hostile text cannot break, reorder or drive the terminal. A name (a path, a session:
+    ``keep_lines`` False) becomes one printable line: every non-printable character is escaped, newline included.
+    A text block (a recovered block: ``keep_lines`` True) keeps its newlines and tabs and every other printable
+    or invisible character (spaces of any width, joiners of emoji): only control characters (C0, DEL, C1),
+    bidirectional controls and the line / paragraph separators U+2028 / U+2029 are escaped."""
+    text = str(text)
+    if keep_lines:
+        return TERMINAL_UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
