@@ -76,7 +76,7 @@ def test_is_summary(text, role, expected):
 
 # ---------------------------------------------------------------------------------------------- Tracker (incremental)
 def _brute_present(lt, session, messages) -> set[int]:
-    from lantern.recover.pipeline import normalize_space
+    from lantern.text.clean import normalize_space
 
     live = lt.live_text(messages)
     return {i for i, _turn, text in lt.store.session_turns(session) if normalize_space(text) in live}

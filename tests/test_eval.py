@@ -323,7 +323,7 @@ def test_eval_measures_recency_from_the_compaction_not_the_wall_clock(tmp_path, 
 
     from lantern.eval.cases import cases_of, prepare
     from lantern.eval.systems import run_system, select
-    from lantern.recover import pipeline
+    from lantern.recover import rank as pipeline
 
     ds = load("locomo", FIX / "locomo_mini.json")
     prepared, _ = prepare(ds, tmp_path / "cache")

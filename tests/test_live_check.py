@@ -5,7 +5,7 @@ text goes on is not live; only the heads of the other candidates are read."""
 from __future__ import annotations
 
 from lantern import Lantern
-from lantern.recover.pipeline import still_live
+from lantern.recover.rank import still_live
 
 
 def test_still_live_reads_heads_first_and_checks_full_texts(tmp_path):

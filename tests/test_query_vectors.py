@@ -115,7 +115,7 @@ def test_routed_store_queries_fill_both_blocks_through_the_prefetch(tmp_path):
 
 
 def test_a_recovery_embeds_its_query_in_the_worker_while_the_full_text_runs(tmp_path):
-    """``pipeline.rank`` starts the query embedding in the worker thread before the full-text signals and takes it
+    """``rank.rank`` starts the query embedding in the worker thread before the full-text signals and takes it
     after them; the ranking equals the one of the plain embedder called in the calling thread."""
     from lantern.recover import pipeline
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from lantern.archive.chunk import chunk
 from lantern.text.names import given_name
-from lantern.text.clean import clean_text
+from lantern.text.clean import clean_text, normalize_space
 from lantern.text.names import file_name_text
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
 from lantern.archive.redact import load_policy, set_secret_redaction
@@ -336,7 +336,7 @@ class Lantern:
         msgs = self.writer.redact(objects)[0] if objects else []
         if dicts:
             msgs += self.writer.messages(dicts).messages  # parsed and redacted like archived input
-        return pipeline.normalize_space("\n".join(turn.text for turn in chunk(msgs, None)))
+        return normalize_space("\n".join(turn.text for turn in chunk(msgs, None)))
 
     # ------------------------------------------------------------------ maintenance
     def forget(

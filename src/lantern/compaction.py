@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lantern.recover.pipeline import normalize_space
+from lantern.text.clean import normalize_space
 from lantern.model import Recovery
 
 DROP_RATIO = 0.5  # ours

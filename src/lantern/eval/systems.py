@@ -172,7 +172,7 @@ def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
 
 def _rank(lantern, query: str, pool: Pool):
     from lantern.text.clean import clean_text
-    from lantern.recover.pipeline import rank
+    from lantern.recover.rank import rank
 
     return rank(lantern.store, lantern.index, lantern.embedder, lantern.config, clean_text(query),
                 session=pool.session, exclude_ids=pool.excluded)

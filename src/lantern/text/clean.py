@@ -6,7 +6,7 @@ import re
 
 from lantern.text.media import scrub_inline_data
 
-__all__ = ["clean_text"]
+__all__ = ["clean_text", "normalize_space"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -29,3 +29,8 @@ def clean_text(s: str) -> str:
 
 
 # --- roles, times, content ------------------------------------------------------------------------------------
+
+
+def normalize_space(text: str) -> str:
+    """Whitespace runs collapsed to one space: how archived texts are compared with the live context."""
+    return " ".join(text.split())
