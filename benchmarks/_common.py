@@ -103,8 +103,12 @@ def _lscpu_model() -> str:
 
 def _git() -> str:
     try:
-        sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "src"], capture_output=True, text=True).stdout
+        sha = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--", "src"], capture_output=True, text=True
+        ).stdout
         return f"{sha}{' + uncommitted changes in src/' if dirty.strip() else ''}" if sha else "unknown"
     except OSError:
         return "unknown"
@@ -131,7 +135,9 @@ def print_machine(console) -> None:
         f"machine: {info['cpu']}, {info['cores']} cores; Python {info['python']}, SQLite {info['sqlite']}, "
         f"onnxruntime {info['onnxruntime']}, numpy {info['numpy']}; lantern @ {info['git']}; {info['date']}"
     )
-    threads = {k: v for k, v in os.environ.items() if k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    threads = {
+        k: v for k, v in os.environ.items() if k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
     if threads:
         console.print("thread settings: " + ", ".join(f"{k}={v}" for k, v in threads.items()))
 
@@ -160,9 +166,11 @@ class CpuMeter:
         t1, machine1, own1 = self._now()
         wall, machine, own = t1 - self.t0, machine1 - self.machine0, own1 - self.own0
         other = max(machine - own, 0.0)
-        return (f"CPU during the run: {wall:.0f} s wall; this benchmark {own / wall:.2f} cores on average, "
-                f"other processes {other / wall:.2f} cores on average (of {os.cpu_count()}); "
-                f"load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return (
+            f"CPU during the run: {wall:.0f} s wall; this benchmark {own / wall:.2f} cores on average, "
+            f"other processes {other / wall:.2f} cores on average (of {os.cpu_count()}); "
+            f"load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- store filler

@@ -30,16 +30,15 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import begin, markdown_prefix, pct  # noqa: E402
-
 from lantern.api import Lantern  # noqa: E402
-from lantern.archive.pipeline import clean_message  # noqa: E402
 from lantern.archive.chunk import chunk  # noqa: E402
 from lantern.archive.classify import classify  # noqa: E402
+from lantern.archive.pipeline import clean_message  # noqa: E402
 from lantern.archive.summarize import summarize  # noqa: E402
-from lantern.text.tags import extract_tags, hint_terms  # noqa: E402
 from lantern.embed import MiniLMEmbedder  # noqa: E402
 from lantern.model import content_hash  # noqa: E402
 from lantern.store.sqlite import Store  # noqa: E402
+from lantern.text.tags import extract_tags, hint_terms  # noqa: E402
 
 TARGET_P50_MS, AIM_P50_MS = 25.0, 12.0
 STAGES = [
@@ -67,14 +66,20 @@ def storage_breakdown(store: Store) -> list[tuple[str, int]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=500, help="turns archived one call each (default 500)")
-    ap.add_argument("--ingest-turns", type=int, default=2000, help="turns of the transcript given to ingest (default 2000)")
+    ap.add_argument(
+        "--ingest-turns", type=int, default=2000, help="turns of the transcript given to ingest (default 2000)"
+    )
     ap.add_argument("--warmup", type=int, default=20, help="turns archived on a scratch database first (default 20)")
     args, console, meter, label, all_turns, markdown = begin(ap, width=120)
     # the measured turns: the first --turns of the log; a short log is cycled under new session names
-    work = [(t, "bench" if i < len(all_turns) else f"bench~{i // len(all_turns)}")
-            for i, t in ((i, all_turns[i % len(all_turns)]) for i in range(args.turns))]
-    console.print(f"data: {label}: {len(all_turns):,} turns; measuring {len(work)} turns "
-                  f"(mean {np.mean([len(t.text) for t, _ in work]):,.0f} characters of text per turn)")
+    work = [
+        (t, "bench" if i < len(all_turns) else f"bench~{i // len(all_turns)}")
+        for i, t in ((i, all_turns[i % len(all_turns)]) for i in range(args.turns))
+    ]
+    console.print(
+        f"data: {label}: {len(all_turns):,} turns; measuring {len(work)} turns "
+        f"(mean {np.mean([len(t.text) for t, _ in work]):,.0f} characters of text per turn)"
+    )
     console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     embedder = MiniLMEmbedder()
@@ -85,7 +90,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lantern-bench-archive-") as tmp:
         tmp = Path(tmp)
         with Lantern(tmp / "warmup.db", embedder=embedder) as warm:  # model, tokenizer, SQLite code paths warm
-            for turn in all_turns[-args.warmup:]:
+            for turn in all_turns[-args.warmup :]:
                 warm.archive(turn.messages, session="warmup")
 
         lantern = Lantern(tmp / "archive.db", embedder=embedder)
@@ -185,28 +190,58 @@ def main() -> None:
         f"non-embedding cost (archive mean - embed mean) {arch_mean - bmean:.2f} ms per turn "
         f"({100 * (arch_mean - bmean) / arch_mean:.0f}% of the call)"
     )
-    console.print(f"archive p50 {p50:.1f} ms, p95 {p95:.1f} ms: {verdict} the <= {TARGET_P50_MS:.0f} ms p50 target "
-                  f"({'meets' if p50 <= AIM_P50_MS else 'misses'} the <= {AIM_P50_MS:.0f} ms aim). "
-                  f"Model load {load_s * 1000:.0f} ms, excluded.")
+    console.print(
+        f"archive p50 {p50:.1f} ms, p95 {p95:.1f} ms: {verdict} the <= {TARGET_P50_MS:.0f} ms p50 target "
+        f"({'meets' if p50 <= AIM_P50_MS else 'misses'} the <= {AIM_P50_MS:.0f} ms aim). "
+        f"Model load {load_s * 1000:.0f} ms, excluded."
+    )
 
     t2 = Table(title=f"Batched ingest: Lantern.ingest of the first {n_ingest:,} turns as one transcript file")
     for col in ("measurement", "seconds", "turns/s", "ms/turn"):
         t2.add_column(col, justify="left" if col == "measurement" else "right")
-    t2.add_row("Lantern.ingest (parse .. store, 256 turns/transaction)", f"{ingest_s:.2f}", f"{n_parsed / ingest_s:.1f}",
-               f"{1000 * ingest_s / n_parsed:.2f}", style="bold")
-    t2.add_row("baseline: MiniLM embed alone, same summaries, batches of 256", f"{embed_batch_s:.2f}",
-               f"{len(summaries) / embed_batch_s:.1f}", f"{1000 * embed_batch_s / len(summaries):.2f}")
+    t2.add_row(
+        "Lantern.ingest (parse .. store, 256 turns/transaction)",
+        f"{ingest_s:.2f}",
+        f"{n_parsed / ingest_s:.1f}",
+        f"{1000 * ingest_s / n_parsed:.2f}",
+        style="bold",
+    )
+    t2.add_row(
+        "baseline: MiniLM embed alone, same summaries, batches of 256",
+        f"{embed_batch_s:.2f}",
+        f"{len(summaries) / embed_batch_s:.1f}",
+        f"{1000 * embed_batch_s / len(summaries):.2f}",
+    )
     console.print(t2)
-    console.print(f"ingest: {result.added:,} added, {result.duplicates:,} duplicates, {result.skipped} skipped; "
-                  f"ratio ingest / embedding alone {ingest_s / embed_batch_s:.2f}x")
+    console.print(
+        f"ingest: {result.added:,} added, {result.duplicates:,} duplicates, {result.skipped} skipped; "
+        f"ratio ingest / embedding alone {ingest_s / embed_batch_s:.2f}x"
+    )
 
     t3 = Table(title="Storage (Lantern.stats()['database_bytes'] / entries; per table from SQLite dbstat)")
-    for col in ("database", "entries", "text chars/entry", "database bytes", "bytes/entry", "largest tables (bytes/entry)"):
+    for col in (
+        "database",
+        "entries",
+        "text chars/entry",
+        "database bytes",
+        "bytes/entry",
+        "largest tables (bytes/entry)",
+    ):
         t3.add_column(col, justify="left" if col in ("database", "largest tables (bytes/entry)") else "right")
-    for name, s, tables in (("per-turn archive", archive_stats, archive_tables), ("ingest", ingest_stats, ingest_tables)):
+    for name, s, tables in (
+        ("per-turn archive", archive_stats, archive_tables),
+        ("ingest", ingest_stats, ingest_tables),
+    ):
         n = s["entries"]
         top = ", ".join(f"{k} {v / n:,.0f}" for k, v in tables[:4])
-        t3.add_row(name, f"{n:,}", f"{s['text_chars'] / n:,.0f}", f"{s['database_bytes']:,}", f"{s['database_bytes'] / n:,.0f}", top)
+        t3.add_row(
+            name,
+            f"{n:,}",
+            f"{s['text_chars'] / n:,.0f}",
+            f"{s['database_bytes']:,}",
+            f"{s['database_bytes'] / n:,.0f}",
+            top,
+        )
     console.print(t3)
     console.print(meter.report())
 

@@ -31,7 +31,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import begin, clean_pool, fill_store, pct, phase_table, Pool, user_text, VENV_BIN  # noqa: E402
+from _common import VENV_BIN, Pool, begin, clean_pool, fill_store, pct, phase_table, user_text  # noqa: E402
 
 TARGET_S = 1.0
 
@@ -52,7 +52,8 @@ t5 = time.perf_counter()
 lantern.close()
 print(json.dumps({"import lantern.api (numpy, sqlite3, lantern)": t1 - t0, "Lantern(db): open, migrate check": t2 - t1,
                   "MiniLM load (sha256 check, onnxruntime import, session, tokenizer)": t3 - t2,
-                  "in-process index load (MemoryIndex.refresh)": t4 - t3, "recover (first query)": t5 - t4, "_chars": rec.chars}))
+                  "in-process index load (MemoryIndex.refresh)": t4 - t3, "recover (first query)": t5 - t4, "_chars":
+                  rec.chars}))
 """
 
 
@@ -113,9 +114,11 @@ def main() -> None:
             fill_store(lantern.store, pool, 0, args.entries, sigma=0.02)
             stats = lantern.stats()
         query = next(q for q in (user_text(t) for t in turns[n_pool:]) if 5 <= len(q.split()) <= 40)
-        console.print(f"data: {label}; database {stats['entries']:,} entries, {stats['database_bytes']:,} bytes "
-                      f"({len(pool):,} real turns{', cycled' if len(pool) < args.entries else ''}); "
-                      f"query {query[:70]!r}{'…' if len(query) > 70 else ''}")
+        console.print(
+            f"data: {label}; database {stats['entries']:,} entries, {stats['database_bytes']:,} bytes "
+            f"({len(pool):,} real turns{', cycled' if len(pool) < args.entries else ''}); "
+            f"query {query[:70]!r}{'…' if len(query) > 70 else ''}"
+        )
         console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
         commands = [
@@ -128,7 +131,9 @@ def main() -> None:
         use_runs = use_first_runs(python, args.runs, env, Path(tmp) / "use-cache")
         phase_runs = []
         for _ in range(max(3, args.runs // 2)):
-            out = subprocess.run([python, "-c", PHASES, str(db), query], capture_output=True, text=True, env=env, check=True)
+            out = subprocess.run(
+                [python, "-c", PHASES, str(db), query], capture_output=True, text=True, env=env, check=True
+            )
             phase_runs.append(json.loads(out.stdout))
 
     t1 = Table(title=f"Cold start: wall time of a new process, {args.runs} runs each after 1 untimed run (ms)")
@@ -137,26 +142,43 @@ def main() -> None:
     base = pct(timings['python -c "import lantern"'], 50)
     for name, _ in commands:
         v = np.asarray(timings[name]) * 1000
-        t1.add_row(name, f"{np.percentile(v, 50):.0f}", f"{v.min():.0f}", f"{v.max():.0f}", f"{v.mean():.0f}",
-                   f"{pct(timings[name], 50) / base:.1f}x", style="bold" if "recover" in name else None)
+        t1.add_row(
+            name,
+            f"{np.percentile(v, 50):.0f}",
+            f"{v.min():.0f}",
+            f"{v.max():.0f}",
+            f"{v.mean():.0f}",
+            f"{pct(timings[name], 50) / base:.1f}x",
+            style="bold" if "recover" in name else None,
+        )
     console.print(t1)
 
     phase_table(console, "One cold recover split into phases inside a fresh process", phase_runs)
 
-    t3 = Table(title=f"USE-multilingual in a new process: load + first embedding of one Chinese sentence, without and "
-                     f"with the USE load cache, interleaved, {args.runs} runs each (ms)")
+    t3 = Table(
+        title=f"USE-multilingual in a new process: load + first embedding of one Chinese sentence, without and "
+        f"with the USE load cache, interleaved, {args.runs} runs each (ms)"
+    )
     for col in ("", "load + first embedding p50", "min", "max", "process wall p50"):
         t3.add_column(col, justify="right" if col else "left")
     for mode, runs in use_runs.items():
         first = np.asarray([r[1] for r in runs]) * 1000
-        t3.add_row(mode, f"{pct(first, 50):.0f}", f"{first.min():.0f}", f"{first.max():.0f}", f"{pct([r[0] * 1000 for r in runs], 50):.0f}")
+        t3.add_row(
+            mode,
+            f"{pct(first, 50):.0f}",
+            f"{first.min():.0f}",
+            f"{first.max():.0f}",
+            f"{pct([r[0] * 1000 for r in runs], 50):.0f}",
+        )
     off, on = (pct([r[1] for r in use_runs[m]], 50) for m in ("no cache", "cache"))
     t3.add_row("ratio cache / no cache", f"{on / off:.2f}x", "", "", "")
     console.print(t3)
 
     p50 = pct(timings["lantern --db DB recover QUERY"], 50)
-    console.print(f"cold `lantern recover` p50 {p50 * 1000:.0f} ms: {'meets' if p50 <= TARGET_S else 'MISSES'} the "
-                  f"<= {TARGET_S:.0f} s target; recovered {phase_runs[0]['_chars']:,} characters")
+    console.print(
+        f"cold `lantern recover` p50 {p50 * 1000:.0f} ms: {'meets' if p50 <= TARGET_S else 'MISSES'} the "
+        f"<= {TARGET_S:.0f} s target; recovered {phase_runs[0]['_chars']:,} characters"
+    )
     console.print(meter.report())
 
 

@@ -27,7 +27,6 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, CpuMeter, pct, print_machine  # noqa: E402
-
 from lantern.api import Lantern  # noqa: E402
 from lantern.eval.datasets import load_memdaily  # noqa: E402
 from lantern.eval.run import _turns  # noqa: E402
@@ -69,8 +68,14 @@ def run_one(name: str, turns, questions: list[str], n_single: int, repeat: int) 
                 e5_hits += any("semantic_e5" in c.ranks for c in rec.candidates)
         entries = lt.stats()["entries"]
         lt.close()
-    return {"single": single, "bulk_s": bulk_s, "bulk": bulk, "recover": rec_s, "entries": entries,
-            "e5_share": e5_hits / max(len(rec_s), 1)}
+    return {
+        "single": single,
+        "bulk_s": bulk_s,
+        "bulk": bulk,
+        "recover": rec_s,
+        "entries": entries,
+        "e5_share": e5_hits / max(len(rec_s), 1),
+    }
 
 
 def main() -> None:
@@ -90,8 +95,10 @@ def main() -> None:
     questions = list(dict.fromkeys(f.question for f in history.facts))[: args.queries]
     n_single = min(args.turns, max(len(turns) - 1, 0))
     console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    console.print(f"data: {source} history {history.id}: {len(turns):,} turns, {len(questions)} questions"
-                  f"{' (fixture: a smoke run, not figures)' if source == FIXTURE else ''}")
+    console.print(
+        f"data: {source} history {history.id}: {len(turns):,} turns, {len(questions)} questions"
+        f"{' (fixture: a smoke run, not figures)' if source == FIXTURE else ''}"
+    )
 
     runs: dict[str, list[dict]] = {name: [] for name in EMBEDDERS}
     for _ in range(2):
@@ -99,8 +106,18 @@ def main() -> None:
             runs[name].append(run_one(name, turns, questions, n_single, args.repeat))
 
     table = Table(title="e5 on a Chinese conversation: routed vs routed-v1 (same process, same turns and questions)")
-    for col in ("embedder", "entries", "archive ms/turn p50", "p95", "bulk ms/turn", "recover p50 ms", "p95",
-                "recover p50 ÷ v1", "archive p50 ÷ v1", "recoveries with semantic_e5"):
+    for col in (
+        "embedder",
+        "entries",
+        "archive ms/turn p50",
+        "p95",
+        "bulk ms/turn",
+        "recover p50 ms",
+        "p95",
+        "recover p50 ÷ v1",
+        "archive p50 ÷ v1",
+        "recoveries with semantic_e5",
+    ):
         table.add_column(col, justify="right" if col != "embedder" else "left")
     base = {}
     for name in EMBEDDERS:
@@ -110,12 +127,23 @@ def main() -> None:
         a50, r50 = pct(single, 50) * 1000 if single else float("nan"), pct(rec, 50) * 1000
         base.setdefault("a", a50)
         base.setdefault("r", r50)
-        table.add_row(name, f"{runs[name][0]['entries']:,}", f"{a50:.1f}", f"{pct(single, 95) * 1000:.1f}" if single else "-",
-                      f"{bulk * 1000:.1f}", f"{r50:.1f}", f"{pct(rec, 95) * 1000:.1f}", f"{r50 / base['r']:.2f}x",
-                      f"{a50 / base['a']:.2f}x", f"{np.mean([r['e5_share'] for r in runs[name]]):.0%}")
+        table.add_row(
+            name,
+            f"{runs[name][0]['entries']:,}",
+            f"{a50:.1f}",
+            f"{pct(single, 95) * 1000:.1f}" if single else "-",
+            f"{bulk * 1000:.1f}",
+            f"{r50:.1f}",
+            f"{pct(rec, 95) * 1000:.1f}",
+            f"{r50 / base['r']:.2f}x",
+            f"{a50 / base['a']:.2f}x",
+            f"{np.mean([r['e5_share'] for r in runs[name]]):.0%}",
+        )
     console.print(table)
-    console.print(f"archive: {n_single} turns one call each per run, the rest in one call; recover: {len(questions)} questions "
-                  f"x {args.repeat} per run; 2 runs per embedder, alternating")
+    console.print(
+        f"archive: {n_single} turns one call each per run, the rest in one call; recover: {len(questions)} questions "
+        f"x {args.repeat} per run; 2 runs per embedder, alternating"
+    )
     console.print(meter.report())
 
 

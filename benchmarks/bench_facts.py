@@ -32,12 +32,11 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa: E402
-
+from _common import Pool, begin, clean_pool, fill_store, pct, user_text  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
+from lantern.archive.facts import extract_facts, fact_texts  # noqa: E402
 from lantern.config import Config  # noqa: E402
 from lantern.embed import MiniLMEmbedder  # noqa: E402
-from lantern.archive.facts import extract_facts, fact_texts  # noqa: E402
 
 ARCHIVE_TARGET_MS, RECOVER_TARGET_MS = 2.0, 5.0
 
@@ -92,7 +91,9 @@ def bench_recover(turns, embedder, tmp: Path, size: int, n_pool: int, n_queries:
     fill_store(builder.store, pool, 0, size, sigma=sigma)
     n_facts = builder.store.db.execute("SELECT count(*) FROM facts").fetchone()[0]
     superseded = builder.store.db.execute("SELECT count(*) FROM facts WHERE valid_to IS NOT NULL").fetchone()[0]
-    median_time = builder.store.db.execute("SELECT coalesce(time, archived_at) FROM entries ORDER BY 1 LIMIT 1 OFFSET ?", (size // 2,)).fetchone()[0]
+    median_time = builder.store.db.execute(
+        "SELECT coalesce(time, archived_at) FROM entries ORDER BY 1 LIMIT 1 OFFSET ?", (size // 2,)
+    ).fetchone()[0]
     builder.close()
     queries = list(dict.fromkeys(q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3))[:n_queries]
     as_of = datetime.fromtimestamp(median_time, tz=timezone.utc)
@@ -123,11 +124,15 @@ def bench_recover(turns, embedder, tmp: Path, size: int, n_pool: int, n_queries:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--archive-turns", type=int, default=300, help="turns archived one call each, per variant (default 300)")
+    ap.add_argument(
+        "--archive-turns", type=int, default=300, help="turns archived one call each, per variant (default 300)"
+    )
     ap.add_argument("--size", type=int, default=10_000, help="entries in the recovery store (default 10,000)")
     ap.add_argument("--pool", type=int, default=2000, help="real turns embedded once to fill the store (default 2000)")
     ap.add_argument("--queries", type=int, default=50, help="real user messages used as queries (default 50)")
-    ap.add_argument("--repeat", type=int, default=2, help="passes (extraction: fastest kept; recovery: all kept) (default 2)")
+    ap.add_argument(
+        "--repeat", type=int, default=2, help="passes (extraction: fastest kept; recovery: all kept) (default 2)"
+    )
     args, console, meter, label, turns, _ = begin(ap, width=130)
     console.print(f"data: {label}: {len(turns):,} turns")
     embedder = MiniLMEmbedder()
@@ -142,20 +147,31 @@ def main() -> None:
         added = np.asarray(on_s) - np.asarray(off_s)
         row(table, "archive, extraction off", off_s)
         row(table, "archive, extraction on", on_s, f"{n_facts:,} facts stored")
-        row(table, "added per turn (on − off, paired)", added,
-            f"ratio of means {np.mean(on_s) / np.mean(off_s):.3f}; target ≤ {ARCHIVE_TARGET_MS} ms")
+        row(
+            table,
+            "added per turn (on − off, paired)",
+            added,
+            f"ratio of means {np.mean(on_s) / np.mean(off_s):.3f}; target ≤ {ARCHIVE_TARGET_MS} ms",
+        )
         console.print(table)
 
         n_pool = min(args.pool, int(len(turns) * 0.8))
         times, nq, n_facts, superseded, noted, as_of = bench_recover(
             turns, embedder, Path(tmp), args.size, n_pool, args.queries, args.repeat
         )
-        table = new_table(f"Recovery at {args.size:,} entries: superseded-fact notes on vs off ({nq} queries × {args.repeat})")
+        table = new_table(
+            f"Recovery at {args.size:,} entries: superseded-fact notes on vs off ({nq} queries × {args.repeat})"
+        )
         for name, values in times.items():
             row(table, f"recover, {name}", values, f"as_of {as_of:%Y-%m-%d %H:%M}" if "as_of" in name else "")
         off = np.asarray(times["notes off"])
-        row(table, "added by notes (on − off, paired)", np.asarray(times["notes on"]) - off,
-            f"{n_facts:,} facts, {superseded:,} superseded; {noted} recoveries carried notes; target ≤ {RECOVER_TARGET_MS} ms")
+        row(
+            table,
+            "added by notes (on − off, paired)",
+            np.asarray(times["notes on"]) - off,
+            f"{n_facts:,} facts, {superseded:,} superseded; {noted} recoveries carried notes; target ≤ "
+            f"{RECOVER_TARGET_MS} ms",
+        )
         row(table, "added by notes + as_of (paired)", np.asarray(times["notes on + as_of"]) - off)
         console.print(table)
     console.print(meter.report())

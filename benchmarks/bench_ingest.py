@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -55,8 +54,17 @@ def write_transcript(path: Path, turns, n: int, target_bytes: int) -> int:
             cycle = i // len(turns)
             rows = [
                 {"role": "user", "content": f"[run {cycle}] {user_text(t)}"},
-                {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function",
-                                                                       "function": {"name": "read_log", "arguments": json.dumps({"turn": i})}}]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": "read_log", "arguments": json.dumps({"turn": i})},
+                        }
+                    ],
+                },
                 {"role": "tool", "tool_call_id": f"c{i}", "content": f"log of turn {i}\n{pad}"},
                 {"role": "assistant", "content": reply_text(t)},
             ]
@@ -68,8 +76,11 @@ def ingest(db: Path, transcript: Path) -> tuple[float, int, int]:
     """Run ``lantern ingest`` in a child process -> (seconds, turns added, the child's peak RSS in bytes).
     Children are run one at a time, so RUSAGE_CHILDREN's maximum after each is the largest child so far."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), "ingest", str(transcript), "--json"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lantern.cli", "--db", str(db), "ingest", str(transcript), "--json"],
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"ingest failed: {proc.stderr}")
@@ -103,7 +114,12 @@ def front(transcript: Path) -> tuple[float, int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--turns", type=int, default=10_000, help="turns in the large transcript (default 10000; 100000 with --parse-only shows memory at scale)")
+    ap.add_argument(
+        "--turns",
+        type=int,
+        default=10_000,
+        help="turns in the large transcript (default 10000; 100000 with --parse-only shows memory at scale)",
+    )
     ap.add_argument("--mb", type=float, default=20.0, help="size of the large transcript in MB (default 20)")
     ap.add_argument("--parse-only", action="store_true", help="read+parse+redact+chunk only (no embedding, no store)")
     args, console, meter, label, turns, _ = begin(ap, width=110)
@@ -118,20 +134,36 @@ def main() -> None:
             seconds, added, peak = front(transcript) if args.parse_only else ingest(tmp / f"{n}.db", transcript)
             rows.append((name, n, size, added, seconds, peak))
             transcript.unlink()
-    what = "parse+redact+chunk (streamed, no embedding)" if args.parse_only else "lantern ingest (streamed, batch embedding)"
+    what = (
+        "parse+redact+chunk (streamed, no embedding)"
+        if args.parse_only
+        else "lantern ingest (streamed, batch embedding)"
+    )
     table = Table(title=f"{what} of a generated OpenAI JSONL transcript")
     for col in ("run", "turns", "file MB", "turns added", "seconds", "turns/s", "peak RSS MB"):
         table.add_column(col, justify="right")
     for name, n, size, added, seconds, peak in rows:
-        table.add_row(name, f"{n:,}", f"{size / 1e6:.1f}", f"{added:,}", f"{seconds:.1f}", f"{added / seconds:.1f}",
-                      f"{peak / 1e6:.0f}")
+        table.add_row(
+            name,
+            f"{n:,}",
+            f"{size / 1e6:.1f}",
+            f"{added:,}",
+            f"{seconds:.1f}",
+            f"{added / seconds:.1f}",
+            f"{peak / 1e6:.0f}",
+        )
     console.print(table)
     large = rows[-1]
     rate = large[3] / large[4]
-    verdict = "(parse only: not the ingest target)" if args.parse_only else (
-        f"(target >= {TARGET_TURNS_PER_S:.0f}): {'met' if rate >= TARGET_TURNS_PER_S else 'NOT met'}")
-    console.print(f"throughput {rate:.1f} turns/s {verdict}; peak RSS large/small = "
-                  f"{rows[1][5] / rows[0][5]:.2f} (bounded memory: close to 1)")
+    verdict = (
+        "(parse only: not the ingest target)"
+        if args.parse_only
+        else (f"(target >= {TARGET_TURNS_PER_S:.0f}): {'met' if rate >= TARGET_TURNS_PER_S else 'NOT met'}")
+    )
+    console.print(
+        f"throughput {rate:.1f} turns/s {verdict}; peak RSS large/small = "
+        f"{rows[1][5] / rows[0][5]:.2f} (bounded memory: close to 1)"
+    )
     console.print(meter.report())
 
 

@@ -39,8 +39,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import begin, pct  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402  (module level: the endpoint's annotations resolve here)
+
+from _common import begin, pct  # noqa: E402
 
 TARGET_P50_MS, SESSION, BATCH = 40.0, "bench", 200
 SYSTEM = {"role": "system", "content": "You are a careful coding assistant working in the user's repository."}
@@ -52,7 +53,11 @@ def turn_dicts(turns, n: int) -> list[list[dict]]:
     out = []
     for i in range(n):
         turn = turns[i % len(turns)]
-        msgs = [{"role": m.role, "content": m.text} for m in turn.messages if m.role in ("user", "assistant") and m.text.strip()]
+        msgs = [
+            {"role": m.role, "content": m.text}
+            for m in turn.messages
+            if m.role in ("user", "assistant") and m.text.strip()
+        ]
         if not msgs or msgs[0]["role"] != "user":
             msgs.insert(0, {"role": "user", "content": f"Continue with step {i}."})
         msgs[0] = {"role": "user", "content": f"(step {i}) {msgs[0]['content']}"}
@@ -71,7 +76,7 @@ def build_db(path: Path, convo: list[list[dict]], console) -> float:
         t0 = time.perf_counter()
         lt.archive([SYSTEM], session=SESSION)
         for start in range(0, len(convo), BATCH):
-            lt.archive([m for t in convo[start:start + BATCH] for m in t], session=SESSION)
+            lt.archive([m for t in convo[start : start + BATCH] for m in t], session=SESSION)
             if (start // BATCH) % 10 == 0:
                 console.print(f"  archived {start + BATCH:,} / {len(convo):,} turns ({time.perf_counter() - t0:.0f} s)")
         have = lt.store.db.execute("SELECT count(*) FROM entries WHERE session = ?", (SESSION,)).fetchone()[0]
@@ -98,10 +103,19 @@ def start_upstream():
         body = await request.json()
         count[0] += 1
         last = body["messages"][-1].get("content") or ""
-        return {"id": f"cmpl-{count[0]}", "object": "chat.completion", "model": body.get("model"),
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": f"Done ({count[0]}): {last[:60]}"}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        return {
+            "id": f"cmpl-{count[0]}",
+            "object": "chat.completion",
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": f"Done ({count[0]}): {last[:60]}"},
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
@@ -178,9 +192,11 @@ def main() -> None:
 
     n_new = 2 * (args.requests + 5)
     convo = turn_dicts(turns, args.turns + n_new)
-    archived, fresh = convo[: args.turns], convo[args.turns:]  # fresh: user messages never archived
-    console.print(f"data: {label}: {len(turns):,} turns, used as {args.turns:,} archived turns "
-                  f"(mean {sum(len(json.dumps(t)) for t in archived) / len(archived):,.0f} JSON bytes per turn)")
+    archived, fresh = convo[: args.turns], convo[args.turns :]  # fresh: user messages never archived
+    console.print(
+        f"data: {label}: {len(turns):,} turns, used as {args.turns:,} archived turns "
+        f"(mean {sum(len(json.dumps(t)) for t in archived) / len(archived):,.0f} JSON bytes per turn)"
+    )
     with tempfile.TemporaryDirectory(prefix="lantern-bench-proxy-") as tmp:
         db = args.db or Path(tmp) / "proxy.db"
         built = build_db(db, archived, console)
@@ -205,7 +221,7 @@ def main() -> None:
 
         fresh_iter = iter(fresh)
         sent: dict[str, list[list[dict]]] = {"normal": [], "compaction": []}
-        live = [SYSTEM] + [m for t in archived[-args.window:] for m in t]
+        live = [SYSTEM] + [m for t in archived[-args.window :] for m in t]
         results = {}
         for kind in ("normal", "compaction"):
             direct, through, sizes = [], [], []
@@ -214,10 +230,14 @@ def main() -> None:
                 if kind == "normal":
                     messages = live + [question]
                 else:
-                    summary = {"role": "user", "content": (  # Claude Code's opening, then a summary of its own
-                        f"This session is being continued from a previous conversation that ran out of context. "
-                        f"The conversation is summarized below:\nThe user and the assistant edited the repository "
-                        f"with aider; {question['content'][:300]}")}
+                    summary = {
+                        "role": "user",
+                        "content": (  # Claude Code's opening, then a summary of its own
+                            f"This session is being continued from a previous conversation that ran out of context. "
+                            f"The conversation is summarized below:\nThe user and the assistant edited the repository "
+                            f"with aider; {question['content'][:300]}"
+                        ),
+                    }
                     messages = [SYSTEM, summary] + [m for t in archived[-3:] for m in t] + [question]
                 d, p, reply = pair(messages)
                 sent[kind].append(messages)
@@ -235,23 +255,45 @@ def main() -> None:
         proc.communicate(timeout=30)
         server.should_exit = True
 
-        table = Table(title=f"Proxy overhead per request, session of {args.turns:,} archived turns "
-                            f"({args.requests} requests per kind, after 5 warm-up)")
-        for col in ("request", "request KB (median)", "direct p50 ms", "direct p95 ms", "proxy p50 ms", "proxy p95 ms",
-                    "overhead p50 ms", "overhead p95 ms", "proxy ÷ direct (p50)", "target"):
+        table = Table(
+            title=f"Proxy overhead per request, session of {args.turns:,} archived turns "
+            f"({args.requests} requests per kind, after 5 warm-up)"
+        )
+        for col in (
+            "request",
+            "request KB (median)",
+            "direct p50 ms",
+            "direct p95 ms",
+            "proxy p50 ms",
+            "proxy p95 ms",
+            "overhead p50 ms",
+            "overhead p95 ms",
+            "proxy ÷ direct (p50)",
+            "target",
+        ):
             table.add_column(col, justify="right")
         for kind, (direct, through, sizes) in results.items():
             over = [p - d for d, p in zip(direct, through)]
             o50 = pct(over, 50) * 1000
-            table.add_row(kind, f"{pct(sizes, 50) / 1000:.0f}", f"{pct(direct, 50) * 1000:.1f}", f"{pct(direct, 95) * 1000:.1f}",
-                          f"{pct(through, 50) * 1000:.1f}", f"{pct(through, 95) * 1000:.1f}", f"{o50:.1f}",
-                          f"{pct(over, 95) * 1000:.1f}", f"{pct(through, 50) / pct(direct, 50):.1f}x",
-                          ("meets" if o50 <= TARGET_P50_MS else "MISSES") + f" <= {TARGET_P50_MS:.0f}")
+            table.add_row(
+                kind,
+                f"{pct(sizes, 50) / 1000:.0f}",
+                f"{pct(direct, 50) * 1000:.1f}",
+                f"{pct(direct, 95) * 1000:.1f}",
+                f"{pct(through, 50) * 1000:.1f}",
+                f"{pct(through, 95) * 1000:.1f}",
+                f"{o50:.1f}",
+                f"{pct(over, 95) * 1000:.1f}",
+                f"{pct(through, 50) / pct(direct, 50):.1f}x",
+                ("meets" if o50 <= TARGET_P50_MS else "MISSES") + f" <= {TARGET_P50_MS:.0f}",
+            )
         console.print(table)
-        console.print("direct = the same request sent straight to the upstream; overhead = proxy − direct per request: "
-                      "detection, recovery when compacted, the HTTP hop, and the archive of the previous request's turns "
-                      "and reply when it is still running (the proxy archives after sending the response; requests "
-                      "here follow each other with only the direct request in between)")
+        console.print(
+            "direct = the same request sent straight to the upstream; overhead = proxy − direct per request: "
+            "detection, recovery when compacted, the HTTP hop, and the archive of the previous request's turns "
+            "and reply when it is still running (the proxy archives after sending the response; requests "
+            "here follow each other with only the direct request in between)"
+        )
         if args.profile:
             console.print(profile_memory_work(db, sent), markup=False, highlight=False)
     console.print(meter.report())

@@ -40,8 +40,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa: E402
-
+from _common import Pool, begin, clean_pool, fill_store, pct, user_text  # noqa: E402
 from lantern import reinforce  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.embed import embed_query, get_embedder  # noqa: E402
@@ -114,12 +113,20 @@ class Timers:
 def instrument(lantern: Lantern) -> Timers:
     t = Timers()
     t.wrap(lantern.index, "refresh", "index refresh check")
-    t.wrap(lantern.embedder, "embed_query" if hasattr(lantern.embedder, "embed_query") else "embed",
-           "embed query (worker thread, overlapped)", parallel=True)
+    t.wrap(
+        lantern.embedder,
+        "embed_query" if hasattr(lantern.embedder, "embed_query") else "embed",
+        "embed query (worker thread, overlapped)",
+        parallel=True,
+    )
     t.wrap(lantern.queries, "vector", "wait for the query vector")
     t.wrap(pipeline, "query_terms", "query terms")
-    for name, label in (("semantic", "semantic (matrix @ q + top-N)"), ("fulltext", "fulltext (FTS5 bm25 top-N)"),
-                        ("keyword", "keyword (hint postings, Jaccard)"), ("importance", "importance (eq. 2 over the pool)")):
+    for name, label in (
+        ("semantic", "semantic (matrix @ q + top-N)"),
+        ("fulltext", "fulltext (FTS5 bm25 top-N)"),
+        ("keyword", "keyword (hint postings, Jaccard)"),
+        ("importance", "importance (eq. 2 over the pool)"),
+    ):
         t.wrap(signals, name, label)
     t.wrap(prf, "prf_ranking", "prf (RM3 expansion, 2nd FTS5 query)")
     t.wrap(timeframe, "time_ranking", "time (dates the query names)")
@@ -163,7 +170,8 @@ def main() -> None:
         pool = Pool(builder, pool_turns)
         pool_s = time.perf_counter() - t0
         console.print(
-            f"data: {label}: {len(turns):,} turns; pool = first {n_pool:,} turns, {len(pool):,} after dropping the ones "
+            f"data: {label}: {len(turns):,} turns; pool = first {n_pool:,} turns, {len(pool):,} after dropping the "
+            "ones "
             f"the store would merge (prepared + embedded in {pool_s:.1f} s); {len(queries)} queries from the "
             f"{len(turns) - n_pool:,} later turns (median {np.median([len(q) for q in queries]):.0f} characters)"
         )
@@ -242,29 +250,80 @@ def main() -> None:
                 profile_text += f"cProfile of the in-process index load at {size:,} entries (top by tottime):\n"
                 profile_text += buf.getvalue()
             lantern.close()
-            results.append(dict(size=size, fill_s=fill_s, stats=stats, load_s=load_s, reload_s=reload_s, first_s=first_s, total=total_s,
-                                stages=per_stage, glue=glue, matvec=matvec_s, semantic=semantic_s,
-                                cands=float(np.mean(n_cands)), matrix_mb=lantern.index.matrix.nbytes / 1e6))
-            console.print(f"  {size:,} entries: filled in {fill_s:.1f} s, index load {load_s * 1000:.0f} ms, "
-                          f"recover p50 {pct(total_s, 50) * 1000:.1f} ms")
+            results.append(
+                dict(
+                    size=size,
+                    fill_s=fill_s,
+                    stats=stats,
+                    load_s=load_s,
+                    reload_s=reload_s,
+                    first_s=first_s,
+                    total=total_s,
+                    stages=per_stage,
+                    glue=glue,
+                    matvec=matvec_s,
+                    semantic=semantic_s,
+                    cands=float(np.mean(n_cands)),
+                    matrix_mb=lantern.index.matrix.nbytes / 1e6,
+                )
+            )
+            console.print(
+                f"  {size:,} entries: filled in {fill_s:.1f} s, index load {load_s * 1000:.0f} ms, "
+                f"recover p50 {pct(total_s, 50) * 1000:.1f} ms"
+            )
         builder.close()
 
     # ---------------------------------------------------------------- report
-    t1 = Table(title=f"Lantern.recover latency ({len(queries)} real queries x {args.repeat}, budget 6,000 chars, after warm-up)")
-    for col in ("entries", "db MB", "index load ms", "reload ms", "1st recover ms", "p50 ms", "p95 ms", "mean ms",
-                "matvec alone p50 ms", "semantic alone p50 ms", "p50 ÷ matvec", "p50 ÷ semantic", "target"):
+    t1 = Table(
+        title=(
+            f"Lantern.recover latency ({len(queries)} real queries x {args.repeat}, budget 6,000 chars, after warm-up)"
+        )
+    )
+    for col in (
+        "entries",
+        "db MB",
+        "index load ms",
+        "reload ms",
+        "1st recover ms",
+        "p50 ms",
+        "p95 ms",
+        "mean ms",
+        "matvec alone p50 ms",
+        "semantic alone p50 ms",
+        "p50 ÷ matvec",
+        "p50 ÷ semantic",
+        "target",
+    ):
         t1.add_column(col, justify="right")
     for r in results:
         p50 = pct(r["total"], 50) * 1000
         mv, se = pct(r["matvec"], 50) * 1000, pct(r["semantic"], 50) * 1000
-        target = (("meets" if p50 <= TARGET_P50_MS else "MISSES") + f" <= {TARGET_P50_MS:.0f}") if r["size"] == TARGET_SIZE else ""
-        t1.add_row(f"{r['size']:,}", f"{r['stats']['database_bytes'] / 1e6:,.0f}", f"{r['load_s'] * 1000:,.0f}",
-                   f"{r['reload_s'] * 1000:,.0f}", f"{r['first_s'] * 1000:,.0f}", f"{p50:.1f}", f"{pct(r['total'], 95) * 1000:.1f}",
-                   f"{np.mean(r['total']) * 1000:.1f}", f"{mv:.2f}", f"{se:.2f}", f"{p50 / mv:.0f}x", f"{p50 / se:.1f}x", target)
+        target = (
+            (("meets" if p50 <= TARGET_P50_MS else "MISSES") + f" <= {TARGET_P50_MS:.0f}")
+            if r["size"] == TARGET_SIZE
+            else ""
+        )
+        t1.add_row(
+            f"{r['size']:,}",
+            f"{r['stats']['database_bytes'] / 1e6:,.0f}",
+            f"{r['load_s'] * 1000:,.0f}",
+            f"{r['reload_s'] * 1000:,.0f}",
+            f"{r['first_s'] * 1000:,.0f}",
+            f"{p50:.1f}",
+            f"{pct(r['total'], 95) * 1000:.1f}",
+            f"{np.mean(r['total']) * 1000:.1f}",
+            f"{mv:.2f}",
+            f"{se:.2f}",
+            f"{p50 / mv:.0f}x",
+            f"{p50 / se:.1f}x",
+            target,
+        )
     console.print(t1)
-    console.print("index load = MemoryIndex.refresh inside the first recover of a fresh Lantern, right after the fill "
-                  "(the file just written); reload = the same on another fresh Lantern afterwards; 1st recover includes "
-                  "the index load")
+    console.print(
+        "index load = MemoryIndex.refresh inside the first recover of a fresh Lantern, right after the fill "
+        "(the file just written); reload = the same on another fresh Lantern afterwards; 1st recover includes "
+        "the index load"
+    )
 
     t2 = Table(title="Where recover's time goes: per stage p50 and p95 (ms); share = stage mean / recover mean")
     t2.add_column("stage", justify="left")
@@ -276,19 +335,28 @@ def main() -> None:
         cells = []
         for r in results:
             vals = r["glue"] if name.startswith("glue") else r["stages"][name]
-            cells += [f"{pct(vals, 50) * 1000:.2f}", f"{pct(vals, 95) * 1000:.2f}",
-                      f"{100 * np.mean(vals) / np.mean(r['total']):.0f}%"]
+            cells += [
+                f"{pct(vals, 50) * 1000:.2f}",
+                f"{pct(vals, 95) * 1000:.2f}",
+                f"{100 * np.mean(vals) / np.mean(r['total']):.0f}%",
+            ]
         t2.add_row(name, *cells)
     cells = []
     for r in results:
         cells += [f"{pct(r['total'], 50) * 1000:.2f}", f"{pct(r['total'], 95) * 1000:.2f}", "100%"]
     t2.add_row("recover (whole call)", *cells, style="bold")
     console.print(t2)
-    console.print("candidates per query (mean): " + ", ".join(f"{r['size']:,}: {r['cands']:.0f}" for r in results)
-                  + "; in-process matrix: " + ", ".join(f"{r['size']:,}: {r['matrix_mb']:.0f} MB" for r in results)
-                  + "; Store.add fill rate: " + ", ".join(
-                      f"{r['size']:,}: {(r['size'] - (results[i - 1]['size'] if i else 0)) / r['fill_s']:,.0f} rows/s"
-                      for i, r in enumerate(results)))
+    console.print(
+        "candidates per query (mean): "
+        + ", ".join(f"{r['size']:,}: {r['cands']:.0f}" for r in results)
+        + "; in-process matrix: "
+        + ", ".join(f"{r['size']:,}: {r['matrix_mb']:.0f} MB" for r in results)
+        + "; Store.add fill rate: "
+        + ", ".join(
+            f"{r['size']:,}: {(r['size'] - (results[i - 1]['size'] if i else 0)) / r['fill_s']:,.0f} rows/s"
+            for i, r in enumerate(results)
+        )
+    )
     if profile_text:
         console.print(profile_text, markup=False, highlight=False)
     console.print(meter.report())

@@ -30,8 +30,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import begin, pct, REPO  # noqa: E402
-
+from _common import REPO, begin, pct  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.archive.chunk import chunk  # noqa: E402
 from lantern.archive.parse import parse  # noqa: E402
@@ -72,12 +71,18 @@ def naive_high_entropy(text: str, quoted_only: bool) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--archive-turns", type=int, default=300, help="turns archived one call each as the baseline (default 300)")
-    ap.add_argument("--repeat", type=int, default=3, help="passes over every turn; the fastest per turn is kept (default 3)")
+    ap.add_argument(
+        "--archive-turns", type=int, default=300, help="turns archived one call each as the baseline (default 300)"
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="passes over every turn; the fastest per turn is kept (default 3)"
+    )
     args, console, meter, label, turns, _ = begin(ap, width=130)
     chars = np.array([sum(len(f) for f in fields(t)) for t in turns], dtype=np.float64)
-    console.print(f"data: {label}: {len(turns):,} turns, mean {chars.mean():,.0f} / median {np.median(chars):,.0f} / "
-                  f"max {chars.max():,.0f} characters of text per turn")
+    console.print(
+        f"data: {label}: {len(turns):,} turns, mean {chars.mean():,.0f} / median {np.median(chars):,.0f} / "
+        f"max {chars.max():,.0f} characters of text per turn"
+    )
 
     policy = make_policy(os.urandom(16))
     t0 = time.perf_counter()
@@ -109,7 +114,7 @@ def main() -> None:
             if rep == 0:
                 for f, x in found:
                     kinds[x.kind] += 1
-                    ctx = f[max(0, x.start - 40): x.start] + "<" + x.kind + ">" + f[x.end: x.end + 20]
+                    ctx = f[max(0, x.start - 40) : x.start] + "<" + x.kind + ">" + f[x.end : x.end + 20]
                     examples.setdefault(x.kind + ":" + ctx[:40], re.sub(r"\s+", " ", ctx))
 
     # ------------------------------------------------------------------ baselines, interleaved
@@ -135,12 +140,21 @@ def main() -> None:
     # ------------------------------------------------------------------ report: cost
     def row(name, values, ref_mean):
         a = np.asarray(values) * 1000
-        return [name, f"{pct(a, 50):.3f}", f"{pct(a, 95):.3f}", f"{pct(a, 99):.3f}", f"{a.max():.2f}", f"{a.mean():.3f}",
-                f"{1000 * a.sum() / chars.sum() * 1000:.1f}" if len(a) == len(turns) else "",
-                f"{a.mean() / ref_mean:.3f}x" if ref_mean else ""]
+        return [
+            name,
+            f"{pct(a, 50):.3f}",
+            f"{pct(a, 95):.3f}",
+            f"{pct(a, 99):.3f}",
+            f"{a.max():.2f}",
+            f"{a.mean():.3f}",
+            f"{1000 * a.sum() / chars.sum() * 1000:.1f}" if len(a) == len(turns) else "",
+            f"{a.mean() / ref_mean:.3f}x" if ref_mean else "",
+        ]
 
     arch_mean = float(arch.mean()) * 1000
-    t1 = Table(title=f"Redaction cost per turn, {len(turns):,} real turns (ms; fastest of {args.repeat} passes per turn)")
+    t1 = Table(
+        title=f"Redaction cost per turn, {len(turns):,} real turns (ms; fastest of {args.repeat} passes per turn)"
+    )
     for col in ("measurement", "p50", "p95", "p99", "max", "mean", "µs per 1,000 chars", "mean / archive mean"):
         t1.add_column(col, justify="left" if col == "measurement" else "right")
     t1.add_row(*row("redact_messages (the stage Lantern runs)", whole, arch_mean), style="bold")
@@ -156,16 +170,21 @@ def main() -> None:
     console.print(t2)
     mean_ms, p95_ms = float(whole.mean()) * 1000, pct(whole, 95) * 1000
     verdict = "meets" if mean_ms <= TARGET_MS and p95_ms <= TARGET_MS else "MISSES"
-    console.print(f"redaction: mean {mean_ms:.3f} ms, p95 {p95_ms:.3f} ms per turn: {verdict} the <= {TARGET_MS:.0f} ms target; "
-                  f"{100 * red_same.mean() / arch.mean():.1f}% of the archive call; {red_same.mean() / tags.mean():.2f}x tagging. "
-                  f"One-off: importing detect-secrets and building the detectors {import_ms:.0f} ms (first archive of a process).")
+    console.print(
+        f"redaction: mean {mean_ms:.3f} ms, p95 {p95_ms:.3f} ms per turn: {verdict} the <= {TARGET_MS:.0f} ms target; "
+        f"{100 * red_same.mean() / arch.mean():.1f}% of the archive call; {red_same.mean() / tags.mean():.2f}x "
+        "tagging. "
+        f"One-off: importing detect-secrets and building the detectors {import_ms:.0f} ms (first archive of a process)."
+    )
     slow = np.argsort(-whole)[:3]
     console.print("slowest turns: " + ", ".join(f"{whole[i] * 1000:.1f} ms ({chars[i]:,.0f} chars)" for i in slow))
 
     # ------------------------------------------------------------------ report: what it finds in the real log
-    console.print(f"\nfound in the real log: {sum(kinds.values())} secrets in "
-                  f"{sum(1 for t in turns if any(find_secrets(f, policy) for f in fields(t)))} of {len(turns):,} turns: "
-                  + ", ".join(f"{k} {v}" for k, v in kinds.most_common()))
+    console.print(
+        f"\nfound in the real log: {sum(kinds.values())} secrets in "
+        f"{sum(1 for t in turns if any(find_secrets(f, policy) for f in fields(t)))} of {len(turns):,} turns: "
+        + ", ".join(f"{k} {v}" for k, v in kinds.most_common())
+    )
     for ctx in list(examples.values())[:12]:
         console.print(f"  …{ctx}…", markup=False)
 
@@ -180,11 +199,19 @@ def main() -> None:
             n_secrets += 1
             removed += s not in text and json.dumps(s)[1:-1] not in text
         kind_ok += f"[secret:{c['kind']} " in text
-    console.print(f"\nsecret corpus: {len(cases)} cases, {n_secrets} secrets: {removed} removed ({100 * removed / n_secrets:.0f}%), "
-                  f"expected kind named in {kind_ok}/{len(cases)} cases")
+    console.print(
+        f"\nsecret corpus: {len(cases)} cases, {n_secrets} secrets: {removed} removed "
+        f"({100 * removed / n_secrets:.0f}%), "
+        f"expected kind named in {kind_ok}/{len(cases)} cases"
+    )
     t3 = Table(title="Look-alike corpus: strings changed or flagged (false positives) per category")
-    for col in ("category", "strings", "ours (redact_text)", "detect-secrets high-entropy, quoted strings",
-                "detect-secrets high-entropy, every token"):
+    for col in (
+        "category",
+        "strings",
+        "ours (redact_text)",
+        "detect-secrets high-entropy, quoted strings",
+        "detect-secrets high-entropy, every token",
+    ):
         t3.add_column(col, justify="left" if col == "category" else "right")
     total, ours, naive_q, naive_all = Counter(), Counter(), Counter(), Counter()
     for lk in looks:
@@ -198,12 +225,22 @@ def main() -> None:
             naive_q[c] += any(k in s or s in k for s in flagged_q if len(s) >= 6)
             naive_all[c] += any(k in s or s in k for s in flagged_all if len(s) >= 6)
     for c in sorted(total):
-        t3.add_row(c, str(total[c]), f"{ours[c]} ({100 * ours[c] / total[c]:.0f}%)", f"{naive_q[c]} ({100 * naive_q[c] / total[c]:.0f}%)",
-                   f"{naive_all[c]} ({100 * naive_all[c] / total[c]:.0f}%)")
+        t3.add_row(
+            c,
+            str(total[c]),
+            f"{ours[c]} ({100 * ours[c] / total[c]:.0f}%)",
+            f"{naive_q[c]} ({100 * naive_q[c] / total[c]:.0f}%)",
+            f"{naive_all[c]} ({100 * naive_all[c] / total[c]:.0f}%)",
+        )
     n = sum(total.values())
-    t3.add_row("all", str(n), f"{sum(ours.values())} ({100 * sum(ours.values()) / n:.1f}%)",
-               f"{sum(naive_q.values())} ({100 * sum(naive_q.values()) / n:.1f}%)",
-               f"{sum(naive_all.values())} ({100 * sum(naive_all.values()) / n:.1f}%)", style="bold")
+    t3.add_row(
+        "all",
+        str(n),
+        f"{sum(ours.values())} ({100 * sum(ours.values()) / n:.1f}%)",
+        f"{sum(naive_q.values())} ({100 * sum(naive_q.values()) / n:.1f}%)",
+        f"{sum(naive_all.values())} ({100 * sum(naive_all.values()) / n:.1f}%)",
+        style="bold",
+    )
     console.print(t3)
     console.print(meter.report())
 

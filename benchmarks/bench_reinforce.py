@@ -30,8 +30,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import begin, clean_pool, fill_store, pct, Pool, user_text  # noqa: E402
-
+from _common import Pool, begin, clean_pool, fill_store, pct, user_text  # noqa: E402
 from lantern import reinforce  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.config import Config  # noqa: E402
@@ -76,7 +75,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="times each query is run each way (default 2)")
     args, console, meter, label, turns, _ = begin(ap, width=120)
     n_pool = min(args.pool, int(len(turns) * 0.8))
-    queries = list(dict.fromkeys(q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3))[: args.queries]
+    queries = list(dict.fromkeys(q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3))[
+        : args.queries
+    ]
     console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     embedder = MiniLMEmbedder()
@@ -87,7 +88,10 @@ def main() -> None:
         pool = Pool(builder, clean_pool(turns[:n_pool], builder))
         fill_store(builder.store, pool, 0, args.size, sigma=args.sigma)
         builder.close()
-        console.print(f"data: {label}; store: {args.size:,} entries from a pool of {len(pool):,} real turns; {len(queries)} queries")
+        console.print(
+            f"data: {label}; store: {args.size:,} entries from a pool of {len(pool):,} real turns; {len(queries)} "
+            "queries"
+        )
 
         on = Config()
         off = replace(on, reinforce=False)
@@ -101,13 +105,15 @@ def main() -> None:
         bumps = Timed(lantern.store, "bump_access", only=lambda a, k: len(a) < 2 and k.get("db") is None)  # plain only
         for r in range(args.repeat):
             for i, q in enumerate(queries):
-                for mode in ((off, on) if (i + r) % 2 == 0 else (on, off)):
+                for mode in (off, on) if (i + r) % 2 == 0 else (on, off):
                     lantern.config = mode
                     t0 = time.perf_counter()
                     rec = lantern.recover(q)
                     (reinforced_s if mode.reinforce else plain_s).append(time.perf_counter() - t0)
                     if mode.reinforce:
-                        n_cut.append(sum(c.verdict.startswith("cut:") and c.mmr_order is not None for c in rec.candidates))  # examined and cut (reinforce.py)
+                        n_cut.append(
+                            sum(c.verdict.startswith("cut:") and c.mmr_order is not None for c in rec.candidates)
+                        )  # examined and cut (reinforce.py)
         writes.restore()
         bumps.restore()
         plain_bumps = bumps.calls
@@ -118,8 +124,10 @@ def main() -> None:
         for i, q in enumerate(queries):
             lantern.recover(q)
             t0 = time.perf_counter()
-            lantern.archive([{"role": "user", "content": q}, {"role": "assistant", "content": f"Done: see {q[:60]} (reply {i})."}],
-                            session="bench-replies")
+            lantern.archive(
+                [{"role": "user", "content": q}, {"role": "assistant", "content": f"Done: see {q[:60]} (reply {i})."}],
+                session="bench-replies",
+            )
             archive_s.append(time.perf_counter() - t0)
         resolves.restore()
         stats = lantern.stats()
@@ -127,16 +135,24 @@ def main() -> None:
 
     ms = lambda xs, p: pct(xs, p) * 1000  # noqa: E731
     added = ms(writes.calls, 50) - ms(plain_bumps, 50)
-    table = Table(title=f"reinforcement cost per recovery at {args.size:,} entries ({len(plain_s)} recoveries each way)")
+    table = Table(
+        title=f"reinforcement cost per recovery at {args.size:,} entries ({len(plain_s)} recoveries each way)"
+    )
     for col in ("what", "p50 ms", "p95 ms"):
         table.add_column(col, justify="left" if col == "what" else "right")
     table.add_row("recover, reinforce off (end to end)", f"{ms(plain_s, 50):.2f}", f"{ms(plain_s, 95):.2f}")
     table.add_row("recover, reinforce on (end to end)", f"{ms(reinforced_s, 50):.2f}", f"{ms(reinforced_s, 95):.2f}")
     table.add_row("  write: Store.bump_access (off)", f"{ms(plain_bumps, 50):.2f}", f"{ms(plain_bumps, 95):.2f}")
-    table.add_row("  write: reinforce.record_recovery (on)", f"{ms(writes.calls, 50):.2f}", f"{ms(writes.calls, 95):.2f}")
+    table.add_row(
+        "  write: reinforce.record_recovery (on)", f"{ms(writes.calls, 50):.2f}", f"{ms(writes.calls, 95):.2f}"
+    )
     table.add_row("added cost (record_recovery − bump_access, p50)", f"{added:.2f}", "")
-    table.add_row("archive one reply turn (with pending recovery)", f"{ms(archive_s, 50):.2f}", f"{ms(archive_s, 95):.2f}")
-    table.add_row("  of which reinforce.resolve_pending", f"{ms(resolves.calls, 50):.2f}", f"{ms(resolves.calls, 95):.2f}")
+    table.add_row(
+        "archive one reply turn (with pending recovery)", f"{ms(archive_s, 50):.2f}", f"{ms(archive_s, 95):.2f}"
+    )
+    table.add_row(
+        "  of which reinforce.resolve_pending", f"{ms(resolves.calls, 50):.2f}", f"{ms(resolves.calls, 95):.2f}"
+    )
     console.print(table)
     ratio = pct(reinforced_s, 50) / pct(plain_s, 50)
     console.print(

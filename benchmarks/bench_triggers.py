@@ -23,7 +23,6 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pct, print_machine  # noqa: E402
-
 from lantern.memory.triggers_eval import SHARED, SOURCES, Score, available, evaluate, load_items  # noqa: E402
 
 
@@ -44,17 +43,30 @@ def main() -> None:
     print_machine(console)
     items = load_items(args.data)
     ev = evaluate(items, args.split, timing=True, examples=args.examples)
-    console.print(f"labelled set: {len(items):,} texts; split {args.split!r}: {sum(s.n for s in ev.by_source.values()):,}")
+    console.print(
+        f"labelled set: {len(items):,} texts; split {args.split!r}: {sum(s.n for s in ev.by_source.values()):,}"
+    )
 
-    t = Table(title=f"Trigger per source ({args.split} half): fires on a positive = recall, on a negative = false-fire rate")
+    t = Table(
+        title=f"Trigger per source ({args.split} half): fires on a positive = recall, on a negative = false-fire rate"
+    )
     for c in ("source", "dataset", "lang", "path", "label", "n", "fired", "recall", "false-fire rate"):
         t.add_column(c, justify="right" if c in ("n", "fired", "recall", "false-fire rate") else "left")
     for src, (ds, lang, label, kind) in SOURCES.items():
         s = ev.by_source.get(src)
         if not s:
             continue
-        t.add_row(src, ds, lang, kind, "positive" if label else "negative", f"{s.n:,}", f"{s.tp + s.fp:,}",
-                  f(s.recall) if label else "", "" if label else f(s.fp / s.n))
+        t.add_row(
+            src,
+            ds,
+            lang,
+            kind,
+            "positive" if label else "negative",
+            f"{s.n:,}",
+            f"{s.tp + s.fp:,}",
+            f(s.recall) if label else "",
+            "" if label else f(s.fp / s.n),
+        )
     console.print(t)
 
     t = Table(title=f"Question path P / R / F1 ({args.split} half; positives and negatives as they occur in the data)")
@@ -62,7 +74,9 @@ def main() -> None:
         t.add_column(c, justify="left" if c == "scope" else "right")
 
     def row(name: str, s: Score) -> None:
-        t.add_row(name, f"{s.tp + s.fn:,}", f"{s.fp + s.tn:,}", f"{s.tp:,}", f"{s.fp:,}", f(s.precision), f(s.recall), f(s.f1))
+        t.add_row(
+            name, f"{s.tp + s.fn:,}", f"{s.fp + s.tn:,}", f"{s.tp:,}", f"{s.fp:,}", f(s.precision), f(s.recall), f(s.f1)
+        )
 
     for ds in sorted(ev.by_dataset):
         row(ds, ev.by_dataset[ds])
@@ -80,8 +94,11 @@ def main() -> None:
     console.print(t)
 
     lat = ev.latency_us
-    console.print(f"latency per turn (should_recover, fastest of 3 calls per text, {len(lat):,} calls): p50 {pct(lat, 50):.1f} µs, "
-                  f"p95 {pct(lat, 95):.1f} µs, p99 {pct(lat, 99):.1f} µs, max {max(lat):.0f} µs")
+    console.print(
+        f"latency per turn (should_recover, fastest of 3 calls per text, {len(lat):,} calls): p50 {pct(lat, 50):.1f} "
+        "µs, "
+        f"p95 {pct(lat, 95):.1f} µs, p99 {pct(lat, 99):.1f} µs, max {max(lat):.0f} µs"
+    )
     for key, texts in sorted(ev.examples.items()):
         console.print(f"[bold]{key}[/bold]", highlight=False)
         for x in texts:

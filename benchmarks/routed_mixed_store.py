@@ -29,9 +29,9 @@ from rich.console import Console
 from rich.table import Table
 
 from lantern.embed import RoutedEmbedder, embed_query
+from lantern.eval.cases import prepare
 from lantern.eval.datasets import SEPARATE_CATEGORIES, load
 from lantern.eval.run import default_cache_dir
-from lantern.eval.cases import prepare
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -66,7 +66,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--locomo", type=Path, default=DATA / "locomo" / "locomo10.json")
     ap.add_argument("--memdaily", type=Path, default=DATA / "memdaily" / "messages_and_QAs")
-    ap.add_argument("--cache", type=Path, default=None, help="eval archive cache (default $LANTERN_EVAL_CACHE or ~/.cache/lantern/eval)")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="eval archive cache (default $LANTERN_EVAL_CACHE or ~/.cache/lantern/eval)",
+    )
     args = ap.parse_args()
     console = Console(width=120)
     both, own = RoutedEmbedder(), None
@@ -99,8 +104,11 @@ def main() -> None:
         t.add_column(mode, justify="right")
     t.add_column("n", justify="right")
     for name in ("locomo", "memdaily"):
-        t.add_row(name, *(f"{np.mean(recalls[(name, m)]):.3f}" for m in ("own store", "own block", "both blocks")),
-                  str(len(recalls[(name, "own store")])))
+        t.add_row(
+            name,
+            *(f"{np.mean(recalls[(name, m)]):.3f}" for m in ("own store", "own block", "both blocks")),
+            str(len(recalls[(name, "own store")])),
+        )
     console.print(t)
     console.print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -1,14 +1,26 @@
 """Lantern: archive every turn of an LLM conversation, recover what compaction lost (zero LLM calls).
 
-    from lantern import Lantern
-    with Lantern("memory.db") as lantern:
-        lantern.archive([{"role": "user", "content": "the db listens on 5433"}], session="s1")
-        print(lantern.recover("which port does the database use?").text)
+from lantern import Lantern
+with Lantern("memory.db") as lantern:
+    lantern.archive([{"role": "user", "content": "the db listens on 5433"}], session="s1")
+    print(lantern.recover("which port does the database use?").text)
 """
 
 from lantern.config import Config
 from lantern.errors import EmbedderMismatchError, LanternError, ModelNotFoundError, TranscriptFormatError
-from lantern.model import ArchiveResult, Candidate, Entry, Hit, Message, RecoveredEntry, Recovery, Tag, ToolCall, ToolResult, Turn
+from lantern.model import (
+    ArchiveResult,
+    Candidate,
+    Entry,
+    Hit,
+    Message,
+    RecoveredEntry,
+    Recovery,
+    Tag,
+    ToolCall,
+    ToolResult,
+    Turn,
+)
 
 __version__ = "0.1.0"
 
@@ -21,6 +33,7 @@ def __getattr__(name: str):
 
         return Lantern
     raise AttributeError(f"module 'lantern' has no attribute {name!r}")
+
 
 __all__ = [
     "ArchiveResult",

@@ -16,24 +16,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lantern import reinforce
 from lantern.archive.chunk import chunk
-from lantern.text.names import given_name
-from lantern.text.clean import clean_text, normalize_space
-from lantern.text.names import file_name_text
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
 from lantern.archive.redact import load_policy, set_secret_redaction
 from lantern.archive.subagents import parent_session
 from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
 from lantern.embed import Embedder, embedder_name, get_embedder
-from lantern.store import facts as fact_store
 from lantern.model import ArchiveResult, Hit, Message, Recovery, content_hash
-from lantern import reinforce
 from lantern.recover import facts_note, pipeline, speaker
 from lantern.recover.query_vectors import QueryVectors
 from lantern.scope import Scope, resolve, scope_where
+from lantern.store import facts as fact_store
 from lantern.store.index import MemoryIndex
 from lantern.store.sqlite import Store, is_unwritable
 from lantern.store.times import to_epoch
+from lantern.text.clean import clean_text, normalize_space
+from lantern.text.names import file_name_text, given_name
 
 if TYPE_CHECKING:
     from lantern.archive.directory import DirectoryResult
@@ -56,8 +55,10 @@ class Lantern:
     """A Lantern memory store in one SQLite file.
 
     ``path``: database file (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``; created 0600 in a 0700 directory).
-    ``embedder``: ``"minilm"``, ``"use"``, ``"routed"``, an ``Embedder`` instance, or None for the one the database was created
-    with (``"routed"`` for a new database: embed.DEFAULT_EMBEDDER). Raises ``EmbedderMismatchError`` when the database was created with another
+    ``embedder``: ``"minilm"``, ``"use"``, ``"routed"``, an ``Embedder`` instance, or None for the one the database was
+    created
+    with (``"routed"`` for a new database: embed.DEFAULT_EMBEDDER). Raises ``EmbedderMismatchError`` when the database
+    was created with another
     embedder (``reindex`` re-embeds), ``ModelNotFoundError`` when the model cannot be loaded.
     ``user`` / ``agent`` / ``project``: the handle's scope (lantern/scope.py), which every call may override with
     its own ``user=`` / ``agent=`` / ``project=``. The user is a hard isolation boundary (default ``""``); agent
@@ -65,8 +66,14 @@ class Lantern:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, embedder: str | Embedder | None = None, *,
-        config: Config = DEFAULT, user: str | None = None, agent: str | None = None, project: str | None = None,
+        self,
+        path: str | os.PathLike[str] | None = None,
+        embedder: str | Embedder | None = None,
+        *,
+        config: Config = DEFAULT,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ):
         self.path = Path(path) if path is not None else default_db_path()
         self.scope = resolve(Scope(), user, agent, project)
@@ -90,7 +97,9 @@ class Lantern:
             self.queries.close()
         self.embedder = embedder
         self.index = MemoryIndex(self.store, embedder.dim, _blocks(embedder))
-        self.queries = QueryVectors(lambda: self.embedder, occupied=lambda a, b: self.index.block_occupied(a, b))  # the read path's embedder: queries can be embedded ahead
+        self.queries = QueryVectors(
+            lambda: self.embedder, occupied=lambda a, b: self.index.block_occupied(a, b)
+        )  # the read path's embedder: queries can be embedded ahead
 
     def _follow_reindex(self) -> None:
         """A handle opened without naming an embedder follows its database: when another process has re-embedded
@@ -118,8 +127,14 @@ class Lantern:
 
     # ------------------------------------------------------------------ write path (archive/pipeline.py)
     def archive(
-        self, messages: Any, session: str | None = None, *, format: str = "auto",
-        user: str | None = None, agent: str | None = None, project: str | None = None,
+        self,
+        messages: Any,
+        session: str | None = None,
+        *,
+        format: str = "auto",
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> ArchiveResult:
         """Archive a conversation or its new turns, in ONE transaction (all or nothing).
 
@@ -133,8 +148,15 @@ class Lantern:
         return self.writer.archive(messages, session, resolve(self.scope, user, agent, project), format)
 
     def ingest(
-        self, path: str | os.PathLike[str], session: str | None = None, *, format: str = "auto",
-        progress: Progress | None = None, user: str | None = None, agent: str | None = None, project: str | None = None,
+        self,
+        path: str | os.PathLike[str],
+        session: str | None = None,
+        *,
+        format: str = "auto",
+        progress: Progress | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> ArchiveResult | DirectoryResult:
         """Archive a transcript file. Same as ``archive`` but one transaction per batch of 256 turns, reporting
         ``progress(done, total)`` in turns after each (``total`` is an estimate from the bytes read until the file
@@ -152,13 +174,21 @@ class Lantern:
         if path.is_dir():
             from lantern.archive.directory import ingest_directory
 
-            return ingest_directory(lambda p, s, **kw: self.ingest(p, s, **kw, user=user, agent=agent, project=project),
-                                    path, session, format=format, progress=progress)
-        session = given_name(session) or parent_session(path) or file_name_text(path.stem)  # a subagent file: its parent session
+            return ingest_directory(
+                lambda p, s, **kw: self.ingest(p, s, **kw, user=user, agent=agent, project=project),
+                path,
+                session,
+                format=format,
+                progress=progress,
+            )
+        session = (
+            given_name(session) or parent_session(path) or file_name_text(path.stem)
+        )  # a subagent file: its parent session
         return self.writer.ingest(path, session, scope, format, progress)
 
-    def turn_hash(self, session: str, text: str, *, user: str | None = None, agent: str | None = None,
-                  project: str | None = None) -> str:
+    def turn_hash(
+        self, session: str, text: str, *, user: str | None = None, agent: str | None = None, project: str | None = None
+    ) -> str:
         """The content hash (dedup key) a turn of ``text`` archived in ``session`` gets within the scope."""
         return content_hash(session, text, *resolve(self.scope, user, agent, project).write_values)
 
@@ -194,32 +224,61 @@ class Lantern:
         obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk) it is skipped with a warning logged on
         the ``lantern`` logger: the recovery is returned all the same.
         """
-        result = self._recover(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent,
-                               project=project, complete=False)
+        result = self._recover(
+            query,
+            session,
+            budget,
+            exclude,
+            as_of=as_of,
+            proactive=proactive,
+            user=user,
+            agent=agent,
+            project=project,
+            complete=False,
+        )
         packed = [e.id for e in result.entries]
         try:
             if self.config.reinforce:
-                missed = [c.entry.id for c in result.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None]
-                rates = reinforce.Rates(self.config.confidence_gain, self.config.confidence_decay, self.config.success_alpha, self.config.prune_below)
+                missed = [
+                    c.entry.id for c in result.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None
+                ]
+                rates = reinforce.Rates(
+                    self.config.confidence_gain,
+                    self.config.confidence_decay,
+                    self.config.success_alpha,
+                    self.config.prune_below,
+                )
                 user_id = resolve(self.scope, user, agent, project).user
-                self.index.set_reinforcement(reinforce.record_recovery(self.store, session or None, packed, missed, rates,
-                                                                       user=user_id, wait=reinforce.WRITE_WAIT_S))
+                self.index.set_reinforcement(
+                    reinforce.record_recovery(
+                        self.store, session or None, packed, missed, rates, user=user_id, wait=reinforce.WRITE_WAIT_S
+                    )
+                )
             elif packed:
                 self.store.bump_access(packed, wait=reinforce.WRITE_WAIT_S)
         except sqlite3.OperationalError as e:
             if not is_unwritable(e):
                 raise
-            log.warning("%s: access counts and confidence not updated (%s); the recovery is returned all the same",
-                        self.path, e)
+            log.warning(
+                "%s: access counts and confidence not updated (%s); the recovery is returned all the same", self.path, e
+            )
             return result
         if packed:
             self.index.note_access(packed)
         return result
 
     def explain(
-        self, query: str, session: str | None = None, budget: int | None = None, exclude: Any = None, *,
-        as_of: datetime | None = None, proactive: bool = False,
-        user: str | None = None, agent: str | None = None, project: str | None = None,
+        self,
+        query: str,
+        session: str | None = None,
+        budget: int | None = None,
+        exclude: Any = None,
+        *,
+        as_of: datetime | None = None,
+        proactive: bool = False,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
         extra_rankings: dict[str, list[int]] | None = None,
     ) -> Recovery:
         """``recover`` without its side effects (access counts, reinforcement): the same Recovery, whose
@@ -230,16 +289,39 @@ class Lantern:
         ValueError for a bad budget, TypeError for a bad ``exclude``, ``as_of`` or scope name. Each candidate's
         entry carries its tags, as a ``search`` hit's does (read in one batched query: the read path ranks without
         them)."""
-        result = self._recover(query, session, budget, exclude, as_of=as_of, proactive=proactive, user=user, agent=agent,
-                               project=project, extra_rankings=extra_rankings, complete=True)
+        result = self._recover(
+            query,
+            session,
+            budget,
+            exclude,
+            as_of=as_of,
+            proactive=proactive,
+            user=user,
+            agent=agent,
+            project=project,
+            extra_rankings=extra_rankings,
+            complete=True,
+        )
         tags = self.store.tags(c.entry.id for c in result.candidates)
         for c in result.candidates:
             c.entry.tags = tags.get(c.entry.id, [])
         return result
 
-    def _recover(self, query: str, session: str | None, budget: int | None, exclude: Any, *, as_of: datetime | None,
-                 proactive: bool, user: str | None, agent: str | None, project: str | None,
-                 extra_rankings: dict[str, list[int]] | None = None, complete: bool) -> Recovery:
+    def _recover(
+        self,
+        query: str,
+        session: str | None,
+        budget: int | None,
+        exclude: Any,
+        *,
+        as_of: datetime | None,
+        proactive: bool,
+        user: str | None,
+        agent: str | None,
+        project: str | None,
+        extra_rankings: dict[str, list[int]] | None = None,
+        complete: bool,
+    ) -> Recovery:
         """The read path shared by ``recover`` and ``explain``; ``complete``: MMR order and duplicate verdicts for
         every candidate, not only as far as packing read (recover/pipeline.py)."""
         scope = resolve(self.scope, user, agent, project)
@@ -255,14 +337,32 @@ class Lantern:
             ids += self.index.ids[self.index.time > at].tolist()
         notes = facts_note.notes_for(self.store.db, at, *self._fact_filter(scope)) if self.config.fact_notes else None
         return pipeline.recover(
-            self.store, self.index, self.queries, self.config, query,
-            budget=budget, session=session, exclude_ids=ids, live_text=live, now=at, notes=notes, proactive=proactive,
-            scope=scope, extra_rankings=extra_rankings, complete=complete,
+            self.store,
+            self.index,
+            self.queries,
+            self.config,
+            query,
+            budget=budget,
+            session=session,
+            exclude_ids=ids,
+            live_text=live,
+            now=at,
+            notes=notes,
+            proactive=proactive,
+            scope=scope,
+            extra_rankings=extra_rankings,
+            complete=complete,
         )
 
     def facts(
-        self, key: str | None = None, as_of: datetime | None = None, *, history: bool = False,
-        user: str | None = None, agent: str | None = None, project: str | None = None,
+        self,
+        key: str | None = None,
+        as_of: datetime | None = None,
+        *,
+        history: bool = False,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> list[fact_store.FactRecord]:
         """Versioned facts (DESIGN §5): the value of each key valid now or at ``as_of`` (naive = UTC), or with
         ``history`` every version stated up to then (``.current`` marks the valid one). ``key`` is normalized
@@ -270,7 +370,9 @@ class Lantern:
         never seen). Returns ``FactRecord`` rows ordered by key, then event time. Raises TypeError when ``as_of``
         is not a datetime."""
         where, params = self._fact_filter(resolve(self.scope, user, agent, project))
-        return fact_store.records(self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params)
+        return fact_store.records(
+            self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params
+        )
 
     def _fact_filter(self, scope: Scope) -> tuple[str, tuple]:
         """The SQL condition on the source entries ``e`` of every facts read, with its parameters: the scope."""
@@ -278,8 +380,14 @@ class Lantern:
         return sql, tuple(params)
 
     def search(
-        self, query: str, k: int = 10, session: str | None = None, *,
-        user: str | None = None, agent: str | None = None, project: str | None = None,
+        self,
+        query: str,
+        k: int = 10,
+        session: str | None = None,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> list[Hit]:
         """Top ``k`` entries by fused (RRF) score, with per-signal ranks. No MMR, no budget, no side effects.
         Scope as ``recover``. Raises ValueError when ``k`` is not a positive integer."""
@@ -290,10 +398,13 @@ class Lantern:
         if not query.strip():
             return []
         self._follow_reindex()
-        return pipeline.search(self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope)
+        return pipeline.search(
+            self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope
+        )
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:
-        """Whether ``question`` (or the model's ``draft`` answer) calls for a recovery: ``memory.triggers.should_recover``."""
+        """Whether ``question`` (or the model's ``draft`` answer) calls for a recovery:
+        ``memory.triggers.should_recover``."""
         from lantern.memory.triggers import should_recover
 
         return should_recover(question, draft)
@@ -301,8 +412,12 @@ class Lantern:
     def _budget(self, budget: Any) -> int:
         if budget is None:
             return self.config.budget
-        if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) or budget < 0 or (
-                not isinstance(budget, (int, np.integer)) and not np.isfinite(budget)):  # an int past int64 is finite
+        if (
+            isinstance(budget, bool)
+            or not isinstance(budget, (int, float, np.integer, np.floating))
+            or budget < 0
+            or (not isinstance(budget, (int, np.integer)) and not np.isfinite(budget))
+        ):  # an int past int64 is finite
             raise ValueError(f"budget must be a finite number of characters >= 0, got {budget!r}")
         return int(budget)
 
@@ -312,7 +427,9 @@ class Lantern:
         if exclude is None:
             return [], ""
         if isinstance(exclude, (str, bytes, dict, Message)):
-            raise TypeError("exclude must be a list of entry ids and/or messages, not a single " + type(exclude).__name__)
+            raise TypeError(
+                "exclude must be a list of entry ids and/or messages, not a single " + type(exclude).__name__
+            )
         ids: list[int] = []
         messages: list[Any] = []
         for x in exclude:
@@ -321,7 +438,9 @@ class Lantern:
             elif isinstance(x, (Message, dict)):
                 messages.append(x)
             else:
-                raise TypeError(f"exclude items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}")
+                raise TypeError(
+                    f"exclude items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}"
+                )
         ids = [i for i in ids if -(2**63) <= i < 2**63]  # larger ids cannot exist in SQLite
         return ids, self.live_text(messages)
 
@@ -340,8 +459,14 @@ class Lantern:
 
     # ------------------------------------------------------------------ maintenance
     def forget(
-        self, *, entry: int | None = None, session: str | None = None, user: str | None = None,
-        agent: str | None = None, project: str | None = None, vacuum: bool = True,
+        self,
+        *,
+        entry: int | None = None,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        vacuum: bool = True,
     ) -> int:
         """Delete an entry, every entry of a session (and its sub-sessions), of a user, or of an agent / project,
         from every table (entries, FTS5, embeddings, every table referencing entries) and from the in-process
@@ -369,8 +494,14 @@ class Lantern:
         return n
 
     def export(
-        self, dest: str | os.PathLike[str] | Any, *, session: str | None = None, user: str | None = None,
-        agent: str | None = None, project: str | None = None, embeddings: bool = True,
+        self,
+        dest: str | os.PathLike[str] | Any,
+        *,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        embeddings: bool = True,
     ) -> int:
         """Write entries as JSONL to ``dest`` (a path or a text file): a header (format version, embedder id), then
         one ``{"type": "entry", ...}`` record per entry with its embedding (base64 float32) unless ``embeddings``
@@ -379,13 +510,27 @@ class Lantern:
         ``session`` filter. Returns the number of entries written. Format: lantern/portability.py."""
         from lantern.portability import export_jsonl
 
-        scope = None if user is None and not self.scope.user and agent is None and project is None \
-            and self.scope.agent is None and self.scope.project is None else resolve(self.scope, user, agent, project)
+        scope = (
+            None
+            if user is None
+            and not self.scope.user
+            and agent is None
+            and project is None
+            and self.scope.agent is None
+            and self.scope.project is None
+            else resolve(self.scope, user, agent, project)
+        )
         return export_jsonl(self, dest, scope=scope, session=session, embeddings=embeddings)
 
     def import_(
-        self, src: str | os.PathLike[str] | Any, *, user: str | None = None, agent: str | None = None,
-        project: str | None = None, embeddings: bool = True, progress: Callable[[int], None] | None = None,
+        self,
+        src: str | os.PathLike[str] | Any,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        embeddings: bool = True,
+        progress: Callable[[int], None] | None = None,
     ) -> Any:
         """Read a JSONL export (``export``) from ``src`` (a path or a text file), one transaction per 256 lines;
         entries already stored (same content hash) are counted as duplicates, so importing twice adds nothing.
@@ -396,8 +541,14 @@ class Lantern:
         ``EmbedderMismatchError`` (exported with another embedder: use ``embeddings=False``)."""
         from lantern.portability import import_jsonl
 
-        rehome = user is not None or self.scope.user or agent is not None or project is not None \
-            or self.scope.agent is not None or self.scope.project is not None
+        rehome = (
+            user is not None
+            or self.scope.user
+            or agent is not None
+            or project is not None
+            or self.scope.agent is not None
+            or self.scope.project is not None
+        )
         scope = resolve(self.scope, user, agent, project) if rehome else None
         self._follow_reindex()
         return import_jsonl(self, src, scope=scope, embeddings=embeddings, progress=progress)
@@ -417,7 +568,9 @@ class Lantern:
             vectors.extend(new.embed([summary for _, summary in batch]))
             if progress:
                 progress(start + len(batch), len(rows))
-        n = self.store.replace_vectors(((i, v) for (i, _), v in zip(rows, vectors)), new.id, new.dim, embedder_name(new.id))
+        n = self.store.replace_vectors(
+            ((i, v) for (i, _), v in zip(rows, vectors)), new.id, new.dim, embedder_name(new.id)
+        )
         self._use_embedder(new)
         return n
 
@@ -427,7 +580,12 @@ class Lantern:
         set_secret_redaction(self, enabled)
 
     def feedback(
-        self, entry_ids: Iterable[int], useful: bool, *, user: str | None = None, agent: str | None = None,
+        self,
+        entry_ids: Iterable[int],
+        useful: bool,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
         project: str | None = None,
     ) -> int:
         """Explicit usefulness of recovered entries: σ ← (1 − α)·σ + α·[useful] for each id, one transaction

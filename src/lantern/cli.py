@@ -32,8 +32,8 @@ from typing import Optional
 
 import typer
 
-from lantern.text.terminal import TERMINAL_UNSAFE, shown
 from lantern.text.names import plural
+from lantern.text.terminal import TERMINAL_UNSAFE, shown
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
@@ -48,7 +48,9 @@ def _flags_without_metavar() -> None:
         return
 
     def display_type_rich(self, ctx):
-        return None if getattr(self, "is_flag", False) and not getattr(self, "count", False) else display_type(self, ctx)
+        return (
+            None if getattr(self, "is_flag", False) and not getattr(self, "count", False) else display_type(self, ctx)
+        )
 
     display_type_rich.lantern_flags = True
     option.display_type_rich = display_type_rich
@@ -65,7 +67,9 @@ class State:
 state = State()
 
 
-DISTRIBUTION = "lantern-memory"  # the installed distribution whose version ``lantern --version`` prints (pyproject.toml)
+DISTRIBUTION = (
+    "lantern-memory"  # the installed distribution whose version ``lantern --version`` prints (pyproject.toml)
+)
 
 
 def _version(value: bool) -> None:
@@ -98,10 +102,18 @@ def _embedder_name(value: Optional[str]) -> Optional[str]:
 
 @app.callback()
 def _global(
-    db: Optional[Path] = typer.Option(None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"),
-    embedder: Optional[str] = typer.Option(None, "--embedder", callback=_embedder_name,
-                                           help="routed (a new database's default), routed-v1, minilm, use or e5 (default: the database's own)."),
-    _show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    db: Optional[Path] = typer.Option(
+        None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"
+    ),
+    embedder: Optional[str] = typer.Option(
+        None,
+        "--embedder",
+        callback=_embedder_name,
+        help="routed (a new database's default), routed-v1, minilm, use or e5 (default: the database's own).",
+    ),
+    _show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     state.db = db
     state.embedder = embedder
@@ -115,23 +127,32 @@ def _utf8(value):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raw = value.encode("utf-8", "surrogateescape") if all(
-                "\udc80" <= c <= "\udcff" for c in value if "\ud800" <= c <= "\udfff") else value.encode("utf-8", "backslashreplace")
+            raw = (
+                value.encode("utf-8", "surrogateescape")
+                if all("\udc80" <= c <= "\udcff" for c in value if "\ud800" <= c <= "\udfff")
+                else value.encode("utf-8", "backslashreplace")
+            )
             raise typer.BadParameter(f"not UTF-8 text: {raw!r}; names are stored as UTF-8") from None
     return value
 
 
 # the scope options of every memory command (lantern/scope.py)
-def _user_option(help: str = "User id: only this user's entries (default $LANTERN_USER, else the default user \"\").") -> object:
+def _user_option(
+    help: str = 'User id: only this user\'s entries (default $LANTERN_USER, else the default user "").',
+) -> object:
     return typer.Option(None, "--user", "-u", envvar="LANTERN_USER", help=help, callback=_utf8)
 
 
 def _agent_option() -> object:
-    return typer.Option(None, "--agent", help="Agent id: a filter on reads (default any), a label on writes.", callback=_utf8)
+    return typer.Option(
+        None, "--agent", help="Agent id: a filter on reads (default any), a label on writes.", callback=_utf8
+    )
 
 
 def _project_option() -> object:
-    return typer.Option(None, "--project", help="Project: a filter on reads (default any), a label on writes.", callback=_utf8)
+    return typer.Option(
+        None, "--project", help="Project: a filter on reads (default any), a label on writes.", callback=_utf8
+    )
 
 
 def _open(create: bool = False, own_embedder: bool = False):
@@ -145,8 +166,10 @@ def _open(create: bool = False, own_embedder: bool = False):
     if not create and not path.exists():
         raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE)")
     if not create and _empty_file(path):  # SQLite would take it for a new database and this command would make one
-        raise LanternError(f"{path} is an empty file, not a Lantern database: check --db, or archive something into "
-                           f"it first (lantern --db {path} ingest FILE)")
+        raise LanternError(
+            f"{path} is an empty file, not a Lantern database: check --db, or archive something into "
+            f"it first (lantern --db {path} ingest FILE)"
+        )
     return Lantern(path, embedder=None if own_embedder else state.embedder)
 
 
@@ -225,8 +248,11 @@ class _Before:
         self.real = path.resolve()  # a symlink (even a dangling one): the file SQLite writes
         self.created = not path.exists()
         self.was_empty = _empty_file(path)
-        self.sidecars = [p for p in (self.real.with_name(self.real.name + "-wal"), self.real.with_name(self.real.name + "-shm"))
-                         if not p.exists()]
+        self.sidecars = [
+            p
+            for p in (self.real.with_name(self.real.name + "-wal"), self.real.with_name(self.real.name + "-shm"))
+            if not p.exists()
+        ]
         self.folders = []  # the folders that do not exist yet, innermost first (Store creates them)
         folder = path.parent
         while not folder.exists() and folder != folder.parent:
@@ -275,19 +301,27 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
 
     ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
     if not ranked and as_of is not None and without_as_of is not None:
-        later = [c.entry.time or c.entry.archived_at for c in without_as_of().candidates  # as --as-of: the event
-                 if not c.verdict.startswith("excluded:")]  # time, else the archiving time
+        later = [
+            c.entry.time or c.entry.archived_at
+            for c in without_as_of().candidates  # as --as-of: the event
+            if not c.verdict.startswith("excluded:")
+        ]  # time, else the archiving time
         if later:  # the turns the query finds all came after the asked time
-            return (f": no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
-                    f"from {min(later).astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC on)")
+            return (
+                f": no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
+                f"from {min(later).astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC on)"
+            )
     if not ranked:
         named = _filtered_out(counts()) if counts is not None else ""
         return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
     if any(c.verdict == "cut:budget" for c in ranked):
         sessions = {c.entry.session for c in ranked}
         top = len(title(sessions.pop() if len(sessions) == 1 else None))
-        return (f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
-                f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + FIRST_EXCERPT_MIN} or more")
+        return (
+            f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
+            f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + FIRST_EXCERPT_MIN} or "
+            "more"
+        )
     return ""
 
 
@@ -305,10 +339,23 @@ def _scope_counts(lantern, session, user, agent, project) -> dict:
         filtered, fparams = filtered + " AND project = ?", fparams + [scope.project]
     inside, iparams = filtered, list(fparams)
     if session is not None:
-        inside, iparams = inside + " AND (session = ? OR substr(session, 1, length(?) + 1) = ? || '/')", iparams + [session] * 3
-    row = lantern.store.db.execute(f"SELECT count(*), coalesce(sum({mine}), 0), coalesce(sum({filtered}), 0), "
-                                   f"coalesce(sum({inside}), 0) FROM entries", [*params, *fparams, *iparams]).fetchone()
-    return {"total": row[0], "user": row[1], "filtered": row[2], "session": row[3], "scope": scope, "session_name": session}
+        inside, iparams = (
+            inside + " AND (session = ? OR substr(session, 1, length(?) + 1) = ? || '/')",
+            iparams + [session] * 3,
+        )
+    row = lantern.store.db.execute(
+        f"SELECT count(*), coalesce(sum({mine}), 0), coalesce(sum({filtered}), 0), "
+        f"coalesce(sum({inside}), 0) FROM entries",
+        [*params, *fparams, *iparams],
+    ).fetchone()
+    return {
+        "total": row[0],
+        "user": row[1],
+        "filtered": row[2],
+        "session": row[3],
+        "scope": scope,
+        "session_name": session,
+    }
 
 
 def _filtered_out(counts: dict) -> str:
@@ -325,9 +372,15 @@ def _filtered_out(counts: dict) -> str:
         who = f"user {scope.user!r}" if scope.user else 'the default user ""'
         return f" for {who} ({entries(counts['total'])} under other users: --user or $LANTERN_USER picks the user)"
     if not counts["filtered"]:
-        named = [f"{kind} {value!r}" for kind, value in (("agent", scope.agent), ("project", scope.project)) if value is not None]
-        return (f" for {' and '.join(named)} (this user's {entries(counts['user'])} outside "
-                f"{'it' if len(named) == 1 else 'them'})")
+        named = [
+            f"{kind} {value!r}"
+            for kind, value in (("agent", scope.agent), ("project", scope.project))
+            if value is not None
+        ]
+        return (
+            f" for {' and '.join(named)} (this user's {entries(counts['user'])} outside "
+            f"{'it' if len(named) == 1 else 'them'})"
+        )
     if not counts["session"]:
         return f" in session {counts['session_name']!r} ({entries(counts['filtered'])} in other sessions)"
     return ""
@@ -396,15 +449,17 @@ def _fail(message: str) -> None:
     """One red ``error:`` line on stderr, exit 1. The message may quote the input (a file name, a session): on a
     terminal its control and bidi characters are shown as escapes (``shown``), so a file named with an escape
     sequence cannot drive the terminal; to a pipe it is written as is."""
-    typer.secho(f"error: {shown(message, keep_lines=True) if sys.stderr.isatty() else message}", fg=typer.colors.RED, err=True)
+    typer.secho(
+        f"error: {shown(message, keep_lines=True) if sys.stderr.isatty() else message}", fg=typer.colors.RED, err=True
+    )
     raise typer.Exit(1)
 
 
 def _guard(fn):
     """Run a command body; Lantern's own errors become one red line and exit code 1, never a traceback."""
-    from lantern.errors import LanternError
-
     import sqlite3
+
+    from lantern.errors import LanternError
 
     try:
         return fn()
@@ -443,7 +498,9 @@ def _iso(value: Optional[str], option: str):
     try:
         return datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"{option} must be an ISO 8601 time such as 2026-03-14 or 2026-03-14T09:00:00Z, got {value!r}") from None
+        raise ValueError(
+            f"{option} must be an ISO 8601 time such as 2026-03-14 or 2026-03-14T09:00:00Z, got {value!r}"
+        ) from None
 
 
 def _iso_option(value: Optional[str]) -> Optional[str]:
@@ -458,12 +515,29 @@ def _iso_option(value: Optional[str]) -> Optional[str]:
 
 @app.command()
 def ingest(
-    file: Path = typer.Argument(..., metavar="FILE|DIR", help="Transcript file, or a directory: every transcript under it."),
-    format: str = typer.Option("auto", "--format", "-f", help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help=(
-        "Session id (default: the file name; for a directory, each file's path under it, and NAME becomes a prefix).")),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (a directory: every file with its outcome)."),
-    user: Optional[str] = _user_option("User the turns belong to (default $LANTERN_USER, else the default user \"\")."),
+    file: Path = typer.Argument(
+        ..., metavar="FILE|DIR", help="Transcript file, or a directory: every transcript under it."
+    ),
+    format: str = typer.Option(
+        "auto",
+        "--format",
+        "-f",
+        help="auto, openai, anthropic, jsonl, claude-code, codex, sharegpt, swe_agent, aider, locomo.",
+    ),
+    session: Optional[str] = typer.Option(
+        None,
+        "--session",
+        "-s",
+        callback=_utf8,
+        help=(
+            "Session id (default: the file name; for a directory, each file's path under it, and NAME becomes a "
+            "prefix)."
+        ),
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the result as JSON (a directory: every file with its outcome)."
+    ),
+    user: Optional[str] = _user_option('User the turns belong to (default $LANTERN_USER, else the default user "").'),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
 ) -> None:
@@ -471,7 +545,14 @@ def ingest(
     batches already committed and a re-run resumes). A directory: every regular file under it, format detected per
     file; files that are not transcripts are skipped and listed with their reason at the end."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     console = Console(stderr=True)
     committed = [0]  # turns of committed batches, as reported by progress
@@ -507,17 +588,30 @@ def ingest(
 
     def _run():
         nonlocal bar, task
-        with _open(create=True) as lantern, Progress(
-            TextColumn("archiving"), BarColumn(), TaskProgressColumn(), TextColumn("{task.completed} turns"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
-            disable=as_json or not console.is_terminal,  # not on a terminal: no bar, and no empty line where it was
-        ) as bar:
+        with (
+            _open(create=True) as lantern,
+            Progress(
+                TextColumn("archiving"),
+                BarColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.completed} turns"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                transient=True,
+                disable=as_json or not console.is_terminal,  # not on a terminal: no bar, and no empty line where it was
+            ) as bar,
+        ):
             counts.update(path=lantern.path, before=lantern.store.count())
             task = bar.add_task("ingest", total=None)
-            result = lantern.ingest(file, session, format=format, progress=report, user=user, agent=agent, project=project)
+            result = lantern.ingest(
+                file, session, format=format, progress=report, user=user, agent=agent, project=project
+            )
         from rich.markup import escape
 
-        safe = shown if console.is_terminal else str  # a warning quotes the input: never markup, never raw on a terminal
+        safe = (
+            shown if console.is_terminal else str
+        )  # a warning quotes the input: never markup, never raw on a terminal
         for w in result.warnings[:20]:
             console.print(f"[yellow]warning:[/] {escape(safe(w))}")
         if len(result.warnings) > 20:
@@ -527,13 +621,17 @@ def ingest(
             _print_json({k: getattr(result, k) for k in keys})  # on a terminal, C1 / bidi controls as \\uXXXX
         else:  # the path and the session (the file name by default) as visible escapes on a terminal
             name = shown if sys.stdout.isatty() else str
-            print(f"{name(file)}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
-                  f"{plural(result.skipped, 'item')} skipped (session {name(result.session)})")
+            print(
+                f"{name(file)}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
+                f"{plural(result.skipped, 'item')} skipped (session {name(result.session)})"
+            )
         if not result.added and not result.duplicates:
             discard_new_db()
-            console.print(f"[red]error:[/] no turns found in {escape(safe(file))}"
-                          + (f" with --format {format}; try --format auto" if format != "auto" else "")
-                          + (f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else ""))
+            console.print(
+                f"[red]error:[/] no turns found in {escape(safe(file))}"
+                + (f" with --format {format}; try --format auto" if format != "auto" else "")
+                + (f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else "")
+            )
             raise typer.Exit(1)
 
     bar = task = None
@@ -548,16 +646,28 @@ def ingest(
                 con = sqlite3.connect(counts["path"], timeout=5)
                 done = max(done, con.execute("SELECT count(*) FROM entries").fetchone()[0] - counts["before"])
                 con.close()
-        typer.secho(f"interrupted: {done} turns committed (the batch in progress was rolled back); "
-                    "run the same command again to resume, turns already archived are skipped", err=True,
-                    fg=typer.colors.YELLOW)
-        raise typer.Exit(130)
+        typer.secho(
+            f"interrupted: {done} turns committed (the batch in progress was rolled back); "
+            "run the same command again to resume, turns already archived are skipped",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
+        raise typer.Exit(130) from None
 
 
-def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: bool, user, agent, project, console) -> None:
+def _ingest_directory(
+    root: Path, format: str, session: Optional[str], as_json: bool, user, agent, project, console
+) -> None:
     """``lantern ingest DIR`` -> ``Lantern.ingest(DIR)``: one progress bar (bytes), then the summary
     (archive/directory.py ``summary_lines``). Exit code 1 when no file had a turn or a file could not be read."""
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from lantern.config import default_db_path
 
@@ -565,13 +675,29 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
 
     def run():
         try:
-            with _open(create=True) as lantern, Progress(
-                TextColumn(f"archiving {root}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-                TimeRemainingColumn(), console=console, transient=True, disable=as_json or not console.is_terminal,
-            ) as bar:
+            with (
+                _open(create=True) as lantern,
+                Progress(
+                    TextColumn(f"archiving {root}"),
+                    BarColumn(),
+                    TaskProgressColumn(),
+                    TimeElapsedColumn(),
+                    TimeRemainingColumn(),
+                    console=console,
+                    transient=True,
+                    disable=as_json or not console.is_terminal,
+                ) as bar,
+            ):
                 task = bar.add_task("ingest", total=None)
-                result = lantern.ingest(root, session, format=format, user=user, agent=agent, project=project,
-                                        progress=lambda done, total: bar.update(task, completed=done, total=total))
+                result = lantern.ingest(
+                    root,
+                    session,
+                    format=format,
+                    user=user,
+                    agent=agent,
+                    project=project,
+                    progress=lambda done, total: bar.update(task, completed=done, total=total),
+                )
         except Exception:
             before.undo()
             raise
@@ -585,26 +711,38 @@ def _ingest_directory(root: Path, format: str, session: Optional[str], as_json: 
             for line in summary_lines(result):
                 print(line)
         if not result.ingested or result.failed:
-            typer.secho(f"error: no transcript with turns found under {shown(root) if sys.stderr.isatty() else root}" if not result.ingested
-                        else f"error: {len(result.failed)} file{'s' if len(result.failed) != 1 else ''} could not be read",
-                        err=True, fg=typer.colors.RED)
+            typer.secho(
+                f"error: no transcript with turns found under {shown(root) if sys.stderr.isatty() else root}"
+                if not result.ingested
+                else f"error: {len(result.failed)} file{'s' if len(result.failed) != 1 else ''} could not be read",
+                err=True,
+                fg=typer.colors.RED,
+            )
             raise typer.Exit(1)
 
     try:
         _guard(run)
     except KeyboardInterrupt:
-        typer.secho("interrupted: the files and batches already committed are kept; run the same command again to "
-                    "resume, turns already archived are skipped", err=True, fg=typer.colors.YELLOW)
-        raise typer.Exit(130)
+        typer.secho(
+            "interrupted: the files and batches already committed are kept; run the same command again to "
+            "resume, turns already archived are skipped",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
+        raise typer.Exit(130) from None
 
 
 @app.command()
 def recover(
-    query: str = typer.Argument(..., metavar="QUERY", help="The question, or the live context's tail after a compaction."),
+    query: str = typer.Argument(
+        ..., metavar="QUERY", help="The question, or the live context's tail after a compaction."
+    ),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
     as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
-    as_of: Optional[str] = typer.Option(None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."),
+    as_of: Optional[str] = typer.Option(
+        None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."
+    ),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -614,15 +752,22 @@ def recover(
     def run():
         when = _iso(as_of, "--as-of")
         with _open() as lantern, _warnings_on_stderr():
-            result = lantern.recover(query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project)
+            result = lantern.recover(
+                query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project
+            )
             if as_json:
                 _print_json(result.to_json())
             elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
                 print(_on_terminal()(result.text))
             else:
-                why = _why_empty(result, as_of if when is not None else None, lambda: lantern.explain(
-                    query, session=session, budget=budget, user=user, agent=agent, project=project),
-                    lambda: _scope_counts(lantern, session, user, agent, project))
+                why = _why_empty(
+                    result,
+                    as_of if when is not None else None,
+                    lambda: lantern.explain(
+                        query, session=session, budget=budget, user=user, agent=agent, project=project
+                    ),
+                    lambda: _scope_counts(lantern, session, user, agent, project),
+                )
                 typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
@@ -632,10 +777,14 @@ def recover(
 def search(
     query: str = typer.Argument(..., metavar="QUERY", help="What to look for."),
     k: int = typer.Option(10, "-k", min=1, help="Results."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."),
+    session: Optional[str] = typer.Option(
+        None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."
+    ),
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Budget used by --explain."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON (with --explain: every candidate's ranks and verdict)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the results as JSON (with --explain: every candidate's ranks and verdict)."
+    ),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -645,18 +794,36 @@ def search(
     def run():
         with _open() as lantern:
             if explain:
-                cands = lantern.explain(query, session=session, budget=budget, user=user, agent=agent, project=project).candidates
+                cands = lantern.explain(
+                    query, session=session, budget=budget, user=user, agent=agent, project=project
+                ).candidates
                 rows = [
-                    {"id": c.entry.id, "session": c.entry.session, "turn": c.entry.turn, "ranks": c.ranks,
-                     "rrf": round(c.rrf, 5), "mmr": c.mmr_order, "verdict": c.verdict, "reason": c.reason,
-                     "category": c.entry.category, "confidence": round(c.entry.confidence, 3),
-                     "success": round(c.entry.success, 3), "summary": c.entry.summary[:100]}
+                    {
+                        "id": c.entry.id,
+                        "session": c.entry.session,
+                        "turn": c.entry.turn,
+                        "ranks": c.ranks,
+                        "rrf": round(c.rrf, 5),
+                        "mmr": c.mmr_order,
+                        "verdict": c.verdict,
+                        "reason": c.reason,
+                        "category": c.entry.category,
+                        "confidence": round(c.entry.confidence, 3),
+                        "success": round(c.entry.success, 3),
+                        "summary": c.entry.summary[:100],
+                    }
                     for c in cands
                 ]
             else:
                 rows = [
-                    {"id": h.entry.id, "session": h.entry.session, "turn": h.entry.turn, "ranks": h.ranks,
-                     "score": round(h.score, 5), "summary": h.entry.summary[:160]}
+                    {
+                        "id": h.entry.id,
+                        "session": h.entry.session,
+                        "turn": h.entry.turn,
+                        "ranks": h.ranks,
+                        "score": round(h.score, 5),
+                        "summary": h.entry.summary[:160],
+                    }
                     for h in lantern.search(query, k=k, session=session, user=user, agent=agent, project=project)
                 ]
         if as_json:
@@ -667,8 +834,18 @@ def search(
     _guard(run)
 
 
-SIGNAL_COLUMNS = {"semantic": "sem", "fulltext": "fts", "keyword": "kw", "importance": "imp", "prf": "prf", "time": "time",
-                  "neighbour": "nb", "local": "loc", "speaker": "spk", "semantic_e5": "e5"}  # the search tables' rank column per signal
+SIGNAL_COLUMNS = {
+    "semantic": "sem",
+    "fulltext": "fts",
+    "keyword": "kw",
+    "importance": "imp",
+    "prf": "prf",
+    "time": "time",
+    "neighbour": "nb",
+    "local": "loc",
+    "speaker": "spk",
+    "semantic_e5": "e5",
+}  # the search tables' rank column per signal
 WRAPPED_FLOOR = {"session": 12, "verdict": 12, "category": 10, "summary": 20}  # the narrowest a wrapping column gets
 EXPLAIN_DROPPED_FIRST = ("σ", "c", "category", "MMR")  # left out, in this order, when a console is too narrow; then
 # the rank columns, last signal first
@@ -684,24 +861,54 @@ def _print_search_table(rows: list[dict], explain: bool) -> None:
     safe = _on_terminal()  # archived text (summaries, sessions) as visible escapes on a terminal
     used = {name for r in rows for name in r["ranks"]}
     signals = [n for n in SIGNAL_COLUMNS if n in used] + sorted(used - set(SIGNAL_COLUMNS))
-    headers = ["id", "session", "turn", *(SIGNAL_COLUMNS.get(n, n) for n in signals), "RRF",
-               *(("MMR", "verdict", "category", "c", "σ") if explain else ()), "summary"]
+    headers = [
+        "id",
+        "session",
+        "turn",
+        *(SIGNAL_COLUMNS.get(n, n) for n in signals),
+        "RRF",
+        *(("MMR", "verdict", "category", "c", "σ") if explain else ()),
+        "summary",
+    ]
     cells = []
     for r in rows:
         ranks = [str(r["ranks"].get(s, "–")) for s in signals]
-        extra = (str(r["mmr"] or "–"), safe(r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")),
-                 safe(str(r["category"] or "–")), f"{r['confidence']:.2f}", f"{r['success']:.2f}") if explain else ()
-        cells.append([str(r["id"]), safe(r["session"]), str(r["turn"]), *ranks, f"{r['rrf' if explain else 'score']:.4f}",
-                      *extra, safe(r["summary"]).replace("\n", " ").replace("\t", " ")])
+        extra = (
+            (
+                str(r["mmr"] or "–"),
+                safe(r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")),
+                safe(str(r["category"] or "–")),
+                f"{r['confidence']:.2f}",
+                f"{r['success']:.2f}",
+            )
+            if explain
+            else ()
+        )
+        cells.append(
+            [
+                str(r["id"]),
+                safe(r["session"]),
+                str(r["turn"]),
+                *ranks,
+                f"{r['rrf' if explain else 'score']:.4f}",
+                *extra,
+                safe(r["summary"]).replace("\n", " ").replace("\t", " "),
+            ]
+        )
     console = _stdout_console()
     droppable = [*(EXPLAIN_DROPPED_FIRST if explain else ()), *(SIGNAL_COLUMNS.get(n, n) for n in reversed(signals))]
     kept, widths = _fit_columns(headers, cells, console.width, WRAPPED_FLOOR, droppable)
     shown_signals = [n for n in signals if headers.index(SIGNAL_COLUMNS.get(n, n)) in kept]
-    caption = ("ranks per signal: " + ", ".join(f"{SIGNAL_COLUMNS.get(n, n)} = {n}" for n in shown_signals) + " (– unranked)"
-               if shown_signals else "")
+    caption = (
+        "ranks per signal: " + ", ".join(f"{SIGNAL_COLUMNS.get(n, n)} = {n}" for n in shown_signals) + " (– unranked)"
+        if shown_signals
+        else ""
+    )
     left_out = [headers[i] for i in range(len(headers)) if i not in kept]
     if left_out:
-        caption += ("\n" if caption else "") + f"left out to fit {console.width} columns: {', '.join(left_out)} (--json has them)"
+        caption += (
+            "\n" if caption else ""
+        ) + f"left out to fit {console.width} columns: {', '.join(left_out)} (--json has them)"
     table = Table(show_lines=False, caption=caption or None, caption_justify="left")
     for i, width in zip(kept, widths):
         table.add_column(headers[i], width=width, overflow="fold")
@@ -710,8 +917,9 @@ def _print_search_table(rows: list[dict], explain: bool) -> None:
     console.print(table)
 
 
-def _fit_columns(headers: list[str], rows: list[list[str]], width: int, floors: dict[str, int],
-                 droppable: list[str]) -> tuple[list[int], list[int]]:
+def _fit_columns(
+    headers: list[str], rows: list[list[str]], width: int, floors: dict[str, int], droppable: list[str]
+) -> tuple[list[int], list[int]]:
     """Which columns of a rich table (``headers``, plain-text ``rows``) to show and how wide, so that the table,
     borders and padding included, fits ``width`` console columns: each column as wide as its widest cell; if that
     is too wide, the columns named in ``floors`` (they wrap) narrowed, widest first, to no less than their floor or
@@ -748,11 +956,22 @@ def _fit_columns(headers: list[str], rows: list[list[str]], width: int, floors: 
 def forget(
     entry: Optional[int] = typer.Option(None, "--entry", help="Entry id."),
     session: Optional[str] = typer.Option(None, "--session", callback=_utf8, help="Every entry of this session."),
-    user: Optional[str] = typer.Option(None, "--user", "-u", callback=_utf8, help=(
-        "Every entry of this user (with --entry/--session: only within this user). Without it, the user is "
-        "$LANTERN_USER, else the default user \"\".")),
-    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Every entry of this agent (within the user)."),
-    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Every entry of this project (within the user)."),
+    user: Optional[str] = typer.Option(
+        None,
+        "--user",
+        "-u",
+        callback=_utf8,
+        help=(
+            "Every entry of this user (with --entry/--session: only within this user). Without it, the user is "
+            '$LANTERN_USER, else the default user "".'
+        ),
+    ),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", callback=_utf8, help="Every entry of this agent (within the user)."
+    ),
+    project: Optional[str] = typer.Option(
+        None, "--project", callback=_utf8, help="Every entry of this project (within the user)."
+    ),
 ) -> None:
     """Delete entries from every table, then vacuum; never crosses users.
 
@@ -769,7 +988,13 @@ def forget(
             n = lantern.forget(entry=entry, session=session, user=who, agent=agent, project=project)
             print(f"{plural(n, 'entry', 'entries')} forgotten")
             if n == 0:  # say which filter found nothing (newcomer finding: a mistyped id looked like success)
-                what = f"entry {entry}" if entry is not None else f"session {session!r}" if session is not None else "entry"
+                what = (
+                    f"entry {entry}"
+                    if entry is not None
+                    else f"session {session!r}"
+                    if session is not None
+                    else "entry"
+                )
                 typer.echo(f"no {what} matched" + (f" for user {who!r}" if who else ""), err=True)
 
     _guard(run)
@@ -778,20 +1003,28 @@ def forget(
 @app.command()
 def export(
     file: str = typer.Argument(..., metavar="FILE|-", help="Output JSONL file, or - for stdout."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."),
+    session: Optional[str] = typer.Option(
+        None, "--session", "-s", callback=_utf8, help="Only this session (and its sub-sessions)."
+    ),
     user: Optional[str] = _user_option("Only this user's entries (default $LANTERN_USER, else EVERY user: a backup)."),
     agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Only this agent's entries."),
     project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Only this project's entries."),
-    embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings", help="Include the embeddings (base64 float32)."),
+    embeddings: bool = typer.Option(
+        True, "--embeddings/--no-embeddings", help="Include the embeddings (base64 float32)."
+    ),
 ) -> None:
     """Export entries as JSONL: a header (format version, embedder), then one record per entry."""
 
     def run():
         with _open() as lantern:
             if file == "-":
-                n = lantern.export(sys.stdout, session=session, user=user, agent=agent, project=project, embeddings=embeddings)
+                n = lantern.export(
+                    sys.stdout, session=session, user=user, agent=agent, project=project, embeddings=embeddings
+                )
             else:
-                n = lantern.export(Path(file), session=session, user=user, agent=agent, project=project, embeddings=embeddings)
+                n = lantern.export(
+                    Path(file), session=session, user=user, agent=agent, project=project, embeddings=embeddings
+                )
         typer.echo(f"{plural(n, 'entry', 'entries')} exported", err=True)
 
     _guard(run)
@@ -800,13 +1033,24 @@ def export(
 @app.command("import")
 def import_(
     file: str = typer.Argument(..., metavar="FILE|-", help="A JSONL export (lantern export), or - for stdin."),
-    user: Optional[str] = typer.Option(None, "--user", "-u", callback=_utf8, help=(
-        "Put every entry into this user (default: the users recorded in the file; $LANTERN_USER is NOT used here, so "
-        "a multi-user backup is never folded into one user by accident).")),
+    user: Optional[str] = typer.Option(
+        None,
+        "--user",
+        "-u",
+        callback=_utf8,
+        help=(
+            "Put every entry into this user (default: the users recorded in the file; $LANTERN_USER is NOT used here, "
+            "so "
+            "a multi-user backup is never folded into one user by accident)."
+        ),
+    ),
     agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Put every entry under this agent."),
-    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Put every entry under this project."),
-    embeddings: bool = typer.Option(True, "--embeddings/--no-embeddings",
-                                    help="Use the recorded embeddings, or recompute them (another embedder)."),
+    project: Optional[str] = typer.Option(
+        None, "--project", callback=_utf8, help="Put every entry under this project."
+    ),
+    embeddings: bool = typer.Option(
+        True, "--embeddings/--no-embeddings", help="Use the recorded embeddings, or recompute them (another embedder)."
+    ),
 ) -> None:
     """Import a JSONL export; importing twice adds nothing.
 
@@ -820,13 +1064,19 @@ def import_(
     def run():
         try:
             with _open(create=True) as lantern:
-                src = (io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="")
-                       if file == "-" else Path(file))  # a byte that is not UTF-8: an error naming its line
+                src = (
+                    io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape", newline="")
+                    if file == "-"
+                    else Path(file)
+                )  # a byte that is not UTF-8: an error naming its line
                 r = lantern.import_(src, user=user, agent=agent, project=project, embeddings=embeddings)
         except Exception:  # a failed import leaves no new database behind (tied to an embedder), nor a zero-byte
             before.undo()  # file turned into one
             raise
-        print(f"{file}: {plural(r.added, 'entry', 'entries')} imported, {r.duplicates} already stored ({plural(r.lines, 'line')})")
+        print(
+            f"{file}: {plural(r.added, 'entry', 'entries')} imported, {r.duplicates} already stored "
+            f"({plural(r.lines, 'line')})"
+        )
 
     _guard(run)
 
@@ -850,8 +1100,12 @@ def stats(as_json: bool = typer.Option(False, "--json", help="Print the statisti
 
 @app.command()
 def facts(
-    key: Optional[str] = typer.Argument(None, metavar="KEY", callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."),
-    as_of: Optional[str] = typer.Option(None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): the values valid then."),
+    key: Optional[str] = typer.Argument(
+        None, metavar="KEY", callback=_utf8, help="One key (normalized: case, 'the', 的, _ . - ignored); default all."
+    ),
+    as_of: Optional[str] = typer.Option(
+        None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): the values valid then."
+    ),
     history: bool = typer.Option(False, "--history", help="Every version, not only the valid one."),
     as_json: bool = typer.Option(False, "--json", help="Print the FactRecord rows as JSON."),
     user: Optional[str] = _user_option(),
@@ -878,9 +1132,14 @@ def facts(
         for col in ("key", "value", "valid from", "valid to", "current", "source"):
             table.add_column(col, overflow="fold")
         for r in rows:
-            table.add_row(escape(safe(r.key)), escape(safe(r.value if r.value is not None else "(retracted)")),
-                          r.valid_from.strftime("%Y-%m-%d %H:%M"), r.valid_to.strftime("%Y-%m-%d %H:%M") if r.valid_to else "–",
-                          "yes" if r.current else "", escape(safe(f"{r.session} · turn {r.turn} (entry {r.entry_id})")))
+            table.add_row(
+                escape(safe(r.key)),
+                escape(safe(r.value if r.value is not None else "(retracted)")),
+                r.valid_from.strftime("%Y-%m-%d %H:%M"),
+                r.valid_to.strftime("%Y-%m-%d %H:%M") if r.valid_to else "–",
+                "yes" if r.current else "",
+                escape(safe(f"{r.session} · turn {r.turn} (entry {r.entry_id})")),
+            )
         Console(width=max(Console().width, 120)).print(table)
 
     _guard(run)
@@ -890,11 +1149,21 @@ def facts(
 def feedback(
     ctx: typer.Context,
     ids: list[int] = typer.Argument(..., metavar="ID", help="Entry ids (as shown by recover --json or search)."),
-    useful: Optional[bool] = typer.Option(None, "--useful/--not-useful", show_default=False,
-                                          help="Whether the recovered entries helped (one of the two is required)."),
-    user: Optional[str] = _user_option("Only this user's entries are updated (default $LANTERN_USER, else the default user \"\")."),
-    agent: Optional[str] = typer.Option(None, "--agent", callback=_utf8, help="Only this agent's entries are updated (default any)."),
-    project: Optional[str] = typer.Option(None, "--project", callback=_utf8, help="Only this project's entries are updated (default any)."),
+    useful: Optional[bool] = typer.Option(
+        None,
+        "--useful/--not-useful",
+        show_default=False,
+        help="Whether the recovered entries helped (one of the two is required).",
+    ),
+    user: Optional[str] = _user_option(
+        'Only this user\'s entries are updated (default $LANTERN_USER, else the default user "").'
+    ),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", callback=_utf8, help="Only this agent's entries are updated (default any)."
+    ),
+    project: Optional[str] = typer.Option(
+        None, "--project", callback=_utf8, help="Only this project's entries are updated (default any)."
+    ),
 ) -> None:
     """Tell Lantern whether recovered entries were useful (updates their success rate σ; reinforce.py)."""
     if useful is None:
@@ -907,8 +1176,11 @@ def feedback(
             missing = _outside_scope(lantern, asked, user, agent, project) if n < len(asked) else []
         print(f"{plural(n, 'entry', 'entries')} marked {'useful' if useful else 'not useful'}")
         if missing:
-            scope = ("this user" if user is None else f"user {user!r}") + (f" under agent {agent!r}" if agent is not None else "") + (
-                f" in project {project!r}" if project is not None else "")
+            scope = (
+                ("this user" if user is None else f"user {user!r}")
+                + (f" under agent {agent!r}" if agent is not None else "")
+                + (f" in project {project!r}" if project is not None else "")
+            )
             if len(missing) == 1:
                 line = f"entry {missing[0]} is not an entry of {scope}; nothing changed for it"
             else:
@@ -927,23 +1199,35 @@ def _outside_scope(lantern, ids: list[int], user, agent, project) -> list[int]:
     valid = [i for i in ids if -(2**63) <= i < 2**63]
     inside = set()
     for start in range(0, len(valid), 500):  # below SQLite's limit of bound parameters
-        chunk = valid[start:start + 500]
-        inside.update(r[0] for r in lantern.store.db.execute(
-            f"SELECT id FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND {where}", [*chunk, *params]))
+        chunk = valid[start : start + 500]
+        inside.update(
+            r[0]
+            for r in lantern.store.db.execute(
+                f"SELECT id FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND {where}", [*chunk, *params]
+            )
+        )
     return [i for i in ids if i not in inside]
 
 
 @app.command()
-def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", callback=_embedder_name,
-                                                   help="routed, routed-v1, minilm, use or e5 (default: the current one).")) -> None:
+def reindex(
+    embedder: Optional[str] = typer.Option(
+        None,
+        "--embedder",
+        callback=_embedder_name,
+        help="routed, routed-v1, minilm, use or e5 (default: the current one).",
+    ),
+) -> None:
     """Re-embed every entry (after changing the embedder)."""
     from rich.console import Console
     from rich.progress import Progress
 
     console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
     if embedder and state.embedder and embedder != state.embedder:  # `--embedder use reindex --embedder routed`
-        raise typer.BadParameter(f"the global --embedder {state.embedder} and reindex --embedder {embedder} differ; "
-                                 "give the target once", param_hint="--embedder")
+        raise typer.BadParameter(
+            f"the global --embedder {state.embedder} and reindex --embedder {embedder} differ; give the target once",
+            param_hint="--embedder",
+        )
 
     def run():  # _open: a missing path or a zero-byte file is refused, never made a database
         # opened with its own embedder: the global --embedder, when given, is the target (`lantern --embedder e5
@@ -951,7 +1235,9 @@ def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", callback=
         with _open(own_embedder=True) as lantern:
             with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
                 task = bar.add_task("re-embedding", total=None)
-                n = lantern.reindex(embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t))
+                n = lantern.reindex(
+                    embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t)
+                )
             print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
 
     _guard(run)
@@ -959,7 +1245,9 @@ def reindex(embedder: Optional[str] = typer.Option(None, "--embedder", callback=
 
 @app.command()
 def demo(
-    db: Optional[Path] = typer.Option(None, "--demo-db", help="Where to build the demo database (default: a temp dir)."),
+    db: Optional[Path] = typer.Option(
+        None, "--demo-db", help="Where to build the demo database (default: a temp dir)."
+    ),
     show_block: bool = typer.Option(True, "--show-block/--no-show-block", help="Print the injected block."),
 ) -> None:
     """Archive a real aider session, compact it, and measure what recovery brings back. No network, no LLM."""
@@ -974,7 +1262,9 @@ def mcp() -> None:
     try:
         from lantern.integrations.mcp import serve
     except ImportError as e:
-        _fail(f"{e}; install the mcp extra: pip install -e '.[mcp]' in a checkout, or pip install 'lantern-memory[mcp]'")
+        _fail(
+            f"{e}; install the mcp extra: pip install -e '.[mcp]' in a checkout, or pip install 'lantern-memory[mcp]'"
+        )
     _guard(lambda: serve(state.db, state.embedder))
 
 
@@ -982,54 +1272,128 @@ def mcp() -> None:
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback by default)."),
     port: int = typer.Option(8765, "--port", "-p", min=1, max=65535, help="Port to listen on."),
-    token: Optional[str] = typer.Option(None, "--token", envvar="LANTERN_TOKEN", help="Require Authorization: Bearer TOKEN."),
-    max_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-body-bytes", min=1, help="Larger request bodies get 413."),
-    upstream: Optional[str] = typer.Option(None, "--upstream", envvar="LANTERN_UPSTREAM",
-        help="OpenAI-compatible base URL (e.g. https://api.openai.com/v1): proxy /v1/chat/completions and /v1/* to it."),
-    upstream_timeout: float = typer.Option(600.0, "--upstream-timeout", min=0.001, help="Seconds before an upstream call gets 504."),
-    upstream_key: Optional[str] = typer.Option(None, "--upstream-key", envvar="LANTERN_UPSTREAM_KEY",
-        help="Send upstream as Authorization: Bearer KEY (default: forward the client's; needed with --token)."),
+    token: Optional[str] = typer.Option(
+        None, "--token", envvar="LANTERN_TOKEN", help="Require Authorization: Bearer TOKEN."
+    ),
+    max_body_bytes: int = typer.Option(
+        8 * 1024 * 1024, "--max-body-bytes", min=1, help="Larger request bodies get 413."
+    ),
+    upstream: Optional[str] = typer.Option(
+        None,
+        "--upstream",
+        envvar="LANTERN_UPSTREAM",
+        help="OpenAI-compatible base URL (e.g. https://api.openai.com/v1): proxy /v1/chat/completions and /v1/* to it.",
+    ),
+    upstream_timeout: float = typer.Option(
+        600.0, "--upstream-timeout", min=0.001, help="Seconds before an upstream call gets 504."
+    ),
+    upstream_key: Optional[str] = typer.Option(
+        None,
+        "--upstream-key",
+        envvar="LANTERN_UPSTREAM_KEY",
+        help="Send upstream as Authorization: Bearer KEY (default: forward the client's; needed with --token).",
+    ),
 ) -> None:
     """Serve the memory REST API (/v1/memory/...; OpenAPI at /docs) and, with --upstream, the OpenAI-compatible
     chat-completions proxy that archives turns and re-injects what a compaction lost; needs the `proxy` extra."""
     try:
         from lantern.integrations.proxy import serve as serve_api
     except ImportError as e:
-        _fail(f"{e}; install the proxy extra: pip install -e '.[proxy]' in a checkout, or pip install 'lantern-memory[proxy]'")
+        _fail(
+            f"{e}; install the proxy extra: pip install -e '.[proxy]' in a checkout, or pip install "
+            "'lantern-memory[proxy]'"
+        )
     if token is None and host not in ("127.0.0.1", "localhost", "::1"):
-        typer.secho(f"warning: serving {host} without --token: anyone who reaches it can read the archive", err=True, fg=typer.colors.YELLOW)
+        typer.secho(
+            f"warning: serving {host} without --token: anyone who reaches it can read the archive",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
     if token is not None and upstream and not upstream_key:
-        typer.secho("warning: with --token the client's Authorization header is not forwarded; set --upstream-key "
-                    "(or $LANTERN_UPSTREAM_KEY) if the upstream needs a key", err=True, fg=typer.colors.YELLOW)
+        typer.secho(
+            "warning: with --token the client's Authorization header is not forwarded; set --upstream-key "
+            "(or $LANTERN_UPSTREAM_KEY) if the upstream needs a key",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         _fail(f"--upstream must be an http(s) URL, got {upstream!r}")
     docs = "docs /docs" if token is None else "no /docs or /openapi.json with --token"
     typer.echo(f"lantern memory API on http://{host}:{port}/v1/memory ({docs})", err=True)
     if upstream:
         typer.echo(f"chat-completions proxy: OPENAI_BASE_URL=http://{host}:{port}/v1 -> {upstream}", err=True)
-    _guard(lambda: serve_api(state.db, state.embedder, host=host, port=port, token=token, max_body_bytes=max_body_bytes,
-                             upstream=upstream, upstream_timeout=upstream_timeout, upstream_key=upstream_key))
+    _guard(
+        lambda: serve_api(
+            state.db,
+            state.embedder,
+            host=host,
+            port=port,
+            token=token,
+            max_body_bytes=max_body_bytes,
+            upstream=upstream,
+            upstream_timeout=upstream_timeout,
+            upstream_key=upstream_key,
+        )
+    )
 
 
 @app.command("eval")
 def eval_(
-    dataset: str = typer.Argument(..., metavar="DATASET", help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."),
+    dataset: str = typer.Argument(
+        ..., metavar="DATASET", help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."
+    ),
     data: Path = typer.Option(..., "--data", help="The dataset file or folder (read only)."),
     out: Path = typer.Option(..., "--out", help="Output folder: results.json, facts.jsonl, report.md, PNG plots."),
     split: str = typer.Option("report", "--split", help="tune, report or all (never tune on report)."),
     budget: int = typer.Option(6000, "--budget", help="Characters injected, the same for every system."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate at most N histories of the split."),
-    keep: Optional[int] = typer.Option(None, "--keep", help="Turns the compaction keeps verbatim (default 20; aider 4)."),
-    compaction: Optional[str] = typer.Option(None, "--compaction", help="truncation (default), gist (aider's default), session_summary (LoCoMo) or llm_summary."),
+    keep: Optional[int] = typer.Option(
+        None, "--keep", help="Turns the compaction keeps verbatim (default 20; aider 4)."
+    ),
+    compaction: Optional[str] = typer.Option(
+        None,
+        "--compaction",
+        help="truncation (default), gist (aider's default), session_summary (LoCoMo) or llm_summary.",
+    ),
     system: Optional[list[str]] = typer.Option(None, "--system", help="Systems to run (repeatable; default all)."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Archive cache folder (default $LANTERN_EVAL_CACHE or ~/.cache/lantern/eval)."),
+    cache: Optional[Path] = typer.Option(
+        None, "--cache", help="Archive cache folder (default $LANTERN_EVAL_CACHE or ~/.cache/lantern/eval)."
+    ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots (matplotlib)."),
-    budgets: str = typer.Option("1000,2000,3000,6000,9000,12000", "--budgets", help="Budget curve points in characters, comma-separated ('' skips)."),
-    ratios: str = typer.Option("0.25,0.5,0.75,0.9", "--ratios", help="Compaction-ratio curve points (share of turns compacted), comma-separated ('' skips)."),
-    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY."),
+    budgets: str = typer.Option(
+        "1000,2000,3000,6000,9000,12000",
+        "--budgets",
+        help="Budget curve points in characters, comma-separated ('' skips).",
+    ),
+    ratios: str = typer.Option(
+        "0.25,0.5,0.75,0.9",
+        "--ratios",
+        help="Compaction-ratio curve points (share of turns compacted), comma-separated ('' skips).",
+    ),
+    llm_base_url: Optional[str] = typer.Option(
+        None,
+        "--llm-base-url",
+        help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY.",
+    ),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for --llm-base-url."),
-    second_embedder: Optional[str] = typer.Option(None, "--second-embedder", callback=_embedder_name, help="Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth RRF signal."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes the per-history jobs run in (default: the usable CPUs, at most 8; 1: this process). Same numbers either way."),
+    second_embedder: Optional[str] = typer.Option(
+        None,
+        "--second-embedder",
+        callback=_embedder_name,
+        help=(
+            "Also build stores with this embedder (e.g. use) and add lantern+<id>: its semantic ranking as a fifth "
+            "RRF signal."
+        ),
+    ),
+    workers: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help=(
+            "Processes the per-history jobs run in (default: the usable CPUs, at most 8; 1: this process). Same "
+            "numbers either way."
+        ),
+    ),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
     Needs the `eval` extra (scipy, matplotlib): pip install 'lantern-memory[eval]'."""
@@ -1039,25 +1403,48 @@ def eval_(
     except ImportError as e:  # scipy / matplotlib are the `eval` extra
         missing.append(str(e))
     if missing:  # checked before any work: the statistics and plots come last, after minutes of recovery
-        _fail(f"lantern eval needs {', '.join(missing)}: install the eval extra: pip install -e '.[eval]' in a checkout, "
-              "or pip install 'lantern-memory[eval]'")
+        _fail(
+            f"lantern eval needs {', '.join(missing)}: install the eval extra: pip install -e '.[eval]' in a checkout, "
+            "or pip install 'lantern-memory[eval]'"
+        )
 
     def run() -> None:
         try:
-            results = run_eval(dataset, data, out, split=split, budget=budget, limit=limit, keep=keep, compaction=compaction,
-                               systems=system or None, embedder=state.embedder, cache_dir=cache, plots=plots,
-                               budgets=[int(x) for x in budgets.split(",") if x.strip()],
-                               ratios=[float(x) for x in ratios.split(",") if x.strip()],
-                               llm_base_url=llm_base_url, llm_model=llm_model, second_embedder=second_embedder,
-                               workers=workers)
+            results = run_eval(
+                dataset,
+                data,
+                out,
+                split=split,
+                budget=budget,
+                limit=limit,
+                keep=keep,
+                compaction=compaction,
+                systems=system or None,
+                embedder=state.embedder,
+                cache_dir=cache,
+                plots=plots,
+                budgets=[int(x) for x in budgets.split(",") if x.strip()],
+                ratios=[float(x) for x in ratios.split(",") if x.strip()],
+                llm_base_url=llm_base_url,
+                llm_model=llm_model,
+                second_embedder=second_embedder,
+                workers=workers,
+            )
         except ValueError as e:
             _fail(str(e))
         except KeyboardInterrupt:
-            typer.secho(f"interrupted: nothing was written to {out}; the archive cache keeps the histories already "
-                        "built, so the same command starts faster", err=True, fg=typer.colors.YELLOW)
+            typer.secho(
+                f"interrupted: nothing was written to {out}; the archive cache keeps the histories already "
+                "built, so the same command starts faster",
+                err=True,
+                fg=typer.colors.YELLOW,
+            )
             raise typer.Exit(130) from None
         head = results["systems"].get("lantern", next(iter(results["systems"].values())))["overall"]
-        typer.echo(f"{head['n']} lost facts; lantern recovered {100 * head['recovered']:.1f}%, recall@10 {head['recall@10']:.3f}")
+        typer.echo(
+            f"{head['n']} lost facts; lantern recovered {100 * head['recovered']:.1f}%, recall@10 "
+            f"{head['recall@10']:.3f}"
+        )
         typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
 
     _guard(run)
@@ -1083,9 +1470,14 @@ def install_claude_code(
     user: bool = typer.Option(False, "--user", help="~/.claude/settings.json instead of the project's."),
     project: bool = typer.Option(False, "--project", help=".claude/settings.json of the current directory (default)."),
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
-    db: Optional[Path] = typer.Option(None, "--db", help=(
-        "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
-        "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run).")),
+    db: Optional[Path] = typer.Option(
+        None,
+        "--db",
+        help=(
+            "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
+            "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run)."
+        ),
+    ),
 ) -> None:
     """Write Lantern's hooks into Claude Code's settings.json, merged with the hooks already there."""
     from lantern.integrations.claude_code_settings import install
@@ -1110,8 +1502,9 @@ def _flowed(doc: str, markup: bool) -> str:
     import inspect
     import re
 
-    text = "\n\n".join(" ".join(line.strip() for line in paragraph.splitlines())
-                       for paragraph in inspect.cleandoc(doc).split("\n\n"))
+    text = "\n\n".join(
+        " ".join(line.strip() for line in paragraph.splitlines()) for paragraph in inspect.cleandoc(doc).split("\n\n")
+    )
     return re.sub(r"\[(?=[A-Za-z#/@])", r"\\[", text) if markup else text
 
 

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lantern.text.clean import normalize_space
 from lantern.model import Recovery
+from lantern.text.clean import normalize_space
 
 DROP_RATIO = 0.5  # ours
 DROP_MIN_CHARS = 4000  # ours: below this a "drop" is noise
@@ -38,10 +38,20 @@ _CLAUDE_CODE = "this session is being continued from a previous conversation"
 # context. The conversation is summarized below:") and a "Summary:" label: words of the template, not of the work
 _TEMPLATE_OPENING = re.compile(  # the literal sentence only: words after it may be the summary's own
     r"^\s*this session is being continued from a previous conversation(?: that ran out of context)?\s*[.:]?\s*"
-    r"(?:(?:the conversation is )?summari[sz]ed below:|summary:)?\s*", re.IGNORECASE)
+    r"(?:(?:the conversation is )?summari[sz]ed below:|summary:)?\s*",
+    re.IGNORECASE,
+)
 
-__all__ = ["Compaction", "Tracker", "detect", "is_runtime_summary", "is_summary", "message_text", "summary_query",
-           "summary_query_text"]
+__all__ = [
+    "Compaction",
+    "Tracker",
+    "detect",
+    "is_runtime_summary",
+    "is_summary",
+    "message_text",
+    "summary_query",
+    "summary_query_text",
+]
 
 
 @dataclass
@@ -62,8 +72,16 @@ class Compaction:
         in the scope the compaction was detected in (a proactive recovery: pruned entries stay out unless the
         query names them; reinforce.py)."""
         scope = self.scope or lantern.scope
-        return lantern.recover(self.query, session=self.session, budget=budget, exclude=list(self.messages),
-                               proactive=True, user=scope.user, agent=scope.agent, project=scope.project)
+        return lantern.recover(
+            self.query,
+            session=self.session,
+            budget=budget,
+            exclude=list(self.messages),
+            proactive=True,
+            user=scope.user,
+            agent=scope.agent,
+            project=scope.project,
+        )
 
 
 def message_text(m: Any) -> str:
@@ -122,8 +140,14 @@ def summary_query(messages: list[Any]) -> tuple[str, str] | None:
 
 
 def _query(messages: list[Any], summary: str | None) -> str:
-    last_user = next((message_text(m) for m in reversed(messages)
-                      if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip()), "")
+    last_user = next(
+        (
+            message_text(m)
+            for m in reversed(messages)
+            if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip()
+        ),
+        "",
+    )
     parts = [last_user.strip()]
     if summary:
         parts.append(summary_query_text(summary))
@@ -138,8 +162,15 @@ def summary_query_text(summary: str) -> str:
     return _TEMPLATE_OPENING.sub("", summary, count=1).strip()[:SUMMARY_QUERY_CHARS]
 
 
-def detect(lantern: Any, session: str | None, messages: list[Any], *, user: str | None = None,
-           agent: str | None = None, project: str | None = None) -> Compaction | None:
+def detect(
+    lantern: Any,
+    session: str | None,
+    messages: list[Any],
+    *,
+    user: str | None = None,
+    agent: str | None = None,
+    project: str | None = None,
+) -> Compaction | None:
     """A ``Compaction`` when ``messages`` (about to be sent) look compacted relative to ``session``'s archive
     within the scope (default: the handle's; lantern/scope.py), else None. Reads the archive only. Stateless:
     every call reads the session's archived texts (``Tracker`` keeps them between calls and only checks what
@@ -156,7 +187,9 @@ def detect(lantern: Any, session: str | None, messages: list[Any], *, user: str 
     return _verdict(archive, session, messages, live, present)
 
 
-def _verdict(archive: SessionArchive, session: str, messages: list[Any], live: str, present: set[int]) -> Compaction | None:
+def _verdict(
+    archive: SessionArchive, session: str, messages: list[Any], live: str, present: set[int]
+) -> Compaction | None:
     """The rules of the module docstring, given which archived entries are ``present`` in ``live``."""
     summary = next((message_text(m) for m in messages if is_summary(m)), None)
     reason: str | None = None
@@ -172,8 +205,15 @@ def _verdict(archive: SessionArchive, session: str, messages: list[Any], live: s
     if reason is None:
         return None
     lost = [i for i in archive.order if i not in present]
-    return Compaction(reason=reason, lost_entry_ids=lost, summary=summary, query=_query(messages, summary),
-                      session=session, messages=messages, scope=archive.scope)
+    return Compaction(
+        reason=reason,
+        lost_entry_ids=lost,
+        summary=summary,
+        query=_query(messages, summary),
+        session=session,
+        messages=messages,
+        scope=archive.scope,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- presence
@@ -229,24 +269,33 @@ class SessionArchive:
             return set()
         now = time.time()
         if self._stamp is not None and stamp[0] == self._stamp[0]:  # only this connection wrote: read what it wrote
-            changed = self._apply(self.store.db.execute(
-                "SELECT id, turn, text, content_hash FROM entries INDEXED BY entries_archived_at "
-                f"WHERE archived_at >= ? AND {self._where}", (self._synced_at - SYNC_OVERLAP_S, *self._params)).fetchall())
+            changed = self._apply(
+                self.store.db.execute(
+                    "SELECT id, turn, text, content_hash FROM entries INDEXED BY entries_archived_at "
+                    f"WHERE archived_at >= ? AND {self._where}",
+                    (self._synced_at - SYNC_OVERLAP_S, *self._params),
+                ).fetchall()
+            )
             count, id_sum = self.store.db.execute(
-                f"SELECT count(*), total(id) FROM entries WHERE {self._where}", self._params).fetchone()
+                f"SELECT count(*), total(id) FROM entries WHERE {self._where}", self._params
+            ).fetchone()
             if count == len(self.hash) and id_sum == float(sum(self.hash)):
                 self._stamp, self._synced_at = stamp, now
                 return changed
-        rows = self.store.db.execute(f"SELECT id, content_hash FROM entries WHERE {self._where}", self._params).fetchall()
+        rows = self.store.db.execute(
+            f"SELECT id, content_hash FROM entries WHERE {self._where}", self._params
+        ).fetchall()
         current = dict(rows)
         for gone in [i for i in self.hash if i not in current]:
             self._drop(gone)
         changed = [i for i, h in current.items() if self.hash.get(i) != h]
         found: list[tuple] = []
         for start in range(0, len(changed), 500):
-            part = changed[start:start + 500]
+            part = changed[start : start + 500]
             marks = ",".join("?" * len(part))
-            found += self.store.db.execute(f"SELECT id, turn, text, content_hash FROM entries WHERE id IN ({marks})", part).fetchall()
+            found += self.store.db.execute(
+                f"SELECT id, turn, text, content_hash FROM entries WHERE id IN ({marks})", part
+            ).fetchall()
         self._stamp, self._synced_at = stamp, now
         return self._apply(found)
 
@@ -264,8 +313,12 @@ class SessionArchive:
         """Keep ``order`` / ``turns_sorted`` in turn order: appended when only new, later turns came in."""
         new = sorted(changed, key=self.turn.__getitem__)
         last = self.turns_sorted[-1] if self.turns_sorted else None
-        if (new and len(self.order) + len(new) == len(self.hash) and (last is None or self.turn[new[0]] > last)
-                and not set(new) & set(self.order[-len(new):])):
+        if (
+            new
+            and len(self.order) + len(new) == len(self.hash)
+            and (last is None or self.turn[new[0]] > last)
+            and not set(new) & set(self.order[-len(new) :])
+        ):
             self.order += new
             self.turns_sorted += [self.turn[i] for i in new]
         elif changed or len(self.order) != len(self.hash):
@@ -301,9 +354,13 @@ class SessionArchive:
         if not live or not self.hash:
             return set()
         if only is not None and len(only) <= DIRECT_SEARCH_MAX:  # a few entries: search for each directly
-            return {i for i in only if i in self.norm and live.find(self.norm[i], max(0, start - len(self.norm[i]) + 1)) >= 0}
+            return {
+                i
+                for i in only
+                if i in self.norm and live.find(self.norm[i], max(0, start - len(self.norm[i]) + 1)) >= 0
+            }
         lo = max(0, start - KEY_CHARS + 1)
-        grams = {live[j:j + KEY_CHARS] for j in range(lo, len(live) - KEY_CHARS + 1)}
+        grams = {live[j : j + KEY_CHARS] for j in range(lo, len(live) - KEY_CHARS + 1)}
         keys = grams & self.by_key.keys() if len(grams) < len(self.by_key) else {k for k in self.by_key if k in grams}
         candidates = {i for k in keys for i in self.by_key[k]} | self.short
         if only is not None:
@@ -334,7 +391,8 @@ class Tracker:
     compaction whose recovery was already injected). Checking is incremental: when the previous live text is a
     prefix of this one (a conversation that grew), previously present entries stay present and the others are
     only searched for in the new tail; entries archived or rewritten since the previous call are checked in full.
-    At most ``max_sessions`` sessions are kept; one dropped is a first request again when it comes back. Our design; the paper does not specify live detection."""
+    At most ``max_sessions`` sessions are kept; one dropped is a first request again when it comes back. Our design; the
+    paper does not specify live detection."""
 
     def __init__(self, lantern: Any, max_sessions: int = TRACKED_SESSIONS):
         from collections import OrderedDict
@@ -351,8 +409,14 @@ class Tracker:
         return session or DEFAULT_SESSION, scope
 
     def observe(
-        self, session: str | None, messages: list[Any], live: str | None = None, *, user: str | None = None,
-        agent: str | None = None, project: str | None = None,
+        self,
+        session: str | None,
+        messages: list[Any],
+        live: str | None = None,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> tuple[Compaction | None, Compaction | None]:
         from lantern.scope import resolve
 
@@ -381,8 +445,9 @@ class Tracker:
             present = archive.present_in(live)
         current = _verdict(archive, session, messages, live, present)
         newly_lost = {i for i in state.present if i in archive.hash and i not in present}
-        is_new = current is not None and (first or bool(newly_lost) or current.summary != state.summary
-                                           or state.compaction is None)
+        is_new = current is not None and (
+            first or bool(newly_lost) or current.summary != state.summary or state.compaction is None
+        )
         state.live, state.present = live, present
         state.summary = current.summary if current is not None else None
         if current is None:

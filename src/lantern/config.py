@@ -12,7 +12,6 @@ from pathlib import Path
 DEFAULT_SESSION = "default"  # the session of turns archived without one
 
 
-
 def default_db_path() -> Path:
     """``$LANTERN_DB`` or ``~/.lantern/lantern.db``."""
     env = os.environ.get("LANTERN_DB")
@@ -38,10 +37,14 @@ class Config:
     # candidates taken from each query signal (ours; paper does not specify). Tune split (LoCoMo 1-5): 50 -> 100 -> 200
     # raise recall@10 0.593 -> 0.611 -> 0.623; with the neighbour signal and grouped packing 100 gives 75.1% vs 74.3%
     signal_top_n: int = 100
-    prf_docs: int = 10  # "prf" signal: RM3 feedback from the top 10 BM25 hits (recover/prf.py; Abdul-Jaleel et al. 2004)
+    prf_docs: int = (
+        10  # "prf" signal: RM3 feedback from the top 10 BM25 hits (recover/prf.py; Abdul-Jaleel et al. 2004)
+    )
     prf_terms: int = 10  # "prf" signal: expansion terms added to the full-text query (recover/prf.py; tune split: 20
     # terms 78.0% / R@10 0.717, 10 terms 78.0% / 0.711; 5 feedback hits instead of 10: 77.2%)
-    time_slack_days: float = 3.0  # "time" signal: a date the query names, widened by 3 days each side (recover/timeframe.py;
+    time_slack_days: float = (
+        3.0  # "time" signal: a date the query names, widened by 3 days each side (recover/timeframe.py;
+    )
     # ours; tune split: 0 / 3 / 7 days gave 78.0 / 78.0 / 77.9% facts recovered)
     neighbour_seeds: int = 20  # "neighbour" signal: the turns next to the best 20 fused hits (ours; 10: 77.5% vs 78.3%
     # at weight 1.0; 50 seeds lost 1.6 points at weight 0.5 in an earlier round)
@@ -51,7 +54,8 @@ class Config:
     local_turns: int = 8
     # a multi-part question ("上司是做什么工作的？另外，论坛在哪里？") ranks the local window by each part's own vector,
     # interleaved, the local ranking fused with one vote per part (recover/decompose.py; ours). Tune split, MemDaily 01
-    # (LoCoMo 1-5: no question splits): 79.1% -> 79.7% facts recovered with one vote, 82.4% / R@10 0.589 with one per part
+    # (LoCoMo 1-5: no question splits): 79.1% -> 79.7% facts recovered with one vote, 82.4% / R@10 0.589 with one per
+    # part
     decompose: bool = True
     half_life_days: float = 7.0  # recency half-life T½ (paper eq. 2)
     min_excerpt_chars: int = 200  # smallest excerpt worth packing (ours)
@@ -67,23 +71,46 @@ class Config:
     # semantic_e5 (ours): the multilingual-e5-small cosine ranking of the default embedder's CJK entries (embed.py
     # RoutedE5Embedder; absent with other embedders). Tune split, weight 1: MemDaily 01 facts recovered 84.1% -> 85.7%,
     # recall@10 0.609 -> 0.661; LoCoMo unchanged (no CJK entry); docs/results/recall-tuning.md, round 6
-    signals: tuple[str, ...] = ("semantic", "fulltext", "keyword", "importance", "prf", "time", "neighbour", "local", "speaker",
-                                "semantic_e5")
+    signals: tuple[str, ...] = (
+        "semantic",
+        "fulltext",
+        "keyword",
+        "importance",
+        "prf",
+        "time",
+        "neighbour",
+        "local",
+        "speaker",
+        "semantic_e5",
+    )
     # weighted RRF (ours; the paper weighs every signal 1). Importance at 0.25, chosen on the tune split (LoCoMo
     # conversations 1-5): all-evidence-in-budget 0.650 at 1.0, 0.672 at 0.5, 0.675 at 0.25, 0.682 at 0 — 0.25 keeps
     # most of the gain and leaves reinforcement (c, sigma) a voice in the ranking
     # prf 0.5, time 1.0, neighbour 0.75 (ours), on the tune split with every other default: neighbour 0.5 / 0.75 / 1.0 /
     # 1.5 gave facts recovered 77.3 / 78.0 / 78.3 / 78.6% but recall@10 0.714 / 0.711 / 0.707 / 0.677 (a reply ranks
-    # on its question's merit); prf 0.25 / 0.5 / 1.0: 78.4 / 78.0 / 75.3%; semantic 0.5: -2.7 points; importance 0: no change
+    # on its question's merit); prf 0.25 / 0.5 / 1.0: 78.4 / 78.0 / 75.3%; semantic 0.5: -2.7 points; importance 0: no
+    # change
     # local 1.0, speaker 1.0 (ours; tune split: local 0.5 gave 81.9 / 77.5%, 1.5 gave 79.3% on MemDaily; speaker 0.5
     # gave 81.5% on LoCoMo; without local 80.8 / 71.8%, without speaker 80.2% on LoCoMo; docs/results/recall-tuning.md)
-    signal_weights: dict = field(default_factory=lambda: {"semantic": 1.0, "fulltext": 1.0, "keyword": 1.0, "importance": 0.25,
-                                                          "neighbour": 0.75, "prf": 0.5, "time": 1.0, "local": 1.0, "speaker": 1.0,
-                                                          "semantic_e5": 1.0})
+    signal_weights: dict = field(
+        default_factory=lambda: {
+            "semantic": 1.0,
+            "fulltext": 1.0,
+            "keyword": 1.0,
+            "importance": 0.25,
+            "neighbour": 0.75,
+            "prf": 0.5,
+            "time": 1.0,
+            "local": 1.0,
+            "speaker": 1.0,
+            "semantic_e5": 1.0,
+        }
+    )
     fusion: str = "rrf"  # "rrf" or "sum" (ablation)
     # keyword signal: "jaccard" (DESIGN §3.2), "overlap" or "idf" (recover/signals.py). Tune split: nearly inert on
     # the QA data (LoCoMo 1-5: 37 of 999 questions share any term with any hint, all three and no keyword signal
-    # give 65.9%; MemDaily 01: none, all give 73.8% with USE); aider sessions (first half) 75.3% / 76.4% / 77.5% of 89 facts: too few to choose; kept jaccard
+    # give 65.9%; MemDaily 01: none, all give 73.8% with USE); aider sessions (first half) 75.3% / 76.4% / 77.5% of 89
+    # facts: too few to choose; kept jaccard
     keyword_score: str = "jaccard"
     use_mmr: bool = True
     # --- privacy (issue 5; archive/redact.py; ours) ---

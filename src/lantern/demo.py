@@ -85,8 +85,10 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
     with tempfile.TemporaryDirectory(prefix="lantern-demo-") as tmp:
         path = db or Path(tmp) / "demo.db"
         kept = "" if db else " (temporary; --demo-db PATH keeps it)"
-        console.print(f"[bold]Lantern demo[/]: {sum(map(len, by_session.values()))} turns in {len(by_session)} real "
-                      f"aider sessions ({EXCERPT.stat().st_size:,} bytes, Apache-2.0), database {path}{kept}")
+        console.print(
+            f"[bold]Lantern demo[/]: {sum(map(len, by_session.values()))} turns in {len(by_session)} real "
+            f"aider sessions ({EXCERPT.stat().st_size:,} bytes, Apache-2.0), database {path}{kept}"
+        )
         lantern = Lantern(path)
         start = time.perf_counter()
         lantern.embedder.embed(["warm up"])
@@ -103,14 +105,29 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
 
     if show_block and results:  # first, so that the figures stay on screen at the end
         first = max(results, key=lambda r: len(r.lost))
-        console.print(Panel(escape(first.block) or "(empty)", title=f"injected block for {first.session} ({first.chars:,} characters)"))
-    table = Table(title="Compaction at turn t* of each session: last 4 turns kept, earlier turns cut to one line each; "
-                        "recovery budget 6,000 characters")
+        console.print(
+            Panel(
+                escape(first.block) or "(empty)",
+                title=f"injected block for {first.session} ({first.chars:,} characters)",
+            )
+        )
+    table = Table(
+        title="Compaction at turn t* of each session: last 4 turns kept, earlier turns cut to one line each; "
+        "recovery budget 6,000 characters"
+    )
     for col in ("session", "turns", "t*", "context chars", "facts lost", "recovered", "block chars", "recover ms"):
         table.add_column(col, justify="right" if col != "session" else "left", no_wrap=col == "session")
     for r in results:
-        table.add_row(r.session, str(r.turns), str(r.t_star), f"{r.context_chars:,}", str(len(r.lost)),
-                      f"{len(r.recovered)} ({100 * len(r.recovered) / max(len(r.lost), 1):.0f}%)", f"{r.chars:,}", f"{r.recover_ms:.0f}")
+        table.add_row(
+            r.session,
+            str(r.turns),
+            str(r.t_star),
+            f"{r.context_chars:,}",
+            str(len(r.lost)),
+            f"{len(r.recovered)} ({100 * len(r.recovered) / max(len(r.lost), 1):.0f}%)",
+            f"{r.chars:,}",
+            f"{r.recover_ms:.0f}",
+        )
     lost = sum(len(r.lost) for r in results)
     got = sum(len(r.recovered) for r in results)
     table.add_row("[bold]all", "", "", "", f"[bold]{lost}", f"[bold]{got} ({100 * got / max(lost, 1):.0f}%)", "", "")

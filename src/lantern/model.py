@@ -141,7 +141,9 @@ class Entry:
     tool_count: int = 0
     file_count: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
-    category: str | None = None  # fact, decision, preference, process, tool_call, system (archive/classify.py); None before schema m003
+    category: str | None = (
+        None  # fact, decision, preference, process, tool_call, system (archive/classify.py); None before schema m003
+    )
     user: str = ""  # scope (lantern/scope.py)
     agent: str = ""
     project: str = ""

@@ -11,7 +11,8 @@ One JSON object per line, each with a ``"type"``:
                 "recorded_at": ...}]}
 
 The header comes first. An ``entry`` record carries every column of the ``entries`` table by name (JSON columns
-``tags``, ``hints``, ``meta`` as JSON values) and, unless exported with ``embeddings=False``, its embedding, and the versioned facts stated in the turn (``facts``, memory/fact_store.py: key, value and
+``tags``, ``hints``, ``meta`` as JSON values) and, unless exported with ``embeddings=False``, its embedding, and the
+versioned facts stated in the turn (``facts``, memory/fact_store.py: key, value and
 the value a switch replaced; their validity chains are rebuilt on import from the entries' event times). Other
 tables get their own record types later (``fact``, reinforcement state, ...): add a reader to ``RECORD_READERS``
 and a writer to ``RECORD_WRITERS``; a record refers to an entry by its exported ``id``, which the import maps to
@@ -27,7 +28,8 @@ naming the line (and field) and nothing is written (a stream that cannot be read
 a temporary file as it is checked) (besides types: ``turn`` and the counts are integers in
 [0, 2**53), ``importance`` / ``confidence`` / ``success`` within [0, 1], ``time`` / ``archived_at`` unix seconds
 within years 1..9999). An import stopped part way (killed, disk full, another
-process's write lock past its retries) keeps the batches committed; importing again adds only the rest, because a turn already stored — same content hash — is counted as a duplicate, never stored
+process's write lock past its retries) keeps the batches committed; importing again adds only the rest, because a turn
+already stored — same content hash — is counted as a duplicate, never stored
 twice). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
 ``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
 """
@@ -50,10 +52,9 @@ from typing import IO, Any
 import numpy as np
 
 from lantern.errors import EmbedderMismatchError, ExportFormatError
-from lantern.store.facts import write_facts
-from lantern.model import ExtractedFact
-from lantern.model import content_hash
+from lantern.model import ExtractedFact, content_hash
 from lantern.scope import Scope, scope_where
+from lantern.store.facts import write_facts
 
 FORMAT = "lantern-export"
 VERSION = 1
@@ -76,7 +77,11 @@ class ImportResult:
 
 # ---------------------------------------------------------------------------------------------- export
 def export_jsonl(
-    lantern: Any, dest: str | os.PathLike[str] | IO[str], *, scope: Scope | None, session: str | None = None,
+    lantern: Any,
+    dest: str | os.PathLike[str] | IO[str],
+    *,
+    scope: Scope | None,
+    session: str | None = None,
     embeddings: bool = True,
 ) -> int:
     """Write the header and every entry inside ``scope`` (None: every user) and ``session`` (with its
@@ -92,8 +97,14 @@ def export_jsonl(
         params += [session, session, session]
     columns = _columns(store.db)
     select = ", ".join(f'e."{c}"' for c in columns)
-    header = {"type": "header", "format": FORMAT, "version": VERSION, "embedder": lantern.embedder.id,
-              "dim": lantern.embedder.dim, "embeddings": embeddings}
+    header = {
+        "type": "header",
+        "format": FORMAT,
+        "version": VERSION,
+        "embedder": lantern.embedder.id,
+        "dim": lantern.embedder.dim,
+        "embeddings": embeddings,
+    }
     n = 0
     with _text_out(dest) as out, _snapshot(store.db):
         out.write(_line(header))
@@ -166,7 +177,11 @@ def _columns(db: sqlite3.Connection) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- import
 def import_jsonl(
-    lantern: Any, src: str | os.PathLike[str] | IO[str], *, scope: Scope | None = None, embeddings: bool = True,
+    lantern: Any,
+    src: str | os.PathLike[str] | IO[str],
+    *,
+    scope: Scope | None = None,
+    embeddings: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> ImportResult:
     """Read an export (see the module docstring) into ``lantern``'s database. ``scope``: put every record into
@@ -185,7 +200,8 @@ def import_jsonl(
 
             theirs = next((n for n, cls in EMBEDDERS.items() if cls.id == header.get("embedder")), "NAME")
             raise EmbedderMismatchError(
-                f"{name}: its embeddings were made with {header.get('embedder')!r} ({header.get('dim')}-d), this database "
+                f"{name}: its embeddings were made with {header.get('embedder')!r} ({header.get('dim')}-d), this "
+                "database "
                 f"uses {lantern.embedder.id!r} ({lantern.embedder.dim}-d); import with --no-embeddings "
                 "(Python: embeddings=False) to recompute them, or into a new database made with that embedder "
                 f"(`lantern --embedder {theirs} --db NEW import FILE`; embedders: {', '.join(EMBEDDERS)})"
@@ -221,15 +237,19 @@ def _numbered(f: IO[str], name: str) -> Iterator[tuple[int, str]]:
         try:
             raw = f.readline()
         except UnicodeDecodeError as e:
-            raise ExportFormatError(f"not UTF-8 ({e.reason}) at or after this line", line=number + 1,
-                                    source=name) from None
+            raise ExportFormatError(
+                f"not UTF-8 ({e.reason}) at or after this line", line=number + 1, source=name
+            ) from None
         if not raw:
             return
         number += 1
         bad = _UNDECODED.search(raw)
         if bad:
-            raise ExportFormatError(f"not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start() + 1})",
-                                    line=number, source=name)
+            raise ExportFormatError(
+                f"not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02x} at character {bad.start() + 1})",
+                line=number,
+                source=name,
+            )
         yield number, raw
 
 
@@ -248,8 +268,12 @@ def _checked(f: IO[str], name: str, columns: list[str], embedder: Any, embedding
             lines = ((n, copy.write(raw) and raw) for n, raw in lines)
         header = _read_header(lines, name)
         # recorded vectors of another embedder: the import raises EmbedderMismatchError before reading a record
-        use_vectors = (embeddings and bool(header.get("embeddings")) and header.get("embedder") == embedder.id
-                       and header.get("dim") == embedder.dim)
+        use_vectors = (
+            embeddings
+            and bool(header.get("embeddings"))
+            and header.get("embedder") == embedder.id
+            and header.get("dim") == embedder.dim
+        )
         for number, raw in lines:
             if raw.strip():
                 _read_record(number, raw, name, columns, embedder.dim, use_vectors)
@@ -273,14 +297,21 @@ def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict[str, Any]:
         except ValueError as e:
             raise ExportFormatError(f"not JSON ({e})", line=number, source=name) from None
         if not isinstance(header, dict) or header.get("type") != "header" or header.get("format") != FORMAT:
-            raise ExportFormatError(f'the first record must be the header {{"type": "header", "format": "{FORMAT}", ...}}',
-                                    line=number, source=name)
+            raise ExportFormatError(
+                f'the first record must be the header {{"type": "header", "format": "{FORMAT}", ...}}',
+                line=number,
+                source=name,
+            )
         version = header.get("version")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise ExportFormatError("version must be a positive integer", line=number, field="version", source=name)
         if version > VERSION:
-            raise ExportFormatError(f"format version {version} is newer than this Lantern's ({VERSION}); upgrade "
-                                    "lantern-memory", line=number, field="version", source=name)
+            raise ExportFormatError(
+                f"format version {version} is newer than this Lantern's ({VERSION}); upgrade lantern-memory",
+                line=number,
+                field="version",
+                source=name,
+            )
         return header
     raise ExportFormatError("empty file: no header", line=1, source=name)
 
@@ -299,7 +330,9 @@ def _read_record(
     reader = RECORD_READERS.get(kind)  # type: ignore[arg-type]
     if reader is None:
         known = ", ".join(sorted(RECORD_READERS))
-        raise ExportFormatError(f"unknown record type {kind!r} (known: {known})", line=number, field="type", source=name)
+        raise ExportFormatError(
+            f"unknown record type {kind!r} (known: {known})", line=number, field="type", source=name
+        )
     try:
         return number, kind, reader(record, columns, dim, use_vectors)
     except _BadField as e:
@@ -315,15 +348,33 @@ _STR = ("session", "text", "summary", "memory_type", "user_id", "agent_id", "pro
 _INT = ("turn", "access_count", "tool_count", "file_count")
 _NUM = ("importance", "confidence", "success", "archived_at")
 _UNIT = ("importance", "confidence", "success")  # scores and rates: within [0, 1]
-_COUNT = ("turn", "access_count", "tool_count", "file_count")  # 0 <= n < 2**53 (exact in a float, as JSON readers keep it)
+_COUNT = (
+    "turn",
+    "access_count",
+    "tool_count",
+    "file_count",
+)  # 0 <= n < 2**53 (exact in a float, as JSON readers keep it)
 MAX_COUNT = 2**53
 # unix seconds a datetime can hold (years 1..9999, UTC): a time outside cannot be shown or compared as a date
 MIN_TIME = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
 MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc).timestamp()
 _REQUIRED = ("session", "turn", "text", "summary", "archived_at")
-_DEFAULTS: dict[str, Any] = {"tags": [], "hints": [], "memory_type": "episodic", "importance": 0.5, "confidence": 0.5,
-                             "success": 0.5, "access_count": 0, "tool_count": 0, "file_count": 0, "meta": {}, "time": None,
-                             "user_id": "", "agent_id": "", "project": ""}
+_DEFAULTS: dict[str, Any] = {
+    "tags": [],
+    "hints": [],
+    "memory_type": "episodic",
+    "importance": 0.5,
+    "confidence": 0.5,
+    "success": 0.5,
+    "access_count": 0,
+    "tool_count": 0,
+    "file_count": 0,
+    "meta": {},
+    "time": None,
+    "user_id": "",
+    "agent_id": "",
+    "project": "",
+}
 
 
 def _read_entry(record: dict[str, Any], columns: list[str], dim: int, use_vectors: bool) -> dict[str, Any]:
@@ -360,11 +411,17 @@ def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
             if f.get(name) is not None and not isinstance(f[name], str):
                 raise _BadField("facts", f"{name} must be a string or null")
         at = f.get("recorded_at")
-        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float)) or not math.isfinite(at)
-                               or not MIN_TIME <= at <= MAX_TIME):
+        if at is not None and (
+            isinstance(at, bool)
+            or not isinstance(at, (int, float))
+            or not math.isfinite(at)
+            or not MIN_TIME <= at <= MAX_TIME
+        ):
             raise _BadField("facts", "recorded_at must be unix seconds within years 1..9999, or null")
         key_text = f.get("key_text") if isinstance(f.get("key_text"), str) else f["key"]
-        out.append((ExtractedFact(key=f["key"], value=f.get("value"), key_text=key_text, replaces=f.get("replaces")), at))
+        out.append(
+            (ExtractedFact(key=f["key"], value=f.get("value"), key_text=key_text, replaces=f.get("replaces")), at)
+        )
     return out
 
 
@@ -378,7 +435,9 @@ def _check(key: str, value: Any) -> None:
         raise _BadField(key, "must be a string")
     if key in _STR and "\x00" in value:
         raise _BadField(key, "must not contain NUL characters")
-    if key in _STR and _LONE_SURROGATE.search(value):  # a JSON escape such as "\ud800": no UTF-8 for SQLite or the models
+    if key in _STR and _LONE_SURROGATE.search(
+        value
+    ):  # a JSON escape such as "\ud800": no UTF-8 for SQLite or the models
         raise _BadField(key, "must not contain lone surrogates (U+D800..U+DFFF)")
     if key in (*_INT, "id") and not (is_int and -(2**63) <= value < 2**63):
         raise _BadField(key, "must be an integer")
@@ -392,9 +451,10 @@ def _check(key: str, value: Any) -> None:
         raise _BadField(key, f"must be within [0, 1], got {value}")
     if key in ("time", "archived_at") and value is not None and not MIN_TIME <= value <= MAX_TIME:
         raise _BadField(key, f"must be unix seconds within years 1..9999, got {value}")
-    if key == "tags" and not (isinstance(value, list) and all(
-        isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in value
-    )):
+    if key == "tags" and not (
+        isinstance(value, list)
+        and all(isinstance(t, list) and len(t) == 2 and all(isinstance(x, str) for x in t) for t in value)
+    ):
         raise _BadField(key, 'must be a list of ["kind", "value"] pairs')
     if key == "hints" and not (isinstance(value, list) and all(isinstance(h, str) for h in value)):
         raise _BadField(key, "must be a list of strings")
@@ -424,7 +484,9 @@ def _vector(value: Any, dim: int) -> np.ndarray:
 RECORD_READERS: dict[str, Callable[[dict[str, Any], list[str], int, bool], dict[str, Any]]] = {"entry": _read_entry}
 
 
-def _write_batch(lantern: Any, batch: list[tuple[int, str, dict[str, Any]]], scope: Scope | None, result: ImportResult) -> None:
+def _write_batch(
+    lantern: Any, batch: list[tuple[int, str, dict[str, Any]]], scope: Scope | None, result: ImportResult
+) -> None:
     """Embed what needs embedding, then write the whole batch in ONE transaction."""
     entries = [rec for _, kind, rec in batch if kind == "entry"]
     for rec in entries:
@@ -452,15 +514,22 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         entry_id = found[0]
         result.duplicates += 1
     else:
-        values = {k: (json.dumps(v, ensure_ascii=k != "tags" and k != "hints") if k in JSON_COLUMNS else v)
-                  for k, v in rec.items() if not k.startswith("_")}
+        values = {
+            k: (json.dumps(v, ensure_ascii=k != "tags" and k != "hints") if k in JSON_COLUMNS else v)
+            for k, v in rec.items()
+            if not k.startswith("_")
+        }
         names = list(values)
         cur = db.execute(
-            f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES ({', '.join('?' * len(names))})", [values[k] for k in names]
+            f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES "
+            f"({', '.join('?' * len(names))})",
+            [values[k] for k in names],
         )
         entry_id = cur.lastrowid
-        db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
-                   (entry_id, np.asarray(rec["_vector"], dtype="<f4").tobytes()))
+        db.execute(
+            "INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
+            (entry_id, np.asarray(rec["_vector"], dtype="<f4").tobytes()),
+        )
         store.index_fulltext(db, entry_id, rec["summary"], rec["text"], [value for _, value in rec["tags"]])
         if rec["_facts"]:  # linked into their key's chain by the entry's event time
             recorded = next((at for _, at in rec["_facts"] if at is not None), rec["archived_at"])
@@ -470,4 +539,6 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         result.entry_ids[rec["_id"]] = entry_id
 
 
-RECORD_WRITERS: dict[str, Callable[[Any, sqlite3.Connection, dict[str, Any], ImportResult], None]] = {"entry": _write_entry}
+RECORD_WRITERS: dict[str, Callable[[Any, sqlite3.Connection, dict[str, Any], ImportResult], None]] = {
+    "entry": _write_entry
+}

@@ -116,8 +116,14 @@ def is_useful(hints: Iterable[str], reply_terms: set[str]) -> bool | None:
 
 # ---------------------------------------------------------------- applied to the store (SQL: store/reinforcement.py)
 def record_recovery(
-    store, session: str | None, recovered: Sequence[int], missed: Sequence[int], rates: Rates = Rates(),
-    now: float | None = None, user: str = "", wait: float | None = None,
+    store,
+    session: str | None,
+    recovered: Sequence[int],
+    missed: Sequence[int],
+    rates: Rates = Rates(),
+    now: float | None = None,
+    user: str = "",
+    wait: float | None = None,
 ) -> dict[int, tuple[float, float]]:
     """Apply one recovery in ONE transaction: access_count + 1 and c ← min(1, c + gain) for ``recovered``,
     c ← max(0, c − decay) for ``missed`` (candidates examined and cut), and a pending row in ``recoveries`` for the
@@ -145,7 +151,9 @@ def _session_matches(pending: str | None, archived: str) -> bool:
     return pending is None or archived == pending or archived.startswith(pending + "/")
 
 
-def resolve_pending(db: sqlite3.Connection, replies: Sequence[tuple[str, str, str]], alpha: float = SUCCESS_ALPHA) -> dict[int, tuple[float, float]]:
+def resolve_pending(
+    db: sqlite3.Connection, replies: Sequence[tuple[str, str, str]], alpha: float = SUCCESS_ALPHA
+) -> dict[int, tuple[float, float]]:
     """Judge the pending recoveries answered by ``replies`` — (session, assistant text, user) of newly archived
     turns, in order — inside the caller's open transaction ``db``. The first reply of the same user in a matching
     session resolves a pending recovery: σ of each recovered entry with hints moves by ``success_ema``; the judged
@@ -174,7 +182,9 @@ def resolve_pending(db: sqlite3.Connection, replies: Sequence[tuple[str, str, st
     return _apply_usefulness(db, judged, alpha)
 
 
-def _apply_usefulness(db: sqlite3.Connection, judged: Sequence[tuple[int, bool]], alpha: float) -> dict[int, tuple[float, float]]:
+def _apply_usefulness(
+    db: sqlite3.Connection, judged: Sequence[tuple[int, bool]], alpha: float
+) -> dict[int, tuple[float, float]]:
     """σ EMA for each (entry id, useful) in order (an entry judged twice moves twice)."""
     if not judged:
         return {}
@@ -189,10 +199,15 @@ def _apply_usefulness(db: sqlite3.Connection, judged: Sequence[tuple[int, bool]]
 
 
 def apply_feedback(
-    store, entry_ids: Sequence[int], useful: bool, alpha: float = SUCCESS_ALPHA, where: tuple[str, Sequence] | None = None
+    store,
+    entry_ids: Sequence[int],
+    useful: bool,
+    alpha: float = SUCCESS_ALPHA,
+    where: tuple[str, Sequence] | None = None,
 ) -> dict[int, tuple[float, float]]:
     """Explicit usefulness for ``entry_ids`` (``Lantern.feedback``), one transaction: σ ← EMA(σ, useful).
-    ``where``: an SQL condition on ``entries`` and its parameters (the caller's scope, lantern/scope.py ``scope_where``);
+    ``where``: an SQL condition on ``entries`` and its parameters (the caller's scope, lantern/scope.py
+    ``scope_where``);
     ids outside it are ignored like unknown ones. Returns {entry id: (c, σ)} of the entries updated."""
     ids = list(dict.fromkeys(int(i) for i in entry_ids))
     with store.transaction() as db:

@@ -28,7 +28,6 @@ results; unique, first appearance first.
 from __future__ import annotations
 
 from lantern.model import Message, Turn
-
 from lantern.text.tags import extract_paths
 
 __all__ = ["chunk", "turn_files"]
@@ -95,6 +94,4 @@ def chunk(messages: list[Message], session: str | None = None) -> list[Turn]:
         else:
             assert current is not None
             current.append(m)
-    return [
-        Turn(messages=msgs, index=i, session=sess, files=turn_files(msgs)) for i, (sess, msgs) in enumerate(groups)
-    ]
+    return [Turn(messages=msgs, index=i, session=sess, files=turn_files(msgs)) for i, (sess, msgs) in enumerate(groups)]

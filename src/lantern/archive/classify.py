@@ -103,25 +103,72 @@ CUE_SCAN_CHARS = 4000
 _DECISION_EN = tuple(
     f" {p} "
     for p in (
-        "decide", "decided", "decides", "deciding", "decision",
-        "must", "don't", "dont", "do not", "never", "always", "remember", "from now on", "make sure", "require",
-        "required", "requirement", "we chose", "i chose", "we picked", "we agreed", "we settled on", "let's use",
-        "lets use", "let's go with", "let's stick with", "going with", "instead of",
+        "decide",
+        "decided",
+        "decides",
+        "deciding",
+        "decision",
+        "must",
+        "don't",
+        "dont",
+        "do not",
+        "never",
+        "always",
+        "remember",
+        "from now on",
+        "make sure",
+        "require",
+        "required",
+        "requirement",
+        "we chose",
+        "i chose",
+        "we picked",
+        "we agreed",
+        "we settled on",
+        "let's use",
+        "lets use",
+        "let's go with",
+        "let's stick with",
+        "going with",
+        "instead of",
     )
 )
 _PREFERENCE_EN = tuple(
     f" {p} "
     for p in (
-        "prefer", "prefers", "preferred", "preference", "i like", "i love", "i hate", "i enjoy", "favorite",
-        "favourite", "i'd rather", "i would rather",
+        "prefer",
+        "prefers",
+        "preferred",
+        "preference",
+        "i like",
+        "i love",
+        "i hate",
+        "i enjoy",
+        "favorite",
+        "favourite",
+        "i'd rather",
+        "i would rather",
     )
 )
 _FACT_EN_PHRASES = tuple(
     f" {p} "
     for p in (
-        "i live in", "i work at", "i work for", "i'm from", "i am from", "is located",
-        "is set to", "are set to", "defaults to", "default is", "we use", "we are using", "we're using",
-        "switched to", "is stored in", "is configured",
+        "i live in",
+        "i work at",
+        "i work for",
+        "i'm from",
+        "i am from",
+        "is located",
+        "is set to",
+        "are set to",
+        "defaults to",
+        "default is",
+        "we use",
+        "we are using",
+        "we're using",
+        "switched to",
+        "is stored in",
+        "is configured",
     )
 )
 _FACT_EN_RE = re.compile(
@@ -131,18 +178,38 @@ _FACT_EN_RE = re.compile(
 )
 _ASSIGN_RE = re.compile(r"^[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]{2,}[ \t]*=[ \t]*\S", re.MULTILINE)
 _PROC_EN = tuple(
-    f" {p} "
-    for p in ("how to", "how do i", "how do we", "how can i", "step", "steps", "instructions", "follow these")
+    f" {p} " for p in ("how to", "how do i", "how do we", "how can i", "step", "steps", "instructions", "follow these")
 )
 _FIRST_THEN_RE = re.compile(r" first .{0,200}? then ")
 _TO_DO_RE = re.compile(r" to [a-z]+(?: [a-z]+){0,5} (?:run|use|open|type|set|add|install|edit|call|create) ")
-_NUMBERED_RE = re.compile(r"^[ \t]*(?:\d{1,2}[.)]|[Ss]tep \d+[:.)]?|第[一二三四五六七八九十\d]+步)[ \t]+\S", re.MULTILINE)
+_NUMBERED_RE = re.compile(
+    r"^[ \t]*(?:\d{1,2}[.)]|[Ss]tep \d+[:.)]?|第[一二三四五六七八九十\d]+步)[ \t]+\S", re.MULTILINE
+)
 
 _DECISION_ZH = ("决定", "选择", "选用", "要求", "必须", "务必", "不要", "别再", "记住", "以后", "一定要", "禁止")
 _PREFERENCE_ZH = ("偏好", "喜欢", "讨厌", "最爱", "宁可", "宁愿")  # 更喜欢 is counted through 喜欢
 _FACT_ZH = (
-    "名字是", "名字叫", "我叫", "叫做", "地址是", "住在", "生日是", "电话是", "号码是", "邮箱是", "密码是", "用的是", "我们用",
-    "改为", "改成", "设置为", "设为", "默认", "位于", "端口是", "版本是",
+    "名字是",
+    "名字叫",
+    "我叫",
+    "叫做",
+    "地址是",
+    "住在",
+    "生日是",
+    "电话是",
+    "号码是",
+    "邮箱是",
+    "密码是",
+    "用的是",
+    "我们用",
+    "改为",
+    "改成",
+    "设置为",
+    "设为",
+    "默认",
+    "位于",
+    "端口是",
+    "版本是",
 )
 _PROC_ZH = ("步骤", "首先", "第一步", "如何", "怎么", "怎样", "运行", "执行", "安装")
 _FIRST_THEN_ZH_RE = re.compile(r"先[^。\n]{0,30}?(?:然后|再|接着)")

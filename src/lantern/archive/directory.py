@@ -14,7 +14,8 @@ journals) is read with the session transcript (archive/subagents.py), not file b
 Each file is then ingested as ``Lantern.ingest`` ingests one file — format auto-detected per file (or the forced
 one), its own transactions of 256 turns, session by default the file's path under the folder without extension
 (``repoA/.aider.chat.history``: same-named files of different folders stay apart; a file named by a session id,
-as Claude Code's ``<uuid>.jsonl``, and a subagent file keep that id, as the hooks name them), so ingesting a folder twice, or again after an interruption, adds no duplicates. A file that
+as Claude Code's ``<uuid>.jsonl``, and a subagent file keep that id, as the hooks name them), so ingesting a folder
+twice, or again after an interruption, adds no duplicates. A file that
 is not a transcript of any supported format (``TranscriptFormatError``) or holds no turn is skipped with its
 reason; a file that cannot be read (``OSError``: permission, vanished) is a failure with its reason; the folder's
 other files are ingested either way. Any other error (the database, Ctrl-C) stops the walk: the files ingested
@@ -33,8 +34,7 @@ from typing import Any
 
 from lantern.errors import TranscriptFormatError
 from lantern.model import ArchiveResult
-from lantern.text.names import file_name_text
-from lantern.text.names import given_name, plural
+from lantern.text.names import file_name_text, given_name, plural
 from lantern.text.terminal import shown
 
 __all__ = ["DirectoryResult", "FileOutcome", "ingest_directory", "summary_lines", "walk"]
@@ -83,10 +83,22 @@ class DirectoryResult:
             return str(_relative(p, self.root))
 
         return {
-            "root": str(self.root), "added": self.added, "duplicates": self.duplicates,
-            "ingested": [{"path": rel(f.path), "session": f.result.session, "added": f.result.added,
-                          "duplicates": f.result.duplicates, "skipped": f.result.skipped, "redacted": f.result.redacted,
-                          "warnings": f.result.warnings} for f in self.ingested if f.result],
+            "root": str(self.root),
+            "added": self.added,
+            "duplicates": self.duplicates,
+            "ingested": [
+                {
+                    "path": rel(f.path),
+                    "session": f.result.session,
+                    "added": f.result.added,
+                    "duplicates": f.result.duplicates,
+                    "skipped": f.result.skipped,
+                    "redacted": f.result.redacted,
+                    "warnings": f.result.warnings,
+                }
+                for f in self.ingested
+                if f.result
+            ],
             "skipped": [{"path": rel(f.path), "reason": f.reason} for f in self.skipped],
             "failed": [{"path": rel(f.path), "reason": f.reason} for f in self.failed],
         }
@@ -96,17 +108,35 @@ class DirectoryResult:
 # folders a walk never enters below the root (ours): version control, dependencies, caches. Their files are
 # repository objects or installed packages, never a user's transcript; a walk of a home folder or a repository
 # spent its time listing them one by one as "not a transcript".
-SKIPPED_FOLDERS = frozenset({
-    ".git", ".hg", ".svn", ".bzr", "node_modules", "__pycache__", ".tox", ".nox", ".mypy_cache", ".pytest_cache",
-    ".ruff_cache", ".cache", ".npm", ".yarn", "bower_components",
-})
+SKIPPED_FOLDERS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        "node_modules",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".cache",
+        ".npm",
+        ".yarn",
+        "bower_components",
+    }
+)
 VENV_MARKER = "pyvenv.cfg"  # a folder holding it is a Python virtual environment (PEP 405)
 
 
 def skipped_folder_reason(folder: Path) -> str:
     """Why ``walk`` does not enter ``folder`` (below its root), or "" when it does."""
     if folder.name in SKIPPED_FOLDERS:
-        return f"folder not walked: {folder.name} is a version-control, dependency or cache folder (give it as the directory to read it)"
+        return (
+            f"folder not walked: {folder.name} is a version-control, dependency or cache folder (give it as the "
+            "directory to read it)"
+        )
     if (folder / VENV_MARKER).is_file():
         return "folder not walked: a Python virtual environment (holds pyvenv.cfg; give it as the directory to read it)"
     return ""
@@ -141,7 +171,9 @@ def walk(root: str | os.PathLike[str]) -> tuple[list[Path], list[FileOutcome]]:
             try:
                 st = os.stat(path)  # follows symlinks
             except OSError as e:
-                reason = "broken symlink or symlink loop" if os.path.islink(path) else f"not readable: {e.strerror or e}"
+                reason = (
+                    "broken symlink or symlink loop" if os.path.islink(path) else f"not readable: {e.strerror or e}"
+                )
                 skipped.append(FileOutcome(path, reason=reason))
                 continue
             if stat.S_ISDIR(st.st_mode):
@@ -149,7 +181,9 @@ def walk(root: str | os.PathLike[str]) -> tuple[list[Path], list[FileOutcome]]:
             elif not stat.S_ISREG(st.st_mode):
                 skipped.append(FileOutcome(path, reason=f"not a regular file ({_kind(st.st_mode)})"))
             elif (st.st_dev, st.st_ino) in seen_files:
-                skipped.append(FileOutcome(path, reason=f"same file as {_relative(seen_files[st.st_dev, st.st_ino], root)}"))
+                skipped.append(
+                    FileOutcome(path, reason=f"same file as {_relative(seen_files[st.st_dev, st.st_ino], root)}")
+                )
             else:
                 seen_files[st.st_dev, st.st_ino] = path
                 files.append(path)
@@ -165,11 +199,20 @@ def walk(root: str | os.PathLike[str]) -> tuple[list[Path], list[FileOutcome]]:
 
 
 def _kind(mode: int) -> str:
-    return ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
-            else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file")
+    return (
+        "FIFO"
+        if stat.S_ISFIFO(mode)
+        else "socket"
+        if stat.S_ISSOCK(mode)
+        else "device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "special file"
+    )
 
 
-def _claude_code_session_folders(files: list[Path], skipped: list[FileOutcome], root: Path) -> tuple[list[Path], list[FileOutcome]]:
+def _claude_code_session_folders(
+    files: list[Path], skipped: list[FileOutcome], root: Path
+) -> tuple[list[Path], list[FileOutcome]]:
     """Files under ``<dir>/<session-id>/subagents/`` whose ``<dir>/<session-id>.jsonl`` is listed leave the list:
     the subagent transcripts the session's ingest reads (archive/subagents.py ``subagent_files``) are skipped as
     "read with its session transcript"; the others in that folder (deeper than ``subagents.MAX_DEPTH`` folders,
@@ -190,9 +233,16 @@ def _claude_code_session_folders(files: list[Path], skipped: list[FileOutcome], 
         if path in read[session_file]:
             skipped.append(FileOutcome(path, reason=f"read with its session transcript {where}"))
         else:
-            skipped.append(FileOutcome(path, reason=(
-                f"in the folder of session transcript {where}, not read: not a subagent transcript, deeper than "
-                f"{MAX_DEPTH} folders under subagents/, or under a symlinked folder")))
+            skipped.append(
+                FileOutcome(
+                    path,
+                    reason=(
+                        f"in the folder of session transcript {where}, not read: not a subagent transcript, deeper "
+                        "than "
+                        f"{MAX_DEPTH} folders under subagents/, or under a symlinked folder"
+                    ),
+                )
+            )
     return kept, skipped
 
 
@@ -213,8 +263,12 @@ def _relative(path: Path, root: Path) -> Path:
 
 # ---------------------------------------------------------------------------------------------- the ingest
 def ingest_directory(
-    ingest_file: Callable[..., ArchiveResult], root: str | os.PathLike[str], session: str | None = None, *,
-    format: str = "auto", progress: Callable[[int, int], None] | None = None,
+    ingest_file: Callable[..., ArchiveResult],
+    root: str | os.PathLike[str],
+    session: str | None = None,
+    *,
+    format: str = "auto",
+    progress: Callable[[int, int], None] | None = None,
 ) -> DirectoryResult:
     """Ingest every file ``walk`` lists with ``ingest_file(path, session, format=, progress=)`` (``Lantern.ingest``
     for one file, scope already bound). ``session``: None gives each file its own default session; a name gives
@@ -228,8 +282,10 @@ def ingest_directory(
     for path, size in zip(files, sizes):
         report = None
         if progress is not None:
+
             def report(done: int, estimate: int, _before=before, _size=size) -> None:
                 progress(_before + (min(_size, _size * done // estimate) if estimate else 0), total)
+
         own = _default_session(path, root)
         name = f"{session}/{own}" if given_name(session) else (own if "/" in own else None)
         try:
@@ -240,14 +296,24 @@ def ingest_directory(
             if isinstance(e.__cause__, OSError):  # the file could not be read: not a question of format
                 out.failed.append(FileOutcome(path, reason=e.__cause__.strerror or type(e.__cause__).__name__))
             else:
-                out.skipped.append(FileOutcome(path, reason=f"not a transcript{'' if format == 'auto' else ' in --format ' + format}: {_without_source(e)}"))
+                out.skipped.append(
+                    FileOutcome(
+                        path,
+                        reason=(
+                            f"not a transcript{'' if format == 'auto' else ' in --format ' + format}: "
+                            f"{_without_source(e)}"
+                        ),
+                    )
+                )
         except OSError as e:
             out.failed.append(FileOutcome(path, reason=f"{e.strerror or type(e).__name__}"))
         else:
             if result.added or result.duplicates:
                 out.ingested.append(FileOutcome(path, result=result))
             else:
-                items = f" ({result.skipped} item{'' if result.skipped == 1 else 's'} skipped)" if result.skipped else ""
+                items = (
+                    f" ({result.skipped} item{'' if result.skipped == 1 else 's'} skipped)" if result.skipped else ""
+                )
                 out.skipped.append(FileOutcome(path, reason=f"no turns found{items}"))
         before += size
         if progress is not None:
@@ -291,21 +357,31 @@ def _without_source(e: TranscriptFormatError) -> str:
     if e.source:
         for sep in (", ", ": "):
             if text.startswith(str(e.source) + sep):
-                return text[len(str(e.source)) + len(sep):]
+                return text[len(str(e.source)) + len(sep) :]
     return text
 
 
 # ---------------------------------------------------------------------------------------------- the summary
 MAX_LISTED = 100  # files listed per group in the text summary; --json lists all (ours)
 
+
 def summary_lines(result: DirectoryResult) -> list[str]:
     """The text summary ``lantern ingest DIR`` prints: a count line, then each ingested file, then each skipped and
     failed file with its reason (paths relative to the directory; past MAX_LISTED per group, a count)."""
-    lines = [f"{shown(result.root)}: {plural(len(result.ingested), 'file')} ingested ({plural(result.added, 'turn')} archived, "
-             f"{result.duplicates} already archived), {len(result.skipped)} skipped, {len(result.failed)} failed"]
+    lines = [
+        f"{shown(result.root)}: {plural(len(result.ingested), 'file')} ingested ({plural(result.added, 'turn')} "
+        "archived, "
+        f"{result.duplicates} already archived), {len(result.skipped)} skipped, {len(result.failed)} failed"
+    ]
     groups = (
-        ("ingested", result.ingested, lambda f: f"{f.result.added} new, {f.result.duplicates} already archived, session {shown(f.result.session)}"
-         + (f", {plural(f.result.skipped, 'item')} skipped" if f.result.skipped else "")),
+        (
+            "ingested",
+            result.ingested,
+            lambda f: (
+                f"{f.result.added} new, {f.result.duplicates} already archived, session {shown(f.result.session)}"
+                + (f", {plural(f.result.skipped, 'item')} skipped" if f.result.skipped else "")
+            ),
+        ),
         ("skipped", result.skipped, lambda f: f.reason),
         ("failed", result.failed, lambda f: f.reason),
     )

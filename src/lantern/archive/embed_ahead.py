@@ -19,14 +19,13 @@ writes it again (``Writer.store_batch``, archive/pipeline.py).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
-
 
 T = TypeVar("T")
 R = TypeVar("R")

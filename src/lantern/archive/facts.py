@@ -38,9 +38,9 @@ What is NOT extracted (precision over recall: a false fact would mark a true one
 So "The DB_Port" = "db port" = "DB port", but "database port" ≠ "DB port": there is no synonym or embedding match
 (ours; a fuzzy match would supersede facts about different things). A key that is only an attribute word
 (``GENERIC_KEYS``: port, host, version, 端口, 地址, 版本...) takes the topic a named thing in the clause before it
-gives: "数据库用 PostgreSQL，端口是 5433" -> 数据库端口, "For the gateway, the port is 9443" -> gateway port, "The database
-host is db.internal, the port is 5433" -> database port, so two services' ports are two keys; with no named thing
-there ("好的，端口改为 5434", "No, the port is 5434") it stays bare. "X is Y" without a
+gives: "数据库用 PostgreSQL，端口是 5433" -> 数据库端口, "For the gateway, the port is 9443" -> gateway port,
+"The database host is db.internal, the port is 5433" -> database port, so two services' ports are two keys;
+with no named thing there ("好的，端口改为 5434", "No, the port is 5434") it stays bare. "X is Y" without a
 determiner counts only when X ends in such a word ("Noted, redis port is 6380").
 """
 
@@ -51,7 +51,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lantern.model import ExtractedFact
-from lantern.text.fact_keys import IDEOGRAPHS, DETERMINERS, DETERMINER_WORDS, LEAD_EN, normalize_key, normalize_value
+from lantern.text.fact_keys import DETERMINER_WORDS, DETERMINERS, IDEOGRAPHS, LEAD_EN, normalize_key, normalize_value
 
 __all__ = ["ExtractedFact", "extract_facts", "fact_texts", "normalize_key", "normalize_value", "sentences"]
 
@@ -82,10 +82,50 @@ def sentences(text: str) -> list[str]:
 # ----------------------------------------------------------------------------------------------- values
 _TOKEN = r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}'|[^\s,;!?()\[\]{}<>，。；！？、（）【】「」『』“”]+)"
 _STOP_VALUES = {
-    "a", "an", "the", "it", "this", "that", "these", "those", "be", "on", "in", "to", "of", "for", "and", "or", "not",
-    "something", "anything", "nothing", "default", "true?", "use", "make", "see", "do", "done",
+    "a",
+    "an",
+    "the",
+    "it",
+    "this",
+    "that",
+    "these",
+    "those",
+    "be",
+    "on",
+    "in",
+    "to",
+    "of",
+    "for",
+    "and",
+    "or",
+    "not",
+    "something",
+    "anything",
+    "nothing",
+    "default",
+    "true?",
+    "use",
+    "make",
+    "see",
+    "do",
+    "done",
 }
-_PRONOUN_KEYS = {"it", "this", "that", "them", "they", "he", "she", "we", "you", "i", "me", "one", "things", "everything"}
+_PRONOUN_KEYS = {
+    "it",
+    "this",
+    "that",
+    "them",
+    "they",
+    "he",
+    "she",
+    "we",
+    "you",
+    "i",
+    "me",
+    "one",
+    "things",
+    "everything",
+}
 
 
 def _clean_value(raw: str) -> str | None:
@@ -106,8 +146,26 @@ def _value_like(raw: str, v: str) -> bool:
 
 
 _FUNCTION_WORDS = _PRONOUN_KEYS | {
-    "his", "her", "their", "whose", "what", "which", "who", "up", "should", "would", "could", "will", "can", "be", "been",
-    "is", "are", "was", "not", "so",
+    "his",
+    "her",
+    "their",
+    "whose",
+    "what",
+    "which",
+    "who",
+    "up",
+    "should",
+    "would",
+    "could",
+    "will",
+    "can",
+    "be",
+    "been",
+    "is",
+    "are",
+    "was",
+    "not",
+    "so",
 }
 
 
@@ -128,50 +186,238 @@ def _fact(key_text: str, value: str | None, family: str, replaces: str | None = 
 # object of 用 / use, the owner of a key stated there, "For the X", "X 的配置". Anything else (an interjection, a time
 # word, a negated clause) gives none and the key stays bare, so "No, the port is 5434" still supersedes (ours;
 # precision over recall, as everywhere in this module).
-GENERIC_KEYS = frozenset({
-    "port", "port number", "host", "hostname", "url", "uri", "endpoint", "address", "ip", "ip address", "path",
-    "dir", "directory", "folder", "version", "password", "user", "username", "token", "timeout", "region",
-    "bucket", "branch", "name", "id",
-    "端口", "端口号", "地址", "ip地址", "主机", "主机名", "域名", "版本", "版本号", "密码", "路径", "目录", "用户",
-    "用户名", "账号", "超时", "超时时间", "令牌", "分支", "名字", "名称",
-})
+GENERIC_KEYS = frozenset(
+    {
+        "port",
+        "port number",
+        "host",
+        "hostname",
+        "url",
+        "uri",
+        "endpoint",
+        "address",
+        "ip",
+        "ip address",
+        "path",
+        "dir",
+        "directory",
+        "folder",
+        "version",
+        "password",
+        "user",
+        "username",
+        "token",
+        "timeout",
+        "region",
+        "bucket",
+        "branch",
+        "name",
+        "id",
+        "端口",
+        "端口号",
+        "地址",
+        "ip地址",
+        "主机",
+        "主机名",
+        "域名",
+        "版本",
+        "版本号",
+        "密码",
+        "路径",
+        "目录",
+        "用户",
+        "用户名",
+        "账号",
+        "超时",
+        "超时时间",
+        "令牌",
+        "分支",
+        "名字",
+        "名称",
+    }
+)
 _CLAUSE_BREAK = re.compile(r"[,;:，；：、]|\b(?:and|but)\b", re.I)
-_NOT_TOPICS = frozenset({
-    "ok", "okay", "noted", "sure", "yes", "yeah", "also", "now", "then", "so", "note", "update", "fyi", "actually",
-    "btw", "by the way", "and", "but", "great", "thanks", "done", "right", "well", "hi", "hello", "first", "next",
-    "these", "those", "there", "here", *DETERMINER_WORDS,
-    "好", "好的", "嗯", "对", "是的", "行", "可以", "记一下", "记住", "注意", "另外", "还有", "对了", "然后", "那么", "所以",
-    "现在", "目前", "不过", "但是", "首先", "其次", "最后", "收到", "明白", "谢谢", "顺便说一下", "更新", "补充",
-    # time words, conjunctions and adverbs (breaker, second round: "When using Docker" -> when port, 今天版本)
-    "when", "while", "after", "before", "once", "if", "since", "until", "because", "as", "though", "although",
-    "today", "tomorrow", "yesterday", "tonight", "usually", "basically", "honestly", "locally", "always", "never",
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "alright", "anyway",
-    "今天", "昨天", "明天", "平时", "刚才", "最近", "后来", "之前", "以前", "有时", "经常", "一般", "通常", "每天", "周末",
-    "早上", "晚上", "上午", "下午", "中午", "当时", "那时", "这时", "其实", "总之", "反正",
-})
-_EN_TOPIC_LEAD = re.compile(rf"^(?:(?:and|also|then|now|so|but|ok|okay|well|yes|right|alright|anyway|btw|fyi)[,\s]+)*"
-                            rf"(?:{DETERMINERS}\s+)*", re.I)
+_NOT_TOPICS = frozenset(
+    {
+        "ok",
+        "okay",
+        "noted",
+        "sure",
+        "yes",
+        "yeah",
+        "also",
+        "now",
+        "then",
+        "so",
+        "note",
+        "update",
+        "fyi",
+        "actually",
+        "btw",
+        "by the way",
+        "and",
+        "but",
+        "great",
+        "thanks",
+        "done",
+        "right",
+        "well",
+        "hi",
+        "hello",
+        "first",
+        "next",
+        "these",
+        "those",
+        "there",
+        "here",
+        *DETERMINER_WORDS,
+        "好",
+        "好的",
+        "嗯",
+        "对",
+        "是的",
+        "行",
+        "可以",
+        "记一下",
+        "记住",
+        "注意",
+        "另外",
+        "还有",
+        "对了",
+        "然后",
+        "那么",
+        "所以",
+        "现在",
+        "目前",
+        "不过",
+        "但是",
+        "首先",
+        "其次",
+        "最后",
+        "收到",
+        "明白",
+        "谢谢",
+        "顺便说一下",
+        "更新",
+        "补充",
+        # time words, conjunctions and adverbs (breaker, second round: "When using Docker" -> when port, 今天版本)
+        "when",
+        "while",
+        "after",
+        "before",
+        "once",
+        "if",
+        "since",
+        "until",
+        "because",
+        "as",
+        "though",
+        "although",
+        "today",
+        "tomorrow",
+        "yesterday",
+        "tonight",
+        "usually",
+        "basically",
+        "honestly",
+        "locally",
+        "always",
+        "never",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "alright",
+        "anyway",
+        "今天",
+        "昨天",
+        "明天",
+        "平时",
+        "刚才",
+        "最近",
+        "后来",
+        "之前",
+        "以前",
+        "有时",
+        "经常",
+        "一般",
+        "通常",
+        "每天",
+        "周末",
+        "早上",
+        "晚上",
+        "上午",
+        "下午",
+        "中午",
+        "当时",
+        "那时",
+        "这时",
+        "其实",
+        "总之",
+        "反正",
+    }
+)
+_EN_TOPIC_LEAD = re.compile(
+    rf"^(?:(?:and|also|then|now|so|but|ok|okay|well|yes|right|alright|anyway|btw|fyi)[,\s]+)*"
+    rf"(?:{DETERMINERS}\s+)*",
+    re.I,
+)
 # "For the gateway," names a thing; "For the record," "In other words," "On second thought," do not (breaker): "for"
 # takes any noun phrase but a discourse one, "in"/"on" only a place a service runs (production, the staging server)
-_EN_PREP_TOPIC = re.compile(rf"^(?:for|as for|regarding)\s+(?:{DETERMINERS}\s+)*"
-                            r"([A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2})$", re.I)
+_EN_PREP_TOPIC = re.compile(
+    rf"^(?:for|as for|regarding)\s+(?:{DETERMINERS}\s+)*"
+    r"([A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2})$",
+    re.I,
+)
 _EN_PLACE_TOPIC = re.compile(
     rf"^(?:in|on)\s+(?:{DETERMINERS}\s+)?((?:[A-Za-z][\w.\-]*\s+){{0,2}}"
     r"(?:production|prod|staging|stage|dev|development|test|testing|local|ci|server|host|machine|box|cluster|node|vm|"
-    r"container|laptop|environment|env))$", re.I)
-_DISCOURSE = frozenset({"record", "example", "instance", "reference", "now", "once", "sure", "a while", "the moment",
-                        "the record", "short", "the most part", "what it's worth", "your information", "clarity",
-                        "context", "comparison", "simplicity", "safety", "completeness", "now though", "a moment"})
+    r"container|laptop|environment|env))$",
+    re.I,
+)
+_DISCOURSE = frozenset(
+    {
+        "record",
+        "example",
+        "instance",
+        "reference",
+        "now",
+        "once",
+        "sure",
+        "a while",
+        "the moment",
+        "the record",
+        "short",
+        "the most part",
+        "what it's worth",
+        "your information",
+        "clarity",
+        "context",
+        "comparison",
+        "simplicity",
+        "safety",
+        "completeness",
+        "now though",
+        "a moment",
+    }
+)
 _EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|runs|running|deploy|deployed)\b\s*", re.I)
 _EN_PREPOSITIONS = frozenset({"of", "for", "in", "on", "at", "to", "from", "with", "by"})
 _EN_STATED = re.compile(r"^(.+?)\s+(?:is|are)\s+\S", re.I)
 _INNER_DET = re.compile(rf"\s+{DETERMINERS}\s+", re.I)
 # the object of 用/使用/部署在 must be a Latin name: 用 inside 用户, 应用, 有用 is no verb (breaker finding)
-_ZH_TOPIC_VERB = re.compile(r"(?:使用|采用|选用|改用|跑在|部署在|在用|(?<![备通常应商专公家试费作信有享利占])用)(?=\s*[A-Za-z])")
+_ZH_TOPIC_VERB = re.compile(
+    r"(?:使用|采用|选用|改用|跑在|部署在|在用|(?<![备通常应商专公家试费作信有享利占])用)(?=\s*[A-Za-z])"
+)
 _ZH_TOPIC_TAIL = re.compile(r"(?:的配置|的设置|那边|这边)$")
 _ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9.+_\-]*")
 # a clause that rules something out names no topic, and the search stops there ("no longer use Redis", "除了 Redis")
-_NEGATION = re.compile(r"\b(?:no longer|not|don't|do not|doesn't|never|without|except|instead of)\b|不|别|没|除了|而非", re.I)
+_NEGATION = re.compile(
+    r"\b(?:no longer|not|don't|do not|doesn't|never|without|except|instead of)\b|不|别|没|除了|而非", re.I
+)
 _CONTINUE = "\0"  # a clause that states a bare attribute ("版本是 1.25"): look one clause further back
 TOPIC_CONTEXT_CHARS = 120  # the topic is looked for in this many characters before the key (ours: bounds the cost)
 TOPIC_CLAUSES = 3  # ... and in at most this many clauses (ours: "X 用 Y，版本是 1，端口是 2" needs two)
@@ -196,7 +442,9 @@ def _owner(subject: str) -> str:
     if len(words) > 1 and words[-1] in GENERIC_KEYS:
         rest = " ".join(words[:-1])
         return rest if _topic_ok(rest) else ""
-    tail = max((g for g in GENERIC_KEYS if _HAS_CJK.search(g) and k.endswith(g) and len(k) > len(g)), key=len, default="")
+    tail = max(
+        (g for g in GENERIC_KEYS if _HAS_CJK.search(g) and k.endswith(g) and len(k) > len(g)), key=len, default=""
+    )
     if tail:  # "数据库地址" -> 数据库
         rest = k[: -len(tail)].strip()
         return rest if _topic_ok(rest) else ""
@@ -241,7 +489,9 @@ def _en_topic(clause: str, stated_keys: bool = True) -> str:
         obj = _EN_TOPIC_LEAD.sub("", c[m.end() :]).split()  # "we use Postgres": a name, not "we run tests"
         name = len(obj) == 1 and (obj[0][:1].isupper() or re.search(r"[\d._\-]", obj[0]))
         return obj[0] if name and _topic_ok(obj[0]) else ""
-    if stated_keys and _EN_STATED.match(c):  # a key the clause states, by the family's own rules ("The weather is nice" states none)
+    if stated_keys and _EN_STATED.match(
+        c
+    ):  # a key the clause states, by the family's own rules ("The weather is nice" states none)
         stated = is_facts(c if re.match(DETERMINERS + r"\s", c, re.I) else "the " + c, topics=False)
         if not stated:
             return ""
@@ -262,7 +512,9 @@ def _with_topic(key_text: str, before: str) -> str:
     if normalize_key(key_text) not in GENERIC_KEYS:
         return key_text
     topic = ""
-    for clause in reversed([c for c in _CLAUSE_BREAK.split(before[-TOPIC_CONTEXT_CHARS:]) if c.strip()][-TOPIC_CLAUSES:]):
+    for clause in reversed(
+        [c for c in _CLAUSE_BREAK.split(before[-TOPIC_CONTEXT_CHARS:]) if c.strip()][-TOPIC_CLAUSES:]
+    ):
         if _NEGATION.search(clause):
             break
         topic = _zh_topic(clause) if _HAS_CJK.search(clause) else _en_topic(clause)
@@ -304,7 +556,9 @@ _SWITCH = re.compile(
     rf"\s+(?:(?:the|our|my)\s+)?(?:({_KEY})\s+)?from\s+({_TOKEN})\s+(?:over\s+)?to\s+({_TOKEN})",
     re.I,
 )
-_RETRACT = re.compile(rf"\b(?:no longer|don't|do not|won't|will not) (?:use|using|need|run|depend on)\s+(?:the\s+)?({_TOKEN})", re.I)
+_RETRACT = re.compile(
+    rf"\b(?:no longer|don't|do not|won't|will not) (?:use|using|need|run|depend on)\s+(?:the\s+)?({_TOKEN})", re.I
+)
 _ASSIGN = re.compile(rf"(?<![\w?&/.=:!<>(,+*%-])([A-Za-z_][\w.\-]{{0,40}})\s*(?<![=!<>])=(?![=>])\s*({_TOKEN})")
 _ASSIGN_END = re.compile(r"^\s*(?:$|[,;#&|，。；]|\b(?:and|for|in|on|now|then|instead)\b|[A-Za-z_][\w.\-]*\s*=)")
 _ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -312,8 +566,29 @@ _COLON = re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\
 _SPEAKERS = {"user", "assistant", "system", "tool", "human", "ai", "note", "warning", "error", "tip", "example", "todo"}
 
 
-_BARE_LEADS = frozenset({"no", "not", "maybe", "apparently", "currently", "today", "still", "just", "anyway", "wait",
-                         "sorry", "lol", "oops", "hmm", "correction", "please", "finally", "perhaps", "probably"})
+_BARE_LEADS = frozenset(
+    {
+        "no",
+        "not",
+        "maybe",
+        "apparently",
+        "currently",
+        "today",
+        "still",
+        "just",
+        "anyway",
+        "wait",
+        "sorry",
+        "lol",
+        "oops",
+        "hmm",
+        "correction",
+        "please",
+        "finally",
+        "perhaps",
+        "probably",
+    }
+)
 
 
 def _bare_key(key_text: str) -> str:
@@ -321,8 +596,9 @@ def _bare_key(key_text: str) -> str:
     port), then it must hold no determiner or lead word ("Now the port" is the determiner family's: breaker
     finding) and end in an attribute word (``GENERIC_KEYS``: "Noted, redis port is 6380")."""
     words = key_text.split()
-    while words and (words[0].casefold() in _NOT_TOPICS or words[0].casefold() in _BARE_LEADS
-                     or words[0].casefold().endswith("ly")):
+    while words and (
+        words[0].casefold() in _NOT_TOPICS or words[0].casefold() in _BARE_LEADS or words[0].casefold().endswith("ly")
+    ):
         words.pop(0)
     if not words or any(w.casefold() in _NOT_TOPICS or w.casefold() in _BARE_LEADS for w in words):
         return ""
@@ -331,7 +607,7 @@ def _bare_key(key_text: str) -> str:
 
 
 def is_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
-    """"the X is Y" / "our X is now Y" with a value-like Y; "X is Y" at the start of a clause when X ends in an
+    """ "the X is Y" / "our X is now Y" with a value-like Y; "X is Y" at the start of a clause when X ends in an
     attribute word (``GENERIC_KEYS``)."""
     out = []
     for m in _IS.finditer(sentence):
@@ -348,7 +624,7 @@ def is_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
 
 
 def set_facts(sentence: str) -> list[ExtractedFact]:
-    """"set/change/update/switch X to Y" (not "X from A to B": that is ``switch_facts``)."""
+    """ "set/change/update/switch X to Y" (not "X from A to B": that is ``switch_facts``)."""
     out = []
     for m in _SET.finditer(sentence):
         if re.search(r"\bfrom\b", m.group(1), re.I):
@@ -363,13 +639,13 @@ _CLAUSE_END = re.compile(r"^\s*(?:$|[.,;:!)]|(?:now|instead|again|please|too|eve
 
 
 def _ends_clause(rest: str) -> bool:
-    """"set the log level to debug." — a plain word is a value only where the clause ends ("set up the mock to
+    """ "set the log level to debug." — a plain word is a value only where the clause ends ("set up the mock to
     raise an error" is a purpose, not a setting)."""
     return bool(_CLAUSE_END.match(rest))
 
 
 def switch_facts(sentence: str) -> list[ExtractedFact]:
-    """"switched [X] from A to B": X = B, replacing A. Without X the key is resolved at store time from whatever
+    """ "switched [X] from A to B": X = B, replacing A. Without X the key is resolved at store time from whatever
     currently holds A (else A itself becomes the key)."""
     out = []
     for m in _SWITCH.finditer(sentence):
@@ -385,17 +661,19 @@ def switch_facts(sentence: str) -> list[ExtractedFact]:
 
 
 def retract_facts(sentence: str) -> list[ExtractedFact]:
-    """"no longer use A" / "don't use A anymore": A retracted (value None), key resolved at store time."""
+    """ "no longer use A" / "don't use A anymore": A retracted (value None), key resolved at store time."""
     out = []
     for m in _RETRACT.finditer(sentence):
         old = _clean_value(m.group(1))
-        if old and (m.group(0).lower().startswith("no longer") or re.search(r"\b(?:anymore|any more)\b", sentence, re.I)):
+        if old and (
+            m.group(0).lower().startswith("no longer") or re.search(r"\b(?:anymore|any more)\b", sentence, re.I)
+        ):
             out.append(ExtractedFact("", None, "", old, "retract"))
     return out
 
 
 def assign_facts(sentence: str) -> list[ExtractedFact]:
-    """"KEY=VALUE" / "key = value" (config, env files, prose "port = 5433"); not ``==``, not call arguments."""
+    """ "KEY=VALUE" / "key = value" (config, env files, prose "port = 5433"); not ``==``, not call arguments."""
     out = []
     for m in _ASSIGN.finditer(sentence):
         v = _clean_value(m.group(2))
@@ -408,7 +686,7 @@ def assign_facts(sentence: str) -> list[ExtractedFact]:
 
 
 def colon_facts(lines: list[str]) -> list[ExtractedFact]:
-    """"key: value" lines that look like configuration: the key has ``_``, ``.`` or a digit, or the line sits in a
+    """ "key: value" lines that look like configuration: the key has ``_``, ``.`` or a digit, or the line sits in a
     run of at least two such lines (YAML, INI-like listings). Prose ("Note: this matters") has no one-token value."""
     matches = [_COLON.match(line) for line in lines]
     out = []
@@ -428,8 +706,10 @@ def colon_facts(lines: list[str]) -> list[ExtractedFact]:
 _ZH_VERBS = "设置为|设置成|设为|更改为|修改为|改为|改成|换成|更新为|调整为|切换到|切换为|是"
 _ZH_SET = re.compile(rf"({_ZH_VERBS})(?:(?<!是)了)?\s*({_TOKEN})")
 _ZH_KEY_STOP = re.compile(r"[，。；：、！？,;:!?（）()\n]")
-_ZH_KEY_LEAD = re.compile(r"^(?:(?:现在|目前|已经|后来|然后|之后|刚才|刚刚|我们|咱们|我|你|请|就|也|都|要|把|将|已|先|再|得)+)?"
-                          r"(?:(?:在?用|使用|采用)的)?")
+_ZH_KEY_LEAD = re.compile(
+    r"^(?:(?:现在|目前|已经|后来|然后|之后|刚才|刚刚|我们|咱们|我|你|请|就|也|都|要|把|将|已|先|再|得)+)?"
+    r"(?:(?:在?用|使用|采用)的)?"
+)
 _ZH_KEY_TAIL = re.compile(r"(?:现在|目前|已经|已|都|也|就|要|会|应该|得|还|仍然|依然)+$")
 _ZH_VALUE_END = re.compile(r"[了吧啊呢的。，！]+$")
 _ZH_VALUE_CUT = re.compile(r"[，。；！？、（）]")
@@ -456,7 +736,7 @@ def _zh_key(phrase: str) -> str:
 
 
 def zh_set_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
-    """"X 设置为/改为/换成/是 Y". With 是, Y must look like a value (digit, Latin, code) or X must be an attribute
+    """ "X 设置为/改为/换成/是 Y". With 是, Y must look like a value (digit, Latin, code) or X must be an attribute
     phrase with 的 ("我的名字是张三"); "我是学生" is not a fact."""
     out = []
     for m in _ZH_SET.finditer(sentence):
@@ -469,16 +749,22 @@ def zh_set_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
         if not v:
             continue
         # 的 inside the key marks an attribute ("我的名字是"); a final 的 is an adverb ("那就真的是完美了")
-        if m.group(1) == "是" and not (re.search(r"[0-9A-Za-z._/:@]", v) or "的" in phrase.rstrip("的") or m.group(2)[:1] in "`\"'"):
+        if m.group(1) == "是" and not (
+            re.search(r"[0-9A-Za-z._/:@]", v) or "的" in phrase.rstrip("的") or m.group(2)[:1] in "`\"'"
+        ):
             continue
         if m.group(1) == "是" and re.search(r"(?:什么|多少|哪|谁|几)", v):
             continue
-        out.append(_fact(_with_topic(key_text, before[: len(before.rstrip()) - len(phrase)]) if topics else key_text, v, "zh_set"))
+        out.append(
+            _fact(
+                _with_topic(key_text, before[: len(before.rstrip()) - len(phrase)]) if topics else key_text, v, "zh_set"
+            )
+        )
     return [f for f in out if f]
 
 
 def zh_switch_facts(sentence: str) -> list[ExtractedFact]:
-    """"[X]从 A 换成/改为/迁移到 B": X = B replacing A (X optional, as in English)."""
+    """ "[X]从 A 换成/改为/迁移到 B": X = B replacing A (X optional, as in English)."""
     out = []
     for m in _ZH_SWITCH.finditer(sentence):
         old, new = _zh_value(m.group(1)), _zh_value(m.group(2))
@@ -495,7 +781,7 @@ def zh_switch_facts(sentence: str) -> list[ExtractedFact]:
 
 
 def zh_retract_facts(sentence: str) -> list[ExtractedFact]:
-    """"不再用/使用 A": A retracted."""
+    """ "不再用/使用 A": A retracted."""
     out = []
     for m in _ZH_RETRACT.finditer(sentence):
         old = _zh_value(m.group(1))
@@ -512,7 +798,12 @@ def _sentence_facts(s: str) -> list[ExtractedFact]:
         switched = zh_switch_facts(s)
         rest = _ZH_SWITCH.sub(" ", s) if switched else s
         retracted = zh_retract_facts(rest) if "不再" in rest else []
-        return switched + retracted + zh_set_facts(_ZH_RETRACT.sub(" ", rest) if retracted else rest) + (assign_facts(rest) if "=" in s else [])
+        return (
+            switched
+            + retracted
+            + zh_set_facts(_ZH_RETRACT.sub(" ", rest) if retracted else rest)
+            + (assign_facts(rest) if "=" in s else [])
+        )
     low = s.lower()  # cheap gates: most sentences hold none of the words a family needs
     switched = switch_facts(s) if " from " in low else []
     rest = _SWITCH.sub(" ", s) if switched else s
@@ -531,7 +822,9 @@ def _sentence_facts(s: str) -> list[ExtractedFact]:
 def fact_texts(turn: Any) -> tuple[list[str], list[str]]:
     """What a ``Turn``'s facts are extracted from: (its user and assistant texts, its tool results). Tool-call
     arguments are commands, not statements; tool results are read as code (``code_facts``)."""
-    return [m.text for m in turn.messages if m.text], [r.content for m in turn.messages for r in m.tool_results if r.content]
+    return [m.text for m in turn.messages if m.text], [
+        r.content for m in turn.messages for r in m.tool_results if r.content
+    ]
 
 
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from lantern.model import Message, Turn
 
 from lantern.archive.chunk import chunk
 from lantern.archive.parse import ParseResult, parse
 from lantern.archive.parse.stream import open_stream
+from lantern.model import Message, Turn
 
 MAX_WARNINGS = 1000  # warnings kept per ingest; the rest are counted in one last line (ours)
 
@@ -53,8 +53,13 @@ class TurnBatches:
     fraction of the file read. Memory: one slice, the turns not yet handed out (under ``size``), and the
     unfinished last turn."""
 
-    def __init__(self, slices: Slices, redact: Callable[[list[Message]], tuple[list[Message], int]], size: int,
-                 on_slice: Callable[[ParseResult, int], None]):
+    def __init__(
+        self,
+        slices: Slices,
+        redact: Callable[[list[Message]], tuple[list[Message], int]],
+        size: int,
+        on_slice: Callable[[ParseResult, int], None],
+    ):
         self.slices, self.redact, self.size, self.on_slice = slices, redact, size, on_slice
         self.produced = 0
 
@@ -91,17 +96,22 @@ def add_warnings(kept: list[str], new: list[str], dropped: list[int]) -> None:
     dropped[0] += max(len(new) - max(room, 0), 0)
 
 
-def ingest_batches(path: Path, format: str, redact: Callable[[list[Message]], tuple[list[Message], int]], size: int,
-                   on_slice: Callable[[ParseResult, int], None]) -> Iterator[tuple[list[Turn], int]]:
+def ingest_batches(
+    path: Path,
+    format: str,
+    redact: Callable[[list[Message]], tuple[list[Message], int]],
+    size: int,
+    on_slice: Callable[[ParseResult, int], None],
+) -> Iterator[tuple[list[Turn], int]]:
     """``(batch of turns, estimated total turns)`` of the file at ``path`` (``TurnBatches``), then, when it parsed
     as a Claude Code session transcript ``<dir>/<session-id>.jsonl``, of its subagent transcripts
     (``subagents.subagent_files``), each subagent's messages in the sub-session ``sidechain-<id>``. A file at
-    ``<session-id>/subagents/[workflows/<run-id>/]agent-<id>.jsonl`` given itself is read as that subagent's. A subagent file that is
+    ``<session-id>/subagents/[workflows/<run-id>/]agent-<id>.jsonl`` given itself is read as that subagent's. A subagent
+    file that is
     not a Claude Code transcript or cannot be read is skipped: one skip and one warning naming it (the session's
     own turns are committed by then). Totals are cumulative over the files."""
-    from lantern.errors import TranscriptFormatError
-
     from lantern.archive.subagents import agent_id, as_sidechain, parent_session, subagent_files
+    from lantern.errors import TranscriptFormatError
 
     state = {"format": format, "done": 0}  # of the last file read
 
@@ -127,7 +137,11 @@ def ingest_batches(path: Path, format: str, redact: Callable[[list[Message]], tu
         try:
             yield from run(file, "claude-code", agent, total)
         except (TranscriptFormatError, OSError) as e:
-            on_slice(ParseResult(skipped=1, warnings=[f"subagent transcript {file.name} skipped: {e}"],
-                                 format="claude-code"), 0)
+            on_slice(
+                ParseResult(
+                    skipped=1, warnings=[f"subagent transcript {file.name} skipped: {e}"], format="claude-code"
+                ),
+                0,
+            )
             continue
         total += state["done"]

@@ -1,10 +1,12 @@
 """The write path as one pipeline (docs/architecture.md §2). Zero LLM calls; each stage is its own module.
 
     messages = parse(source)                 archive/parse/        any supported format -> Message list
-    messages = redact(messages)              archive/redact.py     secrets and private spans out, before anything reads them
+    messages = redact(messages)              archive/redact.py     secrets and private spans out, before anything reads
+    them
     turns    = chunk(messages)               archive/chunk.py      a user message and everything that answers it
     rows     = prepare(turns)                one NewEntry per turn: summarize.py, text/tags.py, classify.py, facts.py
-    vectors  = embed(rows)                   archive/embed_ahead.py   only rows the store will keep; one vector per summary
+    vectors  = embed(rows)                   archive/embed_ahead.py   only rows the store will keep; one vector per
+    summary
     ids      = store(rows, vectors)          store/sqlite.py       ONE transaction; pending recoveries are judged in it
 
 ``Writer.archive`` runs it for a live message list (one transaction); ``Writer.ingest`` for a file, one transaction
@@ -70,8 +72,15 @@ class Writer:
     """The write path of one store. ``embedder`` is the handle's current one (``Lantern`` swaps it after a reindex);
     ``before_batch`` runs before each batch is prepared (``Lantern`` follows another process's reindex there)."""
 
-    def __init__(self, store: Store, index: MemoryIndex, embedder: Any, config: Config, redaction: RedactionPolicy,
-                 before_batch: Callable[[], None] = lambda: None):
+    def __init__(
+        self,
+        store: Store,
+        index: MemoryIndex,
+        embedder: Any,
+        config: Config,
+        redaction: RedactionPolicy,
+        before_batch: Callable[[], None] = lambda: None,
+    ):
         self.store, self.index, self.embedder, self.config = store, index, embedder, config
         self.redaction, self.before_batch = redaction, before_batch
 
@@ -80,13 +89,18 @@ class Writer:
         """Parse, redact, chunk, prepare, embed and store ``source`` (messages or a transcript) in ONE transaction.
         Raises ``TranscriptFormatError`` for unreadable input; nothing is written then."""
         parsed = self.messages(source, format)
-        result = ArchiveResult(session=session_name(session, None), skipped=parsed.skipped, warnings=parsed.warnings,
-                               redacted=parsed.redacted)
+        result = ArchiveResult(
+            session=session_name(session, None),
+            skipped=parsed.skipped,
+            warnings=parsed.warnings,
+            redacted=parsed.redacted,
+        )
         self.archive_turns(chunk(parsed.messages, None), session, scope, result)
         return result
 
-    def ingest(self, path: Path, session: str, scope: Scope, format: str = "auto",
-               progress: Progress | None = None) -> ArchiveResult:
+    def ingest(
+        self, path: Path, session: str, scope: Scope, format: str = "auto", progress: Progress | None = None
+    ) -> ArchiveResult:
         """Archive a transcript file in batches of ``INGEST_BATCH_TURNS`` turns, one transaction each (archive/ingest.py
         streams JSONL in bounded memory). ``progress(done, total)`` in turns after each batch; ``total`` is an
         estimate until the file is read to its end. Warnings past the first 1,000 are counted in one last warning."""
@@ -103,7 +117,8 @@ class Writer:
         remembered = embed_ahead.Remembered()  # vectors of summaries embedded in earlier batches (worker thread only)
         done = 0
         for (batch, total), vectors in embed_ahead.overlapped(
-                prepared, lambda p: embed_ahead.embed_plan(self.embedder, p[0].plan, remembered)):
+            prepared, lambda p: embed_ahead.embed_plan(self.embedder, p[0].plan, remembered)
+        ):
             self.store_batch(batch, vectors, result)
             done += len(batch.turns)
             if progress:
@@ -116,8 +131,11 @@ class Writer:
     def messages(self, source: Any, format: str = "auto") -> Parsed:
         """Stages parse and redact. ``source``: Message objects (cleaned and checked like parsed dicts), message
         dicts, or a transcript path / text in ``format``."""
-        if isinstance(source, Sequence) and not isinstance(source, (str, bytes)) and source and all(
-            isinstance(m, Message) for m in source
+        if (
+            isinstance(source, Sequence)
+            and not isinstance(source, (str, bytes))
+            and source
+            and all(isinstance(m, Message) for m in source)
         ):
             checked = check_messages([clean_message(m) for m in source])
             return Parsed(checked.skipped, list(checked.warnings), *self.redact(checked.messages))
@@ -181,8 +199,11 @@ class Writer:
         judged: dict[int, tuple[float, float]] = {}
 
         def judge(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
-            replies = [(row.session, reinforce.assistant_text(turn), row.user)
-                       for row, turn, (_, added) in zip(batch.rows, batch.turns, written) if added]
+            replies = [
+                (row.session, reinforce.assistant_text(turn), row.user)
+                for row, turn, (_, added) in zip(batch.rows, batch.turns, written)
+                if added
+            ]
             judged.update(reinforce.resolve_pending(db, replies, self.config.success_alpha))
 
         for entry_id, added in self.store.add(batch.rows, vectors, after=judge):
@@ -220,4 +241,3 @@ def clean_message(m: Message) -> Message:
         tool_calls=[ToolCall(clean_text(c.name or ""), clean_text(c.arguments or ""), c.id) for c in m.tool_calls],
         tool_results=[ToolResult(clean_text(r.content or ""), r.call_id, r.name) for r in m.tool_results],
     )
-

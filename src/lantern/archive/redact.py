@@ -122,14 +122,23 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from lantern.model import Message, ToolCall, ToolResult
 
 __all__ = [
-    "Finding", "RedactionPolicy", "find_secrets", "load_policy", "make_policy", "placeholder", "redact_messages",
-    "redact_text", "remove_private", "set_secret_redaction", "PLACEHOLDER_RE",
+    "Finding",
+    "RedactionPolicy",
+    "find_secrets",
+    "load_policy",
+    "make_policy",
+    "placeholder",
+    "redact_messages",
+    "redact_text",
+    "remove_private",
+    "set_secret_redaction",
+    "PLACEHOLDER_RE",
 ]
 
 META_SALT = "redact_salt"
@@ -271,7 +280,8 @@ class Finding:
     YAML) and for a password mid-line that runs to the next space (``(password=Hunter2Secret);``): the span is the
     whole value, so nothing of it stays in clear, and the fingerprint of a keyword value leaves out its final
     ``.,;:!?)]}`` (``VALUE_END``), so it matches the same password written elsewhere (our choice: a consistent
-    fingerprint over telling ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly what its quotes
+    fingerprint over telling ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly
+    what its quotes
     enclose. The allow-list sees both ``value`` and the span. ``kind`` names it in the placeholder; ``tail`` says
     whether its last 4 characters may be shown."""
 
@@ -302,12 +312,12 @@ class _Token:
         return _charrun(self.extend)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _charclass(chars: str) -> re.Pattern[str]:
     return re.compile(f"[{chars}]")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _charrun(chars: str) -> re.Pattern[str]:
     return re.compile(f"[{chars}]*")
 
@@ -344,7 +354,9 @@ def _tokens() -> tuple[_Token, ...]:
 
     out: list[_Token] = []
 
-    def plugin(cls: Any, kind: str, triggers: tuple[str, ...], regexes: Sequence[re.Pattern[str]] | None = None, **kw: Any) -> None:
+    def plugin(
+        cls: Any, kind: str, triggers: tuple[str, ...], regexes: Sequence[re.Pattern[str]] | None = None, **kw: Any
+    ) -> None:
         for rx in regexes if regexes is not None else cls.denylist:
             out.append(_Token(kind, rx, triggers, **kw))
 
@@ -353,16 +365,35 @@ def _tokens() -> tuple[_Token, ...]:
 
     # ours first where they are more specific than a plugin on the same text (sk-ant- before sk-)
     ours("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",))
-    ours("openai-key", r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", ("sk-",),
-         validate=lambda s: not s.startswith("sk-ant-") and _has_letter_and_digit(s[3:]))
+    ours(
+        "openai-key",
+        r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+        ("sk-",),
+        validate=lambda s: not s.startswith("sk-ant-") and _has_letter_and_digit(s[3:]),
+    )
     plugin(OpenAIDetector, "openai-key", ("T3BlbkFJ",))
-    plugin(AWSKeyDetector, "aws-access-key-id", ("A3T", "ABIA", "ACCA", "AKIA", "ASIA"), [AWSKeyDetector.denylist[0]],
-           exact_len=20)
+    plugin(
+        AWSKeyDetector,
+        "aws-access-key-id",
+        ("A3T", "ABIA", "ACCA", "AKIA", "ASIA"),
+        [AWSKeyDetector.denylist[0]],
+        exact_len=20,
+    )
     plugin(GitHubTokenDetector, "github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"))
     ours("github-token", r"github_pat_[A-Za-z0-9_]{22,}", ("github_pat_",))
-    plugin(GitLabTokenDetector, "gitlab-token", ("gl", "GR1348941"),
-           gate=re.compile(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941"))
-    plugin(SlackDetector, "slack-token", ("xox", "XOX"), [SlackDetector.denylist[0]], gate=re.compile(r"(?:xox|XOX)[A-Za-z]-\d"))
+    plugin(
+        GitLabTokenDetector,
+        "gitlab-token",
+        ("gl", "GR1348941"),
+        gate=re.compile(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941"),
+    )
+    plugin(
+        SlackDetector,
+        "slack-token",
+        ("xox", "XOX"),
+        [SlackDetector.denylist[0]],
+        gate=re.compile(r"(?:xox|XOX)[A-Za-z]-\d"),
+    )
     plugin(SlackDetector, "slack-webhook", ("hooks.slack.com",), [SlackDetector.denylist[1]], extend="A-Za-z0-9_\\-/")
     ours("slack-token", r"xox[a-z]-[A-Za-z0-9\-]{10,}", ("xox",), gate=re.compile(r"xox[a-z]-"))
     ours("slack-token", r"xapp-\d-[A-Za-z0-9\-]{10,}", ("xapp-",))
@@ -378,12 +409,22 @@ def _tokens() -> tuple[_Token, ...]:
     plugin(SquareOAuthDetector, "square-secret", ("sq0csp-",))
     plugin(AzureStorageKeyDetector, "azure-storage-key", ("AccountKey=",), extend="A-Za-z0-9+/=")
     plugin(JwtTokenDetector, "jwt", ("eyJ",), validate=JwtTokenDetector.is_formally_valid, extend="A-Za-z0-9_\\-.")
-    plugin(DiscordBotTokenDetector, "discord-token", (".",), extend="A-Za-z0-9_\\-.",
-           gate=re.compile(r"\.[a-zA-Z\d_\-]{6}\.[a-zA-Z\d_\-]{27}"))
+    plugin(
+        DiscordBotTokenDetector,
+        "discord-token",
+        (".",),
+        extend="A-Za-z0-9_\\-.",
+        gate=re.compile(r"\.[a-zA-Z\d_\-]{6}\.[a-zA-Z\d_\-]{27}"),
+    )
     plugin(TelegramBotTokenDetector, "telegram-token", (":",), gate=re.compile(r":[0-9A-Za-z_\-]{35}"))
     plugin(TwilioKeyDetector, "twilio-key", ("AC", "SK"), exact_len=34)
     plugin(MailchimpDetector, "mailchimp-key", ("-us",), gate=re.compile(r"-us\d"))
-    plugin(ArtifactoryDetector, "artifactory-token", ("AKC", "AP"), gate=re.compile(r"AKC[a-zA-Z0-9]{10}|AP[\dA-F][a-zA-Z0-9]{8}"))
+    plugin(
+        ArtifactoryDetector,
+        "artifactory-token",
+        ("AKC", "AP"),
+        gate=re.compile(r"AKC[a-zA-Z0-9]{10}|AP[\dA-F][a-zA-Z0-9]{8}"),
+    )
     return tuple(out)
 
 
@@ -402,19 +443,103 @@ def _strong_words() -> frozenset[str]:
     from detect_secrets.plugins.keyword import DENYLIST
 
     words = {w.replace("_?", "") for w in DENYLIST}
-    return frozenset(words | {"pass", "passphrase", "passcode", "secretkey", "accesskey", "privatekey", "clientsecret",
-                              "masterkey", "signingkey", "encryptionkey", "密码", "口令", "密钥", "私钥"})
+    return frozenset(
+        words
+        | {
+            "pass",
+            "passphrase",
+            "passcode",
+            "secretkey",
+            "accesskey",
+            "privatekey",
+            "clientsecret",
+            "masterkey",
+            "signingkey",
+            "encryptionkey",
+            "密码",
+            "口令",
+            "密钥",
+            "私钥",
+        }
+    )
 
 
 # key words before "key" that make ``..._key`` strong (detect-secrets' denylist prefixes, plus ours)
-_KEY_QUALIFIERS = frozenset({"api", "auth", "service", "account", "db", "database", "priv", "private", "client",
-                             "secret", "access", "signing", "encryption", "master", "license", "webhook", "app"})
-_TYPE_NAMES = frozenset({"str", "string", "int", "bool", "bytes", "any", "none", "null", "nil", "optional", "text",
-                         "secretstr", "varchar", "dict", "list", "object", "number", "boolean", "float", "uuid",
-                         "required", "true", "false", "undefined", "empty", "char", "password", "secret", "token",
-                         "redacted", "hidden", "masked", "unset", "notset", "dummy", "placeholder", "example",
-                         "pass", "pwd", "passwd", "xxx", "todo", "tbd", "default", "auto", "env", "file", "prompt",
-                         "environment", "omitted"})
+_KEY_QUALIFIERS = frozenset(
+    {
+        "api",
+        "auth",
+        "service",
+        "account",
+        "db",
+        "database",
+        "priv",
+        "private",
+        "client",
+        "secret",
+        "access",
+        "signing",
+        "encryption",
+        "master",
+        "license",
+        "webhook",
+        "app",
+    }
+)
+_TYPE_NAMES = frozenset(
+    {
+        "str",
+        "string",
+        "int",
+        "bool",
+        "bytes",
+        "any",
+        "none",
+        "null",
+        "nil",
+        "optional",
+        "text",
+        "secretstr",
+        "varchar",
+        "dict",
+        "list",
+        "object",
+        "number",
+        "boolean",
+        "float",
+        "uuid",
+        "required",
+        "true",
+        "false",
+        "undefined",
+        "empty",
+        "char",
+        "password",
+        "secret",
+        "token",
+        "redacted",
+        "hidden",
+        "masked",
+        "unset",
+        "notset",
+        "dummy",
+        "placeholder",
+        "example",
+        "pass",
+        "pwd",
+        "passwd",
+        "xxx",
+        "todo",
+        "tbd",
+        "default",
+        "auto",
+        "env",
+        "file",
+        "prompt",
+        "environment",
+        "omitted",
+    }
+)
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+")
 _SPLIT = re.compile(r"[_.\-\s]+")
 _BARE_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
@@ -439,7 +564,9 @@ def _key_class(key: str) -> str:
         return "strong"
     if last == "key" and prev in _KEY_QUALIFIERS:
         return "strong"
-    if last in ("token", "auth", "credential", "credentials", "authtoken", "accesstoken", "apikey") or last.endswith("token"):
+    if last in ("token", "auth", "credential", "credentials", "authtoken", "accesstoken", "apikey") or last.endswith(
+        "token"
+    ):
         return "weak-token"
     if last == "key" and prev:  # a bare "key" is a dictionary key, never a secret context
         return "weak-key"
@@ -450,8 +577,25 @@ def _is_reference(v: str) -> bool:
     """A value that names a secret instead of holding it: a variable, a template, a documentation placeholder,
     an already masked value."""
     low = v.lower()
-    if v[0] in "$%<{[*" or low.startswith(("...", "…", "xxx", "os.", "process.env", "env(", "getenv", "secrets.",
-                                            "env[", "env.", "[secret:", "sha256:", "sha512:", "file:", "vault:")):
+    if v[0] in "$%<{[*" or low.startswith(
+        (
+            "...",
+            "…",
+            "xxx",
+            "os.",
+            "process.env",
+            "env(",
+            "getenv",
+            "secrets.",
+            "env[",
+            "env.",
+            "[secret:",
+            "sha256:",
+            "sha512:",
+            "file:",
+            "vault:",
+        )
+    ):
         return True
     if "your" in low and any(w in low for w in ("key", "token", "pass", "secret")):
         return True
@@ -461,7 +605,9 @@ def _is_reference(v: str) -> bool:
 
 
 def _is_path(v: str) -> bool:
-    return v.startswith(("/", "~/", "./", "../", "\\\\")) or (len(v) > 2 and v[1] == ":" and v[2] in "\\/") or "://" in v
+    return (
+        v.startswith(("/", "~/", "./", "../", "\\\\")) or (len(v) > 2 and v[1] == ":" and v[2] in "\\/") or "://" in v
+    )
 
 
 def _looks_random(v: str, min_len: int = 16, min_entropy: float = 3.0) -> bool:
@@ -491,7 +637,9 @@ def _strong_value_ok(v: str, key: str, quoted: bool, code_like: bool) -> bool:
 
 # ---------------------------------------------------------------------------------------------- regexes
 _BEGIN_KEY = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
-_KEY_TAIL = re.compile(r"(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment|Version): ?[^\n\\]*|[ \t]*))*")
+_KEY_TAIL = re.compile(
+    r"(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment|Version): ?[^\n\\]*|[ \t]*))*"
+)
 
 # Every pattern below starts with a literal, so that the regex engine can skip to its candidates (a pattern
 # that starts with a look-behind or an IGNORECASE alternation is tried at every position: 10x slower on a 300 KB
@@ -512,9 +660,12 @@ _FLAG = re.compile(  # on low
     r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])|'(?=[a-z0-9])){1,512})(?P=q)"
     r"|(?P<secret>[^\s\"'\\]+))"
 )
-_MYSQL_P = re.compile(r"mysql(?:dump|admin|sh)?\b[^\n|;&]*?\s-p(?P<secret>[^\s\"'\\]{3,})")  # case matters: -P is the port
+_MYSQL_P = re.compile(
+    r"mysql(?:dump|admin|sh)?\b[^\n|;&]*?\s-p(?P<secret>[^\s\"'\\]{3,})"
+)  # case matters: -P is the port
 _KEYWORD_HIT = re.compile(  # on low: a secret word ending an identifier, then an assignment operator
-    r"(?:pass|pwd|secret|token|auth|credential|key|contrase)[a-z0-9_\-]*\\?[\"'`]?\]?[ \t]*(?::=|=>|=(?![=>])|:(?![:/])|：)"
+    r"(?:pass|pwd|secret|token|auth|credential|key|contrase)[a-z0-9_\-]*\\?[\"'`]?\]?[ "
+    r"\t]*(?::=|=>|=(?![=>])|:(?![:/])|：)"
 )
 _IDENT_BACK = re.compile(r"[A-Za-z0-9_.\-]{0,80}\Z")
 _ASSIGN = re.compile(
@@ -529,7 +680,9 @@ _KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key
 # between "password is" and its value (ours): at most one adverb and one "set to" from short lists, so that "the
 # password is in the vault" stays prose; then an optional separator, a colon (ASCII or full-width) or a dash that
 # a space follows (a value may start with "-")
-_PROSE_ADVERB = r"(?:\s+(?:now|still|currently|always|again)(?=[\s:：]))?(?:\s+(?:set|changed|reset|updated)\s+to(?=[\s:：]))?"
+_PROSE_ADVERB = (
+    r"(?:\s+(?:now|still|currently|always|again)(?=[\s:：]))?(?:\s+(?:set|changed|reset|updated)\s+to(?=[\s:：]))?"
+)
 _PROSE_SEP = r"(?:\s*(?:[:：]|[-–—]{1,2}(?=\s)))?"
 # an opening quote -> the characters that close it (ours): ASCII, backticks, curly, guillemets (also with French
 # spacing, « X »), German „…“, CJK corner brackets
@@ -544,15 +697,19 @@ _PROSE_EN = re.compile(  # on low
 # Chinese (ours): at most two adverbs (现在 now, 还 still, 已经 already, 被 passive, 应该 should, …) before the verb
 # (是, 为, 改成(了), 设置为, 换成(了), …), short lists as in English; a value needs 4 ASCII characters (see below),
 # so 密码现在是错的 / 密码改成了更长的 stay prose
-_PROSE_ZH_ADVERB = (r"(?:(?:现在|現在|目前|当前|當前|还|還|仍然|仍|依然|已经|已經|已|也|就|都|一直|又|被|应该|應該|可能)"
-                    r"\s*){0,2}")
-_PROSE_ZH_VERB = (r"(?:是|为|為|(?:改|换|換|变|變|设|設|设置|設置|重置|更改|修改|更新)(?:成|为|為)了?|设定为|設定為)")
+_PROSE_ZH_ADVERB = (
+    r"(?:(?:现在|現在|目前|当前|當前|还|還|仍然|仍|依然|已经|已經|已|也|就|都|一直|又|被|应该|應該|可能)"
+    r"\s*){0,2}"
+)
+_PROSE_ZH_VERB = r"(?:是|为|為|(?:改|换|換|变|變|设|設|设置|設置|重置|更改|修改|更新)(?:成|为|為)了?|设定为|設定為)"
 _PROSE_ZH = re.compile(
     r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|" + _PROSE_ZH_ADVERB + _PROSE_ZH_VERB + _PROSE_SEP + r")"
     r"\s*" + _PROSE_QUOTE
 )
 _WORD_PART = r"(?:[A-Z]?[a-z]+|[A-Z]+)"
-_WORD_SHAPE = re.compile(_WORD_PART + r"(?:(?:-" + _WORD_PART + r"){1,2}|['’][a-z]{1,2})")  # re-used, up-to-date, user's
+_WORD_SHAPE = re.compile(
+    _WORD_PART + r"(?:(?:-" + _WORD_PART + r"){1,2}|['’][a-z]{1,2})"
+)  # re-used, up-to-date, user's
 _LENGTH_RANGE = re.compile(r"(\d{1,3})-(\d{1,3})")  # "the password is 8-64 chars"
 _PROSE_RUN = re.compile(r"[!-~]{4,128}")  # an unquoted prose value: printable ASCII up to the next space
 QUOTED_MAX = 128  # a quoted value is at most this many characters, on one line (else the quote is not its own)
@@ -590,7 +747,7 @@ def _private_key_blocks(text: str, out: list[Finding]) -> None:
             while stop > m.end() and text[stop - 1] in " \t\r\n":
                 stop -= 1
         kind = (label.strip().lower().replace(" ", "-") + "-private-key") if label.strip() else "private-key"
-        out.append(Finding(kind, m.start(), stop, text[m.start():stop], P_BLOCK))
+        out.append(Finding(kind, m.start(), stop, text[m.start() : stop], P_BLOCK))
         pos = stop
 
 
@@ -647,7 +804,7 @@ def _token_findings(text: str, policy: RedactionPolicy, out: list[Finding]) -> N
 def _line_bounds(text: str, start: int, end: int) -> tuple[str, str]:
     ls = text.rfind("\n", 0, start) + 1
     le = text.find("\n", end)
-    return text[ls:start], text[end: le if le >= 0 else len(text)]
+    return text[ls:start], text[end : le if le >= 0 else len(text)]
 
 
 def _credential_findings(text: str, low: str, out: list[Finding]) -> None:
@@ -661,7 +818,7 @@ def _credential_findings(text: str, low: str, out: list[Finding]) -> None:
         for m in _AUTH_HEADER.finditer(low):
             if not _after_word(low, m.start(), "-"):
                 continue
-            v = text[m.start("secret"):m.end("secret")]
+            v = text[m.start("secret") : m.end("secret")]
             scheme = (m.group("scheme") or "").lower()
             if _is_reference(v) or _ENV_NAME.fullmatch(v) or (not scheme and not _looks_random(v, 12, 2.5)):
                 continue
@@ -671,7 +828,7 @@ def _credential_findings(text: str, low: str, out: list[Finding]) -> None:
         for m in _BEARER.finditer(low):
             if not _after_word(low, m.start()):
                 continue
-            v = text[m.start("secret"):m.end("secret")]
+            v = text[m.start("secret") : m.end("secret")]
             if not _is_reference(v) and _looks_random(v, 16, 2.5):
                 out.append(Finding("bearer-token", m.start("secret"), m.end("secret"), v, P_CRED))
     if "-u" in text:
@@ -689,7 +846,7 @@ def _flag_findings(text: str, low: str, out: list[Finding]) -> None:
             if not _after_word(low, m.start(), "-"):
                 continue
             g = "qsecret" if m.group("qsecret") is not None else "secret"
-            v = text[m.start(g):m.end(g)]
+            v = text[m.start(g) : m.end(g)]
             if _strong_value_ok(v, m.group("key"), g == "qsecret", code_like=False):
                 kind = "password" if "pass" in m.group("key").lower() else "secret"
                 out.append(Finding(kind, m.start(g), m.end(g), v, P_FLAG))
@@ -767,7 +924,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             # stands, this is for the others); a trailing " # comment" is not part of it
             rest = after.split(" #", 1)[0].split("[secret:", 1)[0].rstrip()  # nor is a placeholder glued to it
             if rest and not any(ch.isspace() for ch in rest):
-                v, after = v + after[: len(rest)], after[len(rest):]
+                v, after = v + after[: len(rest)], after[len(rest) :]
                 cover = len(v)
                 v = v.rstrip(VALUE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
         full = v
@@ -784,7 +941,12 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             op = m.group("op")
             yaml_or_env = config_line and (not after.strip() or after.lstrip().startswith("#"))
             code_like = not (key.isupper() and op == "=") and not yaml_or_env
-            if not quoted and op in (":", "：") and not yaml_or_env and not (_has_letter_and_digit(full) or not full.isalnum()):
+            if (
+                not quoted
+                and op in (":", "：")
+                and not yaml_or_env
+                and not (_has_letter_and_digit(full) or not full.isalnum())
+            ):
                 continue  # "Secret: always cache" / "password: required" in prose
             # judged on the value the regex took (code: "password=config[key]" is a variable), or, when that is
             # too short to be a password, on all of it ("password=ab;cd!")
@@ -795,7 +957,13 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             if _is_reference(v) or not _looks_random(v):
                 continue
         else:  # weak-key: a cache key "deps-<hash>" or an id is not a secret; a key has mixed case
-            if _is_reference(v) or not _looks_random(v, 20, 3.5) or _HEXISH.fullmatch(v) or v.lower() == v or v.upper() == v:
+            if (
+                _is_reference(v)
+                or not _looks_random(v, 20, 3.5)
+                or _HEXISH.fullmatch(v)
+                or v.lower() == v
+                or v.upper() == v
+            ):
                 continue
         out.append(Finding(_kind_of_key(key, cls), s, s + cover, v, P_KEYWORD))
 
@@ -897,7 +1065,7 @@ def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:
     taken: list[tuple[int, int]] = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "[secret:" in text else []
     kept: list[Finding] = []
     for f in sorted(found, key=lambda f: (f.priority, f.start, f.start - f.end)):
-        span_allowed = f.end - f.start != len(f.value) and policy.allowed(text[f.start:f.end])
+        span_allowed = f.end - f.start != len(f.value) and policy.allowed(text[f.start : f.end])
         if policy.allowed(f.value) or span_allowed or any(f.start < e and s < f.end for s, e in taken):
             continue
         taken.append((f.start, f.end))
@@ -976,7 +1144,7 @@ def _redact(text: str, policy: RedactionPolicy) -> tuple[str, int]:
             break
         parts, pos = [], 0
         for f in found:
-            parts.append(text[pos:f.start])
+            parts.append(text[pos : f.start])
             parts.append(placeholder(f, policy.salt))
             pos = f.end
         parts.append(text[pos:])
@@ -1002,7 +1170,9 @@ def redact_messages(messages: Sequence[Message], policy: RedactionPolicy) -> tup
     total = 0
     for m in messages:
         text, n_text = redact_text(m.text or "", policy)
-        calls, n_calls = _redact_each(m.tool_calls, lambda c: c.arguments, lambda c, v: ToolCall(c.name, v, c.id), policy)
+        calls, n_calls = _redact_each(
+            m.tool_calls, lambda c: c.arguments, lambda c, v: ToolCall(c.name, v, c.id), policy
+        )
         results, n_results = _redact_each(
             m.tool_results, lambda r: r.content, lambda r, v: ToolResult(v, r.call_id, r.name), policy
         )

@@ -155,6 +155,9 @@ def subagent_files(transcript: str | os.PathLike[str], session: str | None = Non
     if not session:
         return nested
     seen = {aid for aid, _ in nested}
-    flat = [(aid, p) for aid, p in _regular_files(transcript.parent)
-            if aid not in seen and p != transcript and _first_record_session(p) == session]
+    flat = [
+        (aid, p)
+        for aid, p in _regular_files(transcript.parent)
+        if aid not in seen and p != transcript and _first_record_session(p) == session
+    ]
     return nested + flat

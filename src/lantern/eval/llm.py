@@ -57,8 +57,16 @@ class Summarizer:
     """Callable ``turns -> summary text`` through an OpenAI-compatible endpoint. ``calls``: requests made;
     ``cached``: pieces answered from the disk cache."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, cache_dir: Path | None = None,
-                 chunk_chars: int = 12_000, timeout: float = 120.0):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        cache_dir: Path | None = None,
+        chunk_chars: int = 12_000,
+        timeout: float = 120.0,
+    ):
         if not base_url or not model:
             raise ValueError("the LLM summary needs both --llm-base-url and --llm-model")
         self.url = base_url.rstrip("/")
@@ -70,24 +78,37 @@ class Summarizer:
         self.calls = self.cached = 0
 
     def describe(self) -> dict:
-        return {"url": self.url, "model": self.model, "calls": self.calls, "cached": self.cached, "chunk_chars": self.chunk_chars}
+        return {
+            "url": self.url,
+            "model": self.model,
+            "calls": self.calls,
+            "cached": self.cached,
+            "chunk_chars": self.chunk_chars,
+        }
 
     def __call__(self, turns: Sequence[Turn]) -> str:
         return HEADER + "\n" + "\n".join(self.complete(p) for p in chunks(turns, self.chunk_chars))
 
     def complete(self, piece: str) -> str:
         """The endpoint's summary of one piece (from the cache when present). Raises LLMError."""
-        key = hashlib.sha256(json.dumps([self.url, self.model, PROMPT, piece]).encode("utf-8", "surrogatepass")).hexdigest()
+        key = hashlib.sha256(
+            json.dumps([self.url, self.model, PROMPT, piece]).encode("utf-8", "surrogatepass")
+        ).hexdigest()
         path = self.cache_dir / f"{key}.txt" if self.cache_dir else None
         if path is not None and path.exists():
             self.cached += 1
             return path.read_text(encoding="utf-8")
-        body = {"model": self.model, "temperature": 0,
-                "messages": [{"role": "system", "content": PROMPT}, {"role": "user", "content": piece}]}
+        body = {
+            "model": self.model,
+            "temperature": 0,
+            "messages": [{"role": "system", "content": PROMPT}, {"role": "user", "content": piece}],
+        }
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, data=json.dumps(body).encode("utf-8", "surrogatepass"), headers=headers, method="POST")
+        req = urllib.request.Request(
+            self.url, data=json.dumps(body).encode("utf-8", "surrogatepass"), headers=headers, method="POST"
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 answer = json.loads(resp.read().decode("utf-8"))

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from lantern.text.tags import extract_tags
 from lantern.model import Turn
+from lantern.text.tags import extract_tags
 
 KEEP = 4  # turns kept verbatim after the compaction (issue #2)
 LOOKAHEAD = 10  # turns after t* whose reuse of a fact makes it "needed"
@@ -31,14 +31,22 @@ MIN_TURNS = KEEP + 4  # shorter sessions are not compacted
 FACT_KINDS = {"path", "error", "identifier", "port", "url", "version", "hash", "number", "quoted", "env", "date"}
 # tag kind -> coding fact type (issue #3's strata)
 FACT_TYPES = {
-    "path": "path", "url": "path",
-    "number": "number", "port": "number", "version": "number",
-    "identifier": "identifier", "env": "identifier", "hash": "identifier",
-    "error": "error", "quoted": "name", "date": "date",
+    "path": "path",
+    "url": "path",
+    "number": "number",
+    "port": "number",
+    "version": "number",
+    "identifier": "identifier",
+    "env": "identifier",
+    "hash": "identifier",
+    "error": "error",
+    "quoted": "name",
+    "date": "date",
 }
 CODING_TYPES = ("path", "number", "identifier", "error", "name", "date", "decision")
 _DECISION = re.compile(
-    r"\b(?:use|using|switch(?:ed)? to|instead|let's|lets|don't|do not|always|never|prefer|should|must|go with|stick with)\b"
+    r"\b(?:use|using|switch(?:ed)? to|instead|let's|lets|don't|do not|always|never|prefer|should|must|go with|stick "
+    r"with)\b"
     r"|改用|使用|不要|换成|总是|应该",
     re.IGNORECASE,
 )

@@ -29,7 +29,9 @@ def hit_at_k(ranking: Sequence[int], relevant: Collection[int], k: int) -> float
     return 1.0 if any(e in rel for e in ranking[:k]) else 0.0
 
 
-def session_recall_at_k(ranking_sessions: Sequence[Collection[str]], relevant_sessions: Collection[str], k: int) -> float:
+def session_recall_at_k(
+    ranking_sessions: Sequence[Collection[str]], relevant_sessions: Collection[str], k: int
+) -> float:
     """Recall@k at session level: the share of the evidence's distinct sessions that some top-k entry belongs to.
     ``ranking_sessions``: per ranked entry, its session labels (an entry can belong to several: a deduplicated
     turn). 0.0 when there is no relevant session."""

@@ -6,10 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-
 from lantern.config import Config
 from lantern.model import Entry
-
 
 PACKED = ("packed", "excerpt")
 
@@ -51,8 +49,13 @@ class Outcome:
 def outcome_of(rec, ms: float) -> Outcome:
     """The Outcome of a pipeline Recovery: MMR order, packed ids, fused order and verdicts."""
     ranked = [c for c in rec.candidates if not c.verdict.startswith("excluded:")]
-    order = sorted(ranked, key=lambda c: (c.mmr_order if c.mmr_order is not None else 1 << 30))
+    order = sorted(ranked, key=lambda c: c.mmr_order if c.mmr_order is not None else 1 << 30)
     return Outcome(
-        ranking=[c.entry.id for c in order], packed=[e.id for e in rec.entries], chars=rec.chars, ms=ms,
-        text=rec.text, fused=[c.entry.id for c in ranked], verdicts={c.entry.id: c.verdict for c in ranked},
+        ranking=[c.entry.id for c in order],
+        packed=[e.id for e in rec.entries],
+        chars=rec.chars,
+        ms=ms,
+        text=rec.text,
+        fused=[c.entry.id for c in ranked],
+        verdicts={c.entry.id: c.verdict for c in ranked},
     )

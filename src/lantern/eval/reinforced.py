@@ -25,7 +25,7 @@ from pathlib import Path
 from lantern import reinforce
 from lantern.eval.outcome import Outcome, Pool, System, outcome_of
 
-_COPIES: "weakref.WeakKeyDictionary[object, dict[str, object]]" = weakref.WeakKeyDictionary()
+_COPIES: weakref.WeakKeyDictionary[object, dict[str, object]] = weakref.WeakKeyDictionary()
 
 
 def copy_of(lantern, name: str):
@@ -55,6 +55,8 @@ def run(system: System, lantern, query: str, pool: Pool, budget: int, reply: str
     ms = (time.perf_counter() - start) * 1000
     if system.kind == "reinforce+answers" and reply:
         with copy.store.transaction() as db:
-            judged = reinforce.resolve_pending(db, [(pool.session or "", reply, lantern.scope.user)], system.config.success_alpha)
+            judged = reinforce.resolve_pending(
+                db, [(pool.session or "", reply, lantern.scope.user)], system.config.success_alpha
+            )
         copy.index.set_reinforcement(judged)
     return outcome_of(rec, ms)

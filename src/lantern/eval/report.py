@@ -6,14 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lantern.text.names import plural
 from lantern.eval.datasets import SEPARATE_CATEGORIES
+from lantern.text.names import plural
 
 SPLITS = {  # each dataset's own tune / report split (datasets.py)
     "locomo": {"report": "LoCoMo conversations 6–10", "tune": "LoCoMo conversations 1–5"},
     "memdaily": {"report": "MemDaily types other than 01", "tune": "MemDaily type 01"},
     "aider": {"report": "the second half of the aider sessions", "tune": "the first half of the aider sessions"},
-    "jsonl": {"report": 'the histories whose "split" is "report" or not given', "tune": 'the histories whose "split" is "tune"'},
+    "jsonl": {
+        "report": 'the histories whose "split" is "report" or not given',
+        "tune": 'the histories whose "split" is "tune"',
+    },
 }
 
 
@@ -60,73 +63,146 @@ def render(results: dict[str, Any]) -> str:
         f"# Lantern evaluation: {ds['name']}",
         "",
         f"- Data: `{ds['path']}` (sha256 `{ds['sha256']}`); {split_note(ds['name'], ds['split'], ds.get('limit'))}.",
-        f"- Histories: {len(ds['histories'])} ({', '.join(ds['histories'])}); facts {ds['facts']}, lost to the compaction "
+        f"- Histories: {len(ds['histories'])} ({', '.join(ds['histories'])}); facts {ds['facts']}, lost to the "
+        "compaction "
         f"{ds['lost']}, kept by it {ds['kept']}, without resolvable evidence {ds['no_evidence']}; unresolved evidence "
         f"ids in the whole file {ds['unresolved_evidence_ids']}; dropped items {ds['dropped_items']}.",
         *([f"- Skipped by the loader: {'; '.join(ds['notes'])}."] if ds.get("notes") else []),
-        f"- Compaction: {cfg['compaction']}, last {plural(cfg['keep'], 'turn')} kept verbatim (excluded from recovery). "
+        f"- Compaction: {cfg['compaction']}, last {plural(cfg['keep'], 'turn')} kept verbatim (excluded from "
+        "recovery). "
         f"Budget {cfg['budget']:,} characters for every system. Embedder `{cfg['embedder']}`. "
-        + ("Zero LLM calls in retrieval; the llm_summary compaction called the endpoint below." if results.get("llm") else "Zero LLM calls."),
-        *([f"- Latencies (p50 / p95 ms) measured with {cfg['workers']} worker process{'' if cfg['workers'] == 1 else 'es'} "
-           f"on {cfg['cpus']} CPUs" + (": more processes than CPUs, so they include waiting for a CPU." if cfg['workers'] > cfg['cpus'] else ".")]
-          if cfg.get("workers") else []),
+        + (
+            "Zero LLM calls in retrieval; the llm_summary compaction called the endpoint below."
+            if results.get("llm")
+            else "Zero LLM calls."
+        ),
+        *(
+            [
+                f"- Latencies (p50 / p95 ms) measured with {cfg['workers']} worker "
+                f"process{'' if cfg['workers'] == 1 else 'es'} "
+                f"on {cfg['cpus']} CPUs"
+                + (
+                    ": more processes than CPUs, so they include waiting for a CPU."
+                    if cfg["workers"] > cfg["cpus"]
+                    else "."
+                )
+            ]
+            if cfg.get("workers")
+            else []
+        ),
         "- A fact is lost when an evidence turn is outside the kept window and its answer is not in the compacted "
         "context; it is recovered when every lost evidence turn is inside the packed block. Rankings are scored on "
         "the lost evidence turns.",
     ]
     if ds["name"] == "aider":
-        out += ["- Look-ahead facts (no labels; `lantern.eval.lookahead`): each history is an aider session up to its "
-                "compaction point t* (60% of its turns); a fact is a token (path, number, identifier, error, name, date, "
-                "decision) that the 10 turns after t* use again and the compacted context lost. It is recovered when the "
-                "token is inside the block; any turn holding it counts (recall@k = hit@k). Every fact is asked with the "
-                "compacted context's tail (last kept user message + summary); recovery searches the session's own store."]
+        out += [
+            "- Look-ahead facts (no labels; `lantern.eval.lookahead`): each history is an aider session up to its "
+            "compaction point t* (60% of its turns); a fact is a token (path, number, identifier, error, name, date, "
+            "decision) that the 10 turns after t* use again and the compacted context lost. It is recovered when the "
+            "token is inside the block; any turn holding it counts (recall@k = hit@k). Every fact is asked with the "
+            "compacted context's tail (last kept user message + summary); recovery searches the session's own store."
+        ]
     # the categories reported apart from the headline that this run has (LoCoMo's adversarial; none elsewhere)
     separate = sorted(SEPARATE_CATEGORIES & {c for s in results["systems"].values() for c in s["by_category"]})
     out += [
         "",
-        "## Headline" + (f" ({'category' if len(separate) == 1 else 'categories'} {', '.join(separate)} reported "
-                         "separately)" if separate else ""),
+        "## Headline"
+        + (
+            f" ({'category' if len(separate) == 1 else 'categories'} {', '.join(separate)} reported separately)"
+            if separate
+            else ""
+        ),
         "",
     ]
-    header = ["system", "facts recovered", "recall@5", "recall@10", "session R@10", "nDCG@10", "MRR", "chars", "p50 ms", "p95 ms", "n"]
+    header = [
+        "system",
+        "facts recovered",
+        "recall@5",
+        "recall@10",
+        "session R@10",
+        "nDCG@10",
+        "MRR",
+        "chars",
+        "p50 ms",
+        "p95 ms",
+        "n",
+    ]
     rows = []
     for name, s in results["systems"].items():
         o = s["overall"]
-        rows.append([name, pct(o["recovered"]), num(o["recall@5"]), num(o["recall@10"]), num(o["session_recall@10"]),
-                     num(o["ndcg@10"]), num(o["mrr"]), f"{o['chars']:,.0f}", f"{o['latency_p50_ms']:.1f}",
-                     f"{o['latency_p95_ms']:.1f}", str(o["n"])])
+        rows.append(
+            [
+                name,
+                pct(o["recovered"]),
+                num(o["recall@5"]),
+                num(o["recall@10"]),
+                num(o["session_recall@10"]),
+                num(o["ndcg@10"]),
+                num(o["mrr"]),
+                f"{o['chars']:,.0f}",
+                f"{o['latency_p50_ms']:.1f}",
+                f"{o['latency_p95_ms']:.1f}",
+                str(o["n"]),
+            ]
+        )
     out += _table(header, rows)
     for metric, table in results.get("comparisons", {}).items():
         if not table:
             continue
         n_h = table[0]["n_histories"]  # the histories with a lost headline fact: the others have no paired value
-        left_out = (f" {histories(len(ds['histories']))}, {n_h} with lost {'headline ' if separate else ''}facts: "
-                    f"{'a history' if len(ds['histories']) - n_h == 1 else 'the histories'} without one "
-                    f"{'is' if len(ds['histories']) - n_h == 1 else 'are'} left out of these statistics."
-                    if n_h != len(ds["histories"]) else "")
-        out += ["", f"## {table[0]['reference']} vs each system: {metric}", "",
-                f"Δ = {table[0]['reference']} − system in percentage points, cluster bootstrap 95% CI (the {histories(n_h)} "
-                f"resampled with all {'its' if n_h == 1 else 'their'} facts); Wilcoxon "
-                f"signed-rank and Cohen's d over the {plural(n_h, 'per-history mean')} (smallest attainable p with "
-                f"{histories(n_h)}: {pval(table[0]['min_wilcoxon_p'])}); Holm-corrected across this table.{left_out}", ""]
+        left_out = (
+            f" {histories(len(ds['histories']))}, {n_h} with lost {'headline ' if separate else ''}facts: "
+            f"{'a history' if len(ds['histories']) - n_h == 1 else 'the histories'} without one "
+            f"{'is' if len(ds['histories']) - n_h == 1 else 'are'} left out of these statistics."
+            if n_h != len(ds["histories"])
+            else ""
+        )
+        out += [
+            "",
+            f"## {table[0]['reference']} vs each system: {metric}",
+            "",
+            f"Δ = {table[0]['reference']} − system in percentage points, cluster bootstrap 95% CI (the "
+            f"{histories(n_h)} "
+            f"resampled with all {'its' if n_h == 1 else 'their'} facts); Wilcoxon "
+            f"signed-rank and Cohen's d over the {plural(n_h, 'per-history mean')} (smallest attainable p with "
+            f"{histories(n_h)}: {pval(table[0]['min_wilcoxon_p'])}); Holm-corrected across this table.{left_out}",
+            "",
+        ]
         header = ["system", "Δ pp", "95% CI", "Wilcoxon p", "Holm p", "Cohen's d"]
         if "mcnemar_p" in table[0]:
             header += ["McNemar ref-only/sys-only", "McNemar p", "Holm p"]
         rows = []
         for r in table:
-            row = [r["system"], f"{r['diff_pp']:+.1f}", f"[{r['ci_low_pp']:+.1f}, {r['ci_high_pp']:+.1f}]",
-                   pval(r["wilcoxon_p"]), pval(r["wilcoxon_p_holm"]), f"{r['cohens_d']:+.2f}"]
+            row = [
+                r["system"],
+                f"{r['diff_pp']:+.1f}",
+                f"[{r['ci_low_pp']:+.1f}, {r['ci_high_pp']:+.1f}]",
+                pval(r["wilcoxon_p"]),
+                pval(r["wilcoxon_p_holm"]),
+                f"{r['cohens_d']:+.2f}",
+            ]
             if "mcnemar_p" in r:
-                row += [f"{r['mcnemar_reference_only']}/{r['mcnemar_system_only']}", pval(r["mcnemar_p"]), pval(r["mcnemar_p_holm"])]
+                row += [
+                    f"{r['mcnemar_reference_only']}/{r['mcnemar_system_only']}",
+                    pval(r["mcnemar_p"]),
+                    pval(r["mcnemar_p_holm"]),
+                ]
             rows.append(row)
         out += _table(header, rows)
     cats = sorted({c for s in results["systems"].values() for c in s["by_category"]})
     if cats:
         out += ["", "## Facts recovered by category", ""]
-        header = ["system"] + [f"{c} (n={next(iter(results['systems'].values()))['by_category'][c]['n']})" for c in cats]
-        out += _table(header, [[n] + [pct(s["by_category"][c]["recovered"]) for c in cats] for n, s in results["systems"].items()])
+        header = ["system"] + [
+            f"{c} (n={next(iter(results['systems'].values()))['by_category'][c]['n']})" for c in cats
+        ]
+        out += _table(
+            header, [[n] + [pct(s["by_category"][c]["recovered"]) for c in cats] for n, s in results["systems"].items()]
+        )
         out += ["", "## Recall@10 by category", ""]
-        out += _table(["system"] + cats, [[n] + [num(s["by_category"][c]["recall@10"]) for c in cats] for n, s in results["systems"].items()])
+        out += _table(
+            ["system"] + cats,
+            [[n] + [num(s["by_category"][c]["recall@10"]) for c in cats] for n, s in results["systems"].items()],
+        )
     out += _curves(results)
     out += _compactions(results)
     if results.get("failures"):
@@ -135,7 +211,11 @@ def render(results: dict[str, Any]) -> str:
         out += _table(["system"] + causes, [[n] + [str(f[c]) for c in causes] for n, f in results["failures"].items()])
     lat = results.get("archive_latency_ms") or {}
     if lat.get("turns_timed"):
-        out += ["", f"Archive latency per turn (batches of 64): p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms over {plural(lat['turns_timed'], 'batch', 'batches')}."]
+        out += [
+            "",
+            f"Archive latency per turn (batches of 64): p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms over "
+            f"{plural(lat['turns_timed'], 'batch', 'batches')}.",
+        ]
     for title, path in (results.get("plots") or {}).items():
         out += ["", f"![{title}]({path})"]
     return "\n".join(out) + "\n"
@@ -144,16 +224,28 @@ def render(results: dict[str, Any]) -> str:
 def _curves(results: dict[str, Any]) -> list[str]:
     out: list[str] = []
     curves = results.get("curves") or {}
-    for key, title, unit in (("budget", "Robustness: facts recovered vs budget", "characters"),
-                             ("ratio", "Robustness: facts recovered vs compaction ratio", "share of each history's turns compacted")):
+    for key, title, unit in (
+        ("budget", "Robustness: facts recovered vs budget", "characters"),
+        ("ratio", "Robustness: facts recovered vs compaction ratio", "share of each history's turns compacted"),
+    ):
         c = curves.get(key)
         if not c or not c["systems"]:
             continue
         heads = [f"{x:,}" if key == "budget" else f"{x:.2f}" for x in c["points"]]
-        out += ["", f"## {title}", "", f"Points: {unit}; facts recovered (recall@10 in brackets) over the headline facts"
-                + (f"; facts lost at each ratio: {', '.join(str(n) for n in c['lost'])}" if key == "ratio" else "")
-                + (f"; budget {results['config']['budget']:,} characters" if key == "ratio" else "") + ".", ""]
-        rows = [[name] + [f"{pct(v)} ({num(r)})" for v, r in zip(m["recovered"], m["recall@10"])] for name, m in c["systems"].items()]
+        out += [
+            "",
+            f"## {title}",
+            "",
+            f"Points: {unit}; facts recovered (recall@10 in brackets) over the headline facts"
+            + (f"; facts lost at each ratio: {', '.join(str(n) for n in c['lost'])}" if key == "ratio" else "")
+            + (f"; budget {results['config']['budget']:,} characters" if key == "ratio" else "")
+            + ".",
+            "",
+        ]
+        rows = [
+            [name] + [f"{pct(v)} ({num(r)})" for v, r in zip(m["recovered"], m["recall@10"])]
+            for name, m in c["systems"].items()
+        ]
         out += _table(["system"] + heads, rows)
     return out
 
@@ -163,20 +255,31 @@ def _compactions(results: dict[str, Any]) -> list[str]:
     if not comps:
         return []
     names = sorted({n for c in comps.values() for n in c.get("systems", {})}, key=lambda n: (n != "lantern", n))
-    out = ["", "## Compaction methods", "",
-           f"Each method keeps the last {plural(results['config']['keep'], 'turn')}; the facts it loses are asked with the same "
-           f"budget ({results['config']['budget']:,} characters). Facts lost: every category; recovered: the headline "
-           f"facts. Skipped methods say why."]
+    out = [
+        "",
+        "## Compaction methods",
+        "",
+        f"Each method keeps the last {plural(results['config']['keep'], 'turn')}; the facts it loses are asked with "
+        "the same "
+        f"budget ({results['config']['budget']:,} characters). Facts lost: every category; recovered: the headline "
+        f"facts. Skipped methods say why.",
+    ]
     llm = results.get("llm")
     if llm:
-        out += [f"LLM summary: `{llm['model']}` at `{llm['url']}`, {plural(llm['calls'], 'call')} made, {llm['cached']} answered from the cache."]
+        out += [
+            f"LLM summary: `{llm['model']}` at `{llm['url']}`, {plural(llm['calls'], 'call')} made, {llm['cached']} "
+            "answered from the cache."
+        ]
     out += [""]
     rows = []
     for method, c in comps.items():
         if "skipped" in c:
             rows.append([method, "skipped: " + c["skipped"]] + ["—"] * len(names))
         else:
-            rows.append([method, str(c["lost"])] + [pct(c["systems"][n]["recovered"]) if n in c["systems"] else "—" for n in names])
+            rows.append(
+                [method, str(c["lost"])]
+                + [pct(c["systems"][n]["recovered"]) if n in c["systems"] else "—" for n in names]
+            )
     return out + _table(["compaction", "facts lost"] + [f"{n} recovered" for n in names], rows)
 
 
@@ -193,19 +296,27 @@ def write_plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
         return {}
     names = list(results["systems"])
     made = {}
-    for key, title, fname in (("recovered", "Facts recovered", "recovered.png"), ("recall@10", "Recall@10", "recall10.png")):
+    for key, title, fname in (
+        ("recovered", "Facts recovered", "recovered.png"),
+        ("recall@10", "Recall@10", "recall10.png"),
+    ):
         values = [results["systems"][n]["overall"][key] for n in names]
         fig, ax = plt.subplots(figsize=(8, 0.35 * len(names) + 1.2))
         ax.barh(names[::-1], values[::-1], color=["#d98c1f" if n == "lantern" else "#7a8ca3" for n in names[::-1]])
         ax.set_xlim(0, 1)
         ax.set_xlabel(title)
-        ax.set_title(f"{title} ({results['dataset']['name']}, {results['dataset']['split']} split, budget {results['config']['budget']:,})")
+        ax.set_title(
+            f"{title} ({results['dataset']['name']}, {results['dataset']['split']} split, budget "
+            f"{results['config']['budget']:,})"
+        )
         fig.tight_layout()
         fig.savefig(out_dir / fname, dpi=110)
         plt.close(fig)
         made[title] = fname
-    for key, title, xlabel, fname in (("budget", "Facts recovered vs budget", "budget (characters)", "curve_budget.png"),
-                                      ("ratio", "Facts recovered vs compaction ratio", "share of turns compacted", "curve_ratio.png")):
+    for key, title, xlabel, fname in (
+        ("budget", "Facts recovered vs budget", "budget (characters)", "curve_budget.png"),
+        ("ratio", "Facts recovered vs compaction ratio", "share of turns compacted", "curve_ratio.png"),
+    ):
         c = (results.get("curves") or {}).get(key)
         if not c or not c["systems"]:
             continue

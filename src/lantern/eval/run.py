@@ -15,21 +15,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
 from lantern.config import Config
 from lantern.eval import metrics, stats
+from lantern.eval.cases import Case, build, config_json, history_paths, history_turns
 from lantern.eval.compaction import METHODS
 from lantern.eval.datasets import SEPARATE_CATEGORIES, Dataset, load
 from lantern.eval.jobs import Job, Phase, default_workers, run_jobs
-from lantern.eval.systems import memo_embedder
+from lantern.eval.outcome import System
 from lantern.eval.systems import (
     FAILURE_CAUSES,
     dual_system,
     for_embedder,
+    memo_embedder,
     select,
 )
-from lantern.eval.outcome import System
-from lantern.eval.cases import Case, config_json, history_paths, history_turns, build
 
 DEFAULT_KEEP = 20  # turns kept verbatim by the compaction (ours: about one LoCoMo session)
 REFERENCE = "lantern"
@@ -56,7 +55,12 @@ def _point(rows: dict[str, list[dict]]) -> dict[str, dict]:
 
 def _curve(points: Sequence, per_point: dict) -> dict[str, Any]:
     names = list(next(iter(per_point.values()))) if per_point else []
-    return {"points": list(points), "systems": {n: {k: [per_point[x][n][k] for x in points] for k in ("recovered", "recall@10", "n")} for n in names}}
+    return {
+        "points": list(points),
+        "systems": {
+            n: {k: [per_point[x][n][k] for x in points] for k in ("recovered", "recall@10", "n")} for n in names
+        },
+    }
 
 
 def evaluate(
@@ -104,7 +108,9 @@ def evaluate(
     curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
     comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
         task = bar.add_task("archive", total=sum(len(history_turns(h)) for h in chosen.histories))
         offsets: dict[str, int] = {}
 
@@ -124,22 +130,49 @@ def evaluate(
             memo2 = memo_embedder(second_embedder)
             second_folder = build(chosen, cache_dir, memo2, tick, [])
             for h in chosen.histories:
-                if json.loads(history_paths(folder, h)[1].read_text()) != json.loads(history_paths(second_folder, h)[1].read_text()):
+                if json.loads(history_paths(folder, h)[1].read_text()) != json.loads(
+                    history_paths(second_folder, h)[1].read_text()
+                ):
                     raise RuntimeError(f"{h.id}: the two embedders' stores hold different entry ids; clear the cache")
             dual = dual_system(memo2.id, systems[0].config) if chosen.histories else None
             if dual and dual.name not in {s.name for s in systems}:
                 systems.insert(1, dual)
 
         has_summaries = any(h.summaries for h in chosen.histories)
-        methods = [m for m in METHODS if m != compaction and comp_systems and not (m == "session_summary" and not has_summaries)
-                   and not (m == "llm_summary" and summarizer is None)]
+        methods = [
+            m
+            for m in METHODS
+            if m != compaction
+            and comp_systems
+            and not (m == "session_summary" and not has_summaries)
+            and not (m == "llm_summary" and summarizer is None)
+        ]
         phases = [Phase("main", None, systems, compaction, keep, None, budget, "", second=True)]
-        phases += [Phase("budget", b, curve_systems, compaction, keep, None, b, f"budget {b:>6,} ") for b in budgets or () if b != budget]
-        phases += [Phase("ratio", r, curve_systems, compaction, None, r, budget, f"ratio {r:.2f} ") for r in ratios or ()]
+        phases += [
+            Phase("budget", b, curve_systems, compaction, keep, None, b, f"budget {b:>6,} ")
+            for b in budgets or ()
+            if b != budget
+        ]
+        phases += [
+            Phase("ratio", r, curve_systems, compaction, None, r, budget, f"ratio {r:.2f} ") for r in ratios or ()
+        ]
         phases += [Phase("method", m, comp_systems, m, keep, None, budget, f"{m} ") for m in methods]
         # one job per history (its questions are embedded once, in one process), the longest first
-        jobs = sorted((Job(h, phases, str(folder), embedder, str(second_folder) if second_folder else None, second_embedder, summarizer)
-                       for h in chosen.histories), key=lambda j: -len(j.history.messages) * max(1, len(j.history.facts)))
+        jobs = sorted(
+            (
+                Job(
+                    h,
+                    phases,
+                    str(folder),
+                    embedder,
+                    str(second_folder) if second_folder else None,
+                    second_embedder,
+                    summarizer,
+                )
+                for h in chosen.histories
+            ),
+            key=lambda j: -len(j.history.messages) * max(1, len(j.history.facts)),
+        )
         tasks: dict[str, Any] = {}
 
         def advance(label: str, total: int, done: int) -> None:
@@ -147,7 +180,12 @@ def evaluate(
                 tasks[label] = bar.add_task(label, total=0)
             bar.update(tasks[label], total=bar.tasks[tasks[label]].total + total, advance=done)
 
-        if summarizer is not None or not (embedder is None or isinstance(embedder, str)) or second_embedder and not isinstance(second_embedder, str):
+        if (
+            summarizer is not None
+            or not (embedder is None or isinstance(embedder, str))
+            or second_embedder
+            and not isinstance(second_embedder, str)
+        ):
             workers = 1  # the LLM summary's request counter and an Embedder object stay in this process
         workers = workers if workers is not None else default_workers()
         results_of = run_jobs(jobs, workers, advance)
@@ -170,8 +208,11 @@ def evaluate(
     rows = {s.name: rows.get(s.name, []) for s in systems}
     by_budget = {}
     for b in budgets or ():
-        by_budget[b] = _point({s.name: rows[s.name] for s in curve_systems} if b == budget else
-                              {s.name: merged("budget", b)[0].get(s.name, []) for s in curve_systems})
+        by_budget[b] = _point(
+            {s.name: rows[s.name] for s in curve_systems}
+            if b == budget
+            else {s.name: merged("budget", b)[0].get(s.name, []) for s in curve_systems}
+        )
     by_ratio, ratio_lost = {}, []
     for r in ratios or ():
         sub, _, cn = merged("ratio", r)
@@ -184,10 +225,16 @@ def evaluate(
         elif method == "llm_summary" and summarizer is None:
             compactions[method] = {"skipped": "no --llm-base-url / --llm-model given"}
         elif method == compaction:
-            compactions[method] = {"lost": len(all_cases), "systems": _point({s.name: rows[s.name] for s in comp_systems})}
+            compactions[method] = {
+                "lost": len(all_cases),
+                "systems": _point({s.name: rows[s.name] for s in comp_systems}),
+            }
         elif comp_systems:
             sub, cs, _ = merged("method", method)
-            compactions[method] = {"lost": len(cs), "systems": _point({s.name: sub.get(s.name, []) for s in comp_systems})}
+            compactions[method] = {
+                "lost": len(cs),
+                "systems": _point({s.name: sub.get(s.name, []) for s in comp_systems}),
+            }
 
     base = systems[0].config or Config()
     results = aggregate(rows, all_cases, systems)
@@ -200,20 +247,42 @@ def evaluate(
     if summarizer is not None:
         results["llm"] = summarizer.describe()
     results["dataset"] = {
-        "name": dataset.name, "path": dataset.path, "sha256": dataset.sha256, "split": split, "limit": limit,
-        "histories": [h.id for h in chosen.histories], "facts": chosen.n_facts, "unresolved_evidence_ids": dataset.unresolved_ids,
-        "dropped_items": dataset.dropped, "notes": list(dataset.notes), "per_history": counts,
-        "lost": sum(c["lost"] for c in counts.values()), "kept": sum(c["kept"] for c in counts.values()),
+        "name": dataset.name,
+        "path": dataset.path,
+        "sha256": dataset.sha256,
+        "split": split,
+        "limit": limit,
+        "histories": [h.id for h in chosen.histories],
+        "facts": chosen.n_facts,
+        "unresolved_evidence_ids": dataset.unresolved_ids,
+        "dropped_items": dataset.dropped,
+        "notes": list(dataset.notes),
+        "per_history": counts,
+        "lost": sum(c["lost"] for c in counts.values()),
+        "kept": sum(c["kept"] for c in counts.values()),
         "no_evidence": sum(c["no_evidence"] for c in counts.values()),
     }
     results["config"] = {
-        "budget": budget, "keep": keep, "compaction": compaction, "embedder": memo.id,
-        "systems": {s.name: {"kind": s.kind, "note": s.note, "config": config_json(s.config) if s.kind in ("lantern", "dual") else None} for s in systems},
+        "budget": budget,
+        "keep": keep,
+        "compaction": compaction,
+        "embedder": memo.id,
+        "systems": {
+            s.name: {
+                "kind": s.kind,
+                "note": s.note,
+                "config": config_json(s.config) if s.kind in ("lantern", "dual") else None,
+            }
+            for s in systems
+        },
         "lantern_config": config_json(base),
-        "workers": workers, "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "workers": workers,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
     results["archive_latency_ms"] = {
-        "turns_timed": len(archive_ms), "p50": metrics.percentile(archive_ms, 50), "p95": metrics.percentile(archive_ms, 95),
+        "turns_timed": len(archive_ms),
+        "p50": metrics.percentile(archive_ms, 50),
+        "p95": metrics.percentile(archive_ms, 95),
         "note": "per turn, batches of 64 turns; empty when every history came from the cache",
     }
     (out_dir / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
@@ -274,14 +343,24 @@ def compare(rows: dict[str, list[dict]], reference: str) -> dict[str, list[dict]
             hb = [_mean([float(r[metric]) for r in other if r["history"] == h]) for h in histories]
             diff, low, high = stats.bootstrap_ci_clustered(a, b, [r["history"] for r in ref])
             row = {
-                "system": name, "reference": reference, "metric": metric, "n_facts": len(a), "n_histories": len(histories),
-                "reference_mean": _mean(a), "system_mean": _mean(b), "diff_pp": diff, "ci_low_pp": low, "ci_high_pp": high,
-                "wilcoxon_p": stats.wilcoxon_p(ha, hb), "cohens_d": stats.cohens_d_paired(ha, hb),
+                "system": name,
+                "reference": reference,
+                "metric": metric,
+                "n_facts": len(a),
+                "n_histories": len(histories),
+                "reference_mean": _mean(a),
+                "system_mean": _mean(b),
+                "diff_pp": diff,
+                "ci_low_pp": low,
+                "ci_high_pp": high,
+                "wilcoxon_p": stats.wilcoxon_p(ha, hb),
+                "cohens_d": stats.cohens_d_paired(ha, hb),
                 "min_wilcoxon_p": 2.0 / 2 ** len(histories) if histories else 1.0,
             }
             if metric == "recovered":
                 row["mcnemar_reference_only"], row["mcnemar_system_only"], row["mcnemar_p"] = stats.mcnemar_exact(
-                    [bool(x) for x in a], [bool(x) for x in b])
+                    [bool(x) for x in a], [bool(x) for x in b]
+                )
             table.append(row)
         for key in ("wilcoxon_p", "mcnemar_p"):
             if table and key in table[0]:
@@ -295,12 +374,27 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: int = 6000, limit: int | None = None,
-         keep: int | None = None, compaction: str | None = None, systems: Sequence[str] | None = None,
-         embedder: str | None = None, cache_dir: Path | None = None, plots: bool = True,
-         budgets: Sequence[int] | None = DEFAULT_BUDGETS, ratios: Sequence[float] | None = DEFAULT_RATIOS,
-         llm_base_url: str | None = None, llm_model: str | None = None, second_embedder: str | None = None,
-         workers: int | None = None) -> dict[str, Any]:
+def main(
+    dataset: str,
+    data: Path,
+    out: Path,
+    *,
+    split: str = "report",
+    budget: int = 6000,
+    limit: int | None = None,
+    keep: int | None = None,
+    compaction: str | None = None,
+    systems: Sequence[str] | None = None,
+    embedder: str | None = None,
+    cache_dir: Path | None = None,
+    plots: bool = True,
+    budgets: Sequence[int] | None = DEFAULT_BUDGETS,
+    ratios: Sequence[float] | None = DEFAULT_RATIOS,
+    llm_base_url: str | None = None,
+    llm_model: str | None = None,
+    second_embedder: str | None = None,
+    workers: int | None = None,
+) -> dict[str, Any]:
     """Entry point of ``lantern eval``. ``keep`` / ``compaction`` default to the dataset's own (aider: gist, 4
     turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns. ``llm_base_url`` + ``llm_model``: an
     OpenAI-compatible endpoint for the ``llm_summary`` compaction (key from ``LANTERN_LLM_API_KEY``)."""
@@ -311,8 +405,24 @@ def main(dataset: str, data: Path, out: Path, *, split: str = "report", budget: 
     if llm_base_url or llm_model:
         from lantern.eval.llm import Summarizer
 
-        summarizer = Summarizer(llm_base_url or "", llm_model or "", cache_dir=(cache_dir or default_cache_dir()) / "llm")
-    return evaluate(ds, out_dir=out, systems=select(systems), budget=budget, keep=keep, compaction=compaction,
-                    split=split, limit=limit, embedder=embedder, cache_dir=cache_dir, plots=plots,
-                    budgets=budgets, ratios=ratios, summarizer=summarizer, second_embedder=second_embedder,
-                    workers=workers)
+        summarizer = Summarizer(
+            llm_base_url or "", llm_model or "", cache_dir=(cache_dir or default_cache_dir()) / "llm"
+        )
+    return evaluate(
+        ds,
+        out_dir=out,
+        systems=select(systems),
+        budget=budget,
+        keep=keep,
+        compaction=compaction,
+        split=split,
+        limit=limit,
+        embedder=embedder,
+        cache_dir=cache_dir,
+        plots=plots,
+        budgets=budgets,
+        ratios=ratios,
+        summarizer=summarizer,
+        second_embedder=second_embedder,
+        workers=workers,
+    )

@@ -22,7 +22,9 @@ def wilcoxon_p(a: Sequence[float], b: Sequence[float]) -> float:
     return float(wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
 
 
-def bootstrap_ci(a: Sequence[float], b: Sequence[float], *, resamples: int = 10_000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_ci(
+    a: Sequence[float], b: Sequence[float], *, resamples: int = 10_000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """Mean paired difference a − b in percentage points and its percentile bootstrap CI (Efron & Tibshirani 1993,
     §13.3): resample the pairs with replacement ``resamples`` times. Returns (diff_pp, low_pp, high_pp)."""
     d = (np.asarray(a, float) - np.asarray(b, float)) * 100.0
@@ -34,8 +36,15 @@ def bootstrap_ci(a: Sequence[float], b: Sequence[float], *, resamples: int = 10_
     return float(d.mean()), float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
-def bootstrap_ci_clustered(a: Sequence[float], b: Sequence[float], groups: Sequence[str], *, resamples: int = 10_000,
-                           level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_ci_clustered(
+    a: Sequence[float],
+    b: Sequence[float],
+    groups: Sequence[str],
+    *,
+    resamples: int = 10_000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
     """Mean paired difference a − b over all pairs (percentage points) and its cluster (case-resampling) bootstrap
     CI: resample the *groups* (conversations / history files) with replacement, keep all pairs of each drawn group,
     recompute the mean over the drawn pairs (Davison & Hinkley 1997, §3.8; Field & Welsh 2007). Pairs inside one

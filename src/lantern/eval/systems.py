@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from lantern.text.tags import STOPWORDS, query_terms
-from lantern.text.cjk import cjk_bigrams
 from lantern.config import Config
+from lantern.eval.outcome import Outcome, Pool, System, outcome_of
 from lantern.model import Entry
 from lantern.recover.pack import pack
-from lantern.eval.outcome import Outcome, Pool, System, outcome_of
+from lantern.text.cjk import cjk_bigrams
+from lantern.text.tags import STOPWORDS, query_terms
 
 
 def all_systems(base: Config | None = None) -> list[System]:
@@ -40,18 +40,45 @@ def all_systems(base: Config | None = None) -> list[System]:
     out = [System("lantern", "lantern", base, "four signals + prf, time, neighbour, local, speaker; weighted RRF; MMR")]
     paper = {name: 1.0 for name in base.signal_weights}
     if base.signal_weights != paper:
-        out.append(System("paper-rrf", "lantern", replace(base, signal_weights=paper), "every signal weighted 1 (plain RRF, paper eq. 3), MMR"))
+        out.append(
+            System(
+                "paper-rrf",
+                "lantern",
+                replace(base, signal_weights=paper),
+                "every signal weighted 1 (plain RRF, paper eq. 3), MMR",
+            )
+        )
     for s in base.signals:
-        out.append(System(f"-{s}", "lantern", replace(base, signals=tuple(x for x in base.signals if x != s)), f"without the {s} signal"))
+        out.append(
+            System(
+                f"-{s}",
+                "lantern",
+                replace(base, signals=tuple(x for x in base.signals if x != s)),
+                f"without the {s} signal",
+            )
+        )
     out += [
-        System("lantern+reinforce", "reinforce", replace(base, reinforce=True), "recover with reinforcement (c), questions in order"),
-        System("lantern+reinforce+answers", "reinforce+answers", replace(base, reinforce=True),
-               "as lantern+reinforce, the reference answer judged as the next assistant message (σ)"),
+        System(
+            "lantern+reinforce",
+            "reinforce",
+            replace(base, reinforce=True),
+            "recover with reinforcement (c), questions in order",
+        ),
+        System(
+            "lantern+reinforce+answers",
+            "reinforce+answers",
+            replace(base, reinforce=True),
+            "as lantern+reinforce, the reference answer judged as the next assistant message (σ)",
+        ),
         System("no-mmr", "lantern", replace(base, use_mmr=False), "fused order, no MMR"),
         System("sum-fusion", "lantern", replace(base, fusion="sum"), "score sum instead of RRF"),
         System("bm25", "lantern", replace(base, signals=("fulltext",), use_mmr=False), "FTS5 BM25 only"),
-        System("dense", "lantern", replace(base, signals=("semantic", "semantic_e5"), use_mmr=False),
-               "embedding cosine only (with e5, both rankings fused by RRF)"),
+        System(
+            "dense",
+            "lantern",
+            replace(base, signals=("semantic", "semantic_e5"), use_mmr=False),
+            "embedding cosine only (with e5, both rankings fused by RRF)",
+        ),
         System("recency", "recency", base, "newest archived turns first"),
         System("grep", "grep", base, "substring match of query terms"),
         System("keyword-overlap", "overlap", base, "top-k by query-word overlap"),
@@ -109,8 +136,11 @@ class MemoEmbedder:
             return embed_query(self.inner, texts, occupied)
         # one text: the question; several: the parts of a split question (recover/decompose.py), one batched call,
         # memoized as that batch (every system asks the same parts)
-        key = ("query", *query_key(self.inner, texts[0], occupied)) if len(texts) == 1 else \
-            ("parts", *(query_key(self.inner, t, occupied) for t in texts))
+        key = (
+            ("query", *query_key(self.inner, texts[0], occupied))
+            if len(texts) == 1
+            else ("parts", *(query_key(self.inner, t, occupied) for t in texts))
+        )
         if key not in self._cache:
             if len(self._cache) > 4096:
                 self._cache.clear()
@@ -126,7 +156,9 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 def _words(text: str) -> set[str]:
     """Lowercased words of >= 3 characters that are not stopwords, and the CJK bigrams of CJK runs."""
-    return {w for w in _WORD.findall(cjk_bigrams(text.lower())) if (len(w) >= 3 and w not in STOPWORDS) or _CJK.search(w)}
+    return {
+        w for w in _WORD.findall(cjk_bigrams(text.lower())) if (len(w) >= 3 and w not in STOPWORDS) or _CJK.search(w)
+    }
 
 
 def baseline_order(kind: str, query: str, entries: list[Entry]) -> list[Entry]:
@@ -155,7 +187,9 @@ SECOND_SEMANTIC = "second_semantic"
 def dual_system(second_id: str, base: Config | None = None) -> System:
     """Lantern's four signals plus the semantic ranking of a second embedder (``second_id``) as a fifth RRF signal
     (weight 1): the "both embedders" setup, measured by fusing two separately built stores in the evaluation."""
-    return System(f"lantern+{second_id}", "dual", base or Config(), f"four signals + {second_id} semantic ranking (RRF)")
+    return System(
+        f"lantern+{second_id}", "dual", base or Config(), f"four signals + {second_id} semantic ranking (RRF)"
+    )
 
 
 def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
@@ -171,11 +205,18 @@ def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
 
 
 def _rank(lantern, query: str, pool: Pool):
-    from lantern.text.clean import clean_text
     from lantern.recover.rank import rank
+    from lantern.text.clean import clean_text
 
-    return rank(lantern.store, lantern.index, lantern.embedder, lantern.config, clean_text(query),
-                session=pool.session, exclude_ids=pool.excluded)
+    return rank(
+        lantern.store,
+        lantern.index,
+        lantern.embedder,
+        lantern.config,
+        clean_text(query),
+        session=pool.session,
+        exclude_ids=pool.excluded,
+    )
 
 
 def run_system(system: System, lantern, query: str, pool: Pool, budget: int, reply: str | None = None) -> Outcome:
@@ -191,19 +232,37 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
         start = time.perf_counter()
         extra = {SECOND_SEMANTIC: second_semantic(pool, query, config)} if system.kind == "dual" else None
         lantern.config = config
-        rec = lantern.explain(query, session=pool.session, budget=budget, exclude=pool.excluded, extra_rankings=extra,
-                              as_of=pool.as_of)
+        rec = lantern.explain(
+            query, session=pool.session, budget=budget, exclude=pool.excluded, extra_rankings=extra, as_of=pool.as_of
+        )
         return outcome_of(rec, (time.perf_counter() - start) * 1000)
     start = time.perf_counter()
     ordered = baseline_order(system.kind, query, pool.entries)
-    result = pack(iter(ordered), budget, query_terms(query), config.min_excerpt_chars, config.entry_share,
-                  group=config.pack_group_sessions)
+    result = pack(
+        iter(ordered),
+        budget,
+        query_terms(query),
+        config.min_excerpt_chars,
+        config.entry_share,
+        group=config.pack_group_sessions,
+    )
     ms = (time.perf_counter() - start) * 1000
-    return Outcome(ranking=[e.id for e in ordered], packed=[p.entry.id for p in result.packed], chars=len(result.text), ms=ms,
-                   text=result.text)
+    return Outcome(
+        ranking=[e.id for e in ordered],
+        packed=[p.entry.id for p in result.packed],
+        chars=len(result.text),
+        ms=ms,
+        text=result.text,
+    )
 
 
-FAILURE_CAUSES = ("never archived", "outside every signal's top-N", "deduplicated away", "removed by MMR", "cut by the budget")
+FAILURE_CAUSES = (
+    "never archived",
+    "outside every signal's top-N",
+    "deduplicated away",
+    "removed by MMR",
+    "cut by the budget",
+)
 
 
 def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System, alternatives: bool = False) -> str | None:
@@ -228,7 +287,12 @@ def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System, alt
             causes.append(1)
         elif verdict == "cut:duplicate":
             causes.append(2)
-        elif system.config is not None and system.config.use_mmr and r in outcome.fused and outcome.fused.index(r) < len(outcome.packed):
+        elif (
+            system.config is not None
+            and system.config.use_mmr
+            and r in outcome.fused
+            and outcome.fused.index(r) < len(outcome.packed)
+        ):
             causes.append(3)
         else:
             causes.append(4)
@@ -245,5 +309,3 @@ def memo_embedder(name: str | None) -> MemoEmbedder:
     if name not in _MEMOS:
         _MEMOS[name] = MemoEmbedder(get_embedder(name))
     return _MEMOS[name]
-
-

@@ -76,7 +76,13 @@ def log_error(event: str, e: BaseException) -> None:
     try:
         frames = traceback.extract_tb(e.__traceback__)
         ours = [f for f in frames if f"{os.sep}lantern{os.sep}" in f.filename] or frames
-        where = ", ".join(f"{Path(f.filename).name}:{f.lineno}" for f in {id(x): x for x in (ours[-1], frames[-1])}.values()) if frames else "?"
+        where = (
+            ", ".join(
+                f"{Path(f.filename).name}:{f.lineno}" for f in {id(x): x for x in (ours[-1], frames[-1])}.values()
+            )
+            if frames
+            else "?"
+        )
         log_line(event, f"{type(e).__name__} at {where}")
     except Exception:
         pass
@@ -156,7 +162,8 @@ class Offsets:
 
 def read_transcript(transcript: Path, offset: int = 0, max_bytes: int | None = None) -> tuple[bytes, int]:
     """``(bytes of transcript from byte offset on, file size)``, at most ``max_bytes`` of them; the whole file when
-    it is shorter than ``offset`` (the caller compares the size with its offset). Only a regular file is read: it is opened
+    it is shorter than ``offset`` (the caller compares the size with its offset). Only a regular file is read: it is
+    opened
     non-blocking (a FIFO with no writer cannot hang the open) and checked on the open descriptor (``fstat``, so a
     file swapped after a check cannot slip through). Raises ``TranscriptSkipped`` for anything else or a file
     over ``MAX_TRANSCRIPT_BYTES``, OSError when it cannot be opened."""
@@ -203,8 +210,9 @@ def read_chunk(transcript: Path, start: Offset, max_bytes: int | None = None):
     if more:  # stop before the chunk's last turn, which may go on past it
         end = _turn_start(data, end) or end
     data = data[:end]
-    parsed = read_claude_code(data.decode("utf-8", errors="replace"), first_line=start.line,
-                              source=transcript.name, strict=start.offset == 0)
+    parsed = read_claude_code(
+        data.decode("utf-8", errors="replace"), first_line=start.line, source=transcript.name, strict=start.offset == 0
+    )
     return parsed, Offset(start.offset + end, start.line + data.count(b"\n")), more
 
 
@@ -225,9 +233,22 @@ def _turn_start(data: bytes, end: int) -> int:
                 rec = loads(line)
             except (ValueError, RecursionError):
                 rec = None
-            content = rec.get("message", {}).get("content") if isinstance(rec, dict) and isinstance(rec.get("message"), dict) else None
-            if rec is not None and rec.get("type") == "user" and (isinstance(content, str) or (
-                    isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))):
+            content = (
+                rec.get("message", {}).get("content")
+                if isinstance(rec, dict) and isinstance(rec.get("message"), dict)
+                else None
+            )
+            if (
+                rec is not None
+                and rec.get("type") == "user"
+                and (
+                    isinstance(content, str)
+                    or (
+                        isinstance(content, list)
+                        and not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+                    )
+                )
+            ):
                 return begin
         at = begin
     return 0
@@ -243,8 +264,12 @@ def read_since_last_compaction(transcript: Path):
     if at < 0:
         return None
     start = data.rfind(b"\n", 0, at) + 1
-    parsed = read_claude_code(data[start:].decode("utf-8", errors="replace"), first_line=data.count(b"\n", 0, start) + 1,
-                              source=transcript.name, strict=False)
+    parsed = read_claude_code(
+        data[start:].decode("utf-8", errors="replace"),
+        first_line=data.count(b"\n", 0, start) + 1,
+        source=transcript.name,
+        strict=False,
+    )
     return parsed if parsed.summaries else None
 
 
@@ -302,8 +327,9 @@ def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any =
         return added + _archive_rest(ctx, session, transcript, lantern, event, start, (parsed, reached, more))
 
 
-def _archive_rest(ctx: HookContext, session: str, transcript: Path, lantern: Any, event: str, start: Offset,
-                  chunk: tuple) -> int:
+def _archive_rest(
+    ctx: HookContext, session: str, transcript: Path, lantern: Any, event: str, start: Offset, chunk: tuple
+) -> int:
     """The last chunk of the main transcript (``read_chunk``'s result from ``start``) and the new lines of every
     subagent transcript, in one transaction; then each file's offset moves. Returns the turns added."""
     from lantern.archive.subagents import as_sidechain, subagent_files
@@ -344,14 +370,16 @@ def _open(ctx: HookContext):
     return Lantern(ctx.db, user=ctx.user)
 
 
-def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None):
+def recover_after_compaction(
+    lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None
+):
     """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit), else the last
     user message + the summary; excluding the live messages after the last compaction. None if never compacted."""
     parsed = read_since_last_compaction(transcript)
     if parsed is None:
         return None
     summary = parsed.summaries[-1]
-    live = [m for m in parsed.messages[summary.position:]] + parsed.sidechain
+    live = [m for m in parsed.messages[summary.position :]] + parsed.sidechain
     if question is None:
         last_user = parsed.last_user_text()
         if not last_user:
@@ -368,7 +396,7 @@ def _last_user_before(lantern: Any, session: str) -> str:
     for _, _, text in sorted(rows, key=lambda r: r[1], reverse=True):
         for line in text.split("\n"):
             if line.startswith("user: "):
-                return line[len("user: "):]
+                return line[len("user: ") :]
     return ""
 
 
@@ -418,8 +446,11 @@ def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offs
 
         payload = _payload(stdin_text)
         event = payload["hook_event_name"]
-        ctx = HookContext(db=Path(db) if db is not None else default_db_path(), offsets=offsets or Offsets(),
-                          user=os.environ.get("LANTERN_USER") or None)
+        ctx = HookContext(
+            db=Path(db) if db is not None else default_db_path(),
+            offsets=offsets or Offsets(),
+            user=os.environ.get("LANTERN_USER") or None,
+        )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
         return json.dumps(out, ensure_ascii=False) if out else ""

@@ -62,15 +62,18 @@ def _load(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8-sig")  # a leading BOM is dropped
     except UnicodeDecodeError as e:
-        raise LanternError(f"{path} is not UTF-8 (byte {e.start}): left untouched; save it as UTF-8, "
-                           "then run this again") from None
+        raise LanternError(
+            f"{path} is not UTF-8 (byte {e.start}): left untouched; save it as UTF-8, then run this again"
+        ) from None
     if not text.strip():
         return {}
     try:
         data = json.loads(text)
     except ValueError as e:
-        raise LanternError(f"{path} is not valid JSON (line {getattr(e, 'lineno', '?')}): left untouched; "
-                           "fix it or move it away, then run this again") from None
+        raise LanternError(
+            f"{path} is not valid JSON (line {getattr(e, 'lineno', '?')}): left untouched; "
+            "fix it or move it away, then run this again"
+        ) from None
     if not isinstance(data, dict):
         raise LanternError(f"{path} does not hold a JSON object: left untouched")
     hooks = data.get("hooks")
@@ -120,8 +123,14 @@ def _write(path: Path, data: dict[str, Any]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def install(scope: str = "project", *, uninstall: bool = False, project_dir: str | os.PathLike[str] | None = None,
-            command: str | None = None, db: str | os.PathLike[str] | None = None) -> tuple[Path, bool]:
+def install(
+    scope: str = "project",
+    *,
+    uninstall: bool = False,
+    project_dir: str | os.PathLike[str] | None = None,
+    command: str | None = None,
+    db: str | os.PathLike[str] | None = None,
+) -> tuple[Path, bool]:
     """Install (or with ``uninstall`` remove) our hooks in the settings file of ``scope``. ``command`` defaults to
     ``hook_command(db)``. Returns ``(settings path, whether the file changed)``. Raises LanternError for a settings
     file that is not valid JSON or not of Claude Code's shape (file untouched), ValueError for a bad scope."""

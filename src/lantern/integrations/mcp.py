@@ -1,7 +1,8 @@
 """Lantern as an MCP server over stdio (the official ``mcp`` SDK, extra ``mcp``): ``lantern --db PATH mcp``.
 
 Tools (JSON schemas from the typed signatures): ``archive`` (messages + session), ``recover`` (query, session,
-budget, exclude), ``search`` (query, k, session), ``forget`` (entry or session), ``feedback`` (entry ids, useful), ``stats``. Bad input comes back as
+budget, exclude), ``search`` (query, k, session), ``forget`` (entry or session), ``feedback`` (entry ids, useful),
+``stats``. Bad input comes back as
 a tool error (``isError``) with one line saying what is wrong; the server keeps running. Arguments that do not match
 a tool's schema give one line naming each field and its problem (``validation_message``), not the SDK's multi-line
 pydantic dump; argument names a tool does not take are rejected in one line naming them
@@ -30,17 +31,23 @@ from typing import Annotated, Any
 import anyio
 import anyio.lowlevel
 import mcp.types as types
-from mcp.shared.message import SessionMessage
-
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
 from pydantic import Field, StrictBool, StrictInt, ValidationError  # strict: true is no entry id
 
 from lantern.archive.parse.jsonl import loads
-from lantern.integrations.messages import unknown_arguments_message, validation_message
 from lantern.errors import LanternError
-from lantern.integrations.schemas import ArchiveResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse, StatsResponse
+from lantern.integrations.messages import unknown_arguments_message, validation_message
+from lantern.integrations.schemas import (
+    ArchiveResponse,
+    FeedbackResponse,
+    ForgetResponse,
+    RecoverResponse,
+    SearchResponse,
+    StatsResponse,
+)
 from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService
 
 INSTRUCTIONS = (
@@ -52,7 +59,7 @@ INSTRUCTIONS = (
 
 Message = dict[str, Any]
 # the scope of every tool (lantern/scope.py): the user is an isolation boundary, agent and project filter
-User = Annotated[str | None, Field(description="User id: only this user's entries are read or written (default \"\").")]
+User = Annotated[str | None, Field(description='User id: only this user\'s entries are read or written (default "").')]
 Agent = Annotated[str | None, Field(description="Agent id: a filter on reads (default any), a label on writes.")]
 Project = Annotated[str | None, Field(description="Project: a filter on reads (default any), a label on writes.")]
 
@@ -102,6 +109,7 @@ _LEADING_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"[^"\\]*"\s*,\s*)?"id"\s*
 def _without_surrogates(value: Any) -> Any:
     """``value`` (parsed JSON) with every lone surrogate in its strings and keys replaced by U+FFFD (iterative: a
     value nested as deep as ``json`` reads does not overflow the stack here)."""
+
     def fix(x: Any) -> Any:
         return _SURROGATE.sub("\ufffd", x) if isinstance(x, str) else x
 
@@ -133,8 +141,11 @@ class UnreadableLine(ValueError):
 def _error(request_id: Any, code: int, message: str) -> SessionMessage | UnreadableLine:
     if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
         return UnreadableLine(message)
-    return SessionMessage(types.JSONRPCMessage(types.JSONRPCError(
-        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))))
+    return SessionMessage(
+        types.JSONRPCMessage(
+            types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+        )
+    )
 
 
 def _leading_id(line: str) -> Any:
@@ -176,6 +187,7 @@ def _read_stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, fd:
     loop's thread, then None at end of file. It reads with ``os.read``, not ``sys.stdin``: a thread blocked there
     holds no buffer lock, so the server can stop at Ctrl-C while the client keeps stdin open, and the interpreter
     exits without waiting for it (anyio's worker-thread ``readline`` could not be cancelled)."""
+
     def put(item: bytes | None) -> bool:
         try:
             asyncio.run_coroutine_threadsafe(queue.put(item), loop).result()
@@ -188,9 +200,9 @@ def _read_stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, fd:
         while chunk := os.read(fd, 1 << 16):
             buf += chunk
             while (end := buf.find(b"\n", scan)) >= 0:
-                if not put(bytes(buf[:end + 1])):
+                if not put(bytes(buf[: end + 1])):
                     return
-                del buf[:end + 1]
+                del buf[: end + 1]
                 scan = 0
             scan = len(buf)
         if buf and not put(bytes(buf)):
@@ -209,8 +221,9 @@ async def stdio_server():
     read_writer, read_stream = anyio.create_memory_object_stream(0)
     write_stream, write_reader = anyio.create_memory_object_stream(0)
     lines: asyncio.Queue = asyncio.Queue(STDIN_QUEUE)
-    threading.Thread(target=_read_stdin_lines, args=(asyncio.get_running_loop(), lines), name="lantern-mcp-stdin",
-                     daemon=True).start()
+    threading.Thread(
+        target=_read_stdin_lines, args=(asyncio.get_running_loop(), lines), name="lantern-mcp-stdin", daemon=True
+    ).start()
 
     unanswered: dict[Any, int] = {}  # request id -> requests handed to the session not yet answered on stdout
     answered = [anyio.Event()]
@@ -287,8 +300,10 @@ def _say_when_interrupted(server: _Server) -> None:
             os._exit(130)  # database is next opened; or serving is stuck (a write to a client that reads nothing)
         said.append(signum)
         if server._calls_in_progress:
-            sys.stderr.write("lantern mcp: interrupted; finishing the call in progress, then stopping "
-                             "(Ctrl-C again to abandon it: nothing of it is stored)\n")
+            sys.stderr.write(
+                "lantern mcp: interrupted; finishing the call in progress, then stopping "
+                "(Ctrl-C again to abandon it: nothing of it is stored)\n"
+            )
             sys.stderr.flush()
         return handler(signum, frame)
 
@@ -329,11 +344,19 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
     @server.tool(annotations=ToolAnnotations(title="Archive turns", destructiveHint=False, idempotentHint=True))
     def archive(
-        messages: Annotated[list[Message], Field(description=(
-            "Chat messages in OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic "
-            "(content blocks text/tool_use/tool_result) or plain {role, content} form."))],
-        session: Annotated[str | None, Field(description="Session id (default \"default\").")] = None,
-        user: User = None, agent: Agent = None, project: Project = None,
+        messages: Annotated[
+            list[Message],
+            Field(
+                description=(
+                    "Chat messages in OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic "
+                    "(content blocks text/tool_use/tool_result) or plain {role, content} form."
+                )
+            ),
+        ],
+        session: Annotated[str | None, Field(description='Session id (default "default").')] = None,
+        user: User = None,
+        agent: Agent = None,
+        project: Project = None,
     ) -> ArchiveResponse:
         """Archive conversation turns in one transaction (turns already archived are counted as duplicates).
         Secrets are redacted before anything is stored."""
@@ -344,9 +367,15 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         query: Annotated[str, Field(description="The live context's tail plus the compaction summary, or a question.")],
         session: Annotated[str | None, Field(description="Only this session (default: every session).")] = None,
         budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
-        exclude: Annotated[list[Message | StrictInt] | None, Field(description=(
-            "The live context (messages) and/or entry ids: turns still in it are never re-injected."))] = None,
-        user: User = None, agent: Agent = None, project: Project = None,
+        exclude: Annotated[
+            list[Message | StrictInt] | None,
+            Field(
+                description=("The live context (messages) and/or entry ids: turns still in it are never re-injected.")
+            ),
+        ] = None,
+        user: User = None,
+        agent: Agent = None,
+        project: Project = None,
     ) -> RecoverResponse:
         """The block of archived turns to inject back after a compaction: {text, chars, entries}."""
         return call(RecoverResponse, service.recover, query, session, budget, exclude, user, agent, project)
@@ -356,7 +385,9 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         query: Annotated[str, Field(description="What to look for.")],
         k: Annotated[StrictInt, Field(ge=1, le=MAX_K, description="Number of results.")] = 10,
         session: Annotated[str | None, Field(description="Only this session.")] = None,
-        user: User = None, agent: Agent = None, project: Project = None,
+        user: User = None,
+        agent: Agent = None,
+        project: Project = None,
     ) -> SearchResponse:
         """Top k archived turns by fused score (semantic, full text, keyword, importance), with each signal's rank."""
         return call(SearchResponse, service.search, query, k, session, user, agent, project)
@@ -364,18 +395,27 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     @server.tool(annotations=ToolAnnotations(title="Forget", destructiveHint=True, idempotentHint=True))
     def forget(
         entry: Annotated[StrictInt | None, Field(description="Entry id to delete.")] = None,
-        session: Annotated[str | None, Field(description="Session whose entries to delete (\"\": the default session, as in archive).")] = None,
+        session: Annotated[
+            str | None, Field(description='Session whose entries to delete ("": the default session, as in archive).')
+        ] = None,
         user: Annotated[str | None, Field(description="User whose entries to delete (alone: all of them).")] = None,
-        agent: Agent = None, project: Project = None,
+        agent: Agent = None,
+        project: Project = None,
     ) -> ForgetResponse:
         """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
         return call(ForgetResponse, service.forget, entry, session, user, agent, project)
 
-    @server.tool(annotations=ToolAnnotations(title="Feedback on recovered entries", destructiveHint=False, idempotentHint=False))
+    @server.tool(
+        annotations=ToolAnnotations(title="Feedback on recovered entries", destructiveHint=False, idempotentHint=False)
+    )
     def feedback(
-        entry_ids: Annotated[list[StrictInt], Field(min_length=1, description="Ids of recovered entries (recover's entries[].id).")],
+        entry_ids: Annotated[
+            list[StrictInt], Field(min_length=1, description="Ids of recovered entries (recover's entries[].id).")
+        ],
         useful: Annotated[StrictBool, Field(description="Whether they helped answer.")],
-        user: User = None, agent: Agent = None, project: Project = None,
+        user: User = None,
+        agent: Agent = None,
+        project: Project = None,
     ) -> FeedbackResponse:
         """Tell Lantern whether recovered entries were useful: moves their success rate σ, which weighs their
         importance. Only the user's own entries are updated."""

@@ -47,7 +47,7 @@ def validation_message(tool: str, errors: list[dict]) -> str:
         problems, _ = by_field.setdefault(where, ([], e.get("input")))
         problem = _problem(e)
         if problems and problem.startswith("should be "):  # "should be a valid dictionary or a valid integer"
-            problem = problem[len("should be "):]
+            problem = problem[len("should be ") :]
         if problem not in problems:
             problems.append(problem)
     parts = []

@@ -38,15 +38,22 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field, StrictBool, StrictInt  # strict: true is no entry id, "2" no count
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lantern.errors import LanternError
-from lantern.integrations.schemas import (ArchiveResponse, ErrorResponse, FeedbackResponse, ForgetResponse, RecoverResponse, SearchResponse,
-                      StatsResponse)
+from lantern.integrations.schemas import (
+    ArchiveResponse,
+    ErrorResponse,
+    FeedbackResponse,
+    ForgetResponse,
+    RecoverResponse,
+    SearchResponse,
+    StatsResponse,
+)
 from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
@@ -56,7 +63,7 @@ log = logging.getLogger("lantern.proxy")
 
 Message = dict[str, Any]
 # scope (lantern/scope.py); the proxy reads it from the X-Lantern-User / -Agent / -Project headers
-_USER = "User id: only this user's entries are read or written (default \"\")."
+_USER = 'User id: only this user\'s entries are read or written (default "").'
 _AGENT = "Agent id: a filter on reads (default any), a label on writes."
 _PROJECT = "Project: a filter on reads (default any), a label on writes."
 
@@ -64,10 +71,15 @@ _PROJECT = "Project: a filter on reads (default any), a label on writes."
 # ---------------------------------------------------------------------------------------------- request / response
 class ArchiveRequest(BaseModel):
     model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
-    messages: list[Message] = Field(..., min_length=1, description=(
-        "Chat messages: OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic (content "
-        "blocks) or plain {role, content}."))
-    session: str | None = Field(None, description="Session id (default \"default\").")
+    messages: list[Message] = Field(
+        ...,
+        min_length=1,
+        description=(
+            "Chat messages: OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic (content "
+            "blocks) or plain {role, content}."
+        ),
+    )
+    session: str | None = Field(None, description='Session id (default "default").')
     user: str | None = Field(None, description=_USER)
     agent: str | None = Field(None, description=_AGENT)
     project: str | None = Field(None, description=_PROJECT)
@@ -78,8 +90,9 @@ class RecoverRequest(BaseModel):
     query: str = Field(..., description="The live context's tail plus the compaction summary, or a question.")
     session: str | None = Field(None, description="Only this session (default: every session).")
     budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
-    exclude: list[Message | StrictInt] | None = Field(None, description=(
-        "The live context (messages) and/or entry ids: turns still in it are never re-injected."))
+    exclude: list[Message | StrictInt] | None = Field(
+        None, description=("The live context (messages) and/or entry ids: turns still in it are never re-injected.")
+    )
     user: str | None = Field(None, description=_USER)
     agent: str | None = Field(None, description=_AGENT)
     project: str | None = Field(None, description=_PROJECT)
@@ -99,7 +112,7 @@ class FeedbackRequest(BaseModel):
     model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     entry_ids: list[StrictInt] = Field(..., min_length=1, description="Ids of recovered entries.")
     useful: StrictBool = Field(..., description="Whether they helped answer.")
-    user: str | None = Field(None, description="User id: only this user's entries are updated (default \"\").")
+    user: str | None = Field(None, description='User id: only this user\'s entries are updated (default "").')
     agent: str | None = Field(None, description=_AGENT)
     project: str | None = Field(None, description=_PROJECT)
 
@@ -107,14 +120,21 @@ class FeedbackRequest(BaseModel):
 class ForgetRequest(BaseModel):
     model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     entry: StrictInt | None = Field(None, description="Entry id to delete.")
-    session: str | None = Field(None, description="Session whose entries to delete (\"\": the default session, as in archive).")
-    user: str | None = Field(None, description="User whose entries to delete (alone: all of them; default \"\").")
+    session: str | None = Field(
+        None, description='Session whose entries to delete ("": the default session, as in archive).'
+    )
+    user: str | None = Field(None, description='User whose entries to delete (alone: all of them; default "").')
     agent: str | None = Field(None, description=_AGENT)
     project: str | None = Field(None, description=_PROJECT)
 
 
-BODIES = {"archive": ArchiveRequest, "recover": RecoverRequest, "search": SearchRequest, "feedback": FeedbackRequest,
-          "forget": ForgetRequest}
+BODIES = {
+    "archive": ArchiveRequest,
+    "recover": RecoverRequest,
+    "search": SearchRequest,
+    "feedback": FeedbackRequest,
+    "forget": ForgetRequest,
+}
 
 
 def invalid_body_message(path: str, errors: list[dict]) -> str:
@@ -127,16 +147,24 @@ def invalid_body_message(path: str, errors: list[dict]) -> str:
     body = [{**x, "loc": tuple(x.get("loc", ()))[1:]} for x in errors if tuple(x.get("loc", ()))[:1] == ("body",)]
     if any(x.get("type") == "json_invalid" for x in body) or not body:
         first = errors[0] if errors else {}
-        return f"request body is not valid JSON: {first.get('msg', 'invalid request')}" if body else str(
-            first.get("msg", "invalid request"))
+        return (
+            f"request body is not valid JSON: {first.get('msg', 'invalid request')}"
+            if body
+            else str(first.get("msg", "invalid request"))
+        )
     unknown = [str(x["loc"][0]) for x in body if x.get("type") == "extra_forbidden" and x["loc"]]
     if unknown and endpoint in BODIES:
         return unknown_arguments_message(endpoint, unknown, list(BODIES[endpoint].model_fields))
     return validation_message(endpoint, [x for x in body if x.get("type") != "extra_forbidden"] or body)
 
 
-ERRORS = {400: {"model": ErrorResponse}, 401: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
-          422: {"model": ErrorResponse}, 500: {"model": ErrorResponse}}
+ERRORS = {
+    400: {"model": ErrorResponse},
+    401: {"model": ErrorResponse},
+    413: {"model": ErrorResponse},
+    422: {"model": ErrorResponse},
+    500: {"model": ErrorResponse},
+}
 
 
 # ---------------------------------------------------------------------------------------------- the app
@@ -181,7 +209,8 @@ def build_app(
         description="Archive conversation turns; recover the specifics a compaction lost.",
         dependencies=[Depends(authorize)],
         # with a token every path needs it: the interactive docs and the schema are not served then
-        docs_url=None if token else "/docs", redoc_url=None if token else "/redoc",
+        docs_url=None if token else "/docs",
+        redoc_url=None if token else "/redoc",
         openapi_url=None if token else "/openapi.json",
     )
     app.state.service = service
@@ -216,39 +245,72 @@ def build_app(
         Secrets are redacted before anything is stored."""
         return service.archive(req.messages, req.session, req.user, req.agent, req.project)
 
-    @app.post("/v1/memory/recover", response_model=RecoverResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
+    @app.post(
+        "/v1/memory/recover",
+        response_model=RecoverResponse,
+        responses={**ERRORS, 404: {"model": ErrorResponse}},
+        tags=["memory"],
+    )
     def recover(req: RecoverRequest) -> dict[str, Any]:
         """The block of archived turns to inject after a compaction."""
         return service.recover(req.query, req.session, req.budget, req.exclude, req.user, req.agent, req.project)
 
-    @app.post("/v1/memory/search", response_model=SearchResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
+    @app.post(
+        "/v1/memory/search",
+        response_model=SearchResponse,
+        responses={**ERRORS, 404: {"model": ErrorResponse}},
+        tags=["memory"],
+    )
     def search(req: SearchRequest) -> dict[str, Any]:
         """Top k archived turns by fused score, with each signal's rank."""
         return service.search(req.query, req.k, req.session, req.user, req.agent, req.project)
 
-    @app.post("/v1/memory/forget", response_model=ForgetResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
+    @app.post(
+        "/v1/memory/forget",
+        response_model=ForgetResponse,
+        responses={**ERRORS, 404: {"model": ErrorResponse}},
+        tags=["memory"],
+    )
     def forget(req: ForgetRequest) -> dict[str, Any]:
         """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
         return service.forget(req.entry, req.session, req.user, req.agent, req.project)
 
-    @app.post("/v1/memory/feedback", response_model=FeedbackResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
+    @app.post(
+        "/v1/memory/feedback",
+        response_model=FeedbackResponse,
+        responses={**ERRORS, 404: {"model": ErrorResponse}},
+        tags=["memory"],
+    )
     def feedback(req: FeedbackRequest) -> dict[str, Any]:
         """Whether recovered entries were useful (their success rate σ)."""
         return service.feedback(req.entry_ids, req.useful, req.user, req.agent, req.project)
 
-    @app.get("/v1/memory/stats", response_model=StatsResponse, responses={**ERRORS, 404: {"model": ErrorResponse}}, tags=["memory"])
+    @app.get(
+        "/v1/memory/stats",
+        response_model=StatsResponse,
+        responses={**ERRORS, 404: {"model": ErrorResponse}},
+        tags=["memory"],
+    )
     def stats() -> dict[str, Any]:
         """Entries, sessions, embedder, database size."""
         return service.stats()
 
     if upstream:
-        _add_forwarding(app, service, upstream, upstream_timeout, strip_authorization=token is not None,
-                       upstream_key=upstream_key)
+        _add_forwarding(
+            app, service, upstream, upstream_timeout, strip_authorization=token is not None, upstream_key=upstream_key
+        )
     else:  # the memory API alone: a chat-completions client pointed here learns why nothing answers
+
         @app.api_route("/v1/chat/completions", methods=["POST"], include_in_schema=False)
         def no_upstream() -> JSONResponse:
-            return JSONResponse({"error": "no upstream: this server has only the memory API (/v1/memory/...); start "
-                                          "lantern serve --upstream URL to proxy chat completions"}, status_code=404)
+            return JSONResponse(
+                {
+                    "error": "no upstream: this server has only the memory API (/v1/memory/...); start "
+                    "lantern serve --upstream URL to proxy chat completions"
+                },
+                status_code=404,
+            )
+
     return BodyLimit(app, max_body_bytes)
 
 
@@ -300,8 +362,13 @@ async def _reply(send, status: int, error: str) -> None:
     import json
 
     payload = json.dumps({"error": error}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -314,25 +381,53 @@ def _version() -> str:
         return "0"
 
 
-def serve(path: str | os.PathLike[str] | None = None, embedder: str | None = None, *, host: str = DEFAULT_HOST,
-          port: int = DEFAULT_PORT, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-          upstream: str | None = None, upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT,
-          upstream_key: str | None = None) -> None:
+def serve(
+    path: str | os.PathLike[str] | None = None,
+    embedder: str | None = None,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    upstream: str | None = None,
+    upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT,
+    upstream_key: str | None = None,
+) -> None:
     """Run the REST API (and, with ``upstream``, the chat-completions proxy) with uvicorn until interrupted."""
     import uvicorn
 
-    app = build_app(path, embedder, token=token, max_body_bytes=max_body_bytes, upstream=upstream,
-                    upstream_timeout=upstream_timeout, upstream_key=upstream_key)
+    app = build_app(
+        path,
+        embedder,
+        token=token,
+        max_body_bytes=max_body_bytes,
+        upstream=upstream,
+        upstream_timeout=upstream_timeout,
+        upstream_key=upstream_key,
+    )
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 # ---------------------------------------------------------------------------------------------- forwarding
 SESSION_HEADER = "x-lantern-session"
 LANTERN_HEADERS = "x-lantern-"  # ours (session, user, agent, project, ...): never forwarded upstream
-RECOVERED_HEADER = ("Recovered from Lantern memory: earlier turns of this conversation that a compaction dropped. "
-                    "Use them for specifics (names, numbers, paths, commands) the summary lost.\n\n")
-_HOP_BY_HOP = {"host", "content-length", "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
-               "te", "trailers", "transfer-encoding", "upgrade", SESSION_HEADER}
+RECOVERED_HEADER = (
+    "Recovered from Lantern memory: earlier turns of this conversation that a compaction dropped. "
+    "Use them for specifics (names, numbers, paths, commands) the summary lost.\n\n"
+)
+_HOP_BY_HOP = {
+    "host",
+    "content-length",
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+    SESSION_HEADER,
+}
 _PASS_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
@@ -348,21 +443,25 @@ def _note_failure(what: str, session: str, e: BaseException) -> None:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(folder / "proxy.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
-            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {what} failed for session {session!r}: "
-                    f"{type(e).__name__} (request served without it)\n")
+            f.write(
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {what} failed for session {session!r}: "
+                f"{type(e).__name__} (request served without it)\n"
+            )
     except OSError:
         pass  # no writable home: never fail the request over the log
 
 
-def _request_headers(request: Request, strip_authorization: bool, *, keep_encoding: bool,
-                     upstream_key: str | None = None) -> dict[str, str]:
+def _request_headers(
+    request: Request, strip_authorization: bool, *, keep_encoding: bool, upstream_key: str | None = None
+) -> dict[str, str]:
     drop = set(_HOP_BY_HOP)
     if strip_authorization or upstream_key:  # with --token the client's Authorization is ours, not the upstream's
         drop.add("authorization")
     if not keep_encoding:  # we read the body: let httpx negotiate an encoding it decodes
         drop.add("accept-encoding")
-    headers = {k: v for k, v in request.headers.items()
-               if k.lower() not in drop and not k.lower().startswith(LANTERN_HEADERS)}
+    headers = {
+        k: v for k, v in request.headers.items() if k.lower() not in drop and not k.lower().startswith(LANTERN_HEADERS)
+    }
     if upstream_key:
         headers["authorization"] = f"Bearer {upstream_key}"
     return headers
@@ -405,8 +504,8 @@ def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[st
     context kept. A runtime's compaction summary message (``compaction.is_runtime_summary``) is not archived: it
     is the runtime's lossy rewrite of turns already archived, not a turn of the conversation (Claude Code ingest
     keeps its compact summaries out of the store too); a user message that merely looks like a summary is."""
-    from lantern.archive.pipeline import session_name
     from lantern.archive.chunk import chunk
+    from lantern.archive.pipeline import session_name
     from lantern.compaction import is_runtime_summary
     from lantern.model import ArchiveResult
     from lantern.scope import resolve
@@ -417,19 +516,33 @@ def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[st
         return
     parsed = lantern.writer.messages(messages)
     known = lantern.store.db.execute
-    new = [turn for turn in chunk(parsed.messages, None)
-           if known("SELECT 1 FROM entries WHERE content_hash = ?",
-                    (lantern.turn_hash(session_name(session, turn.session), turn.text, **scope),)).fetchone() is None]
+    new = [
+        turn
+        for turn in chunk(parsed.messages, None)
+        if known(
+            "SELECT 1 FROM entries WHERE content_hash = ?",
+            (lantern.turn_hash(session_name(session, turn.session), turn.text, **scope),),
+        ).fetchone()
+        is None
+    ]
     if new:
-        result = ArchiveResult(session=session, skipped=parsed.skipped, warnings=parsed.warnings, redacted=parsed.redacted)
+        result = ArchiveResult(
+            session=session, skipped=parsed.skipped, warnings=parsed.warnings, redacted=parsed.redacted
+        )
         lantern.writer.archive_turns(new, session, resolve(lantern.scope, **scope), result)
 
 
 class _Forwarder:
     """The chat-completions proxy's per-request work; memory work runs in the threadpool under the service lock."""
 
-    def __init__(self, service: MemoryService, upstream: str, timeout: float, strip_authorization: bool,
-                 upstream_key: str | None = None):
+    def __init__(
+        self,
+        service: MemoryService,
+        upstream: str,
+        timeout: float,
+        strip_authorization: bool,
+        upstream_key: str | None = None,
+    ):
         import httpx
 
         self.upstream_key = upstream_key
@@ -482,8 +595,12 @@ class _Forwarder:
             kept = self.blocks.get(key)
             if current is None:
                 self.blocks.pop(key, None)
-            elif (event is None and kept is not None and not kept[1] & self.tracker.seen[key].present
-                  and _all_exist(lantern, kept[1])):
+            elif (
+                event is None
+                and kept is not None
+                and not kept[1] & self.tracker.seen[key].present
+                and _all_exist(lantern, kept[1])
+            ):
                 block = kept[0]
             else:
                 event = event or current
@@ -494,8 +611,13 @@ class _Forwarder:
                 except Exception as e:  # noqa: BLE001
                     _note_failure("recover", session, e)
         if event is not None:
-            log.info("compaction (%s) in session %r: %d turns lost, %d chars recovered", event.reason, session,
-                     len(event.lost_entry_ids), len(block))
+            log.info(
+                "compaction (%s) in session %r: %d turns lost, %d chars recovered",
+                event.reason,
+                session,
+                len(event.lost_entry_ids),
+                len(block),
+            )
         return block
 
     def _prefetch_query(self, session: str, messages: list[Message], scope: dict[str, str | None]) -> None:
@@ -504,9 +626,9 @@ class _Forwarder:
         worker thread, before taking the lock: it runs while the previous request's archive finishes and the
         detection runs (recover/query_vectors.py). The recovery takes the vector; same vector, same result.
         A summary seen before (an ongoing compaction, whose block is reused) is not embedded ahead."""
-        from lantern.text.clean import clean_text
         from lantern.compaction import Tracker, summary_query
         from lantern.scope import resolve
+        from lantern.text.clean import clean_text
 
         tracker = self.tracker
         if tracker is None:  # the first request: the handle is opened under the lock, nothing to embed ahead with
@@ -522,8 +644,13 @@ class _Forwarder:
         except Exception as e:  # noqa: BLE001 - an optimization must never fail the request
             _note_failure("prefetch", session, e)
 
-    def archive(self, session: str, messages: list[Message] | None, reply: Message | None = None,
-                scope: dict[str, str | None] | None = None) -> None:
+    def archive(
+        self,
+        session: str,
+        messages: list[Message] | None,
+        reply: Message | None = None,
+        scope: dict[str, str | None] | None = None,
+    ) -> None:
         """Archive the request's new turns and the reply (when it has content or tool calls) in one transaction.
         Runs after the response was sent (a background task; at the end of a stream)."""
         if messages is None:
@@ -544,8 +671,12 @@ class _Forwarder:
         import httpx
 
         if isinstance(e, httpx.TimeoutException):
-            return JSONResponse({"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504, background=background)
-        return JSONResponse({"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502, background=background)
+            return JSONResponse(
+                {"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504, background=background
+            )
+        return JSONResponse(
+            {"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502, background=background
+        )
 
     async def chat(self, request: Request, api: Any = None) -> Any:
         """Forward one chat request of ``api`` (``OPENAI`` or ``ANTHROPIC``): detect and inject, then archive the
@@ -567,7 +698,9 @@ class _Forwarder:
         messages = api.messages(body)
         session = request.headers.get(SESSION_HEADER) or "default"
         scope = _scope_headers(request)
-        headers = _request_headers(request, self.strip_authorization, keep_encoding=False, upstream_key=self.upstream_key)
+        headers = _request_headers(
+            request, self.strip_authorization, keep_encoding=False, upstream_key=self.upstream_key
+        )
         if messages is not None:
             block = await run_in_threadpool(self.prepare, session, messages, scope)
             injected = api.inject(body, RECOVERED_HEADER + block) if block else None
@@ -593,8 +726,14 @@ class _Forwarder:
                     reply = api.reply(json.loads(content))
                 except Exception:  # noqa: BLE001 - not the shape we know: archive the request only
                     reply = None
-            return Response(content, status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False),
-                            background=BackgroundTask(self.archive, session, messages, reply if isinstance(reply, dict) else None, scope))
+            return Response(
+                content,
+                status_code=resp.status_code,
+                headers=_response_headers(resp.headers, keep_encoding=False),
+                background=BackgroundTask(
+                    self.archive, session, messages, reply if isinstance(reply, dict) else None, scope
+                ),
+            )
 
         async def relay():
             parser = api.parser()
@@ -612,16 +751,20 @@ class _Forwarder:
                     await resp.aclose()
                     await run_in_threadpool(self.archive, session, messages, parser.reply, scope)
 
-        return StreamingResponse(relay(), status_code=resp.status_code,
-                                 headers=_response_headers(resp.headers, keep_encoding=False))
+        return StreamingResponse(
+            relay(), status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=False)
+        )
 
     async def passthrough(self, request: Request, rest: str) -> Any:
         import httpx
         from fastapi.responses import StreamingResponse
 
-        headers = _request_headers(request, self.strip_authorization, keep_encoding=True, upstream_key=self.upstream_key)
-        req = self.client.build_request(request.method, self.url(rest, request.url.query), headers=headers,
-                                        content=await request.body())
+        headers = _request_headers(
+            request, self.strip_authorization, keep_encoding=True, upstream_key=self.upstream_key
+        )
+        req = self.client.build_request(
+            request.method, self.url(rest, request.url.query), headers=headers, content=await request.body()
+        )
         try:
             resp = await self.client.send(req, stream=True)
         except httpx.HTTPError as e:
@@ -634,8 +777,9 @@ class _Forwarder:
             finally:
                 await resp.aclose()
 
-        return StreamingResponse(relay(), status_code=resp.status_code,
-                                 headers=_response_headers(resp.headers, keep_encoding=True))
+        return StreamingResponse(
+            relay(), status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=True)
+        )
 
 
 class _SSEText:
@@ -652,7 +796,11 @@ class _SSEText:
     def feed(self, chunk: bytes) -> None:
         for event in self.sse.events(chunk):
             choices = event.get("choices")
-            delta = choices[0].get("delta") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+            delta = (
+                choices[0].get("delta")
+                if isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                else None
+            )
             if not isinstance(delta, dict):  # a keep-alive or another shape: skip it
                 continue
             if isinstance(delta.get("content"), str):
@@ -682,9 +830,14 @@ class _SSEText:
 
     @property
     def reply(self) -> Message | None:
-        calls = [{"id": c["id"], "type": c["type"],
-                  "function": {"name": "".join(c["name"]), "arguments": "".join(c["arguments"])}}
-                 for _, c in sorted(self.calls.items())]
+        calls = [
+            {
+                "id": c["id"],
+                "type": c["type"],
+                "function": {"name": "".join(c["name"]), "arguments": "".join(c["arguments"])},
+            }
+            for _, c in sorted(self.calls.items())
+        ]
         if not self.parts and not calls:
             return None
         reply: Message = {"role": "assistant", "content": self.text or None}
@@ -768,8 +921,12 @@ class _AnthropicSSE:
                 continue
             if event.get("type") == "content_block_start" and isinstance(event.get("content_block"), dict):
                 start = event["content_block"]
-                self.blocks[index] = {"type": start.get("type"), "id": start.get("id"), "name": start.get("name"),
-                                      "parts": [start["text"]] if isinstance(start.get("text"), str) else []}
+                self.blocks[index] = {
+                    "type": start.get("type"),
+                    "id": start.get("id"),
+                    "name": start.get("name"),
+                    "parts": [start["text"]] if isinstance(start.get("text"), str) else [],
+                }
             elif event.get("type") == "content_block_delta" and isinstance(event.get("delta"), dict):
                 delta = event["delta"]
                 block = self.blocks.setdefault(index, {"type": "text", "id": None, "name": None, "parts": []})
@@ -855,8 +1012,15 @@ class _Anthropic:
 OPENAI, ANTHROPIC = _OpenAI(), _Anthropic()
 
 
-def _add_forwarding(app: FastAPI, service: MemoryService, upstream: str, timeout: float, *,
-                    strip_authorization: bool, upstream_key: str | None = None) -> None:
+def _add_forwarding(
+    app: FastAPI,
+    service: MemoryService,
+    upstream: str,
+    timeout: float,
+    *,
+    strip_authorization: bool,
+    upstream_key: str | None = None,
+) -> None:
     forwarder = _Forwarder(service, upstream, timeout, strip_authorization, upstream_key)
     app.state.forwarder = forwarder
 

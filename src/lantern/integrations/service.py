@@ -55,23 +55,43 @@ class MemoryService:
                 self._lantern = None
 
     # ------------------------------------------------------------------ operations
-    def archive(self, messages: Any, session: str | None = None, user: str | None = None, agent: str | None = None,
-                project: str | None = None) -> dict[str, Any]:
+    def archive(
+        self,
+        messages: Any,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
         """Archive a list of chat messages (OpenAI, Anthropic or ``{role, content}`` dicts) in one transaction."""
         if not isinstance(messages, list) or not messages:
             raise ValueError("messages must be a non-empty list of message objects")
         if not all(isinstance(m, dict) for m in messages):
-            raise ValueError("every message must be an object such as {\"role\": \"user\", \"content\": \"...\"}")
+            raise ValueError('every message must be an object such as {"role": "user", "content": "..."}')
         session = _optional_str(session, "session")
         scope = _scope(user, agent, project)
         with self._lock:
             r = self._open(create=True).archive(messages, session=session, **scope)
-        return {"session": r.session, "added": r.added, "duplicates": r.duplicates, "skipped": r.skipped,
-                "redacted": r.redacted, "entry_ids": r.entry_ids, "warnings": r.warnings}
+        return {
+            "session": r.session,
+            "added": r.added,
+            "duplicates": r.duplicates,
+            "skipped": r.skipped,
+            "redacted": r.redacted,
+            "entry_ids": r.entry_ids,
+            "warnings": r.warnings,
+        }
 
-    def recover(self, query: str, session: str | None = None, budget: int | None = None,
-                exclude: list[Any] | None = None, user: str | None = None, agent: str | None = None,
-                project: str | None = None) -> dict[str, Any]:
+    def recover(
+        self,
+        query: str,
+        session: str | None = None,
+        budget: int | None = None,
+        exclude: list[Any] | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
         """The block to inject (at most ``budget`` characters) and its entries. ``exclude``: the live context
         (messages) and/or entry ids never to re-inject."""
         query = _str(query, "query")
@@ -85,8 +105,15 @@ class MemoryService:
             r = self._open().recover(query, session=session, budget=budget, exclude=exclude, **scope)
         return r.to_json()
 
-    def search(self, query: str, k: int = 10, session: str | None = None, user: str | None = None,
-               agent: str | None = None, project: str | None = None) -> dict[str, Any]:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
         """Top ``k`` entries by fused score, with each signal's rank."""
         query = _str(query, "query")
         session = _optional_str(session, "session")
@@ -94,14 +121,28 @@ class MemoryService:
         scope = _scope(user, agent, project)
         with self._lock:
             hits = self._open().search(query, k=k, session=session, **scope)
-        return {"hits": [
-            {"id": h.entry.id, "session": h.entry.session, "turn": h.entry.turn, "score": round(h.score, 6),
-             "ranks": h.ranks, "summary": h.entry.summary}
-            for h in hits
-        ]}
+        return {
+            "hits": [
+                {
+                    "id": h.entry.id,
+                    "session": h.entry.session,
+                    "turn": h.entry.turn,
+                    "score": round(h.score, 6),
+                    "ranks": h.ranks,
+                    "summary": h.entry.summary,
+                }
+                for h in hits
+            ]
+        }
 
-    def forget(self, entry: int | None = None, session: str | None = None, user: str | None = None,
-               agent: str | None = None, project: str | None = None) -> dict[str, Any]:
+    def forget(
+        self,
+        entry: int | None = None,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
         """Delete one entry, every entry of a session, or of a user / agent / project, from every table (always
         inside one user: ``user``, default ``""``)."""
         if entry is not None and session is not None:
@@ -116,8 +157,9 @@ class MemoryService:
             n = self._open().forget(entry=entry, session=session, **scope)
         return {"forgotten": n}
 
-    def feedback(self, entry_ids: Any, useful: Any, user: str | None = None, agent: str | None = None,
-                 project: str | None = None) -> dict[str, Any]:
+    def feedback(
+        self, entry_ids: Any, useful: Any, user: str | None = None, agent: str | None = None, project: str | None = None
+    ) -> dict[str, Any]:
         """Whether recovered entries were useful (their success rate σ; lantern/reinforce.py); only the caller's
         user's entries are updated."""
         if not isinstance(entry_ids, list) or not entry_ids:
@@ -147,8 +189,11 @@ def _optional_str(value: Any, name: str) -> str | None:
 
 
 def _scope(user: Any, agent: Any, project: Any) -> dict[str, str | None]:
-    return {"user": _optional_str(user, "user"), "agent": _optional_str(agent, "agent"),
-            "project": _optional_str(project, "project")}
+    return {
+        "user": _optional_str(user, "user"),
+        "agent": _optional_str(agent, "agent"),
+        "project": _optional_str(project, "project"),
+    }
 
 
 def _int(value: Any, name: str, lo: int, hi: int) -> int:

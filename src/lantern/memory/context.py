@@ -1,7 +1,8 @@
 """Layered context (DESIGN §5; issue 6 part 4): working memory, core gist, long-term archive, assembled in a budget.
 
     session = Session(lantern, "chat-7", system_prompt="You are a helpful assistant.")
-    session.add([{"role": "user", "content": "the staging DB port is 5433"}, {"role": "assistant", "content": "Noted."}])
+    session.add([{"role": "user", "content": "the staging DB port is 5433"}, {"role": "assistant", "content":
+    "Noted."}])
     ctx = session.build_context("which port did we use before?", budget=8000)
     client.chat.completions.create(model=..., messages=ctx.messages)
 
@@ -13,7 +14,8 @@
   OpenAI-compatible ``.../v1``, called with ``POST /chat/completions``) is set — the previous gist and the new
   turns are sent to it, so only configure one you trust with the conversation. A failed call keeps the extractive gist
   (``gist_error`` says why).
-- **Long-term**: the user's whole archive (every session; ``session_only`` keeps to this one), reached by ``Lantern.recover`` when ``memory.triggers.should_recover`` fires on the
+- **Long-term**: the user's whole archive (every session; ``session_only`` keeps to this one), reached by
+``Lantern.recover`` when ``memory.triggers.should_recover`` fires on the
   question (or the caller forces it); the query is the question plus the gist (DESIGN §5).
 
 ``build_context`` fills the budget in this order of priority (ours): system prompt and question (required), working
@@ -33,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lantern.archive.chunk import chunk
-from lantern.model import ArchiveResult, Recovery, Turn
 from lantern.memory.triggers import Trigger, recovery_query, should_recover
+from lantern.model import ArchiveResult, Recovery, Turn
 
 __all__ = ["Context", "Session", "GIST_PROMPT"]
 
@@ -105,7 +107,9 @@ class Session:
         self._lines: list[tuple[int, str]] = []  # extractive gist: (entry id, line), oldest first
         self._llm_gist: str | None = None
         self._since_refresh = 0
-        self._place_of: dict[int, tuple] = {}  # entry id -> (session, turn) when added: a forgotten id reused is not ours
+        self._place_of: dict[
+            int, tuple
+        ] = {}  # entry id -> (session, turn) when added: a forgotten id reused is not ours
 
     # ------------------------------------------------------------------ write
     def add(self, messages: Any) -> ArchiveResult:
@@ -165,7 +169,10 @@ class Session:
         neither layer between refreshes (newcomer finding: after 6 turns the third was in neither)."""
         if not self._pending:
             return []
-        numbers = {e.id: e.turn for e in self.lantern.store.entries([p.entry_id for p in self._pending], text=False, tags=False).values()}
+        numbers = {
+            e.id: e.turn
+            for e in self.lantern.store.entries([p.entry_id for p in self._pending], text=False, tags=False).values()
+        }
         return [(p.entry_id, gist_line(p.turn, numbers[p.entry_id])) for p in self._pending if p.entry_id in numbers]
 
     def _drop_forgotten(self) -> None:
@@ -190,7 +197,9 @@ class Session:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        rows = self.lantern.store.db.execute(f"SELECT id, session, turn FROM entries WHERE id IN ({marks})", ids).fetchall()
+        rows = self.lantern.store.db.execute(
+            f"SELECT id, session, turn FROM entries WHERE id IN ({marks})", ids
+        ).fetchall()
         return {i: (session, turn) for i, session, turn in rows}
 
     # ------------------------------------------------------------------ LLM gist
@@ -201,16 +210,26 @@ class Session:
         cfg = self.lantern.config
         messages = [
             {"role": "system", "content": GIST_PROMPT.format(max_chars=self.gist_max_chars)},
-            {"role": "user", "content": f"Current summary:\n{self._llm_gist or self.gist or '(none)'}\n\nNew turns:\n{new_turns}"},
+            {
+                "role": "user",
+                "content": f"Current summary:\n{self._llm_gist or self.gist or '(none)'}\n\nNew turns:\n{new_turns}",
+            },
         ]
-        text = chat_completion(cfg.gist_base_url, cfg.gist_model, messages, os.environ.get("LANTERN_GIST_API_KEY"), cfg.gist_timeout_s)
+        text = chat_completion(
+            cfg.gist_base_url, cfg.gist_model, messages, os.environ.get("LANTERN_GIST_API_KEY"), cfg.gist_timeout_s
+        )
         if not isinstance(text, str) or not text.strip():
             raise ValueError("the gist LLM returned no text")
         return text
 
     # ------------------------------------------------------------------ read
     def build_context(
-        self, question: str, budget: int = DEFAULT_CONTEXT_BUDGET, *, draft: str | None = None, recover: bool | None = None,
+        self,
+        question: str,
+        budget: int = DEFAULT_CONTEXT_BUDGET,
+        *,
+        draft: str | None = None,
+        recover: bool | None = None,
         session_only: bool = False,
     ) -> Context:
         """Assemble system prompt, gist, working memory, recovered block and ``question`` in at most ``budget``
@@ -243,7 +262,9 @@ class Session:
         if self.gist_source != "llm":  # the pending lines count against the cap, oldest lines rolling off first
             lines = _roll([*self._lines, *self._pending_lines()], self.gist_max_chars)
         else:  # an LLM gist is one summary: it is kept whole, the pending lines capped on their own (breaker finding)
-            lines = [(None, line) for line in self.gist.splitlines()] + _roll(self._pending_lines(), self.gist_max_chars)
+            lines = [(None, line) for line in self.gist.splitlines()] + _roll(
+                self._pending_lines(), self.gist_max_chars
+            )
         lines = _fit(lines, budget - used - len(SEPARATOR) - len(GIST_TITLE) - 1, dropped)
         gist = _gist_text(GIST_TITLE, lines)
         used += len(gist) + len(SEPARATOR) if gist else 0
@@ -254,8 +275,12 @@ class Session:
         room = budget - used - len(SEPARATOR)
         if fire and room > 0:
             live = [m for w in included for m in w.turn.messages]  # the live-context exclusion: by id and by text
-            recovery = self.lantern.recover(recovery_query(question, self.gist), session=self.session if session_only else None,
-                                            budget=room, exclude=[*(w.entry_id for w in included), *live])
+            recovery = self.lantern.recover(
+                recovery_query(question, self.gist),
+                session=self.session if session_only else None,
+                budget=room,
+                exclude=[*(w.entry_id for w in included), *live],
+            )
             block = recovery.text
             recovered_ids = {e.id for e in recovery.entries}
             if recovered_ids:  # the verbatim turn replaces its gist line (an LLM gist's lines have no turn)
@@ -272,19 +297,34 @@ class Session:
             messages.append({"role": "system", "content": block})
         messages.append({"role": "user", "content": question})
         text = SEPARATOR.join(m["content"] for m in messages if m["content"])
-        return Context(system=system, gist=gist, working=flat_working, recovered=block, question=question, budget=budget,
-                       trigger=trigger, recovery=recovery, messages=messages, text=text, dropped=dropped)
+        return Context(
+            system=system,
+            gist=gist,
+            working=flat_working,
+            recovered=block,
+            question=question,
+            budget=budget,
+            trigger=trigger,
+            recovery=recovery,
+            messages=messages,
+            text=text,
+            dropped=dropped,
+        )
 
 
 # ---------------------------------------------------------------------------------------------- pure helpers
-def chat_completion(base_url: str, model: str, messages: list[dict[str, str]], api_key: str | None, timeout: float) -> str:
+def chat_completion(
+    base_url: str, model: str, messages: list[dict[str, str]], api_key: str | None, timeout: float
+) -> str:
     """POST ``{base_url}/chat/completions`` (OpenAI-compatible) and return the first choice's text. Raises
     urllib.error.URLError / OSError on transport errors, KeyError / ValueError on a malformed answer."""
     headers = {"content-type": "application/json"}
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
     body = json.dumps({"model": model, "messages": messages, "temperature": 0}).encode()
-    request = urllib.request.Request(base_url.rstrip("/") + "/chat/completions", data=body, headers=headers, method="POST")
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/chat/completions", data=body, headers=headers, method="POST"
+    )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         data = json.loads(response.read().decode("utf-8"))
     return data["choices"][0]["message"]["content"]

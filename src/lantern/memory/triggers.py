@@ -28,48 +28,311 @@ __all__ = ["Trigger", "should_recover", "recovery_query", "BACK_REFERENCE_CUES",
 
 _I = re.IGNORECASE
 
+
+def _any(*words: str) -> str:
+    """A non-capturing alternation of ``words`` for a re.VERBOSE pattern (their spaces written as ``[ ]``)."""
+    return "(?:" + "|".join(w.replace(" ", "[ ]") for w in words) + ")"
+
+
+def _verbose(pattern: str) -> re.Pattern[str]:
+    """A cue pattern written with re.VERBOSE (one alternative per line), case-insensitive."""
+    return re.compile(pattern, re.VERBOSE | _I)
+
+
+# what a user asks back for by name: "remind me the port", "what was the path again?"
+_ATTRIBUTES = _any(
+    "port",
+    "path",
+    "file",
+    "command",
+    "name",
+    "version",
+    "url",
+    "host",
+    "password",
+    "key",
+    "id",
+    "number",
+    "value",
+    "flag",
+    "option",
+    "setting",
+    "config",
+    "branch",
+    "error",
+    "table",
+    "database",
+    "endpoint",
+    "address",
+    "token",
+    "model",
+    "library",
+    "package",
+    "directory",
+    "folder",
+    "script",
+    "repo",
+    "server",
+    "username",
+    "email",
+    "link",
+    "timeout",
+)
+_ASKED_ATTRIBUTES = _any(
+    "port",
+    "path",
+    "file",
+    "command",
+    "name",
+    "version",
+    "url",
+    "host",
+    "password",
+    "key",
+    "id",
+    "number",
+    "value",
+    "flag",
+    "option",
+    "setting",
+    "config",
+    "branch",
+    "error",
+    "table",
+    "database",
+    "db",
+    "endpoint",
+    "address",
+    "ip",
+    "token",
+    "model",
+    "library",
+    "package",
+    "directory",
+    "folder",
+    "script",
+    "function",
+    "class",
+    "method",
+    "variable",
+    "repo",
+    "server",
+    "username",
+    "email",
+    "link",
+    "limit",
+    "timeout",
+    "size",
+    "deadline",
+    "budget",
+)
+_THINGS = _any(
+    "one",
+    "ones",
+    "thing",
+    "method",
+    "approach",
+    "command",
+    "file",
+    "fix",
+    "option",
+    "setting",
+    "version",
+    "tool",
+    "library",
+    "model",
+    "port",
+    "trick",
+    "solution",
+    "query",
+    "script",
+    "config",
+)
+_CLAUSE = r"[^.?!\n]"  # any character but a sentence end
+
 # (label, pattern). The label is what ``Trigger.reasons`` reports after the family name.
 # English: word boundaries everywhere; "before"/"again"/"remind me" only in the narrow forms that refer back.
-_BACK_EN: list[tuple[str, str]] = [
+_BACK_EN: list[tuple[str, str | re.Pattern[str]]] = [
     ("as I said", r"\bas (?:I|we) (?:said|mentioned|told you|noted|explained|discussed)\b"),
     ("as you said", r"\bas you (?:said|mentioned|suggested|recommended|told me|noted)\b"),
-    ("you said", r"\byou(?:'ve| have| had)? (?:said|mentioned|suggested|recommended|told me)\b|\b(?:have|had|did) you (?:ever )?(?:say|said|mention(?:ed)?|suggest(?:ed)?|recommend(?:ed)?|tell|told|share[d]?|give|gave)\b[^.?!\n]{0,50}\b(?:me|us)\b"),
-    ("I told you", r"\bI (?:told you|mentioned|shared with you|said to you|asked you)\b|\bdid I (?:ask|tell|mention|say|share|show)\b"),
+    (
+        "you said",
+        _verbose(rf"""
+              \byou(?:'ve|[ ]have|[ ]had)?[ ]{_any("said", "mentioned", "suggested", "recommended", "told me")}\b
+            | \b(?:have|had|did)[ ]you[ ](?:ever[ ])?
+              {
+            _any(
+                "say",
+                "said",
+                "mention",
+                "mentioned",
+                "suggest",
+                "suggested",
+                "recommend",
+                "recommended",
+                "tell",
+                "told",
+                "share",
+                "shared",
+                "give",
+                "gave",
+            )
+        }
+              \b{_CLAUSE}{{0,50}}\b(?:me|us)\b
+        """),
+    ),
+    (
+        "I told you",
+        r"\bI (?:told you|mentioned|shared with you|said to you|asked you)\b|\bdid I "
+        r"(?:ask|tell|mention|say|share|show)\b",
+    ),
     ("we discussed", r"\bwe (?:discussed|talked about|spoke about|chatted about|agreed on|decided on|went over)\b"),
     ("earlier", r"\bearlier\b(?!\s+(?:this|today|in the day|than)\b)"),
-    ("before", r"\b(?:said|told|mentioned|recommended|suggested|used|discussed|shared|asked|gave|pinned)\b[^.?!\n]{0,40}\bbefore\b\s*(?:[,.?!]|$)"),
+    (
+        "before",
+        r"\b(?:said|told|mentioned|recommended|suggested|used|discussed|shared|asked|gave|pinned)\b[^.?!\n]{0,40}\bbefore\b\s*(?:[,.?!]|$)",
+    ),
     ("previously", r"\bpreviously\b"),
     ("last time", r"(?<!since )(?<!the )\blast time\b"),
-    ("the one we used", r"\bthe (?:one|ones|thing|method|approach|command|file|fix|option|setting|version|tool|library|model|port|trick|solution|query|script|config) (?:we|you|I) (?:used|tried|chose|picked|discussed|mentioned|set|had|wrote|added|suggested|recommended|pinned)\b"),
+    (
+        "the one we used",
+        _verbose(rf"""
+            \bthe[ ]{_THINGS}[ ](?:we|you|I)[ ]
+            {
+            _any(
+                "used",
+                "tried",
+                "chose",
+                "picked",
+                "discussed",
+                "mentioned",
+                "set",
+                "had",
+                "wrote",
+                "added",
+                "suggested",
+                "recommended",
+                "pinned",
+            )
+        }\b
+        """),
+    ),
     ("again?", r"\b(?:what|which|where|who|when|how)(?:'s| is| was| are| were| did| do)\b[^.?!\n]{0,60}\bagain\s*\?"),
-    ("remind me", r"(?:^|[,.!?;]\s*|\b(?:can|could|would|will) you |\bplease |\bpls )remind me (?:what|which|where|when|who|how (?:we|you|I)|of (?:the|what|which|how) (?:we|you|I)\b|(?:of )?(?:the|our|my) (?:[\w.-]+\s+){0,2}(?:port|path|file|command|name|version|url|host|password|key|id|number|value|flag|option|setting|config|branch|error|table|database|endpoint|address|token|model|library|package|directory|folder|script|repo|server|username|email|link|timeout)s?\b)"),
-    ("remember", r"\b(?:do|did|can|could) you (?:still )?(?:remember|recall)\b|\byou remember (?:what|which|when|where|how|the)\b"),
-    ("what was the", r"\bwhat (?:was|were) (?:the|that|those|my|our)\b[^.?!\n]{0,60}\b(?:we|you|I)\b[^.?!\n]{0,30}\b(?:used|said|mentioned|recommended|suggested|discussed|chose|picked|set|had|tried|talked|pinned)\b"),
-    ("which did we", r"\bwhich\b[^.?!\n]{0,50}\b(?:did|have|had) (?:we|you|I)\b[^.?!\n]{0,30}\b(?:use|used|say|mention|recommend|suggest|choose|pick|discuss|try|settle|decide|agree|share|tell|pin)"),
+    (
+        "remind me",
+        _verbose(rf"""
+            (?:^|[,.!?;]\s*|\b(?:can|could|would|will)[ ]you[ ]|\bplease[ ]|\bpls[ ])
+            remind[ ]me[ ]
+            (?:   what|which|where|when|who|how[ ](?:we|you|I)
+                | of[ ](?:the|what|which|how)[ ](?:we|you|I)\b
+                | (?:of[ ])?(?:the|our|my)[ ](?:[\w.-]+\s+){{0,2}}{_ATTRIBUTES}s?\b
+            )
+        """),
+    ),
+    (
+        "remember",
+        r"\b(?:do|did|can|could) you (?:still )?(?:remember|recall)\b|\byou remember "
+        r"(?:what|which|when|where|how|the)\b",
+    ),
+    (
+        "what was the",
+        _verbose(rf"""
+            \bwhat[ ](?:was|were)[ ](?:the|that|those|my|our)\b{_CLAUSE}{{0,60}}\b(?:we|you|I)\b{_CLAUSE}{{0,30}}
+            \b{
+            _any(
+                "used",
+                "said",
+                "mentioned",
+                "recommended",
+                "suggested",
+                "discussed",
+                "chose",
+                "picked",
+                "set",
+                "had",
+                "tried",
+                "talked",
+                "pinned",
+            )
+        }\b
+        """),
+    ),
+    (
+        "which did we",
+        _verbose(rf"""
+            \bwhich\b{_CLAUSE}{{0,50}}\b(?:did|have|had)[ ](?:we|you|I)\b{_CLAUSE}{{0,30}}
+            \b{
+            _any(
+                "use",
+                "used",
+                "say",
+                "mention",
+                "recommend",
+                "suggest",
+                "choose",
+                "pick",
+                "discuss",
+                "try",
+                "settle",
+                "decide",
+                "agree",
+                "share",
+                "tell",
+                "pin",
+            )
+        }
+        """),
+    ),
     ("once mentioned", r"\b(?:once|ever|already) (?:recommended|mentioned|told|shared|said|suggested|discussed)\b"),
-    ("our last conversation", r"(?<!since )\b(?:our|the) (?:last|previous|earlier|prior) (?:conversation|chat|session|discussion|talk)\b"),
-    ("what was the X?", r"^\W*(?:(?:so|ok|okay|and|hey|wait|sorry),?\s+)?what (?:was|were) (?:the|our|my) (?:[\w.-]+\s+){0,2}"
-                        r"(?:port|path|file|command|name|version|url|host|password|key|id|number|value|flag|option|setting|config|"
-                        r"branch|error|table|database|db|endpoint|address|ip|token|model|library|package|directory|folder|script|"
-                        r"function|class|method|variable|repo|server|username|email|link|limit|timeout|size|deadline|budget)s?"
-                        r"\s*(?:again\s*)?\?\s*$"),
-    ("what did we decide", r"\bwhat (?:did|have|had) (?:we|you|I) (?:decide|agree|settle|conclude|choose|pick)(?:d)?\b"),
+    (
+        "our last conversation",
+        r"(?<!since )\b(?:our|the) (?:last|previous|earlier|prior) (?:conversation|chat|session|discussion|talk)\b",
+    ),
+    (
+        "what was the X?",
+        _verbose(rf"""
+            ^\W*(?:(?:so|ok|okay|and|hey|wait|sorry),?\s+)?
+            what[ ](?:was|were)[ ](?:the|our|my)[ ](?:[\w.-]+\s+){{0,2}}{_ASKED_ATTRIBUTES}s?
+            \s*(?:again\s*)?\?\s*$
+        """),
+    ),
+    (
+        "what did we decide",
+        r"\bwhat (?:did|have|had) (?:we|you|I) (?:decide|agree|settle|conclude|choose|pick)(?:d)?\b",
+    ),
     ("what was its name", r"\bwhat (?:was|were) (?:its|their|his|her) (?:name|names|title)\b"),
     ("right?", r"\bI\b[^.?!\n]{0,60},\s*(?:right|correct)\s*\?"),
     ("fill-in question", r"\b(?:was|were)\s*\?\s*$"),
-    ("question about me", r"\b(?:what|which|where|when|who|how (?:long|many|much|old|often))\b[^.?!\n]{0,40}\b(?:do|did|was|were|have|had|am) I\b[^.?!\n]{0,60}\?|\b(?:what|which|who|where)(?:'s| is| was| are| were) my\b[^.?!\n]{0,60}\?"),
+    (
+        "question about me",
+        _verbose(rf"""
+              \b(?:what|which|where|when|who|how[ ](?:long|many|much|old|often))\b{_CLAUSE}{{0,40}}
+              \b(?:do|did|was|were|have|had|am)[ ]I\b{_CLAUSE}{{0,60}}\?
+            | \b(?:what|which|who|where)(?:'s|[ ]is|[ ]was|[ ]are|[ ]were)[ ]my\b{_CLAUSE}{{0,60}}\?
+        """),
+    ),
 ]
 
 # Chinese: no word boundaries exist; exclusions are lookarounds measured on MemDaily/MemoryBank text
 # ("之前" as "before X" in "会议之前" is excluded by requiring it to start a clause or follow 我/你/我们).
-_BACK_ZH: list[tuple[str, str]] = [
+_BACK_ZH: list[tuple[str, str | re.Pattern[str]]] = [
     ("之前", r"(?:^|[，。？！,.?!\s]|我|你|我们|咱们)之前(?!的?[一-龥]{0,4}(?:之前))"),
-    ("以前", r"(?:我们|咱们|你|我)以前(?:说|提|讲|聊)(?:过|的)|(?:我们|咱们|你|我)以前(?:用|定|设|选|配)的|(?:我们|咱们)以前[^。！？]{0,20}(?:什么|哪|多少|几)[^。！？]{0,10}[？?]"),
+    (
+        "以前",
+        _verbose(r"""
+              (?:我们|咱们|你|我)以前(?:说|提|讲|聊)(?:过|的)
+            | (?:我们|咱们|你|我)以前(?:用|定|设|选|配)的
+            | (?:我们|咱们)以前[^。！？]{0,20}(?:什么|哪|多少|几)[^。！？]{0,10}[？?]
+        """),
+    ),
     ("刚才", r"(?:刚才|刚刚)(?:说|提|讲|问|聊|告诉|推荐|建议|给的|用的)"),
     ("来着", r"来着\s*[？?]|(?:什么|哪|多少|谁|几|啥|怎么)[^。！，]{0,12}来着"),
     ("对吗", r"我[^。！？]{0,30}[，,]\s*(?:对吗|是吗|对吧|是吧|没错吧)[？?]"),
     ("填空问", r"(?:是|叫)[？?]\s*$"),
-    ("问我自己", r"我(?:(?!该|应该|要|能|可以|想|需要|怎么)[^，。！？]){0,24}(?:什么|哪|多久|多少|谁|几)[^。！，]{0,10}？"),
+    (
+        "问我自己",
+        r"我(?:(?!该|应该|要|能|可以|想|需要|怎么)[^，。！？]){0,24}(?:什么|哪|多久|多少|谁|几)[^。！，]{0,10}？",
+    ),
     ("上次", r"上次|上回"),
     ("你提到", r"你(?:曾经|之前|刚才|上次)?(?:提到|提过|说过|讲过|推荐过?|建议过?|告诉过?我|分享过)"),
     ("我提到", r"我(?:曾经|之前|刚才|上次)?(?:和|跟|向|给)你(?:提到|提过|说过|讲过|推荐过?|推过荐|分享过?|聊过|讲过)"),
@@ -83,26 +346,47 @@ _BACK_ZH: list[tuple[str, str]] = [
     ("先前", r"先前"),
 ]
 
-_LOW_EN: list[tuple[str, str]] = [
+_LOW_EN: list[tuple[str, str | re.Pattern[str]]] = [
     ("I'm not sure", r"\bI(?:'m| am) not (?:sure|certain)\b"),
-    ("I don't have that information", r"\bI (?:do not|don't) have (?:that|this|any|enough|the|access to (?:that|this|your|the|any))\b[^.?!\n]{0,30}\b(?:information|info|details|context|record|data|conversation|history)\b"),
+    (
+        "I don't have that information",
+        _verbose(rf"""
+            \bI[ ](?:do[ ]not|don't)[ ]have[ ](?:that|this|any|enough|the|access[ ]to[ ](?:that|this|your|the|any))
+            \b{_CLAUSE}{{0,30}}\b{
+            _any("information", "info", "details", "context", "record", "data", "conversation", "history")
+        }\b
+        """),
+    ),
     ("I don't recall", r"\bI (?:do not|don't|can't|cannot|can not|couldn't) (?:recall|remember)\b"),
-    ("as an AI", r"\bas an AI\b[^.?!\n]{0,40}\b(?:don't|do not|can't|cannot) (?:have access to|access|remember|recall|retain|store|see) (?:your|our|previous|past|earlier|personal|that|this|the|any)\b"),
+    (
+        "as an AI",
+        _verbose(rf"""
+            \bas[ ]an[ ]AI\b{_CLAUSE}{{0,40}}\b(?:don't|do[ ]not|can't|cannot)[ ]
+            {_any("have access to", "access", "remember", "recall", "retain", "store", "see")}[ ]
+            {_any("your", "our", "previous", "past", "earlier", "personal", "that", "this", "the", "any")}\b
+        """),
+    ),
     ("no record", r"\b(?:no|don't have a) record of\b|\bI have no (?:memory|information|record) of\b"),
 ]
 
-_LOW_ZH: list[tuple[str, str]] = [
+_LOW_ZH: list[tuple[str, str | re.Pattern[str]]] = [
     ("我不确定", r"我(?:不|不太|并不)(?:确定|清楚)"),
     ("可能", r"(?:^|[，。？！,.?!\s])(?:可能是|也许是)|我(?:可能|也许)记"),
     ("大概", r"(?:^|[，。？！,.?!\s])大概是"),
     ("不记得", r"不记得|记不(?:清|起|太清)|想不起"),
     ("没有相关信息", r"我?没有(?:关于|相关|这方面的?|那方面的?|你说的)[一-龥]{0,6}(?:信息|记录|资料|记忆)"),
-    ("作为AI", r"作为(?:一个|一名)?(?:AI|人工智能|语言模型)[^。！？]{0,20}(?:无法|不能)(?:记住|访问|获取|回忆|查看|保存)|作为(?:一个|一名)?(?:AI|人工智能|语言模型)[^。！？]{0,20}没有(?:记忆|之前|过去|你的|相关)"),
+    (
+        "作为AI",
+        _verbose(r"""
+              作为(?:一个|一名)?(?:AI|人工智能|语言模型)[^。！？]{0,20}(?:无法|不能)(?:记住|访问|获取|回忆|查看|保存)
+            | 作为(?:一个|一名)?(?:AI|人工智能|语言模型)[^。！？]{0,20}没有(?:记忆|之前|过去|你的|相关)
+        """),
+    ),
 ]
 
 
-def _compile(cues: list[tuple[str, str]], flags: int = 0) -> list[tuple[str, re.Pattern[str]]]:
-    return [(label, re.compile(pattern, flags)) for label, pattern in cues]
+def _compile(cues: list[tuple[str, str | re.Pattern[str]]], flags: int = 0) -> list[tuple[str, re.Pattern[str]]]:
+    return [(label, p if isinstance(p, re.Pattern) else re.compile(p, flags)) for label, p in cues]
 
 
 BACK_REFERENCE_CUES = _compile(_BACK_EN, _I) + _compile(_BACK_ZH, _I)

@@ -31,8 +31,10 @@ _BREAK = re.compile(
     r"|(?<=[.;])\s+(?=(?:also|additionally|and also|plus)\b)",  # English connective after a sentence end
     re.IGNORECASE,
 )
-_LEAD = re.compile(r"^\s*(?:另外|此外|还有|以及|顺便问一下|顺便|再问一下|(?:also|additionally|and also|and|plus)\b)[，,:：\s]*",
-                   re.IGNORECASE)
+_LEAD = re.compile(
+    r"^\s*(?:另外|此外|还有|以及|顺便问一下|顺便|再问一下|(?:also|additionally|and also|and|plus)\b)[，,:：\s]*",
+    re.IGNORECASE,
+)
 _WORD = re.compile(r"\w", re.UNICODE)
 
 
@@ -59,8 +61,13 @@ def parts(query: str) -> list[str]:
     opened = [b != p for b, p in zip(bodies, pieces)]  # a connective opens the piece
     out = []
     for i, rest in enumerate(bodies):
-        is_question = (rest.endswith(("？", "?")) or opened[i]  # ends with a question mark, or a connective opens it,
-                       or i + 1 < len(bodies) and opened[i + 1] and not rest.endswith((".", "。", "!", "！")))  # or one follows it
+        is_question = (
+            rest.endswith(("？", "?"))
+            or opened[i]  # ends with a question mark, or a connective opens it,
+            or i + 1 < len(bodies)
+            and opened[i + 1]
+            and not rest.endswith((".", "。", "!", "！"))
+        )  # or one follows it
         if is_question and len(_WORD.findall(rest)) >= MIN_PART_CHARS:
             out.append(rest)
     return out[:MAX_PARTS] if len(out) >= 2 else []

@@ -17,7 +17,9 @@ from lantern.model import Candidate
 from lantern.recover.fusion import mmr
 from lantern.store.index import cosines
 
-DUPLICATE_COSINE = 0.98  # a candidate this close to one already packed adds nothing (ours), unless it states a new number
+DUPLICATE_COSINE = (
+    0.98  # a candidate this close to one already packed adds nothing (ours), unless it states a new number
+)
 _NUMBER = re.compile(r"\d+")
 
 __all__ = ["DUPLICATE_COSINE", "diversify"]
@@ -61,7 +63,10 @@ def _distinct(ranked: list[Candidate], order: Iterable[int], similarity: Callabl
         if k >= 0 and not repeats(i, k):  # rare: look for another kept twin it does repeat
             k = next((k for k in kept if similarity(k)[i] >= DUPLICATE_COSINE and repeats(i, k)), -1)
         if k >= 0:
-            ranked[i].verdict, ranked[i].reason = "cut:duplicate", f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[k].entry.id}"
+            ranked[i].verdict, ranked[i].reason = (
+                "cut:duplicate",
+                f"cosine ≥ {DUPLICATE_COSINE} to entry {ranked[k].entry.id}",
+            )
             continue
         twin[(twin < 0) & (similarity(i) >= DUPLICATE_COSINE)] = i
         kept.append(i)

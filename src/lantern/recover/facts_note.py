@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from lantern.recover.pack import PackResult
 from lantern.store.facts import changed_at, facts_of_entries, value_at
 from lantern.text.fact_keys import normalize_value
-from lantern.recover.pack import PackResult
 
 HEADING = '[Fact versions: values stated in the turns below that changed later; the current value follows "now"]'
 
@@ -53,7 +53,9 @@ def when(dt: datetime) -> str:
     return f"{dt.day} {dt:%b %Y}{clock}"
 
 
-def notes_for(db: sqlite3.Connection, at: float | None, where: str = "", params: Sequence[Any] = ()) -> Callable[[list[int]], list[FactNote]]:
+def notes_for(
+    db: sqlite3.Connection, at: float | None, where: str = "", params: Sequence[Any] = ()
+) -> Callable[[list[int]], list[FactNote]]:
     """A function from packed entry ids to their notes, reading facts valid at ``at`` (unix seconds; None = now)
     through the ``where``/``params`` filter on the source entries."""
     as_of = datetime.fromtimestamp(at, tz=timezone.utc) if at is not None else None
@@ -73,7 +75,9 @@ def notes_for(db: sqlite3.Connection, at: float | None, where: str = "", params:
             if now is None or normalize_value(now.value) == normalize_value(record.value):
                 continue  # still holds (or nothing holds then: nothing to correct it with)
             until = changed_at(db, record, where, params)
-            out.append(FactNote(record.key_text or record.key, record.value, _dt(until), now.value, record.entry_id, as_of))
+            out.append(
+                FactNote(record.key_text or record.key, record.value, _dt(until), now.value, record.entry_id, as_of)
+            )
         return out
 
     return notes

@@ -7,7 +7,9 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 import numpy as np
 
 
-def rrf(rankings: Mapping[str, Sequence[Hashable]], k: int = 60, weights: Mapping[str, float] | None = None) -> dict[Hashable, float]:
+def rrf(
+    rankings: Mapping[str, Sequence[Hashable]], k: int = 60, weights: Mapping[str, float] | None = None
+) -> dict[Hashable, float]:
     """Reciprocal rank fusion: RRF(e) = Σ_L w_L / (k + rank_L(e)), ranks 1-based (Cormack, Clarke & Büttcher 2009;
     paper eq. 3, k = 60, every w_L = 1). ``weights`` (signal name -> w_L, default 1) gives weighted RRF.
     Returns item -> fused score; an item absent from a ranking gets nothing from it."""

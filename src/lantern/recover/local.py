@@ -45,8 +45,9 @@ def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int],
     seeds = store.db.execute(f"SELECT id, {cols} FROM entries WHERE id IN ({marks})", ids).fetchall()
     if not seeds:
         return np.empty(0, np.int64)
-    cond = " OR ".join("(session = ? AND turn BETWEEN ? AND ? AND user_id IS ? AND agent_id IS ? AND project IS ?)"
-                       for _ in seeds)
+    cond = " OR ".join(
+        "(session = ? AND turn BETWEEN ? AND ? AND user_id IS ? AND agent_id IS ? AND project IS ?)" for _ in seeds
+    )
     params = [x for _, u, a, p, s, t in seeds for x in (s, t - width, t + width, u, a, p)]
     rows = store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond}", params).fetchall()
     found = np.fromiter((r[0] for r in rows), np.int64)
@@ -55,8 +56,12 @@ def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int],
 
 
 def local_ranking(
-    store: Store, index: MemoryIndex, query_vector: np.ndarray | None, seed_positions: Sequence[int],
-    allowed: np.ndarray | None, width: int,
+    store: Store,
+    index: MemoryIndex,
+    query_vector: np.ndarray | None,
+    seed_positions: Sequence[int],
+    allowed: np.ndarray | None,
+    width: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The rows of ``window_rows(seed_positions, width)`` that ``allowed`` (boolean row mask, None: all) keeps,
     ordered by cosine to ``query_vector`` (rows are L2-normalized), best first (ties: the lower row first). Returns

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from lantern.recover.fusion import rrf
 from lantern.store.index import MemoryIndex
 from lantern.store.sqlite import Store
-from lantern.recover.fusion import rrf
 
 NEIGHBOUR = "neighbour"  # the signal's name in rankings, weights and explain output
 
@@ -54,7 +54,9 @@ def neighbour_ranking(
     found: dict[tuple, int] = {}
     for start in range(0, len(wanted), 150):  # SQLite's default limit on host parameters is 999 (older builds)
         part = wanted[start : start + 150]
-        cond = " OR ".join("(user_id IS ? AND agent_id IS ? AND project IS ? AND session = ? AND turn = ?)" for _ in part)
+        cond = " OR ".join(
+            "(user_id IS ? AND agent_id IS ? AND project IS ? AND session = ? AND turn = ?)" for _ in part
+        )
         params = [x for key in part for x in key]
         for entry_id, *key in store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond} ORDER BY id", params):
             found.setdefault(tuple(key), entry_id)  # a turn split into several entries: the first one

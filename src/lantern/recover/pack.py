@@ -124,8 +124,13 @@ def _when(entry: Entry) -> str:
 
 
 def pack(
-    entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int = 200, entry_share: float = 1.0,
-    session: str | None = None, group: bool = False,
+    entries: Iterable[Entry],
+    budget: int,
+    terms: list[str],
+    min_excerpt: int = 200,
+    entry_share: float = 1.0,
+    session: str | None = None,
+    group: bool = False,
 ) -> PackResult:
     """Pack ``entries`` (already in MMR order) into at most ``budget`` characters, the title line included.
     No entry takes more than ``entry_share`` of the budget: a longer one is packed as its excerpt of that size, so
@@ -178,7 +183,9 @@ def _fit(entry: Entry, room: int, terms: list[str], floor: int, result: PackResu
     return body
 
 
-def _pack_grouped(entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int, entry_share: float) -> PackResult:
+def _pack_grouped(
+    entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int, entry_share: float
+) -> PackResult:
     """``pack`` with ``group``: the same selection rule, the cost of a session line paid by its first entry."""
     result = PackResult(text="")
     used = len(TITLE)
@@ -200,7 +207,9 @@ def _pack_grouped(entries: Iterable[Entry], budget: int, terms: list[str], min_e
         groups[entry.session][2].append((entry, head + body))
         used += extra + len(head) + len(body) + 1
     if groups:
-        blocks = [line + "\n" + "\n".join(text for _, text in sorted(members, key=lambda m: (m[0].turn, m[0].id)))
-                  for line, _, members in groups.values()]
+        blocks = [
+            line + "\n" + "\n".join(text for _, text in sorted(members, key=lambda m: (m[0].turn, m[0].id)))
+            for line, _, members in groups.values()
+        ]
         result.text = title() + "\n\n" + "\n\n".join(blocks)
     return result

@@ -57,8 +57,18 @@ def recover(
     reached) are ``cut:budget`` with no MMR order.
     The packed block is the same either way."""
     candidates, terms, positions = rank(
-        store, index, embedder, config, query, session=session, exclude_ids=exclude_ids, live_text=live_text, now=now,
-        proactive=proactive, scope=scope, extra_rankings=extra_rankings,
+        store,
+        index,
+        embedder,
+        config,
+        query,
+        session=session,
+        exclude_ids=exclude_ids,
+        live_text=live_text,
+        now=now,
+        proactive=proactive,
+        scope=scope,
+        extra_rankings=extra_rankings,
     )
     ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
     if not ranked:
@@ -68,18 +78,35 @@ def recover(
     set_verdicts(ranked, order, result, complete)
     by_id = {c.entry.id: c for c in ranked}
     recovered = [
-        RecoveredEntry(id=p.entry.id, session=p.entry.session, turn=p.entry.turn, score=by_id[p.entry.id].rrf,
-                       text=p.text, excerpt=p.excerpt, time=p.entry.time)
+        RecoveredEntry(
+            id=p.entry.id,
+            session=p.entry.session,
+            turn=p.entry.turn,
+            score=by_id[p.entry.id].rrf,
+            text=p.text,
+            excerpt=p.excerpt,
+            time=p.entry.time,
+        )
         for p in result.packed
     ]
     return Recovery(
-        query=query, text=result.text, entries=recovered, chars=len(result.text), budget=budget, candidates=candidates,
+        query=query,
+        text=result.text,
+        entries=recovered,
+        chars=len(result.text),
+        budget=budget,
+        candidates=candidates,
         facts=fact_notes,
     )
 
 
 def pack_block(
-    store: Store, ranked: list[Candidate], order: Iterable[int], budget: int, terms: list[str], config: Config,
+    store: Store,
+    ranked: list[Candidate],
+    order: Iterable[int],
+    budget: int,
+    terms: list[str],
+    config: Config,
     notes: Callable[[list[int]], list] | None,
 ) -> tuple[PackResult, list]:
     """Pack the candidates in ``order`` (diversify) into ``budget`` characters, their full texts read in small
@@ -88,8 +115,15 @@ def pack_block(
     one_session = sessions.pop() if len(sessions) == 1 else None
 
     def pack_at(room: int) -> PackResult:
-        return pack(_full_texts(store, (ranked[i].entry.id for i in order)), room, terms, config.min_excerpt_chars,
-                    config.entry_share, session=one_session, group=config.pack_group_sessions)
+        return pack(
+            _full_texts(store, (ranked[i].entry.id for i in order)),
+            room,
+            terms,
+            config.min_excerpt_chars,
+            config.entry_share,
+            session=one_session,
+            group=config.pack_group_sessions,
+        )
 
     return pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])
 
@@ -110,7 +144,10 @@ def set_verdicts(ranked: list[Candidate], order: Iterable[int], result: PackResu
                 c.mmr_order, c.verdict, c.reason = None, "", ""
     for c in ranked:
         if not c.verdict and c.entry.id not in result.verdicts:
-            c.verdict, c.reason = "cut:budget", "budget exhausted" if c.mmr_order else "budget exhausted before MMR reached it"
+            c.verdict, c.reason = (
+                "cut:budget",
+                "budget exhausted" if c.mmr_order else "budget exhausted before MMR reached it",
+            )
     for entry_id, (verdict, reason) in result.verdicts.items():
         by_id[entry_id].verdict, by_id[entry_id].reason = verdict, reason
     for p in result.packed:
@@ -126,11 +163,17 @@ def _full_texts(store: Store, ids: Iterable[int], batch: int = 16) -> Iterator[E
 
 
 def search(
-    store: Store, index: MemoryIndex, embedder: Embedder, config: Config, query: str, *, k: int = 10,
-    session: str | None = None, scope: Scope | None = None,
+    store: Store,
+    index: MemoryIndex,
+    embedder: Embedder,
+    config: Config,
+    query: str,
+    *,
+    k: int = 10,
+    session: str | None = None,
+    scope: Scope | None = None,
 ) -> list[Hit]:
     """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score, within ``scope``."""
     candidates, _, _ = rank(store, index, embedder, config, query, session=session, scope=scope)
     full = store.entries([c.entry.id for c in candidates[:k]])
     return [Hit(entry=full[c.entry.id], score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k] if c.entry.id in full]
-

@@ -18,12 +18,12 @@ from collections import Counter
 
 import numpy as np
 
-from lantern.text.tags import STOPWORDS
-from lantern.text.cjk import cjk_bigrams
+from lantern.recover import signals
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
 from lantern.store.sqlite import Store
-from lantern.recover import signals
+from lantern.text.cjk import cjk_bigrams
+from lantern.text.tags import STOPWORDS
 
 PRF = "prf"  # the signal's name in rankings, weights and explain output
 TEXT_CHARS = 2_000  # characters of a feedback entry read for its terms (ours: bounds the work on long tool logs)
@@ -37,7 +37,9 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 def words(text: str) -> list[str]:
     """The terms of ``text`` with repeats, as the full-text query uses them: lowercased words of >= 3 characters
     that are not stopwords, and the character bigrams of CJK runs."""
-    return [w for w in _WORD.findall(cjk_bigrams(text.lower())) if (len(w) >= 3 and w not in STOPWORDS) or _CJK.search(w)]
+    return [
+        w for w in _WORD.findall(cjk_bigrams(text.lower())) if (len(w) >= 3 and w not in STOPWORDS) or _CJK.search(w)
+    ]
 
 
 def relevance_model(texts: list[str], scores: list[float], exclude: set[str]) -> dict[str, float]:
@@ -76,8 +78,16 @@ def expansion(store: Store, model: dict[str, float], n_terms: int) -> list[str]:
 
 
 def prf_ranking(
-    store: Store, index: MemoryIndex, terms: list[str], fulltext: tuple[np.ndarray, np.ndarray], sessions: list[str] | None,
-    n: int, scope: Scope | None, allowed: np.ndarray | None, docs: int, n_terms: int,
+    store: Store,
+    index: MemoryIndex,
+    terms: list[str],
+    fulltext: tuple[np.ndarray, np.ndarray],
+    sessions: list[str] | None,
+    n: int,
+    scope: Scope | None,
+    allowed: np.ndarray | None,
+    docs: int,
+    n_terms: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The BM25 ranking of ``terms`` + RM3 expansion terms taken from the top ``docs`` rows of the ``fulltext``
     ranking (positions, scores higher-is-better). Empty when there is no hit or no expansion term."""

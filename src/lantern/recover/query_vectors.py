@@ -1,7 +1,8 @@
 """Query vectors computed ahead (ours; the paper does not specify).
 
 ``QueryVectors`` stands in for the embedder on the read path (it has the ``Embedder`` shape: ``id``, ``dim``,
-``embed``, ``embed_query``). ``prefetch(text)`` starts embedding a query in a worker thread (onnxruntime releases the GIL), so a
+``embed``, ``embed_query``). ``prefetch(text)`` starts embedding a query in a worker thread (onnxruntime releases the
+GIL), so a
 caller that knows the query before it can run the recovery — the proxy, which knows a compaction summary's query
 as soon as the request arrives — overlaps it with the work in between (detection, waiting for the previous
 request's archive). The next one-text ``embed_query([text])`` of that text (keyed by ``embed.query_key``) takes the
@@ -35,10 +36,16 @@ class QueryVectors:
     ``embed_query(texts)`` -> float32 ``(len(texts), dim)``, rows of norm 1; one prefetched text is taken from the
     prefetch. Thread-safe."""
 
-    def __init__(self, embedder_of: Callable[[], Any], size: int = PREFETCH_KEPT,
-                 occupied: Callable[[int, int], bool] | None = None):
+    def __init__(
+        self,
+        embedder_of: Callable[[], Any],
+        size: int = PREFETCH_KEPT,
+        occupied: Callable[[int, int], bool] | None = None,
+    ):
         self._embedder_of, self.size = embedder_of, size
-        self._occupied = occupied  # MemoryIndex.block_occupied: which blocks a block embedder's query fills (embed.embed_query)
+        self._occupied = (
+            occupied  # MemoryIndex.block_occupied: which blocks a block embedder's query fills (embed.embed_query)
+        )
         self._done: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._running: dict[tuple, Future] = {}
         self._lock = threading.Lock()

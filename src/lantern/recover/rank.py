@@ -4,7 +4,8 @@
     query      = plan_query(query, embedder, config, proactive)         terms, dates named, sub-questions, blocks
     found      = query_signals(...)                                      semantic, fulltext (BM25), prf, keyword, time,
                                                                           a block's own semantic (semantic_e5)
-    found     += given_rankings(...) + context_signals(...)             extra rankings; neighbour, local (from the others)
+    found     += given_rankings(...) + context_signals(...)             extra rankings; neighbour, local (from the
+    others)
     pool       = candidate_pool(...)                                     live entries out; pruned entries marked
     found     += importance over the pool                                I(e) = R·F·D·c·σ (paper eq. 2)
     fused      = rrf(rankings, k=60, weights)                            (Cormack et al. 2009; paper eq. 3) + speaker
@@ -120,12 +121,14 @@ def rank(
     found.update(context_signals(store, index, config, found, vector, part_vectors, mask))
     pool = candidate_pool(store, index, config, plan, found, mask, live_text, proactive)
     if "importance" in config.signals:
-        found["importance"] = signals.importance(index, pool.positions[~pool.pruned], now or time.time(),
-                                                 config.half_life_days)
+        found["importance"] = signals.importance(
+            index, pool.positions[~pool.pruned], now or time.time(), config.half_life_days
+        )
     rankings, scores = entry_rankings(index, found, pool)
     if speaker.SPEAKER in config.signals:  # the candidates of a speaker the query names (recover/speaker.py)
-        rankings[speaker.SPEAKER] = speaker.speaker_ranking(query, rankings, pool.entries, config.rrf_k,
-                                                            config.signal_weights)
+        rankings[speaker.SPEAKER] = speaker.speaker_ranking(
+            query, rankings, pool.entries, config.rrf_k, config.signal_weights
+        )
         scores[speaker.SPEAKER] = {i: 1.0 / r for r, i in enumerate(rankings[speaker.SPEAKER], 1)}
     weights = config.signal_weights
     if part_vectors is not None and local.LOCAL in rankings:  # the per-part local orders, one vote per part (ours)
@@ -167,7 +170,12 @@ def plan_query(query: str, embedder: Embedder, config: Config, proactive: bool) 
 
 
 def query_signals(
-    store: Store, index: MemoryIndex, embedder: Embedder, config: Config, plan: QueryPlan, mask: Mask,
+    store: Store,
+    index: MemoryIndex,
+    embedder: Embedder,
+    config: Config,
+    plan: QueryPlan,
+    mask: Mask,
 ) -> tuple[dict[str, Ranking], np.ndarray | None, np.ndarray | None]:
     """The rankings computed from the query alone, each the top ``signal_top_n``: full text (BM25 in SQL), its
     RM3 expansion (prf.py), keyword (lookup hints), semantic (main vector), each block ranked apart, and the
@@ -179,26 +187,39 @@ def query_signals(
     if "fulltext" in enabled:
         found["fulltext"] = mask.keep(signals.fulltext(store, index, plan.terms, mask.sessions, n, mask.scope))
     if prf.PRF in enabled and "fulltext" in found:
-        found[prf.PRF] = prf.prf_ranking(store, index, plan.terms, found["fulltext"], mask.sessions, n, mask.scope,
-                                         mask.allowed, config.prf_docs, config.prf_terms)
+        found[prf.PRF] = prf.prf_ranking(
+            store,
+            index,
+            plan.terms,
+            found["fulltext"],
+            mask.sessions,
+            n,
+            mask.scope,
+            mask.allowed,
+            config.prf_docs,
+            config.prf_terms,
+        )
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, plan.terms, mask.allowed, n, config.keyword_score)
     vector = embed_query(embedder, [plan.text], index.block_occupied)[0] if plan.needs_vector else None
     for name, (start, stop) in plan.apart.items():  # a block ranked as a semantic signal of its own
         if vector[start:stop].any():  # entries without that block (English ones) get no rank
-            found[name] = signals.semantic(index, vector - main_part(vector, {name: (start, stop)}), mask.allowed, n,
-                                           skip_blank=True)
+            found[name] = signals.semantic(
+                index, vector - main_part(vector, {name: (start, stop)}), mask.allowed, n, skip_blank=True
+            )
     vector = main_part(vector, signal_blocks(embedder)) if vector is not None else None
     if "semantic" in enabled:
         found["semantic"] = signals.semantic(index, vector, mask.allowed, n)
     part_vectors = None
     if plan.questions:  # one batched call; the parts rank by the main vector only, so the blocks apart stay empty
         main = signal_blocks(embedder).values()
-        part_vectors = embed_query(embedder, plan.questions,
-                                   lambda a, b: (a, b) not in main and index.block_occupied(a, b))
+        part_vectors = embed_query(
+            embedder, plan.questions, lambda a, b: (a, b) not in main and index.block_occupied(a, b)
+        )
     if plan.windows:
-        found[timeframe.TIME] = timeframe.time_ranking(index, vector, plan.windows, mask.allowed, n,
-                                                       config.time_slack_days)
+        found[timeframe.TIME] = timeframe.time_ranking(
+            index, vector, plan.windows, mask.allowed, n, config.time_slack_days
+        )
     ordered = {name: found[name] for name in SIGNAL_ORDER if name in found}  # one fusion order, whatever ran first
     return {**ordered, **found}, vector, part_vectors
 
@@ -215,8 +236,13 @@ def given_rankings(index: MemoryIndex, extra: dict[str, list[int]], mask: Mask) 
 
 
 def context_signals(
-    store: Store, index: MemoryIndex, config: Config, found: dict[str, Ranking], vector: np.ndarray | None,
-    part_vectors: np.ndarray | None, mask: Mask,
+    store: Store,
+    index: MemoryIndex,
+    config: Config,
+    found: dict[str, Ranking],
+    vector: np.ndarray | None,
+    part_vectors: np.ndarray | None,
+    mask: Mask,
 ) -> dict[str, Ranking]:
     """The signals seeded by the others' best hits: neighbour (the turns next to them) and local (the turns near
     them, by cosine to the query; each sub-question ranks the window of a multi-part question)."""
@@ -237,8 +263,14 @@ def context_signals(
 
 
 def candidate_pool(
-    store: Store, index: MemoryIndex, config: Config, plan: QueryPlan, found: dict[str, Ranking], mask: Mask,
-    live_text: str, proactive: bool,
+    store: Store,
+    index: MemoryIndex,
+    config: Config,
+    plan: QueryPlan,
+    found: dict[str, Ranking],
+    mask: Mask,
+    live_text: str,
+    proactive: bool,
 ) -> Pool:
     """Every position some ranking found, minus the entries still in the live context; with ``proactive``, minus
     the pruned entries the query does not name by one of their lookup hints."""
@@ -259,21 +291,31 @@ def candidate_pool(
     return Pool(pool, entries, excluded, dropped, prune)
 
 
-def entry_rankings(index: MemoryIndex, found: dict[str, Ranking], pool: Pool) -> tuple[dict[str, list[int]], dict[str, dict[int, float]]]:
+def entry_rankings(
+    index: MemoryIndex, found: dict[str, Ranking], pool: Pool
+) -> tuple[dict[str, list[int]], dict[str, dict[int, float]]]:
     """Each ranking as entry ids (best first) and their scores, without the excluded and dropped entries."""
     rankings: dict[str, list[int]] = {}
     scores: dict[str, dict[int, float]] = {}
     for name, (positions, values) in found.items():
         ids = [int(index.ids[p]) for p in positions]
-        kept = [(i, float(v)) for i, v in zip(ids, values)
-                if i not in pool.excluded and i not in pool.dropped and i in pool.entries]
+        kept = [
+            (i, float(v))
+            for i, v in zip(ids, values)
+            if i not in pool.excluded and i not in pool.dropped and i in pool.entries
+        ]
         rankings[name] = [i for i, _ in kept]
         scores[name] = dict(kept)
     return rankings, scores
 
 
-def candidate_list(fused: dict[int, float], rankings: dict[str, list[int]], scores: dict[str, dict[int, float]],
-                   pool: Pool, config: Config) -> list[Candidate]:
+def candidate_list(
+    fused: dict[int, float],
+    rankings: dict[str, list[int]],
+    scores: dict[str, dict[int, float]],
+    pool: Pool,
+    config: Config,
+) -> list[Candidate]:
     """The candidates by RRF score (ties by id), each with its rank and score per signal; then the excluded ones."""
     candidates = []
     rank_of = {name: _first_ranks(ranking) for name, ranking in rankings.items()}
@@ -285,11 +327,17 @@ def candidate_list(fused: dict[int, float], rankings: dict[str, list[int]], scor
                 cand.scores[name] = scores[name][entry_id]
         candidates.append(cand)
     for entry_id in sorted(pool.excluded):
-        candidates.append(Candidate(entry=pool.entries[entry_id], verdict="excluded:live",
-                                    reason="still in the live context"))
+        candidates.append(
+            Candidate(entry=pool.entries[entry_id], verdict="excluded:live", reason="still in the live context")
+        )
     for entry_id in sorted(pool.dropped):
-        candidates.append(Candidate(entry=pool.entries[entry_id], verdict="excluded:pruned",
-                                    reason=f"confidence {pool.entries[entry_id].confidence:.2f} < {config.prune_below} (pruned)"))
+        candidates.append(
+            Candidate(
+                entry=pool.entries[entry_id],
+                verdict="excluded:pruned",
+                reason=f"confidence {pool.entries[entry_id].confidence:.2f} < {config.prune_below} (pruned)",
+            )
+        )
     return candidates
 
 

@@ -32,8 +32,9 @@ def _top(scores: np.ndarray, allowed: np.ndarray | None, n: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- semantic
-def semantic(index: MemoryIndex, query_vector: np.ndarray, allowed: np.ndarray | None, n: int,
-             skip_blank: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def semantic(
+    index: MemoryIndex, query_vector: np.ndarray, allowed: np.ndarray | None, n: int, skip_blank: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Cosine similarity between the query and every entry embedding (rows are L2-normalized, so a dot product;
     Reimers & Gurevych 2019). Returns (positions best first, their cosines). ``skip_blank``: rows whose cosine is
     exactly 0, i.e. rows with no value in the query vector's dims (a block ranked apart that only some entries have,
@@ -102,7 +103,9 @@ def fulltext(
     if sessions is not None and not sessions:
         return np.empty(0, np.int64), np.empty(0, np.float32)
     if len(index.ids) >= FTS_SELECT_MIN_ROWS:
-        terms = select_terms(terms, store.term_fractions([quote(t) for t in terms if _TOKEN.search(t)], FTS_SAMPLE_ROWS))
+        terms = select_terms(
+            terms, store.term_fractions([quote(t) for t in terms if _TOKEN.search(t)], FTS_SAMPLE_ROWS)
+        )
     rows = store.fulltext(fts_query(terms), n, sessions, scope)
     if not rows or not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
@@ -131,7 +134,9 @@ def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
     return np.log1p((n_rows - df + 0.5) / (df + 0.5))
 
 
-def keyword(index: MemoryIndex, terms: list[str], allowed: np.ndarray | None, n: int, score: str = "jaccard") -> tuple[np.ndarray, np.ndarray]:
+def keyword(
+    index: MemoryIndex, terms: list[str], allowed: np.ndarray | None, n: int, score: str = "jaccard"
+) -> tuple[np.ndarray, np.ndarray]:
     """Overlap between the query terms and each entry's lookup hints (tags, paths, tool names), through the
     inverted index built at archive time (DESIGN §3.2). ``score``: ``jaccard`` (DESIGN), ``overlap`` (overlap
     coefficient), or ``idf`` (the sum of the idf of the shared terms: coordination-level matching weighted by idf,
@@ -194,7 +199,9 @@ def importance_log(index: MemoryIndex, positions: np.ndarray, now: float, half_l
     )
 
 
-def importance(index: MemoryIndex, pool: np.ndarray, now: float, half_life_days: float) -> tuple[np.ndarray, np.ndarray]:
+def importance(
+    index: MemoryIndex, pool: np.ndarray, now: float, half_life_days: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Orders the candidate pool gathered by the query signals by I(e). Our choice (the paper does not say which
     entries it ranks): importance re-orders candidates, it never adds an entry unrelated to the query."""
     if not len(pool):

@@ -56,7 +56,10 @@ def named_in(query: str, names: set[str]) -> set[str]:
 
 
 def speaker_ranking(
-    query: str, rankings: Mapping[str, Sequence[int]], entries: Mapping[int, Entry], k: int,
+    query: str,
+    rankings: Mapping[str, Sequence[int]],
+    entries: Mapping[int, Entry],
+    k: int,
     weights: Mapping[str, float] | None,
 ) -> list[int]:
     """Entry ids of the candidates (``entries``: id -> Entry with its summary) that have a message by a speaker

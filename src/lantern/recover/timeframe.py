@@ -33,7 +33,9 @@ _PATTERNS = [
     re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_M},?\s+{_YEAR}\b", re.IGNORECASE),  # 7 July, 2023
     re.compile(rf"\b{_M}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE),  # July 7, 2023
     re.compile(rf"\b{_M},?\s+{_YEAR}\b", re.IGNORECASE),  # July 2023
-    re.compile(r"(?P<year>(?:19|20)\d\d)\s*年\s*(?P<month>[01]?\d)\s*月(?:\s*(?P<day>[0-3]?\d)\s*[日号])?"),  # 2023年7月7日
+    re.compile(
+        r"(?P<year>(?:19|20)\d\d)\s*年\s*(?P<month>[01]?\d)\s*月(?:\s*(?P<day>[0-3]?\d)\s*[日号])?"
+    ),  # 2023年7月7日
 ]
 
 
@@ -70,8 +72,12 @@ def query_windows(text: str) -> list[tuple[float, float]]:
 
 
 def time_ranking(
-    index: MemoryIndex, query_vector: np.ndarray, windows: list[tuple[float, float]], allowed: np.ndarray | None,
-    n: int, slack_days: float,
+    index: MemoryIndex,
+    query_vector: np.ndarray,
+    windows: list[tuple[float, float]],
+    allowed: np.ndarray | None,
+    n: int,
+    slack_days: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows whose time lies in a window widened by ``slack_days`` on both sides, best ``n`` by cosine to the query
     (rows L2-normalized). Returns (positions best first, cosines); empty without windows or rows."""

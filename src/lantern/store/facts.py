@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lantern.store.times import from_epoch
 from lantern.model import ExtractedFact
+from lantern.store.times import from_epoch
 from lantern.text.fact_keys import normalize_key, normalize_value
 
 __all__ = ["FactRecord", "fact_scope", "write_facts", "delete_facts", "records", "facts_of_entries", "value_at"]
@@ -54,10 +54,20 @@ class FactRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "key": self.key, "key_text": self.key_text, "value": self.value, "replaces": self.replaces,
-            "valid_from": self.valid_from.isoformat(), "valid_to": self.valid_to.isoformat() if self.valid_to else None,
-            "recorded_at": self.recorded_at.isoformat(), "superseded_by": self.superseded_by,
-            "entry_id": self.entry_id, "session": self.session, "turn": self.turn, "scope": self.scope, "current": self.current,
+            "id": self.id,
+            "key": self.key,
+            "key_text": self.key_text,
+            "value": self.value,
+            "replaces": self.replaces,
+            "valid_from": self.valid_from.isoformat(),
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+            "recorded_at": self.recorded_at.isoformat(),
+            "superseded_by": self.superseded_by,
+            "entry_id": self.entry_id,
+            "session": self.session,
+            "turn": self.turn,
+            "scope": self.scope,
+            "current": self.current,
         }
 
 
@@ -67,7 +77,9 @@ def fact_scope(row: Any) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- write
-def write_facts(db: sqlite3.Connection, entry_id: int, facts: Sequence[ExtractedFact], recorded_at: float, scope: str = "") -> None:
+def write_facts(
+    db: sqlite3.Connection, entry_id: int, facts: Sequence[ExtractedFact], recorded_at: float, scope: str = ""
+) -> None:
     """Replace the facts of ``entry_id`` (inside the caller's transaction), each linked into its key's chain.
 
     A fact without a key (a switch or retraction that names only the old value A) takes the key whose value was A
@@ -81,7 +93,9 @@ def write_facts(db: sqlite3.Connection, entry_id: int, facts: Sequence[Extracted
     if not facts:
         return
     event = db.execute("SELECT coalesce(time, archived_at) FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
-    resolved = [(f, *_resolve_key(db, scope, f, event)) for f in facts]  # all before any insert: the state before this turn
+    resolved = [
+        (f, *_resolve_key(db, scope, f, event)) for f in facts
+    ]  # all before any insert: the state before this turn
     set_here = {key for f, key, _ in resolved if f.value is not None}
     for f, key, key_text in resolved:
         if not key or (f.value is None and key in set_here):
@@ -103,15 +117,19 @@ def delete_facts(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
     _remove(db, entry_ids)
 
 
-def _neighbours(db: sqlite3.Connection, scope: str, key: str, valid_from: float, fid: int) -> tuple[tuple | None, tuple | None]:
+def _neighbours(
+    db: sqlite3.Connection, scope: str, key: str, valid_from: float, fid: int
+) -> tuple[tuple | None, tuple | None]:
     """The records just before and just after (valid_from, id) in the key's chain: (id, valid_from) or None."""
     before = db.execute(
-        "SELECT id, valid_from FROM facts WHERE scope = ? AND key = ? AND (valid_from < ? OR (valid_from = ? AND id < ?)) "
+        "SELECT id, valid_from FROM facts WHERE scope = ? AND key = ? AND (valid_from < ? OR (valid_from = ? AND id < "
+        "?)) "
         "ORDER BY valid_from DESC, id DESC LIMIT 1",
         (scope, key, valid_from, valid_from, fid),
     ).fetchone()
     after = db.execute(
-        "SELECT id, valid_from FROM facts WHERE scope = ? AND key = ? AND (valid_from > ? OR (valid_from = ? AND id > ?)) "
+        "SELECT id, valid_from FROM facts WHERE scope = ? AND key = ? AND (valid_from > ? OR (valid_from = ? AND id > "
+        "?)) "
         "ORDER BY valid_from, id LIMIT 1",
         (scope, key, valid_from, valid_from, fid),
     ).fetchone()
@@ -123,7 +141,10 @@ def _link(db: sqlite3.Connection, fid: int, scope: str, key: str, valid_from: fl
     ends where its successor starts, and its predecessor now ends where it starts. Two indexed look-ups, so a
     long-lived key costs the same as a new one."""
     before, after = _neighbours(db, scope, key, valid_from, fid)
-    db.execute("UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?", (after[1] if after else None, after[0] if after else None, fid))
+    db.execute(
+        "UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?",
+        (after[1] if after else None, after[0] if after else None, fid),
+    )
     if before:
         db.execute("UPDATE facts SET valid_to = ?, superseded_by = ? WHERE id = ?", (valid_from, fid, before[0]))
 
@@ -160,7 +181,8 @@ def _resolve_key(db: sqlite3.Connection, scope: str, f: ExtractedFact, event: fl
 
 def _key_holding(db: sqlite3.Connection, scope: str, value_norm: str | None, at: float) -> str | None:
     row = db.execute(
-        "SELECT key FROM facts WHERE scope = ? AND value_norm = ? AND valid_from <= ? AND (valid_to IS NULL OR valid_to > ?) "
+        "SELECT key FROM facts WHERE scope = ? AND value_norm = ? AND valid_from <= ? AND (valid_to IS NULL OR "
+        "valid_to > ?) "
         "ORDER BY valid_from DESC, id DESC LIMIT 1",
         (scope, value_norm, at, at),
     ).fetchone()
@@ -181,8 +203,13 @@ def _valid_at(at: float | None) -> tuple[str, tuple]:
 
 
 def records(
-    db: sqlite3.Connection, *, key: str | None = None, as_of: float | None = None, history: bool = False,
-    where: str = "", params: Sequence[Any] = (),
+    db: sqlite3.Connection,
+    *,
+    key: str | None = None,
+    as_of: float | None = None,
+    history: bool = False,
+    where: str = "",
+    params: Sequence[Any] = (),
 ) -> list[FactRecord]:
     """Fact records, ordered by key then event time. ``key``: one key (normalized here), None for all.
     ``history``: every version (``current`` marks the one valid at ``as_of``/now); else only the versions valid at
@@ -210,13 +237,17 @@ def records(
     return out
 
 
-def facts_of_entries(db: sqlite3.Connection, entry_ids: Sequence[int], where: str = "", params: Sequence[Any] = ()) -> list[FactRecord]:
+def facts_of_entries(
+    db: sqlite3.Connection, entry_ids: Sequence[int], where: str = "", params: Sequence[Any] = ()
+) -> list[FactRecord]:
     """The fact records stated in the given entries, in entry order then statement order."""
     if not entry_ids:
         return []
     marks = ",".join("?" * len(entry_ids))
     extra = f" AND ({where})" if where else ""
-    rows = db.execute(f"{_SELECT} WHERE f.entry_id IN ({marks}){extra} ORDER BY f.entry_id, f.id", (*entry_ids, *params))
+    rows = db.execute(
+        f"{_SELECT} WHERE f.entry_id IN ({marks}){extra} ORDER BY f.entry_id, f.id", (*entry_ids, *params)
+    )
     return [_record(r) for r in rows]
 
 
@@ -240,7 +271,15 @@ def changed_at(db: sqlite3.Connection, record: FactRecord, where: str = "", para
     row = db.execute(
         f"SELECT min(f.valid_from) FROM facts f JOIN entries e ON e.id = f.entry_id WHERE f.scope = ? AND f.key = ? "
         f"AND (f.valid_from > ? OR (f.valid_from = ? AND f.id > ?)) AND f.value_norm IS NOT ?{extra}",
-        (record.scope, record.key, _ts(record.valid_from), _ts(record.valid_from), record.id, normalize_value(record.value), *params),
+        (
+            record.scope,
+            record.key,
+            _ts(record.valid_from),
+            _ts(record.valid_from),
+            record.id,
+            normalize_value(record.value),
+            *params,
+        ),
     ).fetchone()
     return row[0] if row else None
 
@@ -258,7 +297,17 @@ def _is_valid(r: FactRecord, at: float | None) -> bool:
 def _record(row: tuple) -> FactRecord:
 
     return FactRecord(
-        id=row[0], key=row[1], key_text=row[2], value=row[3], replaces=row[4], valid_from=from_epoch(row[5]),
-        valid_to=from_epoch(row[6]), recorded_at=from_epoch(row[7]), superseded_by=row[8], entry_id=row[9],
-        session=row[10], turn=row[11], scope=row[12],
+        id=row[0],
+        key=row[1],
+        key_text=row[2],
+        value=row[3],
+        replaces=row[4],
+        valid_from=from_epoch(row[5]),
+        valid_to=from_epoch(row[6]),
+        recorded_at=from_epoch(row[7]),
+        superseded_by=row[8],
+        entry_id=row[9],
+        session=row[10],
+        turn=row[11],
+        scope=row[12],
     )

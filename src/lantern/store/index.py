@@ -21,6 +21,7 @@ import numpy as np
 from lantern.scope import Scope
 from lantern.store.sqlite import Store
 
+
 def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``matrix @ vector`` for L2-normalized float32 rows (n, d) and a vector (d,): the cosine of each row, shape
     (n,), float32. Computed by numpy's own einsum loop, on one thread, not by the BLAS: a multi-threaded BLAS
@@ -50,7 +51,11 @@ class MemoryIndex:
         self.store = store
         self.dim = dim
         self.blocks = sorted(blocks) if blocks else [(0, dim)]
-        if self.blocks[0][0] < 0 or self.blocks[-1][1] > dim or any(a[1] > b[0] for a, b in zip(self.blocks, self.blocks[1:])):
+        if (
+            self.blocks[0][0] < 0
+            or self.blocks[-1][1] > dim
+            or any(a[1] > b[0] for a, b in zip(self.blocks, self.blocks[1:]))
+        ):
             raise ValueError(f"blocks must be disjoint ranges inside 0..{dim}, got {blocks!r}")
         self.reset()
 
@@ -204,7 +209,7 @@ class MemoryIndex:
         """Rows ``start..`` of the matrix <- ``vecs`` (full-width, (k, dim)). Copying the whole matrix on every append
         cost ~7 ms per new turn at 10k entries of 896-d (bench_proxy profile); a buffer grown by half its size makes
         appends amortized O(1)."""
-        present = [(b, int(np.count_nonzero(np.any(vecs[:, b[0]:b[1]], axis=1)))) for b in self.blocks]
+        present = [(b, int(np.count_nonzero(np.any(vecs[:, b[0] : b[1]], axis=1)))) for b in self.blocks]
         for b, n in present:
             self._nonzero[b] += n
         self._use_blocks([b for b, n in present if n])

@@ -55,7 +55,7 @@ def m001_initial(db: sqlite3.Connection) -> None:
         CREATE VIRTUAL TABLE entries_fts USING fts5(
             body, tags, tokenize = 'unicode61 remove_diacritics 2'
         );
-        """
+        """,
     )
 
 
@@ -71,7 +71,7 @@ def m002_scopes(db: sqlite3.Connection) -> None:
         ALTER TABLE entries ADD COLUMN project TEXT NOT NULL DEFAULT '';
         -- every read filters on the user; a conversation is (scope, session)
         CREATE INDEX entries_user_session_turn ON entries(user_id, session, turn);
-        """
+        """,
     )
 
 

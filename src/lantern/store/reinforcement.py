@@ -13,8 +13,16 @@ from collections.abc import Iterable, Sequence
 ID_CHUNK = 500  # entry ids per SQL IN (...) (ours; SQLite's default limit is 32,766)
 
 __all__ = [
-    "add_pending", "delete_pending", "forget_pending", "in_scope", "pending", "pending_count", "pruned_count",
-    "read_columns", "write_confidence", "write_success",
+    "add_pending",
+    "delete_pending",
+    "forget_pending",
+    "in_scope",
+    "pending",
+    "pending_count",
+    "pruned_count",
+    "read_columns",
+    "write_confidence",
+    "write_success",
 ]
 
 
@@ -52,14 +60,18 @@ def write_success(db: sqlite3.Connection, values: dict[int, float]) -> None:
     db.executemany("UPDATE entries SET success = ? WHERE id = ?", [(s, i) for i, s in values.items()])
 
 
-def add_pending(db: sqlite3.Connection, session: str | None, ids: Sequence[int], time: float, user: str,
-                keep: int) -> None:
+def add_pending(
+    db: sqlite3.Connection, session: str | None, ids: Sequence[int], time: float, user: str, keep: int
+) -> None:
     """Record a recovery waiting for its usefulness check; only the newest ``keep`` pending rows are kept (a
     recovery nobody answers must not grow the table forever)."""
-    db.execute("INSERT INTO recoveries(session, entry_ids, time, user_id) VALUES (?, ?, ?, ?)",
-               (session, json.dumps(list(ids)), time, user))
-    db.execute("DELETE FROM recoveries WHERE id <= (SELECT id FROM recoveries ORDER BY id DESC LIMIT 1 OFFSET ?)",
-               (keep,))
+    db.execute(
+        "INSERT INTO recoveries(session, entry_ids, time, user_id) VALUES (?, ?, ?, ?)",
+        (session, json.dumps(list(ids)), time, user),
+    )
+    db.execute(
+        "DELETE FROM recoveries WHERE id <= (SELECT id FROM recoveries ORDER BY id DESC LIMIT 1 OFFSET ?)", (keep,)
+    )
 
 
 def pending(db: sqlite3.Connection) -> list[tuple[int, str | None, list[int], str]]:

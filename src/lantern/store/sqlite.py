@@ -19,15 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from lantern.text.cjk import cjk_bigrams
-from lantern.errors import MissingVectorError
-from lantern.errors import EmbedderMismatchError, LanternError
-from lantern.store.facts import delete_facts, fact_scope, write_facts
-from lantern.store.reinforcement import forget_pending
+from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
+from lantern.store.facts import delete_facts, fact_scope, write_facts
 from lantern.store.migrations import MIGRATIONS, migrate
+from lantern.store.reinforcement import forget_pending
 from lantern.store.times import from_epoch, to_epoch
+from lantern.text.cjk import cjk_bigrams
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -74,10 +73,14 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
     """Refuse a SQLite file that is not a Lantern database, or one written by a newer Lantern (LanternError)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > len(MIGRATIONS):
-        raise LanternError(f"{path}: schema version {version} is newer than this Lantern ({len(MIGRATIONS)}); upgrade lantern-memory")
+        raise LanternError(
+            f"{path}: schema version {version} is newer than this Lantern ({len(MIGRATIONS)}); upgrade lantern-memory"
+        )
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if version == 0 and tables:
-        raise LanternError(f"{path} is a SQLite database but not a Lantern one (it has tables {', '.join(sorted(tables)[:5])})")
+        raise LanternError(
+            f"{path} is a SQLite database but not a Lantern one (it has tables {', '.join(sorted(tables)[:5])})"
+        )
 
 
 class Store:
@@ -87,7 +90,9 @@ class Store:
         self.path = str(path)
         if self.path != ":memory:":
             _private_file(Path(self.path))
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        self.db = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+        )
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         try:
             _check_is_lantern(self.db, self.path)
@@ -186,7 +191,8 @@ class Store:
             raise EmbedderMismatchError(
                 f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
                 f"not {embedder_id!r} ({dim}-d). Open it with that embedder, or run "
-                f"`lantern --db {self.path} reindex --embedder {self.embedder_name}` to re-embed every entry with the one you asked for."
+                f"`lantern --db {self.path} reindex --embedder {self.embedder_name}` to re-embed every entry with the "
+                "one you asked for."
             )
 
     def set_embedder(self, db: sqlite3.Connection, embedder_id: str, dim: int) -> None:
@@ -196,7 +202,10 @@ class Store:
 
     # ------------------------------------------------------------------ write
     def add(
-        self, rows: Sequence[NewEntry], vectors: np.ndarray, after: Callable[[sqlite3.Connection, list[tuple[int, bool]]], None] | None = None
+        self,
+        rows: Sequence[NewEntry],
+        vectors: np.ndarray,
+        after: Callable[[sqlite3.Connection, list[tuple[int, bool]]], None] | None = None,
     ) -> list[tuple[int, bool]]:
         """Store prepared turns and their embeddings in ONE transaction.
 
@@ -239,14 +248,27 @@ class Store:
                         (to_epoch(row.time), now, *self._values(row), entry_id),
                     )
                     db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (blob, entry_id))
-                    write_facts(db, entry_id, row.facts, now, fact_scope(row))  # the grown turn's facts replace its old ones
+                    write_facts(
+                        db, entry_id, row.facts, now, fact_scope(row)
+                    )  # the grown turn's facts replace its old ones
                 else:
                     turn = last[1] + 1 if last else 0
                     cur = db.execute(
                         "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
-                        "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, success, "
-                        "user_id, agent_id, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, ?, ?)",
-                        (row.session, turn, to_epoch(row.time), now, *self._values(row), row.user, row.agent, row.project),
+                        "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, "
+                        "success, "
+                        "user_id, agent_id, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, "
+                        "?, ?)",
+                        (
+                            row.session,
+                            turn,
+                            to_epoch(row.time),
+                            now,
+                            *self._values(row),
+                            row.user,
+                            row.agent,
+                            row.project,
+                        ),
                     )
                     entry_id = cur.lastrowid
                     db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, blob))
@@ -276,7 +298,9 @@ class Store:
         )
 
     @staticmethod
-    def index_fulltext(db: sqlite3.Connection, entry_id: int, summary: str, text: str, tag_values: Sequence[str]) -> None:
+    def index_fulltext(
+        db: sqlite3.Connection, entry_id: int, summary: str, text: str, tag_values: Sequence[str]
+    ) -> None:
         """The FTS5 row of an entry: body = summary + text, tags = tag values, CJK runs as character bigrams."""
         db.execute(
             "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
@@ -291,7 +315,8 @@ class Store:
         """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
         conditions combine with AND; ``scope`` None: any user), in one transaction: the entry rows, their FTS5 rows,
         and the rows of EVERY table with a foreign key to ``entries`` (embeddings, and any table a later migration
-        adds that way), with facts chains re-linked first (memory/fact_store.py). Returns the count. Raises ValueError when nothing selects."""
+        adds that way), with facts chains re-linked first (memory/fact_store.py). Returns the count. Raises ValueError
+        when nothing selects."""
         if entry is None and session is None and scope is None:
             raise ValueError("give entry=, session= or a scope")
         parts, args = [], []
@@ -326,8 +351,9 @@ class Store:
         self.db.execute("VACUUM")
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def replace_vectors(self, pairs: Iterable[tuple[int, np.ndarray]], embedder_id: str, dim: int,
-                        name: str | None = None) -> int:
+    def replace_vectors(
+        self, pairs: Iterable[tuple[int, np.ndarray]], embedder_id: str, dim: int, name: str | None = None
+    ) -> int:
         """Overwrite every embedding and the recorded embedder in one transaction (``reindex``)."""
         n = 0
         with self.transaction() as db:
@@ -346,9 +372,11 @@ class Store:
         found: set[str] = set()
         distinct = list(dict.fromkeys(hashes))
         for start in range(0, len(distinct), chunk):
-            part = distinct[start:start + chunk]
+            part = distinct[start : start + chunk]
             marks = ",".join("?" * len(part))
-            found.update(h for h, in self.db.execute(f"SELECT content_hash FROM entries WHERE content_hash IN ({marks})", part))
+            found.update(
+                h for (h,) in self.db.execute(f"SELECT content_hash FROM entries WHERE content_hash IN ({marks})", part)
+            )
         return found
 
     def bump_access(self, ids: Sequence[int], db: sqlite3.Connection | None = None, wait: float | None = None) -> None:
@@ -397,7 +425,9 @@ class Store:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            out.update(self.db.execute(f"SELECT id, substr(text, 1, ?) FROM entries WHERE id IN ({marks})", (chars, *chunk)))
+            out.update(
+                self.db.execute(f"SELECT id, substr(text, 1, ?) FROM entries WHERE id IN ({marks})", (chars, *chunk))
+            )
         return out
 
     def texts(self) -> Iterator[tuple[int, str]]:
@@ -435,7 +465,8 @@ class Store:
             out += self.db.execute(
                 "SELECT e.id, e.session, coalesce(e.time, e.archived_at), e.archived_at, e.importance, e.tool_count, "
                 "e.file_count, e.hints, v.vector, e.user_id, e.agent_id, e.project FROM entries e "
-                f"JOIN embeddings v ON v.entry_id = e.id WHERE e.id IN ({marks}) ORDER BY e.id", chunk,
+                f"JOIN embeddings v ON v.entry_id = e.id WHERE e.id IN ({marks}) ORDER BY e.id",
+                chunk,
             ).fetchall()
         return out
 
@@ -444,7 +475,8 @@ class Store:
         return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
 
     def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
-        """(id, turn, text) of every entry of one session within ``scope`` (default: the default user), in turn order."""
+        """(id, turn, text) of every entry of one session within ``scope`` (default: the default user), in turn
+        order."""
         where, params = scope_where("", scope or Scope())
         return self.db.execute(
             f"SELECT id, turn, text FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
@@ -466,7 +498,8 @@ class Store:
             marks = ",".join("?" * len(sessions)) if sessions is not None else ""
             in_sessions = f" AND e.session IN ({marks})" if sessions is not None else ""
             return self.db.execute(  # CROSS JOIN: see below
-                "SELECT f.rowid, bm25(entries_fts) AS s FROM entries_fts AS f CROSS JOIN entries AS e ON e.id = f.rowid "
+                "SELECT f.rowid, bm25(entries_fts) AS s FROM entries_fts AS f CROSS JOIN entries AS e ON e.id = "
+                "f.rowid "
                 f"WHERE entries_fts MATCH ? AND {where}{in_sessions} ORDER BY s LIMIT ?",
                 (match, *params, *(sessions or ()), limit),
             ).fetchall()
@@ -487,7 +520,8 @@ class Store:
     def term_fractions(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
         """Estimated share of entries matching each MATCH term (a quoted FTS5 string), counted in the ``sample``
         newest FTS5 rows (a rowid range: FTS5 seeks into its doclists, so the cost follows the sample, not the
-        corpus). Cached per term until the entry count changes by 10% (or 100,000 terms are cached). Returns {term: fraction in [0, 1]}."""
+        corpus). Cached per term until the entry count changes by 10% (or 100,000 terms are cached). Returns {term:
+        fraction in [0, 1]}."""
         count = self.count()
         cache = getattr(self, "_fractions", None)
         if cache is None or abs(count - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
@@ -497,8 +531,9 @@ class Store:
         out = {}
         for term in match_terms:
             if term not in cache[1]:
-                hits = self.db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ? AND rowid > ?",
-                                       (term, top - sample)).fetchone()[0]
+                hits = self.db.execute(
+                    "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ? AND rowid > ?", (term, top - sample)
+                ).fetchone()[0]
                 cache[1][term] = min(hits / n, 1.0)
             out[term] = cache[1][term]
         return out
@@ -510,7 +545,9 @@ class Store:
         """Counts and sizes: entries, sessions (distinct (user, session) pairs: two users' sessions of the same name
         are two sessions), embedder, schema version, database bytes (page_count × page_size)."""
         n, chars = self.db.execute("SELECT count(*), coalesce(sum(length(text)), 0) FROM entries").fetchone()
-        n_sessions = self.db.execute("SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries)").fetchone()[0]
+        n_sessions = self.db.execute("SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries)").fetchone()[
+            0
+        ]
         # logical size (committed pages, WAL included), not the file sizes: the WAL holds rewritten pages twice
         size = self.db.execute("PRAGMA page_count").fetchone()[0] * self.db.execute("PRAGMA page_size").fetchone()[0]
         return {
@@ -533,7 +570,14 @@ def _is_busy(e: sqlite3.OperationalError) -> bool:
 
 # SQLITE_PERM, BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN (primary codes; extended codes keep them in the low byte)
 _UNWRITABLE_CODES = frozenset({3, 5, 6, 8, 10, 13, 14})
-_UNWRITABLE_WORDS = ("readonly", "read-only", "disk i/o", "is full", "unable to open", "access permission")  # + _is_busy
+_UNWRITABLE_WORDS = (
+    "readonly",
+    "read-only",
+    "disk i/o",
+    "is full",
+    "unable to open",
+    "access permission",
+)  # + _is_busy
 
 
 def is_unwritable(e: sqlite3.Error) -> bool:
@@ -576,25 +620,29 @@ def _open_error(path: str, e: sqlite3.DatabaseError) -> LanternError:
             return LanternError(
                 f"{path}: cannot open it: its directory {folder} is not writable, and SQLite must create the "
                 f"database's -wal and -shm files beside it (WAL journal); make the directory writable, or copy the "
-                f"database into a writable one")
+                f"database into a writable one"
+            )
         if shm.exists() and not os.access(shm, os.R_OK | os.W_OK):
             return LanternError(f"{path}: cannot open it: {shm} is not readable and writable by this user ({e})")
     if primary in (5, 6) or (primary is None and _is_busy(e)):  # SQLITE_BUSY, SQLITE_LOCKED
         return LanternError(
             f"{path}: the database is locked: another process holds an exclusive lock on it (still held after "
             f"{BUSY_TIMEOUT_MS // 1000} s: a connection in locking_mode EXCLUSIVE, a backup, a long write); retry "
-            f"when it is done ({e})")
+            f"when it is done ({e})"
+        )
     io_error = primary == 10 or (primary is None and "disk i/o" in words)  # SQLITE_IOERR
     free = _free_bytes(folder) if io_error else None
     if primary == 13 or (primary is None and "is full" in words) or (free is not None and free < _NEARLY_FULL_BYTES):
         left = f"; {free:,} bytes free" if free is not None else ""  # SQLITE_FULL, or no room for the -shm file
         return LanternError(
             f"{path}: cannot open it: the disk holding {folder} is full (SQLite must create and grow the database's "
-            f"-shm and -wal files beside it{left}); free some space and retry ({e})")
+            f"-shm and -wal files beside it{left}); free some space and retry ({e})"
+        )
     if io_error:
         return LanternError(
             f"{path}: cannot open it: an I/O error reading the database or its -wal / -shm files, not a problem of "
-            f"its content ({e}); check the disk and the filesystem (e.g. dmesg) and retry")
+            f"its content ({e}); check the disk and the filesystem (e.g. dmesg) and retry"
+        )
     return LanternError(f"{path} is not a readable SQLite database ({e})")
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DETERMINERS", "IDEOGRAPHS", "DETERMINER_WORDS", "LEAD_EN", "normalize_key", "normalize_value", "strip_quotes"]
+__all__ = [
+    "DETERMINERS",
+    "IDEOGRAPHS",
+    "DETERMINER_WORDS",
+    "LEAD_EN",
+    "normalize_key",
+    "normalize_value",
+    "strip_quotes",
+]
 
 IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 DETERMINER_WORDS = ("the", "a", "an", "our", "my", "your", "their", "its", "this", "that")
@@ -20,7 +28,8 @@ def strip_quotes(s: str) -> str:
 
 
 def normalize_key(key: str) -> str:
-    """The exact-match form of a fact key: "The staging DB_Port" -> "staging db port", "数据库的 端口" -> "数据库端口"."""
+    """The exact-match form of a fact key: "The staging DB_Port" -> "staging db port",
+    "数据库的 端口" -> "数据库端口"."""
     k = key.strip().strip("`'\"“”‘’「」").casefold()
     k = LEAD_EN.sub("", k)
     k = _LEAD_ZH.sub("", k)

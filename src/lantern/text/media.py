@@ -16,7 +16,8 @@ BLOB_MIN_CHARS = 1024  # an unbroken base64 run this long is data, not text (our
 _CAPTION_KEYS = ("caption", "alt", "alt_text", "title", "description", "blip_caption", "name")
 _MD_IMAGE = re.compile(r"!\[([^\]\n]{0,300})\]\(\s*data:[^)\s]*\)")
 _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?(?:;[\w.+=-]+)*;base64,[A-Za-z0-9+/_=-]*")
-_BLOB = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{%d,}={0,2}" % BLOB_MIN_CHARS)  # starts only at a run start: linear
+# starts only at a run start: linear
+_BLOB = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{BLOB_MIN_CHARS},}}={{0,2}}")
 # base64 wrapped in lines (``base64`` wraps at 76 columns, MIME at 76, PEM at 64): 8+ full lines of one width
 # between 40 and 200 characters, then a shorter last line; replaced when at least BLOB_MIN_CHARS in all (ours)
 _WRAPPED = re.compile(r"(?m)^(?:[A-Za-z0-9+/]{40,200}\r?\n){8,}[A-Za-z0-9+/]*={0,2}$")
@@ -82,8 +83,10 @@ def _data_url(m: re.Match) -> str:
 
 def scrub_inline_data(s: str) -> str:
     """``s`` with inline binary data replaced: markdown ``![alt](data:...)`` -> ``[image: alt]``, a base64 data
-    URL -> ``[image]`` (or ``[data: <mime>]``), each when its payload has at least 1,024 characters; and any unbroken base64-alphabet run of at least 1,024
-    characters drawn from at least 16 distinct symbols -> ``[base64 data: N chars]``, also when it is wrapped in lines of one width (``base64``, MIME, PEM; ``_wrapped``). Text without such data is returned unchanged (same object)."""
+    URL -> ``[image]`` (or ``[data: <mime>]``), each when its payload has at least 1,024 characters; and any unbroken
+    base64-alphabet run of at least 1,024
+    characters drawn from at least 16 distinct symbols -> ``[base64 data: N chars]``, also when it is wrapped in lines
+    of one width (``base64``, MIME, PEM; ``_wrapped``). Text without such data is returned unchanged (same object)."""
     if "base64," in s:
         s = _MD_IMAGE.sub(_md_image, s)
         s = _DATA_URL.sub(_data_url, s)

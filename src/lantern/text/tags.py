@@ -91,7 +91,7 @@ literal, so ``re`` can skip ahead; every regex is compiled once, at import.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from lantern.model import Tag
 from lantern.text.cjk import CJK_RUN, bigram_list

@@ -10,7 +10,9 @@ __all__ = ["TERMINAL_UNSAFE", "shown"]
 # what can act on a terminal in a text block: C0 controls but newline and tab, DEL, C1 controls (ESC sequences, BEL,
 # CR overwriting a line ...), bidirectional controls (LRM/RLM/ALM, embeddings, overrides, isolates) reordering it,
 # the line and paragraph separators U+2028 / U+2029 (a line break to some terminals, none to others)
-TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+TERMINAL_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def shown(text: Path | str, *, keep_lines: bool = False) -> str:
@@ -22,7 +24,9 @@ def shown(text: Path | str, *, keep_lines: bool = False) -> str:
     bidirectional controls and the line / paragraph separators U+2028 / U+2029 are escaped."""
     text = str(text)
     if keep_lines:
-        return TERMINAL_UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
+        return TERMINAL_UNSAFE.sub(
+            lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text
+        )
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -4,7 +4,8 @@
     result.messages, result.skipped, result.warnings, result.format
 
 Formats: ``openai``, ``anthropic``, ``jsonl`` (plain ``{role, content}``), ``codex`` (Codex CLI rollout JSONL),
-``claude-code`` (Claude Code session JSONL), ``sharegpt``, ``swe_agent`` (SWE-agent ``.traj``), ``aider`` (markdown chat log), ``locomo`` (LoCoMo benchmark
+``claude-code`` (Claude Code session JSONL), ``sharegpt``, ``swe_agent`` (SWE-agent ``.traj``), ``aider`` (markdown chat
+log), ``locomo`` (LoCoMo benchmark
 JSON). Bad input raises only ``TranscriptFormatError``; bad items inside an otherwise good transcript are
 skipped, counted in ``skipped`` and explained in ``warnings``. ``stream`` reads JSONL files line by line
 (``stream.py``).
@@ -14,9 +15,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable
-
-from lantern.errors import TranscriptFormatError
+from collections.abc import Callable
+from typing import Any
 
 from lantern.archive.parse.aider import parse_aider
 from lantern.archive.parse.anthropic import AnthropicItems, parse_anthropic
@@ -33,16 +33,30 @@ from lantern.archive.parse.jsonl import (
     read_source,
     unwrap,
 )
-from lantern.text.clean import clean_text
 from lantern.archive.parse.locomo import is_locomo_sample, parse_locomo
 from lantern.archive.parse.openai import OpenAIItems, parse_openai
 from lantern.archive.parse.sharegpt import ShareGPTItems, is_sharegpt, parse_sharegpt
 from lantern.archive.parse.swe_agent import is_swe_agent, parse_swe_agent
+from lantern.errors import TranscriptFormatError
+from lantern.text.clean import clean_text
 
 __all__ = [
-    "FORMATS", "ITEM_PARSERS", "ParseResult", "clean_text", "detect_format", "item_hint", "parse",
-    "parse_aider", "parse_anthropic", "parse_claude_code", "parse_codex", "parse_jsonl", "parse_locomo", "parse_openai",
-    "parse_sharegpt", "parse_swe_agent",
+    "FORMATS",
+    "ITEM_PARSERS",
+    "ParseResult",
+    "clean_text",
+    "detect_format",
+    "item_hint",
+    "parse",
+    "parse_aider",
+    "parse_anthropic",
+    "parse_claude_code",
+    "parse_codex",
+    "parse_jsonl",
+    "parse_locomo",
+    "parse_openai",
+    "parse_sharegpt",
+    "parse_swe_agent",
 ]
 
 FORMATS: dict[str, Callable[..., ParseResult]] = {
@@ -127,7 +141,8 @@ def detect_format(data: Any) -> str:
 
     aider: text with a ``# aider chat started at`` or ``#### `` line. locomo: a sample (or list of samples) whose
     ``conversation`` holds ``session_1``. claude-code: records of type user/assistant with a ``message`` object and
-    ``uuid``/``sessionId``, or a ``compact_boundary`` record (``claude_code.is_claude_code``). swe_agent: an object with a ``trajectory`` list, or a ``history`` of
+    ``uuid``/``sessionId``, or a ``compact_boundary`` record (``claude_code.is_claude_code``). swe_agent: an object with
+    a ``trajectory`` list, or a ``history`` of
     messages carrying ``agent``/``message_type``. sharegpt: an object (or list of objects) with a
     ``conversations`` list. codex: rollout records ``{"type": "session_meta"|"response_item"|..., "payload"}`` or
     bare Responses items (``function_call``, ``message`` with ``input_text``/``output_text`` parts ...).
@@ -175,8 +190,9 @@ def parse(source: Any, format: str = "auto", *, name: str | None = None) -> Pars
     a JSONL file with no valid line, or data holding no message list. Malformed JSONL lines, items without a
     role, unknown roles and empty messages are skipped, counted and named in ``warnings``."""
     if format != "auto" and format not in FORMATS:
-        raise TranscriptFormatError(f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}",
-                                    field="format", source=name)
+        raise TranscriptFormatError(
+            f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}", field="format", source=name
+        )
     if name is None and isinstance(source, os.PathLike):
         name = os.fspath(source)
     data = read_source(source, name)

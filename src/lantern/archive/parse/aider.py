@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lantern.archive.parse.jsonl import ParseResult, blank, parse_time, read_source
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolResult
-
-from lantern.archive.parse.jsonl import ParseResult, blank, parse_time, read_source
 from lantern.text.clean import clean_text
 
 SESSION_HEADER = "# aider chat started at "
@@ -77,7 +76,7 @@ def parse_aider(data: Any, source: str | None = None) -> ParseResult:
     for n, line in enumerate(lines, 1):
         if line.startswith(SESSION_HEADER):
             flush()
-            session = line[len(SESSION_HEADER):].strip()
+            session = line[len(SESSION_HEADER) :].strip()
             when = parse_time(session)
             continue
         bare = line[:-2] if line.endswith("  ") else line

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from lantern.model import Message, ToolCall, ToolResult
-
 from lantern.archive.parse.jsonl import (
     ParseResult,
     blank,
@@ -17,6 +15,7 @@ from lantern.archive.parse.jsonl import (
     message_time,
     start,
 )
+from lantern.model import Message, ToolCall, ToolResult
 from lantern.text.clean import clean_text
 
 _SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}
@@ -78,7 +77,8 @@ def parse_anthropic(data: Any, source: str | None = None) -> ParseResult:
     (the top-level ``system`` str or text blocks -> a ``system`` Message first). Blocks: ``text`` -> text;
     ``tool_use`` {id, name, input} -> ToolCall(name, json.dumps(input, ensure_ascii=False), id); ``tool_result``
     {tool_use_id, content: str | [text blocks], is_error} -> ToolResult (content verbatim, name from the matching
-    tool_use); ``image``/``document`` -> ``[image: caption]`` (or ``[image]``)/``[document]``; ``thinking`` blocks are dropped.
+    tool_use); ``image``/``document`` -> ``[image: caption]`` (or ``[image]``)/``[document]``; ``thinking`` blocks are
+    dropped.
     Tool results are split off into a ``role="tool"`` Message placed before the rest of their message (so a user
     message holding only tool results becomes a tool message); ``meta["is_error"]`` is set when any result is an
     error. Items without a role, with an unknown role or with nothing left are skipped and counted.

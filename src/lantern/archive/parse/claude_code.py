@@ -39,19 +39,36 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from lantern.archive.parse.jsonl import ParseResult, blank, decode, dumps, loads, parse_time, read_source
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
-
-from lantern.archive.parse.jsonl import ParseResult, blank, decode, dumps, loads, parse_time, read_source
 from lantern.text.clean import clean_text
 
-__all__ = ["ClaudeCodeTranscript", "CompactSummary", "is_claude_code", "parse_claude_code", "read_claude_code",
-           "SUMMARY_PREFIX"]
+__all__ = [
+    "ClaudeCodeTranscript",
+    "CompactSummary",
+    "is_claude_code",
+    "parse_claude_code",
+    "read_claude_code",
+    "SUMMARY_PREFIX",
+]
 
 SUMMARY_PREFIX = "this session is being continued from a previous conversation"
 _MESSAGE_TYPES = ("user", "assistant")
-_BOOKKEEPING = {"summary", "file-history-snapshot", "queue-operation", "custom-title", "attachment", "progress",
-                "system", "last-prompt", "tag", "agent-name", "pr-link", "mode"}
+_BOOKKEEPING = {
+    "summary",
+    "file-history-snapshot",
+    "queue-operation",
+    "custom-title",
+    "attachment",
+    "progress",
+    "system",
+    "last-prompt",
+    "tag",
+    "agent-name",
+    "pr-link",
+    "mode",
+}
 
 
 @dataclass
@@ -108,8 +125,10 @@ def is_claude_code(data: Any) -> bool:
     for rec in items:
         if not isinstance(rec, dict):
             continue
-        if rec.get("type") in _MESSAGE_TYPES and isinstance(rec.get("message"), dict) and (
-            "uuid" in rec or "parentUuid" in rec or "sessionId" in rec
+        if (
+            rec.get("type") in _MESSAGE_TYPES
+            and isinstance(rec.get("message"), dict)
+            and ("uuid" in rec or "parentUuid" in rec or "sessionId" in rec)
         ):
             return True
         if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
@@ -218,7 +237,9 @@ class _Reader:
             if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use"):
                 call_id = b.get("id") if isinstance(b.get("id"), str) else None
                 name = clean_text(b.get("name")) if isinstance(b.get("name"), str) else ""
-                target.tool_calls.append(ToolCall(name=name, arguments=clean_text(dumps(b.get("input", {}))), id=call_id))
+                target.tool_calls.append(
+                    ToolCall(name=name, arguments=clean_text(dumps(b.get("input", {}))), id=call_id)
+                )
                 if call_id and name:
                     self.tool_names[call_id] = name
                 added = True
@@ -246,27 +267,43 @@ class _Reader:
         for b in blocks:
             if isinstance(b, dict) and b.get("type") == "tool_result":
                 call_id = b.get("tool_use_id") if isinstance(b.get("tool_use_id"), str) else None
-                results.append(ToolResult(content=clean_text(_result_text(b.get("content"))), call_id=call_id,
-                                          name=self.tool_names.get(call_id or "")))
+                results.append(
+                    ToolResult(
+                        content=clean_text(_result_text(b.get("content"))),
+                        call_id=call_id,
+                        name=self.tool_names.get(call_id or ""),
+                    )
+                )
                 is_error = is_error or b.get("is_error") is True
             else:
                 text = _block_text(b)
                 if text:
                     texts.append(text)
         text = clean_text("\n".join(t for t in texts if t))
-        if rec.get("isCompactSummary") is True or (not results and text.lstrip()[:200].lower().startswith(SUMMARY_PREFIX)):
+        if rec.get("isCompactSummary") is True or (
+            not results and text.lstrip()[:200].lower().startswith(SUMMARY_PREFIX)
+        ):
             self.out.summaries.append(CompactSummary(text=text, line=line, position=len(self.out.messages)))
             return
         if results:
-            self._list(session).append(Message(role="tool", tool_results=results, time=when,
-                                             meta={**meta, "is_error": True} if is_error else dict(meta), session=session))
+            self._list(session).append(
+                Message(
+                    role="tool",
+                    tool_results=results,
+                    time=when,
+                    meta={**meta, "is_error": True} if is_error else dict(meta),
+                    session=session,
+                )
+            )
         if not blank(text):
             self._list(session).append(Message(role="user", text=text, time=when, meta=meta, session=session))
         elif not results:
             self.out.skip(f"line {line}: user record with empty content; skipped")
 
 
-def read_claude_code(text: str, first_line: int = 1, source: str | None = None, *, strict: bool = True) -> ClaudeCodeTranscript:
+def read_claude_code(
+    text: str, first_line: int = 1, source: str | None = None, *, strict: bool = True
+) -> ClaudeCodeTranscript:
     """Parse Claude Code JSONL ``text`` (a whole file or a slice starting at 1-based line ``first_line``) into a
     ``ClaudeCodeTranscript``. Bad lines are skipped and counted (``warnings`` name their line). With ``strict``,
     text holding JSON records but none of Claude Code's raises ``TranscriptFormatError`` (line of the first
@@ -285,8 +322,12 @@ def read_claude_code(text: str, first_line: int = 1, source: str | None = None, 
         first_record_line = first_record_line or n
         reader.record(rec, n)
     if strict and out.records and not out.claude_records:
-        raise TranscriptFormatError("not a Claude Code session transcript: no user/assistant record with a "
-                                    "'message' object", line=first_record_line, field="type", source=source)
+        raise TranscriptFormatError(
+            "not a Claude Code session transcript: no user/assistant record with a 'message' object",
+            line=first_record_line,
+            field="type",
+            source=source,
+        )
     return out
 
 
@@ -297,8 +338,9 @@ def parse_claude_code(data: Any, source: str | None = None) -> ParseResult:
     whose ``line_numbers`` are kept in warnings). Compact summaries are not among the messages; use
     ``read_claude_code`` to get them. Raises TranscriptFormatError when the input holds no Claude Code record."""
     if data is None or isinstance(data, (bool, int, float)):  # a one-line JSON document holding a scalar
-        raise TranscriptFormatError(f"not a Claude Code session transcript: a JSON {type(data).__name__}", line=1,
-                                    field="type", source=source)
+        raise TranscriptFormatError(
+            f"not a Claude Code session transcript: a JSON {type(data).__name__}", line=1, field="type", source=source
+        )
     data = read_source(data, source)
     if isinstance(data, (bytes, bytearray)):
         data = decode(bytes(data), source)
@@ -314,11 +356,18 @@ def parse_claude_code(data: Any, source: str | None = None) -> ParseResult:
         for rec, n in zip(records, lines):
             reader.record(rec, n)
         if not transcript.claude_records:
-            raise TranscriptFormatError("not a Claude Code session transcript: no user/assistant record with a "
-                                        "'message' object", line=lines[0] if lines else None, field="type", source=source)
+            raise TranscriptFormatError(
+                "not a Claude Code session transcript: no user/assistant record with a 'message' object",
+                line=lines[0] if lines else None,
+                field="type",
+                source=source,
+            )
     if not transcript.records and not transcript.skipped:
         raise TranscriptFormatError("empty transcript", source=source)
     if not transcript.claude_records:
-        raise TranscriptFormatError("not a Claude Code session transcript: no line parses as a record", line=1,
-                                    field="type", source=source)
-    return ParseResult(messages=transcript.to_archive(), skipped=transcript.skipped, warnings=transcript.warnings, format="claude-code")
+        raise TranscriptFormatError(
+            "not a Claude Code session transcript: no line parses as a record", line=1, field="type", source=source
+        )
+    return ParseResult(
+        messages=transcript.to_archive(), skipped=transcript.skipped, warnings=transcript.warnings, format="claude-code"
+    )

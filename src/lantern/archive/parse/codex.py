@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lantern.model import Message, ToolCall, ToolResult
-
 from lantern.archive.parse.jsonl import (
     ParseResult,
     blank,
@@ -29,6 +27,7 @@ from lantern.archive.parse.jsonl import (
     parse_time,
     records,
 )
+from lantern.model import Message, ToolCall, ToolResult
 from lantern.text.clean import clean_text
 
 ROLLOUT_TYPES = {"session_meta", "response_item", "compacted", "turn_context", "event_msg"}
@@ -83,8 +82,11 @@ def _call(p: dict) -> ToolCall:
         args = " ".join(map(str, command)) if isinstance(command, list) else dumps(action)
     else:  # web_search_call
         name, args = "web_search", dumps(p.get("action", {}))
-    return ToolCall(name=clean_text(name) if isinstance(name, str) else "", arguments=clean_text(args),
-                    id=clean_text(call_id) if call_id else None)
+    return ToolCall(
+        name=clean_text(name) if isinstance(name, str) else "",
+        arguments=clean_text(args),
+        id=clean_text(call_id) if call_id else None,
+    )
 
 
 class CodexItems:
@@ -120,13 +122,15 @@ class CodexItems:
         if kind == "session_meta":
             text = payload.get("instructions")
             if isinstance(text, str) and not blank(text):
-                result.messages.append(Message(role="system", text=clean_text(text), time=when,
-                                               meta={"codex": "instructions"}))
+                result.messages.append(
+                    Message(role="system", text=clean_text(text), time=when, meta={"codex": "instructions"})
+                )
         elif kind == "compacted":
             text = payload.get("message")
             if isinstance(text, str) and not blank(text):
-                result.messages.append(Message(role="system", text=clean_text(text), time=when,
-                                               meta={"compact_summary": True}))
+                result.messages.append(
+                    Message(role="system", text=clean_text(text), time=when, meta={"compact_summary": True})
+                )
         elif kind == "response_item":
             self._item(where, payload, when, result)
 
@@ -165,8 +169,9 @@ class CodexItems:
                     return
                 self.outputs_seen.add((call_id, hash(text)))
             res = ToolResult(content=text, call_id=call_id, name=self.names.get(call_id or ""))
-            result.messages.append(Message(role="tool", tool_results=[res], time=when,
-                                           meta={"is_error": True} if is_error else {}))
+            result.messages.append(
+                Message(role="tool", tool_results=[res], time=when, meta={"is_error": True} if is_error else {})
+            )
         elif kind not in _IGNORED:
             result.skip(f"{where}: unknown response item type {str(kind)[:40]!r}; skipped")
 

@@ -18,9 +18,8 @@ from typing import Any
 
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message
-
-from lantern.text.media import image_placeholder
 from lantern.text.clean import clean_text
+from lantern.text.media import image_placeholder
 
 
 @dataclass
@@ -46,9 +45,23 @@ class ParseResult:
 # unicodedata, which has no such property): https://www.unicode.org/Public/14.0.0/ucd/DerivedCoreProperties.txt,
 # "Total code points: 4174"; adjacent ranges of the file are merged here.
 DEFAULT_IGNORABLE = (
-    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
-    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
-    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
 )
 _IGNORABLE_STARTS = [first for first, _ in DEFAULT_IGNORABLE]
 
@@ -71,10 +84,17 @@ def blank(text: str | None) -> bool:
 
 
 ROLES = {
-    "user": "user", "human": "user",
-    "assistant": "assistant", "ai": "assistant", "bot": "assistant", "model": "assistant", "gpt": "assistant",
-    "system": "system", "developer": "system",
-    "tool": "tool", "function": "tool",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "bot": "assistant",
+    "model": "assistant",
+    "gpt": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
 }
 
 
@@ -108,7 +128,8 @@ def message_time(m: dict) -> datetime | None:
 
 def content_text(content: Any) -> str:
     """Text of a ``content`` field: a str as is; a list of parts/blocks -> their texts joined with newlines
-    (images -> ``[image: caption]`` or ``[image]``, never their data; tool/thinking blocks are ignored here, unknown blocks and bare
+    (images -> ``[image: caption]`` or ``[image]``, never their data; tool/thinking blocks are ignored here, unknown
+    blocks and bare
     objects are kept as JSON); None -> ``""``. Other JSON values are dumped as JSON. The result is not yet
     cleaned."""
     if content is None:
@@ -141,8 +162,16 @@ def content_text(content: Any) -> str:
 
 
 # blocks that the format parsers turn into tool calls / results, or drop on purpose (model reasoning)
-_BLOCKS_HANDLED_ELSEWHERE = {"tool_use", "tool_result", "server_tool_use", "web_search_tool_result", "thinking",
-                             "redacted_thinking", "function_call", "function_call_output"}
+_BLOCKS_HANDLED_ELSEWHERE = {
+    "tool_use",
+    "tool_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "thinking",
+    "redacted_thinking",
+    "function_call",
+    "function_call_output",
+}
 
 
 def _integer(digits: str) -> int | str:
@@ -218,9 +247,12 @@ def decode(data: bytes, source: str | None = None) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         bad = data[e.start]
-        hint = (" If it is Latin-1 or Windows-1252 text, convert it to UTF-8 first, e.g. iconv -f cp1252 -t utf-8 "
-                "FILE > FILE.utf8 (-f latin1 if iconv refuses a byte)"
-                if bad >= 0x80 and _legacy_8bit(data) else "")
+        hint = (
+            " If it is Latin-1 or Windows-1252 text, convert it to UTF-8 first, e.g. iconv -f cp1252 -t utf-8 "
+            "FILE > FILE.utf8 (-f latin1 if iconv refuses a byte)"
+            if bad >= 0x80 and _legacy_8bit(data)
+            else ""
+        )
         raise TranscriptFormatError(
             f"not a text transcript (invalid UTF-8: byte 0x{bad:02X} at byte {e.start}).{hint}", source=source
         ) from None
@@ -273,7 +305,9 @@ def read_source(source: Any, name: str | None = None) -> Any:
                 # the string is not echoed: it may be chat text holding a secret (a URL with a password)
                 raise TranscriptFormatError(
                     f"a one-line string of {len(line)} characters looks like a file path but no such file exists; "
-                    "pass a pathlib.Path for a file, or the messages themselves", source=name)
+                    "pass a pathlib.Path for a file, or the messages themselves",
+                    source=name,
+                )
             return source
         source = Path(line)
     if isinstance(source, os.PathLike):
@@ -283,7 +317,9 @@ def read_source(source: Any, name: str | None = None) -> Any:
                 f.seek(0)
                 data = f.read()
         except OSError as e:
-            raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(source)) from e  # the cause: unreadable, not a format question
+            raise TranscriptFormatError(
+                f"cannot read file: {e.strerror or e}", source=name or str(source)
+            ) from e  # the cause: unreadable, not a format question
         return decode(data, name or str(source))
     raise TranscriptFormatError(f"unsupported source type {type(source).__name__}", source=name)
 
@@ -303,7 +339,8 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     """Text -> ``(object, skipped, warnings)``: a whole JSON document, or JSONL (one JSON object per line).
 
     JSONL is chosen when the document does not parse but its lines do (the first one, or at least half); the
-    object is then a ``JsonLines`` list and bad lines are skipped, counted and named in a warning. Raises TranscriptFormatError (with ``line``)
+    object is then a ``JsonLines`` list and bad lines are skipped, counted and named in a warning. Raises
+    TranscriptFormatError (with ``line``)
     for empty text, a JSON syntax error in a whole document, or a JSONL file where no line parses."""
     if not text.strip():
         raise TranscriptFormatError("empty transcript", source=source)
@@ -361,7 +398,8 @@ def message_items(data: Any, source: str | None = None) -> tuple[list[tuple[str,
         else:
             raise TranscriptFormatError(
                 "no messages found: expected a list of messages or an object with 'messages'",
-                field="messages", source=source,
+                field="messages",
+                source=source,
             )
     if not isinstance(data, list):
         raise TranscriptFormatError(f"no messages found: got a JSON {type(data).__name__}", source=source)
@@ -394,14 +432,22 @@ def check_foreign(fmt: str, m: dict, where: str, source: str | None = None) -> N
     if fmt in ("anthropic", "jsonl"):
         for key in _OPENAI_KEYS:
             if m.get(key):
-                raise where_error(f"OpenAI tool structure ({key!r}) that the {fmt} parser would drop; "
-                                  "use format 'openai' or 'auto'", where, key, source)
+                raise where_error(
+                    f"OpenAI tool structure ({key!r}) that the {fmt} parser would drop; use format 'openai' or 'auto'",
+                    where,
+                    key,
+                    source,
+                )
     if fmt in ("openai", "jsonl") and isinstance(m.get("content"), list):
         for block in m["content"]:
             kind = kind_of(block)
             if kind in _ANTHROPIC_BLOCKS:
-                raise where_error(f"Anthropic {kind!r} block that the {fmt} parser would drop; "
-                                  "use format 'anthropic' or 'auto'", where, "content", source)
+                raise where_error(
+                    f"Anthropic {kind!r} block that the {fmt} parser would drop; use format 'anthropic' or 'auto'",
+                    where,
+                    "content",
+                    source,
+                )
 
 
 def start(data: Any, fmt: str, source: str | None) -> tuple[list[tuple[str, Any]], Any, ParseResult]:

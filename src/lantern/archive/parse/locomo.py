@@ -6,17 +6,33 @@ import re
 from datetime import datetime
 from typing import Any
 
+from lantern.archive.parse.jsonl import ParseResult, blank, load_json, read_source
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message
-
-from lantern.archive.parse.jsonl import ParseResult, blank, load_json, read_source
 from lantern.text.clean import clean_text
 
 _SESSION = re.compile(r"session_(\d+)")
 _DATE = re.compile(r"\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*", re.I)
-_MONTHS = {m: i for i, m in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-     "november", "december"], 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        1,
+    )
+}
 
 
 def parse_locomo_date(s: Any) -> datetime | None:
@@ -81,14 +97,16 @@ def parse_locomo(data: Any, source: str | None = None, sample: str | None = None
                     result.skip(f"{sample_id} session_{n} turn {j}: empty text; skipped")
                     continue
                 speaker = turn.get("speaker")
-                result.messages.append(Message(
-                    role="user",
-                    text=clean_text(text),
-                    name=clean_text(speaker) if isinstance(speaker, str) else None,
-                    session=f"{sample_id}:session_{n}",
-                    time=when,
-                    meta={"dia_id": str(turn.get("dia_id", f"D{n}:{j}")), "sample_id": sample_id},
-                ))
+                result.messages.append(
+                    Message(
+                        role="user",
+                        text=clean_text(text),
+                        name=clean_text(speaker) if isinstance(speaker, str) else None,
+                        session=f"{sample_id}:session_{n}",
+                        time=when,
+                        meta={"dia_id": str(turn.get("dia_id", f"D{n}:{j}")), "sample_id": sample_id},
+                    )
+                )
     if sample is not None and not found:
         raise TranscriptFormatError(f"sample {sample!r} not found", field="sample_id", source=source)
     return result

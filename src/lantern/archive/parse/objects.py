@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lantern.model import Message
-
 from lantern.archive.parse.jsonl import ParseResult, blank, norm_role
+from lantern.model import Message
 
 
 def check_messages(messages: list[Message]) -> ParseResult:
     """Caller-built Messages -> ParseResult(format="messages"): roles normalized as for dicts (``human`` ->
-    ``user``, ``developer`` -> ``system`` ...); a Message with an unknown or non-str role, or with no text (``blank``: only whitespace or invisible
-    Default_Ignorable characters), tool calls or tool results, is skipped, counted and named in ``warnings`` (``message N``, 1-based) — exactly as
+    ``user``, ``developer`` -> ``system`` ...); a Message with an unknown or non-str role, or with no text (``blank``:
+    only whitespace or invisible
+    Default_Ignorable characters), tool calls or tool results, is skipped, counted and named in ``warnings`` (``message
+    N``, 1-based) — exactly as
     the same message given as a dict would be. Messages are copied, never changed in place."""
     result = ParseResult(format="messages")
     for i, m in enumerate(messages, 1):

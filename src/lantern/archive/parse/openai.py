@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from lantern.model import Message, ToolCall, ToolResult
-
 from lantern.archive.parse.jsonl import (
     ParseResult,
     blank,
@@ -17,6 +15,7 @@ from lantern.archive.parse.jsonl import (
     start,
     str_or_none,
 )
+from lantern.model import Message, ToolCall, ToolResult
 from lantern.text.clean import clean_text
 
 
@@ -65,7 +64,9 @@ class OpenAIItems:
         msg = Message(role=role, text=text, tool_calls=calls, time=message_time(m), name=str_or_none(m.get("name")))
         if role == "tool":
             call_id = m.get("tool_call_id")
-            call_id = clean_text(str(call_id)) if isinstance(call_id, (str, int)) and not isinstance(call_id, bool) else None
+            call_id = (
+                clean_text(str(call_id)) if isinstance(call_id, (str, int)) and not isinstance(call_id, bool) else None
+            )
             if m.get("content") is None and call_id is None:
                 result.skip(f"{where}: tool message without content or tool_call_id; skipped")
                 return

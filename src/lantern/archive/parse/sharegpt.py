@@ -11,19 +11,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from lantern.archive.parse.jsonl import ParseResult, blank, content_text, dumps, loads, records
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
-
-from lantern.archive.parse.jsonl import ParseResult, blank, content_text, dumps, loads, records
 from lantern.text.clean import clean_text
 
 ROLES = {
-    "human": "user", "user": "user",
-    "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant", "bard": "assistant", "bing": "assistant",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
     "model": "assistant",
     "system": "system",
     "function_call": "call",
-    "observation": "tool", "tool": "tool", "function_response": "tool", "function": "tool",
+    "observation": "tool",
+    "tool": "tool",
+    "function_response": "tool",
+    "function": "tool",
 }
 
 
@@ -113,7 +120,8 @@ def parse_sharegpt(data: Any, source: str | None = None) -> ParseResult:
     """ShareGPT -> Messages. ``data``: one conversation object, a JSON list of them, or JSONL (one per line);
     text, a path, bytes or the loaded object.
 
-    One conversation -> its messages (no sub-session; a list or JSONL of one conversation alike); several -> each its own sub-session ``<id>`` or
+    One conversation -> its messages (no sub-session; a list or JSONL of one conversation alike); several -> each its
+    own sub-session ``<id>`` or
     ``conversation-<k>`` (archived as ``<session>/<id>``). A top-level ``system`` str -> a system Message first.
     ``function_call`` turns -> assistant ToolCalls (ids ``call-<n>`` per conversation); observation turns ->
     ToolResults matched to pending calls in order. Conversations without a ``conversations`` list, turns
@@ -122,9 +130,10 @@ def parse_sharegpt(data: Any, source: str | None = None) -> ParseResult:
     ``conversations`` list (field ``conversations``)."""
     items, result = records(data, "sharegpt", source)
     if len(items) == 1 and not is_sharegpt(items[0][1]):
-        raise TranscriptFormatError("not a ShareGPT conversation: expected a list", field="conversations", source=source)
+        raise TranscriptFormatError(
+            "not a ShareGPT conversation: expected a list", field="conversations", source=source
+        )
     feeder = ShareGPTItems(source, many=len(items) > 1)
     for where, conv in items:
         feeder.feed(where, conv, result)
     return result
-

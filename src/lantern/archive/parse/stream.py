@@ -18,10 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lantern.errors import TranscriptFormatError
-
 from lantern.archive.parse.jsonl import ParseResult, check_foreign, loads, unwrap, utf16_without_bom
 from lantern.archive.parse.locomo import is_locomo_sample
+from lantern.errors import TranscriptFormatError
 
 SLICE_LINES = 2000  # JSONL lines per parsed slice (ours)
 HEAD_RECORDS = 200  # records given to detect_format when streaming with format auto (ours)
@@ -38,7 +37,7 @@ def _records(path: Path, sizes: list[int] | None = None) -> Iterator[tuple[int, 
             if sizes is not None:
                 sizes[0] += len(raw)
             if n == 0 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
+                raw = raw[len(codecs.BOM_UTF8) :]
             raw = raw[:-1] if raw.endswith(b"\n") else raw
             raw = raw[:-1] if raw.endswith(b"\r") else raw
             # a lone CR ends a line too (CR-only or mixed files; a raw CR cannot be inside a JSON string), and
@@ -148,8 +147,9 @@ def open_stream(path: str | os.PathLike[str], format: str = "auto", name: str | 
     from lantern.archive.parse import FORMATS, ITEM_PARSERS, detect_format, detect_records
 
     if format != "auto" and format not in FORMATS:
-        raise TranscriptFormatError(f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}",
-                                    field="format", source=name)
+        raise TranscriptFormatError(
+            f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}", field="format", source=name
+        )
     path = Path(path)
     if format != "auto" and format not in ITEM_PARSERS:
         return None

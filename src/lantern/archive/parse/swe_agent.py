@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from lantern.archive.parse.jsonl import ParseResult, blank, content_text, load_json, norm_role, read_source
+from lantern.archive.parse.openai import _call
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolCall, ToolResult
-
-from lantern.archive.parse.jsonl import ParseResult, blank, content_text, load_json, norm_role, read_source
 from lantern.text.clean import clean_text
-from lantern.archive.parse.openai import _call
 
 
 def is_swe_agent(data: Any) -> bool:
@@ -95,7 +94,8 @@ def _steps(steps: list, result: ParseResult) -> list[Message]:
 def _loop(history: list, start: int, result: ParseResult) -> list[Message]:
     """The agent loop from ``history`` (when there is no trajectory): assistant messages with ``tool_calls``
     (OpenAI shape) or an ``action``; ``tool`` messages (``tool_call_ids``) and, in text-format runs, ``user``
-    observations -> ToolResults of the pending call. Each kept assistant message is a step (``meta["step"]``, 1-based)."""
+    observations -> ToolResults of the pending call. Each kept assistant message is a step (``meta["step"]``,
+    1-based)."""
     out: list[Message] = []
     names: dict[str, str] = {}
     pending: list[str] = []
