@@ -1,4 +1,4 @@
-"""``Lantern``: the public Python API. Each method is a short pipeline over the stages of DESIGN §2–3.
+"""``Lantern``: the public Python API. Each method is a short pipeline over the stages of docs/architecture.md §2–3.
 
 Write path (``archive``):  parse -> redact -> chunk -> summarize -> tag -> classify -> embed -> store (one transaction)
 Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/pipeline.py)
@@ -209,20 +209,19 @@ class Lantern:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
         ``query`` is read up to its first ``MAX_QUERY_CHARS`` (16,000) characters (also in ``explain`` and ``search``).
 
-        ``session``: restrict to one session (and its sub-sessions); None searches every session.
-        ``exclude``: entry ids, or the live context as messages (Message or dicts): entries whose full text is
-        still in it are never re-injected. ``as_of``: answer as of a past time (naive = UTC): turns whose event
-        time is later are not candidates, and fact values valid then count as current (DESIGN §5). A packed turn
-        stating a value changed since is marked in the block ("port: 5433 until 14 Mar 2026, now 5434";
-        ``.facts``). ``proactive``: a recovery nobody asked for (at a compaction): pruned entries are left out
-        unless the query names one of their lookup hints. ``user``: only that user's entries (default: the
-        handle's user); ``agent`` / ``project``: only entries with that agent / project when given (default: the
-        handle's, else any). Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``,
-        ``.candidates`` for explain). Access counts of packed entries are incremented (F(e), paper eq. 2) and,
-        with ``Config.reinforce`` (default), c and σ are reinforced in the same transaction (reinforce.py; paper
-        Appendix D). When that write cannot be made (a read-only database file or directory, the write lock not
-        obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk) it is skipped with a warning logged on
-        the ``lantern`` logger: the recovery is returned all the same.
+        ``session``: restrict to one session (and its sub-sessions); None searches every session. ``exclude``: entry
+        ids, or the live context as messages (Message or dicts): entries whose full text is still in it are never
+        re-injected. ``as_of``: answer as of a past time (naive = UTC): turns whose event time is later are not
+        candidates, and fact values valid then count as current (docs/architecture.md §5.4). A packed turn stating a
+        value changed since is marked in the block ("port: 5433 until 14 Mar 2026, now 5434"; ``.facts``).
+        ``proactive``: a recovery nobody asked for (at a compaction): pruned entries are left out unless the query names
+        one of their lookup hints. ``user``: only that user's entries (default: the handle's user); ``agent`` /
+        ``project``: only entries with that agent / project when given (default: the handle's, else any). Returns
+        ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``, ``.candidates`` for explain). Access counts of
+        packed entries are incremented (F(e), paper eq. 2) and, with ``Config.reinforce`` (default), c and σ are
+        reinforced in the same transaction (reinforce.py; paper Appendix D). When that write cannot be made (a read-only
+        database file or directory, the write lock not obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk)
+        it is skipped with a warning logged on the ``lantern`` logger: the recovery is returned all the same.
         """
         result = self._recover(
             query,
@@ -364,11 +363,11 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
     ) -> list[fact_store.FactRecord]:
-        """Versioned facts (DESIGN §5): the value of each key valid now or at ``as_of`` (naive = UTC), or with
-        ``history`` every version stated up to then (``.current`` marks the valid one). ``key`` is normalized
-        (memory/facts.py ``normalize_key``) and matched exactly. Scope as ``recover`` (facts of other users are
-        never seen). Returns ``FactRecord`` rows ordered by key, then event time. Raises TypeError when ``as_of``
-        is not a datetime."""
+        """Versioned facts (docs/architecture.md §5.4): the value of each key valid now or at ``as_of`` (naive = UTC),
+        or with ``history`` every version stated up to then (``.current`` marks the valid one). ``key`` is normalized
+        (text/fact_keys.py ``normalize_key``) and matched exactly. Scope as ``recover`` (facts of other users are never
+        seen). Returns ``FactRecord`` rows ordered by key, then event time. Raises TypeError when ``as_of`` is not a
+        datetime."""
         where, params = self._fact_filter(resolve(self.scope, user, agent, project))
         return fact_store.records(
             self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params

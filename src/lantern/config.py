@@ -1,4 +1,4 @@
-"""Every parameter of the pipeline, with its default and its source (DESIGN §2–4).
+"""Every parameter of the pipeline, with its default and its source (docs/architecture.md §2–5).
 
 Where the paper (LANTERN, arXiv 2606.05182) is silent, the value is ours and says so.
 """
@@ -21,11 +21,11 @@ def default_db_path() -> Path:
 @dataclass(frozen=True)
 class Config:
     # --- write path ---
-    summary_message_chars: int = 500  # each message cut to 500 chars (DESIGN §2.3)
-    summary_max_chars: int = 1200  # whole summary capped (DESIGN §2.3)
+    summary_message_chars: int = 500  # each message cut to 500 chars (docs/architecture.md §2.4)
+    summary_max_chars: int = 1200  # whole summary capped (docs/architecture.md §2.4)
     embed_max_tokens: int = 128  # embedder input cap (ours: MiniLM was trained on 128-token inputs; 256 costs 2x)
     # --- read path ---
-    budget: int = 6000  # characters injected (DESIGN §3.5)
+    budget: int = 6000  # characters injected (docs/architecture.md §3.5)
     rrf_k: int = 60  # Cormack et al. 2009; paper eq. 3
     # MMR trade-off (Carbonell & Goldstein 1998; the paper's 0.7). Tune split (LoCoMo 1-5): 0.5 lost 2.7 points of
     # facts recovered; 0.85 gained 1.2 with neighbour + grouping alone, nothing once prf and time were on (77.3% at
@@ -107,21 +107,21 @@ class Config:
         }
     )
     fusion: str = "rrf"  # "rrf" or "sum" (ablation)
-    # keyword signal: "jaccard" (DESIGN §3.2), "overlap" or "idf" (recover/signals.py). Tune split: nearly inert on
-    # the QA data (LoCoMo 1-5: 37 of 999 questions share any term with any hint, all three and no keyword signal
-    # give 65.9%; MemDaily 01: none, all give 73.8% with USE); aider sessions (first half) 75.3% / 76.4% / 77.5% of 89
-    # facts: too few to choose; kept jaccard
+    # keyword signal: "jaccard" (docs/architecture.md §3.2), "overlap" or "idf" (recover/signals.py). Tune split:
+    # nearly inert on the QA data (LoCoMo 1-5: 37 of 999 questions share any term with any hint, all three and no
+    # keyword signal give 65.9%; MemDaily 01: none, all give 73.8% with USE); aider sessions (first half) 75.3% /
+    # 76.4% / 77.5% of 89 facts: too few to choose; kept jaccard
     keyword_score: str = "jaccard"
     use_mmr: bool = True
     # --- privacy (issue 5; archive/redact.py; ours) ---
     redact_patterns: tuple = ()  # extra secret patterns: (kind, regex) pairs; group "secret" or 1 is the secret
     redact_allow: tuple = ()  # values never redacted: exact strings, or "re:<regex>" matched on the whole value
     private_markers: tuple = (("<private>", "</private>"),)  # (open, close) spans removed before archiving
-    # --- facts and layered context (DESIGN §5; issue 6 parts 3-4; memory/facts.py, memory/context.py; ours) ---
+    # --- facts and layered context (docs/architecture.md §5; archive/facts.py, memory/context.py; ours) ---
     extract_facts: bool = True  # key/value facts by pattern at archive time, versioned in the facts table
     fact_notes: bool = True  # recovery marks superseded values in the block ("5433 until 14 Mar, now 5434")
-    working_turns: int = 3  # Session working memory: last 3 turns verbatim (DESIGN §5)
-    gist_every: int = 5  # Session core gist refreshed every 5 turns (DESIGN §5)
+    working_turns: int = 3  # Session working memory: last 3 turns verbatim (docs/architecture.md §5.1)
+    gist_every: int = 5  # Session core gist refreshed every 5 turns (docs/architecture.md §5.2)
     gist_max_chars: int = 1500  # rolling gist cap; the oldest lines roll off (ours)
     gist_base_url: str | None = None  # OpenAI-compatible base URL (".../v1") for an LLM gist; None: extractive
     gist_model: str = "gpt-4o-mini"  # model name sent to gist_base_url (key: $LANTERN_GIST_API_KEY, never stored)

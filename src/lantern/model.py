@@ -32,7 +32,7 @@ class ToolResult:
 
 @dataclass
 class Message:
-    """One message of a conversation, normalized from any transcript format (DESIGN §2.1).
+    """One message of a conversation, normalized from any transcript format (docs/architecture.md §2.1).
 
     ``role`` is one of ``user``, ``assistant``, ``system``, ``tool``. ``name`` keeps a speaker name
     (LoCoMo) or a tool name. ``meta`` carries format-specific ids (e.g. LoCoMo ``dia_id``).
@@ -67,7 +67,8 @@ class Message:
 
 @dataclass
 class Turn:
-    """One user message with the assistant messages, tool calls and tool results that follow it (DESIGN §2.2).
+    """One user message with the assistant messages, tool calls and tool results that follow it
+    (docs/architecture.md §2.3).
 
     ``index`` is the 0-based position within the chunked message list. ``files`` are the paths referenced.
     """
@@ -113,8 +114,8 @@ class Turn:
 
 @dataclass(frozen=True)
 class Tag:
-    """A lookup hint found by pattern (DESIGN §2.4): ``kind`` in path, error, identifier, port, url, version,
-    hash, number, date, quoted; ``value`` exactly as it appears in the text."""
+    """A lookup hint found by pattern (docs/architecture.md §2.5): ``kind`` in path, error, identifier, port, url,
+    version, hash, number, date, quoted; ``value`` exactly as it appears in the text."""
 
     kind: str
     value: str

@@ -1,4 +1,4 @@
-"""Reinforcement: confidence c and success rate σ learned from recoveries (paper Appendix D; DESIGN §4).
+"""Reinforcement: confidence c and success rate σ learned from recoveries (paper Appendix D; docs/architecture.md §4).
 
 After each recovery (``Lantern.recover`` with ``Config.reinforce``), in ONE transaction with its access bump:
 

@@ -1,4 +1,4 @@
-"""Fact extraction by pattern (DESIGN §5 "structured facts and versioning"; issue 6 part 3), English and Chinese.
+"""Fact extraction by pattern (docs/architecture.md §2.7, §5.4), English and Chinese.
 
 A turn's messages yield ``ExtractedFact(key, value, key_text, replaces)`` records. Each pattern family is one small
 pure function over one sentence; ``extract_facts(texts)`` runs them all. The families (ours; the write-ups only

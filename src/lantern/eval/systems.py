@@ -1,4 +1,4 @@
-"""The systems compared (DESIGN §6): Lantern, its ablations, and simple baselines.
+"""The systems compared (docs/architecture.md §6): Lantern, its ablations, and simple baselines.
 
 Every system sees the same candidates (the history's archived turns minus the kept live window), gets the same
 character budget, and is packed by the same ``pack`` (recover/pack.py), so only the ordering differs.

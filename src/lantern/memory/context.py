@@ -1,4 +1,4 @@
-"""Layered context (DESIGN §5; issue 6 part 4): working memory, core gist, long-term archive, assembled in a budget.
+"""Layered context (docs/architecture.md §5): working memory, core gist, long-term archive, assembled in a budget.
 
     session = Session(lantern, "chat-7", system_prompt="You are a helpful assistant.")
     session.add([{"role": "user", "content": "the staging DB port is 5433"}, {"role": "assistant", "content":
@@ -16,7 +16,7 @@
   (``gist_error`` says why).
 - **Long-term**: the user's whole archive (every session; ``session_only`` keeps to this one), reached by
 ``Lantern.recover`` when ``memory.triggers.should_recover`` fires on the
-  question (or the caller forces it); the query is the question plus the gist (DESIGN §5).
+  question (or the caller forces it); the query is the question plus the gist (architecture §5.3).
 
 ``build_context`` fills the budget in this order of priority (ours): system prompt and question (required), working
 memory (newest turn first, whole turns only), gist (oldest lines dropped first), recovered block (whatever is
@@ -83,7 +83,7 @@ class _WorkingTurn:
 
 
 class Session:
-    """One conversation's layered memory over a ``Lantern`` store (DESIGN §5).
+    """One conversation's layered memory over a ``Lantern`` store (docs/architecture.md §5).
 
     ``lantern``: the store; ``session``: the session id the turns are archived under; ``system_prompt``: the first
     message of every context. The LLM gist uses ``lantern.config.gist_base_url`` / ``gist_model`` /

@@ -1,4 +1,4 @@
-"""Retrieval triggers (DESIGN §5, issue 6 part 5): should this turn recover from the archive?
+"""Retrieval triggers (docs/architecture.md §5.3): should this turn recover from the archive?
 
 Two cue families, English and Chinese, as precompiled regexes:
 
@@ -8,7 +8,7 @@ Two cue families, English and Chinese, as precompiled regexes:
   information") — the model is missing something the archive may hold.
 
 ``should_recover(question, draft)`` fires when either family matches and names every cue that matched;
-``recovery_query(question, gist)`` is the query to recover with: the question plus the core gist (DESIGN §5).
+``recovery_query(question, gist)`` is the query to recover with: the question plus the core gist (architecture §5.3).
 
 Cue list and its exclusions are ours (the write-ups name a handful of cues, not a list): each was kept, narrowed or
 dropped by measuring precision/recall on the tune half of a labelled set built from LoCoMo, MemDaily, MemoryBank
@@ -429,6 +429,6 @@ def should_recover(question: str, draft: str | None = None) -> Trigger:
 
 
 def recovery_query(question: str, gist: str = "") -> str:
-    """The query a triggered recovery uses: the question, then the core gist (DESIGN §5)."""
+    """The query a triggered recovery uses: the question, then the core gist (docs/architecture.md §5.3)."""
     parts = [p.strip() for p in (question or "", gist or "") if p and p.strip()]
     return "\n".join(parts)

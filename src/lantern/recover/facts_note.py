@@ -1,4 +1,4 @@
-"""Superseded-fact notes in a recovered block (DESIGN §5 "recovery shows the current value"; issue 6 part 3).
+"""Superseded-fact notes in a recovered block (docs/architecture.md §3.5 and §5.4 "In recovery").
 
 A packed turn may state a value that was later changed ("the staging DB port is 5433", changed to 5434 the next
 day). The block then carries one line per such (key, value), right under its title:

@@ -1,4 +1,4 @@
-"""Packing into a character budget (DESIGN §3.5).
+"""Packing into a character budget (docs/architecture.md §3.5).
 
 In MMR order, whole entries that fit; an entry longer than what is left of the budget (a 100 KB tool log) is packed
 as its most relevant excerpt around the matched query terms, not dropped. Every entry is headed with its session,

@@ -1,4 +1,4 @@
-"""The four ranked signals of the read path (DESIGN §3.2; paper §3, eq. 2).
+"""The four ranked signals of the read path (docs/architecture.md §3.2; paper §3, eq. 2).
 
 Each signal returns row positions of the in-process index (``MemoryIndex``), best first. ``allowed`` is a boolean
 mask over rows (scope and explicit exclusions), or None for every row.
@@ -138,7 +138,7 @@ def keyword(
     index: MemoryIndex, terms: list[str], allowed: np.ndarray | None, n: int, score: str = "jaccard"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Overlap between the query terms and each entry's lookup hints (tags, paths, tool names), through the
-    inverted index built at archive time (DESIGN §3.2). ``score``: ``jaccard`` (DESIGN), ``overlap`` (overlap
+    inverted index built at archive time (architecture §3.2). ``score``: ``jaccard`` (§3.2), ``overlap`` (overlap
     coefficient), or ``idf`` (the sum of the idf of the shared terms: coordination-level matching weighted by idf,
     Spärck Jones 1972, so a generic hint term such as ``port`` weighs little). Returns (positions best first,
     scores)."""

@@ -1,4 +1,4 @@
-"""Bi-temporal fact records in the ``facts`` table (migration ``m004_facts``; DESIGN §5; issue 6 part 3).
+"""Bi-temporal fact records in the ``facts`` table (migration ``m004_facts``; docs/architecture.md §5.4).
 
 One row per stated fact: ``valid_from`` is the event time of its source turn (the entry's ``time``, else its
 ``archived_at``), ``recorded_at`` when Lantern stored it, ``valid_to`` the ``valid_from`` of the next record of the

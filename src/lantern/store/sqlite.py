@@ -1,4 +1,4 @@
-"""The SQLite store: one class owning the tables of ``migrations.py`` (DESIGN §2.7).
+"""The SQLite store: one class owning the tables of ``migrations.py`` (docs/architecture.md §2.9).
 
 WAL journal, ``busy_timeout``, one transaction per ``add`` call, content-hash dedup, embeddings as float32 BLOBs,
 FTS5 over summary + text + tags with CJK runs indexed as character bigrams.

@@ -1,4 +1,4 @@
-"""Tag a turn by pattern: the *lookup hints* of the keyword signal (DESIGN §2.4). No LLM, no dictionary.
+"""Tag a turn by pattern: the *lookup hints* of the keyword signal (docs/architecture.md §2.5). No LLM, no dictionary.
 
 Public API
 ----------
