@@ -52,8 +52,8 @@ def semantic(
 _TOKEN = re.compile(r"\w", re.UNICODE)
 
 
-# ours, measured on the LoCoMo tune split (conversations 1-5): selection on at every size, budget 0.25 (0.5 gave the
-# same): Lantern facts recovered 65.9% -> 67.0%, recall@10 0.533 -> 0.595; BM25 alone 60.0% -> 59.9%, 0.590 -> 0.591
+# term selection (select_terms) on at every size, budget 0.25: ours, chosen on the LoCoMo tune split
+# (docs/results/recall-tuning.md, "Parameter choices in config.py")
 FTS_SELECT_MIN_ROWS = 0  # ours: below this many entries every term is kept
 FTS_SAMPLE_ROWS = 2_000  # ours: newest rows in which a term's document frequency is estimated
 FTS_MAX_FRACTION = 0.5  # FTS5's bm25 clamps idf to 1e-6 for terms in over half the rows: they add cost, not rank
