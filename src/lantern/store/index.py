@@ -25,8 +25,7 @@ from lantern.store.sqlite import Store
 def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``matrix @ vector`` for L2-normalized float32 rows (n, d) and a vector (d,): the cosine of each row, shape
     (n,), float32. Computed by numpy's own einsum loop, on one thread, not by the BLAS: a multi-threaded BLAS
-    matrix-vector product on a busy 2-core machine waits for its threads (measured here, 10k x 896: 1.1 ms with
-    einsum or one BLAS thread, 12 ms p50 with OpenBLAS's two threads while other processes ran; ours)."""
+    matrix-vector product on a busy 2-core machine waits for its threads (ours; BENCHMARKS.md, Engineering notes)."""
     return np.einsum("ij,j->i", matrix, vector.astype(np.float32, copy=False))
 
 
