@@ -41,7 +41,7 @@ log = logging.getLogger("lantern")
 
 # ours: a query is read up to its first 16,000 characters (about 4,000 words). The models read less already
 # (MiniLM 128 tokens, USE 8,192 characters) and full text keeps 64 terms; past that a 600,000-character query only
-# cost time (4 s, a breaker's measurement). The integrations' queries are a question, or a tail and a 2,000-character
+# costs time (4 s). The integrations' queries are a question, or a tail and a 2,000-character
 # summary.
 MAX_QUERY_CHARS = 16_000
 
@@ -104,8 +104,8 @@ class Lantern:
     def _follow_reindex(self) -> None:
         """A handle opened without naming an embedder follows its database: when another process has re-embedded
         it (``lantern reindex``), the handle loads the recorded embedder and a fresh index before the call (one
-        meta read per call). Before, every later call raised EmbedderMismatchError (breaker finding). A handle that
-        named its embedder still raises: it asked for that one. Raises ModelNotFoundError like the constructor."""
+        meta read per call), instead of raising EmbedderMismatchError on every later call. A handle that named its
+        embedder still raises: it asked for that one. Raises ModelNotFoundError like the constructor."""
         if not self._follows:
             return
         recorded = self.store.get_meta("embedder")
@@ -556,7 +556,7 @@ class Lantern:
         """Re-embed every entry with ``embedder`` (default: the current one) in one transaction, and record it
         as the database's embedder. Returns the number of entries re-embedded. A handle that follows its database
         (opened without naming an embedder) first takes up a reindex made by another process, so ``reindex()`` does
-        not undo it (breaker finding)."""
+        not undo it."""
         if embedder is None:
             self._follow_reindex()
         new = get_embedder(embedder) if embedder is not None else self.embedder

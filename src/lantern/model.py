@@ -237,7 +237,7 @@ class Recovery:
 def content_hash(session: str, text: str, user: str = "", agent: str = "", project: str = "") -> str:
     """sha256 hex of a turn's session and full text, and of its scope (user, agent, project) when that is not the
     default ("", "", ""): the dedup key (the same turn archived twice is one entry; the same text said by two users
-    is two). Default-scope hashes are those of entries archived before scopes existed."""
+    is two). A default-scope hash covers session and text only, so databases made before scopes keep their hashes."""
     h = hashlib.sha256()
     h.update(session.encode("utf-8", "surrogatepass"))
     h.update(b"\x00")

@@ -14,8 +14,8 @@ c < 0.15                            pruned                                      
 
 A candidate counts as examined when packing reached it in MMR order (it has an MMR turn) and cut it, for the budget
 or as a near-duplicate (ours: the paper says "candidates not selected"). The lower-ranked candidates packing never
-reached are left alone: with 100 candidates per signal, ~300 per recovery, decaying all of them pruned an entry
-after ~40 recoveries in which it was merely a low-ranked candidate, and rewrote ~300 rows per recovery.
+reached are left alone: with 100 candidates per signal, ~300 per recovery, decaying all of them would prune an
+entry after ~40 recoveries in which it was merely a low-ranked candidate, and rewrite ~300 rows per recovery.
 
 Usefulness (ours; the paper says "proved useful" without a test): a recovery is kept as *pending* (table
 ``recoveries``) until the next assistant message archived in its session (any session when it was unscoped);

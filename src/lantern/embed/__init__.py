@@ -421,21 +421,20 @@ def embed_query(
 
 
 class RoutedEmbedder:
-    """MiniLM for non-CJK text, USE-multilingual for CJK text, in disjoint blocks of one 896-d vector ("routed-v1",
-    the default before :class:`RoutedE5Embedder`; databases created with it keep it).
+    """MiniLM for non-CJK text, USE-multilingual for CJK text, in disjoint blocks of one 896-d vector ("routed-v1";
+    :class:`RoutedE5Embedder` is the default for new databases, and databases created with this one keep it).
 
     The models: all-MiniLM-L6-v2 (Reimers & Gurevych 2019, :class:`MiniLMEmbedder`) in dims 0..383 and
     Universal Sentence Encoder multilingual v3 (Yang et al. 2019, :class:`USEEmbedder`) in dims 384..895.
     The routing rule is ours (no paper specifies one): a text whose :func:`cjk_share` (CJK characters per
     CJK character or other word) is at least ``CJK_THRESHOLD`` = 0.3 is embedded by USE alone, any other
     text by MiniLM alone; the other block stays zero, so every row has L2 norm 1 and entries of different
-    models have cosine 0. On the tune split every LoCoMo message has share 0 and every MemDaily message
-    >= 0.58 (Chinese with e-mail addresses), so any threshold in (0, 0.58] routes them the same; 0.3 keeps
-    an English sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe near the station", 0.18; a shorter
-    one such as "I met 王伟 yesterday", 0.4, goes to USE, which reads English too) with MiniLM
-    and sends a text whose CJK part is about a third of its words or more to USE, which reads English too
-    (MiniLM was trained on English only). On that split MiniLM was the better model for English and USE
-    for Chinese (docs/embedders.md).
+    models have cosine 0. On the tune split every LoCoMo message has share 0 and every MemDaily message >= 0.58
+    (Chinese with e-mail addresses), so any threshold in (0, 0.58] routes them the same; 0.3 keeps an English
+    sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe near the station", 0.18) with MiniLM (a
+    shorter one such as "I met 王伟 yesterday", 0.4, goes to USE), and sends a text whose CJK part is about a
+    third of its words or more to USE, which reads English too (MiniLM was trained on English only). On that
+    split MiniLM was the better model for English and USE for Chinese (docs/embedders.md).
 
     ``embed_query`` (the read path) fills the query's own model's block, and also the other model's
     block when ``occupied`` says the store holds entries there (an English query then reaches Chinese

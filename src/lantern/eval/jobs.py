@@ -5,7 +5,7 @@ each point of the robustness curves (the curve systems at another budget or comp
 compaction method (the compaction systems). Jobs share nothing but the read-only cached stores (``run.build``
 makes them first), so any split gives the per-fact rows of running everything in one process: a job opens its
 history's store once, computes the lost facts of each phase's compaction and runs the phase's systems over them
-in dataset order (the reinforce systems carry their state from question to question, as before).
+in dataset order (the reinforce systems carry their state from question to question, as in one process).
 ``run.evaluate`` concatenates the rows in dataset order.
 
 Why per history (ours): each process memoizes query vectors (``MemoEmbedder``), and a history's questions are

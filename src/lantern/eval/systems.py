@@ -101,7 +101,7 @@ def select(names: Sequence[str] | None, base: Config | None = None) -> list[Syst
 
 def for_embedder(systems: Sequence[System], embedder: Any) -> list[System]:
     """``systems`` without the ablations of block signals (``embed.signal_blocks``: ``semantic_e5``) that
-    ``embedder`` does not have: there the ablation ranks exactly as Lantern does (breaker finding)."""
+    ``embedder`` does not have: there the ablation would rank exactly as Lantern does."""
     from lantern.embed import RoutedE5Embedder, signal_blocks
 
     missing = set(RoutedE5Embedder.signal_blocks) - set(signal_blocks(embedder))
@@ -195,7 +195,7 @@ def dual_system(second_id: str, base: Config | None = None) -> System:
 def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
     """The second store's semantic ranking (entry ids, best first; live window excluded); for an embedder with
     blocks ranked apart (``embed.signal_blocks``, e.g. ``routed``'s e5 block) the RRF of its semantic rankings, as
-    the ``dense`` system fuses them (breaker finding: the e5 block was left unused)."""
+    the ``dense`` system fuses them (so the e5 block is not left unused)."""
     from lantern.embed import signal_blocks
 
     second = pool.second

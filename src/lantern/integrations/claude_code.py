@@ -1,4 +1,4 @@
-"""Claude Code hooks (issue 4, part 3): ``lantern hook claude-code`` reads the hook's JSON on stdin.
+"""Claude Code hooks (docs/claude-code.md): ``lantern hook claude-code`` reads the hook's JSON on stdin.
 
 Hook input fields used (Claude Code hooks reference; the same names as the Agent SDK's hook input types):
 ``hook_event_name``, ``session_id``, ``transcript_path``, ``cwd``; ``source`` (SessionStart: startup, resume,

@@ -166,7 +166,7 @@ class Session:
     def _pending_lines(self) -> list[tuple[int, str]]:
         """Extractive lines of the turns that left working memory since the last refresh (those still stored):
         the refresh folds them into the gist, and until then the context shows them after it, so no turn is in
-        neither layer between refreshes (newcomer finding: after 6 turns the third was in neither)."""
+        neither layer between refreshes (without them, after 6 turns the third would be in neither)."""
         if not self._pending:
             return []
         numbers = {
@@ -181,7 +181,7 @@ class Session:
         ids = {w.entry_id for w in self.working} | {p.entry_id for p in self._pending} | {i for i, _ in self._lines}
         if not ids:
             return
-        now = self._places(ids)  # an id forgotten and reused by a new turn is gone too (breaker finding); a turn that
+        now = self._places(ids)  # an id forgotten and reused by a new turn is gone too; a turn that
         # grew in place (another handle archived its reply) keeps its session and turn number, so it stays
         gone = {i for i in ids if now.get(i) is None or now[i] != self._place_of.get(i, now[i])}
         if not gone:
@@ -261,7 +261,7 @@ class Session:
             used += cost
         if self.gist_source != "llm":  # the pending lines count against the cap, oldest lines rolling off first
             lines = _roll([*self._lines, *self._pending_lines()], self.gist_max_chars)
-        else:  # an LLM gist is one summary: it is kept whole, the pending lines capped on their own (breaker finding)
+        else:  # an LLM gist is one summary: it is kept whole, the pending lines capped on their own
             lines = [(None, line) for line in self.gist.splitlines()] + _roll(
                 self._pending_lines(), self.gist_max_chars
             )

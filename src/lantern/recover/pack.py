@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from lantern.model import Entry
 
-# one title for every block (newcomer findings: "earlier in this conversation" was said of an earlier session's turns,
-# "earlier sessions" of this session's): the session lines and headers name where each turn comes from
+# one title for every block: "earlier in this conversation" would be wrong of an earlier session's turns, "earlier
+# sessions" of this session's; the session lines and headers name where each turn comes from
 TITLE = "[Recovered by Lantern from earlier turns: verbatim archived turns, oldest facts may be outdated]"
 ELLIPSIS = "…"
 FULL_BELOW = 80  # with fewer characters left than this, packing stops (no header + excerpt fits) (ours)

@@ -8,8 +8,8 @@ re-linked), a delete joins its neighbours, so a replayed or imported old message
 instead of becoming "current". Nothing is ever
 deleted by a contradiction; only ``forget`` of the source entry removes a fact (and re-links its chain).
 
-Scope (ours): a chain spans every session of one user — people change their minds across sessions. Until entries
-carry a user id (issue 6 part 6), ``fact_scope`` is ``""``: one chain per key for the whole database.
+Scope (ours): a chain spans every session of one user — people change their minds across sessions. ``fact_scope``
+is the source entry's user (``""`` for the default user): one chain per key and user.
 
 Every read joins ``entries e`` on ``entry_id`` and takes an explicit ``where`` SQL fragment on ``e`` with its
 ``params`` (e.g. ``"e.user_id = ?"``, ``("u1",)``), so a scope filter applies to facts exactly as to entries.
@@ -87,8 +87,8 @@ def write_facts(
     the key. A retraction whose key this same turn sets to a new value is not stored ("端口改为 9443，不再用 8443",
     "set the port to 9443, we no longer use 8443"): the new value already ends A, in one version (ours). Nor is a
     retraction of a bare number no key held ("set the port to 5434, we no longer use 5433" where 5433 was never
-    archived): its key would be the number itself, listed by ``facts`` as a current "5433: (retracted)" (ours; a
-    newcomer's finding). A retracted name no key held keeps itself as the key ("we no longer use Redis")."""
+    archived): its key would be the number itself, listed by ``facts`` as a current "5433: (retracted)"
+    (ours). A retracted name no key held keeps itself as the key ("we no longer use Redis")."""
     _remove(db, [entry_id])
     if not facts:
         return

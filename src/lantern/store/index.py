@@ -112,7 +112,7 @@ class MemoryIndex:
         foreign = self._version is None or version != self._version
         db = self.store.db
         # one read transaction: the embedder check and the rows see one snapshot, so a reindex committed in between
-        # cannot hand this index vectors of another width (breaker finding)
+        # cannot hand this index vectors of another width
         own = not db.in_transaction
         try:
             if own:
@@ -135,9 +135,9 @@ class MemoryIndex:
         self._dirty = False
 
     def _changed_rows(self) -> list[tuple]:
-        """The rows archived (or grown) since the last refresh: the (id, archived_at) stamps of the overlap window
-        are read first, and full rows (vector, hints) only for ids that are new or whose archived_at changed. A
-        bulk write leaves thousands of rows inside the window; re-reading them all cost ~250 ms per refresh at 10k."""
+        """The rows archived (or grown) since the last refresh: the (id, archived_at) stamps of the overlap window are
+        read first, and full rows (vector, hints) only for ids that are new or whose archived_at changed. A bulk write
+        leaves thousands of rows inside the window; re-reading them all would cost ~250 ms per refresh at 10k."""
         after = int(self.ids[-1]) if len(self.ids) else None
         stamps = self.store.stamps_since(self._seen_archived_at - _OVERLAP_S, after)
         if not stamps:
@@ -206,8 +206,8 @@ class MemoryIndex:
 
     def _append_vectors(self, start: int, vecs: np.ndarray) -> None:
         """Rows ``start..`` of the matrix <- ``vecs`` (full-width, (k, dim)). Copying the whole matrix on every append
-        cost ~7 ms per new turn at 10k entries of 896-d (bench_proxy profile); a buffer grown by half its size makes
-        appends amortized O(1)."""
+        would cost ~7 ms per new turn at 10k entries of 896-d (bench_proxy profile); a buffer grown by half its size
+        makes appends amortized O(1)."""
         present = [(b, int(np.count_nonzero(np.any(vecs[:, b[0] : b[1]], axis=1)))) for b in self.blocks]
         for b, n in present:
             self._nonzero[b] += n

@@ -117,7 +117,7 @@ class Store:
     def transaction(self, wait: float | None = None) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole transaction back. Taking the write
         lock waits ``busy_timeout`` (10 s), then is retried ``BUSY_RETRIES`` times with doubling backoff before
-        "database is locked" reaches the caller (many processes on one file: issue 6, part 8). ``wait``: seconds
+        "database is locked" reaches the caller (many processes share one file: docs/python-api.md). ``wait``: seconds
         to wait for the write lock instead, once, without retries (a write that may be skipped: reinforcement)."""
         self._begin_immediate(wait)
         try:
