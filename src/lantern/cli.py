@@ -87,8 +87,8 @@ def _version(value: bool) -> None:
 
 
 def _embedder_name(value: Optional[str]) -> Optional[str]:
-    """An ``--embedder`` value unchanged when it names an embedder (embed.py ``embedder_class``: a name or an id);
-    an unknown one is a usage error (exit 2), as a bad ``--format`` is, with the message of the Python API."""
+    """An ``--embedder`` value unchanged when it names an embedder (``lantern.embed.embedder_class``: a name or an
+    id); an unknown one is a usage error (exit 2), as a bad ``--format`` is, with the message of the Python API."""
     if value is None:
         return None
     from lantern.embed import embedder_class

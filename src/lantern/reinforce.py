@@ -20,7 +20,7 @@ entry after ~40 recoveries in which it was merely a low-ranked candidate, and re
 Usefulness (ours; the paper says "proved useful" without a test): a recovery is kept as *pending* (table
 ``recoveries``) until the next assistant message archived in its session (any session when it was unscoped);
 each recovered entry is useful when that message reuses one of the entry's lookup hints (the specific tokens
-of archive/tags.py: paths, ports, identifiers, versions, ...), i.e. a hint term of the entry is among the
+of text/tags.py: paths, ports, identifiers, versions, ...), i.e. a hint term of the entry is among the
 ``query_terms`` of the message. An entry with no hints is not judged. ``Lantern.feedback(ids, useful)`` sets
 usefulness explicitly. The pending table lives in the database, so the recovering process and the archiving
 process may differ.

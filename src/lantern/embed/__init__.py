@@ -384,7 +384,7 @@ class E5Embedder:
 _CJK = re.compile(
     "[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002ebef]"
-)  # Han, Hiragana, Katakana, Hangul: the CJK class of archive/tags.py
+)  # Han, Hiragana, Katakana, Hangul: text/cjk.py's CJK_CLASS
 _WORDS = re.compile(r"[^\W\d_]+")
 
 

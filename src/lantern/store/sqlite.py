@@ -53,7 +53,7 @@ class NewEntry:
     tool_count: int = 0
     file_count: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
-    facts: list[Any] = field(default_factory=list)  # memory.facts.ExtractedFact, stored in the same transaction
+    facts: list[Any] = field(default_factory=list)  # model.ExtractedFact, stored in the same transaction
     category: str | None = None  # archive/classify.py (fact, decision, preference, process, tool_call, system)
     user: str = ""  # scope (lantern/scope.py)
     agent: str = ""
@@ -315,7 +315,7 @@ class Store:
         """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
         conditions combine with AND; ``scope`` None: any user), in one transaction: the entry rows, their FTS5 rows,
         and the rows of EVERY table with a foreign key to ``entries`` (embeddings, and any table a later migration
-        adds that way), with facts chains re-linked first (memory/fact_store.py). Returns the count. Raises ValueError
+        adds that way), with facts chains re-linked first (store/facts.py). Returns the count. Raises ValueError
         when nothing selects."""
         if entry is None and session is None and scope is None:
             raise ValueError("give entry=, session= or a scope")
