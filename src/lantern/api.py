@@ -1,6 +1,6 @@
 """``Lantern``: the public Python API. Each method is a short pipeline over the stages of docs/architecture.md §2–3.
 
-Write path (``archive``):  parse -> redact -> chunk -> summarize -> tag -> classify -> embed -> store (one transaction)
+Write path (``archive``):  parse -> redact -> chunk -> summarize/tag/classify/facts -> embed -> store (one transaction)
 Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/pipeline.py)
 """
 

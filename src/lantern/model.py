@@ -169,13 +169,13 @@ class ArchiveResult:
 class Candidate:
     """One entry considered by a recovery, with everything ``explain`` shows.
 
-    ``ranks`` maps signal name (semantic, fulltext, keyword, importance) to a 1-based rank, absent when the
-    signal did not rank the entry. ``verdict`` is one of ``packed``, ``excerpt`` (packed as its most relevant
-    excerpt), ``cut:budget`` (its MMR turn came after the budget ran out), ``cut:duplicate`` (near-duplicate of a
-    better candidate), ``excluded:live`` (still in the live context), ``excluded:pruned`` (confidence below the
-    prune threshold, left out of a proactive recovery: reinforce.py); ``reason`` says why. ``entry`` carries its
-    summary; its ``text`` is filled for packed entries; its ``tags`` are loaded by ``explain``, not by ``recover``
-    (the read path ranks without them).
+    ``ranks`` maps signal name (``Config.signals``: semantic, fulltext, keyword, importance and ours) to a 1-based
+    rank, absent when the signal did not rank the entry. ``verdict`` is one of ``packed``, ``excerpt`` (packed as
+    its most relevant excerpt), ``cut:budget`` (its MMR turn came after the budget ran out), ``cut:duplicate``
+    (near-duplicate of a better candidate), ``excluded:live`` (still in the live context), ``excluded:pruned``
+    (confidence below the prune threshold, left out of a proactive recovery: reinforce.py); ``reason`` says why.
+    ``entry`` carries its summary; its ``text`` is filled for packed entries; its ``tags`` are loaded by
+    ``explain``, not by ``recover`` (the read path ranks without them).
     """
 
     entry: Entry

@@ -3,11 +3,13 @@
 Every system sees the same candidates (the history's archived turns minus the kept live window), gets the same
 character budget, and is packed by the same ``pack`` (recover/pack.py), so only the ordering differs.
 
-- ``lantern``: the default pipeline (four signals + prf, time, neighbour, local, speaker; RRF, MMR, pack).
-- Ablations, as Config variants: ``-semantic``, ``-fulltext``, ``-keyword``, ``-importance`` (that signal
-  removed), ``no-mmr`` (fused order packed as is), ``sum-fusion`` (score sum instead of RRF).
-- Baselines on the same store: ``bm25`` (full-text signal only, no MMR), ``dense`` (semantic signal only, no MMR);
-  and outside the pipeline: ``recency`` (newest turns first: a bigger live window), ``grep`` (turns containing
+- ``lantern``: the default pipeline (``Config.signals``: the paper's four + prf, time, neighbour, local, speaker,
+  semantic_e5; weighted RRF, MMR, pack).
+- Ablations and variants, as Config variants: ``paper-rrf`` (every signal weighted 1), ``-<signal>`` for each
+  signal of ``Config.signals`` (that signal removed), ``no-mmr`` (fused order packed as is), ``sum-fusion``
+  (score sum instead of RRF).
+- Baselines on the same store: ``bm25`` (full-text signal only, no MMR), ``dense`` (semantic and semantic_e5 only,
+  no MMR); and outside the pipeline: ``recency`` (newest turns first: a bigger live window), ``grep`` (turns containing
   query terms as substrings, most distinct terms first), ``keyword-overlap`` (top-k by count of query words shared,
   the retrieval of the layered-memory write-ups), ``random`` (seeded by the query).
 - ``lantern+reinforce`` and ``lantern+reinforce+answers``: ``recover`` with reinforcement over each history's
@@ -185,8 +187,9 @@ SECOND_SEMANTIC = "second_semantic"
 
 
 def dual_system(second_id: str, base: Config | None = None) -> System:
-    """Lantern's four signals plus the semantic ranking of a second embedder (``second_id``) as a fifth RRF signal
-    (weight 1): the "both embedders" setup, measured by fusing two separately built stores in the evaluation."""
+    """Lantern's signals (``base``, default ``Config()``) plus the semantic ranking of a second embedder
+    (``second_id``) as one more RRF signal (weight 1): the "both embedders" setup, measured by fusing two
+    separately built stores in the evaluation."""
     return System(
         f"lantern+{second_id}", "dual", base or Config(), f"four signals + {second_id} semantic ranking (RRF)"
     )
