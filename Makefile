@@ -20,7 +20,11 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-run
 	$(BIN)/lantern demo
 
+# lint (ruff), format check, the import layers (import-linter, pyproject.toml), then the suite
 test: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/ruff format --check src tests benchmarks docs
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-test

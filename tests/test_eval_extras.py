@@ -270,7 +270,7 @@ def test_cache_key_changes_with_the_write_path(tmp_path):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(f"# {name}\n")
     before = write_path_version(root)
-    (root / "memory/facts.py").write_text("# facts, changed\n")
+    (root / "archive/facts.py").write_text("# facts, changed\n")
     assert len(before) == 12 and write_path_version(root) != before
     ds = load("locomo", FIX / "locomo_mini.json")
     assert cache_folder(ds, tmp_path, "minilm-l6-v2-int8").name.endswith(f"-v3-w{write_path_version()}")
