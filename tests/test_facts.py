@@ -360,9 +360,10 @@ def test_cli_facts_mirrors_the_api(tmp_path):
 
 # ----------------------------------------------------------------------------------------------- chain property
 from hypothesis import given, settings, strategies as st  # noqa: E402
+from budget import examples  # noqa: E402
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(order=st.permutations(list(range(6))), forget=st.sets(st.integers(0, 5), max_size=3))
 def test_chain_is_event_ordered_whatever_the_arrival_and_deletion_order(tmp_path_factory, order, forget):
     """Insert six versions of one key in any arrival order, forget any few: the chain is always the survivors
@@ -394,7 +395,7 @@ def test_as_of_note_names_the_value_valid_then(lantern):
     assert "- staging DB port: 5434 until 16 Mar 2026 09:00, now 5435" in lines
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(list("ab XY_.=:-/\n`'\"?，。是改为从换成不再用的 the is set to from port 5433 no longer use")), max_size=200))
 def test_extraction_never_crashes_and_values_stay_short(text):
     for f in extract_facts([text], [text]):

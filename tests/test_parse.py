@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from lantern.archive.parse import (
     FORMATS,
@@ -379,25 +380,25 @@ def _ok_or_format_error(source, fmt="auto"):
         m.render().encode("utf-8")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=_document, fmt=st.sampled_from(["auto", *FORMATS]), as_text=st.booleans())
 def test_random_json_parses_or_raises_format_error(doc, fmt, as_text):
     _ok_or_format_error(json.dumps(doc) if as_text else doc, fmt)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(), fmt=st.sampled_from(["auto", *FORMATS]))
 def test_random_text_parses_or_raises_format_error(text, fmt):
     _ok_or_format_error(text, fmt)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(blob=st.binary())
 def test_random_bytes_parse_or_raise_format_error(blob):
     _ok_or_format_error(blob)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(lines=st.lists(st.one_of(_message.map(json.dumps), st.text(alphabet="{}[]\":, ab\\", max_size=20)),
                       min_size=2, max_size=6))
 def test_random_jsonl_parses_or_raises_format_error(lines):

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from lantern.archive.parse import FORMATS, ParseResult, parse
 from lantern.archive.parse.stream import open_stream
 from lantern.errors import TranscriptFormatError
 
-EXAMPLES = 300  # per format (8 formats + mixed: ~3,000 documents, each parsed several ways)
+EXAMPLES = examples(300)  # per format (8 formats + mixed: ~3,000 documents, each parsed several ways)
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from lantern import Lantern, Message, ToolCall, ToolResult
 from lantern.archive.redact import (
@@ -765,7 +766,7 @@ def test_no_network_connection_at_any_time(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- properties
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from([
     "password=", "PASSWORD: ", "api_key = \"", "token=", "sk-proj-", "ghp_", "postgres://u:", "@db:5433/x", "Bearer ",
     "-----BEGIN RSA PRIVATE KEY-----\n", "\n-----END RSA PRIVATE KEY-----", "<private>", "</private>", "密码是",

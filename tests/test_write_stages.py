@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from budget import examples
 
 from lantern.archive.chunk import chunk
 from lantern.archive.classify import classify
@@ -216,7 +217,7 @@ def test_summary_names_speaker_and_many_files_are_counted():
     assert len(files_line) <= 1200 // 4
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -416,7 +417,7 @@ _TAGGY = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(_TAGGY, st.text(max_size=30)), max_size=40).map("".join))
 @example("src/a.py:()")  # found by CI: extract_paths took the "(" after the trailing ":" for a call
 def test_tags_never_fail_and_values_come_from_the_text(text):
