@@ -1,4 +1,7 @@
-"""The ``lantern`` command as a user runs it: a real process, a real database file, the real model."""
+"""The ``lantern`` command as a user runs it: a real database file, the real model; in the test process
+(tests/clirun.py: typer's CliRunner, a real pseudo-terminal where the command must see one), and as real processes
+for what only a process shows (the entry point, a missing extra at import time, file modes in a user namespace, a
+full disk in a mount namespace; ``test_in_process_runs_print_what_a_process_prints`` checks the two agree)."""
 
 from __future__ import annotations
 
@@ -11,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from clirun import lantern
+
 LANTERN = [sys.executable, "-m", "lantern.cli"]
 FIXTURES = Path(__file__).parent / "fixtures" / "parse"
 
 
-def run(*args: str, db: Path, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.run([*LANTERN, "--db", str(db), *args], capture_output=True, env=env, input=input, timeout=300)
+def run(*args, db: Path, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
+    proc = lantern(*args, db=db, input=input, columns=200)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}: {proc.stderr.decode()}")
     return proc
@@ -85,20 +89,18 @@ def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
 def test_embedder_mismatch_from_cli(tmp_path, transcript):
     db = tmp_path / "cli.db"
     run("ingest", str(transcript), db=db)
-    proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", "use", "stats"], capture_output=True, timeout=300)
+    proc = lantern("--embedder", "use", "stats", db=db, columns=None)
     assert proc.returncode == 1 and "reindex" in proc.stderr.decode()
     out = run("reindex", "--embedder", "use", db=db).stdout.decode()
     assert "2 entries re-embedded with use-multilingual-v3" in out
     assert "6380" in json.loads(run("recover", "redis port", "--json", db=db).stdout)["text"]
     # the target given twice, differently, is a usage error, not a silent pick (newcomer finding)
-    proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", "minilm", "reindex", "--embedder", "use"],
-                          capture_output=True, timeout=300)
+    proc = lantern("--embedder", "minilm", "reindex", "--embedder", "use", db=db, columns=None)
     assert proc.returncode == 2 and b"differ" in proc.stderr
 
 
 def test_demo_prints_real_figures(tmp_path):
-    proc = subprocess.run([*LANTERN, "demo", "--no-show-block"], capture_output=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "200"})
+    proc = lantern("demo", "--no-show-block", columns=200)
     assert proc.returncode == 0, proc.stderr.decode()
     out = proc.stdout.decode()
     assert "facts lost" in out and "archive latency per turn: p50" in out
@@ -358,16 +360,19 @@ def test_a_database_in_a_read_only_directory_is_named_as_such(tmp_path, unprivil
         folder.chmod(0o755)
 
 
-def test_a_database_another_process_holds_exclusively_is_named_locked(tmp_path):
+def test_a_database_another_process_holds_exclusively_is_named_locked(tmp_path, monkeypatch):
     """A connection elsewhere in locking_mode EXCLUSIVE keeps every other reader out: the read commands say the
-    database is locked by another process (retry), not "not a readable SQLite database (database is locked)"."""
-    import sqlite3
+    database is locked by another process (retry), not "not a readable SQLite database (database is locked)". The
+    holder is a real process; the commands wait 1 s for the lock here instead of the 10 s busy_timeout (the wait is
+    not what this test is about: it made the test take 20 s)."""
+    from lantern.store import sqlite as store_sqlite
 
     db = archived_db(tmp_path)
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
-    holder.execute("SELECT count(*) FROM entries").fetchone()  # WAL + EXCLUSIVE: the first read takes the lock for good
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_EXCLUSIVELY, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
     try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(store_sqlite, "BUSY_TIMEOUT_MS", 1000)
         for command in (["stats"], ["recover", "staging redis port"]):
             proc = run(*command, db=db, check=False)
             err = proc.stderr.decode()
@@ -375,8 +380,20 @@ def test_a_database_another_process_holds_exclusively_is_named_locked(tmp_path):
             assert f"{db}: the database is locked: another process holds an exclusive lock on it" in err, (command, err)
             assert "retry" in err and "not a readable SQLite database" not in err, (command, err)
     finally:
-        holder.close()
+        holder.communicate("", timeout=60)  # stdin closed: the holder closes its connection and exits
+    assert holder.returncode == 0
     assert "6380" in run("recover", "staging redis port", db=db).stdout.decode()  # the lock gone, it opens
+
+
+HOLD_EXCLUSIVELY = """
+import sqlite3, sys
+holder = sqlite3.connect(sys.argv[1], isolation_level=None)
+holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+holder.execute("SELECT count(*) FROM entries").fetchone()  # WAL + EXCLUSIVE: the first read takes the lock for good
+print("held", flush=True)
+sys.stdin.read()
+holder.close()
+"""
 
 
 def test_a_database_on_a_full_disk_is_named_as_such(tmp_path):
@@ -478,8 +495,7 @@ def test_a_name_that_is_not_utf8_is_a_usage_error(tmp_path):
     for command in (["recover", "port", "--session"], ["search", "port", "--session"], ["forget", "--session"],
                     ["export", "-", "--session"], ["ingest", str(chat), "--session"], ["recover", "port", "--user"],
                     ["forget", "--agent"], ["facts"]):
-        proc = subprocess.run([*LANTERN, "--db", str(db), *command, b"caf\xe9"], capture_output=True, timeout=300,
-                              env={**os.environ, "COLUMNS": "200"})
+        proc = lantern(*command, b"caf\xe9", db=db, columns=200)
         err = proc.stderr.decode()
         assert proc.returncode == 2 and "Traceback" not in err and "codec" not in err, (command, err)
         assert "not UTF-8 text: b'caf\\xe9'" in err, (command, err)
@@ -495,8 +511,15 @@ RICH_STYLE = re.compile("\x1b\\[[0-9;]*m")  # the bold / dim / italic of the tab
 
 
 def on_a_terminal(*args: str, db: Path, columns: int = 400) -> str:
-    """The stdout of ``lantern --db DB ARGS`` run on a pseudo-terminal (``sys.stdout.isatty()`` is true) ``columns``
-    wide, with the CR the terminal's line discipline adds before each LF taken out again."""
+    """The stdout of ``lantern --db DB ARGS`` run with stdout on a pseudo-terminal (``sys.stdout.isatty()`` is true)
+    ``columns`` wide, with the CR the terminal's line discipline adds before each LF taken out again."""
+    proc = lantern(*args, db=db, terminal="stdout", columns=columns)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode().replace("\r\n", "\n")
+
+
+def on_a_terminal_process(*args: str, db: Path, columns: int = 400) -> str:
+    """:func:`on_a_terminal` as a real process: ``python -m lantern.cli`` with its stdout on a pseudo-terminal."""
     import pty
 
     main, child = pty.openpty()
@@ -645,9 +668,7 @@ def test_undo_keeps_a_new_database_another_connection_is_filling(tmp_path):
 
 def piped(*args: str, db: Path | None = None, columns: str | None = None) -> str:
     """The stdout of ``lantern ARGS`` to a pipe, stdin not a terminal either, $COLUMNS unset unless ``columns``."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
-    proc = subprocess.run([*LANTERN, *(("--db", str(db)) if db else ()), *args], capture_output=True, timeout=600,
-                          env=env, stdin=subprocess.DEVNULL)
+    proc = lantern(*args, db=db, columns=columns)
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
 
@@ -729,8 +750,7 @@ def test_an_unknown_embedder_is_a_usage_error(tmp_path):
                  ["reindex", "--embedder", "bogus"],
                  ["eval", "jsonl", "--data", str(tmp_path / "cli.db.jsonl"), "--out", str(tmp_path / "o"),
                   "--second-embedder", "bogus"]):
-        proc = subprocess.run([*LANTERN, "--db", str(tmp_path / "new.db"), *args], capture_output=True, timeout=300,
-                              env={**os.environ, "COLUMNS": "200"})
+        proc = lantern(*args, db=tmp_path / "new.db", columns=200)
         err = proc.stderr.decode()
         assert proc.returncode == 2 and message in err and "Invalid value for '--" in err, (args, err)
     assert not (tmp_path / "new.db").exists() and not (tmp_path / "o").exists()
@@ -740,7 +760,7 @@ def test_an_unknown_embedder_is_a_usage_error(tmp_path):
         get_embedder("bogus")
     # a known name in any case, or an embedder id, passes the check (and meets the database's own embedder)
     for name in ("MiniLM", "minilm-l6-v2-int8"):
-        proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", name, "stats"], capture_output=True, timeout=300)
+        proc = lantern("--embedder", name, "stats", db=db, columns=None)
         assert proc.returncode == 1 and "was created with embedder" in proc.stderr.decode(), name
 
 
@@ -786,8 +806,7 @@ def test_an_empty_recovery_names_the_scope_filter_that_left_the_entries_out(tmp_
     run("ingest", str(transcript), "--user", "alice", "--agent", "coder", "--project", "web", db=db)
 
     def why(*args: str, env: dict | None = None) -> str:
-        proc = subprocess.run([*LANTERN, "--db", str(db), "recover", "redis port for staging", *args], capture_output=True,
-                              timeout=300, env={k: v for k, v in os.environ.items() if k != "LANTERN_USER"} | (env or {}))
+        proc = lantern("recover", "redis port for staging", *args, db=db, columns=None, env={"LANTERN_USER": None, **(env or {})})
         assert proc.returncode == 0 and proc.stdout == b"", proc.stderr.decode()
         return proc.stderr.decode().strip()
 
@@ -838,28 +857,13 @@ def test_ingest_prints_the_file_and_session_names_as_visible_escapes_on_a_termin
 def test_an_error_quoting_a_hostile_file_name_is_escaped_on_a_terminal_only(tmp_path):
     """``error: FILE, line 1: ...`` quoted the file name raw: a file named with an OSC sequence set the terminal's
     title (breaker finding). On a terminal the error line shows escapes; piped, it is the name as is."""
-    import pty
-
     name = tmp_path / "ev\x1b]0;pwned\x07\u202eY.json"
     name.write_text("{bad", encoding="utf-8")
-    main, child = pty.openpty()
-    proc = subprocess.Popen([*LANTERN, "--db", str(tmp_path / "t.db"), "ingest", str(name)], stdout=subprocess.DEVNULL,
-                            stderr=child)
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(main)
-    assert proc.wait(timeout=300) == 1
-    err = b"".join(chunks).decode()
+    proc = lantern("ingest", str(name), db=tmp_path / "t.db", terminal="stderr", columns=None)
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
     assert "error:" in err and "\x07" not in err and "\u202e" not in err and "\\x1b]0;pwned\\x07\\u202eY.json" in err
-    piped = subprocess.run([*LANTERN, "--db", str(tmp_path / "t.db"), "ingest", str(name)], capture_output=True)
+    piped = lantern("ingest", str(name), db=tmp_path / "t.db", columns=None)
     assert piped.returncode == 1 and str(name).encode() in piped.stderr
 
 
@@ -875,3 +879,40 @@ def test_reindex_takes_the_global_embedder_as_its_target(tmp_path):
     assert "6380" in run("recover", "which port does staging redis listen on", db=db).stdout.decode()
     out = run("reindex", "--embedder", "routed", db=db).stdout.decode()  # the command's own option, as before
     assert "re-embedded with routed-minilm-use-e5-v1" in out
+
+
+def test_in_process_runs_print_what_a_process_prints(tmp_path):
+    """The tests above run the command in the test process (tests/clirun.py); here the same commands also run as
+    real processes (the installed ``lantern`` script, pyproject's [project.scripts]), and both give the same exit
+    code and the same bytes on stdout and stderr: to a pipe and to a terminal, for exit 0, an error (1) and usage
+    errors (2), typer's own error panel included."""
+    script = Path(sys.executable).with_name("lantern")
+    assert script.exists(), f"no {script}: install the package (pip install -e .)"
+    chat = tmp_path / "hostile.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "which port for redis?"},
+                                                      {"role": "assistant", "content": HOSTILE}]) + "\n", encoding="utf-8")
+
+    def process(*args: str, db: Path, columns: int = 200, input: bytes | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([str(script), "--db", str(db), *args], capture_output=True, timeout=300, input=input,
+                              stdin=subprocess.DEVNULL if input is None else None, env={**os.environ, "COLUMNS": str(columns)})
+
+    def same(*args: str, db: Path, columns: int = 200, input: bytes | None = None) -> subprocess.CompletedProcess:
+        inside = lantern(*args, db=db, columns=columns, input=input)
+        outside = process(*args, db=db, columns=columns, input=input)
+        assert (inside.returncode, inside.stdout, inside.stderr) == (outside.returncode, outside.stdout, outside.stderr), args
+        return inside
+
+    ingested = [lantern("ingest", str(chat), db=tmp_path / "a.db"), process("ingest", str(chat), db=tmp_path / "b.db")]
+    assert [(p.returncode, p.stdout, p.stderr) for p in ingested] == [(0, ingested[0].stdout, b"")] * 2
+    db = tmp_path / "a.db"
+    assert "\u202eevil" in json.loads(same("search", "redis port", "--json", db=db).stdout)[0]["summary"]
+    assert "ranks per signal" in same("search", "redis port", "--explain", db=db, columns=120).stdout.decode()
+    assert json.loads(same("stats", "--json", db=db).stdout)["entries"] == 1
+    assert same("stats", db=tmp_path / "missing.db").returncode == 1
+    assert same("--embedder", "bogus", "stats", db=db, columns=90).returncode == 2
+    assert same("recover", "x", "--budget", "lots", db=db, columns=90).returncode == 2
+    assert same("feedback", "1", db=db).returncode == 2
+    assert b"error: <stdin>, line 1: the first record must be the header" in same("import", "-", db=db, input=b"{}\n").stderr
+    assert "Usage: lantern recover [OPTIONS] " in same("recover", "--help", db=db, columns=400).stdout.decode()
+    shown = on_a_terminal("search", "redis port", db=db, columns=100)
+    assert "\\x1b[2J" in shown and shown == on_a_terminal_process("search", "redis port", db=db, columns=100)
