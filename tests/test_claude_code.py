@@ -1,6 +1,7 @@
-"""Claude Code: the session JSONL parser on our fixture of the real shape, and the hooks end to end as real
-subprocesses (`lantern hook claude-code` with the payload on stdin, a temporary HOME and LANTERN_DB, the real
-model), plus `lantern install claude-code` merging into an existing settings.json."""
+"""Claude Code: the session JSONL parser on our fixture of the real shape, and the hooks end to end (`lantern hook
+claude-code` with the payload on stdin, a temporary HOME and LANTERN_DB, the real model; in-process through
+tests/clirun.py, and the installed hook command and a transcript that would block as real processes), plus
+`lantern install claude-code` merging into an existing settings.json."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from budget import examples
 
+from clirun import lantern, whole_environment
 from lantern import Lantern
 from lantern.archive.chunk import chunk
 from lantern.archive.parse import detect_format, parse
@@ -129,7 +132,7 @@ _record = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(_record.map(json.dumps), st.text(max_size=30)), min_size=1, max_size=8))
 def test_fuzz_claude_code_parser_raises_only_transcript_format_error(lines):
     text = "\n".join(lines) + "\n"
@@ -157,9 +160,14 @@ def env(tmp_path):
 
 
 def hook(env: dict, payload: dict | str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``lantern hook claude-code`` with ``payload`` on stdin, ``env`` its whole environment, in-process
+    (tests/clirun.py; the installed hook command runs as a real process below); text output."""
     data = payload if isinstance(payload, str) else json.dumps(payload)
-    return subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=data, env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return _text(lantern("hook", "claude-code", input=data, env=whole_environment(env), cwd=cwd))
+
+
+def _text(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
 def payload(event: str, transcript: Path, **extra) -> dict:
@@ -317,8 +325,8 @@ def test_the_hook_archives_and_recovers_in_the_lantern_user_scope(env, tmp_path)
 
 
 def install(env: dict, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lantern.cli", "install", "claude-code", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    """``lantern install claude-code ARGS`` in ``cwd``, ``env`` its whole environment, in-process; text output."""
+    return _text(lantern("install", "claude-code", *args, env=whole_environment(env), cwd=cwd))
 
 
 def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(env, tmp_path):
@@ -376,8 +384,7 @@ def test_installed_command_runs_the_hook_against_its_database(env, tmp_path):
     project = tmp_path / "proj"
     project.mkdir()
     db = tmp_path / "chosen" / "memory.db"
-    r = subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), "install", "claude-code"], env=env,
-                       cwd=project, capture_output=True, text=True, timeout=60)
+    r = _text(lantern("--db", str(db), "install", "claude-code", env=whole_environment(env), cwd=project))
     assert r.returncode == 0, r.stderr
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     (group,) = settings["hooks"]["PreCompact"]

@@ -1,5 +1,6 @@
 """Claude Code subagent transcripts (``<session-id>/subagents/agent-<id>.jsonl``): ``Lantern.ingest`` of the session
-file brings them in, and the hooks (real subprocesses, temporary HOME and LANTERN_DB, the real model) archive them
+file brings them in, and the hooks (in-process through tests/clirun.py, a real process where a FIFO could block; temporary HOME and
+LANTERN_DB, the real model) archive them
 incrementally, on our fixture of the real 2.1.2+ layout (tests/fixtures/claude_code_project/)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clirun import lantern, whole_environment
 from lantern import Lantern
 from lantern.archive.subagents import agent_id, parent_session, subagent_files
 
@@ -149,11 +151,16 @@ def env(tmp_path):
     return e
 
 
-def hook(env: dict, event: str, transcript: Path, **extra) -> subprocess.CompletedProcess:
+def hook(env: dict, event: str, transcript: Path, process: bool = False, **extra) -> subprocess.CompletedProcess:
+    """``lantern hook claude-code`` with ``env`` its whole environment: in-process (tests/clirun.py), or as a real
+    process (``process``: where a hang must fail the test by a timeout, not stop the run); text output."""
     payload = {"session_id": SID, "transcript_path": str(transcript), "cwd": "/home/dev/api",
                "permission_mode": "default", "hook_event_name": event, **extra}
-    return subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=json.dumps(payload),
-                          env=env, capture_output=True, text=True, timeout=120)
+    if process:
+        return subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=json.dumps(payload),
+                              env=env, capture_output=True, text=True, timeout=120)
+    proc = lantern("hook", "claude-code", input=json.dumps(payload), env=whole_environment(env))
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
 def test_stop_and_precompact_archive_subagent_transcripts_incrementally(env, project):
@@ -192,7 +199,7 @@ def test_a_fifo_or_bad_subagent_file_never_blocks_or_breaks_the_hook(env, projec
     os.mkfifo(folder / "agent-f1f0f1f.jsonl")  # a FIFO with no writer: opening it for reading could block
     (folder / "agent-e44e44e.jsonl").write_text('{"role": "user", "content": "secret words"}\n', encoding="utf-8")
     (folder / "agent-b0b0b0b.jsonl").mkdir()  # a directory with a subagent's name
-    r = hook(env, "Stop", project / f"{SID}.jsonl", stop_hook_active=False)
+    r = hook(env, "Stop", project / f"{SID}.jsonl", process=True, stop_hook_active=False)
     assert r.returncode == 0 and r.stdout == ""
     with Lantern(env["LANTERN_DB"]) as memory:
         assert memory.store.sessions() == [SID, SUB]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clirun import lantern
 from lantern.archive.chunk import chunk
 from lantern.eval import metrics, stats
 from lantern.eval.compaction import answer_in, compact, lost_turns
@@ -280,12 +281,9 @@ def test_eval_end_to_end_on_fixture(tmp_path):
 
 
 def test_cli_eval_on_jsonl(tmp_path):
-    env = {**os.environ, "COLUMNS": "200", "LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out", str(tmp_path / "o"),
-         "--split", "all", "--keep", "1", "--system", "lantern", "--system", "grep", "--no-plots"],
-        capture_output=True, env=env, timeout=300,
-    )
+    proc = lantern("eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out", str(tmp_path / "o"), "--split", "all",
+                   "--keep", "1", "--system", "lantern", "--system", "grep", "--no-plots", columns=200,
+                   env={"LANTERN_EVAL_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr.decode()
     assert "lantern recovered" in proc.stdout.decode()
     _check_report(tmp_path / "o")

@@ -5,13 +5,11 @@ histories matters; a reinforce system, whose state carries from question to ques
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from clirun import lantern
 from lantern.eval.datasets import load
 from lantern.eval.run import _cases, _run, evaluate, prepare
 from lantern.eval.systems import select
@@ -68,19 +66,16 @@ def test_workers_give_the_rows_of_the_plain_path(tmp_path):
 
 
 def test_cli_workers_option(tmp_path):
-    """``lantern eval --workers 2`` on the two-history JSONL fixture: the same numbers as ``--workers 1``."""
-    env = {**os.environ, "COLUMNS": "200", "LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
+    """``lantern eval --workers 2`` on the two-history JSONL fixture: the same numbers as ``--workers 1`` (in-process:
+    tests/clirun.py; the workers are real processes either way)."""
+    env = {"LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
     out = {}
     for n in ("1", "2"):
-        proc = subprocess.run(
-            [sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out", str(tmp_path / n),
-             "--split", "all", "--keep", "1", "--system", "lantern", "--system", "grep", "--no-plots", "--workers", n],
-            capture_output=True, env=env, timeout=300,
-        )
+        proc = lantern("eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out", str(tmp_path / n), "--split", "all",
+                       "--keep", "1", "--system", "lantern", "--system", "grep", "--no-plots", "--workers", n, env=env)
         assert proc.returncode == 0, proc.stderr.decode()
         out[n] = json.loads((tmp_path / n / "results.json").read_text())
     assert out["1"]["dataset"]["histories"] == ["proj-1", "proj-2"] and out["1"]["dataset"]["lost"] >= 2
     assert _strip(out["1"]) == _strip(out["2"])
-    bad = subprocess.run([sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out",
-                          str(tmp_path / "0"), "--workers", "0"], capture_output=True, env=env, timeout=120)
+    bad = lantern("eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out", str(tmp_path / "0"), "--workers", "0", env=env)
     assert bad.returncode != 0 and not (tmp_path / "0" / "results.json").exists()

@@ -7,11 +7,9 @@ split (it listed the LoCoMo, MemDaily and aider splits in every report)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from clirun import lantern
 from lantern.eval.report import render
 from lantern.eval.run import main
 
@@ -34,10 +32,9 @@ def history(hid: str, evidence: str) -> dict:
 
 def run_cli(tmp_path: Path, data: Path, *extra: str) -> str:
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(data), "--out", str(out),
-                           "--keep", "1", "--system", "lantern", "--system", "grep", "--budgets", "", "--ratios", "",
-                           "--no-plots", *extra], capture_output=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200", "LANTERN_EVAL_CACHE": str(tmp_path / "cache")})
+    proc = lantern("eval", "jsonl", "--data", str(data), "--out", str(out), "--keep", "1", "--system", "lantern", "--system",
+                   "grep", "--budgets", "", "--ratios", "", "--no-plots", *extra, columns=200,
+                   env={"LANTERN_EVAL_CACHE": str(tmp_path / "cache")})
     assert proc.returncode == 0, proc.stderr.decode()
     report = (out / "report.md").read_text(encoding="utf-8")
     assert render(json.loads((out / "results.json").read_text())) == report

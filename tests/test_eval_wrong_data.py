@@ -6,12 +6,11 @@ Expecting value: line 1 column 1 (char 0)")."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from clirun import lantern
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -19,11 +18,10 @@ LOCOMO, MEMDAILY, AIDER, JSONL = FIX / "locomo_mini.json", FIX / "memdaily", FIX
 
 
 def eval_cli(tmp_path: Path, dataset: str, data: Path, *extra: str) -> tuple[int, list[str], Path]:
+    """``lantern eval DATASET --data DATA ...`` in-process (tests/clirun.py): exit code, stderr lines, --out."""
     out = tmp_path / "out"
-    env = {**os.environ, "COLUMNS": "200", "LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "lantern.cli", "eval", dataset, "--data", str(data), "--out", str(out),
-                           "--limit", "1", "--budgets", "", "--ratios", "", "--no-plots", *extra],
-                          capture_output=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
+    proc = lantern("eval", dataset, "--data", str(data), "--out", str(out), "--limit", "1", "--budgets", "", "--ratios", "",
+                   "--no-plots", *extra, columns=200, env={"LANTERN_EVAL_CACHE": str(tmp_path / "cache")})
     return proc.returncode, proc.stderr.decode().strip().splitlines(), out
 
 

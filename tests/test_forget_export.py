@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
+from clirun import lantern
 from lantern import EmbedderMismatchError, Lantern
 from lantern.archive.tags import query_terms
 from lantern.errors import ExportFormatError
@@ -247,11 +247,14 @@ def test_truncated_or_non_utf8_export_imports_nothing_into_an_existing_database(
         with pytest.raises(ExportFormatError) as e:
             lt.import_(corrupt)
         assert e.value.line == 3 and "not UTF-8" in str(e.value) and lt.store.count() == 1
-    cli = [sys.executable, "-m", "lantern.cli", "--db", str(target), "import", "-"]
-    for payload, line in ((truncated.encode("utf-8"), len(truncated.splitlines())), (corrupt.read_bytes(), 3)):
-        p = subprocess.run(cli, input=payload, capture_output=True, timeout=300)
-        err = p.stderr.decode()
-        assert p.returncode == 1 and f"<stdin>, line {line}:" in err and "Traceback" not in err, err
+    # the truncated export in-process (tests/clirun.py), the corrupt one through a real process's stdin pipe
+    p = lantern("import", "-", db=target, input=truncated.encode("utf-8"))
+    err = p.stderr.decode()
+    assert p.returncode == 1 and f"<stdin>, line {len(truncated.splitlines())}:" in err and "Traceback" not in err, err
+    p = subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(target), "import", "-"], input=corrupt.read_bytes(),
+                       capture_output=True, timeout=300)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "<stdin>, line 3:" in err and "Traceback" not in err, err
     with Lantern(target) as lt:
         assert lt.store.count() == 1
         assert lt.import_(io.StringIO(text)).added == 9
@@ -269,29 +272,28 @@ def test_embedder_mismatch_suggests_no_embeddings(source, tmp_path):
 
 
 def test_cli_export_import(source, tmp_path):
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("LANTERN_USER", None)
-    cli = [sys.executable, "-m", "lantern.cli"]
+    def cli(*args: str, env: dict | None = None):
+        return lantern(*args, env={"LANTERN_USER": None, **(env or {})})
+
     out = tmp_path / "dump.jsonl"
-    p = subprocess.run([*cli, "--db", str(source), "export", str(out)], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(source), "export", str(out))
     assert p.returncode == 0, p.stderr.decode()
     assert "9 entries exported" in p.stderr.decode()
     assert out.stat().st_mode & 0o777 == 0o600
-    p = subprocess.run([*cli, "--db", str(source), "export", "-", "--no-embeddings"], capture_output=True,
-                       env={**env, "LANTERN_USER": "alice"}, timeout=300)
+    p = cli("--db", str(source), "export", "-", "--no-embeddings", env={"LANTERN_USER": "alice"})
     assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 4 and b"embedding\"" not in p.stdout
     copy = tmp_path / "copy.db"
-    p = subprocess.run([*cli, "--db", str(copy), "import", str(out)], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "import", str(out))
     assert p.returncode == 0 and "9 entries imported, 0 already stored" in p.stdout.decode(), p.stderr.decode()
     out.write_text(out.read_text() + "{oops\n")
-    p = subprocess.run([*cli, "--db", str(copy), "import", str(out)], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "import", str(out))
     assert p.returncode == 1 and "line 11" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
-    p = subprocess.run([*cli, "--db", str(copy), "forget", "--user", "alice"], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "forget", "--user", "alice")
     assert p.returncode == 0 and "3 entries forgotten" in p.stdout.decode()
-    p = subprocess.run([*cli, "--db", str(copy), "forget", "--entry", "999"], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "forget", "--entry", "999")
     assert p.returncode == 0 and "0 entries forgotten" in p.stdout.decode()  # a mistyped id is named (newcomer finding)
     assert "no entry 999 matched" in p.stderr.decode()
-    p = subprocess.run([*cli, "--db", str(copy), "forget"], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "forget")
     assert p.returncode == 1 and "give --entry" in p.stderr.decode()
 
 

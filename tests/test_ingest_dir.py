@@ -1,7 +1,7 @@
 """``Lantern.ingest(DIR)`` and ``lantern ingest DIR``: the walk (recursive, sorted, regular files only, symlink loops and
 second links read once, FIFOs never opened), per-file format detection into the real store with the real model, the
 skipped files and their reasons, a Claude Code project read once with its subagents, resume without duplicates, the
-progress in bytes, and the CLI's summary and exit codes in real subprocesses."""
+progress in bytes, and the CLI's summary and exit codes (in-process: tests/clirun.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from clirun import lantern
 from lantern import Lantern
 from lantern.archive.directory import DirectoryResult, summary_lines, walk
 from lantern.model import ArchiveResult
@@ -143,9 +143,9 @@ def test_summary_lists_every_file_with_its_reason(tree, tmp_path):
 
 
 def cli(*args: str, db: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("LANTERN_DB", "LANTERN_USER")}
-    return subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), *args], env=env,
-                          capture_output=True, text=True, timeout=300)
+    """``lantern --db DB ARGS`` in-process (tests/clirun.py), $LANTERN_DB and $LANTERN_USER unset; text output."""
+    proc = lantern(*args, db=db, env={"LANTERN_DB": None, "LANTERN_USER": None}, columns=None)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
 def test_cli_ingest_dir_prints_the_summary_and_exits_0(tree, tmp_path):
@@ -158,7 +158,9 @@ def test_cli_ingest_dir_prints_the_summary_and_exits_0(tree, tmp_path):
     assert r.returncode == 0 and data["added"] == 0 and data["duplicates"] > 0
     assert {f["path"] for f in data["skipped"]} >= {"a/script.py", "a/pipe.jsonl", "b/same-openai.json", "notes.txt"}
     with Lantern(db) as memory:
-        assert memory.search("which port", k=3) is not None and memory.stats()["entries"] == data["duplicates"]
+        assert memory.stats()["entries"] == data["duplicates"]
+        hits = memory.search("which port does postgres listen on", k=3)
+        assert len(hits) == 3 and any("5433" in h.entry.text for h in hits), [h.entry.text[:80] for h in hits]
 
 
 def test_cli_ingest_dir_without_transcripts_exits_1_and_leaves_no_database(tmp_path):
