@@ -110,7 +110,17 @@ def test_process_killed_mid_ingest_leaves_a_consistent_store(tmp_path):
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     entries, vectors, fts = (con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("entries", "embeddings", "entries_fts"))
     assert entries == vectors == fts and entries % 256 == 0 and 0 < entries < n_turns  # whole batches only
-    assert con.execute("INSERT INTO entries_fts(entries_fts) VALUES ('integrity-check')") is not None
+    # FTS5's own check of its index against its rows: raises (SQLITE_CORRUPT_VTAB) when they disagree. Before, the
+    # test asserted that the statement's cursor "is not None", which it always is.
+    con.execute("INSERT INTO entries_fts(entries_fts) VALUES ('integrity-check')")
+    ids = [r[0] for r in con.execute("SELECT id FROM entries ORDER BY id")]
+    assert [r[0] for r in con.execute("SELECT rowid FROM entries_fts ORDER BY rowid")] == ids
+    committed = sorted(r[0] for r in con.execute("SELECT turn FROM entries"))
+    assert committed == list(range(entries))  # the first whole batches, in order
+    match = "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?"
+    for t in (0, entries - 1):  # the first and the last committed turn are found by their own words
+        assert con.execute(match, (f'"retry_limit_{t}"',)).fetchone()[0] == 1, t
+    assert con.execute(match, (f'"retry_limit_{entries}"',)).fetchone()[0] == 0  # the first turn not committed
     con.close()
     with Lantern(path) as lt:  # resume: the rest is added, nothing twice
         result = lt.ingest(transcript, session="big")

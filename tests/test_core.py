@@ -136,9 +136,21 @@ def test_zero_budget_returns_empty_block(lantern):
     ['"unbalanced', "port: 5433", "a AND NOT b", "NEAR(x y)", "(((", "*", "col:val OR", "'; DROP TABLE entries; --", "", "   ", "^x -y +z"],
 )
 def test_fts_query_syntax_from_users_is_data(lantern, query):
-    lantern.archive(PORT_TURN, session="s1")
-    lantern.recover(query)
-    lantern.search(query)
+    """FTS5 operators, unbalanced quotes and SQL typed by a user are plain data: no error, and the query finds what
+    its words find, the one archived turn for any query with a word in it, nothing for a blank one; the store is
+    left as it was (before, this test only checked that nothing raised)."""
+    (entry_id,) = lantern.archive(PORT_TURN, session="s1").entry_ids
+    rec = lantern.recover(query)
+    hits = lantern.search(query)
+    if query.strip():
+        assert [e.id for e in rec.entries] == [entry_id] and "5433" in rec.text, (query, rec.text)
+        assert [h.entry.id for h in hits] == [entry_id], query
+    else:
+        assert (rec.text, rec.entries, hits) == ("", [], []), query
+    if "5433" in query:  # the number reached the exact-token signal as the text it is
+        assert "keyword" in lantern.explain(query).candidates[0].ranks
+    assert lantern.stats()["entries"] == 1
+    assert "docker run -d -p 5433:5432" in lantern.store.entries([entry_id])[entry_id].text
 
 
 def test_explain_shows_ranks_rrf_and_verdicts(lantern):
