@@ -1,5 +1,6 @@
 """The MCP server end to end: the official SDK's client spawns `python -m lantern.cli --db TMP mcp` over stdio
-(real SQLite file, real embedding model), lists the tools, archives a conversation and recovers its port."""
+(real SQLite file, real embedding model), lists the tools, archives a conversation and recovers its port; the
+tests of the tools' argument handling talk to the same server in-process (the SDK's in-memory transport)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,21 @@ async def _session_run(db, body):
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         return await body(session)
+
+
+async def _memory_run(db, body):
+    """The server of ``lantern mcp`` (``build_server``: its tools, their argument checks and errors) in this process,
+    over the SDK's in-memory transport; the stdio transport and the process are tested by the tests that spawn it."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from lantern.integrations.mcp import build_server
+
+    server = build_server(db)
+    try:
+        async with create_connected_server_and_client_session(server) as session:
+            return await body(session)
+    finally:
+        server._lantern_service.close()
 
 
 def test_mcp_end_to_end(tmp_path):
@@ -129,7 +145,7 @@ def test_mcp_empty_session_is_the_default_session_for_archive_and_forget(tmp_pat
         assert r.structuredContent == {"forgotten": 2}
         return True
 
-    assert anyio.run(_session_run, db, body)
+    assert anyio.run(_memory_run, db, body)
 
 def test_mcp_command_without_database_flag_uses_env(tmp_path, monkeypatch):
     """LANTERN_DB is honoured like in the rest of the CLI."""
@@ -173,7 +189,7 @@ def test_mcp_argument_errors_are_one_line_naming_the_field(tmp_path):
         assert "; useful: should be a valid boolean" in _text(r)  # every bad field is named
         return True
 
-    assert anyio.run(_session_run, tmp_path / "mcp.db", body)
+    assert anyio.run(_memory_run, tmp_path / "mcp.db", body)
 
 
 def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
@@ -202,7 +218,7 @@ def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
         assert not r.isError and r.structuredContent["added"] == 1
         return True
 
-    assert anyio.run(_session_run, tmp_path / "mcp.db", body)
+    assert anyio.run(_memory_run, tmp_path / "mcp.db", body)
 
 
 def _raw_server(db):
@@ -430,4 +446,4 @@ def test_mcp_a_boolean_or_a_string_is_no_entry_id(tmp_path):
         r = await s.call_tool("stats", {})
         return r.structuredContent["entries"]
 
-    assert anyio.run(_session_run, tmp_path / "mcp.db", body) == 2
+    assert anyio.run(_memory_run, tmp_path / "mcp.db", body) == 2
