@@ -68,6 +68,32 @@ def _one_minilm_session_per_process():
     embed.MiniLMEmbedder.load = original
 
 
+@pytest.fixture(scope="session")
+def built_db(tmp_path_factory):
+    """``built_db(name, build, dest)``: a copy at ``dest`` of the database that ``build(path)`` makes with the real
+    Lantern API, built once per test process (the first time ``name`` is asked for) instead of once per test. Each
+    test gets its own copy (the .db file, with its -wal when one is left), so a test that writes (a recovery's access
+    counts, an import) changes only its own; ``build`` must close its handles."""
+    import shutil
+
+    built: dict[str, object] = {}
+
+    def copy(name: str, build, dest):
+        if name not in built:
+            path = tmp_path_factory.mktemp("built") / f"{name}.db"
+            build(path)
+            built[name] = path
+        source = built[name]
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, dest)
+        wal = source.with_name(source.name + "-wal")
+        if wal.exists():
+            shutil.copyfile(wal, dest.with_name(dest.name + "-wal"))
+        return dest
+
+    return copy
+
+
 @pytest.fixture()
 def unprivileged():
     """A command prefix under which file modes hold: none for a normal user; for root (which ignores them) a new

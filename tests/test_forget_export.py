@@ -103,8 +103,13 @@ def test_forgotten_secret_is_gone_from_every_path(tmp_path, how):
 
 # ---------------------------------------------------------------------------------------------- export / import
 @pytest.fixture()
-def source(tmp_path):
-    path = tmp_path / "src.db"
+def source(tmp_path, built_db):
+    """A database of several sessions, users and a time, with a gap in its ids and access counts: built once per
+    test process (conftest.py ``built_db``), a copy of it per test."""
+    return built_db("forget-export-source", _build_source, tmp_path / "src.db")
+
+
+def _build_source(path):
     with Lantern(path) as lt:
         t0 = datetime(2026, 3, 14, 9, 30, tzinfo=timezone.utc)
         lt.archive([{"role": "user", "content": "Start postgres for billing."},
@@ -117,7 +122,6 @@ def source(tmp_path):
         lt.archive([{"role": "user", "content": "a message with a time", "timestamp": t0.isoformat()}], session="t")
         lt.forget(entry=gone.entry_ids[0])  # a gap in the ids: the import renumbers
         lt.recover("postgres port")  # access counts are exported too
-    return path
 
 
 def export_text(path, **kw) -> str:

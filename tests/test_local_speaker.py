@@ -67,10 +67,16 @@ TALK = said(
 
 
 @pytest.fixture()
-def talk(tmp_path):
-    with Lantern(tmp_path / "talk.db") as lt:
-        lt.archive(TALK, session="chat")
+def talk(tmp_path, built_db):
+    """A handle on a copy of the database of ``TALK`` (session "chat"), built once per test process (conftest.py
+    ``built_db``)."""
+    with Lantern(built_db("local-speaker-talk", _build_talk, tmp_path / "talk.db")) as lt:
         yield lt
+
+
+def _build_talk(path):
+    with Lantern(path) as lt:
+        lt.archive(TALK, session="chat")
 
 
 def test_speaker_signal_lists_only_the_named_speakers_turns(talk):
@@ -114,10 +120,16 @@ TRAJECTORIES = said(
 
 
 @pytest.fixture()
-def traj(tmp_path):
-    with Lantern(tmp_path / "traj.db") as lt:
-        lt.archive(TRAJECTORIES, session="s")
+def traj(tmp_path, built_db):
+    """A handle on a copy of the database of ``TRAJECTORIES`` (session "s"), built once per test process (conftest.py
+    ``built_db``)."""
+    with Lantern(built_db("local-speaker-traj", _build_traj, tmp_path / "traj.db")) as lt:
         yield lt
+
+
+def _build_traj(path):
+    with Lantern(path) as lt:
+        lt.archive(TRAJECTORIES, session="s")
 
 
 def test_window_rows_are_the_turns_within_width_of_each_seed(traj):

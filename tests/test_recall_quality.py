@@ -44,10 +44,16 @@ TALK = chat(
 
 
 @pytest.fixture()
-def talk(tmp_path):
-    with Lantern(tmp_path / "talk.db") as lt:
-        lt.archive(TALK, session="chat")
+def talk(tmp_path, built_db):
+    """A handle on a copy of the database of ``TALK`` (session "chat"), built once per test process (conftest.py
+    ``built_db``)."""
+    with Lantern(built_db("recall-quality-talk", _build_talk, tmp_path / "talk.db")) as lt:
         yield lt
+
+
+def _build_talk(path):
+    with Lantern(path) as lt:
+        lt.archive(TALK, session="chat")
 
 
 def ids_by_text(lt: Lantern) -> dict[str, int]:

@@ -31,14 +31,18 @@ QUERIES = [SECRET, "zebra-quartz", "5433", "staging port", "what is the API key 
 
 
 @pytest.fixture()
-def db(tmp_path):
-    path = tmp_path / "scoped.db"
+def db(tmp_path, built_db):
+    """Alice's secret turn and note, bob's turns, a default user's note: built once per test process (conftest.py
+    ``built_db``), a copy per test."""
+    return built_db("scopes", _build_scoped, tmp_path / "scoped.db")
+
+
+def _build_scoped(path):
     with Lantern(path) as lt:
         lt.archive(SECRET_TURN, session="s", user="alice")
         lt.archive([{"role": "user", "content": "alice also likes the deploy window on tuesdays"}], session="s", user="alice")
         lt.archive(BOB_TURNS, session="s", user="bob")
         lt.archive([{"role": "user", "content": "default user notes: docs live in docs/index.md"}], session="s")
-    return path
 
 
 def alice_ids(path) -> set[int]:
