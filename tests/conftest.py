@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis: the property tests say how many examples each takes in a full run (``examples(n)`` of
+# tests/budget.py); the profile scales them. "ci" is the full count; "dev" a fifth of it (at least 10).
+# HYPOTHESIS_PROFILE names the profile; without it, CI (CI=true: .ci/run's `make test`) runs "ci" and a developer's
+# `make test` / `pytest` "dev". Why CI can afford the full count: measured on the 2-core machine (load ~5 from other
+# work), the property tests take 12 s serial in "dev" and 53 s in "ci", i.e. ~+20 s on the two xdist workers: the
+# whole suite stays under 4 minutes and far inside CI's 90-minute limit, and CI keeps the examples that found bugs.
+settings.register_profile("ci", max_examples=100, deadline=None)
+settings.register_profile("dev", max_examples=20, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -18,6 +30,71 @@ def _use_load_cache(tmp_path_factory):
         os.environ.pop("LANTERN_USE_CACHE", None)
     else:
         os.environ["LANTERN_USE_CACHE"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_minilm_session_per_process():
+    """The MiniLM model is loaded once per test process: every MiniLMEmbedder of the session (each ``Lantern(...)``
+    makes its own, each in-process CLI call too) that loads the same file with the same settings gets the
+    onnxruntime session and tokenizer of the first one, instead of building them again (~0.15 s each, ~300 times a
+    run). Everything before the model is built still runs for each load, with the real functions: the model file
+    is found (``LANTERN_MINILM_MODEL``, the package; a missing package raises) and its sha256 checked (a wrong file or
+    ``LANTERN_MINILM_SHA256`` raises), so those errors are tested as they are. A load stays lazy and per instance
+    (``RoutedEmbedder.loaded`` is false until the instance's first text). Subprocesses load their own."""
+    from lantern import embed
+
+    original = embed.MiniLMEmbedder.load
+    first: dict[tuple, object] = {}
+    guard = threading.Lock()
+
+    def load(self):
+        if self._session is not None:
+            return self
+        path = embed._minilm_model_file(self.model_path)
+        expected = (os.environ.get("LANTERN_MINILM_SHA256") or embed.MINILM_SHA256).lower()
+        embed.verify_sha256(path, expected)
+        st = path.stat()
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size, expected, self.threads, self.max_tokens)
+        with guard:
+            loaded = first.get(key)
+            if loaded is None:
+                original(self)
+                first[key] = self
+                return self
+        with self._lock:
+            if self._session is None:
+                self._tokenizer, self._session = loaded._tokenizer, loaded._session
+        return self
+
+    embed.MiniLMEmbedder.load = load
+    yield
+    embed.MiniLMEmbedder.load = original
+
+
+@pytest.fixture(scope="session")
+def built_db(tmp_path_factory):
+    """``built_db(name, build, dest)``: a copy at ``dest`` of the database that ``build(path)`` makes with the real
+    Lantern API, built once per test process (the first time ``name`` is asked for) instead of once per test. Each
+    test gets its own copy (the .db file, with its -wal when one is left), so a test that writes (a recovery's access
+    counts, an import) changes only its own; ``build`` must close its handles."""
+    import shutil
+
+    built: dict[str, object] = {}
+
+    def copy(name: str, build, dest):
+        if name not in built:
+            path = tmp_path_factory.mktemp("built") / f"{name}.db"
+            build(path)
+            built[name] = path
+        source = built[name]
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, dest)
+        wal = source.with_name(source.name + "-wal")
+        if wal.exists():
+            shutil.copyfile(wal, dest.with_name(dest.name + "-wal"))
+        return dest
+
+    return copy
 
 
 @pytest.fixture()

@@ -32,7 +32,11 @@ CASES = [
     (turn(Message("user", "The port is 5433.")), "fact", 0.8),
     (turn(Message("user", "我的名字是小明，地址是北京市海淀区。")), "fact", 0.8),
     (turn(Message("user", "端口是5433，版本是16。")), "fact", 0.8),
-    (turn(Message("user", "How do I deploy?"), Message("assistant", "1. Build the image\n2. Push it\n3. Restart")), "process", 0.6),
+    (
+        turn(Message("user", "How do I deploy?"), Message("assistant", "1. Build the image\n2. Push it\n3. Restart")),
+        "process",
+        0.6,
+    ),
     (turn(Message("user", "部署的步骤是什么？"), Message("assistant", "先构建镜像，然后推送。")), "process", 0.6),
     (
         turn(
@@ -66,18 +70,32 @@ def test_category_and_prior(t, category, prior):
 
 
 def test_every_category_is_reachable_in_both_languages():
-    seen = {(cat, any("\u4e00" <= ch <= "\u9fff" for m in t.messages for ch in (m.text + "".join(r.content for r in m.tool_results))))
-            for t, cat, _ in CASES}
+    seen = {
+        (
+            cat,
+            any(
+                "\u4e00" <= ch <= "\u9fff"
+                for m in t.messages
+                for ch in (m.text + "".join(r.content for r in m.tool_results))
+            ),
+        )
+        for t, cat, _ in CASES
+    }
     for cat in CATEGORIES:
         assert (cat, True) in seen and (cat, False) in seen, cat
 
 
 def test_category_is_stored_and_exposed(tmp_path):
     with Lantern(tmp_path / "m.db") as lt:
-        r = lt.archive([
-            {"role": "user", "content": "我们决定用 PostgreSQL，不要用 MongoDB。"}, {"role": "assistant", "content": "好的。"},
-            {"role": "user", "content": "My name is Anna."}, {"role": "assistant", "content": "Hi Anna."},
-        ], session="s")
+        r = lt.archive(
+            [
+                {"role": "user", "content": "我们决定用 PostgreSQL，不要用 MongoDB。"},
+                {"role": "assistant", "content": "好的。"},
+                {"role": "user", "content": "My name is Anna."},
+                {"role": "assistant", "content": "Hi Anna."},
+            ],
+            session="s",
+        )
         entries = lt.store.entries(r.entry_ids)
         assert [entries[i].category for i in r.entry_ids] == ["decision", "fact"]
         cand = lt.explain("数据库 PostgreSQL", session="s").candidates
@@ -87,14 +105,26 @@ def test_category_is_stored_and_exposed(tmp_path):
 def _importance_order(tmp_path, name: str) -> list[str]:
     """Archive a decision turn and a tool-output turn about the same thing; their importance ranks, best first."""
     with Lantern(tmp_path / name) as lt:
-        lt.archive([
-            {"role": "user", "content": "We decided the cache server listens on port 6380."},
-            {"role": "assistant", "content": "Noted: cache server on 6380."},
-            {"role": "user", "content": "check the cache server"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"redis-cli -p 6380 ping\"}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "PONG cache server port 6380 " + "ok " * 300},
-        ], session="s")
+        lt.archive(
+            [
+                {"role": "user", "content": "We decided the cache server listens on port 6380."},
+                {"role": "assistant", "content": "Noted: cache server on 6380."},
+                {"role": "user", "content": "check the cache server"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": '{"cmd": "redis-cli -p 6380 ping"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "PONG cache server port 6380 " + "ok " * 300},
+            ],
+            session="s",
+        )
         cands = lt.explain("cache server port 6380", session="s").candidates
         ranked = sorted((c for c in cands if "importance" in c.ranks), key=lambda c: c.ranks["importance"])
         return [c.entry.category for c in ranked]

@@ -1,12 +1,13 @@
-"""Claude Code: the session JSONL parser on our fixture of the real shape, and the hooks end to end as real
-subprocesses (`lantern hook claude-code` with the payload on stdin, a temporary HOME and LANTERN_DB, the real
-model), plus `lantern install claude-code` merging into an existing settings.json."""
+"""Claude Code: the session JSONL parser on our fixture of the real shape, and the hooks end to end (`lantern hook
+claude-code` with the payload on stdin, a temporary HOME and LANTERN_DB, the real model; in-process through
+tests/clirun.py, and the installed hook command and a transcript that would block as real processes), plus
+`lantern install claude-code` merging into an existing settings.json."""
 
 from __future__ import annotations
 
 import json
-import shlex
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+from clirun import lantern, whole_environment
 from lantern import Lantern
 from lantern.archive.chunk import chunk
 from lantern.archive.parse import detect_format, parse
@@ -56,7 +59,7 @@ def test_sidechain_is_a_sub_session_and_does_not_split_the_main_turn():
     result = parse(FIXTURE)
     side = [m for m in result.messages if m.session is not None]
     assert {m.session for m in side} == {"sidechain-a91f3c"}
-    assert result.messages[-len(side):] == side  # after the main conversation
+    assert result.messages[-len(side) :] == side  # after the main conversation
     turns = chunk(result.messages)
     report = next(t for t in turns if "invoice report on the dashboard" in t.text)
     assert "tool result Task: statement_timeout is 2500 ms" in report.text and report.session is None
@@ -102,15 +105,29 @@ def test_ingest_archives_sidechain_as_sub_session_and_is_idempotent(tmp_path):
     assert f"{SID}/sidechain-a91f3c" in sessions and SID in sessions
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
-                     max_leaves=8)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
+    max_leaves=8,
+)
 _block = st.one_of(
     st.fixed_dictionaries({"type": st.just("text"), "text": st.one_of(st.text(max_size=30), _json)}),
-    st.fixed_dictionaries({"type": st.just("tool_use"), "id": st.one_of(st.text(max_size=6), _json),
-                           "name": st.one_of(st.sampled_from(["Bash", "Read"]), _json), "input": _json}),
-    st.fixed_dictionaries({"type": st.just("tool_result"), "tool_use_id": st.one_of(st.text(max_size=6), _json),
-                           "content": _json, "is_error": _json}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_use"),
+            "id": st.one_of(st.text(max_size=6), _json),
+            "name": st.one_of(st.sampled_from(["Bash", "Read"]), _json),
+            "input": _json,
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_result"),
+            "tool_use_id": st.one_of(st.text(max_size=6), _json),
+            "content": _json,
+            "is_error": _json,
+        }
+    ),
     st.fixed_dictionaries({"type": st.sampled_from(["image", "thinking", "document", "weird"]), "source": _json}),
     _json,
 )
@@ -119,17 +136,26 @@ _record = st.fixed_dictionaries(
     optional={
         "uuid": st.one_of(st.sampled_from(["u1", "u2", "u3"]), _json),
         "sessionId": st.one_of(st.just(SID), _json),
-        "isSidechain": _json, "agentId": _json, "isCompactSummary": _json, "isMeta": _json,
-        "subtype": st.one_of(st.just("compact_boundary"), _json), "compactMetadata": _json,
-        "timestamp": st.one_of(st.just("2026-11-20T09:00:00Z"), _json), "cwd": _json,
-        "message": st.one_of(st.fixed_dictionaries(
-            {"role": _json, "content": st.one_of(st.lists(_block, max_size=4), st.text(max_size=40), _json)},
-            optional={"id": st.one_of(st.sampled_from(["m1", "m2"]), _json)}), _json),
+        "isSidechain": _json,
+        "agentId": _json,
+        "isCompactSummary": _json,
+        "isMeta": _json,
+        "subtype": st.one_of(st.just("compact_boundary"), _json),
+        "compactMetadata": _json,
+        "timestamp": st.one_of(st.just("2026-11-20T09:00:00Z"), _json),
+        "cwd": _json,
+        "message": st.one_of(
+            st.fixed_dictionaries(
+                {"role": _json, "content": st.one_of(st.lists(_block, max_size=4), st.text(max_size=40), _json)},
+                optional={"id": st.one_of(st.sampled_from(["m1", "m2"]), _json)},
+            ),
+            _json,
+        ),
     },
 )
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(_record.map(json.dumps), st.text(max_size=30)), min_size=1, max_size=8))
 def test_fuzz_claude_code_parser_raises_only_transcript_format_error(lines):
     text = "\n".join(lines) + "\n"
@@ -157,14 +183,25 @@ def env(tmp_path):
 
 
 def hook(env: dict, payload: dict | str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``lantern hook claude-code`` with ``payload`` on stdin, ``env`` its whole environment, in-process
+    (tests/clirun.py; the installed hook command runs as a real process below); text output."""
     data = payload if isinstance(payload, str) else json.dumps(payload)
-    return subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=data, env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return _text(lantern("hook", "claude-code", input=data, env=whole_environment(env), cwd=cwd))
+
+
+def _text(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
 def payload(event: str, transcript: Path, **extra) -> dict:
-    return {"session_id": SID, "transcript_path": str(transcript), "cwd": CWD, "permission_mode": "default",
-            "hook_event_name": event, **extra}
+    return {
+        "session_id": SID,
+        "transcript_path": str(transcript),
+        "cwd": CWD,
+        "permission_mode": "default",
+        "hook_event_name": event,
+        **extra,
+    }
 
 
 def entries(env: dict) -> int:
@@ -203,10 +240,28 @@ def test_session_start_after_compaction_recovers_what_the_summary_dropped(env, t
     assert hook(env, payload("PreCompact", transcript, trigger="manual")).returncode == 0
     # a turn after the compaction is live: it must never be re-injected
     live = [
-        {"type": "user", "uuid": "post-1", "parentUuid": "cb000001-0000-4000-8000-00000000c0b1", "sessionId": SID,
-         "cwd": CWD, "timestamp": "2026-11-20T09:06:00Z", "message": {"role": "user", "content": "Use redis on port 6380 for the job queue."}},
-        {"type": "assistant", "uuid": "post-2", "parentUuid": "post-1", "sessionId": SID, "cwd": CWD,
-         "timestamp": "2026-11-20T09:06:05Z", "message": {"id": "msg_post", "role": "assistant", "content": [{"type": "text", "text": "Noted: redis on 6380."}]}},
+        {
+            "type": "user",
+            "uuid": "post-1",
+            "parentUuid": "cb000001-0000-4000-8000-00000000c0b1",
+            "sessionId": SID,
+            "cwd": CWD,
+            "timestamp": "2026-11-20T09:06:00Z",
+            "message": {"role": "user", "content": "Use redis on port 6380 for the job queue."},
+        },
+        {
+            "type": "assistant",
+            "uuid": "post-2",
+            "parentUuid": "post-1",
+            "sessionId": SID,
+            "cwd": CWD,
+            "timestamp": "2026-11-20T09:06:05Z",
+            "message": {
+                "id": "msg_post",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Noted: redis on 6380."}],
+            },
+        },
     ]
     with open(transcript, "a", encoding="utf-8") as f:
         f.write("".join(json.dumps(x) + "\n" for x in live))
@@ -268,11 +323,20 @@ def test_a_transcript_that_is_not_a_regular_file_is_skipped_without_hanging(env,
     os.mkfifo(fifo)  # no writer: opening it for reading blocks, reading it waits forever
     folder = tmp_path / "folder.jsonl"
     folder.mkdir()
-    cases = [payload("Stop", fifo, stop_hook_active=False), payload("PreCompact", Path("/dev/zero"), trigger="auto"),
-             payload("Stop", folder, stop_hook_active=False)]
+    cases = [
+        payload("Stop", fifo, stop_hook_active=False),
+        payload("PreCompact", Path("/dev/zero"), trigger="auto"),
+        payload("Stop", folder, stop_hook_active=False),
+    ]
     for p in cases:
-        r = subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=json.dumps(p), env=env,
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "hook", "claude-code"],
+            input=json.dumps(p),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0 and r.stdout == "", p
     log = (Path(env["HOME"]) / ".lantern" / "logs" / "claude-code.log").read_text()
     assert log.count("skipped: transcript_path is not a regular file") == 3
@@ -317,8 +381,8 @@ def test_the_hook_archives_and_recovers_in_the_lantern_user_scope(env, tmp_path)
 
 
 def install(env: dict, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lantern.cli", "install", "claude-code", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    """``lantern install claude-code ARGS`` in ``cwd``, ``env`` its whole environment, in-process; text output."""
+    return _text(lantern("install", "claude-code", *args, env=whole_environment(env), cwd=cwd))
 
 
 def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(env, tmp_path):
@@ -328,7 +392,7 @@ def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(env, tmp_p
     original = {
         "permissions": {"allow": ["Bash(npm test)"]},
         "hooks": {
-            "PreCompact": [{"matcher": "manual", "hooks": [{"type": "command", "command": "cp \"$T\" backup.jsonl"}]}],
+            "PreCompact": [{"matcher": "manual", "hooks": [{"type": "command", "command": 'cp "$T" backup.jsonl'}]}],
             "PostToolUse": [{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "ruff format"}]}],
         },
     }
@@ -376,8 +440,7 @@ def test_installed_command_runs_the_hook_against_its_database(env, tmp_path):
     project = tmp_path / "proj"
     project.mkdir()
     db = tmp_path / "chosen" / "memory.db"
-    r = subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), "install", "claude-code"], env=env,
-                       cwd=project, capture_output=True, text=True, timeout=60)
+    r = _text(lantern("--db", str(db), "install", "claude-code", env=whole_environment(env), cwd=project))
     assert r.returncode == 0, r.stderr
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     (group,) = settings["hooks"]["PreCompact"]
@@ -386,8 +449,16 @@ def test_installed_command_runs_the_hook_against_its_database(env, tmp_path):
     transcript = tmp_path / "session.jsonl"
     transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
     other = {k: v for k, v in env.items() if k != "LANTERN_DB"}  # Claude Code's environment need not have it
-    done = subprocess.run(command, shell=True, input=json.dumps(payload("PreCompact", transcript, trigger="auto")),
-                          env=other, cwd=project, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        command,
+        shell=True,
+        input=json.dumps(payload("PreCompact", transcript, trigger="auto")),
+        env=other,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and done.stdout == ""
     with Lantern(db) as memory:
         assert memory.stats()["entries"] == 5
@@ -406,13 +477,23 @@ def test_install_db_option_pins_the_database_and_uninstall_still_finds_the_hooks
     assert r.returncode == 0, r.stderr
     data = json.loads(settings.read_text())
     commands = [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]]
-    assert len(commands) == 4 and all(shlex.split(c)[-4:] == ["--db", str(pinned), "hook", "claude-code"] for c in commands)
+    assert len(commands) == 4 and all(
+        shlex.split(c)[-4:] == ["--db", str(pinned), "hook", "claude-code"] for c in commands
+    )
     transcript = tmp_path / "session.jsonl"
     transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
     elsewhere = {**env, "LANTERN_DB": str(tmp_path / "env.db")}  # the hook's own environment points elsewhere
     (group,) = data["hooks"]["PreCompact"]
-    done = subprocess.run(group["hooks"][0]["command"], shell=True, env=elsewhere, cwd=project, capture_output=True,
-                          text=True, timeout=120, input=json.dumps(payload("PreCompact", transcript, trigger="auto")))
+    done = subprocess.run(
+        group["hooks"][0]["command"],
+        shell=True,
+        env=elsewhere,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=json.dumps(payload("PreCompact", transcript, trigger="auto")),
+    )
     assert done.returncode == 0 and done.stdout == ""
     with Lantern(pinned) as memory:
         assert memory.stats()["entries"] == 5
@@ -488,8 +569,9 @@ def test_install_reads_a_settings_file_with_a_bom_and_writes_it_without(tmp_path
     assert data["model"] == "opus" and "PreCompact" in data["hooks"]
 
 
-@pytest.mark.parametrize("content", [b'{"model": "caf\xe9"}\n', '{"model": "x"}'.encode("utf-16")],
-                         ids=["latin-1", "utf-16"])
+@pytest.mark.parametrize(
+    "content", [b'{"model": "caf\xe9"}\n', '{"model": "x"}'.encode("utf-16")], ids=["latin-1", "utf-16"]
+)
 def test_install_on_settings_that_are_not_utf8_names_the_file_and_leaves_it(env, tmp_path, content):
     """A settings.json saved as latin-1 or UTF-16 by an editor: before, the error was a bare codec message
     ("'utf-8' codec can't decode byte 0xe9 in position 15") naming neither the file nor what to do."""
@@ -512,13 +594,45 @@ def _long_session(path: Path, turns: int) -> None:
         stamp = f"2026-11-01T10:{i // 60 % 60:02d}:{i % 60:02d}.000Z"
         base = {"sessionId": SID, "cwd": CWD, "timestamp": stamp, "isSidechain": False}
         recs = [
-            {"type": "user", "uuid": ids[0], "message": {"role": "user", "content": f"Start service {i} and tell me its port."}},
-            {"type": "assistant", "uuid": ids[1], "message": {"id": f"msg_{i}_a", "role": "assistant", "content": [
-                {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"svc start {i}"}}]}},
-            {"type": "user", "uuid": ids[2], "message": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"service {i} listening on {6000 + i}"}]}},
-            {"type": "assistant", "uuid": ids[3], "message": {"id": f"msg_{i}_b", "role": "assistant", "content": [
-                {"type": "text", "text": f"Service {i} is up on port {6000 + i}."}]}},
+            {
+                "type": "user",
+                "uuid": ids[0],
+                "message": {"role": "user", "content": f"Start service {i} and tell me its port."},
+            },
+            {
+                "type": "assistant",
+                "uuid": ids[1],
+                "message": {
+                    "id": f"msg_{i}_a",
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"svc start {i}"}}
+                    ],
+                },
+            },
+            {
+                "type": "user",
+                "uuid": ids[2],
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": f"toolu_{i}",
+                            "content": f"service {i} listening on {6000 + i}",
+                        }
+                    ],
+                },
+            },
+            {
+                "type": "assistant",
+                "uuid": ids[3],
+                "message": {
+                    "id": f"msg_{i}_b",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": f"Service {i} is up on port {6000 + i}."}],
+                },
+            },
         ]
         for rec in recs:
             lines.append(json.dumps({**base, **rec, "parentUuid": parent}))

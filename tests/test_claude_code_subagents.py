@@ -1,5 +1,7 @@
 """Claude Code subagent transcripts (``<session-id>/subagents/agent-<id>.jsonl``): ``Lantern.ingest`` of the session
-file brings them in, and the hooks (real subprocesses, temporary HOME and LANTERN_DB, the real model) archive them
+file brings them in, and the hooks (in-process through tests/clirun.py, a real process where a FIFO could block;
+temporary HOME and
+LANTERN_DB, the real model) archive them
 incrementally, on our fixture of the real 2.1.2+ layout (tests/fixtures/claude_code_project/)."""
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from clirun import lantern, whole_environment
 from lantern import Lantern
 from lantern.archive.subagents import agent_id, parent_session, subagent_files
 
@@ -52,7 +55,9 @@ def test_legacy_flat_agent_files_are_matched_by_their_session_id(project):
     flat = project / "agent-b51e0a2.jsonl"  # the layout before 2.1.2: beside every session's transcript
     flat.write_text(nested.read_text(encoding="utf-8").replace(AGENT, "b51e0a2"), encoding="utf-8")
     other = project / "agent-c88d113.jsonl"
-    other.write_text(nested.read_text(encoding="utf-8").replace(SID, "11111111-2222-4333-8444-555555555555"), encoding="utf-8")
+    other.write_text(
+        nested.read_text(encoding="utf-8").replace(SID, "11111111-2222-4333-8444-555555555555"), encoding="utf-8"
+    )
     os.mkfifo(project / "agent-fifo01.jsonl")  # never opened: a FIFO is not a regular file
     found = subagent_files(project / f"{SID}.jsonl", SID)
     assert [a for a, _ in found] == [AGENT, "b51e0a2"]
@@ -73,9 +78,13 @@ def add_workflow_run(project: Path) -> Path:
     run = project / SID / "subagents" / "workflows" / "wf_5c2e9a41-7b3"
     run.mkdir(parents=True)
     base = (project / SID / "subagents" / f"agent-{AGENT}.jsonl").read_text(encoding="utf-8")
-    (run / "journal.jsonl").write_text(json.dumps({"type": "started", "agentId": WF_AGENT, "label": "verify",
-                                                   "phase": "check"}) + "\n", encoding="utf-8")
-    (run / f"agent-{WF_AGENT}.jsonl").write_text(base.replace(AGENT, WF_AGENT).replace(DETAIL, WF_DETAIL), encoding="utf-8")
+    (run / "journal.jsonl").write_text(
+        json.dumps({"type": "started", "agentId": WF_AGENT, "label": "verify", "phase": "check"}) + "\n",
+        encoding="utf-8",
+    )
+    (run / f"agent-{WF_AGENT}.jsonl").write_text(
+        base.replace(AGENT, WF_AGENT).replace(DETAIL, WF_DETAIL), encoding="utf-8"
+    )
     (run / f"agent-{WF_AGENT}.meta.json").write_text('{"agentType": "workflow", "label": "verify"}', encoding="utf-8")
     deeper = run / "retry" / "1"
     deeper.mkdir(parents=True)
@@ -87,9 +96,11 @@ def add_workflow_run(project: Path) -> Path:
 def test_workflow_agents_nested_under_subagents_are_found_once_in_order(project):
     run = add_workflow_run(project)
     found = subagent_files(project / f"{SID}.jsonl", SID)
-    assert found == [(AGENT, project / SID / "subagents" / f"agent-{AGENT}.jsonl"),
-                     (WF_AGENT, run / f"agent-{WF_AGENT}.jsonl"),
-                     ("d33p001", run / "retry" / "1" / "agent-d33p001.jsonl")]
+    assert found == [
+        (AGENT, project / SID / "subagents" / f"agent-{AGENT}.jsonl"),
+        (WF_AGENT, run / f"agent-{WF_AGENT}.jsonl"),
+        ("d33p001", run / "retry" / "1" / "agent-d33p001.jsonl"),
+    ]
     assert parent_session(run / f"agent-{WF_AGENT}.jsonl") == SID
     assert parent_session(run / "retry" / "1" / "agent-d33p001.jsonl") == SID
     assert parent_session(run / "journal.jsonl") is None
@@ -106,8 +117,6 @@ def test_ingest_and_hooks_read_workflow_agents(project, tmp_path, env):
     assert hook(env, "Stop", project / f"{SID}.jsonl", stop_hook_active=False).returncode == 0
     with Lantern(env["LANTERN_DB"]) as memory:
         assert WF_DETAIL in texts(memory, WF_SUB) and f"{SID}/sidechain-d33p001" in memory.store.sessions()
-
-
 
 
 def test_ingest_of_the_session_file_brings_its_subagents_once(tmp_path):
@@ -128,8 +137,9 @@ def test_ingest_of_the_session_file_brings_its_subagents_once(tmp_path):
 
 
 def test_a_subagent_file_that_is_not_claude_code_is_skipped_with_a_warning(project, tmp_path):
-    (project / SID / "subagents" / "agent-d00d001.jsonl").write_text('{"role": "user", "content": "hi"}\n'
-                                                                     '{"role": "assistant", "content": "yo"}\n')
+    (project / SID / "subagents" / "agent-d00d001.jsonl").write_text(
+        '{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "yo"}\n'
+    )
     with Lantern(tmp_path / "m.db") as memory:
         result = memory.ingest(project / f"{SID}.jsonl")
         sessions = memory.store.sessions()
@@ -149,11 +159,28 @@ def env(tmp_path):
     return e
 
 
-def hook(env: dict, event: str, transcript: Path, **extra) -> subprocess.CompletedProcess:
-    payload = {"session_id": SID, "transcript_path": str(transcript), "cwd": "/home/dev/api",
-               "permission_mode": "default", "hook_event_name": event, **extra}
-    return subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=json.dumps(payload),
-                          env=env, capture_output=True, text=True, timeout=120)
+def hook(env: dict, event: str, transcript: Path, process: bool = False, **extra) -> subprocess.CompletedProcess:
+    """``lantern hook claude-code`` with ``env`` its whole environment: in-process (tests/clirun.py), or as a real
+    process (``process``: where a hang must fail the test by a timeout, not stop the run); text output."""
+    payload = {
+        "session_id": SID,
+        "transcript_path": str(transcript),
+        "cwd": "/home/dev/api",
+        "permission_mode": "default",
+        "hook_event_name": event,
+        **extra,
+    }
+    if process:
+        return subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "hook", "claude-code"],
+            input=json.dumps(payload),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    proc = lantern("hook", "claude-code", input=json.dumps(payload), env=whole_environment(env))
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
 def test_stop_and_precompact_archive_subagent_transcripts_incrementally(env, project):
@@ -192,7 +219,7 @@ def test_a_fifo_or_bad_subagent_file_never_blocks_or_breaks_the_hook(env, projec
     os.mkfifo(folder / "agent-f1f0f1f.jsonl")  # a FIFO with no writer: opening it for reading could block
     (folder / "agent-e44e44e.jsonl").write_text('{"role": "user", "content": "secret words"}\n', encoding="utf-8")
     (folder / "agent-b0b0b0b.jsonl").mkdir()  # a directory with a subagent's name
-    r = hook(env, "Stop", project / f"{SID}.jsonl", stop_hook_active=False)
+    r = hook(env, "Stop", project / f"{SID}.jsonl", process=True, stop_hook_active=False)
     assert r.returncode == 0 and r.stdout == ""
     with Lantern(env["LANTERN_DB"]) as memory:
         assert memory.store.sessions() == [SID, SUB]

@@ -1,4 +1,7 @@
-"""The ``lantern`` command as a user runs it: a real process, a real database file, the real model."""
+"""The ``lantern`` command as a user runs it: a real database file, the real model; in the test process
+(tests/clirun.py: typer's CliRunner, a real pseudo-terminal where the command must see one), and as real processes
+for what only a process shows (the entry point, a missing extra at import time, file modes in a user namespace, a
+full disk in a mount namespace; ``test_in_process_runs_print_what_a_process_prints`` checks the two agree)."""
 
 from __future__ import annotations
 
@@ -11,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from clirun import lantern
+
 LANTERN = [sys.executable, "-m", "lantern.cli"]
 FIXTURES = Path(__file__).parent / "fixtures" / "parse"
 
 
-def run(*args: str, db: Path, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.run([*LANTERN, "--db", str(db), *args], capture_output=True, env=env, input=input, timeout=300)
+def run(*args, db: Path, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
+    proc = lantern(*args, db=db, input=input, columns=200)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}: {proc.stderr.decode()}")
     return proc
@@ -85,20 +89,18 @@ def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
 def test_embedder_mismatch_from_cli(tmp_path, transcript):
     db = tmp_path / "cli.db"
     run("ingest", str(transcript), db=db)
-    proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", "use", "stats"], capture_output=True, timeout=300)
+    proc = lantern("--embedder", "use", "stats", db=db, columns=None)
     assert proc.returncode == 1 and "reindex" in proc.stderr.decode()
     out = run("reindex", "--embedder", "use", db=db).stdout.decode()
     assert "2 entries re-embedded with use-multilingual-v3" in out
     assert "6380" in json.loads(run("recover", "redis port", "--json", db=db).stdout)["text"]
     # the target given twice, differently, is a usage error, not a silent pick (newcomer finding)
-    proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", "minilm", "reindex", "--embedder", "use"],
-                          capture_output=True, timeout=300)
+    proc = lantern("--embedder", "minilm", "reindex", "--embedder", "use", db=db, columns=None)
     assert proc.returncode == 2 and b"differ" in proc.stderr
 
 
 def test_demo_prints_real_figures(tmp_path):
-    proc = subprocess.run([*LANTERN, "demo", "--no-show-block"], capture_output=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "200"})
+    proc = lantern("demo", "--no-show-block", columns=200)
     assert proc.returncode == 0, proc.stderr.decode()
     out = proc.stdout.decode()
     assert "facts lost" in out and "archive latency per turn: p50" in out
@@ -110,7 +112,12 @@ def test_demo_prints_real_figures(tmp_path):
 def test_search_table_shows_bracketed_text_and_secret_placeholders(tmp_path):
     db = tmp_path / "cli.db"
     chat = tmp_path / "keys.jsonl"
-    chat.write_text(json.dumps({"role": "user", "content": "the OpenAI key is sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z [todo] rotate it"}) + "\n")
+    chat.write_text(
+        json.dumps(
+            {"role": "user", "content": "the OpenAI key is sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z [todo] rotate it"}
+        )
+        + "\n"
+    )
     run("ingest", str(chat), db=db)
     out = run("search", "openai key rotate", db=db).stdout.decode()
     assert "[secret:openai-key" in out and "[todo]" in out
@@ -200,8 +207,22 @@ def test_eval_without_the_eval_extra_fails_before_any_work(tmp_path):
         "sys.argv = ['lantern'] + sys.argv[1:]\n"
         "main()\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, "eval", "locomo", "--data", str(tmp_path / "missing.json"),
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "eval",
+            "locomo",
+            "--data",
+            str(tmp_path / "missing.json"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert "lantern eval needs scipy, matplotlib: install the eval extra" in proc.stderr
     assert not (tmp_path / "out").exists()
@@ -228,10 +249,14 @@ def test_recover_as_of_before_every_turn_names_the_as_of_filter(tmp_path, transc
     run("ingest", str(transcript), db=db)
     proc = run("recover", "redis port for staging", "--as-of", "2020-01-01", db=db)
     err = proc.stderr.decode()
-    assert proc.stdout == b"" and "nothing recovered: no archived turn is older than the --as-of time 2020-01-01 " in err, err
+    assert (
+        proc.stdout == b"" and "nothing recovered: no archived turn is older than the --as-of time 2020-01-01 " in err
+    ), err
     assert re.search(r"without --as-of the candidates date from \d{4}-\d\d-\d\d \d\d:\d\d UTC on", err), err
     assert "none archived" not in err
-    other = run("recover", "redis port for staging", "--as-of", "2020-01-01", "--session", "nope", db=db).stderr.decode()
+    other = run(
+        "recover", "redis port for staging", "--as-of", "2020-01-01", "--session", "nope", db=db
+    ).stderr.decode()
     assert "no archived turn is a candidate" in other and "--as-of" not in other, other
     assert "6380" in run("recover", "redis port for staging", "--as-of", "2999-01-01", db=db).stdout.decode()
 
@@ -243,9 +268,14 @@ def test_ingest_and_reindex_write_no_empty_line_when_not_on_a_terminal(tmp_path,
     db = tmp_path / "cli.db"
     proc = run("ingest", str(transcript), db=db)
     assert proc.stderr == b"", proc.stderr
-    assert proc.stdout.decode() == f"{transcript}: 2 turns archived, 0 already archived, 0 items skipped (session chat)\n"
+    assert (
+        proc.stdout.decode() == f"{transcript}: 2 turns archived, 0 already archived, 0 items skipped (session chat)\n"
+    )
     proc = run("reindex", db=db)
-    assert proc.stderr == b"" and re.fullmatch(r"2 entries re-embedded with \S+\n", proc.stdout.decode()), (proc.stdout, proc.stderr)
+    assert proc.stderr == b"" and re.fullmatch(r"2 entries re-embedded with \S+\n", proc.stdout.decode()), (
+        proc.stdout,
+        proc.stderr,
+    )
 
 
 def test_ingest_warnings_quoting_the_input_are_printed_as_text_not_markup(tmp_path):
@@ -254,8 +284,14 @@ def test_ingest_warnings_quoting_the_input_are_printed_as_text_not_markup(tmp_pa
     as text; the turns stay archived."""
     db = tmp_path / "cli.db"
     chat = tmp_path / "roles[bold].jsonl"
-    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "the staging port is 5433"},
-                                                      {"role": "[/][red]wiz", "content": "x"}]) + "\n", encoding="utf-8")
+    chat.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [{"role": "user", "content": "the staging port is 5433"}, {"role": "[/][red]wiz", "content": "x"}]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     proc = run("ingest", str(chat), db=db)
     assert proc.stderr.decode() == "warning: line 2: unknown role '[/][red]wiz'; skipped\n", proc.stderr
     assert json.loads(run("stats", "--json", db=db).stdout)["entries"] == 1
@@ -282,7 +318,9 @@ def test_stats_lines_are_aligned_and_counts_agree_with_their_noun(tmp_path):
     the counts printed by forget / export / import / ingest say 1 entry, 2 entries."""
     db = tmp_path / "one.db"
     chat = tmp_path / "one.jsonl"
-    chat.write_text(json.dumps({"role": "user", "content": "the staging port is 5433"}) + "\n{broken\n", encoding="utf-8")
+    chat.write_text(
+        json.dumps({"role": "user", "content": "the staging port is 5433"}) + "\n{broken\n", encoding="utf-8"
+    )
     assert "1 turn archived, 0 already archived, 1 item skipped" in run("ingest", str(chat), db=db).stdout.decode()
     lines = run("stats", db=db).stdout.decode().splitlines()
     keys = [line.split(":")[0].strip() for line in lines]
@@ -298,9 +336,17 @@ def test_stats_lines_are_aligned_and_counts_agree_with_their_noun(tmp_path):
 def archived_db(tmp_path: Path, name: str = "cli.db") -> Path:
     db = tmp_path / name
     chat = tmp_path / f"{name}.jsonl"
-    chat.write_text("\n".join(json.dumps(m) for m in [
-        {"role": "user", "content": "Which port did we give the staging Redis?"},
-        {"role": "assistant", "content": "Staging Redis listens on port 6380."}]) + "\n", encoding="utf-8")
+    chat.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [
+                {"role": "user", "content": "Which port did we give the staging Redis?"},
+                {"role": "assistant", "content": "Staging Redis listens on port 6380."},
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     run("ingest", str(chat), db=db)
     return db
 
@@ -310,8 +356,12 @@ def test_recover_on_a_read_only_database_file_prints_the_block_and_one_warning(t
     stderr), prints its block and exits 0."""
     db = archived_db(tmp_path)
     db.chmod(0o444)
-    proc = subprocess.run([*unprivileged, *LANTERN, "--db", str(db), "recover", "staging redis port"], capture_output=True,
-                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [*unprivileged, *LANTERN, "--db", str(db), "recover", "staging redis port"],
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     assert "6380" in proc.stdout.decode()
     err = proc.stderr.decode().splitlines()
@@ -350,7 +400,9 @@ def test_a_database_in_a_read_only_directory_is_named_as_such(tmp_path, unprivil
     folder.chmod(0o555)
     try:
         for command in (["stats"], ["recover", "staging redis port"], ["search", "redis"]):
-            proc = subprocess.run([*unprivileged, *LANTERN, "--db", str(db), *command], capture_output=True, timeout=300)
+            proc = subprocess.run(
+                [*unprivileged, *LANTERN, "--db", str(db), *command], capture_output=True, timeout=300
+            )
             err = proc.stderr.decode()
             assert proc.returncode == 1 and "Traceback" not in err, err
             assert f"its directory {folder} is not writable" in err and "not a readable SQLite database" not in err, err
@@ -358,16 +410,20 @@ def test_a_database_in_a_read_only_directory_is_named_as_such(tmp_path, unprivil
         folder.chmod(0o755)
 
 
-def test_a_database_another_process_holds_exclusively_is_named_locked(tmp_path):
+def test_a_database_another_process_holds_exclusively_is_named_locked(tmp_path, monkeypatch):
     """A connection elsewhere in locking_mode EXCLUSIVE keeps every other reader out: the read commands say the
-    database is locked by another process (retry), not "not a readable SQLite database (database is locked)"."""
-    import sqlite3
+    database is locked by another process (retry), not "not a readable SQLite database (database is locked)". The
+    holder is a real process; the commands wait 1 s for the lock here instead of the 10 s busy_timeout (the wait is
+    not what this test is about: it made the test take 20 s)."""
+    from lantern.store import sqlite as store_sqlite
 
     db = archived_db(tmp_path)
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
-    holder.execute("SELECT count(*) FROM entries").fetchone()  # WAL + EXCLUSIVE: the first read takes the lock for good
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_EXCLUSIVELY, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(store_sqlite, "BUSY_TIMEOUT_MS", 1000)
         for command in (["stats"], ["recover", "staging redis port"]):
             proc = run(*command, db=db, check=False)
             err = proc.stderr.decode()
@@ -375,8 +431,20 @@ def test_a_database_another_process_holds_exclusively_is_named_locked(tmp_path):
             assert f"{db}: the database is locked: another process holds an exclusive lock on it" in err, (command, err)
             assert "retry" in err and "not a readable SQLite database" not in err, (command, err)
     finally:
-        holder.close()
+        holder.communicate("", timeout=60)  # stdin closed: the holder closes its connection and exits
+    assert holder.returncode == 0
     assert "6380" in run("recover", "staging redis port", db=db).stdout.decode()  # the lock gone, it opens
+
+
+HOLD_EXCLUSIVELY = """
+import sqlite3, sys
+holder = sqlite3.connect(sys.argv[1], isolation_level=None)
+holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+holder.execute("SELECT count(*) FROM entries").fetchone()  # WAL + EXCLUSIVE: the first read takes the lock for good
+print("held", flush=True)
+sys.stdin.read()
+holder.close()
+"""
 
 
 def test_a_database_on_a_full_disk_is_named_as_such(tmp_path):
@@ -385,8 +453,10 @@ def test_a_database_on_a_full_disk_is_named_as_such(tmp_path):
     namespace (skipped where those cannot be made)."""
     import shutil
 
-    if shutil.which("unshare") is None or subprocess.run(
-            ["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True).returncode:
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True).returncode
+    ):
         pytest.skip("no user and mount namespaces: cannot mount a small tmpfs to fill")
     db = archived_db(tmp_path, "src.db")
     mnt = tmp_path / "full"
@@ -400,15 +470,20 @@ def test_a_database_on_a_full_disk_is_named_as_such(tmp_path):
         {lantern} --db '{mnt}/full.db' stats; echo "exit $?"
         {lantern} --db '{mnt}/full.db' search redis; echo "exit $?"
     """
-    proc = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], capture_output=True,
-                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     if proc.returncode in (77, 78):
         pytest.skip(f"could not mount and fill a tmpfs: {proc.stderr.decode()}")
     out, err = proc.stdout.decode(), proc.stderr.decode()
     assert out.count("exit 1") == 2 and "Traceback" not in err, (out, err)
     lines = err.splitlines()
-    assert len(lines) == 2 and all(f"{mnt}/full.db: cannot open it: the disk holding {mnt} is full" in line
-                                   for line in lines), err
+    assert len(lines) == 2 and all(
+        f"{mnt}/full.db: cannot open it: the disk holding {mnt} is full" in line for line in lines
+    ), err
     assert "not a readable SQLite database" not in err
 
 
@@ -429,9 +504,12 @@ def test_open_errors_name_their_cause():
 
     path = str(Path(__file__))  # a folder with room left and writable
     cases = [
-        (error("database or disk is full", 13), "is full"), (error("database or disk is full", None), "is full"),
-        (error("disk I/O error", 4874), "an I/O error"), (error("disk I/O error", 266), "an I/O error"),
-        (error("disk I/O error", None), "an I/O error"), (error("database is locked", 5), "the database is locked"),
+        (error("database or disk is full", 13), "is full"),
+        (error("database or disk is full", None), "is full"),
+        (error("disk I/O error", 4874), "an I/O error"),
+        (error("disk I/O error", 266), "an I/O error"),
+        (error("disk I/O error", None), "an I/O error"),
+        (error("database is locked", 5), "the database is locked"),
         (error("database is locked", None), "the database is locked"),
         (error("database table is locked", 6), "the database is locked"),
         (sqlite3.DatabaseError("file is not a database"), "is not a readable SQLite database"),
@@ -475,11 +553,17 @@ def test_a_name_that_is_not_utf8_is_a_usage_error(tmp_path):
     db = archived_db(tmp_path)
     before = json.loads(run("stats", "--json", db=db).stdout)
     chat = tmp_path / "cli.db.jsonl"
-    for command in (["recover", "port", "--session"], ["search", "port", "--session"], ["forget", "--session"],
-                    ["export", "-", "--session"], ["ingest", str(chat), "--session"], ["recover", "port", "--user"],
-                    ["forget", "--agent"], ["facts"]):
-        proc = subprocess.run([*LANTERN, "--db", str(db), *command, b"caf\xe9"], capture_output=True, timeout=300,
-                              env={**os.environ, "COLUMNS": "200"})
+    for command in (
+        ["recover", "port", "--session"],
+        ["search", "port", "--session"],
+        ["forget", "--session"],
+        ["export", "-", "--session"],
+        ["ingest", str(chat), "--session"],
+        ["recover", "port", "--user"],
+        ["forget", "--agent"],
+        ["facts"],
+    ):
+        proc = lantern(*command, b"caf\xe9", db=db, columns=200)
         err = proc.stderr.decode()
         assert proc.returncode == 2 and "Traceback" not in err and "codec" not in err, (command, err)
         assert "not UTF-8 text: b'caf\\xe9'" in err, (command, err)
@@ -487,21 +571,34 @@ def test_a_name_that_is_not_utf8_is_a_usage_error(tmp_path):
     assert (after["entries"], after["sessions"]) == (before["entries"], before["sessions"])
 
 
-HOSTILE = ("port 6380 \x1b[2J\x1b[31mred\x1b[0m bell\x07 cr\rback \u202eevil\u202c tab\there \u9020 \u200d 端口"
-           " \u2028line\u2029para")
+HOSTILE = (
+    "port 6380 \x1b[2J\x1b[31mred\x1b[0m bell\x07 cr\rback \u202eevil\u202c tab\there \u9020 \u200d 端口"
+    " \u2028line\u2029para"
+)
 # what must never reach a terminal raw from the archive (the escapes rich writes itself are SGR styles: ESC [ ... m)
 TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 RICH_STYLE = re.compile("\x1b\\[[0-9;]*m")  # the bold / dim / italic of the tables' headers and captions
 
 
 def on_a_terminal(*args: str, db: Path, columns: int = 400) -> str:
-    """The stdout of ``lantern --db DB ARGS`` run on a pseudo-terminal (``sys.stdout.isatty()`` is true) ``columns``
-    wide, with the CR the terminal's line discipline adds before each LF taken out again."""
+    """The stdout of ``lantern --db DB ARGS`` run with stdout on a pseudo-terminal (``sys.stdout.isatty()`` is true)
+    ``columns`` wide, with the CR the terminal's line discipline adds before each LF taken out again."""
+    proc = lantern(*args, db=db, terminal="stdout", columns=columns)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode().replace("\r\n", "\n")
+
+
+def on_a_terminal_process(*args: str, db: Path, columns: int = 400) -> str:
+    """:func:`on_a_terminal` as a real process: ``python -m lantern.cli`` with its stdout on a pseudo-terminal."""
     import pty
 
     main, child = pty.openpty()
-    proc = subprocess.Popen([*LANTERN, "--db", str(db), *args], stdout=child, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": str(columns)})
+    proc = subprocess.Popen(
+        [*LANTERN, "--db", str(db), *args],
+        stdout=child,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "COLUMNS": str(columns)},
+    )
     os.close(child)
     chunks = []
     while True:
@@ -523,16 +620,24 @@ def test_recover_escapes_control_characters_on_a_terminal_only(tmp_path):
     Piped (to an LLM), the text is printed as is."""
     db = tmp_path / "hostile.db"
     chat = tmp_path / "hostile.jsonl"
-    chat.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "which port for redis?"},
-                                                      {"role": "assistant", "content": HOSTILE}]) + "\n", encoding="utf-8")
+    chat.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [{"role": "user", "content": "which port for redis?"}, {"role": "assistant", "content": HOSTILE}]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     run("ingest", str(chat), db=db)
     piped = run("recover", "redis port", db=db).stdout.decode()
     assert HOSTILE in piped
 
     shown = on_a_terminal("recover", "redis port", db=db)
     assert not TERMINAL_UNSAFE.search(shown), repr(shown)
-    assert ("port 6380 \\x1b[2J\\x1b[31mred\\x1b[0m bell\\x07 cr\\rback \\u202eevil\\u202c tab\there \u9020 \u200d 端口"
-            " \\u2028line\\u2029para" in shown), repr(shown)
+    assert (
+        "port 6380 \\x1b[2J\\x1b[31mred\\x1b[0m bell\\x07 cr\\rback \\u202eevil\\u202c tab\there \u9020 \u200d 端口"
+        " \\u2028line\\u2029para" in shown
+    ), repr(shown)
     assert shown.count("\n") == piped.count("\n")
 
 
@@ -544,9 +649,18 @@ def test_search_explain_facts_and_json_escape_archived_text_on_a_terminal_only(t
     db = tmp_path / "hostile.db"
     chat = tmp_path / "hostile.jsonl"
     session = "s\x1b[1m\u202eX"
-    chat.write_text("\n".join(json.dumps(m) for m in [
-        {"role": "user", "content": "which port for redis? \x1b]0;pwned\x07"}, {"role": "assistant", "content": HOSTILE},
-        {"role": "user", "content": "REDIS_HOST=cache\x9b2J\u202e.internal"}]) + "\n", encoding="utf-8")
+    chat.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [
+                {"role": "user", "content": "which port for redis? \x1b]0;pwned\x07"},
+                {"role": "assistant", "content": HOSTILE},
+                {"role": "user", "content": "REDIS_HOST=cache\x9b2J\u202e.internal"},
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     run("ingest", str(chat), "--session", session, db=db)
 
     for command in (["search", "redis port"], ["search", "redis port", "--explain"]):
@@ -568,10 +682,14 @@ def test_search_explain_facts_and_json_escape_archived_text_on_a_terminal_only(t
         assert re.search("[\x9b\u202e\u2028]", piped), command  # JSON leaves C1, bidi and U+2028 raw: as before
         shown = on_a_terminal(*command, db=db)
         assert not TERMINAL_UNSAFE.search(shown.rstrip("\n")), (command, repr(shown))
-        texts = [[r.get("text"), r.get("summary"), r.get("value"), r.get("session")] for r in
-                 (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(shown))]
-        assert texts == [[r.get("text"), r.get("summary"), r.get("value"), r.get("session")] for r in
-                         (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(piped))], command
+        texts = [
+            [r.get("text"), r.get("summary"), r.get("value"), r.get("session")]
+            for r in (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(shown))
+        ]
+        assert texts == [
+            [r.get("text"), r.get("summary"), r.get("value"), r.get("session")]
+            for r in (lambda v: v["entries"] if isinstance(v, dict) else v)(json.loads(piped))
+        ], command
 
 
 def test_a_failure_after_turns_were_committed_keeps_the_new_database(tmp_path):
@@ -645,9 +763,7 @@ def test_undo_keeps_a_new_database_another_connection_is_filling(tmp_path):
 
 def piped(*args: str, db: Path | None = None, columns: str | None = None) -> str:
     """The stdout of ``lantern ARGS`` to a pipe, stdin not a terminal either, $COLUMNS unset unless ``columns``."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
-    proc = subprocess.run([*LANTERN, *(("--db", str(db)) if db else ()), *args], capture_output=True, timeout=600,
-                          env=env, stdin=subprocess.DEVNULL)
+    proc = lantern(*args, db=db, columns=columns)
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
 
@@ -661,7 +777,7 @@ def summary_cells(out: str, row: int = 0) -> str:
     body = [line for line in table_lines(out) if line.startswith("│")]
     starts = [i for i, line in enumerate(body) if line.split("│")[1].strip()]  # a row starts where its id is
     end = starts[row + 1] if row + 1 < len(starts) else len(body)
-    return " ".join(line.split("│")[-2].strip() for line in body[starts[row]:end])
+    return " ".join(line.split("│")[-2].strip() for line in body[starts[row] : end])
 
 
 def test_search_tables_fit_the_console_piped_and_on_a_terminal(tmp_path):
@@ -672,21 +788,35 @@ def test_search_tables_fit_the_console_piped_and_on_a_terminal(tmp_path):
     db = tmp_path / "wide.db"
     chat = tmp_path / "wide.jsonl"
     words = "the staging deployment of the billing service reads its Redis password from a vault path " * 3
-    chat.write_text("\n".join(json.dumps(m) for m in [
-        {"role": "user", "content": "Where does the billing service read its Redis password? " + words},
-        {"role": "assistant", "content": "From vault/secret/billing/staging/redis-password-rotated-quarterly. " + words},
-        {"role": "user", "content": "And the session timeout for billing?"},
-        {"role": "assistant", "content": "BILLING_SESSION_TIMEOUT_SECONDS=1800 in config/billing/staging.env."},
-    ]) + "\n", encoding="utf-8")
+    chat.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [
+                {"role": "user", "content": "Where does the billing service read its Redis password? " + words},
+                {
+                    "role": "assistant",
+                    "content": "From vault/secret/billing/staging/redis-password-rotated-quarterly. " + words,
+                },
+                {"role": "user", "content": "And the session timeout for billing?"},
+                {"role": "assistant", "content": "BILLING_SESSION_TIMEOUT_SECONDS=1800 in config/billing/staging.env."},
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     run("ingest", str(chat), "--session", "billing-service-staging-deployment-notes", db=db)
-    summaries = [r["summary"] for r in json.loads(run("search", "billing redis password", "--explain", "--json", db=db).stdout)]
+    summaries = [
+        r["summary"] for r in json.loads(run("search", "billing redis password", "--explain", "--json", db=db).stdout)
+    ]
 
     def check(out: str, width: int, explain: bool) -> None:
         lines = table_lines(out)
         assert lines and all(len(line) <= width for line in out.splitlines()), (width, out)
         assert all(line[-1] in "┓┃┩│┘" for line in lines), out  # every line keeps its right border
         if explain:
-            assert " ".join(summary_cells(out).split()).replace(" ", "") == summaries[0].replace("\n", " ").replace(" ", ""), out
+            assert " ".join(summary_cells(out).split()).replace(" ", "") == summaries[0].replace("\n", " ").replace(
+                " ", ""
+            ), out
 
     out = piped("search", "billing redis password", "--explain", db=db)
     check(out, 160, True)
@@ -725,12 +855,22 @@ def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     --second-embedder are checked when parsed, with the Python API's message; no database is made or opened."""
     db = archived_db(tmp_path)
     message = "unknown embedder 'bogus'; choose one of minilm, use, e5, routed, routed-v1"
-    for args in (["--embedder", "bogus", "recover", "x"], ["--embedder", "bogus", "ingest", str(tmp_path / "cli.db.jsonl")],
-                 ["reindex", "--embedder", "bogus"],
-                 ["eval", "jsonl", "--data", str(tmp_path / "cli.db.jsonl"), "--out", str(tmp_path / "o"),
-                  "--second-embedder", "bogus"]):
-        proc = subprocess.run([*LANTERN, "--db", str(tmp_path / "new.db"), *args], capture_output=True, timeout=300,
-                              env={**os.environ, "COLUMNS": "200"})
+    for args in (
+        ["--embedder", "bogus", "recover", "x"],
+        ["--embedder", "bogus", "ingest", str(tmp_path / "cli.db.jsonl")],
+        ["reindex", "--embedder", "bogus"],
+        [
+            "eval",
+            "jsonl",
+            "--data",
+            str(tmp_path / "cli.db.jsonl"),
+            "--out",
+            str(tmp_path / "o"),
+            "--second-embedder",
+            "bogus",
+        ],
+    ):
+        proc = lantern(*args, db=tmp_path / "new.db", columns=200)
         err = proc.stderr.decode()
         assert proc.returncode == 2 and message in err and "Invalid value for '--" in err, (args, err)
     assert not (tmp_path / "new.db").exists() and not (tmp_path / "o").exists()
@@ -740,7 +880,7 @@ def test_an_unknown_embedder_is_a_usage_error(tmp_path):
         get_embedder("bogus")
     # a known name in any case, or an embedder id, passes the check (and meets the database's own embedder)
     for name in ("MiniLM", "minilm-l6-v2-int8"):
-        proc = subprocess.run([*LANTERN, "--db", str(db), "--embedder", name, "stats"], capture_output=True, timeout=300)
+        proc = lantern("--embedder", name, "stats", db=db, columns=None)
         assert proc.returncode == 1 and "was created with embedder" in proc.stderr.decode(), name
 
 
@@ -763,15 +903,20 @@ def test_feedback_names_its_missing_choice_and_its_unknown_ids_and_takes_agent_a
     assert proc.stderr.decode() == "warning: entry 999 is not an entry of this user; nothing changed for it\n"
     proc = run("feedback", str(entry), "999", "998", "999", "--not-useful", db=db)
     assert proc.stdout.decode() == "1 entry marked not useful\n"
-    assert proc.stderr.decode() == "warning: 2 of the ids are not entries of this user (999, 998); nothing changed for them\n"
+    assert (
+        proc.stderr.decode()
+        == "warning: 2 of the ids are not entries of this user (999, 998); nothing changed for them\n"
+    )
 
     proc = run("feedback", str(entry), "--useful", "--agent", "reviewer", db=db)
     assert proc.stdout.decode() == "0 entries marked useful\n"
-    assert proc.stderr.decode() == (f"warning: entry {entry} is not an entry of this user under agent 'reviewer'; "
-                                    "nothing changed for it\n")
+    assert proc.stderr.decode() == (
+        f"warning: entry {entry} is not an entry of this user under agent 'reviewer'; nothing changed for it\n"
+    )
     proc = run("feedback", str(entry), "--useful", "--project", "api", "--user", "bob", db=db)
-    assert proc.stderr.decode() == (f"warning: entry {entry} is not an entry of user 'bob' in project 'api'; "
-                                    "nothing changed for it\n")
+    assert proc.stderr.decode() == (
+        f"warning: entry {entry} is not an entry of user 'bob' in project 'api'; nothing changed for it\n"
+    )
     before = json.loads(run("search", "staging port", "--explain", "--json", db=db).stdout)[0]["success"]
     proc = run("feedback", str(entry), "--useful", "--agent", "coder", "--project", "web", db=db)
     assert proc.stdout.decode() == "1 entry marked useful\n" and proc.stderr.decode() == ""
@@ -786,24 +931,35 @@ def test_an_empty_recovery_names_the_scope_filter_that_left_the_entries_out(tmp_
     run("ingest", str(transcript), "--user", "alice", "--agent", "coder", "--project", "web", db=db)
 
     def why(*args: str, env: dict | None = None) -> str:
-        proc = subprocess.run([*LANTERN, "--db", str(db), "recover", "redis port for staging", *args], capture_output=True,
-                              timeout=300, env={k: v for k, v in os.environ.items() if k != "LANTERN_USER"} | (env or {}))
+        proc = lantern(
+            "recover", "redis port for staging", *args, db=db, columns=None, env={"LANTERN_USER": None, **(env or {})}
+        )
         assert proc.returncode == 0 and proc.stdout == b"", proc.stderr.decode()
         return proc.stderr.decode().strip()
 
-    assert why("--user", "bob") == ("nothing recovered: no archived turn is a candidate for user 'bob' (2 entries are "
-                                    "under other users: --user or $LANTERN_USER picks the user)")
+    assert why("--user", "bob") == (
+        "nothing recovered: no archived turn is a candidate for user 'bob' (2 entries are "
+        "under other users: --user or $LANTERN_USER picks the user)"
+    )
     assert why(env={"LANTERN_USER": "bob"}) == why("--user", "bob")
-    assert why() == ('nothing recovered: no archived turn is a candidate for the default user "" (2 entries are under '
-                     "other users: --user or $LANTERN_USER picks the user)")
+    assert why() == (
+        'nothing recovered: no archived turn is a candidate for the default user "" (2 entries are under '
+        "other users: --user or $LANTERN_USER picks the user)"
+    )
     assert why("--user", "alice", "--agent", "reviewer") == (
-        "nothing recovered: no archived turn is a candidate for agent 'reviewer' (this user's 2 entries are outside it)")
+        "nothing recovered: no archived turn is a candidate for agent 'reviewer' (this user's 2 entries are outside it)"
+    )
     assert why("--user", "alice", "--agent", "coder", "--project", "api") == (
         "nothing recovered: no archived turn is a candidate for agent 'coder' and project 'api' (this user's 2 entries "
-        "are outside them)")
+        "are outside them)"
+    )
     assert why("--user", "alice", "--session", "nope") == (
-        "nothing recovered: no archived turn is a candidate in session 'nope' (2 entries are in other sessions)")
-    assert "6380" in run("recover", "redis port for staging", "--user", "alice", "--session", "chat", db=db).stdout.decode()
+        "nothing recovered: no archived turn is a candidate in session 'nope' (2 entries are in other sessions)"
+    )
+    assert (
+        "6380"
+        in run("recover", "redis port for staging", "--user", "alice", "--session", "chat", db=db).stdout.decode()
+    )
     run("forget", "--user", "alice", db=db)
     assert why() == "nothing recovered: no archived turn is a candidate (the database holds no entry)"
 
@@ -813,53 +969,47 @@ def test_ingest_prints_the_file_and_session_names_as_visible_escapes_on_a_termin
     raw on a terminal, so a file name holding an escape sequence drove the terminal; like ``ingest DIR`` and the
     other commands, it prints them through ``shown`` there. Piped, the line is as before."""
     chat = tmp_path / "chat\x1b[2J\x1b]0;pwned\x07\u202e.jsonl"
-    chat.write_text(json.dumps({"role": "user", "content": "the staging api listens on port 5433"}) + "\n", encoding="utf-8")
+    chat.write_text(
+        json.dumps({"role": "user", "content": "the staging api listens on port 5433"}) + "\n", encoding="utf-8"
+    )
     out = on_a_terminal("ingest", str(chat), db=tmp_path / "t.db")
     assert not TERMINAL_UNSAFE.search(out.rstrip("\n")), repr(out)
-    assert out == (f"{tmp_path}/chat\\x1b[2J\\x1b]0;pwned\\x07\\u202e.jsonl: 1 turn archived, 0 already archived, 0 items "
-                   "skipped (session chat\\x1b[2J\\x1b]0;pwned\\x07\\u202e)\n"), repr(out)
+    assert out == (
+        f"{tmp_path}/chat\\x1b[2J\\x1b]0;pwned\\x07\\u202e.jsonl: 1 turn archived, 0 already archived, 0 items "
+        "skipped (session chat\\x1b[2J\\x1b]0;pwned\\x07\\u202e)\n"
+    ), repr(out)
     chat2 = chat.with_name("two\x1b[31m.jsonl")
-    chat2.write_text(json.dumps({"role": "user", "content": "the prod api listens on port 5434"}) + "\n", encoding="utf-8")
+    chat2.write_text(
+        json.dumps({"role": "user", "content": "the prod api listens on port 5434"}) + "\n", encoding="utf-8"
+    )
     piped = run("ingest", str(chat2), db=tmp_path / "t.db").stdout.decode()
     assert piped == f"{chat2}: 1 turn archived, 0 already archived, 0 items skipped (session two\x1b[31m)\n"
     # --json (a file, a directory): on a terminal the JSON leaves no bidi control raw either, as recover --json
     chat3 = chat.with_name("three\u202e.jsonl")
-    chat3.write_text(json.dumps({"role": "user", "content": "the dev api listens on port 5435"}) + "\n", encoding="utf-8")
+    chat3.write_text(
+        json.dumps({"role": "user", "content": "the dev api listens on port 5435"}) + "\n", encoding="utf-8"
+    )
     shown_json = on_a_terminal("ingest", str(chat3), "--json", db=tmp_path / "t3.db")
     assert not TERMINAL_UNSAFE.search(shown_json.rstrip("\n")) and json.loads(shown_json)["session"] == "three\u202e"
     folder = tmp_path / "dir\u202e"
     folder.mkdir()
     (folder / "a\u202e.jsonl").write_text(chat3.read_text(encoding="utf-8"), encoding="utf-8")
     shown_json = on_a_terminal("ingest", str(folder), "--json", db=tmp_path / "t4.db")
-    assert not TERMINAL_UNSAFE.search(shown_json.rstrip("\n")) and "a\u202e.jsonl" in json.dumps(json.loads(shown_json),
-                                                                                                 ensure_ascii=False)
+    assert not TERMINAL_UNSAFE.search(shown_json.rstrip("\n")) and "a\u202e.jsonl" in json.dumps(
+        json.loads(shown_json), ensure_ascii=False
+    )
 
 
 def test_an_error_quoting_a_hostile_file_name_is_escaped_on_a_terminal_only(tmp_path):
     """``error: FILE, line 1: ...`` quoted the file name raw: a file named with an OSC sequence set the terminal's
     title (breaker finding). On a terminal the error line shows escapes; piped, it is the name as is."""
-    import pty
-
     name = tmp_path / "ev\x1b]0;pwned\x07\u202eY.json"
     name.write_text("{bad", encoding="utf-8")
-    main, child = pty.openpty()
-    proc = subprocess.Popen([*LANTERN, "--db", str(tmp_path / "t.db"), "ingest", str(name)], stdout=subprocess.DEVNULL,
-                            stderr=child)
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(main)
-    assert proc.wait(timeout=300) == 1
-    err = b"".join(chunks).decode()
+    proc = lantern("ingest", str(name), db=tmp_path / "t.db", terminal="stderr", columns=None)
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
     assert "error:" in err and "\x07" not in err and "\u202e" not in err and "\\x1b]0;pwned\\x07\\u202eY.json" in err
-    piped = subprocess.run([*LANTERN, "--db", str(tmp_path / "t.db"), "ingest", str(name)], capture_output=True)
+    piped = lantern("ingest", str(name), db=tmp_path / "t.db", columns=None)
     assert piped.returncode == 1 and str(name).encode() in piped.stderr
 
 
@@ -875,3 +1025,59 @@ def test_reindex_takes_the_global_embedder_as_its_target(tmp_path):
     assert "6380" in run("recover", "which port does staging redis listen on", db=db).stdout.decode()
     out = run("reindex", "--embedder", "routed", db=db).stdout.decode()  # the command's own option, as before
     assert "re-embedded with routed-minilm-use-e5-v1" in out
+
+
+def test_in_process_runs_print_what_a_process_prints(tmp_path):
+    """The tests above run the command in the test process (tests/clirun.py); here the same commands also run as
+    real processes (the installed ``lantern`` script, pyproject's [project.scripts]), and both give the same exit
+    code and the same bytes on stdout and stderr: to a pipe and to a terminal, for exit 0, an error (1) and usage
+    errors (2), typer's own error panel included."""
+    script = Path(sys.executable).with_name("lantern")
+    assert script.exists(), f"no {script}: install the package (pip install -e .)"
+    chat = tmp_path / "hostile.jsonl"
+    chat.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [{"role": "user", "content": "which port for redis?"}, {"role": "assistant", "content": HOSTILE}]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+
+    def process(*args: str, db: Path, columns: int = 200, input: bytes | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(script), "--db", str(db), *args],
+            capture_output=True,
+            timeout=300,
+            input=input,
+            stdin=subprocess.DEVNULL if input is None else None,
+            env={**os.environ, "COLUMNS": str(columns)},
+        )
+
+    def same(*args: str, db: Path, columns: int = 200, input: bytes | None = None) -> subprocess.CompletedProcess:
+        inside = lantern(*args, db=db, columns=columns, input=input)
+        outside = process(*args, db=db, columns=columns, input=input)
+        assert (inside.returncode, inside.stdout, inside.stderr) == (
+            outside.returncode,
+            outside.stdout,
+            outside.stderr,
+        ), args
+        return inside
+
+    ingested = [lantern("ingest", str(chat), db=tmp_path / "a.db"), process("ingest", str(chat), db=tmp_path / "b.db")]
+    assert [(p.returncode, p.stdout, p.stderr) for p in ingested] == [(0, ingested[0].stdout, b"")] * 2
+    db = tmp_path / "a.db"
+    assert "\u202eevil" in json.loads(same("search", "redis port", "--json", db=db).stdout)[0]["summary"]
+    assert "ranks per signal" in same("search", "redis port", "--explain", db=db, columns=120).stdout.decode()
+    assert json.loads(same("stats", "--json", db=db).stdout)["entries"] == 1
+    assert same("stats", db=tmp_path / "missing.db").returncode == 1
+    assert same("--embedder", "bogus", "stats", db=db, columns=90).returncode == 2
+    assert same("recover", "x", "--budget", "lots", db=db, columns=90).returncode == 2
+    assert same("feedback", "1", db=db).returncode == 2
+    assert (
+        b"error: <stdin>, line 1: the first record must be the header"
+        in same("import", "-", db=db, input=b"{}\n").stderr
+    )
+    assert "Usage: lantern recover [OPTIONS] " in same("recover", "--help", db=db, columns=400).stdout.decode()
+    shown = on_a_terminal("search", "redis port", db=db, columns=100)
+    assert "\\x1b[2J" in shown and shown == on_a_terminal_process("search", "redis port", db=db, columns=100)

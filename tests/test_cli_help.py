@@ -1,28 +1,34 @@
-"""``lantern --help`` and each command's ``--help`` as a user reads them: the real process, a wide terminal."""
+"""``lantern --help`` and each command's ``--help`` as a user reads them, a wide terminal ($COLUMNS); in-process
+(tests/clirun.py; tests/test_cli.py runs ``lantern --help`` as a real process too)."""
 
 from __future__ import annotations
 
 import inspect
-import os
-import subprocess
-import sys
 
 import pytest
 
-LANTERN = [sys.executable, "-m", "lantern.cli"]
+from clirun import lantern
 
 
 def help_text(*command: str, columns: int = 400) -> str:
-    proc = subprocess.run([*LANTERN, *command, "--help"], capture_output=True, timeout=120,
-                          env={**os.environ, "COLUMNS": str(columns)})
+    proc = lantern(*command, "--help", columns=columns)
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
 
 
-@pytest.mark.parametrize("command, placeholder", [
-    ("recover", "QUERY"), ("search", "QUERY"), ("ingest", "FILE|DIR"), ("export", "FILE|-"), ("import", "FILE|-"),
-    ("facts", "KEY"), ("feedback", "ID"), ("eval", "DATASET"),
-])
+@pytest.mark.parametrize(
+    "command, placeholder",
+    [
+        ("recover", "QUERY"),
+        ("search", "QUERY"),
+        ("ingest", "FILE|DIR"),
+        ("export", "FILE|-"),
+        ("import", "FILE|-"),
+        ("facts", "KEY"),
+        ("feedback", "ID"),
+        ("eval", "DATASET"),
+    ],
+)
 def test_usage_line_names_the_argument_as_the_help_text_does(command, placeholder):
     """Newcomer finding: the usage line said ``recover [OPTIONS] {query}`` where the help text and the README say
     QUERY; every positional argument is written in capitals, in the usage line and in the Arguments panel."""

@@ -11,12 +11,16 @@ SYSTEM = {"role": "system", "content": "You are a coding assistant."}
 
 
 def conversation() -> list[dict]:
-    msgs = [SYSTEM,
-            {"role": "user", "content": "Start postgres for the billing service."},
-            {"role": "assistant", "content": "Started: docker run -p 5433:5432 postgres:16, listening on port 5433."}]
+    msgs = [
+        SYSTEM,
+        {"role": "user", "content": "Start postgres for the billing service."},
+        {"role": "assistant", "content": "Started: docker run -p 5433:5432 postgres:16, listening on port 5433."},
+    ]
     for i in range(8):
-        msgs += [{"role": "user", "content": f"Refactor module number {i} of the invoice renderer."},
-                 {"role": "assistant", "content": f"Refactored renderer module {i}; all {10 + i} tests pass."}]
+        msgs += [
+            {"role": "user", "content": f"Refactor module number {i} of the invoice renderer."},
+            {"role": "assistant", "content": f"Refactored renderer module {i}; all {10 + i} tests pass."},
+        ]
     return msgs
 
 
@@ -39,8 +43,11 @@ def test_no_compaction_while_the_conversation_grows(lt):
 def test_claude_code_summary_detected_and_recovery_brings_back_the_port(lt):
     msgs = conversation()
     ids = lt.archive(msgs, session="s").entry_ids
-    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
-               "of context. The user set up the billing database and refactored the invoice renderer."}
+    summary = {
+        "role": "system",
+        "content": "This session is being continued from a previous conversation that ran out "
+        "of context. The user set up the billing database and refactored the invoice renderer.",
+    }
     live = [summary, *msgs[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
     c = detect(lt, "s", live)
     assert c is not None and c.reason == "summary" and "continued" in c.summary
@@ -61,14 +68,17 @@ def test_dropped_turns_without_summary(lt):
     assert detect(lt, "other-session", live) is None
 
 
-@pytest.mark.parametrize("text,role,expected", [
-    ("[Summary] earlier work", "system", True),
-    ("Summary of the conversation so far: ...", "user", True),
-    ("<summary>the user asked</summary>", "system", True),
-    ("This session is being continued from a previous conversation that ran out of context.", "user", True),
-    ("Please write a summary of the conversation", "user", False),
-    ("[Summary] quoted by the assistant", "assistant", False),
-])
+@pytest.mark.parametrize(
+    "text,role,expected",
+    [
+        ("[Summary] earlier work", "system", True),
+        ("Summary of the conversation so far: ...", "user", True),
+        ("<summary>the user asked</summary>", "system", True),
+        ("This session is being continued from a previous conversation that ran out of context.", "user", True),
+        ("Please write a summary of the conversation", "user", False),
+        ("[Summary] quoted by the assistant", "assistant", False),
+    ],
+)
 def test_is_summary(text, role, expected):
     assert is_summary({"role": role, "content": text}) is expected
     assert is_summary({"role": role, "content": [{"type": "text", "text": text}]}) is expected
@@ -104,8 +114,11 @@ def test_tracker_matches_stateless_detect_over_a_long_conversation(lt):
         lt.archive(msgs, session="s")
     assert events == [None] * 30
     # a compaction after many requests is still detected, with the same lost entries as the stateless detect
-    summary = {"role": "user", "content": "This session is being continued from a previous conversation that ran out of "
-               "context. The user set up billing and checked the renderer thirty times."}
+    summary = {
+        "role": "user",
+        "content": "This session is being continued from a previous conversation that ran out of "
+        "context. The user set up billing and checked the renderer thirty times.",
+    }
     compacted = [SYSTEM, summary, *msgs[-4:], {"role": "user", "content": "Which port does billing listen on?"}]
     event, current = tracker.observe("s", compacted)
     expected = detect(lt, "s", compacted)
@@ -116,7 +129,10 @@ def test_tracker_matches_stateless_detect_over_a_long_conversation(lt):
     assert not live_ids & set(event.lost_entry_ids)
     # the same compacted context growing: an ongoing compaction, not a new one
     lt.archive(compacted, session="s")
-    grown = compacted + [{"role": "assistant", "content": "It listens on 5433."}, {"role": "user", "content": "Thanks."}]
+    grown = compacted + [
+        {"role": "assistant", "content": "It listens on 5433."},
+        {"role": "user", "content": "Thanks."},
+    ]
     event, current = tracker.observe("s", grown)
     assert event is None and current is not None and current.reason == "summary"
     # an old turn pasted back at the end (the conversation still grows): found in the new tail, present again
@@ -124,7 +140,9 @@ def test_tracker_matches_stateless_detect_over_a_long_conversation(lt):
     assert port_turn not in tracker.seen[tracker.key("s", lt.scope)].present
     resent = grown + [msgs[1], msgs[2], {"role": "user", "content": "Same setup again, please."}]
     tracker.observe("s", resent)
-    assert port_turn in tracker.seen[tracker.key("s", lt.scope)].present and tracker.seen[tracker.key("s", lt.scope)].present == _brute_present(lt, "s", resent)
+    assert port_turn in tracker.seen[tracker.key("s", lt.scope)].present and tracker.seen[
+        tracker.key("s", lt.scope)
+    ].present == _brute_present(lt, "s", resent)
     grown = resent
     # a window that drops a turn the previous request still held is a new compaction
     window = [SYSTEM, *grown[4:-3]]
@@ -147,15 +165,23 @@ def test_tracker_sees_another_process_archive_and_forget(tmp_path):
         assert tracker.observe("s", msgs) == (None, None)
         lt.archive(msgs, session="s")
         assert tracker.observe("s", msgs) == (None, None)
-        other = [{"role": "user", "content": "Deploy the zebra-9 service to staging."},
-                 {"role": "assistant", "content": "Deployed zebra-9 to staging; health check green on port 7311."}]
-        script = ("import json, sys\nfrom lantern import Lantern\n"
-                  "with Lantern(sys.argv[1]) as lt:\n"
-                  "    lt.archive(json.loads(sys.argv[2]), session='s')\n"
-                  "    print(lt.forget(entry=int(sys.argv[3]), vacuum=False))\n")
+        other = [
+            {"role": "user", "content": "Deploy the zebra-9 service to staging."},
+            {"role": "assistant", "content": "Deployed zebra-9 to staging; health check green on port 7311."},
+        ]
+        script = (
+            "import json, sys\nfrom lantern import Lantern\n"
+            "with Lantern(sys.argv[1]) as lt:\n"
+            "    lt.archive(json.loads(sys.argv[2]), session='s')\n"
+            "    print(lt.forget(entry=int(sys.argv[3]), vacuum=False))\n"
+        )
         first_user_turn = lt.archive(msgs, session="s").entry_ids[1]
-        done = subprocess.run([sys.executable, "-c", script, str(path), json.dumps(other), str(first_user_turn)],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(path), json.dumps(other), str(first_user_turn)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         # the live context now holds only the system prompt and the other process's turn: turns 2.. were dropped
         live = [SYSTEM, *other, {"role": "user", "content": "Is zebra-9 healthy?"}]
@@ -183,7 +209,9 @@ def test_tracker_after_a_forget_and_an_archive_on_the_same_connection(lt):
     expected = detect(lt, "s", live)
     assert event is not None and event.lost_entry_ids == expected.lost_entry_ids and ids[3] not in event.lost_entry_ids
     assert tracker.seen[tracker.key("s", lt.scope)].present == _brute_present(lt, "s", live)
-    assert set(tracker.seen[tracker.key("s", lt.scope)].archive.hash) == {i for i, _t, _x in lt.store.session_turns("s")}
+    assert set(tracker.seen[tracker.key("s", lt.scope)].archive.hash) == {
+        i for i, _t, _x in lt.store.session_turns("s")
+    }
 
 
 def test_tracker_keeps_a_bounded_number_of_sessions(lt):
@@ -210,16 +238,28 @@ def test_the_recovery_query_leaves_out_the_summary_template():
     from lantern.compaction import summary_query, summary_query_text
 
     opening = "This session is being continued from a previous conversation that ran out of context. "
-    assert summary_query_text(opening + "The conversation is summarized below:\nAnalysis:\nThe user moved the "
-                              "database to port 5433.") == "Analysis:\nThe user moved the database to port 5433."
+    assert (
+        summary_query_text(
+            opening + "The conversation is summarized below:\nAnalysis:\nThe user moved the database to port 5433."
+        )
+        == "Analysis:\nThe user moved the database to port 5433."
+    )
     assert summary_query_text(opening + "Summary: billing runs on port 5433.") == "billing runs on port 5433."
     assert summary_query_text("[Summary] port 5433") == "[Summary] port 5433"  # other summaries are kept whole
-    assert summary_query_text("We kept this session is being continued ...") == "We kept this session is being continued ..."
+    assert (
+        summary_query_text("We kept this session is being continued ...")
+        == "We kept this session is being continued ..."
+    )
     # only the literal sentence goes (a breaker's finding: the first version cut everything up to a "." or ":")
     handoff = "This session is being continued from a previous conversation where we moved billing-db to port 5433"
     assert summary_query_text(handoff + "\nNext: tests") == "where we moved billing-db to port 5433\nNext: tests"
-    assert summary_query_text(opening + "At 12:30 UTC the deploy of app.yaml failed.") == "At 12:30 UTC the deploy of app.yaml failed."
-    messages = [{"role": "user", "content": opening + "Summary: the renderer writes to /srv/out."},
-                {"role": "user", "content": "where does it write?"}]
+    assert (
+        summary_query_text(opening + "At 12:30 UTC the deploy of app.yaml failed.")
+        == "At 12:30 UTC the deploy of app.yaml failed."
+    )
+    messages = [
+        {"role": "user", "content": opening + "Summary: the renderer writes to /srv/out."},
+        {"role": "user", "content": "where does it write?"},
+    ]
     summary, query = summary_query(messages)
     assert summary.startswith("This session") and query == "where does it write?\nthe renderer writes to /srv/out."

@@ -28,8 +28,13 @@ def _writer(path: str, worker: int, turns: int, errors) -> None:
     try:
         with Lantern(path) as lt:
             for start in range(0, turns, BATCH):
-                lt.archive([{"role": "user", "content": f"worker {worker} turn {t}: the {TOPICS[t % 5]} is w{worker}-{t}"}
-                            for t in range(start, min(start + BATCH, turns))], session="shared")
+                lt.archive(
+                    [
+                        {"role": "user", "content": f"worker {worker} turn {t}: the {TOPICS[t % 5]} is w{worker}-{t}"}
+                        for t in range(start, min(start + BATCH, turns))
+                    ],
+                    session="shared",
+                )
                 if (start + BATCH) % RECOVER_EVERY == 0:
                     lt.recover(f"which {TOPICS[start % 5]} did worker {worker} use at turn {start}?", budget=2000)
     except BaseException as e:  # noqa: BLE001 - the parent asserts there were none
@@ -80,7 +85,10 @@ def test_process_killed_mid_ingest_leaves_a_consistent_store(tmp_path):
     n_turns = 800  # 4 transactions of at most 256 turns
     with transcript.open("w", encoding="utf-8") as f:
         for t in range(n_turns):
-            f.write(json.dumps({"role": "user", "content": f"turn {t}: set retry_limit_{t} to {t % 97} in cfg/{t}.toml"}) + "\n")
+            f.write(
+                json.dumps({"role": "user", "content": f"turn {t}: set retry_limit_{t} to {t % 97} in cfg/{t}.toml"})
+                + "\n"
+            )
             f.write(json.dumps({"role": "assistant", "content": f"done {t}"}) + "\n")
     proc = subprocess.Popen([sys.executable, "-c", INGESTER, str(path), str(transcript)])
     try:
@@ -108,15 +116,29 @@ def test_process_killed_mid_ingest_leaves_a_consistent_store(tmp_path):
     assert proc.returncode == -9
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    entries, vectors, fts = (con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("entries", "embeddings", "entries_fts"))
+    entries, vectors, fts = (
+        con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("entries", "embeddings", "entries_fts")
+    )
     assert entries == vectors == fts and entries % 256 == 0 and 0 < entries < n_turns  # whole batches only
-    assert con.execute("INSERT INTO entries_fts(entries_fts) VALUES ('integrity-check')") is not None
+    # FTS5's own check of its index against its rows: raises (SQLITE_CORRUPT_VTAB) when they disagree. Before, the
+    # test asserted that the statement's cursor "is not None", which it always is.
+    con.execute("INSERT INTO entries_fts(entries_fts) VALUES ('integrity-check')")
+    ids = [r[0] for r in con.execute("SELECT id FROM entries ORDER BY id")]
+    assert [r[0] for r in con.execute("SELECT rowid FROM entries_fts ORDER BY rowid")] == ids
+    committed = sorted(r[0] for r in con.execute("SELECT turn FROM entries"))
+    assert committed == list(range(entries))  # the first whole batches, in order
+    match = "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?"
+    for t in (0, entries - 1):  # the first and the last committed turn are found by their own words
+        assert con.execute(match, (f'"retry_limit_{t}"',)).fetchone()[0] == 1, t
+    assert con.execute(match, (f'"retry_limit_{entries}"',)).fetchone()[0] == 0  # the first turn not committed
     con.close()
     with Lantern(path) as lt:  # resume: the rest is added, nothing twice
         result = lt.ingest(transcript, session="big")
         assert (result.added, result.duplicates) == (n_turns - entries, entries)
         assert lt.store.count() == n_turns
-        hashes = lt.store.db.execute("SELECT count(DISTINCT content_hash), count(DISTINCT turn) FROM entries").fetchone()
+        hashes = lt.store.db.execute(
+            "SELECT count(DISTINCT content_hash), count(DISTINCT turn) FROM entries"
+        ).fetchone()
         assert hashes == (n_turns, n_turns)
         assert "retry_limit_799" in lt.recover("retry_limit_799", budget=1000).text
 
@@ -153,13 +175,19 @@ def test_handle_without_an_embedder_follows_a_reindex_by_another_process(tmp_pat
 
     db = tmp_path / "m.db"
     with Lantern(db, embedder="minilm") as first:
-        first.archive([Message(role="user", text="the staging DB port is 5433"), Message(role="assistant", text="Noted.")],
-                      session="s")
+        first.archive(
+            [Message(role="user", text="the staging DB port is 5433"), Message(role="assistant", text="Noted.")],
+            session="s",
+        )
     server, pinned = Lantern(db), Lantern(db, embedder="minilm")
     try:
         assert "5433" in server.recover("which port is staging on?", budget=800).text
-        proc = subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), "--embedder", "use", "reindex"],
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "--db", str(db), "--embedder", "use", "reindex"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "5433" in server.recover("which port is staging on?", budget=800).text
         assert server.embedder.id == "use-multilingual-v3" and server.index.dim == 512

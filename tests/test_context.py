@@ -67,7 +67,8 @@ def test_gist_refreshes_every_five_turns_from_turns_that_left_working_memory(lan
     s.add(exchange(*fill_more[0]))  # 5th turn: first refresh; turns 1-2 have left working memory
     assert s.refreshes == 1
     assert s.gist.splitlines() == [
-        "turn 0: Start postgres for the billing service on port 5433. → Started postgres 16, listening on 127.0.0.1:5433.",
+        "turn 0: Start postgres for the billing service on port 5433. → Started postgres 16, listening on "
+        "127.0.0.1:5433.",
         "turn 1: Add a health check to api/health.py. → Added GET /healthz in api/health.py returning 200.",
     ]
     for user, reply in TOPICS[5:9]:  # turns 6-9: no refresh, the gist does not move
@@ -139,7 +140,9 @@ def test_budget_is_respected(lantern, budget):
     ctx = s.build_context(question, budget)
     assert len(ctx.text) <= budget
     assert ctx.text == "\n\n".join(m["content"] for m in ctx.messages if m["content"])
-    assert ctx.messages[0]["content"] == "You are a careful coding assistant." and ctx.messages[-1]["content"] == question
+    assert (
+        ctx.messages[0]["content"] == "You are a careful coding assistant." and ctx.messages[-1]["content"] == question
+    )
 
 
 def test_budget_too_small_for_system_and_question_is_an_error(lantern):
@@ -184,7 +187,10 @@ def test_trigger_decides_recovery_and_query_is_question_plus_gist(lantern):
 
 
 def test_recovered_block_names_session_time_and_turn(lantern):
-    lantern.archive(exchange("Pin numpy to 1.26.4 in requirements.txt.", "Pinned numpy==1.26.4.", "2026-03-13T09:00:00Z"), session="old")
+    lantern.archive(
+        exchange("Pin numpy to 1.26.4 in requirements.txt.", "Pinned numpy==1.26.4.", "2026-03-13T09:00:00Z"),
+        session="old",
+    )
     s = Session(lantern, "new")
     fill(s, 3)
     ctx = s.build_context("Which numpy version did we use before?", 6000)
@@ -199,11 +205,17 @@ def test_recovered_block_names_session_time_and_turn(lantern):
 def test_recovery_reads_the_users_whole_archive_unless_session_only(lantern):
     """build_context recovers across every session of the user (the pin was made in "old"); ``session_only`` keeps
     to this session and its sub-sessions, like ``recover(session=...)``; another user's archive is never read."""
-    lantern.archive(exchange("Pin numpy to 1.24.3 in constraints.txt.", "Pinned numpy==1.24.3 in constraints.txt."), session="old")
-    lantern.archive(exchange("Pin numpy to 2.0.1 for the experiment.", "Pinned numpy==2.0.1."), session="old", user="bob")
+    lantern.archive(
+        exchange("Pin numpy to 1.24.3 in constraints.txt.", "Pinned numpy==1.24.3 in constraints.txt."), session="old"
+    )
+    lantern.archive(
+        exchange("Pin numpy to 2.0.1 for the experiment.", "Pinned numpy==2.0.1."), session="old", user="bob"
+    )
     s = Session(lantern, "new")
     fill(s, 5)  # TOPICS[3] (numpy 1.26.4 again, in this session) has left working memory
-    s.lantern.archive(exchange("Pin numpy to 1.25.0 in the sidecar image.", "Pinned numpy==1.25.0 there."), session="new/sidecar")
+    s.lantern.archive(
+        exchange("Pin numpy to 1.25.0 in the sidecar image.", "Pinned numpy==1.25.0 there."), session="new/sidecar"
+    )
     question = "Which numpy version did we pin before?"
     wide = s.build_context(question, 6000, recover=True)
     assert {e.session for e in wide.recovery.entries} >= {"old", "new", "new/sidecar"}
@@ -216,9 +228,13 @@ def test_recovery_reads_the_users_whole_archive_unless_session_only(lantern):
 
 def test_three_day_scenario_through_sessions(lantern):
     d1 = Session(lantern, "day-1")
-    d1.add(exchange("For the record, the staging DB port is 5433.", "Noted: staging DB on 5433.", "2026-03-13T09:00:00Z"))
+    d1.add(
+        exchange("For the record, the staging DB port is 5433.", "Noted: staging DB on 5433.", "2026-03-13T09:00:00Z")
+    )
     d2 = Session(lantern, "day-2")
-    d2.add(exchange("I changed the staging DB port to 5434 because of a clash.", "OK, 5434 it is.", "2026-03-14T09:00:00Z"))
+    d2.add(
+        exchange("I changed the staging DB port to 5434 because of a clash.", "OK, 5434 it is.", "2026-03-14T09:00:00Z")
+    )
     d3 = Session(lantern, "day-3", system_prompt="You are the ops assistant.")
     ctx = d3.build_context("Which staging DB port did we use before?", 4000)
     assert "- staging DB port: 5433 until 14 Mar 2026 09:00, now 5434" in ctx.recovered
@@ -236,8 +252,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b'{"error": "boom"}')
             return
         new_turns = body["messages"][-1]["content"]
-        reply = {"choices": [{"message": {"role": "assistant",
-                                          "content": f"LLM gist #{len(self.server.requests)}: {new_turns.count('user:')} new turns"}}]}
+        reply = {
+            "choices": [
+                {
+                    "message": {
+                        "role": "assistant",
+                        "content": f"LLM gist #{len(self.server.requests)}: {new_turns.count('user:')} new turns",
+                    }
+                }
+            ]
+        }
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -303,7 +327,12 @@ def test_forget_reaches_a_live_session_and_budgets_take_any_number(tmp_path):
     with Lantern(tmp_path / "f.db") as m:
         s = Session(m, "chat")
         for i in range(12):
-            s.add([{"role": "user", "content": f"SECRET{i} the svc-{i} port is {5000 + i}"}, {"role": "assistant", "content": "ok"}])
+            s.add(
+                [
+                    {"role": "user", "content": f"SECRET{i} the svc-{i} port is {5000 + i}"},
+                    {"role": "assistant", "content": "ok"},
+                ]
+            )
         assert "SECRET11" in s.build_context("what was the port before?", 10**6).text
         m.forget(session="chat")
         ctx = s.build_context("what was the port before?", 10**6)

@@ -16,11 +16,18 @@ PORT_TURN = [
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "bash", "arguments": "{\"cmd\": \"docker run -d -p 5433:5432 postgres:16\"}"}}
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"cmd": "docker run -d -p 5433:5432 postgres:16"}'},
+            }
         ],
     },
-    {"role": "tool", "tool_call_id": "call_1", "content": "listening on 127.0.0.1:5433\ncontainer 9f3ab2c1d0e4 started"},
+    {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "listening on 127.0.0.1:5433\ncontainer 9f3ab2c1d0e4 started",
+    },
     {"role": "assistant", "content": "Postgres is up on port 5433; config lives in src/billing/db_config.py."},
 ]
 
@@ -113,9 +120,11 @@ def test_budget_is_never_exceeded_and_long_entry_is_excerpted(lantern):
     log = log[: len(log) // 2] + "\nFATAL: could not bind to port 6543, address already in use\n" + log[len(log) // 2 :]
     assert len(log) > 100_000
     lantern.archive(
-        [Message("user", "run the integration tests"),
-         Message("assistant", "", tool_calls=[ToolCall("bash", '{"cmd": "make itest"}', "c1")]),
-         Message("tool", tool_results=[ToolResult(log, "c1", "bash")])],
+        [
+            Message("user", "run the integration tests"),
+            Message("assistant", "", tool_calls=[ToolCall("bash", '{"cmd": "make itest"}', "c1")]),
+            Message("tool", tool_results=[ToolResult(log, "c1", "bash")]),
+        ],
         session="s",
     )
     for budget in (300, 1000, 6000):
@@ -133,12 +142,36 @@ def test_zero_budget_returns_empty_block(lantern):
 
 @pytest.mark.parametrize(
     "query",
-    ['"unbalanced', "port: 5433", "a AND NOT b", "NEAR(x y)", "(((", "*", "col:val OR", "'; DROP TABLE entries; --", "", "   ", "^x -y +z"],
+    [
+        '"unbalanced',
+        "port: 5433",
+        "a AND NOT b",
+        "NEAR(x y)",
+        "(((",
+        "*",
+        "col:val OR",
+        "'; DROP TABLE entries; --",
+        "",
+        "   ",
+        "^x -y +z",
+    ],
 )
 def test_fts_query_syntax_from_users_is_data(lantern, query):
-    lantern.archive(PORT_TURN, session="s1")
-    lantern.recover(query)
-    lantern.search(query)
+    """FTS5 operators, unbalanced quotes and SQL typed by a user are plain data: no error, and the query finds what
+    its words find, the one archived turn for any query with a word in it, nothing for a blank one; the store is
+    left as it was (before, this test only checked that nothing raised)."""
+    (entry_id,) = lantern.archive(PORT_TURN, session="s1").entry_ids
+    rec = lantern.recover(query)
+    hits = lantern.search(query)
+    if query.strip():
+        assert [e.id for e in rec.entries] == [entry_id] and "5433" in rec.text, (query, rec.text)
+        assert [h.entry.id for h in hits] == [entry_id], query
+    else:
+        assert (rec.text, rec.entries, hits) == ("", [], []), query
+    if "5433" in query:  # the number reached the exact-token signal as the text it is
+        assert "keyword" in lantern.explain(query).candidates[0].ranks
+    assert lantern.stats()["entries"] == 1
+    assert "docker run -d -p 5433:5432" in lantern.store.entries([entry_id])[entry_id].text
 
 
 def test_explain_shows_ranks_rrf_and_verdicts(lantern):
@@ -193,10 +226,12 @@ def test_search_returns_hits_best_first(lantern):
 
 def test_chinese_is_found_by_fulltext(lantern):
     lantern.archive(
-        [{"role": "user", "content": "数据库端口改成5433了，配置文件在 config/db.yaml"},
-         {"role": "assistant", "content": "好的，已经更新。"},
-         {"role": "user", "content": "今天天气怎么样？"},
-         {"role": "assistant", "content": "我无法查看天气。"}],
+        [
+            {"role": "user", "content": "数据库端口改成5433了，配置文件在 config/db.yaml"},
+            {"role": "assistant", "content": "好的，已经更新。"},
+            {"role": "user", "content": "今天天气怎么样？"},
+            {"role": "assistant", "content": "我无法查看天气。"},
+        ],
         session="zh",
     )
     hits = lantern.search("端口是多少", k=1)
@@ -289,8 +324,13 @@ def test_lone_surrogates_in_session_and_meta_are_cleaned(lantern):
 
 
 def test_out_of_range_timestamps_do_not_break_reads(lantern):
-    lantern.archive([{"role": "user", "content": "deploy key rotated", "timestamp": "0001-01-01T00:00:00+05:00"},
-                     {"role": "user", "content": "moved to port 7001", "timestamp": "9999-12-31T23:59:59-05:00"}], session="t")
+    lantern.archive(
+        [
+            {"role": "user", "content": "deploy key rotated", "timestamp": "0001-01-01T00:00:00+05:00"},
+            {"role": "user", "content": "moved to port 7001", "timestamp": "9999-12-31T23:59:59-05:00"},
+        ],
+        session="t",
+    )
     assert "7001" in lantern.recover("which port").text
     assert lantern.search("deploy key", k=2)
 
@@ -312,8 +352,11 @@ def test_reindex_by_another_handle_blocks_stale_writers(tmp_path):
 
 
 def test_repeated_user_message_then_reply_reingests_without_duplicates(lantern):
-    msgs = [{"role": "user", "content": "run the tests"}, {"role": "user", "content": "run the tests"},
-            {"role": "assistant", "content": "all 42 passed"}]
+    msgs = [
+        {"role": "user", "content": "run the tests"},
+        {"role": "user", "content": "run the tests"},
+        {"role": "assistant", "content": "all 42 passed"},
+    ]
     first = lantern.archive(msgs, session="r")
     again = lantern.archive(msgs, session="r")
     assert (first.added, again.added, again.duplicates) == (2, 0, 2)
@@ -321,7 +364,9 @@ def test_repeated_user_message_then_reply_reingests_without_duplicates(lantern):
 
 
 def test_forget_session_includes_sub_sessions(lantern):
-    lantern.archive([Message("user", "a fact", session="conv-1"), Message("user", "b fact", session="conv-2")], session="import")
+    lantern.archive(
+        [Message("user", "a fact", session="conv-1"), Message("user", "b fact", session="conv-2")], session="import"
+    )
     lantern.archive(PORT_TURN, session="important")  # a name sharing the prefix is not a sub-session
     assert lantern.forget(session="import") == 2
     assert lantern.stats()["entries"] == 1
@@ -425,7 +470,9 @@ def test_blank_session_name_counts_as_not_given(lantern, tmp_path):
     assert lantern.archive(PORT_TURN, session="   ").session == "default"
     assert [h.entry.session for h in lantern.search("postgres port", k=1)] == ["default"]
     transcript = tmp_path / "build-7.jsonl"
-    transcript.write_text('{"role": "user", "content": "the cache port is 6380"}\n{"role": "assistant", "content": "ok"}\n')
+    transcript.write_text(
+        '{"role": "user", "content": "the cache port is 6380"}\n{"role": "assistant", "content": "ok"}\n'
+    )
     assert lantern.ingest(transcript, session=" \t ").session == "build-7"
     folder = tmp_path / "logs"
     folder.mkdir()

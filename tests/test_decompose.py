@@ -17,16 +17,23 @@ from lantern.recover.local import LOCAL
 
 # ---------------------------------------------------------------- pure parts
 def test_parts_split_two_questions_in_one_chinese_and_english():
-    assert decompose.parts("我同事有多高来着？另外，模型艺术盛宴的时间是什么？") == ["我同事有多高来着？", "模型艺术盛宴的时间是什么？"]
+    assert decompose.parts("我同事有多高来着？另外，模型艺术盛宴的时间是什么？") == [
+        "我同事有多高来着？",
+        "模型艺术盛宴的时间是什么？",
+    ]
     assert decompose.parts("我上司是做什么的，另外论坛在哪里？") == ["我上司是做什么的", "论坛在哪里？"]
     assert decompose.parts("Where does my boss work? Also, when is the fintech forum?") == [
-        "Where does my boss work?", "when is the fintech forum?"]
+        "Where does my boss work?",
+        "when is the fintech forum?",
+    ]
 
 
 def test_parts_leave_single_questions_and_instructions_whole():
     assert decompose.parts("What books has John read?") == []
     assert decompose.parts("我上司的生日到底是啥时候呢？") == []
-    assert decompose.parts("Was August a good month for Nate? Answer yes or no.") == []  # an instruction, not a question
+    assert (
+        decompose.parts("Was August a good month for Nate? Answer yes or no.") == []
+    )  # an instruction, not a question
     assert decompose.parts("Where is Andrew? Andrew said he would come.") == []  # "And" of "Andrew" is no connective
     assert decompose.parts("Hi? What is my boss's job?") == []  # a part needs MIN_PART_CHARS word characters
     assert decompose.parts("") == []
@@ -41,17 +48,33 @@ def test_round_robin_interleaves_each_order_once():
 # ---------------------------------------------------------------- on a real store
 def _trajectory(boss_job: str, event: str | None) -> list[str]:
     """One user's stretch of a shared store: a boss's job, four remarks, then (maybe) an event and its details."""
-    lines = [f"我的上司是做{boss_job}的。", "今天天气不错。", "我中午吃了面条。", "周末打算去爬山。", "最近在看一本小说。"]
+    lines = [
+        f"我的上司是做{boss_job}的。",
+        "今天天气不错。",
+        "我中午吃了面条。",
+        "周末打算去爬山。",
+        "最近在看一本小说。",
+    ]
     if event:
-        lines += [f"我将要参加{event}。", f"{event}的地点是北京。", f"{event}的规模是九百人。",
-                  f"{event}的时间是下周一晚上七点。", f"{event}的持续时间是三天。"]
+        lines += [
+            f"我将要参加{event}。",
+            f"{event}的地点是北京。",
+            f"{event}的规模是九百人。",
+            f"{event}的时间是下周一晚上七点。",
+            f"{event}的持续时间是三天。",
+        ]
     else:
         lines += ["我的手机是新买的。", "晚上要去超市。", "我喜欢喝绿茶。", "明天要早起。", "最近工作挺忙的。"]
     return lines
 
 
-TEXTS = (_trajectory("厨师", None) + _trajectory("建筑工人", "金融科技精英论坛") + _trajectory("医生", None)
-         + _trajectory("销售", None) + _trajectory("律师", None))
+TEXTS = (
+    _trajectory("厨师", None)
+    + _trajectory("建筑工人", "金融科技精英论坛")
+    + _trajectory("医生", None)
+    + _trajectory("销售", None)
+    + _trajectory("律师", None)
+)
 QUESTION = "我上司是做什么工作的呢？另外，金融科技精英论坛的地点是什么？"
 
 

@@ -17,7 +17,6 @@ from lantern.embed import (
     Embedder,
     MiniLMEmbedder,
     RoutedE5Embedder,
-    RoutedEmbedder,
     USEEmbedder,
     get_embedder,
 )
@@ -170,8 +169,9 @@ def test_get_embedder(minilm):
 def _run_with_home(home, code: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
     env["HOME"] = str(home)  # pytest's own process has ORT_DISABLE_TELEMETRY set by lantern.embed: drop it
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _files_under(root) -> list[str]:
@@ -181,7 +181,9 @@ def _files_under(root) -> list[str]:
 def test_no_files_written_under_home(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    proc = _run_with_home(home, """
+    proc = _run_with_home(
+        home,
+        """
         import sys
         import lantern.embed as m
         assert "onnxruntime" not in sys.modules, "onnxruntime imported eagerly"
@@ -190,7 +192,8 @@ def test_no_files_written_under_home(tmp_path):
         v = e.embed(["the database listens on port 5433", "I like pizza"])
         assert v.shape == (2, 384)
         print("ok")
-    """)
+    """,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
     assert _files_under(home) == [] and os.listdir(home) == []
@@ -215,7 +218,8 @@ def test_use_cuts_text_at_max_chars(use):
 
 @pytest.mark.parametrize("batch_size", [1, 8, 16, 32, 64])
 def test_vectors_do_not_depend_on_batch_size_bit_for_bit(batch_size):
-    """The batch size is a speed setting only (lantern/embed/__init__.py): every batch size gives the very same float32 vectors,
+    """The batch size is a speed setting only (lantern/embed/__init__.py): every batch size gives the very same float32
+    vectors,
     which the write path relies on to embed identical summaries once (archive/embed_ahead.py)."""
     texts = [f"note {i}: " + "the cache is invalidated when the schema changes. " * (i % 9) for i in range(70)]
     texts += [PIZZA, CHINESE, ""]

@@ -48,9 +48,26 @@ def _chat(path: Path, n: int, *, start: int = 0) -> Path:
     lines = []
     for i in range(start, start + n):
         lines.append({"role": "user", "content": f"Question {i}: which port does service-{i} use, and why {i % 7}?"})
-        lines.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"svc": i})}}]})
-        lines.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"service-{i} port {10000 + i}\n" + "log line " * (i % 40)})
+        lines.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": json.dumps({"svc": i})},
+                    }
+                ],
+            }
+        )
+        lines.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": f"service-{i} port {10000 + i}\n" + "log line " * (i % 40),
+            }
+        )
         lines.append({"role": "assistant", "content": f"service-{i} listens on {10000 + i}."})
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
     return path
@@ -60,18 +77,23 @@ def _rows(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as con:
         return con.execute(
             "SELECT e.session, e.turn, e.text, e.summary, e.tags, e.hints, e.content_hash, e.category, v.vector "
-            "FROM entries e JOIN embeddings v ON v.entry_id = e.id ORDER BY e.id").fetchall()
+            "FROM entries e JOIN embeddings v ON v.entry_id = e.id ORDER BY e.id"
+        ).fetchall()
 
 
 def _serial_ingest(lt: Lantern, path: Path, session: str) -> ArchiveResult:
     """The write path before the overlap: each batch prepared, embedded and stored in turn, one thread."""
     result = ArchiveResult(session=session)
-    batches = TurnBatches(Slices(path, "auto"), lambda m: redact_messages(m, lt.redaction), api_mod.INGEST_BATCH_TURNS,
-                          lambda piece, redacted: None)
+    batches = TurnBatches(
+        Slices(path, "auto"),
+        lambda m: redact_messages(m, lt.redaction),
+        api_mod.INGEST_BATCH_TURNS,
+        lambda piece, redacted: None,
+    )
     for turns in batches:
         rows = [lt.writer.prepare(t, session, lt.scope) for t in turns]
         vectors = lt.embedder.embed([r.summary for r in rows])
-        for entry_id, added in lt.store.add(rows, vectors):
+        for _entry_id, added in lt.store.add(rows, vectors):
             result.added += added
     lt.index.mark_dirty()
     return result
@@ -133,7 +155,7 @@ def test_identical_summaries_are_embedded_once(tmp_path):
     counting = Counting(MODEL)
     with Lantern(tmp_path / "d.db", embedder=counting) as lt:
         res = lt.archive(msgs, session="s")
-        summaries = [s for s, in lt.store.db.execute("SELECT summary FROM entries ORDER BY id")]
+        summaries = [s for (s,) in lt.store.db.execute("SELECT summary FROM entries ORDER BY id")]
     assert res.added == 2 and summaries[0] == summaries[1]
     assert counting.texts == [summaries[0]]
     rows = _rows(tmp_path / "d.db")
@@ -141,8 +163,12 @@ def test_identical_summaries_are_embedded_once(tmp_path):
 
 
 def test_a_row_deleted_after_the_plan_is_embedded_and_written(tmp_path):
-    msgs = [{"role": "user", "content": "Which port does the cache use?"}, {"role": "assistant", "content": "Port 6380."},
-            {"role": "user", "content": "And the queue?"}, {"role": "assistant", "content": "Port 5672."}]
+    msgs = [
+        {"role": "user", "content": "Which port does the cache use?"},
+        {"role": "assistant", "content": "Port 6380."},
+        {"role": "user", "content": "And the queue?"},
+        {"role": "assistant", "content": "Port 5672."},
+    ]
     with Lantern(tmp_path / "m.db", embedder=MODEL) as lt:
         lt.archive(msgs[:2], session="s")
         from lantern.archive.chunk import chunk
@@ -251,8 +277,10 @@ def test_summaries_seen_in_earlier_batches_reuse_their_vector(tmp_path, monkeypa
     for session in range(4):  # ShareGPT-style JSONL: one conversation per line, the same 6 turns in each
         conv = []
         for i in range(6):
-            conv += [{"from": "human", "value": f"Run step {i} of the release checklist."},
-                     {"from": "gpt", "value": f"Step {i} done: tagged v1.{i} and pushed."}]
+            conv += [
+                {"from": "human", "value": f"Run step {i} of the release checklist."},
+                {"from": "gpt", "value": f"Step {i} done: tagged v1.{i} and pushed."},
+            ]
         lines.append(json.dumps({"id": f"chat-{session}", "conversations": conv}))
     path = tmp_path / "chats.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

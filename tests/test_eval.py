@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clirun import lantern
 from lantern.archive.chunk import chunk
 from lantern.eval import metrics, stats
 from lantern.eval.compaction import answer_in, compact, lost_turns
@@ -57,30 +58,54 @@ def test_locomo_loader_skips_and_counts_what_is_malformed(tmp_path):
     good = json.loads((FIX / "locomo_mini.json").read_text())[1]
     conv = dict(good["conversation"], session_9="oops")
     conv["session_1"] = [*conv["session_1"], {"speaker": "Ada", "dia_id": "D1:99"}, "not a turn"]
-    data = [dict(good, conversation=conv, qa=[*good["qa"], "not a question"]),
-            {"sample_id": "broken", "conversation": ["a", "list"], "qa": [{"question": "q?"}, {"question": "r?"}]}]
+    data = [
+        dict(good, conversation=conv, qa=[*good["qa"], "not a question"]),
+        {"sample_id": "broken", "conversation": ["a", "list"], "qa": [{"question": "q?"}, {"question": "r?"}]},
+    ]
     (tmp_path / "l.json").write_text(json.dumps(data))
     ds = load("locomo", tmp_path / "l.json")
     assert [h.id for h in ds.histories] == [good["sample_id"]]
     assert len(ds.histories[0].messages) == len(load("locomo", FIX / "locomo_mini.json").histories[1].messages)
     assert ds.dropped == 1 + 1 + 2 + 3  # session_9, the question, the two turns, the broken sample and its 2 questions
-    assert ds.notes == [f"{good['sample_id']} session_9 skipped: a string, not a list of turns",
-                        f"{good['sample_id']} question {len(good['qa']) + 1} skipped: a string, not an object",
-                        "sample broken skipped: its conversation is an array, not an object (2 questions with it)",
-                        f"turns without text or with a repeated dia_id skipped: {good['sample_id']} 2"]
+    assert ds.notes == [
+        f"{good['sample_id']} session_9 skipped: a string, not a list of turns",
+        f"{good['sample_id']} question {len(good['qa']) + 1} skipped: a string, not an object",
+        "sample broken skipped: its conversation is an array, not an object (2 questions with it)",
+        f"turns without text or with a repeated dia_id skipped: {good['sample_id']} 2",
+    ]
 
 
-@pytest.mark.parametrize("sample, dropped, note", [
-    ("not a sample", 1, "sample 2 skipped: a string, not an object"),
-    ({"sample_id": "z", "conversation": {"session_01": [{"dia_id": "D1:1", "text": "hi"}]}, "qa": "junk"}, 1,
-     "z questions skipped: its qa is a string, not an array"),
-    ({"sample_id": "z", "conversation": {"session_1": [{"dia_id": "D1:1", "text": "hi"}],
-                                         "session_01": [{"dia_id": "D1:1", "text": "hi"}]}}, 1,
-     "turns without text or with a repeated dia_id skipped: z 1"),
-    ({"sample_id": "z", "conversation": {"session_1": [{"dia_id": "D1:1", "text": "hi"}]},
-      "qa": [{"question": None}, {"question": "q?", "category": [1], "evidence": ["D1:1"]}]}, 1,
-     "z question 1 skipped: no question text"),
-])
+@pytest.mark.parametrize(
+    "sample, dropped, note",
+    [
+        ("not a sample", 1, "sample 2 skipped: a string, not an object"),
+        (
+            {"sample_id": "z", "conversation": {"session_01": [{"dia_id": "D1:1", "text": "hi"}]}, "qa": "junk"},
+            1,
+            "z questions skipped: its qa is a string, not an array",
+        ),
+        (
+            {
+                "sample_id": "z",
+                "conversation": {
+                    "session_1": [{"dia_id": "D1:1", "text": "hi"}],
+                    "session_01": [{"dia_id": "D1:1", "text": "hi"}],
+                },
+            },
+            1,
+            "turns without text or with a repeated dia_id skipped: z 1",
+        ),
+        (
+            {
+                "sample_id": "z",
+                "conversation": {"session_1": [{"dia_id": "D1:1", "text": "hi"}]},
+                "qa": [{"question": None}, {"question": "q?", "category": [1], "evidence": ["D1:1"]}],
+            },
+            1,
+            "z question 1 skipped: no question text",
+        ),
+    ],
+)
 def test_locomo_loader_counts_odd_shapes(tmp_path, sample, dropped, note):
     """Breaker findings: a zero-padded session key raised KeyError, a list category TypeError; a qa that is not a
     list, a repeated dia_id, a null question and a non-object sample were lost or doubled without a count."""
@@ -207,8 +232,20 @@ def test_truncation_and_summary_compaction():
 
 # ---------------------------------------------------------------- systems
 def _entries(texts):
-    return [Entry(id=i + 1, session="s", turn=i, text=t, summary=t, tags=[], memory_type="fact", importance=0.5, content_hash=str(i))
-            for i, t in enumerate(texts)]
+    return [
+        Entry(
+            id=i + 1,
+            session="s",
+            turn=i,
+            text=t,
+            summary=t,
+            tags=[],
+            memory_type="fact",
+            importance=0.5,
+            content_hash=str(i),
+        )
+        for i, t in enumerate(texts)
+    ]
 
 
 def test_baselines_order_the_same_candidates():
@@ -224,8 +261,20 @@ def test_baselines_order_the_same_candidates():
 def test_system_catalogue():
     names = [s.name for s in all_systems()]
     assert names[0] == "lantern"
-    assert {"-semantic", "-fulltext", "-keyword", "-importance", "no-mmr", "sum-fusion", "bm25", "dense", "recency",
-            "grep", "keyword-overlap", "random"} <= set(names)
+    assert {
+        "-semantic",
+        "-fulltext",
+        "-keyword",
+        "-importance",
+        "no-mmr",
+        "sum-fusion",
+        "bm25",
+        "dense",
+        "recency",
+        "grep",
+        "keyword-overlap",
+        "random",
+    } <= set(names)
     bm25 = select(["bm25"])[0]
     assert bm25.config.signals == ("fulltext",) and not bm25.config.use_mmr
     with pytest.raises(ValueError):
@@ -238,13 +287,35 @@ def test_unknown_system_error_lists_the_known_names_sorted(tmp_path):
     with pytest.raises(ValueError) as info:
         select(["nope", "-semantic"])
     known = str(info.value).split("; known: ")[1].split(", ")
-    assert str(info.value).startswith("unknown system(s) nope; known: ") and known == sorted(s.name for s in all_systems())
+    assert str(info.value).startswith("unknown system(s) nope; known: ") and known == sorted(
+        s.name for s in all_systems()
+    )
     lines = set()
     for seed in ("1", "2", "3"):
-        proc = subprocess.run([sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"),
-                               "--out", str(tmp_path / "o"), "--system", "nope", "--no-plots"], capture_output=True,
-                              timeout=120, env={**os.environ, "PYTHONHASHSEED": seed, "COLUMNS": "2000",
-                                                "LANTERN_EVAL_CACHE": str(tmp_path / "cache")})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "lantern.cli",
+                "eval",
+                "jsonl",
+                "--data",
+                str(FIX / "facts.jsonl"),
+                "--out",
+                str(tmp_path / "o"),
+                "--system",
+                "nope",
+                "--no-plots",
+            ],
+            capture_output=True,
+            timeout=120,
+            env={
+                **os.environ,
+                "PYTHONHASHSEED": seed,
+                "COLUMNS": "2000",
+                "LANTERN_EVAL_CACHE": str(tmp_path / "cache"),
+            },
+        )
         assert proc.returncode == 1
         lines.add(proc.stderr.decode().strip())
     assert lines == {f"error: {info.value}"}
@@ -264,8 +335,16 @@ def test_eval_end_to_end_on_fixture(tmp_path):
     from lantern.eval.run import main
 
     out = tmp_path / "out"
-    results = main("locomo", FIX / "locomo_mini.json", out, split="all", keep=2, systems=["lantern", "bm25", "grep", "recency"],
-                   cache_dir=tmp_path / "cache", plots=False)
+    results = main(
+        "locomo",
+        FIX / "locomo_mini.json",
+        out,
+        split="all",
+        keep=2,
+        systems=["lantern", "bm25", "grep", "recency"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+    )
     assert results["dataset"]["lost"] >= 4 and set(results["systems"]) == {"lantern", "bm25", "grep", "recency"}
     assert results["systems"]["lantern"]["overall"]["chars"] <= 6000
     assert "adversarial" in results["systems"]["lantern"]["by_category"]
@@ -273,18 +352,39 @@ def test_eval_end_to_end_on_fixture(tmp_path):
     assert set(cmp) == {"bm25", "grep", "recency"} and "mcnemar_p_holm" in cmp["grep"]
     _check_report(out)
     # a rerun reuses the cached archive (no new batches timed) and gives the same numbers
-    again = main("locomo", FIX / "locomo_mini.json", tmp_path / "out2", split="all", keep=2,
-                 systems=["lantern", "bm25", "grep", "recency"], cache_dir=tmp_path / "cache", plots=False)
+    again = main(
+        "locomo",
+        FIX / "locomo_mini.json",
+        tmp_path / "out2",
+        split="all",
+        keep=2,
+        systems=["lantern", "bm25", "grep", "recency"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+    )
     assert again["archive_latency_ms"]["turns_timed"] == 0
     assert again["systems"]["lantern"]["overall"]["recovered"] == results["systems"]["lantern"]["overall"]["recovered"]
 
 
 def test_cli_eval_on_jsonl(tmp_path):
-    env = {**os.environ, "COLUMNS": "200", "LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(FIX / "facts.jsonl"), "--out", str(tmp_path / "o"),
-         "--split", "all", "--keep", "1", "--system", "lantern", "--system", "grep", "--no-plots"],
-        capture_output=True, env=env, timeout=300,
+    proc = lantern(
+        "eval",
+        "jsonl",
+        "--data",
+        str(FIX / "facts.jsonl"),
+        "--out",
+        str(tmp_path / "o"),
+        "--split",
+        "all",
+        "--keep",
+        "1",
+        "--system",
+        "lantern",
+        "--system",
+        "grep",
+        "--no-plots",
+        columns=200,
+        env={"LANTERN_EVAL_CACHE": str(tmp_path / "cache")},
     )
     assert proc.returncode == 0, proc.stderr.decode()
     assert "lantern recovered" in proc.stdout.decode()
@@ -305,13 +405,19 @@ def test_eval_on_real_locomo_slice(tmp_path):
     known = {m.meta["dia_id"] for m in h.messages}
     h.facts = [f for f in h.facts if f.evidence and set(f.evidence) <= known]
     out = tmp_path / "out"
-    results = evaluate(ds, out_dir=out, split="tune", keep=10, systems=select(["lantern", "bm25", "dense"]), cache_dir=tmp_path / "cache")
+    results = evaluate(
+        ds,
+        out_dir=out,
+        split="tune",
+        keep=10,
+        systems=select(["lantern", "bm25", "dense"]),
+        cache_dir=tmp_path / "cache",
+    )
     assert results["dataset"]["histories"] == ["conv-26"] and results["dataset"]["lost"] >= 30
     assert (out / "recovered.png").stat().st_size > 1000
     r = _check_report(out)
     assert r["systems"]["lantern"]["overall"]["recovered"] > 0.3
     assert r["comparisons"]["recall@10"][0]["n_histories"] == 1
-
 
 
 def test_eval_measures_recency_from_the_compaction_not_the_wall_clock(tmp_path, monkeypatch):
@@ -346,7 +452,9 @@ def test_eval_measures_recency_from_the_compaction_not_the_wall_clock(tmp_path, 
     assert importance(now, pool.as_of) == importance(now + 3 * 365 * 86400, pool.as_of)
     seen = []
     real = type(lantern).explain
-    monkeypatch.setattr(type(lantern), "explain", lambda self, *a, **kw: seen.append(kw.get("as_of")) or real(self, *a, **kw))
+    monkeypatch.setattr(
+        type(lantern), "explain", lambda self, *a, **kw: seen.append(kw.get("as_of")) or real(self, *a, **kw)
+    )
     run_system(select(["sum-fusion"])[0], lantern, question, pool, 6000)
     assert seen == [pool.as_of]
 
@@ -357,10 +465,22 @@ def _slow_dataset(path: Path, histories: int = 2, turns: int = 200) -> Path:
         for h in range(histories):
             messages, facts = [], []
             for t in range(turns):
-                messages += [{"id": f"u{t}", "role": "user", "content": f"Service {h}-{t} listens on port {5000 + t} in rack R{t % 17}."},
-                             {"id": f"a{t}", "role": "assistant", "content": f"Noted: service {h}-{t} on port {5000 + t}."}]
-                facts.append({"id": f"f{t}", "question": f"Which port does service {h}-{t} use?", "answer": str(5000 + t),
-                              "evidence": [f"u{t}"]})
+                messages += [
+                    {
+                        "id": f"u{t}",
+                        "role": "user",
+                        "content": f"Service {h}-{t} listens on port {5000 + t} in rack R{t % 17}.",
+                    },
+                    {"id": f"a{t}", "role": "assistant", "content": f"Noted: service {h}-{t} on port {5000 + t}."},
+                ]
+                facts.append(
+                    {
+                        "id": f"f{t}",
+                        "question": f"Which port does service {h}-{t} use?",
+                        "answer": str(5000 + t),
+                        "evidence": [f"u{t}"],
+                    }
+                )
             f.write(json.dumps({"id": f"h{h}", "split": "report", "messages": messages, "facts": facts}) + "\n")
     return path
 
@@ -376,10 +496,36 @@ def test_ctrl_c_stops_eval_workers_at_once_without_tracebacks(tmp_path, group):
 
     data = _slow_dataset(tmp_path / "slow.jsonl")
     env = {**os.environ, "LANTERN_EVAL_CACHE": str(tmp_path / "cache")}
-    args = [sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(data), "--split", "all", "--keep", "2",
-            "--system", "lantern", "--no-plots", "--budgets", "", "--ratios", "", "--workers", "2"]
-    proc = subprocess.Popen([*args, "--out", str(tmp_path / "o")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True, preexec_fn=_sigint_default)
+    args = [
+        sys.executable,
+        "-m",
+        "lantern.cli",
+        "eval",
+        "jsonl",
+        "--data",
+        str(data),
+        "--split",
+        "all",
+        "--keep",
+        "2",
+        "--system",
+        "lantern",
+        "--no-plots",
+        "--budgets",
+        "",
+        "--ratios",
+        "",
+        "--workers",
+        "2",
+    ]
+    proc = subprocess.Popen(
+        [*args, "--out", str(tmp_path / "o")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_sigint_default,
+    )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None and len(_children(proc.pid)) < 2:
         time.sleep(0.2)  # the cache is built in the parent first; then the two workers start
@@ -422,9 +568,23 @@ def test_a_history_without_messages_is_evaluated_not_a_missing_cache_file(tmp_pa
     from lantern.eval.run import main
 
     data = tmp_path / "mixed.jsonl"
-    data.write_text((FIX / "facts.jsonl").read_text().splitlines()[0] + "\n"
-                    + json.dumps({"id": "empty", "messages": [], "facts": []}) + "\n")
-    results = main("jsonl", data, tmp_path / "out", split="all", keep=1, systems=["lantern", "grep"],
-                   cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[])
+    data.write_text(
+        (FIX / "facts.jsonl").read_text().splitlines()[0]
+        + "\n"
+        + json.dumps({"id": "empty", "messages": [], "facts": []})
+        + "\n"
+    )
+    results = main(
+        "jsonl",
+        data,
+        tmp_path / "out",
+        split="all",
+        keep=1,
+        systems=["lantern", "grep"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        budgets=[],
+        ratios=[],
+    )
     assert results["dataset"]["histories"] == ["proj-1", "empty"] and results["dataset"]["lost"] >= 1
     assert results["dataset"]["per_history"]["empty"] == {"facts": 0, "no_evidence": 0, "kept": 0, "lost": 0}

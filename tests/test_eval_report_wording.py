@@ -7,11 +7,9 @@ split (it listed the LoCoMo, MemDaily and aider splits in every report)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from clirun import lantern
 from lantern.eval.report import render
 from lantern.eval.run import main
 
@@ -22,22 +20,51 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "results"
 def history(hid: str, evidence: str) -> dict:
     """Two turns; the fact's evidence is message ``evidence`` (m1: the first turn, lost with ``--keep 1``; m3: the
     last turn, kept)."""
-    return {"id": hid, "messages": [
-        {"id": "m1", "role": "user", "content": f"In {hid} the staging database listens on port 5433."},
-        {"id": "m2", "role": "assistant", "content": "Noted."},
-        {"id": "m3", "role": "user", "content": f"In {hid} deploy keys live in ops/keys/{hid}_ed25519."},
-        {"id": "m4", "role": "assistant", "content": "OK."}],
-        "facts": [{"id": "f", "question": "Which port does the staging database use?" if evidence == "m1" else
-                   "Where do the deploy keys live?", "answer": "5433" if evidence == "m1" else f"ops/keys/{hid}_ed25519",
-                   "evidence": [evidence]}]}
+    return {
+        "id": hid,
+        "messages": [
+            {"id": "m1", "role": "user", "content": f"In {hid} the staging database listens on port 5433."},
+            {"id": "m2", "role": "assistant", "content": "Noted."},
+            {"id": "m3", "role": "user", "content": f"In {hid} deploy keys live in ops/keys/{hid}_ed25519."},
+            {"id": "m4", "role": "assistant", "content": "OK."},
+        ],
+        "facts": [
+            {
+                "id": "f",
+                "question": "Which port does the staging database use?"
+                if evidence == "m1"
+                else "Where do the deploy keys live?",
+                "answer": "5433" if evidence == "m1" else f"ops/keys/{hid}_ed25519",
+                "evidence": [evidence],
+            }
+        ],
+    }
 
 
 def run_cli(tmp_path: Path, data: Path, *extra: str) -> str:
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "lantern.cli", "eval", "jsonl", "--data", str(data), "--out", str(out),
-                           "--keep", "1", "--system", "lantern", "--system", "grep", "--budgets", "", "--ratios", "",
-                           "--no-plots", *extra], capture_output=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200", "LANTERN_EVAL_CACHE": str(tmp_path / "cache")})
+    proc = lantern(
+        "eval",
+        "jsonl",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--keep",
+        "1",
+        "--system",
+        "lantern",
+        "--system",
+        "grep",
+        "--budgets",
+        "",
+        "--ratios",
+        "",
+        "--no-plots",
+        *extra,
+        columns=200,
+        env={"LANTERN_EVAL_CACHE": str(tmp_path / "cache")},
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     report = (out / "report.md").read_text(encoding="utf-8")
     assert render(json.loads((out / "results.json").read_text())) == report
@@ -54,12 +81,15 @@ def test_one_history_with_lost_facts_of_two_is_said_in_the_singular_and_the_othe
     for line in stats:
         assert "(the 1 history resampled with all its facts)" in line, line
         assert "over the 1 per-history mean (smallest attainable p with 1 history: 1)" in line, line
-        assert line.endswith("2 histories, 1 with lost facts: a history without one is left out of these statistics."), line
+        assert line.endswith(
+            "2 histories, 1 with lost facts: a history without one is left out of these statistics."
+        ), line
         assert "histories resampled" not in line and "1 histories" not in line
     assert "\n## Headline\n" in report  # a JSONL fact set has no adversarial category
     data_line = next(line for line in report.splitlines() if line.startswith("- Data: "))
-    assert data_line.endswith('; report split (the histories whose "split" is "report" or not given); no parameter '
-                              "was tuned on it."), data_line
+    assert data_line.endswith(
+        '; report split (the histories whose "split" is "report" or not given); no parameter was tuned on it.'
+    ), data_line
     assert "last 1 turn kept verbatim" in report and "1 turns" not in report
 
 
@@ -70,24 +100,57 @@ def test_the_counts_agree_with_the_histories_when_every_history_lost_a_fact(tmp_
     line = next(line for line in report.splitlines() if line.startswith("Δ = "))
     assert "(the 2 histories resampled with all their facts)" in line and "over the 2 per-history means" in line
     assert "with 2 histories: 0.5" in line and "left out" not in line, line
-    assert ', first 2 histories; no parameter was tuned on it.' in report
+    assert ", first 2 histories; no parameter was tuned on it." in report
 
 
 def test_headline_and_data_line_follow_the_dataset(tmp_path):
-    locomo = main("locomo", FIX / "locomo_mini.json", tmp_path / "l", split="tune", keep=2, systems=["lantern", "grep"],
-                  cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[])
+    locomo = main(
+        "locomo",
+        FIX / "locomo_mini.json",
+        tmp_path / "l",
+        split="tune",
+        keep=2,
+        systems=["lantern", "grep"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        budgets=[],
+        ratios=[],
+    )
     report = render(locomo)
     assert "adversarial" in locomo["systems"]["lantern"]["by_category"]
     assert "\n## Headline (category adversarial reported separately)\n" in report
     assert "; tune split (LoCoMo conversations 1–5): parameters may be tuned here; not for claims." in report
     assert "MemDaily" not in report and "aider" not in report
 
-    aider = render(main("aider", FIX / "aider_mini.md", tmp_path / "a", split="all", systems=["lantern", "grep"],
-                        cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[]))
+    aider = render(
+        main(
+            "aider",
+            FIX / "aider_mini.md",
+            tmp_path / "a",
+            split="all",
+            systems=["lantern", "grep"],
+            cache_dir=tmp_path / "cache",
+            plots=False,
+            budgets=[],
+            ratios=[],
+        )
+    )
     assert "\n## Headline\n" in aider and "adversarial" not in aider and "LoCoMo" not in aider
 
-    memdaily = render(main("memdaily", FIX / "memdaily", tmp_path / "m", split="report", keep=1, systems=["lantern", "grep"],
-                           cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[]))
+    memdaily = render(
+        main(
+            "memdaily",
+            FIX / "memdaily",
+            tmp_path / "m",
+            split="report",
+            keep=1,
+            systems=["lantern", "grep"],
+            cache_dir=tmp_path / "cache",
+            plots=False,
+            budgets=[],
+            ratios=[],
+        )
+    )
     assert "\n## Headline\n" in memdaily and "adversarial" not in memdaily
     assert "; report split (MemDaily types other than 01); no parameter was tuned on it." in memdaily
     assert "LoCoMo" not in memdaily and "aider" not in memdaily

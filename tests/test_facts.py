@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lantern import Config, Lantern
-from lantern.cli import app
 from lantern.archive.facts import extract_facts
+from lantern.cli import app
 from lantern.text.fact_keys import normalize_key
 
 
@@ -78,14 +78,26 @@ def test_chinese_patterns(text, expected):
         ("We use Postgres and the port is 5433.", [("postgres port", "5433", None)]),
         ("For staging, set the port to 5434.", [("staging port", "5434", None)]),
         # the owner of a key stated in the clause before (newcomer, second round)
-        ("The database is PostgreSQL, the port is 5433.", [("database", "PostgreSQL", None), ("database port", "5433", None)]),
-        ("The database host is db.internal, the port is 5433.", [("database host", "db.internal", None),
-                                                                  ("database port", "5433", None)]),
-        ("the redis host is cache.internal and the port is 6380", [("redis host", "cache.internal", None),
-                                                                    ("redis port", "6380", None)]),
-        ("For the gateway the host is gw.internal and the port is 9443.", [("gateway host", "gw.internal", None),
-                                                                            ("gateway port", "9443", None)]),
-        ("数据库地址是 db.internal，端口是 5433。", [("数据库地址", "db.internal", None), ("数据库端口", "5433", None)]),
+        (
+            "The database is PostgreSQL, the port is 5433.",
+            [("database", "PostgreSQL", None), ("database port", "5433", None)],
+        ),
+        (
+            "The database host is db.internal, the port is 5433.",
+            [("database host", "db.internal", None), ("database port", "5433", None)],
+        ),
+        (
+            "the redis host is cache.internal and the port is 6380",
+            [("redis host", "cache.internal", None), ("redis port", "6380", None)],
+        ),
+        (
+            "For the gateway the host is gw.internal and the port is 9443.",
+            [("gateway host", "gw.internal", None), ("gateway port", "9443", None)],
+        ),
+        (
+            "数据库地址是 db.internal，端口是 5433。",
+            [("数据库地址", "db.internal", None), ("数据库端口", "5433", None)],
+        ),
         ("网关用 nginx，版本是 1.25，端口是 9443。", [("网关版本", "1.25", None), ("网关端口", "9443", None)]),
         # no topic before it: the key stays bare
         ("好的，端口改为 5434", [("端口", "5434", None)]),
@@ -264,8 +276,11 @@ def test_forget_source_entry_removes_its_facts_and_relinks_the_chain(lantern, tm
 def test_grown_turn_replaces_its_facts(lantern):
     lantern.archive([{"role": "user", "content": "set the port to 5433", "timestamp": day(13)}], session="s")
     lantern.archive(
-        [{"role": "user", "content": "set the port to 5433", "timestamp": day(13)},
-         {"role": "assistant", "content": "Done. Actually the port is 5434 now."}], session="s",
+        [
+            {"role": "user", "content": "set the port to 5433", "timestamp": day(13)},
+            {"role": "assistant", "content": "Done. Actually the port is 5434 now."},
+        ],
+        session="s",
     )
     assert lantern.stats()["entries"] == 1
     assert [f.value for f in lantern.facts("port", history=True)] == ["5433", "5434"]
@@ -350,7 +365,9 @@ def test_cli_facts_mirrors_the_api(tmp_path):
     assert [(r["value"], r["current"]) for r in rows] == [("5433", False), ("5434", True)]
     out = runner.invoke(app, ["--db", str(path), "facts", "--history"])
     assert out.exit_code == 0 and "5434" in out.stdout and "s2" in out.stdout
-    out = runner.invoke(app, ["--db", str(path), "recover", "staging DB port", "--as-of", "2026-03-13T18:00:00Z", "--json"])
+    out = runner.invoke(
+        app, ["--db", str(path), "recover", "staging DB port", "--as-of", "2026-03-13T18:00:00Z", "--json"]
+    )
     assert out.exit_code == 0 and "5433" in out.stdout and "5434" not in out.stdout
     out = runner.invoke(app, ["--db", str(path), "recover", "staging DB port", "--json"])
     assert "5433 until 14 Mar 2026 09:00, now 5434" in json.loads(out.stdout)["text"]
@@ -360,10 +377,13 @@ def test_cli_facts_mirrors_the_api(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- chain property
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from budget import examples  # noqa: E402
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(order=st.permutations(list(range(6))), forget=st.sets(st.integers(0, 5), max_size=3))
 def test_chain_is_event_ordered_whatever_the_arrival_and_deletion_order(tmp_path_factory, order, forget):
     """Insert six versions of one key in any arrival order, forget any few: the chain is always the survivors
@@ -395,8 +415,15 @@ def test_as_of_note_names_the_value_valid_then(lantern):
     assert "- staging DB port: 5434 until 16 Mar 2026 09:00, now 5435" in lines
 
 
-@settings(max_examples=300, deadline=None)
-@given(text=st.text(alphabet=st.sampled_from(list("ab XY_.=:-/\n`'\"?，。是改为从换成不再用的 the is set to from port 5433 no longer use")), max_size=200))
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(
+            list("ab XY_.=:-/\n`'\"?，。是改为从换成不再用的 the is set to from port 5433 no longer use")
+        ),
+        max_size=200,
+    )
+)
 def test_extraction_never_crashes_and_values_stay_short(text):
     for f in extract_facts([text], [text]):
         assert f.value is None or 0 < len(f.value) <= 80
@@ -412,29 +439,38 @@ def test_chinese_three_day_scenario_marks_the_superseded_port(lantern):
     assert "5434" not in then.text and "5433" in then.text
 
 
-@pytest.mark.parametrize("change", [
-    "测试服务器端口改为 9443，不再用 8443",          # the retraction is read before the new value
-    "测试服务器端口改为 9443。不再用 8443 了。",     # two sentences, the new value first
-    "I set the test server port to 9443, we no longer use 8443.",
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "测试服务器端口改为 9443，不再用 8443",  # the retraction is read before the new value
+        "测试服务器端口改为 9443。不再用 8443 了。",  # two sentences, the new value first
+        "I set the test server port to 9443, we no longer use 8443.",
+    ],
+)
 def test_a_change_that_also_retracts_the_old_value_is_one_version_and_one_note(lantern, change):
-    """"不再用 8443" beside "改为 9443" says nothing the new value does not: one chain 8443 -> 9443, no retraction
+    """ "不再用 8443" beside "改为 9443" says nothing the new value does not: one chain 8443 -> 9443, no retraction
     record, no stray key "8443", and the block's note says it once, without "(not used)"."""
     say(lantern, "测试服务器端口是 8443" if change[0] != "I" else "the test server port is 8443", day(1), "a")
     say(lantern, change, day(5), "b")
     key = "测试服务器端口" if change[0] != "I" else "test server port"
-    assert [(f.key, f.value, f.current) for f in lantern.facts(history=True)] == [(key, "8443", False), (key, "9443", True)]
+    assert [(f.key, f.value, f.current) for f in lantern.facts(history=True)] == [
+        (key, "8443", False),
+        (key, "9443", True),
+    ]
     rec = lantern.recover(f"{key} 8443 9443", budget=3000)
     notes = [line for line in rec.text.splitlines() if line.startswith("- ")]
     assert notes == [f"- {key}: 8443 until 5 Mar 2026 09:00, now 9443"]
     assert "(not used)" not in rec.text and len(rec.facts) == 1
 
 
-@pytest.mark.parametrize("text, kept", [
-    ("Set the staging DB port to 5434, we no longer use 5433.", [("staging db port", "5434", True)]),
-    ("不再用 8443 了", []),
-    ("We no longer use Redis.", [("redis", None, True)]),  # a name no key held stays its own key, as before
-])
+@pytest.mark.parametrize(
+    "text, kept",
+    [
+        ("Set the staging DB port to 5434, we no longer use 5433.", [("staging db port", "5434", True)]),
+        ("不再用 8443 了", []),
+        ("We no longer use Redis.", [("redis", None, True)]),  # a name no key held stays its own key, as before
+    ],
+)
 def test_a_retracted_bare_number_no_key_held_is_no_fact(lantern, text, kept):
     """Newcomer finding: "we no longer use 5433" where 5433 was never archived stored a fact whose key is the number
     itself, listed by ``facts`` as a current "5433: (retracted)"."""
@@ -509,8 +545,12 @@ def test_ports_of_different_services_are_separate_facts(lantern):
 def test_mixed_language_services_get_no_cross_service_notes(lantern):
     """The newcomer's second case: English and Chinese turns about a database, a gateway and a cache. Before, the
     block said "port: 5433 until 2 Nov, now 9443" (database -> gateway) and "端口: 9443 ... now 6380"."""
-    msgs = [("The database is PostgreSQL, the port is 5433.", day(1)), ("For the gateway, the port is 9443.", day(2)),
-            ("网关用 nginx，版本是 1.25，端口是 9443。", day(3)), ("缓存用 Redis，版本是 7.2，端口是 6380。", day(4))]
+    msgs = [
+        ("The database is PostgreSQL, the port is 5433.", day(1)),
+        ("For the gateway, the port is 9443.", day(2)),
+        ("网关用 nginx，版本是 1.25，端口是 9443。", day(3)),
+        ("缓存用 Redis，版本是 7.2，端口是 6380。", day(4)),
+    ]
     for text, when in msgs:
         say(lantern, text, when, "mix", reply="OK.")
     assert all(len(lantern.facts(f.key, history=True)) == 1 for f in lantern.facts())
@@ -518,26 +558,29 @@ def test_mixed_language_services_get_no_cross_service_notes(lantern):
     assert "5433" in rec.text and "until" not in rec.text
 
 
-@pytest.mark.parametrize("text, expected", [
-    # a lead word or interjection names no topic: the correction keeps the key and supersedes (breaker finding)
-    ("No, the port is 5434.", [("port", "5434", None)]),
-    ("Sorry, the port is 5434.", [("port", "5434", None)]),
-    ("Correction: the port is 5434.", [("port", "5434", None)]),
-    ("Hmm，端口是 5434", [("端口", "5434", None)]),
-    ("看了 README，端口是 5434", [("端口", "5434", None)]),
-    # one statement, one fact: "Now the port" is no determiner-less key
-    ("Now the port is 5434.", [("port", "5434", None)]),
-    ("Now our port is 5434.", [("port", "5434", None)]),
-    # 用 inside a word (用户名, 应用, 有用) is no verb; 跑步机 is no topic
-    ("用户名是 admin，密码是 secret123", [("用户名", "admin", None), ("密码", "secret123", None)]),
-    ("应用网关用 nginx，地址是 10.0.0.1", [("应用网关地址", "10.0.0.1", None)]),
-    ("跑步机坏了，密码是 abc123", [("密码", "abc123", None)]),
-    ("MySQL版本是8.0，端口是3306", [("mysql版本", "8.0", None), ("mysql端口", "3306", None)]),
-    # what the clause rules out is no topic
-    ("我们不用 Redis 了，端口是 5432", [("端口", "5432", None)]),
-    ("除了 Redis，端口是 5432", [("端口", "5432", None)]),
-    ("We use Postgres and Redis, the port is 6380", [("port", "6380", None)]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # a lead word or interjection names no topic: the correction keeps the key and supersedes (breaker finding)
+        ("No, the port is 5434.", [("port", "5434", None)]),
+        ("Sorry, the port is 5434.", [("port", "5434", None)]),
+        ("Correction: the port is 5434.", [("port", "5434", None)]),
+        ("Hmm，端口是 5434", [("端口", "5434", None)]),
+        ("看了 README，端口是 5434", [("端口", "5434", None)]),
+        # one statement, one fact: "Now the port" is no determiner-less key
+        ("Now the port is 5434.", [("port", "5434", None)]),
+        ("Now our port is 5434.", [("port", "5434", None)]),
+        # 用 inside a word (用户名, 应用, 有用) is no verb; 跑步机 is no topic
+        ("用户名是 admin，密码是 secret123", [("用户名", "admin", None), ("密码", "secret123", None)]),
+        ("应用网关用 nginx，地址是 10.0.0.1", [("应用网关地址", "10.0.0.1", None)]),
+        ("跑步机坏了，密码是 abc123", [("密码", "abc123", None)]),
+        ("MySQL版本是8.0，端口是3306", [("mysql版本", "8.0", None), ("mysql端口", "3306", None)]),
+        # what the clause rules out is no topic
+        ("我们不用 Redis 了，端口是 5432", [("端口", "5432", None)]),
+        ("除了 Redis，端口是 5432", [("端口", "5432", None)]),
+        ("We use Postgres and Redis, the port is 6380", [("port", "6380", None)]),
+    ],
+)
 def test_topics_are_named_things_only(text, expected):
     assert facts(text) == expected
 
@@ -548,28 +591,31 @@ def test_a_correction_after_an_interjection_supersedes(lantern):
     assert [(f.key, f.value) for f in lantern.facts()] == [("port", "5434")]
 
 
-@pytest.mark.parametrize("text, expected", [
-    # "the X of the Y" is one key, as before the topic rule (breaker, second round: it became "database")
-    ("The port of the database is 5433.", [("port of the database", "5433", None)]),
-    ("Set the port of the database to 5434.", [("port of the database", "5434", None)]),
-    ("The password for the wifi is Hunter22.", [("password for the wifi", "Hunter22", None)]),
-    # discourse leads and adverbials name no thing, so the correction keeps the bare key
-    ("On second thought, the port is 5434.", [("port", "5434", None)]),
-    ("For the record, the port is 5434.", [("port", "5434", None)]),
-    ("In fact, the port is 5434.", [("port", "5434", None)]),
-    ("When using Docker, the port is 8080.", [("port", "8080", None)]),
-    ("I run tests, the port is 8080.", [("port", "8080", None)]),
-    ("The weather is nice, the address is x.io", [("address", "x.io", None)]),
-    ("Basically port is 5", [("port", "5", None)]),
-    ("Btw redis port is 6381", [("redis port", "6381", None)]),
-    # places a service runs in are topics
-    ("On the staging server, the port is 5433.", [("staging server port", "5433", None)]),
-    ("Ok so the database uses Postgres, and the port is 5434", [("database port", "5434", None)]),
-    # Chinese fragments and time words are no topics
-    ("我妈用 iPhone，版本是 17", [("版本", "17", None)]),
-    ("今天用 Python 写了个脚本，版本是 3.11", [("版本", "3.11", None)]),
-    ("天气是晴天，地址是 x.io", [("地址", "x.io", None)]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # "the X of the Y" is one key, as before the topic rule (breaker, second round: it became "database")
+        ("The port of the database is 5433.", [("port of the database", "5433", None)]),
+        ("Set the port of the database to 5434.", [("port of the database", "5434", None)]),
+        ("The password for the wifi is Hunter22.", [("password for the wifi", "Hunter22", None)]),
+        # discourse leads and adverbials name no thing, so the correction keeps the bare key
+        ("On second thought, the port is 5434.", [("port", "5434", None)]),
+        ("For the record, the port is 5434.", [("port", "5434", None)]),
+        ("In fact, the port is 5434.", [("port", "5434", None)]),
+        ("When using Docker, the port is 8080.", [("port", "8080", None)]),
+        ("I run tests, the port is 8080.", [("port", "8080", None)]),
+        ("The weather is nice, the address is x.io", [("address", "x.io", None)]),
+        ("Basically port is 5", [("port", "5", None)]),
+        ("Btw redis port is 6381", [("redis port", "6381", None)]),
+        # places a service runs in are topics
+        ("On the staging server, the port is 5433.", [("staging server port", "5433", None)]),
+        ("Ok so the database uses Postgres, and the port is 5434", [("database port", "5434", None)]),
+        # Chinese fragments and time words are no topics
+        ("我妈用 iPhone，版本是 17", [("版本", "17", None)]),
+        ("今天用 Python 写了个脚本，版本是 3.11", [("版本", "3.11", None)]),
+        ("天气是晴天，地址是 x.io", [("地址", "x.io", None)]),
+    ],
+)
 def test_topics_second_round(text, expected):
     assert facts(text) == expected
 

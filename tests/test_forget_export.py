@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -14,12 +13,12 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from lantern import EmbedderMismatchError, Lantern
-from lantern.text.tags import query_terms
+from clirun import lantern
+from lantern import EmbedderMismatchError, Lantern, portability
 from lantern.errors import ExportFormatError
 from lantern.recover import signals
 from lantern.recover.signals import fts_query
-from lantern import portability
+from lantern.text.tags import query_terms
 
 PHRASE = "the vault unlock phrase is marmalade_osprey_quintet on port 4411"
 FILLER = [
@@ -54,7 +53,8 @@ def every_path_finds(lt: Lantern, path, entry_id: int | None, vector: bytes) -> 
     con.close()
     raw = raw_bytes(path)
     return {
-        "fts": bool({i for i, _ in lt.store.fulltext(fts_query(terms), 50, None, lt.scope)} & {entry_id}) or fts_raw > 0,
+        "fts": bool({i for i, _ in lt.store.fulltext(fts_query(terms), 50, None, lt.scope)} & {entry_id})
+        or fts_raw > 0,
         "semantic": entry_id in set(lt.index.ids[pos].tolist()),
         "keyword": bool(lt.index.postings.get("4411")) or entry_id in set(lt.index.ids[kw].tolist()),
         "index": entry_id in present,
@@ -73,14 +73,21 @@ def test_forgotten_secret_is_gone_from_every_path(tmp_path, how):
     path = tmp_path / "f.db"
     with Lantern(path, user="alice") as lt:
         lt.archive(filler(), session="keep")
-        r = lt.archive([{"role": "user", "content": PHRASE}, {"role": "assistant", "content": "Stored 4411."}], session="vault")
+        r = lt.archive(
+            [{"role": "user", "content": PHRASE}, {"role": "assistant", "content": "Stored 4411."}], session="vault"
+        )
         lt.archive(filler(2), session="keep", user="bob")
         entry_id = r.entry_ids[0]
         vector = lt.store.db.execute("SELECT vector FROM embeddings WHERE entry_id = ?", (entry_id,)).fetchone()[0]
         # a table a later migration adds (facts, reinforcement state) referring to entries is cleared too
         with lt.store.transaction() as db:
-            db.execute("CREATE TABLE notes_of_entries(id INTEGER PRIMARY KEY, entry_id INTEGER REFERENCES entries(id), note TEXT)")
-            db.execute("INSERT INTO notes_of_entries(entry_id, note) VALUES (?, 'marmalade_osprey_quintet')", (entry_id,))
+            db.execute(
+                "CREATE TABLE notes_of_entries(id INTEGER PRIMARY KEY, entry_id INTEGER REFERENCES entries(id), note "
+                "TEXT)"
+            )
+            db.execute(
+                "INSERT INTO notes_of_entries(entry_id, note) VALUES (?, 'marmalade_osprey_quintet')", (entry_id,)
+            )
         before = every_path_finds(lt, path, entry_id, vector)
         assert all(before.values()), before  # the control: each path does find it before
 
@@ -103,21 +110,39 @@ def test_forgotten_secret_is_gone_from_every_path(tmp_path, how):
 
 # ---------------------------------------------------------------------------------------------- export / import
 @pytest.fixture()
-def source(tmp_path):
-    path = tmp_path / "src.db"
+def source(tmp_path, built_db):
+    """A database of several sessions, users and a time, with a gap in its ids and access counts: built once per
+    test process (conftest.py ``built_db``), a copy of it per test."""
+    return built_db("forget-export-source", _build_source, tmp_path / "src.db")
+
+
+def _build_source(path):
     with Lantern(path) as lt:
         t0 = datetime(2026, 3, 14, 9, 30, tzinfo=timezone.utc)
-        lt.archive([{"role": "user", "content": "Start postgres for billing."},
-                    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
-                     "function": {"name": "bash", "arguments": "{\"cmd\": \"docker run -p 5433:5432 postgres:16\"}"}}]},
-                    {"role": "tool", "tool_call_id": "c1", "content": "listening on 127.0.0.1:5433"}], session="ops")
+        lt.archive(
+            [
+                {"role": "user", "content": "Start postgres for billing."},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": '{"cmd": "docker run -p 5433:5432 postgres:16"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "listening on 127.0.0.1:5433"},
+            ],
+            session="ops",
+        )
         lt.archive(filler(), session="ops")
         gone = lt.archive([{"role": "user", "content": "temporary note to delete"}], session="tmp")
         lt.archive(filler(3), session="alice-chat", user="alice", agent="coder", project="billing")
         lt.archive([{"role": "user", "content": "a message with a time", "timestamp": t0.isoformat()}], session="t")
         lt.forget(entry=gone.entry_ids[0])  # a gap in the ids: the import renumbers
         lt.recover("postgres port")  # access counts are exported too
-    return path
 
 
 def export_text(path, **kw) -> str:
@@ -143,7 +168,9 @@ def test_round_trip_is_identical_and_recovers_the_same(source, tmp_path):
     records = [json.loads(x) for x in first.splitlines()[1:]]
     assert len(records) == 9 and {r["type"] for r in records} == {"entry"}
     assert {r["user_id"] for r in records} == {"", "alice"}
-    assert [r["time"] for r in records if r["session"] == "t"] == [datetime(2026, 3, 14, 9, 30, tzinfo=timezone.utc).timestamp()]
+    assert [r["time"] for r in records if r["session"] == "t"] == [
+        datetime(2026, 3, 14, 9, 30, tzinfo=timezone.utc).timestamp()
+    ]
     assert "预发布环境的端口是 8443" in first and any(r["access_count"] for r in records)
     with Lantern(tmp_path / "copy.db") as lt:
         r = lt.import_(io.StringIO(first))
@@ -242,16 +269,23 @@ def test_truncated_or_non_utf8_export_imports_nothing_into_an_existing_database(
     data = text.encode("utf-8")
     third = data.index(b"\n", data.index(b"\n") + 1) + 1  # the start of line 3
     corrupt = tmp_path / "corrupt.jsonl"
-    corrupt.write_bytes(data[: third + 10] + b"\xff" + data[third + 11:])
+    corrupt.write_bytes(data[: third + 10] + b"\xff" + data[third + 11 :])
     with Lantern(target) as lt:
         with pytest.raises(ExportFormatError) as e:
             lt.import_(corrupt)
         assert e.value.line == 3 and "not UTF-8" in str(e.value) and lt.store.count() == 1
-    cli = [sys.executable, "-m", "lantern.cli", "--db", str(target), "import", "-"]
-    for payload, line in ((truncated.encode("utf-8"), len(truncated.splitlines())), (corrupt.read_bytes(), 3)):
-        p = subprocess.run(cli, input=payload, capture_output=True, timeout=300)
-        err = p.stderr.decode()
-        assert p.returncode == 1 and f"<stdin>, line {line}:" in err and "Traceback" not in err, err
+    # the truncated export in-process (tests/clirun.py), the corrupt one through a real process's stdin pipe
+    p = lantern("import", "-", db=target, input=truncated.encode("utf-8"))
+    err = p.stderr.decode()
+    assert p.returncode == 1 and f"<stdin>, line {len(truncated.splitlines())}:" in err and "Traceback" not in err, err
+    p = subprocess.run(
+        [sys.executable, "-m", "lantern.cli", "--db", str(target), "import", "-"],
+        input=corrupt.read_bytes(),
+        capture_output=True,
+        timeout=300,
+    )
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "<stdin>, line 3:" in err and "Traceback" not in err, err
     with Lantern(target) as lt:
         assert lt.store.count() == 1
         assert lt.import_(io.StringIO(text)).added == 9
@@ -269,29 +303,28 @@ def test_embedder_mismatch_suggests_no_embeddings(source, tmp_path):
 
 
 def test_cli_export_import(source, tmp_path):
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("LANTERN_USER", None)
-    cli = [sys.executable, "-m", "lantern.cli"]
+    def cli(*args: str, env: dict | None = None):
+        return lantern(*args, env={"LANTERN_USER": None, **(env or {})})
+
     out = tmp_path / "dump.jsonl"
-    p = subprocess.run([*cli, "--db", str(source), "export", str(out)], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(source), "export", str(out))
     assert p.returncode == 0, p.stderr.decode()
     assert "9 entries exported" in p.stderr.decode()
     assert out.stat().st_mode & 0o777 == 0o600
-    p = subprocess.run([*cli, "--db", str(source), "export", "-", "--no-embeddings"], capture_output=True,
-                       env={**env, "LANTERN_USER": "alice"}, timeout=300)
-    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 4 and b"embedding\"" not in p.stdout
+    p = cli("--db", str(source), "export", "-", "--no-embeddings", env={"LANTERN_USER": "alice"})
+    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 4 and b'embedding"' not in p.stdout
     copy = tmp_path / "copy.db"
-    p = subprocess.run([*cli, "--db", str(copy), "import", str(out)], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "import", str(out))
     assert p.returncode == 0 and "9 entries imported, 0 already stored" in p.stdout.decode(), p.stderr.decode()
     out.write_text(out.read_text() + "{oops\n")
-    p = subprocess.run([*cli, "--db", str(copy), "import", str(out)], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "import", str(out))
     assert p.returncode == 1 and "line 11" in p.stderr.decode() and "Traceback" not in p.stderr.decode()
-    p = subprocess.run([*cli, "--db", str(copy), "forget", "--user", "alice"], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "forget", "--user", "alice")
     assert p.returncode == 0 and "3 entries forgotten" in p.stdout.decode()
-    p = subprocess.run([*cli, "--db", str(copy), "forget", "--entry", "999"], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "forget", "--entry", "999")
     assert p.returncode == 0 and "0 entries forgotten" in p.stdout.decode()  # a mistyped id is named (newcomer finding)
     assert "no entry 999 matched" in p.stderr.decode()
-    p = subprocess.run([*cli, "--db", str(copy), "forget"], capture_output=True, env=env, timeout=300)
+    p = cli("--db", str(copy), "forget")
     assert p.returncode == 1 and "give --entry" in p.stderr.decode()
 
 
@@ -301,8 +334,13 @@ def test_round_trip_keeps_versioned_facts(tmp_path):
     day = lambda d: datetime(2026, 3, d, 9, 0, tzinfo=timezone.utc)  # noqa: E731
     path = tmp_path / "facts.db"
     with Lantern(path) as lt:
-        lt.archive([{"role": "user", "content": "The staging DB port is 5433.", "timestamp": day(1).isoformat()}], session="d1")
-        lt.archive([{"role": "user", "content": "I changed the staging DB port to 5434.", "timestamp": day(2).isoformat()}], session="d2")
+        lt.archive(
+            [{"role": "user", "content": "The staging DB port is 5433.", "timestamp": day(1).isoformat()}], session="d1"
+        )
+        lt.archive(
+            [{"role": "user", "content": "I changed the staging DB port to 5434.", "timestamp": day(2).isoformat()}],
+            session="d2",
+        )
         history = [(f.value, f.current) for f in lt.facts("staging db port", history=True)]
     assert history == [("5433", False), ("5434", True)]
     first = export_text(path)
@@ -314,11 +352,26 @@ def test_round_trip_keeps_versioned_facts(tmp_path):
     assert without_ids(export_text(tmp_path / "copy.db")) == without_ids(first)
 
 
-@pytest.mark.parametrize("field,value", [
-    ("turn", -1), ("turn", 2**53), ("turn", 1.5), ("access_count", -3), ("tool_count", 2**60), ("file_count", -1),
-    ("confidence", 1.5), ("confidence", -0.1), ("success", 2), ("importance", -1), ("importance", 1e308),
-    ("time", 1e300), ("time", -1e15), ("archived_at", 253402300800 * 2), ("archived_at", -62135596801),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("turn", -1),
+        ("turn", 2**53),
+        ("turn", 1.5),
+        ("access_count", -3),
+        ("tool_count", 2**60),
+        ("file_count", -1),
+        ("confidence", 1.5),
+        ("confidence", -0.1),
+        ("success", 2),
+        ("importance", -1),
+        ("importance", 1e308),
+        ("time", 1e300),
+        ("time", -1e15),
+        ("archived_at", 253402300800 * 2),
+        ("archived_at", -62135596801),
+    ],
+)
 def test_import_rejects_values_that_poison_the_store(source, tmp_path, field, value):
     lines = export_text(source).splitlines()
     bad = {**json.loads(lines[2]), field: value}
@@ -328,8 +381,15 @@ def test_import_rejects_values_that_poison_the_store(source, tmp_path, field, va
         assert (e.value.line, e.value.field) == (3, field) and "line 3" in str(e.value)
         assert lt.store.count() == 0
     # the edges are accepted
-    edge = {**json.loads(lines[2]), "turn": 2**53 - 1, "confidence": 1, "success": 0.0, "importance": 0,
-            "access_count": 0, "time": -62135596800.0}
+    edge = {
+        **json.loads(lines[2]),
+        "turn": 2**53 - 1,
+        "confidence": 1,
+        "success": 0.0,
+        "importance": 0,
+        "access_count": 0,
+        "time": -62135596800.0,
+    }
     with Lantern(tmp_path / "edge.db") as lt:
         assert lt.import_(io.StringIO("\n".join([lines[0], json.dumps(edge)]) + "\n")).added == 1
 

@@ -15,8 +15,10 @@ def lt(tmp_path):
         for i in range(40):  # "renderer" in every turn, "invoice" in a quarter, "quokka" in one
             extra = " invoice" if i % 4 == 0 else ""
             extra += " quokka shard" if i == 17 else ""
-            msgs += [{"role": "user", "content": f"Turn {i}: check the renderer{extra}."},
-                     {"role": "assistant", "content": f"Checked renderer part {i}{extra}."}]
+            msgs += [
+                {"role": "user", "content": f"Turn {i}: check the renderer{extra}."},
+                {"role": "assistant", "content": f"Checked renderer part {i}{extra}."},
+            ]
         lt.archive(msgs, session="s")
         yield lt
 

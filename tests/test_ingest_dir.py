@@ -1,7 +1,8 @@
-"""``Lantern.ingest(DIR)`` and ``lantern ingest DIR``: the walk (recursive, sorted, regular files only, symlink loops and
+"""``Lantern.ingest(DIR)`` and ``lantern ingest DIR``: the walk (recursive, sorted, regular files only, symlink loops
+and
 second links read once, FIFOs never opened), per-file format detection into the real store with the real model, the
 skipped files and their reasons, a Claude Code project read once with its subagents, resume without duplicates, the
-progress in bytes, and the CLI's summary and exit codes in real subprocesses."""
+progress in bytes, and the CLI's summary and exit codes (in-process: tests/clirun.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from clirun import lantern
 from lantern import Lantern
 from lantern.archive.directory import DirectoryResult, summary_lines, walk
 from lantern.model import ArchiveResult
@@ -48,11 +49,29 @@ def tree(tmp_path) -> Path:
     return root
 
 
-WALKED = ["empty.json", "notes.txt", "a/aider.md", "a/blob.bin", "a/openai.json", "a/script.py", "a/swe_agent.traj",
-          "b/numbers.json", "b/deep/anthropic.json", "b/deep/codex_rollout.jsonl", "b/deep/sharegpt.json",
-          f"b/deep/deeper/-home-dev-api/{SID}.jsonl"]
-INGESTED = ["a/aider.md", "a/openai.json", "a/swe_agent.traj", "b/deep/anthropic.json", "b/deep/codex_rollout.jsonl",
-            "b/deep/sharegpt.json", f"b/deep/deeper/-home-dev-api/{SID}.jsonl"]
+WALKED = [
+    "empty.json",
+    "notes.txt",
+    "a/aider.md",
+    "a/blob.bin",
+    "a/openai.json",
+    "a/script.py",
+    "a/swe_agent.traj",
+    "b/numbers.json",
+    "b/deep/anthropic.json",
+    "b/deep/codex_rollout.jsonl",
+    "b/deep/sharegpt.json",
+    f"b/deep/deeper/-home-dev-api/{SID}.jsonl",
+]
+INGESTED = [
+    "a/aider.md",
+    "a/openai.json",
+    "a/swe_agent.traj",
+    "b/deep/anthropic.json",
+    "b/deep/codex_rollout.jsonl",
+    "b/deep/sharegpt.json",
+    f"b/deep/deeper/-home-dev-api/{SID}.jsonl",
+]
 
 
 def rel(result: DirectoryResult, group: str) -> dict[str, str]:
@@ -96,7 +115,11 @@ def test_ingest_of_a_directory_equals_ingesting_each_file_and_resumes_without_du
     with Lantern(tmp_path / "each.db") as each:
         counts = {}
         for f in result.ingested:
-            name = "/".join((*f.path.relative_to(tree).parent.parts, f.path.stem)) if f.path.parent != tree and f.path.stem != SID else None
+            name = (
+                "/".join((*f.path.relative_to(tree).parent.parts, f.path.stem))
+                if f.path.parent != tree and f.path.stem != SID
+                else None
+            )
             counts[f.path.name] = each.ingest(f.path, name).added
         assert each.store.sessions() == sessions
     assert counts == {f.path.name: f.result.added for f in result.ingested} and result.added == sum(counts.values())
@@ -111,7 +134,11 @@ def test_session_prefixes_each_files_session(tree, tmp_path):
     with Lantern(tmp_path / "m.db") as memory:
         result = memory.ingest(tree / "a", session="import-7")
         sessions = memory.store.sessions()
-    assert sorted(f.result.session for f in result.ingested) == ["import-7/aider", "import-7/openai", "import-7/swe_agent"]
+    assert sorted(f.result.session for f in result.ingested) == [
+        "import-7/aider",
+        "import-7/openai",
+        "import-7/swe_agent",
+    ]
     assert all(s.startswith("import-7/") for s in sessions)
 
 
@@ -135,17 +162,24 @@ def test_summary_lists_every_file_with_its_reason(tree, tmp_path):
     assert "  a/pipe.jsonl: not a regular file (FIFO)" in lines
     assert any(line.startswith("  a/openai.json: ") and "session a/openai" in line for line in lines)
     assert lines.index("skipped:") > lines.index("ingested:")
-    skipped = [line.split(":")[0].strip() for line in lines[lines.index("skipped:") + 1:]]
-    assert skipped[:6] == ["empty.json", "gone.json", "notes.txt", "a/blob.bin", "a/pipe.jsonl", "a/script.py"]  # walk order
+    skipped = [line.split(":")[0].strip() for line in lines[lines.index("skipped:") + 1 :]]
+    assert skipped[:6] == [
+        "empty.json",
+        "gone.json",
+        "notes.txt",
+        "a/blob.bin",
+        "a/pipe.jsonl",
+        "a/script.py",
+    ]  # walk order
 
 
 # ------------------------------------------------------------------------------------------------ CLI
 
 
 def cli(*args: str, db: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("LANTERN_DB", "LANTERN_USER")}
-    return subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(db), *args], env=env,
-                          capture_output=True, text=True, timeout=300)
+    """``lantern --db DB ARGS`` in-process (tests/clirun.py), $LANTERN_DB and $LANTERN_USER unset; text output."""
+    proc = lantern(*args, db=db, env={"LANTERN_DB": None, "LANTERN_USER": None}, columns=None)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
 def test_cli_ingest_dir_prints_the_summary_and_exits_0(tree, tmp_path):
@@ -158,7 +192,9 @@ def test_cli_ingest_dir_prints_the_summary_and_exits_0(tree, tmp_path):
     assert r.returncode == 0 and data["added"] == 0 and data["duplicates"] > 0
     assert {f["path"] for f in data["skipped"]} >= {"a/script.py", "a/pipe.jsonl", "b/same-openai.json", "notes.txt"}
     with Lantern(db) as memory:
-        assert memory.search("which port", k=3) is not None and memory.stats()["entries"] == data["duplicates"]
+        assert memory.stats()["entries"] == data["duplicates"]
+        hits = memory.search("which port does postgres listen on", k=3)
+        assert len(hits) == 3 and any("5433" in h.entry.text for h in hits), [h.entry.text[:80] for h in hits]
 
 
 def test_cli_ingest_dir_without_transcripts_exits_1_and_leaves_no_database(tmp_path):
@@ -181,7 +217,7 @@ def test_same_named_files_in_different_folders_stay_apart(tmp_path):
     """A breaker's finding: every repository's .aider.chat.history.md went into one session, and a turn of the
     second repository equal to one of the first was counted as already archived."""
     tree = tmp_path / "code"
-    chat = "# aider chat started at 2024-08-06 08:47:10\n\n#### ok thanks\n\nYou are welcome.\n\n#### which port for {name}?\n\n{name} listens on {port}.\n"
+    chat = "# aider chat started at 2024-08-06 08:47:10\n\n#### ok thanks\n\nYou are welcome.\n\n#### which port for {name}?\n\n{name} listens on {port}.\n"  # noqa: E501
     for name, port in (("repoA", 5433), ("repoB", 6543)):
         (tree / name).mkdir(parents=True)
         (tree / name / ".aider.chat.history.md").write_text(chat.format(name=name, port=port))
@@ -249,7 +285,10 @@ def test_version_control_dependency_and_virtualenv_folders_are_listed_not_walked
     assert "virtual environment" in reasons["b/env"]
     assert not any(k.startswith(("b/.git/", "b/node_modules/", "b/env/")) for k in reasons)
     inside, _ = walk(repo / "node_modules")  # the folder itself, given as the directory: walked
-    assert sorted(str(p.relative_to(repo / "node_modules")) for p in inside) == ["left-pad/chat.json", "left-pad/package.json"]
+    assert sorted(str(p.relative_to(repo / "node_modules")) for p in inside) == [
+        "left-pad/chat.json",
+        "left-pad/package.json",
+    ]
     with Lantern(tmp_path / "vc.db") as memory:
         result = memory.ingest(tree)
     assert [str(f.path.relative_to(tree)) for f in result.ingested] == INGESTED
@@ -282,8 +321,10 @@ def test_file_names_that_are_not_utf8_stay_distinct_sessions(tmp_path):
     for raw, port in ((b"caf\xe9.jsonl", 5433), (b"caf\xe8.jsonl", 6380)):
         path = os.path.join(os.fsencode(d), raw)
         with open(path, "wb") as f:
-            f.write(b'{"role": "user", "content": "the service runs on port %d"}\n'
-                    b'{"role": "assistant", "content": "noted"}\n' % port)
+            f.write(
+                b'{"role": "user", "content": "the service runs on port %d"}\n'
+                b'{"role": "assistant", "content": "noted"}\n' % port
+            )
     lantern = Lantern(tmp_path / "db.sqlite")
     lantern.ingest(d)
     sessions = {s for (s,) in lantern.store.db.execute("SELECT DISTINCT session FROM entries")}

@@ -104,5 +104,8 @@ def test_recoveries_that_pack_nothing_decay_nothing_and_read_ahead_is_not_examin
         packed = {e.id for e in result.entries}
         cut = examined - packed
         # every candidate with an MMR turn was examined by packing: packed, or cut with packing's own reason
-        assert all(c.verdict in ("packed", "excerpt") or c.reason != "budget exhausted"
-                   for c in result.candidates if c.mmr_order is not None), [(c.verdict, c.reason) for c in result.candidates if c.entry.id in cut]
+        assert all(
+            c.verdict in ("packed", "excerpt") or c.reason != "budget exhausted"
+            for c in result.candidates
+            if c.mmr_order is not None
+        ), [(c.verdict, c.reason) for c in result.candidates if c.entry.id in cut]

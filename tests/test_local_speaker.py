@@ -47,8 +47,10 @@ def test_named_in_matches_whole_words_case_insensitively():
 
 
 def test_speaker_ranking_keeps_the_fused_order_of_the_named_speakers_candidates():
-    entries = {i: Entry(i, "s", i, "", f"user ({who}): t", [], "episodic", 0.5, str(i)) for i, who in
-               [(1, "Ann"), (2, "Bob"), (3, "Ann"), (4, "Bob")]}
+    entries = {
+        i: Entry(i, "s", i, "", f"user ({who}): t", [], "episodic", 0.5, str(i))
+        for i, who in [(1, "Ann"), (2, "Bob"), (3, "Ann"), (4, "Bob")]
+    }
     rankings = {"fulltext": [4, 3, 2, 1], "semantic": [3, 4, 1, 2]}  # RRF: 3 and 4 tie above 1 and 2
     assert speaker.speaker_ranking("What does Ann like?", rankings, entries, 60, None) == [3, 1]
     assert speaker.speaker_ranking("What does Bob like?", rankings, entries, 60, None) == [4, 2]
@@ -67,10 +69,16 @@ TALK = said(
 
 
 @pytest.fixture()
-def talk(tmp_path):
-    with Lantern(tmp_path / "talk.db") as lt:
-        lt.archive(TALK, session="chat")
+def talk(tmp_path, built_db):
+    """A handle on a copy of the database of ``TALK`` (session "chat"), built once per test process (conftest.py
+    ``built_db``)."""
+    with Lantern(built_db("local-speaker-talk", _build_talk, tmp_path / "talk.db")) as lt:
         yield lt
+
+
+def _build_talk(path):
+    with Lantern(path) as lt:
+        lt.archive(TALK, session="chat")
 
 
 def test_speaker_signal_lists_only_the_named_speakers_turns(talk):
@@ -89,8 +97,13 @@ def test_speaker_signal_lists_only_the_named_speakers_turns(talk):
 
 def test_speaker_signal_is_silent_without_a_named_speaker(tmp_path):
     with Lantern(tmp_path / "plain.db") as lt:
-        lt.archive([Message(role="user", text="My boss Melanie is a chef."),
-                    Message(role="assistant", text="Noted: Melanie is a chef.")], session="s")
+        lt.archive(
+            [
+                Message(role="user", text="My boss Melanie is a chef."),
+                Message(role="assistant", text="Noted: Melanie is a chef."),
+            ],
+            session="s",
+        )
         rec = lt.explain("What does Melanie do?", budget=6000)
         assert rec.entries and all(SPEAKER not in c.ranks for c in rec.candidates)
 
@@ -114,10 +127,16 @@ TRAJECTORIES = said(
 
 
 @pytest.fixture()
-def traj(tmp_path):
-    with Lantern(tmp_path / "traj.db") as lt:
-        lt.archive(TRAJECTORIES, session="s")
+def traj(tmp_path, built_db):
+    """A handle on a copy of the database of ``TRAJECTORIES`` (session "s"), built once per test process (conftest.py
+    ``built_db``)."""
+    with Lantern(built_db("local-speaker-traj", _build_traj, tmp_path / "traj.db")) as lt:
         yield lt
+
+
+def _build_traj(path):
+    with Lantern(path) as lt:
+        lt.archive(TRAJECTORIES, session="s")
 
 
 def test_window_rows_are_the_turns_within_width_of_each_seed(traj):
@@ -126,7 +145,10 @@ def test_window_rows_are_the_turns_within_width_of_each_seed(traj):
     rows = local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 2)
     turns = sorted(traj.store.entries(traj.index.ids[rows].tolist(), text=False).values(), key=lambda e: e.turn)
     assert [e.turn for e in turns] == [4, 5, 6, 7, 8]
-    assert local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 0).tolist() == traj.index.positions([forum]).tolist()
+    assert (
+        local.window_rows(traj.store, traj.index, traj.index.positions([forum]), 0).tolist()
+        == traj.index.positions([forum]).tolist()
+    )
     assert len(local.window_rows(traj.store, traj.index, [], 5)) == 0
 
 
@@ -191,18 +213,33 @@ def test_a_one_turn_session_that_every_query_signal_ranks_first_comes_first(tmp_
     (semantic, full text and prf all rank it 1st) fused 7th: local and neighbour lifted the turns of the longer
     sessions, and a lone turn had no local rank."""
     with Lantern(tmp_path / "zh.db") as memory:
-        memory.archive([{"role": "user", "content": "把数据库端口设置为 5434，用户名是 ledger_admin。"},
-                        {"role": "assistant", "content": "好的，已经把数据库端口改为 5434，配置文件在 deploy/db.env。"},
-                        {"role": "user", "content": "日志目录是 /var/log/ledger，保留 14 天。"},
-                        {"role": "assistant", "content": "已设置日志目录为 /var/log/ledger，保留期 14 天。"},
-                        {"role": "user", "content": "接下来写一下部署文档。"},
-                        {"role": "assistant", "content": "部署文档写在 docs/deploy.md。"}], session="zh")
-        memory.archive([{"role": "user", "content": "The cache TTL is 900 seconds. Write it into config/cache.yaml."},
-                        {"role": "assistant", "content": "Done: config/cache.yaml now has ttl: 900."},
-                        {"role": "user", "content": "Now update the README."},
-                        {"role": "assistant", "content": "Added a Caching section to the README."}], session="en")
-        answer = memory.archive([{"role": "user", "content": "我们的测试服务器地址是 10.0.3.17，端口是 8443。"},
-                                 {"role": "assistant", "content": "记住了：10.0.3.17:8443。"}], session="zh-api").entry_ids[0]
+        memory.archive(
+            [
+                {"role": "user", "content": "把数据库端口设置为 5434，用户名是 ledger_admin。"},
+                {"role": "assistant", "content": "好的，已经把数据库端口改为 5434，配置文件在 deploy/db.env。"},
+                {"role": "user", "content": "日志目录是 /var/log/ledger，保留 14 天。"},
+                {"role": "assistant", "content": "已设置日志目录为 /var/log/ledger，保留期 14 天。"},
+                {"role": "user", "content": "接下来写一下部署文档。"},
+                {"role": "assistant", "content": "部署文档写在 docs/deploy.md。"},
+            ],
+            session="zh",
+        )
+        memory.archive(
+            [
+                {"role": "user", "content": "The cache TTL is 900 seconds. Write it into config/cache.yaml."},
+                {"role": "assistant", "content": "Done: config/cache.yaml now has ttl: 900."},
+                {"role": "user", "content": "Now update the README."},
+                {"role": "assistant", "content": "Added a Caching section to the README."},
+            ],
+            session="en",
+        )
+        answer = memory.archive(
+            [
+                {"role": "user", "content": "我们的测试服务器地址是 10.0.3.17，端口是 8443。"},
+                {"role": "assistant", "content": "记住了：10.0.3.17:8443。"},
+            ],
+            session="zh-api",
+        ).entry_ids[0]
         hits = memory.search("测试服务器的地址是什么？", k=3)
         assert hits[0].entry.id == answer, [(h.entry.id, h.ranks) for h in hits]
         assert "10.0.3.17" in memory.recover("测试服务器的地址是什么？", budget=500).text

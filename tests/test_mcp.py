@@ -1,5 +1,6 @@
 """The MCP server end to end: the official SDK's client spawns `python -m lantern.cli --db TMP mcp` over stdio
-(real SQLite file, real embedding model), lists the tools, archives a conversation and recovers its port."""
+(real SQLite file, real embedding model), lists the tools, archives a conversation and recovers its port; the
+tests of the tools' argument handling talk to the same server in-process (the SDK's in-memory transport)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,27 @@ def _text(result) -> str:
 async def _session_run(db, body):
     # the whole environment: the SDK passes only HOME, PATH, ... by default, and the server must import this
     # checkout's lantern (PYTHONPATH) and share the test run's USE load cache (conftest.py)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "lantern.cli", "--db", str(db), "mcp"],
-                                   env=dict(os.environ))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "lantern.cli", "--db", str(db), "mcp"], env=dict(os.environ)
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         return await body(session)
+
+
+async def _memory_run(db, body):
+    """The server of ``lantern mcp`` (``build_server``: its tools, their argument checks and errors) in this process,
+    over the SDK's in-memory transport; the stdio transport and the process are tested by the tests that spawn it."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from lantern.integrations.mcp import build_server
+
+    server = build_server(db)
+    try:
+        async with create_connected_server_and_client_session(server) as session:
+            return await body(session)
+    finally:
+        server._lantern_service.close()
 
 
 def test_mcp_end_to_end(tmp_path):
@@ -59,8 +76,15 @@ def test_mcp_end_to_end(tmp_path):
 
         # after a "compaction": the summary lost the port; recovery brings it back, excluding the live turns
         summary = "[Summary] The user set up the billing database and asked for docs."
-        r = await s.call_tool("recover", {"query": "which port does the billing database listen on?\n" + summary,
-                                          "session": "build-42", "budget": 2000, "exclude": CONVERSATION[-2:]})
+        r = await s.call_tool(
+            "recover",
+            {
+                "query": "which port does the billing database listen on?\n" + summary,
+                "session": "build-42",
+                "budget": 2000,
+                "exclude": CONVERSATION[-2:],
+            },
+        )
         assert not r.isError, _text(r)
         rec = r.structuredContent
         assert "5433" in rec["text"] and rec["chars"] <= 2000 and len(rec["chars"] * "x") == len(rec["text"])
@@ -81,7 +105,9 @@ def test_mcp_end_to_end(tmp_path):
 
         # an unreadable message is skipped and counted with a warning naming it, as in `lantern ingest`
         r = await s.call_tool("archive", {"messages": [{"role": 7, "content": {"x": 1}}], "session": "junk"})
-        assert not r.isError and r.structuredContent["skipped"] == 1 and "message 1" in r.structuredContent["warnings"][0]
+        assert (
+            not r.isError and r.structuredContent["skipped"] == 1 and "message 1" in r.structuredContent["warnings"][0]
+        )
 
         # bad input: tool errors, and the server keeps serving
         bad = [
@@ -117,7 +143,9 @@ def test_mcp_empty_session_is_the_default_session_for_archive_and_forget(tmp_pat
     async def body(s: ClientSession):
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": ""})
         assert not r.isError and r.structuredContent["session"] == "default" and r.structuredContent["added"] == 2
-        r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "keep this: port 6380"}], "session": "other"})
+        r = await s.call_tool(
+            "archive", {"messages": [{"role": "user", "content": "keep this: port 6380"}], "session": "other"}
+        )
         assert r.structuredContent["added"] == 1
         r = await s.call_tool("forget", {"session": ""})
         assert not r.isError and r.structuredContent == {"forgotten": 2}, _text(r)
@@ -129,18 +157,24 @@ def test_mcp_empty_session_is_the_default_session_for_archive_and_forget(tmp_pat
         assert r.structuredContent == {"forgotten": 2}
         return True
 
-    assert anyio.run(_session_run, db, body)
+    assert anyio.run(_memory_run, db, body)
+
 
 def test_mcp_command_without_database_flag_uses_env(tmp_path, monkeypatch):
     """LANTERN_DB is honoured like in the rest of the CLI."""
     db = tmp_path / "env.db"
-    params = StdioServerParameters(command=sys.executable, args=["-m", "lantern.cli", "mcp"],
-                                   env={**__import__("os").environ, "LANTERN_DB": str(db)})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "lantern.cli", "mcp"],
+        env={**__import__("os").environ, "LANTERN_DB": str(db)},
+    )
 
     async def run():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
-            r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "deploy tag v2.3.1 to eu-west-1"}]})
+            r = await s.call_tool(
+                "archive", {"messages": [{"role": "user", "content": "deploy tag v2.3.1 to eu-west-1"}]}
+            )
             assert not r.isError, _text(r)
             return json.loads(_text(r))
 
@@ -153,11 +187,26 @@ def test_mcp_argument_errors_are_one_line_naming_the_field(tmp_path):
     multi-line pydantic dump with its URLs); the server keeps serving."""
     cases = [
         ("archive", {}, "invalid arguments for archive: messages: required"),
-        ("archive", {"messages": "not a list"}, "invalid arguments for archive: messages: should be a valid list (got 'not a list')"),
-        ("search", {"query": "x", "k": 0}, "invalid arguments for search: k: should be greater than or equal to 1 (got 0)"),
-        ("recover", {"query": "x", "budget": -1}, "invalid arguments for recover: budget: should be greater than or equal to 0 (got -1)"),
-        ("recover", {"query": "x", "exclude": [{"role": "user", "content": "a"}, "nope"]},
-         "invalid arguments for recover: exclude[1]: should be a valid dictionary or a valid integer"),
+        (
+            "archive",
+            {"messages": "not a list"},
+            "invalid arguments for archive: messages: should be a valid list (got 'not a list')",
+        ),
+        (
+            "search",
+            {"query": "x", "k": 0},
+            "invalid arguments for search: k: should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            "recover",
+            {"query": "x", "budget": -1},
+            "invalid arguments for recover: budget: should be greater than or equal to 0 (got -1)",
+        ),
+        (
+            "recover",
+            {"query": "x", "exclude": [{"role": "user", "content": "a"}, "nope"]},
+            "invalid arguments for recover: exclude[1]: should be a valid dictionary or a valid integer",
+        ),
         ("feedback", {"entry_ids": ["a", 2], "useful": "maybe"}, "invalid arguments for feedback: entry_ids[0]: "),
         ("forget", {"entry": 1.5}, "invalid arguments for forget: entry: should be a valid integer"),
         ("search", {"query": "x" * 500, "k": "many"}, "invalid arguments for search: k: should be a valid integer"),
@@ -173,7 +222,7 @@ def test_mcp_argument_errors_are_one_line_naming_the_field(tmp_path):
         assert "; useful: should be a valid boolean" in _text(r)  # every bad field is named
         return True
 
-    assert anyio.run(_session_run, tmp_path / "mcp.db", body)
+    assert anyio.run(_memory_run, tmp_path / "mcp.db", body)
 
 
 def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
@@ -183,8 +232,9 @@ def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
 
     async def body(s: ClientSession):
         r = await s.call_tool("archive", {"messages": CONVERSATION, "sesion": "s1"})
-        assert r.isError and _text(r) == ("unknown argument for archive: 'sesion' "
-                                         "(archive takes messages, session, user, agent, project)"), _text(r)
+        assert r.isError and _text(r) == (
+            "unknown argument for archive: 'sesion' (archive takes messages, session, user, agent, project)"
+        ), _text(r)
         assert not (tmp_path / "mcp.db").exists()  # rejected before the tool ran
         r = await s.call_tool("search", {"query": "port", "kk": 3, "scope": "x"})
         assert r.isError and _text(r).startswith("unknown arguments for search: 'kk', 'scope' (search takes query, k,")
@@ -193,7 +243,9 @@ def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
         for name in ("recover", "forget", "feedback"):
             r = await s.call_tool(name, {"query": "x", "entry_ids": [1], "useful": True, "bogus\nname": 1})
             text = _text(r)
-            assert r.isError and text.startswith(f"unknown argument") and "'bogus\\nname'" in text and "\n" not in text, text
+            assert (
+                r.isError and text.startswith("unknown argument") and "'bogus\\nname'" in text and "\n" not in text
+            ), text
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "s1"})
         assert not r.isError and r.structuredContent["added"] >= 1
         r = await s.call_tool("recover", {"query": "which port", "session": "s1", "budget": 2000})
@@ -202,15 +254,19 @@ def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
         assert not r.isError and r.structuredContent["added"] == 1
         return True
 
-    assert anyio.run(_session_run, tmp_path / "mcp.db", body)
+    assert anyio.run(_memory_run, tmp_path / "mcp.db", body)
 
 
 def _raw_server(db):
     """The server over raw stdio (the SDK's client cannot send a lone surrogate escape or JSON nested that deep)."""
     import subprocess
 
-    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     return proc
 
 
@@ -239,24 +295,42 @@ def test_mcp_answers_lone_surrogates_and_deep_nesting(tmp_path):
     with its id; the server keeps serving."""
     proc = _raw_server(tmp_path / "mcp.db")
     try:
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        }
         assert _raw_exchange(proc, json.dumps(init).encode())["id"] == 0
         proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
 
         def call(i: int, arguments: bytes, name: bytes = b"archive") -> dict:
-            line = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
-                    % (i, name, arguments))
+            line = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}' % (
+                i,
+                name,
+                arguments,
+            )
             r = _raw_exchange(proc, line)
             assert r["id"] == i, r
             return r
 
-        r = call(1, b'{"messages":[{"role":"user","content":"emoji cut \\ud83d: port 5433 \xe7\xab\xaf\xe5\x8f\xa3"}],'
-                    b'"session":"s\\udc00"}')
+        r = call(
+            1,
+            b'{"messages":[{"role":"user","content":"emoji cut \\ud83d: port 5433 \xe7\xab\xaf\xe5\x8f\xa3"}],'
+            b'"session":"s\\udc00"}',
+        )
         assert not r["result"]["isError"], r
-        assert r["result"]["structuredContent"]["added"] == 1 and r["result"]["structuredContent"]["session"] == "s\ufffd"
+        assert (
+            r["result"]["structuredContent"]["added"] == 1 and r["result"]["structuredContent"]["session"] == "s\ufffd"
+        )
         r = call(2, b'{"query":"port \\udfff","budget":500}', b"recover")
-        assert "5433" in r["result"]["structuredContent"]["text"] and "\ufffd" in r["result"]["structuredContent"]["text"]
+        assert (
+            "5433" in r["result"]["structuredContent"]["text"] and "\ufffd" in r["result"]["structuredContent"]["text"]
+        )
         nested = b"[" * 200 + b"]" * 200  # past the SDK parser's limit, within Python's: read and archived
         r = call(3, b'{"messages":[{"role":"user","content":"deep tool args","x":%s}]}' % nested)
         assert r["result"]["structuredContent"]["added"] == 1, r
@@ -281,13 +355,29 @@ def test_mcp_exits_quietly_when_the_client_goes_away_mid_call(tmp_path):
     import time
 
     db = tmp_path / "mcp.db"
-    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
     assert _raw_exchange(proc, json.dumps(init).encode())["id"] == 0
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "archive", "arguments": {
-        "messages": [{"role": "user", "content": "the api listens on port 5433 " * 500}]}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "archive",
+            "arguments": {"messages": [{"role": "user", "content": "the api listens on port 5433 " * 500}]},
+        },
+    }
     proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n' + json.dumps(call).encode() + b"\n")
     proc.stdin.flush()
     time.sleep(0.2)
@@ -312,19 +402,46 @@ def _interrupted_mid_call(db, second: bool, busy: bool = True, signals: int = 1)
     import time
 
     env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
     assert _raw_exchange(proc, json.dumps(init).encode())["id"] == 0
     proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-    warm = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "archive", "arguments": {
-        "messages": [{"role": "user", "content": "warm the embedding model"}]}}}
+    warm = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "archive",
+            "arguments": {"messages": [{"role": "user", "content": "warm the embedding model"}]},
+        },
+    }
     assert _raw_exchange(proc, json.dumps(warm).encode())["id"] == 1
-    big = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "archive", "arguments": {
-        "messages": [{"role": "user", "content": f"message {i}: service {i} listens on port {5000 + i}"}
-                     for i in range(800)]}}}
+    big = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "archive",
+            "arguments": {
+                "messages": [
+                    {"role": "user", "content": f"message {i}: service {i} listens on port {5000 + i}"}
+                    for i in range(800)
+                ]
+            },
+        },
+    }
     if busy:
         proc.stdin.write(json.dumps(big).encode() + b"\n")
         proc.stdin.flush()
@@ -352,8 +469,10 @@ def test_mcp_ctrl_c_finishes_the_call_in_progress_and_says_so(tmp_path):
 
     rc, err = _interrupted_mid_call(tmp_path / "mcp.db", second=False)
     assert rc == 130
-    assert err.strip() == ("lantern mcp: interrupted; finishing the call in progress, then stopping "
-                           "(Ctrl-C again to abandon it: nothing of it is stored)")
+    assert err.strip() == (
+        "lantern mcp: interrupted; finishing the call in progress, then stopping "
+        "(Ctrl-C again to abandon it: nothing of it is stored)"
+    )
     assert Lantern(tmp_path / "mcp.db").stats()["entries"] == 1 + 800
 
 
@@ -380,22 +499,43 @@ def test_mcp_a_json_integer_longer_than_python_converts_is_read_as_in_every_pars
     import subprocess
 
     big = "9" * 5000
-    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "mcp.db"), "mcp"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "mcp.db"), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
     try:
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        }
         assert _raw_exchange(proc, json.dumps(init).encode())["id"] == 0
         proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
 
         def call(i, name, arguments):
-            line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}' % (i, name, arguments)
+            line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}' % (  # noqa: UP031
+                i,
+                name,
+                arguments,
+            )
             return _raw_exchange(proc, line.encode())
 
-        r = call(1, "archive", '{"messages":[{"role":"user","content":"the api listens on port 5433"},{"role":"assistant",'
-                               '"content":[{"type":"tool_use","id":"t1","name":"probe","input":{"n":%s}}]}]}' % big)
+        r = call(
+            1,
+            "archive",
+            '{"messages":[{"role":"user","content":"the api listens on port 5433"},{"role":"assistant",'  # noqa: UP031
+            '"content":[{"type":"tool_use","id":"t1","name":"probe","input":{"n":%s}}]}]}' % big,
+        )
         assert r["result"]["structuredContent"]["added"] == 1, r
-        r = call(2, "feedback", '{"entry_ids":[%s],"useful":true}' % big)
+        r = call(2, "feedback", '{"entry_ids":[%s],"useful":true}' % big)  # noqa: UP031
         text = r["result"]["content"][0]["text"]
         assert r["result"]["isError"] and text.startswith("invalid arguments for feedback: entry_ids[0]: "), text
         assert "\n" not in text and "set_int_max_str_digits" not in text, text
@@ -418,16 +558,28 @@ def test_mcp_ctrl_c_stops_an_idle_server_while_the_client_keeps_stdin_open(tmp_p
 def test_mcp_a_boolean_or_a_string_is_no_entry_id(tmp_path):
     """``forget {"entry": true}`` deleted entry 1 and ``{"entry": "2"}`` entry 2 (pydantic's lax coercion);
     ids, counts and ``useful`` are strict now: a tool error, nothing deleted or updated (breaker finding)."""
+
     async def body(s):
-        r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "the api listens on port 5433"},
-                                                       {"role": "assistant", "content": "noted"},
-                                                       {"role": "user", "content": "redis is on 6380"}]})
+        r = await s.call_tool(
+            "archive",
+            {
+                "messages": [
+                    {"role": "user", "content": "the api listens on port 5433"},
+                    {"role": "assistant", "content": "noted"},
+                    {"role": "user", "content": "redis is on 6380"},
+                ]
+            },
+        )
         assert not r.isError and r.structuredContent["added"] == 2
-        for name, args in [("forget", {"entry": True}), ("feedback", {"entry_ids": [True], "useful": True}),
-                           ("feedback", {"entry_ids": [1], "useful": "yes"}), ("recover", {"query": "port", "exclude": [True]})]:
+        for name, args in [
+            ("forget", {"entry": True}),
+            ("feedback", {"entry_ids": [True], "useful": True}),
+            ("feedback", {"entry_ids": [1], "useful": "yes"}),
+            ("recover", {"query": "port", "exclude": [True]}),
+        ]:
             r = await s.call_tool(name, args)
             assert r.isError and "should be a valid" in _text(r), (name, args, _text(r))
         r = await s.call_tool("stats", {})
         return r.structuredContent["entries"]
 
-    assert anyio.run(_session_run, tmp_path / "mcp.db", body) == 2
+    assert anyio.run(_memory_run, tmp_path / "mcp.db", body) == 2

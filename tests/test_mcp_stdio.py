@@ -1,4 +1,5 @@
-"""MCP over stdio (a breaker's findings): pipelined requests are all answered at end of input, blank lines are no messages, Ctrl-C with a
+"""MCP over stdio (a breaker's findings): pipelined requests are all answered at end of input, blank lines are no
+messages, Ctrl-C with a
 backlog exits 130, a second Ctrl-C leaves a server stuck writing to a client that reads nothing; ingest DIR's
 error line escapes the directory name on a terminal."""
 
@@ -12,22 +13,42 @@ import time
 
 import pytest
 
-INIT = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}) + "\n"
+INIT = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
+    + "\n"
+)
 INITED = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
 
 
 def call(i, name, args):
-    return json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                       "params": {"name": name, "arguments": args}}) + "\n"
+    return (
+        json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": name, "arguments": args}})
+        + "\n"
+    )
 
 
 def server(db):
     """``lantern mcp`` over pipes, SIGINT at its default in the child: a shell's background job (a CI runner's,
     ``make test &``) starts its children with SIGINT ignored, and the Ctrl-C tests would then wait in vain."""
-    return subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [sys.executable, "-m", "lantern.cli", "--db", str(db), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def test_every_pipelined_request_is_answered_at_end_of_input(tmp_path):
@@ -55,8 +76,17 @@ def _start_reading(proc):
 
 def test_ctrl_c_with_a_pipelined_backlog_exits_130(tmp_path):
     proc = server(tmp_path / "m.db")
-    proc.stdin.write((INIT + INITED + call(1, "archive", {"messages": [
-        {"role": "user", "content": "port?"}, {"role": "assistant", "content": "5433"}]})).encode())
+    proc.stdin.write(
+        (
+            INIT
+            + INITED
+            + call(
+                1,
+                "archive",
+                {"messages": [{"role": "user", "content": "port?"}, {"role": "assistant", "content": "5433"}]},
+            )
+        ).encode()
+    )
     proc.stdin.flush()
     proc.stdout.readline(), proc.stdout.readline()
     threading.Thread(target=lambda: [_ for _ in proc.stdout], daemon=True).start()
@@ -90,8 +120,13 @@ def test_ingest_dir_error_line_escapes_the_name_on_a_terminal(tmp_path):
     d.mkdir()
     (d / "notes.txt").write_text("hello")
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "c.db"), "ingest", str(d)],
-                            stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "c.db"), "ingest", str(d)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=dict(os.environ),
+    )
     os.close(slave)
     out = b""
     while True:

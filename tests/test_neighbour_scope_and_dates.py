@@ -9,10 +9,12 @@ from lantern.recover.timeframe import query_windows
 
 
 def _weekend(who: str) -> list[dict]:
-    return [{"role": "user", "content": f"{who}: what did you do last weekend?"},
-            {"role": "assistant", "content": "Tell me."},
-            {"role": "user", "content": "camping by the lake"},
-            {"role": "assistant", "content": "nice"}]
+    return [
+        {"role": "user", "content": f"{who}: what did you do last weekend?"},
+        {"role": "assistant", "content": "Tell me."},
+        {"role": "user", "content": "camping by the lake"},
+        {"role": "assistant", "content": "nice"},
+    ]
 
 
 def test_neighbour_signal_works_for_each_user_of_a_shared_session_name(tmp_path):

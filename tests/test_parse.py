@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.archive.parse import (
     FORMATS,
     ParseResult,
@@ -19,10 +20,9 @@ from lantern.archive.parse import (
     parse,
     parse_anthropic,
     parse_locomo,
-    parse_openai,
 )
-from lantern.text.clean import clean_text
 from lantern.errors import TranscriptFormatError
+from lantern.text.clean import clean_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parse"
 DATA = Path(os.environ.get("LANTERN_DATA", "/work/shared/data"))
@@ -112,8 +112,13 @@ def test_plain_jsonl():
 def test_wrapped_agent_log_lines_are_unwrapped():
     lines = [
         {"type": "user", "timestamp": "2024-08-05T10:00:00Z", "message": {"role": "user", "content": "hi"}},
-        {"type": "assistant", "message": {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}]}},
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}],
+            },
+        },
     ]
     r = parse("\n".join(json.dumps(x) for x in lines))
     assert r.format == "anthropic"
@@ -178,17 +183,25 @@ def test_locomo_fixture():
 # --- detection and sources ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fixture,fmt", [
-    ("openai.json", "openai"), ("anthropic.json", "anthropic"), ("plain.jsonl", "jsonl"),
-    ("aider.md", "aider"), ("locomo.json", "locomo"),
-])
+@pytest.mark.parametrize(
+    "fixture,fmt",
+    [
+        ("openai.json", "openai"),
+        ("anthropic.json", "anthropic"),
+        ("plain.jsonl", "jsonl"),
+        ("aider.md", "aider"),
+        ("locomo.json", "locomo"),
+    ],
+)
 def test_detect_format(fixture, fmt):
     text = (FIXTURES / fixture).read_text(encoding="utf-8")
     assert detect_format(text) == fmt
     assert detect_format(text.encode()) == fmt
     if fmt != "aider":
-        assert detect_format(json.loads(text) if fixture.endswith(".json") else
-                             [json.loads(x) for x in text.splitlines()]) == fmt
+        assert (
+            detect_format(json.loads(text) if fixture.endswith(".json") else [json.loads(x) for x in text.splitlines()])
+            == fmt
+        )
     assert parse(FIXTURES / fixture, fmt).format == fmt
 
 
@@ -198,14 +211,29 @@ def test_detect_format_small_objects():
     assert detect_format([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]) == "openai"
     assert detect_format({"system": "s", "messages": [{"role": "user", "content": "hi"}]}) == "anthropic"
     assert detect_format("#### hello\n") == "aider"
-    assert set(FORMATS) == {"openai", "anthropic", "jsonl", "aider", "locomo", "claude-code", "codex", "sharegpt", "swe_agent"}
+    assert set(FORMATS) == {
+        "openai",
+        "anthropic",
+        "jsonl",
+        "aider",
+        "locomo",
+        "claude-code",
+        "codex",
+        "sharegpt",
+        "swe_agent",
+    }
 
 
 def test_sources_path_bytes_text_object(tmp_path):
     text = (FIXTURES / "plain.jsonl").read_text()
     expected = [m.text for m in parse(text).messages]
-    for source in (FIXTURES / "plain.jsonl", str(FIXTURES / "plain.jsonl"), text.encode(), text,
-                   [json.loads(x) for x in text.splitlines()]):
+    for source in (
+        FIXTURES / "plain.jsonl",
+        str(FIXTURES / "plain.jsonl"),
+        text.encode(),
+        text,
+        [json.loads(x) for x in text.splitlines()],
+    ):
         assert [m.text for m in parse(source).messages] == expected
     crlf = tmp_path / "crlf.jsonl"
     crlf.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode())  # BOM + CRLF
@@ -214,9 +242,17 @@ def test_sources_path_bytes_text_object(tmp_path):
     assert len(parse(aider_crlf).messages) == len(parse(FIXTURES / "aider.md").messages)
 
 
-@pytest.mark.parametrize("source", [
-    "/no/such/dir/chat.jsonl", "missing.json", 42, None, 3.5, object(),
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "/no/such/dir/chat.jsonl",
+        "missing.json",
+        42,
+        None,
+        3.5,
+        object(),
+    ],
+)
 def test_bad_sources_raise_format_error(source):
     with pytest.raises(TranscriptFormatError):
         parse(source)
@@ -264,61 +300,84 @@ def test_whole_document_syntax_error_has_line():
 
 
 def test_roles_mapped_or_skipped():
-    r = parse([
-        {"role": "Human", "content": "a"}, {"role": "model", "content": "b"}, {"role": "AI", "content": "c"},
-        {"role": "critic", "content": "d"}, {"role": 7, "content": "e"}, {"role": None, "content": "f"},
-    ])
+    r = parse(
+        [
+            {"role": "Human", "content": "a"},
+            {"role": "model", "content": "b"},
+            {"role": "AI", "content": "c"},
+            {"role": "critic", "content": "d"},
+            {"role": 7, "content": "e"},
+            {"role": None, "content": "f"},
+        ]
+    )
     assert [m.role for m in r.messages] == ["user", "assistant", "assistant"]
     assert r.skipped == 3 and r.warnings[0] == "message 4: unknown role 'critic'; skipped"
 
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "jsonl"])
 def test_empty_missing_and_non_dict_items_skipped(fmt):
-    items = [{"role": "user", "content": ""}, {"role": "user", "content": None}, {"role": "assistant"},
-             {"content": "no role"}, "a string", None, {"role": "user", "content": "  \n"},
-             {"role": "user", "content": "kept"}]
+    items = [
+        {"role": "user", "content": ""},
+        {"role": "user", "content": None},
+        {"role": "assistant"},
+        {"content": "no role"},
+        "a string",
+        None,
+        {"role": "user", "content": "  \n"},
+        {"role": "user", "content": "kept"},
+    ]
     r = parse(items, fmt)
     assert [m.text for m in r.messages] == ["kept"]
     assert r.skipped == 7 and len(r.warnings) == 7
 
 
 def test_content_as_list_of_blocks_in_plain_messages():
-    r = parse([{"role": "user", "content": [{"type": "text", "text": "one"}, "two", {"type": "text", "text": "three"}]}],
-              "jsonl")
+    r = parse(
+        [{"role": "user", "content": [{"type": "text", "text": "one"}, "two", {"type": "text", "text": "three"}]}],
+        "jsonl",
+    )
     assert r.messages[0].text == "one\ntwo\nthree"
 
 
 def test_lone_surrogates_and_nul_cleaned():
-    raw = '[{"role": "user", "content": "bad \\ud800 here \\u0000 there"}, ' \
-          '{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", ' \
-          '"function": {"name": "f\\udc00", "arguments": "{\\"x\\": \\"\\udfff\\"}"}}]}]'
+    raw = (
+        '[{"role": "user", "content": "bad \\ud800 here \\u0000 there"}, '
+        '{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", '
+        '"function": {"name": "f\\udc00", "arguments": "{\\"x\\": \\"\\udfff\\"}"}}]}]'
+    )
     r = parse(raw)
     assert r.messages[0].text == "bad \ufffd here \ufffd there"
     assert r.messages[1].tool_calls[0].name == "f\ufffd"
     assert r.messages[1].tool_calls[0].arguments == '{"x": "\ufffd"}'
     for m in r.messages:
         m.render().encode("utf-8")  # strictly encodable
-    r = parse_anthropic([{"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t", "name": "n", "input": {"k": "\ud800"}}]}])
+    r = parse_anthropic(
+        [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {"k": "\ud800"}}]}]
+    )
     r.messages[0].tool_calls[0].arguments.encode("utf-8")
 
 
 def test_one_megabyte_message_intact():
     big = "".join(f"line {i}: port 5433 path src/db/config.py\n" for i in range(25_000))
     assert len(big) > 1_000_000
-    for source in ([{"role": "tool", "tool_call_id": "c1", "content": big}],
-                   json.dumps([{"role": "tool", "tool_call_id": "c1", "content": big}])):
+    for source in (
+        [{"role": "tool", "tool_call_id": "c1", "content": big}],
+        json.dumps([{"role": "tool", "tool_call_id": "c1", "content": big}]),
+    ):
         r = parse(source)
         assert r.messages[0].tool_results[0].content == big
 
 
-@pytest.mark.parametrize("blob", [
-    bytes(range(256)) * 4,
-    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01",
-    b'{"role": "user", "content": "caf\xe9"}',  # latin-1, invalid UTF-8
-    b"\xff\xfe\xfd",
-    b"text with a NUL \x00 byte",
-])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        bytes(range(256)) * 4,
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01",
+        b'{"role": "user", "content": "caf\xe9"}',  # latin-1, invalid UTF-8
+        b"\xff\xfe\xfd",
+        b"text with a NUL \x00 byte",
+    ],
+)
 def test_binary_input_is_format_error(blob, tmp_path):
     with pytest.raises(TranscriptFormatError, match="not a text transcript"):
         parse(blob)
@@ -330,8 +389,16 @@ def test_binary_input_is_format_error(blob, tmp_path):
 
 
 def test_not_a_transcript_text_and_empty():
-    for text in ("hello world, this is prose\nwith two lines", "", "   \n", "42", '"just a string"', "{}",
-                 '{"foo": 1}', "[1, 2]"):
+    for text in (
+        "hello world, this is prose\nwith two lines",
+        "",
+        "   \n",
+        "42",
+        '"just a string"',
+        "{}",
+        '{"foo": 1}',
+        "[1, 2]",
+    ):
         try:
             r = parse(text)
         except TranscriptFormatError:
@@ -352,21 +419,44 @@ _json = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )
-_block = st.fixed_dictionaries({"type": st.sampled_from(["text", "tool_use", "tool_result", "image_url", "image",
-                                                          "thinking", "x"])},
-                               optional={"text": _json, "content": _json, "input": _json, "id": _json,
-                                         "name": _json, "tool_use_id": _json, "is_error": _json})
-_message = st.fixed_dictionaries({}, optional={
-    "role": st.sampled_from(["user", "assistant", "tool", "system", "human", "weird"]) | _json,
-    "content": st.none() | st.text() | st.lists(_block | _json, max_size=3) | _json,
-    "tool_calls": st.lists(st.fixed_dictionaries({}, optional={"id": _json, "function": _json}), max_size=2) | _json,
-    "tool_call_id": _json, "name": _json, "timestamp": _json, "text": _json,
-})
-_document = (st.lists(_message | _json, max_size=5)
-             | st.fixed_dictionaries({"messages": st.lists(_message, max_size=4)}, optional={"system": _json})
-             | st.fixed_dictionaries({"sample_id": _json, "conversation": st.dictionaries(
-                 st.sampled_from(["session_1", "session_2", "session_1_date_time", "speaker_a"]), _json)})
-             | _json)
+_block = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "tool_use", "tool_result", "image_url", "image", "thinking", "x"])},
+    optional={
+        "text": _json,
+        "content": _json,
+        "input": _json,
+        "id": _json,
+        "name": _json,
+        "tool_use_id": _json,
+        "is_error": _json,
+    },
+)
+_message = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(["user", "assistant", "tool", "system", "human", "weird"]) | _json,
+        "content": st.none() | st.text() | st.lists(_block | _json, max_size=3) | _json,
+        "tool_calls": st.lists(st.fixed_dictionaries({}, optional={"id": _json, "function": _json}), max_size=2)
+        | _json,
+        "tool_call_id": _json,
+        "name": _json,
+        "timestamp": _json,
+        "text": _json,
+    },
+)
+_document = (
+    st.lists(_message | _json, max_size=5)
+    | st.fixed_dictionaries({"messages": st.lists(_message, max_size=4)}, optional={"system": _json})
+    | st.fixed_dictionaries(
+        {
+            "sample_id": _json,
+            "conversation": st.dictionaries(
+                st.sampled_from(["session_1", "session_2", "session_1_date_time", "speaker_a"]), _json
+            ),
+        }
+    )
+    | _json
+)
 
 
 def _ok_or_format_error(source, fmt="auto"):
@@ -379,27 +469,30 @@ def _ok_or_format_error(source, fmt="auto"):
         m.render().encode("utf-8")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=_document, fmt=st.sampled_from(["auto", *FORMATS]), as_text=st.booleans())
 def test_random_json_parses_or_raises_format_error(doc, fmt, as_text):
     _ok_or_format_error(json.dumps(doc) if as_text else doc, fmt)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(), fmt=st.sampled_from(["auto", *FORMATS]))
 def test_random_text_parses_or_raises_format_error(text, fmt):
     _ok_or_format_error(text, fmt)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(blob=st.binary())
 def test_random_bytes_parse_or_raise_format_error(blob):
     _ok_or_format_error(blob)
 
 
-@settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.one_of(_message.map(json.dumps), st.text(alphabet="{}[]\":, ab\\", max_size=20)),
-                      min_size=2, max_size=6))
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    lines=st.lists(
+        st.one_of(_message.map(json.dumps), st.text(alphabet='{}[]":, ab\\', max_size=20)), min_size=2, max_size=6
+    )
+)
 def test_random_jsonl_parses_or_raises_format_error(lines):
     _ok_or_format_error("\n".join(lines))
 
@@ -413,8 +506,9 @@ def test_real_aider_chat_history():
         pytest.skip("aider chat history not present")
     r = parse(path)
     assert r.format == "aider" and r.skipped == 0
-    headers = sum(1 for line in path.read_text(encoding="utf-8").splitlines()
-                  if line.startswith("# aider chat started at "))
+    headers = sum(
+        1 for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("# aider chat started at ")
+    )
     assert headers == 1133
     sessions = {m.session for m in r.messages if m.session is not None}
     assert len(sessions) == 983  # 150 of the 1,133 sessions hold only their header
@@ -450,13 +544,20 @@ def test_real_locomo():
 def test_unknown_blocks_and_object_content_are_kept_as_json_not_dropped():
     from lantern.archive.parse import parse
 
-    r = parse([{"role": "user", "content": {"query": "port of redis", "limit": 5}},
-               {"role": "assistant", "content": [{"type": "mystery", "value": 6380}]}], "jsonl")
+    r = parse(
+        [
+            {"role": "user", "content": {"query": "port of redis", "limit": 5}},
+            {"role": "assistant", "content": [{"type": "mystery", "value": 6380}]},
+        ],
+        "jsonl",
+    )
     assert r.skipped == 0
     assert '"query": "port of redis"' in r.messages[0].text
     assert "6380" in r.messages[1].text
-    a = parse([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": {"port": 6380}}]}],
-              "anthropic")
+    a = parse(
+        [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": {"port": 6380}}]}],
+        "anthropic",
+    )
     assert "6380" in a.messages[0].tool_results[0].content
 
 
@@ -467,13 +568,17 @@ def test_an_integer_too_long_for_python_loses_neither_the_file_nor_the_line(tmp_
     from lantern.archive.parse.stream import open_stream
 
     big = "9" * 5000
-    doc = (f'[{{"role": "user", "content": "the api runs on port 5433", "tokens": {big}}},'
-           '{"role": "assistant", "content": "noted, port 5433"}]')
+    doc = (
+        f'[{{"role": "user", "content": "the api runs on port 5433", "tokens": {big}}},'
+        '{"role": "assistant", "content": "noted, port 5433"}]'
+    )
     whole = parse(doc)
     assert [m.text for m in whole.messages] == ["the api runs on port 5433", "noted, port 5433"]
     assert whole.skipped == 0
-    lines = (f'{{"role": "user", "content": "the api runs on port 5433", "usage": {{"n": {big}}}}}\n'
-             '{"role": "assistant", "content": "noted"}\n')
+    lines = (
+        f'{{"role": "user", "content": "the api runs on port 5433", "usage": {{"n": {big}}}}}\n'
+        '{"role": "assistant", "content": "noted"}\n'
+    )
     assert [m.text for m in parse(lines).messages] == ["the api runs on port 5433", "noted"]
     path = tmp_path / "big.jsonl"
     path.write_text(lines, encoding="utf-8")

@@ -59,8 +59,10 @@ def test_codex_rollout_fixture():
     roles = [m.role for m in r.messages]
     assert roles[0] == "system" and "<environment_context>" in r.messages[0].text  # injected context, not the user
     user = [m.text for m in r.messages if m.role == "user"]
-    assert user == ["The checkout test fails with ECONNREFUSED; which port does the payments stub use?",
-                    "Thanks. Now look at the 502."]
+    assert user == [
+        "The checkout test fails with ECONNREFUSED; which port does the payments stub use?",
+        "Thanks. Now look at the 502.",
+    ]
     # event_msg repeats the user and agent messages: archived once; reasoning is not archived
     texts = [m.text for m in r.messages]
     assert sum("payments stub listens on port 7411" in t for t in texts) == 1
@@ -75,7 +77,7 @@ def test_codex_bare_response_items_and_old_rollouts():
         {"id": "s1", "timestamp": "2025-05-01T10:00:00Z", "instructions": "Always run the linter."},
         {"record_type": "state"},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "rename the flag"}]},
-        {"type": "function_call", "name": "shell", "arguments": "{\"command\": [\"ls\"]}", "call_id": "c1"},
+        {"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}', "call_id": "c1"},
         {"type": "function_call_output", "call_id": "c1", "output": "README.md\nsrc"},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Renamed."}]},
     ]
@@ -96,13 +98,19 @@ def test_sharegpt_fixture_sub_sessions_and_tool_calls():
     first = [m for m in r.messages if m.session == "identity_0"]
     assert [m.role for m in first] == ["system", "user", "assistant", "user", "assistant", "tool", "assistant"]
     (call,) = calls(r)
-    assert call.name == "book_table" and json.loads(call.arguments) == {"restaurant": "Taberna 1143", "time": "20:00", "party": 2}
+    assert call.name == "book_table" and json.loads(call.arguments) == {
+        "restaurant": "Taberna 1143",
+        "time": "20:00",
+        "party": 2,
+    }
     res = results(r)
     assert res[0].call_id == call.id and res[0].name == "book_table" and "TB-55821" in res[0].content
     assert res[1].call_id is None  # an observation with no pending call is kept, unmatched
     assert r.skipped == 2
-    assert r.warnings == ["record 2, conversations[3]: unknown role 'narrator'; skipped",
-                          "record 2, conversations[4]: empty value; skipped"]
+    assert r.warnings == [
+        "record 2, conversations[3]: unknown role 'narrator'; skipped",
+        "record 2, conversations[4]: empty value; skipped",
+    ]
     assert any("CA1234" in m.text for m in r.messages)
 
 
@@ -110,8 +118,15 @@ def test_sharegpt_single_conversation_jsonl_and_role_content_keys():
     one = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
     r = parse(json.dumps(one))
     assert r.format == "sharegpt" and [m.session for m in r.messages] == [None, None]
-    lines = [{"conversations": [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]}
-             for i in range(3)]
+    lines = [
+        {
+            "conversations": [
+                {"role": "user", "content": f"question {i}"},
+                {"role": "assistant", "content": f"answer {i}"},
+            ]
+        }
+        for i in range(3)
+    ]
     r = parse("\n".join(json.dumps(x) for x in lines))
     assert r.format == "sharegpt"
     assert [m.session for m in r.messages] == ["conversation-1"] * 2 + ["conversation-2"] * 2 + ["conversation-3"] * 2
@@ -122,7 +137,9 @@ def test_sharegpt_bad_document_names_the_field():
         parse({"conversations": "not a list"}, "sharegpt")
     assert e.value.field == "conversations"
     r = parse([{"conversations": [{"value": "no from"}]}, {"nope": 1}], "sharegpt")
-    assert r.skipped == 2 and "missing field 'from'" in r.warnings[0] and "missing field 'conversations'" in r.warnings[1]
+    assert (
+        r.skipped == 2 and "missing field 'from'" in r.warnings[0] and "missing field 'conversations'" in r.warnings[1]
+    )
 
 
 # --- SWE-agent ----------------------------------------------------------------------------------------------
@@ -143,10 +160,13 @@ def test_swe_agent_fixture():
     assert "CACHE_TTL = 900" in turns[3].text and "15 minutes (900 s)" in turns[3].text
 
 
-@pytest.mark.parametrize("doc, field", [
-    ({"history": "x"}, "history"),
-    ({"trajectory": {"a": 1}, "history": []}, "trajectory"),
-])
+@pytest.mark.parametrize(
+    "doc, field",
+    [
+        ({"history": "x"}, "history"),
+        ({"trajectory": {"a": 1}, "history": []}, "trajectory"),
+    ],
+)
 def test_swe_agent_bad_document_names_the_field(doc, field):
     with pytest.raises(TranscriptFormatError) as e:
         parse(doc, "swe_agent")
@@ -156,7 +176,8 @@ def test_swe_agent_bad_document_names_the_field(doc, field):
 def _independent_counts(doc: dict) -> tuple[int, int]:
     """Turns and tool calls of a .traj counted straight from its JSON: a turn per non-demo system block and per
     task (user) message before the first assistant message, then a turn per distinct agent step (a trajectory step
-    with a thought, action or response; without a trajectory, a non-demo history assistant message with text, a tool call
+    with a thought, action or response; without a trajectory, a non-demo history assistant message with text, a tool
+    call
     or an action); a tool call per trajectory step with an action, or, without a trajectory, per history tool call
     (or action)."""
     history = doc.get("history", [])
@@ -164,15 +185,24 @@ def _independent_counts(doc: dict) -> tuple[int, int]:
     pre = [m for m in history[:first] if not m.get("is_demo")]
     turns = int(any(m["role"] == "system" for m in pre)) + sum(m["role"] == "user" for m in pre)
     if doc.get("trajectory"):  # a step repeated verbatim (same thought, action, observation) is one turn
-        steps = {(s["thought"], s["action"], s.get("observation") if s["action"].strip() else None)
-                 if (s["thought"] + s["action"]).strip() else ("", "", s.get("response") or "")
-                 for s in doc["trajectory"]}
+        steps = {
+            (s["thought"], s["action"], s.get("observation") if s["action"].strip() else None)
+            if (s["thought"] + s["action"]).strip()
+            else ("", "", s.get("response") or "")
+            for s in doc["trajectory"]
+        }
         turns += sum(any(x.strip() for x in step if isinstance(x, str)) for step in steps)
         tool_calls = sum(bool(action.strip()) for _, action, _ in steps)
     else:
         agent = [m for m in history[first:] if m["role"] == "assistant" and not m.get("is_demo")]
-        turns += sum(bool((m.get("thought") or m.get("content") or "").strip() or m.get("tool_calls")
-                          or (m.get("action") or "").strip()) for m in agent)
+        turns += sum(
+            bool(
+                (m.get("thought") or m.get("content") or "").strip()
+                or m.get("tool_calls")
+                or (m.get("action") or "").strip()
+            )
+            for m in agent
+        )
         tool_calls = sum(len(m.get("tool_calls") or []) or bool((m.get("action") or "").strip()) for m in agent)
     return turns, tool_calls
 
@@ -190,7 +220,8 @@ def test_every_real_swe_agent_trajectory(tmp_path):
             assert result.skipped == 0, (f, result.warnings)
             assert result.added == want_turns, f  # a step repeated verbatim is counted in duplicates
             rows = lantern.store.db.execute(
-                "SELECT count(*), sum(tool_count) FROM entries WHERE session = ?", (f"traj-{i}",)).fetchone()
+                "SELECT count(*), sum(tool_count) FROM entries WHERE session = ?", (f"traj-{i}",)
+            ).fetchone()
             assert rows == (want_turns, want_calls), f
             steps = doc.get("trajectory") or []
             if steps:  # every observation is archived verbatim
@@ -216,16 +247,37 @@ def test_openai_null_content_parallel_results_in_any_order():
 
 def test_anthropic_messages_with_image_and_tool_blocks():
     png = base64.b64encode(os.urandom(3000)).decode()
-    doc = {"system": [{"type": "text", "text": "Be brief."}], "messages": [
-        {"role": "user", "content": [
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}, "alt": "error dialog"},
-            {"type": "text", "text": "What does this error mean?"}]},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "tu1", "name": "search_docs", "input": {"q": "E1234"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": [
-            {"type": "text", "text": "E1234: disk quota exceeded"}]}]},
-        {"role": "assistant", "content": "Your disk quota is exceeded (E1234)."},
-    ]}
+    doc = {
+        "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": png},
+                        "alt": "error dialog",
+                    },
+                    {"type": "text", "text": "What does this error mean?"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "tu1", "name": "search_docs", "input": {"q": "E1234"}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "tu1",
+                        "content": [{"type": "text", "text": "E1234: disk quota exceeded"}],
+                    }
+                ],
+            },
+            {"role": "assistant", "content": "Your disk quota is exceeded (E1234)."},
+        ],
+    }
     r = parse(doc)
     assert r.format == "anthropic"
     assert r.messages[1].text == "[image: error dialog]\nWhat does this error mean?"
@@ -234,13 +286,22 @@ def test_anthropic_messages_with_image_and_tool_blocks():
 
 
 def test_image_placeholders_use_caption_alt_or_url():
-    r = parse([{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "alt": "a cat\non a mat"}},
-        {"type": "image", "caption": "  the architecture diagram "},
-        {"type": "input_image", "image_url": "data:image/jpeg;base64,AAAA"}]}])
-    assert r.messages[0].text == ("[image: https://example.com/cat.png]\n[image: a cat on a mat]\n"
-                                  "[image: the architecture diagram]\n[image]")
+    r = parse(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "alt": "a cat\non a mat"}},
+                    {"type": "image", "caption": "  the architecture diagram "},
+                    {"type": "input_image", "image_url": "data:image/jpeg;base64,AAAA"},
+                ],
+            }
+        ]
+    )
+    assert r.messages[0].text == (
+        "[image: https://example.com/cat.png]\n[image: a cat on a mat]\n[image: the architecture diagram]\n[image]"
+    )
 
 
 def test_200kb_base64_image_leaves_no_base64_in_the_index(tmp_path):
@@ -248,9 +309,17 @@ def test_200kb_base64_image_leaves_no_base64_in_the_index(tmp_path):
     assert len(blob) == 200_000
     probe = blob[5000:5032]
     conversation = [
-        {"role": "user", "content": [{"type": "text", "text": "Here is the screenshot of the failing build."},
-                                     {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{blob}"}}]},
-        {"role": "assistant", "content": "The build fails at step 7, see ![build log](data:image/png;base64," + blob + ")"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Here is the screenshot of the failing build."},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{blob}"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "The build fails at step 7, see ![build log](data:image/png;base64," + blob + ")",
+        },
         {"role": "user", "content": "and the raw dump: " + blob},
         {"role": "assistant", "content": "Noted."},
     ]
@@ -261,10 +330,11 @@ def test_200kb_base64_image_leaves_no_base64_in_the_index(tmp_path):
             assert probe not in e.text and probe not in e.summary and len(e.text) < 2000
         texts = "\n".join(e.text for e in entries)
         assert "[image]" in texts and "[image: build log]" in texts and "[base64 data: 200000 chars]" in texts
-        fts = lantern.store.db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{probe}"',)).fetchone()[0]
+        fts = lantern.store.db.execute(
+            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{probe}"',)
+        ).fetchone()[0]
         assert fts == 0
         assert lantern.search("screenshot of the failing build", k=1)
-
 
 
 @pytest.mark.parametrize("width, eol", [(76, "\n"), (64, "\r\n")])
@@ -273,12 +343,21 @@ def test_line_wrapped_base64_leaves_no_base64_in_the_index(tmp_path, width, eol)
     each line alone is under BLOB_MIN_CHARS, so before this the whole dump (40 KB) was archived verbatim, into
     the full text, the summary, the FTS index and the embedding input. The text around it stays."""
     blob = base64.b64encode(os.urandom(30_000)).decode()
-    wrapped = eol.join(blob[i:i + width] for i in range(0, len(blob), width))
-    probe = blob[width * 3:width * 3 + 24]
+    wrapped = eol.join(blob[i : i + width] for i in range(0, len(blob), width))
+    probe = blob[width * 3 : width * 3 + 24]
     conversation = [
         {"role": "user", "content": "Send me the screenshot as text."},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "bash", "arguments": json.dumps({"cmd": "base64 shot.png"})}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": json.dumps({"cmd": "base64 shot.png"})},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": f"$ base64 shot.png{eol}{wrapped}{eol}exit 0"},
         {"role": "assistant", "content": "Done, screenshot shot.png encoded."},
     ]
@@ -289,7 +368,9 @@ def test_line_wrapped_base64_leaves_no_base64_in_the_index(tmp_path, width, eol)
         assert probe not in texts and all(probe not in e.summary for e in entries)
         assert f"[base64 data: {len(blob)} chars]" in texts
         assert "$ base64 shot.png" in texts and "exit 0" in texts
-        fts = lantern.store.db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{probe}"',)).fetchone()[0]
+        fts = lantern.store.db.execute(
+            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{probe}"',)
+        ).fetchone()[0]
         assert fts == 0
 
 
@@ -298,7 +379,11 @@ def test_short_wrapped_base64_and_prose_lines_are_kept():
     from lantern.text.media import scrub_inline_data
 
     key = base64.b64encode(os.urandom(300)).decode()
-    pem = "-----BEGIN PUBLIC KEY-----\n" + "\n".join(key[i:i + 64] for i in range(0, len(key), 64)) + "\n-----END PUBLIC KEY-----"
+    pem = (
+        "-----BEGIN PUBLIC KEY-----\n"
+        + "\n".join(key[i : i + 64] for i in range(0, len(key), 64))
+        + "\n-----END PUBLIC KEY-----"
+    )
     assert scrub_inline_data(pem) == pem
     prose = "\n".join(["the quick brown fox jumps over the lazy dog again and again and again"] * 40)
     assert scrub_inline_data(prose) == prose
@@ -314,8 +399,13 @@ def test_forcing_anthropic_on_openai_tool_calls_is_an_error_not_a_silent_drop(tm
     with pytest.raises(TranscriptFormatError) as e:
         parse(FIXTURES / "anthropic.json", "openai")
     assert "'tool_use' block" in str(e.value) and e.value.field.endswith(".content")
-    lines = [{"role": "user", "content": "go"}] * 3 + [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]
+    lines = [{"role": "user", "content": "go"}] * 3 + [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        }
+    ]
     path = tmp_path / "oa.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     for fmt in ("anthropic", "jsonl"):
@@ -331,8 +421,10 @@ def test_forcing_anthropic_on_openai_tool_calls_is_an_error_not_a_silent_drop(tm
 
 @pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
 def test_utf16_without_bom_is_text(codec, tmp_path):
-    doc = json.dumps([{"role": "user", "content": "一个端口 5433 question"}, {"role": "assistant", "content": "answer"}],
-                     ensure_ascii=False)
+    doc = json.dumps(
+        [{"role": "user", "content": "一个端口 5433 question"}, {"role": "assistant", "content": "answer"}],
+        ensure_ascii=False,
+    )
     path = tmp_path / "u16.json"
     path.write_bytes(doc.encode(codec))
     r = parse(path)
@@ -341,16 +433,20 @@ def test_utf16_without_bom_is_text(codec, tmp_path):
         parse(bytes(range(256)) * 8)
 
 
-
-@pytest.mark.parametrize("eols", [("\r", "\r", "\r"), ("\n", "\r", "\r\n"), ("\r\n", "\n", "\r")],
-                         ids=["cr-only", "mixed", "mixed-crlf"])
+@pytest.mark.parametrize(
+    "eols", [("\r", "\r", "\r"), ("\n", "\r", "\r\n"), ("\r\n", "\n", "\r")], ids=["cr-only", "mixed", "mixed-crlf"]
+)
 def test_jsonl_with_cr_and_mixed_line_ends(eols, tmp_path):
     """Old-Mac CR line ends, or a file concatenated from CRLF and LF and CR pieces: a raw CR cannot occur inside
     a JSON string, so it ends a record like LF. Before, a CR-only file was refused ("line 1: invalid JSON: Extra
     data") and in a mixed one every record behind a lone CR was skipped. Line numbers count every line end, as an
     editor shows them, whole parse and streamed ingest alike."""
-    records = [{"role": "user", "content": "Start postgres on port 5433."}, {"role": "assistant", "content": "Done."},
-               {"role": "user", "content": "Now the cache on 6380."}, {"role": "assistant", "content": "Redis up."}]
+    records = [
+        {"role": "user", "content": "Start postgres on port 5433."},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Now the cache on 6380."},
+        {"role": "assistant", "content": "Redis up."},
+    ]
     lines = [json.dumps(r) for r in records]
     text = lines[0] + eols[0] + lines[1] + eols[1] + "{broken" + eols[2] + lines[2] + "\n" + lines[3] + "\n"
     path = tmp_path / "ends.jsonl"
@@ -364,11 +460,13 @@ def test_jsonl_with_cr_and_mixed_line_ends(eols, tmp_path):
 
 
 def test_message_objects_get_the_role_and_empty_checks(tmp_path):
-    msgs = [Message(role="human", text="Remember: the staging DB is on port 5433."),
-            Message(role="wizard", text="abracadabra"),
-            Message(role="assistant", text="   "),
-            Message(role="assistant", tool_calls=[ToolCall("run", "{}", "c1")]),
-            Message(role="assistant", text="Noted, 5433.")]
+    msgs = [
+        Message(role="human", text="Remember: the staging DB is on port 5433."),
+        Message(role="wizard", text="abracadabra"),
+        Message(role="assistant", text="   "),
+        Message(role="assistant", tool_calls=[ToolCall("run", "{}", "c1")]),
+        Message(role="assistant", text="Noted, 5433."),
+    ]
     with Lantern(tmp_path / "m.db") as lantern:
         r = lantern.archive(msgs, session="objs")
         assert r.skipped == 2
@@ -393,32 +491,77 @@ def test_zero_width_only_content_is_empty_content(tmp_path, nothing):
     every transcript format, never archived as a turn; such characters inside real text stay. (Before, U+180E,
     U+034F, U+2061..U+2064, LRM / RLM ... alone were archived as a turn.)"""
     with Lantern(tmp_path / "zw.db") as lantern:
-        msgs = [Message(role="user", text="the staging DB is on port 5433"), Message(role="assistant", text=nothing),
-                Message(role="user", text=f" {nothing[0]}\n{nothing[-1]} "), Message(role="assistant", text="noted: 5433\u200d")]
+        msgs = [
+            Message(role="user", text="the staging DB is on port 5433"),
+            Message(role="assistant", text=nothing),
+            Message(role="user", text=f" {nothing[0]}\n{nothing[-1]} "),
+            Message(role="assistant", text="noted: 5433\u200d"),
+        ]
         r = lantern.archive(msgs, session="objs")
         assert (r.added, r.skipped) == (1, 2)
         assert r.warnings == ["message 2: empty content; skipped", "message 3: empty content; skipped"]
-        assert lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text == "user: the staging DB is on port 5433\nassistant: noted: 5433\u200d"
-        only = lantern.archive([{"role": "user", "content": nothing}, {"role": "assistant", "content": [{"type": "text", "text": nothing[1]}]}],
-                               session="dicts")
-        assert (only.added, only.skipped, only.warnings) == (0, 2, ["message 1: empty content; skipped", "message 2: empty content; skipped"])
+        assert (
+            lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text
+            == "user: the staging DB is on port 5433\nassistant: noted: 5433\u200d"
+        )
+        only = lantern.archive(
+            [
+                {"role": "user", "content": nothing},
+                {"role": "assistant", "content": [{"type": "text", "text": nothing[1]}]},
+            ],
+            session="dicts",
+        )
+        assert (only.added, only.skipped, only.warnings) == (
+            0,
+            2,
+            ["message 1: empty content; skipped", "message 2: empty content; skipped"],
+        )
 
         real = {"role": "user", "content": "which port is staging on?"}
         files = {
             "plain.jsonl": "\n".join(json.dumps(m) for m in [real, {"role": "assistant", "content": nothing}]) + "\n",
-            "openai.json": json.dumps([real, {"role": "assistant", "content": nothing, "tool_calls": None},
-                                       {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
-                                        "function": {"name": "bash", "arguments": "{}"}}]}]),
-            "anthropic.json": json.dumps({"system": nothing, "messages": [
-                real, {"role": "assistant", "content": [{"type": "text", "text": nothing}]}]}),
-            "sharegpt.json": json.dumps({"conversations": [{"from": "human", "value": real["content"]}, {"from": "gpt", "value": nothing}]}),
-            "codex.jsonl": "\n".join(json.dumps({"type": "response_item", "payload": {"type": "message", "role": role,
-                                                  "content": [{"type": "input_text", "text": text}]}})
-                                      for role, text in [("user", real["content"]), ("assistant", nothing)]) + "\n",
-            "claude.jsonl": "\n".join(json.dumps({"type": role, "uuid": f"u{i}", "sessionId": "s1", "message": {"role": role, "content": text}})
-                                       for i, (role, text) in enumerate([("user", real["content"]), ("assistant", [{"type": "text", "text": nothing}]),
-                                                                         ("user", nothing)])) + "\n",
-            "aider.md": f"# aider chat started at 2024-08-06 08:47:10\n\n#### {real['content']}\n\n{nothing}\n\n#### {nothing[0]}\n",
+            "openai.json": json.dumps(
+                [
+                    real,
+                    {"role": "assistant", "content": nothing, "tool_calls": None},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                        ],
+                    },
+                ]
+            ),
+            "anthropic.json": json.dumps(
+                {
+                    "system": nothing,
+                    "messages": [real, {"role": "assistant", "content": [{"type": "text", "text": nothing}]}],
+                }
+            ),
+            "sharegpt.json": json.dumps(
+                {"conversations": [{"from": "human", "value": real["content"]}, {"from": "gpt", "value": nothing}]}
+            ),
+            "codex.jsonl": "\n".join(
+                json.dumps(
+                    {
+                        "type": "response_item",
+                        "payload": {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]},
+                    }
+                )
+                for role, text in [("user", real["content"]), ("assistant", nothing)]
+            )
+            + "\n",
+            "claude.jsonl": "\n".join(
+                json.dumps(
+                    {"type": role, "uuid": f"u{i}", "sessionId": "s1", "message": {"role": role, "content": text}}
+                )
+                for i, (role, text) in enumerate(
+                    [("user", real["content"]), ("assistant", [{"type": "text", "text": nothing}]), ("user", nothing)]
+                )
+            )
+            + "\n",
+            "aider.md": f"# aider chat started at 2024-08-06 08:47:10\n\n#### {real['content']}\n\n{nothing}\n\n#### {nothing[0]}\n",  # noqa: E501
         }
         for name, text in files.items():
             path = tmp_path / name
@@ -447,8 +590,18 @@ def test_default_ignorable_ranges_are_the_ucd_ones():
     # every format character (Cf) is Default_Ignorable but those the property's derivation takes out: the
     # interlinear annotation characters, the Egyptian hieroglyph format controls and the prepended concatenation
     # marks (Arabic number signs, Syriac abbreviation mark ...), which are visible
-    visible_cf = {*range(0xFFF9, 0xFFFC), *range(0x13430, 0x13441), *range(0x600, 0x606), 0x6DD, 0x70F, 0x890, 0x891,
-                  0x8E2, 0x110BD, 0x110CD}
+    visible_cf = {
+        *range(0xFFF9, 0xFFFC),
+        *range(0x13430, 0x13441),
+        *range(0x600, 0x606),
+        0x6DD,
+        0x70F,
+        0x890,
+        0x891,
+        0x8E2,
+        0x110BD,
+        0x110CD,
+    }
     cf = {c for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf"}
     assert {c for c in cf if not invisible(chr(c))} == cf & visible_cf
 
@@ -460,8 +613,21 @@ def _chat_lines(n_turns: int, bad_every: int = 0) -> list[str]:
     out = []
     for i in range(n_turns):
         out.append(json.dumps({"role": "user", "content": f"Question {i}: which port does service-{i} use?"}))
-        out.append(json.dumps({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"svc": i})}}]}))
+        out.append(
+            json.dumps(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": f"c{i}",
+                            "type": "function",
+                            "function": {"name": "lookup", "arguments": json.dumps({"svc": i})},
+                        }
+                    ],
+                }
+            )
+        )
         out.append(json.dumps({"role": "tool", "tool_call_id": f"c{i}", "content": f"service-{i} port {10000 + i}"}))
         out.append(json.dumps({"role": "assistant", "content": f"service-{i} listens on {10000 + i}."}))
         if bad_every and i % bad_every == 0:
@@ -485,7 +651,7 @@ def test_streamed_ingest_equals_whole_archive(tmp_path, monkeypatch):
         ta = [e.text for e in a.store.entries(streamed.entry_ids).values()]
         tb = [e.text for e in b.store.entries(whole.entry_ids).values()]
         assert ta == tb
-        assert [tc for tc, in a.store.db.execute("SELECT tool_count FROM entries ORDER BY id")] == [1] * 40
+        assert [tc for (tc,) in a.store.db.execute("SELECT tool_count FROM entries ORDER BY id")] == [1] * 40
         again = a.ingest(path, session="s")
         assert again.added == 0 and again.duplicates == 40
     assert seen[-1] == (40, 40) and [d for d, _ in seen] == sorted(d for d, _ in seen)
@@ -500,8 +666,12 @@ def _count(db: Path) -> int:
 
 
 def _start_ingest(db: Path, path: Path, **kw) -> subprocess.Popen:
-    return subprocess.Popen([*LANTERN, "--db", str(db), "ingest", str(path), "--session", "big"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [*LANTERN, "--db", str(db), "ingest", str(path), "--session", "big"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def _wait_for_entries(proc: subprocess.Popen, db: Path, at_least: int) -> int:
@@ -534,10 +704,10 @@ def test_killed_ingest_resumes_without_duplicates(tmp_path, big_transcript):
         assert resumed.duplicates == at_kill and resumed.added == 600 - at_kill
     with Lantern(tmp_path / "clean.db") as clean:
         assert clean.ingest(big_transcript, session="big").added == 600
-        clean_texts = {t for t, in clean.store.db.execute("SELECT text FROM entries")}
+        clean_texts = {t for (t,) in clean.store.db.execute("SELECT text FROM entries")}
     assert _count(db) == 600 and n >= 256
     with sqlite3.connect(db) as con:
-        assert {t for t, in con.execute("SELECT text FROM entries")} == clean_texts
+        assert {t for (t,) in con.execute("SELECT text FROM entries")} == clean_texts
 
 
 def test_ctrl_c_reports_committed_turns_and_resume(tmp_path, big_transcript):
@@ -559,15 +729,23 @@ def test_streamed_slices_equal_the_whole_parse(name, tmp_path, monkeypatch):
     path = FIXTURES / name
     if name == "sharegpt.jsonl":  # the ShareGPT fixture as JSONL, one conversation per line
         path = tmp_path / name
-        path.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in json.loads(
-            (FIXTURES / "sharegpt.json").read_text(encoding="utf-8"))) + "\n", encoding="utf-8")
+        path.write_text(
+            "\n".join(
+                json.dumps(c, ensure_ascii=False)
+                for c in json.loads((FIXTURES / "sharegpt.json").read_text(encoding="utf-8"))
+            )
+            + "\n",
+            encoding="utf-8",
+        )
     whole = parse(path)
     s = open_stream(path)
     assert s is not None and s.format == whole.format
     pieces = list(s.slices())
     assert len(pieces) > 1
     streamed = [m for p in pieces for m in p.messages]
-    assert [(m.render(), m.session, m.meta) for m in streamed] == [(m.render(), m.session, m.meta) for m in whole.messages]
+    assert [(m.render(), m.session, m.meta) for m in streamed] == [
+        (m.render(), m.session, m.meta) for m in whole.messages
+    ]
     # the same warnings; streamed ones come in line order (a whole parse lists bad JSON lines first)
     assert sorted(w for p in pieces for w in p.warnings) == sorted(whole.warnings)
     assert s.bytes_done == s.bytes_total == path.stat().st_size
@@ -575,8 +753,10 @@ def test_streamed_slices_equal_the_whole_parse(name, tmp_path, monkeypatch):
 
 def test_ingest_keeps_the_first_thousand_warnings_and_counts_the_rest(tmp_path):
     path = tmp_path / "noisy.jsonl"
-    lines = [json.dumps({"role": "user", "content": "The deploy key lives in vault path secret/deploy."}),
-             json.dumps({"role": "assistant", "content": "Noted: secret/deploy."})]
+    lines = [
+        json.dumps({"role": "user", "content": "The deploy key lives in vault path secret/deploy."}),
+        json.dumps({"role": "assistant", "content": "Noted: secret/deploy."}),
+    ]
     lines += ['{"role": "user", "content": "cut' for _ in range(1200)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with Lantern(tmp_path / "noisy.db") as lantern:
@@ -613,7 +793,10 @@ def test_a_large_binary_file_is_refused_by_its_head_without_being_read_whole(tmp
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 20 * 1024 * 1024, peak
-    with Lantern(tmp_path / "b.db", embedder="minilm") as memory, pytest.raises(TranscriptFormatError, match="binary data"):
+    with (
+        Lantern(tmp_path / "b.db", embedder="minilm") as memory,
+        pytest.raises(TranscriptFormatError, match="binary data"),
+    ):
         memory.ingest(path)
 
 
@@ -626,7 +809,13 @@ def test_a_swe_agent_step_of_invisible_characters_is_skipped(nothing):
     doc = {"trajectory": [real, {"thought": nothing, "action": nothing[::-1], "observation": nothing}], "history": []}
     r = parse(json.dumps(doc), format="swe_agent")
     assert r.skipped == 1 and [c.arguments for m in r.messages for c in m.tool_calls] == ["grep -rn 5433 config/"]
-    loop = {"history": [{"role": "system", "content": "you are an agent"}, {"role": "user", "content": "fix the port"},
-                        {"role": "assistant", "content": nothing, "action": nothing}, {"role": "assistant", "content": "done", "action": "submit"}]}
+    loop = {
+        "history": [
+            {"role": "system", "content": "you are an agent"},
+            {"role": "user", "content": "fix the port"},
+            {"role": "assistant", "content": nothing, "action": nothing},
+            {"role": "assistant", "content": "done", "action": "submit"},
+        ]
+    }
     r = parse(json.dumps(loop), format="swe_agent")
     assert [c.arguments for m in r.messages for c in m.tool_calls] == ["submit"] and r.skipped == 1

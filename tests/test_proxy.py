@@ -4,8 +4,8 @@ and one real `lantern serve` on a loopback port."""
 from __future__ import annotations
 
 import os
-import socket
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +17,6 @@ httpx = pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from lantern.integrations.proxy import build_app  # noqa: E402
-
 from samples import PORT_CONVERSATION as CONVERSATION  # noqa: E402
 
 
@@ -35,11 +34,21 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
     assert r.status_code == 200, r.text
     archived = r.json()
     assert archived["added"] == 2 and archived["duplicates"] == 0 and len(archived["entry_ids"]) == 2
-    assert client.post("/v1/memory/archive", json={"messages": CONVERSATION, "session": "build-42"}).json()["duplicates"] == 2
+    assert (
+        client.post("/v1/memory/archive", json={"messages": CONVERSATION, "session": "build-42"}).json()["duplicates"]
+        == 2
+    )
 
     summary = "[Summary] The user set up the billing database and asked for docs."
-    r = client.post("/v1/memory/recover", json={"query": "which port does the billing database use?\n" + summary,
-                                                "session": "build-42", "budget": 2000, "exclude": CONVERSATION[-2:]})
+    r = client.post(
+        "/v1/memory/recover",
+        json={
+            "query": "which port does the billing database use?\n" + summary,
+            "session": "build-42",
+            "budget": 2000,
+            "exclude": CONVERSATION[-2:],
+        },
+    )
     assert r.status_code == 200, r.text
     rec = r.json()
     assert "5433" in rec["text"] and len(rec["text"]) == rec["chars"] <= 2000
@@ -51,7 +60,9 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
     s = client.get("/v1/memory/stats").json()
     assert s["entries"] == 2 and s["sessions"] == 1 and s["embedder"] and s["pruned"] == 0
 
-    assert client.post("/v1/memory/feedback", json={"entry_ids": [archived["entry_ids"][0]], "useful": False}).json() == {"updated": 1}
+    assert client.post(
+        "/v1/memory/feedback", json={"entry_ids": [archived["entry_ids"][0]], "useful": False}
+    ).json() == {"updated": 1}
     assert client.post("/v1/memory/feedback", json={"entry_ids": [], "useful": False}).status_code == 422
 
     assert client.post("/v1/memory/forget", json={"entry": archived["entry_ids"][1]}).json() == {"forgotten": 1}
@@ -59,16 +70,19 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
     assert client.post("/v1/memory/recover", json={"query": "postgres 5433"}).json()["text"] == ""
 
 
-@pytest.mark.parametrize("path, body, status", [
-    ("/v1/memory/archive", {"messages": []}, 422),
-    ("/v1/memory/archive", {"messages": "x"}, 422),
-    ("/v1/memory/archive", {}, 422),
-    ("/v1/memory/recover", {"query": "x", "budget": -5}, 422),
-    ("/v1/memory/recover", {"query": 3}, 422),
-    ("/v1/memory/search", {"query": "x", "k": 0}, 422),
-    ("/v1/memory/forget", {}, 400),
-    ("/v1/memory/forget", {"entry": 1, "session": "s"}, 400),
-])
+@pytest.mark.parametrize(
+    "path, body, status",
+    [
+        ("/v1/memory/archive", {"messages": []}, 422),
+        ("/v1/memory/archive", {"messages": "x"}, 422),
+        ("/v1/memory/archive", {}, 422),
+        ("/v1/memory/recover", {"query": "x", "budget": -5}, 422),
+        ("/v1/memory/recover", {"query": 3}, 422),
+        ("/v1/memory/search", {"query": "x", "k": 0}, 422),
+        ("/v1/memory/forget", {}, 400),
+        ("/v1/memory/forget", {"entry": 1, "session": "s"}, 400),
+    ],
+)
 def test_bad_input_is_a_json_error(client, path, body, status):
     client.post("/v1/memory/archive", json={"messages": CONVERSATION})
     r = client.post(path, json=body)
@@ -124,8 +138,12 @@ def _free_port() -> int:
 def test_lantern_serve_on_loopback(tmp_path):
     port = _free_port()
     env = {**os.environ, "LANTERN_TOKEN": "tok"}
-    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "s.db"), "serve", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "s.db"), "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         base, auth = f"http://127.0.0.1:{port}", {"Authorization": "Bearer tok"}
         deadline = time.monotonic() + 15
@@ -137,13 +155,19 @@ def test_lantern_serve_on_loopback(tmp_path):
                 assert proc.poll() is None, proc.stderr.read().decode()
                 assert time.monotonic() < deadline, "server did not start"
                 time.sleep(0.1)
-        r = httpx.post(base + "/v1/memory/archive", json={"messages": CONVERSATION, "session": "s"}, headers=auth, timeout=30)
+        r = httpx.post(
+            base + "/v1/memory/archive", json={"messages": CONVERSATION, "session": "s"}, headers=auth, timeout=30
+        )
         assert r.status_code == 200 and r.json()["added"] == 2
         r = httpx.post(base + "/v1/memory/recover", json={"query": "postgres port"}, headers=auth, timeout=30)
         assert "5433" in r.json()["text"]
         assert httpx.get(base + "/v1/memory/stats", timeout=5).status_code == 401
         # bound to loopback only
-        conns = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True) if shutil.which("ss") else None
+        conns = (
+            subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
+            if shutil.which("ss")
+            else None
+        )
         if conns is not None and conns.returncode == 0 and conns.stdout.strip():
             assert [line.split()[3] for line in conns.stdout.splitlines()] == [f"127.0.0.1:{port}"]
     finally:
@@ -151,15 +175,32 @@ def test_lantern_serve_on_loopback(tmp_path):
         proc.communicate(timeout=10)  # closes the pipes
 
 
-@pytest.mark.parametrize("path, body, message", [
-    ("/v1/memory/recover", {"query": "port", "sesion": "a"},
-     "unknown argument for recover: 'sesion' (recover takes query, session, budget, exclude, user, agent, project)"),
-    ("/v1/memory/search", {"query": "port", "k": 3, "usr": "bob", "projet": "p"},
-     "unknown arguments for search: 'usr', 'projet' (search takes query, k, session, user, agent, project)"),
-    ("/v1/memory/forget", {"sesion": "s"},
-     "unknown argument for forget: 'sesion' (forget takes entry, session, user, agent, project)"),
-    ("/v1/memory/search", {"query": "x", "k": 0}, "invalid arguments for search: k: should be greater than or equal to 1 (got 0)"),
-])
+@pytest.mark.parametrize(
+    "path, body, message",
+    [
+        (
+            "/v1/memory/recover",
+            {"query": "port", "sesion": "a"},
+            "unknown argument for recover: 'sesion' (recover takes query, session, budget, exclude, user, agent, "
+            "project)",
+        ),
+        (
+            "/v1/memory/search",
+            {"query": "port", "k": 3, "usr": "bob", "projet": "p"},
+            "unknown arguments for search: 'usr', 'projet' (search takes query, k, session, user, agent, project)",
+        ),
+        (
+            "/v1/memory/forget",
+            {"sesion": "s"},
+            "unknown argument for forget: 'sesion' (forget takes entry, session, user, agent, project)",
+        ),
+        (
+            "/v1/memory/search",
+            {"query": "x", "k": 0},
+            "invalid arguments for search: k: should be greater than or equal to 1 (got 0)",
+        ),
+    ],
+)
 def test_an_unknown_or_invalid_field_is_a_422_with_the_mcp_servers_one_line(client, path, body, message):
     """A misspelt field used to be ignored: "sesion" silently searched every session and "usr" another user's
     scope. It is now refused, in the words the MCP server uses, and nothing is read or deleted."""
@@ -170,11 +211,17 @@ def test_an_unknown_or_invalid_field_is_a_422_with_the_mcp_servers_one_line(clie
     assert client.get("/v1/memory/stats").json()["entries"] == before
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/v1/memory/forget", {"entry": True}), ("/v1/memory/forget", {"entry": "1"}),
-    ("/v1/memory/feedback", {"entry_ids": [True], "useful": True}), ("/v1/memory/feedback", {"entry_ids": [1], "useful": "yes"}),
-    ("/v1/memory/search", {"query": "port", "k": "3"}), ("/v1/memory/recover", {"query": "port", "exclude": [True]}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/memory/forget", {"entry": True}),
+        ("/v1/memory/forget", {"entry": "1"}),
+        ("/v1/memory/feedback", {"entry_ids": [True], "useful": True}),
+        ("/v1/memory/feedback", {"entry_ids": [1], "useful": "yes"}),
+        ("/v1/memory/search", {"query": "port", "k": "3"}),
+        ("/v1/memory/recover", {"query": "port", "exclude": [True]}),
+    ],
+)
 def test_a_boolean_or_a_string_is_no_entry_id_nor_count(client, path, body):
     """``{"entry": true}`` deleted entry 1 (pydantic coerced it); ids, counts and ``useful`` are strict: a 422,
     nothing deleted (breaker finding)."""

@@ -24,7 +24,8 @@ from lantern.integrations.proxy import build_app  # noqa: E402
 
 SSE_CHUNKS = [
     b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n',
-    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"The migration "}}]}\n\n',
+    b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"The migration '
+    b'"}}]}\n\n',
     b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"ran on shard '
     b'quokka-7."}}]}\n\n',
     b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
@@ -33,7 +34,7 @@ SSE_CHUNKS = [
 
 # two parallel tool calls whose names and arguments arrive in pieces, interleaved by index (OpenAI's stream shape)
 TOOL_SSE_CHUNKS = [
-    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,'
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,'  # noqa: E501
     b'"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_wea","arguments":""}}]}}]}\n\n',
     b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,'
     b'"function":{"name":"ther","arguments":"{\\"city\\": \\"Reyk"}}]}}]}\n\n',
@@ -44,7 +45,7 @@ TOOL_SSE_CHUNKS = [
     b'data: {"id":"c2","object":"chat.com',  # a chunk boundary inside an event
     b'pletion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,'
     b'"function":{"arguments":"\\"config/zebra-42.yaml\\"}"}}]}}]}\n\n',
-    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n',
+    b'data: {"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n',  # noqa: E501
     b"data: [DONE]\n\n",
 ]
 
@@ -55,15 +56,23 @@ def _anthropic_event(kind: str, data: dict) -> bytes:
 
 # Anthropic Messages stream: a text block, then a tool_use block whose input JSON arrives in pieces
 ANTHROPIC_SSE = [
-    _anthropic_event("message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}}),
+    _anthropic_event(
+        "message_start", {"message": {"id": "msg_1", "type": "message", "role": "assistant", "content": []}}
+    ),
     _anthropic_event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
     _anthropic_event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Reading the "}}),
     _anthropic_event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "heron config."}}),
     _anthropic_event("content_block_stop", {"index": 0}),
-    _anthropic_event("content_block_start", {"index": 1, "content_block": {"type": "tool_use", "id": "toolu_1",
-                                                                           "name": "read_file", "input": {}}}),
-    _anthropic_event("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"path": "conf/'}}),
-    _anthropic_event("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": 'heron-8.toml"}'}}),
+    _anthropic_event(
+        "content_block_start",
+        {"index": 1, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}},
+    ),
+    _anthropic_event(
+        "content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"path": "conf/'}}
+    ),
+    _anthropic_event(
+        "content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": 'heron-8.toml"}'}}
+    ),
     _anthropic_event("content_block_stop", {"index": 1}),
     _anthropic_event("message_delta", {"delta": {"stop_reason": "tool_use"}}),
     _anthropic_event("message_stop", {}),
@@ -88,14 +97,22 @@ def _upstream_app(received: list[dict]) -> FastAPI:
         if body is None:
             return JSONResponse({"error": "unparsable body"}, status_code=400)
         if body.get("stream"):
+
             async def gen():
                 for c in ANTHROPIC_SSE:
                     yield c
+
             return StreamingResponse(gen(), media_type="text/event-stream")
         last = body["messages"][-1]["content"]
-        return {"id": "msg_2", "type": "message", "role": "assistant", "model": body.get("model"),
-                "content": [{"type": "text", "text": f"reply to: {str(last)[:40]}"}], "stop_reason": "end_turn",
-                "usage": {"input_tokens": 1, "output_tokens": 1}}
+        return {
+            "id": "msg_2",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model"),
+            "content": [{"type": "text", "text": f"reply to: {str(last)[:40]}"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
@@ -115,11 +132,21 @@ def _upstream_app(received: list[dict]) -> FastAPI:
                 for c in chunks:
                     yield c
                     await asyncio.sleep(0.01)
+
             return StreamingResponse(gen(), media_type="text/event-stream")
-        return {"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"),
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": f"reply to: {body['messages'][-1]['content'][:40]}"}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        return {
+            "id": "cmpl-1",
+            "object": "chat.completion",
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": f"reply to: {body['messages'][-1]['content'][:40]}"},
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
 
     @app.get("/v1/models")
     async def models(request: Request):
@@ -152,7 +179,9 @@ def proxy(tmp_path, upstream, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     url, received = upstream
     received.clear()
-    with TestClient(build_app(tmp_path / "p.db", upstream=url, upstream_timeout=1.0), raise_server_exceptions=False) as c:
+    with TestClient(
+        build_app(tmp_path / "p.db", upstream=url, upstream_timeout=1.0), raise_server_exceptions=False
+    ) as c:
         yield c, received
 
 
@@ -162,22 +191,43 @@ def _entries(path) -> list[tuple[str, str]]:
 
 
 def _long_conversation() -> list[dict]:
-    msgs = [{"role": "system", "content": "You are a helpful coding assistant."},
-            {"role": "user", "content": "Start postgres for the billing service."},
-            {"role": "assistant", "content": "Started it: docker run -p 5433:5432 postgres:16; billing db listens on port 5433."}]
+    msgs = [
+        {"role": "system", "content": "You are a helpful coding assistant."},
+        {"role": "user", "content": "Start postgres for the billing service."},
+        {
+            "role": "assistant",
+            "content": "Started it: docker run -p 5433:5432 postgres:16; billing db listens on port 5433.",
+        },
+    ]
     for i in range(10):
-        msgs += [{"role": "user", "content": f"Refactor step {i}: split the invoice renderer module {i} into smaller functions."},
-                 {"role": "assistant", "content": f"Done with step {i}; renderer module {i} now has {i + 3} functions and tests pass."}]
+        msgs += [
+            {
+                "role": "user",
+                "content": f"Refactor step {i}: split the invoice renderer module {i} into smaller functions.",
+            },
+            {
+                "role": "assistant",
+                "content": f"Done with step {i}; renderer module {i} now has {i + 3} functions and tests pass.",
+            },
+        ]
     return msgs
 
 
 def test_passthrough_of_a_normal_request(proxy, tmp_path):
     client, received = proxy
-    payload = {"model": "tiny", "messages": [{"role": "system", "content": "Be brief."},
-                                             {"role": "user", "content": "Say hello to the billing team."}]}
+    payload = {
+        "model": "tiny",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Say hello to the billing team."},
+        ],
+    }
     raw = json.dumps(payload).encode()
-    r = client.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json",
-                                                                   "authorization": "Bearer sk-upstream-key"})
+    r = client.post(
+        "/v1/chat/completions",
+        content=raw,
+        headers={"content-type": "application/json", "authorization": "Bearer sk-upstream-key"},
+    )
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["message"]["content"].startswith("reply to: Say hello")
     assert len(received) == 1 and received[0]["raw"] == raw  # forwarded byte for byte: nothing injected
@@ -198,8 +248,11 @@ def test_compaction_injects_the_lost_port(proxy, tmp_path):
     assert r.status_code == 200
     assert received[0]["body"]["messages"] == conv  # growing conversation: nothing injected
     conv.append(r.json()["choices"][0]["message"])
-    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
-               "of context. Summary: the user set up the billing database and refactored the invoice renderer."}
+    summary = {
+        "role": "system",
+        "content": "This session is being continued from a previous conversation that ran out "
+        "of context. Summary: the user set up the billing database and refactored the invoice renderer.",
+    }
     compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
     r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
     assert r.status_code == 200, r.text
@@ -219,8 +272,11 @@ def test_recovered_block_stays_while_the_compaction_lasts(proxy, tmp_path):
         r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": conv}, headers=headers)
         assert r.status_code == 200 and received[-1]["body"]["messages"] == conv
         conv = conv + [r.json()["choices"][0]["message"]]
-    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
-               "of context. Summary: the user set up the billing database and refactored the invoice renderer."}
+    summary = {
+        "role": "system",
+        "content": "This session is being continued from a previous conversation that ran out "
+        "of context. Summary: the user set up the billing database and refactored the invoice renderer.",
+    }
     compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
     r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
     block = received[-1]["body"]["messages"][1]
@@ -246,8 +302,11 @@ def test_recovered_block_stays_while_the_compaction_lasts(proxy, tmp_path):
 
 def test_streaming_bytes_unchanged_and_reply_archived(proxy, tmp_path):
     client, received = proxy
-    payload = {"model": "tiny", "stream": True,
-               "messages": [{"role": "user", "content": "Run the migration on the staging shard."}]}
+    payload = {
+        "model": "tiny",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Run the migration on the staging shard."}],
+    }
     with client.stream("POST", "/v1/chat/completions", json=payload, headers={"X-Lantern-Session": "mig"}) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
@@ -260,8 +319,11 @@ def test_streaming_bytes_unchanged_and_reply_archived(proxy, tmp_path):
 
 def test_streamed_tool_call_deltas_archived_assembled(proxy, tmp_path):
     client, received = proxy
-    payload = {"model": "tools", "stream": True,
-               "messages": [{"role": "user", "content": "What is the weather in Reykjavik, and read my zebra config."}]}
+    payload = {
+        "model": "tools",
+        "stream": True,
+        "messages": [{"role": "user", "content": "What is the weather in Reykjavik, and read my zebra config."}],
+    }
     with client.stream("POST", "/v1/chat/completions", json=payload, headers={"X-Lantern-Session": "tools"}) as r:
         assert r.status_code == 200
         body = b"".join(r.iter_raw())
@@ -323,7 +385,9 @@ def test_archive_failure_never_fails_the_request(proxy, tmp_path, monkeypatch):
         raise RuntimeError("secret text: port 5433 must not reach the log")
 
     monkeypatch.setattr(proxy_module, "_archive_new", broken)
-    r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi there"}]})
+    r = client.post(
+        "/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi there"}]}
+    )
     assert r.status_code == 200 and len(received) == 1
     logged = (tmp_path / "home" / ".lantern" / "logs" / "proxy.log").read_text()
     assert "archive failed" in logged and "RuntimeError" in logged and "5433" not in logged and "hi there" not in logged
@@ -360,8 +424,23 @@ def test_real_lantern_serve_upstream_on_loopback(tmp_path, upstream):
         port = s.getsockname()[1]
     env = {**os.environ, "HOME": str(tmp_path / "home")}
     env.pop("LANTERN_TOKEN", None)
-    proc = subprocess.Popen([sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "r.db"), "serve", "--port", str(port),
-                             "--upstream", url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lantern.cli",
+            "--db",
+            str(tmp_path / "r.db"),
+            "serve",
+            "--port",
+            str(port),
+            "--upstream",
+            url,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         base = f"http://127.0.0.1:{port}/v1"  # what a client puts in OPENAI_BASE_URL
         deadline = time.monotonic() + 15
@@ -379,20 +458,36 @@ def test_real_lantern_serve_upstream_on_loopback(tmp_path, upstream):
             assert b"".join(r.iter_raw()) == b"".join(SSE_CHUNKS)
         assert received[-1]["body"]["messages"] == payload["messages"]
         r = httpx.post(base + "/memory/search", json={"query": "quokka shard migration", "k": 1}, timeout=30)
-        assert "quokka-7" in r.json()["hits"][0]["summary"] or "quokka" in httpx.post(
-            base + "/memory/recover", json={"query": "which shard", "budget": 2000}, timeout=30).json()["text"]
+        assert (
+            "quokka-7" in r.json()["hits"][0]["summary"]
+            or "quokka"
+            in httpx.post(base + "/memory/recover", json={"query": "which shard", "budget": 2000}, timeout=30).json()[
+                "text"
+            ]
+        )
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
 
 
 def _anthropic_conversation() -> list[dict]:
-    msgs = [{"role": "user", "content": "Start postgres for the billing service."},
-            {"role": "assistant", "content": [{"type": "text", "text": "Started it: docker run -p 5433:5432 postgres:16; "
-                                                                       "billing db listens on port 5433."}]}]
+    msgs = [
+        {"role": "user", "content": "Start postgres for the billing service."},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Started it: docker run -p 5433:5432 postgres:16; billing db listens on port 5433.",
+                }
+            ],
+        },
+    ]
     for i in range(10):
-        msgs += [{"role": "user", "content": [{"type": "text", "text": f"Refactor step {i}: split renderer module {i}."}]},
-                 {"role": "assistant", "content": f"Done with step {i}; renderer module {i} has {i + 3} functions."}]
+        msgs += [
+            {"role": "user", "content": [{"type": "text", "text": f"Refactor step {i}: split renderer module {i}."}]},
+            {"role": "assistant", "content": f"Done with step {i}; renderer module {i} has {i + 3} functions."},
+        ]
     return msgs
 
 
@@ -409,10 +504,16 @@ def test_anthropic_messages_compaction_injects_into_system(proxy, tmp_path):
     texts = [t for s, t in _entries(tmp_path / "p.db") if s == "claude-1"]
     assert any("5433" in t for t in texts) and any("helpful coding assistant" in t for t in texts)
     assert any("Now run the whole test suite." in t and "reply to:" in t for t in texts)  # the reply archived
-    summary = {"role": "user", "content": "This session is being continued from a previous conversation that ran out "
-               "of context. Summary: the user set up the billing database and refactored the renderer."}
+    summary = {
+        "role": "user",
+        "content": "This session is being continued from a previous conversation that ran out "
+        "of context. Summary: the user set up the billing database and refactored the renderer.",
+    }
     compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
-    for system in ("You are a helpful coding assistant.", [{"type": "text", "text": "You are a helpful coding assistant."}]):
+    for system in (
+        "You are a helpful coding assistant.",
+        [{"type": "text", "text": "You are a helpful coding assistant."}],
+    ):
         r = client.post("/v1/messages", json={**body, "system": system, "messages": compacted}, headers=headers)
         assert r.status_code == 200, r.text
         sent = received[-1]["body"]
@@ -425,8 +526,12 @@ def test_anthropic_messages_compaction_injects_into_system(proxy, tmp_path):
 
 def test_anthropic_stream_relayed_and_tool_use_archived(proxy, tmp_path):
     client, received = proxy
-    payload = {"model": "claude-x", "max_tokens": 100, "stream": True,
-               "messages": [{"role": "user", "content": "Open the heron config please."}]}
+    payload = {
+        "model": "claude-x",
+        "max_tokens": 100,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Open the heron config please."}],
+    }
     with client.stream("POST", "/v1/messages", json=payload, headers={"X-Lantern-Session": "claude-2"}) as r:
         assert r.status_code == 200
         assert b"".join(r.iter_raw()) == b"".join(ANTHROPIC_SSE)
@@ -457,22 +562,30 @@ def test_only_new_turns_are_embedded(proxy, tmp_path):
     lantern.embedder.embed = counting
     if real_query is not None:
         lantern.embedder.embed_query = counting_query
-    summary = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
-               "of context. Summary: billing database set up, renderer refactored."}
+    summary = {
+        "role": "system",
+        "content": "This session is being continued from a previous conversation that ran out "
+        "of context. Summary: billing database set up, renderer refactored.",
+    }
     compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
     client.post("/v1/chat/completions", json={"model": "tiny", "messages": compacted}, headers=headers)
     # 2 texts: the recovery's query (summary and question), then the archive of the question with its reply; the
     # two kept turns (already archived) are not embedded again, and the compaction summary is not archived
     assert len(embedded) == 2 and not any("step 9" in t for t in embedded), embedded
     # the query: the question and the summary's own words, without Claude Code's fixed opening
-    assert embedded[0] == "Which port does the billing database listen on?\nbilling database set up, renderer refactored."
+    assert (
+        embedded[0] == "Which port does the billing database listen on?\nbilling database set up, renderer refactored."
+    )
     assert "port does the billing" in embedded[1] and "reply to" in embedded[1]
     stored = lantern.store.db.execute("SELECT count(*) FROM entries WHERE text LIKE '%continued from a previous%'")
     assert stored.fetchone()[0] == 0
 
 
-SUMMARY = {"role": "system", "content": "This session is being continued from a previous conversation that ran out "
-           "of context. Summary: the user set up the billing database and refactored the invoice renderer."}
+SUMMARY = {
+    "role": "system",
+    "content": "This session is being continued from a previous conversation that ran out "
+    "of context. Summary: the user set up the billing database and refactored the invoice renderer.",
+}
 
 
 def _compacted_with_block(client, received, headers):
@@ -495,7 +608,7 @@ def test_forgotten_entries_are_never_reinjected(proxy, tmp_path, how):
     headers = {"X-Lantern-Session": "billing-45"}
     grown = _compacted_with_block(client, received, headers)
     with sqlite3.connect(tmp_path / "p.db") as db:
-        (entry,), = db.execute("SELECT id FROM entries WHERE text LIKE '%docker run -p 5433%'").fetchall()
+        ((entry,),) = db.execute("SELECT id FROM entries WHERE text LIKE '%docker run -p 5433%'").fetchall()
     if how == "rest":
         assert client.post("/v1/memory/forget", json={"entry": entry}).json() == {"forgotten": 1}
     else:  # another process's handle: the proxy's in-memory state never saw it
@@ -504,7 +617,7 @@ def test_forgotten_entries_are_never_reinjected(proxy, tmp_path, how):
     r = client.post("/v1/chat/completions", json={"model": "tiny", "messages": grown}, headers=headers)
     assert r.status_code == 200
     assert "docker run -p 5433" not in received[-1]["raw"].decode()
-    assert received[-1]["body"]["messages"][-len(grown) + 1:] == grown[1:]
+    assert received[-1]["body"]["messages"][-len(grown) + 1 :] == grown[1:]
 
 
 def test_kept_blocks_are_bounded_by_the_tracker(proxy, tmp_path):
@@ -513,19 +626,32 @@ def test_kept_blocks_are_bounded_by_the_tracker(proxy, tmp_path):
     forwarder = client.app.app.state.forwarder
     assert len(forwarder.blocks) == 1
     forwarder.tracker.max_sessions = 1  # the next session pushes billing-46 out of the tracker
-    client.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]},
-                headers={"X-Lantern-Session": "other"})
+    client.post(
+        "/v1/chat/completions",
+        json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"X-Lantern-Session": "other"},
+    )
     assert len(forwarder.tracker.seen) == 1 and not forwarder.blocks
 
 
 def test_lantern_headers_are_never_forwarded(proxy):
     client, received = proxy
-    ours = {"X-Lantern-Session": "h", "X-Lantern-User": "alice", "X-Lantern-Agent": "coder",
-            "X-Lantern-Project": "billing", "X-Lantern-Future": "x", "X-Other": "kept"}
-    client.post("/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]},
-                headers=ours)
-    client.post("/v1/messages", json={"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
-                headers=ours)
+    ours = {
+        "X-Lantern-Session": "h",
+        "X-Lantern-User": "alice",
+        "X-Lantern-Agent": "coder",
+        "X-Lantern-Project": "billing",
+        "X-Lantern-Future": "x",
+        "X-Other": "kept",
+    }
+    client.post(
+        "/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}, headers=ours
+    )
+    client.post(
+        "/v1/messages",
+        json={"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+        headers=ours,
+    )
     client.get("/v1/models", headers=ours)
     assert len(received) == 3
     for got in received:
@@ -550,8 +676,11 @@ def test_anthropic_system_of_another_shape_is_never_replaced(proxy, tmp_path):
     conv = _anthropic_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
     body = {"model": "claude-x", "max_tokens": 100, "system": "You are a helpful coding assistant.", "messages": conv}
     client.post("/v1/messages", json=body, headers=headers)
-    summary = {"role": "user", "content": "This session is being continued from a previous conversation that ran out "
-               "of context. Summary: the user set up the billing database and refactored the renderer."}
+    summary = {
+        "role": "user",
+        "content": "This session is being continued from a previous conversation that ran out "
+        "of context. Summary: the user set up the billing database and refactored the renderer.",
+    }
     compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
     for system in ({"odd": "shape"}, 42):
         r = client.post("/v1/messages", json={**body, "system": system, "messages": compacted}, headers=headers)
@@ -607,14 +736,24 @@ def test_user_messages_that_look_like_summaries_are_archived_runtime_summaries_a
     from lantern.integrations.proxy import _archive_new
 
     with Lantern(tmp_path / "s.db", embedder="minilm") as lantern:
-        _archive_new(lantern, "s", [
-            {"role": "system", "content": "[Summary] the user set up billing and the renderer."},
-            {"role": "user", "content": "This session is being continued from a previous conversation. Summary: billing."},
-            {"role": "user", "content": "Summary of the conversation I had with my landlord: rent goes to $2,310 in May"},
-            {"role": "assistant", "content": "Sure, noted."},
-            {"role": "user", "content": "[Summary] of my meds: metformin 500mg twice daily"},
-            {"role": "assistant", "content": "Noted the metformin dose."},
-        ])
+        _archive_new(
+            lantern,
+            "s",
+            [
+                {"role": "system", "content": "[Summary] the user set up billing and the renderer."},
+                {
+                    "role": "user",
+                    "content": "This session is being continued from a previous conversation. Summary: billing.",
+                },
+                {
+                    "role": "user",
+                    "content": "Summary of the conversation I had with my landlord: rent goes to $2,310 in May",
+                },
+                {"role": "assistant", "content": "Sure, noted."},
+                {"role": "user", "content": "[Summary] of my meds: metformin 500mg twice daily"},
+                {"role": "assistant", "content": "Noted the metformin dose."},
+            ],
+        )
         texts = [r[0] for r in lantern.store.db.execute("SELECT text FROM entries ORDER BY turn")]
         assert len(texts) == 2, texts
         assert "$2,310" in texts[0] and "Sure, noted." in texts[0]

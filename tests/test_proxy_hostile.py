@@ -86,10 +86,14 @@ def test_client_disconnect_mid_stream_still_archives_the_turn(live_proxy):
     and the part of the reply that was relayed are archived anyway (before: nothing at all was archived, the
     archive in the relay's ``finally`` was cancelled with the response)."""
     url, db = live_proxy
-    payload = {"model": "slow", "stream": True,
-               "messages": [{"role": "user", "content": "Where does the heron canary listen?"}]}
-    with httpx.stream("POST", url + "/chat/completions", json=payload, headers={"X-Lantern-Session": "stop"},
-                      timeout=30) as r:
+    payload = {
+        "model": "slow",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Where does the heron canary listen?"}],
+    }
+    with httpx.stream(
+        "POST", url + "/chat/completions", json=payload, headers={"X-Lantern-Session": "stop"}, timeout=30
+    ) as r:
         assert r.status_code == 200
         for piece in r.iter_raw():
             if b"7419" in piece:
@@ -122,7 +126,9 @@ def test_sse_parser_buffers_linearly_and_caps_a_line():
     for _ in range(200):
         assert sse.events(b"y" * (1 << 20)) == []
     assert len(sse.buffer) <= _SSEEvents.MAX_LINE_BYTES  # a line over the cap is dropped, not kept growing
-    assert sse.events(b"\n" + _chunk("after the junk")) == [{"choices": [{"index": 0, "delta": {"content": "after the junk"}}]}]
+    assert sse.events(b"\n" + _chunk("after the junk")) == [
+        {"choices": [{"index": 0, "delta": {"content": "after the junk"}}]}
+    ]
 
 
 def test_sse_parser_reads_cr_and_crlf_line_endings():
@@ -131,6 +137,6 @@ def test_sse_parser_reads_cr_and_crlf_line_endings():
     text = _SSEText()
     stream = _chunk("one ").replace(b"\n", b"\r") + _chunk("two ").replace(b"\n", b"\r\n") + _chunk("three")
     for i in range(0, len(stream), 7):  # chunk boundaries anywhere, also between a CR and its LF
-        text.feed(stream[i:i + 7])
+        text.feed(stream[i : i + 7])
     text.feed(b"\r")
     assert text.text == "one two three"

@@ -11,7 +11,6 @@ import pytest
 from lantern import Lantern
 from lantern.embed import MiniLMEmbedder
 from lantern.recover.query_vectors import QueryVectors
-
 from samples import PORT_CONVERSATION
 
 MODEL = MiniLMEmbedder()
@@ -74,7 +73,9 @@ def test_recovery_with_a_prefetched_query_equals_one_without(tmp_path):
         ahead = lt.explain(query, session="s")
         assert not lt.queries._done and not lt.queries._running  # the prefetched vector was taken
         assert ahead.text == plain.text and "5433" in ahead.text
-        assert [(c.entry.id, c.rrf, c.verdict) for c in ahead.candidates] == [(c.entry.id, c.rrf, c.verdict) for c in plain.candidates]
+        assert [(c.entry.id, c.rrf, c.verdict) for c in ahead.candidates] == [
+            (c.entry.id, c.rrf, c.verdict) for c in plain.candidates
+        ]
 
 
 def test_prefetch_concurrent_with_a_batch_embedding_gives_the_same_vectors():
@@ -100,8 +101,13 @@ def test_routed_store_queries_fill_both_blocks_through_the_prefetch(tmp_path):
 
     lt = Lantern(tmp_path / "r.db", embedder="routed")
     try:
-        lt.archive([{"role": "user", "content": "the staging database listens on port 5433"},
-                    {"role": "user", "content": "测试数据库的端口是 6543，密码在保险箱里"}], session="s")
+        lt.archive(
+            [
+                {"role": "user", "content": "the staging database listens on port 5433"},
+                {"role": "user", "content": "测试数据库的端口是 6543，密码在保险箱里"},
+            ],
+            session="s",
+        )
         lt.index.refresh()
         q = "which port did we use for the database?"
         expected = embed_query(lt.embedder, [q], lt.index.block_occupied)[0]
@@ -128,4 +134,6 @@ def test_a_recovery_embeds_its_query_in_the_worker_while_the_full_text_runs(tmp_
         assert [c[1] for c in rec.calls] == [[query]] and rec.calls[0][0].startswith("lantern-query")
         plain = pipeline.recover(lt.store, lt.index, MODEL, lt.config, query, budget=lt.config.budget, session="s")
         assert ahead.text == plain.text and "5433" in ahead.text
-        assert [(c.entry.id, c.rrf, c.ranks) for c in ahead.candidates] == [(c.entry.id, c.rrf, c.ranks) for c in plain.candidates]
+        assert [(c.entry.id, c.rrf, c.ranks) for c in ahead.candidates] == [
+            (c.entry.id, c.rrf, c.ranks) for c in plain.candidates
+        ]

@@ -44,10 +44,16 @@ TALK = chat(
 
 
 @pytest.fixture()
-def talk(tmp_path):
-    with Lantern(tmp_path / "talk.db") as lt:
-        lt.archive(TALK, session="chat")
+def talk(tmp_path, built_db):
+    """A handle on a copy of the database of ``TALK`` (session "chat"), built once per test process (conftest.py
+    ``built_db``)."""
+    with Lantern(built_db("recall-quality-talk", _build_talk, tmp_path / "talk.db")) as lt:
         yield lt
+
+
+def _build_talk(path):
+    with Lantern(path) as lt:
+        lt.archive(TALK, session="chat")
 
 
 def ids_by_text(lt: Lantern) -> dict[str, int]:
@@ -116,8 +122,15 @@ def test_relevance_model_weights_by_document_score_and_length():
 
 def test_prf_signal_finds_a_turn_through_an_expansion_term(talk):
     # a longer history, so that the expanded query's terms are rare enough to be kept (signals.select_terms)
-    talk.archive(chat(*[("Maria" if i % 2 else "John", f"Small talk number {i} about the weather and {w}.", DAY1)
-                        for i, w in enumerate(["tea", "cats", "rain", "music", "bikes", "clouds"] * 6)]), session="filler")
+    talk.archive(
+        chat(
+            *[
+                ("Maria" if i % 2 else "John", f"Small talk number {i} about the weather and {w}.", DAY1)
+                for i, w in enumerate(["tea", "cats", "rain", "music", "bikes", "clouds"] * 6)
+            ]
+        ),
+        session="filler",
+    )
     talk.config = replace(BASE, prf_docs=2, prf_terms=5)
     drains = find(talk, "council has to hear about the drains")
     rec = talk.explain("flood ruined homes", budget=6000)
@@ -129,7 +142,10 @@ def test_prf_signal_finds_a_turn_through_an_expansion_term(talk):
 # ---------------------------------------------------------------- time signal
 def test_query_windows_read_days_and_months():
     def days(q):
-        return [(datetime.fromtimestamp(a, timezone.utc).date().isoformat(), (b - a) / 86400) for a, b in timeframe.query_windows(q)]
+        return [
+            (datetime.fromtimestamp(a, timezone.utc).date().isoformat(), (b - a) / 86400)
+            for a, b in timeframe.query_windows(q)
+        ]
 
     assert days("What did we decide on 7 July, 2023?") == [("2023-07-07", 1.0)]
     assert days("on October 13th, 2023 and 2024-02-29") == [("2023-10-13", 1.0), ("2024-02-29", 1.0)]
@@ -149,8 +165,18 @@ def test_time_signal_ranks_the_turns_of_the_named_day(talk):
 # ---------------------------------------------------------------- grouped packing
 def entry(i: int, session: str, turn: int, text: str, when: str | None) -> Entry:
     t = datetime.fromisoformat(when) if when else None
-    return Entry(id=i, session=session, turn=turn, text=text, summary=text[:40], tags=[], memory_type="episodic",
-                 importance=0.5, content_hash=str(i), time=t)
+    return Entry(
+        id=i,
+        session=session,
+        turn=turn,
+        text=text,
+        summary=text[:40],
+        tags=[],
+        memory_type="episodic",
+        importance=0.5,
+        content_hash=str(i),
+        time=t,
+    )
 
 
 ENTRIES = [

@@ -22,16 +22,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern, Message, ToolCall, ToolResult
 from lantern.archive.redact import (
-    META_SALT, META_SWITCH, PLACEHOLDER_RE, PROSE_END, VALUE_END, find_secrets, make_policy, redact_text, remove_private,
+    META_SALT,
+    META_SWITCH,
+    PLACEHOLDER_RE,
+    PROSE_END,
+    VALUE_END,
+    find_secrets,
+    make_policy,
+    redact_text,
+    remove_private,
     set_secret_redaction,
 )
 from lantern.config import Config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "secrets"
 CASES = [json.loads(line) for line in (FIXTURES / "secrets.jsonl").read_text(encoding="utf-8").splitlines() if line]
-LOOKALIKES = [json.loads(line) for line in (FIXTURES / "lookalikes.jsonl").read_text(encoding="utf-8").splitlines() if line]
+LOOKALIKES = [
+    json.loads(line) for line in (FIXTURES / "lookalikes.jsonl").read_text(encoding="utf-8").splitlines() if line
+]
 ZERO_FP = ("git-hash", "uuid", "sha256", "port")  # the facts Lantern exists to bring back: target 0 false positives
 
 
@@ -54,7 +65,7 @@ def fts_pieces(secret: str) -> set[str]:
 def windows(secret: str, n: int = 6) -> set[str]:
     """Every n-character piece of a secret with letters and digits: a secret redacted only in part (a password cut
     at a ``&``) still leaves some of these behind."""
-    return {secret[i:i + n] for i in range(max(len(secret) - n + 1, 1)) if _random_looking(secret[i:i + n])}
+    return {secret[i : i + n] for i in range(max(len(secret) - n + 1, 1)) if _random_looking(secret[i : i + n])}
 
 
 def all_rows(path: Path) -> tuple[str, set[str]]:
@@ -80,6 +91,7 @@ def raw_bytes(path: Path) -> bytes:
 
 # ---------------------------------------------------------------------------------------------- corpus
 
+
 def assert_left_intact(db, texts):
     """Each of ``texts`` is no secret: ``find_secrets`` finds none, and archived through ``Lantern`` it is stored
     as written, nothing redacted."""
@@ -87,14 +99,28 @@ def assert_left_intact(db, texts):
     assert not [t for t in texts if find_secrets(t, policy)]
     with Lantern(db) as lantern:
         for i, t in enumerate(texts):
-            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}")
-            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(f"user: {t}\n"), t
+            r = lantern.archive(
+                [{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}"
+            )
+            assert r.redacted == 0 and lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith(
+                f"user: {t}\n"
+            ), t
+
 
 def test_corpus_is_large_and_varied():
     assert len(CASES) >= 50
     assert sum(len(c["secrets"]) for c in CASES) >= 90
     wheres = " ".join(c["where"] for c in CASES)
-    for context in ("tool output", "user message", "tool-call arguments", "JSON", "YAML", ".env", "log line", "Chinese"):
+    for context in (
+        "tool output",
+        "user message",
+        "tool-call arguments",
+        "JSON",
+        "YAML",
+        ".env",
+        "log line",
+        "Chinese",
+    ):
         assert context in wheres, context
     assert len({c["kind"] for c in CASES}) >= 25
     assert {lk["category"] for lk in LOOKALIKES} >= {"git-hash", "uuid", "sha256", "port", "version", "base64-image"}
@@ -155,15 +181,20 @@ def test_a_question_about_a_secret_recovers_its_placeholder(archived):
         marks = {m for m in PLACEHOLDER_RE.findall(entry.text) if m.startswith(f"[secret:{c['kind']} ")}
         found_global += any(m in lantern.recover(c["question"]).text for m in marks)
         found_session += any(m in lantern.recover(c["question"], session=c["id"]).text for m in marks)
-    print(f"\n[redact] question -> placeholder: {found_global}/{len(CASES)} over all {len(CASES)} sessions, "
-          f"{found_session}/{len(CASES)} within the case's session")
+    print(
+        f"\n[redact] question -> placeholder: {found_global}/{len(CASES)} over all {len(CASES)} sessions, "
+        f"{found_session}/{len(CASES)} within the case's session"
+    )
     assert found_session == len(CASES)
     assert found_global >= 0.9 * len(CASES)
 
 
 def test_redaction_is_stable_within_a_database_and_salted_per_database(tmp_path):
     secret = "sk-proj-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG"
-    turn = [{"role": "user", "content": f"rotate the key {secret} of the tern service"}, {"role": "assistant", "content": "ok"}]
+    turn = [
+        {"role": "user", "content": f"rotate the key {secret} of the tern service"},
+        {"role": "assistant", "content": "ok"},
+    ]
     again = [{"role": "user", "content": f"is {secret} still in use by tern?"}, {"role": "assistant", "content": "no"}]
     with Lantern(tmp_path / "a.db") as a, Lantern(tmp_path / "b.db") as b:
         ra = a.archive(turn, session="s")
@@ -185,7 +216,9 @@ def test_passwords_show_no_tail_and_url_credentials_keep_host_and_port():
     policy = make_policy(b"k")
     text, n = redact_text("DATABASE_URL=postgres://ledger:Hunter2Hunter2Hunter2Hunter2@db.internal:5433/ledger", policy)
     assert n == 1
-    assert re.fullmatch(r"DATABASE_URL=postgres://ledger:\[secret:url-password #[0-9a-f]{4}\]@db\.internal:5433/ledger", text)
+    assert re.fullmatch(
+        r"DATABASE_URL=postgres://ledger:\[secret:url-password #[0-9a-f]{4}\]@db\.internal:5433/ledger", text
+    )
     text, _ = redact_text("DB_PASSWORD=Tr0ub4dor&3-correct-horse-battery", policy)
     assert re.fullmatch(r"DB_PASSWORD=\[secret:password #[0-9a-f]{4}\]", text)
 
@@ -195,9 +228,16 @@ def test_a_password_ending_in_punctuation_keeps_no_character_in_clear(tmp_path):
     covers it, and the fingerprint leaves it out, so a sentence-final password and the bare one match."""
     policy = make_policy(b"k")
     bare = redact_text("ok, password: Hunter2Secret", policy)[0].removeprefix("ok, password: ")
-    for text in ("ok, password: Hunter2Secret!", "ok, password: Hunter2Secret.", "ok, password = Hunter2Secret?",
-                 "I set password: Hunter2Secret!! then left", "the password is Hunter2Secret!",
-                 "(the password is Hunter2Secret)", "the password was Hunter2Secret;", "密码是Hunter2Secret!"):
+    for text in (
+        "ok, password: Hunter2Secret!",
+        "ok, password: Hunter2Secret.",
+        "ok, password = Hunter2Secret?",
+        "I set password: Hunter2Secret!! then left",
+        "the password is Hunter2Secret!",
+        "(the password is Hunter2Secret)",
+        "the password was Hunter2Secret;",
+        "密码是Hunter2Secret!",
+    ):
         out, n = redact_text(text, policy)
         assert n == 1 and "Secret" not in out and "!" not in out and "?" not in out, (text, out)
         assert bare in out, (text, out)  # the same fingerprint as the bare password
@@ -205,29 +245,40 @@ def test_a_password_ending_in_punctuation_keeps_no_character_in_clear(tmp_path):
     out, _ = redact_text('the password is "Hunter2Secret!".', policy)
     assert re.fullmatch(r'the password is "\[secret:password #[0-9a-f]{4}\]"\.', out) and bare not in out
     with Lantern(tmp_path / "p.db") as lantern:
-        r = lantern.archive([{"role": "user", "content": "ok, password: Hunter2Secret! keep it safe"},
-                             {"role": "assistant", "content": "noted, the password is Hunter2Secret."}], session="s")
+        r = lantern.archive(
+            [
+                {"role": "user", "content": "ok, password: Hunter2Secret! keep it safe"},
+                {"role": "assistant", "content": "noted, the password is Hunter2Secret."},
+            ],
+            session="s",
+        )
         text = lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text
     marks = PLACEHOLDER_RE.findall(text)
     assert r.redacted == 2 and "Hunter2" not in text and "!" not in text and len(marks) == 2 and marks[0] == marks[1]
+
 
 # ---------------------------------------------------------------------------------------------- breaker forms (redact6)
 SECRET = "Hunter2Secret"
 
 
-def stored_forms(path: Path, texts: Sequence[str], secret: str = SECRET) -> tuple[list[tuple[str, str]], bytes, int, str]:
+def stored_forms(
+    path: Path, texts: Sequence[str], secret: str = SECRET
+) -> tuple[list[tuple[str, str]], bytes, int, str]:
     """Each text archived as its own user turn (own session) on a real store at ``path``. Returns each turn's
     stored (text, summary), the database's salt, the number of FTS rows matching ``secret`` and every FTS body."""
     with Lantern(path) as lantern:
         out = []
         for i, t in enumerate(texts):
-            r = lantern.archive([{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}],
-                                session=f"s{i}")
+            r = lantern.archive(
+                [{"role": "user", "content": t}, {"role": "assistant", "content": "noted"}], session=f"s{i}"
+            )
             e = lantern.store.entries(r.entry_ids)[r.entry_ids[0]]
             out.append((e.text, e.summary or ""))
         salt = bytes.fromhex(lantern.store.get_meta(META_SALT))
         db = sqlite3.connect(path)
-        fts_hits = db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{secret.lower()}"',)).fetchone()[0]
+        fts_hits = db.execute(
+            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{secret.lower()}"',)
+        ).fetchone()[0]
         fts_body = " ".join(b for (b,) in db.execute("SELECT body FROM entries_fts"))
         db.close()
     return out, salt, fts_hits, fts_body
@@ -238,8 +289,9 @@ def bare_mark(salt: bytes, secret: str = SECRET) -> str:
     return PLACEHOLDER_RE.findall(redact_text(f"ok, password: {secret}", make_policy(salt))[0])[0]
 
 
-def assert_redacted_everywhere(path: Path, texts: Sequence[str], secret: str = SECRET,
-                               pieces: Sequence[str] = ()) -> tuple[list[str], bytes]:
+def assert_redacted_everywhere(
+    path: Path, texts: Sequence[str], secret: str = SECRET, pieces: Sequence[str] = ()
+) -> tuple[list[str], bytes]:
     """Archive ``texts`` on a real store; assert ``secret`` is nowhere (entry text, summary, FTS body, FTS
     vocabulary, every table, the raw .db/-wal bytes) and each turn holds a ``[secret:password #FP]`` placeholder.
     ``pieces``: parts of a secret the turns hold in another form (the ``Sesame`` of ``Hunter2 Sesame!``, the
@@ -264,18 +316,31 @@ def assert_redacted_everywhere(path: Path, texts: Sequence[str], secret: str = S
 def test_prose_password_after_a_colon_is_redacted(tmp_path):
     """``password is: X`` / ``密码是：X``: a colon (ASCII or full-width) after is / was / 是 is the separator, not
     the first character of the value; the value gets the fingerprint of the bare password."""
-    texts = ["the password is: Hunter2Secret!", "密码是：Hunter2Secret!", "the passwd was:Hunter2Secret",
-             "口令为： Hunter2Secret"]
+    texts = [
+        "the password is: Hunter2Secret!",
+        "密码是：Hunter2Secret!",
+        "the passwd was:Hunter2Secret",
+        "口令为： Hunter2Secret",
+    ]
     stored, salt = assert_redacted_everywhere(tmp_path / "colon.db", texts)
     bare = bare_mark(salt)
     for t, text in zip(texts, stored):
         assert bare in text and "!" not in text, (t, text)
-    assert stored[0].startswith("user: the password is: [secret:password") and stored[1].startswith("user: 密码是：[secret:password")
+    assert stored[0].startswith("user: the password is: [secret:password") and stored[1].startswith(
+        "user: 密码是：[secret:password"
+    )
 
 
-QUOTED = ["the password is “Hunter2Secret!”", "password is «Hunter2Secret!»", "password is « Hunter2Secret! »",
-          "the password was ‘Hunter2Secret!’", "密码是「Hunter2Secret!」", "密码是『Hunter2Secret!』",
-          "密码为“Hunter2Secret!”", "the password is „Hunter2Secret!“"]
+QUOTED = [
+    "the password is “Hunter2Secret!”",
+    "password is «Hunter2Secret!»",
+    "password is « Hunter2Secret! »",
+    "the password was ‘Hunter2Secret!’",
+    "密码是「Hunter2Secret!」",
+    "密码是『Hunter2Secret!』",
+    "密码为“Hunter2Secret!”",
+    "the password is „Hunter2Secret!“",
+]
 
 
 def test_prose_password_in_curly_guillemet_and_cjk_quotes_is_redacted(tmp_path):
@@ -290,10 +355,17 @@ def test_prose_password_in_curly_guillemet_and_cjk_quotes_is_redacted(tmp_path):
         assert opener in text and closer in text, (t, text)
 
 
-ADVERB_FORMS = ["password is - Hunter2Secret!", "the password is — Hunter2Secret", "the new password is now Hunter2Secret!",
-                "the password is still Hunter2Secret", "the password is currently Hunter2Secret.",
-                "the password was set to Hunter2Secret", "the password is now set to Hunter2Secret!",
-                "the password was changed to Hunter2Secret", "the password is now: Hunter2Secret"]
+ADVERB_FORMS = [
+    "password is - Hunter2Secret!",
+    "the password is — Hunter2Secret",
+    "the new password is now Hunter2Secret!",
+    "the password is still Hunter2Secret",
+    "the password is currently Hunter2Secret.",
+    "the password was set to Hunter2Secret",
+    "the password is now set to Hunter2Secret!",
+    "the password was changed to Hunter2Secret",
+    "the password is now: Hunter2Secret",
+]
 
 
 def test_prose_password_after_a_dash_or_a_bounded_adverb_is_redacted(tmp_path):
@@ -305,11 +377,19 @@ def test_prose_password_after_a_dash_or_a_bounded_adverb_is_redacted(tmp_path):
 
 
 PROSE_NOT_SECRETS = [
-    "the password is weak", "the password is in the vault", "the password is now stored in the vault",
-    "the password is still the same as before", "the password is currently unknown",
-    "the password was set to expire in 30 days", "the password is - as always - in the vault",
-    "the password is now in 1Password", "the password issue123 is fixed", "the password is: see the wiki",
-    "the password was changed to something longer", "the password is “weak”", "密码是「正确的」",
+    "the password is weak",
+    "the password is in the vault",
+    "the password is now stored in the vault",
+    "the password is still the same as before",
+    "the password is currently unknown",
+    "the password was set to expire in 30 days",
+    "the password is - as always - in the vault",
+    "the password is now in 1Password",
+    "the password issue123 is fixed",
+    "the password is: see the wiki",
+    "the password was changed to something longer",
+    "the password is “weak”",
+    "密码是「正确的」",
 ]
 
 
@@ -323,8 +403,14 @@ def test_a_config_line_password_has_the_fingerprint_of_the_same_password_mid_lin
     """``password: X!`` at a line start (and ``PASSWORD=X!`` in a .env) gets the fingerprint of ``X``, as mid-line:
     the fingerprint of an unquoted value never holds its trailing ``.:!?``; the placeholder still covers all of
     the value to the end of the line, so nothing of it stays in clear."""
-    texts = ["password: Hunter2Secret!", "PASSWORD=Hunter2Secret!", "db:\n  password: Hunter2Secret!",
-             "export DB_PASSWORD=Hunter2Secret?", "ok, password: Hunter2Secret!", "PASSWORD=Hunter2Secret"]
+    texts = [
+        "password: Hunter2Secret!",
+        "PASSWORD=Hunter2Secret!",
+        "db:\n  password: Hunter2Secret!",
+        "export DB_PASSWORD=Hunter2Secret?",
+        "ok, password: Hunter2Secret!",
+        "PASSWORD=Hunter2Secret",
+    ]
     stored, salt = assert_redacted_everywhere(tmp_path / "config.db", texts)
     bare = bare_mark(salt)
     for t, text in zip(texts, stored):
@@ -340,14 +426,20 @@ def test_a_config_line_password_on_the_allow_list_by_its_full_value_stays(tmp_pa
     keeps ``PASSWORD=hunter2-local!`` although its fingerprint leaves out the ``!``."""
     cfg = Config(redact_allow=("hunter2-local!",))
     with Lantern(tmp_path / "allow.db", config=cfg) as lantern:
-        r = lantern.archive([{"role": "user", "content": "PASSWORD=hunter2-local!"}, {"role": "assistant", "content": "ok"}],
-                            session="s")
+        r = lantern.archive(
+            [{"role": "user", "content": "PASSWORD=hunter2-local!"}, {"role": "assistant", "content": "ok"}],
+            session="s",
+        )
         assert r.redacted == 0
         assert lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text.startswith("user: PASSWORD=hunter2-local!\n")
 
 
-BACKTICKED = ["password: `Hunter2Secret`", "ok, password: `Hunter2Secret`", "the password is `Hunter2Secret`",
-              "密码是`Hunter2Secret`"]
+BACKTICKED = [
+    "password: `Hunter2Secret`",
+    "ok, password: `Hunter2Secret`",
+    "the password is `Hunter2Secret`",
+    "密码是`Hunter2Secret`",
+]
 
 
 def test_a_backtick_quoted_password_is_redacted_and_its_fingerprint_has_no_backtick(tmp_path):
@@ -357,9 +449,13 @@ def test_a_backtick_quoted_password_is_redacted_and_its_fingerprint_has_no_backt
         assert f"`{bare}`" in text, (t, text)  # the backticks stay around the placeholder
 
 
-ENCLOSED = ["run `PASSWORD=Hunter2Secret` first", "he wrote \"password: Hunter2Secret!\" on it",
-            "x `db_password = \"Hunter2Secret\"` y", "set 'db_password=Hunter2Secret' in the file",
-            "`password: Hunter2Secret`"]
+ENCLOSED = [
+    "run `PASSWORD=Hunter2Secret` first",
+    'he wrote "password: Hunter2Secret!" on it',
+    'x `db_password = "Hunter2Secret"` y',
+    "set 'db_password=Hunter2Secret' in the file",
+    "`password: Hunter2Secret`",
+]
 
 
 def test_an_assignment_enclosed_in_quotes_or_backticks_is_redacted(tmp_path):
@@ -379,11 +475,23 @@ def keyword_mark(salt: bytes, secret: str) -> str:
     return PLACEHOLDER_RE.findall(redact_text(f'ok, password: "{secret}"', make_policy(salt))[0])[0]
 
 
-SPACED = ["密码是「Hunter2 Sesame!」", 'the password is "Hunter2 Sesame!"', "the password was 'Hunter2 Sesame!'",
-          "the password is “Hunter2 Sesame!”", "password is « Hunter2 Sesame! »", "密码为“Hunter2 Sesame!”",
-          "密码是『Hunter2 Sesame!』", "the passphrase is `Hunter2 Sesame!`", "the password is „Hunter2 Sesame!“."]
-PASSPHRASES = ['the password is "correct horse battery staple"', "the passphrase is ‘correct horse battery staple’",
-               "密码是「correct horse battery staple」", "the password is now: 'correct horse battery staple'"]
+SPACED = [
+    "密码是「Hunter2 Sesame!」",
+    'the password is "Hunter2 Sesame!"',
+    "the password was 'Hunter2 Sesame!'",
+    "the password is “Hunter2 Sesame!”",
+    "password is « Hunter2 Sesame! »",
+    "密码为“Hunter2 Sesame!”",
+    "密码是『Hunter2 Sesame!』",
+    "the passphrase is `Hunter2 Sesame!`",
+    "the password is „Hunter2 Sesame!“.",
+]
+PASSPHRASES = [
+    'the password is "correct horse battery staple"',
+    "the passphrase is ‘correct horse battery staple’",
+    "密码是「correct horse battery staple」",
+    "the password is now: 'correct horse battery staple'",
+]
 
 
 def test_a_quoted_prose_password_with_spaces_is_redacted_whole(tmp_path):
@@ -396,8 +504,9 @@ def test_a_quoted_prose_password_with_spaces_is_redacted_whole(tmp_path):
         opener = next(c for c in t if c in "\"'`“«‘「『„")
         closer = {"“": "”", "«": "»", "‘": "’", "「": "」", "『": "』", "„": "“"}.get(opener, opener)
         assert opener in text and closer in text, (t, text)  # the quotes stay around the placeholder
-    stored, salt = assert_redacted_everywhere(tmp_path / "phrase.db", PASSPHRASES, "correct horse",
-                                              pieces=["horse battery", "battery staple", "staple"])
+    stored, salt = assert_redacted_everywhere(
+        tmp_path / "phrase.db", PASSPHRASES, "correct horse", pieces=["horse battery", "battery staple", "staple"]
+    )
     mark = keyword_mark(salt, "correct horse battery staple")
     assert all(mark in text for text in stored), stored
     policy = make_policy(b"k")
@@ -412,17 +521,31 @@ def test_a_quoted_prose_password_with_spaces_is_redacted_whole(tmp_path):
     assert out.startswith('the password is "[secret:password #') and "word " * 30 in out, out
 
 
-QUOTED_NOT_SECRETS = ["the password is “weak”", "密码是「正确的」", 'the password is "abc"', "the password is 'short'",
-                      "the password is “  ”", 'he said the password is "required" and "8+ chars"']
+QUOTED_NOT_SECRETS = [
+    "the password is “weak”",
+    "密码是「正确的」",
+    'the password is "abc"',
+    "the password is 'short'",
+    "the password is “  ”",
+    'he said the password is "required" and "8+ chars"',
+]
 
 
 def test_quoted_prose_about_a_password_without_one_is_left_intact(tmp_path):
     assert_left_intact(tmp_path / "qneg.db", QUOTED_NOT_SECRETS)
 
 
-MIDLINE = ["ok DB_PASSWORD=Tr0ub4dor&3;x then", "ok, password: Tr0ub4dor&3;x.", "use db_password=Tr0ub4dor&3;x, then",
-           "(PASSWORD=Tr0ub4dor&3;x)", "connect(user=u, password=Tr0ub4dor&3;x)", "ok `PASSWORD=Tr0ub4dor&3;x` ok",
-           "then export DB_PASSWORD=Tr0ub4dor&3;x; make run", "DB_PASSWORD=Tr0ub4dor&3;x", "ok password = Tr0ub4dor&3;x!"]
+MIDLINE = [
+    "ok DB_PASSWORD=Tr0ub4dor&3;x then",
+    "ok, password: Tr0ub4dor&3;x.",
+    "use db_password=Tr0ub4dor&3;x, then",
+    "(PASSWORD=Tr0ub4dor&3;x)",
+    "connect(user=u, password=Tr0ub4dor&3;x)",
+    "ok `PASSWORD=Tr0ub4dor&3;x` ok",
+    "then export DB_PASSWORD=Tr0ub4dor&3;x; make run",
+    "DB_PASSWORD=Tr0ub4dor&3;x",
+    "ok password = Tr0ub4dor&3;x!",
+]
 
 
 def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
@@ -430,7 +553,9 @@ def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
     space (or quote, backslash) wherever it stands, as at a line start; the fingerprint leaves out its trailing
     ``.,;:!?)]}``, so all these forms give the fingerprint of ``Tr0ub4dor&3;x``. A shell ``;`` after the value
     goes into the placeholder too (redact more: the text cannot tell a shell list from a password)."""
-    stored, salt = assert_redacted_everywhere(tmp_path / "midline.db", MIDLINE, "Tr0ub4dor", pieces=["&3;x"])  # 4+ characters: a 3-byte piece turns up in the vectors by chance
+    stored, salt = assert_redacted_everywhere(
+        tmp_path / "midline.db", MIDLINE, "Tr0ub4dor", pieces=["&3;x"]
+    )  # 4+ characters: a 3-byte piece turns up in the vectors by chance
     mark = keyword_mark(salt, "Tr0ub4dor&3;x")
     for t, text in zip(MIDLINE, stored):
         assert mark in text, (t, text)
@@ -441,8 +566,14 @@ def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
     # a value too short on its own is judged whole ("ab;cd!"); code stays: variables, calls, types, indexing
     out, _ = redact_text("ok password=ab;cd!x then", policy)
     assert out == "ok password=" + keyword_mark(salt, "ab;cd!x") + " then"
-    for code in ("login(password=pw123, user=u)", "f(password=getpass())", "def f(password: str) -> None:",
-                 "x = dict(password=config[key])", "export DB_PASSWORD=abc; run", "Secret: always, cache"):
+    for code in (
+        "login(password=pw123, user=u)",
+        "f(password=getpass())",
+        "def f(password: str) -> None:",
+        "x = dict(password=config[key])",
+        "export DB_PASSWORD=abc; run",
+        "Secret: always, cache",
+    ):
         assert not find_secrets(code, policy), code
     # a URL query: a password takes the rest of the query with it (more is redacted, nothing is left); a token
     # (a weak key, whose value must look random) still stops at "&"
@@ -452,9 +583,15 @@ def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
     assert out.endswith("&expires_in=3600") and "ghx123" not in out
 
 
-QUOTE_INSIDE = ["password: `Hunt'er2Secret`", "ok, password: `Hunt'er2Secret` then", 'password: "Hunt\'er2Secret"',
-                "x `db_password = \"Hunt'er2Secret\"` y", "the password is `Hunt'er2Secret`",
-                "run --password \"Hunt'er2Secret\" now", '{"password": "Hunt\'er2Secret", "port": 5433}']
+QUOTE_INSIDE = [
+    "password: `Hunt'er2Secret`",
+    "ok, password: `Hunt'er2Secret` then",
+    'password: "Hunt\'er2Secret"',
+    'x `db_password = "Hunt\'er2Secret"` y',
+    "the password is `Hunt'er2Secret`",
+    'run --password "Hunt\'er2Secret" now',
+    '{"password": "Hunt\'er2Secret", "port": 5433}',
+]
 
 
 def test_a_quoted_password_holding_another_quote_is_redacted(tmp_path):
@@ -469,19 +606,40 @@ def test_a_quoted_password_holding_another_quote_is_redacted(tmp_path):
         assert mark in text, (t, text)
     assert stored[0].startswith(f"user: password: `{mark}`\n") and "5433" in stored[-1]
     policy = make_policy(salt)
-    for text in ("DB_PASSWORD='Hunt\"er2Secret'", "run --password 'Hunt\"er2Secret'", '{"password": "Hunt\\"er2Secret"}',
-                 '{"password": "Hunter2\\nSecret"}'):
+    for text in (
+        "DB_PASSWORD='Hunt\"er2Secret'",
+        "run --password 'Hunt\"er2Secret'",
+        '{"password": "Hunt\\"er2Secret"}',
+        '{"password": "Hunter2\\nSecret"}',
+    ):
         out, n = redact_text(text, policy)
         assert n == 1 and "er2" not in out and "Secret" not in out, (text, out)
     out, _ = redact_text('{"password": "Hunt\\"er2Secret", "user": "bob"}', policy)
     assert json.loads(out)["user"] == "bob"  # still valid JSON, the next value intact
 
 
-ZH_VERBS = ["密码现在是Hunter2Secret", "密码改成了Hunter2Secret", "密码改为Hunter2Secret", "密码设置为Hunter2Secret",
-            "新密码是Hunter2Secret", "密码已经改成了Hunter2Secret!", "wifi 密码被重置为 Hunter2Secret，记一下", "密码还是Hunter2Secret",
-            "口令已改为：Hunter2Secret", "密码换成了「Hunter2Secret」", "密码目前是 Hunter2Secret。"]
-ZH_NOT_SECRETS = ["密码现在是错的", "密码改成了更长的", "密码现在还是错的", "密码已经改了", "密码被重置了", "密码改成了 abc",
-                  "密码现在是「正确的」"]
+ZH_VERBS = [
+    "密码现在是Hunter2Secret",
+    "密码改成了Hunter2Secret",
+    "密码改为Hunter2Secret",
+    "密码设置为Hunter2Secret",
+    "新密码是Hunter2Secret",
+    "密码已经改成了Hunter2Secret!",
+    "wifi 密码被重置为 Hunter2Secret，记一下",
+    "密码还是Hunter2Secret",
+    "口令已改为：Hunter2Secret",
+    "密码换成了「Hunter2Secret」",
+    "密码目前是 Hunter2Secret。",
+]
+ZH_NOT_SECRETS = [
+    "密码现在是错的",
+    "密码改成了更长的",
+    "密码现在还是错的",
+    "密码已经改了",
+    "密码被重置了",
+    "密码改成了 abc",
+    "密码现在是「正确的」",
+]
 
 
 def test_chinese_prose_password_after_an_adverb_or_a_verb_is_redacted(tmp_path):
@@ -496,9 +654,16 @@ def test_chinese_prose_password_after_an_adverb_or_a_verb_is_redacted(tmp_path):
     assert_left_intact(tmp_path / "zhneg.db", ZH_NOT_SECRETS)
 
 
-TYPO_AFTER_KEY = ["password: “Hunter2Secret!”", "ok, password: “Hunter2Secret!” then", "db_password = «Hunter2Secret!»",
-                  "password: « Hunter2Secret! »", "password: ‘Hunter2Secret!’.", "password: „Hunter2Secret!“",
-                  "PASSWORD=「Hunter2Secret!」", "密码：『Hunter2Secret!』"]
+TYPO_AFTER_KEY = [
+    "password: “Hunter2Secret!”",
+    "ok, password: “Hunter2Secret!” then",
+    "db_password = «Hunter2Secret!»",
+    "password: « Hunter2Secret! »",
+    "password: ‘Hunter2Secret!’.",
+    "password: „Hunter2Secret!“",
+    "PASSWORD=「Hunter2Secret!」",
+    "密码：『Hunter2Secret!』",
+]
 
 
 def test_a_password_in_typographic_quotes_after_a_keyword_has_the_enclosed_values_fingerprint(tmp_path):
@@ -516,12 +681,26 @@ def test_a_password_in_typographic_quotes_after_a_keyword_has_the_enclosed_value
     assert all(keyword_mark(salt, "Hunter2 Sesame!") in text for text in stored), stored
 
 
-HYPHEN_NOT_SECRETS = ["the password is re-used", "the password is 8-64 chars", "the password is re-used across sites.",
-                      "the password is up-to-date", "the password is case-sensitive.", "the password was auto-generated",
-                      "the password is 12-128 characters long", "the password is user's choice", "the password is Self-Signed"]
-HYPHEN_SECRETS = ["the password is hunter-2", "the password is correct-horse-battery-staple", "the password is p@ss-word",
-                  "the password is 1234-5678", "the password is Hunter2-Secret.", "the password is re-used2",
-                  'the password is "re-used"']
+HYPHEN_NOT_SECRETS = [
+    "the password is re-used",
+    "the password is 8-64 chars",
+    "the password is re-used across sites.",
+    "the password is up-to-date",
+    "the password is case-sensitive.",
+    "the password was auto-generated",
+    "the password is 12-128 characters long",
+    "the password is user's choice",
+    "the password is Self-Signed",
+]
+HYPHEN_SECRETS = [
+    "the password is hunter-2",
+    "the password is correct-horse-battery-staple",
+    "the password is p@ss-word",
+    "the password is 1234-5678",
+    "the password is Hunter2-Secret.",
+    "the password is re-used2",
+    'the password is "re-used"',
+]
 
 
 def test_a_hyphenated_word_or_a_length_range_is_not_a_prose_password(tmp_path):
@@ -545,13 +724,27 @@ def test_a_quoted_flag_value_in_json_tool_arguments_is_redacted(tmp_path):
     cmds = ['mysql -h db --password "Hunter2Secret" -e "select 1"', "deploy --token='Hunter2Secret' --port 5433"]
     with Lantern(tmp_path / "flags.db") as lantern:
         for i, cmd in enumerate(cmds):
-            call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": cmd})}}
-            r = lantern.archive([{"role": "user", "content": "run it"}, {"role": "assistant", "content": None, "tool_calls": [call]},
-                                 {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"}], session=f"s{i}")
+            call = {
+                "id": f"c{i}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"cmd": cmd})},
+            }
+            r = lantern.archive(
+                [
+                    {"role": "user", "content": "run it"},
+                    {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"},
+                ],
+                session=f"s{i}",
+            )
             assert r.redacted == 1, cmd
         salt = bytes.fromhex(lantern.store.get_meta(META_SALT))
     rows, vocab = all_rows(tmp_path / "flags.db")
-    assert SECRET not in rows and SECRET.encode() not in raw_bytes(tmp_path / "flags.db") and not fts_pieces(SECRET) & vocab
+    assert (
+        SECRET not in rows
+        and SECRET.encode() not in raw_bytes(tmp_path / "flags.db")
+        and not fts_pieces(SECRET) & vocab
+    )
     assert "5433" in rows and "select 1" in rows
     policy = make_policy(salt)
     for cmd in cmds:
@@ -559,8 +752,11 @@ def test_a_quoted_flag_value_in_json_tool_arguments_is_redacted(tmp_path):
         assert bare_mark(salt).split("#")[1] in json.loads(args)["cmd"], args  # valid JSON, the same fingerprint
 
 
-APOSTROPHE_INSIDE = ["password: 'Hunt'er2Secret'", "ok, db_password = 'Hunt'er2Secret' then",
-                     "run --password 'Hunt'er2Secret' now"]
+APOSTROPHE_INSIDE = [
+    "password: 'Hunt'er2Secret'",
+    "ok, db_password = 'Hunt'er2Secret' then",
+    "run --password 'Hunt'er2Secret' now",
+]
 
 
 def test_an_apostrophe_inside_a_single_quoted_password_does_not_end_it(tmp_path):
@@ -593,8 +789,10 @@ def test_lookalikes_are_left_intact_on_the_real_store(tmp_path):
     with Lantern(tmp_path / "look.db") as lantern:
         stored: dict[str, str] = {}
         for lk in LOOKALIKES:
-            r = lantern.archive([{"role": "user", "content": f"look at this ({lk['id']})"}, {"role": "tool", "content": lk["text"]}],
-                                session=lk["id"])
+            r = lantern.archive(
+                [{"role": "user", "content": f"look at this ({lk['id']})"}, {"role": "tool", "content": lk["text"]}],
+                session=lk["id"],
+            )
             stored[lk["id"]] = lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text
     total, fp = Counter(), Counter()
     for lk in LOOKALIKES:
@@ -615,12 +813,25 @@ PRIVATE = "my home address is 12 Rue Oberkampf and my badge is 4471-ZX"
 def test_private_spans_are_never_stored(tmp_path):
     path = tmp_path / "p.db"
     with Lantern(path) as lantern:
-        r = lantern.archive([
-            Message("user", f"Deploy the gannet service. <private>{PRIVATE}</private> Use port 5433."),
-            Message("assistant", "", tool_calls=[ToolCall("bash", json.dumps({"cmd": f"echo '<PRIVATE>{PRIVATE}</PRIVATE>' >/dev/null; make deploy"}), "c1")]),
-            Message("tool", tool_results=[ToolResult(f"deployed\n<private>{PRIVATE}", "c1", "bash")]),
-            Message("assistant", "Deployed gannet on port 5433."),
-        ], session="s")
+        r = lantern.archive(
+            [
+                Message("user", f"Deploy the gannet service. <private>{PRIVATE}</private> Use port 5433."),
+                Message(
+                    "assistant",
+                    "",
+                    tool_calls=[
+                        ToolCall(
+                            "bash",
+                            json.dumps({"cmd": f"echo '<PRIVATE>{PRIVATE}</PRIVATE>' >/dev/null; make deploy"}),
+                            "c1",
+                        )
+                    ],
+                ),
+                Message("tool", tool_results=[ToolResult(f"deployed\n<private>{PRIVATE}", "c1", "bash")]),
+                Message("assistant", "Deployed gannet on port 5433."),
+            ],
+            session="s",
+        )
         assert r.redacted == 3
         text = lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text
         assert "Use port 5433" in text and "make deploy" in text and "deployed" in text
@@ -647,8 +858,13 @@ def test_private_markers_nested_unclosed_stray_and_configurable():
 def test_custom_private_marker_through_config(tmp_path):
     cfg = Config(private_markers=(("<private>", "</private>"), ("#nolog{", "}#")))
     with Lantern(tmp_path / "c.db", config=cfg) as lantern:
-        r = lantern.archive([{"role": "user", "content": "the heron door code #nolog{ 8841 }# is on the wiki"},
-                             {"role": "assistant", "content": "noted"}], session="s")
+        r = lantern.archive(
+            [
+                {"role": "user", "content": "the heron door code #nolog{ 8841 }# is on the wiki"},
+                {"role": "assistant", "content": "noted"},
+            ],
+            session="s",
+        )
         text = lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text
     assert "8841" not in text and "is on the wiki" in text
 
@@ -656,8 +872,10 @@ def test_custom_private_marker_through_config(tmp_path):
 # ---------------------------------------------------------------------------------------------- opt-out, config
 def test_opt_out_per_database(tmp_path):
     secret = "ghp_" + "Q7r8A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
-    msgs = [{"role": "user", "content": f"token {secret} for the crane repo <private>not this</private>"},
-            {"role": "assistant", "content": "ok"}]
+    msgs = [
+        {"role": "user", "content": f"token {secret} for the crane repo <private>not this</private>"},
+        {"role": "assistant", "content": "ok"},
+    ]
     path = tmp_path / "optout.db"
     with Lantern(path) as lantern:
         assert lantern.redaction.secrets
@@ -681,9 +899,18 @@ def test_extra_patterns_and_allow_list_through_config(tmp_path):
         redact_allow=("sk_test_51AllowedFixtureKey00000000", "re:hunter2-.*"),
     )
     with Lantern(tmp_path / "cfg.db", config=cfg) as lantern:
-        r = lantern.archive([{"role": "user", "content": (
-            "license ACME-LIC-0123456789ABCDEF, fixture key sk_test_51AllowedFixtureKey00000000, "
-            "DB_PASSWORD=hunter2-local and API_SECRET=Zq8Lm2Np4Rt6Vx8Bz0Cd")}], session="s")
+        r = lantern.archive(
+            [
+                {
+                    "role": "user",
+                    "content": (
+                        "license ACME-LIC-0123456789ABCDEF, fixture key sk_test_51AllowedFixtureKey00000000, "
+                        "DB_PASSWORD=hunter2-local and API_SECRET=Zq8Lm2Np4Rt6Vx8Bz0Cd"
+                    ),
+                }
+            ],
+            session="s",
+        )
         text = lantern.store.entries(r.entry_ids)[r.entry_ids[0]].text
     assert "0123456789ABCDEF" not in text and re.search(r"ACME-LIC-\[secret:acme-license #[0-9a-f]{4}\]", text)
     assert "sk_test_51AllowedFixtureKey00000000" in text and "DB_PASSWORD=hunter2-local" in text
@@ -712,7 +939,8 @@ def test_live_context_with_a_secret_still_excludes_its_entry(tmp_path):
         assert not lantern.recover(case["question"], exclude=case["messages"]).entries
 
 
-# ---------------------------------------------------------------------------------------------- files and process (part 3)
+# ---------------------------------------------------------------------------------------------- files and process (part
+# 3)
 def test_database_wal_and_shm_files_are_private(tmp_path):
     path = tmp_path / "fresh" / "m.db"
     with Lantern(path) as lantern:
@@ -757,29 +985,68 @@ def test_no_network_connection_at_any_time(tmp_path, monkeypatch):
     from lantern.eval.run import main as run_eval
 
     fixture = Path(__file__).parent / "fixtures" / "eval" / "locomo_mini.json"
-    results = run_eval("locomo", fixture, tmp_path / "eval", split="all", keep=2, systems=["lantern", "bm25"],
-                       cache_dir=tmp_path / "cache", plots=False)
+    results = run_eval(
+        "locomo",
+        fixture,
+        tmp_path / "eval",
+        split="all",
+        keep=2,
+        systems=["lantern", "bm25"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+    )
     assert results["systems"]["lantern"]["overall"]["n"] > 0
     assert attempts == []
     assert not attempts
 
 
 # ---------------------------------------------------------------------------------------------- properties
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([
-    "password=", "PASSWORD: ", "api_key = \"", "token=", "sk-proj-", "ghp_", "postgres://u:", "@db:5433/x", "Bearer ",
-    "-----BEGIN RSA PRIVATE KEY-----\n", "\n-----END RSA PRIVATE KEY-----", "<private>", "</private>", "密码是",
-    "Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7d", "hunter2", " ", "\n", "\"", "'", ":", "=", "9f3ab2c1d0e4", "5433",
-    "[secret:password #ab12]", "\\n", "é", "端口",
-]), max_size=14).map("".join))
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "password=",
+                "PASSWORD: ",
+                'api_key = "',
+                "token=",
+                "sk-proj-",
+                "ghp_",
+                "postgres://u:",
+                "@db:5433/x",
+                "Bearer ",
+                "-----BEGIN RSA PRIVATE KEY-----\n",
+                "\n-----END RSA PRIVATE KEY-----",
+                "<private>",
+                "</private>",
+                "密码是",
+                "Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7d",
+                "hunter2",
+                " ",
+                "\n",
+                '"',
+                "'",
+                ":",
+                "=",
+                "9f3ab2c1d0e4",
+                "5433",
+                "[secret:password #ab12]",
+                "\\n",
+                "é",
+                "端口",
+            ]
+        ),
+        max_size=14,
+    ).map("".join)
+)
 def test_redaction_is_idempotent_and_total(text):
     policy = make_policy(b"k")
     once, _ = redact_text(text, policy)
     twice, n = redact_text(once, policy)
     assert twice == once and n == 0
     for f in find_secrets(text, policy):
-        span = text[f.start:f.end]  # the value, plus only the trailing punctuation its fingerprint leaves out
-        assert f.value and span.startswith(f.value) and set(span[len(f.value):]) <= set(PROSE_END + VALUE_END)
+        span = text[f.start : f.end]  # the value, plus only the trailing punctuation its fingerprint leaves out
+        assert f.value and span.startswith(f.value) and set(span[len(f.value) :]) <= set(PROSE_END + VALUE_END)
 
 
 def test_the_memo_answers_a_repeated_text_exactly_and_stays_within_its_budget(monkeypatch):

@@ -1,9 +1,9 @@
-"""Reinforcement (paper Appendix D; reinforce.py) on the real store (temp SQLite file, WAL) with the real MiniLM model."""
+"""Reinforcement (paper Appendix D; reinforce.py) on the real store (temp SQLite file, WAL) with the real MiniLM
+model."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -44,7 +44,9 @@ def lantern(tmp_path):
 
 
 def row(lt: Lantern, entry_id: int) -> tuple[float, float, int]:
-    return lt.store.db.execute("SELECT confidence, success, access_count FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    return lt.store.db.execute(
+        "SELECT confidence, success, access_count FROM entries WHERE id = ?", (entry_id,)
+    ).fetchone()
 
 
 def index_values(lt: Lantern, entry_id: int) -> tuple[float, float]:
@@ -69,7 +71,9 @@ def test_rules_follow_appendix_d():
 
 # ---------------------------------------------------------------- recover updates c, access and the index
 def test_recover_reinforces_packed_and_decays_cut_candidates(lantern):
-    rec = lantern.recover("which port does postgres use?", session="s", budget=380)  # one entry packed, the next read and cut
+    rec = lantern.recover(
+        "which port does postgres use?", session="s", budget=380
+    )  # one entry packed, the next read and cut
     packed = [e.id for e in rec.entries]
     cut = [c.entry.id for c in rec.candidates if c.verdict.startswith("cut:")]
     assert packed and cut
@@ -88,10 +92,15 @@ def test_recover_reinforces_packed_and_decays_cut_candidates(lantern):
 
 
 def test_explain_has_no_side_effects(lantern):
-    before = lantern.store.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
+    before = lantern.store.db.execute(
+        "SELECT id, confidence, success, access_count FROM entries ORDER BY id"
+    ).fetchall()
     rec = lantern.explain("which port does postgres use?", session="s", budget=400)
     assert rec.entries
-    assert lantern.store.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall() == before
+    assert (
+        lantern.store.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
+        == before
+    )
     assert lantern.store.db.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 0
     assert lantern.stats()["pending_recoveries"] == 0
 
@@ -114,13 +123,19 @@ def test_next_assistant_message_judges_usefulness_across_handles(tmp_path):
         port_entry = next(e.id for e in rec.entries if "5433" in e.text)
         others = [e.id for e in rec.entries if e.id != port_entry]
         # another session's reply does not resolve it
-        archiving.archive([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Port 5433 it is."}], session="t")
+        archiving.archive(
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Port 5433 it is."}], session="t"
+        )
         assert recovering.stats()["pending_recoveries"] == 1
         # the next assistant message of session s, archived by another handle, reuses the port
-        archiving.archive(conversation() + [
-            {"role": "user", "content": "Remind me how to connect."},
-            {"role": "assistant", "content": "Connect with psql -h localhost -p 5433."},
-        ], session="s")
+        archiving.archive(
+            conversation()
+            + [
+                {"role": "user", "content": "Remind me how to connect."},
+                {"role": "assistant", "content": "Connect with psql -h localhost -p 5433."},
+            ],
+            session="s",
+        )
         assert recovering.stats()["pending_recoveries"] == 0
         assert row(archiving, port_entry)[1] == pytest.approx(0.6)  # useful: σ up
         assert others
@@ -211,7 +226,10 @@ def test_pruned_entries_are_never_deleted(lantern):
 def test_lower_confidence_lowers_importance_rank(lantern):
     port = port_entry_id(lantern)
     query = "postgres container billing database"
-    ranks = lambda: {c.entry.id: c.ranks.get("importance") for c in lantern.explain(query, session="s").candidates}
+
+    def ranks():
+        return {c.entry.id: c.ranks.get("importance") for c in lantern.explain(query, session="s").candidates}
+
     before = ranks()[port]
     lantern.store.db.execute("UPDATE entries SET success = 0.16, confidence = 0.16 WHERE id = ?", (port,))
     lantern.index.set_reinforcement({port: (0.16, 0.16)})
@@ -221,7 +239,9 @@ def test_lower_confidence_lowers_importance_rank(lantern):
 
 def test_reinforcement_is_one_transaction(lantern, monkeypatch):
     """A failure inside the recovery's transaction leaves c, σ, access counts and pending recoveries untouched."""
-    before = lantern.store.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
+    before = lantern.store.db.execute(
+        "SELECT id, confidence, success, access_count FROM entries ORDER BY id"
+    ).fetchall()
     import lantern.reinforce as reinforce_module
 
     def boom(*a, **k):
@@ -230,7 +250,10 @@ def test_reinforcement_is_one_transaction(lantern, monkeypatch):
     monkeypatch.setattr(reinforce_module, "reinforced", boom)
     with pytest.raises(RuntimeError):
         lantern.recover("which port does postgres use?", session="s")
-    assert lantern.store.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall() == before
+    assert (
+        lantern.store.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
+        == before
+    )
     assert lantern.store.db.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 0
 
 
@@ -246,7 +269,8 @@ def test_migration_from_schema_1_keeps_entries(tmp_path):
     db.execute("PRAGMA user_version = 1")
     db.execute(
         "INSERT INTO entries(session, turn, archived_at, text, summary, tags, hints, memory_type, importance, "
-        "content_hash, confidence, success) VALUES ('s', 0, 0, 'user: hi', 'user: hi', '[]', '[]', 'episodic', 0.5, 'h', 0.5, 0.5)"
+        "content_hash, confidence, success) VALUES ('s', 0, 0, 'user: hi', 'user: hi', '[]', '[]', 'episodic', 0.5, "
+        "'h', 0.5, 0.5)"
     )
     db.close()
     with Lantern(path) as lt:
@@ -276,9 +300,17 @@ def test_eval_reinforce_system_works_on_a_copy(tmp_path, monkeypatch):
 
     monkeypatch.setattr(reinforced, "copy_of", recording_copy_of)
     fixture = Path(__file__).parent / "fixtures" / "eval" / "locomo_mini.json"
-    results = main("locomo", fixture, tmp_path / "out", split="all", keep=2,
-                   systems=["lantern", "lantern+reinforce", "lantern+reinforce+answers"], cache_dir=tmp_path / "cache", plots=False,
-                   workers=1)  # in this process: the recording copy_of above sees every copy
+    results = main(
+        "locomo",
+        fixture,
+        tmp_path / "out",
+        split="all",
+        keep=2,
+        systems=["lantern", "lantern+reinforce", "lantern+reinforce+answers"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        workers=1,
+    )  # in this process: the recording copy_of above sees every copy
     assert set(results["systems"]) == {"lantern", "lantern+reinforce", "lantern+reinforce+answers"}
     for name in ("lantern+reinforce", "lantern+reinforce+answers"):
         assert results["systems"][name]["overall"]["chars"] <= 6000
@@ -286,7 +318,12 @@ def test_eval_reinforce_system_works_on_a_copy(tmp_path, monkeypatch):
     assert cached
     for db in cached:
         con = sqlite3.connect(db)
-        assert con.execute("SELECT count(*) FROM entries WHERE confidence != 0.5 OR success != 0.5 OR access_count != 0").fetchone()[0] == 0
+        assert (
+            con.execute(
+                "SELECT count(*) FROM entries WHERE confidence != 0.5 OR success != 0.5 OR access_count != 0"
+            ).fetchone()[0]
+            == 0
+        )
         assert con.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 0
         con.close()
     # ... while the copies were reinforced, one per (history, system)
@@ -318,14 +355,18 @@ def test_forget_removes_reinforcement_state_and_pending_rows_are_bounded(lantern
     for q in ["ruff linter", "cron job invoices", "CI matrix", "helm chart deployment", "rename format_money"]:
         lantern.recover(q, session="s")
     assert lantern.store.db.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 3
-    lantern.archive([{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Switched to ruff 0.6."}], session="s")
+    lantern.archive(
+        [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Switched to ruff 0.6."}], session="s"
+    )
     assert lantern.store.db.execute("SELECT count(*) FROM recoveries").fetchone()[0] == 0  # judged: deleted
 
 
 # ---------------------------------------------------------------- a write that cannot be made
 def state(db) -> list[tuple]:
-    return db.execute("SELECT id, confidence, access_count FROM entries ORDER BY id").fetchall() + \
-        db.execute("SELECT id, entry_ids FROM recoveries ORDER BY id").fetchall()
+    return (
+        db.execute("SELECT id, confidence, access_count FROM entries ORDER BY id").fetchall()
+        + db.execute("SELECT id, entry_ids FROM recoveries ORDER BY id").fetchall()
+    )
 
 
 def test_recovery_on_a_locked_database_skips_reinforcement_after_a_short_wait(lantern, caplog):
@@ -370,12 +411,18 @@ def test_recovery_on_a_read_only_database_file_returns_its_block(tmp_path, unpri
         lt.archive(conversation(), session="s")
     before = path.read_bytes()
     path.chmod(0o444)
-    script = ("import json, sys; from lantern import Lantern\n"
-              "with Lantern(sys.argv[1]) as lt:\n"
-              "    r = lt.recover('which port does postgres use?', session='s')\n"
-              "print(json.dumps(r.to_json()))\n")
-    proc = subprocess.run([*unprivileged, sys.executable, "-c", script, str(path)], capture_output=True, timeout=300,
-                          env=os.environ.copy())
+    script = (
+        "import json, sys; from lantern import Lantern\n"
+        "with Lantern(sys.argv[1]) as lt:\n"
+        "    r = lt.recover('which port does postgres use?', session='s')\n"
+        "print(json.dumps(r.to_json()))\n"
+    )
+    proc = subprocess.run(
+        [*unprivileged, sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     assert "5433" in json.loads(proc.stdout)["text"]
     err = proc.stderr.decode().strip().splitlines()

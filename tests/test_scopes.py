@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from lantern import Lantern
-from lantern.text.tags import query_terms
 from lantern.compaction import detect
 from lantern.integrations.service import MemoryService
 from lantern.model import content_hash
@@ -18,27 +17,44 @@ from lantern.recover import signals
 from lantern.recover.signals import fts_query
 from lantern.scope import Scope, scope_where
 from lantern.store.migrations import MIGRATIONS
+from lantern.text.tags import query_terms
 
 SECRET = "the staging port is 5433 and the API key name is zebra-quartz"
-SECRET_TURN = [{"role": "user", "content": SECRET}, {"role": "assistant", "content": "Noted: staging on 5433, key zebra-quartz."}]
+SECRET_TURN = [
+    {"role": "user", "content": SECRET},
+    {"role": "assistant", "content": "Noted: staging on 5433, key zebra-quartz."},
+]
 BOB_TURNS = [
     {"role": "user", "content": "Bob here: the build uses gradle 8 with the kotlin DSL."},
     {"role": "assistant", "content": "Okay, gradle 8 and build.gradle.kts."},
     {"role": "user", "content": "Our CI runs on buildkite agents."},
     {"role": "assistant", "content": "Buildkite pipeline in .buildkite/pipeline.yml."},
 ]
-QUERIES = [SECRET, "zebra-quartz", "5433", "staging port", "what is the API key name?", "staging 5433 zebra-quartz port key"]
+QUERIES = [
+    SECRET,
+    "zebra-quartz",
+    "5433",
+    "staging port",
+    "what is the API key name?",
+    "staging 5433 zebra-quartz port key",
+]
 
 
 @pytest.fixture()
-def db(tmp_path):
-    path = tmp_path / "scoped.db"
+def db(tmp_path, built_db):
+    """Alice's secret turn and note, bob's turns, a default user's note: built once per test process (conftest.py
+    ``built_db``), a copy per test."""
+    return built_db("scopes", _build_scoped, tmp_path / "scoped.db")
+
+
+def _build_scoped(path):
     with Lantern(path) as lt:
         lt.archive(SECRET_TURN, session="s", user="alice")
-        lt.archive([{"role": "user", "content": "alice also likes the deploy window on tuesdays"}], session="s", user="alice")
+        lt.archive(
+            [{"role": "user", "content": "alice also likes the deploy window on tuesdays"}], session="s", user="alice"
+        )
         lt.archive(BOB_TURNS, session="s", user="bob")
         lt.archive([{"role": "user", "content": "default user notes: docs live in docs/index.md"}], session="s")
-    return path
 
 
 def alice_ids(path) -> set[int]:
@@ -100,8 +116,10 @@ def test_handle_scope_is_the_default_and_calls_override_it(db):
 
 def test_compaction_detection_and_service_stay_inside_the_user(db):
     with Lantern(db) as lt:
-        messages = [{"role": "system", "content": "[Summary] we talked about staging and the API key name"},
-                    {"role": "user", "content": "so what was the staging port and the key name?"}]
+        messages = [
+            {"role": "system", "content": "[Summary] we talked about staging and the API key name"},
+            {"role": "user", "content": "so what was the staging port and the key name?"},
+        ]
         found = detect(lt, "s", messages, user="bob")
         assert found is not None and found.reason == "summary"
         assert not alice_ids(db) & set(found.lost_entry_ids)
@@ -146,8 +164,11 @@ def test_another_users_turn_never_grows_into_mine(tmp_path):
     """A live turn that grew replaces the session's latest entry, but only within the same scope."""
     with Lantern(tmp_path / "g.db") as lt:
         first = lt.archive([{"role": "user", "content": "start the db"}], session="s", user="alice")
-        grown = lt.archive([{"role": "user", "content": "start the db"}, {"role": "assistant", "content": "bob's reply"}],
-                           session="s", user="bob")
+        grown = lt.archive(
+            [{"role": "user", "content": "start the db"}, {"role": "assistant", "content": "bob's reply"}],
+            session="s",
+            user="bob",
+        )
         assert grown.added == 1 and grown.entry_ids != first.entry_ids
         assert lt.store.entries(first.entry_ids)[first.entry_ids[0]].text == "user: start the db"
 
@@ -213,7 +234,8 @@ def test_a_version_1_database_migrates_into_the_default_user(tmp_path):
     con.executemany("INSERT INTO meta VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))])
     con.execute(
         "INSERT INTO entries(id, session, turn, archived_at, text, summary, tags, hints, memory_type, importance, "
-        "content_hash, confidence, success) VALUES (1, 'old', 0, 1.7e9, ?, ?, '[]', '[]', 'episodic', 0.5, ?, 0.5, 0.5)",
+        "content_hash, confidence, success) VALUES (1, 'old', 0, 1.7e9, ?, ?, '[]', '[]', 'episodic', 0.5, ?, 0.5, "
+        "0.5)",
         (text, text, content_hash("old", text)),
     )
     con.execute("INSERT INTO embeddings VALUES (1, ?)", (np.asarray(vector, "<f4").tobytes(),))
@@ -221,7 +243,10 @@ def test_a_version_1_database_migrates_into_the_default_user(tmp_path):
     con.close()
     with Lantern(path) as lt:
         assert lt.stats()["schema_version"] >= 2
-        assert lt.archive([{"role": "user", "content": "the legacy cron runs at 02:00 UTC"}], session="old").duplicates == 1
+        assert (
+            lt.archive([{"role": "user", "content": "the legacy cron runs at 02:00 UTC"}], session="old").duplicates
+            == 1
+        )
         assert lt.search("legacy cron")[0].entry.user == ""
         assert lt.search("legacy cron", user="alice") == []
 
@@ -247,18 +272,27 @@ def test_feedback_and_pending_recoveries_stay_inside_the_user(db):
     session of the same name after alice's recovery (reinforce.py)."""
     alice = sorted(alice_ids(db))
     with Lantern(db) as lt:
-        sigma = lambda: dict(lt.store.db.execute("SELECT id, success FROM entries WHERE user_id = 'alice'").fetchall())  # noqa: E731
+
+        def sigma():
+            return dict(lt.store.db.execute("SELECT id, success FROM entries WHERE user_id = 'alice'").fetchall())
+
         before = sigma()
         assert lt.feedback(alice, False, user="bob") == 0 and lt.feedback(alice, False) == 0
         assert sigma() == before
         rec = lt.recover("what is the staging port?", session="s", user="alice")
         assert rec.entries
-        lt.archive([{"role": "user", "content": "hm"}, {"role": "assistant", "content": "no: port 5433, key zebra-quartz"}],
-                   session="s", user="bob")
+        lt.archive(
+            [{"role": "user", "content": "hm"}, {"role": "assistant", "content": "no: port 5433, key zebra-quartz"}],
+            session="s",
+            user="bob",
+        )
         assert sigma() == before  # bob's reply does not judge alice's recovery
         assert lt.stats()["pending_recoveries"] == 1
-        lt.archive([{"role": "user", "content": "so?"}, {"role": "assistant", "content": "It was 5433 with zebra-quartz."}],
-                   session="s", user="alice")
+        lt.archive(
+            [{"role": "user", "content": "so?"}, {"role": "assistant", "content": "It was 5433 with zebra-quartz."}],
+            session="s",
+            user="alice",
+        )
         assert sigma() != before and lt.stats()["pending_recoveries"] == 0  # her own reply does
         assert lt.feedback(alice, True, user="alice") == len(alice)
 

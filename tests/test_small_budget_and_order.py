@@ -8,9 +8,17 @@ from lantern import Lantern
 from lantern.archive.facts import extract_facts
 
 ZH = [
-    {"role": "user", "content": "我们的测试服务器端口设置为 8443，数据库密码是 Hx9!kPq2zz", "timestamp": "2026-03-01T10:00:00Z"},
+    {
+        "role": "user",
+        "content": "我们的测试服务器端口设置为 8443，数据库密码是 Hx9!kPq2zz",
+        "timestamp": "2026-03-01T10:00:00Z",
+    },
     {"role": "assistant", "content": "好的，已记录：端口 8443。", "timestamp": "2026-03-01T10:00:05Z"},
-    {"role": "user", "content": "部署脚本放在 /opt/deploy/run.sh，先停服务然后再拉镜像。", "timestamp": "2026-03-01T10:05:00Z"},
+    {
+        "role": "user",
+        "content": "部署脚本放在 /opt/deploy/run.sh，先停服务然后再拉镜像。",
+        "timestamp": "2026-03-01T10:05:00Z",
+    },
     {"role": "assistant", "content": "明白，步骤已记下。", "timestamp": "2026-03-01T10:05:05Z"},
     {"role": "user", "content": "测试服务器端口改为 9443 了，不再用 8443。", "timestamp": "2026-03-05T09:00:00Z"},
     {"role": "assistant", "content": "已更新为 9443。", "timestamp": "2026-03-05T09:00:05Z"},
@@ -28,14 +36,17 @@ def test_small_budget_recovers_the_turn_even_when_notes_do_not_fit(tmp_path):
 
 def test_one_session_block_lists_turns_in_conversation_order(tmp_path):
     with Lantern(tmp_path / "o.db", embedder="minilm") as memory:
-        memory.archive([
-            {"role": "user", "content": "the billing database listens on port 5433"},
-            {"role": "assistant", "content": "noted, port 5433 for billing"},
-            {"role": "user", "content": "the renderer lives in src/render/invoice.py"},
-            {"role": "assistant", "content": "ok, invoice renderer noted"},
-            {"role": "user", "content": "billing database password rotates monthly"},
-            {"role": "assistant", "content": "rotation noted for the billing database"},
-        ], session="s")
+        memory.archive(
+            [
+                {"role": "user", "content": "the billing database listens on port 5433"},
+                {"role": "assistant", "content": "noted, port 5433 for billing"},
+                {"role": "user", "content": "the renderer lives in src/render/invoice.py"},
+                {"role": "assistant", "content": "ok, invoice renderer noted"},
+                {"role": "user", "content": "billing database password rotates monthly"},
+                {"role": "assistant", "content": "rotation noted for the billing database"},
+            ],
+            session="s",
+        )
         result = memory.recover("billing database port", session="s", budget=6000)
         order = [result.text.index(e.text[:30]) for e in sorted(result.entries, key=lambda e: e.turn)]
         assert len(order) >= 2 and order == sorted(order), result.text

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from lantern.memory.triggers import Trigger, recovery_query, should_recover
 from lantern.memory import triggers_eval
+from lantern.memory.triggers import Trigger, recovery_query, should_recover
 
 BACK_POSITIVE = [
     ("As I said, the staging DB is on another host.", "as I said"),
@@ -58,9 +58,15 @@ BACK_NEGATIVE = [
     "我以前住在北京，后来搬到了上海。",  # 以前 as "in the past", no question
     "What was the capital of France during the war of 1870?",  # longer than a back-reference's noun phrase
     # breaker: the first versions of the "what was the X?" and 以前 cues fired on these
-    "What was the capital of France?", "What was the Renaissance?", "What was the weather like?",
-    "What were the causes of WW2?", "你以前去过北京吗？", "以前的人怎么生活？", "我以前是老师，你呢？",
-    "以前设计的 API 太复杂了。", "我以前用 Windows，现在用 Mac。",
+    "What was the capital of France?",
+    "What was the Renaissance?",
+    "What was the weather like?",
+    "What were the causes of WW2?",
+    "你以前去过北京吗？",
+    "以前的人怎么生活？",
+    "我以前是老师，你呢？",
+    "以前设计的 API 太复杂了。",
+    "我以前用 Windows，现在用 Mac。",
     "Before you start, make sure the tests pass.",
     "Add a check before the loop.",
     "Have you tried it before?",
@@ -137,7 +143,9 @@ def test_confident_draft_does_not_fire(draft: str) -> None:
 
 def test_both_paths_report_every_reason() -> None:
     t = should_recover("What was the port again?", draft="I'm not sure, maybe 5432.")
-    assert t == Trigger(True, ["back-reference: again?", "back-reference: what was the X?", "low-confidence draft: I'm not sure"])
+    assert t == Trigger(
+        True, ["back-reference: again?", "back-reference: what was the X?", "low-confidence draft: I'm not sure"]
+    )
 
 
 def test_draft_cues_are_not_read_in_the_question() -> None:

