@@ -1519,10 +1519,27 @@ def _flow_help(*typers: typer.Typer) -> None:
 _flow_help(app, hook_app, install_app)
 
 
+def _ignore_ctrl_c() -> None:
+    """From here on Ctrl-C is ignored: the command has decided to exit 130. The interpreter's shutdown (closing
+    databases, joining threads) can take seconds on a loaded machine, and Python resets its own SIGINT handler to
+    the default action for it: one more Ctrl-C then would kill the process by the signal (exit -2) instead of
+    letting it finish with 130. An ignored SIGINT stays ignored through that shutdown."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def main() -> None:
     try:
-        app()
+        app()  # typer turns a KeyboardInterrupt into exit code 130 (SystemExit)
+    except SystemExit as e:
+        if e.code == 130:
+            _ignore_ctrl_c()
+        raise
     except KeyboardInterrupt:
+        _ignore_ctrl_c()
         sys.exit(130)
 
 

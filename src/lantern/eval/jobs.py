@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import queue as queue_mod
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -160,10 +161,13 @@ def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None
     ctx = multiprocessing.get_context("spawn")  # no fork of a process holding onnxruntime / OpenBLAS threads
     events = ctx.Queue()
     results: dict[int, list[JobResult]] = {}
-    with ProcessPoolExecutor(
-        min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker, initargs=(events,)
-    ) as pool:
+    with _ignoring_ctrl_c():  # the workers start with SIGINT ignored (inherited through exec): a Ctrl-C while one
+        # is still importing would print its KeyboardInterrupt traceback; the parent alone handles Ctrl-C
+        pool = ProcessPoolExecutor(
+            min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker, initargs=(events,)
+        )
         pending = {pool.submit(run_job, j): i for i, j in enumerate(jobs)}
+    with pool:
         try:
             while pending:
                 done, _ = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -177,6 +181,21 @@ def run_jobs(jobs: Sequence[Job], workers: int, progress: Progress | None = None
             raise
         _drain(events, progress)
     return [r for i in range(len(jobs)) for r in results[i]]
+
+
+@contextmanager
+def _ignoring_ctrl_c():
+    """SIGINT ignored in this process while the block runs (main thread only; elsewhere nothing changes). The
+    processes it starts keep SIGINT ignored: an ignored signal stays ignored across exec, and Python then installs
+    no KeyboardInterrupt handler of its own. A Ctrl-C inside the block (a few milliseconds) is lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:
