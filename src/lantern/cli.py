@@ -8,6 +8,7 @@
     lantern [--db PATH] import FILE [--user U] [--no-embeddings]           -> Lantern.import_
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
     lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
+    lantern [--db PATH] events [--session ID] [--json]                     -> Lantern.events
     lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
     lantern demo                                                           -> lantern.demo.run
@@ -1141,6 +1142,55 @@ def facts(
                 escape(safe(f"{r.session} · turn {r.turn} (entry {r.entry_id})")),
             )
         Console(width=max(Console().width, 120)).print(table)
+
+    _guard(run)
+
+
+@app.command()
+def events(
+    session: Optional[str] = typer.Option(
+        None, "--session", "-s", callback=_utf8, help="Only this session's events (and its parent sessions')."
+    ),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, help="At most this many, newest first."),
+    as_json: bool = typer.Option(False, "--json", help="Print the events as JSON."),
+    user: Optional[str] = _user_option(),
+    agent: Optional[str] = _agent_option(),
+    project: Optional[str] = _project_option(),
+) -> None:
+    """Compaction events: when a compaction was detected (proxy, hooks, API), the turns it lost, what was injected.
+
+    Each event names its session, how it was detected, the lost entries (recovered: injected again; not recovered),
+    the injected entries and characters, and whether a rerank ran. `lantern ui` shows them on the session's
+    timeline."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    def run():
+        with _open() as lantern:
+            rows = lantern.events(session, limit=limit, user=user, agent=agent, project=project)
+        if as_json:
+            _print_json([r.to_json() for r in rows])
+            return
+        if not rows:
+            typer.secho("no compaction events", err=True, fg=typer.colors.YELLOW)
+            return
+        safe = _on_terminal()
+        table = Table()
+        for col in ("id", "time (UTC)", "session", "source", "reason", "lost", "recovered", "injected", "chars"):
+            table.add_column(col, overflow="fold", justify="right" if col in ("id", "lost", "chars") else "left")
+        for r in rows:
+            table.add_row(
+                str(r.id),
+                r.time.strftime("%Y-%m-%d %H:%M:%S"),
+                escape(safe(r.session)),
+                escape(r.source),
+                escape(r.reason),
+                str(len(r.lost)),
+                f"{len(r.recovered)} of {len(r.lost)}",
+                plural(len(r.injected), "entry", "entries"),
+                f"{r.chars:,}",
+            )
+        _stdout_console().print(table)
 
     _guard(run)
 
