@@ -90,8 +90,11 @@ def test_api_compaction_recover_records_one_small_event(tmp_path):
         # filters: the session and its sub-sessions' parents, the user
         assert lt.events("s/sub") == lt.events() and lt.events("other") == []
         assert lt.events(user="bob") == [] and lt.events(event_id=event.id)[0].id == event.id
-        assert event.to_json()["injected"][0] == {"id": rec.entries[0].id, "chars": len(rec.entries[0].text),
-                                                  "excerpt": rec.entries[0].excerpt}
+        assert event.to_json()["injected"][0] == {
+            "id": rec.entries[0].id,
+            "chars": len(rec.entries[0].text),
+            "excerpt": rec.entries[0].excerpt,
+        }
         # record=False (the caller records its own) writes nothing
         c.recover(lt, record=False)
         assert len(lt.events()) == 1
@@ -179,8 +182,14 @@ def upstream():
     async def chat(request):
         body = await request.json()
         text = f"reply to: {str(body['messages'][-1].get('content'))[:40]}"
-        return JSONResponse({"id": "c", "object": "chat.completion", "model": body.get("model"), "choices": [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]})
+        return JSONResponse(
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "model": body.get("model"),
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            }
+        )
 
     app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
     with socket.socket() as s:
@@ -223,8 +232,13 @@ def test_a_compaction_handled_by_the_proxy_is_an_event(tmp_path, upstream, monke
     port_turn = next(i for i, t in by_text.items() if "5433" in t)
     assert port_turn in event.lost and port_turn in event.recovered
     assert not any("module number 6" in by_text[i] for i in event.lost)  # still live: not lost
-    out = subprocess.run([sys.executable, "-m", "lantern.cli", "--db", str(path), "events", "--json", "--user", "alice"],
-                         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": _src()})
+    out = subprocess.run(
+        [sys.executable, "-m", "lantern.cli", "--db", str(path), "events", "--json", "--user", "alice"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": _src()},
+    )
     assert out.returncode == 0, out.stderr
     (shown,) = json.loads(out.stdout)
     assert shown["id"] == event.id and shown["lost"] == event.lost and shown["source"] == "proxy"
@@ -241,10 +255,21 @@ def test_a_compaction_handled_by_the_claude_code_hook_is_an_event(tmp_path):
     transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
 
     def hook(event: str, **extra):
-        payload = {"session_id": SID, "transcript_path": str(transcript), "cwd": "/home/dev/billing",
-                   "hook_event_name": event, **extra}
-        r = subprocess.run([sys.executable, "-m", "lantern.cli", "hook", "claude-code"], input=json.dumps(payload),
-                           env=env, capture_output=True, text=True, timeout=120)
+        payload = {
+            "session_id": SID,
+            "transcript_path": str(transcript),
+            "cwd": "/home/dev/billing",
+            "hook_event_name": event,
+            **extra,
+        }
+        r = subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "hook", "claude-code"],
+            input=json.dumps(payload),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         return r.stdout
 
@@ -255,8 +280,9 @@ def test_a_compaction_handled_by_the_claude_code_hook_is_an_event(tmp_path):
     hook("UserPromptSubmit", prompt="as I said earlier, what was the port?")
     assert hook("UserPromptSubmit", prompt="add a docstring to pool.py") == ""  # no back-reference: no event
 
-    r = subprocess.run([sys.executable, "-m", "lantern.cli", "events", "--json"], env=env, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "lantern.cli", "events", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     prompt_event, start_event = json.loads(r.stdout)  # newest first
     assert start_event["source"] == prompt_event["source"] == "claude-code"
@@ -269,6 +295,11 @@ def test_a_compaction_handled_by_the_claude_code_hook_is_an_event(tmp_path):
     assert port_turns and port_turns & set(start_event["recovered"])
     assert sum(x["chars"] for x in start_event["injected"]) <= len(context)
 
-    table = subprocess.run([sys.executable, "-m", "lantern.cli", "events"], env={**env, "COLUMNS": "200"},
-                           capture_output=True, text=True, timeout=120)
+    table = subprocess.run(
+        [sys.executable, "-m", "lantern.cli", "events"],
+        env={**env, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert table.returncode == 0 and "compact_boundary" in table.stdout and "back_reference" in table.stdout
