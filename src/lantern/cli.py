@@ -9,6 +9,7 @@
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
     lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
     lantern [--db PATH] events [--session ID] [--json]                     -> Lantern.events
+    lantern [--db PATH] ui [--host H] [--port N] [--token T] [--open]      -> lantern.integrations.ui
     lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
     lantern demo                                                           -> lantern.demo.run
@@ -1353,7 +1354,9 @@ def serve(
             f"{e}; install the proxy extra: pip install -e '.[proxy]' in a checkout, or pip install "
             "'lantern-memory[proxy]'"
         )
-    if token is None and host not in ("127.0.0.1", "localhost", "::1"):
+    from lantern.integrations.service import is_loopback
+
+    if token is None and not is_loopback(host):
         typer.secho(
             f"warning: serving {host} without --token: anyone who reaches it can read the archive",
             err=True,
@@ -1385,6 +1388,48 @@ def serve(
             upstream_key=upstream_key,
         )
     )
+
+
+@app.command()
+def ui(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback; another needs --token)."),
+    port: int = typer.Option(8766, "--port", "-p", min=1, max=65535, help="Port to listen on."),
+    token: Optional[str] = typer.Option(
+        None, "--token", envvar="LANTERN_UI_TOKEN", help="Require this token (open /?token=TOKEN once)."
+    ),
+    open_browser: bool = typer.Option(False, "--open", help="Open the inspector in the default browser."),
+) -> None:
+    """Inspect the memory in a browser: sessions, timelines, compaction events, explain, facts, stats, forget.
+
+    A local web app on 127.0.0.1 (no network, no script); needs the `ui` extra. Another interface needs --token."""
+    from lantern.integrations.service import is_loopback
+
+    if token is None and not is_loopback(host):
+        _fail(f"--host {host} needs --token: the inspector shows the whole archive to whoever reaches it")
+    try:
+        from lantern.integrations.ui import serve as serve_ui
+    except ImportError as e:
+        _fail(f"{e}; install the ui extra: pip install -e '.[ui]' in a checkout, or pip install 'lantern-memory[ui]'")
+
+    def run():
+        from lantern.config import default_db_path
+        from lantern.errors import LanternError
+
+        path = state.db or default_db_path()
+        if not path.exists() or _empty_file(path):
+            raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE), or lantern demo")
+        shown_host = f"[{host}]" if ":" in host else host
+        url = f"http://{shown_host}:{port}/"
+        login = " (with --token: open /?token=TOKEN once, or log in on the page)" if token else ""
+        typer.echo(f"lantern inspector on {url}{login}; Ctrl-C stops it", err=True)
+        if open_browser:
+            import webbrowser
+            from urllib.parse import quote
+
+            webbrowser.open(url + (f"?token={quote(token)}" if token else ""))
+        serve_ui(path, state.embedder, host=host, port=port, token=token)
+
+    _guard(run)
 
 
 @app.command("eval")
