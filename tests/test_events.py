@@ -242,6 +242,23 @@ def test_a_compaction_handled_by_the_proxy_is_an_event(tmp_path, upstream, monke
     assert out.returncode == 0, out.stderr
     (shown,) = json.loads(out.stdout)
     assert shown["id"] == event.id and shown["lost"] == event.lost and shown["source"] == "proxy"
+    on_the_timeline(path, "billing-42", "alice", event)
+
+
+def on_the_timeline(path: Path, session: str, user: str, event) -> None:
+    """The inspector shows the event on the session's timeline, its lost turns marked, and lost beside injected."""
+    pytest.importorskip("jinja2")
+    from fastapi.testclient import TestClient
+
+    from lantern.integrations.ui import build_app
+
+    with TestClient(build_app(path), base_url="http://127.0.0.1") as ui:
+        page = ui.get("/session", params={"s": session, "user": user}).text
+        assert f'id="ev{event.id}"' in page and f"Compaction #{event.id}" in page
+        assert page.count(f"lost in #{event.id} · recovered") == len(event.recovered)
+        assert page.count(f"lost in #{event.id} · not recovered") == len(event.not_recovered)
+        detail = ui.get(f"/event/{event.id}").text
+        assert detail.count("✓ recovered") == len(event.recovered) and f"{len(event.injected)} entries" in detail
 
 
 # ---------------------------------------------------------------------------------------------- the hooks
@@ -294,6 +311,9 @@ def test_a_compaction_handled_by_the_claude_code_hook_is_an_event(tmp_path):
     port_turns = {i for i in start_event["lost"] if "5433" in turns[i]}
     assert port_turns and port_turns & set(start_event["recovered"])
     assert sum(x["chars"] for x in start_event["injected"]) <= len(context)
+    with Lantern(db) as lt:
+        (event,) = [e for e in lt.events(SID) if e.id == start_event["id"]]
+    on_the_timeline(db, SID, "", event)
 
     table = subprocess.run(
         [sys.executable, "-m", "lantern.cli", "events"],
