@@ -19,7 +19,7 @@ import numpy as np
 from lantern import reinforce
 from lantern.archive.chunk import chunk
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
-from lantern.archive.redact import load_policy, set_secret_redaction
+from lantern.archive.redact import load_policy, redact_text, set_secret_redaction
 from lantern.archive.subagents import parent_session
 from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
 from lantern.embed import Embedder, embedder_name, get_embedder
@@ -27,6 +27,7 @@ from lantern.model import ArchiveResult, Hit, Message, Recovery, content_hash
 from lantern.recover import facts_note, pipeline, speaker
 from lantern.recover.query_vectors import QueryVectors
 from lantern.scope import Scope, resolve, scope_where
+from lantern.store import events as event_store
 from lantern.store import facts as fact_store
 from lantern.store.index import MemoryIndex
 from lantern.store.sqlite import Store, is_unwritable
@@ -371,6 +372,71 @@ class Lantern:
         where, params = self._fact_filter(resolve(self.scope, user, agent, project))
         return fact_store.records(
             self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params
+        )
+
+    def record_compaction(
+        self,
+        recovery: Recovery,
+        *,
+        session: str | None,
+        reason: str,
+        lost: Iterable[int],
+        source: str = "api",
+        rerank: bool = False,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> int | None:
+        """Record one compaction event (store/events.py): when, which ``session`` within the scope (default: the
+        handle's), how it was detected (``reason``: compaction.py's summary / dropped / size_drop, or the
+        integration's own), by whom (``source``: api, proxy, claude-code, demo), the ``lost`` entry ids, the
+        recovery's query (redacted as archived text is, first 4,000 characters), the injected entries (id,
+        characters, excerpt) and whether a rerank ran. Called by ``compaction.Compaction.recover`` and the Claude
+        Code hooks. Returns the event id, or None when the database cannot be written now (a read-only file, the
+        write lock not obtained within ``reinforce.WRITE_WAIT_S``, a full disk: logged on the ``lantern`` logger;
+        the recovery stands all the same)."""
+        import time
+
+        scope = resolve(self.scope, user, agent, project)
+        query = redact_text(recovery.query or "", self.redaction)[0][: event_store.QUERY_CHARS]
+        try:
+            with self.store.transaction(wait=reinforce.WRITE_WAIT_S) as db:
+                return event_store.add_event(
+                    db,
+                    time=time.time(),
+                    session=given_name(session) or DEFAULT_SESSION,
+                    scope=scope,
+                    source=source,
+                    reason=reason,
+                    lost=list(lost),
+                    query=query,
+                    injected=[(e.id, len(e.text), e.excerpt) for e in recovery.entries],
+                    chars=recovery.chars,
+                    budget=recovery.budget,
+                    rerank=rerank,
+                )
+        except sqlite3.OperationalError as e:
+            if not is_unwritable(e):
+                raise
+            log.warning("%s: compaction event not recorded (%s)", self.path, e)
+            return None
+
+    def events(
+        self,
+        session: str | None = None,
+        *,
+        limit: int | None = 100,
+        event_id: int | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> list[event_store.EventRecord]:
+        """Recorded compaction events (``record_compaction``), newest first: of ``session`` (and of the sessions it
+        is a sub-session of) when given, else of every session; at most ``limit`` (None: all). Scope as
+        ``recover``, except that ``agent`` / ``project`` match the scope the event was detected in exactly."""
+        scope = resolve(self.scope, user, agent, project)
+        return event_store.events(
+            self.store.db, scope=scope, session=given_name(session), event_id=event_id, limit=limit
         )
 
     def _fact_filter(self, scope: Scope) -> tuple[str, tuple]:

@@ -8,6 +8,8 @@
     lantern [--db PATH] import FILE [--user U] [--no-embeddings]           -> Lantern.import_
     lantern [--db PATH] stats [--json]                                     -> Lantern.stats
     lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
+    lantern [--db PATH] events [--session ID] [--json]                     -> Lantern.events
+    lantern [--db PATH] ui [--host H] [--port N] [--token T] [--open]      -> lantern.integrations.ui
     lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
     lantern demo                                                           -> lantern.demo.run
@@ -1146,6 +1148,55 @@ def facts(
 
 
 @app.command()
+def events(
+    session: Optional[str] = typer.Option(
+        None, "--session", "-s", callback=_utf8, help="Only this session's events (and its parent sessions')."
+    ),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, help="At most this many, newest first."),
+    as_json: bool = typer.Option(False, "--json", help="Print the events as JSON."),
+    user: Optional[str] = _user_option(),
+    agent: Optional[str] = _agent_option(),
+    project: Optional[str] = _project_option(),
+) -> None:
+    """Compaction events: when a compaction was detected (proxy, hooks, API), the turns it lost, what was injected.
+
+    Each event names its session, how it was detected, the lost entries (recovered: injected again; not recovered),
+    the injected entries and characters, and whether a rerank ran. `lantern ui` shows them on the session's
+    timeline."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    def run():
+        with _open() as lantern:
+            rows = lantern.events(session, limit=limit, user=user, agent=agent, project=project)
+        if as_json:
+            _print_json([r.to_json() for r in rows])
+            return
+        if not rows:
+            typer.secho("no compaction events", err=True, fg=typer.colors.YELLOW)
+            return
+        safe = _on_terminal()
+        table = Table()
+        for col in ("id", "time (UTC)", "session", "source", "reason", "lost", "recovered", "injected", "chars"):
+            table.add_column(col, overflow="fold", justify="right" if col in ("id", "lost", "chars") else "left")
+        for r in rows:
+            table.add_row(
+                str(r.id),
+                r.time.strftime("%Y-%m-%d %H:%M:%S"),
+                escape(safe(r.session)),
+                escape(r.source),
+                escape(r.reason),
+                str(len(r.lost)),
+                f"{len(r.recovered)} of {len(r.lost)}",
+                plural(len(r.injected), "entry", "entries"),
+                f"{r.chars:,}",
+            )
+        _stdout_console().print(table)
+
+    _guard(run)
+
+
+@app.command()
 def feedback(
     ctx: typer.Context,
     ids: list[int] = typer.Argument(..., metavar="ID", help="Entry ids (as shown by recover --json or search)."),
@@ -1303,7 +1354,9 @@ def serve(
             f"{e}; install the proxy extra: pip install -e '.[proxy]' in a checkout, or pip install "
             "'lantern-memory[proxy]'"
         )
-    if token is None and host not in ("127.0.0.1", "localhost", "::1"):
+    from lantern.integrations.service import is_loopback
+
+    if token is None and not is_loopback(host):
         typer.secho(
             f"warning: serving {host} without --token: anyone who reaches it can read the archive",
             err=True,
@@ -1335,6 +1388,48 @@ def serve(
             upstream_key=upstream_key,
         )
     )
+
+
+@app.command()
+def ui(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback; another needs --token)."),
+    port: int = typer.Option(8766, "--port", "-p", min=1, max=65535, help="Port to listen on."),
+    token: Optional[str] = typer.Option(
+        None, "--token", envvar="LANTERN_UI_TOKEN", help="Require this token (open /?token=TOKEN once)."
+    ),
+    open_browser: bool = typer.Option(False, "--open", help="Open the inspector in the default browser."),
+) -> None:
+    """Inspect the memory in a browser: sessions, timelines, compaction events, explain, facts, stats, forget.
+
+    A local web app on 127.0.0.1 (no network, no script); needs the `ui` extra. Another interface needs --token."""
+    from lantern.integrations.service import is_loopback
+
+    if token is None and not is_loopback(host):
+        _fail(f"--host {host} needs --token: the inspector shows the whole archive to whoever reaches it")
+    try:
+        from lantern.integrations.ui import serve as serve_ui
+    except ImportError as e:
+        _fail(f"{e}; install the ui extra: pip install -e '.[ui]' in a checkout, or pip install 'lantern-memory[ui]'")
+
+    def run():
+        from lantern.config import default_db_path
+        from lantern.errors import LanternError
+
+        path = state.db or default_db_path()
+        if not path.exists() or _empty_file(path):
+            raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE), or lantern demo")
+        shown_host = f"[{host}]" if ":" in host else host
+        url = f"http://{shown_host}:{port}/"
+        login = " (with --token: open /?token=TOKEN once, or log in on the page)" if token else ""
+        typer.echo(f"lantern inspector on {url}{login}; Ctrl-C stops it", err=True)
+        if open_browser:
+            import webbrowser
+            from urllib.parse import quote
+
+            webbrowser.open(url + (f"?token={quote(token)}" if token else ""))
+        serve_ui(path, state.embedder, host=host, port=port, token=token)
+
+    _guard(run)
 
 
 @app.command("eval")

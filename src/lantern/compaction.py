@@ -67,12 +67,13 @@ class Compaction:
     messages: list[Any] = field(default_factory=list, repr=False)
     scope: Any = None  # the lantern.scope.Scope detection ran in
 
-    def recover(self, lantern: Any, budget: int | None = None) -> Recovery:
+    def recover(self, lantern: Any, budget: int | None = None, *, source: str = "api", record: bool = True) -> Recovery:
         """The block to inject: ``lantern.recover(query, session, budget, exclude=live messages, proactive=True)``
         in the scope the compaction was detected in (a proactive recovery: pruned entries stay out unless the
-        query names them; reinforce.py)."""
+        query names them; reinforce.py). With ``record`` (default) the compaction is stored as one event
+        (``Lantern.record_compaction``: ``lantern events``, the inspector) with ``source`` naming who detected it."""
         scope = self.scope or lantern.scope
-        return lantern.recover(
+        recovery = lantern.recover(
             self.query,
             session=self.session,
             budget=budget,
@@ -82,6 +83,18 @@ class Compaction:
             agent=scope.agent,
             project=scope.project,
         )
+        if record:
+            lantern.record_compaction(
+                recovery,
+                session=self.session,
+                reason=self.reason,
+                lost=self.lost_entry_ids,
+                source=source,
+                user=scope.user,
+                agent=scope.agent,
+                project=scope.project,
+            )
+        return recovery
 
 
 def message_text(m: Any) -> str:

@@ -51,7 +51,12 @@ class CompactionResult:
     extra: dict = field(default_factory=dict)
 
 
-def compact_and_recover(lantern: Lantern, session: str, turns: list[Turn]) -> CompactionResult | None:
+def compact_and_recover(
+    lantern: Lantern, session: str, turns: list[Turn], entry_ids: list[int] | None = None
+) -> CompactionResult | None:
+    """Compact one session at t* and recover (the module docstring's steps 2-4). ``entry_ids``: the archived entry
+    of each turn; when given, the compaction is recorded as an event (source ``demo``, reason ``gist``: the
+    compacted-away turns lost, what the block injected), as the proxy and the hooks record theirs."""
     t = t_star(len(turns))
     if t is None:
         return None
@@ -64,6 +69,10 @@ def compact_and_recover(lantern: Lantern, session: str, turns: list[Turn]) -> Co
     rec = lantern.recover(recovery_query(kept, summary), session=session, exclude=not_yet)
     ms = (time.perf_counter() - start) * 1000
     recovered = [f for f in facts if f in rec.text]
+    if entry_ids is not None:
+        lantern.record_compaction(
+            rec, session=session, reason="gist", lost=[i for i in entry_ids[: t - KEEP] if i is not None], source="demo"
+        )
     return CompactionResult(session, len(turns), t, facts, recovered, rec.text, rec.chars, ms, len(context))
 
 
@@ -94,12 +103,14 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
         lantern.embedder.embed(["warm up"])
         load_ms = (time.perf_counter() - start) * 1000
         archive_ms: list[float] = []
+        ids: dict[str, list[int]] = {}
         for session, turns in by_session.items():
             for turn in turns:
                 t0 = time.perf_counter()
-                lantern.archive(turn.messages, session=session)
+                archived = lantern.archive(turn.messages, session=session)
                 archive_ms.append((time.perf_counter() - t0) * 1000)
-        results = [r for s, turns in by_session.items() if (r := compact_and_recover(lantern, s, turns))]
+                ids.setdefault(session, []).append(archived.entry_ids[0] if archived.entry_ids else None)
+        results = [r for s, turns in by_session.items() if (r := compact_and_recover(lantern, s, turns, ids.get(s)))]
         stats = lantern.stats()
         lantern.close()
 

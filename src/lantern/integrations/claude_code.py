@@ -18,7 +18,8 @@ What each event does:
 - ``SessionStart`` with ``source: compact``: archive the new lines, read the last compact summary from the
   transcript, and recover what it lost: query = the last user message + the summary (first 2,000 characters),
   restricted to this session (and its sidechains), excluding the turns still live after the compaction. Prints the
-  hook output with the recovered block as ``additionalContext``.
+  hook output with the recovered block as ``additionalContext``, and records the compaction as an event
+  (``lantern events``; the prompt recovery below records one too).
 - ``UserPromptSubmit``: when ``memory.triggers.should_recover(prompt)`` fires and the transcript has been compacted,
   recover with the prompt as query (same scope and exclusion) and inject the block. A prompt with no
   back-reference costs no model load and no database access.
@@ -371,10 +372,13 @@ def _open(ctx: HookContext):
 
 
 def recover_after_compaction(
-    lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None
+    lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None, record: bool = True
 ):
     """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit), else the last
-    user message + the summary; excluding the live messages after the last compaction. None if never compacted."""
+    user message + the summary; excluding the live messages after the last compaction. None if never compacted.
+    With ``record`` the recovery is stored as a compaction event (``Lantern.record_compaction``, source
+    ``claude-code``; reason ``compact_boundary`` at SessionStart(compact), ``back_reference`` for a prompt) whose lost
+    turns are the session's archived entries not in the live messages."""
     parsed = read_since_last_compaction(transcript)
     if parsed is None:
         return None
@@ -387,7 +391,25 @@ def recover_after_compaction(
         from lantern.compaction import summary_query_text
 
         question = "\n".join(p for p in (last_user.strip(), summary_query_text(summary.text)) if p)
-    return lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
+        reason = "compact_boundary"
+    else:
+        reason = "back_reference"
+    recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
+    if record:
+        lantern.record_compaction(
+            recovery, session=session, reason=reason, lost=_lost(lantern, session, live), source="claude-code"
+        )
+    return recovery
+
+
+def _lost(lantern: Any, session: str, live: list) -> list[int]:
+    """The archived entries of ``session`` (not its sidechains) whose text is not in the ``live`` messages, in turn
+    order: what the compaction dropped (compaction.py's presence test)."""
+    from lantern.compaction import SessionArchive
+
+    archive = SessionArchive(lantern.store, session, lantern.scope)
+    present = archive.present_in(lantern.live_text(live)) if archive.ids else set()
+    return [i for i in archive.order if i not in present]
 
 
 def _last_user_before(lantern: Any, session: str) -> str:

@@ -605,7 +605,7 @@ class _Forwarder:
             else:
                 event = event or current
                 try:
-                    recovery = event.recover(lantern)
+                    recovery = event.recover(lantern, source="proxy")
                     block = recovery.text
                     self.blocks[key] = (block, {e.id for e in recovery.entries})
                 except Exception as e:  # noqa: BLE001

@@ -22,6 +22,24 @@ MAX_K = 1000  # search results per call (ours)
 MAX_BUDGET = 1_000_000  # characters per recovery (ours)
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")  # the interfaces `lantern serve` and `lantern ui` bind by default
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an interface to bind, or a request's Host name) is the loopback one: ``LOOPBACK_HOSTS``,
+    any 127.0.0.0/8 address, ``[::1]``. A server on any other interface serves the archive to whoever reaches it,
+    so it needs a token (``lantern serve`` warns, ``lantern ui`` refuses)."""
+    import ipaddress
+
+    host = host.strip().lower().removeprefix("[").removesuffix("]")
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class NoDatabaseError(LanternError):
     """A read was asked of a database file that does not exist yet."""
 

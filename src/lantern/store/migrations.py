@@ -145,6 +145,35 @@ def m005_fts_porter(db: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m006_events(db: sqlite3.Connection) -> None:
+    """Compaction events (store/events.py): one small row per compaction detected and recovered for, by the proxy,
+    the Claude Code hooks or the Python API. Entry ids and counts only, no turn text; the query is redacted."""
+    _run(
+        db,
+        """
+        CREATE TABLE events (
+            id        INTEGER PRIMARY KEY,
+            time      REAL NOT NULL,             -- unix seconds UTC
+            session   TEXT NOT NULL,             -- the session recovered for (with its sub-sessions)
+            user_id   TEXT NOT NULL DEFAULT '',  -- the scope detection ran in (lantern/scope.py)
+            agent_id  TEXT,                      -- NULL: any agent
+            project   TEXT,                      -- NULL: any project
+            source    TEXT NOT NULL,             -- proxy | claude-code | api | demo
+            reason    TEXT NOT NULL,             -- how it was detected: summary | dropped | size_drop | ...
+            lost      TEXT NOT NULL,             -- JSON [entry id, ...]: archived turns no longer live, turn order
+            query     TEXT NOT NULL,             -- the recovery's query, redacted, <= 4,000 characters
+            injected  TEXT NOT NULL,             -- JSON [[entry id, characters, excerpt], ...], block order
+            chars     INTEGER NOT NULL,          -- characters of the injected block
+            budget    INTEGER NOT NULL,
+            rerank    INTEGER NOT NULL DEFAULT 0 -- 1 when an LLM rerank ran
+        );
+        CREATE INDEX events_user_session ON events(user_id, session, time);
+        CREATE INDEX events_time ON events(time)
+        """,
+    )
+
+
 def _run(db: sqlite3.Connection, script: str) -> None:
     """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
     for statement in script.split(";\n"):

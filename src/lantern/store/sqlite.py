@@ -22,6 +22,7 @@ import numpy as np
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
+from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
 from lantern.store.migrations import MIGRATIONS, migrate
 from lantern.store.reinforcement import forget_pending
@@ -315,8 +316,8 @@ class Store:
         """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
         conditions combine with AND; ``scope`` None: any user), in one transaction: the entry rows, their FTS5 rows,
         and the rows of EVERY table with a foreign key to ``entries`` (embeddings, and any table a later migration
-        adds that way), with facts chains re-linked first (store/facts.py). Returns the count. Raises ValueError
-        when nothing selects."""
+        adds that way), with facts chains re-linked first (store/facts.py), and the compaction events they are part
+        of (store/events.py ``forget_events``). Returns the count. Raises ValueError when nothing selects."""
         if entry is None and session is None and scope is None:
             raise ValueError("give entry=, session= or a scope")
         parts, args = [], []
@@ -331,8 +332,10 @@ class Store:
             parts.append(sql)
             args += params
         with self.transaction() as db:
-            ids = [r[0] for r in db.execute(f"SELECT id FROM entries WHERE {' AND '.join(parts)}", args)]
+            rows = db.execute(f"SELECT id, user_id, session FROM entries WHERE {' AND '.join(parts)}", args).fetchall()
+            ids = [r[0] for r in rows]
             marks = [(i,) for i in ids]
+            forget_events(db, rows, session=session, scope=scope, whole=entry is None)
             for entry_id in ids:
                 self._delete_fts(db, entry_id)
             delete_facts(db, ids)  # re-links each key's chain around the deleted versions

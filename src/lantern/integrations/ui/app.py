@@ -1,0 +1,466 @@
+"""The inspector's web app (FastAPI, server-rendered Jinja2 templates, extra ``ui``): ``lantern --db DB ui``.
+
+Pages (all GET, read only, except forget):
+
+    /                     sessions per user, searchable (name or text), counts and time spans; recent events
+    /session?s=S&user=U   a session's timeline: turns, tool calls (long output folded), labels, compaction events
+    /event/ID             one compaction: the lost turns beside what was injected, recovered or not
+    /explain?q=...        Lantern.explain: ranks per signal, RRF, MMR order, verdicts, the block as injected
+    /facts                fact versions on a time axis, as of a time
+    /stats                counts; entries per day, bytes per table, recoveries per day
+    /forget?entry=ID | /forget?s=S&user=U    a confirmation page; POST /forget does it (Lantern.forget)
+
+Security: loopback only unless a token is given (``lantern serve``'s rule, integrations/service.py
+``is_loopback``); without a token a request whose Host is not a loopback name is refused (a DNS-rebinding page
+cannot read the archive). With a token, every request needs it: ``Authorization: Bearer TOKEN``, or the cookie a
+visit of ``/?token=TOKEN`` (or the login form) sets (HttpOnly, SameSite=Strict). The one write, forget, is a POST
+that must carry this process's random CSRF token (a hidden form field) and come from the same origin (Origin, else
+Referer). Every page is rendered with Jinja2 autoescaping: archived text is text, never markup. Every response
+carries ``CSP``: no script at all, nothing from another origin; and ``Cache-Control: no-store``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lantern.errors import LanternError
+from lantern.integrations.service import is_loopback
+from lantern.integrations.ui import charts, views
+
+HERE = Path(__file__).parent
+CSP = (
+    "default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",  # same-origin POSTs keep their Origin; nothing leaks to other sites
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "Cache-Control": "no-store",  # archived text is not kept in the browser's disk cache
+}
+COOKIE = "lantern_ui_token"
+PAGE_TURNS = 200  # turns per timeline page (ours)
+EXPLAIN_ROWS = 60  # candidates listed by explain unless all=1 (ours): packed ones come first
+MAX_FORM_BYTES = 64 * 1024
+
+_env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def _when(value: datetime | None, seconds: bool = False) -> str:
+    if value is None:
+        return "–"
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
+def _span(first: datetime | None, last: datetime | None) -> str:
+    if first is None or last is None:
+        return ""
+    s = (last - first).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if s >= size:
+            return f"{s / size:.1f} {unit}".replace(".0 ", " ")
+    return f"{s:.0f} s"
+
+
+def _url(path: str, **params: Any) -> str:
+    kept = {k: v for k, v in params.items() if v is not None}
+    return path + ("?" + urlencode(kept) if kept else "")
+
+
+_env.filters["when"] = _when
+_env.globals.update(span=_span, url=_url, charts=charts)
+
+
+class _State:
+    def __init__(self, path: Path, embedder: str | None):
+        self.path, self.embedder = path, embedder
+        self.lock = threading.RLock()
+        self.csrf = secrets.token_urlsafe(32)
+        self._lantern = None
+
+    def lantern(self):
+        if self._lantern is None:
+            from lantern.api import Lantern
+
+            if not self.path.exists():
+                raise LanternError(f"no database at {self.path}: archive something first (lantern ingest FILE)")
+            self._lantern = Lantern(self.path, embedder=self.embedder)
+        return self._lantern
+
+    def close(self) -> None:
+        with self.lock:
+            if self._lantern is not None:
+                self._lantern.close()
+                self._lantern = None
+
+
+def _host_name(host: str) -> str:
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def build_app(
+    path: str | os.PathLike[str] | None = None, embedder: str | None = None, *, token: str | None = None
+) -> FastAPI:
+    """The inspector over the database at ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``; never
+    created). ``token``: required of every request (see the module docstring); without one, only requests to a
+    loopback Host name are served."""
+    from contextlib import asynccontextmanager
+
+    from lantern.config import default_db_path
+
+    state = _State(Path(path) if path is not None else default_db_path(), embedder)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        state.close()
+
+    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.ui = state
+
+    def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = _env.get_template(name).render(request=request, csrf=state.csrf, nav=name.split(".")[0], **context)
+        return HTMLResponse(html, status_code=status)
+
+    def error(request: Request, status: int, message: str) -> HTMLResponse:
+        return page(request, "error.html", status=status, status_code=status, message=message)
+
+    @app.exception_handler(StarletteHTTPException)  # an unknown path (404), a wrong method (405)
+    async def _http_error(request: Request, e: StarletteHTTPException) -> HTMLResponse:
+        return error(request, e.status_code, str(e.detail))
+
+    @app.exception_handler(RequestValidationError)  # a parameter of the wrong type (/event/abc)
+    async def _invalid(request: Request, e: RequestValidationError) -> HTMLResponse:
+        where = ", ".join(".".join(str(x) for x in err.get("loc", ())[1:]) for err in e.errors())
+        return error(request, 400, f"bad parameter: {where}")
+
+    async def _bad_input(request: Request, e: Exception) -> HTMLResponse:
+        return error(request, 400, str(e))
+
+    for bad_input in (LanternError, ValueError, TypeError):  # the request's input, or no database: said in one line
+        app.add_exception_handler(bad_input, _bad_input)
+
+    def authorized(request: Request) -> bool:
+        if token is None:
+            return True
+        given = request.cookies.get(COOKIE, "")
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            given = auth[7:].strip()
+        return bool(given) and secrets.compare_digest(given.encode(), token.encode())
+
+    def same_origin(request: Request) -> bool:
+        host = request.headers.get("host", "")
+        expected = f"{request.url.scheme}://{host}"
+        origin = request.headers.get("origin")
+        if origin is not None:
+            return origin == expected
+        referer = request.headers.get("referer")
+        return referer is not None and (referer == expected or referer.startswith(expected + "/"))
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        host = _host_name(request.headers.get("host", ""))
+        if token is None and not is_loopback(host):
+            response: Response = HTMLResponse(
+                "Host not allowed: without a token the inspector answers only to a loopback name "
+                "(127.0.0.1, localhost, [::1]).",
+                status_code=421,
+            )
+        elif not authorized(request) and request.url.path not in ("/login", "/static/ui.css"):
+            given = request.query_params.get("token")
+            if request.method == "GET" and given and secrets.compare_digest(given.encode(), token.encode()):
+                rest = {k: v for k, v in request.query_params.multi_items() if k != "token"}
+                response = RedirectResponse(_url(request.url.path, **rest), status_code=303)
+                _set_cookie(response, token)
+            else:
+                response = page(request, "login.html", status=401, failed=bool(given))
+        else:
+            response = await call_next(request)
+        for k, v in HEADERS.items():
+            response.headers[k] = v
+        return response
+
+    async def form(request: Request) -> dict[str, str] | None:
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            return None
+        try:
+            return {k: v[0] for k, v in parse_qs(body.decode("utf-8"), keep_blank_values=True).items()}
+        except UnicodeDecodeError:
+            return None
+
+    @app.post("/login")
+    async def login(request: Request):
+        if token is None:
+            return RedirectResponse("/", status_code=303)
+        fields = await form(request)
+        if not same_origin(request) or fields is None:
+            return error(request, 403, "cross-origin request refused")
+        given = fields.get("token", "")
+        if not secrets.compare_digest(given.encode(), token.encode()):
+            return page(request, "login.html", status=401, failed=True)
+        response = RedirectResponse("/", status_code=303)
+        _set_cookie(response, token)
+        return response
+
+    @app.get("/login")
+    def login_form(request: Request):
+        return RedirectResponse("/", status_code=303) if authorized(request) else page(request, "login.html")
+
+    @app.get("/static/ui.css")
+    def css() -> Response:
+        return Response((HERE / "static" / "ui.css").read_bytes(), media_type="text/css; charset=utf-8")
+
+    @app.get("/", response_class=HTMLResponse)
+    def sessions(request: Request, q: str = "", forgotten: int | None = None):
+        from lantern.store import events as event_store
+        from lantern.store import overview
+
+        with state.lock:
+            lt = state.lantern()
+            rows = overview.sessions(lt.store.db, q.strip() or None)
+            recent = event_store.events(lt.store.db, limit=8)
+            stats = lt.store.stats()
+        users: dict[str, list] = {}
+        for r in rows:
+            users.setdefault(r.user, []).append(r)
+        return page(request, "sessions.html", q=q, users=users, recent=recent, stats=stats, forgotten=forgotten)
+
+    @app.get("/session", response_class=HTMLResponse)
+    def session(request: Request, s: str, user: str = "", page_no: int = 0):
+        with state.lock:
+            lt = state.lantern()
+            items, events = views.timeline(lt, s, user)
+        if not items:
+            return error(request, 404, f"no session {s!r} for user {user!r}")
+        pages = max(1, -(-len(items) // PAGE_TURNS))
+        page_no = min(max(page_no, 0), pages - 1)
+        shown = items[page_no * PAGE_TURNS : (page_no + 1) * PAGE_TURNS]
+        turns = sum(1 for i in items if i.entry is not None)
+        return page(
+            request,
+            "session.html",
+            s=s,
+            user=user,
+            items=shown,
+            events=events,
+            turns=turns,
+            mixed=len({i.entry.session for i in items if i.entry is not None}) > 1,
+            page_no=page_no,
+            pages=pages,
+        )
+
+    @app.get("/event/{event_id}", response_class=HTMLResponse)
+    def event(request: Request, event_id: int):
+        with state.lock:
+            view = views.event_view(state.lantern(), event_id)
+        if view is None:
+            return error(request, 404, f"no compaction event {event_id} (forgotten, or never recorded)")
+        return page(request, "event.html", v=view, ev=view.event)
+
+    @app.get("/events", response_class=HTMLResponse)
+    def events(request: Request):
+        from lantern.store import events as event_store
+
+        with state.lock:
+            rows = event_store.events(state.lantern().store.db, limit=500)
+        return page(request, "events.html", rows=rows)
+
+    @app.get("/explain", response_class=HTMLResponse)
+    def explain(
+        request: Request,
+        q: str = "",
+        s: str = "",
+        user: str = "",
+        budget: str = "",
+        as_of: str = "",
+        event: int | None = None,
+        all: int = 0,
+    ):
+        exclude: list[int] = []
+        proactive, ev, agent, project = False, None, None, None
+        with state.lock:
+            lt = state.lantern()
+            if event is not None:
+                view = views.event_view(lt, event)
+                if view is None:
+                    return error(request, 404, f"no compaction event {event}")
+                ev = view.event
+                q, s, user, agent, project = ev.query, ev.session, ev.user, ev.agent, ev.project
+                budget = budget or str(ev.budget)
+                exclude, proactive = views.live_at(lt, ev), True
+            result = None
+            if q.strip():
+                try:
+                    n = int(budget) if budget.strip() else None
+                    when = _as_of(as_of)
+                except ValueError as e:
+                    return error(request, 400, f"bad input: {e}")
+                rec = lt.explain(
+                    q,
+                    session=s or None,
+                    budget=n,
+                    exclude=exclude,
+                    as_of=when,
+                    proactive=proactive,
+                    user=user,
+                    agent=agent,
+                    project=project,
+                )
+                result = views.explained(rec, lt.config.signals)
+            default_budget = lt.config.budget
+        return page(
+            request,
+            "explain.html",
+            q=q,
+            s=s,
+            user=user,
+            budget=budget,
+            as_of=as_of,
+            ev=ev,
+            excluded=len(exclude),
+            result=result,
+            shown=None if all or result is None else EXPLAIN_ROWS,
+            all_url=_url("/explain", q=q, s=s, user=user, budget=budget, as_of=as_of, event=event, all=1),
+            default_budget=default_budget,
+        )
+
+    @app.get("/facts", response_class=HTMLResponse)
+    def facts(request: Request, user: str = "", as_of: str = "", key: str = ""):
+        try:
+            when = _as_of(as_of)
+        except ValueError as e:
+            return error(request, 400, f"bad input: {e}")
+        with state.lock:
+            records = state.lantern().facts(key.strip() or None, when, history=True, user=user)
+        keys, start, end = views.fact_rows(records, when)
+        return page(
+            request,
+            "facts.html",
+            user=user,
+            as_of=as_of,
+            key=key,
+            records=records,
+            axis=charts.fact_axis(keys, start, end, when),
+        )
+
+    @app.get("/stats", response_class=HTMLResponse)
+    def stats(request: Request):
+        from lantern.store import events as event_store
+        from lantern.store import overview
+
+        with state.lock:
+            lt = state.lantern()
+            s = lt.stats()
+            per_day = overview.entries_per_day(lt.store.db)
+            sizes = overview.table_bytes(lt.store.db)
+            recoveries = event_store.events_per_day(lt.store.db)
+            totals = [(e.lost, e.recovered) for e in event_store.events(lt.store.db)]
+        lost = sum(len(a) for a, _ in totals)
+        got = sum(len(b) for _, b in totals)
+        return page(
+            request,
+            "stats.html",
+            s=s,
+            entries_chart=charts.bar_chart(views.per_day(per_day), "entries per day", width=600),
+            bytes_chart=charts.hbar_chart(sizes or [], "bytes per table", " B", width=1180)
+            if sizes is not None
+            else None,
+            recoveries_chart=charts.bar_chart(views.per_day(recoveries), "recoveries per day", width=600),
+            events=len(totals),
+            lost=lost,
+            recovered=got,
+        )
+
+    @app.get("/forget", response_class=HTMLResponse)
+    def forget_confirm(request: Request, entry: int | None = None, s: str | None = None, user: str = ""):
+        with state.lock:
+            lt = state.lantern()
+            if entry is not None:
+                found = lt.store.entries([entry]).get(entry)
+                if found is None:
+                    return error(request, 404, f"no entry {entry}")
+                return page(request, "forget.html", entry=found, s=None, user=found.user, count=1)
+            if s:
+                count = len(views.session_entries(lt, s, user))
+                if not count:
+                    return error(request, 404, f"no session {s!r} for user {user!r}")
+                return page(request, "forget.html", entry=None, s=s, user=user, count=count)
+        return error(request, 400, "give entry= or s= (a session)")
+
+    @app.post("/forget")
+    async def forget(request: Request):
+        fields = await form(request)
+        if fields is None or not same_origin(request):
+            return error(request, 403, "cross-origin request refused")
+        if not secrets.compare_digest(fields.get("csrf", "").encode(), state.csrf.encode()):
+            return error(request, 403, "missing or stale form token: reload the confirmation page and confirm again")
+        from starlette.concurrency import run_in_threadpool
+
+        def run() -> int | str:
+            with state.lock:
+                lt = state.lantern()
+                if fields.get("entry"):
+                    try:
+                        entry = int(fields["entry"])
+                    except ValueError:
+                        return "bad entry id"
+                    found = lt.store.entries([entry], text=False, tags=False).get(entry)
+                    return lt.forget(entry=entry, user=found.user) if found is not None else 0
+                if fields.get("s"):
+                    return lt.forget(session=fields["s"], user=fields.get("user", ""))
+                return "give an entry or a session"
+
+        n = await run_in_threadpool(run)
+        if isinstance(n, str):
+            return error(request, 400, n)
+        return RedirectResponse(_url("/", forgotten=n), status_code=303)
+
+    return app
+
+
+def _set_cookie(response: Response, token: str) -> None:
+    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+
+
+def _as_of(value: str) -> datetime | None:
+    """An as-of field (``datetime-local``: ``YYYY-MM-DDTHH:MM``, or any ISO 8601; naive = UTC); "" is None."""
+    value = value.strip()
+    if not value:
+        return None
+    when = datetime.fromisoformat(value)
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+def serve(
+    path: str | os.PathLike[str] | None = None,
+    embedder: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8766,
+    token: str | None = None,
+) -> None:
+    """Run the inspector with uvicorn until interrupted. Refuses a host that is not loopback without a token."""
+    import uvicorn
+
+    if token is None and not is_loopback(host):
+        raise LanternError(f"serving {host} needs --token: the inspector shows the whole archive")
+    uvicorn.run(build_app(path, embedder, token=token), host=host, port=port, log_level="warning")

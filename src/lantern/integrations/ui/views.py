@@ -1,0 +1,237 @@
+"""What each inspector page shows, computed from a ``Lantern`` handle: plain values for the templates (no HTML here;
+the templates escape every text, charts.py builds the SVG)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from lantern.store import events as event_store
+from lantern.store import overview
+
+FOLD_CHARS = 600  # ours: a tool call's arguments or a tool result longer than this is folded (<details>)
+FOLD_LINES = 12
+SUMMARY_CHARS = 240  # characters of an entry's summary shown in lists
+
+_ROLES = "user|assistant|system|tool|developer|function"
+_MESSAGE = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
+_CALL = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
+_RESULT = re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
+
+
+@dataclass
+class Block:
+    """One rendered message of a turn (model.Message.render): ``kind`` message, call or result."""
+
+    kind: str
+    role: str
+    name: str
+    text: str
+
+    @property
+    def lines(self) -> int:
+        return self.text.rstrip("\n").count("\n") + 1
+
+    @property
+    def folded(self) -> bool:
+        return self.kind != "message" and (len(self.text) > FOLD_CHARS or self.lines > FOLD_LINES)
+
+
+def blocks(text: str) -> list[Block]:
+    """Split an entry's verbatim text back into its messages, tool calls and tool results, by the line prefixes
+    ``Message.render`` writes ("user: ", "assistant -> tool call NAME(", "tool result NAME: "). A line without
+    such a prefix continues the block before it (display only: a message quoting such a line splits there)."""
+    out: list[Block] = []
+    for line in text.split("\n"):
+        m = _CALL.match(line)
+        if m:
+            out.append(Block("call", m["role"], m["tool"], line[m.end() :]))
+            continue
+        m = _RESULT.match(line)
+        if m:
+            out.append(Block("result", "tool", m["tool"] or "", line[m.end() :]))
+            continue
+        m = _MESSAGE.match(line)
+        if m:
+            out.append(Block("message", m["role"], m["name"] or "", line[m.end() :]))
+            continue
+        if out:
+            out[-1].text += "\n" + line
+        else:
+            out.append(Block("message", "", "", line))
+    for b in out:
+        if b.kind == "call" and b.text.endswith(")"):
+            b.text = b.text[:-1]
+    return out
+
+
+@dataclass
+class Mark:
+    """A lost turn's mark on the timeline: lost in event ``event``, injected again or not."""
+
+    event: int
+    recovered: bool
+
+
+@dataclass
+class TimelineItem:
+    entry: Any = None  # model.Entry
+    blocks: list[Block] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    tags: list[tuple[str, str]] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+    event: Any = None  # an EventRecord placed here instead of an entry
+
+
+def timeline(lantern: Any, session: str, user: str) -> tuple[list[TimelineItem], list[Any]]:
+    """The session's turns in order, each with its blocks and labels, and its compaction events placed after the
+    last turn archived before them; returns (items, events)."""
+    ids = overview.session_entry_ids(lantern.store.db, session, user)
+    entries = lantern.store.entries(ids)
+    events = sorted(lantern.events(session, limit=None, user=user), key=lambda e: (e.time, e.id))
+    marks: dict[int, list[Mark]] = {}
+    for ev in events:
+        recovered = set(ev.recovered)
+        for i in ev.lost:
+            marks.setdefault(i, []).append(Mark(ev.id, i in recovered))
+    items: list[TimelineItem] = []
+    pending = list(events)
+    for entry_id in ids:
+        e = entries.get(entry_id)
+        if e is None:
+            continue
+        archived = e.archived_at or datetime.max.replace(tzinfo=timezone.utc)
+        while pending and pending[0].time < archived:
+            items.append(TimelineItem(event=pending.pop(0)))
+        bs = blocks(e.text)
+        items.append(
+            TimelineItem(
+                entry=e,
+                blocks=bs,
+                roles=list(dict.fromkeys(b.role for b in bs if b.role)),
+                tools=list(dict.fromkeys(b.name for b in bs if b.kind == "call" and b.name)),
+                files=[t.value for t in e.tags if t.kind == "path"],
+                tags=[(t.kind, t.value) for t in e.tags if t.kind != "path"],
+                marks=marks.get(e.id, []),
+            )
+        )
+    items += [TimelineItem(event=ev) for ev in pending]
+    return items, events
+
+
+@dataclass
+class EventView:
+    event: Any
+    lost: list[tuple[int, Any, bool]]  # (id, Entry or None when forgotten since, recovered)
+    injected: list[tuple[int, int, bool, Any, bool]]  # (id, chars, excerpt, Entry or None, was lost)
+
+
+def event_view(lantern: Any, event_id: int) -> EventView | None:
+    found = event_store.events(lantern.store.db, event_id=event_id)
+    if not found:
+        return None
+    ev = found[0]
+    entries = lantern.store.entries([*ev.lost, *(i for i, _, _ in ev.injected)])
+    recovered, lost = set(ev.recovered), set(ev.lost)
+    return EventView(
+        ev,
+        [(i, entries.get(i), i in recovered) for i in ev.lost],
+        [(i, c, x, entries.get(i), i in lost) for i, c, x in ev.injected],
+    )
+
+
+def live_at(lantern: Any, ev: Any) -> list[int]:
+    """The entries of the event's session (and sub-sessions) archived by the event's time and not lost: the turns
+    still in the live context then, excluded when the recovery is explained again."""
+    lost = set(ev.lost)
+    return [
+        e.id
+        for e in session_entries(lantern, ev.session, ev.user)
+        if e.archived_at is not None and e.archived_at <= ev.time and e.id not in lost
+    ]
+
+
+def session_entries(lantern: Any, session: str, user: str) -> list[Any]:
+    """The entries of ``session`` and its sub-sessions, without text or tags."""
+    ids = overview.session_entry_ids(lantern.store.db, session, user)
+    return list(lantern.store.entries(ids, text=False, tags=False).values())
+
+
+@dataclass
+class Explained:
+    recovery: Any
+    rows: list[Any]  # model.Candidate, MMR order first
+    signals: list[str]
+    pool: int
+    counts: dict[str, int]
+
+
+def explained(recovery: Any, config_signals: tuple[str, ...]) -> Explained:
+    cands = list(recovery.candidates)
+    seen = {s for c in cands for s in c.ranks}
+    signals = [s for s in config_signals if s in seen] + sorted(seen - set(config_signals))
+    pool = max((r for c in cands for r in c.ranks.values()), default=1)
+    order = {"packed": 0, "excerpt": 0}
+    cands.sort(
+        key=lambda c: (
+            order.get(c.verdict, 1),
+            c.mmr_order if c.mmr_order is not None else 10**9,
+            -c.rrf,
+        )
+    )
+    counts: dict[str, int] = {}
+    for c in cands:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    return Explained(recovery, cands, signals, pool, counts)
+
+
+def per_day(points: list[tuple[str, int]], max_days: int = 120) -> list[tuple[str, int]]:
+    """Counts per UTC day (``YYYY-MM-DD``, only days that have some) as a chart's bars: every day from the first to
+    the last, zero where none; per month (``YYYY-MM``) when that spans more than ``max_days`` days."""
+    if not points:
+        return []
+    days = {datetime.strptime(d, "%Y-%m-%d").date(): n for d, n in points if d}
+    if not days:
+        return []
+    first, last = min(days), max(days)
+    if (last - first).days <= max_days:
+        return [
+            (str(day), days.get(day, 0)) for day in (first + timedelta(days=k) for k in range((last - first).days + 1))
+        ]
+    months: dict[str, int] = {}
+    for day, n in days.items():
+        months[day.strftime("%Y-%m")] = months.get(day.strftime("%Y-%m"), 0) + n
+    out, (y, m) = [], (first.year, first.month)
+    while (y, m) <= (last.year, last.month):
+        key = f"{y:04d}-{m:02d}"
+        out.append((key, months.get(key, 0)))
+        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+    return out
+
+
+def fact_rows(records: list[Any], as_of: datetime | None) -> tuple[list[tuple[str, list]], datetime, datetime]:
+    """Facts grouped by key for the time axis: (key text, [(valid_from, valid_to, value, current)]), and the axis
+    ends: from the first version's time to the last change (or ``as_of``), padded; a version still valid runs on
+    to the right edge."""
+    keys: dict[str, list] = {}
+    for r in records:
+        keys.setdefault(r.key_text or r.key, []).append(
+            (r.valid_from, r.valid_to, r.value if r.value is not None else "(retracted)", r.current)
+        )
+    times = [t for vs in keys.values() for v in vs for t in v[:2] if t is not None]
+    if as_of is not None:
+        times.append(as_of)
+    if not times:
+        now = datetime.now(timezone.utc)
+        return [], now, now + timedelta(days=1)
+    start, end = min(times), max(times)  # the axis spans the changes, not the years since (the newest runs on)
+    pad = max((end - start) * 0.08, timedelta(hours=1))
+    try:
+        start, end = start - pad / 4, end + pad
+    except OverflowError:
+        pass
+    return list(keys.items()), start, end
