@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import statistics
-import time
 from pathlib import Path
 
 import pytest
@@ -567,35 +565,19 @@ def test_aider_tags_find_paths_and_no_common_words():
 
 
 @needs_aider
-def test_aider_write_stages_are_fast(capsys):
-    """chunk + summarize + tags (+ hint terms) + classify on 200 real aider turns. The budget is < 1 ms for a
-    typical 2 KB turn; the assertion is looser (slow CI machines), the measured numbers are printed."""
+def test_aider_write_stages_hold_their_bounds_on_real_turns():
+    """chunk + summarize + tags (+ hint terms) + classify on 200 real aider turns: every summary within its cap,
+    hints unique and non-empty, every turn classified. Their speed is measured by benchmarks/bench_archive.py
+    (BENCHMARKS.md §1), not here: a timed test fails on a loaded machine."""
     raw = aider_turns(200)
-
-    def run(msgs: list[Message]) -> None:
-        for turn in chunk(msgs, "aider"):
-            summarize(turn)
-            hint_terms(extract_tags(turn.text), turn.tool_names)
-            classify(turn)
-
-    for msgs in raw[:20]:  # warm up
-        run(msgs)
-    per_turn: list[float] = []
-    sizes: list[int] = []
+    seen = 0
     for msgs in raw:
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            run(msgs)
-            best = min(best, time.perf_counter() - t0)
-        per_turn.append(best)
-        sizes.append(sum(len(m.render()) for m in msgs))
-    ms_per_kb = sum(per_turn) / sum(sizes) * 1024 * 1000
-    median_ms = statistics.median(per_turn) * 1000
-    with capsys.disabled():
-        print(
-            f"\n[write stages] {len(raw)} aider turns, median {statistics.median(sizes)} chars: "
-            f"median {median_ms:.3f} ms/turn, mean {statistics.mean(per_turn) * 1000:.3f} ms/turn, "
-            f"{ms_per_kb:.3f} ms/KB"
-        )
-    assert ms_per_kb < 2.0  # measured ~0.3-0.4 ms/KB on the dev machine
+        for turn in chunk(msgs, "aider"):
+            summary = summarize(turn)
+            hints = hint_terms(extract_tags(turn.text), turn.tool_names)
+            memory_type, prior = classify(turn)
+            assert len(summary) <= 1200 and summary.strip()
+            assert len(hints) == len(set(hints)) and all(hints)
+            assert memory_type in ("episodic", "semantic", "procedural") and 0.0 <= prior <= 1.0
+            seen += 1
+    assert seen >= 200
