@@ -206,8 +206,8 @@ def fill_store(store, pool: Pool, start: int, stop: int, *, sigma: float, seed: 
     per ``batch`` rows, FTS5 rows, vector BLOBs). Entry i is pool row ``i % P`` of copy round ``k = i // P``:
     round 0 is the real turn with its real vector; round k >= 1 gets `` [copy k]`` appended to its text (so the
     content hash differs) and session ``<session>~k``, and its vector is the pool vector plus Gaussian noise of
-    standard deviation ``sigma`` per nonzero component (a block embedder's unused block stays zero; embed.py
-    RoutedEmbedder), re-normalized to unit length."""
+    standard deviation ``sigma`` per nonzero component (a block embedder's unused block stays zero;
+    lantern.embed RoutedEmbedder), re-normalized to unit length."""
     from lantern.model import content_hash
 
     rng = np.random.default_rng(seed + start)

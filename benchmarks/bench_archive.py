@@ -13,7 +13,7 @@ Per turn, interleaved so that any background load hits every measurement alike:
   3. the stages of that same call, each timed directly (same functions, same arguments as ``Lantern.archive``):
      parse/chunk (``clean_message`` + ``chunk``), summarize + tags + classify (``Writer.prepare``, with its parts timed
      once more on their own), embed, store (``Store.add`` of the one row on a second database).
-Targets (issue): archive <= 25 ms p50 per turn, aim <= 12 ms.
+Targets: archive <= 25 ms p50 per turn, aim <= 12 ms.
 """
 
 from __future__ import annotations

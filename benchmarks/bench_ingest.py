@@ -11,7 +11,7 @@ result (a real log line repeated) to reach ``--mb`` megabytes over ``--turns`` t
 process (``python -m lantern.cli ingest``), so its peak RSS is its own (``getrusage(RUSAGE_CHILDREN)`` read after
 each). ``--parse-only`` runs the write path's streaming front only (read, parse, redact, chunk: the part
 whose memory depends on the file) on both files, in minutes instead of hours on a loaded machine. Databases and
-transcripts are temporary files, deleted at the end. Target (issue): >= 100 turns/s.
+transcripts are temporary files, deleted at the end. Target: >= 100 turns/s.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ upstream, then through the proxy. Overhead = proxy round trip − direct round t
 The proxy archives a request's new turns and its reply after sending the response (one transaction, one embedding
 batch), so the archive shows in the overhead only as far as it delays the next request. Before measuring, 5
 warm-up requests of each kind (model load, index load, the session's archive cache).
-Target (issue 4): overhead p50 <= 40 ms at 10k archived turns.
+Target: overhead p50 <= 40 ms at 10k archived turns.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Stages are timed by wrapping the functions ``pipeline.recover`` calls (same call
 they do not cover (building candidates, masks) is the "glue" row. Timers are exclusive: a timed stage called inside
 another (the entry fetches that packing makes) counts in its own row only. MMR and the duplicate check run lazily
 while packing reads candidates, so they count in the "MMR + duplicate check + pack" row.
-Target (issue): <= 30 ms p50 at 10k entries.
+Target: <= 30 ms p50 at 10k entries.
 """
 
 from __future__ import annotations

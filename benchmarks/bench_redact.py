@@ -1,4 +1,4 @@
-"""Redaction benchmark (issue 5): the cost per turn of the redaction stage on real aider turns, against the whole
+"""Redaction benchmark: the cost per turn of the redaction stage on real aider turns, against the whole
 ``Lantern.archive`` call and the tagging stage of the same turns as baselines; what it finds in the real log; and
 its detection and false-positive rates on the corpora of tests/fixtures/secrets/, next to detect-secrets'
 high-entropy detectors used naively.
@@ -11,7 +11,7 @@ Per turn (all turns of the log, ``--repeat`` passes, the fastest pass per turn k
 parts, ``remove_private`` and ``find_secrets``, over the same fields. Baselines, interleaved turn by turn on the
 first ``--archive-turns`` turns: ``Lantern.archive(turn.messages)`` (one call per turn, redaction included, on a
 temporary database) and ``extract_tags`` of the turn's text (the other regex stage of the write path).
-Target (issue): redaction adds <= 2 ms per turn.
+Target: redaction adds <= 2 ms per turn.
 """
 
 from __future__ import annotations

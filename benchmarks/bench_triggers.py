@@ -1,5 +1,5 @@
-"""Retrieval-trigger benchmark (issue 6 part 5): precision / recall / F1 of ``should_recover`` on a labelled set
-built from the shared datasets, per source and per dataset, English and Chinese apart, and its cost per turn.
+"""Retrieval-trigger benchmark (docs/architecture.md §5.3): precision / recall / F1 of ``should_recover`` on a labelled
+set built from the shared datasets, per source and per dataset, English and Chinese apart, and its cost per turn.
 
     .venv/bin/python benchmarks/bench_triggers.py [--split report|tune|all] [--examples N] [--data DIR]
 

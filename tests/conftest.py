@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="session", autouse=True)
 def _use_load_cache(tmp_path_factory):
-    """The USE load cache (lantern/use_cache.py) of this test run lives in a temporary folder, never in the
+    """The USE load cache (lantern/embed/use_cache.py) of this test run lives in a temporary folder, never in the
     user's ~/.cache; subprocesses started with a copy of os.environ share it."""
     before = os.environ.get("LANTERN_USE_CACHE")
     os.environ["LANTERN_USE_CACHE"] = str(tmp_path_factory.mktemp("use-cache"))

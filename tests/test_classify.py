@@ -1,5 +1,5 @@
-"""Write-time category and importance prior (archive/classify.py; DESIGN §2.5), English and Chinese, and their
-effect on the importance ranking of the real store."""
+"""Write-time category and importance prior (archive/classify.py; docs/architecture.md §2.6), English and Chinese,
+and their effect on the importance ranking of the real store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Layered context (issue 6 part 4, DESIGN §5): working memory, rolling gist and its cadence, the LLM gist through a
+"""Layered context (docs/architecture.md §5): working memory, rolling gist and its cadence, the LLM gist through a
 local HTTP server speaking /v1/chat/completions (never a remote call), build_context's budget and its
 no-turn-twice rule, triggers, and the three-day scenario through Session."""
 

@@ -215,7 +215,7 @@ def test_use_cuts_text_at_max_chars(use):
 
 @pytest.mark.parametrize("batch_size", [1, 8, 16, 32, 64])
 def test_vectors_do_not_depend_on_batch_size_bit_for_bit(batch_size):
-    """The batch size is a speed setting only (embed.py): every batch size gives the very same float32 vectors,
+    """The batch size is a speed setting only (lantern/embed/__init__.py): every batch size gives the very same float32 vectors,
     which the write path relies on to embed identical summaries once (archive/embed_ahead.py)."""
     texts = [f"note {i}: " + "the cache is invalidated when the schema changes. " * (i % 9) for i in range(70)]
     texts += [PIZZA, CHINESE, ""]

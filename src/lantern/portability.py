@@ -1,4 +1,4 @@
-"""Export and import a Lantern database as JSONL (issue 6, part 7; the format is ours).
+"""Export and import a Lantern database as JSONL (the format is ours).
 
 One JSON object per line, each with a ``"type"``:
 
@@ -12,7 +12,7 @@ One JSON object per line, each with a ``"type"``:
 
 The header comes first. An ``entry`` record carries every column of the ``entries`` table by name (JSON columns
 ``tags``, ``hints``, ``meta`` as JSON values) and, unless exported with ``embeddings=False``, its embedding, and the
-versioned facts stated in the turn (``facts``, memory/fact_store.py: key, value and
+versioned facts stated in the turn (``facts``, store/facts.py: key, value and
 the value a switch replaced; their validity chains are rebuilt on import from the entries' event times). Other
 tables get their own record types later (``fact``, reinforcement state, ...): add a reader to ``RECORD_READERS``
 and a writer to ``RECORD_WRITERS``; a record refers to an entry by its exported ``id``, which the import maps to

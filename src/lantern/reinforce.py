@@ -1,4 +1,4 @@
-"""Reinforcement: confidence c and success rate σ learned from recoveries (paper Appendix D; DESIGN §4).
+"""Reinforcement: confidence c and success rate σ learned from recoveries (paper Appendix D; docs/architecture.md §4).
 
 After each recovery (``Lantern.recover`` with ``Config.reinforce``), in ONE transaction with its access bump:
 
@@ -14,13 +14,13 @@ c < 0.15                            pruned                                      
 
 A candidate counts as examined when packing reached it in MMR order (it has an MMR turn) and cut it, for the budget
 or as a near-duplicate (ours: the paper says "candidates not selected"). The lower-ranked candidates packing never
-reached are left alone: with 100 candidates per signal, ~300 per recovery, decaying all of them pruned an entry
-after ~40 recoveries in which it was merely a low-ranked candidate, and rewrote ~300 rows per recovery.
+reached are left alone: with 100 candidates per signal, ~300 per recovery, decaying all of them would prune an
+entry after ~40 recoveries in which it was merely a low-ranked candidate, and rewrite ~300 rows per recovery.
 
 Usefulness (ours; the paper says "proved useful" without a test): a recovery is kept as *pending* (table
 ``recoveries``) until the next assistant message archived in its session (any session when it was unscoped);
 each recovered entry is useful when that message reuses one of the entry's lookup hints (the specific tokens
-of archive/tags.py: paths, ports, identifiers, versions, ...), i.e. a hint term of the entry is among the
+of text/tags.py: paths, ports, identifiers, versions, ...), i.e. a hint term of the entry is among the
 ``query_terms`` of the message. An entry with no hints is not judged. ``Lantern.feedback(ids, useful)`` sets
 usefulness explicitly. The pending table lives in the database, so the recovering process and the archiving
 process may differ.

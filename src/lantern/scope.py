@@ -1,4 +1,4 @@
-"""Scopes: who an entry belongs to (issue 6, part 6; ours — the paper has one user and one conversation).
+"""Scopes: who an entry belongs to (ours — the paper has one user and one conversation).
 
 Every entry carries ``user_id``, ``agent_id`` and ``project`` besides its ``session`` (all TEXT, ``""`` by default).
 

@@ -1,4 +1,4 @@
-"""Chunk a message list into turns (DESIGN §2.2). Deterministic, no LLM.
+"""Chunk a message list into turns (docs/architecture.md §2.3). Deterministic, no LLM.
 
 A ``Turn`` is one user message with the assistant messages, tool calls and tool results that follow it, plus the
 file paths they reference. The rules, in order, for each message:

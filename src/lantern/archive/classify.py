@@ -1,4 +1,4 @@
-"""Memory type, category and write-time importance prior of a turn (DESIGN §2.5). Patterns only, no LLM.
+"""Memory type, category and write-time importance prior of a turn (docs/architecture.md §2.6). Patterns only, no LLM.
 
 ``classify_turn(turn) -> Classification(memory_type, category, prior)``; ``classify(turn) -> (memory_type, prior)``.
 

@@ -1,4 +1,4 @@
-"""Fact extraction by pattern (DESIGN §5 "structured facts and versioning"; issue 6 part 3), English and Chinese.
+"""Fact extraction by pattern (docs/architecture.md §2.7, §5.4), English and Chinese.
 
 A turn's messages yield ``ExtractedFact(key, value, key_text, replaces)`` records. Each pattern family is one small
 pure function over one sentence; ``extract_facts(texts)`` runs them all. The families (ours; the write-ups only
@@ -300,7 +300,7 @@ _NOT_TOPICS = frozenset(
         "顺便说一下",
         "更新",
         "补充",
-        # time words, conjunctions and adverbs (breaker, second round: "When using Docker" -> when port, 今天版本)
+        # time words, conjunctions and adverbs name no topic ("When using Docker": no "when port"; no 今天版本)
         "when",
         "while",
         "after",
@@ -365,7 +365,7 @@ _EN_TOPIC_LEAD = re.compile(
     rf"(?:{DETERMINERS}\s+)*",
     re.I,
 )
-# "For the gateway," names a thing; "For the record," "In other words," "On second thought," do not (breaker): "for"
+# "For the gateway," names a thing; "For the record," "In other words," "On second thought," do not: "for"
 # takes any noun phrase but a discourse one, "in"/"on" only a place a service runs (production, the staging server)
 _EN_PREP_TOPIC = re.compile(
     rf"^(?:for|as for|regarding)\s+(?:{DETERMINERS}\s+)*"
@@ -408,7 +408,7 @@ _EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|runs|running|deploy|deployed)\
 _EN_PREPOSITIONS = frozenset({"of", "for", "in", "on", "at", "to", "from", "with", "by"})
 _EN_STATED = re.compile(r"^(.+?)\s+(?:is|are)\s+\S", re.I)
 _INNER_DET = re.compile(rf"\s+{DETERMINERS}\s+", re.I)
-# the object of 用/使用/部署在 must be a Latin name: 用 inside 用户, 应用, 有用 is no verb (breaker finding)
+# the object of 用/使用/部署在 must be a Latin name: 用 inside 用户, 应用, 有用 is no verb
 _ZH_TOPIC_VERB = re.compile(
     r"(?:使用|采用|选用|改用|跑在|部署在|在用|(?<![备通常应商专公家试费作信有享利占])用)(?=\s*[A-Za-z])"
 )
@@ -473,7 +473,7 @@ def _zh_topic(clause: str) -> str:
 def _en_topic(clause: str, stated_keys: bool = True) -> str:
     """The topic an English clause names: "For the gateway" -> gateway, "the database uses Postgres" -> database,
     "we use Postgres" -> Postgres, the owner of a key it states ("the database host is db.internal" -> database);
-    else none ("" or ``_CONTINUE``): "No", "Sorry", "OK" name nothing (breaker finding)."""
+    else none ("" or ``_CONTINUE``): "No", "Sorry", "OK" name nothing."""
     c = _EN_TOPIC_LEAD.sub("", clause.strip())
     m = _EN_PREP_TOPIC.match(c) or _EN_PLACE_TOPIC.match(c)
     if m:
@@ -593,8 +593,8 @@ _BARE_LEADS = frozenset(
 
 def _bare_key(key_text: str) -> str:
     """The key of a determiner-less "X is Y", or "" when it is none: lead words dropped ("Btw redis port" -> redis
-    port), then it must hold no determiner or lead word ("Now the port" is the determiner family's: breaker
-    finding) and end in an attribute word (``GENERIC_KEYS``: "Noted, redis port is 6380")."""
+    port), then it must hold no determiner or lead word ("Now the port" is the determiner family's) and end in
+    an attribute word (``GENERIC_KEYS``: "Noted, redis port is 6380")."""
     words = key_text.split()
     while words and (
         words[0].casefold() in _NOT_TOPICS or words[0].casefold() in _BARE_LEADS or words[0].casefold().endswith("ly")

@@ -1,4 +1,4 @@
-"""Redact secrets and drop private spans before anything is stored (issue 5, parts 1 and 2).
+"""Redact secrets and drop private spans before anything is stored (docs/architecture.md §2.2; docs/privacy.md).
 
 A stage of the write path between **parse** and **chunk**: ``Lantern`` runs every parsed message through
 ``redact_messages`` before turns are chunked, so the full text, summary, FTS index, tags, embeddings' input and
@@ -280,7 +280,7 @@ class Finding:
     YAML) and for a password mid-line that runs to the next space (``(password=Hunter2Secret);``): the span is the
     whole value, so nothing of it stays in clear, and the fingerprint of a keyword value leaves out its final
     ``.,;:!?)]}`` (``VALUE_END``), so it matches the same password written elsewhere (our choice: a consistent
-    fingerprint over telling ``abc!`` from ``abc``, which share one, as they did mid-line). A quoted value is exactly
+    fingerprint over telling ``abc!`` from ``abc``, which share one, as they do mid-line). A quoted value is exactly
     what its quotes
     enclose. The allow-list sees both ``value`` and the span. ``kind`` names it in the placeholder; ``tail`` says
     whether its last 4 characters may be shown."""
@@ -929,10 +929,10 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
                 v = v.rstrip(VALUE_END)  # the fingerprint as mid-line (see Finding); the span covers all of it
         full = v
         if cls == "strong" and not quoted:
-            # a password runs to the next space (or quote, backslash, placeholder) wherever it stands: the value
-            # regex stops at , ; & ( ) [ ] { } < > (URL queries, shell lists, code), all legal in a password ("ok
-            # DB_PASSWORD=Tr0ub4dor&3;x then" left "&3;x" in clear); the span covers the rest, the fingerprint
-            # leaves out its trailing VALUE_END (see Finding)
+            # a password runs to the next space (or quote, backslash, placeholder) wherever it stands: the value regex
+            # stops at , ; & ( ) [ ] { } < > (URL queries, shell lists, code), all legal in a password (stopping there,
+            # "ok DB_PASSWORD=Tr0ub4dor&3;x then" would leave "&3;x" in clear); the span covers the rest, the
+            # fingerprint leaves out its trailing VALUE_END (see Finding)
             e = _VALUE_TAIL.match(text, s + cover).end()
             if e > s + cover:
                 cover = e - s

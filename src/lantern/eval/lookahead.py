@@ -9,7 +9,7 @@ eval dataset). Ours, after the paper's §1 definition of the context cliff ΔF =
 3. Recovery is queried with the compacted context's tail: the last user message of the kept turns followed by the
    compaction summary. A fact is recovered when its token is inside the injected block.
 
-Fact types for stratification (``fact_type``): the tag kind mapped onto the coding types of issue #3 (path, number,
+Fact types for stratification (``fact_type``): the tag kind mapped onto coding fact types (path, number,
 identifier, error, name, date, decision). ``decision``: a token that a compacted-away *user* message names in a
 sentence with a decision cue (use / switch to / instead / let's / don't / always / never / prefer / should, and
 their Chinese counterparts); ours, a label-free proxy: the paper does not define fact types.
@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from lantern.model import Turn
 from lantern.text.tags import extract_tags
 
-KEEP = 4  # turns kept verbatim after the compaction (issue #2)
+KEEP = 4  # turns kept verbatim after the compaction (ours)
 LOOKAHEAD = 10  # turns after t* whose reuse of a fact makes it "needed"
 COMPACT_AT = 0.6  # t* as a fraction of the session's turns
 SUMMARY_LINE_CHARS = 100
 MIN_TURNS = KEEP + 4  # shorter sessions are not compacted
 FACT_KINDS = {"path", "error", "identifier", "port", "url", "version", "hash", "number", "quoted", "env", "date"}
-# tag kind -> coding fact type (issue #3's strata)
+# tag kind -> coding fact type (the strata of the report)
 FACT_TYPES = {
     "path": "path",
     "url": "path",

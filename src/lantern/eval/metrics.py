@@ -1,5 +1,5 @@
-"""Per-fact retrieval metrics (DESIGN §6). Each takes the system's ranking (entry ids, best first) and the set of
-relevant entry ids (the evidence turns the compaction lost); binary relevance throughout."""
+"""Per-fact retrieval metrics (docs/architecture.md §6). Each takes the system's ranking (entry ids, best first)
+and the set of relevant entry ids (the evidence turns the compaction lost); binary relevance throughout."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reinforcement in the evaluation (issue 6; reinforce.py): Lantern with ``recover``'s side effects on.
+"""Reinforcement in the evaluation (docs/architecture.md §4; reinforce.py): Lantern with ``recover``'s side effects on.
 
 The other pipeline systems call ``explain`` (no side effects), so every question sees the store as archived. Here
 each history's questions are asked in their dataset order through ``recover`` on a private copy of that history's

@@ -88,7 +88,7 @@ def evaluate(
     ``ratios`` (share of each history's turns compacted; [] skips a curve), and a comparison of the compaction
     methods for the ``COMPACTION_SYSTEMS`` (``llm_summary`` only with a ``summarizer``, ``llm.Summarizer``; else
     listed as skipped). ``second_embedder``: also build the stores with that embedder and add the system
-    ``lantern+<its id>`` (its semantic ranking as a fifth RRF signal; ``systems.dual_system``). ``workers``:
+    ``lantern+<its id>`` (its semantic ranking as one more RRF signal; ``systems.dual_system``). ``workers``:
     processes the per-history jobs run in (eval/jobs.py; default: the usable CPUs, at most 8; 1 = in this process; the
     rows are the same either way; a ``summarizer`` runs in this process). Returns the results dict."""
     from rich.console import Console

@@ -1,5 +1,5 @@
-"""Paired statistics for comparing two systems on the same facts / conversations (DESIGN §6). scipy does the
-distributions; each function is small and pure."""
+"""Paired statistics for comparing two systems on the same facts / conversations (docs/architecture.md §6).
+scipy does the distributions; each function is small and pure."""
 
 from __future__ import annotations
 

@@ -1,13 +1,15 @@
-"""The systems compared (DESIGN §6): Lantern, its ablations, and simple baselines.
+"""The systems compared (docs/architecture.md §6): Lantern, its ablations, and simple baselines.
 
 Every system sees the same candidates (the history's archived turns minus the kept live window), gets the same
 character budget, and is packed by the same ``pack`` (recover/pack.py), so only the ordering differs.
 
-- ``lantern``: the default pipeline (four signals + prf, time, neighbour, local, speaker; RRF, MMR, pack).
-- Ablations, as Config variants: ``-semantic``, ``-fulltext``, ``-keyword``, ``-importance`` (that signal
-  removed), ``no-mmr`` (fused order packed as is), ``sum-fusion`` (score sum instead of RRF).
-- Baselines on the same store: ``bm25`` (full-text signal only, no MMR), ``dense`` (semantic signal only, no MMR);
-  and outside the pipeline: ``recency`` (newest turns first: a bigger live window), ``grep`` (turns containing
+- ``lantern``: the default pipeline (``Config.signals``: the paper's four + prf, time, neighbour, local, speaker,
+  semantic_e5; weighted RRF, MMR, pack).
+- Ablations and variants, as Config variants: ``paper-rrf`` (every signal weighted 1), ``-<signal>`` for each
+  signal of ``Config.signals`` (that signal removed), ``no-mmr`` (fused order packed as is), ``sum-fusion``
+  (score sum instead of RRF).
+- Baselines on the same store: ``bm25`` (full-text signal only, no MMR), ``dense`` (semantic and semantic_e5 only,
+  no MMR); and outside the pipeline: ``recency`` (newest turns first: a bigger live window), ``grep`` (turns containing
   query terms as substrings, most distinct terms first), ``keyword-overlap`` (top-k by count of query words shared,
   the retrieval of the layered-memory write-ups), ``random`` (seeded by the query).
 - ``lantern+reinforce`` and ``lantern+reinforce+answers``: ``recover`` with reinforcement over each history's
@@ -101,7 +103,7 @@ def select(names: Sequence[str] | None, base: Config | None = None) -> list[Syst
 
 def for_embedder(systems: Sequence[System], embedder: Any) -> list[System]:
     """``systems`` without the ablations of block signals (``embed.signal_blocks``: ``semantic_e5``) that
-    ``embedder`` does not have: there the ablation ranks exactly as Lantern does (breaker finding)."""
+    ``embedder`` does not have: there the ablation would rank exactly as Lantern does."""
     from lantern.embed import RoutedE5Embedder, signal_blocks
 
     missing = set(RoutedE5Embedder.signal_blocks) - set(signal_blocks(embedder))
@@ -185,8 +187,9 @@ SECOND_SEMANTIC = "second_semantic"
 
 
 def dual_system(second_id: str, base: Config | None = None) -> System:
-    """Lantern's four signals plus the semantic ranking of a second embedder (``second_id``) as a fifth RRF signal
-    (weight 1): the "both embedders" setup, measured by fusing two separately built stores in the evaluation."""
+    """Lantern's signals (``base``, default ``Config()``) plus the semantic ranking of a second embedder
+    (``second_id``) as one more RRF signal (weight 1): the "both embedders" setup, measured by fusing two
+    separately built stores in the evaluation."""
     return System(
         f"lantern+{second_id}", "dual", base or Config(), f"four signals + {second_id} semantic ranking (RRF)"
     )
@@ -195,7 +198,7 @@ def dual_system(second_id: str, base: Config | None = None) -> System:
 def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
     """The second store's semantic ranking (entry ids, best first; live window excluded); for an embedder with
     blocks ranked apart (``embed.signal_blocks``, e.g. ``routed``'s e5 block) the RRF of its semantic rankings, as
-    the ``dense`` system fuses them (breaker finding: the e5 block was left unused)."""
+    the ``dense`` system fuses them (so the e5 block is not left unused)."""
     from lantern.embed import signal_blocks
 
     second = pool.second

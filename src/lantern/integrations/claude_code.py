@@ -1,4 +1,4 @@
-"""Claude Code hooks (issue 4, part 3): ``lantern hook claude-code`` reads the hook's JSON on stdin.
+"""Claude Code hooks (docs/claude-code.md): ``lantern hook claude-code`` reads the hook's JSON on stdin.
 
 Hook input fields used (Claude Code hooks reference; the same names as the Agent SDK's hook input types):
 ``hook_event_name``, ``session_id``, ``transcript_path``, ``cwd``; ``source`` (SessionStart: startup, resume,
@@ -48,7 +48,7 @@ ARCHIVE_EVENTS = ("PreCompact", "Stop", "PostCompact", "SessionEnd")
 INJECT_EVENTS = ("SessionStart", "UserPromptSubmit")
 # a compaction leaves a compact_boundary system record, then the summary (``isCompactSummary``) in the file
 COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCompactSummary": true')
-HOOK_BUDGET = 6000  # characters injected (DESIGN §3.5)
+HOOK_BUDGET = 6000  # characters injected (docs/architecture.md §3.5)
 MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logged), never read into memory
 # ours: a hook reads at most 8 MiB of new transcript per transaction, and starts no new 8 MiB once 15 s have gone
 # (Claude Code kills a hook after its timeout, 60 s by default): a long session met for the first time is archived

@@ -10,7 +10,7 @@ pydantic dump; argument names a tool does not take are rejected in one line nami
 
 Every request line gets an answer (``stdio_server``): the SDK's JSON parser refuses a lone surrogate escape
 (``"\\ud83d"``, which JavaScript's ``JSON.stringify`` writes for an emoji cut in half) and JSON nested deeper than
-about 128 levels, and then answers nothing, so the client waited for ever; such a line is parsed again by Python's
+about 128 levels, and then answers nothing, so the client would wait for ever; such a line is parsed again by Python's
 ``json`` (a lone surrogate becomes U+FFFD, as everywhere in Lantern), and a line that still cannot be read gets a
 JSON-RPC parse error (-32700) or invalid-request error (-32600) with the request's id when it can be found.
 """
@@ -186,7 +186,7 @@ def _read_stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, fd:
     """The body of a daemon thread: the lines of ``fd`` (bytes, each with its newline) put on ``queue`` in the
     loop's thread, then None at end of file. It reads with ``os.read``, not ``sys.stdin``: a thread blocked there
     holds no buffer lock, so the server can stop at Ctrl-C while the client keeps stdin open, and the interpreter
-    exits without waiting for it (anyio's worker-thread ``readline`` could not be cancelled)."""
+    exits without waiting for it (anyio's worker-thread ``readline`` cannot be cancelled)."""
 
     def put(item: bytes | None) -> bool:
         try:
@@ -230,7 +230,7 @@ async def stdio_server():
 
     async def until_answered():
         """At end of input, wait for the answers to the requests already read: the SDK's server cancels its
-        in-flight handlers once its input closes, so a pipelined request (or one on a last line) got no answer.
+        in-flight handlers once its input closes, so a pipelined request (or one on a last line) would get no answer.
         Gives up after ANSWER_WAIT seconds without any answer."""
         while unanswered:
             with anyio.move_on_after(ANSWER_WAIT) as idle:

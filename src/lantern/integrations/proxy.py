@@ -745,8 +745,8 @@ class _Forwarder:
                 _note_failure("upstream stream", session, e)
             finally:
                 # shielded: a client that disconnects mid-stream ("stop generating") cancels this generator, and
-                # an unshielded await here would be cancelled too: the turn and the reply relayed so far were
-                # never archived
+                # an unshielded await here would be cancelled too: the turn and the reply relayed so far would
+                # never be archived
                 with anyio.CancelScope(shield=True):
                     await resp.aclose()
                     await run_in_threadpool(self.archive, session, messages, parser.reply, scope)
@@ -852,8 +852,8 @@ _LINE_END = re.compile(rb"[\r\n]")
 class _SSEEvents:
     """The ``data:`` payloads of an SSE byte stream, as JSON objects, fed in arbitrary chunks. Lines end with LF,
     CRLF or CR (the SSE grammar allows all three). Linear in the stream's size: each chunk is scanned once, and a
-    line longer than ``MAX_LINE_BYTES`` (not SSE, or one giant event) is dropped instead of buffered (before, a
-    stream without newlines was re-copied on every chunk: quadratic, on the event loop)."""
+    line longer than ``MAX_LINE_BYTES`` (not SSE, or one giant event) is dropped instead of buffered (buffered, a
+    stream without newlines would be re-copied on every chunk: quadratic, on the event loop)."""
 
     MAX_LINE_BYTES = 16 << 20  # ours: far above any chat-completion delta
 

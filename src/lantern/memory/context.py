@@ -1,4 +1,4 @@
-"""Layered context (DESIGN §5; issue 6 part 4): working memory, core gist, long-term archive, assembled in a budget.
+"""Layered context (docs/architecture.md §5): working memory, core gist, long-term archive, assembled in a budget.
 
     session = Session(lantern, "chat-7", system_prompt="You are a helpful assistant.")
     session.add([{"role": "user", "content": "the staging DB port is 5433"}, {"role": "assistant", "content":
@@ -16,7 +16,7 @@
   (``gist_error`` says why).
 - **Long-term**: the user's whole archive (every session; ``session_only`` keeps to this one), reached by
 ``Lantern.recover`` when ``memory.triggers.should_recover`` fires on the
-  question (or the caller forces it); the query is the question plus the gist (DESIGN §5).
+  question (or the caller forces it); the query is the question plus the gist (architecture §5.3).
 
 ``build_context`` fills the budget in this order of priority (ours): system prompt and question (required), working
 memory (newest turn first, whole turns only), gist (oldest lines dropped first), recovered block (whatever is
@@ -81,7 +81,7 @@ class _WorkingTurn:
 
 
 class Session:
-    """One conversation's layered memory over a ``Lantern`` store (DESIGN §5).
+    """One conversation's layered memory over a ``Lantern`` store (docs/architecture.md §5).
 
     ``lantern``: the store; ``session``: the session id the turns are archived under; ``system_prompt``: the first
     message of every context. The LLM gist uses ``lantern.config.gist_base_url`` / ``gist_model`` /
@@ -165,7 +165,7 @@ class Session:
     def _pending_lines(self) -> list[tuple[int, str]]:
         """Extractive lines of the turns that left working memory since the last refresh (those still stored):
         the refresh folds them into the gist, and until then the context shows them after it, so no turn is in
-        neither layer between refreshes (newcomer finding: after 6 turns the third was in neither)."""
+        neither layer between refreshes (without them, after 6 turns the third would be in neither)."""
         if not self._pending:
             return []
         numbers = {
@@ -180,7 +180,7 @@ class Session:
         ids = {w.entry_id for w in self.working} | {p.entry_id for p in self._pending} | {i for i, _ in self._lines}
         if not ids:
             return
-        now = self._places(ids)  # an id forgotten and reused by a new turn is gone too (breaker finding); a turn that
+        now = self._places(ids)  # an id forgotten and reused by a new turn is gone too; a turn that
         # grew in place (another handle archived its reply) keeps its session and turn number, so it stays
         gone = {i for i in ids if now.get(i) is None or now[i] != self._place_of.get(i, now[i])}
         if not gone:
@@ -274,7 +274,7 @@ class Session:
             used += cost
         if self.gist_source != "llm":  # the pending lines count against the cap, oldest lines rolling off first
             lines = _roll([*self._lines, *self._pending_lines()], self.gist_max_chars)
-        else:  # an LLM gist is one summary: it is kept whole, the pending lines capped on their own (breaker finding)
+        else:  # an LLM gist is one summary: it is kept whole, the pending lines capped on their own
             lines = [(None, line) for line in self.gist.splitlines()] + _roll(
                 self._pending_lines(), self.gist_max_chars
             )

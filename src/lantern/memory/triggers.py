@@ -1,4 +1,4 @@
-"""Retrieval triggers (DESIGN §5, issue 6 part 5): should this turn recover from the archive?
+"""Retrieval triggers (docs/architecture.md §5.3): should this turn recover from the archive?
 
 Two cue families, English and Chinese, as precompiled regexes:
 
@@ -8,15 +8,16 @@ Two cue families, English and Chinese, as precompiled regexes:
   information") — the model is missing something the archive may hold.
 
 ``should_recover(question, draft)`` fires when either family matches and names every cue that matched;
-``recovery_query(question, gist)`` is the query to recover with: the question plus the core gist (DESIGN §5).
+``recovery_query(question, gist)`` is the query to recover with: the question plus the core gist (architecture §5.3).
 
-Cue list and its exclusions are ours (the write-ups name a handful of cues, not a list): each was kept, narrowed or
-dropped by measuring precision/recall on the tune half of a labelled set built from LoCoMo, MemDaily, MemoryBank
-and aider turns (``benchmarks/bench_triggers.py``, ``lantern.memory.triggers_eval``; BENCHMARKS.md). The version
-pinning cues ("which version did we pin", "the version we pinned", 我们锁定的/你固定过的……版本) came from a reported
-miss; they fire on no text of either half of that set, so its precision and recall are unchanged. A cue-based
-trigger cannot see a question that needs memory but carries no cue ("When did Caroline go to the support
-group?"): those are misses by construction, and the compaction-time recovery covers them.
+Cue list and its exclusions are ours (the write-ups name a handful of cues, not a list): each was kept,
+narrowed or dropped by measuring precision/recall on the tune half of a labelled set built from LoCoMo,
+MemDaily, MemoryBank and aider turns (``benchmarks/bench_triggers.py``, ``lantern.memory.triggers_eval``;
+BENCHMARKS.md). The version pinning cues ("which version did we pin", "the version we pinned",
+我们锁定的/你固定过的……版本) cover a question the set does not hold; they fire on no text of either half of it, so its
+precision and recall do not depend on them. A cue-based trigger cannot see a question that needs memory but
+carries no cue ("When did Caroline go to the support group?"): those are misses by construction, and the
+compaction-time recovery covers them.
 """
 
 from __future__ import annotations
@@ -429,6 +430,6 @@ def should_recover(question: str, draft: str | None = None) -> Trigger:
 
 
 def recovery_query(question: str, gist: str = "") -> str:
-    """The query a triggered recovery uses: the question, then the core gist (DESIGN §5)."""
+    """The query a triggered recovery uses: the question, then the core gist (docs/architecture.md §5.3)."""
     parts = [p.strip() for p in (question or "", gist or "") if p and p.strip()]
     return "\n".join(parts)

@@ -12,7 +12,7 @@ Splitting rule (ours): a part ends at a question mark (``？`` / ``?``) or full 
 before a connective that opens a new question (Chinese 另外 / 此外 / 还有 / 以及 / 顺便 after punctuation;
 English "Also," / "Additionally," / "And also" after a sentence end); a part shorter than ``MIN_PART_CHARS``
 word characters (a greeting, "thanks") is dropped. A query with fewer than two parts is not decomposed (one
-embedding, as before). Closest published practice: question decomposition for multi-hop retrieval (Min et al.
+embedding, as any query). Closest published practice: question decomposition for multi-hop retrieval (Min et al.
 2019, "Multi-hop Reading Comprehension through Question Decomposition"; Perez et al. 2020), here by rule, with
 zero model calls.
 """

@@ -1,4 +1,4 @@
-"""Superseded-fact notes in a recovered block (DESIGN §5 "recovery shows the current value"; issue 6 part 3).
+"""Superseded-fact notes in a recovered block (docs/architecture.md §3.5 and §5.4 "In recovery").
 
 A packed turn may state a value that was later changed ("the staging DB port is 5433", changed to 5434 the next
 day). The block then carries one line per such (key, value), right under its title:
@@ -102,8 +102,8 @@ def pack_with_notes(
     take at most ``NOTES_SHARE`` of the budget (dropped last first). When block + notes do not fit, the entries are
     packed again into what the notes leave; fewer entries state fewer superseded values, so the room is recomputed
     from the new packing's own notes, up to ``MAX_PACKINGS`` times, and the fitting packing with the most characters
-    is kept. (Before, the room was fixed by the first packing's notes: on MemDaily, whose trajectories restate the
-    same keys, 50 notes of 77 packed turns left 1,288 characters for turns whose own notes then took 300: blocks of
+    is kept. (A room fixed by the first packing's notes is too small: on MemDaily, whose trajectories restate the
+    same keys, 50 notes of 77 packed turns left 1,288 characters for turns whose own notes then took 300: a block of
     2,000 characters out of 6,000.) When the notes would leave room for no entry at all, the first packing is
     returned without notes (a small budget brings back the turn itself rather than nothing)."""
     first = pack_at(budget)

@@ -1,4 +1,4 @@
-"""Fusion of the ranked signals and diversification (DESIGN §3.3–3.4)."""
+"""Fusion of the ranked signals and diversification (docs/architecture.md §3.3–3.4)."""
 
 from __future__ import annotations
 

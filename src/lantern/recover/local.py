@@ -34,8 +34,8 @@ _EMPTY = (np.empty(0, np.int64), np.empty(0, np.float32))
 def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int], width: int) -> np.ndarray:
     """Row positions of the entries within ``width`` turns (inclusive) of each seed (row positions), in the seed's
     own session and scope (user, agent, project), each row once, sorted; every seed is in its own window, a turn
-    alone in its session too (left out, it lost to any turn of a longer session: a newcomer's one-turn session
-    ranked 1st by semantic, full text and prf came 7th). Rows not yet in the in-process index (committed by
+    alone in its session too (left out, it would lose to any turn of a longer session: a one-turn session ranked
+    1st by semantic, full text and prf would come 7th). Rows not yet in the in-process index (committed by
     another process since its last refresh) are left out."""
     if not len(seed_positions) or width < 0:
         return np.empty(0, np.int64)

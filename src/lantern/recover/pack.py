@@ -1,4 +1,4 @@
-"""Packing into a character budget (DESIGN §3.5).
+"""Packing into a character budget (docs/architecture.md §3.5).
 
 In MMR order, whole entries that fit; an entry longer than what is left of the budget (a 100 KB tool log) is packed
 as its most relevant excerpt around the matched query terms, not dropped. Every entry is headed with its session,
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from lantern.model import Entry
 
-# one title for every block (newcomer findings: "earlier in this conversation" was said of an earlier session's turns,
-# "earlier sessions" of this session's): the session lines and headers name where each turn comes from
+# one title for every block: "earlier in this conversation" would be wrong of an earlier session's turns, "earlier
+# sessions" of this session's; the session lines and headers name where each turn comes from
 TITLE = "[Recovered by Lantern from earlier turns: verbatim archived turns, oldest facts may be outdated]"
 ELLIPSIS = "…"
 FULL_BELOW = 80  # with fewer characters left than this, packing stops (no header + excerpt fits) (ours)

@@ -7,7 +7,7 @@ caller that knows the query before it can run the recovery — the proxy, which 
 as soon as the request arrives — overlaps it with the work in between (detection, waiting for the previous
 request's archive). The next one-text ``embed_query([text])`` of that text (keyed by ``embed.query_key``) takes the
 prefetched vector, waiting for it if it is still running; it is handed out once, then forgotten, so a query
-asked again is embedded again (no cache: repeated queries cost what they always did). At most ``size``
+asked again is embedded again (no cache: a repeated query costs one embedding each time). At most ``size``
 prefetched vectors wait to be taken (the oldest dropped). ``embed`` (stored entries) goes straight to the embedder.
 
 The vector is the one ``embed.embed_query(embedder, [text], occupied)[0]`` returns (same call, same text): no

@@ -1,4 +1,4 @@
-"""The four ranked signals of the read path (DESIGN §3.2; paper §3, eq. 2).
+"""The four ranked signals of the read path (docs/architecture.md §3.2; paper §3, eq. 2).
 
 Each signal returns row positions of the in-process index (``MemoryIndex``), best first. ``allowed`` is a boolean
 mask over rows (scope and explicit exclusions), or None for every row.
@@ -52,8 +52,8 @@ def semantic(
 _TOKEN = re.compile(r"\w", re.UNICODE)
 
 
-# ours, measured on the LoCoMo tune split (conversations 1-5): selection on at every size, budget 0.25 (0.5 gave the
-# same): Lantern facts recovered 65.9% -> 67.0%, recall@10 0.533 -> 0.595; BM25 alone 60.0% -> 59.9%, 0.590 -> 0.591
+# term selection (select_terms) on at every size, budget 0.25: ours, chosen on the LoCoMo tune split
+# (docs/results/recall-tuning.md, "Parameter choices in config.py")
 FTS_SELECT_MIN_ROWS = 0  # ours: below this many entries every term is kept
 FTS_SAMPLE_ROWS = 2_000  # ours: newest rows in which a term's document frequency is estimated
 FTS_MAX_FRACTION = 0.5  # FTS5's bm25 clamps idf to 1e-6 for terms in over half the rows: they add cost, not rank
@@ -138,7 +138,7 @@ def keyword(
     index: MemoryIndex, terms: list[str], allowed: np.ndarray | None, n: int, score: str = "jaccard"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Overlap between the query terms and each entry's lookup hints (tags, paths, tool names), through the
-    inverted index built at archive time (DESIGN §3.2). ``score``: ``jaccard`` (DESIGN), ``overlap`` (overlap
+    inverted index built at archive time (architecture §3.2). ``score``: ``jaccard`` (§3.2), ``overlap`` (overlap
     coefficient), or ``idf`` (the sum of the idf of the shared terms: coordination-level matching weighted by idf,
     Spärck Jones 1972, so a generic hint term such as ``port`` weighs little). Returns (positions best first,
     scores)."""

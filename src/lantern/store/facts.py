@@ -1,4 +1,4 @@
-"""Bi-temporal fact records in the ``facts`` table (migration ``m004_facts``; DESIGN §5; issue 6 part 3).
+"""Bi-temporal fact records in the ``facts`` table (migration ``m004_facts``; docs/architecture.md §5.4).
 
 One row per stated fact: ``valid_from`` is the event time of its source turn (the entry's ``time``, else its
 ``archived_at``), ``recorded_at`` when Lantern stored it, ``valid_to`` the ``valid_from`` of the next record of the
@@ -8,8 +8,8 @@ re-linked), a delete joins its neighbours, so a replayed or imported old message
 instead of becoming "current". Nothing is ever
 deleted by a contradiction; only ``forget`` of the source entry removes a fact (and re-links its chain).
 
-Scope (ours): a chain spans every session of one user — people change their minds across sessions. Until entries
-carry a user id (issue 6 part 6), ``fact_scope`` is ``""``: one chain per key for the whole database.
+Scope (ours): a chain spans every session of one user — people change their minds across sessions. ``fact_scope``
+is the source entry's user (``""`` for the default user): one chain per key and user.
 
 Every read joins ``entries e`` on ``entry_id`` and takes an explicit ``where`` SQL fragment on ``e`` with its
 ``params`` (e.g. ``"e.user_id = ?"``, ``("u1",)``), so a scope filter applies to facts exactly as to entries.
@@ -87,8 +87,8 @@ def write_facts(
     the key. A retraction whose key this same turn sets to a new value is not stored ("端口改为 9443，不再用 8443",
     "set the port to 9443, we no longer use 8443"): the new value already ends A, in one version (ours). Nor is a
     retraction of a bare number no key held ("set the port to 5434, we no longer use 5433" where 5433 was never
-    archived): its key would be the number itself, listed by ``facts`` as a current "5433: (retracted)" (ours; a
-    newcomer's finding). A retracted name no key held keeps itself as the key ("we no longer use Redis")."""
+    archived): its key would be the number itself, listed by ``facts`` as a current "5433: (retracted)"
+    (ours). A retracted name no key held keeps itself as the key ("we no longer use Redis")."""
     _remove(db, [entry_id])
     if not facts:
         return

@@ -25,8 +25,7 @@ from lantern.store.sqlite import Store
 def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``matrix @ vector`` for L2-normalized float32 rows (n, d) and a vector (d,): the cosine of each row, shape
     (n,), float32. Computed by numpy's own einsum loop, on one thread, not by the BLAS: a multi-threaded BLAS
-    matrix-vector product on a busy 2-core machine waits for its threads (measured here, 10k x 896: 1.1 ms with
-    einsum or one BLAS thread, 12 ms p50 with OpenBLAS's two threads while other processes ran; ours)."""
+    matrix-vector product on a busy 2-core machine waits for its threads (ours; BENCHMARKS.md, Engineering notes)."""
     return np.einsum("ij,j->i", matrix, vector.astype(np.float32, copy=False))
 
 
@@ -113,7 +112,7 @@ class MemoryIndex:
         foreign = self._version is None or version != self._version
         db = self.store.db
         # one read transaction: the embedder check and the rows see one snapshot, so a reindex committed in between
-        # cannot hand this index vectors of another width (breaker finding)
+        # cannot hand this index vectors of another width
         own = not db.in_transaction
         try:
             if own:
@@ -136,9 +135,9 @@ class MemoryIndex:
         self._dirty = False
 
     def _changed_rows(self) -> list[tuple]:
-        """The rows archived (or grown) since the last refresh: the (id, archived_at) stamps of the overlap window
-        are read first, and full rows (vector, hints) only for ids that are new or whose archived_at changed. A
-        bulk write leaves thousands of rows inside the window; re-reading them all cost ~250 ms per refresh at 10k."""
+        """The rows archived (or grown) since the last refresh: the (id, archived_at) stamps of the overlap window are
+        read first, and full rows (vector, hints) only for ids that are new or whose archived_at changed. A bulk write
+        leaves thousands of rows inside the window; re-reading them all would cost ~250 ms per refresh at 10k."""
         after = int(self.ids[-1]) if len(self.ids) else None
         stamps = self.store.stamps_since(self._seen_archived_at - _OVERLAP_S, after)
         if not stamps:
@@ -207,8 +206,8 @@ class MemoryIndex:
 
     def _append_vectors(self, start: int, vecs: np.ndarray) -> None:
         """Rows ``start..`` of the matrix <- ``vecs`` (full-width, (k, dim)). Copying the whole matrix on every append
-        cost ~7 ms per new turn at 10k entries of 896-d (bench_proxy profile); a buffer grown by half its size makes
-        appends amortized O(1)."""
+        would cost ~7 ms per new turn at 10k entries of 896-d (bench_proxy profile); a buffer grown by half its size
+        makes appends amortized O(1)."""
         present = [(b, int(np.count_nonzero(np.any(vecs[:, b[0] : b[1]], axis=1)))) for b in self.blocks]
         for b, n in present:
             self._nonzero[b] += n

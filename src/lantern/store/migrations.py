@@ -77,8 +77,8 @@ def m002_scopes(db: sqlite3.Connection) -> None:
 
 @migration
 def m003_reinforcement(db: sqlite3.Connection) -> None:
-    """Reinforcement state (paper Appendix D; DESIGN §4; lantern/reinforce.py) and the write-time category
-    (DESIGN §2.5; archive/classify.py). Entries archived before this migration keep category NULL."""
+    """Reinforcement state (paper Appendix D; architecture §4; lantern/reinforce.py) and the write-time category
+    (architecture §2.6; archive/classify.py). Entries archived before this migration keep category NULL."""
     _run(
         db,
         """
@@ -100,7 +100,7 @@ def m003_reinforcement(db: sqlite3.Connection) -> None:
 
 @migration
 def m004_facts(db: sqlite3.Connection) -> None:
-    """Bi-temporal fact records (memory/fact_store.py; DESIGN §5; issue 6 part 3)."""
+    """Bi-temporal fact records (store/facts.py; docs/architecture.md §5.4)."""
     _run(
         db,
         """

@@ -1,4 +1,4 @@
-"""The SQLite store: one class owning the tables of ``migrations.py`` (DESIGN §2.7).
+"""The SQLite store: one class owning the tables of ``migrations.py`` (docs/architecture.md §2.9).
 
 WAL journal, ``busy_timeout``, one transaction per ``add`` call, content-hash dedup, embeddings as float32 BLOBs,
 FTS5 over summary + text + tags with CJK runs indexed as character bigrams.
@@ -53,7 +53,7 @@ class NewEntry:
     tool_count: int = 0
     file_count: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
-    facts: list[Any] = field(default_factory=list)  # memory.facts.ExtractedFact, stored in the same transaction
+    facts: list[Any] = field(default_factory=list)  # model.ExtractedFact, stored in the same transaction
     category: str | None = None  # archive/classify.py (fact, decision, preference, process, tool_call, system)
     user: str = ""  # scope (lantern/scope.py)
     agent: str = ""
@@ -117,7 +117,7 @@ class Store:
     def transaction(self, wait: float | None = None) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole transaction back. Taking the write
         lock waits ``busy_timeout`` (10 s), then is retried ``BUSY_RETRIES`` times with doubling backoff before
-        "database is locked" reaches the caller (many processes on one file: issue 6, part 8). ``wait``: seconds
+        "database is locked" reaches the caller (many processes share one file: docs/python-api.md). ``wait``: seconds
         to wait for the write lock instead, once, without retries (a write that may be skipped: reinforcement)."""
         self._begin_immediate(wait)
         try:
@@ -315,7 +315,7 @@ class Store:
         """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
         conditions combine with AND; ``scope`` None: any user), in one transaction: the entry rows, their FTS5 rows,
         and the rows of EVERY table with a foreign key to ``entries`` (embeddings, and any table a later migration
-        adds that way), with facts chains re-linked first (memory/fact_store.py). Returns the count. Raises ValueError
+        adds that way), with facts chains re-linked first (store/facts.py). Returns the count. Raises ValueError
         when nothing selects."""
         if entry is None and session is None and scope is None:
             raise ValueError("give entry=, session= or a scope")

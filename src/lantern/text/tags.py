@@ -1,4 +1,4 @@
-"""Tag a turn by pattern: the *lookup hints* of the keyword signal (DESIGN §2.4). No LLM, no dictionary.
+"""Tag a turn by pattern: the *lookup hints* of the keyword signal (docs/architecture.md §2.5). No LLM, no dictionary.
 
 Public API
 ----------
@@ -52,11 +52,11 @@ Public API
     extension, a keyword next to a number ("port 5433") or quoting. A common word inside quotes or
     backticks is a ``quoted`` tag on purpose.
 
-``cjk_bigrams(text) -> str``
+``cjk_bigrams(text) -> str`` (text/cjk.py)
     Rewrites each run of CJK characters (Han, Hiragana, Katakana, Hangul) as space-separated overlapping
     bigrams: ``"数据库端口是5433" -> "数据 据库 库端 端口 口是 5433"``. Used to build the FTS5 index text and
     FTS5 queries the same way (unicode61 alone finds nothing inside a Chinese run; trigram misses 2-character
-    words such as 端口).
+    words such as 端口). This module uses its bigrams for the CJK terms below.
 
 ``hint_terms(tags, extra=()) -> list[str]`` and ``query_terms(text) -> list[str]``
     The two sides of the keyword signal's Jaccard overlap. THE normalization, in one place (``_tag_terms``):
