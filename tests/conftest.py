@@ -111,3 +111,17 @@ def unprivileged():
     if shutil.which("unshare") is None or subprocess.run(["unshare", "--user", "true"], capture_output=True).returncode:
         pytest.skip("running as root without user namespaces: file modes cannot be enforced")
     return ["unshare", "--user"]
+
+
+@pytest.fixture(scope="session")
+def local_llm(tmp_path_factory):
+    """The real local LLM (tests/llm_server.py), started once per session and stopped at its end. Skips with the
+    reason when its packages are missing (``make test`` installs them)."""
+    from llm_server import LocalLLM, missing
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    server = LocalLLM(tmp_path_factory.mktemp("llm") / "server.log")
+    yield server
+    server.stop()

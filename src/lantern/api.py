@@ -23,6 +23,8 @@ from lantern.archive.redact import load_policy, redact_text, set_secret_redactio
 from lantern.archive.subagents import parent_session
 from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
 from lantern.embed import Embedder, embedder_name, get_embedder
+from lantern.llm import LLMClient, LLMSettings
+from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Hit, Message, Recovery, content_hash
 from lantern.recover import facts_note, pipeline, speaker
 from lantern.recover.query_vectors import QueryVectors
@@ -84,6 +86,7 @@ class Lantern:
         self.store.check_embedder(chosen.id, chosen.dim, embedder_name(chosen.id))
         self.writer = Writer(self.store, None, chosen, config, load_policy(self.store, config), self._follow_reindex)
         self.queries = None
+        self._llm_clients: dict[LLMSettings, LLMClient] = {}
         self._use_embedder(chosen)
 
     # the handle's state the write path reads (archive/pipeline.py); assigning one here is seen by both paths
@@ -116,7 +119,25 @@ class Lantern:
             self._use_embedder(new)
 
     # ------------------------------------------------------------------ lifecycle
+    def llm_client(self, llm: LLMSettings | LLMClient | None = None) -> LLMClient:
+        """The client of the LLM half (lantern/llm.py): ``llm`` when a client, a client of ``llm`` when settings,
+        else of the settings in force (``$LANTERN_LLM_BASE_URL`` / ``_MODEL``, then ``Config.llm_base_url`` /
+        ``llm_model``); one client per settings, kept by the handle. Raises ValueError when no LLM is configured."""
+        if isinstance(llm, LLMClient):
+            return llm
+        chosen = llm or llm_settings(self.config)
+        if chosen is None:
+            raise ValueError(
+                "no LLM configured: give --llm-base-url URL --llm-model NAME, set $LANTERN_LLM_BASE_URL and "
+                "$LANTERN_LLM_MODEL, or Config(llm_base_url=..., llm_model=...)"
+            )
+        if chosen not in self._llm_clients:
+            self._llm_clients[chosen] = LLMClient(chosen)
+        return self._llm_clients[chosen]
+
     def close(self) -> None:
+        for client in self._llm_clients.values():
+            client.close()
         self.queries.close()
         self.store.close()
 
@@ -203,6 +224,9 @@ class Lantern:
         *,
         as_of: datetime | None = None,
         proactive: bool = False,
+        rerank: bool = False,
+        llm: LLMSettings | LLMClient | None = None,
+        top_k: int | None = None,
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
@@ -223,6 +247,11 @@ class Lantern:
         reinforced in the same transaction (reinforce.py; paper Appendix D). When that write cannot be made (a read-only
         database file or directory, the write lock not obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk)
         it is skipped with a warning logged on the ``lantern`` logger: the recovery is returned all the same.
+        ``rerank``: LANTERN-Rerank (recover/rerank.py): one LLM call over the fused top ``Config.rerank_top_n``, the
+        block packed in the LLM's order; ``llm``: its settings or client (default: the settings in force, see
+        ``llm_client``). If the LLM fails (no answer, a malformed one, a timeout, an HTTP error) the fused order is
+        kept, one warning is logged and ``.rerank.warning`` says why. ``.reranked`` tells which happened.
+        ``top_k``: at most that many entries in the block (None: as many as the budget holds).
         """
         result = self._recover(
             query,
@@ -235,6 +264,9 @@ class Lantern:
             agent=agent,
             project=project,
             complete=False,
+            rerank=rerank,
+            llm=llm,
+            top_k=top_k,
         )
         packed = [e.id for e in result.entries]
         try:
@@ -276,6 +308,9 @@ class Lantern:
         *,
         as_of: datetime | None = None,
         proactive: bool = False,
+        rerank: bool = False,
+        llm: LLMSettings | LLMClient | None = None,
+        top_k: int | None = None,
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
@@ -301,6 +336,9 @@ class Lantern:
             project=project,
             extra_rankings=extra_rankings,
             complete=True,
+            rerank=rerank,
+            llm=llm,
+            top_k=top_k,
         )
         tags = self.store.tags(c.entry.id for c in result.candidates)
         for c in result.candidates:
@@ -321,6 +359,9 @@ class Lantern:
         project: str | None,
         extra_rankings: dict[str, list[int]] | None = None,
         complete: bool,
+        rerank: bool = False,
+        llm: LLMSettings | LLMClient | None = None,
+        top_k: int | None = None,
     ) -> Recovery:
         """The read path shared by ``recover`` and ``explain``; ``complete``: MMR order and duplicate verdicts for
         every candidate, not only as far as packing read (recover/pipeline.py)."""
@@ -336,7 +377,7 @@ class Lantern:
             self.index.refresh()
             ids += self.index.ids[self.index.time > at].tolist()
         notes = facts_note.notes_for(self.store.db, at, *self._fact_filter(scope)) if self.config.fact_notes else None
-        return pipeline.recover(
+        result = pipeline.recover(
             self.store,
             self.index,
             self.queries,
@@ -352,7 +393,12 @@ class Lantern:
             scope=scope,
             extra_rankings=extra_rankings,
             complete=complete,
+            llm=self.llm_client(llm) if rerank else None,
+            top_k=top_k,
         )
+        if result.rerank is not None and result.rerank.warning:
+            log.warning("%s", result.rerank.warning)
+        return result
 
     def facts(
         self,

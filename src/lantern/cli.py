@@ -151,6 +151,47 @@ def _agent_option() -> object:
     )
 
 
+def _llm_url_option() -> object:
+    return typer.Option(
+        None,
+        "--llm-base-url",
+        envvar="LANTERN_LLM_BASE_URL",
+        metavar="URL",
+        help="OpenAI-compatible API root (.../v1) of the LLM half; receives conversation text. Default "
+        "$LANTERN_LLM_BASE_URL.",
+    )
+
+
+def _llm_model_option() -> object:
+    return typer.Option(
+        None, "--llm-model", envvar="LANTERN_LLM_MODEL", metavar="NAME", help="Model name (default $LANTERN_LLM_MODEL)."
+    )
+
+
+def _rerank_option() -> object:
+    return typer.Option(
+        False, "--rerank", help="LANTERN-Rerank: one LLM call reorders the fused top candidates (needs --llm-base-url)."
+    )
+
+
+def _llm(rerank: bool, base_url: Optional[str], model: Optional[str]):
+    """The LLM settings of a command (lantern/llm.py), or None without --rerank. A usage error (exit 2) when
+    --rerank has no endpoint or no model."""
+    if not rerank:
+        return None
+    from lantern.llm import settings
+
+    try:
+        chosen = settings(None, base_url, model)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="'--llm-model'") from None
+    if chosen is None:
+        raise typer.BadParameter(
+            "--rerank needs an LLM endpoint: give --llm-base-url URL and --llm-model NAME", param_hint="'--rerank'"
+        )
+    return chosen
+
+
 def _project_option() -> object:
     return typer.Option(
         None, "--project", help="Project: a filter on reads (default any), a label on writes.", callback=_utf8
@@ -741,21 +782,35 @@ def recover(
     ),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"text", "chars", "entries": [...]}.'),
+    as_json: bool = typer.Option(
+        False, "--json", help='Print {"text", "chars", "reranked", "llm_calls", "entries": [...]}.'
+    ),
     as_of: Optional[str] = typer.Option(
         None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."
     ),
+    rerank: bool = _rerank_option(),
+    llm_base_url: Optional[str] = _llm_url_option(),
+    llm_model: Optional[str] = _llm_model_option(),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
 ) -> None:
     """Recover archived turns for QUERY within a character budget."""
+    llm = _llm(rerank, llm_base_url, llm_model)
 
     def run():
         when = _iso(as_of, "--as-of")
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(
-                query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project
+                query,
+                session=session,
+                budget=budget,
+                as_of=when,
+                rerank=rerank,
+                llm=llm,
+                user=user,
+                agent=agent,
+                project=project,
             )
             if as_json:
                 _print_json(result.to_json())
@@ -787,17 +842,33 @@ def search(
     as_json: bool = typer.Option(
         False, "--json", help="Print the results as JSON (with --explain: every candidate's ranks and verdict)."
     ),
+    rerank: bool = _rerank_option(),
+    llm_base_url: Optional[str] = _llm_url_option(),
+    llm_model: Optional[str] = _llm_model_option(),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
 ) -> None:
-    """Search the archive (fused ranking); --explain shows why each candidate was packed or cut."""
+    """Search the archive (fused ranking); --explain shows why each candidate was packed or cut (with --rerank,
+    the LLM's place of each beside its fused rank)."""
+    llm = _llm(rerank, llm_base_url, llm_model)
+    if rerank and not explain:
+        raise typer.BadParameter(
+            "--rerank goes with --explain (search alone shows the fused ranking)", param_hint="'--rerank'"
+        )
 
     def run():
-        with _open() as lantern:
+        with _open() as lantern, _warnings_on_stderr():
             if explain:
                 cands = lantern.explain(
-                    query, session=session, budget=budget, user=user, agent=agent, project=project
+                    query,
+                    session=session,
+                    budget=budget,
+                    rerank=rerank,
+                    llm=llm,
+                    user=user,
+                    agent=agent,
+                    project=project,
                 ).candidates
                 rows = [
                     {
@@ -807,6 +878,7 @@ def search(
                         "ranks": c.ranks,
                         "rrf": round(c.rrf, 5),
                         "mmr": c.mmr_order,
+                        "rerank": c.rerank,
                         "verdict": c.verdict,
                         "reason": c.reason,
                         "category": c.entry.category,
@@ -869,14 +941,17 @@ def _print_search_table(rows: list[dict], explain: bool) -> None:
         "turn",
         *(SIGNAL_COLUMNS.get(n, n) for n in signals),
         "RRF",
+        *(("LLM",) if explain and any(r.get("rerank") for r in rows) else ()),
         *(("MMR", "verdict", "category", "c", "σ") if explain else ()),
         "summary",
     ]
     cells = []
     for r in rows:
         ranks = [str(r["ranks"].get(s, "–")) for s in signals]
+        llm_place = (str(r.get("rerank") or "–"),) if "LLM" in headers else ()
         extra = (
             (
+                *llm_place,
                 str(r["mmr"] or "–"),
                 safe(r["verdict"] + (f" ({r['reason']})" if r["reason"] else "")),
                 safe(str(r["category"] or "–")),
@@ -1292,6 +1367,89 @@ def reindex(
             print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
 
     _guard(run)
+
+
+@app.command()
+def chat(
+    session: str = typer.Option("chat", "--session", "-s", callback=_utf8, help="Session the turns are archived in."),
+    once: Optional[str] = typer.Option(None, "--once", metavar="QUESTION", help="Ask one question, answer, exit."),
+    system: Optional[str] = typer.Option(None, "--system", help="System prompt (default: the agent's)."),
+    budget: int = typer.Option(16000, "--budget", "-b", min=1, help="Characters of the whole context sent."),
+    top_k: int = typer.Option(2, "--top-k", min=1, help="Recovered entries per turn."),
+    rerank: bool = typer.Option(False, "--rerank", help="LANTERN-Rerank each recovery (one more LLM call)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per answer (answer, recovery, costs)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Cap of each answer (default 256)."),
+    llm_base_url: Optional[str] = _llm_url_option(),
+    llm_model: Optional[str] = _llm_model_option(),
+    user: Optional[str] = _user_option("User id the turns belong to (default $LANTERN_USER)."),
+) -> None:
+    """Chat with the configured LLM over Lantern's memory: every turn archived; when a question refers back or the
+    draft answer is unsure, lost turns are recovered and the answer regenerated (shown on stderr: which cue).
+    Questions come from --once, else one per line on stdin (interactive on a terminal). Needs an LLM endpoint;
+    it receives the conversation and what is recovered."""
+    from lantern.llm import settings
+
+    try:
+        llm = settings(None, llm_base_url, llm_model)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="'--llm-model'") from None
+    if llm is None:
+        raise typer.BadParameter(
+            "chat needs an LLM endpoint: give --llm-base-url URL and --llm-model NAME", param_hint="'--llm-base-url'"
+        )
+
+    def run():
+        from lantern.memory.agent import SYSTEM_PROMPT, MemoryAgent
+        from lantern.scope import resolve
+
+        interactive = once is None and sys.stdin.isatty()
+        with _open(create=True) as lantern, _warnings_on_stderr():
+            if user is not None:
+                lantern.scope = resolve(lantern.scope, user, None, None)
+            agent = MemoryAgent(
+                lantern,
+                session,
+                llm,
+                system_prompt=system if system is not None else SYSTEM_PROMPT,
+                budget=budget,
+                top_k=top_k,
+                rerank=rerank,
+            )
+            questions = [once] if once is not None else _questions(interactive)
+            for question in questions:
+                if not question.strip():
+                    continue
+                turn = agent.ask(question)
+                if as_json:
+                    _print_json(turn.to_json())
+                    continue
+                print(_on_terminal()(turn.answer), flush=True)
+                typer.secho(_recovery_line(turn), err=True, fg=typer.colors.CYAN)
+
+    _guard(run)
+
+
+def _questions(interactive: bool):
+    """Questions read from stdin, one per line; on a terminal with a ``you> `` prompt, until EOF or Ctrl-C."""
+    while True:
+        try:
+            line = input("you> ") if interactive else sys.stdin.readline()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if not interactive and not line:
+            return
+        yield line.rstrip("\n")
+
+
+def _recovery_line(turn) -> str:
+    """The stderr line after an answer: whether a recovery fired and why, and what the turn cost."""
+    cost = f"{turn.generations} generation{'s' if turn.generations > 1 else ''}, {turn.usage.calls} LLM calls, "
+    cost += f"{turn.usage.tokens_in} tokens in / {turn.usage.tokens_out} out, {turn.ms:.0f} ms"
+    if not turn.reasons:
+        return f"[no recovery; {cost}]"
+    got = len(turn.recovery.entries) if turn.recovery is not None else 0
+    used = f", {len(turn.used)} used by the answer" if got else ""
+    return f"[recovery: {'; '.join(turn.reasons)} -> {got} entries{used}; {cost}]"
 
 
 @app.command()

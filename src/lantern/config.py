@@ -101,6 +101,15 @@ class Config:
     extract_facts: bool = True  # key/value facts by pattern at archive time, versioned in the facts table
     fact_notes: bool = True  # recovery marks superseded values in the block ("5433 until 14 Mar, now 5434")
     working_turns: int = 3  # Session working memory: last 3 turns verbatim (docs/architecture.md §5.1)
+    # --- the LLM half (lantern/llm.py; off unless llm_base_url or $LANTERN_LLM_BASE_URL is set) ---
+    llm_base_url: str | None = None  # OpenAI-compatible API root (".../v1"); receives conversation text (redacted)
+    llm_model: str | None = None  # model name sent to llm_base_url (key: $LANTERN_LLM_API_KEY, never stored)
+    llm_timeout_s: float = 30.0  # seconds per LLM request
+    llm_max_tokens: int = 256  # the cap of each LLM answer, in tokens
+    llm_json_mode: str = "schema"  # how JSON answers are constrained: schema | object (llama-cpp-python) | off
+    rerank_top_n: int = 20  # candidates shown to the rerank call: the fused top N (ours)
+    rerank_excerpt_chars: int = 300  # each shown as its most query-relevant window of this many characters (ours)
+    rerank_prompt_chars: int = 8_000  # the whole rerank prompt at most this long (ours: ~2k tokens)
     gist_every: int = 5  # Session core gist refreshed every 5 turns (docs/architecture.md §5.2)
     gist_max_chars: int = 1500  # rolling gist cap; the oldest lines roll off (ours)
     gist_base_url: str | None = None  # OpenAI-compatible base URL (".../v1") for an LLM gist; None: extractive

@@ -183,6 +183,7 @@ class Candidate:
     scores: dict[str, float] = field(default_factory=dict)
     rrf: float = 0.0
     mmr_order: int | None = None
+    rerank: int | None = None  # 1-based place the rerank stage's LLM gave it; None: not named (or no rerank)
     verdict: str = ""
     reason: str = ""
     chars: int = 0
@@ -222,11 +223,22 @@ class Recovery:
     budget: int
     candidates: list[Candidate] = field(default_factory=list)
     facts: list[Any] = field(default_factory=list)  # recover.facts_note.FactNote: superseded values in the block
+    rerank: Any = None  # recover.rerank.RerankResult when a rerank was asked for
+
+    @property
+    def reranked(self) -> bool:
+        """Whether the block follows an LLM's order (False: no rerank asked, or it fell back to the fused order)."""
+        return bool(self.rerank is not None and self.rerank.reranked)
 
     def to_json(self) -> dict[str, Any]:
+        usage = self.rerank.usage if self.rerank is not None else None
         return {
             "text": self.text,
             "chars": self.chars,
+            "reranked": self.reranked,
+            "llm_calls": usage.calls if usage else 0,
+            "tokens_in": usage.tokens_in if usage else 0,
+            "tokens_out": usage.tokens_out if usage else 0,
             "entries": [
                 {"id": e.id, "session": e.session, "turn": e.turn, "score": e.score, "text": e.text}
                 for e in self.entries

@@ -69,6 +69,7 @@ __all__ = [
     "reinforced",
     "resolve_pending",
     "success_ema",
+    "useful_entries",
 ]
 
 
@@ -214,6 +215,13 @@ def apply_feedback(
         if where is not None and ids:
             ids = rows.in_scope(db, ids, where)
         return _apply_usefulness(db, [(i, bool(useful)) for i in ids], alpha)
+
+
+def useful_entries(store, entry_ids: Sequence[int], reply: str) -> list[int]:
+    """The entries among ``entry_ids`` that ``reply`` uses by the usefulness test (``is_useful``), in order."""
+    terms = set(query_terms(reply))
+    hints = dict(rows.read_columns(store.db, list(entry_ids), "hints"))
+    return [i for i in entry_ids if i in hints and is_useful(json.loads(hints[i]), terms)]
 
 
 def pruned_count(store, prune_below: float = PRUNE_BELOW) -> int:

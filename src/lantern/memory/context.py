@@ -27,14 +27,12 @@ recovered verbatim is dropped. An LLM gist is one text with no per-turn lines, s
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
 from lantern.archive.chunk import chunk
+from lantern.llm import LLMSettings
 from lantern.memory.triggers import Trigger, recovery_query, should_recover
 from lantern.model import ArchiveResult, Recovery, Turn
 
@@ -90,8 +88,9 @@ class Session:
     ``gist_timeout_s`` and the key in ``$LANTERN_GIST_API_KEY`` (never stored).
     """
 
-    def __init__(self, lantern: Any, session: str, *, system_prompt: str = ""):
+    def __init__(self, lantern: Any, session: str, *, system_prompt: str = "", llm: Any = None):
         self.lantern = lantern
+        self.llm = llm  # LLMSettings or LLMClient of the LLM gist; None: Config.gist_base_url, else extractive
         self.session = session
         self.system_prompt = system_prompt
         cfg = lantern.config
@@ -203,11 +202,22 @@ class Session:
         return {i: (session, turn) for i, session, turn in rows}
 
     # ------------------------------------------------------------------ LLM gist
+    def _gist_llm(self) -> Any:
+        """The client the gist is written with: ``llm`` when given, else one of ``Config.gist_base_url`` (key in
+        ``$LANTERN_GIST_API_KEY``), else None (extractive gist)."""
+        if self.llm is not None:
+            return self.lantern.llm_client(self.llm)
+        cfg = self.lantern.config
+        if not cfg.gist_base_url:
+            return None
+        return self.lantern.llm_client(
+            LLMSettings(cfg.gist_base_url, cfg.gist_model, cfg.gist_timeout_s, api_key_env="LANTERN_GIST_API_KEY")
+        )
+
     def _llm_configured(self) -> bool:
-        return bool(self.lantern.config.gist_base_url)
+        return self.llm is not None or bool(self.lantern.config.gist_base_url)
 
     def _call_llm(self, new_turns: str) -> str:
-        cfg = self.lantern.config
         messages = [
             {"role": "system", "content": GIST_PROMPT.format(max_chars=self.gist_max_chars)},
             {
@@ -215,10 +225,8 @@ class Session:
                 "content": f"Current summary:\n{self._llm_gist or self.gist or '(none)'}\n\nNew turns:\n{new_turns}",
             },
         ]
-        text = chat_completion(
-            cfg.gist_base_url, cfg.gist_model, messages, os.environ.get("LANTERN_GIST_API_KEY"), cfg.gist_timeout_s
-        )
-        if not isinstance(text, str) or not text.strip():
+        text = self._gist_llm().chat(messages, max_tokens=max(64, self.gist_max_chars // 3)).text
+        if not text.strip():
             raise ValueError("the gist LLM returned no text")
         return text
 
@@ -231,13 +239,18 @@ class Session:
         draft: str | None = None,
         recover: bool | None = None,
         session_only: bool = False,
+        rerank: bool = False,
+        top_k: int | None = None,
+        recovery_title: str | None = None,
     ) -> Context:
         """Assemble system prompt, gist, working memory, recovered block and ``question`` in at most ``budget``
         characters (``len(Context.text)``). Recovery runs when ``should_recover(question, draft)`` fires, or as
         ``recover`` forces (True/False). It reads the user's whole archive (every session of the handle's user, as
         ``Lantern.recover`` without ``session``: what was said in another conversation comes back too);
         ``session_only`` restricts it to this session and its sub-sessions (``recover(session=...)``). Raises
-        ValueError when the budget cannot hold the system prompt and the question."""
+        ValueError when the budget cannot hold the system prompt and the question. ``rerank`` / ``top_k``: as
+        ``Lantern.recover`` (the rerank with this session's ``llm``); ``recovery_title``: a line put above the
+        recovered block (the agent's "Recovered history" / 【相关历史记录】 marker), counted in the budget."""
         if budget is None:
             raise ValueError("budget must be a finite number of characters >= 0, got None")
         budget = self.lantern._budget(budget)  # ValueError unless a finite number >= 0; 8000.0 -> 8000
@@ -272,7 +285,7 @@ class Session:
         trigger = should_recover(question, draft)
         fire = trigger.fire if recover is None else recover
         recovery, block = None, ""
-        room = budget - used - len(SEPARATOR)
+        room = budget - used - len(SEPARATOR) - (len(recovery_title) + 1 if recovery_title else 0)
         if fire and room > 0:
             live = [m for w in included for m in w.turn.messages]  # the live-context exclusion: by id and by text
             recovery = self.lantern.recover(
@@ -280,8 +293,11 @@ class Session:
                 session=self.session if session_only else None,
                 budget=room,
                 exclude=[*(w.entry_id for w in included), *live],
+                rerank=rerank,
+                llm=self.llm if rerank else None,
+                top_k=top_k,
             )
-            block = recovery.text
+            block = f"{recovery_title}\n{recovery.text}" if recovery_title and recovery.text else recovery.text
             recovered_ids = {e.id for e in recovery.entries}
             if recovered_ids:  # the verbatim turn replaces its gist line (an LLM gist's lines have no turn)
                 gist = _gist_text(GIST_TITLE, [(i, line) for i, line in lines if i not in recovered_ids])
@@ -313,23 +329,6 @@ class Session:
 
 
 # ---------------------------------------------------------------------------------------------- pure helpers
-def chat_completion(
-    base_url: str, model: str, messages: list[dict[str, str]], api_key: str | None, timeout: float
-) -> str:
-    """POST ``{base_url}/chat/completions`` (OpenAI-compatible) and return the first choice's text. Raises
-    urllib.error.URLError / OSError on transport errors, KeyError / ValueError on a malformed answer."""
-    headers = {"content-type": "application/json"}
-    if api_key:
-        headers["authorization"] = f"Bearer {api_key}"
-    body = json.dumps({"model": model, "messages": messages, "temperature": 0}).encode()
-    request = urllib.request.Request(
-        base_url.rstrip("/") + "/chat/completions", data=body, headers=headers, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        data = json.loads(response.read().decode("utf-8"))
-    return data["choices"][0]["message"]["content"]
-
-
 _FIRST_SENTENCE = re.compile(r"^(.+?(?:[.!?](?=\s|$)|[。！？]|\n|$))", re.S)
 
 

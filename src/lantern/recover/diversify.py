@@ -25,9 +25,12 @@ _NUMBER = re.compile(r"\d+")
 __all__ = ["DUPLICATE_COSINE", "diversify"]
 
 
-def diversify(ranked: list[Candidate], vectors: np.ndarray, config: Config) -> Iterable[int]:
-    """The indices of ``ranked`` (best RRF first) in MMR order (fused order when ``config.use_mmr`` is off),
-    near-duplicates left out (verdict ``cut:duplicate``), each candidate's ``mmr_order`` set as it is reached.
+def diversify(
+    ranked: list[Candidate], vectors: np.ndarray, config: Config, order: list[int] | None = None
+) -> Iterable[int]:
+    """The indices of ``ranked`` (best RRF first) in MMR order (fused order when ``config.use_mmr`` is off; the
+    given ``order`` of indices when there is one, e.g. the rerank stage's), near-duplicates left out (verdict
+    ``cut:duplicate``), each candidate's ``mmr_order`` set as it is reached.
     ``vectors``: float32 (len(ranked), d), L2-normalized, aligned with ``ranked``. Lazy, and replayable: a second
     iteration (packing again to make room for fact notes) sees the same indices without recomputing them."""
     rows: dict[int, np.ndarray] = {}
@@ -37,9 +40,11 @@ def diversify(ranked: list[Candidate], vectors: np.ndarray, config: Config) -> I
             rows[i] = cosines(vectors, vectors[i])
         return rows[i]
 
+    if order is not None:
+        return _Replay(_distinct(ranked, iter(order), similarity))
     relevance = np.asarray([c.rrf for c in ranked])
-    order = mmr(relevance, similarity, config.mmr_lambda) if config.use_mmr else iter(range(len(ranked)))
-    return _Replay(_distinct(ranked, order, similarity))
+    mmr_order = mmr(relevance, similarity, config.mmr_lambda) if config.use_mmr else iter(range(len(ranked)))
+    return _Replay(_distinct(ranked, mmr_order, similarity))
 
 
 def _distinct(ranked: list[Candidate], order: Iterable[int], similarity: Callable[[int], np.ndarray]) -> Iterator[int]:

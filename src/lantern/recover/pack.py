@@ -131,26 +131,28 @@ def pack(
     entry_share: float = 1.0,
     session: str | None = None,
     group: bool = False,
+    max_entries: int | None = None,
 ) -> PackResult:
     """Pack ``entries`` (already in MMR order) into at most ``budget`` characters, the title line included.
     No entry takes more than ``entry_share`` of the budget: a longer one is packed as its excerpt of that size, so
     one long tool log cannot crowd out every other entry (ours). Verdicts per entry id: ``packed``, ``excerpt``,
     ``cut:budget``. ``session``: the one session all entries come from, named once in the title instead of in
     every header (short turns would otherwise spend a third of the budget on headers), its turns rendered in
-    conversation order (the selection is still made in MMR order).
+    conversation order (the selection is still made in MMR order). ``max_entries``: stop after that many entries
+    are packed (the agent's top-k; None: as many as fit).
     ``group`` (ours): entries from several sessions are rendered grouped by session, each session named once on a
     ``group_header`` line (sessions in the order their first entry was packed; inside a session, turns in
     conversation order) with a short ``turn_header`` per entry; the selection is still made in MMR order, a
     session line counted when its first entry is packed. Turns of a few hundred characters (chat) spend about a
     third of the budget on full headers; grouped, a question and its answer in the next turn also read in order."""
     if group and session is None:
-        return _pack_grouped(entries, budget, terms, min_excerpt, entry_share)
+        return _pack_grouped(entries, budget, terms, min_excerpt, entry_share, max_entries)
     result = PackResult(text="")
     parts: list[str] = []
     top = title(session)
     used = len(top)
     for entry in entries:
-        if budget - used < FULL_BELOW:
+        if budget - used < FULL_BELOW or (max_entries is not None and len(result.packed) >= max_entries):
             break  # the rest is cut unread: callers mark entries without a verdict as cut:budget
         head = header(entry, with_session=session is None) + "\n"
         room = min(budget - used, int(budget * entry_share)) - len(head) - 2  # two newlines separate blocks
@@ -184,14 +186,19 @@ def _fit(entry: Entry, room: int, terms: list[str], floor: int, result: PackResu
 
 
 def _pack_grouped(
-    entries: Iterable[Entry], budget: int, terms: list[str], min_excerpt: int, entry_share: float
+    entries: Iterable[Entry],
+    budget: int,
+    terms: list[str],
+    min_excerpt: int,
+    entry_share: float,
+    max_entries: int | None = None,
 ) -> PackResult:
     """``pack`` with ``group``: the same selection rule, the cost of a session line paid by its first entry."""
     result = PackResult(text="")
     used = len(TITLE)
     groups: dict[str, tuple[str, str, list[tuple[Entry, str]]]] = {}  # session -> (line, opened, [(entry, text)])
     for entry in entries:
-        if budget - used < FULL_BELOW:
+        if budget - used < FULL_BELOW or (max_entries is not None and len(result.packed) >= max_entries):
             break
         new = entry.session not in groups
         line = group_header(entry) if new else groups[entry.session][0]

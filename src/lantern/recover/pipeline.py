@@ -18,11 +18,13 @@ from itertools import islice
 
 from lantern.config import Config
 from lantern.embed import Embedder, signal_blocks
+from lantern.llm import LLMClient
 from lantern.model import Candidate, Entry, Hit, RecoveredEntry, Recovery
 from lantern.recover.diversify import diversify
 from lantern.recover.facts_note import pack_with_notes
 from lantern.recover.pack import PackResult, pack
 from lantern.recover.rank import rank
+from lantern.recover.rerank import RerankResult, rerank
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
 from lantern.store.sqlite import Store
@@ -47,6 +49,8 @@ def recover(
     scope: Scope | None = None,
     extra_rankings: dict[str, list[int]] | None = None,
     complete: bool = True,
+    llm: LLMClient | None = None,
+    top_k: int | None = None,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
     the verdict of every entry considered (``explain``). ``now``: the time recency is measured from (default the
@@ -55,7 +59,9 @@ def recover(
     packing reads; ``complete`` (explain, evaluation) runs them over every candidate afterwards, so each has its MMR
     order and duplicate verdict; without it, candidates packing never examined (read ahead in a batch or never
     reached) are ``cut:budget`` with no MMR order.
-    The packed block is the same either way."""
+    The packed block is the same either way. ``llm``: rerank the fused top ``Config.rerank_top_n`` with one call
+    (recover/rerank.py) and pack in its order; on any failure of the LLM the fused order is kept and
+    ``Recovery.rerank.warning`` says why. ``top_k``: at most that many entries packed (None: as many as fit)."""
     candidates, terms, positions = rank(
         store,
         index,
@@ -73,8 +79,17 @@ def recover(
     ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
     if not ranked:
         return Recovery(query=query, text="", entries=[], chars=0, budget=budget, candidates=candidates)
-    order = diversify(ranked, index.vectors(positions, drop=signal_blocks(embedder).values()), config)
-    result, fact_notes = pack_block(store, ranked, order, budget, terms, config, notes)
+    reranked = rerank_stage(store, llm, query, ranked, terms, config) if llm is not None else None
+    explicit = None
+    if reranked is not None and reranked.reranked:
+        at = {c.entry.id: i for i, c in enumerate(ranked)}
+        explicit = [at[i] for i in reranked.order] + [
+            i for i in range(len(ranked)) if ranked[i].entry.id not in set(reranked.order)
+        ]
+        for pos, entry_id in enumerate(reranked.named, 1):
+            ranked[at[entry_id]].rerank = pos
+    order = diversify(ranked, index.vectors(positions, drop=signal_blocks(embedder).values()), config, explicit)
+    result, fact_notes = pack_block(store, ranked, order, budget, terms, config, notes, top_k)
     set_verdicts(ranked, order, result, complete)
     by_id = {c.entry.id: c for c in ranked}
     recovered = [
@@ -97,6 +112,25 @@ def recover(
         budget=budget,
         candidates=candidates,
         facts=fact_notes,
+        rerank=reranked,
+    )
+
+
+def rerank_stage(
+    store: Store, llm: LLMClient, query: str, ranked: list[Candidate], terms: list[str], config: Config
+) -> RerankResult:
+    """The rerank stage over the fused candidates, their full texts read for the top ``Config.rerank_top_n``."""
+    top = [c.entry.id for c in ranked[: config.rerank_top_n]]
+    texts = {i: e.text for i, e in store.entries(top, tags=False).items()}
+    return rerank(
+        llm,
+        query,
+        ranked,
+        texts,
+        terms,
+        top_n=config.rerank_top_n,
+        excerpt_chars=config.rerank_excerpt_chars,
+        prompt_chars=config.rerank_prompt_chars,
     )
 
 
@@ -108,6 +142,7 @@ def pack_block(
     terms: list[str],
     config: Config,
     notes: Callable[[list[int]], list] | None,
+    top_k: int | None = None,
 ) -> tuple[PackResult, list]:
     """Pack the candidates in ``order`` (diversify) into ``budget`` characters, their full texts read in small
     batches as packing asks for them; with ``notes``, the superseded-fact notes fit in the same budget."""
@@ -123,6 +158,7 @@ def pack_block(
             config.entry_share,
             session=one_session,
             group=config.pack_group_sessions,
+            max_entries=top_k,
         )
 
     return pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])

@@ -1,0 +1,235 @@
+"""The LLM half's one client: an OpenAI-compatible ``POST {base_url}/chat/completions`` endpoint
+(docs/architecture.md §8).
+
+Off unless configured. Every LLM use of Lantern — the rerank stage (recover/rerank.py), the memory agent
+(memory/agent.py), the LLM gist (memory/context.py), the evaluation's answer accuracy and LLM summaries — goes
+through ``LLMClient`` with the settings of one place, ``LLMSettings``:
+
+=============  ===================================  ======================  ===============================
+setting        Config field                         environment variable    CLI option
+=============  ===================================  ======================  ===============================
+base URL       ``llm_base_url`` (``.../v1``)        ``LANTERN_LLM_BASE_URL``  ``--llm-base-url URL``
+model          ``llm_model``                        ``LANTERN_LLM_MODEL``     ``--llm-model NAME``
+API key        never stored: read at each request   ``LANTERN_LLM_API_KEY``   —
+timeout        ``llm_timeout_s`` (seconds)          ``LANTERN_LLM_TIMEOUT``   —
+max tokens     ``llm_max_tokens`` (per answer)      —                         —
+JSON mode      ``llm_json_mode``                    ``LANTERN_LLM_JSON_MODE`` —
+=============  ===================================  ======================  ===============================
+
+An option given beats the environment, which beats the Config. The endpoint receives conversation text (already
+redacted at archive time); the key is sent only as ``Authorization: Bearer`` to that endpoint and appears in no
+repr, log line or error message. Network use: the configured URL only.
+
+JSON mode: how an answer is constrained to a JSON schema (the rerank stage's ``{"ids": [...]}``). ``schema``: the
+OpenAI API's ``response_format: {"type": "json_schema", ...}`` (OpenAI, vLLM, recent llama.cpp servers);
+``object``: ``{"type": "json_object", "schema": ...}`` (llama-cpp-python's server); ``off``: none, the answer is
+parsed as it comes. An endpoint that refuses the format (HTTP 400/422) is asked once more without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lantern.errors import LanternError
+
+KEY_ENV = "LANTERN_LLM_API_KEY"
+URL_ENV = "LANTERN_LLM_BASE_URL"
+MODEL_ENV = "LANTERN_LLM_MODEL"
+TIMEOUT_ENV = "LANTERN_LLM_TIMEOUT"
+JSON_MODE_ENV = "LANTERN_LLM_JSON_MODE"
+JSON_MODES = ("schema", "object", "off")
+
+__all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "settings"]
+
+
+class LLMError(LanternError):
+    """The LLM endpoint failed. ``kind``: ``"unreachable"`` (connection refused, DNS), ``"timeout"``, ``"http"``
+    (a 4xx/5xx status, in ``status``) or ``"malformed"`` (no ``choices[0].message.content`` text in the answer)."""
+
+    def __init__(self, message: str, kind: str, status: int | None = None):
+        super().__init__(message)
+        self.kind, self.status = kind, status
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Where and how to call the LLM. ``base_url``: an OpenAI-compatible API root (``http://127.0.0.1:8080/v1``);
+    ``timeout_s``: seconds per request; ``max_tokens``: the answer's cap; ``api_key_env``: the environment variable
+    the key is read from at request time (the key itself is never held here)."""
+
+    base_url: str
+    model: str
+    timeout_s: float = 30.0
+    max_tokens: int = 256
+    api_key_env: str = KEY_ENV
+    json_mode: str = "schema"
+
+    def __post_init__(self) -> None:
+        if self.json_mode not in JSON_MODES:
+            raise ValueError(f"json_mode must be one of {', '.join(JSON_MODES)}, got {self.json_mode!r}")
+
+    @property
+    def url(self) -> str:
+        """The chat-completions URL."""
+        root = self.base_url.rstrip("/")
+        return root if root.endswith("/chat/completions") else root + "/chat/completions"
+
+    def describe(self) -> dict[str, str]:
+        """What a report may name: the endpoint and the model (never the key)."""
+        return {"base_url": self.base_url, "model": self.model}
+
+
+def settings(config: Any = None, base_url: str | None = None, model: str | None = None) -> LLMSettings | None:
+    """The LLM settings in force: ``base_url`` / ``model`` given (CLI options), else ``$LANTERN_LLM_BASE_URL`` /
+    ``$LANTERN_LLM_MODEL``, else the Config's ``llm_base_url`` / ``llm_model``. None when no base URL is set (the LLM
+    half is off). Raises ValueError when a base URL is set without a model, or the timeout variable is no number."""
+    url = base_url or os.environ.get(URL_ENV) or getattr(config, "llm_base_url", None)
+    if not url:
+        return None
+    name = model or os.environ.get(MODEL_ENV) or getattr(config, "llm_model", None)
+    if not name:
+        raise ValueError(f"an LLM base URL is set ({url}) but no model: give --llm-model or ${MODEL_ENV}")
+    timeout = getattr(config, "llm_timeout_s", 30.0)
+    if os.environ.get(TIMEOUT_ENV):
+        try:
+            timeout = float(os.environ[TIMEOUT_ENV])
+        except ValueError:
+            raise ValueError(f"${TIMEOUT_ENV} must be a number of seconds, got {os.environ[TIMEOUT_ENV]!r}") from None
+    mode = os.environ.get(JSON_MODE_ENV) or getattr(config, "llm_json_mode", "schema")
+    return LLMSettings(url, name, timeout, getattr(config, "llm_max_tokens", 256), json_mode=mode)
+
+
+@dataclass
+class Usage:
+    """What calls cost so far: ``calls`` made (failed ones included), ``tokens_in`` / ``tokens_out`` as the endpoint
+    reported them (``usage.prompt_tokens`` / ``completion_tokens``; 0 when it reports none), wall ``ms``."""
+
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    ms: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.ms += other.ms
+
+
+@dataclass
+class Completion:
+    """One answer: its ``text``, and its ``usage`` (one call)."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+
+
+class LLMClient:
+    """Chat completions against one endpoint (httpx). ``usage`` adds up every call made through this client.
+
+    ``transport``: an ``httpx`` transport (tests may pass one); default the network."""
+
+    def __init__(self, settings: LLMSettings, transport: Any = None):
+        import httpx
+
+        self.settings = settings
+        self.usage = Usage()
+        self._http = httpx.Client(timeout=settings.timeout_s, transport=transport, trust_env=False)
+
+    def __repr__(self) -> str:
+        return f"LLMClient({self.settings.base_url!r}, model={self.settings.model!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        json_schema: dict | None = None,
+    ) -> Completion:
+        """One completion of ``messages`` (OpenAI chat shape), at most ``max_tokens`` (default the settings'),
+        constrained to ``json_schema`` as the settings' JSON mode says. Raises ``LLMError``."""
+        body: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens or self.settings.max_tokens,
+        }
+        constraint = _response_format(json_schema, self.settings.json_mode)
+        if constraint is not None:
+            try:
+                return self._post({**body, "response_format": constraint})
+            except LLMError as e:
+                if e.status not in (400, 422):
+                    raise
+        return self._post(body)
+
+    def _post(self, body: dict[str, Any]) -> Completion:
+        import httpx
+
+        headers = {"content-type": "application/json"}
+        key = os.environ.get(self.settings.api_key_env)
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        url = self.settings.url
+        start = time.perf_counter()
+        usage = Usage(calls=1)
+        try:
+            response = self._http.post(url, content=json.dumps(body, ensure_ascii=False).encode(), headers=headers)
+        except httpx.TimeoutException:
+            raise self._fail(
+                usage, start, f"LLM endpoint {url} timed out after {self.settings.timeout_s:g} s", "timeout"
+            ) from None
+        except httpx.HTTPError as e:
+            raise self._fail(
+                usage, start, f"LLM endpoint {url} unreachable: {type(e).__name__}", "unreachable"
+            ) from None
+        usage.ms = (time.perf_counter() - start) * 1000
+        if response.status_code >= 400:
+            raise self._fail(
+                usage, start, f"LLM endpoint {url} answered HTTP {response.status_code}", "http", response.status_code
+            )
+        try:
+            data = response.json()
+            text = data["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise self._fail(
+                usage, start, f"LLM endpoint {url}: no choices[0].message.content in the answer", "malformed"
+            ) from None
+        if not isinstance(text, str):
+            raise self._fail(usage, start, f"LLM endpoint {url}: choices[0].message.content is not text", "malformed")
+        reported = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        usage.tokens_in = _count(reported.get("prompt_tokens"))
+        usage.tokens_out = _count(reported.get("completion_tokens"))
+        self.usage.add(usage)
+        return Completion(text, usage)
+
+    def _fail(self, usage: Usage, start: float, message: str, kind: str, status: int | None = None) -> LLMError:
+        usage.ms = (time.perf_counter() - start) * 1000
+        self.usage.add(usage)
+        return LLMError(message, kind, status)
+
+
+def _response_format(schema: dict | None, mode: str) -> dict | None:
+    if schema is None or mode == "off":
+        return None
+    if mode == "object":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": schema}}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

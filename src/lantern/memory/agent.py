@@ -1,0 +1,176 @@
+"""The memory agent loop (LongContextMemoryAgent of the layered-memory write-up; docs/architecture.md §8).
+
+    question  -> back-reference in it?  (memory/triggers.py)
+       no     -> draft = LLM(system, gist, working memory, question)
+                 low-confidence draft? ("I'm not sure", "我不确定", or very short)  no -> the draft is the answer
+       yes    -> block = recover(question + core gist, top-k, budget[, rerank])
+                 answer = LLM(system, gist, working memory, marked block, question)
+    archive (question, answer): working memory, gist (every 5 turns, by the LLM), long-term archive
+
+At most two generations per turn (draft, regenerate), plus the optional rerank call; a question that refers back
+skips the draft (it would be thrown away). The recovered block is inserted after working memory and before the
+question, under "Recovered history" or 【相关历史记录】 (by the question's script). Archiving the answer judges the
+recovery (reinforce.py): a recovered entry whose lookup hints the answer reuses is "referenced by the next
+answer" (the paper's usefulness, σ).
+
+Seed parameters (the write-up's): working memory 3 turns, gist every 5 turns, top-k 2; ``Config.working_turns``,
+``Config.gist_every`` and the ``top_k`` argument change them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lantern import reinforce
+from lantern.llm import LLMClient, LLMSettings, Usage
+from lantern.memory.context import DEFAULT_CONTEXT_BUDGET, Context, Session
+from lantern.memory.triggers import back_references, low_confidence
+from lantern.recover.rerank import language
+
+SHORT_DRAFT_CHARS = (
+    12  # a draft with fewer non-space characters counts as low-confidence (ours; write-up: "very short")
+)
+TOP_K = 2  # recovered entries per turn (the write-up's seed)
+TITLES = {"en": "Recovered history", "zh": "【相关历史记录】"}
+SYSTEM_PROMPT = (
+    "You are a helpful assistant with a long memory. Earlier parts of the conversation may appear under "
+    '"Recovered history": use them when they answer the question, and say so when nothing you have answers it.'
+)
+
+__all__ = ["AgentTurn", "MemoryAgent", "SYSTEM_PROMPT", "TITLES", "short_draft"]
+
+
+@dataclass
+class AgentTurn:
+    """One turn of the loop. ``answer``: what the user gets; ``draft``: the first generation when one was made and
+    thrown away (None otherwise); ``reasons``: the cues that fired the recovery (empty: none did); ``recovery``:
+    the Recovery (None when none ran); ``used``: ids of recovered entries whose lookup hints the answer reuses;
+    ``generations``: LLM answers generated (1 or 2); ``usage``: every LLM call of the turn, rerank included;
+    ``ms``: wall time of the turn; ``context``: the messages the answer was generated from."""
+
+    question: str
+    answer: str
+    draft: str | None
+    reasons: list[str]
+    recovery: Any = None
+    used: list[int] = field(default_factory=list)
+    generations: int = 1
+    usage: Usage = field(default_factory=Usage)
+    ms: float = 0.0
+    context: Context | None = None
+
+    @property
+    def recovered(self) -> bool:
+        return self.recovery is not None and bool(self.recovery.entries)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "recovered": self.recovered,
+            "reasons": self.reasons,
+            "entries": [e.id for e in self.recovery.entries] if self.recovery is not None else [],
+            "used": self.used,
+            "reranked": bool(self.recovery is not None and self.recovery.reranked),
+            "generations": self.generations,
+            "llm_calls": self.usage.calls,
+            "tokens_in": self.usage.tokens_in,
+            "tokens_out": self.usage.tokens_out,
+            "ms": round(self.ms, 1),
+        }
+
+
+def short_draft(draft: str, min_chars: int = SHORT_DRAFT_CHARS) -> bool:
+    """Whether ``draft`` is too short to be an answer (fewer than ``min_chars`` non-space characters)."""
+    return len("".join(draft.split())) < min_chars
+
+
+class MemoryAgent:
+    """A chat over one ``Lantern`` store and an OpenAI-compatible LLM, with layered memory and recovery.
+
+    ``lantern``: the store (turns are archived in ``session``); ``llm``: LLMSettings or LLMClient (default: the
+    settings in force, ``Lantern.llm_client``); ``budget``: characters of the whole context sent to the LLM;
+    ``top_k``: recovered entries per turn; ``rerank``: LANTERN-Rerank on each recovery; ``max_tokens``: each
+    answer's cap (default the settings'). Raises ValueError when no LLM is configured."""
+
+    def __init__(
+        self,
+        lantern: Any,
+        session: str,
+        llm: LLMSettings | LLMClient | None = None,
+        *,
+        system_prompt: str = SYSTEM_PROMPT,
+        budget: int = DEFAULT_CONTEXT_BUDGET,
+        top_k: int = TOP_K,
+        rerank: bool = False,
+        max_tokens: int | None = None,
+    ):
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        self.lantern = lantern
+        self.client = lantern.llm_client(llm)
+        self.memory = Session(lantern, session, system_prompt=system_prompt, llm=self.client)
+        self.budget, self.top_k, self.rerank, self.max_tokens = budget, top_k, rerank, max_tokens
+
+    @property
+    def session(self) -> str:
+        return self.memory.session
+
+    def ask(self, question: str) -> AgentTurn:
+        """One turn: recover when the question refers back or the draft is low-confidence, answer, archive.
+        Raises ``LLMError`` when the answer cannot be generated (nothing archived then); a failed rerank only
+        falls back to the fused order."""
+        start = time.perf_counter()
+        before = Usage(**vars(self.client.usage))
+        reasons = back_references(question)
+        draft = None
+        generations = 0
+        if not reasons:
+            context = self.memory.build_context(question, self.budget, recover=False)
+            draft = self._generate(context)
+            generations += 1
+            reasons = low_confidence(draft) + (["low-confidence draft: very short"] if short_draft(draft) else [])
+        if reasons:
+            context = self.memory.build_context(
+                question,
+                self.budget,
+                recover=True,
+                rerank=self.rerank,
+                top_k=self.top_k,
+                recovery_title=TITLES[language(question)],
+            )
+            answer = self._generate(context)
+            generations += 1
+        else:
+            answer = draft
+        self.memory.add([{"role": "user", "content": question}, {"role": "assistant", "content": answer}])
+        usage = Usage(
+            self.client.usage.calls - before.calls,
+            self.client.usage.tokens_in - before.tokens_in,
+            self.client.usage.tokens_out - before.tokens_out,
+            self.client.usage.ms - before.ms,
+        )
+        return AgentTurn(
+            question=question,
+            answer=answer,
+            draft=draft if reasons else None,
+            reasons=reasons,
+            recovery=context.recovery,
+            used=_used(self.lantern, context.recovery, answer),
+            generations=generations,
+            usage=usage,
+            ms=(time.perf_counter() - start) * 1000,
+            context=context,
+        )
+
+    def _generate(self, context: Context) -> str:
+        return self.client.chat(context.messages, max_tokens=self.max_tokens).text.strip()
+
+
+def _used(lantern: Any, recovery: Any, answer: str) -> list[int]:
+    """The recovered entries whose lookup hints ``answer`` reuses (reinforce.py's usefulness test)."""
+    if recovery is None or not recovery.entries:
+        return []
+    return reinforce.useful_entries(lantern.store, [e.id for e in recovery.entries], answer)

@@ -1,0 +1,221 @@
+"""The LLM half against a real model on this machine: SmolLM2-135M-Instruct served by llama-cpp-python
+(tests/llm_server.py). The model is weak; these tests check wiring, prompts, parsing, costs and fallbacks, not
+answer quality."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from lantern import Lantern
+from lantern.config import Config
+from lantern.llm import LLMClient
+from lantern.memory.agent import TITLES, MemoryAgent
+
+TURNS = [
+    {"role": "user", "content": "Which port does the billing database listen on?"},
+    {"role": "assistant", "content": "The billing database listens on port 5433 (docker-compose.yml maps 5432)."},
+    {"role": "user", "content": "And the cache?"},
+    {"role": "assistant", "content": "Redis runs on port 6380 with maxmemory 2gb."},
+    {"role": "user", "content": "Where are the migrations?"},
+    {"role": "assistant", "content": "The migrations live in db/migrations/0001_init.sql."},
+]
+
+
+@pytest.fixture()
+def db(tmp_path):
+    path = tmp_path / "m.db"
+    with Lantern(path) as lt:
+        lt.archive(TURNS, session="work")
+    return path
+
+
+SLOW = {"LANTERN_LLM_TIMEOUT": "240"}  # a 135M model on 2 shared cores: seconds per answer, not milliseconds
+
+
+def _cli(db, *args, env=None, input=None):
+    return subprocess.run(
+        [sys.executable, "-m", "lantern.cli", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **SLOW, **(env or {})},
+        input=input,
+    )
+
+
+def test_a_completion_reports_its_tokens(local_llm):
+    with LLMClient(local_llm.settings) as client:
+        out = client.chat([{"role": "user", "content": "Say hello in one word."}], max_tokens=8)
+    assert out.text.strip() and out.usage.calls == 1
+    assert out.usage.tokens_in > 0 and 0 < out.usage.tokens_out <= 8 and out.usage.ms > 0
+
+
+def test_recover_rerank_makes_one_call_and_returns_the_block(db, local_llm):
+    s = local_llm.settings
+    r = _cli(
+        db,
+        "recover",
+        "which port does the billing database use?",
+        "--rerank",
+        "--llm-base-url",
+        s.base_url,
+        "--llm-model",
+        s.model,
+        "--json",
+        env={"LANTERN_LLM_JSON_MODE": "object"},
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["reranked"] is True and out["llm_calls"] == 1, r.stderr
+    assert out["tokens_in"] > 0 and out["tokens_out"] > 0
+    assert "5433" in out["text"] and out["chars"] <= 6000
+
+
+def test_recover_rerank_with_the_server_gone_still_returns_the_block(db):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    r = _cli(
+        db,
+        "recover",
+        "which port does the billing database use?",
+        "--rerank",
+        "--llm-base-url",
+        f"http://127.0.0.1:{port}/v1",
+        "--llm-model",
+        "m",
+        "--json",
+    )
+    assert r.returncode == 0
+    out = json.loads(r.stdout)
+    assert out["reranked"] is False and out["llm_calls"] == 1 and "5433" in out["text"]
+    assert r.stderr.count("warning: rerank skipped") == 1 and "unreachable" in r.stderr
+
+
+def test_rerank_without_an_endpoint_is_a_usage_error(db):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANTERN_LLM_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "lantern.cli", "--db", str(db), "recover", "port?", "--rerank"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 2 and "--llm-base-url" in r.stderr
+
+
+def test_search_explain_shows_the_llm_place(db, local_llm):
+    s = local_llm.settings
+    r = _cli(
+        db,
+        "search",
+        "billing database port",
+        "--explain",
+        "--rerank",
+        "--llm-base-url",
+        s.base_url,
+        "--llm-model",
+        s.model,
+        "--json",
+        env={"LANTERN_LLM_JSON_MODE": "object"},
+    )
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert all("rerank" in row for row in rows)
+    placed = [row["rerank"] for row in rows if row["rerank"]]
+    assert placed == sorted(placed) or sorted(placed) == list(range(1, len(placed) + 1))
+
+
+def test_chat_once_answers_archives_and_reports_the_recovery(db, local_llm):
+    s = local_llm.settings
+    r = _cli(
+        db,
+        "chat",
+        "--once",
+        "As I said earlier, which port does the billing database use?",
+        "--session",
+        "work",
+        "--llm-base-url",
+        s.base_url,
+        "--llm-model",
+        s.model,
+        "--json",
+        "--max-tokens",
+        "32",
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["answer"].strip()
+    assert out["recovered"] is True and any("as I said" in x for x in out["reasons"])
+    assert out["generations"] == 1 and out["llm_calls"] == 1  # a back-reference skips the draft
+    with Lantern(db) as lt:
+        assert lt.stats()["entries"] == len(TURNS) // 2 + 1
+        found = lt.search("As I said earlier, which port", k=3)
+        assert any("As I said earlier" in h.entry.text and out["answer"][:20] in h.entry.text for h in found)
+
+
+def test_chat_reads_questions_from_stdin_and_says_when_no_recovery_ran(db, local_llm):
+    s = local_llm.settings
+    r = _cli(
+        db,
+        "chat",
+        "--session",
+        "work",
+        "--llm-base-url",
+        s.base_url,
+        "--llm-model",
+        s.model,
+        "--max-tokens",
+        "24",
+        input="Hello there, how are you today?\n\nWhat is two plus two?\n",
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("[")]
+    assert len(lines) == 2  # the blank line is no question
+    assert all(x.startswith(("[no recovery;", "[recovery:")) for x in lines)
+
+
+def test_the_agent_recovers_with_the_marker_at_most_two_generations(tmp_path, local_llm):
+    with Lantern(tmp_path / "a.db", config=Config()) as lt:
+        lt.archive(TURNS, session="old")
+        agent = MemoryAgent(lt, "new", local_llm.settings, top_k=2)
+        turn = agent.ask("Which port did we use before for the billing database?")
+        assert turn.reasons and turn.recovered and turn.generations <= 2
+        assert len(turn.recovery.entries) <= 2
+        sent = "\n".join(m["content"] for m in turn.context.messages)
+        assert TITLES["en"] in sent and "5433" in sent
+        marker_at = [i for i, m in enumerate(turn.context.messages) if TITLES["en"] in m["content"]][0]
+        assert (
+            turn.context.messages[-1]["content"].startswith("Which port") and marker_at < len(turn.context.messages) - 1
+        )
+        assert turn.usage.calls == turn.generations and turn.usage.tokens_in > 0
+        zh = agent.ask("我们之前说的数据库端口是多少？")
+        if zh.recovered:
+            assert any(TITLES["zh"] in m["content"] for m in zh.context.messages)
+        assert lt.stats()["entries"] == len(TURNS) // 2 + 2  # both turns archived in session "new"
+
+
+def test_the_agent_gist_is_written_by_the_llm_every_five_turns(tmp_path, local_llm):
+    with Lantern(tmp_path / "g.db") as lt:
+        agent = MemoryAgent(lt, "s", local_llm.settings, max_tokens=24)
+        questions = [
+            "My name is Ada.",
+            "I work on billing.",
+            "The db port is 5433.",
+            "We use Redis.",
+            "Deploys run on Fridays.",
+            "Tests use pytest.",
+            "CI is GitHub Actions.",
+            "Thanks!",
+        ]
+        for q in questions:
+            agent.ask(q)
+        assert agent.memory.refreshes >= 1
+        assert agent.memory.gist_source == "llm", agent.memory.gist_error
+        assert agent.memory.gist.strip()
