@@ -231,19 +231,21 @@ class Recovery:
         return bool(self.rerank is not None and self.rerank.reranked)
 
     def to_json(self) -> dict[str, Any]:
-        usage = self.rerank.usage if self.rerank is not None else None
-        return {
-            "text": self.text,
-            "chars": self.chars,
-            "reranked": self.reranked,
-            "llm_calls": usage.calls if usage else 0,
-            "tokens_in": usage.tokens_in if usage else 0,
-            "tokens_out": usage.tokens_out if usage else 0,
-            "entries": [
-                {"id": e.id, "session": e.session, "turn": e.turn, "score": e.score, "text": e.text}
-                for e in self.entries
-            ],
-        }
+        """{"text", "chars", "entries": [{id, session, turn, score, text}]}; when a rerank was asked for, also
+        "reranked" (bool: its order was used), "llm_calls", "tokens_in" and "tokens_out"."""
+        out: dict[str, Any] = {"text": self.text, "chars": self.chars}
+        if self.rerank is not None:
+            usage = self.rerank.usage
+            out |= {
+                "reranked": self.reranked,
+                "llm_calls": usage.calls if usage else 0,
+                "tokens_in": usage.tokens_in if usage else 0,
+                "tokens_out": usage.tokens_out if usage else 0,
+            }
+        out["entries"] = [
+            {"id": e.id, "session": e.session, "turn": e.turn, "score": e.score, "text": e.text} for e in self.entries
+        ]
+        return out
 
 
 def content_hash(session: str, text: str, user: str = "", agent: str = "", project: str = "") -> str:
