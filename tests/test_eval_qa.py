@@ -421,3 +421,20 @@ def test_qa_on_memdaily_fixture_chooses_letters(local_llm, tmp_path, monkeypatch
     assert list(section["comparisons"]) == ["choice accuracy"]
     report = (tmp_path / "o" / "report.md").read_text()
     assert "| condition | n | n/a | accuracy | unparsed | errors |" in report and "- Judge:" not in report
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+@pytest.mark.parametrize("name, kind", [("qa-locomo-smollm2", "free"), ("qa-memdaily-smollm2", "choice")])
+def test_the_published_qa_runs_are_rendered_from_their_results(name, kind):
+    """docs/results/qa-*/report.md are render(results.json), and the run says its model, command, date and load."""
+    from lantern.eval.report import render
+
+    results = json.loads((DOCS / name / "results.json").read_text(encoding="utf-8"))
+    report = (DOCS / name / "report.md").read_text(encoding="utf-8")
+    assert render(results) == report
+    run = results["qa"]["run"]
+    assert results["qa"]["kind"] == kind and run["command"].startswith("lantern eval ") and "--qa" in run["command"]
+    assert run["date"] in report and str(run["load_start"]) in report and "smollm2" in report
+    assert "api_key" not in json.dumps(results).lower()
