@@ -28,6 +28,7 @@ import contextlib
 import io
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Optional
@@ -1626,9 +1627,29 @@ def eval_(
     llm_base_url: Optional[str] = typer.Option(
         None,
         "--llm-base-url",
-        help="OpenAI-compatible endpoint (…/v1) for the llm_summary compaction; key from $LANTERN_LLM_API_KEY.",
+        help=(
+            "OpenAI-compatible endpoint (…/v1) for the llm_summary compaction, or with --qa for the answers; key "
+            "from $LANTERN_LLM_API_KEY."
+        ),
     ),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="Model name for --llm-base-url."),
+    qa: bool = typer.Option(
+        False,
+        "--qa",
+        help=(
+            "Also measure answer accuracy: the LLM answers each lost fact from the compacted context, + Lantern, "
+            "+ LANTERN-Rerank, the full history, + MemGPT-Faithful (docs/evaluation.md)."
+        ),
+    ),
+    qa_limit: Optional[int] = typer.Option(
+        None, "--qa-limit", min=1, help="With --qa: at most N questions per history (evenly spaced)."
+    ),
+    qa_context_chars: int = typer.Option(
+        12_000,
+        "--qa-context-chars",
+        min=0,
+        help="With --qa: the full-history condition applies when the history has at most this many characters.",
+    ),
     second_embedder: Optional[str] = typer.Option(
         None,
         "--second-embedder",
@@ -1682,6 +1703,10 @@ def eval_(
                 llm_model=llm_model,
                 second_embedder=second_embedder,
                 workers=workers,
+                qa=qa,
+                qa_limit=qa_limit,
+                qa_context_chars=qa_context_chars,
+                command="lantern " + shlex.join(sys.argv[1:]),
             )
         except ValueError as e:
             _fail(str(e))
@@ -1698,6 +1723,11 @@ def eval_(
             f"{head['n']} lost facts; lantern recovered {100 * head['recovered']:.1f}%, recall@10 "
             f"{head['recall@10']:.3f}"
         )
+        if results.get("qa"):
+            cond = results["qa"]["conditions"]
+            typer.echo(
+                "answer accuracy: " + ", ".join(f"{c} {100 * cond[c]['correct']:.1f}% (n={cond[c]['n']})" for c in cond)
+            )
         typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
 
     _guard(run)

@@ -12,7 +12,8 @@ same way for every dataset.
   concatenated into one session (ids ``"<tid>:<mid>"``; a message repeated verbatim in several trajectories is
   archived once, so retrieving that one entry counts for every copy); for session-level metrics each trajectory is a
   session (``History.sessions``; an entry shared by copies belongs to each copy's trajectory); each question's
-  evidence is its own trajectory's ``target_step_id``.
+  evidence is its own trajectory's ``target_step_id``; its four options (``choices``) and correct letter
+  (``ground_truth``) are kept for the answer-accuracy evaluation (eval/qa.py), when the letter is one of them.
   ``[ERRORQ]``/``[ERRORA]`` items are dropped, as upstream ``post_process.py`` does. Split: type 01 = ``tune``.
 - aider chat history (``chat-history.md`` or a folder of aider ``.md`` logs): label-free look-ahead facts
   (``lookahead.py``, the demo's protocol). One history per session of at least ``MIN_TURNS`` turns, holding the
@@ -103,6 +104,8 @@ class Fact:
     category: str
     unresolved: int = 0
     match: str = "all"  # "all": every lost evidence turn must be packed; "answer": the answer text must be in the block
+    choices: dict[str, str] = field(default_factory=dict)  # multiple choice (MemDaily): letter -> option text
+    gold_choice: str = ""  # the correct letter, when ``choices`` are given
 
 
 @dataclass
@@ -327,7 +330,20 @@ def load_memdaily_file(path: Path) -> tuple[History, int, int]:
             targets = q.get("target_step_id") or []
             good = [f"{tid}:{t}" for t in targets if t in mids]
             unresolved += len(targets) - len(good)
-            facts.append(Fact(f"{path.stem}#t{tid}q{q.get('qid', 0)}", question, answer, good, category))
+            choices = q.get("choices") if isinstance(q.get("choices"), dict) else {}
+            choices = {str(k): str(v) for k, v in choices.items()}
+            gold = str(q.get("ground_truth", ""))
+            facts.append(
+                Fact(
+                    f"{path.stem}#t{tid}q{q.get('qid', 0)}",
+                    question,
+                    answer,
+                    good,
+                    category,
+                    choices=choices if gold in choices else {},
+                    gold_choice=gold if gold in choices else "",
+                )
+            )
     return History(path.stem, messages, facts, split, sessions=sessions), unresolved, dropped
 
 

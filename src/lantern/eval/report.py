@@ -216,6 +216,10 @@ def render(results: dict[str, Any]) -> str:
             f"Archive latency per turn (batches of 64): p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms over "
             f"{plural(lat['turns_timed'], 'batch', 'batches')}.",
         ]
+    if results.get("qa"):
+        from lantern.eval.qa import render_qa
+
+        out += render_qa(results["qa"])
     for title, path in (results.get("plots") or {}).items():
         out += ["", f"![{title}]({path})"]
     return "\n".join(out) + "\n"

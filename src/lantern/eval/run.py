@@ -5,6 +5,7 @@ measure how many of the facts the compaction lost each system brings back within
     per history: compaction (keep last k turns) -> lost facts (evidence outside the window, answer not in context)
     per system, per lost fact: ranking + packed block -> metrics row
     rows -> per system / category / history summaries -> paired statistics vs Lantern -> results.json, report.md
+    with --qa: per picked lost fact, an LLM answers under each condition (eval/qa.py) -> results.json "qa", qa.jsonl
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def evaluate(
     summarizer=None,
     second_embedder: str | None = None,
     workers: int | None = None,
+    qa=None,
 ) -> dict[str, Any]:
     """Run the evaluation and write ``out_dir/results.json``, ``facts.jsonl``, ``report.md`` (and PNG plots).
     Besides the main table: robustness curves of the ``CURVE_SYSTEMS`` over ``budgets`` (characters) and over
@@ -90,7 +92,9 @@ def evaluate(
     listed as skipped). ``second_embedder``: also build the stores with that embedder and add the system
     ``lantern+<its id>`` (its semantic ranking as one more RRF signal; ``systems.dual_system``). ``workers``:
     processes the per-history jobs run in (eval/jobs.py; default: the usable CPUs, at most 8; 1 = in this process; the
-    rows are the same either way; a ``summarizer`` runs in this process). Returns the results dict."""
+    rows are the same either way; a ``summarizer`` runs in this process). ``qa``: a ``qa.QAOptions``: also measure
+    answer accuracy (eval/qa.py) over the main table's lost facts, in this process after the jobs, and write its
+    rows to ``out_dir/qa.jsonl``. Returns the results dict."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -104,6 +108,10 @@ def evaluate(
         raise ValueError(f"compaction ratios must lie in (0, 1], got {list(ratios or ())}")
     if any(b <= 0 for b in budgets or ()):
         raise ValueError(f"budgets must be positive numbers of characters, got {list(budgets or ())}")
+    if qa is not None and any(h.query == "context" for h in chosen.histories):
+        raise ValueError(f"--qa needs questions: the {dataset.name} facts are look-ahead tokens, not questions")
+    if qa is not None and not any(s.kind == "lantern" and s.name == REFERENCE for s in systems):
+        raise ValueError("--qa compares against the lantern system: keep it among --system")
     out_dir.mkdir(parents=True, exist_ok=True)  # after every check: a refused run leaves no folder behind
     curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
     comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
@@ -189,6 +197,13 @@ def evaluate(
             workers = 1  # the LLM summary's request counter and an Embedder object stay in this process
         workers = workers if workers is not None else default_workers()
         results_of = run_jobs(jobs, workers, advance)
+        if qa is not None:
+            from lantern.eval import qa as qa_mod
+
+            lantern_system = next(s for s in systems if s.name == REFERENCE)
+            qa_rows, qa_section = qa_mod.run(
+                chosen, folder, memo, lantern_system, compaction, keep, budget, qa, cache_dir, summarizer, advance
+            )
 
     def merged(phase: str, point: Any) -> tuple[dict[str, list[dict]], list[Case], dict[str, dict[str, int]]]:
         """One phase's rows, cases and counts, histories in dataset order."""
@@ -223,7 +238,11 @@ def evaluate(
         if method == "session_summary" and not has_summaries:
             compactions[method] = {"skipped": "the data has no session summaries"}
         elif method == "llm_summary" and summarizer is None:
-            compactions[method] = {"skipped": "no --llm-base-url / --llm-model given"}
+            compactions[method] = {
+                "skipped": "no --llm-base-url / --llm-model given"
+                if qa is None
+                else "--qa: the endpoint answers the questions (run without --qa for this comparison)"
+            }
         elif method == compaction:
             compactions[method] = {
                 "lost": len(all_cases),
@@ -285,6 +304,11 @@ def evaluate(
         "p95": metrics.percentile(archive_ms, 95),
         "note": "per turn, batches of 64 turns; empty when every history came from the cache",
     }
+    if qa is not None:
+        results["qa"] = qa_section
+        with (out_dir / "qa.jsonl").open("w", encoding="utf-8") as f:
+            for r in qa_rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
     (out_dir / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
     with (out_dir / "facts.jsonl").open("w", encoding="utf-8") as f:
         for name, rs in rows.items():
@@ -394,15 +418,41 @@ def main(
     llm_model: str | None = None,
     second_embedder: str | None = None,
     workers: int | None = None,
+    qa: bool = False,
+    qa_limit: int | None = None,
+    qa_context_chars: int | None = None,
+    command: str | None = None,
 ) -> dict[str, Any]:
     """Entry point of ``lantern eval``. ``keep`` / ``compaction`` default to the dataset's own (aider: gist, 4
     turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns. ``llm_base_url`` + ``llm_model``: an
-    OpenAI-compatible endpoint for the ``llm_summary`` compaction (key from ``LANTERN_LLM_API_KEY``)."""
+    OpenAI-compatible endpoint for the ``llm_summary`` compaction (key from ``LANTERN_LLM_API_KEY``). ``qa``:
+    answer accuracy (eval/qa.py) through that endpoint (or ``$LANTERN_LLM_BASE_URL`` / ``_MODEL``; timeout
+    ``$LANTERN_LLM_TIMEOUT``, default 120 s; JSON mode ``$LANTERN_LLM_JSON_MODE``), ``qa_limit`` questions per
+    history, ``qa_context_chars`` for the full-history condition; with ``qa`` the endpoint does not also write
+    the llm_summary comparison (unless ``compaction="llm_summary"``). ``command``: named in the report."""
+    from lantern.eval.qa import DEFAULT_CONTEXT_CHARS, DEFAULT_TIMEOUT_S, QAOptions
+    from lantern.llm import settings as llm_settings
+
+    if qa_limit is not None and qa_limit < 1:
+        raise ValueError(f"--qa-limit must be at least 1 question, got {qa_limit}")
+    if qa_context_chars is not None and qa_context_chars < 0:
+        raise ValueError(f"--qa-context-chars must be a number of characters, got {qa_context_chars}")
+    options = None
+    if qa:
+        chosen = llm_settings(Config(llm_timeout_s=DEFAULT_TIMEOUT_S), llm_base_url, llm_model)
+        if chosen is None:
+            raise ValueError("--qa needs an LLM: give --llm-base-url URL --llm-model NAME (or $LANTERN_LLM_BASE_URL)")
+        options = QAOptions(
+            chosen,
+            qa_limit,
+            DEFAULT_CONTEXT_CHARS if qa_context_chars is None else qa_context_chars,
+            command or "",
+        )
     ds = load(dataset, data)
     keep = keep if keep is not None else ds.keep or DEFAULT_KEEP
     compaction = compaction or ds.compaction or "truncation"
     summarizer = None
-    if llm_base_url or llm_model:
+    if (llm_base_url or llm_model) and (not qa or compaction == "llm_summary"):
         from lantern.eval.llm import Summarizer
 
         summarizer = Summarizer(
@@ -425,4 +475,5 @@ def main(
         summarizer=summarizer,
         second_embedder=second_embedder,
         workers=workers,
+        qa=options,
     )
