@@ -428,7 +428,7 @@ class Lantern:
         reason: str,
         lost: Iterable[int],
         source: str = "api",
-        rerank: bool = False,
+        rerank: bool | None = None,
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
@@ -437,7 +437,7 @@ class Lantern:
         handle's), how it was detected (``reason``: compaction.py's summary / dropped / size_drop, or the
         integration's own), by whom (``source``: api, proxy, claude-code, demo), the ``lost`` entry ids, the
         recovery's query (redacted as archived text is, first 4,000 characters), the injected entries (id,
-        characters, excerpt) and whether a rerank ran. Called by ``compaction.Compaction.recover`` and the Claude
+        characters, excerpt) and whether a rerank ran (``rerank``; default: ``recovery.reranked``). Called by ``compaction.Compaction.recover`` and the Claude
         Code hooks. Returns the event id, or None when the database cannot be written now (a read-only file, the
         write lock not obtained within ``reinforce.WRITE_WAIT_S``, a full disk: logged on the ``lantern`` logger;
         the recovery stands all the same)."""
@@ -459,7 +459,7 @@ class Lantern:
                     injected=[(e.id, len(e.text), e.excerpt) for e in recovery.entries],
                     chars=recovery.chars,
                     budget=recovery.budget,
-                    rerank=rerank,
+                    rerank=recovery.reranked if rerank is None else rerank,
                 )
         except sqlite3.OperationalError as e:
             if not is_unwritable(e):
