@@ -78,11 +78,26 @@ def test_normalization_by_hand():
     assert not exact_match("7 May 2023", "May 7 2023") and token_f1("7 May 2023", "May 7 2023") == 1.0
 
 
-@pytest.mark.parametrize("answer", [
-    "no answer", "No answer.", "NO ANSWER", "The conversation does not say.", "It is not mentioned.",
-    "I don't know", "Unknown", "This cannot be determined from the context.", "", "   ", "没有答案", "不知道。",
-    "对话中没有提到。", "无法确定", "None.",
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "no answer",
+        "No answer.",
+        "NO ANSWER",
+        "The conversation does not say.",
+        "It is not mentioned.",
+        "I don't know",
+        "Unknown",
+        "This cannot be determined from the context.",
+        "",
+        "   ",
+        "没有答案",
+        "不知道。",
+        "对话中没有提到。",
+        "无法确定",
+        "None.",
+    ],
+)
 def test_abstentions(answer):
     assert abstained(answer)
 
@@ -93,30 +108,33 @@ def test_answers_that_do_not_abstain(answer):
 
 
 # ---------------------------------------------------------------- the judge's answer
-@pytest.mark.parametrize("text, verdict", [
-    ('{"label": "CORRECT"}', True),
-    ('{"label": "WRONG"}', False),
-    ('{"label":"correct"}', True),
-    ('{"verdict": "Wrong"}', False),
-    ("CORRECT", True),
-    ("WRONG", False),
-    ("INCORRECT", False),
-    ("  correct.  ", True),
-    ("**Correct**", True),
-    ("The answer is correct.", True),
-    ("The answer is WRONG because the gold answer says Paris, which is the correct city.", False),  # capitals first
-    ("label: wrong", False),
-    ('"CORRECT"', True),
-    ("正确", True),
-    ("错误", False),
-    ("不正确", False),
-    ("CORRECT or WRONG", None),
-    ("I am not sure.", None),
-    ("", None),
-    ('{"label": ""}', None),
-    ('{"a": "CORRECT", "b": "WRONG"}', None),
-    ("[1, 2]", None),
-])
+@pytest.mark.parametrize(
+    "text, verdict",
+    [
+        ('{"label": "CORRECT"}', True),
+        ('{"label": "WRONG"}', False),
+        ('{"label":"correct"}', True),
+        ('{"verdict": "Wrong"}', False),
+        ("CORRECT", True),
+        ("WRONG", False),
+        ("INCORRECT", False),
+        ("  correct.  ", True),
+        ("**Correct**", True),
+        ("The answer is correct.", True),
+        ("The answer is WRONG because the gold answer says Paris, which is the correct city.", False),  # capitals first
+        ("label: wrong", False),
+        ('"CORRECT"', True),
+        ("正确", True),
+        ("错误", False),
+        ("不正确", False),
+        ("CORRECT or WRONG", None),
+        ("I am not sure.", None),
+        ("", None),
+        ('{"label": ""}', None),
+        ('{"a": "CORRECT", "b": "WRONG"}', None),
+        ("[1, 2]", None),
+    ],
+)
 def test_parse_judge(text, verdict):
     assert parse_judge(text) is verdict
 
@@ -125,32 +143,35 @@ def test_parse_judge(text, verdict):
 CHOICES = {"A": "广东珠海", "B": "广东深圳", "C": "深圳", "D": "福建厦门"}
 
 
-@pytest.mark.parametrize("text, letter", [
-    ('{"choice": "B"}', "B"),
-    ('{"choice": "b"}', "B"),
-    ('{"answer": "D."}', "D"),
-    ('"C"', "C"),
-    ("B", "B"),
-    ("B.", "B"),
-    ("(B)", "B"),
-    ("**D**", "D"),
-    ("B) 广东深圳", "B"),
-    ("B 广东深圳", "B"),
-    ("A. 广东珠海", "A"),
-    ("答案是C", "C"),
-    ("答案：D", "D"),
-    ("我选B。", "B"),
-    ("The answer is D.", "D"),
-    ("Answer: (A)", "A"),
-    ("I think option C is right", "C"),
-    ("广东深圳", "B"),  # the option's text, the longest of those it holds (深圳 is C's)
-    ("福建厦门吧", "D"),
-    ("A or B", None),
-    ("E", None),
-    ("I do not know", None),
-    ("", None),
-    ('{"choice": "E"}', None),
-])
+@pytest.mark.parametrize(
+    "text, letter",
+    [
+        ('{"choice": "B"}', "B"),
+        ('{"choice": "b"}', "B"),
+        ('{"answer": "D."}', "D"),
+        ('"C"', "C"),
+        ("B", "B"),
+        ("B.", "B"),
+        ("(B)", "B"),
+        ("**D**", "D"),
+        ("B) 广东深圳", "B"),
+        ("B 广东深圳", "B"),
+        ("A. 广东珠海", "A"),
+        ("答案是C", "C"),
+        ("答案：D", "D"),
+        ("我选B。", "B"),
+        ("The answer is D.", "D"),
+        ("Answer: (A)", "A"),
+        ("I think option C is right", "C"),
+        ("广东深圳", "B"),  # the option's text, the longest of those it holds (深圳 is C's)
+        ("福建厦门吧", "D"),
+        ("A or B", None),
+        ("E", None),
+        ("I do not know", None),
+        ("", None),
+        ('{"choice": "E"}', None),
+    ],
+)
 def test_parse_letter(text, letter):
     assert parse_letter(text, CHOICES) == letter
 
@@ -162,17 +183,20 @@ def test_an_english_article_is_not_a_letter():
 
 
 # ---------------------------------------------------------------- MemGPT parsers
-@pytest.mark.parametrize("text, memories", [
-    ('{"memories": ["Ada adopted a cat.", "Ben paints."]}', ["Ada adopted a cat.", "Ben paints."]),
-    ('{"memories": []}', []),
-    ('["one", "two", "three", "four"]', ["one", "two", "three"]),
-    ('{"memories": ["Ada adopted a cat.", "Ben is', ["Ada adopted a cat.", "Ben is"]),  # cut by the token cap
-    ("- Ada adopted a cat\n2. Ben paints\n\n", ["Ada adopted a cat", "Ben paints"]),
-    ('```json\n{"memories": ["x"]}\n```', ["x"]),
-    ('{"memories": "one fact"}', ["one fact"]),
-    ('{"memories": [1, "  a   b ", "a b"]}', ["a b"]),
-    ('{"other": ["x"]}', []),
-])
+@pytest.mark.parametrize(
+    "text, memories",
+    [
+        ('{"memories": ["Ada adopted a cat.", "Ben paints."]}', ["Ada adopted a cat.", "Ben paints."]),
+        ('{"memories": []}', []),
+        ('["one", "two", "three", "four"]', ["one", "two", "three"]),
+        ('{"memories": ["Ada adopted a cat.", "Ben is', ["Ada adopted a cat.", "Ben is"]),  # cut by the token cap
+        ("- Ada adopted a cat\n2. Ben paints\n\n", ["Ada adopted a cat", "Ben paints"]),
+        ('```json\n{"memories": ["x"]}\n```', ["x"]),
+        ('{"memories": "one fact"}', ["one fact"]),
+        ('{"memories": [1, "  a   b ", "a b"]}', ["a b"]),
+        ('{"other": ["x"]}', []),
+    ],
+)
 def test_parse_memories(text, memories):
     assert parse_memories(text) == memories
 
@@ -202,9 +226,22 @@ def test_pick_spreads_over_the_history(n, limit):
 
 # ---------------------------------------------------------------- statistics wiring
 def _row(history, fact, condition, correct, f1=None, category="single-hop", applicable=True, **extra):
-    r = {"history": history, "fact": fact, "category": category, "condition": condition, "applicable": applicable,
-         "correct": correct, "em": correct, "f1": float(correct) if f1 is None else f1, "error": None, "block_chars": 0,
-         "calls": 1, "tokens_in": 10, "tokens_out": 2, "ms": 5.0}
+    r = {
+        "history": history,
+        "fact": fact,
+        "category": category,
+        "condition": condition,
+        "applicable": applicable,
+        "correct": correct,
+        "em": correct,
+        "f1": float(correct) if f1 is None else f1,
+        "error": None,
+        "block_chars": 0,
+        "calls": 1,
+        "tokens_in": 10,
+        "tokens_out": 2,
+        "ms": 5.0,
+    }
     return {**r, **extra}
 
 
@@ -215,12 +252,14 @@ def _rows(pattern):
 
 def test_compare_qa_mcnemar_wilcoxon_and_holm_by_hand():
     keys = [(f"h{h}", i) for h in range(6) for i in range(2)]
-    rows = _rows({
-        "compacted": {k: False for k in keys},
-        "lantern": {k: k[1] == 0 for k in keys},  # right on one question of each history
-        "rerank": {k: k[1] == 0 for k in keys},
-        "memgpt": {k: k == ("h0", 0) for k in keys},
-    })
+    rows = _rows(
+        {
+            "compacted": {k: False for k in keys},
+            "lantern": {k: k[1] == 0 for k in keys},  # right on one question of each history
+            "rerank": {k: k[1] == 0 for k in keys},
+            "memgpt": {k: k == ("h0", 0) for k in keys},
+        }
+    )
     rows += [_row(h, f"{h}#{i}", "full", False, applicable=False) for h, i in keys]
     tables = compare_qa(rows)
     assert set(tables) == {"judge", "F1", "EM"}
@@ -251,8 +290,10 @@ def test_summarize_qa_counts_not_applicable_errors_and_separate_questions():
     ]
     for c in qa.CONDITIONS:
         if c not in ("compacted", "full"):
-            rows += [_row("h", q, c, False, category="adversarial" if q == "q3" else "single-hop")
-                     for q in ("q1", "q2", "q3")]
+            rows += [
+                _row("h", q, c, False, category="adversarial" if q == "q3" else "single-hop")
+                for q in ("q1", "q2", "q3")
+            ]
     s = summarize_qa(rows)
     assert s["compacted"]["n"] == 2 and s["compacted"]["correct"] == 0.5 and s["compacted"]["errors"] == 1
     assert s["compacted"]["separate"] == {"adversarial": {"n": 1, "abstained": 1.0}}
@@ -332,11 +373,26 @@ def test_qa_refuses_what_it_cannot_run(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="--qa needs an LLM"):
         main("locomo", FIX / "locomo_mini.json", tmp_path / "o", qa=True, **kw)
     with pytest.raises(ValueError, match="look-ahead tokens"):
-        main("aider", FIX / "aider_mini.md", tmp_path / "o", qa=True, llm_base_url="http://127.0.0.1:9/v1",
-             llm_model="m", **kw)
+        main(
+            "aider",
+            FIX / "aider_mini.md",
+            tmp_path / "o",
+            qa=True,
+            llm_base_url="http://127.0.0.1:9/v1",
+            llm_model="m",
+            **kw,
+        )
     with pytest.raises(ValueError, match="keep it among --system"):
-        main("locomo", FIX / "locomo_mini.json", tmp_path / "o", qa=True, llm_base_url="http://127.0.0.1:9/v1",
-             llm_model="m", systems=["bm25"], **kw)
+        main(
+            "locomo",
+            FIX / "locomo_mini.json",
+            tmp_path / "o",
+            qa=True,
+            llm_base_url="http://127.0.0.1:9/v1",
+            llm_model="m",
+            systems=["bm25"],
+            **kw,
+        )
     with pytest.raises(ValueError, match="qa-limit"):
         main("locomo", FIX / "locomo_mini.json", tmp_path / "o", qa=True, qa_limit=0, **kw)
 
@@ -389,9 +445,21 @@ def test_qa_on_locomo_fixture_with_the_local_model(local_llm, tmp_path, monkeypa
 
     monkeypatch.setenv("LANTERN_LLM_JSON_MODE", "object")
     monkeypatch.setenv("LANTERN_LLM_API_KEY", "sk-never-in-a-report")
-    kw = dict(split="all", keep=2, systems=["lantern"], cache_dir=tmp_path / "cache", plots=False, budgets=[],
-              ratios=[], workers=1, llm_base_url=local_llm.settings.base_url, llm_model="smollm2", qa=True,
-              qa_limit=1, budget=1500)
+    kw = dict(
+        split="all",
+        keep=2,
+        systems=["lantern"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        budgets=[],
+        ratios=[],
+        workers=1,
+        llm_base_url=local_llm.settings.base_url,
+        llm_model="smollm2",
+        qa=True,
+        qa_limit=1,
+        budget=1500,
+    )
     results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", **kw, command="lantern eval locomo --qa")
     section = _check_run(results, tmp_path / "o", 2, choice=False)  # one question from each conversation
     assert section["conditions"]["full"]["not_applicable"] == 0  # the fixture's transcript fits in 12,000 chars
@@ -411,10 +479,24 @@ def test_qa_on_memdaily_fixture_chooses_letters(local_llm, tmp_path, monkeypatch
     from lantern.eval.run import main
 
     monkeypatch.setenv("LANTERN_LLM_JSON_MODE", "object")
-    results = main("memdaily", FIX / "memdaily", tmp_path / "o", split="all", keep=1, systems=["lantern"],
-                   cache_dir=tmp_path / "cache", plots=False, budgets=[], ratios=[], workers=1,
-                   llm_base_url=local_llm.settings.base_url, llm_model="smollm2", qa=True, qa_limit=1,
-                   budget=600)
+    results = main(
+        "memdaily",
+        FIX / "memdaily",
+        tmp_path / "o",
+        split="all",
+        keep=1,
+        systems=["lantern"],
+        cache_dir=tmp_path / "cache",
+        plots=False,
+        budgets=[],
+        ratios=[],
+        workers=1,
+        llm_base_url=local_llm.settings.base_url,
+        llm_model="smollm2",
+        qa=True,
+        qa_limit=1,
+        budget=600,
+    )
     section = _check_run(results, tmp_path / "o", results["qa"]["questions"], choice=True)
     assert section["questions"] >= 2
     assert section["conditions"]["compacted"]["judge_calls"] == 0  # letters need no judge

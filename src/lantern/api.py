@@ -437,10 +437,10 @@ class Lantern:
         handle's), how it was detected (``reason``: compaction.py's summary / dropped / size_drop, or the
         integration's own), by whom (``source``: api, proxy, claude-code, demo), the ``lost`` entry ids, the
         recovery's query (redacted as archived text is, first 4,000 characters), the injected entries (id,
-        characters, excerpt) and whether a rerank ran (``rerank``; default: ``recovery.reranked``). Called by ``compaction.Compaction.recover`` and the Claude
-        Code hooks. Returns the event id, or None when the database cannot be written now (a read-only file, the
-        write lock not obtained within ``reinforce.WRITE_WAIT_S``, a full disk: logged on the ``lantern`` logger;
-        the recovery stands all the same)."""
+        characters, excerpt) and whether a rerank ran (``rerank``; default ``recovery.reranked``). Called by
+        ``compaction.Compaction.recover`` and the Claude Code hooks. Returns the event id, or None when the database
+        cannot be written now (a read-only file, the write lock not obtained within ``reinforce.WRITE_WAIT_S``, a
+        full disk: logged on the ``lantern`` logger; the recovery stands all the same)."""
         import time
 
         scope = resolve(self.scope, user, agent, project)
