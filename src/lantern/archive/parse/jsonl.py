@@ -188,11 +188,16 @@ def loads(text: str | bytes) -> Any:
     return json.loads(text, parse_int=_integer)
 
 
+NESTED_TOO_DEEPLY = "JSON nested too deeply"  # the one message for a value deeper than Python can walk
+
+
 def dumps(value: Any) -> str:
-    """``value`` as JSON text (non-ASCII kept); ``str(value)`` for live objects JSON cannot encode."""
+    """``value`` as JSON text (non-ASCII kept); ``str(value)`` for live objects JSON cannot encode (a cycle).
+    Raises RecursionError for a value nested deeper than Python can walk (``str`` could not walk it either):
+    ``parse`` turns it into TranscriptFormatError(NESTED_TOO_DEEPLY)."""
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError):
         return str(value)
 
 
@@ -347,7 +352,7 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     try:
         return loads(text), 0, []
     except RecursionError:
-        raise TranscriptFormatError("JSON nested too deeply", source=source) from None
+        raise TranscriptFormatError(NESTED_TOO_DEEPLY, source=source) from None
     except ValueError as e:
         error = e
     # LF, CRLF or a lone CR end a line (a raw CR cannot be inside a JSON string): CR-only and mixed files too
@@ -356,7 +361,10 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     for n, ln in lines:
         try:
             obj = loads(ln)
-        except (ValueError, RecursionError) as e:
+        except RecursionError:
+            bad.append((n, f"line {n}: {NESTED_TOO_DEEPLY}; skipped"))
+            continue
+        except ValueError as e:
             bad.append((n, f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped"))
             continue
         if isinstance(obj, dict):
