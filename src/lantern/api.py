@@ -602,13 +602,37 @@ class Lantern:
         self.index.set_reinforcement(updated)
         return len(updated)
 
-    def stats(self) -> dict[str, Any]:
-        """Counts and sizes: entries, sessions, embedder id and dimension, schema version, database bytes (pages in
-        use), ``pruned`` (entries with c below the prune threshold) and ``pending_recoveries`` (waiting for the
-        next assistant message)."""
-        out = self.store.stats()
-        out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below)
-        out["pending_recoveries"] = reinforce.pending_count(self.store)
+    def stats(
+        self,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        all_users: bool = False,
+    ) -> dict[str, Any]:
+        """Counts and sizes, scoped like every read: ``entries``, ``sessions``, ``text_chars``, ``pruned``
+        (entries with c below the prune threshold) and ``pending_recoveries`` (waiting for the next assistant
+        message) count only the scope's (``user``, default the handle's; ``agent`` / ``project`` filter), named in
+        ``user`` (and ``agent`` / ``project`` when given). The file's own figures: path, embedder id and
+        dimension, schema version, ``database_bytes`` (pages in use, every user's entries included: whoever holds
+        the handle holds the file). ``all_users=True`` (an administrator's view; not with a scope): every user's
+        counts, ``users`` (how many) and ``bytes_per_entry``."""
+        if all_users:
+            if user is not None or agent is not None or project is not None:
+                raise ValueError("all_users=True counts every user: give no user, agent or project with it")
+            out = self.store.stats()
+            out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below)
+            out["pending_recoveries"] = reinforce.pending_count(self.store)
+            return out
+        scope = resolve(self.scope, user, agent, project)
+        out = {"path": self.path, "user": scope.user}
+        if scope.agent is not None:
+            out["agent"] = scope.agent
+        if scope.project is not None:
+            out["project"] = scope.project
+        out.update(self.store.stats(scope))
+        out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below, scope_where("", scope))
+        out["pending_recoveries"] = reinforce.pending_count(self.store, scope.user)
         return out
 
 

@@ -6,7 +6,7 @@
     lantern [--db PATH] forget (--entry ID | --session ID | --user U)      -> Lantern.forget
     lantern [--db PATH] export FILE [--user U] [--session ID]              -> Lantern.export
     lantern [--db PATH] import FILE [--user U] [--no-embeddings]           -> Lantern.import_
-    lantern [--db PATH] stats [--json]                                     -> Lantern.stats
+    lantern [--db PATH] stats [--user U | --all-users] [--json]             -> Lantern.stats
     lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
     lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
@@ -1082,18 +1082,39 @@ def import_(
 
 
 @app.command()
-def stats(as_json: bool = typer.Option(False, "--json", help="Print the statistics as one JSON object.")) -> None:
-    """Entries, sessions, embedder, sizes."""
+def stats(
+    as_json: bool = typer.Option(False, "--json", help="Print the statistics as one JSON object."),
+    user: Optional[str] = typer.Option(
+        None,
+        "--user",
+        "-u",
+        callback=_utf8,
+        help='Count this user\'s entries (default $LANTERN_USER, else the default user "").',
+    ),
+    agent: Optional[str] = _agent_option(),
+    project: Optional[str] = _project_option(),
+    all_users: bool = typer.Option(
+        False, "--all-users", help="Count every user's entries (an administrator's view; not with --user)."
+    ),
+) -> None:
+    """Entries, sessions, embedder, sizes: of one user, or of every user with --all-users."""
+    if all_users and (user is not None or agent is not None or project is not None):
+        _fail("--all-users counts every user: give no --user, --agent or --project with it")
 
     def run():
         with _open() as lantern:
-            s = lantern.stats()
+            if all_users:
+                s = lantern.stats(all_users=True)
+            else:  # `--user ""` is the default user, as in forget
+                who = user if user is not None else os.environ.get("LANTERN_USER")
+                s = lantern.stats(user=who, agent=agent, project=project)
         if as_json:
             print(json.dumps(s))
         else:
             width = max(map(len, s))
             for key, value in s.items():
-                print(f"{key:>{width}}: {value}")
+                shown = '"" (the default user)' if key == "user" and value == "" else value
+                print(f"{key:>{width}}: {shown}")
 
     _guard(run)
 

@@ -58,7 +58,7 @@ class StatsResponse(BaseModel):
     sessions: int
     embedder: str | None
     dim: int
-    database_bytes: int
+    user: str = ""
 
 
 class ErrorResponse(BaseModel):

@@ -541,26 +541,36 @@ class Store:
     def sessions(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
 
-    def stats(self) -> dict[str, Any]:
-        """Counts and sizes: entries, sessions (distinct (user, session) pairs: two users' sessions of the same name
-        are two sessions), embedder, schema version, database bytes (page_count × page_size)."""
-        n, chars = self.db.execute("SELECT count(*), coalesce(sum(length(text)), 0) FROM entries").fetchone()
-        n_sessions = self.db.execute("SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries)").fetchone()[
-            0
-        ]
+    def stats(self, scope: Scope | None = None) -> dict[str, Any]:
+        """Counts and sizes. ``scope``: count only its entries (entries, sessions, text_chars); None counts every
+        user's (an administrator's view), with ``users`` (distinct users) and ``bytes_per_entry`` besides. Sessions
+        are distinct (user, session) pairs: two users' sessions of the same name are two sessions. The file's own
+        figures are the file's whatever the scope: embedder, schema version, database bytes (page_count ×
+        page_size, every user's entries included)."""
+        where, args = scope_where("", scope) if scope is not None else ("1", [])
+        n, chars = self.db.execute(
+            f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
+        ).fetchone()
+        n_sessions = self.db.execute(
+            f"SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries WHERE {where})", args
+        ).fetchone()[0]
         # logical size (committed pages, WAL included), not the file sizes: the WAL holds rewritten pages twice
         size = self.db.execute("PRAGMA page_count").fetchone()[0] * self.db.execute("PRAGMA page_size").fetchone()[0]
-        return {
-            "path": self.path,
-            "entries": n,
-            "sessions": n_sessions,
-            "text_chars": chars,
-            "embedder": self.get_meta("embedder"),
-            "dim": int(self.get_meta("dim") or 0),
-            "schema_version": self.schema_version,
-            "database_bytes": size,
-            "bytes_per_entry": round(size / n) if n else 0,
-        }
+        out: dict[str, Any] = {"path": self.path}
+        if scope is None:
+            out["users"] = self.db.execute("SELECT count(DISTINCT user_id) FROM entries").fetchone()[0]
+        out.update(
+            entries=n,
+            sessions=n_sessions,
+            text_chars=chars,
+            embedder=self.get_meta("embedder"),
+            dim=int(self.get_meta("dim") or 0),
+            schema_version=self.schema_version,
+            database_bytes=size,
+        )
+        if scope is None:
+            out["bytes_per_entry"] = round(size / n) if n else 0
+        return out
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
