@@ -234,19 +234,38 @@ def utf16_without_bom(data: bytes) -> str | None:
     return None
 
 
+def utf32_without_bom(data: bytes) -> str | None:
+    """``"utf-32-le"``/``"utf-32-be"`` when ``data`` looks like UTF-32 text without a BOM, else None.
+
+    The test (ours): a length that is a multiple of 4, and in the first 4 KB every code unit's top byte NUL and
+    the next one at most 0x10 (a code point is at most U+10FFFF), with some non-NUL byte. Text in UTF-16 or
+    UTF-8 breaks the pattern within a few characters; a decoding error afterwards still means binary."""
+    head = data[:4096]
+    if len(data) % 4 or len(head) < 4 or not head.strip(b"\x00"):
+        return None
+    if not head[3::4].strip(b"\x00") and max(head[2::4]) <= 0x10:
+        return "utf-32-le"
+    if not head[0::4].strip(b"\x00") and max(head[1::4]) <= 0x10:
+        return "utf-32-be"
+    return None
+
+
 def decode(data: bytes, source: str | None = None) -> str:
-    """Bytes -> text: UTF-8 (BOM dropped), UTF-16 with a BOM, or UTF-16 without a BOM (``utf16_without_bom``).
+    """Bytes -> text: UTF-8 (BOM dropped), UTF-32 or UTF-16 with a BOM, or either without one
+    (``utf32_without_bom``, ``utf16_without_bom``).
 
     Raises TranscriptFormatError("not a text transcript ...") for NUL bytes or invalid UTF-8 (binary files)."""
     try:
+        if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):  # before UTF-16: FF FE 00 00 starts FF FE
+            return data.decode("utf-32")
         if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
             return data.decode("utf-16")
-        utf16 = utf16_without_bom(data) if b"\x00" in data else None
-        if utf16:
+        wide = (utf32_without_bom(data) or utf16_without_bom(data)) if b"\x00" in data else None
+        if wide:
             try:
-                return data.decode(utf16)
+                return data.decode(wide)
             except UnicodeDecodeError:
-                pass  # NULs in a UTF-16-like pattern that is not valid UTF-16: binary
+                pass  # NULs in a UTF-32- or UTF-16-like pattern that is not valid text: binary
         if b"\x00" in data:
             raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
         return data.decode("utf-8-sig")
@@ -274,12 +293,12 @@ def _legacy_8bit(data: bytes) -> bool:
 
 
 def check_head(head: bytes, source: str | None = None) -> None:
-    """Refuse a file by its first bytes (up to 4 KB) when they hold NUL bytes outside a UTF-16 pattern (with or
-    without a BOM): binary data (an image, a database, a sparse file), never read whole. Raises
+    """Refuse a file by its first bytes (up to 4 KB) when they hold NUL bytes outside a UTF-16 or UTF-32 pattern
+    (with or without a BOM): binary data (an image, a database, a sparse file), never read whole. Raises
     TranscriptFormatError("not a text transcript ...")."""
-    if b"\x00" not in head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return
-    if utf16_without_bom(head[: len(head) - len(head) % 2]):
+    if b"\x00" not in head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)):
+        return  # (the UTF-32-LE BOM starts with the UTF-16-LE one)
+    if utf16_without_bom(head[: len(head) - len(head) % 2]) or utf32_without_bom(head[: len(head) - len(head) % 4]):
         return
     raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
 

@@ -24,7 +24,6 @@ from lantern.archive.parse.jsonl import (
     check_foreign,
     loads,
     unwrap,
-    utf16_without_bom,
 )
 from lantern.archive.parse.locomo import is_locomo_sample
 from lantern.errors import TranscriptFormatError
@@ -75,7 +74,7 @@ def _is_jsonl(path: Path) -> bool:
     a second non-empty line exists."""
     with open(path, "rb") as f:
         head = f.read(_HEAD_BYTES)
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in head or utf16_without_bom(head):
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in head:  # UTF-16/32: parsed whole
         return False
     seen = 0
     for _, obj, warning in _records(path):
