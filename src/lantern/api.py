@@ -23,13 +23,13 @@ from lantern.archive.redact import load_policy, set_secret_redaction
 from lantern.archive.subagents import parent_session
 from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
 from lantern.embed import Embedder, embedder_name, get_embedder
-from lantern.model import ArchiveResult, Hit, Message, Recovery, content_hash
+from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
 from lantern.recover import facts_note, pipeline, speaker
 from lantern.recover.query_vectors import QueryVectors
 from lantern.scope import Scope, resolve, scope_where
 from lantern.store import facts as fact_store
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store, is_unwritable
+from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, Store, is_unwritable
 from lantern.store.times import to_epoch
 from lantern.text.clean import clean_text, normalize_space
 from lantern.text.names import file_name_text, given_name
@@ -466,17 +466,25 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
         vacuum: bool = True,
-    ) -> int:
+        wait: float | None = None,
+        on_wait: Callable[[Any], None] | None = None,
+    ) -> Forgotten:
         """Delete an entry, every entry of a session (and its sub-sessions), of a user, or of an agent / project,
         from every table (entries, FTS5, embeddings, every table referencing entries) and from the in-process
         index, in one transaction. The selectors combine with AND and always stay inside one user (the call's
         ``user``, else the handle's): ``forget(user="alice")`` deletes all of alice, ``forget(entry=7)`` deletes
         entry 7 only if it belongs to the handle's user. At least one of entry, session, user, agent, project must
         be given in the call (ValueError). With ``vacuum`` (default) the file is then rewritten so the deleted
-        text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size).
+        text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size); deleted
+        rows are zeroed in the pages written either way (``secure_delete``). A reader in a read transaction
+        (another process or connection) pins the old pages until it ends: the erase then waits up to ``wait``
+        seconds (default 10), calling ``on_wait(erasure)`` first (``store.sqlite.Erasure``: who holds the file),
+        and when the reader is still there the result says so (``erased`` False, ``remaining_bytes``,
+        ``holders``; a warning is logged) and the erase finishes at the first open, close or forget after it ends.
         ``session=""`` is the default session ``"default"``, as for ``archive`` (which stores a turn given the
         session ``""`` there), so the MCP tools and the REST API's ``forget`` undo their ``archive``.
-        Returns the number of entries deleted."""
+        Returns ``Forgotten``: the number of entries deleted (an int) and whether their text is gone from the
+        file."""
         if all(x is None for x in (entry, session, user, agent, project)):
             raise ValueError("give entry=, session=, user=, agent= or project=")
         if entry is not None and session is not None:
@@ -489,8 +497,20 @@ class Lantern:
             self.redaction.memo.clear()
             speaker.speakers_of.cache_clear()
         if n and vacuum:
-            self.store.erase_free_space()
-        return n
+            erasure = self.store.erase_free_space(wait, on_wait)
+        elif vacuum:  # nothing deleted now: finish the erase of an earlier forget a reader held up, if any
+            erasure = self.store.finish_pending_erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
+        else:
+            erasure = Erasure(n == 0, self.store.file_bytes() if n else 0)
+        if not erasure.complete and vacuum:
+            who = ", ".join(f"process {pid} ({name})" for pid, name in erasure.holders) or "another connection"
+            log.warning(
+                "%s: forgotten from the index; %d bytes of the file remain unerased until %s ends its read",
+                self.path,
+                erasure.remaining_bytes,
+                who,
+            )
+        return Forgotten(n, erasure.complete, erasure.remaining_bytes, erasure.holders)
 
     def export(
         self,

@@ -44,6 +44,8 @@ class SearchResponse(BaseModel):
 
 
 class ForgetResponse(BaseModel):
+    # "erased": false and "remaining_bytes" are added only when a reader kept the deleted text's pages in the file
+    model_config = {"extra": "allow"}
     forgotten: int
 
 

@@ -144,7 +144,8 @@ class MemoryService:
         project: str | None = None,
     ) -> dict[str, Any]:
         """Delete one entry, every entry of a session, or of a user / agent / project, from every table (always
-        inside one user: ``user``, default ``""``)."""
+        inside one user: ``user``, default ``""``). ``{"forgotten": n}``; when a reader kept the deleted text's old
+        pages in the file (``Lantern.forget``), also ``"erased": false`` and ``"remaining_bytes"``."""
         if entry is not None and session is not None:
             raise ValueError("give exactly one of entry or session")
         if all(x is None for x in (entry, session, user, agent, project)):
@@ -155,7 +156,9 @@ class MemoryService:
         scope = _scope(user, agent, project)
         with self._lock:
             n = self._open().forget(entry=entry, session=session, **scope)
-        return {"forgotten": n}
+        if n.erased:
+            return {"forgotten": int(n)}
+        return {"forgotten": int(n), "erased": False, "remaining_bytes": n.remaining_bytes}
 
     def feedback(
         self, entry_ids: Any, useful: Any, user: str | None = None, agent: str | None = None, project: str | None = None
