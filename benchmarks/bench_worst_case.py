@@ -1,6 +1,7 @@
 """Worst-case inputs for every write-path scanner: is each one linear in its input?
 
     .venv/bin/python benchmarks/bench_worst_case.py [--sizes 100,200,400] [--repeat 3] [--only SCANNER] [--shape S]
+                                                    [--over-only]
 
 Each scanner of the write path (archive/pipeline.py: clean, redact, tag, classify, summarize, facts, FTS text) is
 run on adversarial shapes built for it (``SHAPES``: long dotted runs, base64-like runs, unbalanced quotes,
@@ -221,6 +222,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per cell; the fastest is kept (default 3)")
     ap.add_argument("--only", default="", help="comma-separated scanners (default all)")
     ap.add_argument("--shape", default="", help="comma-separated shapes (default all)")
+    ap.add_argument("--over-only", action="store_true", help="print only the rows over the bound, then the summary")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     console = Console(width=150)
@@ -245,6 +247,8 @@ def main() -> int:
                 steepest[sname] = max(steepest.get(sname, (-9.0, "")), (k, shape_name))
             if not ok:
                 bad.append((sname, shape_name))
+            if args.over_only and ok:
+                continue
             table.add_row(
                 sname,
                 shape_name,
