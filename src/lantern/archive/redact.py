@@ -76,7 +76,7 @@ request, not a guess.
    passphrase; a quoted Chinese value needs 4 ASCII characters (``密码是「正确的」`` is kept). The quotes stay
    around the placeholder.
 
-**Escaped JSON.** The JSON string literals of a text that hold escapes (tool-call arguments written by
+**Escaped JSON.** The JSON string literals of a JSON text that hold escapes (tool-call arguments written by
 ``json.dumps``: ``\\n``, ``\\"``, ``\\uXXXX``) are also decoded and read by every detector, the findings
 mapped back to their raw span: an ``Authorization: Basic …`` line after an escaped newline, ``密码是 …``
 written in ``\\u`` escapes. A span never breaks the JSON it sits in: it never starts or ends inside an escape
@@ -933,8 +933,8 @@ def _find(text: str, policy: RedactionPolicy, depth: int) -> list[Finding]:
     _flag_findings(text, low, found)
     _keyword_findings(text, low, found)
     _prose_findings(text, low, found)
-    if depth < ESCAPED_DEPTH and "\\" in text and '"' in text:
-        _escaped_findings(text, policy, found, depth)
+    if depth < ESCAPED_DEPTH and "\\" in text and text.lstrip()[:1] in ("{", "[", '"'):
+        _escaped_findings(text, policy, found, depth)  # JSON (a tool call's arguments): its strings decoded
     if not found:
         return []
     taken = _Spans(m.span() for m in PLACEHOLDER_RE.finditer(text)) if "[secret:" in text else _Spans()

@@ -143,10 +143,13 @@ _PGPASS = re.compile(  # a line, or a quoted string (a tool call's argument); a 
 )
 
 
+_PGPASS_PORT = re.compile(r":(?:\d{1,5}|\*):[^:\s\"']+:[^:\s\"']+:")
+
+
 def pgpass_lines(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of the password of each .pgpass-style line (its host has a letter or is ``*``)."""
-    if text.count(":") < 4:
-        return
+    if text.count(":") < 4 or _PGPASS_PORT.search(text) is None:  # a literal-led test first: the line regex
+        return  # is tried at every position
     for m in _PGPASS.finditer(text):
         host = m.group("host")
         if host == "*" or any(c.isalpha() for c in host):
