@@ -239,7 +239,7 @@ def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
         r = await s.call_tool("search", {"query": "port", "kk": 3, "scope": "x"})
         assert r.isError and _text(r).startswith("unknown arguments for search: 'kk', 'scope' (search takes query, k,")
         r = await s.call_tool("stats", {"verbose": True})
-        assert r.isError and _text(r) == "unknown argument for stats: 'verbose' (stats takes no arguments)"
+        assert r.isError and _text(r) == "unknown argument for stats: 'verbose' (stats takes user, agent, project)"
         for name in ("recover", "forget", "feedback"):
             r = await s.call_tool(name, {"query": "x", "entry_ids": [1], "useful": True, "bogus\nname": 1})
             text = _text(r)

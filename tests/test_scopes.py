@@ -155,9 +155,9 @@ def test_same_text_two_users_two_entries_and_default_hashes_unchanged(tmp_path):
         # each user's session numbers its own turns
         assert [lt.store.entries(x.entry_ids)[x.entry_ids[0]].turn for x in (a, b, d)] == [0, 0, 0]
         # and is a session of its own in the counts: "s" of alice, of bob and of the default user
-        assert lt.stats()["sessions"] == 3
+        assert lt.stats(all_users=True)["sessions"] == 3
         lt.archive(SECRET_TURN, session="t", user="alice")
-        assert lt.stats()["sessions"] == 4
+        assert lt.stats(all_users=True)["sessions"] == 4
 
 
 def test_another_users_turn_never_grows_into_mine(tmp_path):
@@ -287,13 +287,13 @@ def test_feedback_and_pending_recoveries_stay_inside_the_user(db):
             user="bob",
         )
         assert sigma() == before  # bob's reply does not judge alice's recovery
-        assert lt.stats()["pending_recoveries"] == 1
+        assert lt.stats(user="alice")["pending_recoveries"] == 1
         lt.archive(
             [{"role": "user", "content": "so?"}, {"role": "assistant", "content": "It was 5433 with zebra-quartz."}],
             session="s",
             user="alice",
         )
-        assert sigma() != before and lt.stats()["pending_recoveries"] == 0  # her own reply does
+        assert sigma() != before and lt.stats(user="alice")["pending_recoveries"] == 0  # her own reply does
         assert lt.feedback(alice, True, user="alice") == len(alice)
 
 

@@ -25,14 +25,14 @@ from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
 from lantern.embed import Embedder, embedder_name, get_embedder
 from lantern.llm import LLMClient, LLMSettings
 from lantern.llm import settings as llm_settings
-from lantern.model import ArchiveResult, Hit, Message, Recovery, content_hash
+from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
 from lantern.recover import facts_note, pipeline, speaker
 from lantern.recover.query_vectors import QueryVectors
 from lantern.scope import Scope, resolve, scope_where
 from lantern.store import events as event_store
 from lantern.store import facts as fact_store
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store, is_unwritable
+from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, Store, is_unwritable
 from lantern.store.times import to_epoch
 from lantern.text.clean import clean_text, normalize_space
 from lantern.text.names import file_name_text, given_name
@@ -578,17 +578,25 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
         vacuum: bool = True,
-    ) -> int:
+        wait: float | None = None,
+        on_wait: Callable[[Any], None] | None = None,
+    ) -> Forgotten:
         """Delete an entry, every entry of a session (and its sub-sessions), of a user, or of an agent / project,
         from every table (entries, FTS5, embeddings, every table referencing entries) and from the in-process
         index, in one transaction. The selectors combine with AND and always stay inside one user (the call's
         ``user``, else the handle's): ``forget(user="alice")`` deletes all of alice, ``forget(entry=7)`` deletes
         entry 7 only if it belongs to the handle's user. At least one of entry, session, user, agent, project must
         be given in the call (ValueError). With ``vacuum`` (default) the file is then rewritten so the deleted
-        text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size).
+        text is not left in free pages, old FTS5 segments or the WAL (cost grows with the database size); deleted
+        rows are zeroed in the pages written either way (``secure_delete``). A reader in a read transaction
+        (another process or connection) pins the old pages until it ends: the erase then waits up to ``wait``
+        seconds (default 10), calling ``on_wait(erasure)`` first (``store.sqlite.Erasure``: who holds the file),
+        and when the reader is still there the result says so (``erased`` False, ``remaining_bytes``,
+        ``holders``; a warning is logged) and the erase finishes at the first open, close or forget after it ends.
         ``session=""`` is the default session ``"default"``, as for ``archive`` (which stores a turn given the
         session ``""`` there), so the MCP tools and the REST API's ``forget`` undo their ``archive``.
-        Returns the number of entries deleted."""
+        Returns ``Forgotten``: the number of entries deleted (an int) and whether their text is gone from the
+        file."""
         if all(x is None for x in (entry, session, user, agent, project)):
             raise ValueError("give entry=, session=, user=, agent= or project=")
         if entry is not None and session is not None:
@@ -601,8 +609,20 @@ class Lantern:
             self.redaction.memo.clear()
             speaker.speakers_of.cache_clear()
         if n and vacuum:
-            self.store.erase_free_space()
-        return n
+            erasure = self.store.erase_free_space(wait, on_wait)
+        elif vacuum:  # nothing deleted now: finish the erase of an earlier forget a reader held up, if any
+            erasure = self.store.finish_pending_erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
+        else:
+            erasure = Erasure(n == 0, self.store.file_bytes() if n else 0)
+        if not erasure.complete and vacuum:
+            who = ", ".join(f"process {pid} ({name})" for pid, name in erasure.holders) or "another connection"
+            log.warning(
+                "%s: forgotten from the index; %d bytes of the file remain unerased until %s ends its read",
+                self.path,
+                erasure.remaining_bytes,
+                who,
+            )
+        return Forgotten(n, erasure.complete, erasure.remaining_bytes, erasure.holders)
 
     def export(
         self,
@@ -714,13 +734,37 @@ class Lantern:
         self.index.set_reinforcement(updated)
         return len(updated)
 
-    def stats(self) -> dict[str, Any]:
-        """Counts and sizes: entries, sessions, embedder id and dimension, schema version, database bytes (pages in
-        use), ``pruned`` (entries with c below the prune threshold) and ``pending_recoveries`` (waiting for the
-        next assistant message)."""
-        out = self.store.stats()
-        out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below)
-        out["pending_recoveries"] = reinforce.pending_count(self.store)
+    def stats(
+        self,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        all_users: bool = False,
+    ) -> dict[str, Any]:
+        """Counts and sizes, scoped like every read: ``entries``, ``sessions``, ``text_chars``, ``pruned``
+        (entries with c below the prune threshold) and ``pending_recoveries`` (waiting for the next assistant
+        message) count only the scope's (``user``, default the handle's; ``agent`` / ``project`` filter), named in
+        ``user`` (and ``agent`` / ``project`` when given). The file's own figures: path, embedder id and
+        dimension, schema version, ``database_bytes`` (pages in use, every user's entries included: whoever holds
+        the handle holds the file). ``all_users=True`` (an administrator's view; not with a scope): every user's
+        counts, ``users`` (how many) and ``bytes_per_entry``."""
+        if all_users:
+            if user is not None or agent is not None or project is not None:
+                raise ValueError("all_users=True counts every user: give no user, agent or project with it")
+            out = self.store.stats()
+            out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below)
+            out["pending_recoveries"] = reinforce.pending_count(self.store)
+            return out
+        scope = resolve(self.scope, user, agent, project)
+        out = {"path": self.path, "user": scope.user}
+        if scope.agent is not None:
+            out["agent"] = scope.agent
+        if scope.project is not None:
+            out["project"] = scope.project
+        out.update(self.store.stats(scope))
+        out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below, scope_where("", scope))
+        out["pending_recoveries"] = reinforce.pending_count(self.store, scope.user)
         return out
 
 

@@ -3,10 +3,10 @@
     lantern [--db PATH] ingest FILE|DIR [--format auto|...] [--session ID] -> Lantern.ingest
     lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--as-of ISO] [--json] -> Lantern.recover
     lantern [--db PATH] search QUERY [-k N] [--explain] [--json]           -> Lantern.search / Lantern.explain
-    lantern [--db PATH] forget (--entry ID | --session ID | --user U)      -> Lantern.forget
+    lantern [--db PATH] forget (--entry ID | --session ID | --user U) [--wait S] -> Lantern.forget
     lantern [--db PATH] export FILE [--user U] [--session ID]              -> Lantern.export
     lantern [--db PATH] import FILE [--user U] [--no-embeddings]           -> Lantern.import_
-    lantern [--db PATH] stats [--json]                                     -> Lantern.stats
+    lantern [--db PATH] stats [--user U | --all-users] [--json]             -> Lantern.stats
     lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
     lantern [--db PATH] events [--session ID] [--json]                     -> Lantern.events
     lantern [--db PATH] ui [--host H] [--port N] [--token T] [--open]      -> lantern.integrations.ui
@@ -31,7 +31,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -1050,11 +1050,15 @@ def forget(
     project: Optional[str] = typer.Option(
         None, "--project", callback=_utf8, help="Every entry of this project (within the user)."
     ),
+    wait: float = typer.Option(
+        10.0, "--wait", min=0, help="Seconds to wait for a process reading the database before saying what remains."
+    ),
 ) -> None:
     """Delete entries from every table, then vacuum; never crosses users.
 
     Every table: entries, full text, embeddings, and every table that refers to them. The vacuum rewrites the file
-    so the deleted text is not left in free pages or the WAL."""
+    so the deleted text is not left in free pages or the WAL. A process reading the database keeps the old pages
+    until its read ends: forget waits for it (--wait, 10 s), else says what remains and exits 3."""
     if entry is not None and session is not None:
         _fail("give --entry or --session, not both")
     if all(x is None for x in (entry, session, user, agent, project)):
@@ -1063,7 +1067,26 @@ def forget(
     def run():
         with _open() as lantern:
             who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
-            n = lantern.forget(entry=entry, session=session, user=who, agent=agent, project=project)
+            import logging
+
+            quiet = logging.NullHandler()  # the warning api.forget logs: said below in the command's own words
+            logging.getLogger("lantern").addHandler(quiet)
+            try:
+                n = lantern.forget(
+                    entry=entry,
+                    session=session,
+                    user=who,
+                    agent=agent,
+                    project=project,
+                    wait=wait,
+                    on_wait=lambda erasure: _say_waiting(erasure, wait),
+                )
+            finally:
+                logging.getLogger("lantern").removeHandler(quiet)
+            if not n.erased:
+                print(f"{plural(n, 'entry', 'entries')} forgotten from the index")
+                typer.secho(_unerased(lantern.path, n), err=True, fg=typer.colors.YELLOW)
+                raise typer.Exit(3)
             print(f"{plural(n, 'entry', 'entries')} forgotten")
             if n == 0:  # say which filter found nothing: a mistyped id must not look like success
                 what = (
@@ -1076,6 +1099,23 @@ def forget(
                 typer.echo(f"no {what} matched" + (f" for user {who!r}" if who else ""), err=True)
 
     _guard(run)
+
+
+def _readers(holders: Any) -> str:
+    return ", ".join(f"process {pid} ({name})" for pid, name in holders) or "another connection to it"
+
+
+def _say_waiting(erasure: Any, wait: float) -> None:
+    typer.echo(f"waiting up to {wait:g} s for {_readers(erasure.holders)} to finish reading the database...", err=True)
+
+
+def _unerased(path: Any, n: Any) -> str:
+    """What a forget a reader held up leaves in the file, and until when (``Forgotten``)."""
+    return (
+        f"its text remains in {path} and {path}-wal ({n.remaining_bytes:,} bytes, pages from before the forget) "
+        f"until {_readers(n.holders)} ends its read transaction or closes the database; the next lantern command "
+        "on this database after that finishes the erase"
+    )
 
 
 @app.command()
@@ -1160,18 +1200,39 @@ def import_(
 
 
 @app.command()
-def stats(as_json: bool = typer.Option(False, "--json", help="Print the statistics as one JSON object.")) -> None:
-    """Entries, sessions, embedder, sizes."""
+def stats(
+    as_json: bool = typer.Option(False, "--json", help="Print the statistics as one JSON object."),
+    user: Optional[str] = typer.Option(
+        None,
+        "--user",
+        "-u",
+        callback=_utf8,
+        help='Count this user\'s entries (default $LANTERN_USER, else the default user "").',
+    ),
+    agent: Optional[str] = _agent_option(),
+    project: Optional[str] = _project_option(),
+    all_users: bool = typer.Option(
+        False, "--all-users", help="Count every user's entries (an administrator's view; not with --user)."
+    ),
+) -> None:
+    """Entries, sessions, embedder, sizes: of one user, or of every user with --all-users."""
+    if all_users and (user is not None or agent is not None or project is not None):
+        _fail("--all-users counts every user: give no --user, --agent or --project with it")
 
     def run():
         with _open() as lantern:
-            s = lantern.stats()
+            if all_users:
+                s = lantern.stats(all_users=True)
+            else:  # `--user ""` is the default user, as in forget
+                who = user if user is not None else os.environ.get("LANTERN_USER")
+                s = lantern.stats(user=who, agent=agent, project=project)
         if as_json:
             print(json.dumps(s))
         else:
             width = max(map(len, s))
             for key, value in s.items():
-                print(f"{key:>{width}}: {value}")
+                shown = '"" (the default user)' if key == "user" and value == "" else value
+                print(f"{key:>{width}}: {shown}")
 
     _guard(run)
 

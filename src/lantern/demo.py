@@ -111,7 +111,7 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
                 archive_ms.append((time.perf_counter() - t0) * 1000)
                 ids.setdefault(session, []).append(archived.entry_ids[0] if archived.entry_ids else None)
         results = [r for s, turns in by_session.items() if (r := compact_and_recover(lantern, s, turns, ids.get(s)))]
-        stats = lantern.stats()
+        stats = lantern.stats(all_users=True)
         lantern.close()
 
     if show_block and results:  # first, so that the figures stay on screen at the end

@@ -274,3 +274,25 @@ class ExtractedFact:
     key_text: str = ""
     replaces: str | None = None
     family: str = ""
+
+
+class Forgotten(int):
+    """What ``Lantern.forget`` returns: the number of entries deleted (an ``int``), and whether their text is gone
+    from the file too. ``erased``: True when no byte of it is left (the file rewritten, the WAL emptied; also when
+    nothing was deleted). False when a reader (another process or connection in a read transaction) pins the
+    old pages, or with ``vacuum=False``: then ``remaining_bytes`` is the size of the database file and its WAL,
+    which still hold pages from before the delete, and ``holders`` the other processes (pid, name) that have the
+    file open (Linux; else empty). The erase is finished by the first open, close or forget after the reader
+    ends."""
+
+    erased: bool
+    remaining_bytes: int
+    holders: tuple[tuple[int, str], ...]
+
+    def __new__(cls, n: int, erased: bool = True, remaining_bytes: int = 0, holders: tuple = ()) -> Forgotten:
+        out = super().__new__(cls, n)
+        out.erased, out.remaining_bytes, out.holders = erased, remaining_bytes, tuple(holders)
+        return out
+
+    def __reduce__(self) -> tuple:
+        return (Forgotten, (int(self), self.erased, self.remaining_bytes, self.holders))

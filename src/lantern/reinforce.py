@@ -224,14 +224,14 @@ def useful_entries(store, entry_ids: Sequence[int], reply: str) -> list[int]:
     return [i for i in entry_ids if i in hints and is_useful(json.loads(hints[i]), terms)]
 
 
-def pruned_count(store, prune_below: float = PRUNE_BELOW) -> int:
-    """How many entries are pruned (c below the threshold)."""
-    return rows.pruned_count(store.db, prune_below)
+def pruned_count(store, prune_below: float = PRUNE_BELOW, where: tuple[str, list] = ("1", [])) -> int:
+    """How many entries are pruned (c below the threshold), among those ``where`` (a ``scope_where``) selects."""
+    return rows.pruned_count(store.db, prune_below, where)
 
 
-def pending_count(store) -> int:
-    """How many recoveries still wait for the next assistant message of their session."""
-    return rows.pending_count(store.db)
+def pending_count(store, user: str | None = None) -> int:
+    """How many recoveries still wait for the next assistant message of their session (of ``user``; None: any)."""
+    return rows.pending_count(store.db, user)
 
 
 def assistant_text(turn) -> str:

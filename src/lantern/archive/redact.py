@@ -19,13 +19,13 @@ request, not a guess.
 
 1. private-key blocks: ``-----BEGIN … PRIVATE KEY-----`` through the matching ``END`` line (real or ``\\n``-escaped
    newlines, e.g. in a service-account JSON); an unterminated block is cut at the end of its base64 lines;
-2. provider tokens: the regexes of Yelp's ``detect-secrets`` 1.5.0 plugins (AWS key ids, GitHub, GitLab, Slack,
-   Stripe, OpenAI ``T3BlbkFJ`` keys, JWT with its formal-validity check, SendGrid, PyPI, npm, Discord, Telegram,
-   Twilio, Mailchimp, Square, Azure storage keys, Artifactory) and ours for what it lacks (OpenAI ``sk-`` /
-   ``sk-proj-`` keys, Anthropic ``sk-ant-`` keys, GitHub ``github_pat_``, Slack ``xapp-`` and newer ``xox?-``
-   forms, Stripe ``sk_test_`` / ``whsec_``, Google ``AIza``, Hugging Face ``hf_``, npm ``npm_``, DigitalOcean
-   ``dop_v1_``); a match is widened to the whole token so a key longer than the plugin's fixed length is not
-   left half in clear; and ``Config.redact_patterns`` (user patterns, same priority);
+2. provider tokens (archive/secret_tokens.py, our patterns): a fixed-format credential found by a literal it
+   holds — the providers of gitleaks' default rule set and of detect-secrets' plugins (AWS, GitHub, GitLab,
+   Slack, Stripe, OpenAI, Anthropic, Google, Square, Linear, Grafana, Postman, Dropbox, JWT, … about 150
+   formats); a match is widened to the whole token so a key longer than its format is not left half in clear;
+   ``Config.redact_patterns`` (user patterns, same priority); and by context (archive/secret_context.py): a
+   provider's name in an assignment's key (``DATADOG_API_KEY=…``, ``heroku_api_key: <uuid>``), ``.pgpass``
+   lines, ``<add key="…Password" value="…"/>``, the ``data:`` of a Kubernetes Secret;
 3. credentials in URLs (``postgres://user:PASS@host:5433/db``: only the password is replaced; scheme, user, host
    and port stay, since a port is exactly what Lantern brings back), ``Authorization: Bearer|Basic|token …``
    headers, ``curl -u user:PASS``;
@@ -76,6 +76,16 @@ request, not a guess.
    passphrase; a quoted Chinese value needs 4 ASCII characters (``密码是「正确的」`` is kept). The quotes stay
    around the placeholder.
 
+**Escaped JSON.** The JSON string literals of a JSON text that hold escapes (tool-call arguments written by
+``json.dumps``: ``\\n``, ``\\"``, ``\\uXXXX``) are also decoded and read by every detector, the findings
+mapped back to their raw span: an ``Authorization: Basic …`` line after an escaped newline, ``密码是 …``
+written in ``\\u`` escapes. A span never breaks the JSON it sits in: it never starts or ends inside an escape
+sequence nor runs past the quote that closes its string (``json_safe``).
+
+**Linear time.** Every detector reads each character a bounded number of times (bounded quantifiers; a
+candidate inside a run already judged is skipped; ``benchmarks/bench_worst_case.py`` measures adversarial
+inputs of 100, 200 and 400 KB).
+
 **Placeholder.** A secret becomes ``[secret:KIND …TAIL#FP]`` or, without a tail, ``[secret:KIND #FP]``:
 
 - ``KIND``: ``openai-key``, ``anthropic-key``, ``github-token``, ``aws-access-key-id``, ``url-password``,
@@ -107,12 +117,13 @@ strings are absent are skipped.
 close)`` pairs. Per database: ``set_secret_redaction(lantern, False)`` stores ``redact_secrets = off`` in the
 meta table (an explicit opt-out; private spans are still removed).
 
-Only the plugins' regexes and validity/entropy functions are used: never ``scan_line`` nor ``verify``, so
-detect-secrets makes no network request (its verification calls provider APIs).
+Of detect-secrets only the keyword denylist and the entropy function are used: never ``scan_line`` nor
+``verify``, so it makes no network request (its verification calls provider APIs).
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import hmac
 import re
@@ -122,9 +133,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any
 
+from lantern.archive.secret_context import (
+    escaped_strings,
+    json_safe,
+    kubernetes_secret_values,
+    pgpass_lines,
+    provider_assignments,
+    xml_add_values,
+)
+from lantern.archive.secret_tokens import find_tokens
 from lantern.model import Message, ToolCall, ToolResult
 
 __all__ = [
@@ -147,6 +167,7 @@ DEFAULT_PRIVATE_MARKERS: tuple[tuple[str, str], ...] = (("<private>", "</private
 VALUE_END = ".,;:!?)]}"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
 PROSE_END = ".,;:!?)」”\"'"  # the same for a prose value ("the password is X).")
 TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this length on (see module doc)
+ESCAPED_DEPTH = 2  # JSON strings decoded inside decoded strings down to this depth (arguments holding JSON text)
 
 PLACEHOLDER_RE = re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
 
@@ -269,7 +290,7 @@ def set_secret_redaction(lantern: Any, enabled: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- findings
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     """A secret found in a text: ``text[start:end]`` is the span its placeholder replaces (only the password of a
     URL, only the value of an assignment); ``value`` is the secret the fingerprint sees: the span itself, or, for
@@ -293,35 +314,6 @@ class Finding:
     tail: bool = False
 
 
-@dataclass(frozen=True)
-class _Token:
-    kind: str
-    regex: re.Pattern[str]
-    triggers: tuple[str, ...]  # at least one must occur in the text (case-sensitive) for the regex to run
-    exact_len: int = 0  # the widened token must have exactly this length (0: any)
-    validate: Callable[[str], bool] | None = None
-    gate: re.Pattern[str] | None = None  # a cheap literal-led pattern that must match first (the plugin's is slow)
-    extend: str = "A-Za-z0-9_\\-"  # characters a match is trimmed to and widened over (to the right)
-
-    @property
-    def char(self) -> re.Pattern[str]:
-        return _charclass(self.extend)
-
-    @property
-    def run(self) -> re.Pattern[str]:
-        return _charrun(self.extend)
-
-
-@cache
-def _charclass(chars: str) -> re.Pattern[str]:
-    return re.compile(f"[{chars}]")
-
-
-@cache
-def _charrun(chars: str) -> re.Pattern[str]:
-    return re.compile(f"[{chars}]*")
-
-
 def _slug(kind: str) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-")
     return s or "custom"
@@ -329,103 +321,6 @@ def _slug(kind: str) -> str:
 
 def _has_letter_and_digit(s: str) -> bool:
     return any(c.isdigit() for c in s) and any(c.isalpha() for c in s)
-
-
-@lru_cache(maxsize=1)
-def _tokens() -> tuple[_Token, ...]:
-    """The token detectors: detect-secrets' plugin regexes, then ours. Built on first use (importing
-    detect-secrets costs ~100 ms; a read-only process never pays it)."""
-    from detect_secrets.plugins.artifactory import ArtifactoryDetector
-    from detect_secrets.plugins.aws import AWSKeyDetector
-    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-    from detect_secrets.plugins.discord import DiscordBotTokenDetector
-    from detect_secrets.plugins.github_token import GitHubTokenDetector
-    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-    from detect_secrets.plugins.jwt import JwtTokenDetector
-    from detect_secrets.plugins.mailchimp import MailchimpDetector
-    from detect_secrets.plugins.openai import OpenAIDetector
-    from detect_secrets.plugins.pypi_token import PypiTokenDetector
-    from detect_secrets.plugins.sendgrid import SendGridDetector
-    from detect_secrets.plugins.slack import SlackDetector
-    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-    from detect_secrets.plugins.stripe import StripeDetector
-    from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-    from detect_secrets.plugins.twilio import TwilioKeyDetector
-
-    out: list[_Token] = []
-
-    def plugin(
-        cls: Any, kind: str, triggers: tuple[str, ...], regexes: Sequence[re.Pattern[str]] | None = None, **kw: Any
-    ) -> None:
-        for rx in regexes if regexes is not None else cls.denylist:
-            out.append(_Token(kind, rx, triggers, **kw))
-
-    def ours(kind: str, rx: str, triggers: tuple[str, ...], **kw: Any) -> None:
-        out.append(_Token(kind, re.compile(rx), triggers, **kw))
-
-    # ours first where they are more specific than a plugin on the same text (sk-ant- before sk-)
-    ours("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",))
-    ours(
-        "openai-key",
-        r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
-        ("sk-",),
-        validate=lambda s: not s.startswith("sk-ant-") and _has_letter_and_digit(s[3:]),
-    )
-    plugin(OpenAIDetector, "openai-key", ("T3BlbkFJ",))
-    plugin(
-        AWSKeyDetector,
-        "aws-access-key-id",
-        ("A3T", "ABIA", "ACCA", "AKIA", "ASIA"),
-        [AWSKeyDetector.denylist[0]],
-        exact_len=20,
-    )
-    plugin(GitHubTokenDetector, "github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"))
-    ours("github-token", r"github_pat_[A-Za-z0-9_]{22,}", ("github_pat_",))
-    plugin(
-        GitLabTokenDetector,
-        "gitlab-token",
-        ("gl", "GR1348941"),
-        gate=re.compile(r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941"),
-    )
-    plugin(
-        SlackDetector,
-        "slack-token",
-        ("xox", "XOX"),
-        [SlackDetector.denylist[0]],
-        gate=re.compile(r"(?:xox|XOX)[A-Za-z]-\d"),
-    )
-    plugin(SlackDetector, "slack-webhook", ("hooks.slack.com",), [SlackDetector.denylist[1]], extend="A-Za-z0-9_\\-/")
-    ours("slack-token", r"xox[a-z]-[A-Za-z0-9\-]{10,}", ("xox",), gate=re.compile(r"xox[a-z]-"))
-    ours("slack-token", r"xapp-\d-[A-Za-z0-9\-]{10,}", ("xapp-",))
-    plugin(StripeDetector, "stripe-key", ("k_live_",))
-    ours("stripe-key", r"[rs]k_(?:live|test)_[0-9A-Za-z]{16,}", ("k_live_", "k_test_"))
-    ours("stripe-webhook-secret", r"whsec_[A-Za-z0-9]{24,}", ("whsec_",))
-    ours("google-api-key", r"AIza[0-9A-Za-z_\-]{35}", ("AIza",))
-    ours("huggingface-token", r"hf_[A-Za-z0-9]{30,}", ("hf_",), validate=_has_letter_and_digit)
-    ours("npm-token", r"npm_[A-Za-z0-9]{36}", ("npm_",))
-    ours("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}", ("_v1_",))
-    plugin(PypiTokenDetector, "pypi-token", ("pypi-",))
-    plugin(SendGridDetector, "sendgrid-key", ("SG.",))
-    plugin(SquareOAuthDetector, "square-secret", ("sq0csp-",))
-    plugin(AzureStorageKeyDetector, "azure-storage-key", ("AccountKey=",), extend="A-Za-z0-9+/=")
-    plugin(JwtTokenDetector, "jwt", ("eyJ",), validate=JwtTokenDetector.is_formally_valid, extend="A-Za-z0-9_\\-.")
-    plugin(
-        DiscordBotTokenDetector,
-        "discord-token",
-        (".",),
-        extend="A-Za-z0-9_\\-.",
-        gate=re.compile(r"\.[a-zA-Z\d_\-]{6}\.[a-zA-Z\d_\-]{27}"),
-    )
-    plugin(TelegramBotTokenDetector, "telegram-token", (":",), gate=re.compile(r":[0-9A-Za-z_\-]{35}"))
-    plugin(TwilioKeyDetector, "twilio-key", ("AC", "SK"), exact_len=34)
-    plugin(MailchimpDetector, "mailchimp-key", ("-us",), gate=re.compile(r"-us\d"))
-    plugin(
-        ArtifactoryDetector,
-        "artifactory-token",
-        ("AKC", "AP"),
-        gate=re.compile(r"AKC[a-zA-Z0-9]{10}|AP[\dA-F][a-zA-Z0-9]{8}"),
-    )
-    return tuple(out)
 
 
 @lru_cache(maxsize=1)
@@ -638,7 +533,7 @@ def _strong_value_ok(v: str, key: str, quoted: bool, code_like: bool) -> bool:
 # ---------------------------------------------------------------------------------------------- regexes
 _BEGIN_KEY = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
 _KEY_TAIL = re.compile(
-    r"(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment|Version): ?[^\n\\]*|[ \t]*))*"
+    r"(?:(?:\r?\n|(?:\\r)?\\n)(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment|Version): ?[^\n\\]*|[ \t]*))*"
 )
 
 # Every pattern below starts with a literal, so that the regex engine can skip to its candidates (a pattern
@@ -661,21 +556,23 @@ _FLAG = re.compile(  # on low
     r"|(?P<secret>[^\s\"'\\]+))"
 )
 _MYSQL_P = re.compile(
-    r"mysql(?:dump|admin|sh)?\b[^\n|;&]*?\s-p(?P<secret>[^\s\"'\\]{3,})"
+    r"mysql(?:dump|admin|sh)?\b[^\n|;&]{0,200}?\s-p(?P<secret>[^\s\"'\\]{3,})"
 )  # case matters: -P is the port
 _KEYWORD_HIT = re.compile(  # on low: a secret word ending an identifier, then an assignment operator
-    r"(?:pass|pwd|secret|token|auth|credential|key|contrase)[a-z0-9_\-]*\\?[\"'`]?\]?[ "
+    r"(?:pass|pwd|secret|token|auth|credential|key|contrase)[a-z0-9_\-]{0,64}\\?[\"'`]?\]?[ "
     r"\t]*(?::=|=>|=(?![=>])|:(?![:/])|：)"
 )
-_IDENT_BACK = re.compile(r"[A-Za-z0-9_.\-]{0,80}\Z")
+_IDENT_RUN = re.compile(r"[A-Za-z0-9_.\-]*")  # matched in the reversed text: the identifier before a keyword hit
+# what may stand between a line's start and a config line's key: indentation, a YAML dash, export / set / env
+_CONFIG_LEAD = re.compile(r"(?:^|\n)[ \t\-]*(?:(?:export|set|env)[ \t]+)?\Z", re.I)
 _ASSIGN = re.compile(
     r"(?P<kq>\\?[\"'`]?)"
-    r"(?P<key>[A-Za-z0-9_.\-]*?(?:pass|pwd|secret|token|auth|credential|key|contrase)[A-Za-z0-9_\-]*)"
+    r"(?P<key>[A-Za-z0-9_.\-]{0,80}?(?:pass|pwd|secret|token|auth|credential|key|contrase)[A-Za-z0-9_\-]{0,64})"
     r"(?P=kq)\]?[ \t]*(?P<op>:=|=>|=(?![=>])|:(?![:/])|：)[ \t]*"
     r"(?:(?P<vq>\\?[\"'`])(?P<qval>(?:(?!(?P=vq))(?:\\[^\n]|[^\\\n])|'(?=[A-Za-z0-9])){1,512})(?P=vq)|(?P<val>[^\s\"'`\\,;&<>(){}\[\]]{1,512}))",
     re.I,
 )
-_VALUE_TAIL = re.compile(r"(?:(?!\[secret:)[^\s\"'`\\])*")  # the rest of an unquoted password (see _keyword_findings)
+_VALUE_TAIL = re.compile(r"(?:(?!\[secret:)[^\s\"'`\\]){0,512}")  # the rest of an unquoted password (_keyword_findings)
 _KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key", "contrase")
 # between "password is" and its value (ours): at most one adverb and one "set to" from short lists, so that "the
 # password is in the vault" stays prose; then an optional separator, a colon (ASCII or full-width) or a dash that
@@ -736,10 +633,13 @@ def _private_key_blocks(text: str, out: list[Finding]) -> None:
     if "PRIVATE KEY" not in text:
         return
     pos = 0
+    ends: dict[str, int] = {}  # END marker -> its next position from the last search (-1: none after it)
     while (m := _BEGIN_KEY.search(text, pos)) is not None:
         label, block = m.group(1), m.group(2) or ""
         end_marker = f"-----END {label}PRIVATE KEY{block}-----"
-        end = text.find(end_marker, m.end())
+        end = ends.get(end_marker, -2)
+        if end == -2 or 0 <= end < m.end():  # not looked for yet, or the one found is behind us: each END is
+            end = ends[end_marker] = text.find(end_marker, m.end())  # searched for once, and "none" stays none
         if end >= 0:
             stop = end + len(end_marker)
         else:  # a truncated block (a tool output cut short): up to the end of its base64 lines
@@ -751,48 +651,9 @@ def _private_key_blocks(text: str, out: list[Finding]) -> None:
         pos = stop
 
 
-def _gate_windows(gate: re.Pattern[str], text: str) -> list[tuple[int, int]]:
-    """Where a gated plugin regex runs: around each match of its gate (64 characters before, for a token whose
-    gate is not its prefix; 1,100 after, the longest token), merged."""
-    spans: list[list[int]] = []
-    for g in gate.finditer(text):
-        a, b = max(0, g.start() - 64), min(len(text), g.end() + 1100)
-        if spans and a <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], b)
-        else:
-            spans.append([a, b])
-    return [(a, b) for a, b in spans]
-
-
-def _token_findings(text: str, policy: RedactionPolicy, out: list[Finding]) -> None:
-    windows: dict[int, list[tuple[int, int]]] = {}
-    whole = [(0, len(text))]
-    for det in _tokens():
-        if not any(t in text for t in det.triggers):
-            continue
-        if det.gate is None:
-            spans = whole
-        else:
-            spans = windows.get(id(det.gate))
-            if spans is None:
-                spans = windows[id(det.gate)] = _gate_windows(det.gate, text)
-        char, run = det.char, det.run
-        for m in (m for a, b in spans for m in det.regex.finditer(text, a, b)):
-            s, e = m.span()
-            # trim delimiters a plugin regex includes (Artifactory's (?:\s|=|:|"|^)), then widen to the whole token
-            while s < e and not char.match(text, s):
-                s += 1
-            while e > s and not char.match(text, e - 1):
-                e -= 1
-            if s == e or (s > 0 and text[s - 1].isascii() and text[s - 1].isalnum()):
-                continue  # inside a longer word (e.g. a hex string): not this provider's token
-            e = run.match(text, e).end()
-            value = text[s:e]
-            if det.exact_len and len(value) != det.exact_len:
-                continue
-            if det.validate is not None and not det.validate(value):
-                continue
-            out.append(Finding(det.kind, s, e, value, P_TOKEN, tail=len(value) >= TAIL_MIN_LEN))
+def _token_findings(text: str, low: str, policy: RedactionPolicy, out: list[Finding]) -> None:
+    for kind, s, e in find_tokens(text, low):
+        out.append(Finding(kind, s, e, text[s:e], P_TOKEN, tail=e - s >= TAIL_MIN_LEN))
     for kind, rx in policy.extra:
         for m in rx.finditer(text):
             g = "secret" if "secret" in rx.groupindex else (1 if rx.groups else 0)
@@ -801,10 +662,9 @@ def _token_findings(text: str, policy: RedactionPolicy, out: list[Finding]) -> N
                 out.append(Finding(kind, s, e, text[s:e], P_TOKEN))
 
 
-def _line_bounds(text: str, start: int, end: int) -> tuple[str, str]:
-    ls = text.rfind("\n", 0, start) + 1
+def _rest_of_line(text: str, end: int) -> str:
     le = text.find("\n", end)
-    return text[ls:start], text[end : le if le >= 0 else len(text)]
+    return text[end : le if le >= 0 else len(text)]
 
 
 def _credential_findings(text: str, low: str, out: list[Finding]) -> None:
@@ -876,9 +736,16 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
     if not any(t in low for t in _KEYWORD_TRIGGER):
         return
     done = -1
+    rev = ""  # the text reversed, made at the first hit: the identifier before a hit is a forward match in it
     for hit in _KEYWORD_HIT.finditer(low):
+        if hit.start() <= done or (
+            hit.start() and text[hit.start() - 1] == "[" and low.startswith("secret:", hit.start())
+        ):
+            continue  # inside the assignment (or the value) just found, or a placeholder's "[secret:"
         # back to the start of the identifier (and its opening quote), then the full pattern anchored there
-        start = _IDENT_BACK.search(text, max(0, hit.start() - 80), hit.start()).start()
+        rev = rev or text[::-1]
+        back = _IDENT_RUN.match(rev, len(text) - hit.start()).end() - (len(text) - hit.start())
+        start = hit.start() - min(back, 80)
         if start <= done:
             continue
         ident = start
@@ -916,8 +783,8 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         if not v:
             continue
         cover = len(raw)
-        before, after = _line_bounds(text, m.start(), s + len(v))
-        config_line = not before.strip(" \t-") or before.strip().lower() in ("export", "set", "env")
+        config_line = _CONFIG_LEAD.search(text, max(0, m.start() - 40), m.start()) is not None
+        after = _rest_of_line(text, s + len(v)) if config_line else ""  # only a config line reads it: linear
         if config_line and not quoted and after and not after[0].isspace():
             # a .env / YAML / INI value runs to the end of its line: "DB_PASSWORD=Tr0ub4dor&3;x" (the value regex
             # stops at & ; , for URL queries and shell lists; a strong key's value is extended below wherever it
@@ -966,6 +833,7 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
             ):
                 continue
         out.append(Finding(_kind_of_key(key, cls), s, s + cover, v, P_KEYWORD))
+        done = max(done, s + cover)
 
 
 def _closing_quote(text: str, opener: str, s: int) -> int:
@@ -1052,25 +920,85 @@ def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:
     skipped."""
     if not text or not policy.secrets:
         return []
+    return _find(text, policy, 0)
+
+
+def _find(text: str, policy: RedactionPolicy, depth: int) -> list[Finding]:
     low = _lower(text)
     found: list[Finding] = []
     _private_key_blocks(text, found)
-    _token_findings(text, policy, found)
+    _token_findings(text, low, policy, found)
+    _context_findings(text, low, found)
     _credential_findings(text, low, found)
     _flag_findings(text, low, found)
     _keyword_findings(text, low, found)
     _prose_findings(text, low, found)
+    if depth < ESCAPED_DEPTH and "\\" in text and text.lstrip()[:1] in ("{", "[", '"'):
+        _escaped_findings(text, policy, found, depth)  # JSON (a tool call's arguments): its strings decoded
     if not found:
         return []
-    taken: list[tuple[int, int]] = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "[secret:" in text else []
+    taken = _Spans(m.span() for m in PLACEHOLDER_RE.finditer(text)) if "[secret:" in text else _Spans()
     kept: list[Finding] = []
     for f in sorted(found, key=lambda f: (f.priority, f.start, f.start - f.end)):
         span_allowed = f.end - f.start != len(f.value) and policy.allowed(text[f.start : f.end])
-        if policy.allowed(f.value) or span_allowed or any(f.start < e and s < f.end for s, e in taken):
+        if policy.allowed(f.value) or span_allowed or not taken.add(f.start, f.end):
             continue
-        taken.append((f.start, f.end))
         kept.append(f)
-    return sorted(kept, key=lambda f: f.start)
+    out = []
+    for f in sorted(kept, key=lambda f: f.start):  # a placeholder never breaks the JSON it sits in
+        s, e = json_safe(text, f.start, f.end)
+        if e > s:
+            out.append(f if (s, e) == (f.start, f.end) else replace(f, start=s, end=e))
+    return out
+
+
+def _escaped_findings(text: str, policy: RedactionPolicy, out: list[Finding], depth: int) -> None:
+    """Findings in the decoded content of the text's escaped JSON strings (a tool call's arguments: a header after
+    ``\\n``, Chinese written as ``\\uXXXX``), mapped back to the raw span; the value is the decoded secret (its
+    fingerprint is that of the same secret written plainly)."""
+    view = escaped_strings(text)
+    if view is None:
+        return
+    for f in _find(view.text, policy, depth + 1):
+        if view.literal(f.start) != view.literal(max(f.start, f.end - 1)):
+            continue  # across two literals: not one secret
+        s, e = view.raw(f.start), view.raw(f.end, end=True)
+        if e > s:
+            out.append(replace(f, start=s, end=e))
+
+
+def _context_findings(text: str, low: str, out: list[Finding]) -> None:
+    """Credentials known by their context (archive/secret_context.py): a provider's name in a key, .pgpass lines,
+    ``<add key= value=>`` settings, Kubernetes Secret data."""
+    for provider, s, e in provider_assignments(text, low, _looks_random, _is_reference):
+        out.append(Finding(f"{provider}-key", s, e, text[s:e], P_TOKEN, tail=True))
+    for s, e in pgpass_lines(text):
+        out.append(Finding("password", s, e, text[s:e], P_CRED))
+    for key, s, e in xml_add_values(text, low):
+        v, cls = text[s:e], _key_class(key)
+        if (cls == "strong" and _strong_value_ok(v, key, True, False)) or (cls and _looks_random(v)):
+            out.append(Finding(_kind_of_key(key, cls), s, e, v, P_KEYWORD))
+    for s, e in kubernetes_secret_values(text, low):
+        out.append(Finding("kubernetes-secret", s, e, text[s:e], P_CRED))
+
+
+class _Spans:
+    """Disjoint spans, sorted: ``add`` takes a span unless it overlaps one already taken (binary search: the
+    overlap test of a text's k findings costs O(k log k), not O(k²))."""
+
+    def __init__(self, spans: Iterable[tuple[int, int]] = ()) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for s, e in spans:
+            self.add(s, e)
+
+    def add(self, s: int, e: int) -> bool:
+        i = bisect.bisect_right(self.starts, s)
+        if (i and self.ends[i - 1] > s) or (i < len(self.starts) and self.starts[i] < e):
+            return False
+        self.starts.insert(i, s)
+        self.ends.insert(i, e)
+        return True
 
 
 def placeholder(finding: Finding, salt: bytes) -> str:
@@ -1095,8 +1023,12 @@ def remove_private(text: str, markers: Sequence[tuple[str, str]] = DEFAULT_PRIVA
             continue
         pieces: list[str] = []
         depth, pos, keep_from = 0, 0, 0
+        i = j = -2  # the next opener / closer at or after pos (-1: none left); found again only once passed
         while True:
-            i, j = low.find(opener, pos), low.find(closer, pos)
+            if i != -1 and i < pos:
+                i = low.find(opener, pos)
+            if j != -1 and j < pos:
+                j = low.find(closer, pos)
             if i < 0 and j < 0:
                 break
             if i >= 0 and (j < 0 or i < j):  # an opener
@@ -1143,9 +1075,13 @@ def _redact(text: str, policy: RedactionPolicy) -> tuple[str, int]:
         if not found:
             break
         parts, pos = [], 0
+        made: dict[tuple[str, str, bool], str] = {}  # one HMAC per distinct secret of the text
         for f in found:
             parts.append(text[pos : f.start])
-            parts.append(placeholder(f, policy.salt))
+            key = (f.kind, f.value, f.tail)
+            if key not in made:
+                made[key] = placeholder(f, policy.salt)
+            parts.append(made[key])
             pos = f.end
         parts.append(text[pos:])
         text = "".join(parts)

@@ -422,9 +422,9 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         return call(FeedbackResponse, service.feedback, entry_ids, useful, user, agent, project)
 
     @server.tool(annotations=ToolAnnotations(title="Statistics", readOnlyHint=True))
-    def stats() -> StatsResponse:
-        """Entries, sessions, embedder, database size."""
-        return call(StatsResponse, service.stats)
+    def stats(user: User = None, agent: Agent = None, project: Project = None) -> StatsResponse:
+        """Entries, sessions, text characters, pruned entries and pending recoveries of the user; embedder."""
+        return call(StatsResponse, service.stats, user, agent, project)
 
     server._lantern_service = service  # for tests and shutdown
     return server

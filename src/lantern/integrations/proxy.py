@@ -291,9 +291,10 @@ def build_app(
         responses={**ERRORS, 404: {"model": ErrorResponse}},
         tags=["memory"],
     )
-    def stats() -> dict[str, Any]:
-        """Entries, sessions, embedder, database size."""
-        return service.stats()
+    def stats(user: str | None = None, agent: str | None = None, project: str | None = None) -> dict[str, Any]:
+        """Entries, sessions, text characters, pruned entries and pending recoveries of one user (query ``user``,
+        default the default user; ``agent`` / ``project`` filter), embedder, schema version."""
+        return service.stats(user, agent, project)
 
     if upstream:
         _add_forwarding(

@@ -44,6 +44,8 @@ class SearchResponse(BaseModel):
 
 
 class ForgetResponse(BaseModel):
+    # "erased": false and "remaining_bytes" are added only when a reader kept the deleted text's pages in the file
+    model_config = {"extra": "allow"}
     forgotten: int
 
 
@@ -58,7 +60,7 @@ class StatsResponse(BaseModel):
     sessions: int
     embedder: str | None
     dim: int
-    database_bytes: int
+    user: str = ""
 
 
 class ErrorResponse(BaseModel):

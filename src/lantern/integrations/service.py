@@ -162,7 +162,8 @@ class MemoryService:
         project: str | None = None,
     ) -> dict[str, Any]:
         """Delete one entry, every entry of a session, or of a user / agent / project, from every table (always
-        inside one user: ``user``, default ``""``)."""
+        inside one user: ``user``, default ``""``). ``{"forgotten": n}``; when a reader kept the deleted text's old
+        pages in the file (``Lantern.forget``), also ``"erased": false`` and ``"remaining_bytes"``."""
         if entry is not None and session is not None:
             raise ValueError("give exactly one of entry or session")
         if all(x is None for x in (entry, session, user, agent, project)):
@@ -173,7 +174,9 @@ class MemoryService:
         scope = _scope(user, agent, project)
         with self._lock:
             n = self._open().forget(entry=entry, session=session, **scope)
-        return {"forgotten": n}
+        if n.erased:
+            return {"forgotten": int(n)}
+        return {"forgotten": int(n), "erased": False, "remaining_bytes": n.remaining_bytes}
 
     def feedback(
         self, entry_ids: Any, useful: Any, user: str | None = None, agent: str | None = None, project: str | None = None
@@ -189,11 +192,15 @@ class MemoryService:
         with self._lock:
             return {"updated": self._open().feedback(entry_ids, useful, **_scope(user, agent, project))}
 
-    def stats(self) -> dict[str, Any]:
-        """Entries, sessions, embedder, sizes."""
+    def stats(self, user: str | None = None, agent: str | None = None, project: str | None = None) -> dict[str, Any]:
+        """Entries, sessions, text characters, pruned entries and pending recoveries of the scope (default: the
+        default user), embedder, schema version. The file's size is left out: it counts every user's entries
+        (``Lantern.stats`` keeps it for whoever holds the file; an all-users view is the CLI's ``stats
+        --all-users``)."""
+        scope = _scope(user, agent, project)
         with self._lock:
-            s = self._open().stats()
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in s.items()}
+            s = self._open().stats(**scope)
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in s.items() if k != "database_bytes"}
 
 
 def _str(value: Any, name: str) -> str:

@@ -100,11 +100,16 @@ def forget_pending(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
             db.execute("UPDATE recoveries SET entry_ids = ? WHERE id = ?", (json.dumps(kept), rec_id))
 
 
-def pruned_count(db: sqlite3.Connection, prune_below: float) -> int:
-    """How many entries have c below ``prune_below``."""
-    return db.execute("SELECT count(*) FROM entries WHERE confidence < ?", (prune_below,)).fetchone()[0]
+def pruned_count(db: sqlite3.Connection, prune_below: float, where: tuple[str, list] = ("1", [])) -> int:
+    """How many entries have c below ``prune_below`` (among those ``where`` selects: a ``scope_where``)."""
+    sql, args = where
+    return db.execute(f"SELECT count(*) FROM entries WHERE confidence < ? AND {sql}", (prune_below, *args)).fetchone()[
+        0
+    ]
 
 
-def pending_count(db: sqlite3.Connection) -> int:
-    """How many recoveries still wait for the next assistant message of their session."""
-    return db.execute("SELECT count(*) FROM recoveries WHERE resolved = 0").fetchone()[0]
+def pending_count(db: sqlite3.Connection, user: str | None = None) -> int:
+    """How many recoveries still wait for the next assistant message of their session (of ``user``; None: any)."""
+    if user is None:
+        return db.execute("SELECT count(*) FROM recoveries WHERE resolved = 0").fetchone()[0]
+    return db.execute("SELECT count(*) FROM recoveries WHERE resolved = 0 AND user_id = ?", (user,)).fetchone()[0]

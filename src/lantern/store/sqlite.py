@@ -112,6 +112,7 @@ class Store:
         self.embedder_id: str | None = None
         self.dim = 0
         self.schema_version = migrate(self.db)
+        self.finish_pending_erase()
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
@@ -153,6 +154,7 @@ class Store:
         return self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def close(self) -> None:
+        self.finish_pending_erase()  # a forget that a reader kept from erasing its text: done now if it can be
         self.db.close()
 
     # ------------------------------------------------------------------ meta
@@ -331,11 +333,22 @@ class Store:
             sql, params = scope_where("", scope)
             parts.append(sql)
             args += params
+        self.db.execute("PRAGMA secure_delete = ON")  # deleted cells are zeroed in the pages written (SQLite)
+        try:
+            return self._delete(parts, args, session=session, scope=scope, whole=entry is None)
+        finally:
+            self.db.execute("PRAGMA secure_delete = OFF")
+
+    def _delete(
+        self, parts: list[str], args: list[Any], *, session: str | None, scope: Scope | None, whole: bool
+    ) -> int:
+        """``delete``'s transaction: the entries ``parts``/``args`` select, and the events of ``session``/``scope``
+        (``whole``: a whole session or scope goes, not single entries)."""
         with self.transaction() as db:
             rows = db.execute(f"SELECT id, user_id, session FROM entries WHERE {' AND '.join(parts)}", args).fetchall()
             ids = [r[0] for r in rows]
             marks = [(i,) for i in ids]
-            forget_events(db, rows, session=session, scope=scope, whole=entry is None)
+            forget_events(db, rows, session=session, scope=scope, whole=whole)
             for entry_id in ids:
                 self._delete_fts(db, entry_id)
             delete_facts(db, ids)  # re-links each key's chain around the deleted versions
@@ -347,12 +360,65 @@ class Store:
             db.executemany("DELETE FROM entries WHERE id = ?", marks)
         return len(ids)
 
-    def erase_free_space(self) -> None:
+    def erase_free_space(self, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
         """Make deleted text unrecoverable from the file: merge FTS5 segments (old segments keep deleted terms),
-        VACUUM (rewrites the file without free pages), and truncate the WAL (which holds old page images)."""
+        VACUUM (rewrites the file without free pages), then a TRUNCATE checkpoint, which copies the rewritten
+        pages over the old ones and empties the WAL (which holds old page images). A reader holding a read
+        transaction (another process, or another connection) pins the old pages: the checkpoint cannot complete
+        until it ends. It is tried at once; when blocked, ``on_wait`` is told who holds the file, and it is tried
+        again for ``wait`` seconds (default the busy timeout, 10 s). Returns the ``Erasure``; an incomplete one is
+        recorded in the meta table (``ERASE_PENDING``) and finished by the next ``finish_pending_erase`` that can
+        (every open and close of a Store, every forget)."""
         self.db.execute("INSERT INTO entries_fts(entries_fts) VALUES ('optimize')")
         self.db.execute("VACUUM")
-        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return self._checkpoint_erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
+
+    def finish_pending_erase(self, wait: float = 0.0, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
+        """Finish an erase an earlier forget could not complete (``ERASE_PENDING`` in meta), waiting at most
+        ``wait`` seconds for readers; a no-op (complete) when none is pending. Never raises for a database it
+        cannot write (a read-only file): the erase stays pending."""
+        try:
+            if self.path == ":memory:" or self.get_meta(ERASE_PENDING) is None:
+                return Erasure(True)
+            return self._checkpoint_erase(wait, on_wait)
+        except sqlite3.Error:
+            return Erasure(False, self.file_bytes(), holders(self.path))
+
+    def _checkpoint_erase(self, wait: float, on_wait: Callable[[Erasure], None] | None) -> Erasure:
+        if self.path == ":memory:":
+            return Erasure(True)
+        done = self._checkpoint(0.0)
+        if not done and wait > 0:
+            if on_wait is not None:
+                on_wait(Erasure(False, self.file_bytes(), holders(self.path)))
+            done = self._checkpoint(wait)
+        if not done:
+            if self.get_meta(ERASE_PENDING) is None:
+                with self.transaction() as db:
+                    db.execute(
+                        "INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (ERASE_PENDING, str(_time.time()))
+                    )
+            return Erasure(False, self.file_bytes(), holders(self.path))
+        if self.get_meta(ERASE_PENDING) is not None:
+            with self.transaction() as db:
+                db.execute("DELETE FROM meta WHERE key = ?", (ERASE_PENDING,))
+            self._checkpoint(0.0)  # the marker's own page: no forgotten text in it, emptied when it can be
+        return Erasure(True)
+
+    def _checkpoint(self, wait: float) -> bool:
+        """A TRUNCATE checkpoint waiting at most ``wait`` seconds for readers; True when it completed (every page
+        copied into the database file, the WAL emptied)."""
+        usual = self.db.execute("PRAGMA busy_timeout").fetchone()[0]
+        self.db.execute(f"PRAGMA busy_timeout = {max(0, int(wait * 1000))}")
+        try:
+            busy, log, copied = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout = {usual}")
+        return busy == 0 and log <= 0 and copied <= 0  # -1, -1: not in WAL mode
+
+    def file_bytes(self) -> int:
+        """Bytes of the database file and its WAL."""
+        return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
 
     def replace_vectors(
         self, pairs: Iterable[tuple[int, np.ndarray]], embedder_id: str, dim: int, name: str | None = None
@@ -544,26 +610,82 @@ class Store:
     def sessions(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
 
-    def stats(self) -> dict[str, Any]:
-        """Counts and sizes: entries, sessions (distinct (user, session) pairs: two users' sessions of the same name
-        are two sessions), embedder, schema version, database bytes (page_count × page_size)."""
-        n, chars = self.db.execute("SELECT count(*), coalesce(sum(length(text)), 0) FROM entries").fetchone()
-        n_sessions = self.db.execute("SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries)").fetchone()[
-            0
-        ]
+    def stats(self, scope: Scope | None = None) -> dict[str, Any]:
+        """Counts and sizes. ``scope``: count only its entries (entries, sessions, text_chars); None counts every
+        user's (an administrator's view), with ``users`` (distinct users) and ``bytes_per_entry`` besides. Sessions
+        are distinct (user, session) pairs: two users' sessions of the same name are two sessions. The file's own
+        figures are the file's whatever the scope: embedder, schema version, database bytes (page_count ×
+        page_size, every user's entries included)."""
+        where, args = scope_where("", scope) if scope is not None else ("1", [])
+        n, chars = self.db.execute(
+            f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
+        ).fetchone()
+        n_sessions = self.db.execute(
+            f"SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries WHERE {where})", args
+        ).fetchone()[0]
         # logical size (committed pages, WAL included), not the file sizes: the WAL holds rewritten pages twice
         size = self.db.execute("PRAGMA page_count").fetchone()[0] * self.db.execute("PRAGMA page_size").fetchone()[0]
-        return {
-            "path": self.path,
-            "entries": n,
-            "sessions": n_sessions,
-            "text_chars": chars,
-            "embedder": self.get_meta("embedder"),
-            "dim": int(self.get_meta("dim") or 0),
-            "schema_version": self.schema_version,
-            "database_bytes": size,
-            "bytes_per_entry": round(size / n) if n else 0,
-        }
+        out: dict[str, Any] = {"path": self.path}
+        if scope is None:
+            out["users"] = self.db.execute("SELECT count(DISTINCT user_id) FROM entries").fetchone()[0]
+        out.update(
+            entries=n,
+            sessions=n_sessions,
+            text_chars=chars,
+            embedder=self.get_meta("embedder"),
+            dim=int(self.get_meta("dim") or 0),
+            schema_version=self.schema_version,
+            database_bytes=size,
+        )
+        if scope is None:
+            out["bytes_per_entry"] = round(size / n) if n else 0
+        return out
+
+
+ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What ``Store.erase_free_space`` achieved. ``complete``: no byte of the deleted text is left in the file
+    (the file rewritten, the WAL emptied). Else ``remaining_bytes``: the size of the database file and its WAL,
+    which still hold pages from before the delete, and ``holders``: the other processes that have the file open
+    (``(pid, name)``; Linux, else empty), one of which holds the read transaction that keeps those pages."""
+
+    complete: bool
+    remaining_bytes: int = 0
+    holders: tuple[tuple[int, str], ...] = ()
+
+
+def holders(path: str) -> tuple[tuple[int, str], ...]:
+    """The other processes (pid, short name from /proc/PID/comm) that have ``path``, its -wal or its -shm open:
+    Linux's /proc, the processes this user may inspect; empty elsewhere. The command line is not shown (it may
+    hold a secret)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return ()
+    targets = {os.path.realpath(path + suffix) for suffix in ("", "-wal", "-shm")}
+    me, found = os.getpid(), []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            fds = list((entry / "fd").iterdir())
+        except OSError:  # gone, or another user's
+            continue
+        links = set()
+        for fd in fds:
+            try:
+                links.add(os.readlink(fd))
+            except OSError:  # closed meanwhile
+                pass
+        if targets & links:
+            try:
+                name = (entry / "comm").read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                name = "?"
+            found.append((int(entry.name), name))
+    return tuple(sorted(found))
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:

@@ -170,6 +170,7 @@ _PUNCT_ONLY = "_.,-/\\:@$%~+="
 # then a part that is still not one tag at "/" ("openai/gpt-4o")
 _SPLIT_RE = re.compile(r"(?:[^=,:.]|(?<!\.)\.(?!\.))+", _A)
 _SLASH_SPLIT_RE = re.compile(r"[^/]+", _A)
+SPLIT_MAX = 1000  # a token longer than this is tagged whole or not at all, never split into its parts (ours)
 _DOTFILE_BEFORE = frozenset(" \t\n\r\"'`([{<>*|=:,")  # a leading "." starts a dot-file name only after these
 
 _SEG = r"(?:\.\.|\.?[A-Za-z0-9_@+\-][A-Za-z0-9_.@+\-]*)"
@@ -251,6 +252,7 @@ _BEFORE_NUM_RE = re.compile(
     r"|[Pp]ostgres(?:QL|ql)?|MySQL|[Mm]ysql|[Rr]edis|[Uu]buntu|[Dd]jango|[Rr]eact)\s*(?:[<>=~!^]=?\s*)?)"
     r"|(?P<money>[$€£¥]\s?))$"
 )
+_BEFORE_NUM_HINT = re.compile(r"[A-Za-z$€£¥端]")
 _UNITS_SPACED = (
     r"ms|us|µs|ns|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|months?|years?|"
     r"[KMGTP]i?B|kB|bytes?|KB/s|MB/s|GB/s|Mbps|Gbps|px|em|rem|pt|k?Hz|[MG]Hz|fps|rpm|qps|rps|"
@@ -272,7 +274,7 @@ _URL_BODY_RE = re.compile(r"[^\s<>\"'`)\]}|]+")
 _URL_PORT_RE = re.compile(r"[A-Za-z][\w+.\-]*://(?:[^@/\s]*@)?(?:\[[^\]]*\]|[^:/\s?#]+):(\d{1,5})(?!\d)", _A)
 _WWW_RE = re.compile(r"www\.[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+(?:/[^\s<>\"'`)\]}|]*)?", _A)
 _ERRLINE_RE = re.compile(
-    r"^[ \t>#*\-]*(?:[\w.\-]+:\s*)?(?:error|fatal|panic)(?:\[[A-Z]*\d+\])?:\s*(\S[^\n]{1,78}?)\s*$",
+    r"^[ \t>#*\-]*(?:[\w.\-]+:[ \t]*)?(?:error|fatal|panic)(?:\[[A-Z]*\d+\])?:[ \t]*(\S[^\n]{1,78}?)[ \t\r]*$",
     _A | re.IGNORECASE | re.MULTILINE,
 )
 _ERRLINE_TRIGGERS = ("rror:", "RROR:", "atal:", "ATAL:", "anic:", "ANIC:", "rror[")
@@ -342,8 +344,8 @@ def _scan_urls(sc: _Scanner) -> bool:
                 j -= 1
             while j < i and not t[j].isalpha():  # a scheme starts with a letter
                 j += 1
-            m = _URL_BODY_RE.match(t, i + 3)
-            if j < i and m:
+            m = _URL_BODY_RE.match(t, i + 3) if j < i else None  # (read only after a scheme: "://" runs stay linear)
+            if m:
                 e = _strip_trailing(t, j, m.end())
                 if e > i + 3 and sc.take(j, e, "url"):
                     any_url = True
@@ -365,7 +367,10 @@ def _numeric(sc: _Scanner, s: int, e: int) -> None:
     """A bare number (``5433``, ``1.5``, ``14,616``, ``1:56``): tagged only by what stands before or after it."""
     t = sc.text
     tok = t[s:e]
-    m = _BEFORE_NUM_RE.search(t, max(0, s - 40), s)
+    w = max(0, s - 40)
+    # every context starts with a letter, 端 or a currency sign: without one in the window the search (40 starts,
+    # a dozen alternatives each) cannot match ("1:1:1:…" would pay it per number)
+    m = _BEFORE_NUM_RE.search(t, w, s) if _BEFORE_NUM_HINT.search(t, w, s) else None
     if m:
         kind = m.lastgroup
         if kind in ("port", "zhport"):
@@ -511,13 +516,13 @@ def _token(sc: _Scanner, s: int, e: int, depth: int = 0) -> None:
     if _NUMERIC_RE.fullmatch(tok):
         _numeric(sc, s, e)
         return
-    if depth == 0:
+    if depth == 0 and e - s <= SPLIT_MAX:  # a longer run without spaces is data (base64, minified): not split
         parts = [p.span() for p in _SPLIT_RE.finditer(t, s, e)]
         if len(parts) > 1 or (parts and parts[0] != (s, e)):  # "KEY=value", "name=", ":hash_len"
             for ps, pe in parts:
                 _token(sc, ps, pe, 1)
             return
-    if depth < 2 and "/" in tok:
+    if depth < 2 and "/" in tok and e - s <= SPLIT_MAX:
         for p in _SLASH_SPLIT_RE.finditer(t, s, e):
             _token(sc, p.start(), p.end(), 2)
 
@@ -539,6 +544,8 @@ def _scan_tokens(sc: _Scanner, any_url: bool) -> None:
         if core.isalpha() and (core.islower() or core.istitle() or core.isupper()) and core not in special:
             continue
         if not core.strip(_PUNCT_ONLY):  # "=", "-", "==", "$", "/": no letter, no digit
+            continue
+        if len(core) <= 2 and not (core[-1].isdigit() or core[0].isdigit()):  # "-u", "a:", "x=": no tag is this
             continue
         s = t.find(tok, pos)
         while s >= 0 and ((s > 0 and t[s - 1] in tokchars) or (s + len(tok) < n and t[s + len(tok)] in tokchars)):
@@ -573,9 +580,11 @@ def _scan_calls(sc: _Scanner) -> None:
             i = t.find("()", i + 2)
     if "${" in t:
         i = t.find("${")
+        e = -2  # the next "}" after i (-1: none left), found again only once passed
         while i >= 0:
-            e = t.find("}", i)
-            name = t[i + 2 : e] if e > 0 else ""
+            if e != -1 and e < i:
+                e = t.find("}", i)
+            name = t[i + 2 : e] if 0 < e <= i + 130 else ""  # a name is short: never a slice to a far "}"
             if name and (name.isalpha() or name.replace("_", "a").isalnum()) and name.isascii():
                 sc.take(i + 2, e, "identifier")
             i = t.find("${", i + 2)
@@ -654,7 +663,7 @@ def _paths_of(prev: str, tok: str, depth: int, out: list[str], call: bool = Fals
         return
     if tok.isalpha() or _NUMERIC_RE.fullmatch(tok):
         return
-    if depth == 0:
+    if depth == 0 and len(tok) <= SPLIT_MAX:
         spans = [x.span() for x in _SPLIT_RE.finditer(tok)]
         if len(spans) > 1 or (spans and spans[0] != (0, len(tok))):
             for ps, pe in spans:
@@ -662,7 +671,7 @@ def _paths_of(prev: str, tok: str, depth: int, out: list[str], call: bool = Fals
                 if part:
                     _paths_of(part_prev, part, 1, out, call and pe == len(tok))
             return
-    if depth < 2 and "/" in tok:
+    if depth < 2 and "/" in tok and len(tok) <= SPLIT_MAX:
         for x in _SLASH_SPLIT_RE.finditer(tok):
             ps = x.start()
             part_prev, part = _token_core(tok[ps - 1] if ps else prev, x.group())

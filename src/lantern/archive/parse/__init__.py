@@ -23,6 +23,7 @@ from lantern.archive.parse.anthropic import AnthropicItems, parse_anthropic
 from lantern.archive.parse.claude_code import is_claude_code, parse_claude_code
 from lantern.archive.parse.codex import CodexItems, is_codex_record, parse_codex
 from lantern.archive.parse.jsonl import (
+    NESTED_TOO_DEEPLY,
     ParseResult,
     PlainItems,
     decode,
@@ -187,8 +188,10 @@ def parse(source: Any, format: str = "auto", *, name: str | None = None) -> Pars
 
     Raises TranscriptFormatError (and nothing else for bad input) for: an unknown ``format``, a missing or
     unreadable file, binary data ("not a text transcript ..."), empty text, a JSON syntax error (with ``line``),
-    a JSONL file with no valid line, or data holding no message list. Malformed JSONL lines, items without a
-    role, unknown roles and empty messages are skipped, counted and named in ``warnings``."""
+    a JSONL file with no valid line, data holding no message list, or a value nested deeper than Python can walk
+    (about 1,000 levels, ``json``'s own limit: ``NESTED_TOO_DEEPLY``, for a file as for a live object).
+    Malformed JSONL lines, items without a role, unknown roles and empty messages are skipped, counted and named in
+    ``warnings``."""
     if format != "auto" and format not in FORMATS:
         raise TranscriptFormatError(
             f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}", field="format", source=name
@@ -201,8 +204,11 @@ def parse(source: Any, format: str = "auto", *, name: str | None = None) -> Pars
         if format == "aider" or (format == "auto" and _looks_like_aider(data)):
             return parse_aider(data, name)
         data, skipped, warnings = load_json(data, name)
-    fmt = detect_format(data) if format == "auto" else format
-    result = FORMATS[fmt](data, source=name)
+    try:
+        fmt = detect_format(data) if format == "auto" else format
+        result = FORMATS[fmt](data, source=name)
+    except RecursionError:  # a value (content, tool arguments, a block) deeper than the parser can walk
+        raise TranscriptFormatError(NESTED_TOO_DEEPLY, source=name) from None
     result.skipped += skipped
     result.warnings[:0] = warnings
     return result

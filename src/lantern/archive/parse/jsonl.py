@@ -188,11 +188,16 @@ def loads(text: str | bytes) -> Any:
     return json.loads(text, parse_int=_integer)
 
 
+NESTED_TOO_DEEPLY = "JSON nested too deeply"  # the one message for a value deeper than Python can walk
+
+
 def dumps(value: Any) -> str:
-    """``value`` as JSON text (non-ASCII kept); ``str(value)`` for live objects JSON cannot encode."""
+    """``value`` as JSON text (non-ASCII kept); ``str(value)`` for live objects JSON cannot encode (a cycle).
+    Raises RecursionError for a value nested deeper than Python can walk (``str`` could not walk it either):
+    ``parse`` turns it into TranscriptFormatError(NESTED_TOO_DEEPLY)."""
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError):
         return str(value)
 
 
@@ -229,19 +234,38 @@ def utf16_without_bom(data: bytes) -> str | None:
     return None
 
 
+def utf32_without_bom(data: bytes) -> str | None:
+    """``"utf-32-le"``/``"utf-32-be"`` when ``data`` looks like UTF-32 text without a BOM, else None.
+
+    The test (ours): a length that is a multiple of 4, and in the first 4 KB every code unit's top byte NUL and
+    the next one at most 0x10 (a code point is at most U+10FFFF), with some non-NUL byte. Text in UTF-16 or
+    UTF-8 breaks the pattern within a few characters; a decoding error afterwards still means binary."""
+    head = data[:4096]
+    if len(data) % 4 or len(head) < 4 or not head.strip(b"\x00"):
+        return None
+    if not head[3::4].strip(b"\x00") and max(head[2::4]) <= 0x10:
+        return "utf-32-le"
+    if not head[0::4].strip(b"\x00") and max(head[1::4]) <= 0x10:
+        return "utf-32-be"
+    return None
+
+
 def decode(data: bytes, source: str | None = None) -> str:
-    """Bytes -> text: UTF-8 (BOM dropped), UTF-16 with a BOM, or UTF-16 without a BOM (``utf16_without_bom``).
+    """Bytes -> text: UTF-8 (BOM dropped), UTF-32 or UTF-16 with a BOM, or either without one
+    (``utf32_without_bom``, ``utf16_without_bom``).
 
     Raises TranscriptFormatError("not a text transcript ...") for NUL bytes or invalid UTF-8 (binary files)."""
     try:
+        if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):  # before UTF-16: FF FE 00 00 starts FF FE
+            return data.decode("utf-32")
         if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
             return data.decode("utf-16")
-        utf16 = utf16_without_bom(data) if b"\x00" in data else None
-        if utf16:
+        wide = (utf32_without_bom(data) or utf16_without_bom(data)) if b"\x00" in data else None
+        if wide:
             try:
-                return data.decode(utf16)
+                return data.decode(wide)
             except UnicodeDecodeError:
-                pass  # NULs in a UTF-16-like pattern that is not valid UTF-16: binary
+                pass  # NULs in a UTF-32- or UTF-16-like pattern that is not valid text: binary
         if b"\x00" in data:
             raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
         return data.decode("utf-8-sig")
@@ -269,12 +293,12 @@ def _legacy_8bit(data: bytes) -> bool:
 
 
 def check_head(head: bytes, source: str | None = None) -> None:
-    """Refuse a file by its first bytes (up to 4 KB) when they hold NUL bytes outside a UTF-16 pattern (with or
-    without a BOM): binary data (an image, a database, a sparse file), never read whole. Raises
+    """Refuse a file by its first bytes (up to 4 KB) when they hold NUL bytes outside a UTF-16 or UTF-32 pattern
+    (with or without a BOM): binary data (an image, a database, a sparse file), never read whole. Raises
     TranscriptFormatError("not a text transcript ...")."""
-    if b"\x00" not in head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return
-    if utf16_without_bom(head[: len(head) - len(head) % 2]):
+    if b"\x00" not in head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)):
+        return  # (the UTF-32-LE BOM starts with the UTF-16-LE one)
+    if utf16_without_bom(head[: len(head) - len(head) % 2]) or utf32_without_bom(head[: len(head) - len(head) % 4]):
         return
     raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
 
@@ -347,7 +371,7 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     try:
         return loads(text), 0, []
     except RecursionError:
-        raise TranscriptFormatError("JSON nested too deeply", source=source) from None
+        raise TranscriptFormatError(NESTED_TOO_DEEPLY, source=source) from None
     except ValueError as e:
         error = e
     # LF, CRLF or a lone CR end a line (a raw CR cannot be inside a JSON string): CR-only and mixed files too
@@ -356,7 +380,10 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     for n, ln in lines:
         try:
             obj = loads(ln)
-        except (ValueError, RecursionError) as e:
+        except RecursionError:
+            bad.append((n, f"line {n}: {NESTED_TOO_DEEPLY}; skipped"))
+            continue
+        except ValueError as e:
             bad.append((n, f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped"))
             continue
         if isinstance(obj, dict):

@@ -18,7 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lantern.archive.parse.jsonl import ParseResult, check_foreign, loads, unwrap, utf16_without_bom
+from lantern.archive.parse.jsonl import (
+    NESTED_TOO_DEEPLY,
+    ParseResult,
+    check_foreign,
+    loads,
+    unwrap,
+)
 from lantern.archive.parse.locomo import is_locomo_sample
 from lantern.errors import TranscriptFormatError
 
@@ -54,7 +60,9 @@ def _record(n: int, raw: bytes) -> tuple[int, Any, str | None]:
         obj = loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         return n, None, f"line {n}: invalid UTF-8 at byte {e.start}; skipped"
-    except (ValueError, RecursionError) as e:
+    except RecursionError:
+        return n, None, f"line {n}: {NESTED_TOO_DEEPLY}; skipped"
+    except ValueError as e:
         return n, None, f"line {n}: invalid JSON ({getattr(e, 'msg', e)}); skipped"
     if isinstance(obj, dict):
         return n, obj, None
@@ -66,7 +74,7 @@ def _is_jsonl(path: Path) -> bool:
     a second non-empty line exists."""
     with open(path, "rb") as f:
         head = f.read(_HEAD_BYTES)
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in head or utf16_without_bom(head):
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in head:  # UTF-16/32: parsed whole
         return False
     seen = 0
     for _, obj, warning in _records(path):
@@ -103,7 +111,10 @@ class Stream:
             if warning:
                 piece.skip(warning)
             elif obj is not None:
-                self._feeder.feed(f"line {n}", unwrap(obj) if unwrap_items else obj, piece)
+                try:
+                    self._feeder.feed(f"line {n}", unwrap(obj) if unwrap_items else obj, piece)
+                except RecursionError:  # a line json read but deeper than the parser can walk: as a bad line
+                    piece.skip(f"line {n}: {NESTED_TOO_DEEPLY}; skipped")
             if n % lines == 0:
                 self.bytes_done = min(read[0], self.bytes_total)
                 yield piece
@@ -161,4 +172,6 @@ def open_stream(path: str | os.PathLike[str], format: str = "auto", name: str | 
             _check_all(path, fmt, name or str(path))
     except OSError as e:
         raise TranscriptFormatError(f"cannot read file: {e.strerror or e}", source=name or str(path)) from e
+    except RecursionError:
+        raise TranscriptFormatError(NESTED_TOO_DEEPLY, source=name or str(path)) from None
     return Stream(path, fmt, name or str(path)) if fmt in ITEM_PARSERS else None
