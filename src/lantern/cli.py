@@ -62,6 +62,7 @@ _flags_without_metavar()
 class State:
     db: Optional[Path] = None
     embedder: Optional[str] = None
+    rewound: Optional[str] = None  # --rewound / $LANTERN_REWOUND; None: the default, skip
 
 
 state = State()
@@ -100,6 +101,13 @@ def _embedder_name(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _rewound_mode(value: Optional[str]) -> Optional[str]:
+    """``--rewound`` is skip or mark; anything else is a usage error (exit 2)."""
+    if value is not None and value not in ("skip", "mark"):
+        raise typer.BadParameter(f"expected skip or mark, got {value!r}")
+    return value
+
+
 @app.callback()
 def _global(
     db: Optional[Path] = typer.Option(
@@ -111,12 +119,23 @@ def _global(
         callback=_embedder_name,
         help="routed (a new database's default), routed-v1, minilm, use or e5 (default: the database's own).",
     ),
+    rewound: Optional[str] = typer.Option(
+        None,
+        "--rewound",
+        envvar="LANTERN_REWOUND",
+        callback=_rewound_mode,
+        help=(
+            "Turns of a rewound branch (Claude Code's rewind; a proxy client's edited-away turns): skip (default: not "
+            "archived, and removed when the rewind shows later) or mark (kept in <session>/abandoned-<id>)."
+        ),
+    ),
     _show_version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     state.db = db
     state.embedder = embedder
+    state.rewound = rewound
 
 
 def _utf8(value):
@@ -169,6 +188,14 @@ def _open(create: bool = False, own_embedder: bool = False):
         raise LanternError(
             f"{path} is an empty file, not a Lantern database: check --db, or archive something into "
             f"it first (lantern --db {path} ingest FILE)"
+        )
+    if state.rewound is not None:
+        from dataclasses import replace
+
+        from lantern.config import DEFAULT
+
+        return Lantern(
+            path, embedder=None if own_embedder else state.embedder, config=replace(DEFAULT, rewound=state.rewound)
         )
     return Lantern(path, embedder=None if own_embedder else state.embedder)
 
@@ -1333,6 +1360,7 @@ def serve(
             upstream=upstream,
             upstream_timeout=upstream_timeout,
             upstream_key=upstream_key,
+            rewound=state.rewound or "skip",
         )
     )
 
@@ -1462,7 +1490,7 @@ def hook_claude_code() -> None:
     SessionStart(compact) and back-referencing prompts. Always exits 0 (errors go to ~/.lantern/logs/)."""
     from lantern.integrations.claude_code import main as hook_main
 
-    raise typer.Exit(hook_main(state.db))
+    raise typer.Exit(hook_main(state.db, rewound=state.rewound))
 
 
 @install_app.command("claude-code")
@@ -1486,7 +1514,9 @@ def install_claude_code(
         _fail("give at most one of --project or --user")
 
     def run():
-        path, changed = install("user" if user else "project", uninstall=uninstall, db=db or state.db)
+        path, changed = install(
+            "user" if user else "project", uninstall=uninstall, db=db or state.db, rewound=state.rewound
+        )
         verb = "removed from" if uninstall else "installed in"
         print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
 
