@@ -1283,15 +1283,43 @@ def demo(
     _guard(lambda: run_demo(db, show_block=show_block, console=_stdout_console()))
 
 
+def extra_command(extra: str) -> str:
+    """The exact command that installs the ``extra`` of Lantern into the environment this ``lantern`` runs in: this
+    Python's pip (``python -m pip``), with ``-e CHECKOUT[extra]`` when Lantern was installed from a checkout
+    (``make demo`` / ``pip install -e .``: pip's ``direct_url.json`` names the folder), else the distribution
+    ``lantern-memory[extra]`` (a wheel or an index)."""
+    import json
+    import shlex
+    from importlib.metadata import PackageNotFoundError, distribution
+    from urllib.parse import unquote, urlparse
+
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    try:
+        dist = distribution("lantern-memory")
+        info = json.loads(dist.read_text("direct_url.json") or "null")
+    except (PackageNotFoundError, ValueError):
+        return f"pip install -e '.[{extra}]' in Lantern's checkout"
+    url = info.get("url", "") if isinstance(info, dict) else ""
+    if url.startswith("file://"):
+        folder = unquote(urlparse(url).path)
+        editable = "-e " if (info.get("dir_info") or {}).get("editable") else ""
+        return f"{pip} {editable}{shlex.quote(f'{folder}[{extra}]')}"
+    return f"{pip} {shlex.quote(f'lantern-memory[{extra}]')}"
+
+
+def _missing_extra(command: str, extra: str, error: object) -> str:
+    return (
+        f"lantern {command} needs the {extra} extra ({error}). Install it into this environment: {extra_command(extra)}"
+    )
+
+
 @app.command()
 def mcp() -> None:
     """Run the MCP server on stdio (tools archive, recover, search, forget, feedback, stats); needs the `mcp` extra."""
     try:
         from lantern.integrations.mcp import serve
     except ImportError as e:
-        _fail(
-            f"{e}; install the mcp extra: pip install -e '.[mcp]' in a checkout, or pip install 'lantern-memory[mcp]'"
-        )
+        _fail(_missing_extra("mcp", "mcp", e))
     _guard(lambda: serve(state.db, state.embedder))
 
 
@@ -1326,10 +1354,7 @@ def serve(
     try:
         from lantern.integrations.proxy import serve as serve_api
     except ImportError as e:
-        _fail(
-            f"{e}; install the proxy extra: pip install -e '.[proxy]' in a checkout, or pip install "
-            "'lantern-memory[proxy]'"
-        )
+        _fail(_missing_extra("serve", "proxy", e))
     if token is None and host not in ("127.0.0.1", "localhost", "::1"):
         typer.secho(
             f"warning: serving {host} without --token: anyone who reaches it can read the archive",
@@ -1431,10 +1456,7 @@ def eval_(
     except ImportError as e:  # scipy / matplotlib are the `eval` extra
         missing.append(str(e))
     if missing:  # checked before any work: the statistics and plots come last, after minutes of recovery
-        _fail(
-            f"lantern eval needs {', '.join(missing)}: install the eval extra: pip install -e '.[eval]' in a checkout, "
-            "or pip install 'lantern-memory[eval]'"
-        )
+        _fail(_missing_extra("eval", "eval", ", ".join(missing)))
 
     def run() -> None:
         try:
