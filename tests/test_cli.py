@@ -224,8 +224,39 @@ def test_eval_without_the_eval_extra_fails_before_any_work(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 1
-    assert "lantern eval needs scipy, matplotlib: install the eval extra" in proc.stderr
+    assert "lantern eval needs the eval extra (scipy, matplotlib). Install it into this environment: " in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command, hidden, extra", [("mcp", "mcp", "mcp"), ("serve", "fastapi", "proxy")])
+def test_a_command_without_its_extra_names_the_exact_install_command(tmp_path, command, hidden, extra):
+    """``make demo`` installs the core only; ``lantern mcp`` / ``serve`` then name the command that installs their
+    extra into this very environment: this Python's pip, and the checkout it was installed from (or the
+    distribution ``lantern-memory`` when it came from a wheel)."""
+    from lantern.cli import extra_command
+
+    code = (
+        "import sys\n"
+        "class Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] == {hidden!r}:\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Hide())\n"
+        "from lantern.cli import main\n"
+        "sys.argv = ['lantern'] + sys.argv[1:]\n"
+        "main()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--db", str(tmp_path / "m.db"), command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    want = extra_command(extra)
+    assert proc.returncode == 1
+    assert f"lantern {command} needs the {extra} extra" in proc.stderr and want in proc.stderr.replace("\n", "")
+    assert want.startswith(sys.executable) or "pip install -e" in want
 
 
 def test_recover_says_why_a_small_budget_recovered_nothing(tmp_path, transcript):

@@ -22,6 +22,24 @@ def _text(result) -> str:
     return "\n".join(c.text for c in result.content if getattr(c, "type", None) == "text")
 
 
+# the SDK's 2.x renamed the result and tool fields to snake case (``structuredContent`` -> ``structured_content``):
+# these read either, so the suite runs on 1.x (1.10 and later) and 2.x alike
+def _err(result) -> bool:
+    return result.is_error if hasattr(result, "is_error") else result.isError
+
+
+def _data(result):
+    return result.structured_content if hasattr(result, "structured_content") else result.structuredContent
+
+
+def _schema(tool) -> dict:
+    return tool.input_schema if hasattr(tool, "input_schema") else tool.inputSchema
+
+
+def _out_schema(tool) -> dict:
+    return tool.output_schema if hasattr(tool, "output_schema") else tool.outputSchema
+
+
 async def _session_run(db, body):
     # the whole environment: the SDK passes only HOME, PATH, ... by default, and the server must import this
     # checkout's lantern (PYTHONPATH) and share the test run's USE load cache (conftest.py)
@@ -36,12 +54,15 @@ async def _session_run(db, body):
 async def _memory_run(db, body):
     """The server of ``lantern mcp`` (``build_server``: its tools, their argument checks and errors) in this process,
     over the SDK's in-memory transport; the stdio transport and the process are tested by the tests that spawn it."""
-    from mcp.shared.memory import create_connected_server_and_client_session
-
-    from lantern.integrations.mcp import build_server
+    from lantern.integrations.mcp import SDK_MAJOR, build_server
 
     server = build_server(db)
     try:
+        if SDK_MAJOR >= 2:  # 2.x: its Client connects to a server object in-process
+            async with mcp.Client(server) as session:
+                return await body(session)
+        from mcp.shared.memory import create_connected_server_and_client_session
+
         async with create_connected_server_and_client_session(server) as session:
             return await body(session)
     finally:
@@ -54,25 +75,25 @@ def test_mcp_end_to_end(tmp_path):
     async def body(s: ClientSession):
         tools = {t.name: t for t in (await s.list_tools()).tools}
         assert set(tools) == {"archive", "recover", "search", "forget", "feedback", "stats"}
-        assert tools["archive"].inputSchema["required"] == ["messages"]
-        assert tools["archive"].inputSchema["properties"]["messages"]["type"] == "array"
-        assert set(tools["recover"].inputSchema["properties"]) >= {"query", "session", "budget"}
-        assert set(tools["search"].inputSchema["properties"]) == {"query", "k", "session", "user", "agent", "project"}
-        assert set(tools["forget"].inputSchema["properties"]) == {"entry", "session", "user", "agent", "project"}
-        assert tools["recover"].outputSchema["required"] == ["text", "chars", "entries"]
-        assert tools["stats"].outputSchema["properties"]["entries"]["type"] == "integer"
+        assert _schema(tools["archive"])["required"] == ["messages"]
+        assert _schema(tools["archive"])["properties"]["messages"]["type"] == "array"
+        assert set(_schema(tools["recover"])["properties"]) >= {"query", "session", "budget"}
+        assert set(_schema(tools["search"])["properties"]) == {"query", "k", "session", "user", "agent", "project"}
+        assert set(_schema(tools["forget"])["properties"]) == {"entry", "session", "user", "agent", "project"}
+        assert _out_schema(tools["recover"])["required"] == ["text", "chars", "entries"]
+        assert _out_schema(tools["stats"])["properties"]["entries"]["type"] == "integer"
 
         # a read before anything is archived: a tool error, the database is not created
         r = await s.call_tool("stats", {})
-        assert r.isError and "no database" in _text(r)
+        assert _err(r) and "no database" in _text(r)
         assert not db.exists()
 
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "build-42"})
-        assert not r.isError, _text(r)
-        archived = r.structuredContent
+        assert not _err(r), _text(r)
+        archived = _data(r)
         assert archived["added"] == 2 and archived["session"] == "build-42" and len(archived["entry_ids"]) == 2
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "build-42"})
-        assert r.structuredContent["duplicates"] == 2 and r.structuredContent["added"] == 0
+        assert _data(r)["duplicates"] == 2 and _data(r)["added"] == 0
 
         # after a "compaction": the summary lost the port; recovery brings it back, excluding the live turns
         summary = "[Summary] The user set up the billing database and asked for docs."
@@ -85,29 +106,27 @@ def test_mcp_end_to_end(tmp_path):
                 "exclude": CONVERSATION[-2:],
             },
         )
-        assert not r.isError, _text(r)
-        rec = r.structuredContent
+        assert not _err(r), _text(r)
+        rec = _data(r)
         assert "5433" in rec["text"] and rec["chars"] <= 2000 and len(rec["chars"] * "x") == len(rec["text"])
         assert [e["id"] for e in rec["entries"]] == [archived["entry_ids"][0]]  # the live turn is not re-injected
         assert "5433" in _text(r)  # the unstructured content carries it too
 
         r = await s.call_tool("search", {"query": "postgres port", "k": 5})
-        hits = r.structuredContent["hits"]
+        hits = _data(r)["hits"]
         assert hits and hits[0]["id"] == archived["entry_ids"][0] and "semantic" in hits[0]["ranks"]
 
         r = await s.call_tool("stats", {})
-        assert r.structuredContent["entries"] == 2 and r.structuredContent["sessions"] == 1
+        assert _data(r)["entries"] == 2 and _data(r)["sessions"] == 1
 
         r = await s.call_tool("feedback", {"entry_ids": [archived["entry_ids"][0]], "useful": True})
-        assert not r.isError and r.structuredContent == {"updated": 1}
+        assert not _err(r) and _data(r) == {"updated": 1}
         r = await s.call_tool("feedback", {"entry_ids": [], "useful": True})
-        assert r.isError
+        assert _err(r)
 
         # an unreadable message is skipped and counted with a warning naming it, as in `lantern ingest`
         r = await s.call_tool("archive", {"messages": [{"role": 7, "content": {"x": 1}}], "session": "junk"})
-        assert (
-            not r.isError and r.structuredContent["skipped"] == 1 and "message 1" in r.structuredContent["warnings"][0]
-        )
+        assert not _err(r) and _data(r)["skipped"] == 1 and "message 1" in _data(r)["warnings"][0]
 
         # bad input: tool errors, and the server keeps serving
         bad = [
@@ -123,13 +142,13 @@ def test_mcp_end_to_end(tmp_path):
         ]
         for name, args in bad:
             r = await s.call_tool(name, args)
-            assert r.isError, (name, args, _text(r))
+            assert _err(r), (name, args, _text(r))
             assert "Traceback" not in _text(r)
 
         r = await s.call_tool("forget", {"session": "build-42"})
-        assert r.structuredContent == {"forgotten": 2}
+        assert _data(r) == {"forgotten": 2}
         r = await s.call_tool("recover", {"query": "postgres port 5433"})
-        assert not r.isError and r.structuredContent["text"] == ""
+        assert not _err(r) and _data(r)["text"] == ""
         return True
 
     assert anyio.run(_session_run, db, body)
@@ -142,19 +161,19 @@ def test_mcp_empty_session_is_the_default_session_for_archive_and_forget(tmp_pat
 
     async def body(s: ClientSession):
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": ""})
-        assert not r.isError and r.structuredContent["session"] == "default" and r.structuredContent["added"] == 2
+        assert not _err(r) and _data(r)["session"] == "default" and _data(r)["added"] == 2
         r = await s.call_tool(
             "archive", {"messages": [{"role": "user", "content": "keep this: port 6380"}], "session": "other"}
         )
-        assert r.structuredContent["added"] == 1
+        assert _data(r)["added"] == 1
         r = await s.call_tool("forget", {"session": ""})
-        assert not r.isError and r.structuredContent == {"forgotten": 2}, _text(r)
+        assert not _err(r) and _data(r) == {"forgotten": 2}, _text(r)
         r = await s.call_tool("stats", {})
-        assert (r.structuredContent["entries"], r.structuredContent["sessions"]) == (1, 1)
+        assert (_data(r)["entries"], _data(r)["sessions"]) == (1, 1)
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "default"})
-        assert r.structuredContent["added"] == 2
+        assert _data(r)["added"] == 2
         r = await s.call_tool("forget", {"session": "default"})
-        assert r.structuredContent == {"forgotten": 2}
+        assert _data(r) == {"forgotten": 2}
         return True
 
     assert anyio.run(_memory_run, db, body)
@@ -175,7 +194,7 @@ def test_mcp_command_without_database_flag_uses_env(tmp_path, monkeypatch):
             r = await s.call_tool(
                 "archive", {"messages": [{"role": "user", "content": "deploy tag v2.3.1 to eu-west-1"}]}
             )
-            assert not r.isError, _text(r)
+            assert not _err(r), _text(r)
             return json.loads(_text(r))
 
     assert anyio.run(run)["added"] == 1
@@ -216,7 +235,7 @@ def test_mcp_argument_errors_are_one_line_naming_the_field(tmp_path):
         for name, args, want in cases:
             r = await s.call_tool(name, args)
             text = _text(r)
-            assert r.isError and text.startswith(want), (name, args, text)
+            assert _err(r) and text.startswith(want), (name, args, text)
             assert "\n" not in text and "pydantic" not in text and "validation error" not in text, text
         r = await s.call_tool("feedback", {"entry_ids": ["a", 2], "useful": "maybe"})
         assert "; useful: should be a valid boolean" in _text(r)  # every bad field is named
@@ -232,26 +251,26 @@ def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
 
     async def body(s: ClientSession):
         r = await s.call_tool("archive", {"messages": CONVERSATION, "sesion": "s1"})
-        assert r.isError and _text(r) == (
+        assert _err(r) and _text(r) == (
             "unknown argument for archive: 'sesion' (archive takes messages, session, user, agent, project)"
         ), _text(r)
         assert not (tmp_path / "mcp.db").exists()  # rejected before the tool ran
         r = await s.call_tool("search", {"query": "port", "kk": 3, "scope": "x"})
-        assert r.isError and _text(r).startswith("unknown arguments for search: 'kk', 'scope' (search takes query, k,")
+        assert _err(r) and _text(r).startswith("unknown arguments for search: 'kk', 'scope' (search takes query, k,")
         r = await s.call_tool("stats", {"verbose": True})
-        assert r.isError and _text(r) == "unknown argument for stats: 'verbose' (stats takes user, agent, project)"
+        assert _err(r) and _text(r) == "unknown argument for stats: 'verbose' (stats takes user, agent, project)"
         for name in ("recover", "forget", "feedback"):
             r = await s.call_tool(name, {"query": "x", "entry_ids": [1], "useful": True, "bogus\nname": 1})
             text = _text(r)
-            assert (
-                r.isError and text.startswith("unknown argument") and "'bogus\\nname'" in text and "\n" not in text
-            ), text
+            assert _err(r) and text.startswith("unknown argument") and "'bogus\\nname'" in text and "\n" not in text, (
+                text
+            )
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "s1"})
-        assert not r.isError and r.structuredContent["added"] >= 1
+        assert not _err(r) and _data(r)["added"] >= 1
         r = await s.call_tool("recover", {"query": "which port", "session": "s1", "budget": 2000})
-        assert not r.isError and r.structuredContent["entries"]
+        assert not _err(r) and _data(r)["entries"]
         r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "still serving"}]})
-        assert not r.isError and r.structuredContent["added"] == 1
+        assert not _err(r) and _data(r)["added"] == 1
         return True
 
     assert anyio.run(_memory_run, tmp_path / "mcp.db", body)
@@ -570,7 +589,7 @@ def test_mcp_a_boolean_or_a_string_is_no_entry_id(tmp_path):
                 ]
             },
         )
-        assert not r.isError and r.structuredContent["added"] == 2
+        assert not _err(r) and _data(r)["added"] == 2
         for name, args in [
             ("forget", {"entry": True}),
             ("feedback", {"entry_ids": [True], "useful": True}),
@@ -578,8 +597,31 @@ def test_mcp_a_boolean_or_a_string_is_no_entry_id(tmp_path):
             ("recover", {"query": "port", "exclude": [True]}),
         ]:
             r = await s.call_tool(name, args)
-            assert r.isError and "should be a valid" in _text(r), (name, args, _text(r))
+            assert _err(r) and "should be a valid" in _text(r), (name, args, _text(r))
         r = await s.call_tool("stats", {})
-        return r.structuredContent["entries"]
+        return _data(r)["entries"]
 
     assert anyio.run(_memory_run, tmp_path / "mcp.db", body) == 2
+
+
+def test_mcp_reports_lanterns_version(tmp_path):
+    """The server's ``serverInfo`` is Lantern's name and version (the ``lantern-memory`` distribution), not the
+    SDK's: 1.x's FastMCP would report the version of ``mcp`` itself."""
+    from importlib.metadata import version
+
+    from lantern.integrations.mcp import lantern_version
+
+    async def run():
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "lantern.cli", "--db", str(tmp_path / "v.db"), "mcp"],
+            env=dict(os.environ),
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            init = await session.initialize()
+            info = init.server_info if hasattr(init, "server_info") else init.serverInfo
+            return info.name, info.version
+
+    name, reported = anyio.run(run)
+    assert (name, reported) == ("lantern", lantern_version())
+    assert reported == version("lantern-memory") and reported != version("mcp")

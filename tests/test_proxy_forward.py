@@ -759,3 +759,78 @@ def test_user_messages_that_look_like_summaries_are_archived_runtime_summaries_a
         assert "$2,310" in texts[0] and "Sure, noted." in texts[0]
         assert "metformin 500mg" in texts[1] and "Noted the metformin dose." in texts[1]
         assert not any("continued from a previous" in t or "set up billing" in t for t in texts)
+
+
+# ---------------------------------------------------------------------------------------------- rewinds (issue #19)
+def _edit_conversation() -> list[dict]:
+    """A chat whose user will edit their third message (a chat UI's "edit and resend"): the first answer set the
+    invoice retry delay to 90 s; the user then edits that question and the reply to the edit says 30 s."""
+    return [
+        {"role": "system", "content": "You are a helpful coding assistant."},
+        {"role": "user", "content": "Start postgres for the billing service."},
+        {"role": "assistant", "content": "Started it: docker run -p 5433:5432 postgres:16; port 5433. " + "x" * 2500},
+        {"role": "user", "content": "Add retries to the invoice sender."},
+        {
+            "role": "assistant",
+            "content": "Added retries: 5 attempts, delay 90 seconds, in billing/send.py. " + "y" * 2500,
+        },
+        {"role": "user", "content": "Also log every failed attempt."},
+    ]
+
+
+@pytest.mark.parametrize("mode", ["skip", "mark"])
+def test_a_resent_conversation_with_its_last_turns_edited_away_abandons_them(tmp_path, upstream, monkeypatch, mode):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    url, received = upstream
+    db = tmp_path / "p.db"
+    head = {"X-Lantern-Session": "chat-7"}
+    with TestClient(build_app(db, upstream=url, upstream_timeout=5.0, rewound=mode)) as c:
+        convo = _edit_conversation()
+        for n in (2, 4, 6):  # the conversation as the client sent it, turn by turn
+            sent = convo[:n]
+            reply = c.post("/v1/chat/completions", json={"model": "m", "messages": sent}, headers=head).json()
+            if n < 6:
+                assert reply["choices"][0]["message"]["content"]  # the upstream's reply, archived with the turn
+        archived = [t for s, t in _entries(db) if s == "chat-7"]
+        assert any("90 seconds" in t for t in archived)
+        # the user edits their second question: the client resends the first turn and the edited question only
+        received.clear()
+        edited = convo[:3] + [{"role": "user", "content": "Add retries to the invoice sender, 30 s apart."}]
+        r = c.post("/v1/chat/completions", json={"model": "m", "messages": edited}, headers=head)
+        assert r.status_code == 200
+        sent_up = received[-1]["body"]["messages"]
+        assert len(sent_up) == len(edited)  # no recovered block: a rewind is not a compaction
+    stored = _entries(db)
+    main = " ".join(t for s, t in stored if s == "chat-7")
+    assert "90 seconds" not in main and "5433" in main and "30 s apart" in main
+    kept = [t for s, t in stored if s.startswith("chat-7/abandoned-")]
+    assert (mode == "mark") == any("90 seconds" in t for t in kept)
+
+
+def test_a_compaction_after_a_rewind_does_not_recover_the_rewound_turn(tmp_path, upstream, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    url, received = upstream
+    db = tmp_path / "p.db"
+    head = {"X-Lantern-Session": "chat-8"}
+    convo = _edit_conversation()
+    with TestClient(build_app(db, upstream=url, upstream_timeout=5.0)) as c:
+        for n in (2, 4, 6):
+            c.post("/v1/chat/completions", json={"model": "m", "messages": convo[:n]}, headers=head)
+        # the user edits the last question: the turn archived with its reply is abandoned
+        edited = {"role": "user", "content": "Also send failed attempts to sentry-9."}
+        c.post("/v1/chat/completions", json={"model": "m", "messages": [*convo[:5], edited]}, headers=head)
+        # then the client compacts: a summary replaces the first turns
+        received.clear()
+        compacted = [
+            convo[0],
+            {"role": "system", "content": "[Summary] The user set up billing's database and invoice retries."},
+            convo[3],
+            convo[4],
+            edited,
+            {"role": "assistant", "content": "reply to: Also send failed attempts to sentry-9."},
+            {"role": "user", "content": "Which port did the database get?"},
+        ]
+        c.post("/v1/chat/completions", json={"model": "m", "messages": compacted}, headers=head)
+        block = next(m["content"] for m in received[-1]["body"]["messages"] if "Recovered from Lantern" in m["content"])
+    assert "5433" in block  # the compacted first turn comes back
+    assert "every failed attempt" not in block  # the edited-away turn does not

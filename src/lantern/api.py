@@ -624,6 +624,42 @@ class Lantern:
             )
         return Forgotten(n, erasure.complete, erasure.remaining_bytes, erasure.holders)
 
+    def abandon(
+        self,
+        entries: dict[int, str],
+        *,
+        keep: bool,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> int:
+        """Take archived turns off their session's history: they belonged to a branch the conversation abandoned
+        (a Claude Code rewind; a proxy client that resent the conversation with its last turns edited away).
+        ``entries``: entry id -> the branch's sub-session name (``abandoned-<id>``). ``keep`` False (``Config.rewound
+        = "skip"``): deleted from every table, without the vacuum of ``forget``; True (``"mark"``): moved into
+        ``<their session>/<name>``, their facts deleted (a turn off the live branch states no current fact).
+        Only entries of the call's user are touched. Returns how many were."""
+        scope = resolve(self.scope, user, agent, project)
+        where, params = scope_where("", scope)
+        ids = sorted(entries)
+        owned: dict[int, str] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            owned.update(
+                self.store.db.execute(
+                    f"SELECT id, session FROM entries WHERE id IN ({marks}) AND {where}", (*part, *params)
+                ).fetchall()
+            )
+        if not owned:
+            return 0
+        if keep:
+            n = self.store.move_entries([(i, f"{owned[i]}/{entries[i]}") for i in sorted(owned)], drop_facts=True)
+        else:
+            n = sum(self.store.delete(entry=i) for i in sorted(owned))
+        self.index.reset()
+        return n
+
     def export(
         self,
         dest: str | os.PathLike[str] | Any,

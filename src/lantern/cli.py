@@ -65,6 +65,7 @@ _flags_without_metavar()
 class State:
     db: Optional[Path] = None
     embedder: Optional[str] = None
+    rewound: Optional[str] = None  # --rewound / $LANTERN_REWOUND; None: the default, skip
 
 
 state = State()
@@ -103,6 +104,13 @@ def _embedder_name(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _rewound_mode(value: Optional[str]) -> Optional[str]:
+    """``--rewound`` is skip or mark; anything else is a usage error (exit 2)."""
+    if value is not None and value not in ("skip", "mark"):
+        raise typer.BadParameter(f"expected skip or mark, got {value!r}")
+    return value
+
+
 @app.callback()
 def _global(
     db: Optional[Path] = typer.Option(
@@ -114,12 +122,23 @@ def _global(
         callback=_embedder_name,
         help="routed (a new database's default), routed-v1, minilm, use or e5 (default: the database's own).",
     ),
+    rewound: Optional[str] = typer.Option(
+        None,
+        "--rewound",
+        envvar="LANTERN_REWOUND",
+        callback=_rewound_mode,
+        help=(
+            "Turns of a rewound branch (Claude Code's rewind; a proxy client's edited-away turns): skip (default: not "
+            "archived, and removed when the rewind shows later) or mark (kept in <session>/abandoned-<id>)."
+        ),
+    ),
     _show_version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     state.db = db
     state.embedder = embedder
+    state.rewound = rewound
 
 
 def _utf8(value):
@@ -213,6 +232,14 @@ def _open(create: bool = False, own_embedder: bool = False):
         raise LanternError(
             f"{path} is an empty file, not a Lantern database: check --db, or archive something into "
             f"it first (lantern --db {path} ingest FILE)"
+        )
+    if state.rewound is not None:
+        from dataclasses import replace
+
+        from lantern.config import DEFAULT
+
+        return Lantern(
+            path, embedder=None if own_embedder else state.embedder, config=replace(DEFAULT, rewound=state.rewound)
         )
     return Lantern(path, embedder=None if own_embedder else state.embedder)
 
@@ -1527,15 +1554,43 @@ def demo(
     _guard(lambda: run_demo(db, show_block=show_block, console=_stdout_console()))
 
 
+def extra_command(extra: str) -> str:
+    """The exact command that installs the ``extra`` of Lantern into the environment this ``lantern`` runs in: this
+    Python's pip (``python -m pip``), with ``-e CHECKOUT[extra]`` when Lantern was installed from a checkout
+    (``make demo`` / ``pip install -e .``: pip's ``direct_url.json`` names the folder), else the distribution
+    ``lantern-memory[extra]`` (a wheel or an index)."""
+    import json
+    import shlex
+    from importlib.metadata import PackageNotFoundError, distribution
+    from urllib.parse import unquote, urlparse
+
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    try:
+        dist = distribution("lantern-memory")
+        info = json.loads(dist.read_text("direct_url.json") or "null")
+    except (PackageNotFoundError, ValueError):
+        return f"pip install -e '.[{extra}]' in Lantern's checkout"
+    url = info.get("url", "") if isinstance(info, dict) else ""
+    if url.startswith("file://"):
+        folder = unquote(urlparse(url).path)
+        editable = "-e " if (info.get("dir_info") or {}).get("editable") else ""
+        return f"{pip} {editable}{shlex.quote(f'{folder}[{extra}]')}"
+    return f"{pip} {shlex.quote(f'lantern-memory[{extra}]')}"
+
+
+def _missing_extra(command: str, extra: str, error: object) -> str:
+    return (
+        f"lantern {command} needs the {extra} extra ({error}). Install it into this environment: {extra_command(extra)}"
+    )
+
+
 @app.command()
 def mcp() -> None:
     """Run the MCP server on stdio (tools archive, recover, search, forget, feedback, stats); needs the `mcp` extra."""
     try:
         from lantern.integrations.mcp import serve
     except ImportError as e:
-        _fail(
-            f"{e}; install the mcp extra: pip install -e '.[mcp]' in a checkout, or pip install 'lantern-memory[mcp]'"
-        )
+        _fail(_missing_extra("mcp", "mcp", e))
     _guard(lambda: serve(state.db, state.embedder))
 
 
@@ -1570,10 +1625,7 @@ def serve(
     try:
         from lantern.integrations.proxy import serve as serve_api
     except ImportError as e:
-        _fail(
-            f"{e}; install the proxy extra: pip install -e '.[proxy]' in a checkout, or pip install "
-            "'lantern-memory[proxy]'"
-        )
+        _fail(_missing_extra("serve", "proxy", e))
     from lantern.integrations.service import is_loopback
 
     if token is None and not is_loopback(host):
@@ -1606,6 +1658,7 @@ def serve(
             upstream=upstream,
             upstream_timeout=upstream_timeout,
             upstream_key=upstream_key,
+            rewound=state.rewound or "skip",
         )
     )
 
@@ -1629,7 +1682,7 @@ def ui(
     try:
         from lantern.integrations.ui import serve as serve_ui
     except ImportError as e:
-        _fail(f"{e}; install the ui extra: pip install -e '.[ui]' in a checkout, or pip install 'lantern-memory[ui]'")
+        _fail(_missing_extra("ui", "ui", e))
 
     def run():
         from lantern.config import default_db_path
@@ -1738,10 +1791,7 @@ def eval_(
     except ImportError as e:  # scipy / matplotlib are the `eval` extra
         missing.append(str(e))
     if missing:  # checked before any work: the statistics and plots come last, after minutes of recovery
-        _fail(
-            f"lantern eval needs {', '.join(missing)}: install the eval extra: pip install -e '.[eval]' in a checkout, "
-            "or pip install 'lantern-memory[eval]'"
-        )
+        _fail(_missing_extra("eval", "eval", ", ".join(missing)))
 
     def run() -> None:
         try:
@@ -1806,7 +1856,7 @@ def hook_claude_code() -> None:
     SessionStart(compact) and back-referencing prompts. Always exits 0 (errors go to ~/.lantern/logs/)."""
     from lantern.integrations.claude_code import main as hook_main
 
-    raise typer.Exit(hook_main(state.db))
+    raise typer.Exit(hook_main(state.db, rewound=state.rewound))
 
 
 @install_app.command("claude-code")
@@ -1830,7 +1880,9 @@ def install_claude_code(
         _fail("give at most one of --project or --user")
 
     def run():
-        path, changed = install("user" if user else "project", uninstall=uninstall, db=db or state.db)
+        path, changed = install(
+            "user" if user else "project", uninstall=uninstall, db=db or state.db, rewound=state.rewound
+        )
         verb = "removed from" if uninstall else "installed in"
         print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
 

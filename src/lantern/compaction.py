@@ -11,6 +11,14 @@ or any format ``Lantern.archive`` reads) with what the archive holds for ``sessi
 - ``size_drop``: the live context is much smaller than the archived session (under ``DROP_RATIO`` of its
   characters, the archive holding at least ``DROP_MIN_CHARS``) while still sharing turns with it.
 
+A rewind is not a compaction. Archived turns newer than the newest one still in the live context are **abandoned**:
+the application resent the conversation with its later part changed (a message edited, a reply regenerated, the
+last turns deleted). A compaction drops older turns and keeps the newest ones; it never keeps the old and drops the
+new. Abandoned turns are not "lost" (``Compaction.abandoned_entry_ids``, ``Tracker``'s ``abandoned``), do not count
+towards a size drop, and are never recovered into that live context; the proxy takes them off the session
+(``Config.rewound``). When no archived turn is in the live context at all, nothing is abandoned: that is a new
+conversation under the same session id.
+
 Call it BEFORE archiving the list it is given: a list that merely starts a new conversation under the same
 session id then shares no archived turn and is not a compaction. (Called after, the summary rule still works.)
 
@@ -45,6 +53,7 @@ _TEMPLATE_OPENING = re.compile(  # the literal sentence only: words after it may
 __all__ = [
     "Compaction",
     "Tracker",
+    "abandoned_after",
     "detect",
     "is_runtime_summary",
     "is_summary",
@@ -61,6 +70,7 @@ class Compaction:
 
     reason: str
     lost_entry_ids: list[int] = field(default_factory=list)
+    abandoned_entry_ids: list[int] = field(default_factory=list)  # rewound away, not lost (module docstring)
     summary: str | None = None
     query: str = ""
     session: str | None = None
@@ -77,7 +87,7 @@ class Compaction:
             self.query,
             session=self.session,
             budget=budget,
-            exclude=list(self.messages),
+            exclude=list(self.messages) + list(self.abandoned_entry_ids),
             proactive=True,
             user=scope.user,
             agent=scope.agent,
@@ -200,27 +210,41 @@ def detect(
     return _verdict(archive, session, messages, live, present)
 
 
+def abandoned_after(archive: SessionArchive, present: set[int]) -> list[int]:
+    """The archived entries newer than the newest one ``present`` in the live context, in turn order: turns the
+    application rewound away (module docstring). None when nothing is present (a new conversation)."""
+    if not present:
+        return []
+    newest = max(archive.turn[i] for i in present)
+    at = bisect.bisect_right(archive.turns_sorted, newest)
+    return [i for i in archive.order[at:] if i not in present]
+
+
 def _verdict(
     archive: SessionArchive, session: str, messages: list[Any], live: str, present: set[int]
 ) -> Compaction | None:
     """The rules of the module docstring, given which archived entries are ``present`` in ``live``."""
     summary = next((message_text(m) for m in messages if is_summary(m)), None)
     reason: str | None = None
+    abandoned = abandoned_after(archive, present)
     if present:
         newest = max(archive.turn[i] for i in present)
         older_present = sum(1 for i in present if archive.turn[i] < newest)
+        kept_chars = archive.chars - sum(archive.raw_chars[i] for i in abandoned)
         if bisect.bisect_left(archive.turns_sorted, newest) > older_present:  # an older turn is missing
             reason = "dropped"
-        elif archive.chars >= DROP_MIN_CHARS and len(live) < DROP_RATIO * archive.chars:
+        elif kept_chars >= DROP_MIN_CHARS and len(live) < DROP_RATIO * kept_chars:
             reason = "size_drop"
     if summary is not None:
         reason = "summary"
     if reason is None:
         return None
-    lost = [i for i in archive.order if i not in present]
+    gone = set(abandoned)
+    lost = [i for i in archive.order if i not in present and i not in gone]
     return Compaction(
         reason=reason,
         lost_entry_ids=lost,
+        abandoned_entry_ids=abandoned,
         summary=summary,
         query=_query(messages, summary),
         session=session,
@@ -390,6 +414,7 @@ class _Seen:
     present: set[int] = field(default_factory=set)
     summary: str | None = None
     compaction: Compaction | None = None  # the last compaction event, while its context lasts
+    abandoned: list[int] = field(default_factory=list)  # this request's rewound-away entries (abandoned_after)
 
 
 class Tracker:
@@ -457,7 +482,9 @@ class Tracker:
         else:
             present = archive.present_in(live)
         current = _verdict(archive, session, messages, live, present)
-        newly_lost = {i for i in state.present if i in archive.hash and i not in present}
+        state.abandoned = abandoned_after(archive, present)
+        gone = set(state.abandoned)
+        newly_lost = {i for i in state.present if i in archive.hash and i not in present and i not in gone}
         is_new = current is not None and (
             first or bool(newly_lost) or current.summary != state.summary or state.compaction is None
         )

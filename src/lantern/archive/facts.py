@@ -80,7 +80,10 @@ def sentences(text: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------- values
-_TOKEN = r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}'|[^\s,;!?()\[\]{}<>，。；！？、（）【】「」『』“”]+)"
+_TOKEN = (  # a date with its time ("2024-04-13 14:00") is one value
+    r"(?:`[^`\n]{1,80}`|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}'|\d{4}-\d{2}-\d{2}[ T]\d{1,2}:\d{2}(?::\d{2})?"
+    r"|[^\s,;!?()\[\]{}<>，。；！？、（）【】「」『』“”]+)"
+)
 _STOP_VALUES = {
     "a",
     "an",
@@ -140,6 +143,40 @@ def _clean_value(raw: str) -> str | None:
     return v
 
 
+# what may follow a value in "the X is Y": the clause ends, or a new one, an adverb or a preposition starts
+_VALUE_END = re.compile(
+    r"^\s*(?:$|[.,;:!?)\]}\-–—]|(?:and|or|but|so|because|since|which|that|now|instead|again|too|also|still|then|"
+    r"yet|on|in|at|for|from|with|by|to|of|as|when|while|if|after|before|until|via|per|here|there|today|now)\b)",
+    re.I,
+)
+# "X, Y and Z" / "X and Y": a list, of which a one-token value would keep only the first item
+_LIST_GOES_ON = re.compile(
+    r"^\s*(?:,\s*|\s+(?:and|or|&)\s+)(?!(?:the|a|an|it|its|we|i|you|they|he|she|this|that|there|which|who|"
+    r"then|so|also|now|not|is|are|was|were|has|have|had|will|can|let|please|my|our|your)\b)"
+    r"(?:[\w\"'`@./\-]+\s*){1,3}(?:$|[.,;!]|\b(?:and|or)\b)",
+    re.I,
+)
+_NAME_GOES_ON = re.compile(r"^\s+((?:[A-Z][\w'\-]*\s?){1,3})(?=$|[.,;:!?])")
+
+
+def _whole_value(v: str, rest: str, raw: str) -> str | None:
+    """The value of "the X is Y" once what follows it is read (``rest``): a one-token value that is the head of a
+    list ("sci-fi and action films") or of a longer phrase ("Chihuahua mixes", "AI companion assistant") is no
+    value (a wrong value is worse than none), except a name that goes on in capitals ("John Zhang"). A quoted
+    value is whole."""
+    if raw.strip()[:1] in "`\"'“":
+        return v
+    if _LIST_GOES_ON.match(rest):
+        return None
+    if _VALUE_END.match(rest):
+        return v
+    more = _NAME_GOES_ON.match(rest)
+    if more and v[:1].isupper():
+        whole = f"{v} {more.group(1).strip()}"
+        return whole if len(whole) <= MAX_VALUE_CHARS else None
+    return None
+
+
 def _value_like(raw: str, v: str) -> bool:
     """Y of "the X is Y" must look like a value, not an adjective: a digit, ._/:@- , uppercase, or quoted."""
     return raw.strip()[:1] in "`\"'" or bool(re.search(r"[0-9._/:@\-]|[A-Z]", v))
@@ -169,9 +206,30 @@ _FUNCTION_WORDS = _PRONOUN_KEYS | {
 }
 
 
+# counters an agent reports about its own run (Claude Code's Task results end in "<usage>total_tokens: 16942
+# tool_uses: 1 duration_ms: 3521</usage>"): about the tool call, not the user's world
+_TELEMETRY = frozenset(
+    {"total tokens", "tokens", "tool uses", "duration ms", "duration", "total duration", "cost", "total cost",
+     "cost usd", "agentid", "agent id", "elapsed", "elapsed ms", "input tokens", "output tokens"}
+)  # fmt: skip
+_TWO_THINGS = re.compile(r"\s(?:and|or)\s|&|\+|/|和|与|及|或")
+
+
 def _key_ok(key: str) -> bool:
-    """A key is a noun phrase: not a pronoun, not a number, no pronoun or auxiliary among its words."""
-    return bool(key) and not key.isdigit() and not any(w in _FUNCTION_WORDS for w in key.split())
+    """A key is a noun phrase: not a pronoun, not a number, no pronoun or auxiliary among its words, not two things
+    joined ("the pattern and colors"), not an agent's own usage counter."""
+    return (
+        bool(key)
+        and not key.isdigit()
+        and not any(w in _FUNCTION_WORDS for w in key.split())
+        and key not in _TELEMETRY
+        and not (_TWO_THINGS.search(key) and not _HAS_CJK_KEY.search(key))
+    )
+
+
+_HAS_CJK_KEY = re.compile(
+    f"[{IDEOGRAPHS}]"
+)  # a Chinese key may hold 和 ("数据库和缓存的端口" is rare; its value is one)
 
 
 def _fact(key_text: str, value: str | None, family: str, replaces: str | None = None) -> ExtractedFact | None:
@@ -612,15 +670,23 @@ def is_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
     out = []
     for m in _IS.finditer(sentence):
         v = _clean_value(m.group(2))
-        if v and _value_like(m.group(2), v) and "\\n" not in v:
+        if v and _value_like(m.group(2), v) and "\\n" not in v and not _HYPOTHETICAL.search(sentence[: m.start()]):
+            v = _whole_value(v, sentence[m.end(2) :], m.group(2))
             key, before = _split_key(sentence, m)
-            out.append(_fact(_with_topic(key, before) if topics else key, v, "is"))
+            out.append(_fact(_with_topic(key, before) if topics else key, v, "is") if v else None)
     for m in _IS_BARE.finditer(sentence):
         v = _clean_value(m.group(2))
         key = _bare_key(m.group(1))
         if v and _value_like(m.group(2), v) and "\\n" not in v and key:
-            out.append(_fact(_with_topic(key, sentence[: m.start(1)]) if topics else key, v, "is"))
+            if _HYPOTHETICAL.search(sentence[: m.start(1)]):
+                continue
+            v = _whole_value(v, sentence[m.end(2) :], m.group(2))
+            out.append(_fact(_with_topic(key, sentence[: m.start(1)]) if topics else key, v, "is") if v else None)
     return [f for f in out if f]
+
+
+# "unless the string is ARGV", "if the port is 80": a condition, not a statement
+_HYPOTHETICAL = re.compile(r"\b(?:unless|if|when|whenever|whether|until|once|as long as|suppose|assuming)\s*$", re.I)
 
 
 def set_facts(sentence: str) -> list[ExtractedFact]:
@@ -644,6 +710,9 @@ def _ends_clause(rest: str) -> bool:
     return bool(_CLAUSE_END.match(rest))
 
 
+_NUMBER = re.compile(r"^[\d.,]+%?$")
+
+
 def switch_facts(sentence: str) -> list[ExtractedFact]:
     """ "switched [X] from A to B": X = B, replacing A. Without X the key is resolved at store time from whatever
     currently holds A (else A itself becomes the key)."""
@@ -656,6 +725,8 @@ def switch_facts(sentence: str) -> list[ExtractedFact]:
         key = normalize_key(key_text) if key_text else ""
         if key_text and not _key_ok(key):
             continue
+        if not key and _NUMBER.match(old) and _NUMBER.match(new):
+            continue  # "the output changed from 344 to 345": no key names what the numbers are
         out.append(ExtractedFact(key, new, key_text.strip(), old, "switch"))
     return out
 
@@ -678,17 +749,37 @@ def assign_facts(sentence: str) -> list[ExtractedFact]:
     for m in _ASSIGN.finditer(sentence):
         v = _clean_value(m.group(2))
         rest = sentence[m.end(2) :]
-        if m.group(1).startswith(("self.", "this.", "cls.")) or rest[:1] == "(" or not _ASSIGN_END.match(rest):
+        quoted = m.start(1) > 0 and sentence[m.start(1) - 1] == "`" and m.group(2).endswith("`")  # `KEY=value`
+        if quoted:
+            v = _clean_value(m.group(2)[:-1])
+        elif m.group(1).startswith(("self.", "this.", "cls.")) or rest[:1] == "(" or not _ASSIGN_END.match(rest):
             continue  # "x = compute(y)", "answer = await ask()", "self.x = y" are code, not settings
+        if not _ENV_KEY.match(m.group(1)) and not _ASSIGN_LEAD.search(sentence[: m.start(1)]):
+            continue  # `return_coder=True`, -F "file=x", "init it with refresh=files": an argument, not a setting
         if v:
             out.append(_fact(m.group(1), v, "assign"))
     return [f for f in out if f]
+
+
+# where a lowercase "key = value" states a setting: alone on its line, or after a verb of setting ("Set port=5433")
+_ASSIGN_LEAD = re.compile(
+    r"(?:^|[.;:!,]\s|\b(?:set|sets|setting|use|using|export|add|added|put|changed?|now|that)\s+)\s*$", re.I
+)
+
+
+# "inflating: x.img", "Downloading: ...": a tool reporting its progress, not a thing and its value
+_ACTION_KEY = re.compile(
+    r"^(?:inflating|extracting|creating|downloading|installing|collecting|building|compiling|copying|deleting|"
+    r"removing|writing|checking|resolving|fetching|processing|running|cloning|unpacking|linking|uploading)$",
+    re.I,
+)
 
 
 def colon_facts(lines: list[str]) -> list[ExtractedFact]:
     """ "key: value" lines that look like configuration: the key has ``_``, ``.`` or a digit, or the line sits in a
     run of at least two such lines (YAML, INI-like listings). Prose ("Note: this matters") has no one-token value."""
     matches = [_COLON.match(line) for line in lines]
+    matches = [None if m and _ACTION_KEY.match(m.group(1)) else m for m in matches]
     out = []
     for i, m in enumerate(matches):
         if not m or m.group(1).casefold() in _SPEAKERS:
@@ -707,7 +798,8 @@ _ZH_VERBS = "设置为|设置成|设为|更改为|修改为|改为|改成|换成
 _ZH_SET = re.compile(rf"({_ZH_VERBS})(?:(?<!是)了)?\s*({_TOKEN})")
 _ZH_KEY_STOP = re.compile(r"[，。；：、！？,;:!?（）()\n]")
 _ZH_KEY_LEAD = re.compile(
-    r"^(?:(?:现在|目前|已经|后来|然后|之后|刚才|刚刚|我们|咱们|我|你|请|就|也|都|要|把|将|已|先|再|得)+)?"
+    r"^(?:(?:现在|目前|已经|后来|然后|之后|刚才|刚刚|其实|但是|但|而且|那么|因为|所以|看来|另外|不过|总之|"
+    r"我们|咱们|我|你|请|就|也|都|要|把|将|已|先|再|得)+)?"
     r"(?:(?:在?用|使用|采用)的)?"
 )
 _ZH_KEY_TAIL = re.compile(r"(?:现在|目前|已经|已|都|也|就|要|会|应该|得|还|仍然|依然)+$")
@@ -735,9 +827,65 @@ def _zh_key(phrase: str) -> str:
     return _ZH_KEY_TAIL.sub("", key).strip()
 
 
+# 是 bound into a word with what precedes it: 真是 (really), 只是 (merely), 总是 (always), 但是 (but), 就是, 也是,
+# 还是, 可能是, 不是 ...: "你真是个聪明的AI伴侣" judges, "毕竟我只是一个AI助手" excuses; neither states X = Y
+_ZH_BOUND = re.compile(
+    r"(?:真|只|总|但|可能|也许|的确|确实|不|而|或|于|要|倒|算|像|正|即使|毕竟|其实|不仅|仍|并|便|应该|一定|肯定|大概|"
+    r"或许|似乎|好像)$"
+)
+_ZH_ALSO = re.compile(r"(?:也|都|还|又|才)$")  # "端口也是 5433" states a value; "吃到美食也是一种满足" judges
+_ZH_CLASSIFIER = re.compile(r"^[一这那]?(?:个|种|件|部|名|位|份|款|家|所|条|场)(?=..)")  # "一名摄影师" -> 摄影师
+# what a 是 that judges or predicates goes on with: a degree adverb (非常 很 最 ...), a modal (会 能 可以 ...), a
+# person (a clause: "我的建议是你应该..."), 否 (是否: whether)
+_ZH_JUDGED = re.compile(
+    r"^(?:非常|很|最|比较|十分|特别|相当|挺|太|超|极|更|真|多么|会|能|可以|应该|需要|要|你|我|他|她|否)"
+)
+_ZH_PRONOUN_END = re.compile(r"(?:我|你|他|她|它|我们|你们|他们)$")  # "即使我是AI助手": a person, no attribute
+_ZH_PRONOUN_KEY = re.compile(
+    r"^(?:其(?![中实他余次])|它的|它|他的|她的|这个|那个|这(?!里)|那(?!里))"
+)  # "其年龄": whose, the clause before says
+_ZH_ASSIGNS = re.compile(r"是|为|改|设|换|切换")
+_ZH_ATTENDED = re.compile(r"^(?:我将要参加的|我要参加的|我参加的|我将参加的|我参加了)")
+_ZH_NAMED = re.compile(rf"^([{IDEOGRAPHS}A-Za-z0-9]{{2,12}}?)是我的[{IDEOGRAPHS}]{{1,4}}$")
+
+
+def _zh_whole(sentence: str, m: re.Match[str], v: str) -> str | None:
+    """A value cut at 、 or ， that goes on with more items and no new setting ("参加美食节，品味各国佳肴，现场运动
+    挑战") is a list: the whole of it up to the sentence's end, or nothing when that is too long (a list cut to its
+    first item is a wrong value). What goes on as a clause of its own ("主角的情感变化，他一开始...") leaves the value
+    as it was."""
+    rest = sentence[m.end(2) :]
+    if rest[:1] not in ("，", "、", ","):
+        return v
+    tail = re.split(r"[。！？；]", rest, maxsplit=1)[0]
+    items = [x for x in re.split(r"[，、,]", tail) if x.strip()]
+    if _ZH_ASSIGNS.search(tail) or any(len(x) > 16 or _ZH_CLAUSE.search(x) for x in items):
+        return v  # a new clause, not more items: "端口改为 5434，主机改为 db"
+    whole = _ZH_VALUE_END.sub("", (m.group(2) + tail).strip())
+    return whole if len(whole) <= MAX_VALUE_CHARS else None
+
+
+# what starts a clause of its own rather than one more item of a list: a person, a conjunction, a modal
+_ZH_CLAUSE = re.compile(r"我|你|他|她|它|咱|而且|但是|不过|因为|所以|如果|可以|需要|应该|能够|只能|无法")
+
+
+def _zh_owner(before: str) -> str:
+    """The thing a pronoun key (其年龄, 它的规模) is about, from the clause before it: a name ("李明辉是我的上司，
+    其年龄是44岁" -> 李明辉) or a named event ("我将要参加的销售创新研讨会，它的规模是八百人" -> 销售创新研讨会);
+    "" for none."""
+    clause = _ZH_KEY_STOP.split(before.rstrip().rstrip("，,"))[-1].strip()
+    clause = _ZH_ATTENDED.sub("", clause)
+    named = _ZH_NAMED.match(clause)
+    if named:
+        return named.group(1)
+    return clause if 2 <= len(clause) <= 14 and not _ZH_ASSIGNS.search(clause) else ""
+
+
 def zh_set_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
     """ "X 设置为/改为/换成/是 Y". With 是, Y must look like a value (digit, Latin, code) or X must be an attribute
-    phrase with 的 ("我的名字是张三"); "我是学生" is not a fact."""
+    phrase with 的 ("我的名字是张三"); "我是学生" is not a fact. A 是 that judges is none either: bound into a word
+    (真是, 只是, 总是, 但是, 是否 ...), going on with a degree adverb or a modal ("是非常重要的", "是会..."), or after a
+    person. A pronoun key (其年龄, 它的规模) takes the name the clause before gives, or is dropped."""
     out = []
     for m in _ZH_SET.finditer(sentence):
         before = sentence[: m.start()]
@@ -745,7 +893,22 @@ def zh_set_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
         key_text = _zh_key(phrase)
         if not key_text or len(key_text) > MAX_ZH_KEY_CHARS or "从" in key_text:
             continue
-        v = _zh_value(m.group(2))
+        if m.group(1) == "是":
+            raw = m.group(2)
+            if raw.startswith("否") or _ZH_PRONOUN_END.search(key_text) or _ZH_BOUND.search(phrase):
+                continue
+            if not re.search(r"[0-9A-Za-z._/:@]", raw) and raw[:1] not in "`\"'":
+                raw = _ZH_CLASSIFIER.sub("", raw)
+                if _ZH_ALSO.search(phrase) or _ZH_JUDGED.match(raw) or m.group(2).endswith("的"):
+                    continue
+        if _ZH_PRONOUN_KEY.match(key_text):
+            owner = _zh_owner(before[: len(before.rstrip()) - len(phrase)])
+            if not owner:
+                continue
+            key_text = owner + "的" + _ZH_PRONOUN_KEY.sub("", key_text).lstrip("的")
+        v = _zh_value(_ZH_CLASSIFIER.sub("", m.group(2)) if m.group(1) == "是" else m.group(2))
+        if v:
+            v = _zh_whole(sentence, m, v)
         if not v:
             continue
         # 的 inside the key marks an attribute ("我的名字是"); a final 的 is an adverb ("那就真的是完美了")
@@ -827,22 +990,57 @@ def fact_texts(turn: Any) -> tuple[list[str], list[str]]:
     ]
 
 
-_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+# what opens a block of code, and what closes it: markdown fences, aider's <source> blocks and its SEARCH/REPLACE
+# edit blocks
+_OPENS = (("```", "```"), ("~~~", "~~~"), ("<source", "</source>"), ("<<<<<<< SEARCH", ">>>>>>> REPLACE"))
+# a line that is code by its shape: indented (markdown code, a program, a traceback), a numbered listing line
+# ("1427:  DAYS = ...", "51│class Coder:"), a diff line, a prompt
+_CODE_LINE = re.compile(r"^(?: {4}|\t)|^\s*\d+\s*[:│|]\s|^[+-](?![-+\s])|^(?:>>>|\$) ")
+# pasted output from here on: a traceback, a test run
+_OUTPUT_STARTS = re.compile(
+    r"^(?:Traceback \(most recent call last\)|=+ .*(?:test session starts|FAILURES|ERRORS).* =+|(?:_ ){4,}|E {2,}\S)"
+)
+_USAGE = re.compile(r"<usage>.*?(?:</usage>|\Z)", re.S)  # an agent's usage counters (Claude Code Task results)
 
 
 def split_code(text: str) -> tuple[str, str]:
-    """(prose, code) of a message: fenced ```` ``` ```` blocks are code, the rest prose."""
-    if "```" not in text:
-        return text, ""
-    return _FENCE.sub("\n", text), "\n".join(m.group(0).strip("`") for m in _FENCE.finditer(text))
+    """(prose, code) of a message, line by line: fenced blocks (```` ``` ````, ``~~~``, aider's ``<source>`` and
+    SEARCH/REPLACE blocks), code-shaped lines (``_CODE_LINE``) and everything after a traceback or a test run's
+    header are code; the rest is prose. Only settings are facts in code (``code_facts``)."""
+    prose: list[str] = []
+    code: list[str] = []
+    closer: str | None = None
+    output = False
+    for line in text.split("\n"):
+        if closer is not None:
+            code.append(line)
+            if closer in line:
+                closer = None
+            continue
+        bare = line.lstrip()
+        opened = next((end for start, end in _OPENS if bare.startswith(start)), None)
+        if opened is not None:
+            code.append(line)
+            rest = bare[3:] if opened in ("```", "~~~") else bare[1:]
+            closer = None if opened in rest else opened
+            continue
+        output = output or bool(_OUTPUT_STARTS.match(line))
+        (code if output or _CODE_LINE.match(line) else prose).append(line)
+    return "\n".join(prose), "\n".join(code)
+
+
+# an environment setting as written in a .env file or a shell: KEY=value, no space around "=" ("DAYS = 'days'" in
+# a program is a constant)
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Z][A-Z0-9_]*=\S")
 
 
 def code_facts(text: str) -> list[ExtractedFact]:
     """Facts in code and tool output: only settings — ``ENV_STYLE=value`` and config-like ``key: value`` runs.
     ``x = 1`` in a program is a variable, not a fact about the project (ours)."""
-    lines = [line.strip() for line in text[:MAX_TEXT_CHARS].splitlines() if line.strip()]
-    env = [f for line in lines if "=" in line for f in assign_facts(line) if _ENV_KEY.match(f.key_text)]
-    return env + colon_facts(lines)
+    raw = [line for line in text[:MAX_TEXT_CHARS].splitlines() if line.strip()]
+    env = [f for line in raw if _ENV_LINE.match(line) for f in assign_facts(line.strip()) if _ENV_KEY.match(f.key_text)]
+    listing = [line for line in raw if not re.match(r"^\s*\d+\s*[:│|]\s", line)]  # a file shown with line numbers
+    return env + colon_facts([line.strip() for line in listing])
 
 
 def extract_facts(texts: Iterable[str], code: Iterable[str] = ()) -> list[ExtractedFact]:
@@ -854,6 +1052,8 @@ def extract_facts(texts: Iterable[str], code: Iterable[str] = ()) -> list[Extrac
     seen: set[tuple[str, str | None, str | None]] = set()
     chunks = [(t, False) for t in texts if t] + [(t, True) for t in code if t]
     for text, is_code in chunks:
+        if "<usage>" in text:
+            text = _USAGE.sub("\n", text)
         found: list[ExtractedFact] = []
         prose, fenced = ("", text) if is_code else split_code(text)
         if prose:

@@ -27,6 +27,7 @@ from lantern.archive.classify import classify_turn
 from lantern.archive.facts import extract_facts, fact_texts
 from lantern.archive.ingest import add_warnings, ingest_batches
 from lantern.archive.parse import parse
+from lantern.archive.parse.claude_code import ABANDONED, apply_rewound
 from lantern.archive.parse.objects import check_messages
 from lantern.archive.redact import RedactionPolicy, redact_messages
 from lantern.archive.summarize import summarize
@@ -112,7 +113,7 @@ class Writer:
             result.redacted += redacted
             add_warnings(result.warnings, piece.warnings, dropped)
 
-        batches = ingest_batches(path, format, self.redact, INGEST_BATCH_TURNS, on_slice)
+        batches = ingest_batches(path, format, lambda ms: self.redact(self.rewound(ms)), INGEST_BATCH_TURNS, on_slice)
         prepared = ((self.prepare_batch(turns, session, scope), total) for turns, total in batches)
         remembered = embed_ahead.Remembered()  # vectors of summaries embedded in earlier batches (worker thread only)
         done = 0
@@ -140,7 +141,12 @@ class Writer:
             checked = check_messages([clean_message(m) for m in source])
             return Parsed(checked.skipped, list(checked.warnings), *self.redact(checked.messages))
         parsed = parse(source, format)
-        return Parsed(parsed.skipped, list(parsed.warnings), *self.redact(parsed.messages))
+        return Parsed(parsed.skipped, list(parsed.warnings), *self.redact(self.rewound(parsed.messages)))
+
+    def rewound(self, messages: list[Message]) -> list[Message]:
+        """Messages of abandoned branches (a Claude Code rewind; ``meta["abandoned"]``) dropped or kept in their
+        sub-session, as ``Config.rewound`` says (archive/parse/claude_code.py)."""
+        return apply_rewound(messages, self.config.rewound)
 
     def redact(self, messages: list[Message]) -> tuple[list[Message], int]:
         """Stage redact: (messages with secrets and private spans replaced, how many were)."""
@@ -171,7 +177,10 @@ class Writer:
             tool_count=sum(len(m.tool_calls) for m in turn.messages),
             file_count=len(turn.files),
             meta=turn.meta,
-            facts=extract_facts(*fact_texts(turn)) if self.config.extract_facts else [],
+            # a turn of an abandoned branch states no fact: it did not happen on the conversation's live branch
+            facts=extract_facts(*fact_texts(turn))
+            if self.config.extract_facts and not turn.meta.get(ABANDONED)
+            else [],
             category=category,
             user=user,
             agent=agent,

@@ -107,11 +107,13 @@ def log_line(event: str, text: str) -> None:
 
 @dataclass
 class Offset:
-    """Where the last archive of a transcript stopped: byte ``offset`` (always after a newline) and the 1-based
-    ``line`` number found there."""
+    """Where the last archive of a transcript stopped: byte ``offset`` (always after a newline), the 1-based
+    ``line`` number found there, and ``leaf``, the uuid of the live branch's last record before it (a rewind shows
+    as new lines whose chain does not go on from there: ``archive_new``)."""
 
     offset: int = 0
     line: int = 1
+    leaf: str | None = None
 
 
 class Offsets:
@@ -139,7 +141,7 @@ class Offsets:
             return Offset()
         v = self._load().get(self.key(db, transcript, user))
         if isinstance(v, dict) and isinstance(v.get("offset"), int) and isinstance(v.get("line"), int):
-            return Offset(v["offset"], v["line"])
+            return Offset(v["offset"], v["line"], v["leaf"] if isinstance(v.get("leaf"), str) else None)
         return Offset()
 
     def set(self, db: Path, transcript: Path, offset: Offset, user: str | None = None) -> None:
@@ -149,7 +151,8 @@ class Offsets:
         """Record the ``(transcript, Offset)`` pairs in one atomic rewrite of the file."""
         data = self._load()
         for transcript, offset in moved:
-            data[self.key(db, transcript, user)] = {"offset": offset.offset, "line": offset.line}
+            value = {"offset": offset.offset, "line": offset.line}
+            data[self.key(db, transcript, user)] = value | ({"leaf": offset.leaf} if offset.leaf else {})
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -194,10 +197,12 @@ def read_new_lines(transcript: Path, start: Offset):
     return parsed, reached
 
 
-def read_chunk(transcript: Path, start: Offset, max_bytes: int | None = None):
+def read_chunk(transcript: Path, start: Offset, max_bytes: int | None = None, known: dict[str, str] | None = None):
     """``read_new_lines`` reading at most ``max_bytes`` (None: all): ``(ClaudeCodeTranscript, Offset reached,
     more)``. When the file goes on past them (``more``), the chunk ends before the last user prompt in it
-    (``_turn_start``), so no turn is cut in two; a chunk holding no whole line is read to the file's end instead."""
+    (``_turn_start``), so no turn is cut in two; a chunk holding no whole line is read to the file's end instead.
+    The chunk's branches go on from ``start.leaf``; ``known``: the abandoned records of the whole file, when
+    ``reconcile`` read it."""
     from lantern.archive.parse.claude_code import read_claude_code
 
     data, size = read_transcript(transcript, start.offset, max_bytes)
@@ -212,9 +217,14 @@ def read_chunk(transcript: Path, start: Offset, max_bytes: int | None = None):
         end = _turn_start(data, end) or end
     data = data[:end]
     parsed = read_claude_code(
-        data.decode("utf-8", errors="replace"), first_line=start.line, source=transcript.name, strict=start.offset == 0
+        data.decode("utf-8", errors="replace"),
+        first_line=start.line,
+        source=transcript.name,
+        strict=start.offset == 0,
+        continues=start.leaf,
+        known=known,
     )
-    return parsed, Offset(start.offset + end, start.line + data.count(b"\n")), more
+    return parsed, Offset(start.offset + end, start.line + data.count(b"\n"), parsed.leaf or start.leaf), more
 
 
 def _turn_start(data: bytes, end: int) -> int:
@@ -287,6 +297,7 @@ class HookContext:
     offsets: Offsets
     budget: int = HOOK_BUDGET
     user: str | None = None  # the scope's user (``$LANTERN_USER``; None: the default user "")
+    rewound: str = "skip"  # turns of a rewound branch: "skip" or "mark" (Config.rewound; lantern --rewound)
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -311,21 +322,76 @@ def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any =
     (and create) ``ctx.db`` only when there is something to archive. Returns the number of turns added."""
     deadline = time.monotonic() + ARCHIVE_TIME_BUDGET_S
     start = ctx.offsets.get(ctx.db, transcript, ctx.user)
-    first = read_chunk(transcript, start, ARCHIVE_CHUNK_BYTES)
-    if not first[2]:
-        return _archive_rest(ctx, session, transcript, lantern, event, start, first)
-    with contextlib.ExitStack() as stack:
-        lantern = lantern or stack.enter_context(_open(ctx))  # one handle (one model load) for every chunk
+    with _Handles() as stack:
+        first = _read_checked(ctx, session, transcript, start, lantern, stack)
+        if not first[2]:
+            return _archive_rest(ctx, session, transcript, lantern or stack.lantern, event, start, first)
+        lantern = lantern or stack.lantern or stack.enter_context(_open(ctx))  # one handle (one model load)
         added, (parsed, reached, more) = 0, first
         while more:  # one transaction per chunk, its offset kept, while the time lasts
-            added += _archive(ctx, lantern, parsed.to_archive(), session)
+            added += _archive(ctx, lantern, _messages(ctx, parsed), session)
             ctx.offsets.set_many(ctx.db, [(transcript, reached)], ctx.user)
             start = reached
             if time.monotonic() > deadline:
                 log_line(event, f"transcript backlog: archived up to byte {reached.offset}, the rest in the next hooks")
                 return added
-            parsed, reached, more = read_chunk(transcript, start, ARCHIVE_CHUNK_BYTES)
+            parsed, reached, more = _read_checked(ctx, session, transcript, start, lantern, stack)
         return added + _archive_rest(ctx, session, transcript, lantern, event, start, (parsed, reached, more))
+
+
+class _Handles(contextlib.ExitStack):
+    lantern: Any = None  # a handle ``_read_checked`` opened to reconcile, closed with the stack
+
+
+def _messages(ctx: HookContext, parsed: Any) -> list:
+    """The messages of a parsed slice to archive, abandoned branches dropped or kept as ``ctx.rewound`` says."""
+    from lantern.archive.parse.claude_code import apply_rewound
+
+    return apply_rewound(parsed.to_archive(), ctx.rewound)
+
+
+def forked(parsed: Any, start: Offset) -> bool:
+    """Whether new lines read from ``start`` show a rewind into what was archived before: their live chain does
+    not go on from the leaf the offset recorded (it starts a new first record, or continues from another record,
+    or the offset was written before leaves were kept)."""
+    if start.offset == 0 or parsed.leaf is None:
+        return False
+    return parsed.rooted or (parsed.joins is not None and parsed.joins != start.leaf)
+
+
+def _read_checked(ctx: HookContext, session: str, transcript: Path, start: Offset, lantern: Any, stack: Any):
+    """``read_chunk`` from ``start``; when its lines show a rewind into the archived part (``forked``), the whole
+    transcript is read once to know its branches, the archived turns of abandoned ones are taken off the session
+    (``reconcile``), and the chunk is read again with the whole file's verdict."""
+    chunk = read_chunk(transcript, start, ARCHIVE_CHUNK_BYTES)
+    if not forked(chunk[0], start):
+        return chunk
+    if lantern is None:
+        lantern = getattr(stack, "lantern", None)
+        if lantern is None:
+            lantern = stack.enter_context(_open(ctx))
+            stack.lantern = lantern
+    known = reconcile(ctx, lantern, session, transcript)
+    return read_chunk(transcript, start, ARCHIVE_CHUNK_BYTES, known=known)
+
+
+def reconcile(ctx: HookContext, lantern: Any, session: str, transcript: Path) -> dict[str, str]:
+    """Read the whole transcript's branches and take the session's archived turns that lie on abandoned ones off
+    its history (``Lantern.abandon``: deleted with ``rewound`` skip, moved to ``<session>/abandoned-<id>`` with
+    mark). A turn is matched by the uuid of its first record (``Entry.meta["uuid"]``). Returns the abandoned
+    records (uuid -> sub-session name)."""
+    from lantern.archive.parse.claude_code import read_claude_code
+
+    data, _ = read_transcript(transcript)
+    whole = read_claude_code(data.decode("utf-8", errors="replace"), source=transcript.name, strict=False)
+    gone = whole.abandoned
+    if gone:
+        hit = {
+            i: gone[m["uuid"]] for i, m in lantern.store.session_meta(session, lantern.scope) if m.get("uuid") in gone
+        }
+        if hit:
+            lantern.abandon(hit, keep=ctx.rewound == "mark")
+    return gone
 
 
 def _archive_rest(
@@ -337,7 +403,7 @@ def _archive_rest(
     from lantern.errors import TranscriptFormatError
 
     parsed, reached, _ = chunk
-    messages = parsed.to_archive()
+    messages = _messages(ctx, parsed)
     moved = [(transcript, start, reached)]
     for agent, path in subagent_files(transcript, session):
         begin = ctx.offsets.get(ctx.db, path, ctx.user)
@@ -383,7 +449,7 @@ def recover_after_compaction(
     if parsed is None:
         return None
     summary = parsed.summaries[-1]
-    live = [m for m in parsed.messages[summary.position :]] + parsed.sidechain
+    live = [m for m in parsed.messages[summary.position :] if not m.meta.get("abandoned")] + parsed.sidechain
     if question is None:
         last_user = parsed.last_user_text()
         if not last_user:
@@ -459,8 +525,14 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     return None
 
 
-def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offsets | None = None) -> str:
+def run(
+    stdin_text: str,
+    db: str | os.PathLike[str] | None = None,
+    offsets: Offsets | None = None,
+    rewound: str | None = None,
+) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
+    ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``).
     Never raises: an internal error returns "" and is logged (``log_error``)."""
     event = ""
     try:
@@ -472,6 +544,7 @@ def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offs
             db=Path(db) if db is not None else default_db_path(),
             offsets=offsets or Offsets(),
             user=os.environ.get("LANTERN_USER") or None,
+            rewound=rewound or "skip",
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
@@ -486,14 +559,14 @@ def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offs
         return ""
 
 
-def main(db: str | os.PathLike[str] | None = None) -> int:
+def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None) -> int:
     """Entry point of ``lantern hook claude-code``: stdin -> stdout, exit code 0 always."""
     try:
         text = sys.stdin.read()
     except BaseException as e:  # noqa: BLE001
         log_error("", e)
         return 0
-    out = run(text, db)
+    out = run(text, db, rewound=rewound)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

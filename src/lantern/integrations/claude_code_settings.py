@@ -40,15 +40,17 @@ def settings_path(scope: str, project_dir: str | os.PathLike[str] | None = None)
     raise ValueError(f"scope must be 'project' or 'user', got {scope!r}")
 
 
-def hook_command(db: str | os.PathLike[str] | None = None) -> str:
+def hook_command(db: str | os.PathLike[str] | None = None, rewound: str | None = None) -> str:
     """The command Claude Code runs: this environment's ``lantern`` executable (absolute path, so the hook works
-    whatever Claude Code's PATH), with ``--db`` when a database is given."""
+    whatever Claude Code's PATH), with ``--db`` when a database is given and ``--rewound`` when a mode is."""
     exe = Path(sys.executable).parent / "lantern"
     base = [str(exe)] if exe.exists() else [shutil.which("lantern") or "lantern"]
     if not exe.exists() and base[0] == "lantern":
-        base = [sys.executable, "-m", "lantern.cli"]
+        base = [sys.executable, "-m", "lantern"]
     if db is not None:
         base += ["--db", str(Path(db).expanduser().resolve())]
+    if rewound is not None:
+        base += ["--rewound", rewound]
     return shlex.join([*base, "hook", "claude-code"])
 
 
@@ -130,6 +132,7 @@ def install(
     project_dir: str | os.PathLike[str] | None = None,
     command: str | None = None,
     db: str | os.PathLike[str] | None = None,
+    rewound: str | None = None,
 ) -> tuple[Path, bool]:
     """Install (or with ``uninstall`` remove) our hooks in the settings file of ``scope``. ``command`` defaults to
     ``hook_command(db)``. Returns ``(settings path, whether the file changed)``. Raises LanternError for a settings
@@ -140,7 +143,7 @@ def install(
     hooks = data.get("hooks") if isinstance(data.get("hooks"), dict) else {}
     removed = _remove_ours(hooks)
     if not uninstall:
-        cmd = command or hook_command(db)
+        cmd = command or hook_command(db, rewound)
         for event, matcher in EVENTS.items():
             group: dict[str, Any] = {"hooks": [{"type": "command", "command": cmd, "timeout": TIMEOUT_S}]}
             if matcher is not None:

@@ -31,11 +31,20 @@ from typing import Annotated, Any
 import anyio
 import anyio.lowlevel
 import mcp.types as types
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
 from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
-from pydantic import Field, StrictBool, StrictInt, ValidationError  # strict: true is no entry id
+from pydantic import Field, StrictBool, StrictInt, TypeAdapter, ValidationError  # strict: true is no entry id
+
+try:  # the SDK's 2.x: FastMCP was renamed MCPServer; JSONRPCMessage is a plain union of the four message models
+    from mcp.server.mcpserver import MCPServer as _SDKServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    SDK_MAJOR = 2
+except ImportError:  # 1.x (1.10 and later): FastMCP; JSONRPCMessage is a RootModel wrapping that union
+    from mcp.server.fastmcp import FastMCP as _SDKServer
+    from mcp.server.fastmcp.exceptions import ToolError
+
+    SDK_MAJOR = 1
 
 from lantern.archive.parse.jsonl import loads
 from lantern.errors import LanternError
@@ -64,7 +73,30 @@ Agent = Annotated[str | None, Field(description="Agent id: a filter on reads (de
 Project = Annotated[str | None, Field(description="Project: a filter on reads (default any), a label on writes.")]
 
 
-class _Server(FastMCP):
+_JSONRPC = TypeAdapter(types.JSONRPCMessage)  # 1.x: returns the RootModel; 2.x: the request/response model itself
+
+
+def _wrap(root: Any) -> SessionMessage:
+    """A SessionMessage holding the JSON-RPC message model ``root`` (a JSONRPCError...), in either SDK's shape."""
+    return SessionMessage(types.JSONRPCMessage(root) if SDK_MAJOR == 1 else root)
+
+
+def _root(message: SessionMessage) -> Any:
+    """The request / notification / response / error model inside a SessionMessage, in either SDK's shape."""
+    return message.message.root if SDK_MAJOR == 1 else message.message
+
+
+def lantern_version() -> str:
+    """Lantern's version (the ``lantern-memory`` distribution), reported to MCP clients as the server's version."""
+    try:
+        from importlib.metadata import version
+
+        return version("lantern-memory")
+    except Exception:  # noqa: BLE001 - a source tree on PYTHONPATH, not installed
+        return "0"
+
+
+class _Server(_SDKServer):
     """FastMCP whose argument validation errors are our one-line ``validation_message``, and which rejects argument
     names outside a tool's input schema (``unknown_arguments_message``) instead of ignoring them as the SDK does (a
     misspelt ``sesion`` would otherwise search every session)."""
@@ -72,29 +104,49 @@ class _Server(FastMCP):
     _known: dict[str, list[str]] | None = None
 
     _calls_in_progress = 0
+    _interrupted = False
 
     async def run_stdio_async(self) -> None:
         """The SDK's ``run_stdio_async`` over our ``stdio_server`` (every request line answered)."""
         _say_when_interrupted(self)
         try:
             async with stdio_server() as (read_stream, write_stream):
-                await self._mcp_server.run(read_stream, write_stream, self._mcp_server.create_initialization_options())
+                low = self.lowlevel
+                await low.run(read_stream, write_stream, low.create_initialization_options())
+        except Exception as e:
+            # 2.x at Ctrl-C with requests still queued: the SDK's relay of the input to its serving loop sends into
+            # the loop's closed stream and fails with BrokenResourceError, which would replace the cancellation
+            # (exit 130) with an internal error; that is the interrupt, not a fault
+            if not (self._interrupted and _only_stream_errors(e)):
+                raise
+            raise asyncio.CancelledError from None
         finally:
             _leave_at_ctrl_c()
+
+    @property
+    def lowlevel(self) -> Any:
+        """The SDK's low-level server under this one (1.x: ``_mcp_server``; 2.x: ``_lowlevel_server``)."""
+        return self._lowlevel_server if SDK_MAJOR >= 2 else self._mcp_server
 
     async def _parameters(self) -> dict[str, list[str]]:
         """Tool name -> the argument names of its input schema (``list_tools``, read once: the tools are fixed)."""
         if self._known is None:
-            self._known = {t.name: list((t.inputSchema or {}).get("properties", {})) for t in await self.list_tools()}
+            self._known = {
+                t.name: list(
+                    (getattr(t, "input_schema", None) or getattr(t, "inputSchema", None) or {}).get("properties", {})
+                )
+                for t in await self.list_tools()
+            }
         return self._known
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]):
+    async def call_tool(self, name: str, arguments: dict[str, Any], *context: Any, **kw: Any):
+        """The SDK's ``call_tool`` (2.x passes a request context too), after our check of the argument names."""
         known = (await self._parameters()).get(name)
         unknown = [k for k in (arguments or {}) if known is not None and k not in known]
         if unknown:
             raise ToolError(unknown_arguments_message(name, unknown, known))
         try:
-            return await super().call_tool(name, arguments)
+            return await super().call_tool(name, arguments, *context, **kw)
         except ToolError as e:
             if isinstance(e.__cause__, ValidationError):  # the SDK's check of the arguments, before the tool runs
                 raise ToolError(validation_message(name, e.__cause__.errors(include_url=False))) from None
@@ -141,11 +193,7 @@ class UnreadableLine(ValueError):
 def _error(request_id: Any, code: int, message: str) -> SessionMessage | UnreadableLine:
     if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
         return UnreadableLine(message)
-    return SessionMessage(
-        types.JSONRPCMessage(
-            types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
-        )
-    )
+    return _wrap(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)))
 
 
 def _leading_id(line: str) -> Any:
@@ -159,7 +207,7 @@ def read_message(line: str) -> SessionMessage | UnreadableLine:
     parse error, a JSON value that is no JSON-RPC message an invalid request, answered to the request's id when
     one can be found (else ``UnreadableLine``: JSON-RPC's null id is not in the SDK's types). Ours."""
     try:
-        return SessionMessage(types.JSONRPCMessage.model_validate_json(line))
+        return SessionMessage(_JSONRPC.validate_json(line))
     except Exception:  # noqa: BLE001 - the fallback below says what is wrong
         pass
     try:
@@ -171,7 +219,7 @@ def read_message(line: str) -> SessionMessage | UnreadableLine:
     obj = _without_surrogates(obj)
     request_id = obj.get("id") if isinstance(obj, dict) else None
     try:
-        return SessionMessage(types.JSONRPCMessage.model_validate(obj))
+        return SessionMessage(_JSONRPC.validate_python(obj))
     except RecursionError:
         return _error(request_id, types.PARSE_ERROR, "request nested too deeply to parse")
     except Exception:  # noqa: BLE001 - not a JSON-RPC message
@@ -248,11 +296,11 @@ async def stdio_server():
                     message = read_message(raw.decode("utf-8", errors="replace"))
                     if isinstance(message, UnreadableLine):
                         await read_writer.send(message)  # logged to the client by the session, as the SDK does
-                    elif isinstance(message.message.root, types.JSONRPCError):
+                    elif isinstance(_root(message), types.JSONRPCError):
                         await write_stream.send(message)
                     else:
-                        if isinstance(message.message.root, types.JSONRPCRequest):
-                            unanswered[message.message.root.id] = unanswered.get(message.message.root.id, 0) + 1
+                        if isinstance(_root(message), types.JSONRPCRequest):
+                            unanswered[_root(message).id] = unanswered.get(_root(message).id, 0) + 1
                         await read_writer.send(message)
                 await until_answered()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # the session stopped reading (Ctrl-C)
@@ -264,7 +312,7 @@ async def stdio_server():
                 async for message in write_reader:
                     await stdout.write(message.message.model_dump_json(by_alias=True, exclude_none=True) + "\n")
                     await stdout.flush()
-                    root = message.message.root
+                    root = _root(message)
                     if isinstance(root, (types.JSONRPCResponse, types.JSONRPCError)) and root.id in unanswered:
                         unanswered[root.id] -= 1
                         if not unanswered[root.id]:
@@ -299,6 +347,7 @@ def _say_when_interrupted(server: _Server) -> None:
         if said:  # abandon the call: its open transaction is never committed, and SQLite rolls it back when the
             os._exit(130)  # database is next opened; or serving is stuck (a write to a client that reads nothing)
         said.append(signum)
+        server._interrupted = True
         if server._calls_in_progress:
             sys.stderr.write(
                 "lantern mcp: interrupted; finishing the call in progress, then stopping "
@@ -308,6 +357,14 @@ def _say_when_interrupted(server: _Server) -> None:
         return handler(signum, frame)
 
     signal.signal(signal.SIGINT, on_sigint)
+
+
+def _only_stream_errors(e: BaseException) -> bool:
+    """Whether ``e`` (an exception group, nested or not) holds nothing but anyio's closed / broken stream errors."""
+    inner = getattr(e, "exceptions", None)
+    if inner is not None:
+        return all(_only_stream_errors(x) for x in inner)
+    return isinstance(e, (anyio.BrokenResourceError, anyio.ClosedResourceError))
 
 
 def _leave_at_ctrl_c() -> None:
@@ -326,10 +383,15 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> FastMCP:
-    """A FastMCP server over the database at ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``)."""
+def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> _Server:
+    """The MCP server (the SDK's FastMCP in 1.x, MCPServer in 2.x) over the database at ``path`` (default
+    ``$LANTERN_DB`` or ``~/.lantern/lantern.db``). It reports Lantern's version to clients, not the SDK's."""
     service = MemoryService(path, embedder)
-    server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING")
+    if SDK_MAJOR >= 2:
+        server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING", version=lantern_version())
+    else:
+        server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING")
+        server.lowlevel.version = lantern_version()  # 1.x's FastMCP takes no version: its server reports the SDK's
 
     def call(model, fn, *args):
         server._calls_in_progress += 1

@@ -178,14 +178,19 @@ def build_app(
     upstream: str | None = None,
     upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT,
     upstream_key: str | None = None,
+    rewound: str = "skip",
 ) -> BodyLimit:
     """The ASGI app (the FastAPI app inside ``BodyLimit``; ``.app`` is the FastAPI app) over the database at
     ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``). With ``upstream`` (an OpenAI-compatible base
     URL such as ``https://api.openai.com/v1``), ``/v1/chat/completions`` and every other ``/v1/*`` path are
     forwarded to it (see the module docstring); ``upstream_timeout`` is in seconds. ``upstream_key``: sent upstream
     as ``Authorization: Bearer KEY`` instead of the client's Authorization (needed with ``token``, whose
-    Authorization header is ours and is never forwarded)."""
-    service = service or MemoryService(path, embedder)
+    Authorization header is ours and is never forwarded). ``rewound``: "skip" or "mark", what becomes of archived
+    turns a client's request rewound away (``Config.rewound``; compaction.py)."""
+    if service is None:
+        from lantern.config import Config
+
+        service = MemoryService(path, embedder, Config(rewound=rewound))
     bearer = HTTPBearer(auto_error=False)
 
     def authorize(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
@@ -393,6 +398,7 @@ def serve(
     upstream: str | None = None,
     upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT,
     upstream_key: str | None = None,
+    rewound: str = "skip",
 ) -> None:
     """Run the REST API (and, with ``upstream``, the chat-completions proxy) with uvicorn until interrupted."""
     import uvicorn
@@ -405,6 +411,7 @@ def serve(
         upstream=upstream,
         upstream_timeout=upstream_timeout,
         upstream_key=upstream_key,
+        rewound=rewound,
     )
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -533,6 +540,19 @@ def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[st
         lantern.writer.archive_turns(new, session, resolve(lantern.scope, **scope), result)
 
 
+def _abandon(lantern: Any, tracker: Any, key: tuple, session: str, scope: dict[str, str | None]) -> None:
+    """Take the archived turns this request rewound away (``compaction.abandoned_after``: newer than the newest
+    archived turn it still holds) off the session: deleted (``Config.rewound`` skip) or moved to
+    ``<session>/abandoned-<first 8 of the first one's content hash>`` (mark)."""
+    state = tracker.seen.get(key)
+    ids = list(state.abandoned) if state is not None else []
+    if not ids:
+        return
+    name = f"abandoned-{state.archive.hash[ids[0]][:8]}"
+    n = lantern.abandon({i: name for i in ids}, keep=lantern.config.rewound == "mark", **scope)
+    log.info("rewind in session %r: %d archived turns abandoned (%s)", session, n, lantern.config.rewound)
+
+
 class _Forwarder:
     """The chat-completions proxy's per-request work; memory work runs in the threadpool under the service lock."""
 
@@ -587,6 +607,10 @@ class _Forwarder:
             except Exception as e:  # noqa: BLE001
                 _note_failure("detect", session, e)
                 return ""
+            try:
+                _abandon(lantern, self.tracker, key, session, scope)
+            except Exception as e:  # noqa: BLE001
+                _note_failure("abandon", session, e)
             for gone in [k for k in self.blocks if k not in self.tracker.seen]:
                 del self.blocks[gone]  # bounded like the tracker: a session it dropped starts over
             for gone in [k for k in self.summaries if k not in self.tracker.seen]:

@@ -49,11 +49,12 @@ class MemoryService:
     The database is opened at the first call; only ``archive`` creates it (a read of a missing file is an error,
     as in the CLI)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | None = None):
+    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | None = None, config: Any = None):
         from lantern.config import default_db_path
 
         self.path = Path(path) if path is not None else default_db_path()
         self.embedder = embedder
+        self.config = config  # a lantern.config.Config for the handle (None: the default)
         self._lantern = None
         self._lock = threading.RLock()
 
@@ -63,7 +64,10 @@ class MemoryService:
                 raise NoDatabaseError(f"no database at {self.path}: archive something first")
             from lantern.api import Lantern
 
-            self._lantern = Lantern(self.path, embedder=self.embedder)
+            if self.config is not None:
+                self._lantern = Lantern(self.path, embedder=self.embedder, config=self.config)
+            else:
+                self._lantern = Lantern(self.path, embedder=self.embedder)
         return self._lantern
 
     def close(self) -> None:

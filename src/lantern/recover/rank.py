@@ -201,7 +201,13 @@ def query_signals(
         )
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, plan.terms, mask.allowed, n, config.keyword_score)
-    vector = embed_query(embedder, [plan.text], index.block_occupied)[0] if plan.needs_vector else None
+
+    # a block no candidate uses is left empty (ours): an English query in an English session of a store that also
+    # holds Chinese sessions loads no Chinese model; the ranking among the candidates is the same either way
+    def occupied(start: int, stop: int) -> bool:
+        return index.block_occupied_among(start, stop, mask.allowed)
+
+    vector = embed_query(embedder, [plan.text], occupied)[0] if plan.needs_vector else None
     for name, (start, stop) in plan.apart.items():  # a block ranked as a semantic signal of its own
         if vector[start:stop].any():  # entries without that block (English ones) get no rank
             found[name] = signals.semantic(
@@ -213,9 +219,7 @@ def query_signals(
     part_vectors = None
     if plan.questions:  # one batched call; the parts rank by the main vector only, so the blocks apart stay empty
         main = signal_blocks(embedder).values()
-        part_vectors = embed_query(
-            embedder, plan.questions, lambda a, b: (a, b) not in main and index.block_occupied(a, b)
-        )
+        part_vectors = embed_query(embedder, plan.questions, lambda a, b: (a, b) not in main and occupied(a, b))
     if plan.windows:
         found[timeframe.TIME] = timeframe.time_ranking(
             index, vector, plan.windows, mask.allowed, n, config.time_slack_days

@@ -311,6 +311,19 @@ class MemoryIndex:
         inside = (columns >= start) & (columns < stop)
         return bool(inside.any()) and bool(np.any(matrix[:, inside]))
 
+    def block_occupied_among(self, start: int, stop: int, rows: np.ndarray | None) -> bool:
+        """``block_occupied`` restricted to the rows where the boolean mask ``rows`` is true (None: every row):
+        whether a block can match any candidate of a recovery limited to a session or scope."""
+        if rows is None or not self.block_occupied(start, stop):
+            return self.block_occupied(start, stop)
+        columns, matrix = self._view
+        inside = (columns >= start) & (columns < stop)
+        if not inside.any():
+            return False
+        n = min(len(rows), len(matrix))
+        picked = np.flatnonzero(rows[:n])
+        return bool(picked.size) and bool(np.any(matrix[np.ix_(picked, np.flatnonzero(inside))]))
+
     def scope_mask(self, scope: Scope) -> np.ndarray | None:
         """Boolean mask of the rows inside ``scope`` (its user; its agent and project when given), or None when
         every row is inside it (a database with one user and no filter: the common case costs nothing)."""

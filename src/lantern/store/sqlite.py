@@ -551,6 +551,50 @@ class Store:
             f"SELECT id, turn, text FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
         ).fetchall()
 
+    def session_meta(self, session: str, scope: Scope | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """(id, meta) of every entry of one session (exactly that session, no sub-session) within ``scope``
+        (default: the default user), in turn order."""
+        where, params = scope_where("", scope or Scope())
+        rows = self.db.execute(
+            f"SELECT id, meta FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
+        ).fetchall()
+        out = []
+        for i, meta in rows:
+            try:
+                loaded = json.loads(meta) if meta else {}
+            except ValueError:
+                loaded = {}
+            out.append((i, loaded if isinstance(loaded, dict) else {}))
+        return out
+
+    def move_entries(self, moves: Sequence[tuple[int, str]], drop_facts: bool = False) -> int:
+        """Move entries to another session, in one transaction: ``(entry id, new session)`` pairs. Each gets the
+        content hash of its text in the new session (``model.content_hash``, its own scope); an entry whose new
+        hash is already stored (the same turn archived there before) is deleted instead, as ``delete`` does.
+        ``drop_facts``: their facts are deleted too (chains re-linked). Returns the number moved or merged."""
+        from lantern.model import content_hash
+
+        done = 0
+        duplicates = []
+        with self.transaction() as db:
+            for entry_id, session in moves:
+                row = db.execute(
+                    "SELECT text, user_id, agent_id, project FROM entries WHERE id = ?", (entry_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                h = content_hash(session, row[0], *row[1:])
+                if db.execute("SELECT 1 FROM entries WHERE content_hash = ?", (h,)).fetchone():
+                    duplicates.append(entry_id)
+                    continue
+                db.execute("UPDATE entries SET session = ?, content_hash = ? WHERE id = ?", (session, h, entry_id))
+                done += 1
+            if drop_facts:
+                delete_facts(db, [i for i, _ in moves])
+        for entry_id in duplicates:
+            done += self.delete(entry=entry_id)
+        return done
+
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
 

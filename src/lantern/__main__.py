@@ -1,0 +1,51 @@
+"""The ``lantern`` command's entry point (``python -m lantern`` too): the CLI (``lantern.cli``), except that the
+Claude Code hook, ``lantern [--db PATH] [--rewound MODE] hook claude-code``, runs without loading the CLI.
+
+A hook is a new process on every event, and ``UserPromptSubmit`` blocks the user's prompt until it exits. The CLI
+imports typer, click, rich and pydantic (about 200 ms of a hook's 400 ms on an idle machine, more under load:
+BENCHMARKS.md §7), and a prompt with no back-reference needs none of them. Any other argument list, or a hook
+command with an option this parser does not know, goes to the CLI unchanged."""
+
+from __future__ import annotations
+
+import sys
+
+_HOOK = ["hook", "claude-code"]
+_VALUE_OPTIONS = ("--db", "--rewound")  # the global options a hook command carries (install claude-code writes them)
+
+
+def hook_options(argv: list[str]) -> dict[str, str] | None:
+    """The global options of a hook command line (``--db PATH --rewound MODE hook claude-code``, ``--opt=value``
+    too) as ``{"--db": PATH, ...}``; None when ``argv`` is anything else (the CLI parses it then)."""
+    if argv[-2:] != _HOOK:
+        return None
+    options: dict[str, str] = {}
+    rest = argv[:-2]
+    i = 0
+    while i < len(rest):
+        name, eq, value = rest[i].partition("=")
+        if name not in _VALUE_OPTIONS:
+            return None
+        if not eq:
+            if i + 1 >= len(rest):
+                return None
+            value = rest[i + 1]
+            i += 1
+        options[name] = value
+        i += 1
+    return options
+
+
+def main() -> None:
+    options = hook_options(sys.argv[1:])
+    if options is not None and options.get("--rewound", "skip") in ("skip", "mark"):
+        from lantern.integrations.claude_code import main as hook_main
+
+        sys.exit(hook_main(options.get("--db"), rewound=options.get("--rewound")))
+    from lantern.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()
