@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 
@@ -219,3 +220,38 @@ def test_the_agent_gist_is_written_by_the_llm_every_five_turns(tmp_path, local_l
         assert agent.memory.refreshes >= 1
         assert agent.memory.gist_source == "llm", agent.memory.gist_error
         assert agent.memory.gist.strip()
+
+
+def test_the_proxy_reranks_a_compaction_recovery_through_its_own_upstream(tmp_path, local_llm, monkeypatch):
+    """lantern serve --upstream <the local model> --rerank: the compaction's recovery is reranked by the upstream
+    with the request's model; the event records it and the injected block still holds the lost port."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from lantern.integrations.proxy import UPSTREAM, build_app
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LANTERN_LLM_JSON_MODE", "object")
+    app = build_app(tmp_path / "p.db", upstream=local_llm.settings.base_url, upstream_timeout=240, rerank=UPSTREAM)
+    headers = {"X-Lantern-Session": "work"}
+    conv = [*TURNS, {"role": "user", "content": "Thanks. Now summarize."}]
+    model = local_llm.settings.model
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = client.post(
+            "/v1/chat/completions", json={"model": model, "messages": conv, "max_tokens": 8}, headers=headers
+        )
+        assert r.status_code == 200, r.text
+        compacted = [
+            {"role": "system", "content": "Summary of the conversation so far: ports and paths were discussed."},
+            {"role": "user", "content": "Which port does the billing database listen on?"},
+        ]
+        r = client.post(
+            "/v1/chat/completions", json={"model": model, "messages": compacted, "max_tokens": 8}, headers=headers
+        )
+        assert r.status_code == 200, r.text
+    with Lantern(tmp_path / "p.db") as lt:
+        (event,) = lt.events("work")
+    assert event.rerank is True and event.injected
+    with sqlite3.connect(tmp_path / "p.db") as db:
+        texts = [db.execute("SELECT text FROM entries WHERE id = ?", (i,)).fetchone()[0] for i, *_ in event.injected]
+    assert any("5433" in t for t in texts)

@@ -834,3 +834,47 @@ def test_a_compaction_after_a_rewind_does_not_recover_the_rewound_turn(tmp_path,
         block = next(m["content"] for m in received[-1]["body"]["messages"] if "Recovered from Lantern" in m["content"])
     assert "5433" in block  # the compacted first turn comes back
     assert "every failed attempt" not in block  # the edited-away turn does not
+
+
+def _compact_through(client, headers, model="tiny"):
+    """The growing conversation, then its compacted form asking for the lost port: the second response."""
+    conv = _long_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
+    r = client.post("/v1/chat/completions", json={"model": model, "messages": conv}, headers=headers)
+    assert r.status_code == 200, r.text
+    conv.append(r.json()["choices"][0]["message"])
+    summary = {"role": "system", "content": "Summary of the conversation so far: the user set up the billing database."}
+    compacted = [summary, *conv[-4:], {"role": "user", "content": "Which port does the billing database listen on?"}]
+    return client.post("/v1/chat/completions", json={"model": model, "messages": compacted}, headers=headers)
+
+
+def test_rerank_through_the_upstream_uses_the_requests_model_and_key_and_never_loses_the_block(
+    tmp_path, upstream, monkeypatch
+):
+    """serve --upstream U --rerank: the compaction's rerank call goes to U with the request's model and the
+    Authorization the proxy forwards; an answer that is no id list falls back to the fused order, block kept."""
+    from lantern import Lantern
+    from lantern.integrations.proxy import UPSTREAM
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LANTERN_LLM_API_KEY", raising=False)
+    url, received = upstream
+    received.clear()
+    app = build_app(tmp_path / "p.db", upstream=url, upstream_timeout=5.0, rerank=UPSTREAM)
+    headers = {"X-Lantern-Session": "billing-42", "Authorization": "Bearer sk-client"}
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = _compact_through(client, headers)
+    assert r.status_code == 200, r.text
+    calls = [c for c in received if isinstance(c.get("body"), dict) and "response_format" in c["body"]]
+    assert len(calls) == 1 and len(received) == 3  # the two chat requests and one rerank call
+    assert calls[0]["body"]["model"] == "tiny" and calls[0]["headers"]["authorization"] == "Bearer sk-client"
+    sent = received[-1]["body"]["messages"]
+    assert sent[1]["role"] == "system" and "5433" in sent[1]["content"]
+    with Lantern(tmp_path / "p.db") as lt:
+        (event,) = lt.events("billing-42")
+    assert event.rerank is False  # the fake's answer is no id list: fused order
+
+
+def test_rerank_off_makes_no_llm_call(proxy):
+    client, received = proxy
+    r = _compact_through(client, {"X-Lantern-Session": "s"})
+    assert r.status_code == 200 and len(received) == 2

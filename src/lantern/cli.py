@@ -1619,6 +1619,14 @@ def serve(
         envvar="LANTERN_UPSTREAM_KEY",
         help="Send upstream as Authorization: Bearer KEY (default: forward the client's; needed with --token).",
     ),
+    rerank: bool = typer.Option(
+        False,
+        "--rerank",
+        help="LANTERN-Rerank for the proxy's compaction recoveries: through --llm-base-url, else through the "
+        "upstream with each request's model.",
+    ),
+    llm_base_url: Optional[str] = _llm_url_option(),
+    llm_model: Optional[str] = _llm_model_option(),
 ) -> None:
     """Serve the memory REST API (/v1/memory/...; OpenAPI at /docs) and, with --upstream, the OpenAI-compatible
     chat-completions proxy that archives turns and re-injects what a compaction lost; needs the `proxy` extra."""
@@ -1643,6 +1651,7 @@ def serve(
         )
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         _fail(f"--upstream must be an http(s) URL, got {upstream!r}")
+    rerank_llm = _proxy_rerank(rerank, llm_base_url, llm_model, upstream)
     docs = "docs /docs" if token is None else "no /docs or /openapi.json with --token"
     typer.echo(f"lantern memory API on http://{host}:{port}/v1/memory ({docs})", err=True)
     if upstream:
@@ -1659,7 +1668,31 @@ def serve(
             upstream_timeout=upstream_timeout,
             upstream_key=upstream_key,
             rewound=state.rewound or "skip",
+            rerank=rerank_llm,
         )
+    )
+
+
+def _proxy_rerank(rerank: bool, base_url: Optional[str], model: Optional[str], upstream: Optional[str]):
+    """``serve``'s rerank endpoint: the LLM settings given (options, environment), else the upstream itself
+    (``proxy.UPSTREAM``); None without --rerank. A usage error when --rerank has neither."""
+    if not rerank:
+        return None
+    from lantern.llm import settings
+
+    try:
+        chosen = settings(None, base_url, model)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="'--llm-model'") from None
+    if chosen is not None:
+        return chosen
+    if upstream:
+        from lantern.integrations.proxy import UPSTREAM
+
+        return UPSTREAM
+    raise typer.BadParameter(
+        "--rerank needs an LLM endpoint: --upstream URL, or --llm-base-url URL and --llm-model NAME",
+        param_hint="'--rerank'",
     )
 
 

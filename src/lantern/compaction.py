@@ -77,11 +77,21 @@ class Compaction:
     messages: list[Any] = field(default_factory=list, repr=False)
     scope: Any = None  # the lantern.scope.Scope detection ran in
 
-    def recover(self, lantern: Any, budget: int | None = None, *, source: str = "api", record: bool = True) -> Recovery:
+    def recover(
+        self,
+        lantern: Any,
+        budget: int | None = None,
+        *,
+        source: str = "api",
+        record: bool = True,
+        rerank: bool = False,
+        llm: Any = None,
+    ) -> Recovery:
         """The block to inject: ``lantern.recover(query, session, budget, exclude=live messages, proactive=True)``
         in the scope the compaction was detected in (a proactive recovery: pruned entries stay out unless the
-        query names them; reinforce.py). With ``record`` (default) the compaction is stored as one event
-        (``Lantern.record_compaction``: ``lantern events``, the inspector) with ``source`` naming who detected it."""
+        query names them; reinforce.py); with ``rerank``, LANTERN-Rerank through ``llm`` (``Lantern.recover``'s
+        arguments). With ``record`` (default) the compaction is stored as one event (``Lantern.record_compaction``:
+        ``lantern events``, the inspector) with ``source`` naming who detected it."""
         scope = self.scope or lantern.scope
         recovery = lantern.recover(
             self.query,
@@ -92,6 +102,8 @@ class Compaction:
             user=scope.user,
             agent=scope.agent,
             project=scope.project,
+            rerank=rerank,
+            llm=llm,
         )
         if record:
             lantern.record_compaction(

@@ -131,12 +131,15 @@ class Completion:
 class LLMClient:
     """Chat completions against one endpoint (httpx). ``usage`` adds up every call made through this client.
 
-    ``transport``: an ``httpx`` transport (tests may pass one); default the network."""
+    ``transport``: an ``httpx`` transport (tests may pass one); default the network. ``authorization``: an
+    ``Authorization`` header value to send when the key variable is unset (the proxy's rerank through its own
+    upstream sends what it forwards there); held by this client only, never logged."""
 
-    def __init__(self, settings: LLMSettings, transport: Any = None):
+    def __init__(self, settings: LLMSettings, transport: Any = None, *, authorization: str | None = None):
         import httpx
 
         self.settings = settings
+        self._authorization = authorization
         self.usage = Usage()
         self._http = httpx.Client(timeout=settings.timeout_s, transport=transport, trust_env=False)
 
@@ -184,6 +187,8 @@ class LLMClient:
         key = os.environ.get(self.settings.api_key_env)
         if key:
             headers["authorization"] = f"Bearer {key}"
+        elif self._authorization:
+            headers["authorization"] = self._authorization
         url = self.settings.url
         start = time.perf_counter()
         usage = Usage(calls=1)

@@ -179,6 +179,7 @@ def build_app(
     upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT,
     upstream_key: str | None = None,
     rewound: str = "skip",
+    rerank: Any = None,
 ) -> BodyLimit:
     """The ASGI app (the FastAPI app inside ``BodyLimit``; ``.app`` is the FastAPI app) over the database at
     ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``). With ``upstream`` (an OpenAI-compatible base
@@ -186,7 +187,9 @@ def build_app(
     forwarded to it (see the module docstring); ``upstream_timeout`` is in seconds. ``upstream_key``: sent upstream
     as ``Authorization: Bearer KEY`` instead of the client's Authorization (needed with ``token``, whose
     Authorization header is ours and is never forwarded). ``rewound``: "skip" or "mark", what becomes of archived
-    turns a client's request rewound away (``Config.rewound``; compaction.py)."""
+    turns a client's request rewound away (``Config.rewound``; compaction.py). ``rerank``: LANTERN-Rerank for the
+    proxy's compaction recoveries — ``lantern.llm.LLMSettings`` of an endpoint, or ``UPSTREAM`` for the upstream
+    itself with each request's own model and forwarded Authorization (OpenAI-path requests only); None: off."""
     if service is None:
         from lantern.config import Config
 
@@ -303,7 +306,13 @@ def build_app(
 
     if upstream:
         _add_forwarding(
-            app, service, upstream, upstream_timeout, strip_authorization=token is not None, upstream_key=upstream_key
+            app,
+            service,
+            upstream,
+            upstream_timeout,
+            strip_authorization=token is not None,
+            upstream_key=upstream_key,
+            rerank=rerank,
         )
     else:  # the memory API alone: a chat-completions client pointed here learns why nothing answers
 
@@ -399,8 +408,10 @@ def serve(
     upstream_timeout: float = DEFAULT_UPSTREAM_TIMEOUT,
     upstream_key: str | None = None,
     rewound: str = "skip",
+    rerank: Any = None,
 ) -> None:
-    """Run the REST API (and, with ``upstream``, the chat-completions proxy) with uvicorn until interrupted."""
+    """Run the REST API (and, with ``upstream``, the chat-completions proxy) with uvicorn until interrupted;
+    arguments as ``build_app``'s."""
     import uvicorn
 
     app = build_app(
@@ -412,12 +423,14 @@ def serve(
         upstream_timeout=upstream_timeout,
         upstream_key=upstream_key,
         rewound=rewound,
+        rerank=rerank,
     )
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 # ---------------------------------------------------------------------------------------------- forwarding
 SESSION_HEADER = "x-lantern-session"
+UPSTREAM = "upstream"  # build_app(rerank=UPSTREAM): rerank through the upstream with each request's model
 LANTERN_HEADERS = "x-lantern-"  # ours (session, user, agent, project, ...): never forwarded upstream
 RECOVERED_HEADER = (
     "Recovered from Lantern memory: earlier turns of this conversation that a compaction dropped. "
@@ -563,10 +576,12 @@ class _Forwarder:
         timeout: float,
         strip_authorization: bool,
         upstream_key: str | None = None,
+        rerank: Any = None,
     ):
         import httpx
 
         self.upstream_key = upstream_key
+        self.rerank = rerank  # build_app's: LLMSettings, UPSTREAM or None
         self.service, self.upstream, self.strip_authorization = service, upstream.rstrip("/"), strip_authorization
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
         self.timeout = timeout
@@ -578,13 +593,20 @@ class _Forwarder:
         await self.client.aclose()
 
     # ------------------------------------------------------------------ memory (sync, threadpool)
-    def prepare(self, session: str, messages: list[Message], scope: dict[str, str | None] | None = None) -> str:
+    def prepare(
+        self,
+        session: str,
+        messages: list[Message],
+        scope: dict[str, str | None] | None = None,
+        llm: Any = None,
+    ) -> str:
         """Detect (against the archive before this request) and return the recovered block to inject ("" for
         none) while the live context is compacted. The request's turns are archived later, with
         the reply, after the response is sent (``archive``): one embedding batch, off the client's path. The block
         is recovered at each NEW compaction (``compaction.Tracker``) and injected again, unchanged, on the
         requests that follow while the compaction lasts (the client never sees it); it is recovered anew when
-        one of its entries is back in the live context. ``scope``: user / agent / project (the X-Lantern-* headers)."""
+        one of its entries is back in the live context. ``scope``: user / agent / project (the X-Lantern-* headers).
+        ``llm``: the request's rerank endpoint (``rerank_llm``), None for none."""
         from lantern.compaction import Tracker
         from lantern.scope import resolve
 
@@ -630,7 +652,7 @@ class _Forwarder:
             else:
                 event = event or current
                 try:
-                    recovery = event.recover(lantern, source="proxy")
+                    recovery = event.recover(lantern, source="proxy", rerank=llm is not None, llm=llm)
                     block = recovery.text
                     self.blocks[key] = (block, {e.id for e in recovery.entries})
                 except Exception as e:  # noqa: BLE001
@@ -703,6 +725,23 @@ class _Forwarder:
             {"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502, background=background
         )
 
+    def rerank_llm(self, api: Any, body: Any, headers: dict[str, str]) -> Any:
+        """The rerank endpoint of one request: the configured ``LLMSettings``; with ``UPSTREAM``, a client of the
+        upstream with the request's ``model`` and the Authorization it forwards there (OpenAI-path requests that
+        name a model; None for the others, which recover without a rerank); None when rerank is off."""
+        if self.rerank != UPSTREAM:
+            return self.rerank
+        model = body.get("model") if isinstance(body, dict) else None
+        if api is not OPENAI or not isinstance(model, str) or not model:
+            return None
+        from lantern.llm import JSON_MODE_ENV, LLMClient, LLMSettings
+
+        mode = os.environ.get(JSON_MODE_ENV) or "schema"
+        return LLMClient(
+            LLMSettings(self.upstream, model, timeout_s=min(self.timeout, 30.0), json_mode=mode),
+            authorization=headers.get("authorization"),
+        )
+
     async def chat(self, request: Request, api: Any = None) -> Any:
         """Forward one chat request of ``api`` (``OPENAI`` or ``ANTHROPIC``): detect and inject, then archive the
         request's turns and the reply after the response."""
@@ -727,7 +766,12 @@ class _Forwarder:
             request, self.strip_authorization, keep_encoding=False, upstream_key=self.upstream_key
         )
         if messages is not None:
-            block = await run_in_threadpool(self.prepare, session, messages, scope)
+            llm = self.rerank_llm(api, body, headers)
+            try:
+                block = await run_in_threadpool(self.prepare, session, messages, scope, llm)
+            finally:
+                if llm is not None and llm is not self.rerank:  # a client made for this request
+                    llm.close()
             injected = api.inject(body, RECOVERED_HEADER + block) if block else None
             if injected is not None:
                 raw = json.dumps(injected).encode()
@@ -1045,8 +1089,9 @@ def _add_forwarding(
     *,
     strip_authorization: bool,
     upstream_key: str | None = None,
+    rerank: Any = None,
 ) -> None:
-    forwarder = _Forwarder(service, upstream, timeout, strip_authorization, upstream_key)
+    forwarder = _Forwarder(service, upstream, timeout, strip_authorization, upstream_key, rerank)
     app.state.forwarder = forwarder
 
     @app.post("/v1/chat/completions", tags=["proxy"], include_in_schema=True)
