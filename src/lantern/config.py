@@ -101,6 +101,9 @@ class Config:
     extract_facts: bool = True  # key/value facts by pattern at archive time, versioned in the facts table
     fact_notes: bool = True  # recovery marks superseded values in the block ("5433 until 14 Mar, now 5434")
     working_turns: int = 3  # Session working memory: last 3 turns verbatim (docs/architecture.md §5.1)
+    # --- vectors filled after the archive commit (archive/fill.py) ---
+    fill_on_recover: int = 32  # pending e5 blocks a recovery fills first, newest first (ours: ~0.3 s at most)
+    e5_english_weight: float = 0.5  # semantic_e5's RRF weight for a query not routed to USE (ours; tune split)
     gist_every: int = 5  # Session core gist refreshed every 5 turns (docs/architecture.md §5.2)
     gist_max_chars: int = 1500  # rolling gist cap; the oldest lines roll off (ours)
     gist_base_url: str | None = None  # OpenAI-compatible base URL (".../v1") for an LLM gist; None: extractive

@@ -186,6 +186,7 @@ def build_app(
     as ``Authorization: Bearer KEY`` instead of the client's Authorization (needed with ``token``, whose
     Authorization header is ours and is never forwarded)."""
     service = service or MemoryService(path, embedder)
+    service.start_filler()
     bearer = HTTPBearer(auto_error=False)
 
     def authorize(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
