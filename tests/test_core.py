@@ -185,7 +185,8 @@ def test_explain_shows_ranks_rrf_and_verdicts(lantern):
     assert "cut:budget" in verdicts
     top = next(c for c in rec.candidates if c.verdict in ("packed", "excerpt"))
     assert {"semantic", "fulltext"} <= set(top.ranks)
-    weights = lantern.config.signal_weights
+    # an English query weighs semantic_e5 by e5_english_weight, the other signals by signal_weights
+    weights = {**lantern.config.signal_weights, "semantic_e5": lantern.config.e5_english_weight}
     assert top.rrf == pytest.approx(sum(weights[s] / (60 + r) for s, r in top.ranks.items()))
     assert all(c.reason for c in rec.candidates)
 
