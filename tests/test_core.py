@@ -64,14 +64,16 @@ def test_archive_keeps_tool_arguments_and_results_verbatim(lantern):
     assert any(t.value == "src/billing/db_config.py" for t in entry.tags)
 
 
-def test_store_is_sqlite_wal_with_fts_and_float32_blobs(lantern, tmp_path):
+def test_store_is_sqlite_wal_with_fts_and_int8_blobs(lantern, tmp_path):
     lantern.archive(PORT_TURN + filler_messages(), session="s1")
     db = sqlite3.connect(tmp_path / "m.db")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     n = db.execute("SELECT count(*) FROM entries").fetchone()[0]
     assert n == 6
     blob = db.execute("SELECT vector FROM embeddings LIMIT 1").fetchone()[0]
-    assert len(blob) == 1280 * 4  # the default routed embedder: MiniLM block + (zero) USE and e5 blocks
+    # the default routed embedder's English row: its MiniLM block in int8 (scale + 384 values) after one format byte
+    # and three block flags; the zero USE block and the e5 block (filled after the commit) take no bytes
+    assert len(blob) == 1 + 3 + 4 + 384 and blob[:4] == bytes([1, 1, 0, 0])
     assert db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH '\"5433\"'").fetchone()[0] >= 1
 
 
@@ -183,7 +185,8 @@ def test_explain_shows_ranks_rrf_and_verdicts(lantern):
     assert "cut:budget" in verdicts
     top = next(c for c in rec.candidates if c.verdict in ("packed", "excerpt"))
     assert {"semantic", "fulltext"} <= set(top.ranks)
-    weights = lantern.config.signal_weights
+    # an English query weighs semantic_e5 by e5_english_weight, the other signals by signal_weights
+    weights = {**lantern.config.signal_weights, "semantic_e5": lantern.config.e5_english_weight}
     assert top.rrf == pytest.approx(sum(weights[s] / (60 + r) for s, r in top.ranks.items()))
     assert all(c.reason for c in rec.candidates)
 

@@ -20,6 +20,7 @@ from lantern.archive.redact import redact_messages
 from lantern.embed import MiniLMEmbedder
 from lantern.errors import ModelNotFoundError
 from lantern.model import ArchiveResult
+from lantern.store.vectors import encode
 
 AIDER_EXCERPT = Path(__file__).resolve().parents[1] / "src" / "lantern" / "data" / "demo" / "aider-chat-excerpt.md"
 MODEL = MiniLMEmbedder()  # the real model, loaded once for this file
@@ -73,6 +74,11 @@ def _chat(path: Path, n: int, *, start: int = 0) -> Path:
     return path
 
 
+def _stored(vector) -> bytes:
+    """What the store writes for a MiniLM vector (store/vectors.py: int8, one block)."""
+    return encode(vector, [(0, MODEL.dim)])
+
+
 def _rows(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as con:
         return con.execute(
@@ -111,10 +117,10 @@ def test_overlapped_ingest_equals_serial_path_bit_for_bit(tmp_path, monkeypatch)
     assert threading.get_ident() not in counting.threads  # embedded in the worker thread
     ra, rb = _rows(tmp_path / "a.db"), _rows(tmp_path / "b.db")
     assert [r[:-1] for r in ra] == [r[:-1] for r in rb]
-    assert [r[-1] for r in ra] == [r[-1] for r in rb]  # same float32 bytes
+    assert [r[-1] for r in ra] == [r[-1] for r in rb]  # same stored bytes
     # and each vector is the summary embedded alone: a batch's other texts change nothing
     alone = np.stack([MODEL.embed([r[3]])[0] for r in ra[:20]])
-    assert np.array_equal(np.frombuffer(b"".join(r[-1] for r in ra[:20]), "<f4").reshape(20, -1), alone)
+    assert [r[-1] for r in ra[:20]] == [_stored(v) for v in alone]
 
 
 def test_real_aider_turns_same_vectors_as_serial(tmp_path, monkeypatch):
@@ -159,7 +165,7 @@ def test_identical_summaries_are_embedded_once(tmp_path):
     assert res.added == 2 and summaries[0] == summaries[1]
     assert counting.texts == [summaries[0]]
     rows = _rows(tmp_path / "d.db")
-    assert rows[0][-1] == rows[1][-1] == np.asarray(MODEL.embed([summaries[0]])[0], "<f4").tobytes()
+    assert rows[0][-1] == rows[1][-1] == _stored(MODEL.embed([summaries[0]])[0])
 
 
 def test_a_row_deleted_after_the_plan_is_embedded_and_written(tmp_path):
@@ -183,7 +189,7 @@ def test_a_row_deleted_after_the_plan_is_embedded_and_written(tmp_path):
         result = ArchiveResult(session="s")
         lt.writer.store_batch(batch, vectors, result)
         assert result.added == 2
-    direct = [np.asarray(MODEL.embed([r.summary])[0], "<f4").tobytes() for r in rows]
+    direct = [_stored(MODEL.embed([r.summary])[0]) for r in rows]
     assert [r[-1] for r in _rows(tmp_path / "m.db")] == direct
 
 

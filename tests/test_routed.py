@@ -213,7 +213,7 @@ def test_new_databases_default_to_routed_existing_keep_theirs(tmp_path):
 def _stored_vectors(lt) -> np.ndarray:
     """The full-width vectors of SQLite's embeddings table, in index row order: the source of truth."""
     blobs = dict(lt.store.db.execute("SELECT entry_id, vector FROM embeddings").fetchall())
-    return np.stack([np.frombuffer(blobs[int(i)], "<f4") for i in lt.index.ids])
+    return lt.store.decode_vectors([blobs[int(i)] for i in lt.index.ids])
 
 
 def test_index_holds_only_the_blocks_in_use_and_widens_when_a_block_is_first_used(tmp_path):

@@ -9,13 +9,15 @@ import pytest
 from tests.test_routed import EN_CONVERSATION, ZH_CONVERSATION, _archive
 
 from lantern import EmbedderMismatchError, Lantern
+from lantern.config import Config
 from lantern.errors import ExportFormatError
 
 
 def test_semantic_e5_ranks_only_the_entries_that_have_an_e5_part(tmp_path):
-    """An English entry of a mixed store has no e5 part (cosine exactly 0 to any e5 query vector): it must get no
-    semantic_e5 rank; ranked, the order of those ties was arbitrary and still earned RRF votes."""
-    with Lantern(tmp_path / "mixed.db") as lt:
+    """An English entry whose e5 part is not filled yet (archive/fill.py; the fill on recovery is off here) has
+    none (cosine exactly 0 to any e5 query vector): it must get no semantic_e5 rank; ranked, the order of those
+    ties was arbitrary and still earned RRF votes."""
+    with Lantern(tmp_path / "mixed.db", config=Config(fill_on_recover=0)) as lt:
         _archive(lt, ZH_CONVERSATION[:2], session="zh")
         _archive(lt, EN_CONVERSATION, session="en")
         for query in ("which port does the database listen on?", "数据库的端口是多少？"):

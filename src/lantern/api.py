@@ -22,7 +22,7 @@ from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean
 from lantern.archive.redact import load_policy, redact_text, set_secret_redaction
 from lantern.archive.subagents import parent_session
 from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
-from lantern.embed import Embedder, embedder_name, get_embedder
+from lantern.embed import Embedder, embedder_name, get_embedder, signal_blocks
 from lantern.llm import LLMClient, LLMSettings
 from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
@@ -47,6 +47,7 @@ log = logging.getLogger("lantern")
 # costs time (4 s). The integrations' queries are a question, or a tail and a 2,000-character
 # summary.
 MAX_QUERY_CHARS = 16_000
+FILL_WAIT_S = 0.2  # seconds a recovery waits for the write lock of its vector fill before skipping it (ours)
 
 
 def _query_text(query: Any) -> str:
@@ -83,7 +84,8 @@ class Lantern:
         self.store = Store(self.path)
         self._follows = embedder is None  # no embedder named: the handle follows the database's (``_follow_reindex``)
         chosen = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
-        self.store.check_embedder(chosen.id, chosen.dim, embedder_name(chosen.id))
+        self.store.check_embedder(chosen.id, chosen.dim, embedder_name(chosen.id), _blocks(chosen), _deferred(chosen))
+        self.store.compact_vectors()  # once per database: vectors written before the int8 format
         self.writer = Writer(self.store, None, chosen, config, load_policy(self.store, config), self._follow_reindex)
         self.queries = None
         self._llm_clients: dict[LLMSettings, LLMClient] = {}
@@ -115,7 +117,7 @@ class Lantern:
         recorded = self.store.get_meta("embedder")
         if recorded and recorded != self.embedder.id:
             new = get_embedder(recorded)
-            self.store.check_embedder(new.id, new.dim, embedder_name(new.id))
+            self.store.check_embedder(new.id, new.dim, embedder_name(new.id), _blocks(new), _deferred(new))
             self._use_embedder(new)
 
     # ------------------------------------------------------------------ lifecycle
@@ -134,6 +136,27 @@ class Lantern:
         if chosen not in self._llm_clients:
             self._llm_clients[chosen] = LLMClient(chosen)
         return self._llm_clients[chosen]
+
+    def fill_vectors(self, limit: int | None = None, progress: Progress | None = None) -> int:
+        """Compute the vectors' deferred block (the e5 part of English turns: archive/fill.py) for up to ``limit``
+        entries still missing it (None: every one), newest first, ``progress(done, total)`` after each batch. An
+        ingest, the long-lived servers and every recovery do this on their own; call it to fill a whole store at
+        once (``lantern reindex --fill``). Returns how many were filled."""
+        self._follow_reindex()
+        return self.writer.fill(limit, progress)
+
+    def _fill_before_recovery(self) -> None:
+        """At most ``Config.fill_on_recover`` of the newest entries still without their deferred block get it
+        before a recovery ranks (bounded: the rest wait for the next recovery or the background worker). Skipped
+        with no error when the write cannot be made (a read-only file, another process's write lock held)."""
+        if not self.config.fill_on_recover or self.store.deferred is None:
+            return
+        try:
+            if self.store.pending_vectors(1):
+                self.writer.fill(self.config.fill_on_recover, wait=FILL_WAIT_S)
+        except sqlite3.OperationalError as e:
+            if not is_unwritable(e):
+                raise
 
     def close(self) -> None:
         for client in self._llm_clients.values():
@@ -373,6 +396,7 @@ class Lantern:
         query, session = _query_text(query), given_name(session)
         if not query.strip():
             return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
+        self._fill_before_recovery()
         if at is not None:  # turns after the asked time did not exist yet
             self.index.refresh()
             ids += self.index.ids[self.index.time > at].tolist()
@@ -736,7 +760,12 @@ class Lantern:
             if progress:
                 progress(start + len(batch), len(rows))
         n = self.store.replace_vectors(
-            ((i, v) for (i, _), v in zip(rows, vectors)), new.id, new.dim, embedder_name(new.id)
+            ((i, v) for (i, _), v in zip(rows, vectors)),
+            new.id,
+            new.dim,
+            embedder_name(new.id),
+            _blocks(new),
+            _deferred(new),
         )
         self._use_embedder(new)
         return n
@@ -816,6 +845,12 @@ def _epoch(as_of: Any) -> float | None:
     except (OverflowError, ValueError, OSError):
         raise ValueError(f"as_of {as_of.isoformat()} is outside the years 1..9999 in UTC") from None
     return ts
+
+
+def _deferred(embedder: Any) -> tuple[int, int] | None:
+    """The block of an embedder's vectors that is filled after the archive commit: the e5 part of the routed
+    embedder (embed.signal_blocks "semantic_e5"); None for the others."""
+    return signal_blocks(embedder).get("semantic_e5")
 
 
 def _blocks(embedder: Any) -> list[tuple[int, int]] | None:

@@ -1432,8 +1432,12 @@ def reindex(
         callback=_embedder_name,
         help="routed, routed-v1, minilm, use or e5 (default: the current one).",
     ),
+    fill: bool = typer.Option(
+        False, "--fill", help="Only compute the vector parts still missing (the e5 part of English turns)."
+    ),
 ) -> None:
-    """Re-embed every entry (after changing the embedder)."""
+    """Re-embed every entry (after changing the embedder); --fill only computes the e5 part of the entries that
+    lack it, which ingest, the servers and recoveries otherwise do a little at a time."""
     from rich.console import Console
     from rich.progress import Progress
 
@@ -1448,6 +1452,12 @@ def reindex(
         # opened with its own embedder: the global --embedder, when given, is the target (opened with the target,
         # `lantern --embedder e5 reindex` would fail with the mismatch error the command exists to resolve)
         with _open(own_embedder=True) as lantern:
+            if fill:
+                with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
+                    task = bar.add_task("filling", total=None)
+                    n = lantern.fill_vectors(progress=lambda d, t: bar.update(task, completed=d, total=t))
+                print(f"{plural(n, 'entry', 'entries')} given their missing vector part")
+                return
             with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
                 task = bar.add_task("re-embedding", total=None)
                 n = lantern.reindex(

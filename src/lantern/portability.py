@@ -54,6 +54,7 @@ import numpy as np
 from lantern.errors import EmbedderMismatchError, ExportFormatError
 from lantern.model import ExtractedFact, content_hash
 from lantern.scope import Scope, scope_where
+from lantern.store import vectors as codec
 from lantern.store.facts import write_facts
 
 FORMAT = "lantern-export"
@@ -118,7 +119,8 @@ def export_jsonl(
             for name, value in zip(columns, row):
                 record[name] = json.loads(value) if name in JSON_COLUMNS else value
             if embeddings and row[-1] is not None:
-                record["embedding"] = base64.b64encode(row[-1]).decode("ascii")
+                vector = np.asarray(store.decode_vectors([row[-1]])[0], dtype="<f4")  # stored int8: exported float32
+                record["embedding"] = base64.b64encode(vector.tobytes()).decode("ascii")
             record["facts"] = _facts_of(store.db, record["id"])
             out.write(_line(record))
             n += 1
@@ -528,8 +530,10 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         entry_id = cur.lastrowid
         db.execute(
             "INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
-            (entry_id, np.asarray(rec["_vector"], dtype="<f4").tobytes()),
+            (entry_id, codec.encode(rec["_vector"], store.blocks)),
         )
+        if store.deferred is not None and not np.asarray(rec["_vector"])[slice(*store.deferred)].any():
+            db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
         store.index_fulltext(db, entry_id, rec["summary"], rec["text"], [value for _, value in rec["tags"]])
         if rec["_facts"]:  # linked into their key's chain by the entry's event time
             recorded = next((at for _, at in rec["_facts"] if at is not None), rec["archived_at"])

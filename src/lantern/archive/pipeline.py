@@ -1,13 +1,12 @@
 """The write path as one pipeline (docs/architecture.md §2). Zero LLM calls; each stage is its own module.
 
-    messages = parse(source)                 archive/parse/        any supported format -> Message list
-    messages = redact(messages)              archive/redact.py     secrets and private spans out, before anything reads
-    them
-    turns    = chunk(messages)               archive/chunk.py      a user message and everything that answers it
-    rows     = prepare(turns)                one NewEntry per turn: summarize.py, text/tags.py, classify.py, facts.py
-    vectors  = embed(rows)                   archive/embed_ahead.py   only rows the store will keep; one vector per
-    summary
-    ids      = store(rows, vectors)          store/sqlite.py       ONE transaction; pending recoveries are judged in it
+    messages = parse(source)            archive/parse/          any supported format -> Message list
+    messages = redact(messages)         archive/redact.py       secrets and private spans out, first of all
+    turns    = chunk(messages)          archive/chunk.py        a user message and everything that answers it
+    rows     = prepare(turns)           summarize.py, text/tags.py, classify.py, facts.py: one NewEntry per turn
+    vectors  = embed(rows)              archive/embed_ahead.py  only rows the store will keep; one vector per summary
+    ids      = store(rows, vectors)     store/sqlite.py         ONE transaction; pending recoveries are judged in it
+    later:     fill(ids)                archive/fill.py         the deferred block (e5 of English turns), off the call
 
 ``Writer.archive`` runs it for a live message list (one transaction); ``Writer.ingest`` for a file, one transaction
 per batch of ``INGEST_BATCH_TURNS`` turns, embedding batch k in a worker thread while batch k-1 is stored.
@@ -25,6 +24,7 @@ from lantern.archive import embed_ahead
 from lantern.archive.chunk import chunk
 from lantern.archive.classify import classify_turn
 from lantern.archive.facts import extract_facts, fact_texts
+from lantern.archive.fill import fill_pending
 from lantern.archive.ingest import add_warnings, ingest_batches
 from lantern.archive.parse import parse
 from lantern.archive.parse.claude_code import ABANDONED, apply_rewound
@@ -121,12 +121,21 @@ class Writer:
             prepared, lambda p: embed_ahead.embed_plan(self.embedder, p[0].plan, remembered)
         ):
             self.store_batch(batch, vectors, result)
+            self.fill(len(batch.turns))  # the deferred block of this batch's rows, after its commit (archive/fill.py)
             done += len(batch.turns)
             if progress:
                 progress(done, total)
         if dropped[0]:
             result.warnings.append(f"... {dropped[0]} more warnings")
         return result
+
+    def fill(self, limit: int | None = None, progress: Progress | None = None, wait: float | None = None) -> int:
+        """Stage fill: the deferred block (e5 of English turns) of up to ``limit`` pending entries, newest first
+        (archive/fill.py). Returns how many were filled."""
+        filled = fill_pending(self.store, self.embedder, limit, progress=progress, wait=wait)
+        if filled:
+            self.index.mark_dirty()
+        return filled
 
     # ------------------------------------------------------------------ the stages
     def messages(self, source: Any, format: str = "auto") -> Parsed:

@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
+    "embed_deferred",
     "embedder_name",
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
@@ -547,6 +548,11 @@ class RoutedE5Embedder(RoutedEmbedder):
         self._fill(out, texts, cjk, "e5")
         return out
 
+    def embed_deferred(self, texts: Sequence[str]) -> np.ndarray:
+        """The e5 part of stored entries, float32 ``(len(texts), 384)`` of norm 1: the block ``embed`` leaves to be
+        filled after the archive commit for text not routed to USE (archive/fill.py)."""
+        return self.e5.embed(_check_texts(texts))
+
     def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
         """Embed queries -> float32 ``(len(texts), 1280)``: the main part of norm 1 (:meth:`RoutedEmbedder.embed_query`)
         and, when ``occupied(896, 1280)`` (None: always), the e5 query vector of norm 1 in dims 896..1279."""
@@ -557,6 +563,15 @@ class RoutedE5Embedder(RoutedEmbedder):
         if texts and (occupied is None or occupied(start, stop)):
             out[:, start:stop] = self.e5.embed_query(texts)
         return out
+
+
+def embed_deferred(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """The deferred block of an embedder's vectors for ``texts`` (:meth:`RoutedE5Embedder.embed_deferred`); wrappers
+    (the read path's QueryVectors, the evaluation's memo) forward it. Raises TypeError for an embedder without one."""
+    fn = getattr(embedder, "embed_deferred", None)
+    if fn is None:
+        raise TypeError(f"embedder {getattr(embedder, 'id', embedder)!r} has no deferred block")
+    return fn(texts)
 
 
 def signal_blocks(embedder: Embedder) -> dict[str, tuple[int, int]]:

@@ -68,6 +68,8 @@ def history_turns(history: History) -> list[Turn]:
 #: vector): a cached database built by other versions of them is stale.
 WRITE_PATH_MODULES = (
     "archive/pipeline.py",
+    "archive/fill.py",
+    "store/vectors.py",
     "archive/chunk.py",
     "archive/summarize.py",
     "text/tags.py",
@@ -176,6 +178,7 @@ def build(
                 ids.extend(res.entry_ids)
                 if progress:
                     progress(h.id, len(ids), len(turns))
+            lantern.fill_vectors()  # every deferred block (archive/fill.py): the store as a user's would be by then
         side.write_text(json.dumps(ids))
     return folder
 

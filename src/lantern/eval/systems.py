@@ -128,6 +128,12 @@ class MemoEmbedder:
             self._cache[texts[0]] = self.inner.embed(texts)
         return self._cache[texts[0]]
 
+    def embed_deferred(self, texts):
+        """The inner embedder's deferred block (embed.embed_deferred); not memoized (each entry is filled once)."""
+        from lantern.embed import embed_deferred
+
+        return embed_deferred(self.inner, texts)
+
     def embed_query(self, texts, occupied=None):
         """The inner embedder's query vectors (embed.embed_query), memoized per (text, occupied blocks), or per
         batch of texts."""

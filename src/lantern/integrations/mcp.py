@@ -2,10 +2,10 @@
 
 Tools (JSON schemas from the typed signatures): ``archive`` (messages + session), ``recover`` (query, session,
 budget, exclude), ``search`` (query, k, session), ``forget`` (entry or session), ``feedback`` (entry ids, useful),
-``stats``. Bad input comes back as
-a tool error (``isError``) with one line saying what is wrong; the server keeps running. Arguments that do not match
-a tool's schema give one line naming each field and its problem (``validation_message``), not the SDK's multi-line
-pydantic dump; argument names a tool does not take are rejected in one line naming them
+``stats``. Bad input comes back as a tool error (``isError``) with one line saying what is wrong; the server keeps
+running. Arguments that do not match a tool's schema give one line naming each field and its problem
+(``validation_message``), not the SDK's multi-line pydantic dump; argument names a tool does not take are rejected
+in one line naming them
 (``unknown_arguments_message``), where the SDK would ignore them. Nothing but the protocol is written to stdout.
 
 Every request line gets an answer (``stdio_server``): the SDK's JSON parser refuses a lone surrogate escape
@@ -387,6 +387,7 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     """The MCP server (the SDK's FastMCP in 1.x, MCPServer in 2.x) over the database at ``path`` (default
     ``$LANTERN_DB`` or ``~/.lantern/lantern.db``). It reports Lantern's version to clients, not the SDK's."""
     service = MemoryService(path, embedder)
+    service.start_filler()
     if SDK_MAJOR >= 2:
         server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING", version=lantern_version())
     else:

@@ -194,6 +194,7 @@ def build_app(
         from lantern.config import Config
 
         service = MemoryService(path, embedder, Config(rewound=rewound))
+    service.start_filler()
     bearer = HTTPBearer(auto_error=False)
 
     def authorize(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:

@@ -20,6 +20,8 @@ from lantern.errors import LanternError
 
 MAX_K = 1000  # search results per call (ours)
 MAX_BUDGET = 1_000_000  # characters per recovery (ours)
+FILL_INTERVAL_S = 2.0  # seconds between background fill steps (ours)
+FILL_BATCH = 16  # entries per background fill step: the lock is held ~0.5 s at most on 2 cores (ours)
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")  # the interfaces `lantern serve` and `lantern ui` bind by default
@@ -57,6 +59,8 @@ class MemoryService:
         self.config = config  # a lantern.config.Config for the handle (None: the default)
         self._lantern = None
         self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._filler: threading.Thread | None = None
 
     def _open(self, create: bool = False):
         if self._lantern is None:
@@ -70,7 +74,39 @@ class MemoryService:
                 self._lantern = Lantern(self.path, embedder=self.embedder)
         return self._lantern
 
+    # ------------------------------------------------------------------ vectors filled in the background
+    def start_filler(self, interval_s: float = FILL_INTERVAL_S, batch: int = FILL_BATCH) -> None:
+        """Fill the deferred vector blocks (archive/fill.py: the e5 part of English turns) in a background thread of
+        this long-lived process: ``batch`` entries per step, a step every ``interval_s`` seconds while some remain,
+        each step under the service lock (the embedding models and the SQLite handle are not shared across
+        threads). A failed step (the write lock held elsewhere, a read-only file) is retried at the next one.
+        Stopped by ``close``."""
+        if self._filler is not None:
+            return
+
+        def run() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    while self.fill_step(batch) and not self._stop.is_set():
+                        self._stop.wait(0.05)  # let a waiting request take the lock between batches
+                except Exception:  # noqa: BLE001 - a background step never takes the server down; retried later
+                    continue
+
+        self._filler = threading.Thread(target=run, name="lantern-fill", daemon=True)
+        self._filler.start()
+
+    def fill_step(self, batch: int = FILL_BATCH) -> int:
+        """One background step: the deferred block of up to ``batch`` entries, newest first. Returns how many."""
+        with self._lock:
+            if self._lantern is None:
+                return 0
+            return self._lantern.writer.fill(batch, wait=0.5)
+
     def close(self) -> None:
+        self._stop.set()
+        if self._filler is not None:
+            self._filler.join(timeout=10)
+            self._filler = None
         with self._lock:
             if self._lantern is not None:
                 self._lantern.close()

@@ -1,8 +1,8 @@
 """Layered context (docs/architecture.md §5): working memory, core gist, long-term archive, assembled in a budget.
 
     session = Session(lantern, "chat-7", system_prompt="You are a helpful assistant.")
-    session.add([{"role": "user", "content": "the staging DB port is 5433"}, {"role": "assistant", "content":
-    "Noted."}])
+    session.add([{"role": "user", "content": "the staging DB port is 5433"},
+                 {"role": "assistant", "content": "Noted."}])
     ctx = session.build_context("which port did we use before?", budget=8000)
     client.chat.completions.create(model=..., messages=ctx.messages)
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from lantern import reinforce
 from lantern.config import Config
-from lantern.embed import Embedder, embed_query, main_part, signal_blocks
+from lantern.embed import Embedder, RoutedEmbedder, cjk_share, embed_query, main_part, signal_blocks
 from lantern.model import Candidate, Entry
 from lantern.recover import decompose, local, neighbours, prf, signals, speaker, timeframe
 from lantern.recover.fusion import rrf, score_sum
@@ -131,6 +131,8 @@ def rank(
         )
         scores[speaker.SPEAKER] = {i: 1.0 / r for r, i in enumerate(rankings[speaker.SPEAKER], 1)}
     weights = config.signal_weights
+    if cjk_share(query) < RoutedEmbedder.CJK_THRESHOLD:  # a query the routed embedder reads with MiniLM
+        weights = {**weights, "semantic_e5": config.e5_english_weight}
     if part_vectors is not None and local.LOCAL in rankings:  # the per-part local orders, one vote per part (ours)
         weights = {**weights, local.LOCAL: weights.get(local.LOCAL, 1.0) * len(part_vectors)}
     fused = rrf(rankings, config.rrf_k, weights) if config.fusion == "rrf" else score_sum(scores)

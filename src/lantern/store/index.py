@@ -1,6 +1,7 @@
 """The in-process index of the read path: a numpy view of the store, kept in step with SQLite.
 
-The float32 BLOBs in ``embeddings`` are the source of truth; this holds them as one L2-normalized matrix for
+The vectors in ``embeddings`` (store/vectors.py: int8 per block) are the source of truth; this holds them decoded, as
+one L2-normalized float32 matrix for
 cosine search (our choice: this Python cannot load SQLite extensions, so no sqlite-vec), holding only the columns
 of the embedder's blocks that some stored row uses (a block embedder's English-only store: MiniLM's 384 of 896;
 ``cosines`` cuts a query vector the same way, so every dot product is the same), the per-entry numbers the
@@ -180,7 +181,7 @@ class MemoryIndex:
             start = len(self.ids)
             n = len(new_rows)
             self.ids = np.concatenate([self.ids, new_ids])
-            vecs = np.frombuffer(b"".join(r[8] for r in new_rows), dtype="<f4").reshape(n, self.dim)
+            vecs = self.store.decode_vectors([r[8] for r in new_rows])
             self._append_vectors(start, vecs)
             self.session = np.concatenate([self.session, np.asarray([self._code(r[1]) for r in new_rows], np.int32)])
             for name, column in (("user", 9), ("agent", 10), ("project", 11)):
@@ -255,7 +256,7 @@ class MemoryIndex:
         return matrix[positions] if keep.all() else matrix[positions][:, keep]
 
     def _overwrite(self, pos: int, row: tuple) -> None:
-        vec = np.frombuffer(row[8], dtype="<f4")
+        vec = self.store.decode_vectors([row[8]])[0]
         columns, matrix = self._view
         old = np.zeros(self.dim, np.float32)
         old[columns] = matrix[pos]

@@ -174,6 +174,23 @@ def m006_events(db: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m008_vector_state(db: sqlite3.Connection) -> None:
+    """Vectors stored compactly (store/vectors.py: int8 per block, no all-zero blocks; the rows already stored are
+    re-encoded by ``Store.compact_vectors`` once the embedder's blocks are known) and filled after the archive
+    commit: ``e5_pending`` marks an entry whose deferred block (the routed embedder's e5 part of an English turn) is
+    still to be computed, ``vector_at`` when its vector last changed (the in-process index re-reads such rows)."""
+    _run(
+        db,
+        """
+        ALTER TABLE entries ADD COLUMN vector_at REAL;
+        ALTER TABLE entries ADD COLUMN e5_pending INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX entries_vector_at ON entries(vector_at) WHERE vector_at IS NOT NULL;
+        CREATE INDEX entries_e5_pending ON entries(id) WHERE e5_pending = 1
+        """,
+    )
+
+
 def _run(db: sqlite3.Connection, script: str) -> None:
     """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
     for statement in script.split(";\n"):

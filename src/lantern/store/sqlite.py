@@ -22,6 +22,7 @@ import numpy as np
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
+from lantern.store import vectors as codec
 from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
 from lantern.store.migrations import MIGRATIONS, migrate
@@ -31,6 +32,13 @@ from lantern.text.cjk import cjk_bigrams
 
 BUSY_TIMEOUT_MS = 10_000
 
+# the columns the in-process index reads per entry (rows_since); the stamp is the later of archived_at and vector_at
+_INDEX_SELECT = (
+    "SELECT e.id, e.session, coalesce(e.time, e.archived_at), "
+    "max(e.archived_at, coalesce(e.vector_at, e.archived_at)), e.importance, e.tool_count, e.file_count, e.hints, "
+    "v.vector, e.user_id, e.agent_id, e.project "
+    "FROM entries e JOIN embeddings v ON v.entry_id = e.id"
+)
 _ENTRY_COLUMNS = (
     "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
     "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
@@ -111,6 +119,8 @@ class Store:
         self.db.execute("PRAGMA foreign_keys = ON")
         self.embedder_id: str | None = None
         self.dim = 0
+        self.blocks: list[tuple[int, int]] = []  # the embedder's blocks (store/vectors.py); set by check_embedder
+        self.deferred: tuple[int, int] | None = None  # the block filled after the commit (e5 of English turns)
         self.schema_version = migrate(self.db)
         self.finish_pending_erase()
 
@@ -162,10 +172,19 @@ class Store:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def check_embedder(self, embedder_id: str, dim: int, name: str | None = None) -> None:
+    def check_embedder(
+        self,
+        embedder_id: str,
+        dim: int,
+        name: str | None = None,
+        blocks: Sequence[tuple[int, int]] | None = None,
+        deferred: tuple[int, int] | None = None,
+    ) -> None:
         """Record the embedder of a new database; raise EmbedderMismatchError when it differs from the one given.
         Every later write checks it again inside its transaction (another process may have run ``reindex``).
-        ``name``: the embedder's CLI name ("routed"), which the error's ``reindex`` advice uses (default the id)."""
+        ``name``: the embedder's CLI name ("routed"), which the error's ``reindex`` advice uses (default the id).
+        ``blocks``: its disjoint dims (default one block of ``dim``), how vectors are stored (store/vectors.py);
+        ``deferred``: the block a row may lack until ``fill_vectors`` adds it (``pending_vectors``)."""
         stored = self._recorded_embedder(self.db)
         if not stored:
             with self.transaction() as db:
@@ -176,6 +195,7 @@ class Store:
                     )
                     stored = {"embedder": embedder_id, "dim": str(dim)}
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
+        self.blocks, self.deferred = list(blocks) if blocks else [(0, dim)], deferred
         self._verify_embedder(stored)
 
     @staticmethod
@@ -240,15 +260,16 @@ class Store:
                 ).fetchone()
                 if vec is None:  # planned as stored (archive/embed_ahead.py), deleted since: the caller re-embeds
                     raise MissingVectorError(f"no vector for the new row {row.content_hash}")
-                blob = np.asarray(vec, dtype="<f4").tobytes()
+                blob = codec.encode(vec, self.blocks)
+                pending = int(self.deferred is not None and not np.asarray(vec)[slice(*self.deferred)].any())
                 if last and last[0] not in written and row.text.startswith(last[2] + "\n"):
                     entry_id = last[0]
                     self._delete_fts(db, entry_id)
                     db.execute(
                         "UPDATE entries SET time = coalesce(time, ?), archived_at = ?, text = ?, summary = ?, "
                         "tags = ?, hints = ?, memory_type = ?, importance = ?, content_hash = ?, tool_count = ?, "
-                        "file_count = ?, meta = ?, category = ? WHERE id = ?",
-                        (to_epoch(row.time), now, *self._values(row), entry_id),
+                        "file_count = ?, meta = ?, category = ?, e5_pending = ?, vector_at = NULL WHERE id = ?",
+                        (to_epoch(row.time), now, *self._values(row), pending, entry_id),
                     )
                     db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (blob, entry_id))
                     write_facts(
@@ -259,9 +280,8 @@ class Store:
                     cur = db.execute(
                         "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
                         "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, "
-                        "success, "
-                        "user_id, agent_id, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, "
-                        "?, ?)",
+                        "success, user_id, agent_id, project, e5_pending) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, ?, ?, ?)",
                         (
                             row.session,
                             turn,
@@ -271,6 +291,7 @@ class Store:
                             row.user,
                             row.agent,
                             row.project,
+                            pending,
                         ),
                     )
                     entry_id = cur.lastrowid
@@ -421,20 +442,109 @@ class Store:
         return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
 
     def replace_vectors(
-        self, pairs: Iterable[tuple[int, np.ndarray]], embedder_id: str, dim: int, name: str | None = None
+        self,
+        pairs: Iterable[tuple[int, np.ndarray]],
+        embedder_id: str,
+        dim: int,
+        name: str | None = None,
+        blocks: Sequence[tuple[int, int]] | None = None,
+        deferred: tuple[int, int] | None = None,
     ) -> int:
-        """Overwrite every embedding and the recorded embedder in one transaction (``reindex``)."""
+        """Overwrite every embedding and the recorded embedder in one transaction (``reindex``). ``blocks`` /
+        ``deferred``: the new embedder's, as ``check_embedder`` takes them."""
+        blocks = list(blocks) if blocks else [(0, dim)]
         n = 0
+        now = _time.time()
         with self.transaction() as db:
             for entry_id, vec in pairs:
+                pending = int(deferred is not None and not np.asarray(vec)[slice(*deferred)].any())
                 db.execute(
                     "INSERT OR REPLACE INTO embeddings(entry_id, vector) VALUES (?, ?)",
-                    (entry_id, np.asarray(vec, dtype="<f4").tobytes()),
+                    (entry_id, codec.encode(vec, blocks)),
                 )
+                db.execute("UPDATE entries SET e5_pending = ?, vector_at = ? WHERE id = ?", (pending, now, entry_id))
                 n += 1
             self.set_embedder(db, embedder_id, dim)
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
+        self.blocks, self.deferred = blocks, deferred
         return n
+
+    def decode_vectors(self, blobs: Sequence[bytes]) -> np.ndarray:
+        """float32 (len(blobs), dim): stored vector blobs (store/vectors.py) decoded, each block of norm ~1."""
+        return codec.decode_many(blobs, self.dim, self.blocks)
+
+    # ------------------------------------------------------------------ vectors filled after the commit
+    def pending_vectors(self, limit: int, scope: Scope | None = None) -> list[tuple[int, str]]:
+        """(id, summary) of up to ``limit`` entries still lacking their deferred block, newest first (the ones a
+        recovery is likeliest to need); within ``scope`` when given."""
+        if self.deferred is None or limit <= 0:
+            return []
+        where, params = scope_where("", scope) if scope is not None else ("1", [])
+        return self.db.execute(
+            f"SELECT id, summary FROM entries WHERE e5_pending = 1 AND {where} ORDER BY id DESC LIMIT ?",
+            (*params, limit),
+        ).fetchall()
+
+    def pending_count(self) -> int:
+        """How many entries still lack their deferred block."""
+        return self.db.execute("SELECT count(*) FROM entries WHERE e5_pending = 1").fetchone()[0]
+
+    def fill_vectors(self, parts: Sequence[tuple[int, np.ndarray]], wait: float | None = None) -> int:
+        """Add the deferred block to stored vectors, in one transaction: each (entry id, float32 block vector of the
+        deferred block's width). An entry forgotten or re-archived meanwhile is skipped. Returns how many were filled;
+        their ``vector_at`` tells the in-process indexes to re-read them. ``wait``: as ``transaction``."""
+        if self.deferred is None or not parts:
+            return 0
+        a, b = self.deferred
+        now = _time.time()
+        filled = 0
+        with self.transaction(wait) as db:
+            for entry_id, part in parts:
+                row = db.execute(
+                    "SELECT v.vector FROM embeddings v JOIN entries e ON e.id = v.entry_id "
+                    "WHERE v.entry_id = ? AND e.e5_pending = 1",
+                    (entry_id,),
+                ).fetchone()
+                if row is None:
+                    continue
+                full = codec.decode(row[0], self.dim, self.blocks)
+                full[a:b] = part
+                db.execute(
+                    "UPDATE embeddings SET vector = ? WHERE entry_id = ?", (codec.encode(full, self.blocks), entry_id)
+                )
+                db.execute("UPDATE entries SET e5_pending = 0, vector_at = ? WHERE id = ?", (now, entry_id))
+                filled += 1
+        return filled
+
+    def compact_vectors(self, batch: int = 2_000) -> int:
+        """Re-encode the vectors stored as raw float32 (written before store/vectors.py) and mark the entries that
+        lack the deferred block as pending; once per database (meta ``vectors_format``). One transaction per
+        ``batch`` rows. Returns the rows re-encoded."""
+        if self.get_meta("vectors_format") == str(codec.FORMAT) or not self.blocks:
+            return 0
+        n, last = 0, -1
+        while True:
+            with self.transaction() as db:
+                rows = db.execute(
+                    "SELECT entry_id, vector FROM embeddings WHERE entry_id > ? ORDER BY entry_id LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+                for entry_id, blob in rows:
+                    if len(blob) == 4 * self.dim:
+                        vec = np.frombuffer(blob, "<f4")
+                        db.execute(
+                            "UPDATE embeddings SET vector = ? WHERE entry_id = ?",
+                            (codec.encode(vec, self.blocks), entry_id),
+                        )
+                        if self.deferred is not None and not vec[slice(*self.deferred)].any():
+                            db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
+                        n += 1
+                if not rows:
+                    db.execute(
+                        "INSERT OR REPLACE INTO meta(key, value) VALUES ('vectors_format', ?)", (str(codec.FORMAT),)
+                    )
+                    return n
+                last = rows[-1][0]
 
     def known_hashes(self, hashes: Sequence[str], chunk: int = 500) -> set[str]:
         """The content hashes among ``hashes`` that the store already holds (``chunk`` hashes per SQL IN (...))."""
@@ -504,25 +614,26 @@ class Store:
         yield from self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall()
 
     def rows_since(self, archived_at: float, after_id: int | None = None) -> list[tuple]:
-        """Static columns + vector of entries archived (or grown) at or after ``archived_at``, or with an id above
-        ``after_id`` (imported rows keep their old archived_at), for the in-process index: (id, session, event
-        time or archived_at, archived_at, importance, tool_count, file_count, hints JSON, vector BLOB, user_id,
-        agent_id, project), in id order."""
+        """Static columns + vector of entries archived (or grown, or given a filled vector) at or after
+        ``archived_at``, or with an id above ``after_id`` (imported rows keep their old archived_at), for the
+        in-process index: (id, session, event time or archived_at, stamp = the later of archived_at and vector_at,
+        importance, tool_count, file_count, hints JSON, vector BLOB (``decode_vectors``), user_id, agent_id,
+        project), in id order."""
         return self.db.execute(
-            "SELECT e.id, e.session, coalesce(e.time, e.archived_at), e.archived_at, e.importance, e.tool_count, "
-            "e.file_count, e.hints, v.vector, e.user_id, e.agent_id, e.project FROM entries e "
-            "JOIN embeddings v ON v.entry_id = e.id WHERE e.id IN (SELECT id FROM entries WHERE archived_at >= ? "
-            "UNION SELECT id FROM entries WHERE id > ?) ORDER BY e.id",  # both indexed; a plain OR scans the table
-            (archived_at, after_id if after_id is not None else 2**63 - 1),
+            f"{_INDEX_SELECT} WHERE e.id IN (SELECT id FROM entries WHERE archived_at >= ? "
+            "UNION SELECT id FROM entries WHERE vector_at >= ? "
+            "UNION SELECT id FROM entries WHERE id > ?) ORDER BY e.id",  # all indexed; a plain OR scans the table
+            (archived_at, archived_at, after_id if after_id is not None else 2**63 - 1),
         ).fetchall()
 
     def stamps_since(self, archived_at: float, after_id: int | None = None) -> list[tuple[int, float]]:
-        """(id, archived_at) of the rows ``rows_since`` would return, without their vectors: the index reads the
-        full rows only of those that are new or whose archived_at changed (a grown turn)."""
+        """(id, stamp) of the rows ``rows_since`` would return, without their vectors: the index reads the full rows
+        only of those that are new or whose stamp changed (a grown turn, a filled vector)."""
         return self.db.execute(
-            "SELECT id, archived_at FROM entries WHERE id IN (SELECT id FROM entries WHERE archived_at >= ? "
+            "SELECT id, max(archived_at, coalesce(vector_at, archived_at)) FROM entries WHERE id IN "
+            "(SELECT id FROM entries WHERE archived_at >= ? UNION SELECT id FROM entries WHERE vector_at >= ? "
             "UNION SELECT id FROM entries WHERE id > ?) ORDER BY id",
-            (archived_at, after_id if after_id is not None else 2**63 - 1),
+            (archived_at, archived_at, after_id if after_id is not None else 2**63 - 1),
         ).fetchall()
 
     def rows_by_id(self, ids: Sequence[int]) -> list[tuple]:
@@ -531,12 +642,7 @@ class Store:
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            out += self.db.execute(
-                "SELECT e.id, e.session, coalesce(e.time, e.archived_at), e.archived_at, e.importance, e.tool_count, "
-                "e.file_count, e.hints, v.vector, e.user_id, e.agent_id, e.project FROM entries e "
-                f"JOIN embeddings v ON v.entry_id = e.id WHERE e.id IN ({marks}) ORDER BY e.id",
-                chunk,
-            ).fetchall()
+            out += self.db.execute(f"{_INDEX_SELECT} WHERE e.id IN ({marks}) ORDER BY e.id", chunk).fetchall()
         return out
 
     def mutable_columns(self) -> list[tuple[int, float, float, int]]:
@@ -655,8 +761,9 @@ class Store:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
 
     def stats(self, scope: Scope | None = None) -> dict[str, Any]:
-        """Counts and sizes. ``scope``: count only its entries (entries, sessions, text_chars); None counts every
-        user's (an administrator's view), with ``users`` (distinct users) and ``bytes_per_entry`` besides. Sessions
+        """Counts and sizes. ``scope``: count only its entries (entries, sessions, text_chars, vectors_pending: those
+        still without their deferred block); None counts every user's (an administrator's view), with ``users``
+        (distinct users), ``bytes_per_entry`` and ``bytes_per_entry_by_table`` (``bytes_by_table``) besides. Sessions
         are distinct (user, session) pairs: two users' sessions of the same name are two sessions. The file's own
         figures are the file's whatever the scope: embedder, schema version, database bytes (page_count ×
         page_size, every user's entries included)."""
@@ -680,9 +787,13 @@ class Store:
             dim=int(self.get_meta("dim") or 0),
             schema_version=self.schema_version,
             database_bytes=size,
+            vectors_pending=self.db.execute(
+                f"SELECT count(*) FROM entries WHERE e5_pending = 1 AND {where}", args
+            ).fetchone()[0],
         )
         if scope is None:
             out["bytes_per_entry"] = round(size / n) if n else 0
+            out["bytes_per_entry_by_table"] = self.bytes_by_table(n)
         return out
 
 
@@ -730,6 +841,20 @@ def holders(path: str) -> tuple[tuple[int, str], ...]:
                 name = "?"
             found.append((int(entry.name), name))
     return tuple(sorted(found))
+
+    def bytes_by_table(self, entries: int | None = None) -> dict[str, int]:
+        """Bytes per entry of each table and index (its pages, from SQLite's ``dbstat``), largest first; FTS5's
+        shadow tables under their virtual table's name. {} where ``dbstat`` is not compiled in."""
+        n = entries if entries is not None else self.count()
+        try:
+            rows = self.db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+        except sqlite3.OperationalError:
+            return {}
+        sizes: dict[str, int] = {}
+        for name, size in rows:
+            key = "entries_fts" if name.startswith("entries_fts") else name
+            sizes[key] = sizes.get(key, 0) + size
+        return {k: round(v / n) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])} if n else {}
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:

@@ -1,0 +1,108 @@
+"""Vectors as stored: int8 per block, all-zero blocks left out (docs/architecture.md §2.9).
+
+An embedding of ``dim`` float32 dims is made of disjoint blocks ``(start, stop)`` (one block for a single model; the
+routed embedders' MiniLM, USE and e5 parts: embed/__init__.py ``blocks``). Each block a vector uses is stored as
+its float32 scale and its values quantized to int8 (symmetric scalar quantization: ``q = round(v / s)``,
+``s = max|v| / 127``); a block that is all zeros (the USE part of an English turn, the e5 part not computed yet)
+takes no bytes. A 384-d block is 388 bytes instead of 1,536; the routed embedder's 1,280-d row of an English turn
+388 bytes instead of 5,120. Decoding multiplies back (``q * s``): cosines move by about 1e-3, norms by about 1e-3,
+and encoding a decoded vector gives the same bytes again (``max |q| = 127``), so an export imported elsewhere is
+stored bit for bit as it was.
+
+Blob layout: ``b"\\x01"`` (format), one byte per block (1: present), then per present block: scale (float32 LE)
+and its int8 values. A blob of exactly ``4 * dim`` bytes is a raw float32 vector (stores written before this
+format); both decode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+FORMAT = 1
+Blocks = Sequence[tuple[int, int]]
+
+__all__ = ["FORMAT", "decode", "decode_many", "encode", "present"]
+
+
+def encode(vector: np.ndarray, blocks: Blocks) -> bytes:
+    """The stored form of a float32 ``vector`` (dim,) cut into ``blocks``."""
+    v = np.asarray(vector, np.float32)
+    flags = bytearray()
+    parts = []
+    for start, stop in blocks:
+        part = v[start:stop]
+        peak = float(np.max(np.abs(part))) if len(part) else 0.0
+        if peak == 0.0:
+            flags.append(0)
+            continue
+        flags.append(1)
+        scale = peak / 127.0
+        parts.append(np.float32(scale).tobytes() + np.rint(part / scale).astype(np.int8).tobytes())
+    return bytes([FORMAT]) + bytes(flags) + b"".join(parts)
+
+
+def present(blob: bytes, blocks: Blocks) -> list[bool]:
+    """Per block, whether ``blob`` holds it (nonzero)."""
+    if _is_compact(blob, blocks):
+        return [f == 1 for f in blob[1 : 1 + len(blocks)]]
+    raw = np.frombuffer(blob, "<f4")
+    return [bool(raw[a:b].any()) for a, b in blocks]
+
+
+def decode(blob: bytes, dim: int, blocks: Blocks) -> np.ndarray:
+    """The float32 vector (dim,) of a stored ``blob`` (either layout); absent blocks are zeros."""
+    if not _is_compact(blob, blocks):
+        return np.frombuffer(blob, "<f4").copy()
+    out = np.zeros(dim, np.float32)
+    _decode_into(out, blob, blocks)
+    return out
+
+
+def decode_many(blobs: Sequence[bytes], dim: int, blocks: Blocks) -> np.ndarray:
+    """float32 (len(blobs), dim): ``decode`` of each blob, vectorized over blobs that share a layout."""
+    out = np.zeros((len(blobs), dim), np.float32)
+    if not blobs:
+        return out
+    groups: dict[bytes, list[int]] = {}
+    for i, blob in enumerate(blobs):
+        key = blob[: 1 + len(blocks)] if _is_compact(blob, blocks) else b"raw"
+        groups.setdefault(key, []).append(i)
+    for key, rows in groups.items():
+        if key == b"raw":
+            out[rows] = np.frombuffer(b"".join(blobs[i] for i in rows), "<f4").reshape(len(rows), dim)
+            continue
+        used = [b for b, flag in zip(blocks, key[1:]) if flag == 1]
+        width = sum(4 + (b - a) for a, b in used)
+        body = np.frombuffer(b"".join(blobs[i][len(key) :] for i in rows), np.uint8).reshape(len(rows), width)
+        offset = 0
+        for a, b in used:
+            scale = body[:, offset : offset + 4].copy().view("<f4")[:, 0]
+            q = body[:, offset + 4 : offset + 4 + b - a].view(np.int8).astype(np.float32)
+            out[rows, a:b] = q * scale[:, None]
+            offset += 4 + b - a
+    return out
+
+
+def _decode_into(out: np.ndarray, blob: bytes, blocks: Blocks) -> None:
+    flags = blob[1 : 1 + len(blocks)]
+    offset = 1 + len(blocks)
+    for (a, b), flag in zip(blocks, flags):
+        if flag != 1:
+            continue
+        scale = np.frombuffer(blob, "<f4", 1, offset)[0]
+        q = np.frombuffer(blob, np.int8, b - a, offset + 4).astype(np.float32)
+        out[a:b] = q * scale
+        offset += 4 + b - a
+
+
+def _is_compact(blob: bytes, blocks: Blocks) -> bool:
+    """Whether ``blob`` is in the int8 layout: its format byte, flags of 0/1 and the exact length they imply (a raw
+    float32 blob is 4 bytes per dim, about four times any int8 layout of the same blocks)."""
+    if not blob or blob[0] != FORMAT or len(blob) < 1 + len(blocks):
+        return False
+    flags = blob[1 : 1 + len(blocks)]
+    if any(f not in (0, 1) for f in flags):
+        return False
+    return len(blob) == 1 + len(blocks) + sum(4 + (b - a) for (a, b), f in zip(blocks, flags) if f == 1)
