@@ -137,6 +137,20 @@ def test_forget_removes_events_and_the_query_bytes(tmp_path, how):
     assert TOKEN.encode() not in raw_bytes(path)
 
 
+def test_a_turn_archived_after_the_event_leaves_its_query_when_deleted(tmp_path):
+    """A turn archived after an event (the reply a regenerate abandons) cannot be quoted by the event's query:
+    deleting it keeps the query; deleting a turn of the session archived before the event blanks it."""
+    with Lantern(tmp_path / "e.db") as lt:
+        ids, _, _ = recorded(lt)
+        later = lt.archive([{"role": "assistant", "content": "A reply the user regenerated away."}], session="s")
+        lt.forget(entry=later.entry_ids[0])
+        (event,) = lt.events()
+        assert TOKEN in event.query
+        lt.forget(entry=ids[-1])  # still live at the compaction, so not listed; older than the event
+        (event,) = lt.events()
+        assert event.query == "" and event.lost
+
+
 def test_forgetting_every_listed_entry_deletes_the_event(tmp_path):
     with Lantern(tmp_path / "g.db") as lt:
         ids, c, rec = recorded(lt)

@@ -175,11 +175,13 @@ def forget_events(
     whole: bool = False,
 ) -> None:
     """The events' part of a deletion (``Store.delete``, in its transaction). ``deleted``: ``(entry id, user,
-    session)`` of every entry deleted. ``whole``: the deletion selected by session and/or scope (not one entry):
-    the events those selectors name are deleted too (``session``: that session and its sub-sessions; ``scope``:
-    its user, and its agent / project when given). Every other event of a deleted entry's user that lists a deleted
-    id, or whose session is (a parent of) a deleted entry's session, loses those ids and its query; one left with
-    no id at all is deleted."""
+    session, archived_at)`` of every entry deleted (``archived_at`` in unix seconds). ``whole``: the deletion
+    selected by session and/or scope (not one entry): the events those selectors name are deleted too
+    (``session``: that session and its sub-sessions; ``scope``: its user, and its agent / project when given).
+    Every other event of a deleted entry's user that lists a deleted id, or whose session is (a parent of) the
+    session of a deleted entry archived before the event (its query may quote that turn; a turn archived later,
+    such as the reply a rewind abandons, it cannot), loses those ids and its query; one left with no id at all is
+    deleted."""
     if whole:
         parts, args = [], []
         if session is not None:
@@ -189,17 +191,18 @@ def forget_events(
         db.execute(f"DELETE FROM events WHERE {' AND '.join([*parts, where])}", [*args, *more])
     if not deleted:
         return
-    gone = {int(i) for i, _, _ in deleted}
-    sessions: dict[str, set[str]] = {}
-    for _, user, sess in deleted:
-        sessions.setdefault(user, set()).add(sess)
+    gone = {int(i) for i, *_ in deleted}
+    sessions: dict[str, dict[str, float]] = {}  # user -> session -> its oldest deleted entry's archived_at
+    for _, user, sess, archived_at in deleted:
+        oldest = sessions.setdefault(user, {})
+        oldest[sess] = min(oldest.get(sess, archived_at), archived_at)
     for user, names in sessions.items():
-        rows = db.execute("SELECT id, session, lost, injected FROM events WHERE user_id = ?", (user,)).fetchall()
-        for event_id, sess, lost_json, injected_json in rows:
+        rows = db.execute("SELECT id, session, lost, injected, time FROM events WHERE user_id = ?", (user,)).fetchall()
+        for event_id, sess, lost_json, injected_json, when in rows:
             lost, injected = json.loads(lost_json), json.loads(injected_json)
             kept_lost = [i for i in lost if i not in gone]
             kept_injected = [x for x in injected if x[0] not in gone]
-            related = any(n == sess or n.startswith(sess + "/") for n in names)
+            related = any((n == sess or n.startswith(sess + "/")) and t <= when for n, t in names.items())
             if len(kept_lost) == len(lost) and len(kept_injected) == len(injected) and not related:
                 continue
             if not kept_lost and not kept_injected:

@@ -366,7 +366,9 @@ class Store:
         """``delete``'s transaction: the entries ``parts``/``args`` select, and the events of ``session``/``scope``
         (``whole``: a whole session or scope goes, not single entries)."""
         with self.transaction() as db:
-            rows = db.execute(f"SELECT id, user_id, session FROM entries WHERE {' AND '.join(parts)}", args).fetchall()
+            rows = db.execute(
+                f"SELECT id, user_id, session, archived_at FROM entries WHERE {' AND '.join(parts)}", args
+            ).fetchall()
             ids = [r[0] for r in rows]
             marks = [(i,) for i in ids]
             forget_events(db, rows, session=session, scope=scope, whole=whole)
