@@ -2,10 +2,11 @@
 
     mask       = candidate_mask(index, session, scope, exclude_ids)     who may be a candidate at all
     query      = plan_query(query, embedder, config, proactive)         terms, dates named, sub-questions, blocks
-    found      = query_signals(...)                                      semantic, fulltext (BM25), prf, keyword, time,
-                                                                          a block's own semantic (semantic_e5)
-    found     += given_rankings(...) + context_signals(...)             extra rankings; neighbour, local (from the
-    others)
+    weights    = query_weights(config, query)                           per signal; a signal of weight 0 is off
+    found      = query_signals(...)                                      semantic, fulltext (BM25), prf, keyword,
+                                                                          time, a block's own semantic (semantic_e5)
+    found     += given_rankings(...), then context_signals(...)         extra rankings; neighbour, local (from
+                                                                          the others)
     pool       = candidate_pool(...)                                     live entries out; pruned entries marked
     found     += importance over the pool                                I(e) = R·F·D·c·σ (paper eq. 2)
     fused      = rrf(rankings, k=60, weights)                            (Cormack et al. 2009; paper eq. 3) + speaker
@@ -116,8 +117,10 @@ def rank(
     index.refresh()
     mask = candidate_mask(index, session, scope or Scope(), exclude_ids)
     plan = plan_query(query, embedder, config, proactive)
+    weights = query_weights(config, query)
     found, vector, part_vectors = query_signals(store, index, embedder, config, plan, mask)
     found.update(given_rankings(index, extra_rankings or {}, mask))
+    found = {name: ranked for name, ranked in found.items() if weights.get(name, 1.0) != 0}  # weight 0: off
     found.update(context_signals(store, index, config, found, vector, part_vectors, mask))
     pool = candidate_pool(store, index, config, plan, found, mask, live_text, proactive)
     if "importance" in config.signals:
@@ -130,9 +133,6 @@ def rank(
             query, rankings, pool.entries, config.rrf_k, config.signal_weights
         )
         scores[speaker.SPEAKER] = {i: 1.0 / r for r, i in enumerate(rankings[speaker.SPEAKER], 1)}
-    weights = config.signal_weights
-    if cjk_share(query) < RoutedEmbedder.CJK_THRESHOLD:  # a query the routed embedder reads with MiniLM
-        weights = {**weights, "semantic_e5": config.e5_english_weight}
     if part_vectors is not None and local.LOCAL in rankings:  # the per-part local orders, one vote per part (ours)
         weights = {**weights, local.LOCAL: weights.get(local.LOCAL, 1.0) * len(part_vectors)}
     fused = rrf(rankings, config.rrf_k, weights) if config.fusion == "rrf" else score_sum(scores)
@@ -142,6 +142,16 @@ def rank(
 
 
 # ------------------------------------------------------------------------------------------------- the stages
+def query_weights(config: Config, query: str) -> dict[str, float]:
+    """Each signal's RRF weight for ``query``: ``Config.signal_weights``, with ``semantic_e5`` at
+    ``Config.e5_english_weight`` for a query the routed embedder reads with MiniLM (less than
+    ``RoutedEmbedder.CJK_THRESHOLD`` of CJK). A signal of weight 0 is off: it neither votes nor adds candidates."""
+    weights = dict(config.signal_weights)
+    if cjk_share(query) < RoutedEmbedder.CJK_THRESHOLD:
+        weights["semantic_e5"] = config.e5_english_weight
+    return weights
+
+
 def candidate_mask(index: MemoryIndex, session: str | None, scope: Scope, exclude_ids: Iterable[int]) -> Mask:
     """The positions inside ``session`` (and its sub-sessions), inside ``scope``, and not in ``exclude_ids``."""
     allowed = index.session_mask(session)
