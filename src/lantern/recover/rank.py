@@ -1,8 +1,8 @@
 """The ranking half of the read path (docs/architecture.md §3): a query -> every candidate, fused by RRF.
 
     mask       = candidate_mask(index, session, scope, exclude_ids)     who may be a candidate at all
-    query      = plan_query(query, embedder, config, proactive)         terms, dates named, sub-questions, blocks
     weights    = query_weights(config, query)                           per signal; a signal of weight 0 is off
+    query      = plan_query(query, embedder, config, proactive, weights) terms, dates named, sub-questions, blocks
     found      = query_signals(...)                                      semantic, fulltext (BM25), prf, keyword,
                                                                           time, a block's own semantic (semantic_e5)
     found     += given_rankings(...), then context_signals(...)         extra rankings; neighbour, local (from
@@ -116,8 +116,8 @@ def rank(
     Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
     index.refresh()
     mask = candidate_mask(index, session, scope or Scope(), exclude_ids)
-    plan = plan_query(query, embedder, config, proactive)
     weights = query_weights(config, query)
+    plan = plan_query(query, embedder, config, proactive, weights)
     found, vector, part_vectors = query_signals(store, index, embedder, config, plan, mask)
     found.update(given_rankings(index, extra_rankings or {}, mask))
     found = {name: ranked for name, ranked in found.items() if weights.get(name, 1.0) != 0}  # weight 0: off
@@ -145,9 +145,11 @@ def rank(
 def query_weights(config: Config, query: str) -> dict[str, float]:
     """Each signal's RRF weight for ``query``: ``Config.signal_weights``, with ``semantic_e5`` at
     ``Config.e5_english_weight`` for a query the routed embedder reads with MiniLM (less than
-    ``RoutedEmbedder.CJK_THRESHOLD`` of CJK). A signal of weight 0 is off: it neither votes nor adds candidates."""
+    ``RoutedEmbedder.CJK_THRESHOLD`` of CJK) once English turns have e5 blocks (a weight above 0; at 0 they have
+    none, and e5 reaches only CJK turns, from any query). A signal of weight 0 is off: it neither votes nor adds
+    candidates."""
     weights = dict(config.signal_weights)
-    if cjk_share(query) < RoutedEmbedder.CJK_THRESHOLD:
+    if config.e5_english_weight > 0 and cjk_share(query) < RoutedEmbedder.CJK_THRESHOLD:
         weights["semantic_e5"] = config.e5_english_weight
     return weights
 
@@ -168,10 +170,13 @@ def candidate_mask(index: MemoryIndex, session: str | None, scope: Scope, exclud
     return Mask(allowed, sessions, scope if in_scope is not None else None)
 
 
-def plan_query(query: str, embedder: Embedder, config: Config, proactive: bool) -> QueryPlan:
-    """What ``query`` asks of the enabled signals. Sub-questions only for a user's multi-part question, never a
+def plan_query(
+    query: str, embedder: Embedder, config: Config, proactive: bool, weights: dict[str, float] | None = None
+) -> QueryPlan:
+    """What ``query`` asks of the enabled signals (``Config.signals`` less those of weight 0 in ``weights``: a block
+    ranked apart at weight 0 is not even embedded). Sub-questions only for a user's multi-part question, never a
     proactive recovery's query (a compaction's live tail + summary: its sentences are not questions asked together)."""
-    enabled = set(config.signals)
+    enabled = {name for name in config.signals if (weights or {}).get(name, 1.0) != 0}
     plan = QueryPlan(query, query_terms(query)[: config.max_query_terms])
     plan.windows = timeframe.query_windows(query) if timeframe.TIME in enabled else []
     plan.apart = {name: dims for name, dims in signal_blocks(embedder).items() if name in enabled}  # e.g. semantic_e5
@@ -213,7 +218,16 @@ def query_signals(
         )
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, plan.terms, mask.allowed, n, config.keyword_score)
-    vector = embed_query(embedder, [plan.text], index.block_occupied)[0] if plan.needs_vector else None
+    apart_blocks, wanted = set(signal_blocks(embedder).values()), set(plan.apart.values())
+    vector = (
+        embed_query(
+            embedder,
+            [plan.text],
+            lambda a, b: index.block_occupied(a, b) and ((a, b) in wanted or (a, b) not in apart_blocks),
+        )[0]
+        if plan.needs_vector
+        else None
+    )
     for name, (start, stop) in plan.apart.items():  # a block ranked as a semantic signal of its own
         if vector[start:stop].any():  # entries without that block (English ones) get no rank
             found[name] = signals.semantic(
