@@ -30,6 +30,7 @@ ZH = [
     {"role": "assistant", "content": "好的，已记录。"},
 ]
 E5_BLOCK = (896, 1280)
+ON = Config(e5_english_weight=0.5)  # English turns get their e5 block (the default 0 gives them none)
 
 
 def _pending(db) -> int:
@@ -44,10 +45,10 @@ def _vectors(db) -> dict[int, bytes]:
 
 def test_the_archive_call_leaves_the_english_e5_part_pending_and_loads_no_e5(tmp_path):
     db = tmp_path / "a.db"
-    with Lantern(db, config=Config(fill_on_recover=0)) as lt:
+    with Lantern(db, config=Config(e5_english_weight=0.5, fill_on_recover=0)) as lt:
         lt.archive(EN + ZH, session="s")
         assert lt.embedder.loaded["e5"] is True  # the Chinese turn is embedded by e5 at archive time, as before
-    with Lantern(db, config=Config(fill_on_recover=0)) as lt:
+    with Lantern(db, config=Config(e5_english_weight=0.5, fill_on_recover=0)) as lt:
         lt.archive(EN[:2], session="t")
         assert lt.embedder.loaded["e5"] is False  # English turns alone: e5 is never loaded by an archive
     assert _pending(db) == 4  # the 3 English turns of s and the 1 of t; the Chinese turn has its e5 part
@@ -57,7 +58,7 @@ def test_the_archive_call_leaves_the_english_e5_part_pending_and_loads_no_e5(tmp
 
 def test_a_fill_stores_the_bytes_a_direct_embedding_stores(tmp_path):
     db = tmp_path / "f.db"
-    with Lantern(db) as lt:
+    with Lantern(db, config=ON) as lt:
         lt.archive(EN, session="s")
         summaries = dict(lt.store.db.execute("SELECT id, summary FROM entries"))
         assert lt.fill_vectors() == 3 and lt.fill_vectors() == 0
@@ -74,7 +75,7 @@ def test_a_fill_stores_the_bytes_a_direct_embedding_stores(tmp_path):
 
 def test_a_recovery_fills_a_bounded_number_first_and_ranks_them_by_e5(tmp_path):
     db = tmp_path / "r.db"
-    with Lantern(db, config=Config(fill_on_recover=2, reinforce=False)) as lt:
+    with Lantern(db, config=Config(e5_english_weight=0.5, fill_on_recover=2, reinforce=False)) as lt:
         lt.archive(EN, session="s")
         rec = lt.explain("where are the invoice exports written?")
         assert _pending(db) == 1  # 2 of 3 filled, the newest first
@@ -86,7 +87,7 @@ def test_a_recovery_fills_a_bounded_number_first_and_ranks_them_by_e5(tmp_path):
 
 def test_another_process_index_sees_the_filled_rows(tmp_path):
     db = tmp_path / "p.db"
-    with Lantern(db, config=Config(fill_on_recover=0, reinforce=False)) as reader:
+    with Lantern(db, config=Config(e5_english_weight=0.5, fill_on_recover=0, reinforce=False)) as reader:
         reader.archive(EN, session="s")
         before = reader.explain("what broke the nightly job?")
         assert not any("semantic_e5" in c.ranks for c in before.candidates)
@@ -101,7 +102,7 @@ def test_another_process_index_sees_the_filled_rows(tmp_path):
 
 def test_a_store_of_raw_float32_vectors_is_compacted_once_and_gains_its_e5_parts(tmp_path):
     db = tmp_path / "old.db"
-    with Lantern(db, config=Config(fill_on_recover=0)) as lt:
+    with Lantern(db, config=Config(e5_english_weight=0.5, fill_on_recover=0)) as lt:
         lt.archive(EN, session="s")
         dim, blocks = lt.store.dim, lt.store.blocks
         full = {i: decode(b, dim, blocks) for i, b in _vectors(db).items()}
@@ -112,7 +113,7 @@ def test_a_store_of_raw_float32_vectors_is_compacted_once_and_gains_its_e5_parts
         )
         con.execute("UPDATE entries SET e5_pending = 0")
         con.execute("DELETE FROM meta WHERE key = 'vectors_format'")
-    with Lantern(db, config=Config(fill_on_recover=0)) as lt:
+    with Lantern(db, config=Config(e5_english_weight=0.5, fill_on_recover=0)) as lt:
         assert lt.stats()["vectors_pending"] == 3
         assert all(len(b) < dim * 4 for b in _vectors(db).values())
         assert lt.fill_vectors() == 3
@@ -120,13 +121,13 @@ def test_a_store_of_raw_float32_vectors_is_compacted_once_and_gains_its_e5_parts
 
 def test_a_read_only_store_recovers_without_filling(tmp_path, unprivileged):
     db = tmp_path / "ro.db"
-    with Lantern(db) as lt:
+    with Lantern(db, config=ON) as lt:
         lt.archive(EN, session="s")
     db.chmod(0o444)  # the file read-only; its folder writable (SQLite makes the -wal and -shm files there)
     try:
         code = (
-            "import sys\nfrom lantern import Lantern\n"
-            "with Lantern(sys.argv[1]) as lt:\n"
+            "import sys\nfrom lantern import Lantern\nfrom lantern.config import Config\n"
+            "with Lantern(sys.argv[1], config=Config(e5_english_weight=0.5)) as lt:\n"
             "    print('5433' in lt.recover('which port does the billing database use?').text)\n"
         )
         r = subprocess.run([*unprivileged, sys.executable, "-c", code, str(db)], capture_output=True, text=True)
@@ -140,7 +141,7 @@ def test_a_read_only_store_recovers_without_filling(tmp_path, unprivileged):
 def test_the_servers_fill_in_the_background(tmp_path):
     from lantern.integrations.service import MemoryService
 
-    service = MemoryService(tmp_path / "s.db")
+    service = MemoryService(tmp_path / "s.db", None, ON)
     try:
         service.archive(EN, session="s")
         service.start_filler(interval_s=0.05, batch=2)
@@ -156,7 +157,7 @@ def test_the_servers_fill_in_the_background(tmp_path):
 
 
 def test_forgetting_a_pending_entry_leaves_nothing_to_fill(tmp_path):
-    with Lantern(tmp_path / "g.db", config=Config(fill_on_recover=0)) as lt:
+    with Lantern(tmp_path / "g.db", config=Config(e5_english_weight=0.5, fill_on_recover=0)) as lt:
         lt.archive(EN, session="s")
         lt.archive(EN[:2], session="t")
         assert lt.forget(session="s") == 3
@@ -180,3 +181,27 @@ def test_encoding_is_idempotent_and_close(dim_blocks):
             4 + b - a for a, b in dim_blocks
         )
         assert np.array_equal(decode(v.tobytes(), dim, dim_blocks), v)  # raw float32 blobs still decode
+
+
+def test_at_the_default_weight_english_turns_get_no_e5_block_and_recover_loads_no_e5(tmp_path):
+    """e5_english_weight 0 (the default): nothing fills the English e5 block on its own — not an ingest batch, not a
+    recovery, not the servers' worker — and an English recovery never loads e5; reindex --fill still fills."""
+    from lantern.integrations.service import MemoryService
+
+    db = tmp_path / "d.db"
+    with Lantern(db) as lt:
+        lt.archive(EN, session="s")
+        rec = lt.recover("which port does the billing database listen on?")
+        assert "5433" in rec.text and lt.embedder.loaded["e5"] is False
+        assert "semantic_e5" not in {s for c in rec.candidates for s in c.ranks}
+    assert _pending(db) == 3
+    service = MemoryService(db)
+    try:
+        service.archive(EN[:2], session="t")
+        assert service.fill_step(8) == 0
+    finally:
+        service.close()
+    assert _pending(db) == 4
+    with Lantern(db) as lt:
+        assert lt.fill_vectors() == 4
+    assert _pending(db) == 0

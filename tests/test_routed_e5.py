@@ -101,7 +101,8 @@ def test_query_fills_the_e5_part_only_when_the_store_holds_e5_rows(routed):
 LAZY = """
 import json, sys
 from lantern import Lantern
-with Lantern(sys.argv[1]) as lt:
+from lantern.config import Config
+with Lantern(sys.argv[1], config=Config(e5_english_weight=float(sys.argv[2]))) as lt:
     lt.archive([{"role": "user", "content": "Start postgres on port 5433 please."},
                 {"role": "assistant", "content": "Postgres is up on port 5433."}], session="s")
     archived = dict(lt.embedder.loaded)
@@ -111,19 +112,21 @@ with Lantern(sys.argv[1]) as lt:
 """
 
 
-def test_an_english_store_loads_e5_only_to_recover(tmp_path):
-    """Archiving English turns loads MiniLM alone (their e5 part is filled after the commit: archive/fill.py); a
-    recovery fills the newest pending parts first (Config.fill_on_recover) and then ranks them by e5 too."""
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_an_english_store_loads_e5_only_to_recover_and_only_when_english_e5_is_on(tmp_path, weight):
+    """Archiving English turns loads MiniLM alone (their e5 part is filled after the commit: archive/fill.py). With
+    Config.e5_english_weight above 0 a recovery fills the newest pending parts first (Config.fill_on_recover) and
+    ranks them by e5 too; at the default 0 it never loads e5."""
     out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(LAZY), str(tmp_path / "en.db")],
+        [sys.executable, "-c", textwrap.dedent(LAZY), str(tmp_path / "en.db"), str(weight)],
         capture_output=True,
         text=True,
         check=True,
     )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["archived"] == {"minilm": True, "use": False, "e5": False} and got["found"]
-    assert got["loaded"] == {"minilm": True, "use": False, "e5": True}
-    assert "semantic" in got["signals"] and "semantic_e5" in got["signals"]
+    assert got["loaded"] == {"minilm": True, "use": False, "e5": weight > 0}
+    assert "semantic" in got["signals"] and ("semantic_e5" in got["signals"]) == (weight > 0)
 
 
 def _rank_of(rec, needle: str, signal: str) -> int | None:

@@ -149,7 +149,7 @@ class Lantern:
         """At most ``Config.fill_on_recover`` of the newest entries still without their deferred block get it
         before a recovery ranks (bounded: the rest wait for the next recovery or the background worker). Skipped
         with no error when the write cannot be made (a read-only file, another process's write lock held)."""
-        if not self.config.fill_on_recover or self.store.deferred is None:
+        if not self.config.fill_on_recover or self.store.deferred is None or not self.writer.fills:
             return
         try:
             if self.store.pending_vectors(1):

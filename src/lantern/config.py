@@ -118,7 +118,10 @@ class Config:
     rerank_prompt_chars: int = 8_000  # the whole rerank prompt at most this long (ours: ~2k tokens)
     # --- vectors filled after the archive commit (archive/fill.py) ---
     fill_on_recover: int = 32  # pending e5 blocks a recovery fills first, newest first (ours: ~0.3 s at most)
-    e5_english_weight: float = 0.5  # semantic_e5's RRF weight for a query not routed to USE (ours; tune split)
+    # above 0: English turns get their e5 block after the commit (archive/fill.py) and semantic_e5 has this RRF
+    # weight for a query not routed to USE; 0: English turns get none, e5 ranks CJK turns only (for any query, at
+    # semantic_e5's weight). 0 because no weight cleared the tune split's margin (docs/results/e5-english.md)
+    e5_english_weight: float = 0.0
     gist_every: int = 5  # Session core gist refreshed every 5 turns (docs/architecture.md §5.2)
     gist_max_chars: int = 1500  # rolling gist cap; the oldest lines roll off (ours)
     gist_base_url: str | None = None  # OpenAI-compatible base URL (".../v1") for an LLM gist; None: extractive

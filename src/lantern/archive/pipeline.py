@@ -121,13 +121,21 @@ class Writer:
             prepared, lambda p: embed_ahead.embed_plan(self.embedder, p[0].plan, remembered)
         ):
             self.store_batch(batch, vectors, result)
-            self.fill(len(batch.turns))  # the deferred block of this batch's rows, after its commit (archive/fill.py)
+            if self.fills:  # the deferred block of this batch's rows, after its commit (archive/fill.py)
+                self.fill(len(batch.turns))
             done += len(batch.turns)
             if progress:
                 progress(done, total)
         if dropped[0]:
             result.warnings.append(f"... {dropped[0]} more warnings")
         return result
+
+    @property
+    def fills(self) -> bool:
+        """Whether the deferred block (e5 of English turns) is computed on its own — after each ingest batch, by
+        the servers' background worker, before a recovery: only when it is used (``Config.e5_english_weight`` >
+        0). ``fill`` called directly (``lantern reindex --fill``) computes it whatever the weight."""
+        return self.config.e5_english_weight > 0
 
     def fill(self, limit: int | None = None, progress: Progress | None = None, wait: float | None = None) -> int:
         """Stage fill: the deferred block (e5 of English turns) of up to ``limit`` pending entries, newest first

@@ -98,7 +98,7 @@ class MemoryService:
     def fill_step(self, batch: int = FILL_BATCH) -> int:
         """One background step: the deferred block of up to ``batch`` entries, newest first. Returns how many."""
         with self._lock:
-            if self._lantern is None:
+            if self._lantern is None or not self._lantern.writer.fills:
                 return 0
             return self._lantern.writer.fill(batch, wait=0.5)
 

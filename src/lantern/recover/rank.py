@@ -1,11 +1,12 @@
 """The ranking half of the read path (docs/architecture.md §3): a query -> every candidate, fused by RRF.
 
     mask       = candidate_mask(index, session, scope, exclude_ids)     who may be a candidate at all
-    query      = plan_query(query, embedder, config, proactive)         terms, dates named, sub-questions, blocks
-    found      = query_signals(...)                                      semantic, fulltext (BM25), prf, keyword, time,
-                                                                          a block's own semantic (semantic_e5)
-    found     += given_rankings(...) + context_signals(...)             extra rankings; neighbour, local (from the
-    others)
+    weights    = query_weights(config, query)                           per signal; a signal of weight 0 is off
+    query      = plan_query(query, embedder, config, proactive, weights) terms, dates named, sub-questions, blocks
+    found      = query_signals(...)                                      semantic, fulltext (BM25), prf, keyword,
+                                                                          time, a block's own semantic (semantic_e5)
+    found     += given_rankings(...), then context_signals(...)         extra rankings; neighbour, local (from
+                                                                          the others)
     pool       = candidate_pool(...)                                     live entries out; pruned entries marked
     found     += importance over the pool                                I(e) = R·F·D·c·σ (paper eq. 2)
     fused      = rrf(rankings, k=60, weights)                            (Cormack et al. 2009; paper eq. 3) + speaker
@@ -115,9 +116,11 @@ def rank(
     Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
     index.refresh()
     mask = candidate_mask(index, session, scope or Scope(), exclude_ids)
-    plan = plan_query(query, embedder, config, proactive)
+    weights = query_weights(config, query)
+    plan = plan_query(query, embedder, config, proactive, weights)
     found, vector, part_vectors = query_signals(store, index, embedder, config, plan, mask)
     found.update(given_rankings(index, extra_rankings or {}, mask))
+    found = {name: ranked for name, ranked in found.items() if weights.get(name, 1.0) != 0}  # weight 0: off
     found.update(context_signals(store, index, config, found, vector, part_vectors, mask))
     pool = candidate_pool(store, index, config, plan, found, mask, live_text, proactive)
     if "importance" in config.signals:
@@ -130,9 +133,6 @@ def rank(
             query, rankings, pool.entries, config.rrf_k, config.signal_weights
         )
         scores[speaker.SPEAKER] = {i: 1.0 / r for r, i in enumerate(rankings[speaker.SPEAKER], 1)}
-    weights = config.signal_weights
-    if cjk_share(query) < RoutedEmbedder.CJK_THRESHOLD:  # a query the routed embedder reads with MiniLM
-        weights = {**weights, "semantic_e5": config.e5_english_weight}
     if part_vectors is not None and local.LOCAL in rankings:  # the per-part local orders, one vote per part (ours)
         weights = {**weights, local.LOCAL: weights.get(local.LOCAL, 1.0) * len(part_vectors)}
     fused = rrf(rankings, config.rrf_k, weights) if config.fusion == "rrf" else score_sum(scores)
@@ -142,6 +142,18 @@ def rank(
 
 
 # ------------------------------------------------------------------------------------------------- the stages
+def query_weights(config: Config, query: str) -> dict[str, float]:
+    """Each signal's RRF weight for ``query``: ``Config.signal_weights``, with ``semantic_e5`` at
+    ``Config.e5_english_weight`` for a query the routed embedder reads with MiniLM (less than
+    ``RoutedEmbedder.CJK_THRESHOLD`` of CJK) once English turns have e5 blocks (a weight above 0; at 0 they have
+    none, and e5 reaches only CJK turns, from any query). A signal of weight 0 is off: it neither votes nor adds
+    candidates."""
+    weights = dict(config.signal_weights)
+    if config.e5_english_weight > 0 and cjk_share(query) < RoutedEmbedder.CJK_THRESHOLD:
+        weights["semantic_e5"] = config.e5_english_weight
+    return weights
+
+
 def candidate_mask(index: MemoryIndex, session: str | None, scope: Scope, exclude_ids: Iterable[int]) -> Mask:
     """The positions inside ``session`` (and its sub-sessions), inside ``scope``, and not in ``exclude_ids``."""
     allowed = index.session_mask(session)
@@ -158,10 +170,13 @@ def candidate_mask(index: MemoryIndex, session: str | None, scope: Scope, exclud
     return Mask(allowed, sessions, scope if in_scope is not None else None)
 
 
-def plan_query(query: str, embedder: Embedder, config: Config, proactive: bool) -> QueryPlan:
-    """What ``query`` asks of the enabled signals. Sub-questions only for a user's multi-part question, never a
+def plan_query(
+    query: str, embedder: Embedder, config: Config, proactive: bool, weights: dict[str, float] | None = None
+) -> QueryPlan:
+    """What ``query`` asks of the enabled signals (``Config.signals`` less those of weight 0 in ``weights``: a block
+    ranked apart at weight 0 is not even embedded). Sub-questions only for a user's multi-part question, never a
     proactive recovery's query (a compaction's live tail + summary: its sentences are not questions asked together)."""
-    enabled = set(config.signals)
+    enabled = {name for name in config.signals if (weights or {}).get(name, 1.0) != 0}
     plan = QueryPlan(query, query_terms(query)[: config.max_query_terms])
     plan.windows = timeframe.query_windows(query) if timeframe.TIME in enabled else []
     plan.apart = {name: dims for name, dims in signal_blocks(embedder).items() if name in enabled}  # e.g. semantic_e5
@@ -203,10 +218,14 @@ def query_signals(
         )
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, plan.terms, mask.allowed, n, config.keyword_score)
-
     # a block no candidate uses is left empty (ours): an English query in an English session of a store that also
-    # holds Chinese sessions loads no Chinese model; the ranking among the candidates is the same either way
+    # holds Chinese sessions loads no Chinese model; the ranking among the candidates is the same either way. A
+    # block ranked apart whose signal is off for this query (weight 0) is not embedded either.
+    apart_blocks, wanted = set(signal_blocks(embedder).values()), set(plan.apart.values())
+
     def occupied(start: int, stop: int) -> bool:
+        if (start, stop) in apart_blocks and (start, stop) not in wanted:
+            return False
         return index.block_occupied_among(start, stop, mask.allowed)
 
     vector = embed_query(embedder, [plan.text], occupied)[0] if plan.needs_vector else None
