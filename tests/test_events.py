@@ -18,6 +18,7 @@ import pytest
 
 from lantern import Lantern
 from lantern.compaction import detect
+from lantern.store.migrations import MIGRATIONS
 
 SYSTEM = {"role": "system", "content": "You are a coding assistant."}
 TOKEN = "pelican_quasar_77"  # only in the question asked after the compaction: the event's query holds it
@@ -64,7 +65,7 @@ def recorded(lt: Lantern, session: str = "s", user: str | None = None):
 
 def test_schema_has_the_events_table(tmp_path):
     with Lantern(tmp_path / "m.db") as lt:
-        assert lt.stats()["schema_version"] == 6
+        assert lt.stats()["schema_version"] == len(MIGRATIONS) >= 6
         columns = [r[1] for r in lt.store.db.execute("PRAGMA table_info(events)")]
     assert columns[:3] == ["id", "time", "session"] and "lost" in columns and "rerank" in columns
 

@@ -175,7 +175,7 @@ def m006_events(db: sqlite3.Connection) -> None:
 
 
 @migration
-def m008_vector_state(db: sqlite3.Connection) -> None:
+def m007_vector_state(db: sqlite3.Connection) -> None:
     """Vectors stored compactly (store/vectors.py: int8 per block, no all-zero blocks; the rows already stored are
     re-encoded by ``Store.compact_vectors`` once the embedder's blocks are known) and filled after the archive
     commit: ``e5_pending`` marks an entry whose deferred block (the routed embedder's e5 part of an English turn) is

@@ -798,6 +798,20 @@ class Store:
             out["bytes_per_entry_by_table"] = self.bytes_by_table(n)
         return out
 
+    def bytes_by_table(self, entries: int | None = None) -> dict[str, int]:
+        """Bytes per entry of each table and index (its pages, from SQLite's ``dbstat``), largest first; FTS5's
+        shadow tables under their virtual table's name. {} where ``dbstat`` is not compiled in."""
+        n = entries if entries is not None else self.count()
+        try:
+            rows = self.db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+        except sqlite3.OperationalError:
+            return {}
+        sizes: dict[str, int] = {}
+        for name, size in rows:
+            key = "entries_fts" if name.startswith("entries_fts") else name
+            sizes[key] = sizes.get(key, 0) + size
+        return {k: round(v / n) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])} if n else {}
+
 
 ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
 
@@ -843,20 +857,6 @@ def holders(path: str) -> tuple[tuple[int, str], ...]:
                 name = "?"
             found.append((int(entry.name), name))
     return tuple(sorted(found))
-
-    def bytes_by_table(self, entries: int | None = None) -> dict[str, int]:
-        """Bytes per entry of each table and index (its pages, from SQLite's ``dbstat``), largest first; FTS5's
-        shadow tables under their virtual table's name. {} where ``dbstat`` is not compiled in."""
-        n = entries if entries is not None else self.count()
-        try:
-            rows = self.db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
-        except sqlite3.OperationalError:
-            return {}
-        sizes: dict[str, int] = {}
-        for name, size in rows:
-            key = "entries_fts" if name.startswith("entries_fts") else name
-            sizes[key] = sizes.get(key, 0) + size
-        return {k: round(v / n) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])} if n else {}
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
