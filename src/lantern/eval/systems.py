@@ -116,6 +116,7 @@ class MemoEmbedder:
     def __init__(self, inner):
         self.inner, self.id, self.dim = inner, inner.id, inner.dim
         self.signal_blocks = getattr(inner, "signal_blocks", None) or {}  # embed.signal_blocks
+        self.blocks = getattr(inner, "blocks", None)  # the models' dims: how the store lays out its vectors
         self._cache: dict[str, np.ndarray] = {}
 
     def embed(self, texts):
