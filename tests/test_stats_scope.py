@@ -82,8 +82,16 @@ def test_rest_and_mcp_stats_are_scoped(db):
     async def run():
         for args, n in (({}, 0), ({"user": "bob"}, 1), ({"user": "alice"}, 4)):
             r = await server.call_tool("stats", args)
-            out = r[1] if isinstance(r, tuple) else r
+            out = _structured(r)
             assert out["entries"] == n and "database_bytes" not in out, out
 
     anyio.run(run)
     server._lantern_service.close()
+
+
+def _structured(result):
+    """The structured output of a direct ``call_tool`` on the server: 1.x's FastMCP returns (content, structured),
+    2.x's MCPServer a CallToolResult (``structured_content``)."""
+    if isinstance(result, tuple):
+        return result[1]
+    return result.structured_content if hasattr(result, "structured_content") else result.structuredContent
