@@ -1112,3 +1112,14 @@ def test_in_process_runs_print_what_a_process_prints(tmp_path):
     assert "Usage: lantern recover [OPTIONS] " in same("recover", "--help", db=db, columns=400).stdout.decode()
     shown = on_a_terminal("search", "redis port", db=db, columns=100)
     assert "\\x1b[2J" in shown and shown == on_a_terminal_process("search", "redis port", db=db, columns=100)
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_an_empty_query_says_the_query_is_empty(tmp_path, transcript, query):
+    """Newcomer finding: `recover ""` said "no archived turn is a candidate (all excluded or none archived)" over a
+    store that held turns. A blank query is named as such."""
+    db = tmp_path / "e.db"
+    run("ingest", str(transcript), db=db)
+    proc = lantern("recover", query, db=db, columns=None)
+    assert proc.returncode == 0 and proc.stdout == b""
+    assert proc.stderr.decode().strip().startswith("nothing recovered: the query is empty")

@@ -820,7 +820,7 @@ class Lantern:
             out = self.store.stats()
             out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below)
             out["pending_recoveries"] = reinforce.pending_count(self.store)
-            return out
+            return self._without_unused(out)
         scope = resolve(self.scope, user, agent, project)
         out = {"path": self.path, "user": scope.user}
         if scope.agent is not None:
@@ -830,7 +830,14 @@ class Lantern:
         out.update(self.store.stats(scope))
         out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below, scope_where("", scope))
         out["pending_recoveries"] = reinforce.pending_count(self.store, scope.user)
-        return out
+        return self._without_unused(out)
+
+    def _without_unused(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """``stats`` without ``vectors_pending`` while English e5 is off (``Config.e5_english_weight`` 0): those
+        blocks are then never computed, and a count that never falls reads as work left undone."""
+        if not self.writer.fills:
+            stats.pop("vectors_pending", None)
+        return stats
 
 
 def _epoch(as_of: Any) -> float | None:

@@ -365,12 +365,14 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
     (``as_of``, as given; ``without_as_of``: a callable returning the same recovery's explanation without it, called
     only then), no candidate (``counts``: a callable returning ``_scope_counts``, called only then, to name the
     user, agent / project or session filter that left the store's entries out), or every ranked candidate cut
-    because the budget left no room after the block's title line."""
+    because the budget left no room after the block's title line; or an empty query."""
     from datetime import timezone
 
     from lantern.recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
 
     ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
+    if not (result.query or "").strip():
+        return ": the query is empty (give the question, or the live context's tail after a compaction)"
     if not ranked and as_of is not None and without_as_of is not None:
         later = [
             c.entry.time or c.entry.archived_at
