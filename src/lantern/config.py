@@ -53,6 +53,10 @@ class Config:
     # would spend a third of the budget on full headers (tune split)
     pack_group_sessions: bool = True
     entry_share: float = 1.0  # largest share of the budget one entry may take; longer ones are excerpted (ours)
+    # length-aware packing (recover/pack.py; ours): before an entry is excerpted into what is left, the next 3 in MMR
+    # order that fit whole in a quarter of that room are packed first (a short answer before a 4 KB statement's
+    # excerpt); 0 turns it off
+    pack_lookahead: int = 3
     max_query_terms: int = 64  # full-text/keyword query terms kept from a long query (ours)
     # the paper's four signals, plus ours (each kept for what it added on the tune split): "prf" (RM3 feedback on the
     # full-text query, recover/prf.py), "time" (a date the query names, recover/timeframe.py), "neighbour" (the turns

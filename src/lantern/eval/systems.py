@@ -248,6 +248,7 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
         config.min_excerpt_chars,
         config.entry_share,
         group=config.pack_group_sessions,
+        lookahead=config.pack_lookahead,
     )
     ms = (time.perf_counter() - start) * 1000
     return Outcome(

@@ -13,6 +13,7 @@ rank; a proactive recovery (at compaction) leaves them out unless the query name
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 
@@ -23,11 +24,14 @@ from lantern.recover.diversify import diversify
 from lantern.recover.facts_note import pack_with_notes
 from lantern.recover.pack import PackResult, pack
 from lantern.recover.rank import rank
+from lantern.recover.signals import FTS_SAMPLE_ROWS, quote
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
 from lantern.store.sqlite import Store
 
 __all__ = ["pack_block", "recover", "search", "set_verdicts"]
+
+_WORD = re.compile(r"\w")
 
 
 def recover(
@@ -113,6 +117,9 @@ def pack_block(
     batches as packing asks for them; with ``notes``, the superseded-fact notes fit in the same budget."""
     sessions = {c.entry.session for c in ranked}
     one_session = sessions.pop() if len(sessions) == 1 else None
+    # each term's share of the store's rows, for excerpts around the rarest terms (cached: the full-text signal
+    # asked for the same terms)
+    fractions = store.term_fractions([quote(t) for t in terms if _WORD.search(t)], FTS_SAMPLE_ROWS)
 
     def pack_at(room: int) -> PackResult:
         return pack(
@@ -123,6 +130,8 @@ def pack_block(
             config.entry_share,
             session=one_session,
             group=config.pack_group_sessions,
+            fractions=fractions,
+            lookahead=config.pack_lookahead,
         )
 
     return pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])

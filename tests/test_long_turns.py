@@ -1,0 +1,245 @@
+"""Huge single turns (issue #19, item 1), on transcripts in real formats (tests/long_turns.py builds them): a Claude
+Code session whose ``pytest -v`` output is ~115 KB with the failing test at its end, an OpenAI ``write_file`` call
+whose 24 KB arguments set ``RETENTION_DAYS`` deep inside, a 4 KB task statement against the short turn that answers.
+
+- the excerpt of a long entry is chosen around the query's rarest matched terms (recover/pack.py ``excerpt``);
+- packing is length-aware: at a small budget a short answer is packed before a long entry's excerpt;
+- a block never exceeds its budget, tool-call arguments and results included (property tests, budgets 0-20,000).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from budget import examples
+from lantern import Lantern
+from lantern.model import Entry
+from lantern.recover.pack import FRAGMENT_JOIN, excerpt, pack, stem_prefix, term_weights
+from long_turns import (
+    FAILING_TEST,
+    RETENTION,
+    claude_code_pytest,
+    openai_write_file,
+    pytest_output,
+    settings_module,
+    task_statement,
+)
+
+BUDGETS = (1000, 1500, 6000)
+
+
+# ------------------------------------------------------------------------------------------------ excerpt
+def test_stem_prefix_matches_inflections():
+    assert stem_prefix("failing") == "fail" and stem_prefix("stopped") == "stop"
+    assert stem_prefix("settings") == "setting" and stem_prefix("test") == "test" and stem_prefix("uses") == "uses"
+    assert stem_prefix("retention_days") == "retention_days" and stem_prefix("数据") == "数据"
+
+
+def test_excerpt_goes_to_the_rare_term_not_the_common_one():
+    """ "test" is on every line of a pytest log; the one FAILED line is what the question is about."""
+    log = pytest_output(115_000)
+    out = excerpt(log, ["test", "failing", "run"], 800)
+    assert len(out) <= 800 and "test_retry_gives_up_after_five_attempts" in out
+    assert "test session starts" not in out  # not the head
+    assert FAILING_TEST in excerpt(log, ["test", "failing", "run", "summary"], 800)
+
+
+def test_excerpt_finds_a_value_deep_inside_long_arguments_and_keeps_the_head():
+    """Two fragments when one window cannot cover both: the request at the head, the value deep inside."""
+    args = json.dumps({"path": "config/settings.py", "content": settings_module()})
+    text = "user: Split the settings into config/settings.py.\nassistant -> tool call write_file(" + args + ")"
+    out = excerpt(text, ["retention_days", "retention", "days", "value", "set", "settings", "file"], 1000)
+    assert len(out) <= 1000 and "RETENTION_DAYS = 45" in out
+    assert out.startswith("user: Split the settings") and FRAGMENT_JOIN in out
+
+
+def test_store_rarity_weighs_in():
+    counts = Counter({0: 1, 1: 1})
+    words = ["port", "5433"]
+    even = term_weights(counts, words, 10_000, 500)
+    assert even[0] == even[1]
+    rare = term_weights(counts, words, 10_000, 500, {'"port"': 0.6, '"5433"': 0.001})
+    assert rare[1] > 3 * rare[0]
+
+
+def test_excerpt_without_a_match_is_the_head():
+    assert excerpt("alpha beta gamma " * 100, ["zeta"], 60).startswith("alpha beta")
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(list("ab cd\nFAILED_x.é数据")), min_size=0, max_size=3000),
+    terms=st.lists(st.sampled_from(["ab", "failed", "cd", "x", "数据", "é", "a b", "zz"]), max_size=5),
+    width=st.integers(-5, 1200),
+)
+def test_excerpt_never_exceeds_its_width(text, terms, width):
+    out = excerpt(text, terms, width)
+    assert len(out) <= max(width, 0)
+    if len(text) <= width:
+        assert out == text
+
+
+# ------------------------------------------------------------------------------------------------ packing
+def _entry(i: int, text: str, session: str = "s", turn: int | None = None) -> Entry:
+    return Entry(
+        id=i,
+        session=session,
+        turn=i if turn is None else turn,
+        text=text,
+        summary=text[:200],
+        tags=[],
+        memory_type="episodic",
+        importance=0.5,
+        content_hash=str(i),
+        time=datetime(2026, 11, 20, 9, i % 60, tzinfo=timezone.utc),
+    )
+
+
+def test_a_short_answer_is_packed_before_a_long_entry_is_excerpted():
+    statement = task_statement().messages[0]["content"]
+    answer = "user: Platform finished provisioning. Connection details: db-stg-2.internal, port 6432."
+    entries = [_entry(1, statement), _entry(2, "user: Freeze is in place."), _entry(3, answer)]
+    for budget in (1000, 1500):
+        res = pack(iter(entries), budget, ["staging", "database", "connection"], group=True)
+        assert "port 6432" in res.text and len(res.text) <= budget
+        assert res.verdicts[1][0] == "excerpt" and res.verdicts[3][0] == "packed"
+        before = pack(iter(entries), budget, ["staging", "database", "connection"], group=True, lookahead=0)
+        assert "port 6432" not in before.text  # what it did before: the statement's excerpt filled the block
+    whole = pack(iter(entries), 6000, ["staging"], group=True)
+    assert all(v == "packed" for v, _ in whole.verdicts.values())  # at the default budget everything fits whole
+
+
+_huge = st.builds(
+    lambda unit, n: unit * n,
+    st.sampled_from(["tests/a.py::test_x PASSED [ 1%]\n", '{"content": "RETENTION_DAYS = 45\\n', "数据库端口 5433。"]),
+    st.integers(0, 6000),
+)
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    texts=st.lists(st.one_of(_huge, st.text(max_size=300)), min_size=0, max_size=8),
+    budget=st.integers(0, 20_000),
+    group=st.booleans(),
+    one_session=st.booleans(),
+    lookahead=st.integers(0, 4),
+)
+def test_pack_never_exceeds_the_budget(texts, budget, group, one_session, lookahead):
+    entries = [_entry(i + 1, t, session="s" if one_session else f"s{i % 3}") for i, t in enumerate(texts)]
+    res = pack(
+        iter(entries), budget, ["test", "retention_days", "端口"], group=group, lookahead=lookahead,
+        session="s" if one_session and not group else None,
+    )  # fmt: skip
+    assert len(res.text) <= budget
+    for p in res.packed:
+        assert p.text in res.text and res.verdicts[p.entry.id][0] in ("packed", "excerpt")
+        assert p.excerpt == (res.verdicts[p.entry.id][0] == "excerpt")
+
+
+def _run(call_id: str, output: str, command: str = "pytest -v") -> list[dict]:
+    """An OpenAI tool call and its result."""
+    call = {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": command})}}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": output},
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("long-turns")
+    out = {}
+    for sc in (claude_code_pytest(folder), openai_write_file(), task_statement()):
+        memory = Lantern(folder / f"{len(out)}.db")
+        if sc.path is not None:
+            memory.ingest(sc.path)
+        else:
+            memory.archive(sc.messages, session="s")
+        out[sc.name] = (memory, sc)
+    yield out
+    for memory, _ in out.values():
+        memory.close()
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_the_failing_test_at_the_end_of_a_115_kb_pytest_output_is_recovered(stores, budget):
+    memory, sc = stores["claude-code pytest -v, 115 KB output"]
+    assert sc.long_chars > 110_000
+    for question, expect in sc.asks:
+        rec = memory.recover(question, budget=budget)
+        assert expect in rec.text and rec.chars <= budget, (question, rec.text[:600])
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_a_value_deep_inside_24_kb_write_file_arguments_is_recovered(stores, budget):
+    memory, sc = stores["openai write_file, 24 KB arguments"]
+    assert sc.long_chars > 23_000
+    for question, _ in sc.asks:
+        rec = memory.recover(question, budget=budget)
+        assert RETENTION in rec.text and rec.chars <= budget, (question, rec.text[:600])
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_a_short_answer_beats_a_4_kb_task_statement_at_small_budgets(stores, budget):
+    memory, sc = stores["4 KB task statement vs a short answer"]
+    question, expect = sc.asks[0]  # the second question shares no word with its answer: see BENCHMARKS.md §13
+    rec = memory.recover(question, budget=budget)
+    assert expect in rec.text and rec.chars <= budget, rec.text
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    budget=st.integers(0, 20_000),
+    question=st.sampled_from(
+        [
+            "Which test was failing at the end of the full test run?",
+            "What retention_days value did we set?",
+            "staging database connection details",
+            "webhook retry backoff",
+        ]
+    ),
+)
+def test_a_recovered_block_never_exceeds_its_budget(stores, budget, question):
+    """Every character injected counts against the budget, the tool calls' arguments and results included."""
+    for memory, _ in stores.values():
+        rec = memory.recover(question, budget=budget)
+        assert rec.chars == len(rec.text) <= budget
+
+
+_turn = st.tuples(
+    st.sampled_from(["output", "arguments", "statement"]),
+    st.integers(0, 60_000),
+    st.sampled_from(["webhook", "settings", "staging"]),
+)
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(turns=st.lists(_turn, min_size=1, max_size=4), budgets=st.lists(st.integers(0, 20_000), min_size=3, max_size=3))
+def test_turns_with_huge_arguments_and_outputs_never_overflow_a_block(tmp_path_factory, turns, budgets):
+    """Turns with tool outputs and tool-call arguments of up to 60 KB each, any budget from 0 to 20,000."""
+    messages: list[dict] = []
+    for n, (kind, size, topic) in enumerate(turns):
+        messages.append({"role": "user", "content": f"{topic}: step {n}"})
+        if kind == "output":
+            messages += _run(f"c{n}", pytest_output(size, seed=n)[:size])
+        elif kind == "arguments":
+            args = json.dumps({"path": f"config/{topic}.py", "content": settings_module(size, seed=n)[:size]})
+            call = {"id": f"w{n}", "type": "function", "function": {"name": "write_file", "arguments": args}}
+            messages += [
+                {"role": "assistant", "content": "writing", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": f"w{n}", "content": "ok"},
+            ]
+        else:
+            messages.append({"role": "assistant", "content": (f"the {topic} database port is 6432. " * 400)[:size]})
+    with Lantern(tmp_path_factory.mktemp("huge") / "h.db", embedder="minilm") as memory:
+        memory.archive(messages, session="s")
+        for budget, question in zip(budgets, ("webhook test failed", "retention_days setting", "staging port")):
+            rec = memory.recover(question, budget=budget)
+            assert rec.chars == len(rec.text) <= budget
