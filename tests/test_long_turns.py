@@ -2,6 +2,8 @@
 Code session whose ``pytest -v`` output is ~115 KB with the failing test at its end, an OpenAI ``write_file`` call
 whose 24 KB arguments set ``RETENTION_DAYS`` deep inside, a 4 KB task statement against the short turn that answers.
 
+- the full-text index holds a long turn in windows (text/windows.py, store/sqlite.py), so its tail and middle rank
+  against ordinary turns; deleting the entry deletes its windows;
 - the excerpt of a long entry is chosen around the query's rarest matched terms (recover/pack.py ``excerpt``);
 - packing is length-aware: at a small budget a short answer is packed before a long entry's excerpt;
 - a block never exceeds its budget, tool-call arguments and results included (property tests, budgets 0-20,000).
@@ -21,6 +23,8 @@ from budget import examples
 from lantern import Lantern
 from lantern.model import Entry
 from lantern.recover.pack import FRAGMENT_JOIN, excerpt, pack, stem_prefix, term_weights
+from lantern.store.sqlite import entry_of_row, window_rowid
+from lantern.text.windows import WINDOW_CHARS, windows
 from long_turns import (
     FAILING_TEST,
     RETENTION,
@@ -32,6 +36,22 @@ from long_turns import (
 )
 
 BUDGETS = (1000, 1500, 6000)
+
+
+# ------------------------------------------------------------------------------------------------ windows
+def test_windows_cover_the_text_overlap_and_end_at_lines():
+    text = "\n".join(f"line {i}: " + "x" * (i % 97) for i in range(4000))
+    spans = windows(text)
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    for (a, b), (c, d) in zip(spans, spans[1:]):
+        assert c < b <= d and b - a <= WINDOW_CHARS  # consecutive windows overlap: no line is lost at a seam
+        assert text[b - 1] == "\n"  # each ends after a newline of its last 200 characters
+    assert windows("short") == [(0, 5)]
+
+
+def test_windows_are_bounded_in_number():
+    spans = windows("y" * 3_000_000, most=100)
+    assert len(spans) <= 100 and spans[-1][1] == 3_000_000
 
 
 # ------------------------------------------------------------------------------------------------ excerpt
@@ -142,6 +162,7 @@ def test_pack_never_exceeds_the_budget(texts, budget, group, one_session, lookah
         assert p.excerpt == (res.verdicts[p.entry.id][0] == "excerpt")
 
 
+# ------------------------------------------------------------------------------------------------ the store
 def _run(call_id: str, output: str, command: str = "pytest -v") -> list[dict]:
     """An OpenAI tool call and its result."""
     call = {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": command})}}
@@ -149,6 +170,58 @@ def _run(call_id: str, output: str, command: str = "pytest -v") -> list[dict]:
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": call_id, "content": output},
     ]
+
+
+def _windows_in_store(memory: Lantern) -> int:
+    return memory.store.db.execute("SELECT count(*) FROM entries_fts WHERE rowid < 0").fetchone()[0]
+
+
+def test_long_text_is_indexed_in_windows_and_forgotten_with_its_entry(tmp_path):
+    assert entry_of_row(window_rowid(77, 5)) == 77 and entry_of_row(77) == 77
+    with Lantern(tmp_path / "w.db", embedder="minilm") as memory:
+        messages = [{"role": "user", "content": f"note {i}: the webhook tests pass, retry is fine"} for i in range(6)]
+        messages += [{"role": "user", "content": "run the full suite"}, *_run("c1", pytest_output(60_000))]
+        long_id = memory.archive(messages, session="s").entry_ids[-1]
+        assert _windows_in_store(memory) == len(windows(memory.store.entries([long_id])[long_id].text)) - 1
+        hits = memory.store.fulltext('"retry" OR "gives" OR "five" OR "attempts"', 3)
+        assert hits[0][0] == long_id and len({i for i, _ in hits}) == len(hits)  # one row per entry, best first
+        assert memory.store.term_fractions(['"attempts"'], 2000)['"attempts"'] == 1 / 7  # windows not counted
+        memory.export(tmp_path / "w.jsonl")
+        with Lantern(tmp_path / "copy.db", embedder="minilm") as copy:  # an import indexes the windows again
+            copy.import_(tmp_path / "w.jsonl")
+            assert _windows_in_store(copy) == _windows_in_store(memory)
+        memory.forget(entry=long_id)
+        assert _windows_in_store(memory) == 0 and not memory.store.fulltext('"attempts"', 3)
+
+
+def test_a_grown_long_turn_is_windowed_again(tmp_path):
+    with Lantern(tmp_path / "g.db", embedder="minilm") as memory:
+        first = [{"role": "user", "content": "run the suite"}]
+        memory.archive(first, session="s")
+        (entry_id,) = memory.archive(first + _run("c1", pytest_output(30_000)), session="s").entry_ids
+        assert memory.store.count() == 1 and entry_id == 1
+        assert _windows_in_store(memory) == len(windows(memory.store.entries([1])[1].text)) - 1
+
+
+def test_a_long_tool_output_is_summarized_with_its_head_and_its_last_line():
+    from lantern.archive.chunk import chunk
+    from lantern.archive.parse import parse
+    from lantern.archive.summarize import TOOL_HEAD_CHARS, summarize
+
+    messages = [{"role": "user", "content": "run the full suite"}, *_run("c1", pytest_output(115_000))]
+    (turn,) = chunk(parse(messages).messages)
+    line = next(x for x in summarize(turn).split("\n") if x.startswith("result"))
+    assert len(line) <= TOOL_HEAD_CHARS and "test session starts" in line and "1 failed" in line
+
+
+def test_a_long_entry_is_not_buried_by_its_hint_count(tmp_path):
+    """Jaccard counts at most KEYWORD_HINT_CAP hints of an entry: a 115 KB log holds ~1,200."""
+    from lantern.recover.signals import KEYWORD_HINT_CAP
+
+    with Lantern(tmp_path / "k.db", embedder="minilm") as memory:
+        memory.archive([{"role": "user", "content": "full run"}, *_run("c1", pytest_output(115_000))], session="s")
+        c = next(c for c in memory.explain("tests/billing/test_webhooks.py", budget=2000).candidates)
+        assert c.scores["keyword"] >= 1 / (3 + KEYWORD_HINT_CAP)  # 3 query terms; uncapped it was <= 3 / 1,200
 
 
 # ------------------------------------------------------------------------------------------------ end to end

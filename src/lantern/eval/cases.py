@@ -64,14 +64,15 @@ def history_turns(history: History) -> list[Turn]:
     return turns
 
 
-#: The modules that decide what an archived row holds (its text, summary, tags, class, redaction, facts, schema and
-#: vector): a cached database built by other versions of them is stale.
+#: The modules that decide what an archived row holds (its text, summary, tags, class, redaction, facts, schema,
+#: full-text windows and vector): a cached database built by other versions of them is stale.
 WRITE_PATH_MODULES = (
     "archive/pipeline.py",
     "archive/chunk.py",
     "archive/summarize.py",
     "text/tags.py",
     "text/cjk.py",
+    "text/windows.py",
     "archive/classify.py",
     "archive/redact.py",
     "archive/facts.py",
