@@ -7,6 +7,7 @@ Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/p
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -205,6 +206,7 @@ class Lantern:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        min_score: float | None = None,
     ) -> Recovery:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
         ``query`` is read up to its first ``MAX_QUERY_CHARS`` (16,000) characters (also in ``explain`` and ``search``).
@@ -216,12 +218,16 @@ class Lantern:
         value changed since is marked in the block ("port: 5433 until 14 Mar 2026, now 5434"; ``.facts``).
         ``proactive``: a recovery nobody asked for (at a compaction): pruned entries are left out unless the query names
         one of their lookup hints. ``user``: only that user's entries (default: the handle's user); ``agent`` /
-        ``project``: only entries with that agent / project when given (default: the handle's, else any). Returns
-        ``Recovery`` (``.text``, ``.entries``, ``.chars``, ``.facts``, ``.candidates`` for explain). Access counts of
-        packed entries are incremented (F(e), paper eq. 2) and, with ``Config.reinforce`` (default), c and σ are
-        reinforced in the same transaction (reinforce.py; paper Appendix D). When that write cannot be made (a read-only
-        database file or directory, the write lock not obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk)
-        it is skipped with a warning logged on the ``lantern`` logger: the recovery is returned all the same.
+        ``project``: only entries with that agent / project when given (default: the handle's, else any).
+        ``min_score``: the relevance floor (default ``Config.min_score``; none for a ``proactive`` recovery: a
+        compaction's block restores the session it compacted): when nothing matches the query at least that well
+        (``Recovery.relevance.score``: the best cosine over its model's floor, or the best BM25 over the query's
+        ideal; docs/architecture.md §3.6), the block is empty. Returns ``Recovery`` (``.text``, ``.entries``,
+        ``.chars``, ``.facts``, ``.relevance``, ``.candidates`` for explain). Access counts of packed entries are
+        incremented (F(e), paper eq. 2) and, with ``Config.reinforce`` (default), c and σ are reinforced in the same
+        transaction (reinforce.py; paper Appendix D). When that write cannot be made (a read-only database file or
+        directory, the write lock not obtained within ``reinforce.WRITE_WAIT_S`` seconds, a full disk) it is skipped
+        with a warning logged on the ``lantern`` logger: the recovery is returned all the same.
         """
         result = self._recover(
             query,
@@ -234,6 +240,7 @@ class Lantern:
             agent=agent,
             project=project,
             complete=False,
+            min_score=min_score,
         )
         packed = [e.id for e in result.entries]
         try:
@@ -279,6 +286,7 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
         extra_rankings: dict[str, list[int]] | None = None,
+        min_score: float | None = None,
     ) -> Recovery:
         """``recover`` without its side effects (access counts, reinforcement): the same Recovery, whose
         ``candidates`` give every candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt,
@@ -300,6 +308,7 @@ class Lantern:
             project=project,
             extra_rankings=extra_rankings,
             complete=True,
+            min_score=min_score,
         )
         tags = self.store.tags(c.entry.id for c in result.candidates)
         for c in result.candidates:
@@ -320,6 +329,7 @@ class Lantern:
         project: str | None,
         extra_rankings: dict[str, list[int]] | None = None,
         complete: bool,
+        min_score: float | None = None,
     ) -> Recovery:
         """The read path shared by ``recover`` and ``explain``; ``complete``: MMR order and duplicate verdicts for
         every candidate, not only as far as packing read (recover/pipeline.py)."""
@@ -351,7 +361,19 @@ class Lantern:
             scope=scope,
             extra_rankings=extra_rankings,
             complete=complete,
+            min_score=self._min_score(min_score, proactive),
         )
+
+    def _min_score(self, min_score: Any, proactive: bool = False) -> float:
+        """The relevance floor of one recovery or search: ``min_score`` if given, else none for a proactive recovery,
+        else ``Config.min_score``. Raises ValueError for a negative, infinite or non-numeric floor."""
+        if min_score is None:
+            return 0.0 if proactive else float(self.config.min_score)
+        if isinstance(min_score, bool) or not isinstance(min_score, (int, float, np.integer, np.floating)):
+            raise ValueError(f"min_score must be a number >= 0, got {min_score!r}")
+        if not math.isfinite(min_score) or min_score < 0:
+            raise ValueError(f"min_score must be a finite number >= 0, got {min_score!r}")
+        return float(min_score)
 
     def facts(
         self,
@@ -387,18 +409,23 @@ class Lantern:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        min_score: float | None = None,
     ) -> list[Hit]:
         """Top ``k`` entries by fused (RRF) score, with per-signal ranks. No MMR, no budget, no side effects.
-        Scope as ``recover``. Raises ValueError when ``k`` is not a positive integer."""
+        Scope as ``recover``. ``min_score``: a relevance floor as ``recover``'s (recover/relevance.py), but none by
+        default: a search is a lookup someone asked for, whose scores they read; with one, nothing is returned when
+        the best candidates' ``Relevance.score`` is below it. Raises ValueError when ``k`` is not a positive integer
+        or ``min_score`` not a finite number >= 0."""
         scope = resolve(self.scope, user, agent, project)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
+        floor = self._min_score(0.0 if min_score is None else min_score)
         query, session = _query_text(query), given_name(session)
         if not query.strip():
             return []
         self._follow_reindex()
         return pipeline.search(
-            self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope
+            self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope, min_score=floor
         )
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:

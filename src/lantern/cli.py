@@ -314,6 +314,11 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
     if not ranked:
         named = _filtered_out(counts()) if counts is not None else ""
         return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
+    if all(c.verdict == "cut:floor" for c in ranked):
+        return (
+            f": no archived turn matches well enough (best relevance {result.relevance.score:.2f}, below the "
+            f"relevance floor {result.min_score:g}); --min-score 0 recovers anyway"
+        )
     if any(c.verdict == "cut:budget" for c in ranked):
         sessions = {c.entry.session for c in ranked}
         top = len(title(sessions.pop() if len(sessions) == 1 else None))
@@ -743,6 +748,13 @@ def recover(
     as_of: Optional[str] = typer.Option(
         None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."
     ),
+    min_score: Optional[float] = typer.Option(
+        None,
+        "--min-score",
+        min=0.0,
+        help="Relevance floor: inject nothing when no turn matches at least this well (best cosine, or BM25 over "
+        "the query's ideal). Default: the configured one; 0 turns it off.",
+    ),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -753,7 +765,14 @@ def recover(
         when = _iso(as_of, "--as-of")
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(
-                query, session=session, budget=budget, as_of=when, user=user, agent=agent, project=project
+                query,
+                session=session,
+                budget=budget,
+                as_of=when,
+                user=user,
+                agent=agent,
+                project=project,
+                min_score=min_score,
             )
             if as_json:
                 _print_json(result.to_json())
@@ -764,7 +783,13 @@ def recover(
                     result,
                     as_of if when is not None else None,
                     lambda: lantern.explain(
-                        query, session=session, budget=budget, user=user, agent=agent, project=project
+                        query,
+                        session=session,
+                        budget=budget,
+                        user=user,
+                        agent=agent,
+                        project=project,
+                        min_score=min_score,
                     ),
                     lambda: _scope_counts(lantern, session, user, agent, project),
                 )
@@ -785,6 +810,13 @@ def search(
     as_json: bool = typer.Option(
         False, "--json", help="Print the results as JSON (with --explain: every candidate's ranks and verdict)."
     ),
+    min_score: Optional[float] = typer.Option(
+        None,
+        "--min-score",
+        min=0.0,
+        help="Relevance floor: list nothing when no turn matches at least this well (as recover's). Default: none; "
+        "with --explain, the configured one.",
+    ),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -795,7 +827,13 @@ def search(
         with _open() as lantern:
             if explain:
                 cands = lantern.explain(
-                    query, session=session, budget=budget, user=user, agent=agent, project=project
+                    query,
+                    session=session,
+                    budget=budget,
+                    user=user,
+                    agent=agent,
+                    project=project,
+                    min_score=min_score,
                 ).candidates
                 rows = [
                     {
@@ -824,10 +862,19 @@ def search(
                         "score": round(h.score, 5),
                         "summary": h.entry.summary[:160],
                     }
-                    for h in lantern.search(query, k=k, session=session, user=user, agent=agent, project=project)
+                    for h in lantern.search(
+                        query, k=k, session=session, user=user, agent=agent, project=project, min_score=min_score
+                    )
                 ]
         if as_json:
             _print_json(rows)
+            return
+        if not rows and min_score and not explain:
+            typer.secho(
+                f"nothing found: no archived turn matches at least --min-score {min_score:g}",
+                err=True,
+                fg=typer.colors.YELLOW,
+            )
             return
         _print_search_table(rows, explain)
 

@@ -203,7 +203,7 @@ def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
 
     second = pool.second
     second.config = replace(config, signals=("semantic", *signal_blocks(second.embedder)), use_mmr=False)
-    cands, _, _ = _rank(second, query, pool)
+    cands = _rank(second, query, pool)[0]
     return [c.entry.id for c in cands if c.verdict != "excluded:live"]
 
 

@@ -373,13 +373,15 @@ def _open(ctx: HookContext):
 def recover_after_compaction(
     lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None
 ):
-    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit), else the last
-    user message + the summary; excluding the live messages after the last compaction. None if never compacted."""
+    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit: the relevance
+    floor applies, docs/architecture.md §3.6), else the last user message + the summary (no floor: the block restores
+    what the compaction lost); excluding the live messages after the last compaction. None if never compacted."""
     parsed = read_since_last_compaction(transcript)
     if parsed is None:
         return None
     summary = parsed.summaries[-1]
     live = [m for m in parsed.messages[summary.position :]] + parsed.sidechain
+    asked = question
     if question is None:
         last_user = parsed.last_user_text()
         if not last_user:
@@ -387,7 +389,8 @@ def recover_after_compaction(
         from lantern.compaction import summary_query_text
 
         question = "\n".join(p for p in (last_user.strip(), summary_query_text(summary.text)) if p)
-    return lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
+    floor = 0.0 if asked is None else None  # the compaction's own block is never held back by the relevance floor
+    return lantern.recover(question, session=session, budget=ctx.budget, exclude=live, min_score=floor)
 
 
 def _last_user_before(lantern: Any, session: str) -> str:

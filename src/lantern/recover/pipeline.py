@@ -51,6 +51,7 @@ def recover(
     scope: Scope | None = None,
     extra_rankings: dict[str, list[int]] | None = None,
     complete: bool = True,
+    min_score: float = 0.0,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
     the verdict of every entry considered (``explain``). ``now``: the time recency is measured from (default the
@@ -59,8 +60,9 @@ def recover(
     packing reads; ``complete`` (explain, evaluation) runs them over every candidate afterwards, so each has its MMR
     order and duplicate verdict; without it, candidates packing never examined (read ahead in a batch or never
     reached) are ``cut:budget`` with no MMR order.
-    The packed block is the same either way."""
-    candidates, terms, positions = rank(
+    The packed block is the same either way. ``min_score``: the relevance floor (recover/relevance.py): when the
+    best candidates' ``Relevance.score`` is below it, nothing is injected and every candidate is ``cut:floor``."""
+    candidates, terms, positions, evidence = rank(
         store,
         index,
         embedder,
@@ -75,8 +77,19 @@ def recover(
         extra_rankings=extra_rankings,
     )
     ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
-    if not ranked:
-        return Recovery(query=query, text="", entries=[], chars=0, budget=budget, candidates=candidates)
+    if not ranked or evidence.holds_back(min_score):
+        for c in ranked:  # nothing matches well enough: inject nothing (docs/architecture.md §3.6)
+            c.verdict, c.reason = "cut:floor", f"best relevance {evidence.score:.2f} < min_score {min_score:g}"
+        return Recovery(
+            query=query,
+            text="",
+            entries=[],
+            chars=0,
+            budget=budget,
+            candidates=candidates,
+            relevance=evidence,
+            min_score=min_score,
+        )
     order = diversify(ranked, index.vectors(positions, drop=signal_blocks(embedder).values()), config)
     result, fact_notes = pack_block(store, ranked, order, budget, terms, config, notes)
     set_verdicts(ranked, order, result, complete)
@@ -101,6 +114,8 @@ def recover(
         budget=budget,
         candidates=candidates,
         facts=fact_notes,
+        relevance=evidence,
+        min_score=min_score,
     )
 
 
@@ -181,8 +196,12 @@ def search(
     k: int = 10,
     session: str | None = None,
     scope: Scope | None = None,
+    min_score: float = 0.0,
 ) -> list[Hit]:
-    """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score, within ``scope``."""
-    candidates, _, _ = rank(store, index, embedder, config, query, session=session, scope=scope)
+    """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score, within ``scope``;
+    none when the best candidates' ``Relevance.score`` is below ``min_score`` (recover/relevance.py)."""
+    candidates, _, _, evidence = rank(store, index, embedder, config, query, session=session, scope=scope)
+    if evidence.holds_back(min_score):
+        return []
     full = store.entries([c.entry.id for c in candidates[:k]])
     return [Hit(entry=full[c.entry.id], score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k] if c.entry.id in full]

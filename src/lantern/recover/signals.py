@@ -61,6 +61,11 @@ FTS_POSTINGS_BUDGET = 0.25  # ours: the kept terms match at most ~this many corp
 FTS_MIN_TERMS = 4  # ours: the rarest 4 terms are kept whatever their frequency (up to FTS_MAX_FRACTION)
 
 
+def has_word(term: str) -> bool:
+    """Whether ``term`` holds a word character (a term without one is never searched: ``fts_query``)."""
+    return bool(_TOKEN.search(term))
+
+
 def quote(term: str) -> str:
     """One term as a double-quoted FTS5 string (inner quotes doubled): operators and syntax become plain data."""
     return '"' + term.replace('"', '""') + '"'
@@ -220,6 +225,7 @@ def importance(
 __all__ = [
     "fts_query",
     "fulltext",
+    "has_word",
     "quote",
     "select_terms",
     "importance",
