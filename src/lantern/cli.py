@@ -1432,6 +1432,13 @@ def eval_(
             "RRF signal."
         ),
     ),
+    min_score: Optional[float] = typer.Option(
+        None,
+        "--min-score",
+        min=0.0,
+        help="Relevance floor of the pipeline systems' questions (default: the configured one; 0 turns it off). "
+        "The report's floor sweep shows every floor at or above it, read off the stored scores.",
+    ),
     workers: Optional[int] = typer.Option(
         None,
         "--workers",
@@ -1476,6 +1483,7 @@ def eval_(
                 llm_model=llm_model,
                 second_embedder=second_embedder,
                 workers=workers,
+                min_score=min_score,
             )
         except ValueError as e:
             _fail(str(e))

@@ -84,7 +84,7 @@ class Relevance:
 
     def to_json(self) -> dict:
         return {
-            "score": round(self.score, 4),
+            "score": self.score,  # unrounded: the eval's floor sweep compares it with each floor as recover does
             "cosine": round(self.cosine, 4),
             "bm25": round(self.bm25, 4),
             "model": self.model,
