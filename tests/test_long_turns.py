@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +25,7 @@ from lantern import Lantern
 from lantern.model import Entry
 from lantern.recover.pack import FRAGMENT_JOIN, excerpt, pack, stem_prefix, term_weights
 from lantern.store.sqlite import entry_of_row, window_rowid
-from lantern.text.windows import WINDOW_CHARS, windows
+from lantern.text.windows import WINDOW_CHARS, unescaped, windows
 from long_turns import (
     FAILING_TEST,
     RETENTION,
@@ -47,6 +48,16 @@ def test_windows_cover_the_text_overlap_and_end_at_lines():
         assert c < b <= d and b - a <= WINDOW_CHARS  # consecutive windows overlap: no line is lost at a seam
         assert text[b - 1] == "\n"  # each ends after a newline of its last 200 characters
     assert windows("short") == [(0, 5)]
+
+
+def test_json_escaped_runs_are_read_as_words_and_other_backslashes_are_not():
+    """A line holding a JSON-escaped file (a tool call's arguments) is indexed with its escapes as spaces, so
+    ``\\nRETENTION_DAYS`` is the word RETENTION_DAYS; a Windows path on a line of its own keeps its words."""
+    args = '{"path": "config/settings.py", "content": "# settings\\nimport os\\nRETENTION_DAYS = 45\\n\\tpass"}'
+    assert "RETENTION_DAYS = 45" in unescaped(args) and "\\n" not in unescaped(args)
+    path = "opened C:\\new\\tables\\report.txt"
+    assert unescaped(path) == path
+    assert unescaped("line one\nline two") == "line one\nline two"
 
 
 def test_windows_are_bounded_in_number():
@@ -257,6 +268,26 @@ def test_a_value_deep_inside_24_kb_write_file_arguments_is_recovered(stores, bud
     for question, _ in sc.asks:
         rec = memory.recover(question, budget=budget)
         assert RETENTION in rec.text and rec.chars <= budget, (question, rec.text[:600])
+
+
+def test_a_value_inside_json_escaped_arguments_clears_the_relevance_floor_in_a_large_store(tmp_path):
+    """In a store large enough for the relevance floor (the shipped aider excerpt beside the transcript), the
+    retention question is recovered at the default floor: its identifier is a word of the full-text index (the
+    escape before it no longer glued to it), so its BM25 evidence clears the floor."""
+    from lantern.recover.relevance import MIN_ENTRIES
+
+    sc = openai_write_file()
+    aider = Path(__file__).resolve().parents[1] / "src/lantern/data/demo/aider-chat-excerpt.md"
+    with Lantern(tmp_path / "m.db") as memory:
+        memory.ingest(aider, format="aider")
+        memory.archive(sc.messages, session="s")
+        assert memory.stats()["entries"] >= MIN_ENTRIES
+        hits = memory.store.db.execute("SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?", ('"retention_days"',))
+        assert hits.fetchall()
+        question, _ = sc.asks[0]
+        for budget in BUDGETS:
+            rec = memory.recover(question, budget=budget)
+            assert RETENTION in rec.text and rec.chars <= budget, (budget, rec.relevance)
 
 
 @pytest.mark.parametrize("budget", BUDGETS)

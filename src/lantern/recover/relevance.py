@@ -26,9 +26,9 @@ Arampatzis, Kamps & Robertson 2009, "Where to stop reading a ranked list?").
 The floors were chosen on the tune split by benchmarks/floor_calibration.py (docs/results/recall-tuning.md, round 7):
 the combination that leaves the most questions of another conversation with nothing while costing at most 0.5% of
 the facts recovered on each dataset. What the floor does not catch: LoCoMo's adversarial questions (they name the
-wrong speaker for something that was said, so their evidence matches as well as an answer's), and answers whose
-words neither signal sees (an identifier inside a JSON-escaped tool-call argument, ``\\nRETENTION_DAYS``, indexes
-as one token with the escape's ``n``).
+wrong speaker for something that was said, so their evidence matches as well as an answer's). What it costs: an
+answer that neither signal sees well is held back with the rest; on MemDaily's report split (conditional and
+comparative questions, absent from the tune split) 8 of 925 facts (docs/results/relevance-floor.md).
 """
 
 from __future__ import annotations

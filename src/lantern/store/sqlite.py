@@ -27,7 +27,7 @@ from lantern.store.migrations import MIGRATIONS, migrate
 from lantern.store.reinforcement import forget_pending
 from lantern.store.times import from_epoch, to_epoch
 from lantern.text.cjk import cjk_bigrams
-from lantern.text.windows import MAX_WINDOWS, WINDOW_LEAD_CHARS, WINDOWED_FROM, windows
+from lantern.text.windows import MAX_WINDOWS, WINDOW_LEAD_CHARS, WINDOWED_FROM, unescaped, windows
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -315,14 +315,14 @@ class Store:
         head = text[: spans[0][1]]
         db.execute(
             "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
-            (entry_id, cjk_bigrams(summary + "\n" + head), cjk_bigrams(" ".join(tag_values))),
+            (entry_id, cjk_bigrams(unescaped(summary + "\n" + head)), cjk_bigrams(" ".join(tag_values))),
         )
         if len(spans) > 1:
             lead = summary.split("\n", 1)[0][:WINDOW_LEAD_CHARS]
             db.executemany(
                 "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, '')",
                 [
-                    (window_rowid(entry_id, k), cjk_bigrams(lead + "\n" + text[a:b]))
+                    (window_rowid(entry_id, k), cjk_bigrams(unescaped(lead + "\n" + text[a:b])))
                     for k, (a, b) in enumerate(spans[1:], start=1)
                 ],
             )

@@ -8,13 +8,39 @@ Indexed in windows of ``WINDOW_CHARS``, each window is a row of ordinary length.
 
 from __future__ import annotations
 
-__all__ = ["MAX_WINDOWS", "WINDOWED_FROM", "WINDOW_CHARS", "WINDOW_LEAD_CHARS", "WINDOW_OVERLAP", "windows"]
+import re
+
+__all__ = [
+    "ESCAPED_LINE_MIN",
+    "MAX_WINDOWS",
+    "WINDOWED_FROM",
+    "WINDOW_CHARS",
+    "WINDOW_LEAD_CHARS",
+    "WINDOW_OVERLAP",
+    "unescaped",
+    "windows",
+]
 
 WINDOW_CHARS = 2_000  # characters per window (ours: a few coding turns' worth; about what an excerpt shows)
 WINDOW_OVERLAP = 200  # consecutive windows share this much, so a line at a boundary is whole in one (ours)
 WINDOWED_FROM = 2 * WINDOW_CHARS  # texts longer than this are indexed in windows (ours)
 WINDOW_LEAD_CHARS = 200  # each window's row starts with the turn's opening line, at most this long (ours)
 MAX_WINDOWS = 4_095  # windows per text at most: past ~7 MB the windows grow instead (store/sqlite.py rowids)
+ESCAPED_LINE_MIN = 3  # literal \n sequences that make a line a JSON-escaped run (ours; a file has one a line)
+_ESCAPE = re.compile(r"\\[ntr]")
+
+
+def unescaped(text: str) -> str:
+    """``text`` as the full-text index reads it: on a line holding at least ``ESCAPED_LINE_MIN`` literal ``\\n``
+    sequences (a JSON-escaped run: a tool call's arguments carrying a whole file as one string), each ``\\n``,
+    ``\\t`` and ``\\r`` becomes a space. FTS5's tokenizer would otherwise glue the escape's letter to the next word:
+    ``\\nRETENTION_DAYS = 45`` indexed ``nretention_days``, which no query names. Other lines are unchanged (a Windows
+    path ``C:\\new\\data`` keeps its ``new``); the archived text itself is never changed."""
+    if "\\" not in text:
+        return text
+    return "\n".join(
+        _ESCAPE.sub(" ", line) if line.count("\\n") >= ESCAPED_LINE_MIN else line for line in text.split("\n")
+    )
 
 
 def windows(
