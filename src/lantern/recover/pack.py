@@ -273,6 +273,12 @@ def pack(
                     block.add(short)
                     ahead.remove(short)
         block.add(entry)
+    for entry in ahead:  # read for the look-ahead, too long to go first, and the budget ran out before its turn
+        block.out.verdicts[entry.id] = (
+            "cut:budget",
+            f"passed over for shorter entries; {max(block.room(entry), 0)} characters left, entry has "
+            f"{len(entry.text)}",
+        )
     return block.result()
 
 
