@@ -290,10 +290,11 @@ class Lantern:
     ) -> Recovery:
         """``recover`` without its side effects (access counts, reinforcement): the same Recovery, whose
         ``candidates`` give every candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt,
-        cut:budget, cut:duplicate, excluded:live, excluded:pruned) with its reason; each candidate's entry carries
-        its category, confidence and success. Scope as ``recover``. ``extra_rankings``: further signals fused with
-        the others (signal name -> entry ids best first; the evaluation's second-embedder signal). Raises
-        ValueError for a bad budget, TypeError for a bad ``exclude``, ``as_of`` or scope name. Each candidate's
+        cut:budget, cut:duplicate, cut:floor, excluded:live, excluded:pruned) with its reason; each candidate's entry
+        carries its category, confidence and success. Scope and ``min_score`` as ``recover``. ``extra_rankings``:
+        further signals fused with the others (signal name -> entry ids best first; the evaluation's second-embedder
+        signal). Raises ValueError for a bad budget or ``min_score``, TypeError for a bad ``exclude``, ``as_of`` or
+        scope name. Each candidate's
         entry carries its tags, as a ``search`` hit's does (read in one batched query: the read path ranks without
         them)."""
         result = self._recover(
