@@ -7,6 +7,7 @@ Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/p
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -253,6 +254,7 @@ class Lantern:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        min_score: float | None = None,
     ) -> Recovery:
         """Recover archived turns relevant to ``query`` as a block of at most ``budget`` characters (default 6,000).
         ``query`` is read up to its first ``MAX_QUERY_CHARS`` (16,000) characters (also in ``explain`` and ``search``).
@@ -275,6 +277,10 @@ class Lantern:
         ``llm_client``). If the LLM fails (no answer, a malformed one, a timeout, an HTTP error) the fused order is
         kept, one warning is logged and ``.rerank.warning`` says why. ``.reranked`` tells which happened.
         ``top_k``: at most that many entries in the block (None: as many as the budget holds).
+        ``min_score``: the relevance floor (default ``Config.min_score``; none for a ``proactive`` recovery: a
+        compaction's block restores the session it compacted): when nothing matches the query at least that well
+        (``Recovery.relevance.score``: the best cosine over its model's floor, or the best BM25 over the query's
+        ideal; docs/architecture.md §3.6), the block is empty; ``.relevance`` says how well the best matched.
         """
         result = self._recover(
             query,
@@ -290,6 +296,7 @@ class Lantern:
             rerank=rerank,
             llm=llm,
             top_k=top_k,
+            min_score=min_score,
         )
         packed = [e.id for e in result.entries]
         try:
@@ -338,13 +345,15 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
         extra_rankings: dict[str, list[int]] | None = None,
+        min_score: float | None = None,
     ) -> Recovery:
         """``recover`` without its side effects (access counts, reinforcement): the same Recovery, whose
         ``candidates`` give every candidate's rank per signal, RRF score, MMR order and verdict (packed, excerpt,
-        cut:budget, cut:duplicate, excluded:live, excluded:pruned) with its reason; each candidate's entry carries
-        its category, confidence and success. Scope as ``recover``. ``extra_rankings``: further signals fused with
-        the others (signal name -> entry ids best first; the evaluation's second-embedder signal). Raises
-        ValueError for a bad budget, TypeError for a bad ``exclude``, ``as_of`` or scope name. Each candidate's
+        cut:budget, cut:duplicate, cut:floor, excluded:live, excluded:pruned) with its reason; each candidate's entry
+        carries its category, confidence and success. Scope and ``min_score`` as ``recover``. ``extra_rankings``:
+        further signals fused with the others (signal name -> entry ids best first; the evaluation's second-embedder
+        signal). Raises ValueError for a bad budget or ``min_score``, TypeError for a bad ``exclude``, ``as_of`` or
+        scope name. Each candidate's
         entry carries its tags, as a ``search`` hit's does (read in one batched query: the read path ranks without
         them)."""
         result = self._recover(
@@ -362,6 +371,7 @@ class Lantern:
             rerank=rerank,
             llm=llm,
             top_k=top_k,
+            min_score=min_score,
         )
         tags = self.store.tags(c.entry.id for c in result.candidates)
         for c in result.candidates:
@@ -385,6 +395,7 @@ class Lantern:
         rerank: bool = False,
         llm: LLMSettings | LLMClient | None = None,
         top_k: int | None = None,
+        min_score: float | None = None,
     ) -> Recovery:
         """The read path shared by ``recover`` and ``explain``; ``complete``: MMR order and duplicate verdicts for
         every candidate, not only as far as packing read (recover/pipeline.py)."""
@@ -419,10 +430,22 @@ class Lantern:
             complete=complete,
             llm=self.llm_client(llm) if rerank else None,
             top_k=top_k,
+            min_score=self._min_score(min_score, proactive),
         )
         if result.rerank is not None and result.rerank.warning:
             log.warning("%s", result.rerank.warning)
         return result
+
+    def _min_score(self, min_score: Any, proactive: bool = False) -> float:
+        """The relevance floor of one recovery or search: ``min_score`` if given, else none for a proactive recovery,
+        else ``Config.min_score``. Raises ValueError for a negative, infinite or non-numeric floor."""
+        if min_score is None:
+            return 0.0 if proactive else float(self.config.min_score)
+        if isinstance(min_score, bool) or not isinstance(min_score, (int, float, np.integer, np.floating)):
+            raise ValueError(f"min_score must be a number >= 0, got {min_score!r}")
+        if not math.isfinite(min_score) or min_score < 0:
+            raise ValueError(f"min_score must be a finite number >= 0, got {min_score!r}")
+        return float(min_score)
 
     def facts(
         self,
@@ -523,18 +546,23 @@ class Lantern:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        min_score: float | None = None,
     ) -> list[Hit]:
         """Top ``k`` entries by fused (RRF) score, with per-signal ranks. No MMR, no budget, no side effects.
-        Scope as ``recover``. Raises ValueError when ``k`` is not a positive integer."""
+        Scope as ``recover``. ``min_score``: a relevance floor as ``recover``'s (recover/relevance.py), but none by
+        default: a search is a lookup someone asked for, whose scores they read; with one, nothing is returned when
+        the best candidates' ``Relevance.score`` is below it. Raises ValueError when ``k`` is not a positive integer
+        or ``min_score`` not a finite number >= 0."""
         scope = resolve(self.scope, user, agent, project)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
+        floor = self._min_score(0.0 if min_score is None else min_score)
         query, session = _query_text(query), given_name(session)
         if not query.strip():
             return []
         self._follow_reindex()
         return pipeline.search(
-            self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope
+            self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope, min_score=floor
         )
 
     def should_recover(self, question: str, draft: str | None = None) -> Any:

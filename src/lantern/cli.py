@@ -387,6 +387,11 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
     if not ranked:
         named = _filtered_out(counts()) if counts is not None else ""
         return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
+    if all(c.verdict == "cut:floor" for c in ranked):
+        return (
+            f": no archived turn matches well enough (best relevance {result.relevance.score:.2f}, below the "
+            f"relevance floor {result.min_score:g}); --min-score 0 recovers anyway"
+        )
     if any(c.verdict == "cut:budget" for c in ranked):
         sessions = {c.entry.session for c in ranked}
         top = len(title(sessions.pop() if len(sessions) == 1 else None))
@@ -821,6 +826,13 @@ def recover(
     rerank: bool = _rerank_option(),
     llm_base_url: Optional[str] = _llm_url_option(),
     llm_model: Optional[str] = _llm_model_option(),
+    min_score: Optional[float] = typer.Option(
+        None,
+        "--min-score",
+        min=0.0,
+        help="Relevance floor: inject nothing when no turn matches at least this well (best cosine, or BM25 over "
+        "the query's ideal). Default: the configured one; 0 turns it off.",
+    ),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -841,6 +853,7 @@ def recover(
                 user=user,
                 agent=agent,
                 project=project,
+                min_score=min_score,
             )
             if as_json:
                 _print_json(result.to_json())
@@ -851,7 +864,13 @@ def recover(
                     result,
                     as_of if when is not None else None,
                     lambda: lantern.explain(
-                        query, session=session, budget=budget, user=user, agent=agent, project=project
+                        query,
+                        session=session,
+                        budget=budget,
+                        user=user,
+                        agent=agent,
+                        project=project,
+                        min_score=min_score,
                     ),
                     lambda: _scope_counts(lantern, session, user, agent, project),
                 )
@@ -875,6 +894,13 @@ def search(
     rerank: bool = _rerank_option(),
     llm_base_url: Optional[str] = _llm_url_option(),
     llm_model: Optional[str] = _llm_model_option(),
+    min_score: Optional[float] = typer.Option(
+        None,
+        "--min-score",
+        min=0.0,
+        help="Relevance floor: list nothing when no turn matches at least this well (as recover's). Default: none; "
+        "with --explain, the configured one.",
+    ),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -899,6 +925,7 @@ def search(
                     user=user,
                     agent=agent,
                     project=project,
+                    min_score=min_score,
                 ).candidates
                 rows = [
                     {
@@ -928,10 +955,19 @@ def search(
                         "score": round(h.score, 5),
                         "summary": h.entry.summary[:160],
                     }
-                    for h in lantern.search(query, k=k, session=session, user=user, agent=agent, project=project)
+                    for h in lantern.search(
+                        query, k=k, session=session, user=user, agent=agent, project=project, min_score=min_score
+                    )
                 ]
         if as_json:
             _print_json(rows)
+            return
+        if not rows and min_score and not explain:
+            typer.secho(
+                f"nothing found: no archived turn matches at least --min-score {min_score:g}",
+                err=True,
+                fg=typer.colors.YELLOW,
+            )
             return
         _print_search_table(rows, explain)
 
@@ -1818,6 +1854,13 @@ def eval_(
             "RRF signal."
         ),
     ),
+    min_score: Optional[float] = typer.Option(
+        None,
+        "--min-score",
+        min=0.0,
+        help="Relevance floor of the pipeline systems' questions (default: the configured one; 0 turns it off). "
+        "The report's floor sweep shows every floor at or above it, read off the stored scores.",
+    ),
     workers: Optional[int] = typer.Option(
         None,
         "--workers",
@@ -1863,6 +1906,7 @@ def eval_(
                 qa_limit=qa_limit,
                 qa_context_chars=qa_context_chars,
                 command="lantern " + shlex.join(sys.argv[1:]),
+                min_score=min_score,
             )
         except ValueError as e:
             _fail(str(e))

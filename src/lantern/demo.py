@@ -66,7 +66,9 @@ def compact_and_recover(
     facts = needed_lost_facts(compacted, context, future)
     not_yet = [m for x in kept + turns[t:] for m in x.messages]  # live context, and the turns after t*
     start = time.perf_counter()
-    rec = lantern.recover(recovery_query(kept, summary), session=session, exclude=not_yet)
+    rec = lantern.recover(
+        recovery_query(kept, summary), session=session, exclude=not_yet, min_score=0.0
+    )  # a compaction
     ms = (time.perf_counter() - start) * 1000
     recovered = [f for f in facts if f in rec.text]
     if entry_ids is not None:

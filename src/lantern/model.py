@@ -214,7 +214,8 @@ class RecoveredEntry:
 @dataclass
 class Recovery:
     """The result of ``Lantern.recover``: the block to inject (``text``, ``chars`` characters, never more than
-    ``budget``), the packed entries, and every candidate for ``explain``."""
+    ``budget``), the packed entries, every candidate for ``explain``, the best candidates' ``relevance`` and the floor
+    ``min_score`` it was held to (``relevance.score`` below it: nothing was injected; recover/relevance.py)."""
 
     query: str
     text: str
@@ -223,6 +224,8 @@ class Recovery:
     budget: int
     candidates: list[Candidate] = field(default_factory=list)
     facts: list[Any] = field(default_factory=list)  # recover.facts_note.FactNote: superseded values in the block
+    relevance: Any = None  # recover.relevance.Relevance: how well the best candidates match (the relevance floor)
+    min_score: float = 0.0  # the relevance floor this recovery was held to (0: none)
     rerank: Any = None  # recover.rerank.RerankResult when a rerank was asked for
 
     @property

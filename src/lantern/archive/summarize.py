@@ -20,8 +20,10 @@ Layout (one line each, in this order)::
   being written is cut to what is left (if at least 40 characters are left) and later messages are dropped, so
   the user's message, which comes first, is kept whole.
 * Tool output (a ``tool`` message's text, a tool call's arguments, a tool result) is not a message line: only a
-  head of at most 160 characters of each, in order, and only while room is left after the message lines. The
-  full text is stored verbatim elsewhere; the summary is for the embedder.
+  piece of at most 160 characters of each, in order, and only while room is left after the message lines. The
+  full text is stored verbatim elsewhere; the summary is for the embedder. A tool result or ``tool`` message
+  longer than that shows its head and its last line (``head … tail``, the tail at most 70 characters): a test run,
+  a build or a log ends with its verdict ("1 failed, 2391 passed"), which is as findable as its command (ours).
 * The whole is at most ``max_chars`` characters (hard guard at the end).
 """
 
@@ -35,6 +37,7 @@ __all__ = ["summarize", "cut"]
 
 ELLIPSIS = "…"
 TOOL_HEAD_CHARS = 160  # head of a tool call / tool result shown if room (ours)
+TOOL_TAIL_CHARS = 70  # of those 160, the last line of a long tool result (ours)
 MIN_PIECE_CHARS = 40  # a message cut shorter than this is dropped instead (ours)
 
 _WS = re.compile(r"\s+")
@@ -99,6 +102,20 @@ def _list_line(label: str, items: list[str], limit: int) -> str:
     return line[:limit]
 
 
+def _output(label: str, raw: str) -> str:
+    """``label`` + a tool output within ``TOOL_HEAD_CHARS``: whole when it fits, else its head, `` … `` and its last
+    non-blank line (cut to ``TOOL_TAIL_CHARS``, from its end)."""
+    text = _squash(raw)
+    if len(label) + len(text) <= TOOL_HEAD_CHARS:
+        return label + text
+    last = next((_squash(line) for line in reversed(raw.rstrip().splitlines()) if line.strip()), "")
+    if not last or len(last) >= len(text):
+        return cut(label + text, TOOL_HEAD_CHARS)
+    tail = last if len(last) <= TOOL_TAIL_CHARS else ELLIPSIS + last[-(TOOL_TAIL_CHARS - 1) :]
+    head = cut(label + text, TOOL_HEAD_CHARS - len(tail) - 1)
+    return head + " " + tail
+
+
 def summarize(turn: Turn, message_chars: int = 500, max_chars: int = 1200) -> str:
     """The extractive summary of ``turn`` (layout and caps in the module docstring). Deterministic."""
     primary: list[str] = []
@@ -107,7 +124,7 @@ def summarize(turn: Turn, message_chars: int = 500, max_chars: int = 1200) -> st
         text = _squash(m.text) if m.text else ""
         if text:
             if m.role == "tool":
-                secondary.append(cut(f"result {m.name}: {text}" if m.name else f"result: {text}", TOOL_HEAD_CHARS))
+                secondary.append(_output(f"result {m.name}: " if m.name else "result: ", m.text))
             else:
                 primary.append(f"{_who(m.role, m.name)}: {cut(text, message_chars)}")
         for call in m.tool_calls:
@@ -115,10 +132,8 @@ def summarize(turn: Turn, message_chars: int = 500, max_chars: int = 1200) -> st
             if args:
                 secondary.append(cut(f"{call.name or 'tool'} -> {args}", TOOL_HEAD_CHARS))
         for res in m.tool_results:
-            body = _squash(res.content) if res.content else ""
-            if body:
-                label = f"result {res.name}" if res.name else "result"
-                secondary.append(cut(f"{label}: {body}", TOOL_HEAD_CHARS))
+            if res.content and res.content.strip():
+                secondary.append(_output(f"result {res.name}: " if res.name else "result: ", res.content))
 
     quarter = max(max_chars // 4, 1)
     tail = [x for x in (_list_line("tools", turn.tool_names, quarter), _list_line("files", turn.files, quarter)) if x]

@@ -64,8 +64,8 @@ def history_turns(history: History) -> list[Turn]:
     return turns
 
 
-#: The modules that decide what an archived row holds (its text, summary, tags, class, redaction, facts, schema and
-#: vector): a cached database built by other versions of them is stale.
+#: The modules that decide what an archived row holds (its text, summary, tags, class, redaction, facts, schema,
+#: full-text windows and vector): a cached database built by other versions of them is stale.
 WRITE_PATH_MODULES = (
     "archive/pipeline.py",
     "archive/fill.py",
@@ -74,6 +74,7 @@ WRITE_PATH_MODULES = (
     "archive/summarize.py",
     "text/tags.py",
     "text/cjk.py",
+    "text/windows.py",
     "archive/classify.py",
     "archive/redact.py",
     "archive/facts.py",
@@ -228,7 +229,7 @@ def cases_for(p: Prepared, method: str, keep: int, summarizer=None) -> tuple[lis
                 f.answer,
             )
         )
-    return cases, Pool(None, excluded, []), counts
+    return cases, Pool(None, excluded, [], question=tail is None), counts
 
 
 def compaction_time(p: Prepared) -> datetime | None:
@@ -289,8 +290,12 @@ def run_cases(
         rows[system.name] = []
         for case in cases:
             p = prepared[case.history]
-            o = run_system(system, p.lantern, case.question, pools[case.history], budget, reply=case.answer)
-            rows[system.name].append(case_row(case, o, system, p))
+            pool = pools[case.history]
+            o = run_system(system, p.lantern, case.question, pool, budget, reply=case.answer)
+            row = case_row(case, o, system, p)
+            if not pool.question:  # a compaction's recovery: the relevance floor never applies (run.floor_sweep)
+                row["relevance"] = None
+            rows[system.name].append(row)
             if progress:
                 progress(task, 0, 1)
     return rows
@@ -327,4 +332,5 @@ def case_row(case: Case, o, system: System, p: Prepared) -> dict:
         "chars": o.chars,
         "ms": o.ms,
         "cause": None if recovered else failure_cause(o, case.relevant, system, alternatives),
+        "relevance": o.relevance,
     }

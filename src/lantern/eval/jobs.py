@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lantern.eval.cases import cases_of, open_history, run_cases
+from lantern.eval.cases import Case, cases_of, open_history, run_cases
 from lantern.eval.datasets import History
 from lantern.eval.outcome import System
 from lantern.eval.systems import memo_embedder
 
 Progress = Callable[[str, int, int], None]  # (task label, total to add, steps done to add)
+NO_ANSWER = "no-answer"  # the phase and category of the questions asked of another history's store
 
 
 @dataclass
@@ -64,6 +65,8 @@ class Job:
     second_folder: str | None = None
     second_embedder: str | None = None
     summarizer: Any = None
+    foreign: list[tuple[str, str]] = field(default_factory=list)  # (fact id, question) of another history: the
+    # "no-answer" phase asks them of this history's store, where their answer was never said
 
 
 @dataclass
@@ -129,6 +132,8 @@ def run_job(job: Job, progress: Progress | None = None) -> list[JobResult]:
                 job.summarizer,
                 second if ph.second and second else None,
             )
+            if ph.phase == NO_ANSWER:  # questions of another history: nothing in this store answers them
+                cases = [Case(hid, f"{fid}@{hid}", NO_ANSWER, q, [], []) for fid, q in job.foreign]
             rows = run_cases(ph.systems, cases, pools, {hid: p}, ph.budget, progress, ph.label)
             out.append(JobResult(ph.phase, ph.point, hid, rows, cases, counts[hid]))
     finally:
@@ -217,4 +222,14 @@ def _drain(events, progress: Progress | None) -> None:
             progress(label, total, done)
 
 
-__all__ = ["Job", "JobResult", "Phase", "default_workers", "memo_embedder", "one_blas_thread", "run_job", "run_jobs"]
+__all__ = [
+    "NO_ANSWER",
+    "Job",
+    "JobResult",
+    "Phase",
+    "default_workers",
+    "memo_embedder",
+    "one_blas_thread",
+    "run_job",
+    "run_jobs",
+]

@@ -33,6 +33,14 @@ class Pool:
     entries: list[Entry]
     second: Any = None  # the history's store built with a second embedder (same turns, same entry ids), or None
     as_of: datetime | None = None
+    question: bool = True  # False: each fact is asked with the compacted context's tail, a compaction's recovery,
+    # which the relevance floor never holds back (docs/architecture.md §3.6)
+
+    @property
+    def min_score(self) -> float | None:
+        """The ``recover(min_score=...)`` of this pool's recoveries: the configured floor for questions, none for
+        a compaction's tail."""
+        return None if self.question else 0.0
 
 
 @dataclass
@@ -44,6 +52,7 @@ class Outcome:
     text: str = ""  # the injected block
     fused: list[int] = field(default_factory=list)  # pipeline systems: the fused order before MMR
     verdicts: dict[int, str] = field(default_factory=dict)  # pipeline systems: every candidate's verdict
+    relevance: dict | None = None  # pipeline systems: Recovery.relevance (recover/relevance.py), as JSON
 
 
 def outcome_of(rec, ms: float) -> Outcome:
@@ -58,4 +67,5 @@ def outcome_of(rec, ms: float) -> Outcome:
         text=rec.text,
         fused=[c.entry.id for c in ranked],
         verdicts={c.entry.id: c.verdict for c in ranked},
+        relevance=rec.relevance.to_json() if rec.relevance is not None else None,
     )

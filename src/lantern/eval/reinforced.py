@@ -51,7 +51,9 @@ def run(system: System, lantern, query: str, pool: Pool, budget: int, reply: str
     copy = copy_of(lantern, system.name)
     copy.config = system.config
     start = time.perf_counter()
-    rec = copy.recover(query, session=pool.session, budget=budget, exclude=pool.excluded, as_of=pool.as_of)
+    rec = copy.recover(
+        query, session=pool.session, budget=budget, exclude=pool.excluded, as_of=pool.as_of, min_score=pool.min_score
+    )
     ms = (time.perf_counter() - start) * 1000
     if system.kind == "reinforce+answers" and reply:
         with copy.store.transaction() as db:

@@ -51,6 +51,61 @@ def pval(p: float) -> str:
     return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
+def _unanswerable(results: dict[str, Any]) -> list[str]:
+    """The section "Injected characters when nothing should be injected": Lantern's block on questions whose answer
+    the store does not hold (LoCoMo's adversarial category; another history's questions), beside the answerable
+    ones."""
+    un = results.get("unanswerable") or {}
+    kinds = [
+        ("adversarial", 'adversarial (LoCoMo category 5: the answer is "not mentioned")'),
+        ("no-answer", "another history's questions (their answer was never said in this store)"),
+        ("answerable", "answerable: the headline facts, for comparison"),
+    ]
+    rows = []
+    for key, label in kinds:
+        s = (un.get(key) or {}).get("lantern")
+        if s and s["n"]:
+            rows.append([label, str(s["n"]), f"{s['chars']:,.0f}", f"{s['chars_p50']:,.0f}", pct(s["empty"])])
+    if len(rows) < 2:  # only the answerable row: nothing to report
+        return []
+    floor = un.get("min_score", 0.0)
+    return [
+        "",
+        "## Injected characters when nothing should be injected",
+        "",
+        "Lantern's block for questions whose answer is not in the store, which should get nothing, beside the "
+        f"answerable ones. Relevance floor `min_score` {floor:g} (`Config.min_score`; docs/architecture.md §3.6): "
+        "below it a recovery injects nothing. LoCoMo's adversarial questions name the wrong speaker for something "
+        "that was said: their evidence turns match them as well as an answer would.",
+        "",
+        *_table(["questions", "n", "chars injected (mean)", "median", "nothing injected"], rows),
+        *_sweep(un.get("sweep") or []),
+    ]
+
+
+def _sweep(points: list[dict[str, Any]]) -> list[str]:
+    """The floor sweep (run.floor_sweep): facts recovered and injected characters at each ``min_score``."""
+    if not points:
+        return []
+    kinds = [k for k in ("adversarial", "no-answer") if k in points[0]]
+    header = ["min_score", "facts recovered", "answerable given nothing"]
+    for k in kinds:
+        header += [f"{k}: chars (mean)", f"{k}: nothing injected"]
+    rows = []
+    for p in points:
+        row = [f"{p['min_score']:g}", f"{p['recovered']} / {p['n']}", pct(p["empty"])]
+        for k in kinds:
+            row += [f"{p[k]['chars']:,.0f}", pct(p[k]["empty"])]
+        rows.append(row)
+    return [
+        "",
+        "Every floor at or above this run's, read off the stored per-question scores (a recovery below the floor "
+        "injects nothing, one above it the block measured here; the same figures as a run at that floor):",
+        "",
+        *_table(header, rows),
+    ]
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -189,6 +244,7 @@ def render(results: dict[str, Any]) -> str:
                 ]
             rows.append(row)
         out += _table(header, rows)
+    out += _unanswerable(results)
     cats = sorted({c for s in results["systems"].values() for c in s["by_category"]})
     if cats:
         out += ["", "## Facts recovered by category", ""]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from lantern.eval import metrics, stats
 from lantern.eval.cases import Case, build, config_json, history_paths, history_turns
 from lantern.eval.compaction import METHODS
 from lantern.eval.datasets import SEPARATE_CATEGORIES, Dataset, load
-from lantern.eval.jobs import Job, Phase, default_workers, run_jobs
+from lantern.eval.jobs import NO_ANSWER, Job, Phase, default_workers, run_jobs
 from lantern.eval.outcome import System
 from lantern.eval.systems import (
     FAILURE_CAUSES,
@@ -38,6 +39,61 @@ CURVE_SYSTEMS = ("lantern", "bm25", "dense", "grep", "recency")  # the systems o
 COMPACTION_SYSTEMS = ("lantern", "bm25")  # the systems of the compaction-method comparison
 DEFAULT_BUDGETS = (1000, 2000, 3000, 6000, 9000, 12000)  # characters
 DEFAULT_RATIOS = (0.25, 0.5, 0.75, 0.9)  # share of each history's turns compacted
+NO_ANSWER_QUESTIONS = 200  # questions of the next history asked of each history's store (evenly spaced; ours)
+SWEEP_FLOORS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)  # min_score values
+# the report's floor sweep reads off the stored scores (those at or above the run's own floor)
+
+
+def foreign_questions(histories: Sequence, i: int) -> list[tuple[str, str]]:
+    """(fact id, question) of the headline facts of the history after ``histories[i]`` (cyclic), at most
+    ``NO_ANSWER_QUESTIONS`` evenly spaced: questions whose answer was never said in history i (LoCoMo: another
+    pair of speakers' conversation). None for a single history or a look-ahead dataset."""
+    if len(histories) < 2 or histories[i].query != "question":
+        return []
+    other = histories[(i + 1) % len(histories)]
+    asked = [(f.id, f.question) for f in other.facts if f.category not in SEPARATE_CATEGORIES]
+    step = max(1, -(-len(asked) // NO_ANSWER_QUESTIONS))
+    return asked[::step]
+
+
+def nothing_expected(rows: Sequence[dict]) -> dict[str, Any]:
+    """What was injected for questions that have no answer in the store: how many (``n``), the mean and median
+    characters, and the share with nothing injected (``empty``)."""
+    chars = sorted(r["chars"] for r in rows)
+    return {
+        "n": len(rows),
+        "chars": sum(chars) / len(chars) if chars else 0.0,
+        "chars_p50": metrics.percentile(chars, 50) if chars else 0.0,
+        "empty": sum(c == 0 for c in chars) / len(chars) if chars else 0.0,
+    }
+
+
+def floor_sweep(
+    answerable: Sequence[dict], unanswerable: dict[str, Sequence[dict]], run_floor: float
+) -> list[dict[str, Any]]:
+    """What each relevance floor in ``SWEEP_FLOORS`` at or above ``run_floor`` (the run's ``min_score``) would give,
+    read off the rows' stored ``relevance["score"]`` (recover/relevance.py): a recovery below the floor injects
+    nothing, one at or above it the block the run measured, so the figures are exactly those of a run at that floor.
+    Rows whose ``relevance`` is None (a compaction's recovery, never floored) count as they are. Per floor:
+    ``min_score``; ``recovered`` (answerable facts still recovered, a count), ``n``; ``empty`` (share of answerable
+    questions given nothing); per ``unanswerable`` kind (``adversarial``, ``no-answer``): ``nothing_expected``."""
+
+    def cleared(r: dict, floor: float) -> bool:
+        return r.get("relevance") is None or r["relevance"]["score"] >= floor
+
+    out = []
+    for floor in sorted({run_floor, *(f for f in SWEEP_FLOORS if f >= run_floor)}):
+        kept = [r for r in answerable if cleared(r, floor)]
+        point: dict[str, Any] = {
+            "min_score": floor,
+            "recovered": sum(r["recovered"] for r in kept),
+            "n": len(answerable),
+            "empty": 1 - len(kept) / len(answerable) if answerable else 0.0,
+        }
+        for kind, rows in unanswerable.items():
+            point[kind] = nothing_expected([{"chars": r["chars"] if cleared(r, floor) else 0} for r in rows])
+        out.append(point)
+    return out
 
 
 def default_cache_dir() -> Path:
@@ -165,6 +221,9 @@ def evaluate(
             Phase("ratio", r, curve_systems, compaction, None, r, budget, f"ratio {r:.2f} ") for r in ratios or ()
         ]
         phases += [Phase("method", m, comp_systems, m, keep, None, budget, f"{m} ") for m in methods]
+        reference = [s for s in systems if s.name == REFERENCE]
+        if reference and any(foreign_questions(chosen.histories, i) for i in range(len(chosen.histories))):
+            phases += [Phase(NO_ANSWER, None, reference, compaction, keep, None, budget, "no answer ")]
         # one job per history (its questions are embedded once, in one process), the longest first
         jobs = sorted(
             (
@@ -176,8 +235,9 @@ def evaluate(
                     str(second_folder) if second_folder else None,
                     second_embedder,
                     summarizer,
+                    foreign_questions(chosen.histories, i),
                 )
-                for h in chosen.histories
+                for i, h in enumerate(chosen.histories)
             ),
             key=lambda j: -len(j.history.messages) * max(1, len(j.history.facts)),
         )
@@ -257,6 +317,38 @@ def evaluate(
 
     base = systems[0].config or Config()
     results = aggregate(rows, all_cases, systems)
+    no_answer = merged(NO_ANSWER, None)[0].get(REFERENCE, [])
+    results["unanswerable"] = {
+        "adversarial": {
+            name: nothing_expected([r for r in rs if r["category"] in SEPARATE_CATEGORIES])
+            for name, rs in rows.items()
+            if any(r["category"] in SEPARATE_CATEGORIES for r in rs)
+        },
+        NO_ANSWER: {REFERENCE: nothing_expected(no_answer)} if no_answer else {},
+        "answerable": {
+            name: nothing_expected([r for r in rs if r["category"] not in SEPARATE_CATEGORIES])
+            for name, rs in rows.items()
+        },
+        "min_score": base.min_score,
+    }
+    lantern_rows = rows.get(REFERENCE, [])
+    if any(r.get("relevance") is not None for r in lantern_rows):
+        results["unanswerable"]["sweep"] = floor_sweep(
+            [r for r in lantern_rows if r["category"] not in SEPARATE_CATEGORIES],
+            {
+                kind: rs
+                for kind, rs in (
+                    ("adversarial", [r for r in lantern_rows if r["category"] in SEPARATE_CATEGORIES]),
+                    (NO_ANSWER, no_answer),
+                )
+                if rs
+            },
+            base.min_score,
+        )
+    if no_answer:
+        with (out_dir / "no_answer.jsonl").open("w", encoding="utf-8") as f:
+            for r in no_answer:
+                f.write(json.dumps({"system": REFERENCE, **r}, ensure_ascii=False) + "\n")
     results["curves"] = {}
     if by_budget:
         results["curves"]["budget"] = _curve(list(by_budget), by_budget)
@@ -422,6 +514,7 @@ def main(
     qa_limit: int | None = None,
     qa_context_chars: int | None = None,
     command: str | None = None,
+    min_score: float | None = None,
 ) -> dict[str, Any]:
     """Entry point of ``lantern eval``. ``keep`` / ``compaction`` default to the dataset's own (aider: gist, 4
     turns kept) or to truncation keeping ``DEFAULT_KEEP`` turns. ``llm_base_url`` + ``llm_model``: an
@@ -429,7 +522,9 @@ def main(
     answer accuracy (eval/qa.py) through that endpoint (or ``$LANTERN_LLM_BASE_URL`` / ``_MODEL``; timeout
     ``$LANTERN_LLM_TIMEOUT``, default 120 s; JSON mode ``$LANTERN_LLM_JSON_MODE``), ``qa_limit`` questions per
     history, ``qa_context_chars`` for the full-history condition; with ``qa`` the endpoint does not also write
-    the llm_summary comparison (unless ``compaction="llm_summary"``). ``command``: named in the report."""
+    the llm_summary comparison (unless ``compaction="llm_summary"``). ``command``: named in the report.
+    ``min_score``: the relevance floor of every pipeline system's questions (``Config.min_score``; default the
+    configured one)."""
     from lantern.eval.qa import DEFAULT_CONTEXT_CHARS, DEFAULT_TIMEOUT_S, QAOptions
     from lantern.llm import settings as llm_settings
 
@@ -461,7 +556,7 @@ def main(
     return evaluate(
         ds,
         out_dir=out,
-        systems=select(systems),
+        systems=select(systems, Config() if min_score is None else replace(Config(), min_score=min_score)),
         budget=budget,
         keep=keep,
         compaction=compaction,

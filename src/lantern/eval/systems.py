@@ -210,7 +210,7 @@ def second_semantic(pool: Pool, query: str, config: Config) -> list[int]:
 
     second = pool.second
     second.config = replace(config, signals=("semantic", *signal_blocks(second.embedder)), use_mmr=False)
-    cands, _, _ = _rank(second, query, pool)
+    cands = _rank(second, query, pool)[0]
     return [c.entry.id for c in cands if c.verdict != "excluded:live"]
 
 
@@ -243,7 +243,13 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
         extra = {SECOND_SEMANTIC: second_semantic(pool, query, config)} if system.kind == "dual" else None
         lantern.config = config
         rec = lantern.explain(
-            query, session=pool.session, budget=budget, exclude=pool.excluded, extra_rankings=extra, as_of=pool.as_of
+            query,
+            session=pool.session,
+            budget=budget,
+            exclude=pool.excluded,
+            extra_rankings=extra,
+            as_of=pool.as_of,
+            min_score=pool.min_score,
         )
         return outcome_of(rec, (time.perf_counter() - start) * 1000)
     start = time.perf_counter()
@@ -255,6 +261,7 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
         config.min_excerpt_chars,
         config.entry_share,
         group=config.pack_group_sessions,
+        lookahead=config.pack_lookahead,
     )
     ms = (time.perf_counter() - start) * 1000
     return Outcome(
@@ -269,6 +276,7 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
 FAILURE_CAUSES = (
     "never archived",
     "outside every signal's top-N",
+    "below the relevance floor",
     "deduplicated away",
     "removed by MMR",
     "cut by the budget",
@@ -295,17 +303,19 @@ def failure_cause(outcome: Outcome, relevant: Sequence[int], system: System, alt
             causes.append(0)
         elif verdict is None:
             causes.append(1)
-        elif verdict == "cut:duplicate":
+        elif verdict == "cut:floor":
             causes.append(2)
+        elif verdict == "cut:duplicate":
+            causes.append(3)
         elif (
             system.config is not None
             and system.config.use_mmr
             and r in outcome.fused
             and outcome.fused.index(r) < len(outcome.packed)
         ):
-            causes.append(3)
-        else:
             causes.append(4)
+        else:
+            causes.append(5)
     return FAILURE_CAUSES[max(causes) if alternatives else min(causes)]
 
 

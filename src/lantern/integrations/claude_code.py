@@ -440,8 +440,9 @@ def _open(ctx: HookContext):
 def recover_after_compaction(
     lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None, record: bool = True
 ):
-    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit), else the last
-    user message + the summary; excluding the live messages after the last compaction. None if never compacted.
+    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit: the relevance
+    floor applies, docs/architecture.md §3.6), else the last user message + the summary (no floor: the block restores
+    what the compaction lost); excluding the live messages after the last compaction. None if never compacted.
     With ``record`` the recovery is stored as a compaction event (``Lantern.record_compaction``, source
     ``claude-code``; reason ``compact_boundary`` at SessionStart(compact), ``back_reference`` for a prompt) whose lost
     turns are the session's archived entries not in the live messages."""
@@ -450,6 +451,7 @@ def recover_after_compaction(
         return None
     summary = parsed.summaries[-1]
     live = [m for m in parsed.messages[summary.position :] if not m.meta.get("abandoned")] + parsed.sidechain
+    asked = question
     if question is None:
         last_user = parsed.last_user_text()
         if not last_user:
@@ -460,7 +462,8 @@ def recover_after_compaction(
         reason = "compact_boundary"
     else:
         reason = "back_reference"
-    recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
+    floor = 0.0 if asked is None else None  # the compaction's own block is never held back by the relevance floor
+    recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live, min_score=floor)
     if record:
         lantern.record_compaction(
             recovery, session=session, reason=reason, lost=_lost(lantern, session, live), source="claude-code"

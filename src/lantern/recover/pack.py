@@ -7,6 +7,7 @@ turn and time so the model can cite it. All lengths are in characters (Python ``
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -20,7 +21,13 @@ TITLE = "[Recovered by Lantern from earlier turns: verbatim archived turns, olde
 ELLIPSIS = "…"
 FULL_BELOW = 80  # with fewer characters left than this, packing stops (no header + excerpt fits) (ours)
 FIRST_EXCERPT_MIN = 40  # the first entry is excerpted into as little room as this (ours)
-MAX_MATCHES = 5_000  # occurrences considered when choosing an excerpt (ours; bounds work on a 1 MB entry)
+ELLIPSIS_WIDEN = 80  # a window may move back this far to start at a line (ours)
+FRAGMENT_JOIN = "\n…\n"  # between two fragments of one excerpt
+MIN_FRAGMENT = 160  # two fragments only when each gets at least this many characters (ours)
+TWO_FRAGMENTS_GAIN = 0.10  # two fragments when they cover 10% more weight than one window (ours)
+TERM_POSITIONS = 256  # occurrences of one term recorded (its count goes on): bounds work on a 1 MB entry (ours)
+_WORD_START = r"(?<![0-9A-Za-z])"
+_SUFFIXES = ("ation", "ing", "ed", "es", "s", "ly")
 
 
 def header(entry: Entry, with_session: bool = True) -> str:
@@ -37,10 +44,17 @@ def title(session: str | None = None) -> str:
     return TITLE if session is None else TITLE[:-1] + f", all from session {session}]"
 
 
-def excerpt(text: str, terms: list[str], width: int) -> str:
-    """The ``width``-character window of ``text`` holding the most distinct query terms (then the most matches),
-    widened to line boundaries when that costs little, with ``…`` marking each cut. Case-insensitive. With no match,
-    the head of the text. Returns at most ``width`` characters."""
+def excerpt(text: str, terms: list[str], width: int, fractions: dict[str, float] | None = None) -> str:
+    """At most ``width`` characters of ``text`` around the query's RAREST matched terms, with ``…`` marking each
+    cut; the head of the text when no term matches. Case-insensitive; a word term also matches its inflections at a
+    word start ("failing" matches "FAILED", ``stem_prefix``).
+
+    Each matched term weighs its rarity in the entry times its rarity in the store (``term_weights``): in a 115 KB
+    pytest log "test" is on every line and weighs ~0, the one "FAILED" line weighs most. The excerpt is one window
+    covering the most weight, or two half-width fragments (joined by ``FRAGMENT_JOIN``) when two covers more: the
+    user's request at the head of a turn and the failing test at the end of its output. Each window is widened to
+    a line start when that costs little. ``fractions``: each term's share of the store's rows (``Store.
+    term_fractions``, keyed by quoted term); without it every term is equally rare in the store."""
     if width <= 0:
         return ""
     if len(text) <= width:
@@ -48,44 +62,135 @@ def excerpt(text: str, terms: list[str], width: int) -> str:
     inner = width - 2 * len(ELLIPSIS)
     if inner <= 0:
         return text[:width]
+    matches, counts, words = _matches(text, terms)
+    if not matches:
+        return _render(text, [(0, inner)])
+    weights = term_weights(counts, words, len(text), inner, fractions)
+    one = _best_window(matches, weights, inner, set())
+    windows = [(one[1], inner)]
+    half = (width - 2 * len(ELLIPSIS) - len(FRAGMENT_JOIN)) // 2
+    if half >= MIN_FRAGMENT:
+        first = _best_window(matches, weights, half, set())
+        covered = {t for p, e, t in matches if first[1] <= p and e <= first[1] + half}
+        second = _best_window(matches, weights, half, covered)
+        apart = abs(second[1] - first[1]) >= half + len(FRAGMENT_JOIN)
+        if apart and second[0] > 0 and first[0] + second[0] > one[0] * (1 + TWO_FRAGMENTS_GAIN):
+            windows = sorted([(first[1], half), (second[1], half)])
+    return _render(text, windows)
+
+
+def stem_prefix(term: str) -> str:
+    """The prefix a word term matches at a word start: the term without one inflection suffix (``ing``, ``ed``,
+    ``s`` ...; a doubled last consonant undone), when at least 4 letters are left; else the term. "failing" ->
+    "fail", "stopped" -> "stop", "settings" -> "setting". A light stand-in for the Porter stemmer the full-text
+    index uses (store/migrations.py m005)."""
+    if not (term.isascii() and term.isalpha()):
+        return term
+    for suffix in _SUFFIXES:
+        if term.endswith(suffix) and len(term) - len(suffix) >= 4:
+            stem = term[: -len(suffix)]
+            if len(stem) >= 5 and stem[-1] == stem[-2] and stem[-1] not in "lsz":
+                stem = stem[:-1]
+            return stem
+    return term
+
+
+def _pattern(term: str) -> str:
+    """The regex of one query term: a word term (ASCII letters, digits, ``_``) as a stem prefix at a word start
+    (``_`` counts as a boundary: "retention" matches in "RETENTION_DAYS"), anything else (paths, CJK bigrams) as a
+    plain substring."""
+    if term.isascii() and term[:1].isalnum() and all(c.isalnum() or c == "_" for c in term):
+        return _WORD_START + re.escape(stem_prefix(term))
+    return re.escape(term)
+
+
+def _matches(text: str, terms: list[str]) -> tuple[list[tuple[int, int, int]], Counter[int], list[str]]:
+    """(start, end, term index) of the query terms' occurrences in ``text``, in text order (at most
+    ``TERM_POSITIONS`` per term, so a term on every line of a 1 MB log cannot crowd out the rare ones), each
+    term's full count, and the terms (lowercased, longest first: the longer term wins at the same position)."""
     words = sorted({t.lower() for t in terms if t.strip()}, key=len, reverse=True)
-    matches: list[tuple[int, str]] = []
-    if words:
-        pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
-        for m in pattern.finditer(text):
-            matches.append((m.start(), m.group(0).lower()))
-            if len(matches) >= MAX_MATCHES:
-                break
-    start = _best_window(matches, inner) if matches else 0
-    start = max(0, min(start, len(text) - inner))
-    line = text.rfind("\n", max(0, start - 80), start + 1)
-    if line != -1 and line + 1 <= start:
-        start = line + 1
-    body = text[start : start + inner]
-    prefix = ELLIPSIS if start > 0 else ""
-    suffix = ELLIPSIS if start + inner < len(text) else ""
-    return prefix + body + suffix
+    if not words:
+        return [], Counter(), words
+    pattern = re.compile("|".join(f"(?P<t{i}>{_pattern(w)})" for i, w in enumerate(words)), re.IGNORECASE)
+    matches: list[tuple[int, int, int]] = []
+    counts: Counter[int] = Counter()
+    for m in pattern.finditer(text):
+        key = int(m.lastgroup[1:])
+        counts[key] += 1
+        if counts[key] <= TERM_POSITIONS:
+            matches.append((m.start(), m.end(), key))
+    return matches, counts, words
 
 
-def _best_window(matches: list[tuple[int, str]], inner: int) -> int:
-    """Start offset of a window of ``inner`` characters covering the most distinct terms (two pointers over the
-    sorted match positions), centred on the covered matches."""
-    best = (0, 0, 0, 0)  # (distinct, count, first, last)
-    counts: Counter[str] = Counter()
+def term_weights(
+    counts: Counter[int], words: list[str], length: int, inner: int, fractions: dict[str, float] | None = None
+) -> dict[int, float]:
+    """Weight of each matched term: its idf inside the entry, ln(1 + length / (inner · count)) (the windows of the
+    entry as documents: a term on every line weighs ~0, one seen once in a 115 KB log ~4.7), times its idf in the
+    store, ln(1 + 1 / (fraction + 0.01)) (1.1 for a term in half the rows, 4.6 for one in none), 1 without
+    ``fractions``. Ours: IDF-like weighting (Spärck Jones 1972) of the excerpt's window."""
+    out = {}
+    for key, n in counts.items():
+        inside = math.log1p(length / (inner * n))
+        store = 1.0
+        if fractions is not None:
+            store = math.log1p(1.0 / (fractions.get(quote_term(words[key]), 0.0) + 0.01))
+        out[key] = inside * store
+    return out
+
+
+def quote_term(term: str) -> str:
+    """A term as the FTS5 string ``Store.term_fractions`` keys it by (recover/signals.py ``quote``)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _best_window(
+    matches: list[tuple[int, int, int]], weights: dict[int, float], inner: int, covered: set[int]
+) -> tuple[float, int]:
+    """(weight covered, start offset) of the ``inner``-character window covering the most weight of distinct terms
+    not in ``covered`` (each term counted once; more matches break ties), by two pointers over the matches in
+    text order; the window is centred on the matches it covers."""
+    best = (0.0, 0, matches[0][0], matches[0][1])  # (weight, count, first, last)
+    inside: Counter[int] = Counter()
+    weight = 0.0
     lo = 0
-    for hi, (pos, term) in enumerate(matches):
-        counts[term] += 1
-        while pos + len(term) - matches[lo][0] > inner:
-            old = matches[lo][1]
-            counts[old] -= 1
-            if not counts[old]:
-                del counts[old]
+    for hi, (_, end, term) in enumerate(matches):
+        inside[term] += 1
+        if inside[term] == 1 and term not in covered:
+            weight += weights.get(term, 0.0)
+        while end - matches[lo][0] > inner:
+            old = matches[lo][2]
+            inside[old] -= 1
+            if not inside[old]:
+                del inside[old]
+                if old not in covered:
+                    weight -= weights.get(old, 0.0)
             lo += 1
-        score = (len(counts), hi - lo + 1)
-        if score > best[:2]:
-            best = (*score, matches[lo][0], pos + len(term))
+        if (weight, hi - lo + 1) > best[:2] and weight > 1e-12:
+            best = (weight, hi - lo + 1, matches[lo][0], end)
     first, last = best[2], best[3]
-    return max(0, first - (inner - (last - first)) // 2)
+    return best[0], max(0, first - (inner - (last - first)) // 2)
+
+
+def _render(text: str, windows: list[tuple[int, int]]) -> str:
+    """The windows ((start, size), in text order, not overlapping) of ``text``, each moved back to a line start
+    within ``ELLIPSIS_WIDEN`` characters, with ``…`` at each cut and ``FRAGMENT_JOIN`` between two."""
+    parts: list[str] = []
+    prev_end = 0
+    for n, (start, size) in enumerate(windows):
+        start = max(prev_end, min(start, len(text) - size))
+        line = text.rfind("\n", max(prev_end, start - ELLIPSIS_WIDEN), start + 1)
+        if line != -1 and line + 1 <= start:
+            start = line + 1
+        elif line == -1 and start - ELLIPSIS_WIDEN <= prev_end:  # the text's start (or the previous window's end)
+            start = prev_end
+        body = text[start : start + size]
+        if n == 0:
+            parts.append((ELLIPSIS if start > 0 else "") + body)
+        else:
+            parts.append((FRAGMENT_JOIN if start > prev_end else "") + body)
+        prev_end = start + size
+    return "".join(parts) + (ELLIPSIS if prev_end < len(text) else "")
 
 
 @dataclass
@@ -132,6 +237,8 @@ def pack(
     session: str | None = None,
     group: bool = False,
     max_entries: int | None = None,
+    fractions: dict[str, float] | None = None,
+    lookahead: int = 3,
 ) -> PackResult:
     """Pack ``entries`` (already in MMR order) into at most ``budget`` characters, the title line included.
     No entry takes more than ``entry_share`` of the budget: a longer one is packed as its excerpt of that size, so
@@ -144,31 +251,128 @@ def pack(
     ``group_header`` line (sessions in the order their first entry was packed; inside a session, turns in
     conversation order) with a short ``turn_header`` per entry; the selection is still made in MMR order, a
     session line counted when its first entry is packed. Turns of a few hundred characters (chat) spend about a
-    third of the budget on full headers; grouped, a question and its answer in the next turn also read in order."""
-    if group and session is None:
-        return _pack_grouped(entries, budget, terms, min_excerpt, entry_share, max_entries)
-    result = PackResult(text="")
-    parts: list[str] = []
-    top = title(session)
-    used = len(top)
-    for entry in entries:
-        if budget - used < FULL_BELOW or (max_entries is not None and len(result.packed) >= max_entries):
-            break  # the rest is cut unread: callers mark entries without a verdict as cut:budget
-        head = header(entry, with_session=session is None) + "\n"
-        room = min(budget - used, int(budget * entry_share)) - len(head) - 2  # two newlines separate blocks
-        body = _fit(entry, room, terms, min_excerpt if parts else FIRST_EXCERPT_MIN, result)
+    third of the budget on full headers; grouped, a question and its answer in the next turn also read in order.
+
+    Length-aware (ours): an entry that does not fit whole would be excerpted into what is left. Before that, the
+    next ``lookahead`` entries in MMR order that fit whole in at most ``SHORT_SHARE`` of that room are packed
+    first; the long entry's excerpt gets the rest. At a small budget, a short turn that answers is not crowded
+    out by the excerpt of a 4 KB task statement that merely matches; at the default budget the block barely changes
+    (few entries are excerpted, and only short ones are moved ahead). ``fractions``: the terms' shares of the store's
+    rows, for choosing excerpts (``excerpt``)."""
+    block = _Block(budget, terms, min_excerpt, entry_share, session, group and session is None, fractions)
+    pending = iter(entries)
+    ahead: list[Entry] = []
+    while block.room_left() >= FULL_BELOW and (max_entries is None or len(block.out.packed) < max_entries):
+        entry = ahead.pop(0) if ahead else next(pending, None)
+        if entry is None:
+            break
+        if not block.fits_whole(entry) and lookahead > 0:
+            room = block.room(entry)
+            while len(ahead) < lookahead and (more := next(pending, None)) is not None:
+                ahead.append(more)
+            for short in list(ahead):
+                if max_entries is not None and len(block.out.packed) >= max_entries - 1:
+                    break  # the long entry keeps its place among the max_entries
+                if block.fits_whole(short) and block.cost(short) <= SHORT_SHARE * room:
+                    block.add(short)
+                    ahead.remove(short)
+        block.add(entry)
+    for entry in ahead:  # read for the look-ahead, too long to go first, and the budget ran out before its turn
+        block.out.verdicts[entry.id] = (
+            "cut:budget",
+            f"passed over for shorter entries; {max(block.room(entry), 0)} characters left, entry has "
+            f"{len(entry.text)}",
+        )
+    return block.result()
+
+
+SHORT_SHARE = 0.25  # an entry packed ahead of a long one's excerpt takes at most this share of its room (ours)
+
+
+class _Block:
+    """The block being packed: its text so far, what is left of the budget, and each entry's cost and room (a
+    header, a session line for a session's first entry in a grouped block, the separators)."""
+
+    def __init__(
+        self,
+        budget: int,
+        terms: list[str],
+        min_excerpt: int,
+        entry_share: float,
+        session: str | None,
+        grouped: bool,
+        fractions: dict[str, float] | None,
+    ) -> None:
+        self.budget, self.terms, self.min_excerpt, self.share = budget, terms, min_excerpt, entry_share
+        self.session, self.grouped, self.fractions = session, grouped, fractions
+        self.top = title(session)
+        self.used = len(self.top)
+        self.parts: list[tuple[Entry, str]] = []  # ungrouped: (entry, header + body)
+        self.groups: dict[str, tuple[str, str, list[tuple[Entry, str]]]] = {}  # session -> (line, opened, parts)
+        self.out = PackResult(text="")
+
+    def room_left(self) -> int:
+        return self.budget - self.used
+
+    def _head(self, entry: Entry) -> tuple[str, int]:
+        """(the entry's header line with its newline, the characters it costs beyond header and body)."""
+        if not self.grouped:
+            return header(entry, with_session=self.session is None) + "\n", 2  # two newlines separate blocks
+        if entry.session in self.groups:
+            return turn_header(entry, self.groups[entry.session][1]) + "\n", 1  # one newline after the entry
+        line = group_header(entry)
+        return turn_header(entry, _when(entry)) + "\n", len(line) + 2 + 1  # the session line, a blank line
+
+    def room(self, entry: Entry) -> int:
+        """Characters its body may take."""
+        head, extra = self._head(entry)
+        if self.grouped:
+            return min(self.budget - self.used - (extra - 1), int(self.budget * self.share)) - len(head) - 1
+        return min(self.budget - self.used, int(self.budget * self.share)) - len(head) - extra
+
+    def fits_whole(self, entry: Entry) -> bool:
+        return len(entry.text) <= self.room(entry)
+
+    def cost(self, entry: Entry) -> int:
+        """Characters it costs packed whole."""
+        head, extra = self._head(entry)
+        return len(head) + len(entry.text) + extra
+
+    def add(self, entry: Entry) -> None:
+        """Pack it whole or as its excerpt, or cut it (verdicts in ``out``)."""
+        head, extra = self._head(entry)
+        floor = self.min_excerpt if self.out.packed else FIRST_EXCERPT_MIN
+        body = _fit(entry, self.room(entry), self.terms, floor, self.out, self.fractions)
         if body is None:
-            continue
-        parts.append((entry, head + body))
-        used += len(head) + len(body) + 2
-    if session is not None:  # one session: its turns in conversation order, as in a grouped block; else MMR order
-        parts.sort(key=lambda p: (p[0].turn, p[0].id))
-    if parts:
-        result.text = top + "\n\n" + "\n\n".join(text for _, text in parts)
-    return result
+            return
+        self.used += len(head) + len(body) + extra
+        if not self.grouped:
+            self.parts.append((entry, head + body))
+            return
+        if entry.session not in self.groups:
+            self.groups[entry.session] = (group_header(entry), _when(entry), [])
+        self.groups[entry.session][2].append((entry, head + body))
+
+    def result(self) -> PackResult:
+        in_order = sorted if self.grouped or self.session is not None else lambda parts, key: parts
+        if self.grouped and self.groups:  # sessions in the order they were opened; turns in conversation order
+            blocks = [
+                line + "\n" + "\n".join(text for _, text in in_order(members, key=_turn_order))
+                for line, _, members in self.groups.values()
+            ]
+            self.out.text = self.top + "\n\n" + "\n\n".join(blocks)
+        elif self.parts:  # one session: its turns in conversation order, as in a grouped block; else MMR order
+            self.out.text = self.top + "\n\n" + "\n\n".join(text for _, text in in_order(self.parts, key=_turn_order))
+        return self.out
 
 
-def _fit(entry: Entry, room: int, terms: list[str], floor: int, result: PackResult) -> str | None:
+def _turn_order(part: tuple[Entry, str]) -> tuple[int, int]:
+    return part[0].turn, part[0].id
+
+
+def _fit(
+    entry: Entry, room: int, terms: list[str], floor: int, result: PackResult, fractions: dict[str, float] | None
+) -> str | None:
     """The body of ``entry`` within ``room`` characters (whole, or its excerpt), its verdict and Packed record
     added to ``result``; None (verdict ``cut:budget``) when an excerpt would be shorter than ``floor`` (an excerpt
     shorter than min_excerpt is not worth its header, unless nothing else was packed)."""
@@ -179,44 +383,7 @@ def _fit(entry: Entry, room: int, terms: list[str], floor: int, result: PackResu
         body, cut = entry.text, False
         result.verdicts[entry.id] = ("packed", f"whole, {len(body)} characters")
     else:
-        body, cut = excerpt(entry.text, terms, room), True
-        result.verdicts[entry.id] = ("excerpt", f"{len(body)} of {len(entry.text)} characters around the matched terms")
+        body, cut = excerpt(entry.text, terms, room, fractions), True
+        result.verdicts[entry.id] = ("excerpt", f"{len(body)} of {len(entry.text)} characters around the rarest terms")
     result.packed.append(Packed(entry, body, cut))
     return body
-
-
-def _pack_grouped(
-    entries: Iterable[Entry],
-    budget: int,
-    terms: list[str],
-    min_excerpt: int,
-    entry_share: float,
-    max_entries: int | None = None,
-) -> PackResult:
-    """``pack`` with ``group``: the same selection rule, the cost of a session line paid by its first entry."""
-    result = PackResult(text="")
-    used = len(TITLE)
-    groups: dict[str, tuple[str, str, list[tuple[Entry, str]]]] = {}  # session -> (line, opened, [(entry, text)])
-    for entry in entries:
-        if budget - used < FULL_BELOW or (max_entries is not None and len(result.packed) >= max_entries):
-            break
-        new = entry.session not in groups
-        line = group_header(entry) if new else groups[entry.session][0]
-        opened = _when(entry) if new else groups[entry.session][1]
-        head = turn_header(entry, opened) + "\n"
-        extra = len(line) + 2 if new else 0  # a session line and the blank line before it
-        room = min(budget - used - extra, int(budget * entry_share)) - len(head) - 1  # one newline after the entry
-        body = _fit(entry, room, terms, min_excerpt if result.packed else FIRST_EXCERPT_MIN, result)
-        if body is None:
-            continue
-        if new:
-            groups[entry.session] = (line, opened, [])
-        groups[entry.session][2].append((entry, head + body))
-        used += extra + len(head) + len(body) + 1
-    if groups:
-        blocks = [
-            line + "\n" + "\n".join(text for _, text in sorted(members, key=lambda m: (m[0].turn, m[0].id)))
-            for line, _, members in groups.values()
-        ]
-        result.text = title() + "\n\n" + "\n\n".join(blocks)
-    return result

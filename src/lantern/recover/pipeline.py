@@ -13,6 +13,7 @@ rank; a proactive recovery (at compaction) leaves them out unless the query name
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 
@@ -25,11 +26,14 @@ from lantern.recover.facts_note import pack_with_notes
 from lantern.recover.pack import PackResult, pack
 from lantern.recover.rank import rank
 from lantern.recover.rerank import RerankResult, rerank
+from lantern.recover.signals import FTS_SAMPLE_ROWS, quote
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
 from lantern.store.sqlite import Store
 
 __all__ = ["pack_block", "recover", "search", "set_verdicts"]
+
+_WORD = re.compile(r"\w")
 
 
 def recover(
@@ -51,6 +55,7 @@ def recover(
     complete: bool = True,
     llm: LLMClient | None = None,
     top_k: int | None = None,
+    min_score: float = 0.0,
 ) -> Recovery:
     """Rank, diversify with MMR, pack into ``budget`` characters. Returns a Recovery whose ``candidates`` carry
     the verdict of every entry considered (``explain``). ``now``: the time recency is measured from (default the
@@ -61,8 +66,10 @@ def recover(
     reached) are ``cut:budget`` with no MMR order.
     The packed block is the same either way. ``llm``: rerank the fused top ``Config.rerank_top_n`` with one call
     (recover/rerank.py) and pack in its order; on any failure of the LLM the fused order is kept and
-    ``Recovery.rerank.warning`` says why. ``top_k``: at most that many entries packed (None: as many as fit)."""
-    candidates, terms, positions = rank(
+    ``Recovery.rerank.warning`` says why. ``top_k``: at most that many entries packed (None: as many as fit).
+    ``min_score``: the relevance floor (recover/relevance.py): when the best candidates' ``Relevance.score`` is
+    below it, nothing is injected and every candidate is ``cut:floor`` (no rerank call is made)."""
+    candidates, terms, positions, evidence = rank(
         store,
         index,
         embedder,
@@ -77,8 +84,19 @@ def recover(
         extra_rankings=extra_rankings,
     )
     ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
-    if not ranked:
-        return Recovery(query=query, text="", entries=[], chars=0, budget=budget, candidates=candidates)
+    if not ranked or evidence.holds_back(min_score):
+        for c in ranked:  # nothing matches well enough: inject nothing (docs/architecture.md §3.6)
+            c.verdict, c.reason = "cut:floor", f"best relevance {evidence.score:.2f} < min_score {min_score:g}"
+        return Recovery(
+            query=query,
+            text="",
+            entries=[],
+            chars=0,
+            budget=budget,
+            candidates=candidates,
+            relevance=evidence,
+            min_score=min_score,
+        )
     reranked = rerank_stage(store, llm, query, ranked, terms, config) if llm is not None else None
     explicit = None
     if reranked is not None and reranked.reranked:
@@ -113,6 +131,8 @@ def recover(
         candidates=candidates,
         facts=fact_notes,
         rerank=reranked,
+        relevance=evidence,
+        min_score=min_score,
     )
 
 
@@ -148,6 +168,9 @@ def pack_block(
     batches as packing asks for them; with ``notes``, the superseded-fact notes fit in the same budget."""
     sessions = {c.entry.session for c in ranked}
     one_session = sessions.pop() if len(sessions) == 1 else None
+    # each term's share of the store's rows, for excerpts around the rarest terms (cached: the full-text signal
+    # asked for the same terms)
+    fractions = store.term_fractions([quote(t) for t in terms if _WORD.search(t)], FTS_SAMPLE_ROWS)
 
     def pack_at(room: int) -> PackResult:
         return pack(
@@ -159,6 +182,8 @@ def pack_block(
             session=one_session,
             group=config.pack_group_sessions,
             max_entries=top_k,
+            fractions=fractions,
+            lookahead=config.pack_lookahead,
         )
 
     return pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])
@@ -208,8 +233,12 @@ def search(
     k: int = 10,
     session: str | None = None,
     scope: Scope | None = None,
+    min_score: float = 0.0,
 ) -> list[Hit]:
-    """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score, within ``scope``."""
-    candidates, _, _ = rank(store, index, embedder, config, query, session=session, scope=scope)
+    """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score, within ``scope``;
+    none when the best candidates' ``Relevance.score`` is below ``min_score`` (recover/relevance.py)."""
+    candidates, _, _, evidence = rank(store, index, embedder, config, query, session=session, scope=scope)
+    if evidence.holds_back(min_score):
+        return []
     full = store.entries([c.entry.id for c in candidates[:k]])
     return [Hit(entry=full[c.entry.id], score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k] if c.entry.id in full]

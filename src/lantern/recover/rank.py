@@ -29,7 +29,7 @@ from lantern import reinforce
 from lantern.config import Config
 from lantern.embed import Embedder, RoutedEmbedder, cjk_share, embed_query, main_part, signal_blocks
 from lantern.model import Candidate, Entry
-from lantern.recover import decompose, local, neighbours, prf, signals, speaker, timeframe
+from lantern.recover import decompose, local, neighbours, prf, relevance, signals, speaker, timeframe
 from lantern.recover.fusion import rrf, score_sum
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
@@ -104,7 +104,7 @@ def rank(
     proactive: bool = False,
     scope: Scope | None = None,
     extra_rankings: dict[str, list[int]] | None = None,
-) -> tuple[list[Candidate], list[str], np.ndarray]:
+) -> tuple[list[Candidate], list[str], np.ndarray, relevance.Relevance]:
     """Every candidate for ``query``, fused and sorted by RRF score (best first), with its per-signal ranks and
     scores. Entries whose full text is still inside ``live_text`` get the verdict ``excluded:live`` and no rank.
     Pruned entries (reinforce.py) get no importance rank; with ``proactive`` they get the verdict
@@ -113,7 +113,8 @@ def rank(
     full text also the scope in SQL. ``extra_rankings``: further signals computed elsewhere (name -> entry ids,
     best first; e.g. a second embedder's semantic ranking, used by the evaluation), fused like the others (weight
     ``signal_weights[name]``, default 1), masked by the same scope.
-    Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part)."""
+    Returns (candidates, query terms, positions of the ranked candidates aligned with the ranked part, the
+    best candidates' ``relevance.Relevance``: how well anything matches, on a scale comparable across queries)."""
     index.refresh()
     mask = candidate_mask(index, session, scope or Scope(), exclude_ids)
     weights = query_weights(config, query)
@@ -123,6 +124,9 @@ def rank(
     found = {name: ranked for name, ranked in found.items() if weights.get(name, 1.0) != 0}  # weight 0: off
     found.update(context_signals(store, index, config, found, vector, part_vectors, mask))
     pool = candidate_pool(store, index, config, plan, found, mask, live_text, proactive)
+    evidence = relevance.assess(
+        store, index, embedder.id, plan.terms, found, pool.entries, pool.excluded | pool.dropped
+    )
     if "importance" in config.signals:
         found["importance"] = signals.importance(
             index, pool.positions[~pool.pruned], now or time.time(), config.half_life_days
@@ -138,7 +142,7 @@ def rank(
     fused = rrf(rankings, config.rrf_k, weights) if config.fusion == "rrf" else score_sum(scores)
     candidates = candidate_list(fused, rankings, scores, pool, config)
     ranked_positions = index.positions([c.entry.id for c in candidates if not c.verdict.startswith("excluded:")])
-    return candidates, plan.terms, ranked_positions
+    return candidates, plan.terms, ranked_positions, evidence
 
 
 # ------------------------------------------------------------------------------------------------- the stages

@@ -61,6 +61,11 @@ FTS_POSTINGS_BUDGET = 0.25  # ours: the kept terms match at most ~this many corp
 FTS_MIN_TERMS = 4  # ours: the rarest 4 terms are kept whatever their frequency (up to FTS_MAX_FRACTION)
 
 
+def has_word(term: str) -> bool:
+    """Whether ``term`` holds a word character (a term without one is never searched: ``fts_query``)."""
+    return bool(_TOKEN.search(term))
+
+
 def quote(term: str) -> str:
     """One term as a double-quoted FTS5 string (inner quotes doubled): operators and syntax become plain data."""
     return '"' + term.replace('"', '""') + '"'
@@ -134,14 +139,19 @@ def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
     return np.log1p((n_rows - df + 0.5) / (df + 0.5))
 
 
+KEYWORD_HINT_CAP = 64  # |H| counted at most as the hints of one 2,000-character window of code or logs (ours)
+
+
 def keyword(
     index: MemoryIndex, terms: list[str], allowed: np.ndarray | None, n: int, score: str = "jaccard"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Overlap between the query terms and each entry's lookup hints (tags, paths, tool names), through the
     inverted index built at archive time (architecture §3.2). ``score``: ``jaccard`` (§3.2), ``overlap`` (overlap
     coefficient), or ``idf`` (the sum of the idf of the shared terms: coordination-level matching weighted by idf,
-    Spärck Jones 1972, so a generic hint term such as ``port`` weighs little). Returns (positions best first,
-    scores)."""
+    Spärck Jones 1972, so a generic hint term such as ``port`` weighs little). An entry's hint count |H| is capped
+    at ``KEYWORD_HINT_CAP`` (a 2,000-character window of code or a log holds ~50 hints, median of the aider turns):
+    a 115 KB test log carries ~1,200 hints, and its one matching hint would otherwise rank below any short turn's
+    (ours; chat turns hold a few hints, so they are unaffected). Returns (positions best first, scores)."""
     query = set(terms)
     found = [(t, index.postings.get(t, ())) for t in query]
     found = [(t, ps) for t, ps in found if ps]
@@ -158,12 +168,13 @@ def keyword(
     if allowed is not None:
         keep = allowed[pos]
         pos, inter = pos[keep], inter[keep]
+    hints = np.minimum(index.hint_count[pos], KEYWORD_HINT_CAP)
     if score == "idf":
         scores = inter.astype(np.float32)
     elif score == "overlap":
-        scores = overlap_coefficient(inter.astype(np.float32), len(query), index.hint_count[pos])
+        scores = overlap_coefficient(inter.astype(np.float32), len(query), hints)
     else:
-        scores = jaccard(inter.astype(np.float32), len(query), index.hint_count[pos])
+        scores = jaccard(inter.astype(np.float32), len(query), hints)
     order = np.argsort(-scores, kind="stable")[:n]
     return pos[order], scores[order]
 
@@ -214,6 +225,7 @@ def importance(
 __all__ = [
     "fts_query",
     "fulltext",
+    "has_word",
     "quote",
     "select_terms",
     "importance",

@@ -29,6 +29,7 @@ from lantern.store.migrations import MIGRATIONS, migrate
 from lantern.store.reinforcement import forget_pending
 from lantern.store.times import from_epoch, to_epoch
 from lantern.text.cjk import cjk_bigrams
+from lantern.text.windows import MAX_WINDOWS, WINDOW_LEAD_CHARS, WINDOWED_FROM, unescaped, windows
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -43,6 +44,8 @@ _ENTRY_COLUMNS = (
     "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
     "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
 )
+WINDOW_BITS = 12  # window k of entry e has the FTS5 rowid -(e << 12 | k), k < 4,096 (text/windows.py MAX_WINDOWS)
+_ENTRY_OF_ROW = f"(CASE WHEN f.rowid < 0 THEN (-f.rowid) >> {WINDOW_BITS} ELSE f.rowid END)"
 BUSY_RETRIES, BUSY_BACKOFF_S = 6, 0.05  # BEGIN IMMEDIATE retried with backoff 0.05 .. 1.6 s after busy_timeout (ours)
 
 
@@ -325,15 +328,37 @@ class Store:
     def index_fulltext(
         db: sqlite3.Connection, entry_id: int, summary: str, text: str, tag_values: Sequence[str]
     ) -> None:
-        """The FTS5 row of an entry: body = summary + text, tags = tag values, CJK runs as character bigrams."""
+        """The FTS5 rows of an entry, CJK runs as character bigrams: one row (rowid = entry id) with body = summary
+        + text and tags = tag values. A text longer than ``WINDOWED_FROM`` (a 115 KB tool log) is indexed in windows
+        instead (text/windows.py), so BM25 ranks each part of it against turns of ordinary length: the entry's row
+        holds the summary and the first window, and each later window k is a row of its own, rowid ``window_rowid(
+        entry_id, k)`` (negative: never an entry id), its body the turn's opening line (``summary`` up to its first
+        newline, at most ``WINDOW_LEAD_CHARS``: what the window belongs to, as a passage carries its document's
+        title) and the window."""
+        spans = windows(text) if len(text) > WINDOWED_FROM else [(0, len(text))]
+        head = text[: spans[0][1]]
         db.execute(
             "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
-            (entry_id, cjk_bigrams(summary + "\n" + text), cjk_bigrams(" ".join(tag_values))),
+            (entry_id, cjk_bigrams(unescaped(summary + "\n" + head)), cjk_bigrams(" ".join(tag_values))),
         )
+        if len(spans) > 1:
+            lead = summary.split("\n", 1)[0][:WINDOW_LEAD_CHARS]
+            db.executemany(
+                "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, '')",
+                [
+                    (window_rowid(entry_id, k), cjk_bigrams(unescaped(lead + "\n" + text[a:b])))
+                    for k, (a, b) in enumerate(spans[1:], start=1)
+                ],
+            )
 
     @staticmethod
     def _delete_fts(db: sqlite3.Connection, entry_id: int) -> None:
+        """An entry's FTS5 rows: its own and its windows'."""
         db.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
+        db.execute(
+            "DELETE FROM entries_fts WHERE rowid BETWEEN ? AND ?",
+            (window_rowid(entry_id, MAX_WINDOWS), window_rowid(entry_id, 1)),
+        )
 
     def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
         """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
@@ -711,17 +736,38 @@ class Store:
     ) -> list[tuple[int, float]]:
         """FTS5 ``bm25()`` search. ``match`` must be a safe MATCH expression (see recover.signals.fts_query).
         ``sessions`` / ``scope``: only entries of these sessions / within this scope (None: no condition).
-        Returns ``(entry_id, bm25)`` best first (bm25 is negative: lower is better, SQLite's convention)."""
+        Returns ``(entry_id, bm25)`` best first (bm25 is negative: lower is better, SQLite's convention), one row per
+        entry: a windowed entry (``index_fulltext``) scores its best row."""
         if not match:
             return []
+        if not self.has_windows():
+            return self._fulltext(match, limit, sessions, scope)
+        want = limit * 2
+        while True:  # a windowed entry's rows may take several places: ask for more until `limit` entries are found
+            rows = self._fulltext(match, want, sessions, scope)
+            best: dict[int, float] = {}
+            for rowid, score in rows:
+                best.setdefault(entry_of_row(rowid), score)
+            if len(best) >= limit or len(rows) < want:
+                return list(best.items())[:limit]
+            want *= 4
+
+    def has_windows(self) -> bool:
+        """Whether any entry is indexed in windows (a window row has a negative rowid: one index probe)."""
+        row = self.db.execute("SELECT rowid FROM entries_fts ORDER BY rowid LIMIT 1").fetchone()
+        return bool(row) and row[0] < 0
+
+    def _fulltext(
+        self, match: str, limit: int, sessions: Sequence[str] | None, scope: Scope | None
+    ) -> list[tuple[int, float]]:
+        """``fulltext``'s rows, window rows included (rowid, bm25)."""
         if scope is not None:
             where, params = scope_where("e", scope)
             marks = ",".join("?" * len(sessions)) if sessions is not None else ""
             in_sessions = f" AND e.session IN ({marks})" if sessions is not None else ""
             return self.db.execute(  # CROSS JOIN: see below
-                "SELECT f.rowid, bm25(entries_fts) AS s FROM entries_fts AS f CROSS JOIN entries AS e ON e.id = "
-                "f.rowid "
-                f"WHERE entries_fts MATCH ? AND {where}{in_sessions} ORDER BY s LIMIT ?",
+                f"SELECT f.rowid, bm25(entries_fts) AS s FROM entries_fts AS f CROSS JOIN entries AS e ON e.id = "
+                f"{_ENTRY_OF_ROW} WHERE entries_fts MATCH ? AND {where}{in_sessions} ORDER BY s LIMIT ?",
                 (match, *params, *(sessions or ()), limit),
             ).fetchall()
         if sessions is None:
@@ -733,16 +779,16 @@ class Store:
         # CROSS JOIN keeps the FTS5 match as the outer loop (entries looked up by primary key): the planner's
         # own choice, `rowid IN (subquery)`, measured 35x slower on 5,880 LoCoMo turns
         return self.db.execute(
-            "SELECT f.rowid, bm25(entries_fts) AS s FROM entries_fts AS f CROSS JOIN entries AS e ON e.id = f.rowid "
-            f"WHERE entries_fts MATCH ? AND e.session IN ({marks}) ORDER BY s LIMIT ?",
+            f"SELECT f.rowid, bm25(entries_fts) AS s FROM entries_fts AS f CROSS JOIN entries AS e ON e.id = "
+            f"{_ENTRY_OF_ROW} WHERE entries_fts MATCH ? AND e.session IN ({marks}) ORDER BY s LIMIT ?",
             (match, *sessions, limit),
         ).fetchall()
 
     def term_fractions(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
         """Estimated share of entries matching each MATCH term (a quoted FTS5 string), counted in the ``sample``
         newest FTS5 rows (a rowid range: FTS5 seeks into its doclists, so the cost follows the sample, not the
-        corpus). Cached per term until the entry count changes by 10% (or 100,000 terms are cached). Returns {term:
-        fraction in [0, 1]}."""
+        corpus; window rows, whose rowids are negative, are not counted). Cached per term until the entry count
+        changes by 10% (or 100,000 terms are cached). Returns {term: fraction in [0, 1]}."""
         count = self.count()
         cache = getattr(self, "_fractions", None)
         if cache is None or abs(count - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
@@ -753,7 +799,8 @@ class Store:
         for term in match_terms:
             if term not in cache[1]:
                 hits = self.db.execute(
-                    "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ? AND rowid > ?", (term, top - sample)
+                    "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ? AND rowid > ?",
+                    (term, max(top - sample, 0)),
                 ).fetchone()[0]
                 cache[1][term] = min(hits / n, 1.0)
             out[term] = cache[1][term]
@@ -857,6 +904,16 @@ def holders(path: str) -> tuple[tuple[int, str], ...]:
                 name = "?"
             found.append((int(entry.name), name))
     return tuple(sorted(found))
+
+
+def window_rowid(entry_id: int, k: int) -> int:
+    """The FTS5 rowid of window ``k`` (1 ..) of an entry (``Store.index_fulltext``): negative, never an entry id."""
+    return -((entry_id << WINDOW_BITS) | k)
+
+
+def entry_of_row(rowid: int) -> int:
+    """The entry an FTS5 row belongs to: its rowid, or the entry of a window row."""
+    return (-rowid) >> WINDOW_BITS if rowid < 0 else rowid
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
