@@ -205,3 +205,19 @@ def test_at_the_default_weight_english_turns_get_no_e5_block_and_recover_loads_n
     with Lantern(db) as lt:
         assert lt.fill_vectors() == 4
     assert _pending(db) == 0
+
+
+def test_filled_english_e5_blocks_vote_for_nothing_while_english_e5_is_off(tmp_path):
+    """A store filled while English e5 was on, read with it off (the default): semantic_e5 ranks the Chinese
+    turns only, so the ranking is the one of a store never filled."""
+    db = tmp_path / "m.db"
+    with Lantern(db, config=ON) as lt:
+        lt.archive(EN + ZH, session="s")
+        assert lt.fill_vectors() == 3 and _pending(db) == 0
+    with Lantern(db) as lt:
+        for query in ("which port does the billing database listen on?", "数据库端口是多少？"):
+            ranked = [c for c in lt.explain(query).candidates if "semantic_e5" in c.ranks]
+            assert ranked and all("数据库" in c.entry.text for c in ranked), query
+    with Lantern(db, config=ON) as lt:  # on again: the English turns rank by e5 too
+        ranked = [c for c in lt.explain("which port does the billing database listen on?").candidates]
+        assert any("5433 (docker" in c.entry.text and "semantic_e5" in c.ranks for c in ranked)

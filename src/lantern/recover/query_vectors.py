@@ -64,6 +64,11 @@ class QueryVectors:
         """The current embedder's blocks ranked apart (embed.signal_blocks)."""
         return signal_blocks(self._embedder_of())
 
+    @property
+    def blocks(self) -> dict[str, tuple[int, int]] | None:
+        """The current embedder's models' dims (embed.RoutedEmbedder.blocks), None for one model."""
+        return getattr(self._embedder_of(), "blocks", None)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Stored-entry vectors: the current embedder's ``embed``, never a prefetched query vector."""
         return self._embedder_of().embed(texts)

@@ -158,6 +158,22 @@ def query_weights(config: Config, query: str) -> dict[str, float]:
     return weights
 
 
+def apart_rows(
+    index: MemoryIndex, embedder: Embedder, config: Config, name: str, allowed: np.ndarray | None
+) -> np.ndarray | None:
+    """The rows a block ranked apart may rank: ``allowed``; for ``semantic_e5`` while English e5 is off
+    (``Config.e5_english_weight`` 0) only the CJK-routed rows (those with a USE block), so e5 vectors an English
+    turn was given earlier (a store filled while it was on) vote for nothing: the ranking is the same whether
+    they are filled or not."""
+    use = (getattr(embedder, "blocks", None) or {}).get("use")
+    if name != "semantic_e5" or config.e5_english_weight > 0 or use is None:
+        return allowed
+    routed = index.rows_with(*use)
+    if routed is None:
+        return allowed
+    return routed if allowed is None else allowed & routed
+
+
 def candidate_mask(index: MemoryIndex, session: str | None, scope: Scope, exclude_ids: Iterable[int]) -> Mask:
     """The positions inside ``session`` (and its sub-sessions), inside ``scope``, and not in ``exclude_ids``."""
     allowed = index.session_mask(session)
@@ -236,7 +252,11 @@ def query_signals(
     for name, (start, stop) in plan.apart.items():  # a block ranked as a semantic signal of its own
         if vector[start:stop].any():  # entries without that block (English ones) get no rank
             found[name] = signals.semantic(
-                index, vector - main_part(vector, {name: (start, stop)}), mask.allowed, n, skip_blank=True
+                index,
+                vector - main_part(vector, {name: (start, stop)}),
+                apart_rows(index, embedder, config, name, mask.allowed),
+                n,
+                skip_blank=True,
             )
     vector = main_part(vector, signal_blocks(embedder)) if vector is not None else None
     if "semantic" in enabled:

@@ -64,6 +64,7 @@ class MemoryIndex:
         self.ids = np.empty(0, np.int64)
         self._used: list[tuple[int, int]] = []  # the blocks some row has a nonzero value in, in dim order
         self._nonzero = {b: 0 for b in self.blocks}  # per block: rows with a nonzero value in it (block_occupied)
+        self._with = {b: np.empty(0, bool) for b in self.blocks}  # per block: which rows have it (rows_with)
         self._matrix_buf = np.empty((0, 0), np.float32)  # capacity grows 1.5x: appends copy amortized O(1)
         # (columns, matrix): the dims of the used blocks (matrix column j holds dim columns[j]) and the rows in use,
         # a view of the buffer; always replaced as one tuple
@@ -212,6 +213,8 @@ class MemoryIndex:
         present = [(b, int(np.count_nonzero(np.any(vecs[:, b[0] : b[1]], axis=1)))) for b in self.blocks]
         for b, n in present:
             self._nonzero[b] += n
+        for a, b in self.blocks:
+            self._with[(a, b)] = np.concatenate([self._with[(a, b)][:start], np.any(vecs[:, a:b], axis=1)])
         self._use_blocks([b for b, n in present if n])
         columns, matrix = self._view
         need = start + len(vecs)
@@ -262,6 +265,7 @@ class MemoryIndex:
         old[columns] = matrix[pos]
         for a, b in self.blocks:
             self._nonzero[(a, b)] += int(vec[a:b].any()) - int(old[a:b].any())
+            self._with[(a, b)][pos] = bool(vec[a:b].any())
         self._use_blocks([(a, b) for a, b in self.blocks if vec[a:b].any()])
         columns, matrix = self._view
         matrix[pos] = vec[columns]
@@ -311,6 +315,12 @@ class MemoryIndex:
         columns, matrix = self._view
         inside = (columns >= start) & (columns < stop)
         return bool(inside.any()) and bool(np.any(matrix[:, inside]))
+
+    def rows_with(self, start: int, stop: int) -> np.ndarray | None:
+        """Boolean (n,): which rows have a nonzero value in the block ``start..stop`` (one of ``blocks``), kept as
+        rows are written; None for a range that is not one of ``blocks``."""
+        has = self._with.get((start, stop))
+        return None if has is None else has[: len(self.ids)]
 
     def block_occupied_among(self, start: int, stop: int, rows: np.ndarray | None) -> bool:
         """``block_occupied`` restricted to the rows where the boolean mask ``rows`` is true (None: every row):
