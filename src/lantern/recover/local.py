@@ -25,13 +25,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 LOCAL = "local"  # the signal's name in rankings, weights and explain output
 _EMPTY = (np.empty(0, np.int64), np.empty(0, np.float32))
 
 
-def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int], width: int) -> np.ndarray:
+def window_rows(store: StoreProtocol, index: MemoryIndex, seed_positions: Sequence[int], width: int) -> np.ndarray:
     """Row positions of the entries within ``width`` turns (inclusive) of each seed (row positions), in the seed's
     own session and scope (user, agent, project), each row once, sorted; every seed is in its own window, a turn
     alone in its session too (left out, it would lose to any turn of a longer session: a one-turn session ranked
@@ -56,7 +56,7 @@ def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int],
 
 
 def local_ranking(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     query_vector: np.ndarray | None,
     seed_positions: Sequence[int],

@@ -21,7 +21,7 @@ import numpy as np
 
 from lantern.recover.fusion import rrf
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 NEIGHBOUR = "neighbour"  # the signal's name in rankings, weights and explain output
 
@@ -34,7 +34,7 @@ def seeds(rankings: Mapping[str, Sequence[int]], k: int, weights: Mapping[str, f
 
 
 def neighbour_ranking(
-    store: Store, index: MemoryIndex, seed_positions: Sequence[int], allowed: np.ndarray | None
+    store: StoreProtocol, index: MemoryIndex, seed_positions: Sequence[int], allowed: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """For each seed (row positions, best first): the next turn of its session, then the previous one; each
     neighbour listed once, at its first (best) seed. A seed may be listed as the neighbour of a better seed (a

@@ -25,13 +25,13 @@ from lantern.recover.pack import PackResult, pack
 from lantern.recover.rank import rank
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 __all__ = ["pack_block", "recover", "search", "set_verdicts"]
 
 
 def recover(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     embedder: Embedder,
     config: Config,
@@ -101,7 +101,7 @@ def recover(
 
 
 def pack_block(
-    store: Store,
+    store: StoreProtocol,
     ranked: list[Candidate],
     order: Iterable[int],
     budget: int,
@@ -154,7 +154,7 @@ def set_verdicts(ranked: list[Candidate], order: Iterable[int], result: PackResu
         by_id[p.entry.id].chars = len(p.text)
 
 
-def _full_texts(store: Store, ids: Iterable[int], batch: int = 16) -> Iterator[Entry]:
+def _full_texts(store: StoreProtocol, ids: Iterable[int], batch: int = 16) -> Iterator[Entry]:
     """Entries with their full text, in ``ids`` order, read in small batches as packing asks for them."""
     pending = iter(ids)
     while chunk := list(islice(pending, batch)):
@@ -163,7 +163,7 @@ def _full_texts(store: Store, ids: Iterable[int], batch: int = 16) -> Iterator[E
 
 
 def search(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     embedder: Embedder,
     config: Config,
