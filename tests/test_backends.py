@@ -121,6 +121,8 @@ def test_facts_keep_their_versions(db_location):
         assert [f.value for f in current] == ["5434"]
         history = [f.value for f in lt.facts(current[0].key, history=True)]
         assert history == ["5433", "5434"]
+        rec = lt.recover("what was the staging database port before the move?", budget=3000)
+        assert "5433" in rec.text and [(n.value, n.current) for n in rec.facts] == [("5433", "5434")]  # changed since
 
 
 def test_forget_leaves_no_row_in_any_table(db_location):

@@ -90,6 +90,9 @@ def test_shared_sql_is_translated_and_sqlite_only_sql_is_refused():
         "SELECT id FROM t WHERE a IS NOT DISTINCT FROM %s AND b = '?%%' AND c LIKE %s",
         False,
     )
+    assert translate("SELECT 1 WHERE v IS NOT ? AND w IS NOT NULL")[0] == (
+        "SELECT 1 WHERE v IS DISTINCT FROM %s AND w IS NOT NULL"
+    )
     assert translate("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)")[0].endswith("ON CONFLICT DO NOTHING")
     assert translate("INSERT INTO facts(a) VALUES (?)") == ("INSERT INTO facts(a) VALUES (%s) RETURNING id", True)
     with pytest.raises(LanternError, match="PRAGMA"):
@@ -194,3 +197,22 @@ def test_connections_the_server_dropped_are_replaced_and_nothing_committed_is_lo
         more = lt.archive([{"role": "user", "content": "The deploy key rotates every 30 days."}], session="chat")
         assert more.added == 1 and lt.store.count() == len(first) + 1
         assert "6380" in lt.recover("staging redis port", budget=2000).text
+
+
+def test_a_user_who_may_not_create_pgvector_is_told_to_create_it(pg_server):
+    import uuid
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    role = "r_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")  # not a superuser: pgvector 0.6.2 is not a trusted extension
+        admin.execute(f"CREATE DATABASE {name} OWNER {role}")
+    url = pg_server.get_uri(name).replace("postgresql://postgres:", f"postgresql://{role}:", 1)
+    with pytest.raises(LanternError) as info:
+        Lantern(url)
+    assert "pgvector extension is not available" in str(info.value) and "CREATE EXTENSION vector" in str(info.value)
+    with psycopg.connect(pg_server.get_uri(name), autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION vector")  # what docs/postgres.md tells the administrator to run
+    with Lantern(url) as lt:  # now the owner creates the tables and works without further privileges
+        assert lt.archive(TURNS, session="chat").added == 2
+        assert lt.stats()["schema_version"] == len(MIGRATIONS)

@@ -5,7 +5,8 @@ recover/neighbours.py, recover/local.py, archive/redact.py) write portable SQL w
 SQLite spellings. ``translate`` rewrites exactly these, outside string literals, and nothing else:
 
 - ``?`` -> ``%s`` (psycopg's placeholder) and ``%`` -> ``%%``;
-- ``x IS ?`` -> ``x IS NOT DISTINCT FROM %s`` (SQLite's ``IS`` compares values, NULL-safe);
+- ``x IS ?`` -> ``x IS NOT DISTINCT FROM %s`` and ``x IS NOT ?`` -> ``x IS DISTINCT FROM %s`` (SQLite's ``IS``
+  compares values, NULL-safe);
 - ``INSERT OR IGNORE INTO t ...`` -> ``INSERT INTO t ... ON CONFLICT DO NOTHING``;
 - ``INSERT OR REPLACE INTO meta ...`` -> ``... ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value``;
 - ``INSERT INTO entries|facts|events|recoveries ...`` gets ``RETURNING id``, which ``lastrowid`` reads.
@@ -57,6 +58,7 @@ def translate(sql: str) -> tuple[str, bool]:
         if i % 2:
             out.append(part.replace("%", "%%"))
             continue
+        part = re.sub(r"\bIS\s+NOT\s+\?", "IS DISTINCT FROM ?", part, flags=re.IGNORECASE)
         part = re.sub(r"\bIS\s+\?", "IS NOT DISTINCT FROM ?", part, flags=re.IGNORECASE)
         out.append(part.replace("%", "%%").replace("?", "%s"))
     return "".join(out).rstrip().rstrip(";") + suffix, returning

@@ -360,8 +360,10 @@ class PostgresStore:
             (body, tags),
         )
 
-    _values = staticmethod(
-        lambda row: (
+    @staticmethod
+    def _values(row: NewEntry) -> tuple:
+        """The column values ``add`` writes, as ``Store._values``; U+0000 dropped (PostgreSQL text cannot hold it)."""
+        return (
             row.text.replace("\x00", ""),
             row.summary.replace("\x00", ""),
             json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False),
@@ -374,7 +376,6 @@ class PostgresStore:
             json.dumps(row.meta, default=str),
             row.category,
         )
-    )
 
     def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
         """As ``Store.delete``: the entries selected (conditions combined with AND), in one transaction, from every
