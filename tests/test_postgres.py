@@ -20,6 +20,7 @@ from lantern.api import copy_store
 from lantern.store.postgres import PostgresStore, fts_document
 from lantern.store.postgres.schema import MIGRATION_LOCK, MIGRATIONS
 from lantern.store.postgres.sql import translate
+from lantern.store.postgres.store import IDLE_CHECK_S
 from lantern.store.protocol import require
 from lantern.store.urls import redact_url
 
@@ -95,6 +96,12 @@ def test_shared_sql_is_translated_and_sqlite_only_sql_is_refused():
     )
     assert translate("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)")[0].endswith("ON CONFLICT DO NOTHING")
     assert translate("INSERT INTO facts(a) VALUES (?)") == ("INSERT INTO facts(a) VALUES (%s) RETURNING id", True)
+    assert translate("SELECT id FROM entries INDEXED BY entries_archived_at WHERE x = ?")[0] == (
+        "SELECT id FROM entries WHERE x = %s"
+    )
+    assert translate("SELECT count(*), total(id) FROM entries")[0] == (
+        "SELECT count(*), coalesce(sum(id), 0)::float8 FROM entries"
+    )
     with pytest.raises(LanternError, match="PRAGMA"):
         translate("PRAGMA table_info(events)")
 
@@ -194,6 +201,7 @@ def test_connections_the_server_dropped_are_replaced_and_nothing_committed_is_lo
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
+        time.sleep(IDLE_CHECK_S + 0.2)  # a connection idle this long is checked before use, and replaced
         more = lt.archive([{"role": "user", "content": "The deploy key rotates every 30 days."}], session="chat")
         assert more.added == 1 and lt.store.count() == len(first) + 1
         assert "6380" in lt.recover("staging redis port", budget=2000).text
@@ -216,3 +224,23 @@ def test_a_user_who_may_not_create_pgvector_is_told_to_create_it(pg_server):
     with Lantern(url) as lt:  # now the owner creates the tables and works without further privileges
         assert lt.archive(TURNS, session="chat").added == 2
         assert lt.stats()["schema_version"] == len(MIGRATIONS)
+
+
+def test_a_recovery_while_another_writer_locks_the_table_skips_reinforcement_after_the_wait(pg_url, caplog):
+    import lantern.reinforce as reinforce
+
+    url = pg_url()
+    with Lantern(url) as lt:
+        ids = lt.archive(TURNS, session="chat").entry_ids
+        before = lt.store.db.execute("SELECT id, access_count, confidence FROM entries ORDER BY id").fetchall()
+        with psycopg.connect(url) as holder:  # writes wait behind it; reads do not (EXCLUSIVE allows SELECT)
+            holder.execute("LOCK TABLE entries IN EXCLUSIVE MODE")
+            t0 = time.monotonic()
+            with caplog.at_level("WARNING", logger="lantern"):
+                rec = lt.recover("staging redis port", budget=2000)
+            took = time.monotonic() - t0
+            holder.rollback()
+        assert "6380" in rec.text and ids[0] in [e.id for e in rec.entries]
+        assert reinforce.WRITE_WAIT_S - 0.5 < took < reinforce.WRITE_WAIT_S + 20
+        assert "not updated" in caplog.text
+        assert lt.store.db.execute("SELECT id, access_count, confidence FROM entries ORDER BY id").fetchall() == before

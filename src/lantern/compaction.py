@@ -272,8 +272,7 @@ class SessionArchive:
         return list(self.hash)
 
     def _now(self) -> tuple[int, int]:
-        # a store whose data_version also moves on its own writes (PostgreSQL) has no total_changes: 0 stands in
-        return self.store.data_version(), getattr(self.store.db, "total_changes", 0)
+        return self.store.data_version(), self.store.db.total_changes
 
     def sync(self) -> set[int]:
         import time

@@ -45,8 +45,8 @@ def window_rows(store: StoreProtocol, index: MemoryIndex, seed_positions: Sequen
     seeds = store.db.execute(f"SELECT id, {cols} FROM entries WHERE id IN ({marks})", ids).fetchall()
     if not seeds:
         return np.empty(0, np.int64)
-    cond = " OR ".join(
-        "(session = ? AND turn BETWEEN ? AND ? AND user_id IS ? AND agent_id IS ? AND project IS ?)" for _ in seeds
+    cond = " OR ".join(  # = on the NOT NULL scope columns: both backends' (user_id, session, turn) index serves it
+        "(session = ? AND turn BETWEEN ? AND ? AND user_id = ? AND agent_id = ? AND project = ?)" for _ in seeds
     )
     params = [x for _, u, a, p, s, t in seeds for x in (s, t - width, t + width, u, a, p)]
     rows = store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond}", params).fetchall()

@@ -54,8 +54,8 @@ def neighbour_ranking(
     found: dict[tuple, int] = {}
     for start in range(0, len(wanted), 150):  # SQLite's default limit on host parameters is 999 (older builds)
         part = wanted[start : start + 150]
-        cond = " OR ".join(
-            "(user_id IS ? AND agent_id IS ? AND project IS ? AND session = ? AND turn = ?)" for _ in part
+        cond = " OR ".join(  # = on the NOT NULL scope columns: both backends' (user_id, session, turn) index serves it
+            "(user_id = ? AND agent_id = ? AND project = ? AND session = ? AND turn = ?)" for _ in part
         )
         params = [x for key in part for x in key]
         for entry_id, *key in store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond} ORDER BY id", params):

@@ -9,9 +9,11 @@ SQLite spellings. ``translate`` rewrites exactly these, outside string literals,
   compares values, NULL-safe);
 - ``INSERT OR IGNORE INTO t ...`` -> ``INSERT INTO t ... ON CONFLICT DO NOTHING``;
 - ``INSERT OR REPLACE INTO meta ...`` -> ``... ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value``;
-- ``INSERT INTO entries|facts|events|recoveries ...`` gets ``RETURNING id``, which ``lastrowid`` reads.
+- ``INSERT INTO entries|facts|events|recoveries ...`` gets ``RETURNING id``, which ``lastrowid`` reads;
+- ``INDEXED BY name`` (a SQLite planner hint) is dropped; ``total(x)`` -> ``coalesce(sum(x), 0)::float8`` (SQLite's
+  ``total``: a float sum, 0.0 over no rows).
 
-SQL that only SQLite runs (``PRAGMA``, ``sqlite_master``, ``INDEXED BY``, ``total(``, ``group_concat(``) raises
+SQL that only SQLite runs (``PRAGMA``, ``sqlite_master``, ``group_concat(``) raises
 LanternError naming it, never a server syntax error. Statements run on the connection of the calling thread's
 open transaction (``PgConnection.bound``), else each on a pooled connection in autocommit, with every row fetched
 before the connection goes back to the pool.
@@ -30,7 +32,7 @@ from lantern.errors import LanternError
 
 __all__ = ["PgConnection", "Result", "translate"]
 
-_SQLITE_ONLY = re.compile(r"\bPRAGMA\b|\bsqlite_master\b|\bINDEXED BY\b|\btotal\(|\bgroup_concat\(", re.IGNORECASE)
+_SQLITE_ONLY = re.compile(r"\bPRAGMA\b|\bsqlite_master\b|\bgroup_concat\(", re.IGNORECASE)
 _RETURNING_TABLES = re.compile(r"^\s*INSERT\s+INTO\s+(entries|facts|events|recoveries)\b", re.IGNORECASE)
 
 
@@ -58,6 +60,8 @@ def translate(sql: str) -> tuple[str, bool]:
         if i % 2:
             out.append(part.replace("%", "%%"))
             continue
+        part = re.sub(r"\s+INDEXED\s+BY\s+\w+", "", part, flags=re.IGNORECASE)
+        part = re.sub(r"\btotal\(([^()]*)\)", r"coalesce(sum(\1), 0)::float8", part, flags=re.IGNORECASE)
         part = re.sub(r"\bIS\s+NOT\s+\?", "IS DISTINCT FROM ?", part, flags=re.IGNORECASE)
         part = re.sub(r"\bIS\s+\?", "IS NOT DISTINCT FROM ?", part, flags=re.IGNORECASE)
         out.append(part.replace("%", "%%").replace("?", "%s"))
@@ -109,6 +113,8 @@ class PgConnection:
     @property
     def in_transaction(self) -> bool:
         return self.current is not None
+
+    total_changes = 0  # write transactions this handle committed: PostgresStore.transaction counts them
 
     @contextmanager
     def bound(self, conn: Any) -> Iterator[PgConnection]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -69,6 +71,23 @@ def fts_document(text: str) -> str:
     unicode61 tokenizer separates tokens, so ``src/db_config.py`` is the words src, db, config, py on both
     backends."""
     return _NON_WORD.sub(" ", cjk_bigrams(text)).strip()
+
+
+IDLE_CHECK_S = 1.0  # a pooled connection idle this long is checked (one round trip) before use (ours)
+
+
+def _check_if_idle(conn: psycopg.Connection) -> None:
+    """psycopg_pool's check: ``ConnectionPool.check_connection`` (raises for a connection the server dropped, which
+    the pool then replaces) on a connection idle for over ``IDLE_CHECK_S``. A connection handed back moments ago
+    is used as it is: a recovery takes ~20 connections from the pool, and checking each cost ~1 ms on a loaded
+    2-core machine (bench_postgres.py profile)."""
+    if time.monotonic() - getattr(conn, "_lantern_returned", 0.0) > IDLE_CHECK_S:
+        ConnectionPool.check_connection(conn)
+
+
+def _note_returned(conn: psycopg.Connection) -> None:
+    """psycopg_pool's reset hook: when the connection came back to the pool (``_check_if_idle``)."""
+    conn._lantern_returned = time.monotonic()
 
 
 def _array(value: Any) -> np.ndarray:
@@ -127,13 +146,15 @@ class PostgresStore:
                 max_size=POOL_MAX,
                 kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
                 configure=register_vector,
-                check=ConnectionPool.check_connection,  # a connection the server dropped (a restart) is replaced
+                check=_check_if_idle,  # a connection the server dropped (a restart) is replaced
+                reset=_note_returned,
                 open=False,
             )
             self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
         except psycopg.Error as e:
             raise _connect_error(url, e) from None
         self.db = PgConnection(self.pool)
+        self._own_lock = threading.Lock()
 
     def _migrate(self, conn: psycopg.Connection) -> int:
         have = conn.execute(
@@ -160,11 +181,14 @@ class PostgresStore:
         if self.db.in_transaction:  # nested: the outer transaction holds it
             yield self.db
             return
-        with self.pool.connection() as conn, conn.transaction(), self.db.bound(conn) as db:
-            if wait is not None:
-                conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
-            yield db
-            conn.execute("UPDATE changes SET version = version + 1 WHERE id = 1")
+        with self.pool.connection() as conn:
+            with conn.transaction(), self.db.bound(conn) as db:
+                if wait is not None:
+                    conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
+                yield db
+                conn.execute("UPDATE changes SET version = version + 1 WHERE id = 1")
+            with self._own_lock:  # committed: this handle's own write, which data_version leaves out
+                self.db.total_changes += 1
 
     @contextmanager
     def snapshot(self) -> Iterator[PgConnection]:
@@ -184,8 +208,13 @@ class PostgresStore:
     scope_where = staticmethod(scope_where)
 
     def data_version(self) -> int:
-        """Changes when any connection commits a write (the ``changes`` counter every write transaction bumps)."""
-        return self.db.execute("SELECT version FROM changes WHERE id = 1").fetchone()[0]
+        """Changes when another handle commits a write, as SQLite's ``PRAGMA data_version`` does for another
+        connection: the ``changes`` counter every write transaction bumps, less this handle's own committed writes
+        (``db.total_changes``; the index mirrors those itself). Read before the count, so a write of this handle
+        committing in between can only make it change once more (one extra refresh), never miss another's."""
+        with self._own_lock:
+            own = self.db.total_changes
+        return self.db.execute("SELECT version FROM changes WHERE id = 1").fetchone()[0] - own
 
     def close(self) -> None:
         self.pool.close()
@@ -626,24 +655,27 @@ class PostgresStore:
 
     def term_fractions(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
         """As ``Store.term_fractions``: each quoted term's share of matches among the ``sample`` newest entries,
-        cached per term until the entry count changes by 10%."""
-        count = self.count()
+        every uncached term counted in one scan of those rows (``count(*) FILTER``), cached per term until the
+        newest entry id moves by 10% (``max(id)``, one primary-key probe: a ``count(*)`` reads the whole table on
+        PostgreSQL, 11 ms per call at 10,000 entries in bench_postgres.py's profile)."""
+        top = self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
         cache = getattr(self, "_fractions", None)
-        if cache is None or abs(count - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
-            cache = self._fractions = (count, {})
-        n = min(sample, count) or 1
+        if cache is None or abs(top - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
+            cache = self._fractions = (top, {})
+        n = min(sample, top) or 1
         todo = [t for t in dict.fromkeys(match_terms) if t not in cache[1]]
-        if todo:
+        queries = [(t, *self._tsquery(t)) for t in todo]
+        counted = [(t, q, p) for t, q, p in queries if q]
+        for t, q, _ in queries:
+            if not q:
+                cache[1][t] = 0.0
+        if counted:
+            filters = ", ".join(f"count(*) FILTER (WHERE fts @@ ({q}))" for _, q, _ in counted)
+            params = [x for _, _, p in counted for x in p]
             with self.pool.connection() as conn:
-                top = conn.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
-                for term in todo:
-                    query, terms = self._tsquery(term)
-                    hits = 0
-                    if query:
-                        hits = conn.execute(
-                            f"SELECT count(*) FROM entries WHERE id > %s AND fts @@ ({query})", (top - sample, *terms)
-                        ).fetchone()[0]
-                    cache[1][term] = min(hits / n, 1.0)
+                row = conn.execute(f"SELECT {filters} FROM entries WHERE id > %s", (*params, top - sample)).fetchone()
+            for (t, _, _), hits in zip(counted, row):
+                cache[1][t] = min(hits / n, 1.0)
         return {t: cache[1][t] for t in match_terms}
 
     def nearest(
