@@ -17,12 +17,12 @@ import pytest
 from clirun import lantern as cli
 from lantern import Lantern, LanternError, UnsupportedBackendError
 from lantern.api import copy_store
+from lantern.config import redact_url
 from lantern.store.postgres import PostgresStore, fts_document
 from lantern.store.postgres.schema import MIGRATION_LOCK, MIGRATIONS
 from lantern.store.postgres.sql import translate
 from lantern.store.postgres.store import IDLE_CHECK_S
 from lantern.store.protocol import require
-from lantern.store.urls import redact_url
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 TURNS = [
@@ -244,3 +244,53 @@ def test_a_recovery_while_another_writer_locks_the_table_skips_reinforcement_aft
         assert reinforce.WRITE_WAIT_S - 0.5 < took < reinforce.WRITE_WAIT_S + 20
         assert "not updated" in caplog.text
         assert lt.store.db.execute("SELECT id, access_count, confidence FROM entries ORDER BY id").fetchall() == before
+
+
+def test_lantern_db_holding_a_url_opens_the_server(pg_url, monkeypatch):
+    url = pg_url()
+    monkeypatch.setenv("LANTERN_DB", url)
+    with Lantern() as lt:  # no path: $LANTERN_DB
+        assert lt.store.backend == "postgresql" and lt.path == redact_url(url)
+        assert lt.archive(TURNS, session="chat").added == 2
+
+
+def test_the_claude_code_hooks_refuse_a_server_url_without_breaking_the_session(pg_url, tmp_path, monkeypatch):
+    from lantern.integrations import claude_code
+    from lantern.integrations.claude_code_settings import hook_command
+
+    url = pg_url()
+    monkeypatch.setenv("HOME", str(tmp_path))  # the hook log goes to ~/.lantern/logs
+    payload = {
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "which port was it?",
+        "session_id": "s",
+        "transcript_path": str(tmp_path / "t.jsonl"),
+    }
+    assert claude_code.run(json.dumps(payload), db=url) == ""  # never an error in the user's session
+    log = (claude_code.lantern_home() / "logs" / "claude-code.log").read_text(encoding="utf-8")
+    assert "lantern hook claude-code is not supported on the postgresql backend" in log
+    monkeypatch.setenv("LANTERN_DB", url)  # the same through $LANTERN_DB
+    assert claude_code.run(json.dumps(payload)) == ""
+    assert (claude_code.lantern_home() / "logs" / "claude-code.log").read_text(encoding="utf-8").count("skipped") == 2
+    with pytest.raises(UnsupportedBackendError, match="lantern hook claude-code"):
+        hook_command(url)
+
+
+def test_the_rest_api_on_a_server(pg_url):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from lantern.integrations.proxy import build_app
+
+    with TestClient(build_app(pg_url()), raise_server_exceptions=False) as client:
+        r = client.post("/v1/memory/archive", json={"messages": TURNS, "session": "chat"})
+        assert r.status_code == 200, r.text
+        ids = r.json()["entry_ids"]
+        rec = client.post("/v1/memory/recover", json={"query": "staging redis port", "budget": 2000}).json()
+        assert "6380" in rec["text"]
+        hits = client.post("/v1/memory/search", json={"query": "LOG_LEVEL", "k": 3}).json()["hits"]
+        assert "LOG_LEVEL" in hits[0]["summary"]
+        assert client.post("/v1/memory/feedback", json={"entry_ids": ids[:1], "useful": True}).json() == {"updated": 1}
+        assert client.get("/v1/memory/stats").json()["entries"] == 2
+        assert client.post("/v1/memory/forget", json={"session": "chat"}).json() == {"forgotten": 2}
+        assert client.post("/v1/memory/recover", json={"query": "staging redis port"}).json()["text"] == ""

@@ -21,7 +21,7 @@ from lantern.archive.chunk import chunk
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
 from lantern.archive.redact import load_policy, redact_text, set_secret_redaction
 from lantern.archive.subagents import parent_session
-from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
+from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path, is_server_url
 from lantern.embed import Embedder, embedder_name, get_embedder, signal_blocks
 from lantern.model import ArchiveResult, Hit, Message, Recovery, content_hash
 from lantern.recover import facts_note, pipeline, speaker
@@ -33,7 +33,6 @@ from lantern.store.index import MemoryIndex
 from lantern.store.open import open_store
 from lantern.store.sqlite import is_unwritable
 from lantern.store.times import to_epoch
-from lantern.store.urls import is_server_url
 from lantern.text.clean import clean_text, normalize_space
 from lantern.text.names import file_name_text, given_name
 
@@ -81,8 +80,8 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
     ):
-        server = is_server_url(path)
-        location = path if server else Path(path) if path is not None else default_db_path()
+        location = default_db_path() if path is None else path if is_server_url(path) else Path(path)
+        server = is_server_url(location)
         self.scope = resolve(Scope(), user, agent, project)
         self.store = open_store(location)
         self.path = self.store.path if server else location  # a server's URL as shown: without its password
@@ -736,10 +735,8 @@ def copy_store(
         total = source.export(tmp)
         tmp.seek(0)
         with Lantern(dst, embedder=source.embedder) as target:
-            lines = [0]
 
             def report(line: int) -> None:  # import counts lines: the header is line 1
-                lines[0] = line
                 if progress:
                     progress(min(max(line - 1, 0), total), total)
 

@@ -120,7 +120,7 @@ def _global(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    from lantern.store.urls import is_server_url
+    from lantern.config import is_server_url
 
     state.db = None if db is None else db if is_server_url(db) else Path(db)  # a URL is no path: kept as given
     state.embedder = embedder
@@ -505,7 +505,7 @@ def _guard(fn):
         if os.environ.get("LANTERN_DEBUG"):
             raise
         if type(e).__module__.startswith("psycopg"):  # the PostgreSQL server refused or lost the command
-            from lantern.store.urls import redact_url
+            from lantern.config import redact_url
 
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             _fail(f"database {redact_url(str(state.db))}: {first}")
@@ -1118,7 +1118,7 @@ def copy(
     after the copy (every source entry is in DST with its embedding). Compaction events are not copied."""
     from rich.console import Console
 
-    from lantern.store.urls import is_server_url, redact_url
+    from lantern.config import is_server_url, redact_url
 
     console = Console(stderr=True)  # the bar on stderr, as ingest draws it
 

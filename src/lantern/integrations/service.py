@@ -52,8 +52,7 @@ class MemoryService:
     as in the CLI)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | None = None):
-        from lantern.config import default_db_path
-        from lantern.store.urls import is_server_url
+        from lantern.config import default_db_path, is_server_url
 
         self.path = path if is_server_url(path) else Path(path) if path is not None else default_db_path()
         self.embedder = embedder

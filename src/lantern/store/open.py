@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
+from lantern.config import is_server_url, redact_url
 from lantern.errors import LanternError
 from lantern.store.protocol import StoreProtocol
-from lantern.store.urls import is_server_url, redact_url
 
 __all__ = ["open_store"]
 

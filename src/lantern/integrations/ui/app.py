@@ -96,8 +96,8 @@ class _State:
     def lantern(self):
         if self._lantern is None:
             from lantern.api import Lantern
+            from lantern.config import is_server_url
             from lantern.store.protocol import require
-            from lantern.store.urls import is_server_url
 
             if not is_server_url(self.path) and not Path(self.path).exists():
                 raise LanternError(f"no database at {self.path}: archive something first (lantern ingest FILE)")

@@ -27,6 +27,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
+from lantern.config import redact_url
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
@@ -37,7 +38,6 @@ from lantern.store.postgres.sql import PgConnection
 from lantern.store.reinforcement import forget_pending
 from lantern.store.sqlite import NewEntry, _entry
 from lantern.store.times import to_epoch
-from lantern.store.urls import redact_url
 from lantern.text.cjk import cjk_bigrams
 
 __all__ = ["PostgresStore", "fts_document"]
@@ -61,7 +61,8 @@ _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
 # what this backend does not do yet, with the way round it (store/protocol.py ``require``; docs/postgres.md)
 UNSUPPORTED = {
-    "lantern ui": "the inspector reads SQLite files only",
+    "lantern ui": "its pages read SQLite-only views (store/overview.py); `lantern copy` the server to a SQLite file "
+    "and inspect that",
 }
 
 
