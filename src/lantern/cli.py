@@ -107,6 +107,7 @@ def _global(
     db: Optional[str] = typer.Option(
         None,
         "--db",
+        metavar="<path|url>",
         help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db), or a postgresql:// URL (docs/postgres.md).",
         envvar="LANTERN_DB",
     ),
