@@ -48,6 +48,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_reinforce.py
 	$(BIN)/python benchmarks/bench_ingest.py
 	$(BIN)/python benchmarks/bench_proxy.py
+	$(BIN)/python benchmarks/bench_postgres.py
 
 clean:
 	rm -rf $(VENV)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -125,3 +126,53 @@ def local_llm(tmp_path_factory):
     server = LocalLLM(tmp_path_factory.mktemp("llm") / "server.log")
     yield server
     server.stop()
+
+
+# ---------------------------------------------------------------- PostgreSQL (docs/postgres.md)
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL 16 server with pgvector 0.6.2 (the PyPI wheel ``pgserver``), its data directory in a
+    temporary folder, started once per test process (each xdist worker has its own) and stopped at the end. The
+    tests that use it are skipped, saying why, when pgserver is not installed or cannot start the server."""
+    try:
+        import pgserver
+    except ImportError:
+        pytest.skip("pgserver is not installed (pip install -e '.[test]' installs it): no PostgreSQL to test against")
+    import shutil
+    import tempfile
+
+    # not under pytest's folder: run as root, pgserver starts the server as its own user, who must reach the
+    # data directory (pytest's /tmp/pytest-of-root is private to root)
+    root = Path(tempfile.mkdtemp(prefix="lantern-pg-"))
+    try:
+        server = pgserver.get_server(root, cleanup_mode="stop")
+    except Exception as e:  # any failure to start: the reason goes into the skip message
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(f"pgserver could not start PostgreSQL in {root}: {type(e).__name__}: {e}")
+    yield server
+    server.cleanup()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture()
+def pg_url(pg_server):
+    """``pg_url()``: the URL of a new, empty database on the test server (one per call)."""
+    import uuid
+
+    import psycopg
+
+    def make() -> str:
+        name = "t_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return pg_server.get_uri(name)
+
+    return make
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_location(request, tmp_path):
+    """The location of a new, empty store on each backend: a SQLite file path, then a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return tmp_path / "m.db"
+    return request.getfixturevalue("pg_url")()

@@ -88,7 +88,7 @@ def test_flags_show_no_metavar_and_every_option_says_what_it_does():
             row = next(line for line in text.splitlines() if p.opts[0] in line.replace(",", " ").split())
             assert "<" not in row.split(p.opts[0], 1)[1].split(p.help.split()[0], 1)[0], (path, row)
     top = help_text()
-    assert " --db " in top and "<path>" in top and "<str>" in top  # options that take a value still show its type
+    assert " --db " in top and "<path|url>" in top and "<str>" in top  # options that take a value show their type
     assert "--version  " in top
     search = help_text("search")
     assert "Only this session (and its sub-sessions)." in search and "Print the results as JSON" in search

@@ -25,8 +25,9 @@ def conversation() -> list[dict]:
 
 
 @pytest.fixture()
-def lt(tmp_path):
-    with Lantern(tmp_path / "c.db") as lt:
+def lt(db_location):
+    """A new store on each backend (conftest.py ``db_location``: SQLite, then PostgreSQL)."""
+    with Lantern(db_location) as lt:
         yield lt
 
 

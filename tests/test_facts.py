@@ -182,13 +182,21 @@ def say(lantern: Lantern, text: str, when: str, session: str, reply: str = "Note
 
 
 @pytest.fixture()
-def lantern(tmp_path):
+def lantern(db_location):
+    """A new store on each backend (conftest.py ``db_location``: SQLite, then PostgreSQL)."""
+    with Lantern(db_location) as lt:
+        yield lt
+
+
+@pytest.fixture()
+def sqlite_lantern(tmp_path):
+    """A new SQLite store at ``tmp_path / "m.db"``, for the tests that read the file with sqlite3 themselves."""
     with Lantern(tmp_path / "m.db") as lt:
         yield lt
 
 
-def test_facts_are_written_in_the_entry_transaction_and_schema_is_bitemporal(lantern, tmp_path):
-    say(lantern, "the staging DB port is 5433", day(13), "s1")
+def test_facts_are_written_in_the_entry_transaction_and_schema_is_bitemporal(sqlite_lantern, tmp_path):
+    say(sqlite_lantern, "the staging DB port is 5433", day(13), "s1")
     db = sqlite3.connect(tmp_path / "m.db")
     cols = {r[1] for r in db.execute("PRAGMA table_info(facts)")}
     assert {"entry_id", "key", "value", "valid_from", "valid_to", "recorded_at", "superseded_by"} <= cols
@@ -196,7 +204,7 @@ def test_facts_are_written_in_the_entry_transaction_and_schema_is_bitemporal(lan
     assert row == ("staging db port", "5433", at(13).timestamp(), None)
 
 
-def test_failed_archive_writes_no_fact(lantern, tmp_path, monkeypatch):
+def test_failed_archive_writes_no_fact(sqlite_lantern, tmp_path, monkeypatch):
     import lantern.store.sqlite as sqlite_mod
 
     def boom(*a, **k):
@@ -204,7 +212,7 @@ def test_failed_archive_writes_no_fact(lantern, tmp_path, monkeypatch):
 
     monkeypatch.setattr(sqlite_mod, "write_facts", boom)
     with pytest.raises(RuntimeError):
-        say(lantern, "the staging DB port is 5433", day(13), "s1")
+        say(sqlite_lantern, "the staging DB port is 5433", day(13), "s1")
     db = sqlite3.connect(tmp_path / "m.db")
     assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
     assert db.execute("SELECT count(*) FROM facts").fetchone()[0] == 0
@@ -261,11 +269,11 @@ def test_chinese_supersession(lantern):
     assert [f.value for f in lantern.facts("staging数据库端口")] == ["5434"]
 
 
-def test_forget_source_entry_removes_its_facts_and_relinks_the_chain(lantern, tmp_path):
+def test_forget_source_entry_removes_its_facts_and_relinks_the_chain(lantern):
     say(lantern, "the staging DB port is 5433", day(13), "s1")
     r2 = say(lantern, "I changed the staging DB port to 5434", day(14), "s2")
     lantern.forget(entry=r2.entry_ids[0])
-    db = sqlite3.connect(tmp_path / "m.db")
+    db = lantern.store.db  # either backend's connection
     assert db.execute("SELECT count(*) FROM facts WHERE value = '5434'").fetchone()[0] == 0
     current = lantern.facts("staging db port")
     assert [(f.value, f.valid_to, f.superseded_by) for f in current] == [("5433", None, None)]

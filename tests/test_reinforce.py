@@ -37,7 +37,16 @@ def conversation() -> list[dict]:
 
 
 @pytest.fixture()
-def lantern(tmp_path):
+def lantern(db_location):
+    """A store on each backend (conftest.py ``db_location``: SQLite, then PostgreSQL) holding ``conversation()``."""
+    with Lantern(db_location) as lt:
+        lt.archive(conversation(), session="s")
+        yield lt
+
+
+@pytest.fixture()
+def sqlite_lantern(tmp_path):
+    """``lantern`` on a SQLite file only, for the tests that lock the file with sqlite3 themselves."""
     with Lantern(tmp_path / "m.db") as lt:
         lt.archive(conversation(), session="s")
         yield lt
@@ -369,7 +378,7 @@ def state(db) -> list[tuple]:
     )
 
 
-def test_recovery_on_a_locked_database_skips_reinforcement_after_a_short_wait(lantern, caplog):
+def test_recovery_on_a_locked_database_skips_reinforcement_after_a_short_wait(sqlite_lantern, caplog):
     """Another writer holds the write lock: the recovery waits WRITE_WAIT_S (2 s) for its reinforcement write, not
     ~75 s (busy_timeout and its retries), then returns its block with one logged warning; nothing is written."""
     import sqlite3
@@ -377,13 +386,13 @@ def test_recovery_on_a_locked_database_skips_reinforcement_after_a_short_wait(la
 
     import lantern.reinforce as reinforce
 
-    before = state(lantern.store.db)
-    holder = sqlite3.connect(lantern.path, isolation_level=None)
+    before = state(sqlite_lantern.store.db)
+    holder = sqlite3.connect(sqlite_lantern.path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
         t0 = time.monotonic()
         with caplog.at_level("WARNING", logger="lantern"):
-            result = lantern.recover("which port does postgres use?", session="s")
+            result = sqlite_lantern.recover("which port does postgres use?", session="s")
         elapsed = time.monotonic() - t0
     finally:
         holder.execute("ROLLBACK")
@@ -392,11 +401,11 @@ def test_recovery_on_a_locked_database_skips_reinforcement_after_a_short_wait(la
     assert reinforce.WRITE_WAIT_S <= elapsed < reinforce.WRITE_WAIT_S + 8, elapsed
     warnings = [r for r in caplog.records if r.name == "lantern" and r.levelname == "WARNING"]
     assert len(warnings) == 1 and "not updated" in warnings[0].getMessage() and "locked" in warnings[0].getMessage()
-    assert state(lantern.store.db) == before
-    assert lantern.store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000  # the usual wait is back
+    assert state(sqlite_lantern.store.db) == before
+    assert sqlite_lantern.store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000  # the usual wait is back
     # once the lock is free, the next recovery reinforces as usual
-    lantern.recover("which port does postgres use?", session="s")
-    assert state(lantern.store.db) != before
+    sqlite_lantern.recover("which port does postgres use?", session="s")
+    assert state(sqlite_lantern.store.db) != before
 
 
 def test_recovery_on_a_read_only_database_file_returns_its_block(tmp_path, unprivileged):

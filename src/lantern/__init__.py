@@ -7,7 +7,13 @@ with Lantern("memory.db") as lantern:
 """
 
 from lantern.config import Config
-from lantern.errors import EmbedderMismatchError, LanternError, ModelNotFoundError, TranscriptFormatError
+from lantern.errors import (
+    EmbedderMismatchError,
+    LanternError,
+    ModelNotFoundError,
+    TranscriptFormatError,
+    UnsupportedBackendError,
+)
 from lantern.model import (
     ArchiveResult,
     Candidate,
@@ -52,5 +58,6 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "TranscriptFormatError",
+    "UnsupportedBackendError",
     "Turn",
 ]

@@ -22,7 +22,7 @@ from lantern.archive.chunk import chunk
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
 from lantern.archive.redact import load_policy, redact_text, set_secret_redaction
 from lantern.archive.subagents import parent_session
-from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path
+from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path, is_server_url
 from lantern.embed import Embedder, embedder_name, get_embedder, signal_blocks
 from lantern.llm import LLMClient, LLMSettings
 from lantern.llm import settings as llm_settings
@@ -33,7 +33,8 @@ from lantern.scope import Scope, resolve, scope_where
 from lantern.store import events as event_store
 from lantern.store import facts as fact_store
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, Store, is_unwritable
+from lantern.store.open import open_store
+from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, is_unwritable
 from lantern.store.times import to_epoch
 from lantern.text.clean import clean_text, normalize_space
 from lantern.text.names import file_name_text, given_name
@@ -57,9 +58,11 @@ def _query_text(query: Any) -> str:
 
 
 class Lantern:
-    """A Lantern memory store in one SQLite file.
+    """A Lantern memory store in one SQLite file, or in a PostgreSQL database.
 
-    ``path``: database file (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``; created 0600 in a 0700 directory).
+    ``path``: database file (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``; created 0600 in a 0700 directory),
+    or a ``postgresql://user:password@host:5432/db`` URL (the PostgreSQL + pgvector backend, docs/postgres.md: what
+    it does not support yet raises ``UnsupportedBackendError`` naming the operation).
     ``embedder``: ``"minilm"``, ``"use"``, ``"routed"``, an ``Embedder`` instance, or None for the one the database was
     created
     with (``"routed"`` for a new database: embed.DEFAULT_EMBEDDER). Raises ``EmbedderMismatchError`` when the database
@@ -80,9 +83,11 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
     ):
-        self.path = Path(path) if path is not None else default_db_path()
+        location = default_db_path() if path is None else path if is_server_url(path) else Path(path)
+        server = is_server_url(location)
         self.scope = resolve(Scope(), user, agent, project)
-        self.store = Store(self.path)
+        self.store = open_store(location)
+        self.path = self.store.path if server else location  # a server's URL as shown: without its password
         self._follows = embedder is None  # no embedder named: the handle follows the database's (``_follow_reindex``)
         chosen = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
         self.store.check_embedder(chosen.id, chosen.dim, embedder_name(chosen.id), _blocks(chosen), _deferred(chosen))
@@ -155,8 +160,8 @@ class Lantern:
         try:
             if self.store.pending_vectors(1):
                 self.writer.fill(self.config.fill_on_recover, wait=FILL_WAIT_S)
-        except sqlite3.OperationalError as e:
-            if not is_unwritable(e):
+        except _write_errors(self.store) as e:
+            if not _unwritable(self.store, e):
                 raise
 
     def close(self) -> None:
@@ -318,8 +323,8 @@ class Lantern:
                 )
             elif packed:
                 self.store.bump_access(packed, wait=reinforce.WRITE_WAIT_S)
-        except sqlite3.OperationalError as e:
-            if not is_unwritable(e):
+        except _write_errors(self.store) as e:
+            if not _unwritable(self.store, e):
                 raise
             log.warning(
                 "%s: access counts and confidence not updated (%s); the recovery is returned all the same", self.path, e
@@ -508,8 +513,8 @@ class Lantern:
                     budget=recovery.budget,
                     rerank=recovery.reranked if rerank is None else rerank,
                 )
-        except sqlite3.OperationalError as e:
-            if not is_unwritable(e):
+        except _write_errors(self.store) as e:
+            if not _unwritable(self.store, e):
                 raise
             log.warning("%s: compaction event not recorded (%s)", self.path, e)
             return None
@@ -866,6 +871,64 @@ class Lantern:
         if not self.writer.fills:
             stats.pop("vectors_pending", None)
         return stats
+
+
+def copy_store(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, int]:
+    """Copy every entry of the store at ``src`` into the store at ``dst`` (each a SQLite path or a
+    ``postgresql://`` URL: SQLite -> PostgreSQL and back), with its scope, reinforcement state (confidence,
+    success, access count), embedding (kept, not recomputed: ``dst`` is opened with ``src``'s embedder) and facts,
+    through the export format (portability.py) in a private temporary file. Entries already in ``dst`` (same
+    content hash) are skipped, so a copy stopped part way is resumed by running it again. ``progress(done, total)``
+    in entries after each batch. Then verified: every source entry has an entry with its embedding in ``dst``.
+    Not copied: compaction events and pending recoveries (their ids name the source's rows). Returns {"entries":
+    source entries, "added", "duplicates"}. Raises LanternError when the verification fails, EmbedderMismatchError
+    when ``dst`` holds another embedder's vectors."""
+    import tempfile
+
+    from lantern.errors import LanternError
+
+    with Lantern(src) as source, tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as tmp:
+        total = source.export(tmp)
+        tmp.seek(0)
+        with Lantern(dst, embedder=source.embedder) as target:
+
+            def report(line: int) -> None:  # import counts lines: the header is line 1
+                if progress:
+                    progress(min(max(line - 1, 0), total), total)
+
+            result = target.import_(tmp, progress=report)
+            new_ids = list(result.entry_ids.values())
+            found = target.store.entries(new_ids, text=False, tags=False)
+            with_vectors = {r[0] for r in target.store.rows_by_id(sorted(set(new_ids)))}
+            if (
+                result.added + result.duplicates != total
+                or len(found) != len(set(new_ids))
+                or len(with_vectors) != len(set(new_ids))
+                or len(result.entry_ids) != total
+            ):
+                raise LanternError(
+                    f"copy {source.path} -> {target.path}: {total} entries read, {result.added} added, "
+                    f"{result.duplicates} already there, {len(found)} found after the copy, {len(with_vectors)} with "
+                    "their embedding: the counts disagree; run the copy again (it skips what is there)"
+                )
+    return {"entries": total, "added": result.added, "duplicates": result.duplicates}
+
+
+def _write_errors(store: Any) -> tuple[type[BaseException], ...]:
+    """The errors a skippable write may raise on ``store``'s backend (sqlite3.OperationalError for SQLite; the
+    PostgreSQL store names its own: ``PostgresStore.write_errors``)."""
+    return getattr(store, "write_errors", (sqlite3.OperationalError,))
+
+
+def _unwritable(store: Any, e: BaseException) -> bool:
+    """Whether ``e`` means ``store`` cannot be written now (store/sqlite.py ``is_unwritable``, or the backend's)."""
+    check = getattr(store, "is_unwritable", None)
+    return check(e) if check is not None else is_unwritable(e)
 
 
 def _epoch(as_of: Any) -> float | None:

@@ -113,8 +113,12 @@ def _rewound_mode(value: Optional[str]) -> Optional[str]:
 
 @app.callback()
 def _global(
-    db: Optional[Path] = typer.Option(
-        None, "--db", help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db).", envvar="LANTERN_DB"
+    db: Optional[str] = typer.Option(
+        None,
+        "--db",
+        metavar="<path|url>",
+        help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db), or a postgresql:// URL (docs/postgres.md).",
+        envvar="LANTERN_DB",
     ),
     embedder: Optional[str] = typer.Option(
         None,
@@ -136,7 +140,9 @@ def _global(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    state.db = db
+    from lantern.config import is_server_url
+
+    state.db = None if db is None else db if is_server_url(db) else Path(db)  # a URL is no path: kept as given
     state.embedder = embedder
     state.rewound = rewound
 
@@ -226,6 +232,8 @@ def _open(create: bool = False, own_embedder: bool = False):
     from lantern.errors import LanternError
 
     path = state.db or default_db_path()
+    if isinstance(path, str):  # a PostgreSQL URL: the server says whether the database is there
+        return Lantern(path, embedder=None if own_embedder else state.embedder)
     if not create and not path.exists():
         raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE)")
     if not create and _empty_file(path):  # SQLite would take it for a new database and this command would make one
@@ -302,6 +310,22 @@ def _has_entry(db) -> bool:
         return db.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0] == 1
     except sqlite3.Error:
         return False
+
+
+class _NothingToUndo:
+    """``_Before`` of a PostgreSQL database: nothing is created on a server that a failure should remove (an
+    ingest that fails wrote nothing past its last committed batch)."""
+
+    def undo(self) -> None:
+        pass
+
+
+def _before_open():
+    """What a command that may create the database must be able to undo (``_Before``), for ``--db``."""
+    from lantern.config import default_db_path
+
+    location = state.db or default_db_path()
+    return _NothingToUndo() if isinstance(location, str) else _Before(location)
 
 
 class _Before:
@@ -422,8 +446,9 @@ def _scope_counts(lantern, session, user, agent, project) -> dict:
             iparams + [session] * 3,
         )
     row = lantern.store.db.execute(
-        f"SELECT count(*), coalesce(sum({mine}), 0), coalesce(sum({filtered}), 0), "
-        f"coalesce(sum({inside}), 0) FROM entries",
+        f"SELECT count(*), coalesce(sum(CASE WHEN {mine} THEN 1 ELSE 0 END), 0), "  # CASE: no boolean sum in PostgreSQL
+        f"coalesce(sum(CASE WHEN {filtered} THEN 1 ELSE 0 END), 0), "
+        f"coalesce(sum(CASE WHEN {inside} THEN 1 ELSE 0 END), 0) FROM entries",
         [*params, *fparams, *iparams],
     ).fetchone()
     return {
@@ -556,6 +581,11 @@ def _guard(fn):
     except Exception as e:  # never a traceback for a user; LANTERN_DEBUG=1 shows it
         if os.environ.get("LANTERN_DEBUG"):
             raise
+        if type(e).__module__.startswith("psycopg"):  # the PostgreSQL server refused or lost the command
+            from lantern.config import redact_url
+
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            _fail(f"database {redact_url(str(state.db))}: {first}")
         _fail(f"internal error {type(e).__name__}: {e} (set LANTERN_DEBUG=1 for the traceback)")
 
 
@@ -648,9 +678,7 @@ def ingest(
     if file.is_dir():
         return _ingest_directory(file, format, session, as_json, user, agent, project, console)
 
-    from lantern.config import default_db_path
-
-    before = _Before(state.db or default_db_path())
+    before = _before_open()
 
     def discard_new_db() -> None:
         """A new database that received nothing (an error, or no turn in the file) is removed, a zero-byte file
@@ -717,7 +745,7 @@ def ingest(
         _guard(run)
     except KeyboardInterrupt:
         done = committed[0]
-        if counts:  # a batch may have committed just before the interrupt, ahead of its progress report
+        if counts and isinstance(counts["path"], Path):  # a batch may have committed just before the interrupt
             import sqlite3
 
             with contextlib.suppress(sqlite3.Error):
@@ -747,9 +775,7 @@ def _ingest_directory(
         TimeRemainingColumn,
     )
 
-    from lantern.config import default_db_path
-
-    before = _Before(state.db or default_db_path())
+    before = _before_open()
 
     def run():
         try:
@@ -1240,9 +1266,7 @@ def import_(
     One transaction per 256 lines; entries already stored (same content hash) are skipped; a bad line is an error
     naming it, and nothing of its batch is written."""
 
-    from lantern.config import default_db_path
-
-    before = _Before(state.db or default_db_path())
+    before = _before_open()
 
     def run():
         try:
@@ -1260,6 +1284,61 @@ def import_(
             f"{file}: {plural(r.added, 'entry', 'entries')} imported, {r.duplicates} already stored "
             f"({plural(r.lines, 'line')})"
         )
+
+    _guard(run)
+
+
+@app.command()
+def copy(
+    src: str = typer.Argument(..., help="The store to copy from: a SQLite file or a postgresql:// URL."),
+    dst: str = typer.Argument(..., help="The store to copy into (created when missing), file or URL."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as one JSON object."),
+) -> None:
+    """Copy every entry (scopes, embeddings, facts, reinforcement state) between stores, SQLite <-> PostgreSQL.
+
+    Entries already in DST are skipped: a copy stopped part way resumes when run again. The counts are verified
+    after the copy (every source entry is in DST with its embedding). Compaction events are not copied."""
+    from rich.console import Console
+
+    from lantern.config import is_server_url, redact_url
+
+    console = Console(stderr=True)  # the bar on stderr, as ingest draws it
+
+    def shown_location(location: str) -> str:
+        return redact_url(location) if is_server_url(location) else location
+
+    def run():
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+        from lantern.api import copy_store
+
+        if not is_server_url(src) and not Path(src).exists():
+            from lantern.errors import LanternError
+
+            raise LanternError(f"no database at {src}")
+        with Progress(
+            TextColumn("copying"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.completed} entries"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=as_json or not console.is_terminal,
+        ) as bar:
+            task = bar.add_task("copy", total=None)
+            counts = copy_store(
+                src if is_server_url(src) else Path(src),
+                dst if is_server_url(dst) else Path(dst),
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        if as_json:
+            _print_json(counts)
+        else:
+            print(
+                f"{shown_location(src)} -> {shown_location(dst)}: {plural(counts['entries'], 'entry', 'entries')} "
+                f"verified, {counts['added']} copied, {counts['duplicates']} already there"
+            )
 
     _guard(run)
 
@@ -1770,7 +1849,13 @@ def ui(
         from lantern.errors import LanternError
 
         path = state.db or default_db_path()
-        if not path.exists() or _empty_file(path):
+        if isinstance(path, str):  # a server URL: opened here so that its backend can refuse the inspector
+            from lantern.api import Lantern
+            from lantern.store.protocol import require
+
+            with Lantern(path, embedder=state.embedder) as lantern:
+                require(lantern.store, "lantern ui")
+        elif not path.exists() or _empty_file(path):
             raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE), or lantern demo")
         shown_host = f"[{host}]" if ":" in host else host
         url = f"http://{shown_host}:{port}/"

@@ -7,16 +7,37 @@ chose our values are in docs/results/recall-tuning.md ("Parameter choices in con
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_SESSION = "default"  # the session of turns archived without one
 
 
-def default_db_path() -> Path:
-    """``$LANTERN_DB`` or ``~/.lantern/lantern.db``."""
+def default_db_path() -> Path | str:
+    """``$LANTERN_DB`` or ``~/.lantern/lantern.db``; a ``postgresql://`` URL in ``$LANTERN_DB`` is returned as the
+    string it is (``is_server_url``)."""
     env = os.environ.get("LANTERN_DB")
+    if is_server_url(env):
+        return env
     return Path(env) if env else Path.home() / ".lantern" / "lantern.db"
+
+
+# ---------------------------------------------------------------- store locations (store/open.py picks the backend)
+_SERVER_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
+
+
+def is_server_url(location: str | os.PathLike[str] | None) -> bool:
+    """Whether ``location`` names a PostgreSQL server (``postgresql://...`` or ``postgres://...``) rather than a
+    SQLite file."""
+    return isinstance(location, str) and bool(_SERVER_URL.match(location))
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (``postgresql://ann:***@db:5432/lantern``), and a
+    ``password=`` query parameter too: what errors, logs and ``stats`` show. A URL without one is unchanged."""
+    out = re.sub(r"^(postgres(?:ql)?://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url, flags=re.IGNORECASE)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", out, flags=re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -39,3 +39,16 @@ class ExportFormatError(TranscriptFormatError):
 
 class MissingVectorError(LanternError):
     """A row planned as already stored (no vector) was not found in the store's transaction (deleted since)."""
+
+
+class UnsupportedBackendError(LanternError):
+    """The store's backend does not support this operation yet (docs/postgres.md lists what each backend does).
+    ``operation``: what was asked (``"export"``, ``"lantern ui"``, ...); ``backend``: ``"postgresql"``. Raised
+    before anything is read or written."""
+
+    def __init__(self, operation: str, backend: str, hint: str = ""):
+        self.operation, self.backend = operation, backend
+        super().__init__(
+            f"{operation} is not supported on the {backend} backend yet (docs/postgres.md, 'What is supported')"
+            + (f"; {hint}" if hint else "")
+        )

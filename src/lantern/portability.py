@@ -54,7 +54,6 @@ import numpy as np
 from lantern.errors import EmbedderMismatchError, ExportFormatError
 from lantern.model import ExtractedFact, content_hash
 from lantern.scope import Scope, scope_where
-from lantern.store import vectors as codec
 from lantern.store.facts import write_facts
 
 FORMAT = "lantern-export"
@@ -89,14 +88,14 @@ def export_jsonl(
     sub-sessions; None: every session) to ``dest`` (a path, or a text file object), in id order, from one
     consistent snapshot. Returns the number of entry records written."""
     store = lantern.store
-    parts, params = ["1"], []
+    parts, params = ["1 = 1"], []
     if scope is not None:
         sql, params = scope_where("e", scope)
         parts = [sql]
     if session is not None:
         parts.append("(e.session = ? OR substr(e.session, 1, length(?) + 1) = ? || '/')")
         params += [session, session, session]
-    columns = _columns(store.db)
+    columns = store.entry_columns()
     select = ", ".join(f'e."{c}"' for c in columns)
     header = {
         "type": "header",
@@ -107,7 +106,7 @@ def export_jsonl(
         "embeddings": embeddings,
     }
     n = 0
-    with _text_out(dest) as out, _snapshot(store.db):
+    with _text_out(dest) as out, store.snapshot():
         out.write(_line(header))
         rows = store.db.execute(
             f"SELECT {select}, v.vector FROM entries e LEFT JOIN embeddings v ON v.entry_id = e.id "
@@ -143,16 +142,6 @@ def _line(record: dict[str, Any]) -> str:
 
 
 @contextmanager
-def _snapshot(db: sqlite3.Connection) -> Iterator[None]:
-    """A read transaction: every row comes from the same committed state (WAL snapshot)."""
-    db.execute("BEGIN")
-    try:
-        yield
-    finally:
-        db.execute("COMMIT")
-
-
-@contextmanager
 def _text_out(dest: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
     if hasattr(dest, "write"):
         yield dest  # type: ignore[misc]
@@ -172,11 +161,6 @@ def _text_in(src: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
         yield f
 
 
-def _columns(db: sqlite3.Connection) -> list[str]:
-    """Columns of ``entries`` in table order (migrations may have added some)."""
-    return [r[1] for r in db.execute("PRAGMA table_info(entries)")]
-
-
 # ---------------------------------------------------------------------------------------------- import
 def import_jsonl(
     lantern: Any,
@@ -191,7 +175,7 @@ def import_jsonl(
     ignore recorded embeddings and recompute them with the database's embedder. ``progress(lines)`` after each
     batch. Raises ``ExportFormatError`` (bad line: ``.line``, ``.field``), ``EmbedderMismatchError``."""
     name = str(src) if not hasattr(src, "read") else getattr(src, "name", "<stream>")
-    columns = _columns(lantern.store.db)
+    columns = lantern.store.entry_columns()
     result = ImportResult()
     with _text_in(src) as f, _checked(f, name, columns, lantern.embedder, embeddings) as f:
         lines = _numbered(f, name)
@@ -530,7 +514,7 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         entry_id = cur.lastrowid
         db.execute(
             "INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
-            (entry_id, codec.encode(rec["_vector"], store.blocks)),
+            (entry_id, store.encode_vector(rec["_vector"])),
         )
         if store.deferred is not None and not np.asarray(rec["_vector"])[slice(*store.deferred)].any():
             db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))

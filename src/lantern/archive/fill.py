@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from lantern.embed import embed_deferred, signal_blocks
 from lantern.scope import Scope
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 BATCH = 32  # entries embedded per call and written per transaction (ours)
 
@@ -23,7 +23,7 @@ __all__ = ["BATCH", "fill_pending"]
 
 
 def fill_pending(
-    store: Store,
+    store: StoreProtocol,
     embedder,
     limit: int | None = None,
     *,

@@ -36,7 +36,8 @@ from lantern.errors import MissingVectorError
 from lantern.model import ArchiveResult, Message, ToolCall, ToolResult, Turn, content_hash
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import NewEntry, Store
+from lantern.store.protocol import StoreProtocol
+from lantern.store.sqlite import NewEntry
 from lantern.text.clean import clean_text
 from lantern.text.names import given_name
 from lantern.text.tags import extract_tags, hint_terms
@@ -75,7 +76,7 @@ class Writer:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreProtocol,
         index: MemoryIndex,
         embedder: Any,
         config: Config,

@@ -45,6 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lantern.config import is_server_url
+from lantern.errors import UnsupportedBackendError
+
 ARCHIVE_EVENTS = ("PreCompact", "Stop", "PostCompact", "SessionEnd")
 INJECT_EVENTS = ("SessionStart", "UserPromptSubmit")
 # a compaction leaves a compact_boundary system record, then the summary (``isCompactSummary``) in the file
@@ -543,8 +546,12 @@ def run(
 
         payload = _payload(stdin_text)
         event = payload["hook_event_name"]
+        location = db if db is not None else default_db_path()
+        if is_server_url(location):  # the hooks' offsets and checks are per SQLite file (HookContext.db is a path)
+            log_line(event, f"skipped: {hooks_unsupported()}")
+            return ""
         ctx = HookContext(
-            db=Path(db) if db is not None else default_db_path(),
+            db=Path(location),
             offsets=offsets or Offsets(),
             user=os.environ.get("LANTERN_USER") or None,
             rewound=rewound or "skip",
@@ -560,6 +567,15 @@ def run(
             return ""
         log_error(event, e)
         return ""
+
+
+def hooks_unsupported() -> UnsupportedBackendError:
+    """The error of the hooks pointed at a PostgreSQL URL: they keep per-file offsets and check the file exists."""
+    return UnsupportedBackendError(
+        "lantern hook claude-code",
+        "postgresql",
+        "point the hooks at a SQLite file (lantern install claude-code --db FILE)",
+    )
 
 
 def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None) -> int:

@@ -48,6 +48,11 @@ def hook_command(db: str | os.PathLike[str] | None = None, rewound: str | None =
     if not exe.exists() and base[0] == "lantern":
         base = [sys.executable, "-m", "lantern"]
     if db is not None:
+        from lantern.config import is_server_url
+        from lantern.integrations.claude_code import hooks_unsupported
+
+        if is_server_url(db):
+            raise hooks_unsupported()
         base += ["--db", str(Path(db).expanduser().resolve())]
     if rewound is not None:
         base += ["--rewound", rewound]

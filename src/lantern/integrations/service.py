@@ -52,9 +52,9 @@ class MemoryService:
     as in the CLI)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | None = None, config: Any = None):
-        from lantern.config import default_db_path
+        from lantern.config import default_db_path, is_server_url
 
-        self.path = Path(path) if path is not None else default_db_path()
+        self.path = path if is_server_url(path) else Path(path) if path is not None else default_db_path()
         self.embedder = embedder
         self.config = config  # a lantern.config.Config for the handle (None: the default)
         self._lantern = None
@@ -64,7 +64,7 @@ class MemoryService:
 
     def _open(self, create: bool = False):
         if self._lantern is None:
-            if not create and not self.path.exists():
+            if not create and isinstance(self.path, Path) and not self.path.exists():  # a URL: the server says
                 raise NoDatabaseError(f"no database at {self.path}: archive something first")
             from lantern.api import Lantern
 

@@ -25,13 +25,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 LOCAL = "local"  # the signal's name in rankings, weights and explain output
 _EMPTY = (np.empty(0, np.int64), np.empty(0, np.float32))
 
 
-def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int], width: int) -> np.ndarray:
+def window_rows(store: StoreProtocol, index: MemoryIndex, seed_positions: Sequence[int], width: int) -> np.ndarray:
     """Row positions of the entries within ``width`` turns (inclusive) of each seed (row positions), in the seed's
     own session and scope (user, agent, project), each row once, sorted; every seed is in its own window, a turn
     alone in its session too (left out, it would lose to any turn of a longer session: a one-turn session ranked
@@ -45,8 +45,8 @@ def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int],
     seeds = store.db.execute(f"SELECT id, {cols} FROM entries WHERE id IN ({marks})", ids).fetchall()
     if not seeds:
         return np.empty(0, np.int64)
-    cond = " OR ".join(
-        "(session = ? AND turn BETWEEN ? AND ? AND user_id IS ? AND agent_id IS ? AND project IS ?)" for _ in seeds
+    cond = " OR ".join(  # = on the NOT NULL scope columns: both backends' (user_id, session, turn) index serves it
+        "(session = ? AND turn BETWEEN ? AND ? AND user_id = ? AND agent_id = ? AND project = ?)" for _ in seeds
     )
     params = [x for _, u, a, p, s, t in seeds for x in (s, t - width, t + width, u, a, p)]
     rows = store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond}", params).fetchall()
@@ -56,7 +56,7 @@ def window_rows(store: Store, index: MemoryIndex, seed_positions: Sequence[int],
 
 
 def local_ranking(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     query_vector: np.ndarray | None,
     seed_positions: Sequence[int],

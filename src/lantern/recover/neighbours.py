@@ -21,7 +21,7 @@ import numpy as np
 
 from lantern.recover.fusion import rrf
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 NEIGHBOUR = "neighbour"  # the signal's name in rankings, weights and explain output
 
@@ -34,7 +34,7 @@ def seeds(rankings: Mapping[str, Sequence[int]], k: int, weights: Mapping[str, f
 
 
 def neighbour_ranking(
-    store: Store, index: MemoryIndex, seed_positions: Sequence[int], allowed: np.ndarray | None
+    store: StoreProtocol, index: MemoryIndex, seed_positions: Sequence[int], allowed: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """For each seed (row positions, best first): the next turn of its session, then the previous one; each
     neighbour listed once, at its first (best) seed. A seed may be listed as the neighbour of a better seed (a
@@ -54,8 +54,8 @@ def neighbour_ranking(
     found: dict[tuple, int] = {}
     for start in range(0, len(wanted), 150):  # SQLite's default limit on host parameters is 999 (older builds)
         part = wanted[start : start + 150]
-        cond = " OR ".join(
-            "(user_id IS ? AND agent_id IS ? AND project IS ? AND session = ? AND turn = ?)" for _ in part
+        cond = " OR ".join(  # = on the NOT NULL scope columns: both backends' (user_id, session, turn) index serves it
+            "(user_id = ? AND agent_id = ? AND project = ? AND session = ? AND turn = ?)" for _ in part
         )
         params = [x for key in part for x in key]
         for entry_id, *key in store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond} ORDER BY id", params):

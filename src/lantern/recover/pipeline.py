@@ -29,7 +29,7 @@ from lantern.recover.rerank import RerankResult, rerank
 from lantern.recover.signals import FTS_SAMPLE_ROWS, quote
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 __all__ = ["pack_block", "recover", "search", "set_verdicts"]
 
@@ -37,7 +37,7 @@ _WORD = re.compile(r"\w")
 
 
 def recover(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     embedder: Embedder,
     config: Config,
@@ -155,7 +155,7 @@ def rerank_stage(
 
 
 def pack_block(
-    store: Store,
+    store: StoreProtocol,
     ranked: list[Candidate],
     order: Iterable[int],
     budget: int,
@@ -215,7 +215,7 @@ def set_verdicts(ranked: list[Candidate], order: Iterable[int], result: PackResu
         by_id[p.entry.id].chars = len(p.text)
 
 
-def _full_texts(store: Store, ids: Iterable[int], batch: int = 16) -> Iterator[Entry]:
+def _full_texts(store: StoreProtocol, ids: Iterable[int], batch: int = 16) -> Iterator[Entry]:
     """Entries with their full text, in ``ids`` order, read in small batches as packing asks for them."""
     pending = iter(ids)
     while chunk := list(islice(pending, batch)):
@@ -224,7 +224,7 @@ def _full_texts(store: Store, ids: Iterable[int], batch: int = 16) -> Iterator[E
 
 
 def search(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     embedder: Embedder,
     config: Config,

@@ -21,7 +21,7 @@ import numpy as np
 from lantern.recover import signals
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 from lantern.text.cjk import cjk_bigrams
 from lantern.text.tags import STOPWORDS
 
@@ -61,7 +61,7 @@ def relevance_model(texts: list[str], scores: list[float], exclude: set[str]) ->
     return dict(out)
 
 
-def expansion(store: Store, model: dict[str, float], n_terms: int) -> list[str]:
+def expansion(store: StoreProtocol, model: dict[str, float], n_terms: int) -> list[str]:
     """The ``n_terms`` terms of highest p(w|R) · idf, idf = ln(1 / df-fraction) over the newest
     ``signals.FTS_SAMPLE_ROWS`` entries; terms in no sampled entry or in over ``signals.FTS_MAX_FRACTION`` of them
     are skipped."""
@@ -78,7 +78,7 @@ def expansion(store: Store, model: dict[str, float], n_terms: int) -> list[str]:
 
 
 def prf_ranking(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     terms: list[str],
     fulltext: tuple[np.ndarray, np.ndarray],

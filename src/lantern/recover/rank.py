@@ -33,7 +33,7 @@ from lantern.recover import decompose, local, neighbours, prf, relevance, signal
 from lantern.recover.fusion import rrf, score_sum
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 from lantern.text.clean import normalize_space
 from lantern.text.tags import query_terms
 
@@ -91,7 +91,7 @@ class Pool:
 
 
 def rank(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     embedder: Embedder,
     config: Config,
@@ -207,7 +207,7 @@ def plan_query(
 
 
 def query_signals(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     embedder: Embedder,
     config: Config,
@@ -285,7 +285,7 @@ def given_rankings(index: MemoryIndex, extra: dict[str, list[int]], mask: Mask) 
 
 
 def context_signals(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     config: Config,
     found: dict[str, Ranking],
@@ -312,7 +312,7 @@ def context_signals(
 
 
 def candidate_pool(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     config: Config,
     plan: QueryPlan,
@@ -390,7 +390,7 @@ def candidate_list(
     return candidates
 
 
-def still_live(store: Store, ids: list[int], live: str, head_chars: int = LIVE_HEAD_CHARS) -> set[int]:
+def still_live(store: StoreProtocol, ids: list[int], live: str, head_chars: int = LIVE_HEAD_CHARS) -> set[int]:
     """The entries among ``ids`` whose whitespace-collapsed full text lies inside ``live`` (the live context,
     already collapsed: Lantern.live_text). Only the first ``head_chars`` characters of each text are read first:
     an entry whose collapsed head is not inside ``live`` cannot be (the collapsed head is a prefix of the collapsed

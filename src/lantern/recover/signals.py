@@ -12,7 +12,7 @@ import numpy as np
 
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 LN2 = 0.693  # paper eq. 2 writes exp(-0.693 * dt / T_half)
 SECONDS_PER_DAY = 86_400.0
@@ -98,7 +98,12 @@ def select_terms(terms: list[str], fractions: dict[str, float]) -> list[str]:
 
 
 def fulltext(
-    store: Store, index: MemoryIndex, terms: list[str], sessions: list[str] | None, n: int, scope: Scope | None = None
+    store: StoreProtocol,
+    index: MemoryIndex,
+    terms: list[str],
+    sessions: list[str] | None,
+    n: int,
+    scope: Scope | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """SQLite FTS5 ``bm25()`` over summary + text + tags (Robertson & Zaragoza 2009; FTS5's Okapi BM25 with
     k1 = 1.2, b = 0.75), within ``sessions`` and ``scope`` in SQL (None: no condition) so other users' entries

@@ -117,7 +117,7 @@ def add_event(
 
 
 def _where(scope: Scope | None, session: str | None, event_id: int | None) -> tuple[str, list[Any]]:
-    parts, args = ["1"], []
+    parts, args = ["1 = 1"], []  # true on both backends (PostgreSQL has no integer truth)
     if scope is not None:
         parts.append("user_id = ?")
         args.append(scope.user)

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from lantern.scope import Scope
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 
 def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -45,7 +45,7 @@ class MemoryIndex:
     into ``labels``: the scope, lantern/scope.py); ``postings`` maps a hint term to row positions, ``hint_count``
     the number of hints per row."""
 
-    def __init__(self, store: Store, dim: int, blocks: Sequence[tuple[int, int]] | None = None):
+    def __init__(self, store: StoreProtocol, dim: int, blocks: Sequence[tuple[int, int]] | None = None):
         """``blocks``: the embedder's disjoint dims ``(start, stop)`` (embed.RoutedEmbedder.blocks); None: one
         block of all ``dim`` dims. A block no stored row uses has no columns in ``matrix``."""
         self.store = store
@@ -112,27 +112,21 @@ class MemoryIndex:
             return
         # first load: c, σ and access counts may have been reinforced by earlier handles
         foreign = self._version is None or version != self._version
-        db = self.store.db
         # one read transaction: the embedder check and the rows see one snapshot, so a reindex committed in between
         # cannot hand this index vectors of another width
-        own = not db.in_transaction
         try:
-            if own:
-                db.execute("BEGIN")
-            self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
-            self._apply(self._changed_rows())
-            if len(self.ids) != self.store.count():  # something was deleted: start over
-                self.reset()
-                self._apply(self.store.rows_since(float("-inf")))
-                foreign = True
-            if foreign:  # another process may have changed confidence, success or access counts
-                self._load_mutable()
+            with self.store.snapshot():
+                self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
+                self._apply(self._changed_rows())
+                if len(self.ids) != self.store.count():  # something was deleted: start over
+                    self.reset()
+                    self._apply(self.store.rows_since(float("-inf")))
+                    foreign = True
+                if foreign:  # another process may have changed confidence, success or access counts
+                    self._load_mutable()
         except BaseException:
             self.reset()  # never keep a half-applied refresh: the next one reloads every row
             raise
-        finally:
-            if own and db.in_transaction:
-                db.execute("COMMIT")
         self._version = version
         self._dirty = False
 

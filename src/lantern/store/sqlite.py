@@ -160,6 +160,20 @@ class Store:
                     raise
                 _time.sleep(BUSY_BACKOFF_S * 2**attempt)
 
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction (``BEGIN`` ... ``COMMIT``): the reads in the block see one snapshot of the file.
+        Inside an open transaction, that one."""
+        if self.db.in_transaction:
+            yield self.db
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield self.db
+        finally:
+            if self.db.in_transaction:
+                self.db.execute("COMMIT")
+
     scope_where = staticmethod(scope_where)  # (alias, Scope) -> (SQL condition, params); see lantern/scope.py
 
     def data_version(self) -> int:
@@ -495,6 +509,14 @@ class Store:
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
         self.blocks, self.deferred = blocks, deferred
         return n
+
+    def encode_vector(self, vector: np.ndarray) -> bytes:
+        """The stored form of a float32 vector (dim,) for the ``embeddings`` table (store/vectors.py)."""
+        return codec.encode(vector, self.blocks)
+
+    def entry_columns(self) -> list[str]:
+        """Columns of ``entries`` in table order (migrations may have added some): what an export carries."""
+        return [r[1] for r in self.db.execute("PRAGMA table_info(entries)")]
 
     def decode_vectors(self, blobs: Sequence[bytes]) -> np.ndarray:
         """float32 (len(blobs), dim): stored vector blobs (store/vectors.py) decoded, each block of norm ~1."""

@@ -96,10 +96,18 @@ class _State:
     def lantern(self):
         if self._lantern is None:
             from lantern.api import Lantern
+            from lantern.config import is_server_url
+            from lantern.store.protocol import require
 
-            if not self.path.exists():
+            if not is_server_url(self.path) and not Path(self.path).exists():
                 raise LanternError(f"no database at {self.path}: archive something first (lantern ingest FILE)")
-            self._lantern = Lantern(self.path, embedder=self.embedder)
+            lantern = Lantern(self.path, embedder=self.embedder)
+            try:
+                require(lantern.store, "lantern ui")  # its pages read SQLite-only views (store/overview.py)
+            except LanternError:
+                lantern.close()
+                raise
+            self._lantern = lantern
         return self._lantern
 
     def close(self) -> None:

@@ -1,0 +1,731 @@
+"""The PostgreSQL store: the SQLite store's contract (store/protocol.py) on a server, with psycopg 3, a connection
+pool (psycopg_pool) and pgvector (docs/postgres.md).
+
+Every write is one transaction; concurrent writers are serialized where SQLite's single write lock serialized
+them and order matters: ``pg_advisory_xact_lock`` per conversation (scope + session: turn numbers, a growing turn)
+and per fact chain scope (store/facts.py links versions by reading the chain), taken in sorted order so two
+batches cannot deadlock; dedup is the ``content_hash`` unique index (``ON CONFLICT DO NOTHING``). Full text is a
+``tsvector`` column under GIN, built from the same text as the SQLite FTS5 row (CJK runs as character bigrams,
+text/cjk.py) with every non-alphanumeric character a separator, as FTS5's unicode61 tokenizer splits, ranked by
+``ts_rank`` (not BM25: PostgreSQL has no BM25; the read path only uses the order). Vectors are float32 in a
+pgvector column with an HNSW cosine index (Malkov & Yashunin 2018; pgvector's ``vector_cosine_ops``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import time as _time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg_pool import ConnectionPool
+
+from lantern.config import redact_url
+from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
+from lantern.model import Entry, Tag
+from lantern.scope import Scope, scope_where
+from lantern.store.events import forget_events
+from lantern.store.facts import delete_facts, fact_scope, write_facts
+from lantern.store.postgres.schema import MIGRATIONS, TS_CONFIG, migrate
+from lantern.store.postgres.sql import PgConnection
+from lantern.store.reinforcement import forget_pending
+from lantern.store.sqlite import NewEntry, _entry
+from lantern.store.times import to_epoch
+from lantern.text.cjk import cjk_bigrams
+
+__all__ = ["PostgresStore", "fts_document"]
+
+POOL_MAX = 4  # connections per store handle (ours): a handle's reads, its writes and a background fill at once
+CONNECT_TIMEOUT_S = 10
+FTS_MAX_CHARS = 200_000  # characters of a turn's summary + text indexed; a tsvector holds at most 1 MB (ours)
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+_INDEX_SELECT = (
+    "SELECT e.id, e.session, coalesce(e.time, e.archived_at), "
+    "greatest(e.archived_at, coalesce(e.vector_at, e.archived_at)), e.importance, e.tool_count, e.file_count, "
+    "e.hints, v.vector, e.user_id, e.agent_id, e.project "
+    "FROM entries e JOIN embeddings v ON v.entry_id = e.id"
+)
+_ENTRY_COLUMNS = (
+    "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
+    "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
+)
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+
+# what this backend does not do yet, with the way round it (store/protocol.py ``require``; docs/postgres.md)
+UNSUPPORTED = {
+    "lantern ui": "its pages read SQLite-only views (store/overview.py); `lantern copy` the server to a SQLite file "
+    "and inspect that",
+}
+
+
+def fts_document(text: str) -> str:
+    """The text the full-text index holds for ``text`` (and a query term is matched as): CJK runs as character
+    bigrams (text/cjk.py), every run of non-alphanumeric characters (underscore included) one space, as FTS5's
+    unicode61 tokenizer separates tokens, so ``src/db_config.py`` is the words src, db, config, py on both
+    backends."""
+    return _NON_WORD.sub(" ", cjk_bigrams(text)).strip()
+
+
+IDLE_CHECK_S = 1.0  # a pooled connection idle this long is checked (one round trip) before use (ours)
+
+
+def _check_if_idle(conn: psycopg.Connection) -> None:
+    """psycopg_pool's check: ``ConnectionPool.check_connection`` (raises for a connection the server dropped, which
+    the pool then replaces) on a connection idle for over ``IDLE_CHECK_S``. A connection handed back moments ago
+    is used as it is: a recovery takes ~20 connections from the pool, and checking each cost ~1 ms on a loaded
+    2-core machine (bench_postgres.py profile)."""
+    if time.monotonic() - getattr(conn, "_lantern_returned", 0.0) > IDLE_CHECK_S:
+        ConnectionPool.check_connection(conn)
+
+
+def _note_returned(conn: psycopg.Connection) -> None:
+    """psycopg_pool's reset hook: when the connection came back to the pool (``_check_if_idle``)."""
+    conn._lantern_returned = time.monotonic()
+
+
+def _array(value: Any) -> np.ndarray:
+    """A pgvector value as float32 (dim,): psycopg's pgvector loader gives a ``Vector`` (``to_numpy``)."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy is not None else value, np.float32)
+
+
+def _terms(match: str) -> list[str]:
+    """The terms of an FTS5 MATCH expression of double-quoted strings joined by OR (recover/signals.fts_query)."""
+    return [t.replace('""', '"') for t in _QUOTED.findall(match)]
+
+
+def _connect_error(url: str, e: Exception) -> LanternError:
+    """One line naming why the server could not be used: unreachable, refused login, missing database or
+    pgvector; the URL without its password."""
+    shown = redact_url(url)
+    words = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if isinstance(e, psycopg.errors.FeatureNotSupported) or "vector" in words and "extension" in words:
+        return LanternError(
+            f"{shown}: the pgvector extension is not available in this database ({words}); install pgvector on the "
+            "server and run `CREATE EXTENSION vector;` in it as a user allowed to (docs/postgres.md)"
+        )
+    if isinstance(e, psycopg.errors.InsufficientPrivilege):
+        return LanternError(f"{shown}: the user may not create Lantern's tables here ({words}); docs/postgres.md")
+    if "password authentication failed" in words or "no password supplied" in words:
+        return LanternError(f"{shown}: the server refused the login: wrong user or password ({words})")
+    if "does not exist" in words and "database" in words:
+        return LanternError(f"{shown}: no such database on the server ({words}); create it first")
+    return LanternError(f"{shown}: cannot connect to the PostgreSQL server ({words})")
+
+
+class PostgresStore:
+    """Lantern's tables in one PostgreSQL database. ``url``: a libpq connection URL
+    (``postgresql://user:password@host:5432/db``). Creates the tables on first use (schema.py; the ``vector``
+    extension must be installable by the user, or installed already). Raises LanternError naming the cause when
+    the server cannot be used."""
+
+    backend = "postgresql"
+    unsupported = UNSUPPORTED
+
+    def __init__(self, url: str):
+        self.url = url
+        self.path = redact_url(url)
+        self.embedder_id: str | None = None
+        self.embedder_name: str | None = None
+        self.dim = 0
+        self.blocks: list[tuple[int, int]] = []
+        self.deferred: tuple[int, int] | None = None
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+                self.schema_version = self._migrate(conn)
+            self.pool = ConnectionPool(
+                url,
+                min_size=1,
+                max_size=POOL_MAX,
+                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+                configure=register_vector,
+                check=_check_if_idle,  # a connection the server dropped (a restart) is replaced
+                reset=_note_returned,
+                open=False,
+            )
+            self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except psycopg.Error as e:
+            raise _connect_error(url, e) from None
+        self.db = PgConnection(self.pool)
+        self._own_lock = threading.Lock()
+
+    def _migrate(self, conn: psycopg.Connection) -> int:
+        have = conn.execute(
+            "SELECT to_regclass('schema_version') IS NOT NULL, to_regclass('entries') IS NOT NULL"
+        ).fetchone()
+        if not have[0] and have[1]:
+            raise LanternError(f"{self.path}: this database has an entries table but is not a Lantern database")
+        if have[0]:
+            version = conn.execute("SELECT version FROM schema_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise LanternError(
+                    f"{self.path}: schema version {version} is newer than this Lantern ({len(MIGRATIONS)}); "
+                    "upgrade lantern-memory"
+                )
+        return migrate(conn)
+
+    # ------------------------------------------------------------------ plumbing
+    @contextmanager
+    def transaction(self, wait: float | None = None) -> Iterator[PgConnection]:
+        """One transaction on a pooled connection, yielding the connection-shaped ``db`` bound to it (this thread's
+        statements run in it); any exception rolls it back. ``wait``: seconds a statement may wait for a row lock
+        (``lock_timeout``; psycopg.errors.LockNotAvailable past it: ``is_unwritable``). Bumps the change counter
+        that ``data_version`` reads, at the end, so its row lock is held only while committing."""
+        if self.db.in_transaction:  # nested: the outer transaction holds it
+            yield self.db
+            return
+        with self.pool.connection() as conn:
+            with conn.transaction(), self.db.bound(conn) as db:
+                if wait is not None:
+                    conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
+                yield db
+                conn.execute("UPDATE changes SET version = version + 1 WHERE id = 1")
+            with self._own_lock:  # committed: this handle's own write, which data_version leaves out
+                self.db.total_changes += 1
+
+    @contextmanager
+    def snapshot(self) -> Iterator[PgConnection]:
+        """One read-only REPEATABLE READ transaction: every read in the block sees one snapshot (the in-process
+        index's refresh: the embedder check and the rows agree)."""
+        if self.db.in_transaction:
+            yield self.db
+            return
+        with self.pool.connection() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                with self.db.bound(conn) as db:
+                    yield db
+            finally:
+                conn.execute("COMMIT")
+
+    scope_where = staticmethod(scope_where)
+
+    def data_version(self) -> int:
+        """Changes when another handle commits a write, as SQLite's ``PRAGMA data_version`` does for another
+        connection: the ``changes`` counter every write transaction bumps, less this handle's own committed writes
+        (``db.total_changes``; the index mirrors those itself). Read before the count, so a write of this handle
+        committing in between can only make it change once more (one extra refresh), never miss another's."""
+        with self._own_lock:
+            own = self.db.total_changes
+        return self.db.execute("SELECT version FROM changes WHERE id = 1").fetchone()[0] - own
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # the errors a skippable write (reinforcement, an event, a fill before a recovery) may meet: is_unwritable
+    write_errors = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
+
+    @staticmethod
+    def is_unwritable(e: BaseException) -> bool:
+        """Whether ``e`` says the server cannot take this write now: a lock not obtained within the wait, a
+        read-only transaction or server, a full disk, a server gone (a skippable write: reinforcement, events)."""
+        return isinstance(
+            e,
+            (
+                psycopg.errors.LockNotAvailable,
+                psycopg.errors.ReadOnlySqlTransaction,
+                psycopg.errors.DiskFull,
+                psycopg.errors.QueryCanceled,
+            ),
+        ) or isinstance(e, psycopg.OperationalError)
+
+    # ------------------------------------------------------------------ meta
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def check_embedder(
+        self,
+        embedder_id: str,
+        dim: int,
+        name: str | None = None,
+        blocks: Sequence[tuple[int, int]] | None = None,
+        deferred: tuple[int, int] | None = None,
+    ) -> None:
+        """As ``Store.check_embedder``. Recording the first embedder also fixes the vector column's dimension and
+        builds its HNSW cosine index (pgvector indexes only vectors of a declared dimension)."""
+        stored = self._recorded_embedder()
+        if not stored:
+            with self.transaction() as db:
+                db.current.execute("LOCK TABLE meta IN SHARE ROW EXCLUSIVE MODE")
+                stored = self._recorded_embedder()
+                if not stored:
+                    self.set_embedder(db, embedder_id, dim)
+                    self._vector_column(db, dim)
+                    stored = {"embedder": embedder_id, "dim": str(dim)}
+        self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
+        self.blocks, self.deferred = list(blocks) if blocks else [(0, dim)], deferred
+        self._verify_embedder(stored)
+
+    @staticmethod
+    def _vector_column(db: PgConnection, dim: int) -> None:
+        conn = db.current
+        conn.execute("DROP INDEX IF EXISTS embeddings_hnsw")
+        conn.execute(f"ALTER TABLE embeddings ALTER COLUMN vector TYPE vector({int(dim)})")
+        conn.execute("CREATE INDEX embeddings_hnsw ON embeddings USING hnsw (vector vector_cosine_ops)")
+
+    def _recorded_embedder(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
+
+    def verify_embedder(self, db: Any = None) -> None:
+        if self.embedder_id is not None:
+            self._verify_embedder(self._recorded_embedder())
+
+    def _verify_embedder(self, stored: dict[str, str]) -> None:
+        if stored.get("embedder") != self.embedder_id or stored.get("dim") != str(self.dim):
+            raise EmbedderMismatchError(
+                f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
+                f"not {self.embedder_id!r} ({self.dim}-d). Open it with that embedder, or run "
+                f"`lantern --db URL reindex --embedder {self.embedder_name}` to re-embed every entry with the one you "
+                "asked for."
+            )
+
+    def set_embedder(self, db: Any, embedder_id: str, dim: int) -> None:
+        db.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
+        )
+
+    # ------------------------------------------------------------------ write
+    def add(
+        self,
+        rows: Sequence[NewEntry],
+        vectors: Any,
+        after: Callable[[Any, list[tuple[int, bool]]], None] | None = None,
+    ) -> list[tuple[int, bool]]:
+        """As ``Store.add``: prepared turns, their vectors and facts in ONE transaction; ``(entry_id, added)`` per
+        row. Raises psycopg errors; on any error nothing is written."""
+        if len(rows) != len(vectors):
+            raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
+        out: list[tuple[int, bool]] = []
+        now = _time.time()
+        with self.transaction() as db:
+            conn = db.current
+            keys = sorted(  # JSON arrays: unambiguous whatever the names hold
+                {json.dumps(["conv", r.user, r.agent, r.project, r.session]) for r in rows}
+                | {json.dumps(["facts", fact_scope(r)]) for r in rows if r.facts}
+            )
+            for key in keys:  # sorted: two batches lock in one order, never a deadlock
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+            self.verify_embedder()
+            written: set[int] = set()
+            for row, vec in zip(rows, vectors):
+                found = conn.execute("SELECT id FROM entries WHERE content_hash = %s", (row.content_hash,)).fetchone()
+                if found:
+                    out.append((found[0], False))
+                    continue
+                if vec is None:
+                    raise MissingVectorError(f"no vector for the new row {row.content_hash}")
+                last = conn.execute(
+                    "SELECT id, turn, text FROM entries WHERE user_id = %s AND session = %s AND agent_id = %s "
+                    "AND project = %s ORDER BY turn DESC LIMIT 1",
+                    (row.user, row.session, row.agent, row.project),
+                ).fetchone()
+                vector = np.asarray(vec, np.float32)
+                pending = int(self.deferred is not None and not vector[slice(*self.deferred)].any())
+                fts = self._fts(row.summary, row.text, [t.value for t in row.tags])
+                if last and last[0] not in written and row.text.startswith(last[2] + "\n"):
+                    entry_id = last[0]
+                    conn.execute(
+                        "UPDATE entries SET time = coalesce(time, %s), archived_at = %s, text = %s, summary = %s, "
+                        "tags = %s, hints = %s, memory_type = %s, importance = %s, content_hash = %s, "
+                        "tool_count = %s, file_count = %s, meta = %s, category = %s, e5_pending = %s, "
+                        f"vector_at = NULL, fts = {fts[0]} WHERE id = %s",
+                        (to_epoch(row.time), now, *self._values(row), pending, *fts[1], entry_id),
+                    )
+                    conn.execute("UPDATE embeddings SET vector = %s WHERE entry_id = %s", (vector, entry_id))
+                    write_facts(db, entry_id, row.facts, now, fact_scope(row))
+                else:
+                    turn = last[1] + 1 if last else 0
+                    got = conn.execute(
+                        "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
+                        "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, "
+                        "success, user_id, agent_id, project, e5_pending, fts) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+                        f"%s, %s, %s, %s, %s, %s, %s, %s, 0.5, 0.5, %s, %s, %s, %s, {fts[0]}) "
+                        "ON CONFLICT (content_hash) DO NOTHING RETURNING id",
+                        (
+                            row.session,
+                            turn,
+                            to_epoch(row.time),
+                            now,
+                            *self._values(row),
+                            row.user,
+                            row.agent,
+                            row.project,
+                            pending,
+                            *fts[1],
+                        ),
+                    ).fetchone()
+                    if got is None:  # another transaction committed the same turn while this one waited
+                        found = conn.execute(
+                            "SELECT id FROM entries WHERE content_hash = %s", (row.content_hash,)
+                        ).fetchone()
+                        out.append((found[0], False))
+                        continue
+                    entry_id = got[0]
+                    conn.execute("INSERT INTO embeddings(entry_id, vector) VALUES (%s, %s)", (entry_id, vector))
+                    if row.facts:
+                        write_facts(db, entry_id, row.facts, now, fact_scope(row))
+                written.add(entry_id)
+                out.append((entry_id, True))
+            if after is not None:
+                after(db, out)
+        return out
+
+    @staticmethod
+    def _fts(summary: str, text: str, tag_values: Sequence[str]) -> tuple[str, tuple[str, str]]:
+        """(SQL expression, its two parameters) of an entry's tsvector: body = summary + text (its first
+        ``FTS_MAX_CHARS`` characters), then the tag values."""
+        body = fts_document((summary + "\n" + text)[:FTS_MAX_CHARS])
+        tags = fts_document(" ".join(tag_values))
+        return (
+            f"to_tsvector('{TS_CONFIG}', %s) || to_tsvector('{TS_CONFIG}', %s)",
+            (body, tags),
+        )
+
+    @staticmethod
+    def _values(row: NewEntry) -> tuple:
+        """The column values ``add`` writes, as ``Store._values``; U+0000 dropped (PostgreSQL text cannot hold it)."""
+        return (
+            row.text.replace("\x00", ""),
+            row.summary.replace("\x00", ""),
+            json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False),
+            json.dumps(row.hints, ensure_ascii=False),
+            row.memory_type,
+            float(row.importance),
+            row.content_hash,
+            row.tool_count,
+            row.file_count,
+            json.dumps(row.meta, default=str),
+            row.category,
+        )
+
+    def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
+        """As ``Store.delete``: the entries selected (conditions combined with AND), in one transaction, from every
+        table: entries (with their tsvector), embeddings (and so the HNSW index), facts (chains re-linked first),
+        pending recoveries, compaction events. Returns the count. Raises ValueError when nothing selects."""
+        if entry is None and session is None and scope is None:
+            raise ValueError("give entry=, session= or a scope")
+        parts, args = [], []
+        if entry is not None:
+            parts.append("id = ?")
+            args.append(entry)
+        if session is not None:
+            parts.append("(session = ? OR substr(session, 1, length(?) + 1) = ? || '/')")
+            args += [session, session, session]
+        if scope is not None:
+            sql, params = scope_where("", scope)
+            parts.append(sql)
+            args += params
+        with self.transaction() as db:
+            rows = db.execute(
+                f"SELECT id, user_id, session FROM entries WHERE {' AND '.join(parts)} FOR UPDATE", args
+            ).fetchall()
+            ids = [r[0] for r in rows]
+            forget_events(db, rows, session=session, scope=scope, whole=entry is None)
+            delete_facts(db, ids)
+            forget_pending(db, ids)
+            for start in range(0, len(ids), 1000):
+                chunk = ids[start : start + 1000]
+                db.current.execute("DELETE FROM embeddings WHERE entry_id = ANY(%s)", (chunk,))
+                db.current.execute("DELETE FROM facts WHERE entry_id = ANY(%s)", (chunk,))
+                db.current.execute("DELETE FROM entries WHERE id = ANY(%s)", (chunk,))
+        return len(ids)
+
+    def erase_free_space(self) -> None:
+        """``VACUUM FULL`` of Lantern's tables: rewrites them and their indexes (tsvector GIN, HNSW) without the
+        deleted rows' bytes. Takes an exclusive lock on each table while it runs (readers and writers of this
+        database wait). Old page images may stay in the server's write-ahead log until it is recycled
+        (docs/postgres.md)."""
+        with self.pool.connection() as conn:
+            for table in ("entries", "embeddings", "facts", "events", "recoveries"):
+                conn.execute(f"VACUUM FULL {table}")
+
+    def replace_vectors(
+        self,
+        pairs: Iterable[tuple[int, np.ndarray]],
+        embedder_id: str,
+        dim: int,
+        name: str | None = None,
+        blocks: Sequence[tuple[int, int]] | None = None,
+        deferred: tuple[int, int] | None = None,
+    ) -> int:
+        """As ``Store.replace_vectors`` (``reindex``), in one transaction; the vector column takes the new
+        dimension and its HNSW index is rebuilt."""
+        blocks = list(blocks) if blocks else [(0, dim)]
+        n = 0
+        now = _time.time()
+        pairs = list(pairs)
+        with self.transaction() as db:
+            conn = db.current
+            conn.execute("DROP INDEX IF EXISTS embeddings_hnsw")
+            conn.execute("ALTER TABLE embeddings ALTER COLUMN vector TYPE vector")
+            for entry_id, vec in pairs:
+                vector = np.asarray(vec, np.float32)
+                pending = int(deferred is not None and not vector[slice(*deferred)].any())
+                conn.execute(
+                    "INSERT INTO embeddings(entry_id, vector) VALUES (%s, %s) "
+                    "ON CONFLICT (entry_id) DO UPDATE SET vector = EXCLUDED.vector",
+                    (entry_id, vector),
+                )
+                conn.execute(
+                    "UPDATE entries SET e5_pending = %s, vector_at = %s WHERE id = %s", (pending, now, entry_id)
+                )
+                n += 1
+            self.set_embedder(db, embedder_id, dim)
+            self._vector_column(db, dim)
+        self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
+        self.blocks, self.deferred = blocks, deferred
+        return n
+
+    def encode_vector(self, vector: np.ndarray) -> np.ndarray:
+        """The stored form of a vector for the ``embeddings`` table: float32 (dim,), sent as a pgvector value."""
+        return np.asarray(vector, np.float32)
+
+    def entry_columns(self) -> list[str]:
+        """Columns of ``entries`` in table order, without the full-text column (derived, never exported): the
+        SQLite store's columns, in its order."""
+        rows = self.db.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'entries' AND column_name <> 'fts' ORDER BY ordinal_position"
+        )
+        return [r[0] for r in rows]
+
+    def index_fulltext(self, db: Any, entry_id: int, summary: str, text: str, tag_values: Sequence[str]) -> None:
+        """Set the tsvector of an entry written by other code (an import): as ``add`` builds it."""
+        sql, params = self._fts(summary, text, tag_values)
+        db.current.execute(f"UPDATE entries SET fts = {sql} WHERE id = %s", (*params, entry_id))
+
+    def decode_vectors(self, blobs: Sequence[Any]) -> np.ndarray:
+        """float32 (len(blobs), dim) of vectors as ``rows_since`` returns them (pgvector values)."""
+        if not len(blobs):
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack([_array(b) for b in blobs])
+
+    # ------------------------------------------------------------------ vectors filled after the commit
+    def pending_vectors(self, limit: int, scope: Scope | None = None) -> list[tuple[int, str]]:
+        if self.deferred is None or limit <= 0:
+            return []
+        where, params = scope_where("", scope) if scope is not None else ("TRUE", [])
+        return self.db.execute(
+            f"SELECT id, summary FROM entries WHERE e5_pending = 1 AND {where} ORDER BY id DESC LIMIT ?",
+            (*params, limit),
+        ).fetchall()
+
+    def pending_count(self) -> int:
+        return self.db.execute("SELECT count(*) FROM entries WHERE e5_pending = 1").fetchone()[0]
+
+    def fill_vectors(self, parts: Sequence[tuple[int, np.ndarray]], wait: float | None = None) -> int:
+        """As ``Store.fill_vectors``: the deferred block of each (entry id, block vector), in one transaction;
+        entries forgotten or re-archived meanwhile are skipped."""
+        if self.deferred is None or not parts:
+            return 0
+        a, b = self.deferred
+        now = _time.time()
+        filled = 0
+        with self.transaction(wait) as db:
+            conn = db.current
+            for entry_id, part in parts:
+                row = conn.execute(
+                    "SELECT v.vector FROM embeddings v JOIN entries e ON e.id = v.entry_id "
+                    "WHERE v.entry_id = %s AND e.e5_pending = 1 FOR UPDATE",
+                    (entry_id,),
+                ).fetchone()
+                if row is None:
+                    continue
+                full = _array(row[0]).copy()
+                full[a:b] = part
+                conn.execute("UPDATE embeddings SET vector = %s WHERE entry_id = %s", (full, entry_id))
+                conn.execute("UPDATE entries SET e5_pending = 0, vector_at = %s WHERE id = %s", (now, entry_id))
+                filled += 1
+        return filled
+
+    def compact_vectors(self, batch: int = 2_000) -> int:
+        """Nothing to do: vectors are pgvector float32 from the first row (the int8 blobs are SQLite's format)."""
+        return 0
+
+    def known_hashes(self, hashes: Sequence[str], chunk: int = 500) -> set[str]:
+        distinct = list(dict.fromkeys(hashes))
+        if not distinct:
+            return set()
+        rows = self.db.execute("SELECT content_hash FROM entries WHERE content_hash = ANY(?)", (distinct,))
+        return {h for (h,) in rows}
+
+    def bump_access(self, ids: Sequence[int], db: Any = None, wait: float | None = None) -> None:
+        """access_count += 1 for ``ids``, in the open transaction ``db`` when given, else in its own."""
+        if not ids:
+            return
+        if db is not None:
+            db.execute("UPDATE entries SET access_count = access_count + 1 WHERE id = ANY(?)", (list(ids),))
+            return
+        with self.transaction(wait) as db:
+            self.bump_access(ids, db)
+
+    # ------------------------------------------------------------------ read
+    def entries(self, ids: Iterable[int], *, text: bool = True, tags: bool = True) -> dict[int, Entry]:
+        ids = list(ids)
+        chosen = {"text": "text" if text else "''", "tags": "tags" if tags else "'[]'"}
+        columns = ", ".join(chosen.get(c, c) for c in _ENTRY_COLUMNS.split(", "))
+        if not ids:
+            return {}
+        rows = self.db.execute(f"SELECT {columns} FROM entries WHERE id = ANY(?)", (ids,))
+        return {row[0]: _entry(row) for row in rows}
+
+    def tags(self, ids: Iterable[int]) -> dict[int, list[Tag]]:
+        ids = list(ids)
+        if not ids:
+            return {}
+        rows = self.db.execute("SELECT id, tags FROM entries WHERE id = ANY(?)", (ids,))
+        return {i: [Tag(k, v) for k, v in json.loads(t)] if t != "[]" else [] for i, t in rows}
+
+    def text_heads(self, ids: Iterable[int], chars: int) -> dict[int, str]:
+        ids = list(ids)
+        if not ids:
+            return {}
+        return dict(self.db.execute("SELECT id, substr(text, 1, ?) FROM entries WHERE id = ANY(?)", (chars, ids)))
+
+    def texts(self) -> Iterator[tuple[int, str]]:
+        yield from self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall()
+
+    def rows_since(self, archived_at: float, after_id: int | None = None) -> list[tuple]:
+        """As ``Store.rows_since``; the vector column is a float32 numpy array (``decode_vectors`` stacks them)."""
+        lo = archived_at if np.isfinite(archived_at) else -1e300
+        return self.db.execute(
+            f"{_INDEX_SELECT} WHERE e.archived_at >= ? OR e.vector_at >= ? OR e.id > ? ORDER BY e.id",
+            (lo, lo, after_id if after_id is not None else 2**63 - 1),
+        ).fetchall()
+
+    def stamps_since(self, archived_at: float, after_id: int | None = None) -> list[tuple[int, float]]:
+        lo = archived_at if np.isfinite(archived_at) else -1e300
+        return self.db.execute(
+            "SELECT id, greatest(archived_at, coalesce(vector_at, archived_at)) FROM entries "
+            "WHERE archived_at >= ? OR vector_at >= ? OR id > ? ORDER BY id",
+            (lo, lo, after_id if after_id is not None else 2**63 - 1),
+        ).fetchall()
+
+    def rows_by_id(self, ids: Sequence[int]) -> list[tuple]:
+        if not len(ids):
+            return []
+        return self.db.execute(f"{_INDEX_SELECT} WHERE e.id = ANY(?) ORDER BY e.id", (list(ids),)).fetchall()
+
+    def mutable_columns(self) -> list[tuple[int, float, float, int]]:
+        return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
+
+    def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
+        where, params = scope_where("", scope or Scope())
+        return self.db.execute(
+            f"SELECT id, turn, text FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
+        ).fetchall()
+
+    def count(self) -> int:
+        return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
+
+    @staticmethod
+    def _tsquery(match: str) -> tuple[str, list[str]]:
+        """(SQL tsquery expression, parameters) for an FTS5 MATCH of quoted terms: each term a phrase
+        (``phraseto_tsquery``, as an FTS5 quoted string is a phrase), OR-ed. ('', []) when no term has a word."""
+        terms = [d for d in (fts_document(t) for t in _terms(match)) if d]
+        if not terms:
+            return "", []
+        return " || ".join(f"phraseto_tsquery('{TS_CONFIG}', %s)" for _ in terms), terms
+
+    def fulltext(
+        self, match: str, limit: int, sessions: Sequence[str] | None = None, scope: Scope | None = None
+    ) -> list[tuple[int, float]]:
+        """As ``Store.fulltext`` (same arguments), ranked by ``ts_rank`` with length normalization 1 (rank /
+        (1 + ln(length))); returns ``(entry_id, -rank)`` best first, negative like FTS5's bm25."""
+        query, terms = self._tsquery(match)
+        if not query:
+            return []
+        where, params = ("TRUE", []) if scope is None else scope_where("", scope)
+        in_sessions = " AND session = ANY(%s)" if sessions is not None else ""
+        extra = [list(sessions)] if sessions is not None else []
+        sql = (
+            f"WITH q AS (SELECT ({query}) AS q) SELECT id, -ts_rank(fts, q.q, 1) AS s FROM entries, q "
+            f"WHERE fts @@ q.q AND {where.replace('?', '%s')}{in_sessions} ORDER BY s, id LIMIT %s"
+        )
+        with self.pool.connection() as conn:
+            return conn.execute(sql, (*terms, *params, *extra, limit)).fetchall()
+
+    def term_fractions(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
+        """As ``Store.term_fractions``: each quoted term's share of matches among the ``sample`` newest entries,
+        every uncached term counted in one scan of those rows (``count(*) FILTER``), cached per term until the
+        newest entry id moves by 10% (``max(id)``, one primary-key probe: a ``count(*)`` reads the whole table on
+        PostgreSQL, 11 ms per call at 10,000 entries in bench_postgres.py's profile)."""
+        top = self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+        cache = getattr(self, "_fractions", None)
+        if cache is None or abs(top - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
+            cache = self._fractions = (top, {})
+        n = min(sample, top) or 1
+        todo = [t for t in dict.fromkeys(match_terms) if t not in cache[1]]
+        queries = [(t, *self._tsquery(t)) for t in todo]
+        counted = [(t, q, p) for t, q, p in queries if q]
+        for t, q, _ in queries:
+            if not q:
+                cache[1][t] = 0.0
+        if counted:
+            filters = ", ".join(f"count(*) FILTER (WHERE fts @@ ({q}))" for _, q, _ in counted)
+            params = [x for _, _, p in counted for x in p]
+            with self.pool.connection() as conn:
+                row = conn.execute(f"SELECT {filters} FROM entries WHERE id > %s", (*params, top - sample)).fetchone()
+            for (t, _, _), hits in zip(counted, row):
+                cache[1][t] = min(hits / n, 1.0)
+        return {t: cache[1][t] for t in match_terms}
+
+    def nearest(
+        self, vector: np.ndarray, limit: int, scope: Scope | None = None, ef_search: int = 100
+    ) -> list[tuple[int, float]]:
+        """The ``limit`` entries whose vector is nearest ``vector`` (float32 (dim,)) by cosine distance, through
+        the HNSW index (approximate: ``hnsw.ef_search`` candidates per search, pgvector's recall knob; pgvector
+        0.6 filters ``scope`` after the index scan, so a scope holding a small share of the rows may return fewer
+        than ``limit``). Returns ``(entry_id, cosine similarity)`` best first. The read path ranks on the in-process
+        index (store/index.py); this is the server-side search for stores too large to load (docs/postgres.md)."""
+        where, params = ("TRUE", []) if scope is None else scope_where("e", scope)
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL hnsw.ef_search = {max(1, int(ef_search))}")
+            return conn.execute(
+                "SELECT v.entry_id, 1 - (v.vector <=> %s) AS cos FROM embeddings v JOIN entries e ON e.id = v.entry_id "
+                f"WHERE {where.replace('?', '%s')} ORDER BY v.vector <=> %s LIMIT %s",
+                (np.asarray(vector, np.float32), *params, np.asarray(vector, np.float32), int(limit)),
+            ).fetchall()
+
+    def sessions(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
+
+    def stats(self) -> dict[str, Any]:
+        """As ``Store.stats``: ``database_bytes`` is ``pg_total_relation_size`` of Lantern's tables (indexes and
+        TOAST included), ``path`` the URL without its password."""
+        n, chars = self.db.execute("SELECT count(*), coalesce(sum(length(text)), 0) FROM entries").fetchone()
+        sql = "SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries) s"
+        n_sessions = self.db.execute(sql).fetchone()[0]
+        by_table = self._relation_bytes()
+        size = sum(by_table.values())
+        return {
+            "path": self.path,
+            "backend": self.backend,
+            "entries": n,
+            "sessions": n_sessions,
+            "text_chars": chars,
+            "embedder": self.get_meta("embedder"),
+            "dim": int(self.get_meta("dim") or 0),
+            "schema_version": self.schema_version,
+            "database_bytes": size,
+            "bytes_per_entry": round(size / n) if n else 0,
+            "bytes_per_entry_by_table": {k: round(v / n) for k, v in by_table.items()} if n else {},
+            "vectors_pending": self.pending_count(),
+        }
+
+    def _relation_bytes(self) -> dict[str, int]:
+        """Bytes of each Lantern table with its indexes and TOAST (``pg_total_relation_size``), largest first."""
+        rows = self.db.execute(
+            "SELECT c, pg_total_relation_size(c::regclass) FROM unnest(?::text[]) AS c",
+            (["entries", "embeddings", "facts", "events", "recoveries", "meta"],),
+        ).fetchall()
+        return dict(sorted(((str(k), int(v)) for k, v in rows), key=lambda kv: -kv[1]))

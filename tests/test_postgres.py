@@ -1,0 +1,296 @@
+"""What only the PostgreSQL backend has: migrations under an advisory lock, the HNSW index, the SQL translation of
+the shared modules, the operations it refuses, and its connection errors. A real server (pgserver, conftest.py
+``pg_server``) and the real models; tests/test_backends.py runs the shared behaviour on both backends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from clirun import lantern as cli
+from lantern import Lantern, LanternError, UnsupportedBackendError
+from lantern.api import copy_store
+from lantern.config import redact_url
+from lantern.store.postgres import PostgresStore, fts_document
+from lantern.store.postgres.schema import MIGRATION_LOCK, MIGRATIONS
+from lantern.store.postgres.sql import translate
+from lantern.store.postgres.store import IDLE_CHECK_S
+from lantern.store.protocol import require
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+TURNS = [
+    {"role": "user", "content": "Which port did we give the staging Redis?"},
+    {"role": "assistant", "content": "Staging Redis listens on port 6380, set in deploy/staging/redis.conf."},
+    {"role": "user", "content": "And the log level?"},
+    {"role": "assistant", "content": "LOG_LEVEL=debug in .env.staging."},
+]
+
+
+def test_two_processes_migrating_at_once_leave_one_schema(pg_url):
+    url = pg_url()
+    code = f"import sys; sys.path.insert(0, {SRC!r}); from lantern.store.postgres import PostgresStore; " + (
+        "s = PostgresStore(sys.argv[1]); print(s.schema_version); s.close()"
+    )
+    with psycopg.connect(url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))  # both must queue behind it
+        procs = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE) for _ in range(2)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            waiting = holder.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            ).fetchone()[0]
+            if waiting == 2:
+                break
+            time.sleep(0.05)
+        assert waiting == 2, "both processes should wait for the migration lock"
+        holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert [o.decode().split() for o in outs] == [[str(len(MIGRATIONS))]] * 2
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(len(MIGRATIONS),)]
+        assert conn.execute("SELECT count(*) FROM pg_class WHERE relname = 'entries'").fetchone()[0] == 1
+
+
+def test_hnsw_index_finds_what_exact_search_finds(pg_url):
+    with Lantern(pg_url(), embedder="minilm") as lt:
+        lt.archive(TURNS, session="chat")
+        lt.archive([{"role": "user", "content": f"note {i}: the nightly job {i} ran fine"} for i in range(20)], "n")
+        query = lt.embedder.embed(["which port does staging redis use"])[0]
+        lt.index.refresh()
+        exact = int(lt.index.ids[np.argmax(lt.index.cosines(query))])
+        found = lt.store.nearest(query, 3)
+        assert found[0][0] == exact
+        assert found[0][1] == pytest.approx(float(np.max(lt.index.cosines(query))), abs=1e-4)
+        with lt.store.pool.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            plan = " ".join(
+                r[0]
+                for r in conn.execute(
+                    "EXPLAIN SELECT entry_id FROM embeddings ORDER BY vector <=> %s LIMIT 3", (query,)
+                )
+            )
+        assert "embeddings_hnsw" in plan
+        assert lt.store.nearest(query, 3, scope=lt.scope.__class__(user="nobody")) == []
+
+
+def test_full_text_splits_like_unicode61_and_bigrams_cjk():
+    assert fts_document("config in src/billing/db_config.py.") == "config in src billing db config py"
+    assert fts_document("数据库端口是5433") == "数据 据库 库端 端口 口是 5433"
+
+
+def test_shared_sql_is_translated_and_sqlite_only_sql_is_refused():
+    assert translate("SELECT id FROM t WHERE a IS ? AND b = '?%' AND c LIKE ?") == (
+        "SELECT id FROM t WHERE a IS NOT DISTINCT FROM %s AND b = '?%%' AND c LIKE %s",
+        False,
+    )
+    assert translate("SELECT 1 WHERE v IS NOT ? AND w IS NOT NULL")[0] == (
+        "SELECT 1 WHERE v IS DISTINCT FROM %s AND w IS NOT NULL"
+    )
+    assert translate("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)")[0].endswith("ON CONFLICT DO NOTHING")
+    assert translate("INSERT INTO facts(a) VALUES (?)") == ("INSERT INTO facts(a) VALUES (%s) RETURNING id", True)
+    assert translate("SELECT id FROM entries INDEXED BY entries_archived_at WHERE x = ?")[0] == (
+        "SELECT id FROM entries WHERE x = %s"
+    )
+    assert translate("SELECT count(*), total(id) FROM entries")[0] == (
+        "SELECT count(*), coalesce(sum(id), 0)::float8 FROM entries"
+    )
+    with pytest.raises(LanternError, match="PRAGMA"):
+        translate("PRAGMA table_info(events)")
+
+
+def test_the_inspector_is_refused_with_one_line_naming_it(pg_url):
+    url = pg_url()
+    with Lantern(url) as lt:
+        lt.archive(TURNS, session="chat")
+        with pytest.raises(UnsupportedBackendError) as info:
+            require(lt.store, "lantern ui")
+        assert (info.value.operation, info.value.backend) == ("lantern ui", "postgresql")
+        assert "docs/postgres.md" in str(info.value)
+    proc = cli("ui", db=url)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "Traceback" not in err
+    assert err.count("\n") == 1 and "lantern ui is not supported on the postgresql backend" in err
+
+
+def test_copy_sqlite_to_postgres_and_back_keeps_entries_vectors_and_facts(pg_url, tmp_path):
+    url, first, back = pg_url(), tmp_path / "a.db", tmp_path / "b.db"
+    with Lantern(first, user="alice") as lt:
+        lt.archive(TURNS, session="chat")
+        lt.archive([{"role": "user", "content": "The staging database port is 5433."}], session="ops")
+    with Lantern(first, user="bob") as lt:
+        lt.archive([{"role": "user", "content": "报销系统由王丽负责，分机号8721。"}], session="zh")
+        lt.fill_vectors()  # every deferred block computed now: a recovery on the server has none left to fill
+    assert copy_store(first, url) == {"entries": 4, "added": 4, "duplicates": 0}
+    assert copy_store(first, url) == {"entries": 4, "added": 0, "duplicates": 4}  # a re-run resumes: adds nothing
+    with Lantern(url, user="bob") as lt:
+        assert "8721" in lt.recover("王丽的分机号", budget=500).text
+        assert "6380" not in lt.recover("staging redis port", budget=2000).text  # alice's, not bob's
+    with Lantern(url, user="alice") as lt:
+        assert "6380" in lt.recover("staging redis port", budget=2000).text
+        assert [f.value for f in lt.facts() if f.value == "5433"] == ["5433"]
+    proc = cli("copy", url, str(back), "--json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout) == {"entries": 4, "added": 4, "duplicates": 0}
+    blobs = {}
+    for path in (first, back):  # int8 -> float32 on the server -> int8 again: the same bytes
+        with Lantern(path) as lt:
+            rows = lt.store.db.execute(
+                "SELECT e.content_hash, v.vector, e.user_id FROM entries e JOIN embeddings v ON v.entry_id = e.id"
+            )
+            blobs[path] = sorted(rows)
+    assert blobs[first] == blobs[back] and len(blobs[back]) == 4
+
+
+def test_cli_round_trip_on_a_server(pg_url, tmp_path):
+    url = pg_url()
+    transcript = tmp_path / "chat.jsonl"
+    transcript.write_text("\n".join(json.dumps(t) for t in TURNS) + "\n", encoding="utf-8")
+    first = json.loads(cli("ingest", str(transcript), "--json", db=url).stdout)
+    again = json.loads(cli("ingest", str(transcript), "--json", db=url).stdout)
+    assert (first["added"], again["added"], again["duplicates"]) == (2, 0, 2)
+    rec = json.loads(cli("recover", "redis port for staging", "--json", db=url).stdout)
+    assert "6380" in rec["text"]
+    stats = json.loads(cli("stats", "--json", db=url).stdout)
+    assert stats["entries"] == 2 and stats["backend"] == "postgresql"
+    empty = cli("recover", "redis port for staging", "--user", "nobody", db=url)  # says why it is empty
+    assert b"Traceback" not in empty.stderr and b"internal error" not in empty.stderr
+    assert "nobody" in (empty.stdout + empty.stderr).decode()
+
+
+def test_connection_errors_are_one_line_without_the_password(tmp_path):
+    url = f"postgresql://ann:s3cret-pw@{'127.0.0.1'}:1/lantern"  # nothing listens on port 1
+    with pytest.raises(LanternError) as info:
+        PostgresStore(url)
+    message = str(info.value)
+    assert "s3cret-pw" not in message and "ann:***@127.0.0.1:1" in message and "cannot connect" in message
+    proc = cli("stats", db=url)
+    assert proc.returncode == 1 and b"s3cret-pw" not in proc.stderr and b"Traceback" not in proc.stderr
+    assert redact_url("postgresql://u:p@h/db?password=x&sslmode=require") == (
+        "postgresql://u:***@h/db?password=***&sslmode=require"
+    )
+
+
+def test_a_newer_schema_and_a_foreign_database_are_refused(pg_url):
+    url = pg_url()
+    PostgresStore(url).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = 99")
+    with pytest.raises(LanternError, match="newer than this Lantern"):
+        PostgresStore(url)
+    other = pg_url()
+    with psycopg.connect(other, autocommit=True) as conn:
+        conn.execute("CREATE TABLE entries (id int)")
+    with pytest.raises(LanternError, match="not a Lantern database"):
+        PostgresStore(other)
+
+
+def test_connections_the_server_dropped_are_replaced_and_nothing_committed_is_lost(pg_url):
+    url = pg_url()
+    with Lantern(url) as lt:
+        first = lt.archive(TURNS, session="chat").entry_ids
+        with psycopg.connect(url, autocommit=True) as admin:  # what a server restart does to every client
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        time.sleep(IDLE_CHECK_S + 0.2)  # a connection idle this long is checked before use, and replaced
+        more = lt.archive([{"role": "user", "content": "The deploy key rotates every 30 days."}], session="chat")
+        assert more.added == 1 and lt.store.count() == len(first) + 1
+        assert "6380" in lt.recover("staging redis port", budget=2000).text
+
+
+def test_a_user_who_may_not_create_pgvector_is_told_to_create_it(pg_server):
+    import uuid
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    role = "r_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")  # not a superuser: pgvector 0.6.2 is not a trusted extension
+        admin.execute(f"CREATE DATABASE {name} OWNER {role}")
+    url = pg_server.get_uri(name).replace("postgresql://postgres:", f"postgresql://{role}:", 1)
+    with pytest.raises(LanternError) as info:
+        Lantern(url)
+    assert "pgvector extension is not available" in str(info.value) and "CREATE EXTENSION vector" in str(info.value)
+    with psycopg.connect(pg_server.get_uri(name), autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION vector")  # what docs/postgres.md tells the administrator to run
+    with Lantern(url) as lt:  # now the owner creates the tables and works without further privileges
+        assert lt.archive(TURNS, session="chat").added == 2
+        assert lt.stats()["schema_version"] == len(MIGRATIONS)
+
+
+def test_a_recovery_while_another_writer_locks_the_table_skips_reinforcement_after_the_wait(pg_url, caplog):
+    import lantern.reinforce as reinforce
+
+    url = pg_url()
+    with Lantern(url) as lt:
+        ids = lt.archive(TURNS, session="chat").entry_ids
+        before = lt.store.db.execute("SELECT id, access_count, confidence FROM entries ORDER BY id").fetchall()
+        with psycopg.connect(url) as holder:  # writes wait behind it; reads do not (EXCLUSIVE allows SELECT)
+            holder.execute("LOCK TABLE entries IN EXCLUSIVE MODE")
+            t0 = time.monotonic()
+            with caplog.at_level("WARNING", logger="lantern"):
+                rec = lt.recover("staging redis port", budget=2000)
+            took = time.monotonic() - t0
+            holder.rollback()
+        assert "6380" in rec.text and ids[0] in [e.id for e in rec.entries]
+        assert reinforce.WRITE_WAIT_S - 0.5 < took < reinforce.WRITE_WAIT_S + 20
+        assert "not updated" in caplog.text
+        assert lt.store.db.execute("SELECT id, access_count, confidence FROM entries ORDER BY id").fetchall() == before
+
+
+def test_lantern_db_holding_a_url_opens_the_server(pg_url, monkeypatch):
+    url = pg_url()
+    monkeypatch.setenv("LANTERN_DB", url)
+    with Lantern() as lt:  # no path: $LANTERN_DB
+        assert lt.store.backend == "postgresql" and lt.path == redact_url(url)
+        assert lt.archive(TURNS, session="chat").added == 2
+
+
+def test_the_claude_code_hooks_refuse_a_server_url_without_breaking_the_session(pg_url, tmp_path, monkeypatch):
+    from lantern.integrations import claude_code
+    from lantern.integrations.claude_code_settings import hook_command
+
+    url = pg_url()
+    monkeypatch.setenv("HOME", str(tmp_path))  # the hook log goes to ~/.lantern/logs
+    payload = {
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "which port was it?",
+        "session_id": "s",
+        "transcript_path": str(tmp_path / "t.jsonl"),
+    }
+    assert claude_code.run(json.dumps(payload), db=url) == ""  # never an error in the user's session
+    log = (claude_code.lantern_home() / "logs" / "claude-code.log").read_text(encoding="utf-8")
+    assert "lantern hook claude-code is not supported on the postgresql backend" in log
+    monkeypatch.setenv("LANTERN_DB", url)  # the same through $LANTERN_DB
+    assert claude_code.run(json.dumps(payload)) == ""
+    assert (claude_code.lantern_home() / "logs" / "claude-code.log").read_text(encoding="utf-8").count("skipped") == 2
+    with pytest.raises(UnsupportedBackendError, match="lantern hook claude-code"):
+        hook_command(url)
+
+
+def test_the_rest_api_on_a_server(pg_url):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from lantern.integrations.proxy import build_app
+
+    with TestClient(build_app(pg_url()), raise_server_exceptions=False) as client:
+        r = client.post("/v1/memory/archive", json={"messages": TURNS, "session": "chat"})
+        assert r.status_code == 200, r.text
+        ids = r.json()["entry_ids"]
+        rec = client.post("/v1/memory/recover", json={"query": "staging redis port", "budget": 2000}).json()
+        assert "6380" in rec["text"]
+        hits = client.post("/v1/memory/search", json={"query": "LOG_LEVEL", "k": 3}).json()["hits"]
+        assert "LOG_LEVEL" in hits[0]["summary"]
+        assert client.post("/v1/memory/feedback", json={"entry_ids": ids[:1], "useful": True}).json() == {"updated": 1}
+        assert client.get("/v1/memory/stats").json()["entries"] == 2
+        assert client.post("/v1/memory/forget", json={"session": "chat"}).json() == {"forgotten": 2}
+        assert client.post("/v1/memory/recover", json={"query": "staging redis port"}).json()["text"] == ""
