@@ -214,3 +214,30 @@ def test_the_service_behind_mcp_and_rest_on_each_backend(db_location):
         assert service.stats()["entries"] == 1
     finally:
         service.close()
+
+
+def test_forget_says_the_text_is_erased_and_stats_count_one_user(db_location):
+    with Lantern(db_location, user="alice") as alice, Lantern(db_location, user="bob") as bob:
+        alice.archive(messages(FILLER[:2]), session="a")
+        bob.archive(messages(FILLER[2:]), session="b")
+        mine = alice.stats()
+        assert (mine["user"], mine["entries"], mine["sessions"]) == ("alice", 2, 1) and "users" not in mine
+        every = alice.stats(all_users=True)
+        assert (every["entries"], every["users"], every["sessions"]) == (5, 2, 2) and every["bytes_per_entry"] > 0
+        assert mine["database_bytes"] == every["database_bytes"] > 0  # the store's own figure, every user's rows
+        forgotten = bob.forget(session="b")
+        assert forgotten == 3 and forgotten.erased and forgotten.remaining_bytes == 0
+        assert bob.stats()["entries"] == 0 and alice.stats()["entries"] == 2
+        again = bob.forget(session="b")  # nothing left to delete, no erase pending: complete
+        assert again == 0 and again.erased
+
+
+def test_a_rewound_branch_is_moved_or_deleted(db_location):
+    with Lantern(db_location) as lt:
+        ids = lt.archive(messages(FILLER[:3]), session="s").entry_ids
+        assert lt.abandon({ids[-1]: f"abandoned-{ids[-1]}"}, keep=True) == 1
+        assert [t[0] for t in lt.store.session_turns(f"s/abandoned-{ids[-1]}")] == [ids[-1]]
+        assert lt.store.session_meta("s")[0][0] == ids[0]
+        assert lt.abandon({ids[-2]: f"abandoned-{ids[-2]}"}, keep=False) == 1
+        assert lt.store.count() == len(ids) - 1
+        assert [t[0] for t in lt.store.session_turns("s")] == ids[:-2]

@@ -294,3 +294,24 @@ def test_the_rest_api_on_a_server(pg_url):
         assert client.get("/v1/memory/stats").json()["entries"] == 2
         assert client.post("/v1/memory/forget", json={"session": "chat"}).json() == {"forgotten": 2}
         assert client.post("/v1/memory/recover", json={"query": "staging redis port"}).json()["text"] == ""
+
+
+def test_an_erase_a_reader_holds_up_is_reported_then_finished_when_it_ends(pg_url):
+    url = pg_url()
+    with Lantern(url) as lt:
+        lt.archive(TURNS, session="secret")
+        reader = psycopg.connect(url)  # a transaction that read the table: its lock keeps VACUUM FULL out
+        reader.execute("SELECT count(*) FROM entries").fetchone()
+        pid = reader.info.backend_pid
+        told = []
+        try:
+            forgotten = lt.forget(session="secret", wait=0.3, on_wait=told.append)
+            assert forgotten == 2 and not forgotten.erased and forgotten.remaining_bytes > 0
+            assert pid in [p for p, _ in forgotten.holders] and told and pid in [p for p, _ in told[0].holders]
+            assert lt.store.get_meta("erase_pending") is not None
+            assert lt.store.count() == 0  # the rows are deleted all the same
+        finally:
+            reader.rollback()
+            reader.close()
+        finished = lt.forget(session="secret")  # nothing more to delete: the pending erase is finished
+        assert finished == 0 and finished.erased and lt.store.get_meta("erase_pending") is None

@@ -224,7 +224,7 @@ def useful_entries(store, entry_ids: Sequence[int], reply: str) -> list[int]:
     return [i for i in entry_ids if i in hints and is_useful(json.loads(hints[i]), terms)]
 
 
-def pruned_count(store, prune_below: float = PRUNE_BELOW, where: tuple[str, list] = ("1", [])) -> int:
+def pruned_count(store, prune_below: float = PRUNE_BELOW, where: tuple[str, list] = ("1 = 1", [])) -> int:
     """How many entries are pruned (c below the threshold), among those ``where`` (a ``scope_where``) selects."""
     return rows.pruned_count(store.db, prune_below, where)
 

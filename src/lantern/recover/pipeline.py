@@ -137,7 +137,7 @@ def recover(
 
 
 def rerank_stage(
-    store: Store, llm: LLMClient, query: str, ranked: list[Candidate], terms: list[str], config: Config
+    store: StoreProtocol, llm: LLMClient, query: str, ranked: list[Candidate], terms: list[str], config: Config
 ) -> RerankResult:
     """The rerank stage over the fused candidates, their full texts read for the top ``Config.rerank_top_n``."""
     top = [c.entry.id for c in ranked[: config.rerank_top_n]]

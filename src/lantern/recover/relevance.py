@@ -43,7 +43,7 @@ from lantern.embed import RoutedEmbedder, cjk_share
 from lantern.model import Entry
 from lantern.recover import signals
 from lantern.store.index import MemoryIndex
-from lantern.store.sqlite import Store
+from lantern.store.protocol import StoreProtocol
 
 __all__ = ["BM25_FLOOR", "COSINE_FLOORS", "MIN_ENTRIES", "Relevance", "assess", "cosine_model", "ideal_bm25"]
 
@@ -112,7 +112,7 @@ def ideal_bm25(fractions: dict[str, float], terms: Iterable[str], rows: int) -> 
 
 
 def assess(
-    store: Store,
+    store: StoreProtocol,
     index: MemoryIndex,
     embedder_id: str,
     terms: list[str],
@@ -121,7 +121,9 @@ def assess(
     excluded: set[int],
 ) -> Relevance:
     """The ``Relevance`` of the rankings ``found`` (rank.py's, masked, best first) for a query of ``terms``,
-    read on the candidates still allowed: ``entries`` (the pool's, with their summaries), minus ``excluded``."""
+    read on the candidates still allowed: ``entries`` (the pool's, with their summaries), minus ``excluded``. A
+    store whose full-text scores are not BM25 (``fulltext_scores``: the PostgreSQL store's ts_rank) gives no
+    lexical evidence: the cosine alone is read."""
 
     def best(name: str) -> tuple[float, int | None]:
         positions, scores = found.get(name, (np.empty(0, np.int64), np.empty(0)))
@@ -134,6 +136,8 @@ def assess(
     cosine, top = best("semantic")
     model = cosine_model(embedder_id, entries[top].summary) if top is not None else ""
     bm25, _ = best("fulltext")
+    if getattr(store, "fulltext_scores", "bm25") != "bm25":  # PostgreSQL's ts_rank: no BM25 scale to read it on
+        bm25 = 0.0
     if bm25 > 0:
         searched = [t for t in terms if signals.has_word(t)]
         fractions = store.term_fractions([signals.quote(t) for t in searched], signals.FTS_SAMPLE_ROWS)

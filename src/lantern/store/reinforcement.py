@@ -100,7 +100,7 @@ def forget_pending(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:
             db.execute("UPDATE recoveries SET entry_ids = ? WHERE id = ?", (json.dumps(kept), rec_id))
 
 
-def pruned_count(db: sqlite3.Connection, prune_below: float, where: tuple[str, list] = ("1", [])) -> int:
+def pruned_count(db: sqlite3.Connection, prune_below: float, where: tuple[str, list] = ("1 = 1", [])) -> int:
     """How many entries have c below ``prune_below`` (among those ``where`` selects: a ``scope_where``)."""
     sql, args = where
     return db.execute(f"SELECT count(*) FROM entries WHERE confidence < ? AND {sql}", (prune_below, *args)).fetchone()[

@@ -7,7 +7,8 @@ and per fact chain scope (store/facts.py links versions by reading the chain), t
 batches cannot deadlock; dedup is the ``content_hash`` unique index (``ON CONFLICT DO NOTHING``). Full text is a
 ``tsvector`` column under GIN, built from the same text as the SQLite FTS5 row (CJK runs as character bigrams,
 text/cjk.py) with every non-alphanumeric character a separator, as FTS5's unicode61 tokenizer splits, ranked by
-``ts_rank`` (not BM25: PostgreSQL has no BM25; the read path only uses the order). Vectors are float32 in a
+``ts_rank`` (not BM25: PostgreSQL has no BM25; the rankings use only the order, and the relevance floor, which
+reads BM25 on its own scale, reads the cosine alone here: ``fulltext_scores``). Vectors are float32 in a
 pgvector column with an HNSW cosine index (Malkov & Yashunin 2018; pgvector's ``vector_cosine_ops``).
 """
 
@@ -36,9 +37,10 @@ from lantern.store.facts import delete_facts, fact_scope, write_facts
 from lantern.store.postgres.schema import MIGRATIONS, TS_CONFIG, migrate
 from lantern.store.postgres.sql import PgConnection
 from lantern.store.reinforcement import forget_pending
-from lantern.store.sqlite import NewEntry, _entry
+from lantern.store.sqlite import BUSY_TIMEOUT_MS, ERASE_PENDING, Erasure, NewEntry, _entry
 from lantern.store.times import to_epoch
 from lantern.text.cjk import cjk_bigrams
+from lantern.text.windows import unescaped
 
 __all__ = ["PostgresStore", "fts_document"]
 
@@ -129,6 +131,9 @@ class PostgresStore:
 
     backend = "postgresql"
     unsupported = UNSUPPORTED
+    # what ``fulltext``'s scores are: -ts_rank, not FTS5's BM25, so recover/relevance.py cannot read them against
+    # the query's ideal BM25 (the floor then reads the semantic cosine only; docs/postgres.md)
+    fulltext_scores = "ts_rank"
 
     def __init__(self, url: str):
         self.url = url
@@ -156,6 +161,7 @@ class PostgresStore:
             raise _connect_error(url, e) from None
         self.db = PgConnection(self.pool)
         self._own_lock = threading.Lock()
+        self.finish_pending_erase()
 
     def _migrate(self, conn: psycopg.Connection) -> int:
         have = conn.execute(
@@ -218,6 +224,7 @@ class PostgresStore:
         return self.db.execute("SELECT version FROM changes WHERE id = 1").fetchone()[0] - own
 
     def close(self) -> None:
+        self.finish_pending_erase()  # a forget that a reader kept from erasing its rows: done now if it can be
         self.pool.close()
 
     # the errors a skippable write (reinforcement, an event, a fill before a recovery) may meet: is_unwritable
@@ -383,7 +390,7 @@ class PostgresStore:
     def _fts(summary: str, text: str, tag_values: Sequence[str]) -> tuple[str, tuple[str, str]]:
         """(SQL expression, its two parameters) of an entry's tsvector: body = summary + text (its first
         ``FTS_MAX_CHARS`` characters), then the tag values."""
-        body = fts_document((summary + "\n" + text)[:FTS_MAX_CHARS])
+        body = fts_document(unescaped((summary + "\n" + text)[:FTS_MAX_CHARS]))
         tags = fts_document(" ".join(tag_values))
         return (
             f"to_tsvector('{TS_CONFIG}', %s) || to_tsvector('{TS_CONFIG}', %s)",
@@ -410,7 +417,9 @@ class PostgresStore:
     def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
         """As ``Store.delete``: the entries selected (conditions combined with AND), in one transaction, from every
         table: entries (with their tsvector), embeddings (and so the HNSW index), facts (chains re-linked first),
-        pending recoveries, compaction events. Returns the count. Raises ValueError when nothing selects."""
+        pending recoveries, compaction events. Returns the count. Raises ValueError when nothing selects. No
+        ``secure_delete`` here (a SQLite pragma): the deleted rows' bytes stay in the tables' pages until
+        ``erase_free_space`` rewrites them."""
         if entry is None and session is None and scope is None:
             raise ValueError("give entry=, session= or a scope")
         parts, args = [], []
@@ -426,7 +435,7 @@ class PostgresStore:
             args += params
         with self.transaction() as db:
             rows = db.execute(
-                f"SELECT id, user_id, session FROM entries WHERE {' AND '.join(parts)} FOR UPDATE", args
+                f"SELECT id, user_id, session, archived_at FROM entries WHERE {' AND '.join(parts)} FOR UPDATE", args
             ).fetchall()
             ids = [r[0] for r in rows]
             forget_events(db, rows, session=session, scope=scope, whole=entry is None)
@@ -439,14 +448,83 @@ class PostgresStore:
                 db.current.execute("DELETE FROM entries WHERE id = ANY(%s)", (chunk,))
         return len(ids)
 
-    def erase_free_space(self) -> None:
-        """``VACUUM FULL`` of Lantern's tables: rewrites them and their indexes (tsvector GIN, HNSW) without the
-        deleted rows' bytes. Takes an exclusive lock on each table while it runs (readers and writers of this
-        database wait). Old page images may stay in the server's write-ahead log until it is recycled
-        (docs/postgres.md)."""
+    ERASED_TABLES = ("entries", "embeddings", "facts", "events", "recoveries", "meta")
+
+    def erase_free_space(self, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
+        """As ``Store.erase_free_space``: ``VACUUM FULL`` of Lantern's tables rewrites them and their indexes
+        (tsvector GIN, HNSW) without the deleted rows' bytes. Each table's rewrite needs its exclusive lock: a
+        transaction of another session that has read or written the table (``holders``: its backend pid and
+        application name) keeps it. It is tried at once; when blocked, ``on_wait`` is told who holds the tables, and
+        it is tried again for ``wait`` seconds (``lock_timeout``; default the SQLite store's busy timeout, 10 s).
+        An incomplete erase is recorded in meta (``ERASE_PENDING``) and finished by the next
+        ``finish_pending_erase`` that can (every open and close of a store, every forget). Old page images may stay
+        in the server's write-ahead log and its archive until they are recycled (docs/postgres.md): outside what a
+        client can erase."""
+        return self._erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
+
+    def finish_pending_erase(self, wait: float = 0.0, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
+        """As ``Store.finish_pending_erase``: the erase an earlier forget could not complete, waiting at most
+        ``wait`` seconds for the tables' locks; complete at once when none is pending. Never raises for a server
+        that cannot take it now (the erase stays pending)."""
+        try:
+            if self.get_meta(ERASE_PENDING) is None:
+                return Erasure(True)
+            return self._erase(wait, on_wait)
+        except psycopg.Error:
+            return Erasure(False, self._bytes_or_zero(), ())
+
+    def _erase(self, wait: float, on_wait: Callable[[Erasure], None] | None) -> Erasure:
+        done = self._vacuum_full(0.0)
+        if not done and wait > 0:
+            if on_wait is not None:
+                on_wait(Erasure(False, self.file_bytes(), self.holders()))
+            done = self._vacuum_full(wait)
+        if not done:
+            with self.transaction() as db:
+                db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (ERASE_PENDING, str(_time.time())))
+            return Erasure(False, self.file_bytes(), self.holders())
+        if self.get_meta(ERASE_PENDING) is not None:
+            with self.transaction() as db:
+                db.execute("DELETE FROM meta WHERE key = ?", (ERASE_PENDING,))
+            self._vacuum_full(0.0, ("meta",))  # the marker's row: no forgotten text in it, rewritten when it can be
+        return Erasure(True)
+
+    def _vacuum_full(self, wait: float, tables: Sequence[str] = ERASED_TABLES) -> bool:
+        """``VACUUM FULL`` of ``tables``, each waiting at most ``wait`` seconds for its lock (at least 1 ms:
+        PostgreSQL reads a ``lock_timeout`` of 0 as no limit); False when a lock was not obtained in time."""
         with self.pool.connection() as conn:
-            for table in ("entries", "embeddings", "facts", "events", "recoveries"):
-                conn.execute(f"VACUUM FULL {table}")
+            conn.execute(f"SET lock_timeout = {max(1, int(wait * 1000))}")
+            try:
+                for table in tables:
+                    conn.execute(f"VACUUM FULL {table}")
+            except psycopg.errors.LockNotAvailable:
+                return False
+            finally:
+                conn.execute("RESET lock_timeout")
+        return True
+
+    def holders(self) -> tuple[tuple[int, str], ...]:
+        """The other sessions holding a lock on one of Lantern's tables (``pg_locks``): (backend pid, its
+        application name, else ``postgres``), the ones an erase waits for."""
+        rows = self.db.execute(
+            "SELECT DISTINCT l.pid, coalesce(nullif(a.application_name, ''), 'postgres') FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.relation IN (SELECT c::regclass FROM unnest(?::text[]) AS c) AND l.pid <> pg_backend_pid() "
+            "ORDER BY l.pid",
+            (list(self.ERASED_TABLES),),
+        ).fetchall()
+        return tuple((int(pid), str(name)) for pid, name in rows)
+
+    def file_bytes(self) -> int:
+        """Bytes of Lantern's tables with their indexes and TOAST (``pg_total_relation_size``): what holds the
+        deleted rows until ``erase_free_space`` rewrites them (the SQLite store's file and WAL)."""
+        return sum(self._relation_bytes().values())
+
+    def _bytes_or_zero(self) -> int:
+        try:
+            return self.file_bytes()
+        except psycopg.Error:
+            return 0
 
     def replace_vectors(
         self,
@@ -624,6 +702,50 @@ class PostgresStore:
             f"SELECT id, turn, text FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
         ).fetchall()
 
+    def session_meta(self, session: str, scope: Scope | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """As ``Store.session_meta``: (id, meta) of every entry of exactly ``session`` within ``scope`` (default:
+        the default user), in turn order."""
+        where, params = scope_where("", scope or Scope())
+        rows = self.db.execute(
+            f"SELECT id, meta FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
+        ).fetchall()
+        out = []
+        for i, meta in rows:
+            try:
+                loaded = json.loads(meta) if meta else {}
+            except ValueError:
+                loaded = {}
+            out.append((i, loaded if isinstance(loaded, dict) else {}))
+        return out
+
+    def move_entries(self, moves: Sequence[tuple[int, str]], drop_facts: bool = False) -> int:
+        """As ``Store.move_entries``: each ``(entry id, new session)`` moved in one transaction (the rows locked
+        ``FOR UPDATE``), with the content hash of its text in the new session; an entry whose new hash is stored
+        already is deleted instead; ``drop_facts``: their facts deleted (chains re-linked). Returns how many were
+        moved or merged."""
+        from lantern.model import content_hash
+
+        done = 0
+        duplicates = []
+        with self.transaction() as db:
+            for entry_id, session in moves:
+                row = db.execute(
+                    "SELECT text, user_id, agent_id, project FROM entries WHERE id = ? FOR UPDATE", (entry_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                h = content_hash(session, row[0], *row[1:])
+                if db.execute("SELECT 1 FROM entries WHERE content_hash = ?", (h,)).fetchone():
+                    duplicates.append(entry_id)
+                    continue
+                db.execute("UPDATE entries SET session = ?, content_hash = ? WHERE id = ?", (session, h, entry_id))
+                done += 1
+            if drop_facts:
+                delete_facts(db, [i for i, _ in moves])
+        for entry_id in duplicates:
+            done += self.delete(entry=entry_id)
+        return done
+
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
 
@@ -699,28 +821,39 @@ class PostgresStore:
     def sessions(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
 
-    def stats(self) -> dict[str, Any]:
-        """As ``Store.stats``: ``database_bytes`` is ``pg_total_relation_size`` of Lantern's tables (indexes and
-        TOAST included), ``path`` the URL without its password."""
-        n, chars = self.db.execute("SELECT count(*), coalesce(sum(length(text)), 0) FROM entries").fetchone()
-        sql = "SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries) s"
-        n_sessions = self.db.execute(sql).fetchone()[0]
+    def stats(self, scope: Scope | None = None) -> dict[str, Any]:
+        """As ``Store.stats``: ``scope`` counts only its entries (entries, sessions, text_chars, vectors_pending);
+        None counts every user's, with ``users``, ``bytes_per_entry`` and ``bytes_per_entry_by_table`` besides.
+        ``database_bytes`` is ``pg_total_relation_size`` of Lantern's tables (indexes and TOAST included, every
+        user's rows) whatever the scope, ``path`` the URL without its password."""
+        where, args = scope_where("", scope) if scope is not None else ("TRUE", [])
+        n, chars = self.db.execute(
+            f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
+        ).fetchone()
+        n_sessions = self.db.execute(
+            f"SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries WHERE {where}) s", args
+        ).fetchone()[0]
         by_table = self._relation_bytes()
         size = sum(by_table.values())
-        return {
-            "path": self.path,
-            "backend": self.backend,
-            "entries": n,
-            "sessions": n_sessions,
-            "text_chars": chars,
-            "embedder": self.get_meta("embedder"),
-            "dim": int(self.get_meta("dim") or 0),
-            "schema_version": self.schema_version,
-            "database_bytes": size,
-            "bytes_per_entry": round(size / n) if n else 0,
-            "bytes_per_entry_by_table": {k: round(v / n) for k, v in by_table.items()} if n else {},
-            "vectors_pending": self.pending_count(),
-        }
+        out: dict[str, Any] = {"path": self.path, "backend": self.backend}
+        if scope is None:
+            out["users"] = self.db.execute("SELECT count(DISTINCT user_id) FROM entries").fetchone()[0]
+        out.update(
+            entries=n,
+            sessions=n_sessions,
+            text_chars=chars,
+            embedder=self.get_meta("embedder"),
+            dim=int(self.get_meta("dim") or 0),
+            schema_version=self.schema_version,
+            database_bytes=size,
+            vectors_pending=self.db.execute(
+                f"SELECT count(*) FROM entries WHERE e5_pending = 1 AND {where}", args
+            ).fetchone()[0],
+        )
+        if scope is None:
+            out["bytes_per_entry"] = round(size / n) if n else 0
+            out["bytes_per_entry_by_table"] = {k: round(v / n) for k, v in by_table.items()} if n else {}
+        return out
 
     def _relation_bytes(self) -> dict[str, int]:
         """Bytes of each Lantern table with its indexes and TOAST (``pg_total_relation_size``), largest first."""
