@@ -315,3 +315,17 @@ def test_an_erase_a_reader_holds_up_is_reported_then_finished_when_it_ends(pg_ur
             reader.close()
         finished = lt.forget(session="secret")  # nothing more to delete: the pending erase is finished
         assert finished == 0 and finished.erased and lt.store.get_meta("erase_pending") is None
+
+
+def test_the_cli_says_which_server_session_holds_up_the_erase(pg_url, tmp_path):
+    url = pg_url()
+    transcript = tmp_path / "chat.jsonl"
+    transcript.write_text("\n".join(json.dumps(t) for t in TURNS) + "\n", encoding="utf-8")
+    cli("ingest", str(transcript), "--session", "secret", db=url)
+    with psycopg.connect(url) as reader:
+        reader.execute("SELECT count(*) FROM entries").fetchone()
+        out = cli("forget", "--session", "secret", "--wait", "0.2", db=url)
+        said = out.stderr.decode()
+        assert out.returncode == 3 and f"server session {reader.info.backend_pid}" in said and "-wal" not in said
+        reader.rollback()
+    assert "0 entries forgotten" in cli("forget", "--session", "secret", db=url).stdout.decode()

@@ -1176,7 +1176,8 @@ def forget(
                 logging.getLogger("lantern").removeHandler(quiet)
             if not n.erased:
                 print(f"{plural(n, 'entry', 'entries')} forgotten from the index")
-                typer.secho(_unerased(lantern.path, n), err=True, fg=typer.colors.YELLOW)
+                server = getattr(lantern.store, "backend", "sqlite") != "sqlite"
+                typer.secho(_unerased(lantern.path, n, server), err=True, fg=typer.colors.YELLOW)
                 raise typer.Exit(3)
             print(f"{plural(n, 'entry', 'entries')} forgotten")
             if n == 0:  # say which filter found nothing: a mistyped id must not look like success
@@ -1200,8 +1201,16 @@ def _say_waiting(erasure: Any, wait: float) -> None:
     typer.echo(f"waiting up to {wait:g} s for {_readers(erasure.holders)} to finish reading the database...", err=True)
 
 
-def _unerased(path: Any, n: Any) -> str:
-    """What a forget a reader held up leaves in the file, and until when (``Forgotten``)."""
+def _unerased(path: Any, n: Any, server: bool = False) -> str:
+    """What a forget a reader held up leaves in the file, and until when (``Forgotten``). ``server``: a PostgreSQL
+    database, whose tables keep the rows' bytes until VACUUM FULL gets their locks (``holders``: server sessions)."""
+    if server:
+        sessions = ", ".join(f"server session {pid} ({name})" for pid, name in n.holders) or "another session"
+        return (
+            f"its text remains in the tables of {path} ({n.remaining_bytes:,} bytes, rows from before the forget) "
+            f"until {sessions} ends its transaction; the next lantern command on this database after that finishes "
+            "the erase"
+        )
     return (
         f"its text remains in {path} and {path}-wal ({n.remaining_bytes:,} bytes, pages from before the forget) "
         f"until {_readers(n.holders)} ends its read transaction or closes the database; the next lantern command "
