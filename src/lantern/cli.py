@@ -1697,15 +1697,21 @@ def extra_command(extra: str) -> str:
     ``lantern-memory[extra]`` (a wheel or an index)."""
     import json
     import shlex
-    from importlib.metadata import PackageNotFoundError, distribution
+    from importlib.metadata import distributions
     from urllib.parse import unquote, urlparse
 
     pip = f"{shlex.quote(sys.executable)} -m pip install"
-    try:
-        dist = distribution("lantern-memory")
-        info = json.loads(dist.read_text("direct_url.json") or "null")
-    except (PackageNotFoundError, ValueError):
+    found = list(distributions(name="lantern-memory"))
+    if not found:
         return f"pip install -e '.[{extra}]' in Lantern's checkout"
+    info = None
+    for dist in found:  # a checkout's src/*.egg-info may come first on sys.path: the installed one says how
+        try:
+            info = json.loads(dist.read_text("direct_url.json") or "null")
+        except ValueError:
+            info = None
+        if info:
+            break
     url = info.get("url", "") if isinstance(info, dict) else ""
     if url.startswith("file://"):
         folder = unquote(urlparse(url).path)
