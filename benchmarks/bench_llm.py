@@ -54,15 +54,15 @@ def main() -> None:
                 for start in range(0, len(archived), 64):
                     lt.archive([m for t in archived[start : start + 64] for m in t.messages], session="bench")
                 client = LLMClient(settings)
-                lt.recover(questions[0])  # warm-up: models, index
+                lt.recover(questions[0], min_score=0)  # warm-up: models, index
                 client.chat([{"role": "user", "content": "hi"}], max_tokens=4)
                 plain_ms, rerank_ms, tokens_in, tokens_out, prompt_chars, fell_back = [], [], [], [], [], 0
                 for q in questions:
                     t0 = time.perf_counter()
-                    lt.recover(q)
+                    lt.recover(q, min_score=0)
                     plain_ms.append((time.perf_counter() - t0) * 1000)
                     t0 = time.perf_counter()
-                    rec = lt.recover(q, rerank=True, llm=client)
+                    rec = lt.recover(q, rerank=True, llm=client, min_score=0)
                     rerank_ms.append((time.perf_counter() - t0) * 1000)
                     tokens_in.append(rec.rerank.usage.tokens_in)
                     tokens_out.append(rec.rerank.usage.tokens_out)
