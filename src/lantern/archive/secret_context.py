@@ -24,6 +24,8 @@ import bisect
 import re
 from collections.abc import Iterator
 
+from lantern.archive.secret_tokens import trie_regex
+
 __all__ = [
     "PROVIDER_WORDS",
     "Escaped",
@@ -70,25 +72,7 @@ _BENIGN_KEY_END = re.compile(
 )
 
 
-def _trie(words: list[str]) -> re.Pattern[str]:
-    root: dict = {}
-    for w in words:
-        node = root
-        for c in w:
-            node = node.setdefault(c, {})
-        node[""] = {}
-
-    def write(node: dict) -> str:
-        alts = [re.escape(c) + write(child) for c, child in sorted(node.items()) if c]
-        if not alts:
-            return ""
-        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-        return f"(?:{body})?" if "" in node else body
-
-    return re.compile(write(root))
-
-
-_PROVIDER_HIT = _trie(sorted(PROVIDER_WORDS))
+_PROVIDER_HIT = trie_regex(sorted(PROVIDER_WORDS))
 _KEY_BACK = re.compile(r"[a-z0-9_.\-]{0,50}")  # matched in the reversed lower-cased text
 # after the provider word: the rest of the key, a closing quote or bracket, the operator, an opening quote
 _PROVIDER_ASSIGN = re.compile(

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-__all__ = ["TOKENS", "TokenRule", "find_tokens", "jwt_ok"]
+__all__ = ["TOKENS", "TokenRule", "find_tokens", "jwt_ok", "trie_regex"]
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _HAS_DIGIT = re.compile(r"\d")
@@ -275,7 +275,7 @@ TOKENS: tuple[TokenRule, ...] = (
 )
 
 
-def _trie_regex(words: list[str]) -> re.Pattern[str]:
+def trie_regex(words: list[str]) -> re.Pattern[str]:
     """One regex matching any of ``words``, the longest at a position: their trie, written as nested groups
     (``s(?:k(?:-(?:ant-)?|_live_))``), so the engine reads a character once per level, not once per word."""
     root: dict = {}
@@ -309,7 +309,7 @@ def _scanners() -> list[tuple[bool, re.Pattern[str], dict[str, list[tuple[int, i
             lit: sorted((i, len(t)) for t, rules in triggers.items() if lit.startswith(t) for i in rules)
             for lit in triggers
         }
-        out.append((folded, _trie_regex(sorted(triggers)), dispatch))
+        out.append((folded, trie_regex(sorted(triggers)), dispatch))
     return out
 
 
