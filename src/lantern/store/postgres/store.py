@@ -18,7 +18,6 @@ import json
 import re
 import threading
 import time
-import time as _time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -312,7 +311,7 @@ class PostgresStore:
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
         out: list[tuple[int, bool]] = []
-        now = _time.time()
+        now = time.time()
         with self.transaction() as db:
             conn = db.current
             keys = sorted(  # JSON arrays: unambiguous whatever the names hold
@@ -481,7 +480,7 @@ class PostgresStore:
             done = self._vacuum_full(wait)
         if not done:
             with self.transaction() as db:
-                db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (ERASE_PENDING, str(_time.time())))
+                db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (ERASE_PENDING, str(time.time())))
             return Erasure(False, self.file_bytes(), self.holders())
         if self.get_meta(ERASE_PENDING) is not None:
             with self.transaction() as db:
@@ -539,7 +538,7 @@ class PostgresStore:
         dimension and its HNSW index is rebuilt."""
         blocks = list(blocks) if blocks else [(0, dim)]
         n = 0
-        now = _time.time()
+        now = time.time()
         pairs = list(pairs)
         with self.transaction() as db:
             conn = db.current
@@ -606,7 +605,7 @@ class PostgresStore:
         if self.deferred is None or not parts:
             return 0
         a, b = self.deferred
-        now = _time.time()
+        now = time.time()
         filled = 0
         with self.transaction(wait) as db:
             conn = db.current
