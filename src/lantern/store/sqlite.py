@@ -203,21 +203,29 @@ class Store:
         ``blocks``: its disjoint dims (default one block of ``dim``), how vectors are stored (store/vectors.py);
         ``deferred``: the block a row may lack until ``fill_vectors`` adds it (``pending_vectors``)."""
         stored = self._recorded_embedder(self.db)
+        given = [tuple(b) for b in blocks] if blocks else [(0, dim)]
         if not stored:
             with self.transaction() as db:
                 stored = self._recorded_embedder(db)
                 if not stored:
-                    db.executemany(
-                        "INSERT INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
-                    )
-                    stored = {"embedder": embedder_id, "dim": str(dim)}
+                    self.set_embedder(db, embedder_id, dim, given)
+                    stored = self._recorded_embedder(db)
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
-        self.blocks, self.deferred = list(blocks) if blocks else [(0, dim)], deferred
         self._verify_embedder(stored)
+        # the stored bytes are decoded by the layout they were written in, whatever the embedder object says (a
+        # wrapper without ``blocks`` would otherwise read int8 rows as one block); a store written before the layout
+        # was recorded takes the embedder's (compact_vectors records it)
+        recorded = stored.get(VECTOR_BLOCKS)
+        self.blocks = [tuple(b) for b in json.loads(recorded)] if recorded else given
+        self.deferred = deferred
 
     @staticmethod
     def _recorded_embedder(db: sqlite3.Connection) -> dict[str, str]:
-        return dict(db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
+        """meta's ``embedder``, ``dim`` and ``vector_blocks`` (the JSON ``[[start, stop], ...]`` layout the vectors
+        are stored in, store/vectors.py), those present."""
+        return dict(
+            db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim', ?)", (VECTOR_BLOCKS,)).fetchall()
+        )
 
     def verify_embedder(self, db: sqlite3.Connection | None = None) -> None:
         """Raise EmbedderMismatchError when the recorded embedder is no longer the one this handle checked."""
@@ -235,9 +243,14 @@ class Store:
                 "one you asked for."
             )
 
-    def set_embedder(self, db: sqlite3.Connection, embedder_id: str, dim: int) -> None:
+    def set_embedder(
+        self, db: sqlite3.Connection, embedder_id: str, dim: int, blocks: Sequence[tuple[int, int]] | None = None
+    ) -> None:
+        """Record the embedder and the block layout of its stored vectors (default one block of ``dim``)."""
+        layout = json.dumps([list(b) for b in blocks] if blocks else [[0, dim]])
         db.executemany(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+            [("embedder", embedder_id), ("dim", str(dim)), (VECTOR_BLOCKS, layout)],
         )
 
     # ------------------------------------------------------------------ write
@@ -505,9 +518,9 @@ class Store:
                 )
                 db.execute("UPDATE entries SET e5_pending = ?, vector_at = ? WHERE id = ?", (pending, now, entry_id))
                 n += 1
-            self.set_embedder(db, embedder_id, dim)
+            self.set_embedder(db, embedder_id, dim, blocks)
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
-        self.blocks, self.deferred = blocks, deferred
+        self.blocks, self.deferred = [tuple(b) for b in blocks], deferred
         return n
 
     def encode_vector(self, vector: np.ndarray) -> bytes:
@@ -589,8 +602,12 @@ class Store:
                             db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
                         n += 1
                 if not rows:
-                    db.execute(
-                        "INSERT OR REPLACE INTO meta(key, value) VALUES ('vectors_format', ?)", (str(codec.FORMAT),)
+                    db.executemany(
+                        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                        [
+                            ("vectors_format", str(codec.FORMAT)),
+                            (VECTOR_BLOCKS, json.dumps([list(b) for b in self.blocks])),
+                        ],
                     )
                     return n
                 last = rows[-1][0]
@@ -882,6 +899,7 @@ class Store:
         return {k: round(v / n) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])} if n else {}
 
 
+VECTOR_BLOCKS = "vector_blocks"  # meta key: JSON [[start, stop], ...], the layout of the stored vectors
 ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
 
 
