@@ -48,7 +48,7 @@ def main() -> None:
             fill_store(builder.store, pool, filled, size, sigma=0.02)
             filled = size
             builder.store.db.execute("VACUUM")
-            stats = builder.stats()
+            stats = builder.store.stats()
             n = stats["entries"]
             text = builder.store.db.execute("SELECT sum(length(CAST(text AS BLOB))) FROM entries").fetchone()[0] / n
             table = Table(title=f"Bytes per turn by table and index, {n:,} entries (dbstat, after VACUUM)")

@@ -194,9 +194,12 @@ def m007_vector_state(db: sqlite3.Connection) -> None:
 
 
 @migration
-def m008_fts_contentless(db: sqlite3.Connection) -> None:
-    """The full-text index without its own copy of the text: a contentless FTS5 table (store/fulltext.py), its rows
-    built again from ``entries`` (same tokenizer, same rows; the format recorded in meta)."""
+def m008_fewer_bytes(db: sqlite3.Connection) -> None:
+    """Fewer bytes per turn (issue #23). The full-text index without its own copy of the text: a contentless FTS5
+    table (store/fulltext.py), its rows built again from ``entries`` (same tokenizer, same rows; the format recorded
+    in meta). And no index on (session, turn): every query on a session also names its user, which
+    ``entries_user_session_turn`` (m002) serves."""
+    db.execute("DROP INDEX IF EXISTS entries_session_turn")
     db.execute("DROP TABLE entries_fts")
     db.execute(fulltext.CREATE_TABLE)
     fulltext.rebuild(db)
