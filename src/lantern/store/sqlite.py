@@ -45,6 +45,7 @@ _ENTRY_COLUMNS = (
     "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
 )
 _ENTRY_OF_ROW = f"(CASE WHEN f.rowid < 0 THEN (-f.rowid) >> {WINDOW_BITS} ELSE f.rowid END)"
+_COMPACT = (",", ":")  # JSON separators of the tags and hints columns: no space after each comma (~2 bytes a term)
 BUSY_RETRIES, BUSY_BACKOFF_S = 6, 0.05  # BEGIN IMMEDIATE retried with backoff 0.05 .. 1.6 s after busy_timeout (ours)
 
 
@@ -341,8 +342,8 @@ class Store:
         return (
             row.text,
             row.summary,
-            json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False),
-            json.dumps(row.hints, ensure_ascii=False),
+            json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False, separators=_COMPACT),
+            json.dumps(row.hints, ensure_ascii=False, separators=_COMPACT),
             row.memory_type,
             float(row.importance),
             row.content_hash,
