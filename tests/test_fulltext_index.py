@@ -6,6 +6,7 @@ corrupt the counts bm25 reads. Compared term by term, position by position (``ft
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 
@@ -209,3 +210,26 @@ def test_migration_m008_rebuilds_the_index_of_an_older_store_without_its_copy(tm
         fulltext.fts_format()
     )
     db.close()
+
+
+def test_imported_entries_are_indexed_as_archived_ones_and_delete_cleanly(tmp_path):
+    """``lantern import`` writes entries rows with SQL of its own (portability.py) and indexes them through
+    ``Store.index_fulltext``: the index equals a rebuild, and forgetting every entry leaves it empty."""
+    from lantern import Lantern
+
+    long_tool_log = "\n".join(f"PASSED tests/test_{i}.py::test_case 数据库 ok" for i in range(300))
+    with Lantern(tmp_path / "a.db") as lt:
+        lt.archive([{"role": "user", "content": "预发布环境的端口是 8443, see `deploy/staging.yaml`"}], session="s")
+        run = [{"role": "user", "content": "run the tests"}, {"role": "assistant", "content": long_tool_log}]
+        lt.archive(run, session="s")
+        lt.archive([{"role": "user", "content": "alice's note: the cron runs at 02:00"}], session="n", user="alice")
+        buf = io.StringIO()
+        lt.export(buf)
+    with Lantern(tmp_path / "b.db") as lt:
+        assert lt.import_(io.StringIO(buf.getvalue())).added == 3
+        assert lt.store.has_windows()
+        assert_index_is_a_rebuild(lt.store.db)
+        lt.store.delete(session="s")
+        lt.store.delete(scope=Scope(user="alice"))
+        lt.store.erase_free_space()
+        assert instances(lt.store.db) == []
