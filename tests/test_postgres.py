@@ -329,3 +329,58 @@ def test_the_cli_says_which_server_session_holds_up_the_erase(pg_url, tmp_path):
         assert out.returncode == 3 and f"server session {reader.info.backend_pid}" in said and "-wal" not in said
         reader.rollback()
     assert "0 entries forgotten" in cli("forget", "--session", "secret", db=url).stdout.decode()
+
+
+LOAD_WRITER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from lantern import Lantern
+url, k, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+with Lantern(url, embedder="minilm", user=f"u{k // 2}") as lt:
+    prev = []
+    for i in range(n):
+        turn = [
+            {"role": "user", "content": f"[w{k} t{i}] which port does service {i} of worker {k} listen on?"},
+            {"role": "assistant", "content": f"Service {i} of worker {k} listens on port {5000 + 10 * k + i}."},
+        ]
+        lt.archive(prev + turn, session="load")  # the previous turn is sent again, as a proxy re-sends it
+        prev = turn
+"""
+LOAD_READER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from lantern import Lantern
+url, n = sys.argv[2], int(sys.argv[3])
+with Lantern(url, embedder="minilm", user="u0") as lt:
+    for i in range(n):
+        lt.recover(f"which port does service {i} listen on?", budget=1000)  # pending recoveries the writers judge
+"""
+
+
+def test_writers_and_a_reader_in_parallel_processes_lose_and_repeat_no_turn(pg_url):
+    """Three writer processes (two of them appending to one conversation) and one recovering process on one
+    server: every turn stored exactly once, each conversation's turn numbers 0..n-1, no process fails. The
+    reader's recoveries leave pending recoveries that the writers' archives resolve (reinforce.py) at the same
+    time: the deadlock those row updates met is retried (``PostgresStore.add``)."""
+    import re
+    from collections import Counter
+
+    url, writers, turns = pg_url(), 3, 30
+    with Lantern(url, embedder="minilm") as lt:  # the schema and embedder recorded once, before the race
+        lt.archive([{"role": "user", "content": "which port does the first service listen on?"}], session="load")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", LOAD_WRITER, SRC, url, str(k), str(turns)], stderr=subprocess.PIPE)
+        for k in range(writers)
+    ]
+    procs.append(subprocess.Popen([sys.executable, "-c", LOAD_READER, SRC, url, "15"], stderr=subprocess.PIPE))
+    errors = [p.communicate(timeout=600)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(procs), errors
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT user_id, turn, text FROM entries WHERE session = 'load'").fetchall()
+    found = Counter(m for _, _, text in rows for m in re.findall(r"\[w\d+ t\d+\]", text))
+    assert set(found) == {f"[w{k} t{i}]" for k in range(writers) for i in range(turns)}  # none lost
+    assert max(found.values()) == 1  # none stored twice
+    by_user: dict[str, list[int]] = {}
+    for user, turn, _ in rows:
+        by_user.setdefault(user, []).append(turn)
+    assert {u: sorted(t) for u, t in by_user.items()} == {u: list(range(len(t))) for u, t in by_user.items()}

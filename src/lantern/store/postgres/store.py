@@ -15,6 +15,7 @@ pgvector column with an HNSW cosine index (Malkov & Yashunin 2018; pgvector's ``
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
 import time
@@ -75,6 +76,8 @@ def fts_document(text: str) -> str:
     return _NON_WORD.sub(" ", cjk_bigrams(text)).strip()
 
 
+ROLLBACK_RETRIES = 5  # an archive transaction the server rolled back (deadlock, serialization) is run again (ours)
+REINFORCEMENT_LOCK = "lantern:reinforcement"  # advisory lock: one recovery's reinforcement write at a time (ours)
 IDLE_CHECK_S = 1.0  # a pooled connection idle this long is checked (one round trip) before use (ours)
 
 
@@ -307,9 +310,28 @@ class PostgresStore:
         after: Callable[[Any, list[tuple[int, bool]]], None] | None = None,
     ) -> list[tuple[int, bool]]:
         """As ``Store.add``: prepared turns, their vectors and facts in ONE transaction; ``(entry_id, added)`` per
-        row. Raises psycopg errors; on any error nothing is written."""
+        row. A transaction the server rolled back to break a deadlock or a serialization conflict
+        (``TransactionRollbackError``: SQLSTATE class 40, e.g. with another process resolving the same pending
+        recoveries, reinforce.py) is run again whole, up to ``ROLLBACK_RETRIES`` times after a short random pause
+        (PostgreSQL manual §13.2: such transactions are retried by the client); not inside an outer transaction,
+        which the rollback has ended. Raises psycopg errors; on any error nothing is written."""
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
+        for attempt in range(ROLLBACK_RETRIES + 1):
+            try:
+                return self._add(rows, vectors, after)
+            except psycopg.errors.TransactionRollbackError:
+                if attempt == ROLLBACK_RETRIES or self.db.in_transaction:
+                    raise
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _add(
+        self,
+        rows: Sequence[NewEntry],
+        vectors: Any,
+        after: Callable[[Any, list[tuple[int, bool]]], None] | None,
+    ) -> list[tuple[int, bool]]:
         out: list[tuple[int, bool]] = []
         now = time.time()
         with self.transaction() as db:
@@ -636,11 +658,16 @@ class PostgresStore:
         return {h for (h,) in rows}
 
     def bump_access(self, ids: Sequence[int], db: Any = None, wait: float | None = None) -> None:
-        """access_count += 1 for ``ids``, in the open transaction ``db`` when given, else in its own."""
-        if not ids:
-            return
+        """access_count += 1 for ``ids``, in the open transaction ``db`` when given, else in its own. In ``db``
+        (the first write of a recovery's reinforcement, reinforce.record_recovery) it first takes the
+        reinforcement advisory lock, so two recoveries' read-then-write of c (confidence) run one after the other,
+        as SQLite's write lock runs them: no lost update, and no deadlock between their row locks."""
         if db is not None:
-            db.execute("UPDATE entries SET access_count = access_count + 1 WHERE id = ANY(?)", (list(ids),))
+            db.current.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
+            if ids:
+                db.execute("UPDATE entries SET access_count = access_count + 1 WHERE id = ANY(?)", (sorted(ids),))
+            return
+        if not ids:
             return
         with self.transaction(wait) as db:
             self.bump_access(ids, db)
