@@ -704,6 +704,7 @@ class PostgresStore:
         return self.db.execute(
             f"{_INDEX_SELECT} WHERE e.archived_at >= ? OR e.vector_at >= ? OR e.id > ? ORDER BY e.id",
             (lo, lo, after_id if after_id is not None else 2**63 - 1),
+            binary=True,
         ).fetchall()
 
     def stamps_since(self, archived_at: float, after_id: int | None = None) -> list[tuple[int, float]]:
@@ -717,7 +718,9 @@ class PostgresStore:
     def rows_by_id(self, ids: Sequence[int]) -> list[tuple]:
         if not len(ids):
             return []
-        return self.db.execute(f"{_INDEX_SELECT} WHERE e.id = ANY(?) ORDER BY e.id", (list(ids),)).fetchall()
+        return self.db.execute(
+            f"{_INDEX_SELECT} WHERE e.id = ANY(?) ORDER BY e.id", (list(ids),), binary=True
+        ).fetchall()
 
     def mutable_columns(self) -> list[tuple[int, float, float, int]]:
         return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
