@@ -806,29 +806,63 @@ class PostgresStore:
             return conn.execute(sql, (*terms, *params, *extra, limit)).fetchall()
 
     def term_fractions(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
-        """As ``Store.term_fractions``: each quoted term's share of matches among the ``sample`` newest entries,
-        every uncached term counted in one scan of those rows (``count(*) FILTER``), cached per term until the
-        newest entry id moves by 10% (``max(id)``, one primary-key probe: a ``count(*)`` reads the whole table on
-        PostgreSQL, 11 ms per call at 10,000 entries in bench_postgres.py's profile)."""
+        """As ``Store.term_fractions``: each quoted term's estimated share of the entries that match it. Read from
+        the server's own statistics of the full-text column (``pg_stats.most_common_elems`` and
+        ``most_common_elem_freqs``, which ANALYZE and autovacuum keep: the share of rows holding each frequent
+        lexeme, what the planner reads for a tsquery's selectivity; PostgreSQL manual §53.2 / ``pg_stats``): a
+        term's share is that of its rarest lexeme (a phrase matches no more rows than its rarest word), 0 for a
+        lexeme too rare to be listed. The terms' lexemes come from the server's parser (one round trip for the
+        uncached terms); the statistics are read once and again when the newest entry id moves by 10%. Before the
+        table has statistics (a new or freshly filled table not yet analyzed), the shares are counted in the
+        ``sample`` newest entries (``_counted_fractions``). Returns {term: fraction in [0, 1]}."""
         top = self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
         cache = getattr(self, "_fractions", None)
         if cache is None or abs(top - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
-            cache = self._fractions = (top, {})
-        n = min(sample, top) or 1
+            cache = self._fractions = (top, {}, self._lexeme_frequencies())
         todo = [t for t in dict.fromkeys(match_terms) if t not in cache[1]]
-        queries = [(t, *self._tsquery(t)) for t in todo]
+        if todo and cache[2] is None:
+            cache[1].update(self._counted_fractions(todo, top, sample))
+        elif todo:
+            docs = [" ".join(fts_document(t) for t in _terms(term)) for term in todo]
+            rows = self.db.execute(
+                "SELECT d.i, array(SELECT lexeme FROM unnest(to_tsvector(?::regconfig, d.t))) "
+                "FROM unnest(?::text[]) WITH ORDINALITY AS d(t, i)",
+                (TS_CONFIG, docs),
+            ).fetchall()
+            frequency = cache[2]
+            for i, lexemes in rows:
+                cache[1][todo[i - 1]] = min((frequency.get(x, 0.0) for x in lexemes), default=0.0)
+        return {t: cache[1][t] for t in match_terms}
+
+    def _lexeme_frequencies(self) -> dict[str, float] | None:
+        """{lexeme: share of rows holding it} of the full-text column from ``pg_stats`` (ANALYZE's sample), or None
+        when the table has no statistics yet."""
+        row = self.db.execute(
+            "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
+            "WHERE schemaname = current_schema() AND tablename = 'entries' AND attname = 'fts'"
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return dict(zip(row[0], row[1]))  # the frequencies' array ends with min, max and null share: zip drops them
+
+    def _counted_fractions(self, terms: Sequence[str], top: int, sample: int) -> dict[str, float]:
+        """Each term's share of matches among the ``sample`` newest entries, every term counted in one scan of those
+        rows (``count(*) FILTER``)."""
+        n = min(sample, top) or 1
+        out: dict[str, float] = {}
+        queries = [(t, *self._tsquery(t)) for t in terms]
         counted = [(t, q, p) for t, q, p in queries if q]
         for t, q, _ in queries:
             if not q:
-                cache[1][t] = 0.0
+                out[t] = 0.0
         if counted:
             filters = ", ".join(f"count(*) FILTER (WHERE fts @@ ({q}))" for _, q, _ in counted)
             params = [x for _, _, p in counted for x in p]
             with self.pool.connection() as conn:
                 row = conn.execute(f"SELECT {filters} FROM entries WHERE id > %s", (*params, top - sample)).fetchone()
             for (t, _, _), hits in zip(counted, row):
-                cache[1][t] = min(hits / n, 1.0)
-        return {t: cache[1][t] for t in match_terms}
+                out[t] = min(hits / n, 1.0)
+        return out
 
     def nearest(
         self, vector: np.ndarray, limit: int, scope: Scope | None = None, ef_search: int = 100
