@@ -15,6 +15,7 @@ pgvector column with an HNSW cosine index (Malkov & Yashunin 2018; pgvector's ``
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 import threading
@@ -78,6 +79,9 @@ def fts_document(text: str) -> str:
 
 ROLLBACK_RETRIES = 5  # an archive transaction the server rolled back (deadlock, serialization) is run again (ours)
 REINFORCEMENT_LOCK = "lantern:reinforcement"  # advisory lock: one recovery's reinforcement write at a time (ours)
+# psycopg_pool logs each connection it discards or fails to open (a server restart: one line per attempt); the
+# error that reaches the caller names the cause once (``_connection_lost``), so the pool's lines stay out of stderr
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 IDLE_CHECK_S = 1.0  # a pooled connection idle this long is checked (one round trip) before use (ours)
 
 
@@ -104,6 +108,17 @@ def _array(value: Any) -> np.ndarray:
 def _terms(match: str) -> list[str]:
     """The terms of an FTS5 MATCH expression of double-quoted strings joined by OR (recover/signals.fts_query)."""
     return [t.replace('""', '"') for t in _QUOTED.findall(match)]
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _connection_lost(e: psycopg.OperationalError) -> bool:
+    """Whether ``e`` says the connection itself failed: no SQLSTATE (the client saw the socket close), class 08
+    (connection exception) or 57P (the server shut down or restarts: operator intervention)."""
+    state = e.sqlstate or ""
+    return not state or state.startswith(("08", "57P"))
 
 
 def _connect_error(url: str, e: Exception) -> LanternError:
@@ -311,7 +326,7 @@ class PostgresStore:
     ) -> list[tuple[int, bool]]:
         """As ``Store.add``: prepared turns, their vectors and facts in ONE transaction; ``(entry_id, added)`` per
         row. A transaction the server rolled back to break a deadlock or a serialization conflict
-        (``TransactionRollbackError``: SQLSTATE class 40, e.g. with another process resolving the same pending
+        (``TransactionRollback``: SQLSTATE class 40, e.g. with another process resolving the same pending
         recoveries, reinforce.py) is run again whole, up to ``ROLLBACK_RETRIES`` times after a short random pause
         (PostgreSQL manual §13.2: such transactions are retried by the client); not inside an outer transaction,
         which the rollback has ended. Raises psycopg errors; on any error nothing is written."""
@@ -320,10 +335,18 @@ class PostgresStore:
         for attempt in range(ROLLBACK_RETRIES + 1):
             try:
                 return self._add(rows, vectors, after)
-            except psycopg.errors.TransactionRollbackError:
+            except psycopg.errors.TransactionRollback:
                 if attempt == ROLLBACK_RETRIES or self.db.in_transaction:
                     raise
                 time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+            except psycopg.OperationalError as e:
+                if not _connection_lost(e):
+                    raise
+                raise LanternError(
+                    f"{self.path}: the connection to the PostgreSQL server was lost while writing ({_first_line(e)}); "
+                    "this write was rolled back whole, what was committed before is kept: run it again once the server "
+                    "is back (turns already stored are skipped)"
+                ) from None
         raise AssertionError("unreachable")
 
     def _add(
