@@ -120,16 +120,35 @@ def test_the_inspector_is_refused_with_one_line_naming_it(pg_url):
     assert err.count("\n") == 1 and "lantern ui is not supported on the postgresql backend" in err
 
 
-def test_copy_sqlite_to_postgres_and_back_keeps_entries_vectors_and_facts(pg_url, tmp_path):
+def test_copy_sqlite_to_postgres_and_back_keeps_entries_vectors_facts_and_events(pg_url, tmp_path):
     url, first, back = pg_url(), tmp_path / "a.db", tmp_path / "b.db"
     with Lantern(first, user="alice") as lt:
-        lt.archive(TURNS, session="chat")
+        chat = lt.archive(TURNS, session="chat").entry_ids
         lt.archive([{"role": "user", "content": "The staging database port is 5433."}], session="ops")
+        recovery = lt.recover("staging redis port", session="chat", budget=2000)
+        lt.record_compaction(recovery, session="chat", reason="summary", lost=chat, source="proxy")
+        lt.feedback([chat[0]], useful=True)
+        reinforced = lt.store.db.execute(
+            "SELECT content_hash, confidence, success, access_count FROM entries ORDER BY content_hash"
+        ).fetchall()
     with Lantern(first, user="bob") as lt:
         lt.archive([{"role": "user", "content": "报销系统由王丽负责，分机号8721。"}], session="zh")
         lt.fill_vectors()  # every deferred block computed now: a recovery on the server has none left to fill
-    assert copy_store(first, url) == {"entries": 4, "added": 4, "duplicates": 0}
-    assert copy_store(first, url) == {"entries": 4, "added": 0, "duplicates": 4}  # a re-run resumes: adds nothing
+    counts = {"entries": 4, "added": 4, "duplicates": 0, "events": 1, "events_added": 1}
+    assert copy_store(first, url) == counts
+    again = {"entries": 4, "added": 0, "duplicates": 4, "events": 1, "events_added": 0}
+    assert copy_store(first, url) == again  # a re-run resumes: adds nothing
+    with psycopg.connect(url) as conn:  # reinforcement state as it was (before the recoveries below)
+        assert [c for c in reinforced if c] == conn.execute(
+            "SELECT content_hash, confidence, success, access_count FROM entries WHERE user_id = 'alice' "
+            "ORDER BY content_hash"
+        ).fetchall()
+    with Lantern(url, user="alice") as lt:
+        (event,) = lt.events()
+        by_hash = dict(lt.store.db.execute("SELECT id, content_hash FROM entries").fetchall())
+        assert event.session == "chat" and event.source == "proxy" and event.reason == "summary"
+        assert event.query == "staging redis port" and len(event.lost) == len(chat)
+        assert all(by_hash[i] for i in event.lost) and {i for i, _, _ in event.injected} <= set(event.lost)
     with Lantern(url, user="bob") as lt:
         assert "8721" in lt.recover("王丽的分机号", budget=500).text
         assert "6380" not in lt.recover("staging redis port", budget=2000).text  # alice's, not bob's
@@ -138,7 +157,7 @@ def test_copy_sqlite_to_postgres_and_back_keeps_entries_vectors_and_facts(pg_url
         assert [f.value for f in lt.facts() if f.value == "5433"] == ["5433"]
     proc = cli("copy", url, str(back), "--json")
     assert proc.returncode == 0, proc.stderr.decode()
-    assert json.loads(proc.stdout) == {"entries": 4, "added": 4, "duplicates": 0}
+    assert json.loads(proc.stdout) == counts
     blobs = {}
     for path in (first, back):  # int8 -> float32 on the server -> int8 again: the same bytes
         with Lantern(path) as lt:
