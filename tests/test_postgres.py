@@ -522,3 +522,50 @@ def test_a_server_restarted_mid_ingest_loses_no_committed_batch_and_the_rerun_co
             "SELECT count(*), count(DISTINCT content_hash), min(turn), max(turn) FROM entries WHERE session = 'big'"
         ).fetchone()
     assert rows == (1024, 1024, 0, 1023)
+
+
+def test_an_archive_the_server_rolls_back_to_break_a_deadlock_is_run_again(pg_url):
+    """Another session and the archive's transaction lock two rows in opposite orders: the server aborts the
+    archive's transaction (deadlock_detected, found by the session that waited first); ``add`` runs it again whole
+    and it commits once."""
+    import threading
+
+    from lantern.archive.chunk import chunk
+    from lantern.model import Message
+
+    url = pg_url()
+    with Lantern(url) as lt:
+        p, q = lt.archive(TURNS, session="chat").entry_ids
+        (turn,) = chunk([Message("user", "The deploy key rotates every 30 days.")], None)
+        row = lt.writer.prepare(turn, "ops", lt.scope)
+        vectors = lt.embedder.embed([row.summary])
+        a_holds_p, b_holds_q, attempts = threading.Event(), threading.Event(), []
+
+        def after(db, written):
+            attempts.append(written)
+            db.execute("UPDATE entries SET success = 0.9 WHERE id = ?", (p,))
+            if len(attempts) == 1:
+                a_holds_p.set()
+                assert b_holds_q.wait(30)
+            db.execute("UPDATE entries SET success = 0.9 WHERE id = ?", (q,))  # waits for the other session
+
+        def other():
+            with psycopg.connect(url) as conn:  # one transaction until the commit
+                assert a_holds_p.wait(30)
+                conn.execute("UPDATE entries SET success = 0.1 WHERE id = %s", (q,))
+                b_holds_q.set()
+                time.sleep(0.3)  # the archive waits first, so its deadlock check (after 1 s) finds the cycle
+                conn.execute("UPDATE entries SET success = 0.1 WHERE id = %s", (p,))
+                conn.commit()
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        out = lt.store.add([row], vectors, after=after)
+        thread.join(30)
+        assert len(attempts) == 2 and out[0][1] is True
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM entries WHERE session = 'ops'").fetchone()[0] == 1
+            assert conn.execute("SELECT success FROM entries WHERE id = ANY(%s)", ([p, q],)).fetchall() == [
+                (0.9,),
+                (0.9,),
+            ]

@@ -325,21 +325,24 @@ class PostgresStore:
         after: Callable[[Any, list[tuple[int, bool]]], None] | None = None,
     ) -> list[tuple[int, bool]]:
         """As ``Store.add``: prepared turns, their vectors and facts in ONE transaction; ``(entry_id, added)`` per
-        row. A transaction the server rolled back to break a deadlock or a serialization conflict
-        (``TransactionRollback``: SQLSTATE class 40, e.g. with another process resolving the same pending
-        recoveries, reinforce.py) is run again whole, up to ``ROLLBACK_RETRIES`` times after a short random pause
-        (PostgreSQL manual §13.2: such transactions are retried by the client); not inside an outer transaction,
-        which the rollback has ended. Raises psycopg errors; on any error nothing is written."""
+        row. When a pending recovery of the rows' users waits to be judged by ``after`` (reinforce.resolve_pending),
+        the reinforcement lock is taken first, so its row writes never interleave with a recovery's. A transaction
+        the server rolled back to break a deadlock or a serialization conflict (SQLSTATE class 40) is run again
+        whole, up to ``ROLLBACK_RETRIES`` times after a short random pause (PostgreSQL manual §13.2: such
+        transactions are retried by the client); not inside an outer transaction, which the rollback has ended.
+        A connection lost meanwhile (a server restart) raises LanternError saying so. Raises psycopg errors; on
+        any error nothing is written."""
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
         for attempt in range(ROLLBACK_RETRIES + 1):
             try:
                 return self._add(rows, vectors, after)
-            except psycopg.errors.TransactionRollback:
-                if attempt == ROLLBACK_RETRIES or self.db.in_transaction:
-                    raise
-                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
             except psycopg.OperationalError as e:
+                if (e.sqlstate or "").startswith("40"):  # psycopg's DeadlockDetected is no TransactionRollback
+                    if attempt == ROLLBACK_RETRIES or self.db.in_transaction:
+                        raise
+                    time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+                    continue
                 if not _connection_lost(e):
                     raise
                 raise LanternError(
@@ -365,6 +368,14 @@ class PostgresStore:
             )
             for key in keys:  # sorted: two batches lock in one order, never a deadlock
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+            users = sorted({r.user for r in rows})
+            if (
+                after is not None
+                and conn.execute(  # ``after`` may judge them (reinforce.resolve_pending)
+                    "SELECT 1 FROM recoveries WHERE resolved = 0 AND user_id = ANY(%s) LIMIT 1", (users,)
+                ).fetchone()
+            ):  # their entries' rows are then written after a recovery's, never interleaved with them
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
             self.verify_embedder()
             written: set[int] = set()
             for row, vec in zip(rows, vectors):
