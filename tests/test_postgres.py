@@ -473,8 +473,11 @@ def test_a_wrong_password_is_one_line_naming_it_and_the_password_is_never_shown(
             admin.execute("SELECT pg_reload_conf()")
 
 
+TURNS_MID_INGEST = 1536  # 6 batches: the restart lands before the last one even on a quiet machine
+
+
 def test_a_server_restarted_mid_ingest_loses_no_committed_batch_and_the_rerun_completes_it(pg_server, pg_url, tmp_path):
-    """`lantern ingest` of a 1,024-turn transcript (4 batches of 256, one transaction each) while the server is
+    """`lantern ingest` of a 1,536-turn transcript (6 batches of 256, one transaction each) while the server is
     restarted (pg_ctl restart -m fast, after the first batch is committed): the command fails with one line and no
     traceback, the entries on the server are whole batches, and running the same ingest again stores the rest,
     each turn once."""
@@ -483,7 +486,7 @@ def test_a_server_restarted_mid_ingest_loses_no_committed_batch_and_the_rerun_co
     url = pg_url()
     path = tmp_path / "chat.jsonl"
     lines = []
-    for i in range(1024):
+    for i in range(TURNS_MID_INGEST):
         lines.append(json.dumps({"role": "user", "content": f"question {i}: which port does service {i} use?"}))
         lines.append(json.dumps({"role": "assistant", "content": f"service {i} listens on port {10_000 + i}."}))
     path.write_text("\n".join(lines) + "\n")
@@ -509,19 +512,19 @@ def test_a_server_restarted_mid_ingest_loses_no_committed_batch_and_the_rerun_co
     with psycopg.connect(url) as conn:
         stored = conn.execute("SELECT count(*) FROM entries WHERE session = 'big'").fetchone()[0]
     if proc.returncode == 0:  # the ingest ended between our poll and the restart: nothing to check but the count
-        assert stored == 1024
+        assert stored == TURNS_MID_INGEST
         pytest.skip("the ingest finished before the server restarted")
     message = err.decode().strip()
     assert proc.returncode == 1 and "Traceback" not in message and len(message.splitlines()) == 1, message
     assert "postgresql://" in message and "administrator command" in message or "server was lost" in message
-    assert stored % 256 == 0 and 256 <= stored < 1024  # whole batches: nothing half-written
+    assert stored % 256 == 0 and 256 <= stored < TURNS_MID_INGEST  # whole batches: nothing half-written
     rerun = cli("ingest", str(path), "--session", "big", db=url)
     assert rerun.returncode == 0, rerun.stderr
     with psycopg.connect(url) as conn:
         rows = conn.execute(
             "SELECT count(*), count(DISTINCT content_hash), min(turn), max(turn) FROM entries WHERE session = 'big'"
         ).fetchone()
-    assert rows == (1024, 1024, 0, 1023)
+    assert rows == (TURNS_MID_INGEST, TURNS_MID_INGEST, 0, TURNS_MID_INGEST - 1)
 
 
 def test_an_archive_the_server_rolls_back_to_break_a_deadlock_is_run_again(pg_url):
