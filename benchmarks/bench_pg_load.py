@@ -18,7 +18,7 @@ process met (its class and first line), counted. Latencies: archive (one call: r
 recover (the first recovery of each reader, which loads the in-process index, apart) p50 / p95.
 
 The server is a pgserver (PyPI wheel: PostgreSQL 16, pgvector 0.6.2) in a temporary directory, over its Unix
-socket, unless ``--url`` names an empty database.
+socket, unless ``--url`` names an empty database. ``--backend sqlite`` runs the same load on one SQLite file.
 """
 
 from __future__ import annotations
@@ -107,9 +107,18 @@ def reader(j: int, url: str, queries: list[str], users: int, start, stop, out) -
 
 def check(url: str, writers: int, acked: dict[int, list[int]], seen: dict[int, list[int]], users: int) -> dict:
     """The counts of the docstring, read from the server."""
-    import psycopg
+    if url.startswith("postgresql://"):
+        import psycopg
 
-    with psycopg.connect(url) as conn:
+        connect = psycopg.connect
+    else:
+        import sqlite3
+        from contextlib import closing
+
+        def connect(path):
+            return closing(sqlite3.connect(path))
+
+    with connect(url) as conn:
         rows = conn.execute("SELECT id, user_id, turn, text FROM entries WHERE session = 'load'").fetchall()
         owners = dict(conn.execute("SELECT id, user_id FROM entries").fetchall())
     found: Counter = Counter()
@@ -141,6 +150,9 @@ def main() -> None:
     ap.add_argument("--prefill", type=int, default=2000, help="entries in the store before the run (default 2000)")
     ap.add_argument("--pool", type=int, default=1000, help="real turns embedded once for the prefill")
     ap.add_argument("--url", default=None, help="an existing server's empty database instead of a pgserver")
+    ap.add_argument(
+        "--backend", default="postgresql", choices=("postgresql", "sqlite"), help="sqlite: the same load on one file"
+    )
     args, console, meter, label, turns, _ = begin(ap, width=140)
     from rich.table import Table
 
@@ -162,7 +174,10 @@ def main() -> None:
     server = None
     try:
         url = args.url
-        if url is None:
+        if args.backend == "sqlite":
+            url = str(tmp / "load.db")
+            console.print(f"store: one SQLite file, {url}")
+        elif url is None:
             import pgserver
             import psycopg
 
