@@ -1337,7 +1337,8 @@ def copy(
     """Copy every entry (scopes, embeddings, facts, reinforcement state) between stores, SQLite <-> PostgreSQL.
 
     Entries already in DST are skipped: a copy stopped part way resumes when run again. The counts are verified
-    after the copy (every source entry is in DST with its embedding). Compaction events are not copied."""
+    after the copy (every source entry is in DST with its embedding). Compaction events are copied with their
+    entry ids mapped to DST's."""
     from rich.console import Console
 
     from lantern.config import is_server_url, redact_url
@@ -1377,7 +1378,8 @@ def copy(
         else:
             print(
                 f"{shown_location(src)} -> {shown_location(dst)}: {plural(counts['entries'], 'entry', 'entries')} "
-                f"verified, {counts['added']} copied, {counts['duplicates']} already there"
+                f"verified, {counts['added']} copied, {counts['duplicates']} already there; "
+                f"{plural(counts['events'], 'compaction event', 'compaction events')}, {counts['events_added']} copied"
             )
 
     _guard(run)
