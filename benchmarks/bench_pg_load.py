@@ -231,7 +231,8 @@ def main() -> None:
         seen = {r[1]: r[5] for r in results if r[0] == "reader"}
         counts = check(url, args.writers, acked, seen, users)
 
-        table = Table(title=f"{args.writers} writers x {args.turns} turns + {args.readers} readers, one server")
+        title = f"{args.writers} writers x {args.turns} turns + {args.readers} readers, one database ({args.backend})"
+        table = Table(title=title)
         for col in ("operation", "calls", "p50 (ms)", "p95 (ms)", "max (ms)"):
             table.add_column(col, justify="right" if col != "operation" else "left")
         for name, values in (("archive", archive), ("recover", recover), ("first recover (index load)", firsts)):
