@@ -131,6 +131,14 @@ class Config:
     # cannot choose between them (too few questions name a lookup hint), so the paper's jaccard stays
     keyword_score: str = "jaccard"
     use_mmr: bool = True
+    # approximate nearest neighbours for the semantic signal (store/ann.py; HNSW, Malkov & Yashunin 2018, via usearch):
+    # from this many rows on, candidates come from per-block HNSW graphs and are rescored exactly (0: always on).
+    # The threshold is ours, measured where exact search stops being cheap (BENCHMARKS.md §18)
+    ann_min_rows: int = 50_000
+    ann_oversample: float = 4.0  # candidates asked of a graph per result wanted, before a mask's share (ours)
+    ann_connectivity: int = 16  # HNSW M, edges per node (the paper's 5-48; usearch's default 16)
+    ann_expansion_add: int = 64  # HNSW efConstruction (ours: half usearch's 128, the build is the cost at 1M)
+    ann_expansion_search: int = 64  # HNSW ef at search, raised to the candidates asked (usearch's default 64)
     # --- privacy (archive/redact.py; docs/privacy.md; ours) ---
     redact_patterns: tuple = ()  # extra secret patterns: (kind, regex) pairs; group "secret" or 1 is the secret
     redact_allow: tuple = ()  # values never redacted: exact strings, or "re:<regex>" matched on the whole value

@@ -15,11 +15,12 @@ from __future__ import annotations
 import gc
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from lantern.scope import Scope
+from lantern.store.ann import AnnParams, BlockGraphs
 from lantern.store.protocol import StoreProtocol
 
 
@@ -29,6 +30,10 @@ def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     matrix-vector product on a busy 2-core machine waits for its threads (ours; BENCHMARKS.md, Engineering notes)."""
     return np.einsum("ij,j->i", matrix, vector.astype(np.float32, copy=False))
 
+
+# rows the graphs take in the calling thread; more (a first build, a large import) go to a worker thread (ours: a
+# few hundred ms of HNSW inserts on the 2-core benchmark machine)
+ANN_BUILD_AHEAD = 5_000
 
 # rows archived up to this many seconds before the newest row seen are re-read on refresh (clock granularity and
 # concurrent writers committing out of archived_at order); re-reading a row is idempotent.
@@ -45,11 +50,20 @@ class MemoryIndex:
     into ``labels``: the scope, lantern/scope.py); ``postings`` maps a hint term to row positions, ``hint_count``
     the number of hints per row."""
 
-    def __init__(self, store: StoreProtocol, dim: int, blocks: Sequence[tuple[int, int]] | None = None):
+    def __init__(
+        self,
+        store: StoreProtocol,
+        dim: int,
+        blocks: Sequence[tuple[int, int]] | None = None,
+        ann: AnnParams | Callable[[], AnnParams | None] | None = None,
+    ):
         """``blocks``: the embedder's disjoint dims ``(start, stop)`` (embed.RoutedEmbedder.blocks); None: one
-        block of all ``dim`` dims. A block no stored row uses has no columns in ``matrix``."""
+        block of all ``dim`` dims. A block no stored row uses has no columns in ``matrix``. ``ann``: when the
+        semantic signal searches HNSW graphs (store/ann.py) instead of every row, or a callable giving them at each
+        refresh (the handle's config may change); None: always exact."""
         self.store = store
         self.dim = dim
+        self._ann_params = ann
         self.blocks = sorted(blocks) if blocks else [(0, dim)]
         if (
             self.blocks[0][0] < 0
@@ -61,6 +75,8 @@ class MemoryIndex:
 
     def reset(self) -> None:
         """Forget everything; the next ``refresh`` reloads from SQLite."""
+        if getattr(self, "ann", None) is not None:
+            self.ann.cancel()
         self.ids = np.empty(0, np.int64)
         self._used: list[tuple[int, int]] = []  # the blocks some row has a nonzero value in, in dim order
         self._nonzero = {b: 0 for b in self.blocks}  # per block: rows with a nonzero value in it (block_occupied)
@@ -90,6 +106,7 @@ class MemoryIndex:
         self._seen_archived_at = float("-inf")
         self._version: int | None = None
         self._dirty = True
+        self.ann: BlockGraphs | None = None  # HNSW graphs over the rows (store/ann.py), built past ann_params.min_rows
 
     @property
     def matrix(self) -> np.ndarray:
@@ -107,6 +124,8 @@ class MemoryIndex:
 
     # ------------------------------------------------------------------ sync with SQLite
     def refresh(self) -> None:
+        if self.ann is not None and self.ann.built:  # a worker-thread build of the graphs has ended: use them
+            self._sync_ann()
         version = self.store.data_version()
         if not self._dirty and version == self._version:
             return
@@ -124,11 +143,70 @@ class MemoryIndex:
                     foreign = True
                 if foreign:  # another process may have changed confidence, success or access counts
                     self._load_mutable()
+            self._sync_ann()
         except BaseException:
             self.reset()  # never keep a half-applied refresh: the next one reloads every row
             raise
         self._version = version
         self._dirty = False
+
+    @property
+    def ann_params(self) -> AnnParams | None:
+        """The graphs' parameters in force (None: exact search only)."""
+        p = self._ann_params
+        return p() if callable(p) else p
+
+    def _sync_ann(self) -> None:
+        """Bring the HNSW graphs up to the rows loaded: built once the store holds ``ann_params.min_rows`` rows,
+        then given each refresh's new rows (rows rewritten in place are updated by ``_overwrite``). More than
+        ``ANN_BUILD_AHEAD`` rows to take are added in a worker thread; exact search answers until it is done."""
+        p = self.ann_params
+        n = len(self.ids)
+        if self.ann is not None and p != self.ann.params:
+            self.ann.cancel()
+            self.ann = None  # other parameters: graphs built with them
+        if p is None or n < p.min_rows or n == 0:
+            return
+        if self.ann is None:
+            self.ann = BlockGraphs(self.blocks, p)
+        if self.ann.building:
+            if not self.ann.built:
+                return
+            self._finish_ann_build()
+        if self.ann.covered < n:
+            columns, matrix = self._view
+            if n - self.ann.covered > ANN_BUILD_AHEAD:
+                self.ann.start_build(self.ids, matrix, columns, self._with, self.ann.covered, n)
+            else:
+                self.ann.add_rows(self.ids, matrix, columns, self._with, self.ann.covered, n)
+
+    def _finish_ann_build(self) -> None:
+        """Take a finished worker-thread build: rows rewritten while it ran are updated in the graphs."""
+        ann = self.ann
+        try:
+            ann.finish_build()
+        except BaseException:
+            self.ann = None
+            raise
+        rewritten, ann.rewritten = ann.rewritten, set()
+        columns, matrix = self._view
+        for entry_id, pos in zip(rewritten, self.positions_of(np.fromiter(rewritten, np.int64, len(rewritten)))):
+            if 0 <= pos < ann.covered:
+                vec = np.zeros(self.dim, np.float32)
+                vec[columns] = matrix[pos]
+                ann.update_row(int(entry_id), {(a, b): vec[a:b] if vec[a:b].any() else None for a, b in self.blocks})
+
+    def wait_ann(self) -> None:
+        """Wait for a worker-thread build of the graphs and start using them (benchmarks, tests, ``reindex``)."""
+        if self.ann is not None and self.ann.building:
+            self._finish_ann_build()
+            self._sync_ann()
+
+    def close(self) -> None:
+        """Stop a worker-thread build (the handle is closing)."""
+        if self.ann is not None and self.ann.building:
+            self.ann.cancel()
+            self.ann = None
 
     def _changed_rows(self) -> list[tuple]:
         """The rows archived (or grown) since the last refresh: the (id, archived_at) stamps of the overlap window are
@@ -263,6 +341,12 @@ class MemoryIndex:
         self._use_blocks([(a, b) for a, b in self.blocks if vec[a:b].any()])
         columns, matrix = self._view
         matrix[pos] = vec[columns]
+        if self.ann is not None and self.ann.building:
+            self.ann.rewritten.add(int(self.ids[pos]))
+        elif self.ann is not None and pos < self.ann.covered:
+            self.ann.update_row(
+                int(self.ids[pos]), {(a, b): vec[a:b] if vec[a:b].any() else None for a, b in self.blocks}
+            )
         self.session[pos] = self._code(row[1])
         self.user[pos], self.agent[pos], self.project[pos] = (self._label(v) for v in row[9:12])
         self.time[pos], self.prior[pos] = row[2], row[4]
@@ -344,6 +428,19 @@ class MemoryIndex:
             if not inside.all():
                 mask = inside if mask is None else mask & inside
         return mask
+
+    @property
+    def used_blocks(self) -> list[tuple[int, int]]:
+        """The blocks some row has a nonzero value in, in dim order (their dims are ``columns``)."""
+        return list(self._used)
+
+    def positions_of(self, ids: np.ndarray) -> np.ndarray:
+        """Row positions (int64) of entry ids, -1 for an id not loaded."""
+        ids = np.asarray(ids, np.int64)
+        if not len(self.ids) or not len(ids):
+            return np.full(len(ids), -1, np.int64)
+        pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return np.where(self.ids[pos] == ids, pos, -1)
 
     def positions(self, ids) -> np.ndarray:
         """Row positions of entry ids (all must be present)."""
