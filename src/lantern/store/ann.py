@@ -44,6 +44,10 @@ class AnnParams:
     expansion_search: int = 64
     dtype: str = "f16"
 
+    def graph_key(self) -> tuple:
+        """The parameters a built graph depends on (the others only change how it is searched)."""
+        return (self.connectivity, self.expansion_add, self.dtype)
+
 
 def ann_params(config) -> AnnParams:
     """The ``AnnParams`` of a ``Config`` (its ``ann_*`` fields)."""
@@ -73,6 +77,35 @@ class BlockGraphs:
         self._cancel = threading.Event()
         self._error: BaseException | None = None
         self.rewritten: set[int] = set()  # ids rewritten in place while a build ran: updated by finish_build
+        self.saved = False  # the graphs are those of the snapshot on disk (store/snapshot.py)
+        self._files: dict[Block, str] = {}  # graphs opened as views of these files: read-only until materialize
+
+    @classmethod
+    def view(cls, blocks: Sequence[Block], params: AnnParams, files: dict[Block, str], covered: int) -> BlockGraphs:
+        """Graphs saved by a snapshot (usearch files), memory-mapped read-only; rows ``0..covered-1`` are in them.
+        The first change (a rewritten or deleted row, or new rows past ``ANN_BUILD_AHEAD``) loads them whole."""
+        from usearch.index import Index
+
+        out = cls(blocks, params)
+        out.graphs = {b: Index.restore(path, view=True) for b, path in files.items()}
+        if any(g is None for g in out.graphs.values()):
+            raise ValueError("a graph file is not a usearch index")
+        out._files, out.covered, out.saved = dict(files), covered, True
+        return out
+
+    @property
+    def viewed(self) -> bool:
+        """The graphs are read-only views of their snapshot files."""
+        return bool(self._files)
+
+    def materialize(self) -> None:
+        """Load viewed graphs whole, so they can change (raises OSError/RuntimeError when a file went away)."""
+        from usearch.index import Index
+
+        with self.lock:
+            if self._files:
+                self.graphs = {b: Index.restore(path, view=False) for b, path in self._files.items()}
+                self._files = {}
 
     @property
     def building(self) -> bool:
@@ -89,6 +122,7 @@ class BlockGraphs:
         The arrays are the caller's at this moment: they are never written in place for these rows except by a
         rewrite, which ``MemoryIndex`` records in ``rewritten`` while the build runs."""
         with_block = {b: has[:stop] for b, has in with_block.items()}
+        self.saved = False
 
         def run() -> None:
             try:
@@ -145,6 +179,7 @@ class BlockGraphs:
         into the graphs: a block whose graph exists gets its new rows; a block without one gets a graph of all its
         rows once it holds ``min_rows`` of them. ``with_block``: per block, boolean (n,) of the rows having it."""
         with self.lock:
+            self.materialize()
             for block in self.blocks:
                 has = with_block[block][:stop]
                 if block not in self.graphs:
@@ -167,6 +202,7 @@ class BlockGraphs:
         """A row rewritten in place (a grown turn, a filled block): its old vectors leave every graph and its new
         ones (None: the row has no value in that block) enter."""
         with self.lock:
+            self.materialize()
             for block, graph in self.graphs.items():
                 graph.remove(entry_id)
                 vec = vector_by_block.get(block)
@@ -178,6 +214,7 @@ class BlockGraphs:
         if not len(ids):
             return
         with self.lock:
+            self.materialize()
             for graph in self.graphs.values():
                 graph.remove(ids.astype(np.uint64))
 

@@ -22,6 +22,7 @@ import numpy as np
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
+from lantern.store import snapshot
 from lantern.store import vectors as codec
 from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
@@ -420,6 +421,10 @@ class Store:
                     chunk = ids[start : start + 500]
                     db.execute(f'DELETE FROM "{table}" WHERE "{column}" IN ({",".join("?" * len(chunk))})', chunk)
             db.executemany("DELETE FROM entries WHERE id = ?", marks)
+            if ids:
+                bump_generation(db)
+        if ids and self.path != ":memory:":
+            snapshot.remove(self.path)  # it holds the deleted rows' vectors and hint terms
         return len(ids)
 
     def erase_free_space(self, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
@@ -506,6 +511,7 @@ class Store:
                 db.execute("UPDATE entries SET e5_pending = ?, vector_at = ? WHERE id = ?", (pending, now, entry_id))
                 n += 1
             self.set_embedder(db, embedder_id, dim)
+            bump_generation(db)
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
         self.blocks, self.deferred = blocks, deferred
         return n
@@ -587,6 +593,7 @@ class Store:
                         )
                         if self.deferred is not None and not vec[slice(*self.deferred)].any():
                             db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
+                        bump_generation(db)
                         n += 1
                 if not rows:
                     db.execute(
@@ -743,6 +750,7 @@ class Store:
                     duplicates.append(entry_id)
                     continue
                 db.execute("UPDATE entries SET session = ?, content_hash = ? WHERE id = ?", (session, h, entry_id))
+                bump_generation(db)
                 done += 1
             if drop_facts:
                 delete_facts(db, [i for i, _ in moves])
@@ -880,6 +888,15 @@ class Store:
             key = "entries_fts" if name.startswith("entries_fts") else name
             sizes[key] = sizes.get(key, 0) + size
         return {k: round(v / n) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])} if n else {}
+
+
+def bump_generation(db: sqlite3.Connection) -> None:
+    """Count one more change that rows' stamps do not show (a delete, a move, a re-embedding, a re-encoding), inside
+    the writer's transaction: the ``generation`` meta key an index snapshot is valid for (store/snapshot.py)."""
+    db.execute(
+        "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
 
 
 ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
