@@ -132,7 +132,13 @@ def test_scope_and_session_masks(store):
 def test_a_small_mask_is_searched_exactly_at_a_cost_proportional_to_it(store):
     idx = store.index
     mask = idx.session_mask("zh-1")
-    assert ann.nearest(idx, queries(store)[2], mask, 10, False) is None  # exact over the mask's rows instead
+    forced = idx.ann.params
+    assert ann.nearest(idx, queries(store)[2], mask, 10, False) is not None  # ann_min_rows 0: the graphs answer
+    idx.ann.params = replace(forced, min_rows=1)
+    try:
+        assert ann.nearest(idx, queries(store)[2], mask, 10, False) is None  # exact over the mask's rows instead
+    finally:
+        idx.ann.params = forced
 
 
 def test_new_rewritten_and_forgotten_rows_keep_the_graphs_in_step(tmp_path):

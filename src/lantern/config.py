@@ -132,9 +132,10 @@ class Config:
     keyword_score: str = "jaccard"
     use_mmr: bool = True
     # approximate nearest neighbours for the semantic signal (store/ann.py; HNSW, Malkov & Yashunin 2018, via usearch):
-    # from this many rows on, candidates come from per-block HNSW graphs and are rescored exactly (0: always on).
-    # The threshold is ours, measured where exact search stops being cheap (BENCHMARKS.md §18)
-    ann_min_rows: int = 50_000
+    # from this many rows on, candidates come from per-block HNSW graphs and are rescored exactly; 0: always, for
+    # every query the graphs can answer (no exact search for a small mask). The threshold is ours, measured where
+    # exact search stops being cheap (BENCHMARKS.md §18); $LANTERN_ANN_MIN_ROWS sets the default
+    ann_min_rows: int = field(default_factory=lambda: int(os.environ.get("LANTERN_ANN_MIN_ROWS") or 50_000))
     ann_oversample: float = 4.0  # candidates asked of a graph per result wanted, before a mask's share (ours)
     ann_connectivity: int = 16  # HNSW M, edges per node (the paper's 5-48; usearch's default 16)
     ann_expansion_add: int = 64  # HNSW efConstruction (ours: half usearch's 128, the build is the cost at 1M)

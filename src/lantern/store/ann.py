@@ -30,7 +30,8 @@ Block = tuple[int, int]
 @dataclass(frozen=True)
 class AnnParams:
     """When and how the semantic signal uses HNSW graphs (Config.ann_*). ``min_rows``: rows a store (and a block)
-    must hold before its graph is built (exact search below; 0 forces the graphs on); ``oversample``: candidates
+    must hold before its graph is built (exact search below; 0 forces the graphs on, even for a small mask);
+    ``oversample``: candidates
     asked of a graph per result wanted, divided by the share of rows a mask allows; ``exact_share``: when the
     candidates asked would exceed this share of the allowed rows, exact search over those rows is cheaper;
     ``connectivity`` (HNSW M), ``expansion_add`` (efConstruction), ``expansion_search`` (ef, raised to the
@@ -252,7 +253,7 @@ def nearest(
     if allowed_n == 0:
         return np.empty(0, np.int64), np.empty(0, np.float32)
     count = math.ceil(n * params.oversample * total / allowed_n)
-    if count >= params.exact_share * allowed_n:
+    if params.min_rows > 0 and count >= params.exact_share * allowed_n:
         return None  # the mask keeps few rows: exact over them costs about as much as the graphs
     with ann.lock:
         covered = min(ann.covered, total)
