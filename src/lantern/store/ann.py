@@ -40,8 +40,8 @@ class AnnParams:
     min_rows: int = 50_000
     oversample: float = 4.0
     exact_share: float = 0.25
-    connectivity: int = 16
-    expansion_add: int = 64
+    connectivity: int = 32
+    expansion_add: int = 128
     expansion_search: int = 64
     dtype: str = "f16"
 
@@ -252,7 +252,8 @@ def nearest(
     allowed_n = total if allowed is None else int(np.count_nonzero(allowed[:total]))
     if allowed_n == 0:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    count = math.ceil(n * params.oversample * total / allowed_n)
+    # never fewer than ef: the search visits that many nodes whatever it returns, so a small n costs nothing more
+    count = max(math.ceil(n * params.oversample * total / allowed_n), params.expansion_search)
     if params.min_rows > 0 and count >= params.exact_share * allowed_n:
         return None  # the mask keeps few rows: exact over them costs about as much as the graphs
     with ann.lock:

@@ -195,8 +195,6 @@ class MemoryIndex:
         version = self.store.data_version()
         if not self._dirty and version == self._version:
             return
-        # first load: c, σ and access counts may have been reinforced by earlier handles
-        foreign = self._version is None or version != self._version
         # one read transaction: the embedder check and the rows see one snapshot, so a reindex committed in between
         # cannot hand this index vectors of another width
         try:
@@ -205,7 +203,6 @@ class MemoryIndex:
                 generation = snapshot.generation(self.store)
                 if self._generation is not None and generation != self._generation:
                     self.reset()  # another process deleted, moved or re-embedded rows: start over
-                    foreign = True
                 if not len(self.ids) and snapshot.load(self, generation):
                     self._unsaved = 0
                 self._generation = generation
@@ -214,9 +211,6 @@ class MemoryIndex:
                     self.reset()
                     self._generation = generation
                     self._apply(self.store.rows_since(float("-inf")))
-                    foreign = True
-                if foreign:  # another process may have changed confidence, success or access counts
-                    self._load_mutable()
             self._sync_ann()
         except BaseException:
             self.reset()  # never keep a half-applied refresh: the next one reloads every row
@@ -242,6 +236,9 @@ class MemoryIndex:
         elif self.ann is not None:
             self.ann.params = p  # the search parameters in force
         if p is None or n < p.min_rows or n == 0:
+            if self.ann is not None:  # below the threshold (a snapshot's graphs, a lowered store): exact search
+                self.ann.cancel()
+                self.ann = None
             return
         if self.ann is None:
             self.ann = BlockGraphs(self.blocks, p)
@@ -467,15 +464,22 @@ class MemoryIndex:
         self.hint_count[pos] = len(terms)
         self._unsaved += 1
 
-    def _load_mutable(self) -> None:
-        cols = self.store.mutable_columns()
-        if len(cols) != len(self.ids):  # pragma: no cover - a write raced us; the next refresh reconciles
-            self._dirty = True
+    def note_mutable(self, entries: dict) -> None:
+        """Take c, σ and the access count of ``entries`` ({entry id: Entry}, as the read path fetches its candidate
+        pool: ``Store.entries``) into the arrays. Reading them for every row at each refresh scanned the whole
+        table (~3 s at 100k entries: the columns have no index), and only the pool's rows are ever read (importance,
+        pruning); another process's reinforcement is seen here, on the rows it concerns."""
+        if not entries or not len(self.ids):
             return
-        arr = np.asarray(cols, dtype=np.float64).reshape(-1, 4)
-        self.confidence = arr[:, 1].astype(np.float32)
-        self.success = arr[:, 2].astype(np.float32)
-        self.access_count = arr[:, 3].astype(np.float32)
+        ids = np.fromiter(entries, np.int64, len(entries))
+        pos = self.positions_of(ids)
+        keep = pos >= 0
+        values = np.asarray([(e.confidence, e.success, e.access_count) for e in entries.values()], np.float64).reshape(
+            -1, 3
+        )
+        self.confidence[pos[keep]] = values[keep, 0]
+        self.success[pos[keep]] = values[keep, 1]
+        self.access_count[pos[keep]] = values[keep, 2]
 
     def _code(self, session: str) -> int:
         code = self._session_code.get(session)
