@@ -77,14 +77,16 @@ class BlockGraphs:
         self._thread: threading.Thread | None = None
         self._cancel = threading.Event()
         self._error: BaseException | None = None
-        self.rewritten: set[int] = set()  # ids rewritten in place while a build ran: updated by finish_build
+        # ids of rows rewritten in place since they entered the graphs (a grown turn, a filled block): their graph
+        # vectors are old, so they are always candidates and scored exactly (never removed and re-added in a graph)
+        self.stale: set[int] = set()
         self.saved = False  # the graphs are those of the snapshot on disk (store/snapshot.py)
         self._files: dict[Block, str] = {}  # graphs opened as views of these files: read-only until materialize
 
     @classmethod
     def view(cls, blocks: Sequence[Block], params: AnnParams, files: dict[Block, str], covered: int) -> BlockGraphs:
         """Graphs saved by a snapshot (usearch files), memory-mapped read-only; rows ``0..covered-1`` are in them.
-        The first change (a rewritten or deleted row, or new rows past ``ANN_BUILD_AHEAD``) loads them whole."""
+        The first change (new rows past ``ANN_BUILD_AHEAD``) loads them whole."""
         from usearch.index import Index
 
         out = cls(blocks, params)
@@ -121,7 +123,7 @@ class BlockGraphs:
     def start_build(self, ids, matrix, columns, with_block, start: int, stop: int, chunk: int = 20_000) -> None:
         """``add_rows(start, stop)`` in a worker thread, ``chunk`` rows at a time (the lock is held per chunk).
         The arrays are the caller's at this moment: they are never written in place for these rows except by a
-        rewrite, which ``MemoryIndex`` records in ``rewritten`` while the build runs."""
+        rewrite, which ``MemoryIndex`` records in ``stale``."""
         with_block = {b: has[:stop] for b, has in with_block.items()}
         self.saved = False
 
@@ -174,7 +176,7 @@ class BlockGraphs:
         with_block: dict[Block, np.ndarray],
         start: int,
         stop: int,
-        threads: int = 0,
+        threads: int = 1,
     ) -> None:
         """Take rows ``start..stop-1`` (positions; ``ids`` int64 entry ids, ``matrix`` float32 (n, len(columns)))
         into the graphs: a block whose graph exists gets its new rows; a block without one gets a graph of all its
@@ -198,26 +200,6 @@ class BlockGraphs:
                 graph = self.graphs[block]
                 graph.add(ids[rows].astype(np.uint64), np.ascontiguousarray(matrix[rows, a:b]), threads=threads)
             self.covered = stop
-
-    def update_row(self, entry_id: int, vector_by_block: dict[Block, np.ndarray | None]) -> None:
-        """A row rewritten in place (a grown turn, a filled block): its old vectors leave every graph and its new
-        ones (None: the row has no value in that block) enter."""
-        with self.lock:
-            self.materialize()
-            for block, graph in self.graphs.items():
-                graph.remove(entry_id)
-                vec = vector_by_block.get(block)
-                if vec is not None:
-                    graph.add(entry_id, np.ascontiguousarray(vec, np.float32))
-
-    def remove_ids(self, ids: np.ndarray) -> None:
-        """Entry ids deleted from the store leave every graph."""
-        if not len(ids):
-            return
-        with self.lock:
-            self.materialize()
-            for graph in self.graphs.values():
-                graph.remove(ids.astype(np.uint64))
 
     def search(self, block: Block, query: np.ndarray, count: int) -> np.ndarray:
         """Entry ids (uint64) of up to ``count`` rows of ``block``'s graph nearest ``query`` (the query's part in
@@ -267,6 +249,8 @@ def nearest(
             if covered < total:  # rows not yet in the graphs
                 has = index.rows_with(*block)
                 parts.append(covered + np.flatnonzero(has[covered:total]))
+        if ann.stale:  # rows rewritten since they entered the graphs
+            parts.append(index.positions_of(np.fromiter(ann.stale, np.int64, len(ann.stale))))
     if len(query_blocks) > 1:  # rows holding two or more of the query's blocks: scored exactly
         held = np.zeros(total, np.int8)
         for block in query_blocks:

@@ -226,7 +226,7 @@ class MemoryIndex:
 
     def _sync_ann(self) -> None:
         """Bring the HNSW graphs up to the rows loaded: built once the store holds ``ann_params.min_rows`` rows,
-        then given each refresh's new rows (rows rewritten in place are updated by ``_overwrite``). More than
+        then given each refresh's new rows (rows rewritten in place are marked stale by ``_overwrite``). More than
         ``ANN_BUILD_AHEAD`` rows to take are added in a worker thread; exact search answers until it is done."""
         p = self.ann_params
         n = len(self.ids)
@@ -261,20 +261,12 @@ class MemoryIndex:
                 self.ann.add_rows(self.ids, matrix, columns, self._with, self.ann.covered, n)
 
     def _finish_ann_build(self) -> None:
-        """Take a finished worker-thread build: rows rewritten while it ran are updated in the graphs."""
-        ann = self.ann
+        """Take a finished worker-thread build (rows rewritten while it ran are in ``ann.stale``)."""
         try:
-            ann.finish_build()
+            self.ann.finish_build()
         except BaseException:
             self.ann = None
             raise
-        rewritten, ann.rewritten = ann.rewritten, set()
-        columns, matrix = self._view
-        for entry_id, pos in zip(rewritten, self.positions_of(np.fromiter(rewritten, np.int64, len(rewritten)))):
-            if 0 <= pos < ann.covered:
-                vec = np.zeros(self.dim, np.float32)
-                vec[columns] = matrix[pos]
-                ann.update_row(int(entry_id), {(a, b): vec[a:b] if vec[a:b].any() else None for a, b in self.blocks})
 
     def wait_ann(self) -> None:
         """Wait for a worker-thread build of the graphs and start using them (benchmarks, tests, ``reindex``)."""
@@ -444,15 +436,10 @@ class MemoryIndex:
         self._use_blocks([(a, b) for a, b in self.blocks if vec[a:b].any()])
         columns, matrix = self._view
         matrix[pos] = vec[columns]
-        if self.ann is not None and self.ann.building:
-            self.ann.rewritten.add(int(self.ids[pos]))
-        elif self.ann is not None and pos < self.ann.covered:
-            try:
-                self.ann.update_row(
-                    int(self.ids[pos]), {(a, b): vec[a:b] if vec[a:b].any() else None for a, b in self.blocks}
-                )
-            except (OSError, RuntimeError) as e:  # viewed graphs whose snapshot was removed: built anew
-                log.info("HNSW graphs of %s rebuilt: %s", self.store.path, e)
+        if self.ann is not None:  # its graph vectors are old: scored exactly from now on
+            self.ann.stale.add(int(self.ids[pos]))
+            if len(self.ann.stale) > ANN_BUILD_AHEAD:  # many rewritten: the graphs are rebuilt
+                self.ann.cancel()
                 self.ann = None
         self.session[pos] = self._code(row[1])
         self.user[pos], self.agent[pos], self.project[pos] = (self._label(v) for v in row[9:12])

@@ -106,8 +106,9 @@ def save(index, gen: int) -> Path | None:
                     graphs[name] = list(b)
                 covered = min(ann.covered, n)
                 params = list(ann.params.graph_key())
+                stale = sorted(ann.stale)
         else:
-            covered, params = 0, None
+            covered, params, stale = 0, None, []
         for p in tmp.iterdir():
             files[p.name] = p.stat().st_size
         meta = dict(
@@ -126,6 +127,7 @@ def save(index, gen: int) -> Path | None:
             seen_archived_at=index._seen_archived_at,
             graphs=graphs,
             covered=covered,
+            stale=stale,
             ann_params=params,
             files=files,
         )
@@ -212,6 +214,7 @@ def load(index, gen: int) -> bool:
     if graphs and params is not None and meta["ann_params"] == list(params.graph_key()):
         try:
             index.ann = BlockGraphs.view(index.blocks, params, graphs, meta["covered"])
+            index.ann.stale = set(meta.get("stale", []))
         except (OSError, RuntimeError, ValueError) as e:
             log.warning("%s: HNSW graphs unreadable (%s); rebuilding them", folder, e)
             index.ann = None
