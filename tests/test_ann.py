@@ -5,6 +5,8 @@ rewrite (a grown turn), forget and a worker-thread build."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -225,3 +227,19 @@ def test_blocks_ranked_apart_skip_blank_rows(tmp_path):
         assert got is not None
         same_up_to_recall(idx, apart, got, want)
         assert (idx.rows_with(*e5)[got[0]]).all()
+
+
+def test_graphs_built_before_the_embedder_loads_do_not_crash_the_process(tmp_path):
+    """usearch imported before onnxruntime crashes onnxruntime's import (a segfault): a new process whose first act
+    on a large store is to open its graphs, then to embed the query, must survive."""
+    code = (
+        "from lantern.store.ann import AnnParams, BlockGraphs\n"
+        "import numpy as np\n"
+        "g = BlockGraphs([(0, 8)], AnnParams(min_rows=0))\n"
+        "g.add_rows(np.arange(3), np.eye(3, 8, dtype=np.float32), np.arange(8), {(0, 8): np.ones(3, bool)}, 0, 3)\n"
+        "from lantern.embed import MiniLMEmbedder\n"
+        "print(MiniLMEmbedder().embed(['port 5433']).shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(1, 384)" in done.stdout

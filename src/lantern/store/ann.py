@@ -50,6 +50,17 @@ class AnnParams:
         return (self.connectivity, self.expansion_add, self.dtype)
 
 
+def usearch_index():
+    """usearch's ``Index`` class, imported on first use (a small store never pays for it). onnxruntime is imported
+    first: imported after usearch's extension, onnxruntime's own crashes the process in libstdc++ (segfault;
+    onnxruntime 1.32 and usearch 2.26 wheels, found 2026-12-04: a LoCoMo eval worker whose first recover built graphs
+    before the embedder loaded)."""
+    import onnxruntime  # noqa: F401
+    from usearch.index import Index
+
+    return Index
+
+
 def ann_params(config) -> AnnParams:
     """The ``AnnParams`` of a ``Config`` (its ``ann_*`` fields)."""
     return AnnParams(
@@ -87,10 +98,9 @@ class BlockGraphs:
     def view(cls, blocks: Sequence[Block], params: AnnParams, files: dict[Block, str], covered: int) -> BlockGraphs:
         """Graphs saved by a snapshot (usearch files), memory-mapped read-only; rows ``0..covered-1`` are in them.
         The first change (new rows past ``ANN_BUILD_AHEAD``) loads them whole."""
-        from usearch.index import Index
-
+        index_class = usearch_index()
         out = cls(blocks, params)
-        out.graphs = {b: Index.restore(path, view=True) for b, path in files.items()}
+        out.graphs = {b: index_class.restore(path, view=True) for b, path in files.items()}
         if any(g is None for g in out.graphs.values()):
             raise ValueError("a graph file is not a usearch index")
         out._files, out.covered, out.saved = dict(files), covered, True
@@ -103,11 +113,10 @@ class BlockGraphs:
 
     def materialize(self) -> None:
         """Load viewed graphs whole, so they can change (raises OSError/RuntimeError when a file went away)."""
-        from usearch.index import Index
-
+        index_class = usearch_index()
         with self.lock:
             if self._files:
-                self.graphs = {b: Index.restore(path, view=False) for b, path in self._files.items()}
+                self.graphs = {b: index_class.restore(path, view=False) for b, path in self._files.items()}
                 self._files = {}
 
     @property
@@ -156,10 +165,8 @@ class BlockGraphs:
             self._thread = None
 
     def _new_graph(self, ndim: int):
-        from usearch.index import Index  # imported on first use: a small store never pays for it
-
         p = self.params
-        return Index(
+        return usearch_index()(
             ndim=ndim,
             metric="cos",
             dtype=p.dtype,
