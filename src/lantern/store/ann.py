@@ -130,9 +130,9 @@ class BlockGraphs:
         return self._thread is not None and not self._thread.is_alive()
 
     def start_build(self, ids, matrix, columns, with_block, start: int, stop: int, chunk: int = 20_000) -> None:
-        """``add_rows(start, stop)`` in a worker thread, ``chunk`` rows at a time (the lock is held per chunk).
-        The arrays are the caller's at this moment: they are never written in place for these rows except by a
-        rewrite, which ``MemoryIndex`` records in ``stale``."""
+        """``add_rows(start, stop)`` in a worker thread, ``chunk`` rows at a time (the lock is held per chunk),
+        usearch's inserts on every core. The arrays are the caller's at this moment: they are never written in place
+        for these rows except by a rewrite, which ``MemoryIndex`` records in ``stale``."""
         with_block = {b: has[:stop] for b, has in with_block.items()}
         self.saved = False
 
@@ -141,7 +141,7 @@ class BlockGraphs:
                 for lo in range(start, stop, chunk):
                     if self._cancel.is_set():
                         return
-                    self.add_rows(ids, matrix, columns, with_block, lo, min(lo + chunk, stop))
+                    self.add_rows(ids, matrix, columns, with_block, lo, min(lo + chunk, stop), threads=0)
             except BaseException as e:  # noqa: BLE001 - raised to the thread that calls finish_build
                 self._error = e
 
