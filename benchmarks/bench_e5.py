@@ -28,8 +28,8 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, CpuMeter, pct, print_machine  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
+from lantern.eval.cases import history_turns  # noqa: E402
 from lantern.eval.datasets import load_memdaily  # noqa: E402
-from lantern.eval.run import _turns  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data" / "memdaily"
 FIXTURE = REPO / "tests" / "fixtures" / "eval" / "memdaily"
@@ -91,7 +91,7 @@ def main() -> None:
     source = FIXTURE if args.fixture or not SHARED.is_dir() else SHARED
     dataset = load_memdaily(source)
     history = sorted(dataset.histories, key=lambda h: (h.split != "tune", h.id))[0]
-    turns = _turns(history)
+    turns = history_turns(history)
     questions = list(dict.fromkeys(f.question for f in history.facts))[: args.queries]
     n_single = min(args.turns, max(len(turns) - 1, 0))
     console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -25,41 +25,53 @@ from lantern.api import Lantern  # noqa: E402
 from lantern.embed import get_embedder  # noqa: E402
 
 
-def measure(location, embedder, pool, sizes, queries, archives, console, name):
-    rows = []
-    filled = 0
-    builder = Lantern(location, embedder=embedder)
+def measure(locations, embedder, pool, sizes, queries, archives, console):
+    """Fill every store in ``locations`` ({backend name: path or URL}) to each size, then time the recoveries and
+    archives with the backends interleaved (query by query, the backend that goes first alternating), so both see
+    the same load from other processes on the shared machine."""
+    builders = {name: Lantern(loc, embedder=embedder) for name, loc in locations.items()}
+    filled = dict.fromkeys(locations, 0)
     for size in sizes:
-        t0 = time.perf_counter()
-        fill_store(builder.store, pool, filled, size, sigma=0.02)
-        fill_s = time.perf_counter() - t0
-        filled = size
-        stats = builder.stats()
-        with Lantern(location, embedder=embedder) as lt:
+        fill_s, stats, first, took, wrote = {}, {}, {}, {}, {}
+        for name, builder in builders.items():
             t0 = time.perf_counter()
-            lt.recover("warm-up: where is the config file loaded?")
-            first_s = time.perf_counter() - t0
-            lt.recover("how do I run the tests?")
-            took = []
-            for q in queries:
+            fill_store(builder.store, pool, filled[name], size, sigma=0.02)
+            fill_s[name] = time.perf_counter() - t0
+            filled[name] = size
+            stats[name] = builder.store.stats()
+        handles = {name: Lantern(loc, embedder=embedder) for name, loc in locations.items()}
+        try:
+            for name, lt in handles.items():
                 t0 = time.perf_counter()
-                lt.recover(q)
-                took.append(time.perf_counter() - t0)
-            wrote = []
+                lt.recover("warm-up: where is the config file loaded?")
+                first[name] = time.perf_counter() - t0
+                lt.recover("how do I run the tests?")
+                took[name], wrote[name] = [], []
+            order = list(handles)
+            for i, q in enumerate(queries):
+                for name in order if i % 2 == 0 else order[::-1]:
+                    t0 = time.perf_counter()
+                    handles[name].recover(q)
+                    took[name].append(time.perf_counter() - t0)
             for i in range(archives):
                 msg = [{"role": "user", "content": f"bench note {size}-{i}: the deploy key rotates every {i} days"}]
-                t0 = time.perf_counter()
-                lt.archive(msg, session=f"bench-archive-{size}")
-                wrote.append(time.perf_counter() - t0)
-            filled += archives
-        rows.append((name, size, fill_s, stats["bytes_per_entry"], first_s, took, wrote))
-        console.print(
-            f"{name} {size:,}: fill {fill_s:.1f} s, {stats['bytes_per_entry']:,} bytes/entry, first recover "
-            f"{first_s * 1000:.0f} ms, recover p50 {pct(took, 50) * 1000:.1f} ms p95 {pct(took, 95) * 1000:.1f} ms, "
-            f"archive p50 {pct(wrote, 50) * 1000:.1f} ms p95 {pct(wrote, 95) * 1000:.1f} ms"
-        )
-    builder.close()
-    return rows
+                for name in order if i % 2 == 0 else order[::-1]:
+                    t0 = time.perf_counter()
+                    handles[name].archive(msg, session=f"bench-archive-{size}")
+                    wrote[name].append(time.perf_counter() - t0)
+        finally:
+            for lt in handles.values():
+                lt.close()
+        for name in handles:
+            filled[name] += archives
+            console.print(
+                f"{name} {size:,}: fill {fill_s[name]:.1f} s, {stats[name]['bytes_per_entry']:,} bytes/entry, first "
+                f"recover {first[name] * 1000:.0f} ms, recover p50 {pct(took[name], 50) * 1000:.1f} ms p95 "
+                f"{pct(took[name], 95) * 1000:.1f} ms, archive p50 {pct(wrote[name], 50) * 1000:.1f} ms p95 "
+                f"{pct(wrote[name], 95) * 1000:.1f} ms"
+            )
+    for builder in builders.values():
+        builder.close()
 
 
 def main() -> None:
@@ -70,7 +82,7 @@ def main() -> None:
     ap.add_argument("--archives", type=int, default=20, help="one-turn archive calls timed per size (default 20)")
     ap.add_argument("--embedder", default="minilm", help="minilm (default), use or routed")
     ap.add_argument("--url", default=None, help="an existing server's empty database instead of a pgserver")
-    args, console, _meter, label, turns, _ = begin(ap, width=140)
+    args, console, meter, label, turns, _ = begin(ap, width=140)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     n_pool = min(args.pool, int(len(turns) * 0.8))
     queries = list(dict.fromkeys(q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3))
@@ -93,8 +105,8 @@ def main() -> None:
         builder = Lantern(tmp / "pool.db", embedder=embedder)
         pool = Pool(builder, clean_pool(turns[:n_pool], builder))
         builder.close()
-        for name, location in (("sqlite", tmp / "bench.db"), ("postgresql", url)):
-            measure(location, embedder, pool, sizes, queries, args.archives, console, name)
+        measure({"sqlite": tmp / "bench.db", "postgresql": url}, embedder, pool, sizes, queries, args.archives, console)
+        console.print(meter.report())
     finally:
         if server is not None:
             server.cleanup()

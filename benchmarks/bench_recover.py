@@ -44,7 +44,7 @@ from _common import Pool, begin, clean_pool, fill_store, pct, user_text  # noqa:
 from lantern import reinforce  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.embed import embed_query, get_embedder  # noqa: E402
-from lantern.recover import facts_note, local, neighbours, pipeline, prf, signals, speaker, timeframe  # noqa: E402
+from lantern.recover import facts_note, local, neighbours, pipeline, prf, rank, signals, speaker, timeframe  # noqa: E402
 
 TARGET_P50_MS, TARGET_SIZE = 30.0, 10_000
 
@@ -52,7 +52,7 @@ STAGES = [  # (row label, where the timer sits)
     ("index refresh check", "index.refresh"),
     ("embed query (worker thread, overlapped)", "embedder.embed"),
     ("wait for the query vector", "queries.vector"),
-    ("query terms", "pipeline.query_terms"),
+    ("query terms", "rank.query_terms"),
     ("semantic (matrix @ q + top-N)", "signals.semantic"),
     ("fulltext (FTS5 bm25 top-N)", "signals.fulltext"),
     ("keyword (hint postings, Jaccard)", "signals.keyword"),
@@ -63,7 +63,7 @@ STAGES = [  # (row label, where the timer sits)
     ("speaker (a named speaker's candidates)", "speaker.speaker_ranking"),
     ("fetch entries (SQL: candidates, prf, packed)", "store.entries"),
     ("importance (eq. 2 over the pool)", "signals.importance"),
-    ("RRF fusion", "pipeline.rrf"),
+    ("RRF fusion", "rank.rrf"),
     ("MMR + duplicate check + pack (lazy)", "pipeline.pack_with_notes"),
     ("bump access counts (write)", "store.bump_access"),
     ("reinforcement c, σ and access counts (write)", "reinforce.record_recovery"),
@@ -110,6 +110,26 @@ class Timers:
         self._undo.clear()
 
 
+def fulltext_selection(lantern: Lantern, queries: list[str], repeat: int) -> dict[str, tuple[list[float], list[float]]]:
+    """The full-text query of each recovery (its terms, the store's bm25 top-N in the recovery's scope) with the
+    terms ``signals.select_terms`` keeps corpus-relatively alone (``rows`` None: no absolute bound) and with the
+    absolute bound (``FTS_MAX_POSTINGS``), on the same store in the same process: {"relative" | "bounded": (seconds
+    per query, estimated postings of the kept terms = fraction x entries)}."""
+    store, n, cfg = lantern.store, lantern.store.count(), lantern.config
+    out: dict[str, tuple[list[float], list[float]]] = {"relative": ([], []), "bounded": ([], [])}
+    for _ in range(repeat):
+        for q in queries:
+            terms = [t for t in rank.query_terms(q)[: cfg.max_query_terms] if signals.has_word(t)]
+            fractions = store.term_fractions([signals.quote(t) for t in terms], signals.FTS_SAMPLE_ROWS)
+            for name, rows in (("relative", None), ("bounded", n)):
+                kept = signals.select_terms(terms, fractions, rows)
+                t0 = time.perf_counter()
+                store.fulltext(signals.fts_query(kept), cfg.signal_top_n, None, lantern.scope)
+                out[name][0].append(time.perf_counter() - t0)
+                out[name][1].append(sum(fractions[signals.quote(t)] for t in kept) * n)
+    return out
+
+
 def instrument(lantern: Lantern) -> Timers:
     t = Timers()
     t.wrap(lantern.index, "refresh", "index refresh check")
@@ -120,7 +140,7 @@ def instrument(lantern: Lantern) -> Timers:
         parallel=True,
     )
     t.wrap(lantern.queries, "vector", "wait for the query vector")
-    t.wrap(pipeline, "query_terms", "query terms")
+    t.wrap(rank, "query_terms", "query terms")
     for name, label in (
         ("semantic", "semantic (matrix @ q + top-N)"),
         ("fulltext", "fulltext (FTS5 bm25 top-N)"),
@@ -134,7 +154,7 @@ def instrument(lantern: Lantern) -> Timers:
     t.wrap(local, "local_ranking", "local (turns near the best hits, SQL + cosine)")
     t.wrap(speaker, "speaker_ranking", "speaker (a named speaker's candidates)")
     t.wrap(lantern.store, "entries", "fetch entries (SQL: candidates, prf, packed)")
-    t.wrap(pipeline, "rrf", "RRF fusion")
+    t.wrap(rank, "rrf", "RRF fusion")
     t.wrap(pipeline, "pack_with_notes", "MMR + duplicate check + pack (lazy)")
     t.wrap(lantern.store, "bump_access", "bump access counts (write)")
     t.wrap(lantern.index, "note_access", "bump access counts (write)")
@@ -225,6 +245,8 @@ def main() -> None:
                     signals.semantic(lantern.index, v, None, lantern.config.signal_top_n)
                     semantic_s.append(time.perf_counter() - t0)
 
+            selection = fulltext_selection(lantern, queries, args.repeat)
+
             with Lantern(path, embedder=embedder) as again:  # the load once more, the file now read once
                 t0 = time.perf_counter()
                 again.index.refresh()
@@ -265,6 +287,7 @@ def main() -> None:
                     semantic=semantic_s,
                     cands=float(np.mean(n_cands)),
                     matrix_mb=lantern.index.matrix.nbytes / 1e6,
+                    selection=selection,
                 )
             )
             console.print(
@@ -357,6 +380,27 @@ def main() -> None:
             for i, r in enumerate(results)
         )
     )
+    t3 = Table(
+        title=(
+            "Full-text query alone (Store.fulltext, bm25 top-N, the recovery's terms): terms kept corpus-relatively "
+            f"(baseline) vs also within {signals.FTS_MAX_POSTINGS:,} postings"
+        )
+    )
+    for col in ("entries", "relative p50 ms", "relative p95 ms", "bounded p50 ms", "bounded p95 ms", "p50 ratio"):
+        t3.add_column(col, justify="right")
+    t3.add_column("est. postings per query (mean): relative / bounded", justify="right")
+    for r in results:
+        (rel, rel_post), (bnd, bnd_post) = r["selection"]["relative"], r["selection"]["bounded"]
+        t3.add_row(
+            f"{r['size']:,}",
+            f"{pct(rel, 50) * 1000:.2f}",
+            f"{pct(rel, 95) * 1000:.2f}",
+            f"{pct(bnd, 50) * 1000:.2f}",
+            f"{pct(bnd, 95) * 1000:.2f}",
+            f"{pct(bnd, 50) / pct(rel, 50):.2f}x",
+            f"{np.mean(rel_post):,.0f} / {np.mean(bnd_post):,.0f}",
+        )
+    console.print(t3)
     if profile_text:
         console.print(profile_text, markup=False, highlight=False)
     console.print(meter.report())

@@ -1123,3 +1123,25 @@ def test_an_empty_query_says_the_query_is_empty(tmp_path, transcript, query):
     proc = lantern("recover", query, db=db, columns=None)
     assert proc.returncode == 0 and proc.stdout == b""
     assert proc.stderr.decode().strip().startswith("nothing recovered: the query is empty")
+
+
+def test_recover_live_leaves_out_the_turns_still_in_the_live_context(tmp_path, transcript):
+    """``--live FILE`` is the Python API's ``exclude=`` for the CLI: the turns of a transcript still in the live
+    context are never recovered (any format ``ingest`` reads), the rest still are."""
+    db = tmp_path / "cli.db"
+    run("ingest", str(transcript), db=db)
+    live = tmp_path / "live.json"  # another format than the archived JSONL: the live tail, the Redis turn
+    live.write_text(json.dumps({"messages": json.loads("[" + ",".join(transcript.read_text().splitlines()[:2]) + "]")}))
+    plain = json.loads(run("recover", "redis port for staging", "--json", "--min-score", "0", db=db).stdout)
+    assert "6380" in plain["text"]
+    rec = json.loads(
+        run("recover", "redis port for staging", "--json", "--min-score", "0", "--live", str(live), db=db).stdout
+    )
+    assert "6380" not in rec["text"] and "LOG_LEVEL" in rec["text"]
+    explain = run("search", "redis port", "--explain", "--json", "--live", str(live), db=db).stdout
+    verdicts = {row["summary"][:20]: row["verdict"] for row in json.loads(explain)}
+    assert any(v == "excluded:live" for v in verdicts.values())
+    bad = run("recover", "redis port", "--live", str(tmp_path / "missing.jsonl"), db=db, check=False)
+    assert bad.returncode == 1 and b"Traceback" not in bad.stderr and b"missing.jsonl" in bad.stderr
+    usage = run("search", "redis port", "--live", str(live), db=db, check=False)
+    assert usage.returncode == 2 and b"--live goes with --explain" in usage.stderr

@@ -221,3 +221,61 @@ def test_filled_english_e5_blocks_vote_for_nothing_while_english_e5_is_off(tmp_p
     with Lantern(db, config=ON) as lt:  # on again: the English turns rank by e5 too
         ranked = [c for c in lt.explain("which port does the billing database listen on?").candidates]
         assert any("5433 (docker" in c.entry.text and "semantic_e5" in c.ranks for c in ranked)
+
+
+class _Bare:
+    """An embedder object that has the store's embedder id and dims but no ``blocks`` (a user's wrapper)."""
+
+    def __init__(self, inner):
+        self.inner, self.id, self.dim = inner, inner.id, inner.dim
+
+    def embed(self, texts):
+        return self.inner.embed(texts)
+
+    def embed_query(self, texts, occupied=None):
+        return self.inner.embed_query(texts, occupied)
+
+
+LAYOUT_TURNS = [
+    {"role": "user", "content": "Which port does the billing database listen on?"},
+    {"role": "assistant", "content": "The billing database listens on port 5433."},
+    {"role": "user", "content": "数据库的备份放在哪里？"},
+    {"role": "assistant", "content": "备份放在 /srv/backup/billing 目录，每天凌晨两点执行。"},
+    {"role": "user", "content": "And the cache?"},
+    {"role": "assistant", "content": "Redis runs on port 6380 with maxmemory 2gb."},
+]
+
+
+def _rows(lt) -> np.ndarray:
+    lt.index.refresh()
+    out = np.zeros((len(lt.index.ids), lt.index.dim), np.float32)
+    out[:, lt.index.columns] = lt.index.matrix
+    return out
+
+
+def test_stored_vectors_are_read_by_their_recorded_layout_whatever_the_embedder_object_says(tmp_path):
+    """The int8 rows' block layout is recorded in meta (``vector_blocks``) when a store is created; a handle whose
+    embedder object has no ``blocks`` decodes the rows by it (it raised a reshape ValueError) and writes new rows in
+    it, so a later handle reads both alike."""
+    import json
+
+    from lantern.embed import get_embedder
+
+    path = tmp_path / "m.db"
+    routed = get_embedder("routed")
+    blocks = sorted(routed.blocks.values())
+    with Lantern(path, embedder=routed) as lt:
+        lt.archive(LAYOUT_TURNS[:4], session="s")
+        first = _rows(lt)
+    meta = dict(sqlite3.connect(path).execute("SELECT key, value FROM meta").fetchall())
+    assert [tuple(b) for b in json.loads(meta["vector_blocks"])] == blocks
+    with Lantern(path, embedder=_Bare(routed)) as lt:
+        assert lt.store.blocks == blocks
+        assert np.allclose(_rows(lt), first, atol=1e-6)
+        lt.archive(LAYOUT_TURNS[4:], session="s")
+        assert "5433" in lt.recover("which port is the billing database on?", min_score=0).text
+        written = _rows(lt)
+    with Lantern(path, embedder=routed) as lt:
+        again = _rows(lt)
+    assert np.allclose(again, written, atol=1e-6) and len(again) == 3
+    assert np.allclose(np.linalg.norm(again[:, : routed.main_dim], axis=1), 1.0, atol=0.01)

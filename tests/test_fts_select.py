@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lantern import Lantern
 from lantern.recover import signals
@@ -52,3 +54,24 @@ def test_fulltext_ranks_the_rare_term_first(lt):
     assert "quokka" in next(iter(top.values())).text
     # "renderer" is in every row: it was not part of the query, so rows matching only it are not ranked
     assert len(positions) < lt.store.count()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.from_regex(r"[a-z]{1,3}[0-9]", fullmatch=True), st.floats(0.0, 1.0), min_size=1, max_size=12),
+    st.integers(1, 10_000_000),
+)
+def test_select_terms_bounds_the_postings_at_every_corpus_size(fractions, rows):
+    """The kept terms match at most FTS_MAX_POSTINGS rows (estimated) whatever the corpus size; where that bound
+    does not bind (a small corpus), the selection is the corpus-relative one."""
+    terms = list(fractions)
+    f = {signals.quote(t): v for t, v in fractions.items()}
+    kept = signals.select_terms(terms, f, rows)
+    assert kept == [t for t in terms if t in kept]
+    assert sum(f[signals.quote(t)] for t in kept) * rows <= signals.FTS_MAX_POSTINGS * (1 + 1e-9)
+    unbounded = signals.select_terms(terms, f)
+    assert set(kept) <= set(unbounded)
+    if sum(f[signals.quote(t)] for t in unbounded) * rows <= signals.FTS_MAX_POSTINGS:
+        assert kept == unbounded
+    rarest = sorted(unbounded, key=lambda t: f[signals.quote(t)])  # kept: a prefix of the rarest first
+    assert set(kept) == set(rarest[: len(kept)])

@@ -4,6 +4,7 @@ answer quality."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -200,6 +201,26 @@ def test_the_agent_recovers_with_the_marker_at_most_two_generations(tmp_path, lo
         if zh.recovered:
             assert any(TITLES["zh"] in m["content"] for m in zh.context.messages)
         assert lt.stats()["entries"] == len(TURNS) // 2 + 2  # both turns archived in session "new"
+
+
+def test_the_agent_fits_a_recovered_block_of_code_to_the_models_window(tmp_path, local_llm):
+    """SmolLM2 is served with a 4,096-token window: the default 16,000-character context holding ~14,000 characters
+    of recovered code (~5,000 tokens) is refused (HTTP 400, context_length_exceeded), and the agent asks again with
+    half the context until the model answers."""
+    code = "".join(f"def handler_{i}(request):\n    return respond(request, code={i})\n" for i in range(300))
+    turns = [
+        {"role": "user", "content": "Show me the billing module and remember its port."},
+        {"role": "assistant", "content": "billing/server.py listens on port 5433:\n" + code},
+    ]
+    with Lantern(tmp_path / "a.db") as lt:
+        lt.archive(turns, session="old")
+        slow = dataclasses.replace(local_llm.settings, timeout_s=600)  # ~3,000 tokens in on 2 shared cores
+        agent = MemoryAgent(lt, "new", slow)
+        turn = agent.ask("As I said earlier, which port does the billing module listen on?")
+        assert turn.recovered and turn.answer
+        assert turn.usage.calls > turn.generations  # at least one refusal, then an answer
+        assert len(turn.context.text) <= 8_000
+        assert lt.stats()["entries"] == 2  # the old turn, and the question with its answer
 
 
 def test_the_agent_gist_is_written_by_the_llm_every_five_turns(tmp_path, local_llm):

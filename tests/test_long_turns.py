@@ -24,7 +24,7 @@ from budget import examples
 from lantern import Lantern
 from lantern.model import Entry
 from lantern.recover.pack import FRAGMENT_JOIN, excerpt, pack, stem_prefix, term_weights
-from lantern.store.sqlite import entry_of_row, window_rowid
+from lantern.store.fulltext import entry_of_row, window_rowid
 from lantern.text.windows import WINDOW_CHARS, unescaped, windows
 from long_turns import (
     FAILING_TEST,

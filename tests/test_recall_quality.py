@@ -85,7 +85,9 @@ def test_migration_m005_keeps_every_row_of_an_older_store(tmp_path):
     db.execute("INSERT INTO entries_fts(rowid, body, tags) VALUES (7, 'She visited two cities', 'travel')")
     db.execute("INSERT INTO entries_fts(rowid, body, tags) VALUES (9, '端口 5433 visit', '')")
     assert db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH 'city'").fetchone()[0] == 0
-    assert migrations.migrate(db) == len(migrations.MIGRATIONS)
+    db.execute("BEGIN")
+    migrations.MIGRATIONS[4](db)  # m005 alone: m008 rebuilds the index from entries rows, which this store lacks
+    db.execute("COMMIT")
     assert db.execute("SELECT rowid FROM entries_fts WHERE entries_fts MATCH 'city'").fetchall() == [(7,)]
     assert sorted(r[0] for r in db.execute("SELECT rowid FROM entries_fts WHERE entries_fts MATCH 'visits'")) == [7, 9]
     assert db.execute("SELECT body FROM entries_fts WHERE rowid = 9").fetchone()[0] == "端口 5433 visit"

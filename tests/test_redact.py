@@ -37,6 +37,7 @@ from lantern.archive.redact import (
     set_secret_redaction,
 )
 from lantern.config import Config
+from lantern.store.fulltext import fts_rows
 
 FIXTURES = Path(__file__).parent / "fixtures" / "secrets"
 CASES = [json.loads(line) for line in (FIXTURES / "secrets.jsonl").read_text(encoding="utf-8").splitlines() if line]
@@ -285,7 +286,11 @@ def stored_forms(
         fts_hits = db.execute(
             "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (f'"{secret.lower()}"',)
         ).fetchone()[0]
-        fts_body = " ".join(b for (b,) in db.execute("SELECT body FROM entries_fts"))
+        fts_body = " ".join(  # what the contentless index was given: its rows as built from the entries
+            body + " " + tags
+            for entry_id, summary, text, tag_json in db.execute("SELECT id, summary, text, tags FROM entries")
+            for _, body, tags in fts_rows(entry_id, summary, text, [v for _, v in json.loads(tag_json)])
+        )
         db.close()
     return out, salt, fts_hits, fts_body
 

@@ -889,12 +889,15 @@ def copy_store(
     through the export format (portability.py) in a private temporary file. Entries already in ``dst`` (same
     content hash) are skipped, so a copy stopped part way is resumed by running it again. ``progress(done, total)``
     in entries after each batch. Then verified: every source entry has an entry with its embedding in ``dst``.
-    Not copied: compaction events and pending recoveries (their ids name the source's rows). Returns {"entries":
-    source entries, "added", "duplicates"}. Raises LanternError when the verification fails, EmbedderMismatchError
+    Then the compaction events, their entry ids mapped to ``dst``'s (portability.py ``copy_events``; one already
+    there is skipped). Not copied: pending recoveries (a recovery waiting for its usefulness check on the source's
+    live conversation). Returns {"entries": source entries, "added", "duplicates", "events": source events,
+    "events_added"}. Raises LanternError when the verification fails, EmbedderMismatchError
     when ``dst`` holds another embedder's vectors."""
     import tempfile
 
     from lantern.errors import LanternError
+    from lantern.portability import copy_events
 
     with Lantern(src) as source, tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as tmp:
         total = source.export(tmp)
@@ -920,7 +923,14 @@ def copy_store(
                     f"{result.duplicates} already there, {len(found)} found after the copy, {len(with_vectors)} with "
                     "their embedding: the counts disagree; run the copy again (it skips what is there)"
                 )
-    return {"entries": total, "added": result.added, "duplicates": result.duplicates}
+            events = copy_events(source, target, result.entry_ids)
+    return {
+        "entries": total,
+        "added": result.added,
+        "duplicates": result.duplicates,
+        "events": sum(events),
+        "events_added": events[0],
+    }
 
 
 def _write_errors(store: Any) -> tuple[type[BaseException], ...]:

@@ -194,6 +194,25 @@ def _llm_model_option() -> object:
     )
 
 
+def _live_option() -> object:
+    return typer.Option(
+        None,
+        "--live",
+        metavar="FILE",
+        help="A transcript of what is still in the live context (any ingest format): its turns are never recovered.",
+    )
+
+
+def _live(path: Optional[Path]) -> list | None:
+    """The messages of the ``--live`` transcript (archive/parse: any format ``ingest`` reads), or None. Raises
+    TranscriptFormatError (one red line, exit 1) for a file that is not a transcript."""
+    if path is None:
+        return None
+    from lantern.archive.parse import parse
+
+    return parse(path).messages
+
+
 def _rerank_option() -> object:
     return typer.Option(
         False, "--rerank", help="LANTERN-Rerank: one LLM call reorders the fused top candidates (needs --llm-base-url)."
@@ -859,6 +878,7 @@ def recover(
         help="Relevance floor: inject nothing when no turn matches at least this well (best cosine, or BM25 over "
         "the query's ideal). Default: the configured one; 0 turns it off.",
     ),
+    live: Optional[Path] = _live_option(),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -868,6 +888,7 @@ def recover(
 
     def run():
         when = _iso(as_of, "--as-of")
+        exclude = _live(live)
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(
                 query,
@@ -880,6 +901,7 @@ def recover(
                 agent=agent,
                 project=project,
                 min_score=min_score,
+                exclude=exclude,
             )
             if as_json:
                 _print_json(result.to_json())
@@ -897,6 +919,7 @@ def recover(
                         agent=agent,
                         project=project,
                         min_score=min_score,
+                        exclude=exclude,
                     ),
                     lambda: _scope_counts(lantern, session, user, agent, project),
                 )
@@ -927,6 +950,7 @@ def search(
         help="Relevance floor: list nothing when no turn matches at least this well (as recover's). Default: none; "
         "with --explain, the configured one.",
     ),
+    live: Optional[Path] = _live_option(),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
@@ -938,8 +962,14 @@ def search(
         raise typer.BadParameter(
             "--rerank goes with --explain (search alone shows the fused ranking)", param_hint="'--rerank'"
         )
+    if live is not None and not explain:
+        raise typer.BadParameter(
+            "--live goes with --explain (search alone ranks every archived turn; recover takes --live too)",
+            param_hint="'--live'",
+        )
 
     def run():
+        exclude = _live(live)
         with _open() as lantern, _warnings_on_stderr():
             if explain:
                 cands = lantern.explain(
@@ -952,6 +982,7 @@ def search(
                     agent=agent,
                     project=project,
                     min_score=min_score,
+                    exclude=exclude,
                 ).candidates
                 rows = [
                     {
@@ -1306,7 +1337,8 @@ def copy(
     """Copy every entry (scopes, embeddings, facts, reinforcement state) between stores, SQLite <-> PostgreSQL.
 
     Entries already in DST are skipped: a copy stopped part way resumes when run again. The counts are verified
-    after the copy (every source entry is in DST with its embedding). Compaction events are not copied."""
+    after the copy (every source entry is in DST with its embedding). Compaction events are copied with their
+    entry ids mapped to DST's."""
     from rich.console import Console
 
     from lantern.config import is_server_url, redact_url
@@ -1346,7 +1378,8 @@ def copy(
         else:
             print(
                 f"{shown_location(src)} -> {shown_location(dst)}: {plural(counts['entries'], 'entry', 'entries')} "
-                f"verified, {counts['added']} copied, {counts['duplicates']} already there"
+                f"verified, {counts['added']} copied, {counts['duplicates']} already there; "
+                f"{plural(counts['events'], 'compaction event', 'compaction events')}, {counts['events_added']} copied"
             )
 
     _guard(run)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,11 +49,28 @@ __all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "setti
 
 class LLMError(LanternError):
     """The LLM endpoint failed. ``kind``: ``"unreachable"`` (connection refused, DNS), ``"timeout"``, ``"http"``
-    (a 4xx/5xx status, in ``status``) or ``"malformed"`` (no ``choices[0].message.content`` text in the answer)."""
+    (a 4xx/5xx status, in ``status``) or ``"malformed"`` (no ``choices[0].message.content`` text in the answer).
+    ``detail``: the endpoint's own error message (``error.message`` of an OpenAI-shaped error body, at most
+    ``DETAIL_CHARS`` characters; "" when it sent none), also appended to the message; ``code``: its
+    ``error.code`` ("" when none)."""
 
-    def __init__(self, message: str, kind: str, status: int | None = None):
-        super().__init__(message)
-        self.kind, self.status = kind, status
+    def __init__(self, message: str, kind: str, status: int | None = None, detail: str = "", code: str = ""):
+        super().__init__(f"{message}: {detail}" if detail else message)
+        self.kind, self.status, self.detail, self.code = kind, status, detail, code
+
+    @property
+    def context_too_long(self) -> bool:
+        """Whether the endpoint refused the request for its size: HTTP 413, or a 400 whose error is OpenAI's
+        ``context_length_exceeded`` or whose message speaks of the context or the prompt's length (the wording of
+        OpenAI, llama.cpp, vLLM and Anthropic: "maximum context length", "prompt is too long", "exceeds the
+        context window"). The memory agent then asks again with a smaller context (memory/agent.py)."""
+        if self.status == 413:
+            return True
+        return self.status == 400 and (self.code == "context_length_exceeded" or bool(_TOO_LONG.search(self.detail)))
+
+
+DETAIL_CHARS = 300  # characters of an endpoint's error message kept in LLMError (ours)
+_TOO_LONG = re.compile(r"context (?:length|window|size)|too long|too many tokens|exceeds? the (?:context|max)", re.I)
 
 
 @dataclass(frozen=True)
@@ -204,8 +222,18 @@ class LLMClient:
             ) from None
         usage.ms = (time.perf_counter() - start) * 1000
         if response.status_code >= 400:
+            detail, code = _error_of(response)
+            for secret in (key, self._authorization):  # an endpoint that echoes the credential: never shown
+                if secret:
+                    detail = detail.replace(secret, "***").replace(secret.removeprefix("Bearer "), "***")
             raise self._fail(
-                usage, start, f"LLM endpoint {url} answered HTTP {response.status_code}", "http", response.status_code
+                usage,
+                start,
+                f"LLM endpoint {url} answered HTTP {response.status_code}",
+                "http",
+                response.status_code,
+                detail,
+                code,
             )
         try:
             data = response.json()
@@ -222,10 +250,43 @@ class LLMClient:
         self.usage.add(usage)
         return Completion(text, usage)
 
-    def _fail(self, usage: Usage, start: float, message: str, kind: str, status: int | None = None) -> LLMError:
+    def _fail(
+        self,
+        usage: Usage,
+        start: float,
+        message: str,
+        kind: str,
+        status: int | None = None,
+        detail: str = "",
+        code: str = "",
+    ) -> LLMError:
         usage.ms = (time.perf_counter() - start) * 1000
         self.usage.add(usage)
-        return LLMError(message, kind, status)
+        return LLMError(message, kind, status, detail, code)
+
+
+def _error_of(response: Any) -> tuple[str, str]:
+    """(message, code) of an error answer: OpenAI's ``{"error": {"message", "code"}}`` (llama.cpp, vLLM and
+    Anthropic's ``{"error": {"message", "type"}}`` alike), or ``{"detail": "..."}`` (FastAPI), else the body's
+    first line; the message cut to ``DETAIL_CHARS`` characters, control characters as spaces."""
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    message, code = "", ""
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            message = error.get("message") if isinstance(error.get("message"), str) else ""
+            code = error.get("code") if isinstance(error.get("code"), str) else ""
+        elif isinstance(error, str):
+            message = error
+        elif isinstance(data.get("detail"), str):
+            message = data["detail"]
+    elif data is None:
+        message = response.text.strip().split("\n", 1)[0] if response.text else ""
+    message = "".join(" " if ch < " " or ch == "\x7f" else ch for ch in message).strip()
+    return message[:DETAIL_CHARS], code[:100]
 
 
 def _response_format(schema: dict | None, mode: str) -> dict | None:

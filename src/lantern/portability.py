@@ -530,3 +530,48 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
 RECORD_WRITERS: dict[str, Callable[[Any, sqlite3.Connection, dict[str, Any], ImportResult], None]] = {
     "entry": _write_entry
 }
+
+
+# ---------------------------------------------------------------------------------------------- events (copy)
+_EVENT_COLUMNS = (
+    "time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, budget, rerank"
+)
+
+
+def copy_events(source: Any, target: Any, entry_ids: dict[int, int]) -> tuple[int, int]:
+    """Copy every compaction event of ``source``'s store into ``target``'s (``lantern copy``), in one transaction,
+    oldest first, with the entry ids it names (``lost``, ``injected``) mapped through ``entry_ids`` (source id ->
+    target id, ``ImportResult.entry_ids``); an id the copy does not know is left out, as ``forget`` leaves a
+    forgotten entry out of an event. An event already in ``target`` (same time, session, scope, source, reason and
+    query) is skipped, so a copy run again adds none twice. Returns (copied, already there)."""
+    from lantern.store.events import add_event
+
+    rows = source.store.db.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY id").fetchall()
+    copied = present = 0
+    if not rows:
+        return 0, 0
+    with target.store.transaction() as db:
+        for time, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank in rows:
+            if db.execute(
+                "SELECT 1 FROM events WHERE time = ? AND session = ? AND user_id = ? AND agent_id IS ? "
+                "AND project IS ? AND source = ? AND reason = ? AND query = ?",
+                (time, session, user, agent, project, src, reason, query),
+            ).fetchone():
+                present += 1
+                continue
+            add_event(
+                db,
+                time=time,
+                session=session,
+                scope=Scope(user, agent, project),
+                source=src,
+                reason=reason,
+                lost=[entry_ids[i] for i in json.loads(lost) if i in entry_ids],
+                query=query,
+                injected=[(entry_ids[i], c, x) for i, c, x in json.loads(injected) if i in entry_ids],
+                chars=chars,
+                budget=budget,
+                rerank=bool(rerank),
+            )
+            copied += 1
+    return copied, present

@@ -81,6 +81,7 @@ WRITE_PATH_MODULES = (
     "text/fact_keys.py",
     "store/facts.py",
     "store/migrations.py",
+    "store/fulltext.py",
     "embed/__init__.py",
 )
 

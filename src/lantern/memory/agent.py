@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lantern import reinforce
-from lantern.llm import LLMClient, LLMSettings, Usage
+from lantern.llm import LLMClient, LLMError, LLMSettings, Usage
 from lantern.memory.context import DEFAULT_CONTEXT_BUDGET, Context, Session
 from lantern.memory.triggers import back_references, low_confidence
 from lantern.recover.rerank import language
@@ -129,7 +129,7 @@ class MemoryAgent:
         generations = 0
         if not reasons:
             context = self.memory.build_context(question, self.budget, recover=False)
-            draft = self._generate(context)
+            context, draft = self._generate_fitted(context, question, [])
             generations += 1
             reasons = low_confidence(draft) + (["low-confidence draft: very short"] if short_draft(draft) else [])
         if reasons:
@@ -141,7 +141,7 @@ class MemoryAgent:
                 top_k=self.top_k,
                 recovery_title=TITLES[language(question)],
             )
-            answer = self._generate(context)
+            context, answer = self._generate_fitted(context, question, reasons)
             generations += 1
         else:
             answer = draft
@@ -167,6 +167,33 @@ class MemoryAgent:
 
     def _generate(self, context: Context) -> str:
         return self.client.chat(context.messages, max_tokens=self.max_tokens).text.strip()
+
+    def _generate_fitted(self, context: Context, question: str, reasons: list[str]) -> tuple[Context, str]:
+        """The answer to ``context``, and the context it was generated from. When the endpoint refuses the request
+        for its size (``LLMError.context_too_long``: the model's window is smaller than ``budget`` characters
+        take), the context is built again at half the budget (the oldest working turns and the recovered block's
+        lowest-ranked entries go first: Session.build_context) and asked once more, down to the smallest budget
+        that holds the system prompt and the question; then the endpoint's error is raised. Budgets are in
+        characters and the endpoint's window in tokens, so halving is the only assumption made about the ratio
+        (ours). Raises ``LLMError``."""
+        budget = self.budget
+        while True:
+            try:
+                return context, self._generate(context)
+            except LLMError as e:
+                floor = self.memory.min_budget(question)
+                if not e.context_too_long or budget <= floor:
+                    raise
+                budget = max(budget // 2, floor)
+                recover = bool(reasons)
+                context = self.memory.build_context(
+                    question,
+                    budget,
+                    recover=recover,
+                    rerank=self.rerank and recover,
+                    top_k=self.top_k if recover else None,
+                    recovery_title=TITLES[language(question)] if recover else None,
+                )
 
 
 def _used(lantern: Any, recovery: Any, answer: str) -> list[int]:

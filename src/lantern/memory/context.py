@@ -231,6 +231,11 @@ class Session:
         return text
 
     # ------------------------------------------------------------------ read
+    def min_budget(self, question: str) -> int:
+        """The smallest ``build_context`` budget (characters) for ``question``: the system prompt and the question
+        with their separator."""
+        return _joined([p for p in (self.system_prompt.strip(), question) if p])
+
     def build_context(
         self,
         question: str,

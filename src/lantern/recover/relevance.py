@@ -141,6 +141,7 @@ def assess(
     if bm25 > 0:
         searched = [t for t in terms if signals.has_word(t)]
         fractions = store.term_fractions([signals.quote(t) for t in searched], signals.FTS_SAMPLE_ROWS)
-        ideal = ideal_bm25(fractions, signals.select_terms(searched, fractions), max(len(index.ids), 1))
+        kept = signals.select_terms(searched, fractions, len(index.ids))  # the terms fulltext searched
+        ideal = ideal_bm25(fractions, kept, max(len(index.ids), 1))
         bm25 = bm25 / ideal if ideal > 0 else 0.0
     return Relevance(cosine=max(cosine, 0.0), bm25=bm25, model=model, entries=len(index.ids))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from lantern.store import fulltext
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = []
 
 
@@ -189,6 +191,18 @@ def m007_vector_state(db: sqlite3.Connection) -> None:
         CREATE INDEX entries_e5_pending ON entries(id) WHERE e5_pending = 1
         """,
     )
+
+
+@migration
+def m008_fewer_bytes(db: sqlite3.Connection) -> None:
+    """Fewer bytes per turn (issue #23). The full-text index without its own copy of the text: a contentless FTS5
+    table (store/fulltext.py), its rows built again from ``entries`` (same tokenizer, same rows; the format recorded
+    in meta). And no index on (session, turn): every query on a session also names its user, which
+    ``entries_user_session_turn`` (m002) serves."""
+    db.execute("DROP INDEX IF EXISTS entries_session_turn")
+    db.execute("DROP TABLE entries_fts")
+    db.execute(fulltext.CREATE_TABLE)
+    fulltext.rebuild(db)
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:

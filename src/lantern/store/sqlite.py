@@ -1,7 +1,7 @@
 """The SQLite store: one class owning the tables of ``migrations.py`` (docs/architecture.md §2.9).
 
 WAL journal, ``busy_timeout``, one transaction per ``add`` call, content-hash dedup, embeddings as float32 BLOBs,
-FTS5 over summary + text + tags with CJK runs indexed as character bigrams.
+a contentless FTS5 index over summary + text + tags with CJK runs indexed as character bigrams (store/fulltext.py).
 """
 
 from __future__ import annotations
@@ -22,15 +22,14 @@ import numpy as np
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
-from lantern.store import snapshot
+from lantern.store import fulltext, snapshot
 from lantern.store import vectors as codec
 from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
+from lantern.store.fulltext import WINDOW_BITS, entry_of_row
 from lantern.store.migrations import MIGRATIONS, migrate
 from lantern.store.reinforcement import forget_pending
 from lantern.store.times import from_epoch, to_epoch
-from lantern.text.cjk import cjk_bigrams
-from lantern.text.windows import MAX_WINDOWS, WINDOW_LEAD_CHARS, WINDOWED_FROM, unescaped, windows
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -45,8 +44,8 @@ _ENTRY_COLUMNS = (
     "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
     "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
 )
-WINDOW_BITS = 12  # window k of entry e has the FTS5 rowid -(e << 12 | k), k < 4,096 (text/windows.py MAX_WINDOWS)
 _ENTRY_OF_ROW = f"(CASE WHEN f.rowid < 0 THEN (-f.rowid) >> {WINDOW_BITS} ELSE f.rowid END)"
+_COMPACT = (",", ":")  # JSON separators of the tags and hints columns: no space after each comma (~2 bytes a term)
 BUSY_RETRIES, BUSY_BACKOFF_S = 6, 0.05  # BEGIN IMMEDIATE retried with backoff 0.05 .. 1.6 s after busy_timeout (ours)
 
 
@@ -126,7 +125,22 @@ class Store:
         self.blocks: list[tuple[int, int]] = []  # the embedder's blocks (store/vectors.py); set by check_embedder
         self.deferred: tuple[int, int] | None = None  # the block filled after the commit (e5 of English turns)
         self.schema_version = migrate(self.db)
+        self._check_fulltext_format()
         self.finish_pending_erase()
+
+    def _check_fulltext_format(self) -> None:
+        """Rebuild the full-text index from ``entries`` (one transaction) when its rows were written in another
+        format than this code's (store/fulltext.py ``stale``): deletes send this code's rows. A database that
+        cannot be written keeps its index (nothing can be deleted from it either)."""
+        try:
+            if not fulltext.stale(self.db):
+                return
+            with self.transaction() as db:
+                if fulltext.stale(db):
+                    fulltext.rebuild(db)
+        except sqlite3.Error as e:
+            if not is_unwritable(e):
+                raise
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
@@ -204,21 +218,29 @@ class Store:
         ``blocks``: its disjoint dims (default one block of ``dim``), how vectors are stored (store/vectors.py);
         ``deferred``: the block a row may lack until ``fill_vectors`` adds it (``pending_vectors``)."""
         stored = self._recorded_embedder(self.db)
+        given = [tuple(b) for b in blocks] if blocks else [(0, dim)]
         if not stored:
             with self.transaction() as db:
                 stored = self._recorded_embedder(db)
                 if not stored:
-                    db.executemany(
-                        "INSERT INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
-                    )
-                    stored = {"embedder": embedder_id, "dim": str(dim)}
+                    self.set_embedder(db, embedder_id, dim, given)
+                    stored = self._recorded_embedder(db)
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
-        self.blocks, self.deferred = list(blocks) if blocks else [(0, dim)], deferred
         self._verify_embedder(stored)
+        # the stored bytes are decoded by the layout they were written in, whatever the embedder object says (a
+        # wrapper without ``blocks`` would otherwise read int8 rows as one block); a store written before the layout
+        # was recorded takes the embedder's (compact_vectors records it)
+        recorded = stored.get(VECTOR_BLOCKS)
+        self.blocks = [tuple(b) for b in json.loads(recorded)] if recorded else given
+        self.deferred = deferred
 
     @staticmethod
     def _recorded_embedder(db: sqlite3.Connection) -> dict[str, str]:
-        return dict(db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
+        """meta's ``embedder``, ``dim`` and ``vector_blocks`` (the JSON ``[[start, stop], ...]`` layout the vectors
+        are stored in, store/vectors.py), those present."""
+        return dict(
+            db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim', ?)", (VECTOR_BLOCKS,)).fetchall()
+        )
 
     def verify_embedder(self, db: sqlite3.Connection | None = None) -> None:
         """Raise EmbedderMismatchError when the recorded embedder is no longer the one this handle checked."""
@@ -236,9 +258,14 @@ class Store:
                 "one you asked for."
             )
 
-    def set_embedder(self, db: sqlite3.Connection, embedder_id: str, dim: int) -> None:
+    def set_embedder(
+        self, db: sqlite3.Connection, embedder_id: str, dim: int, blocks: Sequence[tuple[int, int]] | None = None
+    ) -> None:
+        """Record the embedder and the block layout of its stored vectors (default one block of ``dim``)."""
+        layout = json.dumps([list(b) for b in blocks] if blocks else [[0, dim]])
         db.executemany(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+            [("embedder", embedder_id), ("dim", str(dim)), (VECTOR_BLOCKS, layout)],
         )
 
     # ------------------------------------------------------------------ write
@@ -328,8 +355,8 @@ class Store:
         return (
             row.text,
             row.summary,
-            json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False),
-            json.dumps(row.hints, ensure_ascii=False),
+            json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False, separators=_COMPACT),
+            json.dumps(row.hints, ensure_ascii=False, separators=_COMPACT),
             row.memory_type,
             float(row.importance),
             row.content_hash,
@@ -343,37 +370,15 @@ class Store:
     def index_fulltext(
         db: sqlite3.Connection, entry_id: int, summary: str, text: str, tag_values: Sequence[str]
     ) -> None:
-        """The FTS5 rows of an entry, CJK runs as character bigrams: one row (rowid = entry id) with body = summary
-        + text and tags = tag values. A text longer than ``WINDOWED_FROM`` (a 115 KB tool log) is indexed in windows
-        instead (text/windows.py), so BM25 ranks each part of it against turns of ordinary length: the entry's row
-        holds the summary and the first window, and each later window k is a row of its own, rowid ``window_rowid(
-        entry_id, k)`` (negative: never an entry id), its body the turn's opening line (``summary`` up to its first
-        newline, at most ``WINDOW_LEAD_CHARS``: what the window belongs to, as a passage carries its document's
-        title) and the window."""
-        spans = windows(text) if len(text) > WINDOWED_FROM else [(0, len(text))]
-        head = text[: spans[0][1]]
-        db.execute(
-            "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, ?)",
-            (entry_id, cjk_bigrams(unescaped(summary + "\n" + head)), cjk_bigrams(" ".join(tag_values))),
-        )
-        if len(spans) > 1:
-            lead = summary.split("\n", 1)[0][:WINDOW_LEAD_CHARS]
-            db.executemany(
-                "INSERT INTO entries_fts(rowid, body, tags) VALUES (?, ?, '')",
-                [
-                    (window_rowid(entry_id, k), cjk_bigrams(unescaped(lead + "\n" + text[a:b])))
-                    for k, (a, b) in enumerate(spans[1:], start=1)
-                ],
-            )
+        """The FTS5 rows of an entry (store/fulltext.py ``fts_rows``: CJK runs as character bigrams, a long text in
+        windows). The values must be those of its ``entries`` row, written in the same transaction (a delete sends
+        the row's values back to the contentless index)."""
+        fulltext.index_entry(db, entry_id, summary, text, tag_values)
 
     @staticmethod
     def _delete_fts(db: sqlite3.Connection, entry_id: int) -> None:
-        """An entry's FTS5 rows: its own and its windows'."""
-        db.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
-        db.execute(
-            "DELETE FROM entries_fts WHERE rowid BETWEEN ? AND ?",
-            (window_rowid(entry_id, MAX_WINDOWS), window_rowid(entry_id, 1)),
-        )
+        """An entry's FTS5 rows, its own and its windows', built from its ``entries`` row: before the row changes."""
+        fulltext.unindex_entry(db, entry_id)
 
     def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
         """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
@@ -510,10 +515,10 @@ class Store:
                 )
                 db.execute("UPDATE entries SET e5_pending = ?, vector_at = ? WHERE id = ?", (pending, now, entry_id))
                 n += 1
-            self.set_embedder(db, embedder_id, dim)
+            self.set_embedder(db, embedder_id, dim, blocks)
             bump_generation(db)
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
-        self.blocks, self.deferred = blocks, deferred
+        self.blocks, self.deferred = [tuple(b) for b in blocks], deferred
         return n
 
     def encode_vector(self, vector: np.ndarray) -> bytes:
@@ -596,8 +601,12 @@ class Store:
                         bump_generation(db)
                         n += 1
                 if not rows:
-                    db.execute(
-                        "INSERT OR REPLACE INTO meta(key, value) VALUES ('vectors_format', ?)", (str(codec.FORMAT),)
+                    db.executemany(
+                        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                        [
+                            ("vectors_format", str(codec.FORMAT)),
+                            (VECTOR_BLOCKS, json.dumps([list(b) for b in self.blocks])),
+                        ],
                     )
                     return n
                 last = rows[-1][0]
@@ -899,6 +908,7 @@ def bump_generation(db: sqlite3.Connection) -> None:
     )
 
 
+VECTOR_BLOCKS = "vector_blocks"  # meta key: JSON [[start, stop], ...], the layout of the stored vectors
 ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
 
 
@@ -943,16 +953,6 @@ def holders(path: str) -> tuple[tuple[int, str], ...]:
                 name = "?"
             found.append((int(entry.name), name))
     return tuple(sorted(found))
-
-
-def window_rowid(entry_id: int, k: int) -> int:
-    """The FTS5 rowid of window ``k`` (1 ..) of an entry (``Store.index_fulltext``): negative, never an entry id."""
-    return -((entry_id << WINDOW_BITS) | k)
-
-
-def entry_of_row(rowid: int) -> int:
-    """The entry an FTS5 row belongs to: its rowid, or the entry of a window row."""
-    return (-rowid) >> WINDOW_BITS if rowid < 0 else rowid
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:

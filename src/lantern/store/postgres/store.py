@@ -15,6 +15,8 @@ pgvector column with an HNSW cosine index (Malkov & Yashunin 2018; pgvector's ``
 from __future__ import annotations
 
 import json
+import logging
+import random
 import re
 import threading
 import time
@@ -75,6 +77,11 @@ def fts_document(text: str) -> str:
     return _NON_WORD.sub(" ", cjk_bigrams(text)).strip()
 
 
+ROLLBACK_RETRIES = 5  # an archive transaction the server rolled back (deadlock, serialization) is run again (ours)
+REINFORCEMENT_LOCK = "lantern:reinforcement"  # advisory lock: one recovery's reinforcement write at a time (ours)
+# psycopg_pool logs each connection it discards or fails to open (a server restart: one line per attempt); the
+# error that reaches the caller names the cause once (``_connection_lost``), so the pool's lines stay out of stderr
+logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 IDLE_CHECK_S = 1.0  # a pooled connection idle this long is checked (one round trip) before use (ours)
 
 
@@ -101,6 +108,17 @@ def _array(value: Any) -> np.ndarray:
 def _terms(match: str) -> list[str]:
     """The terms of an FTS5 MATCH expression of double-quoted strings joined by OR (recover/signals.fts_query)."""
     return [t.replace('""', '"') for t in _QUOTED.findall(match)]
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _connection_lost(e: psycopg.OperationalError) -> bool:
+    """Whether ``e`` says the connection itself failed: no SQLSTATE (the client saw the socket close), class 08
+    (connection exception) or 57P (the server shut down or restarts: operator intervention)."""
+    state = e.sqlstate or ""
+    return not state or state.startswith(("08", "57P"))
 
 
 def _connect_error(url: str, e: Exception) -> LanternError:
@@ -307,9 +325,39 @@ class PostgresStore:
         after: Callable[[Any, list[tuple[int, bool]]], None] | None = None,
     ) -> list[tuple[int, bool]]:
         """As ``Store.add``: prepared turns, their vectors and facts in ONE transaction; ``(entry_id, added)`` per
-        row. Raises psycopg errors; on any error nothing is written."""
+        row. When a pending recovery of the rows' users waits to be judged by ``after`` (reinforce.resolve_pending),
+        the reinforcement lock is taken first, so its row writes never interleave with a recovery's. A transaction
+        the server rolled back to break a deadlock or a serialization conflict (SQLSTATE class 40) is run again
+        whole, up to ``ROLLBACK_RETRIES`` times after a short random pause (PostgreSQL manual §13.2: such
+        transactions are retried by the client); not inside an outer transaction, which the rollback has ended.
+        A connection lost meanwhile (a server restart) raises LanternError saying so. Raises psycopg errors; on
+        any error nothing is written."""
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
+        for attempt in range(ROLLBACK_RETRIES + 1):
+            try:
+                return self._add(rows, vectors, after)
+            except psycopg.OperationalError as e:
+                if (e.sqlstate or "").startswith("40"):  # psycopg's DeadlockDetected is no TransactionRollback
+                    if attempt == ROLLBACK_RETRIES or self.db.in_transaction:
+                        raise
+                    time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+                    continue
+                if not _connection_lost(e):
+                    raise
+                raise LanternError(
+                    f"{self.path}: the connection to the PostgreSQL server was lost while writing ({_first_line(e)}); "
+                    "this write was rolled back whole, what was committed before is kept: run it again once the server "
+                    "is back (turns already stored are skipped)"
+                ) from None
+        raise AssertionError("unreachable")
+
+    def _add(
+        self,
+        rows: Sequence[NewEntry],
+        vectors: Any,
+        after: Callable[[Any, list[tuple[int, bool]]], None] | None,
+    ) -> list[tuple[int, bool]]:
         out: list[tuple[int, bool]] = []
         now = time.time()
         with self.transaction() as db:
@@ -320,6 +368,14 @@ class PostgresStore:
             )
             for key in keys:  # sorted: two batches lock in one order, never a deadlock
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+            users = sorted({r.user for r in rows})
+            if (
+                after is not None
+                and conn.execute(  # ``after`` may judge them (reinforce.resolve_pending)
+                    "SELECT 1 FROM recoveries WHERE resolved = 0 AND user_id = ANY(%s) LIMIT 1", (users,)
+                ).fetchone()
+            ):  # their entries' rows are then written after a recovery's, never interleaved with them
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
             self.verify_embedder()
             written: set[int] = set()
             for row, vec in zip(rows, vectors):
@@ -636,11 +692,16 @@ class PostgresStore:
         return {h for (h,) in rows}
 
     def bump_access(self, ids: Sequence[int], db: Any = None, wait: float | None = None) -> None:
-        """access_count += 1 for ``ids``, in the open transaction ``db`` when given, else in its own."""
-        if not ids:
-            return
+        """access_count += 1 for ``ids``, in the open transaction ``db`` when given, else in its own. In ``db``
+        (the first write of a recovery's reinforcement, reinforce.record_recovery) it first takes the
+        reinforcement advisory lock, so two recoveries' read-then-write of c (confidence) run one after the other,
+        as SQLite's write lock runs them: no lost update, and no deadlock between their row locks."""
         if db is not None:
-            db.execute("UPDATE entries SET access_count = access_count + 1 WHERE id = ANY(?)", (list(ids),))
+            db.current.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
+            if ids:
+                db.execute("UPDATE entries SET access_count = access_count + 1 WHERE id = ANY(?)", (sorted(ids),))
+            return
+        if not ids:
             return
         with self.transaction(wait) as db:
             self.bump_access(ids, db)
@@ -677,6 +738,7 @@ class PostgresStore:
         return self.db.execute(
             f"{_INDEX_SELECT} WHERE e.archived_at >= ? OR e.vector_at >= ? OR e.id > ? ORDER BY e.id",
             (lo, lo, after_id if after_id is not None else 2**63 - 1),
+            binary=True,
         ).fetchall()
 
     def stamps_since(self, archived_at: float, after_id: int | None = None) -> list[tuple[int, float]]:
@@ -690,7 +752,9 @@ class PostgresStore:
     def rows_by_id(self, ids: Sequence[int]) -> list[tuple]:
         if not len(ids):
             return []
-        return self.db.execute(f"{_INDEX_SELECT} WHERE e.id = ANY(?) ORDER BY e.id", (list(ids),)).fetchall()
+        return self.db.execute(
+            f"{_INDEX_SELECT} WHERE e.id = ANY(?) ORDER BY e.id", (list(ids),), binary=True
+        ).fetchall()
 
     def mutable_columns(self) -> list[tuple[int, float, float, int]]:
         return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
@@ -776,29 +840,63 @@ class PostgresStore:
             return conn.execute(sql, (*terms, *params, *extra, limit)).fetchall()
 
     def term_fractions(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
-        """As ``Store.term_fractions``: each quoted term's share of matches among the ``sample`` newest entries,
-        every uncached term counted in one scan of those rows (``count(*) FILTER``), cached per term until the
-        newest entry id moves by 10% (``max(id)``, one primary-key probe: a ``count(*)`` reads the whole table on
-        PostgreSQL, 11 ms per call at 10,000 entries in bench_postgres.py's profile)."""
+        """As ``Store.term_fractions``: each quoted term's estimated share of the entries that match it. Read from
+        the server's own statistics of the full-text column (``pg_stats.most_common_elems`` and
+        ``most_common_elem_freqs``, which ANALYZE and autovacuum keep: the share of rows holding each frequent
+        lexeme, what the planner reads for a tsquery's selectivity; PostgreSQL manual §53.2 / ``pg_stats``): a
+        term's share is that of its rarest lexeme (a phrase matches no more rows than its rarest word), 0 for a
+        lexeme too rare to be listed. The terms' lexemes come from the server's parser (one round trip for the
+        uncached terms); the statistics are read once and again when the newest entry id moves by 10%. Before the
+        table has statistics (a new or freshly filled table not yet analyzed), the shares are counted in the
+        ``sample`` newest entries (``_counted_fractions``). Returns {term: fraction in [0, 1]}."""
         top = self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
         cache = getattr(self, "_fractions", None)
         if cache is None or abs(top - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
-            cache = self._fractions = (top, {})
-        n = min(sample, top) or 1
+            cache = self._fractions = (top, {}, self._lexeme_frequencies())
         todo = [t for t in dict.fromkeys(match_terms) if t not in cache[1]]
-        queries = [(t, *self._tsquery(t)) for t in todo]
+        if todo and cache[2] is None:
+            cache[1].update(self._counted_fractions(todo, top, sample))
+        elif todo:
+            docs = [" ".join(fts_document(t) for t in _terms(term)) for term in todo]
+            rows = self.db.execute(
+                "SELECT d.i, array(SELECT lexeme FROM unnest(to_tsvector(?::regconfig, d.t))) "
+                "FROM unnest(?::text[]) WITH ORDINALITY AS d(t, i)",
+                (TS_CONFIG, docs),
+            ).fetchall()
+            frequency = cache[2]
+            for i, lexemes in rows:
+                cache[1][todo[i - 1]] = min((frequency.get(x, 0.0) for x in lexemes), default=0.0)
+        return {t: cache[1][t] for t in match_terms}
+
+    def _lexeme_frequencies(self) -> dict[str, float] | None:
+        """{lexeme: share of rows holding it} of the full-text column from ``pg_stats`` (ANALYZE's sample), or None
+        when the table has no statistics yet."""
+        row = self.db.execute(
+            "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
+            "WHERE schemaname = current_schema() AND tablename = 'entries' AND attname = 'fts'"
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return dict(zip(row[0], row[1]))  # the frequencies' array ends with min, max and null share: zip drops them
+
+    def _counted_fractions(self, terms: Sequence[str], top: int, sample: int) -> dict[str, float]:
+        """Each term's share of matches among the ``sample`` newest entries, every term counted in one scan of those
+        rows (``count(*) FILTER``)."""
+        n = min(sample, top) or 1
+        out: dict[str, float] = {}
+        queries = [(t, *self._tsquery(t)) for t in terms]
         counted = [(t, q, p) for t, q, p in queries if q]
         for t, q, _ in queries:
             if not q:
-                cache[1][t] = 0.0
+                out[t] = 0.0
         if counted:
             filters = ", ".join(f"count(*) FILTER (WHERE fts @@ ({q}))" for _, q, _ in counted)
             params = [x for _, _, p in counted for x in p]
             with self.pool.connection() as conn:
                 row = conn.execute(f"SELECT {filters} FROM entries WHERE id > %s", (*params, top - sample)).fetchone()
             for (t, _, _), hits in zip(counted, row):
-                cache[1][t] = min(hits / n, 1.0)
-        return {t: cache[1][t] for t in match_terms}
+                out[t] = min(hits / n, 1.0)
+        return out
 
     def nearest(
         self, vector: np.ndarray, limit: int, scope: Scope | None = None, ef_search: int = 100
