@@ -185,3 +185,27 @@ def test_close_writes_only_when_it_pays(tmp_path, monkeypatch):
         lt.archive([{"role": "user", "content": "one more turn"}], session="x")
         lt.recover("one more turn")
         assert not lt.index.save_pays()
+
+
+def test_graphs_opened_from_a_snapshot_another_process_replaces_stay_those_of_this_index(db, monkeypatch):
+    from lantern.store import index as index_module
+
+    monkeypatch.setattr(index_module, "ANN_BUILD_AHEAD", 0)  # any new row: the viewed graphs are copied and grown
+    with fresh(db) as mine, fresh(db) as other:
+        mine.index.refresh()
+        assert mine.index.ann.viewed
+        other.archive([{"role": "user", "content": "the staging cluster runs on k3s-node-4"}], session="o")
+        other.index.refresh()
+        other.index.save()  # the snapshot replaced under mine's views
+        other.index.close = lambda: None
+        mine.archive([{"role": "user", "content": "the canary deploy waits for the smoke tests"}], session="m")
+        mine.index.refresh()
+        mine.index.wait_ann()
+        idx = mine.index
+        assert not idx.ann.viewed and idx.ann.covered == len(idx.ids)
+        graph = idx.ann.graphs[(0, 384)]
+        assert len(graph) == len(idx.ids) and all(int(i) in graph for i in idx.ids[-2:])
+        v = embed_query(mine.embedder, ["canary deploy smoke tests"])[0]
+        top = signals.semantic(idx, v, None, 1)[0]
+        assert mine.store.entries([int(idx.ids[top[0]])])[int(idx.ids[top[0]])].session == "m"
+        mine.index.close = lambda: None

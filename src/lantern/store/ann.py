@@ -97,7 +97,7 @@ class BlockGraphs:
     @classmethod
     def view(cls, blocks: Sequence[Block], params: AnnParams, files: dict[Block, str], covered: int) -> BlockGraphs:
         """Graphs saved by a snapshot (usearch files), memory-mapped read-only; rows ``0..covered-1`` are in them.
-        The first change (new rows past ``ANN_BUILD_AHEAD``) loads them whole."""
+        The first change (new rows past ``ANN_BUILD_AHEAD``) copies them into memory (``materialize``)."""
         index_class = usearch_index()
         out = cls(blocks, params)
         out.graphs = {b: index_class.restore(path, view=True) for b, path in files.items()}
@@ -112,11 +112,11 @@ class BlockGraphs:
         return bool(self._files)
 
     def materialize(self) -> None:
-        """Load viewed graphs whole, so they can change (raises OSError/RuntimeError when a file went away)."""
-        index_class = usearch_index()
+        """Copy viewed graphs into memory, so they can change. A copy of the view, not a new read of the file: another
+        process may have replaced the snapshot meanwhile, and the view still maps the files this index opened."""
         with self.lock:
             if self._files:
-                self.graphs = {b: index_class.restore(path, view=False) for b, path in self._files.items()}
+                self.graphs = {b: graph.copy() for b, graph in self.graphs.items()}
                 self._files = {}
 
     @property
