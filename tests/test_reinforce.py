@@ -94,9 +94,9 @@ def test_recover_reinforces_packed_and_decays_cut_candidates(lantern):
         assert index_values(lantern, i) == (pytest.approx(0.48), 0.5)
     pending = lantern.store.db.execute("SELECT session, entry_ids, resolved FROM recoveries").fetchall()
     assert pending == [("s", json.dumps(packed), 0)]
-    # a fresh handle reads the stored values into its index
+    # a fresh handle reads the stored values of the candidates it ranks (MemoryIndex.note_mutable)
     with Lantern(lantern.path) as other:
-        other.index.refresh()
+        other.explain("which port does postgres use?", session="s")
         assert index_values(other, packed[0]) == (pytest.approx(0.65), 0.5)
 
 
@@ -153,8 +153,8 @@ def test_next_assistant_message_judges_usefulness_across_handles(tmp_path):
             assert "5433" not in hints
             assert row(archiving, i)[1] == (pytest.approx(0.4) if hints else 0.5)
         assert any(row(archiving, i)[1] == pytest.approx(0.4) for i in others)
-        # the recovering handle's index sees the other process's write at its next refresh
-        recovering.index.refresh()
+        # the recovering handle's index sees the other process's write when it next ranks that entry
+        recovering.explain("which port does postgres use?", session="s")
         assert index_values(recovering, port_entry)[1] == pytest.approx(0.6)
 
 

@@ -32,6 +32,7 @@ from lantern.recover.query_vectors import QueryVectors
 from lantern.scope import Scope, resolve, scope_where
 from lantern.store import events as event_store
 from lantern.store import facts as fact_store
+from lantern.store.ann import ann_params
 from lantern.store.index import MemoryIndex
 from lantern.store.open import open_store
 from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, is_unwritable
@@ -108,7 +109,9 @@ class Lantern:
         if self.queries is not None:
             self.queries.close()
         self.embedder = embedder
-        self.index = MemoryIndex(self.store, embedder.dim, _blocks(embedder))
+        if getattr(self.writer, "index", None) is not None:
+            self.index.close()
+        self.index = MemoryIndex(self.store, embedder.dim, _blocks(embedder), lambda: ann_params(self.config))
         self.queries = QueryVectors(
             lambda: self.embedder, occupied=lambda a, b: self.index.block_occupied(a, b)
         )  # the read path's embedder: queries can be embedded ahead
@@ -168,6 +171,7 @@ class Lantern:
         for client in self._llm_clients.values():
             client.close()
         self.queries.close()
+        self.index.close()
         self.store.close()
 
     def __enter__(self) -> Lantern:

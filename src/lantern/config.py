@@ -131,6 +131,18 @@ class Config:
     # cannot choose between them (too few questions name a lookup hint), so the paper's jaccard stays
     keyword_score: str = "jaccard"
     use_mmr: bool = True
+    # approximate nearest neighbours for the semantic signal (store/ann.py; HNSW, Malkov & Yashunin 2018, via usearch):
+    # from this many rows on, candidates come from per-block HNSW graphs and are rescored exactly; 0: always, for
+    # every query the graphs can answer (no exact search for a small mask). The threshold is ours, measured where
+    # exact search stops being cheap (BENCHMARKS.md §19); $LANTERN_ANN_MIN_ROWS sets the default
+    ann_min_rows: int = field(default_factory=lambda: int(os.environ.get("LANTERN_ANN_MIN_ROWS") or 50_000))
+    ann_oversample: float = 4.0  # candidates asked of a graph per result wanted, before a mask's share (ours)
+    # HNSW M, edges per node, and efConstruction (the paper's M 5-48). Ours: near-duplicate turns (a copied turn, a
+    # retried command) form tight clusters that M 16 / ef 64 leave poorly linked: recall@10 0.77 vs 0.93 at 32 / 128
+    # on 31k synthetic copies of real turns (BENCHMARKS.md §19), for a build 1.8x slower
+    ann_connectivity: int = 32
+    ann_expansion_add: int = 128
+    ann_expansion_search: int = 64  # HNSW ef at search, raised to the candidates asked (usearch's default 64)
     # --- privacy (archive/redact.py; docs/privacy.md; ours) ---
     redact_patterns: tuple = ()  # extra secret patterns: (kind, regex) pairs; group "secret" or 1 is the secret
     redact_allow: tuple = ()  # values never redacted: exact strings, or "re:<regex>" matched on the whole value

@@ -327,6 +327,7 @@ def candidate_pool(
     if mask.allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
         pool = pool[mask.allowed[pool]]
     entries = store.entries(index.ids[pool].tolist(), text=False, tags=False)  # candidates carry their summary
+    index.note_mutable(entries)  # their c, σ and access counts as stored now (another process may have changed them)
     excluded = still_live(store, list(entries), live_text) if live_text else set()
     if excluded:
         pool = np.asarray([p for p in pool if int(index.ids[p]) not in excluded], np.int64)

@@ -11,6 +11,7 @@ import re
 import numpy as np
 
 from lantern.scope import Scope
+from lantern.store import ann
 from lantern.store.index import MemoryIndex
 from lantern.store.protocol import StoreProtocol
 
@@ -38,9 +39,15 @@ def semantic(
     """Cosine similarity between the query and every entry embedding (rows are L2-normalized, so a dot product;
     Reimers & Gurevych 2019). Returns (positions best first, their cosines). ``skip_blank``: rows whose cosine is
     exactly 0, i.e. rows with no value in the query vector's dims (a block ranked apart that only some entries have,
-    embed.signal_blocks), are left out rather than ranked as arbitrary ties."""
+    embed.signal_blocks), are left out rather than ranked as arbitrary ties. A store past ``Config.ann_min_rows``
+    takes its candidates from HNSW graphs and rescores them exactly (store/ann.py): the same positions and cosines
+    up to the graphs' recall; every other case is the exact product over all rows."""
     if not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
+    if index.ann is not None:
+        found = ann.nearest(index, query_vector, allowed, n, skip_blank)
+        if found is not None:
+            return found
     cos = index.cosines(query_vector)
     if skip_blank:
         cos = np.where(cos == 0.0, np.float32(-np.inf), cos)

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from lantern.scope import Scope
+from lantern.store import snapshot
+from lantern.store.ann import AnnParams, BlockGraphs
 from lantern.store.protocol import StoreProtocol
 
 
@@ -30,9 +33,76 @@ def cosines(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", matrix, vector.astype(np.float32, copy=False))
 
 
+log = logging.getLogger(__name__)
+
+# rows the graphs take in the calling thread; more (a first build, a large import) go to a worker thread (ours: a
+# few hundred ms of HNSW inserts on the 2-core benchmark machine)
+ANN_BUILD_AHEAD = 5_000
+
 # rows archived up to this many seconds before the newest row seen are re-read on refresh (clock granularity and
 # concurrent writers committing out of archived_at order); re-reading a row is idempotent.
 _OVERLAP_S = 5.0
+
+
+class Postings:
+    """Hint term -> row positions (the keyword signal's inverted index): a CSR base (``load_csr``: terms, offsets
+    (T + 1,) and rows (int32), as a snapshot holds them) plus the rows added or rewritten since, kept per term in
+    lists. A base row rewritten is masked out of the base (``_dead``) and its new terms go to the lists."""
+
+    def __init__(self) -> None:
+        self._terms: dict[str, int] = {}
+        self._offsets = np.zeros(1, np.int64)
+        self._rows = np.empty(0, np.int32)
+        self._base = 0  # rows 0.._base-1 are (or were) in the CSR base
+        self._dead: np.ndarray | None = None
+        self._extra: dict[str, list[int]] = defaultdict(list)
+        self._hints: dict[int, list[str]] = {}  # the terms of each row in the lists, to rewrite it
+
+    def load_csr(self, terms: list[str], offsets: np.ndarray, rows: np.ndarray, n_rows: int) -> None:
+        self.__init__()
+        self._terms = {t: i for i, t in enumerate(terms)}
+        self._offsets, self._rows, self._base = offsets, rows, n_rows
+
+    def get(self, term: str, default=()):
+        """The row positions holding ``term`` (a list; the base's first, ascending), or ``default``."""
+        i = self._terms.get(term)
+        extra = self._extra.get(term)
+        if i is None:
+            return list(extra) if extra else default
+        base = np.asarray(self._rows[self._offsets[i] : self._offsets[i + 1]])
+        if self._dead is not None:
+            base = base[~self._dead[base]]
+        out = base.tolist() + (extra or [])
+        return out if out else default
+
+    def add(self, pos: int, terms: list[str]) -> None:
+        """Row ``pos`` (new) holds ``terms``."""
+        self._hints[pos] = terms
+        extra = self._extra
+        for term in terms:
+            extra[term].append(pos)
+
+    def rewrite(self, pos: int, terms: list[str]) -> None:
+        """Row ``pos`` now holds ``terms`` instead of its old ones."""
+        old = self._hints.pop(pos, None)
+        if old is not None:
+            for term in old:
+                if pos in self._extra[term]:
+                    self._extra[term].remove(pos)
+        elif pos < self._base:
+            if self._dead is None:
+                self._dead = np.zeros(self._base, bool)
+            self._dead[pos] = True
+        self.add(pos, terms)
+
+    def csr(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(terms sorted, offsets int64 (T + 1,), rows int32): every term's positions, as ``load_csr`` takes them."""
+        terms = sorted(t for t in set(self._terms) | set(self._extra) if self.get(t, None))
+        parts = [np.asarray(self.get(t), np.int32) for t in terms]
+        offsets = np.zeros(len(terms) + 1, np.int64)
+        np.cumsum([len(x) for x in parts], out=offsets[1:])
+        rows = np.concatenate(parts) if parts else np.empty(0, np.int32)
+        return terms, offsets, rows
 
 
 class MemoryIndex:
@@ -45,11 +115,20 @@ class MemoryIndex:
     into ``labels``: the scope, lantern/scope.py); ``postings`` maps a hint term to row positions, ``hint_count``
     the number of hints per row."""
 
-    def __init__(self, store: StoreProtocol, dim: int, blocks: Sequence[tuple[int, int]] | None = None):
+    def __init__(
+        self,
+        store: StoreProtocol,
+        dim: int,
+        blocks: Sequence[tuple[int, int]] | None = None,
+        ann: AnnParams | Callable[[], AnnParams | None] | None = None,
+    ):
         """``blocks``: the embedder's disjoint dims ``(start, stop)`` (embed.RoutedEmbedder.blocks); None: one
-        block of all ``dim`` dims. A block no stored row uses has no columns in ``matrix``."""
+        block of all ``dim`` dims. A block no stored row uses has no columns in ``matrix``. ``ann``: when the
+        semantic signal searches HNSW graphs (store/ann.py) instead of every row, or a callable giving them at each
+        refresh (the handle's config may change); None: always exact."""
         self.store = store
         self.dim = dim
+        self._ann_params = ann
         self.blocks = sorted(blocks) if blocks else [(0, dim)]
         if (
             self.blocks[0][0] < 0
@@ -61,6 +140,8 @@ class MemoryIndex:
 
     def reset(self) -> None:
         """Forget everything; the next ``refresh`` reloads from SQLite."""
+        if getattr(self, "ann", None) is not None:
+            self.ann.cancel()
         self.ids = np.empty(0, np.int64)
         self._used: list[tuple[int, int]] = []  # the blocks some row has a nonzero value in, in dim order
         self._nonzero = {b: 0 for b in self.blocks}  # per block: rows with a nonzero value in it (block_occupied)
@@ -85,11 +166,13 @@ class MemoryIndex:
         self.labels: dict[str, int] = {}  # user, agent and project names -> one shared code space
         self.session_names: list[str] = []
         self._session_code: dict[str, int] = {}
-        self.postings: dict[str, list[int]] = defaultdict(list)
-        self._hints: list[list[str]] = []
+        self.postings = Postings()
         self._seen_archived_at = float("-inf")
         self._version: int | None = None
+        self._generation: int | None = None  # the database's generation the rows were read at (store/snapshot.py)
+        self._unsaved = 0  # rows read from the database since the snapshot was loaded or written
         self._dirty = True
+        self.ann: BlockGraphs | None = None  # HNSW graphs over the rows (store/ann.py), built past ann_params.min_rows
 
     @property
     def matrix(self) -> np.ndarray:
@@ -107,28 +190,119 @@ class MemoryIndex:
 
     # ------------------------------------------------------------------ sync with SQLite
     def refresh(self) -> None:
+        if self.ann is not None and self.ann.built:  # a worker-thread build of the graphs has ended: use them
+            self._sync_ann()
         version = self.store.data_version()
         if not self._dirty and version == self._version:
             return
-        # first load: c, σ and access counts may have been reinforced by earlier handles
-        foreign = self._version is None or version != self._version
         # one read transaction: the embedder check and the rows see one snapshot, so a reindex committed in between
         # cannot hand this index vectors of another width
         try:
             with self.store.snapshot():
                 self.store.verify_embedder()  # another process may have re-embedded the store (reindex)
+                generation = snapshot.generation(self.store)
+                if self._generation is not None and generation != self._generation:
+                    self.reset()  # another process deleted, moved or re-embedded rows: start over
+                if not len(self.ids) and snapshot.load(self, generation):
+                    self._unsaved = 0
+                self._generation = generation
                 self._apply(self._changed_rows())
                 if len(self.ids) != self.store.count():  # something was deleted: start over
                     self.reset()
+                    self._generation = generation
                     self._apply(self.store.rows_since(float("-inf")))
-                    foreign = True
-                if foreign:  # another process may have changed confidence, success or access counts
-                    self._load_mutable()
+            self._sync_ann()
         except BaseException:
             self.reset()  # never keep a half-applied refresh: the next one reloads every row
             raise
         self._version = version
         self._dirty = False
+
+    @property
+    def ann_params(self) -> AnnParams | None:
+        """The graphs' parameters in force (None: exact search only)."""
+        p = self._ann_params
+        return p() if callable(p) else p
+
+    def _sync_ann(self) -> None:
+        """Bring the HNSW graphs up to the rows loaded: built once the store holds ``ann_params.min_rows`` rows,
+        then given each refresh's new rows (rows rewritten in place are marked stale by ``_overwrite``). More than
+        ``ANN_BUILD_AHEAD`` rows to take are added in a worker thread; exact search answers until it is done."""
+        p = self.ann_params
+        n = len(self.ids)
+        if self.ann is not None and (p is None or p.graph_key() != self.ann.params.graph_key()):
+            self.ann.cancel()
+            self.ann = None  # graphs built with other parameters
+        elif self.ann is not None:
+            self.ann.params = p  # the search parameters in force
+        if p is None or n < p.min_rows or n == 0:
+            if self.ann is not None:  # below the threshold (a snapshot's graphs, a lowered store): exact search
+                self.ann.cancel()
+                self.ann = None
+            return
+        if self.ann is None:
+            self.ann = BlockGraphs(self.blocks, p)
+        if self.ann.building:
+            if not self.ann.built:
+                return
+            self._finish_ann_build()
+        if self.ann.viewed and n - self.ann.covered <= ANN_BUILD_AHEAD:
+            return  # the snapshot's graphs, read-only: the few rows added since are scored exactly
+        if self.ann.covered < n:
+            columns, matrix = self._view
+            try:
+                self.ann.materialize()
+            except (OSError, RuntimeError) as e:  # the snapshot was removed meanwhile (a forget): build anew
+                log.info("HNSW graphs of %s rebuilt: %s", self.store.path, e)
+                self.ann = BlockGraphs(self.blocks, p)
+            if n - self.ann.covered > ANN_BUILD_AHEAD:
+                self.ann.start_build(self.ids, matrix, columns, self._with, self.ann.covered, n)
+            else:
+                self.ann.add_rows(self.ids, matrix, columns, self._with, self.ann.covered, n)
+
+    def _finish_ann_build(self) -> None:
+        """Take a finished worker-thread build (rows rewritten while it ran are in ``ann.stale``)."""
+        try:
+            self.ann.finish_build()
+        except BaseException:
+            self.ann = None
+            raise
+
+    def wait_ann(self) -> None:
+        """Wait for a worker-thread build of the graphs and start using them (benchmarks, tests, ``reindex``)."""
+        if self.ann is not None and self.ann.building:
+            self._finish_ann_build()
+            self._sync_ann()
+
+    def close(self) -> None:
+        """The handle is closing: a worker-thread build is stopped, and the index is saved beside the database when
+        that pays (``save_pays``)."""
+        if self.ann is not None and self.ann.building:
+            self.ann.cancel()
+            self.ann = None
+        if self.save_pays():
+            self.save()
+
+    def save_pays(self) -> bool:
+        """Whether a new snapshot is worth writing: a store of ``snapshot.MIN_ROWS`` rows or more whose index read
+        at least a twentieth of its rows from the database (a full load, a large import) or built graphs since the
+        snapshot it opened (if any). A short-lived process of a small store never writes one."""
+        n = len(self.ids)
+        if n < snapshot.MIN_ROWS or self._generation is None or snapshot.location(self.store) is None:
+            return False
+        graphs = self.ann is not None and not self.ann.building and not self.ann.saved
+        return graphs or self._unsaved >= max(1, n // 20)
+
+    def save(self) -> None:
+        """Write the snapshot now (store/snapshot.py; ``lantern reindex`` and ``close``). Errors writing it (a full
+        disk) are logged, never raised: the database is the source of truth and the next open reloads from it."""
+        try:
+            if snapshot.save(self, self._generation) is not None:
+                self._unsaved = 0
+                if self.ann is not None:
+                    self.ann.saved = True
+        except OSError as e:
+            log.warning("index snapshot of %s not written: %s", self.store.path, e)
 
     def _changed_rows(self) -> list[tuple]:
         """The rows archived (or grown) since the last refresh: the (id, archived_at) stamps of the overlap window are
@@ -192,12 +366,11 @@ class MemoryIndex:
             self.success = np.concatenate([self.success, np.full(n, 0.5, np.float32)])
             self.access_count = np.concatenate([self.access_count, np.zeros(n, np.float32)])
             hints = json.loads("[" + ",".join(r[7] for r in new_rows) + "]")  # one parse for the whole batch
-            self._hints.extend(hints)
             self.hint_count = np.concatenate([self.hint_count, np.fromiter(map(len, hints), np.float32, n)])
-            postings = self.postings
+            add = self.postings.add
             for offset, terms in enumerate(hints, start):
-                for term in terms:
-                    postings[term].append(offset)
+                add(offset, terms)
+            self._unsaved += n
         self._seen_archived_at = max(self._seen_archived_at, max(r[3] for r in rows))
 
     def _append_vectors(self, start: int, vecs: np.ndarray) -> None:
@@ -263,29 +436,37 @@ class MemoryIndex:
         self._use_blocks([(a, b) for a, b in self.blocks if vec[a:b].any()])
         columns, matrix = self._view
         matrix[pos] = vec[columns]
+        if self.ann is not None:  # its graph vectors are old: scored exactly from now on
+            self.ann.stale.add(int(self.ids[pos]))
+            if len(self.ann.stale) > ANN_BUILD_AHEAD:  # many rewritten: the graphs are rebuilt
+                self.ann.cancel()
+                self.ann = None
         self.session[pos] = self._code(row[1])
         self.user[pos], self.agent[pos], self.project[pos] = (self._label(v) for v in row[9:12])
         self.time[pos], self.prior[pos] = row[2], row[4]
         self.archived[pos] = row[3]
         self.tool_count[pos], self.file_count[pos] = row[5], row[6]
-        for term in self._hints[pos]:
-            if pos in self.postings[term]:
-                self.postings[term].remove(pos)
         terms = json.loads(row[7])
-        self._hints[pos] = terms
+        self.postings.rewrite(pos, terms)
         self.hint_count[pos] = len(terms)
-        for term in terms:
-            self.postings[term].append(pos)
+        self._unsaved += 1
 
-    def _load_mutable(self) -> None:
-        cols = self.store.mutable_columns()
-        if len(cols) != len(self.ids):  # pragma: no cover - a write raced us; the next refresh reconciles
-            self._dirty = True
+    def note_mutable(self, entries: dict) -> None:
+        """Take c, σ and the access count of ``entries`` ({entry id: Entry}, as the read path fetches its candidate
+        pool: ``Store.entries``) into the arrays. Reading them for every row at each refresh scanned the whole
+        table (~3 s at 100k entries: the columns have no index), and only the pool's rows are ever read (importance,
+        pruning); another process's reinforcement is seen here, on the rows it concerns."""
+        if not entries or not len(self.ids):
             return
-        arr = np.asarray(cols, dtype=np.float64).reshape(-1, 4)
-        self.confidence = arr[:, 1].astype(np.float32)
-        self.success = arr[:, 2].astype(np.float32)
-        self.access_count = arr[:, 3].astype(np.float32)
+        ids = np.fromiter(entries, np.int64, len(entries))
+        pos = self.positions_of(ids)
+        keep = pos >= 0
+        values = np.asarray([(e.confidence, e.success, e.access_count) for e in entries.values()], np.float64).reshape(
+            -1, 3
+        )
+        self.confidence[pos[keep]] = values[keep, 0]
+        self.success[pos[keep]] = values[keep, 1]
+        self.access_count[pos[keep]] = values[keep, 2]
 
     def _code(self, session: str) -> int:
         code = self._session_code.get(session)
@@ -344,6 +525,19 @@ class MemoryIndex:
             if not inside.all():
                 mask = inside if mask is None else mask & inside
         return mask
+
+    @property
+    def used_blocks(self) -> list[tuple[int, int]]:
+        """The blocks some row has a nonzero value in, in dim order (their dims are ``columns``)."""
+        return list(self._used)
+
+    def positions_of(self, ids: np.ndarray) -> np.ndarray:
+        """Row positions (int64) of entry ids, -1 for an id not loaded."""
+        ids = np.asarray(ids, np.int64)
+        if not len(self.ids) or not len(ids):
+            return np.full(len(ids), -1, np.int64)
+        pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return np.where(self.ids[pos] == ids, pos, -1)
 
     def positions(self, ids) -> np.ndarray:
         """Row positions of entry ids (all must be present)."""

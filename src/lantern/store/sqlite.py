@@ -22,7 +22,7 @@ import numpy as np
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
-from lantern.store import fulltext
+from lantern.store import fulltext, snapshot
 from lantern.store import vectors as codec
 from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
@@ -426,6 +426,10 @@ class Store:
                     chunk = ids[start : start + 500]
                     db.execute(f'DELETE FROM "{table}" WHERE "{column}" IN ({",".join("?" * len(chunk))})', chunk)
             db.executemany("DELETE FROM entries WHERE id = ?", marks)
+            if ids:
+                bump_generation(db)
+        if ids and self.path != ":memory:":
+            snapshot.remove(self.path)  # it holds the deleted rows' vectors and hint terms
         return len(ids)
 
     def erase_free_space(self, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
@@ -512,6 +516,7 @@ class Store:
                 db.execute("UPDATE entries SET e5_pending = ?, vector_at = ? WHERE id = ?", (pending, now, entry_id))
                 n += 1
             self.set_embedder(db, embedder_id, dim, blocks)
+            bump_generation(db)
         self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
         self.blocks, self.deferred = [tuple(b) for b in blocks], deferred
         return n
@@ -593,6 +598,7 @@ class Store:
                         )
                         if self.deferred is not None and not vec[slice(*self.deferred)].any():
                             db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
+                        bump_generation(db)
                         n += 1
                 if not rows:
                     db.executemany(
@@ -753,6 +759,7 @@ class Store:
                     duplicates.append(entry_id)
                     continue
                 db.execute("UPDATE entries SET session = ?, content_hash = ? WHERE id = ?", (session, h, entry_id))
+                bump_generation(db)
                 done += 1
             if drop_facts:
                 delete_facts(db, [i for i, _ in moves])
@@ -890,6 +897,15 @@ class Store:
             key = "entries_fts" if name.startswith("entries_fts") else name
             sizes[key] = sizes.get(key, 0) + size
         return {k: round(v / n) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])} if n else {}
+
+
+def bump_generation(db: sqlite3.Connection) -> None:
+    """Count one more change that rows' stamps do not show (a delete, a move, a re-embedding, a re-encoding), inside
+    the writer's transaction: the ``generation`` meta key an index snapshot is valid for (store/snapshot.py)."""
+    db.execute(
+        "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
 
 
 VECTOR_BLOCKS = "vector_blocks"  # meta key: JSON [[start, stop], ...], the layout of the stored vectors
