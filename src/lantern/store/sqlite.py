@@ -403,11 +403,13 @@ class Store:
         """The FTS5 rows of an entry (store/fulltext.py ``fts_rows``: CJK runs as character bigrams, a long text in
         windows). The values must be those of its ``entries`` row, written in the same transaction (a delete sends
         the row's values back to the contentless index)."""
+        fulltext.check_current(db)
         fulltext.index_entry(db, entry_id, summary, text, tag_values)
 
     @staticmethod
     def _delete_fts(db: sqlite3.Connection, entry_id: int) -> None:
         """An entry's FTS5 rows, its own and its windows', built from its ``entries`` row: before the row changes."""
+        fulltext.check_current(db)
         fulltext.unindex_entry(db, entry_id)
 
     def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
