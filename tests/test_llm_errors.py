@@ -58,6 +58,18 @@ def _error(reply: dict) -> LLMError:
         ({"error": {"message": "model 'x' not found", "code": "model_not_found"}}, 404, False),
         ({"error": {"message": "Invalid value for temperature"}}, 400, False),
         ({"error": {"message": "context length exceeded"}}, 500, False),
+        # a field's own limit says "too long" too (OpenAI's wording for a message name)
+        (
+            {
+                "error": {
+                    "message": "Invalid 'messages[1].name': string too long. Expected a string with maximum length 64",
+                    "code": "string_above_max_length",
+                }
+            },
+            400,
+            False,
+        ),
+        ({"error": {"message": "Input is too long for requested model."}}, 400, True),  # Amazon Bedrock
     ],
 )
 def test_an_error_answer_names_the_endpoints_reason(body, status, too_long):

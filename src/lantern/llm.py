@@ -65,14 +65,19 @@ class LLMError(LanternError):
         """Whether the endpoint refused the request for its size: HTTP 413, or a 400 whose error is OpenAI's
         ``context_length_exceeded`` or whose message speaks of the context or the prompt's length (the wording of
         OpenAI, llama.cpp, vLLM and Anthropic: "maximum context length", "prompt is too long", "exceeds the
-        context window"). The memory agent then asks again with a smaller context (memory/agent.py)."""
+        context window"; a field's own limit, "string too long", is not one). The memory agent then asks again
+        with a smaller context (memory/agent.py)."""
         if self.status == 413:
             return True
         return self.status == 400 and (self.code == "context_length_exceeded" or bool(_TOO_LONG.search(self.detail)))
 
 
 DETAIL_CHARS = 300  # characters of an endpoint's error message kept in LLMError (ours)
-_TOO_LONG = re.compile(r"context (?:length|window|size)|too long|too many tokens|exceeds? the (?:context|max)", re.I)
+_TOO_LONG = re.compile(  # "too long" alone also names other fields' limits ("'messages[1].name': string too long")
+    r"context (?:length|window|size)|(?:prompt|input|request|messages?|conversation) (?:is |are )?too (?:long|large)"
+    r"|too many tokens|exceeds? the (?:context|max)",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
