@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -1145,3 +1146,15 @@ def test_recover_live_leaves_out_the_turns_still_in_the_live_context(tmp_path, t
     assert bad.returncode == 1 and b"Traceback" not in bad.stderr and b"missing.jsonl" in bad.stderr
     usage = run("search", "redis port", "--live", str(live), db=db, check=False)
     assert usage.returncode == 2 and b"--live goes with --explain" in usage.stderr
+    # a pipe (`--live <(...)`, a hook's `--live /dev/stdin`): read as the file is (it was 'stream is not seekable')
+    read_end, write_end = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(write_end, live.read_bytes()), os.close(write_end)))
+    writer.start()
+    try:
+        piped = run(
+            "recover", "redis port for staging", "--json", "--min-score", "0", "--live", f"/dev/fd/{read_end}", db=db
+        )
+    finally:
+        writer.join()
+        os.close(read_end)
+    assert json.loads(piped.stdout)["text"] == rec["text"]

@@ -11,9 +11,11 @@ import json
 import sqlite3
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lantern.errors import LanternError
 from lantern.model import Tag, content_hash
 from lantern.scope import Scope
 from lantern.store import fulltext, migrations
@@ -233,3 +235,50 @@ def test_imported_entries_are_indexed_as_archived_ones_and_delete_cleanly(tmp_pa
         lt.store.delete(scope=Scope(user="alice"))
         lt.store.erase_free_space()
         assert instances(lt.store.db) == []
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(op=st.sampled_from(["archive", "grow", "delete_entry", "delete_session", "forget", "import"]))
+def test_a_process_whose_index_format_another_version_rebuilt_writes_nothing(tmp_path_factory, op):
+    """Two processes on one database, of Lantern versions whose ``fts_rows`` differ (an upgrade while a proxy runs):
+    the newer one rebuilds the index on open. Every later write of the older handle that would insert or delete
+    index rows raises LanternError and changes nothing (it deleted with its own rows, so a forgotten turn's terms
+    stayed findable and the recorded format hid it from every later open)."""
+    path = tmp_path_factory.mktemp("skew") / "a.db"
+    vec = np.ones((1, DIM), np.float32)
+    old = Store(path)  # the running process
+    old.check_embedder("test", DIM)
+    old.add([new_entry("s", "数据库端口 is 5433 mk1q", "port")], vec)
+    ours_rows, ours_format = fulltext.fts_rows, fulltext.fts_format
+    try:  # the other version: CJK as single characters, another format
+        fulltext.fts_rows = lambda *a: [(r, b.replace("数据", "数 据"), t) for r, b, t in ours_rows(*a)]
+        fulltext.fts_format = lambda: "another-version"
+        other = Store(path)
+        other.check_embedder("test", DIM)
+        other.close()
+    finally:
+        fulltext.fts_rows, fulltext.fts_format = ours_rows, ours_format
+    before = instances(old.db), old.db.execute("SELECT id, text FROM entries").fetchall()
+    with pytest.raises(LanternError, match="another Lantern version"):
+        if op == "archive":
+            old.add([new_entry("s2", "a new turn mk2q", "new")], vec)
+        elif op == "grow":
+            old.add([new_entry("s", "数据库端口 is 5433 mk1q\nand it grew", "port")], vec)
+        elif op == "delete_entry":
+            old.delete(entry=1)
+        elif op == "delete_session":
+            old.delete(session="s")
+        elif op == "forget":
+            old.delete(scope=Scope(user=""))
+        else:  # lantern import indexes its rows through Store.index_fulltext
+            with old.transaction() as db:
+                old.index_fulltext(db, 99, "imported", "imported text", [])
+    assert (instances(old.db), old.db.execute("SELECT id, text FROM entries").fetchall()) == before
+    old.close()
+    again = Store(path)  # a handle of this version opened since: rebuilt, and deletes cleanly
+    again.check_embedder("test", DIM)
+    assert_index_is_a_rebuild(again.db)
+    again.delete(entry=1)
+    again.erase_free_space()
+    assert instances(again.db) == []
+    again.close()

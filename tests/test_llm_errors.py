@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lantern.llm import DETAIL_CHARS, LLMClient, LLMError
+from lantern.llm import DETAIL_CHARS, LLMClient, LLMError, LLMSettings
 from openai_fake import FakeLLM, answer, raw
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -58,6 +58,18 @@ def _error(reply: dict) -> LLMError:
         ({"error": {"message": "model 'x' not found", "code": "model_not_found"}}, 404, False),
         ({"error": {"message": "Invalid value for temperature"}}, 400, False),
         ({"error": {"message": "context length exceeded"}}, 500, False),
+        # a field's own limit says "too long" too (OpenAI's wording for a message name)
+        (
+            {
+                "error": {
+                    "message": "Invalid 'messages[1].name': string too long. Expected a string with maximum length 64",
+                    "code": "string_above_max_length",
+                }
+            },
+            400,
+            False,
+        ),
+        ({"error": {"message": "Input is too long for requested model."}}, 400, True),  # Amazon Bedrock
     ],
 )
 def test_an_error_answer_names_the_endpoints_reason(body, status, too_long):
@@ -78,6 +90,40 @@ def test_the_api_key_echoed_by_an_endpoint_is_never_in_the_error(monkeypatch):
     monkeypatch.setenv("LANTERN_LLM_API_KEY", "sk-secret-0123456789")
     e = _error(raw(b'{"error": {"message": "Incorrect API key provided: sk-secret-0123456789"}}', 401))
     assert "sk-secret-0123456789" not in str(e) and "***" in e.detail
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    key=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=12, max_size=60),
+    before=st.integers(0, DETAIL_CHARS + 50),
+    where=st.sampled_from(["message", "code", "text"]),
+)
+def test_an_echoed_key_leaves_no_part_of_itself_wherever_the_endpoint_puts_it(monkeypatch, key, before, where):
+    """The key echoed anywhere in the message (also across the ``DETAIL_CHARS`` cut), in ``error.code``, or in a
+    body that is not JSON: nothing of it (not even its first 8 characters) is in the error."""
+    monkeypatch.setenv("LANTERN_LLM_API_KEY", key)
+    echoed = "e" * before + " key " + key + " rejected"
+    if where == "text":
+        body = echoed.encode()
+    else:
+        error = {"message": echoed, "code": "x"} if where == "message" else {"message": "bad key", "code": key}
+        body = json.dumps({"error": error}).encode()
+    e = _error(raw(body, 401))
+    assert key[:8] not in str(e) + e.detail + e.code
+
+
+@pytest.mark.parametrize("status", [200, 500])
+def test_a_body_nested_deeper_than_the_recursion_limit_is_an_llm_error(status):
+    e = _error(raw(b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", status))
+    assert e.kind == ("malformed" if status == 200 else "http") and len(e.detail) <= DETAIL_CHARS
+
+
+def test_credentials_in_the_base_url_are_not_in_the_error():
+    with FakeLLM([raw(b'{"error": {"message": "nope"}}', 401)]) as fake:
+        url = fake.base_url.replace("http://", "http://user:hunter2@") + "?api-key=hunter3"
+        with LLMClient(LLMSettings(url, "m", 5.0)) as client, pytest.raises(LLMError) as info:
+            client.chat(MESSAGES)
+    assert info.value.status == 401 and "hunter" not in str(info.value) and "***@127.0.0.1" in str(info.value)
 
 
 _JSON = st.recursive(

@@ -32,8 +32,10 @@ import json
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from lantern.errors import LanternError
 
@@ -63,14 +65,19 @@ class LLMError(LanternError):
         """Whether the endpoint refused the request for its size: HTTP 413, or a 400 whose error is OpenAI's
         ``context_length_exceeded`` or whose message speaks of the context or the prompt's length (the wording of
         OpenAI, llama.cpp, vLLM and Anthropic: "maximum context length", "prompt is too long", "exceeds the
-        context window"). The memory agent then asks again with a smaller context (memory/agent.py)."""
+        context window"; a field's own limit, "string too long", is not one). The memory agent then asks again
+        with a smaller context (memory/agent.py)."""
         if self.status == 413:
             return True
         return self.status == 400 and (self.code == "context_length_exceeded" or bool(_TOO_LONG.search(self.detail)))
 
 
 DETAIL_CHARS = 300  # characters of an endpoint's error message kept in LLMError (ours)
-_TOO_LONG = re.compile(r"context (?:length|window|size)|too long|too many tokens|exceeds? the (?:context|max)", re.I)
+_TOO_LONG = re.compile(  # "too long" alone also names other fields' limits ("'messages[1].name': string too long")
+    r"context (?:length|window|size)|(?:prompt|input|request|messages?|conversation) (?:is |are )?too (?:long|large)"
+    r"|too many tokens|exceeds? the (?:context|max)",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -207,11 +214,13 @@ class LLMClient:
             headers["authorization"] = f"Bearer {key}"
         elif self._authorization:
             headers["authorization"] = self._authorization
-        url = self.settings.url
+        url = _shown(self.settings.url)  # in messages; the request goes to self.settings.url
         start = time.perf_counter()
         usage = Usage(calls=1)
         try:
-            response = self._http.post(url, content=json.dumps(body, ensure_ascii=False).encode(), headers=headers)
+            response = self._http.post(
+                self.settings.url, content=json.dumps(body, ensure_ascii=False).encode(), headers=headers
+            )
         except httpx.TimeoutException:
             raise self._fail(
                 usage, start, f"LLM endpoint {url} timed out after {self.settings.timeout_s:g} s", "timeout"
@@ -222,10 +231,8 @@ class LLMClient:
             ) from None
         usage.ms = (time.perf_counter() - start) * 1000
         if response.status_code >= 400:
-            detail, code = _error_of(response)
-            for secret in (key, self._authorization):  # an endpoint that echoes the credential: never shown
-                if secret:
-                    detail = detail.replace(secret, "***").replace(secret.removeprefix("Bearer "), "***")
+            # an endpoint that echoes the credential: never shown, masked before the message is cut
+            detail, code = _error_of(response, [s for s in (key, self._authorization) if s])
             raise self._fail(
                 usage,
                 start,
@@ -238,7 +245,7 @@ class LLMClient:
         try:
             data = response.json()
             text = data["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):  # RecursionError: nested too deep
             raise self._fail(
                 usage, start, f"LLM endpoint {url}: no choices[0].message.content in the answer", "malformed"
             ) from None
@@ -265,13 +272,16 @@ class LLMClient:
         return LLMError(message, kind, status, detail, code)
 
 
-def _error_of(response: Any) -> tuple[str, str]:
+def _error_of(response: Any, secrets: Sequence[str] = ()) -> tuple[str, str]:
     """(message, code) of an error answer: OpenAI's ``{"error": {"message", "code"}}`` (llama.cpp, vLLM and
     Anthropic's ``{"error": {"message", "type"}}`` alike), or ``{"detail": "..."}`` (FastAPI), else the body's
-    first line; the message cut to ``DETAIL_CHARS`` characters, control characters as spaces."""
+    first line; the message cut to ``DETAIL_CHARS`` characters, control characters as spaces. Each of ``secrets``
+    (an ``Authorization`` value or key, with or without ``Bearer``) is replaced by ``***`` in both, before the cut
+    (a key straddling it would otherwise leave its prefix). A body nested deeper than Python's recursion limit
+    reads as no JSON."""
     try:
         data = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     message, code = "", ""
     if isinstance(data, dict):
@@ -285,8 +295,21 @@ def _error_of(response: Any) -> tuple[str, str]:
             message = data["detail"]
     elif data is None:
         message = response.text.strip().split("\n", 1)[0] if response.text else ""
+    for secret in secrets:
+        for form in (secret, secret.removeprefix("Bearer ")):
+            if form:
+                message, code = message.replace(form, "***"), code.replace(form, "***")
     message = "".join(" " if ch < " " or ch == "\x7f" else ch for ch in message).strip()
     return message[:DETAIL_CHARS], code[:100]
+
+
+def _shown(url: str) -> str:
+    """``url`` as error messages show it: credentials in its user info (``https://user:key@host``) and its query
+    (``?api-key=...``) as ``***``, the rest unchanged."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"***@{host}" if "@" in parts.netloc else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", ""))
 
 
 def _response_format(schema: dict | None, mode: str) -> dict | None:

@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Sequence
 from functools import cache
 
+from lantern.errors import LanternError
 from lantern.text.cjk import cjk_bigrams
 from lantern.text.windows import (
     WINDOW_CHARS,
@@ -35,6 +36,7 @@ __all__ = [
     "CREATE_TABLE",
     "FORMAT_KEY",
     "WINDOW_BITS",
+    "check_current",
     "entry_of_row",
     "fts_format",
     "fts_rows",
@@ -136,6 +138,19 @@ def rebuild(db: sqlite3.Connection, batch: int = 1_000) -> int:
         last = rows[-1][0]
     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (FORMAT_KEY, fts_format()))
     return n
+
+
+def check_current(db: sqlite3.Connection) -> None:
+    """Raise LanternError when the index rows were written in another ``fts_format`` than this code's: a process
+    of another Lantern version rebuilt the index since this one opened the database (``Store`` rebuilds it on open
+    only), so the values this process would insert or delete differ from those the index holds, and its deletes
+    would leave terms behind without an error. Call it inside the write transaction, before the rows change."""
+    if stale(db):
+        raise LanternError(
+            "the full-text index of this database was rebuilt by another Lantern version since this process opened "
+            "it: restart this process (a long-running proxy, MCP server or Python program) with the Lantern now "
+            "installed; nothing was written"
+        )
 
 
 def stale(db: sqlite3.Connection) -> bool:

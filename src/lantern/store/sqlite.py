@@ -231,8 +231,38 @@ class Store:
         # wrapper without ``blocks`` would otherwise read int8 rows as one block); a store written before the layout
         # was recorded takes the embedder's (compact_vectors records it)
         recorded = stored.get(VECTOR_BLOCKS)
-        self.blocks = [tuple(b) for b in json.loads(recorded)] if recorded else given
+        self.blocks = self._recorded_layout(recorded, dim) if recorded else given
         self.deferred = deferred
+
+    def _recorded_layout(self, value: str, dim: int) -> list[tuple[int, int]]:
+        """The block layout meta ``vector_blocks`` records: a JSON list of ``[start, stop]`` integer pairs that tile
+        ``0 .. dim`` (store/vectors.py: a dim outside every block would not be stored). Raises LanternError for any
+        other value (a damaged or hand-edited row): rows written by it could not be read once the value is right
+        again, and rows read by it fail or decode wrong."""
+        try:
+            blocks = json.loads(value)
+        except ValueError:
+            blocks = None
+        pairs = (
+            isinstance(blocks, list)
+            and bool(blocks)
+            and all(
+                isinstance(b, list)
+                and len(b) == 2
+                and all(type(x) is int and 0 <= x <= dim for x in b)
+                and b[0] <= b[1]
+                for b in blocks
+            )
+        )
+        edges = [x for b in sorted(tuple(b) for b in blocks) for x in b] if pairs else []
+        if not pairs or edges[0] != 0 or edges[-1] != dim or edges[1:-1:2] != edges[2:-1:2]:
+            raise LanternError(
+                f"{self.path}: meta 'vector_blocks' is damaged ({value[:80]!r}; expected a JSON list of [start, stop] "
+                f"pairs that tile 0..{dim}), so the stored vectors cannot be read by it; nothing was "
+                f"written. Delete that row (sqlite3 {self.path} \"DELETE FROM meta WHERE key = 'vector_blocks'\") to "
+                f"read them in the embedder's layout, and run `lantern --db {self.path} reindex` if they still fail."
+            )
+        return [tuple(b) for b in blocks]
 
     @staticmethod
     def _recorded_embedder(db: sqlite3.Connection) -> dict[str, str]:
@@ -373,11 +403,13 @@ class Store:
         """The FTS5 rows of an entry (store/fulltext.py ``fts_rows``: CJK runs as character bigrams, a long text in
         windows). The values must be those of its ``entries`` row, written in the same transaction (a delete sends
         the row's values back to the contentless index)."""
+        fulltext.check_current(db)
         fulltext.index_entry(db, entry_id, summary, text, tag_values)
 
     @staticmethod
     def _delete_fts(db: sqlite3.Connection, entry_id: int) -> None:
         """An entry's FTS5 rows, its own and its windows', built from its ``entries`` row: before the row changes."""
+        fulltext.check_current(db)
         fulltext.unindex_entry(db, entry_id)
 
     def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:

@@ -336,10 +336,10 @@ def read_source(source: Any, name: str | None = None) -> Any:
         source = Path(line)
     if isinstance(source, os.PathLike):
         try:
-            with open(source, "rb") as f:
-                check_head(f.read(4096), name or str(source))  # a binary file is refused before it is read whole
-                f.seek(0)
-                data = f.read()
+            with open(source, "rb") as f:  # read on from the head, not seeked back: a pipe (/dev/stdin, <(...)) too
+                head = f.read(4096)
+                check_head(head, name or str(source))  # a binary file is refused before it is read whole
+                data = head + f.read()
         except OSError as e:
             raise TranscriptFormatError(
                 f"cannot read file: {e.strerror or e}", source=name or str(source)
