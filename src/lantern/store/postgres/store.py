@@ -369,8 +369,10 @@ class PostgresStore:
         the server rolled back to break a deadlock or a serialization conflict (SQLSTATE class 40) is run again
         whole, up to ``ROLLBACK_RETRIES`` times after a short random pause (PostgreSQL manual §13.2: such
         transactions are retried by the client); not inside an outer transaction, which the rollback has ended.
-        A connection lost meanwhile (a server restart) raises LanternError saying so. Raises psycopg errors; on
-        any error nothing is written."""
+        So is a batch one of whose new rows another writer (one that takes no conversation lock: an import)
+        committed while it was written; inside an outer transaction that raises LanternError instead. A connection
+        lost meanwhile (a server restart) raises LanternError saying so. Raises psycopg errors; on any error nothing
+        is written."""
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
         for attempt in range(ROLLBACK_RETRIES + 1):
