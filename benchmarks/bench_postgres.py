@@ -32,8 +32,9 @@ def measure(locations, embedder, pool, sizes, queries, archives, console):
     builders = {name: Lantern(loc, embedder=embedder) for name, loc in locations.items()}
     filled = dict.fromkeys(locations, 0)
     for size in sizes:
-        fill_s, stats, first, took, wrote = {}, {}, {}, {}, {}
+        fill_s, added, stats, first, took, wrote = {}, {}, {}, {}, {}, {}
         for name, builder in builders.items():
+            added[name] = size - filled[name]
             t0 = time.perf_counter()
             fill_store(builder.store, pool, filled[name], size, sigma=0.02)
             fill_s[name] = time.perf_counter() - t0
@@ -65,7 +66,8 @@ def measure(locations, embedder, pool, sizes, queries, archives, console):
         for name in handles:
             filled[name] += archives
             console.print(
-                f"{name} {size:,}: fill {fill_s[name]:.1f} s, {stats[name]['bytes_per_entry']:,} bytes/entry, first "
+                f"{name} {size:,}: fill {fill_s[name]:.1f} s ({added[name] / fill_s[name]:,.0f} entries/s), "
+                f"{stats[name]['bytes_per_entry']:,} bytes/entry, first "
                 f"recover {first[name] * 1000:.0f} ms, recover p50 {pct(took[name], 50) * 1000:.1f} ms p95 "
                 f"{pct(took[name], 95) * 1000:.1f} ms, archive p50 {pct(wrote[name], 50) * 1000:.1f} ms p95 "
                 f"{pct(wrote[name], 95) * 1000:.1f} ms"

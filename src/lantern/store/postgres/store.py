@@ -60,6 +60,23 @@ _ENTRY_COLUMNS = (
     "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
     "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
 )
+# an entry's tsvector from its two texts (``PostgresStore._fts_texts``: body, then tag values)
+_FTS_SQL = f"to_tsvector('{TS_CONFIG}', {{body}}) || to_tsvector('{TS_CONFIG}', {{tags}})"
+# ``add``'s new rows, one array per column in binary (``_insert_new``), inserted in the arrays' order (ids ascending)
+_INSERT_SQL = (
+    "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, memory_type, importance, "
+    "content_hash, tool_count, file_count, meta, category, confidence, success, user_id, agent_id, project, "
+    "e5_pending, fts) "
+    "SELECT session, turn, time, %s, text, summary, tags, hints, memory_type, importance, content_hash, tool_count, "
+    "file_count, meta, category, 0.5, 0.5, user_id, agent_id, project, e5_pending, "
+    + _FTS_SQL.format(body="body", tags="tag_text")
+    + " FROM unnest(%b::text[], %b::int[], %b::float8[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::float8[], %b::text[], %b::int[], %b::int[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::int[], %b::text[], %b::text[]) WITH ORDINALITY AS r(session, turn, time, text, summary, tags, hints, "
+    "memory_type, importance, content_hash, tool_count, file_count, meta, category, user_id, agent_id, project, "
+    "e5_pending, body, tag_text, i) ORDER BY i "
+    "ON CONFLICT (content_hash) DO NOTHING RETURNING content_hash, id"
+)
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
 # what this backend does not do yet, with the way round it (store/protocol.py ``require``; docs/postgres.md)
@@ -82,6 +99,7 @@ REINFORCEMENT_LOCK = "lantern:reinforcement"  # advisory lock: one recovery's re
 # psycopg_pool logs each connection it discards or fails to open (a server restart: one line per attempt); the
 # error that reaches the caller names the cause once (``_connection_lost``), so the pool's lines stay out of stderr
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+NEWEST_ID_TTL_S = 5.0  # term_fractions re-reads the newest entry id after this many seconds (ours)
 IDLE_CHECK_S = 1.0  # a pooled connection idle this long is checked (one round trip) before use (ours)
 
 
@@ -108,6 +126,21 @@ def _array(value: Any) -> np.ndarray:
 def _terms(match: str) -> list[str]:
     """The terms of an FTS5 MATCH expression of double-quoted strings joined by OR (recover/signals.fts_query)."""
     return [t.replace('""', '"') for t in _QUOTED.findall(match)]
+
+
+class _Raced(Exception):
+    """Another writer committed one of a batch's new rows (same content hash) while it was being written: ``add``
+    rolls the batch back and runs it again, when that row is read as stored."""
+
+
+def _roll_back(conn: psycopg.Connection) -> None:
+    """End the open transaction of ``conn`` after an error. A connection the server dropped is left as it is: the
+    pool discards a broken connection it gets back, and the server has rolled the transaction back."""
+    if conn.info.transaction_status in (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR):
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass
 
 
 def _first_line(e: Exception) -> str:
@@ -201,16 +234,22 @@ class PostgresStore:
         """One transaction on a pooled connection, yielding the connection-shaped ``db`` bound to it (this thread's
         statements run in it); any exception rolls it back. ``wait``: seconds a statement may wait for a row lock
         (``lock_timeout``; psycopg.errors.LockNotAvailable past it: ``is_unwritable``). Bumps the change counter
-        that ``data_version`` reads, at the end, so its row lock is held only while committing."""
+        that ``data_version`` reads, at the end, so its row lock is held only while committing. ``BEGIN`` with the
+        ``SET LOCAL``, and the bump with ``COMMIT``, each go as one simple query (psycopg sends a statement without
+        parameters so): two round trips less per write than psycopg's ``transaction()``, which sends each alone."""
         if self.db.in_transaction:  # nested: the outer transaction holds it
             yield self.db
             return
         with self.pool.connection() as conn:
-            with conn.transaction(), self.db.bound(conn) as db:
-                if wait is not None:
-                    conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
-                yield db
-                conn.execute("UPDATE changes SET version = version + 1 WHERE id = 1")
+            conn.execute("BEGIN" if wait is None else f"BEGIN; SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
+            try:
+                with self.db.bound(conn) as db:
+                    yield db
+                # a failed UPDATE skips the COMMIT after it (one simple query stops at its first error)
+                conn.execute("UPDATE changes SET version = version + 1 WHERE id = 1; COMMIT")
+            except BaseException:
+                _roll_back(conn)
+                raise
             with self._own_lock:  # committed: this handle's own write, which data_version leaves out
                 self.db.total_changes += 1
 
@@ -330,13 +369,22 @@ class PostgresStore:
         the server rolled back to break a deadlock or a serialization conflict (SQLSTATE class 40) is run again
         whole, up to ``ROLLBACK_RETRIES`` times after a short random pause (PostgreSQL manual §13.2: such
         transactions are retried by the client); not inside an outer transaction, which the rollback has ended.
-        A connection lost meanwhile (a server restart) raises LanternError saying so. Raises psycopg errors; on
-        any error nothing is written."""
+        So is a batch one of whose new rows another writer (one that takes no conversation lock: an import)
+        committed while it was written; inside an outer transaction that raises LanternError instead. A connection
+        lost meanwhile (a server restart) raises LanternError saying so. Raises psycopg errors; on any error nothing
+        is written."""
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
         for attempt in range(ROLLBACK_RETRIES + 1):
             try:
                 return self._add(rows, vectors, after)
+            except _Raced:
+                if attempt == ROLLBACK_RETRIES or self.db.in_transaction:
+                    raise LanternError(
+                        f"{self.path}: another writer stored the same turns while this batch was written; nothing of "
+                        "it was written: run it again (turns already stored are skipped)"
+                    ) from None
+                continue
             except psycopg.OperationalError as e:
                 if (e.sqlstate or "").startswith("40"):  # psycopg's DeadlockDetected is no TransactionRollback
                     if attempt == ROLLBACK_RETRIES or self.db.in_transaction:
@@ -358,7 +406,11 @@ class PostgresStore:
         vectors: Any,
         after: Callable[[Any, list[tuple[int, bool]]], None] | None,
     ) -> list[tuple[int, bool]]:
-        out: list[tuple[int, bool]] = []
+        """One attempt of ``add``: a fixed number of round trips per batch, whatever its size (the locks in one
+        pipeline; one look-up of the stored hashes, one of each conversation's last turn; the new rows in one
+        ``INSERT ... SELECT FROM unnest``, their vectors in one binary ``COPY``), then a few per grown turn and per
+        row with facts (store/facts.py reads each chain). Raises ``_Raced`` when another writer committed one of
+        the new rows meanwhile (``add`` runs the batch again)."""
         now = time.time()
         with self.transaction() as db:
             conn = db.current
@@ -366,8 +418,9 @@ class PostgresStore:
                 {json.dumps(["conv", r.user, r.agent, r.project, r.session]) for r in rows}
                 | {json.dumps(["facts", fact_scope(r)]) for r in rows if r.facts}
             )
-            for key in keys:  # sorted: two batches lock in one order, never a deadlock
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+            with conn.pipeline():  # one round trip; the server takes them in this (sorted) order: never a deadlock
+                for key in keys:
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
             users = sorted({r.user for r in rows})
             if (
                 after is not None
@@ -377,69 +430,140 @@ class PostgresStore:
             ):  # their entries' rows are then written after a recovery's, never interleaved with them
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
             self.verify_embedder()
-            written: set[int] = set()
-            for row, vec in zip(rows, vectors):
-                found = conn.execute("SELECT id FROM entries WHERE content_hash = %s", (row.content_hash,)).fetchone()
-                if found:
-                    out.append((found[0], False))
-                    continue
-                if vec is None:
-                    raise MissingVectorError(f"no vector for the new row {row.content_hash}")
-                last = conn.execute(
-                    "SELECT id, turn, text FROM entries WHERE user_id = %s AND session = %s AND agent_id = %s "
-                    "AND project = %s ORDER BY turn DESC LIMIT 1",
-                    (row.user, row.session, row.agent, row.project),
-                ).fetchone()
-                vector = np.asarray(vec, np.float32)
-                pending = int(self.deferred is not None and not vector[slice(*self.deferred)].any())
-                fts = self._fts(row.summary, row.text, [t.value for t in row.tags])
-                if last and last[0] not in written and row.text.startswith(last[2] + "\n"):
-                    entry_id = last[0]
-                    conn.execute(
-                        "UPDATE entries SET time = coalesce(time, %s), archived_at = %s, text = %s, summary = %s, "
-                        "tags = %s, hints = %s, memory_type = %s, importance = %s, content_hash = %s, "
-                        "tool_count = %s, file_count = %s, meta = %s, category = %s, e5_pending = %s, "
-                        f"vector_at = NULL, fts = {fts[0]} WHERE id = %s",
-                        (to_epoch(row.time), now, *self._values(row), pending, *fts[1], entry_id),
-                    )
-                    conn.execute("UPDATE embeddings SET vector = %s WHERE entry_id = %s", (vector, entry_id))
+            out, grown, new = self._plan(conn, rows, vectors)
+            if grown:
+                self._write_grown(conn, [(rows[i], np.asarray(vectors[i], np.float32), e) for i, e in grown], now)
+            if new:
+                ids = self._insert_new(
+                    conn, [(rows[i], turn, np.asarray(vectors[i], np.float32)) for i, turn in new], now
+                )
+                for (i, _), entry_id in zip(new, ids):
+                    out[i] = (entry_id, True)
+            for i, slot in enumerate(out):  # a repeat of a row written earlier in this batch
+                if isinstance(slot, int):
+                    out[i] = (out[slot][0], False)
+            replaced = {i for i, _ in grown}  # a grown turn's facts replace those of the entry it extends
+            for i, (row, (entry_id, added)) in enumerate(zip(rows, out)):  # in row order, as the chains expect
+                if added and (row.facts or i in replaced):
                     write_facts(db, entry_id, row.facts, now, fact_scope(row))
-                else:
-                    turn = last[1] + 1 if last else 0
-                    got = conn.execute(
-                        "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
-                        "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, "
-                        "success, user_id, agent_id, project, e5_pending, fts) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-                        f"%s, %s, %s, %s, %s, %s, %s, %s, 0.5, 0.5, %s, %s, %s, %s, {fts[0]}) "
-                        "ON CONFLICT (content_hash) DO NOTHING RETURNING id",
-                        (
-                            row.session,
-                            turn,
-                            to_epoch(row.time),
-                            now,
-                            *self._values(row),
-                            row.user,
-                            row.agent,
-                            row.project,
-                            pending,
-                            *fts[1],
-                        ),
-                    ).fetchone()
-                    if got is None:  # another transaction committed the same turn while this one waited
-                        found = conn.execute(
-                            "SELECT id FROM entries WHERE content_hash = %s", (row.content_hash,)
-                        ).fetchone()
-                        out.append((found[0], False))
-                        continue
-                    entry_id = got[0]
-                    conn.execute("INSERT INTO embeddings(entry_id, vector) VALUES (%s, %s)", (entry_id, vector))
-                    if row.facts:
-                        write_facts(db, entry_id, row.facts, now, fact_scope(row))
-                written.add(entry_id)
-                out.append((entry_id, True))
             if after is not None:
                 after(db, out)
         return out
+
+    @staticmethod
+    def _plan(
+        conn: psycopg.Connection, rows: Sequence[NewEntry], vectors: Any
+    ) -> tuple[list[Any], list[tuple[int, int]], list[tuple[int, int]]]:
+        """What ``add`` does with each row, decided in two reads: ``out`` ((id, False) for a row stored already, the
+        index of the earlier row for a repeat within the batch, None for a row to write), ``grown`` ((row index,
+        entry id) of a turn that extends its conversation's last turn, not yet written in this batch: that entry is
+        replaced) and ``new`` ((row index, turn number): the conversation's last turn + 1, 0 for a new one). Raises
+        MissingVectorError for a row to write without a vector, before anything is written."""
+        hashes = list(dict.fromkeys(r.content_hash for r in rows))
+        stored = dict(
+            conn.execute("SELECT content_hash, id FROM entries WHERE content_hash = ANY(%s)", (hashes,)).fetchall()
+        )
+        convs = list(
+            dict.fromkeys((r.user, r.session, r.agent, r.project) for r in rows if r.content_hash not in stored)
+        )
+        # conversation -> [its last entry's id, turn, text, whether written in this batch, content hash]
+        last: dict[tuple[str, str, str, str], list[Any]] = {}
+        if convs:
+            found = conn.execute(
+                "SELECT c.i, l.id, l.turn, l.text, l.content_hash "
+                "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS c(u, s, a, p, i) "
+                "CROSS JOIN LATERAL (SELECT id, turn, text, content_hash FROM entries WHERE user_id = c.u "
+                "AND session = c.s AND agent_id = c.a AND project = c.p ORDER BY turn DESC LIMIT 1) l",
+                [list(x) for x in zip(*convs)],
+            ).fetchall()
+            for i, entry_id, turn, text, stored_hash in found:
+                last[convs[i - 1]] = [entry_id, turn, text, False, stored_hash]
+        out: list[Any] = [None] * len(rows)
+        grown: list[tuple[int, int]] = []
+        new: list[tuple[int, int]] = []
+        here: dict[str, int] = {}  # content hash -> index of the row of this batch that writes it
+        for i, (row, vec) in enumerate(zip(rows, vectors)):
+            if row.content_hash in stored:
+                out[i] = (stored[row.content_hash], False)
+                continue
+            if row.content_hash in here:
+                out[i] = here[row.content_hash]
+                continue
+            if vec is None:
+                raise MissingVectorError(f"no vector for the new row {row.content_hash}")
+            conv = (row.user, row.session, row.agent, row.project)
+            state = last.get(conv)
+            if state and not state[3] and row.text.startswith(state[2] + "\n"):
+                grown.append((i, state[0]))
+                out[i] = (state[0], True)
+                state[3] = True
+                stored.pop(state[4], None)  # that entry's old text is stored no more: a later repeat of it is new
+            else:
+                new.append((i, state[1] + 1 if state else 0))
+                last[conv] = [None, new[-1][1], row.text, True, row.content_hash]
+            here[row.content_hash] = i
+        return out, grown, new
+
+    def _pending(self, vector: np.ndarray) -> int:
+        """1 when the deferred block of ``vector`` (the routed embedder's e5 part) is still all zeros, else 0."""
+        return int(self.deferred is not None and not vector[slice(*self.deferred)].any())
+
+    def _write_grown(
+        self, conn: psycopg.Connection, items: Sequence[tuple[NewEntry, np.ndarray, int]], now: float
+    ) -> None:
+        """Replace each entry with the (row, vector, entry id) turn that extends it, in one pipeline."""
+        fts = _FTS_SQL.format(body="%s", tags="%s")
+        with conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE entries SET time = coalesce(time, %s), archived_at = %s, text = %s, summary = %s, "
+                "tags = %s, hints = %s, memory_type = %s, importance = %s, content_hash = %s, "
+                "tool_count = %s, file_count = %s, meta = %s, category = %s, e5_pending = %s, "
+                f"vector_at = NULL, fts = {fts} WHERE id = %s",
+                [
+                    (to_epoch(row.time), now, *self._values(row), self._pending(vec), *self._fts_texts(row), entry_id)
+                    for row, vec, entry_id in items
+                ],
+            )
+            cur.executemany(
+                "UPDATE embeddings SET vector = %s WHERE entry_id = %s", [(vec, entry_id) for _, vec, entry_id in items]
+            )
+
+    def _insert_new(
+        self, conn: psycopg.Connection, items: Sequence[tuple[NewEntry, int, np.ndarray]], now: float
+    ) -> list[int]:
+        """Insert the (row, turn number, vector) entries in one statement (their tsvectors built by the server) and
+        their vectors in one binary COPY; returns their ids, in order. Raises ``_Raced`` when a row's content hash
+        was committed by another writer meanwhile (``ON CONFLICT DO NOTHING`` skipped it)."""
+        columns = [
+            (
+                row.session,
+                turn,
+                to_epoch(row.time),
+                *self._values(row),
+                row.user,
+                row.agent,
+                row.project,
+                self._pending(vec),
+                *self._fts_texts(row),
+            )
+            for row, turn, vec in items
+        ]
+        got = dict(conn.execute(_INSERT_SQL, [now, *(list(c) for c in zip(*columns))]).fetchall())
+        if len(got) < len(items):
+            raise _Raced()
+        ids = [got[row.content_hash] for row, _, _ in items]
+        with conn.cursor().copy("COPY embeddings (entry_id, vector) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "vector"])
+            for entry_id, (_, _, vec) in zip(ids, items):
+                copy.write_row((entry_id, vec))
+        return ids
+
+    @staticmethod
+    def _fts_texts(row: NewEntry) -> tuple[str, str]:
+        """The two texts of an entry's tsvector (``_FTS_SQL``): body = summary + text (its first ``FTS_MAX_CHARS``
+        characters, JSON escapes read as spaces), then the tag values; each as ``fts_document`` makes it."""
+        body = fts_document(unescaped((row.summary + "\n" + row.text)[:FTS_MAX_CHARS]))
+        return body, fts_document(" ".join(t.value for t in row.tags))
 
     @staticmethod
     def _fts(summary: str, text: str, tag_values: Sequence[str]) -> tuple[str, tuple[str, str]]:
@@ -447,10 +571,7 @@ class PostgresStore:
         ``FTS_MAX_CHARS`` characters), then the tag values."""
         body = fts_document(unescaped((summary + "\n" + text)[:FTS_MAX_CHARS]))
         tags = fts_document(" ".join(tag_values))
-        return (
-            f"to_tsvector('{TS_CONFIG}', %s) || to_tsvector('{TS_CONFIG}', %s)",
-            (body, tags),
-        )
+        return _FTS_SQL.format(body="%s", tags="%s"), (body, tags)
 
     @staticmethod
     def _values(row: NewEntry) -> tuple:
@@ -846,10 +967,10 @@ class PostgresStore:
         lexeme, what the planner reads for a tsquery's selectivity; PostgreSQL manual §53.2 / ``pg_stats``): a
         term's share is that of its rarest lexeme (a phrase matches no more rows than its rarest word), 0 for a
         lexeme too rare to be listed. The terms' lexemes come from the server's parser (one round trip for the
-        uncached terms); the statistics are read once and again when the newest entry id moves by 10%. Before the
-        table has statistics (a new or freshly filled table not yet analyzed), the shares are counted in the
-        ``sample`` newest entries (``_counted_fractions``). Returns {term: fraction in [0, 1]}."""
-        top = self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0]
+        uncached terms); the statistics are read once and again when the newest entry id (``_newest_id``) moves by
+        10%. Before the table has statistics (a new or freshly filled table not yet analyzed), the shares are counted
+        in the ``sample`` newest entries (``_counted_fractions``). Returns {term: fraction in [0, 1]}."""
+        top = self._newest_id()
         cache = getattr(self, "_fractions", None)
         if cache is None or abs(top - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
             cache = self._fractions = (top, {}, self._lexeme_frequencies())
@@ -867,6 +988,15 @@ class PostgresStore:
             for i, lexemes in rows:
                 cache[1][todo[i - 1]] = min((frequency.get(x, 0.0) for x in lexemes), default=0.0)
         return {t: cache[1][t] for t in match_terms}
+
+    def _newest_id(self) -> int:
+        """The largest entry id, read from the server at most once per ``NEWEST_ID_TTL_S`` seconds (a recovery calls
+        ``term_fractions`` up to three times; the id only decides when the statistics are read again)."""
+        now = time.monotonic()
+        cached = getattr(self, "_newest", None)
+        if cached is None or now - cached[1] > NEWEST_ID_TTL_S:
+            cached = self._newest = (self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0], now)
+        return cached[0]
 
     def _lexeme_frequencies(self) -> dict[str, float] | None:
         """{lexeme: share of rows holding it} of the full-text column from ``pg_stats`` (ANALYZE's sample), or None
