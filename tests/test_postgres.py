@@ -185,6 +185,9 @@ def test_cli_round_trip_on_a_server(pg_url, tmp_path):
     empty = cli("recover", "redis port for staging", "--user", "nobody", db=url)  # says why it is empty
     assert b"Traceback" not in empty.stderr and b"internal error" not in empty.stderr
     assert "nobody" in (empty.stdout + empty.stderr).decode()
+    vacuumed = cli("vacuum", db=url)  # VACUUM FULL of Lantern's tables; the URL shown without its password
+    assert vacuumed.returncode == 0 and " bytes" in vacuumed.stdout.decode(), vacuumed.stderr
+    assert json.loads(cli("stats", "--json", db=url).stdout)["entries"] == 2
 
 
 def test_connection_errors_are_one_line_without_the_password(tmp_path):

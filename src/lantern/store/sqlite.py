@@ -911,7 +911,10 @@ class Store:
         (distinct users), ``bytes_per_entry`` and ``bytes_per_entry_by_table`` (``bytes_by_table``) besides. Sessions
         are distinct (user, session) pairs: two users' sessions of the same name are two sessions. The file's own
         figures are the file's whatever the scope: embedder, schema version, database bytes (page_count ×
-        page_size, every user's entries included)."""
+        page_size, every user's entries included). The administrator's view adds ``free_bytes``: the bytes of the
+        file that hold no row, free pages (``freelist_count``) and the unused bytes of pages in use (``dbstat``),
+        left by deleted, moved or rewritten rows. Later writes reuse them; a VACUUM (``lantern vacuum``) gives most
+        of them back to the filesystem (a B-tree keeps some slack in its pages)."""
         where, args = scope_where("", scope) if scope is not None else ("1", [])
         n, chars = self.db.execute(
             f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
@@ -920,7 +923,8 @@ class Store:
             f"SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries WHERE {where})", args
         ).fetchone()[0]
         # logical size (committed pages, WAL included), not the file sizes: the WAL holds rewritten pages twice
-        size = self.db.execute("PRAGMA page_count").fetchone()[0] * self.db.execute("PRAGMA page_size").fetchone()[0]
+        page = self.db.execute("PRAGMA page_size").fetchone()[0]
+        size = self.db.execute("PRAGMA page_count").fetchone()[0] * page
         out: dict[str, Any] = {"path": self.path}
         if scope is None:
             out["users"] = self.db.execute("SELECT count(DISTINCT user_id) FROM entries").fetchone()[0]
@@ -937,23 +941,32 @@ class Store:
             ).fetchone()[0],
         )
         if scope is None:
+            sizes, unused = self._page_use()
+            out["free_bytes"] = self.db.execute("PRAGMA freelist_count").fetchone()[0] * page + unused
             out["bytes_per_entry"] = round(size / n) if n else 0
-            out["bytes_per_entry_by_table"] = self.bytes_by_table(n)
+            out["bytes_per_entry_by_table"] = {k: round(v / n) for k, v in sizes.items()} if n else {}
         return out
 
     def bytes_by_table(self, entries: int | None = None) -> dict[str, int]:
         """Bytes per entry of each table and index (its pages, from SQLite's ``dbstat``), largest first; FTS5's
         shadow tables under their virtual table's name. {} where ``dbstat`` is not compiled in."""
         n = entries if entries is not None else self.count()
+        sizes, _ = self._page_use()
+        return {k: round(v / n) for k, v in sizes.items()} if n else {}
+
+    def _page_use(self) -> tuple[dict[str, int], int]:
+        """From one pass of ``dbstat`` over the pages in use: the bytes of each table and index (FTS5's shadow
+        tables under their virtual table's name), largest first, and the bytes of those pages that hold nothing.
+        ({}, 0) where ``dbstat`` is not compiled in."""
         try:
-            rows = self.db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+            rows = self.db.execute("SELECT name, sum(pgsize), sum(unused) FROM dbstat GROUP BY name").fetchall()
         except sqlite3.OperationalError:
-            return {}
+            return {}, 0
         sizes: dict[str, int] = {}
-        for name, size in rows:
+        for name, size, _ in rows:
             key = "entries_fts" if name.startswith("entries_fts") else name
             sizes[key] = sizes.get(key, 0) + size
-        return {k: round(v / n) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])} if n else {}
+        return dict(sorted(sizes.items(), key=lambda kv: -kv[1])), sum(r[2] for r in rows)
 
 
 def bump_generation(db: sqlite3.Connection) -> None:
