@@ -211,7 +211,8 @@ def m009_packed_columns(db: sqlite3.Connection) -> None:
     shorter, the content hash as its 32-byte digest instead of 64 hex characters (in the row and in its UNIQUE
     index). Every row is rewritten in this migration's one transaction, so a store is wholly in the old form or
     wholly in the new; a value already packed is left as it is. The file keeps its size until a VACUUM: the pages
-    freed are reused by later writes (``lantern stats`` shows them as ``free_bytes``)."""
+    freed are reused by later writes (``lantern stats --all-users`` shows them as ``free_bytes``; ``lantern vacuum``
+    gives them back)."""
     db.create_function("lantern_pack", 1, packed.pack, deterministic=True)
     db.create_function("lantern_pack_hash", 1, packed.pack_hash, deterministic=True)
     try:
