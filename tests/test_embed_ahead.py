@@ -20,6 +20,7 @@ from lantern.archive.redact import redact_messages
 from lantern.embed import MiniLMEmbedder
 from lantern.errors import ModelNotFoundError
 from lantern.model import ArchiveResult
+from lantern.store.packed import unpack
 from lantern.store.vectors import encode
 
 AIDER_EXCERPT = Path(__file__).resolve().parents[1] / "src" / "lantern" / "data" / "demo" / "aider-chat-excerpt.md"
@@ -119,7 +120,7 @@ def test_overlapped_ingest_equals_serial_path_bit_for_bit(tmp_path, monkeypatch)
     assert [r[:-1] for r in ra] == [r[:-1] for r in rb]
     assert [r[-1] for r in ra] == [r[-1] for r in rb]  # same stored bytes
     # and each vector is the summary embedded alone: a batch's other texts change nothing
-    alone = np.stack([MODEL.embed([r[3]])[0] for r in ra[:20]])
+    alone = np.stack([MODEL.embed([unpack(r[3])])[0] for r in ra[:20]])  # r[3]: the stored summary
     assert [r[-1] for r in ra[:20]] == [_stored(v) for v in alone]
 
 
@@ -161,7 +162,7 @@ def test_identical_summaries_are_embedded_once(tmp_path):
     counting = Counting(MODEL)
     with Lantern(tmp_path / "d.db", embedder=counting) as lt:
         res = lt.archive(msgs, session="s")
-        summaries = [s for (s,) in lt.store.db.execute("SELECT summary FROM entries ORDER BY id")]
+        summaries = [unpack(s) for (s,) in lt.store.db.execute("SELECT summary FROM entries ORDER BY id")]
     assert res.added == 2 and summaries[0] == summaries[1]
     assert counting.texts == [summaries[0]]
     rows = _rows(tmp_path / "d.db")

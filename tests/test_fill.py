@@ -15,6 +15,7 @@ import pytest
 from lantern import Lantern
 from lantern.config import Config
 from lantern.embed import E5Embedder
+from lantern.store.packed import unpack
 from lantern.store.vectors import decode, encode
 
 EN = [
@@ -60,7 +61,7 @@ def test_a_fill_stores_the_bytes_a_direct_embedding_stores(tmp_path):
     db = tmp_path / "f.db"
     with Lantern(db, config=ON) as lt:
         lt.archive(EN, session="s")
-        summaries = dict(lt.store.db.execute("SELECT id, summary FROM entries"))
+        summaries = {i: unpack(s) for i, s in lt.store.db.execute("SELECT id, summary FROM entries")}
         assert lt.fill_vectors() == 3 and lt.fill_vectors() == 0
         blocks, dim = lt.store.blocks, lt.store.dim
     e5 = E5Embedder()

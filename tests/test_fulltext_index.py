@@ -19,6 +19,7 @@ from lantern.errors import LanternError
 from lantern.model import Tag, content_hash
 from lantern.scope import Scope
 from lantern.store import fulltext, migrations
+from lantern.store.packed import unpack
 from lantern.store.sqlite import NewEntry, Store
 from lantern.text.windows import WINDOWED_FROM
 
@@ -62,8 +63,8 @@ def rebuilt(db: sqlite3.Connection) -> sqlite3.Connection:
     fresh = sqlite3.connect(":memory:", isolation_level=None)
     fresh.execute(fulltext.CREATE_TABLE)
     for entry_id, summary, text, tags in db.execute("SELECT id, summary, text, tags FROM entries"):
-        values = [v for _, v in json.loads(tags)]
-        fulltext.index_entry(fresh, entry_id, summary, text, values)
+        values = [v for _, v in json.loads(unpack(tags))]  # stored deflated when that is shorter (store/packed.py)
+        fulltext.index_entry(fresh, entry_id, unpack(summary), text, values)
     return fresh
 
 
@@ -147,7 +148,9 @@ def test_index_equals_a_rebuild_from_entries_after_any_sequence(ops):
             if forgotten is not None:  # its markers (its own tokens) are nowhere in the index once erased
                 held = {t for t, *_ in instances(store.db)}
                 gone = {w for w in forgotten.replace("\n", " ").split() if w.startswith("mk")}
-                remaining = " ".join(r[0] for r in store.db.execute("SELECT text || ' ' || summary FROM entries"))
+                remaining = " ".join(
+                    f"{t} {unpack(s)}" for t, s in store.db.execute("SELECT text, summary FROM entries")
+                )
                 assert not {w.lower() for w in gone if w not in remaining} & held
         assert_index_is_a_rebuild(store.db)
     finally:

@@ -128,9 +128,12 @@ def test_copy_sqlite_to_postgres_and_back_keeps_entries_vectors_facts_and_events
         recovery = lt.recover("staging redis port", session="chat", budget=2000)
         lt.record_compaction(recovery, session="chat", reason="summary", lost=chat, source="proxy")
         lt.feedback([chat[0]], useful=True)
-        reinforced = lt.store.db.execute(
-            "SELECT content_hash, confidence, success, access_count FROM entries ORDER BY content_hash"
-        ).fetchall()
+        reinforced = [  # the content hash as hex, as the server stores it (SQLite stores its digest)
+            (lt.store.entry_value("content_hash", h), *state)
+            for h, *state in lt.store.db.execute(
+                "SELECT content_hash, confidence, success, access_count FROM entries ORDER BY content_hash"
+            )
+        ]
     with Lantern(first, user="bob") as lt:
         lt.archive([{"role": "user", "content": "报销系统由王丽负责，分机号8721。"}], session="zh")
         lt.fill_vectors()  # every deferred block computed now: a recovery on the server has none left to fill
@@ -182,6 +185,9 @@ def test_cli_round_trip_on_a_server(pg_url, tmp_path):
     empty = cli("recover", "redis port for staging", "--user", "nobody", db=url)  # says why it is empty
     assert b"Traceback" not in empty.stderr and b"internal error" not in empty.stderr
     assert "nobody" in (empty.stdout + empty.stderr).decode()
+    vacuumed = cli("vacuum", db=url)  # VACUUM FULL of Lantern's tables; the URL shown without its password
+    assert vacuumed.returncode == 0 and " bytes" in vacuumed.stdout.decode(), vacuumed.stderr
+    assert json.loads(cli("stats", "--json", db=url).stdout)["entries"] == 2
 
 
 def test_connection_errors_are_one_line_without_the_password(tmp_path):

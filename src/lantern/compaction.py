@@ -334,7 +334,7 @@ class SessionArchive:
         rows = self.store.db.execute(
             f"SELECT id, content_hash FROM entries WHERE {self._where}", self._params
         ).fetchall()
-        current = dict(rows)
+        current = {i: self.store.entry_value("content_hash", h) for i, h in rows}  # hex on every backend
         for gone in [i for i in self.hash if i not in current]:
             self._drop(gone)
         changed = [i for i, h in current.items() if self.hash.get(i) != h]
@@ -350,7 +350,8 @@ class SessionArchive:
 
     def _apply(self, rows: list[tuple]) -> set[int]:
         changed = set()
-        for i, turn, text, h in rows:
+        for i, turn, text, stored in rows:
+            h = self.store.entry_value("content_hash", stored)
             if self.hash.get(i) != h:
                 self._drop(i)
                 self._add(i, turn, text, h)

@@ -116,6 +116,7 @@ def export_jsonl(
         for row in rows:
             record: dict[str, Any] = {"type": "entry"}
             for name, value in zip(columns, row):
+                value = store.entry_value(name, value)
                 record[name] = json.loads(value) if name in JSON_COLUMNS else value
             if embeddings and row[-1] is not None:
                 vector = np.asarray(store.decode_vectors([row[-1]])[0], dtype="<f4")  # stored int8: exported float32
@@ -495,7 +496,9 @@ def _write_batch(
 
 
 def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result: ImportResult) -> None:
-    found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (rec["content_hash"],)).fetchone()
+    found = db.execute(
+        "SELECT id FROM entries WHERE content_hash = ?", (store.stored_value("content_hash", rec["content_hash"]),)
+    ).fetchone()
     if found:
         entry_id = found[0]
         result.duplicates += 1
@@ -509,7 +512,7 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         cur = db.execute(
             f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES "
             f"({', '.join('?' * len(names))})",
-            [values[k] for k in names],
+            [store.stored_value(k, values[k]) for k in names],
         )
         entry_id = cur.lastrowid
         db.execute(

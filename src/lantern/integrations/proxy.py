@@ -537,16 +537,10 @@ def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[st
     if not messages:
         return
     parsed = lantern.writer.messages(messages)
-    known = lantern.store.db.execute
-    new = [
-        turn
-        for turn in chunk(parsed.messages, None)
-        if known(
-            "SELECT 1 FROM entries WHERE content_hash = ?",
-            (lantern.turn_hash(session_name(session, turn.session), turn.text, **scope),),
-        ).fetchone()
-        is None
-    ]
+    turns = chunk(parsed.messages, None)
+    hashes = [lantern.turn_hash(session_name(session, turn.session), turn.text, **scope) for turn in turns]
+    known = lantern.store.known_hashes(hashes)
+    new = [turn for turn, h in zip(turns, hashes) if h not in known]
     if new:
         result = ArchiveResult(
             session=session, skipped=parsed.skipped, warnings=parsed.warnings, redacted=parsed.redacted

@@ -234,13 +234,15 @@ class MemoryService:
 
     def stats(self, user: str | None = None, agent: str | None = None, project: str | None = None) -> dict[str, Any]:
         """Entries, sessions, text characters, pruned entries and pending recoveries of the scope (default: the
-        default user), embedder, schema version. The file's size is left out: it counts every user's entries
-        (``Lantern.stats`` keeps it for whoever holds the file; an all-users view is the CLI's ``stats
+        default user), embedder, schema version. The file's size and free bytes are left out: they count every user's
+        entries (``Lantern.stats`` keeps them for whoever holds the file; an all-users view is the CLI's ``stats
         --all-users``)."""
         scope = _scope(user, agent, project)
         with self._lock:
             s = self._open().stats(**scope)
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in s.items() if k != "database_bytes"}
+        return {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in s.items() if k not in ("database_bytes", "free_bytes")
+        }
 
 
 def _str(value: Any, name: str) -> str:

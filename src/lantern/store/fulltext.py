@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from lantern.errors import LanternError
+from lantern.store.packed import unpack
 from lantern.text.cjk import cjk_bigrams
 from lantern.text.windows import (
     WINDOW_CHARS,
@@ -96,9 +97,9 @@ def fts_format() -> str:
     return f"{ROW_VERSION}:{WINDOW_CHARS}:{WINDOW_OVERLAP}:{WINDOWED_FROM}:{WINDOW_LEAD_CHARS}:{WINDOW_BITS}:{digest}"
 
 
-def _tag_values(tags_json: str) -> list[str]:
-    """The tag values of an ``entries.tags`` JSON ``[[kind, value], ...]``."""
-    return [value for _, value in json.loads(tags_json)] if tags_json != "[]" else []
+def _tag_values(tags_json: str | bytes) -> list[str]:
+    """The tag values of a stored ``entries.tags`` JSON ``[[kind, value], ...]`` (maybe deflated: store/packed.py)."""
+    return [value for _, value in json.loads(unpack(tags_json))] if tags_json != "[]" else []
 
 
 def index_entry(db: sqlite3.Connection, entry_id: int, summary: str, text: str, tag_values: Sequence[str]) -> None:
@@ -117,7 +118,7 @@ def unindex_entry(db: sqlite3.Connection, entry_id: int) -> None:
         return
     db.executemany(
         "INSERT INTO entries_fts(entries_fts, rowid, body, tags) VALUES ('delete', ?, ?, ?)",
-        fts_rows(entry_id, row[0], row[1], _tag_values(row[2])),
+        fts_rows(entry_id, unpack(row[0]), row[1], _tag_values(row[2])),
     )
 
 
@@ -133,7 +134,7 @@ def rebuild(db: sqlite3.Connection, batch: int = 1_000) -> int:
         if not rows:
             break
         for entry_id, summary, text, tags in rows:
-            index_entry(db, entry_id, summary, text, _tag_values(tags))
+            index_entry(db, entry_id, unpack(summary), text, _tag_values(tags))
         n += len(rows)
         last = rows[-1][0]
     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (FORMAT_KEY, fts_format()))

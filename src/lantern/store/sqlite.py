@@ -28,6 +28,7 @@ from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
 from lantern.store.fulltext import WINDOW_BITS, entry_of_row
 from lantern.store.migrations import MIGRATIONS, migrate
+from lantern.store.packed import PACKED_COLUMNS, pack, pack_hash, unpack, unpack_hash
 from lantern.store.reinforcement import forget_pending
 from lantern.store.times import from_epoch, to_epoch
 
@@ -324,7 +325,9 @@ class Store:
             self.verify_embedder(db)
             written: set[int] = set()
             for row, vec in zip(rows, vectors):
-                found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (row.content_hash,)).fetchone()
+                found = db.execute(
+                    "SELECT id FROM entries WHERE content_hash = ?", (pack_hash(row.content_hash),)
+                ).fetchone()
                 if found:
                     out.append((found[0], False))
                     continue
@@ -384,12 +387,12 @@ class Store:
     def _values(row: NewEntry) -> tuple:
         return (
             row.text,
-            row.summary,
-            json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False, separators=_COMPACT),
+            pack(row.summary),
+            pack(json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False, separators=_COMPACT)),
             json.dumps(row.hints, ensure_ascii=False, separators=_COMPACT),
             row.memory_type,
             float(row.importance),
-            row.content_hash,
+            pack_hash(row.content_hash),
             row.tool_count,
             row.file_count,
             json.dumps(row.meta, default=str),  # ASCII escapes: a lone surrogate in a transcript id cannot break it
@@ -561,6 +564,24 @@ class Store:
         """Columns of ``entries`` in table order (migrations may have added some): what an export carries."""
         return [r[1] for r in self.db.execute("PRAGMA table_info(entries)")]
 
+    @staticmethod
+    def entry_value(column: str, stored: Any) -> Any:
+        """The value of an ``entries`` column as read by SQL, in the form the rest of Lantern uses (store/packed.py:
+        summary and tags inflated, the content hash as hex); other columns as they are. For raw reads of the row
+        (an export, the compaction detector's change check)."""
+        if column == "content_hash" and stored is not None:
+            return unpack_hash(stored)
+        return unpack(stored) if column in PACKED_COLUMNS and stored is not None else stored
+
+    @staticmethod
+    def stored_value(column: str, value: Any) -> Any:
+        """The form in which a column value is written to, or looked up in, ``entries`` by SQL (``entry_value``'s
+        inverse): summary and tags (JSON text) deflated when that is shorter, the content hash as its digest. For
+        raw writes of the row (an import)."""
+        if column == "content_hash":
+            return pack_hash(value)
+        return pack(value) if column in PACKED_COLUMNS and isinstance(value, str) else value
+
     def decode_vectors(self, blobs: Sequence[bytes]) -> np.ndarray:
         """float32 (len(blobs), dim): stored vector blobs (store/vectors.py) decoded, each block of norm ~1."""
         return codec.decode_many(blobs, self.dim, self.blocks)
@@ -572,10 +593,11 @@ class Store:
         if self.deferred is None or limit <= 0:
             return []
         where, params = scope_where("", scope) if scope is not None else ("1", [])
-        return self.db.execute(
+        rows = self.db.execute(
             f"SELECT id, summary FROM entries WHERE e5_pending = 1 AND {where} ORDER BY id DESC LIMIT ?",
             (*params, limit),
         ).fetchall()
+        return [(entry_id, unpack(summary)) for entry_id, summary in rows]
 
     def pending_count(self) -> int:
         """How many entries still lack their deferred block."""
@@ -650,8 +672,10 @@ class Store:
         for start in range(0, len(distinct), chunk):
             part = distinct[start : start + chunk]
             marks = ",".join("?" * len(part))
+            stored = [pack_hash(h) for h in part]
             found.update(
-                h for (h,) in self.db.execute(f"SELECT content_hash FROM entries WHERE content_hash IN ({marks})", part)
+                unpack_hash(h)
+                for (h,) in self.db.execute(f"SELECT content_hash FROM entries WHERE content_hash IN ({marks})", stored)
             )
         return found
 
@@ -691,7 +715,7 @@ class Store:
             chunk = ids[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for entry_id, tags in self.db.execute(f"SELECT id, tags FROM entries WHERE id IN ({marks})", chunk):
-                out[entry_id] = [Tag(k, v) for k, v in json.loads(tags)] if tags != "[]" else []
+                out[entry_id] = _tags(tags)
         return out
 
     def text_heads(self, ids: Iterable[int], chars: int) -> dict[int, str]:
@@ -708,7 +732,8 @@ class Store:
 
     def texts(self) -> Iterator[tuple[int, str]]:
         """(id, summary) of every entry, in id order: the embedder's input, for ``reindex``."""
-        yield from self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall()
+        for entry_id, summary in self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall():
+            yield entry_id, unpack(summary)
 
     def rows_since(self, archived_at: float, after_id: int | None = None) -> list[tuple]:
         """Static columns + vector of entries archived (or grown, or given a filled vector) at or after
@@ -786,7 +811,7 @@ class Store:
                 ).fetchone()
                 if row is None:
                     continue
-                h = content_hash(session, row[0], *row[1:])
+                h = pack_hash(content_hash(session, row[0], *row[1:]))
                 if db.execute("SELECT 1 FROM entries WHERE content_hash = ?", (h,)).fetchone():
                     duplicates.append(entry_id)
                     continue
@@ -886,7 +911,10 @@ class Store:
         (distinct users), ``bytes_per_entry`` and ``bytes_per_entry_by_table`` (``bytes_by_table``) besides. Sessions
         are distinct (user, session) pairs: two users' sessions of the same name are two sessions. The file's own
         figures are the file's whatever the scope: embedder, schema version, database bytes (page_count ×
-        page_size, every user's entries included)."""
+        page_size, every user's entries included). The administrator's view adds ``free_bytes``: the bytes of the
+        file that hold no row, free pages (``freelist_count``) and the unused bytes of pages in use (``dbstat``),
+        left by deleted, moved or rewritten rows. Later writes reuse them; a VACUUM (``lantern vacuum``) gives most
+        of them back to the filesystem (a B-tree keeps some slack in its pages)."""
         where, args = scope_where("", scope) if scope is not None else ("1", [])
         n, chars = self.db.execute(
             f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
@@ -895,7 +923,8 @@ class Store:
             f"SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries WHERE {where})", args
         ).fetchone()[0]
         # logical size (committed pages, WAL included), not the file sizes: the WAL holds rewritten pages twice
-        size = self.db.execute("PRAGMA page_count").fetchone()[0] * self.db.execute("PRAGMA page_size").fetchone()[0]
+        page = self.db.execute("PRAGMA page_size").fetchone()[0]
+        size = self.db.execute("PRAGMA page_count").fetchone()[0] * page
         out: dict[str, Any] = {"path": self.path}
         if scope is None:
             out["users"] = self.db.execute("SELECT count(DISTINCT user_id) FROM entries").fetchone()[0]
@@ -912,23 +941,32 @@ class Store:
             ).fetchone()[0],
         )
         if scope is None:
+            sizes, unused = self._page_use()
+            out["free_bytes"] = self.db.execute("PRAGMA freelist_count").fetchone()[0] * page + unused
             out["bytes_per_entry"] = round(size / n) if n else 0
-            out["bytes_per_entry_by_table"] = self.bytes_by_table(n)
+            out["bytes_per_entry_by_table"] = {k: round(v / n) for k, v in sizes.items()} if n else {}
         return out
 
     def bytes_by_table(self, entries: int | None = None) -> dict[str, int]:
         """Bytes per entry of each table and index (its pages, from SQLite's ``dbstat``), largest first; FTS5's
         shadow tables under their virtual table's name. {} where ``dbstat`` is not compiled in."""
         n = entries if entries is not None else self.count()
+        sizes, _ = self._page_use()
+        return {k: round(v / n) for k, v in sizes.items()} if n else {}
+
+    def _page_use(self) -> tuple[dict[str, int], int]:
+        """From one pass of ``dbstat`` over the pages in use: the bytes of each table and index (FTS5's shadow
+        tables under their virtual table's name), largest first, and the bytes of those pages that hold nothing.
+        ({}, 0) where ``dbstat`` is not compiled in."""
         try:
-            rows = self.db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+            rows = self.db.execute("SELECT name, sum(pgsize), sum(unused) FROM dbstat GROUP BY name").fetchall()
         except sqlite3.OperationalError:
-            return {}
+            return {}, 0
         sizes: dict[str, int] = {}
-        for name, size in rows:
+        for name, size, _ in rows:
             key = "entries_fts" if name.startswith("entries_fts") else name
             sizes[key] = sizes.get(key, 0) + size
-        return {k: round(v / n) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])} if n else {}
+        return dict(sorted(sizes.items(), key=lambda kv: -kv[1])), sum(r[2] for r in rows)
 
 
 def bump_generation(db: sqlite3.Connection) -> None:
@@ -1081,6 +1119,13 @@ def _referencing(db: sqlite3.Connection) -> list[tuple[str, str]]:
     ]
 
 
+def _tags(stored: str | bytes) -> list[Tag]:
+    """The tags of a stored ``entries.tags`` value (store/packed.py: JSON ``[[kind, value], ...]``, maybe deflated)."""
+    if stored == "[]":  # no parse for the empty list, and the stand-in of a read without tags
+        return []
+    return [Tag(k, v) for k, v in json.loads(unpack(stored))]
+
+
 def _entry(row: tuple) -> Entry:
     return Entry(
         id=row[0],
@@ -1089,11 +1134,11 @@ def _entry(row: tuple) -> Entry:
         time=from_epoch(row[3]),
         archived_at=from_epoch(row[4]),
         text=row[5],
-        summary=row[6],
-        tags=[Tag(k, v) for k, v in json.loads(row[7])] if row[7] != "[]" else [],  # no parse for the empty stand-in
+        summary=unpack(row[6]),
+        tags=_tags(row[7]),
         memory_type=row[8],
         importance=row[9],
-        content_hash=row[10],
+        content_hash=unpack_hash(row[10]),
         confidence=row[11],
         success=row[12],
         access_count=row[13],

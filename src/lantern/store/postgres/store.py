@@ -752,6 +752,16 @@ class PostgresStore:
         )
         return [r[0] for r in rows]
 
+    @staticmethod
+    def entry_value(column: str, stored: Any) -> Any:
+        """As ``Store.entry_value``: this schema stores every column as it is used, so ``stored`` itself."""
+        return stored
+
+    @staticmethod
+    def stored_value(column: str, value: Any) -> Any:
+        """As ``Store.stored_value``: ``value`` itself."""
+        return value
+
     def index_fulltext(self, db: Any, entry_id: int, summary: str, text: str, tag_values: Sequence[str]) -> None:
         """Set the tsvector of an entry written by other code (an import): as ``add`` builds it."""
         sql, params = self._fts(summary, text, tag_values)
