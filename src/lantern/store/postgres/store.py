@@ -868,6 +868,11 @@ class PostgresStore:
                 cache[1][todo[i - 1]] = min((frequency.get(x, 0.0) for x in lexemes), default=0.0)
         return {t: cache[1][t] for t in match_terms}
 
+    def term_postings(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
+        """As ``Store.term_postings``: full-text rows per entry matching each term. One row per entry here (no
+        windows), so it is ``term_fractions``."""
+        return self.term_fractions(match_terms, sample)
+
     def _lexeme_frequencies(self) -> dict[str, float] | None:
         """{lexeme: share of rows holding it} of the full-text column from ``pg_stats`` (ANALYZE's sample), or None
         when the table has no statistics yet."""
