@@ -1,5 +1,6 @@
-"""What keeps a recovery's cost bounded on a large store (issue #23): the ``entries`` text stored last (migration
-m009) and the full-text query's postings counted with the window rows of long texts (``Store.term_postings``)."""
+"""What keeps a recovery's cost bounded on a large store (issue #23): the ``entries`` text stored last (the
+migration ``*_text_last``) and the full-text query's postings counted with the window rows of long texts
+(``Store.term_postings``)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,13 @@ ENTRY = (
 )
 
 
-def schema_8(path) -> sqlite3.Connection:
-    """A store as schema 8 left it, foreign keys on as the store opens them."""
+TEXT_LAST = next(i for i, fn in enumerate(migrations.MIGRATIONS) if fn.__name__.endswith("_text_last"))
+
+
+def before_text_last(path) -> sqlite3.Connection:
+    """A store as the migrations before the text-last one left it, foreign keys on as the store opens them."""
     db = sqlite3.connect(path, isolation_level=None)
-    for number, fn in enumerate(migrations.MIGRATIONS[:8], start=1):
+    for number, fn in enumerate(migrations.MIGRATIONS[:TEXT_LAST], start=1):
         db.execute("BEGIN")
         fn(db)
         db.execute(f"PRAGMA user_version = {number}")
@@ -53,8 +57,8 @@ def rows(db: sqlite3.Connection, table: str) -> list[dict]:
     return [dict(zip(names, r)) for r in cursor]
 
 
-def test_m009_puts_the_text_last_and_keeps_every_row_of_every_table(tmp_path):
-    db = schema_8(tmp_path / "old.db")
+def test_text_last_migration_puts_the_text_last_and_keeps_every_row_of_every_table(tmp_path):
+    db = before_text_last(tmp_path / "old.db")
     fill(db, 40)
     before = {t: rows(db, t) for t in ("entries", "embeddings", "facts")}
     assert migrations.migrate(db) == len(migrations.MIGRATIONS)
@@ -71,8 +75,8 @@ def test_m009_puts_the_text_last_and_keeps_every_row_of_every_table(tmp_path):
     db.close()
 
 
-def test_m009_rolls_back_whole_when_a_reference_dangles(tmp_path):
-    db = schema_8(tmp_path / "old.db")
+def test_text_last_migration_rolls_back_whole_when_a_reference_dangles(tmp_path):
+    db = before_text_last(tmp_path / "old.db")
     fill(db, 5)
     db.execute("PRAGMA foreign_keys = OFF")  # a foreign tool left a fact of an entry that is not there
     db.execute(
@@ -80,9 +84,9 @@ def test_m009_rolls_back_whole_when_a_reference_dangles(tmp_path):
     )
     db.execute("PRAGMA foreign_keys = ON")
     before = rows(db, "entries")
-    with pytest.raises(sqlite3.IntegrityError, match="m009"):
+    with pytest.raises(sqlite3.IntegrityError, match="text last"):
         migrations.migrate(db)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert db.execute("PRAGMA user_version").fetchone()[0] == TEXT_LAST
     assert rows(db, "entries") == before and [r[1] for r in db.execute("PRAGMA table_info(entries)")][-1] != "text"
     assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     db.close()

@@ -254,7 +254,7 @@ def m009_text_last(db: sqlite3.Connection) -> None:
         """,
     )
     if db.execute("PRAGMA foreign_key_check").fetchone() is not None:
-        raise sqlite3.IntegrityError("m009: a row references an entry that is not there")
+        raise sqlite3.IntegrityError("entries rebuilt with the text last: a row references an entry that is not there")
 
 
 m009_text_last.foreign_keys_off = True  # type: ignore[attr-defined]
