@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from budget import examples
 from lantern import Lantern
 from lantern.recover import signals
 from lantern.store import migrations
+from lantern.store.index import Postings
 
 ENTRY = (
     "INSERT INTO entries(id, session, turn, archived_at, text, summary, tags, hints, memory_type, importance, "
@@ -141,3 +143,42 @@ def test_the_or_query_never_matches_more_rows_than_the_postings_bound(windowed, 
         match = signals.fts_query(kept)
         matched = store.db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (match,)).fetchone()
         assert matched[0] <= cap
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    hits=st.lists(st.integers(0, 49), max_size=300),
+    weighted=st.booleans(),
+)
+def test_count_hits_is_the_same_by_sort_or_by_bincount(hits, weighted):
+    """The keyword signal counts each row's hits by np.unique for a few hits, by one bincount over the rows past an
+    eighth of them: the same positions and counts either way."""
+    h = np.asarray(hits, np.int64)
+    w = np.linspace(0.5, 2.0, len(h)) if weighted else None
+    small = signals.count_hits(h, 10_000, w)  # few hits for the rows: np.unique
+    large = signals.count_hits(h, 50, w)  # many: bincount
+    assert np.array_equal(small[0], large[0]) and np.allclose(small[1], large[1])
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    base=st.lists(st.lists(st.sampled_from("abcd"), max_size=3), max_size=12),
+    changes=st.lists(st.tuples(st.integers(0, 20), st.lists(st.sampled_from("abcde"), max_size=3)), max_size=8),
+)
+def test_posting_rows_are_the_posting_lists_as_arrays(base, changes):
+    """``Postings.rows`` (the keyword signal's read) holds what ``get`` holds, after a CSR base, rows added
+    and rows rewritten."""
+    lists = Postings()
+    for pos, terms in enumerate(base):
+        lists.add(pos, terms)
+    lists.load_csr(*lists.csr(), len(base))
+    n = len(base)
+    for pos, terms in changes:
+        if pos < n:
+            lists.rewrite(pos, terms)
+        else:
+            lists.add(n, terms)
+            n += 1
+    for term in "abcdez":
+        assert lists.rows(term).dtype == np.int64
+        assert lists.rows(term).tolist() == list(lists.get(term, []))

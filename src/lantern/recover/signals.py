@@ -163,6 +163,22 @@ def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
     return np.log1p((n_rows - df + 0.5) / (df + 0.5))
 
 
+def count_hits(hits: np.ndarray, n_rows: int, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct positions ascending, how many times each is in ``hits``; with ``weights``, the sum of its hits'
+    weights). ``np.unique`` sorts the hits, O(h log h); past an eighth of ``n_rows`` hits (a common hint of a large
+    store) one ``np.bincount`` over the rows is cheaper, O(h + n). Both give the same arrays."""
+    if len(hits) > n_rows // 8:
+        counts = np.bincount(hits, minlength=n_rows)
+        pos = np.flatnonzero(counts)
+        if weights is None:
+            return pos, counts[pos]
+        return pos, np.bincount(hits, weights=weights, minlength=n_rows)[pos]
+    if weights is None:
+        return np.unique(hits, return_counts=True)
+    pos, inverse = np.unique(hits, return_inverse=True)
+    return pos, np.bincount(inverse, weights=weights)
+
+
 KEYWORD_HINT_CAP = 64  # |H| counted at most as the hints of one 2,000-character window of code or logs (ours)
 
 
@@ -177,18 +193,16 @@ def keyword(
     a 115 KB test log carries ~1,200 hints, and its one matching hint would otherwise rank below any short turn's
     (ours; chat turns hold a few hints, so they are unaffected). Returns (positions best first, scores)."""
     query = set(terms)
-    found = [(t, index.postings.get(t, ())) for t in query]
-    found = [(t, ps) for t, ps in found if ps]
+    found = [(t, index.postings.rows(t)) for t in query]
+    found = [(t, ps) for t, ps in found if len(ps)]
     if not found:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    hits = np.concatenate([np.asarray(ps, np.int64) for _, ps in found])
+    hits = np.concatenate([ps for _, ps in found])
+    per_hit = None
     if score == "idf":
-        weights = idf(np.asarray([len(set(ps)) for _, ps in found], np.float64), len(index.ids))
+        weights = idf(np.asarray([len(np.unique(ps)) for _, ps in found], np.float64), len(index.ids))
         per_hit = np.repeat(weights, [len(ps) for _, ps in found])
-        pos, inverse = np.unique(hits, return_inverse=True)
-        inter = np.bincount(inverse, weights=per_hit)
-    else:
-        pos, inter = np.unique(hits, return_counts=True)
+    pos, inter = count_hits(hits, len(index.ids), per_hit)
     if allowed is not None:
         keep = allowed[pos]
         pos, inter = pos[keep], inter[keep]
