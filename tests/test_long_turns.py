@@ -12,6 +12,7 @@ whose 24 KB arguments set ``RETENTION_DAYS`` deep inside, a 4 KB task statement 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +24,16 @@ from hypothesis import strategies as st
 from budget import examples
 from lantern import Lantern
 from lantern.model import Entry
-from lantern.recover.pack import FRAGMENT_JOIN, excerpt, pack, stem_prefix, term_weights
+from lantern.recover.pack import (
+    FRAGMENT_JOIN,
+    TERM_POSITIONS,
+    _matches,
+    _pattern,
+    excerpt,
+    pack,
+    stem_prefix,
+    term_weights,
+)
 from lantern.store.fulltext import entry_of_row, window_rowid
 from lantern.text.windows import WINDOW_CHARS, unescaped, windows
 from long_turns import (
@@ -114,6 +124,32 @@ def test_excerpt_never_exceeds_its_width(text, terms, width):
     assert len(out) <= max(width, 0)
     if len(text) <= width:
         assert out == text
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(list("abSsßẞſKk\u212aİıiµμΜθϑΣσς _.-\nFAILEDfailing数据é")), max_size=400),
+    terms=st.lists(
+        st.sampled_from(
+            ["ab", "failing", "failed", "ss", "ß", "ẞ", "s", "ſ", "k", "\u212a", "i", "ı", "İ", "µ", "μ", "ϑ", "θ"]
+            + ["σ", "ς", "Σς", "数据", "é", "a_b", "ab.s", "kk", "sſs"]
+        ),
+        max_size=6,
+    ),
+)
+def test_excerpt_term_filter_loses_no_match(text, terms):
+    """_matches drops the terms whose literal is not in the text (casefolded) before its one regex pass: the
+    matches must be those of the regex over every term (case folding, ß, the Kelvin sign, dotted İ included)."""
+    words = sorted({t.lower() for t in terms if t.strip()}, key=len, reverse=True)
+    want: list[tuple[int, int, str]] = []
+    if words:
+        every = re.compile("|".join(f"(?P<t{i}>{_pattern(w)})" for i, w in enumerate(words)), re.IGNORECASE)
+        want = [(m.start(), m.end(), words[int(m.lastgroup[1:])]) for m in every.finditer(text)]
+    seen: Counter[str] = Counter(w for *_, w in want)
+    want = [m for i, m in enumerate(want) if sum(1 for x in want[: i + 1] if x[2] == m[2]) <= TERM_POSITIONS]
+    found, counts, kept = _matches(text, terms)
+    assert [(a, b, kept[k]) for a, b, k in found] == want
+    assert {kept[k]: n for k, n in counts.items()} == dict(seen)
 
 
 # ------------------------------------------------------------------------------------------------ packing

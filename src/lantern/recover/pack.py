@@ -99,9 +99,17 @@ def _pattern(term: str) -> str:
     """The regex of one query term: a word term (ASCII letters, digits, ``_``) as a stem prefix at a word start
     (``_`` counts as a boundary: "retention" matches in "RETENTION_DAYS"), anything else (paths, CJK bigrams) as a
     plain substring."""
-    if term.isascii() and term[:1].isalnum() and all(c.isalnum() or c == "_" for c in term):
-        return _WORD_START + re.escape(stem_prefix(term))
-    return re.escape(term)
+    return _WORD_START + re.escape(stem_prefix(term)) if _is_word(term) else re.escape(term)
+
+
+def _is_word(term: str) -> bool:
+    return term.isascii() and term[:1].isalnum() and all(c.isalnum() or c == "_" for c in term)
+
+
+def _literal(term: str) -> str:
+    """The characters every match of ``_pattern(term)`` contains, in order: the stem prefix of a word term, else
+    the term."""
+    return stem_prefix(term) if _is_word(term) else term
 
 
 def _matches(text: str, terms: list[str]) -> tuple[list[tuple[int, int, int]], Counter[int], list[str]]:
@@ -109,6 +117,11 @@ def _matches(text: str, terms: list[str]) -> tuple[list[tuple[int, int, int]], C
     ``TERM_POSITIONS`` per term, so a term on every line of a 1 MB log cannot crowd out the rare ones), each
     term's full count, and the terms (lowercased, longest first: the longer term wins at the same position)."""
     words = sorted({t.lower() for t in terms if t.strip()}, key=len, reverse=True)
+    # a term whose literal part is nowhere in the text cannot match: dropped before the one alternation pass, whose
+    # cost grows with the number of alternatives at every position. upper() then casefold() puts the characters
+    # re.IGNORECASE treats as one (ı and I, ſ and s, ß and ẞ, µ and μ) on the same form, so no match is lost
+    folded = text.upper().casefold()
+    words = [w for w in words if _literal(w).upper().casefold() in folded]
     if not words:
         return [], Counter(), words
     pattern = re.compile("|".join(f"(?P<t{i}>{_pattern(w)})" for i, w in enumerate(words)), re.IGNORECASE)

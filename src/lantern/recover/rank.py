@@ -334,8 +334,9 @@ def candidate_pool(
     prune = reinforce.pruned(index.confidence[pool], config.prune_below)
     dropped: set[int] = set()
     if proactive and prune.any():
-        named = {p for t in plan.terms for p in index.postings.get(t, ())}  # exact lookup-hint matches
-        drop = np.asarray([bool(pr) and int(p) not in named for p, pr in zip(pool, prune)], bool)
+        rows = [index.postings.rows(t) for t in plan.terms]
+        named = np.isin(pool, np.concatenate(rows)) if rows else np.zeros(len(pool), bool)  # exact hint matches
+        drop = prune & ~named
         dropped = {int(index.ids[p]) for p in pool[drop]}
         pool, prune = pool[~drop], prune[~drop]
     return Pool(pool, entries, excluded, dropped, prune)

@@ -87,22 +87,26 @@ def fts_query(terms: list[str]) -> str:
     return " OR ".join(quote(t) for t in terms if _TOKEN.search(t))
 
 
-def select_terms(terms: list[str], fractions: dict[str, float], rows: int | None = None) -> list[str]:
+def select_terms(
+    terms: list[str], fractions: dict[str, float], rows: int | None = None, postings: dict[str, float] | None = None
+) -> list[str]:
     """The terms worth an OR query over a large corpus, in their original order. ``fractions``: each quoted term's
-    estimated share of matching rows; ``rows``: the corpus size (None: unknown, no absolute bound). Terms in more
-    than ``FTS_MAX_FRACTION`` of the rows are dropped (bm25's idf is clamped to ~0 there); of the rest, rarest first,
-    terms are kept while their summed estimated postings (fraction x ``rows``) stay within ``FTS_POSTINGS_BUDGET``
-    corpus-sizes and within ``FTS_MAX_POSTINGS`` rows; the rarest ``FTS_MIN_TERMS`` are kept past the first bound,
-    never past the second. The OR query's cost grows with the rows its terms match (FTS5 reads each term's whole
-    doclist to rank by bm25), so it stays under ``FTS_MAX_POSTINGS`` postings however many rows hold a common query
-    term; the common terms dropped weigh least in bm25 (idf = ln((N - n + 0.5) / (n + 0.5)); Robertson & Zaragoza
-    2009). Ours; the paper does not specify term selection."""
+    estimated share of matching entries; ``postings``: its estimated full-text rows per entry, windows of long
+    texts included (``Store.term_postings``; None: the fractions); ``rows``: the entry count (None: unknown, no
+    absolute bound). Terms in more than ``FTS_MAX_FRACTION`` of the entries are dropped (bm25's idf is clamped to
+    ~0 there); of the rest, rarest first, terms are kept while their summed estimated postings (postings x
+    ``rows``) stay within ``FTS_POSTINGS_BUDGET`` corpus-sizes and within ``FTS_MAX_POSTINGS`` rows; the rarest
+    ``FTS_MIN_TERMS`` are kept past the first bound, never past the second. The OR query's cost grows with the rows
+    its terms match (FTS5 reads each term's whole doclist to rank by bm25), so it stays under ``FTS_MAX_POSTINGS``
+    postings however many rows hold a common query term; the common terms dropped weigh least in bm25 (idf =
+    ln((N - n + 0.5) / (n + 0.5)); Robertson & Zaragoza 2009). Ours; the paper does not specify term selection."""
+    postings = fractions if postings is None else postings
     usable = [t for t in terms if _TOKEN.search(t) and fractions.get(quote(t), 0.0) <= FTS_MAX_FRACTION]
     cap = FTS_MAX_POSTINGS / rows if rows else float("inf")  # the absolute bound, in corpus-sizes
     kept: set[str] = set()
     total = 0.0
-    for t in sorted(usable, key=lambda t: fractions.get(quote(t), 0.0)):  # stable: ties keep query order
-        f = fractions.get(quote(t), 0.0)
+    for t in sorted(usable, key=lambda t: postings.get(quote(t), 0.0)):  # stable: ties keep query order
+        f = postings.get(quote(t), 0.0)
         if total + f > cap or (len(kept) >= FTS_MIN_TERMS and total + f > FTS_POSTINGS_BUDGET):
             break
         kept.add(t)
@@ -122,13 +126,15 @@ def fulltext(
     k1 = 1.2, b = 0.75), within ``sessions`` and ``scope`` in SQL (None: no condition) so other users' entries
     never take the top-n places. From ``FTS_SELECT_MIN_ROWS`` entries on, the query's terms go through
     ``select_terms`` (the OR of every term scored nearly every row at 100k entries; the kept terms match at most
-    ``FTS_MAX_POSTINGS`` rows). Returns (positions best
+    ``FTS_MAX_POSTINGS`` rows, the window rows of long texts counted: ``Store.term_postings``). Returns (positions best
     first, bm25 scores negated so that higher is better)."""
     if sessions is not None and not sessions:
         return np.empty(0, np.int64), np.empty(0, np.float32)
     if len(index.ids) >= FTS_SELECT_MIN_ROWS:
-        fractions = store.term_fractions([quote(t) for t in terms if _TOKEN.search(t)], FTS_SAMPLE_ROWS)
-        terms = select_terms(terms, fractions, len(index.ids))
+        quoted = [quote(t) for t in terms if _TOKEN.search(t)]
+        fractions = store.term_fractions(quoted, FTS_SAMPLE_ROWS)
+        postings = store.term_postings(quoted, FTS_SAMPLE_ROWS)
+        terms = select_terms(terms, fractions, len(index.ids), postings)
     rows = store.fulltext(fts_query(terms), n, sessions, scope)
     if not rows or not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
@@ -157,6 +163,22 @@ def idf(df: np.ndarray, n_rows: int) -> np.ndarray:
     return np.log1p((n_rows - df + 0.5) / (df + 0.5))
 
 
+def count_hits(hits: np.ndarray, n_rows: int, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct positions ascending, how many times each is in ``hits``; with ``weights``, the sum of its hits'
+    weights). ``np.unique`` sorts the hits, O(h log h); past an eighth of ``n_rows`` hits (a common hint of a large
+    store) one ``np.bincount`` over the rows is cheaper, O(h + n). Both give the same arrays."""
+    if len(hits) > n_rows // 8:
+        counts = np.bincount(hits, minlength=n_rows)
+        pos = np.flatnonzero(counts)
+        if weights is None:
+            return pos, counts[pos]
+        return pos, np.bincount(hits, weights=weights, minlength=n_rows)[pos]
+    if weights is None:
+        return np.unique(hits, return_counts=True)
+    pos, inverse = np.unique(hits, return_inverse=True)
+    return pos, np.bincount(inverse, weights=weights)
+
+
 KEYWORD_HINT_CAP = 64  # |H| counted at most as the hints of one 2,000-character window of code or logs (ours)
 
 
@@ -171,18 +193,16 @@ def keyword(
     a 115 KB test log carries ~1,200 hints, and its one matching hint would otherwise rank below any short turn's
     (ours; chat turns hold a few hints, so they are unaffected). Returns (positions best first, scores)."""
     query = set(terms)
-    found = [(t, index.postings.get(t, ())) for t in query]
-    found = [(t, ps) for t, ps in found if ps]
+    found = [(t, index.postings.rows(t)) for t in query]
+    found = [(t, ps) for t, ps in found if len(ps)]
     if not found:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    hits = np.concatenate([np.asarray(ps, np.int64) for _, ps in found])
+    hits = np.concatenate([ps for _, ps in found])
+    per_hit = None
     if score == "idf":
-        weights = idf(np.asarray([len(set(ps)) for _, ps in found], np.float64), len(index.ids))
+        weights = idf(np.asarray([len(np.unique(ps)) for _, ps in found], np.float64), len(index.ids))
         per_hit = np.repeat(weights, [len(ps) for _, ps in found])
-        pos, inverse = np.unique(hits, return_inverse=True)
-        inter = np.bincount(inverse, weights=per_hit)
-    else:
-        pos, inter = np.unique(hits, return_counts=True)
+    pos, inter = count_hits(hits, len(index.ids), per_hit)
     if allowed is not None:
         keep = allowed[pos]
         pos, inter = pos[keep], inter[keep]

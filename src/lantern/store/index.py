@@ -75,6 +75,20 @@ class Postings:
         out = base.tolist() + (extra or [])
         return out if out else default
 
+    def rows(self, term: str) -> np.ndarray:
+        """The row positions holding ``term``: int64 (k,), the base's first (ascending), then the rows added
+        since; empty when none. ``get`` as an array, without a Python list in between (a common hint of a large
+        store is in hundreds of thousands of rows)."""
+        i = self._terms.get(term)
+        extra = self._extra.get(term)
+        if i is None:
+            return np.asarray(extra or (), np.int64)
+        base = self._rows[self._offsets[i] : self._offsets[i + 1]]
+        if self._dead is not None:
+            base = base[~self._dead[base]]
+        base = base.astype(np.int64)
+        return np.concatenate([base, np.asarray(extra, np.int64)]) if extra else base
+
     def add(self, pos: int, terms: list[str]) -> None:
         """Row ``pos`` (new) holds ``terms``."""
         self._hints[pos] = terms

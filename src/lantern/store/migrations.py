@@ -225,6 +225,66 @@ def m009_packed_columns(db: sqlite3.Connection) -> None:
         db.create_function("lantern_pack_hash", 1, None)
 
 
+@migration
+def m010_text_last(db: sqlite3.Connection) -> None:
+    """The ``entries`` columns reordered so that ``text`` comes last. SQLite stores a row's columns in order, and a
+    text longer than a page spills into a chain of overflow pages: reading any column stored after it walks that
+    chain (SQLite file format §1.6, "Overflow pages"). The read path reads summaries, scopes and reinforcement
+    columns of hundreds of candidates per recovery, and the index load reads every row's hints; none of them needs
+    the text. The table is rebuilt by SQLite's documented procedure for schema changes ALTER TABLE cannot make
+    (SQLite "ALTER TABLE" §7: a new table, the rows copied, the old table dropped, the new one renamed, its
+    indexes created again), with foreign keys off around the transaction (``migrate``: a DROP TABLE with them on
+    deletes the rows of the tables that reference it) and ``PRAGMA foreign_key_check`` before the commit."""
+    _run(
+        db,
+        f"""
+        CREATE TABLE entries_new (
+            id           INTEGER PRIMARY KEY,
+            session      TEXT NOT NULL,
+            turn         INTEGER NOT NULL,
+            time         REAL,              -- event time, unix seconds UTC; NULL when the transcript has none
+            archived_at  REAL NOT NULL,     -- unix seconds UTC
+            user_id      TEXT NOT NULL DEFAULT '',  -- scope (lantern/scope.py)
+            agent_id     TEXT NOT NULL DEFAULT '',
+            project      TEXT NOT NULL DEFAULT '',
+            memory_type  TEXT NOT NULL,     -- episodic | semantic | procedural
+            category     TEXT,              -- fact | decision | preference | process | tool_call | system
+            importance   REAL NOT NULL,     -- write-time prior in [0, 1]
+            confidence   REAL NOT NULL,     -- c (paper Appendix D)
+            success      REAL NOT NULL,     -- sigma (paper Appendix D)
+            access_count INTEGER NOT NULL DEFAULT 0,
+            tool_count   INTEGER NOT NULL DEFAULT 0,
+            file_count   INTEGER NOT NULL DEFAULT 0,
+            vector_at    REAL,              -- when the vector last changed (m007)
+            e5_pending   INTEGER NOT NULL DEFAULT 0,
+            content_hash TEXT NOT NULL UNIQUE,
+            meta         TEXT NOT NULL DEFAULT '{{}}',
+            hints        TEXT NOT NULL,     -- JSON [term, ...]: lookup hints of the keyword signal
+            tags         TEXT NOT NULL,     -- JSON [[kind, value], ...]
+            summary      TEXT NOT NULL,     -- extractive, <= 1,200 characters
+            text         TEXT NOT NULL      -- full verbatim turn, last: see above
+        );
+        INSERT INTO entries_new({_ENTRY_ORDER}) SELECT {_ENTRY_ORDER} FROM entries ORDER BY id;
+        DROP TABLE entries;
+        ALTER TABLE entries_new RENAME TO entries;
+        CREATE INDEX entries_archived_at ON entries(archived_at);
+        CREATE INDEX entries_user_session_turn ON entries(user_id, session, turn);
+        CREATE INDEX entries_vector_at ON entries(vector_at) WHERE vector_at IS NOT NULL;
+        CREATE INDEX entries_e5_pending ON entries(id) WHERE e5_pending = 1
+        """,
+    )
+    if db.execute("PRAGMA foreign_key_check").fetchone() is not None:
+        raise sqlite3.IntegrityError("entries rebuilt with the text last: a row references an entry that is not there")
+
+
+m010_text_last.foreign_keys_off = True  # type: ignore[attr-defined]
+_ENTRY_ORDER = (
+    "id, session, turn, time, archived_at, user_id, agent_id, project, memory_type, category, importance, "
+    "confidence, success, access_count, tool_count, file_count, vector_at, e5_pending, content_hash, meta, hints, "
+    "tags, summary, text"
+)
+
+
 def _run(db: sqlite3.Connection, script: str) -> None:
     """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
     for statement in script.split(";\n"):
@@ -238,6 +298,9 @@ def migrate(db: sqlite3.Connection) -> int:
     for number, fn in enumerate(MIGRATIONS, start=1):
         if number <= version:
             continue
+        rebuild = getattr(fn, "foreign_keys_off", False)  # a table rebuild: foreign keys off outside the transaction
+        if rebuild:
+            db.execute("PRAGMA foreign_keys = OFF")
         db.execute("BEGIN IMMEDIATE")
         try:
             # re-read under the write lock: another process may have migrated meanwhile
@@ -250,5 +313,8 @@ def migrate(db: sqlite3.Connection) -> int:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        finally:
+            if rebuild:
+                db.execute("PRAGMA foreign_keys = ON")
         version = number
     return max(version, db.execute("PRAGMA user_version").fetchone()[0])

@@ -882,25 +882,40 @@ class Store:
 
     def term_fractions(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
         """Estimated share of entries matching each MATCH term (a quoted FTS5 string), counted in the ``sample``
-        newest FTS5 rows (a rowid range: FTS5 seeks into its doclists, so the cost follows the sample, not the
-        corpus; window rows, whose rowids are negative, are not counted). Cached per term until the entry count
-        changes by 10% (or 100,000 terms are cached). Returns {term: fraction in [0, 1]}."""
-        count = self.count()
-        cache = getattr(self, "_fractions", None)
-        if cache is None or abs(count - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[1]) > 100_000:
-            cache = self._fractions = (count, {})
+        newest entries' first FTS5 rows (a rowid range: FTS5 seeks into its doclists, so the cost follows the
+        sample, not the corpus; window rows are counted by ``term_postings`` only). Returns {term: fraction in
+        [0, 1]}."""
+        return {t: first for t, (first, _) in self._term_counts(match_terms, sample).items()}
+
+    def term_postings(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
+        """Estimated full-text rows matching each MATCH term, per entry: its first rows and its window rows
+        (``fulltext.fts_rows``), counted in the ``sample`` newest entries. This is the length of the term's doclist
+        over the entry count, what an OR query pays per term (``signals.select_terms``); a term of long code or
+        logs, indexed in many windows, can exceed 1. Returns {term: rows per entry >= 0}."""
+        return {t: first + windows for t, (first, windows) in self._term_counts(match_terms, sample).items()}
+
+    def _term_counts(self, match_terms: Sequence[str], sample: int) -> dict[str, tuple[float, float]]:
+        """{term: (first rows, window rows) matching it per sampled entry}. The sample: the entries with an id in
+        ``(top - sample, top]`` (top: the newest entry id when the cache was made); window rows of entry e have the
+        rowids ``-(e << WINDOW_BITS | k)``, one range for the whole sample. Cached per term until the newest id
+        moves by 10% (or 100,000 terms are cached)."""
         top = self.db.execute("SELECT max(rowid) FROM entries_fts").fetchone()[0] or 0
-        n = min(sample, count) or 1
-        out = {}
+        cache = getattr(self, "_fractions", None)
+        if cache is None or abs(top - cache[0]) > 0.1 * max(cache[0], 1) or len(cache[2]) > 100_000:
+            low = max(top - sample, 0)
+            n = self.db.execute("SELECT count(*) FROM entries_fts WHERE rowid > ?", (low,)).fetchone()[0]
+            cache = self._fractions = (top, (low, max(n, 1)), {})
+        top, (low, n), counts = cache
+        ranges = (low + 1, top, -((top << WINDOW_BITS) | ((1 << WINDOW_BITS) - 1)), -((low + 1) << WINDOW_BITS))
         for term in match_terms:
-            if term not in cache[1]:
-                hits = self.db.execute(
-                    "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ? AND rowid > ?",
-                    (term, max(top - sample, 0)),
-                ).fetchone()[0]
-                cache[1][term] = min(hits / n, 1.0)
-            out[term] = cache[1][term]
-        return out
+            if term not in counts:
+                first, windows = self.db.execute(
+                    "SELECT (SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?1 AND rowid BETWEEN ?2 AND ?3), "
+                    "(SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?1 AND rowid BETWEEN ?4 AND ?5)",
+                    (term, *ranges),
+                ).fetchone()
+                counts[term] = (min(first / n, 1.0), windows / n)
+        return {t: counts[t] for t in match_terms}
 
     def sessions(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]

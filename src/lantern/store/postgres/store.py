@@ -1008,6 +1008,11 @@ class PostgresStore:
             cached = self._newest = (self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()[0], now)
         return cached[0]
 
+    def term_postings(self, match_terms: Sequence[str], sample: int) -> dict[str, float]:
+        """As ``Store.term_postings``: full-text rows per entry matching each term. One row per entry here (no
+        windows), so it is ``term_fractions``."""
+        return self.term_fractions(match_terms, sample)
+
     def _lexeme_frequencies(self) -> dict[str, float] | None:
         """{lexeme: share of rows holding it} of the full-text column from ``pg_stats`` (ANALYZE's sample), or None
         when the table has no statistics yet."""
