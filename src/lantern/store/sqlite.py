@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
+from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, StoreVersionError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
 from lantern.store import fulltext, snapshot
@@ -85,9 +85,7 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
     """Refuse a SQLite file that is not a Lantern database, or one written by a newer Lantern (LanternError)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > len(MIGRATIONS):
-        raise LanternError(
-            f"{path}: schema version {version} is newer than this Lantern ({len(MIGRATIONS)}); upgrade lantern-memory"
-        )
+        raise StoreVersionError(path, len(MIGRATIONS), version, on_open=True)
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if version == 0 and tables:
         raise LanternError(
@@ -125,6 +123,9 @@ class Store:
         self.blocks: list[tuple[int, int]] = []  # the embedder's blocks (store/vectors.py); set by check_embedder
         self.deferred: tuple[int, int] | None = None  # the block filled after the commit (e5 of English turns)
         self.schema_version = migrate(self.db)
+        if self.schema_version > len(MIGRATIONS):  # a newer Lantern migrated it between the check and here
+            self.db.close()
+            raise StoreVersionError(self.path, len(MIGRATIONS), self.schema_version, on_open=True)
         self._check_fulltext_format()
         self.finish_pending_erase()
 
@@ -148,9 +149,15 @@ class Store:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole transaction back. Taking the write
         lock waits ``busy_timeout`` (10 s), then is retried ``BUSY_RETRIES`` times with doubling backoff before
         "database is locked" reaches the caller (many processes share one file: docs/python-api.md). ``wait``: seconds
-        to wait for the write lock instead, once, without retries (a write that may be skipped: reinforcement)."""
+        to wait for the write lock instead, once, without retries (a write that may be skipped: reinforcement).
+        Raises StoreVersionError, before anything is written, when the file's schema version (``PRAGMA user_version``,
+        read under the write lock: no migration can commit meanwhile) is no longer ``schema_version``, the one this
+        handle opened or migrated the file to: another process of another Lantern version migrated it."""
         self._begin_immediate(wait)
         try:
+            found = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if found != self.schema_version:
+                raise StoreVersionError(self.path, self.schema_version, found)
             yield self.db
         except BaseException:
             self.db.execute("ROLLBACK")
