@@ -749,10 +749,6 @@ class Store:
             out += self.db.execute(f"{_INDEX_SELECT} WHERE e.id IN ({marks}) ORDER BY e.id", chunk).fetchall()
         return out
 
-    def mutable_columns(self) -> list[tuple[int, float, float, int]]:
-        """(id, confidence, success, access_count) of every entry, in id order."""
-        return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
-
     def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
         """(id, turn, text) of every entry of one session within ``scope`` (default: the default user), in turn
         order."""

@@ -756,9 +756,6 @@ class PostgresStore:
             f"{_INDEX_SELECT} WHERE e.id = ANY(?) ORDER BY e.id", (list(ids),), binary=True
         ).fetchall()
 
-    def mutable_columns(self) -> list[tuple[int, float, float, int]]:
-        return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
-
     def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
         where, params = scope_where("", scope or Scope())
         return self.db.execute(
