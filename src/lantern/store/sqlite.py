@@ -569,8 +569,38 @@ class Store:
         return [r[1] for r in self.db.execute("PRAGMA table_info(entries)")]
 
     def decode_vectors(self, blobs: Sequence[bytes]) -> np.ndarray:
-        """float32 (len(blobs), dim): stored vector blobs (store/vectors.py) decoded, each block of norm ~1."""
+        """float32 (len(blobs), dim): stored vector blobs (store/vectors.py) decoded, each block of norm ~1. Raises
+        ValueError when one is not ``vector_decodable``."""
         return codec.decode_many(blobs, self.dim, self.blocks)
+
+    def vector_decodable(self, blob: Any) -> bool:
+        """Whether a stored vector blob has a byte length of the recorded layout (meta ``vector_blocks``, or raw
+        float32 of ``dim``): store/vectors.py ``decodable``. One cut short or written by another tool is not."""
+        return codec.decodable(blob, self.dim, self.blocks)
+
+    def _undecodable_sql(self, alias: str) -> str:
+        """A SQL condition true for the rows of ``embeddings`` (as ``alias``) whose vector is not ``vector_decodable``:
+        the same length rule, in SQL, so counting them reads no blob into Python."""
+        parts = " + ".join(
+            f"CASE substr({alias}.vector, {2 + i}, 1) WHEN x'01' THEN {4 + b - a} WHEN x'00' THEN 0 ELSE -1e9 END"
+            for i, (a, b) in enumerate(self.blocks)
+        )
+        head = f"substr({alias}.vector, 1, 1) = x'{codec.FORMAT:02x}'"
+        compact = f"({head} AND length({alias}.vector) = {1 + len(self.blocks)} + {parts})"
+        return f"NOT (typeof({alias}.vector) = 'blob' AND (length({alias}.vector) = {4 * self.dim} OR {compact}))"
+
+    def undecodable_count(self, scope: Scope | None = None) -> int:
+        """How many stored vectors (of ``scope``'s entries, or of every entry) are not ``vector_decodable``: entries
+        the in-process index leaves out (no recovery finds them) until ``lantern reindex`` recomputes them. One scan
+        of ``embeddings``; 0 before the embedder is known."""
+        if not self.blocks:
+            return 0
+        where, params = scope_where("e", scope) if scope is not None else ("1", [])
+        return self.db.execute(
+            f"SELECT count(*) FROM embeddings v JOIN entries e ON e.id = v.entry_id "
+            f"WHERE {self._undecodable_sql('v')} AND {where}",
+            params,
+        ).fetchone()[0]
 
     # ------------------------------------------------------------------ vectors filled after the commit
     def pending_vectors(self, limit: int, scope: Scope | None = None) -> list[tuple[int, str]]:
@@ -604,7 +634,7 @@ class Store:
                     "WHERE v.entry_id = ? AND e.e5_pending = 1",
                     (entry_id,),
                 ).fetchone()
-                if row is None:
+                if row is None or not self.vector_decodable(row[0]):  # undecodable: reindex recomputes it whole
                     continue
                 full = codec.decode(row[0], self.dim, self.blocks)
                 full[a:b] = part
@@ -889,7 +919,8 @@ class Store:
         (distinct users), ``bytes_per_entry`` and ``bytes_per_entry_by_table`` (``bytes_by_table``) besides. Sessions
         are distinct (user, session) pairs: two users' sessions of the same name are two sessions. The file's own
         figures are the file's whatever the scope: embedder, schema version, database bytes (page_count ×
-        page_size, every user's entries included)."""
+        page_size, every user's entries included). ``vectors_undecodable``: the scope's stored vectors whose byte length
+        fits no layout (``undecodable_count``; no recovery finds them until ``lantern reindex``)."""
         where, args = scope_where("", scope) if scope is not None else ("1", [])
         n, chars = self.db.execute(
             f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
@@ -913,6 +944,7 @@ class Store:
             vectors_pending=self.db.execute(
                 f"SELECT count(*) FROM entries WHERE e5_pending = 1 AND {where}", args
             ).fetchone()[0],
+            vectors_undecodable=self.undecodable_count(scope),
         )
         if scope is None:
             out["bytes_per_entry"] = round(size / n) if n else 0
