@@ -6,6 +6,7 @@ model (SmolLM2 through llama-cpp-python, tests/llm_server.py) covers the working
         settings = fake.settings()                                      # LLMSettings pointing at it
         ...
         fake.requests                                                   # the JSON bodies it received
+        fake.paths                                                      # their request targets (path?query)
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class FakeLLM:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,6 +62,7 @@ class FakeLLM:
                 except ValueError:
                     fake.requests.append({"unparsed": data.decode("utf-8", "replace")})
                 fake.headers.append(dict(self.headers))
+                fake.paths.append(self.path)
                 reply = fake.replies[min(len(fake.requests), len(fake.replies)) - 1]
                 if reply.get("delay"):
                     time.sleep(reply["delay"])
