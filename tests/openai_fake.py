@@ -2,7 +2,8 @@
 produce on demand: malformed JSON, 4xx/5xx, a timeout, an answer naming ids that were never shown. The real
 model (SmolLM2 through llama-cpp-python, tests/llm_server.py) covers the working path.
 
-    with FakeLLM([answer("{\"ids\": [3, 1]}"), status(503)]) as fake:   # one reply per request, the last repeats
+    with FakeLLM([answer("{\"ids\": [3, 1]}"), status(503)]) as fake:   # one reply per request, the last repeats;
+                                                                        # a callable reply gets the request's JSON
         settings = fake.settings()                                      # LLMSettings pointing at it
         ...
         fake.requests                                                   # the JSON bodies it received
@@ -64,6 +65,8 @@ class FakeLLM:
                 fake.headers.append(dict(self.headers))
                 fake.paths.append(self.path)
                 reply = fake.replies[min(len(fake.requests), len(fake.replies)) - 1]
+                if callable(reply):  # a reply computed from the request (e.g. refused past a context size)
+                    reply = reply(fake.requests[-1])
                 if reply.get("delay"):
                     time.sleep(reply["delay"])
                 try:
