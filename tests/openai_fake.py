@@ -2,10 +2,12 @@
 produce on demand: malformed JSON, 4xx/5xx, a timeout, an answer naming ids that were never shown. The real
 model (SmolLM2 through llama-cpp-python, tests/llm_server.py) covers the working path.
 
-    with FakeLLM([answer("{\"ids\": [3, 1]}"), status(503)]) as fake:   # one reply per request, the last repeats
+    with FakeLLM([answer("{\"ids\": [3, 1]}"), status(503)]) as fake:   # one reply per request, the last repeats;
+                                                                        # a callable reply gets the request's JSON
         settings = fake.settings()                                      # LLMSettings pointing at it
         ...
         fake.requests                                                   # the JSON bodies it received
+        fake.paths                                                      # their request targets (path?query)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class FakeLLM:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,7 +63,10 @@ class FakeLLM:
                 except ValueError:
                     fake.requests.append({"unparsed": data.decode("utf-8", "replace")})
                 fake.headers.append(dict(self.headers))
+                fake.paths.append(self.path)
                 reply = fake.replies[min(len(fake.requests), len(fake.replies)) - 1]
+                if callable(reply):  # a reply computed from the request (e.g. refused past a context size)
+                    reply = reply(fake.requests[-1])
                 if reply.get("delay"):
                     time.sleep(reply["delay"])
                 try:

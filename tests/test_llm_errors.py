@@ -211,3 +211,108 @@ def test_the_agent_gives_up_with_the_endpoints_error_when_even_the_question_is_t
             agent.ask("What next? " + "x" * 1_000)
         assert info.value.context_too_long and 2 <= len(fake.requests) <= 4
         assert _sent_chars(fake.requests[-1]) <= agent.memory.min_budget("What next? " + "x" * 1_000)
+
+
+# ---------------------------------------------------------------- ... and remembers what fitted (ContextWindow)
+def _context_chars(request: dict) -> int:
+    """The characters of the context as the agent counts them (``Context.chars``: the messages joined by blank
+    lines)."""
+    return _sent_chars(request) + 2 * (len(request["messages"]) - 1)
+
+
+class Window:
+    """A fake endpoint's context window, in characters: a request past ``limit`` is refused for its size."""
+
+    def __init__(self, limit: int, details: int = 0):
+        self.limit, self.refused, self.details = limit, 0, details
+
+    def __call__(self, request: dict) -> dict:
+        if _context_chars(request) > self.limit:
+            self.refused += 1
+            return TOO_LONG
+        return answer("Port 5433, as you said before." + " The handler details follow." * self.details)
+
+
+def test_the_agent_does_not_pay_the_refusals_again_at_each_ask_and_probes_rarely(tmp_path):
+    from lantern import Lantern
+    from lantern.memory.agent import PROBE_AFTER, MemoryAgent
+
+    window = Window(9_000)
+    with Lantern(tmp_path / "a.db") as lt, FakeLLM([window]) as fake:
+        lt.archive(CODE_TURNS, session="old")
+        agent = MemoryAgent(lt, "new", fake.settings(), budget=40_000)
+        first = agent.ask("As I said earlier, which port does the billing module listen on?")
+        paid = window.refused
+        assert paid >= 1 and first.usage.calls == paid + 1
+        assert agent.window.fits == first.context.chars == _context_chars(fake.requests[-1]) <= 9_000
+        refusals = []
+        for i in range(3 * PROBE_AFTER):
+            before = window.refused
+            turn = agent.ask(f"As I said earlier, which port does the billing module use? ({i})")
+            assert turn.answer.startswith("Port 5433")
+            refusals.append(window.refused - before)
+        # an ask starts from what fitted: no refusal, except on a probe of a larger context now and then (one)
+        assert all(n <= 1 for n in refusals) and sum(refusals) <= 3
+        assert agent.window.fits >= first.context.chars  # never below what fitted first
+        assert agent.window.refused is None or agent.window.refused > agent.window.fits
+
+
+def test_the_agent_grows_back_when_the_endpoint_takes_more(tmp_path):
+    from lantern import Lantern
+    from lantern.memory.agent import PROBE_AFTER, MemoryAgent
+
+    window = Window(6_000, details=120)  # long answers: working memory fills every context
+    with Lantern(tmp_path / "a.db") as lt, FakeLLM([window]) as fake:
+        lt.archive(CODE_TURNS, session="old")
+        agent = MemoryAgent(lt, "new", fake.settings(), budget=40_000)
+        small = agent.ask("As I said earlier, which port does the billing module listen on?").context.chars
+        refused = window.refused
+        window.limit = 10**9  # the endpoint now serves a model with a larger window
+        sizes = [
+            agent.ask(f"As I said earlier, which port does the billing module use? ({i})").context.chars
+            for i in range(2 * PROBE_AFTER + 1)
+        ]
+        assert sizes[-1] > small * 1.2 and min(sizes) >= small * 0.9  # grows by probes, never back down
+        assert window.refused == refused
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    limit=st.integers(500, 60_000),
+    budget=st.integers(1_000, 80_000),
+    sizes=st.lists(st.integers(100, 100_000), min_size=1, max_size=60),
+)
+def test_the_window_rule_pays_refusals_again_only_on_probes(limit, budget, sizes):
+    """The rule alone (memory/agent.py ``ContextWindow``) against an endpoint of a fixed window of ``limit``
+    characters, with asks whose whole context would be ``sizes`` characters (what the budget cuts it to is sent):
+    once an ask was answered, an ask is refused at most once, and only a probe (at most one per ``PROBE_AFTER``
+    asks) is."""
+    from lantern.memory.agent import PROBE_AFTER, ContextWindow
+
+    floor = 300
+    window = ContextWindow()
+    answered_before = False
+    later_refusals = 0
+    for size in sizes:
+        b = max(window.start(budget), floor)
+        refusals, answered = 0, False
+        while True:
+            chars = min(b, size)
+            if chars <= limit:
+                window.answer(chars)
+                answered = True
+                break
+            window.refusal(chars)
+            refusals += 1
+            if b <= floor:
+                break
+            b = max(window.retry(b), floor)
+        if answered_before:
+            assert answered and refusals <= 1
+            later_refusals += refusals
+        answered_before = answered_before or answered
+        if window.fits is not None and window.refused is not None:
+            assert window.fits < window.refused
+        if window.fits is not None:
+            assert window.fits <= limit
+    assert later_refusals <= len(sizes) // PROBE_AFTER + 1

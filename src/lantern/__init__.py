@@ -11,6 +11,7 @@ from lantern.errors import (
     EmbedderMismatchError,
     LanternError,
     ModelNotFoundError,
+    StoreVersionError,
     TranscriptFormatError,
     UnsupportedBackendError,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "ModelNotFoundError",
     "RecoveredEntry",
     "Recovery",
+    "StoreVersionError",
     "Tag",
     "ToolCall",
     "ToolResult",

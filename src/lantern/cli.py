@@ -204,13 +204,24 @@ def _live_option() -> object:
 
 
 def _live(path: Optional[Path]) -> list | None:
-    """The messages of the ``--live`` transcript (archive/parse: any format ``ingest`` reads), or None. Raises
-    TranscriptFormatError (one red line, exit 1) for a file that is not a transcript."""
+    """The messages of the ``--live`` transcript (archive/parse: any format ``ingest`` reads; a pipe, ``/dev/stdin``
+    or a FIFO is read to its end, as ``cat`` reads it: a FIFO waits for its writer), or None. Raises
+    TranscriptFormatError (one red line, exit 1) for a file that is not a transcript, and LanternError for one that
+    holds no message (``[]``, ``{"messages": []}``, only empty messages: as ``ingest`` refuses a transcript with no
+    turn): a live context always holds messages, so an empty one is a wrong file, not "nothing is live"."""
     if path is None:
         return None
     from lantern.archive.parse import parse
+    from lantern.errors import LanternError
 
-    return parse(path).messages
+    result = parse(path)
+    if not result.messages:
+        skipped = f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else ""
+        raise LanternError(
+            f"no messages in the --live file {path}{skipped}: give the live context's messages (any format ingest "
+            "reads), or leave --live out when nothing is live"
+        )
+    return result.messages
 
 
 def _rerank_option() -> object:

@@ -52,3 +52,29 @@ class UnsupportedBackendError(LanternError):
             f"{operation} is not supported on the {backend} backend yet (docs/postgres.md, 'What is supported')"
             + (f"; {hint}" if hint else "")
         )
+
+
+class StoreVersionError(LanternError):
+    """The database's schema version is not the one this process works with: a newer Lantern migrated it while
+    this process ran (or opened it first), or the file was replaced by an older one. ``path``: the database;
+    ``expected``: the version this process opened or migrated it to (for a file found newer on open, the newest
+    this Lantern knows); ``found``: the version the file records (SQLite ``PRAGMA user_version``). Raised on open,
+    and inside a write transaction before anything is written (the transaction is rolled back)."""
+
+    def __init__(self, path: str, expected: int, found: int, *, on_open: bool = False):
+        self.path, self.expected, self.found = path, expected, found
+        if on_open:
+            message = f"{path}: schema version {found} is newer than this Lantern ({expected}); upgrade lantern-memory"
+        elif found > expected:
+            message = (
+                f"{path}: the database's schema is version {found}, newer than the version {expected} this process "
+                f"opened it at (a newer Lantern migrated it while this process ran); nothing was written. Restart "
+                f"this process with the newer lantern-memory."
+            )
+        else:
+            message = (
+                f"{path}: the database's schema is version {found}, older than the version {expected} this process "
+                f"opened it at (the file was replaced while this process ran); nothing was written. Restart this "
+                f"process."
+            )
+        super().__init__(message)

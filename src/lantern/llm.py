@@ -46,7 +46,7 @@ TIMEOUT_ENV = "LANTERN_LLM_TIMEOUT"
 JSON_MODE_ENV = "LANTERN_LLM_JSON_MODE"
 JSON_MODES = ("schema", "object", "off")
 
-__all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "settings"]
+__all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "endpoint", "settings"]
 
 
 class LLMError(LanternError):
@@ -99,9 +99,9 @@ class LLMSettings:
 
     @property
     def url(self) -> str:
-        """The chat-completions URL."""
-        root = self.base_url.rstrip("/")
-        return root if root.endswith("/chat/completions") else root + "/chat/completions"
+        """The chat-completions URL: ``/chat/completions`` joined under the base URL's path (``endpoint``), unless
+        that path already ends with it; the base URL's query kept (Azure's ``?api-version=...``)."""
+        return endpoint(self.base_url, "chat/completions", once=True)
 
     def describe(self) -> dict[str, str]:
         """What a report may name: the endpoint and the model (never the key)."""
@@ -301,6 +301,26 @@ def _error_of(response: Any, secrets: Sequence[str] = ()) -> tuple[str, str]:
                 message, code = message.replace(form, "***"), code.replace(form, "***")
     message = "".join(" " if ch < " " or ch == "\x7f" else ch for ch in message).strip()
     return message[:DETAIL_CHARS], code[:100]
+
+
+def endpoint(base_url: str, path: str, query: str | bytes = b"", *, once: bool = False) -> str:
+    """``path`` joined under ``base_url``'s path by httpx's URL handling: the base's trailing slashes dropped, its
+    query kept with ``query`` (a raw query string, e.g. a forwarded request's) appended after it, its fragment dropped
+    (a fragment is never sent), its scheme, user info (sent as HTTP basic auth), host and port and its
+    percent-escapes unchanged. ``once``: ``path`` is not added again to a base path that already ends with it.
+    ``https://x/openai/deployments/d?api-version=2024-06-01`` + ``chat/completions`` ->
+    ``https://x/openai/deployments/d/chat/completions?api-version=2024-06-01``."""
+    import httpx
+
+    base = httpx.URL(base_url)
+    head = base.raw_path.split(b"?", 1)[0].rstrip(b"/")
+    tail = httpx.URL("/" + path.lstrip("/")).raw_path.split(b"?", 1)[0]
+    if not (once and head.endswith(tail)):
+        head += tail
+    extra = query.encode("latin-1") if isinstance(query, str) else query  # a query string as an ASGI server decoded it
+    queries = [q for q in (base.query, extra) if q]
+    raw = (head or b"/") + (b"?" + b"&".join(queries) if queries else b"")
+    return str(base.copy_with(raw_path=raw, fragment=None))
 
 
 def _shown(url: str) -> str:

@@ -11,7 +11,8 @@ One JSON object per line, each with a ``"type"``:
                 "recorded_at": ...}]}
 
 The header comes first. An ``entry`` record carries every column of the ``entries`` table by name (JSON columns
-``tags``, ``hints``, ``meta`` as JSON values) and, unless exported with ``embeddings=False``, its embedding, and the
+``tags``, ``hints``, ``meta`` as JSON values) and, unless exported with ``embeddings=False``, its embedding (none
+for a stored vector that cannot be decoded: the import recomputes it), and the
 versioned facts stated in the turn (``facts``, store/facts.py: key, value and
 the value a switch replaced; their validity chains are rebuilt on import from the entries' event times). Other
 tables get their own record types later (``fact``, reinforcement state, ...): add a reader to ``RECORD_READERS``
@@ -118,7 +119,8 @@ def export_jsonl(
             for name, value in zip(columns, row):
                 value = store.entry_value(name, value)
                 record[name] = json.loads(value) if name in JSON_COLUMNS else value
-            if embeddings and row[-1] is not None:
+            # an undecodable stored vector (store.vector_decodable) is left out: the import recomputes it
+            if embeddings and row[-1] is not None and store.vector_decodable(row[-1]):
                 vector = np.asarray(store.decode_vectors([row[-1]])[0], dtype="<f4")  # stored int8: exported float32
                 record["embedding"] = base64.b64encode(vector.tobytes()).decode("ascii")
             record["facts"] = _facts_of(store.db, record["id"])

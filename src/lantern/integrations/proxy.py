@@ -707,7 +707,11 @@ class _Forwarder:
 
     # ------------------------------------------------------------------ HTTP
     def url(self, rest: str, query: str) -> str:
-        return f"{self.upstream}/{rest.lstrip('/')}" + (f"?{query}" if query else "")
+        """The upstream URL of a forwarded request: ``rest`` under the upstream's path, the upstream's own query
+        (Azure's ``?api-version=``) kept with the request's after it (lantern/llm.py ``endpoint``)."""
+        from lantern.llm import endpoint
+
+        return endpoint(self.upstream, rest, query)
 
     def upstream_error(self, e: Exception, background: Any = None) -> JSONResponse:
         import httpx

@@ -39,7 +39,62 @@ SYSTEM_PROMPT = (
     '"Recovered history": use them when they answer the question, and say so when nothing you have answers it.'
 )
 
-__all__ = ["AgentTurn", "MemoryAgent", "SYSTEM_PROMPT", "TITLES", "short_draft"]
+PROBE_AFTER = 8  # answered asks at the remembered size before one ask tries a larger context (ours)
+PROBE_STOP = 8  # no probe once the refused size is within 1/PROBE_STOP of the answered one (ours)
+
+__all__ = ["AgentTurn", "ContextWindow", "MemoryAgent", "SYSTEM_PROMPT", "TITLES", "short_draft"]
+
+
+@dataclass
+class ContextWindow:
+    """What one endpoint and model took, in characters of context (``Context.chars``) sent by one agent: ``fits``
+    the largest context it answered, ``refused`` the smallest it refused for its size (``LLMError.context_too_long``);
+    None until seen. ``answered``: asks answered at the remembered size since the last probe.
+
+    The rule (ours; tokens per character vary with the text, so each is evidence, not a bound): before any refusal
+    an ask starts at the agent's budget. After one, it starts at ``fits`` (or half of ``refused`` while none
+    fitted), so the refusals are not paid again at each ask. A refusal retries at ``fits`` when that is smaller,
+    else at half the budget. Growing back is careful: after ``PROBE_AFTER`` asks answered at the remembered size,
+    asks start halfway between ``fits`` and ``refused`` until one sends a context larger than ``fits`` (answered, it
+    raises ``fits``; refused, it costs that ask one call and lowers ``refused``); once the two are within
+    ``1/PROBE_STOP`` of ``refused``, such a probe comes after ``PROBE_AFTER * PROBE_STOP`` asks, at ``refused``
+    itself (the endpoint may have been given a larger window). A refusal at or below ``fits``
+    (a denser text) forgets ``fits``; an answer at or above ``refused`` forgets ``refused``, and the next ask
+    starts at the agent's budget again."""
+
+    fits: int | None = None
+    refused: int | None = None
+    answered: int = 0
+
+    def start(self, budget: int) -> int:
+        """The budget (characters) an ask starts at, for an agent whose budget is ``budget``."""
+        if self.refused is None:
+            return budget
+        if self.fits is None:
+            return min(budget, self.refused // 2)
+        close = self.refused - self.fits <= self.refused // PROBE_STOP
+        if self.answered >= PROBE_AFTER * (PROBE_STOP if close else 1):  # a probe, until a context tests it
+            return min(budget, self.refused if close else (self.fits + self.refused) // 2)
+        return min(budget, self.fits)
+
+    def retry(self, budget: int) -> int:
+        """The budget to ask again at after a refusal at ``budget``."""
+        return self.fits if self.fits is not None and self.fits < budget else budget // 2
+
+    def answer(self, chars: int) -> None:
+        """The endpoint answered a context of ``chars`` characters."""
+        grew = self.fits is not None and chars > self.fits  # a probe tested (a smaller context tells nothing new)
+        self.fits = chars if self.fits is None else max(self.fits, chars)
+        if self.refused is not None and self.refused <= self.fits:
+            self.refused = None
+        self.answered = 0 if grew else self.answered + 1
+
+    def refusal(self, chars: int) -> None:
+        """The endpoint refused a context of ``chars`` characters for its size."""
+        self.refused = chars if self.refused is None else min(self.refused, chars)
+        if self.fits is not None and self.fits >= self.refused:
+            self.fits = None
+        self.answered = 0
 
 
 @dataclass
@@ -113,6 +168,13 @@ class MemoryAgent:
         self.client = lantern.llm_client(llm)
         self.memory = Session(lantern, session, system_prompt=system_prompt, llm=self.client)
         self.budget, self.top_k, self.rerank, self.max_tokens = budget, top_k, rerank, max_tokens
+        self.windows: dict[tuple[str, str], ContextWindow] = {}  # (base URL, model) -> what its window took
+
+    @property
+    def window(self) -> ContextWindow:
+        """The ``ContextWindow`` of the endpoint and model this agent's client calls."""
+        key = (self.client.settings.base_url, self.client.settings.model)
+        return self.windows.setdefault(key, ContextWindow())
 
     @property
     def session(self) -> str:
@@ -127,15 +189,17 @@ class MemoryAgent:
         reasons = back_references(question)
         draft = None
         generations = 0
+        floor = self.memory.min_budget(question)
         if not reasons:
-            context = self.memory.build_context(question, self.budget, recover=False)
+            budget = max(self.window.start(self.budget), floor)
+            context = self.memory.build_context(question, budget, recover=False)
             context, draft = self._generate_fitted(context, question, [])
             generations += 1
             reasons = low_confidence(draft) + (["low-confidence draft: very short"] if short_draft(draft) else [])
         if reasons:
             context = self.memory.build_context(
                 question,
-                self.budget,
+                max(self.window.start(self.budget), floor),
                 recover=True,
                 rerank=self.rerank,
                 top_k=self.top_k,
@@ -171,20 +235,26 @@ class MemoryAgent:
     def _generate_fitted(self, context: Context, question: str, reasons: list[str]) -> tuple[Context, str]:
         """The answer to ``context``, and the context it was generated from. When the endpoint refuses the request
         for its size (``LLMError.context_too_long``: the model's window is smaller than ``budget`` characters
-        take), the context is built again at half the budget (the oldest working turns and the recovered block's
-        lowest-ranked entries go first: Session.build_context) and asked once more, down to the smallest budget
-        that holds the system prompt and the question; then the endpoint's error is raised. Budgets are in
-        characters and the endpoint's window in tokens, so halving is the only assumption made about the ratio
-        (ours). Raises ``LLMError``."""
-        budget = self.budget
+        take), the context is built again smaller (the oldest working turns and the recovered block's
+        lowest-ranked entries go first: Session.build_context): at the largest size that endpoint answered before,
+        else at half the budget, and asked once more, down to the smallest budget that holds the system prompt and
+        the question; then the endpoint's error is raised. Budgets are in characters and the endpoint's window in
+        tokens, so halving is the only assumption made about the ratio (ours). What fitted and what was refused is
+        remembered per endpoint and model (``ContextWindow``): the next ask starts from what fitted. Raises
+        ``LLMError``."""
+        budget = context.budget
+        window = self.window
         while True:
             try:
-                return context, self._generate(context)
+                answer = self._generate(context)
             except LLMError as e:
-                floor = self.memory.min_budget(question)
-                if not e.context_too_long or budget <= floor:
+                if not e.context_too_long:
                     raise
-                budget = max(budget // 2, floor)
+                window.refusal(context.chars)
+                floor = self.memory.min_budget(question)
+                if budget <= floor:
+                    raise
+                budget = max(window.retry(budget), floor)
                 recover = bool(reasons)
                 context = self.memory.build_context(
                     question,
@@ -194,6 +264,9 @@ class MemoryAgent:
                     top_k=self.top_k if recover else None,
                     recovery_title=TITLES[language(question)] if recover else None,
                 )
+            else:
+                window.answer(context.chars)
+                return context, answer
 
 
 def _used(lantern: Any, recovery: Any, answer: str) -> list[int]:

@@ -182,6 +182,9 @@ class MemoryIndex:
         self._session_code: dict[str, int] = {}
         self.postings = Postings()
         self._seen_archived_at = float("-inf")
+        # entries whose stored vector cannot be decoded (store ``vector_decodable``), left out of the index: id ->
+        # the stamp read, so the row is read again only when its vector changes (``lantern reindex`` repairs it)
+        self.undecodable: dict[int, float] = {}
         self._version: int | None = None
         self._generation: int | None = None  # the database's generation the rows were read at (store/snapshot.py)
         self._unsaved = 0  # rows read from the database since the snapshot was loaded or written
@@ -221,7 +224,7 @@ class MemoryIndex:
                     self._unsaved = 0
                 self._generation = generation
                 self._apply(self._changed_rows())
-                if len(self.ids) != self.store.count():  # something was deleted: start over
+                if len(self.ids) + len(self.undecodable) != self.store.count():  # something was deleted: start over
                     self.reset()
                     self._generation = generation
                     self._apply(self.store.rows_since(float("-inf")))
@@ -332,7 +335,11 @@ class MemoryIndex:
             pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
             known = self.ids[pos] == ids
             same = known & (self.archived[pos] == at)
-            ids = ids[~same]
+            ids, at = ids[~same], at[~same]
+        if self.undecodable:  # left out, and not changed since: not read again
+            bad = self.undecodable
+            unchanged = np.fromiter((bad.get(int(i)) == a for i, a in zip(ids, at)), bool, len(ids))
+            ids = ids[~unchanged]
         return self.store.rows_by_id(ids.tolist()) if len(ids) else []
 
     def _apply(self, rows: list[tuple]) -> None:
@@ -347,24 +354,27 @@ class MemoryIndex:
                 gc.enable()
 
     def _apply_rows(self, rows: list[tuple]) -> None:
+        seen = max(r[3] for r in rows)
+        rows, vectors = self._decoded(rows)
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        if len(self.ids) and self.undecodable and (self.positions_of(list(self.undecodable)) >= 0).any():
+            return self._reload()  # a row loaded before lost its vector: start over, without it
         if len(self.ids):
             pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
             present = self.ids[pos] == ids
             for i in np.flatnonzero(present):
-                self._overwrite(int(pos[i]), rows[i])
-            new_rows = [rows[i] for i in np.flatnonzero(~present)]
+                self._overwrite(int(pos[i]), rows[i], vectors[i])
+            new = np.flatnonzero(~present)
+            new_rows, vecs = [rows[i] for i in new], vectors[new]
         else:
-            new_rows = rows
+            new_rows, vecs = rows, vectors
         if new_rows:
             new_ids = np.fromiter((r[0] for r in new_rows), np.int64, len(new_rows))
-            if len(self.ids) and new_ids[0] < self.ids[-1]:  # pragma: no cover - ids are assigned ascending
-                self.reset()
-                return self._apply_rows(self.store.rows_since(float("-inf")))
+            if len(self.ids) and new_ids[0] < self.ids[-1]:  # an entry left out before, its vector repaired since
+                return self._reload()
             start = len(self.ids)
             n = len(new_rows)
             self.ids = np.concatenate([self.ids, new_ids])
-            vecs = self.store.decode_vectors([r[8] for r in new_rows])
             self._append_vectors(start, vecs)
             self.session = np.concatenate([self.session, np.asarray([self._code(r[1]) for r in new_rows], np.int32)])
             for name, column in (("user", 9), ("agent", 10), ("project", 11)):
@@ -385,7 +395,42 @@ class MemoryIndex:
             for offset, terms in enumerate(hints, start):
                 add(offset, terms)
             self._unsaved += n
-        self._seen_archived_at = max(self._seen_archived_at, max(r[3] for r in rows))
+        self._seen_archived_at = max(self._seen_archived_at, seen)
+
+    def _reload(self) -> None:
+        """Start over from every row (within the refresh's read transaction), at the same generation."""
+        generation = self._generation
+        self.reset()
+        self._generation = generation
+        self._apply_rows(self.store.rows_since(float("-inf")))
+
+    def _decoded(self, rows: list[tuple]) -> tuple[list[tuple], np.ndarray]:
+        """(the rows whose vector decodes, their vectors float32 (k, dim)). A row whose stored vector has a byte
+        length of no layout (store ``vector_decodable``: cut short by a disk fault, written by another tool) is left
+        out, remembered in ``undecodable`` with its stamp, and named in one warning: a recovery works on the rest,
+        and ``lantern reindex`` recomputes it."""
+        try:
+            return rows, self.store.decode_vectors([r[8] for r in rows])
+        except ValueError:
+            pass
+        good = [r for r in rows if self.store.vector_decodable(r[8])]
+        bad = [r for r in rows if not self.store.vector_decodable(r[8])]
+        new = [r[0] for r in bad if r[0] not in self.undecodable]
+        for r in bad:
+            self.undecodable[r[0]] = r[3]
+        for r in good:
+            self.undecodable.pop(r[0], None)
+        if new:
+            shown = ", ".join(map(str, new[:5])) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
+            log.warning(
+                "%s: %d stored vector(s) cannot be decoded (their byte length fits no layout of the store): entry "
+                "id(s) %s left out of the index, so no recovery finds them; `lantern --db %s reindex` recomputes them",
+                self.store.path,
+                len(new),
+                shown,
+                self.store.path,
+            )
+        return good, self.store.decode_vectors([r[8] for r in good])
 
     def _append_vectors(self, start: int, vecs: np.ndarray) -> None:
         """Rows ``start..`` of the matrix <- ``vecs`` (full-width, (k, dim)). Copying the whole matrix on every append
@@ -439,8 +484,7 @@ class MemoryIndex:
             keep &= (columns < start) | (columns >= stop)
         return matrix[positions] if keep.all() else matrix[positions][:, keep]
 
-    def _overwrite(self, pos: int, row: tuple) -> None:
-        vec = self.store.decode_vectors([row[8]])[0]
+    def _overwrite(self, pos: int, row: tuple, vec: np.ndarray) -> None:
         columns, matrix = self._view
         old = np.zeros(self.dim, np.float32)
         old[columns] = matrix[pos]

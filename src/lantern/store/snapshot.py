@@ -8,9 +8,11 @@ A snapshot is valid only for the state it was taken from: ``meta.json`` records 
 ``store.sqlite.bump_generation``), the rows it holds (count and largest id) and the embedder. On open, a snapshot
 whose generation, rows or embedder differ, or whose files are missing, short or unreadable, is ignored and the
 index reloads from SQLite; a valid one is loaded and the rows added or stamped since (a grown turn, a filled
-block: ``stamps_since``) are applied as at any refresh. Written atomically (a temporary folder renamed into
-place) and re-checked after the rename: a generation bumped meanwhile removes it. It holds vectors and hint terms of
-the text, so every delete removes it (``remove``: ``Store.delete``), before the next snapshot is written.
+block: ``stamps_since``) are applied as at any refresh. The entries left out for an undecodable vector
+(``MemoryIndex.undecodable``) are recorded with their stamps, so they are not read again at each open. Written
+atomically (a temporary folder renamed into place) and re-checked after the rename: a generation bumped meanwhile
+removes it. It holds vectors and hint terms of the text, so every delete removes it (``remove``: ``Store.delete``),
+before the next snapshot is written.
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ def save(index, gen: int) -> Path | None:
             labels=index.labels,
             session_names=index.session_names,
             seen_archived_at=index._seen_archived_at,
+            undecodable=[[i, t] for i, t in index.undecodable.items()],  # left out: read again only when stamped
             graphs=graphs,
             covered=covered,
             stale=stale,
@@ -207,6 +210,7 @@ def load(index, gen: int) -> bool:
     index._session_code = {s: i for i, s in enumerate(index.session_names)}
     index.postings.load_csr(terms, offsets, rows, n)
     index._seen_archived_at = float(meta["seen_archived_at"])
+    index.undecodable = {int(i): float(t) for i, t in meta.get("undecodable", [])}
     index.confidence = np.full(n, 0.5, np.float32)
     index.success = np.full(n, 0.5, np.float32)
     index.access_count = np.zeros(n, np.float32)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
+from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, StoreVersionError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
 from lantern.store import fulltext, snapshot
@@ -86,9 +86,7 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
     """Refuse a SQLite file that is not a Lantern database, or one written by a newer Lantern (LanternError)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > len(MIGRATIONS):
-        raise LanternError(
-            f"{path}: schema version {version} is newer than this Lantern ({len(MIGRATIONS)}); upgrade lantern-memory"
-        )
+        raise StoreVersionError(path, len(MIGRATIONS), version, on_open=True)
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if version == 0 and tables:
         raise LanternError(
@@ -126,6 +124,9 @@ class Store:
         self.blocks: list[tuple[int, int]] = []  # the embedder's blocks (store/vectors.py); set by check_embedder
         self.deferred: tuple[int, int] | None = None  # the block filled after the commit (e5 of English turns)
         self.schema_version = migrate(self.db)
+        if self.schema_version > len(MIGRATIONS):  # a newer Lantern migrated it between the check and here
+            self.db.close()
+            raise StoreVersionError(self.path, len(MIGRATIONS), self.schema_version, on_open=True)
         self._check_fulltext_format()
         self.finish_pending_erase()
 
@@ -149,9 +150,15 @@ class Store:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole transaction back. Taking the write
         lock waits ``busy_timeout`` (10 s), then is retried ``BUSY_RETRIES`` times with doubling backoff before
         "database is locked" reaches the caller (many processes share one file: docs/python-api.md). ``wait``: seconds
-        to wait for the write lock instead, once, without retries (a write that may be skipped: reinforcement)."""
+        to wait for the write lock instead, once, without retries (a write that may be skipped: reinforcement).
+        Raises StoreVersionError, before anything is written, when the file's schema version (``PRAGMA user_version``,
+        read under the write lock: no migration can commit meanwhile) is no longer ``schema_version``, the one this
+        handle opened or migrated the file to: another process of another Lantern version migrated it."""
         self._begin_immediate(wait)
         try:
+            found = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if found != self.schema_version:
+                raise StoreVersionError(self.path, self.schema_version, found)
             yield self.db
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -583,8 +590,38 @@ class Store:
         return pack(value) if column in PACKED_COLUMNS and isinstance(value, str) else value
 
     def decode_vectors(self, blobs: Sequence[bytes]) -> np.ndarray:
-        """float32 (len(blobs), dim): stored vector blobs (store/vectors.py) decoded, each block of norm ~1."""
+        """float32 (len(blobs), dim): stored vector blobs (store/vectors.py) decoded, each block of norm ~1. Raises
+        ValueError when one is not ``vector_decodable``."""
         return codec.decode_many(blobs, self.dim, self.blocks)
+
+    def vector_decodable(self, blob: Any) -> bool:
+        """Whether a stored vector blob has a byte length of the recorded layout (meta ``vector_blocks``, or raw
+        float32 of ``dim``): store/vectors.py ``decodable``. One cut short or written by another tool is not."""
+        return codec.decodable(blob, self.dim, self.blocks)
+
+    def _undecodable_sql(self, alias: str) -> str:
+        """A SQL condition true for the rows of ``embeddings`` (as ``alias``) whose vector is not ``vector_decodable``:
+        the same length rule, in SQL, so counting them reads no blob into Python."""
+        parts = " + ".join(
+            f"CASE substr({alias}.vector, {2 + i}, 1) WHEN x'01' THEN {4 + b - a} WHEN x'00' THEN 0 ELSE -1e9 END"
+            for i, (a, b) in enumerate(self.blocks)
+        )
+        head = f"substr({alias}.vector, 1, 1) = x'{codec.FORMAT:02x}'"
+        compact = f"({head} AND length({alias}.vector) = {1 + len(self.blocks)} + {parts})"
+        return f"NOT (typeof({alias}.vector) = 'blob' AND (length({alias}.vector) = {4 * self.dim} OR {compact}))"
+
+    def undecodable_count(self, scope: Scope | None = None) -> int:
+        """How many stored vectors (of ``scope``'s entries, or of every entry) are not ``vector_decodable``: entries
+        the in-process index leaves out (no recovery finds them) until ``lantern reindex`` recomputes them. One scan
+        of ``embeddings``; 0 before the embedder is known."""
+        if not self.blocks:
+            return 0
+        where, params = scope_where("e", scope) if scope is not None else ("1", [])
+        return self.db.execute(
+            f"SELECT count(*) FROM embeddings v JOIN entries e ON e.id = v.entry_id "
+            f"WHERE {self._undecodable_sql('v')} AND {where}",
+            params,
+        ).fetchone()[0]
 
     # ------------------------------------------------------------------ vectors filled after the commit
     def pending_vectors(self, limit: int, scope: Scope | None = None) -> list[tuple[int, str]]:
@@ -619,7 +656,7 @@ class Store:
                     "WHERE v.entry_id = ? AND e.e5_pending = 1",
                     (entry_id,),
                 ).fetchone()
-                if row is None:
+                if row is None or not self.vector_decodable(row[0]):  # undecodable: reindex recomputes it whole
                     continue
                 full = codec.decode(row[0], self.dim, self.blocks)
                 full[a:b] = part
@@ -766,10 +803,6 @@ class Store:
             marks = ",".join("?" * len(chunk))
             out += self.db.execute(f"{_INDEX_SELECT} WHERE e.id IN ({marks}) ORDER BY e.id", chunk).fetchall()
         return out
-
-    def mutable_columns(self) -> list[tuple[int, float, float, int]]:
-        """(id, confidence, success, access_count) of every entry, in id order."""
-        return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
 
     def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
         """(id, turn, text) of every entry of one session within ``scope`` (default: the default user), in turn
@@ -929,7 +962,9 @@ class Store:
         page_size, every user's entries included). The administrator's view adds ``free_bytes``: the bytes of the
         file that hold no row, free pages (``freelist_count``) and the unused bytes of pages in use (``dbstat``),
         left by deleted, moved or rewritten rows. Later writes reuse them; a VACUUM (``lantern vacuum``) gives most
-        of them back to the filesystem (a B-tree keeps some slack in its pages)."""
+        of them back to the filesystem (a B-tree keeps some slack in its pages). ``vectors_undecodable``: the scope's
+        stored vectors whose byte length fits no layout (``undecodable_count``; no recovery finds them until
+        ``lantern reindex``)."""
         where, args = scope_where("", scope) if scope is not None else ("1", [])
         n, chars = self.db.execute(
             f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
@@ -954,6 +989,7 @@ class Store:
             vectors_pending=self.db.execute(
                 f"SELECT count(*) FROM entries WHERE e5_pending = 1 AND {where}", args
             ).fetchone()[0],
+            vectors_undecodable=self.undecodable_count(scope),
         )
         if scope is None:
             sizes, unused = self._page_use()

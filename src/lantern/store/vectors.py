@@ -11,7 +11,8 @@ stored bit for bit as it was.
 
 Blob layout: ``b"\\x01"`` (format), one byte per block (1: present), then per present block: scale (float32 LE)
 and its int8 values. A blob of exactly ``4 * dim`` bytes is a raw float32 vector (stores written before this
-format); both decode.
+format); both decode. A blob of any other length (cut short by a disk fault, written by another tool) fits neither:
+``decodable`` says so, and ``decode`` / ``decode_many`` raise ValueError for it instead of misreading its bytes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 FORMAT = 1
 Blocks = Sequence[tuple[int, int]]
 
-__all__ = ["FORMAT", "decode", "decode_many", "encode", "present"]
+__all__ = ["FORMAT", "decodable", "decode", "decode_many", "encode", "present"]
 
 
 def encode(vector: np.ndarray, blocks: Blocks) -> bytes:
@@ -51,8 +52,32 @@ def present(blob: bytes, blocks: Blocks) -> list[bool]:
     return [bool(raw[a:b].any()) for a, b in blocks]
 
 
+def decodable(blob: object, dim: int, blocks: Blocks) -> bool:
+    """Whether ``blob`` is a stored vector of ``dim`` dims cut into ``blocks``: bytes in the int8 layout (its
+    format byte, a 0/1 flag per block and exactly the bytes those flags imply) or exactly ``4 * dim`` raw float32
+    bytes. Anything else (another length, a text value) cannot be decoded."""
+    if not isinstance(blob, (bytes, bytearray)):
+        return False
+    return _is_compact(blob, blocks) or len(blob) == 4 * dim
+
+
+def _check(blobs: Sequence[bytes], dim: int, blocks: Blocks) -> None:
+    """Raise ValueError naming how many of ``blobs`` are not ``decodable`` and the first one's length."""
+    bad = [i for i, blob in enumerate(blobs) if not decodable(blob, dim, blocks)]
+    if bad:
+        i = bad[0]
+        blob = blobs[i]
+        size = f"{len(blob)} bytes" if isinstance(blob, (bytes, bytearray)) else f"a {type(blob).__name__} value"
+        raise ValueError(
+            f"{len(bad)} stored vector(s) cannot be decoded (the first, position {i}: {size}; expected the int8 "
+            f"layout of blocks {list(blocks)} or {4 * dim} raw float32 bytes)"
+        )
+
+
 def decode(blob: bytes, dim: int, blocks: Blocks) -> np.ndarray:
-    """The float32 vector (dim,) of a stored ``blob`` (either layout); absent blocks are zeros."""
+    """The float32 vector (dim,) of a stored ``blob`` (either layout); absent blocks are zeros. Raises ValueError
+    for a blob ``decodable`` refuses."""
+    _check([blob], dim, blocks)
     if not _is_compact(blob, blocks):
         return np.frombuffer(blob, "<f4").copy()
     out = np.zeros(dim, np.float32)
@@ -61,13 +86,20 @@ def decode(blob: bytes, dim: int, blocks: Blocks) -> np.ndarray:
 
 
 def decode_many(blobs: Sequence[bytes], dim: int, blocks: Blocks) -> np.ndarray:
-    """float32 (len(blobs), dim): ``decode`` of each blob, vectorized over blobs that share a layout."""
+    """float32 (len(blobs), dim): ``decode`` of each blob, vectorized over blobs that share a layout. Raises
+    ValueError when a blob is not ``decodable`` (callers that can go on without it filter first)."""
     out = np.zeros((len(blobs), dim), np.float32)
     if not blobs:
         return out
     groups: dict[bytes, list[int]] = {}
+    raw = 4 * dim
     for i, blob in enumerate(blobs):
-        key = blob[: 1 + len(blocks)] if _is_compact(blob, blocks) else b"raw"
+        if _is_compact(blob, blocks):
+            key = blob[: 1 + len(blocks)]
+        elif isinstance(blob, (bytes, bytearray)) and len(blob) == raw:
+            key = b"raw"
+        else:
+            _check(blobs, dim, blocks)
         groups.setdefault(key, []).append(i)
     for key, rows in groups.items():
         if key == b"raw":

@@ -773,6 +773,10 @@ class PostgresStore:
             return np.zeros((0, self.dim), np.float32)
         return np.stack([_array(b) for b in blobs])
 
+    def vector_decodable(self, blob: Any) -> bool:
+        """Whether a ``rows_since`` vector is one of ``dim`` values (a pgvector column of that dimension: always)."""
+        return blob is not None and _array(blob).shape == (self.dim,)
+
     # ------------------------------------------------------------------ vectors filled after the commit
     def pending_vectors(self, limit: int, scope: Scope | None = None) -> list[tuple[int, str]]:
         if self.deferred is None or limit <= 0:
@@ -886,9 +890,6 @@ class PostgresStore:
         return self.db.execute(
             f"{_INDEX_SELECT} WHERE e.id = ANY(?) ORDER BY e.id", (list(ids),), binary=True
         ).fetchall()
-
-    def mutable_columns(self) -> list[tuple[int, float, float, int]]:
-        return self.db.execute("SELECT id, confidence, success, access_count FROM entries ORDER BY id").fetchall()
 
     def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
         where, params = scope_where("", scope or Scope())
@@ -1091,6 +1092,7 @@ class PostgresStore:
             vectors_pending=self.db.execute(
                 f"SELECT count(*) FROM entries WHERE e5_pending = 1 AND {where}", args
             ).fetchone()[0],
+            vectors_undecodable=0,  # a pgvector column of the embedder's dimension holds no other length
         )
         if scope is None:
             out["bytes_per_entry"] = round(size / n) if n else 0

@@ -1,0 +1,112 @@
+"""Two processes of different Lantern versions on one SQLite file: when one migrates the schema (``PRAGMA
+user_version``) while the other runs, every write of the other is refused with StoreVersionError before anything
+is written (store/sqlite.py ``Store.transaction``), and a file newer than the code is refused on open. The second
+handle stands for the other process: its own connection to the same file, migrating as migrations.py does."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clirun import lantern as cli
+from lantern import Lantern, LanternError, StoreVersionError
+from lantern.store.migrations import MIGRATIONS
+
+TURN = [{"role": "user", "content": "The billing database listens on port 5433; which port should the replica use?"}]
+GROWN = [*TURN, {"role": "assistant", "content": "Give the replica port 5434."}]  # the same turn, grown
+
+
+def _migrate_as_newer_code(path, version: int) -> None:
+    """What a newer Lantern's migration does from its own connection: a schema change and ``user_version`` in one
+    write transaction."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("ALTER TABLE entries ADD COLUMN from_the_future TEXT")
+    db.execute(f"PRAGMA user_version = {version}")
+    db.execute("COMMIT")
+    db.close()
+
+
+def _snapshot(path) -> tuple:
+    db = sqlite3.connect(path)
+    try:
+        return (
+            db.execute("SELECT id, text, archived_at FROM entries ORDER BY id").fetchall(),
+            db.execute("SELECT entry_id, vector FROM embeddings ORDER BY entry_id").fetchall(),
+            db.execute("SELECT key, value FROM meta ORDER BY key").fetchall(),
+            db.execute("SELECT count(*) FROM facts").fetchone(),
+        )
+    finally:
+        db.close()
+
+
+# every kind of write a long-running process makes: a new turn, a grown turn, a forget, feedback, a recovery's
+# reinforcement, an import
+WRITES = {
+    "archive a new turn": lambda lt: lt.archive(
+        [{"role": "user", "content": "The cache runs on redis port 6380."}], session="other"
+    ),
+    "archive a grown turn": lambda lt: lt.archive(GROWN, session="s"),
+    "forget": lambda lt: lt.forget(session="s"),
+    "feedback": lambda lt: lt.feedback([1], True),
+    "recover (reinforcement)": lambda lt: lt.recover("which port does the billing database use?"),
+}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(write=st.sampled_from(sorted(WRITES)), ahead=st.integers(1, 50))
+def test_a_write_after_another_process_migrated_is_refused_and_writes_nothing(tmp_path_factory, write, ahead):
+    path = tmp_path_factory.mktemp("skew") / "m.db"
+    with Lantern(path) as old:
+        old.archive(TURN, session="s")
+        old.recover("which port does the billing database use?")  # the index loaded, as in a running process
+        newer = len(MIGRATIONS) + ahead
+        _migrate_as_newer_code(path, newer)
+        before = _snapshot(path)
+        with pytest.raises(StoreVersionError) as info:
+            WRITES[write](old)
+        e = info.value
+        assert (e.expected, e.found) == (len(MIGRATIONS), newer)
+        assert f"version {newer}" in str(e) and f"version {len(MIGRATIONS)}" in str(e) and "Restart" in str(e)
+        assert _snapshot(path) == before  # nothing half-written
+        assert not old.store.db.in_transaction  # rolled back, the connection usable
+    # a process started after the migration, with this (older) code, is refused at open
+    with pytest.raises(StoreVersionError, match="newer than this Lantern"):
+        Lantern(path)
+
+
+def test_a_file_replaced_by_an_older_schema_is_refused_too(tmp_path):
+    path = tmp_path / "m.db"
+    with Lantern(path) as lt:
+        lt.archive(TURN, session="s")
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 1}")
+        db.close()
+        with pytest.raises(StoreVersionError, match="older than the version") as info:
+            lt.archive(GROWN, session="s")
+        assert (info.value.expected, info.value.found) == (len(MIGRATIONS), len(MIGRATIONS) - 1)
+
+
+def test_two_handles_of_the_same_version_write_as_before(tmp_path):
+    path = tmp_path / "m.db"
+    with Lantern(path) as a, Lantern(path) as b:
+        a.archive(TURN, session="s")
+        assert b.archive(GROWN, session="s").added == 1  # grows a's turn in place
+        assert a.stats()["entries"] == 1 and a.forget(session="s") == 1
+    assert issubclass(StoreVersionError, LanternError)
+
+
+def test_the_cli_prints_one_line_for_a_newer_file(tmp_path):
+    path = tmp_path / "m.db"
+    with Lantern(path) as lt:
+        lt.archive(TURN, session="s")
+    _migrate_as_newer_code(path, len(MIGRATIONS) + 1)
+    for args in (("stats",), ("recover", "billing port"), ("forget", "--session", "s"), ("ingest", str(path))):
+        result = cli(*args, db=path)
+        err = result.stderr.decode()
+        assert result.returncode == 1, (args, err)
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert err.startswith("error:") and "newer than this Lantern" in err and "upgrade lantern-memory" in err
