@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
@@ -1058,6 +1058,7 @@ def test_no_network_connection_at_any_time(tmp_path, monkeypatch):
         max_size=14,
     ).map("".join)
 )
+@example(text='password=password="')  # json_safe drops the closing quote from the span: the value too
 def test_redaction_is_idempotent_and_total(text):
     policy = make_policy(b"k")
     once, _ = redact_text(text, policy)

@@ -947,8 +947,11 @@ def _find(text: str, policy: RedactionPolicy, depth: int) -> list[Finding]:
     out = []
     for f in sorted(kept, key=lambda f: f.start):  # a placeholder never breaks the JSON it sits in
         s, e = json_safe(text, f.start, f.end)
-        if e > s:
-            out.append(f if (s, e) == (f.start, f.end) else replace(f, start=s, end=e))
+        if e > s and (s, e) == (f.start, f.end):
+            out.append(f)
+        elif e > s:  # the span lost characters it may not take: a value that was the raw span loses them too
+            raw = f.value == text[f.start : f.end]
+            out.append(replace(f, start=s, end=e, value=text[s:e] if raw else f.value))
     return out
 
 
