@@ -3,6 +3,7 @@ their recall against exact search, and the first recovery of a new process (inde
 
     .venv/bin/python benchmarks/bench_ann.py [--sizes 10000,100000,1000000] [--queries 50] [--pool 2000]
                                              [--embedder minilm] [--db PATH] [--runs 3] [--excerpt]
+                                             [--recover-only]
 
 Store: as benchmarks/bench_recover.py (and its helpers in _common.py): a pool of real aider turns through the real
 write-path stages, embedded once by the real model; the store is filled through ``Store.add`` (the real store
@@ -14,7 +15,8 @@ Per size, in this process: the index load (``MemoryIndex.refresh`` of a fresh ha
 (``Config.ann_min_rows`` above the size), the graphs' build (``ann_min_rows=0``, timed to the end of the worker
 thread), recover with the graphs, and the semantic signal alone both ways on the same query vectors
 (``signals.semantic`` with n = ``signal_top_n``), with recall@10 and recall@100 of the graphs' top 100 against the
-exact top 100. Recover's semantic and full-text stages are timed apart (wrappers around the functions the pipeline
+exact top 100, and recall@10 counted in source turns (``source_recall``: the copies of one real turn are
+near-duplicates). Recover's semantic and full-text stages are timed apart (wrappers around the functions the pipeline
 calls, as in bench_recover). Then --runs new processes each open the database and run one recover (the default
 Config): the index open and the first recover, timed inside the process, after one untimed run.
 """
@@ -97,6 +99,62 @@ def recover_run(lantern: Lantern, queries: list[str]) -> dict[str, list[float]]:
     return out
 
 
+def source_recall(index, got: np.ndarray, want: np.ndarray, pool_size: int) -> float:
+    """Recall of the exact top positions ``want`` among ``got``, counted in source turns: entry id e is a copy of pool
+    turn (e - 1) % P (``_common.fill_store``), and the copies of one turn are near-duplicates of one another, so the
+    exact top 10 at 1M (500 copies per turn) is a near-random pick among ties that plain recall cannot reproduce."""
+    source = (index.ids[want] - 1) % pool_size
+    found = (index.ids[got] - 1) % pool_size
+    return len(np.intersect1d(found, source)) / max(len(np.unique(source)), 1)
+
+
+def recover_only(args, console, embedder, folder: Path, sizes: list[int], queries: list[str], pool_size: int) -> None:
+    """``--recover-only``: each ``ann-SIZE.db`` already filled (and its snapshot written by an earlier run) opened
+    with the default Config in this process; index open, recover p50 / p95 with its stages, the semantic signal both
+    ways and its recall (plain and by source turn)."""
+    t = Table(title="Lantern.recover with the default Config on a filled store (--recover-only), ms")
+    for col in (
+        "entries",
+        "index open",
+        "graphs",
+        "recover p50",
+        "recover p95",
+        "semantic p50",
+        "fulltext p50",
+        "recall@10",
+        "recall@10, source turns",
+    ):
+        t.add_column(col, justify="right")
+    for size in sizes:
+        t0 = time.perf_counter()
+        lantern = Lantern(folder / f"ann-{size}.db", embedder=embedder)
+        lantern.index.refresh()
+        opened = time.perf_counter() - t0
+        runs = recover_run(lantern, queries)
+        idx, n_top = lantern.index, lantern.config.signal_top_n
+        rec10, src10, graphs = [], [], idx.ann
+        for v in embed_query(embedder, queries, idx.block_occupied):
+            idx.ann = None
+            want = signals.semantic(idx, v, None, n_top)
+            idx.ann = graphs
+            got = signals.semantic(idx, v, None, n_top)
+            rec10.append(len(np.intersect1d(got[0][:10], want[0][:10])) / max(min(10, len(want[0])), 1))
+            src10.append(source_recall(idx, got[0][:10], want[0][:10], pool_size))
+        t.add_row(
+            f"{size:,}",
+            f"{opened * 1000:.0f}",
+            str(graphs is not None and not graphs.building),
+            f"{pct(runs['total'], 50) * 1000:.1f}",
+            f"{pct(runs['total'], 95) * 1000:.1f}",
+            f"{pct(runs['semantic'], 50) * 1000:.2f}",
+            f"{pct(runs['fulltext'], 50) * 1000:.2f}",
+            f"{np.mean(rec10):.3f}",
+            f"{np.mean(src10):.3f}",
+        )
+        lantern.close()
+    console.print(t)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000,1000000", help="entry counts, ascending")
@@ -108,6 +166,9 @@ def main() -> None:
     ap.add_argument("--db", default=None, help="keep the databases (ann-SIZE.db) in this folder between runs")
     ap.add_argument("--fill-only", action="store_true", help="fill the databases of --db and stop")
     ap.add_argument("--runs", type=int, default=3, help="new processes timed per size (default 3)")
+    ap.add_argument(
+        "--recover-only", action="store_true", help="with --db: time recover on the stores already there, no fill"
+    )
     args, console, meter, label, turns, _ = begin(ap, width=150)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     n_pool = min(args.pool, int(len(turns) * 0.8))
@@ -124,6 +185,10 @@ def main() -> None:
     console.print(f"data: {label}: pool {len(pool):,} real turns, {len(queries)} queries; embedder {embedder.id}")
     n_top = Config().signal_top_n
 
+    if args.recover_only:
+        recover_only(args, console, embedder, folder, sizes, queries, len(pool))
+        console.print(meter.report())
+        return
     results = []
     previous: Path | None = None
     for size in sizes:
@@ -159,7 +224,7 @@ def main() -> None:
 
         idx = lantern.index
         vecs = embed_query(embedder, queries, idx.block_occupied)
-        exact_s, ann_s, rec10, rec100 = [], [], [], []
+        exact_s, ann_s, rec10, rec100, src10 = [], [], [], [], []
         graphs = idx.ann
         for v in vecs:
             idx.ann = None
@@ -172,7 +237,8 @@ def main() -> None:
             ann_s.append(time.perf_counter() - t0)
             rec10.append(len(np.intersect1d(got[0][:10], want[0][:10])) / max(min(10, len(want[0])), 1))
             rec100.append(len(np.intersect1d(got[0], want[0])) / max(len(want[0]), 1))
-        r.update(exact_sem=exact_s, ann_sem=ann_s, rec10=rec10, rec100=rec100)
+            src10.append(source_recall(idx, got[0][:10], want[0][:10], len(pool)))
+        r.update(exact_sem=exact_s, ann_sem=ann_s, rec10=rec10, rec100=rec100, src10=src10)
         r["matrix_mb"] = idx.matrix.nbytes / 1e6
         lantern.close()
 
@@ -207,6 +273,7 @@ def main() -> None:
         "exact ÷ graphs",
         "recall@10",
         "recall@100",
+        "recall@10, source turns",
     ):
         t1.add_column(col, justify="right")
     for r in results:
@@ -221,6 +288,7 @@ def main() -> None:
             f"{e / a:.1f}x",
             f"{np.mean(r['rec10']):.3f}",
             f"{np.mean(r['rec100']):.3f}",
+            f"{np.mean(r['src10']):.3f}",
         )
     console.print(t1)
 
