@@ -98,9 +98,11 @@ def test_any_batch_is_stored_as_the_sqlite_store_stores_it(pg_store, batches, se
         assert ids.setdefault(s_id, p_id) == p_id
     assert len(set(ids.values())) == len(ids)
 
-    stored_sqlite = sqlite.db.execute(
-        "SELECT user_id, session, turn, text, summary, tags FROM entries ORDER BY user_id, session, turn"
-    ).fetchall()
+    columns = ("user_id", "session", "turn", "text", "summary", "tags")
+    stored_sqlite = [  # decoded as the store reads them (store/packed.py: summary and tags may be deflated)
+        tuple(sqlite.entry_value(c, v) for c, v in zip(columns, row))
+        for row in sqlite.db.execute(f"SELECT {', '.join(columns)} FROM entries ORDER BY user_id, session, turn")
+    ]
     stored_pg = pg_store.db.execute(
         "SELECT user_id, session, turn, text, summary, tags FROM entries WHERE session LIKE ? "
         "ORDER BY user_id, session, turn",
