@@ -110,3 +110,16 @@ def test_the_cli_prints_one_line_for_a_newer_file(tmp_path):
         assert result.returncode == 1, (args, err)
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert err.startswith("error:") and "newer than this Lantern" in err and "upgrade lantern-memory" in err
+
+
+def test_a_read_after_a_newer_migration_is_refused_too(tmp_path):
+    """The in-process index refreshes in one read transaction (``Store.snapshot``): after another version migrated
+    the file, a recovery or search stops with StoreVersionError instead of reading rows it may misread."""
+    path = tmp_path / "r.db"
+    with Lantern(path, embedder="minilm") as old:
+        old.archive(TURN, session="s")
+        assert old.search("billing database port")
+        _migrate_as_newer_code(path, len(MIGRATIONS) + 1)
+        for read in (lambda: old.search("billing database port"), lambda: old.recover("which port?")):
+            with pytest.raises(StoreVersionError):
+                read()

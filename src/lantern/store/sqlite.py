@@ -186,12 +186,17 @@ class Store:
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
         """One read transaction (``BEGIN`` ... ``COMMIT``): the reads in the block see one snapshot of the file.
-        Inside an open transaction, that one."""
+        Inside an open transaction, that one. Raises StoreVersionError when the snapshot's schema version is not
+        ``schema_version`` (another Lantern version migrated the file since this handle opened it: its rows may be
+        in a form this code misreads, such as m009's deflated columns); the in-process index refreshes in one."""
         if self.db.in_transaction:
             yield self.db
             return
         self.db.execute("BEGIN")
         try:
+            found = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if found != self.schema_version:
+                raise StoreVersionError(self.path, self.schema_version, found)
             yield self.db
         finally:
             if self.db.in_transaction:
