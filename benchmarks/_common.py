@@ -69,6 +69,15 @@ def user_text(turn) -> str:
     return "\n".join(m.text for m in turn.messages if m.role == "user" and m.text.strip())
 
 
+def pool_and_queries(turns, pool: int, n_queries: int) -> tuple[int, list[str]]:
+    """The split every recovery benchmark makes: the first ``pool`` turns (at most 80% of them) fill the store, and
+    the queries are the distinct user messages of at least 3 words among the turns after them, the first
+    ``n_queries``. Returns (pool size, queries)."""
+    n_pool = min(pool, int(len(turns) * 0.8))
+    queries = dict.fromkeys(q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3)
+    return n_pool, list(queries)[:n_queries]
+
+
 def pct(values, q: float) -> float:
     """Percentile ``q`` (0-100) with linear interpolation (numpy's default)."""
     return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if len(values) else float("nan")

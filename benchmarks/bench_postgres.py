@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Pool, begin, clean_pool, fill_store, pct, user_text  # noqa: E402
+from _common import Pool, begin, clean_pool, fill_store, pct, pool_and_queries  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.embed import get_embedder  # noqa: E402
 
@@ -86,9 +86,7 @@ def main() -> None:
     ap.add_argument("--url", default=None, help="an existing server's empty database instead of a pgserver")
     args, console, meter, label, turns, _ = begin(ap, width=140)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    n_pool = min(args.pool, int(len(turns) * 0.8))
-    queries = list(dict.fromkeys(q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3))
-    queries = queries[: args.queries]
+    n_pool, queries = pool_and_queries(turns, args.pool, args.queries)
     embedder = get_embedder(args.embedder)
     embedder.load()
     console.print(f"data: {label}; embedder {embedder.id}; {len(queries)} queries")

@@ -40,7 +40,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Pool, begin, clean_pool, fill_store, pct, user_text  # noqa: E402
+from _common import Pool, begin, clean_pool, fill_store, pct, pool_and_queries  # noqa: E402
 from lantern import reinforce  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.embed import embed_query, get_embedder  # noqa: E402
@@ -174,9 +174,7 @@ def main() -> None:
     ap.add_argument("--embedder", default="minilm", help="minilm (default), use or routed")
     args, console, meter, label, turns, _ = begin(ap, width=140)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    n_pool = min(args.pool, int(len(turns) * 0.8))
-    query_pool = [q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3]
-    queries = list(dict.fromkeys(query_pool))[: args.queries]
+    n_pool, queries = pool_and_queries(turns, args.pool, args.queries)
     console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     embedder = get_embedder(args.embedder)

@@ -30,7 +30,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Pool, begin, clean_pool, fill_store, pct, user_text  # noqa: E402
+from _common import Pool, begin, clean_pool, fill_store, pct, pool_and_queries  # noqa: E402
 from lantern import reinforce  # noqa: E402
 from lantern.api import Lantern  # noqa: E402
 from lantern.config import Config  # noqa: E402
@@ -74,10 +74,7 @@ def main() -> None:
     ap.add_argument("--sigma", type=float, default=0.02, help="noise per vector component of copies (default 0.02)")
     ap.add_argument("--repeat", type=int, default=2, help="times each query is run each way (default 2)")
     args, console, meter, label, turns, _ = begin(ap, width=120)
-    n_pool = min(args.pool, int(len(turns) * 0.8))
-    queries = list(dict.fromkeys(q for q in (user_text(t) for t in turns[n_pool:]) if len(q.split()) >= 3))[
-        : args.queries
-    ]
+    n_pool, queries = pool_and_queries(turns, args.pool, args.queries)
     console.print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     embedder = MiniLMEmbedder()
