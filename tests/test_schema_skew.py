@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -123,3 +124,40 @@ def test_a_read_after_a_newer_migration_is_refused_too(tmp_path):
         for read in (lambda: old.search("billing database port"), lambda: old.recover("which port?")):
             with pytest.raises(StoreVersionError):
                 read()
+
+
+def _pg_snapshot(url: str) -> tuple:
+    with psycopg.connect(url) as conn:
+        return (
+            conn.execute("SELECT id, text, archived_at FROM entries ORDER BY id").fetchall(),
+            conn.execute("SELECT entry_id, vector::text FROM embeddings ORDER BY entry_id").fetchall(),
+            conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall(),
+            conn.execute("SELECT count(*) FROM facts").fetchone(),
+        )
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_on_postgresql_a_write_or_read_after_a_newer_migration_is_refused(pg_url, write):
+    """The PostgreSQL store reads ``schema_version`` in the round trip that begins each transaction and snapshot
+    (store/postgres/store.py ``_begin``): the same refusals as on SQLite, nothing written."""
+    from lantern.store.postgres.schema import MIGRATIONS as PG_MIGRATIONS
+
+    url = pg_url()
+    with Lantern(url, embedder="minilm") as old:
+        old.archive(TURN, session="s")
+        old.recover("which port does the billing database use?")
+        newer = len(PG_MIGRATIONS) + 3
+        with psycopg.connect(url) as conn:  # a newer Lantern's migration: a schema change and the version, one commit
+            conn.execute("ALTER TABLE entries ADD COLUMN from_the_future text")
+            conn.execute("UPDATE schema_version SET version = %s", (newer,))
+            conn.execute("UPDATE changes SET version = version + 1")
+        before = _pg_snapshot(url)
+        with pytest.raises(StoreVersionError) as info:
+            WRITES[write](old)
+        assert (info.value.expected, info.value.found) == (len(PG_MIGRATIONS), newer)
+        assert "***" in info.value.path or "@" not in info.value.path  # the URL shown without its password
+        assert _pg_snapshot(url) == before
+        with pytest.raises(StoreVersionError):
+            old.search("billing database port")
+    with pytest.raises(StoreVersionError, match="newer than this Lantern"):
+        Lantern(url)

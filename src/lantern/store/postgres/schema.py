@@ -10,7 +10,8 @@ never edit an applied one.
 
 Concurrency: ``migrate`` takes ``pg_advisory_xact_lock(MIGRATION_LOCK)`` in one transaction, re-reads the
 version under it and applies what is missing; a second process upgrading at the same time waits for the lock,
-then finds the work done (tests/test_postgres.py runs two at once).
+then finds the work done (tests/test_postgres.py runs two at once). A migration also bumps the ``changes`` counter,
+so that processes of the older code see it at their next read (tests/test_schema_skew.py).
 """
 
 from __future__ import annotations
@@ -159,4 +160,7 @@ def migrate(conn: Any) -> int:
                     conn.execute(statement)
             conn.execute("UPDATE schema_version SET version = %s", (number,))
             version = number
+        # the change counter too: a running process of the older code refreshes its index in a snapshot, which
+        # reads the new version and stops with StoreVersionError (store/postgres/store.py ``_begin``)
+        conn.execute("UPDATE changes SET version = version + 1 WHERE id = 1")
     return version

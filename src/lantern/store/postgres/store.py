@@ -30,7 +30,7 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from lantern.config import redact_url
-from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
+from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, StoreVersionError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
 from lantern.store.events import forget_events
@@ -222,11 +222,21 @@ class PostgresStore:
         if have[0]:
             version = conn.execute("SELECT version FROM schema_version").fetchone()[0]
             if version > len(MIGRATIONS):
-                raise LanternError(
-                    f"{self.path}: schema version {version} is newer than this Lantern ({len(MIGRATIONS)}); "
-                    "upgrade lantern-memory"
-                )
+                raise StoreVersionError(self.path, len(MIGRATIONS), version, on_open=True)
         return migrate(conn)
+
+    def _begin(self, conn: psycopg.Connection, begin: str) -> None:
+        """Run ``begin`` (a ``BEGIN ...`` of one or more statements, no parameters) and read the schema version in
+        the same round trip, inside the new transaction. Raises StoreVersionError, the transaction rolled back,
+        when it is no longer ``schema_version`` (a newer Lantern migrated the database since this handle opened
+        it: its rows may be in a form this code misreads)."""
+        cur = conn.execute(f"{begin}; SELECT version FROM schema_version")
+        while cur.nextset():
+            pass
+        found = cur.fetchone()[0]
+        if found != self.schema_version:
+            _roll_back(conn)
+            raise StoreVersionError(self.path, self.schema_version, found)
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
@@ -236,12 +246,16 @@ class PostgresStore:
         (``lock_timeout``; psycopg.errors.LockNotAvailable past it: ``is_unwritable``). Bumps the change counter
         that ``data_version`` reads, at the end, so its row lock is held only while committing. ``BEGIN`` with the
         ``SET LOCAL``, and the bump with ``COMMIT``, each go as one simple query (psycopg sends a statement without
-        parameters so): two round trips less per write than psycopg's ``transaction()``, which sends each alone."""
+        parameters so): two round trips less per write than psycopg's ``transaction()``, which sends each alone.
+        Raises StoreVersionError, before anything is written, when the schema version read in the transaction is
+        not ``schema_version`` (``_begin``)."""
         if self.db.in_transaction:  # nested: the outer transaction holds it
             yield self.db
             return
         with self.pool.connection() as conn:
-            conn.execute("BEGIN" if wait is None else f"BEGIN; SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
+            self._begin(
+                conn, "BEGIN" if wait is None else f"BEGIN; SET LOCAL lock_timeout = {max(1, int(wait * 1000))}"
+            )
             try:
                 with self.db.bound(conn) as db:
                     yield db
@@ -256,12 +270,12 @@ class PostgresStore:
     @contextmanager
     def snapshot(self) -> Iterator[PgConnection]:
         """One read-only REPEATABLE READ transaction: every read in the block sees one snapshot (the in-process
-        index's refresh: the embedder check and the rows agree)."""
+        index's refresh: the embedder check and the rows agree). Raises StoreVersionError as ``transaction``."""
         if self.db.in_transaction:
             yield self.db
             return
         with self.pool.connection() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._begin(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 with self.db.bound(conn) as db:
                     yield db
