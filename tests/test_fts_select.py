@@ -75,3 +75,41 @@ def test_select_terms_bounds_the_postings_at_every_corpus_size(fractions, rows):
         assert kept == unbounded
     rarest = sorted(unbounded, key=lambda t: f[signals.quote(t)])  # kept: a prefix of the rarest first
     assert set(kept) == set(rarest[: len(kept)])
+
+
+VOCAB = [f"w{i}" for i in range(12)]
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(VOCAB), min_size=1, max_size=12), min_size=3, max_size=25),
+    plain=st.sets(st.sampled_from(VOCAB[:6]), min_size=1, max_size=3),
+    extra=st.sets(st.sampled_from(VOCAB[6:]), min_size=1, max_size=3),
+    n=st.integers(1, 30),
+)
+def test_the_expanded_query_is_the_sum_of_its_two_halves(tmp_path_factory, docs, plain, extra, n):
+    """prf.expanded: BM25 sums over a query's terms, so adding the expansion terms' scores to the plain query's gives
+    the expanded query's scores; every row of the expanded top ``n`` that both halves' top ``n`` hold scores exactly
+    as in the one expanded query (term selection off: every term searched)."""
+    from lantern.recover import prf
+
+    with Lantern(tmp_path_factory.mktemp("prf") / "p.db", embedder="minilm") as lt:
+        lt.archive([{"role": "user", "content": " ".join(d)} for d in docs], session="s")
+        lt.index.refresh()
+        everything = 10_000
+        old, signals.FTS_SELECT_MIN_ROWS = signals.FTS_SELECT_MIN_ROWS, 10**9
+        try:
+            whole = signals.fulltext(lt.store, lt.index, sorted(plain | extra), None, everything)
+            halves = [signals.fulltext(lt.store, lt.index, sorted(t), None, n) for t in (plain, extra)]
+            full_halves = [signals.fulltext(lt.store, lt.index, sorted(t), None, everything) for t in (plain, extra)]
+        finally:
+            signals.FTS_SELECT_MIN_ROWS = old
+        exact = dict(zip(whole[0].tolist(), whole[1].tolist()))
+        summed = prf.expanded(*full_halves, everything)
+        assert dict(zip(summed[0].tolist(), summed[1].tolist())) == pytest.approx(exact, rel=1e-4, abs=1e-5)
+        top = prf.expanded(*halves, n)
+        assert len(top[0]) <= n
+        in_both = set(halves[0][0].tolist()) & set(halves[1][0].tolist())
+        for pos, score in zip(*top):
+            if int(pos) in in_both:
+                assert score == pytest.approx(exact[int(pos)], rel=1e-4, abs=1e-5)

@@ -88,7 +88,11 @@ def fts_query(terms: list[str]) -> str:
 
 
 def select_terms(
-    terms: list[str], fractions: dict[str, float], rows: int | None = None, postings: dict[str, float] | None = None
+    terms: list[str],
+    fractions: dict[str, float],
+    rows: int | None = None,
+    postings: dict[str, float] | None = None,
+    spent: float = 0.0,
 ) -> list[str]:
     """The terms worth an OR query over a large corpus, in their original order. ``fractions``: each quoted term's
     estimated share of matching entries; ``postings``: its estimated full-text rows per entry, windows of long
@@ -99,12 +103,14 @@ def select_terms(
     ``FTS_MIN_TERMS`` are kept past the first bound, never past the second. The OR query's cost grows with the rows
     its terms match (FTS5 reads each term's whole doclist to rank by bm25), so it stays under ``FTS_MAX_POSTINGS``
     postings however many rows hold a common query term; the common terms dropped weigh least in bm25 (idf =
-    ln((N - n + 0.5) / (n + 0.5)); Robertson & Zaragoza 2009). Ours; the paper does not specify term selection."""
+    ln((N - n + 0.5) / (n + 0.5)); Robertson & Zaragoza 2009). ``spent``: corpus-sizes of postings another query of
+    the same recovery read already (the plain query, when these terms expand it: prf.py); both bounds count them.
+    Ours; the paper does not specify term selection."""
     postings = fractions if postings is None else postings
     usable = [t for t in terms if _TOKEN.search(t) and fractions.get(quote(t), 0.0) <= FTS_MAX_FRACTION]
     cap = FTS_MAX_POSTINGS / rows if rows else float("inf")  # the absolute bound, in corpus-sizes
     kept: set[str] = set()
-    total = 0.0
+    total = spent
     for t in sorted(usable, key=lambda t: postings.get(quote(t), 0.0)):  # stable: ties keep query order
         f = postings.get(quote(t), 0.0)
         if total + f > cap or (len(kept) >= FTS_MIN_TERMS and total + f > FTS_POSTINGS_BUDGET):
@@ -114,6 +120,20 @@ def select_terms(
     return [t for t in usable if t in kept]
 
 
+def searched_terms(
+    store: StoreProtocol, index: MemoryIndex, terms: list[str], spent: float = 0.0
+) -> tuple[list[str], float]:
+    """The terms ``fulltext`` searches for ``terms`` (``select_terms`` over the store's estimates, ``spent`` as
+    there) and their estimated postings in corpus-sizes (``Store.term_postings`` summed: what the query reads)."""
+    quoted = [quote(t) for t in terms if _TOKEN.search(t)]
+    if len(index.ids) < FTS_SELECT_MIN_ROWS:
+        return [t for t in terms if _TOKEN.search(t)], 0.0
+    fractions = store.term_fractions(quoted, FTS_SAMPLE_ROWS)
+    postings = store.term_postings(quoted, FTS_SAMPLE_ROWS)
+    kept = select_terms(terms, fractions, len(index.ids), postings, spent)
+    return kept, sum(postings.get(quote(t), 0.0) for t in set(kept))
+
+
 def fulltext(
     store: StoreProtocol,
     index: MemoryIndex,
@@ -121,20 +141,18 @@ def fulltext(
     sessions: list[str] | None,
     n: int,
     scope: Scope | None = None,
+    spent: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """SQLite FTS5 ``bm25()`` over summary + text + tags (Robertson & Zaragoza 2009; FTS5's Okapi BM25 with
     k1 = 1.2, b = 0.75), within ``sessions`` and ``scope`` in SQL (None: no condition) so other users' entries
     never take the top-n places. From ``FTS_SELECT_MIN_ROWS`` entries on, the query's terms go through
     ``select_terms`` (the OR of every term scored nearly every row at 100k entries; the kept terms match at most
-    ``FTS_MAX_POSTINGS`` rows, the window rows of long texts counted: ``Store.term_postings``). Returns (positions best
-    first, bm25 scores negated so that higher is better)."""
+    ``FTS_MAX_POSTINGS`` rows, the window rows of long texts counted: ``Store.term_postings``; ``spent``: postings
+    another query of this recovery read, as ``select_terms``). Returns (positions best first, bm25 scores negated
+    so that higher is better)."""
     if sessions is not None and not sessions:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    if len(index.ids) >= FTS_SELECT_MIN_ROWS:
-        quoted = [quote(t) for t in terms if _TOKEN.search(t)]
-        fractions = store.term_fractions(quoted, FTS_SAMPLE_ROWS)
-        postings = store.term_postings(quoted, FTS_SAMPLE_ROWS)
-        terms = select_terms(terms, fractions, len(index.ids), postings)
+    terms, _ = searched_terms(store, index, terms, spent)
     rows = store.fulltext(fts_query(terms), n, sessions, scope)
     if not rows or not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
