@@ -126,6 +126,32 @@ def test_excerpt_never_exceeds_its_width(text, terms, width):
         assert out == text
 
 
+_WORDS = st.text(alphabet=st.sampled_from(list('abcxyz0_.:"/数据')), min_size=1, max_size=18)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    words=st.lists(st.tuples(_WORDS, st.sampled_from([" ", "  ", "\n", "\t"])), min_size=1, max_size=300),
+    terms=st.lists(_WORDS, max_size=4),
+    width=st.integers(40, 900),
+)
+def test_an_excerpt_cuts_no_word_in_two(words, terms, width):
+    """Each fragment of an excerpt starts at a word's first character and ends after a word's last one (words here
+    are shorter than pack.WORD_WIDEN): no "…tgres 16" out of "postgres 16"."""
+    text = "".join(w + sep for w, sep in words)
+    out = excerpt(text, terms + [words[len(words) // 2][0]], width)
+    assert len(out) <= width
+    for fragment in out.split(FRAGMENT_JOIN):
+        body = fragment.removeprefix("…").removesuffix("…")
+        if not body.strip():
+            continue
+        at = text.find(body)
+        assert at >= 0, (body, text)
+        end = at + len(body)
+        assert at == 0 or text[at - 1].isspace() or body[0].isspace(), (text[max(0, at - 20) : at], body[:20])
+        assert end == len(text) or text[end].isspace() or body[-1].isspace(), (body[-20:], text[end : end + 20])
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(
     text=st.text(alphabet=st.sampled_from(list("abSsßẞſKk\u212aİıiµμΜθϑΣσς _.-\nFAILEDfailing数据é")), max_size=400),

@@ -187,7 +187,8 @@ def _best_window(
 
 def _render(text: str, windows: list[tuple[int, int]]) -> str:
     """The windows ((start, size), in text order, not overlapping) of ``text``, each moved back to a line start
-    within ``ELLIPSIS_WIDEN`` characters, with ``…`` at each cut and ``FRAGMENT_JOIN`` between two."""
+    within ``ELLIPSIS_WIDEN`` characters, else to a word start within ``WORD_WIDEN`` (``_word_edges``), with ``…``
+    at each cut and ``FRAGMENT_JOIN`` between two. Each window keeps at most ``size`` characters."""
     parts: list[str] = []
     prev_end = 0
     for n, (start, size) in enumerate(windows):
@@ -197,13 +198,44 @@ def _render(text: str, windows: list[tuple[int, int]]) -> str:
             start = line + 1
         elif line == -1 and start - ELLIPSIS_WIDEN <= prev_end:  # the text's start (or the previous window's end)
             start = prev_end
-        body = text[start : start + size]
+        start, end = _word_edges(text, start, start + size, prev_end)
+        body = text[start:end]
         if n == 0:
             parts.append((ELLIPSIS if start > 0 else "") + body)
         else:
             parts.append((FRAGMENT_JOIN if start > prev_end else "") + body)
-        prev_end = start + size
+        prev_end = end
     return "".join(parts) + (ELLIPSIS if prev_end < len(text) else "")
+
+
+WORD_WIDEN = 24  # a cut inside a word moves to the word's edge when it is this close (ours)
+
+
+def _word_edges(text: str, start: int, end: int, floor: int) -> tuple[int, int]:
+    """``text[start:end]`` with neither cut inside a word (a run of non-space characters): the start moved back to
+    the word's first character, the end back to the last space before the cut word, each only when that edge is
+    within ``WORD_WIDEN`` characters (a 2 KB line of base64 is cut where it is). The start never goes below ``floor``
+    (the previous window's end); the window never grows."""
+    end = min(end, len(text))
+    if floor < start < len(text) and not text[start - 1].isspace() and not text[start].isspace():
+        word = _last_space(text, max(floor, start - WORD_WIDEN), start)
+        if word is not None:
+            end, start = end - (start - word - 1), word + 1
+        elif start - WORD_WIDEN <= floor:
+            end, start = end - (start - floor), floor
+    if start < end < len(text) and not text[end - 1].isspace() and not text[end].isspace():
+        space = _last_space(text, max(start, end - WORD_WIDEN), end)
+        if space is not None and space > start:
+            end = space
+    return start, end
+
+
+def _last_space(text: str, lo: int, hi: int) -> int | None:
+    """The offset of the last whitespace character in ``text[lo:hi]``, None when there is none."""
+    for i in range(hi - 1, lo - 1, -1):
+        if text[i].isspace():
+            return i
+    return None
 
 
 @dataclass
