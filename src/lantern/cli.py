@@ -1769,40 +1769,11 @@ def demo(
     _guard(lambda: run_demo(db, show_block=show_block, console=_stdout_console()))
 
 
-def extra_command(extra: str) -> str:
-    """The exact command that installs the ``extra`` of Lantern into the environment this ``lantern`` runs in: this
-    Python's pip (``python -m pip``), with ``-e CHECKOUT[extra]`` when Lantern was installed from a checkout
-    (``make demo`` / ``pip install -e .``: pip's ``direct_url.json`` names the folder), else the distribution
-    ``lantern-memory[extra]`` (a wheel or an index)."""
-    import json
-    import shlex
-    from importlib.metadata import distributions
-    from urllib.parse import unquote, urlparse
-
-    pip = f"{shlex.quote(sys.executable)} -m pip install"
-    found = list(distributions(name="lantern-memory"))
-    if not found:
-        return f"pip install -e '.[{extra}]' in Lantern's checkout"
-    info = None
-    for dist in found:  # a checkout's src/*.egg-info may come first on sys.path: the installed one says how
-        try:
-            info = json.loads(dist.read_text("direct_url.json") or "null")
-        except ValueError:
-            info = None
-        if info:
-            break
-    url = info.get("url", "") if isinstance(info, dict) else ""
-    if url.startswith("file://"):
-        folder = unquote(urlparse(url).path)
-        editable = "-e " if (info.get("dir_info") or {}).get("editable") else ""
-        return f"{pip} {editable}{shlex.quote(f'{folder}[{extra}]')}"
-    return f"{pip} {shlex.quote(f'lantern-memory[{extra}]')}"
-
-
 def _missing_extra(command: str, extra: str, error: object) -> str:
-    return (
-        f"lantern {command} needs the {extra} extra ({error}). Install it into this environment: {extra_command(extra)}"
-    )
+    from lantern.errors import install_command
+
+    command_line = install_command(extra)
+    return f"lantern {command} needs the {extra} extra ({error}). Install it into this environment: {command_line}"
 
 
 @app.command()
@@ -2051,7 +2022,7 @@ def eval_(
     ),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
-    Needs the `eval` extra (scipy, matplotlib): pip install 'lantern-memory[eval]'."""
+    Needs the `eval` extra (scipy, matplotlib); without it the command prints the one that installs it."""
     missing = [m for m in ("scipy", *(("matplotlib",) if plots else ())) if not _importable(m)]
     try:
         from lantern.eval.run import main as run_eval

@@ -152,6 +152,8 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
     console.print(
         f"archive latency per turn: p50 {_pct(archive_ms, 50):.1f} ms, p95 {_pct(archive_ms, 95):.1f} ms "
         f"over {len(archive_ms)} calls (model load {load_ms:.0f} ms, excluded); "
-        f"{stats['bytes_per_entry']:,} bytes stored per turn. No network, no LLM calls."
+        f"{stats['bytes_per_entry']:,} bytes stored per turn (the database over its {stats['entries']} archived "
+        "turns). "
+        "No network, no LLM calls."
     )
     return results

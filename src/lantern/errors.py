@@ -1,6 +1,39 @@
-"""Errors raised by Lantern. Every one derives from ``LanternError``."""
+"""Errors raised by Lantern. Every one derives from ``LanternError``. ``install_command``: what a message about a
+missing extra tells the user to run."""
 
 from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+
+def install_command(extra: str) -> str:
+    """The exact command that installs the ``extra`` of Lantern into the environment this process runs in: this
+    Python's pip (``python -m pip``), with ``-e CHECKOUT[extra]`` when Lantern was installed from a checkout
+    (``make demo`` / ``pip install -e .``: pip's ``direct_url.json`` names the folder), else the distribution
+    ``lantern-memory[extra]`` (a wheel or an index)."""
+    from importlib.metadata import distributions
+    from urllib.parse import unquote, urlparse
+
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    found = list(distributions(name="lantern-memory"))
+    if not found:
+        return f"pip install -e '.[{extra}]' in Lantern's checkout"
+    info = None
+    for dist in found:  # a checkout's src/*.egg-info may come first on sys.path: the installed one says how
+        try:
+            info = json.loads(dist.read_text("direct_url.json") or "null")
+        except ValueError:
+            info = None
+        if info:
+            break
+    url = info.get("url", "") if isinstance(info, dict) else ""
+    if url.startswith("file://"):
+        folder = unquote(urlparse(url).path)
+        editable = "-e " if (info.get("dir_info") or {}).get("editable") else ""
+        return f"{pip} {editable}{shlex.quote(f'{folder}[{extra}]')}"
+    return f"{pip} {shlex.quote(f'lantern-memory[{extra}]')}"
 
 
 class LanternError(Exception):

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 
 from lantern.config import is_server_url, redact_url
-from lantern.errors import LanternError
+from lantern.errors import LanternError, install_command
 from lantern.store.protocol import StoreProtocol
 
 __all__ = ["open_store"]
 
 
 def open_store(location: str | os.PathLike[str]) -> StoreProtocol:
-    """The store at ``location``: a PostgreSQL server for a ``postgresql://`` URL (needs the ``postgres`` extra:
-    ``pip install 'lantern-memory[postgres]'``, else LanternError), else the SQLite file at that path. Raises what
+    """The store at ``location``: a PostgreSQL server for a ``postgresql://`` URL (needs the ``postgres`` extra,
+    else LanternError naming ``errors.install_command("postgres")``), else the SQLite file at that path. Raises what
     the backend's constructor raises (LanternError naming the cause: unreachable server, bad password, missing
     pgvector extension, a file that is not a Lantern database)."""
     if is_server_url(location):
@@ -22,7 +22,7 @@ def open_store(location: str | os.PathLike[str]) -> StoreProtocol:
         except ImportError as e:
             raise LanternError(
                 f"{redact_url(str(location))}: the PostgreSQL backend needs psycopg 3, psycopg-pool and pgvector "
-                f"({e.name or e} is missing): pip install 'lantern-memory[postgres]'"
+                f"({e.name or e} is missing). Install it into this environment: {install_command('postgres')}"
             ) from None
         return PostgresStore(str(location))
     from lantern.store.sqlite import Store
