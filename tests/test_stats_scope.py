@@ -5,6 +5,7 @@ stats take the scope too and leave out the file's size, which counts every user'
 from __future__ import annotations
 
 import json
+import re
 
 import anyio
 import pytest
@@ -61,6 +62,9 @@ def test_cli_user_env_and_all_users(db, monkeypatch):
     assert out.exit_code == 1 and "--all-users" in out.output
     text = runner.invoke(app, ["--db", str(db), "stats"], env={"LANTERN_USER": ""}).output
     assert 'user: "" (the default user)' in text
+    admin = runner.invoke(app, ["--db", str(db), "stats", "--all-users"]).output  # per-table bytes, one per line
+    by_table = every["bytes_per_entry_by_table"]
+    assert "{" not in admin and by_table and all(re.search(rf"\b{t}\s+[\d,]+$", admin, re.M) for t in by_table)
 
 
 def test_rest_and_mcp_stats_are_scoped(db):

@@ -1463,6 +1463,12 @@ def stats(
         else:
             width = max(map(len, s))
             for key, value in s.items():
+                if isinstance(value, dict):  # bytes_per_entry_by_table: one line per table, largest first
+                    print(f"{key:>{width}}:")
+                    inner = max(map(len, value), default=0)
+                    for name, part in value.items():
+                        print(f"{'':>{width}}  {name:<{inner}}  {part:>8,}")
+                    continue
                 shown = '"" (the default user)' if key == "user" and value == "" else value
                 print(f"{key:>{width}}: {shown}")
 
