@@ -187,7 +187,7 @@ def _best_window(
 
 def _render(text: str, windows: list[tuple[int, int]]) -> str:
     """The windows ((start, size), in text order, not overlapping) of ``text``, each moved back to a line start
-    within ``ELLIPSIS_WIDEN`` characters, else to a word start within ``WORD_WIDEN`` (``_word_edges``), with ``…``
+    within ``ELLIPSIS_WIDEN`` characters, its cut words' parts dropped (``_word_edges``), with ``…``
     at each cut and ``FRAGMENT_JOIN`` between two. Each window keeps at most ``size`` characters."""
     parts: list[str] = []
     prev_end = 0
@@ -212,22 +212,29 @@ WORD_WIDEN = 24  # a cut inside a word moves to the word's edge when it is this 
 
 
 def _word_edges(text: str, start: int, end: int, floor: int) -> tuple[int, int]:
-    """``text[start:end]`` with neither cut inside a word (a run of non-space characters): the start moved back to
-    the word's first character, the end back to the last space before the cut word, each only when that edge is
-    within ``WORD_WIDEN`` characters (a 2 KB line of base64 is cut where it is). The start never goes below ``floor``
-    (the previous window's end); the window never grows."""
+    """``text[start:end]`` without the parts of words cut at its edges (a word: a run of non-space characters): the
+    start moved forward past the cut word, the end back before it, each only when the word's edge is within
+    ``WORD_WIDEN`` characters (a 2 KB line of base64 is cut where it is). Only characters of a cut word are dropped,
+    so every whole word the window held is kept (an answer that fitted still does). ``floor``: the previous window's
+    end (a start there is no cut)."""
     end = min(end, len(text))
-    if floor < start < len(text) and not text[start - 1].isspace() and not text[start].isspace():
-        word = _last_space(text, max(floor, start - WORD_WIDEN), start)
-        if word is not None:
-            end, start = end - (start - word - 1), word + 1
-        elif start - WORD_WIDEN <= floor:
-            end, start = end - (start - floor), floor
+    if floor < start < end and not text[start - 1].isspace() and not text[start].isspace():
+        space = _first_space(text, start, min(end, start + WORD_WIDEN))
+        if space is not None:
+            start = space + 1
     if start < end < len(text) and not text[end - 1].isspace() and not text[end].isspace():
         space = _last_space(text, max(start, end - WORD_WIDEN), end)
         if space is not None and space > start:
             end = space
     return start, end
+
+
+def _first_space(text: str, lo: int, hi: int) -> int | None:
+    """The offset of the first whitespace character in ``text[lo:hi]``, None when there is none."""
+    for i in range(lo, hi):
+        if text[i].isspace():
+            return i
+    return None
 
 
 def _last_space(text: str, lo: int, hi: int) -> int | None:
