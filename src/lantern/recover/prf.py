@@ -5,9 +5,8 @@ of theirs is weighted by the relevance model p(w|R) ∝ Σ_D p(D|Q) · tf(w, D) 
 normalized to sum to one); the ``terms`` best terms not already in the query are added to it. FTS5 cannot weight
 the terms of one query, so RM3's interpolation with the original query is done in the fusion instead: the
 expanded query's BM25 ranking is its own signal, ``prf``, fused by RRF with its own weight next to the plain
-``fulltext`` ranking. The expanded query's BM25 is the plain query's plus the expansion terms' (``expanded``): only
-the expansion terms are searched again. Our addition: p(w|R) is multiplied by the term's idf (ln 1/df-fraction, df
-estimated as ``signals.select_terms`` does), since chat turns share many frequent words ("great", "really") that a
+``fulltext`` ranking. Our addition: p(w|R) is multiplied by the term's idf (ln 1/df-fraction, df estimated as
+``signals.select_terms`` does), since chat turns share many frequent words ("great", "really") that a
 stopword list misses.
 """
 
@@ -91,10 +90,7 @@ def prf_ranking(
     n_terms: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The BM25 ranking of ``terms`` + RM3 expansion terms taken from the top ``docs`` rows of the ``fulltext``
-    ranking (positions, scores higher-is-better), top ``n``. Only the expansion terms are searched: ``expanded`` adds
-    their BM25 to the plain query's (``fulltext``), and their postings share the plain query's bound
-    (``signals.searched_terms``), so the two queries of a recovery read at most ``signals.FTS_MAX_POSTINGS`` rows.
-    Empty when there is no hit or no expansion term."""
+    ranking (positions, scores higher-is-better). Empty when there is no hit or no expansion term."""
     positions, scores = fulltext
     if not len(positions) or docs <= 0 or n_terms <= 0:
         return np.empty(0, np.int64), np.empty(0, np.float32)
@@ -107,24 +103,8 @@ def prf_ranking(
     extra = expansion(store, relevance_model(texts, weights.tolist(), set(terms)), n_terms)
     if not extra:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    _, spent = signals.searched_terms(store, index, terms)
-    more = signals.fulltext(store, index, extra, sessions, n, scope, spent=spent)
-    if allowed is not None and len(more[0]):
-        keep = allowed[more[0]]
-        more = more[0][keep], more[1][keep]
-    if not len(more[0]):
-        return more
-    return expanded(fulltext, more, n)
-
-
-def expanded(plain: tuple[np.ndarray, np.ndarray], more: tuple[np.ndarray, np.ndarray], n: int):
-    """The expanded query's ranking from its two halves: BM25 is a sum over the query's terms (Robertson & Zaragoza
-    2009, eq. 3.1; FTS5's bm25() sums per phrase), so a row's score for the plain + expansion terms is its score for
-    the plain terms plus its score for the expansion terms. A row in one list only (each a top n) gets 0 from the
-    other: it is below that list's last, and 0 is exact for a row without those terms. An entry indexed in windows
-    adds its best row of each. (positions, scores) -> (positions, summed scores), the top ``n``, best first."""
-    pos = np.concatenate([plain[0], more[0]])
-    uniq, inverse = np.unique(pos, return_inverse=True)
-    total = np.bincount(inverse, weights=np.concatenate([plain[1], more[1]]).astype(np.float64))
-    order = np.argsort(-total, kind="stable")[:n]
-    return uniq[order], total[order].astype(np.float32)
+    pos, sc = signals.fulltext(store, index, list(terms) + extra, sessions, n, scope)
+    if allowed is not None and len(pos):
+        keep = allowed[pos]
+        pos, sc = pos[keep], sc[keep]
+    return pos, sc

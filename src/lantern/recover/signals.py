@@ -92,7 +92,6 @@ def select_terms(
     fractions: dict[str, float],
     rows: int | None = None,
     postings: dict[str, float] | None = None,
-    spent: tuple[float, float] = (0.0, 0.0),
 ) -> list[str]:
     """The terms worth an OR query over a large corpus, in their original order. ``fractions``: each quoted term's
     estimated share of matching entries; ``postings``: its estimated full-text rows per entry, windows of long
@@ -103,14 +102,13 @@ def select_terms(
     at most ``FTS_MAX_POSTINGS`` rows (never past it). The first bound is about rank: the common terms dropped weigh
     least in bm25 (idf = ln((N - n + 0.5) / (n + 0.5)); Robertson & Zaragoza 2009). The second is about cost: the OR
     query reads each term's whole doclist to rank by bm25, window rows of long texts included, so it stays under
-    ``FTS_MAX_POSTINGS`` postings however many rows hold a common query term. ``spent``: (entries, postings) in
-    corpus-sizes that another query of the same recovery matched already (the plain query, when these terms expand
-    it: prf.py); both bounds count them. Ours; the paper does not specify term selection."""
+    ``FTS_MAX_POSTINGS`` postings however many rows hold a common query term. Ours; the paper does not specify term
+    selection."""
     postings = fractions if postings is None else postings
     usable = [t for t in terms if _TOKEN.search(t) and fractions.get(quote(t), 0.0) <= FTS_MAX_FRACTION]
     cap = FTS_MAX_POSTINGS / rows if rows else float("inf")  # the absolute bound, in corpus-sizes
     kept: set[str] = set()
-    matched, read = spent
+    matched, read = 0.0, 0.0
     for t in sorted(usable, key=lambda t: fractions.get(quote(t), 0.0)):  # stable: ties keep query order
         f, p = fractions.get(quote(t), 0.0), postings.get(quote(t), 0.0)
         if read + p > cap:
@@ -122,23 +120,14 @@ def select_terms(
     return [t for t in usable if t in kept]
 
 
-def searched_terms(
-    store: StoreProtocol, index: MemoryIndex, terms: list[str], spent: tuple[float, float] = (0.0, 0.0)
-) -> tuple[list[str], tuple[float, float]]:
-    """The terms ``fulltext`` searches for ``terms`` (``select_terms`` over the store's estimates, ``spent`` as
-    there) and what they match, (entries, postings) in corpus-sizes, ``spent`` included: what the next query of
-    the same recovery passes as its ``spent``."""
+def searched_terms(store: StoreProtocol, index: MemoryIndex, terms: list[str]) -> list[str]:
+    """The terms ``fulltext`` searches for ``terms``: ``select_terms`` over the store's estimates."""
     if len(index.ids) < FTS_SELECT_MIN_ROWS:
-        return [t for t in terms if _TOKEN.search(t)], spent
+        return [t for t in terms if _TOKEN.search(t)]
     quoted = [quote(t) for t in terms if _TOKEN.search(t)]
     fractions = store.term_fractions(quoted, FTS_SAMPLE_ROWS)
     postings = store.term_postings(quoted, FTS_SAMPLE_ROWS)
-    kept = select_terms(terms, fractions, len(index.ids), postings, spent)
-    unique = {quote(t) for t in kept}
-    return kept, (
-        spent[0] + sum(fractions.get(q, 0.0) for q in unique),
-        spent[1] + sum(postings.get(q, 0.0) for q in unique),
-    )
+    return select_terms(terms, fractions, len(index.ids), postings)
 
 
 def fulltext(
@@ -148,18 +137,16 @@ def fulltext(
     sessions: list[str] | None,
     n: int,
     scope: Scope | None = None,
-    spent: tuple[float, float] = (0.0, 0.0),
 ) -> tuple[np.ndarray, np.ndarray]:
     """SQLite FTS5 ``bm25()`` over summary + text + tags (Robertson & Zaragoza 2009; FTS5's Okapi BM25 with
     k1 = 1.2, b = 0.75), within ``sessions`` and ``scope`` in SQL (None: no condition) so other users' entries
     never take the top-n places. From ``FTS_SELECT_MIN_ROWS`` entries on, the query's terms go through
     ``select_terms`` (the OR of every term scored nearly every row at 100k entries; the kept terms match at most
-    ``FTS_MAX_POSTINGS`` rows, the window rows of long texts counted: ``Store.term_postings``; ``spent``: what
-    another query of this recovery read, as ``select_terms``). Returns (positions best first, bm25 scores negated
-    so that higher is better)."""
+    ``FTS_MAX_POSTINGS`` rows, the window rows of long texts counted: ``Store.term_postings``). Returns (positions best
+    first, bm25 scores negated so that higher is better)."""
     if sessions is not None and not sessions:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    terms, _ = searched_terms(store, index, terms, spent)
+    terms = searched_terms(store, index, terms)
     rows = store.fulltext(fts_query(terms), n, sessions, scope)
     if not rows or not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
