@@ -12,6 +12,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
 
 from lantern.model import Entry
 
@@ -277,7 +279,13 @@ def turn_header(entry: Entry, opened: str) -> str:
 
 
 def _when(entry: Entry) -> str:
-    return f" · {entry.time.strftime('%Y-%m-%d %H:%M')}" if entry.time else ""
+    return _stamp(entry.time) if entry.time else ""
+
+
+@lru_cache(maxsize=4096)
+def _stamp(time: datetime) -> str:
+    """`` · YYYY-MM-DD HH:MM`` of ``time``: packing asks for each entry's several times per header it weighs."""
+    return f" · {time.strftime('%Y-%m-%d %H:%M')}"
 
 
 def pack(
