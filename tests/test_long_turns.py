@@ -137,7 +137,8 @@ _WORDS = st.text(alphabet=st.sampled_from(list('abcxyz0_.:"/数据')), min_size=
 )
 def test_an_excerpt_cuts_no_word_in_two(words, terms, width):
     """Each fragment of an excerpt starts at a word's first character and ends after a word's last one (words here
-    are shorter than pack.WORD_WIDEN): no "…tgres 16" out of "postgres 16"."""
+    are shorter than pack.WORD_WIDEN; next to a Chinese character every place is a word's edge): no "…tgres 16" out
+    of "postgres 16"."""
     text = "".join(w + sep for w, sep in words)
     out = excerpt(text, terms + [words[len(words) // 2][0]], width)
     assert len(out) <= width
@@ -148,8 +149,13 @@ def test_an_excerpt_cuts_no_word_in_two(words, terms, width):
         at = text.find(body)
         assert at >= 0, (body, text)
         end = at + len(body)
-        assert at == 0 or text[at - 1].isspace() or body[0].isspace(), (text[max(0, at - 20) : at], body[:20])
-        assert end == len(text) or text[end].isspace() or body[-1].isspace(), (body[-20:], text[end : end + 20])
+        assert at == 0 or _boundary(text[at - 1], body[0]), (text[max(0, at - 20) : at], body[:20])
+        assert end == len(text) or _boundary(body[-1], text[end]), (body[-20:], text[end : end + 20])
+
+
+def _boundary(left: str, right: str) -> bool:
+    """A place between two characters where a word may end: a space on either side, or a Chinese character."""
+    return any(c.isspace() or "\u4e00" <= c <= "\u9fff" for c in (left, right))
 
 
 @settings(max_examples=examples(300), deadline=None)

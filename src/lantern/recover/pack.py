@@ -16,6 +16,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from lantern.model import Entry
+from lantern.text.cjk import CJK_CLASS
 
 # one title for every block: "earlier in this conversation" would be wrong of an earlier session's turns, "earlier
 # sessions" of this session's; the session lines and headers name where each turn comes from
@@ -214,37 +215,33 @@ WORD_WIDEN = 24  # a cut inside a word moves to the word's edge when it is this 
 
 
 def _word_edges(text: str, start: int, end: int, floor: int) -> tuple[int, int]:
-    """``text[start:end]`` without the parts of words cut at its edges (a word: a run of non-space characters): the
-    start moved forward past the cut word, the end back before it, each only when the word's edge is within
+    """``text[start:end]`` without the parts of words cut at its edges: the start moved forward, the end back, to the
+    nearest place that is no word cut (``_inside_word``: a space, or next to a CJK character), each only within
     ``WORD_WIDEN`` characters (a 2 KB line of base64 is cut where it is). Only characters of a cut word are dropped,
-    so every whole word the window held is kept (an answer that fitted still does). ``floor``: the previous window's
-    end (a start there is no cut)."""
+    so every whole word the window held is kept (an answer that fitted still does). ``floor``: the previous
+    window's end (a start there is no cut)."""
     end = min(end, len(text))
-    if floor < start < end and not text[start - 1].isspace() and not text[start].isspace():
-        space = _first_space(text, start, min(end, start + WORD_WIDEN))
-        if space is not None:
-            start = space + 1
-    if start < end < len(text) and not text[end - 1].isspace() and not text[end].isspace():
-        space = _last_space(text, max(start, end - WORD_WIDEN), end)
-        if space is not None and space > start:
-            end = space
-    return start, end
+    if floor < start < end and _inside_word(text, start):
+        edge = next((i for i in range(start + 1, min(end, start + WORD_WIDEN)) if not _inside_word(text, i)), None)
+        if edge is not None:
+            start = edge + 1 if text[edge].isspace() else edge
+    if start < end < len(text) and _inside_word(text, end):
+        edge = next((i for i in range(end - 1, max(start, end - WORD_WIDEN), -1) if not _inside_word(text, i)), None)
+        if edge is not None:
+            end = edge - 1 if text[edge - 1].isspace() else edge
+    return start, max(start, end)
 
 
-def _first_space(text: str, lo: int, hi: int) -> int | None:
-    """The offset of the first whitespace character in ``text[lo:hi]``, None when there is none."""
-    for i in range(lo, hi):
-        if text[i].isspace():
-            return i
-    return None
+_CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
 
 
-def _last_space(text: str, lo: int, hi: int) -> int | None:
-    """The offset of the last whitespace character in ``text[lo:hi]``, None when there is none."""
-    for i in range(hi - 1, lo - 1, -1):
-        if text[i].isspace():
-            return i
-    return None
+def _inside_word(text: str, cut: int) -> bool:
+    """Whether a cut before ``text[cut]`` splits a word: both neighbours are non-space and neither is a CJK
+    character (Chinese and Japanese write no spaces: every character boundary may end a word)."""
+    left, right = text[cut - 1], text[cut]
+    if left.isspace() or right.isspace():
+        return False
+    return not (_CJK_CHAR.match(left) or _CJK_CHAR.match(right))
 
 
 @dataclass
