@@ -161,3 +161,20 @@ def test_on_postgresql_a_write_or_read_after_a_newer_migration_is_refused(pg_url
             old.search("billing database port")
     with pytest.raises(StoreVersionError, match="newer than this Lantern"):
         Lantern(url)
+
+
+@pytest.mark.parametrize("version", [-1, -(2**31)])
+def test_a_negative_schema_version_is_refused_with_one_line(tmp_path, version):
+    path = tmp_path / "n.db"
+    with Lantern(path) as lt:
+        lt.archive(TURN, session="s")
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute(f"PRAGMA user_version = {version}")
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(LanternError, match="not a Lantern database"):
+        Lantern(path)
+    result = cli("stats", db=path)
+    err = result.stderr.decode()
+    assert result.returncode == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert path.read_bytes() == before

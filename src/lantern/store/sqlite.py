@@ -88,6 +88,8 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
     if version > len(MIGRATIONS):
         raise StoreVersionError(path, len(MIGRATIONS), version, on_open=True)
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version < 0:  # no Lantern writes one: another program's file, or a damaged header
+        raise LanternError(f"{path}: schema version {version} is not one Lantern writes; not a Lantern database")
     if version == 0 and tables:
         raise LanternError(
             f"{path} is a SQLite database but not a Lantern one (it has tables {', '.join(sorted(tables)[:5])})"
