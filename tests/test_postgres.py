@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from clirun import lantern as cli
 from lantern import Lantern, LanternError, UnsupportedBackendError
@@ -201,6 +203,108 @@ def test_connection_errors_are_one_line_without_the_password(tmp_path):
     assert redact_url("postgresql://u:p@h/db?password=x&sslmode=require") == (
         "postgresql://u:***@h/db?password=***&sslmode=require"
     )
+
+
+# a password over what a URL parser splits at, quotes, brackets, bad %-escapes and non-ASCII, around three
+# markers: no marker (no piece of the password between those characters) may reach an error line
+HOSTILE = "?#/@:% []\"'\\é€😀\u00a0"
+MARKERS = ("Qx7kA", "Qx7kB", "Qx7kC")
+URL_SHAPES = (
+    "postgresql://ann:{pw}@127.0.0.1:1/lantern",  # host and port (nothing listens on port 1)
+    "POSTGRES://ann:{pw}@127.0.0.1:1/lantern",  # the scheme in upper case
+    "postgres://ann:{pw}@/lantern?host=/nonexistent-lantern-socket-dir",  # a socket folder in the query
+    "postgresql://ann@127.0.0.1:1/lantern?password={pw}",  # the password in the query
+    "postgresql://ann:{pw}@[::1:1/lantern",  # a host libpq cannot parse: it quotes the whole URI
+)
+
+
+@st.composite
+def hostile_passwords(draw) -> str:
+    between = draw(st.lists(st.text(alphabet=HOSTILE, max_size=4), min_size=4, max_size=4))
+    return between[0] + "".join(m + b for m, b in zip(MARKERS, between[1:], strict=True))
+
+
+def _leaks(text: str, password: str) -> list[str]:
+    """The parts of ``password`` found in ``text``: itself, percent-decoded, or any of its markers."""
+    from urllib.parse import unquote
+
+    return [s for s in (password, unquote(password), *MARKERS) if s and s in text]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES))
+def test_a_password_of_any_characters_never_reaches_an_error_line(password, shape):
+    """F6 (breaker-23): whatever a password holds, and wherever the URL puts it, neither the Python API's error nor
+    redact_url shows any of it, against an unreachable server (no server needed)."""
+    url = shape.format(pw=password)
+    assert not _leaks(redact_url(url), password), redact_url(url)
+    with pytest.raises(LanternError) as info:
+        PostgresStore(url)
+    message = str(info.value)
+    assert not _leaks(message, password), message
+    assert len(message.splitlines()) == 1
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES))
+def test_a_password_of_any_characters_never_reaches_the_commands_error_line(password, shape, tmp_path_factory):
+    """The same through the command line: the global --db, $LANTERN_DB and both ends of ``lantern copy``."""
+    url = shape.format(pw=password)
+    store = tmp_path_factory.mktemp("copy") / "a.db"
+    store.touch()
+    for proc in (
+        cli("stats", db=url),
+        cli("stats", env={"LANTERN_DB": url}),
+        cli("copy", str(store), url),
+        cli("copy", url, str(store.with_name("b.db"))),
+    ):
+        err = proc.stderr.decode() + proc.stdout.decode()
+        assert proc.returncode == 1 and "Traceback" not in err, err
+        assert not _leaks(err, password), err
+
+
+def test_a_wrong_password_of_any_characters_is_never_shown_by_the_real_server(pg_server):
+    """A few hostile passwords against the real server: a role that must give one (scram-sha-256), the wrong one
+    given in each URL shape the server accepts: the login is refused with one line showing none of it."""
+    import uuid
+
+    name, role = "t_" + uuid.uuid4().hex[:12], "pw_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'right-{uuid.uuid4().hex}'")
+        admin.execute(f"CREATE DATABASE {name} OWNER {role}")
+    socket = pg_server.get_uri(name).split("?host=", 1)[1]
+    hba = Path(pg_server.pgdata) / "pg_hba.conf"
+    original = hba.read_text()
+    hba.write_text(f"local all {role} scram-sha-256\n" + original)
+    wrong = ["Qx7kA:Qx7kB", "Qx7kA%3FQx7kB%23", "Qx7kA%40Qx7kB%2F", "Qx7kAé€Qx7kB"]  # as a URL must carry them
+    try:
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+            admin.execute("SELECT pg_reload_conf()")
+        for password in wrong:
+            for url in (
+                f"postgresql://{role}:{password}@/{name}?host={socket}",
+                f"POSTGRESQL://{role}:{password}@/{name}?host={socket}",
+                f"postgresql://{role}@/{name}?host={socket}&password={password}",
+            ):
+                with pytest.raises(LanternError) as info:
+                    Lantern(url)
+                message = str(info.value)
+                assert "refused the login" in message and not _leaks(message, password), message
+                proc = cli("stats", db=url)
+                err = proc.stderr.decode()
+                assert proc.returncode == 1 and "refused the login" in err and not _leaks(err, password), err
+    finally:
+        hba.write_text(original)
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+            admin.execute("SELECT pg_reload_conf()")
+
+
+def test_a_url_whose_scheme_is_upper_case_is_used(pg_url):
+    """URI schemes are case-insensitive: ``POSTGRESQL://`` names the same server (libpq itself wants lower case)."""
+    url = pg_url()
+    with Lantern("POSTGRESQL" + url[len("postgresql") :]) as lt:
+        assert lt.archive(TURNS, session="chat").added == 2
+    assert json.loads(cli("stats", "--json", db="Postgres" + url[len("postgresql") :]).stdout)["entries"] == 2
 
 
 def test_a_newer_schema_and_a_foreign_database_are_refused(pg_url):
