@@ -307,6 +307,50 @@ def test_a_url_whose_scheme_is_upper_case_is_used(pg_url):
     assert json.loads(cli("stats", "--json", db="Postgres" + url[len("postgresql") :]).stdout)["entries"] == 2
 
 
+def test_copying_a_server_database_onto_itself_is_refused_by_any_url(pg_url, tmp_path):
+    """F12 (breaker-23): `lantern copy URL URL2` where both name the same database of the same server (the same
+    URL, the scheme in another case, another spelling of the socket folder, extra options) is refused with one
+    line, exit 1, nothing written; another database of the same server is copied into."""
+    url = pg_url()
+    with Lantern(url) as lt:
+        lt.archive(TURNS, session="chat")
+    base, socket = url.split("?host=", 1)
+    spellings = [
+        url,
+        "POSTGRES" + url[len("postgresql") :],
+        f"{base}?host={socket}/&application_name=lantern-copy",
+        f"{base}?host={socket}&connect_timeout=5",
+    ]
+    with psycopg.connect(url) as conn:
+        before = conn.execute("SELECT count(*), max(id) FROM entries").fetchone()
+    for other in spellings:
+        proc = cli("copy", url, other)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and err.count("\n") == 1 and "the same database" in err, (other, err)
+        with pytest.raises(LanternError, match="the same database"):
+            copy_store(other, url)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*), max(id) FROM entries").fetchone() == before
+    assert copy_store(url, pg_url())["added"] == 2  # another database on the same server
+
+
+def test_copy_errors_name_the_server_or_the_file_that_failed(pg_url, tmp_path):
+    """F9 (breaker-23) with a server at one end: the line names the URL (without its password) or the file that
+    failed, never ~/.lantern/lantern.db nor None."""
+    url = pg_url()
+    with Lantern(url) as lt:
+        lt.archive(TURNS, session="chat")
+    (tmp_path / "adir").mkdir()
+    proc = cli("copy", url, str(tmp_path / "adir"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.startswith(f"error: database {tmp_path / 'adir'}: "), err
+    dead = "postgresql://ann:s3cret-pw@127.0.0.1:1/lantern"
+    proc = cli("copy", url, dead)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "ann:***@127.0.0.1:1" in err and "s3cret-pw" not in err, err
+    assert "lantern.db" not in err and "None" not in err
+
+
 def test_a_newer_schema_and_a_foreign_database_are_refused(pg_url):
     url = pg_url()
     PostgresStore(url).close()
