@@ -1415,8 +1415,9 @@ def copy(
 
     Entries already in DST are skipped: a copy stopped part way resumes when run again. The counts are verified
     after the copy (every source entry is in DST with its embedding). Compaction events are copied with their
-    entry ids mapped to DST's. A copy of a store onto itself (the same file by any path, the same database of the
-    same server by any URL) is refused; an error names SRC or DST, whichever failed."""
+    entry ids mapped to DST's.
+
+    A copy onto itself (the same file or server database, by any path or URL) is refused. Errors name SRC or DST."""
     from rich.console import Console
 
     from lantern.config import is_server_url, redact_url
