@@ -263,6 +263,26 @@ def test_a_password_of_any_characters_never_reaches_the_commands_error_line(pass
         assert not _leaks(err, password), err
 
 
+@settings(max_examples=200, deadline=None)
+@given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES), split=st.sampled_from("@/?#: "))
+def test_scrub_leaves_nothing_of_the_password_in_what_a_driver_may_quote(password, shape, split):
+    """config.scrub, what every message quoting a driver's words goes through (store, copy, the CLI's _guard, the
+    MCP server): the URL as given or lower-cased, the password as written or decoded, and any quoted part of it as
+    a parser that split it elsewhere would quote it, are all gone."""
+    from urllib.parse import unquote
+
+    from lantern.config import scrub, server_url
+
+    url = shape.format(pw=password)
+    part = password.split(split)[-1] or password
+    said = (
+        f'in URI: "{url}"; {server_url(url)}; invalid token: "{password}" ({unquote(password)}); '
+        f"failed to resolve host '{part}'; option \"{part}@127.0.0.1\""
+    )
+    assert not _leaks(scrub(said, url), password), scrub(said, url)
+    assert scrub("nothing secret here: port 1", url) == "nothing secret here: port 1"
+
+
 def test_a_wrong_password_of_any_characters_is_never_shown_by_the_real_server(pg_server):
     """A few hostile passwords against the real server: a role that must give one (scram-sha-256), the wrong one
     given in each URL shape the server accepts: the login is refused with one line showing none of it."""
