@@ -701,6 +701,30 @@ def test_a_server_restarted_mid_ingest_loses_no_committed_batch_and_the_rerun_co
     assert rows == (TURNS_MID_INGEST, TURNS_MID_INGEST, 0, TURNS_MID_INGEST - 1)
 
 
+def test_a_copy_the_server_refuses_names_the_server_not_the_default_database(pg_url, tmp_path):
+    """F9 (breaker-23): a statement of `lantern copy` the server refuses (here a trigger on DST's entries, as a
+    policy or a full disk would) fails with one line naming the server DST is (before: `database None: ...`), and
+    so does the Python API's copy_store."""
+    url = pg_url()
+    src = tmp_path / "a.db"
+    with Lantern(src) as lt:
+        lt.archive(TURNS, session="chat")
+    Lantern(url).close()  # Lantern's tables, then a trigger that refuses every new entry
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused by the test trigger'; END $$"
+        )
+        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON entries FOR EACH ROW EXECUTE FUNCTION refuse()")
+    proc = cli("copy", str(src), url)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: database {redact_url(url)}: ") and "refused by the test trigger" in err, err
+    with pytest.raises(LanternError, match="refused by the test trigger") as info:
+        copy_store(src, url)
+    assert redact_url(url) in str(info.value)
+
+
 def test_an_archive_the_server_rolls_back_to_break_a_deadlock_is_run_again(pg_url):
     """Another session and the archive's transaction lock two rows in opposite orders: the server aborts the
     archive's transaction (deadlock_detected, found by the session that waited first); ``add`` runs it again whole
