@@ -689,3 +689,25 @@ def test_a_deleted_database_is_filled_again_from_the_transcript_start(tmp_path, 
     claude_code.run(json.dumps(payload("Stop", transcript)), db, offsets)
     with Lantern(db) as memory:
         assert memory.stats()["entries"] == 5
+
+
+def test_every_way_of_naming_a_server_url_for_the_hooks_is_refused_and_nothing_is_written(env, tmp_path):
+    """F7 (breaker-23): the hooks work on a SQLite file only. `install claude-code --db URL` (the command's own
+    option) is refused as the global `--db URL install` and `LANTERN_DB=URL` are: the same one line, exit 1, no
+    settings.json written (a URL taken as a relative path pinned the password in it, in a 0644 file), the password
+    never shown; and whatever case the scheme is in."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    for url in ("postgresql://postgres:hunter2@/d8?host=/tmp/x", "POSTGRES://ann:hunter2@db.internal:5432/lantern"):
+        runs = [
+            install(env, "--db", url, cwd=project),
+            install(env, "--db", url, "--user", cwd=project),
+            _text(lantern("--db", url, "install", "claude-code", env=whole_environment(env), cwd=project)),
+            install({**env, "LANTERN_DB": url}, cwd=project),
+        ]
+        for r in runs:
+            assert r.returncode == 1, r.stdout + r.stderr
+            assert r.stderr.count("\n") == 1 and "not supported on the postgresql backend" in r.stderr, r.stderr
+            assert "hunter2" not in r.stdout + r.stderr and "Traceback" not in r.stderr
+        assert len({r.stderr for r in runs}) == 1
+        assert list(project.iterdir()) == [] and not (Path(env["HOME"]) / ".claude").exists()

@@ -1170,3 +1170,79 @@ def test_recover_live_leaves_out_the_turns_still_in_the_live_context(tmp_path, t
         writer.join()
         os.close(read_end)
     assert json.loads(piped.stdout)["text"] == rec["text"]
+
+
+def _store_with_one_entry(path: Path) -> Path:
+    from lantern import Lantern
+
+    with Lantern(path) as lt:
+        lt.archive([{"role": "user", "content": "The staging Redis listens on port 6380."}], session="s")
+    return path
+
+
+def test_every_copy_error_line_names_the_database_that_failed(tmp_path):
+    """F9 (breaker-23): `lantern copy SRC DST` fails with one line naming DST when DST cannot be written (a folder,
+    a device, a file that is no database), SRC when SRC cannot be read: never the
+    global default ~/.lantern/lantern.db nor None."""
+    src = _store_with_one_entry(tmp_path / "a.db")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "notes.txt").write_text("not a database, but a long enough text file " * 100)
+    for dst, named in (
+        ("adir", "adir"),
+        ("adir/", "adir"),
+        ("/dev/null", "/dev/null"),
+        ("notes.txt", "notes.txt"),
+    ):
+        proc = lantern("copy", str(src), dst, cwd=tmp_path)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, (dst, err)
+        assert err.startswith((f"error: database {named}: ", f"error: {named} ")), (dst, err)
+        assert "lantern.db" not in err and "None" not in err
+    for bad_src in ("notes.txt", "adir"):
+        proc = lantern("copy", bad_src, "b.db", cwd=tmp_path)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and err.count("\n") == 1, err
+        assert err.startswith((f"error: database {bad_src}: ", f"error: {bad_src} ")), err
+    assert not (tmp_path / "b.db").exists()
+    proc = lantern("copy", "nowhere.db", "b.db", cwd=tmp_path)  # a missing source: named, and not created
+    assert proc.returncode == 1 and b"no database at nowhere.db" in proc.stderr
+    assert not (tmp_path / "nowhere.db").exists() and not (tmp_path / "b.db").exists()
+
+
+def test_a_command_whose_database_is_its_own_option_names_it_in_errors(tmp_path):
+    """The class of F9: a command working on another store than the global --db (`demo --demo-db`) names its own
+    in a driver's error, not the global default; and a server URL given where only a SQLite file fits is a usage
+    error, never a relative file name (F7's class), its password not shown."""
+    (tmp_path / "adir").mkdir()
+    proc = lantern("demo", "--demo-db", "adir", "--no-show-block", cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "error: database adir: " in err and "lantern.db" not in err, err
+    url = "postgresql://ann:hunter2@/d8?host=/tmp/x"
+    proc = lantern("demo", "--demo-db", url, cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "not a server URL" in err and "hunter2" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir"]
+
+
+def test_copying_a_store_onto_itself_is_refused_by_any_path(tmp_path):
+    """F12 (breaker-23): `lantern copy SRC DST` where DST is SRC's file (the same path, another spelling, a
+    symlink, a hard link) is refused with one line, exit 1, the file untouched."""
+    src = _store_with_one_entry(tmp_path / "a.db")
+    (tmp_path / "link.db").symlink_to(src)
+    os.link(src, tmp_path / "hard.db")
+    (tmp_path / "sub").mkdir()
+    before = src.read_bytes(), src.stat().st_mtime_ns
+    for a, b in (
+        ("a.db", "a.db"),
+        ("a.db", "./a.db"),
+        ("a.db", str(src)),
+        ("a.db", "sub/../a.db"),
+        ("link.db", "a.db"),
+        ("a.db", "hard.db"),
+    ):
+        proc = lantern("copy", a, b, cwd=tmp_path)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and err.count("\n") == 1 and "the same database" in err, (a, b, err)
+        assert proc.stdout == b""
+    assert (src.read_bytes(), src.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db", "hard.db", "link.db", "sub"]

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from clirun import lantern as cli
 from lantern import Lantern, LanternError, UnsupportedBackendError
@@ -201,6 +203,172 @@ def test_connection_errors_are_one_line_without_the_password(tmp_path):
     assert redact_url("postgresql://u:p@h/db?password=x&sslmode=require") == (
         "postgresql://u:***@h/db?password=***&sslmode=require"
     )
+
+
+# a password over what a URL parser splits at, quotes, brackets, bad %-escapes and non-ASCII, around three
+# markers: no marker (no piece of the password between those characters) may reach an error line
+HOSTILE = "?#/@:% []\"'\\é€😀\u00a0"
+MARKERS = ("Qx7kA", "Qx7kB", "Qx7kC")
+URL_SHAPES = (
+    "postgresql://ann:{pw}@127.0.0.1:1/lantern",  # host and port (nothing listens on port 1)
+    "POSTGRES://ann:{pw}@127.0.0.1:1/lantern",  # the scheme in upper case
+    "postgres://ann:{pw}@/lantern?host=/nonexistent-lantern-socket-dir",  # a socket folder in the query
+    "postgresql://ann@127.0.0.1:1/lantern?password={pw}",  # the password in the query
+    "postgresql://ann:{pw}@[::1:1/lantern",  # a host libpq cannot parse: it quotes the whole URI
+)
+
+
+@st.composite
+def hostile_passwords(draw) -> str:
+    between = draw(st.lists(st.text(alphabet=HOSTILE, max_size=4), min_size=4, max_size=4))
+    return between[0] + "".join(m + b for m, b in zip(MARKERS, between[1:], strict=True))
+
+
+def _leaks(text: str, password: str) -> list[str]:
+    """The parts of ``password`` found in ``text``: itself, percent-decoded, or any of its markers."""
+    from urllib.parse import unquote
+
+    return [s for s in (password, unquote(password), *MARKERS) if s and s in text]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES))
+def test_a_password_of_any_characters_never_reaches_an_error_line(password, shape):
+    """F6 (breaker-23): whatever a password holds, and wherever the URL puts it, neither the Python API's error nor
+    redact_url shows any of it, against an unreachable server (no server needed)."""
+    url = shape.format(pw=password)
+    assert not _leaks(redact_url(url), password), redact_url(url)
+    with pytest.raises(LanternError) as info:
+        PostgresStore(url)
+    message = str(info.value)
+    assert not _leaks(message, password), message
+    assert len(message.splitlines()) == 1
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES))
+def test_a_password_of_any_characters_never_reaches_the_commands_error_line(password, shape, tmp_path_factory):
+    """The same through the command line: the global --db, $LANTERN_DB and both ends of ``lantern copy``."""
+    url = shape.format(pw=password)
+    store = tmp_path_factory.mktemp("copy") / "a.db"
+    store.touch()
+    for proc in (
+        cli("stats", db=url),
+        cli("stats", env={"LANTERN_DB": url}),
+        cli("copy", str(store), url),
+        cli("copy", url, str(store.with_name("b.db"))),
+    ):
+        err = proc.stderr.decode() + proc.stdout.decode()
+        assert proc.returncode == 1 and "Traceback" not in err, err
+        assert not _leaks(err, password), err
+
+
+@settings(max_examples=200, deadline=None)
+@given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES), split=st.sampled_from("@/?#: "))
+def test_scrub_leaves_nothing_of_the_password_in_what_a_driver_may_quote(password, shape, split):
+    """config.scrub, what every message quoting a driver's words goes through (store, copy, the CLI's _guard, the
+    MCP server): the URL as given or lower-cased, the password as written or decoded, and any quoted part of it as
+    a parser that split it elsewhere would quote it, are all gone."""
+    from urllib.parse import unquote
+
+    from lantern.config import scrub, server_url
+
+    url = shape.format(pw=password)
+    part = password.split(split)[-1] or password
+    said = (
+        f'in URI: "{url}"; {server_url(url)}; invalid token: "{password}" ({unquote(password)}); '
+        f"failed to resolve host '{part}'; option \"{part}@127.0.0.1\""
+    )
+    assert not _leaks(scrub(said, url), password), scrub(said, url)
+    assert scrub("nothing secret here: port 1", url) == "nothing secret here: port 1"
+
+
+def test_a_wrong_password_of_any_characters_is_never_shown_by_the_real_server(pg_server):
+    """A few hostile passwords against the real server: a role that must give one (scram-sha-256), the wrong one
+    given in each URL shape the server accepts: the login is refused with one line showing none of it."""
+    import uuid
+
+    name, role = "t_" + uuid.uuid4().hex[:12], "pw_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'right-{uuid.uuid4().hex}'")
+        admin.execute(f"CREATE DATABASE {name} OWNER {role}")
+    socket = pg_server.get_uri(name).split("?host=", 1)[1]
+    hba = Path(pg_server.pgdata) / "pg_hba.conf"
+    original = hba.read_text()
+    hba.write_text(f"local all {role} scram-sha-256\n" + original)
+    wrong = ["Qx7kA:Qx7kB", "Qx7kA%3FQx7kB%23", "Qx7kA%40Qx7kB%2F", "Qx7kAé€Qx7kB"]  # as a URL must carry them
+    try:
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+            admin.execute("SELECT pg_reload_conf()")
+        for password in wrong:
+            for url in (
+                f"postgresql://{role}:{password}@/{name}?host={socket}",
+                f"POSTGRESQL://{role}:{password}@/{name}?host={socket}",
+                f"postgresql://{role}@/{name}?host={socket}&password={password}",
+            ):
+                with pytest.raises(LanternError) as info:
+                    Lantern(url)
+                message = str(info.value)
+                assert "refused the login" in message and not _leaks(message, password), message
+                proc = cli("stats", db=url)
+                err = proc.stderr.decode()
+                assert proc.returncode == 1 and "refused the login" in err and not _leaks(err, password), err
+    finally:
+        hba.write_text(original)
+        with psycopg.connect(pg_server.get_uri(), autocommit=True) as admin:
+            admin.execute("SELECT pg_reload_conf()")
+
+
+def test_a_url_whose_scheme_is_upper_case_is_used(pg_url):
+    """URI schemes are case-insensitive: ``POSTGRESQL://`` names the same server (libpq itself wants lower case)."""
+    url = pg_url()
+    with Lantern("POSTGRESQL" + url[len("postgresql") :]) as lt:
+        assert lt.archive(TURNS, session="chat").added == 2
+    assert json.loads(cli("stats", "--json", db="Postgres" + url[len("postgresql") :]).stdout)["entries"] == 2
+
+
+def test_copying_a_server_database_onto_itself_is_refused_by_any_url(pg_url, tmp_path):
+    """F12 (breaker-23): `lantern copy URL URL2` where both name the same database of the same server (the same
+    URL, the scheme in another case, another spelling of the socket folder, extra options) is refused with one
+    line, exit 1, nothing written; another database of the same server is copied into."""
+    url = pg_url()
+    with Lantern(url) as lt:
+        lt.archive(TURNS, session="chat")
+    base, socket = url.split("?host=", 1)
+    spellings = [
+        url,
+        "POSTGRES" + url[len("postgresql") :],
+        f"{base}?host={socket}/&application_name=lantern-copy",
+        f"{base}?host={socket}&connect_timeout=5",
+    ]
+    with psycopg.connect(url) as conn:
+        before = conn.execute("SELECT count(*), max(id) FROM entries").fetchone()
+    for other in spellings:
+        proc = cli("copy", url, other)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and err.count("\n") == 1 and "the same database" in err, (other, err)
+        with pytest.raises(LanternError, match="the same database"):
+            copy_store(other, url)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*), max(id) FROM entries").fetchone() == before
+    assert copy_store(url, pg_url())["added"] == 2  # another database on the same server
+
+
+def test_copy_errors_name_the_server_or_the_file_that_failed(pg_url, tmp_path):
+    """F9 (breaker-23) with a server at one end: the line names the URL (without its password) or the file that
+    failed, never ~/.lantern/lantern.db nor None."""
+    url = pg_url()
+    with Lantern(url) as lt:
+        lt.archive(TURNS, session="chat")
+    (tmp_path / "adir").mkdir()
+    proc = cli("copy", url, str(tmp_path / "adir"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.startswith(f"error: database {tmp_path / 'adir'}: "), err
+    dead = "postgresql://ann:s3cret-pw@127.0.0.1:1/lantern"
+    proc = cli("copy", url, dead)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "ann:***@127.0.0.1:1" in err and "s3cret-pw" not in err, err
+    assert "lantern.db" not in err and "None" not in err
 
 
 def test_a_newer_schema_and_a_foreign_database_are_refused(pg_url):
@@ -531,6 +699,30 @@ def test_a_server_restarted_mid_ingest_loses_no_committed_batch_and_the_rerun_co
             "SELECT count(*), count(DISTINCT content_hash), min(turn), max(turn) FROM entries WHERE session = 'big'"
         ).fetchone()
     assert rows == (TURNS_MID_INGEST, TURNS_MID_INGEST, 0, TURNS_MID_INGEST - 1)
+
+
+def test_a_copy_the_server_refuses_names_the_server_not_the_default_database(pg_url, tmp_path):
+    """F9 (breaker-23): a statement of `lantern copy` the server refuses (here a trigger on DST's entries, as a
+    policy or a full disk would) fails with one line naming the server DST is (before: `database None: ...`), and
+    so does the Python API's copy_store."""
+    url = pg_url()
+    src = tmp_path / "a.db"
+    with Lantern(src) as lt:
+        lt.archive(TURNS, session="chat")
+    Lantern(url).close()  # Lantern's tables, then a trigger that refuses every new entry
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused by the test trigger'; END $$"
+        )
+        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON entries FOR EACH ROW EXECUTE FUNCTION refuse()")
+    proc = cli("copy", str(src), url)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"error: database {redact_url(url)}: ") and "refused by the test trigger" in err, err
+    with pytest.raises(LanternError, match="refused by the test trigger") as info:
+        copy_store(src, url)
+    assert redact_url(url) in str(info.value)
 
 
 def test_an_archive_the_server_rolls_back_to_break_a_deadlock_is_run_again(pg_url):

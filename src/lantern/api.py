@@ -892,38 +892,63 @@ def copy_store(
     Then the compaction events, their entry ids mapped to ``dst``'s (portability.py ``copy_events``; one already
     there is skipped). Not copied: pending recoveries (a recovery waiting for its usefulness check on the source's
     live conversation). Returns {"entries": source entries, "added", "duplicates", "events": source events,
-    "events_added"}. Raises LanternError when the verification fails, EmbedderMismatchError
-    when ``dst`` holds another embedder's vectors."""
+    "events_added"}. Raises LanternError when the verification fails, when ``src`` is a path with no file, when
+    ``src`` and ``dst`` are the same database (the same file by any path; the same database of the same server by
+    any URL) before anything is written, and for a driver's or the file system's error, naming the store it is
+    about (``database SRC: ...`` or ``database DST: ...``, a URL without its password); EmbedderMismatchError when
+    ``dst`` holds another embedder's vectors."""
     import tempfile
 
     from lantern.errors import LanternError
     from lantern.portability import copy_events
 
-    with Lantern(src) as source, tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as tmp:
-        total = source.export(tmp)
-        tmp.seek(0)
-        with Lantern(dst, embedder=source.embedder) as target:
+    if not is_server_url(src) and not Path(src).exists():
+        raise LanternError(f"no database at {src}")
+    if not is_server_url(src) and not is_server_url(dst) and Path(dst).exists() and os.path.samefile(src, dst):
+        raise LanternError(f"copy {src} -> {dst}: both name the same database file; nothing copied")
+    where: Any = src  # the store the next error is about (``_located``)
+    try:
+        with Lantern(src) as source, tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as tmp:
+            where = _TEMPORARY
+            total = source.export(tmp)
+            tmp.seek(0)
+            where = dst
+            with Lantern(dst, embedder=source.embedder) as target:
+                same = _database_identity(source.store)
+                if same is not None and same == _database_identity(target.store):
+                    raise LanternError(
+                        f"copy {source.path} -> {target.path}: both name the same database on the same server; "
+                        "nothing copied"
+                    )
 
-            def report(line: int) -> None:  # import counts lines: the header is line 1
-                if progress:
-                    progress(min(max(line - 1, 0), total), total)
+                def report(line: int) -> None:  # import counts lines: the header is line 1
+                    if progress:
+                        progress(min(max(line - 1, 0), total), total)
 
-            result = target.import_(tmp, progress=report)
-            new_ids = list(result.entry_ids.values())
-            found = target.store.entries(new_ids, text=False, tags=False)
-            with_vectors = {r[0] for r in target.store.rows_by_id(sorted(set(new_ids)))}
-            if (
-                result.added + result.duplicates != total
-                or len(found) != len(set(new_ids))
-                or len(with_vectors) != len(set(new_ids))
-                or len(result.entry_ids) != total
-            ):
-                raise LanternError(
-                    f"copy {source.path} -> {target.path}: {total} entries read, {result.added} added, "
-                    f"{result.duplicates} already there, {len(found)} found after the copy, {len(with_vectors)} with "
-                    "their embedding: the counts disagree; run the copy again (it skips what is there)"
-                )
-            events = copy_events(source, target, result.entry_ids)
+                result = target.import_(tmp, progress=report)
+                new_ids = list(result.entry_ids.values())
+                found = target.store.entries(new_ids, text=False, tags=False)
+                with_vectors = {r[0] for r in target.store.rows_by_id(sorted(set(new_ids)))}
+                if (
+                    result.added + result.duplicates != total
+                    or len(found) != len(set(new_ids))
+                    or len(with_vectors) != len(set(new_ids))
+                    or len(result.entry_ids) != total
+                ):
+                    raise LanternError(
+                        f"copy {source.path} -> {target.path}: {total} entries read, {result.added} added, "
+                        f"{result.duplicates} already there, {len(found)} found after the copy, {len(with_vectors)} "
+                        "with their embedding: the counts disagree; run the copy again (it skips what is there)"
+                    )
+                events = copy_events(source, target, result.entry_ids)
+    except LanternError:
+        raise
+    except Exception as e:
+        if not isinstance(e, (sqlite3.Error, OSError)) and not type(e).__module__.startswith("psycopg"):
+            raise
+        if where is _TEMPORARY and not isinstance(e, OSError):  # reading the source failed, not the file
+            where = src
+        raise _located(e, where) from e
     return {
         "entries": total,
         "added": result.added,
@@ -931,6 +956,41 @@ def copy_store(
         "events": sum(events),
         "events_added": events[0],
     }
+
+
+_TEMPORARY = object()  # copy_store's temporary file, as ``_located``'s ``where``
+
+
+def _located(e: BaseException, where: Any) -> Exception:
+    """``e`` (a driver's or the file system's error during ``copy_store``) as a LanternError naming the store it is
+    about, ``where`` (a path, or a URL shown without its password, the driver's words scrubbed of it:
+    config.scrub), or the copy's temporary file for ``_TEMPORARY``."""
+    from lantern.config import redact_url, scrub
+    from lantern.errors import LanternError
+
+    words = scrub((str(e).strip().splitlines() or [type(e).__name__])[0], where if isinstance(where, str) else None)
+    if isinstance(e, OSError) and e.strerror:
+        words = e.strerror
+    if where is _TEMPORARY:
+        import tempfile
+
+        return LanternError(f"the copy's temporary file in {tempfile.gettempdir()}: {words}")
+    shown = redact_url(where) if is_server_url(where) else str(where)
+    return LanternError(f"database {shown}: {words}")
+
+
+def _database_identity(store: Any) -> tuple[Any, ...] | None:
+    """Which database a PostgreSQL store is, whatever URL named it: the server cluster's system identifier and the
+    database's name; None for a SQLite store (``copy_store`` compares files) or when the server does not say."""
+    pool = getattr(store, "pool", None)
+    if pool is None:
+        return None
+    with pool.connection() as conn:
+        try:
+            row = conn.execute("SELECT system_identifier, current_database() FROM pg_control_system()").fetchone()
+        except Exception:  # a server that does not let this user read it: the copy goes ahead
+            return None
+    return tuple(row)
 
 
 def _write_errors(store: Any) -> tuple[type[BaseException], ...]:

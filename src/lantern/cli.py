@@ -111,6 +111,25 @@ def _rewound_mode(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _db_location(value: Optional[str]) -> Any:
+    """A database option's value as the location it names: a ``postgresql://`` URL kept as the string it is (a
+    Path would fold its ``//`` and make it a relative file name), anything else a Path; None stays None. Every
+    option naming a database takes a string and goes through here."""
+    from lantern.config import is_server_url
+
+    return None if value is None else value if is_server_url(value) else Path(value)
+
+
+def _sqlite_only(value: Optional[str]) -> Optional[str]:
+    """An option that names a SQLite file only (``demo --demo-db``): a server URL is a usage error (exit 2), never
+    taken as a relative file name (with its password in it)."""
+    from lantern.config import is_server_url, redact_url
+
+    if is_server_url(value):
+        raise typer.BadParameter(f"takes a SQLite file path, not a server URL ({redact_url(value)})")
+    return value
+
+
 @app.callback()
 def _global(
     db: Optional[str] = typer.Option(
@@ -140,9 +159,7 @@ def _global(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    from lantern.config import is_server_url
-
-    state.db = None if db is None else db if is_server_url(db) else Path(db)  # a URL is no path: kept as given
+    state.db = _db_location(db)
     state.embedder = embedder
     state.rewound = rewound
 
@@ -588,35 +605,49 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _guard(fn):
-    """Run a command body; Lantern's own errors become one red line and exit code 1, never a traceback."""
+_STATE_DB = object()  # ``_guard``'s default ``db``: the global --db (state.db)
+
+
+def _guard(fn, db: Any = _STATE_DB, *, also: tuple[Any, ...] = ()):
+    """Run a command body; Lantern's own errors become one red line and exit code 1, never a traceback. ``db``:
+    the database the command works on, named by a driver's error (``database DB: ...``; default the global
+    ``--db``, else ``~/.lantern/lantern.db``): a command whose store is not the global --db gives its own (None:
+    the line names none). The passwords of ``db``, of the global --db and of the ``also`` locations are scrubbed
+    from every line (config.scrub: a driver may quote a URL or part of it)."""
     import sqlite3
 
+    from lantern.config import is_server_url, redact_url, scrub
     from lantern.errors import LanternError
+
+    location = (state.db or "~/.lantern/lantern.db") if db is _STATE_DB else db
+    urls = [str(u) for u in (state.db, location, *also) if u is not None]
+
+    def fail(message: str, about_db: bool = False) -> None:
+        if about_db and location is not None:
+            shown_db = redact_url(str(location)) if is_server_url(str(location)) else location
+            message = f"database {shown_db}: {message}"
+        _fail(scrub(message, *urls))
 
     try:
         return fn()
     except typer.Exit:
         raise
     except LanternError as e:
-        _fail(str(e))
+        fail(str(e))
     except sqlite3.OperationalError as e:  # locked beyond busy_timeout, read-only file, directory as --db ...
-        _fail(f"database {state.db or '~/.lantern/lantern.db'}: {e}")
+        fail(str(e), about_db=True)
     except BrokenPipeError:  # `lantern export - | head`: the reader left; not an error of ours
         _quiet_broken_pipe()
     except OSError as e:
-        _fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
+        fail(f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "))
     except (ValueError, TypeError) as e:
-        _fail(str(e))
+        fail(str(e))
     except Exception as e:  # never a traceback for a user; LANTERN_DEBUG=1 shows it
         if os.environ.get("LANTERN_DEBUG"):
             raise
         if type(e).__module__.startswith("psycopg"):  # the PostgreSQL server refused or lost the command
-            from lantern.config import redact_url
-
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            _fail(f"database {redact_url(str(state.db))}: {first}")
-        _fail(f"internal error {type(e).__name__}: {e} (set LANTERN_DEBUG=1 for the traceback)")
+            fail((str(e).strip().splitlines() or [type(e).__name__])[0], about_db=True)
+        fail(f"internal error {type(e).__name__}: {e} (set LANTERN_DEBUG=1 for the traceback)")
 
 
 def _quiet_broken_pipe() -> None:
@@ -1384,7 +1415,9 @@ def copy(
 
     Entries already in DST are skipped: a copy stopped part way resumes when run again. The counts are verified
     after the copy (every source entry is in DST with its embedding). Compaction events are copied with their
-    entry ids mapped to DST's."""
+    entry ids mapped to DST's.
+
+    A copy onto itself (the same file or server database, by any path or URL) is refused. Errors name SRC or DST."""
     from rich.console import Console
 
     from lantern.config import is_server_url, redact_url
@@ -1399,10 +1432,6 @@ def copy(
 
         from lantern.api import copy_store
 
-        if not is_server_url(src) and not Path(src).exists():
-            from lantern.errors import LanternError
-
-            raise LanternError(f"no database at {src}")
         with Progress(
             TextColumn("copying"),
             BarColumn(),
@@ -1428,7 +1457,7 @@ def copy(
                 f"{plural(counts['events'], 'compaction event', 'compaction events')}, {counts['events_added']} copied"
             )
 
-    _guard(run)
+    _guard(run, None, also=(src, dst))  # copy_store names SRC or DST in its errors
 
 
 @app.command()
@@ -1764,15 +1793,18 @@ def _recovery_line(turn) -> str:
 
 @app.command()
 def demo(
-    db: Optional[Path] = typer.Option(
-        None, "--demo-db", help="Where to build the demo database (default: a temp dir)."
+    db: Optional[str] = typer.Option(
+        None,
+        "--demo-db",
+        callback=_sqlite_only,
+        help="Where to build the demo database, a SQLite file (default: a temp dir).",
     ),
     show_block: bool = typer.Option(True, "--show-block/--no-show-block", help="Print the injected block."),
 ) -> None:
     """Archive a real aider session, compact it, and measure what recovery brings back. No network, no LLM."""
     from lantern.demo import run as run_demo
 
-    _guard(lambda: run_demo(db, show_block=show_block, console=_stdout_console()))
+    _guard(lambda: run_demo(_db_location(db), show_block=show_block, console=_stdout_console()), db or None)
 
 
 def _missing_extra(command: str, extra: str, error: object) -> str:
@@ -2086,7 +2118,8 @@ def eval_(
             )
         typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
 
-    _guard(run)
+    # its stores are in the archive cache (eval/run.py default_cache_dir), not at the global --db
+    _guard(run, cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval")
 
 
 hook_app = typer.Typer(no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON).")
@@ -2109,7 +2142,7 @@ def install_claude_code(
     user: bool = typer.Option(False, "--user", help="~/.claude/settings.json instead of the project's."),
     project: bool = typer.Option(False, "--project", help=".claude/settings.json of the current directory (default)."),
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
-    db: Optional[Path] = typer.Option(
+    db: Optional[str] = typer.Option(
         None,
         "--db",
         help=(
@@ -2126,7 +2159,7 @@ def install_claude_code(
 
     def run():
         path, changed = install(
-            "user" if user else "project", uninstall=uninstall, db=db or state.db, rewound=state.rewound
+            "user" if user else "project", uninstall=uninstall, db=_db_location(db) or state.db, rewound=state.rewound
         )
         verb = "removed from" if uninstall else "installed in"
         print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")

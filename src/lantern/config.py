@@ -33,11 +33,93 @@ def is_server_url(location: str | os.PathLike[str] | None) -> bool:
     return isinstance(location, str) and bool(_SERVER_URL.match(location))
 
 
+def server_url(url: str) -> str:
+    """``url`` with its scheme in lower case (``POSTGRES://`` -> ``postgres://``): URI schemes are case-insensitive
+    (RFC 3986 §3.1) and ``is_server_url`` takes any case, but libpq recognizes only lower case. Any other string is
+    returned unchanged."""
+    found = _SERVER_URL.match(url)
+    return found.group(0).lower() + url[found.end() :] if found else url
+
+
+# userinfo: everything between ``scheme://`` and the LAST ``@`` (a password may hold ``@ / ? # :`` and spaces);
+# a query ``password=`` value: up to the next ``&name=`` parameter
+_USERINFO = re.compile(r"^(postgres(?:ql)?://)(.*)@", re.IGNORECASE | re.DOTALL)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)(.*?)(?=&[A-Za-z_]\w*=|$)", re.IGNORECASE | re.DOTALL)
+
+
+def _password_spans(url: str) -> list[tuple[int, int]]:
+    """Where ``url``'s passwords are, as (start, end) offsets: the userinfo's (after its first ``:``, up to the last
+    ``@``) and each query ``password=`` value's, each read on the URL as written (a password may hold what ends the
+    other: ``?password=`` in a userinfo, ``@`` in a query value), so that masking all of them hides both."""
+    spans = []
+    found = _USERINFO.match(url)
+    if found and ":" in found.group(2):
+        spans.append((found.start(2) + found.group(2).index(":") + 1, found.end(2)))
+    spans += [m.span(2) for m in _QUERY_PASSWORD.finditer(url) if m.end(2) > m.start(2)]
+    return spans
+
+
 def redact_url(url: str) -> str:
     """``url`` with its password replaced by ``***`` (``postgresql://ann:***@db:5432/lantern``), and a
-    ``password=`` query parameter too: what errors, logs and ``stats`` show. A URL without one is unchanged."""
-    out = re.sub(r"^(postgres(?:ql)?://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url, flags=re.IGNORECASE)
-    return re.sub(r"([?&]password=)[^&#]*", r"\1***", out, flags=re.IGNORECASE)
+    ``password=`` query parameter too: what errors, logs and ``stats`` show. The userinfo is everything between
+    ``scheme://`` (any case) and the last ``@``, so a password holding ``@ / ? # :``, spaces, brackets or a bad
+    %-escape is hidden whole (an ``@`` in the query makes more of the URL hidden, never less; overlapping
+    readings are hidden together). A URL without a password, or a string that is no server URL, is unchanged."""
+    if not is_server_url(url):
+        return url
+    merged: list[list[int]] = []
+    for start, end in sorted(_password_spans(url)):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in reversed(merged):
+        url = url[:start] + "***" + url[end:]
+    return url
+
+
+def url_secrets(url: str) -> list[str]:
+    """The passwords in a server ``url`` (the userinfo one, the query ``password=`` ones), each as written and
+    percent-decoded, longest first; [] for a URL without one or a path."""
+    if not is_server_url(url):
+        return []
+    from urllib.parse import unquote
+
+    raw = [url[start:end] for start, end in _password_spans(url)]
+    secrets = {v for r in raw for v in (r, unquote(r)) if v}
+    return sorted(secrets, key=len, reverse=True)
+
+
+_PIECE_SEPARATORS = re.compile(r"[@/?#:&=,;%\[\]\s\"'\\\0]+")
+_QUOTED_TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'')
+LONG_PIECE = 4  # a piece of a password this long is removed wherever it appears in a driver's message (ours)
+
+
+def scrub(text: str, *urls: str | os.PathLike[str] | None) -> str:
+    """``text`` (a driver's error message: psycopg, libpq) with nothing of the passwords of ``urls`` left: each URL
+    as written or as handed to the driver (``server_url``) becomes its ``redact_url`` form; each password, as
+    written and percent-decoded, becomes ``***``; so does every quoted token (``"..."``, ``'...'``) that holds a
+    piece of one (the text between the separators a URL parser may split it at: ``@ / ? # : & =`` ...; libpq
+    quotes what it could not parse, e.g. ``invalid percent-encoded token: "s3cr%zzet"``) and every piece of
+    ``LONG_PIECE`` characters or more anywhere. Paths and URLs without a password leave ``text`` unchanged."""
+    for url in (str(u) for u in urls if u is not None and is_server_url(str(u))):
+        secrets = url_secrets(url)
+        if not secrets:
+            continue
+        text = text.replace("\0", "")  # the URL's place below; a driver's message holds no NUL
+        for form in sorted({url, server_url(url)}, key=len, reverse=True):
+            text = text.replace(form, "\0")
+        pieces = {p for s in secrets for p in _PIECE_SEPARATORS.split(s) if p}
+        for secret in (s for s in secrets if "\0" not in s):
+            text = text.replace(secret, "***")
+        text = _QUOTED_TOKEN.sub(
+            lambda m, pieces=pieces: '"***"' if any(p in m.group(0) for p in pieces) else m.group(0), text
+        )
+        for piece in sorted(pieces, key=len, reverse=True):
+            if len(piece) >= LONG_PIECE:
+                text = text.replace(piece, "***")
+        text = text.replace("\0", redact_url(url))
+    return text
 
 
 @dataclass(frozen=True)

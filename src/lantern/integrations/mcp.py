@@ -401,7 +401,10 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         except (LanternError, ValueError, TypeError) as e:
             raise ToolError(str(e)) from e
         except Exception as e:  # an internal error is a tool error too, never a dead server
-            raise ToolError(f"internal error {type(e).__name__}: {e}") from e
+            from lantern.config import scrub
+
+            # a driver's words may quote the server URL: never its password (config.scrub)
+            raise ToolError(scrub(f"internal error {type(e).__name__}: {e}", str(service.path))) from e
         finally:
             server._calls_in_progress -= 1
 

@@ -29,7 +29,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from lantern.config import redact_url
+from lantern.config import redact_url, scrub, server_url
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, StoreVersionError
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
@@ -156,9 +156,10 @@ def _connection_lost(e: psycopg.OperationalError) -> bool:
 
 def _connect_error(url: str, e: Exception) -> LanternError:
     """One line naming why the server could not be used: unreachable, refused login, missing database or
-    pgvector; the URL without its password."""
+    pgvector; the URL without its password, and the driver's words without anything of it (``config.scrub``:
+    libpq quotes what it could not parse, the URL or its userinfo among it)."""
     shown = redact_url(url)
-    words = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    words = scrub(str(e).strip().splitlines()[0], url) if str(e).strip() else type(e).__name__
     if isinstance(e, psycopg.errors.FeatureNotSupported) or "vector" in words and "extension" in words:
         return LanternError(
             f"{shown}: the pgvector extension is not available in this database ({words}); install pgvector on the "
@@ -186,6 +187,7 @@ class PostgresStore:
     fulltext_scores = "ts_rank"
 
     def __init__(self, url: str):
+        url = server_url(url)  # libpq knows the scheme in lower case only
         self.url = url
         self.path = redact_url(url)
         self.embedder_id: str | None = None
