@@ -31,7 +31,9 @@ a temporary file as it is checked) (besides types: ``turn`` and the counts are i
 within years 1..9999). An import stopped part way (killed, disk full, another
 process's write lock past its retries) keeps the batches committed; importing again adds only the rest, because a turn
 already stored — same content hash — is counted as a duplicate, never stored
-twice). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
+twice). Two imports (or ``lantern copy``) into one database at once both succeed: their batches run one at a time
+(``store.serialize``), and a turn another writer stored since the look-up is counted as a duplicate (``ON
+CONFLICT``). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
 ``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
 """
 
@@ -61,6 +63,7 @@ FORMAT = "lantern-export"
 VERSION = 1
 BATCH_LINES = 256  # records per import transaction (ours; the same as ingest's batch)
 JSON_COLUMNS = ("tags", "hints", "meta")
+IMPORT_LOCK = "lantern:import"  # the key imports and copies serialize their write transactions on (store.serialize)
 
 __all__ = ["BATCH_LINES", "FORMAT", "VERSION", "ImportResult", "export_jsonl", "import_jsonl"]
 
@@ -492,19 +495,20 @@ def _write_batch(
             rec["_vector"] = vec
     store = lantern.store
     with store.transaction() as db:
+        store.serialize(db, IMPORT_LOCK)  # one import's batch at a time (SQLite's write lock does it already)
         store.verify_embedder(db)
         for _, kind, rec in batch:
             RECORD_WRITERS[kind](store, db, rec, result)
 
 
 def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result: ImportResult) -> None:
-    found = db.execute(
-        "SELECT id FROM entries WHERE content_hash = ?", (store.stored_value("content_hash", rec["content_hash"]),)
-    ).fetchone()
-    if found:
-        entry_id = found[0]
-        result.duplicates += 1
-    else:
+    """Write one entry record in the open transaction ``db``, or count it a duplicate when its content hash is
+    stored: found by the look-up, or committed by another writer since (an ``add``, another process's import: the
+    insert's ``ON CONFLICT (content_hash) DO NOTHING`` skips it, PostgreSQL waiting for that writer's commit first,
+    and the row is read again), as ``add`` does."""
+    stored_hash = store.stored_value("content_hash", rec["content_hash"])
+    found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
+    if not found:
         values = {
             k: (json.dumps(v, ensure_ascii=k != "tags" and k != "hints") if k in JSON_COLUMNS else v)
             for k, v in rec.items()
@@ -513,9 +517,15 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         names = list(values)
         cur = db.execute(
             f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES "
-            f"({', '.join('?' * len(names))})",
+            f"({', '.join('?' * len(names))}) ON CONFLICT (content_hash) DO NOTHING",
             [store.stored_value(k, values[k]) for k in names],
         )
+        if cur.rowcount == 0:  # stored by another writer since the look-up: read as it was committed
+            found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
+    if found:
+        entry_id = found[0]
+        result.duplicates += 1
+    else:
         entry_id = cur.lastrowid
         db.execute(
             "INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
@@ -556,6 +566,7 @@ def copy_events(source: Any, target: Any, entry_ids: dict[int, int]) -> tuple[in
     if not rows:
         return 0, 0
     with target.store.transaction() as db:
+        target.store.serialize(db, IMPORT_LOCK)  # two copies at once: each event looked up after the other's commit
         for time, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank in rows:
             if db.execute(
                 "SELECT 1 FROM events WHERE time = ? AND session = ? AND user_id = ? AND agent_id IS ? "

@@ -204,6 +204,11 @@ class Store:
 
     scope_where = staticmethod(scope_where)  # (alias, Scope) -> (SQL condition, params); see lantern/scope.py
 
+    @staticmethod
+    def serialize(db: Any, key: str) -> None:
+        """Make the open write transaction ``db`` the only one of the writers naming ``key`` (an import) until it
+        ends. Nothing to do here: ``BEGIN IMMEDIATE`` already runs every write transaction of the file alone."""
+
     def data_version(self) -> int:
         """Changes when another connection commits (SQLite ``PRAGMA data_version``)."""
         return self.db.execute("PRAGMA data_version").fetchone()[0]

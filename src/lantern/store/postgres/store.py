@@ -370,6 +370,13 @@ class PostgresStore:
 
     scope_where = staticmethod(scope_where)
 
+    @staticmethod
+    def serialize(db: PgConnection, key: str) -> None:
+        """Make the open write transaction ``db`` the only one of the writers naming ``key`` (an import, ``lantern
+        copy``'s events) until it ends, as SQLite's write lock runs every writer alone: a transaction-scoped
+        advisory lock (``pg_advisory_xact_lock``) on the key's hash; another waits for it."""
+        db.current.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
     def data_version(self) -> int:
         """Changes when another handle commits a write, as SQLite's ``PRAGMA data_version`` does for another
         connection: the ``changes`` counter every write transaction bumps, less this handle's own committed writes

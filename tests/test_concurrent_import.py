@@ -1,0 +1,85 @@
+"""Two processes writing the same rows into one database at once (breaker finding F8, issue #23): two `lantern
+import` of one export, and two `lantern copy` of one store, both succeed on both backends, every entry and event
+stored once (``ON CONFLICT (content_hash)`` and a re-read, as ``add`` does; the batches and the events serialized
+per database: portability.py). Real processes, a real server (conftest.py ``db_location``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from lantern import Lantern
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+ENTRIES = 1_000  # 4 import batches of 256: the two processes' batches overlap
+
+
+def _export(path: Path, embedder_id: str, dim: int) -> None:
+    """An export of ``ENTRIES`` entries with their embeddings (random unit vectors: nothing to embed on import)."""
+    rng = np.random.default_rng(7)
+    lines = [{"type": "header", "format": "lantern-export", "version": 1, "embedder": embedder_id, "dim": dim}]
+    lines[0]["embeddings"] = True
+    for i in range(ENTRIES):
+        vector = rng.standard_normal(dim).astype("<f4")
+        vector /= np.linalg.norm(vector)
+        lines.append(
+            {
+                "type": "entry",
+                "session": f"s{i % 7}",
+                "turn": i // 7,
+                "archived_at": 1_700_000_000.0 + i,
+                "text": f"service {i} listens on port {10_000 + i}",
+                "summary": f"service {i} port {10_000 + i}",
+                "embedding": base64.b64encode(vector.tobytes()).decode("ascii"),
+            }
+        )
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def _twice(*args: str) -> list[tuple[int, str]]:
+    """``lantern ARGS`` in two processes started together: (exit code, stderr) of each."""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    cmd = [sys.executable, "-m", "lantern.cli", *args]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(2)]
+    errors = [p.communicate(timeout=600)[1].decode() for p in procs]
+    return [(p.returncode, e) for p, e in zip(procs, errors)]
+
+
+def _counts(location) -> tuple[int, int, int]:
+    """(entries, distinct content hashes, compaction events) in the store at ``location``."""
+    with Lantern(location) as lt:
+        db = lt.store.db
+        return (
+            db.execute("SELECT count(*) FROM entries").fetchone()[0],
+            db.execute("SELECT count(DISTINCT content_hash) FROM entries").fetchone()[0],
+            db.execute("SELECT count(*) FROM events").fetchone()[0],
+        )
+
+
+def test_two_imports_of_one_export_at_once_both_succeed_and_store_each_entry_once(db_location, tmp_path):
+    path = tmp_path / "big.jsonl"
+    with Lantern(db_location) as lt:  # the schema and embedder recorded once, before the race
+        _export(path, lt.embedder.id, lt.embedder.dim)
+    results = _twice("--db", str(db_location), "import", str(path))
+    assert [code for code, _ in results] == [0, 0], results
+    assert _counts(db_location) == (ENTRIES, ENTRIES, 0)
+
+
+def test_two_copies_of_one_store_at_once_both_succeed_and_store_each_entry_and_event_once(db_location, tmp_path):
+    source, path = tmp_path / "src.db", tmp_path / "big.jsonl"
+    with Lantern(source) as lt:
+        _export(path, lt.embedder.id, lt.embedder.dim)
+        lt.import_(path)
+        recovery = lt.recover("which port does service 7 listen on", session="s0", budget=500)
+        lt.record_compaction(recovery, session="s0", reason="summary", lost=[1, 2], source="proxy")
+    with Lantern(db_location):
+        pass
+    results = _twice("copy", str(source), str(db_location))
+    assert [code for code, _ in results] == [0, 0], results
+    assert _counts(db_location) == (ENTRIES, ENTRIES, 1)
