@@ -118,3 +118,8 @@ class DatabaseUnavailableError(LanternError):
     restart, a network failure). The message names the cause and the database (URL without its password); what
     was not committed was rolled back. A later call works once the server is back (the store replaces its
     connections)."""
+
+
+class NameTooLongError(LanternError, ValueError):
+    """A user, agent, project or session id longer than Lantern stores (lantern/scope.py ``MAX_ID_CHARS``,
+    ``MAX_SESSION_CHARS``: the same on both backends). Raised before anything is read or written."""

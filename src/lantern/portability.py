@@ -56,7 +56,7 @@ import numpy as np
 
 from lantern.errors import EmbedderMismatchError, ExportFormatError
 from lantern.model import ExtractedFact, content_hash
-from lantern.scope import Scope, scope_where
+from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS, Scope, scope_where
 from lantern.store.facts import write_facts
 
 FORMAT = "lantern-export"
@@ -337,6 +337,7 @@ class _BadField(Exception):
 
 
 _STR = ("session", "text", "summary", "memory_type", "user_id", "agent_id", "project", "content_hash")
+_IDS = ("session", "user_id", "agent_id", "project")  # at most MAX_SESSION_CHARS / MAX_ID_CHARS characters
 _INT = ("turn", "access_count", "tool_count", "file_count")
 _NUM = ("importance", "confidence", "success", "archived_at")
 _UNIT = ("importance", "confidence", "success")  # scores and rates: within [0, 1]
@@ -431,6 +432,8 @@ def _check(key: str, value: Any) -> None:
         value
     ):  # a JSON escape such as "\ud800": no UTF-8 for SQLite or the models
         raise _BadField(key, "must not contain lone surrogates (U+D800..U+DFFF)")
+    if key in _IDS and len(value) > (limit := MAX_SESSION_CHARS if key == "session" else MAX_ID_CHARS):
+        raise _BadField(key, f"is {len(value):,} characters long; at most {limit} are stored (lantern/scope.py)")
     if key in (*_INT, "id") and not (is_int and -(2**63) <= value < 2**63):
         raise _BadField(key, "must be an integer")
     if key in _NUM and not is_num:
