@@ -161,6 +161,10 @@ def _connection_lost(e: psycopg.OperationalError) -> bool:
     return not state or state.startswith(("08", "57P"))
 
 
+# the server's words for a table (or its identity sequence) the user has no privilege on: the tables exist already
+_NO_TABLE_PRIVILEGE = re.compile(r"permission denied for (table|relation|sequence) ")
+
+
 def _connect_error(url: str, e: Exception) -> LanternError:
     """One line naming why the server could not be used: unreachable, refused login, missing database or
     pgvector; the URL without its password."""
@@ -170,6 +174,12 @@ def _connect_error(url: str, e: Exception) -> LanternError:
         return LanternError(
             f"{shown}: the pgvector extension is not available in this database ({words}); install pgvector on the "
             "server and run `CREATE EXTENSION vector;` in it as a user allowed to (docs/postgres.md)"
+        )
+    if isinstance(e, psycopg.errors.InsufficientPrivilege) and _NO_TABLE_PRIVILEGE.search(words):
+        return LanternError(
+            f"{shown}: Lantern's tables exist here but this user may not read or write them ({words}); connect as "
+            "their owner (the user that created them), or have it grant this user SELECT, INSERT, UPDATE and DELETE "
+            "on them (docs/postgres.md)"
         )
     if isinstance(e, psycopg.errors.InsufficientPrivilege):
         return LanternError(f"{shown}: the user may not create Lantern's tables here ({words}); docs/postgres.md")
