@@ -86,6 +86,8 @@ def test_every_call_on_a_stopped_server_says_so_at_once_and_the_next_after_it_is
             proc = cli("stats", db=url)
             err = proc.stderr.decode().strip()
             assert proc.returncode == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+            assert "PostgreSQL server" in err and database in err, err
+            _unavailable(Lantern, url)  # a new handle: the same error
         start = time.monotonic()
         assert lt.archive([{"role": "user", "content": "The deploy key rotates monthly."}], "chat").added == 1
         assert time.monotonic() - start < FAST_S

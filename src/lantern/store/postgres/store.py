@@ -282,7 +282,8 @@ class PostgresStore:
     """Lantern's tables in one PostgreSQL database. ``url``: a libpq connection URL
     (``postgresql://user:password@host:5432/db``). Creates the tables on first use (schema.py; the ``vector``
     extension must be installable by the user, or installed already). Raises LanternError naming the cause when
-    the server cannot be used."""
+    the server cannot be used: DatabaseUnavailableError when it does not answer (then, or on any later call: the
+    connection lost, ``_Pool``)."""
 
     backend = "postgresql"
     unsupported = UNSUPPORTED
@@ -304,7 +305,10 @@ class PostgresStore:
             self.pool = _Pool(url, self.path)
             self.pool.open()
         except psycopg.Error as e:
-            raise _connect_error(url, e) from None
+            error = _connect_error(url, e)
+            if isinstance(e, psycopg.OperationalError) and _connection_lost(e):  # not answering: not a refusal
+                error = DatabaseUnavailableError(str(error))
+            raise error from None
         self.db = PgConnection(self.pool)
         self._own_lock = threading.Lock()
         self.finish_pending_erase()
