@@ -34,8 +34,12 @@ def test_an_id_at_the_maximum_is_stored_and_one_more_character_is_refused_up_fro
     longest = {"user": wide(MAX_ID_CHARS), "session": wide(MAX_SESSION_CHARS)}  # the widest index row
     longest[kind] = wide(limit)
     with Lantern(db_location) as lt:
-        assert lt.archive(TURNS, **longest).added == 1
+        archived = lt.archive(TURNS, **longest)
+        assert archived.added == 1
         assert "6380" in lt.recover("staging redis port", budget=2000, **longest).text
+        scope = {k: v for k, v in longest.items() if k != "session"}
+        assert lt.abandon({archived.entry_ids[0]: "abandoned-1234abcd"}, keep=True, **scope) == 1  # the longest row
+        assert lt.search("redis", session=longest["session"], **scope)  # a sub-session's entry, found under it
         over = {**longest, kind: wide(limit + 1)}
         calls = {
             "archive": lambda: lt.archive(TURNS, **over),

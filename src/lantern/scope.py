@@ -26,10 +26,12 @@ __all__ = ["MAX_ID_CHARS", "MAX_SESSION_CHARS", "Scope", "check_length", "resolv
 
 # The longest ids Lantern stores, in characters, on both backends (ours). PostgreSQL indexes (user_id, session,
 # turn) in one B-tree, whose index row holds at most 2,704 bytes (8 KB page / 3, PostgreSQL's BTMaxItemSize); in
-# UTF-8's worst case of 4 bytes a character, 256 + 400 characters are 2,624 bytes of text, and the row's headers
-# and the turn number fit in the rest. The SQLite store takes the same limits, so a store copies to either.
+# UTF-8's worst case of 4 bytes a character, 256 + 384 characters are 2,560 bytes of text, and the row's headers,
+# the turn number and the 19 characters Lantern may append to a session later (``/abandoned-1234abcd``,
+# ``Lantern.abandon``) fit in the rest (256 + 403 characters were measured to fit: tests/test_id_limits.py). The
+# SQLite store takes the same limits, so a store copies to either backend.
 MAX_ID_CHARS = 256  # user, agent, project
-MAX_SESSION_CHARS = 400  # a session name as stored (``given/from-transcript`` when both are named)
+MAX_SESSION_CHARS = 384  # a session name as given or stored (``given/from-transcript`` when both are named)
 
 
 @dataclass(frozen=True)
