@@ -73,7 +73,12 @@ def test_every_call_on_a_stopped_server_says_so_at_once_and_the_next_after_it_is
     with Lantern(url) as lt, TestClient(build_app(url), raise_server_exceptions=False) as client:
         lt.archive(TURNS, session="chat")
         assert client.get("/v1/memory/stats").json()["entries"] == 1
+        other = Lantern(url)
+        other.recover("staging redis port")
         with server_stopped(pg_server):
+            start = time.monotonic()
+            other.close()  # closing a handle whose server is gone: quiet, at once
+            assert time.monotonic() - start < FAST_S
             time.sleep(IDLE_CHECK_S + 0.2)  # the pool's connections now idle long enough to be checked before use
             for name, call in calls.items():
                 for _ in range(2):  # the first call meets the dead connections, the second a server refusing
