@@ -271,8 +271,13 @@ class _Pool:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
             register_vector(conn)
         except psycopg.Error as e:
+            said = str(_connect_error(self.url, e))
+            if self.lost:  # a pooled connection was found dead: the server went away under this handle
+                said = f"{self.path}: the connection to the PostgreSQL server was lost and reconnecting failed: " + (
+                    said.removeprefix(f"{self.path}: ")
+                )
             self.lost = True
-            raise DatabaseUnavailableError(str(_connect_error(self.url, e))) from None
+            raise DatabaseUnavailableError(said) from None
         self.lost = False
         self._pool.check()  # the server answers: the pool's dead connections are replaced now
         return conn, True
