@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +84,57 @@ def test_two_copies_of_one_store_at_once_both_succeed_and_store_each_entry_and_e
     results = _twice("copy", str(source), str(db_location))
     assert [code for code, _ in results] == [0, 0], results
     assert _counts(db_location) == (ENTRIES, ENTRIES, 1)
+
+
+def test_an_import_batch_the_server_rolls_back_to_break_a_deadlock_is_run_again(pg_url, tmp_path):
+    """An import and another writer storing the same two turns in opposite orders: each waits for the row the
+    other wrote, the server breaks the deadlock by rolling back the import's batch (the import's session detects
+    it first: its ``deadlock_timeout`` is the shorter), and the import runs the batch again: both turns counted as
+    duplicates, stored once, no error."""
+    import threading
+
+    import psycopg
+
+    from lantern.model import content_hash
+
+    url = pg_url()
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {url.split('?')[0].rsplit('/', 1)[1]} SET deadlock_timeout = '3s'")
+    texts = ["the staging Redis listens on port 6380", "LOG_LEVEL=debug in .env.staging"]
+    path = tmp_path / "two.jsonl"
+    header = {"type": "header", "format": "lantern-export", "version": 1, "embeddings": False}
+    records = [
+        {"type": "entry", "session": "s", "turn": i, "text": t, "summary": t, "archived_at": 1.7e9 + i}
+        for i, t in enumerate(texts)
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in (header, *records)))
+
+    def insert(conn: psycopg.Connection, text: str) -> None:  # another writer's row of the same turn
+        conn.execute(
+            "INSERT INTO entries(session, turn, archived_at, text, summary, tags, hints, memory_type, importance, "
+            "content_hash, confidence, success) VALUES ('s', 9, 0, %s, %s, '[]', '[]', 'episodic', 0.5, %s, 0.5, 0.5)",
+            (text, text, content_hash("s", text, "", "", "")),
+        )
+
+    with Lantern(url) as lt, psycopg.connect(url) as other:
+        other.execute("SET deadlock_timeout = '60s'")  # this session never detects it: the import's does
+        insert(other, texts[1])  # the second turn, uncommitted: the import's batch waits for it
+        out: dict = {}
+        importer = threading.Thread(target=lambda: out.setdefault("result", lt.import_(path)))
+        importer.start()
+        with psycopg.connect(url, autocommit=True) as watch:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                waiting = watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO entries%%'"
+                ).fetchone()[0]
+                if waiting:
+                    break
+                time.sleep(0.02)
+        assert waiting, "the import should wait for the other writer's row"
+        insert(other, texts[0])  # the first turn, which the import wrote: a deadlock, the import rolled back
+        other.commit()
+        importer.join(60)
+    assert out["result"].added == 0 and out["result"].duplicates == 2
+    assert _counts(url) == (2, 2, 0)

@@ -61,7 +61,7 @@ def test_every_call_on_a_stopped_server_says_so_at_once_and_the_next_after_it_is
     from lantern.integrations.proxy import build_app
 
     url = pg_url()
-    database = url.rsplit("/", 1)[1].split("?")[0]
+    database = url.split("?")[0].rsplit("/", 1)[1]  # t_...
     calls = {
         "archive": lambda lt: lt.archive([{"role": "user", "content": "The deploy key rotates monthly."}], "chat"),
         "recover": lambda lt: lt.recover("staging redis port", budget=2000),

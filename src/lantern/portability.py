@@ -63,6 +63,7 @@ FORMAT = "lantern-export"
 VERSION = 1
 BATCH_LINES = 256  # records per import transaction (ours; the same as ingest's batch)
 JSON_COLUMNS = ("tags", "hints", "meta")
+ROLLBACK_RETRIES = 5  # a batch the server rolled back (a deadlock) is written again this many times at most (ours)
 IMPORT_LOCK = "lantern:import"  # the key imports and copies serialize their write transactions on (store.serialize)
 
 __all__ = ["BATCH_LINES", "FORMAT", "VERSION", "ImportResult", "export_jsonl", "import_jsonl"]
@@ -497,11 +498,21 @@ def _write_batch(
         for rec, vec in zip(missing, lantern.embedder.embed([rec["summary"] for rec in missing])):
             rec["_vector"] = vec
     store = lantern.store
-    with store.transaction() as db:
-        store.serialize(db, IMPORT_LOCK)  # one import's batch at a time (SQLite's write lock does it already)
-        store.verify_embedder(db)
-        for _, kind, rec in batch:
-            RECORD_WRITERS[kind](store, db, rec, result)
+    for attempt in range(ROLLBACK_RETRIES + 1):
+        before = (result.added, result.duplicates, dict(result.entry_ids))
+        try:
+            with store.transaction() as db:
+                store.serialize(db, IMPORT_LOCK)  # one import's batch at a time (SQLite's write lock does it already)
+                store.verify_embedder(db)
+                for _, kind, rec in batch:
+                    RECORD_WRITERS[kind](store, db, rec, result)
+            return
+        except Exception as e:
+            # the server broke a deadlock with another writer (an ``add`` of the same turns) by rolling this batch
+            # back: run it again whole, its counts as before it, as ``add`` runs its batch again
+            if attempt == ROLLBACK_RETRIES or not store.rolled_back(e):
+                raise
+            result.added, result.duplicates, result.entry_ids = before
 
 
 def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result: ImportResult) -> None:

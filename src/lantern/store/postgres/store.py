@@ -396,6 +396,12 @@ class PostgresStore:
         advisory lock (``pg_advisory_xact_lock``) on the key's hash; another waits for it."""
         db.current.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
 
+    @staticmethod
+    def rolled_back(e: BaseException) -> bool:
+        """Whether the server rolled the transaction back to break a deadlock or a serialization conflict (SQLSTATE
+        class 40; PostgreSQL manual §13.2: the client runs it again), as ``add`` retries."""
+        return isinstance(e, psycopg.OperationalError) and (e.sqlstate or "").startswith("40")
+
     def data_version(self) -> int:
         """Changes when another handle commits a write, as SQLite's ``PRAGMA data_version`` does for another
         connection: the ``changes`` counter every write transaction bumps, less this handle's own committed writes
