@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -43,13 +44,20 @@ def _export(path: Path, embedder_id: str, dim: int) -> None:
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
-def _twice(*args: str) -> list[tuple[int, str]]:
-    """``lantern ARGS`` in two processes started together: (exit code, stderr) of each."""
+def _twice(*args: str) -> list[tuple[int, str, str]]:
+    """``lantern ARGS`` in two processes started together: (exit code, stdout, stderr) of each."""
     env = {**os.environ, "PYTHONPATH": SRC}
     cmd = [sys.executable, "-m", "lantern.cli", *args]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(2)]
-    errors = [p.communicate(timeout=600)[1].decode() for p in procs]
-    return [(p.returncode, e) for p, e in zip(procs, errors)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    return [(p.returncode, out.decode(), err.decode()) for p, (out, err) in zip(procs, outs)]
+
+
+def _sum(pattern: str, results: list[tuple[int, str, str]]) -> list[int]:
+    """The numbers ``pattern`` (a regex of int groups) finds in the two processes' outputs, summed group-wise."""
+    found = [re.search(pattern, out + err) for _, out, err in results]
+    assert all(found), results
+    return [sum(int(m.group(i).replace(",", "")) for m in found) for i in range(1, found[0].re.groups + 1)]
 
 
 def _counts(location) -> tuple[int, int, int]:
@@ -68,8 +76,9 @@ def test_two_imports_of_one_export_at_once_both_succeed_and_store_each_entry_onc
     with Lantern(db_location) as lt:  # the schema and embedder recorded once, before the race
         _export(path, lt.embedder.id, lt.embedder.dim)
     results = _twice("--db", str(db_location), "import", str(path))
-    assert [code for code, _ in results] == [0, 0], results
+    assert [code for code, _, _ in results] == [0, 0], results
     assert _counts(db_location) == (ENTRIES, ENTRIES, 0)
+    assert _sum(r"([\d,]+) entr(?:y|ies) imported, ([\d,]+) already stored", results) == [ENTRIES, ENTRIES]
 
 
 def test_two_copies_of_one_store_at_once_both_succeed_and_store_each_entry_and_event_once(db_location, tmp_path):
@@ -82,8 +91,9 @@ def test_two_copies_of_one_store_at_once_both_succeed_and_store_each_entry_and_e
     with Lantern(db_location):
         pass
     results = _twice("copy", str(source), str(db_location))
-    assert [code for code, _ in results] == [0, 0], results
+    assert [code for code, _, _ in results] == [0, 0], results
     assert _counts(db_location) == (ENTRIES, ENTRIES, 1)
+    assert _sum(r"([\d,]+) copied, ([\d,]+) already there", results) == [ENTRIES, ENTRIES]
 
 
 def test_an_import_batch_the_server_rolls_back_to_break_a_deadlock_is_run_again(pg_url, tmp_path):
