@@ -151,6 +151,11 @@ def pg_server():
         pytest.skip(f"pgserver could not start PostgreSQL in {root}: {type(e).__name__}: {e}")
     yield server
     server.cleanup()
+    if (server.pgdata / "postmaster.pid").exists():  # restarted by a test (pg_ctl): pgserver stops only the first
+        try:
+            pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+        except Exception:  # noqa: BLE001 - stopped meanwhile: nothing left to stop
+            pass
     shutil.rmtree(root, ignore_errors=True)
 
 

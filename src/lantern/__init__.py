@@ -8,6 +8,7 @@ with Lantern("memory.db") as lantern:
 
 from lantern.config import Config
 from lantern.errors import (
+    DatabaseUnavailableError,
     EmbedderMismatchError,
     LanternError,
     ModelNotFoundError,
@@ -46,6 +47,7 @@ __all__ = [
     "ArchiveResult",
     "Candidate",
     "Config",
+    "DatabaseUnavailableError",
     "EmbedderMismatchError",
     "Entry",
     "Hit",

@@ -29,7 +29,7 @@ from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
 from lantern.recover import facts_note, pipeline, speaker
 from lantern.recover.query_vectors import QueryVectors
-from lantern.scope import Scope, resolve, scope_where
+from lantern.scope import Scope, check_length, resolve, scope_where
 from lantern.store import events as event_store
 from lantern.store import facts as fact_store
 from lantern.store.ann import ann_params
@@ -664,6 +664,8 @@ class Lantern:
             raise ValueError("give entry= or session=, not both")
         if session == "":
             session = DEFAULT_SESSION
+        elif session is not None:
+            check_length(session, "session")
         n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
         self.index.reset()
         if n:  # forgotten text does not stay in this process's caches either

@@ -111,3 +111,15 @@ class StoreVersionError(LanternError):
                 f"process."
             )
         super().__init__(message)
+
+
+class DatabaseUnavailableError(LanternError):
+    """The database server cannot be used now: it does not answer, or the connection to it was lost (a stop, a
+    restart, a network failure). The message names the cause and the database (URL without its password); what
+    was not committed was rolled back. A later call works once the server is back (the store replaces its
+    connections)."""
+
+
+class NameTooLongError(LanternError, ValueError):
+    """A user, agent, project or session id longer than Lantern stores (lantern/scope.py ``MAX_ID_CHARS``,
+    ``MAX_SESSION_CHARS``: the same on both backends). Raised before anything is read or written."""

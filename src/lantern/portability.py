@@ -31,7 +31,9 @@ a temporary file as it is checked) (besides types: ``turn`` and the counts are i
 within years 1..9999). An import stopped part way (killed, disk full, another
 process's write lock past its retries) keeps the batches committed; importing again adds only the rest, because a turn
 already stored — same content hash — is counted as a duplicate, never stored
-twice). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
+twice). Two imports (or ``lantern copy``) into one database at once both succeed: their batches run one at a time
+(``store.serialize``), and a turn another writer stored since the look-up is counted as a duplicate (``ON
+CONFLICT``). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
 ``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
 """
 
@@ -54,13 +56,15 @@ import numpy as np
 
 from lantern.errors import EmbedderMismatchError, ExportFormatError
 from lantern.model import ExtractedFact, content_hash
-from lantern.scope import Scope, scope_where
+from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS, Scope, scope_where
 from lantern.store.facts import write_facts
 
 FORMAT = "lantern-export"
 VERSION = 1
 BATCH_LINES = 256  # records per import transaction (ours; the same as ingest's batch)
 JSON_COLUMNS = ("tags", "hints", "meta")
+ROLLBACK_RETRIES = 5  # a batch the server rolled back (a deadlock) is written again this many times at most (ours)
+IMPORT_LOCK = "lantern:import"  # the key imports and copies serialize their write transactions on (store.serialize)
 
 __all__ = ["BATCH_LINES", "FORMAT", "VERSION", "ImportResult", "export_jsonl", "import_jsonl"]
 
@@ -334,6 +338,7 @@ class _BadField(Exception):
 
 
 _STR = ("session", "text", "summary", "memory_type", "user_id", "agent_id", "project", "content_hash")
+_IDS = ("session", "user_id", "agent_id", "project")  # at most MAX_SESSION_CHARS / MAX_ID_CHARS characters
 _INT = ("turn", "access_count", "tool_count", "file_count")
 _NUM = ("importance", "confidence", "success", "archived_at")
 _UNIT = ("importance", "confidence", "success")  # scores and rates: within [0, 1]
@@ -428,6 +433,8 @@ def _check(key: str, value: Any) -> None:
         value
     ):  # a JSON escape such as "\ud800": no UTF-8 for SQLite or the models
         raise _BadField(key, "must not contain lone surrogates (U+D800..U+DFFF)")
+    if key in _IDS and len(value) > (limit := MAX_SESSION_CHARS if key == "session" else MAX_ID_CHARS):
+        raise _BadField(key, f"is {len(value):,} characters long; at most {limit} are stored (lantern/scope.py)")
     if key in (*_INT, "id") and not (is_int and -(2**63) <= value < 2**63):
         raise _BadField(key, "must be an integer")
     if key in _NUM and not is_num:
@@ -491,20 +498,31 @@ def _write_batch(
         for rec, vec in zip(missing, lantern.embedder.embed([rec["summary"] for rec in missing])):
             rec["_vector"] = vec
     store = lantern.store
-    with store.transaction() as db:
-        store.verify_embedder(db)
-        for _, kind, rec in batch:
-            RECORD_WRITERS[kind](store, db, rec, result)
+    for attempt in range(ROLLBACK_RETRIES + 1):
+        before = (result.added, result.duplicates, dict(result.entry_ids))
+        try:
+            with store.transaction() as db:
+                store.serialize(db, IMPORT_LOCK)  # one import's batch at a time (SQLite's write lock does it already)
+                store.verify_embedder(db)
+                for _, kind, rec in batch:
+                    RECORD_WRITERS[kind](store, db, rec, result)
+            return
+        except Exception as e:
+            # the server broke a deadlock with another writer (an ``add`` of the same turns) by rolling this batch
+            # back: run it again whole, its counts as before it, as ``add`` runs its batch again
+            if attempt == ROLLBACK_RETRIES or not store.rolled_back(e):
+                raise
+            result.added, result.duplicates, result.entry_ids = before
 
 
 def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result: ImportResult) -> None:
-    found = db.execute(
-        "SELECT id FROM entries WHERE content_hash = ?", (store.stored_value("content_hash", rec["content_hash"]),)
-    ).fetchone()
-    if found:
-        entry_id = found[0]
-        result.duplicates += 1
-    else:
+    """Write one entry record in the open transaction ``db``, or count it a duplicate when its content hash is
+    stored: found by the look-up, or committed by another writer since (an ``add``, another process's import: the
+    insert's ``ON CONFLICT (content_hash) DO NOTHING`` skips it, PostgreSQL waiting for that writer's commit first,
+    and the row is read again), as ``add`` does."""
+    stored_hash = store.stored_value("content_hash", rec["content_hash"])
+    found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
+    if not found:
         values = {
             k: (json.dumps(v, ensure_ascii=k != "tags" and k != "hints") if k in JSON_COLUMNS else v)
             for k, v in rec.items()
@@ -513,9 +531,15 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         names = list(values)
         cur = db.execute(
             f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES "
-            f"({', '.join('?' * len(names))})",
+            f"({', '.join('?' * len(names))}) ON CONFLICT (content_hash) DO NOTHING",
             [store.stored_value(k, values[k]) for k in names],
         )
+        if cur.rowcount == 0:  # stored by another writer since the look-up: read as it was committed
+            found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
+    if found:
+        entry_id = found[0]
+        result.duplicates += 1
+    else:
         entry_id = cur.lastrowid
         db.execute(
             "INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
@@ -556,6 +580,7 @@ def copy_events(source: Any, target: Any, entry_ids: dict[int, int]) -> tuple[in
     if not rows:
         return 0, 0
     with target.store.transaction() as db:
+        target.store.serialize(db, IMPORT_LOCK)  # two copies at once: each event looked up after the other's commit
         for time, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank in rows:
             if db.execute(
                 "SELECT 1 FROM events WHERE time = ? AND session = ? AND user_id = ? AND agent_id IS ? "

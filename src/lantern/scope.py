@@ -20,7 +20,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Scope", "resolve", "scope_where"]
+from lantern.errors import NameTooLongError
+
+__all__ = ["MAX_ID_CHARS", "MAX_SESSION_CHARS", "Scope", "check_length", "resolve", "scope_where"]
+
+# The longest ids Lantern stores, in characters, on both backends (ours). PostgreSQL indexes (user_id, session,
+# turn) in one B-tree, whose index row holds at most 2,704 bytes (8 KB page / 3, PostgreSQL's BTMaxItemSize); in
+# UTF-8's worst case of 4 bytes a character, 256 + 384 characters are 2,560 bytes of text, and the row's headers,
+# the turn number and the 19 characters Lantern may append to a session later (``/abandoned-1234abcd``,
+# ``Lantern.abandon``) fit in the rest (256 + 403 characters were measured to fit: tests/test_id_limits.py). The
+# SQLite store takes the same limits, so a store copies to either backend.
+MAX_ID_CHARS = 256  # user, agent, project
+MAX_SESSION_CHARS = 384  # a session name as given or stored (``given/from-transcript`` when both are named)
 
 
 @dataclass(frozen=True)
@@ -44,12 +55,25 @@ def _name(value: Any, what: str) -> str | None:
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise ValueError(f"{what} must not contain NUL characters")
+    return check_length(value, what)
+
+
+def check_length(value: str, what: str) -> str:
+    """``value`` (a ``what`` id: user, agent, project or session) when it is at most ``MAX_SESSION_CHARS`` (a
+    session) or ``MAX_ID_CHARS`` (the others) characters long; else NameTooLongError (a LanternError and a
+    ValueError) saying both lengths."""
+    limit = MAX_SESSION_CHARS if what == "session" else MAX_ID_CHARS
+    if len(value) > limit:
+        raise NameTooLongError(
+            f"{what} is {len(value):,} characters long; at most {limit} are stored (the same limit on both backends: "
+            "a PostgreSQL index row holds at most 2,704 bytes)"
+        )
     return value
 
 
 def resolve(base: Scope, user: Any = None, agent: Any = None, project: Any = None) -> Scope:
     """``base`` (the handle's scope) with the fields given in a call overriding it. Raises TypeError for a
-    non-string name, ValueError for one containing NUL."""
+    non-string name, ValueError for one containing NUL, NameTooLongError for one over ``MAX_ID_CHARS``."""
     user, agent, project = _name(user, "user"), _name(agent, "agent"), _name(project, "project")
     return Scope(
         user=base.user if user is None else user,

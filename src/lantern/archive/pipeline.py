@@ -34,7 +34,7 @@ from lantern.archive.summarize import summarize
 from lantern.config import DEFAULT_SESSION, Config
 from lantern.errors import MissingVectorError
 from lantern.model import ArchiveResult, Message, ToolCall, ToolResult, Turn, content_hash
-from lantern.scope import Scope
+from lantern.scope import Scope, check_length
 from lantern.store.index import MemoryIndex
 from lantern.store.protocol import StoreProtocol
 from lantern.store.sqlite import NewEntry
@@ -253,12 +253,13 @@ def tag_window(text: str) -> str:
 
 def session_name(given: str | None, from_transcript: str | None) -> str:
     """The stored session name: ``given/from_transcript``, either alone, or ``DEFAULT_SESSION``; a blank name
-    (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given."""
+    (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given. Raises NameTooLongError for
+    a name over ``MAX_SESSION_CHARS`` (lantern/scope.py)."""
     given = clean_text(given) if given_name(given) else None
     from_transcript = clean_text(from_transcript) if given_name(from_transcript) else None
     if given and from_transcript:
-        return f"{given}/{from_transcript}"
-    return given or from_transcript or DEFAULT_SESSION
+        return check_length(f"{given}/{from_transcript}", "session")
+    return check_length(given or from_transcript or DEFAULT_SESSION, "session")
 
 
 def clean_message(m: Message) -> Message:

@@ -11,7 +11,8 @@ The memory REST API, JSON in and out, with its OpenAPI schema at ``/openapi.json
 Binds 127.0.0.1 by default. With a token (``--token`` or ``LANTERN_TOKEN``) every request needs
 ``Authorization: Bearer TOKEN`` (else 401). Request bodies above ``max_body_bytes`` (default 8 MiB) get 413 before
 anything is parsed. Bad input is a 400 or 422 with ``{"error": ...}`` (422: the schema's own validation); a read
-of a database that does not exist yet is a 404; an internal error is a 500 without a traceback.
+of a database that does not exist yet is a 404; a database server that cannot be reached (stopped, connection
+lost) is a 503 naming why; an internal error is a 500 without a traceback.
 
 With an upstream (``lantern serve --upstream URL``), it is also an OpenAI-compatible proxy:
 
@@ -44,7 +45,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field, StrictBool, StrictInt  # strict: true is no entry id, "2" no count
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lantern.errors import LanternError
+from lantern.errors import DatabaseUnavailableError, LanternError
 from lantern.integrations.schemas import (
     ArchiveResponse,
     ErrorResponse,
@@ -235,6 +236,10 @@ def build_app(
     @app.exception_handler(NoDatabaseError)
     async def _no_db(request: Request, e: NoDatabaseError) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=404)
+
+    @app.exception_handler(DatabaseUnavailableError)  # the database server down or the connection lost: retry later
+    async def _unavailable(request: Request, e: DatabaseUnavailableError) -> JSONResponse:
+        return JSONResponse({"error": str(e)}, status_code=503)
 
     async def _bad_input(request: Request, e: Exception) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=400)

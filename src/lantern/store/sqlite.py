@@ -206,6 +206,17 @@ class Store:
 
     scope_where = staticmethod(scope_where)  # (alias, Scope) -> (SQL condition, params); see lantern/scope.py
 
+    @staticmethod
+    def serialize(db: Any, key: str) -> None:
+        """Make the open write transaction ``db`` the only one of the writers naming ``key`` (an import) until it
+        ends. Nothing to do here: ``BEGIN IMMEDIATE`` already runs every write transaction of the file alone."""
+
+    @staticmethod
+    def rolled_back(e: BaseException) -> bool:
+        """Whether ``e`` says the database rolled the transaction back to break a deadlock, so that running it again
+        whole may succeed: never here (one writer at a time, no deadlock between writers)."""
+        return False
+
     def data_version(self) -> int:
         """Changes when another connection commits (SQLite ``PRAGMA data_version``)."""
         return self.db.execute("PRAGMA data_version").fetchone()[0]

@@ -27,10 +27,16 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from lantern.config import redact_url, scrub, server_url
-from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, StoreVersionError
+from lantern.errors import (
+    DatabaseUnavailableError,
+    EmbedderMismatchError,
+    LanternError,
+    MissingVectorError,
+    StoreVersionError,
+)
 from lantern.model import Entry, Tag
 from lantern.scope import Scope, scope_where
 from lantern.store.events import forget_events
@@ -101,6 +107,7 @@ REINFORCEMENT_LOCK = "lantern:reinforcement"  # advisory lock: one recovery's re
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 NEWEST_ID_TTL_S = 5.0  # term_fractions re-reads the newest entry id after this many seconds (ours)
 IDLE_CHECK_S = 1.0  # a pooled connection idle this long is checked (one round trip) before use (ours)
+POOL_STEP_S = 0.25  # a wait for a pooled connection, cut in steps this long: a connection found lost ends it (ours)
 
 
 def _check_if_idle(conn: psycopg.Connection) -> None:
@@ -154,6 +161,10 @@ def _connection_lost(e: psycopg.OperationalError) -> bool:
     return not state or state.startswith(("08", "57P"))
 
 
+# the server's words for a table (or its identity sequence) the user has no privilege on: the tables exist already
+_NO_TABLE_PRIVILEGE = re.compile(r"permission denied for (table|relation|sequence) ")
+
+
 def _connect_error(url: str, e: Exception) -> LanternError:
     """One line naming why the server could not be used: unreachable, refused login, missing database or
     pgvector; the URL without its password, and the driver's words without anything of it (``config.scrub``:
@@ -165,6 +176,12 @@ def _connect_error(url: str, e: Exception) -> LanternError:
             f"{shown}: the pgvector extension is not available in this database ({words}); install pgvector on the "
             "server and run `CREATE EXTENSION vector;` in it as a user allowed to (docs/postgres.md)"
         )
+    if isinstance(e, psycopg.errors.InsufficientPrivilege) and _NO_TABLE_PRIVILEGE.search(words):
+        return LanternError(
+            f"{shown}: Lantern's tables exist here but this user may not read or write them ({words}); connect as "
+            "their owner (the user that created them), or have it grant this user SELECT, INSERT, UPDATE and DELETE "
+            "on them (docs/postgres.md)"
+        )
     if isinstance(e, psycopg.errors.InsufficientPrivilege):
         return LanternError(f"{shown}: the user may not create Lantern's tables here ({words}); docs/postgres.md")
     if "password authentication failed" in words or "no password supplied" in words:
@@ -174,11 +191,105 @@ def _connect_error(url: str, e: Exception) -> LanternError:
     return LanternError(f"{shown}: cannot connect to the PostgreSQL server ({words})")
 
 
+class _Pool:
+    """The store's connections: a psycopg_pool ``ConnectionPool`` (``POOL_MAX`` connections, each checked before
+    use when idle over ``IDLE_CHECK_S``) and the one place where a server that went away becomes
+    ``DatabaseUnavailableError``, whatever the statement (every read and write of the store goes through
+    ``connection``):
+
+    - a statement or commit failing because the connection itself failed (``_connection_lost``: the server stopped,
+      restarted or dropped the session) raises it naming the cause, the transaction rolled back by the server;
+    - a wait for a pooled connection lasts at most ``CONNECT_TIMEOUT_S`` (psycopg_pool's own default is 30 s), cut
+      in ``POOL_STEP_S`` steps; once a connection was found lost (a failed statement or idle check) or the wait ran
+      out, the server is tried with a connection of our own: refused (a stopped server: at once) raises it naming
+      why (``_connect_error``), accepted serves this call and the pool's dead connections are replaced at once
+      (``ConnectionPool.check``), not after the back-off of its reconnection attempts."""
+
+    def __init__(self, url: str, path: str):
+        self.url, self.path = url, path
+        self.lost = False  # a connection was lost or a wait ran out: the next call tries the server first
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=POOL_MAX,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+            configure=register_vector,
+            check=self._check,  # a connection the server dropped (a restart) is replaced
+            reset=_note_returned,
+            timeout=CONNECT_TIMEOUT_S,
+            reconnect_timeout=CONNECT_TIMEOUT_S,  # its back-off stays short: a restarted server is reached soon
+            open=False,
+        )
+
+    def open(self) -> None:
+        self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _check(self, conn: psycopg.Connection) -> None:
+        try:
+            _check_if_idle(conn)
+        except psycopg.Error:
+            self.lost = True
+            raise
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """A connection (autocommit, pgvector types registered) for the block, handed back after it (committed, or
+        rolled back on an exception, as psycopg_pool's ``connection``). Raises DatabaseUnavailableError when the
+        server cannot be reached or the connection was lost in the block (see the class)."""
+        conn, own = self._get()
+        try:
+            with conn:
+                yield conn
+        except psycopg.OperationalError as e:
+            if not _connection_lost(e):
+                raise
+            self.lost = True
+            raise DatabaseUnavailableError(
+                f"{self.path}: the connection to the PostgreSQL server was lost ({scrub(_first_line(e), self.url)}); what was not "
+                "committed was rolled back: run it again once the server is back"
+            ) from None
+        finally:
+            if own:
+                conn.close()
+            else:
+                self._pool.putconn(conn)
+
+    def _get(self) -> tuple[psycopg.Connection, bool]:
+        """(connection, whether it is our own rather than the pool's)."""
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while not self.lost:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                return self._pool.getconn(timeout=min(POOL_STEP_S, left)), False
+            except PoolTimeout:
+                continue
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+            register_vector(conn)
+        except psycopg.Error as e:
+            said = str(_connect_error(self.url, e))
+            if self.lost:  # a pooled connection was found dead: the server went away under this handle
+                said = f"{self.path}: the connection to the PostgreSQL server was lost and reconnecting failed: " + (
+                    said.removeprefix(f"{self.path}: ")
+                )
+            self.lost = True
+            raise DatabaseUnavailableError(said) from None
+        self.lost = False
+        self._pool.check()  # the server answers: the pool's dead connections are replaced now
+        return conn, True
+
+
 class PostgresStore:
     """Lantern's tables in one PostgreSQL database. ``url``: a libpq connection URL
     (``postgresql://user:password@host:5432/db``). Creates the tables on first use (schema.py; the ``vector``
     extension must be installable by the user, or installed already). Raises LanternError naming the cause when
-    the server cannot be used."""
+    the server cannot be used: DatabaseUnavailableError when it does not answer (then, or on any later call: the
+    connection lost, ``_Pool``)."""
 
     backend = "postgresql"
     unsupported = UNSUPPORTED
@@ -198,19 +309,13 @@ class PostgresStore:
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
                 self.schema_version = self._migrate(conn)
-            self.pool = ConnectionPool(
-                url,
-                min_size=1,
-                max_size=POOL_MAX,
-                kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
-                configure=register_vector,
-                check=_check_if_idle,  # a connection the server dropped (a restart) is replaced
-                reset=_note_returned,
-                open=False,
-            )
-            self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            self.pool = _Pool(url, self.path)
+            self.pool.open()
         except psycopg.Error as e:
-            raise _connect_error(url, e) from None
+            error = _connect_error(url, e)
+            if isinstance(e, psycopg.OperationalError) and _connection_lost(e):  # not answering: not a refusal
+                error = DatabaseUnavailableError(str(error))
+            raise error from None
         self.db = PgConnection(self.pool)
         self._own_lock = threading.Lock()
         self.finish_pending_erase()
@@ -286,6 +391,19 @@ class PostgresStore:
 
     scope_where = staticmethod(scope_where)
 
+    @staticmethod
+    def serialize(db: PgConnection, key: str) -> None:
+        """Make the open write transaction ``db`` the only one of the writers naming ``key`` (an import, ``lantern
+        copy``'s events) until it ends, as SQLite's write lock runs every writer alone: a transaction-scoped
+        advisory lock (``pg_advisory_xact_lock``) on the key's hash; another waits for it."""
+        db.current.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
+    @staticmethod
+    def rolled_back(e: BaseException) -> bool:
+        """Whether the server rolled the transaction back to break a deadlock or a serialization conflict (SQLSTATE
+        class 40; PostgreSQL manual §13.2: the client runs it again), as ``add`` retries."""
+        return isinstance(e, psycopg.OperationalError) and (e.sqlstate or "").startswith("40")
+
     def data_version(self) -> int:
         """Changes when another handle commits a write, as SQLite's ``PRAGMA data_version`` does for another
         connection: the ``changes`` counter every write transaction bumps, less this handle's own committed writes
@@ -300,7 +418,7 @@ class PostgresStore:
         self.pool.close()
 
     # the errors a skippable write (reinforcement, an event, a fill before a recovery) may meet: is_unwritable
-    write_errors = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)
+    write_errors = (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction, DatabaseUnavailableError)
 
     @staticmethod
     def is_unwritable(e: BaseException) -> bool:
@@ -314,7 +432,7 @@ class PostgresStore:
                 psycopg.errors.DiskFull,
                 psycopg.errors.QueryCanceled,
             ),
-        ) or isinstance(e, psycopg.OperationalError)
+        ) or isinstance(e, (psycopg.OperationalError, DatabaseUnavailableError))
 
     # ------------------------------------------------------------------ meta
     def get_meta(self, key: str) -> str | None:
@@ -387,8 +505,8 @@ class PostgresStore:
         transactions are retried by the client); not inside an outer transaction, which the rollback has ended.
         So is a batch one of whose new rows another writer (one that takes no conversation lock: an import)
         committed while it was written; inside an outer transaction that raises LanternError instead. A connection
-        lost meanwhile (a server restart) raises LanternError saying so. Raises psycopg errors; on any error nothing
-        is written."""
+        lost meanwhile (a server restart) raises DatabaseUnavailableError saying so. Raises psycopg errors; on any
+        error nothing is written."""
         if len(rows) != len(vectors):
             raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
         for attempt in range(ROLLBACK_RETRIES + 1):
@@ -407,12 +525,11 @@ class PostgresStore:
                         raise
                     time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
                     continue
-                if not _connection_lost(e):
-                    raise
-                raise LanternError(
-                    f"{self.path}: the connection to the PostgreSQL server was lost while writing ({_first_line(e)}); "
-                    "this write was rolled back whole, what was committed before is kept: run it again once the server "
-                    "is back (turns already stored are skipped)"
+                raise
+            except DatabaseUnavailableError as e:  # the connection lost meanwhile (a server restart): _Pool says so
+                raise DatabaseUnavailableError(
+                    f"{e}; this write was rolled back whole, what was committed before is kept (turns already stored "
+                    "are skipped)"
                 ) from None
         raise AssertionError("unreachable")
 
@@ -662,7 +779,7 @@ class PostgresStore:
             if self.get_meta(ERASE_PENDING) is None:
                 return Erasure(True)
             return self._erase(wait, on_wait)
-        except psycopg.Error:
+        except (psycopg.Error, DatabaseUnavailableError):
             return Erasure(False, self._bytes_or_zero(), ())
 
     def _erase(self, wait: float, on_wait: Callable[[Erasure], None] | None) -> Erasure:
@@ -715,7 +832,7 @@ class PostgresStore:
     def _bytes_or_zero(self) -> int:
         try:
             return self.file_bytes()
-        except psycopg.Error:
+        except (psycopg.Error, DatabaseUnavailableError):
             return 0
 
     def replace_vectors(
