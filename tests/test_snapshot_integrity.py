@@ -91,6 +91,7 @@ def open_and_search(db: Path, caplog) -> tuple[dict, bool, list[str]]:
     with caplog.at_level(logging.WARNING, logger="lantern"), Lantern(db, embedder="minilm", config=FORCED) as lt:
         lt.index.refresh()
         used = lt.index._unsaved == 0
+        lt.index.wait_ann()  # the graph files' check (a worker thread) has ended
         v = embed_query(lt.embedder, ["how do I run the tests?"])[0]
         signals.semantic(lt.index, v, None, 5)
         lt.index.close = lambda: None
@@ -159,7 +160,9 @@ def test_damaged_bytes_in_any_file_are_never_used(pristine, caplog, name, kind, 
     if after == before:
         assert used and not warnings
     else:
-        assert not used, f"{name} damaged ({kind} at {at}) and used"
+        # the rows' files are checked before the index takes them; the graph files before usearch opens them (in a
+        # worker thread: the rows are kept, the graphs built anew from them)
+        assert not used or name.startswith("graph-"), f"{name} damaged ({kind} at {at}) and used"
         assert len([w for w in warnings if "unreadable" in w]) == 1, warnings
         assert not folder.exists()  # discarded
 
