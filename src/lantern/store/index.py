@@ -287,6 +287,7 @@ class MemoryIndex:
             log.warning("%s: HNSW graphs of the index snapshot unreadable (%s); rebuilding them", self.store.path, e)
             snapshot.remove(self.store.path)
             self.ann = None
+            self._unsaved = len(self.ids)  # its rows were good: written again on close (save_pays)
         except BaseException:
             self.ann = None
             raise
