@@ -78,6 +78,7 @@ def from_database(path: Path):
 def test_an_index_opened_from_the_snapshot_equals_one_read_from_every_row(db):
     with fresh(db) as lt:
         lt.index.refresh()
+        lt.index.wait_ann()  # the graph files are checked in a worker thread before usearch opens them
         assert lt.index._unsaved == 0 and lt.index.ann.viewed  # opened from the files, graphs memory-mapped
         assert_same_index(lt.index, from_database(db))
         block = lt.recover("how do I run the tests?").text
@@ -193,6 +194,7 @@ def test_graphs_opened_from_a_snapshot_another_process_replaces_stay_those_of_th
     monkeypatch.setattr(index_module, "ANN_BUILD_AHEAD", 0)  # any new row: the viewed graphs are copied and grown
     with fresh(db) as mine, fresh(db) as other:
         mine.index.refresh()
+        mine.index.wait_ann()
         assert mine.index.ann.viewed
         other.archive([{"role": "user", "content": "the staging cluster runs on k3s-node-4"}], session="o")
         other.index.refresh()

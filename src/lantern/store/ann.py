@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 Block = tuple[int, int]
+
+
+class GraphFileError(Exception):
+    """A saved graph file failed its check before use (``BlockGraphs.verified_view``)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,40 @@ class BlockGraphs:
         if any(g is None for g in out.graphs.values()):
             raise ValueError("a graph file is not a usearch index")
         out._files, out.covered, out.saved = dict(files), covered, True
+        return out
+
+    @classmethod
+    def verified_view(
+        cls,
+        blocks: Sequence[Block],
+        params: AnnParams,
+        verify: Callable[[], dict[Block, str]],
+        covered: int,
+        release: Callable[[], None] | None = None,
+    ) -> BlockGraphs:
+        """``view`` of the files ``verify()`` returns once it has checked them (store/snapshot.py: their checksums),
+        in a worker thread: until it is done the graphs are ``building`` (exact search answers, never a file not yet
+        checked), and ``finish_build`` raises ``GraphFileError`` when a file fails the check or is not a usearch
+        index (the caller builds the graphs anew). ``release()`` is called once the views are open (or failed)."""
+        out = cls(blocks, params)
+
+        def run() -> None:
+            try:
+                files = verify()
+                index_class = usearch_index()
+                graphs = {b: index_class.restore(path, view=True) for b, path in files.items()}
+                if any(g is None for g in graphs.values()):
+                    raise ValueError("a graph file is not a usearch index")
+                with out.lock:
+                    out.graphs, out._files, out.covered, out.saved = graphs, dict(files), covered, True
+            except BaseException as e:  # noqa: BLE001 - raised to the thread that calls finish_build
+                out._error = e if isinstance(e, GraphFileError) else GraphFileError(str(e))
+            finally:
+                if release is not None:
+                    release()
+
+        out._thread = threading.Thread(target=run, name="lantern-ann-verify", daemon=True)
+        out._thread.start()
         return out
 
     @property
@@ -279,4 +317,4 @@ def nearest(
     return candidates[order], cos[order]
 
 
-__all__ = ["AnnParams", "BlockGraphs", "ann_params", "nearest"]
+__all__ = ["AnnParams", "BlockGraphs", "GraphFileError", "ann_params", "nearest"]

@@ -22,7 +22,7 @@ import numpy as np
 
 from lantern.scope import Scope
 from lantern.store import snapshot
-from lantern.store.ann import AnnParams, BlockGraphs
+from lantern.store.ann import AnnParams, BlockGraphs, GraphFileError
 from lantern.store.protocol import StoreProtocol
 
 
@@ -263,6 +263,8 @@ class MemoryIndex:
             if not self.ann.built:
                 return
             self._finish_ann_build()
+            if self.ann is None:  # the snapshot's graphs failed their check
+                self.ann = BlockGraphs(self.blocks, p)
         if self.ann.viewed and n - self.ann.covered <= ANN_BUILD_AHEAD:
             return  # the snapshot's graphs, read-only: the few rows added since are scored exactly
         if self.ann.covered < n:
@@ -281,6 +283,11 @@ class MemoryIndex:
         """Take a finished worker-thread build (rows rewritten while it ran are in ``ann.stale``)."""
         try:
             self.ann.finish_build()
+        except GraphFileError as e:  # the snapshot's graph file failed its check: built anew from the rows
+            log.warning("%s: HNSW graphs of the index snapshot unreadable (%s); rebuilding them", self.store.path, e)
+            snapshot.remove(self.store.path)
+            self.ann = None
+            self._unsaved = len(self.ids)  # its rows were good: written again on close (save_pays)
         except BaseException:
             self.ann = None
             raise

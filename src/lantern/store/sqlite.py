@@ -125,12 +125,15 @@ class Store:
         self.dim = 0
         self.blocks: list[tuple[int, int]] = []  # the embedder's blocks (store/vectors.py); set by check_embedder
         self.deferred: tuple[int, int] | None = None  # the block filled after the commit (e5 of English turns)
+        created = self.db.execute("PRAGMA user_version").fetchone()[0] == 0
         self.schema_version = migrate(self.db)
         if self.schema_version > len(MIGRATIONS):  # a newer Lantern migrated it between the check and here
             self.db.close()
             raise StoreVersionError(self.path, len(MIGRATIONS), self.schema_version, on_open=True)
         self._check_fulltext_format()
         self.finish_pending_erase()
+        if created and self.path != ":memory:":
+            snapshot.store_id(self, create=True)  # the id an index snapshot is tied to (store/snapshot.py)
 
     def _check_fulltext_format(self) -> None:
         """Rebuild the full-text index from ``entries`` (one transaction) when its rows were written in another
