@@ -57,7 +57,7 @@ def test_help_text_has_no_stray_line_break_and_keeps_its_brackets():
                 assert paragraph in text, (name, paragraph, text)
             if not prefix:
                 assert paragraphs[0] in listing, (name, paragraphs[0], listing)
-    assert "pip install 'lantern-memory[eval]'" in help_text("eval")
+    assert "`eval` extra (scipy, matplotlib)" in help_text("eval")  # backquotes and parentheses kept
 
 
 def _commands():

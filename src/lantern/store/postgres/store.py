@@ -247,8 +247,9 @@ class _Pool:
             if not _connection_lost(e):
                 raise
             self.lost = True
+            why = scrub(_first_line(e), self.url)
             raise DatabaseUnavailableError(
-                f"{self.path}: the connection to the PostgreSQL server was lost ({scrub(_first_line(e), self.url)}); what was not "
+                f"{self.path}: the connection to the PostgreSQL server was lost ({why}); what was not "
                 "committed was rolled back: run it again once the server is back"
             ) from None
         finally:
