@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from budget import examples
 from lantern import Lantern
 from lantern.recover import signals
-from lantern.store import migrations
+from lantern.store import fulltext, migrations
 from lantern.store.index import Postings
 
 ENTRY = (
@@ -182,3 +182,54 @@ def test_posting_rows_are_the_posting_lists_as_arrays(base, changes):
     for term in "abcdez":
         assert lists.rows(term).dtype == np.int64
         assert lists.rows(term).tolist() == list(lists.get(term, []))
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.text(alphabet="abcXYZ019²é中文_./-: '\"\t", max_size=40))
+def test_fts_tokens_are_the_tokens_fts5_makes(term):
+    """``signals.fts_tokens`` splits a term as the store's tokenizer does (store/fulltext.py TOKENIZE): as many
+    tokens as FTS5 indexes for the same text, so a phrase is charged for each of its tokens."""
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE VIRTUAL TABLE t USING fts5(body, tokenize = '{fulltext.TOKENIZE}')")
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    db.execute("INSERT INTO t(body) VALUES (?)", (term,))
+    assert db.execute("SELECT count(*) FROM v").fetchone()[0] == len(signals.fts_tokens(term))
+
+
+PHRASE_WORDS = ["traceback", "warning", "line", "run", "of", "zq3x", "zq12x", "7"]
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    terms=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(PHRASE_WORDS), min_size=1, max_size=4), st.sampled_from(["_", ".", "/"])
+        ).map(lambda t: t[1].join(t[0])),
+        min_size=1,
+        max_size=6,
+    ),
+    cap=st.integers(1, 400),
+)
+def test_a_phrase_is_charged_the_doclists_of_its_tokens(windowed, terms, cap):
+    """A term the tokenizer splits (``line_7``, ``run.of``) is a phrase, which FTS5 finds by walking the doclist of
+    every token: ``read_costs`` charges the rows it matches plus ``FTS_TOKEN_SCAN`` times its tokens' rows (exact
+    here, every entry in the sample), and the kept terms' cost counted in the index itself stays under the bound."""
+    store = windowed.store
+
+    def rows(match: str) -> int:
+        return store.db.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (match,)).fetchone()[0]
+
+    def cost(term: str) -> float:
+        tokens = signals.fts_tokens(term)
+        scan = sum(rows(signals.quote(t)) for t in tokens) if len(tokens) > 1 else 0
+        return rows(signals.quote(term)) + signals.FTS_TOKEN_SCAN * scan
+
+    entries = len(windowed.index.ids)
+    costs = signals.read_costs(store, terms)
+    for term in terms:
+        assert costs[signals.quote(term)] * entries == pytest.approx(cost(term))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(signals, "FTS_MAX_POSTINGS", cap)
+        quoted = [signals.quote(t) for t in terms]
+        kept = signals.select_terms(terms, store.term_fractions(quoted, 2000), entries, costs)
+    assert sum(cost(t) for t in dict.fromkeys(kept)) <= cap * (1 + 1e-9)

@@ -57,6 +57,7 @@ def semantic(
 
 # ---------------------------------------------------------------- full text
 _TOKEN = re.compile(r"\w", re.UNICODE)
+_FTS_TOKEN = re.compile(r"[^\W_]+")
 
 
 # term selection (select_terms) on at every size, budget 0.25: ours, chosen on the LoCoMo tune split
@@ -68,6 +69,10 @@ FTS_POSTINGS_BUDGET = 0.25  # ours: the kept terms match at most ~this many corp
 FTS_MAX_POSTINGS = 5_000  # ours: ... and at most this many rows in total, whatever the corpus size
 FTS_MIN_TERMS = 4  # ours: the rarest 4 terms are kept whatever their frequency (up to FTS_MAX_FRACTION and
 # FTS_MAX_POSTINGS)
+# a row of a token's doclist walked to find a phrase, in rows matched and scored by bm25: measured, the OR query's
+# time is 0.81 us per matched row + 0.041 us per row of its phrases' token doclists (252 query terms of the aider
+# log on 100k entries, R^2 0.98; BENCHMARKS.md section 22)
+FTS_TOKEN_SCAN = 0.05
 
 
 def has_word(term: str) -> bool:
@@ -94,16 +99,18 @@ def select_terms(
     postings: dict[str, float] | None = None,
 ) -> list[str]:
     """The terms worth an OR query over a large corpus, in their original order. ``fractions``: each quoted term's
-    estimated share of matching entries; ``postings``: its estimated full-text rows per entry, windows of long
-    texts included (``Store.term_postings``; None: the fractions); ``rows``: the entry count (None: unknown, no
-    absolute bound). Terms in more than ``FTS_MAX_FRACTION`` of the entries are dropped (bm25's idf is clamped to
-    ~0 there); of the rest, rarest first (by the share of entries: idf), terms are kept while the entries they match
-    sum to at most ``FTS_POSTINGS_BUDGET`` corpus-sizes (the rarest ``FTS_MIN_TERMS`` past it) and their postings to
-    at most ``FTS_MAX_POSTINGS`` rows (never past it). The first bound is about rank: the common terms dropped weigh
-    least in bm25 (idf = ln((N - n + 0.5) / (n + 0.5)); Robertson & Zaragoza 2009). The second is about cost: the OR
-    query reads each term's whole doclist to rank by bm25, window rows of long texts included, so it stays under
-    ``FTS_MAX_POSTINGS`` postings however many rows hold a common query term. Ours; the paper does not specify term
-    selection."""
+    estimated share of matching entries; ``postings``: its estimated read cost, in full-text rows per entry: the rows
+    it matches, windows of long texts included, and for a phrase a share of its tokens' rows (``read_costs``; None:
+    the fractions); ``rows``: the entry count (None: unknown, no absolute bound). Terms in more than
+    ``FTS_MAX_FRACTION`` of the entries are dropped (bm25's idf is clamped to ~0 there); of the rest, rarest first
+    (by the share of entries: idf), terms are kept while the entries they match sum to at most
+    ``FTS_POSTINGS_BUDGET`` corpus-sizes (the rarest ``FTS_MIN_TERMS`` past it) and their read cost to at most
+    ``FTS_MAX_POSTINGS`` rows (never past it). The first bound is about rank: the common terms dropped weigh least in
+    bm25 (idf = ln((N - n + 0.5) / (n + 0.5)); Robertson & Zaragoza 2009). The second is about cost: the OR query
+    reads each term's whole doclist to rank by bm25, window rows of long texts included, and for a phrase (a term the
+    tokenizer splits, such as ``aider/models.py``) the doclists of all its tokens, so it stays under
+    ``FTS_MAX_POSTINGS`` rows however many rows hold a common query term or a common token of one. Ours; the paper
+    does not specify term selection."""
     postings = fractions if postings is None else postings
     usable = [t for t in terms if _TOKEN.search(t) and fractions.get(quote(t), 0.0) <= FTS_MAX_FRACTION]
     cap = FTS_MAX_POSTINGS / rows if rows else float("inf")  # the absolute bound, in corpus-sizes
@@ -120,14 +127,35 @@ def select_terms(
     return [t for t in usable if t in kept]
 
 
+def fts_tokens(term: str) -> list[str]:
+    """The tokens FTS5's unicode61 tokenizer makes of ``term``: runs of letters and digits (``_`` and every other
+    punctuation character separate them), so ``src/db_config.py`` is the phrase src db config py."""
+    return _FTS_TOKEN.findall(term)
+
+
+def read_costs(store: StoreProtocol, terms: list[str]) -> dict[str, float]:
+    """Each quoted term's estimated cost in an OR query, in full-text rows per entry: the rows it matches
+    (``Store.term_postings``) and, for a term of several tokens (a phrase), ``FTS_TOKEN_SCAN`` times the rows of
+    each of its tokens, since FTS5 finds a phrase by walking every token's doclist, twice (bm25 counts the phrase's
+    rows for its idf, then the query matches them). Estimated in the newest ``FTS_SAMPLE_ROWS`` entries, cached
+    per term as ``Store.term_postings`` caches. Returns {quoted term: cost}."""
+    quoted = {t: quote(t) for t in terms if _TOKEN.search(t)}
+    parts = {t: fts_tokens(t) for t in quoted}
+    singles = [quote(tok) for toks in parts.values() if len(toks) > 1 for tok in toks]
+    postings = store.term_postings(list(dict.fromkeys([*quoted.values(), *singles])), FTS_SAMPLE_ROWS)
+    return {
+        q: postings[q] + (FTS_TOKEN_SCAN * sum(postings[quote(tok)] for tok in parts[t]) if len(parts[t]) > 1 else 0.0)
+        for t, q in quoted.items()
+    }
+
+
 def searched_terms(store: StoreProtocol, index: MemoryIndex, terms: list[str]) -> list[str]:
     """The terms ``fulltext`` searches for ``terms``: ``select_terms`` over the store's estimates."""
     if len(index.ids) < FTS_SELECT_MIN_ROWS:
         return [t for t in terms if _TOKEN.search(t)]
     quoted = [quote(t) for t in terms if _TOKEN.search(t)]
     fractions = store.term_fractions(quoted, FTS_SAMPLE_ROWS)
-    postings = store.term_postings(quoted, FTS_SAMPLE_ROWS)
-    return select_terms(terms, fractions, len(index.ids), postings)
+    return select_terms(terms, fractions, len(index.ids), read_costs(store, terms))
 
 
 def fulltext(
@@ -278,6 +306,8 @@ __all__ = [
     "has_word",
     "quote",
     "select_terms",
+    "read_costs",
+    "fts_tokens",
     "importance",
     "importance_log",
     "idf",
