@@ -633,3 +633,28 @@ def test_port_and_host_of_one_database_are_two_facts(lantern):
     say(lantern, "The host of the database is db.internal.", day(2), "s")
     assert sorted(f.value for f in lantern.facts()) == ["5433", "db.internal"]
     assert "until" not in lantern.recover("what is the database port?", budget=1500).text
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    said=st.lists(
+        st.tuples(st.sampled_from(["build port", "db host", "log level"]), st.integers(1, 20), st.integers(0, 3)),
+        min_size=1,
+        max_size=10,
+    ),
+    asked=st.one_of(st.none(), st.integers(1, 21)),
+)
+def test_values_at_is_the_latest_valid_record_of_each_key(tmp_path_factory, said, asked):
+    """``values_at`` (the superseded-value notes' one look-up for many keys) gives, for each (scope, key), the last
+    of the records ``records`` finds valid at the asked time, ordered by event time then id: a per-key oracle."""
+    from lantern.store.facts import records, values_at
+
+    with Lantern(tmp_path_factory.mktemp("values") / "m.db") as lt:
+        for key, d, value in said:
+            say(lt, f"the {key} is v{value}", day(d), f"s{d}")
+        when = at(asked).timestamp() if asked is not None else None
+        keys = {(r.scope, r.key) for r in records(lt.store.db, history=True)}
+        got = values_at(lt.store.db, sorted(keys), when)
+        for scope, key in keys:
+            valid = [r for r in records(lt.store.db, key=key, as_of=when) if r.scope == scope]
+            assert (got[scope, key].id if (scope, key) in got else None) == (valid[-1].id if valid else None)

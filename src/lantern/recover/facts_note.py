@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lantern.recover.pack import PackResult
-from lantern.store.facts import changed_at, facts_of_entries, value_at
+from lantern.store.facts import changed_at, facts_of_entries, values_at
 from lantern.text.fact_keys import normalize_value
 
 HEADING = '[Fact versions: values stated in the turns below that changed later; the current value follows "now"]'
@@ -57,26 +57,41 @@ def notes_for(
     db: sqlite3.Connection, at: float | None, where: str = "", params: Sequence[Any] = ()
 ) -> Callable[[list[int]], list[FactNote]]:
     """A function from packed entry ids to their notes, reading facts valid at ``at`` (unix seconds; None = now)
-    through the ``where``/``params`` filter on the source entries."""
+    through the ``where``/``params`` filter on the source entries. Each key's valid value (one query for the keys of
+    a call: ``values_at``) and each record's end are looked up once for the function's life: make one per
+    recovery."""
     as_of = datetime.fromtimestamp(at, tz=timezone.utc) if at is not None else None
+
+    valid: dict[tuple[str, str], Any] = {}  # (scope, key) -> the record valid at `at` (None: none), per recovery
+    until: dict[int, float | None] = {}  # fact id -> when its value stopped holding
 
     def notes(entry_ids: list[int]) -> list[FactNote]:
         out: list[FactNote] = []
         seen: set[tuple[str, str, str | None]] = set()
-        valid: dict[tuple[str, str], Any] = {}  # one look-up per key
-        for record in facts_of_entries(db, entry_ids, where, params):
+        found = facts_of_entries(db, entry_ids, where, params)
+        unknown = list(dict.fromkeys((r.scope, r.key) for r in found if (r.scope, r.key) not in valid))
+        if unknown:  # one query for the keys a packing adds (pack_with_notes asks again after each re-packing)
+            current = values_at(db, unknown, at, where, params)
+            valid.update({pair: current.get(pair) for pair in unknown})
+        for record in found:
             ident = (record.scope, record.key, normalize_value(record.value))
             if ident in seen:
                 continue
             seen.add(ident)
-            if (record.scope, record.key) not in valid:
-                valid[record.scope, record.key] = value_at(db, record.key, at, record.scope, where, params)
             now = valid[record.scope, record.key]
             if now is None or normalize_value(now.value) == normalize_value(record.value):
                 continue  # still holds (or nothing holds then: nothing to correct it with)
-            until = changed_at(db, record, where, params)
+            if record.id not in until:
+                until[record.id] = changed_at(db, record, where, params)
             out.append(
-                FactNote(record.key_text or record.key, record.value, _dt(until), now.value, record.entry_id, as_of)
+                FactNote(
+                    record.key_text or record.key,
+                    record.value,
+                    _dt(until[record.id]),
+                    now.value,
+                    record.entry_id,
+                    as_of,
+                )
             )
         return out
 

@@ -171,10 +171,11 @@ def pack_block(
     # each term's share of the store's rows, for excerpts around the rarest terms (cached: the full-text signal
     # asked for the same terms)
     fractions = store.term_fractions([quote(t) for t in terms if _WORD.search(t)], FTS_SAMPLE_ROWS)
+    read: dict[int, Entry] = {}  # full texts read by one packing, kept for the next (pack_with_notes packs again)
 
     def pack_at(room: int) -> PackResult:
         return pack(
-            _full_texts(store, (ranked[i].entry.id for i in order)),
+            _full_texts(store, (ranked[i].entry.id for i in order), read),
             room,
             terms,
             config.min_excerpt_chars,
@@ -215,12 +216,15 @@ def set_verdicts(ranked: list[Candidate], order: Iterable[int], result: PackResu
         by_id[p.entry.id].chars = len(p.text)
 
 
-def _full_texts(store: StoreProtocol, ids: Iterable[int], batch: int = 16) -> Iterator[Entry]:
-    """Entries with their full text, in ``ids`` order, read in small batches as packing asks for them."""
+def _full_texts(store: StoreProtocol, ids: Iterable[int], read: dict[int, Entry], batch: int = 16) -> Iterator[Entry]:
+    """Entries with their full text, in ``ids`` order, read in small batches as packing asks for them; those in
+    ``read`` (id -> entry) are not read again, and those read are added to it."""
     pending = iter(ids)
     while chunk := list(islice(pending, batch)):
-        found = store.entries(chunk, tags=False)
-        yield from (found[i] for i in chunk if i in found)
+        missing = [i for i in chunk if i not in read]
+        if missing:
+            read.update(store.entries(missing, tags=False))
+        yield from (read[i] for i in chunk if i in read)
 
 
 def search(

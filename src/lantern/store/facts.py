@@ -28,7 +28,7 @@ from lantern.model import ExtractedFact
 from lantern.store.times import from_epoch
 from lantern.text.fact_keys import normalize_key, normalize_value
 
-__all__ = ["FactRecord", "fact_scope", "write_facts", "delete_facts", "records", "facts_of_entries", "value_at"]
+__all__ = ["FactRecord", "fact_scope", "write_facts", "delete_facts", "records", "facts_of_entries", "values_at"]
 
 
 @dataclass
@@ -251,17 +251,34 @@ def facts_of_entries(
     return [_record(r) for r in rows]
 
 
-def value_at(
-    db: sqlite3.Connection, key: str, at: float | None, scope: str = "", where: str = "", params: Sequence[Any] = ()
-) -> FactRecord | None:
-    """The record of ``key`` valid at ``at`` (unix seconds; None = now) in ``scope``, or None."""
+def values_at(
+    db: sqlite3.Connection,
+    keys: Sequence[tuple[str, str]],
+    at: float | None,
+    where: str = "",
+    params: Sequence[Any] = (),
+    chunk: int = 500,
+) -> dict[tuple[str, str], FactRecord]:
+    """The record valid at ``at`` (unix seconds; None = now) of each (scope, key) in ``keys``: the latest by event
+    time (then id) when several are; a pair with none is absent. One query per scope and ``chunk`` keys (the index
+    ``facts_chain`` on (scope, key, valid_from) answers it)."""
+    by_scope: dict[str, list[str]] = {}
+    for scope, key in dict.fromkeys(keys):
+        by_scope.setdefault(scope, []).append(key)
     cond, cargs = _valid_at(at)
     extra = f" AND ({where})" if where else ""
-    row = db.execute(
-        f"{_SELECT} WHERE f.scope = ? AND f.key = ? AND {cond}{extra} ORDER BY f.valid_from DESC, f.id DESC LIMIT 1",
-        (scope, key, *cargs, *params),
-    ).fetchone()
-    return _record(row) if row else None
+    out: dict[tuple[str, str], FactRecord] = {}
+    for scope, names in by_scope.items():
+        for start in range(0, len(names), chunk):
+            part = names[start : start + chunk]
+            rows = db.execute(
+                f"{_SELECT} WHERE f.scope = ? AND f.key IN ({','.join('?' * len(part))}) AND {cond}{extra} "
+                "ORDER BY f.valid_from DESC, f.id DESC",
+                (scope, *part, *cargs, *params),
+            )
+            for row in rows:
+                out.setdefault((scope, row[1]), _record(row))
+    return out
 
 
 def changed_at(db: sqlite3.Connection, record: FactRecord, where: str = "", params: Sequence[Any] = ()) -> float | None:
