@@ -69,9 +69,9 @@ FTS_POSTINGS_BUDGET = 0.25  # ours: the kept terms match at most ~this many corp
 FTS_MAX_POSTINGS = 5_000  # ours: ... and at most this many rows in total, whatever the corpus size
 FTS_MIN_TERMS = 4  # ours: the rarest 4 terms are kept whatever their frequency (up to FTS_MAX_FRACTION and
 # FTS_MAX_POSTINGS)
-# a row of a token's doclist walked to find a phrase, in rows matched and scored by bm25: measured, the OR query's
-# time is 0.81 us per matched row + 0.041 us per row of its phrases' token doclists (252 query terms of the aider
-# log on 100k entries, R^2 0.98; BENCHMARKS.md section 22)
+# a row of a token's doclist walked to find a phrase, in rows matched and scored by bm25: measured, a term's query
+# takes 0.81 us per matched row + 0.037 us per row of a phrase's token doclists (416 terms of 50 aider questions on
+# 100k entries, R^2 0.98; benchmarks/bench_fts_cost.py, BENCHMARKS.md section 22)
 FTS_TOKEN_SCAN = 0.05
 
 
