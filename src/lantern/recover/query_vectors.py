@@ -12,6 +12,9 @@ prefetched vectors wait to be taken (the oldest dropped). ``embed`` (stored entr
 
 The vector is the one ``embed.embed_query(embedder, [text], occupied)[0]`` returns (same call, same text): no
 quality change. An error of a prefetched embedding is raised, unchanged, to the call that takes it.
+
+An embedder that embeds in stages (``embed.embed_query_stages``: the routed embedder's main part, then e5) hands out
+its first stage as soon as it is ready (``first_stage``), so the read path ranks the main part while e5 runs.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from lantern.embed import embed_query, query_key, signal_blocks
+from lantern.embed import embed_query, embed_query_stages, query_key, signal_blocks
 
 PREFETCH_KEPT = 8  # prefetched query vectors waiting to be taken, per Lantern handle (ours)
 
@@ -48,6 +51,7 @@ class QueryVectors:
         )
         self._done: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._running: dict[tuple, Future] = {}
+        self._first: dict[tuple, Future] = {}  # a running prefetch's first stage (embed.embed_query_stages)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -100,6 +104,23 @@ class QueryVectors:
             return future.result()
         return embed_query(embedder, [text], occupied)[0]
 
+    def first_stage(self, text: str, occupied: Callable[[int, int], bool] | None = None) -> np.ndarray | None:
+        """The first stage of ``text``'s prefetched query vector (``embed.embed_query_stages``), shape ``(dim,)``,
+        read-only, waited for while it is being computed; None when ``text`` was not prefetched for ``occupied``. It
+        is not taken: :meth:`vector` still gives the whole vector. For an embedder of one stage, the whole vector."""
+        key = query_key(self._embedder_of(), text, occupied or self._occupied)
+        with self._lock:
+            found = self._done.get(key)
+            future = (self._first.get(key) or self._running.get(key)) if found is None else None
+        if found is not None:
+            return None if isinstance(found, _Failed) else found
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception:  # noqa: BLE001 - raised again, unchanged, by the vector() call that takes it
+            return None
+
     def prefetch(self, text: str) -> None:
         """Start embedding ``text`` in the worker thread (unless it is already prefetched, or ``size`` prefetches
         are running); the next ``embed_query([text])`` takes the vector."""
@@ -111,23 +132,32 @@ class QueryVectors:
             if len(self._running) >= self.size:  # never more than size embeddings queued
                 return
             future = self._running[key] = Future()
+            self._first[key] = Future()
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lantern-query")
         self._pool.submit(self._compute, embedder, key, future)
 
     def _compute(self, embedder: Any, key: tuple, future: Future) -> None:
+        first = self._first[key]
         try:
-            vec = np.asarray(embed_query(embedder, [key[1]], self._occupied)[0], dtype=np.float32)
-            vec.flags.writeable = False
+            for stage in embed_query_stages(embedder, [key[1]], self._occupied):
+                vec = np.asarray(stage[0], dtype=np.float32)
+                vec.flags.writeable = False
+                if not first.done():
+                    first.set_result(vec)
         except BaseException as e:  # noqa: BLE001 - handed to the embed call that takes this text
             with self._lock:
+                self._first.pop(key, None)
                 if self._running.get(key) is future:
                     del self._running[key]
                     self._done[key] = _Failed(e)
                     self._trim()
+            if not first.done():
+                first.set_exception(e)
             future.set_exception(e)
             return
         with self._lock:
+            self._first.pop(key, None)
             if self._running.get(key) is future:  # not taken while it ran: keep it for the embed that takes it
                 del self._running[key]
                 self._done[key] = vec

@@ -248,6 +248,10 @@ def query_signals(
             return False
         return index.block_occupied_among(start, stop, mask.allowed)
 
+    first = getattr(embedder, "first_stage", None)
+    if "semantic" in enabled and plan.apart and first is not None and (early := first(plan.text, occupied)) is not None:
+        # the main part, ranked while the blocks apart are still being embedded (query_vectors.py)
+        found["semantic"] = signals.semantic(index, main_part(early, signal_blocks(embedder)), mask.allowed, n)
     vector = embed_query(embedder, [plan.text], occupied)[0] if plan.needs_vector else None
     for name, (start, stop) in plan.apart.items():  # a block ranked as a semantic signal of its own
         if vector[start:stop].any():  # entries without that block (English ones) get no rank
@@ -259,7 +263,7 @@ def query_signals(
                 skip_blank=True,
             )
     vector = main_part(vector, signal_blocks(embedder)) if vector is not None else None
-    if "semantic" in enabled:
+    if "semantic" in enabled and "semantic" not in found:
         found["semantic"] = signals.semantic(index, vector, mask.allowed, n)
     part_vectors = None
     if plan.questions:  # one batched call; the parts rank by the main vector only, so the blocks apart stay empty
