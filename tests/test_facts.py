@@ -658,3 +658,33 @@ def test_values_at_is_the_latest_valid_record_of_each_key(tmp_path_factory, said
         for scope, key in keys:
             valid = [r for r in records(lt.store.db, key=key, as_of=when) if r.scope == scope]
             assert (got[scope, key].id if (scope, key) in got else None) == (valid[-1].id if valid else None)
+
+
+def test_fact_reads_of_a_scope_walk_the_facts_not_every_entry_of_the_user(tmp_path):
+    """The superseded-value notes read the facts of the packed entries with a scope condition on their source entries
+    (``e.user_id = ?``): SQLite must walk the facts of those entries (index facts_entry, facts_chain), never every
+    entry of the user (the default user holds them all) probing facts per entry, whose cost grows with the store."""
+    from lantern.scope import Scope, scope_where
+    from lantern.store import facts as fact_store
+
+    with Lantern(tmp_path / "plan.db", embedder="minilm") as lt:
+        lt.archive([{"role": "user", "content": f"The svc{i} port is {5000 + i}."} for i in range(300)], "s")
+        db = lt.store.db
+        where, params = scope_where("e", Scope())
+        ids = [r[0] for r in db.execute("SELECT id FROM entries LIMIT 50")]
+        calls = {
+            "facts_of_entries": (
+                f"{fact_store._select(db)} WHERE f.entry_id IN ({','.join('?' * len(ids))}) AND ({where})",
+                (*ids, *params),
+            ),
+            "values_at": (
+                f"{fact_store._select(db)} WHERE f.scope = ? AND f.key IN (?, ?) AND f.valid_to IS NULL AND ({where})",
+                ("", "svc1 port", "svc2 port", *params),
+            ),
+        }
+        for name, (sql, args) in calls.items():
+            plan = " | ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql, args))
+            assert plan.startswith("SEARCH f USING INDEX facts_"), (name, plan)
+            assert "SEARCH e USING INTEGER PRIMARY KEY" in plan, (name, plan)
+        found = fact_store.facts_of_entries(db, ids, where, params)
+        assert {r.entry_id for r in found} == set(ids)  # every entry states one fact

@@ -46,6 +46,6 @@ def test_prefetch_is_taken_after_an_in_process_reindex(tmp_path):
         memory.reindex("minilm")
         memory.queries.prefetch("which port?")
         memory.search("which port?", k=1)
-        assert not memory.queries._done and not memory.queries._running  # taken, not left waiting
+        assert not memory.queries._prefetched  # taken, not left waiting
     finally:
         memory.close()

@@ -61,7 +61,7 @@ def test_prefetches_waiting_are_bounded():
     for t in ("one", "two", "three", "four"):
         q.prefetch(t)
     q.close()  # let the worker finish
-    assert len(q._done) + len(q._running) <= 2
+    assert len(q._prefetched) <= 2
 
 
 def test_recovery_with_a_prefetched_query_equals_one_without(tmp_path):
@@ -71,7 +71,7 @@ def test_recovery_with_a_prefetched_query_equals_one_without(tmp_path):
         plain = lt.explain(query, session="s")
         lt.queries.prefetch(query)
         ahead = lt.explain(query, session="s")
-        assert not lt.queries._done and not lt.queries._running  # the prefetched vector was taken
+        assert not lt.queries._prefetched  # the prefetched vector was taken
         assert ahead.text == plain.text and "5433" in ahead.text
         assert [(c.entry.id, c.rrf, c.verdict) for c in ahead.candidates] == [
             (c.entry.id, c.rrf, c.verdict) for c in plain.candidates
@@ -139,24 +139,44 @@ def test_a_recovery_embeds_its_query_in_the_worker_while_the_full_text_runs(tmp_
         ]
 
 
-def test_first_stage_is_handed_out_before_the_vector_and_is_its_main_part(tmp_path):
-    """A staged embedder (routed: the main part, then e5): ``first_stage`` gives the prefetched main part without
-    taking the vector, ``vector`` then the whole one; a Chinese recovery that ranks the main part early equals one
-    computed without the prefetch, candidate for candidate."""
+def test_a_split_prefetch_embeds_e5_in_the_worker_and_the_main_part_in_the_taker(tmp_path):
+    """routed, a store with e5 rows: the worker embeds the e5 block only, ``first_stage`` the main part in the
+    calling thread (once), ``vector`` joins them into embed_query's vector bit for bit; a Chinese recovery ranking
+    the main part early equals one computed without the prefetch, candidate for candidate."""
     from lantern.embed import RoutedE5Embedder, embed_query
     from lantern.recover import pipeline
 
-    routed = RoutedE5Embedder()
+    class Threads(RoutedE5Embedder):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def embed_query_main(self, texts, occupied=None):
+            self.seen.append(("main", threading.current_thread().name))
+            return super().embed_query_main(texts, occupied)
+
+        def embed_query_apart(self, texts, occupied=None):
+            self.seen.append(("apart", threading.current_thread().name))
+            return super().embed_query_apart(texts, occupied)
+
+    routed = Threads()
     q = QueryVectors(lambda: routed)
     text = "测试数据库的端口是多少？"
     assert q.first_stage(text) is None  # not prefetched
     q.prefetch(text)
     first = q.first_stage(text)
+    assert q.first_stage(text) is first  # embedded once
     whole = q.vector(text)
-    e5 = RoutedE5Embedder.blocks["e5"]
-    assert not first[e5[0] : e5[1]].any() and np.array_equal(first[: e5[0]], whole[: e5[0]])
-    assert np.array_equal(whole, embed_query(routed, [text])[0]) and not q._first and not q._running
+    a, b = RoutedE5Embedder.blocks["e5"]
+    assert not first[a:b].any() and whole[a:b].any() and np.array_equal(first[:a], whole[:a])
+    assert np.array_equal(whole, embed_query(routed, [text])[0]) and not q._prefetched
+    me = threading.current_thread().name
+    assert routed.seen[0][0] == "apart" and routed.seen[0][1].startswith("lantern-query")
+    assert ("main", me) in routed.seen[:2]
     assert q.first_stage(text) is None  # taken
+    q.prefetch(text, lambda start, stop: (start, stop) != (a, b))  # no e5 rows: not split, one vector
+    assert q.first_stage(text, lambda start, stop: (start, stop) != (a, b)) is None
+    assert not q.vector(text, lambda start, stop: (start, stop) != (a, b))[a:b].any()
     q.close()
 
     conversation = [
@@ -176,17 +196,54 @@ def test_first_stage_is_handed_out_before_the_vector_and_is_its_main_part(tmp_pa
         ]
 
 
-def test_a_failed_staged_prefetch_gives_no_first_stage_and_raises_to_the_taker():
+def test_a_failed_split_prefetch_still_gives_the_main_part_and_raises_to_the_taker():
     from lantern.embed import E5Embedder, RoutedE5Embedder
+
+    error = RuntimeError("engine failed")
 
     class Broken(E5Embedder):
         def embed_query(self, texts, occupied=None):
-            raise RuntimeError("engine failed")
+            raise error
 
     q = QueryVectors(lambda: RoutedE5Embedder(e5=Broken()))
     q.prefetch("端口是多少？")
-    first = q.first_stage("端口是多少？")  # the main part was given before e5 failed
+    first = q.first_stage("端口是多少？")  # the main part is the taker's own
     assert first is not None and first.any()
-    with pytest.raises(RuntimeError, match="engine failed"):
+    with pytest.raises(RuntimeError) as info:
         q.vector("端口是多少？")
+    assert info.value is error
     q.close()
+
+
+def test_the_read_path_prefetches_for_its_own_block_occupancy(tmp_path):
+    """A store with an English and a Chinese session, an English query in the English session: the read path embeds
+    only the blocks that session uses (MiniLM), and prefetches for that same occupancy, so the prefetched vector is
+    the one taken and neither USE's nor e5's block is embedded (a prefetch for the whole store's blocks would embed
+    both, in vain, and the query again)."""
+    from lantern.embed import E5Embedder, RoutedE5Embedder
+
+    class Counting(E5Embedder):
+        calls = 0
+
+        def embed_query(self, texts, occupied=None):
+            Counting.calls += 1
+            return super().embed_query(texts, occupied)
+
+    routed = RoutedE5Embedder(e5=Counting())
+    with Lantern(tmp_path / "mixed.db", embedder=routed) as lt:
+        lt.archive([{"role": "user", "content": "the staging database listens on port 5433"}], session="en")
+        lt.archive([{"role": "user", "content": "测试数据库的端口是 6543，密码在保险箱里"}], session="zh")
+        Counting.calls = 0
+        taken = []
+        vector = lt.queries.vector
+
+        def take(text, occupied=None):
+            taken.append(bool(lt.queries._prefetched))
+            return vector(text, occupied)
+
+        lt.queries.vector = take
+        rec = lt.recover("which port does the staging database use?", session="en")
+        assert "5433" in rec.text and taken == [True] and not lt.queries._prefetched
+        assert Counting.calls == 0
+        lt.recover("which port does the staging database use?")  # the whole store: e5 reaches the Chinese turn
+        assert Counting.calls == 1

@@ -190,23 +190,22 @@ def test_reopen_and_reindex_between_v1_and_routed(tmp_path):
         assert type(lt.embedder) is RoutedEmbedder and lt.index.dim == 896
 
 
-def test_query_stages_give_the_main_part_first_and_then_the_same_vector(routed):
-    """embed_query_stages: the first stage is the main part alone (e5 dims zero), the last is embed_query's vector,
-    and the main part does not change between them; e5 runs in a thread of its own meanwhile."""
-    from lantern.embed import embed_query_stages
+def test_query_vector_is_its_main_part_and_its_blocks_apart(routed):
+    """embed_query = embed_query_main (e5 dims zero) + embed_query_apart (only the e5 dims), bit for bit; no e5 rows:
+    the part apart is all zero."""
+    from lantern.embed import RoutedE5Embedder
 
     for text in (ZH, EN, "我上次说的端口 5433 是哪个服务的？"):
-        first, last = (s[0] for s in embed_query_stages(routed, [text]))
-        assert not first[E[0] : E[1]].any() and last[E[0] : E[1]].any()
-        assert np.array_equal(first[: E[0]], last[: E[0]])
-        assert np.array_equal(last, embed_query(routed, [text])[0])
-    assert routed._e5_thread is not None
-    only = list(embed_query_stages(routed, [ZH], lambda a, b: (a, b) != E))  # no e5 rows: one stage
-    assert len(only) == 1 and not only[0][0, E[0] : E[1]].any()
-    assert len(list(embed_query_stages(get_embedder("minilm"), [EN]))) == 1  # an embedder of one stage
+        main, apart, whole = (
+            f([text])[0] for f in (routed.embed_query_main, routed.embed_query_apart, routed.embed_query)
+        )
+        assert not main[E[0] : E[1]].any() and not apart[: E[0]].any() and apart[E[0] : E[1]].any()
+        assert np.array_equal(main[: E[0]], whole[: E[0]]) and np.array_equal(apart[E[0] :], whole[E[0] :])
+    assert not routed.embed_query_apart([ZH], lambda a, b: (a, b) != E).any()
+    assert RoutedE5Embedder.dim == 1280
 
 
-def test_an_e5_error_reaches_the_caller_of_the_stages(routed):
+def test_an_e5_error_reaches_the_caller(routed):
     class Broken(E5Embedder):
         def embed_query(self, texts, occupied=None):
             raise RuntimeError("engine failed")

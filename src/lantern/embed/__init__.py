@@ -40,8 +40,7 @@ import hashlib  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
-from collections.abc import Callable, Iterator, Sequence  # noqa: E402
-from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Protocol, runtime_checkable  # noqa: E402
 
@@ -51,7 +50,6 @@ from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
     "embed_deferred",
-    "embed_query_stages",
     "embedder_name",
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
@@ -476,19 +474,6 @@ def embed_query(
     return method(texts, occupied) if method is not None else embedder.embed(texts)
 
 
-def embed_query_stages(
-    embedder: Embedder, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None
-) -> Iterator[np.ndarray]:
-    """:func:`embed_query` as successive float32 ``(len(texts), dim)`` arrays, each with more of the embedder's blocks
-    filled and the blocks already given unchanged; the last is :func:`embed_query`'s result. One array for an
-    embedder without stages (:meth:`RoutedE5Embedder.embed_query_stages`)."""
-    method = getattr(embedder, "embed_query_stages", None)
-    if method is None:
-        yield embed_query(embedder, texts, occupied)
-    else:
-        yield from method(texts, occupied)
-
-
 class RoutedEmbedder:
     """MiniLM for non-CJK text, USE-multilingual for CJK text, in disjoint blocks of one 896-d vector ("routed-v1";
     :class:`RoutedE5Embedder` is the default for new databases, and databases created with this one keep it).
@@ -600,8 +585,6 @@ class RoutedE5Embedder(RoutedEmbedder):
     ):
         super().__init__(minilm, use, cross_lingual)
         self.e5 = e5 or E5Embedder()
-        self._e5_thread: ThreadPoolExecutor | None = None  # embed_query_stages: e5 beside the main part
-        self._lock = threading.Lock()
 
     @property
     def loaded(self) -> dict[str, bool]:
@@ -625,37 +608,31 @@ class RoutedE5Embedder(RoutedEmbedder):
 
     def embed_query(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
         """Embed queries -> float32 ``(len(texts), 1280)``: the main part of norm 1 (:meth:`RoutedEmbedder.embed_query`)
-        and, when ``occupied(896, 1280)`` (None: always), the e5 query vector of norm 1 in dims 896..1279."""
-        *_, out = self.embed_query_stages(texts, occupied)
+        and, when ``occupied(896, 1280)`` (None: always), the e5 query vector of norm 1 in dims 896..1279. The sum of
+        :meth:`embed_query_apart` and :meth:`embed_query_main` (disjoint dims)."""
+        # e5 first: its engine call releases the GIL for its whole run, so a Python thread beside it (the read path's
+        # full text) runs freely; USE's numpy forward pass takes the GIL op by op
+        out = self.embed_query_apart(texts, occupied)
+        out[:, : self.main_dim] = super().embed_query(texts, occupied)
         return out
 
-    def embed_query_stages(
-        self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None
-    ) -> Iterator[np.ndarray]:
-        """:meth:`embed_query` in two stages, float32 ``(len(texts), 1280)`` each: first the main part alone (the e5
-        dims zero), then the whole vector, the same array filled in (so the first stage's main part is the final
-        one's, bit for bit). e5 runs in a thread of its own meanwhile (its engine releases the GIL for its whole call),
-        so the read path ranks the main part while e5 (~17 ms of a Chinese query's ~20) still runs:
-        :meth:`lantern.recover.query_vectors.QueryVectors.first_stage`."""
+    def embed_query_main(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
+        """The main part of :meth:`embed_query`'s vectors alone: float32 ``(len(texts), 1280)``, dims 896..1279 zero."""
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, : self.main_dim] = super().embed_query(texts, occupied)
+        return out
+
+    def embed_query_apart(self, texts: Sequence[str], occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
+        """The blocks ranked apart of :meth:`embed_query`'s vectors alone: float32 ``(len(texts), 1280)``, the e5 query
+        vector (norm 1) in dims 896..1279 when ``occupied(896, 1280)`` (None: always), every other dim zero. The read
+        path embeds it in a worker thread and the main part in its own (recover/query_vectors.py)."""
         texts = _check_texts(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         start, stop = self.blocks["e5"]
-        e5 = None
         if texts and (occupied is None or occupied(start, stop)):
-            with self._lock:
-                if self._e5_thread is None:
-                    self._e5_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lantern-e5")
-            e5 = self._e5_thread.submit(self.e5.embed_query, texts)
-        try:
-            out[:, : self.main_dim] = super().embed_query(texts, occupied)
-        except BaseException:
-            if e5 is not None:
-                e5.cancel()
-            raise
-        if e5 is not None:
-            yield out.copy()
-            out[:, start:stop] = e5.result()
-        yield out
+            out[:, start:stop] = self.e5.embed_query(texts)
+        return out
 
 
 def embed_deferred(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

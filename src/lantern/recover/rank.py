@@ -4,7 +4,8 @@
     weights    = query_weights(config, query)                           per signal; a signal of weight 0 is off
     query      = plan_query(query, embedder, config, proactive, weights) terms, dates named, sub-questions, blocks
     found      = query_signals(...)                                      semantic, fulltext (BM25), prf, keyword,
-                                                                          time, a block's own semantic (semantic_e5)
+                                                                          time, a block's own semantic (semantic_e5);
+                                                                          candidates read while the vector embeds
     found     += given_rankings(...), then context_signals(...)         extra rankings; neighbour, local (from
                                                                           the others)
     pool       = candidate_pool(...)                                     live entries out; pruned entries marked
@@ -119,11 +120,11 @@ def rank(
     mask = candidate_mask(index, session, scope or Scope(), exclude_ids)
     weights = query_weights(config, query)
     plan = plan_query(query, embedder, config, proactive, weights)
-    found, vector, part_vectors = query_signals(store, index, embedder, config, plan, mask)
+    found, vector, part_vectors, read = query_signals(store, index, embedder, config, plan, mask)
     found.update(given_rankings(index, extra_rankings or {}, mask))
     found = {name: ranked for name, ranked in found.items() if weights.get(name, 1.0) != 0}  # weight 0: off
     found.update(context_signals(store, index, config, found, vector, part_vectors, mask))
-    pool = candidate_pool(store, index, config, plan, found, mask, live_text, proactive)
+    pool = candidate_pool(store, index, config, plan, found, mask, live_text, proactive, read)
     evidence = relevance.assess(
         store, index, embedder.id, plan.terms, found, pool.entries, pool.excluded | pool.dropped
     )
@@ -213,14 +214,29 @@ def query_signals(
     config: Config,
     plan: QueryPlan,
     mask: Mask,
-) -> tuple[dict[str, Ranking], np.ndarray | None, np.ndarray | None]:
+) -> tuple[dict[str, Ranking], np.ndarray | None, np.ndarray | None, dict[int, Entry]]:
     """The rankings computed from the query alone, each the top ``signal_top_n``: full text (BM25 in SQL), its
     RM3 expansion (prf.py), keyword (lookup hints), semantic (main vector), each block ranked apart, and the
-    turns of a date the query names. Returns (rankings, the query's main vector, the sub-questions' vectors)."""
+    turns of a date the query names. Returns (rankings, the query's main vector, the sub-questions' vectors, the
+    candidates read ahead: id -> entry as ``candidate_pool`` reads them, those found while the query's vector was
+    still being embedded in the worker thread, read then rather than after it)."""
     n, enabled = config.signal_top_n, set(config.signals)
     found: dict[str, Ranking] = {}
+    # a block no candidate uses is left empty (ours): an English query in an English session of a store that also
+    # holds Chinese sessions loads no Chinese model; the ranking among the candidates is the same either way. A
+    # block ranked apart whose signal is off for this query (weight 0) is not embedded either.
+    apart_blocks, wanted = set(signal_blocks(embedder).values()), set(plan.apart.values())
+    in_use: dict[tuple[int, int], bool] = {}
+
+    def occupied(start: int, stop: int) -> bool:
+        if (start, stop) in apart_blocks and (start, stop) not in wanted:
+            return False
+        if (start, stop) not in in_use:  # asked again for the prefetch key: the answer holds for this query
+            in_use[start, stop] = index.block_occupied_among(start, stop, mask.allowed)
+        return in_use[start, stop]
+
     if plan.needs_vector and hasattr(embedder, "prefetch"):  # embedded in a worker thread while the full text runs
-        embedder.prefetch(plan.text)
+        embedder.prefetch(plan.text, occupied)
     if "fulltext" in enabled:
         found["fulltext"] = mask.keep(signals.fulltext(store, index, plan.terms, mask.sessions, n, mask.scope))
     if prf.PRF in enabled and "fulltext" in found:
@@ -238,20 +254,14 @@ def query_signals(
         )
     if "keyword" in enabled:
         found["keyword"] = signals.keyword(index, plan.terms, mask.allowed, n, config.keyword_score)
-    # a block no candidate uses is left empty (ours): an English query in an English session of a store that also
-    # holds Chinese sessions loads no Chinese model; the ranking among the candidates is the same either way. A
-    # block ranked apart whose signal is off for this query (weight 0) is not embedded either.
-    apart_blocks, wanted = set(signal_blocks(embedder).values()), set(plan.apart.values())
-
-    def occupied(start: int, stop: int) -> bool:
-        if (start, stop) in apart_blocks and (start, stop) not in wanted:
-            return False
-        return index.block_occupied_among(start, stop, mask.allowed)
-
     first = getattr(embedder, "first_stage", None)
     if "semantic" in enabled and plan.apart and first is not None and (early := first(plan.text, occupied)) is not None:
         # the main part, ranked while the blocks apart are still being embedded (query_vectors.py)
         found["semantic"] = signals.semantic(index, main_part(early, signal_blocks(embedder)), mask.allowed, n)
+    read: dict[int, Entry] = {}
+    pending = getattr(embedder, "pending", None)
+    if plan.needs_vector and pending is not None and pending(plan.text, occupied):  # the thread would wait: read
+        read = read_candidates(store, index, found, mask)
     vector = embed_query(embedder, [plan.text], occupied)[0] if plan.needs_vector else None
     for name, (start, stop) in plan.apart.items():  # a block ranked as a semantic signal of its own
         if vector[start:stop].any():  # entries without that block (English ones) get no rank
@@ -274,7 +284,31 @@ def query_signals(
             index, vector, plan.windows, mask.allowed, n, config.time_slack_days
         )
     ordered = {name: found[name] for name in SIGNAL_ORDER if name in found}  # one fusion order, whatever ran first
-    return {**ordered, **found}, vector, part_vectors
+    return {**ordered, **found}, vector, part_vectors, read
+
+
+def pool_positions(found: dict[str, Ranking], mask: Mask) -> np.ndarray:
+    """Every index position some ranking in ``found`` holds, once, ascending, that ``mask`` allows."""
+    pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
+    if mask.allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
+        pool = pool[mask.allowed[pool]]
+    return pool
+
+
+def read_candidates(
+    store: StoreProtocol,
+    index: MemoryIndex,
+    found: dict[str, Ranking],
+    mask: Mask,
+    read: dict[int, Entry] | None = None,
+) -> dict[int, Entry]:
+    """The entries (summaries, no text or tags) of every position some ranking in ``found`` holds and ``mask``
+    allows, id -> entry; those already in ``read`` are not read again. The pool's read (``candidate_pool``)."""
+    ids = index.ids[pool_positions(found, mask)].tolist()
+    read = read or {}
+    missing = [i for i in ids if i not in read]
+    fresh = store.entries(missing, text=False, tags=False) if missing else {}
+    return {i: e for i in ids if (e := read.get(i) or fresh.get(i)) is not None}
 
 
 def given_rankings(index: MemoryIndex, extra: dict[str, list[int]], mask: Mask) -> dict[str, Ranking]:
@@ -324,13 +358,13 @@ def candidate_pool(
     mask: Mask,
     live_text: str,
     proactive: bool,
+    read: dict[int, Entry] | None = None,
 ) -> Pool:
     """Every position some ranking found, minus the entries still in the live context; with ``proactive``, minus
-    the pruned entries the query does not name by one of their lookup hints."""
-    pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
-    if mask.allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
-        pool = pool[mask.allowed[pool]]
-    entries = store.entries(index.ids[pool].tolist(), text=False, tags=False)  # candidates carry their summary
+    the pruned entries the query does not name by one of their lookup hints. ``read``: entries read ahead
+    (``query_signals``), not read again."""
+    pool = pool_positions(found, mask)
+    entries = read_candidates(store, index, found, mask, read)  # candidates carry their summary
     index.note_mutable(entries)  # their c, σ and access counts as stored now (another process may have changed them)
     excluded = still_live(store, list(entries), live_text) if live_text else set()
     if excluded:

@@ -190,10 +190,25 @@ def _key_holding(db: sqlite3.Connection, scope: str, value_norm: str | None, at:
 
 
 # ----------------------------------------------------------------------------------------------- read
-_SELECT = (
-    "SELECT f.id, f.key, f.key_text, f.value, f.replaces, f.valid_from, f.valid_to, f.recorded_at, f.superseded_by, "
-    "f.entry_id, e.session, e.turn, f.scope FROM facts f JOIN entries e ON e.id = f.entry_id"
+_COLUMNS = (
+    "f.id, f.key, f.key_text, f.value, f.replaces, f.valid_from, f.valid_to, f.recorded_at, f.superseded_by, "
+    "f.entry_id, e.session, e.turn, f.scope"
 )
+
+
+def _facts_join(db: Any) -> str:
+    """``facts f`` joined to its source ``entries e``, facts the outer loop. On SQLite a ``CROSS JOIN`` (SQLite's
+    manual control of the join order: https://sqlite.org/optoverview.html#crossjoin): with a scope condition on
+    ``e`` (``e.user_id = ?``) its planner otherwise walks every entry of the user through the
+    ``entries_user_session_turn`` index and probes facts per entry, all 10,000 rows of a 10k store for the default
+    user to find the facts of 100 packed entries (1.3 ms instead of 0.3; linear in the store). PostgreSQL plans by
+    its statistics and takes no ``ON`` after ``CROSS JOIN``."""
+    join = "CROSS JOIN" if isinstance(db, sqlite3.Connection) else "JOIN"
+    return f"facts f {join} entries e ON e.id = f.entry_id"
+
+
+def _select(db: Any) -> str:
+    return f"SELECT {_COLUMNS} FROM {_facts_join(db)}"
 
 
 def _valid_at(at: float | None) -> tuple[str, tuple]:
@@ -230,7 +245,7 @@ def records(
     if where:
         clauses.append(f"({where})")
         args.extend(params)
-    sql = _SELECT + (" WHERE " + " AND ".join(clauses) if clauses else "") + " ORDER BY f.key, f.valid_from, f.id"
+    sql = _select(db) + (" WHERE " + " AND ".join(clauses) if clauses else "") + " ORDER BY f.key, f.valid_from, f.id"
     out = [_record(r) for r in db.execute(sql, args)]
     for r in out:
         r.current = _is_valid(r, as_of)
@@ -246,7 +261,7 @@ def facts_of_entries(
     marks = ",".join("?" * len(entry_ids))
     extra = f" AND ({where})" if where else ""
     rows = db.execute(
-        f"{_SELECT} WHERE f.entry_id IN ({marks}){extra} ORDER BY f.entry_id, f.id", (*entry_ids, *params)
+        f"{_select(db)} WHERE f.entry_id IN ({marks}){extra} ORDER BY f.entry_id, f.id", (*entry_ids, *params)
     )
     return [_record(r) for r in rows]
 
@@ -272,7 +287,7 @@ def values_at(
         for start in range(0, len(names), chunk):
             part = names[start : start + chunk]
             rows = db.execute(
-                f"{_SELECT} WHERE f.scope = ? AND f.key IN ({','.join('?' * len(part))}) AND {cond}{extra} "
+                f"{_select(db)} WHERE f.scope = ? AND f.key IN ({','.join('?' * len(part))}) AND {cond}{extra} "
                 "ORDER BY f.valid_from DESC, f.id DESC",
                 (scope, *part, *cargs, *params),
             )
@@ -286,7 +301,7 @@ def changed_at(db: sqlite3.Connection, record: FactRecord, where: str = "", para
     value (a repeat of the same value does not end it). None while it still holds."""
     extra = f" AND ({where})" if where else ""
     row = db.execute(
-        f"SELECT min(f.valid_from) FROM facts f JOIN entries e ON e.id = f.entry_id WHERE f.scope = ? AND f.key = ? "
+        f"SELECT min(f.valid_from) FROM {_facts_join(db)} WHERE f.scope = ? AND f.key = ? "
         f"AND (f.valid_from > ? OR (f.valid_from = ? AND f.id > ?)) AND f.value_norm IS NOT ?{extra}",
         (
             record.scope,
