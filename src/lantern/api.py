@@ -766,7 +766,7 @@ class Lantern:
         entries already stored (same content hash) are counted as duplicates, so importing twice adds nothing.
         Records keep their recorded scope, unless a user is given (in the call, or the handle's): then every
         record goes into that user (and into ``agent`` / ``project`` when given). ``embeddings=False`` recomputes
-        the embeddings. Returns ``ImportResult`` (added, duplicates, lines, entry_ids). Raises
+        the embeddings. Returns ``ImportResult`` (added, duplicates, grown, lines, entry_ids). Raises
         ``ExportFormatError`` (bad line, with ``.line``: nothing of its batch written) and
         ``EmbedderMismatchError`` (exported with another embedder: use ``embeddings=False``)."""
         from lantern.portability import import_jsonl
@@ -885,20 +885,22 @@ def copy_store(
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, int]:
-    """Copy every entry of the store at ``src`` into the store at ``dst`` (each a SQLite path or a
-    ``postgresql://`` URL: SQLite -> PostgreSQL and back), with its scope, reinforcement state (confidence,
-    success, access count), embedding (kept, not recomputed: ``dst`` is opened with ``src``'s embedder) and facts,
-    through the export format (portability.py) in a private temporary file. Entries already in ``dst`` (same
-    content hash) are skipped, so a copy stopped part way is resumed by running it again. ``progress(done, total)``
-    in entries after each batch. Then verified: every source entry has an entry with its embedding in ``dst``.
-    Then the compaction events, their entry ids mapped to ``dst``'s (portability.py ``copy_events``; one already
-    there is skipped). Not copied: pending recoveries (a recovery waiting for its usefulness check on the source's
-    live conversation). Returns {"entries": source entries, "added", "duplicates", "events": source events,
-    "events_added"}. Raises LanternError when the verification fails, when ``src`` is a path with no file, when
-    ``src`` and ``dst`` are the same database (the same file by any path; the same database of the same server by
-    any URL) before anything is written, and for a driver's or the file system's error, naming the store it is
-    about (``database SRC: ...`` or ``database DST: ...``, a URL without its password); EmbedderMismatchError when
-    ``dst`` holds another embedder's vectors."""
+    """Copy every entry of the store at ``src`` into the store at ``dst`` (each a SQLite path or a ``postgresql://``
+    URL: SQLite -> PostgreSQL and back), with its scope, reinforcement state (confidence, success, access count),
+    embedding (kept, not recomputed: ``dst`` is opened with ``src``'s embedder) and facts, through the export format
+    (portability.py) in a private temporary file. Entries already in ``dst`` (same content hash) are skipped, so a copy
+    stopped part way is resumed by running it again. ``progress(done, total)`` in entries after each batch. Then
+    verified: every source entry has an entry with its embedding in ``dst``. Then the compaction events, their entry ids
+    mapped to ``dst``'s (portability.py ``copy_events``; one already there is skipped). Not copied: pending recoveries
+    (a recovery waiting for its usefulness check on the source's live conversation). A turn is one entry per
+    conversation and turn number in ``dst`` too (portability.py ``_write_entry``): a source turn that grew since an
+    earlier copy replaces its shorter form there (``grown``), one that grew in ``dst`` is already there, and one whose
+    turn number ``dst`` gave to a turn of its own is appended after that conversation's last turn. Returns {"entries":
+    source entries, "added", "grown", "duplicates", "events": source events, "events_added"}. Raises LanternError when
+    the verification fails, when ``src`` is a path with no file, when ``src`` and ``dst`` are the same database (the
+    same file by any path; the same database of the same server by any URL) before anything is written, and for a
+    driver's or the file system's error, naming the store it is about (``database SRC: ...`` or ``database DST: ...``, a
+    URL without its password); EmbedderMismatchError when ``dst`` holds another embedder's vectors."""
     import tempfile
 
     from lantern.errors import LanternError
@@ -932,14 +934,15 @@ def copy_store(
                 found = target.store.entries(new_ids, text=False, tags=False)
                 with_vectors = {r[0] for r in target.store.rows_by_id(sorted(set(new_ids)))}
                 if (
-                    result.added + result.duplicates != total
+                    result.added + result.grown + result.duplicates != total
                     or len(found) != len(set(new_ids))
                     or len(with_vectors) != len(set(new_ids))
                     or len(result.entry_ids) != total
                 ):
                     raise LanternError(
                         f"copy {source.path} -> {target.path}: {total} entries read, {result.added} added, "
-                        f"{result.duplicates} already there, {len(found)} found after the copy, {len(with_vectors)} "
+                        f"{result.grown} grown, {result.duplicates} already there, {len(found)} found after the copy, "
+                        f"{len(with_vectors)} "
                         "with their embedding: the counts disagree; run the copy again (it skips what is there)"
                     )
                 events = copy_events(source, target, result.entry_ids)
@@ -954,6 +957,7 @@ def copy_store(
     return {
         "entries": total,
         "added": result.added,
+        "grown": result.grown,
         "duplicates": result.duplicates,
         "events": sum(events),
         "events_added": events[0],

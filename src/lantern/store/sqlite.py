@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, StoreVersionError
-from lantern.model import Entry, Tag
+from lantern.model import Entry, Tag, extends
 from lantern.scope import Scope, scope_where
 from lantern.store import fulltext, snapshot
 from lantern.store import vectors as codec
@@ -368,7 +368,7 @@ class Store:
                     raise MissingVectorError(f"no vector for the new row {row.content_hash}")
                 blob = codec.encode(vec, self.blocks)
                 pending = int(self.deferred is not None and not np.asarray(vec)[slice(*self.deferred)].any())
-                if last and last[0] not in written and row.text.startswith(last[2] + "\n"):
+                if last and last[0] not in written and extends(row.text, last[2]):
                     entry_id = last[0]
                     self._delete_fts(db, entry_id)
                     db.execute(
@@ -436,6 +436,18 @@ class Store:
         the row's values back to the contentless index)."""
         fulltext.check_current(db)
         fulltext.index_entry(db, entry_id, summary, text, tag_values)
+
+    @classmethod
+    def unindex_fulltext(cls, db: sqlite3.Connection, entry_id: int) -> None:
+        """Remove an entry's full-text rows before other code (an import replacing a grown turn) rewrites its
+        ``entries`` row; ``index_fulltext`` adds the new ones after."""
+        cls._delete_fts(db, entry_id)
+
+    @staticmethod
+    def lock_conversations(db: sqlite3.Connection, conversations: Iterable[tuple[str, str, str, str]]) -> None:
+        """Make the open write transaction the only writer of these (user, agent, project, session) conversations
+        (turn numbers, a grown turn) until it ends. Nothing to do here: ``BEGIN IMMEDIATE`` runs every writer
+        alone."""
 
     @staticmethod
     def _delete_fts(db: sqlite3.Connection, entry_id: int) -> None:

@@ -37,7 +37,7 @@ from lantern.errors import (
     MissingVectorError,
     StoreVersionError,
 )
-from lantern.model import Entry, Tag
+from lantern.model import Entry, Tag, extends
 from lantern.scope import Scope, scope_where
 from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
@@ -133,6 +133,11 @@ def _array(value: Any) -> np.ndarray:
 def _terms(match: str) -> list[str]:
     """The terms of an FTS5 MATCH expression of double-quoted strings joined by OR (recover/signals.fts_query)."""
     return [t.replace('""', '"') for t in _QUOTED.findall(match)]
+
+
+def _conversation_key(user: str, agent: str, project: str, session: str) -> str:
+    """The advisory lock key of a conversation: a JSON array, unambiguous whatever the names hold."""
+    return json.dumps(["conv", user, agent, project, session])
 
 
 class _Raced(Exception):
@@ -548,8 +553,8 @@ class PostgresStore:
         now = time.time()
         with self.transaction() as db:
             conn = db.current
-            keys = sorted(  # JSON arrays: unambiguous whatever the names hold
-                {json.dumps(["conv", r.user, r.agent, r.project, r.session]) for r in rows}
+            keys = sorted(
+                {_conversation_key(r.user, r.agent, r.project, r.session) for r in rows}
                 | {json.dumps(["facts", fact_scope(r)]) for r in rows if r.facts}
             )
             with conn.pipeline():  # one round trip; the server takes them in this (sorted) order: never a deadlock
@@ -627,7 +632,7 @@ class PostgresStore:
                 raise MissingVectorError(f"no vector for the new row {row.content_hash}")
             conv = (row.user, row.session, row.agent, row.project)
             state = last.get(conv)
-            if state and not state[3] and row.text.startswith(state[2] + "\n"):
+            if state and not state[3] and extends(row.text, state[2]):
                 grown.append((i, state[0]))
                 out[i] = (state[0], True)
                 state[3] = True
@@ -900,6 +905,20 @@ class PostgresStore:
         """Set the tsvector of an entry written by other code (an import): as ``add`` builds it."""
         sql, params = self._fts(summary, text, tag_values)
         db.current.execute(f"UPDATE entries SET fts = {sql} WHERE id = %s", (*params, entry_id))
+
+    @staticmethod
+    def unindex_fulltext(db: Any, entry_id: int) -> None:
+        """As ``Store.unindex_fulltext``: nothing to do here, the tsvector is a column ``index_fulltext`` sets."""
+
+    @staticmethod
+    def lock_conversations(db: PgConnection, conversations: Iterable[tuple[str, str, str, str]]) -> None:
+        """Make the open write transaction the only writer of these (user, agent, project, session) conversations
+        (turn numbers, a grown turn) until it ends: the advisory locks ``add`` takes, in sorted order, one round
+        trip."""
+        conn = db.current
+        with conn.pipeline():
+            for key in sorted({_conversation_key(*c) for c in conversations}):
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
 
     def decode_vectors(self, blobs: Sequence[Any]) -> np.ndarray:
         """float32 (len(blobs), dim) of vectors as ``rows_since`` returns them (pgvector values)."""
