@@ -363,7 +363,7 @@ def test_copy_errors_name_the_server_or_the_file_that_failed(pg_url, tmp_path):
     (tmp_path / "adir").mkdir()
     proc = cli("copy", url, str(tmp_path / "adir"))
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and err.startswith(f"error: database {tmp_path / 'adir'}: "), err
+    assert proc.returncode == 1 and err.startswith(f"error: DST {tmp_path / 'adir'}: "), err
     dead = "postgresql://ann:s3cret-pw@127.0.0.1:1/lantern"
     proc = cli("copy", url, dead)
     err = proc.stderr.decode()
@@ -719,7 +719,7 @@ def test_a_copy_the_server_refuses_names_the_server_not_the_default_database(pg_
     proc = cli("copy", str(src), url)
     err = proc.stderr.decode()
     assert proc.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith(f"error: database {redact_url(url)}: ") and "refused by the test trigger" in err, err
+    assert err.startswith(f"error: DST {redact_url(url)}: ") and "refused by the test trigger" in err, err
     with pytest.raises(LanternError, match="refused by the test trigger") as info:
         copy_store(src, url)
     assert redact_url(url) in str(info.value)

@@ -66,7 +66,16 @@ JSON_COLUMNS = ("tags", "hints", "meta")
 ROLLBACK_RETRIES = 5  # a batch the server rolled back (a deadlock) is written again this many times at most (ours)
 IMPORT_LOCK = "lantern:import"  # the key imports and copies serialize their write transactions on (store.serialize)
 
-__all__ = ["BATCH_LINES", "FORMAT", "VERSION", "ImportResult", "export_jsonl", "import_jsonl"]
+__all__ = [
+    "BATCH_LINES",
+    "FORMAT",
+    "VERSION",
+    "ImportResult",
+    "copy_events",
+    "export_jsonl",
+    "import_jsonl",
+    "read_events",
+]
 
 
 @dataclass
@@ -657,15 +666,20 @@ _EVENT_COLUMNS = (
 )
 
 
-def copy_events(source: Any, target: Any, entry_ids: dict[int, int]) -> tuple[int, int]:
-    """Copy every compaction event of ``source``'s store into ``target``'s (``lantern copy``), in one transaction,
-    oldest first, with the entry ids it names (``lost``, ``injected``) mapped through ``entry_ids`` (source id ->
-    target id, ``ImportResult.entry_ids``); an id the copy does not know is left out, as ``forget`` leaves a
-    forgotten entry out of an event. An event already in ``target`` (same time, session, scope, source, reason and
-    query) is skipped, so a copy run again adds none twice. Returns (copied, already there)."""
+def read_events(store: Any) -> list[tuple]:
+    """Every compaction event of ``store``, oldest first, as ``copy_events`` writes them."""
+    return store.db.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY id").fetchall()
+
+
+def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tuple[int, int]:
+    """Copy the compaction events ``rows`` (``read_events`` of the source's store) into ``target``'s store
+    (``lantern copy``), in one transaction, oldest first, with the entry ids each names (``lost``, ``injected``)
+    mapped through ``entry_ids`` (source id -> target id, ``ImportResult.entry_ids``); an id the copy does not know is
+    left out, as ``forget`` leaves a forgotten entry out of an event. An event already in ``target`` (same time,
+    session, scope, source, reason and query) is skipped, so a copy run again adds none twice. Returns (copied,
+    already there)."""
     from lantern.store.events import add_event
 
-    rows = source.store.db.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY id").fetchall()
     copied = present = 0
     if not rows:
         return 0, 0

@@ -210,15 +210,15 @@ class _Pool:
       why (``_connect_error``), accepted serves this call and the pool's dead connections are replaced at once
       (``ConnectionPool.check``), not after the back-off of its reconnection attempts."""
 
-    def __init__(self, url: str, path: str):
-        self.url, self.path = url, path
+    def __init__(self, url: str, path: str, readonly: bool = False):
+        self.url, self.path, self.readonly = url, path, readonly
         self.lost = False  # a connection was lost or a wait ran out: the next call tries the server first
         self._pool = ConnectionPool(
             url,
             min_size=1,
             max_size=POOL_MAX,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
-            configure=register_vector,
+            configure=self._configure,
             check=self._check,  # a connection the server dropped (a restart) is replaced
             reset=_note_returned,
             timeout=CONNECT_TIMEOUT_S,
@@ -228,6 +228,13 @@ class _Pool:
 
     def open(self) -> None:
         self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        """A new connection: pgvector's types, and for a ``readonly`` store every transaction read-only (the server
+        refuses any write)."""
+        if self.readonly:
+            conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+        register_vector(conn)
 
     def close(self) -> None:
         self._pool.close()
@@ -276,7 +283,7 @@ class _Pool:
                 continue
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
-            register_vector(conn)
+            self._configure(conn)
         except psycopg.Error as e:
             said = str(_connect_error(self.url, e))
             if self.lost:  # a pooled connection was found dead: the server went away under this handle
@@ -303,10 +310,11 @@ class PostgresStore:
     # the query's ideal BM25 (the floor then reads the semantic cosine only; docs/postgres.md)
     fulltext_scores = "ts_rank"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, readonly: bool = False):
         url = server_url(url)  # libpq knows the scheme in lower case only
         self.url = url
         self.path = redact_url(url)
+        self.readonly = readonly
         self.embedder_id: str | None = None
         self.embedder_name: str | None = None
         self.dim = 0
@@ -315,7 +323,7 @@ class PostgresStore:
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
                 self.schema_version = self._migrate(conn)
-            self.pool = _Pool(url, self.path)
+            self.pool = _Pool(url, self.path, readonly)
             self.pool.open()
         except psycopg.Error as e:
             error = _connect_error(url, e)
@@ -324,9 +332,14 @@ class PostgresStore:
             raise error from None
         self.db = PgConnection(self.pool)
         self._own_lock = threading.Lock()
-        self.finish_pending_erase()
+        if not readonly:
+            self.finish_pending_erase()
 
     def _migrate(self, conn: psycopg.Connection) -> int:
+        """The schema version, after applying the migrations missing; a ``readonly`` store applies none and refuses a
+        database that is not a Lantern store of this version (LanternError), before anything is written."""
+        if self.readonly:
+            conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
         have = conn.execute(
             "SELECT to_regclass('schema_version') IS NOT NULL, to_regclass('entries') IS NOT NULL"
         ).fetchone()
@@ -336,6 +349,15 @@ class PostgresStore:
             version = conn.execute("SELECT version FROM schema_version").fetchone()[0]
             if version > len(MIGRATIONS):
                 raise StoreVersionError(self.path, len(MIGRATIONS), version, on_open=True)
+        if self.readonly:
+            if not have[0]:
+                raise LanternError(f"{self.path} is not a Lantern store: the database has no Lantern tables")
+            if version < len(MIGRATIONS):
+                raise LanternError(
+                    f"{self.path}: its schema version {version} is older than this Lantern's ({len(MIGRATIONS)}), and "
+                    "it is opened read-only here; upgrade it first by opening it once (`lantern --db URL stats`)"
+                )
+            return version
         return migrate(conn)
 
     def _begin(self, conn: psycopg.Connection, begin: str) -> None:
@@ -419,8 +441,14 @@ class PostgresStore:
             own = self.db.total_changes
         return self.db.execute("SELECT version FROM changes WHERE id = 1").fetchone()[0] - own
 
+    @staticmethod
+    def unchanged() -> bool:
+        """As ``Store.unchanged``: a server's reads in one snapshot (``snapshot``) see one state, always True."""
+        return True
+
     def close(self) -> None:
-        self.finish_pending_erase()  # a forget that a reader kept from erasing its rows: done now if it can be
+        if not self.readonly:
+            self.finish_pending_erase()  # a forget that a reader kept from erasing its rows: done now if it can be
         self.pool.close()
 
     # the errors a skippable write (reinforcement, an event, a fill before a recovery) may meet: is_unwritable
@@ -456,6 +484,8 @@ class PostgresStore:
         """As ``Store.check_embedder``. Recording the first embedder also fixes the vector column's dimension and
         builds its HNSW cosine index (pgvector indexes only vectors of a declared dimension)."""
         stored = self._recorded_embedder()
+        if not stored and self.readonly:  # no embedder recorded: no entry was ever stored, nothing to decode
+            stored = {"embedder": embedder_id, "dim": str(dim)}
         if not stored:
             with self.transaction() as db:
                 db.current.execute("LOCK TABLE meta IN SHARE ROW EXCLUSIVE MODE")
