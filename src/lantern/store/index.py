@@ -285,7 +285,7 @@ class MemoryIndex:
             self.ann.finish_build()
         except GraphFileError as e:  # the snapshot's graph file failed its check: built anew from the rows
             log.warning("%s: HNSW graphs of the index snapshot unreadable (%s); rebuilding them", self.store.path, e)
-            snapshot.remove(self.store.path)
+            snapshot.remove(self.store.path, snapshot.store_id(self.store))
             self.ann = None
             self._unsaved = len(self.ids)  # its rows were good: written again on close (save_pays)
         except BaseException:

@@ -152,6 +152,8 @@ class Store:
         self.finish_pending_erase()
         if created and self.path != ":memory:":
             snapshot.store_id(self, create=True)  # the id an index snapshot is tied to (store/snapshot.py)
+        if self.path != ":memory:":
+            snapshot.tidy(self.path, snapshot.store_id(self))  # snapshots of a renamed file, of killed saves
 
     def _open_readonly(self) -> None:
         """Open the file read-only (SQLite ``mode=ro``): a missing path, a folder, an empty file, a file of another
@@ -584,7 +586,7 @@ class Store:
             if ids:
                 bump_generation(db)
         if ids and self.path != ":memory:":
-            snapshot.remove(self.path)  # it holds the deleted rows' vectors and hint terms
+            snapshot.remove(self.path, snapshot.store_id(self))  # they hold the deleted rows' vectors and terms
         return len(ids)
 
     def erase_free_space(self, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
