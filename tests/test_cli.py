@@ -1216,7 +1216,7 @@ def test_a_command_whose_database_is_its_own_option_names_it_in_errors(tmp_path)
     (tmp_path / "adir").mkdir()
     proc = lantern("demo", "--demo-db", "adir", "--no-show-block", cwd=tmp_path)
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and "error: database adir: " in err and "lantern.db" not in err, err
+    assert proc.returncode == 1 and "error: adir is a directory" in err and "lantern.db" not in err, err
     url = "postgresql://ann:hunter2@/d8?host=/tmp/x"
     proc = lantern("demo", "--demo-db", url, cwd=tmp_path)
     err = proc.stderr.decode()

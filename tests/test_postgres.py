@@ -363,7 +363,7 @@ def test_copy_errors_name_the_server_or_the_file_that_failed(pg_url, tmp_path):
     (tmp_path / "adir").mkdir()
     proc = cli("copy", url, str(tmp_path / "adir"))
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and err.startswith(f"error: DST {tmp_path / 'adir'}: "), err
+    assert proc.returncode == 1 and err.startswith(f"error: DST {tmp_path / 'adir'} is a directory"), err
     dead = "postgresql://ann:s3cret-pw@127.0.0.1:1/lantern"
     proc = cli("copy", url, dead)
     err = proc.stderr.decode()

@@ -121,9 +121,12 @@ class Store:
             return
         if self.path != ":memory:":
             _private_file(Path(self.path))
-        self.db = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-        )
+        try:
+            self.db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+        except sqlite3.DatabaseError as e:
+            raise _open_error(self.path, e) from None
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         try:
             _check_is_lantern(self.db, self.path)
@@ -1234,11 +1237,14 @@ def _free_bytes(folder: Path) -> int | None:
 
 def _open_error(path: str, e: sqlite3.DatabaseError) -> LanternError:
     """The error for a database that could not be opened (``Store.__init__``), naming its cause: a directory SQLite
-    cannot create the ``-wal`` / ``-shm`` files in (such a file reads as "readonly"); a lock another process holds
+    cannot create the ``-wal`` / ``-shm`` files in (such a file reads as "readonly"); a path that is a directory; a
+    lock another process holds
     (SQLITE_BUSY / SQLITE_LOCKED after the busy timeout: retry); a full disk (SQLITE_FULL, or an I/O error with
     less than ``_NEARLY_FULL_BYTES`` free: the ``-shm`` file could not be created or grown); another I/O error.
     Only what is none of these is "not a readable SQLite database"."""
     real = Path(path).resolve()  # SQLite puts -wal and -shm beside the file a symlink points to
+    if real.is_dir():
+        return LanternError(f"{path} is a directory, not a database file; give the path of a file in it")
     folder, shm = real.parent, real.with_name(real.name + "-shm")
     code = getattr(e, "sqlite_errorcode", None)
     primary = code & 0xFF if code is not None else None

@@ -193,7 +193,18 @@ def _connect_error(url: str, e: Exception) -> LanternError:
         return LanternError(f"{shown}: the server refused the login: wrong user or password ({words})")
     if "does not exist" in words and "database" in words:
         return LanternError(f"{shown}: no such database on the server ({words}); create it first")
+    said = _SERVER_SAID.search(words)
+    if said:  # the server answered and refused the session (a bad options= setting, a role limit, ...)
+        return LanternError(f"{shown}: the server refused the connection: {said.group(1)}")
+    if isinstance(e, psycopg.ProgrammingError) or _BAD_OPTION.search(words):  # libpq could not read the URL
+        return LanternError(f"{shown}: the URL is not valid: {words}")
     return LanternError(f"{shown}: cannot connect to the PostgreSQL server ({words})")
+
+
+# the server's own words in a libpq connection error: the server was reached and said why it refused
+_SERVER_SAID = re.compile(r"\b(?:FATAL|ERROR):\s+(.*)")
+# libpq's words for a URL option it cannot read (an unknown parameter, a bad value)
+_BAD_OPTION = re.compile(r"invalid (?:URI query parameter|connection option|\w+ value)|unrecognized \w+ value")
 
 
 class _Pool:
@@ -327,7 +338,11 @@ class PostgresStore:
             self.pool.open()
         except psycopg.Error as e:
             error = _connect_error(url, e)
-            if isinstance(e, psycopg.OperationalError) and _connection_lost(e):  # not answering: not a refusal
+            if (
+                isinstance(e, psycopg.OperationalError)
+                and _connection_lost(e)
+                and not any(w in str(error) for w in ("the server refused the connection:", "the URL is not valid:"))
+            ):  # not answering: not a refusal of the session, nor a URL libpq cannot read
                 error = DatabaseUnavailableError(str(error))
             raise error from None
         self.db = PgConnection(self.pool)
