@@ -139,9 +139,9 @@ def test_copy_sqlite_to_postgres_and_back_keeps_entries_vectors_facts_and_events
     with Lantern(first, user="bob") as lt:
         lt.archive([{"role": "user", "content": "报销系统由王丽负责，分机号8721。"}], session="zh")
         lt.fill_vectors()  # every deferred block computed now: a recovery on the server has none left to fill
-    counts = {"entries": 4, "added": 4, "duplicates": 0, "events": 1, "events_added": 1}
+    counts = {"entries": 4, "added": 4, "grown": 0, "duplicates": 0, "events": 1, "events_added": 1}
     assert copy_store(first, url) == counts
-    again = {"entries": 4, "added": 0, "duplicates": 4, "events": 1, "events_added": 0}
+    again = {"entries": 4, "added": 0, "grown": 0, "duplicates": 4, "events": 1, "events_added": 0}
     assert copy_store(first, url) == again  # a re-run resumes: adds nothing
     with psycopg.connect(url) as conn:  # reinforcement state as it was (before the recoveries below)
         assert [c for c in reinforced if c] == conn.execute(
@@ -363,7 +363,7 @@ def test_copy_errors_name_the_server_or_the_file_that_failed(pg_url, tmp_path):
     (tmp_path / "adir").mkdir()
     proc = cli("copy", url, str(tmp_path / "adir"))
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and err.startswith(f"error: database {tmp_path / 'adir'}: "), err
+    assert proc.returncode == 1 and err.startswith(f"error: DST {tmp_path / 'adir'} is a directory"), err
     dead = "postgresql://ann:s3cret-pw@127.0.0.1:1/lantern"
     proc = cli("copy", url, dead)
     err = proc.stderr.decode()
@@ -719,7 +719,7 @@ def test_a_copy_the_server_refuses_names_the_server_not_the_default_database(pg_
     proc = cli("copy", str(src), url)
     err = proc.stderr.decode()
     assert proc.returncode == 1 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith(f"error: database {redact_url(url)}: ") and "refused by the test trigger" in err, err
+    assert err.startswith(f"error: DST {redact_url(url)}: ") and "refused by the test trigger" in err, err
     with pytest.raises(LanternError, match="refused by the test trigger") as info:
         copy_store(src, url)
     assert redact_url(url) in str(info.value)

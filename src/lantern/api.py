@@ -22,8 +22,9 @@ from lantern.archive.chunk import chunk
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
 from lantern.archive.redact import load_policy, redact_text, set_secret_redaction
 from lantern.archive.subagents import parent_session
-from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path, is_server_url
+from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path, is_server_url, redact_url
 from lantern.embed import Embedder, embedder_name, get_embedder, signal_blocks
+from lantern.errors import LanternError
 from lantern.llm import LLMClient, LLMSettings
 from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
@@ -766,7 +767,7 @@ class Lantern:
         entries already stored (same content hash) are counted as duplicates, so importing twice adds nothing.
         Records keep their recorded scope, unless a user is given (in the call, or the handle's): then every
         record goes into that user (and into ``agent`` / ``project`` when given). ``embeddings=False`` recomputes
-        the embeddings. Returns ``ImportResult`` (added, duplicates, lines, entry_ids). Raises
+        the embeddings. Returns ``ImportResult`` (added, duplicates, grown, lines, entry_ids). Raises
         ``ExportFormatError`` (bad line, with ``.line``: nothing of its batch written) and
         ``EmbedderMismatchError`` (exported with another embedder: use ``embeddings=False``)."""
         from lantern.portability import import_jsonl
@@ -885,100 +886,166 @@ def copy_store(
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, int]:
-    """Copy every entry of the store at ``src`` into the store at ``dst`` (each a SQLite path or a
-    ``postgresql://`` URL: SQLite -> PostgreSQL and back), with its scope, reinforcement state (confidence,
-    success, access count), embedding (kept, not recomputed: ``dst`` is opened with ``src``'s embedder) and facts,
-    through the export format (portability.py) in a private temporary file. Entries already in ``dst`` (same
-    content hash) are skipped, so a copy stopped part way is resumed by running it again. ``progress(done, total)``
-    in entries after each batch. Then verified: every source entry has an entry with its embedding in ``dst``.
-    Then the compaction events, their entry ids mapped to ``dst``'s (portability.py ``copy_events``; one already
-    there is skipped). Not copied: pending recoveries (a recovery waiting for its usefulness check on the source's
-    live conversation). Returns {"entries": source entries, "added", "duplicates", "events": source events,
-    "events_added"}. Raises LanternError when the verification fails, when ``src`` is a path with no file, when
-    ``src`` and ``dst`` are the same database (the same file by any path; the same database of the same server by
-    any URL) before anything is written, and for a driver's or the file system's error, naming the store it is
-    about (``database SRC: ...`` or ``database DST: ...``, a URL without its password); EmbedderMismatchError when
-    ``dst`` holds another embedder's vectors."""
+    """Copy every entry of the store at ``src`` into the store at ``dst`` (each a SQLite path or a ``postgresql://``
+    URL: SQLite -> PostgreSQL and back), with its scope, reinforcement state (confidence, success, access count),
+    embedding (kept, not recomputed: ``dst`` is opened with ``src``'s embedder) and facts, through the export format
+    (portability.py) in a private temporary file. Entries already in ``dst`` (same content hash) are skipped, so a copy
+    stopped part way is resumed by running it again. ``progress(done, total)`` in entries after each batch. Then
+    verified: every source entry has an entry with its embedding in ``dst``. Then the compaction events, their entry ids
+    mapped to ``dst``'s (portability.py ``copy_events``; one already there is skipped). Not copied: pending recoveries
+    (a recovery waiting for its usefulness check on the source's live conversation). A turn is one entry per
+    conversation and turn number in ``dst`` too (portability.py ``_write_entry``): a source turn that grew since an
+    earlier copy replaces its shorter form there (``grown``), one that grew in ``dst`` is already there, and one whose
+    turn number ``dst`` gave to a turn of its own is appended after that conversation's last turn. Returns {"entries":
+    source entries, "added", "grown", "duplicates", "events": source events, "events_added"}. Raises LanternError when
+    the verification fails, when ``src`` is a path with no file, when ``src`` and ``dst`` are the same database (the
+    same file by any path; the same database of the same server by any URL) before anything is written, and for a
+    driver's or the file system's error, naming the store it is about (``database SRC: ...`` or ``database DST: ...``, a
+    URL without its password); EmbedderMismatchError when ``dst`` holds another embedder's vectors."""
     import tempfile
 
-    from lantern.errors import LanternError
-    from lantern.portability import copy_events
+    from lantern.portability import copy_events, export_jsonl, read_events
 
-    if not is_server_url(src) and not Path(src).exists():
-        raise LanternError(f"no database at {src}")
-    if not is_server_url(src) and not is_server_url(dst) and Path(dst).exists() and os.path.samefile(src, dst):
-        raise LanternError(f"copy {src} -> {dst}: both name the same database file; nothing copied")
-    where: Any = src  # the store the next error is about (``_located``)
+    if (
+        not is_server_url(src)
+        and not is_server_url(dst)
+        and Path(src).exists()
+        and Path(dst).exists()
+        and os.path.samefile(src, dst)
+    ):
+        raise _CopyError(f"copy {src} -> {dst}: both name the same database file; nothing copied")
+    where: Any = ("SRC", src)  # the end of the copy the next error is about (``_named``, ``_located``)
     try:
-        with Lantern(src) as source, tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as tmp:
-            where = _TEMPORARY
-            total = source.export(tmp)
-            tmp.seek(0)
-            where = dst
-            with Lantern(dst, embedder=source.embedder) as target:
-                same = _database_identity(source.store)
-                if same is not None and same == _database_identity(target.store):
+        source = _Source(src)
+        try:
+            with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as tmp:
+                where = _TEMPORARY
+                total = export_jsonl(source, tmp, scope=None)
+                where = ("SRC", src)
+                events_of_source = read_events(source.store)
+                if not source.store.unchanged():
                     raise LanternError(
-                        f"copy {source.path} -> {target.path}: both name the same database on the same server; "
-                        "nothing copied"
+                        f"{source.path}: another process wrote to it while it was read; nothing was copied, run the "
+                        "copy again"
                     )
+                tmp.seek(0)
+                where = ("DST", dst)
+                with Lantern(dst, embedder=source.embedder) as target:
+                    same = _database_identity(source.store)
+                    if same is not None and same == _database_identity(target.store):
+                        raise _CopyError(
+                            f"copy {source.path} -> {target.path}: both name the same database on the same server; "
+                            "nothing copied"
+                        )
 
-                def report(line: int) -> None:  # import counts lines: the header is line 1
-                    if progress:
-                        progress(min(max(line - 1, 0), total), total)
+                    def report(line: int) -> None:  # import counts lines: the header is line 1
+                        if progress:
+                            progress(min(max(line - 1, 0), total), total)
 
-                result = target.import_(tmp, progress=report)
-                new_ids = list(result.entry_ids.values())
-                found = target.store.entries(new_ids, text=False, tags=False)
-                with_vectors = {r[0] for r in target.store.rows_by_id(sorted(set(new_ids)))}
-                if (
-                    result.added + result.duplicates != total
-                    or len(found) != len(set(new_ids))
-                    or len(with_vectors) != len(set(new_ids))
-                    or len(result.entry_ids) != total
-                ):
-                    raise LanternError(
-                        f"copy {source.path} -> {target.path}: {total} entries read, {result.added} added, "
-                        f"{result.duplicates} already there, {len(found)} found after the copy, {len(with_vectors)} "
-                        "with their embedding: the counts disagree; run the copy again (it skips what is there)"
-                    )
-                events = copy_events(source, target, result.entry_ids)
-    except LanternError:
+                    result = target.import_(tmp, progress=report)
+                    new_ids = list(result.entry_ids.values())
+                    found = target.store.entries(new_ids, text=False, tags=False)
+                    with_vectors = {r[0] for r in target.store.rows_by_id(sorted(set(new_ids)))}
+                    if (
+                        result.added + result.grown + result.duplicates != total
+                        or len(found) != len(set(new_ids))
+                        or len(with_vectors) != len(set(new_ids))
+                        or len(result.entry_ids) != total
+                    ):
+                        raise _CopyError(
+                            f"copy {source.path} -> {target.path}: {total} entries read, {result.added} added, "
+                            f"{result.grown} grown, {result.duplicates} already there, {len(found)} found after the "
+                            f"copy, {len(with_vectors)} with their embedding: the counts disagree; run the copy again "
+                            "(it skips what is there)"
+                        )
+                    events = copy_events(events_of_source, target, result.entry_ids)
+        finally:
+            source.close()
+    except _CopyError:
         raise
+    except LanternError as e:  # the store's own line, named SRC or DST
+        raise _named(e, where) from None
     except Exception as e:
         if not isinstance(e, (sqlite3.Error, OSError)) and not type(e).__module__.startswith("psycopg"):
             raise
         if where is _TEMPORARY and not isinstance(e, OSError):  # reading the source failed, not the file
-            where = src
+            where = ("SRC", src)
         raise _located(e, where) from e
     return {
         "entries": total,
         "added": result.added,
+        "grown": result.grown,
         "duplicates": result.duplicates,
         "events": sum(events),
         "events_added": events[0],
     }
 
 
+class _Source:
+    """``copy_store``'s source: its store opened read-only (nothing created, migrated or written: a path or database
+    that is not a Lantern store is refused) and the embedder its vectors were made with, as ``export_jsonl`` and
+    ``Lantern(dst, embedder=...)`` read them."""
+
+    def __init__(self, location: str | os.PathLike[str]):
+        server = is_server_url(location)
+        self.store = open_store(location if server else Path(location), readonly=True)
+        try:
+            self.path = self.store.path if server else location
+            self.embedder = get_embedder(self.store.get_meta("embedder") or None)
+            self.store.check_embedder(
+                self.embedder.id,
+                self.embedder.dim,
+                embedder_name(self.embedder.id),
+                _blocks(self.embedder),
+                _deferred(self.embedder),
+            )
+        except BaseException:
+            self.store.close()
+            raise
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class _CopyError(LanternError):
+    """An error of ``copy_store`` that names both stores already (a LanternError when raised to the caller)."""
+
+
 _TEMPORARY = object()  # copy_store's temporary file, as ``_located``'s ``where``
 
 
-def _located(e: BaseException, where: Any) -> Exception:
-    """``e`` (a driver's or the file system's error during ``copy_store``) as a LanternError naming the store it is
-    about, ``where`` (a path, or a URL shown without its password, the driver's words scrubbed of it:
-    config.scrub), or the copy's temporary file for ``_TEMPORARY``."""
-    from lantern.config import redact_url, scrub
-    from lantern.errors import LanternError
+def _shown(where: Any) -> str:
+    return redact_url(where) if is_server_url(where) else str(where)
 
-    words = scrub((str(e).strip().splitlines() or [type(e).__name__])[0], where if isinstance(where, str) else None)
+
+def _named(e: BaseException, where: Any) -> BaseException:
+    """The LanternError ``e`` of one end of a copy (``where``: ("SRC" or "DST", its location); the temporary file's
+    errors are OSErrors, never here), its line saying which end: ``SRC PATH ...`` or ``DST URL: ...``, its type
+    kept."""
+    end, location = where if where is not _TEMPORARY else ("SRC", "")
+    said, shown = str(e), _shown(location)
+    if not said.startswith(shown):
+        said = f"{shown}: {said}"
+    e.args = (f"{end} {said}",)
+    return e
+
+
+def _located(e: BaseException, where: Any) -> Exception:
+    """``e`` (a driver's or the file system's error during ``copy_store``) as a LanternError naming the end it is
+    about, ``where`` (("SRC" or "DST", a path or a URL shown without its password, the driver's words scrubbed of
+    it: config.scrub), or the copy's temporary file for ``_TEMPORARY``)."""
+    from lantern.config import scrub
+
+    location = where[1] if where is not _TEMPORARY else None
+    said = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    words = scrub(said, location if isinstance(location, str) else None)
     if isinstance(e, OSError) and e.strerror:
         words = e.strerror
     if where is _TEMPORARY:
         import tempfile
 
         return LanternError(f"the copy's temporary file in {tempfile.gettempdir()}: {words}")
-    shown = redact_url(where) if is_server_url(where) else str(where)
-    return LanternError(f"database {shown}: {words}")
+    return LanternError(f"{where[0]} {_shown(location)}: {words}")
 
 
 def _database_identity(store: Any) -> tuple[Any, ...] | None:

@@ -1380,7 +1380,8 @@ def import_(
 ) -> None:
     """Import a JSONL export; importing twice adds nothing.
 
-    One transaction per 256 lines; entries already stored (same content hash) are skipped; a bad line is an error
+    One transaction per 256 lines; entries already stored (same content hash) are skipped, a stored turn a record
+    grew from is replaced (grown); a bad line is an error
     naming it, and nothing of its batch is written."""
 
     before = _before_open()
@@ -1398,7 +1399,9 @@ def import_(
             before.undo()  # file turned into one
             raise
         print(
-            f"{file}: {plural(r.added, 'entry', 'entries')} imported, {r.duplicates} already stored "
+            f"{file}: {plural(r.added, 'entry', 'entries')} imported, "
+            + (f"{r.grown} grown (replacing the turn they extend), " if r.grown else "")
+            + f"{r.duplicates} already stored "
             f"({plural(r.lines, 'line')})"
         )
 
@@ -1453,7 +1456,9 @@ def copy(
         else:
             print(
                 f"{shown_location(src)} -> {shown_location(dst)}: {plural(counts['entries'], 'entry', 'entries')} "
-                f"verified, {counts['added']} copied, {counts['duplicates']} already there; "
+                f"verified, {counts['added']} copied, "
+                + (f"{counts['grown']} grown (replacing the turn they extend), " if counts["grown"] else "")
+                + f"{counts['duplicates']} already there; "
                 f"{plural(counts['events'], 'compaction event', 'compaction events')}, {counts['events_added']} copied"
             )
 

@@ -251,6 +251,14 @@ class Recovery:
         return out
 
 
+def extends(text: str, earlier: str) -> bool:
+    """Whether ``text`` is the turn ``earlier`` grown: its text followed by more on a new line (a live turn archived
+    first with the user message, later with the reply). The one rule of a turn's growth: ``add`` replaces the
+    conversation's last turn with the turn that extends it, an import or ``lantern copy`` the turn it holds at the
+    same place."""
+    return text.startswith(earlier + "\n")
+
+
 def content_hash(session: str, text: str, user: str = "", agent: str = "", project: str = "") -> str:
     """sha256 hex of a turn's session and full text, and of its scope (user, agent, project) when that is not the
     default ("", "", ""): the dedup key (the same turn archived twice is one entry; the same text said by two users

@@ -23,17 +23,17 @@ Round trip: export -> import into an empty database -> export gives the same byt
 renumbered from 1 in file order when the source had gaps). ``content_hash`` is always recomputed on import from
 the scope, session and text (lantern/scope.py), so a record cannot smuggle in a hash of another user's turn.
 
-Import: the whole file is read and checked first, then written in one transaction per batch of ``BATCH_LINES``
-lines. A bad line anywhere (a truncated or corrupt export, bytes that are not UTF-8) raises ``ExportFormatError``
-naming the line (and field) and nothing is written (a stream that cannot be read twice, such as a pipe, is copied to
-a temporary file as it is checked) (besides types: ``turn`` and the counts are integers in
-[0, 2**53), ``importance`` / ``confidence`` / ``success`` within [0, 1], ``time`` / ``archived_at`` unix seconds
-within years 1..9999). An import stopped part way (killed, disk full, another
-process's write lock past its retries) keeps the batches committed; importing again adds only the rest, because a turn
-already stored — same content hash — is counted as a duplicate, never stored
-twice). Two imports (or ``lantern copy``) into one database at once both succeed: their batches run one at a time
-(``store.serialize``), and a turn another writer stored since the look-up is counted as a duplicate (``ON
-CONFLICT``). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
+Import: the whole file is read and checked first, then written in one transaction per batch of ``BATCH_LINES`` lines. A
+bad line anywhere (a truncated or corrupt export, bytes that are not UTF-8) raises ``ExportFormatError`` naming the line
+(and field) and nothing is written (a stream that cannot be read twice, such as a pipe, is copied to a temporary file as
+it is checked) (besides types: ``turn`` and the counts are integers in [0, 2**53), ``importance`` / ``confidence`` /
+``success`` within [0, 1], ``time`` / ``archived_at`` unix seconds within years 1..9999). An import stopped part way
+(killed, disk full, another process's write lock past its retries) keeps the batches committed; importing again adds
+only the rest, because a turn already stored — same content hash — is counted as a duplicate, never stored twice). A
+turn is one entry per conversation and turn number, as ``add`` keeps it: a record of a turn stored in a shorter form
+replaces it (``_write_entry``). Two imports (or ``lantern copy``) into one database at once both succeed: their batches
+run one at a time (``store.serialize``), and a turn another writer stored since the look-up is counted as a duplicate
+(``ON CONFLICT``). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
 ``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
 """
 
@@ -55,7 +55,7 @@ from typing import IO, Any
 import numpy as np
 
 from lantern.errors import EmbedderMismatchError, ExportFormatError
-from lantern.model import ExtractedFact, content_hash
+from lantern.model import ExtractedFact, content_hash, extends
 from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS, Scope, scope_where
 from lantern.store.facts import write_facts
 
@@ -66,16 +66,27 @@ JSON_COLUMNS = ("tags", "hints", "meta")
 ROLLBACK_RETRIES = 5  # a batch the server rolled back (a deadlock) is written again this many times at most (ours)
 IMPORT_LOCK = "lantern:import"  # the key imports and copies serialize their write transactions on (store.serialize)
 
-__all__ = ["BATCH_LINES", "FORMAT", "VERSION", "ImportResult", "export_jsonl", "import_jsonl"]
+__all__ = [
+    "BATCH_LINES",
+    "FORMAT",
+    "VERSION",
+    "ImportResult",
+    "copy_events",
+    "export_jsonl",
+    "import_jsonl",
+    "read_events",
+]
 
 
 @dataclass
 class ImportResult:
-    """What an import did: records ``added`` and ``duplicates`` (already stored: same content hash), the ``lines``
+    """What an import did: records ``added``, ``duplicates`` (already stored: same content hash, or the same turn
+    grown since), ``grown`` (a stored turn this record extends, replaced in place: ``_write_entry``), the ``lines``
     read, and ``entry_ids`` mapping each exported entry id to the id it has in this database."""
 
     added: int = 0
     duplicates: int = 0
+    grown: int = 0
     lines: int = 0
     entry_ids: dict[int, int] = field(default_factory=dict)
 
@@ -499,10 +510,14 @@ def _write_batch(
             rec["_vector"] = vec
     store = lantern.store
     for attempt in range(ROLLBACK_RETRIES + 1):
-        before = (result.added, result.duplicates, dict(result.entry_ids))
+        before = (result.added, result.duplicates, result.grown, dict(result.entry_ids))
         try:
             with store.transaction() as db:
                 store.serialize(db, IMPORT_LOCK)  # one import's batch at a time (SQLite's write lock does it already)
+                # turn numbers and grown turns: an ``add`` of the same conversations waits, as it waits for another
+                store.lock_conversations(
+                    db, {(r["user_id"], r["agent_id"], r["project"], r["session"]) for r in entries}
+                )
                 store.verify_embedder(db)
                 for _, kind, rec in batch:
                     RECORD_WRITERS[kind](store, db, rec, result)
@@ -512,30 +527,45 @@ def _write_batch(
             # back: run it again whole, its counts as before it, as ``add`` runs its batch again
             if attempt == ROLLBACK_RETRIES or not store.rolled_back(e):
                 raise
-            result.added, result.duplicates, result.entry_ids = before
+            result.added, result.duplicates, result.grown, result.entry_ids = before
+
+
+_CONVERSATION = "user_id = ? AND agent_id = ? AND project = ? AND session = ?"
+# an entry's reinforcement state: the destination's is kept when a record replaces its grown turn, as ``add`` keeps it
+_KEPT_ON_GROWTH = ("turn", "confidence", "success", "access_count")
 
 
 def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result: ImportResult) -> None:
-    """Write one entry record in the open transaction ``db``, or count it a duplicate when its content hash is
-    stored: found by the look-up, or committed by another writer since (an ``add``, another process's import: the
-    insert's ``ON CONFLICT (content_hash) DO NOTHING`` skips it, PostgreSQL waiting for that writer's commit first,
-    and the row is read again), as ``add`` does."""
+    """Write one entry record in the open transaction ``db``. A turn is one entry per conversation (scope and
+    session) and turn number, as ``add`` keeps it:
+
+    - its content hash stored (found by the look-up, or committed by another writer since: the insert's ``ON
+      CONFLICT (content_hash) DO NOTHING`` skips it, PostgreSQL waiting for that writer's commit first, and the row
+      is read again): a duplicate;
+    - the turn it grew from stored (``model.extends``: the same turn archived before its reply came; found at its
+      place, ``_held``): that entry is replaced in place, its id and reinforcement state kept (``grown``);
+    - a grown form of it stored (the destination's turn grew since): a duplicate, mapped to that entry;
+    - its turn number taken by another turn of the conversation (a destination that archived its own turns under
+      the same session name): appended after the conversation's last turn, as ``add`` numbers a new turn;
+    - else: inserted with its turn number."""
     stored_hash = store.stored_value("content_hash", rec["content_hash"])
     found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
+    cur = None
     if not found:
-        values = {
-            k: (json.dumps(v, ensure_ascii=k != "tags" and k != "hints") if k in JSON_COLUMNS else v)
-            for k, v in rec.items()
-            if not k.startswith("_")
-        }
-        names = list(values)
-        cur = db.execute(
-            f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES "
-            f"({', '.join('?' * len(names))}) ON CONFLICT (content_hash) DO NOTHING",
-            [store.stored_value(k, values[k]) for k in names],
-        )
-        if cur.rowcount == 0:  # stored by another writer since the look-up: read as it was committed
-            found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
+        held = _held(db, rec)
+        if held is not None and extends(rec["text"], held[1]):
+            entry_id = held[0]
+            _replace_grown(store, db, entry_id, rec)
+            result.grown += 1
+            if rec["_id"] is not None:
+                result.entry_ids[rec["_id"]] = entry_id
+            return
+        if held is not None:
+            found = held
+        else:
+            cur = _insert(store, db, rec)
+            if cur.rowcount == 0:  # stored by another writer since the look-up: read as it was committed
+                found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
     if found:
         entry_id = found[0]
         result.duplicates += 1
@@ -545,15 +575,84 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
             "INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
             (entry_id, store.encode_vector(rec["_vector"])),
         )
-        if store.deferred is not None and not np.asarray(rec["_vector"])[slice(*store.deferred)].any():
-            db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
-        store.index_fulltext(db, entry_id, rec["summary"], rec["text"], [value for _, value in rec["tags"]])
-        if rec["_facts"]:  # linked into their key's chain by the entry's event time
-            recorded = next((at for _, at in rec["_facts"] if at is not None), rec["archived_at"])
-            write_facts(db, entry_id, [f for f, _ in rec["_facts"]], recorded, rec["user_id"])
+        _index(store, db, entry_id, rec)
         result.added += 1
     if rec["_id"] is not None:
         result.entry_ids[rec["_id"]] = entry_id
+
+
+def _held(db: sqlite3.Connection, rec: dict[str, Any]) -> tuple[int, str] | None:
+    """(id, text) of the stored entry that is the record's turn in an earlier or later form (one text extends the
+    other): the entry at its conversation and turn number, else one of the conversation elsewhere (a turn an
+    earlier import appended). None when there is none: when another turn holds its number, ``rec["turn"]`` becomes
+    the conversation's next one."""
+    conversation = (rec["user_id"], rec["agent_id"], rec["project"], rec["session"])
+    at = db.execute(
+        f"SELECT id, text FROM entries WHERE {_CONVERSATION} AND turn = ? ORDER BY id LIMIT 1",
+        (*conversation, rec["turn"]),
+    ).fetchone()
+    if at is None:
+        return None
+    if extends(rec["text"], at[1]) or extends(at[1], rec["text"]):
+        return at[0], at[1]
+    elsewhere = db.execute(  # either text a prefix of the other, followed by a new line
+        f"SELECT id, text FROM entries WHERE {_CONVERSATION} AND (substr(?, 1, length(text) + 1) = text || ? "
+        "OR substr(text, 1, length(?) + 1) = ?) ORDER BY turn DESC LIMIT 1",
+        (*conversation, rec["text"], "\n", rec["text"], rec["text"] + "\n"),
+    ).fetchone()
+    if elsewhere is not None:
+        return elsewhere[0], elsewhere[1]
+    last = db.execute(f"SELECT max(turn) FROM entries WHERE {_CONVERSATION}", conversation).fetchone()[0]
+    rec["turn"] = last + 1
+    return None
+
+
+def _column_values(rec: dict[str, Any]) -> dict[str, Any]:
+    """The record's ``entries`` columns as stored (JSON columns as text)."""
+    return {
+        k: (json.dumps(v, ensure_ascii=k != "tags" and k != "hints") if k in JSON_COLUMNS else v)
+        for k, v in rec.items()
+        if not k.startswith("_")
+    }
+
+
+def _insert(store: Any, db: sqlite3.Connection, rec: dict[str, Any]) -> Any:
+    values = _column_values(rec)
+    names = list(values)
+    return db.execute(
+        f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES "
+        f"({', '.join('?' * len(names))}) ON CONFLICT (content_hash) DO NOTHING",
+        [store.stored_value(k, values[k]) for k in names],
+    )
+
+
+def _replace_grown(store: Any, db: sqlite3.Connection, entry_id: int, rec: dict[str, Any]) -> None:
+    """Rewrite entry ``entry_id`` as the record, the turn it grew into: every column but its turn number and
+    reinforcement state, its vector, full-text rows and facts; stamped (``vector_at``) so that every in-process
+    index reads it again (its ``archived_at`` is the source's)."""
+    import time
+
+    values = {k: v for k, v in _column_values(rec).items() if k not in _KEPT_ON_GROWTH}
+    if "vector_at" in values:
+        values["vector_at"] = time.time()
+    store.unindex_fulltext(db, entry_id)
+    db.execute(
+        f"UPDATE entries SET {', '.join(f'{chr(34)}{n}{chr(34)} = ?' for n in values)} WHERE id = ?",
+        [*(store.stored_value(k, v) for k, v in values.items()), entry_id],
+    )
+    db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (store.encode_vector(rec["_vector"]), entry_id))
+    _index(store, db, entry_id, rec, replace=True)
+
+
+def _index(store: Any, db: sqlite3.Connection, entry_id: int, rec: dict[str, Any], replace: bool = False) -> None:
+    """What an entry row written by the import needs besides itself: its pending deferred block, full-text rows
+    and facts (``replace``: those of the turn it grew from are replaced, none left)."""
+    if store.deferred is not None and not np.asarray(rec["_vector"])[slice(*store.deferred)].any():
+        db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
+    store.index_fulltext(db, entry_id, rec["summary"], rec["text"], [value for _, value in rec["tags"]])
+    if rec["_facts"] or replace:  # linked into their key's chain by the entry's event time
+        recorded = next((at for _, at in rec["_facts"] if at is not None), rec["archived_at"])
+        write_facts(db, entry_id, [f for f, _ in rec["_facts"]], recorded, rec["user_id"])
 
 
 RECORD_WRITERS: dict[str, Callable[[Any, sqlite3.Connection, dict[str, Any], ImportResult], None]] = {
@@ -567,15 +666,20 @@ _EVENT_COLUMNS = (
 )
 
 
-def copy_events(source: Any, target: Any, entry_ids: dict[int, int]) -> tuple[int, int]:
-    """Copy every compaction event of ``source``'s store into ``target``'s (``lantern copy``), in one transaction,
-    oldest first, with the entry ids it names (``lost``, ``injected``) mapped through ``entry_ids`` (source id ->
-    target id, ``ImportResult.entry_ids``); an id the copy does not know is left out, as ``forget`` leaves a
-    forgotten entry out of an event. An event already in ``target`` (same time, session, scope, source, reason and
-    query) is skipped, so a copy run again adds none twice. Returns (copied, already there)."""
+def read_events(store: Any) -> list[tuple]:
+    """Every compaction event of ``store``, oldest first, as ``copy_events`` writes them."""
+    return store.db.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY id").fetchall()
+
+
+def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tuple[int, int]:
+    """Copy the compaction events ``rows`` (``read_events`` of the source's store) into ``target``'s store
+    (``lantern copy``), in one transaction, oldest first, with the entry ids each names (``lost``, ``injected``)
+    mapped through ``entry_ids`` (source id -> target id, ``ImportResult.entry_ids``); an id the copy does not know is
+    left out, as ``forget`` leaves a forgotten entry out of an event. An event already in ``target`` (same time,
+    session, scope, source, reason and query) is skipped, so a copy run again adds none twice. Returns (copied,
+    already there)."""
     from lantern.store.events import add_event
 
-    rows = source.store.db.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY id").fetchall()
     copied = present = 0
     if not rows:
         return 0, 0

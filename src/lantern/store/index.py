@@ -15,8 +15,10 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -117,6 +119,10 @@ class Postings:
         np.cumsum([len(x) for x in parts], out=offsets[1:])
         rows = np.concatenate(parts) if parts else np.empty(0, np.int32)
         return terms, offsets, rows
+
+
+# store handle -> ids of the undecodable vectors warned about through it (``MemoryIndex._decoded``)
+_WARNED: weakref.WeakKeyDictionary[Any, set[int]] = weakref.WeakKeyDictionary()
 
 
 class MemoryIndex:
@@ -285,7 +291,7 @@ class MemoryIndex:
             self.ann.finish_build()
         except GraphFileError as e:  # the snapshot's graph file failed its check: built anew from the rows
             log.warning("%s: HNSW graphs of the index snapshot unreadable (%s); rebuilding them", self.store.path, e)
-            snapshot.remove(self.store.path)
+            snapshot.remove(self.store.path, snapshot.store_id(self.store))
             self.ann = None
             self._unsaved = len(self.ids)  # its rows were good: written again on close (save_pays)
         except BaseException:
@@ -414,15 +420,18 @@ class MemoryIndex:
     def _decoded(self, rows: list[tuple]) -> tuple[list[tuple], np.ndarray]:
         """(the rows whose vector decodes, their vectors float32 (k, dim)). A row whose stored vector has a byte
         length of no layout (store ``vector_decodable``: cut short by a disk fault, written by another tool) is left
-        out, remembered in ``undecodable`` with its stamp, and named in one warning: a recovery works on the rest,
-        and ``lantern reindex`` recomputes it."""
+        out, remembered in ``undecodable`` with its stamp, and named in one warning, once per store handle
+        (``_WARNED``: an index started over, or the handle's next index, reads it again): a recovery works on the
+        rest, and ``lantern reindex`` recomputes it."""
         try:
             return rows, self.store.decode_vectors([r[8] for r in rows])
         except ValueError:
             pass
         good = [r for r in rows if self.store.vector_decodable(r[8])]
         bad = [r for r in rows if not self.store.vector_decodable(r[8])]
-        new = [r[0] for r in bad if r[0] not in self.undecodable]
+        warned = _WARNED.setdefault(self.store, set())
+        new = [r[0] for r in bad if r[0] not in self.undecodable and r[0] not in warned]
+        warned.update(new)
         for r in bad:
             self.undecodable[r[0]] = r[3]
         for r in good:

@@ -11,11 +11,12 @@ from lantern.store.protocol import StoreProtocol
 __all__ = ["open_store"]
 
 
-def open_store(location: str | os.PathLike[str]) -> StoreProtocol:
+def open_store(location: str | os.PathLike[str], readonly: bool = False) -> StoreProtocol:
     """The store at ``location``: a PostgreSQL server for a ``postgresql://`` URL (needs the ``postgres`` extra,
     else LanternError naming ``errors.install_command("postgres")``), else the SQLite file at that path. Raises what
     the backend's constructor raises (LanternError naming the cause: unreachable server, bad password, missing
-    pgvector extension, a file that is not a Lantern database)."""
+    pgvector extension, a file that is not a Lantern database). ``readonly``: opened to be read only, nothing created,
+    migrated or written; a location that is not a Lantern store of this schema version raises LanternError."""
     if is_server_url(location):
         try:
             from lantern.store.postgres import PostgresStore
@@ -24,7 +25,7 @@ def open_store(location: str | os.PathLike[str]) -> StoreProtocol:
                 f"{redact_url(str(location))}: the PostgreSQL backend needs psycopg 3, psycopg-pool and pgvector "
                 f"({e.name or e} is missing). Install it into this environment: {install_command('postgres')}"
             ) from None
-        return PostgresStore(str(location))
+        return PostgresStore(str(location), readonly=readonly)
     from lantern.store.sqlite import Store
 
-    return Store(location)
+    return Store(location, readonly=readonly)

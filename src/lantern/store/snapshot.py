@@ -10,8 +10,11 @@ used: discarded with one warning (removed) and the index reloads from the databa
   table, written when the database is created, or by the first snapshot of an older store; a store that cannot be
   written and has none never gets a snapshot) and the identity (device, inode) of the database file. A snapshot of
   another store, or of a copy of this one, moved beside it is foreign. The folder is named after the database's
-  resolved path (symlinks followed), so every path to one database finds, and a forget through any of them
-  removes, the same snapshot (``remove`` also removes one beside the path given, as older versions wrote it).
+  resolved path (symlinks followed), so every path to one database finds the same snapshot. A store's snapshots
+  are found by its identity (``owned``: named after its path, or recording its store id and file, or a temporary
+  folder named with its file's device and inode), so a forget removes every one of them beside the file, whatever
+  name wrote it (a hard link, the name before a rename), and an open removes those no process will use again
+  (``tidy``: an earlier name's, a killed save's). One left in a folder the file was moved out of is not found.
 - Whole: every file's size and CRC-32 are recorded in ``meta.json``, whose own CRC-32 ends it, and
   ``meta.json``'s shape is checked entirely (each key, type and length). The row files and the matrix are verified
   before the index takes them (a damaged matrix changes the ranking); the usearch graph files in a worker thread
@@ -31,8 +34,8 @@ used: discarded with one warning (removed) and the index reloads from the databa
 Written into a temporary folder by plain file writes (no memory-mapped writes: a full disk raises OSError, never
 SIGBUS), renamed into place, and re-checked after the rename: a generation bumped meanwhile removes it. A write
 that fails (a full disk, a read-only folder) removes what it wrote and raises OSError (``MemoryIndex.save`` logs
-one warning; the command goes on). It holds vectors and hint terms of the text, so every delete removes it
-(``remove``: ``Store.delete``), before the next snapshot is written.
+one warning; the command goes on). It holds vectors and hint terms of the text, so every delete removes it and
+every other snapshot of the store it finds (``remove``: ``Store.delete``), before the next snapshot is written.
 """
 
 from __future__ import annotations
@@ -91,14 +94,97 @@ def location(store) -> Path | None:
     return Path(os.path.realpath(path) + SUFFIX)
 
 
-def remove(db_path: str | os.PathLike[str]) -> None:
-    """Delete the snapshot of the database at ``db_path`` (beside its resolved path, and beside ``db_path`` itself,
-    where older versions wrote it) and any half-written one (their vectors and hint terms may hold deleted
-    entries). A folder or a file of that name alike."""
-    folders = {Path(os.path.realpath(db_path) + SUFFIX), Path(os.path.abspath(db_path) + SUFFIX)}
-    for folder in folders:
-        for p in [folder, *folder.parent.glob(folder.name + ".tmp-*"), *folder.parent.glob(folder.name + ".old-*")]:
+# a snapshot folder's name: DB.index, a half-written DB.index.tmp-PID-..., or a replaced one set aside, .old-PID-...
+_FOLDER = re.compile(
+    r"(?P<base>.+)" + re.escape(SUFFIX) + r"(?:\.(?P<kind>tmp|old)-(?P<pid>\d+)-(?P<rest>[-0-9a-f]+))?"
+)
+
+
+def remove(db_path: str | os.PathLike[str], sid: str | None = None) -> None:
+    """Delete every snapshot of the database at ``db_path`` found beside it (``owned``: whole, half-written by a
+    live or a dead process, set aside), whatever name of the file it was written under (a hard link, an earlier
+    name before a rename): they hold vectors and hint terms of the text, so a forget removes them all. ``sid``: the
+    store's id (``store_id``); None recognizes only the snapshots named after ``db_path``."""
+    for p, _kind, _pid in owned(db_path, sid):
+        _discard(p)
+
+
+def tidy(db_path: str | os.PathLike[str], sid: str | None) -> None:
+    """Delete what of this database's snapshots no process will use again: one named after a path that is no
+    longer this database's file (renamed, removed: no later open finds it), and the half-written or set-aside
+    folders of processes that ended (killed during a save). On open and before each save."""
+    current = {_snapshot_path(db_path).name, Path(os.path.abspath(db_path) + SUFFIX).name}
+    identity = _identity(db_path)
+    for p, kind, pid in owned(db_path, sid):
+        if kind is not None:
+            if not _alive(pid):
+                _discard(p)
+        elif p.name not in current and _identity(str(p)[: -len(SUFFIX)]) != identity:
             _discard(p)
+
+
+def owned(db_path: str | os.PathLike[str], sid: str | None) -> list[tuple[Path, str | None, int]]:
+    """(folder, kind: None for a whole snapshot, "tmp" half-written, "old" set aside; writer's pid) of every snapshot
+    of the database at ``db_path`` in the folders of its path and resolved path: one named after either path, one
+    whose ``meta.json`` records this store's id and file (device, inode: a hard link, an earlier name), a
+    half-written one whose name holds that file's identity (``save``). Another database's, or a copy's (the same
+    store id, another file), is not."""
+    names = {Path(os.path.realpath(db_path) + SUFFIX), Path(os.path.abspath(db_path) + SUFFIX)}
+    identity = _identity(db_path)
+    tag = f"{identity[0]}-{identity[1]}-" if identity is not None else None
+    out = []
+    for parent in {p.parent for p in names}:
+        try:
+            found = os.listdir(parent)
+        except OSError:
+            continue
+        for name in found:
+            m = _FOLDER.fullmatch(name)
+            if m is None:
+                continue
+            p, kind = parent / name, m["kind"]
+            pid = int(m["pid"]) if m["pid"] else 0
+            if (
+                parent / (m["base"] + SUFFIX) in names
+                or (kind == "tmp" and tag is not None and m["rest"].startswith(tag))
+                or (kind != "tmp" and sid is not None and identity is not None and _recorded(p) == (sid, identity))
+            ):
+                out.append((p, kind, pid))
+    return out
+
+
+def _snapshot_path(db_path: str | os.PathLike[str]) -> Path:
+    return Path(os.path.realpath(db_path) + SUFFIX)
+
+
+def _identity(path: str | os.PathLike[str]) -> list[int] | None:
+    """[device, inode] of the file at ``path`` (symlinks followed); None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _recorded(folder: Path) -> tuple[str, list[int]] | None:
+    """(store id, file identity) a snapshot folder's ``meta.json`` records; None when it cannot be read."""
+    try:
+        with open(folder / "meta.json", "rb") as f:
+            meta = json.loads(f.readline())
+        return meta["store"], meta["file"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs (another user's too); a reused pid counts as alive: its folder waits."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _discard(p: Path) -> None:
@@ -205,7 +291,9 @@ def save(index, gen: int) -> Path | None:
     if sid is None:
         return None
     identity = _file_identity(index.store)
-    tmp = folder.parent / f"{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tidy(index.store.path, sid)
+    # the file's identity in the name: a folder a killed save leaves is found as this database's (``owned``)
+    tmp = folder.parent / f"{folder.name}.tmp-{os.getpid()}-{identity[0]}-{identity[1]}-{uuid.uuid4().hex[:8]}"
     old = folder.parent / f"{folder.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(mode=0o700)
     try:
@@ -280,7 +368,7 @@ def save(index, gen: int) -> Path | None:
     finally:
         _discard(old)
     if generation(index.store) != gen:  # a delete committed meanwhile: what was just written may hold its rows
-        remove(index.store.path)
+        remove(index.store.path, sid)
         return None
     return folder
 
@@ -551,4 +639,16 @@ def _remove_if_same(folder: Path, dfd: int | None) -> None:
     _discard(folder)
 
 
-__all__ = ["FORMAT", "STORE_ID", "SUFFIX", "generation", "load", "location", "remove", "save", "store_id"]
+__all__ = [
+    "FORMAT",
+    "STORE_ID",
+    "SUFFIX",
+    "generation",
+    "load",
+    "location",
+    "owned",
+    "remove",
+    "save",
+    "store_id",
+    "tidy",
+]

@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import time as _time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, StoreVersionError
-from lantern.model import Entry, Tag
+from lantern.model import Entry, Tag, extends
 from lantern.scope import Scope, scope_where
 from lantern.store import fulltext, snapshot
 from lantern.store import vectors as codec
@@ -73,6 +74,17 @@ class NewEntry:
     project: str = ""
 
 
+def _file_state(path: Path, wal: Path) -> tuple[Any, ...]:
+    """(device, inode, size, mtime) of the database file and of its ``-wal`` (None when it has none)."""
+    st = path.stat()
+    try:
+        w = wal.stat()
+        wal_state: tuple[int, int] | None = (w.st_size, w.st_mtime_ns)
+    except FileNotFoundError:
+        wal_state = None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, wal_state
+
+
 def _private_file(path: Path) -> None:
     """Create the database file mode 0600 inside a 0700 directory when they do not exist yet."""
     if not path.parent.exists():
@@ -97,15 +109,24 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
 
 
 class Store:
-    """SQLite tables of one Lantern database. ``path`` may be ``":memory:"`` (tests only; no WAL there)."""
+    """SQLite tables of one Lantern database. ``path`` may be ``":memory:"`` (tests only; no WAL there).
+    ``readonly``: opened to be read only (``lantern copy``'s source, ``_open_readonly``): nothing is created, migrated
+    or written, and a file that is not a Lantern store of this schema version raises LanternError."""
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], readonly: bool = False):
         self.path = str(path)
+        self.readonly = readonly
+        if readonly:
+            self._open_readonly()
+            return
         if self.path != ":memory:":
             _private_file(Path(self.path))
-        self.db = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-        )
+        try:
+            self.db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+        except sqlite3.DatabaseError as e:
+            raise _open_error(self.path, e) from None
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         try:
             _check_is_lantern(self.db, self.path)
@@ -134,6 +155,67 @@ class Store:
         self.finish_pending_erase()
         if created and self.path != ":memory:":
             snapshot.store_id(self, create=True)  # the id an index snapshot is tied to (store/snapshot.py)
+        if self.path != ":memory:":
+            snapshot.tidy(self.path, snapshot.store_id(self))  # snapshots of a renamed file, of killed saves
+
+    def _open_readonly(self) -> None:
+        """Open the file read-only (SQLite ``mode=ro``): a missing path, a folder, an empty file, a file of another
+        program or of another schema version raise LanternError (``{path} is not a Lantern store: ...``) before
+        anything is created. A file whose ``-wal`` is absent (no connection has it open, none crashed) is opened
+        ``immutable`` as well: a read-only connection would otherwise leave new ``-wal`` / ``-shm`` files beside
+        it, or fail in a folder it cannot write; ``unchanged`` then says whether a writer came meanwhile."""
+        path = Path(self.path)
+        why = (
+            "no such file"
+            if not path.exists()
+            else "it is a directory"
+            if path.is_dir()
+            else "it is not a regular file"
+            if not path.is_file()
+            else "it is an empty file (0 bytes)"
+            if path.stat().st_size == 0
+            else None
+        )
+        if why:
+            raise LanternError(f"{self.path} is not a Lantern store: {why}")
+        wal = path.with_name(path.name + "-wal")
+        self._stat = _file_state(path, wal)
+        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        if self._stat[-1] is None:
+            uri += "&immutable=1"
+        self.db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        try:
+            _check_is_lantern(self.db, self.path)
+            self.schema_version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if self.schema_version == 0:
+                raise LanternError(f"{self.path} is not a Lantern store: an empty SQLite database (no tables)")
+        except sqlite3.DatabaseError as e:
+            self.db.close()
+            raise _open_error(self.path, e) from None
+        except LanternError:
+            self.db.close()
+            raise
+        if self.schema_version < len(MIGRATIONS):
+            self.db.close()
+            raise LanternError(
+                f"{self.path}: its schema version {self.schema_version} is older than this Lantern's "
+                f"({len(MIGRATIONS)}), and it is opened read-only here; upgrade it first by opening it once (`lantern "
+                f"--db {self.path} stats`), or copy it with the Lantern that wrote it"
+            )
+        self.db.execute("PRAGMA query_only = ON")
+        self.embedder_id = None
+        self.dim = 0
+        self.blocks = []
+        self.deferred = None
+
+    def unchanged(self) -> bool:
+        """Whether a store opened ``readonly`` is as it was when opened (an ``immutable`` one: its file and its
+        ``-wal`` unchanged): True for any other."""
+        if not getattr(self, "readonly", False) or self._stat[-1] is not None:
+            return True
+        path = Path(self.path)
+        return _file_state(path, path.with_name(path.name + "-wal")) == self._stat
 
     def _check_fulltext_format(self) -> None:
         """Rebuild the full-text index from ``entries`` (one transaction) when its rows were written in another
@@ -225,7 +307,8 @@ class Store:
         return self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def close(self) -> None:
-        self.finish_pending_erase()  # a forget that a reader kept from erasing its text: done now if it can be
+        if not self.readonly:
+            self.finish_pending_erase()  # a forget that a reader kept from erasing its text: done now if it can be
         self.db.close()
 
     # ------------------------------------------------------------------ meta
@@ -248,6 +331,8 @@ class Store:
         ``deferred``: the block a row may lack until ``fill_vectors`` adds it (``pending_vectors``)."""
         stored = self._recorded_embedder(self.db)
         given = [tuple(b) for b in blocks] if blocks else [(0, dim)]
+        if not stored and self.readonly:  # no embedder recorded: no entry was ever stored, nothing to decode
+            stored = {"embedder": embedder_id, "dim": str(dim)}
         if not stored:
             with self.transaction() as db:
                 stored = self._recorded_embedder(db)
@@ -368,7 +453,7 @@ class Store:
                     raise MissingVectorError(f"no vector for the new row {row.content_hash}")
                 blob = codec.encode(vec, self.blocks)
                 pending = int(self.deferred is not None and not np.asarray(vec)[slice(*self.deferred)].any())
-                if last and last[0] not in written and row.text.startswith(last[2] + "\n"):
+                if last and last[0] not in written and extends(row.text, last[2]):
                     entry_id = last[0]
                     self._delete_fts(db, entry_id)
                     db.execute(
@@ -437,6 +522,18 @@ class Store:
         fulltext.check_current(db)
         fulltext.index_entry(db, entry_id, summary, text, tag_values)
 
+    @classmethod
+    def unindex_fulltext(cls, db: sqlite3.Connection, entry_id: int) -> None:
+        """Remove an entry's full-text rows before other code (an import replacing a grown turn) rewrites its
+        ``entries`` row; ``index_fulltext`` adds the new ones after."""
+        cls._delete_fts(db, entry_id)
+
+    @staticmethod
+    def lock_conversations(db: sqlite3.Connection, conversations: Iterable[tuple[str, str, str, str]]) -> None:
+        """Make the open write transaction the only writer of these (user, agent, project, session) conversations
+        (turn numbers, a grown turn) until it ends. Nothing to do here: ``BEGIN IMMEDIATE`` runs every writer
+        alone."""
+
     @staticmethod
     def _delete_fts(db: sqlite3.Connection, entry_id: int) -> None:
         """An entry's FTS5 rows, its own and its windows', built from its ``entries`` row: before the row changes."""
@@ -492,7 +589,7 @@ class Store:
             if ids:
                 bump_generation(db)
         if ids and self.path != ":memory:":
-            snapshot.remove(self.path)  # it holds the deleted rows' vectors and hint terms
+            snapshot.remove(self.path, snapshot.store_id(self))  # they hold the deleted rows' vectors and terms
         return len(ids)
 
     def erase_free_space(self, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
@@ -1140,11 +1237,14 @@ def _free_bytes(folder: Path) -> int | None:
 
 def _open_error(path: str, e: sqlite3.DatabaseError) -> LanternError:
     """The error for a database that could not be opened (``Store.__init__``), naming its cause: a directory SQLite
-    cannot create the ``-wal`` / ``-shm`` files in (such a file reads as "readonly"); a lock another process holds
+    cannot create the ``-wal`` / ``-shm`` files in (such a file reads as "readonly"); a path that is a directory; a
+    lock another process holds
     (SQLITE_BUSY / SQLITE_LOCKED after the busy timeout: retry); a full disk (SQLITE_FULL, or an I/O error with
     less than ``_NEARLY_FULL_BYTES`` free: the ``-shm`` file could not be created or grown); another I/O error.
     Only what is none of these is "not a readable SQLite database"."""
     real = Path(path).resolve()  # SQLite puts -wal and -shm beside the file a symlink points to
+    if real.is_dir():
+        return LanternError(f"{path} is a directory, not a database file; give the path of a file in it")
     folder, shm = real.parent, real.with_name(real.name + "-shm")
     code = getattr(e, "sqlite_errorcode", None)
     primary = code & 0xFF if code is not None else None

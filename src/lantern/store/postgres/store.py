@@ -37,7 +37,7 @@ from lantern.errors import (
     MissingVectorError,
     StoreVersionError,
 )
-from lantern.model import Entry, Tag
+from lantern.model import Entry, Tag, extends
 from lantern.scope import Scope, scope_where
 from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
@@ -135,6 +135,11 @@ def _terms(match: str) -> list[str]:
     return [t.replace('""', '"') for t in _QUOTED.findall(match)]
 
 
+def _conversation_key(user: str, agent: str, project: str, session: str) -> str:
+    """The advisory lock key of a conversation: a JSON array, unambiguous whatever the names hold."""
+    return json.dumps(["conv", user, agent, project, session])
+
+
 class _Raced(Exception):
     """Another writer committed one of a batch's new rows (same content hash) while it was being written: ``add``
     rolls the batch back and runs it again, when that row is read as stored."""
@@ -188,7 +193,18 @@ def _connect_error(url: str, e: Exception) -> LanternError:
         return LanternError(f"{shown}: the server refused the login: wrong user or password ({words})")
     if "does not exist" in words and "database" in words:
         return LanternError(f"{shown}: no such database on the server ({words}); create it first")
+    said = _SERVER_SAID.search(words)
+    if said:  # the server answered and refused the session (a bad options= setting, a role limit, ...)
+        return LanternError(f"{shown}: the server refused the connection: {said.group(1)}")
+    if isinstance(e, psycopg.ProgrammingError) or _BAD_OPTION.search(words):  # libpq could not read the URL
+        return LanternError(f"{shown}: the URL is not valid: {words}")
     return LanternError(f"{shown}: cannot connect to the PostgreSQL server ({words})")
+
+
+# the server's own words in a libpq connection error: the server was reached and said why it refused
+_SERVER_SAID = re.compile(r"\b(?:FATAL|ERROR):\s+(.*)")
+# libpq's words for a URL option it cannot read (an unknown parameter, a bad value)
+_BAD_OPTION = re.compile(r"invalid (?:URI query parameter|connection option|\w+ value)|unrecognized \w+ value")
 
 
 class _Pool:
@@ -205,15 +221,15 @@ class _Pool:
       why (``_connect_error``), accepted serves this call and the pool's dead connections are replaced at once
       (``ConnectionPool.check``), not after the back-off of its reconnection attempts."""
 
-    def __init__(self, url: str, path: str):
-        self.url, self.path = url, path
+    def __init__(self, url: str, path: str, readonly: bool = False):
+        self.url, self.path, self.readonly = url, path, readonly
         self.lost = False  # a connection was lost or a wait ran out: the next call tries the server first
         self._pool = ConnectionPool(
             url,
             min_size=1,
             max_size=POOL_MAX,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
-            configure=register_vector,
+            configure=self._configure,
             check=self._check,  # a connection the server dropped (a restart) is replaced
             reset=_note_returned,
             timeout=CONNECT_TIMEOUT_S,
@@ -223,6 +239,13 @@ class _Pool:
 
     def open(self) -> None:
         self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        """A new connection: pgvector's types, and for a ``readonly`` store every transaction read-only (the server
+        refuses any write)."""
+        if self.readonly:
+            conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+        register_vector(conn)
 
     def close(self) -> None:
         self._pool.close()
@@ -271,7 +294,7 @@ class _Pool:
                 continue
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
-            register_vector(conn)
+            self._configure(conn)
         except psycopg.Error as e:
             said = str(_connect_error(self.url, e))
             if self.lost:  # a pooled connection was found dead: the server went away under this handle
@@ -298,10 +321,11 @@ class PostgresStore:
     # the query's ideal BM25 (the floor then reads the semantic cosine only; docs/postgres.md)
     fulltext_scores = "ts_rank"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, readonly: bool = False):
         url = server_url(url)  # libpq knows the scheme in lower case only
         self.url = url
         self.path = redact_url(url)
+        self.readonly = readonly
         self.embedder_id: str | None = None
         self.embedder_name: str | None = None
         self.dim = 0
@@ -310,18 +334,27 @@ class PostgresStore:
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
                 self.schema_version = self._migrate(conn)
-            self.pool = _Pool(url, self.path)
+            self.pool = _Pool(url, self.path, readonly)
             self.pool.open()
         except psycopg.Error as e:
             error = _connect_error(url, e)
-            if isinstance(e, psycopg.OperationalError) and _connection_lost(e):  # not answering: not a refusal
+            if (
+                isinstance(e, psycopg.OperationalError)
+                and _connection_lost(e)
+                and not any(w in str(error) for w in ("the server refused the connection:", "the URL is not valid:"))
+            ):  # not answering: not a refusal of the session, nor a URL libpq cannot read
                 error = DatabaseUnavailableError(str(error))
             raise error from None
         self.db = PgConnection(self.pool)
         self._own_lock = threading.Lock()
-        self.finish_pending_erase()
+        if not readonly:
+            self.finish_pending_erase()
 
     def _migrate(self, conn: psycopg.Connection) -> int:
+        """The schema version, after applying the migrations missing; a ``readonly`` store applies none and refuses a
+        database that is not a Lantern store of this version (LanternError), before anything is written."""
+        if self.readonly:
+            conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
         have = conn.execute(
             "SELECT to_regclass('schema_version') IS NOT NULL, to_regclass('entries') IS NOT NULL"
         ).fetchone()
@@ -331,6 +364,15 @@ class PostgresStore:
             version = conn.execute("SELECT version FROM schema_version").fetchone()[0]
             if version > len(MIGRATIONS):
                 raise StoreVersionError(self.path, len(MIGRATIONS), version, on_open=True)
+        if self.readonly:
+            if not have[0]:
+                raise LanternError(f"{self.path} is not a Lantern store: the database has no Lantern tables")
+            if version < len(MIGRATIONS):
+                raise LanternError(
+                    f"{self.path}: its schema version {version} is older than this Lantern's ({len(MIGRATIONS)}), and "
+                    "it is opened read-only here; upgrade it first by opening it once (`lantern --db URL stats`)"
+                )
+            return version
         return migrate(conn)
 
     def _begin(self, conn: psycopg.Connection, begin: str) -> None:
@@ -414,8 +456,14 @@ class PostgresStore:
             own = self.db.total_changes
         return self.db.execute("SELECT version FROM changes WHERE id = 1").fetchone()[0] - own
 
+    @staticmethod
+    def unchanged() -> bool:
+        """As ``Store.unchanged``: a server's reads in one snapshot (``snapshot``) see one state, always True."""
+        return True
+
     def close(self) -> None:
-        self.finish_pending_erase()  # a forget that a reader kept from erasing its rows: done now if it can be
+        if not self.readonly:
+            self.finish_pending_erase()  # a forget that a reader kept from erasing its rows: done now if it can be
         self.pool.close()
 
     # the errors a skippable write (reinforcement, an event, a fill before a recovery) may meet: is_unwritable
@@ -451,6 +499,8 @@ class PostgresStore:
         """As ``Store.check_embedder``. Recording the first embedder also fixes the vector column's dimension and
         builds its HNSW cosine index (pgvector indexes only vectors of a declared dimension)."""
         stored = self._recorded_embedder()
+        if not stored and self.readonly:  # no embedder recorded: no entry was ever stored, nothing to decode
+            stored = {"embedder": embedder_id, "dim": str(dim)}
         if not stored:
             with self.transaction() as db:
                 db.current.execute("LOCK TABLE meta IN SHARE ROW EXCLUSIVE MODE")
@@ -548,8 +598,8 @@ class PostgresStore:
         now = time.time()
         with self.transaction() as db:
             conn = db.current
-            keys = sorted(  # JSON arrays: unambiguous whatever the names hold
-                {json.dumps(["conv", r.user, r.agent, r.project, r.session]) for r in rows}
+            keys = sorted(
+                {_conversation_key(r.user, r.agent, r.project, r.session) for r in rows}
                 | {json.dumps(["facts", fact_scope(r)]) for r in rows if r.facts}
             )
             with conn.pipeline():  # one round trip; the server takes them in this (sorted) order: never a deadlock
@@ -627,7 +677,7 @@ class PostgresStore:
                 raise MissingVectorError(f"no vector for the new row {row.content_hash}")
             conv = (row.user, row.session, row.agent, row.project)
             state = last.get(conv)
-            if state and not state[3] and row.text.startswith(state[2] + "\n"):
+            if state and not state[3] and extends(row.text, state[2]):
                 grown.append((i, state[0]))
                 out[i] = (state[0], True)
                 state[3] = True
@@ -900,6 +950,20 @@ class PostgresStore:
         """Set the tsvector of an entry written by other code (an import): as ``add`` builds it."""
         sql, params = self._fts(summary, text, tag_values)
         db.current.execute(f"UPDATE entries SET fts = {sql} WHERE id = %s", (*params, entry_id))
+
+    @staticmethod
+    def unindex_fulltext(db: Any, entry_id: int) -> None:
+        """As ``Store.unindex_fulltext``: nothing to do here, the tsvector is a column ``index_fulltext`` sets."""
+
+    @staticmethod
+    def lock_conversations(db: PgConnection, conversations: Iterable[tuple[str, str, str, str]]) -> None:
+        """Make the open write transaction the only writer of these (user, agent, project, session) conversations
+        (turn numbers, a grown turn) until it ends: the advisory locks ``add`` takes, in sorted order, one round
+        trip."""
+        conn = db.current
+        with conn.pipeline():
+            for key in sorted({_conversation_key(*c) for c in conversations}):
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
 
     def decode_vectors(self, blobs: Sequence[Any]) -> np.ndarray:
         """float32 (len(blobs), dim) of vectors as ``rows_since`` returns them (pgvector values)."""
