@@ -413,6 +413,9 @@ def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
         ):
             raise _BadField("facts", "recorded_at must be unix seconds within years 1..9999, or null")
         key_text = f.get("key_text") if isinstance(f.get("key_text"), str) else f["key"]
+        for text in (f["key"], key_text, f.get("value"), f.get("replaces")):
+            if text is not None and ("\x00" in text or _LONE_SURROGATE.search(text)):  # as _check's strings
+                raise _BadField("facts", "must not contain NUL characters or lone surrogates (U+D800..U+DFFF)")
         out.append(
             (ExtractedFact(key=f["key"], value=f.get("value"), key_text=key_text, replaces=f.get("replaces")), at)
         )
