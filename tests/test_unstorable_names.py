@@ -10,6 +10,7 @@ import io
 import json
 import uuid
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -148,3 +149,41 @@ def test_an_imported_fact_holding_nul_or_a_lone_surrogate_is_a_bad_line_on_both_
             lt.import_(dump)
         assert info.value.line == 2
         assert lt.stats()["entries"] == 0
+
+
+@st.composite
+def bad_vectors(draw, dim: int) -> np.ndarray:
+    """A float32 vector no Lantern embedder writes: all zero, subnormal, tiny, or huge (whose float32 norm is inf)."""
+    scale = draw(st.sampled_from([0.0, 1e-45, 1e-40, 1e-8, 1e-5, 1e5, 1e20, 3e38]))
+    signs = draw(st.lists(st.sampled_from([-1.0, 1.0]), min_size=dim, max_size=dim))
+    return (np.array(signs) * scale).astype("<f4")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_an_imported_vector_no_embedder_writes_is_a_bad_line_without_warnings(data, tmp_path_factory):
+    """An export line whose embedding is all zero, subnormal or huge is an ExportFormatError naming the line and the
+    field, raised before any arithmetic warns (divide by zero, overflow), nothing of its batch written; the same
+    line with its own vector imports."""
+    import base64
+    import warnings
+
+    from lantern.errors import ExportFormatError
+
+    tmp = tmp_path_factory.mktemp("vectors")
+    dump = tmp / "dump.jsonl"
+    with Lantern(tmp / "src.db", embedder="minilm") as src:
+        src.archive([{"role": "user", "content": "the staging port is 6380"}], session="s")
+        src.export(dump)
+    header, entry = dump.read_text().splitlines()
+    record = json.loads(entry)
+    vector = data.draw(bad_vectors(len(np.frombuffer(base64.b64decode(record["embedding"]), "<f4"))))
+    bad = dict(record, embedding=base64.b64encode(vector.tobytes()).decode("ascii"))
+    (tmp / "bad.jsonl").write_text(f"{header}\n{json.dumps(bad)}\n")
+    with Lantern(tmp / "dst.db", embedder="minilm") as lt, warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ExportFormatError, match="norm") as info:
+            lt.import_(tmp / "bad.jsonl")
+        assert (info.value.line, info.value.field) == (2, "embedding")
+        assert lt.stats()["entries"] == 0
+        assert lt.import_(dump).added == 1
