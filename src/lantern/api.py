@@ -30,7 +30,7 @@ from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
 from lantern.recover import facts_note, pipeline, speaker
 from lantern.recover.query_vectors import QueryVectors
-from lantern.scope import Scope, check_length, resolve, scope_where
+from lantern.scope import Scope, check_length, clean_name, resolve, scope_where
 from lantern.store import events as event_store
 from lantern.store import facts as fact_store
 from lantern.store.ann import ann_params
@@ -246,7 +246,7 @@ class Lantern:
         self, session: str, text: str, *, user: str | None = None, agent: str | None = None, project: str | None = None
     ) -> str:
         """The content hash (dedup key) a turn of ``text`` archived in ``session`` gets within the scope."""
-        return content_hash(session, text, *resolve(self.scope, user, agent, project).write_values)
+        return content_hash(clean_name(session), text, *resolve(self.scope, user, agent, project).write_values)
 
     # ------------------------------------------------------------------ read path
     def recover(
@@ -292,6 +292,7 @@ class Lantern:
         (``Recovery.relevance.score``: the best cosine over its model's floor, or the best BM25 over the query's
         ideal; docs/architecture.md §3.6), the block is empty; ``.relevance`` says how well the best matched.
         """
+        session = given_name(session)  # its stored form, for the reinforcement row as for the read
         result = self._recover(
             query,
             session,
@@ -666,7 +667,7 @@ class Lantern:
         if session == "":
             session = DEFAULT_SESSION
         elif session is not None:
-            check_length(session, "session")
+            session = check_length(clean_name(session), "session")
         n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
         self.index.reset()
         if n:  # forgotten text does not stay in this process's caches either
@@ -751,6 +752,7 @@ class Lantern:
             and self.scope.project is None
             else resolve(self.scope, user, agent, project)
         )
+        session = None if session is None else check_length(clean_name(session), "session")
         return export_jsonl(self, dest, scope=scope, session=session, embeddings=embeddings)
 
     def import_(

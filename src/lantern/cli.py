@@ -634,8 +634,10 @@ def _guard(fn, db: Any = _STATE_DB, *, also: tuple[Any, ...] = ()):
         raise
     except LanternError as e:
         fail(str(e))
-    except sqlite3.OperationalError as e:  # locked beyond busy_timeout, read-only file, directory as --db ...
-        fail(str(e), about_db=True)
+    except sqlite3.OperationalError as e:  # locked beyond busy_timeout, read-only file, directory as --db, full disk
+        from lantern.store.sqlite import write_error_words
+
+        fail(write_error_words(None if is_server_url(str(location)) else location, e), about_db=True)
     except BrokenPipeError:  # `lantern export - | head`: the reader left; not an error of ours
         _quiet_broken_pipe()
     except OSError as e:

@@ -41,30 +41,57 @@ def server_url(url: str) -> str:
     return found.group(0).lower() + url[found.end() :] if found else url
 
 
-# userinfo: everything between ``scheme://`` and the LAST ``@`` (a password may hold ``@ / ? # :`` and spaces);
-# a query ``password=`` value: up to the next ``&name=`` parameter
+# every libpq connection parameter whose value is a secret: those PQconndefaults() marks "*" (password, sslpassword,
+# oauth_client_secret; libpq 18) and the SCRAM keys it hides as debug options ("D"), which log in as a password does
+SECRET_PARAMETERS = frozenset(
+    {"password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key"}
+)
+
+# userinfo: everything between ``scheme://`` and the LAST ``@`` (a password may hold ``@ / ? # :`` and spaces)
 _USERINFO = re.compile(r"^(postgres(?:ql)?://)(.*)@", re.IGNORECASE | re.DOTALL)
-_QUERY_PASSWORD = re.compile(r"([?&]password=)(.*?)(?=&[A-Za-z_]\w*=|$)", re.IGNORECASE | re.DOTALL)
+# a query parameter's start: ``?`` or ``&``, its name (no ``? & =``), ``=``; overlapping starts are all found, so a
+# ``?`` inside the userinfo does not hide the query's own ``?`` from the search
+_QUERY_PARAMETER = re.compile(r"(?=[?&]([^?&=]*)=)")
+_PARAMETER_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _parameter_name(raw: str) -> str:
+    """A query parameter's name as libpq reads it: percent-decoded (libpq decodes names as well as values, so
+    ``pass%77ord`` is ``password``), then, for the comparison with ``SECRET_PARAMETERS``, stripped and lower-cased
+    (libpq compares names exactly; hiding the value of ``PASSWORD=`` too costs nothing)."""
+    from urllib.parse import unquote
+
+    return unquote(raw, errors="replace").strip().lower()
 
 
 def _password_spans(url: str) -> list[tuple[int, int]]:
-    """Where ``url``'s passwords are, as (start, end) offsets: the userinfo's (after its first ``:``, up to the last
-    ``@``) and each query ``password=`` value's, each read on the URL as written (a password may hold what ends the
-    other: ``?password=`` in a userinfo, ``@`` in a query value), so that masking all of them hides both."""
+    """Where ``url``'s secrets are, as (start, end) offsets: the userinfo password (after the userinfo's first
+    ``:``, up to the last ``@``; empty for ``ann:@``) and the value of each query parameter in
+    ``SECRET_PARAMETERS`` under any percent-encoding of its name (up to the next ``&name=`` whose decoded name is a
+    parameter name, so a value holding ``&`` is hidden whole). Each is read on the URL as written (a password may
+    hold what ends the other: ``?password=`` in a userinfo, ``@`` in a query value), so that masking all of them
+    hides both. An empty value is a span too: a shown URL never tells an empty password from another."""
     spans = []
     found = _USERINFO.match(url)
     if found and ":" in found.group(2):
         spans.append((found.start(2) + found.group(2).index(":") + 1, found.end(2)))
-    spans += [m.span(2) for m in _QUERY_PASSWORD.finditer(url) if m.end(2) > m.start(2)]
+    starts = [(m.start(), m.group(1)) for m in _QUERY_PARAMETER.finditer(url)]
+    ends = [at for at, name in starts if url[at] == "&" and _PARAMETER_NAME.fullmatch(_parameter_name(name))]
+    for at, name in starts:
+        if _parameter_name(name) in SECRET_PARAMETERS:
+            value = at + 1 + len(name) + 1
+            spans.append((value, min((e for e in ends if e >= value), default=len(url))))
     return spans
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (``postgresql://ann:***@db:5432/lantern``), and a
-    ``password=`` query parameter too: what errors, logs and ``stats`` show. The userinfo is everything between
-    ``scheme://`` (any case) and the last ``@``, so a password holding ``@ / ? # :``, spaces, brackets or a bad
-    %-escape is hidden whole (an ``@`` in the query makes more of the URL hidden, never less; overlapping
-    readings are hidden together). A URL without a password, or a string that is no server URL, is unchanged."""
+    """``url`` with its password replaced by ``***`` (``postgresql://ann:***@db:5432/lantern``), and the value of
+    every secret query parameter too (``SECRET_PARAMETERS``, its name under any percent-encoding:
+    ``?pass%77ord=***``): what errors, logs and ``stats`` show. An empty password shows as ``***`` as well. The
+    userinfo is everything between ``scheme://`` (any case) and the last ``@``, so a password holding
+    ``@ / ? # :``, spaces, brackets or a bad %-escape is hidden whole (an ``@`` in the query makes more of the URL
+    hidden, never less; overlapping readings are hidden together). A URL without a password, or a string that is no
+    server URL, is unchanged."""
     if not is_server_url(url):
         return url
     merged: list[list[int]] = []
@@ -79,8 +106,8 @@ def redact_url(url: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The passwords in a server ``url`` (the userinfo one, the query ``password=`` ones), each as written and
-    percent-decoded, longest first; [] for a URL without one or a path."""
+    """The secrets in a server ``url`` (the userinfo password, the values of its ``SECRET_PARAMETERS``), each as
+    written and percent-decoded, longest first; [] for a URL without one or a path. Empty ones are left out."""
     if not is_server_url(url):
         return []
     from urllib.parse import unquote

@@ -23,17 +23,19 @@ Round trip: export -> import into an empty database -> export gives the same byt
 renumbered from 1 in file order when the source had gaps). ``content_hash`` is always recomputed on import from
 the scope, session and text (lantern/scope.py), so a record cannot smuggle in a hash of another user's turn.
 
-Import: the whole file is read and checked first, then written in one transaction per batch of ``BATCH_LINES`` lines. A
-bad line anywhere (a truncated or corrupt export, bytes that are not UTF-8) raises ``ExportFormatError`` naming the line
-(and field) and nothing is written (a stream that cannot be read twice, such as a pipe, is copied to a temporary file as
-it is checked) (besides types: ``turn`` and the counts are integers in [0, 2**53), ``importance`` / ``confidence`` /
-``success`` within [0, 1], ``time`` / ``archived_at`` unix seconds within years 1..9999). An import stopped part way
-(killed, disk full, another process's write lock past its retries) keeps the batches committed; importing again adds
-only the rest, because a turn already stored — same content hash — is counted as a duplicate, never stored twice). A
-turn is one entry per conversation and turn number, as ``add`` keeps it: a record of a turn stored in a shorter form
-replaces it (``_write_entry``). Two imports (or ``lantern copy``) into one database at once both succeed: their batches
-run one at a time (``store.serialize``), and a turn another writer stored since the look-up is counted as a duplicate
-(``ON CONFLICT``). Embeddings recorded with another embedder raise ``EmbedderMismatchError``: import with
+Import: the whole file is read and checked first, then written in one transaction per batch of ``BATCH_LINES``
+lines. A bad line anywhere (a truncated or corrupt export, bytes that are not UTF-8) raises ``ExportFormatError``
+naming the line (and field) and nothing is written (a stream that cannot be read twice, such as a pipe, is copied to
+a temporary file as it is checked) (besides types: ``turn`` and the counts are integers in [0, 2**53),
+``importance`` / ``confidence`` / ``success`` within [0, 1], ``time`` / ``archived_at`` unix seconds within years
+1..9999, an ``embedding`` of the embedder's dimension, finite, its L2 norm within [``MIN_NORM``, ``MAX_NORM``]). An
+import stopped part way (killed, disk full, another process's write lock past its retries) keeps the batches
+committed; importing again adds only the rest, because a turn already stored — same content hash — is counted as a
+duplicate, never stored twice). A turn is one entry per conversation and turn number, as ``add`` keeps it: a record
+of a turn stored in a shorter form replaces it (``_write_entry``). Two imports (or ``lantern copy``) into one
+database at once both succeed: their batches run one at a time (``store.serialize``), and a turn another writer
+stored since the look-up is counted as a duplicate (``ON CONFLICT``). Embeddings recorded with another embedder raise
+``EmbedderMismatchError``: import with
 ``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
 """
 
@@ -360,6 +362,10 @@ _COUNT = (
     "file_count",
 )  # 0 <= n < 2**53 (exact in a float, as JSON readers keep it)
 MAX_COUNT = 2**53
+# an imported vector's L2 norm (ours): every embedder normalizes each of its blocks, so a vector Lantern wrote has
+# norm 1 to sqrt(blocks) (~1.7); one far outside (all zero, subnormal, 1e30s) would make cosines divide by ~0 or
+# overflow
+MIN_NORM, MAX_NORM = 1e-3, 1e3
 # unix seconds a datetime can hold (years 1..9999, UTC): a time outside cannot be shown or compared as a date
 MIN_TIME = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
 MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc).timestamp()
@@ -424,6 +430,9 @@ def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
         ):
             raise _BadField("facts", "recorded_at must be unix seconds within years 1..9999, or null")
         key_text = f.get("key_text") if isinstance(f.get("key_text"), str) else f["key"]
+        for text in (f["key"], key_text, f.get("value"), f.get("replaces")):
+            if text is not None and ("\x00" in text or _LONE_SURROGATE.search(text)):  # as _check's strings
+                raise _BadField("facts", "must not contain NUL characters or lone surrogates (U+D800..U+DFFF)")
         out.append(
             (ExtractedFact(key=f["key"], value=f.get("value"), key_text=key_text, replaces=f.get("replaces")), at)
         )
@@ -485,6 +494,12 @@ def _vector(value: Any, dim: int) -> np.ndarray:
     vec = np.frombuffer(blob, dtype="<f4")
     if not np.isfinite(vec).all():
         raise _BadField("embedding", "holds NaN or infinite values")
+    norm = float(np.linalg.norm(vec.astype(np.float64)))  # float64: a float32 norm of 1e20s overflows to inf
+    if not MIN_NORM <= norm <= MAX_NORM:
+        raise _BadField(
+            "embedding",
+            f"has L2 norm {norm:.3g}, outside [{MIN_NORM:g}, {MAX_NORM:g}]: no embedder of Lantern's wrote it",
+        )
     return vec
 
 

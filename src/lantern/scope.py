@@ -17,12 +17,13 @@ users is two entries, while hashes of entries archived before scopes existed sta
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from lantern.errors import NameTooLongError
 
-__all__ = ["MAX_ID_CHARS", "MAX_SESSION_CHARS", "Scope", "check_length", "resolve", "scope_where"]
+__all__ = ["MAX_ID_CHARS", "MAX_SESSION_CHARS", "Scope", "check_length", "clean_name", "resolve", "scope_where"]
 
 # The longest ids Lantern stores, in characters, on both backends (ours). PostgreSQL indexes (user_id, session,
 # turn) in one B-tree, whose index row holds at most 2,704 bytes (8 KB page / 3, PostgreSQL's BTMaxItemSize); in
@@ -32,6 +33,22 @@ __all__ = ["MAX_ID_CHARS", "MAX_SESSION_CHARS", "Scope", "check_length", "resolv
 # SQLite store takes the same limits, so a store copies to either backend.
 MAX_ID_CHARS = 256  # user, agent, project
 MAX_SESSION_CHARS = 384  # a session name as given or stored (``given/from-transcript`` when both are named)
+
+
+# what neither backend can store or match as given: NUL (PostgreSQL text refuses it) and lone surrogates (no UTF-8)
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def clean_name(value: str) -> str:
+    """``value`` (a user, agent, project, session, fact key: any name a call passes) in the one form it is stored
+    and matched in, on every path and both backends: NUL and lone surrogates (U+D800..U+DFFF) each become U+FFFD,
+    CRLF becomes LF (as ``text.clean.clean_text`` does to archived text). So a name written with any of them is
+    found, listed and forgotten by the same name as given; two names differing only there are one name."""
+    if "\r\n" in value:
+        value = value.replace("\r\n", "\n")
+    if value.isascii() and "\x00" not in value:
+        return value
+    return _UNSTORABLE.sub("\ufffd", value)
 
 
 @dataclass(frozen=True)
@@ -53,9 +70,7 @@ def _name(value: Any, what: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain NUL characters")
-    return check_length(value, what)
+    return check_length(clean_name(value), what)
 
 
 def check_length(value: str, what: str) -> str:
@@ -72,8 +87,8 @@ def check_length(value: str, what: str) -> str:
 
 
 def resolve(base: Scope, user: Any = None, agent: Any = None, project: Any = None) -> Scope:
-    """``base`` (the handle's scope) with the fields given in a call overriding it. Raises TypeError for a
-    non-string name, ValueError for one containing NUL, NameTooLongError for one over ``MAX_ID_CHARS``."""
+    """``base`` (the handle's scope) with the fields given in a call overriding it, each in its ``clean_name``
+    form. Raises TypeError for a non-string name, NameTooLongError for one over ``MAX_ID_CHARS``."""
     user, agent, project = _name(user, "user"), _name(agent, "agent"), _name(project, "project")
     return Scope(
         user=base.user if user is None else user,

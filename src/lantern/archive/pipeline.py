@@ -255,8 +255,7 @@ def session_name(given: str | None, from_transcript: str | None) -> str:
     """The stored session name: ``given/from_transcript``, either alone, or ``DEFAULT_SESSION``; a blank name
     (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given. Raises NameTooLongError for
     a name over ``MAX_SESSION_CHARS`` (lantern/scope.py)."""
-    given = clean_text(given) if given_name(given) else None
-    from_transcript = clean_text(from_transcript) if given_name(from_transcript) else None
+    given, from_transcript = given_name(given), given_name(from_transcript)
     if given and from_transcript:
         return check_length(f"{given}/{from_transcript}", "session")
     return check_length(given or from_transcript or DEFAULT_SESSION, "session")

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from lantern.model import ExtractedFact
+from lantern.scope import clean_name
 from lantern.store.times import from_epoch
 from lantern.text.fact_keys import normalize_key, normalize_value
 
@@ -231,6 +232,7 @@ def records(
     ``as_of`` (unix seconds; None = now). ``where``/``params``: extra SQL condition on ``e`` (the source entry)."""
     clauses, args = [], []
     if key is not None:
+        key = clean_name(key)  # as every stored key: NUL and lone surrogates as U+FFFD
         # the normalized form of what was asked, or the key exactly as ``facts`` shows it: normalizing is not
         # idempotent ("MY_KEY" is stored as "my key", which normalizes again to "key")
         clauses.append("f.key IN (?, ?)")

@@ -292,6 +292,19 @@ def _run(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
+def roll_back(db: sqlite3.Connection) -> None:
+    """End ``db``'s open transaction after an error, keeping that error the one raised: SQLite has already rolled
+    the transaction back itself after some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, SQLITE_BUSY at COMMIT;
+    sqlite.org/lang_transaction.html "Response To Errors Within A Transaction"), and a ROLLBACK then would raise
+    "cannot rollback - no transaction is active" in its place. A ROLLBACK that fails itself (an I/O error) leaves
+    the journal to roll the transaction back when the file is next opened; its error is not the one to report."""
+    if db.in_transaction:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
 def migrate(db: sqlite3.Connection) -> int:
     """Apply every migration not yet applied, each in its own transaction. Returns the schema version."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -311,7 +324,7 @@ def migrate(db: sqlite3.Connection) -> int:
             db.execute(f"PRAGMA user_version = {number}")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            roll_back(db)
             raise
         finally:
             if rebuild:

@@ -28,7 +28,7 @@ from lantern.store import vectors as codec
 from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
 from lantern.store.fulltext import WINDOW_BITS, entry_of_row
-from lantern.store.migrations import MIGRATIONS, migrate
+from lantern.store.migrations import MIGRATIONS, migrate, roll_back
 from lantern.store.packed import PACKED_COLUMNS, pack, pack_hash, unpack, unpack_hash
 from lantern.store.reinforcement import forget_pending
 from lantern.store.times import from_epoch, to_epoch
@@ -240,17 +240,19 @@ class Store:
         to wait for the write lock instead, once, without retries (a write that may be skipped: reinforcement).
         Raises StoreVersionError, before anything is written, when the file's schema version (``PRAGMA user_version``,
         read under the write lock: no migration can commit meanwhile) is no longer ``schema_version``, the one this
-        handle opened or migrated the file to: another process of another Lantern version migrated it."""
+        handle opened or migrated the file to: another process of another Lantern version migrated it.
+        An error in the block or in the COMMIT (SQLITE_FULL, SQLITE_IOERR, SQLITE_BUSY, ...) is raised as it is,
+        after the rollback (``roll_back``): nothing of the transaction is stored."""
         self._begin_immediate(wait)
         try:
             found = self.db.execute("PRAGMA user_version").fetchone()[0]
             if found != self.schema_version:
                 raise StoreVersionError(self.path, self.schema_version, found)
             yield self.db
+            self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            roll_back(self.db)
             raise
-        self.db.execute("COMMIT")
 
     def _begin_immediate(self, wait: float | None = None) -> None:
         if wait is not None:
@@ -1278,6 +1280,21 @@ def _open_error(path: str, e: sqlite3.DatabaseError) -> LanternError:
             f"its content ({e}); check the disk and the filesystem (e.g. dmesg) and retry"
         )
     return LanternError(f"{path} is not a readable SQLite database ({e})")
+
+
+def write_error_words(path: str | os.PathLike[str] | None, e: sqlite3.Error) -> str:
+    """What a command says of SQLite's error ``e`` on the database file at ``path`` (None: a server's): for a full
+    disk or database (SQLITE_FULL: the filesystem is full, or the file reached ``PRAGMA max_page_count``), the
+    folder to free space in, and that the write in progress was rolled back whole (``Store.transaction``); else
+    SQLite's own words."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if not (code is not None and code & 0xFF == 13 or code is None and "is full" in str(e).lower()):
+        return str(e)
+    where = f" on the disk holding {Path(path).resolve().parent}" if path is not None else ""
+    return (
+        f"{e}: the write in progress was rolled back whole, what earlier transactions stored is kept; free some "
+        f"space{where} and run the command again"
+    )
 
 
 def _referencing(db: sqlite3.Connection) -> list[tuple[str, str]]:

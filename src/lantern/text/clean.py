@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
+from lantern.scope import clean_name
 from lantern.text.media import scrub_inline_data
 
 __all__ = ["clean_text", "normalize_space"]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_text(s: str) -> str:
@@ -20,12 +17,7 @@ def clean_text(s: str) -> str:
     """
     if not isinstance(s, str):
         s = str(s)
-    if "\r\n" in s:
-        s = s.replace("\r\n", "\n")
-    s = scrub_inline_data(s)
-    if s.isascii():
-        return s.replace("\x00", "\ufffd") if "\x00" in s else s
-    return _SURROGATE.sub("\ufffd", s.replace("\x00", "\ufffd"))
+    return scrub_inline_data(clean_name(s))  # NUL and surrogates are no base64: the order changes no run
 
 
 # --- roles, times, content ------------------------------------------------------------------------------------

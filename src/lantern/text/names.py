@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from lantern.scope import check_length
+from lantern.scope import check_length, clean_name
 
 __all__ = ["file_name_text", "given_name", "plural"]
 
 
 def given_name(name: str | None) -> str | None:
-    """A session name as given, or None when it is blank (empty or only whitespace: ``--session "  "`` means no
-    session was given, as an empty one does). Raises NameTooLongError for one over ``MAX_SESSION_CHARS``
-    (lantern/scope.py)."""
-    return check_length(name, "session") if name and name.strip() else None
+    """A session name as given, in its stored form (``scope.clean_name``: NUL and lone surrogates as U+FFFD), or
+    None when it is blank (empty or only whitespace: ``--session "  "`` means no session was given, as an empty
+    one does). Raises NameTooLongError for one over ``MAX_SESSION_CHARS`` (lantern/scope.py)."""
+    return check_length(clean_name(name), "session") if name and name.strip() else None
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

@@ -429,8 +429,10 @@ class PostgresStore:
             try:
                 with self.db.bound(conn) as db:
                     yield db
-            finally:
-                conn.execute("COMMIT")
+            except BaseException:
+                _roll_back(conn)  # a COMMIT on a lost connection would raise in place of the error that ended it
+                raise
+            conn.execute("COMMIT")
 
     scope_where = staticmethod(scope_where)
 
