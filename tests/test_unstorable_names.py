@@ -187,3 +187,39 @@ def test_an_imported_vector_no_embedder_writes_is_a_bad_line_without_warnings(da
         assert (info.value.line, info.value.field) == (2, "embedding")
         assert lt.stats()["entries"] == 0
         assert lt.import_(dump).added == 1
+
+
+LONG_PIECES = st.sampled_from(["a", "数", "😀", "é", " "])  # 1, 3, 4 and 2 bytes in UTF-8
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(piece=LONG_PIECES, field=st.sampled_from(["key", "key_text", "value", "replaces"]), over=st.integers(1, 400))
+def test_a_fact_field_is_bounded_the_same_on_both_backends(stores, tmp_path_factory, piece, field, over):
+    """A fact key or value up to MAX_FACT_BYTES in UTF-8 imports on both backends under the longest user id (a
+    PostgreSQL index row holds at most 2,704 bytes); one past it is an ExportFormatError naming the line and the
+    ``facts`` field on both, nothing of its batch written."""
+    from lantern.errors import ExportFormatError
+    from lantern.scope import MAX_ID_CHARS
+    from lantern.store.facts import MAX_FACT_BYTES
+
+    tmp = tmp_path_factory.mktemp("facts")
+    dump = tmp / "dump.jsonl"
+    with Lantern(tmp / "src.db", embedder="minilm") as src:
+        src.archive([{"role": "user", "content": "The staging port is 6380."}], session="s")
+        src.export(dump)
+    header, entry = dump.read_text().splitlines()
+    record = json.loads(entry)
+    assert record["facts"], "the turn states a fact"
+    fits = piece * (MAX_FACT_BYTES // len(piece.encode()))
+    user = "数" * MAX_ID_CHARS  # the longest user id, 3 bytes a character
+    for name, text in (("fits", fits), ("over", fits + piece * over)):
+        fact = dict(record["facts"][0], **{field: text})
+        line = dict(record, facts=[fact], user_id=user, session=f"s-{uuid.uuid4().hex[:8]}", text=f"{name} {over}")
+        (tmp / f"{name}.jsonl").write_text(f"{header}\n{json.dumps(line)}\n")
+    for backend, lt in stores.items():
+        before = lt.stats(all_users=True)["entries"]
+        with pytest.raises(ExportFormatError) as info:
+            lt.import_(tmp / "over.jsonl")
+        assert (info.value.line, info.value.field) == (2, "facts"), backend
+        assert lt.stats(all_users=True)["entries"] == before
+        assert lt.import_(tmp / "fits.jsonl").added == 1, backend

@@ -59,7 +59,7 @@ import numpy as np
 from lantern.errors import EmbedderMismatchError, ExportFormatError
 from lantern.model import ExtractedFact, content_hash, extends
 from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS, Scope, scope_where
-from lantern.store.facts import write_facts
+from lantern.store.facts import MAX_FACT_BYTES, fact_too_long, write_facts
 
 FORMAT = "lantern-export"
 VERSION = 1
@@ -433,9 +433,14 @@ def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
         for text in (f["key"], key_text, f.get("value"), f.get("replaces")):
             if text is not None and ("\x00" in text or _LONE_SURROGATE.search(text)):  # as _check's strings
                 raise _BadField("facts", "must not contain NUL characters or lone surrogates (U+D800..U+DFFF)")
-        out.append(
-            (ExtractedFact(key=f["key"], value=f.get("value"), key_text=key_text, replaces=f.get("replaces")), at)
-        )
+        fact = ExtractedFact(key=f["key"], value=f.get("value"), key_text=key_text, replaces=f.get("replaces"))
+        if (field := fact_too_long(fact)) is not None:
+            raise _BadField(
+                "facts",
+                f"{field} is over {MAX_FACT_BYTES} bytes in UTF-8 (the limit on both backends: a fact is a "
+                "short key and value)",
+            )
+        out.append((fact, at))
     return out
 
 

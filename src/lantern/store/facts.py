@@ -78,6 +78,25 @@ def fact_scope(row: Any) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- write
+#: The longest fact key, key text, value or replaced value stored, in UTF-8 bytes, on both backends: with a scope
+#: (a user id, at most 256 characters) it keeps each row of the indexes on (scope, key) and (scope, value_norm)
+#: under PostgreSQL's 2,704-byte B-tree limit. Extraction keeps far below (archive/facts.py: values of at most 80
+#: characters); an import is refused beyond it (portability.py).
+MAX_FACT_BYTES = 1024
+
+
+def fact_too_long(fact: ExtractedFact) -> str | None:
+    """The first field of ``fact`` (key, key_text, value, replaces, or the normalized value) longer than
+    ``MAX_FACT_BYTES`` in UTF-8, None when none is."""
+    fields = {"key": fact.key, "key_text": fact.key_text, "value": fact.value, "replaces": fact.replaces}
+    if fact.value is not None:
+        fields["value (normalized)"] = normalize_value(fact.value)
+    for name, text in fields.items():
+        if text is not None and len(text) * 4 > MAX_FACT_BYTES and len(text.encode("utf-8")) > MAX_FACT_BYTES:
+            return name
+    return None
+
+
 def write_facts(
     db: sqlite3.Connection, entry_id: int, facts: Sequence[ExtractedFact], recorded_at: float, scope: str = ""
 ) -> None:
@@ -89,8 +108,10 @@ def write_facts(
     "set the port to 9443, we no longer use 8443"): the new value already ends A, in one version (ours). Nor is a
     retraction of a bare number no key held ("set the port to 5434, we no longer use 5433" where 5433 was never
     archived): its key would be the number itself, listed by ``facts`` as a current "5433: (retracted)"
-    (ours). A retracted name no key held keeps itself as the key ("we no longer use Redis")."""
+    (ours). A retracted name no key held keeps itself as the key ("we no longer use Redis"). A fact with a field
+    over ``MAX_FACT_BYTES`` is not stored."""
     _remove(db, [entry_id])
+    facts = [f for f in facts if fact_too_long(f) is None]  # no fact states a kilobyte as its key or value
     if not facts:
         return
     event = db.execute("SELECT coalesce(time, archived_at) FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
