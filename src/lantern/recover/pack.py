@@ -38,11 +38,11 @@ _SUFFIXES = ("ation", "ing", "ed", "es", "s", "ly")
 
 
 def header(entry: Entry, with_session: bool = True) -> str:
-    """``[session S · turn N · 2024-08-05 12:34]`` (time omitted when unknown; session omitted when the title
-    names the one session every packed entry comes from)."""
-    when = f" · {entry.time.strftime('%Y-%m-%d %H:%M')}" if entry.time else ""
-    where = f"session {entry.session} · " if with_session else ""
-    return f"[{where}turn {entry.turn}{when}]"
+    """``[session S · turn N · 2024-08-05 12:34]`` (time omitted when unknown or when the session's name shows it,
+    ``_shown_when``; session omitted when the title names the one session every packed entry comes from)."""
+    if not with_session:
+        return f"[turn {entry.turn}{_when(entry)}]"
+    return f"[session {entry.session} · turn {entry.turn}{_shown_when(entry)}]"
 
 
 def title(session: str | None = None) -> str:
@@ -271,8 +271,8 @@ class PackResult:
 
 def group_header(entry: Entry) -> str:
     """``[session S · 2024-08-05 12:34]``: one line per session in a grouped block, with the time of the entry that
-    opened it (omitted when unknown)."""
-    return f"[session {entry.session}{_when(entry)}]"
+    opened it (omitted when unknown or when the session's name shows it, ``_shown_when``)."""
+    return f"[session {entry.session}{_shown_when(entry)}]"
 
 
 def turn_header(entry: Entry, opened: str) -> str:
@@ -286,6 +286,13 @@ def turn_header(entry: Entry, opened: str) -> str:
 
 def _when(entry: Entry) -> str:
     return _stamp(entry.time) if entry.time else ""
+
+
+def _shown_when(entry: Entry) -> str:
+    """``_when`` for a header that names the entry's session: "" when the name already holds that time (an aider
+    session is named by the time it started, "2024-08-06 08:47:10"), so a header never says one value twice."""
+    when = _when(entry)
+    return "" if when and when[3:] in entry.session else when
 
 
 @lru_cache(maxsize=4096)
