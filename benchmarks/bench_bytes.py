@@ -54,8 +54,8 @@ def main() -> None:
             table = Table(title=f"Bytes per turn by table and index, {n:,} entries (dbstat, after VACUUM)")
             for col in ("table or index", "bytes per turn", "% of the file"):
                 table.add_column(col, justify="left" if col == "table or index" else "right")
-            total = stats["bytes_per_entry"]
-            for name, b in stats["bytes_per_entry_by_table"].items():
+            total = stats["bytes_per_turn"]
+            for name, b in stats["bytes_per_turn_by_table"].items():
                 table.add_row(name, f"{b:,}", f"{100 * b / total:.1f}%")
             table.add_row("[bold]all (the file)", f"[bold]{total:,}", "100%")
             table.add_row("baseline: the turn's text (UTF-8)", f"{text:,.0f}", f"{100 * text / total:.1f}%")

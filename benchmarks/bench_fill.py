@@ -70,7 +70,7 @@ def main() -> None:
         lt.close()
 
     table = Table(title=f"English e5 off (default) vs on (weight {ON_WEIGHT}), {args.bulk} entries")
-    for col in ("", "archive p50 ms", "archive p95 ms", "recover p50 ms", "recover p95 ms", "bytes/entry", "vectors"):
+    for col in ("", "archive p50 ms", "archive p95 ms", "recover p50 ms", "recover p95 ms", "bytes/turn", "vectors"):
         table.add_column(col, justify="left" if not col else "right")
     for name in handles:
         s = stats[name]
@@ -80,8 +80,8 @@ def main() -> None:
             f"{pct(archive_ms[name], 95):.1f}",
             f"{pct(recover_ms[name], 50):.1f}",
             f"{pct(recover_ms[name], 95):.1f}",
-            f"{s['bytes_per_entry']:,}",
-            f"{s['bytes_per_entry_by_table'].get('embeddings', 0):,}",
+            f"{s['bytes_per_turn']:,}",
+            f"{s['bytes_per_turn_by_table'].get('embeddings', 0):,}",
         )
     console.print(table)
     ratio = pct(archive_ms["on"], 50) / pct(archive_ms["off"], 50)

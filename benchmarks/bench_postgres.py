@@ -67,7 +67,7 @@ def measure(locations, embedder, pool, sizes, queries, archives, console):
             filled[name] += archives
             console.print(
                 f"{name} {size:,}: fill {fill_s[name]:.1f} s ({added[name] / fill_s[name]:,.0f} entries/s), "
-                f"{stats[name]['bytes_per_entry']:,} bytes/entry, first "
+                f"{stats[name]['bytes_per_turn']:,} bytes/turn, first "
                 f"recover {first[name] * 1000:.0f} ms, recover p50 {pct(took[name], 50) * 1000:.1f} ms p95 "
                 f"{pct(took[name], 95) * 1000:.1f} ms, archive p50 {pct(wrote[name], 50) * 1000:.1f} ms p95 "
                 f"{pct(wrote[name], 95) * 1000:.1f} ms"

@@ -223,8 +223,14 @@ def test_forget_says_the_text_is_erased_and_stats_count_one_user(db_location):
         mine = alice.stats()
         assert (mine["user"], mine["entries"], mine["sessions"]) == ("alice", 2, 1) and "users" not in mine
         every = alice.stats(all_users=True)
-        assert (every["entries"], every["users"], every["sessions"]) == (5, 2, 2) and every["bytes_per_entry"] > 0
+        assert (every["entries"], every["users"], every["sessions"]) == (5, 2, 2) and every["bytes_per_turn"] > 0
         assert mine["database_bytes"] == every["database_bytes"] > 0  # the store's own figure, every user's rows
+        # bytes per turn, in all and by table, are the file's too: over every user's turns, in any scope
+        assert mine["bytes_per_turn"] == every["bytes_per_turn"] == round(every["database_bytes"] / 5)
+        assert mine["bytes_per_turn_by_table"] == every["bytes_per_turn_by_table"]
+        assert "entries" in mine["bytes_per_turn_by_table"] and "bytes_per_turn_by_table" not in alice.stats(
+            by_table=False
+        )
         forgotten = bob.forget(session="b")
         assert forgotten == 3 and forgotten.erased and forgotten.remaining_bytes == 0
         assert bob.stats()["entries"] == 0 and alice.stats()["entries"] == 2

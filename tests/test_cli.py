@@ -366,9 +366,11 @@ def test_stats_lines_are_aligned_and_counts_agree_with_their_noun(tmp_path):
         json.dumps({"role": "user", "content": "the staging port is 5433"}) + "\n{broken\n", encoding="utf-8"
     )
     assert "1 turn archived, 0 already archived, 1 item skipped" in run("ingest", str(chat), db=db).stdout.decode()
-    lines = run("stats", db=db).stdout.decode().splitlines()
+    shown = run("stats", db=db).stdout.decode().splitlines()
+    lines = [line for line in shown if ":" in line]  # the others: bytes_per_turn_by_table's, one per table, below
+    assert len(lines) < len(shown) and lines[-1].strip() == "bytes_per_turn_by_table:"
     keys = [line.split(":")[0].strip() for line in lines]
-    assert {"entries", "pending_recoveries", "sessions"} <= set(keys)
+    assert {"entries", "pending_recoveries", "sessions", "bytes_per_turn"} <= set(keys)
     assert len({line.index(":") for line in lines}) == 1, lines
     assert [line for line in lines if line.split(":")[0].strip() == "entries"][0].endswith(": 1")
     out = tmp_path / "one.export.jsonl"

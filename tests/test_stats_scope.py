@@ -33,7 +33,7 @@ def test_python_api_counts_the_users_own_entries(db):
         alice, bob = lt.stats(user="alice"), lt.stats(user="bob")
         assert (alice["entries"], alice["sessions"]) == (4, 2) and (bob["entries"], bob["sessions"]) == (1, 1)
         assert lt.stats(user="alice", agent="coder")["entries"] == 2
-        assert "users" not in alice and "bytes_per_entry" not in alice
+        assert "users" not in alice and "free_bytes" not in alice
         every = lt.stats(all_users=True)
         assert (every["entries"], every["sessions"], every["users"]) == (5, 3, 2)
         assert every["text_chars"] == alice["text_chars"] + bob["text_chars"]
@@ -62,9 +62,14 @@ def test_cli_user_env_and_all_users(db, monkeypatch):
     assert out.exit_code == 1 and "--all-users" in out.output
     text = runner.invoke(app, ["--db", str(db), "stats"], env={"LANTERN_USER": ""}).output
     assert 'user: "" (the default user)' in text
-    admin = runner.invoke(app, ["--db", str(db), "stats", "--all-users"]).output  # per-table bytes, one per line
-    by_table = every["bytes_per_entry_by_table"]
-    assert "{" not in admin and by_table and all(re.search(rf"\b{t}\s+[\d,]+$", admin, re.M) for t in by_table)
+    by_table = every["bytes_per_turn_by_table"]
+    # per-table bytes per turn, one per line, in the plain stats too: the file's figure, over every user's turns
+    for args in (["--all-users"], [], ["--user", "alice"]):
+        shown = runner.invoke(app, ["--db", str(db), "stats", *args]).output
+        assert "{" not in shown and by_table and all(re.search(rf"\b{t}\s+[\d,]+$", shown, re.M) for t in by_table)
+        assert re.search(r"^\s*bytes_per_turn: \d+$", shown, re.M) and "bytes_per_entry" not in shown
+    alice = stats("--user", "alice")
+    assert alice["bytes_per_turn_by_table"] == by_table and alice["bytes_per_turn"] == every["bytes_per_turn"]
 
 
 def test_rest_and_mcp_stats_are_scoped(db):
@@ -77,7 +82,9 @@ def test_rest_and_mcp_stats_are_scoped(db):
 
     with TestClient(build_app(db), raise_server_exceptions=False) as client:
         default = client.get("/v1/memory/stats").json()
-        assert default["entries"] == 0 and "database_bytes" not in default
+        assert default["entries"] == 0 and not {"database_bytes", "bytes_per_turn", "bytes_per_turn_by_table"} & set(
+            default
+        )
         assert client.get("/v1/memory/stats", params={"user": "alice"}).json()["entries"] == 4
         assert client.get("/v1/memory/stats", params={"user": "alice", "agent": "coder"}).json()["entries"] == 2
 
@@ -87,7 +94,7 @@ def test_rest_and_mcp_stats_are_scoped(db):
         for args, n in (({}, 0), ({"user": "bob"}, 1), ({"user": "alice"}, 4)):
             r = await server.call_tool("stats", args)
             out = _structured(r)
-            assert out["entries"] == n and "database_bytes" not in out, out
+            assert out["entries"] == n and "database_bytes" not in out and "bytes_per_turn" not in out, out
 
     anyio.run(run)
     server._lantern_service.close()

@@ -848,18 +848,22 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
         all_users: bool = False,
+        by_table: bool = True,
     ) -> dict[str, Any]:
         """Counts and sizes, scoped like every read: ``entries``, ``sessions``, ``text_chars``, ``pruned``
         (entries with c below the prune threshold) and ``pending_recoveries`` (waiting for the next assistant
         message) count only the scope's (``user``, default the handle's; ``agent`` / ``project`` filter), named in
         ``user`` (and ``agent`` / ``project`` when given). The file's own figures: path, embedder id and
-        dimension, schema version, ``database_bytes`` (pages in use, every user's entries included: whoever holds
-        the handle holds the file). ``all_users=True`` (an administrator's view; not with a scope): every user's
-        counts, ``users`` (how many) and ``bytes_per_entry``."""
+        dimension, schema version (each backend has its own migration series: SQLite's is at 10 where
+        PostgreSQL's is at 1), ``database_bytes`` (pages in use, every user's entries included: whoever holds the
+        handle holds the file), ``bytes_per_turn`` (database_bytes over every user's archived turns) and
+        ``bytes_per_turn_by_table`` (unless ``by_table`` is false: on SQLite a pass over every page of the file).
+        ``all_users=True`` (an administrator's view; not with a scope): every user's
+        counts, ``users`` (how many) and ``free_bytes``."""
         if all_users:
             if user is not None or agent is not None or project is not None:
                 raise ValueError("all_users=True counts every user: give no user, agent or project with it")
-            out = self.store.stats()
+            out = self.store.stats(None, by_table)
             out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below)
             out["pending_recoveries"] = reinforce.pending_count(self.store)
             return self._without_unused(out)
@@ -869,7 +873,7 @@ class Lantern:
             out["agent"] = scope.agent
         if scope.project is not None:
             out["project"] = scope.project
-        out.update(self.store.stats(scope))
+        out.update(self.store.stats(scope, by_table))
         out["pruned"] = reinforce.pruned_count(self.store, self.config.prune_below, scope_where("", scope))
         out["pending_recoveries"] = reinforce.pending_count(self.store, scope.user)
         return self._without_unused(out)

@@ -1498,8 +1498,11 @@ def stats(
             print(json.dumps(s))
         else:
             width = max(map(len, s))
-            for key, value in s.items():
-                if isinstance(value, dict):  # bytes_per_entry_by_table: one line per table, largest first
+            # bytes_per_turn_by_table last: one line per table or index, largest first, under the one-line figures
+            for key, value in sorted(s.items(), key=lambda kv: isinstance(kv[1], dict)):
+                if isinstance(value, dict):
+                    if not value:  # no turn archived yet: no bytes per turn to show
+                        continue
                     print(f"{key:>{width}}:")
                     inner = max(map(len, value), default=0)
                     for name, part in value.items():

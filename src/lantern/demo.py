@@ -151,9 +151,10 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
         console.print(f"[red]not recovered[/] in {r.session}: {escape(', '.join(missing)) or '—'}")
     console.print(
         f"archive latency per turn: p50 {_pct(archive_ms, 50):.1f} ms, p95 {_pct(archive_ms, 95):.1f} ms "
-        f"over {len(archive_ms)} calls (model load {load_ms:.0f} ms, excluded); "
-        f"{stats['bytes_per_entry']:,} bytes stored per turn (the database over its {stats['entries']} archived "
-        "turns). "
-        "No network, no LLM calls."
+        f"over {len(archive_ms)} calls (model load {load_ms:.0f} ms, excluded). No network, no LLM calls."
+    )
+    console.print(
+        f"stored: {stats['bytes_per_turn']:,} bytes per turn, the whole file (text, indexes, free pages) over its "
+        f"{stats['entries']} archived turns"
     )
     return results

@@ -253,9 +253,13 @@ def tag_window(text: str) -> str:
 
 def session_name(given: str | None, from_transcript: str | None) -> str:
     """The stored session name: ``given/from_transcript``, either alone, or ``DEFAULT_SESSION``; a blank name
-    (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given. Raises NameTooLongError for
-    a name over ``MAX_SESSION_CHARS`` (lantern/scope.py)."""
+    (empty or only whitespace, e.g. ``ingest --session "  "``) counts as not given. A transcript's name that
+    ``given`` already ends with is not repeated: an aider session archived under its own name (its start time)
+    is ``2024-08-06 08:47:10``, not ``2024-08-06 08:47:10/2024-08-06 08:47:10``. Raises NameTooLongError for a
+    name over ``MAX_SESSION_CHARS`` (lantern/scope.py)."""
     given, from_transcript = given_name(given), given_name(from_transcript)
+    if given and from_transcript and (given == from_transcript or given.endswith("/" + from_transcript)):
+        return check_length(given, "session")
     if given and from_transcript:
         return check_length(f"{given}/{from_transcript}", "session")
     return check_length(given or from_transcript or DEFAULT_SESSION, "session")

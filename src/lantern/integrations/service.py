@@ -234,15 +234,17 @@ class MemoryService:
 
     def stats(self, user: str | None = None, agent: str | None = None, project: str | None = None) -> dict[str, Any]:
         """Entries, sessions, text characters, pruned entries and pending recoveries of the scope (default: the
-        default user), embedder, schema version. The file's size and free bytes are left out: they count every user's
-        entries (``Lantern.stats`` keeps them for whoever holds the file; an all-users view is the CLI's ``stats
-        --all-users``)."""
+        default user), embedder, schema version. The file's size, its bytes per turn and free bytes are left out:
+        they count every user's entries (``Lantern.stats`` keeps them for whoever holds the file; an all-users view
+        is the CLI's ``stats --all-users``)."""
         scope = _scope(user, agent, project)
         with self._lock:
-            s = self._open().stats(**scope)
-        return {
-            k: (str(v) if isinstance(v, Path) else v) for k, v in s.items() if k not in ("database_bytes", "free_bytes")
-        }
+            s = self._open().stats(**scope, by_table=False)
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in s.items() if k not in FILE_WIDE}
+
+
+# the stats that count every user's entries, whatever the scope asked for
+FILE_WIDE = ("database_bytes", "free_bytes", "bytes_per_turn", "bytes_per_turn_by_table")
 
 
 def _str(value: Any, name: str) -> str:

@@ -29,16 +29,20 @@ FRAGMENT_JOIN = "\n…\n"  # between two fragments of one excerpt
 MIN_FRAGMENT = 160  # two fragments only when each gets at least this many characters (ours)
 TWO_FRAGMENTS_GAIN = 0.10  # two fragments when they cover 10% more weight than one window (ours)
 TERM_POSITIONS = 256  # occurrences of one term recorded (its count goes on): bounds work on a 1 MB entry (ours)
+# a term is matched by at most its first this many characters: the scan compares at most this many per position
+# and term, so it stays linear in the text whatever the term's length (a 5,000-character token in the query);
+# longer than the paths and identifiers of ordinary turns (ours)
+MATCH_CHARS = 128
 _WORD_START = r"(?<![0-9A-Za-z])"
 _SUFFIXES = ("ation", "ing", "ed", "es", "s", "ly")
 
 
 def header(entry: Entry, with_session: bool = True) -> str:
-    """``[session S · turn N · 2024-08-05 12:34]`` (time omitted when unknown; session omitted when the title
-    names the one session every packed entry comes from)."""
-    when = f" · {entry.time.strftime('%Y-%m-%d %H:%M')}" if entry.time else ""
-    where = f"session {entry.session} · " if with_session else ""
-    return f"[{where}turn {entry.turn}{when}]"
+    """``[session S · turn N · 2024-08-05 12:34]`` (time omitted when unknown or when the session's name shows it,
+    ``_shown_when``; session omitted when the title names the one session every packed entry comes from)."""
+    if not with_session:
+        return f"[turn {entry.turn}{_when(entry)}]"
+    return f"[session {entry.session} · turn {entry.turn}{_shown_when(entry)}]"
 
 
 def title(session: str | None = None) -> str:
@@ -74,7 +78,7 @@ def excerpt(text: str, terms: list[str], width: int, fractions: dict[str, float]
     half = (width - 2 * len(ELLIPSIS) - len(FRAGMENT_JOIN)) // 2
     if half >= MIN_FRAGMENT:
         first = _best_window(matches, weights, half, set())
-        covered = {t for p, e, t in matches if first[1] <= p and e <= first[1] + half}
+        covered = {t for p, e, t in matches if first[1] <= p and min(e, p + half) <= first[1] + half}
         second = _best_window(matches, weights, half, covered)
         apart = abs(second[1] - first[1]) >= half + len(FRAGMENT_JOIN)
         if apart and second[0] > 0 and first[0] + second[0] > one[0] * (1 + TWO_FRAGMENTS_GAIN):
@@ -101,8 +105,8 @@ def stem_prefix(term: str) -> str:
 def _pattern(term: str) -> str:
     """The regex of one query term: a word term (ASCII letters, digits, ``_``) as a stem prefix at a word start
     (``_`` counts as a boundary: "retention" matches in "RETENTION_DAYS"), anything else (paths, CJK bigrams) as a
-    plain substring."""
-    return _WORD_START + re.escape(stem_prefix(term)) if _is_word(term) else re.escape(term)
+    plain substring; either cut to ``MATCH_CHARS`` characters (``_literal``)."""
+    return (_WORD_START if _is_word(term) else "") + re.escape(_literal(term))
 
 
 def _is_word(term: str) -> bool:
@@ -110,9 +114,9 @@ def _is_word(term: str) -> bool:
 
 
 def _literal(term: str) -> str:
-    """The characters every match of ``_pattern(term)`` contains, in order: the stem prefix of a word term, else
-    the term."""
-    return stem_prefix(term) if _is_word(term) else term
+    """The characters every match of ``_pattern(term)`` consists of: the stem prefix of a word term, else the term,
+    at most its first ``MATCH_CHARS``."""
+    return (stem_prefix(term) if _is_word(term) else term)[:MATCH_CHARS]
 
 
 def _matches(text: str, terms: list[str]) -> tuple[list[tuple[int, int, int]], Counter[int], list[str]]:
@@ -165,12 +169,17 @@ def _best_window(
 ) -> tuple[float, int]:
     """(weight covered, start offset) of the ``inner``-character window covering the most weight of distinct terms
     not in ``covered`` (each term counted once; more matches break ties), by two pointers over the matches in
-    text order; the window is centred on the matches it covers."""
-    best = (0.0, 0, matches[0][0], matches[0][1])  # (weight, count, first, last)
+    text order; the window is centred on the matches it covers. A match longer than the window (a long path's
+    ``MATCH_CHARS`` in a 40-character excerpt) counts as covered by the window that starts where it starts: its
+    end is taken as at most ``inner`` past its start, so every window holds at least the match it ends at."""
+    best = (0.0, 0, matches[0][0], min(matches[0][1], matches[0][0] + inner))  # (weight, count, first, last)
     inside: Counter[int] = Counter()
     weight = 0.0
     lo = 0
-    for hi, (_, end, term) in enumerate(matches):
+    # the matches do not overlap (one regex pass), so their starts and clipped ends both grow: a match the window
+    # left behind never fits again, and the left pointer never passes the right one
+    for hi, (start, end, term) in enumerate(matches):
+        end = min(end, start + inner)
         inside[term] += 1
         if inside[term] == 1 and term not in covered:
             weight += weights.get(term, 0.0)
@@ -262,8 +271,8 @@ class PackResult:
 
 def group_header(entry: Entry) -> str:
     """``[session S · 2024-08-05 12:34]``: one line per session in a grouped block, with the time of the entry that
-    opened it (omitted when unknown)."""
-    return f"[session {entry.session}{_when(entry)}]"
+    opened it (omitted when unknown or when the session's name shows it, ``_shown_when``)."""
+    return f"[session {entry.session}{_shown_when(entry)}]"
 
 
 def turn_header(entry: Entry, opened: str) -> str:
@@ -277,6 +286,13 @@ def turn_header(entry: Entry, opened: str) -> str:
 
 def _when(entry: Entry) -> str:
     return _stamp(entry.time) if entry.time else ""
+
+
+def _shown_when(entry: Entry) -> str:
+    """``_when`` for a header that names the entry's session: "" when the name already holds that time (an aider
+    session is named by the time it started, "2024-08-06 08:47:10"), so a header never says one value twice."""
+    when = _when(entry)
+    return "" if when and when[3:] in entry.session else when
 
 
 @lru_cache(maxsize=4096)

@@ -1073,19 +1073,23 @@ class Store:
     def sessions(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
 
-    def stats(self, scope: Scope | None = None) -> dict[str, Any]:
+    def stats(self, scope: Scope | None = None, by_table: bool = True) -> dict[str, Any]:
         """Counts and sizes. ``scope``: count only its entries (entries, sessions, text_chars, vectors_pending: those
         still without their deferred block); None counts every user's (an administrator's view), with ``users``
-        (distinct users), ``bytes_per_entry`` and ``bytes_per_entry_by_table`` (``bytes_by_table``) besides. Sessions
-        are distinct (user, session) pairs: two users' sessions of the same name are two sessions. The file's own
-        figures are the file's whatever the scope: embedder, schema version, database bytes (page_count ×
-        page_size, every user's entries included). The administrator's view adds ``free_bytes``: the bytes of the
+        (distinct users) besides. Sessions are distinct (user, session) pairs: two users' sessions of the same name
+        are two sessions. The file's own figures are the file's whatever the scope: embedder, schema version
+        (this backend's migration series, store/migrations.py), database bytes (page_count × page_size, every
+        user's entries included), ``bytes_per_turn`` (database bytes over every user's archived turns: text,
+        indexes and free space) and, unless ``by_table`` is false (a pass over every page), ``bytes_per_turn_by_table``
+        (``bytes_by_table``). The administrator's view
+        adds ``free_bytes``: the bytes of the
         file that hold no row, free pages (``freelist_count``) and the unused bytes of pages in use (``dbstat``),
         left by deleted, moved or rewritten rows. Later writes reuse them; a VACUUM (``lantern vacuum``) gives most
         of them back to the filesystem (a B-tree keeps some slack in its pages). ``vectors_undecodable``: the scope's
         stored vectors whose byte length fits no layout (``undecodable_count``; no recovery finds them until
         ``lantern reindex``)."""
         where, args = scope_where("", scope) if scope is not None else ("1", [])
+        every = self.count() if scope is not None else None
         n, chars = self.db.execute(
             f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
         ).fetchone()
@@ -1111,16 +1115,19 @@ class Store:
             ).fetchone()[0],
             vectors_undecodable=self.undecodable_count(scope),
         )
+        sizes, unused = self._page_use() if by_table or scope is None else ({}, 0)
+        turns = n if every is None else every
+        out["bytes_per_turn"] = round(size / turns) if turns else 0
+        if by_table:
+            out["bytes_per_turn_by_table"] = {k: round(v / turns) for k, v in sizes.items()} if turns else {}
         if scope is None:
-            sizes, unused = self._page_use()
             out["free_bytes"] = self.db.execute("PRAGMA freelist_count").fetchone()[0] * page + unused
-            out["bytes_per_entry"] = round(size / n) if n else 0
-            out["bytes_per_entry_by_table"] = {k: round(v / n) for k, v in sizes.items()} if n else {}
         return out
 
     def bytes_by_table(self, entries: int | None = None) -> dict[str, int]:
-        """Bytes per entry of each table and index (its pages, from SQLite's ``dbstat``), largest first; FTS5's
-        shadow tables under their virtual table's name. {} where ``dbstat`` is not compiled in."""
+        """Bytes per archived turn of each table and each index (each its own b-tree, its pages from SQLite's
+        ``dbstat``: whole pages, so a table of one row costs a page), largest first; FTS5's shadow tables under their
+        virtual table's name. {} where ``dbstat`` is not compiled in."""
         n = entries if entries is not None else self.count()
         sizes, _ = self._page_use()
         return {k: round(v / n) for k, v in sizes.items()} if n else {}

@@ -1264,11 +1264,13 @@ class PostgresStore:
     def sessions(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
 
-    def stats(self, scope: Scope | None = None) -> dict[str, Any]:
+    def stats(self, scope: Scope | None = None, by_table: bool = True) -> dict[str, Any]:
         """As ``Store.stats``: ``scope`` counts only its entries (entries, sessions, text_chars, vectors_pending);
-        None counts every user's, with ``users``, ``bytes_per_entry`` and ``bytes_per_entry_by_table`` besides.
-        ``database_bytes`` is ``pg_total_relation_size`` of Lantern's tables (indexes and TOAST included, every
-        user's rows) whatever the scope, ``path`` the URL without its password."""
+        None counts every user's, with ``users`` besides. ``database_bytes`` is ``pg_total_relation_size`` of
+        Lantern's tables (indexes and TOAST included, every user's rows) whatever the scope, ``bytes_per_turn`` and
+        ``bytes_per_turn_by_table`` (each table with its indexes and TOAST) that over every user's archived turns,
+        ``schema_version`` this backend's own migration series (schema.py), ``path`` the URL without its
+        password."""
         where, args = scope_where("", scope) if scope is not None else ("TRUE", [])
         n, chars = self.db.execute(
             f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
@@ -1276,8 +1278,8 @@ class PostgresStore:
         n_sessions = self.db.execute(
             f"SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries WHERE {where}) s", args
         ).fetchone()[0]
-        by_table = self._relation_bytes()
-        size = sum(by_table.values())
+        sizes = self._relation_bytes()
+        size = sum(sizes.values())
         out: dict[str, Any] = {"path": self.path, "backend": self.backend}
         if scope is None:
             out["users"] = self.db.execute("SELECT count(DISTINCT user_id) FROM entries").fetchone()[0]
@@ -1294,9 +1296,10 @@ class PostgresStore:
             ).fetchone()[0],
             vectors_undecodable=0,  # a pgvector column of the embedder's dimension holds no other length
         )
-        if scope is None:
-            out["bytes_per_entry"] = round(size / n) if n else 0
-            out["bytes_per_entry_by_table"] = {k: round(v / n) for k, v in by_table.items()} if n else {}
+        turns = n if scope is None else self.count()
+        out["bytes_per_turn"] = round(size / turns) if turns else 0
+        if by_table:
+            out["bytes_per_turn_by_table"] = {k: round(v / turns) for k, v in sizes.items()} if turns else {}
         return out
 
     def _relation_bytes(self) -> dict[str, int]:
