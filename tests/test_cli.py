@@ -282,7 +282,36 @@ def test_recover_says_why_a_small_budget_recovered_nothing(tmp_path, transcript)
     assert small.stdout == b"" and "nothing recovered: --budget 150 leaves no room for an entry" in err
     suggested = int(re.search(r"use --budget (\d+) or more", err).group(1))
     fits = run("recover", "which port for staging redis?", "--budget", str(suggested), db=db)
-    assert "6380" in fits.stdout.decode()
+    assert "Staging" in fits.stdout.decode()  # an entry packed (at the least budget, its shortest excerpt)
+    below = run("recover", "which port for staging redis?", "--budget", str(suggested - 1), db=db)
+    assert below.stdout == b"" and f"use --budget {suggested} or more" in below.stderr.decode()  # the least one
+
+
+def test_the_budget_a_small_recovery_suggests_is_the_least_that_packs(tmp_path):
+    """Breaker finding: ``--budget 200`` suggested 216 where 215 packed. The suggestion is found by the recovery
+    itself, so for queries whose first entry has any length, any too-small budget names the exact least budget."""
+    import random
+
+    from lantern import Lantern
+    from lantern.cli import _why_empty
+
+    rng = random.Random(7)
+    with Lantern(tmp_path / "b.db", embedder="minilm") as lt:
+        for n in range(12):
+            filler = " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(rng.randint(0, 60)))
+            lt.archive([{"role": "user", "content": f"service{n} listens on port {6000 + n}. {filler}"}], f"s{n}")
+        for n in rng.sample(range(12), 6):
+            query = f"which port does service{n} listen on?"
+
+            def packs(b, query=query):
+                return bool(lt.explain(query, budget=b).text)
+
+            least = next(b for b in range(60, 2000) if packs(b))
+            for budget in sorted({60, least // 2, least - 1}):
+                if budget < 60 or packs(budget):
+                    continue
+                why = _why_empty(lt.explain(query, budget=budget), packs_at=packs)
+                assert f"use --budget {least} or more" in why, (budget, least, why)
 
 
 def test_recover_as_of_before_every_turn_names_the_as_of_filter(tmp_path, transcript):

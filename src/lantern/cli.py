@@ -431,15 +431,31 @@ class _Before:
                 folder.rmdir()
 
 
-def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=None) -> str:
+def _smallest_budget(packs, budget: int, limit: int = 1_000_000) -> int | None:
+    """The smallest budget above ``budget`` at which ``packs(b)`` (a recovery at budget ``b`` packs an entry) holds,
+    found by the recovery itself: doubling, then bisection (packing more room never packs less); None past
+    ``limit`` characters."""
+    lo, hi = budget, max(budget * 2, budget + 64)
+    while not packs(hi):
+        lo, hi = hi, hi * 2
+        if hi > limit:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if packs(mid) else (mid, hi)
+    return hi
+
+
+def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=None, packs_at=None) -> str:
     """Why an empty recovery is empty, for the one line the CLI prints: no turn older than the ``--as-of`` time
     (``as_of``, as given; ``without_as_of``: a callable returning the same recovery's explanation without it, called
     only then), no candidate (``counts``: a callable returning ``_scope_counts``, called only then, to name the
     user, agent / project or session filter that left the store's entries out), or every ranked candidate cut
-    because the budget left no room after the block's title line; or an empty query."""
+    because the budget left no room after the block's title line (``packs_at``: a callable telling whether the same
+    recovery at another budget packs an entry, to name the smallest budget that does); or an empty query."""
     from datetime import timezone
 
-    from lantern.recover.pack import FIRST_EXCERPT_MIN, FULL_BELOW, title
+    from lantern.recover.pack import FULL_BELOW, title
 
     ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
     if not (result.query or "").strip():
@@ -466,10 +482,11 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
     if any(c.verdict == "cut:budget" for c in ranked):
         sessions = {c.entry.session for c in ranked}
         top = len(title(sessions.pop() if len(sessions) == 1 else None))
+        least = _smallest_budget(packs_at, result.budget) if packs_at is not None else None
+        advice = f"use --budget {least} or more" if least is not None else "use a larger --budget"
         return (
             f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
-            f"characters; an entry needs {FULL_BELOW} or more): use --budget {top + FULL_BELOW + FIRST_EXCERPT_MIN} or "
-            "more"
+            f"characters; an entry needs {FULL_BELOW} or more): {advice}"
         )
     return ""
 
@@ -966,6 +983,18 @@ def recover(
                         exclude=exclude,
                     ),
                     lambda: _scope_counts(lantern, session, user, agent, project),
+                    lambda b: bool(
+                        lantern.explain(
+                            query,
+                            session=session,
+                            budget=b,
+                            user=user,
+                            agent=agent,
+                            project=project,
+                            min_score=min_score,
+                            exclude=exclude,
+                        ).text
+                    ),
                 )
                 typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
 
