@@ -130,3 +130,39 @@ def test_a_copy_after_a_turn_grew_replaces_it_in_place_keeping_its_id(tmp_path, 
             assert [tuple(r[:3]) for r in rows] == [tuple(before)]
             assert rows[0][3].endswith("listens on port 7000.")
             assert "7000" in lt.recover("which port for service 0", budget=2000, min_score=0).text
+
+
+@pytest.mark.parametrize("direction", ["sqlite-sqlite", "sqlite-postgres"])
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_a_turn_starting_with_an_earlier_turns_text_is_never_taken_for_its_growth(direction, seed, tmp_path, request):
+    """Breaker finding: a destination holding its own turns under the source's session name, and a source turn whose
+    text starts with an earlier turn's text and a new line ("yes" ... "yes\\nplease deploy billing"): the copy took
+    the later turn for the growth of the earlier one, just appended, and overwrote it (a turn lost, verified all
+    the same). Generated conversations full of such prefixes: every source turn is stored once, copying again
+    changes nothing."""
+    rng = random.Random(seed)
+    src = tmp_path / "src.db"
+    dst = tmp_path / "dst.db" if direction.endswith("sqlite") else request.getfixturevalue("pg_url")()
+    own = []
+    with Lantern(dst) as lt:
+        for i in range(rng.randint(3, 7)):
+            text = f"dst's own turn {i} about the cache"
+            lt.archive([{"role": "user", "content": text}], session="s")
+            own.append(("", "", "", "s", i, f"user: {text}"))
+    said: list[str] = []
+    with Lantern(src) as lt:
+        for _ in range(rng.randint(4, 9)):
+            if said and len(said) >= 2 and rng.random() < 0.6:  # starts with an earlier (not the last) turn's words
+                content = rng.choice(said[:-1]) + "\n" + rng.choice(["please deploy billing", "and port 5433", "ok"])
+            else:
+                content = rng.choice(["yes", "hmm", "no", "go on", "why?"]) + f" {rng.randint(0, 3)}"
+            if content in said:
+                continue
+            lt.archive([{"role": "user", "content": content}], session="s")
+            said.append(content)
+    first = copy_store(src, dst)
+    assert first["entries"] == len(_rows(src)) and first["grown"] == 0
+    _check(src, dst, own)
+    again = copy_store(src, dst)
+    assert (again["added"], again["grown"]) == (0, 0)
+    _check(src, dst, own)

@@ -601,30 +601,50 @@ def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result
         result.entry_ids[rec["_id"]] = entry_id
 
 
+#: ``meta`` key of an entry an import appended because its turn number was taken in the destination's conversation:
+#: the turn number it had in its source, the one identity a later import of that turn's grown form is matched by
+SOURCE_TURN = "source_turn"
+
+
 def _held(db: sqlite3.Connection, rec: dict[str, Any]) -> tuple[int, str] | None:
     """(id, text) of the stored entry that is the record's turn in an earlier or later form (one text extends the
-    other): the entry at its conversation and turn number, else one of the conversation elsewhere (a turn an
-    earlier import appended). None when there is none: when another turn holds its number, ``rec["turn"]`` becomes
-    the conversation's next one."""
+    other): the entry at its conversation and turn number, else the one an earlier import appended for that source
+    turn (``meta[SOURCE_TURN]``, never another turn whose text it merely starts with). None when there is none:
+    when another turn holds its number, ``rec["turn"]`` becomes the conversation's next one and ``rec["meta"]``
+    records the source's number."""
     conversation = (rec["user_id"], rec["agent_id"], rec["project"], rec["session"])
     at = db.execute(
-        f"SELECT id, text FROM entries WHERE {_CONVERSATION} AND turn = ? ORDER BY id LIMIT 1",
+        f"SELECT id, text, meta FROM entries WHERE {_CONVERSATION} AND turn = ? ORDER BY id LIMIT 1",
         (*conversation, rec["turn"]),
     ).fetchone()
     if at is None:
         return None
-    if extends(rec["text"], at[1]) or extends(at[1], rec["text"]):
+    moved = _source_turn(at[2])  # an entry appended for another source turn holds this number: not this turn
+    if (moved is None or moved == rec["turn"]) and (extends(rec["text"], at[1]) or extends(at[1], rec["text"])):
         return at[0], at[1]
-    elsewhere = db.execute(  # either text a prefix of the other, followed by a new line
-        f"SELECT id, text FROM entries WHERE {_CONVERSATION} AND (substr(?, 1, length(text) + 1) = text || ? "
-        "OR substr(text, 1, length(?) + 1) = ?) ORDER BY turn DESC LIMIT 1",
+    appended = db.execute(  # either text a prefix of the other, followed by a new line
+        f"SELECT id, text, meta FROM entries WHERE {_CONVERSATION} AND (substr(?, 1, length(text) + 1) = text || ? "
+        "OR substr(text, 1, length(?) + 1) = ?) ORDER BY turn DESC",
         (*conversation, rec["text"], "\n", rec["text"], rec["text"] + "\n"),
-    ).fetchone()
-    if elsewhere is not None:
-        return elsewhere[0], elsewhere[1]
+    ).fetchall()
+    for entry_id, text, meta in appended:
+        if _source_turn(meta) == rec["turn"]:
+            return entry_id, text
     last = db.execute(f"SELECT max(turn) FROM entries WHERE {_CONVERSATION}", conversation).fetchone()[0]
+    rec["meta"] = {**(rec.get("meta") or {}), SOURCE_TURN: rec["turn"]}
     rec["turn"] = last + 1
     return None
+
+
+def _source_turn(meta: Any) -> int | None:
+    """``meta[SOURCE_TURN]`` of a stored ``meta`` value (JSON text, or a dict as a driver may give it), else None."""
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    value = meta.get(SOURCE_TURN) if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _column_values(rec: dict[str, Any]) -> dict[str, Any]:
