@@ -32,6 +32,25 @@ def names(draw) -> str:
     return base[:at] + bad + base[at:]
 
 
+@given(st.lists(st.sampled_from(["a", "\r", "\n", "\r\n", "\x00", "\ud800", "数", " "]), max_size=12).map("".join))
+def test_clean_name_is_idempotent_on_any_mix_of_line_ends(raw):
+    """Breaker finding: "x\r\r\ny" cleaned to "x\r\ny", which cleaned again to "x\ny", so a read path cleaning a
+    stored name again missed it. Any mix of CR, LF, NUL and surrogates: cleaning twice is cleaning once."""
+    from lantern.text.clean import clean_text
+
+    once = clean_name(raw)
+    assert clean_name(once) == once and "\r\n" not in once
+    assert clean_text(raw) == clean_text(once)
+
+
+def test_a_name_with_carriage_returns_before_a_line_feed_is_found_by_either_spelling(tmp_path):
+    with Lantern(tmp_path / "cr.db", embedder="minilm") as lt:
+        stored = lt.archive([{"role": "user", "content": "alpha beta port 5432"}], session="x\r\r\ny").session
+        for name in ("x\r\r\ny", stored, "x\ny"):
+            assert lt.recover("alpha beta port 5432", session=name, min_score=0).entries, name
+            assert lt.search("alpha beta port 5432", session=name), name
+
+
 def test_clean_name_is_what_clean_text_does_to_a_name_and_is_idempotent():
     from lantern.text.clean import clean_text
 

@@ -39,13 +39,17 @@ MAX_SESSION_CHARS = 384  # a session name as given or stored (``given/from-trans
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
+_CR_LF = re.compile(r"\r+\n")
+
+
 def clean_name(value: str) -> str:
     """``value`` (a user, agent, project, session, fact key: any name a call passes) in the one form it is stored
     and matched in, on every path and both backends: NUL and lone surrogates (U+D800..U+DFFF) each become U+FFFD,
     CRLF becomes LF (as ``text.clean.clean_text`` does to archived text). So a name written with any of them is
-    found, listed and forgotten by the same name as given; two names differing only there are one name."""
+    found, listed and forgotten by the same name as given; two names differing only there are one name. Idempotent:
+    a run of carriage returns before a line feed goes whole (``"\r\r\n"`` becomes ``"\n"``, not ``"\r\n"``)."""
     if "\r\n" in value:
-        value = value.replace("\r\n", "\n")
+        value = _CR_LF.sub("\n", value)
     if value.isascii() and "\x00" not in value:
         return value
     return _UNSTORABLE.sub("\ufffd", value)
