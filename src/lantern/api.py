@@ -6,10 +6,12 @@ Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/p
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,6 +61,20 @@ def _query_text(query: Any) -> str:
     return clean_text(query[:MAX_QUERY_CHARS] if isinstance(query, str) else query)
 
 
+def _one_at_a_time(method):
+    """Run ``method`` holding the handle's lock: a handle is one SQLite connection (or pool) and one in-process index,
+    so its calls run one at a time, whichever threads make them (a recovery ranks on the index it masked; a write
+    transaction never opens inside another). Reentrant: a call may make another (``recover`` reads ``explain``'s
+    path). Threads wanting parallel reads open a handle each, as processes do."""
+
+    @functools.wraps(method)
+    def serialized(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return serialized
+
+
 class Lantern:
     """A Lantern memory store in one SQLite file, or in a PostgreSQL database.
 
@@ -85,6 +101,7 @@ class Lantern:
         agent: str | None = None,
         project: str | None = None,
     ):
+        self._lock = threading.RLock()  # one call at a time per handle (_one_at_a_time)
         location = default_db_path() if path is None else path if is_server_url(path) else Path(path)
         server = is_server_url(location)
         self.scope = resolve(Scope(), user, agent, project)
@@ -147,6 +164,7 @@ class Lantern:
             self._llm_clients[chosen] = LLMClient(chosen)
         return self._llm_clients[chosen]
 
+    @_one_at_a_time
     def fill_vectors(self, limit: int | None = None, progress: Progress | None = None) -> int:
         """Compute the vectors' deferred block (the e5 part of English turns: archive/fill.py) for up to ``limit``
         entries still missing it (None: every one), newest first, ``progress(done, total)`` after each batch. An
@@ -168,6 +186,7 @@ class Lantern:
             if not _unwritable(self.store, e):
                 raise
 
+    @_one_at_a_time
     def close(self) -> None:
         for client in self._llm_clients.values():
             client.close()
@@ -182,6 +201,7 @@ class Lantern:
         self.close()
 
     # ------------------------------------------------------------------ write path (archive/pipeline.py)
+    @_one_at_a_time
     def archive(
         self,
         messages: Any,
@@ -203,6 +223,7 @@ class Lantern:
         """
         return self.writer.archive(messages, session, resolve(self.scope, user, agent, project), format)
 
+    @_one_at_a_time
     def ingest(
         self,
         path: str | os.PathLike[str],
@@ -242,6 +263,7 @@ class Lantern:
         )  # a subagent file: its parent session
         return self.writer.ingest(path, session, scope, format, progress)
 
+    @_one_at_a_time
     def turn_hash(
         self, session: str, text: str, *, user: str | None = None, agent: str | None = None, project: str | None = None
     ) -> str:
@@ -249,6 +271,7 @@ class Lantern:
         return content_hash(clean_name(session), text, *resolve(self.scope, user, agent, project).write_values)
 
     # ------------------------------------------------------------------ read path
+    @_one_at_a_time
     def recover(
         self,
         query: str,
@@ -340,6 +363,7 @@ class Lantern:
             self.index.note_access(packed)
         return result
 
+    @_one_at_a_time
     def explain(
         self,
         query: str,
@@ -458,6 +482,7 @@ class Lantern:
             raise ValueError(f"min_score must be a finite number >= 0, got {min_score!r}")
         return float(min_score)
 
+    @_one_at_a_time
     def facts(
         self,
         key: str | None = None,
@@ -478,6 +503,7 @@ class Lantern:
             self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params
         )
 
+    @_one_at_a_time
     def record_compaction(
         self,
         recovery: Recovery,
@@ -525,6 +551,7 @@ class Lantern:
             log.warning("%s: compaction event not recorded (%s)", self.path, e)
             return None
 
+    @_one_at_a_time
     def events(
         self,
         session: str | None = None,
@@ -548,6 +575,7 @@ class Lantern:
         sql, params = scope_where("e", scope)
         return sql, tuple(params)
 
+    @_one_at_a_time
     def search(
         self,
         query: str,
@@ -618,6 +646,7 @@ class Lantern:
         ids = [i for i in ids if -(2**63) <= i < 2**63]  # larger ids cannot exist in SQLite
         return ids, self.live_text(messages)
 
+    @_one_at_a_time
     def live_text(self, messages: Sequence[Message | dict]) -> str:
         """The live context (Message objects and/or message dicts) rendered as archived turns are — cleaned,
         redacted, chunked — with whitespace collapsed. An archived entry whose whitespace-collapsed text lies
@@ -632,6 +661,7 @@ class Lantern:
         return normalize_space("\n".join(turn.text for turn in chunk(msgs, None)))
 
     # ------------------------------------------------------------------ maintenance
+    @_one_at_a_time
     def forget(
         self,
         *,
@@ -689,6 +719,7 @@ class Lantern:
             )
         return Forgotten(n, erasure.complete, erasure.remaining_bytes, erasure.holders)
 
+    @_one_at_a_time
     def abandon(
         self,
         entries: dict[int, str],
@@ -725,6 +756,7 @@ class Lantern:
         self.index.reset()
         return n
 
+    @_one_at_a_time
     def export(
         self,
         dest: str | os.PathLike[str] | Any,
@@ -755,6 +787,7 @@ class Lantern:
         session = None if session is None else check_length(clean_name(session), "session")
         return export_jsonl(self, dest, scope=scope, session=session, embeddings=embeddings)
 
+    @_one_at_a_time
     def import_(
         self,
         src: str | os.PathLike[str] | Any,
@@ -786,6 +819,7 @@ class Lantern:
         self._follow_reindex()
         return import_jsonl(self, src, scope=scope, embeddings=embeddings, progress=progress)
 
+    @_one_at_a_time
     def reindex(self, embedder: str | Embedder | None = None, progress: Progress | None = None) -> int:
         """Re-embed every entry with ``embedder`` (default: the current one) in one transaction, and record it
         as the database's embedder. Returns the number of entries re-embedded. A handle that follows its database
@@ -812,11 +846,13 @@ class Lantern:
         self._use_embedder(new)
         return n
 
+    @_one_at_a_time
     def set_secret_redaction(self, enabled: bool) -> None:
         """Switch secret redaction on (default) or off for this database; recorded in its meta table so every
         later handle follows it. Private spans are removed either way (archive/redact.py)."""
         set_secret_redaction(self, enabled)
 
+    @_one_at_a_time
     def feedback(
         self,
         entry_ids: Iterable[int],
@@ -841,6 +877,7 @@ class Lantern:
         self.index.set_reinforcement(updated)
         return len(updated)
 
+    @_one_at_a_time
     def stats(
         self,
         *,

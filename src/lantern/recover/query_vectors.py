@@ -161,10 +161,11 @@ class QueryVectors:
             while len(self._prefetched) >= self.size:  # the oldest waiting vector makes room
                 self._prefetched.popitem(last=False)
             work: Future = Future()
-            self._prefetched[key] = _Prefetch(text, occupied, work, split)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lantern-query")
-        self._pool.submit(self._compute, embedder, text, occupied, split, work)
+            # submitted under the lock: a close() in between would leave a registered prefetch nobody computes
+            self._pool.submit(self._compute, embedder, text, occupied, split, work)
+            self._prefetched[key] = _Prefetch(text, occupied, work, split)
 
     @staticmethod
     def _compute(embedder: Any, text: str, occupied: Any, split: bool, work: Future) -> None:
@@ -186,7 +187,8 @@ class QueryVectors:
         return vec
 
     def close(self) -> None:
-        """Stop the worker thread (a prefetch still running finishes first)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Stop the worker thread (a prefetch still running finishes first). A later prefetch starts a new one."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
