@@ -162,3 +162,39 @@ def test_an_unreachable_server_named_by_a_generated_url_shows_none_of_its_secret
         out = proc.stdout.decode() + proc.stderr.decode()
         assert proc.returncode == 1 and "Traceback" not in out, out
         assert "Qx7k" not in out, out
+
+
+CONNINFO_VALUES = st.sampled_from([MARKER, f"'{MARKER} with space'", f"'{MARKER}\\'quote'", f"{MARKER}=x"])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    keyword=st.sampled_from(sorted(SECRET_PARAMETERS) + ["PASSWORD", "Password"]),
+    value=CONNINFO_VALUES,
+    before=st.sampled_from(["host=/tmp/nowhere ", "dbname=x host=db ", ""]),
+    after=st.sampled_from([" dbname=postgres", " user=ann port=5432", ""]),
+    spaces=st.sampled_from(["", " "]),
+)
+def test_a_libpq_key_value_string_or_a_padded_url_is_refused_without_its_secret(
+    keyword, value, before, after, spaces, tmp_path_factory
+):
+    """Breaker finding: ``--db "host=h password=s dbname=d"`` was taken as a file path and printed whole, and so was
+    a URL with a space before it. Any secret keyword, quoted or not, among other keywords, and a padded URL: the
+    command line and the Python API refuse it with one line that holds no secret, and create no file."""
+    from lantern import Lantern
+    from lantern.errors import LanternError
+
+    conninfo = f"{before}{keyword}{spaces}={spaces}{value}{after}"
+    padded = f" postgresql://ann:{MARKER}@127.0.0.1:1/db "
+    cwd = tmp_path_factory.mktemp("cwd")
+    for location in (conninfo, padded):
+        if location is conninfo and len(re.findall(r"\w+\s*=", conninfo)) < 2:
+            assert MARKER not in redact_url(conninfo)  # one keyword alone: not refused, never shown
+            continue
+        for proc in (cli("stats", db=location, cwd=cwd), cli("stats", env={"LANTERN_DB": location}, cwd=cwd)):
+            out = proc.stdout.decode() + proc.stderr.decode()
+            assert proc.returncode != 0 and MARKER not in out and "Traceback" not in out, out
+        with pytest.raises(LanternError) as info:
+            Lantern(location)
+        assert MARKER not in str(info.value)
+        assert list(cwd.iterdir()) == []

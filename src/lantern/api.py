@@ -24,7 +24,15 @@ from lantern.archive.chunk import chunk
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
 from lantern.archive.redact import load_policy, redact_text, set_secret_redaction
 from lantern.archive.subagents import parent_session
-from lantern.config import DEFAULT, DEFAULT_SESSION, Config, default_db_path, is_server_url, redact_url
+from lantern.config import (
+    DEFAULT,
+    DEFAULT_SESSION,
+    Config,
+    default_db_path,
+    is_server_url,
+    location_error,
+    redact_url,
+)
 from lantern.embed import Embedder, embedder_name, get_embedder, signal_blocks
 from lantern.errors import LanternError
 from lantern.llm import LLMClient, LLMSettings
@@ -102,7 +110,10 @@ class Lantern:
         project: str | None = None,
     ):
         self._lock = threading.RLock()  # one call at a time per handle (_one_at_a_time)
-        location = default_db_path() if path is None else path if is_server_url(path) else Path(path)
+        location = default_db_path() if path is None else path
+        if (why := location_error(location)) is not None:
+            raise LanternError(why)
+        location = location if is_server_url(location) else Path(location)
         server = is_server_url(location)
         self.scope = resolve(Scope(), user, agent, project)
         self.store = open_store(location)

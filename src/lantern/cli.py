@@ -115,8 +115,10 @@ def _db_location(value: Optional[str]) -> Any:
     """A database option's value as the location it names: a ``postgresql://`` URL kept as the string it is (a
     Path would fold its ``//`` and make it a relative file name), anything else a Path; None stays None. Every
     option naming a database takes a string and goes through here."""
-    from lantern.config import is_server_url
+    from lantern.config import is_server_url, location_error
 
+    if (why := location_error(value)) is not None:
+        raise typer.BadParameter(why)
     return None if value is None else value if is_server_url(value) else Path(value)
 
 

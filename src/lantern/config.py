@@ -16,9 +16,9 @@ DEFAULT_SESSION = "default"  # the session of turns archived without one
 
 def default_db_path() -> Path | str:
     """``$LANTERN_DB`` or ``~/.lantern/lantern.db``; a ``postgresql://`` URL in ``$LANTERN_DB`` is returned as the
-    string it is (``is_server_url``)."""
+    string it is (``is_server_url``), as is a value ``location_error`` refuses (a Path would fold its ``//``)."""
     env = os.environ.get("LANTERN_DB")
-    if is_server_url(env):
+    if is_server_url(env) or location_error(env) is not None:  # a URL, or a value refused as it was written
         return env
     return Path(env) if env else Path.home() / ".lantern" / "lantern.db"
 
@@ -31,6 +31,31 @@ def is_server_url(location: str | os.PathLike[str] | None) -> bool:
     """Whether ``location`` names a PostgreSQL server (``postgresql://...`` or ``postgres://...``) rather than a
     SQLite file."""
     return isinstance(location, str) and bool(_SERVER_URL.match(location))
+
+
+# a libpq keyword=value connection string: two or more "keyword=" pairs of libpq's connection keywords
+_CONNINFO_KEYWORDS = {"host", "hostaddr", "port", "dbname", "user", "sslmode", "options", "service", "connect_timeout"}
+
+
+def location_error(location: str | os.PathLike[str] | None) -> str | None:
+    """Why ``location`` (a ``--db`` value, a ``Lantern(path)``) names no database Lantern opens, None when it may
+    name one: a server URL after white space (``" postgresql://..."``: that white space would make it a file path),
+    or a libpq ``keyword=value`` connection string (``host=db password=...``: taken as a file name, it would be
+    created under that name, password and all). The reason shows the value redacted (``redact_url``)."""
+    if location is None:
+        return None
+    location = os.fspath(location)
+    if not isinstance(location, str) or is_server_url(location):
+        return None
+    if location != location.strip() and is_server_url(location.strip()):
+        return f"{redact_url(location.strip())!r} has white space before or after it: give the URL alone"
+    keywords = "|".join(sorted(_CONNINFO_KEYWORDS | SECRET_PARAMETERS))
+    if len(re.findall(rf"(?:^|\s)(?:{keywords})\s*=", location, re.IGNORECASE)) >= 2:
+        return (
+            f"{redact_url(location)!r} is a libpq key=value connection string: give a SQLite file path or a URL, "
+            "postgresql://USER:PASSWORD@HOST:PORT/DBNAME"
+        )
+    return None
 
 
 def server_url(url: str) -> str:
@@ -84,16 +109,29 @@ def _password_spans(url: str) -> list[tuple[int, int]]:
     return spans
 
 
+# a secret keyword of a libpq key=value connection string and its value: single-quoted (backslash escapes), or up
+# to the next white space (libpq, "Parameter Key Words")
+_CONNINFO_SECRET = re.compile(
+    r"((?:^|(?<=\s))(?:" + "|".join(sorted(SECRET_PARAMETERS)) + r")\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)",
+    re.IGNORECASE,
+)
+
+
 def redact_url(url: str) -> str:
     """``url`` with its password replaced by ``***`` (``postgresql://ann:***@db:5432/lantern``), and the value of
     every secret query parameter too (``SECRET_PARAMETERS``, its name under any percent-encoding:
     ``?pass%77ord=***``): what errors, logs and ``stats`` show. An empty password shows as ``***`` as well. The
     userinfo is everything between ``scheme://`` (any case) and the last ``@``, so a password holding
     ``@ / ? # :``, spaces, brackets or a bad %-escape is hidden whole (an ``@`` in the query makes more of the URL
-    hidden, never less; overlapping readings are hidden together). A URL without a password, or a string that is no
-    server URL, is unchanged."""
+    hidden, never less; overlapping readings are hidden together). A server URL after leading white space is read
+    as one; any other string (a file path, a libpq ``key=value`` connection string that ``--db`` does not take)
+    has the value of each ``SECRET_PARAMETERS`` keyword hidden (``password=***``, a quoted value whole). A URL
+    without a password, or a path without such a keyword, is unchanged."""
     if not is_server_url(url):
-        return url
+        stripped = url.lstrip()
+        if stripped != url and is_server_url(stripped):
+            return url[: len(url) - len(stripped)] + redact_url(stripped)
+        return _CONNINFO_SECRET.sub(lambda m: m.group(1) + "***", url)
     merged: list[list[int]] = []
     for start, end in sorted(_password_spans(url)):
         if merged and start <= merged[-1][1]:

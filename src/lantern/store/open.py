@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from lantern.config import is_server_url, redact_url
+from lantern.config import is_server_url, location_error, redact_url
 from lantern.errors import LanternError, install_command
 from lantern.store.protocol import StoreProtocol
 
@@ -16,7 +16,11 @@ def open_store(location: str | os.PathLike[str], readonly: bool = False) -> Stor
     else LanternError naming ``errors.install_command("postgres")``), else the SQLite file at that path. Raises what
     the backend's constructor raises (LanternError naming the cause: unreachable server, bad password, missing
     pgvector extension, a file that is not a Lantern database). ``readonly``: opened to be read only, nothing created,
-    migrated or written; a location that is not a Lantern store of this schema version raises LanternError."""
+    migrated or written; a location that is not a Lantern store of this schema version raises LanternError, as does
+    one that names no database either way (``config.location_error``: a URL with white space around it, a libpq
+    key=value string)."""
+    if (why := location_error(location)) is not None:
+        raise LanternError(why)
     if is_server_url(location):
         try:
             from lantern.store.postgres import PostgresStore
