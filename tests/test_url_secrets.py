@@ -188,9 +188,6 @@ def test_a_libpq_key_value_string_or_a_padded_url_is_refused_without_its_secret(
     padded = f" postgresql://ann:{MARKER}@127.0.0.1:1/db "
     cwd = tmp_path_factory.mktemp("cwd")
     for location in (conninfo, padded):
-        if location is conninfo and len(re.findall(r"\w+\s*=", conninfo)) < 2:
-            assert MARKER not in redact_url(conninfo)  # one keyword alone: not refused, never shown
-            continue
         for proc in (cli("stats", db=location, cwd=cwd), cli("stats", env={"LANTERN_DB": location}, cwd=cwd)):
             out = proc.stdout.decode() + proc.stderr.decode()
             assert proc.returncode != 0 and MARKER not in out and "Traceback" not in out, out

@@ -277,14 +277,14 @@ def _open(create: bool = False, own_embedder: bool = False):
     """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file).
     ``own_embedder``: open it with the embedder it records, whatever the global ``--embedder`` (``reindex``)."""
     from lantern.api import Lantern
-    from lantern.config import default_db_path
+    from lantern.config import default_db_path, redact_url
     from lantern.errors import LanternError
 
     path = state.db or default_db_path()
     if isinstance(path, str):  # a PostgreSQL URL: the server says whether the database is there
         return Lantern(path, embedder=None if own_embedder else state.embedder)
     if not create and not path.exists():
-        raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE)")
+        raise LanternError(f"no database at {redact_url(str(path))}: archive something first (lantern ingest FILE)")
     if not create and _empty_file(path):  # SQLite would take it for a new database and this command would make one
         raise LanternError(
             f"{path} is an empty file, not a Lantern database: check --db, or archive something into "
@@ -1989,7 +1989,7 @@ def ui(
         _fail(_missing_extra("ui", "ui", e))
 
     def run():
-        from lantern.config import default_db_path
+        from lantern.config import default_db_path, redact_url
         from lantern.errors import LanternError
 
         path = state.db or default_db_path()
@@ -2000,7 +2000,10 @@ def ui(
             with Lantern(path, embedder=state.embedder) as lantern:
                 require(lantern.store, "lantern ui")
         elif not path.exists() or _empty_file(path):
-            raise LanternError(f"no database at {path}: archive something first (lantern ingest FILE), or lantern demo")
+            raise LanternError(
+                f"no database at {redact_url(str(path))}: archive something first (lantern ingest FILE), "
+                "or lantern demo"
+            )
         shown_host = f"[{host}]" if ":" in host else host
         url = f"http://{shown_host}:{port}/"
         login = " (with --token: open /?token=TOKEN once, or log in on the page)" if token else ""

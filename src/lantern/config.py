@@ -40,8 +40,9 @@ _CONNINFO_KEYWORDS = {"host", "hostaddr", "port", "dbname", "user", "sslmode", "
 def location_error(location: str | os.PathLike[str] | None) -> str | None:
     """Why ``location`` (a ``--db`` value, a ``Lantern(path)``) names no database Lantern opens, None when it may
     name one: a server URL after white space (``" postgresql://..."``: that white space would make it a file path),
-    or a libpq ``keyword=value`` connection string (``host=db password=...``: taken as a file name, it would be
-    created under that name, password and all). The reason shows the value redacted (``redact_url``)."""
+    or a libpq ``keyword=value`` connection string (two of libpq's keywords, or one secret keyword such as
+    ``password=``: taken as a file name, it would be created under that name, password and all). The reason shows
+    the value redacted (``redact_url``)."""
     if location is None:
         return None
     location = os.fspath(location)
@@ -50,7 +51,8 @@ def location_error(location: str | os.PathLike[str] | None) -> str | None:
     if location != location.strip() and is_server_url(location.strip()):
         return f"{redact_url(location.strip())!r} has white space before or after it: give the URL alone"
     keywords = "|".join(sorted(_CONNINFO_KEYWORDS | SECRET_PARAMETERS))
-    if len(re.findall(rf"(?:^|\s)(?:{keywords})\s*=", location, re.IGNORECASE)) >= 2:
+    named = re.findall(rf"(?:^|\s)({keywords})\s*=", location, re.IGNORECASE)
+    if len(named) >= 2 or any(k.lower() in SECRET_PARAMETERS for k in named):  # a secret keyword: never a file name
         return (
             f"{redact_url(location)!r} is a libpq key=value connection string: give a SQLite file path or a URL, "
             "postgresql://USER:PASSWORD@HOST:PORT/DBNAME"
