@@ -34,7 +34,6 @@ def is_server_url(location: str | os.PathLike[str] | None) -> bool:
 
 
 # a libpq keyword=value connection string: two or more "keyword=" pairs of libpq's connection keywords
-_CONNINFO_KEYWORDS = {"host", "hostaddr", "port", "dbname", "user", "sslmode", "options", "service", "connect_timeout"}
 
 
 def location_error(location: str | os.PathLike[str] | None) -> str | None:
@@ -50,8 +49,7 @@ def location_error(location: str | os.PathLike[str] | None) -> str | None:
         return None
     if location != location.strip() and is_server_url(location.strip()):
         return f"{redact_url(location.strip())!r} has white space before or after it: give the URL alone"
-    keywords = "|".join(sorted(_CONNINFO_KEYWORDS | SECRET_PARAMETERS))
-    named = re.findall(rf"(?:^|\s)({keywords})\s*=", location, re.IGNORECASE)
+    named = _CONNINFO_KEYWORD.findall(location)
     if len(named) >= 2 or any(k.lower() in SECRET_PARAMETERS for k in named):  # a secret keyword: never a file name
         return (
             f"{redact_url(location)!r} is a libpq key=value connection string: give a SQLite file path or a URL, "
@@ -111,6 +109,18 @@ def _password_spans(url: str) -> list[tuple[int, int]]:
     return spans
 
 
+# a keyword of a libpq key=value connection string (the common ones and every secret one), before its "="
+_CONNINFO_KEYWORD = re.compile(
+    r"(?:^|\s)("
+    + "|".join(
+        sorted(
+            {"host", "hostaddr", "port", "dbname", "user", "sslmode", "options", "service", "connect_timeout"}
+            | SECRET_PARAMETERS
+        )
+    )
+    + r")\s*=",
+    re.IGNORECASE,
+)
 # a secret keyword of a libpq key=value connection string and its value: single-quoted (backslash escapes), or up
 # to the next white space (libpq, "Parameter Key Words")
 _CONNINFO_SECRET = re.compile(

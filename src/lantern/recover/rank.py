@@ -261,7 +261,7 @@ def query_signals(
     read: dict[int, Entry] = {}
     pending = getattr(embedder, "pending", None)
     if plan.needs_vector and pending is not None and pending(plan.text, occupied):  # the thread would wait: read
-        read = read_candidates(store, index, found, mask)
+        read = read_candidates(store, index, pool_positions(found, mask))
     vector = embed_query(embedder, [plan.text], occupied)[0] if plan.needs_vector else None
     for name, (start, stop) in plan.apart.items():  # a block ranked as a semantic signal of its own
         if vector[start:stop].any():  # entries without that block (English ones) get no rank
@@ -296,15 +296,11 @@ def pool_positions(found: dict[str, Ranking], mask: Mask) -> np.ndarray:
 
 
 def read_candidates(
-    store: StoreProtocol,
-    index: MemoryIndex,
-    found: dict[str, Ranking],
-    mask: Mask,
-    read: dict[int, Entry] | None = None,
+    store: StoreProtocol, index: MemoryIndex, positions: np.ndarray, read: dict[int, Entry] | None = None
 ) -> dict[int, Entry]:
-    """The entries (summaries, no text or tags) of every position some ranking in ``found`` holds and ``mask``
-    allows, id -> entry; those already in ``read`` are not read again. The pool's read (``candidate_pool``)."""
-    ids = index.ids[pool_positions(found, mask)].tolist()
+    """The entries (summaries, no text or tags) at index ``positions`` (``pool_positions``), id -> entry; those
+    already in ``read`` are not read again. The pool's read (``candidate_pool``)."""
+    ids = index.ids[positions].tolist()
     read = read or {}
     missing = [i for i in ids if i not in read]
     fresh = store.entries(missing, text=False, tags=False) if missing else {}
@@ -364,7 +360,7 @@ def candidate_pool(
     the pruned entries the query does not name by one of their lookup hints. ``read``: entries read ahead
     (``query_signals``), not read again."""
     pool = pool_positions(found, mask)
-    entries = read_candidates(store, index, found, mask, read)  # candidates carry their summary
+    entries = read_candidates(store, index, pool, read)  # candidates carry their summary
     index.note_mutable(entries)  # their c, σ and access counts as stored now (another process may have changed them)
     excluded = still_live(store, list(entries), live_text) if live_text else set()
     if excluded:
