@@ -120,7 +120,7 @@ class Lantern:
         self.path = self.store.path if server else location  # a server's URL as shown: without its password
         self._follows = embedder is None  # no embedder named: the handle follows the database's (``_follow_reindex``)
         chosen = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
-        self.store.check_embedder(chosen.id, chosen.dim, embedder_name(chosen.id), _blocks(chosen), _deferred(chosen))
+        _check_embedder(self.store, chosen)
         self.store.compact_vectors()  # once per database: vectors written before the int8 format
         self.writer = Writer(self.store, None, chosen, config, load_policy(self.store, config), self._follow_reindex)
         self.queries = None
@@ -155,7 +155,7 @@ class Lantern:
         recorded = self.store.get_meta("embedder")
         if recorded and recorded != self.embedder.id:
             new = get_embedder(recorded)
-            self.store.check_embedder(new.id, new.dim, embedder_name(new.id), _blocks(new), _deferred(new))
+            _check_embedder(self.store, new)
             self._use_embedder(new)
 
     # ------------------------------------------------------------------ lifecycle
@@ -1046,13 +1046,7 @@ class _Source:
         try:
             self.path = self.store.path if server else location
             self.embedder = get_embedder(self.store.get_meta("embedder") or None)
-            self.store.check_embedder(
-                self.embedder.id,
-                self.embedder.dim,
-                embedder_name(self.embedder.id),
-                _blocks(self.embedder),
-                _deferred(self.embedder),
-            )
+            _check_embedder(self.store, self.embedder)
         except BaseException:
             self.store.close()
             raise
@@ -1069,7 +1063,7 @@ _TEMPORARY = object()  # copy_store's temporary file, as ``_located``'s ``where`
 
 
 def _shown(where: Any) -> str:
-    return redact_url(where) if is_server_url(where) else str(where)
+    return redact_url(str(where))
 
 
 def _named(e: BaseException, where: Any) -> BaseException:
@@ -1140,6 +1134,11 @@ def _epoch(as_of: Any) -> float | None:
     except (OverflowError, ValueError, OSError):
         raise ValueError(f"as_of {as_of.isoformat()} is outside the years 1..9999 in UTC") from None
     return ts
+
+
+def _check_embedder(store: Any, embedder: Any) -> None:
+    """``store.check_embedder`` for ``embedder``: its id, dimension, CLI name, blocks and deferred block."""
+    store.check_embedder(embedder.id, embedder.dim, embedder_name(embedder.id), _blocks(embedder), _deferred(embedder))
 
 
 def _deferred(embedder: Any) -> tuple[int, int] | None:
