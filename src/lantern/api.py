@@ -10,6 +10,7 @@ import functools
 import logging
 import math
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -38,7 +39,7 @@ from lantern.errors import LanternError
 from lantern.llm import LLMClient, LLMSettings
 from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
-from lantern.recover import facts_note, pipeline, speaker
+from lantern.recover import facts_note, pipeline, relevance, speaker
 from lantern.recover.query_vectors import QueryVectors
 from lantern.scope import Scope, check_length, clean_name, resolve, scope_where
 from lantern.store import events as event_store
@@ -61,6 +62,7 @@ log = logging.getLogger("lantern")
 # costs time (4 s). The integrations' queries are a question, or a tail and a 2,000-character
 # summary.
 MAX_QUERY_CHARS = 16_000
+_WORDS = re.compile(r"\w")  # a query without a word character searches nothing
 FILL_WAIT_S = 0.2  # seconds a recovery waits for the write lock of its vector fill before skipping it (ours)
 
 
@@ -451,8 +453,16 @@ class Lantern:
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
         query, session = _query_text(query), given_name(session)
-        if not query.strip():
-            return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
+        if not _WORDS.search(query):  # the cheap check first: nothing to search (recover/relevance.py)
+            return Recovery(
+                query=query,
+                text="",
+                entries=[],
+                chars=0,
+                budget=budget,
+                reason=relevance.EMPTY_QUERY,
+                detail="the query is empty or has no word" if query.strip() else "the query is empty",
+            )
         self._fill_before_recovery()
         if at is not None:  # turns after the asked time did not exist yet
             self.index.refresh()

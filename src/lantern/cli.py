@@ -478,8 +478,8 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
         return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
     if all(c.verdict == "cut:floor" for c in ranked):
         return (
-            f": no archived turn matches well enough (best relevance {result.relevance.score:.2f}, below the "
-            f"relevance floor {result.min_score:g}); --min-score 0 recovers anyway"
+            f" ({result.reason}): no archived turn matches well enough (best relevance {result.relevance.score:.2f}, "
+            f"below the relevance floor {result.min_score:g}); --min-score 0 recovers anyway"
         )
     if any(c.verdict == "cut:budget" for c in ranked):
         sessions = {c.entry.session for c in ranked}
@@ -926,7 +926,9 @@ def recover(
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
     as_json: bool = typer.Option(
-        False, "--json", help='Print {"text", "chars", "reranked", "llm_calls", "entries": [...]}.'
+        False,
+        "--json",
+        help='Print {"text", "chars", "reason", "detail", "relevance", "reranked", "llm_calls", "entries": [...]}.',
     ),
     as_of: Optional[str] = typer.Option(
         None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."
@@ -938,8 +940,9 @@ def recover(
         None,
         "--min-score",
         min=0.0,
-        help="Relevance floor: inject nothing when no turn matches at least this well (best cosine, or BM25 over "
-        "the query's ideal). Default: the configured one; 0 turns it off.",
+        help="Relevance floor: inject nothing when no turn matches at least this well (best cosine, or best "
+        "coverage of the query's terms; a short block up to the clear score). Default: the configured one; 0 turns "
+        "the decision off (the full budget).",
     ),
     live: Optional[Path] = _live_option(),
     user: Optional[str] = _user_option(),
@@ -970,6 +973,12 @@ def recover(
                 _print_json(result.to_json())
             elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
                 print(_on_terminal()(result.text))
+                if result.reason:  # a short block: the evidence was uncertain (recover/relevance.py)
+                    typer.secho(
+                        f"short block ({result.reason}): {result.detail}; --min-score 0 gives the full budget",
+                        err=True,
+                        fg=typer.colors.YELLOW,
+                    )
             else:
                 why = _why_empty(
                     result,
@@ -1829,7 +1838,9 @@ def _recovery_line(turn) -> str:
         return f"[no recovery; {cost}]"
     got = len(turn.recovery.entries) if turn.recovery is not None else 0
     used = f", {len(turn.used)} used by the answer" if got else ""
-    return f"[recovery: {'; '.join(turn.reasons)} -> {got} entries{used}; {cost}]"
+    detail = turn.recovery.detail if turn.recovery is not None and turn.recovery.reason else ""
+    found = f"{got} entries{used}" if got else "found nothing"
+    return f"[recovery: {'; '.join(turn.reasons)}{f' ({detail})' if detail else ''} -> {found}; {cost}]"
 
 
 @app.command()

@@ -215,7 +215,9 @@ class RecoveredEntry:
 class Recovery:
     """The result of ``Lantern.recover``: the block to inject (``text``, ``chars`` characters, never more than
     ``budget``), the packed entries, every candidate for ``explain``, the best candidates' ``relevance`` and the floor
-    ``min_score`` it was held to (``relevance.score`` below it: nothing was injected; recover/relevance.py)."""
+    ``min_score`` it was held to (recover/relevance.py). ``reason``: None for a full block, else a short machine word
+    saying why it is empty or shortened ("empty_query", "nothing_archived", "no_match", "below_floor", "uncertain",
+    "budget"; recover/relevance.py), with ``detail``, the figures behind it in words."""
 
     query: str
     text: str
@@ -227,6 +229,8 @@ class Recovery:
     relevance: Any = None  # recover.relevance.Relevance: how well the best candidates match (the relevance floor)
     min_score: float = 0.0  # the relevance floor this recovery was held to (0: none)
     rerank: Any = None  # recover.rerank.RerankResult when a rerank was asked for
+    reason: str | None = None  # why the block is empty or shortened (None: a full block; recover/relevance.py)
+    detail: str = ""  # the figures behind ``reason``, in words ("best relevance 0.42 < min_score 0.6")
 
     @property
     def reranked(self) -> bool:
@@ -234,9 +238,15 @@ class Recovery:
         return bool(self.rerank is not None and self.rerank.reranked)
 
     def to_json(self) -> dict[str, Any]:
-        """{"text", "chars", "entries": [{id, session, turn, score, text}]}; when a rerank was asked for, also
-        "reranked" (bool: its order was used), "llm_calls", "tokens_in" and "tokens_out"."""
-        out: dict[str, Any] = {"text": self.text, "chars": self.chars}
+        """{"text", "chars", "reason", "detail", "relevance", "entries": [{id, session, turn, score, text}]};
+        "reason" is None for a full block, else why it is empty or shortened, "detail" the figures in words and
+        "relevance" the evidence behind it (``Relevance.to_json`` with "min_score"; None when no evidence was read);
+        when a rerank was asked for, also "reranked" (bool: its order was used), "llm_calls", "tokens_in" and
+        "tokens_out"."""
+        out: dict[str, Any] = {"text": self.text, "chars": self.chars, "reason": self.reason, "detail": self.detail}
+        out["relevance"] = (
+            {**self.relevance.to_json(), "min_score": self.min_score} if self.relevance is not None else None
+        )
         if self.rerank is not None:
             usage = self.rerank.usage
             out |= {

@@ -20,9 +20,12 @@ What each event does:
   restricted to this session (and its sidechains), excluding the turns still live after the compaction. Prints the
   hook output with the recovered block as ``additionalContext``, and records the compaction as an event
   (``lantern events``; the prompt recovery below records one too).
-- ``UserPromptSubmit``: when ``memory.triggers.should_recover(prompt)`` fires and the transcript has been compacted,
-  recover with the prompt as query (same scope and exclusion) and inject the block. A prompt with no
-  back-reference costs no model load and no database access.
+- ``UserPromptSubmit``: once the transcript has been compacted, every prompt is a candidate: recover with the
+  prompt as query (same scope and exclusion); the injection decision (recover/relevance.py) gives the full block,
+  a short one or nothing, and says why. Cheap checks first: a prompt with no word, a missing database or a
+  transcript never compacted costs no model load and no database access. An injected block is recorded as an
+  event (reason ``back_reference`` when the prompt holds a back-reference cue, ``memory/triggers.py``, else
+  ``prompt``); an empty or shortened one writes its reason and figures to the log.
 
 Session id = Claude Code's ``session_id``; the record's ``cwd`` is kept in each entry's meta. Entries are archived
 and recovered in the scope of user ``$LANTERN_USER`` (default ""). Only a regular file of at most 1 GiB is read as
@@ -37,6 +40,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -59,6 +63,8 @@ MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logg
 # over several hooks, each keeping what it committed, instead of every hook redoing it all and being killed
 ARCHIVE_CHUNK_BYTES = 8 << 20
 ARCHIVE_TIME_BUDGET_S = 15.0
+
+_WORD = re.compile(r"\w")  # a prompt without a word character asks nothing
 
 
 class TranscriptSkipped(Exception):
@@ -443,12 +449,13 @@ def _open(ctx: HookContext):
 def recover_after_compaction(
     lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None, record: bool = True
 ):
-    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit: the relevance
-    floor applies, docs/architecture.md §3.6), else the last user message + the summary (no floor: the block restores
-    what the compaction lost); excluding the live messages after the last compaction. None if never compacted.
-    With ``record`` the recovery is stored as a compaction event (``Lantern.record_compaction``, source
-    ``claude-code``; reason ``compact_boundary`` at SessionStart(compact), ``back_reference`` for a prompt) whose lost
-    turns are the session's archived entries not in the live messages."""
+    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit: the injection
+    decision applies, docs/architecture.md §3.6), else the last user message + the summary (never held back: the
+    block restores what the compaction lost); excluding the live messages after the last compaction. None if never
+    compacted. With ``record`` the recovery is stored as a compaction event (``Lantern.record_compaction``, source
+    ``claude-code``; reason ``compact_boundary`` at SessionStart(compact); for a prompt ``back_reference`` when it
+    holds a back-reference cue, else ``prompt``, and only when something was injected) whose lost turns are the
+    session's archived entries not in the live messages."""
     parsed = read_since_last_compaction(transcript)
     if parsed is None:
         return None
@@ -467,6 +474,11 @@ def recover_after_compaction(
         reason = "back_reference"
     floor = 0.0 if asked is None else None  # the compaction's own block is never held back by the relevance floor
     recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live, min_score=floor)
+    if asked is not None:
+        from lantern.memory.triggers import should_recover
+
+        reason = "back_reference" if should_recover(asked) else "prompt"
+        record = record and bool(recovery.text)  # a prompt that gets nothing is no compaction event: the log says why
     if record:
         lantern.record_compaction(
             recovery, session=session, reason=reason, lost=_lost(lantern, session, live), source="claude-code"
@@ -513,20 +525,20 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript)
+        if rec is not None and rec.reason:
+            log_line(event, f"{rec.reason}: {rec.detail}; {rec.chars} characters injected")
         return _output(event, rec.text) if rec is not None and rec.text else None
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            return None
-        from lantern.memory.triggers import should_recover
-
-        if not should_recover(prompt) or not ctx.db.exists():
+        if not isinstance(prompt, str) or not _WORD.search(prompt) or not ctx.db.exists():
             return None
         if read_since_last_compaction(transcript) is None:
             return None  # never compacted: everything the prompt refers to is still in Claude's context
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
+        if rec is not None and rec.reason:
+            log_line(event, f"{rec.reason}: {rec.detail}; {rec.chars} characters injected")
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None
 

@@ -443,7 +443,9 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         agent: Agent = None,
         project: Project = None,
     ) -> RecoverResponse:
-        """The block of archived turns to inject back after a compaction: {text, chars, entries}."""
+        """The block of archived turns to inject back after a compaction, or for a question: {text, chars, reason,
+        detail, relevance, entries}. An empty or shortened block says why in ``reason`` (no_match, below_floor:
+        the archive holds nothing that answers it; uncertain: a short block of the best evidence)."""
         return call(RecoverResponse, service.recover, query, session, budget, exclude, user, agent, project)
 
     @server.tool(annotations=ToolAnnotations(title="Search the archive", readOnlyHint=True))

@@ -614,7 +614,7 @@ class _Forwarder:
 
         self._prefetch_query(session, messages, scope)
         event = current = None
-        block = ""
+        block, why = "", ""
         with self.service._lock:
             try:
                 lantern = self.service._open(create=True)
@@ -654,16 +654,18 @@ class _Forwarder:
                 try:
                     recovery = event.recover(lantern, source="proxy", rerank=llm is not None, llm=llm)
                     block = recovery.text
+                    why = f" ({recovery.reason}: {recovery.detail})" if recovery.reason else ""
                     self.blocks[key] = (block, {e.id for e in recovery.entries})
                 except Exception as e:  # noqa: BLE001
                     _note_failure("recover", session, e)
         if event is not None:
             log.info(
-                "compaction (%s) in session %r: %d turns lost, %d chars recovered",
+                "compaction (%s) in session %r: %d turns lost, %d chars recovered%s",
                 event.reason,
                 session,
                 len(event.lost_entry_ids),
                 len(block),
+                why,
             )
         return block
 

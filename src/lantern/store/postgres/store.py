@@ -7,8 +7,8 @@ and per fact chain scope (store/facts.py links versions by reading the chain), t
 batches cannot deadlock; dedup is the ``content_hash`` unique index (``ON CONFLICT DO NOTHING``). Full text is a
 ``tsvector`` column under GIN, built from the same text as the SQLite FTS5 row (CJK runs as character bigrams,
 text/cjk.py) with every non-alphanumeric character a separator, as FTS5's unicode61 tokenizer splits, ranked by
-``ts_rank`` (not BM25: PostgreSQL has no BM25; the rankings use only the order, and the relevance floor, which
-reads BM25 on its own scale, reads the cosine alone here: ``fulltext_scores``). Vectors are float32 in a
+``ts_rank`` (not BM25: PostgreSQL has no BM25; the rankings use only the order, and the injection decision
+reads no full-text score on either backend: recover/relevance.py). Vectors are float32 in a
 pgvector column with an HNSW cosine index (Malkov & Yashunin 2018; pgvector's ``vector_cosine_ops``).
 """
 
@@ -317,8 +317,7 @@ class PostgresStore:
 
     backend = "postgresql"
     unsupported = UNSUPPORTED
-    # what ``fulltext``'s scores are: -ts_rank, not FTS5's BM25, so recover/relevance.py cannot read them against
-    # the query's ideal BM25 (the floor then reads the semantic cosine only; docs/postgres.md)
+    # what ``fulltext``'s scores are: -ts_rank, not FTS5's BM25 (only their order is used)
     fulltext_scores = "ts_rank"
 
     def __init__(self, url: str, readonly: bool = False):
