@@ -450,34 +450,25 @@ def recover_after_compaction(
     lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None, record: bool = True
 ):
     """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit: the injection
-    decision applies, docs/architecture.md §3.6), else the last user message + the summary (never held back: the
-    block restores what the compaction lost); excluding the live messages after the last compaction. None if never
-    compacted. With ``record`` the recovery is stored as a compaction event (``Lantern.record_compaction``, source
-    ``claude-code``; reason ``compact_boundary`` at SessionStart(compact); for a prompt ``back_reference`` when it
-    holds a back-reference cue, else ``prompt``, and only when something was injected) whose lost turns are the
-    session's archived entries not in the live messages."""
+    decision applies, docs/architecture.md §3.6), else what the summary lost (``Lantern.recover_compaction``, never
+    held back); excluding the live messages after the last compaction. None if never compacted. With ``record`` the
+    recovery is stored as a compaction event (``Lantern.record_compaction``, source ``claude-code``; reason
+    ``compact_boundary`` at SessionStart(compact); for a prompt ``back_reference`` when it holds a back-reference
+    cue, else ``prompt``, and only when something was injected) whose lost turns are the session's archived entries
+    not in the live messages."""
     parsed = read_since_last_compaction(transcript)
     if parsed is None:
         return None
     summary = parsed.summaries[-1]
     live = [m for m in parsed.messages[summary.position :] if not m.meta.get("abandoned")] + parsed.sidechain
-    asked = question
-    if question is None:
-        last_user = parsed.last_user_text()
-        if not last_user:
-            last_user = _last_user_before(lantern, session)
-        from lantern.compaction import summary_query_text
-
-        question = "\n".join(p for p in (last_user.strip(), summary_query_text(summary.text)) if p)
+    if question is None:  # SessionStart(compact): what the summary lost (recover/loss.py)
+        recovery = lantern.recover_compaction(summary.text, live=live, session=session, budget=ctx.budget)
         reason = "compact_boundary"
-    else:
-        reason = "back_reference"
-    floor = 0.0 if asked is None else None  # the compaction's own block is never held back by the relevance floor
-    recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live, min_score=floor)
-    if asked is not None:
+    else:  # a prompt after the compaction: the question's own recovery, under the injection decision
         from lantern.memory.triggers import should_recover
 
-        reason = "back_reference" if should_recover(asked) else "prompt"
+        recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
+        reason = "back_reference" if should_recover(question) else "prompt"
         record = record and bool(recovery.text)  # a prompt that gets nothing is no compaction event: the log says why
     if record:
         lantern.record_compaction(
@@ -496,14 +487,9 @@ def _lost(lantern: Any, session: str, live: list) -> list[int]:
     return [i for i in archive.order if i not in present]
 
 
-def _last_user_before(lantern: Any, session: str) -> str:
-    """The user text of the newest archived turn of ``session`` (the compaction summary replaced it in the file)."""
-    rows = lantern.store.session_turns(session, lantern.scope)
-    for _, _, text in sorted(rows, key=lambda r: r[1], reverse=True):
-        for line in text.split("\n"):
-            if line.startswith("user: "):
-                return line[len("user: ") :]
-    return ""
+def _why(rec: Any) -> str:
+    """The log line of an empty or shortened recovery: its reason, the figures behind it, what was injected."""
+    return f"{rec.reason}{f': {rec.detail}' if rec.detail else ''}; {rec.chars} characters injected"
 
 
 def _output(event: str, text: str) -> dict[str, Any]:
@@ -526,7 +512,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript)
         if rec is not None and rec.reason:
-            log_line(event, f"{rec.reason}: {rec.detail}; {rec.chars} characters injected")
+            log_line(event, _why(rec))
         return _output(event, rec.text) if rec is not None and rec.text else None
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
@@ -538,7 +524,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
         if rec is not None and rec.reason:
-            log_line(event, f"{rec.reason}: {rec.detail}; {rec.chars} characters injected")
+            log_line(event, _why(rec))
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None
 

@@ -654,7 +654,11 @@ class _Forwarder:
                 try:
                     recovery = event.recover(lantern, source="proxy", rerank=llm is not None, llm=llm)
                     block = recovery.text
-                    why = f" ({recovery.reason}: {recovery.detail})" if recovery.reason else ""
+                    why = (
+                        f" ({recovery.reason}{f': {recovery.detail}' if recovery.detail else ''})"
+                        if recovery.reason
+                        else ""
+                    )
                     self.blocks[key] = (block, {e.id for e in recovery.entries})
                 except Exception as e:  # noqa: BLE001
                     _note_failure("recover", session, e)
