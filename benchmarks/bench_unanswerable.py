@@ -1,7 +1,7 @@
 """Questions with no answer (issue #19, item 3): what ``recover`` injects for them, without and with the injection
 decision (recover/relevance.py), beside answerable ones.
 
-    .venv/bin/python benchmarks/bench_unanswerable.py [--min-score 0.45] [--json PATH]
+    .venv/bin/python benchmarks/bench_unanswerable.py [--min-score 0.4] [--json PATH]
 
 Stores: the shipped aider excerpt (97 real coding turns) plus some of tests/unanswerable.py's conversations (a
 developer's infrastructure notes, a person's home life, a researcher's lab notes; the decision was calibrated by

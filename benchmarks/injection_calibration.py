@@ -20,8 +20,9 @@ Two sources of labelled questions:
 For every combination of the cosine floors, the coverage floor, ``min_score`` and ``clear_score`` it computes, per
 source, the answers withheld (answerable questions whose answer the full block held and the decision's block does
 not) and the characters injected on questions with no answer (mean and p90). Decision rule: on the tune split,
-answers withheld at most 2% on the written sets (English and Chinese each) and facts lost at most 0.5% on each eval
-run; among those, the least p90 then mean of characters on unanswerable questions; ties: the lower thresholds.
+answers withheld at most 2% on the written sets (English and Chinese each) and no fact lost on each eval run
+(``MAX_WITHHELD``, ``MAX_LOST``); among those, the least mean characters on unanswerable questions (mean over the
+sources); ties: the lower thresholds.
 """
 
 from __future__ import annotations
@@ -171,8 +172,10 @@ def evaluate(data: dict, floors: tuple[float, float, float], low: float, clear: 
 
 SHORT = 800
 MAX_WITHHELD = 0.02  # answers the full block held that the decision's block does not, on each written set
-MAX_LOST = 0.002  # facts lost on each eval run (LoCoMo tune: 1 of 599): the report split must not fall below its
-# figure without the decision
+# facts lost on each eval run (an estimate: eval/outcome.py short_prefix): the report split must not fall below its
+# figure without the decision. A first choice allowed 0.002 (1 of LoCoMo's 599) and lost 3 facts on the report split
+# (docs/results/injection.md)
+MAX_LOST = 0.0
 
 
 def load_sets(path: Path, split: str) -> dict:

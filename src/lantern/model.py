@@ -282,7 +282,7 @@ class Recovery:
     rerank: Any = None  # recover.rerank.RerankResult when a rerank was asked for
     loss: Any = None  # recover.loss.Loss: what a compaction lost, packed or cut (Lantern.recover_compaction)
     reason: str | None = None  # why the block is empty or shortened (None: a full block); see the producer's docstring
-    detail: str = ""  # the figures behind ``reason``, in words ("best relevance 0.42 < min_score 0.45")
+    detail: str = ""  # the figures behind ``reason``, in words ("best relevance 0.35 < min_score 0.4")
 
     @property
     def reranked(self) -> bool:

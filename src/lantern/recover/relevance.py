@@ -62,7 +62,7 @@ __all__ = [
 # the best cosine at which a semantic match counts as clear, per model (ours; tune split, docs/results/injection.md).
 # A model not listed (e5 alone) gets MiniLM's; e5's cosines are high for unrelated text too (its model card: they
 # cluster around 0.7-1.0), so there the decision holds back little
-COSINE_FLOORS = {"minilm": 0.40, "use": 0.32}
+COSINE_FLOORS = {"minilm": 0.46, "use": 0.34}
 DEFAULT_COSINE_FLOOR = COSINE_FLOORS["minilm"]
 COVERAGE_FLOOR = 1.0  # the coverage at which a lexical match counts as clear on its own: all of it (ours; tune split)
 READ_TOP = 4  # the best candidates of each of the semantic, full-text and keyword rankings whose text is read
