@@ -40,7 +40,8 @@ COMPACTION_SYSTEMS = ("lantern", "bm25")  # the systems of the compaction-method
 DEFAULT_BUDGETS = (1000, 2000, 3000, 6000, 9000, 12000)  # characters
 DEFAULT_RATIOS = (0.25, 0.5, 0.75, 0.9)  # share of each history's turns compacted
 NO_ANSWER_QUESTIONS = 200  # questions of the next history asked of each history's store (evenly spaced; ours)
-SWEEP_FLOORS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)  # min_score values
+# min_score values of the eval report's sweep
+SWEEP_FLOORS = (0.0, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)
 # the report's floor sweep reads off the stored scores (those at or above the run's own floor)
 
 
