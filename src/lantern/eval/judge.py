@@ -15,9 +15,12 @@ by construction, built from the evaluated dataset's own questions (so in the dat
     known wrong   other_gold   the gold of another question of the dataset that shares no token with this gold
                   changed      the gold with its value changed (``changed``): yes <-> no, else every number + 1
                                (digits, or an English number word), else one name swapped for a name the dataset's
-                               questions use; none when the gold has no such value (a Chinese gold without digits)
+                               questions use (never in a list, whose other items would stay right); none when the
+                               gold has no such value (a Chinese gold without digits)
                   abstention   "I don't know." / "我不知道。" (an empty answer is never sent to the judge: it scores
                                WRONG without a call, so it would test nothing)
+
+A known-wrong answer that still holds every token of its gold is dropped (it might be right).
 
 The column is reported when the judge calls at most ``MAX_FALSE_CORRECT`` of the known-wrong answers CORRECT and it
 tells the two apart better than chance: the one-sided Fisher exact test (Fisher 1922) of known right / known wrong
