@@ -258,3 +258,30 @@ def test_smollm2_calibration_on_the_locomo_fixture(local_llm):
     print(judge.render_calibration(cal))
     for r in cal["items"]:
         print(r["kind"], repr(r["answer"]), r["verdict"])
+
+
+def test_the_cli_says_why_the_judge_is_not_reported(tmp_path):
+    """``lantern eval --qa`` prints the refusal and the F1 per condition (there is no judge share to print)."""
+    import os
+    import subprocess
+    import sys
+
+    from openai_fake import FakeLLM, answer
+
+    with FakeLLM([_everything(answer('{"label": "CORRECT"}'))]) as fake:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "eval", "locomo", "--data", str(FIX / "locomo_mini.json")]
+            + ["--out", str(tmp_path / "o"), "--split", "all", "--keep", "2", "--system", "lantern", "--no-plots"]
+            + ["--budgets", "", "--ratios", "", "--budget", "1500", "--qa", "--qa-limit", "1", "--qa-calibration", "2"]
+            + ["--llm-base-url", fake.base_url, "--llm-model", "fake-model"],
+            capture_output=True,
+            timeout=300,
+            env={**os.environ, "LANTERN_EVAL_CACHE": str(tmp_path / "cache"), "LANTERN_LLM_JSON_MODE": "object"},
+        )
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    cal = json.loads((tmp_path / "o" / "results.json").read_text())["qa"]["judge_calibration"]
+    assert cal["questions"] == 2
+    n = cal["known_wrong"]["n"]
+    assert f"judge not reported: the judge called {n} of {n} known-wrong answers CORRECT" in out
+    assert "answer F1: compacted " in out and "answer accuracy" not in out
