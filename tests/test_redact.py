@@ -160,12 +160,15 @@ def test_every_secret_is_absent_from_every_table_and_the_raw_file(archived):
     rows_w, raw_w = rows, raw
     for h in noise:
         rows_w, raw_w = rows_w.replace(h, " "), raw_w.replace(h.encode(), b" ")
-    leaks = []
+    kept = "\n".join(k for c in CASES for k in c["keep"])  # a kept value may share a piece with a secret: Stripe's
+    leaks = []  # publishable pk_live_51… and secret sk_live_51… share "live_51"
     for c in CASES:
         for s in c["secrets"]:
             if s in rows or any(f in raw for f in forms(s)) or fts_pieces(s) & vocab:
                 leaks.append((c["id"], s[:12]))
-            leaks += [(c["id"], w) for w in windows(s) if w in rows_w or any(f in raw_w for f in forms(w))]
+            leaks += [
+                (c["id"], w) for w in windows(s) if w not in kept and (w in rows_w or any(f in raw_w for f in forms(w)))
+            ]
     assert not leaks
     # the facts around them are kept: hosts, ports, users, dates
     lost = [(c["id"], k) for c in CASES for k in c["keep"] if k not in rows and json.dumps(k)[1:-1] not in rows]
