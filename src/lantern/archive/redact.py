@@ -7,6 +7,7 @@ content hash are all built from the redacted text; a secret never reaches SQLite
     policy = load_policy(store, config)                  # once per Lantern (salt and opt-out from the meta table)
     messages, n = redact_messages(messages, policy)      # n = secrets replaced + private spans removed
     text, n = redact_text(text, policy)                  # one string
+    value, n = redact_json(value, policy)                # every string of a JSON value (an imported record)
     find_secrets(text, policy)                           # the findings, for tests and tuning
 
 **Private spans.** Text between ``<private>`` and ``</private>`` (case-insensitive; more marker pairs via
@@ -162,6 +163,7 @@ __all__ = [
     "load_policy",
     "make_policy",
     "placeholder",
+    "redact_json",
     "redact_messages",
     "redact_text",
     "remove_private",
@@ -1176,6 +1178,23 @@ def _redact(text: str, policy: RedactionPolicy) -> tuple[str, int]:
         text = "".join(parts)
         n += len(found)
     return text, n
+
+
+def redact_json(value: Any, policy: RedactionPolicy) -> tuple[Any, int]:
+    """``value`` (a JSON value: str, list, dict, number, bool, None) with every string in it redacted
+    (``redact_text``; object keys stay as they are). Returns (value, count); an unchanged value is returned as it is.
+    The nesting is as deep as the JSON parser allowed."""
+    if isinstance(value, str):
+        return redact_text(value, policy)
+    if isinstance(value, list):
+        pairs = [redact_json(v, policy) for v in value]
+        n = sum(k for _, k in pairs)
+        return ([v for v, _ in pairs] if n else value), n
+    if isinstance(value, dict):
+        pairs = {key: redact_json(v, policy) for key, v in value.items()}
+        n = sum(k for _, k in pairs.values())
+        return ({key: v for key, (v, _) in pairs.items()} if n else value), n
+    return value, 0
 
 
 def _redact_each(items: Sequence, get: Callable, rebuild: Callable, policy: RedactionPolicy) -> tuple[list, int]:

@@ -15,7 +15,9 @@ them: ``KEY=value``, ``password is …``, URLs, headers, flags, config files).
 
     find_tokens(text, low) -> [(kind, start, end)]     # ``low`` = text lower-cased, same length
 
-**Rules.** A row: (kind, triggers, pattern, options). A trigger is a literal; the pattern is matched at the
+**Rules.** A row: (kind, triggers, pattern, options). A long token behind a distinctive prefix (``ATATT3``,
+``ops_eyJ``, ``hvb.``) is taken from 40 characters on, shorter than its documented length: a token cut short (a
+preview, a truncated log line) still holds most of the secret. A trigger is a literal; the pattern is matched at the
 trigger (prefix rules) or ``back`` characters before it (a fixed piece inside the token: ``-us`` of a Mailchimp
 key, ``Q~`` of an Azure AD secret), every quantifier bounded. A match is then widened to the right over the
 token's characters (``chars``) so a token longer than its documented length is not left half in clear, unless
@@ -184,23 +186,28 @@ _NAMED: dict[str, Callable[[random.Random], str]] = {
 }
 
 
-def sample(spec: str, rng: random.Random) -> str:
+def sample(spec: str, rng: random.Random, parts: list[str] | None = None) -> str:
     """A text made from ``spec``: its literal characters, and for each ``{N:C}`` (``{N-M:C}``: N to M) that many
     random characters of class ``C`` (``CLASSES``: A alphanumeric, a lower-case alphanumeric, U upper-case
     alphanumeric, h / H hex, d digits, L / l letters, w base64url, b base64, B bech32, p a password's characters;
     8 or more of a class with letters and digits hold both), and for ``{uuid}``, ``{jwt}``, ``{jwtb64}`` (a JWT in
     base64), ``{pem64}`` / ``{cert64}`` (a PEM private key / certificate in base64, as kubeconfig holds them),
     ``{basic}`` (HTTP Basic credentials: base64 of ``user:password``) and ``{cftunnel}`` (a Cloudflare tunnel
-    token) one such value; ``{{`` and ``}}`` are braces. Raises KeyError for an unknown class or name."""
+    token) one such value; ``{{`` and ``}}`` are braces. ``parts``: a list the random pieces drawn are appended
+    to (what a test looks for after redaction). Raises KeyError for an unknown class or name."""
 
     def one(m: re.Match[str]) -> str:
         if m.group() in ("{{", "}}"):
             return m.group()[0]
         if m.group(4):
-            return _NAMED[m.group(4)](rng)
-        lo = int(m.group(1))
-        n = rng.randint(lo, int(m.group(2))) if m.group(2) else lo
-        return _chars(rng, n, CLASSES[m.group(3)])
+            piece = _NAMED[m.group(4)](rng)
+        else:
+            lo = int(m.group(1))
+            n = rng.randint(lo, int(m.group(2))) if m.group(2) else lo
+            piece = _chars(rng, n, CLASSES[m.group(3)])
+        if parts is not None:
+            parts.append(piece)
+        return piece
 
     return _SPEC.sub(one, spec)
 
@@ -501,7 +508,7 @@ TOKENS: tuple[TokenRule, ...] = (
     _prefixed(
         "flyio-token",
         "fm1a_ fm1r_ fm2_",
-        "[A-Za-z0-9+/]{100,1000}={0,3}",
+        "[A-Za-z0-9+/]{40,1000}={0,3}",
         chars=B64,
         src=GL + "flyio-access-token",
         ex=("fm2_{120:b}==",),
@@ -536,7 +543,7 @@ TOKENS: tuple[TokenRule, ...] = (
     _prefixed(
         "vault-token",
         "hvb.",
-        f"[{W}]{{138,300}}",
+        f"[{W}]{{40,300}}",
         src=GL + "vault-batch-token",
         ex=("hvb.{150:w}",),
         no=("hvb. prefix",),
@@ -659,7 +666,7 @@ TOKENS: tuple[TokenRule, ...] = (
     _prefixed(
         "1password-token",
         "ops_eyJ",
-        "[A-Za-z0-9+/]{250,4000}={0,3}",
+        "[A-Za-z0-9+/]{40,4000}={0,3}",
         chars=B64,
         src=GL + "1password-service-account-token",
         ex=("ops_eyJ{260:b}",),
@@ -949,7 +956,7 @@ TOKENS: tuple[TokenRule, ...] = (
     _prefixed(
         "atlassian-token",
         "ATATT3 ATCTT3",
-        "[A-Za-z0-9_\\-=]{180,200}",
+        "[A-Za-z0-9_\\-=]{40,200}",
         chars=W + "=",
         src=GL + "atlassian-api-token; Atlassian Confluence tokens (ATCTT3)",
         ex=("ATATT3{186:w}", "ATCTT3xFfGN0{180:w}"),
@@ -1097,7 +1104,7 @@ TOKENS: tuple[TokenRule, ...] = (
     _prefixed(
         "slack-token",
         "xoxe.xoxb- xoxe.xoxp-",
-        "\\d-[A-Za-z0-9]{160,170}",
+        "\\d-[A-Za-z0-9]{40,170}",
         chars=W + ".",
         src=GL + "slack-config-access-token",
         ex=("xoxe.xoxp-1-{164:U}",),
@@ -1161,7 +1168,7 @@ TOKENS: tuple[TokenRule, ...] = (
         chars=W + "/",
         keep_prefix=True,
         src=BL + "zapier-webhook-url",
-        ex=("https://hooks.zapier.com/hooks/catch/{7:d}/{7:a}/",),
+        ex=("https://hooks.zapier.com/hooks/catch/{8:d}/{8:a}/",),
         no=("Zapier catch hooks: hooks.zapier.com/hooks/catch/",),
     ),
     _rule(
@@ -1287,7 +1294,7 @@ TOKENS: tuple[TokenRule, ...] = (
     _prefixed(
         "facebook-token",
         "EAAM EAAC",
-        "[A-Za-z0-9]{100,500}",
+        "[A-Za-z0-9]{40,500}",
         src=GL + "facebook-page-access-token",
         ex=("EAAM{120:A}",),
         no=("EAAC prefix",),
