@@ -20,18 +20,24 @@ request, not a guess.
 
 1. private-key blocks: ``-----BEGIN … PRIVATE KEY-----`` through the matching ``END`` line (real or ``\\n``-escaped
    newlines, e.g. in a service-account JSON); an unterminated block is cut at the end of its base64 lines;
-2. provider tokens (archive/secret_tokens.py, our patterns): a fixed-format credential found by a literal it
-   holds — the providers of gitleaks' default rule set and of detect-secrets' plugins (AWS, GitHub, GitLab,
-   Slack, Stripe, OpenAI, Anthropic, Google, Square, Linear, Grafana, Postman, Dropbox, JWT, … about 150
-   formats); a match is widened to the whole token so a key longer than its format is not left half in clear;
-   ``Config.redact_patterns`` (user patterns, same priority); and by context (archive/secret_context.py): a
-   provider's name in an assignment's key (``DATADOG_API_KEY=…``, ``heroku_api_key: <uuid>``), ``.pgpass``
-   lines, ``<add key="…Password" value="…"/>``, the ``data:`` of a Kubernetes Secret;
+2. provider tokens (archive/secret_tokens.py, our patterns; its ``TOKENS`` table, one row per format with its
+   source, sample generators and look-alikes): a fixed-format credential found by a literal it holds — the
+   providers of gitleaks' and betterleaks' default rule sets, of detect-secrets' plugins and of the providers'
+   own documentation (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, Anthropic, Google, Groq, Hugging Face, Docker,
+   Supabase, Tailscale, webhooks, JWT, … 145 rows); a match is widened to the whole token so a key longer than
+   its format is not left half in clear; ``Config.redact_patterns`` (user patterns, same priority); and by
+   context (archive/secret_context.py, whose ``CONTEXTS`` table lists the forms): a provider's name in an
+   assignment's key (``DATADOG_API_KEY=…``, ``heroku_api_key: <uuid>``), ``.pgpass`` lines, ``.netrc`` entries,
+   ``<add key="…Password" value="…"/>``, ``<password>…</password>``, the ``data:`` of a Kubernetes Secret,
+   cookies, pre-signed URL signatures (``sig=``), PHP ``define( 'AUTH_KEY', '…' )``;
 3. credentials in URLs (``postgres://user:PASS@host:5433/db``: only the password is replaced; scheme, user, host
-   and port stay, since a port is exactly what Lantern brings back), ``Authorization: Bearer|Basic|token …``
-   headers, ``curl -u user:PASS``;
-4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``; a quoted value also in
-   backslash-escaped quotes (``--password \\"X\\"`` inside a JSON tool argument);
+   and port stay, since a port is exactly what Lantern brings back; a password holding ``# / ? @`` runs to the
+   first ``@`` a host follows), ``Authorization: Bearer|Basic|token …`` and ``Proxy-Authorization`` headers,
+   ``curl -u user:PASS``;
+4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``, a command's own
+   password flag (secret_context.COMMAND_FLAGS: ``sshpass -p``, ``redis-cli -a``, ``docker login -p``, …) and
+   Oracle's ``user/PASS@db``; a quoted value also in backslash-escaped quotes (``--password \\"X\\"`` inside a
+   JSON tool argument);
 5. keyword assignments: ``KEY = value`` / ``key: value`` / ``"key": "value"`` / ``key := value`` / ``'key' =>
    'value'`` where the key's last word is a secret word. *Strong* keys (detect-secrets' ``KeywordDetector``
    denylist: password, passwd, pwd, secret, api_key, private_key, …) take any value that is not a reference
@@ -572,7 +578,8 @@ _KEY_TAIL = re.compile(
 _URL_RUN = re.compile(r"[^\s\"'<>\\`]*")  # a URL's characters after its "://"
 _URL_USER = re.compile(r"[^/?#@\[\]]*")  # a userinfo's user: no delimiter of RFC 3986's authority
 # what follows the "@" of a userinfo: a host (name, IPv4, [IPv6]) and an optional port, then the end of the authority
-_URL_HOST = re.compile(r"\[?[A-Za-z0-9.\-_:]*\]?[A-Za-z0-9.\-_]*(?::\d{1,5})?(?=[/?#\s\"'<>,;)\]\\`]|$)")
+# (unambiguous and bounded: a run of host characters not followed by a delimiter is given back at most 253 times)
+_URL_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]{2,64}\]|[A-Za-z0-9.\-_]{1,253})(?::\d{1,5})?(?=[/?#\s\"'<>,;)\]\\`]|$)")
 _HOSTLIKE = re.compile(r"[.:\[]")  # a host name with a dot, a port or an IPv6 address (not a password's "@D2#")
 _PORT_PATH = re.compile(r"\d{1,5}[/?#]")  # "host:8443/path?mail=a@b": a port and a path, not a password
 
