@@ -90,10 +90,11 @@ PROVIDER_WORDS: dict[str, str] = {
     "private-ai": "privateai",
     "sumo_": "sumologic",
 }
-# a key ending in one of these names a public attribute of the account, not its credential
+# a key ending in one of these names a public attribute of the account, not its credential (an ``…_id``: an OAuth
+# client id is public, gitleaks' discord-client-id and linkedin-client-id notwithstanding)
 _BENIGN_KEY_END = re.compile(
     r"(?:handle|user|username|name|url|uri|host|hostname|domain|region|email|org|team|channel|version|enabled|"
-    r"timeout|port|path|dir|file|site|page|env|environment|level|mode|type|tag|tags|count|size|limit)$"
+    r"timeout|port|path|dir|file|site|page|env|environment|level|mode|type|tag|tags|count|size|limit)$|[_.\-]id$"
 )
 
 
@@ -883,6 +884,125 @@ CONTEXTS: tuple[ContextForm, ...] = (
         "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={s};EndpointSuffix=core.windows.net",
         "{86:b}==",
         ("DefaultEndpointsProtocol=https;AccountName=acct;EndpointSuffix=core.windows.net",),
+    ),
+    ContextForm(
+        "heroku-api-key-uuid",
+        "gitleaks heroku-api-key (a UUID under a heroku key)",
+        "heroku_api_key: {s}",
+        "{uuid}",
+        ("heroku_app_name: billing-prod",),
+    ),
+    ContextForm(
+        "snyk-token-uuid",
+        "gitleaks snyk-api-token",
+        "SNYK_TOKEN={s}",
+        "{uuid}",
+        ("SNYK_ORG=acme-platform",),
+    ),
+    ContextForm(
+        "codecov-token-uuid",
+        "gitleaks codecov-access-token",
+        "CODECOV_TOKEN={s}",
+        "{uuid}",
+        ("CODECOV_URL=https://codecov.io",),
+    ),
+    ContextForm(
+        "okta-token",
+        "gitleaks okta-access-token (00 and 40 characters)",
+        "OKTA_API_TOKEN={s}",
+        "00{40:w}",
+        ("OKTA_DOMAIN=acme.okta.com",),
+    ),
+    ContextForm(
+        "mailgun-key",
+        "gitleaks mailgun-private-api-token (key- and 32 hex digits)",
+        "MAILGUN_API_KEY={s}",
+        "key-{32:h}",
+        ("MAILGUN_DOMAIN=mg.example.org",),
+    ),
+    ContextForm(
+        "gocardless-token",
+        "gitleaks gocardless-api-token (live_ and 40 characters)",
+        "GOCARDLESS_ACCESS_TOKEN={s}",
+        "live_{40:w}",
+        ("GOCARDLESS_ENVIRONMENT=live",),
+    ),
+    ContextForm(
+        "launchdarkly-token",
+        "gitleaks launchdarkly-access-token",
+        "LAUNCHDARKLY_ACCESS_TOKEN={s}",
+        "api-{uuid}",
+        ("LAUNCHDARKLY_PROJECT=default",),
+    ),
+    ContextForm(
+        "sonar-login",
+        "gitleaks sonar-api-token (sonar.login)",
+        "sonar.login={s}",
+        "{40:a}",
+        ("sonar.host.url=https://sonarcloud.io",),
+    ),
+    ContextForm(
+        "jira-token",
+        "gitleaks atlassian-api-token (24 characters under a jira key)",
+        "JIRA_API_TOKEN={s}",
+        "{24:a}",
+        ("JIRA_BASE_URL=https://acme.atlassian.net",),
+    ),
+    ContextForm(
+        "travis-token",
+        "gitleaks travisci-access-token",
+        "travis_token: {s}",
+        "{22:A}",
+        ("travis_branch: main",),
+    ),
+    ContextForm(
+        "datadog-key",
+        "gitleaks datadog-access-token (40 characters)",
+        "DATADOG_API_KEY={s}",
+        "{40:a}",
+        ("DATADOG_SITE=datadoghq.eu",),
+    ),
+    ContextForm(
+        "twilio-auth-token",
+        "Twilio auth tokens (32 hex digits under a twilio key)",
+        "TWILIO_AUTH_TOKEN={s}",
+        "{32:h}",
+        ("TWILIO_ACCOUNT_SID=AC{32:h}",),
+    ),
+    ContextForm(
+        "alibaba-secret-key",
+        "gitleaks alibaba-secret-key (30 characters)",
+        "alibaba_secret_key: {s}",
+        "{30:a}",
+        ("alibaba_region: cn-hangzhou",),
+    ),
+    ContextForm(
+        "cloudflare-api-key",
+        "gitleaks cloudflare-api-key (40 characters)",
+        "CLOUDFLARE_API_KEY={s}",
+        "{40:a}",
+        ("CLOUDFLARE_ZONE_ID_FILE=/run/secrets/zone",),
+    ),
+    ContextForm(
+        "discord-client-secret",
+        "gitleaks discord-client-secret (32 characters)",
+        "DISCORD_CLIENT_SECRET={s}",
+        "{32:w}",
+        ("DISCORD_CLIENT_ID={18:d}",),
+    ),
+    ContextForm(
+        "cohere-key",
+        "gitleaks cohere-api-token (40 characters)",
+        "CO_API_KEY={s}",
+        "{40:A}",
+        ("CO_API_URL=https://api.cohere.ai",),
+    ),
+    ContextForm(
+        "aws-secret-access-key-env",
+        "AWS CLI environment variables (AWS_SECRET_ACCESS_KEY)",
+        "export AWS_SECRET_ACCESS_KEY={s}",
+        "{40:b}",
+        ("export AWS_DEFAULT_REGION=eu-west-1",),
     ),
     ContextForm(
         "prose-password",
