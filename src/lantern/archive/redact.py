@@ -24,7 +24,7 @@ request, not a guess.
    source, sample generators and look-alikes): a fixed-format credential found by a literal it holds — the
    providers of gitleaks' and betterleaks' default rule sets, of detect-secrets' plugins and of the providers'
    own documentation (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, Anthropic, Google, Groq, Hugging Face, Docker,
-   Supabase, Tailscale, webhooks, JWT, … 145 rows); a match is widened to the whole token so a key longer than
+   Supabase, Tailscale, webhooks, JWT, … 147 rows); a match is widened to the whole token so a key longer than
    its format is not left half in clear; ``Config.redact_patterns`` (user patterns, same priority); and by
    context (archive/secret_context.py, whose ``CONTEXTS`` table lists the forms): a provider's name in an
    assignment's key (``DATADOG_API_KEY=…``, ``heroku_api_key: <uuid>``), ``.pgpass`` lines, ``.netrc`` entries,

@@ -236,7 +236,11 @@ TOKENS: tuple[TokenRule, ...] = (
         validate=lambda t: not t.startswith("sk-ant-") and mixed(t[3:]),
         src=GL + "openai-api-key; DeepSeek and OpenRouter documentation (sk- keys)",
         ex=("sk-{48:A}", "sk-{32:h}", "sk-or-v1-{64:h}", "sk-admin-{58:w}T3BlbkFJ{58:w}"),
-        no=("pip install scikit-learn (sk-learn) and sk-image", "the sk-ant- and sk-proj- prefixes"),
+        no=(
+            "pip install scikit-learn (sk-learn) and sk-image",
+            "the sk-ant- and sk-proj- prefixes",
+            "OpenAI-Organization: org-{24:A}",
+        ),
     ),
     _rule(
         "openai-key",
@@ -775,6 +779,22 @@ TOKENS: tuple[TokenRule, ...] = (
         src=GL + "sonar-api-token; SonarQube token prefixes (squ_ user, sqp_ project, sqa_ global)",
         ex=("squ_{40:h}", "sqp_{40:h}", "sqa_{40:h}"),
         no=("squ_ prefix",),
+    ),
+    _prefixed(
+        "posthog-key",
+        "phx_",
+        "[A-Za-z0-9]{40,50}",
+        src=BL + "posthog-personal-api-key (phx_; phc_ project keys are public)",
+        ex=("phx_{43:A}",),
+        no=("posthog.init('phc_{43:A}', {{api_host: 'https://eu.posthog.com'}})",),
+    ),
+    _prefixed(
+        "honeycomb-key",
+        "hcaik_ hcxik_ hcamk_ hcxmk_",
+        "[a-z0-9]{20,80}",
+        src=BL + "honeycomb-api-key (ingest keys hcaik_ / hcxik_, management keys hcamk_ / hcxmk_)",
+        ex=("hcaik_{58:a}", "hcxik_{58:a}"),
+        no=("hcaik_ prefix",),
     ),
     # code hosting, packages, CI
     _prefixed(
