@@ -383,7 +383,7 @@ def oracle_connect(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
 
 
 _COOKIE_HEADERS = (  # on low, each led by a literal (an alternation first is tried at every position)
-    re.compile(r"cookie[ \t]*:[ \t]*"),  # Cookie: and Set-Cookie: headers
+    re.compile(r"cookie\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"),  # Cookie: / Set-Cookie:, also a JSON or dict key
     re.compile(r"-b[ \t]+[\"']?"),  # curl -b
     re.compile(r"--cookie[ \t=]+[\"']?"),  # curl --cookie
 )
@@ -651,6 +651,13 @@ CONTEXTS: tuple[ContextForm, ...] = (
         "Set-Cookie: connect.sid=s%3A{32:w}.{s}; Path=/; HttpOnly; Secure",
         "{43:b}",
         ("Set-Cookie: theme=dark; Path=/; Max-Age=31536000; SameSite=Lax",),
+    ),
+    ContextForm(
+        "cookie-header-dict",
+        "RFC 6265 Cookie header, as a JSON object's or a Python dict's key (HAR files, requests' headers=)",
+        'requests.get(url, headers={{"Cookie": "sessionid={s}; theme=dark"}})',
+        "{32:a}",
+        ('requests.get(url, headers={{"Accept": "application/json", "Cookie": "theme=dark"}})',),
     ),
     ContextForm(
         "curl-cookie",
