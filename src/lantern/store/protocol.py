@@ -6,11 +6,13 @@ Two implementations: ``lantern.store.sqlite.Store`` (one SQLite file, the defaul
 ``open_store`` picks one from the location: a ``postgresql://`` (or ``postgres://``) URL is a server, anything
 else a file path.
 
-Shapes and units are the SQLite store's, documented on its methods: ids are int, times unix seconds (float, UTC),
-vectors float32 of the embedder's ``dim``. ``db`` is a connection-shaped object (``execute(sql, params)`` with
-``?`` placeholders, rows as tuples) for the SQL the shared modules run (store/facts.py, store/reinforcement.py,
-store/events.py, recover/neighbours.py, recover/local.py); PostgreSQL's translates the few SQLite spellings
-those use (store/postgres/sql.py). A backend names the operations it does not support yet in ``unsupported``;
+Shapes and units are documented on the methods of ``lantern.store.base.BaseStore``, which holds what both backends
+do the same way: ids are int, times unix seconds (float, UTC), vectors float32 of the embedder's ``dim``. ``db`` is
+a connection-shaped object (``execute(sql, params)`` with ``?`` placeholders, rows as tuples) for the SQL the
+shared modules of ``store/`` run (base.py, transfer.py, facts.py, reinforcement.py, events.py); PostgreSQL's
+translates the few SQLite spellings those use (store/postgres/sql.py). The layers above ask the store's methods,
+not ``db`` (the reinforcement policy and the fact notes still hand it to store/reinforcement.py and
+store/facts.py). A backend names the operations it does not support yet in ``unsupported``;
 ``require`` raises ``UnsupportedBackendError`` for them before anything is read or written.
 """
 
@@ -39,7 +41,8 @@ class Connection(Protocol):
 
 @runtime_checkable
 class StoreProtocol(Protocol):
-    """The operations of a Lantern store; see ``lantern.store.sqlite.Store`` for each one's contract."""
+    """The operations of a Lantern store; ``lantern.store.base.BaseStore`` and the backends give each one's
+    contract."""
 
     path: str  # what to show for the store: a file path, or a server URL without its password
     embedder_id: str | None
@@ -110,6 +113,15 @@ class StoreProtocol(Protocol):
     def rows_by_id(self, ids: Sequence[int]) -> list[tuple]: ...
     def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]: ...
     def session_meta(self, session: str, scope: Scope | None = None) -> list[tuple[int, dict[str, Any]]]: ...
+    def places(self, ids: Iterable[int], scope: Scope | None = None) -> dict[int, tuple[str, str, str, str, int]]: ...
+    def window_ids(self, places: Sequence[tuple[str, str, str, str, int]], width: int) -> list[int]: ...
+    def turn_ids(self, keys: Sequence[tuple[str, str, str, str, int]]) -> dict[tuple[str, str, str, str, int], int]: ...
+    def session_rows(
+        self, session: str, scope: Scope, since: float | None = None, ids: Sequence[int] | None = None
+    ) -> list[tuple[int, int, str, str]]: ...
+    def session_tally(self, session: str, scope: Scope) -> tuple[int, float]: ...
+    def session_hashes(self, session: str, scope: Scope) -> dict[int, str]: ...
+    def own_changes(self) -> int: ...
     def count(self) -> int: ...
     def fulltext(
         self, match: str, limit: int, sessions: Sequence[str] | None = None, scope: Scope | None = None
