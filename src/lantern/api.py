@@ -464,7 +464,7 @@ class Lantern:
         if at is not None:  # turns after the asked time did not exist yet
             self.index.refresh()
             ids += self.index.ids[self.index.time > at].tolist()
-        notes = facts_note.notes_for(self.store.db, at, *self._fact_filter(scope)) if self.config.fact_notes else None
+        notes = facts_note.notes_for(self.store, at, *self._fact_filter(scope)) if self.config.fact_notes else None
         result = pipeline.recover(
             self.store,
             self.index,

@@ -23,6 +23,7 @@ from lantern.scope import Scope, scope_where
 from lantern.store import events as event_rows
 from lantern.store import facts as fact_rows
 from lantern.store import overview, transfer
+from lantern.store import reinforcement as reinforcement_rows
 from lantern.store.events import forget_events
 from lantern.store.facts import delete_facts, fact_scope, write_facts
 from lantern.store.packed import unpack, unpack_hash
@@ -853,6 +854,39 @@ class BaseStore:
     def fact_records(self, **filters: Any) -> list[fact_rows.FactRecord]:
         """store/facts.py ``records`` (key, as_of, history, where, params): versioned facts."""
         return fact_rows.records(self.db, **filters)
+
+    def facts_of_entries(
+        self, entry_ids: Sequence[int], where: str = "", params: Sequence[Any] = ()
+    ) -> list[fact_rows.FactRecord]:
+        """store/facts.py ``facts_of_entries``: the fact records stated in the entries, in entry then statement
+        order (``where``/``params``: a filter on their source entries ``e``)."""
+        return fact_rows.facts_of_entries(self.db, entry_ids, where, params)
+
+    def fact_values_at(
+        self, keys: Sequence[tuple[str, str]], at: float | None, where: str = "", params: Sequence[Any] = ()
+    ) -> dict[tuple[str, str], fact_rows.FactRecord]:
+        """store/facts.py ``values_at``: the record valid at ``at`` of each (scope, key)."""
+        return fact_rows.values_at(self.db, keys, at, where, params)
+
+    def fact_changed_at(
+        self, record: fact_rows.FactRecord, where: str = "", params: Sequence[Any] = ()
+    ) -> float | None:
+        """store/facts.py ``changed_at``: when ``record``'s value stopped holding (None: it still holds)."""
+        return fact_rows.changed_at(self.db, record, where, params)
+
+    def read_columns(self, ids: Sequence[int], columns: str) -> list[tuple]:
+        """store/reinforcement.py ``read_columns``: ``(id, *columns)`` of the entries among ``ids``."""
+        return reinforcement_rows.read_columns(self.db, ids, columns)
+
+    def pruned_count(self, prune_below: float, where: tuple[str, list] | None = None) -> int:
+        """store/reinforcement.py ``pruned_count``: entries whose c is below ``prune_below`` (among those ``where``,
+        a ``scope_where``, selects; None: all)."""
+        return reinforcement_rows.pruned_count(self.db, prune_below, where or (self.dialect.true, []))
+
+    def pending_recovery_count(self, user: str | None = None) -> int:
+        """store/reinforcement.py ``pending_count``: recoveries still waiting for their session's next assistant
+        message (of ``user``; None: any)."""
+        return reinforcement_rows.pending_count(self.db, user)
 
     def session_overview(self, query: str | None = None, limit: int = 1000) -> list[overview.SessionRow]:
         """store/overview.py ``sessions``: one row per (user, session), newest first (the inspector)."""

@@ -10,10 +10,11 @@ Shapes and units are documented on the methods of ``lantern.store.base.BaseStore
 do the same way: ids are int, times unix seconds (float, UTC), vectors float32 of the embedder's ``dim``. ``db`` is
 a connection-shaped object (``execute(sql, params)`` with ``?`` placeholders, rows as tuples) for the SQL the
 shared modules of ``store/`` run (base.py, transfer.py, facts.py, reinforcement.py, events.py); PostgreSQL's
-translates the few SQLite spellings those use (store/postgres/sql.py). The layers above ask the store's methods,
-not ``db`` (the reinforcement policy and the fact notes still hand it to store/reinforcement.py and
-store/facts.py). A backend names the operations it does not support yet in ``unsupported``;
-``require`` raises ``UnsupportedBackendError`` for them before anything is read or written.
+translates the few SQLite spellings those use (store/postgres/sql.py). ``db`` is not part of this protocol: the
+layers above ask the store's methods; the connection a write transaction yields (``transaction``, ``add``'s
+``after``) reaches them as the handle they pass back to store/'s functions (archive/redact.py still writes its meta
+rows on it). A backend names the operations it does not support yet in ``unsupported``; ``require`` raises
+``UnsupportedBackendError`` for them before anything is read or written.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ class StoreProtocol(Protocol):
     blocks: list[tuple[int, int]]
     deferred: tuple[int, int] | None
     schema_version: int
-    db: Any  # Connection
 
     # plumbing
     def transaction(self, wait: float | None = None) -> AbstractContextManager[Any]: ...

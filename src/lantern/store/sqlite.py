@@ -665,6 +665,14 @@ class Store(BaseStore):
         free = self.db.execute("PRAGMA freelist_count").fetchone()[0] * page + unused if scope is None else None
         return size, sizes, free
 
+    def backup(self, path: str | os.PathLike[str]) -> None:
+        """Copy the database, as one snapshot, into a new SQLite file at ``path`` (SQLite's online backup)."""
+        dst = sqlite3.connect(path)
+        try:
+            self.db.backup(dst)
+        finally:
+            dst.close()
+
     def bytes_by_table(self, entries: int | None = None) -> dict[str, int]:
         """Bytes per archived turn of each table and each index (each its own b-tree, its pages from SQLite's
         ``dbstat``: whole pages, so a table of one row costs a page), largest first; FTS5's shadow tables under their
