@@ -342,11 +342,13 @@ class Lantern:
         ``llm_client``). If the LLM fails (no answer, a malformed one, a timeout, an HTTP error) the fused order is
         kept, one warning is logged and ``.rerank.warning`` says why. ``.reranked`` tells which happened.
         ``top_k``: at most that many entries in the block (None: as many as the budget holds).
-        ``min_score``: the relevance floor (default ``Config.min_score``; none for a ``proactive`` recovery: a
-        compaction's block restores the session it compacted): when nothing matches the query at least that well
-        (``Recovery.relevance.score``: the best cosine over its model's floor, or the best BM25 over the query's
-        ideal; docs/architecture.md §3.6), the block is empty; ``.relevance`` says how well the best matched.
-        """
+        ``min_score``: the injection decision's floor (default ``Config.min_score``; none for a ``proactive``
+        recovery: a compaction's block restores the session it compacted; 0 turns the decision off). The decision
+        (recover/relevance.py ``decide``; docs/architecture.md §3.6) reads ``Recovery.relevance.score`` (the best
+        cosine over its model's floor, or the best candidate's coverage of the query's terms): below the floor the
+        block is empty, below ``Config.clear_score`` it is a short one (``Config.short_budget`` characters).
+        ``.reason`` says why a block is empty or shortened (empty_query, nothing_archived, no_match, below_floor,
+        uncertain, budget) and ``.detail`` gives the figures; a query with no word is not searched."""
         session = given_name(session)  # its stored form, for the reinforcement row as for the read
         result = self._recover(
             query,
