@@ -6,6 +6,7 @@ Weak but real: it proves wiring, prompts, parsing and costs; quality figures com
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -61,7 +62,7 @@ class LocalLLM:
             "--n_ctx",
             str(N_CTX),
             "--n_threads",
-            "1",  # the test machine's cores are shared; one thread answers SmolLM2 in seconds
+            str(min(2, os.cpu_count() or 1)),
         ]
         self.proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         # the default JSON mode (json_schema), which this server refuses: every test goes through the fallback
