@@ -2135,6 +2135,15 @@ def eval_(
         min=0,
         help="With --qa: the full-history condition applies when the history has at most this many characters.",
     ),
+    qa_calibration: int = typer.Option(
+        10,
+        "--qa-calibration",
+        min=1,
+        help=(
+            "With --qa: build the judge's calibration (answers whose verdict is known) from N of the dataset's "
+            "questions; the judge column is reported only when it passes (docs/evaluation.md)."
+        ),
+    ),
     second_embedder: Optional[str] = typer.Option(
         None,
         "--second-embedder",
@@ -2160,6 +2169,11 @@ def eval_(
             "numbers either way."
         ),
     ),
+    fit: bool = typer.Option(
+        False,
+        "--fit",
+        help="realcompact: also refit the loss model's weights (fit.json) and report them leave-one-repository-out.",
+    ),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
     Needs the `eval` extra (scipy, matplotlib); without it the command prints the one that installs it."""
@@ -2170,6 +2184,9 @@ def eval_(
         missing.append(str(e))
     if missing:  # checked before any work: the statistics and plots come last, after minutes of recovery
         _fail(_missing_extra("eval", "eval", ", ".join(missing)))
+
+    if dataset == "realcompact":
+        return _eval_realcompact(data, out, limit, system, fit)
 
     def run() -> None:
         try:
@@ -2195,6 +2212,7 @@ def eval_(
                 qa=qa,
                 qa_limit=qa_limit,
                 qa_context_chars=qa_context_chars,
+                qa_calibration=qa_calibration,
                 command="lantern " + shlex.join(sys.argv[1:]),
                 min_score=min_score,
             )
@@ -2215,13 +2233,50 @@ def eval_(
         )
         if results.get("qa"):
             cond = results["qa"]["conditions"]
-            typer.echo(
-                "answer accuracy: " + ", ".join(f"{c} {100 * cond[c]['correct']:.1f}% (n={cond[c]['n']})" for c in cond)
-            )
+            calibration = results["qa"].get("judge_calibration")
+            if calibration is not None and not calibration["reported"]:
+                typer.echo(f"judge not reported: {calibration['reason']}")
+                typer.echo("answer F1: " + ", ".join(f"{c} {cond[c]['f1']:.3f} (n={cond[c]['n']})" for c in cond))
+            else:
+                typer.echo(
+                    "answer accuracy: "
+                    + ", ".join(f"{c} {100 * cond[c]['correct']:.1f}% (n={cond[c]['n']})" for c in cond)
+                )
         typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
 
     # its stores are in the archive cache (eval/run.py default_cache_dir), not at the global --db
     _guard(run, cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval")
+
+
+def _eval_realcompact(data: Path, out: Path, limit: Optional[int], system: Optional[list[str]], fit: bool) -> None:
+    """``eval realcompact``: one call of ``lantern.eval.realcompact.main``."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from lantern.eval.realcompact import main as run_realcompact
+
+    console = Console(stderr=True)
+
+    def run() -> None:
+        with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
+            task = bar.add_task("compactions", total=None)
+            table = run_realcompact(
+                data,
+                out,
+                limit=limit,
+                systems=system or None,
+                fit=fit,
+                command="lantern " + shlex.join(sys.argv[1:]),
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        mid = table["budgets"][4000]["systems"]
+        typer.echo(
+            f"{table['events']} compactions, {table['facts']} lost facts; at 4,000 characters "
+            + ", ".join(f"{name} {row['macro']:.1f}%" for name, row in mid.items())
+        )
+        typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+
+    _guard(run)
 
 
 hook_app = typer.Typer(no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON).")
