@@ -333,3 +333,60 @@ def test_switched_off_the_hook_never_starts_a_daemon(warm, monkeypatch):
     hook(warm / "m.db", payload("Stop", transcript))
     time.sleep(1)
     assert not Path(daemon.socket_path()).exists() and _pid() is None
+
+
+# ------------------------------------------------------------------------------------------------ CLI and MCP
+
+TURNS = [
+    {"role": "user", "content": "Which port does the billing database listen on?"},
+    {"role": "assistant", "content": "The billing database listens on port 5433 (docker-compose.yml maps 5432)."},
+    {"role": "user", "content": "And the cache?"},
+    {"role": "assistant", "content": "Redis runs on port 6380 with maxmemory 2gb."},
+]
+CLI = (
+    "import sys, json\n"
+    "sys.argv = ['lantern', *sys.argv[1:]]\n"
+    "from lantern.cli import main\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+)
+
+
+def _cli(*args: str) -> tuple[str, set[str]]:
+    done = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=300)
+    return done.stdout, set(json.loads(done.stderr[done.stderr.rindex("[") :]))
+
+
+def test_the_cli_and_the_mcp_service_use_a_running_daemon_and_work_without_one(warm, monkeypatch):
+    from lantern.integrations.service import MemoryService
+
+    db = warm / "m.db"
+    cold = MemoryService(db, warm=True)  # no daemon yet: in-process
+    assert cold.archive(TURNS, session="work")["added"] == 2 and cold._lantern is not None
+    cold.close()
+    question = "which port does the billing database use?"
+    alone, loaded = _cli("--db", str(db), "recover", question, "--json")
+    assert "lantern.api" in loaded and "5433" in json.loads(alone)["text"]
+    events_alone, _ = _cli("--db", str(db), "events", "--json")
+
+    daemon.spawn()
+    assert _wait(_served, 120), _daemon_log()
+    served, loaded = _cli("--db", str(db), "recover", question, "--json")
+    assert "lantern.api" not in loaded and json.loads(served) == json.loads(alone)
+    table, loaded = _cli("--db", str(db), "events")
+    assert "lantern.api" not in loaded
+    assert _cli("--db", str(db), "events", "--json")[0] == events_alone
+
+    service = MemoryService(db, warm=True)
+    more = [{"role": "user", "content": "Deploys run on Fridays."}, {"role": "assistant", "content": "Noted."}]
+    assert service.archive(more, session="work")["added"] == 1
+    assert "5433" in service.recover(question, session="work")["text"]
+    assert service._lantern is None  # both went through the daemon
+    service.close()
+    assert _entries(db) == 3
+
+    # a global option the daemon does not take, and a database not there yet: in-process, as before
+    _, loaded = _cli("--db", str(db), "--rewound", "mark", "recover", question, "--json")
+    assert "lantern.api" in loaded
+    missing, _ = _cli("--db", str(warm / "none.db"), "recover", question)
+    assert missing == "" and not (warm / "none.db").exists()
