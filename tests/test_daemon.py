@@ -29,11 +29,13 @@ FIXTURE = Path(__file__).parent / "fixtures" / "claude_code_session.jsonl"
 SID = "7f3c2a10-5b1e-4c8e-9d2a-1e6f0b7c9a41"
 # the hook command as Claude Code runs it, and the modules the process loaded, on stderr
 HOOK = (
-    "import sys, json\n"
+    "import sys\n"
     "sys.argv = ['lantern', '--db', sys.argv[1], 'hook', 'claude-code']\n"
     "from lantern.__main__ import main\n"
     "try:\n    main()\nexcept SystemExit:\n    pass\n"
-    "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    "loaded = sorted(sys.modules)\n"
+    "import json\n"
+    "sys.stderr.write(json.dumps(loaded))\n"
 )
 
 
@@ -127,6 +129,34 @@ def _daemon_log() -> str:
     return path.read_text() if path.exists() else ""
 
 
+# ------------------------------------------------------------------------------------------------ the wire format
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_JSON)
+def test_the_wire_format_is_the_json_modules(value):
+    """The client writes and reads JSON with the json module's C encoder and scanner, without importing json."""
+    assert daemon.dumps(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
+    assert daemon.loads(daemon.dumps(value)) == value
+    assert daemon.loads(json.dumps(value, indent=1)) == value
+
+
+@given(text=st.text(max_size=40))
+def test_text_that_is_not_one_json_value_is_a_value_error(text):
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            daemon.loads(text)
+    else:
+        assert daemon.loads(text) == expected or expected != expected  # NaN
+
+
 # ------------------------------------------------------------------------------------------------ the warm path
 
 
@@ -144,7 +174,7 @@ def test_the_first_hook_starts_the_daemon_and_the_next_ones_are_served_by_it(war
 
     out, loaded = hook(db, payload("SessionStart", transcript, source="compact"))  # warm
     block = json.loads(out)["hookSpecificOutput"]["additionalContext"]
-    for heavy in ("lantern.api", "lantern.config", "lantern.integrations.claude_code", "numpy"):
+    for heavy in ("lantern.api", "lantern.config", "lantern.integrations.claude_code", "numpy", "json", "re"):
         assert heavy not in loaded, heavy
     assert "5433" in block  # what the fixture's summary dropped, recovered by the daemon
     assert _entries(db) == added  # nothing archived twice
@@ -287,9 +317,9 @@ def test_a_stale_socket_is_replaced_by_the_next_daemon(warm):
     assert _pid() not in (None, first)
 
 
-def _mute_daemon(answer: bytes | None):
-    """A stand-in on the socket that reads one request and replies ``answer`` (None: closes without a reply, as a
-    daemon killed mid-request does)."""
+def _mute_daemon(answer: bytes | None, heard: list | None = None):
+    """A stand-in on the socket that reads each request (kept in ``heard``) and replies ``answer`` (None: closes
+    without a reply, as a daemon killed mid-request does)."""
     path = daemon.socket_path()
     daemon.secure_dir(os.path.dirname(path), create=True)
     server = socket.socket(socket.AF_UNIX)
@@ -303,7 +333,9 @@ def _mute_daemon(answer: bytes | None):
             except OSError:
                 return
             with conn:
-                conn.makefile("rb").readline()
+                line = conn.makefile("rb").readline()
+                if heard is not None:
+                    heard.append(line)
                 if answer is not None:
                     conn.sendall(answer)
 
@@ -324,6 +356,17 @@ def test_a_daemon_that_dies_or_fails_mid_request_leaves_the_hook_to_archive_in_p
     with Lantern(warm / "whole.db") as whole:
         expected = whole.ingest(FIXTURE, session=SID).added
     assert _entries(warm / "m.db") == expected  # the write happened, once
+
+
+def test_a_key_in_the_environment_never_travels_in_a_request(warm, monkeypatch):
+    monkeypatch.setenv("LANTERN_LLM_API_KEY", "sk-test-secret-1234567890")
+    heard: list[bytes] = []
+    server = _mute_daemon(b'{"ok": true, "result": []}\n', heard)
+    try:
+        assert daemon.call("events", {"kwargs": {}}) == []
+    finally:
+        server.close()
+    assert b"LANTERN_LLM_API_KEY" in heard[0] and b"sk-test-secret" not in heard[0]
 
 
 def test_switched_off_the_hook_never_starts_a_daemon(warm, monkeypatch):

@@ -29,9 +29,8 @@ This module imports only the standard library at its top: a hook reaches the dae
 
 from __future__ import annotations
 
-import json
+import _socket  # socket.py and json pull in re and enum: ~50 ms more at a hook's start (BENCHMARKS.md §24)
 import os
-import socket
 import sys
 import time
 import zlib
@@ -54,6 +53,59 @@ REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the cal
 HOOK_HOSTS = ("claude-code",)
 
 
+_SECRET_NAMES = ("KEY", "TOKEN", "PASSWORD", "SECRET")
+
+
+def _unencodable(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+class _Parsing:
+    """The settings ``_json.make_scanner`` reads: those of ``json.loads()`` with no hooks."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # "NaN", "Infinity", "-Infinity"
+
+
+try:  # the json module's own C encoder and scanner, without importing json (and re)
+    import _json
+
+    _ENCODER = _json.make_encoder(None, _unencodable, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
+    _SCANNER = _json.make_scanner(_Parsing())
+except (ImportError, AttributeError):  # an interpreter without them
+    _ENCODER = _SCANNER = None
+
+
+def dumps(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"))`` (ASCII; keys sorted, so equal values give equal
+    text). Raises TypeError for what JSON cannot hold."""
+    if _ENCODER is None:
+        import json
+
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return "".join(_ENCODER(value, 0))
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)``. Raises ValueError for text that is not one JSON value."""
+    if _SCANNER is None:
+        import json
+
+        return json.loads(text)
+    text = text.strip(" \t\r\n")
+    try:
+        value, end = _SCANNER(text, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(text):
+        raise ValueError("text after the JSON value")
+    return value
+
+
 class Unavailable(Exception):
     """No daemon to use for this request (switched off, not running, stale socket, refused, another user, a
     different identity, died mid-request, an error inside it): the caller does the work in-process."""
@@ -65,8 +117,13 @@ class Unavailable(Exception):
 def identity() -> dict[str, Any]:
     """What a daemon must share with its clients: the home directory and the ``LANTERN_*`` variables (every one
     but the daemon's own switches), which decide the default database, the user scope and every setting; the
-    working directory too when ``$LANTERN_DB`` is a relative path."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("LANTERN_") and not k.startswith(SWITCH_ENV)}
+    working directory too when ``$LANTERN_DB`` is a relative path. A key's value (``..._KEY``, ``..._TOKEN``,
+    ``..._PASSWORD``, ``..._SECRET``) is there as its CRC-32 only: a request never carries it."""
+    env = {
+        k: f"crc32:{zlib.crc32(v.encode('utf-8', 'surrogateescape')):08x}" if k.endswith(_SECRET_NAMES) else v
+        for k, v in os.environ.items()
+        if k.startswith("LANTERN_") and not k.startswith(SWITCH_ENV)
+    }
     ident: dict[str, Any] = {"home": os.path.expanduser("~"), "env": dict(sorted(env.items()))}
     db = env.get("LANTERN_DB", "")
     if db and not os.path.isabs(db) and "://" not in db:  # a relative $LANTERN_DB names a file per directory
@@ -85,7 +142,7 @@ def runtime_dir() -> str:
 
 def socket_path(ident: dict[str, Any] | None = None) -> str:
     """The socket of the daemon of ``ident`` (default this process's ``identity()``)."""
-    key = json.dumps(ident or identity(), sort_keys=True).encode("utf-8", "surrogateescape")
+    key = dumps(ident or identity()).encode()
     return os.path.join(runtime_dir(), f"{zlib.crc32(key):08x}.sock")
 
 
@@ -113,14 +170,14 @@ def secure_dir(path: str, create: bool) -> None:
         raise Unavailable(f"{path} is open to other users (mode {st.st_mode & 0o777:o})")
 
 
-def peer_uid(sock: socket.socket) -> int | None:
+def peer_uid(sock: _socket.socket) -> int | None:
     """The user id of the process at the other end (Linux ``SO_PEERCRED``); None where the platform has none."""
-    option = getattr(socket, "SO_PEERCRED", None)
+    option = getattr(_socket, "SO_PEERCRED", None)
     if option is None:
         return None
     import struct
 
-    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(_socket.SOL_SOCKET, option, struct.calcsize("3i")))
     return uid
 
 
@@ -140,28 +197,29 @@ def idle_seconds() -> float:
 # ----------------------------------------------------------------------------------------------- the client
 
 
-def call(op: str, args: dict[str, Any], *, start: bool = False, timeout: float = REPLY_TIMEOUT_S) -> Any:
+def call(
+    op: str, args: dict[str, Any], *, start: bool = False, timeout: float = REPLY_TIMEOUT_S, preload: str | None = None
+) -> Any:
     """Send one request to this identity's daemon and return its result. ``start``: spawn the daemon when there is
-    none or its socket is stale (the caller still gets ``Unavailable`` and works in-process this time). Raises
+    none or its socket is stale (the caller still gets ``Unavailable`` and works in-process this time), warming
+    the database ``preload`` (default the default one) for the next request. Raises
     ``Unavailable`` for every reason the request was not answered (the module docstring's list)."""
     if not enabled():
         raise Unavailable("switched off")
     ident = identity()
     path = socket_path(ident)
-    line = json.dumps({"v": PROTOCOL, "op": op, "id": ident, "args": args}, ensure_ascii=False).encode(
-        "utf-8", "surrogatepass"
-    )
+    line = dumps({"v": PROTOCOL, "op": op, "id": ident, "args": args}).encode()
     if len(line) >= MAX_REQUEST_BYTES:
         raise Unavailable(f"request over {MAX_REQUEST_BYTES} bytes")
     secure_dir(os.path.dirname(path), create=start)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
         try:
             sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError) as e:
             if start:
-                spawn()
+                spawn(preload)
             raise Unavailable("not running" if isinstance(e, FileNotFoundError) else "stale socket") from None
         except OSError as e:
             raise Unavailable(f"cannot connect: {e.strerror or type(e).__name__}") from None
@@ -179,8 +237,8 @@ def call(op: str, args: dict[str, Any], *, start: bool = False, timeout: float =
     if reply is None:
         raise Unavailable("the daemon closed the connection without a reply")
     try:
-        answer = json.loads(reply)
-    except ValueError:
+        answer = loads(reply.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
         raise Unavailable("the daemon's reply is not JSON") from None
     if not isinstance(answer, dict) or not answer.get("ok"):
         raise Unavailable(f"the daemon refused: {answer.get('error') if isinstance(answer, dict) else answer!r}")
@@ -193,32 +251,32 @@ def hook(host: str, text: str, db: str | None, rewound: str | None) -> str | Non
     if db is not None and "://" not in db:
         db = os.path.abspath(db)
     try:
-        out = call("hook", {"host": host, "input": text, "db": db, "rewound": rewound}, start=True)
+        out = call("hook", {"host": host, "input": text, "db": db, "rewound": rewound}, start=True, preload=db)
     except Unavailable:
         return None
     return out if isinstance(out, str) else None
 
 
-def spawn() -> None:
+def spawn(preload: str | None = None) -> None:
     """Start a daemon of this identity, detached (its own session; stdin and stdout /dev/null, stderr to
-    ``~/.lantern/logs/daemon.log``) so the host waiting on the hook's pipes never waits on it. Never raises."""
+    ``~/.lantern/logs/daemon.log``) so the host waiting on the hook's pipes never waits on it; it warms the
+    database ``preload`` (``serve``). Never raises."""
     try:
         folder = os.path.join(os.path.expanduser("~"), ".lantern", "logs")
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        code = "from lantern.integrations.daemon import serve; raise SystemExit(serve())"
+        code = "import sys; from lantern.integrations.daemon import serve; raise SystemExit(serve(preload=sys.argv[1]))"
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
             (os.POSIX_SPAWN_OPEN, 2, os.path.join(folder, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
         ]
-        os.posix_spawn(
-            sys.executable, [sys.executable, "-c", code], dict(os.environ), file_actions=actions, setsid=True
-        )
+        argv = [sys.executable, "-c", code, preload or ""]
+        os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions, setsid=True)
     except Exception:
         pass
 
 
-def _read_line(sock: socket.socket, limit: int) -> bytes | None:
+def _read_line(sock: _socket.socket, limit: int) -> bytes | None:
     """Bytes up to the first newline; None when the peer closed first. Raises ValueError past ``limit``."""
     chunks: list[bytes] = []
     size = 0
@@ -272,6 +330,22 @@ class Daemon:
         handle = Lantern(location, user=user)
         self.handles[key] = (handle, None if is_server_url(location) else _file_id(location))
         return handle
+
+    def warm_up(self, db: str | None) -> None:
+        """Load what the next hook needs: its modules, and ``db``'s handle (the hook's ``user``) with the model
+        loaded by one embedding, when ``db`` (default the default database) exists. Never raises."""
+        try:
+            import lantern.integrations.claude_code  # noqa: F401
+            import lantern.memory.triggers  # noqa: F401
+            from lantern.config import default_db_path, is_server_url
+
+            location = db or str(default_db_path())
+            if is_server_url(location) or not os.path.isfile(location):
+                return
+            handle = self.lantern(location, os.environ.get("LANTERN_USER") or None)
+            handle.embedder.embed(["warm up"])
+        except Exception as e:  # a hook then loads what it needs itself
+            _log(f"warm-up skipped: {type(e).__name__}")
 
     def close(self) -> None:
         for handle, _ in self.handles.values():
@@ -331,8 +405,10 @@ def _file_id(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def serve(idle_s: float | None = None) -> int:
+def serve(idle_s: float | None = None, preload: str | None = None) -> int:
     """Run this identity's daemon until ``idle_s`` (default ``idle_seconds()``) pass with no request, or SIGTERM.
+    Once listening, it warms up before the first request: the hook's modules, and the handle of the database
+    ``preload`` ("" or None: the default one; only when that file exists) with its embedding model loaded.
     Returns 0 also when another daemon of the identity holds the lock (it serves), 1 when the directory is not
     safe to use."""
     import fcntl
@@ -354,6 +430,8 @@ def serve(idle_s: float | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())
+    import socket  # the server side: socket.socket's accept() and context manager
+
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = f"{path}.{os.getpid()}"
     daemon = Daemon()
@@ -369,6 +447,7 @@ def serve(idle_s: float | None = None) -> int:
         os.replace(tmp, path)  # over a stale socket, atomically
         bound = _file_id(path)
         _log(f"serving {path} (idle exit after {idle:g} s)")
+        daemon.warm_up(preload or None)
         me = os.getuid()
         last = time.monotonic()
         while True:
@@ -405,7 +484,7 @@ def serve(idle_s: float | None = None) -> int:
     return 0
 
 
-def _serve_one(daemon: Daemon, conn: socket.socket) -> None:
+def _serve_one(daemon: Daemon, conn: _socket.socket) -> None:
     conn.settimeout(READ_TIMEOUT_S)
     try:
         line = _read_line(conn, MAX_REQUEST_BYTES)
@@ -415,7 +494,7 @@ def _serve_one(daemon: Daemon, conn: socket.socket) -> None:
     if line is None:
         return
     try:
-        result = daemon.handle(json.loads(line))
+        result = daemon.handle(loads(line.decode("utf-8", "replace")))
     except Exception as e:  # the client works in-process and meets the same error there, in its own words
         _log(f"request failed: {type(e).__name__}")
         _reply(conn, {"ok": False, "error": type(e).__name__})
@@ -423,9 +502,9 @@ def _serve_one(daemon: Daemon, conn: socket.socket) -> None:
     _reply(conn, {"ok": True, "result": result})
 
 
-def _reply(conn: socket.socket, answer: dict[str, Any]) -> None:
+def _reply(conn: _socket.socket, answer: dict[str, Any]) -> None:
     try:
         conn.settimeout(REPLY_TIMEOUT_S)
-        conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n")
+        conn.sendall(dumps(answer).encode() + b"\n")
     except OSError:
         pass
