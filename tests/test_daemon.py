@@ -187,6 +187,15 @@ def test_the_first_hook_starts_the_daemon_and_the_next_ones_are_served_by_it(war
     assert "lantern.api" in loaded and json.loads(cold)["hookSpecificOutput"]["additionalContext"] == block
 
 
+def test_a_new_daemon_warms_the_hooks_database_up_before_the_next_event(warm):
+    db = warm / "m.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "hello"}], session="s")
+    daemon.spawn(str(db))
+    assert _wait(lambda: "warmed up in" in _daemon_log(), 120), _daemon_log()
+    assert _served()
+
+
 def test_the_daemon_exits_when_idle_and_takes_its_socket_away(warm, monkeypatch):
     monkeypatch.setenv("LANTERN_DAEMON_IDLE", "2")
     daemon.spawn()

@@ -47,6 +47,7 @@ RUNTIME_ENV = "XDG_RUNTIME_DIR"
 IDLE_S = 900.0  # ours: a Claude Code session's prompts come minutes apart; the daemon holds ~300 MiB of models
 MAX_REQUEST_BYTES = 16 << 20  # ours: a hook input is a few KiB; an MCP archive of a long conversation fits
 MAX_REPLY_BYTES = 64 << 20
+WARM_UP_DELAY_S = 1.0  # ours: the warm-up waits this long, so it does not slow the cold hook that spawned it
 READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within this is dropped
 CONNECT_TIMEOUT_S = 1.0
 REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
@@ -342,8 +343,10 @@ class Daemon:
             location = db or str(default_db_path())
             if is_server_url(location) or not os.path.isfile(location):
                 return
+            start = time.monotonic()
             handle = self.lantern(location, os.environ.get("LANTERN_USER") or None)
             handle.embedder.embed(["warm up"])
+            _log(f"warmed up in {time.monotonic() - start:.2f} s")
         except Exception as e:  # a hook then loads what it needs itself
             _log(f"warm-up skipped: {type(e).__name__}")
 
@@ -407,8 +410,9 @@ def _file_id(path: str) -> tuple[int, int] | None:
 
 def serve(idle_s: float | None = None, preload: str | None = None) -> int:
     """Run this identity's daemon until ``idle_s`` (default ``idle_seconds()``) pass with no request, or SIGTERM.
-    Once listening, it warms up before the first request: the hook's modules, and the handle of the database
-    ``preload`` ("" or None: the default one; only when that file exists) with its embedding model loaded.
+    Once listening, it warms up unless a request comes within ``WARM_UP_DELAY_S``: the hook's modules, and the
+    handle of the database ``preload`` ("" or None: the default one; only when that file exists) with its
+    embedding model loaded.
     Returns 0 also when another daemon of the identity holds the lock (it serves), 1 when the directory is not
     safe to use."""
     import fcntl
@@ -447,14 +451,19 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
         os.replace(tmp, path)  # over a stale socket, atomically
         bound = _file_id(path)
         _log(f"serving {path} (idle exit after {idle:g} s)")
-        daemon.warm_up(preload or None)
         me = os.getuid()
         last = time.monotonic()
+        warmed = False
         while True:
-            listener.settimeout(max(0.05, idle - (time.monotonic() - last)))
+            left = max(0.05, idle - (time.monotonic() - last))
+            listener.settimeout(left if warmed else min(left, WARM_UP_DELAY_S))
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
+                if not warmed:  # the hook that started us has had the CPU to itself
+                    daemon.warm_up(preload or None)
+                    warmed = True
+                    continue
                 if time.monotonic() - last >= idle:
                     _log("idle: exiting")
                     break
@@ -467,6 +476,7 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
                     continue
                 _serve_one(daemon, conn)
             last = time.monotonic()
+            warmed = True  # a request came first: it loaded what it needed
     finally:
         if bound is not None and _file_id(path) == bound:
             try:
