@@ -180,7 +180,8 @@ class Loss:
     kept: int = 0
     blocks: int = 0
     live_blocks: int = 0
-    texts: list[str] = field(default_factory=list, repr=False)  # each lost block's scanned text, by Seen.block
+    texts: list[str] = field(default_factory=list, repr=False)  # each lost block's text, by Seen.block
+    places: list[Seen] = field(default_factory=list, repr=False)  # where each lost block is, by Seen.block
 
     def line(self, seen: Seen, value: str) -> str:
         """The line of the block ``seen`` points at that holds ``value``, whitespace collapsed, cut to
@@ -516,7 +517,8 @@ def find_loss(
     ]
     items.sort(key=lambda it: (-it.weight, -it.last.block, it.value))
     texts = [blocks[i].text for i in lost_blocks]
-    return Loss(items=items, kept=len(stated), blocks=len(blocks), live_blocks=sum(is_live), texts=texts)
+    places = [Seen(b.entry_id, b.turn, b.side, b.tool, p) for p, b in enumerate(blocks[i] for i in lost_blocks)]
+    return Loss(items=items, kept=len(stated), blocks=len(blocks), live_blocks=sum(is_live), texts=texts, places=places)
 
 
 LINE_CHARS = 160  # ours: the line an item was seen in is kept up to this many characters around it

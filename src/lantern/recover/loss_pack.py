@@ -12,6 +12,9 @@ within a character budget. Zero LLM calls.
 2. **Excerpts**: the rest of the budget holds the lines the heaviest items were seen in, with their turn, so the
    model reads what each item is (the command around a flag, the call around a path).
 
+When every lost message, tool call and tool result fits in the budget whole, the block is simply those, verbatim
+(``VERBATIM``), each headed by its turn and tool: nothing needs choosing.
+
 All lengths are characters (Python ``len``); the block is never longer than the budget.
 """
 
@@ -23,11 +26,9 @@ from lantern.recover.loss import Loss, LostItem, Seen
 
 __all__ = ["TITLE", "ITEM_SHARE", "LossBlock", "pack_loss"]
 
-TITLE = (
-    "[Recovered by Lantern after the compaction: paths, names, commands and values from earlier turns that the "
-    "summary does not state, by the turn they were last seen in]"
-)
+TITLE = "[Recovered by Lantern: specifics from before the compaction that its summary lacks, by turn last seen]"
 EXCERPTS = "[Where the first of them were seen]"
+VERBATIM = "[Recovered by Lantern: the turns the compaction replaced, verbatim]"
 ITEM_SHARE = 0.9  # ours: share of the budget the items may take; the excerpts get the rest (docs/results)
 CANDIDATES = 400  # ours: the heaviest items considered for packing (bounds the coverage test's work)
 SEPARATOR = " · "
@@ -72,6 +73,9 @@ def pack_loss(loss: Loss, budget: int, item_share: float = ITEM_SHARE) -> LossBl
     room = budget - len(TITLE) - 1
     if not items or room <= 0:
         return LossBlock("")
+    whole = _verbatim(loss, budget)
+    if whole is not None:
+        return whole
     chosen = _choose(items, min(room, int(budget * item_share)))
     if not chosen:
         return LossBlock("")
@@ -85,6 +89,25 @@ def pack_loss(loss: Loss, budget: int, item_share: float = ITEM_SHARE) -> LossBl
         cited.setdefault(group[0].last.entry_id, group[0].last.turn)
     text = _excerpts(loss, items, text, budget, cited)
     return LossBlock(text, chosen, cited)
+
+
+def _verbatim(loss: Loss, budget: int) -> LossBlock | None:
+    """Every lost block whole, in order, each headed ``[turn N · label]``, when that fits in ``budget``; else None.
+    Marks every item packed."""
+    lines = [VERBATIM]
+    used = len(VERBATIM)
+    for place, text in zip(loss.places, loss.texts):
+        line = f"[turn {place.turn} · {_label(place)}] {text.strip()}"
+        used += len(line) + 1
+        if used > budget:
+            return None
+        lines.append(line)
+    cited: dict[int, int] = {}
+    for place in loss.places:
+        cited.setdefault(place.entry_id, place.turn)
+    for it in loss.items:
+        it.packed = True
+    return LossBlock("\n".join(lines), list(loss.items), cited)
 
 
 def _choose(items: list[LostItem], room: int) -> list[LostItem]:

@@ -127,6 +127,7 @@ def untagged_span(text: str) -> tuple[int, int]:
         return 0, 0
     return TAG_HEAD_CHARS, len(text) - TAG_TAIL_CHARS
 
+
 # --------------------------------------------------------------------------------------------- vocabularies
 _EXTENSIONS = (
     "py pyi pyx pyc pyw ipynb js mjs cjs jsx ts tsx vue svelte json jsonl ndjson yaml yml toml ini cfg conf env "
