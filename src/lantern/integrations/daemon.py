@@ -51,7 +51,7 @@ WARM_UP_DELAY_S = 1.0  # ours: the warm-up waits this long, so it does not slow 
 READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within this is dropped
 CONNECT_TIMEOUT_S = 1.0
 REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
-HOOK_HOSTS = ("claude-code",)
+HOOK_HOSTS = ("claude-code",)  # the hosts whose hooks the daemon runs (``_hook_runner``)
 
 
 _SECRET_NAMES = ("KEY", "TOKEN", "PASSWORD", "SECRET")
@@ -376,8 +376,7 @@ class Daemon:
         if op == "hook":
             if args.get("host") not in HOOK_HOSTS or not isinstance(args.get("input"), str):
                 raise ValueError("a hook request needs a known host and its input text")
-            from lantern.integrations.claude_code import run
-
+            run = _hook_runner(args["host"])
             return run(args["input"], args.get("db"), rewound=args.get("rewound"), opener=self.opener)
         lantern = self.lantern(args.get("db"), args.get("user"))
         kw = {k: v for k, v in (args.get("kwargs") or {}).items() if k in _KWARGS[op]}
@@ -390,6 +389,14 @@ class Daemon:
         if op == "recover_compaction":
             return lantern.recover_compaction(args.get("summary"), **kw).to_json()
         return [r.to_json() for r in lantern.events(**kw)]
+
+
+def _hook_runner(host: str) -> Any:
+    """The in-process hook of ``host``: ``run(text, db, rewound=, opener=) -> stdout text``, never raising
+    (``claude_code.run``'s contract; a new host's hook module keeps it and is added here and to ``HOOK_HOSTS``)."""
+    from lantern.integrations.claude_code import run
+
+    return {"claude-code": run}[host]
 
 
 _KWARGS = {
