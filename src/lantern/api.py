@@ -209,6 +209,13 @@ class Lantern:
             if not _unwritable(self.store, e):
                 raise
 
+    def require(self, operation: str) -> None:
+        """Raise UnsupportedBackendError naming ``operation`` (a command, "lantern ui") when this database's backend
+        does not support it yet (store/protocol.py ``require``), before anything is read or written."""
+        from lantern.store.protocol import require
+
+        require(self.store, operation)
+
     @_one_at_a_time
     def close(self) -> None:
         for client in self._llm_clients.values():
@@ -530,7 +537,7 @@ class Lantern:
         if at is not None:  # turns after the asked time did not exist yet
             self.index.refresh()
             ids += self.index.ids[self.index.time > at].tolist()
-        notes = facts_note.notes_for(self.store.db, at, *self._fact_filter(scope)) if self.config.fact_notes else None
+        notes = facts_note.notes_for(self.store, at, *self._fact_filter(scope)) if self.config.fact_notes else None
         result = pipeline.recover(
             self.store,
             self.index,
@@ -583,9 +590,7 @@ class Lantern:
         seen). Returns ``FactRecord`` rows ordered by key, then event time. Raises TypeError when ``as_of`` is not a
         datetime."""
         where, params = self._fact_filter(resolve(self.scope, user, agent, project))
-        return fact_store.records(
-            self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params
-        )
+        return self.store.fact_records(key=key, as_of=_epoch(as_of), history=history, where=where, params=params)
 
     @_one_at_a_time
     def record_compaction(
@@ -650,9 +655,7 @@ class Lantern:
         is a sub-session of) when given, else of every session; at most ``limit`` (None: all). Scope as
         ``recover``, except that ``agent`` / ``project`` match the scope the event was detected in exactly."""
         scope = resolve(self.scope, user, agent, project)
-        return event_store.events(
-            self.store.db, scope=scope, session=given_name(session), event_id=event_id, limit=limit
-        )
+        return self.store.events(scope=scope, session=given_name(session), event_id=event_id, limit=limit)
 
     def _fact_filter(self, scope: Scope) -> tuple[str, tuple]:
         """The SQL condition on the source entries ``e`` of every facts read, with its parameters: the scope."""
@@ -820,17 +823,7 @@ class Lantern:
         ``<their session>/<name>``, their facts deleted (a turn off the live branch states no current fact).
         Only entries of the call's user are touched. Returns how many were."""
         scope = resolve(self.scope, user, agent, project)
-        where, params = scope_where("", scope)
-        ids = sorted(entries)
-        owned: dict[int, str] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            owned.update(
-                self.store.db.execute(
-                    f"SELECT id, session FROM entries WHERE id IN ({marks}) AND {where}", (*part, *params)
-                ).fetchall()
-            )
+        owned = {i: place[3] for i, place in self.store.places(sorted(entries), scope).items()}
         if not owned:
             return 0
         if keep:
@@ -1058,8 +1051,8 @@ def copy_store(
                 tmp.seek(0)
                 where = ("DST", dst)
                 with Lantern(dst, embedder=source.embedder) as target:
-                    same = _database_identity(source.store)
-                    if same is not None and same == _database_identity(target.store):
+                    same = source.store.database_identity()
+                    if same is not None and same == target.store.database_identity():
                         raise _CopyError(
                             f"copy {source.path} -> {target.path}: both name the same database on the same server; "
                             "nothing copied"
@@ -1167,20 +1160,6 @@ def _located(e: BaseException, where: Any) -> Exception:
 
         return LanternError(f"the copy's temporary file in {tempfile.gettempdir()}: {words}")
     return LanternError(f"{where[0]} {_shown(location)}: {words}")
-
-
-def _database_identity(store: Any) -> tuple[Any, ...] | None:
-    """Which database a PostgreSQL store is, whatever URL named it: the server cluster's system identifier and the
-    database's name; None for a SQLite store (``copy_store`` compares files) or when the server does not say."""
-    pool = getattr(store, "pool", None)
-    if pool is None:
-        return None
-    with pool.connection() as conn:
-        try:
-            row = conn.execute("SELECT system_identifier, current_database() FROM pg_control_system()").fetchone()
-        except Exception:  # a server that does not let this user read it: the copy goes ahead
-            return None
-    return tuple(row)
 
 
 def _write_errors(store: Any) -> tuple[type[BaseException], ...]:

@@ -337,50 +337,6 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-@contextlib.contextmanager
-def _alone(path: Path):
-    """A connection to the SQLite file at ``path`` that holds it exclusively (rollback-journal mode, an EXCLUSIVE
-    transaction), or None when another connection has it open: leaving WAL mode needs every other connection
-    closed, so a database another process is filling (a concurrent ``ingest`` into the same new path, which has
-    committed nothing yet) is never taken for one this command may undo. A file SQLite cannot read (not a
-    database: this command's half-made file) is yielded as ``True``: nobody else uses it as a database."""
-    import sqlite3
-
-    try:
-        db = sqlite3.connect(f"{path.as_uri()}", uri=True, timeout=0, isolation_level=None)
-    except (sqlite3.Error, OSError, ValueError):
-        yield True
-        return
-    try:
-        try:
-            db.execute("PRAGMA journal_mode=DELETE").fetchone()
-            db.execute("BEGIN EXCLUSIVE")
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e).lower() or "busy" in str(e).lower():
-                yield None  # another connection has it open: its database, not ours to undo
-                return
-            yield True
-            return
-        except sqlite3.DatabaseError:
-            yield True
-            return
-        yield db
-    finally:
-        db.close()
-
-
-def _has_entry(db) -> bool:
-    """Whether the database open on ``db`` (a connection, or True for an unreadable file) holds an entry."""
-    import sqlite3
-
-    if db is True:
-        return False
-    try:
-        return db.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0] == 1
-    except sqlite3.Error:
-        return False
-
-
 class _NothingToUndo:
     """``_Before`` of a PostgreSQL database: nothing is created on a server that a failure should remove (an
     ingest that fails wrote nothing past its last committed batch)."""
@@ -404,8 +360,8 @@ class _Before:
     zero-byte file again (its -wal / -shm removed when they were not there before); a database that was there is
     left alone. A database that holds entries is never undone: turns committed before a failure (an ingest's
     earlier slices or files) stay, and ``ingest`` resumes from them. Nor is one another process has open (a
-    concurrent ingest into the same new path: ``_alone``). Through a symlink, the file it points to is what is
-    undone (SQLite creates it and its -wal / -shm there); the symlink itself is kept."""
+    concurrent ingest into the same new path: ``store.sqlite.alone_and_empty``). Through a symlink, the file it
+    points to is what is undone (SQLite creates it and its -wal / -shm there); the symlink itself is kept."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -429,8 +385,10 @@ class _Before:
             if self.created:
                 self._remove_folders()
             return
-        with _alone(self.real) as db:
-            if db is None or _has_entry(db):
+        from lantern.store.sqlite import alone_and_empty
+
+        with alone_and_empty(self.real) as undoable:
+            if not undoable:
                 return
             if os.name != "nt":  # under the exclusive lock: nobody opens it in between (Windows: once closed)
                 self._restore()
@@ -519,24 +477,7 @@ def _scope_counts(lantern, session, user, agent, project) -> dict:
     from lantern.scope import resolve
 
     scope = resolve(lantern.scope, user, agent, project)
-    mine, params = "user_id = ?", [scope.user]
-    filtered, fparams = mine, list(params)
-    if scope.agent is not None:
-        filtered, fparams = filtered + " AND agent_id = ?", fparams + [scope.agent]
-    if scope.project is not None:
-        filtered, fparams = filtered + " AND project = ?", fparams + [scope.project]
-    inside, iparams = filtered, list(fparams)
-    if session is not None:
-        inside, iparams = (
-            inside + " AND (session = ? OR substr(session, 1, length(?) + 1) = ? || '/')",
-            iparams + [session] * 3,
-        )
-    row = lantern.store.db.execute(
-        f"SELECT count(*), coalesce(sum(CASE WHEN {mine} THEN 1 ELSE 0 END), 0), "  # CASE: no boolean sum in PostgreSQL
-        f"coalesce(sum(CASE WHEN {filtered} THEN 1 ELSE 0 END), 0), "
-        f"coalesce(sum(CASE WHEN {inside} THEN 1 ELSE 0 END), 0) FROM entries",
-        [*params, *fparams, *iparams],
-    ).fetchone()
+    row = lantern.store.scope_counts(scope, session)
     return {
         "total": row[0],
         "user": row[1],
@@ -848,12 +789,11 @@ def ingest(
     except KeyboardInterrupt:
         done = committed[0]
         if counts and isinstance(counts["path"], Path):  # a batch may have committed just before the interrupt
-            import sqlite3
+            from lantern.store.sqlite import entry_count
 
-            with contextlib.suppress(sqlite3.Error):
-                con = sqlite3.connect(counts["path"], timeout=5)
-                done = max(done, con.execute("SELECT count(*) FROM entries").fetchone()[0] - counts["before"])
-                con.close()
+            stored = entry_count(counts["path"])
+            if stored is not None:
+                done = max(done, stored - counts["before"])
         typer.secho(
             f"interrupted: {done} turns committed (the batch in progress was rolled back); "
             "run the same command again to resume, turns already archived are skipped",
@@ -1793,19 +1733,10 @@ def feedback(
 
 def _outside_scope(lantern, ids: list[int], user, agent, project) -> list[int]:
     """Which of ``ids`` name no entry inside the scope (one query; for the warning of ``feedback``)."""
-    from lantern.scope import resolve, scope_where
+    from lantern.scope import resolve
 
-    where, params = scope_where("", resolve(lantern.scope, user, agent, project))
     valid = [i for i in ids if -(2**63) <= i < 2**63]
-    inside = set()
-    for start in range(0, len(valid), 500):  # below SQLite's limit of bound parameters
-        chunk = valid[start : start + 500]
-        inside.update(
-            r[0]
-            for r in lantern.store.db.execute(
-                f"SELECT id FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND {where}", [*chunk, *params]
-            )
-        )
+    inside = lantern.store.places(valid, resolve(lantern.scope, user, agent, project))
     return [i for i in ids if i not in inside]
 
 
@@ -2099,10 +2030,9 @@ def ui(
         path = state.db or default_db_path()
         if isinstance(path, str):  # a server URL: opened here so that its backend can refuse the inspector
             from lantern.api import Lantern
-            from lantern.store.protocol import require
 
             with Lantern(path, embedder=state.embedder) as lantern:
-                require(lantern.store, "lantern ui")
+                lantern.require("lantern ui")
         elif not path.exists() or _empty_file(path):
             raise LanternError(
                 f"no database at {redact_url(str(path))}: archive something first (lantern ingest FILE), "

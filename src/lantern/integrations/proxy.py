@@ -515,9 +515,7 @@ def _all_exist(lantern: Any, ids: set[int]) -> bool:
     REST, or by another process) is never injected again. One query on the store."""
     if not ids:
         return True
-    marks = ", ".join("?" * len(ids))
-    found = lantern.store.db.execute(f"SELECT count(*) FROM entries WHERE id IN ({marks})", sorted(ids)).fetchone()[0]
-    return found == len(ids)
+    return len(lantern.store.places(sorted(ids))) == len(ids)
 
 
 def _scope_headers(request: Request) -> dict[str, str | None]:

@@ -192,14 +192,7 @@ class Session:
             self._llm_gist, self.gist_source = None, "extractive"
 
     def _places(self, ids: Any) -> dict[int, tuple]:
-        ids = list(ids)
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.lantern.store.db.execute(
-            f"SELECT id, session, turn FROM entries WHERE id IN ({marks})", ids
-        ).fetchall()
-        return {i: (session, turn) for i, session, turn in rows}
+        return {i: place[3:] for i, place in self.lantern.store.places(ids).items()}
 
     # ------------------------------------------------------------------ LLM gist
     def _gist_llm(self) -> Any:
