@@ -273,6 +273,26 @@ def _project_option() -> object:
     )
 
 
+def _warm(op: str, args: dict, kwargs: dict, user: Optional[str]):
+    """The warm daemon's answer to ``op`` (integrations/daemon.py) when one of this identity runs, else None: the
+    command works in-process (no daemon, a global ``--embedder`` or ``--rewound`` it does not use, a database not
+    there yet, whose error ``_open`` words). The CLI never starts the daemon."""
+    from lantern.config import default_db_path
+    from lantern.integrations import daemon
+
+    if state.embedder is not None or state.rewound is not None:
+        return None
+    path = state.db or default_db_path()
+    if not isinstance(path, str):
+        if not path.exists() or _empty_file(path):
+            return None
+        path = str(path.resolve())
+    try:
+        return daemon.call(op, {**args, "db": path, "user": user, "kwargs": kwargs})
+    except daemon.Unavailable:
+        return None
+
+
 def _open(create: bool = False, own_embedder: bool = False):
     """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file).
     ``own_embedder``: open it with the embedder it records, whatever the global ``--embedder`` (``reindex``)."""
@@ -907,6 +927,15 @@ def recover(
     def run():
         when = _iso(as_of, "--as-of")
         exclude = _live(live)
+        if not rerank and when is None and exclude is None:
+            kwargs = {"session": session, "budget": budget, "agent": agent, "project": project, "min_score": min_score}
+            warm = _warm("recover", {"query": query}, kwargs, user)
+            if warm is not None and (as_json or warm["text"]):  # an empty block: in-process, which says why
+                if as_json:
+                    _print_json(warm)
+                else:
+                    print(_on_terminal()(warm["text"]))
+                return
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(
                 query,
@@ -985,6 +1014,15 @@ def _recover_compaction(
 
     def run():
         text = sys.stdin.read() if str(summary) == "-" else _read_text(summary, "--summary")
+        if live is None:
+            kwargs = {"session": session, "budget": budget, "agent": agent, "project": project}
+            warm = _warm("recover_compaction", {"summary": text}, kwargs, user)
+            if warm is not None and (as_json or warm["text"]):
+                if as_json:
+                    _print_json(warm)
+                else:
+                    print(_on_terminal()(warm["text"]))
+                return
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover_compaction(
                 text, live=_live(live), session=session, budget=budget, user=user, agent=agent, project=project
@@ -1619,10 +1657,18 @@ def events(
     from rich.table import Table
 
     def run():
-        with _open() as lantern:
-            rows = lantern.events(session, limit=limit, user=user, agent=agent, project=project)
+        kwargs = {"session": session, "limit": limit, "agent": agent, "project": project}
+        warm = _warm("events", {}, kwargs, user)
+        if warm is not None:
+            from datetime import datetime
+            from types import SimpleNamespace
+
+            rows = [SimpleNamespace(**{**r, "time": datetime.fromisoformat(r["time"])}) for r in warm]
+        else:
+            with _open() as lantern:
+                rows = lantern.events(session, limit=limit, user=user, agent=agent, project=project)
         if as_json:
-            _print_json([r.to_json() for r in rows])
+            _print_json(warm if warm is not None else [r.to_json() for r in rows])
             return
         if not rows:
             typer.secho("no compaction events", err=True, fg=typer.colors.YELLOW)

@@ -307,6 +307,9 @@ class HookContext:
     budget: int = HOOK_BUDGET
     user: str | None = None  # the scope's user (``$LANTERN_USER``; None: the default user "")
     rewound: str = "skip"  # turns of a rewound branch: "skip" or "mark" (Config.rewound; lantern --rewound)
+    # how the hook gets its Lantern handle: ctx -> a context manager yielding one (None: open ``db`` and close it
+    # after; the warm daemon passes its open handle: integrations/daemon.py)
+    opener: Any = None
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -441,6 +444,8 @@ def _archive(ctx: HookContext, lantern: Any, messages: list, session: str) -> in
 
 
 def _open(ctx: HookContext):
+    if ctx.opener is not None:
+        return ctx.opener(ctx)
     from lantern.api import Lantern
 
     return Lantern(ctx.db, user=ctx.user)
@@ -534,10 +539,11 @@ def run(
     db: str | os.PathLike[str] | None = None,
     offsets: Offsets | None = None,
     rewound: str | None = None,
+    opener: Any = None,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
-    ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``).
-    Never raises: an internal error returns "" and is logged (``log_error``)."""
+    ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``);
+    ``opener``: ``HookContext.opener``. Never raises: an internal error returns "" and is logged (``log_error``)."""
     event = ""
     try:
         from lantern.config import default_db_path
@@ -553,6 +559,7 @@ def run(
             offsets=offsets or Offsets(),
             user=os.environ.get("LANTERN_USER") or None,
             rewound=rewound or "skip",
+            opener=opener,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
@@ -576,13 +583,15 @@ def hooks_unsupported() -> UnsupportedBackendError:
     )
 
 
-def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None) -> int:
-    """Entry point of ``lantern hook claude-code``: stdin -> stdout, exit code 0 always."""
-    try:
-        text = sys.stdin.read()
-    except BaseException as e:  # noqa: BLE001
-        log_error("", e)
-        return 0
+def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None, text: str | None = None) -> int:
+    """Entry point of ``lantern hook claude-code``, in-process: stdin (or ``text``, already read) -> stdout, exit
+    code 0 always."""
+    if text is None:
+        try:
+            text = sys.stdin.read()
+        except BaseException as e:  # noqa: BLE001
+            log_error("", e)
+            return 0
     out = run(text, db, rewound=rewound)
     if out:
         sys.stdout.write(out + "\n")
