@@ -2173,7 +2173,7 @@ def eval_(
         _fail(_missing_extra("eval", "eval", ", ".join(missing)))
 
     if dataset == "realcompact":
-        return _eval_realcompact(data, out, limit, system, fit)
+        return _eval_realcompact(data, out, limit, system, fit, workers)
 
     def run() -> None:
         try:
@@ -2235,7 +2235,9 @@ def eval_(
     _guard(run, cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval")
 
 
-def _eval_realcompact(data: Path, out: Path, limit: Optional[int], system: Optional[list[str]], fit: bool) -> None:
+def _eval_realcompact(
+    data: Path, out: Path, limit: Optional[int], system: Optional[list[str]], fit: bool, workers: Optional[int]
+) -> None:
     """``eval realcompact``: one call of ``lantern.eval.realcompact.main``."""
     from rich.console import Console
     from rich.progress import Progress
@@ -2253,6 +2255,7 @@ def _eval_realcompact(data: Path, out: Path, limit: Optional[int], system: Optio
                 limit=limit,
                 systems=system or None,
                 fit=fit,
+                workers=workers,
                 command="lantern " + shlex.join(sys.argv[1:]),
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
