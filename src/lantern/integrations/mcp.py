@@ -51,6 +51,7 @@ from lantern.errors import LanternError
 from lantern.integrations.messages import unknown_arguments_message, validation_message
 from lantern.integrations.schemas import (
     ArchiveResponse,
+    CompactionRecoverResponse,
     FeedbackResponse,
     ForgetResponse,
     RecoverResponse,
@@ -447,6 +448,28 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         detail, relevance, entries}. An empty or shortened block says why in ``reason`` (no_match, below_floor:
         the archive holds nothing that answers it; uncertain: a short block of the best evidence)."""
         return call(RecoverResponse, service.recover, query, session, budget, exclude, user, agent, project)
+
+    @server.tool(annotations=ToolAnnotations(title="Recover what a compaction lost", readOnlyHint=True))
+    def recover_compaction(
+        summary: Annotated[
+            str | None, Field(description="The compaction's summary (null or empty: none, e.g. an encrypted one).")
+        ],
+        session: Annotated[str | None, Field(description="The compacted session.")] = None,
+        budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
+        live: Annotated[
+            list[Message | StrictInt] | None,
+            Field(description="The live context after the compaction (messages) and/or entry ids still in it."),
+        ] = None,
+        user: User = None,
+        agent: Agent = None,
+        project: Project = None,
+    ) -> CompactionRecoverResponse:
+        """Right after a compaction: the paths, names, commands, flags and values of the session's archived turns
+        that neither the summary nor the live context states, as a block to inject: {text, chars, reason, entries,
+        loss}. ``loss`` says what was lost, by type, and what came back."""
+        return call(
+            CompactionRecoverResponse, service.recover_compaction, summary, session, budget, live, user, agent, project
+        )
 
     @server.tool(annotations=ToolAnnotations(title="Search the archive", readOnlyHint=True))
     def search(

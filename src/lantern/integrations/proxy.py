@@ -48,6 +48,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from lantern.errors import DatabaseUnavailableError, LanternError
 from lantern.integrations.schemas import (
     ArchiveResponse,
+    CompactionRecoverResponse,
     ErrorResponse,
     FeedbackResponse,
     ForgetResponse,
@@ -93,6 +94,19 @@ class RecoverRequest(BaseModel):
     budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
     exclude: list[Message | StrictInt] | None = Field(
         None, description=("The live context (messages) and/or entry ids: turns still in it are never re-injected.")
+    )
+    user: str | None = Field(None, description=_USER)
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
+
+
+class CompactionRecoverRequest(BaseModel):
+    model_config = {"extra": "forbid"}
+    summary: str | None = Field(..., description="The compaction's summary (null or empty: none).")
+    session: str | None = Field(None, description="The compacted session (default: the default session).")
+    budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
+    live: list[Message | StrictInt] | None = Field(
+        None, description="The live context after the compaction (messages) and/or entry ids still in it."
     )
     user: str | None = Field(None, description=_USER)
     agent: str | None = Field(None, description=_AGENT)
@@ -268,6 +282,18 @@ def build_app(
     def recover(req: RecoverRequest) -> dict[str, Any]:
         """The block of archived turns to inject after a compaction."""
         return service.recover(req.query, req.session, req.budget, req.exclude, req.user, req.agent, req.project)
+
+    @app.post(
+        "/v1/memory/recover_compaction",
+        response_model=CompactionRecoverResponse,
+        responses={**ERRORS, 404: {"model": ErrorResponse}},
+        tags=["memory"],
+    )
+    def recover_compaction(req: CompactionRecoverRequest) -> dict[str, Any]:
+        """What a compaction lost, as the block to inject after it (Lantern.recover_compaction)."""
+        return service.recover_compaction(
+            req.summary, req.session, req.budget, req.live, req.user, req.agent, req.project
+        )
 
     @app.post(
         "/v1/memory/search",

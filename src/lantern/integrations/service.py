@@ -180,6 +180,30 @@ class MemoryService:
             r = self._open().recover(query, session=session, budget=budget, exclude=exclude, **scope)
         return r.to_json()
 
+    def recover_compaction(
+        self,
+        summary: str | None,
+        session: str | None = None,
+        budget: int | None = None,
+        live: list[Any] | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
+        """What a compaction lost (``Lantern.recover_compaction``): the block, its entries, ``reason`` when empty and
+        ``loss`` (by type, packed and cut). ``live``: the live context (messages) and/or entry ids."""
+        if summary is not None:
+            summary = _str(summary, "summary")
+        session = _optional_str(session, "session")
+        if budget is not None:
+            _int(budget, "budget", 0, MAX_BUDGET)
+        if live is not None and not isinstance(live, list):
+            raise ValueError("live must be a list of messages and/or entry ids")
+        scope = _scope(user, agent, project)
+        with self._lock:
+            r = self._open().recover_compaction(summary, live=live, session=session, budget=budget, **scope)
+        return r.to_json()
+
     def _warm(self, op: str, args: dict[str, Any], kwargs: dict[str, Any], create: bool = False) -> Any:
         """The warm daemon's answer to ``op`` (``kwargs``' ``user`` picks its handle), or None: do it here (the
         daemon is off, absent or failed; a read of a database not there yet is refused here, in our words)."""
