@@ -15,6 +15,7 @@
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
     lantern hook claude-code  /  lantern install claude-code [--user]      -> lantern.integrations.claude_code
+    lantern hook codex  /  lantern install codex [--user]                  -> lantern.integrations.codex
 
 Heavy imports (numpy, onnxruntime) happen inside the commands, so ``lantern --help`` stays instant.
 
@@ -1664,10 +1665,14 @@ def events(
     """Compaction events: when a compaction was detected (proxy, hooks, API), the turns it lost, what was injected.
 
     Each event names its session, how it was detected, the lost entries (recovered: injected again; not recovered),
-    the injected entries and characters, and whether a rerank ran. `lantern ui` shows them on the session's
+    the injected entries and characters, the recovery's latency, and why nothing was injected when nothing was.
+    Under the table, per compaction recovery: what the summary lost, by type (with how many came back), and the
+    specifics that came back, each with the turn it was seen in. `lantern ui` shows them on the session's
     timeline."""
     from rich.markup import escape
     from rich.table import Table
+
+    from lantern.model import loss_lines
 
     def run():
         with _open() as lantern:
@@ -1680,8 +1685,9 @@ def events(
             return
         safe = _on_terminal()
         table = Table()
-        for col in ("id", "time (UTC)", "session", "source", "reason", "lost", "recovered", "injected", "chars"):
-            table.add_column(col, overflow="fold", justify="right" if col in ("id", "lost", "chars") else "left")
+        columns = ("id", "time (UTC)", "session", "source", "reason", "lost", "recovered", "injected", "chars", "ms")
+        for col in columns:
+            table.add_column(col, overflow="fold", justify="right" if col in ("id", "lost", "chars", "ms") else "left")
         for r in rows:
             table.add_row(
                 str(r.id),
@@ -1691,10 +1697,17 @@ def events(
                 escape(r.reason),
                 str(len(r.lost)),
                 f"{len(r.recovered)} of {len(r.lost)}",
-                plural(len(r.injected), "entry", "entries"),
+                plural(len(r.injected), "entry", "entries")
+                if r.injected
+                else f"none: {escape(r.empty_reason or 'nothing_relevant')}",
                 f"{r.chars:,}",
+                "–" if r.latency_ms is None else f"{r.latency_ms:,.0f}",
             )
-        _stdout_console().print(table)
+        console = _stdout_console()
+        console.print(table)
+        for r in rows:
+            for line in loss_lines(r.loss, head=f"event {r.id}: "):
+                console.print(escape(safe(line)), soft_wrap=True, highlight=False)
 
     _guard(run)
 
@@ -2260,11 +2273,67 @@ def install_claude_code(
         _fail("give at most one of --project or --user")
 
     def run():
-        path, changed = install(
-            "user" if user else "project", uninstall=uninstall, db=_db_location(db) or state.db, rewound=state.rewound
+        pinned = _db_location(db) or state.db
+        path, changed = install("user" if user else "project", uninstall=uninstall, db=pinned, rewound=state.rewound)
+        _installed(path, changed, uninstall, pinned)
+
+    _guard(run)
+
+
+def _installed(path: Path, changed: bool, uninstall: bool, pinned: Any) -> None:
+    """What ``install`` did, and which database the hooks write to (pinned in their command, or where they look
+    when they run)."""
+    from lantern.config import redact_url
+
+    verb = "removed from" if uninstall else "installed in"
+    print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
+    if uninstall:
+        return
+    if pinned is not None:
+        print(f"the hooks write to {redact_url(str(Path(pinned).expanduser().resolve()))}")
+    else:
+        print(
+            f"the hooks write to $LANTERN_DB as the agent sees it, else {Path.home() / '.lantern' / 'lantern.db'} "
+            "(pin one: --db FILE)"
         )
-        verb = "removed from" if uninstall else "installed in"
-        print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
+
+
+@hook_app.command("codex")
+def hook_codex() -> None:
+    """Codex hook: reads the hook JSON on stdin; archives the rollout on PreCompact/Stop/PostCompact, injects what
+    the compaction lost on SessionStart(compact). Always exits 0 (errors go to ~/.lantern/logs/codex.log)."""
+    from lantern.integrations.codex import main as hook_main
+
+    raise typer.Exit(hook_main(state.db))
+
+
+@install_app.command("codex")
+def install_codex(
+    user: bool = typer.Option(False, "--user", help="$CODEX_HOME/hooks.json (default ~/.codex/hooks.json)."),
+    project: bool = typer.Option(False, "--project", help=".codex/hooks.json of the current directory (default)."),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
+    db: Optional[str] = typer.Option(
+        None,
+        "--db",
+        help=(
+            "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
+            "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run)."
+        ),
+    ),
+) -> None:
+    """Write Lantern's hooks into Codex's hooks.json, merged with the hooks already there. Codex runs a new hook
+    only once you trust it (/hooks in Codex)."""
+    from lantern.integrations.claude_code_settings import install_codex as install
+
+    if user and project:
+        _fail("give at most one of --project or --user")
+
+    def run():
+        pinned = _db_location(db) or state.db
+        path, changed = install("user" if user else "project", uninstall=uninstall, db=pinned)
+        _installed(path, changed, uninstall, pinned)
+        if changed and not uninstall:
+            print("in Codex, open /hooks and trust the new hooks: Codex runs a hook only once it is trusted")
 
     _guard(run)
 

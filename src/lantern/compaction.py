@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +96,7 @@ class Compaction:
         events``, the inspector) with ``source`` naming who detected it."""
         scope = self.scope or lantern.scope
         live = [m for m in self.messages if not is_summary(m)]
+        started = time.perf_counter()
         recovery = lantern.recover_compaction(
             self.summary,
             live=live + list(self.abandoned_entry_ids),
@@ -114,6 +116,7 @@ class Compaction:
                 user=scope.user,
                 agent=scope.agent,
                 project=scope.project,
+                latency_ms=1000 * (time.perf_counter() - started),
             )
         return recovery
 

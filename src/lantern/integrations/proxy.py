@@ -194,7 +194,7 @@ def build_app(
     if service is None:
         from lantern.config import Config
 
-        service = MemoryService(path, embedder, Config(rewound=rewound))
+        service = MemoryService(path, embedder, Config(rewound=rewound), source="proxy")
     service.start_filler()
     bearer = HTTPBearer(auto_error=False)
 
