@@ -702,13 +702,27 @@ RECORD_WRITERS: dict[str, Callable[[Any, sqlite3.Connection, dict[str, Any], Imp
 
 # ---------------------------------------------------------------------------------------------- events (copy)
 _EVENT_COLUMNS = (
-    "time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, budget, rerank"
+    "time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, budget, rerank, "
+    "empty_reason, latency_ms, loss"
 )
 
 
 def read_events(store: Any) -> list[tuple]:
     """Every compaction event of ``store``, oldest first, as ``copy_events`` writes them."""
     return store.db.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY id").fetchall()
+
+
+def _copied_loss(loss: str | None, entry_ids: dict[int, int]) -> dict[str, Any] | None:
+    """An event's stored loss report with each item's entry id mapped through ``entry_ids``; an item whose entry the
+    copy does not know is left out (its counts stay)."""
+    if not loss:
+        return None
+    report = json.loads(loss)
+    for key in ("items", "cut"):
+        report[key] = [
+            {**i, "entry": entry_ids[i["entry"]]} for i in report.get(key, []) if i.get("entry") in entry_ids
+        ]
+    return report
 
 
 def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tuple[int, int]:
@@ -725,7 +739,9 @@ def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tu
         return 0, 0
     with target.store.transaction() as db:
         target.store.serialize(db, IMPORT_LOCK)  # two copies at once: each event looked up after the other's commit
-        for time, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank in rows:
+        for row in rows:
+            time, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank = row[:13]
+            empty_reason, latency_ms, loss = row[13:]
             if db.execute(
                 "SELECT 1 FROM events WHERE time = ? AND session = ? AND user_id = ? AND agent_id IS ? "
                 "AND project IS ? AND source = ? AND reason = ? AND query = ?",
@@ -746,6 +762,9 @@ def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tu
                 chars=chars,
                 budget=budget,
                 rerank=bool(rerank),
+                empty_reason=empty_reason,
+                latency_ms=latency_ms,
+                loss=_copied_loss(loss, entry_ids),
             )
             copied += 1
     return copied, present

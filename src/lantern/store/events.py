@@ -167,7 +167,7 @@ def add_event(
             int(budget),
             int(bool(rerank)),
             empty_reason,
-            None if latency_ms is None else round(float(latency_ms), 1),
+            None if latency_ms is None else round(float(latency_ms), 2),
             None if bounded is None else json.dumps(bounded, ensure_ascii=False),
         ),
     )
