@@ -2173,6 +2173,11 @@ def eval_(
             "numbers either way."
         ),
     ),
+    fit: bool = typer.Option(
+        False,
+        "--fit",
+        help="realcompact: also refit the loss model's weights (fit.json) and report them leave-one-repository-out.",
+    ),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
     Needs the `eval` extra (scipy, matplotlib); without it the command prints the one that installs it."""
@@ -2183,6 +2188,9 @@ def eval_(
         missing.append(str(e))
     if missing:  # checked before any work: the statistics and plots come last, after minutes of recovery
         _fail(_missing_extra("eval", "eval", ", ".join(missing)))
+
+    if dataset == "realcompact":
+        return _eval_realcompact(data, out, limit, system, fit)
 
     def run() -> None:
         try:
@@ -2235,6 +2243,37 @@ def eval_(
 
     # its stores are in the archive cache (eval/run.py default_cache_dir), not at the global --db
     _guard(run, cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval")
+
+
+def _eval_realcompact(data: Path, out: Path, limit: Optional[int], system: Optional[list[str]], fit: bool) -> None:
+    """``eval realcompact``: one call of ``lantern.eval.realcompact.main``."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from lantern.eval.realcompact import main as run_realcompact
+
+    console = Console(stderr=True)
+
+    def run() -> None:
+        with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
+            task = bar.add_task("compactions", total=None)
+            table = run_realcompact(
+                data,
+                out,
+                limit=limit,
+                systems=system or None,
+                fit=fit,
+                command="lantern " + shlex.join(sys.argv[1:]),
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        mid = table["budgets"][4000]["systems"]
+        typer.echo(
+            f"{table['events']} compactions, {table['facts']} lost facts; at 4,000 characters "
+            + ", ".join(f"{name} {row['macro']:.1f}%" for name, row in mid.items())
+        )
+        typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+
+    _guard(run)
 
 
 hook_app = typer.Typer(no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON).")

@@ -218,8 +218,8 @@ def _event(lt: Lantern, bm: Lantern, session: str, ev: Event, budgets, systems, 
             if name == "lantern":
                 rec = lt.recover_compaction(ev.summary, live=live, session=session, budget=b)
                 block = rec.text
-                if keep_loss and res.loss is None:
-                    res.loss, res.live_text = rec.loss, lt.live_text(live)
+                if res.loss is None:
+                    res.loss = rec.loss
             elif name in ("query-by-summary", "bm25"):
                 handle = lt if name == "query-by-summary" else bm
                 block = handle.explain(query, session, b, live, proactive=True, min_score=0).text
@@ -360,7 +360,45 @@ def render(results: Sequence[Result], budgets: Sequence[int], systems: Sequence[
         for t, (_, n) in types["lantern"].items():
             lines.append(f"| {t} | " + " | ".join(f"{types[s][t][0]}/{n}" for s in systems) + " |")
         lines.append("")
+        lines += _failures(results, mid)
     return "\n".join(lines)
+
+
+def failures(results: Sequence[Result], b: int) -> dict[str, Any]:
+    """Why ``lantern`` missed each fact it missed at budget ``b``: ``not_a_candidate`` (no lost item holds its
+    token: the tagger did not see it as a specific, or the summary or live context held a form of it) or
+    ``ranked_out`` (an item holds it, ranked too low for the budget; ``ranks``: its best item's rank)."""
+    out: dict[str, Any] = {"recovered": 0, "not_a_candidate": 0, "ranked_out": 0, "ranks": []}
+    for r in results:
+        got = set(r.recovered["lantern", b])
+        items = r.loss.items if r.loss is not None else []
+        for f in r.event.facts:
+            if f["token"] in got:
+                out["recovered"] += 1
+                continue
+            rank = next((k for k, it in enumerate(items, 1) if f["token"] in it.value), None)
+            if rank is None:
+                out["not_a_candidate"] += 1
+            else:
+                out["ranked_out"] += 1
+                out["ranks"].append(rank)
+    return out
+
+
+def _failures(results: Sequence[Result], b: int) -> list[str]:
+    if not any(("lantern", b) in r.recovered for r in results):
+        return []
+    f = failures(results, b)
+    ranks = f["ranks"]
+    median = f"{int(np.median(ranks))}" if ranks else "—"
+    return [
+        f"## Where lantern's misses at {b:,} characters come from",
+        "",
+        f"- recovered: {f['recovered']}",
+        f"- not a candidate (no lost item holds the token): {f['not_a_candidate']}",
+        f"- ranked out (a lost item holds it, below the budget's cut; median rank {median}): {f['ranked_out']}",
+        "",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ the fit
@@ -428,3 +466,45 @@ def cross_validate(results: Sequence[Result], budgets: Sequence[int] = BUDGETS) 
             held[b] += shares
             per_repo[repo][b] = 100 * float(np.mean(shares))
     return {"macro": {b: 100 * float(np.mean(v)) for b, v in held.items() if v}, "per_repo": per_repo}
+
+
+def main(
+    data: Path,
+    out: Path,
+    *,
+    limit: int | None = None,
+    systems: Sequence[str] | None = None,
+    fit: bool = False,
+    command: str = "",
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """``lantern eval realcompact``: run, then write ``report.md`` and ``results.json`` (and ``fit.json`` with
+    ``fit``: the refit weights and their leave-one-repository-out figures) to ``out``. Returns the summary table."""
+    import datetime
+
+    start = time.time()
+    chosen = tuple(systems or SYSTEMS)
+    results, skipped = run(data, systems=chosen, limit=limit, progress=progress, keep_loss=fit)
+    if not results:
+        raise LanternError(f"{data}: no compaction with a lost fact to evaluate")
+    meta = {
+        "seconds": time.time() - start,
+        "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command,
+        "skipped": skipped,
+    }
+    table = summary_table(results, BUDGETS, chosen)
+    out.mkdir(parents=True, exist_ok=True)
+    report = render(results, BUDGETS, chosen, meta)
+    if fit:
+        intercept, weights = fit_weights(results)
+        cv = cross_validate(results)
+        (out / "fit.json").write_text(
+            json.dumps({"intercept": intercept, "weights": weights, "leave_one_repo_out": cv}, indent=2) + "\n"
+        )
+        report += "\n## Refit (leave one repository out)\n\n" + json.dumps(cv["macro"]) + "\n"
+    if command:
+        report += f"\nCommand: `{command}`\n"
+    (out / "report.md").write_text(report)
+    (out / "results.json").write_text(json.dumps({"meta": meta, "table": table}, indent=2, default=str) + "\n")
+    return table
