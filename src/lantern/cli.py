@@ -2415,7 +2415,46 @@ def _ignore_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_GLOBAL_VALUE_OPTIONS = ("--db", "--embedder", "--rewound")
+
+
+def globals_first(argv: list[str]) -> list[str]:
+    """``argv`` with the global options (``--db``, ``--embedder``, ``--rewound``, each with its value, ``--opt=value``
+    too) that were given after the command moved before it, where the CLI reads them: ``lantern recover Q --db X``
+    is ``lantern --db X recover Q``. An option the command defines itself (``install claude-code --db``) stays
+    where it is, and so does everything after ``--``. Any other ``argv`` is returned unchanged."""
+    group: Any = typer.main.get_command(app)
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # the global options already in front
+        i += 1 if "=" in argv[i] or argv[i] not in _GLOBAL_VALUE_OPTIONS else 2
+    command, start = group, i
+    while isinstance(getattr(command, "commands", None), dict) and i < len(argv) and argv[i] in command.commands:
+        command = command.commands[argv[i]]
+        i += 1
+    if command is group:
+        return argv
+    own = {name for p in command.params for name in getattr(p, "opts", [])}
+    moved: list[str] = []
+    rest: list[str] = []
+    j = i
+    while j < len(argv):
+        token = argv[j]
+        if token == "--":
+            rest += argv[j:]
+            break
+        name = token.partition("=")[0]
+        if name in _GLOBAL_VALUE_OPTIONS and name not in own:
+            take = 1 if "=" in token or j + 1 >= len(argv) else 2
+            moved += argv[j : j + take]
+            j += take
+            continue
+        rest.append(token)
+        j += 1
+    return argv[:start] + moved + argv[start:i] + rest if moved else argv
+
+
 def main() -> None:
+    sys.argv[1:] = globals_first(sys.argv[1:])
     try:
         app()  # typer turns a KeyboardInterrupt into exit code 130 (SystemExit)
     except SystemExit as e:
