@@ -1865,6 +1865,7 @@ def chat(
                 budget=budget,
                 top_k=top_k,
                 rerank=rerank,
+                max_tokens=max_tokens,
             )
             questions = [once] if once is not None else _questions(interactive)
             for question in questions:
