@@ -100,14 +100,24 @@ def test_embedder_mismatch_from_cli(tmp_path, transcript):
     assert proc.returncode == 2 and b"differ" in proc.stderr
 
 
-def test_demo_prints_real_figures(tmp_path):
-    proc = lantern("demo", "--no-show-block", columns=200)
+def test_demo_tells_the_story_first_then_prints_real_figures(tmp_path):
+    """Issue 37: per session, the compaction, then one line per lost fact (back from which turn, or not), before
+    the figures; the block only with --show-block; the 97 calls -> 86 turns explained."""
+    proc = lantern("demo", columns=200)
     assert proc.returncode == 0, proc.stderr.decode()
     out = proc.stdout.decode()
     assert "facts lost" in out and "archive latency per turn: p50" in out
     assert "No network, no LLM calls." in out
     lost, recovered = map(int, re.search(r"│ all .*?│\s+(\d+) │\s+(\d+) \(", out).groups())
     assert lost > 0 and 0 < recovered <= lost
+    story = out[: out.index("facts lost")]
+    back = re.findall(r"^  ✓ (.+?)\s+lost with turn \d+, back in the block's turn \d+$", story, re.M)
+    gone = re.findall(r"^  ✗ (.+?)\s+lost with turn \d+, not in the block$", story, re.M)
+    assert (len(back), len(back) + len(gone)) == (recovered, lost)
+    assert story.count("the context was compacted") == 3 and "injected block for" not in out
+    assert "86 turns from the 97 archive calls (11 calls repeated a turn" in out
+    shown = lantern("demo", "--show-block", columns=200).stdout.decode()
+    assert shown.count("injected block for") == 3 and shown.index("injected block for") < shown.index("facts lost")
 
 
 def test_search_table_shows_bracketed_text_and_secret_placeholders(tmp_path):

@@ -1912,9 +1912,12 @@ def demo(
         callback=_sqlite_only,
         help="Where to build the demo database, a SQLite file (default: a temp dir).",
     ),
-    show_block: bool = typer.Option(True, "--show-block/--no-show-block", help="Print the injected block."),
+    show_block: bool = typer.Option(
+        False, "--show-block/--no-show-block", help="Also print each injected block, after its session's story."
+    ),
 ) -> None:
-    """Archive a real aider session, compact it, and measure what recovery brings back. No network, no LLM."""
+    """Archive real aider sessions, compact them, and show what each compaction lost and what recovery brought
+    back (one line per fact), then the figures. No network, no LLM."""
     from lantern.demo import run as run_demo
 
     _guard(lambda: run_demo(_db_location(db), show_block=show_block, console=_stdout_console()), db or None)
