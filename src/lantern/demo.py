@@ -89,7 +89,12 @@ def compact_and_recover(
     back_from = {f: turn for f in recovered if (turn := _turn_in_block(rec.text, f)) is not None}
     if entry_ids is not None:
         lantern.record_compaction(
-            rec, session=session, reason="gist", lost=[i for i in entry_ids[: t - KEEP] if i is not None], source="demo"
+            rec,
+            session=session,
+            reason="gist",
+            lost=[i for i in entry_ids[: t - KEEP] if i is not None],
+            source="demo",
+            latency_ms=ms,
         )
     return CompactionResult(
         session,
