@@ -474,7 +474,7 @@ def recover_after_compaction(
             return lantern.recover(question, session=session, budget=budget, exclude=live)
 
         reason = "back_reference"
-    recovery, empty = fit_output(run, ctx.budget, lambda text: len(json.dumps(_output(event, text))), OUTPUT_CAP_CHARS)
+    recovery, empty = fit_output(run, ctx.budget, lambda text: len(_printed(_output(event, text))), OUTPUT_CAP_CHARS)
     if record:
         lantern.record_compaction(
             recovery,
@@ -512,6 +512,11 @@ def _lost(lantern: Any, session: str, live: list) -> list[int]:
     archive = SessionArchive(lantern.store, session, lantern.scope)
     present = archive.present_in(lantern.live_text(live)) if archive.ids else set()
     return [i for i in archive.order if i not in present]
+
+
+def _printed(out: dict[str, Any]) -> str:
+    """The hook's stdout for ``out``: what Claude Code measures against its output cap."""
+    return json.dumps(out, ensure_ascii=False)
 
 
 def _output(event: str, text: str) -> dict[str, Any]:
@@ -603,7 +608,7 @@ def run(
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
-        return json.dumps(out, ensure_ascii=False) if out else ""
+        return _printed(out) if out else ""
     except TranscriptSkipped as e:
         log_line(event, f"skipped: {e}")
         return ""
