@@ -282,7 +282,7 @@ def test_session_start_after_compaction_recovers_what_the_summary_dropped(env, t
         (event,) = memory.events()
     assert event.source == "claude-code" and event.reason == "compact_boundary" and event.chars == len(context)
     assert event.latency_ms > 0 and event.empty_reason is None
-    assert event.loss["packed"] > 0 and any(i["value"] == "5433" for i in event.loss["items"])
+    assert event.loss["packed"] > 0 and all(i["value"].rstrip("…") in context for i in event.loss["items"])
 
 
 def test_session_start_compact_without_a_compaction_or_with_an_error_leaves_a_receipt_saying_why(env, tmp_path):
