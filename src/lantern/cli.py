@@ -1665,10 +1665,10 @@ def events(
     """Compaction events: when a compaction was detected (proxy, hooks, API), the turns it lost, what was injected.
 
     Each event names its session, how it was detected, the lost entries (recovered: injected again; not recovered),
-    the injected entries and characters, the recovery's latency, and why nothing was injected when nothing was.
-    Under the table, per compaction recovery: what the summary lost, by type (with how many came back), and the
-    specifics that came back, each with the turn it was seen in. `lantern ui` shows them on the session's
-    timeline."""
+    the injected entries and characters, the latency, and why nothing was injected when nothing was.
+
+    Under the table: what each compaction's summary lost, by type, and the specifics that came back, each with its
+    turn. `lantern ui` shows them on the session's timeline."""
     from rich.markup import escape
     from rich.table import Table
 
