@@ -235,10 +235,17 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     return None
 
 
-def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offsets | None = None) -> str:
+def run(
+    stdin_text: str,
+    db: str | os.PathLike[str] | None = None,
+    offsets: Offsets | None = None,
+    rewound: str | None = None,
+    opener: Any = None,
+) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
-    Never raises: an internal error returns "", is logged (``~/.lantern/logs/codex.log``) and, at a
-    SessionStart(compact), leaves an ``error`` receipt."""
+    ``rewound`` is not used (a rollout has no branches; the daemon passes it to every host); ``opener``:
+    ``HookContext.opener`` (the warm daemon's open handle). Never raises: an internal error returns "", is logged
+    (``~/.lantern/logs/codex.log``) and, at a SessionStart(compact), leaves an ``error`` receipt."""
     event, payload, ctx = "", None, None
     try:
         from lantern.config import default_db_path
@@ -254,6 +261,7 @@ def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offs
             offsets=offsets or Offsets(offsets_path()),
             user=os.environ.get("LANTERN_USER") or None,
             host=HOST,
+            opener=opener,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Codex's: only our JSON goes there
             out = handle(payload, ctx)
@@ -270,13 +278,15 @@ def run(stdin_text: str, db: str | os.PathLike[str] | None = None, offsets: Offs
         return ""
 
 
-def main(db: str | os.PathLike[str] | None = None) -> int:
-    """Entry point of ``lantern hook codex``: stdin -> stdout, exit code 0 always."""
-    try:
-        text = sys.stdin.read()
-    except BaseException as e:  # noqa: BLE001
-        log_error("", e, HOST)
-        return 0
+def main(db: str | os.PathLike[str] | None = None, text: str | None = None) -> int:
+    """Entry point of ``lantern hook codex``, in-process: stdin (or ``text``, already read) -> stdout, exit code 0
+    always."""
+    if text is None:
+        try:
+            text = sys.stdin.read()
+        except BaseException as e:  # noqa: BLE001
+            log_error("", e, HOST)
+            return 0
     out = run(text, db)
     if out:
         sys.stdout.write(out + "\n")
