@@ -412,6 +412,8 @@ class Lantern:
         record: bool = False,
         source: str = "api",
         reason: str = "summary",
+        rerank: bool = False,
+        llm: LLMSettings | LLMClient | None = None,
     ) -> Recovery:
         """What a compaction lost, as the block to inject after it (docs/architecture.md §3.8; recover/loss.py).
 
@@ -424,9 +426,10 @@ class Lantern:
         first by the chance the next turns use them, each on the line of the turn it was last seen in, then the
         lines they were seen in. ``Recovery.loss`` reports every lost item, packed or cut, by type;
         ``Recovery.reason`` says why a block is empty (nothing_archived, nothing_lost, budget). Zero LLM calls;
-        never withheld by the relevance floor. With ``record`` the compaction is stored as one event
-        (``record_compaction``; ``source``, ``reason`` as there). Raises ValueError for a bad budget and TypeError
-        for a bad ``live`` or ``summary``."""
+        never withheld by the relevance floor. ``rerank``: one LLM call (``llm``, as ``recover``'s) puts first the lost
+        items the task needs most (``Recovery.rerank``; a failure keeps the weight order, with one warning). With
+        ``record`` the compaction is stored as one event (``record_compaction``; ``source``, ``reason`` as there).
+        Raises ValueError for a bad budget and TypeError for a bad ``live`` or ``summary``."""
         if summary is not None and not isinstance(summary, str):
             raise TypeError(f"summary must be a string or None, got {type(summary).__name__}")
         scope = resolve(self.scope, user, agent, project)
@@ -445,7 +448,12 @@ class Lantern:
             session=session_name,
             scope=scope,
             budget=budget,
+            llm=self.llm_client(llm) if rerank else None,
+            rerank_top_n=self.config.rerank_top_n,
+            rerank_prompt_chars=self.config.rerank_prompt_chars,
         )
+        if result.rerank is not None and result.rerank.warning:
+            log.warning("%s", result.rerank.warning)
         if record:
             lost = sorted({s.entry_id for it in (result.loss.items if result.loss else []) for s in it.seen})
             self.record_compaction(

@@ -92,8 +92,8 @@ class Compaction:
     ) -> Recovery:
         """The block to inject: ``lantern.recover_compaction(summary, live=live messages, session=...)`` in the scope
         the compaction was detected in: the specifics the summary and the live context lost (recover/loss.py);
-        turns rewound away (``abandoned_entry_ids``) count as live, never as lost. ``rerank`` and ``llm`` apply to
-        question recoveries only and are ignored here: the compaction block is ranked by the loss model. With
+        turns rewound away (``abandoned_entry_ids``) count as live, never as lost. ``rerank``: one LLM call through
+        ``llm`` puts first the lost items the task needs most (``Lantern.recover_compaction``). With
         ``record`` (default) the compaction is stored as one event (``Lantern.record_compaction``: ``lantern
         events``, the inspector) with ``source`` naming who detected it."""
         scope = self.scope or lantern.scope
@@ -107,6 +107,8 @@ class Compaction:
             user=scope.user,
             agent=scope.agent,
             project=scope.project,
+            rerank=rerank,
+            llm=llm,
         )
         if record:
             lantern.record_compaction(

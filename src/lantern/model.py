@@ -70,6 +70,7 @@ _ROLES = "user|assistant|system|tool|developer|function"
 _MESSAGE = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
 _CALL = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
 _RESULT = re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
+_STARTS = tuple(_ROLES.split("|"))  # every prefix above starts with a role name ("tool result" with "tool")
 
 
 @dataclass
@@ -93,6 +94,9 @@ def split_rendered(text: str) -> list[RenderedBlock]:
     at = 0
     for line in text.split("\n"):
         start, at = at, at + len(line) + 1
+        if out and not line.startswith(_STARTS):  # a continuation line: no prefix can match (the common case)
+            out[-1].text += "\n" + line
+            continue
         m = _CALL.match(line)
         if m:
             out.append(RenderedBlock("call", m["role"], m["tool"], line[m.end() :], start))
