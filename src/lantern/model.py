@@ -320,6 +320,35 @@ class Recovery:
         return out
 
 
+def loss_lines(loss: dict[str, Any] | None, items: int = 10, head: str = "") -> list[str]:
+    """A loss report (``Loss.to_json`` or an event's bounded one) as lines a person reads: one line of what the
+    compaction lost, by type, with how many came back; then one line per specific that came back (its type, its
+    value, the turn it was last seen in), at most ``items`` of them; then how many were cut for the budget, with the
+    best-weighted ones. ``head`` starts the first line (``"event 12: "``). [] for no report."""
+    if not loss:
+        return []
+    by_type = loss.get("by_type") or {}
+    kinds = ", ".join(
+        f"{t} {row.get('lost', 0)}" + (f" ({row['packed']} back)" if row.get("packed") else "")
+        for t, row in by_type.items()
+    )
+    lost, packed = int(loss.get("lost", 0)), int(loss.get("packed", 0))
+    lines = [f"{head}the summary lost {lost} specifics" + (f": {kinds}" if kinds else "") + f"; {packed} came back"]
+    back = list(loss.get("items") or [])
+    width = max((len(str(i.get("type", ""))) for i in back[:items]), default=0)
+    for item in back[:items]:
+        lines.append(
+            f"  back  {str(item.get('type', '')):<{width}}  {item.get('value', '')}  (turn {item.get('turn')})"
+        )
+    if packed > min(items, len(back)):
+        lines.append(f"  ... {packed - min(items, len(back))} more came back")
+    cut = list(loss.get("cut") or [])
+    if lost > packed:
+        best = ", ".join(f"{i.get('value', '')} (turn {i.get('turn')})" for i in cut[:3])
+        lines.append(f"  cut   {lost - packed} for the budget" + (f", best: {best}" if best else ""))
+    return lines
+
+
 def extends(text: str, earlier: str) -> bool:
     """Whether ``text`` is the turn ``earlier`` grown: its text followed by more on a new line (a live turn archived
     first with the user message, later with the reply). The one rule of a turn's growth: ``add`` replaces the

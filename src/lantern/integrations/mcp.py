@@ -387,7 +387,7 @@ def _silence_stdout() -> None:
 def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> _Server:
     """The MCP server (the SDK's FastMCP in 1.x, MCPServer in 2.x) over the database at ``path`` (default
     ``$LANTERN_DB`` or ``~/.lantern/lantern.db``). It reports Lantern's version to clients, not the SDK's."""
-    service = MemoryService(path, embedder, warm=True)
+    service = MemoryService(path, embedder, warm=True, source="mcp")
     service.start_filler()
     if SDK_MAJOR >= 2:
         server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING", version=lantern_version())

@@ -208,7 +208,7 @@ def build_app(
     if service is None:
         from lantern.config import Config
 
-        service = MemoryService(path, embedder, Config(rewound=rewound))
+        service = MemoryService(path, embedder, Config(rewound=rewound), source="proxy")
     service.start_filler()
     bearer = HTTPBearer(auto_error=False)
 
@@ -554,15 +554,16 @@ def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[st
     conversation resent on every request is not re-summarized and re-embedded, nor are the turns a compacted
     context kept. A runtime's compaction summary message (``compaction.is_runtime_summary``) is not archived: it
     is the runtime's lossy rewrite of turns already archived, not a turn of the conversation (Claude Code ingest
-    keeps its compact summaries out of the store too); a user message that merely looks like a summary is."""
+    keeps its compact summaries out of the store too), and neither is a user message opening the conversation
+    with a summary's markup (``runtime_summaries``); a user message that merely looks like a summary is."""
     from lantern.archive.chunk import chunk
     from lantern.archive.pipeline import session_name
-    from lantern.compaction import is_runtime_summary
+    from lantern.compaction import runtime_summaries
     from lantern.model import ArchiveResult
     from lantern.scope import resolve
 
     scope = scope or {}
-    messages = [m for m in messages if not is_runtime_summary(m)]
+    messages = [m for m, summary in zip(messages, runtime_summaries(messages)) if not summary]
     if not messages:
         return
     parsed = lantern.writer.messages(messages)
