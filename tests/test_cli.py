@@ -929,7 +929,7 @@ def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval
     --second-embedder are checked when parsed, with the Python API's message; no database is made or opened."""
     db = archived_db(tmp_path)
-    message = "unknown embedder 'bogus'; choose one of minilm, use, e5, routed, routed-v1"
+    message = "unknown embedder 'bogus'; choose one of minilm, use, e5, routed, routed-v1, fake"
     for args in (
         ["--embedder", "bogus", "recover", "x"],
         ["--embedder", "bogus", "ingest", str(tmp_path / "cli.db.jsonl")],
