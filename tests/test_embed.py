@@ -22,6 +22,8 @@ from lantern.embed import (
 )
 from lantern.errors import ModelNotFoundError
 
+pytestmark = pytest.mark.real_models  # embeddings themselves: the real models
+
 PORT = "the database listens on port 5433"
 QUESTION = "which port does postgres use"
 PIZZA = "I like pizza"
@@ -158,7 +160,7 @@ def test_get_embedder(minilm):
     assert isinstance(get_embedder("minilm"), MiniLMEmbedder)
     assert isinstance(get_embedder("use"), USEEmbedder)
     assert get_embedder(minilm) is minilm
-    assert set(EMBEDDERS) == {"minilm", "use", "e5", "routed", "routed-v1"}
+    assert set(EMBEDDERS) == {"minilm", "use", "e5", "routed", "routed-v1", "fake"}
     with pytest.raises(ValueError, match="unknown embedder"):
         get_embedder("bert-large")
 
