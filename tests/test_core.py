@@ -64,6 +64,7 @@ def test_archive_keeps_tool_arguments_and_results_verbatim(lantern):
     assert any(t.value == "src/billing/db_config.py" for t in entry.tags)
 
 
+@pytest.mark.real_models  # the default embedder's layout and id
 def test_store_is_sqlite_wal_with_fts_and_int8_blobs(lantern, tmp_path):
     lantern.archive(PORT_TURN + filler_messages(), session="s1")
     db = sqlite3.connect(tmp_path / "m.db")
@@ -275,6 +276,7 @@ def test_failure_in_the_middle_of_an_archive_leaves_the_store_unchanged(lantern,
     assert lantern.archive(filler_messages(), session="s2").added == 5
 
 
+@pytest.mark.real_models  # the default embedder's layout and id
 def test_embedder_mismatch_is_a_clear_error_and_reindex_switches(tmp_path):
     path = tmp_path / "m.db"
     with Lantern(path) as lt:
@@ -344,7 +346,7 @@ def test_reindex_by_another_handle_blocks_stale_writers(tmp_path):
     path = tmp_path / "m.db"
     with Lantern(path, embedder="routed") as a, Lantern(path) as b, Lantern(path) as follower:
         a.archive(PORT_TURN, session="s")
-        b.reindex("use")
+        b.reindex("fake")
         with pytest.raises(EmbedderMismatchError):
             a.archive(filler_messages(), session="s")
         with pytest.raises(EmbedderMismatchError):

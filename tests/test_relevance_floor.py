@@ -21,6 +21,8 @@ from lantern.config import Config
 from lantern.recover.relevance import BM25_FLOOR, COSINE_FLOORS, MIN_ENTRIES, Relevance, cosine_model
 from unanswerable import answerable, conversation, unanswerable
 
+pytestmark = pytest.mark.real_models  # cosine floors calibrated on the real models
+
 AIDER = Path(__file__).resolve().parents[1] / "src/lantern/data/demo/aider-chat-excerpt.md"
 STORES = (("infra", "home"), ("lab",), ("infra",))
 
