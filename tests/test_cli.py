@@ -1,7 +1,8 @@
-"""The ``lantern`` command as a user runs it: a real database file, the real model; in the test process
-(tests/clirun.py: typer's CliRunner, a real pseudo-terminal where the command must see one), and as real processes
-for what only a process shows (the entry point, a missing extra at import time, file modes in a user namespace, a
-full disk in a mount namespace; ``test_in_process_runs_print_what_a_process_prints`` checks the two agree)."""
+"""The ``lantern`` command as a user runs it: a real database file, the fake embedder (tests/conftest.py); in the test
+process (tests/clirun.py: typer's CliRunner, a real pseudo-terminal where the command must see one), and as real
+processes for what only a process shows (the entry point, a missing extra at import time, file modes in a user
+namespace, a full disk in a mount namespace; ``test_in_process_runs_print_what_a_process_prints`` checks the two
+agree)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Many processes, one database (issue 6, part 8): concurrent archiving and recovering loses no turn and never
 shows "database is locked"; a process killed mid-ingest leaves a consistent store. Real processes (spawn), real
-SQLite file (WAL), real MiniLM model."""
+SQLite file (WAL), the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 

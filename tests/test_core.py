@@ -1,4 +1,4 @@
-"""The core end to end on the real SQLite store (temp file, WAL) and the real MiniLM model."""
+"""The core end to end on the real SQLite store (temp file, WAL) and the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 

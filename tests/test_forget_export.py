@@ -1,5 +1,5 @@
 """Forgetting and portability (issue 6, part 7): a forgotten secret is gone from every path, raw file bytes
-included; JSONL export / import round-trips. Real SQLite file, real MiniLM model."""
+included; JSONL export / import round-trips. Real SQLite file, the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 

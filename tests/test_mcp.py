@@ -1,5 +1,5 @@
-"""The MCP server end to end: the official SDK's client spawns `python -m lantern.cli --db TMP mcp` over stdio
-(real SQLite file, real embedding model), lists the tools, archives a conversation and recovers its port; the
+"""The MCP server end to end: the official SDK's client spawns `python -m lantern.cli --db TMP mcp` over stdio (real
+SQLite file, the fake embedder (tests/conftest.py)), lists the tools, archives a conversation and recovers its port; the
 tests of the tools' argument handling talk to the same server in-process (the SDK's in-memory transport)."""
 
 from __future__ import annotations

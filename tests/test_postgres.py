@@ -1,6 +1,7 @@
-"""What only the PostgreSQL backend has: migrations under an advisory lock, the HNSW index, the SQL translation of
-the shared modules, the operations it refuses, and its connection errors. A real server (pgserver, conftest.py
-``pg_server``) and the real models; tests/test_backends.py runs the shared behaviour on both backends."""
+"""What only the PostgreSQL backend has: migrations under an advisory lock, the HNSW index, the SQL translation of the
+shared modules, the operations it refuses, and its connection errors. A real server (pgserver, conftest.py
+``pg_server``) and the fake embedder (tests/conftest.py); tests/test_backends.py runs the shared behaviour on both
+backends."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Privacy of the archive (issue 5, parts 1 and 2): secrets never stored in clear, private spans never stored.
 
-On the real store (a Lantern on a temp file, WAL, the real MiniLM model) with the corpora of
+On the real store (a Lantern on a temp file, WAL, the fake embedder (tests/conftest.py)) with the corpora of
 tests/fixtures/secrets/ (made up by us; see make_corpus.py there): every corpus secret is absent from every table
 (entries, FTS content and vocabulary, meta, ...) and from the raw bytes of the .db and -wal files; a question about
 it recovers its placeholder; look-alikes (git hashes, UUIDs, sha256, ports, versions, base64 images, ...) stay
