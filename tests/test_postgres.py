@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern as cli
 from lantern import Lantern, LanternError, UnsupportedBackendError
 from lantern.api import copy_store
@@ -232,7 +233,7 @@ def _leaks(text: str, password: str) -> list[str]:
     return [s for s in (password, unquote(password), *MARKERS) if s and s in text]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES))
 def test_a_password_of_any_characters_never_reaches_an_error_line(password, shape):
     """F6 (breaker-23): whatever a password holds, and wherever the URL puts it, neither the Python API's error nor
@@ -264,7 +265,7 @@ def test_a_password_of_any_characters_never_reaches_the_commands_error_line(pass
         assert not _leaks(err, password), err
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES), split=st.sampled_from("@/?#: "))
 def test_scrub_leaves_nothing_of_the_password_in_what_a_driver_may_quote(password, shape, split):
     """config.scrub, what every message quoting a driver's words goes through (store, copy, the CLI's _guard, the

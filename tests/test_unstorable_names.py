@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.scope import clean_name
 
@@ -80,7 +81,7 @@ def stores(tmp_path_factory, request):
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(session=names(), user=names(), agent=names(), project=names(), key=names())
 def test_a_turn_written_under_raw_names_is_found_and_forgotten_by_them(
     stores, backend, session, user, agent, project, key
@@ -178,7 +179,7 @@ def bad_vectors(draw, dim: int) -> np.ndarray:
     return (np.array(signs) * scale).astype("<f4")
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_an_imported_vector_no_embedder_writes_is_a_bad_line_without_warnings(data, tmp_path_factory):
     """An export line whose embedding is all zero, subnormal or huge is an ExportFormatError naming the line and the
