@@ -64,7 +64,7 @@ def test_two_processes_migrating_at_once_leave_one_schema(pg_url):
 
 
 def test_hnsw_index_finds_what_exact_search_finds(pg_url):
-    with Lantern(pg_url(), embedder="minilm") as lt:
+    with Lantern(pg_url(), embedder="fake") as lt:
         lt.archive(TURNS, session="chat")
         lt.archive([{"role": "user", "content": f"note {i}: the nightly job {i} ran fine"} for i in range(20)], "n")
         query = lt.embedder.embed(["which port does staging redis use"])[0]
@@ -531,7 +531,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from lantern import Lantern
 url, k, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-with Lantern(url, embedder="minilm", user=f"u{k // 2}") as lt:
+with Lantern(url, embedder="fake", user=f"u{k // 2}") as lt:
     prev = []
     for i in range(n):
         turn = [
@@ -546,7 +546,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from lantern import Lantern
 url, n = sys.argv[2], int(sys.argv[3])
-with Lantern(url, embedder="minilm", user="u0") as lt:
+with Lantern(url, embedder="fake", user="u0") as lt:
     for i in range(n):
         lt.recover(f"which port does service {i} listen on?", budget=1000)  # pending recoveries the writers judge
 """
@@ -561,7 +561,7 @@ def test_writers_and_a_reader_in_parallel_processes_lose_and_repeat_no_turn(pg_u
     from collections import Counter
 
     url, writers, turns = pg_url(), 3, 30
-    with Lantern(url, embedder="minilm") as lt:  # the schema and embedder recorded once, before the race
+    with Lantern(url, embedder="fake") as lt:  # the schema and embedder recorded once, before the race
         lt.archive([{"role": "user", "content": "which port does the first service listen on?"}], session="load")
     procs = [
         subprocess.Popen([sys.executable, "-c", LOAD_WRITER, SRC, url, str(k), str(turns)], stderr=subprocess.PIPE)

@@ -182,12 +182,9 @@ def test_placeholders_name_the_kind_and_a_fingerprint(archived):
         assert all(t.value not in c["secrets"] for t in entry.tags)
 
 
-def test_a_question_about_a_secret_recovers_its_placeholder(archived):
-    """Every placeholder is found by a question about its secret (within the case's session, without the relevance
-    floor: whether a block clears the floor is recover/relevance.py's concern). With the default floor, at most two
-    are held back: measured, the two Chinese questions of huggingface-zh and zh-koling-wei (USE cosine 0.317 /
-    0.312 against the 0.32 floor, BM25 0.60 / 0.65 of the ideal against 0.8)."""
-    lantern, path, results = archived
+def _questions_finding_placeholders(lantern, results) -> tuple[int, int, int]:
+    """How many CASES' questions bring back a placeholder of their secret: over every session, within the case's
+    session without the relevance floor, and within it with the default floor."""
     found_global, found_session, floored_session = 0, 0, 0
     for c in CASES:
         entry = lantern.store.entries(results[c["id"]].entry_ids)[results[c["id"]].entry_ids[0]]
@@ -199,6 +196,27 @@ def test_a_question_about_a_secret_recovers_its_placeholder(archived):
         f"\n[redact] question -> placeholder: {found_global}/{len(CASES)} over all {len(CASES)} sessions, "
         f"{found_session}/{len(CASES)} within the case's session ({floored_session} with the relevance floor)"
     )
+    return found_global, found_session, floored_session
+
+
+def test_a_question_about_a_secret_recovers_its_placeholder(archived):
+    """Every placeholder is found by a question about its secret (within the case's session, without the relevance
+    floor: whether a block clears the floor is recover/relevance.py's concern), and nearly every one over all
+    sessions."""
+    lantern, path, results = archived
+    found_global, found_session, _ = _questions_finding_placeholders(lantern, results)
+    assert found_session == len(CASES)
+    assert found_global >= 0.9 * len(CASES)
+
+
+@pytest.mark.real_models  # the floor's cosines are calibrated on the real models
+def test_the_relevance_floor_holds_back_at_most_two_questions_about_a_secret(tmp_path):
+    """With the default floor, at most two placeholders are held back: measured, the two Chinese questions of
+    huggingface-zh and zh-koling-wei (USE cosine 0.317 / 0.312 against the 0.32 floor, BM25 0.60 / 0.65 of the
+    ideal against 0.8)."""
+    with Lantern(tmp_path / "secrets.db") as lantern:
+        results = {c["id"]: lantern.archive(c["messages"], session=c["id"]) for c in CASES}
+        found_global, found_session, floored_session = _questions_finding_placeholders(lantern, results)
     assert found_session == len(CASES)
     assert floored_session >= len(CASES) - 2
     assert found_global >= 0.9 * len(CASES)
