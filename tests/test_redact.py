@@ -1,6 +1,6 @@
 """Privacy of the archive (issue 5, parts 1 and 2): secrets never stored in clear, private spans never stored.
 
-On the real store (a Lantern on a temp file, WAL, the fake embedder (tests/conftest.py)) with the corpora of
+On the real store (a Lantern on a temp file, WAL, the real MiniLM model) with the corpora of
 tests/fixtures/secrets/ (made up by us; see make_corpus.py there): every corpus secret is absent from every table
 (entries, FTS content and vocabulary, meta, ...) and from the raw bytes of the .db and -wal files; a question about
 it recovers its placeholder; look-alikes (git hashes, UUIDs, sha256, ports, versions, base64 images, ...) stay
@@ -187,7 +187,7 @@ def test_placeholders_name_the_kind_and_a_fingerprint(archived):
 
 def _questions_finding_placeholders(lantern, results) -> tuple[int, int, int]:
     """How many CASES' questions bring back a placeholder of their secret: over every session, within the case's
-    session without the relevance floor, and within it with the default floor."""
+    session without the injection decision, and within it with the default decision."""
     found_global, found_session, floored_session = 0, 0, 0
     for c in CASES:
         entry = lantern.store.entries(results[c["id"]].entry_ids)[results[c["id"]].entry_ids[0]]
@@ -197,31 +197,30 @@ def _questions_finding_placeholders(lantern, results) -> tuple[int, int, int]:
         floored_session += any(m in lantern.recover(c["question"], session=c["id"]).text for m in marks)
     print(
         f"\n[redact] question -> placeholder: {found_global}/{len(CASES)} over all {len(CASES)} sessions, "
-        f"{found_session}/{len(CASES)} within the case's session ({floored_session} with the relevance floor)"
+        f"{found_session}/{len(CASES)} within the case's session ({floored_session} with the injection decision)"
     )
     return found_global, found_session, floored_session
 
 
 def test_a_question_about_a_secret_recovers_its_placeholder(archived):
-    """Every placeholder is found by a question about its secret (within the case's session, without the relevance
-    floor: whether a block clears the floor is recover/relevance.py's concern), and nearly every one over all
-    sessions."""
+    """Every placeholder is found by a question about its secret (within the case's session, without the injection
+    decision: what it injects is recover/relevance.py's concern), and nearly every one over all sessions."""
     lantern, path, results = archived
     found_global, found_session, _ = _questions_finding_placeholders(lantern, results)
     assert found_session == len(CASES)
     assert found_global >= 0.9 * len(CASES)
 
 
-@pytest.mark.real_models  # the floor's cosines are calibrated on the real models
-def test_the_relevance_floor_holds_back_at_most_two_questions_about_a_secret(tmp_path):
-    """With the default floor, at most two placeholders are held back: measured, the two Chinese questions of
-    huggingface-zh and zh-koling-wei (USE cosine 0.317 / 0.312 against the 0.32 floor, BM25 0.60 / 0.65 of the
-    ideal against 0.8)."""
+@pytest.mark.real_models  # the injection decision's cosines are calibrated on the real models
+def test_the_injection_decision_keeps_the_questions_about_a_secret(tmp_path):
+    """With the default decision, measured 2026-12-07: all 62 (the all-or-nothing floor before it held back the two
+    Chinese questions of huggingface-zh and zh-koling-wei, whose evidence is short of clear: they get the short
+    block)."""
     with Lantern(tmp_path / "secrets.db") as lantern:
         results = {c["id"]: lantern.archive(c["messages"], session=c["id"]) for c in CASES}
         found_global, found_session, floored_session = _questions_finding_placeholders(lantern, results)
     assert found_session == len(CASES)
-    assert floored_session >= len(CASES) - 2
+    assert floored_session >= len(CASES) - 1
     assert found_global >= 0.9 * len(CASES)
 
 
