@@ -458,7 +458,7 @@ def test_a_huge_query_is_read_up_to_max_query_chars(lantern):
 
     lantern.archive(PORT_TURN + filler_messages(), session="s1")
     huge = "which port is the billing database on? " + "端口配置说明 " * 100_000
-    rec = lantern.recover(huge, session="s1")
+    rec = lantern.recover(huge, session="s1", min_score=0)  # the cap is tested, not the injection decision
     assert len(rec.query) == MAX_QUERY_CHARS and rec.query == huge[:MAX_QUERY_CHARS]
     assert "5433" in rec.text
     assert len(lantern.explain(huge, session="s1").query) == MAX_QUERY_CHARS
