@@ -489,6 +489,7 @@ def _interrupted_mid_call(db, second: bool, busy: bool = True, signals: int = 1)
     return proc.returncode, err.decode("utf-8", "replace")
 
 
+@pytest.mark.real_models  # the call in progress is the real model embedding a big archive (fake: done in 0.5 s)
 def test_mcp_ctrl_c_finishes_the_call_in_progress_and_says_so(tmp_path):
     """Ctrl-C during a call: the call's write completes (one transaction), a line on stderr says so, exit 130."""
     from lantern import Lantern
@@ -502,6 +503,7 @@ def test_mcp_ctrl_c_finishes_the_call_in_progress_and_says_so(tmp_path):
     assert Lantern(tmp_path / "mcp.db").stats()["entries"] == 1 + 800
 
 
+@pytest.mark.real_models  # the call in progress is the real model embedding a big archive (fake: done in 0.5 s)
 def test_mcp_second_ctrl_c_abandons_the_call_and_stores_none_of_it(tmp_path):
     """A second Ctrl-C leaves at once (it used to print a long ExceptionGroup traceback): none of the call is
     stored, the database is intact and keeps what earlier calls wrote."""
