@@ -21,6 +21,39 @@ settings.register_profile("dev", max_examples=20, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
+# ---------------------------------------------------------------- embedders: the fake one, and the real tier
+# A test runs on the fake embedder (lantern.embed.FakeEmbedder, "fake": feature hashing, no model) unless it, its
+# class or its module is marked ``real_models``: then on the real ones (the default embedder, "routed"). The fake is
+# chosen the way a user chooses an embedder, through the registry: ``$LANTERN_EMBEDDER`` names the embedder of a new
+# database (embed.default_embedder_name), so every path (the Python API, the in-process CLI, the servers and the
+# subprocesses a test starts, which inherit the variable) opens it as it would a real one; a database keeps the
+# embedder it recorded, whatever the variable. A module's fixtures are set up with its first test, so a module whose
+# shared store serves tests of both tiers is marked whole. ``pytest --real-models`` runs every test on the real
+# models.
+def pytest_addoption(parser):
+    parser.addoption(
+        "--real-models",
+        action="store_true",
+        help="run every test on the real embedding models, not only those marked real_models",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "real_models: runs on the real embedding models (the default embedder), not the fake one"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the test's fixtures are set up (a module's fixtures with its first test): the embedder of the new
+    databases it makes."""
+    if item.config.getoption("--real-models") or item.get_closest_marker("real_models") is not None:
+        os.environ.pop("LANTERN_EMBEDDER", None)
+    else:
+        os.environ["LANTERN_EMBEDDER"] = "fake"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _use_load_cache(tmp_path_factory):
     """The USE load cache (lantern/embed/use_cache.py) of this test run lives in a temporary folder, never in the
@@ -97,11 +130,12 @@ def built_db(tmp_path_factory):
     built: dict[str, object] = {}
 
     def copy(name: str, build, dest):
-        if name not in built:
+        key = (name, os.environ.get("LANTERN_EMBEDDER"))  # a test of the real tier never gets the fake tier's copy
+        if key not in built:
             path = tmp_path_factory.mktemp("built") / f"{name}.db"
             build(path)
-            built[name] = path
-        source = built[name]
+            built[key] = path
+        source = built[key]
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, dest)
         wal = source.with_name(source.name + "-wal")
@@ -154,6 +188,8 @@ def pg_server():
     import shutil
     import tempfile
 
+    import psycopg
+
     # not under pytest's folder: run as root, pgserver starts the server as its own user, who must reach the
     # data directory (pytest's /tmp/pytest-of-root is private to root)
     root = Path(tempfile.mkdtemp(prefix="lantern-pg-"))
@@ -162,13 +198,21 @@ def pg_server():
     except Exception as e:  # any failure to start: the reason goes into the skip message
         shutil.rmtree(root, ignore_errors=True)
         pytest.skip(f"pgserver could not start PostgreSQL in {root}: {type(e).__name__}: {e}")
+    # a server for tests, its data thrown away at the end: no fsync, no full-page images, commits not waited on
+    # (PostgreSQL's "non-durable settings", docs 14.5); the SQL, the locking and the pgvector code are the same.
+    # Without them, the shutdown checkpoint of a worker's server (every test makes a database) took 20-30 s.
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        for setting in ("fsync", "full_page_writes", "synchronous_commit"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
     yield server
+    # stopped at once (no shutdown checkpoint: its data is deleted next), also when a test restarted it (pg_ctl), so
+    # that pgserver's own stop finds nothing left to stop
+    try:
+        pgserver.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=server.pgdata, user=server.system_user)
+    except Exception:  # noqa: BLE001 - stopped meanwhile: nothing left to stop
+        pass
     server.cleanup()
-    if (server.pgdata / "postmaster.pid").exists():  # restarted by a test (pg_ctl): pgserver stops only the first
-        try:
-            pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
-        except Exception:  # noqa: BLE001 - stopped meanwhile: nothing left to stop
-            pass
     shutil.rmtree(root, ignore_errors=True)
 
 

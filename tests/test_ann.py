@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.archive.chunk import chunk
 from lantern.archive.parse import parse
@@ -24,6 +25,8 @@ from lantern.model import content_hash
 from lantern.recover import signals
 from lantern.store import ann
 from lantern.store import index as index_module
+
+pytestmark = pytest.mark.real_models  # the graphs of the routed embedders' blocks: the real models
 
 EXCERPT = Path(__file__).resolve().parents[1] / "src" / "lantern" / "data" / "demo" / "aider-chat-excerpt.md"
 FORCED = Config(ann_min_rows=0)  # the graphs on whatever the size
@@ -116,7 +119,7 @@ def test_graphs_answer_with_the_exact_positions_and_cosines(store):
     assert hits >= MIN_RECALL * total, (hits, total)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(share=st.floats(0.0, 1.0), seed=st.integers(0, 2**31), n=st.integers(1, 120), q=st.integers(0, 3))
 def test_any_mask_gives_the_exact_result(store, share, seed, n, q):
     idx = store.index

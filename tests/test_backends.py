@@ -1,6 +1,6 @@
 """The same behaviour on both backends: a SQLite file and a real PostgreSQL server (pgserver; conftest.py
-``db_location``), with the real embedding models. Archive, compaction, recover in English and Chinese; dedup and
-grown turns; scopes; facts; forget leaving no row behind."""
+``db_location``), with the fake embedder (tests/conftest.py). Archive, compaction, recover in English and Chinese; dedup
+and grown turns; scopes; facts; forget leaving no row behind."""
 
 from __future__ import annotations
 

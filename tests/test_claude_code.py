@@ -1,5 +1,5 @@
 """Claude Code: the session JSONL parser on our fixture of the real shape, and the hooks end to end (`lantern hook
-claude-code` with the payload on stdin, a temporary HOME and LANTERN_DB, the real model; in-process through
+claude-code` with the payload on stdin, a temporary HOME and LANTERN_DB, the fake embedder; in-process through
 tests/clirun.py, and the installed hook command and a transcript that would block as real processes), plus
 `lantern install claude-code` merging into an existing settings.json."""
 

@@ -1,7 +1,7 @@
 """Claude Code subagent transcripts (``<session-id>/subagents/agent-<id>.jsonl``): ``Lantern.ingest`` of the session
 file brings them in, and the hooks (in-process through tests/clirun.py, a real process where a FIFO could block;
 temporary HOME and
-LANTERN_DB, the real model) archive them
+LANTERN_DB, the fake embedder) archive them
 incrementally, on our fixture of the real 2.1.2+ layout (tests/fixtures/claude_code_project/)."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The ``lantern`` command as a user runs it: a real database file, the real model; in the test process
-(tests/clirun.py: typer's CliRunner, a real pseudo-terminal where the command must see one), and as real processes
-for what only a process shows (the entry point, a missing extra at import time, file modes in a user namespace, a
-full disk in a mount namespace; ``test_in_process_runs_print_what_a_process_prints`` checks the two agree)."""
+"""The ``lantern`` command as a user runs it: a real database file, the fake embedder (tests/conftest.py); in the test
+process (tests/clirun.py: typer's CliRunner, a real pseudo-terminal where the command must see one), and as real
+processes for what only a process shows (the entry point, a missing extra at import time, file modes in a user
+namespace, a full disk in a mount namespace; ``test_in_process_runs_print_what_a_process_prints`` checks the two
+agree)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from clirun import lantern
+from lantern.embed import default_embedder_name, embedder_class
 
 LANTERN = [sys.executable, "-m", "lantern.cli"]
 FIXTURES = Path(__file__).parent / "fixtures" / "parse"
@@ -63,7 +65,7 @@ def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     assert "packed" in explain and "RRF" in explain
 
     stats = json.loads(run("stats", "--json", db=db).stdout)
-    assert stats["entries"] == 2 and stats["embedder"] == "routed-minilm-use-e5-v1"
+    assert stats["entries"] == 2 and stats["embedder"] == embedder_class(default_embedder_name()).id
 
     assert "1 entry forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
 
@@ -90,10 +92,10 @@ def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
 def test_embedder_mismatch_from_cli(tmp_path, transcript):
     db = tmp_path / "cli.db"
     run("ingest", str(transcript), db=db)
-    proc = lantern("--embedder", "use", "stats", db=db, columns=None)
+    proc = lantern("--embedder", "minilm", "stats", db=db, columns=None)
     assert proc.returncode == 1 and "reindex" in proc.stderr.decode()
-    out = run("reindex", "--embedder", "use", db=db).stdout.decode()
-    assert "2 entries re-embedded with use-multilingual-v3" in out
+    out = run("reindex", "--embedder", "minilm", db=db).stdout.decode()
+    assert "2 entries re-embedded with minilm-l6-v2-int8" in out
     assert "6380" in json.loads(run("recover", "redis port", "--json", db=db).stdout)["text"]
     # the target given twice, differently, is a usage error, not a silent pick (newcomer finding)
     proc = lantern("--embedder", "minilm", "reindex", "--embedder", "use", db=db, columns=None)
@@ -939,7 +941,7 @@ def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval
     --second-embedder are checked when parsed, with the Python API's message; no database is made or opened."""
     db = archived_db(tmp_path)
-    message = "unknown embedder 'bogus'; choose one of minilm, use, e5, routed, routed-v1"
+    message = "unknown embedder 'bogus'; choose one of minilm, use, e5, routed, routed-v1, fake"
     for args in (
         ["--embedder", "bogus", "recover", "x"],
         ["--embedder", "bogus", "ingest", str(tmp_path / "cli.db.jsonl")],

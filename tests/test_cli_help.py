@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +95,58 @@ def test_flags_show_no_metavar_and_every_option_says_what_it_does():
     search = help_text("search")
     assert "Only this session (and its sub-sessions)." in search and "Print the results as JSON" in search
     assert "Print the statistics as one JSON object." in help_text("stats")
+
+
+CLI_MD = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+
+
+def _documentation(doc: str, path: tuple[str, ...]) -> str | None:
+    """What docs/cli.md says about the command ``path``: its rows of the Commands table (``| `lantern PATH ...``),
+    its bullets among the details (``- **`NAME`** ...``, up to the next bullet or paragraph), and every other section
+    that names it (``## Scope options`` names the commands that take them); for the top level, ``## Global
+    options``. None when the command has no row in the table."""
+    sections = re.split(r"(?m)^## ", doc)
+    if not path:
+        return "\n".join(s for s in sections if s.startswith("Global options"))
+    name = " ".join(path)
+    rows = [line for line in doc.splitlines() if re.match(rf"\| `lantern {re.escape(name)}(?![\w-])", line)]
+    if not rows:
+        return None
+    bullets = [
+        head + body
+        for head, body in re.findall(r"(?ms)^- \*\*(.*?)\*\*(.*?)(?=^- \*\*|^\S|\Z)", doc)
+        if f"`{path[-1]}`" in head or f"`{name}`" in head
+    ]
+    named = rf"`(?:lantern )?{re.escape(name)}(?![\w-])"
+    others = [s for s in sections if not s.startswith("Commands") and re.search(named, s)]
+    return "\n".join(rows + bullets + others)
+
+
+def test_every_command_and_option_is_documented_in_cli_md():
+    """Every command of ``lantern`` (groups and subcommands included) has a row in docs/cli.md's Commands table, and
+    each of its options (a flag by either of its names, ``--plots`` / ``--no-plots``; an option with only a short name
+    by that) is written where cli.md speaks of that command: its row, its bullet, or a section naming it. Read off
+    the real command tree, so a new command or option fails here until it is documented."""
+    doc = CLI_MD.read_text(encoding="utf-8")
+    missing = []
+    for path, command in _commands():
+        text = _documentation(doc, path)
+        if text is None:
+            missing.append(f"lantern {' '.join(path)}: no row in the Commands table")
+            continue
+        for param in command.params:
+            if param.param_type_name != "option" or param.hidden:
+                continue
+            names = [o for o in param.opts + param.secondary_opts if o.startswith("--")] or param.opts
+            if not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text) for o in names):
+                missing.append(f"lantern {' '.join(path)} {names[0]}".replace("  ", " "))
+    assert not missing, "not documented in docs/cli.md:\n" + "\n".join(missing)
+
+
+def test_the_documentation_check_sees_a_missing_option():
+    """The check above reads what it should: an option written only under another command is not documented for
+    this one, and a command left out of the table is reported."""
+    doc = "## Commands\n\n| `lantern a [--x N]` | a |\n| `lantern b` | b |\n\n- **`b`**. Takes `--y`.\n"
+    assert "--x" in _documentation(doc, ("a",)) and "--y" not in _documentation(doc, ("a",))
+    assert "--y" in _documentation(doc, ("b",)) and "--x" not in _documentation(doc, ("b",))
+    assert _documentation(doc, ("c",)) is None

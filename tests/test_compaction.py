@@ -1,4 +1,4 @@
-"""Live compaction detection (compaction.py) on a real store with the real embedder."""
+"""Live compaction detection (compaction.py) on a real store with the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Many processes, one database (issue 6, part 8): concurrent archiving and recovering loses no turn and never
 shows "database is locked"; a process killed mid-ingest leaves a consistent store. Real processes (spawn), real
-SQLite file (WAL), real MiniLM model."""
+SQLite file (WAL), the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import traceback
 import pytest
 
 from lantern import Lantern
+from lantern.embed import FakeEmbedder
 
 PROCESSES, TURNS = 4, 500
 BATCH = 5  # turns per archive call (one transaction, one embedding batch): 100 write transactions per process
@@ -183,14 +184,14 @@ def test_handle_without_an_embedder_follows_a_reindex_by_another_process(tmp_pat
     try:
         assert "5433" in server.recover("which port is staging on?", budget=800).text
         proc = subprocess.run(
-            [sys.executable, "-m", "lantern.cli", "--db", str(db), "--embedder", "use", "reindex"],
+            [sys.executable, "-m", "lantern.cli", "--db", str(db), "--embedder", "fake", "reindex"],
             capture_output=True,
             text=True,
             timeout=300,
         )
         assert proc.returncode == 0, proc.stderr
         assert "5433" in server.recover("which port is staging on?", budget=800).text
-        assert server.embedder.id == "use-multilingual-v3" and server.index.dim == 512
+        assert server.embedder.id == FakeEmbedder.id and server.index.dim == FakeEmbedder.dim
         assert server.archive([Message(role="user", text="staging DB port is now 5434")], session="s").added == 1
         assert [h.entry.session for h in server.search("staging port", k=2)] == ["s", "s"]
         with pytest.raises(EmbedderMismatchError):
@@ -218,14 +219,14 @@ def test_reindex_committed_during_a_refresh_does_not_break_the_index(tmp_path):
             out = check(*a, **k)
             if not fired:
                 fired.append(1)
-                other.reindex("use")
+                other.reindex("fake")
             return out
 
         handle.store.verify_embedder = racing
         assert handle.search("staging port 3", k=3)  # the refresh during which the reindex commits
         assert fired and handle.embedder.id == "minilm-l6-v2-int8"
         hits = handle.search("staging port 3", k=3)  # the next call follows the reindex
-        assert hits and handle.embedder.id == "use-multilingual-v3"
+        assert hits and handle.embedder.id == FakeEmbedder.id
         other.reindex("minilm")
         assert handle.search("staging port 3", k=3) and handle.embedder.id == "minilm-l6-v2-int8"
     finally:
@@ -239,7 +240,7 @@ def test_following_handle_reindex_without_argument_keeps_the_databases_embedder(
     from lantern.model import Message
 
     path = tmp_path / "r.db"
-    with Lantern(path, embedder="use") as w:
+    with Lantern(path, embedder="fake") as w:
         w.archive([Message(role="user", text="the staging port is 5433.")], session="s")
     stale = Lantern(path)
     try:

@@ -186,6 +186,7 @@ def test_trigger_decides_recovery_and_query_is_question_plus_gist(lantern):
     assert drafted.trigger and drafted.recovery is not None
 
 
+@pytest.mark.real_models  # the question clears the injection decision by meaning
 def test_recovered_block_names_session_time_and_turn(lantern):
     lantern.archive(
         exchange("Pin numpy to 1.26.4 in requirements.txt.", "Pinned numpy==1.26.4.", "2026-03-13T09:00:00Z"),

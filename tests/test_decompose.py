@@ -14,6 +14,8 @@ from lantern.model import Message
 from lantern.recover import decompose, local
 from lantern.recover.local import LOCAL
 
+pytestmark = pytest.mark.real_models  # which part of a query ranks which turn: by meaning, the real models
+
 
 # ---------------------------------------------------------------- pure parts
 def test_parts_split_two_questions_in_one_chinese_and_english():

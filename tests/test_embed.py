@@ -22,6 +22,8 @@ from lantern.embed import (
 )
 from lantern.errors import ModelNotFoundError
 
+pytestmark = pytest.mark.real_models  # embeddings themselves: the real models
+
 PORT = "the database listens on port 5433"
 QUESTION = "which port does postgres use"
 PIZZA = "I like pizza"
@@ -158,7 +160,7 @@ def test_get_embedder(minilm):
     assert isinstance(get_embedder("minilm"), MiniLMEmbedder)
     assert isinstance(get_embedder("use"), USEEmbedder)
     assert get_embedder(minilm) is minilm
-    assert set(EMBEDDERS) == {"minilm", "use", "e5", "routed", "routed-v1"}
+    assert set(EMBEDDERS) == {"minilm", "use", "e5", "routed", "routed-v1", "fake"}
     with pytest.raises(ValueError, match="unknown embedder"):
         get_embedder("bert-large")
 
@@ -216,15 +218,23 @@ def test_use_cuts_text_at_max_chars(use):
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-@pytest.mark.parametrize("batch_size", [1, 8, 16, 32, 64])
-def test_vectors_do_not_depend_on_batch_size_bit_for_bit(batch_size):
+BATCH_TEXTS = [f"note {i}: " + "the cache is invalidated when the schema changes. " * (i % 9) for i in range(70)]
+BATCH_TEXTS += [PIZZA, CHINESE, ""]
+
+
+@pytest.fixture(scope="module")
+def batch_reference():
+    """The vectors of BATCH_TEXTS at batch size 32, computed once for every batch size compared with them."""
+    ref = MiniLMEmbedder()
+    ref.batch_size = 32
+    return ref.embed(BATCH_TEXTS)
+
+
+@pytest.mark.parametrize("batch_size", [1, 8, 16, 64])
+def test_vectors_do_not_depend_on_batch_size_bit_for_bit(batch_size, batch_reference):
     """The batch size is a speed setting only (lantern/embed/__init__.py): every batch size gives the very same float32
     vectors,
     which the write path relies on to embed identical summaries once (archive/embed_ahead.py)."""
-    texts = [f"note {i}: " + "the cache is invalidated when the schema changes. " * (i % 9) for i in range(70)]
-    texts += [PIZZA, CHINESE, ""]
-    ref = MiniLMEmbedder()
-    ref.batch_size = 32
     other = MiniLMEmbedder()
     other.batch_size = batch_size
-    assert np.array_equal(other.embed(texts), ref.embed(texts))
+    assert np.array_equal(other.embed(BATCH_TEXTS), batch_reference)

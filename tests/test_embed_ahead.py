@@ -17,20 +17,21 @@ from lantern import Lantern
 from lantern.archive import embed_ahead
 from lantern.archive.ingest import Slices, TurnBatches
 from lantern.archive.redact import redact_messages
-from lantern.embed import MiniLMEmbedder
+from lantern.embed import FakeEmbedder, MiniLMEmbedder
 from lantern.errors import ModelNotFoundError
 from lantern.model import ArchiveResult
 from lantern.store.packed import unpack
 from lantern.store.vectors import encode
 
 AIDER_EXCERPT = Path(__file__).resolve().parents[1] / "src" / "lantern" / "data" / "demo" / "aider-chat-excerpt.md"
-MODEL = MiniLMEmbedder()  # the real model, loaded once for this file
+MODEL = MiniLMEmbedder()  # the real model, loaded once for this file: the bit-for-bit tests of real batches
+FAKE = FakeEmbedder()  # the tests of what is embedded when, and of errors: what the vectors are does not matter
 
 
 class Counting:
-    """The real MiniLM embedder, counting the texts it is asked to embed (and optionally failing on call n)."""
+    """An embedder counting the texts it is asked to embed (and optionally failing on call n)."""
 
-    def __init__(self, inner: MiniLMEmbedder, fail_on_call: int | None = None, error: BaseException | None = None):
+    def __init__(self, inner, fail_on_call: int | None = None, error: BaseException | None = None):
         self.inner, self.id, self.dim = inner, inner.id, inner.dim
         self.texts: list[str] = []
         self.calls = 0
@@ -76,8 +77,8 @@ def _chat(path: Path, n: int, *, start: int = 0) -> Path:
 
 
 def _stored(vector) -> bytes:
-    """What the store writes for a MiniLM vector (store/vectors.py: int8, one block)."""
-    return encode(vector, [(0, MODEL.dim)])
+    """What the store writes for a vector of a one-block embedder (store/vectors.py: int8, one block)."""
+    return encode(vector, [(0, len(vector))])
 
 
 def _rows(db: Path) -> list[tuple]:
@@ -140,16 +141,16 @@ def test_resume_embeds_only_the_turns_not_stored(tmp_path, monkeypatch):
     full = _chat(tmp_path / "full.jsonl", 60)
     head = tmp_path / "head.jsonl"
     head.write_text("".join(full.read_text().splitlines(keepends=True)[: 4 * 37]))  # an ingest cut after 37 turns
-    with Lantern(tmp_path / "r.db", embedder=MODEL) as lt:
+    with Lantern(tmp_path / "r.db", embedder=FAKE) as lt:
         assert lt.ingest(head, session="s").added == 37
-    counting = Counting(MODEL)
+    counting = Counting(FAKE)
     with Lantern(tmp_path / "r.db", embedder=counting) as lt:
         res = lt.ingest(full, session="s")
         assert (res.added, res.duplicates) == (23, 37)
         assert len(counting.texts) == 23  # the 37 stored turns were not embedded again
         again = lt.ingest(full, session="s")
         assert (again.added, again.duplicates) == (0, 60) and len(counting.texts) == 23
-    with Lantern(tmp_path / "clean.db", embedder=MODEL) as clean:
+    with Lantern(tmp_path / "clean.db", embedder=FAKE) as clean:
         clean.ingest(full, session="s")
     assert _rows(tmp_path / "r.db") == _rows(tmp_path / "clean.db")
 
@@ -159,14 +160,14 @@ def test_identical_summaries_are_embedded_once(tmp_path):
     msgs = []
     for tail in ("first variant of the ending", "second variant of the ending"):
         msgs += [{"role": "user", "content": long_head + tail}, {"role": "assistant", "content": "Done."}]
-    counting = Counting(MODEL)
+    counting = Counting(FAKE)
     with Lantern(tmp_path / "d.db", embedder=counting) as lt:
         res = lt.archive(msgs, session="s")
         summaries = [unpack(s) for (s,) in lt.store.db.execute("SELECT summary FROM entries ORDER BY id")]
     assert res.added == 2 and summaries[0] == summaries[1]
     assert counting.texts == [summaries[0]]
     rows = _rows(tmp_path / "d.db")
-    assert rows[0][-1] == rows[1][-1] == _stored(MODEL.embed([summaries[0]])[0])
+    assert rows[0][-1] == rows[1][-1] == _stored(FAKE.embed([summaries[0]])[0])
 
 
 def test_a_row_deleted_after_the_plan_is_embedded_and_written(tmp_path):
@@ -176,7 +177,7 @@ def test_a_row_deleted_after_the_plan_is_embedded_and_written(tmp_path):
         {"role": "user", "content": "And the queue?"},
         {"role": "assistant", "content": "Port 5672."},
     ]
-    with Lantern(tmp_path / "m.db", embedder=MODEL) as lt:
+    with Lantern(tmp_path / "m.db", embedder=FAKE) as lt:
         lt.archive(msgs[:2], session="s")
         from lantern.archive.chunk import chunk
 
@@ -185,12 +186,12 @@ def test_a_row_deleted_after_the_plan_is_embedded_and_written(tmp_path):
         rows, plan = batch.rows, batch.plan
         assert plan.slot[0] is None and plan.slot[1] is not None  # the first turn is stored: no vector planned
         vectors = embed_ahead.embed_plan(lt.embedder, plan)
-        with Lantern(tmp_path / "m.db", embedder=MODEL) as other:  # another handle forgets it before the write
+        with Lantern(tmp_path / "m.db", embedder=FAKE) as other:  # another handle forgets it before the write
             assert other.forget(session="s", vacuum=False) == 1
         result = ArchiveResult(session="s")
         lt.writer.store_batch(batch, vectors, result)
         assert result.added == 2
-    direct = [_stored(MODEL.embed([r.summary])[0]) for r in rows]
+    direct = [_stored(FAKE.embed([r.summary])[0]) for r in rows]
     assert [r[-1] for r in _rows(tmp_path / "m.db")] == direct
 
 
@@ -202,7 +203,7 @@ def test_worker_error_reaches_the_caller_unchanged_and_whole_batches_stay(tmp_pa
     monkeypatch.setattr(api_mod, "INGEST_BATCH_TURNS", 10)
     path = _chat(tmp_path / "chat.jsonl", 50)
     error = Boom("embedding failed on the third batch")
-    counting = Counting(MODEL, fail_on_call=3, error=error)
+    counting = Counting(FAKE, fail_on_call=3, error=error)
     with Lantern(tmp_path / "e.db", embedder=counting) as lt:
         with pytest.raises(Boom) as info:
             lt.ingest(path, session="s")
@@ -291,22 +292,22 @@ def test_summaries_seen_in_earlier_batches_reuse_their_vector(tmp_path, monkeypa
         lines.append(json.dumps({"id": f"chat-{session}", "conversations": conv}))
     path = tmp_path / "chats.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    counting = Counting(MODEL)
+    counting = Counting(FAKE)
     with Lantern(tmp_path / "a.db", embedder=counting) as a:
         res = a.ingest(path, session="s")
     assert res.added == 24 and res.duplicates == 0
     assert sorted(counting.texts) == sorted(set(counting.texts)) and len(counting.texts) == 6
-    with Lantern(tmp_path / "b.db", embedder=MODEL) as b:
+    with Lantern(tmp_path / "b.db", embedder=FAKE) as b:
         _serial_ingest(b, path, "s")
     assert _rows(tmp_path / "a.db") == _rows(tmp_path / "b.db")
 
 
 def test_remembered_is_bounded_and_copies():
     r = embed_ahead.Remembered(size=2)
-    counting = Counting(MODEL)
+    counting = Counting(FAKE)
     first = embed_ahead.embed_plan(counting, embed_ahead.plan(["a", "b", "c"], ["1", "2", "3"], set()), r)
     assert list(r.vectors) == ["b", "c"] and r.vectors["c"].base is None  # a copy, not a view of the batch
     again = embed_ahead.embed_plan(counting, embed_ahead.plan(["c", "d", "c"], ["4", "5", "6"], set()), r)
     assert counting.texts == ["a", "b", "c", "d"]  # "c" was remembered
     assert np.array_equal(again[0], first[2]) and np.array_equal(again[2], first[2])
-    assert np.array_equal(again[1], MODEL.embed(["d"])[0])
+    assert np.array_equal(again[1], FAKE.embed(["d"])[0])

@@ -391,6 +391,7 @@ def test_cli_eval_on_jsonl(tmp_path):
     _check_report(tmp_path / "o")
 
 
+@pytest.mark.real_models  # a figure of the real pipeline: the real models
 @pytest.mark.skipif(not LOCOMO.exists(), reason="../shared/data/locomo not present")
 def test_eval_on_real_locomo_slice(tmp_path):
     """The first six sessions of conv-26 (tune split) and the questions whose evidence lies in them: small enough

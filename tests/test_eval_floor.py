@@ -43,6 +43,7 @@ def run_at(tmp_path, floor: float) -> dict:
     )
 
 
+@pytest.mark.real_models  # the floor's cosines are calibrated on the real models
 @pytest.mark.skipif(not LOCOMO.exists(), reason="needs ../shared/data/locomo")
 def test_the_floor_sweep_gives_the_figures_of_a_run_at_that_floor(tmp_path):
     """A run with the decision off reports every floor's figures. At the default floor, what gets nothing is exactly

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.eval import qa
 from lantern.eval.answers import abstained, exact_match, normalize, parse_letter, token_f1, tokens
 from lantern.eval.judge import parse_judge
@@ -205,7 +206,7 @@ def test_parse_queries_and_union():
 
 
 @given(st.integers(0, 300), st.integers(1, 50))
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 def test_pick_spreads_over_the_history(n, limit):
     idx = pick(n, limit)
     assert idx == sorted(set(idx)) and all(0 <= i < n for i in idx)

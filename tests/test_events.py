@@ -1,6 +1,6 @@
 """Compaction events (store/events.py, ``Lantern.record_compaction`` / ``Lantern.events``, ``lantern events``):
 recorded by the Python API (compaction.Compaction.recover), the real proxy app and the real Claude Code hook
-process; removed by forget, raw file bytes included. Real SQLite files, the real embedder."""
+process; removed by forget, raw file bytes included. Real SQLite files, the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 

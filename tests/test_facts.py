@@ -530,7 +530,8 @@ def test_many_superseded_values_leave_the_turns_most_of_the_budget(lantern):
         say(lantern, f"the {name} service port is {5000 + k}", day(13), f"a{k}")
     for k, name in enumerate(names):
         say(lantern, f"I changed the {name} service port to {7000 + k}", day(14), f"b{k}")
-    rec = lantern.recover("which service port did we set first for each service?", budget=6000)
+    # the relevance floor off: what is packed is tested here, not whether anything matches (test_relevance_floor.py)
+    rec = lantern.recover("which service port did we set first for each service?", budget=6000, min_score=0)
     assert 5400 <= len(rec.text) <= 6000  # before: 4,913 characters (the room fixed by the first notes)
     assert rec.facts and len(rec.entries) >= 20
     notes = rec.text.split("\n\n")[1]

@@ -18,6 +18,8 @@ from lantern.embed import E5Embedder
 from lantern.store.packed import unpack
 from lantern.store.vectors import decode, encode
 
+pytestmark = pytest.mark.real_models  # the routed embedders and their blocks: the real models
+
 EN = [
     {"role": "user", "content": "Which port does the billing database listen on?"},
     {"role": "assistant", "content": "The billing database listens on port 5433 (docker-compose maps 5432)."},

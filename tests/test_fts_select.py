@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.recover import signals
 
@@ -56,7 +57,7 @@ def test_fulltext_ranks_the_rare_term_first(lt):
     assert len(positions) < lt.store.count()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.dictionaries(st.from_regex(r"[a-z]{1,3}[0-9]", fullmatch=True), st.floats(0.0, 1.0), min_size=1, max_size=12),
     st.integers(1, 10_000_000),

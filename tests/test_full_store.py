@@ -63,7 +63,7 @@ def _source(kind: str, tmp: Path) -> tuple:
     if kind == "ingest":
         return transcript, lambda lt: lt.ingest(transcript, session="s")
     dump = tmp / "dump.jsonl"
-    with Lantern(tmp / "source.db", embedder="minilm") as src:
+    with Lantern(tmp / "source.db", embedder="fake") as src:
         src.ingest(transcript, session="s")
         src.export(dump)
     assert sum(1 for _ in dump.open()) > BATCH_LINES
@@ -77,7 +77,7 @@ def test_a_write_that_fills_the_store_stores_nothing_half_and_a_run_again_comple
     and the same write run again with room finishes with the reference's content, no turn twice."""
     _, run = _source(kind, tmp_path)
     seed = [{"role": "user", "content": "the seed turn: staging redis is on 6380"}]
-    with Lantern(tmp_path / "ref.db", embedder="minilm") as ref:
+    with Lantern(tmp_path / "ref.db", embedder="fake") as ref:
         ref.archive(seed, session="seed")
         start = _pages(ref)
         run(ref)
@@ -85,7 +85,7 @@ def test_a_write_that_fills_the_store_stores_nothing_half_and_a_run_again_comple
     assert needed > 8
     limits = sorted({start + max(1, needed * k // 9) for k in range(9)})
     for i, pages in enumerate(limits):
-        with Lantern(tmp_path / f"full{i}.db", embedder="minilm") as lt:
+        with Lantern(tmp_path / f"full{i}.db", embedder="fake") as lt:
             lt.archive(seed, session="seed")
             before = _state(lt)
             _limit(lt, max(pages, _pages(lt) + 1))

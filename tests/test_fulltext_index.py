@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.errors import LanternError
 from lantern.model import Tag, content_hash
 from lantern.scope import Scope
@@ -138,7 +139,7 @@ def run(store: Store, op: tuple, n: int) -> str | None:
     return None
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operations, min_size=1, max_size=14))
 def test_index_equals_a_rebuild_from_entries_after_any_sequence(ops):
     store = open_store()

@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lantern import Lantern
+
+pytestmark = pytest.mark.real_models  # which models a hook process loads: the real ones
 
 REPO = Path(__file__).resolve().parents[1]
 

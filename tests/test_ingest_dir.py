@@ -1,6 +1,6 @@
 """``Lantern.ingest(DIR)`` and ``lantern ingest DIR``: the walk (recursive, sorted, regular files only, symlink loops
 and
-second links read once, FIFOs never opened), per-file format detection into the real store with the real model, the
+second links read once, FIFOs never opened), per-file format detection into the real store with the fake embedder, the
 skipped files and their reasons, a Claude Code project read once with its subagents, resume without duplicates, the
 progress in bytes, and the CLI's summary and exit codes (in-process: tests/clirun.py)."""
 

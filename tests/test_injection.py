@@ -29,6 +29,8 @@ from lantern.recover import relevance
 from lantern.recover.relevance import COSINE_FLOORS, COVERAGE_FLOOR, Relevance, covered, decide
 from lantern.store.migrations import MIGRATIONS
 
+pytestmark = pytest.mark.real_models  # the decision's floors are calibrated on the real models
+
 REASONS = {"empty_query", "nothing_archived", "no_match", "below_floor", "uncertain", "budget"}
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.llm import DETAIL_CHARS, LLMClient, LLMError, LLMSettings
 from openai_fake import FakeLLM, answer, raw
 
@@ -92,7 +93,7 @@ def test_the_api_key_echoed_by_an_endpoint_is_never_in_the_error(monkeypatch):
     assert "sk-secret-0123456789" not in str(e) and "***" in e.detail
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     key=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=12, max_size=60),
     before=st.integers(0, DETAIL_CHARS + 50),
@@ -138,7 +139,7 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=_JSON, status=st.sampled_from([400, 401, 404, 413, 422, 429, 500, 502, 503]))
 def test_any_error_body_gives_an_llm_error_with_a_short_clean_detail(body, status):
     e = _error(raw(json.dumps(body).encode(), status))
@@ -276,7 +277,7 @@ def test_the_agent_grows_back_when_the_endpoint_takes_more(tmp_path):
         assert window.refused == refused
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     limit=st.integers(500, 60_000),
     budget=st.integers(1_000, 80_000),

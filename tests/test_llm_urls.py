@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.llm import LLMClient, LLMError, LLMSettings, endpoint
 from openai_fake import FakeLLM, answer, raw
 
@@ -46,7 +47,7 @@ def base_urls(draw) -> dict:
     return {**parts, "url": url}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(base=base_urls())
 def test_the_path_is_joined_under_the_base_path_and_the_rest_of_the_url_kept(base):
     got = httpx.URL(LLMSettings(base["url"], "m").url)
@@ -61,7 +62,7 @@ def test_the_path_is_joined_under_the_base_path_and_the_rest_of_the_url_kept(bas
     assert again == str(got)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(base=base_urls(), extra=st.none() | _QUERY)
 def test_a_forwarded_path_keeps_the_bases_query_then_the_requests(base, extra):
     got = httpx.URL(endpoint(base["url"], "v1/models", extra or ""))
@@ -80,7 +81,7 @@ def test_an_azure_style_base_url_reaches_the_deployment_with_its_api_version():
 _SECRET = st.text(st.characters(codec="ascii", categories=["L", "N"]), min_size=6, max_size=16)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(user=_SECRET, password=_SECRET, key=_SECRET, slashes=st.integers(0, 2))
 def test_credentials_anywhere_in_the_base_url_are_masked_in_errors(user, password, key, slashes):
     with FakeLLM([raw(b'{"error": {"message": "no"}}', 401)]) as fake:

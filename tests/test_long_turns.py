@@ -46,6 +46,8 @@ from long_turns import (
     task_statement,
 )
 
+pytestmark = pytest.mark.real_models  # a question finds a value in a huge turn by meaning: the real models
+
 BUDGETS = (1000, 1500, 6000)
 
 

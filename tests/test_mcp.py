@@ -1,5 +1,5 @@
-"""The MCP server end to end: the official SDK's client spawns `python -m lantern.cli --db TMP mcp` over stdio
-(real SQLite file, real embedding model), lists the tools, archives a conversation and recovers its port; the
+"""The MCP server end to end: the official SDK's client spawns `python -m lantern.cli --db TMP mcp` over stdio (real
+SQLite file, the fake embedder (tests/conftest.py)), lists the tools, archives a conversation and recovers its port; the
 tests of the tools' argument handling talk to the same server in-process (the SDK's in-memory transport)."""
 
 from __future__ import annotations
@@ -499,6 +499,7 @@ def _interrupted_mid_call(db, second: bool, busy: bool = True, signals: int = 1)
     return proc.returncode, err.decode("utf-8", "replace")
 
 
+@pytest.mark.real_models  # the call in progress is the real model embedding a big archive (fake: done in 0.5 s)
 def test_mcp_ctrl_c_finishes_the_call_in_progress_and_says_so(tmp_path):
     """Ctrl-C during a call: the call's write completes (one transaction), a line on stderr says so, exit 130."""
     from lantern import Lantern
@@ -512,6 +513,7 @@ def test_mcp_ctrl_c_finishes_the_call_in_progress_and_says_so(tmp_path):
     assert Lantern(tmp_path / "mcp.db").stats()["entries"] == 1 + 800
 
 
+@pytest.mark.real_models  # the call in progress is the real model embedding a big archive (fake: done in 0.5 s)
 def test_mcp_second_ctrl_c_abandons_the_call_and_stores_none_of_it(tmp_path):
     """A second Ctrl-C leaves at once (it used to print a long ExceptionGroup traceback): none of the call is
     stored, the database is intact and keeps what earlier calls wrote."""

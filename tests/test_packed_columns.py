@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from budget import examples
 from lantern import Lantern
 from lantern.cli import app
 from lantern.embed import MiniLMEmbedder
@@ -35,7 +36,7 @@ long_runs = st.tuples(pieces, st.integers(1, 3_000)).map(lambda p: p[0] * p[1])
 texts = st.one_of(plain, long_runs, st.lists(st.one_of(plain, pieces), max_size=20).map("".join))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(texts)
 def test_pack_then_unpack_gives_the_text_back_and_never_grows_it(text):
     stored = packed.pack(text)
@@ -48,7 +49,7 @@ def test_pack_then_unpack_gives_the_text_back_and_never_grows_it(text):
         assert stored == text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(min_size=32, max_size=32))
 def test_a_content_hash_is_stored_as_its_digest_and_read_as_hex(digest):
     hex_hash = digest.hex()
@@ -59,7 +60,7 @@ def test_a_content_hash_is_stored_as_its_digest_and_read_as_hex(digest):
         assert packed.pack_hash(other) == other and packed.unpack_hash(other) == other
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(
         st.tuples(texts, st.lists(st.tuples(st.sampled_from(["file", "topic", "端口"]), texts), max_size=6)),

@@ -1,6 +1,7 @@
-"""What only the PostgreSQL backend has: migrations under an advisory lock, the HNSW index, the SQL translation of
-the shared modules, the operations it refuses, and its connection errors. A real server (pgserver, conftest.py
-``pg_server``) and the real models; tests/test_backends.py runs the shared behaviour on both backends."""
+"""What only the PostgreSQL backend has: migrations under an advisory lock, the HNSW index, the SQL translation of the
+shared modules, the operations it refuses, and its connection errors. A real server (pgserver, conftest.py
+``pg_server``) and the fake embedder (tests/conftest.py); tests/test_backends.py runs the shared behaviour on both
+backends."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern as cli
 from lantern import Lantern, LanternError, UnsupportedBackendError
 from lantern.api import copy_store
@@ -62,7 +64,7 @@ def test_two_processes_migrating_at_once_leave_one_schema(pg_url):
 
 
 def test_hnsw_index_finds_what_exact_search_finds(pg_url):
-    with Lantern(pg_url(), embedder="minilm") as lt:
+    with Lantern(pg_url(), embedder="fake") as lt:
         lt.archive(TURNS, session="chat")
         lt.archive([{"role": "user", "content": f"note {i}: the nightly job {i} ran fine"} for i in range(20)], "n")
         query = lt.embedder.embed(["which port does staging redis use"])[0]
@@ -234,7 +236,7 @@ def _leaks(text: str, password: str) -> list[str]:
     return [s for s in (password, unquote(password), *MARKERS) if s and s in text]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES))
 def test_a_password_of_any_characters_never_reaches_an_error_line(password, shape):
     """F6 (breaker-23): whatever a password holds, and wherever the URL puts it, neither the Python API's error nor
@@ -266,7 +268,7 @@ def test_a_password_of_any_characters_never_reaches_the_commands_error_line(pass
         assert not _leaks(err, password), err
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES), split=st.sampled_from("@/?#: "))
 def test_scrub_leaves_nothing_of_the_password_in_what_a_driver_may_quote(password, shape, split):
     """config.scrub, what every message quoting a driver's words goes through (store, copy, the CLI's _guard, the
@@ -532,7 +534,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from lantern import Lantern
 url, k, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-with Lantern(url, embedder="minilm", user=f"u{k // 2}") as lt:
+with Lantern(url, embedder="fake", user=f"u{k // 2}") as lt:
     prev = []
     for i in range(n):
         turn = [
@@ -547,7 +549,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from lantern import Lantern
 url, n = sys.argv[2], int(sys.argv[3])
-with Lantern(url, embedder="minilm", user="u0") as lt:
+with Lantern(url, embedder="fake", user="u0") as lt:
     for i in range(n):
         lt.recover(f"which port does service {i} listen on?", budget=1000)  # pending recoveries the writers judge
 """
@@ -562,7 +564,7 @@ def test_writers_and_a_reader_in_parallel_processes_lose_and_repeat_no_turn(pg_u
     from collections import Counter
 
     url, writers, turns = pg_url(), 3, 30
-    with Lantern(url, embedder="minilm") as lt:  # the schema and embedder recorded once, before the race
+    with Lantern(url, embedder="fake") as lt:  # the schema and embedder recorded once, before the race
         lt.archive([{"role": "user", "content": "which port does the first service listen on?"}], session="load")
     procs = [
         subprocess.Popen([sys.executable, "-c", LOAD_WRITER, SRC, url, str(k), str(turns)], stderr=subprocess.PIPE)

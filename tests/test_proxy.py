@@ -1,5 +1,5 @@
-"""The memory REST API (integrations/proxy.py): FastAPI's TestClient over a real SQLite file and the real model,
-and one real `lantern serve` on a loopback port."""
+"""The memory REST API (integrations/proxy.py): FastAPI's TestClient over a real SQLite file and the fake embedder
+(tests/conftest.py), and one real `lantern serve` on a loopback port."""
 
 from __future__ import annotations
 

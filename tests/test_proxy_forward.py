@@ -1,6 +1,6 @@
 """The OpenAI-compatible chat-completions proxy (integrations/proxy.py, ``lantern serve --upstream``): a REAL tiny
 OpenAI-compatible upstream (FastAPI under uvicorn on a loopback port, in a thread) that records what it receives,
-and the real proxy app (TestClient) over a real SQLite file and the real embedder."""
+and the real proxy app (TestClient) over a real SQLite file and the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The chat-completions proxy against a hostile upstream and a client that walks away (breaker findings): a real
 upstream (FastAPI under uvicorn in a thread) and the real proxy app under uvicorn in a thread, over real sockets,
-a real SQLite file and the real embedder."""
+a real SQLite file and the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 

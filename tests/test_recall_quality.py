@@ -19,6 +19,8 @@ from lantern.recover.neighbours import NEIGHBOUR
 from lantern.recover.pack import TITLE, pack
 from lantern.store import migrations
 
+pytestmark = pytest.mark.real_models  # recall by meaning: the real models
+
 LOCOMO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo" / "locomo10.json"
 BASE = Config()
 ONLY_NEIGHBOUR_OFF = replace(BASE, signals=tuple(s for s in BASE.signals if s != NEIGHBOUR))

@@ -185,12 +185,9 @@ def test_placeholders_name_the_kind_and_a_fingerprint(archived):
         assert all(t.value not in c["secrets"] for t in entry.tags)
 
 
-def test_a_question_about_a_secret_recovers_its_placeholder(archived):
-    """Every placeholder is found by a question about its secret (within the case's session, without the injection
-    decision: what it injects is recover/relevance.py's concern). With the default decision, measured 2026-12-07:
-    all 62 (the all-or-nothing floor before it held back the two Chinese questions of huggingface-zh and
-    zh-koling-wei, whose evidence is short of clear: they get the short block)."""
-    lantern, path, results = archived
+def _questions_finding_placeholders(lantern, results) -> tuple[int, int, int]:
+    """How many CASES' questions bring back a placeholder of their secret: over every session, within the case's
+    session without the injection decision, and within it with the default decision."""
     found_global, found_session, floored_session = 0, 0, 0
     for c in CASES:
         entry = lantern.store.entries(results[c["id"]].entry_ids)[results[c["id"]].entry_ids[0]]
@@ -202,6 +199,26 @@ def test_a_question_about_a_secret_recovers_its_placeholder(archived):
         f"\n[redact] question -> placeholder: {found_global}/{len(CASES)} over all {len(CASES)} sessions, "
         f"{found_session}/{len(CASES)} within the case's session ({floored_session} with the injection decision)"
     )
+    return found_global, found_session, floored_session
+
+
+def test_a_question_about_a_secret_recovers_its_placeholder(archived):
+    """Every placeholder is found by a question about its secret (within the case's session, without the injection
+    decision: what it injects is recover/relevance.py's concern), and nearly every one over all sessions."""
+    lantern, path, results = archived
+    found_global, found_session, _ = _questions_finding_placeholders(lantern, results)
+    assert found_session == len(CASES)
+    assert found_global >= 0.9 * len(CASES)
+
+
+@pytest.mark.real_models  # the injection decision's cosines are calibrated on the real models
+def test_the_injection_decision_keeps_the_questions_about_a_secret(tmp_path):
+    """With the default decision, measured 2026-12-07: all 62 (the all-or-nothing floor before it held back the two
+    Chinese questions of huggingface-zh and zh-koling-wei, whose evidence is short of clear: they get the short
+    block)."""
+    with Lantern(tmp_path / "secrets.db") as lantern:
+        results = {c["id"]: lantern.archive(c["messages"], session=c["id"]) for c in CASES}
+        found_global, found_session, floored_session = _questions_finding_placeholders(lantern, results)
     assert found_session == len(CASES)
     assert floored_session >= len(CASES) - 1
     assert found_global >= 0.9 * len(CASES)

@@ -15,6 +15,8 @@ import pytest
 from lantern import Lantern
 from lantern.embed import EMBEDDERS, MiniLMEmbedder, RoutedEmbedder, USEEmbedder, cjk_share, embed_query, get_embedder
 
+pytestmark = pytest.mark.real_models  # the routed embedders and their blocks: the real models
+
 EN = "the database listens on port 5433"
 ZH = "数据库监听5433端口"
 MIXED = "请把端口改成 5433 in config.yaml"  # an instruction in Chinese around an English file name

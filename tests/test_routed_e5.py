@@ -26,6 +26,8 @@ from lantern.embed import (
     signal_blocks,
 )
 
+pytestmark = pytest.mark.real_models  # the routed embedders and their blocks: the real models
+
 M, U, E = (RoutedE5Embedder.blocks[m] for m in ("minilm", "use", "e5"))
 ZH = "数据库监听5433端口"
 EN = "the database listens on port 5433"

@@ -12,6 +12,8 @@ from lantern import EmbedderMismatchError, Lantern
 from lantern.config import Config
 from lantern.errors import ExportFormatError
 
+pytestmark = pytest.mark.real_models  # the routed embedders and their blocks: the real models
+
 
 def test_semantic_e5_ranks_only_the_entries_that_have_an_e5_part(tmp_path):
     """An English entry whose e5 part is not filled yet (archive/fill.py; the fill on recovery is off here) has

@@ -117,7 +117,7 @@ def test_a_read_after_a_newer_migration_is_refused_too(tmp_path):
     """The in-process index refreshes in one read transaction (``Store.snapshot``): after another version migrated
     the file, a recovery or search stops with StoreVersionError instead of reading rows it may misread."""
     path = tmp_path / "r.db"
-    with Lantern(path, embedder="minilm") as old:
+    with Lantern(path, embedder="fake") as old:
         old.archive(TURN, session="s")
         assert old.search("billing database port")
         _migrate_as_newer_code(path, len(MIGRATIONS) + 1)
@@ -143,7 +143,7 @@ def test_on_postgresql_a_write_or_read_after_a_newer_migration_is_refused(pg_url
     from lantern.store.postgres.schema import MIGRATIONS as PG_MIGRATIONS
 
     url = pg_url()
-    with Lantern(url, embedder="minilm") as old:
+    with Lantern(url, embedder="fake") as old:
         old.archive(TURN, session="s")
         old.recover("which port does the billing database use?")
         newer = len(PG_MIGRATIONS) + 3

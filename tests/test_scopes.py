@@ -1,5 +1,5 @@
 """Scopes (issue 6, part 6): the user is a hard isolation boundary for every signal and every read path; agent and
-project filter. Real SQLite file, real MiniLM model."""
+project filter. Real SQLite file, the fake embedder (tests/conftest.py)."""
 
 from __future__ import annotations
 

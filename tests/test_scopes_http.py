@@ -1,5 +1,5 @@
 """Scopes over HTTP: the REST memory API's ``user`` field and the chat proxy's ``X-Lantern-User`` header keep users
-apart (real upstream on loopback from test_proxy_forward, real SQLite file, real model)."""
+apart (real upstream on loopback from test_proxy_forward, real SQLite file, the fake embedder)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,12 @@ keys lose a stray 的, and an adverbial 的 ("真的是") makes no fact."""
 
 from __future__ import annotations
 
+import pytest
+
 from lantern import Lantern
 from lantern.archive.facts import extract_facts
+
+pytestmark = pytest.mark.real_models  # a Chinese question clears the injection decision by meaning
 
 ZH = [
     {

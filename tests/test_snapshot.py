@@ -1,4 +1,4 @@
-"""The in-process index saved beside the database (store/snapshot.py) on the real store with the real model: a new
+"""The in-process index saved beside the database (store/snapshot.py) on the real store with the fake embedder: a new
 process's index opened from it equals one read from every row, rows added or grown since are applied, anything
 else (a delete, a move, a re-encoding, a damaged file) falls back to the database, and a forgotten entry's hint
 terms and vectors are in no file afterwards."""
@@ -13,7 +13,7 @@ import pytest
 
 from lantern import Lantern
 from lantern.config import Config
-from lantern.embed import embed_query
+from lantern.embed import FakeEmbedder, embed_query
 from lantern.recover import signals
 from lantern.store import snapshot
 
@@ -48,7 +48,7 @@ def assert_same_index(a, b) -> None:
 @pytest.fixture()
 def db(tmp_path) -> Path:
     path = tmp_path / "s.db"
-    with Lantern(path, embedder="minilm", config=FORCED) as lt:
+    with Lantern(path, embedder="fake", config=FORCED) as lt:
         lt.ingest(EXCERPT, session="aider", format="aider")
         lt.archive([{"role": "user", "content": f"the vault config moved to conf/{SECRET_HINT}"}], session="v")
         lt.index.refresh()
@@ -58,7 +58,7 @@ def db(tmp_path) -> Path:
 
 
 def fresh(path: Path, config: Config = FORCED) -> Lantern:
-    return Lantern(path, embedder="minilm", config=config)
+    return Lantern(path, embedder="fake", config=config)
 
 
 def from_database(path: Path):
@@ -173,16 +173,16 @@ def test_a_damaged_snapshot_is_ignored_and_the_index_read_from_the_database(db, 
 
 def test_close_writes_only_when_it_pays(tmp_path, monkeypatch):
     path = tmp_path / "p.db"
-    with Lantern(path, embedder="minilm") as lt:  # a small store: never
+    with Lantern(path, embedder="fake") as lt:  # a small store: never
         lt.ingest(EXCERPT, session="aider", format="aider")
         lt.recover("how do I run the tests?")
     assert snapshots(path) == []
     monkeypatch.setattr(snapshot, "MIN_ROWS", 10)
-    with Lantern(path, embedder="minilm") as lt:  # past MIN_ROWS after a full load: written on close
+    with Lantern(path, embedder="fake") as lt:  # past MIN_ROWS after a full load: written on close
         lt.recover("how do I run the tests?")
         assert lt.index.save_pays()
     assert snapshots(path)
-    with Lantern(path, embedder="minilm") as lt:  # opened from it, one row added: not rewritten
+    with Lantern(path, embedder="fake") as lt:  # opened from it, one row added: not rewritten
         lt.archive([{"role": "user", "content": "one more turn"}], session="x")
         lt.recover("one more turn")
         assert not lt.index.save_pays()
@@ -205,7 +205,7 @@ def test_graphs_opened_from_a_snapshot_another_process_replaces_stay_those_of_th
         mine.index.wait_ann()
         idx = mine.index
         assert not idx.ann.viewed and idx.ann.covered == len(idx.ids)
-        graph = idx.ann.graphs[(0, 384)]
+        graph = idx.ann.graphs[(0, FakeEmbedder.dim)]
         assert len(graph) == len(idx.ids) and all(int(i) in graph for i in idx.ids[-2:])
         v = embed_query(mine.embedder, ["canary deploy smoke tests"])[0]
         top = signals.semantic(idx, v, None, 1)[0]

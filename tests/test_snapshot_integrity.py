@@ -2,7 +2,8 @@
 state is never used: damaged bytes in any file, a ``meta.json`` of another shape, the snapshot of another store or
 of a copy moved in place, a file where the folder should be. It is discarded with one warning and the index reloads
 from the database; a forget through any path to the database (a symlink) removes it; a full disk while writing it
-leaves nothing behind and the command succeeds. Real SQLite stores, the real model, a real tmpfs for the full disk."""
+leaves nothing behind and the command succeeds. Real SQLite stores, the fake embedder, a real tmpfs for the full
+disk."""
 
 from __future__ import annotations
 
@@ -22,18 +23,19 @@ from hypothesis import strategies as st
 
 from lantern import Lantern
 from lantern.config import Config
-from lantern.embed import embed_query
+from lantern.embed import FakeEmbedder, embed_query
 from lantern.recover import signals
 from lantern.store import snapshot
 
 EXCERPT = Path(__file__).resolve().parents[1] / "src" / "lantern" / "data" / "demo" / "aider-chat-excerpt.md"
 FORCED = Config(ann_min_rows=0)  # graphs even for a small store
+EMBEDDER, DIM = "fake", FakeEmbedder.dim  # what the files hold is the test, not what the vectors mean
 SECRET = "zqvault-7f3e9.yaml"
 SLOW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def make_store(path: Path, *, user: str | None = None, extra: str = "", snapshot_too: bool = True) -> Path:
-    with Lantern(path, embedder="minilm", config=FORCED, user=user) as lt:
+    with Lantern(path, embedder=EMBEDDER, config=FORCED, user=user) as lt:
         lt.ingest(EXCERPT, session="aider", format="aider")
         lt.archive([{"role": "user", "content": f"the vault config moved to conf/{SECRET} {extra}"}], session="v")
         lt.index.refresh()
@@ -75,7 +77,7 @@ def from_database(db: Path) -> dict:
     if folder.exists():
         folder.rename(aside)
     try:
-        with Lantern(db, embedder="minilm", config=FORCED) as lt:
+        with Lantern(db, embedder=EMBEDDER, config=FORCED) as lt:
             lt.index.refresh()
             lt.index.close = lambda: None
             return index_state(lt.index)
@@ -88,7 +90,7 @@ def open_and_search(db: Path, caplog) -> tuple[dict, bool, list[str]]:
     """A new handle's index (refresh plus one semantic search through the graphs): its state, whether it came from
     the snapshot, and the warnings logged."""
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="lantern"), Lantern(db, embedder="minilm", config=FORCED) as lt:
+    with caplog.at_level(logging.WARNING, logger="lantern"), Lantern(db, embedder=EMBEDDER, config=FORCED) as lt:
         lt.index.refresh()
         used = lt.index._unsaved == 0
         lt.index.wait_ann()  # the graph files' check (a worker thread) has ended
@@ -118,13 +120,13 @@ def restore(db: Path, kept: Path) -> Path:
 FILES = [
     "meta.json",
     "matrix.npy",
-    "graph-0-384.usearch",
+    f"graph-0-{DIM}.usearch",
     "ids.npy",
     "user.npy",
     "session.npy",
     "time.npy",
     "columns.npy",
-    "with-0-384.npy",
+    f"with-0-{DIM}.npy",
     "post_rows.npy",
     "post_offsets.npy",
     "post_terms.json",
@@ -235,7 +237,7 @@ def test_the_snapshot_of_a_copied_file_is_not_used_by_the_copy(tmp_path, caplog)
     b = tmp_path / "b.db"
     shutil.copyfile(a, b)
     for db, pos in ((a, 3), (b, 4)):
-        with Lantern(db, embedder="minilm", config=FORCED) as lt:
+        with Lantern(db, embedder=EMBEDDER, config=FORCED) as lt:
             lt.index.refresh()
             lt.forget(entry=int(lt.index.ids[pos]))
             lt.index.refresh()
@@ -263,7 +265,7 @@ def test_forget_through_any_path_removes_the_snapshot(tmp_path, written, forgott
     link = tmp_path / "link.db"
     link.symlink_to(real)
     paths = {"real": real, "link": link}
-    with Lantern(paths[written], embedder="minilm", config=FORCED) as lt:
+    with Lantern(paths[written], embedder=EMBEDDER, config=FORCED) as lt:
         lt.index.refresh()
         lt.index.save()
         lt.index.close = lambda: None
@@ -272,7 +274,7 @@ def test_forget_through_any_path_removes_the_snapshot(tmp_path, written, forgott
     legacy = Path(str(link) + snapshot.SUFFIX)  # where an older version wrote it when opened through the link
     if forgotten == "link" and not legacy.exists():  # (found only through the link: nothing names the links)
         shutil.copytree(written_to[0], legacy)
-    with Lantern(paths[forgotten], embedder="minilm", config=FORCED) as lt:
+    with Lantern(paths[forgotten], embedder=EMBEDDER, config=FORCED) as lt:
         lt.index.refresh()
         entry = int(lt.index.ids[next(iter(lt.index.postings.get(SECRET)))])
         lt.forget(entry=entry)
@@ -289,7 +291,7 @@ def test_a_file_where_the_folder_should_be_leaves_nothing_behind(pristine, tmp_p
     monkeypatch.setattr(snapshot, "MIN_ROWS", 10)
     state, used, warnings = open_and_search(db, caplog)
     assert not used and len([w for w in warnings if "unreadable" in w]) == 1
-    with Lantern(db, embedder="minilm", config=FORCED) as lt:
+    with Lantern(db, embedder=EMBEDDER, config=FORCED) as lt:
         lt.index.refresh()
         assert lt.index.save_pays()
     assert folder_of(db).is_dir() and leftovers(tmp_path) == []
@@ -316,13 +318,13 @@ def _free(path: Path) -> int:
 # the files in the order the writer writes them (store/snapshot.py save)
 WRITE_ORDER = [
     *(f"{n}.npy" for n in snapshot._ARRAYS),
-    "with-0-384.npy",
+    f"with-0-{DIM}.npy",
     "columns.npy",
     "matrix.npy",
     "post_offsets.npy",
     "post_rows.npy",
     "post_terms.json",
-    "graph-0-384.usearch",
+    f"graph-0-{DIM}.usearch",
     "meta.json",
 ]
 
@@ -330,7 +332,7 @@ WRITE_ORDER = [
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(filling=st.sampled_from(WRITE_ORDER), share=st.floats(0.0, 1.0))
 @example(filling="matrix.npy", share=0.05)  # within the matrix's rows
-@example(filling="graph-0-384.usearch", share=0.5)
+@example(filling=f"graph-0-{DIM}.usearch", share=0.5)
 def test_a_full_disk_while_saving_leaves_nothing_and_the_command_succeeds(
     pristine, small_disk, monkeypatch, caplog, filling, share
 ):
@@ -348,7 +350,7 @@ def test_a_full_disk_while_saving_leaves_nothing_and_the_command_succeeds(
     monkeypatch.setattr(snapshot, "MIN_ROWS", 10)
     filler = small_disk / "filler"
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="lantern"), Lantern(db, embedder="minilm", config=FORCED) as lt:
+    with caplog.at_level(logging.WARNING, logger="lantern"), Lantern(db, embedder=EMBEDDER, config=FORCED) as lt:
         lt.index.refresh()
         assert lt.index.save_pays()
         with open(filler, "wb") as f:
@@ -360,7 +362,7 @@ def test_a_full_disk_while_saving_leaves_nothing_and_the_command_succeeds(
     if not folder_of(db).exists():
         assert len([w for w in warnings if "not written" in w]) == 1, warnings
     filler.unlink()
-    with Lantern(db, embedder="minilm", config=FORCED) as lt:
+    with Lantern(db, embedder=EMBEDDER, config=FORCED) as lt:
         lt.archive([{"role": "user", "content": "after the disk was full"}], session="after")
         lt.index.refresh()
         assert lt.index.ids[-1] == max(lt.index.ids)

@@ -2,7 +2,7 @@
 rename (the old name's snapshot), through a hard link (the other name's), a save killed half way (its temporary
 folder, named by a process that is gone). An open removes those no process will use again; a forget removes every
 one it finds, and no file beside the store holds the forgotten text's terms. Another store's snapshot, and a copy's,
-are left alone. Real SQLite stores and the real model (store/snapshot.py ``owned``, ``tidy``, ``remove``)."""
+are left alone. Real SQLite stores and the fake embedder (store/snapshot.py ``owned``, ``tidy``, ``remove``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ SECRET = "zqvault-7f3e9.yaml"  # a hint only one turn names
 
 def _store(path: Path) -> int:
     """A store at ``path`` with a snapshot beside it; returns the id of the turn that names ``SECRET``."""
-    with Lantern(path, embedder="minilm") as lt:
+    with Lantern(path, embedder="fake") as lt:
         for i in range(4):
             lt.archive([{"role": "user", "content": f"service {i} listens on port {7000 + i}"}], session="s")
         (secret,) = lt.archive([{"role": "user", "content": f"the vault config moved to conf/{SECRET}"}]).entry_ids
@@ -60,27 +60,27 @@ def test_a_store_known_by_another_name_keeps_no_snapshot_behind(tmp_path, how):
     _store(other)
     copy = tmp_path / "copy.db"  # a copy: the same store id, another file
     shutil.copyfile(first, copy)
-    with Lantern(copy, embedder="minilm") as lt:
+    with Lantern(copy, embedder="fake") as lt:
         _save(lt)
     untouched = {p: _snapshots(tmp_path).count(p) for p in ("other.db.index", "copy.db.index")}
     second = tmp_path / "mv2.db"
     if how.startswith("rename"):
         first.rename(second)
-        with Lantern(second, embedder="minilm") as lt:  # an open: the old name's snapshot is no one's now
+        with Lantern(second, embedder="fake") as lt:  # an open: the old name's snapshot is no one's now
             assert "mv1.db.index" not in _snapshots(tmp_path)
             _save(lt)
         if how == "rename then hard link":
             os.link(second, first)
     else:
         os.link(first, second)
-    with Lantern(second, embedder="minilm") as lt:
+    with Lantern(second, embedder="fake") as lt:
         _save(lt)
     names = _snapshots(tmp_path)
     assert "mv2.db.index" in names
     assert ("mv1.db.index" in names) == (how == "hard link"), names  # a link's snapshot is valid until a forget
     assert len(_holding(tmp_path, SECRET.encode())) >= 2  # its terms are in the snapshots, and in copy's
 
-    with Lantern(first if os.path.exists(first) else second, embedder="minilm") as lt:
+    with Lantern(first if os.path.exists(first) else second, embedder="fake") as lt:
         assert lt.forget(entry=secret) == 1
     names = _snapshots(tmp_path)
     assert not [n for n in names if n.startswith(("mv1.db", "mv2.db"))], names
@@ -104,7 +104,7 @@ def test_the_folders_of_a_killed_save_are_removed_on_open_and_by_a_forget(tmp_pa
         (tmp_path / name / "post_terms.json").write_text(f'["{SECRET}"]')
     elsewhere = tmp_path / "b.db.index.tmp-1-deadbeef"  # another store's: not this one's to remove
     elsewhere.mkdir()
-    with Lantern(db, embedder="minilm") as lt:
+    with Lantern(db, embedder="fake") as lt:
         left = _snapshots(tmp_path)
         assert [n for n in planted if n in left] == [n for n, pid in planted.items() if pid == live]
         assert lt.forget(entry=secret) == 1
@@ -119,12 +119,12 @@ def test_a_stale_snapshot_of_an_earlier_name_is_never_used(tmp_path, caplog):
     _store(a)
     (tmp_path / "a.db").rename(tmp_path / "b.db")
     (tmp_path / "a.db.index").rename(tmp_path / "b.db.index")
-    with Lantern(tmp_path / "b.db", embedder="minilm") as lt:
+    with Lantern(tmp_path / "b.db", embedder="fake") as lt:
         lt.index.refresh()
         assert lt.index._unsaved == 0  # loaded from the snapshot, nothing read from the rows
     shutil.copyfile(tmp_path / "b.db", tmp_path / "c.db")  # another file, the same store id
     os.replace(tmp_path / "c.db", tmp_path / "b.db")
-    with Lantern(tmp_path / "b.db", embedder="minilm") as lt:
+    with Lantern(tmp_path / "b.db", embedder="fake") as lt:
         lt.index.refresh()
         assert lt.index._unsaved == len(lt.index.ids)  # read from the rows
     assert "another database" in caplog.text

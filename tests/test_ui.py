@@ -1,6 +1,6 @@
 """The inspector (``lantern ui``, integrations/ui) over HTTP: every page, its security headers, escaping of archived
 text, forget behind a CSRF token and a same-origin check, the loopback / token rule. The real app (TestClient) over
-a real SQLite file with the real embedder; the browser tests are in test_ui_browser.py."""
+a real SQLite file with the fake embedder (tests/conftest.py); the browser tests are in test_ui_browser.py."""
 
 from __future__ import annotations
 

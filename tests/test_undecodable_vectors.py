@@ -1,7 +1,7 @@
-"""A stored vector whose byte length fits no layout of the store (meta ``vector_blocks``; store/vectors.py): cut
-short by a disk fault, or written by another tool. The in-process index leaves such entries out, counts them and
-names them in one warning; recoveries work on the rest; ``lantern stats`` counts them; an export leaves their
-embedding out; ``lantern reindex`` repairs them. Real store, real embedder, the aider demo excerpt."""
+"""A stored vector whose byte length fits no layout of the store (meta ``vector_blocks``; store/vectors.py): cut short
+by a disk fault, or written by another tool. The in-process index leaves such entries out, counts them and names them in
+one warning; recoveries work on the rest; ``lantern stats`` counts them; an export leaves their embedding out; ``lantern
+reindex`` repairs them. Real store, the fake embedder (tests/conftest.py), the aider demo excerpt."""
 
 from __future__ import annotations
 

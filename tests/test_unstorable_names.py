@@ -2,7 +2,7 @@
 UTF-8), as session, user, agent, project and fact key: each is taken in one form on every path
 (``scope.clean_name``), so what is written under a raw name is searched, recovered, exported, listed and forgotten
 by that same raw name, on SQLite and on PostgreSQL, and no driver error (psycopg DataError, UnicodeEncodeError)
-ever surfaces. Generated names, the real stores (pgserver, conftest.py), the real model."""
+ever surfaces. Generated names, the real stores (pgserver, conftest.py), the fake embedder."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.scope import clean_name
 
@@ -44,7 +45,7 @@ def test_clean_name_is_idempotent_on_any_mix_of_line_ends(raw):
 
 
 def test_a_name_with_carriage_returns_before_a_line_feed_is_found_by_either_spelling(tmp_path):
-    with Lantern(tmp_path / "cr.db", embedder="minilm") as lt:
+    with Lantern(tmp_path / "cr.db", embedder="fake") as lt:
         stored = lt.archive([{"role": "user", "content": "alpha beta port 5432"}], session="x\r\r\ny").session
         for name in ("x\r\r\ny", stored, "x\ny"):
             assert lt.recover("alpha beta port 5432", session=name, min_score=0).entries, name
@@ -62,7 +63,7 @@ def test_clean_name_is_what_clean_text_does_to_a_name_and_is_idempotent():
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory, request):
     """One store per backend for the module (a new server database per test would cost more than the test)."""
-    out = {"sqlite": Lantern(tmp_path_factory.mktemp("names") / "n.db", embedder="minilm")}
+    out = {"sqlite": Lantern(tmp_path_factory.mktemp("names") / "n.db", embedder="fake")}
     try:
         pg_server = request.getfixturevalue("pg_server")
     except pytest.skip.Exception:
@@ -73,14 +74,14 @@ def stores(tmp_path_factory, request):
         db = "t_" + uuid.uuid4().hex[:12]
         with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {db}")
-        out["postgres"] = Lantern(pg_server.get_uri(db), embedder="minilm")
+        out["postgres"] = Lantern(pg_server.get_uri(db), embedder="fake")
     yield out
     for lt in out.values():
         lt.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(session=names(), user=names(), agent=names(), project=names(), key=names())
 def test_a_turn_written_under_raw_names_is_found_and_forgotten_by_them(
     stores, backend, session, user, agent, project, key
@@ -155,7 +156,7 @@ def test_an_imported_fact_holding_nul_or_a_lone_surrogate_is_a_bad_line_on_both_
     from lantern.errors import ExportFormatError
 
     dump = tmp_path / "dump.jsonl"
-    with Lantern(tmp_path / "src.db", embedder="minilm") as src:
+    with Lantern(tmp_path / "src.db", embedder="fake") as src:
         src.archive([{"role": "user", "content": "the staging port is 6380"}], session="s")
         src.export(dump)
     header, entry = dump.read_text().splitlines()
@@ -163,7 +164,7 @@ def test_an_imported_fact_holding_nul_or_a_lone_surrogate_is_a_bad_line_on_both_
     assert record["facts"], record
     record["facts"][0][field] = bad
     dump.write_text(header + "\n" + json.dumps(record) + "\n")
-    with Lantern(db_location, embedder="minilm") as lt:
+    with Lantern(db_location, embedder="fake") as lt:
         with pytest.raises(ExportFormatError, match="NUL") as info:
             lt.import_(dump)
         assert info.value.line == 2
@@ -178,7 +179,7 @@ def bad_vectors(draw, dim: int) -> np.ndarray:
     return (np.array(signs) * scale).astype("<f4")
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_an_imported_vector_no_embedder_writes_is_a_bad_line_without_warnings(data, tmp_path_factory):
     """An export line whose embedding is all zero, subnormal or huge is an ExportFormatError naming the line and the
@@ -191,7 +192,7 @@ def test_an_imported_vector_no_embedder_writes_is_a_bad_line_without_warnings(da
 
     tmp = tmp_path_factory.mktemp("vectors")
     dump = tmp / "dump.jsonl"
-    with Lantern(tmp / "src.db", embedder="minilm") as src:
+    with Lantern(tmp / "src.db", embedder="fake") as src:
         src.archive([{"role": "user", "content": "the staging port is 6380"}], session="s")
         src.export(dump)
     header, entry = dump.read_text().splitlines()
@@ -199,7 +200,7 @@ def test_an_imported_vector_no_embedder_writes_is_a_bad_line_without_warnings(da
     vector = data.draw(bad_vectors(len(np.frombuffer(base64.b64decode(record["embedding"]), "<f4"))))
     bad = dict(record, embedding=base64.b64encode(vector.tobytes()).decode("ascii"))
     (tmp / "bad.jsonl").write_text(f"{header}\n{json.dumps(bad)}\n")
-    with Lantern(tmp / "dst.db", embedder="minilm") as lt, warnings.catch_warnings():
+    with Lantern(tmp / "dst.db", embedder="fake") as lt, warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(ExportFormatError, match="norm") as info:
             lt.import_(tmp / "bad.jsonl")
@@ -223,7 +224,7 @@ def test_a_fact_field_is_bounded_the_same_on_both_backends(stores, tmp_path_fact
 
     tmp = tmp_path_factory.mktemp("facts")
     dump = tmp / "dump.jsonl"
-    with Lantern(tmp / "src.db", embedder="minilm") as src:
+    with Lantern(tmp / "src.db", embedder="fake") as src:
         src.archive([{"role": "user", "content": "The staging port is 6380."}], session="s")
         src.export(dump)
     header, entry = dump.read_text().splitlines()

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import _cwd
 from clirun import lantern as cli
 from lantern.config import SECRET_PARAMETERS, redact_url, scrub, url_secrets
@@ -89,7 +90,7 @@ def secret_urls(draw) -> tuple[str, dict[str, str]]:
     return f"postgresql://{userinfo}db:5432/lantern?{'&'.join(params)}", markers
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(case=secret_urls())
 def test_no_secret_libpq_reads_from_a_generated_url_is_shown(case):
     url, markers = case

@@ -20,6 +20,8 @@ import pytest
 
 from lantern.embed import RoutedEmbedder, USEEmbedder, use_cache
 
+pytestmark = pytest.mark.real_models  # embeddings themselves: the real models
+
 TEXTS = [
     "数据库监听5433端口",  # "the database listens on port 5433"
     "我们明天下午三点在公司三楼会议室开会，讨论新版本的发布计划和测试安排。",

@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.errors import LanternError
 from lantern.store.sqlite import Store
 from test_fulltext_index import new_entry
@@ -20,7 +21,7 @@ _LAYOUT_JSON = st.recursive(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     value=_LAYOUT_JSON.map(json.dumps)
     | st.text(max_size=12).filter(bool)

@@ -19,6 +19,12 @@ and two that combine them by script:
   text in a block of its own (1280-d) that the read path ranks as the ``semantic_e5`` signal. Chosen on the tune
   split (docs/embedders.md). A database keeps the embedder it was created with.
 
+and one that is no model at all, for tests and development only (never a default):
+
+* :class:`FakeEmbedder` (``"fake"``) — deterministic feature hashing of words and character trigrams, 512-d.
+
+``$LANTERN_EMBEDDER`` names the embedder of a new database in place of the default (:func:`default_embedder_name`).
+
 All are lazy: constructing one costs nothing; the model loads on the first ``embed`` (or ``load``).
 Vectors are rows of a float32 array of shape ``(n, dim)`` with L2 norm 1, so a dot product is the
 cosine similarity; :class:`RoutedE5Embedder`'s rows hold two such unit parts, compared apart (:func:`main_part`).
@@ -40,6 +46,7 @@ import hashlib  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
+import zlib  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Protocol, runtime_checkable  # noqa: E402
@@ -51,12 +58,14 @@ from lantern.errors import ModelNotFoundError  # noqa: E402
 __all__ = [
     "embed_deferred",
     "embedder_name",
+    "default_embedder_name",
     "DEFAULT_EMBEDDER",
     "EMBEDDERS",
     "embedder_class",
     "MINILM_SHA256",
     "E5Embedder",
     "Embedder",
+    "FakeEmbedder",
     "MiniLMEmbedder",
     "RoutedE5Embedder",
     "RoutedEmbedder",
@@ -635,6 +644,53 @@ class RoutedE5Embedder(RoutedEmbedder):
         return out
 
 
+class FakeEmbedder:
+    """A deterministic hashing embedder for tests and development, NOT a language model (``"fake"``): never a
+    default, never for real memory. 512-d, no model file, no load, ~0.1 ms a sentence.
+
+    Feature hashing (Weinberger et al. 2009, "Feature Hashing for Large Scale Multitask Learning", ICML): the
+    lowercased text (its first ``max_chars`` characters) is cut into words (``\\w+``; each CJK run into its overlapping
+    character bigrams, lantern/text/cjk.py) and, for each non-CJK word, the character trigrams of ``<word>``; each
+    feature is hashed (CRC-32 of its UTF-8 bytes) to a dimension and a sign, words with weight 1 and trigrams 0.5.
+    The row is L2-normalized (a text with no word at all hashes itself whole, so no row is zero). Shared words and
+    word pieces give a high cosine, unrelated words about 0, in any script: enough for retrieval to find a turn that
+    shares the query's words, which is what tests of storage, parsing, the CLI or the integrations need. It knows no
+    synonym, paraphrase or translation: tests of recall quality use the real models. The same text gives the same
+    vector in every process and on every machine (CRC-32, not Python's salted ``hash``).
+    """
+
+    id = "fake-hash-ngram-v1"
+    dim = 512
+    max_chars = 4000  # a cap like the real models' token limits, so a 100 KB turn costs what a page does
+    _WORD_WEIGHT, _TRIGRAM_WEIGHT = 1.0, 0.5
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        from lantern.text.cjk import CJK_RUN, cjk_bigrams
+
+        text = text[: self.max_chars].lower()
+        out: list[tuple[str, float]] = []
+        for word in _FAKE_WORDS.findall(cjk_bigrams(text)):
+            out.append(("w " + word, self._WORD_WEIGHT))
+            if CJK_RUN.match(word) is None and len(word) > 2:
+                padded = f"<{word}>"
+                out += [("c " + padded[i : i + 3], self._TRIGRAM_WEIGHT) for i in range(len(padded) - 2)]
+        return out or [("t " + text, 1.0)]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` -> float32 ``(len(texts), 512)``, rows of L2 norm 1. TypeError for a non-sequence or a
+        non-string item, as the other embedders."""
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feature, weight in self._features(text):
+                h = zlib.crc32(feature.encode("utf-8", "surrogatepass"))
+                out[row, h % self.dim] += weight if (h >> 16) & 1 else -weight
+        return _normalize(out)
+
+
+_FAKE_WORDS = re.compile(r"\w+")
+
+
 def embed_deferred(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """The deferred block of an embedder's vectors for ``texts`` (:meth:`RoutedE5Embedder.embed_deferred`); wrappers
     (the read path's QueryVectors, the evaluation's memo) forward it. Raises TypeError for an embedder without one."""
@@ -672,6 +728,7 @@ EMBEDDERS: dict[str, type] = {
     "e5": E5Embedder,
     "routed": RoutedE5Embedder,
     "routed-v1": RoutedEmbedder,
+    "fake": FakeEmbedder,  # tests and development only (FakeEmbedder): never a default
 }
 
 
@@ -680,16 +737,28 @@ def embedder_name(embedder_id: str) -> str:
     return next((name for name, cls in EMBEDDERS.items() if cls.id == embedder_id), embedder_id)
 
 
+def default_embedder_name() -> str:
+    """The name of the embedder a new database gets: ``$LANTERN_EMBEDDER`` when set (a name or id of
+    :data:`EMBEDDERS`; the test suite sets ``fake`` for the tests that do not test embeddings, tests/conftest.py),
+    else :data:`DEFAULT_EMBEDDER`. A name no embedder has raises ValueError naming the variable."""
+    name = os.environ.get("LANTERN_EMBEDDER") or DEFAULT_EMBEDDER
+    try:
+        embedder_class(name)
+    except ValueError as e:
+        raise ValueError(f"$LANTERN_EMBEDDER: {e}") from None
+    return name
+
+
 def get_embedder(name: str | Embedder | None = None) -> Embedder:
-    """An embedder by name ("routed", the default when ``name`` is None: :data:`DEFAULT_EMBEDDER`; "minilm" or
-    "use") or by id (as recorded in
-    a database, e.g. "minilm-l6-v2-int8").
+    """An embedder by name ("routed"; "minilm", "use", ...: :data:`EMBEDDERS`) or by id (as recorded in a database,
+    e.g. "minilm-l6-v2-int8"); None is :func:`default_embedder_name` (``$LANTERN_EMBEDDER``, else
+    :data:`DEFAULT_EMBEDDER`).
 
     An object that already is an :class:`Embedder` is returned unchanged. An unknown name raises
     ValueError.
     """
     if name is None:
-        name = DEFAULT_EMBEDDER
+        name = default_embedder_name()
     if not isinstance(name, str):
         if isinstance(name, Embedder):
             return name

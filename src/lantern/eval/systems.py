@@ -324,8 +324,9 @@ _MEMOS: dict[Any, MemoEmbedder] = {}  # embedder name -> this process's memoizin
 
 def memo_embedder(name: str | None) -> MemoEmbedder:
     """This process's memoizing wrapper of the embedder ``name`` (made once per process and name)."""
-    from lantern.embed import get_embedder
+    from lantern.embed import default_embedder_name, get_embedder
 
+    name = name or default_embedder_name()  # by the embedder's name, not None: $LANTERN_EMBEDDER may change
     if name not in _MEMOS:
         _MEMOS[name] = MemoEmbedder(get_embedder(name))
     return _MEMOS[name]
