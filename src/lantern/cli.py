@@ -153,8 +153,8 @@ def _global(
         envvar="LANTERN_REWOUND",
         callback=_rewound_mode,
         help=(
-            "Turns of a rewound branch (Claude Code's rewind; a proxy client's edited-away turns): skip (default: not "
-            "archived, and removed when the rewind shows later) or mark (kept in <session>/abandoned-<id>)."
+            "Turns of a rewound Claude Code branch: skip (default: not archived, and removed when the rewind shows "
+            "later) or mark (kept in <session>/abandoned-<id>). The proxy (serve) always marks."
         ),
     ),
     _show_version: bool = typer.Option(

@@ -10,13 +10,14 @@ Pages (all GET, read only, except forget):
     /stats                counts; entries per day, bytes per table, recoveries per day
     /forget?entry=ID | /forget?s=S&user=U    a confirmation page; POST /forget does it (Lantern.forget)
 
-Security: loopback only unless a token is given (``lantern serve``'s rule, integrations/service.py
-``is_loopback``); without a token a request whose Host is not a loopback name is refused (a DNS-rebinding page
-cannot read the archive). With a token, every request needs it: ``Authorization: Bearer TOKEN``, or the cookie a
-visit of ``/?token=TOKEN`` (or the login form) sets (HttpOnly, SameSite=Strict). The one write, forget, is a POST
-that must carry this process's random CSRF token (a hidden form field) and come from the same origin (Origin, else
-Referer). Every page is rendered with Jinja2 autoescaping: archived text is text, never markup. Every response
-carries ``CSP``: no script at all, nothing from another origin; and ``Cache-Control: no-store``.
+Security: loopback only unless a token is given (``lantern serve``'s rule, integrations/service.py ``is_loopback``).
+Every request first passes the local servers' rule (integrations/origin.py): without a token a Host that is not a
+loopback name or an IP address is refused (421: a DNS-rebinding page cannot read the archive), and a request the
+browser marks as cross-site is refused (403). With a token, every request needs it: ``Authorization: Bearer TOKEN``,
+or the cookie a visit of ``/?token=TOKEN`` (or the login form) sets (HttpOnly, SameSite=Strict). The one write,
+forget, is a POST that must carry this process's random CSRF token (a hidden form field) and come from the same
+origin (Origin, else Referer). Every page is rendered with Jinja2 autoescaping: archived text is text, never markup.
+Every response carries ``CSP``: no script at all, nothing from another origin; and ``Cache-Control: no-store``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from jinja2 import Environment, FileSystemLoader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lantern.errors import LanternError
+from lantern.integrations import origin
+from lantern.integrations.origin import OriginGuard
 from lantern.integrations.service import is_loopback
 from lantern.integrations.ui import charts, views
 
@@ -117,12 +120,6 @@ class _State:
                 self._lantern = None
 
 
-def _host_name(host: str) -> str:
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
 def build_app(
     path: str | os.PathLike[str] | None = None, embedder: str | None = None, *, token: str | None = None
 ) -> FastAPI:
@@ -174,29 +171,16 @@ def build_app(
             given = auth[7:].strip()
         return bool(given) and secrets.compare_digest(given.encode(), token.encode())
 
-    def same_origin(request: Request) -> bool:
-        host = request.headers.get("host", "")
-        expected = f"{request.url.scheme}://{host}"
-        origin = request.headers.get("origin")
-        if origin is not None:
-            return origin == expected
-        referer = request.headers.get("referer")
-        return referer is not None and (referer == expected or referer.startswith(expected + "/"))
+    def same_origin(request: Request) -> bool:  # the forms' POSTs: Origin, else Referer, must be ours
+        return origin.same_origin(request.headers, request.url.scheme)
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
-        host = _host_name(request.headers.get("host", ""))
-        if token is None and not is_loopback(host):
-            response: Response = HTMLResponse(
-                "Host not allowed: without a token the inspector answers only to a loopback name "
-                "(127.0.0.1, localhost, [::1]).",
-                status_code=421,
-            )
-        elif not authorized(request) and request.url.path not in ("/login", "/static/ui.css"):
+        if not authorized(request) and request.url.path not in ("/login", "/static/ui.css"):
             given = request.query_params.get("token")
             if request.method == "GET" and given and secrets.compare_digest(given.encode(), token.encode()):
                 rest = {k: v for k, v in request.query_params.multi_items() if k != "token"}
-                response = RedirectResponse(_url(request.url.path, **rest), status_code=303)
+                response: Response = RedirectResponse(_url(request.url.path, **rest), status_code=303)
                 _set_cookie(response, token)
             else:
                 response = page(request, "login.html", status=401, failed=bool(given))
@@ -205,6 +189,12 @@ def build_app(
         for k, v in HEADERS.items():
             response.headers[k] = v
         return response
+
+    def refused(status: int, message: str) -> HTMLResponse:  # no request object: a bare page with the headers
+        return HTMLResponse(message, status_code=status, headers=HEADERS)
+
+    # added last, so outermost: a rebinding or cross-site request is refused before anything else
+    app.add_middleware(OriginGuard, token=token is not None, respond=refused)
 
     async def form(request: Request) -> dict[str, str] | None:
         body = await request.body()
