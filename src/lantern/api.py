@@ -69,6 +69,18 @@ def _query_text(query: Any) -> str:
     return clean_text(query[:MAX_QUERY_CHARS] if isinstance(query, str) else query)
 
 
+def _last_user_text(messages: Sequence[Any]) -> str:
+    """The text of the last user message among ``messages`` (dicts or ``Message``; entry ids skipped), "" if none."""
+    from lantern.compaction import is_summary, message_text
+
+    for m in reversed(messages):
+        if isinstance(m, Message) and m.role == "user" and m.text.strip():
+            return m.text
+        if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip():
+            return message_text(m)
+    return ""
+
+
 def _one_at_a_time(method):
     """Run ``method`` holding the handle's lock: a handle is one SQLite connection (or pool) and one in-process index,
     so its calls run one at a time, whichever threads make them (a recovery ranks on the index it masked; a write
@@ -372,6 +384,67 @@ class Lantern:
             return result
         if packed:
             self.index.note_access(packed)
+        return result
+
+    @_one_at_a_time
+    def recover_compaction(
+        self,
+        summary: str | None,
+        *,
+        live: Iterable[int] | Sequence[Message | dict] | None = None,
+        session: str | None = None,
+        budget: int | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        record: bool = False,
+        source: str = "api",
+        reason: str = "summary",
+    ) -> Recovery:
+        """What a compaction lost, as the block to inject after it (docs/architecture.md §3.8; recover/loss.py).
+
+        ``summary``: the runtime's compaction summary (None or "": an encrypted or absent summary, so everything
+        not in the live context is lost). ``live``: the live context after the compaction (messages as dicts or
+        ``Message``, and/or entry ids still in it), excluding the summary itself. ``session``: the compacted session
+        (default ``"default"``) within the scope (default: the handle's). ``budget``: characters (default
+        ``Config.budget``). The block lists the specifics (paths, identifiers, commands, flags, hashes, URLs,
+        numbers, errors) the archived turns hold and neither the summary nor the live context states, heaviest
+        first by the chance the next turns use them, each on the line of the turn it was last seen in, then the
+        lines they were seen in. ``Recovery.loss`` reports every lost item, packed or cut, by type;
+        ``Recovery.reason`` says why a block is empty (nothing_archived, nothing_lost, budget). Zero LLM calls;
+        never withheld by the relevance floor. With ``record`` the compaction is stored as one event
+        (``record_compaction``; ``source``, ``reason`` as there). Raises ValueError for a bad budget and TypeError
+        for a bad ``live`` or ``summary``."""
+        if summary is not None and not isinstance(summary, str):
+            raise TypeError(f"summary must be a string or None, got {type(summary).__name__}")
+        scope = resolve(self.scope, user, agent, project)
+        budget = self._budget(budget)
+        live_list = list(live or [])
+        ids, live_text = self._exclusions(live_list)
+        task = _last_user_text(live_list)
+        session_name = given_name(session) or DEFAULT_SESSION
+        result = pipeline.recover_compaction(
+            self.store,
+            clean_text(summary or ""),
+            live_text=live_text,
+            exclude_ids=ids,
+            task=task,
+            session=session_name,
+            scope=scope,
+            budget=budget,
+        )
+        if record:
+            lost = sorted({s.entry_id for it in (result.loss.items if result.loss else []) for s in it.seen})
+            self.record_compaction(
+                result,
+                session=session_name,
+                reason=reason,
+                lost=lost,
+                source=source,
+                user=user,
+                agent=agent,
+                project=project,
+            )
         return result
 
     @_one_at_a_time

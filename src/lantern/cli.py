@@ -920,8 +920,8 @@ def _ingest_directory(
 
 @app.command()
 def recover(
-    query: str = typer.Argument(
-        ..., metavar="QUERY", help="The question, or the live context's tail after a compaction."
+    query: Optional[str] = typer.Argument(
+        None, metavar="QUERY", help="The question (not with --summary: a compaction's recovery needs none)."
     ),
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
@@ -942,12 +942,24 @@ def recover(
         "the query's ideal). Default: the configured one; 0 turns it off.",
     ),
     live: Optional[Path] = _live_option(),
+    summary: Optional[Path] = typer.Option(
+        None,
+        "--summary",
+        help="A compaction summary file ('-': stdin; an empty file: none): recover what it and --live lost from "
+        "--session (Lantern.recover_compaction) instead of answering QUERY.",
+    ),
     user: Optional[str] = _user_option(),
     agent: Optional[str] = _agent_option(),
     project: Optional[str] = _project_option(),
 ) -> None:
-    """Recover archived turns for QUERY within a character budget."""
+    """Recover archived turns for QUERY within a character budget, or what a compaction lost (--summary)."""
     llm = _llm(rerank, llm_base_url, llm_model)
+    if summary is not None:
+        if query is not None:
+            raise typer.BadParameter("give QUERY or --summary, not both", param_hint="QUERY")
+        return _recover_compaction(summary, budget, session, as_json, live, user, agent, project)
+    if query is None:
+        raise typer.BadParameter("missing QUERY (or --summary FILE for a compaction's recovery)", param_hint="QUERY")
 
     def run():
         when = _iso(as_of, "--as-of")
@@ -1001,6 +1013,52 @@ def recover(
                 typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
+
+
+COMPACTION_EMPTY = {
+    "nothing_archived": "the session has no archived turn (ingest its transcript first, or check --session/--user)",
+    "nothing_lost": "every specific of the archived turns is in the summary or the live context",
+    "budget": "the budget is too small for one item",
+}
+
+
+def _recover_compaction(
+    summary: Path,
+    budget: int,
+    session: Optional[str],
+    as_json: bool,
+    live: Optional[Path],
+    user: Optional[str],
+    agent: Optional[str],
+    project: Optional[str],
+) -> None:
+    """``recover --summary``: one call of ``Lantern.recover_compaction``."""
+
+    def run():
+        text = sys.stdin.read() if str(summary) == "-" else _read_text(summary, "--summary")
+        with _open() as lantern, _warnings_on_stderr():
+            result = lantern.recover_compaction(
+                text, live=_live(live), session=session, budget=budget, user=user, agent=agent, project=project
+            )
+        if as_json:
+            _print_json(result.to_json())
+        elif result.text:
+            print(_on_terminal()(result.text))
+        else:
+            why = COMPACTION_EMPTY.get(result.reason or "", result.reason or "")
+            typer.secho(f"nothing recovered: {why}", err=True, fg=typer.colors.YELLOW)
+
+    _guard(run)
+
+
+def _read_text(path: Path, option: str) -> str:
+    """A UTF-8 text file's content; a clear error naming ``option`` when it cannot be read."""
+    from lantern.errors import LanternError
+
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise LanternError(f"{option} {path}: cannot read it ({e.strerror or e})") from None
 
 
 @app.command()
@@ -2102,6 +2160,11 @@ def eval_(
             "numbers either way."
         ),
     ),
+    fit: bool = typer.Option(
+        False,
+        "--fit",
+        help="realcompact: also refit the loss model's weights (fit.json) and report them leave-one-repository-out.",
+    ),
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
     Needs the `eval` extra (scipy, matplotlib); without it the command prints the one that installs it."""
@@ -2112,6 +2175,9 @@ def eval_(
         missing.append(str(e))
     if missing:  # checked before any work: the statistics and plots come last, after minutes of recovery
         _fail(_missing_extra("eval", "eval", ", ".join(missing)))
+
+    if dataset == "realcompact":
+        return _eval_realcompact(data, out, limit, system, fit)
 
     def run() -> None:
         try:
@@ -2164,6 +2230,37 @@ def eval_(
 
     # its stores are in the archive cache (eval/run.py default_cache_dir), not at the global --db
     _guard(run, cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval")
+
+
+def _eval_realcompact(data: Path, out: Path, limit: Optional[int], system: Optional[list[str]], fit: bool) -> None:
+    """``eval realcompact``: one call of ``lantern.eval.realcompact.main``."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from lantern.eval.realcompact import main as run_realcompact
+
+    console = Console(stderr=True)
+
+    def run() -> None:
+        with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
+            task = bar.add_task("compactions", total=None)
+            table = run_realcompact(
+                data,
+                out,
+                limit=limit,
+                systems=system or None,
+                fit=fit,
+                command="lantern " + shlex.join(sys.argv[1:]),
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        mid = table["budgets"][4000]["systems"]
+        typer.echo(
+            f"{table['events']} compactions, {table['facts']} lost facts; at 4,000 characters "
+            + ", ".join(f"{name} {row['macro']:.1f}%" for name, row in mid.items())
+        )
+        typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+
+    _guard(run)
 
 
 hook_app = typer.Typer(no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON).")

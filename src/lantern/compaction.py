@@ -91,23 +91,22 @@ class Compaction:
         rerank: bool = False,
         llm: Any = None,
     ) -> Recovery:
-        """The block to inject: ``lantern.recover(query, session, budget, exclude=live messages, proactive=True)``
-        in the scope the compaction was detected in (a proactive recovery: pruned entries stay out unless the
-        query names them; reinforce.py); with ``rerank``, LANTERN-Rerank through ``llm`` (``Lantern.recover``'s
-        arguments). With ``record`` (default) the compaction is stored as one event (``Lantern.record_compaction``:
-        ``lantern events``, the inspector) with ``source`` naming who detected it."""
+        """The block to inject: ``lantern.recover_compaction(summary, live=live messages, session=...)`` in the scope
+        the compaction was detected in: the specifics the summary and the live context lost (recover/loss.py);
+        turns rewound away (``abandoned_entry_ids``) count as live, never as lost. ``rerank`` and ``llm`` apply to
+        question recoveries only and are ignored here: the compaction block is ranked by the loss model. With
+        ``record`` (default) the compaction is stored as one event (``Lantern.record_compaction``: ``lantern
+        events``, the inspector) with ``source`` naming who detected it."""
         scope = self.scope or lantern.scope
-        recovery = lantern.recover(
-            self.query,
+        live = [m for m in self.messages if not is_summary(m)]
+        recovery = lantern.recover_compaction(
+            self.summary,
+            live=live + list(self.abandoned_entry_ids),
             session=self.session,
             budget=budget,
-            exclude=list(self.messages) + list(self.abandoned_entry_ids),
-            proactive=True,
             user=scope.user,
             agent=scope.agent,
             project=scope.project,
-            rerank=rerank,
-            llm=llm,
         )
         if record:
             lantern.record_compaction(

@@ -7,6 +7,7 @@ Read path:   query -> Candidate (ranks per signal, RRF score, MMR order, verdict
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -63,6 +64,55 @@ class Message:
         if not parts:
             parts.append(f"{who}:")
         return "\n".join(parts)
+
+
+_ROLES = "user|assistant|system|tool|developer|function"
+_MESSAGE = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
+_CALL = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
+_RESULT = re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
+
+
+@dataclass
+class RenderedBlock:
+    """One message of an entry's verbatim text, split back out (``split_rendered``): ``kind`` message, call or
+    result; ``role``; ``name`` (the speaker's name of a message, the tool's name of a call or result)."""
+
+    kind: str
+    role: str
+    name: str
+    text: str
+    start: int = 0  # offset of the block's first line in the entry's text
+
+
+def split_rendered(text: str) -> list[RenderedBlock]:
+    """Split an entry's verbatim text back into its messages, tool calls and tool results, by the line prefixes
+    ``Message.render`` writes ("user: ", "assistant -> tool call NAME(", "tool result NAME: "): its inverse. A line
+    without such a prefix continues the block before it (a message quoting such a line splits there). A call's text
+    is its arguments, without the closing parenthesis."""
+    out: list[RenderedBlock] = []
+    at = 0
+    for line in text.split("\n"):
+        start, at = at, at + len(line) + 1
+        m = _CALL.match(line)
+        if m:
+            out.append(RenderedBlock("call", m["role"], m["tool"], line[m.end() :], start))
+            continue
+        m = _RESULT.match(line)
+        if m:
+            out.append(RenderedBlock("result", "tool", m["tool"] or "", line[m.end() :], start))
+            continue
+        m = _MESSAGE.match(line)
+        if m:
+            out.append(RenderedBlock("message", m["role"], m["name"] or "", line[m.end() :], start))
+            continue
+        if out:
+            out[-1].text += "\n" + line
+        else:
+            out.append(RenderedBlock("message", "", "", line, start))
+    for b in out:
+        if b.kind == "call" and b.text.endswith(")"):
+            b.text = b.text[:-1]
+    return out
 
 
 @dataclass
@@ -227,6 +277,8 @@ class Recovery:
     relevance: Any = None  # recover.relevance.Relevance: how well the best candidates match (the relevance floor)
     min_score: float = 0.0  # the relevance floor this recovery was held to (0: none)
     rerank: Any = None  # recover.rerank.RerankResult when a rerank was asked for
+    loss: Any = None  # recover.loss.Loss: what a compaction lost, packed or cut (Lantern.recover_compaction)
+    reason: str | None = None  # why the block is empty or short (None: nothing to say); see the producer's docstring
 
     @property
     def reranked(self) -> bool:
@@ -235,7 +287,8 @@ class Recovery:
 
     def to_json(self) -> dict[str, Any]:
         """{"text", "chars", "entries": [{id, session, turn, score, text}]}; when a rerank was asked for, also
-        "reranked" (bool: its order was used), "llm_calls", "tokens_in" and "tokens_out"."""
+        "reranked" (bool: its order was used), "llm_calls", "tokens_in" and "tokens_out"; "reason" when set; "loss"
+        (``Loss.to_json``: counts by type, the items packed and the best ones cut) for a compaction recovery."""
         out: dict[str, Any] = {"text": self.text, "chars": self.chars}
         if self.rerank is not None:
             usage = self.rerank.usage
@@ -248,6 +301,10 @@ class Recovery:
         out["entries"] = [
             {"id": e.id, "session": e.session, "turn": e.turn, "score": e.score, "text": e.text} for e in self.entries
         ]
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.loss is not None:
+            out["loss"] = self.loss.to_json()
         return out
 
 

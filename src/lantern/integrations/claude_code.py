@@ -454,19 +454,12 @@ def recover_after_compaction(
         return None
     summary = parsed.summaries[-1]
     live = [m for m in parsed.messages[summary.position :] if not m.meta.get("abandoned")] + parsed.sidechain
-    asked = question
-    if question is None:
-        last_user = parsed.last_user_text()
-        if not last_user:
-            last_user = _last_user_before(lantern, session)
-        from lantern.compaction import summary_query_text
-
-        question = "\n".join(p for p in (last_user.strip(), summary_query_text(summary.text)) if p)
+    if question is None:  # SessionStart(compact): what the summary lost (recover/loss.py)
+        recovery = lantern.recover_compaction(summary.text, live=live, session=session, budget=ctx.budget)
         reason = "compact_boundary"
-    else:
+    else:  # a back-reference after the compaction: the question's own recovery, held to the relevance floor
+        recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
         reason = "back_reference"
-    floor = 0.0 if asked is None else None  # the compaction's own block is never held back by the relevance floor
-    recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live, min_score=floor)
     if record:
         lantern.record_compaction(
             recovery, session=session, reason=reason, lost=_lost(lantern, session, live), source="claude-code"
@@ -482,16 +475,6 @@ def _lost(lantern: Any, session: str, live: list) -> list[int]:
     archive = SessionArchive(lantern.store, session, lantern.scope)
     present = archive.present_in(lantern.live_text(live)) if archive.ids else set()
     return [i for i in archive.order if i not in present]
-
-
-def _last_user_before(lantern: Any, session: str) -> str:
-    """The user text of the newest archived turn of ``session`` (the compaction summary replaced it in the file)."""
-    rows = lantern.store.session_turns(session, lantern.scope)
-    for _, _, text in sorted(rows, key=lambda r: r[1], reverse=True):
-        for line in text.split("\n"):
-            if line.startswith("user: "):
-                return line[len("user: ") :]
-    return ""
 
 
 def _output(event: str, text: str) -> dict[str, Any]:

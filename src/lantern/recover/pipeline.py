@@ -246,3 +246,73 @@ def search(
         return []
     full = store.entries([c.entry.id for c in candidates[:k]])
     return [Hit(entry=full[c.entry.id], score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k] if c.entry.id in full]
+
+
+def recover_compaction(
+    store: StoreProtocol,
+    summary: str,
+    *,
+    live_text: str,
+    task: str,
+    session: str,
+    scope: Scope,
+    budget: int,
+    exclude_ids: Iterable[int] = (),
+) -> Recovery:
+    """The compaction recovery (docs/architecture.md §3.8): what ``session``'s archived turns hold and neither
+    ``summary`` nor ``live_text`` states (recover/loss.py), packed into ``budget`` characters (recover/loss_pack.py).
+    ``task``: the last user message (empty: the newest archived one); ``exclude_ids``: entries still in the live
+    context (their text counts as live). ``Recovery.loss`` reports every lost item, packed or cut;
+    ``Recovery.reason`` says why the block is empty (``nothing_archived``: the session has no archived turn in
+    ``scope``; ``nothing_lost``: every specific is still stated; ``budget``: too small for one item). Reads only."""
+    from lantern.recover.loss import find_loss
+    from lantern.recover.loss_pack import pack_loss
+
+    turns = store.session_turns(session, scope)
+    task = task or _newest_user_text(turns)
+    gone = set(exclude_ids)
+    if gone:
+        live_text = "\n".join([live_text, *(text for i, _, text in turns if i in gone)])
+        turns = [t for t in turns if t[0] not in gone]
+    query = "\n".join(p for p in (task.strip(), summary) if p)  # what the block answers, as events keep it
+    recovery = Recovery(query=query, text="", entries=[], chars=0, budget=budget)
+    if not turns:
+        recovery.reason = "nothing_archived"
+        return recovery
+    loss = find_loss(turns, summary, live_text, task, tags=store.tags(t[0] for t in turns))
+    recovery.loss = loss
+    if not loss.items:
+        recovery.reason = "nothing_lost"
+        return recovery
+    block = pack_loss(loss, budget)
+    if not block.text:
+        recovery.reason = "budget"
+        return recovery
+    lines = block.text.split("\n")
+    recovery.text, recovery.chars = block.text, len(block.text)
+    weight: dict[int, float] = {}
+    for it in loss.packed:
+        weight[it.last.entry_id] = max(weight.get(it.last.entry_id, 0.0), it.weight)
+    recovery.entries = [
+        RecoveredEntry(
+            id=entry_id,
+            session=session,
+            turn=turn,
+            score=weight.get(entry_id, 0.0),
+            text="\n".join(x for x in lines if x.startswith((f"- turn {turn} ·", f"[turn {turn} ·"))),
+            excerpt=True,
+        )
+        for entry_id, turn in block.cited.items()
+    ]
+    return recovery
+
+
+def _newest_user_text(turns: list[tuple[int, int, str]]) -> str:
+    """The newest user message of a session's archived ``(id, turn, text)``, "" when there is none."""
+    from lantern.model import split_rendered
+
+    for _, _, text in reversed(turns):
+        for b in reversed(split_rendered(text)):
+            if b.kind == "message" and b.role == "user" and b.text.strip():
+                return b.text
+    return ""

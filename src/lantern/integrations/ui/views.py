@@ -3,22 +3,17 @@ the templates escape every text, charts.py builds the SVG)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from lantern.model import split_rendered
 from lantern.store import events as event_store
 from lantern.store import overview
 
 FOLD_CHARS = 600  # ours: a tool call's arguments or a tool result longer than this is folded (<details>)
 FOLD_LINES = 12
 SUMMARY_CHARS = 240  # characters of an entry's summary shown in lists
-
-_ROLES = "user|assistant|system|tool|developer|function"
-_MESSAGE = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
-_CALL = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
-_RESULT = re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
 
 
 @dataclass
@@ -40,31 +35,8 @@ class Block:
 
 
 def blocks(text: str) -> list[Block]:
-    """Split an entry's verbatim text back into its messages, tool calls and tool results, by the line prefixes
-    ``Message.render`` writes ("user: ", "assistant -> tool call NAME(", "tool result NAME: "). A line without
-    such a prefix continues the block before it (display only: a message quoting such a line splits there)."""
-    out: list[Block] = []
-    for line in text.split("\n"):
-        m = _CALL.match(line)
-        if m:
-            out.append(Block("call", m["role"], m["tool"], line[m.end() :]))
-            continue
-        m = _RESULT.match(line)
-        if m:
-            out.append(Block("result", "tool", m["tool"] or "", line[m.end() :]))
-            continue
-        m = _MESSAGE.match(line)
-        if m:
-            out.append(Block("message", m["role"], m["name"] or "", line[m.end() :]))
-            continue
-        if out:
-            out[-1].text += "\n" + line
-        else:
-            out.append(Block("message", "", "", line))
-    for b in out:
-        if b.kind == "call" and b.text.endswith(")"):
-            b.text = b.text[:-1]
-    return out
+    """An entry's verbatim text split back into its messages, tool calls and tool results (model.split_rendered)."""
+    return [Block(b.kind, b.role, b.name, b.text) for b in split_rendered(text)]
 
 
 @dataclass

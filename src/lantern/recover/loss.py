@@ -1,0 +1,426 @@
+"""What a compaction lost (docs/architecture.md §3.8): the specifics of the archived turns that neither the summary
+nor the live context holds, ranked by how likely the next turns are to use them. Zero LLM calls.
+
+    blocks  = the session's archived entries split back into messages, tool calls and tool results
+              (model.split_rendered), in order; the ones whose text is still live are not lost
+    items   = their lookup hints (text/tags.py: paths, identifiers, flags, commands, hashes, URLs, numbers with
+              units, errors, versions, ports), minus every value the summary or the live context states
+    weight  = a logistic score of features each item carries (``FEATURES``): its kind, how recently and how often
+              it was seen, by whom (the user, the assistant, a tool call, only a tool's output), whether the
+              summary names its file, and how much its words share with the live context, the summary's end and
+              the last user message
+
+The weights (``WEIGHTS``) were fit by ``lantern eval realcompact --fit`` (eval/realcompact.py) on the realcompact
+dev set (real Claude Code compactions: the tokens the next 10 turns used that the summary lost), L2-regularised
+logistic regression on standardized features; docs/results/realcompact.md gives the fit and its held-out figures.
+Our design: the paper ranks whole turns by the query only (§3), which at a compaction returns what the summary
+already says.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lantern.model import Tag, split_rendered
+from lantern.text.clean import normalize_space
+from lantern.text.tags import extract_tags
+
+__all__ = [
+    "FEATURES",
+    "INTERCEPT",
+    "WEIGHTS",
+    "LostItem",
+    "Loss",
+    "Seen",
+    "find_loss",
+    "item_type",
+    "features_of",
+    "scores",
+]
+
+LIVE_TAG_CHARS = 64_000  # ours: the live context's lookup hints are read from its last 64,000 characters
+MIN_VALUE_CHARS = 3  # ours: shorter values ("ok", "v1") are not specifics
+SUMMARY_TAIL_CHARS = 2_500  # ours: the summary's end names the current work and the next step
+TASK_CHARS = 3_000  # ours: the last user message's first characters name the task
+# the item types of the loss report, by tag kind; an identifier is refined by its form (item_type)
+TYPES = ("path", "url", "command", "flag", "dotted", "identifier", "hash", "error", "number", "version", "port")
+_KINDS = ("path", "url", "identifier", "quoted", "hash", "number", "error", "version", "port", "date")
+_PART = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
+_HUMP = re.compile(r"([a-z0-9])([A-Z])")
+
+# Feature names, in the order of ``features_of``'s vector. ``dist``: blocks from the item's last occurrence to the
+# compaction (0: the newest lost block); parts: the item's word parts (split at non-alphanumerics and camelCase humps,
+# >= 3 characters, lowercased).
+FEATURES = (
+    *(f"kind:{k}" for k in _KINDS),
+    "flag",  # starts with "-"
+    "dotted",  # an identifier holding "."
+    "spaced",  # holds a space (a command line)
+    "absolute",  # starts with "/"
+    "log_dist",
+    "recent",  # dist < 20
+    "log_first_dist",
+    "first_position",  # first occurrence / blocks
+    "log_blocks",  # blocks holding it
+    "log_calls",  # tool calls holding it
+    "log_user",  # user messages holding it
+    "log_assistant",  # assistant messages holding it
+    "tool_output_only",
+    "file_in_summary",  # its last path component is in the summary
+    "dir_in_live",  # its directory is a directory of a live path
+    "parts_live",  # share of its parts among the live context's tag parts
+    "parts_summary",
+    "parts_summary_tail",
+    "parts_task",  # among the last user message's parts
+    "with_live",  # share of its blocks that hold a live tag too
+    "log_length",
+    "log_block_tags",  # tags of the sparsest block holding it (a dump of 500 names makes each less likely)
+)
+
+# fit on the realcompact dev set (module docstring); intercept first, then one weight per FEATURES name
+INTERCEPT = -6.0
+WEIGHTS: dict[str, float] = {name: 0.0 for name in FEATURES}
+
+
+@dataclass
+class Seen:
+    """One place an item was seen: the entry (``entry_id``, ``turn``), the message ``side`` (user, assistant, call,
+    result) and the ``tool`` name (calls and results; "" otherwise)."""
+
+    entry_id: int
+    turn: int
+    side: str
+    tool: str
+    block: int  # position of the block among the lost blocks (0: oldest)
+
+
+@dataclass
+class LostItem:
+    """A specific the compaction lost: ``value`` verbatim as archived, its tag ``kind`` and report ``type``
+    (``item_type``), ``weight`` in (0, 1) (the logistic score), and where it was ``seen`` (oldest first)."""
+
+    value: str
+    kind: str
+    type: str
+    weight: float
+    seen: list[Seen] = field(default_factory=list)
+    features: list[float] = field(default_factory=list, repr=False)
+    packed: bool = False
+    covered_by: str | None = None  # a packed value that holds this one (a path holding a file name)
+
+    @property
+    def last(self) -> Seen:
+        return self.seen[-1]
+
+    def to_json(self) -> dict[str, Any]:
+        last = self.last
+        return {
+            "value": self.value,
+            "type": self.type,
+            "weight": round(self.weight, 4),
+            "turn": last.turn,
+            "entry": last.entry_id,
+            "seen": len(self.seen),
+            "packed": self.packed or self.covered_by is not None,
+        }
+
+
+@dataclass
+class Loss:
+    """What a compaction lost (``Recovery.loss``): every lost item ranked by weight (``items``), how many specifics
+    of the archived turns the summary or the live context still ``kept``, and the archived ``blocks`` read."""
+
+    items: list[LostItem] = field(default_factory=list)
+    kept: int = 0
+    blocks: int = 0
+    live_blocks: int = 0
+    texts: list[str] = field(default_factory=list, repr=False)  # each lost block's scanned text, by Seen.block
+
+    def line(self, seen: Seen, value: str) -> str:
+        """The line of the block ``seen`` points at that holds ``value``, whitespace collapsed, cut to
+        ``LINE_CHARS`` characters around it ("" when the block is not known)."""
+        return _line_of(self.texts[seen.block], value) if 0 <= seen.block < len(self.texts) else ""
+
+    def by_type(self) -> dict[str, dict[str, int]]:
+        """``{type: {"lost": n, "packed": n}}`` over every item, types in ``TYPES`` order."""
+        out: dict[str, dict[str, int]] = {}
+        for item in self.items:
+            row = out.setdefault(item.type, {"lost": 0, "packed": 0})
+            row["lost"] += 1
+            row["packed"] += int(item.packed or item.covered_by is not None)
+        return {t: out[t] for t in sorted(out, key=lambda t: TYPES.index(t) if t in TYPES else len(TYPES))}
+
+    @property
+    def packed(self) -> list[LostItem]:
+        return [i for i in self.items if i.packed or i.covered_by is not None]
+
+    def to_json(self, items: int = 50) -> dict[str, Any]:
+        """``{"lost", "kept", "packed", "by_type", "items": the first ``items`` packed ones, then "cut": the
+        best-weighted ones not packed}``."""
+        packed = self.packed
+        cut = [i for i in self.items if not (i.packed or i.covered_by is not None)]
+        return {
+            "lost": len(self.items),
+            "kept": self.kept,
+            "packed": len(packed),
+            "by_type": self.by_type(),
+            "items": [i.to_json() for i in packed[:items]],
+            "cut": [i.to_json() for i in cut[:items]],
+        }
+
+
+def item_type(value: str, kind: str, sides: Iterable[str] = ()) -> str:
+    """The report type of a tag value: ``flag`` (``--json``), ``dotted`` (``state.BaseCommit``), ``command`` (a
+    quoted span with a space that a tool call carried: ``git log --oneline``), ``url``, ``path``, else the tag kind
+    (a quoted span elsewhere is a ``name``)."""
+    if kind == "identifier":
+        if value.startswith("-"):
+            return "flag"
+        return "dotted" if "." in value else "identifier"
+    if kind == "quoted":
+        return "command" if " " in value and "call" in set(sides) else "name"
+    return kind
+
+
+@functools.lru_cache(maxsize=65_536)
+def _parts(text: str) -> frozenset[str]:
+    """The word parts of a value: split at non-alphanumerics and camelCase humps, >= 3 characters, lowercased."""
+    return frozenset(p.lower() for p in _PART.findall(_HUMP.sub(r"\1 \2", text)))
+
+
+def _file(value: str) -> str:
+    return value.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _dir(value: str) -> str:
+    v = value.rstrip("/")
+    return v.rsplit("/", 1)[0] if "/" in v else ""
+
+
+@dataclass
+class _Block:
+    entry_id: int
+    turn: int
+    side: str
+    tool: str
+    text: str
+    start: int  # offset in the entry's text
+    entry: int  # index of the entry in ``turns``
+
+
+def session_blocks(turns: Sequence[tuple[int, int, str]]) -> list[_Block]:
+    """The messages, tool calls and tool results of a session's entries (``(id, turn, text)`` in turn order, as
+    ``store.session_turns`` returns them), in order."""
+    out = []
+    for k, (entry_id, turn, text) in enumerate(turns):
+        for b in split_rendered(text):
+            side = b.kind if b.kind != "message" else (b.role if b.role in ("user", "assistant") else "")
+            out.append(_Block(entry_id, turn, side, b.name if b.kind != "message" else "", b.text, b.start, k))
+    return out
+
+
+class _Context:
+    """What the live side of the compaction states: the summary, the live context and the tags of both."""
+
+    def __init__(self, summary: str, live: str, task: str):
+        self.summary = summary
+        self.known = summary + "\n" + live
+        self.live_tags = {t.value for t in extract_tags(live[-LIVE_TAG_CHARS:]) if len(t.value) >= MIN_VALUE_CHARS}
+        self.live_dirs = {_dir(v) for v in self.live_tags if "/" in v}
+        self.live_parts = set().union(*(_parts(v) for v in self.live_tags)) if self.live_tags else set()
+        self.summary_parts = _parts(summary)
+        self.tail_parts = _parts(summary[-SUMMARY_TAIL_CHARS:])
+        self.task_parts = _parts(task[:TASK_CHARS])
+
+
+@dataclass
+class _Stats:
+    kind: str
+    blocks: list[int] = field(default_factory=list)
+    sides: Counter = field(default_factory=Counter)
+    seen: list[Seen] = field(default_factory=list)
+
+
+def features_of(
+    value: str, s: _Stats, n: int, ctx: _Context, block_tags: list[int], with_live: list[bool]
+) -> list[float]:
+    """The ``FEATURES`` vector of one lost value (see the names' comments)."""
+    dist = n - 1 - s.blocks[-1]
+    first = n - 1 - s.blocks[0]
+    parts = _parts(value)
+    np_ = max(1, len(parts))
+    pathlike = "/" in value or "." in value
+    sides = s.sides
+    total = sum(sides.values())
+    return [
+        *(float(s.kind == k) for k in _KINDS),
+        float(value.startswith("-")),
+        float(s.kind == "identifier" and "." in value),
+        float(" " in value),
+        float(value.startswith("/")),
+        math.log1p(dist),
+        float(dist < 20),
+        math.log1p(first),
+        s.blocks[0] / max(1, n),
+        math.log1p(len(s.blocks)),
+        math.log1p(sides["call"]),
+        math.log1p(sides["user"]),
+        math.log1p(sides["assistant"]),
+        float(sides["result"] == total),
+        float(pathlike and _file(value) in ctx.summary),
+        float("/" in value and _dir(value) in ctx.live_dirs),
+        len(parts & ctx.live_parts) / np_,
+        len(parts & ctx.summary_parts) / np_,
+        len(parts & ctx.tail_parts) / np_,
+        len(parts & ctx.task_parts) / np_,
+        sum(with_live[b] for b in s.blocks) / len(s.blocks),
+        math.log(len(value)),
+        math.log1p(min(block_tags[b] for b in s.blocks)),
+    ]
+
+
+def scores(
+    features: Sequence[Sequence[float]], weights: dict[str, float] | None = None, intercept: float | None = None
+) -> list[float]:
+    """The logistic weight in (0, 1) of each ``FEATURES`` vector (default: the fitted ``WEIGHTS`` and
+    ``INTERCEPT``)."""
+    if not len(features):
+        return []
+    w = WEIGHTS if weights is None else weights
+    z = np.asarray(features, dtype=float) @ np.array([w[name] for name in FEATURES])
+    z += INTERCEPT if intercept is None else intercept
+    return (1.0 / (1.0 + np.exp(-np.clip(z, -50.0, 50.0)))).tolist()
+
+
+def _vocabulary(turns: Sequence[tuple[int, int, str]], tags: dict[int, list[Tag]] | None) -> dict[str, str]:
+    """value -> tag kind of every lookup hint of ``turns`` of at least ``MIN_VALUE_CHARS`` characters: the stored
+    tags (``store.tags``) when given, else extracted from each entry's text."""
+    vocab: dict[str, str] = {}
+    for entry_id, _, text in turns:
+        found = tags.get(entry_id) if tags is not None else None
+        for t in found if found is not None else extract_tags(text):
+            if len(t.value) >= MIN_VALUE_CHARS and t.kind in _KINDS:
+                vocab.setdefault(t.value, t.kind)
+    return vocab
+
+
+def _automaton(values: Iterable[str]) -> Any:
+    """An Aho-Corasick automaton (pyahocorasick) over ``values``: one pass finds every occurrence of all of them."""
+    import ahocorasick
+
+    a = ahocorasick.Automaton()
+    for v in values:
+        a.add_word(v, v)
+    if len(a):
+        a.make_automaton()
+    return a
+
+
+def _occurrences(automaton: Any, text: str) -> Iterator[tuple[int, str]]:
+    """(start, value) of each occurrence in ``text`` of a value of ``automaton`` that is not part of a longer word
+    (no letter, digit or ``_`` right before or after it) and is not a JSON object's key (``"file_path":``: the
+    schema of a tool call's arguments or of a tool's JSON output, not a specific of the work)."""
+    if not len(automaton):
+        return
+    for end, value in automaton.iter(text):
+        start = end - len(value) + 1
+        if text.startswith('":', end + 1) and start > 0 and text[start - 1] == '"':
+            continue
+        if value[0].isalnum() and start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            continue
+        if value[-1].isalnum() and end + 1 < len(text) and (text[end + 1].isalnum() or text[end + 1] == "_"):
+            continue
+        yield start, value
+
+
+def find_loss(
+    turns: Sequence[tuple[int, int, str]],
+    summary: str,
+    live: str,
+    task: str = "",
+    *,
+    tags: dict[int, list[Tag]] | None = None,
+    weights: dict[str, float] | None = None,
+    intercept: float | None = None,
+) -> Loss:
+    """The specifics of ``turns`` (the session's archived ``(id, turn, text)``, in turn order) that neither
+    ``summary`` nor ``live`` (the live context's text, whitespace collapsed as ``Lantern.live_text`` gives it)
+    states, ranked by weight, heaviest first. ``task``: the last user message (empty: none). ``tags``: each entry's
+    stored lookup hints by id (default: extracted from the text). A block (message, tool call or tool result) whose
+    whole text is in ``live`` is live: its values are not lost. A value is stated when it occurs verbatim
+    (case-sensitive) in the summary or the live text. Cost: one Aho-Corasick pass (pyahocorasick) over the
+    summary and live
+    text and one over the archived text, linear in their length plus the occurrences found."""
+    blocks = session_blocks(turns)
+    is_live = [bool(b.text.strip()) and normalize_space(b.text) in live for b in blocks]
+    ctx = _Context(summary, live, task)
+    vocab = _vocabulary(turns, tags)
+    known = _automaton(vocab)
+    stated = {v for _, v in _occurrences(known, ctx.known)}
+    lost = {v: k for v, k in vocab.items() if v not in stated}
+    finder = _automaton(set(lost) | ctx.live_tags)
+    lost_blocks = [i for i, gone in enumerate(is_live) if not gone]
+    position = {b: i for i, b in enumerate(lost_blocks)}  # block index -> position among the lost blocks
+    entry_blocks: dict[int, list[int]] = {}
+    for i, b in enumerate(blocks):
+        entry_blocks.setdefault(b.entry, []).append(i)
+    stats: dict[str, _Stats] = {}
+    found: list[set[str]] = [set() for _ in lost_blocks]
+    for k, (_, _, text) in enumerate(turns):
+        mine = entry_blocks.get(k, [])
+        starts = [blocks[i].start for i in mine]
+        for start, value in _occurrences(finder, text):
+            i = mine[bisect.bisect_right(starts, start) - 1]
+            if i in position:
+                found[position[i]].add(value)
+    for p, values in enumerate(found):
+        b = blocks[lost_blocks[p]]
+        for value in values:
+            kind = lost.get(value)
+            if kind is None:
+                continue
+            s = stats.get(value)
+            if s is None:
+                s = stats[value] = _Stats(kind)
+            s.blocks.append(p)
+            s.sides[b.side] += 1
+            s.seen.append(Seen(b.entry_id, b.turn, b.side, b.tool, p))
+    block_tags = [len(values) for values in found]
+    with_live = [bool(values & ctx.live_tags) for values in found]
+    n = len(lost_blocks)
+    values = list(stats)
+    vectors = [features_of(v, stats[v], n, ctx, block_tags, with_live) for v in values]
+    items = [
+        LostItem(v, stats[v].kind, item_type(v, stats[v].kind, stats[v].sides), w, stats[v].seen, f)
+        for v, w, f in zip(values, scores(vectors, weights, intercept), vectors)
+    ]
+    items.sort(key=lambda it: (-it.weight, -it.last.block, it.value))
+    texts = [blocks[i].text for i in lost_blocks]
+    return Loss(items=items, kept=len(stated), blocks=len(blocks), live_blocks=sum(is_live), texts=texts)
+
+
+LINE_CHARS = 160  # ours: the line an item was seen in is kept up to this many characters around it
+
+
+def _line_of(text: str, value: str) -> str:
+    """The line of ``text`` holding ``value``'s first occurrence, whitespace collapsed, cut to ``LINE_CHARS``
+    characters around it."""
+    at = text.find(value)
+    if at < 0:
+        return ""
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    end = len(text) if end < 0 else end
+    if end - start > LINE_CHARS:
+        half = max(0, (LINE_CHARS - len(value)) // 2)
+        start, end = max(start, at - half), min(end, at + len(value) + half)
+    return normalize_space(text[start:end])
