@@ -782,7 +782,9 @@ class Lantern:
             session = DEFAULT_SESSION
         elif session is not None:
             session = check_length(clean_name(session), "session")
-        n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
+        n = self.store.delete(
+            entry=entry, session=session, scope=resolve(self.scope, user, agent, project), erase=vacuum
+        )
         self.index.reset()
         if n:  # forgotten text does not stay in this process's caches either
             self.redaction.memo.clear()

@@ -542,12 +542,22 @@ class Store:
         fulltext.check_current(db)
         fulltext.unindex_entry(db, entry_id)
 
-    def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
+    def delete(
+        self,
+        *,
+        entry: int | None = None,
+        session: str | None = None,
+        scope: Scope | None = None,
+        erase: bool = False,
+    ) -> int:
         """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
         conditions combine with AND; ``scope`` None: any user), in one transaction: the entry rows, their FTS5 rows,
         and the rows of EVERY table with a foreign key to ``entries`` (embeddings, and any table a later migration
         adds that way), with facts chains re-linked first (store/facts.py), and the compaction events they are part
-        of (store/events.py ``forget_events``). Returns the count. Raises ValueError when nothing selects."""
+        of (store/events.py ``forget_events``). ``erase`` (a forget): the same transaction records that the
+        deleted text is still to be erased (``mark_erase``), so that a process killed before its
+        ``erase_free_space`` leaves the erase to the next open, close or forget. Returns the count. Raises
+        ValueError when nothing selects."""
         if entry is None and session is None and scope is None:
             raise ValueError("give entry=, session= or a scope")
         parts, args = [], []
@@ -563,12 +573,19 @@ class Store:
             args += params
         self.db.execute("PRAGMA secure_delete = ON")  # deleted cells are zeroed in the pages written (SQLite)
         try:
-            return self._delete(parts, args, session=session, scope=scope, whole=entry is None)
+            return self._delete(parts, args, session=session, scope=scope, whole=entry is None, erase=erase)
         finally:
             self.db.execute("PRAGMA secure_delete = OFF")
 
     def _delete(
-        self, parts: list[str], args: list[Any], *, session: str | None, scope: Scope | None, whole: bool
+        self,
+        parts: list[str],
+        args: list[Any],
+        *,
+        session: str | None,
+        scope: Scope | None,
+        whole: bool,
+        erase: bool = False,
     ) -> int:
         """``delete``'s transaction: the entries ``parts``/``args`` select, and the events of ``session``/``scope``
         (``whole``: a whole session or scope goes, not single entries)."""
@@ -590,6 +607,8 @@ class Store:
             db.executemany("DELETE FROM entries WHERE id = ?", marks)
             if ids:
                 bump_generation(db)
+                if erase:
+                    mark_erase(db, ERASE_REWRITE)
         if ids and self.path != ":memory:":
             snapshot.remove(self.path, snapshot.store_id(self))  # they hold the deleted rows' vectors and terms
         return len(ids)
@@ -605,14 +624,23 @@ class Store:
         (every open and close of a Store, every forget)."""
         self.db.execute("INSERT INTO entries_fts(entries_fts) VALUES ('optimize')")
         self.db.execute("VACUUM")
+        if self.get_meta(ERASE_REWRITE) is not None:  # merged and rewritten: what is left is the checkpoint
+            with self.transaction() as db:
+                db.execute("DELETE FROM meta WHERE key = ?", (ERASE_REWRITE,))
         return self._checkpoint_erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
 
     def finish_pending_erase(self, wait: float = 0.0, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
-        """Finish an erase an earlier forget could not complete (``ERASE_PENDING`` in meta), waiting at most
-        ``wait`` seconds for readers; a no-op (complete) when none is pending. Never raises for a database it
-        cannot write (a read-only file): the erase stays pending."""
+        """Finish an erase an earlier forget could not complete, waiting at most ``wait`` seconds for readers: the
+        whole ``erase_free_space`` when the forget's process ended before it (``ERASE_REWRITE`` in meta, written by
+        the delete's own transaction), else the checkpoint a reader held up (``ERASE_PENDING``); a no-op
+        (complete) when none is pending. Never raises for a database it cannot write (a read-only file): the erase
+        stays pending."""
         try:
-            if self.path == ":memory:" or self.get_meta(ERASE_PENDING) is None:
+            if self.path == ":memory:":
+                return Erasure(True)
+            if self.get_meta(ERASE_REWRITE) is not None:
+                return self.erase_free_space(wait, on_wait)
+            if self.get_meta(ERASE_PENDING) is None:
                 return Erasure(True)
             return self._checkpoint_erase(wait, on_wait)
         except sqlite3.Error:
@@ -1158,6 +1186,17 @@ def bump_generation(db: sqlite3.Connection) -> None:
 
 VECTOR_BLOCKS = "vector_blocks"  # meta key: JSON [[start, stop], ...], the layout of the stored vectors
 ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
+ERASE_REWRITE = "erase_rewrite"  # meta key: a forget's FTS5 merge and VACUUM not run yet (set with its delete)
+
+
+def mark_erase(db: Any, *keys: str) -> None:
+    """Record in the open transaction ``db`` (a forget's delete) that the deleted text is still to be erased: the
+    ``keys`` (``ERASE_REWRITE`` on SQLite) and ``ERASE_PENDING``, valued with the time. The marks commit or roll
+    back with the delete itself: there is no moment at which the rows are gone and the erase is not owed."""
+    now = str(_time.time())
+    for key in (*keys, ERASE_PENDING):
+        db.execute("DELETE FROM meta WHERE key = ?", (key,))
+        db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, now))
 
 
 @dataclass(frozen=True)

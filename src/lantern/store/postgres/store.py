@@ -44,7 +44,7 @@ from lantern.store.facts import delete_facts, fact_scope, write_facts
 from lantern.store.postgres.schema import MIGRATIONS, TS_CONFIG, migrate
 from lantern.store.postgres.sql import PgConnection
 from lantern.store.reinforcement import forget_pending
-from lantern.store.sqlite import BUSY_TIMEOUT_MS, ERASE_PENDING, Erasure, NewEntry, _entry
+from lantern.store.sqlite import BUSY_TIMEOUT_MS, ERASE_PENDING, Erasure, NewEntry, _entry, mark_erase
 from lantern.store.times import to_epoch
 from lantern.text.cjk import cjk_bigrams
 from lantern.text.windows import unescaped
@@ -776,12 +776,20 @@ class PostgresStore:
             row.category,
         )
 
-    def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
+    def delete(
+        self,
+        *,
+        entry: int | None = None,
+        session: str | None = None,
+        scope: Scope | None = None,
+        erase: bool = False,
+    ) -> int:
         """As ``Store.delete``: the entries selected (conditions combined with AND), in one transaction, from every
         table: entries (with their tsvector), embeddings (and so the HNSW index), facts (chains re-linked first),
-        pending recoveries, compaction events. Returns the count. Raises ValueError when nothing selects. No
-        ``secure_delete`` here (a SQLite pragma): the deleted rows' bytes stay in the tables' pages until
-        ``erase_free_space`` rewrites them."""
+        pending recoveries, compaction events; with ``erase``, ``ERASE_PENDING`` in the same transaction (the
+        ``VACUUM FULL`` owed, done by the next open, close or forget if this process ends first). Returns the
+        count. Raises ValueError when nothing selects. No ``secure_delete`` here (a SQLite pragma): the deleted
+        rows' bytes stay in the tables' pages until ``erase_free_space`` rewrites them."""
         if entry is None and session is None and scope is None:
             raise ValueError("give entry=, session= or a scope")
         parts, args = [], []
@@ -808,6 +816,8 @@ class PostgresStore:
                 db.current.execute("DELETE FROM embeddings WHERE entry_id = ANY(%s)", (chunk,))
                 db.current.execute("DELETE FROM facts WHERE entry_id = ANY(%s)", (chunk,))
                 db.current.execute("DELETE FROM entries WHERE id = ANY(%s)", (chunk,))
+            if ids and erase:
+                mark_erase(db)
         return len(ids)
 
     ERASED_TABLES = ("entries", "embeddings", "facts", "events", "recoveries", "meta")
