@@ -86,7 +86,7 @@ def _url(path: str, **params: Any) -> str:
 
 
 _env.filters["when"] = _when
-_env.globals.update(span=_span, url=_url, charts=charts)
+_env.globals.update(span=_span, url=_url, charts=charts, scope_id=views.scope_id)
 
 
 class _State:
@@ -292,7 +292,11 @@ def build_app(
         as_of: str = "",
         event: int | None = None,
         all: int = 0,
+        scope: str = "",
     ):
+        if scope:  # the form's opaque target (views.scope_id): the names as the page had them
+            found, user = views.scope_of(scope)
+            s = found or ""
         exclude: list[int] = []
         proactive, ev, agent, project = False, None, None, None
         with state.lock:
@@ -342,7 +346,9 @@ def build_app(
         )
 
     @app.get("/facts", response_class=HTMLResponse)
-    def facts(request: Request, user: str = "", as_of: str = "", key: str = ""):
+    def facts(request: Request, user: str = "", as_of: str = "", key: str = "", scope: str = ""):
+        if scope:
+            user = views.scope_of(scope)[1]
         try:
             when = _as_of(as_of)
         except ValueError as e:
@@ -423,8 +429,13 @@ def build_app(
                         return "bad entry id"
                     found = lt.store.entries([entry], text=False, tags=False).get(entry)
                     return lt.forget(entry=entry, user=found.user) if found is not None else 0
-                if fields.get("s"):
-                    return lt.forget(session=fields["s"], user=fields.get("user", ""))
+                if fields.get("scope"):  # an opaque id (views.scope_id): never a name a browser may rewrite
+                    try:
+                        session, user = views.scope_of(fields["scope"])
+                    except ValueError as e:
+                        return str(e)
+                    if session:
+                        return lt.forget(session=session, user=user)
                 return "give an entry or a session"
 
         n = await run_in_threadpool(run)
