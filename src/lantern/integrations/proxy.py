@@ -61,6 +61,7 @@ from lantern.integrations.schemas import (
     StatsResponse,
 )
 from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
+from lantern.integrations.tokens import FailureLimit
 from lantern.llm import parse_answer
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
@@ -208,10 +209,18 @@ def build_app(
     service.start_filler()
     bearer = HTTPBearer(auto_error=False)
 
-    def authorize(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    failures = FailureLimit()  # wrong tokens per client address (integrations/tokens.py)
+
+    def authorize(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if token is None:
             return
+        client = request.client.host if request.client else ""
+        if creds is not None and (wait := failures.wait(client)):
+            retry = str(int(wait) + 1)
+            raise HTTPException(429, f"too many wrong tokens: try again in {retry} s", headers={"Retry-After": retry})
         if creds is None or not secrets.compare_digest(creds.credentials.encode(), token.encode()):
+            if creds is not None:
+                failures.failed(client)
             raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
     @asynccontextmanager

@@ -40,6 +40,7 @@ from lantern.errors import LanternError
 from lantern.integrations import origin
 from lantern.integrations.origin import OriginGuard
 from lantern.integrations.service import is_loopback
+from lantern.integrations.tokens import FailureLimit
 from lantern.integrations.ui import charts, views
 
 HERE = Path(__file__).parent
@@ -121,11 +122,17 @@ class _State:
 
 
 def build_app(
-    path: str | os.PathLike[str] | None = None, embedder: str | None = None, *, token: str | None = None
+    path: str | os.PathLike[str] | None = None,
+    embedder: str | None = None,
+    *,
+    token: str | None = None,
+    failures: FailureLimit | None = None,
 ) -> FastAPI:
     """The inspector over the database at ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``; never
     created). ``token``: required of every request (see the module docstring); without one, only requests to a
-    loopback Host name are served."""
+    loopback Host name are served. ``failures``: the limit on wrong tokens per client address (default
+    ``integrations/tokens.py``'s: 10 a minute, then 429)."""
+    failures = failures or FailureLimit()
     from contextlib import asynccontextmanager
 
     from lantern.config import default_db_path
@@ -174,15 +181,32 @@ def build_app(
     def same_origin(request: Request) -> bool:  # the forms' POSTs: Origin, else Referer, must be ours
         return origin.same_origin(request.headers, request.url.scheme)
 
+    def client(request: Request) -> str:
+        return request.client.host if request.client else ""
+
+    def presents_token(request: Request) -> bool:
+        return bool(
+            request.cookies.get(COOKIE)
+            or request.headers.get("authorization")
+            or request.query_params.get("token")
+            or (request.method == "POST" and request.url.path == "/login")
+        )
+
     @app.middleware("http")
     async def guard(request: Request, call_next):
-        if not authorized(request) and request.url.path not in ("/login", "/static/ui.css"):
+        wait = failures.wait(client(request)) if token is not None and presents_token(request) else 0.0
+        if wait:  # too many wrong tokens from this address (integrations/tokens.py): no token is checked
+            response: Response = error(request, 429, f"too many wrong tokens: try again in {int(wait) + 1} s")
+            response.headers["Retry-After"] = str(int(wait) + 1)
+        elif not authorized(request) and request.url.path not in ("/login", "/static/ui.css"):
             given = request.query_params.get("token")
             if request.method == "GET" and given and secrets.compare_digest(given.encode(), token.encode()):
                 rest = {k: v for k, v in request.query_params.multi_items() if k != "token"}
-                response: Response = RedirectResponse(_url(request.url.path, **rest), status_code=303)
+                response = RedirectResponse(_url(request.url.path, **rest), status_code=303)
                 _set_cookie(response, token)
             else:
+                if presents_token(request):
+                    failures.failed(client(request))
                 response = page(request, "login.html", status=401, failed=bool(given))
         else:
             response = await call_next(request)
@@ -214,6 +238,7 @@ def build_app(
             return error(request, 403, "cross-origin request refused")
         given = fields.get("token", "")
         if not secrets.compare_digest(given.encode(), token.encode()):
+            failures.failed(client(request))
             return page(request, "login.html", status=401, failed=True)
         response = RedirectResponse("/", status_code=303)
         _set_cookie(response, token)
