@@ -62,7 +62,7 @@ class LocalLLM:
             "--n_ctx",
             str(N_CTX),
             "--n_threads",
-            str(min(2, os.cpu_count() or 1)),
+            str(min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)),
         ]
         self.proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         self.settings = LLMSettings(

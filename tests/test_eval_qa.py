@@ -14,19 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lantern.eval import qa
+from lantern.eval.answers import abstained, exact_match, normalize, parse_letter, token_f1, tokens
+from lantern.eval.judge import parse_judge
 from lantern.eval.memgpt import memory_block, parse_memories, parse_queries, round_robin
-from lantern.eval.qa import (
-    abstained,
-    compare_qa,
-    exact_match,
-    normalize,
-    parse_judge,
-    parse_letter,
-    pick,
-    summarize_qa,
-    token_f1,
-    tokens,
-)
+from lantern.eval.qa import compare_qa, pick, summarize_qa
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
 WORD = st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=8).filter(lambda w: w not in ("a", "an", "the"))
@@ -427,9 +418,10 @@ def _check_run(results, out, n_questions, choice):
                 assert r["letter"] in (None, "A", "B", "C", "D") and "judge" not in r
             else:
                 assert isinstance(r["f1"], float)
-                # the judge sees every answered question that has a gold answer, and no other
+                # a calibrated judge sees every answered question that has a gold answer, and no other;
+                # a judge that failed its calibration sees none
                 judged = r["category"] != "adversarial" and bool(r["answer"].strip()) and not r["error"]
-                assert r.get("judge_calls", 0) == int(judged), r
+                assert r.get("judge_calls", 0) == int(judged and section["judge_calibration"]["reported"]), r
     assert all(r["block_chars"] > 0 for r in lines if r["condition"] in ("lantern", "rerank"))
     assert section["memgpt"]["turns"] > 0 and section["memgpt"]["calls"] == section["memgpt"]["turns"]
     report = (out / "report.md").read_text()
@@ -500,7 +492,7 @@ def test_qa_on_memdaily_fixture_chooses_letters(local_llm, tmp_path, monkeypatch
     section = _check_run(results, tmp_path / "o", results["qa"]["questions"], choice=True)
     assert section["questions"] >= 2
     assert section["conditions"]["compacted"]["judge_calls"] == 0  # letters need no judge
-    assert list(section["comparisons"]) == ["choice accuracy"]
+    assert list(section["comparisons"]) == ["choice accuracy"] and "judge_calibration" not in section
     report = (tmp_path / "o" / "report.md").read_text()
     assert "| condition | n | n/a | accuracy | unparsed | errors |" in report and "- Judge:" not in report
 

@@ -2187,6 +2187,15 @@ def eval_(
         min=0,
         help="With --qa: the full-history condition applies when the history has at most this many characters.",
     ),
+    qa_calibration: int = typer.Option(
+        10,
+        "--qa-calibration",
+        min=1,
+        help=(
+            "With --qa: build the judge's calibration (answers whose verdict is known) from N of the dataset's "
+            "questions; the judge column is reported only when it passes (docs/evaluation.md)."
+        ),
+    ),
     second_embedder: Optional[str] = typer.Option(
         None,
         "--second-embedder",
@@ -2255,6 +2264,7 @@ def eval_(
                 qa=qa,
                 qa_limit=qa_limit,
                 qa_context_chars=qa_context_chars,
+                qa_calibration=qa_calibration,
                 command="lantern " + shlex.join(sys.argv[1:]),
                 min_score=min_score,
             )
@@ -2275,9 +2285,15 @@ def eval_(
         )
         if results.get("qa"):
             cond = results["qa"]["conditions"]
-            typer.echo(
-                "answer accuracy: " + ", ".join(f"{c} {100 * cond[c]['correct']:.1f}% (n={cond[c]['n']})" for c in cond)
-            )
+            calibration = results["qa"].get("judge_calibration")
+            if calibration is not None and not calibration["reported"]:
+                typer.echo(f"judge not reported: {calibration['reason']}")
+                typer.echo("answer F1: " + ", ".join(f"{c} {cond[c]['f1']:.3f} (n={cond[c]['n']})" for c in cond))
+            else:
+                typer.echo(
+                    "answer accuracy: "
+                    + ", ".join(f"{c} {100 * cond[c]['correct']:.1f}% (n={cond[c]['n']})" for c in cond)
+                )
         typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
 
     # its stores are in the archive cache (eval/run.py default_cache_dir), not at the global --db

@@ -171,6 +171,15 @@ class Usage:
         self.tokens_out += other.tokens_out
         self.ms += other.ms
 
+    def since(self, before: Usage) -> Usage:
+        """What was spent after ``before`` (a copy of this running total taken earlier)."""
+        return Usage(
+            self.calls - before.calls,
+            self.tokens_in - before.tokens_in,
+            self.tokens_out - before.tokens_out,
+            self.ms - before.ms,
+        )
+
 
 @dataclass
 class Completion:

@@ -17,14 +17,12 @@ once per condition, one LLM call each, temperature 0:
 A transcript shows each turn as ``[YYYY-MM-DD HH:MM] text`` (``transcript``); a block sits after the kept turns and
 before the question, under "Recovered history" / 【相关历史记录】 (as memory/agent.py places it).
 
-Scoring, no LLM (``normalize``): Unicode NFKC, lower case, punctuation and symbols (Unicode categories P*, S*)
-removed, the English articles a / an / the removed, whitespace folded (SQuAD's normalization, Rajpurkar et al.
-2016, extended to Unicode); tokens are the whitespace-separated words, and every CJK character is a token of its
-own (the character-level F1 of Chinese reading comprehension, CMRC 2018, Cui et al. 2019). ``exact_match``: the
-normalized strings are equal; ``token_f1``: SQuAD's bag-of-tokens F1. An LLM judge gives a separate column
-(``judge``): given question, gold answer and answer, CORRECT or WRONG, generous about wording and date formats
-(the LoCoMo judge of the mem0 paper, Chhikara et al. 2025, on LoCoMo, Maharana et al. 2024); its answer is parsed
-by ``parse_judge`` and an unreadable one counts as WRONG (and is counted).
+Scoring, no LLM (eval/answers.py): exact match and token F1 after SQuAD's normalization (CJK per character). An
+LLM judge (eval/judge.py: given question, gold answer and answer, CORRECT or WRONG; an unreadable verdict counts as
+WRONG and is counted) gives a separate column, and only when it passed its calibration first: the same judge call on
+answers built from the dataset's own questions whose verdict is known (the gold, a paraphrase; another question's
+gold, a changed number, date or name, "I don't know"). A judge that calls known-wrong answers CORRECT, or is no better
+than chance, grades no answer: the report says why in one line and keeps EM and F1.
 
 Questions without an answer (LoCoMo category 5, adversarial: the gold is empty) are reported apart: an answer
 counts as correct when it abstains (``abstained``: "no answer", "not mentioned", "I don't know", 没有答案, ...),
@@ -43,24 +41,22 @@ Prompts (ours; English or Chinese by the question's script, recover/rerank.py ``
 
 - answer, system ``ANSWER[lang]``; user: the context sections, then ``Question: ...`` and ``Short answer:``
 - choice, system ``CHOICE[lang]``; user: the context sections, the question and the lines ``A. ...`` to ``D. ...``
-- judge, system ``JUDGE[lang]``; user ``Question: ... / Gold answer: ... / Answer: ...``
+- judge: eval/judge.py
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import tempfile
 import time
-import unicodedata
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lantern.eval import judge as judging
 from lantern.eval import stats
+from lantern.eval.answers import abstained, enum_schema, exact_match, parse_letter, token_f1
 from lantern.eval.datasets import SEPARATE_CATEGORIES, Fact, History
 from lantern.llm import LLMClient, LLMError, LLMSettings, Usage
 from lantern.model import Turn
@@ -70,19 +66,11 @@ __all__ = [
     "ANSWER",
     "CHOICE",
     "CONDITIONS",
-    "JUDGE",
     "QAOptions",
-    "abstained",
     "compare_qa",
-    "exact_match",
-    "normalize",
-    "parse_judge",
-    "parse_letter",
     "pick",
     "render_qa",
     "summarize_qa",
-    "token_f1",
-    "tokens",
     "transcript",
 ]
 
@@ -106,7 +94,6 @@ PAIRS = (  # (x, y): x − y
 )
 ANSWER_TOKENS = 32  # max tokens of a free-text answer ("a few words")
 CHOICE_TOKENS = 16  # {"choice": "B"} and some room
-JUDGE_TOKENS = 16  # {"label": "CORRECT"}
 DEFAULT_CONTEXT_CHARS = 12_000  # (d) applies when the transcript fits: ~3k tokens of English (a 4k-token model)
 DEFAULT_TIMEOUT_S = 120.0  # a local model on a busy machine takes seconds per answer
 
@@ -124,19 +111,6 @@ CHOICE = {
     ),
     "zh": '根据下面的对话内容，从选项中选出问题的答案。只用 JSON 回答：{"choice": "A"}。',
 }
-JUDGE = {
-    "en": (
-        "You grade an answer to a question about a conversation against the gold answer. Be generous: the answer "
-        "is CORRECT when it names the same thing as the gold answer, even if longer or worded differently (a date "
-        'in another format counts); otherwise it is WRONG. Answer with JSON only: {"label": "CORRECT"} or '
-        '{"label": "WRONG"}.'
-    ),
-    "zh": (
-        "你要对照标准答案给一个关于对话的问题的回答打分。请宽松判断：回答与标准答案指的是同一件事就是 CORRECT，"
-        "即使更长或说法不同（日期格式不同也算）；否则是 WRONG。"
-        '只用 JSON 回答：{"label": "CORRECT"} 或 {"label": "WRONG"}。'
-    ),
-}
 _SECTIONS = {
     "en": {
         "conversation": "Conversation (latest turns):",
@@ -145,7 +119,6 @@ _SECTIONS = {
         "question": "Question: {q}",
         "options": "Options:",
         "short": "Short answer:",
-        "judge": "Question: {q}\nGold answer: {gold}\nAnswer: {answer}",
     },
     "zh": {
         "conversation": "对话（最近的轮次）：",
@@ -154,139 +127,8 @@ _SECTIONS = {
         "question": "问题：{q}",
         "options": "选项：",
         "short": "简短回答：",
-        "judge": "问题：{q}\n标准答案：{gold}\n回答：{answer}",
     },
 }
-
-# ---------------------------------------------------------------- scoring (no LLM)
-_CJK_CHAR = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-def normalize(text: str) -> str:
-    """SQuAD's answer normalization (Rajpurkar et al. 2016, the official evaluation script), for any script: NFKC
-    (full-width ``２０２３`` -> ``2023``), lower case, every punctuation or symbol character (Unicode category P* or
-    S*: ``.,!?'"$``, ``，。？！：“”``) removed, the articles a / an / the removed, whitespace folded to one space."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = "".join(c for c in text if unicodedata.category(c)[0] not in "PS")
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
-
-
-def tokens(text: str) -> list[str]:
-    """The tokens of ``normalize(text)``: whitespace-separated words, each CJK character (Han, kana) a token of its
-    own (CMRC 2018, Cui et al. 2019, scores Chinese by character)."""
-    return _CJK_CHAR.sub(r" \1 ", normalize(text)).split()
-
-
-def exact_match(prediction: str, gold: str) -> bool:
-    """SQuAD exact match: the normalized answer equals the normalized gold (CJK spacing ignored)."""
-    return tokens(prediction) == tokens(gold)
-
-
-def token_f1(prediction: str, gold: str) -> float:
-    """SQuAD token F1 (Rajpurkar et al. 2016): the harmonic mean of precision and recall of the multiset of shared
-    tokens (``tokens``). When either side has no token: 1.0 if both have none, else 0.0 (SQuAD 2.0's rule)."""
-    p, g = tokens(prediction), tokens(gold)
-    if not p or not g:
-        return float(p == g)
-    same = sum((Counter(p) & Counter(g)).values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(p), same / len(g)
-    return 2 * precision * recall / (precision + recall)
-
-
-_ABSTAIN = re.compile(
-    r"\b(?:no answer|not mentioned|not (?:stated|specified|said|given|known|provided|clear)|no information|"
-    r"not enough information|(?:does|do|did) ?n[o']?t (?:say|mention|know)|i dont know|i do not know|unknown|"
-    r"cannot be determined|can ?not (?:be )?(?:determine|answer|tell)|none)\b"
-    r"|没有答案|不知道|没有提到|未提及|没有提及|无法确定|无法回答|没有相关|不清楚"
-)
-
-
-def abstained(answer: str) -> bool:
-    """True when ``answer`` declines to answer: empty after normalization, or holding a phrase such as "no answer",
-    "not mentioned", "I don't know", "unknown", "cannot be determined", 没有答案, 不知道, 没有提到, 无法确定 (ours).
-    The score of a question whose gold is no answer (LoCoMo adversarial)."""
-    norm = normalize(answer)
-    return not norm or bool(_ABSTAIN.search(norm.replace("don t", "dont").replace("doesn t", "doesnt")))
-
-
-_LABEL_WORD = re.compile(r"\b(CORRECT|INCORRECT|WRONG)\b")
-_LABEL_WORD_ANY = re.compile(r"\b(correct|incorrect|wrong)\b", re.IGNORECASE)
-
-
-def parse_judge(text: str) -> bool | None:
-    """The judge's verdict: True for CORRECT, False for WRONG (or INCORRECT), None when unreadable. Reads
-    ``{"label": "CORRECT"}`` (any key, any case), a bare word, a word inside prose (upper-case words first, as the
-    prompt asks for them; then any case), 正确 / 错误 / 不正确. Both verdicts named (``CORRECT or WRONG``): None."""
-    stripped = text.strip()
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        labels = [v for v in value.values() if isinstance(v, str)]
-        value = labels[0] if len(labels) == 1 else None
-    if isinstance(value, str):
-        stripped = value
-    for pattern in (_LABEL_WORD, _LABEL_WORD_ANY):
-        found = {w.upper() != "CORRECT" for w in pattern.findall(stripped)}  # True = a WRONG word
-        if len(found) == 1:
-            return not found.pop()
-        if len(found) > 1:
-            return None
-    zh = stripped.replace("不正确", "错误")
-    if "正确" in zh and "错误" not in zh:
-        return True
-    if "错误" in zh and "正确" not in zh:
-        return False
-    return None
-
-
-_LETTER_FIRST = re.compile(r"^[\s(\[*\"'“（【]*([A-Z])(?=$|[)\].:：、,，*\"'”）】]|\s+(?![a-z]))")
-_LETTER_SAID = re.compile(
-    r"(?:(?i:answer|option|choice)\s*(?:(?i:is)\s*)?[:：]?\s*|(?:答案|选项|选择|选)\s*(?:是|为|[:：])?\s*)"
-    r"[(\[（【\"'“]?([A-Z])(?![A-Za-z])"
-)
-_LETTER_ALONE = re.compile(r"(?<![A-Za-z])([A-Z])(?![A-Za-z])")
-
-
-def parse_letter(text: str, choices: dict[str, str]) -> str | None:
-    """The option an answer chose (one of ``choices``' letters), or None. Tried in order: JSON
-    ``{"choice": "B"}`` (any key) or ``"B"``; a letter opening the answer (``B``, ``B.``, ``(B)``, ``**B**``,
-    ``B) text``; not ``A dog``); a letter after answer / option / choice / 答案 / 选项 / 选; the one option letter
-    standing alone in the text; the one option whose text the answer contains (the longest when one option's text
-    holds another's)."""
-    letters = set(choices)
-    stripped = text.strip()
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        strings = [v for v in value.values() if isinstance(v, str)]
-        value = strings[0] if len(strings) == 1 else None
-    if isinstance(value, str):
-        if value.strip().upper().rstrip(".") in letters:
-            return value.strip().upper().rstrip(".")
-        stripped = value
-    m = _LETTER_FIRST.match(stripped)
-    if m and m.group(1) in letters:
-        return m.group(1)
-    said = [x for x in _LETTER_SAID.findall(stripped) if x in letters]
-    if said and len(set(said)) == 1:
-        return said[0]
-    found = [m for m in _LETTER_ALONE.finditer(stripped) if m.group(1) in letters]
-    alone = {m.group(1) for m in found}
-    article = all(m.group(1) == "A" and re.match(r"\s+[a-z]", stripped[m.end() :]) for m in found)  # "A cat"
-    if len(alone) == 1 and not article:
-        return alone.pop()
-    answer = normalize(stripped)
-    hits = {k: normalize(v) for k, v in choices.items() if normalize(v) and normalize(v) in answer}
-    widest = [k for k, v in hits.items() if not any(v != w and v in w for w in hits.values())]
-    return widest[0] if len(widest) == 1 else None
 
 
 # ---------------------------------------------------------------- prompts
@@ -323,21 +165,6 @@ def answer_messages(question: str, context: str, choices: dict[str, str] | None 
     return [{"role": "system", "content": ANSWER[lang]}, {"role": "user", "content": user}]
 
 
-def judge_messages(question: str, gold: str, answer: str) -> list[dict[str, str]]:
-    lang = language(question)
-    user = _SECTIONS[lang]["judge"].format(q=question, gold=gold, answer=answer)
-    return [{"role": "system", "content": JUDGE[lang]}, {"role": "user", "content": user}]
-
-
-def _enum_schema(key: str, values: Sequence[str]) -> dict:
-    return {
-        "type": "object",
-        "properties": {key: {"type": "string", "enum": list(values)}},
-        "required": [key],
-        "additionalProperties": False,
-    }
-
-
 def pick(n: int, limit: int | None) -> list[int]:
     """Indices of at most ``limit`` of ``n`` items, evenly spaced from the first (``floor(i * n / limit)``), so a
     slice spans the whole history rather than its first questions (LoCoMo lists its questions by category)."""
@@ -350,19 +177,14 @@ def pick(n: int, limit: int | None) -> list[int]:
 @dataclass
 class QAOptions:
     """What ``--qa`` runs with: the LLM ``settings``, ``limit`` questions per history (None: all),
-    ``context_chars`` for condition (d), and the ``command`` to name in the report."""
+    ``context_chars`` for condition (d), the ``command`` to name in the report, and ``calibration``: how many of
+    the dataset's questions the judge's calibration is built from (eval/judge.py; up to 5 known answers each)."""
 
     settings: LLMSettings
     limit: int | None = None
     context_chars: int = DEFAULT_CONTEXT_CHARS
     command: str = ""
-
-
-def _usage_since(client: LLMClient, before: Usage) -> Usage:
-    u = client.usage
-    return Usage(
-        u.calls - before.calls, u.tokens_in - before.tokens_in, u.tokens_out - before.tokens_out, u.ms - before.ms
-    )
+    calibration: int = judging.CALIBRATION_QUESTIONS
 
 
 def ask(client: LLMClient, question: str, context: str, choices: dict[str, str] | None) -> tuple[str, str | None]:
@@ -371,7 +193,7 @@ def ask(client: LLMClient, question: str, context: str, choices: dict[str, str] 
     try:
         if choices:
             return client.chat(
-                messages, max_tokens=CHOICE_TOKENS, json_schema=_enum_schema("choice", sorted(choices))
+                messages, max_tokens=CHOICE_TOKENS, json_schema=enum_schema("choice", sorted(choices))
             ).text, None
         return client.chat(messages, max_tokens=ANSWER_TOKENS).text, None
     except LLMError as e:
@@ -393,25 +215,18 @@ def score(row: dict, fact: Fact, choices: dict[str, str] | None) -> None:
 
 
 def judge(client: LLMClient, row: dict, fact: Fact, question: str) -> None:
-    """The LLM judge's verdict on a free-text row with a gold answer: ``judge`` (True / False / None unreadable),
-    ``correct``, and its cost (``judge_calls``, ``judge_tokens_in`` / ``_out``, ``judge_ms``). No call for an
-    empty or failed answer (WRONG)."""
+    """The LLM judge's verdict on a free-text row with a gold answer (``judge.verdict``): ``judge`` (True / False /
+    None unreadable or failed), ``correct``, ``judge_unparsed`` or ``judge_error``, and its cost (``judge_calls``,
+    ``judge_tokens_in`` / ``_out``, ``judge_ms``). No call for an empty or failed answer (WRONG)."""
     before = Usage(**vars(client.usage))
-    verdict = None
+    verdict: bool | None = False
     if row["answer"].strip() and not row["error"]:
-        try:
-            text = client.chat(
-                judge_messages(question, fact.answer, row["answer"]),
-                max_tokens=JUDGE_TOKENS,
-                json_schema=_enum_schema("label", ["CORRECT", "WRONG"]),
-            ).text
-            verdict = parse_judge(text)
+        verdict, error = judging.verdict(client, question, fact.answer, row["answer"])
+        if error:
+            row["judge_error"] = error
+        else:
             row["judge_unparsed"] = verdict is None
-        except LLMError as e:
-            row["judge_error"] = str(e)
-    else:
-        verdict = False
-    used = _usage_since(client, before)
+    used = client.usage.since(before)
     row.update(
         judge=verdict,
         correct=bool(verdict),
@@ -435,10 +250,12 @@ def run_history(
     extractor,
     embedder,
     progress: Callable[[str, int, int], None] | None = None,
+    judged: bool = True,
 ) -> tuple[list[dict], dict]:
     """Every condition for ``cases`` (one history's picked lost facts): rows (one per question and condition) and
     the history's notes (MemGPT memories, rerank fallbacks). ``p``: the eval's Prepared history; ``pool``: its
-    candidates; ``comp``: its Compaction; ``system``: the main table's ``lantern`` System."""
+    candidates; ``comp``: its Compaction; ``system``: the main table's ``lantern`` System. ``judged``: the judge
+    passed its calibration and grades the free-text answers (else their ``correct`` is None)."""
     from lantern.eval.memgpt import MemoryStore, write_queries
     from lantern.eval.systems import run_system
 
@@ -517,13 +334,16 @@ def run_history(
                         row["answer"], row["error"] = ask(client, case.question, context, choices)
                         row["context_chars"] = len(context)
                     row["block_chars"] = len(block or "")
-                    used = _usage_since(client, before)
+                    used = client.usage.since(before)
                     row.update(calls=used.calls, tokens_in=used.tokens_in, tokens_out=used.tokens_out)
                     row["ms"] = (time.perf_counter() - start) * 1000
                     if row["applicable"]:
                         score(row, fact, choices)
                         if not choices and fact.answer.strip():
-                            judge(client, row, fact, case.question)
+                            if judged:
+                                judge(client, row, fact, case.question)
+                            else:
+                                row["correct"] = None  # the judge failed its calibration: no verdict
                     rows.append(row)
                 if progress:
                     progress("qa: questions", 0, 1)
@@ -538,6 +358,11 @@ def kind_of(rows: Sequence[dict]) -> str:
     return "choice" if any("letter" in r for r in rows) else "free"
 
 
+def judged(rows: Sequence[dict]) -> bool:
+    """False when the judge graded no free-text answer because it failed its calibration (``correct`` is None)."""
+    return not any(r.get("correct", False) is None for r in rows)
+
+
 def _headline(r: dict) -> bool:
     return r["category"] not in SEPARATE_CATEGORIES
 
@@ -548,20 +373,21 @@ def _mean(xs: Sequence[float]) -> float:
 
 def summarize_qa(rows: Sequence[dict]) -> dict[str, dict]:
     """Per condition over the headline questions where it applies: ``n``, ``not_applicable`` (questions of any
-    category it does not apply to), ``correct`` (the
-    judge's share for free text, the letter's for choices), ``em`` / ``f1`` (free text), ``unparsed`` (judge or
-    letter unreadable), ``errors`` (failed answer calls), and its costs (``calls``, ``tokens_in``, ``tokens_out``,
-    ``ms``; the judge's apart: ``judge_calls`` ...); plus the questions reported apart (``separate``: n and the
-    share that abstained, per category)."""
+    category it does not apply to), ``correct`` (the judge's share for free text, None when the judge failed its
+    calibration; the letter's share for choices), ``em`` / ``f1`` (free text), ``unparsed`` (judge or letter
+    unreadable), ``errors`` (failed answer calls), and its costs (``calls``, ``tokens_in``, ``tokens_out``, ``ms``;
+    the judge's apart: ``judge_calls`` ...); plus the questions reported apart (``separate``: n and the share that
+    abstained, per category)."""
     out: dict[str, dict] = {}
     choice = kind_of(rows) == "choice"
+    graded = judged(rows)
     for c in CONDITIONS:
         mine = [r for r in rows if r["condition"] == c]
         head = [r for r in mine if _headline(r) and r["applicable"]]
         s: dict[str, Any] = {
             "n": len(head),
             "not_applicable": sum(1 for r in mine if not r["applicable"]),
-            "correct": _mean([float(r["correct"]) for r in head]),
+            "correct": _mean([float(r["correct"]) for r in head]) if graded else None,
             "errors": sum(1 for r in mine if r["error"]),
             "block_chars": _mean([r["block_chars"] for r in mine if r["applicable"]]),
         }
@@ -586,12 +412,12 @@ def summarize_qa(rows: Sequence[dict]) -> dict[str, dict]:
     return out
 
 
-def metrics_of(kind: str) -> list[tuple[str, str, bool]]:
-    """(table name, row key, binary) of the compared metrics: the judge, F1 and EM for free text; the letter for
-    multiple choice."""
+def metrics_of(kind: str, graded: bool = True) -> list[tuple[str, str, bool]]:
+    """(table name, row key, binary) of the compared metrics: the judge (when ``graded``: it passed its
+    calibration), F1 and EM for free text; the letter for multiple choice."""
     if kind == "choice":
         return [("choice accuracy", "correct", True)]
-    return [("judge", "correct", True), ("F1", "f1", False), ("EM", "em", True)]
+    return ([("judge", "correct", True)] if graded else []) + [("F1", "f1", False), ("EM", "em", True)]
 
 
 def compare_qa(rows: Sequence[dict], pairs: Sequence[tuple[str, str]] = PAIRS) -> dict[str, list[dict]]:
@@ -601,7 +427,7 @@ def compare_qa(rows: Sequence[dict], pairs: Sequence[tuple[str, str]] = PAIRS) -
     A pair with no common question is left out."""
     by = {(r["condition"], r["fact"]): r for r in rows if _headline(r) and r["applicable"]}
     tables: dict[str, list[dict]] = {}
-    for name, key, binary in metrics_of(kind_of(rows)):
+    for name, key, binary in metrics_of(kind_of(rows), judged(rows)):
         table = []
         for x, y in pairs:
             facts = [f for (c, f) in by if c == x and (y, f) in by]
@@ -661,6 +487,8 @@ def render_qa(qa: dict[str, Any]) -> list[str]:
     """The report's answer-accuracy section, from ``results["qa"]`` alone."""
     run, llm, cond = qa["run"], qa["llm"], qa["conditions"]
     choice = qa["kind"] == "choice"
+    calibration = qa.get("judge_calibration")  # absent: a run made before the calibration check (not reported)
+    graded = not choice and bool(calibration and calibration["reported"])
     n_q = qa["questions"]
     out = [
         "",
@@ -679,13 +507,15 @@ def render_qa(qa: dict[str, Any]) -> list[str]:
             "Multiple choice: the model picks a letter (JSON), scored by the letter; no judge."
             if choice
             else "Free text: EM and F1 after SQuAD normalization (CJK per character), and an LLM judge (CORRECT / "
-            "WRONG, the same model) as a separate column; an unreadable verdict counts as WRONG."
+            "WRONG, the same model) as a separate column when it passes its calibration on known answers; an "
+            "unreadable verdict counts as WRONG."
         )
         + " A failed call scores wrong (errors column). Prompts: `lantern.eval.qa` and `lantern.eval.memgpt`.",
         "",
     ]
     head = ["condition", "n", "n/a"]
-    head += ["accuracy", "unparsed"] if choice else ["judge", "EM", "F1", "judge unparsed"]
+    head += ["accuracy", "unparsed"] if choice else (["judge"] if graded else []) + ["EM", "F1"]
+    head += ["judge unparsed"] if graded else []
     head += ["errors", "LLM calls", "tokens in", "tokens out", "wall s", "block chars"]
     rows = []
     for c in CONDITIONS:
@@ -694,12 +524,9 @@ def render_qa(qa: dict[str, Any]) -> list[str]:
         r += (
             [_pct(s["correct"]), str(s["unparsed"])]
             if choice
-            else [
-                _pct(s["correct"]),
-                _pct(s["em"]),
-                f"{s['f1']:.3f}",
-                str(s["unparsed"]),
-            ]
+            else ([_pct(s["correct"])] if graded else [])
+            + [_pct(s["em"]), f"{s['f1']:.3f}"]
+            + ([str(s["unparsed"])] if graded else [])
         )
         r += [str(s["errors"]), str(s["calls"]), f"{s['tokens_in']:,}", f"{s['tokens_out']:,}", f"{s['ms'] / 1000:.1f}"]
         r.append(f"{s['block_chars']:,.0f}")
@@ -723,6 +550,8 @@ def render_qa(qa: dict[str, Any]) -> list[str]:
         "written). Its LLM calls include the query-writing call."
     )
     if not choice:
+        out.append(judging.render_calibration(calibration))
+    if graded:
         j = {
             k: sum(cond[c][k] for c in CONDITIONS)
             for k in ("judge_calls", "judge_tokens_in", "judge_tokens_out", "judge_ms")
@@ -749,7 +578,7 @@ def render_qa(qa: dict[str, Any]) -> list[str]:
             ],
         )
     for metric, table in qa["comparisons"].items():
-        if not table:
+        if not table or (metric == "judge" and not graded):
             continue
         n_h = max(r["n_histories"] for r in table)
         out += [
@@ -819,7 +648,14 @@ def run(
     rows: list[dict] = []
     per_history: dict[str, int] = {}
     notes: dict[str, dict] = {}
+    calibration = None
     with LLMClient(options.settings) as client:
+        facts = [f for h in dataset.histories for f in h.facts]
+        if any(not f.choices for f in facts):  # free text: calibrate the judge before it grades any answer
+            gradable = [f for f in facts if judging.gradable(f)]
+            drawn = [gradable[i] for i in pick(len(gradable), options.calibration)]
+            calibration = judging.calibrate(client, judging.calibration_set(drawn, facts), progress)
+        graded = calibration is None or calibration["reported"]
         extractor = Extractor(client, cache_dir / "memgpt")
         for h in dataset.histories:
             p = open_history(h, folder, memo)
@@ -833,7 +669,18 @@ def run(
                     progress("qa: questions", len(picked), 0)
                 comp = compact(compaction, p.turns, keep, h.summaries, summarizer)
                 rs, notes[h.id] = run_history(
-                    client, p, picked, pools[h.id], comp, system, budget, options, extractor, memo.inner, progress
+                    client,
+                    p,
+                    picked,
+                    pools[h.id],
+                    comp,
+                    system,
+                    budget,
+                    options,
+                    extractor,
+                    memo.inner,
+                    progress,
+                    judged=graded,
                 )
                 rows.extend(rs)
             finally:
@@ -863,6 +710,7 @@ def run(
         "per_history": per_history,
         "full_chars": {h: n["full_chars"] for h, n in notes.items()},
         "conditions": summarize_qa(rows),
+        **({"judge_calibration": calibration} if calibration is not None else {}),
         "comparisons": compare_qa(rows),
         "memgpt": {
             **extraction,

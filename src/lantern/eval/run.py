@@ -513,6 +513,7 @@ def main(
     qa: bool = False,
     qa_limit: int | None = None,
     qa_context_chars: int | None = None,
+    qa_calibration: int | None = None,
     command: str | None = None,
     min_score: float | None = None,
 ) -> dict[str, Any]:
@@ -521,10 +522,12 @@ def main(
     OpenAI-compatible endpoint for the ``llm_summary`` compaction (key from ``LANTERN_LLM_API_KEY``). ``qa``:
     answer accuracy (eval/qa.py) through that endpoint (or ``$LANTERN_LLM_BASE_URL`` / ``_MODEL``; timeout
     ``$LANTERN_LLM_TIMEOUT``, default 120 s; JSON mode ``$LANTERN_LLM_JSON_MODE``), ``qa_limit`` questions per
-    history, ``qa_context_chars`` for the full-history condition; with ``qa`` the endpoint does not also write
+    history, ``qa_context_chars`` for the full-history condition, ``qa_calibration`` questions for the judge's
+    calibration (eval/judge.py; default 10); with ``qa`` the endpoint does not also write
     the llm_summary comparison (unless ``compaction="llm_summary"``). ``command``: named in the report.
     ``min_score``: the relevance floor of every pipeline system's questions (``Config.min_score``; default the
     configured one)."""
+    from lantern.eval.judge import CALIBRATION_QUESTIONS
     from lantern.eval.qa import DEFAULT_CONTEXT_CHARS, DEFAULT_TIMEOUT_S, QAOptions
     from lantern.llm import settings as llm_settings
 
@@ -532,6 +535,8 @@ def main(
         raise ValueError(f"--qa-limit must be at least 1 question, got {qa_limit}")
     if qa_context_chars is not None and qa_context_chars < 0:
         raise ValueError(f"--qa-context-chars must be a number of characters, got {qa_context_chars}")
+    if qa_calibration is not None and qa_calibration < 1:
+        raise ValueError(f"--qa-calibration must be at least 1 question, got {qa_calibration}")
     options = None
     if qa:
         chosen = llm_settings(Config(llm_timeout_s=DEFAULT_TIMEOUT_S), llm_base_url, llm_model)
@@ -542,6 +547,7 @@ def main(
             qa_limit,
             DEFAULT_CONTEXT_CHARS if qa_context_chars is None else qa_context_chars,
             command or "",
+            CALIBRATION_QUESTIONS if qa_calibration is None else qa_calibration,
         )
     ds = load(dataset, data)
     keep = keep if keep is not None else ds.keep or DEFAULT_KEEP

@@ -99,3 +99,14 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, pvalues[i] * (m - rank)))
         out[i] = running
     return out
+
+
+def fisher_greater_p(a: int, b: int, c: int, d: int) -> float:
+    """One-sided p of Fisher's exact test (Fisher 1922) on the 2×2 table [[a, b], [c, d]], alternative: the odds
+    ratio (a·d)/(b·c) is greater than 1 (the first row has the larger share in the first column). 1.0 for an empty
+    row."""
+    from scipy.stats import fisher_exact
+
+    if a + b == 0 or c + d == 0:
+        return 1.0
+    return float(fisher_exact([[a, b], [c, d]], alternative="greater").pvalue)
