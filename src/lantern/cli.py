@@ -1836,6 +1836,7 @@ def reindex(
                 n = lantern.reindex(
                     embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t)
                 )
+                lantern.build_graphs()  # a large store's HNSW graphs, saved with the snapshot: no command waits
             print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
 
     _guard(run)
