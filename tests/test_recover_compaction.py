@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from budget import examples
 from lantern import Lantern
 from lantern.recover.loss import find_loss
-from lantern.recover.loss_pack import TITLE
+from lantern.recover.loss_pack import TITLE, VERBATIM
 
 DIRS = ["src/billing", "cmd/entire/cli", "apps/web/src/services", "tests/e2e"]
 NAMES = ["ledger", "pool", "registry", "strategy", "checkpoint", "session_state", "invoice"]
@@ -160,3 +160,18 @@ def test_recording_stores_one_event_with_the_lost_entries(store, tmp_path):
         (event,) = lt.events()
     assert event.source == "test" and event.session == "s0" and event.chars == rec.chars
     assert {e.id for e in rec.entries} <= set(event.lost)
+
+
+def test_a_loss_that_fits_whole_comes_back_verbatim(tmp_path):
+    msgs = [
+        {"role": "user", "content": "Start postgres for the billing service."},
+        {"role": "assistant", "content": "Started: docker run -p 5433:5432 postgres:16, listening on 5433."},
+        {"role": "user", "content": "Now add a README section."},
+        {"role": "assistant", "content": "Added a Deployment section."},
+    ]
+    with Lantern(tmp_path / "v.db") as lt:
+        lt.archive(msgs, session="b")
+        rec = lt.recover_compaction("The user set up the billing database.", live=msgs[-2:], session="b")
+        small = lt.recover_compaction("The user set up the billing database.", live=msgs[-2:], session="b", budget=140)
+    assert rec.text.startswith(VERBATIM) and msgs[1]["content"] in rec.text and msgs[3]["content"] not in rec.text
+    assert small.text.startswith(TITLE) and "5433" in small.text and small.chars <= 140

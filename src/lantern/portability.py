@@ -23,6 +23,11 @@ Round trip: export -> import into an empty database -> export gives the same byt
 renumbered from 1 in file order when the source had gaps). ``content_hash`` is always recomputed on import from
 the scope, session and text (lantern/scope.py), so a record cannot smuggle in a hash of another user's turn.
 
+Import redacts every record under the destination's policy as ``archive`` redacts a turn (its text, summary, tags,
+hints, meta and facts; archive/redact.py), since an export may come from a database with redaction off, an older
+Lantern or another tool; an embedding recorded for a summary that changed is recomputed. ``content_hash`` is then
+computed from the redacted text. ``lantern copy`` redacts the events' queries the same way.
+
 Import: the whole file is read and checked first, then written in one transaction per batch of ``BATCH_LINES``
 lines. A bad line anywhere (a truncated or corrupt export, bytes that are not UTF-8) raises ``ExportFormatError``
 naming the line (and field) and nothing is written (a stream that cannot be read twice, such as a pipe, is copied to
@@ -50,7 +55,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import IO, Any
 
@@ -517,6 +522,7 @@ def _write_batch(
     """Embed what needs embedding, then write the whole batch in ONE transaction."""
     entries = [rec for _, kind, rec in batch if kind == "entry"]
     for rec in entries:
+        _redact_entry(rec, lantern.redaction)
         if scope is not None:  # re-homed: the recorded scope is replaced
             rec["user_id"] = scope.user
             if scope.agent is not None:
@@ -548,6 +554,29 @@ def _write_batch(
             if attempt == ROLLBACK_RETRIES or not store.rolled_back(e):
                 raise
             result.added, result.duplicates, result.grown, result.entry_ids = before
+
+
+def _redact_entry(rec: dict[str, Any], policy: Any) -> None:
+    """Redact an entry record in place under the destination's redaction policy (archive/redact.py), as ``archive``
+    redacts a turn: its text, summary, tags, hints, meta and facts. An export may come from a database with
+    redaction switched off, an older Lantern or another tool; a recorded embedding of a summary that changed is
+    dropped (recomputed from the redacted summary)."""
+    from lantern.archive.redact import redact_json, redact_text
+
+    rec["text"], _ = redact_text(rec["text"], policy)
+    rec["summary"], n_summary = redact_text(rec["summary"], policy)
+    for column in JSON_COLUMNS:
+        rec[column], _ = redact_json(rec[column], policy)
+    facts = []
+    for fact, at in rec["_facts"]:
+        key, key_text, value, replaces = (
+            None if t is None else redact_text(t, policy)[0]
+            for t in (fact.key, fact.key_text, fact.value, fact.replaces)
+        )
+        facts.append((replace(fact, key=key, key_text=key_text, value=value, replaces=replaces), at))
+    rec["_facts"] = facts
+    if n_summary:
+        rec["_vector"] = None
 
 
 _CONVERSATION = "user_id = ? AND agent_id = ? AND project = ? AND session = ?"
@@ -718,6 +747,7 @@ def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tu
     left out, as ``forget`` leaves a forgotten entry out of an event. An event already in ``target`` (same time,
     session, scope, source, reason and query) is skipped, so a copy run again adds none twice. Returns (copied,
     already there)."""
+    from lantern.archive.redact import redact_text
     from lantern.store.events import add_event
 
     copied = present = 0
@@ -726,6 +756,7 @@ def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tu
     with target.store.transaction() as db:
         target.store.serialize(db, IMPORT_LOCK)  # two copies at once: each event looked up after the other's commit
         for time, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank in rows:
+            query = redact_text(query or "", target.redaction)[0]  # a source with redaction off kept it in clear
             if db.execute(
                 "SELECT 1 FROM events WHERE time = ? AND session = ? AND user_id = ? AND agent_id IS ? "
                 "AND project IS ? AND source = ? AND reason = ? AND query = ?",

@@ -40,12 +40,11 @@ from lantern.store.protocol import StoreProtocol
 from lantern.store.sqlite import NewEntry
 from lantern.text.clean import clean_text
 from lantern.text.names import given_name
-from lantern.text.tags import extract_tags, hint_terms
+from lantern.text.tags import extract_tags, hint_terms, tag_window
 
 Progress = Callable[[int, int], None]  # (done, total) in turns
 
 INGEST_BATCH_TURNS = 256  # turns per transaction when ingesting a file (ours)
-TAG_HEAD_CHARS, TAG_TAIL_CHARS = 96_000, 32_000  # tags of a huge turn come from its head and tail (ours)
 
 __all__ = ["INGEST_BATCH_TURNS", "Parsed", "Writer", "session_name", "tag_window"]
 
@@ -239,16 +238,6 @@ class Writer:
             result.duplicates += not added
         self.index.set_reinforcement(judged)
         self.index.mark_dirty()
-
-
-def tag_window(text: str) -> str:
-    """The part of a turn that is tagged: all of it up to 128,000 characters (a 115 KB test run is tagged whole,
-    ~100 ms), else its first 96,000 and last 32,000 (tagging costs ~1 ms per KB: a 1 MB log would take over a
-    second; its head and tail keep the command, the error and the summary line). The full text is still stored
-    verbatim and indexed by FTS5, in windows (text/windows.py), so its middle is found by full text."""
-    if len(text) <= TAG_HEAD_CHARS + TAG_TAIL_CHARS:
-        return text
-    return text[:TAG_HEAD_CHARS] + "\n…\n" + text[-TAG_TAIL_CHARS:]
 
 
 def session_name(given: str | None, from_transcript: str | None) -> str:

@@ -7,6 +7,7 @@ content hash are all built from the redacted text; a secret never reaches SQLite
     policy = load_policy(store, config)                  # once per Lantern (salt and opt-out from the meta table)
     messages, n = redact_messages(messages, policy)      # n = secrets replaced + private spans removed
     text, n = redact_text(text, policy)                  # one string
+    value, n = redact_json(value, policy)                # every string of a JSON value (an imported record)
     find_secrets(text, policy)                           # the findings, for tests and tuning
 
 **Private spans.** Text between ``<private>`` and ``</private>`` (case-insensitive; more marker pairs via
@@ -19,18 +20,24 @@ request, not a guess.
 
 1. private-key blocks: ``-----BEGIN … PRIVATE KEY-----`` through the matching ``END`` line (real or ``\\n``-escaped
    newlines, e.g. in a service-account JSON); an unterminated block is cut at the end of its base64 lines;
-2. provider tokens (archive/secret_tokens.py, our patterns): a fixed-format credential found by a literal it
-   holds — the providers of gitleaks' default rule set and of detect-secrets' plugins (AWS, GitHub, GitLab,
-   Slack, Stripe, OpenAI, Anthropic, Google, Square, Linear, Grafana, Postman, Dropbox, JWT, … about 150
-   formats); a match is widened to the whole token so a key longer than its format is not left half in clear;
-   ``Config.redact_patterns`` (user patterns, same priority); and by context (archive/secret_context.py): a
-   provider's name in an assignment's key (``DATADOG_API_KEY=…``, ``heroku_api_key: <uuid>``), ``.pgpass``
-   lines, ``<add key="…Password" value="…"/>``, the ``data:`` of a Kubernetes Secret;
+2. provider tokens (archive/secret_tokens.py, our patterns; its ``TOKENS`` table, one row per format with its
+   source, sample generators and look-alikes): a fixed-format credential found by a literal it holds — the
+   providers of gitleaks' and betterleaks' default rule sets, of detect-secrets' plugins and of the providers'
+   own documentation (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, Anthropic, Google, Groq, Hugging Face, Docker,
+   Supabase, Tailscale, webhooks, JWT, … 147 rows); a match is widened to the whole token so a key longer than
+   its format is not left half in clear; ``Config.redact_patterns`` (user patterns, same priority); and by
+   context (archive/secret_context.py, whose ``CONTEXTS`` table lists the forms): a provider's name in an
+   assignment's key (``DATADOG_API_KEY=…``, ``heroku_api_key: <uuid>``), ``.pgpass`` lines, ``.netrc`` entries,
+   ``<add key="…Password" value="…"/>``, ``<password>…</password>``, the ``data:`` of a Kubernetes Secret,
+   cookies, pre-signed URL signatures (``sig=``), PHP ``define( 'AUTH_KEY', '…' )``;
 3. credentials in URLs (``postgres://user:PASS@host:5433/db``: only the password is replaced; scheme, user, host
-   and port stay, since a port is exactly what Lantern brings back), ``Authorization: Bearer|Basic|token …``
-   headers, ``curl -u user:PASS``;
-4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``; a quoted value also in
-   backslash-escaped quotes (``--password \\"X\\"`` inside a JSON tool argument);
+   and port stay, since a port is exactly what Lantern brings back; a password holding ``# / ? @`` runs to the
+   first ``@`` a host follows), ``Authorization: Bearer|Basic|token …`` and ``Proxy-Authorization`` headers,
+   ``curl -u user:PASS``;
+4. command-line flags: ``--password X``, ``--token=X``, ``--api-key X``, ``mysql … -pX``, a command's own
+   password flag (secret_context.COMMAND_FLAGS: ``sshpass -p``, ``redis-cli -a``, ``docker login -p``, …) and
+   Oracle's ``user/PASS@db``; a quoted value also in backslash-escaped quotes (``--password \\"X\\"`` inside a
+   JSON tool argument);
 5. keyword assignments: ``KEY = value`` / ``key: value`` / ``"key": "value"`` / ``key := value`` / ``'key' =>
    'value'`` where the key's last word is a secret word. *Strong* keys (detect-secrets' ``KeywordDetector``
    denylist: password, passwd, pwd, secret, api_key, private_key, …) take any value that is not a reference
@@ -131,18 +138,26 @@ import secrets as _random
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 from lantern.archive.secret_context import (
+    command_passwords,
+    cookie_is_secret,
+    cookie_values,
     escaped_strings,
     json_safe,
     kubernetes_secret_values,
+    netrc_passwords,
     pgpass_lines,
+    php_defines,
     provider_assignments,
+    signed_url_params,
     xml_add_values,
+    xml_elements,
 )
 from lantern.archive.secret_tokens import find_tokens
 from lantern.model import Message, ToolCall, ToolResult
@@ -154,6 +169,7 @@ __all__ = [
     "load_policy",
     "make_policy",
     "placeholder",
+    "redact_json",
     "redact_messages",
     "redact_text",
     "remove_private",
@@ -459,6 +475,8 @@ def _key_class(key: str) -> str:
         return "strong"
     if last == "key" and prev in _KEY_QUALIFIERS:
         return "strong"
+    if words[-3:] == ["secret", "key", "base"]:  # Ruby on Rails' secret_key_base
+        return "strong"
     if last in ("token", "auth", "credential", "credentials", "authtoken", "accesstoken", "apikey") or last.endswith(
         "token"
     ):
@@ -468,32 +486,44 @@ def _key_class(key: str) -> str:
     return ""
 
 
+# a value that starts with "%" names a variable only as %NAME% (Windows) or %(name)s / %s (format strings)
+_PERCENT_VAR = re.compile(r"%(?:[A-Za-z_][A-Za-z0-9_]*%|\([A-Za-z_]\w*\)[sdr]|[sdr])")
+# keys documented as public, published in web pages and apps (Stripe's and Clerk's publishable keys, Supabase's
+# publishable keys): no secret under a weak key (an "…_KEY" or "…_TOKEN"); a strong key ("…_SECRET") still hides them
+PUBLIC_KEY_PREFIXES = ("pk_live_", "pk_test_", "sb_publishable_")
+
+
 def _is_reference(v: str) -> bool:
     """A value that names a secret instead of holding it: a variable, a template, a documentation placeholder,
     an already masked value."""
     low = v.lower()
-    if v[0] in "$%<{[*" or low.startswith(
-        (
-            "...",
-            "…",
-            "xxx",
-            "os.",
-            "process.env",
-            "env(",
-            "getenv",
-            "secrets.",
-            "env[",
-            "env.",
-            "[secret:",
-            "sha256:",
-            "sha512:",
-            "file:",
-            "vault:",
+    if (
+        v[0] in "$<{["
+        or v.startswith("**")
+        or _PERCENT_VAR.fullmatch(v)
+        or low.startswith(
+            (
+                "...",
+                "…",
+                "xxx",
+                "os.",
+                "process.env",
+                "env(",
+                "getenv",
+                "secrets.",
+                "env[",
+                "env.",
+                "[secret:",
+                "sha256:",
+                "sha512:",
+                "file:",
+                "vault:",
+            )
         )
     ):
         return True
-    if "your" in low and any(w in low for w in ("key", "token", "pass", "secret")):
-        return True
+    if ("your" in low and any(w in low for w in ("key", "token", "pass", "secret"))) or "unique phrase" in low:
+        return True  # "your-api-key-here", WordPress's "put your unique phrase here"
     if "****" in v or "example" in low or "{{" in v or "${" in v:
         return True
     return len(set(v)) == 1  # "xxxxxxxx", "********"
@@ -515,8 +545,13 @@ def _looks_random(v: str, min_len: int = 16, min_entropy: float = 3.0) -> bool:
     )
 
 
+# base64 of 30+ characters with upper case, lower case and digits: an AWS secret key may start with "/" or "+", a path
+# (letters, digits, "/" alone) under a secret's key is one too
+_RANDOM_B64 = re.compile(r"(?=.*[A-Z])(?=.*[a-z])(?=.*\d)[A-Za-z0-9+/]{30,512}={0,2}")
+
+
 def _strong_value_ok(v: str, key: str, quoted: bool, code_like: bool) -> bool:
-    if len(v) < 4 or _is_reference(v) or _is_path(v):
+    if len(v) < 4 or _is_reference(v) or (_is_path(v) and not _RANDOM_B64.fullmatch(v)):
         return False
     low = v.lower()
     if low in _TYPE_NAMES or low == key.lower() or low in _key_words(key):
@@ -540,10 +575,46 @@ _KEY_TAIL = re.compile(
 # that starts with a look-behind or an IGNORECASE alternation is tried at every position: 10x slower on a 300 KB
 # log). Case-insensitive ones run on ``low``, the lower-cased text (same length, same offsets); the boundary a
 # look-behind would check is checked in Python.
-_URL_CRED = re.compile(
-    r"://(?P<user>[^\s:/?#@\"'<>\[\]\\]*):(?P<secret>[^\s/?#\"'<>\\]+)"
-    r"@(?=\[?[A-Za-z0-9.\-_:]*?\]?[A-Za-z0-9.\-_]*(?::\d{1,5})?(?:[/?#\s\"'<>,;)\]\\`]|$))"
-)
+_URL_RUN = re.compile(r"[^\s\"'<>\\`]*")  # a URL's characters after its "://"
+_URL_USER = re.compile(r"[^/?#@\[\]]*")  # a userinfo's user: no delimiter of RFC 3986's authority
+# what follows the "@" of a userinfo: a host (name, IPv4, [IPv6]) and an optional port, then the end of the authority
+# (unambiguous and bounded: a run of host characters not followed by a delimiter is given back at most 253 times)
+_URL_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]{2,64}\]|[A-Za-z0-9.\-_]{1,253})(?::\d{1,5})?(?=[/?#\s\"'<>,;)\]\\`]|$)")
+_HOSTLIKE = re.compile(r"[.:\[]")  # a host name with a dot, a port or an IPv6 address (not a password's "@D2#")
+_PORT_PATH = re.compile(r"\d{1,5}[/?#]")  # "host:8443/path?mail=a@b": a port and a path, not a password
+
+
+def _url_passwords(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of the password of each ``scheme://user:password@host`` (RFC 3986 userinfo). The password
+    runs from the first ``:`` after ``://`` to the first ``@`` that a host name with a dot, a port or an IPv6
+    address follows (else to the last ``@`` that any host follows: ``@db/app``), so a password holding ``#``,
+    ``/``, ``?`` or ``@`` unencoded (as people write them) is covered whole; one that is a port and a path
+    (``host:8443/x?to=a@b.org``) is not a password. Linear: each URL (the run after ``://`` to the next ``://`` or
+    white space) is read a bounded number of times."""
+    run_end = -1
+    i = text.find("://")
+    while i >= 0:
+        a = i + 3
+        if a > run_end:
+            run_end = _URL_RUN.match(text, a).end()
+        nxt = text.find("://", a, run_end)
+        seg_end = nxt if nxt >= 0 else run_end
+        colon = text.find(":", a, seg_end)
+        if colon >= 0 and _URL_USER.match(text, a, colon).end() == colon:
+            at, end = text.find("@", colon + 1, seg_end), -1
+            while at >= 0:
+                host = _URL_HOST.match(text, at + 1)
+                if host is not None and host.end() > at + 1:
+                    end = at
+                    if _HOSTLIKE.search(host.group()) or host.group().startswith("localhost"):
+                        break
+                at = text.find("@", at + 1, seg_end)
+            v = text[colon + 1 : end] if end > colon else ""
+            if v and not _PORT_PATH.match(v):
+                yield colon + 1, end
+        i = nxt if nxt >= 0 else text.find("://", max(run_end, a))
+
+
 _AUTH_HEADER = re.compile(  # on low
     r"authorization\\?[\"']?\s*[:=]\s*\\?[\"']?\s*"
     r"(?P<scheme>bearer|basic|token|apikey|api-key|digest|key)?\s*(?P<secret>[a-z0-9\-._~+/]{8,}=*)"
@@ -669,14 +740,14 @@ def _rest_of_line(text: str, end: int) -> str:
 
 def _credential_findings(text: str, low: str, out: list[Finding]) -> None:
     if "://" in text:
-        for m in _URL_CRED.finditer(text):
-            v = m.group("secret")
+        for s, e in _url_passwords(text):
+            v = text[s:e]
             if (v.isdigit() and len(v) <= 5) or _is_reference(v) or v.lower() in _TYPE_NAMES:
                 continue  # host:port, ${DB_PASSWORD}, a documentation "password"
-            out.append(Finding("url-password", m.start("secret"), m.end("secret"), v, P_CRED))
+            out.append(Finding("url-password", s, e, v, P_CRED))
     if "authorization" in low:
         for m in _AUTH_HEADER.finditer(low):
-            if not _after_word(low, m.start(), "-"):
+            if not _after_word(low, m.start()):  # Authorization, Proxy-Authorization, X-Authorization
                 continue
             v = text[m.start("secret") : m.end("secret")]
             scheme = (m.group("scheme") or "").lower()
@@ -821,11 +892,12 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
                 continue
             v = full
         elif cls == "weak-token":
-            if _is_reference(v) or not _looks_random(v):
+            if _is_reference(v) or v.startswith(PUBLIC_KEY_PREFIXES) or not _looks_random(v):
                 continue
         else:  # weak-key: a cache key "deps-<hash>" or an id is not a secret; a key has mixed case
             if (
                 _is_reference(v)
+                or v.startswith(PUBLIC_KEY_PREFIXES)
                 or not _looks_random(v, 20, 3.5)
                 or _HEXISH.fullmatch(v)
                 or v.lower() == v
@@ -972,7 +1044,8 @@ def _escaped_findings(text: str, policy: RedactionPolicy, out: list[Finding], de
 
 def _context_findings(text: str, low: str, out: list[Finding]) -> None:
     """Credentials known by their context (archive/secret_context.py): a provider's name in a key, .pgpass lines,
-    ``<add key= value=>`` settings, Kubernetes Secret data."""
+    ``<add key= value=>`` settings, Kubernetes Secret data, ``<password>`` elements, .netrc entries, a command's
+    password flag, cookies, pre-signed URL signatures, PHP ``define()`` constants."""
     for provider, s, e in provider_assignments(text, low, _looks_random, _is_reference):
         out.append(Finding(f"{provider}-key", s, e, text[s:e], P_TOKEN, tail=True))
     for s, e in pgpass_lines(text):
@@ -983,6 +1056,28 @@ def _context_findings(text: str, low: str, out: list[Finding]) -> None:
             out.append(Finding(_kind_of_key(key, cls), s, e, v, P_KEYWORD))
     for s, e in kubernetes_secret_values(text, low):
         out.append(Finding("kubernetes-secret", s, e, text[s:e], P_CRED))
+    for name, s, e in xml_elements(text, low):
+        v, cls = text[s:e].strip(), _key_class(name)
+        if (cls == "strong" and _strong_value_ok(v, name, True, False)) or (cls and _looks_random(v)):
+            out.append(Finding(_kind_of_key(name, cls), s, e, text[s:e], P_KEYWORD))
+    for s, e in netrc_passwords(text, low):
+        if _strong_value_ok(text[s:e], "password", False, False):
+            out.append(Finding("password", s, e, text[s:e], P_CRED))
+    for s, e, quoted in command_passwords(text, low):
+        if _strong_value_ok(text[s:e], "password", quoted, False):
+            out.append(Finding("password", s, e, text[s:e], P_FLAG))
+    for name, s, e, _ in cookie_values(text, low):
+        v = text[s:e]
+        if not _is_reference(v) and cookie_is_secret(name, v, _looks_random):
+            out.append(Finding("cookie", s, e, v, P_CRED))
+    for s, e in signed_url_params(text, low):
+        v = text[s:e]
+        if not _is_reference(v) and _looks_random(unquote(v), 16, 3.0):
+            out.append(Finding("url-signature", s, e, v, P_CRED))
+    for name, s, e in php_defines(text, low):
+        v = text[s:e]
+        if (_key_class(name) or name.upper().endswith("_SALT")) and _strong_value_ok(v, name, True, False):
+            out.append(Finding(_kind_of_key(name, "strong"), s, e, v, P_KEYWORD))
 
 
 class _Spans:
@@ -1090,6 +1185,23 @@ def _redact(text: str, policy: RedactionPolicy) -> tuple[str, int]:
         text = "".join(parts)
         n += len(found)
     return text, n
+
+
+def redact_json(value: Any, policy: RedactionPolicy) -> tuple[Any, int]:
+    """``value`` (a JSON value: str, list, dict, number, bool, None) with every string in it redacted
+    (``redact_text``; object keys stay as they are). Returns (value, count); an unchanged value is returned as it is.
+    The nesting is as deep as the JSON parser allowed."""
+    if isinstance(value, str):
+        return redact_text(value, policy)
+    if isinstance(value, list):
+        pairs = [redact_json(v, policy) for v in value]
+        n = sum(k for _, k in pairs)
+        return ([v for v, _ in pairs] if n else value), n
+    if isinstance(value, dict):
+        pairs = {key: redact_json(v, policy) for key, v in value.items()}
+        n = sum(k for _, k in pairs.values())
+        return ({key: v for key, (v, _) in pairs.items()} if n else value), n
+    return value, 0
 
 
 def _redact_each(items: Sequence, get: Callable, rebuild: Callable, policy: RedactionPolicy) -> tuple[list, int]:

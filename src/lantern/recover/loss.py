@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import json
 import math
 import re
 from collections import Counter
@@ -32,7 +33,7 @@ import numpy as np
 
 from lantern.model import Tag, split_rendered
 from lantern.text.clean import normalize_space
-from lantern.text.tags import extract_tags
+from lantern.text.tags import extract_tags, untagged_span
 
 __all__ = [
     "FEATURES",
@@ -47,13 +48,14 @@ __all__ = [
     "scores",
 ]
 
+MIDDLE_CHARS, MIDDLE_RESULT_CHARS = 4_000, 1_000  # ours: what is tagged of a block in a long entry's middle
 LIVE_TAG_CHARS = 64_000  # ours: the live context's lookup hints are read from its last 64,000 characters
 MIN_VALUE_CHARS = 3  # ours: shorter values ("ok", "v1") are not specifics
 SUMMARY_TAIL_CHARS = 2_500  # ours: the summary's end names the current work and the next step
 TASK_CHARS = 3_000  # ours: the last user message's first characters name the task
 # the item types of the loss report, by tag kind; an identifier is refined by its form (item_type)
 TYPES = ("path", "url", "command", "flag", "dotted", "identifier", "hash", "error", "number", "version", "port")
-_KINDS = ("path", "url", "identifier", "quoted", "hash", "number", "error", "version", "port", "date")
+_KINDS = ("path", "url", "identifier", "quoted", "command", "hash", "number", "error", "version", "port", "date")
 _PART = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
 _HUMP = re.compile(r"([a-z0-9])([A-Z])")
 
@@ -86,9 +88,44 @@ FEATURES = (
     "log_block_tags",  # tags of the sparsest block holding it (a dump of 500 names makes each less likely)
 )
 
-# fit on the realcompact dev set (module docstring); intercept first, then one weight per FEATURES name
-INTERCEPT = -6.0
-WEIGHTS: dict[str, float] = {name: 0.0 for name in FEATURES}
+# fit on the realcompact dev set by `lantern eval realcompact --fit` (module docstring; docs/results/realcompact.md):
+# 88 compactions, 1,470 lost items each on average; one weight per FEATURES name, on the raw feature scale
+INTERCEPT = 4.9237
+WEIGHTS: dict[str, float] = {
+    "kind:path": 0.7727,
+    "kind:url": 0.0359,
+    "kind:identifier": 1.3387,
+    "kind:quoted": -1.0723,
+    "kind:command": 0.1190,
+    "kind:hash": 0.5800,
+    "kind:number": -1.1056,
+    "kind:error": -9.6150,
+    "kind:version": -6.8361,
+    "kind:port": -7.7201,
+    "kind:date": -8.1487,
+    "flag": 1.0810,
+    "dotted": 0.0101,
+    "spaced": 2.4164,
+    "absolute": 0.1152,
+    "log_dist": -0.6344,
+    "recent": 1.4271,
+    "log_first_dist": -0.2570,
+    "first_position": -2.6290,
+    "log_blocks": -0.3900,
+    "log_calls": 0.2950,
+    "log_user": -0.0608,
+    "log_assistant": 0.2437,
+    "tool_output_only": -0.9718,
+    "file_in_summary": 1.2002,
+    "dir_in_live": -0.7616,
+    "parts_live": 0.9600,
+    "parts_summary": -0.7959,
+    "parts_summary_tail": 0.3155,
+    "parts_task": 0.4677,
+    "with_live": -0.4472,
+    "log_length": 0.3257,
+    "log_block_tags": -0.5770,
+}
 
 
 @dataclass
@@ -143,7 +180,8 @@ class Loss:
     kept: int = 0
     blocks: int = 0
     live_blocks: int = 0
-    texts: list[str] = field(default_factory=list, repr=False)  # each lost block's scanned text, by Seen.block
+    texts: list[str] = field(default_factory=list, repr=False)  # each lost block's text, by Seen.block
+    places: list[Seen] = field(default_factory=list, repr=False)  # where each lost block is, by Seen.block
 
     def line(self, seen: Seen, value: str) -> str:
         """The line of the block ``seen`` points at that holds ``value``, whitespace collapsed, cut to
@@ -188,6 +226,8 @@ def item_type(value: str, kind: str, sides: Iterable[str] = ()) -> str:
         return "dotted" if "." in value else "identifier"
     if kind == "quoted":
         return "command" if " " in value and "call" in set(sides) else "name"
+    if kind == "command":
+        return "command"
     return kind
 
 
@@ -301,16 +341,88 @@ def scores(
     return (1.0 / (1.0 + np.exp(-np.clip(z, -50.0, 50.0)))).tolist()
 
 
-def _vocabulary(turns: Sequence[tuple[int, int, str]], tags: dict[int, list[Tag]] | None) -> dict[str, str]:
-    """value -> tag kind of every lookup hint of ``turns`` of at least ``MIN_VALUE_CHARS`` characters: the stored
-    tags (``store.tags``) when given, else extracted from each entry's text."""
+def _vocabulary(
+    turns: Sequence[tuple[int, int, str]], tags: dict[int, list[Tag]] | None, blocks: Sequence[_Block]
+) -> dict[str, str]:
+    """value -> kind of every specific of ``turns`` of at least ``MIN_VALUE_CHARS`` characters: the stored lookup
+    hints (``store.tags``) when given, else extracted from each entry's text; plus, for an entry longer than the
+    tagging window (text/tags.py ``tag_window``: its middle was not tagged), the hints of the messages and tool
+    calls in that middle (their first ``MIDDLE_CHARS``) and of the tool results there (their first
+    ``MIDDLE_RESULT_CHARS``); plus the simple commands of every tool call's command line (``commands``)."""
     vocab: dict[str, str] = {}
-    for entry_id, _, text in turns:
-        found = tags.get(entry_id) if tags is not None else None
-        for t in found if found is not None else extract_tags(text):
+
+    def add(found: Iterable[Tag]) -> None:
+        for t in found:
             if len(t.value) >= MIN_VALUE_CHARS and t.kind in _KINDS:
                 vocab.setdefault(t.value, t.kind)
+
+    for entry_id, _, text in turns:
+        stored = tags.get(entry_id) if tags is not None else None
+        add(stored if stored is not None else extract_tags(text))
+    spans = {k: untagged_span(text) for k, (_, _, text) in enumerate(turns)} if tags is not None else {}
+    for b in blocks:
+        start, end = spans.get(b.entry, (0, 0))
+        if start <= b.start < end:
+            add(extract_tags(b.text[: MIDDLE_RESULT_CHARS if b.side == "result" else MIDDLE_CHARS]))
+        if b.side == "call":
+            for command in commands(b.text):
+                vocab.setdefault(command, "command")
     return vocab
+
+
+_SHELL_SPLIT = re.compile(r"&&|\|\||[;|\n]")
+COMMAND_KEYS = ("command", "cmd", "script")
+MAX_COMMAND_CHARS = 160  # ours: a longer simple command is a script, not a specific
+
+
+def commands(arguments: str) -> list[str]:
+    """The simple commands of a tool call's command line: the arguments are JSON holding ``command`` / ``cmd`` /
+    ``script`` as a string, or as an argv list (Codex's ``["bash", "-lc", "..."]``: its last item); the line is
+    split at ``&&``, ``||``, ``;``, ``|`` and line breaks outside quotes; each part of 2 to ``MAX_COMMAND_CHARS``
+    characters holding a space is kept (``cd /repo``, ``git log --oneline -5``). Unreadable arguments give []."""
+    if not arguments.lstrip().startswith("{") or len(arguments) > 100_000:
+        return []
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return []
+    if not isinstance(args, dict):
+        return []
+    out = []
+    for key in COMMAND_KEYS:
+        line = args.get(key)
+        if isinstance(line, list) and line and all(isinstance(x, str) for x in line):
+            line = line[-1]
+        if isinstance(line, str):
+            out += [p for p in _simple_commands(line) if " " in p and len(p) <= MAX_COMMAND_CHARS]
+    return out
+
+
+def _simple_commands(line: str) -> list[str]:
+    """``line`` split at shell operators outside single or double quotes, each part stripped. Linear."""
+    parts, start, quote = [], 0, ""
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"':
+                i += 1
+        elif c in "'\"":
+            quote = c
+        elif c in "&|;\n":
+            if line.startswith(("&&", "||"), i):
+                parts.append(line[start:i])
+                i += 2
+                start = i
+                continue
+            if c != "&":
+                parts.append(line[start:i])
+                start = i + 1
+        i += 1
+    parts.append(line[start:])
+    return [p.strip() for p in parts if p.strip()]
 
 
 def _automaton(values: Iterable[str]) -> Any:
@@ -363,7 +475,7 @@ def find_loss(
     blocks = session_blocks(turns)
     is_live = [bool(b.text.strip()) and normalize_space(b.text) in live for b in blocks]
     ctx = _Context(summary, live, task)
-    vocab = _vocabulary(turns, tags)
+    vocab = _vocabulary(turns, tags, blocks)
     known = _automaton(vocab)
     stated = {v for _, v in _occurrences(known, ctx.known)}
     lost = {v: k for v, k in vocab.items() if v not in stated}
@@ -405,7 +517,8 @@ def find_loss(
     ]
     items.sort(key=lambda it: (-it.weight, -it.last.block, it.value))
     texts = [blocks[i].text for i in lost_blocks]
-    return Loss(items=items, kept=len(stated), blocks=len(blocks), live_blocks=sum(is_live), texts=texts)
+    places = [Seen(b.entry_id, b.turn, b.side, b.tool, p) for p, b in enumerate(blocks[i] for i in lost_blocks)]
+    return Loss(items=items, kept=len(stated), blocks=len(blocks), live_blocks=sum(is_live), texts=texts, places=places)
 
 
 LINE_CHARS = 160  # ours: the line an item was seen in is kept up to this many characters around it

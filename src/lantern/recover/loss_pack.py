@@ -1,36 +1,35 @@
 """The block a compaction recovery injects (docs/architecture.md §3.8): what the summary lost, dense and readable,
 within a character budget. Zero LLM calls.
 
-1. **Items**: the lost specifics (recover/loss.py), each on the line of the place it was last seen::
+1. **Items**: the lost specifics (recover/loss.py), on the line of the turn they were last seen in::
 
-       - turn 148 · Read: /repo/apps/web/src/services/device-registry.service.ts · fetchRegistry
+       - turn 148: /repo/apps/web/src/services/device-registry.service.ts · fetchRegistry · --dry-run
 
-   chosen by budgeted greedy coverage: the next item is the one with the most weight per character it costs (its
-   text and separator, plus its line's header when it opens a new line); an item another packed item holds
-   (``device-registry.service.ts`` inside its path) is covered, never packed twice. Items get at most
-   ``ITEM_SHARE`` of the budget. The budgeted maximum-coverage greedy (Khuller, Moss & Naor 1999), unit weights
-   replaced by the items' weights.
+   heaviest first, each packed while it (and its line's header, when it opens a line) fits; an item another
+   packed item holds (``device-registry.service.ts`` inside its path) is covered, never packed twice. Items get at
+   most ``ITEM_SHARE`` of the budget. Weight order, not weight per character: the weights rank, they are not
+   calibrated probabilities, and per character favoured short, unused names (docs/results/realcompact.md).
 2. **Excerpts**: the rest of the budget holds the lines the heaviest items were seen in, with their turn, so the
    model reads what each item is (the command around a flag, the call around a path).
+
+When every lost message, tool call and tool result fits in the budget whole, the block is simply those, verbatim
+(``VERBATIM``), each headed by its turn and tool: nothing needs choosing.
 
 All lengths are characters (Python ``len``); the block is never longer than the budget.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 from lantern.recover.loss import Loss, LostItem, Seen
 
 __all__ = ["TITLE", "ITEM_SHARE", "LossBlock", "pack_loss"]
 
-TITLE = (
-    "[Recovered by Lantern after the compaction: specifics from earlier turns that the summary does not state, "
-    "each on the line of the turn where it was last seen]"
-)
+TITLE = "[Recovered by Lantern: specifics from before the compaction that its summary lacks, by turn last seen]"
 EXCERPTS = "[Where the first of them were seen]"
-ITEM_SHARE = 0.75  # ours: share of the budget the items may take; the excerpts get the rest (docs/results)
+VERBATIM = "[Recovered by Lantern: the turns the compaction replaced, verbatim]"
+ITEM_SHARE = 0.9  # ours: share of the budget the items may take; the excerpts get the rest (docs/results)
 CANDIDATES = 400  # ours: the heaviest items considered for packing (bounds the coverage test's work)
 SEPARATOR = " · "
 MIN_EXCERPT = 40  # ours: a shorter room left takes no excerpt line
@@ -56,7 +55,12 @@ def _label(seen: Seen) -> str:
 
 
 def _header(seen: Seen) -> str:
-    return f"- turn {seen.turn} · {_label(seen)}: "
+    return f"- turn {seen.turn}: "
+
+
+def _line(item: LostItem) -> int:
+    """The line an item goes on: the turn it was last seen in."""
+    return item.last.turn
 
 
 def pack_loss(loss: Loss, budget: int, item_share: float = ITEM_SHARE) -> LossBlock:
@@ -69,12 +73,15 @@ def pack_loss(loss: Loss, budget: int, item_share: float = ITEM_SHARE) -> LossBl
     room = budget - len(TITLE) - 1
     if not items or room <= 0:
         return LossBlock("")
+    whole = _verbatim(loss, budget)
+    if whole is not None:
+        return whole
     chosen = _choose(items, min(room, int(budget * item_share)))
     if not chosen:
         return LossBlock("")
     lines: dict[int, list[LostItem]] = {}
     for it in chosen:
-        lines.setdefault(it.last.block, []).append(it)
+        lines.setdefault(_line(it), []).append(it)
     body = [_header(group[0].last) + SEPARATOR.join(i.value for i in group) for _, group in sorted(lines.items())]
     text = "\n".join([TITLE, *body])
     cited = {}
@@ -84,44 +91,45 @@ def pack_loss(loss: Loss, budget: int, item_share: float = ITEM_SHARE) -> LossBl
     return LossBlock(text, chosen, cited)
 
 
+def _verbatim(loss: Loss, budget: int) -> LossBlock | None:
+    """Every lost block whole, in order, each headed ``[turn N · label]``, when that fits in ``budget``; else None.
+    Marks every item packed."""
+    lines = [VERBATIM]
+    used = len(VERBATIM)
+    for place, text in zip(loss.places, loss.texts):
+        line = f"[turn {place.turn} · {_label(place)}] {text.strip()}"
+        used += len(line) + 1
+        if used > budget:
+            return None
+        lines.append(line)
+    cited: dict[int, int] = {}
+    for place in loss.places:
+        cited.setdefault(place.entry_id, place.turn)
+    for it in loss.items:
+        it.packed = True
+    return LossBlock("\n".join(lines), list(loss.items), cited)
+
+
 def _choose(items: list[LostItem], room: int) -> list[LostItem]:
-    """Budgeted greedy coverage (module docstring): items in packing order, their lines' text within ``room``."""
+    """Items in weight order, each packed when its text (and its line's header, when it opens a line) still fits
+    in ``room``; an item a packed one holds is covered instead (module docstring)."""
     opened: set[int] = set()
     used = 0
     chosen: list[LostItem] = []
-    by_line: dict[int, list[int]] = {}
-    for k, it in enumerate(items):
-        by_line.setdefault(it.last.block, []).append(k)
-
-    def cost(k: int) -> int:
-        it = items[k]
-        extra = len(SEPARATOR) if it.last.block in opened else len(_header(it.last)) + 1  # +1: the line break
-        return len(it.value) + extra
-
-    heap = [(-items[k].weight / cost(k), k) for k in range(len(items))]
-    heapq.heapify(heap)
-    while heap:
-        neg, k = heapq.heappop(heap)
-        it = items[k]
-        if it.packed or it.covered_by is not None:
+    for it in items:
+        if it.covered_by is not None:
             continue
-        c = cost(k)
-        if -neg != it.weight / c:  # its line opened since it was pushed: cheaper now
-            heapq.heappush(heap, (-it.weight / c, k))
-            continue
-        if used + c > room:
+        line = _line(it)
+        cost = len(it.value) + (len(SEPARATOR) if line in opened else len(_header(it.last)) + 1)  # +1: line break
+        if used + cost > room:
             continue
         it.packed = True
-        used += c
+        used += cost
         chosen.append(it)
+        opened.add(line)
         for other in items:
             if other is not it and not other.packed and other.covered_by is None and other.value in it.value:
                 other.covered_by = it.value
-        if it.last.block not in opened:
-            opened.add(it.last.block)
-            for j in by_line[it.last.block]:
-                if not items[j].packed and items[j].covered_by is None:
-                    heapq.heappush(heap, (-items[j].weight / cost(j), j))
     return chosen
 
 

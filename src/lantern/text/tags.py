@@ -96,7 +96,37 @@ from collections.abc import Iterable
 from lantern.model import Tag
 from lantern.text.cjk import CJK_RUN, bigram_list
 
-__all__ = ["extract_tags", "extract_paths", "hint_terms", "query_terms", "STOPWORDS"]
+__all__ = [
+    "extract_tags",
+    "extract_paths",
+    "hint_terms",
+    "query_terms",
+    "STOPWORDS",
+    "TAG_HEAD_CHARS",
+    "TAG_TAIL_CHARS",
+    "tag_window",
+    "untagged_span",
+]
+
+TAG_HEAD_CHARS, TAG_TAIL_CHARS = 96_000, 32_000  # tags of a huge turn come from its head and tail (ours)
+
+
+def tag_window(text: str) -> str:
+    """The part of a turn that is tagged: all of it up to 128,000 characters (a 115 KB test run is tagged whole,
+    ~100 ms), else its first 96,000 and last 32,000 (tagging costs ~1 ms per KB: a 1 MB log would take over a
+    second; its head and tail keep the command, the error and the summary line). The full text is still stored
+    verbatim and indexed by FTS5, in windows (text/windows.py), so its middle is found by full text."""
+    if len(text) <= TAG_HEAD_CHARS + TAG_TAIL_CHARS:
+        return text
+    return text[:TAG_HEAD_CHARS] + "\n…\n" + text[-TAG_TAIL_CHARS:]
+
+
+def untagged_span(text: str) -> tuple[int, int]:
+    """``(start, end)`` of the part of ``text`` that ``tag_window`` leaves out (``(0, 0)`` when none)."""
+    if len(text) <= TAG_HEAD_CHARS + TAG_TAIL_CHARS:
+        return 0, 0
+    return TAG_HEAD_CHARS, len(text) - TAG_TAIL_CHARS
+
 
 # --------------------------------------------------------------------------------------------- vocabularies
 _EXTENSIONS = (
