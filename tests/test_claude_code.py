@@ -280,18 +280,31 @@ def test_session_start_after_compaction_recovers_what_the_summary_dropped(env, t
     assert hook(env, payload("SessionStart", transcript, source="startup")).stdout == ""
 
 
-def test_user_prompt_with_back_reference_injects_and_plain_prompt_does_nothing(env, tmp_path):
+def test_every_prompt_after_a_compaction_is_a_candidate_and_the_evidence_decides(env, tmp_path):
+    """Issue 35: no cue grammar decides. Before anything is archived a prompt touches no database; once the session
+    is compacted and archived, a question that names an archived fact with no back-reference cue gets it, a
+    back-reference in natural words gets it, and a prompt about nothing archived gets nothing, with its reason in
+    the log and no compaction event."""
     transcript = tmp_path / "session.jsonl"
     transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
     plain = hook(env, payload("UserPromptSubmit", transcript, prompt="add a docstring to pool.py"))
     assert plain.returncode == 0 and plain.stdout == ""
-    assert not Path(env["LANTERN_DB"]).exists()  # no back-reference: no database touched
+    assert not Path(env["LANTERN_DB"]).exists()  # nothing archived yet: no database touched
 
     assert hook(env, payload("Stop", transcript, stop_hook_active=False)).returncode == 0
-    r = hook(env, payload("UserPromptSubmit", transcript, prompt="as I said earlier, what was the port?"))
-    assert r.returncode == 0
-    out = json.loads(r.stdout)["hookSpecificOutput"]
-    assert out["hookEventName"] == "UserPromptSubmit" and "5433" in out["additionalContext"]
+    for prompt in ("which port is postgres on?", "remind me, what was the port again?"):
+        r = hook(env, payload("UserPromptSubmit", transcript, prompt=prompt))
+        assert r.returncode == 0
+        out = json.loads(r.stdout)["hookSpecificOutput"]
+        assert out["hookEventName"] == "UserPromptSubmit" and "5433" in out["additionalContext"], prompt
+    with Lantern(env["LANTERN_DB"]) as memory:
+        before = len(memory.events(limit=None))
+    r = hook(env, payload("UserPromptSubmit", transcript, prompt="write a haiku about autumn leaves in Kyoto"))
+    assert r.returncode == 0 and r.stdout == ""
+    log = (Path(env["HOME"]) / ".lantern" / "logs" / "claude-code.log").read_text()
+    assert "hook UserPromptSubmit: below_floor: best relevance" in log, log
+    with Lantern(env["LANTERN_DB"]) as memory:
+        assert len(memory.events(limit=None)) == before >= 2
 
 
 def test_bad_payloads_exit_0_print_nothing_and_log_without_text(env, tmp_path):

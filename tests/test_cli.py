@@ -51,7 +51,7 @@ def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     assert (again["added"], again["duplicates"]) == (0, 2)
 
     rec = json.loads(run("recover", "redis port for staging", "--json", db=db).stdout)
-    assert set(rec) == {"text", "chars", "entries"}
+    assert set(rec) == {"text", "chars", "reason", "detail", "relevance", "entries"} and rec["reason"] is None
     assert "6380" in rec["text"] and rec["chars"] == len(rec["text"]) <= 6000
     assert set(rec["entries"][0]) == {"id", "session", "turn", "score", "text"}
     assert rec["entries"][0]["session"] == "chat"

@@ -112,7 +112,8 @@ def test_recover_brings_back_the_port_after_compaction(lantern):
 def test_recover_json_shape(lantern):
     lantern.archive(PORT_TURN, session="s1")
     out = lantern.recover("postgres port").to_json()
-    assert set(out) == {"text", "chars", "entries"}
+    assert set(out) == {"text", "chars", "reason", "detail", "relevance", "entries"}
+    assert set(out["relevance"]) == {"score", "cosine", "coverage", "model", "entries", "terms", "min_score"}
     assert set(out["entries"][0]) == {"id", "session", "turn", "score", "text"}
     json.dumps(out)
 
@@ -159,17 +160,24 @@ def test_zero_budget_returns_empty_block(lantern):
     ],
 )
 def test_fts_query_syntax_from_users_is_data(lantern, query):
-    """FTS5 operators, unbalanced quotes and SQL typed by a user are plain data: no error, and the query finds what
-    its words find, the one archived turn for any query with a word in it, nothing for a blank one; the store is
-    left as it was (before, this test only checked that nothing raised)."""
+    """FTS5 operators, unbalanced quotes and SQL typed by a user are plain data: no error, and the ranking finds
+    what its words find, the one archived turn for any query with a word in it (the injection decision off:
+    ``min_score=0``), nothing for a blank one or one with no word (``reason`` empty_query); with the decision on,
+    every query gets a reason or a full block; the store is left as it was (before, this test only checked that
+    nothing raised)."""
     (entry_id,) = lantern.archive(PORT_TURN, session="s1").entry_ids
-    rec = lantern.recover(query)
+    rec = lantern.recover(query, min_score=0)
     hits = lantern.search(query)
-    if query.strip():
+    if any(c.isalnum() for c in query):
         assert [e.id for e in rec.entries] == [entry_id] and "5433" in rec.text, (query, rec.text)
         assert [h.entry.id for h in hits] == [entry_id], query
     else:
-        assert (rec.text, rec.entries, hits) == ("", [], []), query
+        assert (rec.text, rec.entries, rec.reason) == ("", [], "empty_query"), query
+        assert hits == [] or query.strip(), query
+    decided = lantern.recover(query)
+    assert decided.reason in {None, "empty_query", "below_floor", "uncertain"} and bool(decided.text) == (
+        decided.reason in {None, "uncertain"}
+    ), (query, decided.reason)
     if "5433" in query:  # the number reached the exact-token signal as the text it is
         assert "keyword" in lantern.explain(query).candidates[0].ranks
     assert lantern.stats()["entries"] == 1

@@ -45,19 +45,22 @@ def run_at(tmp_path, floor: float) -> dict:
 
 @pytest.mark.skipif(not LOCOMO.exists(), reason="needs ../shared/data/locomo")
 def test_the_floor_sweep_gives_the_figures_of_a_run_at_that_floor(tmp_path):
-    """A run without the floor reports every floor's figures; those at the default floor are exactly what a run at
-    that floor measures (the floor only removes whole blocks), and the report names the section."""
+    """A run with the decision off reports every floor's figures. At the default floor, what gets nothing is exactly
+    what a run at that floor measures (below the floor nothing, on either run); the short blocks between the floor
+    and ``clear_score`` are estimated from the full ones (eval/outcome.py short_prefix), so the facts they keep
+    are within a few of the measured ones; the report names the section."""
     off, on = run_at(tmp_path, 0.0), run_at(tmp_path, Config().min_score)
     un = off["unanswerable"]
     assert un["min_score"] == 0.0 and un["no-answer"]["lantern"]["n"] > 0 and un["adversarial"]["lantern"]["n"] > 0
-    assert un["no-answer"]["lantern"]["empty"] == 0.0  # without the floor every question gets a block
+    assert un["no-answer"]["lantern"]["empty"] == 0.0  # without the decision every question gets a block
     sweep = {p["min_score"]: p for p in un["sweep"]}
     assert sweep[0.0]["recovered"] == round(off["systems"]["lantern"]["overall"]["recovered"] * sweep[0.0]["n"])
     at = sweep[Config().min_score]
-    assert at["recovered"] == round(on["systems"]["lantern"]["overall"]["recovered"] * at["n"])
-    assert at["no-answer"] == on["unanswerable"]["no-answer"]["lantern"]
-    assert at["adversarial"] == on["unanswerable"]["adversarial"]["lantern"]
-    assert at["no-answer"]["empty"] > 0.3  # the floor's point, on real conversations
+    measured = round(on["systems"]["lantern"]["overall"]["recovered"] * at["n"])
+    assert abs(at["recovered"] - measured) <= max(2, 0.02 * at["n"]), (at["recovered"], measured)
+    assert at["no-answer"]["empty"] == on["unanswerable"]["no-answer"]["lantern"]["empty"]
+    assert at["adversarial"]["empty"] == on["unanswerable"]["adversarial"]["lantern"]["empty"]
+    assert at["no-answer"]["chars"] < 0.6 * un["no-answer"]["lantern"]["chars"]  # short blocks for most
     points = [sweep[f] for f in sorted(sweep)]
     assert all(a["recovered"] >= b["recovered"] for a, b in zip(points, points[1:]))
     assert all(a["no-answer"]["empty"] <= b["no-answer"]["empty"] for a, b in zip(points, points[1:]))

@@ -205,12 +205,12 @@ def test_facts_are_written_in_the_entry_transaction_and_schema_is_bitemporal(sql
 
 
 def test_failed_archive_writes_no_fact(sqlite_lantern, tmp_path, monkeypatch):
-    import lantern.store.sqlite as sqlite_mod
+    import lantern.store.base as base_mod  # add's rows and facts, written in one transaction (store/base.py)
 
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(sqlite_mod, "write_facts", boom)
+    monkeypatch.setattr(base_mod, "write_facts", boom)
     with pytest.raises(RuntimeError):
         say(sqlite_lantern, "the staging DB port is 5433", day(13), "s1")
     db = sqlite3.connect(tmp_path / "m.db")

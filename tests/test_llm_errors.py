@@ -316,3 +316,87 @@ def test_the_window_rule_pays_refusals_again_only_on_probes(limit, budget, sizes
         if window.fits is not None:
             assert window.fits <= limit
     assert later_refusals <= len(sizes) // PROBE_AFTER + 1
+
+
+# ---------------------------------------------------------------- an endpoint that refuses the JSON format
+SCHEMA = {"type": "object", "properties": {"ids": {"type": "array"}}, "required": ["ids"]}
+# llama-cpp-python 0.3's server answering response_format json_schema: a 500 with its validation error and the
+# location lines of its traceback inside the message
+LLAMA_CPP_REFUSAL = {
+    "error": {
+        "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}\n\n"
+        '  File "/venv/lib/python3.11/site-packages/llama_cpp/server/app.py", line 376, in create_chat_completion\n'
+        "    POST /v1/chat/completions",
+        "type": "internal_server_error",
+        "param": None,
+        "code": None,
+    }
+}
+_NAMES = st.sampled_from(["response_format", "json_schema", "Response_Format.type", "'json_schema'"])
+_TRACE = st.sampled_from(
+    ["", '\n  File "/srv/app.py", line 3, in f\n    x()', '\nTraceback (most recent call last):\n  File "a", line 1']
+)
+
+
+def _refusing(formats: set[str], body_of=lambda kind: LLAMA_CPP_REFUSAL, code: int = 500):
+    """A reply refusing each ``response_format`` type in ``formats`` and answering the others."""
+
+    def reply(request: dict) -> dict:
+        kind = (request.get("response_format") or {}).get("type", "none")
+        return raw(json.dumps(body_of(kind)).encode(), code) if kind in formats else answer('{"ids": [1]}')
+
+    return reply
+
+
+def _kinds(fake: FakeLLM) -> list[str]:
+    return [(r.get("response_format") or {}).get("type", "none") for r in fake.requests]
+
+
+def test_llama_cpp_servers_refusal_of_json_schema_falls_back_to_json_object_once_per_client(caplog):
+    with FakeLLM([_refusing({"json_schema"})]) as fake, LLMClient(fake.settings()) as client:
+        with caplog.at_level("WARNING", logger="lantern"):
+            first = client.chat(MESSAGES, json_schema=SCHEMA)
+            second = client.chat(MESSAGES, json_schema=SCHEMA)
+        again = LLMClient(fake.settings())  # a new client of the same endpoint and model: the same process's memory
+        again.chat(MESSAGES, json_schema=SCHEMA)
+        again.close()
+    assert first.text == second.text == '{"ids": [1]}'
+    assert _kinds(fake) == ["json_schema", "json_object", "json_object", "json_object"]
+    assert client.usage.calls == 3  # the refused request counted
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "json_schema" in lines[0] and "json_object" in lines[0]
+    assert "File" not in lines[0] and "\n" not in lines[0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    code=st.sampled_from([400, 422, 500]),
+    name=_NAMES,
+    trace=_TRACE,
+    refused=st.sampled_from([{"json_schema"}, {"json_schema", "json_object"}]),
+)
+def test_any_refusal_naming_the_format_steps_down_to_a_mode_the_endpoint_takes(code, name, trace, refused):
+    body = {"error": {"message": f"unsupported {name} here{trace}"}}
+    with FakeLLM([_refusing(refused, lambda kind: body, code)]) as fake, LLMClient(fake.settings()) as client:
+        assert client.chat(MESSAGES, json_schema=SCHEMA).text == '{"ids": [1]}'
+        assert client.chat(MESSAGES, json_schema=SCHEMA).text == '{"ids": [1]}'
+    used = "none" if "json_object" in refused else "json_object"
+    assert _kinds(fake) == ["json_schema", *(["json_object"] if used == "none" else []), used, used]
+
+
+@settings(max_examples=40, deadline=None)
+@given(message=st.text(max_size=80).filter(lambda m: not any(w in m.lower() for w in ("json_", "response_format"))))
+def test_a_500_that_does_not_name_the_format_is_an_error_at_once(message):
+    body = {"error": {"message": message}}
+    with FakeLLM([raw(json.dumps(body).encode(), 500)]) as fake, LLMClient(fake.settings()) as client:
+        with pytest.raises(LLMError) as info:
+            client.chat(MESSAGES, json_schema=SCHEMA)
+    assert len(fake.requests) == 1 and info.value.status == 500
+
+
+@given(trace=_TRACE.filter(bool), head=st.text(st.characters(blacklist_categories=["Cc", "Cs"]), max_size=60))
+@settings(max_examples=40, deadline=None)
+def test_an_error_message_ends_before_the_servers_traceback(trace, head):
+    e = _error(raw(json.dumps({"error": {"message": head + trace}}).encode(), 500))
+    assert e.detail == head.strip()[:DETAIL_CHARS]

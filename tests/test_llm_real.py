@@ -70,13 +70,40 @@ def test_recover_rerank_makes_one_call_and_returns_the_block(db, local_llm):
         "--llm-model",
         s.model,
         "--json",
-        env={"LANTERN_LLM_JSON_MODE": "object"},
+        env={"LANTERN_LLM_JSON_MODE": "object"},  # the server's own format: no refused probe
     )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["reranked"] is True and out["llm_calls"] == 1, r.stderr
+    assert not r.stderr
     assert out["tokens_in"] > 0 and out["tokens_out"] > 0
     assert "5433" in out["text"] and out["chars"] <= 6000
+
+
+def test_the_readme_snippet_reranks_against_the_local_server_with_one_line_on_stderr(db, tmp_path, local_llm):
+    """README.md "An LLM, if you want one", verbatim but for the port: the base URL and model exported, no JSON
+    mode; llama-cpp-python's server refuses json_schema with a 500 and its traceback, and the rerank falls back."""
+    chat = tmp_path / "chat.db"
+    chat.write_bytes(db.read_bytes())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANTERN_LLM_")}
+    env |= {"LANTERN_LLM_BASE_URL": local_llm.settings.base_url, "LANTERN_LLM_MODEL": "my-model", **SLOW}
+    question = "which port did we give the billing database?"
+    for extra in ([], ["--json"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "--db", "chat.db", "recover", question, "--rerank", *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, r.stderr
+        assert "5433" in r.stdout
+        (line,) = r.stderr.splitlines()
+        assert line.startswith("warning: LLM endpoint") and "json_schema" in line and "json_object" in line
+        assert "File" not in r.stderr and "Traceback" not in r.stderr
+    out = json.loads(r.stdout)
+    assert out["reranked"] is True and out["llm_calls"] == 2  # the refused json_schema request, then the answer
 
 
 def test_recover_rerank_with_the_server_gone_still_returns_the_block(db):
@@ -125,7 +152,6 @@ def test_search_explain_shows_the_llm_place(db, local_llm):
         "--llm-model",
         s.model,
         "--json",
-        env={"LANTERN_LLM_JSON_MODE": "object"},
     )
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
@@ -252,7 +278,6 @@ def test_the_proxy_reranks_a_compaction_recovery_through_its_own_upstream(tmp_pa
     from lantern.integrations.proxy import UPSTREAM, build_app
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("LANTERN_LLM_JSON_MODE", "object")
     app = build_app(tmp_path / "p.db", upstream=local_llm.settings.base_url, upstream_timeout=240, rerank=UPSTREAM)
     headers = {"X-Lantern-Session": "work"}
     conv = [*TURNS, {"role": "user", "content": "Thanks. Now summarize."}]

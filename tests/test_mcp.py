@@ -111,6 +111,11 @@ def test_mcp_end_to_end(tmp_path):
         assert "5433" in rec["text"] and rec["chars"] <= 2000 and len(rec["chars"] * "x") == len(rec["text"])
         assert [e["id"] for e in rec["entries"]] == [archived["entry_ids"][0]]  # the live turn is not re-injected
         assert "5433" in _text(r)  # the unstructured content carries it too
+        assert "reason" in rec and rec["relevance"]["entries"] == 2
+        r = await s.call_tool("recover", {"query": "   "})
+        assert _data(r)["reason"] == "empty_query" and _data(r)["text"] == ""  # an empty block says why
+        r = await s.call_tool("recover", {"query": "which hotel did I book in Lisbon for the wedding?"})
+        assert _data(r)["reason"] == "below_floor" and "< min_score" in _data(r)["detail"]
 
         r = await s.call_tool("search", {"query": "postgres port", "k": 5})
         hits = _data(r)["hits"]
@@ -267,7 +272,9 @@ def test_mcp_unknown_argument_names_are_rejected_in_one_line(tmp_path):
             )
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "s1"})
         assert not _err(r) and _data(r)["added"] >= 1
-        r = await s.call_tool("recover", {"query": "which port", "session": "s1", "budget": 2000})
+        r = await s.call_tool(
+            "recover", {"query": "which port does postgres listen on?", "session": "s1", "budget": 2000}
+        )
         assert not _err(r) and _data(r)["entries"]
         r = await s.call_tool("archive", {"messages": [{"role": "user", "content": "still serving"}]})
         assert not _err(r) and _data(r)["added"] == 1

@@ -67,7 +67,8 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
 
     assert client.post("/v1/memory/forget", json={"entry": archived["entry_ids"][1]}).json() == {"forgotten": 1}
     assert client.post("/v1/memory/forget", json={"session": "build-42"}).json() == {"forgotten": 1}
-    assert client.post("/v1/memory/recover", json={"query": "postgres 5433"}).json()["text"] == ""
+    gone = client.post("/v1/memory/recover", json={"query": "postgres 5433"}).json()
+    assert gone["text"] == "" and gone["reason"] == "nothing_archived"  # an empty block says why
 
 
 @pytest.mark.parametrize(

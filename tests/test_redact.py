@@ -186,10 +186,10 @@ def test_placeholders_name_the_kind_and_a_fingerprint(archived):
 
 
 def test_a_question_about_a_secret_recovers_its_placeholder(archived):
-    """Every placeholder is found by a question about its secret (within the case's session, without the relevance
-    floor: whether a block clears the floor is recover/relevance.py's concern). With the default floor, at most two
-    are held back: measured, the two Chinese questions of huggingface-zh and zh-koling-wei (USE cosine 0.317 /
-    0.312 against the 0.32 floor, BM25 0.60 / 0.65 of the ideal against 0.8)."""
+    """Every placeholder is found by a question about its secret (within the case's session, without the injection
+    decision: what it injects is recover/relevance.py's concern). With the default decision, measured 2026-12-07:
+    all 62 (the all-or-nothing floor before it held back the two Chinese questions of huggingface-zh and
+    zh-koling-wei, whose evidence is short of clear: they get the short block)."""
     lantern, path, results = archived
     found_global, found_session, floored_session = 0, 0, 0
     for c in CASES:
@@ -200,10 +200,10 @@ def test_a_question_about_a_secret_recovers_its_placeholder(archived):
         floored_session += any(m in lantern.recover(c["question"], session=c["id"]).text for m in marks)
     print(
         f"\n[redact] question -> placeholder: {found_global}/{len(CASES)} over all {len(CASES)} sessions, "
-        f"{found_session}/{len(CASES)} within the case's session ({floored_session} with the relevance floor)"
+        f"{found_session}/{len(CASES)} within the case's session ({floored_session} with the injection decision)"
     )
     assert found_session == len(CASES)
-    assert floored_session >= len(CASES) - 2
+    assert floored_session >= len(CASES) - 1
     assert found_global >= 0.9 * len(CASES)
 
 

@@ -190,3 +190,19 @@ def test_lantern_delegates(tmp_path) -> None:
     with Lantern(tmp_path / "m.db") as memory:
         assert memory.should_recover("你之前说的端口是多少？").reasons == ["back-reference: 之前"]
         assert not memory.should_recover("Add a retry.").fire
+
+
+def test_natural_phrasings_of_both_languages_are_measured() -> None:
+    """The written set of tests/trigger_prompts.py (230 prompts, English and Chinese, natural phrasings with and
+    without a back-reference, many of the latter using the same words in another sense): recall and precision on
+    each half (measured 2026-12-07: 0.983 / 1.000 on the tune half, 0.982 / 1.000 on the other; the miss classes
+    were fixed as classes on both halves, so the second is no blind check; docs/results/injection.md)."""
+    from trigger_prompts import BACK, PLAIN
+
+    assert len(BACK) + len(PLAIN) >= 200
+    for half in (0, 1):
+        back = [p for i, p in enumerate(BACK) if i % 2 == half]
+        plain = [p for i, p in enumerate(PLAIN) if i % 2 == half]
+        tp = sum(bool(should_recover(p)) for p in back)
+        fp = sum(bool(should_recover(p)) for p in plain)
+        assert tp / len(back) >= 0.95 and tp / (tp + fp) >= 0.95, (half, tp, fp)

@@ -4,7 +4,8 @@ Claude Code hook, ``lantern [--db PATH] [--rewound MODE] hook claude-code``, run
 A hook is a new process on every event, and ``UserPromptSubmit`` blocks the user's prompt until it exits. The CLI
 imports typer, click, rich and pydantic (about 200 ms of a hook's 400 ms on an idle machine, more under load:
 BENCHMARKS.md §7), and a prompt with no back-reference needs none of them. Any other argument list, or a hook
-command with an option this parser does not know, goes to the CLI unchanged."""
+command with an option this parser does not know, goes to the CLI unchanged. The hook goes through the warm
+daemon when it can (integrations/daemon.py: a Python start and one round trip), in-process when it cannot."""
 
 from __future__ import annotations
 
@@ -36,12 +37,31 @@ def hook_options(argv: list[str]) -> dict[str, str] | None:
     return options
 
 
+def hook(host: str, db: str | None, rewound: str | None) -> int:
+    """One hook event: through the warm daemon (integrations/daemon.py; started when absent), else in-process.
+    Exit code 0 always (a hook never breaks the host's session)."""
+    try:
+        text = sys.stdin.read()
+    except BaseException:  # noqa: BLE001 - the in-process hook reads and logs it
+        text = None
+    if text is not None:
+        from lantern.integrations.daemon import hook as warm
+
+        out = warm(host, text, db, rewound)
+        if out is not None:
+            if out:
+                sys.stdout.write(out + "\n")
+                sys.stdout.flush()
+            return 0
+    from lantern.integrations.claude_code import main as hook_main
+
+    return hook_main(db, rewound=rewound, text=text)
+
+
 def main() -> None:
     options = hook_options(sys.argv[1:])
     if options is not None and options.get("--rewound", "skip") in ("skip", "mark"):
-        from lantern.integrations.claude_code import main as hook_main
-
-        sys.exit(hook_main(options.get("--db"), rewound=options.get("--rewound")))
+        sys.exit(hook("claude-code", options.get("--db"), options.get("--rewound")))
     from lantern.cli import main as cli_main
 
     cli_main()

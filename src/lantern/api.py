@@ -10,6 +10,7 @@ import functools
 import logging
 import math
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -38,7 +39,7 @@ from lantern.errors import LanternError
 from lantern.llm import LLMClient, LLMSettings
 from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
-from lantern.recover import facts_note, pipeline, speaker
+from lantern.recover import facts_note, pipeline, relevance, speaker
 from lantern.recover.query_vectors import QueryVectors
 from lantern.scope import Scope, check_length, clean_name, resolve, scope_where
 from lantern.store import events as event_store
@@ -61,6 +62,7 @@ log = logging.getLogger("lantern")
 # costs time (4 s). The integrations' queries are a question, or a tail and a 2,000-character
 # summary.
 MAX_QUERY_CHARS = 16_000
+_WORDS = re.compile(r"\w")  # a query without a word character searches nothing
 FILL_WAIT_S = 0.2  # seconds a recovery waits for the write lock of its vector fill before skipping it (ours)
 
 
@@ -209,6 +211,13 @@ class Lantern:
             if not _unwritable(self.store, e):
                 raise
 
+    def require(self, operation: str) -> None:
+        """Raise UnsupportedBackendError naming ``operation`` (a command, "lantern ui") when this database's backend
+        does not support it yet (store/protocol.py ``require``), before anything is read or written."""
+        from lantern.store.protocol import require
+
+        require(self.store, operation)
+
     @_one_at_a_time
     def build_graphs(self, background: bool = False) -> None:
         """Let this handle build the HNSW graphs of a large store (store/ann.py; ``Config.ann_min_rows`` rows or
@@ -346,11 +355,13 @@ class Lantern:
         ``llm_client``). If the LLM fails (no answer, a malformed one, a timeout, an HTTP error) the fused order is
         kept, one warning is logged and ``.rerank.warning`` says why. ``.reranked`` tells which happened.
         ``top_k``: at most that many entries in the block (None: as many as the budget holds).
-        ``min_score``: the relevance floor (default ``Config.min_score``; none for a ``proactive`` recovery: a
-        compaction's block restores the session it compacted): when nothing matches the query at least that well
-        (``Recovery.relevance.score``: the best cosine over its model's floor, or the best BM25 over the query's
-        ideal; docs/architecture.md §3.6), the block is empty; ``.relevance`` says how well the best matched.
-        """
+        ``min_score``: the injection decision's floor (default ``Config.min_score``; none for a ``proactive``
+        recovery: a compaction's block restores the session it compacted; 0 turns the decision off). The decision
+        (recover/relevance.py ``decide``; docs/architecture.md §3.6) reads ``Recovery.relevance.score`` (the best
+        cosine over its model's floor, or the best candidate's coverage of the query's terms): below the floor the
+        block is empty, below ``Config.clear_score`` it is a short one (``Config.short_budget`` characters).
+        ``.reason`` says why a block is empty or shortened (empty_query, nothing_archived, no_match, below_floor,
+        uncertain, budget) and ``.detail`` gives the figures; a query with no word is not searched."""
         session = given_name(session)  # its stored form, for the reinforcement row as for the read
         result = self._recover(
             query,
@@ -537,13 +548,21 @@ class Lantern:
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
         query, session = _query_text(query), given_name(session)
-        if not query.strip():
-            return Recovery(query=query, text="", entries=[], chars=0, budget=budget)
+        if not _WORDS.search(query):  # the cheap check first: nothing to search (recover/relevance.py)
+            return Recovery(
+                query=query,
+                text="",
+                entries=[],
+                chars=0,
+                budget=budget,
+                reason=relevance.EMPTY_QUERY,
+                detail="the query is empty or has no word" if query.strip() else "the query is empty",
+            )
         self._fill_before_recovery()
         if at is not None:  # turns after the asked time did not exist yet
             self.index.refresh()
             ids += self.index.ids[self.index.time > at].tolist()
-        notes = facts_note.notes_for(self.store.db, at, *self._fact_filter(scope)) if self.config.fact_notes else None
+        notes = facts_note.notes_for(self.store, at, *self._fact_filter(scope)) if self.config.fact_notes else None
         result = pipeline.recover(
             self.store,
             self.index,
@@ -596,9 +615,7 @@ class Lantern:
         seen). Returns ``FactRecord`` rows ordered by key, then event time. Raises TypeError when ``as_of`` is not a
         datetime."""
         where, params = self._fact_filter(resolve(self.scope, user, agent, project))
-        return fact_store.records(
-            self.store.db, key=key, as_of=_epoch(as_of), history=history, where=where, params=params
-        )
+        return self.store.fact_records(key=key, as_of=_epoch(as_of), history=history, where=where, params=params)
 
     @_one_at_a_time
     def record_compaction(
@@ -663,9 +680,7 @@ class Lantern:
         is a sub-session of) when given, else of every session; at most ``limit`` (None: all). Scope as
         ``recover``, except that ``agent`` / ``project`` match the scope the event was detected in exactly."""
         scope = resolve(self.scope, user, agent, project)
-        return event_store.events(
-            self.store.db, scope=scope, session=given_name(session), event_id=event_id, limit=limit
-        )
+        return self.store.events(scope=scope, session=given_name(session), event_id=event_id, limit=limit)
 
     def _fact_filter(self, scope: Scope) -> tuple[str, tuple]:
         """The SQL condition on the source entries ``e`` of every facts read, with its parameters: the scope."""
@@ -835,17 +850,7 @@ class Lantern:
         ``<their session>/<name>``, their facts deleted (a turn off the live branch states no current fact).
         Only entries of the call's user are touched. Returns how many were."""
         scope = resolve(self.scope, user, agent, project)
-        where, params = scope_where("", scope)
-        ids = sorted(entries)
-        owned: dict[int, str] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            owned.update(
-                self.store.db.execute(
-                    f"SELECT id, session FROM entries WHERE id IN ({marks}) AND {where}", (*part, *params)
-                ).fetchall()
-            )
+        owned = {i: place[3] for i, place in self.store.places(sorted(entries), scope).items()}
         if not owned:
             return 0
         if keep:
@@ -1073,8 +1078,8 @@ def copy_store(
                 tmp.seek(0)
                 where = ("DST", dst)
                 with Lantern(dst, embedder=source.embedder) as target:
-                    same = _database_identity(source.store)
-                    if same is not None and same == _database_identity(target.store):
+                    same = source.store.database_identity()
+                    if same is not None and same == target.store.database_identity():
                         raise _CopyError(
                             f"copy {source.path} -> {target.path}: both name the same database on the same server; "
                             "nothing copied"
@@ -1182,20 +1187,6 @@ def _located(e: BaseException, where: Any) -> Exception:
 
         return LanternError(f"the copy's temporary file in {tempfile.gettempdir()}: {words}")
     return LanternError(f"{where[0]} {_shown(location)}: {words}")
-
-
-def _database_identity(store: Any) -> tuple[Any, ...] | None:
-    """Which database a PostgreSQL store is, whatever URL named it: the server cluster's system identifier and the
-    database's name; None for a SQLite store (``copy_store`` compares files) or when the server does not say."""
-    pool = getattr(store, "pool", None)
-    if pool is None:
-        return None
-    with pool.connection() as conn:
-        try:
-            row = conn.execute("SELECT system_identifier, current_database() FROM pg_control_system()").fetchone()
-        except Exception:  # a server that does not let this user read it: the copy goes ahead
-            return None
-    return tuple(row)
 
 
 def _write_errors(store: Any) -> tuple[type[BaseException], ...]:

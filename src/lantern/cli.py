@@ -307,6 +307,26 @@ def _project_option() -> object:
     )
 
 
+def _warm(op: str, args: dict, kwargs: dict, user: Optional[str]):
+    """The warm daemon's answer to ``op`` (integrations/daemon.py) when one of this identity runs, else None: the
+    command works in-process (no daemon, a global ``--embedder`` or ``--rewound`` it does not use, a database not
+    there yet, whose error ``_open`` words). The CLI never starts the daemon."""
+    from lantern.config import default_db_path
+    from lantern.integrations import daemon
+
+    if state.embedder is not None or state.rewound is not None:
+        return None
+    path = state.db or default_db_path()
+    if not isinstance(path, str):
+        if not path.exists() or _empty_file(path):
+            return None
+        path = str(path.resolve())
+    try:
+        return daemon.call(op, {**args, "db": path, "user": user, "kwargs": kwargs})
+    except daemon.Unavailable:
+        return None
+
+
 def _open(create: bool = False, own_embedder: bool = False):
     """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file).
     ``own_embedder``: open it with the embedder it records, whatever the global ``--embedder`` (``reindex``)."""
@@ -351,50 +371,6 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-@contextlib.contextmanager
-def _alone(path: Path):
-    """A connection to the SQLite file at ``path`` that holds it exclusively (rollback-journal mode, an EXCLUSIVE
-    transaction), or None when another connection has it open: leaving WAL mode needs every other connection
-    closed, so a database another process is filling (a concurrent ``ingest`` into the same new path, which has
-    committed nothing yet) is never taken for one this command may undo. A file SQLite cannot read (not a
-    database: this command's half-made file) is yielded as ``True``: nobody else uses it as a database."""
-    import sqlite3
-
-    try:
-        db = sqlite3.connect(f"{path.as_uri()}", uri=True, timeout=0, isolation_level=None)
-    except (sqlite3.Error, OSError, ValueError):
-        yield True
-        return
-    try:
-        try:
-            db.execute("PRAGMA journal_mode=DELETE").fetchone()
-            db.execute("BEGIN EXCLUSIVE")
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e).lower() or "busy" in str(e).lower():
-                yield None  # another connection has it open: its database, not ours to undo
-                return
-            yield True
-            return
-        except sqlite3.DatabaseError:
-            yield True
-            return
-        yield db
-    finally:
-        db.close()
-
-
-def _has_entry(db) -> bool:
-    """Whether the database open on ``db`` (a connection, or True for an unreadable file) holds an entry."""
-    import sqlite3
-
-    if db is True:
-        return False
-    try:
-        return db.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0] == 1
-    except sqlite3.Error:
-        return False
-
-
 class _NothingToUndo:
     """``_Before`` of a PostgreSQL database: nothing is created on a server that a failure should remove (an
     ingest that fails wrote nothing past its last committed batch)."""
@@ -418,8 +394,8 @@ class _Before:
     zero-byte file again (its -wal / -shm removed when they were not there before); a database that was there is
     left alone. A database that holds entries is never undone: turns committed before a failure (an ingest's
     earlier slices or files) stay, and ``ingest`` resumes from them. Nor is one another process has open (a
-    concurrent ingest into the same new path: ``_alone``). Through a symlink, the file it points to is what is
-    undone (SQLite creates it and its -wal / -shm there); the symlink itself is kept."""
+    concurrent ingest into the same new path: ``store.sqlite.alone_and_empty``). Through a symlink, the file it
+    points to is what is undone (SQLite creates it and its -wal / -shm there); the symlink itself is kept."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -443,8 +419,10 @@ class _Before:
             if self.created:
                 self._remove_folders()
             return
-        with _alone(self.real) as db:
-            if db is None or _has_entry(db):
+        from lantern.store.sqlite import alone_and_empty
+
+        with alone_and_empty(self.real) as undoable:
+            if not undoable:
                 return
             if os.name != "nt":  # under the exclusive lock: nobody opens it in between (Windows: once closed)
                 self._restore()
@@ -512,8 +490,8 @@ def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=N
         return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
     if all(c.verdict == "cut:floor" for c in ranked):
         return (
-            f": no archived turn matches well enough (best relevance {result.relevance.score:.2f}, below the "
-            f"relevance floor {result.min_score:g}); --min-score 0 recovers anyway"
+            f" ({result.reason}): no archived turn matches well enough (best relevance {result.relevance.score:.2f}, "
+            f"below the relevance floor {result.min_score:g}); --min-score 0 recovers anyway"
         )
     if any(c.verdict == "cut:budget" for c in ranked):
         sessions = {c.entry.session for c in ranked}
@@ -533,24 +511,7 @@ def _scope_counts(lantern, session, user, agent, project) -> dict:
     from lantern.scope import resolve
 
     scope = resolve(lantern.scope, user, agent, project)
-    mine, params = "user_id = ?", [scope.user]
-    filtered, fparams = mine, list(params)
-    if scope.agent is not None:
-        filtered, fparams = filtered + " AND agent_id = ?", fparams + [scope.agent]
-    if scope.project is not None:
-        filtered, fparams = filtered + " AND project = ?", fparams + [scope.project]
-    inside, iparams = filtered, list(fparams)
-    if session is not None:
-        inside, iparams = (
-            inside + " AND (session = ? OR substr(session, 1, length(?) + 1) = ? || '/')",
-            iparams + [session] * 3,
-        )
-    row = lantern.store.db.execute(
-        f"SELECT count(*), coalesce(sum(CASE WHEN {mine} THEN 1 ELSE 0 END), 0), "  # CASE: no boolean sum in PostgreSQL
-        f"coalesce(sum(CASE WHEN {filtered} THEN 1 ELSE 0 END), 0), "
-        f"coalesce(sum(CASE WHEN {inside} THEN 1 ELSE 0 END), 0) FROM entries",
-        [*params, *fparams, *iparams],
-    ).fetchone()
+    row = lantern.store.scope_counts(scope, session)
     return {
         "total": row[0],
         "user": row[1],
@@ -862,12 +823,11 @@ def ingest(
     except KeyboardInterrupt:
         done = committed[0]
         if counts and isinstance(counts["path"], Path):  # a batch may have committed just before the interrupt
-            import sqlite3
+            from lantern.store.sqlite import entry_count
 
-            with contextlib.suppress(sqlite3.Error):
-                con = sqlite3.connect(counts["path"], timeout=5)
-                done = max(done, con.execute("SELECT count(*) FROM entries").fetchone()[0] - counts["before"])
-                con.close()
+            stored = entry_count(counts["path"])
+            if stored is not None:
+                done = max(done, stored - counts["before"])
         typer.secho(
             f"interrupted: {done} turns committed (the batch in progress was rolled back); "
             "run the same command again to resume, turns already archived are skipped",
@@ -960,7 +920,9 @@ def recover(
     budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=_utf8, help="Only this session."),
     as_json: bool = typer.Option(
-        False, "--json", help='Print {"text", "chars", "reranked", "llm_calls", "entries": [...]}.'
+        False,
+        "--json",
+        help='Print {"text", "chars", "reason", "detail", "relevance", "reranked", "llm_calls", "entries": [...]}.',
     ),
     as_of: Optional[str] = typer.Option(
         None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."
@@ -972,8 +934,9 @@ def recover(
         None,
         "--min-score",
         min=0.0,
-        help="Relevance floor: inject nothing when no turn matches at least this well (best cosine, or BM25 over "
-        "the query's ideal). Default: the configured one; 0 turns it off.",
+        help="Relevance floor: inject nothing when no turn matches at least this well (best cosine, or best "
+        "coverage of the query's terms; a short block up to the clear score). Default: the configured one; 0 turns "
+        "the decision off (the full budget).",
     ),
     live: Optional[Path] = _live_option(),
     summary: Optional[Path] = typer.Option(
@@ -998,6 +961,15 @@ def recover(
     def run():
         when = _iso(as_of, "--as-of")
         exclude = _live(live)
+        if not rerank and when is None and exclude is None:
+            kwargs = {"session": session, "budget": budget, "agent": agent, "project": project, "min_score": min_score}
+            warm = _warm("recover", {"query": query}, kwargs, user)
+            if warm is not None and (as_json or warm["text"]):  # an empty block: in-process, which says why
+                if as_json:
+                    _print_json(warm)
+                else:
+                    print(_on_terminal()(warm["text"]))
+                return
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover(
                 query,
@@ -1016,6 +988,12 @@ def recover(
                 _print_json(result.to_json())
             elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
                 print(_on_terminal()(result.text))
+                if result.reason:  # a short block: the evidence was uncertain (recover/relevance.py)
+                    typer.secho(
+                        f"short block ({result.reason}): {result.detail}; --min-score 0 gives the full budget",
+                        err=True,
+                        fg=typer.colors.YELLOW,
+                    )
             else:
                 why = _why_empty(
                     result,
@@ -1070,6 +1048,15 @@ def _recover_compaction(
 
     def run():
         text = sys.stdin.read() if str(summary) == "-" else _read_text(summary, "--summary")
+        if live is None:
+            kwargs = {"session": session, "budget": budget, "agent": agent, "project": project}
+            warm = _warm("recover_compaction", {"summary": text}, kwargs, user)
+            if warm is not None and (as_json or warm["text"]):
+                if as_json:
+                    _print_json(warm)
+                else:
+                    print(_on_terminal()(warm["text"]))
+                return
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover_compaction(
                 text, live=_live(live), session=session, budget=budget, user=user, agent=agent, project=project
@@ -1704,10 +1691,18 @@ def events(
     from rich.table import Table
 
     def run():
-        with _open() as lantern:
-            rows = lantern.events(session, limit=limit, user=user, agent=agent, project=project)
+        kwargs = {"session": session, "limit": limit, "agent": agent, "project": project}
+        warm = _warm("events", {}, kwargs, user)
+        if warm is not None:
+            from datetime import datetime
+            from types import SimpleNamespace
+
+            rows = [SimpleNamespace(**{**r, "time": datetime.fromisoformat(r["time"])}) for r in warm]
+        else:
+            with _open() as lantern:
+                rows = lantern.events(session, limit=limit, user=user, agent=agent, project=project)
         if as_json:
-            _print_json([r.to_json() for r in rows])
+            _print_json(warm if warm is not None else [r.to_json() for r in rows])
             return
         if not rows:
             typer.secho("no compaction events", err=True, fg=typer.colors.YELLOW)
@@ -1781,19 +1776,10 @@ def feedback(
 
 def _outside_scope(lantern, ids: list[int], user, agent, project) -> list[int]:
     """Which of ``ids`` name no entry inside the scope (one query; for the warning of ``feedback``)."""
-    from lantern.scope import resolve, scope_where
+    from lantern.scope import resolve
 
-    where, params = scope_where("", resolve(lantern.scope, user, agent, project))
     valid = [i for i in ids if -(2**63) <= i < 2**63]
-    inside = set()
-    for start in range(0, len(valid), 500):  # below SQLite's limit of bound parameters
-        chunk = valid[start : start + 500]
-        inside.update(
-            r[0]
-            for r in lantern.store.db.execute(
-                f"SELECT id FROM entries WHERE id IN ({', '.join('?' * len(chunk))}) AND {where}", [*chunk, *params]
-            )
-        )
+    inside = lantern.store.places(valid, resolve(lantern.scope, user, agent, project))
     return [i for i in ids if i not in inside]
 
 
@@ -1922,7 +1908,9 @@ def _recovery_line(turn) -> str:
         return f"[no recovery; {cost}]"
     got = len(turn.recovery.entries) if turn.recovery is not None else 0
     used = f", {len(turn.used)} used by the answer" if got else ""
-    return f"[recovery: {'; '.join(turn.reasons)} -> {got} entries{used}; {cost}]"
+    detail = turn.recovery.detail if turn.recovery is not None and turn.recovery.reason else ""
+    found = f"{got} entries{used}" if got else "found nothing"
+    return f"[recovery: {'; '.join(turn.reasons)}{f' ({detail})' if detail else ''} -> {found}; {cost}]"
 
 
 @app.command()
@@ -2106,10 +2094,9 @@ def ui(
         path = state.db or default_db_path()
         if isinstance(path, str):  # a server URL: opened here so that its backend can refuse the inspector
             from lantern.api import Lantern
-            from lantern.store.protocol import require
 
             with Lantern(path, embedder=state.embedder) as lantern:
-                require(lantern.store, "lantern ui")
+                lantern.require("lantern ui")
         elif not path.exists() or _empty_file(path):
             raise LanternError(
                 f"no database at {redact_url(str(path))}: archive something first (lantern ingest FILE), "

@@ -322,12 +322,10 @@ class SessionArchive:
     Returns the ids whose text is new or changed since the previous sync."""
 
     def __init__(self, store: Any, session: str, scope: Any = None):
-        from lantern.scope import Scope, scope_where
+        from lantern.scope import Scope
 
         self.store, self.session = store, session
         self.scope = scope or Scope()  # only this scope's entries of the session (lantern/scope.py)
-        where, params = scope_where("", self.scope)
-        self._where, self._params = f"session = ? AND {where}", (session, *params)
         self.hash: dict[int, str] = {}
         self.turn: dict[int, int] = {}
         self.norm: dict[int, str] = {}
@@ -346,7 +344,7 @@ class SessionArchive:
         return list(self.hash)
 
     def _now(self) -> tuple[int, int]:
-        return self.store.data_version(), self.store.db.total_changes
+        return self.store.data_version(), self.store.own_changes()
 
     def sync(self) -> set[int]:
         import time
@@ -356,40 +354,23 @@ class SessionArchive:
             return set()
         now = time.time()
         if self._stamp is not None and stamp[0] == self._stamp[0]:  # only this connection wrote: read what it wrote
-            changed = self._apply(
-                self.store.db.execute(
-                    "SELECT id, turn, text, content_hash FROM entries INDEXED BY entries_archived_at "
-                    f"WHERE archived_at >= ? AND {self._where}",
-                    (self._synced_at - SYNC_OVERLAP_S, *self._params),
-                ).fetchall()
-            )
-            count, id_sum = self.store.db.execute(
-                f"SELECT count(*), total(id) FROM entries WHERE {self._where}", self._params
-            ).fetchone()
+            since = self._synced_at - SYNC_OVERLAP_S
+            changed = self._apply(self.store.session_rows(self.session, self.scope, since=since))
+            count, id_sum = self.store.session_tally(self.session, self.scope)
             if count == len(self.hash) and id_sum == float(sum(self.hash)):
                 self._stamp, self._synced_at = stamp, now
                 return changed
-        rows = self.store.db.execute(
-            f"SELECT id, content_hash FROM entries WHERE {self._where}", self._params
-        ).fetchall()
-        current = {i: self.store.entry_value("content_hash", h) for i, h in rows}  # hex on every backend
+        current = self.store.session_hashes(self.session, self.scope)  # hex on every backend
         for gone in [i for i in self.hash if i not in current]:
             self._drop(gone)
         changed = [i for i, h in current.items() if self.hash.get(i) != h]
-        found: list[tuple] = []
-        for start in range(0, len(changed), 500):
-            part = changed[start : start + 500]
-            marks = ",".join("?" * len(part))
-            found += self.store.db.execute(
-                f"SELECT id, turn, text, content_hash FROM entries WHERE id IN ({marks})", part
-            ).fetchall()
+        found = self.store.session_rows(self.session, self.scope, ids=changed)
         self._stamp, self._synced_at = stamp, now
         return self._apply(found)
 
     def _apply(self, rows: list[tuple]) -> set[int]:
         changed = set()
-        for i, turn, text, stored in rows:
-            h = self.store.entry_value("content_hash", stored)
+        for i, turn, text, h in rows:
             if self.hash.get(i) != h:
                 self._drop(i)
                 self._add(i, turn, text, h)

@@ -244,13 +244,15 @@ class Config:
     # excerpt); 0 turns it off
     pack_lookahead: int = 3
     max_query_terms: int = 64  # full-text/keyword query terms kept from a long query (ours)
-    # relevance floor (recover/relevance.py; docs/architecture.md §3.6; ours): when the best candidates'
-    # Relevance.score (the best cosine over its model's floor, or the best BM25 over the query's ideal over 0.8,
-    # whichever is larger; 1.0 = the calibrated floor) is below it, recover injects nothing (a compaction's
-    # proactive recovery: no floor; a store under 50 entries: none). 0 turns it off. Tune split (round 7): at 1.0
-    # LoCoMo 601 -> 599 of 728 facts, MemDaily 389 -> 388 of 454; another conversation's questions get nothing
-    # 80.8% / 52.6% of the time (0% without)
-    min_score: float = 1.0
+    # the injection decision (recover/relevance.py decide; docs/architecture.md §3.6; ours, tune split,
+    # docs/results/injection.md). Relevance.score: the best cosine over its model's floor (MiniLM 0.46, USE 0.34), or
+    # the best candidate's idf-weighted coverage of the query's terms, whichever is larger. At or above clear_score
+    # recover injects the full budget; from min_score up to it a short block of at most short_budget characters;
+    # below min_score nothing. A compaction's proactive recovery is never held back. min_score 0 turns it off.
+    # Tune split: answers withheld 1.4% (written sets, English and Chinese), LoCoMo facts 599 of 599 (estimate)
+    min_score: float = 0.4
+    clear_score: float = 0.8
+    short_budget: int = 800
     # the paper's four signals, plus ours (each kept for what it added on the tune split): "prf" (RM3 feedback on the
     # full-text query, recover/prf.py), "time" (a date the query names, recover/timeframe.py), "neighbour" (the turns
     # next to the best hits, recover/neighbours.py), "local" (recover/local.py), "speaker" (recover/speaker.py) and

@@ -23,14 +23,20 @@ repr, log line or error message. Network use: the configured URL only.
 JSON mode: how an answer is constrained to a JSON schema (the rerank stage's ``{"ids": [...]}``). ``schema``: the
 OpenAI API's ``response_format: {"type": "json_schema", ...}`` (OpenAI, vLLM, recent llama.cpp servers);
 ``object``: ``{"type": "json_object", "schema": ...}`` (llama-cpp-python's server); ``off``: none, the answer is
-parsed as it comes. An endpoint that refuses the format (HTTP 400/422) is asked once more without it.
+parsed as it comes. An endpoint that refuses a format (HTTP 400/422, or a 500 whose message names
+``response_format``, ``json_schema`` or ``json_object``: llama-cpp-python's server answers ``json_schema`` with a 500)
+is asked again with the next one (``schema`` -> ``object`` -> ``off``); the mode that worked is remembered for the
+process's life per endpoint and model, and one warning line on the ``lantern.llm`` logger says so (never the
+server's traceback).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,6 +51,8 @@ MODEL_ENV = "LANTERN_LLM_MODEL"
 TIMEOUT_ENV = "LANTERN_LLM_TIMEOUT"
 JSON_MODE_ENV = "LANTERN_LLM_JSON_MODE"
 JSON_MODES = ("schema", "object", "off")
+
+log = logging.getLogger("lantern.llm")
 
 __all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "endpoint", "parse_answer", "settings"]
 
@@ -70,6 +78,15 @@ class LLMError(LanternError):
         if self.status == 413:
             return True
         return self.status == 400 and (self.code == "context_length_exceeded" or bool(_TOO_LONG.search(self.detail)))
+
+    @property
+    def refuses_format(self) -> bool:
+        """Whether the endpoint refused the request's ``response_format``: HTTP 400 or 422 not about size, or a 500
+        whose message names ``response_format``, ``json_schema`` or ``json_object`` (llama-cpp-python's server
+        answers a ``json_schema`` format with a 500 and its validation error)."""
+        if self.status in (400, 422):
+            return not self.context_too_long
+        return self.status == 500 and bool(_FORMAT.search(self.detail))
 
 
 DETAIL_CHARS = 300  # characters of an endpoint's error message kept in LLMError (ours)
@@ -105,6 +122,14 @@ _TOO_LONG = re.compile(  # "too long" alone also names other fields' limits ("'m
     r"|too many tokens|exceeds? the (?:context|max)",
     re.I,
 )
+
+_FORMAT = re.compile(r"response_format|json_schema|json_object", re.I)
+# where a server's error message turns into its traceback (Python's, or the location lines FastAPI servers append)
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s*File \"")
+_FORMAT_NAMES = {"schema": "json_schema", "object": "json_object", "off": "none"}
+# (chat-completions URL, model) -> the JSON mode that endpoint accepted, once it refused the one configured
+_MODES_IN_USE: dict[tuple[str, str], str] = {}
+_MODES_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -232,14 +257,33 @@ class LLMClient:
             "temperature": temperature,
             "max_tokens": max_tokens or self.settings.max_tokens,
         }
-        constraint = _response_format(json_schema, self.settings.json_mode)
-        if constraint is not None:
+        if json_schema is None:
+            return self._post(body)
+        key = (self.settings.url, self.settings.model)
+        first = mode = _MODES_IN_USE.get(key, self.settings.json_mode)
+        while True:
+            constraint = _response_format(json_schema, mode)
             try:
-                return self._post({**body, "response_format": constraint})
+                answer = self._post({**body, "response_format": constraint} if constraint else body)
+                break
             except LLMError as e:
-                if e.status not in (400, 422):
+                if constraint is None or not e.refuses_format:
                     raise
-        return self._post(body)
+                mode = JSON_MODES[JSON_MODES.index(mode) + 1]
+        if mode != first:
+            with _MODES_LOCK:
+                told = key in _MODES_IN_USE
+                _MODES_IN_USE[key] = mode
+            if not told:
+                log.warning(
+                    "LLM endpoint %s refuses response_format %s; using %s from now on (set %s=%s to skip the probe)",
+                    _shown(self.settings.url),
+                    _FORMAT_NAMES[first],
+                    _FORMAT_NAMES[mode],
+                    JSON_MODE_ENV,
+                    mode,
+                )
+        return answer
 
     def _post(self, body: dict[str, Any]) -> Completion:
         import httpx
@@ -330,7 +374,8 @@ def _read_capped(response: Any, limit: int) -> bytes | None:
 def _error_of(content: bytes, secrets: Sequence[str] = ()) -> tuple[str, str]:
     """(message, code) of an error answer's body: OpenAI's ``{"error": {"message", "code"}}`` (llama.cpp, vLLM and
     Anthropic's ``{"error": {"message", "type"}}`` alike), or ``{"detail": "..."}`` (FastAPI), else the body's
-    first line; the message cut to ``DETAIL_CHARS`` characters, control characters as spaces. Each of ``secrets``
+    first line; the message ends before a traceback it carries (llama-cpp-python's server appends one), is cut to
+    ``DETAIL_CHARS`` characters, control characters as spaces. Each of ``secrets``
     (an ``Authorization`` value or key, with or without ``Bearer``) is replaced by ``***`` in both, before the cut
     (a key straddling it would otherwise leave its prefix). A body that ``parse_answer`` refuses (too deep, too
     large) reads as no JSON."""
@@ -355,6 +400,7 @@ def _error_of(content: bytes, secrets: Sequence[str] = ()) -> tuple[str, str]:
         for form in (secret, secret.removeprefix("Bearer ")):
             if form:
                 message, code = message.replace(form, "***"), code.replace(form, "***")
+    message = _TRACEBACK.split(message, 1)[0]
     message = "".join(" " if ch < " " or ch == "\x7f" else ch for ch in message).strip()
     return message[:DETAIL_CHARS], code[:100]
 

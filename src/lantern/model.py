@@ -265,7 +265,10 @@ class RecoveredEntry:
 class Recovery:
     """The result of ``Lantern.recover``: the block to inject (``text``, ``chars`` characters, never more than
     ``budget``), the packed entries, every candidate for ``explain``, the best candidates' ``relevance`` and the floor
-    ``min_score`` it was held to (``relevance.score`` below it: nothing was injected; recover/relevance.py)."""
+    ``min_score`` it was held to (recover/relevance.py). ``reason``: None for a full block, else a short machine word
+    saying why it is empty or shortened ("empty_query", "nothing_archived", "no_match", "below_floor", "uncertain",
+    "budget": recover/relevance.py; a compaction's "nothing_lost": Lantern.recover_compaction), with ``detail``, the
+    figures behind it in words."""
 
     query: str
     text: str
@@ -278,7 +281,8 @@ class Recovery:
     min_score: float = 0.0  # the relevance floor this recovery was held to (0: none)
     rerank: Any = None  # recover.rerank.RerankResult when a rerank was asked for
     loss: Any = None  # recover.loss.Loss: what a compaction lost, packed or cut (Lantern.recover_compaction)
-    reason: str | None = None  # why the block is empty or short (None: nothing to say); see the producer's docstring
+    reason: str | None = None  # why the block is empty or shortened (None: a full block); see the producer's docstring
+    detail: str = ""  # the figures behind ``reason``, in words ("best relevance 0.35 < min_score 0.4")
 
     @property
     def reranked(self) -> bool:
@@ -286,10 +290,16 @@ class Recovery:
         return bool(self.rerank is not None and self.rerank.reranked)
 
     def to_json(self) -> dict[str, Any]:
-        """{"text", "chars", "entries": [{id, session, turn, score, text}]}; when a rerank was asked for, also
-        "reranked" (bool: its order was used), "llm_calls", "tokens_in" and "tokens_out"; "reason" when set; "loss"
-        (``Loss.to_json``: counts by type, the items packed and the best ones cut) for a compaction recovery."""
-        out: dict[str, Any] = {"text": self.text, "chars": self.chars}
+        """{"text", "chars", "reason", "detail", "relevance", "entries": [{id, session, turn, score, text}]};
+        "reason" is None for a full block, else why it is empty or shortened, "detail" the figures in words and
+        "relevance" the evidence behind it (``Relevance.to_json`` with "min_score"; None when no evidence was read);
+        when a rerank was asked for, also "reranked" (bool: its order was used), "llm_calls", "tokens_in" and
+        "tokens_out"; "loss" (``Loss.to_json``: counts by type, the items packed and the best ones cut) for a
+        compaction recovery."""
+        out: dict[str, Any] = {"text": self.text, "chars": self.chars, "reason": self.reason, "detail": self.detail}
+        out["relevance"] = (
+            {**self.relevance.to_json(), "min_score": self.min_score} if self.relevance is not None else None
+        )
         if self.rerank is not None:
             usage = self.rerank.usage
             out |= {
@@ -301,8 +311,6 @@ class Recovery:
         out["entries"] = [
             {"id": e.id, "session": e.session, "turn": e.turn, "score": e.score, "text": e.text} for e in self.entries
         ]
-        if self.reason is not None:
-            out["reason"] = self.reason
         if self.loss is not None:
             out["loss"] = self.loss.to_json()
         return out

@@ -36,11 +36,11 @@ a temporary file as it is checked) (besides types: ``turn`` and the counts are i
 1..9999, an ``embedding`` of the embedder's dimension, finite, its L2 norm within [``MIN_NORM``, ``MAX_NORM``]). An
 import stopped part way (killed, disk full, another process's write lock past its retries) keeps the batches
 committed; importing again adds only the rest, because a turn already stored — same content hash — is counted as a
-duplicate, never stored twice). A turn is one entry per conversation and turn number, as ``add`` keeps it: a record
-of a turn stored in a shorter form replaces it (``_write_entry``). Two imports (or ``lantern copy``) into one
-database at once both succeed: their batches run one at a time (``store.serialize``), and a turn another writer
-stored since the look-up is counted as a duplicate (``ON CONFLICT``). Embeddings recorded with another embedder raise
-``EmbedderMismatchError``: import with
+duplicate, never stored twice). A turn is one entry per conversation and turn number, as ``add`` keeps it: a
+record of a turn stored in a shorter form replaces it (store/plan.py ``place_import``). Two imports (or ``lantern
+copy``) into one database at once both succeed: their batches run one at a time (``store.serialize``), and a turn
+another writer stored since the look-up is counted as a duplicate (``ON CONFLICT``). Embeddings recorded with
+another embedder raise ``EmbedderMismatchError``: import with
 ``embeddings=False`` (CLI ``--no-embeddings``) to recompute them.
 """
 
@@ -52,7 +52,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -62,14 +61,14 @@ from typing import IO, Any
 import numpy as np
 
 from lantern.errors import EmbedderMismatchError, ExportFormatError
-from lantern.model import ExtractedFact, content_hash, extends
-from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS, Scope, scope_where
-from lantern.store.facts import MAX_FACT_BYTES, fact_too_long, write_facts
+from lantern.model import ExtractedFact, content_hash
+from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS, Scope
+from lantern.store.facts import MAX_FACT_BYTES, fact_too_long
+from lantern.store.transfer import JSON_COLUMNS
 
 FORMAT = "lantern-export"
 VERSION = 1
 BATCH_LINES = 256  # records per import transaction (ours; the same as ingest's batch)
-JSON_COLUMNS = ("tags", "hints", "meta")
 ROLLBACK_RETRIES = 5  # a batch the server rolled back (a deadlock) is written again this many times at most (ours)
 IMPORT_LOCK = "lantern:import"  # the key imports and copies serialize their write transactions on (store.serialize)
 
@@ -111,15 +110,7 @@ def export_jsonl(
     sub-sessions; None: every session) to ``dest`` (a path, or a text file object), in id order, from one
     consistent snapshot. Returns the number of entry records written."""
     store = lantern.store
-    parts, params = ["1 = 1"], []
-    if scope is not None:
-        sql, params = scope_where("e", scope)
-        parts = [sql]
-    if session is not None:
-        parts.append("(e.session = ? OR substr(e.session, 1, length(?) + 1) = ? || '/')")
-        params += [session, session, session]
     columns = store.entry_columns()
-    select = ", ".join(f'e."{c}"' for c in columns)
     header = {
         "type": "header",
         "format": FORMAT,
@@ -131,35 +122,18 @@ def export_jsonl(
     n = 0
     with _text_out(dest) as out, store.snapshot():
         out.write(_line(header))
-        rows = store.db.execute(
-            f"SELECT {select}, v.vector FROM entries e LEFT JOIN embeddings v ON v.entry_id = e.id "
-            f"WHERE {' AND '.join(parts)} ORDER BY e.id",
-            params,
-        )
-        for row in rows:
+        for values, vector, facts in store.export_rows(scope, session, columns):
             record: dict[str, Any] = {"type": "entry"}
-            for name, value in zip(columns, row):
-                value = store.entry_value(name, value)
+            for name, value in values.items():
                 record[name] = json.loads(value) if name in JSON_COLUMNS else value
             # an undecodable stored vector (store.vector_decodable) is left out: the import recomputes it
-            if embeddings and row[-1] is not None and store.vector_decodable(row[-1]):
-                vector = np.asarray(store.decode_vectors([row[-1]])[0], dtype="<f4")  # stored int8: exported float32
+            if embeddings and vector is not None and store.vector_decodable(vector):
+                vector = np.asarray(store.decode_vectors([vector])[0], dtype="<f4")  # stored int8: exported float32
                 record["embedding"] = base64.b64encode(vector.tobytes()).decode("ascii")
-            record["facts"] = _facts_of(store.db, record["id"])
+            record["facts"] = facts
             out.write(_line(record))
             n += 1
     return n
-
-
-def _facts_of(db: sqlite3.Connection, entry_id: int) -> list[dict[str, Any]]:
-    """The facts an entry stated, as exported: key, key as written, value (None: retracted), the value a switch
-    replaced, when Lantern recorded them."""
-    return [
-        {"key": k, "key_text": kt, "value": v, "replaces": r, "recorded_at": at}
-        for k, kt, v, r, at in db.execute(
-            "SELECT key, key_text, value, replaces, recorded_at FROM facts WHERE entry_id = ? ORDER BY id", (entry_id,)
-        )
-    ]
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -579,165 +553,27 @@ def _redact_entry(rec: dict[str, Any], policy: Any) -> None:
         rec["_vector"] = None
 
 
-_CONVERSATION = "user_id = ? AND agent_id = ? AND project = ? AND session = ?"
-# an entry's reinforcement state: the destination's is kept when a record replaces its grown turn, as ``add`` keeps it
-_KEPT_ON_GROWTH = ("turn", "confidence", "success", "access_count")
-
-
-def _write_entry(store: Any, db: sqlite3.Connection, rec: dict[str, Any], result: ImportResult) -> None:
-    """Write one entry record in the open transaction ``db``. A turn is one entry per conversation (scope and
-    session) and turn number, as ``add`` keeps it:
-
-    - its content hash stored (found by the look-up, or committed by another writer since: the insert's ``ON
-      CONFLICT (content_hash) DO NOTHING`` skips it, PostgreSQL waiting for that writer's commit first, and the row
-      is read again): a duplicate;
-    - the turn it grew from stored (``model.extends``: the same turn archived before its reply came; found at its
-      place, ``_held``): that entry is replaced in place, its id and reinforcement state kept (``grown``);
-    - a grown form of it stored (the destination's turn grew since): a duplicate, mapped to that entry;
-    - its turn number taken by another turn of the conversation (a destination that archived its own turns under
-      the same session name): appended after the conversation's last turn, as ``add`` numbers a new turn;
-    - else: inserted with its turn number."""
-    stored_hash = store.stored_value("content_hash", rec["content_hash"])
-    found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
-    cur = None
-    if not found:
-        held = _held(db, rec)
-        if held is not None and extends(rec["text"], held[1]):
-            entry_id = held[0]
-            _replace_grown(store, db, entry_id, rec)
-            result.grown += 1
-            if rec["_id"] is not None:
-                result.entry_ids[rec["_id"]] = entry_id
-            return
-        if held is not None:
-            found = held
-        else:
-            cur = _insert(store, db, rec)
-            if cur.rowcount == 0:  # stored by another writer since the look-up: read as it was committed
-                found = db.execute("SELECT id FROM entries WHERE content_hash = ?", (stored_hash,)).fetchone()
-    if found:
-        entry_id = found[0]
+def _write_entry(store: Any, db: Any, rec: dict[str, Any], result: ImportResult) -> None:
+    """Write one entry record in the open transaction ``db`` (store/transfer.py ``write_imported``: a turn is one
+    entry per conversation and turn number, as ``add`` keeps it, store/plan.py) and count it."""
+    kind, entry_id = store.write_imported(db, rec)
+    if kind == "grown":
+        result.grown += 1
+    elif kind == "duplicate":
         result.duplicates += 1
     else:
-        entry_id = cur.lastrowid
-        db.execute(
-            "INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)",
-            (entry_id, store.encode_vector(rec["_vector"])),
-        )
-        _index(store, db, entry_id, rec)
         result.added += 1
     if rec["_id"] is not None:
         result.entry_ids[rec["_id"]] = entry_id
 
 
-#: ``meta`` key of an entry an import appended because its turn number was taken in the destination's conversation:
-#: the turn number it had in its source, the one identity a later import of that turn's grown form is matched by
-SOURCE_TURN = "source_turn"
-
-
-def _held(db: sqlite3.Connection, rec: dict[str, Any]) -> tuple[int, str] | None:
-    """(id, text) of the stored entry that is the record's turn in an earlier or later form (one text extends the
-    other): the entry at its conversation and turn number, else the one an earlier import appended for that source
-    turn (``meta[SOURCE_TURN]``, never another turn whose text it merely starts with). None when there is none:
-    when another turn holds its number, ``rec["turn"]`` becomes the conversation's next one and ``rec["meta"]``
-    records the source's number."""
-    conversation = (rec["user_id"], rec["agent_id"], rec["project"], rec["session"])
-    at = db.execute(
-        f"SELECT id, text, meta FROM entries WHERE {_CONVERSATION} AND turn = ? ORDER BY id LIMIT 1",
-        (*conversation, rec["turn"]),
-    ).fetchone()
-    if at is None:
-        return None
-    moved = _source_turn(at[2])  # an entry appended for another source turn holds this number: not this turn
-    if (moved is None or moved == rec["turn"]) and (extends(rec["text"], at[1]) or extends(at[1], rec["text"])):
-        return at[0], at[1]
-    appended = db.execute(  # either text a prefix of the other, followed by a new line
-        f"SELECT id, text, meta FROM entries WHERE {_CONVERSATION} AND (substr(?, 1, length(text) + 1) = text || ? "
-        "OR substr(text, 1, length(?) + 1) = ?) ORDER BY turn DESC",
-        (*conversation, rec["text"], "\n", rec["text"], rec["text"] + "\n"),
-    ).fetchall()
-    for entry_id, text, meta in appended:
-        if _source_turn(meta) == rec["turn"]:
-            return entry_id, text
-    last = db.execute(f"SELECT max(turn) FROM entries WHERE {_CONVERSATION}", conversation).fetchone()[0]
-    rec["meta"] = {**(rec.get("meta") or {}), SOURCE_TURN: rec["turn"]}
-    rec["turn"] = last + 1
-    return None
-
-
-def _source_turn(meta: Any) -> int | None:
-    """``meta[SOURCE_TURN]`` of a stored ``meta`` value (JSON text, or a dict as a driver may give it), else None."""
-    if isinstance(meta, str):
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            return None
-    value = meta.get(SOURCE_TURN) if isinstance(meta, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _column_values(rec: dict[str, Any]) -> dict[str, Any]:
-    """The record's ``entries`` columns as stored (JSON columns as text)."""
-    return {
-        k: (json.dumps(v, ensure_ascii=k != "tags" and k != "hints") if k in JSON_COLUMNS else v)
-        for k, v in rec.items()
-        if not k.startswith("_")
-    }
-
-
-def _insert(store: Any, db: sqlite3.Connection, rec: dict[str, Any]) -> Any:
-    values = _column_values(rec)
-    names = list(values)
-    return db.execute(
-        f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES "
-        f"({', '.join('?' * len(names))}) ON CONFLICT (content_hash) DO NOTHING",
-        [store.stored_value(k, values[k]) for k in names],
-    )
-
-
-def _replace_grown(store: Any, db: sqlite3.Connection, entry_id: int, rec: dict[str, Any]) -> None:
-    """Rewrite entry ``entry_id`` as the record, the turn it grew into: every column but its turn number and
-    reinforcement state, its vector, full-text rows and facts; stamped (``vector_at``) so that every in-process
-    index reads it again (its ``archived_at`` is the source's)."""
-    import time
-
-    values = {k: v for k, v in _column_values(rec).items() if k not in _KEPT_ON_GROWTH}
-    if "vector_at" in values:
-        values["vector_at"] = time.time()
-    store.unindex_fulltext(db, entry_id)
-    db.execute(
-        f"UPDATE entries SET {', '.join(f'{chr(34)}{n}{chr(34)} = ?' for n in values)} WHERE id = ?",
-        [*(store.stored_value(k, v) for k, v in values.items()), entry_id],
-    )
-    db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (store.encode_vector(rec["_vector"]), entry_id))
-    _index(store, db, entry_id, rec, replace=True)
-
-
-def _index(store: Any, db: sqlite3.Connection, entry_id: int, rec: dict[str, Any], replace: bool = False) -> None:
-    """What an entry row written by the import needs besides itself: its pending deferred block, full-text rows
-    and facts (``replace``: those of the turn it grew from are replaced, none left)."""
-    if store.deferred is not None and not np.asarray(rec["_vector"])[slice(*store.deferred)].any():
-        db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
-    store.index_fulltext(db, entry_id, rec["summary"], rec["text"], [value for _, value in rec["tags"]])
-    if rec["_facts"] or replace:  # linked into their key's chain by the entry's event time
-        recorded = next((at for _, at in rec["_facts"] if at is not None), rec["archived_at"])
-        write_facts(db, entry_id, [f for f, _ in rec["_facts"]], recorded, rec["user_id"])
-
-
-RECORD_WRITERS: dict[str, Callable[[Any, sqlite3.Connection, dict[str, Any], ImportResult], None]] = {
-    "entry": _write_entry
-}
+RECORD_WRITERS: dict[str, Callable[[Any, Any, dict[str, Any], ImportResult], None]] = {"entry": _write_entry}
 
 
 # ---------------------------------------------------------------------------------------------- events (copy)
-_EVENT_COLUMNS = (
-    "time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, budget, rerank"
-)
-
-
 def read_events(store: Any) -> list[tuple]:
     """Every compaction event of ``store``, oldest first, as ``copy_events`` writes them."""
-    return store.db.execute(f"SELECT {_EVENT_COLUMNS} FROM events ORDER BY id").fetchall()
+    return store.event_rows()
 
 
 def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tuple[int, int]:
@@ -748,35 +584,7 @@ def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tu
     session, scope, source, reason and query) is skipped, so a copy run again adds none twice. Returns (copied,
     already there)."""
     from lantern.archive.redact import redact_text
-    from lantern.store.events import add_event
 
-    copied = present = 0
-    if not rows:
-        return 0, 0
-    with target.store.transaction() as db:
-        target.store.serialize(db, IMPORT_LOCK)  # two copies at once: each event looked up after the other's commit
-        for time, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank in rows:
-            query = redact_text(query or "", target.redaction)[0]  # a source with redaction off kept it in clear
-            if db.execute(
-                "SELECT 1 FROM events WHERE time = ? AND session = ? AND user_id = ? AND agent_id IS ? "
-                "AND project IS ? AND source = ? AND reason = ? AND query = ?",
-                (time, session, user, agent, project, src, reason, query),
-            ).fetchone():
-                present += 1
-                continue
-            add_event(
-                db,
-                time=time,
-                session=session,
-                scope=Scope(user, agent, project),
-                source=src,
-                reason=reason,
-                lost=[entry_ids[i] for i in json.loads(lost) if i in entry_ids],
-                query=query,
-                injected=[(entry_ids[i], c, x) for i, c, x in json.loads(injected) if i in entry_ids],
-                chars=chars,
-                budget=budget,
-                rerank=bool(rerank),
-            )
-            copied += 1
-    return copied, present
+    # a source with redaction off kept the queries in clear: redacted under the target's policy
+    rows = [(*r[:8], redact_text(r[8] or "", target.redaction)[0], *r[9:]) for r in rows]
+    return target.store.copy_events(rows, entry_ids, IMPORT_LOCK)

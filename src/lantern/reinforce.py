@@ -220,18 +220,18 @@ def apply_feedback(
 def useful_entries(store, entry_ids: Sequence[int], reply: str) -> list[int]:
     """The entries among ``entry_ids`` that ``reply`` uses by the usefulness test (``is_useful``), in order."""
     terms = set(query_terms(reply))
-    hints = dict(rows.read_columns(store.db, list(entry_ids), "hints"))
+    hints = dict(store.read_columns(list(entry_ids), "hints"))
     return [i for i in entry_ids if i in hints and is_useful(json.loads(hints[i]), terms)]
 
 
 def pruned_count(store, prune_below: float = PRUNE_BELOW, where: tuple[str, list] = ("1 = 1", [])) -> int:
     """How many entries are pruned (c below the threshold), among those ``where`` (a ``scope_where``) selects."""
-    return rows.pruned_count(store.db, prune_below, where)
+    return store.pruned_count(prune_below, where)
 
 
 def pending_count(store, user: str | None = None) -> int:
     """How many recoveries still wait for the next assistant message of their session (of ``user``; None: any)."""
-    return rows.pending_count(store.db, user)
+    return store.pending_recovery_count(user)
 
 
 def assistant_text(turn) -> str:

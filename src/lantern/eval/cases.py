@@ -334,4 +334,11 @@ def case_row(case: Case, o, system: System, p: Prepared) -> dict:
         "ms": o.ms,
         "cause": None if recovered else failure_cause(o, case.relevant, system, alternatives),
         "relevance": o.relevance,
+        "reason": o.reason,
+        # what the injection decision's short block would recover (an estimate: eval/outcome.py short_prefix)
+        "recovered_short": (
+            recovered and any(i in case.relevant for i in o.short_packed)
+            if alternatives
+            else metrics.fact_recovered(set(o.short_packed), case.relevant)
+        ),
     }

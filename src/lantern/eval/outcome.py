@@ -53,10 +53,16 @@ class Outcome:
     fused: list[int] = field(default_factory=list)  # pipeline systems: the fused order before MMR
     verdicts: dict[int, str] = field(default_factory=dict)  # pipeline systems: every candidate's verdict
     relevance: dict | None = None  # pipeline systems: Recovery.relevance (recover/relevance.py), as JSON
+    reason: str | None = None  # pipeline systems: Recovery.reason (None: a full block)
+    # pipeline systems: the packed entries, in MMR order, whose characters sum to at most Config.short_budget: an
+    # estimate (block headers not counted) of what the injection decision's short block would hold, for its
+    # calibration (benchmarks/injection_calibration.py)
+    short_packed: list[int] = field(default_factory=list)
 
 
-def outcome_of(rec, ms: float) -> Outcome:
-    """The Outcome of a pipeline Recovery: MMR order, packed ids, fused order and verdicts."""
+def outcome_of(rec, ms: float, short_budget: int = 800) -> Outcome:
+    """The Outcome of a pipeline Recovery: MMR order, packed ids, fused order, verdicts, the decision's reason and
+    the packed prefix a short block of ``short_budget`` characters would hold (``short_prefix``)."""
     ranked = [c for c in rec.candidates if not c.verdict.startswith("excluded:")]
     order = sorted(ranked, key=lambda c: c.mmr_order if c.mmr_order is not None else 1 << 30)
     return Outcome(
@@ -68,4 +74,19 @@ def outcome_of(rec, ms: float) -> Outcome:
         fused=[c.entry.id for c in ranked],
         verdicts={c.entry.id: c.verdict for c in ranked},
         relevance=rec.relevance.to_json() if rec.relevance is not None else None,
+        reason=rec.reason,
+        short_packed=short_prefix(order, short_budget),
     )
+
+
+def short_prefix(order: list, budget: int) -> list[int]:
+    """The ids of the packed candidates of ``order`` (MMR order) while their packed characters sum to at most
+    ``budget``."""
+    out, used = [], 0
+    for c in order:
+        if c.verdict in ("packed", "excerpt"):
+            used += c.chars
+            if used > budget:
+                break
+            out.append(c.entry.id)
+    return out

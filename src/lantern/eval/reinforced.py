@@ -16,7 +16,6 @@ them one after another.
 
 from __future__ import annotations
 
-import sqlite3
 import tempfile
 import time
 import weakref
@@ -36,9 +35,7 @@ def copy_of(lantern, name: str):
     if name not in per:
         tmp = tempfile.TemporaryDirectory(prefix="lantern-reinforce-")
         path = Path(tmp.name) / "copy.db"
-        dst = sqlite3.connect(path)
-        lantern.store.db.backup(dst)
-        dst.close()
+        lantern.store.backup(path)
         copy = Lantern(path, lantern.embedder, config=lantern.config)
         copy._tmpdir = tmp  # removed with the copy
         per[name] = copy

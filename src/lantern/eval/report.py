@@ -74,9 +74,10 @@ def _unanswerable(results: dict[str, Any]) -> list[str]:
         "## Injected characters when nothing should be injected",
         "",
         "Lantern's block for questions whose answer is not in the store, which should get nothing, beside the "
-        f"answerable ones. Relevance floor `min_score` {floor:g} (`Config.min_score`; docs/architecture.md §3.6): "
-        "below it a recovery injects nothing. LoCoMo's adversarial questions name the wrong speaker for something "
-        "that was said: their evidence turns match them as well as an answer would.",
+        f"answerable ones. Injection decision `min_score` {floor:g} (`Config.min_score`; docs/architecture.md §3.6): "
+        "below it a recovery injects nothing, up to `Config.clear_score` a short block. LoCoMo's adversarial "
+        "questions name the wrong speaker for something that was said: their evidence turns match them as well as "
+        "an answer would.",
         "",
         *_table(["questions", "n", "chars injected (mean)", "median", "nothing injected"], rows),
         *_sweep(un.get("sweep") or []),
@@ -100,7 +101,8 @@ def _sweep(points: list[dict[str, Any]]) -> list[str]:
     return [
         "",
         "Every floor at or above this run's, read off the stored per-question scores (a recovery below the floor "
-        "injects nothing, one above it the block measured here; the same figures as a run at that floor):",
+        "injects nothing, one from it up to `clear_score` the short block, one above it the block measured here; "
+        "from a run with the decision off, the short block's figures are an estimate: eval/run.py floor_sweep):",
         "",
         *_table(header, rows),
     ]

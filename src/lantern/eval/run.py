@@ -40,7 +40,8 @@ COMPACTION_SYSTEMS = ("lantern", "bm25")  # the systems of the compaction-method
 DEFAULT_BUDGETS = (1000, 2000, 3000, 6000, 9000, 12000)  # characters
 DEFAULT_RATIOS = (0.25, 0.5, 0.75, 0.9)  # share of each history's turns compacted
 NO_ANSWER_QUESTIONS = 200  # questions of the next history asked of each history's store (evenly spaced; ours)
-SWEEP_FLOORS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)  # min_score values
+# min_score values of the eval report's sweep
+SWEEP_FLOORS = (0.0, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0)
 # the report's floor sweep reads off the stored scores (those at or above the run's own floor)
 
 
@@ -69,29 +70,49 @@ def nothing_expected(rows: Sequence[dict]) -> dict[str, Any]:
 
 
 def floor_sweep(
-    answerable: Sequence[dict], unanswerable: dict[str, Sequence[dict]], run_floor: float
+    answerable: Sequence[dict],
+    unanswerable: dict[str, Sequence[dict]],
+    run_floor: float,
+    clear_score: float = 1.0,
+    short_budget: int = 800,
 ) -> list[dict[str, Any]]:
-    """What each relevance floor in ``SWEEP_FLOORS`` at or above ``run_floor`` (the run's ``min_score``) would give,
-    read off the rows' stored ``relevance["score"]`` (recover/relevance.py): a recovery below the floor injects
-    nothing, one at or above it the block the run measured, so the figures are exactly those of a run at that floor.
-    Rows whose ``relevance`` is None (a compaction's recovery, never floored) count as they are. Per floor:
-    ``min_score``; ``recovered`` (answerable facts still recovered, a count), ``n``; ``empty`` (share of answerable
-    questions given nothing); per ``unanswerable`` kind (``adversarial``, ``no-answer``): ``nothing_expected``."""
+    """What the injection decision (recover/relevance.py ``decide``) at each ``min_score`` in ``SWEEP_FLOORS`` at or
+    above ``run_floor`` (the run's) would give, ``clear_score`` and ``short_budget`` as the run's config, read off
+    the rows' stored ``relevance["score"]``: below the floor nothing, from it up to ``clear_score`` the short block,
+    at or above it the block the run measured. A run with the decision on measured its short blocks; a run with
+    it off (``run_floor`` 0) gave full blocks, so the short block's figures are the estimate stored with each row
+    (``recovered_short``, eval/outcome.py ``short_prefix``; characters capped at ``short_budget``); the "nothing"
+    figures are exact either way. Rows whose ``relevance`` is None (a compaction's recovery, never held back) count
+    as they are. Per floor: ``min_score``; ``recovered`` (answerable facts recovered, a count), ``n``; ``empty``
+    (share of answerable questions given nothing); per ``unanswerable`` kind (``adversarial``, ``no-answer``):
+    ``nothing_expected``."""
 
-    def cleared(r: dict, floor: float) -> bool:
-        return r.get("relevance") is None or r["relevance"]["score"] >= floor
+    def tier(r: dict, floor: float) -> str:
+        if r.get("relevance") is None or floor <= 0:
+            return "full"
+        score = r["relevance"]["score"]
+        if score < floor:
+            return "none"
+        return "short" if score < clear_score and run_floor <= 0 else "full"
+
+    def recovered(r: dict, floor: float) -> int:
+        t = tier(r, floor)
+        return 0 if t == "none" else int(r.get("recovered_short", r["recovered"]) if t == "short" else r["recovered"])
+
+    def chars(r: dict, floor: float) -> int:
+        t = tier(r, floor)
+        return 0 if t == "none" else min(r["chars"], short_budget) if t == "short" else r["chars"]
 
     out = []
     for floor in sorted({run_floor, *(f for f in SWEEP_FLOORS if f >= run_floor)}):
-        kept = [r for r in answerable if cleared(r, floor)]
         point: dict[str, Any] = {
             "min_score": floor,
-            "recovered": sum(r["recovered"] for r in kept),
+            "recovered": sum(recovered(r, floor) for r in answerable),
             "n": len(answerable),
-            "empty": 1 - len(kept) / len(answerable) if answerable else 0.0,
+            "empty": sum(tier(r, floor) == "none" for r in answerable) / len(answerable) if answerable else 0.0,
         }
         for kind, rows in unanswerable.items():
-            point[kind] = nothing_expected([{"chars": r["chars"] if cleared(r, floor) else 0} for r in rows])
+            point[kind] = nothing_expected([{"chars": chars(r, floor)} for r in rows])
         out.append(point)
     return out
 
@@ -344,6 +365,8 @@ def evaluate(
                 if rs
             },
             base.min_score,
+            base.clear_score,
+            base.short_budget,
         )
     if no_answer:
         with (out_dir / "no_answer.jsonl").open("w", encoding="utf-8") as f:

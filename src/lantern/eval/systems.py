@@ -251,7 +251,7 @@ def run_system(system: System, lantern, query: str, pool: Pool, budget: int, rep
             as_of=pool.as_of,
             min_score=pool.min_score,
         )
-        return outcome_of(rec, (time.perf_counter() - start) * 1000)
+        return outcome_of(rec, (time.perf_counter() - start) * 1000, config.short_budget)
     start = time.perf_counter()
     ordered = baseline_order(system.kind, query, pool.entries)
     result = pack(

@@ -20,9 +20,12 @@ What each event does:
   restricted to this session (and its sidechains), excluding the turns still live after the compaction. Prints the
   hook output with the recovered block as ``additionalContext``, and records the compaction as an event
   (``lantern events``; the prompt recovery below records one too).
-- ``UserPromptSubmit``: when ``memory.triggers.should_recover(prompt)`` fires and the transcript has been compacted,
-  recover with the prompt as query (same scope and exclusion) and inject the block. A prompt with no
-  back-reference costs no model load and no database access.
+- ``UserPromptSubmit``: once the transcript has been compacted, every prompt is a candidate: recover with the
+  prompt as query (same scope and exclusion); the injection decision (recover/relevance.py) gives the full block,
+  a short one or nothing, and says why. Cheap checks first: a prompt with no word, a missing database or a
+  transcript never compacted costs no model load and no database access. An injected block is recorded as an
+  event (reason ``back_reference`` when the prompt holds a back-reference cue, ``memory/triggers.py``, else
+  ``prompt``); an empty or shortened one writes its reason and figures to the log.
 
 Session id = Claude Code's ``session_id``; the record's ``cwd`` is kept in each entry's meta. Entries are archived
 and recovered in the scope of user ``$LANTERN_USER`` (default ""). Only a regular file of at most 1 GiB is read as
@@ -37,6 +40,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -59,6 +63,8 @@ MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logg
 # over several hooks, each keeping what it committed, instead of every hook redoing it all and being killed
 ARCHIVE_CHUNK_BYTES = 8 << 20
 ARCHIVE_TIME_BUDGET_S = 15.0
+
+_WORD = re.compile(r"\w")  # a prompt without a word character asks nothing
 
 
 class TranscriptSkipped(Exception):
@@ -301,6 +307,9 @@ class HookContext:
     budget: int = HOOK_BUDGET
     user: str | None = None  # the scope's user (``$LANTERN_USER``; None: the default user "")
     rewound: str = "skip"  # turns of a rewound branch: "skip" or "mark" (Config.rewound; lantern --rewound)
+    # how the hook gets its Lantern handle: ctx -> a context manager yielding one (None: open ``db`` and close it
+    # after; the warm daemon passes its open handle: integrations/daemon.py)
+    opener: Any = None
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -435,6 +444,8 @@ def _archive(ctx: HookContext, lantern: Any, messages: list, session: str) -> in
 
 
 def _open(ctx: HookContext):
+    if ctx.opener is not None:
+        return ctx.opener(ctx)
     from lantern.api import Lantern
 
     return Lantern(ctx.db, user=ctx.user)
@@ -443,12 +454,13 @@ def _open(ctx: HookContext):
 def recover_after_compaction(
     lantern: Any, ctx: HookContext, session: str, transcript: Path, question: str | None = None, record: bool = True
 ):
-    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit: the relevance
-    floor applies, docs/architecture.md §3.6), else the last user message + the summary (no floor: the block restores
-    what the compaction lost); excluding the live messages after the last compaction. None if never compacted.
-    With ``record`` the recovery is stored as a compaction event (``Lantern.record_compaction``, source
-    ``claude-code``; reason ``compact_boundary`` at SessionStart(compact), ``back_reference`` for a prompt) whose lost
-    turns are the session's archived entries not in the live messages."""
+    """The ``Recovery`` for a compacted session: query = ``question`` if given (UserPromptSubmit: the injection
+    decision applies, docs/architecture.md §3.6), else what the summary lost (``Lantern.recover_compaction``, never
+    held back); excluding the live messages after the last compaction. None if never compacted. With ``record`` the
+    recovery is stored as a compaction event (``Lantern.record_compaction``, source ``claude-code``; reason
+    ``compact_boundary`` at SessionStart(compact); for a prompt ``back_reference`` when it holds a back-reference
+    cue, else ``prompt``, and only when something was injected) whose lost turns are the session's archived entries
+    not in the live messages."""
     parsed = read_since_last_compaction(transcript)
     if parsed is None:
         return None
@@ -457,9 +469,12 @@ def recover_after_compaction(
     if question is None:  # SessionStart(compact): what the summary lost (recover/loss.py)
         recovery = lantern.recover_compaction(summary.text, live=live, session=session, budget=ctx.budget)
         reason = "compact_boundary"
-    else:  # a back-reference after the compaction: the question's own recovery, held to the relevance floor
+    else:  # a prompt after the compaction: the question's own recovery, under the injection decision
+        from lantern.memory.triggers import should_recover
+
         recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
-        reason = "back_reference"
+        reason = "back_reference" if should_recover(question) else "prompt"
+        record = record and bool(recovery.text)  # a prompt that gets nothing is no compaction event: the log says why
     if record:
         lantern.record_compaction(
             recovery, session=session, reason=reason, lost=_lost(lantern, session, live), source="claude-code"
@@ -475,6 +490,11 @@ def _lost(lantern: Any, session: str, live: list) -> list[int]:
     archive = SessionArchive(lantern.store, session, lantern.scope)
     present = archive.present_in(lantern.live_text(live)) if archive.ids else set()
     return [i for i in archive.order if i not in present]
+
+
+def _why(rec: Any) -> str:
+    """The log line of an empty or shortened recovery: its reason, the figures behind it, what was injected."""
+    return f"{rec.reason}{f': {rec.detail}' if rec.detail else ''}; {rec.chars} characters injected"
 
 
 def _output(event: str, text: str) -> dict[str, Any]:
@@ -496,20 +516,20 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript)
+        if rec is not None and rec.reason:
+            log_line(event, _why(rec))
         return _output(event, rec.text) if rec is not None and rec.text else None
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            return None
-        from lantern.memory.triggers import should_recover
-
-        if not should_recover(prompt) or not ctx.db.exists():
+        if not isinstance(prompt, str) or not _WORD.search(prompt) or not ctx.db.exists():
             return None
         if read_since_last_compaction(transcript) is None:
             return None  # never compacted: everything the prompt refers to is still in Claude's context
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
+        if rec is not None and rec.reason:
+            log_line(event, _why(rec))
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None
 
@@ -519,10 +539,11 @@ def run(
     db: str | os.PathLike[str] | None = None,
     offsets: Offsets | None = None,
     rewound: str | None = None,
+    opener: Any = None,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
-    ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``).
-    Never raises: an internal error returns "" and is logged (``log_error``)."""
+    ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``);
+    ``opener``: ``HookContext.opener``. Never raises: an internal error returns "" and is logged (``log_error``)."""
     event = ""
     try:
         from lantern.config import default_db_path
@@ -538,6 +559,7 @@ def run(
             offsets=offsets or Offsets(),
             user=os.environ.get("LANTERN_USER") or None,
             rewound=rewound or "skip",
+            opener=opener,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
@@ -561,13 +583,15 @@ def hooks_unsupported() -> UnsupportedBackendError:
     )
 
 
-def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None) -> int:
-    """Entry point of ``lantern hook claude-code``: stdin -> stdout, exit code 0 always."""
-    try:
-        text = sys.stdin.read()
-    except BaseException as e:  # noqa: BLE001
-        log_error("", e)
-        return 0
+def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None, text: str | None = None) -> int:
+    """Entry point of ``lantern hook claude-code``, in-process: stdin (or ``text``, already read) -> stdout, exit
+    code 0 always."""
+    if text is None:
+        try:
+            text = sys.stdin.read()
+        except BaseException as e:  # noqa: BLE001
+            log_error("", e)
+            return 0
     out = run(text, db, rewound=rewound)
     if out:
         sys.stdout.write(out + "\n")

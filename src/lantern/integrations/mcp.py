@@ -386,7 +386,7 @@ def _silence_stdout() -> None:
 def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> _Server:
     """The MCP server (the SDK's FastMCP in 1.x, MCPServer in 2.x) over the database at ``path`` (default
     ``$LANTERN_DB`` or ``~/.lantern/lantern.db``). It reports Lantern's version to clients, not the SDK's."""
-    service = MemoryService(path, embedder)
+    service = MemoryService(path, embedder, warm=True)
     service.start_filler()
     if SDK_MAJOR >= 2:
         server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING", version=lantern_version())
@@ -443,7 +443,9 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         agent: Agent = None,
         project: Project = None,
     ) -> RecoverResponse:
-        """The block of archived turns to inject back after a compaction: {text, chars, entries}."""
+        """The block of archived turns to inject back after a compaction, or for a question: {text, chars, reason,
+        detail, relevance, entries}. An empty or shortened block says why in ``reason`` (no_match, below_floor:
+        the archive holds nothing that answers it; uncertain: a short block of the best evidence)."""
         return call(RecoverResponse, service.recover, query, session, budget, exclude, user, agent, project)
 
     @server.tool(annotations=ToolAnnotations(title="Search the archive", readOnlyHint=True))

@@ -540,9 +540,7 @@ def _all_exist(lantern: Any, ids: set[int]) -> bool:
     REST, or by another process) is never injected again. One query on the store."""
     if not ids:
         return True
-    marks = ", ".join("?" * len(ids))
-    found = lantern.store.db.execute(f"SELECT count(*) FROM entries WHERE id IN ({marks})", sorted(ids)).fetchone()[0]
-    return found == len(ids)
+    return len(lantern.store.places(sorted(ids))) == len(ids)
 
 
 def _scope_headers(request: Request) -> dict[str, str | None]:
@@ -655,7 +653,7 @@ class _Forwarder:
 
         self._prefetch_query(session, messages, scope)
         event = current = None
-        block = ""
+        block, why = "", ""
         with self.service._lock:
             try:
                 lantern = self.service._open(create=True)
@@ -695,16 +693,22 @@ class _Forwarder:
                 try:
                     recovery = event.recover(lantern, source="proxy", rerank=llm is not None, llm=llm)
                     block = recovery.text
+                    why = (
+                        f" ({recovery.reason}{f': {recovery.detail}' if recovery.detail else ''})"
+                        if recovery.reason
+                        else ""
+                    )
                     self.blocks[key] = (block, {e.id for e in recovery.entries})
                 except Exception as e:  # noqa: BLE001
                     _note_failure("recover", session, e)
         if event is not None:
             log.info(
-                "compaction (%s) in session %r: %d turns lost, %d chars recovered",
+                "compaction (%s) in session %r: %d turns lost, %d chars recovered%s",
                 event.reason,
                 session,
                 len(event.lost_entry_ids),
                 len(block),
+                why,
             )
         return block
 

@@ -24,9 +24,26 @@ class RecoveredEntryOut(BaseModel):
     text: str
 
 
+class RelevanceOut(BaseModel):
+    score: float = Field(..., description="The best evidence in multiples of the calibrated floors (1: clear).")
+    cosine: float
+    coverage: float = Field(..., description="Share of the query's idf weight the best candidate holds, 0..1.")
+    model: str
+    entries: int = Field(..., description="Entries in the store.")
+    terms: int
+    min_score: float = Field(..., description="The floor below which nothing is injected (0: none).")
+
+
 class RecoverResponse(BaseModel):
     text: str = Field(..., description="The block to inject (at most budget characters).")
     chars: int
+    reason: str | None = Field(
+        None,
+        description="Why the block is empty or shortened: empty_query, nothing_archived, no_match, below_floor, "
+        "uncertain (a short block of the best evidence) or budget; null for a full block.",
+    )
+    detail: str = Field("", description="The figures behind the reason, in words.")
+    relevance: RelevanceOut | None = None
     entries: list[RecoveredEntryOut]
 
 

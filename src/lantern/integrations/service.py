@@ -51,12 +51,22 @@ class MemoryService:
     The database is opened at the first call; only ``archive`` creates it (a read of a missing file is an error,
     as in the CLI)."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, embedder: str | None = None, config: Any = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        embedder: str | None = None,
+        config: Any = None,
+        *,
+        warm: bool = False,
+    ):
         from lantern.config import default_db_path, is_server_url
 
         self.path = path if is_server_url(path) else Path(path) if path is not None else default_db_path()
         self.embedder = embedder
         self.config = config  # a lantern.config.Config for the handle (None: the default)
+        # archive and recover through the warm daemon when one of this identity runs (integrations/daemon.py): the
+        # one writer of the store; only with the store's own embedder and the default Config, which it uses
+        self.warm = warm and embedder is None and config is None
         self._lantern = None
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -129,6 +139,9 @@ class MemoryService:
             raise ValueError('every message must be an object such as {"role": "user", "content": "..."}')
         session = _optional_str(session, "session")
         scope = _scope(user, agent, project)
+        warm = self._warm("archive", {"messages": messages}, {"session": session, **scope}, create=True)
+        if warm is not None:
+            return warm
         with self._lock:
             r = self._open(create=True).archive(messages, session=session, **scope)
         return {
@@ -160,9 +173,27 @@ class MemoryService:
         if exclude is not None and not isinstance(exclude, list):
             raise ValueError("exclude must be a list of messages and/or entry ids")
         scope = _scope(user, agent, project)
+        kwargs = {"session": session, "budget": budget, "exclude": exclude, **scope}
+        warm = self._warm("recover", {"query": query}, kwargs)
+        if warm is not None:
+            return warm
         with self._lock:
             r = self._open().recover(query, session=session, budget=budget, exclude=exclude, **scope)
         return r.to_json()
+
+    def _warm(self, op: str, args: dict[str, Any], kwargs: dict[str, Any], create: bool = False) -> Any:
+        """The warm daemon's answer to ``op`` (``kwargs``' ``user`` picks its handle), or None: do it here (the
+        daemon is off, absent or failed; a read of a database not there yet is refused here, in our words)."""
+        if not self.warm or (not create and isinstance(self.path, Path) and not self.path.exists()):
+            return None
+        from lantern.integrations import daemon
+
+        kw = {k: v for k, v in kwargs.items() if k != "user"}
+        db = str(self.path.resolve()) if isinstance(self.path, Path) else self.path
+        try:
+            return daemon.call(op, {**args, "db": db, "user": kwargs.get("user"), "kwargs": kw})
+        except daemon.Unavailable:
+            return None
 
     def search(
         self,

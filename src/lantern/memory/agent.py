@@ -1,17 +1,17 @@
 """The memory agent loop (LongContextMemoryAgent of the layered-memory write-up; docs/architecture.md §8).
 
-    question  -> back-reference in it?  (memory/triggers.py)
-       no     -> draft = LLM(system, gist, working memory, question)
-                 low-confidence draft? ("I'm not sure", "我不确定", or very short)  no -> the draft is the answer
-       yes    -> block = recover(question + core gist, top-k, budget[, rerank])
-                 answer = LLM(system, gist, working memory, marked block, question)
+    question  -> block = recover(question + core gist, top-k, budget[, rerank])   every question is a candidate:
+                 the injection decision (recover/relevance.py) gives a full block, a short one or nothing
+       block  -> answer = LLM(system, gist, working memory, marked block, question)
+       none   -> answer = LLM(system, gist, working memory, question), with a note that the archive was searched
+                 and holds nothing that answers it when the question refers back (memory/triggers.py), so the
+                 model says so instead of guessing
     archive (question, answer): working memory, gist (every 5 turns, by the LLM), long-term archive
 
-At most two generations per turn (draft, regenerate), plus the optional rerank call; a question that refers back
-skips the draft (it would be thrown away). The recovered block is inserted after working memory and before the
-question, under "Recovered history" or 【相关历史记录】 (by the question's script). Archiving the answer judges the
-recovery (reinforce.py): a recovered entry whose lookup hints the answer reuses is "referenced by the next
-answer" (the paper's usefulness, σ).
+One generation per turn, plus the optional rerank call. The recovered block is inserted after working memory and
+before the question, under "Recovered history" or 【相关历史记录】 (by the question's script). Archiving the answer
+judges the recovery (reinforce.py): a recovered entry whose lookup hints the answer reuses is "referenced by the
+next answer" (the paper's usefulness, σ).
 
 Seed parameters (the write-up's): working memory 3 turns, gist every 5 turns, top-k 2; ``Config.working_turns``,
 ``Config.gist_every`` and the ``top_k`` argument change them.
@@ -26,7 +26,7 @@ from typing import Any
 from lantern import reinforce
 from lantern.llm import LLMClient, LLMError, LLMSettings, Usage
 from lantern.memory.context import DEFAULT_CONTEXT_BUDGET, Context, Session
-from lantern.memory.triggers import back_references, low_confidence
+from lantern.memory.triggers import back_references
 from lantern.recover.rerank import language
 
 SHORT_DRAFT_CHARS = (
@@ -34,6 +34,12 @@ SHORT_DRAFT_CHARS = (
 )
 TOP_K = 2  # recovered entries per turn (the write-up's seed)
 TITLES = {"en": "Recovered history", "zh": "【相关历史记录】"}
+# put where the block goes when a question that refers back gets nothing: the model says so instead of guessing
+NOTHING_FOUND = {
+    "en": "Recovered history: the archive of earlier conversation was searched for this question and holds nothing "
+    "that answers it. Say that you do not find it; do not guess.",
+    "zh": "【相关历史记录】已检索之前的对话记录，没有找到能回答这个问题的内容。请如实说明没有找到，不要猜测。",
+}
 SYSTEM_PROMPT = (
     "You are a helpful assistant with a long memory. Earlier parts of the conversation may appear under "
     '"Recovered history": use them when they answer the question, and say so when nothing you have answers it.'
@@ -42,7 +48,7 @@ SYSTEM_PROMPT = (
 PROBE_AFTER = 8  # answered asks at the remembered size before one ask tries a larger context (ours)
 PROBE_STOP = 8  # no probe once the refused size is within 1/PROBE_STOP of the answered one (ours)
 
-__all__ = ["AgentTurn", "ContextWindow", "MemoryAgent", "SYSTEM_PROMPT", "TITLES", "short_draft"]
+__all__ = ["AgentTurn", "ContextWindow", "MemoryAgent", "NOTHING_FOUND", "SYSTEM_PROMPT", "TITLES", "short_draft"]
 
 
 @dataclass
@@ -99,11 +105,12 @@ class ContextWindow:
 
 @dataclass
 class AgentTurn:
-    """One turn of the loop. ``answer``: what the user gets; ``draft``: the first generation when one was made and
-    thrown away (None otherwise); ``reasons``: the cues that fired the recovery (empty: none did); ``recovery``:
-    the Recovery (None when none ran); ``used``: ids of recovered entries whose lookup hints the answer reuses;
-    ``generations``: LLM answers generated (1 or 2); ``usage``: every LLM call of the turn, rerank included;
-    ``ms``: wall time of the turn; ``context``: the messages the answer was generated from."""
+    """One turn of the loop. ``answer``: what the user gets; ``draft``: None (no draft is generated: every
+    question is recovered for first); ``reasons``: the back-reference cues of the question and the evidence's
+    verdict ("evidence: clear", "evidence: uncertain", "evidence: below_floor", ...); ``recovery``: the Recovery
+    (None when none ran: no room left); ``used``: ids of recovered entries whose lookup hints the answer reuses;
+    ``generations``: LLM answers generated (1); ``usage``: every LLM call of the turn, rerank included; ``ms``:
+    wall time of the turn; ``context``: the messages the answer was generated from."""
 
     question: str
     answer: str
@@ -126,6 +133,7 @@ class AgentTurn:
             "answer": self.answer,
             "recovered": self.recovered,
             "reasons": self.reasons,
+            "reason": self.recovery.reason if self.recovery is not None else None,
             "entries": [e.id for e in self.recovery.entries] if self.recovery is not None else [],
             "used": self.used,
             "reranked": bool(self.recovery is not None and self.recovery.reranked),
@@ -181,34 +189,18 @@ class MemoryAgent:
         return self.memory.session
 
     def ask(self, question: str) -> AgentTurn:
-        """One turn: recover when the question refers back or the draft is low-confidence, answer, archive.
-        Raises ``LLMError`` when the answer cannot be generated (nothing archived then); a failed rerank only
-        falls back to the fused order."""
+        """One turn: recover (the evidence decides what is injected), answer, archive. Raises ``LLMError`` when the
+        answer cannot be generated (nothing archived then); a failed rerank only falls back to the fused order."""
         start = time.perf_counter()
         before = Usage(**vars(self.client.usage))
-        reasons = back_references(question)
+        cues = back_references(question)
+        budget = max(self.window.start(self.budget), self.memory.min_budget(question))
+        context = self._context(question, budget, cues)
+        context, answer = self._generate_fitted(context, question, cues)
+        generations = 1
+        recovery = context.recovery
+        reasons = cues + ([f"evidence: {recovery.reason or 'clear'}"] if recovery is not None else [])
         draft = None
-        generations = 0
-        floor = self.memory.min_budget(question)
-        if not reasons:
-            budget = max(self.window.start(self.budget), floor)
-            context = self.memory.build_context(question, budget, recover=False)
-            context, draft = self._generate_fitted(context, question, [])
-            generations += 1
-            reasons = low_confidence(draft) + (["low-confidence draft: very short"] if short_draft(draft) else [])
-        if reasons:
-            context = self.memory.build_context(
-                question,
-                max(self.window.start(self.budget), floor),
-                recover=True,
-                rerank=self.rerank,
-                top_k=self.top_k,
-                recovery_title=TITLES[language(question)],
-            )
-            context, answer = self._generate_fitted(context, question, reasons)
-            generations += 1
-        else:
-            answer = draft
         self.memory.add([{"role": "user", "content": question}, {"role": "assistant", "content": answer}])
         usage = Usage(
             self.client.usage.calls - before.calls,
@@ -219,7 +211,7 @@ class MemoryAgent:
         return AgentTurn(
             question=question,
             answer=answer,
-            draft=draft if reasons else None,
+            draft=draft,
             reasons=reasons,
             recovery=context.recovery,
             used=_used(self.lantern, context.recovery, answer),
@@ -227,6 +219,20 @@ class MemoryAgent:
             usage=usage,
             ms=(time.perf_counter() - start) * 1000,
             context=context,
+        )
+
+    def _context(self, question: str, budget: int, cues: list[str]) -> Context:
+        """The context of one ask at ``budget`` characters: recovered for (every question is a candidate), with the
+        nothing-found note when the question refers back (``cues``) and the recovery injected nothing."""
+        lang = language(question)
+        return self.memory.build_context(
+            question,
+            budget,
+            recover=True,
+            rerank=self.rerank,
+            top_k=self.top_k,
+            recovery_title=TITLES[lang],
+            empty_note=NOTHING_FOUND[lang] if cues else None,
         )
 
     def _generate(self, context: Context) -> str:
@@ -255,15 +261,7 @@ class MemoryAgent:
                 if budget <= floor:
                     raise
                 budget = max(window.retry(budget), floor)
-                recover = bool(reasons)
-                context = self.memory.build_context(
-                    question,
-                    budget,
-                    recover=recover,
-                    rerank=self.rerank and recover,
-                    top_k=self.top_k if recover else None,
-                    recovery_title=TITLES[language(question)] if recover else None,
-                )
+                context = self._context(question, budget, reasons)
             else:
                 window.answer(context.chars)
                 return context, answer

@@ -192,14 +192,7 @@ class Session:
             self._llm_gist, self.gist_source = None, "extractive"
 
     def _places(self, ids: Any) -> dict[int, tuple]:
-        ids = list(ids)
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.lantern.store.db.execute(
-            f"SELECT id, session, turn FROM entries WHERE id IN ({marks})", ids
-        ).fetchall()
-        return {i: (session, turn) for i, session, turn in rows}
+        return {i: place[3:] for i, place in self.lantern.store.places(ids).items()}
 
     # ------------------------------------------------------------------ LLM gist
     def _gist_llm(self) -> Any:
@@ -247,6 +240,7 @@ class Session:
         rerank: bool = False,
         top_k: int | None = None,
         recovery_title: str | None = None,
+        empty_note: str | None = None,
     ) -> Context:
         """Assemble system prompt, gist, working memory, recovered block and ``question`` in at most ``budget``
         characters (``len(Context.text)``). Recovery runs when ``should_recover(question, draft)`` fires, or as
@@ -255,7 +249,9 @@ class Session:
         ``session_only`` restricts it to this session and its sub-sessions (``recover(session=...)``). Raises
         ValueError when the budget cannot hold the system prompt and the question. ``rerank`` / ``top_k``: as
         ``Lantern.recover`` (the rerank with this session's ``llm``); ``recovery_title``: a line put above the
-        recovered block (the agent's "Recovered history" / 【相关历史记录】 marker), counted in the budget."""
+        recovered block (the agent's "Recovered history" / 【相关历史记录】 marker), counted in the budget;
+        ``empty_note``: a line put where the block goes when the recovery injects nothing (the agent's "nothing
+        found" note, so the model says so instead of guessing), when it fits."""
         if budget is None:
             raise ValueError("budget must be a finite number of characters >= 0, got None")
         budget = self.lantern._budget(budget)  # ValueError unless a finite number >= 0; 8000.0 -> 8000
@@ -303,6 +299,8 @@ class Session:
                 top_k=top_k,
             )
             block = f"{recovery_title}\n{recovery.text}" if recovery_title and recovery.text else recovery.text
+            if not block and empty_note and len(empty_note) + len(SEPARATOR) <= budget - used:
+                block = empty_note
             recovered_ids = {e.id for e in recovery.entries}
             if recovered_ids:  # the verbatim turn replaces its gist line (an LLM gist's lines have no turn)
                 gist = _gist_text(GIST_TITLE, [(i, line) for i, line in lines if i not in recovered_ids])

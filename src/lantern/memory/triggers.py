@@ -188,7 +188,7 @@ _BACK_EN: list[tuple[str, str | re.Pattern[str]]] = [
         r"(?:ask|tell|mention|say|share|show)\b",
     ),
     ("we discussed", r"\bwe (?:discussed|talked about|spoke about|chatted about|agreed on|decided on|went over)\b"),
-    ("earlier", r"\bearlier\b(?!\s+(?:this|today|in the day|than)\b)"),
+    ("earlier", r"\bearlier\b(?!\s+(?:this|today|in the day|than|versions?|releases?|builds?)\b)"),
     (
         "before",
         r"\b(?:said|told|mentioned|recommended|suggested|used|discussed|shared|asked|gave|pinned)\b[^.?!\n]{0,40}\bbefore\b\s*(?:[,.?!]|$)",
@@ -218,13 +218,55 @@ _BACK_EN: list[tuple[str, str | re.Pattern[str]]] = [
         }\b
         """),
     ),
-    ("again?", r"\b(?:what|which|where|who|when|how)(?:'s| is| was| are| were| did| do)\b[^.?!\n]{0,60}\bagain\s*\?"),
+    (
+        "again?",
+        r"\b(?:what|which|where|who|when|how)(?:'s| is| was| are| were| did| do)\b[^.?!\n]{0,60}\bagain"
+        r"(?:\s*\?|\s+(?:when|for|with|about|from|that|of)\b)|\btell me again\b",
+    ),
+    # a past act of the conversation named in a question: "what was that command you gave me", "what did you say
+    # the timeout should be", "the script you wrote for me"
+    (
+        "what you said",
+        _verbose(rf"""
+              \b(?:what|which|where|who|how)\b{_CLAUSE}{{0,40}}\b(?:you|we)[ ]
+              {
+            _any(
+                "gave",
+                "listed",
+                "wrote",
+                "edited",
+                "pasted",
+                "changed",
+                "hit",
+                "did",
+                "found",
+                "fixed",
+                "ran",
+                "recommended",
+                "suggested",
+                "showed",
+                "sent",
+                "booked",
+                "made",
+            )
+        }\b
+            | \bwhat[ ]did[ ](?:you|we)[ ](?:say|call|name|recommend|suggest|mention|end[ ]up|find|conclude)\b
+            | \b(?:the|that)[ ]{_THINGS}[ ](?:you|we)[ ](?:gave|wrote|showed|sent|pasted|listed)\b
+        """),
+    ),
+    (
+        "going back",
+        r"\b(?:going |get(?:ting)? )?back to (?:the|that|our)\b|\brefresh my memory\b|\brecall (?:the|what|which|how)\b"
+        r"|\bdo you still have (?:the|that)\b|\bdidn't we already\b|\bbefore the break\b"
+        r"|\bthe (?:conclusion|outcome|original plan)\b|\bfrom (?:this morning|yesterday|earlier)\b"
+        r"|\b(?:what|which) was the \w+(?:'s)? old\b",
+    ),
     (
         "remind me",
         _verbose(rf"""
             (?:^|[,.!?;]\s*|\b(?:can|could|would|will)[ ]you[ ]|\bplease[ ]|\bpls[ ])
-            remind[ ]me[ ]
-            (?:   what|which|where|when|who|how[ ](?:we|you|I)
+            remind[ ]me[,:]?[ ]
+            (?:   what|which|where|when|who|why|how[ ](?:we|you|I)
                 | of[ ](?:the|what|which|how)[ ](?:we|you|I)\b
                 | (?:of[ ])?(?:the|our|my)[ ](?:[\w.-]+\s+){{0,2}}{_ATTRIBUTES}s?\b
             )
@@ -317,7 +359,7 @@ _BACK_EN: list[tuple[str, str | re.Pattern[str]]] = [
 # Chinese: no word boundaries exist; exclusions are lookarounds measured on MemDaily/MemoryBank text
 # ("之前" as "before X" in "会议之前" is excluded by requiring it to start a clause or follow 我/你/我们).
 _BACK_ZH: list[tuple[str, str | re.Pattern[str]]] = [
-    ("之前", r"(?:^|[，。？！,.?!\s]|我|你|我们|咱们)之前(?!的?[一-龥]{0,4}(?:之前))"),
+    ("之前", r"(?:^|[，。？！,.?!\s]|我|你|我们|咱们)之前(?!的?[一-龥]{0,4}(?:之前)|的?版本)"),
     (
         "以前",
         _verbose(r"""
@@ -326,7 +368,11 @@ _BACK_ZH: list[tuple[str, str | re.Pattern[str]]] = [
             | (?:我们|咱们)以前[^。！？]{0,20}(?:什么|哪|多少|几)[^。！？]{0,10}[？?]
         """),
     ),
-    ("刚才", r"(?:刚才|刚刚)(?:说|提|讲|问|聊|告诉|推荐|建议|给的|用的)"),
+    (
+        "刚才",
+        r"(?:刚才|刚刚)(?:说|提|讲|问|聊|告诉|推荐|建议|给的|用的|那|的|你|我们|改|跑|贴)|回到(?:刚才|之前|前面)",
+    ),
+    ("当时", r"(?:我们|咱们|你)当时|当时(?:怎么|是怎么|为什么|说)"),
     ("来着", r"来着\s*[？?]|(?:什么|哪|多少|谁|几|啥|怎么)[^。！，]{0,12}来着"),
     ("对吗", r"我[^。！？]{0,30}[，,]\s*(?:对吗|是吗|对吧|是吧|没错吧)[？?]"),
     ("填空问", r"(?:是|叫)[？?]\s*$"),
@@ -334,13 +380,13 @@ _BACK_ZH: list[tuple[str, str | re.Pattern[str]]] = [
         "问我自己",
         r"我(?:(?!该|应该|要|能|可以|想|需要|怎么)[^，。！？]){0,24}(?:什么|哪|多久|多少|谁|几)[^。！，]{0,10}？",
     ),
-    ("上次", r"上次|上回"),
+    ("上次", r"(?:上次|上回)(?!(?:更新|修改|登录|访问|同步)(?:时间|日期))"),
     ("你提到", r"你(?:曾经|之前|刚才|上次)?(?:提到|提过|说过|讲过|推荐过?|建议过?|告诉过?我|分享过)"),
     ("我提到", r"我(?:曾经|之前|刚才|上次)?(?:和|跟|向|给)你(?:提到|提过|说过|讲过|推荐过?|推过荐|分享过?|聊过|讲过)"),
     ("我说过", r"我(?:曾经|之前|刚才|上次)?(?:提到过|说过|讲过|提过)"),
     ("那个方法", r"那个(?:方法|办法|命令|文件|方案|工具|端口|配置|版本|设置)"),
     ("我们用的", r"我们(?:之前|上次|刚才)?(?:用的|用过的|选的|定的|说的|聊的|讨论的)"),
-    ("前面说的", r"前面(?:说|提|讲|聊)(?:的|过)"),
+    ("前面说的", r"前面(?:说|提|讲|聊|推荐|贴|给|发)(?:的|过|到)"),
     ("锁定的版本", r"(?:我们|咱们|你)(?:之前|上次|刚才|当时)?(?:固定|锁定)(?:过|了)?的[^。！？，]{0,12}版本"),
     ("还记得", r"还记得|记得吗|记不记得"),
     ("曾经", r"曾经(?:和|跟|向|给)你|你曾经|我曾经[^。！？]*[？?]"),

@@ -12,14 +12,12 @@ budget: when block + notes would exceed it, the entries are packed again into wh
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from lantern.recover.pack import PackResult
-from lantern.store.facts import changed_at, facts_of_entries, values_at
 from lantern.text.fact_keys import normalize_value
 
 HEADING = '[Fact versions: values stated in the turns below that changed later; the current value follows "now"]'
@@ -54,12 +52,12 @@ def when(dt: datetime) -> str:
 
 
 def notes_for(
-    db: sqlite3.Connection, at: float | None, where: str = "", params: Sequence[Any] = ()
+    store: Any, at: float | None, where: str = "", params: Sequence[Any] = ()
 ) -> Callable[[list[int]], list[FactNote]]:
-    """A function from packed entry ids to their notes, reading facts valid at ``at`` (unix seconds; None = now)
-    through the ``where``/``params`` filter on the source entries. Each key's valid value (one query for the keys of
-    a call: ``values_at``) and each record's end are looked up once for the function's life: make one per
-    recovery."""
+    """A function from packed entry ids to their notes, reading ``store``'s facts valid at ``at`` (unix seconds;
+    None = now) through the ``where``/``params`` filter on the source entries. Each key's valid value (one query for
+    the keys of a call: ``fact_values_at``) and each record's end are looked up once for the function's life: make
+    one per recovery."""
     as_of = datetime.fromtimestamp(at, tz=timezone.utc) if at is not None else None
 
     valid: dict[tuple[str, str], Any] = {}  # (scope, key) -> the record valid at `at` (None: none), per recovery
@@ -68,10 +66,10 @@ def notes_for(
     def notes(entry_ids: list[int]) -> list[FactNote]:
         out: list[FactNote] = []
         seen: set[tuple[str, str, str | None]] = set()
-        found = facts_of_entries(db, entry_ids, where, params)
+        found = store.facts_of_entries(entry_ids, where, params)
         unknown = list(dict.fromkeys((r.scope, r.key) for r in found if (r.scope, r.key) not in valid))
         if unknown:  # one query for the keys a packing adds (pack_with_notes asks again after each re-packing)
-            current = values_at(db, unknown, at, where, params)
+            current = store.fact_values_at(unknown, at, where, params)
             valid.update({pair: current.get(pair) for pair in unknown})
         for record in found:
             ident = (record.scope, record.key, normalize_value(record.value))
@@ -82,7 +80,7 @@ def notes_for(
             if now is None or normalize_value(now.value) == normalize_value(record.value):
                 continue  # still holds (or nothing holds then: nothing to correct it with)
             if record.id not in until:
-                until[record.id] = changed_at(db, record, where, params)
+                until[record.id] = store.fact_changed_at(record, where, params)
             out.append(
                 FactNote(
                     record.key_text or record.key,

@@ -39,18 +39,10 @@ def window_rows(store: StoreProtocol, index: MemoryIndex, seed_positions: Sequen
     another process since its last refresh) are left out."""
     if not len(seed_positions) or width < 0:
         return np.empty(0, np.int64)
-    ids = [int(index.ids[p]) for p in seed_positions]
-    marks = ",".join("?" * len(ids))
-    cols = "user_id, agent_id, project, session, turn"
-    seeds = store.db.execute(f"SELECT id, {cols} FROM entries WHERE id IN ({marks})", ids).fetchall()
+    seeds = list(store.places(int(index.ids[p]) for p in seed_positions).values())
     if not seeds:
         return np.empty(0, np.int64)
-    cond = " OR ".join(  # = on the NOT NULL scope columns: both backends' (user_id, session, turn) index serves it
-        "(session = ? AND turn BETWEEN ? AND ? AND user_id = ? AND agent_id = ? AND project = ?)" for _ in seeds
-    )
-    params = [x for _, u, a, p, s, t in seeds for x in (s, t - width, t + width, u, a, p)]
-    rows = store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond}", params).fetchall()
-    found = np.fromiter((r[0] for r in rows), np.int64)
+    found = np.fromiter(store.window_ids(seeds, width), np.int64)
     known = np.unique(found[np.isin(found, index.ids)])
     return index.positions(known) if len(known) else np.empty(0, np.int64)
 

@@ -94,6 +94,8 @@ def pack_loss(loss: Loss, budget: int, item_share: float = ITEM_SHARE) -> LossBl
 def _verbatim(loss: Loss, budget: int) -> LossBlock | None:
     """Every lost block whole, in order, each headed ``[turn N · label]``, when that fits in ``budget``; else None.
     Marks every item packed."""
+    if not loss.places or len(loss.places) != len(loss.texts):
+        return None
     lines = [VERBATIM]
     used = len(VERBATIM)
     for place, text in zip(loss.places, loss.texts):

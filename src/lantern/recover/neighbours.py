@@ -43,23 +43,13 @@ def neighbour_ranking(
     if not len(seed_positions):
         return np.empty(0, np.int64), np.empty(0, np.float32)
     ids = [int(index.ids[p]) for p in seed_positions]
-    marks = ",".join("?" * len(ids))
     # a neighbour is the next/previous turn of the same session *within the seed's scope* (user, agent, project):
     # two users may both have a session named "default"
-    cols = "user_id, agent_id, project, session, turn"
-    where = {r[0]: r[1:] for r in store.db.execute(f"SELECT id, {cols} FROM entries WHERE id IN ({marks})", ids)}
+    where = store.places(ids)
     wanted = [(*where[i][:4], where[i][4] + d) for i in ids if i in where for d in (1, -1)]
     if not wanted:
         return np.empty(0, np.int64), np.empty(0, np.float32)
-    found: dict[tuple, int] = {}
-    for start in range(0, len(wanted), 150):  # SQLite's default limit on host parameters is 999 (older builds)
-        part = wanted[start : start + 150]
-        cond = " OR ".join(  # = on the NOT NULL scope columns: both backends' (user_id, session, turn) index serves it
-            "(user_id = ? AND agent_id = ? AND project = ? AND session = ? AND turn = ?)" for _ in part
-        )
-        params = [x for key in part for x in key]
-        for entry_id, *key in store.db.execute(f"SELECT id, {cols} FROM entries WHERE {cond} ORDER BY id", params):
-            found.setdefault(tuple(key), entry_id)  # a turn split into several entries: the first one
+    found = store.turn_ids(wanted)  # a turn split into several entries: the first one
     seen: set[int] = set()
     out: list[int] = []
     for key in wanted:

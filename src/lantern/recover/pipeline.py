@@ -21,6 +21,7 @@ from lantern.config import Config
 from lantern.embed import Embedder, signal_blocks
 from lantern.llm import LLMClient
 from lantern.model import Candidate, Entry, Hit, RecoveredEntry, Recovery
+from lantern.recover import relevance
 from lantern.recover.diversify import diversify
 from lantern.recover.facts_note import pack_with_notes
 from lantern.recover.pack import PackResult, pack
@@ -67,8 +68,10 @@ def recover(
     The packed block is the same either way. ``llm``: rerank the fused top ``Config.rerank_top_n`` with one call
     (recover/rerank.py) and pack in its order; on any failure of the LLM the fused order is kept and
     ``Recovery.rerank.warning`` says why. ``top_k``: at most that many entries packed (None: as many as fit).
-    ``min_score``: the relevance floor (recover/relevance.py): when the best candidates' ``Relevance.score`` is
-    below it, nothing is injected and every candidate is ``cut:floor`` (no rerank call is made)."""
+    ``min_score``: the injection decision's floor (recover/relevance.py ``decide``, with ``Config.clear_score`` and
+    ``Config.short_budget``; 0: off, the full budget): below it nothing is injected and every candidate is
+    ``cut:floor`` (no rerank call is made); below ``clear_score`` the block takes at most ``short_budget``
+    characters. ``Recovery.reason`` says why a block is empty or shortened."""
     candidates, terms, positions, evidence = rank(
         store,
         index,
@@ -84,9 +87,17 @@ def recover(
         extra_rankings=extra_rankings,
     )
     ranked = [c for c in candidates if not c.verdict.startswith("excluded:")]
-    if not ranked or evidence.holds_back(min_score):
+    decision = relevance.decide(
+        evidence,
+        budget,
+        min_score=min_score,
+        clear_score=config.clear_score,
+        short_budget=config.short_budget,
+        candidates=len(ranked),
+    )
+    if decision.tier == "none":
         for c in ranked:  # nothing matches well enough: inject nothing (docs/architecture.md §3.6)
-            c.verdict, c.reason = "cut:floor", f"best relevance {evidence.score:.2f} < min_score {min_score:g}"
+            c.verdict, c.reason = "cut:floor", decision.detail
         return Recovery(
             query=query,
             text="",
@@ -96,6 +107,8 @@ def recover(
             candidates=candidates,
             relevance=evidence,
             min_score=min_score,
+            reason=decision.reason,
+            detail=decision.detail,
         )
     reranked = rerank_stage(store, llm, query, ranked, terms, config) if llm is not None else None
     explicit = None
@@ -107,7 +120,7 @@ def recover(
         for pos, entry_id in enumerate(reranked.named, 1):
             ranked[at[entry_id]].rerank = pos
     order = diversify(ranked, index.vectors(positions, drop=signal_blocks(embedder).values()), config, explicit)
-    result, fact_notes = pack_block(store, ranked, order, budget, terms, config, notes, top_k)
+    result, fact_notes = pack_block(store, ranked, order, decision.budget, terms, config, notes, top_k)
     set_verdicts(ranked, order, result, complete)
     by_id = {c.entry.id: c for c in ranked}
     recovered = [
@@ -133,6 +146,8 @@ def recover(
         rerank=reranked,
         relevance=evidence,
         min_score=min_score,
+        reason=decision.reason if result.text else relevance.BUDGET,
+        detail=decision.detail if result.text else f"no candidate fits in {decision.budget} characters",
     )
 
 
@@ -242,7 +257,7 @@ def search(
     """The fused ranking itself, without MMR or packing: the top ``k`` entries by RRF score, within ``scope``;
     none when the best candidates' ``Relevance.score`` is below ``min_score`` (recover/relevance.py)."""
     candidates, _, _, evidence = rank(store, index, embedder, config, query, session=session, scope=scope)
-    if evidence.holds_back(min_score):
+    if min_score > 0 and evidence.score < min_score:
         return []
     full = store.entries([c.entry.id for c in candidates[:k]])
     return [Hit(entry=full[c.entry.id], score=c.rrf, ranks=dict(c.ranks)) for c in candidates[:k] if c.entry.id in full]

@@ -6,12 +6,15 @@ Two implementations: ``lantern.store.sqlite.Store`` (one SQLite file, the defaul
 ``open_store`` picks one from the location: a ``postgresql://`` (or ``postgres://``) URL is a server, anything
 else a file path.
 
-Shapes and units are the SQLite store's, documented on its methods: ids are int, times unix seconds (float, UTC),
-vectors float32 of the embedder's ``dim``. ``db`` is a connection-shaped object (``execute(sql, params)`` with
-``?`` placeholders, rows as tuples) for the SQL the shared modules run (store/facts.py, store/reinforcement.py,
-store/events.py, recover/neighbours.py, recover/local.py); PostgreSQL's translates the few SQLite spellings
-those use (store/postgres/sql.py). A backend names the operations it does not support yet in ``unsupported``;
-``require`` raises ``UnsupportedBackendError`` for them before anything is read or written.
+Shapes and units are documented on the methods of ``lantern.store.base.BaseStore``, which holds what both backends
+do the same way: ids are int, times unix seconds (float, UTC), vectors float32 of the embedder's ``dim``. ``db`` is
+a connection-shaped object (``execute(sql, params)`` with ``?`` placeholders, rows as tuples) for the SQL the
+shared modules of ``store/`` run (base.py, transfer.py, facts.py, reinforcement.py, events.py); PostgreSQL's
+translates the few SQLite spellings those use (store/postgres/sql.py). ``db`` is not part of this protocol: the
+layers above ask the store's methods; the connection a write transaction yields (``transaction``, ``add``'s
+``after``) reaches them as the handle they pass back to store/'s functions (archive/redact.py still writes its meta
+rows on it). A backend names the operations it does not support yet in ``unsupported``; ``require`` raises
+``UnsupportedBackendError`` for them before anything is read or written.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class Connection(Protocol):
 
 @runtime_checkable
 class StoreProtocol(Protocol):
-    """The operations of a Lantern store; see ``lantern.store.sqlite.Store`` for each one's contract."""
+    """The operations of a Lantern store; ``lantern.store.base.BaseStore`` and the backends give each one's
+    contract."""
 
     path: str  # what to show for the store: a file path, or a server URL without its password
     embedder_id: str | None
@@ -47,7 +51,6 @@ class StoreProtocol(Protocol):
     blocks: list[tuple[int, int]]
     deferred: tuple[int, int] | None
     schema_version: int
-    db: Any  # Connection
 
     # plumbing
     def transaction(self, wait: float | None = None) -> AbstractContextManager[Any]: ...
@@ -117,6 +120,15 @@ class StoreProtocol(Protocol):
     def rows_by_id(self, ids: Sequence[int]) -> list[tuple]: ...
     def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]: ...
     def session_meta(self, session: str, scope: Scope | None = None) -> list[tuple[int, dict[str, Any]]]: ...
+    def places(self, ids: Iterable[int], scope: Scope | None = None) -> dict[int, tuple[str, str, str, str, int]]: ...
+    def window_ids(self, places: Sequence[tuple[str, str, str, str, int]], width: int) -> list[int]: ...
+    def turn_ids(self, keys: Sequence[tuple[str, str, str, str, int]]) -> dict[tuple[str, str, str, str, int], int]: ...
+    def session_rows(
+        self, session: str, scope: Scope, since: float | None = None, ids: Sequence[int] | None = None
+    ) -> list[tuple[int, int, str, str]]: ...
+    def session_tally(self, session: str, scope: Scope) -> tuple[int, float]: ...
+    def session_hashes(self, session: str, scope: Scope) -> dict[int, str]: ...
+    def own_changes(self) -> int: ...
     def count(self) -> int: ...
     def fulltext(
         self, match: str, limit: int, sessions: Sequence[str] | None = None, scope: Scope | None = None

@@ -13,27 +13,37 @@ import time as _time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, StoreVersionError
-from lantern.model import Entry, Tag, extends
+from lantern.errors import LanternError, StoreVersionError
 from lantern.scope import Scope, scope_where
 from lantern.store import fulltext, snapshot
 from lantern.store import vectors as codec
-from lantern.store.events import forget_events
-from lantern.store.facts import delete_facts, fact_scope, write_facts
+from lantern.store.base import ERASE_PENDING, VECTOR_BLOCKS, BaseStore, Dialect, Erasure, NewEntry
 from lantern.store.fulltext import WINDOW_BITS, entry_of_row
 from lantern.store.migrations import MIGRATIONS, migrate, roll_back
 from lantern.store.packed import PACKED_COLUMNS, pack, pack_hash, unpack, unpack_hash
-from lantern.store.reinforcement import forget_pending
-from lantern.store.times import from_epoch, to_epoch
+from lantern.store.times import to_epoch
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "ERASE_PENDING",
+    "VECTOR_BLOCKS",
+    "Erasure",
+    "NewEntry",
+    "Store",
+    "alone_and_empty",
+    "entry_count",
+    "holders",
+    "is_unwritable",
+    "write_error_words",
+]
 
 BUSY_TIMEOUT_MS = 10_000
+ERASE_REWRITE = "erase_rewrite"  # meta key: a forget's FTS5 merge and VACUUM not run yet (set with its delete)
 
 # the columns the in-process index reads per entry (rows_since); the stamp is the later of archived_at and vector_at
 _INDEX_SELECT = (
@@ -42,36 +52,8 @@ _INDEX_SELECT = (
     "v.vector, e.user_id, e.agent_id, e.project "
     "FROM entries e JOIN embeddings v ON v.entry_id = e.id"
 )
-_ENTRY_COLUMNS = (
-    "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
-    "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
-)
 _ENTRY_OF_ROW = f"(CASE WHEN f.rowid < 0 THEN (-f.rowid) >> {WINDOW_BITS} ELSE f.rowid END)"
-_COMPACT = (",", ":")  # JSON separators of the tags and hints columns: no space after each comma (~2 bytes a term)
 BUSY_RETRIES, BUSY_BACKOFF_S = 6, 0.05  # BEGIN IMMEDIATE retried with backoff 0.05 .. 1.6 s after busy_timeout (ours)
-
-
-@dataclass
-class NewEntry:
-    """A prepared turn ready to be stored (output of the write path's stages 1–6)."""
-
-    session: str
-    text: str
-    summary: str
-    tags: list[Tag]
-    hints: list[str]
-    memory_type: str
-    importance: float
-    content_hash: str
-    time: datetime | None = None
-    tool_count: int = 0
-    file_count: int = 0
-    meta: dict[str, Any] = field(default_factory=dict)
-    facts: list[Any] = field(default_factory=list)  # model.ExtractedFact, stored in the same transaction
-    category: str | None = None  # archive/classify.py (fact, decision, preference, process, tool_call, system)
-    user: str = ""  # scope (lantern/scope.py)
-    agent: str = ""
-    project: str = ""
 
 
 def _file_state(path: Path, wal: Path) -> tuple[Any, ...]:
@@ -108,10 +90,13 @@ def _check_is_lantern(db: sqlite3.Connection, path: str) -> None:
         )
 
 
-class Store:
-    """SQLite tables of one Lantern database. ``path`` may be ``":memory:"`` (tests only; no WAL there).
+class Store(BaseStore):
+    """SQLite tables of one Lantern database (the operations both stores share: store/base.py). ``path`` may be
+    ``":memory:"`` (tests only; no WAL there).
     ``readonly``: opened to be read only (``lantern copy``'s source, ``_open_readonly``): nothing is created, migrated
     or written, and a file that is not a Lantern store of this schema version raises LanternError."""
+
+    dialect = Dialect()  # ``?`` lists of 500 ids, no row locks (one writer at a time), compact JSON, packed columns
 
     def __init__(self, path: str | os.PathLike[str], readonly: bool = False):
         self.path = str(path)
@@ -142,10 +127,7 @@ class Store:
                 raise sqlite3.OperationalError(f"could not enable WAL on {self.path} (got {mode})")
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA foreign_keys = ON")
-        self.embedder_id: str | None = None
-        self.dim = 0
-        self.blocks: list[tuple[int, int]] = []  # the embedder's blocks (store/vectors.py); set by check_embedder
-        self.deferred: tuple[int, int] | None = None  # the block filled after the commit (e5 of English turns)
+        self._init_embedder()
         created = self.db.execute("PRAGMA user_version").fetchone()[0] == 0
         self.schema_version = migrate(self.db)
         if self.schema_version > len(MIGRATIONS):  # a newer Lantern migrated it between the check and here
@@ -204,10 +186,7 @@ class Store:
                 f"--db {self.path} stats`), or copy it with the Lantern that wrote it"
             )
         self.db.execute("PRAGMA query_only = ON")
-        self.embedder_id = None
-        self.dim = 0
-        self.blocks = []
-        self.deferred = None
+        self._init_embedder()
 
     def unchanged(self) -> bool:
         """Whether a store opened ``readonly`` is as it was when opened (an ``immutable`` one: its file and its
@@ -313,206 +292,51 @@ class Store:
             self.finish_pending_erase()  # a forget that a reader kept from erasing its text: done now if it can be
         self.db.close()
 
-    # ------------------------------------------------------------------ meta
-    def get_meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def check_embedder(
-        self,
-        embedder_id: str,
-        dim: int,
-        name: str | None = None,
-        blocks: Sequence[tuple[int, int]] | None = None,
-        deferred: tuple[int, int] | None = None,
+    # ------------------------------------------------------------------ write (the rules: store/base.py)
+    def _write_grown(
+        self, db: sqlite3.Connection, items: Sequence[tuple[NewEntry, np.ndarray, int]], now: float
     ) -> None:
-        """Record the embedder of a new database; raise EmbedderMismatchError when it differs from the one given.
-        Every later write checks it again inside its transaction (another process may have run ``reindex``).
-        ``name``: the embedder's CLI name ("routed"), which the error's ``reindex`` advice uses (default the id).
-        ``blocks``: its disjoint dims (default one block of ``dim``), how vectors are stored (store/vectors.py);
-        ``deferred``: the block a row may lack until ``fill_vectors`` adds it (``pending_vectors``)."""
-        stored = self._recorded_embedder(self.db)
-        given = [tuple(b) for b in blocks] if blocks else [(0, dim)]
-        if not stored and self.readonly:  # no embedder recorded: no entry was ever stored, nothing to decode
-            stored = {"embedder": embedder_id, "dim": str(dim)}
-        if not stored:
-            with self.transaction() as db:
-                stored = self._recorded_embedder(db)
-                if not stored:
-                    self.set_embedder(db, embedder_id, dim, given)
-                    stored = self._recorded_embedder(db)
-        self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
-        self._verify_embedder(stored)
-        # the stored bytes are decoded by the layout they were written in, whatever the embedder object says (a
-        # wrapper without ``blocks`` would otherwise read int8 rows as one block); a store written before the layout
-        # was recorded takes the embedder's (compact_vectors records it)
-        recorded = stored.get(VECTOR_BLOCKS)
-        self.blocks = self._recorded_layout(recorded, dim) if recorded else given
-        self.deferred = deferred
-
-    def _recorded_layout(self, value: str, dim: int) -> list[tuple[int, int]]:
-        """The block layout meta ``vector_blocks`` records: a JSON list of ``[start, stop]`` integer pairs that tile
-        ``0 .. dim`` (store/vectors.py: a dim outside every block would not be stored). Raises LanternError for any
-        other value (a damaged or hand-edited row): rows written by it could not be read once the value is right
-        again, and rows read by it fail or decode wrong."""
-        try:
-            blocks = json.loads(value)
-        except ValueError:
-            blocks = None
-        pairs = (
-            isinstance(blocks, list)
-            and bool(blocks)
-            and all(
-                isinstance(b, list)
-                and len(b) == 2
-                and all(type(x) is int and 0 <= x <= dim for x in b)
-                and b[0] <= b[1]
-                for b in blocks
+        """Replace each entry with the (row, vector, entry id) turn that extends it: its full-text rows removed
+        before the row changes, written again after."""
+        for row, vec, entry_id in items:
+            self._delete_fts(db, entry_id)
+            db.execute(
+                "UPDATE entries SET time = coalesce(time, ?), archived_at = ?, text = ?, summary = ?, "
+                "tags = ?, hints = ?, memory_type = ?, importance = ?, content_hash = ?, tool_count = ?, "
+                "file_count = ?, meta = ?, category = ?, e5_pending = ?, vector_at = NULL WHERE id = ?",
+                (to_epoch(row.time), now, *self._values(row), self._pending(vec), entry_id),
             )
-        )
-        edges = [x for b in sorted(tuple(b) for b in blocks) for x in b] if pairs else []
-        if not pairs or edges[0] != 0 or edges[-1] != dim or edges[1:-1:2] != edges[2:-1:2]:
-            raise LanternError(
-                f"{self.path}: meta 'vector_blocks' is damaged ({value[:80]!r}; expected a JSON list of [start, stop] "
-                f"pairs that tile 0..{dim}), so the stored vectors cannot be read by it; nothing was "
-                f"written. Delete that row (sqlite3 {self.path} \"DELETE FROM meta WHERE key = 'vector_blocks'\") to "
-                f"read them in the embedder's layout, and run `lantern --db {self.path} reindex` if they still fail."
+            db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (self.encode_vector(vec), entry_id))
+            self.index_fulltext(db, entry_id, row.summary, row.text, [t.value for t in row.tags])
+
+    def _insert_new(
+        self, db: sqlite3.Connection, items: Sequence[tuple[NewEntry, int, np.ndarray]], now: float
+    ) -> list[int]:
+        """Insert the (row, turn number, vector) entries, their vectors and full-text rows; their ids, in order."""
+        ids = []
+        for row, turn, vec in items:
+            cur = db.execute(
+                "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
+                "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, "
+                "success, user_id, agent_id, project, e5_pending) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, ?, ?, ?)",
+                (
+                    row.session,
+                    turn,
+                    to_epoch(row.time),
+                    now,
+                    *self._values(row),
+                    row.user,
+                    row.agent,
+                    row.project,
+                    self._pending(vec),
+                ),
             )
-        return [tuple(b) for b in blocks]
-
-    @staticmethod
-    def _recorded_embedder(db: sqlite3.Connection) -> dict[str, str]:
-        """meta's ``embedder``, ``dim`` and ``vector_blocks`` (the JSON ``[[start, stop], ...]`` layout the vectors
-        are stored in, store/vectors.py), those present."""
-        return dict(
-            db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim', ?)", (VECTOR_BLOCKS,)).fetchall()
-        )
-
-    def verify_embedder(self, db: sqlite3.Connection | None = None) -> None:
-        """Raise EmbedderMismatchError when the recorded embedder is no longer the one this handle checked."""
-        if getattr(self, "embedder_id", None) is not None:
-            self._verify_embedder(self._recorded_embedder(db or self.db), self.embedder_id, self.dim)
-
-    def _verify_embedder(self, stored: dict[str, str], embedder_id: str | None = None, dim: int | None = None) -> None:
-        embedder_id = embedder_id or self.embedder_id
-        dim = dim or self.dim
-        if stored.get("embedder") != embedder_id or stored.get("dim") != str(dim):
-            raise EmbedderMismatchError(
-                f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
-                f"not {embedder_id!r} ({dim}-d). Open it with that embedder, or run "
-                f"`lantern --db {self.path} reindex --embedder {self.embedder_name}` to re-embed every entry with the "
-                "one you asked for."
-            )
-
-    def set_embedder(
-        self, db: sqlite3.Connection, embedder_id: str, dim: int, blocks: Sequence[tuple[int, int]] | None = None
-    ) -> None:
-        """Record the embedder and the block layout of its stored vectors (default one block of ``dim``)."""
-        layout = json.dumps([list(b) for b in blocks] if blocks else [[0, dim]])
-        db.executemany(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-            [("embedder", embedder_id), ("dim", str(dim)), (VECTOR_BLOCKS, layout)],
-        )
-
-    # ------------------------------------------------------------------ write
-    def add(
-        self,
-        rows: Sequence[NewEntry],
-        vectors: np.ndarray,
-        after: Callable[[sqlite3.Connection, list[tuple[int, bool]]], None] | None = None,
-    ) -> list[tuple[int, bool]]:
-        """Store prepared turns and their embeddings in ONE transaction.
-
-        Returns ``(entry_id, added)`` per row, in order; ``added`` is False for a duplicate (same content hash).
-        ``vectors``: an array of shape ``(len(rows), dim)`` or a list of vectors where a row known to be stored may
-        have None (``MissingVectorError``, nothing written, if it is not stored after all).
-        A turn that extends the session's latest stored turn (a live turn that grew: the user message first,
-        the assistant reply later) replaces it in place instead of adding a second entry. Turn numbers continue
-        the session's numbering. ``after(db, result)``, when given, runs inside the same transaction once the rows
-        are written (reinforce.py resolves pending recoveries there). Raises sqlite3 errors; on any error nothing
-        is written.
-        """
-        if len(rows) != len(vectors):
-            raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
-        out: list[tuple[int, bool]] = []
-        now = _time.time()
-        with self.transaction() as db:
-            self.verify_embedder(db)
-            written: set[int] = set()
-            for row, vec in zip(rows, vectors):
-                found = db.execute(
-                    "SELECT id FROM entries WHERE content_hash = ?", (pack_hash(row.content_hash),)
-                ).fetchone()
-                if found:
-                    out.append((found[0], False))
-                    continue
-                last = db.execute(  # the conversation is (scope, session): another user's session never grows
-                    "SELECT id, turn, text FROM entries WHERE user_id = ? AND session = ? AND agent_id = ? "
-                    "AND project = ? ORDER BY turn DESC LIMIT 1",
-                    (row.user, row.session, row.agent, row.project),
-                ).fetchone()
-                if vec is None:  # planned as stored (archive/embed_ahead.py), deleted since: the caller re-embeds
-                    raise MissingVectorError(f"no vector for the new row {row.content_hash}")
-                blob = codec.encode(vec, self.blocks)
-                pending = int(self.deferred is not None and not np.asarray(vec)[slice(*self.deferred)].any())
-                if last and last[0] not in written and extends(row.text, last[2]):
-                    entry_id = last[0]
-                    self._delete_fts(db, entry_id)
-                    db.execute(
-                        "UPDATE entries SET time = coalesce(time, ?), archived_at = ?, text = ?, summary = ?, "
-                        "tags = ?, hints = ?, memory_type = ?, importance = ?, content_hash = ?, tool_count = ?, "
-                        "file_count = ?, meta = ?, category = ?, e5_pending = ?, vector_at = NULL WHERE id = ?",
-                        (to_epoch(row.time), now, *self._values(row), pending, entry_id),
-                    )
-                    db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (blob, entry_id))
-                    write_facts(
-                        db, entry_id, row.facts, now, fact_scope(row)
-                    )  # the grown turn's facts replace its old ones
-                else:
-                    turn = last[1] + 1 if last else 0
-                    cur = db.execute(
-                        "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
-                        "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, "
-                        "success, user_id, agent_id, project, e5_pending) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, ?, ?, ?)",
-                        (
-                            row.session,
-                            turn,
-                            to_epoch(row.time),
-                            now,
-                            *self._values(row),
-                            row.user,
-                            row.agent,
-                            row.project,
-                            pending,
-                        ),
-                    )
-                    entry_id = cur.lastrowid
-                    db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, blob))
-                    if row.facts:
-                        write_facts(db, entry_id, row.facts, now, fact_scope(row))
-                written.add(entry_id)
-                self.index_fulltext(db, entry_id, row.summary, row.text, [t.value for t in row.tags])
-                out.append((entry_id, True))
-            if after is not None:
-                after(db, out)
-        return out
-
-    @staticmethod
-    def _values(row: NewEntry) -> tuple:
-        return (
-            row.text,
-            pack(row.summary),
-            pack(json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False, separators=_COMPACT)),
-            json.dumps(row.hints, ensure_ascii=False, separators=_COMPACT),
-            row.memory_type,
-            float(row.importance),
-            pack_hash(row.content_hash),
-            row.tool_count,
-            row.file_count,
-            json.dumps(row.meta, default=str),  # ASCII escapes: a lone surrogate in a transcript id cannot break it
-            row.category,
-        )
+            entry_id = cur.lastrowid
+            db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, self.encode_vector(vec)))
+            self.index_fulltext(db, entry_id, row.summary, row.text, [t.value for t in row.tags])
+            ids.append(entry_id)
+        return ids
 
     @staticmethod
     def index_fulltext(
@@ -542,76 +366,28 @@ class Store:
         fulltext.check_current(db)
         fulltext.unindex_entry(db, entry_id)
 
-    def delete(
-        self,
-        *,
-        entry: int | None = None,
-        session: str | None = None,
-        scope: Scope | None = None,
-        erase: bool = False,
-    ) -> int:
-        """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
-        conditions combine with AND; ``scope`` None: any user), in one transaction: the entry rows, their FTS5 rows,
-        and the rows of EVERY table with a foreign key to ``entries`` (embeddings, and any table a later migration
-        adds that way), with facts chains re-linked first (store/facts.py), and the compaction events they are part
-        of (store/events.py ``forget_events``). ``erase`` (a forget): the same transaction records that the
-        deleted text is still to be erased (``mark_erase``), so that a process killed before its
-        ``erase_free_space`` leaves the erase to the next open, close or forget. Returns the count. Raises
-        ValueError when nothing selects."""
-        if entry is None and session is None and scope is None:
-            raise ValueError("give entry=, session= or a scope")
-        parts, args = [], []
-        if entry is not None:
-            parts.append("id = ?")
-            args.append(entry)
-        if session is not None:  # the session and its sub-sessions (``session/...``, as ingest names them)
-            parts.append("(session = ? OR substr(session, 1, length(?) + 1) = ? || '/')")
-            args += [session, session, session]
-        if scope is not None:
-            sql, params = scope_where("", scope)
-            parts.append(sql)
-            args += params
-        self.db.execute("PRAGMA secure_delete = ON")  # deleted cells are zeroed in the pages written (SQLite)
+    @contextmanager
+    def _deleting(self) -> Iterator[None]:
+        """Deleted cells are zeroed in the pages written (SQLite ``secure_delete``)."""
+        self.db.execute("PRAGMA secure_delete = ON")
         try:
-            return self._delete(parts, args, session=session, scope=scope, whole=entry is None, erase=erase)
+            yield
         finally:
             self.db.execute("PRAGMA secure_delete = OFF")
 
-    def _delete(
-        self,
-        parts: list[str],
-        args: list[Any],
-        *,
-        session: str | None,
-        scope: Scope | None,
-        whole: bool,
-        erase: bool = False,
-    ) -> int:
-        """``delete``'s transaction: the entries ``parts``/``args`` select, and the events of ``session``/``scope``
-        (``whole``: a whole session or scope goes, not single entries)."""
-        with self.transaction() as db:
-            rows = db.execute(
-                f"SELECT id, user_id, session, archived_at FROM entries WHERE {' AND '.join(parts)}", args
-            ).fetchall()
-            ids = [r[0] for r in rows]
-            marks = [(i,) for i in ids]
-            forget_events(db, rows, session=session, scope=scope, whole=whole)
-            for entry_id in ids:
-                self._delete_fts(db, entry_id)
-            delete_facts(db, ids)  # re-links each key's chain around the deleted versions
-            forget_pending(db, ids)  # and out of the pending recoveries
-            for table, column in _referencing(db):  # one statement per 500 ids: the column may lack an index
-                for start in range(0, len(ids), 500):
-                    chunk = ids[start : start + 500]
-                    db.execute(f'DELETE FROM "{table}" WHERE "{column}" IN ({",".join("?" * len(chunk))})', chunk)
-            db.executemany("DELETE FROM entries WHERE id = ?", marks)
-            if ids:
-                bump_generation(db)
-                if erase:
-                    mark_erase(db, ERASE_REWRITE)
-        if ids and self.path != ":memory:":
+    def _drop_rows(self, db: sqlite3.Connection, ids: list[int]) -> None:
+        """The entries ``ids``: their FTS5 rows, the rows of EVERY table with a foreign key to ``entries``
+        (embeddings, and any table a later migration adds that way), then the entries."""
+        for entry_id in ids:
+            self._delete_fts(db, entry_id)
+        for table, column in _referencing(db):  # one statement per 500 ids: the column may lack an index
+            for where, params in self.dialect.in_ids(f'"{column}"', ids):
+                db.execute(f'DELETE FROM "{table}" WHERE {where}', params)
+        db.executemany("DELETE FROM entries WHERE id = ?", [(i,) for i in ids])
+
+    def _deleted(self) -> None:
+        if self.path != ":memory:":
             snapshot.remove(self.path, snapshot.store_id(self))  # they hold the deleted rows' vectors and terms
-        return len(ids)
 
     def erase_free_space(self, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
         """Make deleted text unrecoverable from the file: merge FTS5 segments (old segments keep deleted terms),
@@ -627,49 +403,33 @@ class Store:
         if self.get_meta(ERASE_REWRITE) is not None:  # merged and rewritten: what is left is the checkpoint
             with self.transaction() as db:
                 db.execute("DELETE FROM meta WHERE key = ?", (ERASE_REWRITE,))
-        return self._checkpoint_erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
+        return self._erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
 
     def finish_pending_erase(self, wait: float = 0.0, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
-        """Finish an erase an earlier forget could not complete, waiting at most ``wait`` seconds for readers: the
-        whole ``erase_free_space`` when the forget's process ended before it (``ERASE_REWRITE`` in meta, written by
-        the delete's own transaction), else the checkpoint a reader held up (``ERASE_PENDING``); a no-op
-        (complete) when none is pending. Never raises for a database it cannot write (a read-only file): the erase
-        stays pending."""
+        """As ``BaseStore.finish_pending_erase``, and the whole ``erase_free_space`` first when a forget's process
+        ended before it (``ERASE_REWRITE`` in meta, written by the delete's own transaction: its FTS5 segments still
+        hold the deleted terms)."""
         try:
-            if self.path == ":memory:":
-                return Erasure(True)
-            if self.get_meta(ERASE_REWRITE) is not None:
+            if self.path != ":memory:" and self.get_meta(ERASE_REWRITE) is not None:
                 return self.erase_free_space(wait, on_wait)
-            if self.get_meta(ERASE_PENDING) is None:
-                return Erasure(True)
-            return self._checkpoint_erase(wait, on_wait)
-        except sqlite3.Error:
-            return Erasure(False, self.file_bytes(), holders(self.path))
+        except self._erase_errors:
+            return self._erase_failed()
+        return super().finish_pending_erase(wait, on_wait)
 
-    def _checkpoint_erase(self, wait: float, on_wait: Callable[[Erasure], None] | None) -> Erasure:
-        if self.path == ":memory:":
-            return Erasure(True)
-        done = self._checkpoint(0.0)
-        if not done and wait > 0:
-            if on_wait is not None:
-                on_wait(Erasure(False, self.file_bytes(), holders(self.path)))
-            done = self._checkpoint(wait)
-        if not done:
-            if self.get_meta(ERASE_PENDING) is None:
-                with self.transaction() as db:
-                    db.execute(
-                        "INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (ERASE_PENDING, str(_time.time()))
-                    )
-            return Erasure(False, self.file_bytes(), holders(self.path))
-        if self.get_meta(ERASE_PENDING) is not None:
-            with self.transaction() as db:
-                db.execute("DELETE FROM meta WHERE key = ?", (ERASE_PENDING,))
-            self._checkpoint(0.0)  # the marker's own page: no forgotten text in it, emptied when it can be
-        return Erasure(True)
+    def _owe_erase(self, db: sqlite3.Connection) -> None:
+        super()._owe_erase(db)
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASE_REWRITE, str(_time.time())))
 
-    def _checkpoint(self, wait: float) -> bool:
+    _erase_errors = (sqlite3.Error,)
+
+    def _erase_holders(self) -> tuple[tuple[int, str], ...]:
+        return holders(self.path)
+
+    def _erase_step(self, wait: float, marker: bool = False) -> bool:
         """A TRUNCATE checkpoint waiting at most ``wait`` seconds for readers; True when it completed (every page
         copied into the database file, the WAL emptied)."""
+        if self.path == ":memory:":
+            return True
         usual = self.db.execute("PRAGMA busy_timeout").fetchone()[0]
         self.db.execute(f"PRAGMA busy_timeout = {max(0, int(wait * 1000))}")
         try:
@@ -682,34 +442,14 @@ class Store:
         """Bytes of the database file and its WAL."""
         return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
 
-    def replace_vectors(
-        self,
-        pairs: Iterable[tuple[int, np.ndarray]],
-        embedder_id: str,
-        dim: int,
-        name: str | None = None,
-        blocks: Sequence[tuple[int, int]] | None = None,
-        deferred: tuple[int, int] | None = None,
-    ) -> int:
-        """Overwrite every embedding and the recorded embedder in one transaction (``reindex``). ``blocks`` /
-        ``deferred``: the new embedder's, as ``check_embedder`` takes them."""
-        blocks = list(blocks) if blocks else [(0, dim)]
-        n = 0
-        now = _time.time()
-        with self.transaction() as db:
-            for entry_id, vec in pairs:
-                pending = int(deferred is not None and not np.asarray(vec)[slice(*deferred)].any())
-                db.execute(
-                    "INSERT OR REPLACE INTO embeddings(entry_id, vector) VALUES (?, ?)",
-                    (entry_id, codec.encode(vec, blocks)),
-                )
-                db.execute("UPDATE entries SET e5_pending = ?, vector_at = ? WHERE id = ?", (pending, now, entry_id))
-                n += 1
-            self.set_embedder(db, embedder_id, dim, blocks)
-            bump_generation(db)
-        self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
-        self.blocks, self.deferred = [tuple(b) for b in blocks], deferred
-        return n
+    @staticmethod
+    def _put_vector(
+        db: sqlite3.Connection, entry_id: int, vector: np.ndarray, blocks: Sequence[tuple[int, int]]
+    ) -> None:
+        db.execute(
+            "INSERT OR REPLACE INTO embeddings(entry_id, vector) VALUES (?, ?)",
+            (entry_id, codec.encode(vector, blocks)),
+        )
 
     def encode_vector(self, vector: np.ndarray) -> bytes:
         """The stored form of a float32 vector (dim,) for the ``embeddings`` table (store/vectors.py)."""
@@ -742,6 +482,9 @@ class Store:
         ValueError when one is not ``vector_decodable``."""
         return codec.decode_many(blobs, self.dim, self.blocks)
 
+    def _decode_one(self, blob: bytes) -> np.ndarray:
+        return codec.decode(blob, self.dim, self.blocks)
+
     def vector_decodable(self, blob: Any) -> bool:
         """Whether a stored vector blob has a byte length of the recorded layout (meta ``vector_blocks``, or raw
         float32 of ``dim``): store/vectors.py ``decodable``. One cut short or written by another tool is not."""
@@ -764,7 +507,7 @@ class Store:
         of ``embeddings``; 0 before the embedder is known."""
         if not self.blocks:
             return 0
-        where, params = scope_where("e", scope) if scope is not None else ("1", [])
+        where, params = self._where(scope, "e")
         return self.db.execute(
             f"SELECT count(*) FROM embeddings v JOIN entries e ON e.id = v.entry_id "
             f"WHERE {self._undecodable_sql('v')} AND {where}",
@@ -772,49 +515,6 @@ class Store:
         ).fetchone()[0]
 
     # ------------------------------------------------------------------ vectors filled after the commit
-    def pending_vectors(self, limit: int, scope: Scope | None = None) -> list[tuple[int, str]]:
-        """(id, summary) of up to ``limit`` entries still lacking their deferred block, newest first (the ones a
-        recovery is likeliest to need); within ``scope`` when given."""
-        if self.deferred is None or limit <= 0:
-            return []
-        where, params = scope_where("", scope) if scope is not None else ("1", [])
-        rows = self.db.execute(
-            f"SELECT id, summary FROM entries WHERE e5_pending = 1 AND {where} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        ).fetchall()
-        return [(entry_id, unpack(summary)) for entry_id, summary in rows]
-
-    def pending_count(self) -> int:
-        """How many entries still lack their deferred block."""
-        return self.db.execute("SELECT count(*) FROM entries WHERE e5_pending = 1").fetchone()[0]
-
-    def fill_vectors(self, parts: Sequence[tuple[int, np.ndarray]], wait: float | None = None) -> int:
-        """Add the deferred block to stored vectors, in one transaction: each (entry id, float32 block vector of the
-        deferred block's width). An entry forgotten or re-archived meanwhile is skipped. Returns how many were filled;
-        their ``vector_at`` tells the in-process indexes to re-read them. ``wait``: as ``transaction``."""
-        if self.deferred is None or not parts:
-            return 0
-        a, b = self.deferred
-        now = _time.time()
-        filled = 0
-        with self.transaction(wait) as db:
-            for entry_id, part in parts:
-                row = db.execute(
-                    "SELECT v.vector FROM embeddings v JOIN entries e ON e.id = v.entry_id "
-                    "WHERE v.entry_id = ? AND e.e5_pending = 1",
-                    (entry_id,),
-                ).fetchone()
-                if row is None or not self.vector_decodable(row[0]):  # undecodable: reindex recomputes it whole
-                    continue
-                full = codec.decode(row[0], self.dim, self.blocks)
-                full[a:b] = part
-                db.execute(
-                    "UPDATE embeddings SET vector = ? WHERE entry_id = ?", (codec.encode(full, self.blocks), entry_id)
-                )
-                db.execute("UPDATE entries SET e5_pending = 0, vector_at = ? WHERE id = ?", (now, entry_id))
-                filled += 1
-        return filled
-
     def compact_vectors(self, batch: int = 2_000) -> int:
         """Re-encode the vectors stored as raw float32 (written before store/vectors.py) and mark the entries that
         lack the deferred block as pending; once per database (meta ``vectors_format``). One transaction per
@@ -837,7 +537,7 @@ class Store:
                         )
                         if self.deferred is not None and not vec[slice(*self.deferred)].any():
                             db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
-                        bump_generation(db)
+                        self._changed(db)
                         n += 1
                 if not rows:
                     db.executemany(
@@ -850,76 +550,7 @@ class Store:
                     return n
                 last = rows[-1][0]
 
-    def known_hashes(self, hashes: Sequence[str], chunk: int = 500) -> set[str]:
-        """The content hashes among ``hashes`` that the store already holds (``chunk`` hashes per SQL IN (...))."""
-        found: set[str] = set()
-        distinct = list(dict.fromkeys(hashes))
-        for start in range(0, len(distinct), chunk):
-            part = distinct[start : start + chunk]
-            marks = ",".join("?" * len(part))
-            stored = [pack_hash(h) for h in part]
-            found.update(
-                unpack_hash(h)
-                for (h,) in self.db.execute(f"SELECT content_hash FROM entries WHERE content_hash IN ({marks})", stored)
-            )
-        return found
-
-    def bump_access(self, ids: Sequence[int], db: sqlite3.Connection | None = None, wait: float | None = None) -> None:
-        """access_count += 1 for entries packed into a recovery (the a of F(e), paper eq. 2); inside the open
-        transaction ``db`` when given, else in its own (``wait``: as ``transaction``)."""
-        if not ids:
-            return
-        if db is not None:
-            db.executemany("UPDATE entries SET access_count = access_count + 1 WHERE id = ?", [(i,) for i in ids])
-            return
-        with self.transaction(wait) as db:
-            self.bump_access(ids, db)
-
     # ------------------------------------------------------------------ read
-    def entries(self, ids: Iterable[int], *, text: bool = True, tags: bool = True) -> dict[int, Entry]:
-        """Entries by id (missing ids are absent from the result). ``text=False`` / ``tags=False`` leave
-        ``Entry.text`` empty / ``Entry.tags`` empty: the read path ranks on summaries and fetches full texts only
-        for what it packs."""
-        ids = list(ids)
-        chosen = {"text": "text" if text else "''", "tags": "tags" if tags else "'[]'"}  # empty stand-ins when skipped
-        columns = ", ".join(chosen.get(c, c) for c in _ENTRY_COLUMNS.split(", "))
-        out: dict[int, Entry] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self.db.execute(f"SELECT {columns} FROM entries WHERE id IN ({marks})", chunk):
-                out[row[0]] = _entry(row)
-        return out
-
-    def tags(self, ids: Iterable[int]) -> dict[int, list[Tag]]:
-        """The tags of each entry, by id (missing ids are absent): one query per 500 ids, for entries read with
-        ``entries(..., tags=False)`` (the candidates of ``explain``)."""
-        ids = list(ids)
-        out: dict[int, list[Tag]] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for entry_id, tags in self.db.execute(f"SELECT id, tags FROM entries WHERE id IN ({marks})", chunk):
-                out[entry_id] = _tags(tags)
-        return out
-
-    def text_heads(self, ids: Iterable[int], chars: int) -> dict[int, str]:
-        """The first ``chars`` characters of each entry's text, by id (missing ids are absent)."""
-        ids = list(ids)
-        out: dict[int, str] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            out.update(
-                self.db.execute(f"SELECT id, substr(text, 1, ?) FROM entries WHERE id IN ({marks})", (chars, *chunk))
-            )
-        return out
-
-    def texts(self) -> Iterator[tuple[int, str]]:
-        """(id, summary) of every entry, in id order: the embedder's input, for ``reindex``."""
-        for entry_id, summary in self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall():
-            yield entry_id, unpack(summary)
-
     def rows_since(self, archived_at: float, after_id: int | None = None) -> list[tuple]:
         """Static columns + vector of entries archived (or grown, or given a filled vector) at or after
         ``archived_at``, or with an id above ``after_id`` (imported rows keep their old archived_at), for the
@@ -946,67 +577,9 @@ class Store:
     def rows_by_id(self, ids: Sequence[int]) -> list[tuple]:
         """The ``rows_since`` columns of the entries ``ids``, in id order."""
         out: list[tuple] = []
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            out += self.db.execute(f"{_INDEX_SELECT} WHERE e.id IN ({marks}) ORDER BY e.id", chunk).fetchall()
+        for where, params in self.dialect.in_ids("e.id", ids):
+            out += self.db.execute(f"{_INDEX_SELECT} WHERE {where} ORDER BY e.id", params).fetchall()
         return out
-
-    def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
-        """(id, turn, text) of every entry of one session within ``scope`` (default: the default user), in turn
-        order."""
-        where, params = scope_where("", scope or Scope())
-        return self.db.execute(
-            f"SELECT id, turn, text FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
-        ).fetchall()
-
-    def session_meta(self, session: str, scope: Scope | None = None) -> list[tuple[int, dict[str, Any]]]:
-        """(id, meta) of every entry of one session (exactly that session, no sub-session) within ``scope``
-        (default: the default user), in turn order."""
-        where, params = scope_where("", scope or Scope())
-        rows = self.db.execute(
-            f"SELECT id, meta FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
-        ).fetchall()
-        out = []
-        for i, meta in rows:
-            try:
-                loaded = json.loads(meta) if meta else {}
-            except ValueError:
-                loaded = {}
-            out.append((i, loaded if isinstance(loaded, dict) else {}))
-        return out
-
-    def move_entries(self, moves: Sequence[tuple[int, str]], drop_facts: bool = False) -> int:
-        """Move entries to another session, in one transaction: ``(entry id, new session)`` pairs. Each gets the
-        content hash of its text in the new session (``model.content_hash``, its own scope); an entry whose new
-        hash is already stored (the same turn archived there before) is deleted instead, as ``delete`` does.
-        ``drop_facts``: their facts are deleted too (chains re-linked). Returns the number moved or merged."""
-        from lantern.model import content_hash
-
-        done = 0
-        duplicates = []
-        with self.transaction() as db:
-            for entry_id, session in moves:
-                row = db.execute(
-                    "SELECT text, user_id, agent_id, project FROM entries WHERE id = ?", (entry_id,)
-                ).fetchone()
-                if row is None:
-                    continue
-                h = pack_hash(content_hash(session, row[0], *row[1:]))
-                if db.execute("SELECT 1 FROM entries WHERE content_hash = ?", (h,)).fetchone():
-                    duplicates.append(entry_id)
-                    continue
-                db.execute("UPDATE entries SET session = ?, content_hash = ? WHERE id = ?", (session, h, entry_id))
-                bump_generation(db)
-                done += 1
-            if drop_facts:
-                delete_facts(db, [i for i, _ in moves])
-        for entry_id in duplicates:
-            done += self.delete(entry=entry_id)
-        return done
-
-    def count(self) -> int:
-        return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
 
     def fulltext(
         self, match: str, limit: int, sessions: Sequence[str] | None = None, scope: Scope | None = None
@@ -1098,59 +671,26 @@ class Store:
                 counts[term] = (min(first / n, 1.0), windows / n)
         return {t: counts[t] for t in match_terms}
 
-    def sessions(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
-
-    def stats(self, scope: Scope | None = None, by_table: bool = True) -> dict[str, Any]:
-        """Counts and sizes. ``scope``: count only its entries (entries, sessions, text_chars, vectors_pending: those
-        still without their deferred block); None counts every user's (an administrator's view), with ``users``
-        (distinct users) besides. Sessions are distinct (user, session) pairs: two users' sessions of the same name
-        are two sessions. The file's own figures are the file's whatever the scope: embedder, schema version
-        (this backend's migration series, store/migrations.py), database bytes (page_count × page_size, every
-        user's entries included), ``bytes_per_turn`` (database bytes over every user's archived turns: text,
-        indexes and free space) and, unless ``by_table`` is false (a pass over every page), ``bytes_per_turn_by_table``
-        (``bytes_by_table``). The administrator's view
-        adds ``free_bytes``: the bytes of the
-        file that hold no row, free pages (``freelist_count``) and the unused bytes of pages in use (``dbstat``),
-        left by deleted, moved or rewritten rows. Later writes reuse them; a VACUUM (``lantern vacuum``) gives most
-        of them back to the filesystem (a B-tree keeps some slack in its pages). ``vectors_undecodable``: the scope's
-        stored vectors whose byte length fits no layout (``undecodable_count``; no recovery finds them until
-        ``lantern reindex``)."""
-        where, args = scope_where("", scope) if scope is not None else ("1", [])
-        every = self.count() if scope is not None else None
-        n, chars = self.db.execute(
-            f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
-        ).fetchone()
-        n_sessions = self.db.execute(
-            f"SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries WHERE {where})", args
-        ).fetchone()[0]
-        # logical size (committed pages, WAL included), not the file sizes: the WAL holds rewritten pages twice
+    def _sizes(self, scope: Scope | None, by_table: bool) -> tuple[int, dict[str, int], int | None]:
+        """``stats``' sizes: database bytes (page_count × page_size: the logical size, committed pages, WAL
+        included, not the file sizes, as the WAL holds rewritten pages twice), bytes per table (``bytes_by_table``,
+        a pass over every page) and, for the administrator's view, ``free_bytes``: the bytes of the file that hold
+        no row, free pages (``freelist_count``) and the unused bytes of pages in use (``dbstat``), left by deleted,
+        moved or rewritten rows. Later writes reuse them; a VACUUM (``lantern vacuum``) gives most of them back to
+        the filesystem (a B-tree keeps some slack in its pages)."""
         page = self.db.execute("PRAGMA page_size").fetchone()[0]
         size = self.db.execute("PRAGMA page_count").fetchone()[0] * page
-        out: dict[str, Any] = {"path": self.path}
-        if scope is None:
-            out["users"] = self.db.execute("SELECT count(DISTINCT user_id) FROM entries").fetchone()[0]
-        out.update(
-            entries=n,
-            sessions=n_sessions,
-            text_chars=chars,
-            embedder=self.get_meta("embedder"),
-            dim=int(self.get_meta("dim") or 0),
-            schema_version=self.schema_version,
-            database_bytes=size,
-            vectors_pending=self.db.execute(
-                f"SELECT count(*) FROM entries WHERE e5_pending = 1 AND {where}", args
-            ).fetchone()[0],
-            vectors_undecodable=self.undecodable_count(scope),
-        )
         sizes, unused = self._page_use() if by_table or scope is None else ({}, 0)
-        turns = n if every is None else every
-        out["bytes_per_turn"] = round(size / turns) if turns else 0
-        if by_table:
-            out["bytes_per_turn_by_table"] = {k: round(v / turns) for k, v in sizes.items()} if turns else {}
-        if scope is None:
-            out["free_bytes"] = self.db.execute("PRAGMA freelist_count").fetchone()[0] * page + unused
-        return out
+        free = self.db.execute("PRAGMA freelist_count").fetchone()[0] * page + unused if scope is None else None
+        return size, sizes, free
+
+    def backup(self, path: str | os.PathLike[str]) -> None:
+        """Copy the database, as one snapshot, into a new SQLite file at ``path`` (SQLite's online backup)."""
+        dst = sqlite3.connect(path)
+        try:
+            self.db.backup(dst)
+        finally:
+            dst.close()
 
     def bytes_by_table(self, entries: int | None = None) -> dict[str, int]:
         """Bytes per archived turn of each table and each index (each its own b-tree, its pages from SQLite's
@@ -1173,42 +713,6 @@ class Store:
             key = "entries_fts" if name.startswith("entries_fts") else name
             sizes[key] = sizes.get(key, 0) + size
         return dict(sorted(sizes.items(), key=lambda kv: -kv[1])), sum(r[2] for r in rows)
-
-
-def bump_generation(db: sqlite3.Connection) -> None:
-    """Count one more change that rows' stamps do not show (a delete, a move, a re-embedding, a re-encoding), inside
-    the writer's transaction: the ``generation`` meta key an index snapshot is valid for (store/snapshot.py)."""
-    db.execute(
-        "INSERT INTO meta(key, value) VALUES ('generation', '1') "
-        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-    )
-
-
-VECTOR_BLOCKS = "vector_blocks"  # meta key: JSON [[start, stop], ...], the layout of the stored vectors
-ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
-ERASE_REWRITE = "erase_rewrite"  # meta key: a forget's FTS5 merge and VACUUM not run yet (set with its delete)
-
-
-def mark_erase(db: Any, *keys: str) -> None:
-    """Record in the open transaction ``db`` (a forget's delete) that the deleted text is still to be erased: the
-    ``keys`` (``ERASE_REWRITE`` on SQLite) and ``ERASE_PENDING``, valued with the time. The marks commit or roll
-    back with the delete itself: there is no moment at which the rows are gone and the erase is not owed."""
-    now = str(_time.time())
-    for key in (*keys, ERASE_PENDING):
-        db.execute("DELETE FROM meta WHERE key = ?", (key,))
-        db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, now))
-
-
-@dataclass(frozen=True)
-class Erasure:
-    """What ``Store.erase_free_space`` achieved. ``complete``: no byte of the deleted text is left in the file
-    (the file rewritten, the WAL emptied). Else ``remaining_bytes``: the size of the database file and its WAL,
-    which still hold pages from before the delete, and ``holders``: the other processes that have the file open
-    (``(pid, name)``; Linux, else empty), one of which holds the read transaction that keeps those pages."""
-
-    complete: bool
-    remaining_bytes: int = 0
-    holders: tuple[tuple[int, str], ...] = ()
 
 
 def holders(path: str) -> tuple[tuple[int, str], ...]:
@@ -1240,6 +744,55 @@ def holders(path: str) -> tuple[tuple[int, str], ...]:
                 name = "?"
             found.append((int(entry.name), name))
     return tuple(sorted(found))
+
+
+@contextmanager
+def alone_and_empty(path: Path) -> Iterator[bool]:
+    """Whether the SQLite file at ``path`` may be undone by the command that created it (cli.py ``_Before``),
+    decided and held for the block: True while a connection holds it exclusively (rollback-journal mode, an
+    EXCLUSIVE transaction) and it holds no entry, or when SQLite cannot read it (not a database: the command's
+    half-made file, which nobody else uses as one); False when it holds an entry, or when another connection has it
+    open: leaving WAL mode needs every other connection closed, so a database another process is filling (a
+    concurrent ``ingest`` into the same new path, which has committed nothing yet) is never taken for one to
+    undo."""
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}", uri=True, timeout=0, isolation_level=None)
+    except (sqlite3.Error, OSError, ValueError):
+        yield True
+        return
+    try:
+        try:
+            db.execute("PRAGMA journal_mode=DELETE").fetchone()
+            db.execute("BEGIN EXCLUSIVE")
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e).lower() or "busy" in str(e).lower():
+                yield False  # another connection has it open: its database, not ours to undo
+                return
+            yield True
+            return
+        except sqlite3.DatabaseError:
+            yield True
+            return
+        try:
+            empty = db.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0] != 1
+        except sqlite3.Error:
+            empty = True
+        yield empty
+    finally:
+        db.close()
+
+
+def entry_count(path: str | os.PathLike[str]) -> int | None:
+    """How many entries the SQLite file at ``path`` holds, read on a connection of its own (waiting at most 5 s for
+    a writer); None when it cannot be read."""
+    try:
+        con = sqlite3.connect(path, timeout=5)
+        try:
+            return con.execute("SELECT count(*) FROM entries").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
@@ -1352,36 +905,3 @@ def _referencing(db: sqlite3.Connection) -> list[tuple[str, str]]:
         for fk in db.execute(f'PRAGMA foreign_key_list("{table}")').fetchall()
         if fk[2] == "entries"
     ]
-
-
-def _tags(stored: str | bytes) -> list[Tag]:
-    """The tags of a stored ``entries.tags`` value (store/packed.py: JSON ``[[kind, value], ...]``, maybe deflated)."""
-    if stored == "[]":  # no parse for the empty list, and the stand-in of a read without tags
-        return []
-    return [Tag(k, v) for k, v in json.loads(unpack(stored))]
-
-
-def _entry(row: tuple) -> Entry:
-    return Entry(
-        id=row[0],
-        session=row[1],
-        turn=row[2],
-        time=from_epoch(row[3]),
-        archived_at=from_epoch(row[4]),
-        text=row[5],
-        summary=unpack(row[6]),
-        tags=_tags(row[7]),
-        memory_type=row[8],
-        importance=row[9],
-        content_hash=unpack_hash(row[10]),
-        confidence=row[11],
-        success=row[12],
-        access_count=row[13],
-        tool_count=row[14],
-        file_count=row[15],
-        meta=json.loads(row[16]) if row[16] != "{}" else {},
-        category=row[17],
-        user=row[18],
-        agent=row[19],
-        project=row[20],
-    )

@@ -101,13 +101,12 @@ class _State:
         if self._lantern is None:
             from lantern.api import Lantern
             from lantern.config import is_server_url
-            from lantern.store.protocol import require
 
             if not is_server_url(self.path) and not Path(self.path).exists():
                 raise LanternError(f"no database at {self.path}: archive something first (lantern ingest FILE)")
             lantern = Lantern(self.path, embedder=self.embedder)
             try:
-                require(lantern.store, "lantern ui")  # its pages read SQLite-only views (store/overview.py)
+                lantern.require("lantern ui")  # its pages read SQLite-only views (store/overview.py)
             except LanternError:
                 lantern.close()
                 raise
@@ -254,13 +253,10 @@ def build_app(
 
     @app.get("/", response_class=HTMLResponse)
     def sessions(request: Request, q: str = "", forgotten: int | None = None):
-        from lantern.store import events as event_store
-        from lantern.store import overview
-
         with state.lock:
             lt = state.lantern()
-            rows = overview.sessions(lt.store.db, q.strip() or None)
-            recent = event_store.events(lt.store.db, limit=8)
+            rows = lt.store.session_overview(q.strip() or None)
+            recent = lt.store.events(limit=8)
             stats = lt.store.stats()
         users: dict[str, list] = {}
         for r in rows:
@@ -301,10 +297,8 @@ def build_app(
 
     @app.get("/events", response_class=HTMLResponse)
     def events(request: Request):
-        from lantern.store import events as event_store
-
         with state.lock:
-            rows = event_store.events(state.lantern().store.db, limit=500)
+            rows = state.lantern().store.events(limit=500)
         return page(request, "events.html", rows=rows)
 
     @app.get("/explain", response_class=HTMLResponse)
@@ -393,16 +387,13 @@ def build_app(
 
     @app.get("/stats", response_class=HTMLResponse)
     def stats(request: Request):
-        from lantern.store import events as event_store
-        from lantern.store import overview
-
         with state.lock:
             lt = state.lantern()
             s = lt.stats()
-            per_day = overview.entries_per_day(lt.store.db)
-            sizes = overview.table_bytes(lt.store.db)
-            recoveries = event_store.events_per_day(lt.store.db)
-            totals = [(e.lost, e.recovered) for e in event_store.events(lt.store.db)]
+            per_day = lt.store.entries_per_day()
+            sizes = lt.store.table_bytes()
+            recoveries = lt.store.events_per_day()
+            totals = [(e.lost, e.recovered) for e in lt.store.events()]
         lost = sum(len(a) for a, _ in totals)
         got = sum(len(b) for _, b in totals)
         return page(

@@ -11,8 +11,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from lantern.model import split_rendered
-from lantern.store import events as event_store
-from lantern.store import overview
 
 FOLD_CHARS = 600  # ours: a tool call's arguments or a tool result longer than this is folded (<details>)
 FOLD_LINES = 12
@@ -65,7 +63,7 @@ class TimelineItem:
 def timeline(lantern: Any, session: str, user: str) -> tuple[list[TimelineItem], list[Any]]:
     """The session's turns in order, each with its blocks and labels, and its compaction events placed after the
     last turn archived before them; returns (items, events)."""
-    ids = overview.session_entry_ids(lantern.store.db, session, user)
+    ids = lantern.store.session_entry_ids(session, user)
     entries = lantern.store.entries(ids)
     events = sorted(lantern.events(session, limit=None, user=user), key=lambda e: (e.time, e.id))
     marks: dict[int, list[Mark]] = {}
@@ -106,7 +104,7 @@ class EventView:
 
 
 def event_view(lantern: Any, event_id: int) -> EventView | None:
-    found = event_store.events(lantern.store.db, event_id=event_id)
+    found = lantern.store.events(event_id=event_id)
     if not found:
         return None
     ev = found[0]
@@ -132,7 +130,7 @@ def live_at(lantern: Any, ev: Any) -> list[int]:
 
 def session_entries(lantern: Any, session: str, user: str) -> list[Any]:
     """The entries of ``session`` and its sub-sessions, without text or tags."""
-    ids = overview.session_entry_ids(lantern.store.db, session, user)
+    ids = lantern.store.session_entry_ids(session, user)
     return list(lantern.store.entries(ids, text=False, tags=False).values())
 
 

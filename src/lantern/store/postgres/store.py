@@ -7,8 +7,8 @@ and per fact chain scope (store/facts.py links versions by reading the chain), t
 batches cannot deadlock; dedup is the ``content_hash`` unique index (``ON CONFLICT DO NOTHING``). Full text is a
 ``tsvector`` column under GIN, built from the same text as the SQLite FTS5 row (CJK runs as character bigrams,
 text/cjk.py) with every non-alphanumeric character a separator, as FTS5's unicode61 tokenizer splits, ranked by
-``ts_rank`` (not BM25: PostgreSQL has no BM25; the rankings use only the order, and the relevance floor, which
-reads BM25 on its own scale, reads the cosine alone here: ``fulltext_scores``). Vectors are float32 in a
+``ts_rank`` (not BM25: PostgreSQL has no BM25; the rankings use only the order, and the injection decision
+reads no full-text score on either backend: recover/relevance.py). Vectors are float32 in a
 pgvector column with an HNSW cosine index (Malkov & Yashunin 2018; pgvector's ``vector_cosine_ops``).
 """
 
@@ -30,21 +30,14 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from lantern.config import redact_url, scrub, server_url
-from lantern.errors import (
-    DatabaseUnavailableError,
-    EmbedderMismatchError,
-    LanternError,
-    MissingVectorError,
-    StoreVersionError,
-)
-from lantern.model import Entry, Tag, extends
+from lantern.errors import DatabaseUnavailableError, LanternError, StoreVersionError
 from lantern.scope import Scope, scope_where
-from lantern.store.events import forget_events
-from lantern.store.facts import delete_facts, fact_scope, write_facts
+from lantern.store.base import BaseStore, Dialect, Erasure, NewEntry
+from lantern.store.facts import fact_scope
+from lantern.store.plan import Last
 from lantern.store.postgres.schema import MIGRATIONS, TS_CONFIG, migrate
 from lantern.store.postgres.sql import PgConnection
-from lantern.store.reinforcement import forget_pending
-from lantern.store.sqlite import BUSY_TIMEOUT_MS, ERASE_PENDING, Erasure, NewEntry, _entry, mark_erase
+from lantern.store.sqlite import BUSY_TIMEOUT_MS
 from lantern.store.times import to_epoch
 from lantern.text.cjk import cjk_bigrams
 from lantern.text.windows import unescaped
@@ -61,10 +54,6 @@ _INDEX_SELECT = (
     "greatest(e.archived_at, coalesce(e.vector_at, e.archived_at)), e.importance, e.tool_count, e.file_count, "
     "e.hints, v.vector, e.user_id, e.agent_id, e.project "
     "FROM entries e JOIN embeddings v ON v.entry_id = e.id"
-)
-_ENTRY_COLUMNS = (
-    "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
-    "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
 )
 # an entry's tsvector from its two texts (``PostgresStore._fts_texts``: body, then tag values)
 _FTS_SQL = f"to_tsvector('{TS_CONFIG}', {{body}}) || to_tsvector('{TS_CONFIG}', {{tags}})"
@@ -308,7 +297,7 @@ class _Pool:
         return conn, True
 
 
-class PostgresStore:
+class PostgresStore(BaseStore):
     """Lantern's tables in one PostgreSQL database. ``url``: a libpq connection URL
     (``postgresql://user:password@host:5432/db``). Creates the tables on first use (schema.py; the ``vector``
     extension must be installable by the user, or installed already). Raises LanternError naming the cause when
@@ -317,20 +306,25 @@ class PostgresStore:
 
     backend = "postgresql"
     unsupported = UNSUPPORTED
-    # what ``fulltext``'s scores are: -ts_rank, not FTS5's BM25, so recover/relevance.py cannot read them against
-    # the query's ideal BM25 (the floor then reads the semantic cosine only; docs/postgres.md)
+    # what ``fulltext``'s scores are: -ts_rank, not FTS5's BM25 (only their order is used)
     fulltext_scores = "ts_rank"
+    dialect = Dialect(
+        true="TRUE",
+        for_update=" FOR UPDATE",
+        ids_per_query=None,  # one ``= ANY(?)`` array parameter
+        json_separators=None,
+        nul_free=True,
+        layout_in_meta=False,
+        changes_counted=False,
+        cli_location="URL",  # never the URL itself in advice: it may carry a password
+    )
 
     def __init__(self, url: str, readonly: bool = False):
         url = server_url(url)  # libpq knows the scheme in lower case only
         self.url = url
         self.path = redact_url(url)
         self.readonly = readonly
-        self.embedder_id: str | None = None
-        self.embedder_name: str | None = None
-        self.dim = 0
-        self.blocks: list[tuple[int, int]] = []
-        self.deferred: tuple[int, int] | None = None
+        self._init_embedder()
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
                 self.schema_version = self._migrate(conn)
@@ -485,35 +479,16 @@ class PostgresStore:
             ),
         ) or isinstance(e, (psycopg.OperationalError, DatabaseUnavailableError))
 
-    # ------------------------------------------------------------------ meta
-    def get_meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+    # ------------------------------------------------------------------ meta (the rules: store/base.py)
+    @staticmethod
+    def _lock_meta(db: PgConnection) -> None:
+        db.current.execute("LOCK TABLE meta IN SHARE ROW EXCLUSIVE MODE")
 
-    def check_embedder(
-        self,
-        embedder_id: str,
-        dim: int,
-        name: str | None = None,
-        blocks: Sequence[tuple[int, int]] | None = None,
-        deferred: tuple[int, int] | None = None,
-    ) -> None:
-        """As ``Store.check_embedder``. Recording the first embedder also fixes the vector column's dimension and
-        builds its HNSW cosine index (pgvector indexes only vectors of a declared dimension)."""
-        stored = self._recorded_embedder()
-        if not stored and self.readonly:  # no embedder recorded: no entry was ever stored, nothing to decode
-            stored = {"embedder": embedder_id, "dim": str(dim)}
-        if not stored:
-            with self.transaction() as db:
-                db.current.execute("LOCK TABLE meta IN SHARE ROW EXCLUSIVE MODE")
-                stored = self._recorded_embedder()
-                if not stored:
-                    self.set_embedder(db, embedder_id, dim)
-                    self._vector_column(db, dim)
-                    stored = {"embedder": embedder_id, "dim": str(dim)}
-        self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
-        self.blocks, self.deferred = list(blocks) if blocks else [(0, dim)], deferred
-        self._verify_embedder(stored)
+    def _first_embedder(self, db: PgConnection, embedder_id: str, dim: int, blocks: Sequence[tuple[int, int]]) -> None:
+        """Record the first embedder, and fix the vector column's dimension and build its HNSW cosine index
+        (pgvector indexes only vectors of a declared dimension)."""
+        self.set_embedder(db, embedder_id, dim, blocks)
+        self._vector_column(db, dim)
 
     @staticmethod
     def _vector_column(db: PgConnection, dim: int) -> None:
@@ -522,49 +497,20 @@ class PostgresStore:
         conn.execute(f"ALTER TABLE embeddings ALTER COLUMN vector TYPE vector({int(dim)})")
         conn.execute("CREATE INDEX embeddings_hnsw ON embeddings USING hnsw (vector vector_cosine_ops)")
 
-    def _recorded_embedder(self) -> dict[str, str]:
-        return dict(self.db.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
-
-    def verify_embedder(self, db: Any = None) -> None:
-        if self.embedder_id is not None:
-            self._verify_embedder(self._recorded_embedder())
-
-    def _verify_embedder(self, stored: dict[str, str]) -> None:
-        if stored.get("embedder") != self.embedder_id or stored.get("dim") != str(self.dim):
-            raise EmbedderMismatchError(
-                f"{self.path} was created with embedder {stored.get('embedder')!r} ({stored.get('dim')}-d), "
-                f"not {self.embedder_id!r} ({self.dim}-d). Open it with that embedder, or run "
-                f"`lantern --db URL reindex --embedder {self.embedder_name}` to re-embed every entry with the one you "
-                "asked for."
-            )
-
-    def set_embedder(self, db: Any, embedder_id: str, dim: int) -> None:
-        db.executemany(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [("embedder", embedder_id), ("dim", str(dim))]
-        )
-
     # ------------------------------------------------------------------ write
-    def add(
-        self,
-        rows: Sequence[NewEntry],
-        vectors: Any,
-        after: Callable[[Any, list[tuple[int, bool]]], None] | None = None,
-    ) -> list[tuple[int, bool]]:
-        """As ``Store.add``: prepared turns, their vectors and facts in ONE transaction; ``(entry_id, added)`` per
-        row. When a pending recovery of the rows' users waits to be judged by ``after`` (reinforce.resolve_pending),
-        the reinforcement lock is taken first, so its row writes never interleave with a recovery's. A transaction
-        the server rolled back to break a deadlock or a serialization conflict (SQLSTATE class 40) is run again
-        whole, up to ``ROLLBACK_RETRIES`` times after a short random pause (PostgreSQL manual §13.2: such
-        transactions are retried by the client); not inside an outer transaction, which the rollback has ended.
-        So is a batch one of whose new rows another writer (one that takes no conversation lock: an import)
-        committed while it was written; inside an outer transaction that raises LanternError instead. A connection
-        lost meanwhile (a server restart) raises DatabaseUnavailableError saying so. Raises psycopg errors; on any
-        error nothing is written."""
-        if len(rows) != len(vectors):
-            raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
+    def _retrying(self, write: Callable[[], Any]) -> Any:
+        """Run ``add``'s transaction ``write`` (store/base.py; when a pending recovery of the rows' users waits to
+        be judged by ``after``, the reinforcement lock is taken first, ``_lock_rows``, so its row writes never
+        interleave with a recovery's). A transaction the server rolled back to break a deadlock or a serialization
+        conflict (SQLSTATE class 40) is run again whole, up to ``ROLLBACK_RETRIES`` times after a short random pause
+        (PostgreSQL manual §13.2: such transactions are retried by the client); not inside an outer transaction,
+        which the rollback has ended. So is a batch one of whose new rows another writer (one that takes no
+        conversation lock: an import) committed while it was written; inside an outer transaction that raises
+        LanternError instead. A connection lost meanwhile (a server restart) raises DatabaseUnavailableError saying
+        so. Raises psycopg errors; on any error nothing is written."""
         for attempt in range(ROLLBACK_RETRIES + 1):
             try:
-                return self._add(rows, vectors, after)
+                return write()
             except _Raced:
                 if attempt == ROLLBACK_RETRIES or self.db.in_transaction:
                     raise LanternError(
@@ -586,118 +532,45 @@ class PostgresStore:
                 ) from None
         raise AssertionError("unreachable")
 
-    def _add(
-        self,
-        rows: Sequence[NewEntry],
-        vectors: Any,
-        after: Callable[[Any, list[tuple[int, bool]]], None] | None,
-    ) -> list[tuple[int, bool]]:
-        """One attempt of ``add``: a fixed number of round trips per batch, whatever its size (the locks in one
-        pipeline; one look-up of the stored hashes, one of each conversation's last turn; the new rows in one
-        ``INSERT ... SELECT FROM unnest``, their vectors in one binary ``COPY``), then a few per grown turn and per
-        row with facts (store/facts.py reads each chain). Raises ``_Raced`` when another writer committed one of
-        the new rows meanwhile (``add`` runs the batch again)."""
-        now = time.time()
-        with self.transaction() as db:
-            conn = db.current
-            keys = sorted(
-                {_conversation_key(r.user, r.agent, r.project, r.session) for r in rows}
-                | {json.dumps(["facts", fact_scope(r)]) for r in rows if r.facts}
-            )
-            with conn.pipeline():  # one round trip; the server takes them in this (sorted) order: never a deadlock
-                for key in keys:
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
-            users = sorted({r.user for r in rows})
-            if (
-                after is not None
-                and conn.execute(  # ``after`` may judge them (reinforce.resolve_pending)
-                    "SELECT 1 FROM recoveries WHERE resolved = 0 AND user_id = ANY(%s) LIMIT 1", (users,)
-                ).fetchone()
-            ):  # their entries' rows are then written after a recovery's, never interleaved with them
-                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
-            self.verify_embedder()
-            out, grown, new = self._plan(conn, rows, vectors)
-            if grown:
-                self._write_grown(conn, [(rows[i], np.asarray(vectors[i], np.float32), e) for i, e in grown], now)
-            if new:
-                ids = self._insert_new(
-                    conn, [(rows[i], turn, np.asarray(vectors[i], np.float32)) for i, turn in new], now
-                )
-                for (i, _), entry_id in zip(new, ids):
-                    out[i] = (entry_id, True)
-            for i, slot in enumerate(out):  # a repeat of a row written earlier in this batch
-                if isinstance(slot, int):
-                    out[i] = (out[slot][0], False)
-            replaced = {i for i, _ in grown}  # a grown turn's facts replace those of the entry it extends
-            for i, (row, (entry_id, added)) in enumerate(zip(rows, out)):  # in row order, as the chains expect
-                if added and (row.facts or i in replaced):
-                    write_facts(db, entry_id, row.facts, now, fact_scope(row))
-            if after is not None:
-                after(db, out)
-        return out
+    def _lock_rows(self, db: PgConnection, rows: Sequence[NewEntry], after: Any) -> None:
+        """The advisory locks of the rows' conversations and fact chain scopes, in sorted order in one pipeline
+        (the server takes them in this order: never a deadlock); and when a pending recovery of the rows' users
+        waits to be judged by ``after`` (reinforce.resolve_pending), the reinforcement lock, so that their entries'
+        rows are written after a recovery's, never interleaved with them."""
+        conn = db.current
+        keys = sorted(
+            {_conversation_key(r.user, r.agent, r.project, r.session) for r in rows}
+            | {json.dumps(["facts", fact_scope(r)]) for r in rows if r.facts}
+        )
+        with conn.pipeline():
+            for key in keys:
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+        users = sorted({r.user for r in rows})
+        if (
+            after is not None
+            and conn.execute(
+                "SELECT 1 FROM recoveries WHERE resolved = 0 AND user_id = ANY(%s) LIMIT 1", (users,)
+            ).fetchone()
+        ):
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
 
     @staticmethod
-    def _plan(
-        conn: psycopg.Connection, rows: Sequence[NewEntry], vectors: Any
-    ) -> tuple[list[Any], list[tuple[int, int]], list[tuple[int, int]]]:
-        """What ``add`` does with each row, decided in two reads: ``out`` ((id, False) for a row stored already, the
-        index of the earlier row for a repeat within the batch, None for a row to write), ``grown`` ((row index,
-        entry id) of a turn that extends its conversation's last turn, not yet written in this batch: that entry is
-        replaced) and ``new`` ((row index, turn number): the conversation's last turn + 1, 0 for a new one). Raises
-        MissingVectorError for a row to write without a vector, before anything is written."""
-        hashes = list(dict.fromkeys(r.content_hash for r in rows))
-        stored = dict(
-            conn.execute("SELECT content_hash, id FROM entries WHERE content_hash = ANY(%s)", (hashes,)).fetchall()
-        )
-        convs = list(
-            dict.fromkeys((r.user, r.session, r.agent, r.project) for r in rows if r.content_hash not in stored)
-        )
-        # conversation -> [its last entry's id, turn, text, whether written in this batch, content hash]
-        last: dict[tuple[str, str, str, str], list[Any]] = {}
-        if convs:
-            found = conn.execute(
-                "SELECT c.i, l.id, l.turn, l.text, l.content_hash "
-                "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS c(u, s, a, p, i) "
-                "CROSS JOIN LATERAL (SELECT id, turn, text, content_hash FROM entries WHERE user_id = c.u "
-                "AND session = c.s AND agent_id = c.a AND project = c.p ORDER BY turn DESC LIMIT 1) l",
-                [list(x) for x in zip(*convs)],
-            ).fetchall()
-            for i, entry_id, turn, text, stored_hash in found:
-                last[convs[i - 1]] = [entry_id, turn, text, False, stored_hash]
-        out: list[Any] = [None] * len(rows)
-        grown: list[tuple[int, int]] = []
-        new: list[tuple[int, int]] = []
-        here: dict[str, int] = {}  # content hash -> index of the row of this batch that writes it
-        for i, (row, vec) in enumerate(zip(rows, vectors)):
-            if row.content_hash in stored:
-                out[i] = (stored[row.content_hash], False)
-                continue
-            if row.content_hash in here:
-                out[i] = here[row.content_hash]
-                continue
-            if vec is None:
-                raise MissingVectorError(f"no vector for the new row {row.content_hash}")
-            conv = (row.user, row.session, row.agent, row.project)
-            state = last.get(conv)
-            if state and not state[3] and extends(row.text, state[2]):
-                grown.append((i, state[0]))
-                out[i] = (state[0], True)
-                state[3] = True
-                stored.pop(state[4], None)  # that entry's old text is stored no more: a later repeat of it is new
-            else:
-                new.append((i, state[1] + 1 if state else 0))
-                last[conv] = [None, new[-1][1], row.text, True, row.content_hash]
-            here[row.content_hash] = i
-        return out, grown, new
+    def _last_turns(db: PgConnection, convs: Sequence[tuple[str, str, str, str]]) -> dict[Any, Last]:
+        """Each conversation's last stored turn (``plan.Last``), those that have one, in one round trip."""
+        if not convs:
+            return {}
+        found = db.current.execute(
+            "SELECT c.i, l.id, l.turn, l.text, l.content_hash "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY AS c(u, s, a, p, i) "
+            "CROSS JOIN LATERAL (SELECT id, turn, text, content_hash FROM entries WHERE user_id = c.u "
+            "AND session = c.s AND agent_id = c.a AND project = c.p ORDER BY turn DESC LIMIT 1) l",
+            [list(x) for x in zip(*convs)],
+        ).fetchall()
+        return {convs[i - 1]: Last(entry_id, turn, text, h) for i, entry_id, turn, text, h in found}
 
-    def _pending(self, vector: np.ndarray) -> int:
-        """1 when the deferred block of ``vector`` (the routed embedder's e5 part) is still all zeros, else 0."""
-        return int(self.deferred is not None and not vector[slice(*self.deferred)].any())
-
-    def _write_grown(
-        self, conn: psycopg.Connection, items: Sequence[tuple[NewEntry, np.ndarray, int]], now: float
-    ) -> None:
+    def _write_grown(self, db: PgConnection, items: Sequence[tuple[NewEntry, np.ndarray, int]], now: float) -> None:
         """Replace each entry with the (row, vector, entry id) turn that extends it, in one pipeline."""
+        conn = db.current
         fts = _FTS_SQL.format(body="%s", tags="%s")
         with conn.cursor() as cur:
             cur.executemany(
@@ -714,12 +587,13 @@ class PostgresStore:
                 "UPDATE embeddings SET vector = %s WHERE entry_id = %s", [(vec, entry_id) for _, vec, entry_id in items]
             )
 
-    def _insert_new(
-        self, conn: psycopg.Connection, items: Sequence[tuple[NewEntry, int, np.ndarray]], now: float
-    ) -> list[int]:
+    def _insert_new(self, db: PgConnection, items: Sequence[tuple[NewEntry, int, np.ndarray]], now: float) -> list[int]:
         """Insert the (row, turn number, vector) entries in one statement (their tsvectors built by the server) and
         their vectors in one binary COPY; returns their ids, in order. Raises ``_Raced`` when a row's content hash
         was committed by another writer meanwhile (``ON CONFLICT DO NOTHING`` skipped it)."""
+        if not items:
+            return []
+        conn = db.current
         columns = [
             (
                 row.session,
@@ -759,66 +633,15 @@ class PostgresStore:
         tags = fts_document(" ".join(tag_values))
         return _FTS_SQL.format(body="%s", tags="%s"), (body, tags)
 
-    @staticmethod
-    def _values(row: NewEntry) -> tuple:
-        """The column values ``add`` writes, as ``Store._values``; U+0000 dropped (PostgreSQL text cannot hold it)."""
-        return (
-            row.text.replace("\x00", ""),
-            row.summary.replace("\x00", ""),
-            json.dumps([[t.kind, t.value] for t in row.tags], ensure_ascii=False),
-            json.dumps(row.hints, ensure_ascii=False),
-            row.memory_type,
-            float(row.importance),
-            row.content_hash,
-            row.tool_count,
-            row.file_count,
-            json.dumps(row.meta, default=str),
-            row.category,
-        )
-
-    def delete(
-        self,
-        *,
-        entry: int | None = None,
-        session: str | None = None,
-        scope: Scope | None = None,
-        erase: bool = False,
-    ) -> int:
-        """As ``Store.delete``: the entries selected (conditions combined with AND), in one transaction, from every
-        table: entries (with their tsvector), embeddings (and so the HNSW index), facts (chains re-linked first),
-        pending recoveries, compaction events; with ``erase``, ``ERASE_PENDING`` in the same transaction (the
-        ``VACUUM FULL`` owed, done by the next open, close or forget if this process ends first). Returns the
-        count. Raises ValueError when nothing selects. No ``secure_delete`` here (a SQLite pragma): the deleted
-        rows' bytes stay in the tables' pages until ``erase_free_space`` rewrites them."""
-        if entry is None and session is None and scope is None:
-            raise ValueError("give entry=, session= or a scope")
-        parts, args = [], []
-        if entry is not None:
-            parts.append("id = ?")
-            args.append(entry)
-        if session is not None:
-            parts.append("(session = ? OR substr(session, 1, length(?) + 1) = ? || '/')")
-            args += [session, session, session]
-        if scope is not None:
-            sql, params = scope_where("", scope)
-            parts.append(sql)
-            args += params
-        with self.transaction() as db:
-            rows = db.execute(
-                f"SELECT id, user_id, session, archived_at FROM entries WHERE {' AND '.join(parts)} FOR UPDATE", args
-            ).fetchall()
-            ids = [r[0] for r in rows]
-            forget_events(db, rows, session=session, scope=scope, whole=entry is None)
-            delete_facts(db, ids)
-            forget_pending(db, ids)
-            for start in range(0, len(ids), 1000):
-                chunk = ids[start : start + 1000]
-                db.current.execute("DELETE FROM embeddings WHERE entry_id = ANY(%s)", (chunk,))
-                db.current.execute("DELETE FROM facts WHERE entry_id = ANY(%s)", (chunk,))
-                db.current.execute("DELETE FROM entries WHERE id = ANY(%s)", (chunk,))
-            if ids and erase:
-                mark_erase(db)
-        return len(ids)
+    def _drop_rows(self, db: PgConnection, ids: list[int]) -> None:
+        """The entries ``ids`` (with their tsvector), their embeddings (and so the HNSW index) and facts, 1,000 ids a
+        statement. No ``secure_delete`` here (a SQLite pragma): the deleted rows' bytes stay in the tables' pages
+        until ``erase_free_space`` rewrites them."""
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            db.current.execute("DELETE FROM embeddings WHERE entry_id = ANY(%s)", (chunk,))
+            db.current.execute("DELETE FROM facts WHERE entry_id = ANY(%s)", (chunk,))
+            db.current.execute("DELETE FROM entries WHERE id = ANY(%s)", (chunk,))
 
     ERASED_TABLES = ("entries", "embeddings", "facts", "events", "recoveries", "meta")
 
@@ -834,32 +657,17 @@ class PostgresStore:
         client can erase."""
         return self._erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
 
-    def finish_pending_erase(self, wait: float = 0.0, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
-        """As ``Store.finish_pending_erase``: the erase an earlier forget could not complete, waiting at most
-        ``wait`` seconds for the tables' locks; complete at once when none is pending. Never raises for a server
-        that cannot take it now (the erase stays pending)."""
-        try:
-            if self.get_meta(ERASE_PENDING) is None:
-                return Erasure(True)
-            return self._erase(wait, on_wait)
-        except (psycopg.Error, DatabaseUnavailableError):
-            return Erasure(False, self._bytes_or_zero(), ())
+    _erase_errors = (psycopg.Error, DatabaseUnavailableError)
 
-    def _erase(self, wait: float, on_wait: Callable[[Erasure], None] | None) -> Erasure:
-        done = self._vacuum_full(0.0)
-        if not done and wait > 0:
-            if on_wait is not None:
-                on_wait(Erasure(False, self.file_bytes(), self.holders()))
-            done = self._vacuum_full(wait)
-        if not done:
-            with self.transaction() as db:
-                db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (ERASE_PENDING, str(time.time())))
-            return Erasure(False, self.file_bytes(), self.holders())
-        if self.get_meta(ERASE_PENDING) is not None:
-            with self.transaction() as db:
-                db.execute("DELETE FROM meta WHERE key = ?", (ERASE_PENDING,))
-            self._vacuum_full(0.0, ("meta",))  # the marker's row: no forgotten text in it, rewritten when it can be
-        return Erasure(True)
+    def _erase_failed(self) -> Erasure:
+        return Erasure(False, self._bytes_or_zero(), ())
+
+    def _erase_holders(self) -> tuple[tuple[int, str], ...]:
+        return self.holders()
+
+    def _erase_step(self, wait: float, marker: bool = False) -> bool:
+        """``VACUUM FULL`` of Lantern's tables (``marker``: of ``meta`` alone, where the pending erase's row was)."""
+        return self._vacuum_full(wait, ("meta",) if marker else self.ERASED_TABLES)
 
     def _vacuum_full(self, wait: float, tables: Sequence[str] = ERASED_TABLES) -> bool:
         """``VACUUM FULL`` of ``tables``, each waiting at most ``wait`` seconds for its lock (at least 1 ms:
@@ -898,42 +706,22 @@ class PostgresStore:
         except (psycopg.Error, DatabaseUnavailableError):
             return 0
 
-    def replace_vectors(
-        self,
-        pairs: Iterable[tuple[int, np.ndarray]],
-        embedder_id: str,
-        dim: int,
-        name: str | None = None,
-        blocks: Sequence[tuple[int, int]] | None = None,
-        deferred: tuple[int, int] | None = None,
-    ) -> int:
-        """As ``Store.replace_vectors`` (``reindex``), in one transaction; the vector column takes the new
-        dimension and its HNSW index is rebuilt."""
-        blocks = list(blocks) if blocks else [(0, dim)]
-        n = 0
-        now = time.time()
-        pairs = list(pairs)
-        with self.transaction() as db:
-            conn = db.current
-            conn.execute("DROP INDEX IF EXISTS embeddings_hnsw")
-            conn.execute("ALTER TABLE embeddings ALTER COLUMN vector TYPE vector")
-            for entry_id, vec in pairs:
-                vector = np.asarray(vec, np.float32)
-                pending = int(deferred is not None and not vector[slice(*deferred)].any())
-                conn.execute(
-                    "INSERT INTO embeddings(entry_id, vector) VALUES (%s, %s) "
-                    "ON CONFLICT (entry_id) DO UPDATE SET vector = EXCLUDED.vector",
-                    (entry_id, vector),
-                )
-                conn.execute(
-                    "UPDATE entries SET e5_pending = %s, vector_at = %s WHERE id = %s", (pending, now, entry_id)
-                )
-                n += 1
-            self.set_embedder(db, embedder_id, dim)
-            self._vector_column(db, dim)
-        self.embedder_id, self.dim, self.embedder_name = embedder_id, dim, name or embedder_id
-        self.blocks, self.deferred = blocks, deferred
-        return n
+    @contextmanager
+    def _vectors_replaced(self, db: PgConnection, dim: int) -> Iterator[None]:
+        """Around ``replace_vectors``' writes: the HNSW index dropped and the column of any dimension, then the
+        column of the new dimension and its index rebuilt."""
+        db.current.execute("DROP INDEX IF EXISTS embeddings_hnsw")
+        db.current.execute("ALTER TABLE embeddings ALTER COLUMN vector TYPE vector")
+        yield
+        self._vector_column(db, dim)
+
+    @staticmethod
+    def _put_vector(db: PgConnection, entry_id: int, vector: np.ndarray, blocks: Sequence[tuple[int, int]]) -> None:
+        db.current.execute(
+            "INSERT INTO embeddings(entry_id, vector) VALUES (%s, %s) "
+            "ON CONFLICT (entry_id) DO UPDATE SET vector = EXCLUDED.vector",
+            (entry_id, np.asarray(vector, np.float32)),
+        )
 
     def encode_vector(self, vector: np.ndarray) -> np.ndarray:
         """The stored form of a vector for the ``embeddings`` table: float32 (dim,), sent as a pgvector value."""
@@ -987,96 +775,19 @@ class PostgresStore:
         """Whether a ``rows_since`` vector is one of ``dim`` values (a pgvector column of that dimension: always)."""
         return blob is not None and _array(blob).shape == (self.dim,)
 
-    # ------------------------------------------------------------------ vectors filled after the commit
-    def pending_vectors(self, limit: int, scope: Scope | None = None) -> list[tuple[int, str]]:
-        if self.deferred is None or limit <= 0:
-            return []
-        where, params = scope_where("", scope) if scope is not None else ("TRUE", [])
-        return self.db.execute(
-            f"SELECT id, summary FROM entries WHERE e5_pending = 1 AND {where} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        ).fetchall()
-
-    def pending_count(self) -> int:
-        return self.db.execute("SELECT count(*) FROM entries WHERE e5_pending = 1").fetchone()[0]
-
-    def fill_vectors(self, parts: Sequence[tuple[int, np.ndarray]], wait: float | None = None) -> int:
-        """As ``Store.fill_vectors``: the deferred block of each (entry id, block vector), in one transaction;
-        entries forgotten or re-archived meanwhile are skipped."""
-        if self.deferred is None or not parts:
-            return 0
-        a, b = self.deferred
-        now = time.time()
-        filled = 0
-        with self.transaction(wait) as db:
-            conn = db.current
-            for entry_id, part in parts:
-                row = conn.execute(
-                    "SELECT v.vector FROM embeddings v JOIN entries e ON e.id = v.entry_id "
-                    "WHERE v.entry_id = %s AND e.e5_pending = 1 FOR UPDATE",
-                    (entry_id,),
-                ).fetchone()
-                if row is None:
-                    continue
-                full = _array(row[0]).copy()
-                full[a:b] = part
-                conn.execute("UPDATE embeddings SET vector = %s WHERE entry_id = %s", (full, entry_id))
-                conn.execute("UPDATE entries SET e5_pending = 0, vector_at = %s WHERE id = %s", (now, entry_id))
-                filled += 1
-        return filled
+    @staticmethod
+    def _reinforcement_lock(db: PgConnection) -> None:
+        """The reinforcement advisory lock, taken by the first write of a recovery's reinforcement
+        (``bump_access`` in reinforce.record_recovery): two recoveries' read-then-write of c (confidence) run one
+        after the other, as SQLite's write lock runs them: no lost update, and no deadlock between their row
+        locks."""
+        db.current.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
 
     def compact_vectors(self, batch: int = 2_000) -> int:
         """Nothing to do: vectors are pgvector float32 from the first row (the int8 blobs are SQLite's format)."""
         return 0
 
-    def known_hashes(self, hashes: Sequence[str], chunk: int = 500) -> set[str]:
-        distinct = list(dict.fromkeys(hashes))
-        if not distinct:
-            return set()
-        rows = self.db.execute("SELECT content_hash FROM entries WHERE content_hash = ANY(?)", (distinct,))
-        return {h for (h,) in rows}
-
-    def bump_access(self, ids: Sequence[int], db: Any = None, wait: float | None = None) -> None:
-        """access_count += 1 for ``ids``, in the open transaction ``db`` when given, else in its own. In ``db``
-        (the first write of a recovery's reinforcement, reinforce.record_recovery) it first takes the
-        reinforcement advisory lock, so two recoveries' read-then-write of c (confidence) run one after the other,
-        as SQLite's write lock runs them: no lost update, and no deadlock between their row locks."""
-        if db is not None:
-            db.current.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (REINFORCEMENT_LOCK,))
-            if ids:
-                db.execute("UPDATE entries SET access_count = access_count + 1 WHERE id = ANY(?)", (sorted(ids),))
-            return
-        if not ids:
-            return
-        with self.transaction(wait) as db:
-            self.bump_access(ids, db)
-
     # ------------------------------------------------------------------ read
-    def entries(self, ids: Iterable[int], *, text: bool = True, tags: bool = True) -> dict[int, Entry]:
-        ids = list(ids)
-        chosen = {"text": "text" if text else "''", "tags": "tags" if tags else "'[]'"}
-        columns = ", ".join(chosen.get(c, c) for c in _ENTRY_COLUMNS.split(", "))
-        if not ids:
-            return {}
-        rows = self.db.execute(f"SELECT {columns} FROM entries WHERE id = ANY(?)", (ids,))
-        return {row[0]: _entry(row) for row in rows}
-
-    def tags(self, ids: Iterable[int]) -> dict[int, list[Tag]]:
-        ids = list(ids)
-        if not ids:
-            return {}
-        rows = self.db.execute("SELECT id, tags FROM entries WHERE id = ANY(?)", (ids,))
-        return {i: [Tag(k, v) for k, v in json.loads(t)] if t != "[]" else [] for i, t in rows}
-
-    def text_heads(self, ids: Iterable[int], chars: int) -> dict[int, str]:
-        ids = list(ids)
-        if not ids:
-            return {}
-        return dict(self.db.execute("SELECT id, substr(text, 1, ?) FROM entries WHERE id = ANY(?)", (chars, ids)))
-
-    def texts(self) -> Iterator[tuple[int, str]]:
-        yield from self.db.execute("SELECT id, summary FROM entries ORDER BY id").fetchall()
-
     def rows_since(self, archived_at: float, after_id: int | None = None) -> list[tuple]:
         """As ``Store.rows_since``; the vector column is a float32 numpy array (``decode_vectors`` stacks them)."""
         lo = archived_at if np.isfinite(archived_at) else -1e300
@@ -1100,59 +811,6 @@ class PostgresStore:
         return self.db.execute(
             f"{_INDEX_SELECT} WHERE e.id = ANY(?) ORDER BY e.id", (list(ids),), binary=True
         ).fetchall()
-
-    def session_turns(self, session: str, scope: Scope | None = None) -> list[tuple[int, int, str]]:
-        where, params = scope_where("", scope or Scope())
-        return self.db.execute(
-            f"SELECT id, turn, text FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
-        ).fetchall()
-
-    def session_meta(self, session: str, scope: Scope | None = None) -> list[tuple[int, dict[str, Any]]]:
-        """As ``Store.session_meta``: (id, meta) of every entry of exactly ``session`` within ``scope`` (default:
-        the default user), in turn order."""
-        where, params = scope_where("", scope or Scope())
-        rows = self.db.execute(
-            f"SELECT id, meta FROM entries WHERE session = ? AND {where} ORDER BY turn", (session, *params)
-        ).fetchall()
-        out = []
-        for i, meta in rows:
-            try:
-                loaded = json.loads(meta) if meta else {}
-            except ValueError:
-                loaded = {}
-            out.append((i, loaded if isinstance(loaded, dict) else {}))
-        return out
-
-    def move_entries(self, moves: Sequence[tuple[int, str]], drop_facts: bool = False) -> int:
-        """As ``Store.move_entries``: each ``(entry id, new session)`` moved in one transaction (the rows locked
-        ``FOR UPDATE``), with the content hash of its text in the new session; an entry whose new hash is stored
-        already is deleted instead; ``drop_facts``: their facts deleted (chains re-linked). Returns how many were
-        moved or merged."""
-        from lantern.model import content_hash
-
-        done = 0
-        duplicates = []
-        with self.transaction() as db:
-            for entry_id, session in moves:
-                row = db.execute(
-                    "SELECT text, user_id, agent_id, project FROM entries WHERE id = ? FOR UPDATE", (entry_id,)
-                ).fetchone()
-                if row is None:
-                    continue
-                h = content_hash(session, row[0], *row[1:])
-                if db.execute("SELECT 1 FROM entries WHERE content_hash = ?", (h,)).fetchone():
-                    duplicates.append(entry_id)
-                    continue
-                db.execute("UPDATE entries SET session = ?, content_hash = ? WHERE id = ?", (session, h, entry_id))
-                done += 1
-            if drop_facts:
-                delete_facts(db, [i for i, _ in moves])
-        for entry_id in duplicates:
-            done += self.delete(entry=entry_id)
-        return done
-
-    def count(self) -> int:
-        return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
 
     @staticmethod
     def _tsquery(match: str) -> tuple[str, list[str]]:
@@ -1271,46 +929,24 @@ class PostgresStore:
                 (np.asarray(vector, np.float32), *params, np.asarray(vector, np.float32), int(limit)),
             ).fetchall()
 
-    def sessions(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
+    def database_identity(self) -> tuple[Any, ...] | None:
+        """Which database this is, whatever URL named it: the server cluster's system identifier and the
+        database's name; None when the server does not let this user read them (the copy goes ahead)."""
+        with self.pool.connection() as conn:
+            try:
+                row = conn.execute("SELECT system_identifier, current_database() FROM pg_control_system()").fetchone()
+            except psycopg.Error:
+                return None
+        return tuple(row)
 
-    def stats(self, scope: Scope | None = None, by_table: bool = True) -> dict[str, Any]:
-        """As ``Store.stats``: ``scope`` counts only its entries (entries, sessions, text_chars, vectors_pending);
-        None counts every user's, with ``users`` besides. ``database_bytes`` is ``pg_total_relation_size`` of
-        Lantern's tables (indexes and TOAST included, every user's rows) whatever the scope, ``bytes_per_turn`` and
-        ``bytes_per_turn_by_table`` (each table with its indexes and TOAST) that over every user's archived turns,
-        ``schema_version`` this backend's own migration series (schema.py), ``path`` the URL without its
-        password."""
-        where, args = scope_where("", scope) if scope is not None else ("TRUE", [])
-        n, chars = self.db.execute(
-            f"SELECT count(*), coalesce(sum(length(text)), 0) FROM entries WHERE {where}", args
-        ).fetchone()
-        n_sessions = self.db.execute(
-            f"SELECT count(*) FROM (SELECT DISTINCT user_id, session FROM entries WHERE {where}) s", args
-        ).fetchone()[0]
+    def _stats_head(self) -> dict[str, Any]:
+        return {"backend": self.backend}
+
+    def _sizes(self, scope: Scope | None, by_table: bool) -> tuple[int, dict[str, int], int | None]:
+        """``stats``' sizes: ``database_bytes`` is ``pg_total_relation_size`` of Lantern's tables (indexes and TOAST
+        included, every user's rows) whatever the scope, and so is each table's; no free bytes (VACUUM's business)."""
         sizes = self._relation_bytes()
-        size = sum(sizes.values())
-        out: dict[str, Any] = {"path": self.path, "backend": self.backend}
-        if scope is None:
-            out["users"] = self.db.execute("SELECT count(DISTINCT user_id) FROM entries").fetchone()[0]
-        out.update(
-            entries=n,
-            sessions=n_sessions,
-            text_chars=chars,
-            embedder=self.get_meta("embedder"),
-            dim=int(self.get_meta("dim") or 0),
-            schema_version=self.schema_version,
-            database_bytes=size,
-            vectors_pending=self.db.execute(
-                f"SELECT count(*) FROM entries WHERE e5_pending = 1 AND {where}", args
-            ).fetchone()[0],
-            vectors_undecodable=0,  # a pgvector column of the embedder's dimension holds no other length
-        )
-        turns = n if scope is None else self.count()
-        out["bytes_per_turn"] = round(size / turns) if turns else 0
-        if by_table:
-            out["bytes_per_turn_by_table"] = {k: round(v / turns) for k, v in sizes.items()} if turns else {}
-        return out
+        return sum(sizes.values()), sizes, None
 
     def _relation_bytes(self) -> dict[str, int]:
         """Bytes of each Lantern table with its indexes and TOAST (``pg_total_relation_size``), largest first."""

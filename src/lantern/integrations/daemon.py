@@ -1,0 +1,527 @@
+"""Lantern's warm path (docs/daemon.md): one local process per user and configuration that keeps the store open
+and the models loaded, so a hook event costs a Python start and one round trip instead of a model load.
+
+    client (hook, CLI, MCP server)  --- one JSON line --->  daemon  (Unix socket, 0600, in a 0700 directory)
+                                    <--- one JSON line ---
+
+Request: ``{"v": 1, "op": OP, "id": IDENTITY, "args": {...}}``; reply: ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error": TEXT}``. ``OP`` is one of ``OPS``: ``hook`` (a host's hook input, run as the in-process
+hook runs it: ``claude_code.run``), ``archive``, ``recover``, ``recover_compaction``, ``events`` (the ``Lantern``
+methods of those names). ``IDENTITY``: the home directory and every ``LANTERN_*`` variable but the daemon's own;
+a daemon serves only requests of its own identity (the socket's name is a CRC-32 of it, so each configuration gets
+its own daemon).
+
+Who starts it: the first hook event that finds none (``start=True``) spawns it and runs that event in-process; the
+CLI and the MCP server use it when it is there and never start it. It exits after ``idle_seconds()`` with no
+request. One request at a time: it is the one writer of the stores it holds. Bounds: a request of at most
+``MAX_REQUEST_BYTES``, read within ``READ_TIMEOUT_S``; a reply of at most ``MAX_REPLY_BYTES``.
+
+Refusals: the directory must be ours, a directory (not a link) and closed to others (mode ``& 0o077 == 0``), else
+neither side uses it; on Linux each side checks the other's user id (``SO_PEERCRED``) and refuses another user's.
+A socket nobody answers (a daemon that died) is stale: the next daemon takes the lock (``flock`` on ``<name>.lock``)
+and renames its own socket over it. Whenever the daemon is not there, refuses, or dies mid-request (the reply never
+comes), ``call`` raises ``Unavailable`` and the caller does the work in-process: a write is done once more rather
+than lost (archives are idempotent: duplicates are never stored twice, and a hook's offsets move only after its
+transaction commits).
+
+This module imports only the standard library at its top: a hook reaches the daemon without loading Lantern.
+"""
+
+from __future__ import annotations
+
+import _socket  # socket.py and json pull in re and enum: ~50 ms more at a hook's start (BENCHMARKS.md §24)
+import os
+import sys
+import time
+import zlib
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at a hook's start
+if TYPE_CHECKING:
+    from typing import Any
+
+PROTOCOL = 1
+OPS = ("hook", "archive", "recover", "recover_compaction", "events")
+SWITCH_ENV = "LANTERN_DAEMON"  # "off": never used, never started
+IDLE_ENV = "LANTERN_DAEMON_IDLE"  # seconds without a request before the daemon exits
+RUNTIME_ENV = "XDG_RUNTIME_DIR"
+IDLE_S = 900.0  # ours: a Claude Code session's prompts come minutes apart; the daemon holds ~300 MiB of models
+MAX_REQUEST_BYTES = 16 << 20  # ours: a hook input is a few KiB; an MCP archive of a long conversation fits
+MAX_REPLY_BYTES = 64 << 20
+WARM_UP_DELAY_S = 1.0  # ours: the warm-up waits this long, so it does not slow the cold hook that spawned it
+READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within this is dropped
+CONNECT_TIMEOUT_S = 1.0
+REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
+HOOK_HOSTS = ("claude-code",)  # the hosts whose hooks the daemon runs (``_hook_runner``)
+
+
+_SECRET_NAMES = ("KEY", "TOKEN", "PASSWORD", "SECRET")
+
+
+def _unencodable(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+class _Parsing:
+    """The settings ``_json.make_scanner`` reads: those of ``json.loads()`` with no hooks."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # "NaN", "Infinity", "-Infinity"
+
+
+try:  # the json module's own C encoder and scanner, without importing json (and re)
+    import _json
+
+    _ENCODER = _json.make_encoder(None, _unencodable, _json.encode_basestring_ascii, None, ":", ",", True, False, True)
+    _SCANNER = _json.make_scanner(_Parsing())
+except (ImportError, AttributeError):  # an interpreter without them
+    _ENCODER = _SCANNER = None
+
+
+def dumps(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"))`` (ASCII; keys sorted, so equal values give equal
+    text). Raises TypeError for what JSON cannot hold."""
+    if _ENCODER is None:
+        import json
+
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return "".join(_ENCODER(value, 0))
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)``. Raises ValueError for text that is not one JSON value."""
+    if _SCANNER is None:
+        import json
+
+        return json.loads(text)
+    text = text.strip(" \t\r\n")
+    try:
+        value, end = _SCANNER(text, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(text):
+        raise ValueError("text after the JSON value")
+    return value
+
+
+class Unavailable(Exception):
+    """No daemon to use for this request (switched off, not running, stale socket, refused, another user, a
+    different identity, died mid-request, an error inside it): the caller does the work in-process."""
+
+
+# ----------------------------------------------------------------------------------------------- where it lives
+
+
+def identity() -> dict[str, Any]:
+    """What a daemon must share with its clients: the home directory and the ``LANTERN_*`` variables (every one
+    but the daemon's own switches), which decide the default database, the user scope and every setting; the
+    working directory too when ``$LANTERN_DB`` is a relative path. A key's value (``..._KEY``, ``..._TOKEN``,
+    ``..._PASSWORD``, ``..._SECRET``) is there as its CRC-32 only: a request never carries it."""
+    env = {
+        k: f"crc32:{zlib.crc32(v.encode('utf-8', 'surrogateescape')):08x}" if k.endswith(_SECRET_NAMES) else v
+        for k, v in os.environ.items()
+        if k.startswith("LANTERN_") and not k.startswith(SWITCH_ENV)
+    }
+    ident: dict[str, Any] = {"home": os.path.expanduser("~"), "env": dict(sorted(env.items()))}
+    db = env.get("LANTERN_DB", "")
+    if db and not os.path.isabs(db) and "://" not in db:  # a relative $LANTERN_DB names a file per directory
+        ident["cwd"] = os.getcwd()
+    return ident
+
+
+def runtime_dir() -> str:
+    """``$XDG_RUNTIME_DIR/lantern`` when that variable names a directory, else ``$TMPDIR/lantern-<uid>``
+    (``/tmp`` by default): short enough for a socket path (108 bytes on Linux)."""
+    base = os.environ.get(RUNTIME_ENV)
+    if base and os.path.isdir(base):
+        return os.path.join(base, "lantern")
+    return os.path.join(os.environ.get("TMPDIR") or "/tmp", f"lantern-{os.getuid()}")
+
+
+def socket_path(ident: dict[str, Any] | None = None) -> str:
+    """The socket of the daemon of ``ident`` (default this process's ``identity()``)."""
+    key = dumps(ident or identity()).encode()
+    return os.path.join(runtime_dir(), f"{zlib.crc32(key):08x}.sock")
+
+
+def secure_dir(path: str, create: bool) -> None:
+    """Check (and with ``create`` make, mode 0700) the runtime directory: ours, a real directory, closed to
+    others. Raises ``Unavailable`` naming what is wrong."""
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise Unavailable(f"cannot make {path}: {e.strerror}") from None
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise Unavailable("not running") from None
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode):
+        raise Unavailable(f"{path} is not a directory")
+    if st.st_uid != os.getuid():
+        raise Unavailable(f"{path} belongs to another user")
+    if st.st_mode & 0o077:
+        raise Unavailable(f"{path} is open to other users (mode {st.st_mode & 0o777:o})")
+
+
+def peer_uid(sock: _socket.socket) -> int | None:
+    """The user id of the process at the other end (Linux ``SO_PEERCRED``); None where the platform has none."""
+    option = getattr(_socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    import struct
+
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(_socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return uid
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH_ENV, "").strip().lower() not in ("off", "0", "false", "no")
+
+
+def idle_seconds() -> float:
+    """``$LANTERN_DAEMON_IDLE`` (seconds, > 0), else ``IDLE_S``."""
+    try:
+        value = float(os.environ.get(IDLE_ENV) or IDLE_S)
+    except ValueError:
+        return IDLE_S
+    return value if value > 0 else IDLE_S
+
+
+# ----------------------------------------------------------------------------------------------- the client
+
+
+def call(
+    op: str, args: dict[str, Any], *, start: bool = False, timeout: float = REPLY_TIMEOUT_S, preload: str | None = None
+) -> Any:
+    """Send one request to this identity's daemon and return its result. ``start``: spawn the daemon when there is
+    none or its socket is stale (the caller still gets ``Unavailable`` and works in-process this time), warming
+    the database ``preload`` (default the default one) for the next request. Raises
+    ``Unavailable`` for every reason the request was not answered (the module docstring's list)."""
+    if not enabled():
+        raise Unavailable("switched off")
+    ident = identity()
+    path = socket_path(ident)
+    line = dumps({"v": PROTOCOL, "op": op, "id": ident, "args": args}).encode()
+    if len(line) >= MAX_REQUEST_BYTES:
+        raise Unavailable(f"request over {MAX_REQUEST_BYTES} bytes")
+    secure_dir(os.path.dirname(path), create=start)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        try:
+            sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            if start:
+                spawn(preload)
+            raise Unavailable("not running" if isinstance(e, FileNotFoundError) else "stale socket") from None
+        except OSError as e:
+            raise Unavailable(f"cannot connect: {e.strerror or type(e).__name__}") from None
+        uid = peer_uid(sock)
+        if uid is not None and uid != os.getuid():
+            raise Unavailable("the socket's process belongs to another user")
+        sock.settimeout(timeout)
+        try:
+            sock.sendall(line + b"\n")
+            reply = _read_line(sock, MAX_REPLY_BYTES)
+        except OSError as e:  # reset, broken pipe, timeout
+            raise Unavailable(f"no reply: {type(e).__name__}") from None
+    finally:
+        sock.close()
+    if reply is None:
+        raise Unavailable("the daemon closed the connection without a reply")
+    try:
+        answer = loads(reply.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        raise Unavailable("the daemon's reply is not JSON") from None
+    if not isinstance(answer, dict) or not answer.get("ok"):
+        raise Unavailable(f"the daemon refused: {answer.get('error') if isinstance(answer, dict) else answer!r}")
+    return answer.get("result")
+
+
+def hook(host: str, text: str, db: str | None, rewound: str | None) -> str | None:
+    """A hook event through the daemon (started when absent): what to print on stdout, or None when the caller
+    must run it in-process. ``db``: the hook's ``--db`` (a relative path is made absolute here)."""
+    if db is not None and "://" not in db:
+        db = os.path.abspath(db)
+    try:
+        out = call("hook", {"host": host, "input": text, "db": db, "rewound": rewound}, start=True, preload=db)
+    except Unavailable:
+        return None
+    return out if isinstance(out, str) else None
+
+
+def spawn(preload: str | None = None) -> None:
+    """Start a daemon of this identity, detached (its own session; stdin and stdout /dev/null, stderr to
+    ``~/.lantern/logs/daemon.log``) so the host waiting on the hook's pipes never waits on it; it warms the
+    database ``preload`` (``serve``). Never raises."""
+    try:
+        folder = os.path.join(os.path.expanduser("~"), ".lantern", "logs")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        code = "import sys; from lantern.integrations.daemon import serve; raise SystemExit(serve(preload=sys.argv[1]))"
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 2, os.path.join(folder, "daemon.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
+        ]
+        argv = [sys.executable, "-c", code, preload or ""]
+        os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions, setsid=True)
+    except Exception:
+        pass
+
+
+def _read_line(sock: _socket.socket, limit: int) -> bytes | None:
+    """Bytes up to the first newline; None when the peer closed first. Raises ValueError past ``limit``."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            return None
+        end = chunk.find(b"\n")
+        if end >= 0:
+            chunks.append(chunk[:end])
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise ValueError(f"over {limit} bytes without a newline")
+
+
+# ----------------------------------------------------------------------------------------------- the daemon
+
+
+def _log(text: str) -> None:
+    """One line on stderr (the daemon's log file): UTC time, pid, ``text``. Never message content."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        sys.stderr.write(f"{stamp} daemon {os.getpid()}: {text}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+class Daemon:
+    """The serving side: ``handles`` keeps one open ``Lantern`` per (database, user), reopened when the file was
+    replaced or removed since (a handle on an unlinked file would write where no one reads)."""
+
+    def __init__(self) -> None:
+        self.ident = identity()
+        self.handles: dict[tuple[str, str | None], tuple[Any, tuple[int, int] | None]] = {}
+
+    def lantern(self, db: str | None, user: str | None) -> Any:
+        from lantern.api import Lantern
+        from lantern.config import default_db_path, is_server_url
+
+        location = str(db if db is not None else default_db_path())
+        key = (location, user)
+        mark = None if is_server_url(location) else _file_id(location)
+        held = self.handles.get(key)
+        if held is not None and (is_server_url(location) or (mark is not None and held[1] == mark)):
+            return held[0]
+        if held is not None:
+            self.handles.pop(key)[0].close()
+        handle = Lantern(location, user=user)
+        self.handles[key] = (handle, None if is_server_url(location) else _file_id(location))
+        return handle
+
+    def warm_up(self, db: str | None) -> None:
+        """Load what the next hook needs: its modules, and ``db``'s handle (the hook's ``user``) with the model
+        loaded by one embedding, when ``db`` (default the default database) exists. Never raises."""
+        try:
+            import lantern.integrations.claude_code  # noqa: F401
+            import lantern.memory.triggers  # noqa: F401
+            from lantern.config import default_db_path, is_server_url
+
+            location = db or str(default_db_path())
+            if is_server_url(location) or not os.path.isfile(location):
+                return
+            start = time.monotonic()
+            handle = self.lantern(location, os.environ.get("LANTERN_USER") or None)
+            handle.embedder.embed(["warm up"])
+            _log(f"warmed up in {time.monotonic() - start:.2f} s")
+        except Exception as e:  # a hook then loads what it needs itself
+            _log(f"warm-up skipped: {type(e).__name__}")
+
+    def close(self) -> None:
+        for handle, _ in self.handles.values():
+            try:
+                handle.close()
+            except Exception:
+                pass
+        self.handles.clear()
+
+    def opener(self, ctx: Any) -> Any:
+        """A hook's ``HookContext.opener``: this daemon's handle of the hook's database, left open after use."""
+        import contextlib
+
+        return contextlib.nullcontext(self.lantern(str(ctx.db), ctx.user))
+
+    def handle(self, request: Any) -> Any:
+        """The result of one request (JSON-ready). Raises ValueError for a malformed one."""
+        if not isinstance(request, dict) or request.get("v") != PROTOCOL:
+            raise ValueError(f"not a protocol {PROTOCOL} request")
+        if request.get("id") != self.ident:
+            raise ValueError("a client of another identity (home or LANTERN_* variables differ)")
+        op, args = request.get("op"), request.get("args")
+        if op not in OPS or not isinstance(args, dict):
+            raise ValueError(f"unknown op {op!r}")
+        if op == "hook":
+            if args.get("host") not in HOOK_HOSTS or not isinstance(args.get("input"), str):
+                raise ValueError("a hook request needs a known host and its input text")
+            run = _hook_runner(args["host"])
+            return run(args["input"], args.get("db"), rewound=args.get("rewound"), opener=self.opener)
+        lantern = self.lantern(args.get("db"), args.get("user"))
+        kw = {k: v for k, v in (args.get("kwargs") or {}).items() if k in _KWARGS[op]}
+        if op == "archive":
+            import dataclasses
+
+            return dataclasses.asdict(lantern.archive(args["messages"], **kw))
+        if op == "recover":
+            return lantern.recover(args["query"], **kw).to_json()
+        if op == "recover_compaction":
+            return lantern.recover_compaction(args.get("summary"), **kw).to_json()
+        return [r.to_json() for r in lantern.events(**kw)]
+
+
+def _hook_runner(host: str) -> Any:
+    """The in-process hook of ``host``: ``run(text, db, rewound=, opener=) -> stdout text``, never raising
+    (``claude_code.run``'s contract; a new host's hook module keeps it and is added here and to ``HOOK_HOSTS``)."""
+    from lantern.integrations.claude_code import run
+
+    return {"claude-code": run}[host]
+
+
+_KWARGS = {
+    "archive": {"session", "format", "agent", "project"},
+    "recover": {"session", "budget", "exclude", "top_k", "agent", "project", "min_score", "proactive"},
+    "recover_compaction": {"live", "session", "budget", "agent", "project", "record", "source", "reason"},
+    "events": {"session", "limit", "event_id", "agent", "project"},
+}
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def serve(idle_s: float | None = None, preload: str | None = None) -> int:
+    """Run this identity's daemon until ``idle_s`` (default ``idle_seconds()``) pass with no request, or SIGTERM.
+    Once listening, it warms up unless a request comes within ``WARM_UP_DELAY_S``: the hook's modules, and the
+    handle of the database ``preload`` ("" or None: the default one; only when that file exists) with its
+    embedding model loaded.
+    Returns 0 also when another daemon of the identity holds the lock (it serves), 1 when the directory is not
+    safe to use."""
+    import fcntl
+    import signal
+
+    idle = idle_s or idle_seconds()
+    path = socket_path()
+    try:
+        secure_dir(os.path.dirname(path), create=True)
+    except Unavailable as e:
+        _log(f"not started: {e}")
+        return 1
+    lock = os.open(path[: -len(".sock")] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock)
+        return 0  # another daemon of this identity is up
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    os.ftruncate(lock, 0)
+    os.write(lock, f"{os.getpid()}\n".encode())
+    import socket  # the server side: socket.socket's accept() and context manager
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = f"{path}.{os.getpid()}"
+    daemon = Daemon()
+    bound = None
+    try:
+        old = os.umask(0o177)
+        try:
+            listener.bind(tmp)
+        finally:
+            os.umask(old)
+        os.chmod(tmp, 0o600)
+        listener.listen(16)
+        os.replace(tmp, path)  # over a stale socket, atomically
+        bound = _file_id(path)
+        _log(f"serving {path} (idle exit after {idle:g} s)")
+        me = os.getuid()
+        last = time.monotonic()
+        warmed = False
+        while True:
+            left = max(0.05, idle - (time.monotonic() - last))
+            listener.settimeout(left if warmed else min(left, WARM_UP_DELAY_S))
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                if not warmed:  # the hook that started us has had the CPU to itself
+                    daemon.warm_up(preload or None)
+                    warmed = True
+                    continue
+                if time.monotonic() - last >= idle:
+                    _log("idle: exiting")
+                    break
+                continue
+            with conn:
+                uid = peer_uid(conn)
+                if uid is not None and uid != me:
+                    _log(f"refused a client of user {uid}")
+                    _reply(conn, {"ok": False, "error": "another user's client"})
+                    continue
+                _serve_one(daemon, conn)
+            last = time.monotonic()
+            warmed = True  # a request came first: it loaded what it needed
+    finally:
+        if bound is not None and _file_id(path) == bound:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        for leftover in (tmp,):
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
+        listener.close()
+        daemon.close()
+        os.close(lock)  # releases the lock: the next daemon may start
+    return 0
+
+
+def _serve_one(daemon: Daemon, conn: _socket.socket) -> None:
+    conn.settimeout(READ_TIMEOUT_S)
+    try:
+        line = _read_line(conn, MAX_REQUEST_BYTES)
+    except (OSError, ValueError) as e:
+        _reply(conn, {"ok": False, "error": f"request not read: {e}"})
+        return
+    if line is None:
+        return
+    try:
+        result = daemon.handle(loads(line.decode("utf-8", "replace")))
+    except Exception as e:  # the client works in-process and meets the same error there, in its own words
+        _log(f"request failed: {type(e).__name__}")
+        _reply(conn, {"ok": False, "error": type(e).__name__})
+        return
+    _reply(conn, {"ok": True, "result": result})
+
+
+def _reply(conn: _socket.socket, answer: dict[str, Any]) -> None:
+    try:
+        conn.settimeout(REPLY_TIMEOUT_S)
+        conn.sendall(dumps(answer).encode() + b"\n")
+    except OSError:
+        pass

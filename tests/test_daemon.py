@@ -1,0 +1,444 @@
+"""The warm path (integrations/daemon.py, docs/daemon.md) with real processes: a Claude Code hook command starts
+the daemon, the next hooks are served by it (the hook process loads no Lantern), it exits when idle, refuses an
+unsafe directory and another user, replaces a stale socket, and a daemon that answers nothing or dies leaves the
+hook to do its work in-process, losing no write."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lantern import Lantern
+from lantern.integrations import daemon
+
+FIXTURE = Path(__file__).parent / "fixtures" / "claude_code_session.jsonl"
+SID = "7f3c2a10-5b1e-4c8e-9d2a-1e6f0b7c9a41"
+# the hook command as Claude Code runs it, and the modules the process loaded, on stderr
+HOOK = (
+    "import sys\n"
+    "sys.argv = ['lantern', '--db', sys.argv[1], 'hook', 'claude-code']\n"
+    "from lantern.__main__ import main\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "loaded = sorted(sys.modules)\n"
+    "import json\n"
+    "sys.stderr.write(json.dumps(loaded))\n"
+)
+
+
+@pytest.fixture
+def warm(tmp_path, monkeypatch):
+    """A HOME, a short private runtime directory (a socket path has at most 108 bytes) and the daemon switched on,
+    in this process's environment (so ``daemon.socket_path()`` here names the subprocesses' socket); every daemon
+    started is stopped by its pid at the end."""
+    run = tempfile.mkdtemp(prefix="lw", dir="/tmp")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run)
+    monkeypatch.setenv("LANTERN_DAEMON", "on")
+    monkeypatch.delenv("LANTERN_DB", raising=False)
+    monkeypatch.delenv("LANTERN_USER", raising=False)
+    (tmp_path / "home").mkdir()
+    yield tmp_path
+    pid = _pid()
+    if pid:
+        _stop(pid)
+    shutil.rmtree(run, ignore_errors=True)
+
+
+def _pid() -> int | None:
+    try:
+        text = Path(daemon.socket_path()[: -len(".sock")] + ".lock").read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)  # a daemon this process spawned is reaped once it exits
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def _stop(pid: int) -> None:
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        _wait(lambda: not _alive(pid), 20)
+
+
+def _wait(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _served() -> bool:
+    """A daemon answers on this identity's socket (an ``events`` request on a fresh database path)."""
+    try:
+        daemon.call("events", {"db": str(Path(os.environ["HOME"]) / "probe.db"), "kwargs": {}}, timeout=120)
+    except daemon.Unavailable:
+        return False
+    return True
+
+
+def hook(db: Path, payload: dict) -> tuple[str, set[str]]:
+    """The hook command as a new process: (its stdout, the modules it loaded)."""
+    done = subprocess.run(
+        [sys.executable, "-c", HOOK, str(db)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, set(json.loads(done.stderr[done.stderr.rindex("[") :]))
+
+
+def payload(event: str, transcript: Path, **extra) -> dict:
+    return {"session_id": SID, "transcript_path": str(transcript), "hook_event_name": event, "cwd": "/x", **extra}
+
+
+def _entries(db: Path) -> int:
+    with Lantern(db) as lt:
+        return lt.stats()["entries"]
+
+
+def _daemon_log() -> str:
+    path = Path(os.environ["HOME"]) / ".lantern" / "logs" / "daemon.log"
+    return path.read_text() if path.exists() else ""
+
+
+# ------------------------------------------------------------------------------------------------ the wire format
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_JSON)
+def test_the_wire_format_is_the_json_modules(value):
+    """The client writes and reads JSON with the json module's C encoder and scanner, without importing json."""
+    assert daemon.dumps(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
+    assert daemon.loads(daemon.dumps(value)) == value
+    assert daemon.loads(json.dumps(value, indent=1)) == value
+
+
+@given(text=st.text(max_size=40))
+def test_text_that_is_not_one_json_value_is_a_value_error(text):
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            daemon.loads(text)
+    else:
+        assert daemon.loads(text) == expected or expected != expected  # NaN
+
+
+# ------------------------------------------------------------------------------------------------ the warm path
+
+
+def test_the_first_hook_starts_the_daemon_and_the_next_ones_are_served_by_it(warm, monkeypatch):
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    out, loaded = hook(db, payload("PreCompact", transcript, trigger="manual"))  # cold: in-process, spawns it
+    assert out == "" and "lantern.api" in loaded
+    added = _entries(db)
+    assert added > 0
+    assert _wait(_served, 120), _daemon_log()
+    sock = Path(daemon.socket_path())
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+
+    out, loaded = hook(db, payload("SessionStart", transcript, source="compact"))  # warm
+    block = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    for heavy in ("lantern.api", "lantern.config", "lantern.integrations.claude_code", "numpy", "json", "re"):
+        assert heavy not in loaded, heavy
+    assert "5433" in block  # what the fixture's summary dropped, recovered by the daemon
+    assert _entries(db) == added  # nothing archived twice
+    with Lantern(db) as lt:
+        assert [e.source for e in lt.events(SID)] == ["claude-code"]
+
+    # the same event in-process gives the same block
+    monkeypatch.setenv("LANTERN_DAEMON", "off")
+    cold, loaded = hook(db, payload("SessionStart", transcript, source="compact"))
+    assert "lantern.api" in loaded and json.loads(cold)["hookSpecificOutput"]["additionalContext"] == block
+
+
+def test_a_new_daemon_warms_the_hooks_database_up_before_the_next_event(warm):
+    db = warm / "m.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "hello"}], session="s")
+    daemon.spawn(str(db))
+    assert _wait(lambda: "warmed up in" in _daemon_log(), 120), _daemon_log()
+    assert _served()
+
+
+def test_the_daemon_exits_when_idle_and_takes_its_socket_away(warm, monkeypatch):
+    monkeypatch.setenv("LANTERN_DAEMON_IDLE", "2")
+    daemon.spawn()
+    assert _wait(_served, 120), _daemon_log()
+    pid = _pid()
+    assert pid and _alive(pid)
+    assert _wait(lambda: not _alive(pid), 30)
+    assert not Path(daemon.socket_path()).exists() and "idle: exiting" in _daemon_log()
+    with pytest.raises(daemon.Unavailable, match="not running"):
+        daemon.call("events", {"kwargs": {}})
+
+
+# ------------------------------------------------------------------------------------------------ refusals
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o750, 0o701, 0o707])
+def test_a_runtime_directory_open_to_others_is_never_used(warm, mode, capsys):
+    folder = Path(daemon.runtime_dir())
+    folder.mkdir(mode=0o700)
+    folder.chmod(mode)
+    with pytest.raises(daemon.Unavailable, match="open to other users"):
+        daemon.call("events", {"kwargs": {}}, start=True)
+    assert daemon.serve(idle_s=1) == 1  # the daemon refuses it too
+    assert "not started" in capsys.readouterr().err
+    assert not any(folder.iterdir())
+
+
+def test_a_runtime_directory_that_is_a_link_is_never_used(warm, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    Path(daemon.runtime_dir()).symlink_to(elsewhere)
+    with pytest.raises(daemon.Unavailable, match="not a directory"):
+        daemon.call("events", {"kwargs": {}}, start=True)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
+def test_another_users_process_is_refused_by_the_daemon_and_the_directory(warm):
+    daemon.spawn()
+    assert _wait(_served, 120), _daemon_log()
+    sock = daemon.socket_path()
+    code = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n    s.connect(sys.argv[1])\n"
+        "except OSError as e:\n    print('refused:', type(e).__name__); raise SystemExit\n"
+        "print(s.recv(4096).decode())\n"  # the daemon answers before reading anything
+    )
+
+    python = shutil.which("python3", path="/usr/bin:/bin")  # one the other user may run (not under /root)
+    if python is None:
+        pytest.skip("no system python3 for the other user")
+
+    def as_nobody() -> str:
+        done = subprocess.run([python, "-c", code, sock], capture_output=True, text=True, user=65534, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert as_nobody().startswith("refused: PermissionError")  # 0600 in 0700: the kernel says no
+    folders = [os.path.dirname(sock), os.environ["XDG_RUNTIME_DIR"]]
+    for folder in folders:  # opened by mistake: the daemon itself still refuses
+        os.chmod(folder, 0o711)
+    os.chmod(sock, 0o666)
+    try:
+        answer = json.loads(as_nobody())
+    finally:
+        for folder in folders:
+            os.chmod(folder, 0o700)
+        os.chmod(sock, 0o600)
+    assert answer == {"ok": False, "error": "another user's client"}
+    assert "refused a client of user 65534" in _daemon_log()
+
+
+def test_a_request_of_another_identity_is_refused(warm):
+    daemon.spawn()
+    assert _wait(_served, 120), _daemon_log()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(daemon.socket_path())
+        other = {**daemon.identity(), "home": "/elsewhere"}
+        s.sendall(json.dumps({"v": 1, "op": "events", "id": other, "args": {}}).encode() + b"\n")
+        assert json.loads(s.makefile().readline())["ok"] is False
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=st.binary(max_size=300).filter(lambda b: b"\n" not in b))
+def test_any_malformed_request_gets_a_refusal_and_the_daemon_goes_on(warm, line):
+    if not _served():
+        daemon.spawn()
+        assert _wait(_served, 120), _daemon_log()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(daemon.socket_path())
+        s.sendall(line + b"\n")
+        answer = json.loads(s.makefile("rb").readline())
+    assert answer["ok"] is False and isinstance(answer["error"], str)
+    assert _served()
+
+
+def test_a_request_over_the_bound_is_refused_unread_and_the_daemon_goes_on(warm):
+    daemon.spawn()
+    assert _wait(_served, 120), _daemon_log()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(daemon.socket_path())
+        chunk = b"x" * (1 << 20)
+        try:
+            for _ in range(daemon.MAX_REQUEST_BYTES // len(chunk) + 2):
+                s.sendall(chunk)
+        except OSError:
+            pass  # the daemon stopped reading
+        answer = json.loads(s.makefile("rb").readline())
+    assert answer["ok"] is False and "without a newline" in answer["error"]
+    assert _served()
+    with pytest.raises(daemon.Unavailable, match="request over"):
+        daemon.call("archive", {"messages": [{"role": "user", "content": "x" * daemon.MAX_REQUEST_BYTES}]})
+
+
+# ------------------------------------------------------------------------------------------------ failures
+
+
+def test_a_stale_socket_is_replaced_by_the_next_daemon(warm):
+    daemon.spawn()
+    assert _wait(_served, 120), _daemon_log()
+    first = _pid()
+    os.kill(first, signal.SIGKILL)  # dies without cleaning up: the socket file stays
+    assert _wait(lambda: not _alive(first), 20)
+    assert Path(daemon.socket_path()).exists()
+    with pytest.raises(daemon.Unavailable, match="stale socket"):
+        daemon.call("events", {"kwargs": {}}, start=True)  # and starts the next one
+    assert _wait(_served, 120), _daemon_log()
+    assert _pid() not in (None, first)
+
+
+def _mute_daemon(answer: bytes | None, heard: list | None = None):
+    """A stand-in on the socket that reads each request (kept in ``heard``) and replies ``answer`` (None: closes
+    without a reply, as a daemon killed mid-request does)."""
+    path = daemon.socket_path()
+    daemon.secure_dir(os.path.dirname(path), create=True)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(4)
+
+    def loop():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                line = conn.makefile("rb").readline()
+                if heard is not None:
+                    heard.append(line)
+                if answer is not None:
+                    conn.sendall(answer)
+
+    threading.Thread(target=loop, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("answer", [None, b"", b"not json\n", b'{"ok": false, "error": "boom"}\n', b'{"ok": tr'])
+def test_a_daemon_that_dies_or_fails_mid_request_leaves_the_hook_to_archive_in_process(warm, answer):
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    server = _mute_daemon(answer)
+    try:
+        out, loaded = hook(warm / "m.db", payload("Stop", transcript, stop_hook_active=False))
+    finally:
+        server.close()
+    assert out == "" and "lantern.api" in loaded
+    with Lantern(warm / "whole.db") as whole:
+        expected = whole.ingest(FIXTURE, session=SID).added
+    assert _entries(warm / "m.db") == expected  # the write happened, once
+
+
+def test_a_key_in_the_environment_never_travels_in_a_request(warm, monkeypatch):
+    monkeypatch.setenv("LANTERN_LLM_API_KEY", "sk-test-secret-1234567890")
+    heard: list[bytes] = []
+    server = _mute_daemon(b'{"ok": true, "result": []}\n', heard)
+    try:
+        assert daemon.call("events", {"kwargs": {}}) == []
+    finally:
+        server.close()
+    assert b"LANTERN_LLM_API_KEY" in heard[0] and b"sk-test-secret" not in heard[0]
+
+
+def test_switched_off_the_hook_never_starts_a_daemon(warm, monkeypatch):
+    monkeypatch.setenv("LANTERN_DAEMON", "off")
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    hook(warm / "m.db", payload("Stop", transcript))
+    time.sleep(1)
+    assert not Path(daemon.socket_path()).exists() and _pid() is None
+
+
+# ------------------------------------------------------------------------------------------------ CLI and MCP
+
+TURNS = [
+    {"role": "user", "content": "Which port does the billing database listen on?"},
+    {"role": "assistant", "content": "The billing database listens on port 5433 (docker-compose.yml maps 5432)."},
+    {"role": "user", "content": "And the cache?"},
+    {"role": "assistant", "content": "Redis runs on port 6380 with maxmemory 2gb."},
+]
+CLI = (
+    "import sys, json\n"
+    "sys.argv = ['lantern', *sys.argv[1:]]\n"
+    "from lantern.cli import main\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+)
+
+
+def _cli(*args: str) -> tuple[str, set[str]]:
+    done = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=300)
+    return done.stdout, set(json.loads(done.stderr[done.stderr.rindex("[") :]))
+
+
+def test_the_cli_and_the_mcp_service_use_a_running_daemon_and_work_without_one(warm, monkeypatch):
+    from lantern.integrations.service import MemoryService
+
+    db = warm / "m.db"
+    cold = MemoryService(db, warm=True)  # no daemon yet: in-process
+    assert cold.archive(TURNS, session="work")["added"] == 2 and cold._lantern is not None
+    cold.close()
+    question = "which port does the billing database use?"
+    alone, loaded = _cli("--db", str(db), "recover", question, "--json")
+    assert "lantern.api" in loaded and "5433" in json.loads(alone)["text"]
+    events_alone, _ = _cli("--db", str(db), "events", "--json")
+
+    daemon.spawn()
+    assert _wait(_served, 120), _daemon_log()
+    served, loaded = _cli("--db", str(db), "recover", question, "--json")
+    assert "lantern.api" not in loaded and json.loads(served) == json.loads(alone)
+    table, loaded = _cli("--db", str(db), "events")
+    assert "lantern.api" not in loaded
+    assert _cli("--db", str(db), "events", "--json")[0] == events_alone
+
+    service = MemoryService(db, warm=True)
+    more = [{"role": "user", "content": "Deploys run on Fridays."}, {"role": "assistant", "content": "Noted."}]
+    assert service.archive(more, session="work")["added"] == 1
+    assert "5433" in service.recover(question, session="work")["text"]
+    assert service._lantern is None  # both went through the daemon
+    service.close()
+    assert _entries(db) == 3
+
+    # a global option the daemon does not take, and a database not there yet: in-process, as before
+    _, loaded = _cli("--db", str(db), "--rewound", "mark", "recover", question, "--json")
+    assert "lantern.api" in loaded
+    missing, _ = _cli("--db", str(warm / "none.db"), "recover", question)
+    assert missing == "" and not (warm / "none.db").exists()
