@@ -278,6 +278,67 @@ def test_session_start_after_compaction_recovers_what_the_summary_dropped(env, t
     assert len(context) <= 6000
 
     assert hook(env, payload("SessionStart", transcript, source="startup")).stdout == ""
+    with Lantern(env["LANTERN_DB"]) as memory:  # the receipt: latency, the loss report, nothing to excuse
+        (event,) = memory.events()
+    assert event.source == "claude-code" and event.reason == "compact_boundary" and event.chars == len(context)
+    assert event.latency_ms > 0 and event.empty_reason is None
+    assert event.loss["packed"] > 0 and all(i["value"].rstrip("…") in context for i in event.loss["items"])
+
+
+def test_session_start_compact_without_a_compaction_or_with_an_error_leaves_a_receipt_saying_why(env, tmp_path):
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("".join(x for x in lines if "compact" not in x.lower()), encoding="utf-8")  # never compacted
+    r = hook(env, payload("SessionStart", transcript, source="compact"))
+    assert r.returncode == 0 and r.stdout == ""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hello": 1}\n', encoding="utf-8")  # not a Claude Code transcript: the hook fails and says so
+    r = hook(env, payload("SessionStart", bad, source="compact"))
+    assert r.returncode == 0 and r.stdout == ""
+    with Lantern(env["LANTERN_DB"]) as memory:
+        reasons = [e.empty_reason for e in memory.events()]
+    assert reasons == ["error", "no_compaction"]
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(budget=st.integers(40_000, 200_000), wide=st.sampled_from(["x", "端", "\n"]))
+def test_the_hook_output_stays_under_claude_codes_50000_characters_whatever_the_budget(tmp_path_factory, budget, wide):
+    """Claude Code writes a hook output over 50,000 characters to a file and shows the model a preview: the whole
+    JSON output (newlines escaped, so a block of newlines doubles) is held under ``OUTPUT_CAP_CHARS``."""
+    from lantern.integrations import claude_code as cc
+
+    tmp = tmp_path_factory.mktemp("cap")
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
+    filler = [  # many earlier turns whose specifics the summary never states
+        json.dumps(
+            {
+                "type": "user",
+                "uuid": f"fill-{i}",
+                "parentUuid": None if i == 0 else f"fill-{i - 1}",
+                "sessionId": SID,
+                "cwd": CWD,
+                "timestamp": "2026-11-20T08:00:00Z",
+                "message": {
+                    "role": "user",
+                    "content": f"note {i}: /srv/app{i}/conf_{i}.toml port {9000 + i} " + wide * 300,
+                },
+            }
+        )
+        for i in range(120)
+    ]
+    first = next(i for i, x in enumerate(lines) if '"parentUuid":null' in x)  # the fixture's chain goes on from them
+    lines[first] = lines[first].replace('"parentUuid":null', '"parentUuid":"fill-119"', 1)
+    transcript = tmp / "session.jsonl"
+    transcript.write_text("\n".join(filler + lines) + "\n", encoding="utf-8")
+    ctx = cc.HookContext(db=tmp / "m.db", offsets=cc.Offsets(tmp / "offsets.json"), budget=budget)
+    out = cc.handle(payload("SessionStart", transcript, source="compact"), ctx)
+    with Lantern(ctx.db) as memory:
+        (event,) = memory.events()
+        assert memory.stats()["entries"] > 120  # the filler turns are on the live branch, archived
+    if out is None:
+        assert event.empty_reason == "host_cap"
+    else:
+        assert len(json.dumps(out, ensure_ascii=False)) <= cc.OUTPUT_CAP_CHARS and event.empty_reason is None
 
 
 def test_every_prompt_after_a_compaction_is_a_candidate_and_the_evidence_decides(env, tmp_path):

@@ -100,14 +100,24 @@ def test_embedder_mismatch_from_cli(tmp_path, transcript):
     assert proc.returncode == 2 and b"differ" in proc.stderr
 
 
-def test_demo_prints_real_figures(tmp_path):
-    proc = lantern("demo", "--no-show-block", columns=200)
+def test_demo_tells_the_story_first_then_prints_real_figures(tmp_path):
+    """Issue 37: per session, the compaction, then one line per lost fact (back from which turn, or not), before
+    the figures; the block only with --show-block; the 97 calls -> 86 turns explained."""
+    proc = lantern("demo", columns=200)
     assert proc.returncode == 0, proc.stderr.decode()
     out = proc.stdout.decode()
     assert "facts lost" in out and "archive latency per turn: p50" in out
     assert "No network, no LLM calls." in out
     lost, recovered = map(int, re.search(r"│ all .*?│\s+(\d+) │\s+(\d+) \(", out).groups())
     assert lost > 0 and 0 < recovered <= lost
+    story = out[: out.index("facts lost")]
+    back = re.findall(r"^  ✓ (.+?)\s+lost with turn \d+, back in the block's turn \d+$", story, re.M)
+    gone = re.findall(r"^  ✗ (.+?)\s+lost with turn \d+, not in the block$", story, re.M)
+    assert (len(back), len(back) + len(gone)) == (recovered, lost)
+    assert story.count("the context was compacted") == 3 and "injected block for" not in out
+    assert "86 turns from the 97 archive calls (11 calls repeated a turn" in out
+    shown = lantern("demo", "--show-block", columns=200).stdout.decode()
+    assert shown.count("injected block for") == 3 and shown.index("injected block for") < shown.index("facts lost")
 
 
 def test_search_table_shows_bracketed_text_and_secret_placeholders(tmp_path):
@@ -1277,3 +1287,57 @@ def test_copying_a_store_onto_itself_is_refused_by_any_path(tmp_path):
         assert proc.stdout == b""
     assert (src.read_bytes(), src.stat().st_mtime_ns) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db", "hard.db", "link.db", "sub"]
+
+
+def test_a_global_option_given_after_the_command_is_read_as_the_global_option():
+    """Issue 37: `lantern recover Q --db X` is `lantern --db X recover Q` (a newcomer's first try), for every
+    command that has no option of that name itself; a command's own `--db` (install) and what follows `--` stay."""
+    import typer
+
+    from lantern.cli import app, globals_first
+
+    group = typer.main.get_command(app)
+    assert globals_first(["recover", "port", "--db", "x.db", "-b", "300"]) == [
+        "--db",
+        "x.db",
+        "recover",
+        "port",
+        "-b",
+        "300",
+    ]
+    assert globals_first(["--embedder", "minilm", "stats", "--db=x.db"]) == [
+        "--embedder",
+        "minilm",
+        "--db=x.db",
+        "stats",
+    ]
+    assert globals_first(["hook", "codex", "--db", "x.db"]) == ["--db", "x.db", "hook", "codex"]
+    assert globals_first(["install", "codex", "--db", "x.db"]) == ["install", "codex", "--db", "x.db"]  # its own
+    assert globals_first(["recover", "--", "--db"]) == ["recover", "--", "--db"]
+    assert globals_first(["--db", "x.db", "recover", "q"]) == ["--db", "x.db", "recover", "q"]
+    assert globals_first(["nonsense", "--db", "x"]) == ["nonsense", "--db", "x"]
+    for name, command in group.commands.items():  # every command: the options move, nothing else does
+        if hasattr(command, "commands"):
+            continue
+        own = {o for p in command.params for o in getattr(p, "opts", [])}
+        argv = [name, "a", "--rewound", "mark", "b"]
+        expected = argv if "--rewound" in own else ["--rewound", "mark", name, "a", "b"]
+        assert globals_first(argv) == expected, name
+
+
+def test_recover_with_db_after_the_command_reads_that_database(tmp_path):
+    from lantern import Lantern
+
+    db = tmp_path / "after.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "The staging port is 5433."}], session="s")
+    env = {k: v for k, v in os.environ.items() if k != "LANTERN_DB"} | {"HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "lantern", "recover", "staging port", "--db", str(db), "--budget", "400"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "5433" in done.stdout

@@ -72,6 +72,15 @@ def test_the_protocol_runs_every_system_and_recovers_the_lost_path(tmp_path):
     assert "## Budget 4,000 characters" in text and "o/r1" in text and "not a candidate" in text
 
 
+def test_worker_processes_give_the_same_figures(tmp_path):
+    data = dataset(tmp_path / "rc")
+    one, _ = rc.run(data, workers=1, systems=("lantern", "newest-turns"))
+    two, _ = rc.run(data, workers=2, systems=("lantern", "newest-turns"))
+    assert [(r.event.session, r.event.k, r.recovered, r.chars) for r in one] == [
+        (r.event.session, r.event.k, r.recovered, r.chars) for r in two
+    ]
+
+
 def test_the_cli_writes_the_report_and_the_fit(tmp_path):
     data = dataset(tmp_path / "rc")
     out = tmp_path / "out"
@@ -101,7 +110,7 @@ def test_on_a_real_session_lantern_finds_what_the_summary_lost():
         one = Path(tmp) / "one"
         (one / "sessions").mkdir(parents=True)
         shutil.copy(small, one / "sessions" / small.name)
-        results, _ = rc.run(one, systems=("lantern",))
+        results, _ = rc.run(one, systems=("lantern",), workers=1)
     assert results
     for r in results:
         values = [it.value for it in r.loss.items]

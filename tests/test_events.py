@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lantern import Lantern
 from lantern.compaction import detect
@@ -99,6 +101,69 @@ def test_api_compaction_recover_records_one_small_event(tmp_path):
         # record=False (the caller records its own) writes nothing
         c.recover(lt, record=False)
         assert len(lt.events()) == 1
+        # the receipt: the latency, nothing to say about an empty block, the loss report as recovered
+        assert event.latency_ms is not None and event.latency_ms > 0 and event.empty_reason is None
+        assert event.loss["lost"] == len(rec.loss.items) and event.loss["by_type"] == rec.loss.by_type()
+
+
+def test_a_recovery_that_injects_nothing_says_why(tmp_path):
+    with Lantern(tmp_path / "w.db") as lt:
+        lt.archive(conversation(), session="s")
+        rec = lt.recover_compaction(SUMMARY["content"], session="s", budget=3000, record=True)
+        empty = lt.recover_compaction("x", session="nothing-here", budget=3000, record=True)
+        assert empty.text == "" and empty.reason == "nothing_archived"
+        newest, first = lt.events(session=None)
+        assert newest.empty_reason == "nothing_archived" and newest.injected == [] and newest.latency_ms >= 0
+        assert (first.empty_reason is None) == bool(rec.text)
+
+
+@pytest.mark.parametrize("source", ["mcp", "proxy"])
+def test_every_recovery_the_mcp_server_and_the_rest_api_serve_leaves_a_receipt(tmp_path, source):
+    from lantern.integrations.service import MemoryService
+
+    path = tmp_path / "m.db"
+    with Lantern(path) as lt:
+        lt.archive(conversation(), session="s")
+    service = MemoryService(path, source=source)
+    try:
+        found = service.recover("which port does the billing database listen on", session="s", budget=2000)
+        nothing = service.recover("which port does the billing database listen on", session="none", budget=2000)
+    finally:
+        service.close()
+    assert found["text"] and not nothing["text"]
+    with Lantern(path) as lt:
+        second, first = lt.events()
+    assert first.source == second.source == source and first.reason == "query"
+    assert first.chars == len(found["text"]) and first.empty_reason is None and first.latency_ms > 0
+    assert second.injected == [] and second.empty_reason == nothing.get("reason", "nothing_relevant")  # the why
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    packed=st.integers(0, 80),
+    cut=st.integers(0, 80),
+    value=st.text(min_size=1, max_size=400),
+)
+def test_an_events_loss_report_is_bounded_and_keeps_every_count(packed, cut, value):
+    from lantern.store.events import LOSS_CUT, LOSS_PACKED, LOSS_VALUE_CHARS, bound_loss
+
+    item = {"value": value, "type": "path", "weight": 0.5, "turn": 3, "entry": 7, "seen": 1}
+    report = {
+        "lost": packed + cut,
+        "kept": 4,
+        "packed": packed,
+        "by_type": {"path": {"lost": packed + cut, "packed": packed}},
+        "items": [dict(item, packed=True)] * packed,
+        "cut": [dict(item, packed=False)] * cut,
+    }
+    kept = bound_loss(report)
+    assert {k: kept[k] for k in ("lost", "kept", "packed", "by_type")} == {
+        k: report[k] for k in ("lost", "kept", "packed", "by_type")
+    }
+    assert len(kept["items"]) == min(packed, LOSS_PACKED) and len(kept["cut"]) == min(cut, LOSS_CUT)
+    for i in kept["items"] + kept["cut"]:
+        assert len(i["value"]) <= LOSS_VALUE_CHARS + 1 and value.startswith(i["value"].rstrip("…")[:1])
+    assert len(json.dumps(kept)) < 2_000 + (LOSS_PACKED + LOSS_CUT) * (LOSS_VALUE_CHARS * 6 + 200)
 
 
 def test_the_query_is_redacted_like_archived_text(tmp_path):
@@ -128,7 +193,7 @@ def test_forget_removes_events_and_the_query_bytes(tmp_path, how):
         if how == "entry":  # the event stays without the forgotten id, and without its query (it may quote it)
             (event,) = mine
             assert ids[1] not in event.lost and ids[1] not in [i for i, _, _ in event.injected]
-            assert event.query == "" and event.lost
+            assert event.query == "" and event.lost and event.loss is None  # the loss report quotes turns too
         else:
             assert mine == []
         (theirs,) = lt.events(user="bob")  # another user's events stay

@@ -318,6 +318,19 @@ def test_the_window_rule_pays_refusals_again_only_on_probes(limit, budget, sizes
     assert later_refusals <= len(sizes) // PROBE_AFTER + 1
 
 
+@pytest.mark.parametrize("cap", [None, 7])
+def test_chat_max_tokens_reaches_the_endpoint(tmp_path, cap):
+    """Issue 37: `lantern chat --max-tokens N` caps every request the chat sends (it was read and dropped); without
+    it, the settings' default (256) goes."""
+    from clirun import lantern as cli
+
+    with FakeLLM([answer("The port is 5433.")]) as fake:
+        args = ["chat", "--once", "which port?", "--llm-base-url", fake.base_url, "--llm-model", "fake-model"]
+        done = cli(*args, *(["--max-tokens", str(cap)] if cap else []), db=tmp_path / "c.db")
+        assert done.returncode == 0, done.stderr.decode()
+        assert fake.requests and {r["max_tokens"] for r in fake.requests} == {cap or 256}
+
+
 # ---------------------------------------------------------------- an endpoint that refuses the JSON format
 SCHEMA = {"type": "object", "properties": {"ids": {"type": "array"}}, "required": ["ids"]}
 # llama-cpp-python 0.3's server answering response_format json_schema: a 500 with its validation error and the

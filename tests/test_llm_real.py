@@ -270,8 +270,8 @@ def test_the_agent_gist_is_written_by_the_llm_every_five_turns(tmp_path, local_l
 
 
 def test_the_proxy_reranks_a_compaction_recovery_through_its_own_upstream(tmp_path, local_llm, monkeypatch):
-    """lantern serve --upstream <the local model> --rerank: the compaction's recovery is reranked by the upstream
-    with the request's model; the event records it and the injected block still holds the lost port."""
+    """lantern serve --upstream <the local model> --rerank: the compaction recovery's lost items are reranked by the
+    upstream with the request's model; the event records it and the injected block still holds the lost port."""
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 

@@ -74,7 +74,7 @@ def test_mcp_end_to_end(tmp_path):
 
     async def body(s: ClientSession):
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert set(tools) == {"archive", "recover", "search", "forget", "feedback", "stats"}
+        assert set(tools) == {"archive", "recover", "recover_compaction", "search", "forget", "feedback", "stats"}
         assert _schema(tools["archive"])["required"] == ["messages"]
         assert _schema(tools["archive"])["properties"]["messages"]["type"] == "array"
         assert set(_schema(tools["recover"])["properties"]) >= {"query", "session", "budget"}
@@ -112,6 +112,16 @@ def test_mcp_end_to_end(tmp_path):
         assert [e["id"] for e in rec["entries"]] == [archived["entry_ids"][0]]  # the live turn is not re-injected
         assert "5433" in _text(r)  # the unstructured content carries it too
         assert "reason" in rec and rec["relevance"]["entries"] == 2
+        # the compaction's own recovery: what the summary and the live turns lost, with the loss report
+        r = await s.call_tool(
+            "recover_compaction", {"summary": summary, "session": "build-42", "live": CONVERSATION[-2:]}
+        )
+        assert not _err(r), _text(r)
+        comp = _data(r)
+        assert "5433" in comp["text"] and comp["loss"]["by_type"]["port"]["packed"] >= 1
+        assert [e["id"] for e in comp["entries"]] == [archived["entry_ids"][0]]
+        r = await s.call_tool("recover_compaction", {"summary": summary, "session": "nobody"})
+        assert _data(r)["reason"] == "nothing_archived" and _data(r)["text"] == ""
         r = await s.call_tool("recover", {"query": "   "})
         assert _data(r)["reason"] == "empty_query" and _data(r)["text"] == ""  # an empty block says why
         r = await s.call_tool("recover", {"query": "which hotel did I book in Lisbon for the wedding?"})

@@ -128,7 +128,8 @@ def test_copy_sqlite_to_postgres_and_back_keeps_entries_vectors_facts_and_events
         chat = lt.archive(TURNS, session="chat").entry_ids
         lt.archive([{"role": "user", "content": "The staging database port is 5433."}], session="ops")
         recovery = lt.recover("staging redis port", session="chat", budget=2000)
-        lt.record_compaction(recovery, session="chat", reason="summary", lost=chat, source="proxy")
+        recovery.loss = lt.recover_compaction(None, session="chat", budget=2000).loss  # a loss report to copy
+        lt.record_compaction(recovery, session="chat", reason="summary", lost=chat, source="proxy", latency_ms=12.5)
         lt.feedback([chat[0]], useful=True)
         reinforced = [  # the content hash as hex, as the server stores it (SQLite stores its digest)
             (lt.store.entry_value("content_hash", h), *state)
@@ -154,6 +155,8 @@ def test_copy_sqlite_to_postgres_and_back_keeps_entries_vectors_facts_and_events
         assert event.session == "chat" and event.source == "proxy" and event.reason == "summary"
         assert event.query == "staging redis port" and len(event.lost) == len(chat)
         assert all(by_hash[i] for i in event.lost) and {i for i, _, _ in event.injected} <= set(event.lost)
+        assert event.latency_ms == 12.5 and event.loss["lost"] > 0  # the receipt and the loss report copied
+        assert {i["entry"] for i in event.loss["items"] + event.loss["cut"]} <= set(event.lost)
     with Lantern(url, user="bob") as lt:
         assert "8721" in lt.recover("王丽的分机号", budget=500).text
         assert "6380" not in lt.recover("staging redis port", budget=2000).text  # alice's, not bob's

@@ -54,6 +54,14 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
     assert "5433" in rec["text"] and len(rec["text"]) == rec["chars"] <= 2000
     assert [e["id"] for e in rec["entries"]] == [archived["entry_ids"][0]]
 
+    r = client.post(
+        "/v1/memory/recover_compaction",
+        json={"summary": summary, "session": "build-42", "live": CONVERSATION[-2:], "budget": 2000},
+    )
+    assert r.status_code == 200, r.text
+    comp = r.json()
+    assert "5433" in comp["text"] and comp["chars"] <= 2000 and comp["loss"]["packed"] >= 1
+
     hits = client.post("/v1/memory/search", json={"query": "postgres port", "k": 3}).json()["hits"]
     assert hits[0]["id"] == archived["entry_ids"][0] and hits[0]["ranks"]
 
@@ -80,6 +88,9 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
         ("/v1/memory/recover", {"query": "x", "budget": -5}, 422),
         ("/v1/memory/recover", {"query": 3}, 422),
         ("/v1/memory/search", {"query": "x", "k": 0}, 422),
+        ("/v1/memory/recover_compaction", {"summary": "s", "budget": -1}, 422),
+        ("/v1/memory/recover_compaction", {"summary": 3}, 422),
+        ("/v1/memory/recover_compaction", {"summary": "s", "sesion": "typo"}, 422),
         ("/v1/memory/forget", {}, 400),
         ("/v1/memory/forget", {"entry": 1, "session": "s"}, 400),
     ],

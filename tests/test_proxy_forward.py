@@ -12,6 +12,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
@@ -761,6 +763,47 @@ def test_user_messages_that_look_like_summaries_are_archived_runtime_summaries_a
         assert "$2,310" in texts[0] and "Sure, noted." in texts[0]
         assert "metformin 500mg" in texts[1] and "Noted the metformin dose." in texts[1]
         assert not any("continued from a previous" in t or "set up billing" in t for t in texts)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    mark=st.sampled_from(["[Summary]", "[summary of the earlier turns]", "<summary>", "  [SUMMARY]:"]),
+    body=st.text(min_size=0, max_size=80),
+    lead=st.lists(st.sampled_from(["system", "developer"]), max_size=2),
+)
+def test_a_user_message_opening_the_conversation_with_a_summarys_markup_is_a_runtime_summary(mark, body, lead):
+    """Issue 37: a runtime that compacts puts its summary where the replaced turns were, before any reply, often as
+    a user message ("[Summary] ..."); the proxy archived it. Before any assistant message such a user message is
+    the runtime's summary; after one it is the user's own words ("[Summary] of my meds: ...")."""
+    from lantern.compaction import runtime_summaries
+
+    summary = {"role": "user", "content": f"{mark} {body}"}
+    head = [{"role": r, "content": "You are a coding assistant."} for r in lead]
+    reply = {"role": "assistant", "content": "Noted."}
+    assert runtime_summaries([*head, summary, {"role": "user", "content": "go on"}])[len(head)] is True
+    assert runtime_summaries([*head, {"role": "user", "content": "hi"}, reply, summary])[-1] is False
+    words = {"role": "user", "content": f"Summary of the conversation I had with my landlord: {body}"}
+    assert runtime_summaries([*head, words])[-1] is False
+
+
+def test_the_proxy_does_not_archive_a_user_role_summary_opening_a_compacted_request(tmp_path):
+    from lantern import Lantern
+    from lantern.integrations.proxy import _archive_new
+
+    with Lantern(tmp_path / "u.db", embedder="minilm") as lantern:
+        _archive_new(
+            lantern,
+            "s",
+            [
+                {"role": "system", "content": "You are a coding assistant."},
+                {"role": "user", "content": "[Summary] The user set up the billing database and asked for docs."},
+                {"role": "user", "content": "Which port did we pick?"},
+                {"role": "assistant", "content": "Port 5433."},
+            ],
+        )
+        texts = [r[0] for r in lantern.store.db.execute("SELECT text FROM entries ORDER BY turn")]
+    assert texts and not any("set up the billing database" in t for t in texts)
+    assert any("Which port did we pick?" in t and "Port 5433." in t for t in texts)
 
 
 # ---------------------------------------------------------------------------------------------- rewinds (issue #19)

@@ -175,3 +175,23 @@ def test_a_loss_that_fits_whole_comes_back_verbatim(tmp_path):
         small = lt.recover_compaction("The user set up the billing database.", live=msgs[-2:], session="b", budget=140)
     assert rec.text.startswith(VERBATIM) and msgs[1]["content"] in rec.text and msgs[3]["content"] not in rec.text
     assert small.text.startswith(TITLE) and "5433" in small.text and small.chars <= 140
+
+
+def test_a_rerank_puts_the_items_the_llm_names_first_and_a_failure_keeps_the_weight_order(store):
+    """Through a local server speaking the OpenAI API (tests/openai_fake.py): the named items go first; a 503 keeps
+    the weight order and says why."""
+    from openai_fake import FakeLLM, answer, status
+
+    msgs, _ = session(0)
+    with Lantern(store) as lt:
+        plain = lt.recover_compaction("summary", live=msgs[-4:], session="s0", budget=4000)
+        order = [i.value for i in plain.loss.items]
+        with FakeLLM([answer('{"ids": [5, 2]}')]) as fake:
+            ranked = lt.recover_compaction("summary", live=msgs[-4:], session="s0", rerank=True, llm=fake.settings())
+            shown = fake.requests[0]["messages"][1]["content"]
+        with FakeLLM([status(503)]) as fake:
+            failed = lt.recover_compaction("summary", live=msgs[-4:], session="s0", rerank=True, llm=fake.settings())
+    assert ranked.reranked and [i.value for i in ranked.loss.items[:2]] == [order[5], order[2]]
+    assert order[0] in shown and ranked.rerank.usage.calls == 1
+    assert not failed.reranked and "rerank skipped" in failed.rerank.warning
+    assert [i.value for i in failed.loss.items] == order

@@ -171,6 +171,29 @@ def test_the_timeline_shows_turn_labels_folded_output_and_the_compaction(client,
     assert f"{len(ev.injected)} entries" in page
 
 
+def test_the_compaction_page_shows_what_the_summary_lost_by_type_each_traced_to_its_turn(client, db):
+    """The loss report of the event (issue 34 item 3): counts by type, the specifics that came back and the best
+    ones cut, each linking to the turn of the session it was seen in; the receipt's latency."""
+    import html
+
+    with Lantern(db) as lt:
+        (ev,) = lt.events("billing")
+    assert ev.loss and ev.loss["lost"] > 0 and ev.latency_ms is not None
+    page = client.get(f"/event/{ev.id}").text
+    assert f"{ev.loss['lost']} specifics the archived turns hold" in page and " ms</dd>" in page
+    for kind, row in ev.loss["by_type"].items():
+        assert f"<tr><td>{kind}</td><td>{row['lost']}</td><td>{row['packed']}</td></tr>" in page
+    shown = ev.loss["items"] + ev.loss["cut"]
+    assert shown
+    for item in shown:
+        link = f'<a href="/session?s=billing&amp;user=#e{item["entry"]}">turn {item["turn"]}</a>'
+        assert f"<code>{html.escape(item['value'])}</code> · {link}" in page
+    text = client.get("/session?s=billing").text
+    assert all(f'id="e{item["entry"]}"' in text for item in shown)  # each traceable: the turn is on the timeline
+    listing = client.get("/events").text
+    assert f"{ev.loss['lost']} / {ev.loss['packed']}" in listing
+
+
 def test_explain_shows_ranks_rrf_mmr_verdicts_and_the_block(client, db):
     text = client.get("/explain", params={"q": "which port does the billing database listen on", "s": "billing"}).text
     assert 'class="ranks"' in text and "semantic" in text and "fulltext" in text

@@ -1,5 +1,6 @@
 """The ``lantern`` command's entry point (``python -m lantern`` too): the CLI (``lantern.cli``), except that the
-Claude Code hook, ``lantern [--db PATH] [--rewound MODE] hook claude-code``, runs without loading the CLI.
+agents' hooks, ``lantern [--db PATH] [--rewound MODE] hook claude-code`` and ``lantern [--db PATH] hook codex``,
+run without loading the CLI.
 
 A hook is a new process on every event, and ``UserPromptSubmit`` blocks the user's prompt until it exits. The CLI
 imports typer, click, rich and pydantic (about 200 ms of a hook's 400 ms on an idle machine, more under load:
@@ -11,14 +12,15 @@ from __future__ import annotations
 
 import sys
 
-_HOOK = ["hook", "claude-code"]
+_HOSTS = ("claude-code", "codex")
 _VALUE_OPTIONS = ("--db", "--rewound")  # the global options a hook command carries (install claude-code writes them)
 
 
 def hook_options(argv: list[str]) -> dict[str, str] | None:
     """The global options of a hook command line (``--db PATH --rewound MODE hook claude-code``, ``--opt=value``
-    too) as ``{"--db": PATH, ...}``; None when ``argv`` is anything else (the CLI parses it then)."""
-    if argv[-2:] != _HOOK:
+    too, the agent last: claude-code or codex) as ``{"--db": PATH, ...}``; None when ``argv`` is anything else (the
+    CLI parses it then)."""
+    if len(argv) < 2 or argv[-2] != "hook" or argv[-1] not in _HOSTS:
         return None
     options: dict[str, str] = {}
     rest = argv[:-2]
@@ -53,6 +55,10 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
                 sys.stdout.write(out + "\n")
                 sys.stdout.flush()
             return 0
+    if host == "codex":
+        from lantern.integrations.codex import main as codex_main
+
+        return codex_main(db, text=text)
     from lantern.integrations.claude_code import main as hook_main
 
     return hook_main(db, rewound=rewound, text=text)
@@ -60,7 +66,10 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
 
 def main() -> None:
     options = hook_options(sys.argv[1:])
-    if options is not None and options.get("--rewound", "skip") in ("skip", "mark"):
+    host = sys.argv[-1]
+    if options is not None and host == "codex" and "--rewound" not in options:
+        sys.exit(hook("codex", options.get("--db"), None))
+    if options is not None and host == "claude-code" and options.get("--rewound", "skip") in ("skip", "mark"):
         sys.exit(hook("claude-code", options.get("--db"), options.get("--rewound")))
     from lantern.cli import main as cli_main
 

@@ -13,6 +13,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -424,6 +425,8 @@ class Lantern:
         record: bool = False,
         source: str = "api",
         reason: str = "summary",
+        rerank: bool = False,
+        llm: LLMSettings | LLMClient | None = None,
     ) -> Recovery:
         """What a compaction lost, as the block to inject after it (docs/architecture.md §3.8; recover/loss.py).
 
@@ -436,9 +439,10 @@ class Lantern:
         first by the chance the next turns use them, each on the line of the turn it was last seen in, then the
         lines they were seen in. ``Recovery.loss`` reports every lost item, packed or cut, by type;
         ``Recovery.reason`` says why a block is empty (nothing_archived, nothing_lost, budget). Zero LLM calls;
-        never withheld by the relevance floor. With ``record`` the compaction is stored as one event
-        (``record_compaction``; ``source``, ``reason`` as there). Raises ValueError for a bad budget and TypeError
-        for a bad ``live`` or ``summary``."""
+        never withheld by the relevance floor. ``rerank``: one LLM call (``llm``, as ``recover``'s) puts first the lost
+        items the task needs most (``Recovery.rerank``; a failure keeps the weight order, with one warning). With
+        ``record`` the compaction is stored as one event (``record_compaction``; ``source``, ``reason`` as there).
+        Raises ValueError for a bad budget and TypeError for a bad ``live`` or ``summary``."""
         if summary is not None and not isinstance(summary, str):
             raise TypeError(f"summary must be a string or None, got {type(summary).__name__}")
         scope = resolve(self.scope, user, agent, project)
@@ -447,6 +451,7 @@ class Lantern:
         ids, live_text = self._exclusions(live_list)
         task = _last_user_text(live_list)
         session_name = given_name(session) or DEFAULT_SESSION
+        started = time.perf_counter()
         result = pipeline.recover_compaction(
             self.store,
             clean_text(summary or ""),
@@ -456,7 +461,12 @@ class Lantern:
             session=session_name,
             scope=scope,
             budget=budget,
+            llm=self.llm_client(llm) if rerank else None,
+            rerank_top_n=self.config.rerank_top_n,
+            rerank_prompt_chars=self.config.rerank_prompt_chars,
         )
+        if result.rerank is not None and result.rerank.warning:
+            log.warning("%s", result.rerank.warning)
         if record:
             lost = sorted({s.entry_id for it in (result.loss.items if result.loss else []) for s in it.seen})
             self.record_compaction(
@@ -468,6 +478,7 @@ class Lantern:
                 user=user,
                 agent=agent,
                 project=project,
+                latency_ms=1000 * (time.perf_counter() - started),
             )
         return result
 
@@ -630,17 +641,22 @@ class Lantern:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        latency_ms: float | None = None,
+        empty_reason: str | None = None,
     ) -> int | None:
         """Record one compaction event (store/events.py): when, which ``session`` within the scope (default: the
         handle's), how it was detected (``reason``: compaction.py's summary / dropped / size_drop, or the
-        integration's own), by whom (``source``: api, proxy, claude-code, demo), the ``lost`` entry ids, the
-        recovery's query (redacted as archived text is, first 4,000 characters), the injected entries (id,
-        characters, excerpt) and whether a rerank ran (``rerank``; default ``recovery.reranked``). Called by
-        ``compaction.Compaction.recover`` and the Claude Code hooks. Returns the event id, or None when the database
+        integration's own), by whom (``source``: api, proxy, claude-code, codex, mcp, demo), the ``lost`` entry
+        ids, the recovery's query (redacted as archived text is, first 4,000 characters), the injected entries (id,
+        characters, excerpt), whether a rerank ran (``rerank``; default ``recovery.reranked``), the receipt: the
+        recovery's wall time (``latency_ms``, milliseconds) and why nothing was injected (``empty_reason``; default
+        ``recovery.reason`` when the block is empty, else None; events.EMPTY_REASONS names the integrations' own),
+        and the loss report (``recovery.loss``, bounded: events.bound_loss). Called by
+        ``compaction.Compaction.recover`` and the hooks. Returns the event id, or None when the database
         cannot be written now (a read-only file, the write lock not obtained within ``reinforce.WRITE_WAIT_S``, a
         full disk: logged on the ``lantern`` logger; the recovery stands all the same)."""
-        import time
-
+        if empty_reason is None and not recovery.text:
+            empty_reason = recovery.reason or "nothing_relevant"
         scope = resolve(self.scope, user, agent, project)
         query = redact_text(recovery.query or "", self.redaction)[0][: event_store.QUERY_CHARS]
         try:
@@ -658,6 +674,9 @@ class Lantern:
                     chars=recovery.chars,
                     budget=recovery.budget,
                     rerank=recovery.reranked if rerank is None else rerank,
+                    empty_reason=empty_reason,
+                    latency_ms=latency_ms,
+                    loss=recovery.loss.to_json(items=event_store.LOSS_PACKED) if recovery.loss is not None else None,
                 )
         except _write_errors(self.store) as e:
             if not _unwritable(self.store, e):

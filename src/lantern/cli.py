@@ -15,6 +15,7 @@
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
     lantern hook claude-code  /  lantern install claude-code [--user]      -> lantern.integrations.claude_code
+    lantern hook codex  /  lantern install codex [--user]                  -> lantern.integrations.codex
 
 Heavy imports (numpy, onnxruntime) happen inside the commands, so ``lantern --help`` stays instant.
 
@@ -1685,10 +1686,14 @@ def events(
     """Compaction events: when a compaction was detected (proxy, hooks, API), the turns it lost, what was injected.
 
     Each event names its session, how it was detected, the lost entries (recovered: injected again; not recovered),
-    the injected entries and characters, and whether a rerank ran. `lantern ui` shows them on the session's
-    timeline."""
+    the injected entries and characters, the latency, and why nothing was injected when nothing was.
+
+    Under the table: what each compaction's summary lost, by type, and the specifics that came back, each with its
+    turn. `lantern ui` shows them on the session's timeline."""
     from rich.markup import escape
     from rich.table import Table
+
+    from lantern.model import loss_lines
 
     def run():
         kwargs = {"session": session, "limit": limit, "agent": agent, "project": project}
@@ -1709,8 +1714,9 @@ def events(
             return
         safe = _on_terminal()
         table = Table()
-        for col in ("id", "time (UTC)", "session", "source", "reason", "lost", "recovered", "injected", "chars"):
-            table.add_column(col, overflow="fold", justify="right" if col in ("id", "lost", "chars") else "left")
+        columns = ("id", "time (UTC)", "session", "source", "reason", "lost", "recovered", "injected", "chars", "ms")
+        for col in columns:
+            table.add_column(col, overflow="fold", justify="right" if col in ("id", "lost", "chars", "ms") else "left")
         for r in rows:
             table.add_row(
                 str(r.id),
@@ -1720,10 +1726,17 @@ def events(
                 escape(r.reason),
                 str(len(r.lost)),
                 f"{len(r.recovered)} of {len(r.lost)}",
-                plural(len(r.injected), "entry", "entries"),
+                plural(len(r.injected), "entry", "entries")
+                if r.injected
+                else f"none: {escape(r.empty_reason or 'nothing_relevant')}",
                 f"{r.chars:,}",
+                "–" if r.latency_ms is None else f"{r.latency_ms:,.0f}",
             )
-        _stdout_console().print(table)
+        console = _stdout_console()
+        console.print(table)
+        for r in rows:
+            for line in loss_lines(r.loss, head=f"event {r.id}: "):
+                console.print(escape(safe(line)), soft_wrap=True, highlight=False)
 
     _guard(run)
 
@@ -1873,6 +1886,7 @@ def chat(
                 budget=budget,
                 top_k=top_k,
                 rerank=rerank,
+                max_tokens=max_tokens,
             )
             questions = [once] if once is not None else _questions(interactive)
             for question in questions:
@@ -1921,9 +1935,12 @@ def demo(
         callback=_sqlite_only,
         help="Where to build the demo database, a SQLite file (default: a temp dir).",
     ),
-    show_block: bool = typer.Option(True, "--show-block/--no-show-block", help="Print the injected block."),
+    show_block: bool = typer.Option(
+        False, "--show-block/--no-show-block", help="Also print each injected block, after its session's story."
+    ),
 ) -> None:
-    """Archive a real aider session, compact it, and measure what recovery brings back. No network, no LLM."""
+    """Archive real aider sessions, compact them, and show what each compaction lost and what recovery brought
+    back (one line per fact), then the figures. No network, no LLM."""
     from lantern.demo import run as run_demo
 
     _guard(lambda: run_demo(_db_location(db), show_block=show_block, console=_stdout_console()), db or None)
@@ -2226,7 +2243,7 @@ def eval_(
         _fail(_missing_extra("eval", "eval", ", ".join(missing)))
 
     if dataset == "realcompact":
-        return _eval_realcompact(data, out, limit, system, fit)
+        return _eval_realcompact(data, out, limit, system, fit, workers)
 
     def run() -> None:
         try:
@@ -2288,7 +2305,9 @@ def eval_(
     _guard(run, cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval")
 
 
-def _eval_realcompact(data: Path, out: Path, limit: Optional[int], system: Optional[list[str]], fit: bool) -> None:
+def _eval_realcompact(
+    data: Path, out: Path, limit: Optional[int], system: Optional[list[str]], fit: bool, workers: Optional[int]
+) -> None:
     """``eval realcompact``: one call of ``lantern.eval.realcompact.main``."""
     from rich.console import Console
     from rich.progress import Progress
@@ -2306,6 +2325,7 @@ def _eval_realcompact(data: Path, out: Path, limit: Optional[int], system: Optio
                 limit=limit,
                 systems=system or None,
                 fit=fit,
+                workers=workers,
                 command="lantern " + shlex.join(sys.argv[1:]),
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
@@ -2355,11 +2375,67 @@ def install_claude_code(
         _fail("give at most one of --project or --user")
 
     def run():
-        path, changed = install(
-            "user" if user else "project", uninstall=uninstall, db=_db_location(db) or state.db, rewound=state.rewound
+        pinned = _db_location(db) or state.db
+        path, changed = install("user" if user else "project", uninstall=uninstall, db=pinned, rewound=state.rewound)
+        _installed(path, changed, uninstall, pinned)
+
+    _guard(run)
+
+
+def _installed(path: Path, changed: bool, uninstall: bool, pinned: Any) -> None:
+    """What ``install`` did, and which database the hooks write to (pinned in their command, or where they look
+    when they run)."""
+    from lantern.config import redact_url
+
+    verb = "removed from" if uninstall else "installed in"
+    print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
+    if uninstall:
+        return
+    if pinned is not None:
+        print(f"the hooks write to {redact_url(str(Path(pinned).expanduser().resolve()))}")
+    else:
+        print(
+            f"the hooks write to $LANTERN_DB as the agent sees it, else {Path.home() / '.lantern' / 'lantern.db'} "
+            "(pin one: --db FILE)"
         )
-        verb = "removed from" if uninstall else "installed in"
-        print(f"Lantern hooks {verb} {path}" if changed else f"{path} already up to date")
+
+
+@hook_app.command("codex")
+def hook_codex() -> None:
+    """Codex hook: reads the hook JSON on stdin; archives the rollout on PreCompact/Stop/PostCompact, injects what
+    the compaction lost on SessionStart(compact). Always exits 0 (errors go to ~/.lantern/logs/codex.log)."""
+    from lantern.integrations.codex import main as hook_main
+
+    raise typer.Exit(hook_main(state.db))
+
+
+@install_app.command("codex")
+def install_codex(
+    user: bool = typer.Option(False, "--user", help="$CODEX_HOME/hooks.json (default ~/.codex/hooks.json)."),
+    project: bool = typer.Option(False, "--project", help=".codex/hooks.json of the current directory (default)."),
+    uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
+    db: Optional[str] = typer.Option(
+        None,
+        "--db",
+        help=(
+            "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
+            "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run)."
+        ),
+    ),
+) -> None:
+    """Write Lantern's hooks into Codex's hooks.json, merged with the hooks already there. Codex runs a new hook
+    only once you trust it (/hooks in Codex)."""
+    from lantern.integrations.claude_code_settings import install_codex as install
+
+    if user and project:
+        _fail("give at most one of --project or --user")
+
+    def run():
+        pinned = _db_location(db) or state.db
+        path, changed = install("user" if user else "project", uninstall=uninstall, db=pinned)
+        _installed(path, changed, uninstall, pinned)
+        if changed and not uninstall:
+            print("in Codex, open /hooks and trust the new hooks: Codex runs a hook only once it is trusted")
 
     _guard(run)
 
@@ -2402,7 +2478,46 @@ def _ignore_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_GLOBAL_VALUE_OPTIONS = ("--db", "--embedder", "--rewound")
+
+
+def globals_first(argv: list[str]) -> list[str]:
+    """``argv`` with the global options (``--db``, ``--embedder``, ``--rewound``, each with its value, ``--opt=value``
+    too) that were given after the command moved before it, where the CLI reads them: ``lantern recover Q --db X``
+    is ``lantern --db X recover Q``. An option the command defines itself (``install claude-code --db``) stays
+    where it is, and so does everything after ``--``. Any other ``argv`` is returned unchanged."""
+    group: Any = typer.main.get_command(app)
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # the global options already in front
+        i += 1 if "=" in argv[i] or argv[i] not in _GLOBAL_VALUE_OPTIONS else 2
+    command, start = group, i
+    while isinstance(getattr(command, "commands", None), dict) and i < len(argv) and argv[i] in command.commands:
+        command = command.commands[argv[i]]
+        i += 1
+    if command is group:
+        return argv
+    own = {name for p in command.params for name in getattr(p, "opts", [])}
+    moved: list[str] = []
+    rest: list[str] = []
+    j = i
+    while j < len(argv):
+        token = argv[j]
+        if token == "--":
+            rest += argv[j:]
+            break
+        name = token.partition("=")[0]
+        if name in _GLOBAL_VALUE_OPTIONS and name not in own:
+            take = 1 if "=" in token or j + 1 >= len(argv) else 2
+            moved += argv[j : j + take]
+            j += take
+            continue
+        rest.append(token)
+        j += 1
+    return argv[:start] + moved + argv[start:i] + rest if moved else argv
+
+
 def main() -> None:
+    sys.argv[1:] = globals_first(sys.argv[1:])
     try:
         app()  # typer turns a KeyboardInterrupt into exit code 130 (SystemExit)
     except SystemExit as e:

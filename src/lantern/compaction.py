@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,7 @@ DROP_MIN_CHARS = 4000  # ours: below this a "drop" is noise
 SUMMARY_QUERY_CHARS = 2000  # ours: how much of a long summary goes into the query
 
 _SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
+_SUMMARY_MARKUP = re.compile(r"^\s*(\[summary|<summary>)", re.IGNORECASE)  # the markup forms of _SUMMARY_START
 _CLAUDE_CODE = "this session is being continued from a previous conversation"
 # Claude Code's fixed opening ("This session is being continued from a previous conversation that ran out of
 # context. The conversation is summarized below:") and a "Summary:" label: words of the template, not of the work
@@ -60,6 +62,7 @@ __all__ = [
     "confirmed_rewinds",
     "detect",
     "is_runtime_summary",
+    "runtime_summaries",
     "is_summary",
     "message_text",
     "summary_query",
@@ -93,12 +96,13 @@ class Compaction:
     ) -> Recovery:
         """The block to inject: ``lantern.recover_compaction(summary, live=live messages, session=...)`` in the scope
         the compaction was detected in: the specifics the summary and the live context lost (recover/loss.py);
-        turns rewound away (``abandoned_entry_ids``) count as live, never as lost. ``rerank`` and ``llm`` apply to
-        question recoveries only and are ignored here: the compaction block is ranked by the loss model. With
+        turns rewound away (``abandoned_entry_ids``) count as live, never as lost. ``rerank``: one LLM call through
+        ``llm`` puts first the lost items the task needs most (``Lantern.recover_compaction``). With
         ``record`` (default) the compaction is stored as one event (``Lantern.record_compaction``: ``lantern
         events``, the inspector) with ``source`` naming who detected it."""
         scope = self.scope or lantern.scope
         live = [m for m in self.messages if not is_summary(m)]
+        started = time.perf_counter()
         recovery = lantern.recover_compaction(
             self.summary,
             live=live + list(self.abandoned_entry_ids),
@@ -107,6 +111,8 @@ class Compaction:
             user=scope.user,
             agent=scope.agent,
             project=scope.project,
+            rerank=rerank,
+            llm=llm,
         )
         if record:
             lantern.record_compaction(
@@ -118,6 +124,7 @@ class Compaction:
                 user=scope.user,
                 agent=scope.agent,
                 project=scope.project,
+                latency_ms=1000 * (time.perf_counter() - started),
             )
         return recovery
 
@@ -152,13 +159,16 @@ def is_summary(m: Any) -> bool:
     return m.get("role") in ("system", "user", "developer") and bool(_SUMMARY_START.match(text))
 
 
-def is_runtime_summary(m: Any) -> bool:
+def is_runtime_summary(m: Any, opening: bool = False) -> bool:
     """Whether a message can only be a runtime's compaction summary, stricter than ``is_summary`` (which decides
     detection, where a false alarm costs one recovery): Claude Code's flag ``isCompactSummary``, a message that
-    starts with Claude Code's "This session is being continued from a previous conversation", or a system /
-    developer message that starts like a summary ("[Summary", "Summary of the conversation", "<summary>"). A user
-    message that merely starts like a summary ("Summary of the conversation I had with my landlord: ...") is the
-    user's own words. The proxy does not archive runtime summaries (ours)."""
+    starts with Claude Code's "This session is being continued from a previous conversation", a system /
+    developer message that starts like a summary ("[Summary", "Summary of the conversation", "<summary>"), or,
+    when it ``opening`` the conversation (no assistant message before it, where a runtime puts the summary that
+    replaces the turns), a user message that starts with a summary's markup ("[Summary", "<summary>"). A user
+    message that merely starts like a summary in words ("Summary of the conversation I had with my landlord: ...")
+    or that comes after a reply ("[Summary] of my meds: ...") is the user's own words. The proxy does not
+    archive runtime summaries (ours; ``runtime_summaries``)."""
     if not isinstance(m, dict):
         return False
     if m.get("isCompactSummary") is True:
@@ -166,7 +176,19 @@ def is_runtime_summary(m: Any) -> bool:
     text = message_text(m).lstrip()
     if text[: len(_CLAUDE_CODE)].lower() == _CLAUDE_CODE:
         return True
+    if m.get("role") == "user" and opening:
+        return bool(_SUMMARY_MARKUP.match(text))
     return m.get("role") in ("system", "developer") and bool(_SUMMARY_START.match(text))
+
+
+def runtime_summaries(messages: list[Any]) -> list[bool]:
+    """``is_runtime_summary`` of each message of a request, each user message judged ``opening`` when no
+    assistant message comes before it."""
+    out, replied = [], False
+    for m in messages:
+        out.append(is_runtime_summary(m, opening=not replied))
+        replied = replied or (isinstance(m, dict) and m.get("role") == "assistant")
+    return out
 
 
 def summary_query(messages: list[Any]) -> tuple[str, str] | None:

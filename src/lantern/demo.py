@@ -12,11 +12,16 @@ Protocol: the look-ahead protocol of ``lantern.eval.lookahead`` (shared with the
    context and the look-ahead turns excluded too (they lie in the future of t*), budget 6,000 characters. A fact
    is recovered when it is in the injected block.
 
+What it prints: the story first, per session: where the context was compacted, what the compaction lost (the
+needed lost facts), which came back and from which turn, one line per fact (the injected block itself behind
+``--show-block``); then the figures: the table per session, archive latency and bytes per turn.
+
 No network, no LLM: every figure printed is measured on this run.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 import tempfile
 import time
@@ -49,6 +54,9 @@ class CompactionResult:
     recover_ms: float
     context_chars: int = 0
     extra: dict = field(default_factory=dict)
+    cut_turns: int = 0  # turns [0, cut_turns) were compacted to one line each
+    lost_from: dict[str, int] = field(default_factory=dict)  # fact -> the last compacted turn that held it (archived)
+    back_from: dict[str, int] = field(default_factory=dict)  # recovered fact -> the block's turn it came back in
 
 
 def compact_and_recover(
@@ -71,18 +79,55 @@ def compact_and_recover(
     )  # a compaction
     ms = (time.perf_counter() - start) * 1000
     recovered = [f for f in facts if f in rec.text]
+    archived_turn = {x.index: x.index for x in compacted}  # the block numbers turns as the archive does
+    if entry_ids is not None:  # a repeated turn (another /clear) is stored once, so later ones shift
+        stored = lantern.store.entries(
+            [i for i in entry_ids[: len(compacted)] if i is not None], text=False, tags=False
+        )
+        archived_turn |= {x.index: stored[i].turn for x, i in zip(compacted, entry_ids) if i in stored}
+    lost_from = {f: max((archived_turn[x.index] for x in compacted if f in x.text), default=-1) for f in facts}
+    back_from = {f: turn for f in recovered if (turn := _turn_in_block(rec.text, f)) is not None}
     if entry_ids is not None:
         lantern.record_compaction(
-            rec, session=session, reason="gist", lost=[i for i in entry_ids[: t - KEEP] if i is not None], source="demo"
+            rec,
+            session=session,
+            reason="gist",
+            lost=[i for i in entry_ids[: t - KEEP] if i is not None],
+            source="demo",
+            latency_ms=ms,
         )
-    return CompactionResult(session, len(turns), t, facts, recovered, rec.text, rec.chars, ms, len(context))
+    return CompactionResult(
+        session,
+        len(turns),
+        t,
+        facts,
+        recovered,
+        rec.text,
+        rec.chars,
+        ms,
+        len(context),
+        cut_turns=len(compacted),
+        lost_from=lost_from,
+        back_from=back_from,
+    )
+
+
+_TURN_HEADER = re.compile(r"^\[turn (\d+)[ \]·]", re.MULTILINE)
+
+
+def _turn_in_block(block: str, fact: str) -> int | None:
+    """The turn of the block (its ``[turn N ...]`` header) under which ``fact`` first appears; None when no header
+    comes before it."""
+    at = block.find(fact)
+    headers = [m for m in _TURN_HEADER.finditer(block, 0, at + 1) if m.start() <= at] if at >= 0 else []
+    return int(headers[-1].group(1)) if headers else None
 
 
 def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
-def run(db: Path | None = None, *, show_block: bool = True, console: Console | None = None) -> list[CompactionResult]:
+def run(db: Path | None = None, *, show_block: bool = False, console: Console | None = None) -> list[CompactionResult]:
     """Run the demo; returns the per-session results it printed. ``db`` defaults to a fresh temporary file."""
     console = console or Console()
     parsed = parse(EXCERPT, "aider")
@@ -116,14 +161,8 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
         stats = lantern.stats(all_users=True)
         lantern.close()
 
-    if show_block and results:  # first, so that the figures stay on screen at the end
-        first = max(results, key=lambda r: len(r.lost))
-        console.print(
-            Panel(
-                escape(first.block) or "(empty)",
-                title=f"injected block for {first.session} ({first.chars:,} characters)",
-            )
-        )
+    for r in results:  # the story first: one paragraph per session, one line per fact
+        _story(console, r, show_block)
     table = Table(
         title="Compaction at turn t* of each session: last 4 turns kept, earlier turns cut to one line each; "
         "recovery budget 6,000 characters"
@@ -145,16 +184,47 @@ def run(db: Path | None = None, *, show_block: bool = True, console: Console | N
     got = sum(len(r.recovered) for r in results)
     table.add_row("[bold]all", "", "", "", f"[bold]{lost}", f"[bold]{got} ({100 * got / max(lost, 1):.0f}%)", "", "")
     console.print(table)
-    for r in results:
-        missing = [f for f in r.lost if f not in r.recovered]
-        console.print(f"[green]recovered[/] in {r.session}: {escape(', '.join(r.recovered)) or '—'}")
-        console.print(f"[red]not recovered[/] in {r.session}: {escape(', '.join(missing)) or '—'}")
     console.print(
         f"archive latency per turn: p50 {_pct(archive_ms, 50):.1f} ms, p95 {_pct(archive_ms, 95):.1f} ms "
         f"over {len(archive_ms)} calls (model load {load_ms:.0f} ms, excluded). No network, no LLM calls."
     )
+    repeated = len(archive_ms) - stats["entries"]
     console.print(
-        f"stored: {stats['bytes_per_turn']:,} bytes per turn, the whole file (text, indexes, free pages) over its "
-        f"{stats['entries']} archived turns"
+        f"stored: {stats['entries']} turns from the {len(archive_ms)} archive calls"
+        + (
+            f" ({repeated} calls repeated a turn already archived in the same session, such as another `/clear`, and "
+            "were counted as duplicates, not stored twice)"
+            if repeated > 0
+            else ""
+        )
+        + f"; {stats['bytes_per_turn']:,} bytes per turn, the whole file (text, indexes, free pages)"
     )
+    if not show_block:
+        console.print("lantern demo --show-block prints each injected block.")
     return results
+
+
+def _story(console: Console, r: CompactionResult, show_block: bool) -> None:
+    """What happened to one session, in words: the compaction, what it lost, what came back and from where."""
+    kept = f"turns {r.cut_turns}-{r.t_star - 1} stayed verbatim" if r.t_star > r.cut_turns else "none stayed"
+    console.print(
+        f"\n[bold]{escape(r.session)}[/] · {r.turns} turns. At turn {r.t_star} the context was compacted: turns "
+        f"0-{r.cut_turns - 1} became one summary line each, {kept}; {r.context_chars:,} characters left."
+    )
+    if not r.lost:
+        console.print("  The next turns use no specific that only the compacted turns held: nothing to recover.")
+        return
+    console.print(
+        f"  The next {LOOKAHEAD} turns use {len(r.lost)} specifics that only the compacted turns held. "
+        f"Lantern's block ({r.chars:,} characters, {r.recover_ms:.0f} ms) brought back {len(r.recovered)}:"
+    )
+    width = min(max(len(f) for f in r.lost), 48)
+    for fact in sorted(r.lost, key=lambda f: (f not in r.recovered, r.lost_from.get(f, -1))):
+        lost = f"lost with turn {r.lost_from[fact]}" if r.lost_from.get(fact, -1) >= 0 else "lost"
+        if fact in r.recovered:
+            where = f"back in the block's turn {r.back_from[fact]}" if fact in r.back_from else "back in the block"
+            console.print(f"  [green]✓[/] {escape(fact):<{width}}  {lost}, {where}", highlight=False)
+        else:
+            console.print(f"  [red]✗[/] {escape(fact):<{width}}  {lost}, not in the block", highlight=False)
+    if show_block:
+        console.print(Panel(escape(r.block) or "(empty)", title=f"injected block for {r.session} ({r.chars:,} chars)"))

@@ -70,6 +70,7 @@ _ROLES = "user|assistant|system|tool|developer|function"
 _MESSAGE = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
 _CALL = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
 _RESULT = re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
+_STARTS = tuple(_ROLES.split("|"))  # every prefix above starts with a role name ("tool result" with "tool")
 
 
 @dataclass
@@ -93,6 +94,9 @@ def split_rendered(text: str) -> list[RenderedBlock]:
     at = 0
     for line in text.split("\n"):
         start, at = at, at + len(line) + 1
+        if out and not line.startswith(_STARTS):  # a continuation line: no prefix can match (the common case)
+            out[-1].text += "\n" + line
+            continue
         m = _CALL.match(line)
         if m:
             out.append(RenderedBlock("call", m["role"], m["tool"], line[m.end() :], start))
@@ -314,6 +318,35 @@ class Recovery:
         if self.loss is not None:
             out["loss"] = self.loss.to_json()
         return out
+
+
+def loss_lines(loss: dict[str, Any] | None, items: int = 10, head: str = "") -> list[str]:
+    """A loss report (``Loss.to_json`` or an event's bounded one) as lines a person reads: one line of what the
+    compaction lost, by type, with how many came back; then one line per specific that came back (its type, its
+    value, the turn it was last seen in), at most ``items`` of them; then how many were cut for the budget, with the
+    best-weighted ones. ``head`` starts the first line (``"event 12: "``). [] for no report."""
+    if not loss:
+        return []
+    by_type = loss.get("by_type") or {}
+    kinds = ", ".join(
+        f"{t} {row.get('lost', 0)}" + (f" ({row['packed']} back)" if row.get("packed") else "")
+        for t, row in by_type.items()
+    )
+    lost, packed = int(loss.get("lost", 0)), int(loss.get("packed", 0))
+    lines = [f"{head}the summary lost {lost} specifics" + (f": {kinds}" if kinds else "") + f"; {packed} came back"]
+    back = list(loss.get("items") or [])
+    width = max((len(str(i.get("type", ""))) for i in back[:items]), default=0)
+    for item in back[:items]:
+        lines.append(
+            f"  back  {str(item.get('type', '')):<{width}}  {item.get('value', '')}  (turn {item.get('turn')})"
+        )
+    if packed > min(items, len(back)):
+        lines.append(f"  ... {packed - min(items, len(back))} more came back")
+    cut = list(loss.get("cut") or [])
+    if lost > packed:
+        best = ", ".join(f"{i.get('value', '')} (turn {i.get('turn')})" for i in cut[:3])
+        lines.append(f"  cut   {lost - packed} for the budget" + (f", best: {best}" if best else ""))
+    return lines
 
 
 def extends(text: str, earlier: str) -> bool:

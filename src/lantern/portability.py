@@ -576,6 +576,19 @@ def read_events(store: Any) -> list[tuple]:
     return store.event_rows()
 
 
+def _redacted_loss(loss: str | None, redaction: Any) -> str | None:
+    """An event's stored loss report (JSON) with each item's value redacted under ``redaction`` (a source with
+    redaction off kept them in clear)."""
+    from lantern.archive.redact import redact_text
+
+    if not loss:
+        return loss
+    report = json.loads(loss)
+    for key in ("items", "cut"):
+        report[key] = [{**i, "value": redact_text(str(i.get("value", "")), redaction)[0]} for i in report.get(key, [])]
+    return json.dumps(report, ensure_ascii=False)
+
+
 def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tuple[int, int]:
     """Copy the compaction events ``rows`` (``read_events`` of the source's store) into ``target``'s store
     (``lantern copy``), in one transaction, oldest first, with the entry ids each names (``lost``, ``injected``)
@@ -585,6 +598,10 @@ def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tu
     already there)."""
     from lantern.archive.redact import redact_text
 
-    # a source with redaction off kept the queries in clear: redacted under the target's policy
-    rows = [(*r[:8], redact_text(r[8] or "", target.redaction)[0], *r[9:]) for r in rows]
+    # a source with redaction off kept the queries and the loss reports' values in clear: redacted under the
+    # target's policy
+    rows = [
+        (*r[:8], redact_text(r[8] or "", target.redaction)[0], *r[9:15], _redacted_loss(r[15], target.redaction))
+        for r in rows
+    ]
     return target.store.copy_events(rows, entry_ids, IMPORT_LOCK)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tempfile
 import time
 from collections import defaultdict
@@ -80,7 +81,6 @@ class Result:
     chars: dict[tuple[str, int], int] = field(default_factory=dict)
     ms: dict[tuple[str, int], float] = field(default_factory=dict)
     loss: Loss | None = None
-    live_text: str = ""
 
 
 def load_events(data: Path) -> tuple[list[list[Event]], list[tuple[str, str]]]:
@@ -167,30 +167,50 @@ def run(
     systems: Sequence[str] = SYSTEMS,
     limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
-    keep_loss: bool = False,
+    workers: int | None = None,
 ) -> tuple[list[Result], list[tuple[str, str]]]:
-    """Run the protocol (module docstring) over the dataset at ``data``: one ``Result`` per event with facts, and
-    the files skipped. ``limit``: at most that many sessions. ``keep_loss``: keep each event's ``Loss`` (``fit``)."""
+    """Run the protocol (module docstring) over the dataset at ``data``: one ``Result`` per event with facts (each
+    with lantern's ``Loss``, for ``fit``), in the dataset's order, and the files skipped. ``limit``: at most that
+    many sessions. ``workers``: processes the sessions run in (default: the usable CPUs, at most 4; 1: this
+    process); the figures are the same either way, each session having its own store."""
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise LanternError(f"unknown system(s) {', '.join(unknown)}: choose from {', '.join(SYSTEMS)}")
     sessions, skipped = load_events(data)
     sessions = sessions[:limit] if limit else sessions
     total = sum(len(s) for s in sessions)
+    workers = workers or min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
     results: list[Result] = []
     done = 0
-    bm25_config = replace(Config(), signals=("fulltext",), use_mmr=False)
     with tempfile.TemporaryDirectory(prefix="lantern-realcompact-") as tmp:
-        for events in sessions:
-            results += _session(Path(tmp), events, budgets, systems, bm25_config, keep_loss)
-            done += len(events)
-            if progress:
-                progress(done, total)
+        jobs = [(Path(tmp) / f"{k}.db", events, tuple(budgets), tuple(systems)) for k, events in enumerate(sessions)]
+        if workers <= 1 or len(jobs) <= 1:
+            outputs: Any = map(_session_job, jobs)
+            pool = None
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            outputs = pool.map(_session_job, jobs)
+        try:
+            for (_, events, _, _), out in zip(jobs, outputs):
+                results += out
+                done += len(events)
+                if progress:
+                    progress(done, total)
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
     return results, skipped
 
 
-def _session(tmp: Path, events: list[Event], budgets, systems, bm25_config: Config, keep_loss: bool) -> list[Result]:
-    path = tmp / f"{len(list(tmp.iterdir()))}.db"
+def _session_job(job: tuple[Path, list[Event], tuple[int, ...], tuple[str, ...]]) -> list[Result]:
+    path, events, budgets, systems = job
+    return _session(path, events, budgets, systems, replace(Config(), signals=("fulltext",), use_mmr=False))
+
+
+def _session(path: Path, events: list[Event], budgets, systems, bm25_config: Config) -> list[Result]:
     out = []
     archived: list[dict[str, Any]] = []
     with Lantern(path) as lt, Lantern(path, config=bm25_config) as bm:
@@ -203,11 +223,11 @@ def _session(tmp: Path, events: list[Event], budgets, systems, bm25_config: Conf
                 lt.archive(messages(new), session=session)
             archived = list(ev.before)
             if ev.facts:
-                out.append(_event(lt, bm, session, ev, budgets, systems, keep_loss))
+                out.append(_event(lt, bm, session, ev, budgets, systems))
     return out
 
 
-def _event(lt: Lantern, bm: Lantern, session: str, ev: Event, budgets, systems, keep_loss: bool) -> Result:
+def _event(lt: Lantern, bm: Lantern, session: str, ev: Event, budgets, systems) -> Result:
     live = messages(ev.before[-LIVE:])
     res = Result(ev)
     query = "\n".join(p for p in (_last_user(ev.before[-LIVE:]).strip(), summary_query_text(ev.summary)) if p)
@@ -411,8 +431,8 @@ def _labels(loss: Loss, facts: Sequence[dict[str, Any]]) -> np.ndarray:
 
 
 def fit_weights(results: Sequence[Result], l2: float = L2) -> tuple[float, dict[str, float]]:
-    """Refit recover/loss.py's weights on ``results`` (run with ``keep_loss``): (intercept, weights by feature),
-    on the raw feature scale. Positives are weighted up to balance the classes."""
+    """Refit recover/loss.py's weights on ``results`` (each with its ``loss``, as ``run`` gives them):
+    (intercept, weights by feature), on the raw feature scale. Positives are weighted up to balance the classes."""
     xs = [np.array([it.features for it in r.loss.items], dtype=float) for r in results if r.loss and r.loss.items]
     ys = [_labels(r.loss, r.event.facts) for r in results if r.loss and r.loss.items]
     x, y = np.vstack(xs), np.concatenate(ys)
@@ -475,6 +495,7 @@ def main(
     limit: int | None = None,
     systems: Sequence[str] | None = None,
     fit: bool = False,
+    workers: int | None = None,
     command: str = "",
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
@@ -484,7 +505,7 @@ def main(
 
     start = time.time()
     chosen = tuple(systems or SYSTEMS)
-    results, skipped = run(data, systems=chosen, limit=limit, progress=progress, keep_loss=fit)
+    results, skipped = run(data, systems=chosen, limit=limit, progress=progress, workers=workers)
     if not results:
         raise LanternError(f"{data}: no compaction with a lost fact to evaluate")
     meta = {

@@ -57,6 +57,9 @@ INJECT_EVENTS = ("SessionStart", "UserPromptSubmit")
 # a compaction leaves a compact_boundary system record, then the summary (``isCompactSummary``) in the file
 COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCompactSummary": true')
 HOOK_BUDGET = 6000  # characters injected (docs/architecture.md §3.5)
+# Claude Code 2.1.89: a hook output over 50,000 characters is written to a file and only a preview reaches the
+# model; ours: the whole JSON output is held 1,000 characters below that
+OUTPUT_CAP_CHARS = 49_000
 MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logged), never read into memory
 # ours: a hook reads at most 8 MiB of new transcript per transaction, and starts no new 8 MiB once 15 s have gone
 # (Claude Code kills a hook after its timeout, 60 s by default): a long session met for the first time is archived
@@ -79,8 +82,8 @@ def lantern_home() -> Path:
 # --------------------------------------------------------------------------------------- logging
 
 
-def log_error(event: str, e: BaseException) -> None:
-    """Append one line to ``~/.lantern/logs/claude-code.log`` (0700 directory, 0600 file): UTC time, the event,
+def log_error(event: str, e: BaseException, host: str = "claude-code") -> None:
+    """Append one line to ``~/.lantern/logs/<host>.log`` (0700 directory, 0600 file): UTC time, the event,
     the exception type and the innermost frame (file:line). Never the exception message: it may quote the
     transcript. Never raises."""
     try:
@@ -93,17 +96,17 @@ def log_error(event: str, e: BaseException) -> None:
             if frames
             else "?"
         )
-        log_line(event, f"{type(e).__name__} at {where}")
+        log_line(event, f"{type(e).__name__} at {where}", host)
     except Exception:
         pass
 
 
-def log_line(event: str, text: str) -> None:
-    """Append ``UTC-time hook EVENT: text`` to ``~/.lantern/logs/claude-code.log``. Never raises."""
+def log_line(event: str, text: str, host: str = "claude-code") -> None:
+    """Append ``UTC-time hook EVENT: text`` to ``~/.lantern/logs/<host>.log``. Never raises."""
     try:
         folder = lantern_home() / "logs"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(folder / "claude-code.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(folder / f"{host}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             f.write(f"{stamp} hook {event or '?'}: {text}\n")
@@ -300,7 +303,8 @@ def read_since_last_compaction(transcript: Path):
 class HookContext:
     """Where a hook reads and writes: the database (``db``, default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``),
     the offsets file, the character ``budget`` of an injected block, and the ``user`` whose scope every archive
-    and recovery stays in (lantern/scope.py; default ``$LANTERN_USER``)."""
+    and recovery stays in (lantern/scope.py; default ``$LANTERN_USER``). ``host``: the agent (claude-code, codex),
+    which names the log file and the events' source."""
 
     db: Path
     offsets: Offsets
@@ -310,6 +314,7 @@ class HookContext:
     # how the hook gets its Lantern handle: ctx -> a context manager yielding one (None: open ``db`` and close it
     # after; the warm daemon passes its open handle: integrations/daemon.py)
     opener: Any = None
+    host: str = "claude-code"
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -460,26 +465,58 @@ def recover_after_compaction(
     recovery is stored as a compaction event (``Lantern.record_compaction``, source ``claude-code``; reason
     ``compact_boundary`` at SessionStart(compact); for a prompt ``back_reference`` when it holds a back-reference
     cue, else ``prompt``, and only when something was injected) whose lost turns are the session's archived entries
-    not in the live messages."""
+    not in the live messages: a receipt with the latency and why nothing was injected. The block fits the hook
+    output cap (``fit_output``)."""
+    started = time.perf_counter()
     parsed = read_since_last_compaction(transcript)
     if parsed is None:
         return None
     summary = parsed.summaries[-1]
     live = [m for m in parsed.messages[summary.position :] if not m.meta.get("abandoned")] + parsed.sidechain
+    event = "SessionStart" if question is None else "UserPromptSubmit"
     if question is None:  # SessionStart(compact): what the summary lost (recover/loss.py)
-        recovery = lantern.recover_compaction(summary.text, live=live, session=session, budget=ctx.budget)
+
+        def run(budget: int):
+            return lantern.recover_compaction(summary.text, live=live, session=session, budget=budget)
+
         reason = "compact_boundary"
     else:  # a prompt after the compaction: the question's own recovery, under the injection decision
         from lantern.memory.triggers import should_recover
 
-        recovery = lantern.recover(question, session=session, budget=ctx.budget, exclude=live)
+        def run(budget: int):
+            return lantern.recover(question, session=session, budget=budget, exclude=live)
+
         reason = "back_reference" if should_recover(question) else "prompt"
-        record = record and bool(recovery.text)  # a prompt that gets nothing is no compaction event: the log says why
+    recovery, empty = fit_output(run, ctx.budget, lambda text: len(_printed(_output(event, text))), OUTPUT_CAP_CHARS)
+    if question is not None:  # a prompt that gets nothing is no compaction event: the log says why
+        record = record and (bool(recovery.text) or empty is not None)
     if record:
         lantern.record_compaction(
-            recovery, session=session, reason=reason, lost=_lost(lantern, session, live), source="claude-code"
+            recovery,
+            session=session,
+            reason=reason,
+            lost=_lost(lantern, session, live),
+            source=ctx.host,
+            latency_ms=1000 * (time.perf_counter() - started),
+            empty_reason=empty,
         )
     return recovery
+
+
+def fit_output(run: Any, budget: int, size: Any, cap: int) -> tuple[Any, str | None]:
+    """The recovery ``run(budget)`` returns, held to a host's output cap: when ``size(recovery.text)`` (the host's
+    measure: characters, bytes) is over ``cap``, the recovery runs once more with the budget scaled down to fit
+    (with a tenth to spare); when that is over too, its text is dropped. Returns ``(recovery, "host_cap")`` then,
+    else ``(recovery, None)``."""
+    recovery = run(budget)
+    over = size(recovery.text) if recovery.text else 0
+    if over <= cap:
+        return recovery, None
+    recovery = run(max(1, int(budget * cap / over * 0.9)))
+    if recovery.text and size(recovery.text) > cap:
+        recovery.text, recovery.chars, recovery.entries = "", 0, []
+        return recovery, "host_cap"
+    return recovery, None
 
 
 def _lost(lantern: Any, session: str, live: list) -> list[int]:
@@ -497,13 +534,18 @@ def _why(rec: Any) -> str:
     return f"{rec.reason}{f': {rec.detail}' if rec.detail else ''}; {rec.chars} characters injected"
 
 
+def _printed(out: dict[str, Any]) -> str:
+    """The hook's stdout for ``out``: what Claude Code measures against its output cap."""
+    return json.dumps(out, ensure_ascii=False)
+
+
 def _output(event: str, text: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     """Run one hook event; returns the JSON to print, or None to print nothing. Raises on internal errors
-    (``run`` turns them into exit 0 and a log line)."""
+    (``run`` turns them into exit 0, a log line and an ``error`` receipt: ``record_failure``)."""
     event = payload["hook_event_name"]
     session = payload["session_id"]
     transcript = Path(payload["transcript_path"]).expanduser()
@@ -516,6 +558,8 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript)
+            if rec is None:  # a SessionStart(compact) whose transcript shows no compaction
+                record_empty(lantern, session, "compact_boundary", "no_compaction", ctx.host, ctx.budget)
         if rec is not None and rec.reason:
             log_line(event, _why(rec))
         return _output(event, rec.text) if rec is not None and rec.text else None
@@ -534,6 +578,29 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     return None
 
 
+def record_empty(lantern: Any, session: str, reason: str, why: str, source: str, budget: int) -> None:
+    """Record a receipt of a hook run that injected nothing before any recovery ran (``why``: no_compaction,
+    error): an event with no lost entries and an empty block."""
+    from lantern.model import Recovery
+
+    empty = Recovery(query="", text="", entries=[], chars=0, budget=budget)
+    lantern.record_compaction(empty, session=session, reason=reason, lost=[], source=source, empty_reason=why)
+
+
+def record_failure(payload: dict[str, Any], ctx: HookContext, reason: str) -> None:
+    """The ``error`` receipt of an injecting hook run that failed (SessionStart(compact)): recorded when the
+    database exists and opens; never raises (the failure is logged already)."""
+    try:
+        if payload.get("hook_event_name") != "SessionStart" or payload.get("source") != "compact":
+            return
+        if not ctx.db.exists():
+            return
+        with _open(ctx) as lantern:
+            record_empty(lantern, payload["session_id"], reason, "error", ctx.host, ctx.budget)
+    except BaseException:  # noqa: BLE001 - a receipt must never break the user's session
+        pass
+
+
 def run(
     stdin_text: str,
     db: str | os.PathLike[str] | None = None,
@@ -544,7 +611,7 @@ def run(
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
     ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``);
     ``opener``: ``HookContext.opener``. Never raises: an internal error returns "" and is logged (``log_error``)."""
-    event = ""
+    event, payload, ctx = "", None, None
     try:
         from lantern.config import default_db_path
 
@@ -563,7 +630,7 @@ def run(
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
-        return json.dumps(out, ensure_ascii=False) if out else ""
+        return _printed(out) if out else ""
     except TranscriptSkipped as e:
         log_line(event, f"skipped: {e}")
         return ""
@@ -571,6 +638,8 @@ def run(
         if isinstance(e, KeyboardInterrupt):
             return ""
         log_error(event, e)
+        if payload is not None and ctx is not None:
+            record_failure(payload, ctx, "compact_boundary")
         return ""
 
 

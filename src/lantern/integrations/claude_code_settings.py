@@ -11,6 +11,10 @@ commands, then any group or event list left empty. A settings file that is not a
 whatever fails). A symlinked settings.json (dotfiles kept in a repository) is updated through the link: its target
 is rewritten, the link stays. A file starting with a UTF-8 byte order mark is read (``utf-8-sig``) and written back
 WITHOUT the mark (ours: JSON text must not begin with one, RFC 8259 §8.1, and a strict JSON reader rejects it).
+
+Codex reads ``hooks.json`` in the same shape (``~/.codex/hooks.json``, or ``$CODEX_HOME/hooks.json``, and
+``<project>/.codex/hooks.json``; developers.openai.com/codex/hooks): ``install_codex`` merges ours there the same
+way (``merge_hooks``), with commands ending in ``hook codex``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from lantern.errors import LanternError
 MARKER = "hook claude-code"
 EVENTS: dict[str, str | None] = {"PreCompact": None, "SessionStart": "compact", "UserPromptSubmit": None, "Stop": None}
 TIMEOUT_S = 30  # ours: far above the measured p95; Claude Code's default is 60 s
+CODEX_MARKER = "hook codex"
+# Codex: PreCompact archives before the history is rewritten, SessionStart(compact) injects, Stop archives each turn
+CODEX_EVENTS: dict[str, str | None] = {"PreCompact": None, "SessionStart": "compact", "Stop": None}
 
 
 def settings_path(scope: str, project_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -40,9 +47,22 @@ def settings_path(scope: str, project_dir: str | os.PathLike[str] | None = None)
     raise ValueError(f"scope must be 'project' or 'user', got {scope!r}")
 
 
-def hook_command(db: str | os.PathLike[str] | None = None, rewound: str | None = None) -> str:
-    """The command Claude Code runs: this environment's ``lantern`` executable (absolute path, so the hook works
-    whatever Claude Code's PATH), with ``--db`` when a database is given and ``--rewound`` when a mode is."""
+def codex_hooks_path(scope: str, project_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``<project>/.codex/hooks.json`` for ``project`` (default: the current directory); ``$CODEX_HOME/hooks.json``
+    (default ``~/.codex/hooks.json``) for ``user``."""
+    if scope == "user":
+        return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser() / "hooks.json"
+    if scope == "project":
+        return Path(project_dir or os.getcwd()) / ".codex" / "hooks.json"
+    raise ValueError(f"scope must be 'project' or 'user', got {scope!r}")
+
+
+def hook_command(
+    db: str | os.PathLike[str] | None = None, rewound: str | None = None, host: str = "claude-code"
+) -> str:
+    """The command the agent (``host``: claude-code, codex) runs: this environment's ``lantern`` executable
+    (absolute path, so the hook works whatever the agent's PATH), with ``--db`` when a database is given and
+    ``--rewound`` when a mode is."""
     exe = Path(sys.executable).parent / "lantern"
     base = [str(exe)] if exe.exists() else [shutil.which("lantern") or "lantern"]
     if not exe.exists() and base[0] == "lantern":
@@ -56,11 +76,11 @@ def hook_command(db: str | os.PathLike[str] | None = None, rewound: str | None =
         base += ["--db", str(Path(db).expanduser().resolve())]
     if rewound is not None:
         base += ["--rewound", rewound]
-    return shlex.join([*base, "hook", "claude-code"])
+    return shlex.join([*base, "hook", host])
 
 
-def _is_ours(hook: Any) -> bool:
-    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and hook["command"].rstrip().endswith(MARKER)
+def _is_ours(hook: Any, marker: str = MARKER) -> bool:
+    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and hook["command"].rstrip().endswith(marker)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -92,7 +112,7 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _remove_ours(hooks: dict[str, Any]) -> int:
+def _remove_ours(hooks: dict[str, Any], marker: str = MARKER) -> int:
     """Remove our commands from every event of ``hooks`` (in place), then empty groups and event lists that we
     emptied. Returns the number of commands removed."""
     removed = 0
@@ -104,7 +124,7 @@ def _remove_ours(hooks: dict[str, Any]) -> int:
             if not isinstance(inner, list):
                 kept_groups.append(group)
                 continue
-            kept = [h for h in inner if not _is_ours(h)]
+            kept = [h for h in inner if not _is_ours(h, marker)]
             removed += len(inner) - len(kept)
             if kept or len(kept) == len(inner):
                 kept_groups.append({**group, "hooks": kept})
@@ -143,14 +163,36 @@ def install(
     ``hook_command(db)``. Returns ``(settings path, whether the file changed)``. Raises LanternError for a settings
     file that is not valid JSON or not of Claude Code's shape (file untouched), ValueError for a bad scope."""
     path = settings_path(scope, project_dir)
+    cmd = None if uninstall else command or hook_command(db, rewound)
+    return path, merge_hooks(path, EVENTS, cmd, MARKER)
+
+
+def install_codex(
+    scope: str = "project",
+    *,
+    uninstall: bool = False,
+    project_dir: str | os.PathLike[str] | None = None,
+    command: str | None = None,
+    db: str | os.PathLike[str] | None = None,
+) -> tuple[Path, bool]:
+    """``install`` for Codex: our hooks (``CODEX_EVENTS``, commands ending in ``hook codex``) in the ``hooks.json``
+    of ``scope`` (``codex_hooks_path``). Same returns and errors."""
+    path = codex_hooks_path(scope, project_dir)
+    cmd = None if uninstall else command or hook_command(db, host="codex")
+    return path, merge_hooks(path, CODEX_EVENTS, cmd, CODEX_MARKER)
+
+
+def merge_hooks(path: Path, events: dict[str, str | None], command: str | None, marker: str) -> bool:
+    """Remove our commands (ending in ``marker``) from the hooks file ``path``, then, unless ``command`` is None
+    (uninstall), add one matcher group per event of ``events`` (event -> matcher, None: no matcher) running it.
+    Writes only when something changed (and never creates a file to uninstall from). Returns whether it changed."""
     data = _load(path)
     before = json.dumps(data, sort_keys=True)
     hooks = data.get("hooks") if isinstance(data.get("hooks"), dict) else {}
-    removed = _remove_ours(hooks)
-    if not uninstall:
-        cmd = command or hook_command(db, rewound)
-        for event, matcher in EVENTS.items():
-            group: dict[str, Any] = {"hooks": [{"type": "command", "command": cmd, "timeout": TIMEOUT_S}]}
+    removed = _remove_ours(hooks, marker)
+    if command is not None:
+        for event, matcher in events.items():
+            group: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_S}]}
             if matcher is not None:
                 group = {"matcher": matcher, **group}
             hooks.setdefault(event, []).append(group)
@@ -160,6 +202,6 @@ def install(
     else:
         data.pop("hooks", None)  # we emptied it
     changed = json.dumps(data, sort_keys=True) != before
-    if changed and (path.exists() or not uninstall):
+    if changed and (path.exists() or command is not None):
         _write(path, data)
-    return path, changed
+    return changed

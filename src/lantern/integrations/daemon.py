@@ -51,7 +51,7 @@ WARM_UP_DELAY_S = 1.0  # ours: the warm-up waits this long, so it does not slow 
 READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within this is dropped
 CONNECT_TIMEOUT_S = 1.0
 REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
-HOOK_HOSTS = ("claude-code",)  # the hosts whose hooks the daemon runs (``_hook_runner``)
+HOOK_HOSTS = ("claude-code", "codex")  # the hosts whose hooks the daemon runs (``_hook_runner``)
 
 
 _SECRET_NAMES = ("KEY", "TOKEN", "PASSWORD", "SECRET")
@@ -385,7 +385,19 @@ class Daemon:
 
             return dataclasses.asdict(lantern.archive(args["messages"], **kw))
         if op == "recover":
-            return lantern.recover(args["query"], **kw).to_json()
+            started = time.perf_counter()
+            rec = lantern.recover(args["query"], **kw)
+            if isinstance(args.get("receipt"), str):  # the serving source's receipt (service.MemoryService.recover)
+                lantern.record_compaction(
+                    rec,
+                    session=kw.get("session"),
+                    reason="query",
+                    lost=[],
+                    source=args["receipt"],
+                    latency_ms=1000 * (time.perf_counter() - started),
+                    **{k: kw[k] for k in ("user", "agent", "project") if k in kw},
+                )
+            return rec.to_json()
         if op == "recover_compaction":
             return lantern.recover_compaction(args.get("summary"), **kw).to_json()
         return [r.to_json() for r in lantern.events(**kw)]
@@ -394,6 +406,10 @@ class Daemon:
 def _hook_runner(host: str) -> Any:
     """The in-process hook of ``host``: ``run(text, db, rewound=, opener=) -> stdout text``, never raising
     (``claude_code.run``'s contract; a new host's hook module keeps it and is added here and to ``HOOK_HOSTS``)."""
+    if host == "codex":
+        from lantern.integrations.codex import run as codex_run
+
+        return codex_run
     from lantern.integrations.claude_code import run
 
     return {"claude-code": run}[host]

@@ -51,6 +51,7 @@ from lantern.errors import LanternError
 from lantern.integrations.messages import unknown_arguments_message, validation_message
 from lantern.integrations.schemas import (
     ArchiveResponse,
+    CompactionRecoverResponse,
     FeedbackResponse,
     ForgetResponse,
     RecoverResponse,
@@ -386,7 +387,7 @@ def _silence_stdout() -> None:
 def build_server(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> _Server:
     """The MCP server (the SDK's FastMCP in 1.x, MCPServer in 2.x) over the database at ``path`` (default
     ``$LANTERN_DB`` or ``~/.lantern/lantern.db``). It reports Lantern's version to clients, not the SDK's."""
-    service = MemoryService(path, embedder, warm=True)
+    service = MemoryService(path, embedder, warm=True, source="mcp")
     service.start_filler()
     if SDK_MAJOR >= 2:
         server = _Server("lantern", instructions=INSTRUCTIONS, log_level="WARNING", version=lantern_version())
@@ -447,6 +448,28 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         detail, relevance, entries}. An empty or shortened block says why in ``reason`` (no_match, below_floor:
         the archive holds nothing that answers it; uncertain: a short block of the best evidence)."""
         return call(RecoverResponse, service.recover, query, session, budget, exclude, user, agent, project)
+
+    @server.tool(annotations=ToolAnnotations(title="Recover what a compaction lost", readOnlyHint=True))
+    def recover_compaction(
+        summary: Annotated[
+            str | None, Field(description="The compaction's summary (null or empty: none, e.g. an encrypted one).")
+        ],
+        session: Annotated[str | None, Field(description="The compacted session.")] = None,
+        budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
+        live: Annotated[
+            list[Message | StrictInt] | None,
+            Field(description="The live context after the compaction (messages) and/or entry ids still in it."),
+        ] = None,
+        user: User = None,
+        agent: Agent = None,
+        project: Project = None,
+    ) -> CompactionRecoverResponse:
+        """Right after a compaction: the paths, names, commands, flags and values of the session's archived turns
+        that neither the summary nor the live context states, as a block to inject: {text, chars, reason, entries,
+        loss}. ``loss`` says what was lost, by type, and what came back."""
+        return call(
+            CompactionRecoverResponse, service.recover_compaction, summary, session, budget, live, user, agent, project
+        )
 
     @server.tool(annotations=ToolAnnotations(title="Search the archive", readOnlyHint=True))
     def search(

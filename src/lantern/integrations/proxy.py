@@ -53,6 +53,7 @@ from lantern.errors import DatabaseUnavailableError, LanternError
 from lantern.integrations.origin import OriginGuard
 from lantern.integrations.schemas import (
     ArchiveResponse,
+    CompactionRecoverResponse,
     ErrorResponse,
     FeedbackResponse,
     ForgetResponse,
@@ -104,6 +105,19 @@ class RecoverRequest(BaseModel):
     budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
     exclude: list[Message | StrictInt] | None = Field(
         None, description=("The live context (messages) and/or entry ids: turns still in it are never re-injected.")
+    )
+    user: str | None = Field(None, description=_USER)
+    agent: str | None = Field(None, description=_AGENT)
+    project: str | None = Field(None, description=_PROJECT)
+
+
+class CompactionRecoverRequest(BaseModel):
+    model_config = {"extra": "forbid"}
+    summary: str | None = Field(..., description="The compaction's summary (null or empty: none).")
+    session: str | None = Field(None, description="The compacted session (default: the default session).")
+    budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
+    live: list[Message | StrictInt] | None = Field(
+        None, description="The live context after the compaction (messages) and/or entry ids still in it."
     )
     user: str | None = Field(None, description=_USER)
     agent: str | None = Field(None, description=_AGENT)
@@ -205,7 +219,7 @@ def build_app(
     if service is None:
         from lantern.config import Config
 
-        service = MemoryService(path, embedder, Config(rewound=rewound))
+        service = MemoryService(path, embedder, Config(rewound=rewound), source="proxy")
     service.start_filler()
     bearer = HTTPBearer(auto_error=False)
 
@@ -293,6 +307,18 @@ def build_app(
     def recover(req: RecoverRequest) -> dict[str, Any]:
         """The block of archived turns to inject after a compaction."""
         return service.recover(req.query, req.session, req.budget, req.exclude, req.user, req.agent, req.project)
+
+    @app.post(
+        "/v1/memory/recover_compaction",
+        response_model=CompactionRecoverResponse,
+        responses={**ERRORS, 404: {"model": ErrorResponse}},
+        tags=["memory"],
+    )
+    def recover_compaction(req: CompactionRecoverRequest) -> dict[str, Any]:
+        """What a compaction lost, as the block to inject after it (Lantern.recover_compaction)."""
+        return service.recover_compaction(
+            req.summary, req.session, req.budget, req.live, req.user, req.agent, req.project
+        )
 
     @app.post(
         "/v1/memory/search",
@@ -553,15 +579,16 @@ def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[st
     conversation resent on every request is not re-summarized and re-embedded, nor are the turns a compacted
     context kept. A runtime's compaction summary message (``compaction.is_runtime_summary``) is not archived: it
     is the runtime's lossy rewrite of turns already archived, not a turn of the conversation (Claude Code ingest
-    keeps its compact summaries out of the store too); a user message that merely looks like a summary is."""
+    keeps its compact summaries out of the store too), and neither is a user message opening the conversation
+    with a summary's markup (``runtime_summaries``); a user message that merely looks like a summary is."""
     from lantern.archive.chunk import chunk
     from lantern.archive.pipeline import session_name
-    from lantern.compaction import is_runtime_summary
+    from lantern.compaction import runtime_summaries
     from lantern.model import ArchiveResult
     from lantern.scope import resolve
 
     scope = scope or {}
-    messages = [m for m in messages if not is_runtime_summary(m)]
+    messages = [m for m, summary in zip(messages, runtime_summaries(messages)) if not summary]
     if not messages:
         return
     parsed = lantern.writer.messages(messages)

@@ -3,6 +3,8 @@ output schemas are the same."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 
@@ -45,6 +47,21 @@ class RecoverResponse(BaseModel):
     detail: str = Field("", description="The figures behind the reason, in words.")
     relevance: RelevanceOut | None = None
     entries: list[RecoveredEntryOut]
+
+
+class LossOut(BaseModel):
+    lost: int = Field(
+        ..., description="Specifics of the replaced turns that neither the summary nor the live context states."
+    )
+    kept: int = Field(..., description="Specifics of the archived turns the summary or the live context still states.")
+    packed: int = Field(..., description="Lost specifics in the block (packed, or held by a packed one).")
+    by_type: dict[str, dict[str, int]] = Field(..., description="Per type (path, command, flag, ...): lost, packed.")
+    items: list[dict[str, Any]] = Field(..., description="The packed items: value, type, weight, turn, entry, seen.")
+    cut: list[dict[str, Any]] = Field(..., description="The heaviest items not packed.")
+
+
+class CompactionRecoverResponse(RecoverResponse):
+    loss: LossOut | None = Field(None, description="What the compaction lost (null: nothing archived).")
 
 
 class HitOut(BaseModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ class NoDatabaseError(LanternError):
 class MemoryService:
     """``path``: the database (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``); ``embedder``: as ``Lantern``.
     The database is opened at the first call; only ``archive`` creates it (a read of a missing file is an error,
-    as in the CLI)."""
+    as in the CLI). ``source``: who serves (mcp, proxy), named in the receipt each ``recover`` records."""
 
     def __init__(
         self,
@@ -58,9 +59,11 @@ class MemoryService:
         config: Any = None,
         *,
         warm: bool = False,
+        source: str = "service",
     ):
         from lantern.config import default_db_path, is_server_url
 
+        self.source = source
         self.path = path if is_server_url(path) else Path(path) if path is not None else default_db_path()
         self.embedder = embedder
         self.config = config  # a lantern.config.Config for the handle (None: the default)
@@ -165,7 +168,8 @@ class MemoryService:
         project: str | None = None,
     ) -> dict[str, Any]:
         """The block to inject (at most ``budget`` characters) and its entries. ``exclude``: the live context
-        (messages) and/or entry ids never to re-inject."""
+        (messages) and/or entry ids never to re-inject. Leaves a receipt: one event (``Lantern.record_compaction``,
+        reason ``query``, source ``self.source``) with the latency and why nothing was injected."""
         query = _str(query, "query")
         session = _optional_str(session, "session")
         if budget is not None:
@@ -174,11 +178,46 @@ class MemoryService:
             raise ValueError("exclude must be a list of messages and/or entry ids")
         scope = _scope(user, agent, project)
         kwargs = {"session": session, "budget": budget, "exclude": exclude, **scope}
-        warm = self._warm("recover", {"query": query}, kwargs)
+        warm = self._warm("recover", {"query": query, "receipt": self.source}, kwargs)
         if warm is not None:
             return warm
         with self._lock:
-            r = self._open().recover(query, session=session, budget=budget, exclude=exclude, **scope)
+            lantern = self._open()
+            started = time.perf_counter()
+            r = lantern.recover(query, session=session, budget=budget, exclude=exclude, **scope)
+            lantern.record_compaction(
+                r,
+                session=session,
+                reason="query",
+                lost=[],
+                source=self.source,
+                latency_ms=1000 * (time.perf_counter() - started),
+                **scope,
+            )
+        return r.to_json()
+
+    def recover_compaction(
+        self,
+        summary: str | None,
+        session: str | None = None,
+        budget: int | None = None,
+        live: list[Any] | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> dict[str, Any]:
+        """What a compaction lost (``Lantern.recover_compaction``): the block, its entries, ``reason`` when empty and
+        ``loss`` (by type, packed and cut). ``live``: the live context (messages) and/or entry ids."""
+        if summary is not None:
+            summary = _str(summary, "summary")
+        session = _optional_str(session, "session")
+        if budget is not None:
+            _int(budget, "budget", 0, MAX_BUDGET)
+        if live is not None and not isinstance(live, list):
+            raise ValueError("live must be a list of messages and/or entry ids")
+        scope = _scope(user, agent, project)
+        with self._lock:
+            r = self._open().recover_compaction(summary, live=live, session=session, budget=budget, **scope)
         return r.to_json()
 
     def _warm(self, op: str, args: dict[str, Any], kwargs: dict[str, Any], create: bool = False) -> Any:

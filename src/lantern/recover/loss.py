@@ -431,7 +431,7 @@ def _automaton(values: Iterable[str]) -> Any:
 
     a = ahocorasick.Automaton()
     for v in values:
-        a.add_word(v, v)
+        a.add_word(v, (v, v[0].isalnum(), v[-1].isalnum()))
     if len(a):
         a.make_automaton()
     return a
@@ -443,13 +443,14 @@ def _occurrences(automaton: Any, text: str) -> Iterator[tuple[int, str]]:
     schema of a tool call's arguments or of a tool's JSON output, not a specific of the work)."""
     if not len(automaton):
         return
-    for end, value in automaton.iter(text):
+    n = len(text)
+    for end, (value, word_start, word_end) in automaton.iter(text):
         start = end - len(value) + 1
         if text.startswith('":', end + 1) and start > 0 and text[start - 1] == '"':
             continue
-        if value[0].isalnum() and start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        if word_start and start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
             continue
-        if value[-1].isalnum() and end + 1 < len(text) and (text[end + 1].isalnum() or text[end + 1] == "_"):
+        if word_end and end + 1 < n and (text[end + 1].isalnum() or text[end + 1] == "_"):
             continue
         yield start, value
 

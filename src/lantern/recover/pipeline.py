@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
+from typing import Any
 
 from lantern.config import Config
 from lantern.embed import Embedder, signal_blocks
@@ -273,13 +274,19 @@ def recover_compaction(
     scope: Scope,
     budget: int,
     exclude_ids: Iterable[int] = (),
+    llm: LLMClient | None = None,
+    rerank_top_n: int = 20,
+    rerank_prompt_chars: int = 8_000,
 ) -> Recovery:
     """The compaction recovery (docs/architecture.md §3.8): what ``session``'s archived turns hold and neither
     ``summary`` nor ``live_text`` states (recover/loss.py), packed into ``budget`` characters (recover/loss_pack.py).
     ``task``: the last user message (empty: the newest archived one); ``exclude_ids``: entries still in the live
     context (their text counts as live). ``Recovery.loss`` reports every lost item, packed or cut;
     ``Recovery.reason`` says why the block is empty (``nothing_archived``: the session has no archived turn in
-    ``scope``; ``nothing_lost``: every specific is still stated; ``budget``: too small for one item). Reads only."""
+    ``scope``; ``nothing_lost``: every specific is still stated; ``budget``: too small for one item). With ``llm``,
+    one listwise call (recover/rerank.py ``rerank_shown``) orders the ``rerank_top_n`` heaviest items, each shown
+    with the line it was last seen in, by how much the task needs them; the items it names go first
+    (``Recovery.rerank``; a failed call keeps the weight order). Reads only."""
     from lantern.recover.loss import find_loss
     from lantern.recover.loss_pack import pack_loss
 
@@ -299,6 +306,8 @@ def recover_compaction(
     if not loss.items:
         recovery.reason = "nothing_lost"
         return recovery
+    if llm is not None:
+        recovery.rerank = _rerank_loss(llm, loss, task or summary, rerank_top_n, rerank_prompt_chars)
     block = pack_loss(loss, budget)
     if not block.text:
         recovery.reason = "budget"
@@ -331,3 +340,15 @@ def _newest_user_text(turns: list[tuple[int, int, str]]) -> str:
             if b.kind == "message" and b.role == "user" and b.text.strip():
                 return b.text
     return ""
+
+
+def _rerank_loss(llm: LLMClient, loss: Any, task: str, top_n: int, prompt_chars: int) -> RerankResult:
+    """Put the lost items the LLM names first (``loss.items`` reordered in place); see ``recover_compaction``."""
+    from lantern.recover.rerank import rerank_shown
+
+    top = loss.items[:top_n]
+    shown = [(k, f"{it.value} — {loss.line(it.last, it.value)}") for k, it in enumerate(top)]
+    result = rerank_shown(llm, task, shown, prompt_chars)
+    if result.order is not None:
+        loss.items[: len(top)] = [top[k] for k in result.order]
+    return result

@@ -22,7 +22,7 @@ from lantern.llm import LLMClient, LLMError, Usage, parse_answer
 from lantern.model import Candidate
 from lantern.recover.pack import excerpt
 
-__all__ = ["PROMPTS", "RerankResult", "parse_ids", "prompt", "rerank"]
+__all__ = ["PROMPTS", "RerankResult", "parse_ids", "prompt", "rerank", "rerank_shown"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 QUESTION_CHARS = 1_000  # the query shown to the LLM is cut to this (ours: a compaction tail can be long)
@@ -143,6 +143,15 @@ def rerank(
     if not top:
         return RerankResult(None, warning="no candidates to rerank")
     shown = [(c.entry.id, excerpt(texts.get(c.entry.id) or c.entry.summary, terms, excerpt_chars)) for c in top]
+    return rerank_shown(client, query, shown, prompt_chars)
+
+
+def rerank_shown(client: LLMClient, query: str, shown: list[tuple[int, str]], prompt_chars: int) -> RerankResult:
+    """One listwise call over ``shown`` (id, text), the order of the LLM's answer: the ids it named, then the other
+    shown ids in their order. Never raises for the LLM's failures: they come back as ``warning``. Used by ``rerank``
+    (archived turns) and by the compaction recovery (lost items, recover/pipeline.py)."""
+    if not shown:
+        return RerankResult(None, warning="nothing to rerank")
     messages = prompt(query, shown, prompt_chars)
     result = RerankResult(None, prompt_chars=sum(len(m["content"]) for m in messages))
     before = Usage(**vars(client.usage))

@@ -1,11 +1,16 @@
 """Compaction events in the ``events`` table (migration ``m006_events``): one row per compaction that an integration
 (the proxy, the Claude Code hooks) or the Python API (``compaction.Compaction.recover``) detected and recovered for.
 
-A row is small by design: entry ids and character counts, never a copy of a turn's text. The one text it keeps is
+A row is small by design: entry ids and character counts, never a copy of a turn's text. The texts it keeps are
 the recovery's query (redacted like archived text, at most ``QUERY_CHARS`` characters), so the inspector can
-explain the recovery again. ``forget`` removes events with the entries they describe (``forget_events``, called by
+explain the recovery again, and the loss report of a compaction recovery (migration ``m011_event_receipts``:
+``Loss.to_json`` bounded by ``bound_loss``: the counts by type, at most ``LOSS_PACKED`` items packed and
+``LOSS_CUT`` cut, each a short value of an archived turn, which was redacted when it was archived). Each row is
+also a receipt: ``empty_reason`` says why nothing was injected (None: a block was) and ``latency_ms`` how long the
+recovery took. ``forget`` removes events with the entries they describe (``forget_events``, called by
 ``Store.delete`` in its transaction): the events of a forgotten session or user go; an event that listed a
-forgotten entry loses that id and its query (the query may quote the forgotten turn), and goes when no id is left.
+forgotten entry loses that id, its query and its loss report (both may quote the forgotten turn), and goes when no
+id is left.
 
 SQL only; every function takes the caller's open connection ``db``.
 """
@@ -24,10 +29,28 @@ from lantern.store.times import from_epoch
 
 QUERY_CHARS = 4000  # ours: the query kept per event (the integrations' queries: a question + <= 2,000 of summary)
 KEEP_EVENTS = 10_000  # ours: events kept per database; older ones are deleted as new ones come in
+LOSS_PACKED = 30  # ours: packed items kept per event's loss report
+LOSS_CUT = 10  # ours: cut items kept per event's loss report (the best-weighted ones)
+LOSS_VALUE_CHARS = 200  # ours: a kept item's value is cut to this many characters
+# why nothing was injected, besides ``Recovery.reason`` (nothing_archived, nothing_lost, budget): the receipts of
+# the integrations
+EMPTY_REASONS = ("no_compaction", "nothing_relevant", "host_cap", "error")
 
-__all__ = ["EventRecord", "QUERY_CHARS", "add_event", "events", "events_per_day", "forget_events", "event_count"]
+__all__ = [
+    "EventRecord",
+    "QUERY_CHARS",
+    "add_event",
+    "bound_loss",
+    "events",
+    "events_per_day",
+    "forget_events",
+    "event_count",
+]
 
-_COLUMNS = "id, time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, budget, rerank"
+_COLUMNS = (
+    "id, time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, budget, rerank, "
+    "empty_reason, latency_ms, loss"
+)
 
 
 @dataclass
@@ -35,7 +58,10 @@ class EventRecord:
     """One recorded compaction. ``lost``: the archived entries of the session that were no longer in the live
     context (turn order). ``injected``: ``(entry id, characters, excerpt)`` per entry of the injected block, in
     block order. ``recovered`` / ``not_recovered``: the lost entries that were / were not injected. ``agent`` /
-    ``project``: the scope's filters when detection ran (None: any)."""
+    ``project``: the scope's filters when detection ran (None: any). ``empty_reason``: why nothing was injected
+    (``Recovery.reason`` or one of ``EMPTY_REASONS``; None when a block was); ``latency_ms``: the recovery's wall
+    time in milliseconds (None: not measured); ``loss``: the bounded loss report (``bound_loss``; None: not a
+    compaction recovery, or forgotten)."""
 
     id: int
     time: datetime
@@ -53,6 +79,9 @@ class EventRecord:
     project: str | None = None
     recovered: list[int] = field(default_factory=list)
     not_recovered: list[int] = field(default_factory=list)
+    empty_reason: str | None = None
+    latency_ms: float | None = None
+    loss: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,7 +101,31 @@ class EventRecord:
             "budget": self.budget,
             "rerank": self.rerank,
             "query": self.query,
+            "empty_reason": self.empty_reason,
+            "latency_ms": self.latency_ms,
+            "loss": self.loss,
         }
+
+
+def bound_loss(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A loss report (``Loss.to_json``: ``{"lost", "kept", "packed", "by_type", "items", "cut"}``) cut to what an
+    event keeps: every count, the first ``LOSS_PACKED`` packed items and ``LOSS_CUT`` cut ones, each value at most
+    ``LOSS_VALUE_CHARS`` characters. None stays None."""
+    if report is None:
+        return None
+
+    def short(items: Any, n: int) -> list[dict[str, Any]]:
+        kept = []
+        for item in list(items or [])[:n]:
+            value = str(item.get("value", ""))
+            kept.append({**item, "value": value[:LOSS_VALUE_CHARS] + ("…" if len(value) > LOSS_VALUE_CHARS else "")})
+        return kept
+
+    return {
+        **{k: report[k] for k in ("lost", "kept", "packed", "by_type") if k in report},
+        "items": short(report.get("items"), LOSS_PACKED),
+        "cut": short(report.get("cut"), LOSS_CUT),
+    }
 
 
 def add_event(
@@ -89,11 +142,16 @@ def add_event(
     chars: int,
     budget: int,
     rerank: bool = False,
+    empty_reason: str | None = None,
+    latency_ms: float | None = None,
+    loss: dict[str, Any] | None = None,
 ) -> int:
-    """Insert one event; only the newest ``KEEP_EVENTS`` are kept. Returns its id."""
+    """Insert one event; only the newest ``KEEP_EVENTS`` are kept. ``loss`` is stored as ``bound_loss`` cuts it.
+    Returns its id."""
+    bounded = bound_loss(loss)
     cur = db.execute(
         "INSERT INTO events(time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, "
-        "budget, rerank) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "budget, rerank, empty_reason, latency_ms, loss) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             time,
             session,
@@ -108,6 +166,9 @@ def add_event(
             int(chars),
             int(budget),
             int(bool(rerank)),
+            empty_reason,
+            None if latency_ms is None else round(float(latency_ms), 2),
+            None if bounded is None else json.dumps(bounded, ensure_ascii=False),
         ),
     )
     db.execute(
@@ -209,7 +270,7 @@ def forget_events(
                 db.execute("DELETE FROM events WHERE id = ?", (event_id,))
             else:
                 db.execute(
-                    "UPDATE events SET lost = ?, injected = ?, query = '' WHERE id = ?",
+                    "UPDATE events SET lost = ?, injected = ?, query = '', loss = NULL WHERE id = ?",
                     (json.dumps(kept_lost), json.dumps(kept_injected), event_id),
                 )
 
@@ -233,6 +294,9 @@ def _record(row: tuple) -> EventRecord:
         chars=row[11],
         budget=row[12],
         rerank=bool(row[13]),
+        empty_reason=row[14],
+        latency_ms=row[15],
+        loss=json.loads(row[16]) if row[16] else None,
         recovered=[i for i in lost if i in injected_ids],
         not_recovered=[i for i in lost if i not in injected_ids],
     )

@@ -285,6 +285,21 @@ _ENTRY_ORDER = (
 )
 
 
+@migration
+def m011_event_receipts(db: sqlite3.Connection) -> None:
+    """Each compaction event is a receipt (store/events.py): why nothing was injected, how long the recovery took,
+    and what the compaction lost (the loss report, bounded). Three nullable columns: rows recorded before have none."""
+    _run(
+        db,
+        """
+        -- why nothing was injected (NULL: a block was); the recovery's wall time; the JSON loss report
+        ALTER TABLE events ADD COLUMN empty_reason TEXT;
+        ALTER TABLE events ADD COLUMN latency_ms REAL;
+        ALTER TABLE events ADD COLUMN loss TEXT
+        """,
+    )
+
+
 def _run(db: sqlite3.Connection, script: str) -> None:
     """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
     for statement in script.split(";\n"):

@@ -26,7 +26,8 @@ _CONVERSATION = "user_id = ? AND agent_id = ? AND project = ? AND session = ?"
 # an entry's reinforcement state: the destination's is kept when a record replaces its grown turn, as ``add`` keeps it
 _KEPT_ON_GROWTH = ("turn", "confidence", "success", "access_count")
 _EVENT_COLUMNS = (
-    "time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, budget, rerank"
+    "time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, budget, rerank, "
+    "empty_reason, latency_ms, loss"
 )
 
 
@@ -167,7 +168,9 @@ def copy_events(store: Any, rows: list[tuple], entry_ids: dict[int, int], lock: 
         return 0, 0
     with store.transaction() as db:
         store.serialize(db, lock)  # two copies at once: each event looked up after the other's commit
-        for when, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank in rows:
+        for row in rows:
+            when, session, user, agent, project, src, reason, lost, query, injected, chars, budget, rerank = row[:13]
+            empty_reason, latency_ms, loss = row[13:16] if len(row) > 13 else (None, None, None)
             if db.execute(
                 "SELECT 1 FROM events WHERE time = ? AND session = ? AND user_id = ? AND agent_id IS ? "
                 "AND project IS ? AND source = ? AND reason = ? AND query = ?",
@@ -188,6 +191,22 @@ def copy_events(store: Any, rows: list[tuple], entry_ids: dict[int, int], lock: 
                 chars=chars,
                 budget=budget,
                 rerank=bool(rerank),
+                empty_reason=empty_reason,
+                latency_ms=latency_ms,
+                loss=_mapped_loss(loss, entry_ids),
             )
             copied += 1
     return copied, present
+
+
+def _mapped_loss(loss: str | None, entry_ids: dict[int, int]) -> dict[str, Any] | None:
+    """An event's stored loss report (JSON) with each item's entry id mapped through ``entry_ids``; an item whose
+    entry is not known here is left out (its counts stay)."""
+    if not loss:
+        return None
+    report = json.loads(loss)
+    for key in ("items", "cut"):
+        report[key] = [
+            {**i, "entry": entry_ids[i["entry"]]} for i in report.get(key, []) if i.get("entry") in entry_ids
+        ]
+    return report

@@ -130,6 +130,12 @@ MIGRATIONS: list[str] = [
     );
     INSERT INTO schema_version VALUES (0)
     """,
+    # 2: the SQLite store's migration 11 (m011_event_receipts): each compaction event is a receipt
+    """
+    ALTER TABLE events ADD COLUMN empty_reason text;
+    ALTER TABLE events ADD COLUMN latency_ms double precision;
+    ALTER TABLE events ADD COLUMN loss text
+    """,
 ]
 
 
