@@ -153,6 +153,7 @@ def test_a_small_mask_is_searched_exactly_at_a_cost_proportional_to_it(store):
 
 def test_new_rewritten_and_forgotten_rows_keep_the_graphs_in_step(tmp_path):
     with Lantern(tmp_path / "s.db", embedder="minilm", config=FORCED) as lantern:
+        lantern.build_graphs(background=True)  # as serve and mcp do: this handle keeps its graphs up to date
         lantern.ingest(EXCERPT, session="aider", format="aider")
         lantern.recover("warm up the index")
         idx = lantern.index
@@ -190,6 +191,7 @@ def test_new_rewritten_and_forgotten_rows_keep_the_graphs_in_step(tmp_path):
 def test_a_worker_thread_build_answers_exactly_meanwhile(tmp_path, monkeypatch):
     monkeypatch.setattr(index_module, "ANN_BUILD_AHEAD", 10)
     with Lantern(tmp_path / "w.db", embedder="minilm", config=FORCED) as lantern:
+        lantern.build_graphs(background=True)
         lantern.ingest(EXCERPT, session="aider", format="aider")
         idx = lantern.index
         idx.refresh()

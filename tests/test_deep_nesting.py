@@ -146,7 +146,7 @@ def test_rest_and_mcp_refuse_cleanly(tmp_path):
     from lantern.integrations.mcp import build_server
     from lantern.integrations.proxy import build_app
 
-    with TestClient(build_app(tmp_path / "api.db"), raise_server_exceptions=False) as c:
+    with TestClient(build_app(tmp_path / "api.db"), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
         for shape in SHAPES:
             for depth in (900, 990, 1000, 30_000):
                 body = '{"messages": [{"role": "user", "content": ' + nested_json(shape, depth) + "}]}"

@@ -297,7 +297,7 @@ def test_a_compaction_handled_by_the_proxy_is_an_event(tmp_path, upstream, monke
     path = tmp_path / "p.db"
     headers = {"X-Lantern-Session": "billing-42", "X-Lantern-User": "alice"}
     msgs = conversation()
-    with TestClient(build_app(path, upstream=upstream)) as client:
+    with TestClient(build_app(path, upstream=upstream), base_url="http://127.0.0.1") as client:
         r = client.post("/v1/chat/completions", json={"model": "m", "messages": msgs}, headers=headers)
         assert r.status_code == 200
         live = compacted(msgs)

@@ -153,7 +153,7 @@ def test_python_api_and_rest_report_an_unfinished_erase(db, tmp_path):
         make_db(other)
         second = Reader(other)
         try:
-            with TestClient(build_app(other), raise_server_exceptions=False) as client:
+            with TestClient(build_app(other), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
                 r = client.post("/v1/memory/forget", json={"session": "secret"}).json()
                 assert r["forgotten"] == 1 and r["erased"] is False and r["remaining_bytes"] > 0
                 second.release()

@@ -282,7 +282,7 @@ def test_the_proxy_reranks_a_compaction_recovery_through_its_own_upstream(tmp_pa
     headers = {"X-Lantern-Session": "work"}
     conv = [*TURNS, {"role": "user", "content": "Thanks. Now summarize."}]
     model = local_llm.settings.model
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = client.post(
             "/v1/chat/completions", json={"model": model, "messages": conv, "max_tokens": 8}, headers=headers
         )

@@ -480,7 +480,7 @@ def test_the_rest_api_on_a_server(pg_url):
 
     from lantern.integrations.proxy import build_app
 
-    with TestClient(build_app(pg_url()), raise_server_exceptions=False) as client:
+    with TestClient(build_app(pg_url()), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = client.post("/v1/memory/archive", json={"messages": TURNS, "session": "chat"})
         assert r.status_code == 200, r.text
         ids = r.json()["entry_ids"]

@@ -70,7 +70,10 @@ def test_every_call_on_a_stopped_server_says_so_at_once_and_the_next_after_it_is
         "reindex": lambda lt: lt.reindex(),
         "forget": lambda lt: lt.forget(session="chat"),
     }
-    with Lantern(url) as lt, TestClient(build_app(url), raise_server_exceptions=False) as client:
+    with (
+        Lantern(url) as lt,
+        TestClient(build_app(url), raise_server_exceptions=False, base_url="http://127.0.0.1") as client,
+    ):
         lt.archive(TURNS, session="chat")
         assert client.get("/v1/memory/stats").json()["entries"] == 1
         other = Lantern(url)

@@ -22,7 +22,7 @@ from samples import PORT_CONVERSATION as CONVERSATION  # noqa: E402
 
 @pytest.fixture
 def client(tmp_path):
-    with TestClient(build_app(tmp_path / "api.db"), raise_server_exceptions=False) as c:
+    with TestClient(build_app(tmp_path / "api.db"), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -122,7 +122,7 @@ def test_openapi_schema(client):
 
 def test_bearer_token_and_body_limit(tmp_path):
     app = build_app(tmp_path / "t.db", token="s3cret", max_body_bytes=4096)
-    with TestClient(app) as c:
+    with TestClient(app, base_url="http://127.0.0.1") as c:
         assert c.get("/v1/memory/stats").status_code == 401
         assert c.get("/v1/memory/stats", headers={"Authorization": "Bearer wrong"}).status_code == 401
         auth = {"Authorization": "Bearer s3cret"}

@@ -8,8 +8,11 @@ import asyncio
 import json
 import socket
 import sqlite3
+import struct
 import threading
 import time
+import tracemalloc
+import zlib
 
 import pytest
 
@@ -17,13 +20,29 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 from fastapi import FastAPI, Request  # noqa: E402
-from fastapi.responses import StreamingResponse  # noqa: E402
+from fastapi.responses import Response, StreamingResponse  # noqa: E402
 
-from lantern.integrations.proxy import _SSEEvents, _SSEText, build_app  # noqa: E402
+from lantern.integrations.proxy import MAX_REPLY_BYTES, _SSEEvents, _SSEText, build_app  # noqa: E402
 
 
 def _chunk(text: str) -> bytes:
     return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}).encode() + b"\n\n"
+
+
+def _gzip_bomb(mib: int) -> bytes:
+    """A valid gzip body that inflates to ``mib`` MiB of zeros: one deflate block of 1 MiB after a full flush
+    repeated (each such block is the same bytes), an empty final block, and the trailer's CRC and size."""
+    zeros = bytes(1 << 20)
+    c = zlib.compressobj(1, zlib.DEFLATED, 31)
+    first = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
+    again = c.compress(zeros) + c.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(mib):
+        crc = zlib.crc32(zeros, crc)
+    return first + again * (mib - 1) + b"\x03\x00" + struct.pack("<II", crc, (mib << 20) & 0xFFFFFFFF)
+
+
+_BOMB = _gzip_bomb(1024)
 
 
 def _upstream_app() -> FastAPI:
@@ -43,6 +62,9 @@ def _upstream_app() -> FastAPI:
             for _ in range(64):
                 yield b"x" * (1 << 20)
 
+        if body["model"] == "bomb":  # 4.6 MB of gzip that inflates to 1 GiB
+            media = "text/event-stream" if body.get("stream") else "application/json"
+            return Response(_BOMB, media_type=media, headers={"content-encoding": "gzip"})
         gen = {"slow": slow, "nonl": no_newline}[body["model"]]
         return StreamingResponse(gen(), media_type="text/event-stream")
 
@@ -140,3 +162,30 @@ def test_sse_parser_reads_cr_and_crlf_line_endings():
         text.feed(stream[i : i + 7])
     text.feed(b"\r")
     assert text.text == "one two three"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_decompression_bomb_is_cut_at_the_cap_not_held(live_proxy, stream):
+    """An upstream reply of 4.6 MB gzip that inflates to 1 GiB (issue 38, item 7): before, the proxy read it whole
+    (2.2 GB peak). Now it decodes at most ``MAX_REPLY_BYTES`` (64 MiB): a 502 naming the cap when not streamed, the
+    stream ended there when streamed; the request's turn is archived all the same; Python's allocations in the
+    process (both servers run in it) stay far below the inflated size."""
+    url, db = live_proxy
+    payload = {"model": "bomb", "stream": stream, "messages": [{"role": "user", "content": "Inflate the egret."}]}
+    tracemalloc.start()
+    try:
+        with httpx.stream("POST", url + "/chat/completions", json=payload, timeout=120) as r:
+            size = sum(len(piece) for piece in r.iter_raw())
+            status = r.status_code
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    if stream:
+        assert status == 200 and size <= MAX_REPLY_BYTES
+    else:
+        assert status == 502 and size < 1000
+    assert peak < 400 << 20, f"peak {peak >> 20} MiB of Python allocations for a 1 GiB bomb"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not _texts(db, "default"):
+        time.sleep(0.2)
+    assert any("Inflate the egret" in t for t in _texts(db, "default"))

@@ -11,6 +11,8 @@ import random
 import socket
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lantern import Lantern
 from lantern.config import Config
@@ -100,6 +102,61 @@ def test_generated_answers_parse_exactly_when_they_name_distinct_shown_ids():
                 parse_ids(text, shown)
 
 
+_OPEN_CLOSE = {"[": "]", "{": "}"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    opens=st.lists(st.sampled_from(["[", '{"ids": ', '{"a": [', '["', "[[", "{"]), min_size=0, max_size=40),
+    depth=st.sampled_from([1, 10, 63, 64, 65, 500, 5_000, 100_000]),
+    closed=st.booleans(),
+    inner=st.sampled_from(["[12, 3]", '"12"', "", "7", '{"ids": [3]}']),
+    tail=st.text(max_size=20),
+)
+def test_hostile_answers_parse_to_shown_ids_or_a_valueerror_and_nothing_else(opens, depth, closed, inner, tail):
+    """The class of issue 38, item 5: nesting of any depth (100,000 brackets raised RecursionError and lost the
+    block), opened any way, closed or not, with text around it. ``parse_ids`` returns shown ids or raises
+    ValueError; the answer's nesting is bounded (``lantern.llm.MAX_ANSWER_DEPTH``)."""
+    prefix = "".join(opens) + "[" * depth
+    closing = "]" * depth + "".join(_OPEN_CLOSE.get(o[0], "") for o in reversed(opens)) if closed else ""
+    text = prefix + inner + closing + tail
+    try:
+        ids = parse_ids(text, SHOWN)
+    except ValueError:
+        return
+    assert set(ids) <= SHOWN
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        max_leaves=30,
+    ),
+    wraps=st.integers(0, 80),
+)
+def test_parse_answer_is_json_loads_within_its_bounds(value, wraps):
+    from lantern.llm import MAX_ANSWER_DEPTH, parse_answer
+
+    text = "[" * wraps + json.dumps(value) + "]" * wraps
+
+    def depth(v) -> int:
+        if isinstance(v, list):
+            return 1 + max(map(depth, v), default=0)
+        if isinstance(v, dict):
+            return 1 + max(map(depth, v.values()), default=0)
+        return 0
+
+    if wraps + depth(value) <= MAX_ANSWER_DEPTH:
+        assert parse_answer(text) == json.loads(text)
+    else:
+        with pytest.raises(ValueError, match="nested deeper"):
+            parse_answer(text)
+    with pytest.raises(ValueError, match="over 10 bytes"):
+        parse_answer(" " * 11, max_bytes=10)
+
+
 # ------------------------------------------------------------------------------------------------ the prompt
 def test_the_prompt_stays_within_its_bound_however_many_and_long_the_candidates():
     rnd = random.Random(3)
@@ -151,7 +208,24 @@ FAILURES = {
     "no choices": [raw(b'{"object": "error"}')],
     "content not text": [raw(b'{"choices": [{"message": {"content": 5}}]}')],
     "timeout": [slow(3.0)],
+    # hostile answers (issue 38, item 5): nesting beyond any parser's recursion, a body over the size bound
+    "content nested 100,000 deep": [answer("[" * 100_000)],
+    "body nested 100,000 deep": [raw(b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")],
+    "body over 16 MiB": [raw(b'{"choices": [], "pad": "' + b"x" * (17 << 20) + b'"}')],
 }
+# too deep to parse whole; the first flat [...] inside is read instead (here "[]": no id named, the fused order)
+DEEP_CLOSED = {
+    "content nested 100,000 deep, closed": [answer("[" * 100_000 + "]" * 100_000)],
+    "content nested 100 deep": [answer('{"ids": ' + "[" * 100 + "]" * 100 + "}")],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP_CLOSED))
+def test_a_closed_deep_answer_keeps_the_block(lantern, shape):
+    plain = lantern.recover(QUERY, budget=6000)
+    with FakeLLM(DEEP_CLOSED[shape]) as fake:
+        rec = lantern.recover(QUERY, budget=6000, rerank=True, llm=fake.settings(timeout_s=5.0))
+    assert rec.text == plain.text and _ids(rec) == _ids(plain) and rec.rerank.named == []
 
 
 @pytest.mark.parametrize("shape", sorted(FAILURES))

@@ -17,7 +17,9 @@ from test_proxy_forward import _long_conversation, upstream  # noqa: E402,F401 -
 
 
 def test_rest_api_scopes(tmp_path):
-    with TestClient(build_app(tmp_path / "api.db"), raise_server_exceptions=False) as client:
+    with TestClient(
+        build_app(tmp_path / "api.db"), raise_server_exceptions=False, base_url="http://127.0.0.1"
+    ) as client:
         r = client.post(
             "/v1/memory/archive",
             json={"messages": PORT_CONVERSATION, "session": "s", "user": "alice", "agent": "coder"},
@@ -48,7 +50,9 @@ def test_rest_api_scopes(tmp_path):
 
 def test_rest_api_empty_session_is_the_default_session(tmp_path):
     """``"session": ""`` is the default session for archive and for forget alike (the MCP tools behave the same)."""
-    with TestClient(build_app(tmp_path / "empty.db"), raise_server_exceptions=False) as client:
+    with TestClient(
+        build_app(tmp_path / "empty.db"), raise_server_exceptions=False, base_url="http://127.0.0.1"
+    ) as client:
         r = client.post("/v1/memory/archive", json={"messages": PORT_CONVERSATION, "session": ""})
         assert r.status_code == 200 and r.json()["session"] == "default" and r.json()["added"] == 2
         assert client.post("/v1/memory/forget", json={"session": ""}).json() == {"forgotten": 2}
@@ -60,7 +64,9 @@ def test_proxy_detects_and_recovers_inside_the_header_user(tmp_path, upstream, m
     url, received = upstream
     received.clear()
     with TestClient(
-        build_app(tmp_path / "p.db", upstream=url, upstream_timeout=5.0), raise_server_exceptions=False
+        build_app(tmp_path / "p.db", upstream=url, upstream_timeout=5.0),
+        raise_server_exceptions=False,
+        base_url="http://127.0.0.1",
     ) as client:
         conv = _long_conversation() + [{"role": "user", "content": "Now run the whole test suite."}]
         alice = {"X-Lantern-Session": "billing-42", "X-Lantern-User": "alice"}

@@ -80,7 +80,7 @@ def test_rest_and_mcp_stats_are_scoped(db):
     from lantern.integrations.mcp import build_server
     from lantern.integrations.proxy import build_app
 
-    with TestClient(build_app(db), raise_server_exceptions=False) as client:
+    with TestClient(build_app(db), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         default = client.get("/v1/memory/stats").json()
         assert default["entries"] == 0 and not {"database_bytes", "bytes_per_turn", "bytes_per_turn_by_table"} & set(
             default

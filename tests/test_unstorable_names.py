@@ -135,7 +135,7 @@ def test_the_rest_api_takes_unstorable_names_on_a_server(pg_url, name):
     def post(client, path: str, doc: dict):  # JSON escapes (\u0000, \ud800), as a client sends them
         return client.post(path, content=json.dumps(doc), headers={"content-type": "application/json"})
 
-    with TestClient(build_app(pg_url()), raise_server_exceptions=False) as client:
+    with TestClient(build_app(pg_url()), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = post(client, "/v1/memory/archive", {"messages": turn, **body})
         assert r.status_code == 200, r.text
         r = post(client, "/v1/memory/search", {"query": "staging redis port", **body})

@@ -149,7 +149,7 @@ def test_no_command_shows_a_secret_given_under_an_encoded_name(name, pg_url, tmp
 
     from lantern.integrations.proxy import build_app
 
-    with TestClient(build_app(url), raise_server_exceptions=False) as client:
+    with TestClient(build_app(url), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = client.get("/v1/memory/stats")
         assert r.status_code == 200 and MARKER not in r.text, r.text
 

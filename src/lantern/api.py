@@ -220,6 +220,19 @@ class Lantern:
         require(self.store, operation)
 
     @_one_at_a_time
+    def build_graphs(self, background: bool = False) -> None:
+        """Let this handle build the HNSW graphs of a large store (store/ann.py; ``Config.ann_min_rows`` rows or
+        more), which a short-lived handle never does (store/index.py ``build_graphs``): ``background`` True (a
+        long-lived process: serve, mcp) builds them in a worker thread at the next read, exact search answering
+        meanwhile, and saves them with the index snapshot once built; False (``lantern reindex``) builds them now
+        and waits, saved at ``close``."""
+        if background:
+            self.index.build_graphs = True
+            return
+        self.index.refresh()
+        self.index.wait_ann()
+
+    @_one_at_a_time
     def close(self) -> None:
         for client in self._llm_clients.values():
             client.close()
@@ -816,7 +829,9 @@ class Lantern:
             session = DEFAULT_SESSION
         elif session is not None:
             session = check_length(clean_name(session), "session")
-        n = self.store.delete(entry=entry, session=session, scope=resolve(self.scope, user, agent, project))
+        n = self.store.delete(
+            entry=entry, session=session, scope=resolve(self.scope, user, agent, project), erase=vacuum
+        )
         self.index.reset()
         if n:  # forgotten text does not stay in this process's caches either
             self.redaction.memo.clear()

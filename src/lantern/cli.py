@@ -133,6 +133,40 @@ def _sqlite_only(value: Optional[str]) -> Optional[str]:
     return value
 
 
+def _secret(ctx: typer.Context, name: str, value: Optional[str], file: Optional[Path]) -> Optional[str]:
+    """A secret option's value (``--token``, ``--upstream-key``): given, or read from its ``--...-file`` (the
+    file's text without its final line break; any other process's ``ps`` shows a command line, not a file). Both
+    given, or an unreadable or empty file, is a usage error. Given on the command line itself (not from its
+    environment variable), a warning says that ``ps`` shows it."""
+    option = "--" + name.replace("_", "-")
+    if file is not None:
+        if value is not None:
+            raise typer.BadParameter(f"give {option} or {option}-file, not both", param_hint=f"'{option}-file'")
+        try:
+            value = file.read_text(encoding="utf-8").rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as e:
+            raise typer.BadParameter(f"cannot read {file}: {type(e).__name__}", param_hint=f"'{option}-file'") from None
+        if not value:
+            raise typer.BadParameter(f"{file} is empty", param_hint=f"'{option}-file'")
+        return value
+    if value is not None and _on_command_line(ctx, name):
+        _warn_visible(option, f"use {option}-file or its environment variable")
+    return value
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not by its environment variable nor its default)."""
+    return getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
+
+
+def _warn_visible(what: str, instead: str) -> None:
+    typer.secho(
+        f"warning: {what} on the command line is visible to other users in ps; {instead} (docs/cli.md#secrets)",
+        err=True,
+        fg=typer.colors.YELLOW,
+    )
+
+
 @app.callback()
 def _global(
     db: Optional[str] = typer.Option(
@@ -154,8 +188,8 @@ def _global(
         envvar="LANTERN_REWOUND",
         callback=_rewound_mode,
         help=(
-            "Turns of a rewound branch (Claude Code's rewind; a proxy client's edited-away turns): skip (default: not "
-            "archived, and removed when the rewind shows later) or mark (kept in <session>/abandoned-<id>)."
+            "Turns of a rewound Claude Code branch: skip (default: not archived, and removed when the rewind shows "
+            "later) or mark (kept in <session>/abandoned-<id>). The proxy (serve) always marks."
         ),
     ),
     _show_version: bool = typer.Option(
@@ -1801,6 +1835,7 @@ def reindex(
                 n = lantern.reindex(
                     embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t)
                 )
+                lantern.build_graphs()  # a large store's HNSW graphs, saved with the snapshot: no command waits
             print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
 
     _guard(run)
@@ -1930,6 +1965,7 @@ def mcp() -> None:
 
 @app.command()
 def serve(
+    ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback by default)."),
     port: int = typer.Option(8765, "--port", "-p", min=1, max=65535, help="Port to listen on."),
     token: Optional[str] = typer.Option(
@@ -1953,6 +1989,15 @@ def serve(
         envvar="LANTERN_UPSTREAM_KEY",
         help="Send upstream as Authorization: Bearer KEY (default: forward the client's; needed with --token).",
     ),
+    upstream_key_file: Optional[Path] = typer.Option(
+        None,
+        "--upstream-key-file",
+        envvar="LANTERN_UPSTREAM_KEY_FILE",
+        help="Read --upstream-key from this file (not visible in ps).",
+    ),
+    token_file: Optional[Path] = typer.Option(
+        None, "--token-file", envvar="LANTERN_TOKEN_FILE", help="Read --token from this file (not visible in ps)."
+    ),
     rerank: bool = typer.Option(
         False,
         "--rerank",
@@ -1964,6 +2009,8 @@ def serve(
 ) -> None:
     """Serve the memory REST API (/v1/memory/...; OpenAPI at /docs) and, with --upstream, the OpenAI-compatible
     chat-completions proxy that archives turns and re-injects what a compaction lost; needs the `proxy` extra."""
+    token = _secret(ctx, "token", token, token_file)
+    upstream_key = _secret(ctx, "upstream_key", upstream_key, upstream_key_file)
     try:
         from lantern.integrations.proxy import serve as serve_api
     except ImportError as e:
@@ -2032,10 +2079,14 @@ def _proxy_rerank(rerank: bool, base_url: Optional[str], model: Optional[str], u
 
 @app.command()
 def ui(
+    ctx: typer.Context,
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback; another needs --token)."),
     port: int = typer.Option(8766, "--port", "-p", min=1, max=65535, help="Port to listen on."),
     token: Optional[str] = typer.Option(
         None, "--token", envvar="LANTERN_UI_TOKEN", help="Require this token (open /?token=TOKEN once)."
+    ),
+    token_file: Optional[Path] = typer.Option(
+        None, "--token-file", envvar="LANTERN_UI_TOKEN_FILE", help="Read --token from this file (not visible in ps)."
     ),
     open_browser: bool = typer.Option(False, "--open", help="Open the inspector in the default browser."),
 ) -> None:
@@ -2043,6 +2094,8 @@ def ui(
 
     A local web app on 127.0.0.1 (no network, no script); needs the `ui` extra. Another interface needs --token."""
     from lantern.integrations.service import is_loopback
+
+    token = _secret(ctx, "token", token, token_file)
 
     if token is None and not is_loopback(host):
         _fail(f"--host {host} needs --token: the inspector shows the whole archive to whoever reaches it")

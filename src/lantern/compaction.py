@@ -13,11 +13,14 @@ or any format ``Lantern.archive`` reads) with what the archive holds for ``sessi
 
 A rewind is not a compaction. Archived turns newer than the newest one still in the live context are **abandoned**:
 the application resent the conversation with its later part changed (a message edited, a reply regenerated, the
-last turns deleted). A compaction drops older turns and keeps the newest ones; it never keeps the old and drops the
-new. Abandoned turns are not "lost" (``Compaction.abandoned_entry_ids``, ``Tracker``'s ``abandoned``), do not count
-towards a size drop, and are never recovered into that live context; the proxy takes them off the session
-(``Config.rewound``). When no archived turn is in the live context at all, nothing is abandoned: that is a new
-conversation under the same session id.
+last turns deleted), or sent a side request that holds only the conversation's start (a title request). A
+compaction drops older turns and keeps the newest ones; it never keeps the old and drops the new. Abandoned turns
+are not "lost" (``Compaction.abandoned_entry_ids``), do not count towards a size drop, and are never recovered into
+that live context. When no archived turn is in the live context at all, nothing is abandoned: that is a new
+conversation under the same session id. One request is no evidence that the conversation went on without them:
+``Tracker`` acts only on a rewind a later request confirms (``confirmed_rewinds``: that request holds none of the
+abandoned turns and a turn archived after them; its ``abandoned``), and the proxy then moves those turns into
+``<session>/abandoned-<id>``, never deleting them.
 
 Call it BEFORE archiving the list it is given: a list that merely starts a new conversation under the same
 session id then shares no archived turn and is not a compaction. (Called after, the summary rule still works.)
@@ -56,6 +59,7 @@ __all__ = [
     "Compaction",
     "Tracker",
     "abandoned_after",
+    "confirmed_rewinds",
     "detect",
     "is_runtime_summary",
     "runtime_summaries",
@@ -253,18 +257,54 @@ def abandoned_after(archive: SessionArchive, present: set[int]) -> list[int]:
     return [i for i in archive.order[at:] if i not in present]
 
 
+def confirmed_rewinds(
+    archive: SessionArchive, present: set[int], candidates: list[list[int]]
+) -> tuple[list[int], list[list[int]]]:
+    """Settle the rewinds earlier requests suggested (``candidates``: each request's ``abandoned_after``, ids in
+    turn order) against this request's ``present`` entries: ``(confirmed ids, candidates still open)``.
+
+    One request that holds only the start of a conversation is no evidence of a rewind: a side request (a chat
+    UI's "generate a title" carries the first exchange and a new instruction), a retry or a request of another
+    client under the same session look the same. A candidate is **refuted** (dropped) when a later request holds
+    any of its entries again: the conversation still has them. It is **confirmed** when a later request holds
+    none of them and holds an entry archived after them: the conversation continued from the earlier point on
+    another branch. Otherwise it stays open (entries forgotten meanwhile are left out)."""
+    newest = max((archive.turn[i] for i in present), default=None)
+    confirmed: list[int] = []
+    still: list[list[int]] = []
+    for ids in candidates:
+        ids = [i for i in ids if i in archive.hash]
+        if not ids or not present.isdisjoint(ids):
+            continue
+        if newest is not None and newest > max(archive.turn[i] for i in ids):
+            confirmed += ids
+        else:
+            still.append(ids)
+    return confirmed, still
+
+
 def _verdict(
-    archive: SessionArchive, session: str, messages: list[Any], live: str, present: set[int]
+    archive: SessionArchive,
+    session: str,
+    messages: list[Any],
+    live: str,
+    present: set[int],
+    abandoned: list[int] | None = None,
 ) -> Compaction | None:
-    """The rules of the module docstring, given which archived entries are ``present`` in ``live``."""
+    """The rules of the module docstring, given which archived entries are ``present`` in ``live``.
+    ``abandoned``: the entries that are not this context's history (default ``abandoned_after``; ``Tracker``
+    adds the rewinds it confirmed)."""
     summary = next((message_text(m) for m in messages if is_summary(m)), None)
     reason: str | None = None
-    abandoned = abandoned_after(archive, present)
+    if abandoned is None:
+        abandoned = abandoned_after(archive, present)
+    gone = set(abandoned)
     if present:
         newest = max(archive.turn[i] for i in present)
         older_present = sum(1 for i in present if archive.turn[i] < newest)
+        older_gone = sum(1 for i in gone if archive.turn[i] < newest)
         kept_chars = archive.chars - sum(archive.raw_chars[i] for i in abandoned)
-        if bisect.bisect_left(archive.turns_sorted, newest) > older_present:  # an older turn is missing
+        if bisect.bisect_left(archive.turns_sorted, newest) - older_gone > older_present:  # an older turn is missing
             reason = "dropped"
         elif kept_chars >= DROP_MIN_CHARS and len(live) < DROP_RATIO * kept_chars:
             reason = "size_drop"
@@ -272,7 +312,6 @@ def _verdict(
         reason = "summary"
     if reason is None:
         return None
-    gone = set(abandoned)
     lost = [i for i in archive.order if i not in present and i not in gone]
     return Compaction(
         reason=reason,
@@ -429,7 +468,8 @@ class _Seen:
     present: set[int] = field(default_factory=set)
     summary: str | None = None
     compaction: Compaction | None = None  # the last compaction event, while its context lasts
-    abandoned: list[int] = field(default_factory=list)  # this request's rewound-away entries (abandoned_after)
+    abandoned: list[int] = field(default_factory=list)  # rewound-away entries this request confirmed
+    rewinds: list[list[int]] = field(default_factory=list)  # open rewind candidates (confirmed_rewinds)
 
 
 class Tracker:
@@ -496,9 +536,14 @@ class Tracker:
             present = kept | archive.present_in(live, len(state.live), old) | archive.present_in(live, 0, changed)
         else:
             present = archive.present_in(live)
-        current = _verdict(archive, session, messages, live, present)
-        state.abandoned = abandoned_after(archive, present)
-        gone = set(state.abandoned)
+        confirmed, state.rewinds = confirmed_rewinds(archive, present, state.rewinds)
+        after = abandoned_after(archive, present)
+        current = _verdict(archive, session, messages, live, present, confirmed + after)
+        open_ids = {i for ids in state.rewinds for i in ids}
+        if [i for i in after if i not in open_ids]:
+            state.rewinds.append([i for i in after if i not in open_ids])
+        state.abandoned = confirmed
+        gone = set(confirmed) | set(after)
         newly_lost = {i for i in state.present if i in archive.hash and i not in present and i not in gone}
         is_new = current is not None and (
             first or bool(newly_lost) or current.summary != state.summary or state.compaction is None

@@ -204,11 +204,11 @@ class Config:
     # --- write path ---
     summary_message_chars: int = 500  # each message cut to 500 chars (docs/architecture.md §2.4)
     summary_max_chars: int = 1200  # whole summary capped (docs/architecture.md §2.4)
-    # turns off the live branch: a Claude Code rewind leaves the abandoned attempt in the session file, and a client
-    # of the proxy may resend a conversation whose later turns it edited away. "skip" (default): never archived,
-    # and removed from the archive when the rewind is seen after they were archived; "mark": kept in the
-    # sub-session <session>/abandoned-<id>, never as the session's own history and with no facts (ours;
-    # archive/parse/claude_code.py, integrations/claude_code.py, compaction.py)
+    # turns off the live branch of a Claude Code session file (the parentUuid chain: a rewind leaves the abandoned
+    # attempt in the file). "skip" (default): never archived, and removed from the archive when the rewind is seen
+    # after they were archived; "mark": kept in the sub-session <session>/abandoned-<id>, never as the session's
+    # own history and with no facts (ours; archive/parse/claude_code.py, integrations/claude_code.py). The proxy
+    # infers rewinds from what a client resends, so it always marks (compaction.py confirmed_rewinds)
     rewound: str = "skip"
     embed_max_tokens: int = 128  # embedder input cap (ours: MiniLM was trained on 128-token inputs; 256 costs 2x)
     # --- read path ---

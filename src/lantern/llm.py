@@ -54,7 +54,7 @@ JSON_MODES = ("schema", "object", "off")
 
 log = logging.getLogger("lantern.llm")
 
-__all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "endpoint", "settings"]
+__all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "endpoint", "parse_answer", "settings"]
 
 
 class LLMError(LanternError):
@@ -90,6 +90,33 @@ class LLMError(LanternError):
 
 
 DETAIL_CHARS = 300  # characters of an endpoint's error message kept in LLMError (ours)
+MAX_ANSWER_BYTES = 16 << 20  # ours: an endpoint's answer body read at most (a chat completion is kilobytes)
+MAX_ANSWER_DEPTH = 64  # ours: JSON nesting of an answer (OpenAI's and Anthropic's shapes nest under 10)
+
+
+def parse_answer(data: str | bytes, *, max_bytes: int = MAX_ANSWER_BYTES, max_depth: int = MAX_ANSWER_DEPTH) -> Any:
+    """The JSON value of an answer that came over the network (an LLM's, an upstream's): the one parse of such
+    text in Lantern, bounded in size and depth. Raises ValueError (never RecursionError or MemoryError) when
+    ``data`` is over ``max_bytes`` bytes (characters for ``str``), is not JSON, or nests arrays/objects deeper
+    than ``max_depth``. Linear in the size: the standard parser, then one walk over the containers."""
+    if len(data) > max_bytes:
+        raise ValueError(f"answer over {max_bytes} bytes")
+    try:
+        value = json.loads(data)
+    except RecursionError:  # deeper than the interpreter's recursion limit
+        raise ValueError(f"answer nested deeper than {max_depth} levels") from None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > max_depth:
+                    raise ValueError(f"answer nested deeper than {max_depth} levels")
+                stack.append((child, depth + 1))
+    return value
+
+
 _TOO_LONG = re.compile(  # "too long" alone also names other fields' limits ("'messages[1].name': string too long")
     r"context (?:length|window|size)|(?:prompt|input|request|messages?|conversation) (?:is |are )?too (?:long|large)"
     r"|too many tokens|exceeds? the (?:context|max)",
@@ -271,9 +298,14 @@ class LLMClient:
         start = time.perf_counter()
         usage = Usage(calls=1)
         try:
-            response = self._http.post(
-                self.settings.url, content=json.dumps(body, ensure_ascii=False).encode(), headers=headers
+            request = self._http.build_request(
+                "POST", self.settings.url, content=json.dumps(body, ensure_ascii=False).encode(), headers=headers
             )
+            response = self._http.send(request, stream=True)
+            try:
+                content = _read_capped(response, MAX_ANSWER_BYTES)
+            finally:
+                response.close()
         except httpx.TimeoutException:
             raise self._fail(
                 usage, start, f"LLM endpoint {url} timed out after {self.settings.timeout_s:g} s", "timeout"
@@ -283,9 +315,11 @@ class LLMClient:
                 usage, start, f"LLM endpoint {url} unreachable: {type(e).__name__}", "unreachable"
             ) from None
         usage.ms = (time.perf_counter() - start) * 1000
+        if content is None:
+            raise self._fail(usage, start, f"LLM endpoint {url}: answer over {MAX_ANSWER_BYTES} bytes", "malformed")
         if response.status_code >= 400:
             # an endpoint that echoes the credential: never shown, masked before the message is cut
-            detail, code = _error_of(response, [s for s in (key, self._authorization) if s])
+            detail, code = _error_of(content, [s for s in (key, self._authorization) if s])
             raise self._fail(
                 usage,
                 start,
@@ -296,9 +330,9 @@ class LLMClient:
                 code,
             )
         try:
-            data = response.json()
+            data = parse_answer(content)
             text = data["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError, RecursionError):  # RecursionError: nested too deep
+        except (ValueError, KeyError, IndexError, TypeError):
             raise self._fail(
                 usage, start, f"LLM endpoint {url}: no choices[0].message.content in the answer", "malformed"
             ) from None
@@ -325,17 +359,29 @@ class LLMClient:
         return LLMError(message, kind, status, detail, code)
 
 
-def _error_of(response: Any, secrets: Sequence[str] = ()) -> tuple[str, str]:
-    """(message, code) of an error answer: OpenAI's ``{"error": {"message", "code"}}`` (llama.cpp, vLLM and
+def _read_capped(response: Any, limit: int) -> bytes | None:
+    """The (decoded) body of a streamed httpx response, or None once it passes ``limit`` bytes: a compressed
+    answer that inflates without end is never held whole."""
+    parts, size = [], 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _error_of(content: bytes, secrets: Sequence[str] = ()) -> tuple[str, str]:
+    """(message, code) of an error answer's body: OpenAI's ``{"error": {"message", "code"}}`` (llama.cpp, vLLM and
     Anthropic's ``{"error": {"message", "type"}}`` alike), or ``{"detail": "..."}`` (FastAPI), else the body's
     first line; the message ends before a traceback it carries (llama-cpp-python's server appends one), is cut to
     ``DETAIL_CHARS`` characters, control characters as spaces. Each of ``secrets``
     (an ``Authorization`` value or key, with or without ``Bearer``) is replaced by ``***`` in both, before the cut
-    (a key straddling it would otherwise leave its prefix). A body nested deeper than Python's recursion limit
-    reads as no JSON."""
+    (a key straddling it would otherwise leave its prefix). A body that ``parse_answer`` refuses (too deep, too
+    large) reads as no JSON."""
     try:
-        data = response.json()
-    except (ValueError, RecursionError):
+        data = parse_answer(content)
+    except ValueError:
         data = None
     message, code = "", ""
     if isinstance(data, dict):
@@ -348,7 +394,8 @@ def _error_of(response: Any, secrets: Sequence[str] = ()) -> tuple[str, str]:
         elif isinstance(data.get("detail"), str):
             message = data["detail"]
     elif data is None:
-        message = response.text.strip().split("\n", 1)[0] if response.text else ""
+        text = content[: 64 * DETAIL_CHARS].decode("utf-8", "replace")
+        message = text.strip().split("\n", 1)[0] if text else ""
     for secret in secrets:
         for form in (secret, secret.removeprefix("Bearer ")):
             if form:

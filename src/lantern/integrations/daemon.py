@@ -329,6 +329,7 @@ class Daemon:
         if held is not None:
             self.handles.pop(key)[0].close()
         handle = Lantern(location, user=user)
+        handle.build_graphs(background=True)  # long-lived: a large store's HNSW graphs built here and saved
         self.handles[key] = (handle, None if is_server_url(location) else _file_id(location))
         return handle
 

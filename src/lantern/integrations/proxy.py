@@ -8,11 +8,14 @@ The memory REST API, JSON in and out, with its OpenAPI schema at ``/openapi.json
     POST /v1/memory/forget    {entry | session}                  -> {forgotten}
     GET  /v1/memory/stats                                        -> {entries, sessions, embedder, ...}
 
-Binds 127.0.0.1 by default. With a token (``--token`` or ``LANTERN_TOKEN``) every request needs
-``Authorization: Bearer TOKEN`` (else 401). Request bodies above ``max_body_bytes`` (default 8 MiB) get 413 before
-anything is parsed. Bad input is a 400 or 422 with ``{"error": ...}`` (422: the schema's own validation); a read
-of a database that does not exist yet is a 404; a database server that cannot be reached (stopped, connection
-lost) is a 503 naming why; an internal error is a 500 without a traceback.
+Binds 127.0.0.1 by default. Every request first passes the local servers' rule against web pages
+(integrations/origin.py): without a token a Host that is not a loopback name or an IP address gets 421 (DNS
+rebinding); a request a browser marks as cross-site (``Origin``, ``Sec-Fetch-Site``) gets 403; a body sent to a JSON
+endpoint without ``Content-Type: application/json`` gets 415. With a token (``--token`` or ``LANTERN_TOKEN``) every
+request needs ``Authorization: Bearer TOKEN`` (else 401). Request bodies above ``max_body_bytes`` (default 8 MiB)
+get 413 before anything is parsed. Bad input is a 400 or 422 with ``{"error": ...}`` (422: the schema's own
+validation); a read of a database that does not exist yet is a 404; a database server that cannot be reached
+(stopped, connection lost) is a 503 naming why; an internal error is a 500 without a traceback.
 
 With an upstream (``lantern serve --upstream URL``), it is also an OpenAI-compatible proxy:
 
@@ -35,6 +38,7 @@ import logging
 import os
 import re
 import secrets
+from collections import OrderedDict
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -46,6 +50,7 @@ from pydantic import BaseModel, Field, StrictBool, StrictInt  # strict: true is 
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lantern.errors import DatabaseUnavailableError, LanternError
+from lantern.integrations.origin import OriginGuard
 from lantern.integrations.schemas import (
     ArchiveResponse,
     CompactionRecoverResponse,
@@ -57,10 +62,16 @@ from lantern.integrations.schemas import (
     StatsResponse,
 )
 from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
+from lantern.integrations.tokens import FailureLimit
+from lantern.llm import parse_answer
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+JSON_PATHS = ("/v1/memory/", "/v1/chat/completions", "/v1/messages")  # their bodies are JSON (integrations/origin.py)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # ours: a long agent transcript with tool output fits
 DEFAULT_UPSTREAM_TIMEOUT = 600.0  # seconds; ours: a long completion streams for minutes
+# ours: an upstream chat reply, decoded (gzip, deflate, br), is read or relayed up to this size: a compressed reply
+# that inflates without end (a 1 MB gzip of 1 GiB) is cut there, not held; a chat reply is kilobytes
+MAX_REPLY_BYTES = 64 << 20
 log = logging.getLogger("lantern.proxy")
 
 Message = dict[str, Any]
@@ -212,10 +223,18 @@ def build_app(
     service.start_filler()
     bearer = HTTPBearer(auto_error=False)
 
-    def authorize(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    failures = FailureLimit()  # wrong tokens per client address (integrations/tokens.py)
+
+    def authorize(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if token is None:
             return
+        client = request.client.host if request.client else ""
+        if creds is not None and (wait := failures.wait(client)):
+            retry = str(int(wait) + 1)
+            raise HTTPException(429, f"too many wrong tokens: try again in {retry} s", headers={"Retry-After": retry})
         if creds is None or not secrets.compare_digest(creds.credentials.encode(), token.encode()):
+            if creds is not None:
+                failures.failed(client)
             raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
     @asynccontextmanager
@@ -238,6 +257,12 @@ def build_app(
         openapi_url=None if token else "/openapi.json",
     )
     app.state.service = service
+    app.add_middleware(
+        OriginGuard,
+        token=token is not None,
+        json_path=lambda path: path.startswith(JSON_PATHS),
+        respond=lambda status, message: JSONResponse({"error": message}, status_code=status),
+    )
 
     @app.exception_handler(StarletteHTTPException)  # ours (401) and the router's (404 unknown path, 405)
     async def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
@@ -578,17 +603,31 @@ def _archive_new(lantern: Any, session: str, messages: list[Any], scope: dict[st
         lantern.writer.archive_turns(new, session, resolve(lantern.scope, **scope), result)
 
 
+ANSWERED_REQUESTS = 4096  # ours: requests remembered for idempotent archiving (a retry comes seconds later)
+
+
+def _request_key(session: str, scope: dict[str, str | None] | None, messages: list[Message]) -> str:
+    """The identity of a chat request for archiving: its session, scope and messages (sha256 of their canonical
+    JSON). A retried or duplicated request has the same key: its turns and a second reply are archived once."""
+    import hashlib
+    import json
+
+    canonical = json.dumps([session, sorted((scope or {}).items()), messages], sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _abandon(lantern: Any, tracker: Any, key: tuple, session: str, scope: dict[str, str | None]) -> None:
-    """Take the archived turns this request rewound away (``compaction.abandoned_after``: newer than the newest
-    archived turn it still holds) off the session: deleted (``Config.rewound`` skip) or moved to
-    ``<session>/abandoned-<first 8 of the first one's content hash>`` (mark)."""
+    """Take the archived turns of a rewind this request confirmed (``compaction.confirmed_rewinds``: an earlier
+    request left them out, and this one holds none of them and a turn archived after them) off the session: moved
+    to ``<session>/abandoned-<first 8 of the first one's content hash>``, whatever ``Config.rewound`` says. The
+    rewind is inferred from what a client sends, so nothing is deleted on it; ``lantern forget`` deletes."""
     state = tracker.seen.get(key)
     ids = list(state.abandoned) if state is not None else []
     if not ids:
         return
     name = f"abandoned-{state.archive.hash[ids[0]][:8]}"
-    n = lantern.abandon({i: name for i in ids}, keep=lantern.config.rewound == "mark", **scope)
-    log.info("rewind in session %r: %d archived turns abandoned (%s)", session, n, lantern.config.rewound)
+    n = lantern.abandon({i: name for i in ids}, keep=True, **scope)
+    log.info("rewind in session %r: %d archived turns moved to %s/%s", session, n, session, name)
 
 
 class _Forwarder:
@@ -609,10 +648,12 @@ class _Forwarder:
         self.rerank = rerank  # build_app's: LLMSettings, UPSTREAM or None
         self.service, self.upstream, self.strip_authorization = service, upstream.rstrip("/"), strip_authorization
         self.client = httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+        self.max_reply_bytes = MAX_REPLY_BYTES
         self.timeout = timeout
         self.tracker: Any = None  # compaction.Tracker over the service's Lantern
         self.blocks: dict[tuple, tuple[str, set[int]]] = {}  # (session, scope) -> (injected block, its entry ids)
         self.summaries: dict[tuple, str | None] = {}  # (session, scope) -> the summary its last request held
+        self.answered: OrderedDict[str, None] = OrderedDict()  # _request_key of requests archived with a reply
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -733,13 +774,22 @@ class _Forwarder:
         Runs after the response was sent (a background task; at the end of a stream)."""
         if messages is None:
             return
-        if reply and (reply.get("content") or reply.get("tool_calls")):
-            messages = [*messages, reply]
+        answered = bool(reply and (reply.get("content") or reply.get("tool_calls")))
         with self.service._lock:
             try:
-                _archive_new(self.service._open(create=True), session, messages, scope)
+                request = _request_key(session, scope, messages)
+                if request in self.answered:  # a retry or a duplicate of a request archived with its reply
+                    self.answered.move_to_end(request)
+                    return
+                turns = [*messages, reply] if answered else messages
+                _archive_new(self.service._open(create=True), session, turns, scope)
             except Exception as e:  # noqa: BLE001
                 _note_failure("archive", session, e)
+                return
+            if answered:
+                self.answered[request] = None
+                while len(self.answered) > ANSWERED_REQUESTS:
+                    self.answered.popitem(last=False)
 
     # ------------------------------------------------------------------ HTTP
     def url(self, rest: str, query: str) -> str:
@@ -819,15 +869,21 @@ class _Forwarder:
             return self.upstream_error(e, BackgroundTask(self.archive, session, messages, None, scope))
         if not stream or resp.status_code >= 400:
             try:
-                content = await resp.aread()
+                content = await _read_capped(resp, self.max_reply_bytes)
             except httpx.HTTPError as e:
-                await resp.aclose()
                 return self.upstream_error(e, BackgroundTask(self.archive, session, messages, None, scope))
-            await resp.aclose()
+            finally:
+                await resp.aclose()
+            if content is None:
+                return JSONResponse(
+                    {"error": f"upstream reply over {self.max_reply_bytes} bytes decoded: not relayed"},
+                    status_code=502,
+                    background=BackgroundTask(self.archive, session, messages, None, scope),
+                )
             reply = None
             if messages is not None and resp.status_code < 400:
                 try:
-                    reply = api.reply(json.loads(content))
+                    reply = api.reply(parse_answer(content))
                 except Exception:  # noqa: BLE001 - not the shape we know: archive the request only
                     reply = None
             return Response(
@@ -841,8 +897,13 @@ class _Forwarder:
 
         async def relay():
             parser = api.parser()
+            size = 0
             try:
                 async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > self.max_reply_bytes:  # decoded past the cap: the stream ends here
+                        _note_failure("upstream stream", session, ReplyTooLarge(self.max_reply_bytes))
+                        break
                     parser.feed(chunk)
                     yield chunk
             except httpx.HTTPError as e:
@@ -884,6 +945,21 @@ class _Forwarder:
         return StreamingResponse(
             relay(), status_code=resp.status_code, headers=_response_headers(resp.headers, keep_encoding=True)
         )
+
+
+class ReplyTooLarge(Exception):
+    """An upstream reply decoded past ``MAX_REPLY_BYTES`` (logged by type, like every upstream failure)."""
+
+
+async def _read_capped(resp: Any, limit: int) -> bytes | None:
+    """The decoded body of a streamed httpx response, or None once it passes ``limit`` bytes (read no further)."""
+    parts, size = [], 0
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 class _SSEText:
@@ -966,8 +1042,6 @@ class _SSEEvents:
         self.overflow = False  # inside a line over MAX_LINE_BYTES: skip to its end
 
     def events(self, chunk: bytes) -> list[dict[str, Any]]:
-        import json
-
         if not _LINE_END.search(chunk):  # no line ends: extend the buffer, nothing to parse yet
             if not self.overflow:
                 self.buffer += chunk
@@ -985,7 +1059,7 @@ class _SSEEvents:
             if self.overflow:
                 self.overflow = False  # the end of the dropped line
                 continue
-            event = self._event(line, json)
+            event = self._event(line)
             if event is not None:
                 out.append(event)
         if self.overflow or len(tail) > self.MAX_LINE_BYTES:
@@ -994,7 +1068,7 @@ class _SSEEvents:
         return out
 
     @staticmethod
-    def _event(line: bytes, json: Any) -> dict[str, Any] | None:
+    def _event(line: bytes) -> dict[str, Any] | None:
         line = line.strip()
         if not line.startswith(b"data:"):
             return None
@@ -1002,7 +1076,7 @@ class _SSEEvents:
         if not data or data == b"[DONE]":
             return None
         try:
-            event = json.loads(data)
+            event = parse_answer(data, max_bytes=_SSEEvents.MAX_LINE_BYTES)
         except ValueError:
             return None
         return event if isinstance(event, dict) else None
@@ -1040,14 +1114,12 @@ class _AnthropicSSE:
 
     @property
     def reply(self) -> Message | None:
-        import json
-
         content = []
         for _, b in sorted(self.blocks.items()):
             joined = "".join(b["parts"])
             if b["type"] == "tool_use":
                 try:
-                    args = json.loads(joined) if joined else {}
+                    args = parse_answer(joined) if joined else {}
                 except ValueError:
                     args = joined
                 content.append({"type": "tool_use", "id": b["id"], "name": b["name"] or "", "input": args})

@@ -85,6 +85,7 @@ class MemoryService:
                 self._lantern = Lantern(self.path, embedder=self.embedder, config=self.config)
             else:
                 self._lantern = Lantern(self.path, embedder=self.embedder)
+            self._lantern.build_graphs(background=True)  # a long-lived process: it builds and saves the graphs
         return self._lantern
 
     # ------------------------------------------------------------------ vectors filled in the background

@@ -15,11 +15,10 @@ Chinese by the query's script. Listwise prompting after Sun et al. 2023 (RankGPT
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
-from lantern.llm import LLMClient, LLMError, Usage
+from lantern.llm import LLMClient, LLMError, Usage, parse_answer
 from lantern.model import Candidate
 from lantern.recover.pack import excerpt
 
@@ -98,16 +97,16 @@ _LIST = re.compile(r"\[[^\[\]]*\]")
 
 def parse_ids(text: str, shown: set[int]) -> list[int]:
     """The ids of an answer: ``{"ids": [...]}``, a bare JSON list, or the first ``[...]`` inside other text; ids may
-    be integers or digit strings. Raises ValueError naming what is wrong: no list, an id that was not shown, an id
-    named twice."""
+    be integers or digit strings. Parsed by ``lantern.llm.parse_answer`` (bounded in size and depth). Raises
+    ValueError naming what is wrong, and nothing else: no list, an id that was not shown, an id named twice."""
     value = None
     try:
-        value = json.loads(text)
+        value = parse_answer(text)
     except ValueError:
         m = _LIST.search(text)
         if m:
             try:
-                value = json.loads(m.group(0))
+                value = parse_answer(m.group(0))
             except ValueError:
                 value = None
     if isinstance(value, dict):

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 Block = tuple[int, int]
+# rows a build adds per step (ours): a search or a cancel waits for one step at most (~0.3 s on 2 busy cores)
+BUILD_CHUNK = 500
 
 
 class GraphFileError(Exception):
@@ -167,10 +169,11 @@ class BlockGraphs:
         """The worker thread's build has ended (``finish_build`` takes it)."""
         return self._thread is not None and not self._thread.is_alive()
 
-    def start_build(self, ids, matrix, columns, with_block, start: int, stop: int, chunk: int = 20_000) -> None:
-        """``add_rows(start, stop)`` in a worker thread, ``chunk`` rows at a time (the lock is held per chunk),
-        usearch's inserts on every core. The arrays are the caller's at this moment: they are never written in place
-        for these rows except by a rewrite, which ``MemoryIndex`` records in ``stale``."""
+    def start_build(self, ids, matrix, columns, with_block, start: int, stop: int, chunk: int = BUILD_CHUNK) -> None:
+        """``add_rows(start, stop)`` in a worker thread, ``chunk`` rows at a time (the lock is held per chunk; a
+        ``cancel`` waits for one chunk at most), usearch's inserts on every core. The arrays are the caller's at this
+        moment: they are never written in place for these rows except by a rewrite, which ``MemoryIndex``
+        records in ``stale``."""
         with_block = {b: has[:stop] for b, has in with_block.items()}
         self.saved = False
 

@@ -420,12 +420,22 @@ class BaseStore:
             row.category,
         )
 
-    def delete(self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None) -> int:
+    def delete(
+        self,
+        *,
+        entry: int | None = None,
+        session: str | None = None,
+        scope: Scope | None = None,
+        erase: bool = False,
+    ) -> int:
         """Delete entries by id, by session (with its sub-sessions ``session/...``), and/or by ``scope`` (the
         conditions combine with AND; ``scope`` None: any user), in one transaction: the entry rows, their full-text
         rows, and the rows of every table that refers to them (``_drop_rows``), with facts chains re-linked first
         (store/facts.py), out of the pending recoveries, and the compaction events they are part of
-        (store/events.py ``forget_events``). Returns the count. Raises ValueError when nothing selects."""
+        (store/events.py ``forget_events``). ``erase`` (a forget): the same transaction records that the deleted
+        text is still to be erased (``_owe_erase``), so that a process killed before its ``erase_free_space``
+        leaves the erase to the next open, close or forget. Returns the count. Raises ValueError when nothing
+        selects."""
         if entry is None and session is None and scope is None:
             raise ValueError("give entry=, session= or a scope")
         parts, args = [], []
@@ -453,9 +463,18 @@ class BaseStore:
                 self._drop_rows(db, ids)
                 if ids:
                     self._changed(db)
+                    if erase:
+                        self._owe_erase(db)
             if ids:
                 self._deleted()
         return len(ids)
+
+    def _owe_erase(self, db: Any) -> None:
+        """Record in the open transaction ``db`` (a forget's delete) that the deleted text is still to be erased:
+        ``ERASE_PENDING`` with the time (SQLite adds ``ERASE_REWRITE``). The mark commits or rolls back with the
+        delete itself: there is no moment at which the rows are gone and the erase is not owed."""
+        db.execute("DELETE FROM meta WHERE key = ?", (ERASE_PENDING,))
+        db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (ERASE_PENDING, str(time.time())))
 
     def _deleting(self) -> AbstractContextManager[Any]:
         """Around a delete's transaction (SQLite: ``secure_delete``)."""

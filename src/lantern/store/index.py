@@ -149,6 +149,10 @@ class MemoryIndex:
         self.store = store
         self.dim = dim
         self._ann_params = ann
+        # whether this process builds HNSW graphs it has none of: a long-lived one (serve, mcp; ``wait_ann``). A
+        # short-lived command (search, recover, a hook) never starts a build: it searches the snapshot's graphs, if
+        # any, else every row exactly (~10 ms per 100k rows), and exits without waiting for a build it cannot finish
+        self.build_graphs = False
         self.blocks = sorted(blocks) if blocks else [(0, dim)]
         if (
             self.blocks[0][0] < 0
@@ -264,15 +268,22 @@ class MemoryIndex:
                 self.ann = None
             return
         if self.ann is None:
+            if not self.build_graphs:
+                return  # a short-lived process: exact search (``build_graphs``)
             self.ann = BlockGraphs(self.blocks, p)
         if self.ann.building:
             if not self.ann.built:
                 return
+            building = not self.ann.viewed and self.ann.covered > 0  # a build ended, not a snapshot's check
             self._finish_ann_build()
             if self.ann is None:  # the snapshot's graphs failed their check
+                if not self.build_graphs:
+                    return
                 self.ann = BlockGraphs(self.blocks, p)
-        if self.ann.viewed and n - self.ann.covered <= ANN_BUILD_AHEAD:
-            return  # the snapshot's graphs, read-only: the few rows added since are scored exactly
+            elif building and self.save_pays():
+                self.save()  # built once: saved at once, so no other process builds them again
+        if self.ann.viewed and (n - self.ann.covered <= ANN_BUILD_AHEAD or not self.build_graphs):
+            return  # the snapshot's graphs, read-only: the rows added since are scored exactly
         if self.ann.covered < n:
             columns, matrix = self._view
             try:
@@ -283,7 +294,10 @@ class MemoryIndex:
             if n - self.ann.covered > ANN_BUILD_AHEAD:
                 self.ann.start_build(self.ids, matrix, columns, self._with, self.ann.covered, n)
             else:
+                first = self.ann.covered == 0
                 self.ann.add_rows(self.ids, matrix, columns, self._with, self.ann.covered, n)
+                if first and self.save_pays():
+                    self.save()  # built here at once: saved at once
 
     def _finish_ann_build(self) -> None:
         """Take a finished worker-thread build (rows rewritten while it ran are in ``ann.stale``)."""
@@ -299,7 +313,11 @@ class MemoryIndex:
             raise
 
     def wait_ann(self) -> None:
-        """Wait for a worker-thread build of the graphs and start using them (benchmarks, tests, ``reindex``)."""
+        """Build the graphs of the rows loaded now, if the store is large enough, and wait for them (``reindex``,
+        benchmarks, tests): this process builds graphs from now on (``build_graphs``)."""
+        self.build_graphs = True
+        if self.ann is None or not self.ann.building:
+            self._sync_ann()
         if self.ann is not None and self.ann.building:
             self._finish_ann_build()
             self._sync_ann()

@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_MS = 10_000
+ERASE_REWRITE = "erase_rewrite"  # meta key: a forget's FTS5 merge and VACUUM not run yet (set with its delete)
 
 # the columns the in-process index reads per entry (rows_since); the stamp is the later of archived_at and vector_at
 _INDEX_SELECT = (
@@ -399,7 +400,25 @@ class Store(BaseStore):
         (every open and close of a Store, every forget)."""
         self.db.execute("INSERT INTO entries_fts(entries_fts) VALUES ('optimize')")
         self.db.execute("VACUUM")
+        if self.get_meta(ERASE_REWRITE) is not None:  # merged and rewritten: what is left is the checkpoint
+            with self.transaction() as db:
+                db.execute("DELETE FROM meta WHERE key = ?", (ERASE_REWRITE,))
         return self._erase(BUSY_TIMEOUT_MS / 1000 if wait is None else wait, on_wait)
+
+    def finish_pending_erase(self, wait: float = 0.0, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:
+        """As ``BaseStore.finish_pending_erase``, and the whole ``erase_free_space`` first when a forget's process
+        ended before it (``ERASE_REWRITE`` in meta, written by the delete's own transaction: its FTS5 segments still
+        hold the deleted terms)."""
+        try:
+            if self.path != ":memory:" and self.get_meta(ERASE_REWRITE) is not None:
+                return self.erase_free_space(wait, on_wait)
+        except self._erase_errors:
+            return self._erase_failed()
+        return super().finish_pending_erase(wait, on_wait)
+
+    def _owe_erase(self, db: sqlite3.Connection) -> None:
+        super()._owe_erase(db)
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (ERASE_REWRITE, str(_time.time())))
 
     _erase_errors = (sqlite3.Error,)
 

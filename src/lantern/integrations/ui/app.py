@@ -10,13 +10,14 @@ Pages (all GET, read only, except forget):
     /stats                counts; entries per day, bytes per table, recoveries per day
     /forget?entry=ID | /forget?s=S&user=U    a confirmation page; POST /forget does it (Lantern.forget)
 
-Security: loopback only unless a token is given (``lantern serve``'s rule, integrations/service.py
-``is_loopback``); without a token a request whose Host is not a loopback name is refused (a DNS-rebinding page
-cannot read the archive). With a token, every request needs it: ``Authorization: Bearer TOKEN``, or the cookie a
-visit of ``/?token=TOKEN`` (or the login form) sets (HttpOnly, SameSite=Strict). The one write, forget, is a POST
-that must carry this process's random CSRF token (a hidden form field) and come from the same origin (Origin, else
-Referer). Every page is rendered with Jinja2 autoescaping: archived text is text, never markup. Every response
-carries ``CSP``: no script at all, nothing from another origin; and ``Cache-Control: no-store``.
+Security: loopback only unless a token is given (``lantern serve``'s rule, integrations/service.py ``is_loopback``).
+Every request first passes the local servers' rule (integrations/origin.py): without a token a Host that is not a
+loopback name or an IP address is refused (421: a DNS-rebinding page cannot read the archive), and a request the
+browser marks as cross-site is refused (403). With a token, every request needs it: ``Authorization: Bearer TOKEN``,
+or the cookie a visit of ``/?token=TOKEN`` (or the login form) sets (HttpOnly, SameSite=Strict). The one write,
+forget, is a POST that must carry this process's random CSRF token (a hidden form field) and come from the same
+origin (Origin, else Referer). Every page is rendered with Jinja2 autoescaping: archived text is text, never markup.
+Every response carries ``CSP``: no script at all, nothing from another origin; and ``Cache-Control: no-store``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from jinja2 import Environment, FileSystemLoader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lantern.errors import LanternError
+from lantern.integrations import origin
+from lantern.integrations.origin import OriginGuard
 from lantern.integrations.service import is_loopback
+from lantern.integrations.tokens import FailureLimit
 from lantern.integrations.ui import charts, views
 
 HERE = Path(__file__).parent
@@ -83,7 +87,7 @@ def _url(path: str, **params: Any) -> str:
 
 
 _env.filters["when"] = _when
-_env.globals.update(span=_span, url=_url, charts=charts)
+_env.globals.update(span=_span, url=_url, charts=charts, scope_id=views.scope_id)
 
 
 class _State:
@@ -116,18 +120,18 @@ class _State:
                 self._lantern = None
 
 
-def _host_name(host: str) -> str:
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
 def build_app(
-    path: str | os.PathLike[str] | None = None, embedder: str | None = None, *, token: str | None = None
+    path: str | os.PathLike[str] | None = None,
+    embedder: str | None = None,
+    *,
+    token: str | None = None,
+    failures: FailureLimit | None = None,
 ) -> FastAPI:
     """The inspector over the database at ``path`` (default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``; never
     created). ``token``: required of every request (see the module docstring); without one, only requests to a
-    loopback Host name are served."""
+    loopback Host name are served. ``failures``: the limit on wrong tokens per client address (default
+    ``integrations/tokens.py``'s: 10 a minute, then 429)."""
+    failures = failures or FailureLimit()
     from contextlib import asynccontextmanager
 
     from lantern.config import default_db_path
@@ -173,24 +177,26 @@ def build_app(
             given = auth[7:].strip()
         return bool(given) and secrets.compare_digest(given.encode(), token.encode())
 
-    def same_origin(request: Request) -> bool:
-        host = request.headers.get("host", "")
-        expected = f"{request.url.scheme}://{host}"
-        origin = request.headers.get("origin")
-        if origin is not None:
-            return origin == expected
-        referer = request.headers.get("referer")
-        return referer is not None and (referer == expected or referer.startswith(expected + "/"))
+    def same_origin(request: Request) -> bool:  # the forms' POSTs: Origin, else Referer, must be ours
+        return origin.same_origin(request.headers, request.url.scheme)
+
+    def client(request: Request) -> str:
+        return request.client.host if request.client else ""
+
+    def presents_token(request: Request) -> bool:
+        return bool(
+            request.cookies.get(COOKIE)
+            or request.headers.get("authorization")
+            or request.query_params.get("token")
+            or (request.method == "POST" and request.url.path == "/login")
+        )
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
-        host = _host_name(request.headers.get("host", ""))
-        if token is None and not is_loopback(host):
-            response: Response = HTMLResponse(
-                "Host not allowed: without a token the inspector answers only to a loopback name "
-                "(127.0.0.1, localhost, [::1]).",
-                status_code=421,
-            )
+        wait = failures.wait(client(request)) if token is not None and presents_token(request) else 0.0
+        if wait:  # too many wrong tokens from this address (integrations/tokens.py): no token is checked
+            response: Response = error(request, 429, f"too many wrong tokens: try again in {int(wait) + 1} s")
+            response.headers["Retry-After"] = str(int(wait) + 1)
         elif not authorized(request) and request.url.path not in ("/login", "/static/ui.css"):
             given = request.query_params.get("token")
             if request.method == "GET" and given and secrets.compare_digest(given.encode(), token.encode()):
@@ -198,12 +204,20 @@ def build_app(
                 response = RedirectResponse(_url(request.url.path, **rest), status_code=303)
                 _set_cookie(response, token)
             else:
+                if presents_token(request):
+                    failures.failed(client(request))
                 response = page(request, "login.html", status=401, failed=bool(given))
         else:
             response = await call_next(request)
         for k, v in HEADERS.items():
             response.headers[k] = v
         return response
+
+    def refused(status: int, message: str) -> HTMLResponse:  # no request object: a bare page with the headers
+        return HTMLResponse(message, status_code=status, headers=HEADERS)
+
+    # added last, so outermost: a rebinding or cross-site request is refused before anything else
+    app.add_middleware(OriginGuard, token=token is not None, respond=refused)
 
     async def form(request: Request) -> dict[str, str] | None:
         body = await request.body()
@@ -223,6 +237,7 @@ def build_app(
             return error(request, 403, "cross-origin request refused")
         given = fields.get("token", "")
         if not secrets.compare_digest(given.encode(), token.encode()):
+            failures.failed(client(request))
             return page(request, "login.html", status=401, failed=True)
         response = RedirectResponse("/", status_code=303)
         _set_cookie(response, token)
@@ -296,7 +311,11 @@ def build_app(
         as_of: str = "",
         event: int | None = None,
         all: int = 0,
+        scope: str = "",
     ):
+        if scope:  # the form's opaque target (views.scope_id): the names as the page had them
+            found, user = views.scope_of(scope)
+            s = found or ""
         exclude: list[int] = []
         proactive, ev, agent, project = False, None, None, None
         with state.lock:
@@ -346,7 +365,9 @@ def build_app(
         )
 
     @app.get("/facts", response_class=HTMLResponse)
-    def facts(request: Request, user: str = "", as_of: str = "", key: str = ""):
+    def facts(request: Request, user: str = "", as_of: str = "", key: str = "", scope: str = ""):
+        if scope:
+            user = views.scope_of(scope)[1]
         try:
             when = _as_of(as_of)
         except ValueError as e:
@@ -424,8 +445,13 @@ def build_app(
                         return "bad entry id"
                     found = lt.store.entries([entry], text=False, tags=False).get(entry)
                     return lt.forget(entry=entry, user=found.user) if found is not None else 0
-                if fields.get("s"):
-                    return lt.forget(session=fields["s"], user=fields.get("user", ""))
+                if fields.get("scope"):  # an opaque id (views.scope_id): never a name a browser may rewrite
+                    try:
+                        session, user = views.scope_of(fields["scope"])
+                    except ValueError as e:
+                        return str(e)
+                    if session:
+                        return lt.forget(session=session, user=user)
                 return "give an entry or a session"
 
         n = await run_in_threadpool(run)

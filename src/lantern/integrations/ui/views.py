@@ -3,6 +3,9 @@ the templates escape every text, charts.py builds the SVG)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -205,3 +208,24 @@ def fact_rows(records: list[Any], as_of: datetime | None) -> tuple[list[tuple[st
     except OverflowError:
         pass
     return list(keys.items()), start, end
+
+
+def scope_id(session: str | None, user: str) -> str:
+    """The opaque id a form carries for a (session, user) target: base64url of ``[user, session]`` as ASCII JSON
+    (every other character escaped). A browser rewrites names in form fields (CR to LF in a hidden field, line
+    breaks and NUL dropped or replaced in a text input); it never changes ``[A-Za-z0-9_-]``. Forms post this back,
+    never the names (``scope_of``)."""
+    raw = json.dumps([user, session], ensure_ascii=True)
+    return base64.urlsafe_b64encode(raw.encode("ascii")).decode("ascii").rstrip("=")
+
+
+def scope_of(value: str) -> tuple[str | None, str]:
+    """``(session, user)`` of a ``scope_id``. Raises ValueError for anything that is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        user, session = json.loads(raw.decode("ascii"))
+    except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
+        raise ValueError("not a target id of this inspector: reload the page") from None
+    if not isinstance(user, str) or not (session is None or isinstance(session, str)):
+        raise ValueError("not a target id of this inspector: reload the page")
+    return session, user

@@ -1,0 +1,108 @@
+"""HNSW graph builds never block a short-lived process (issue 38, item 8): from 50,000 entries every command waited
+~31 s (it started the build, cancelled it at exit, waited for the 20,000-row chunk, never saved). Now a short-lived
+handle never starts a build (exact search, or the snapshot's graphs); a long-lived one (serve, mcp: the service)
+builds in the background in small steps and saves the graphs as soon as they are built; a cancel waits for one
+step at most. The real store, the real embedder, usearch; the store's rows are real turns plus noisy copies of
+their vectors (benchmarks/_common.fill_store's scheme) so that a build has work to do."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lantern import Lantern
+from lantern.archive.chunk import chunk
+from lantern.archive.parse import parse
+from lantern.config import Config
+from lantern.model import content_hash
+from lantern.store import index as index_module
+from lantern.store import snapshot
+from lantern.store.ann import AnnParams, BlockGraphs
+
+FIXTURE = Path(__file__).resolve().parents[1] / "src" / "lantern" / "data" / "demo" / "aider-chat-excerpt.md"
+CONFIG = Config(ann_min_rows=1_500)  # graphs from 1,500 rows (the shipped threshold is 50,000)
+
+
+def _fill(lantern: Lantern, copies: int) -> None:
+    parsed = parse(FIXTURE.read_text(), "aider")
+    rows = [lantern.writer.prepare(t, "aider", lantern.scope) for t in chunk(parsed.messages, None)]
+    base = lantern.embedder.embed([r.summary for r in rows])
+    rng = np.random.default_rng(0)
+    news, vecs = [], []
+    for k in range(copies):
+        for row, vec in zip(rows, base):
+            session, text = f"{row.session}~{k}", f"{row.text}\n[copy {k}]"
+            news.append(replace(row, session=session, text=text, content_hash=content_hash(session, text)))
+            noisy = vec + (rng.normal(0.0, 0.02, vec.shape) * (vec != 0)).astype(np.float32)
+            vecs.append(noisy / np.linalg.norm(noisy))
+    lantern.store.add(news, np.asarray(vecs, np.float32))
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    path = tmp_path / "g.db"
+    with Lantern(path, embedder="minilm", config=CONFIG) as lt:
+        per_copy = len(chunk(parse(FIXTURE.read_text(), "aider").messages, None))
+        _fill(lt, -(-2_000 // per_copy))
+        lt.index.close = lambda: None  # no snapshot from the writer: the next handle starts cold
+    return path
+
+
+def _builds() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "lantern-ann-build"]
+
+
+def test_a_short_lived_handle_never_starts_a_build(db):
+    start = time.monotonic()
+    with Lantern(db, embedder="minilm", config=CONFIG) as lt:
+        lt.recover("how do I run the tests?")
+        assert len(lt.index.ids) >= 1_500
+        assert lt.index.ann is None and not _builds()  # exact search: nothing to wait for at exit
+    assert time.monotonic() - start < 30  # the embedder's load and one exact recover, no build
+
+
+def test_a_long_lived_handle_builds_in_the_background_and_saves_once_built(db, monkeypatch):
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 1_000)  # snapshots from 1,000 rows (shipped: 10,000)
+    monkeypatch.setattr(index_module, "ANN_BUILD_AHEAD", 100)  # built in the worker thread, as at 50,000 rows
+    with Lantern(db, embedder="minilm", config=CONFIG) as lt:
+        lt.build_graphs(background=True)  # what the service of serve and mcp does
+        lt.recover("how do I run the tests?")
+        assert lt.index.ann is not None
+        deadline = time.monotonic() + 300
+        while lt.index.ann.building and not lt.index.ann.built and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not lt.index.ann.building or lt.index.ann.built
+        lt.recover("which port does the billing database use?")  # takes the finished build, and saves it
+        assert lt.index.ann is not None and not lt.index.ann.building
+        assert lt.index.ann.saved and snapshot.location(lt.store) is not None
+        assert list(snapshot.location(lt.store).glob("graph-*.usearch"))
+        lt.index.close = lambda: None  # the graphs must be on disk already, not written at close
+    with Lantern(db, embedder="minilm", config=CONFIG) as lt:  # the next command: the saved graphs, no build
+        lt.recover("how do I run the tests?")
+        ann = lt.index.ann
+        assert ann is not None and not _builds()
+        deadline = time.monotonic() + 60
+        while ann.building and not ann.built and time.monotonic() < deadline:  # the files' checksum check
+            time.sleep(0.05)
+        lt.recover("how do I run the tests?")
+        assert lt.index.ann is not None and lt.index.ann.viewed and lt.index.ann.covered == len(lt.index.ids)
+
+
+def test_a_cancelled_build_stops_within_one_step():
+    """What a process exiting during a build waits for: one step of ``BUILD_CHUNK`` rows, not the rest of a
+    20,000-row chunk."""
+    n = 6_000
+    rng = np.random.default_rng(1)
+    m = rng.normal(size=(n, 384)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    graphs = BlockGraphs([(0, 384)], AnnParams(min_rows=0))
+    graphs.start_build(np.arange(n), m, np.arange(384), {(0, 384): np.ones(n, bool)}, 0, n)
+    time.sleep(0.5)
+    start = time.monotonic()
+    graphs.cancel()
+    assert time.monotonic() - start < 3.0 and graphs.covered < n

@@ -1,0 +1,156 @@
+"""The proxy never deletes archived turns on a guess (issue 38, item 1). Generated client behaviour through the real
+proxy app, the real SQLite store and the real embedder; only the upstream is a stand-in (an httpx mock transport
+whose replies differ on every call, as a sampling LLM's do):
+
+- ``continue``: the conversation goes on (the last reply and a new question);
+- ``title``: a side request carrying the first exchange and a new instruction (a chat UI's "Generate a title");
+- ``retry``: the same request again (an SDK retry, a double submit); the client keeps the last reply;
+- ``edit``: the user edits an earlier question (a rewind), and the conversation goes on from the edit.
+
+Properties, whatever the sequence: no archived text ever leaves the store; every question the client still holds
+is in the session; after the conversation went on twice, no question is held by two of the session's entries (a
+retry or a duplicate is archived once); nothing is injected (none of these is a compaction). Before: a title
+request deleted every archived turn after the first exchange, and a retry stored the question again."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from lantern.integrations.proxy import build_app  # noqa: E402
+
+SYSTEM = {"role": "system", "content": "You are a helpful coding assistant."}
+TITLE = "Generate a short title for this conversation. Answer with the title only."
+_sessions = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    """The proxy app over one store (each example its own session); the upstream an in-process mock."""
+    tmp = tmp_path_factory.mktemp("rewinds")
+    db = tmp / "p.db"
+    sent: list[dict] = []
+    calls = itertools.count()
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        sent.append(body)
+        last = body["messages"][-1]["content"]
+        reply = f"Reply {next(calls)} to: {last}"  # a sampling model: never twice the same
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]})
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HOME", str(tmp / "home"))
+    app = build_app(db, upstream="http://upstream.invalid/v1", upstream_timeout=10.0)
+    app.app.state.forwarder.client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        yield client, db, sent
+    mp.undo()
+
+
+def _rows(db) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT session, text FROM entries ORDER BY id").fetchall()
+
+
+ACTIONS = st.lists(
+    st.one_of(
+        st.just(("continue",)),
+        st.just(("title",)),
+        st.just(("retry",)),
+        st.tuples(st.just("edit"), st.integers(1, 6)),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(exchanges=st.integers(2, 4), actions=ACTIONS)
+def test_no_guess_deletes_or_duplicates_an_archived_turn(proxy, exchanges, actions):
+    client, db, sent = proxy
+    n = next(_sessions)
+    session = f"chat-{n}"
+    head = {"X-Lantern-Session": session}
+    asked = itertools.count()
+
+    def question() -> dict:
+        return {"role": "user", "content": f"Question {next(asked)} of session {n}: which port for service {n}?"}
+
+    def send(messages: list[dict]) -> dict:
+        r = client.post("/v1/chat/completions", json={"model": "m", "messages": messages}, headers=head)
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["message"]
+
+    conv = [SYSTEM, question()]
+    reply = send(conv)
+    for _ in range(exchanges - 1):
+        conv += [reply, question()]
+        reply = send(conv)
+    ever: set[str] = {t for _, t in _rows(db)}
+    sent.clear()
+    for action in [*actions, ("continue",), ("continue",)]:
+        if action[0] == "continue":
+            conv += [reply, question()]
+            reply = send(conv)
+        elif action[0] == "title":
+            send([*conv[:3], {"role": "user", "content": TITLE}])  # the side request; the client's reply is kept
+        elif action[0] == "retry":
+            reply = send(conv)
+        else:  # edit question j (1 = the second question: the first exchange stays), then go on from there
+            users = [i for i, m in enumerate(conv) if m["role"] == "user"]
+            j = users[min(action[1], len(users) - 1)] if len(users) > 1 else None
+            if j is not None:
+                conv = [*conv[:j], {"role": "user", "content": conv[j]["content"] + " (edited: and which host?)"}]
+                reply = send(conv)
+        now = {t for _, t in _rows(db)}
+        assert ever <= now, f"archived text left the store after {action}"
+        ever = now
+    rows = _rows(db)
+    main = [t for s, t in rows if s == session]
+    for m in conv:
+        if m["role"] == "user":
+            holders = [t for t in main if m["content"] in t]
+            assert len(holders) == 1, (m["content"], len(holders), actions)
+    assert not any("Recovered from Lantern" in str(m.get("content")) for body in sent for m in body["messages"]), (
+        "a side request, retry or edit was taken for a compaction"
+    )
+
+
+def test_a_title_request_deletes_nothing_and_moves_only_itself_off_the_session(proxy):
+    """The breaker's case: 5 archived exchanges, then a "Generate a title" request with the first exchange. Before:
+    4 of 5 turns deleted (``--rewound skip``). Now: the 5 stay; once the conversation goes on, the title request's
+    own turn is moved into ``SESSION/abandoned-ID`` (kept, not the session's history)."""
+    client, db, _ = proxy
+    head = {"X-Lantern-Session": "titled"}
+    conv = [SYSTEM]
+    for i in range(5):
+        conv.append({"role": "user", "content": f"Step {i}: configure the heron service on port 74{i}0."})
+        conv.append(client.post("/v1/chat/completions", json={"model": "m", "messages": conv}, headers=head).json())
+        conv[-1] = conv[-1]["choices"][0]["message"]
+    before = [t for s, t in _rows(db) if s == "titled"]
+    assert len(before) == 6  # the system message, then the five exchanges
+    client.post(
+        "/v1/chat/completions",
+        json={"model": "m", "messages": [*conv[:3], {"role": "user", "content": TITLE}]},
+        headers=head,
+    )
+    assert [t for s, t in _rows(db) if s == "titled"][:6] == before
+    for i in range(2):
+        conv.append({"role": "user", "content": f"Next {i}: restart the heron service."})
+        r = client.post("/v1/chat/completions", json={"model": "m", "messages": conv}, headers=head)
+        conv.append(r.json()["choices"][0]["message"])
+    rows = _rows(db)
+    main = [t for s, t in rows if s == "titled"]
+    assert main[:6] == before and len(main) == 8 and not any(TITLE in t for t in main)
+    titles = [s for s, t in rows if TITLE in t and s.startswith("titled")]
+    assert len(titles) == 1 and titles[0].startswith("titled/abandoned-")

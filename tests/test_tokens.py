@@ -1,0 +1,154 @@
+"""Tokens of the local servers (issue 38, item 9): wrong tokens are limited per client address (before: 1,200 to
+2,000 guesses a second were answered), and the secrets can come from files or the environment instead of the
+command line that ``ps`` shows (with a warning when they are on it)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from lantern import Lantern  # noqa: E402
+from lantern.integrations.tokens import FailureLimit  # noqa: E402
+
+TOKEN = "s3cret-Token-7f1"
+LANTERN = [sys.executable, "-m", "lantern.cli"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    attempts=st.lists(
+        st.tuples(st.floats(0, 20, allow_nan=False), st.booleans(), st.sampled_from(["a", "b"])), max_size=80
+    )
+)
+def test_no_window_ever_checks_more_than_the_limit_of_wrong_tokens(attempts):
+    """The property: in every 60 s window, at most 10 wrong tokens of one address are checked; a right token of an
+    address that is not blocked is always accepted; an address never blocks another."""
+    clock = Clock()
+    limit = FailureLimit(clock=clock)
+    checked: dict[str, list[float]] = {"a": [], "b": []}
+    for dt, right, who in attempts:
+        clock.now += dt
+        blocked = limit.wait(who) > 0
+        if blocked:
+            recent = [t for t in checked[who] if t > clock.now - 60]
+            assert len(recent) >= 10  # blocked only with 10 wrong checks in the window
+            continue
+        if not right:
+            checked[who].append(clock.now)
+            limit.failed(who)
+        window = [t for t in checked[who] if t > clock.now - 60]
+        assert len(window) <= 10
+
+
+def test_the_inspector_answers_429_after_ten_wrong_tokens_even_to_the_right_one(tmp_path):
+    from lantern.integrations.ui import build_app
+
+    db = tmp_path / "t.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "The ibis canary listens on port 8533."}], session="s")
+    clock = Clock()
+    app = build_app(db, token=TOKEN, failures=FailureLimit(clock=clock))
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        for i in range(10):
+            assert c.get("/", params={"token": f"guess-{i}"}).status_code == 401
+        r = c.get("/", params={"token": TOKEN}, follow_redirects=False)
+        assert r.status_code == 429 and int(r.headers["retry-after"]) >= 59
+        r = c.post("/login", data={"token": TOKEN}, headers={"origin": "http://127.0.0.1"})
+        assert r.status_code == 429
+        assert c.get("/").status_code == 401  # no token presented: the login page, nothing counted
+        clock.now += 61
+        r = c.get("/", params={"token": TOKEN}, follow_redirects=False)
+        assert r.status_code == 303
+
+
+def test_the_rest_api_answers_429_after_ten_wrong_bearer_tokens(tmp_path, monkeypatch):
+    from lantern.integrations.proxy import build_app
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with TestClient(build_app(tmp_path / "r.db", token=TOKEN), base_url="http://127.0.0.1") as c:
+        for i in range(10):
+            r = c.get("/v1/memory/stats", headers={"authorization": f"Bearer guess-{i}"})
+            assert r.status_code == 401
+        r = c.get("/v1/memory/stats", headers={"authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 429 and "retry-after" in r.headers
+        assert c.get("/v1/memory/stats").status_code == 401  # no token: refused, not counted, not limited
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_token_file_keeps_the_token_out_of_the_command_line(tmp_path):
+    db = tmp_path / "t.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "The ibis canary listens on port 8533."}], session="s")
+    secret = tmp_path / "token"
+    secret.write_text(TOKEN + "\n")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*LANTERN, "--db", str(db), "ui", "--port", str(port), "--token-file", str(secret)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/", params={"token": TOKEN}, follow_redirects=False)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        assert r.status_code == 303  # the file's token, its line break dropped
+        cmdline = open(f"/proc/{proc.pid}/cmdline", "rb").read()
+        assert TOKEN.encode() not in cmdline
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "visible" not in err
+
+
+def test_secrets_on_the_command_line_are_warned_about_and_files_checked(tmp_path):
+    env = {**os.environ, "COLUMNS": "300"}
+    env.pop("LANTERN_TOKEN", None)
+    run = lambda *a: subprocess.run([*LANTERN, *a], capture_output=True, text=True, env=env, timeout=120)  # noqa: E731
+    r = run("--db", str(tmp_path / "none.db"), "ui", "--token", TOKEN)
+    assert r.returncode != 0 and "--token on the command line is visible" in r.stderr
+    r = run("serve", "--token", TOKEN, "--upstream-key", "sk-x", "--upstream", "ftp://x")
+    assert "--token on the command line is visible" in r.stderr
+    assert "--upstream-key on the command line is visible" in r.stderr
+    r = subprocess.run(
+        [*LANTERN, "--db", str(tmp_path / "none.db"), "ui"],
+        capture_output=True,
+        text=True,
+        env={**env, "LANTERN_UI_TOKEN": TOKEN},
+        timeout=120,
+    )
+    assert "visible" not in r.stderr  # from the environment: no warning
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    r = run("serve", "--token-file", str(empty))
+    assert r.returncode == 2 and "is empty" in r.stderr
+    r = run("serve", "--token", TOKEN, "--token-file", str(empty))
+    assert r.returncode == 2 and "not both" in r.stderr
