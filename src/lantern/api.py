@@ -464,6 +464,7 @@ class Lantern:
             llm=self.llm_client(llm) if rerank else None,
             rerank_top_n=self.config.rerank_top_n,
             rerank_prompt_chars=self.config.rerank_prompt_chars,
+            prune_below=self.config.prune_below,
         )
         if result.rerank is not None and result.rerank.warning:
             log.warning("%s", result.rerank.warning)

@@ -277,6 +277,7 @@ def recover_compaction(
     llm: LLMClient | None = None,
     rerank_top_n: int = 20,
     rerank_prompt_chars: int = 8_000,
+    prune_below: float = 0.0,
 ) -> Recovery:
     """The compaction recovery (docs/architecture.md §3.8): what ``session``'s archived turns hold and neither
     ``summary`` nor ``live_text`` states (recover/loss.py), packed into ``budget`` characters (recover/loss_pack.py).
@@ -286,12 +287,16 @@ def recover_compaction(
     ``scope``; ``nothing_lost``: every specific is still stated; ``budget``: too small for one item). With ``llm``,
     one listwise call (recover/rerank.py ``rerank_shown``) orders the ``rerank_top_n`` heaviest items, each shown
     with the line it was last seen in, by how much the task needs them; the items it names go first
-    (``Recovery.rerank``; a failed call keeps the weight order). Reads only."""
+    (``Recovery.rerank``; a failed call keeps the weight order). Entries pruned by reinforcement (confidence
+    below ``prune_below``, reinforce.py) are left out: their specifics are not offered. Reads only."""
     from lantern.recover.loss import find_loss
     from lantern.recover.loss_pack import pack_loss
 
     turns = store.session_turns(session, scope)
     task = task or _newest_user_text(turns)
+    if turns and prune_below > 0:
+        pruned = store.entries([t[0] for t in turns], text=False, tags=False)
+        turns = [t for t in turns if t[0] not in pruned or pruned[t[0]].confidence >= prune_below]
     gone = set(exclude_ids)
     if gone:
         live_text = "\n".join([live_text, *(text for i, _, text in turns if i in gone)])
