@@ -252,7 +252,8 @@ def test_smollm2_calibration_on_the_locomo_fixture(local_llm):
     with LLMClient(local_llm.settings) as client:
         cal = judge.calibrate(client, items)
     kr, kw = cal["known_right"], cal["known_wrong"]
-    assert cal["calls"] == len(items) and kr["n"] + kw["n"] == len(items) and cal["errors"] == 0
+    # one call per item, and one refused probe when the server refuses json_schema (llm.py's fallback, counted)
+    assert len(items) <= cal["calls"] <= len(items) + 1 and kr["n"] + kw["n"] == len(items) and cal["errors"] == 0
     decided = judge.decide(kr["called_correct"], kr["n"], kw["called_correct"], kw["n"])
     assert (cal["reported"], cal["reason"]) == decided[:2]
     print(judge.render_calibration(cal))

@@ -468,6 +468,7 @@ def test_qa_on_locomo_fixture_with_the_local_model(local_llm, tmp_path, monkeypa
     assert again["qa"]["conditions"]["lantern"]["n"] == section["conditions"]["lantern"]["n"]  # never dropped elsewhere
 
 
+@pytest.mark.real_models  # the rerank condition reranks only what the injection decision lets through: real vectors
 def test_qa_on_memdaily_fixture_chooses_letters(local_llm, tmp_path, monkeypatch):
     from lantern.eval.run import main
 

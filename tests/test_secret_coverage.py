@@ -348,7 +348,7 @@ def _via_rest(cases: list[Case], db: Path, tmp: Path) -> None:
 
     from lantern.integrations.proxy import build_app
 
-    with TestClient(build_app(db), raise_server_exceptions=False) as client:
+    with TestClient(build_app(db), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         for i, c in enumerate(cases):
             r = client.post(
                 "/v1/memory/archive", json={"messages": turn(c.text, PLACES[i % len(PLACES)], i), "session": c.id}
@@ -366,7 +366,7 @@ def _via_proxy(cases: list[Case], db: Path, tmp: Path) -> None:
     server, thread = _upstream(port)
     try:
         app = build_app(db, upstream=f"http://127.0.0.1:{port}/v1", upstream_timeout=10.0)
-        with TestClient(app, raise_server_exceptions=False) as client:
+        with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
             for c in cases:
                 body = {
                     "model": "tiny",

@@ -73,7 +73,8 @@ def wrong(blob: bytes, dim: int, kind: str, k: int) -> bytes | str:
         extra = k if len(blob) + k != 4 * dim else k + 1
         return blob + bytes(range(extra % 256)) * (extra // 256) + bytes(extra % 256)
     if kind == "wrong dim":
-        other = [384, 512, 768, dim - 1, dim + 1, 2 * dim][k % 6]
+        others = [d for d in (384, 512, 768, dim - 1, dim + 1, 2 * dim) if d != dim]  # never the store's own
+        other = others[k % len(others)]
         return np.ones(other, "<f4").tobytes()
     return "not a vector"
 

@@ -923,7 +923,8 @@ def recover(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help='Print {"text", "chars", "reason", "detail", "relevance", "reranked", "llm_calls", "entries": [...]}.',
+        help='Print {"text", "chars", "reason", "detail", "relevance", "entries": [...]}; with --rerank also '
+        '"reranked", "llm_calls", "tokens_in", "tokens_out"; with --summary "loss" (when the session was read).',
     ),
     as_of: Optional[str] = typer.Option(
         None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."
@@ -955,7 +956,10 @@ def recover(
     if summary is not None:
         if query is not None:
             raise typer.BadParameter("give QUERY or --summary, not both", param_hint="QUERY")
-        return _recover_compaction(summary, budget, session, as_json, live, user, agent, project)
+        for given, name in ((as_of, "--as-of"), (min_score, "--min-score")):
+            if given is not None:  # a compaction's block is the loss now: no past time, never held to a floor
+                raise typer.BadParameter(f"{name} applies to a QUERY's recovery, not to --summary", param_hint=name)
+        return _recover_compaction(summary, budget, session, as_json, live, user, agent, project, rerank, llm)
     if query is None:
         raise typer.BadParameter("missing QUERY (or --summary FILE for a compaction's recovery)", param_hint="QUERY")
 
@@ -1044,12 +1048,14 @@ def _recover_compaction(
     user: Optional[str],
     agent: Optional[str],
     project: Optional[str],
+    rerank: bool = False,
+    llm: Any = None,
 ) -> None:
     """``recover --summary``: one call of ``Lantern.recover_compaction``."""
 
     def run():
         text = sys.stdin.read() if str(summary) == "-" else _read_text(summary, "--summary")
-        if live is None:
+        if live is None and not rerank:
             kwargs = {"session": session, "budget": budget, "agent": agent, "project": project}
             warm = _warm("recover_compaction", {"summary": text}, kwargs, user)
             if warm is not None and (as_json or warm["text"]):
@@ -1060,7 +1066,15 @@ def _recover_compaction(
                 return
         with _open() as lantern, _warnings_on_stderr():
             result = lantern.recover_compaction(
-                text, live=_live(live), session=session, budget=budget, user=user, agent=agent, project=project
+                text,
+                live=_live(live),
+                session=session,
+                budget=budget,
+                user=user,
+                agent=agent,
+                project=project,
+                rerank=rerank,
+                llm=llm,
             )
         if as_json:
             _print_json(result.to_json())
@@ -2136,7 +2150,10 @@ def ui(
 @app.command("eval")
 def eval_(
     dataset: str = typer.Argument(
-        ..., metavar="DATASET", help="locomo, memdaily, aider (look-ahead facts) or jsonl (docs/eval-format.md)."
+        ...,
+        metavar="DATASET",
+        help="realcompact (real Claude Code compactions), locomo, memdaily, aider (look-ahead facts) or jsonl "
+        "(docs/eval-format.md).",
     ),
     data: Path = typer.Option(..., "--data", help="The dataset file or folder (read only)."),
     out: Path = typer.Option(..., "--out", help="Output folder: results.json, facts.jsonl, report.md, PNG plots."),

@@ -288,16 +288,12 @@ _ENTRY_ORDER = (
 @migration
 def m011_event_receipts(db: sqlite3.Connection) -> None:
     """Each compaction event is a receipt (store/events.py): why nothing was injected, how long the recovery took,
-    and what the compaction lost (the loss report, bounded). Three nullable columns: rows recorded before have none."""
-    _run(
-        db,
-        """
-        -- why nothing was injected (NULL: a block was); the recovery's wall time; the JSON loss report
-        ALTER TABLE events ADD COLUMN empty_reason TEXT;
-        ALTER TABLE events ADD COLUMN latency_ms REAL;
-        ALTER TABLE events ADD COLUMN loss TEXT
-        """,
-    )
+    and what the compaction lost (the loss report, bounded). Three nullable columns: rows recorded before have none.
+    Each is added only when missing, so the migration may run again on a file whose version was set back."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(events)")}
+    for column, kind in (("empty_reason", "TEXT"), ("latency_ms", "REAL"), ("loss", "TEXT")):
+        if column not in have:  # why nothing was injected (NULL: a block was); wall time; the JSON loss report
+            db.execute(f"ALTER TABLE events ADD COLUMN {column} {kind}")
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
