@@ -232,6 +232,8 @@ def call(
             sock.sendall(line + b"\n")
             reply = _read_line(sock, MAX_REPLY_BYTES)
         except OSError as e:  # reset, broken pipe, timeout
+            if start and isinstance(e, (ConnectionResetError, BrokenPipeError)):
+                spawn(preload)  # a socket nobody answers on (its daemon died mid-accept): the next one replaces it
             raise Unavailable(f"no reply: {type(e).__name__}") from None
     finally:
         sock.close()
