@@ -2371,19 +2371,28 @@ def hook_claude_code() -> None:
     raise typer.Exit(hook_main(state.db, rewound=state.rewound))
 
 
-@install_app.command("claude-code")
-def install_claude_code(
-    user: bool = typer.Option(False, "--user", help="~/.claude/settings.json instead of the project's."),
-    project: bool = typer.Option(False, "--project", help=".claude/settings.json of the current directory (default)."),
-    uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
-    db: Optional[str] = typer.Option(
+def _uninstall_option() -> Any:
+    return typer.Option(False, "--uninstall", help="Remove Lantern's hooks only.")
+
+
+def _pinned_db_option() -> Any:
+    """``install``'s ``--db``: the database pinned in the hook command."""
+    return typer.Option(
         None,
         "--db",
         help=(
             "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
             "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run)."
         ),
-    ),
+    )
+
+
+@install_app.command("claude-code")
+def install_claude_code(
+    user: bool = typer.Option(False, "--user", help="~/.claude/settings.json instead of the project's."),
+    project: bool = typer.Option(False, "--project", help=".claude/settings.json of the current directory (default)."),
+    uninstall: bool = _uninstall_option(),
+    db: Optional[str] = _pinned_db_option(),
 ) -> None:
     """Write Lantern's hooks into Claude Code's settings.json, merged with the hooks already there."""
     from lantern.integrations.claude_code_settings import install
@@ -2430,15 +2439,8 @@ def hook_codex() -> None:
 def install_codex(
     user: bool = typer.Option(False, "--user", help="$CODEX_HOME/hooks.json (default ~/.codex/hooks.json)."),
     project: bool = typer.Option(False, "--project", help=".codex/hooks.json of the current directory (default)."),
-    uninstall: bool = typer.Option(False, "--uninstall", help="Remove Lantern's hooks only."),
-    db: Optional[str] = typer.Option(
-        None,
-        "--db",
-        help=(
-            "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
-            "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run)."
-        ),
-    ),
+    uninstall: bool = _uninstall_option(),
+    db: Optional[str] = _pinned_db_option(),
 ) -> None:
     """Write Lantern's hooks into Codex's hooks.json, merged with the hooks already there. Codex runs a new hook
     only once you trust it (/hooks in Codex)."""

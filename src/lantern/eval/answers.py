@@ -11,11 +11,12 @@ strings are equal; ``token_f1``: SQuAD's bag-of-tokens F1. ``abstained``: the an
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+
+from lantern.llm import parse_answer
 
 __all__ = ["abstained", "enum_schema", "exact_match", "normalize", "parse_letter", "token_f1", "tokens"]
 
@@ -81,6 +82,19 @@ _LETTER_SAID = re.compile(
 _LETTER_ALONE = re.compile(r"(?<![A-Za-z])([A-Z])(?![A-Za-z])")
 
 
+def json_string(text: str) -> str | None:
+    """The one string an LLM answered as JSON: ``"B"``, or ``{"any key": "B"}`` with a single string value; None
+    otherwise. Parsed by ``llm.parse_answer`` (bounded in size and depth, as every LLM answer is)."""
+    try:
+        value = parse_answer(text)
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        strings = [v for v in value.values() if isinstance(v, str)]
+        value = strings[0] if len(strings) == 1 else None
+    return value if isinstance(value, str) else None
+
+
 def parse_letter(text: str, choices: dict[str, str]) -> str | None:
     """The option an answer chose (one of ``choices``' letters), or None. Tried in order: JSON
     ``{"choice": "B"}`` (any key) or ``"B"``; a letter opening the answer (``B``, ``B.``, ``(B)``, ``**B**``,
@@ -89,13 +103,7 @@ def parse_letter(text: str, choices: dict[str, str]) -> str | None:
     holds another's)."""
     letters = set(choices)
     stripped = text.strip()
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        strings = [v for v in value.values() if isinstance(v, str)]
-        value = strings[0] if len(strings) == 1 else None
+    value = json_string(stripped)
     if isinstance(value, str):
         if value.strip().upper().rstrip(".") in letters:
             return value.strip().upper().rstrip(".")

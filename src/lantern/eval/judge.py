@@ -32,7 +32,6 @@ CORRECT, as it scores in the answer table.
 from __future__ import annotations
 
 import calendar
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -40,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lantern.eval import stats
-from lantern.eval.answers import abstained, enum_schema, tokens
+from lantern.eval.answers import abstained, enum_schema, json_string, tokens
 from lantern.eval.datasets import SEPARATE_CATEGORIES, Fact
 from lantern.llm import LLMClient, LLMError, Usage
 from lantern.recover.rerank import language
@@ -109,15 +108,7 @@ def parse_judge(text: str) -> bool | None:
     ``{"label": "CORRECT"}`` (any key, any case), a bare word, a word inside prose (upper-case words first, as the
     prompt asks for them; then any case), 正确 / 错误 / 不正确. Both verdicts named (``CORRECT or WRONG``): None."""
     stripped = text.strip()
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        labels = [v for v in value.values() if isinstance(v, str)]
-        value = labels[0] if len(labels) == 1 else None
-    if isinstance(value, str):
-        stripped = value
+    stripped = json_string(stripped) or stripped
     for pattern in (_LABEL_WORD, _LABEL_WORD_ANY):
         found = {w.upper() != "CORRECT" for w in pattern.findall(stripped)}  # True = a WRONG word
         if len(found) == 1:
