@@ -246,7 +246,7 @@ def _event(lt: Lantern, bm: Lantern, session: str, ev: Event, budgets, systems) 
             elif name == "newest-turns":
                 block = _newest(ev.before[:-LIVE], b)
             else:
-                token_loss = token_loss or _loss_of(lt, session, ev, live)
+                token_loss = token_loss or res.loss or _loss_of(lt, session, ev, live)  # lantern's, when it ran
                 block = _token_list(token_loss, b)
             res.ms[name, b] = (time.perf_counter() - start) * 1000
             res.recovered[name, b] = _hit(block, ev.facts)
@@ -258,7 +258,8 @@ def _loss_of(lt: Lantern, session: str, ev: Event, live: list[dict[str, Any]]) -
     from lantern.scope import resolve
 
     turns = lt.store.session_turns(session, resolve(lt.scope, None, None, None))
-    return find_loss(turns, ev.summary, lt.live_text(live), _last_user(ev.before[-LIVE:]))
+    tags = lt.store.tags(t[0] for t in turns)
+    return find_loss(turns, ev.summary, lt.live_text(live), _last_user(ev.before[-LIVE:]), tags=tags)
 
 
 # ------------------------------------------------------------------------------------------------ the report
