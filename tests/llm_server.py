@@ -43,9 +43,10 @@ def free_port() -> int:
 
 
 class LocalLLM:
-    """A running llama-cpp-python server: ``settings`` point at it, ``stop()`` ends it."""
+    """A running llama-cpp-python server with a window of ``n_ctx`` tokens: ``settings`` point at it, ``stop()``
+    ends it."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, n_ctx: int = N_CTX):
         self.port = free_port()
         self.log = log
         cmd = [
@@ -59,7 +60,7 @@ class LocalLLM:
             "--port",
             str(self.port),
             "--n_ctx",
-            str(N_CTX),
+            str(n_ctx),
             # one thread for generation and one for the prompt (whose default is every core): the server shares the
             # cores with the test workers (pytest -n 2 on 2 cores), and llama.cpp's threads meet at a barrier after
             # every operation, spinning while the other waits for a core. Measured on the 2-core machine at load
