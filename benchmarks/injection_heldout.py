@@ -13,11 +13,13 @@ The store (``DIR/store.db``, built when missing, then reused; archiving is idemp
 (a JSON list of chat messages, ``{"role", "content"}``; its file name without ``.json`` is its session name).
 
 Each question is asked once through ``Lantern.recover(question)`` with the default decision (``Config.min_score``,
-``clear_score``, ``short_budget``), the default budget and no session: the call of the MCP and REST ``recover``
-and of ``lantern recover``. The ``UserPromptSubmit`` hook makes the same call with the compacted session and the
-live messages excluded (integrations/claude_code.py ``recover_after_compaction``); ``--hook`` asks that way
-instead, scoped to the question's ``about`` session with nothing live. Each backend is asked from a fresh copy of
-the built store, in the same order (a recovery reinforces what it packed, which moves later rankings).
+``clear_score``, ``short_budget``), the default budget (6,000) and no session: the call of the MCP and REST
+``recover`` and of ``lantern recover``. The ``UserPromptSubmit`` hook makes the same call with the same budget
+(``HOOK_BUDGET``), restricted to the compacted session and with the live messages excluded
+(integrations/claude_code.py ``recover_after_compaction``): fewer candidates, the same decision. Before it, the
+same question is explained with the decision off (``min_score=0``, read-only), to tell the answers the decision
+withholds from those the ranking or the packing misses. Each backend is asked from a fresh copy of the built
+store, in the same order (a recovery reinforces what it packed, which moves later rankings).
 ``--postgres``: the store is copied (``copy_store``, as ``lantern copy``) into a database of a throw-away local
 PostgreSQL server (the ``pgserver`` wheel) and asked there too.
 
@@ -74,19 +76,18 @@ def build(path: Path, sessions: list[Path]) -> None:
             memory.archive(json.loads(p.read_text(encoding="utf-8")), session=p.stem)
 
 
-def ask(location, questions: list[dict], hook: bool) -> list[dict]:
+def ask(location, questions: list[dict]) -> list[dict]:
     """Each question through ``Lantern.recover`` at ``location``; one row each."""
     from lantern import Lantern
 
     rows = []
     with Lantern(location) as memory:
         for q in questions:
-            session = q.get("about") if hook else None
             # first the block without the decision (explain: read-only), to tell the decision's misses from the
             # ranking's; then the recovery, which reinforces what it packed
-            full = memory.explain(q["question"], session=session, min_score=0)
+            full = memory.explain(q["question"], min_score=0)
             started = time.perf_counter()
-            r = memory.recover(q["question"], session=session)
+            r = memory.recover(q["question"])
             ms = round(1000 * (time.perf_counter() - started))
             rel = r.relevance.to_json() if r.relevance is not None else {}
             rows.append(
@@ -109,7 +110,8 @@ def ask(location, questions: list[dict], hook: bool) -> list[dict]:
 
 
 def summary(rows: list[dict]) -> dict:
-    """Per language: answerable questions answered (count, of), tiers; without an answer: characters mean, p90."""
+    """Per language: answerable questions answered (count, of; in the block without the decision; withheld by it),
+    tiers; without an answer: characters mean, p90."""
     out = {}
     for lang in sorted({r["language"] for r in rows}):
         mine = [r for r in rows if r["language"] == lang]
@@ -161,7 +163,6 @@ def main() -> None:
     ap.add_argument("--store", type=Path, required=True, help="folder of the built store (built when missing)")
     ap.add_argument("--session", type=Path, nargs="*", default=[], help="JSON chat sessions to archive too")
     ap.add_argument("--postgres", action="store_true", help="ask a PostgreSQL copy of the store too")
-    ap.add_argument("--hook", action="store_true", help="ask as the UserPromptSubmit hook: in the 'about' session")
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--out", type=Path, help="write the per-question rows here (JSONL)")
     a = ap.parse_args()
@@ -178,13 +179,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lantern-heldout-") as tmp:
         copy = Path(tmp) / "store.db"
         shutil.copy(db, copy)  # asked from a copy: recoveries reinforce, the built store stays as built
-        results["sqlite"] = ask(copy, questions, a.hook)
+        results["sqlite"] = ask(copy, questions)
         if a.postgres:
             pg_root = Path(tempfile.mkdtemp(prefix="lantern-heldout-pg-"))  # pgserver's own user must reach it
             server = None
             try:
                 server, url = postgres_copy(db, pg_root)
-                results["postgresql"] = ask(url, questions, a.hook)
+                results["postgresql"] = ask(url, questions)
             finally:
                 if server is not None:
                     server.cleanup()
