@@ -5,8 +5,8 @@
 
 The questions are not in the repository (a held-out check reads questions nothing was tuned on): one JSON object a
 line, ``{"question": str, "answer": str | null, "language": "en" | "zh" | ..., "about": str}``; ``answer`` is a
-string the block must hold for the question to count as answered (null: the archive holds no answer). ``about``
-is a free label (the session asked about).
+string the block must hold for the question to count as answered (null: the archive holds no answer). ``about``:
+the session the question is asked in (``--in-session``), or a free label.
 
 The store (``DIR/store.db``, built when missing, then reused; archiving is idempotent): aider's whole chat log and
 ``REALCOMPACT`` real Claude Code sessions from ``../shared/data`` (read, never copied), plus each ``--session`` file
@@ -16,7 +16,9 @@ Each question is asked once through ``Lantern.recover(question)`` with the defau
 ``clear_score``, ``short_budget``), the default budget (6,000) and no session: the call of the MCP and REST
 ``recover`` and of ``lantern recover``. The ``UserPromptSubmit`` hook makes the same call with the same budget
 (``HOOK_BUDGET``), restricted to the compacted session and with the live messages excluded
-(integrations/claude_code.py ``recover_after_compaction``): fewer candidates, the same decision. Before it, the
+(integrations/claude_code.py ``recover_after_compaction``): fewer candidates, the same decision; ``--in-session``
+asks that way, each question in its ``about`` session (questions whose ``about`` is no stored session are left
+out), nothing live. Before it, the
 same question is explained with the decision off (``min_score=0``, read-only), to tell the answers the decision
 withholds from those the ranking or the packing misses. Each backend is asked from a fresh copy of the built
 store, in the same order (a recovery reinforces what it packed, which moves later rankings).
@@ -76,18 +78,23 @@ def build(path: Path, sessions: list[Path]) -> None:
             memory.archive(json.loads(p.read_text(encoding="utf-8")), session=p.stem)
 
 
-def ask(location, questions: list[dict]) -> list[dict]:
-    """Each question through ``Lantern.recover`` at ``location``; one row each."""
+def ask(location, questions: list[dict], in_session: bool) -> list[dict]:
+    """Each question through ``Lantern.recover`` at ``location`` (``in_session``: in its ``about`` session); one
+    row each."""
     from lantern import Lantern
 
     rows = []
     with Lantern(location) as memory:
+        sessions = set(memory.store.sessions()) if in_session else set()
         for q in questions:
+            session = q.get("about") if in_session else None
+            if in_session and session not in sessions:
+                continue
             # first the block without the decision (explain: read-only), to tell the decision's misses from the
             # ranking's; then the recovery, which reinforces what it packed
-            full = memory.explain(q["question"], min_score=0)
+            full = memory.explain(q["question"], session=session, min_score=0)
             started = time.perf_counter()
-            r = memory.recover(q["question"])
+            r = memory.recover(q["question"], session=session)
             ms = round(1000 * (time.perf_counter() - started))
             rel = r.relevance.to_json() if r.relevance is not None else {}
             rows.append(
@@ -163,6 +170,7 @@ def main() -> None:
     ap.add_argument("--store", type=Path, required=True, help="folder of the built store (built when missing)")
     ap.add_argument("--session", type=Path, nargs="*", default=[], help="JSON chat sessions to archive too")
     ap.add_argument("--postgres", action="store_true", help="ask a PostgreSQL copy of the store too")
+    ap.add_argument("--in-session", action="store_true", help="ask each question in its 'about' session (the hook)")
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--out", type=Path, help="write the per-question rows here (JSONL)")
     a = ap.parse_args()
@@ -179,13 +187,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lantern-heldout-") as tmp:
         copy = Path(tmp) / "store.db"
         shutil.copy(db, copy)  # asked from a copy: recoveries reinforce, the built store stays as built
-        results["sqlite"] = ask(copy, questions)
+        results["sqlite"] = ask(copy, questions, a.in_session)
         if a.postgres:
             pg_root = Path(tempfile.mkdtemp(prefix="lantern-heldout-pg-"))  # pgserver's own user must reach it
             server = None
             try:
                 server, url = postgres_copy(db, pg_root)
-                results["postgresql"] = ask(url, questions)
+                results["postgresql"] = ask(url, questions, a.in_session)
             finally:
                 if server is not None:
                     server.cleanup()
