@@ -210,6 +210,56 @@ def test_a_cold_archive_only_event_is_handed_to_the_daemon_it_starts_and_the_oth
     assert _entries(db) == expected
 
 
+def test_a_warm_archive_only_event_is_answered_first_and_archived_before_the_next_request(warm):
+    """Warm, a Stop's reply (nothing to print) is sent before its archive runs, and the daemon archives it before
+    it reads the next request: whatever comes next sees the new turn."""
+    transcript = warm / "session.jsonl"
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    transcript.write_text("".join(lines[:-6]), encoding="utf-8")
+    db = warm / "m.db"
+    hook(db, payload("Stop", transcript))  # cold: starts the daemon, hands over
+    assert _wait(lambda: _served() and db.exists() and _entries(db) > 0, 120), _daemon_log()
+    before = _entries(db)
+    with open(transcript, "a", encoding="utf-8") as f:
+        f.write("".join(lines[-6:]))
+    out, loaded = hook(db, payload("Stop", transcript, stop_hook_active=False))
+    assert out == "" and "lantern.api" not in loaded
+    assert daemon.call("events", {"db": str(db), "kwargs": {}}) == []  # the next request: served after the archive
+    with Lantern(warm / "whole.db") as whole:
+        expected = whole.ingest(FIXTURE, session=SID).added
+    assert before < _entries(db) == expected
+
+
+def test_the_daemon_replies_to_an_archive_only_event_before_archiving_it(warm):
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    served = daemon.Daemon()
+    try:
+        for event in ("Stop", "PreCompact", "PostCompact"):
+            text = json.dumps(payload(event, transcript, last_assistant_message="hunter2"))
+            request = {
+                "v": daemon.PROTOCOL,
+                "op": "hook",
+                "id": daemon.identity(),
+                "args": {"host": "claude-code", "input": text, "db": str(db)},
+            }
+            assert served.handle(request) == "" and not db.exists()  # answered; nothing archived yet
+            assert "hunter2" not in served.after_reply[-1]["input"]
+        assert served.drain() == 3 and served.after_reply == []
+        assert _entries(db) > 0
+        start = json.dumps(payload("SessionStart", transcript, source="compact"))
+        request = {
+            "v": daemon.PROTOCOL,
+            "op": "hook",
+            "id": daemon.identity(),
+            "args": {"host": "claude-code", "input": start, "db": str(db)},
+        }
+        assert "5433" in json.loads(served.handle(request))["hookSpecificOutput"]["additionalContext"]  # run at once
+    finally:
+        served.close()
+
+
 def test_a_handed_over_event_keeps_no_message_text_and_one_never_run_loses_nothing(warm):
     """The spool file holds the event, the session and the transcript path only (0600), whatever else the host
     sent; with no daemon ever running it, the next hook archives the same lines; run late, it archives nothing

@@ -89,6 +89,10 @@ def test_sessions_are_paged_newest_first_and_pages_neither_repeat_nor_skip(clien
     times = [last[s] for s in seen]
     assert times == sorted(times, reverse=True)  # newest first, by the session's last turn
     assert seen[1:4] == ["s122", "s121", "s120"]  # "long" (archived now) first, then the latest in time
+    for far in (10**30, -5):  # past the end, before the start: a page, never an error
+        assert client.get("/", params={"page_no": far}).status_code == 200
+        assert client.get("/events", params={"page_no": far}).status_code == 200
+        assert client.get("/facts", params={"page_no": far}).status_code == 200
     second = client.get("/", params={"page_no": 1}).text
     assert 'rel="prev" href="/"' in second and f"sessions {ui_app.PAGE_SESSIONS + 1}–" in second
 

@@ -6,7 +6,8 @@ and the models loaded, so a hook event costs a Python start and one round trip i
 
 Request: ``{"v": 1, "op": OP, "id": IDENTITY, "args": {...}}``; reply: ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error": TEXT}``. ``OP`` is one of ``OPS``: ``hook`` (a host's hook input, run as the in-process
-hook runs it: ``claude_code.run``), ``archive``, ``recover``, ``recover_compaction``, ``events`` (the ``Lantern``
+hook runs it: ``claude_code.run``; an event that only archives is answered "" first and run before the next request
+is read: ``archive_only``), ``archive``, ``recover``, ``recover_compaction``, ``events`` (the ``Lantern``
 methods of those names). ``IDENTITY``: the home directory and every ``LANTERN_*`` variable but the daemon's own;
 a daemon serves only requests of its own identity (the socket's name is a CRC-32 of it, so each configuration gets
 its own daemon).
@@ -287,18 +288,30 @@ def spool_dir() -> str:
     return socket_path()[: -len(".sock")] + ".spool"
 
 
+def archive_only(text: Any) -> str | None:
+    """The hook input ``text`` reduced to ``HANDOVER_FIELDS`` when its event only archives (``HANDOVER_EVENTS``)
+    and it names a session and a transcript; None for any other input. Never raises."""
+    try:
+        payload = loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict) or payload.get("hook_event_name") not in HANDOVER_EVENTS:
+        return None
+    if not all(isinstance(payload.get(k), str) and payload[k] for k in HANDOVER_FIELDS):
+        return None
+    return dumps({k: payload[k] for k in HANDOVER_FIELDS})
+
+
 def hand_over(args: dict[str, Any]) -> bool:
     """Write the hook request ``args`` (``host``, ``input``, ``db``, ``rewound``) to the spool for the daemon
-    being started, when its event is in ``HANDOVER_EVENTS``: only ``HANDOVER_FIELDS`` of the input are kept, in a
-    0600 file written whole (a temporary name, then renamed). Returns whether it was handed over (False: the
-    caller runs it in-process). Never raises."""
+    being started, when its event only archives (``archive_only``: only ``HANDOVER_FIELDS`` of the input are
+    kept), in a 0600 file written whole (a temporary name, then renamed). Returns whether it was handed over
+    (False: the caller runs it in-process). Never raises."""
     try:
-        payload = loads(args["input"])
-        if not isinstance(payload, dict) or payload.get("hook_event_name") not in HANDOVER_EVENTS:
+        kept = archive_only(args["input"])
+        if kept is None:
             return False
-        if not all(isinstance(payload.get(k), str) and payload[k] for k in HANDOVER_FIELDS):
-            return False
-        job = dumps({**args, "input": dumps({k: payload[k] for k in HANDOVER_FIELDS})}).encode()
+        job = dumps({**args, "input": kept}).encode()
         folder = spool_dir()
         secure_dir(os.path.dirname(folder), create=True)
         try:
@@ -377,6 +390,7 @@ class Daemon:
     def __init__(self) -> None:
         self.ident = identity()
         self.handles: dict[tuple[str, str | None], tuple[Any, tuple[int, int] | None]] = {}
+        self.after_reply: list[dict[str, Any]] = []  # archive-only hook requests, run once their reply is sent
 
     def lantern(self, db: str | None, user: str | None) -> Any:
         from lantern.api import Lantern
@@ -413,9 +427,26 @@ class Daemon:
         except Exception as e:  # a hook then loads what it needs itself
             _log(f"warm-up skipped: {type(e).__name__}")
 
+    def run_hook(self, job: dict[str, Any]) -> str:
+        """A hook request's stdout text: its host's in-process hook run with this daemon's handles."""
+        if job.get("host") not in HOOK_HOSTS or not isinstance(job.get("input"), str):
+            raise ValueError("a hook request needs a known host and its input text")
+        return _hook_runner(job["host"])(job["input"], job.get("db"), rewound=job.get("rewound"), opener=self.opener)
+
     def drain(self) -> int:
-        """Run the hook events handed over in the spool (``hand_over``), oldest first, each file removed before
-        it runs (an event that fails is logged by its hook, never run again). Returns how many ran. Never raises."""
+        """Run the archive-only hook requests answered already (``after_reply``), then the events handed over in
+        the spool (``hand_over``), oldest first, each spool file removed before it runs (an event that fails is
+        logged by its hook, never run again). Returns how many ran. Never raises."""
+        ran = 0
+        while self.after_reply:
+            try:
+                self.run_hook(self.after_reply.pop(0))
+                ran += 1
+            except Exception as e:  # noqa: BLE001 - the next hook archives the same lines
+                _log(f"archive after the reply skipped: {type(e).__name__}")
+        return ran + self._drain_spool()
+
+    def _drain_spool(self) -> int:
         folder = spool_dir()
         try:
             names = sorted(n for n in os.listdir(folder) if n.endswith(".job"))
@@ -428,9 +459,7 @@ class Daemon:
                 with open(path, "rb") as f:
                     job = loads(f.read(MAX_REQUEST_BYTES).decode("utf-8", "replace"))
                 os.unlink(path)
-                if job.get("host") not in HOOK_HOSTS or not isinstance(job.get("input"), str):
-                    raise ValueError("not a handed-over hook event")
-                _hook_runner(job["host"])(job["input"], job.get("db"), rewound=job.get("rewound"), opener=self.opener)
+                self.run_hook(job)
                 ran += 1
             except Exception as e:  # noqa: BLE001 - the next hook archives the same lines
                 _log(f"handed-over event skipped: {type(e).__name__}")
@@ -468,8 +497,11 @@ class Daemon:
         if op == "hook":
             if args.get("host") not in HOOK_HOSTS or not isinstance(args.get("input"), str):
                 raise ValueError("a hook request needs a known host and its input text")
-            run = _hook_runner(args["host"])
-            return run(args["input"], args.get("db"), rewound=args.get("rewound"), opener=self.opener)
+            kept = archive_only(args["input"])
+            if kept is not None:  # nothing to print: answered at once, archived before the next request is read
+                self.after_reply.append({**args, "input": kept})
+                return ""
+            return self.run_hook(args)
         lantern = self.lantern(args.get("db"), args.get("user"))
         kw = {k: v for k, v in (args.get("kwargs") or {}).items() if k in _KWARGS[op]}
         if op == "archive":

@@ -62,6 +62,7 @@ PAGE_TURNS = 200  # turns per timeline page (ours)
 PAGE_SESSIONS = 50  # sessions per page of the sessions list (ours)
 PAGE_EVENTS = 100  # compactions per page of the compactions list (ours)
 PAGE_FACT_KEYS = 40  # fact keys per page of the facts page: its time axis has one row per key (ours)
+MAX_PAGE_NO = 10**9  # ours: a page number past it is that page (an OFFSET SQLite can hold), not an error
 EXPLAIN_ROWS = 60  # candidates listed by explain unless all=1 (ours): packed ones come first
 MAX_FORM_BYTES = 64 * 1024
 
@@ -256,7 +257,7 @@ def build_app(
 
     @app.get("/", response_class=HTMLResponse)
     def sessions(request: Request, q: str = "", forgotten: int | None = None, page_no: int = 0):
-        page_no = max(page_no, 0)
+        page_no = _page_no(page_no)
         with state.lock:
             lt = state.lantern()
             rows = lt.store.session_overview(q.strip() or None, PAGE_SESSIONS + 1, page_no * PAGE_SESSIONS)
@@ -311,7 +312,7 @@ def build_app(
 
     @app.get("/events", response_class=HTMLResponse)
     def events(request: Request, page_no: int = 0):
-        page_no = max(page_no, 0)
+        page_no = _page_no(page_no)
         with state.lock:
             store = state.lantern().store
             rows = store.events(limit=PAGE_EVENTS, offset=page_no * PAGE_EVENTS)
@@ -321,7 +322,6 @@ def build_app(
             request,
             "events.html",
             rows=rows,
-            total=total,
             paging=_pager("/events", page_no, more, page_no * PAGE_EVENTS, len(rows), total=total),
         )
 
@@ -405,7 +405,7 @@ def build_app(
             return error(request, 400, f"bad input: {e}")
         with state.lock:
             records = state.lantern().facts(key.strip() or None, when, history=True, user=user)
-        page_no = max(page_no, 0)
+        page_no = _page_no(page_no)
         shown = views.fact_page(records, when, page_no, PAGE_FACT_KEYS)
         more = (page_no + 1) * PAGE_FACT_KEYS < shown.total
         return page(
@@ -502,6 +502,11 @@ def build_app(
         return RedirectResponse(_url("/", forgotten=n), status_code=303)
 
     return app
+
+
+def _page_no(page_no: int) -> int:
+    """A list page's number from the query, held to [0, ``MAX_PAGE_NO``]."""
+    return min(max(page_no, 0), MAX_PAGE_NO)
 
 
 def _pager(
