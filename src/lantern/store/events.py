@@ -204,14 +204,16 @@ def events(
     session: str | None = None,
     event_id: int | None = None,
     limit: int | None = None,
+    offset: int = 0,
 ) -> list[EventRecord]:
     """Events within ``scope`` (None: every user; agent / project matched exactly when given), of ``session`` and
-    of the sessions it is a sub-session of, newest first."""
+    of the sessions it is a sub-session of, newest first; at most ``limit`` of them after the first ``offset`` (a
+    page: time and id order every event, so pages neither repeat nor skip one)."""
     where, args = _where(scope, session, event_id)
     sql = f"SELECT {_COLUMNS} FROM events WHERE {where} ORDER BY time DESC, id DESC"
-    if limit is not None:
-        sql += " LIMIT ?"
-        args.append(int(limit))
+    if limit is not None or offset:
+        sql += " LIMIT ? OFFSET ?"
+        args += [-1 if limit is None else int(limit), int(offset)]
     return [_record(row) for row in db.execute(sql, args)]
 
 
