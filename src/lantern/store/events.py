@@ -146,8 +146,9 @@ def add_event(
     latency_ms: float | None = None,
     loss: dict[str, Any] | None = None,
 ) -> int:
-    """Insert one event; only the newest ``KEEP_EVENTS`` are kept. ``loss`` is stored as ``bound_loss`` cuts it.
-    Returns its id."""
+    """Insert one event; only the newest ``KEEP_EVENTS`` are kept. ``lost`` is a set of entries: each id once, in
+    first-given order (a repeated turn is stored once, so callers mapping turns to entries can name one twice).
+    ``loss`` is stored as ``bound_loss`` cuts it. Returns its id."""
     bounded = bound_loss(loss)
     cur = db.execute(
         "INSERT INTO events(time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, "
@@ -160,7 +161,7 @@ def add_event(
             scope.project,
             source,
             reason,
-            json.dumps([int(i) for i in lost]),
+            json.dumps(list(dict.fromkeys(int(i) for i in lost))),
             query[:QUERY_CHARS],
             json.dumps([[int(i), int(c), bool(x)] for i, c, x in injected]),
             int(chars),
