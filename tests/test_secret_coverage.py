@@ -430,6 +430,7 @@ def _via_import(cases: list[Case], db: Path, tmp: Path) -> None:
                     "tags": [["secret", c.text]],
                     "hints": [c.text],
                     "meta": {"note": c.text},
+                    **({"agent_id": c.text} if len(c.text) <= 200 else {}),  # a name (store/transfer.py limits)
                     "facts": [
                         {
                             "key": "setting",
@@ -550,3 +551,141 @@ def test_twilio_account_sids_and_publishable_keys_are_identifiers():
     out, n = redact_text(text, policy)
     assert n == 1 and "AC0123456789abcdef" in out and "pk_live_51H8a" in out and "sb_publishable_4fT9" in out
     assert "SK0123456789abcdef" not in out
+
+
+# ---------------------------------------------------------------------------------------------- every stored field
+# Every field of what the write path stores, by how its text is kept out of the database in clear: redacted on the
+# way in (archive/redact.py: redact_messages for a message's fields, redact_name for names, Scope.name), derived
+# from redacted text, or no free text at all. A field added to one of these classes fails
+# test_every_stored_field_is_classified until it is put in one of them (and, if it holds text, covered below).
+REDACTED_FIELDS = {
+    "Message": {"text", "tool_calls", "tool_results", "files", "name", "session", "meta"},
+    "ToolCall": {"name", "arguments"},
+    "ToolResult": {"content", "name"},
+    "NewEntry": {"session", "meta", "user", "agent", "project"},
+}
+DERIVED_FIELDS = {"NewEntry": {"text", "summary", "tags", "hints", "facts", "content_hash"}}
+NOT_TEXT_FIELDS = {
+    "Message": {"role", "time"},  # a role of a closed set (parse/objects.py norm_role); a datetime
+    "ToolCall": {"id"},  # ids pair a call with its result; never stored
+    "ToolResult": {"call_id"},
+    "NewEntry": {"memory_type", "importance", "time", "tool_count", "file_count", "category"},
+}
+# (field, where the case's text goes): each case in one of them, round robin; names hold at most MAX_ID_CHARS
+FIELDS = ("name", "meta", "tool-name", "result-name", "message-session", "files", "session", "user", "agent", "project")
+NAME_FIELDS = {"session", "user", "agent", "project", "message-session"}
+
+
+def test_every_stored_field_is_classified():
+    from dataclasses import fields
+
+    from lantern.model import Message, ToolCall, ToolResult
+    from lantern.store.base import NewEntry
+
+    for cls in (Message, ToolCall, ToolResult, NewEntry):
+        have = {f.name for f in fields(cls)}
+        known = REDACTED_FIELDS.get(cls.__name__, set()) | DERIVED_FIELDS.get(cls.__name__, set())
+        known |= NOT_TEXT_FIELDS.get(cls.__name__, set())
+        assert have == known, (cls.__name__, have ^ known)
+
+
+def _field_case(c: Case, where: str, i: int) -> tuple[list, dict]:
+    """(messages, archive keywords) holding ``c.text`` in ``where``."""
+    from lantern.model import Message, ToolCall, ToolResult
+
+    kw: dict = {"session": f"fields-{i}"}
+    user = Message("user", f"Check the settings {i}.")
+    reply = Message("assistant", "Done.")
+    if where == "name":
+        user.name = c.text
+    elif where == "meta":
+        user.meta = {"note": c.text, "nested": [{"deep": c.text}]}
+    elif where == "files":
+        user.files = [c.text]
+    elif where == "message-session":
+        user.session = reply.session = c.text
+    elif where in ("tool-name", "result-name"):
+        call = ToolCall(c.text if where == "tool-name" else "bash", "{}", f"c{i}")
+        result = ToolResult("ok", f"c{i}", c.text if where == "result-name" else None)
+        return [user, Message("assistant", tool_calls=[call]), Message("tool", tool_results=[result]), reply], kw
+    else:  # a name the call gives
+        kw[where] = c.text
+    return [user, reply], kw
+
+
+def test_no_generated_secret_in_any_field_reaches_the_raw_database_file(tmp_path):
+    """Every case in one field of a message or one name of the call (round robin over FIELDS; a case too long for
+    a name goes to the next field that is not one), through the archive API; then every case's random parts are
+    looked for in the raw bytes, and its marker in the columns of the field it went to."""
+    db = tmp_path / "fields.db"
+    placed: dict[str, list[Case]] = {f: [] for f in FIELDS}
+    with Lantern(db) as lt:
+        for i, c in enumerate(CASES):
+            k = i % len(FIELDS)
+            while FIELDS[k] in NAME_FIELDS and len(c.text) > 200:
+                k = (k + 1) % len(FIELDS)
+            placed[FIELDS[k]].append(c)
+            messages, kw = _field_case(c, FIELDS[k], i)
+            assert lt.archive(messages, **kw).added >= 1, c.id
+    raw = raw_bytes(db)
+    con = sqlite3.connect(db)
+    try:
+        # summary and tags may be stored deflated (store/packed.py): read decoded, and looked in as the raw bytes
+        stored = "\n".join(
+            "\n".join([*map(str, row[:6]), Store.entry_value("summary", row[6]), Store.entry_value("tags", row[7])])
+            for row in con.execute("SELECT session, user_id, agent_id, project, meta, text, summary, tags FROM entries")
+        )
+        noise = [Store.entry_value("content_hash", h) for (h,) in con.execute("SELECT content_hash FROM entries")]
+        noise += [v for (v,) in con.execute("SELECT value FROM meta WHERE key = ?", (META_SALT,))]
+    finally:
+        con.close()
+    for h in noise:
+        raw = raw.replace(h.encode(), b" ")
+    unread = [c.id for c in CASES if c.marker not in stored]
+    assert not unread, f"cases not stored at all: {unread[:10]}"
+    raw += stored.encode()
+    leaked = {
+        f: [(c.id, p) for c in cases for p in c.parts if any(x in raw for x in forms(p, FIXED))]
+        for f, cases in placed.items()
+    }
+    print(f"\n[coverage] fields: { ({f: len(cs) for f, cs in placed.items()}) }, found in the raw bytes: {leaked}")
+    assert all(placed.values()) and not any(leaked.values())
+
+
+def test_every_message_field_is_redacted_for_every_format():
+    """Every case in every field of a message (no database: ``redact_messages``, the one stage they pass)."""
+    from lantern.archive.redact import redact_messages
+
+    policy = make_policy(b"k")
+    missed = []
+    for i, c in enumerate(CASES):
+        for where in FIELDS[:6]:
+            messages, _ = _field_case(c, where, i)
+            out, n = redact_messages(messages, policy)
+            flat = repr(out)
+            if not n or any(f.decode() in flat for p in c.parts for f in forms(p, FIXED) if f.isascii()):
+                missed.append((where, c.id))
+    assert not missed, missed[:20]
+
+
+def test_a_name_holding_a_secret_is_found_by_the_name_as_given(tmp_path):
+    """A name is stored redacted and matched in that form: the session, user and project a call gives find what
+    was archived under them, and forget deletes it, also for a session stored in clear before names were
+    redacted."""
+    secret = "ghp_" + "Zq8XwV3mK7pL2nR9tY4uB6cD1eF5gH0jA3sW"
+    session, user, project = f"deploy {secret}", f"ci {secret}", f"repo-{secret}"
+    db = tmp_path / "names.db"
+    with Lantern(db, user=user) as lt:
+        turn_ = [{"role": "user", "content": "The staging port is 8443."}, {"role": "assistant", "content": "Noted."}]
+        r = lt.archive(turn_, session=session, project=project)
+        assert r.added == 1 and secret not in r.session and "[secret:github-token" in r.session
+        assert lt.search("staging port", session=session, project=project)
+        assert lt.recover("which staging port?", session=session, budget=400).entries
+        assert lt.turn_hash(session, lt.store.entries(r.entry_ids)[r.entry_ids[0]].text, project=project) == (
+            lt.store.entries(r.entry_ids)[r.entry_ids[0]].content_hash
+        )
+        # a session stored in clear (an older Lantern): forgotten by its name as given all the same
+        with lt.store.transaction() as con:
+            con.execute("UPDATE entries SET session = ? WHERE id = ?", (session, r.entry_ids[0]))
+        assert lt.forget(session=session) == 1
+    assert secret.encode() not in raw_bytes(db)

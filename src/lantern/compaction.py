@@ -239,7 +239,7 @@ def detect(
     from lantern.scope import resolve
 
     scope = resolve(lantern.scope, user, agent, project)
-    session = session or DEFAULT_SESSION
+    session = scope.name(session or DEFAULT_SESSION)  # its stored form
     messages = list(messages or [])
     archive = SessionArchive(lantern.store, session, scope)
     live = lantern.live_text(messages) if archive.ids else ""
@@ -499,7 +499,7 @@ class Tracker:
         name is another conversation)."""
         from lantern.config import DEFAULT_SESSION
 
-        return session or DEFAULT_SESSION, scope
+        return scope.name(session or DEFAULT_SESSION), scope  # the session in its stored form (Scope.name)
 
     def observe(
         self,
