@@ -235,6 +235,14 @@ class Lantern:
         self.index.wait_ann()
 
     @_one_at_a_time
+    def step_graphs(self) -> bool:
+        """For a long-lived process between requests (the daemon): bring the index up to the store and a large
+        store's HNSW graphs a step further: their build started in a worker thread, or a finished build taken and
+        saved with the index snapshot, so that short-lived processes (the hooks, the CLI) load them instead of
+        searching exactly (store/index.py ``step_graphs``). Returns whether a build is still running."""
+        return self.index.step_graphs()
+
+    @_one_at_a_time
     def close(self) -> None:
         for client in self._llm_clients.values():
             client.close()
