@@ -689,3 +689,38 @@ def test_a_name_holding_a_secret_is_found_by_the_name_as_given(tmp_path):
             con.execute("UPDATE entries SET session = ? WHERE id = ?", (session, r.entry_ids[0]))
         assert lt.forget(session=session) == 1
     assert secret.encode() not in raw_bytes(db)
+
+
+def test_a_session_name_holding_a_secret_through_rest_and_the_proxy(tmp_path):
+    """The session a REST call or a proxied request names (``X-Lantern-Session``) is stored redacted, and the next
+    request under the same name finds its conversation (the proxy's retry is archived once)."""
+    pytest.importorskip("uvicorn")
+    from fastapi.testclient import TestClient
+
+    from lantern.integrations.proxy import build_app
+
+    secrets = [c for c in CASES if len(c.text) <= 200 and "\n" not in c.text.split("\n", 1)[1]][::25]
+    port = _free_port()
+    server, thread = _upstream(port)
+    db = tmp_path / "names.db"
+    try:
+        app = build_app(db, upstream=f"http://127.0.0.1:{port}/v1", upstream_timeout=10.0)
+        with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
+            for c in secrets:
+                name = c.text.split("\n", 1)[1]
+                r = client.post("/v1/memory/archive", json={"messages": turn(c.marker, "user", 0), "session": name})
+                assert r.status_code == 200 and r.json()["added"] == 1, r.text
+                body = {"model": "tiny", "messages": [{"role": "user", "content": f"{c.marker} proxied"}]}
+                for _ in range(2):  # a retry: archived once
+                    r = client.post("/v1/chat/completions", json=body, headers={"X-Lantern-Session": name})
+                    assert r.status_code == 200, r.text
+                r = client.post("/v1/memory/search", json={"query": c.marker, "session": name})
+                assert r.status_code == 200 and r.json(), (c.id, r.text)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+    raw = raw_bytes(db)
+    leaked = [(c.id, p) for c in secrets for p in c.parts if any(f in raw for f in forms(p, FIXED))]
+    with sqlite3.connect(db) as con:
+        sessions = {s for (s,) in con.execute("SELECT session FROM entries")}
+    assert len(secrets) >= 10 and not leaked and len(sessions) == len(secrets), (leaked, len(sessions))

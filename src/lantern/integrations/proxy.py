@@ -685,8 +685,9 @@ class _Forwarder:
             try:
                 lantern = self.service._open(create=True)
             except Exception as e:  # noqa: BLE001 - memory must never fail the request
-                _note_failure("open", session, e)
+                _note_failure("open", "?", e)  # the session's stored form needs the store: not logged
                 return ""
+            session = lantern.scope.name(session)  # its stored form, in the log lines too (a secret in it redacted)
             if self.tracker is None or self.tracker.lantern is not lantern:
                 self.tracker, self.blocks, self.summaries = Tracker(lantern), {}, {}
             try:
@@ -775,16 +776,19 @@ class _Forwarder:
         if messages is None:
             return
         answered = bool(reply and (reply.get("content") or reply.get("tool_calls")))
+        lantern = None
         with self.service._lock:
             try:
+                lantern = self.service._open(create=True)
+                session = lantern.scope.name(session)  # its stored form, in the log line too
                 request = _request_key(session, scope, messages)
                 if request in self.answered:  # a retry or a duplicate of a request archived with its reply
                     self.answered.move_to_end(request)
                     return
                 turns = [*messages, reply] if answered else messages
-                _archive_new(self.service._open(create=True), session, turns, scope)
+                _archive_new(lantern, session, turns, scope)
             except Exception as e:  # noqa: BLE001
-                _note_failure("archive", session, e)
+                _note_failure("archive", session if lantern is not None else "?", e)
                 return
             if answered:
                 self.answered[request] = None
