@@ -298,3 +298,8 @@ def test_a_new_tracker_settles_the_rewinds_an_earlier_one_suggested(lt):
     assert lt.store.open_rewinds((lt.scope.user, "", "", "t"))
     Tracker(lt).observe("t", [*msgs2, {"role": "user", "content": "And the docs?"}])
     assert lt.store.open_rewinds((lt.scope.user, "", "", "t")) == []
+    # forgotten: a forget takes its entries out of the open candidates in its own transaction
+    Tracker(lt).observe("t", msgs2[:5])
+    assert lt.store.open_rewinds((lt.scope.user, "", "", "t"))
+    lt.forget(session="t")
+    assert lt.store.open_rewinds((lt.scope.user, "", "", "t")) == []

@@ -680,7 +680,11 @@ def test_a_name_holding_a_secret_is_found_by_the_name_as_given(tmp_path):
         r = lt.archive(turn_, session=session, project=project)
         assert r.added == 1 and secret not in r.session and "[secret:github-token" in r.session
         assert lt.search("staging port", session=session, project=project)
-        assert lt.recover("which staging port?", session=session, budget=400).entries
+        recovery = lt.recover("which staging port?", session=session, budget=400)
+        assert recovery.entries
+        # an event's labels and session: stored as names are, found by the session as given
+        lt.record_compaction(recovery, session=session, reason=f"why {secret}", source=f"by {secret}", lost=[])
+        assert [e.session for e in lt.events(session)] == [r.session]
         assert lt.turn_hash(session, lt.store.entries(r.entry_ids)[r.entry_ids[0]].text, project=project) == (
             lt.store.entries(r.entry_ids)[r.entry_ids[0]].content_hash
         )

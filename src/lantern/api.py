@@ -670,6 +670,9 @@ class Lantern:
             empty_reason = recovery.reason or "nothing_relevant"
         scope = resolve(self.scope, user, agent, project)
         query = redact_text(recovery.query or "", self.redaction)[0][: event_store.QUERY_CHARS]
+        # labels a caller names (integrations use fixed words): stored as names are, a secret in one redacted
+        source, reason = redact_name(source, self.redaction), redact_name(reason, self.redaction)
+        empty_reason = empty_reason and redact_name(empty_reason, self.redaction)
         try:
             with self.store.transaction(wait=reinforce.WRITE_WAIT_S) as db:
                 return event_store.add_event(

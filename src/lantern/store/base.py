@@ -463,6 +463,7 @@ class BaseStore:
                 forget_events(db, rows, session=session, scope=scope, whole=entry is None)
                 delete_facts(db, ids)  # re-links each key's chain around the deleted versions
                 forget_pending(db, ids)  # and out of the pending recoveries
+                self._forget_rewinds(db, ids)  # and out of the open rewind candidates
                 self._drop_rows(db, ids)
                 if ids:
                     self._changed(db)
@@ -616,6 +617,24 @@ class BaseStore:
             return [[(int(i), str(h)) for i, h in ids] for ids in rows]
         except (ValueError, TypeError):
             return []
+
+    def _forget_rewinds(self, db: Any, ids: Sequence[int]) -> None:
+        """Take the deleted entries ``ids`` out of every conversation's open rewind candidates, in the delete's
+        transaction ``db``; a record left empty is deleted (a forget leaves no id or hash prefix behind)."""
+        if not ids:
+            return
+        gone = set(ids)
+        rows = db.execute("SELECT key, value FROM meta WHERE key LIKE ?", (REWINDS + "%",)).fetchall()
+        for key, value in rows:
+            try:
+                candidates = json.loads(value)
+                kept = [c for c in ([p for p in ids_ if p[0] not in gone] for ids_ in candidates) if c]
+            except (ValueError, TypeError, IndexError, RecursionError):
+                kept = []  # not the shape save_rewinds writes: nothing to keep
+            if not kept:
+                db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            elif kept != candidates:
+                db.execute("UPDATE meta SET value = ? WHERE key = ?", (json.dumps(kept), key))
 
     def save_rewinds(
         self, conversation: tuple[str, str, str, str], candidates: Sequence[Sequence[tuple[int, str]]], wait: float
