@@ -728,3 +728,19 @@ def test_a_session_name_holding_a_secret_through_rest_and_the_proxy(tmp_path):
     with sqlite3.connect(db) as con:
         sessions = {s for (s,) in con.execute("SELECT session FROM entries")}
     assert len(secrets) >= 10 and not leaked and len(sessions) == len(secrets), (leaked, len(sessions))
+
+
+def test_a_name_whose_redacted_form_is_over_the_limit_is_refused_in_words(tmp_path):
+    """Placeholders are longer than the short secrets they replace: a name at its limit holding several grows past
+    it. Refused (NameTooLongError, a ValueError) rather than stored over the limit PostgreSQL's index takes."""
+    from lantern.errors import NameTooLongError
+    from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS
+
+    secrets = " ".join(f"pwd={i:02d}Xy!" for i in range(30))
+    with Lantern(tmp_path / "long.db") as lt:
+        turn_ = [{"role": "user", "content": "hello"}]
+        with pytest.raises(NameTooLongError, match="at most 384"):
+            lt.archive(turn_, session=secrets[:MAX_SESSION_CHARS])
+        with pytest.raises(NameTooLongError, match="at most 256"):
+            lt.archive(turn_, session="s", project=secrets[:MAX_ID_CHARS])
+        assert lt.stats()["entries"] == 0

@@ -70,10 +70,14 @@ class Scope:
     project: str | None = None
     names: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
 
-    def name(self, value: str) -> str:
-        """``value`` (a session, user, agent or project name in its ``clean_name`` form) as the database stores
-        it: ``names(value)``, or as is without ``names``."""
-        return self.names(value) if self.names is not None and value else value
+    def name(self, value: str, what: str = "session") -> str:
+        """``value`` (a ``what`` name: session, user, agent or project, in its ``clean_name`` form) as the database
+        stores it: ``names(value)``, or as is without ``names``. Raises NameTooLongError when the stored form is
+        over ``what``'s limit (``check_length``: a placeholder is longer than a short secret it replaces)."""
+        if self.names is None or not value:
+            return value
+        stored = self.names(value)
+        return value if stored == value else check_length(stored, what)
 
     @property
     def write_values(self) -> tuple[str, str, str]:
@@ -106,8 +110,8 @@ def resolve(base: Scope, user: Any = None, agent: Any = None, project: Any = Non
     """``base`` (the handle's scope) with the fields given in a call overriding it, each in its ``clean_name``
     form and then ``base.name``'s (its stored form). Raises TypeError for a non-string name, NameTooLongError for
     one over ``MAX_ID_CHARS``."""
-    given = (_name(user, "user"), _name(agent, "agent"), _name(project, "project"))
-    user, agent, project = (None if v is None else base.name(v) for v in given)
+    given = ((_name(user, "user"), "user"), (_name(agent, "agent"), "agent"), (_name(project, "project"), "project"))
+    user, agent, project = (None if v is None else base.name(v, what) for v, what in given)
     return Scope(
         user=base.user if user is None else user,
         agent=base.agent if agent is None else agent,
