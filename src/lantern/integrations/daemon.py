@@ -121,9 +121,12 @@ def identity() -> dict[str, Any]:
     """What a daemon must share with its clients: the home directory and the ``LANTERN_*`` variables (every one
     but the daemon's own switches), which decide the default database, the user scope and every setting; the
     working directory too when ``$LANTERN_DB`` is a relative path. A key's value (``..._KEY``, ``..._TOKEN``,
-    ``..._PASSWORD``, ``..._SECRET``) is there as its CRC-32 only: a request never carries it."""
+    ``..._PASSWORD``, ``..._SECRET``), and a URL's with a user part (``$LANTERN_DB=postgresql://ann:PASSWORD@...``),
+    is there as its CRC-32 only: a request never carries it."""
     env = {
-        k: f"crc32:{zlib.crc32(v.encode('utf-8', 'surrogateescape')):08x}" if k.endswith(_SECRET_NAMES) else v
+        k: f"crc32:{zlib.crc32(v.encode('utf-8', 'surrogateescape')):08x}"
+        if k.endswith(_SECRET_NAMES) or ("://" in v and "@" in v)
+        else v
         for k, v in os.environ.items()
         if k.startswith("LANTERN_") and not k.startswith(SWITCH_ENV)
     }
