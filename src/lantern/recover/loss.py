@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import json
 import math
 import re
 from collections import Counter
@@ -399,11 +398,14 @@ def commands(arguments: str) -> list[str]:
     """The simple commands of a tool call's command line: the arguments are JSON holding ``command`` / ``cmd`` /
     ``script`` as a string, or as an argv list (Codex's ``["bash", "-lc", "..."]``: its last item); the line is
     split at ``&&``, ``||``, ``;``, ``|`` and line breaks outside quotes; each part of 2 to ``MAX_COMMAND_CHARS``
-    characters holding a space is kept (``cd /repo``, ``git log --oneline -5``). Unreadable arguments give []."""
+    characters holding a space is kept (``cd /repo``, ``git log --oneline -5``). Unreadable arguments give [], and
+    so do arguments nested deeper than an answer may be (an LLM wrote them: llm.parse_answer's bounds)."""
+    from lantern.llm import parse_answer
+
     if not arguments.lstrip().startswith("{") or len(arguments) > 100_000:
         return []
     try:
-        args = json.loads(arguments)
+        args = parse_answer(arguments)
     except ValueError:
         return []
     if not isinstance(args, dict):
