@@ -169,6 +169,7 @@ def _warn_visible(what: str, instead: str) -> None:
 
 @app.callback()
 def _global(
+    ctx: typer.Context,
     db: Optional[str] = typer.Option(
         None,
         "--db",
@@ -198,6 +199,10 @@ def _global(
 ) -> None:
     state.db = _db_location(db)
     state.embedder = embedder
+    from lantern.config import has_password
+
+    if _on_command_line(ctx, "db") and has_password(db):
+        _warn_visible("the password of a --db URL", "use $LANTERN_DB, $PGPASSWORD or ~/.pgpass")
     state.rewound = rewound
 
 
@@ -2429,7 +2434,8 @@ def _installed(path: Path, changed: bool, uninstall: bool, pinned: Any) -> None:
 @hook_app.command("codex")
 def hook_codex() -> None:
     """Codex hook: reads the hook JSON on stdin; archives the rollout on PreCompact/Stop/PostCompact, injects what
-    the compaction lost on SessionStart(compact). Always exits 0 (errors go to ~/.lantern/logs/codex.log)."""
+    the compaction lost on SessionStart(compact) and what a later prompt asks for on UserPromptSubmit. Always exits 0
+    (errors go to ~/.lantern/logs/codex.log)."""
     from lantern.integrations.codex import main as hook_main
 
     raise typer.Exit(hook_main(state.db))

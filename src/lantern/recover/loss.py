@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import json
 import math
 import re
 from collections import Counter
@@ -67,6 +66,7 @@ FEATURES = (
     "flag",  # starts with "-"
     "dotted",  # an identifier holding "."
     "spaced",  # holds a space (a command line)
+    "prose",  # a quoted span of plain words (``_prose``): a label, a description, a to-do, not a specific
     "absolute",  # starts with "/"
     "log_dist",
     "recent",  # dist < 20
@@ -90,41 +90,42 @@ FEATURES = (
 
 # fit on the realcompact dev set by `lantern eval realcompact --fit` (module docstring; docs/results/realcompact.md):
 # 88 compactions, 1,470 lost items each on average; one weight per FEATURES name, on the raw feature scale
-INTERCEPT = 4.9237
+INTERCEPT = 5.3639
 WEIGHTS: dict[str, float] = {
-    "kind:path": 0.7727,
-    "kind:url": 0.0359,
-    "kind:identifier": 1.3387,
-    "kind:quoted": -1.0723,
-    "kind:command": 0.1190,
-    "kind:hash": 0.5800,
-    "kind:number": -1.1056,
-    "kind:error": -9.6150,
-    "kind:version": -6.8361,
-    "kind:port": -7.7201,
-    "kind:date": -8.1487,
-    "flag": 1.0810,
-    "dotted": 0.0101,
-    "spaced": 2.4164,
-    "absolute": 0.1152,
-    "log_dist": -0.6344,
-    "recent": 1.4271,
-    "log_first_dist": -0.2570,
-    "first_position": -2.6290,
-    "log_blocks": -0.3900,
-    "log_calls": 0.2950,
-    "log_user": -0.0608,
-    "log_assistant": 0.2437,
-    "tool_output_only": -0.9718,
-    "file_in_summary": 1.2002,
-    "dir_in_live": -0.7616,
-    "parts_live": 0.9600,
-    "parts_summary": -0.7959,
-    "parts_summary_tail": 0.3155,
-    "parts_task": 0.4677,
-    "with_live": -0.4472,
-    "log_length": 0.3257,
-    "log_block_tags": -0.5770,
+    "kind:path": 0.8900,
+    "kind:url": 0.2242,
+    "kind:identifier": 1.3439,
+    "kind:quoted": -1.0053,
+    "kind:command": -0.4667,
+    "kind:hash": 0.6151,
+    "kind:number": -1.7344,
+    "kind:error": -10.3060,
+    "kind:version": -6.9033,
+    "kind:port": -7.8450,
+    "kind:date": -8.6287,
+    "flag": 1.0538,
+    "dotted": 0.0682,
+    "spaced": 3.2127,
+    "prose": -1.7647,
+    "absolute": 0.2628,
+    "log_dist": -0.6251,
+    "recent": 1.4476,
+    "log_first_dist": -0.2839,
+    "first_position": -2.7346,
+    "log_blocks": -0.3413,
+    "log_calls": 0.2632,
+    "log_user": 0.0176,
+    "log_assistant": 0.2139,
+    "tool_output_only": -0.9342,
+    "file_in_summary": 1.1613,
+    "dir_in_live": -0.7140,
+    "parts_live": 0.8588,
+    "parts_summary": -0.6898,
+    "parts_summary_tail": 0.4219,
+    "parts_task": 0.4258,
+    "with_live": -0.4665,
+    "log_length": 0.1545,
+    "log_block_tags": -0.5803,
 }
 
 
@@ -188,6 +189,12 @@ class Loss:
         ``LINE_CHARS`` characters around it ("" when the block is not known)."""
         return _line_of(self.texts[seen.block], value) if 0 <= seen.block < len(self.texts) else ""
 
+    def line_key(self, seen: Seen, value: str) -> tuple[int, int]:
+        """Which archived line ``line`` would show: (lost block, the line's offset in it); two items seen on one
+        line share it."""
+        ok = 0 <= seen.block < len(self.texts)
+        return (seen.block, line_start(self.texts[seen.block], value) if ok else -1)
+
     def by_type(self) -> dict[str, dict[str, int]]:
         """``{type: {"lost": n, "packed": n}}`` over every item, types in ``TYPES`` order."""
         out: dict[str, dict[str, int]] = {}
@@ -219,13 +226,13 @@ class Loss:
 def item_type(value: str, kind: str, sides: Iterable[str] = ()) -> str:
     """The report type of a tag value: ``flag`` (``--json``), ``dotted`` (``state.BaseCommit``), ``command`` (a
     quoted span with a space that a tool call carried: ``git log --oneline``), ``url``, ``path``, else the tag kind
-    (a quoted span elsewhere is a ``name``)."""
+    (a quoted span elsewhere, or of plain words (``_prose``: a call's description), is a ``name``)."""
     if kind == "identifier":
         if value.startswith("-"):
             return "flag"
         return "dotted" if "." in value else "identifier"
     if kind == "quoted":
-        return "command" if " " in value and "call" in set(sides) else "name"
+        return "command" if " " in value and "call" in set(sides) and not _prose(value, kind) else "name"
     if kind == "command":
         return "command"
     return kind
@@ -235,6 +242,17 @@ def item_type(value: str, kind: str, sides: Iterable[str] = ()) -> str:
 def _parts(text: str) -> frozenset[str]:
     """The word parts of a value: split at non-alphanumerics and camelCase humps, >= 3 characters, lowercased."""
     return frozenset(p.lower() for p in _PART.findall(_HUMP.sub(r"\1 \2", text)))
+
+
+_CODE = re.compile(r"[/_=$<>{}\[\]`\\|@#]|--|\w[.-]\w|\w\(")
+
+
+def _prose(value: str, kind: str) -> bool:
+    """A quoted span of plain words: it holds a space and none of the characters code is written with (a path's
+    ``/``, ``_``, ``=``, brackets, ``--``, ``a.b``, ``a-b``, a call's ``f(``). Such a span is a UI label, a tool
+    call's description, a to-do or a choice offered to the user (``"Run tests and lint"``), which the next turns
+    rarely use verbatim (docs/results/realcompact.md)."""
+    return kind == "quoted" and " " in value and _CODE.search(value) is None
 
 
 def _file(value: str) -> str:
@@ -306,6 +324,7 @@ def features_of(
         float(value.startswith("-")),
         float(s.kind == "identifier" and "." in value),
         float(" " in value),
+        float(_prose(value, s.kind)),
         float(value.startswith("/")),
         math.log1p(dist),
         float(dist < 20),
@@ -379,11 +398,14 @@ def commands(arguments: str) -> list[str]:
     """The simple commands of a tool call's command line: the arguments are JSON holding ``command`` / ``cmd`` /
     ``script`` as a string, or as an argv list (Codex's ``["bash", "-lc", "..."]``: its last item); the line is
     split at ``&&``, ``||``, ``;``, ``|`` and line breaks outside quotes; each part of 2 to ``MAX_COMMAND_CHARS``
-    characters holding a space is kept (``cd /repo``, ``git log --oneline -5``). Unreadable arguments give []."""
+    characters holding a space is kept (``cd /repo``, ``git log --oneline -5``). Unreadable arguments give [], and
+    so do arguments nested deeper than an answer may be (an LLM wrote them: llm.parse_answer's bounds)."""
+    from lantern.llm import parse_answer
+
     if not arguments.lstrip().startswith("{") or len(arguments) > 100_000:
         return []
     try:
-        args = json.loads(arguments)
+        args = parse_answer(arguments)
     except ValueError:
         return []
     if not isinstance(args, dict):
@@ -399,8 +421,11 @@ def commands(arguments: str) -> list[str]:
 
 
 def _simple_commands(line: str) -> list[str]:
-    """``line`` split at shell operators outside single or double quotes, each part stripped. Linear."""
-    parts, start, quote = [], 0, ""
+    """``line`` split at shell operators outside single or double quotes, each part stripped. A backslash outside
+    single quotes escapes the next character; a backslash-newline continues the command on the next line (POSIX
+    shell, "Escape Character"), and only the part's first line is kept, since a value is one line (``gh api x \\``
+    then ``--field a=1`` gives ``gh api x``, never ``--field a=1``). Linear."""
+    parts, start, quote, cut = [], 0, "", -1
     i = 0
     while i < len(line):
         c = line[i]
@@ -409,19 +434,20 @@ def _simple_commands(line: str) -> list[str]:
                 quote = ""
             elif c == "\\" and quote == '"':
                 i += 1
+        elif c == "\\":
+            if cut < 0 and line.startswith("\n", i + 1):
+                cut = i
+            i += 1
         elif c in "'\"":
             quote = c
         elif c in "&|;\n":
-            if line.startswith(("&&", "||"), i):
-                parts.append(line[start:i])
-                i += 2
-                start = i
+            if line.startswith(("&&", "||"), i) or c != "&":
+                parts.append(line[start : cut if cut >= 0 else i])
+                i += 2 if line.startswith(("&&", "||"), i) else 1
+                start, cut = i, -1
                 continue
-            if c != "&":
-                parts.append(line[start:i])
-                start = i + 1
         i += 1
-    parts.append(line[start:])
+    parts.append(line[start : cut if cut >= 0 else len(line)])
     return [p.strip() for p in parts if p.strip()]
 
 
@@ -525,13 +551,19 @@ def find_loss(
 LINE_CHARS = 160  # ours: the line an item was seen in is kept up to this many characters around it
 
 
+def line_start(text: str, value: str) -> int:
+    """The offset in ``text`` of the line holding ``value``'s first occurrence (-1: not in ``text``)."""
+    at = text.find(value)
+    return -1 if at < 0 else text.rfind("\n", 0, at) + 1
+
+
 def _line_of(text: str, value: str) -> str:
     """The line of ``text`` holding ``value``'s first occurrence, whitespace collapsed, cut to ``LINE_CHARS``
     characters around it."""
     at = text.find(value)
     if at < 0:
         return ""
-    start = text.rfind("\n", 0, at) + 1
+    start = line_start(text, value)
     end = text.find("\n", at)
     end = len(text) if end < 0 else end
     if end - start > LINE_CHARS:
