@@ -267,16 +267,9 @@ def test_the_agent_fits_a_recovered_block_of_code_to_the_models_window(tmp_path,
 def test_the_agent_gist_is_written_by_the_llm_every_five_turns(tmp_path, local_llm):
     with Lantern(tmp_path / "g.db") as lt:
         agent = MemoryAgent(lt, "s", local_llm.settings, max_tokens=24)
-        questions = [
-            "My name is Ada.",
-            "I work on billing.",
-            "The db port is 5433.",
-            "We use Redis.",
-            "Deploys run on Fridays.",
-            "Tests use pytest.",
-            "CI is GitHub Actions.",
-            "Thanks!",
-        ]
+        # gist_every (5) turns: the fifth answer's turn refreshes the gist
+        questions = ["My name is Ada.", "I work on billing.", "The db port is 5433.", "We use Redis.", "Thanks!"]
+        assert len(questions) == agent.memory.gist_every
         for q in questions:
             agent.ask(q)
         assert agent.memory.refreshes >= 1
