@@ -305,7 +305,7 @@ def test_the_budget_a_small_recovery_suggests_is_the_least_that_packs(tmp_path):
     import random
 
     from lantern import Lantern
-    from lantern.cli import _why_empty
+    from lantern.cli.recover import _why_empty
 
     rng = random.Random(7)
     with Lantern(tmp_path / "b.db", embedder="minilm") as lt:
@@ -783,7 +783,7 @@ def test_a_failure_after_turns_were_committed_keeps_the_new_database(tmp_path):
     """The undo of a failed ingest/import removes a database the command created only while it holds no entry:
     turns committed before the failure (an ingest's earlier slices) are never deleted with it."""
     from lantern import Lantern
-    from lantern.cli import _Before
+    from lantern.cli.common import Before as _Before
 
     path = tmp_path / "new" / "memory.db"
     before = _Before(path)
@@ -827,7 +827,7 @@ def test_undo_keeps_a_new_database_another_connection_is_filling(tmp_path):
     had it open and had not committed yet; the other then reported its turns archived into a deleted file (data
     loss). A database another connection has open is not this command's to undo (breaker finding)."""
     from lantern import Lantern
-    from lantern.cli import _Before
+    from lantern.cli.common import Before as _Before
 
     path = tmp_path / "new" / "memory.db"
     before = _Before(path)
