@@ -287,6 +287,11 @@ class Recovery:
     loss: Any = None  # recover.loss.Loss: what a compaction lost, packed or cut (Lantern.recover_compaction)
     reason: str | None = None  # why the block is empty or shortened (None: a full block); see the producer's docstring
     detail: str = ""  # the figures behind ``reason``, in words ("best relevance 0.35 < min_score 0.4")
+    # an empty block's figures (recover/empty.py): the least budget that packs an entry, when the budget held none
+    # (None: not empty for the budget, or none up to 1,000,000 characters); asked as of a time with no candidate,
+    # when the earliest turn after that time happened (UTC; None: none, or not asked as of a time)
+    least_budget: int | None = None
+    later_from: datetime | None = None
 
     @property
     def reranked(self) -> bool:

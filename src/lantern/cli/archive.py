@@ -102,7 +102,7 @@ def ingest(
                 disable=as_json or not console.is_terminal,  # not on a terminal: no bar, and no empty line where it was
             ) as bar,
         ):
-            counts.update(path=lantern.path, before=lantern.store.count())
+            counts.update(path=lantern.path, before=lantern.count())
             task = bar.add_task("ingest", total=None)
             result = lantern.ingest(
                 file, session, format=format, progress=report, user=user, agent=agent, project=project
@@ -140,7 +140,7 @@ def ingest(
     except KeyboardInterrupt:
         done = committed[0]
         if counts and isinstance(counts["path"], Path):  # a batch may have committed just before the interrupt
-            from lantern.store.sqlite import entry_count
+            from lantern.api import entry_count
 
             stored = entry_count(counts["path"])
             if stored is not None:

@@ -1,10 +1,9 @@
 """What the commands share: the global options' values (``state``), the database they name (``open_db``), the warm
-daemon's answer (``warm_answer``), what a failed command that created the database undoes (``before_open``), and
-``guard``: Lantern's errors as one red line and exit code 1, never a traceback."""
+daemon's answer (``warm_answer``), what a failed command that created the database undoes (``before_open``:
+store/undo.py), and ``guard``: Lantern's errors as one red line and exit code 1, never a traceback."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ def warm_answer(op: str, args: dict, kwargs: dict, user: Optional[str]):
     """The warm daemon's answer to ``op`` (integrations/daemon.py) when one of this identity runs, else None: the
     command works in-process (no daemon, a global ``--embedder`` or ``--rewound`` it does not use, a database not
     there yet, whose error ``open_db`` words). The CLI never starts the daemon."""
+    from lantern.api import empty_file
     from lantern.config import default_db_path
     from lantern.integrations import daemon
 
@@ -47,7 +47,7 @@ def warm_answer(op: str, args: dict, kwargs: dict, user: Optional[str]):
 def open_db(create: bool = False, own_embedder: bool = False):
     """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file).
     ``own_embedder``: open it with the embedder it records, whatever the global ``--embedder`` (``reindex``)."""
-    from lantern.api import Lantern
+    from lantern.api import Lantern, empty_file
     from lantern.config import default_db_path, redact_url
     from lantern.errors import LanternError
 
@@ -72,94 +72,12 @@ def open_db(create: bool = False, own_embedder: bool = False):
     return Lantern(path, embedder=None if own_embedder else state.embedder)
 
 
-def empty_file(path: Path) -> bool:
-    """Whether ``path`` (or the file a symlink points to) is a zero-byte regular file. A WAL beside it does not
-    make it a database: SQLite deletes the WAL of a zero-page database when it opens it."""
-    try:
-        return path.is_file() and path.resolve().stat().st_size == 0
-    except OSError:
-        return False
-
-
-def remove_database(path: Path) -> None:
-    """Delete the database file at ``path`` with its WAL and shared-memory files (a database this command created
-    and that must not stay behind empty, tied to an embedder)."""
-    for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        leftover.unlink(missing_ok=True)
-
-
-class NothingToUndo:
-    """``Before`` of a PostgreSQL database: nothing is created on a server that a failure should remove (an
-    ingest that fails wrote nothing past its last committed batch)."""
-
-    def undo(self) -> None:
-        pass
-
-
 def before_open():
-    """What a command that may create the database must be able to undo (``Before``), for ``--db``."""
+    """What a command that may create the database must be able to undo (``creation_undo``), for ``--db``."""
+    from lantern.api import creation_undo
     from lantern.config import default_db_path
 
-    location = state.db or default_db_path()
-    return NothingToUndo() if isinstance(location, str) else Before(location)
-
-
-class Before:
-    """What is at ``path`` before a command that may create the database there (ingest, import) opens it, so that a
-    failure undoes exactly what the command made and nothing else: a database it created is removed with its WAL
-    and shared-memory files and the folders made for it; a zero-byte file it turned into a database is made a
-    zero-byte file again (its -wal / -shm removed when they were not there before); a database that was there is
-    left alone. A database that holds entries is never undone: turns committed before a failure (an ingest's
-    earlier slices or files) stay, and ``ingest`` resumes from them. Nor is one another process has open (a
-    concurrent ingest into the same new path: ``store.sqlite.alone_and_empty``). Through a symlink, the file it
-    points to is what is undone (SQLite creates it and its -wal / -shm there); the symlink itself is kept."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.real = path.resolve()  # a symlink (even a dangling one): the file SQLite writes
-        self.created = not path.exists()
-        self.was_empty = empty_file(path)
-        self.sidecars = [
-            p
-            for p in (self.real.with_name(self.real.name + "-wal"), self.real.with_name(self.real.name + "-shm"))
-            if not p.exists()
-        ]
-        self.folders = []  # the folders that do not exist yet, innermost first (Store creates them)
-        folder = path.parent
-        while not folder.exists() and folder != folder.parent:
-            self.folders.append(folder)
-            folder = folder.parent
-
-    def undo(self) -> None:
-        """Leave ``path`` as the command found it (see the class); a database holding entries is kept."""
-        if not self.real.exists() or not (self.created or (self.was_empty and not empty_file(self.path))):
-            if self.created:
-                self._remove_folders()
-            return
-        from lantern.store.sqlite import alone_and_empty
-
-        with alone_and_empty(self.real) as undoable:
-            if not undoable:
-                return
-            if os.name != "nt":  # under the exclusive lock: nobody opens it in between (Windows: once closed)
-                self._restore()
-        if os.name == "nt":
-            self._restore()
-
-    def _restore(self) -> None:
-        if self.created:
-            remove_database(self.real)
-            self._remove_folders()
-        else:
-            with contextlib.suppress(OSError):
-                os.truncate(self.real, 0)
-            for sidecar in self.sidecars:
-                sidecar.unlink(missing_ok=True)
-
-    def _remove_folders(self) -> None:
-        for folder in self.folders:
-            with contextlib.suppress(OSError):  # not empty (something else wrote there): kept
-                folder.rmdir()
+    return creation_undo(state.db or default_db_path())
 
 
 def importable(module: str) -> bool:
@@ -212,7 +130,7 @@ def guard(fn, db: Any = STATE_DB, *, also: tuple[Any, ...] = ()):
     except LanternError as e:
         say(str(e))
     except sqlite3.OperationalError as e:  # locked beyond busy_timeout, read-only file, directory as --db, full disk
-        from lantern.store.sqlite import write_error_words
+        from lantern.api import write_error_words
 
         say(write_error_words(None if is_server_url(str(location)) else location, e), about_db=True)
     except BrokenPipeError:  # `lantern export - | head`: the reader left; not an error of ours

@@ -12,6 +12,7 @@ import typer
 
 from lantern.cli.common import fail, guard, importable, missing_extra, state
 from lantern.cli.options import embedder_name
+from lantern.config import DEFAULT
 
 
 def eval_(
@@ -24,7 +25,7 @@ def eval_(
     data: Path = typer.Option(..., "--data", help="The dataset file or folder (read only)."),
     out: Path = typer.Option(..., "--out", help="Output folder: results.json, facts.jsonl, report.md, PNG plots."),
     split: str = typer.Option("report", "--split", help="tune, report or all (never tune on report)."),
-    budget: int = typer.Option(6000, "--budget", help="Characters injected, the same for every system."),
+    budget: int = typer.Option(DEFAULT.budget, "--budget", help="Characters injected, the same for every system."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate at most N histories of the split."),
     keep: Optional[int] = typer.Option(
         None, "--keep", help="Turns the compaction keeps verbatim (default 20; aider 4)."

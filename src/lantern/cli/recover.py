@@ -24,119 +24,15 @@ from lantern.cli.options import (
     utf8,
 )
 from lantern.cli.render import on_terminal, print_json, print_search_table, stdout_console, warnings_on_stderr
+from lantern.config import DEFAULT
 from lantern.text.names import plural
-
-
-def _smallest_budget(packs, budget: int, limit: int = 1_000_000) -> int | None:
-    """The smallest budget above ``budget`` at which ``packs(b)`` (a recovery at budget ``b`` packs an entry) holds,
-    found by the recovery itself: doubling, then bisection (packing more room never packs less); None past
-    ``limit`` characters."""
-    lo, hi = budget, max(budget * 2, budget + 64)
-    while not packs(hi):
-        lo, hi = hi, hi * 2
-        if hi > limit:
-            return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if packs(mid) else (mid, hi)
-    return hi
-
-
-def _why_empty(result, as_of: Optional[str] = None, without_as_of=None, counts=None, packs_at=None) -> str:
-    """Why an empty recovery is empty, for the one line the CLI prints: no turn older than the ``--as-of`` time
-    (``as_of``, as given; ``without_as_of``: a callable returning the same recovery's explanation without it, called
-    only then), no candidate (``counts``: a callable returning ``_scope_counts``, called only then, to name the
-    user, agent / project or session filter that left the store's entries out), or every ranked candidate cut
-    because the budget left no room after the block's title line (``packs_at``: a callable telling whether the same
-    recovery at another budget packs an entry, to name the smallest budget that does); or an empty query."""
-    from datetime import timezone
-
-    from lantern.recover.pack import FULL_BELOW, title
-
-    ranked = [c for c in result.candidates if not c.verdict.startswith("excluded:")]
-    if not (result.query or "").strip():
-        return ": the query is empty (give the question, or the live context's tail after a compaction)"
-    if not ranked and as_of is not None and without_as_of is not None:
-        later = [
-            c.entry.time or c.entry.archived_at
-            for c in without_as_of().candidates  # as --as-of: the event
-            if not c.verdict.startswith("excluded:")
-        ]  # time, else the archiving time
-        if later:  # the turns the query finds all came after the asked time
-            return (
-                f": no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
-                f"from {min(later).astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC on)"
-            )
-    if not ranked:
-        named = _filtered_out(counts()) if counts is not None else ""
-        return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
-    if all(c.verdict == "cut:floor" for c in ranked):
-        return (
-            f" ({result.reason}): no archived turn matches well enough (best relevance {result.relevance.score:.2f}, "
-            f"below the relevance floor {result.min_score:g}); --min-score 0 recovers anyway"
-        )
-    if any(c.verdict == "cut:budget" for c in ranked):
-        sessions = {c.entry.session for c in ranked}
-        top = len(title(sessions.pop() if len(sessions) == 1 else None))
-        least = _smallest_budget(packs_at, result.budget) if packs_at is not None else None
-        advice = f"use --budget {least} or more" if least is not None else "use a larger --budget"
-        return (
-            f": --budget {result.budget} leaves no room for an entry after the block's title line ({top} "
-            f"characters; an entry needs {FULL_BELOW} or more): {advice}"
-        )
-    return ""
-
-
-def _scope_counts(lantern, session, user, agent, project) -> dict:
-    """How many entries the store holds, how many of them are the user's, inside the agent / project filters too,
-    and in the session as well (the session or its sub-sessions, as recovery reads it): one COUNT query."""
-    from lantern.scope import resolve
-
-    scope = resolve(lantern.scope, user, agent, project)
-    row = lantern.store.scope_counts(scope, session)
-    return {
-        "total": row[0],
-        "user": row[1],
-        "filtered": row[2],
-        "session": row[3],
-        "scope": scope,
-        "session_name": session,
-    }
-
-
-def _filtered_out(counts: dict) -> str:
-    """The words after "no archived turn is a candidate" naming the filter that left every entry of the store out
-    (the user, then agent / project, then the session), or "" when the scope holds entries (or the store none)."""
-    scope = counts["scope"]
-
-    def entries(n: int) -> str:
-        return plural(n, "entry is", "entries are")
-
-    if not counts["total"]:
-        return " (the database holds no entry)"
-    if not counts["user"]:
-        who = f"user {scope.user!r}" if scope.user else 'the default user ""'
-        return f" for {who} ({entries(counts['total'])} under other users: --user or $LANTERN_USER picks the user)"
-    if not counts["filtered"]:
-        named = [
-            f"{kind} {value!r}"
-            for kind, value in (("agent", scope.agent), ("project", scope.project))
-            if value is not None
-        ]
-        return (
-            f" for {' and '.join(named)} (this user's {entries(counts['user'])} outside "
-            f"{'it' if len(named) == 1 else 'them'})"
-        )
-    if not counts["session"]:
-        return f" in session {counts['session_name']!r} ({entries(counts['filtered'])} in other sessions)"
-    return ""
 
 
 def recover(
     query: Optional[str] = typer.Argument(
         None, metavar="QUERY", help="The question (not with --summary: a compaction's recovery needs none)."
     ),
-    budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Characters to inject."),
+    budget: int = typer.Option(DEFAULT.budget, "--budget", "-b", min=0, help="Characters to inject."),
     session: Optional[str] = typer.Option(None, "--session", "-s", callback=utf8, help="Only this session."),
     as_json: bool = typer.Option(
         False,
@@ -218,32 +114,13 @@ def recover(
                         fg=typer.colors.YELLOW,
                     )
             else:
-                why = _why_empty(
+                why = lantern.why_empty(
                     result,
-                    as_of if when is not None else None,
-                    lambda: lantern.explain(
-                        query,
-                        session=session,
-                        budget=budget,
-                        user=user,
-                        agent=agent,
-                        project=project,
-                        min_score=min_score,
-                        exclude=exclude,
-                    ),
-                    lambda: _scope_counts(lantern, session, user, agent, project),
-                    lambda b: bool(
-                        lantern.explain(
-                            query,
-                            session=session,
-                            budget=b,
-                            user=user,
-                            agent=agent,
-                            project=project,
-                            min_score=min_score,
-                            exclude=exclude,
-                        ).text
-                    ),
+                    session=session,
+                    user=user,
+                    agent=agent,
+                    project=project,
+                    as_of=as_of if when is not None else None,
                 )
                 typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
 
@@ -312,7 +189,7 @@ def search(
         None, "--session", "-s", callback=utf8, help="Only this session (and its sub-sessions)."
     ),
     explain: bool = typer.Option(False, "--explain", help="Every candidate: rank per signal, RRF score, verdict."),
-    budget: int = typer.Option(6000, "--budget", "-b", min=0, help="Budget used by --explain."),
+    budget: int = typer.Option(DEFAULT.budget, "--budget", "-b", min=0, help="Budget used by --explain."),
     as_json: bool = typer.Option(
         False, "--json", help="Print the results as JSON (with --explain: every candidate's ranks and verdict)."
     ),
@@ -548,7 +425,7 @@ def feedback(
         with open_db() as lantern:
             n = lantern.feedback(ids, useful, user=user, agent=agent, project=project)
             asked = list(dict.fromkeys(ids))
-            missing = _outside_scope(lantern, asked, user, agent, project) if n < len(asked) else []
+            missing = lantern.outside_scope(asked, user=user, agent=agent, project=project) if n < len(asked) else []
         print(f"{plural(n, 'entry', 'entries')} marked {'useful' if useful else 'not useful'}")
         if missing:
             scope = (
@@ -564,12 +441,3 @@ def feedback(
             typer.secho(f"warning: {line}", err=True, fg=typer.colors.YELLOW)
 
     guard(run)
-
-
-def _outside_scope(lantern, ids: list[int], user, agent, project) -> list[int]:
-    """Which of ``ids`` name no entry inside the scope (one query; for the warning of ``feedback``)."""
-    from lantern.scope import resolve
-
-    valid = [i for i in ids if -(2**63) <= i < 2**63]
-    inside = lantern.store.places(valid, resolve(lantern.scope, user, agent, project))
-    return [i for i in ids if i not in inside]

@@ -69,8 +69,7 @@ def forget(
                 logging.getLogger("lantern").removeHandler(quiet)
             if not n.erased:
                 print(f"{plural(n, 'entry', 'entries')} forgotten from the index")
-                server = getattr(lantern.store, "backend", "sqlite") != "sqlite"
-                typer.secho(unerased(lantern.path, n, server), err=True, fg=typer.colors.YELLOW)
+                typer.secho(unerased(lantern.path, n, lantern.backend != "sqlite"), err=True, fg=typer.colors.YELLOW)
                 raise typer.Exit(3)
             print(f"{plural(n, 'entry', 'entries')} forgotten")
             if n == 0:  # say which filter found nothing: a mistyped id must not look like success
@@ -103,9 +102,7 @@ def vacuum(
 
     def run():
         with open_db() as lantern:
-            before = lantern.store.file_bytes()
-            erasure = lantern.store.erase_free_space(wait=wait, on_wait=lambda e: say_waiting(e, wait))
-            after = lantern.store.file_bytes()
+            before, erasure, after = lantern.vacuum(wait=wait, on_wait=lambda e: say_waiting(e, wait))
             if not erasure.complete:
                 typer.secho(
                     f"{lantern.path}: rewritten, but {readers(erasure.holders)} still holds the old pages "

@@ -26,7 +26,7 @@ import sys
 import threading
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import anyio
 import anyio.lowlevel
@@ -433,7 +433,10 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
     def recover(
         query: Annotated[str, Field(description="The live context's tail plus the compaction summary, or a question.")],
         session: Annotated[str | None, Field(description="Only this session (default: every session).")] = None,
-        budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
+        budget: Annotated[
+            Optional[StrictInt],
+            Field(ge=0, le=MAX_BUDGET, description="Characters of the block (default: the configured budget)."),
+        ] = None,
         exclude: Annotated[
             list[Message | StrictInt] | None,
             Field(
@@ -455,7 +458,10 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
             str | None, Field(description="The compaction's summary (null or empty: none, e.g. an encrypted one).")
         ],
         session: Annotated[str | None, Field(description="The compacted session.")] = None,
-        budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
+        budget: Annotated[
+            Optional[StrictInt],
+            Field(ge=0, le=MAX_BUDGET, description="Characters of the block (default: the configured budget)."),
+        ] = None,
         live: Annotated[
             list[Message | StrictInt] | None,
             Field(description="The live context after the compaction (messages) and/or entry ids still in it."),

@@ -40,7 +40,7 @@ import re
 import secrets
 from collections import OrderedDict
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Optional
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -102,7 +102,9 @@ class RecoverRequest(BaseModel):
     model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
     query: str = Field(..., description="The live context's tail plus the compaction summary, or a question.")
     session: str | None = Field(None, description="Only this session (default: every session).")
-    budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
+    budget: Optional[StrictInt] = Field(
+        None, ge=0, le=MAX_BUDGET, description="Characters of the block (default: the configured budget)."
+    )
     exclude: list[Message | StrictInt] | None = Field(
         None, description=("The live context (messages) and/or entry ids: turns still in it are never re-injected.")
     )
@@ -115,7 +117,9 @@ class CompactionRecoverRequest(BaseModel):
     model_config = {"extra": "forbid"}
     summary: str | None = Field(..., description="The compaction's summary (null or empty: none).")
     session: str | None = Field(None, description="The compacted session (default: the default session).")
-    budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
+    budget: Optional[StrictInt] = Field(
+        None, ge=0, le=MAX_BUDGET, description="Characters of the block (default: the configured budget)."
+    )
     live: list[Message | StrictInt] | None = Field(
         None, description="The live context after the compaction (messages) and/or entry ids still in it."
     )

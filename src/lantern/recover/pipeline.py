@@ -22,7 +22,7 @@ from lantern.config import Config
 from lantern.embed import Embedder, signal_blocks
 from lantern.llm import LLMClient
 from lantern.model import Candidate, Entry, Hit, RecoveredEntry, Recovery
-from lantern.recover import relevance
+from lantern.recover import empty, relevance
 from lantern.recover.diversify import diversify
 from lantern.recover.facts_note import pack_with_notes
 from lantern.recover.pack import PackResult, pack
@@ -33,7 +33,7 @@ from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
 from lantern.store.protocol import StoreProtocol
 
-__all__ = ["pack_block", "recover", "search", "set_verdicts"]
+__all__ = ["packer", "recover", "search", "set_verdicts"]
 
 _WORD = re.compile(r"\w")
 
@@ -121,7 +121,23 @@ def recover(
         for pos, entry_id in enumerate(reranked.named, 1):
             ranked[at[entry_id]].rerank = pos
     order = diversify(ranked, index.vectors(positions, drop=signal_blocks(embedder).values()), config, explicit)
-    result, fact_notes = pack_block(store, ranked, order, decision.budget, terms, config, notes, top_k)
+    pack_at = packer(store, ranked, order, terms, config, top_k)
+    result, fact_notes = pack_with_notes(pack_at, decision.budget, notes) if notes else (pack_at(decision.budget), [])
+    least = None
+    if not result.text:  # the budget held no entry: the least one that does, packing the same order again
+
+        def packs(b: int) -> bool:
+            room = relevance.decide(
+                evidence,
+                b,
+                min_score=min_score,
+                clear_score=config.clear_score,
+                short_budget=config.short_budget,
+                candidates=len(ranked),
+            )
+            return room.tier != "none" and bool(pack_at(room.budget).text)
+
+        least = empty.least_budget(packs, budget)
     set_verdicts(ranked, order, result, complete)
     by_id = {c.entry.id: c for c in ranked}
     recovered = [
@@ -149,6 +165,7 @@ def recover(
         min_score=min_score,
         reason=decision.reason if result.text else relevance.BUDGET,
         detail=decision.detail if result.text else f"no candidate fits in {decision.budget} characters",
+        least_budget=least,
     )
 
 
@@ -170,18 +187,16 @@ def rerank_stage(
     )
 
 
-def pack_block(
+def packer(
     store: StoreProtocol,
     ranked: list[Candidate],
     order: Iterable[int],
-    budget: int,
     terms: list[str],
     config: Config,
-    notes: Callable[[list[int]], list] | None,
     top_k: int | None = None,
-) -> tuple[PackResult, list]:
-    """Pack the candidates in ``order`` (diversify) into ``budget`` characters, their full texts read in small
-    batches as packing asks for them; with ``notes``, the superseded-fact notes fit in the same budget."""
+) -> Callable[[int], PackResult]:
+    """``pack_at(room)``: the candidates in ``order`` (diversify; re-iterable) packed into ``room`` characters, their
+    full texts read in small batches as packing asks for them, and kept for the next call."""
     sessions = {c.entry.session for c in ranked}
     one_session = sessions.pop() if len(sessions) == 1 else None
     # each term's share of the store's rows, for excerpts around the rarest terms (cached: the full-text signal
@@ -203,7 +218,7 @@ def pack_block(
             lookahead=config.pack_lookahead,
         )
 
-    return pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])
+    return pack_at
 
 
 def set_verdicts(ranked: list[Candidate], order: Iterable[int], result: PackResult, complete: bool) -> None:
