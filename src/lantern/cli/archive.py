@@ -11,9 +11,15 @@ import typer
 
 from lantern.cli.common import before_open, guard, open_db
 from lantern.cli.options import agent_option, project_option, user_option, utf8
-from lantern.cli.render import print_json
+from lantern.cli.render import (
+    imported_line,
+    interrupted,
+    no_turns_line,
+    print_directory,
+    print_ingested,
+    progress_bar,
+)
 from lantern.text.names import plural
-from lantern.text.terminal import shown
 
 
 def ingest(
@@ -47,110 +53,47 @@ def ingest(
     batches already committed and a re-run resumes). A directory: every regular file under it, format detected per
     file; files that are not transcripts are skipped and listed with their reason at the end."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    console = Console(stderr=True)
-    committed = [0]  # turns of committed batches, as reported by progress
-    counts = {}  # entries in the database when the ingest started (and its path)
 
     from lantern.archive.parse import FORMATS
 
     if format != "auto" and format not in FORMATS:
         raise typer.BadParameter(f"unknown format {format!r}; one of auto, {', '.join(FORMATS)}", param_hint="--format")
-
-    def report(done: int, total: int) -> None:
-        committed[0] = done
-        bar.update(task, completed=done, total=total)
-
+    console = Console(stderr=True)
     if file.is_dir():
         return _ingest_directory(file, format, session, as_json, user, agent, project, console)
-
-    before = before_open()
-
-    def discard_new_db() -> None:
-        """A new database that received nothing (an error, or no turn in the file) is removed, a zero-byte file
-        made zero bytes again (as ``import``)."""
-        before.undo()
+    before = before_open()  # a new database that received nothing (an error, or no turn) is undone
+    committed, start = [0], {}  # turns of committed batches (as reported); the path and its entries at the start
 
     def run():
         try:
-            _run()
+            with open_db(create=True) as lantern, progress_bar(console, "archiving", "turns", disable=as_json) as bar:
+                start.update(path=lantern.path, entries=lantern.count())
+
+                def report(done: int, total: int) -> None:
+                    committed[0] = done
+                    bar(done, total)
+
+                scope = {"user": user, "agent": agent, "project": project}
+                result = lantern.ingest(file, session, format=format, progress=report, **scope)
+            print_ingested(console, file, result, as_json)
         except Exception:
-            discard_new_db()
+            before.undo()
             raise
-
-    def _run():
-        nonlocal bar, task
-        with (
-            open_db(create=True) as lantern,
-            Progress(
-                TextColumn("archiving"),
-                BarColumn(),
-                TaskProgressColumn(),
-                TextColumn("{task.completed} turns"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=console,
-                transient=True,
-                disable=as_json or not console.is_terminal,  # not on a terminal: no bar, and no empty line where it was
-            ) as bar,
-        ):
-            counts.update(path=lantern.path, before=lantern.count())
-            task = bar.add_task("ingest", total=None)
-            result = lantern.ingest(
-                file, session, format=format, progress=report, user=user, agent=agent, project=project
-            )
-        from rich.markup import escape
-
-        safe = (
-            shown if console.is_terminal else str
-        )  # a warning quotes the input: never markup, never raw on a terminal
-        for w in result.warnings[:20]:
-            console.print(f"[yellow]warning:[/] {escape(safe(w))}")
-        if len(result.warnings) > 20:
-            console.print(f"[yellow]… {len(result.warnings) - 20} more warnings[/]")
-        if as_json:
-            keys = ("session", "added", "duplicates", "skipped", "redacted", "entry_ids", "warnings")
-            print_json({k: getattr(result, k) for k in keys})  # on a terminal, C1 / bidi controls as \\uXXXX
-        else:  # the path and the session (the file name by default) as visible escapes on a terminal
-            name = shown if sys.stdout.isatty() else str
-            print(
-                f"{name(file)}: {plural(result.added, 'turn')} archived, {result.duplicates} already archived, "
-                f"{plural(result.skipped, 'item')} skipped (session {name(result.session)})"
-            )
         if not result.added and not result.duplicates:
-            discard_new_db()
-            console.print(
-                f"[red]error:[/] no turns found in {escape(safe(file))}"
-                + (f" with --format {format}; try --format auto" if format != "auto" else "")
-                + (f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else "")
-            )
+            before.undo()
+            no_turns_line(console, file, format, result.skipped)
             raise typer.Exit(1)
 
-    bar = task = None
     try:
         guard(run)
     except KeyboardInterrupt:
-        done = committed[0]
-        if counts and isinstance(counts["path"], Path):  # a batch may have committed just before the interrupt
-            from lantern.api import entry_count
+        from lantern.api import entry_count
 
-            stored = entry_count(counts["path"])
-            if stored is not None:
-                done = max(done, stored - counts["before"])
-        typer.secho(
-            f"interrupted: {done} turns committed (the batch in progress was rolled back); "
-            "run the same command again to resume, turns already archived are skipped",
-            err=True,
-            fg=typer.colors.YELLOW,
-        )
+        done = committed[0]
+        if start and isinstance(start["path"], Path):  # a batch may have committed just before the interrupt
+            stored = entry_count(start["path"])
+            done = done if stored is None else max(done, stored - start["entries"])
+        interrupted(done)
         raise typer.Exit(130) from None
 
 
@@ -159,73 +102,26 @@ def _ingest_directory(
 ) -> None:
     """``lantern ingest DIR`` -> ``Lantern.ingest(DIR)``: one progress bar (bytes), then the summary
     (archive/directory.py ``summary_lines``). Exit code 1 when no file had a turn or a file could not be read."""
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     before = before_open()
 
     def run():
         try:
-            with (
-                open_db(create=True) as lantern,
-                Progress(
-                    TextColumn(f"archiving {root}"),
-                    BarColumn(),
-                    TaskProgressColumn(),
-                    TimeElapsedColumn(),
-                    TimeRemainingColumn(),
-                    console=console,
-                    transient=True,
-                    disable=as_json or not console.is_terminal,
-                ) as bar,
-            ):
-                task = bar.add_task("ingest", total=None)
-                result = lantern.ingest(
-                    root,
-                    session,
-                    format=format,
-                    user=user,
-                    agent=agent,
-                    project=project,
-                    progress=lambda done, total: bar.update(task, completed=done, total=total),
-                )
+            label = f"archiving {root}"
+            with open_db(create=True) as lantern, progress_bar(console, label, disable=as_json) as update:
+                scope = {"user": user, "agent": agent, "project": project}
+                result = lantern.ingest(root, session, format=format, progress=update, **scope)
         except Exception:
             before.undo()
             raise
         if not result.ingested:
             before.undo()
-        if as_json:
-            print_json(result.to_json())
-        else:
-            from lantern.archive.directory import summary_lines
-
-            for line in summary_lines(result):
-                print(line)
-        if not result.ingested or result.failed:
-            typer.secho(
-                f"error: no transcript with turns found under {shown(root) if sys.stderr.isatty() else root}"
-                if not result.ingested
-                else f"error: {len(result.failed)} file{'s' if len(result.failed) != 1 else ''} could not be read",
-                err=True,
-                fg=typer.colors.RED,
-            )
+        if not print_directory(root, result, as_json):
             raise typer.Exit(1)
 
     try:
         guard(run)
     except KeyboardInterrupt:
-        typer.secho(
-            "interrupted: the files and batches already committed are kept; run the same command again to "
-            "resume, turns already archived are skipped",
-            err=True,
-            fg=typer.colors.YELLOW,
-        )
+        interrupted()
         raise typer.Exit(130) from None
 
 
@@ -245,14 +141,8 @@ def export(
 
     def run():
         with open_db() as lantern:
-            if file == "-":
-                n = lantern.export(
-                    sys.stdout, session=session, user=user, agent=agent, project=project, embeddings=embeddings
-                )
-            else:
-                n = lantern.export(
-                    Path(file), session=session, user=user, agent=agent, project=project, embeddings=embeddings
-                )
+            dest = sys.stdout if file == "-" else Path(file)
+            n = lantern.export(dest, session=session, user=user, agent=agent, project=project, embeddings=embeddings)
         typer.echo(f"{plural(n, 'entry', 'entries')} exported", err=True)
 
     guard(run)
@@ -297,11 +187,6 @@ def import_(
         except Exception:  # a failed import leaves no new database behind (tied to an embedder), nor a zero-byte
             before.undo()  # file turned into one
             raise
-        print(
-            f"{file}: {plural(r.added, 'entry', 'entries')} imported, "
-            + (f"{r.grown} grown (replacing the turn they extend), " if r.grown else "")
-            + f"{r.duplicates} already stored "
-            f"({plural(r.lines, 'line')})"
-        )
+        print(imported_line(file, r))
 
     guard(run)

@@ -12,6 +12,7 @@ import typer
 
 from lantern.cli.common import fail, guard, importable, missing_extra, state
 from lantern.cli.options import embedder_name
+from lantern.cli.render import eval_lines, note, progress_bar, realcompact_lines
 from lantern.config import DEFAULT
 
 
@@ -160,30 +161,13 @@ def eval_(
         except ValueError as e:
             fail(str(e))
         except KeyboardInterrupt:
-            typer.secho(
+            note(
                 f"interrupted: nothing was written to {out}; the archive cache keeps the histories already "
-                "built, so the same command starts faster",
-                err=True,
-                fg=typer.colors.YELLOW,
+                "built, so the same command starts faster"
             )
             raise typer.Exit(130) from None
-        head = results["systems"].get("lantern", next(iter(results["systems"].values())))["overall"]
-        typer.echo(
-            f"{head['n']} lost facts; lantern recovered {100 * head['recovered']:.1f}%, recall@10 "
-            f"{head['recall@10']:.3f}"
-        )
-        if results.get("qa"):
-            cond = results["qa"]["conditions"]
-            calibration = results["qa"].get("judge_calibration")
-            if calibration is not None and not calibration["reported"]:
-                typer.echo(f"judge not reported: {calibration['reason']}")
-                typer.echo("answer F1: " + ", ".join(f"{c} {cond[c]['f1']:.3f} (n={cond[c]['n']})" for c in cond))
-            else:
-                typer.echo(
-                    "answer accuracy: "
-                    + ", ".join(f"{c} {100 * cond[c]['correct']:.1f}% (n={cond[c]['n']})" for c in cond)
-                )
-        typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+        for line in eval_lines(results, out):
+            typer.echo(line)
 
     # its stores are in the archive cache (eval/run.py default_cache_dir), not at the global --db
     guard(run, cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval")
@@ -194,15 +178,14 @@ def _eval_realcompact(
 ) -> None:
     """``eval realcompact``: one call of ``lantern.eval.realcompact.main``."""
     from rich.console import Console
-    from rich.progress import Progress
 
     from lantern.eval.realcompact import main as run_realcompact
 
     console = Console(stderr=True)
 
     def run() -> None:
-        with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
-            task = bar.add_task("compactions", total=None)
+        command = "lantern " + shlex.join(sys.argv[1:])
+        with progress_bar(console, "compactions", elapsed=False) as update:
             table = run_realcompact(
                 data,
                 out,
@@ -210,14 +193,10 @@ def _eval_realcompact(
                 systems=system or None,
                 fit=fit,
                 workers=workers,
-                command="lantern " + shlex.join(sys.argv[1:]),
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                command=command,
+                progress=update,
             )
-        mid = table["budgets"][4000]["systems"]
-        typer.echo(
-            f"{table['events']} compactions, {table['facts']} lost facts; at 4,000 characters "
-            + ", ".join(f"{name} {row['macro']:.1f}%" for name, row in mid.items())
-        )
-        typer.echo(f"wrote {out / 'report.md'} and {out / 'results.json'}")
+        for line in realcompact_lines(table, out):
+            typer.echo(line)
 
     guard(run)

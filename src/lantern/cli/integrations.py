@@ -17,7 +17,7 @@ from lantern.cli.options import (
     secret,
     uninstall_option,
 )
-from lantern.cli.render import installed
+from lantern.cli.render import installed, serve_banner, serve_warnings
 
 
 def mcp() -> None:
@@ -82,41 +82,14 @@ def serve(
         fail(missing_extra("serve", "proxy", e))
     from lantern.integrations.service import is_loopback
 
-    if token is None and not is_loopback(host):
-        typer.secho(
-            f"warning: serving {host} without --token: anyone who reaches it can read the archive",
-            err=True,
-            fg=typer.colors.YELLOW,
-        )
-    if token is not None and upstream and not upstream_key:
-        typer.secho(
-            "warning: with --token the client's Authorization header is not forwarded; set --upstream-key "
-            "(or $LANTERN_UPSTREAM_KEY) if the upstream needs a key",
-            err=True,
-            fg=typer.colors.YELLOW,
-        )
+    serve_warnings(host, token, upstream, upstream_key, is_loopback(host))
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         fail(f"--upstream must be an http(s) URL, got {upstream!r}")
     rerank_llm = _proxy_rerank(rerank, llm_base_url, llm_model, upstream)
-    docs = "docs /docs" if token is None else "no /docs or /openapi.json with --token"
-    typer.echo(f"lantern memory API on http://{host}:{port}/v1/memory ({docs})", err=True)
-    if upstream:
-        typer.echo(f"chat-completions proxy: OPENAI_BASE_URL=http://{host}:{port}/v1 -> {upstream}", err=True)
-    guard(
-        lambda: serve_api(
-            state.db,
-            state.embedder,
-            host=host,
-            port=port,
-            token=token,
-            max_body_bytes=max_body_bytes,
-            upstream=upstream,
-            upstream_timeout=upstream_timeout,
-            upstream_key=upstream_key,
-            rewound=state.rewound or "skip",
-            rerank=rerank_llm,
-        )
-    )
+    serve_banner(host, port, token, upstream)
+    options = {"host": host, "port": port, "token": token, "max_body_bytes": max_body_bytes, "upstream": upstream}
+    options |= {"upstream_timeout": upstream_timeout, "upstream_key": upstream_key, "rerank": rerank_llm}
+    guard(lambda: serve_api(state.db, state.embedder, rewound=state.rewound or "skip", **options))
 
 
 def _proxy_rerank(rerank: bool, base_url: Optional[str], model: Optional[str], upstream: Optional[str]):

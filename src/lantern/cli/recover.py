@@ -23,7 +23,19 @@ from lantern.cli.options import (
     user_option,
     utf8,
 )
-from lantern.cli.render import on_terminal, print_json, print_search_table, stdout_console, warnings_on_stderr
+from lantern.cli.render import (
+    explain_rows,
+    note,
+    outside_scope_line,
+    print_events,
+    print_facts,
+    print_json,
+    print_recovery,
+    print_search_table,
+    print_warm,
+    search_rows,
+    warnings_on_stderr,
+)
 from lantern.config import DEFAULT
 from lantern.text.names import plural
 
@@ -76,53 +88,19 @@ def recover(
         return _recover_compaction(summary, budget, session, as_json, live, user, agent, project, rerank, llm)
     if query is None:
         raise typer.BadParameter("missing QUERY (or --summary FILE for a compaction's recovery)", param_hint="QUERY")
+    scope = {"user": user, "agent": agent, "project": project}
 
     def run():
-        when = iso_time(as_of, "--as-of")
-        exclude = live_messages(live)
+        when, exclude = iso_time(as_of, "--as-of"), live_messages(live)
+        asked = {"session": session, "budget": budget, "min_score": min_score}
         if not rerank and when is None and exclude is None:
-            kwargs = {"session": session, "budget": budget, "agent": agent, "project": project, "min_score": min_score}
-            warm = warm_answer("recover", {"query": query}, kwargs, user)
-            if warm is not None and (as_json or warm["text"]):  # an empty block: in-process, which says why
-                if as_json:
-                    print_json(warm)
-                else:
-                    print(on_terminal()(warm["text"]))
+            warm = warm_answer("recover", {"query": query}, {**asked, "agent": agent, "project": project}, user)
+            if print_warm(warm, as_json):  # an empty block: in-process, which says why
                 return
         with open_db() as lantern, warnings_on_stderr():
-            result = lantern.recover(
-                query,
-                session=session,
-                budget=budget,
-                as_of=when,
-                rerank=rerank,
-                llm=llm,
-                user=user,
-                agent=agent,
-                project=project,
-                min_score=min_score,
-                exclude=exclude,
-            )
-            if as_json:
-                print_json(result.to_json())
-            elif result.text:  # a terminal gets archived control characters as visible escapes; a pipe the text as is
-                print(on_terminal()(result.text))
-                if result.reason:  # a short block: the evidence was uncertain (recover/relevance.py)
-                    typer.secho(
-                        f"short block ({result.reason}): {result.detail}; --min-score 0 gives the full budget",
-                        err=True,
-                        fg=typer.colors.YELLOW,
-                    )
-            else:
-                why = lantern.why_empty(
-                    result,
-                    session=session,
-                    user=user,
-                    agent=agent,
-                    project=project,
-                    as_of=as_of if when is not None else None,
-                )
-                typer.secho(f"nothing recovered{why}", err=True, fg=typer.colors.YELLOW)
+            result = lantern.recover(query, **asked, as_of=when, rerank=rerank, llm=llm, exclude=exclude, **scope)
+            as_asked = as_of if when is not None else None
+            print_recovery(result, as_json, lambda: lantern.why_empty(result, session=session, as_of=as_asked, **scope))
 
     guard(run)
 
@@ -150,34 +128,19 @@ def _recover_compaction(
 
     def run():
         text = sys.stdin.read() if str(summary) == "-" else read_text(summary, "--summary")
-        if live is None and not rerank:
-            kwargs = {"session": session, "budget": budget, "agent": agent, "project": project}
-            warm = warm_answer("recover_compaction", {"summary": text}, kwargs, user)
-            if warm is not None and (as_json or warm["text"]):
-                if as_json:
-                    print_json(warm)
-                else:
-                    print(on_terminal()(warm["text"]))
-                return
+        kwargs = {"session": session, "budget": budget, "agent": agent, "project": project}
+        if (
+            live is None
+            and not rerank
+            and print_warm(warm_answer("recover_compaction", {"summary": text}, kwargs, user), as_json)
+        ):
+            return
         with open_db() as lantern, warnings_on_stderr():
             result = lantern.recover_compaction(
-                text,
-                live=live_messages(live),
-                session=session,
-                budget=budget,
-                user=user,
-                agent=agent,
-                project=project,
-                rerank=rerank,
-                llm=llm,
+                text, live=live_messages(live), user=user, rerank=rerank, llm=llm, **kwargs
             )
-        if as_json:
-            print_json(result.to_json())
-        elif result.text:
-            print(on_terminal()(result.text))
-        else:
-            why = COMPACTION_EMPTY.get(result.reason or "", result.reason or "")
-            typer.secho(f"nothing recovered: {why}", err=True, fg=typer.colors.YELLOW)
+        why = COMPACTION_EMPTY.get(result.reason or "", result.reason or "")
+        print_recovery(result, as_json, lambda: f": {why}", short=False)
 
     guard(run)
 
@@ -220,66 +183,22 @@ def search(
             "--live goes with --explain (search alone ranks every archived turn; recover takes --live too)",
             param_hint="'--live'",
         )
+    scope = {"session": session, "user": user, "agent": agent, "project": project, "min_score": min_score}
 
     def run():
         exclude = live_messages(live)
         with open_db() as lantern, warnings_on_stderr():
             if explain:
-                cands = lantern.explain(
-                    query,
-                    session=session,
-                    budget=budget,
-                    rerank=rerank,
-                    llm=llm,
-                    user=user,
-                    agent=agent,
-                    project=project,
-                    min_score=min_score,
-                    exclude=exclude,
-                ).candidates
-                rows = [
-                    {
-                        "id": c.entry.id,
-                        "session": c.entry.session,
-                        "turn": c.entry.turn,
-                        "ranks": c.ranks,
-                        "rrf": round(c.rrf, 5),
-                        "mmr": c.mmr_order,
-                        "rerank": c.rerank,
-                        "verdict": c.verdict,
-                        "reason": c.reason,
-                        "category": c.entry.category,
-                        "confidence": round(c.entry.confidence, 3),
-                        "success": round(c.entry.success, 3),
-                        "summary": c.entry.summary[:100],
-                    }
-                    for c in cands
-                ]
+                result = lantern.explain(query, budget=budget, rerank=rerank, llm=llm, exclude=exclude, **scope)
+                rows = explain_rows(result.candidates)
             else:
-                rows = [
-                    {
-                        "id": h.entry.id,
-                        "session": h.entry.session,
-                        "turn": h.entry.turn,
-                        "ranks": h.ranks,
-                        "score": round(h.score, 5),
-                        "summary": h.entry.summary[:160],
-                    }
-                    for h in lantern.search(
-                        query, k=k, session=session, user=user, agent=agent, project=project, min_score=min_score
-                    )
-                ]
+                rows = search_rows(lantern.search(query, k=k, **scope))
         if as_json:
             print_json(rows)
-            return
-        if not rows and min_score and not explain:
-            typer.secho(
-                f"nothing found: no archived turn matches at least --min-score {min_score:g}",
-                err=True,
-                fg=typer.colors.YELLOW,
-            )
-            return
-        print_search_table(rows, explain)
+        elif not rows and min_score and not explain:
+            note(f"nothing found: no archived turn matches at least --min-score {min_score:g}")
+        else:
+            print_search_table(rows, explain)
 
     guard(run)
 
@@ -298,34 +217,18 @@ def facts(
     project: Optional[str] = project_option(),
 ) -> None:
     """Versioned facts extracted from the archive: current values, as of a time, or their history."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     def run():
-        when = iso_time(as_of, "--as-of")
         with open_db() as lantern:
-            rows = lantern.facts(key, when, history=history, user=user, agent=agent, project=project)
+            rows = lantern.facts(
+                key, iso_time(as_of, "--as-of"), history=history, user=user, agent=agent, project=project
+            )
         if as_json:
             print_json([r.to_json() for r in rows])
-            return
-        if not rows:
-            typer.secho("no facts", err=True, fg=typer.colors.YELLOW)
-            return
-        safe = on_terminal()  # archived keys, values and sessions as visible escapes on a terminal
-        table = Table()
-        for col in ("key", "value", "valid from", "valid to", "current", "source"):
-            table.add_column(col, overflow="fold")
-        for r in rows:
-            table.add_row(
-                escape(safe(r.key)),
-                escape(safe(r.value if r.value is not None else "(retracted)")),
-                r.valid_from.strftime("%Y-%m-%d %H:%M"),
-                r.valid_to.strftime("%Y-%m-%d %H:%M") if r.valid_to else "–",
-                "yes" if r.current else "",
-                escape(safe(f"{r.session} · turn {r.turn} (entry {r.entry_id})")),
-            )
-        Console(width=max(Console().width, 120)).print(table)
+        elif not rows:
+            note("no facts")
+        else:
+            print_facts(rows)
 
     guard(run)
 
@@ -347,10 +250,6 @@ def events(
 
     Under the table: what each compaction's summary lost, by type, and the specifics that came back, each with its
     turn. `lantern ui` shows them on the session's timeline."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from lantern.model import loss_lines
 
     def run():
         kwargs = {"session": session, "limit": limit, "agent": agent, "project": project}
@@ -365,35 +264,10 @@ def events(
                 rows = lantern.events(session, limit=limit, user=user, agent=agent, project=project)
         if as_json:
             print_json(warm if warm is not None else [r.to_json() for r in rows])
-            return
-        if not rows:
-            typer.secho("no compaction events", err=True, fg=typer.colors.YELLOW)
-            return
-        safe = on_terminal()
-        table = Table()
-        columns = ("id", "time (UTC)", "session", "source", "reason", "lost", "recovered", "injected", "chars", "ms")
-        for col in columns:
-            table.add_column(col, overflow="fold", justify="right" if col in ("id", "lost", "chars", "ms") else "left")
-        for r in rows:
-            table.add_row(
-                str(r.id),
-                r.time.strftime("%Y-%m-%d %H:%M:%S"),
-                escape(safe(r.session)),
-                escape(r.source),
-                escape(r.reason),
-                str(len(r.lost)),
-                f"{len(r.recovered)} of {len(r.lost)}",
-                plural(len(r.injected), "entry", "entries")
-                if r.injected
-                else f"none: {escape(r.empty_reason or 'nothing_relevant')}",
-                f"{r.chars:,}",
-                "–" if r.latency_ms is None else f"{r.latency_ms:,.0f}",
-            )
-        console = stdout_console()
-        console.print(table)
-        for r in rows:
-            for line in loss_lines(r.loss, head=f"event {r.id}: "):
-                console.print(escape(safe(line)), soft_wrap=True, highlight=False)
+        elif not rows:
+            note("no compaction events")
+        else:
+            print_events(rows)
 
     guard(run)
 
@@ -428,16 +302,6 @@ def feedback(
             missing = lantern.outside_scope(asked, user=user, agent=agent, project=project) if n < len(asked) else []
         print(f"{plural(n, 'entry', 'entries')} marked {'useful' if useful else 'not useful'}")
         if missing:
-            scope = (
-                ("this user" if user is None else f"user {user!r}")
-                + (f" under agent {agent!r}" if agent is not None else "")
-                + (f" in project {project!r}" if project is not None else "")
-            )
-            if len(missing) == 1:
-                line = f"entry {missing[0]} is not an entry of {scope}; nothing changed for it"
-            else:
-                listed = ", ".join(map(str, missing[:10])) + (", …" if len(missing) > 10 else "")
-                line = f"{len(missing)} of the ids are not entries of {scope} ({listed}); nothing changed for them"
-            typer.secho(f"warning: {line}", err=True, fg=typer.colors.YELLOW)
+            note(outside_scope_line(missing, user, agent, project))
 
     guard(run)

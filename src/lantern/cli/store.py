@@ -11,7 +11,17 @@ import typer
 
 from lantern.cli.common import fail, guard, open_db, state
 from lantern.cli.options import agent_option, embedder_name, project_option, utf8
-from lantern.cli.render import print_json, readers, say_waiting, unerased
+from lantern.cli.render import (
+    copied_line,
+    forgotten_lines,
+    note,
+    print_json,
+    print_stats,
+    progress_bar,
+    say_waiting,
+    unvacuumed,
+    warnings_unsaid,
+)
 from lantern.text.names import plural
 
 
@@ -47,40 +57,15 @@ def forget(
         fail("give --entry or --session, not both")
     if all(x is None for x in (entry, session, user, agent, project)):
         fail("give --entry, --session, --user, --agent or --project")
+    who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
 
     def run():
-        with open_db() as lantern:
-            who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
-            import logging
-
-            quiet = logging.NullHandler()  # the warning api.forget logs: said below in the command's own words
-            logging.getLogger("lantern").addHandler(quiet)
-            try:
-                n = lantern.forget(
-                    entry=entry,
-                    session=session,
-                    user=who,
-                    agent=agent,
-                    project=project,
-                    wait=wait,
-                    on_wait=lambda erasure: say_waiting(erasure, wait),
-                )
-            finally:
-                logging.getLogger("lantern").removeHandler(quiet)
-            if not n.erased:
-                print(f"{plural(n, 'entry', 'entries')} forgotten from the index")
-                typer.secho(unerased(lantern.path, n, lantern.backend != "sqlite"), err=True, fg=typer.colors.YELLOW)
-                raise typer.Exit(3)
-            print(f"{plural(n, 'entry', 'entries')} forgotten")
-            if n == 0:  # say which filter found nothing: a mistyped id must not look like success
-                what = (
-                    f"entry {entry}"
-                    if entry is not None
-                    else f"session {session!r}"
-                    if session is not None
-                    else "entry"
-                )
-                typer.echo(f"no {what} matched" + (f" for user {who!r}" if who else ""), err=True)
+        asked = {"entry": entry, "session": session, "user": who, "agent": agent, "project": project}
+        with open_db() as lantern, warnings_unsaid():  # the warning api.forget logs: said in the command's words
+            n = lantern.forget(**asked, wait=wait, on_wait=lambda erasure: say_waiting(erasure, wait))
+            forgotten_lines(n, lantern.path, lantern.backend != "sqlite", entry, session, who)
+        if not n.erased:
+            raise typer.Exit(3)
 
     guard(run)
 
@@ -104,13 +89,7 @@ def vacuum(
         with open_db() as lantern:
             before, erasure, after = lantern.vacuum(wait=wait, on_wait=lambda e: say_waiting(e, wait))
             if not erasure.complete:
-                typer.secho(
-                    f"{lantern.path}: rewritten, but {readers(erasure.holders)} still holds the old pages "
-                    f"({erasure.remaining_bytes:,} bytes); the next lantern command on this database after its read "
-                    "ends finishes the vacuum",
-                    err=True,
-                    fg=typer.colors.YELLOW,
-                )
+                note(unvacuumed(lantern.path, erasure))
                 raise typer.Exit(3)
             print(f"{lantern.path}: {before:,} -> {after:,} bytes")
 
@@ -131,44 +110,21 @@ def copy(
     A copy onto itself (the same file or server database, by any path or URL) is refused. Errors name SRC or DST."""
     from rich.console import Console
 
-    from lantern.config import is_server_url, redact_url
+    from lantern.config import is_server_url
 
     console = Console(stderr=True)  # the bar on stderr, as ingest draws it
 
-    def shown_location(location: str) -> str:
-        return redact_url(location) if is_server_url(location) else location
-
     def run():
-        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
         from lantern.api import copy_store
 
-        with Progress(
-            TextColumn("copying"),
-            BarColumn(),
-            TaskProgressColumn(),
-            TextColumn("{task.completed} entries"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=as_json or not console.is_terminal,
-        ) as bar:
-            task = bar.add_task("copy", total=None)
+        with progress_bar(console, "copying", "entries", remaining=False, disable=as_json) as update:
             counts = copy_store(
-                src if is_server_url(src) else Path(src),
-                dst if is_server_url(dst) else Path(dst),
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                src if is_server_url(src) else Path(src), dst if is_server_url(dst) else Path(dst), progress=update
             )
         if as_json:
             print_json(counts)
         else:
-            print(
-                f"{shown_location(src)} -> {shown_location(dst)}: {plural(counts['entries'], 'entry', 'entries')} "
-                f"verified, {counts['added']} copied, "
-                + (f"{counts['grown']} grown (replacing the turn they extend), " if counts["grown"] else "")
-                + f"{counts['duplicates']} already there; "
-                f"{plural(counts['events'], 'compaction event', 'compaction events')}, {counts['events_added']} copied"
-            )
+            print(copied_line(src, dst, counts))
 
     guard(run, None, also=(src, dst))  # copy_store names SRC or DST in its errors
 
@@ -193,28 +149,13 @@ def stats(
         fail("--all-users counts every user: give no --user, --agent or --project with it")
 
     def run():
+        who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""`: the default user
         with open_db() as lantern:
-            if all_users:
-                s = lantern.stats(all_users=True)
-            else:  # `--user ""` is the default user, as in forget
-                who = user if user is not None else os.environ.get("LANTERN_USER")
-                s = lantern.stats(user=who, agent=agent, project=project)
+            s = lantern.stats(all_users=True) if all_users else lantern.stats(user=who, agent=agent, project=project)
         if as_json:
             print(json.dumps(s))
         else:
-            width = max(map(len, s))
-            # bytes_per_turn_by_table last: one line per table or index, largest first, under the one-line figures
-            for key, value in sorted(s.items(), key=lambda kv: isinstance(kv[1], dict)):
-                if isinstance(value, dict):
-                    if not value:  # no turn archived yet: no bytes per turn to show
-                        continue
-                    print(f"{key:>{width}}:")
-                    inner = max(map(len, value), default=0)
-                    for name, part in value.items():
-                        print(f"{'':>{width}}  {name:<{inner}}  {part:>8,}")
-                    continue
-                shown = '"" (the default user)' if key == "user" and value == "" else value
-                print(f"{key:>{width}}: {shown}")
+            print_stats(s)
 
     guard(run)
 
@@ -233,7 +174,6 @@ def reindex(
     """Re-embed every entry (after changing the embedder); --fill only computes the e5 part of the entries that
     lack it, which ingest, the servers and recoveries otherwise do a little at a time."""
     from rich.console import Console
-    from rich.progress import Progress
 
     console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
     if embedder and state.embedder and embedder != state.embedder:  # `--embedder use reindex --embedder routed`
@@ -247,16 +187,12 @@ def reindex(
         # `lantern --embedder e5 reindex` would fail with the mismatch error the command exists to resolve)
         with open_db(own_embedder=True) as lantern:
             if fill:
-                with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
-                    task = bar.add_task("filling", total=None)
-                    n = lantern.fill_vectors(progress=lambda d, t: bar.update(task, completed=d, total=t))
+                with progress_bar(console, "filling", elapsed=False) as update:
+                    n = lantern.fill_vectors(progress=update)
                 print(f"{plural(n, 'entry', 'entries')} given their missing vector part")
                 return
-            with Progress(transient=True, console=console, disable=not console.is_terminal) as bar:
-                task = bar.add_task("re-embedding", total=None)
-                n = lantern.reindex(
-                    embedder or state.embedder, progress=lambda d, t: bar.update(task, completed=d, total=t)
-                )
+            with progress_bar(console, "re-embedding", elapsed=False) as update:
+                n = lantern.reindex(embedder or state.embedder, progress=update)
                 lantern.build_graphs()  # a large store's HNSW graphs, saved with the snapshot: no command waits
             print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
 
