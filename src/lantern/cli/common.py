@@ -27,8 +27,7 @@ def warm_answer(op: str, args: dict, kwargs: dict, user: Optional[str]):
     """The warm daemon's answer to ``op`` (integrations/daemon.py) when one of this identity runs, else None: the
     command works in-process (no daemon, a global ``--embedder`` or ``--rewound`` it does not use, a database not
     there yet, whose error ``open_db`` words). The CLI never starts the daemon."""
-    from lantern.api import empty_file
-    from lantern.config import default_db_path
+    from lantern.config import default_db_path, empty_file
     from lantern.integrations import daemon
 
     if state.embedder is not None or state.rewound is not None:
@@ -47,8 +46,8 @@ def warm_answer(op: str, args: dict, kwargs: dict, user: Optional[str]):
 def open_db(create: bool = False, own_embedder: bool = False):
     """The database of ``--db``; only ``ingest`` creates one (a mistyped path is an error, not a new file).
     ``own_embedder``: open it with the embedder it records, whatever the global ``--embedder`` (``reindex``)."""
-    from lantern.api import Lantern, empty_file
-    from lantern.config import default_db_path, redact_url
+    from lantern.api import Lantern
+    from lantern.config import default_db_path, empty_file, redact_url
     from lantern.errors import LanternError
 
     path = state.db or default_db_path()

@@ -142,12 +142,13 @@ def ui(
         fail(missing_extra("ui", "ui", e))
 
     def run():
-        from lantern.api import Lantern, empty_file
-        from lantern.config import default_db_path, redact_url
+        from lantern.config import default_db_path, empty_file, redact_url
         from lantern.errors import LanternError
 
         path = state.db or default_db_path()
         if isinstance(path, str):  # a server URL: opened here so that its backend can refuse the inspector
+            from lantern.api import Lantern
+
             with Lantern(path, embedder=state.embedder) as lantern:
                 lantern.require("lantern ui")
         elif not path.exists() or empty_file(path):

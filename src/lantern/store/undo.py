@@ -7,19 +7,10 @@ import contextlib
 import os
 from pathlib import Path
 
-from lantern.config import is_server_url
+from lantern.config import empty_file, is_server_url
 from lantern.store.sqlite import alone_and_empty
 
 __all__ = ["Before", "NothingToUndo", "creation_undo", "empty_file"]
-
-
-def empty_file(path: Path) -> bool:
-    """Whether ``path`` (or the file a symlink points to) is a zero-byte regular file. A WAL beside it does not
-    make it a database: SQLite deletes the WAL of a zero-page database when it opens it."""
-    try:
-        return path.is_file() and path.resolve().stat().st_size == 0
-    except OSError:
-        return False
 
 
 def remove_database(path: Path) -> None:
