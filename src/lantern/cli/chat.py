@@ -8,8 +8,16 @@ from typing import Optional
 import typer
 
 from lantern.cli.common import guard, open_db
-from lantern.cli.options import db_location, llm_model_option, llm_url_option, sqlite_only, user_option, utf8
-from lantern.cli.render import on_terminal, print_json, recovery_line, stdout_console, warnings_on_stderr
+from lantern.cli.options import (
+    db_location,
+    llm_model_option,
+    llm_settings,
+    llm_url_option,
+    sqlite_only,
+    user_option,
+    utf8,
+)
+from lantern.cli.render import print_turn, stdout_console, warnings_on_stderr
 
 
 def chat(
@@ -29,12 +37,7 @@ def chat(
     draft answer is unsure, lost turns are recovered and the answer regenerated (shown on stderr: which cue).
     Questions come from --once, else one per line on stdin (interactive on a terminal). Needs an LLM endpoint;
     it receives the conversation and what is recovered."""
-    from lantern.llm import settings
-
-    try:
-        llm = settings(None, llm_base_url, llm_model)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="'--llm-model'") from None
+    llm = llm_settings(llm_base_url, llm_model)
     if llm is None:
         raise typer.BadParameter(
             "chat needs an LLM endpoint: give --llm-base-url URL and --llm-model NAME", param_hint="'--llm-base-url'"
@@ -58,16 +61,9 @@ def chat(
                 rerank=rerank,
                 max_tokens=max_tokens,
             )
-            questions = [once] if once is not None else _questions(interactive)
-            for question in questions:
-                if not question.strip():
-                    continue
-                turn = agent.ask(question)
-                if as_json:
-                    print_json(turn.to_json())
-                    continue
-                print(on_terminal()(turn.answer), flush=True)
-                typer.secho(recovery_line(turn), err=True, fg=typer.colors.CYAN)
+            for question in [once] if once is not None else _questions(interactive):
+                if question.strip():
+                    print_turn(agent.ask(question), as_json)
 
     guard(run)
 

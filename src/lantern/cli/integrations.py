@@ -12,6 +12,7 @@ from lantern.cli.common import fail, guard, missing_extra, state
 from lantern.cli.options import (
     db_location,
     llm_model_option,
+    llm_settings,
     llm_url_option,
     pinned_db_option,
     secret,
@@ -97,12 +98,7 @@ def _proxy_rerank(rerank: bool, base_url: Optional[str], model: Optional[str], u
     (``proxy.UPSTREAM``); None without --rerank. A usage error when --rerank has neither."""
     if not rerank:
         return None
-    from lantern.llm import settings
-
-    try:
-        chosen = settings(None, base_url, model)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="'--llm-model'") from None
+    chosen = llm_settings(base_url, model)
     if chosen is not None:
         return chosen
     if upstream:

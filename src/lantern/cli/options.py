@@ -211,17 +211,23 @@ def rerank_option() -> object:
     )
 
 
+def llm_settings(base_url: Optional[str], model: Optional[str]):
+    """The LLM endpoint the options and the environment name (lantern/llm.py ``settings``), or None when they name
+    none; a usage error (exit 2) for a bad one."""
+    from lantern.llm import settings
+
+    try:
+        return settings(None, base_url, model)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="'--llm-model'") from None
+
+
 def rerank_settings(rerank: bool, base_url: Optional[str], model: Optional[str]):
     """The LLM settings of a command (lantern/llm.py), or None without --rerank. A usage error (exit 2) when
     --rerank has no endpoint or no model."""
     if not rerank:
         return None
-    from lantern.llm import settings
-
-    try:
-        chosen = settings(None, base_url, model)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="'--llm-model'") from None
+    chosen = llm_settings(base_url, model)
     if chosen is None:
         raise typer.BadParameter(
             "--rerank needs an LLM endpoint: give --llm-base-url URL and --llm-model NAME", param_hint="'--rerank'"

@@ -211,6 +211,16 @@ def unerased(path: Any, n: Any, server: bool = False) -> str:
     )
 
 
+def print_turn(turn: Any, as_json: bool) -> None:
+    """One ``chat`` answer: as a JSON line, or the answer on stdout (visible escapes on a terminal) and the
+    ``recovery_line`` on stderr."""
+    if as_json:
+        print_json(turn.to_json())
+        return
+    print(on_terminal()(turn.answer), flush=True)
+    typer.secho(recovery_line(turn), err=True, fg=typer.colors.CYAN)
+
+
 def recovery_line(turn) -> str:
     """The stderr line after an answer: whether a recovery fired and why, and what the turn cost."""
     cost = f"{turn.generations} generation{'s' if turn.generations > 1 else ''}, {turn.usage.calls} LLM calls, "
