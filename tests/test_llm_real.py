@@ -275,8 +275,7 @@ def test_the_proxy_reranks_a_compaction_recovery_through_its_own_upstream(tmp_pa
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from lantern.integrations.forward import UPSTREAM
-    from lantern.integrations.proxy import build_app
+    from lantern.integrations.proxy import UPSTREAM, build_app
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     app = build_app(tmp_path / "p.db", upstream=local_llm.settings.base_url, upstream_timeout=240, rerank=UPSTREAM)
