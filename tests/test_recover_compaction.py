@@ -12,13 +12,13 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
 from lantern import Lantern
 from lantern.recover.loss import commands, find_loss
-from lantern.recover.loss_pack import TITLE, VERBATIM
+from lantern.recover.loss_pack import EXCERPTS, TITLE, VERBATIM, pack_loss
 
 DIRS = ["src/billing", "cmd/entire/cli", "apps/web/src/services", "tests/e2e"]
 NAMES = ["ledger", "pool", "registry", "strategy", "checkpoint", "session_state", "invoice"]
@@ -181,6 +181,21 @@ def test_a_quoted_span_of_plain_words_weighs_less_than_the_same_span_holding_cod
     loss = find_loss([(1, 0, "user: go on\nassistant -> tool call Bash(" + call + ")")], "", "")
     weight = {i.value: i.weight for i in loss.items}
     assert weight[plain] < weight[coded]
+
+
+@given(st.integers(60, 90), st.integers(3500, 6000))
+@settings(max_examples=examples(30), deadline=None)
+def test_an_archived_line_is_excerpted_once_however_many_items_it_holds(k, budget):
+    """Newcomer finding: one long tool-call line holding several lost items came back two and three times under
+    ``[Where the first of them were seen]``, each cut around another item. An archived line is shown once."""
+    specifics = [f"/srv/apps/service-{i}/src/modules/handlers/handler_{i}_impl.ts" for i in range(k)]
+    call = json.dumps({"command": "docker run -d " + " ".join(f"-v {p}:/m{i}" for i, p in enumerate(specifics))})
+    loss = find_loss([(1, 0, f"user: start it\nassistant -> tool call Bash({call})")], "", "")
+    text = pack_loss(loss, budget).text
+    assume(VERBATIM not in text)  # the whole loss fit: nothing is excerpted
+    excerpts = text.split(EXCERPTS, 1)[1].splitlines()[1:] if EXCERPTS in text else []
+    assert sum(e.startswith("[turn 0 · Bash]") for e in excerpts) <= 1, text
+    assert len(text) <= budget
 
 
 def test_recording_stores_one_event_with_the_lost_entries(store, tmp_path):

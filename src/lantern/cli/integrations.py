@@ -196,7 +196,8 @@ def install_claude_code(
 
 def hook_codex() -> None:
     """Codex hook: reads the hook JSON on stdin; archives the rollout on PreCompact/Stop/PostCompact, injects what
-    the compaction lost on SessionStart(compact). Always exits 0 (errors go to ~/.lantern/logs/codex.log)."""
+    the compaction lost on SessionStart(compact) and what a later prompt asks for on UserPromptSubmit. Always exits 0
+    (errors go to ~/.lantern/logs/codex.log)."""
     from lantern.integrations.codex import main as hook_main
 
     raise typer.Exit(hook_main(state.db))

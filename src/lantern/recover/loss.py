@@ -190,6 +190,12 @@ class Loss:
         ``LINE_CHARS`` characters around it ("" when the block is not known)."""
         return _line_of(self.texts[seen.block], value) if 0 <= seen.block < len(self.texts) else ""
 
+    def line_key(self, seen: Seen, value: str) -> tuple[int, int]:
+        """Which archived line ``line`` would show: (lost block, the line's offset in it); two items seen on one
+        line share it."""
+        ok = 0 <= seen.block < len(self.texts)
+        return (seen.block, line_start(self.texts[seen.block], value) if ok else -1)
+
     def by_type(self) -> dict[str, dict[str, int]]:
         """``{type: {"lost": n, "packed": n}}`` over every item, types in ``TYPES`` order."""
         out: dict[str, dict[str, int]] = {}
@@ -221,13 +227,13 @@ class Loss:
 def item_type(value: str, kind: str, sides: Iterable[str] = ()) -> str:
     """The report type of a tag value: ``flag`` (``--json``), ``dotted`` (``state.BaseCommit``), ``command`` (a
     quoted span with a space that a tool call carried: ``git log --oneline``), ``url``, ``path``, else the tag kind
-    (a quoted span elsewhere is a ``name``)."""
+    (a quoted span elsewhere, or of plain words (``_prose``: a call's description), is a ``name``)."""
     if kind == "identifier":
         if value.startswith("-"):
             return "flag"
         return "dotted" if "." in value else "identifier"
     if kind == "quoted":
-        return "command" if " " in value and "call" in set(sides) else "name"
+        return "command" if " " in value and "call" in set(sides) and not _prose(value, kind) else "name"
     if kind == "command":
         return "command"
     return kind
@@ -543,13 +549,19 @@ def find_loss(
 LINE_CHARS = 160  # ours: the line an item was seen in is kept up to this many characters around it
 
 
+def line_start(text: str, value: str) -> int:
+    """The offset in ``text`` of the line holding ``value``'s first occurrence (-1: not in ``text``)."""
+    at = text.find(value)
+    return -1 if at < 0 else text.rfind("\n", 0, at) + 1
+
+
 def _line_of(text: str, value: str) -> str:
     """The line of ``text`` holding ``value``'s first occurrence, whitespace collapsed, cut to ``LINE_CHARS``
     characters around it."""
     at = text.find(value)
     if at < 0:
         return ""
-    start = text.rfind("\n", 0, at) + 1
+    start = line_start(text, value)
     end = text.find("\n", at)
     end = len(text) if end < 0 else end
     if end - start > LINE_CHARS:

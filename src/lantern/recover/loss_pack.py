@@ -137,7 +137,7 @@ def _choose(items: list[LostItem], room: int) -> list[LostItem]:
 
 def _excerpts(loss: Loss, items: list[LostItem], text: str, budget: int, cited: dict[int, int]) -> str:
     """``text`` followed by the lines the heaviest items were last seen in, each once, within ``budget``."""
-    seen_lines: set[str] = set()
+    seen_lines: set[tuple[int, int]] = set()  # archived lines shown, each once (two items on one line share it)
     out = [text]
     used = len(text)
     head = "\n" + EXCERPTS
@@ -145,10 +145,10 @@ def _excerpts(loss: Loss, items: list[LostItem], text: str, budget: int, cited: 
         room = budget - used - (len(head) if len(out) == 1 else 0) - 1
         if room < MIN_EXCERPT:
             break
-        line = loss.line(it.last, it.value)
-        if not line or line in seen_lines:
+        line, key = loss.line(it.last, it.value), loss.line_key(it.last, it.value)
+        if not line or key in seen_lines:
             continue
-        seen_lines.add(line)
+        seen_lines.add(key)
         entry = f"[turn {it.last.turn} · {_label(it.last)}] {line}"
         if len(entry) > room:
             continue
