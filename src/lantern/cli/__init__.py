@@ -33,13 +33,21 @@ import typer
 from lantern.cli import archive, chat, integrations, recover, store
 from lantern.cli import eval as eval_command
 from lantern.cli.common import state
-from lantern.cli.options import db_location, embedder_name, rewound_mode, version_option
+from lantern.cli.options import (
+    db_location,
+    embedder_name,
+    on_command_line,
+    rewound_mode,
+    version_option,
+    warn_visible,
+)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
 
 
 @app.callback()
 def _global(
+    ctx: typer.Context,
     db: Optional[str] = typer.Option(
         None,
         "--db",
@@ -69,6 +77,10 @@ def _global(
 ) -> None:
     state.db = db_location(db)
     state.embedder = embedder
+    from lantern.config import has_password
+
+    if on_command_line(ctx, "db") and has_password(db):
+        warn_visible("the password of a --db URL", "use $LANTERN_DB, $PGPASSWORD or ~/.pgpass")
     state.rewound = rewound
 
 
