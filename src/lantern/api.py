@@ -442,22 +442,29 @@ class Lantern:
         never withheld by the relevance floor. ``rerank``: one LLM call (``llm``, as ``recover``'s) puts first the lost
         items the task needs most (``Recovery.rerank``; a failure keeps the weight order, with one warning). With
         ``record`` the compaction is stored as one event (``record_compaction``; ``source``, ``reason`` as there).
-        Raises ValueError for a bad budget and TypeError for a bad ``live`` or ``summary``."""
-        if summary is not None and not isinstance(summary, str):
-            raise TypeError(f"summary must be a string or None, got {type(summary).__name__}")
+        The summary and the last user message are cleaned and redacted as archived text is (a secret they quote
+        never comes back in ``Recovery.query`` and never reaches the rerank's LLM). Raises ValueError for a bad
+        budget or a summary over ``compaction.MAX_SUMMARY_CHARS`` characters, TypeError for a bad ``live`` or
+        ``summary``."""
+        from lantern.compaction import summary_text
+
+        text = summary_text(summary)
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
         live_list = list(live or [])
         ids, live_text = self._exclusions(live_list)
-        task = _last_user_text(live_list)
         session_name = given_name(session) or DEFAULT_SESSION
         started = time.perf_counter()
+
+        def as_archived(t: str) -> str:  # compared with archived text, so cleaned and redacted as it is
+            return redact_text(clean_text(t), self.redaction)[0]
+
         result = pipeline.recover_compaction(
             self.store,
-            clean_text(summary or ""),
+            as_archived(text),
             live_text=live_text,
             exclude_ids=ids,
-            task=task,
+            task=as_archived(_last_user_text(live_list)),
             session=session_name,
             scope=scope,
             budget=budget,

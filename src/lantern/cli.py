@@ -924,7 +924,8 @@ def recover(
         False,
         "--json",
         help='Print {"text", "chars", "reason", "detail", "relevance", "entries": [...]}; with --rerank also '
-        '"reranked", "llm_calls", "tokens_in", "tokens_out"; with --summary "loss" (when the session was read).',
+        '"reranked", "llm_calls", "tokens_in", "tokens_out"; with --summary "loss" (always; zero counts when '
+        "nothing was archived).",
     ),
     as_of: Optional[str] = typer.Option(
         None, "--as-of", callback=_iso_option, help="ISO 8601 time (naive = UTC): answer as of then."
@@ -944,7 +945,8 @@ def recover(
     summary: Optional[Path] = typer.Option(
         None,
         "--summary",
-        help="A compaction summary file ('-': stdin; an empty file: none): recover what it and --live lost from "
+        help="A compaction summary file, UTF-8 text up to 1,000,000 characters ('-': stdin; an empty file: none): "
+        "recover what it and --live lost from "
         "--session (Lantern.recover_compaction) instead of answering QUERY.",
     ),
     user: Optional[str] = _user_option(),
@@ -1054,7 +1056,9 @@ def _recover_compaction(
     """``recover --summary``: one call of ``Lantern.recover_compaction``."""
 
     def run():
-        text = sys.stdin.read() if str(summary) == "-" else _read_text(summary, "--summary")
+        from lantern.compaction import read_summary
+
+        text = read_summary(summary)
         if live is None and not rerank:
             kwargs = {"session": session, "budget": budget, "agent": agent, "project": project}
             warm = _warm("recover_compaction", {"summary": text}, kwargs, user)
@@ -1085,16 +1089,6 @@ def _recover_compaction(
             typer.secho(f"nothing recovered: {why}", err=True, fg=typer.colors.YELLOW)
 
     _guard(run)
-
-
-def _read_text(path: Path, option: str) -> str:
-    """A UTF-8 text file's content; a clear error naming ``option`` when it cannot be read."""
-    from lantern.errors import LanternError
-
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise LanternError(f"{option} {path}: cannot read it ({e.strerror or e})") from None
 
 
 @app.command()
@@ -2251,6 +2245,10 @@ def eval_(
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
     Needs the `eval` extra (scipy, matplotlib); without it the command prints the one that installs it."""
+    from lantern.eval.datasets import DATASETS
+
+    if dataset not in DATASETS:  # a usage error first: no extra makes an unknown name work
+        raise typer.BadParameter(f"unknown dataset {dataset!r}; one of {', '.join(DATASETS)}", param_hint="DATASET")
     missing = [m for m in ("scipy", *(("matplotlib",) if plots else ())) if not _importable(m)]
     try:
         from lantern.eval.run import main as run_eval
