@@ -61,7 +61,7 @@ class LossOut(BaseModel):
 
 
 class CompactionRecoverResponse(RecoverResponse):
-    loss: LossOut | None = Field(None, description="What the compaction lost (null: nothing archived).")
+    loss: LossOut | None = Field(None, description="What the compaction lost, by type (zero counts when nothing was archived).")
 
 
 class HitOut(BaseModel):

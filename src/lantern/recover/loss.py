@@ -189,6 +189,28 @@ class Loss:
         ``LINE_CHARS`` characters around it ("" when the block is not known)."""
         return _line_of(self.texts[seen.block], value) if 0 <= seen.block < len(self.texts) else ""
 
+    def lines(self, wanted: Sequence[tuple[Seen, str]]) -> list[str]:
+        """``line`` of each ``(seen, value)``, each block read once: one Aho-Corasick pass per distinct block
+        finds the first occurrence of all its values (linear in the blocks' text, where ``line`` per pair costs
+        pairs × block characters)."""
+        out = [""] * len(wanted)
+        by_block: dict[int, list[int]] = {}
+        for k, (seen, _) in enumerate(wanted):
+            if 0 <= seen.block < len(self.texts):
+                by_block.setdefault(seen.block, []).append(k)
+        for block, ks in by_block.items():
+            text = self.texts[block]
+            values = {wanted[k][1] for k in ks}
+            first: dict[str, int] = {}
+            automaton = _automaton(values)
+            for end, (value, _, _) in automaton.iter(text):
+                first.setdefault(value, end - len(value) + 1)
+                if len(first) == len(values):
+                    break
+            for k in ks:
+                out[k] = _line_at(text, first.get(wanted[k][1], -1), wanted[k][1])
+        return out
+
     def by_type(self) -> dict[str, dict[str, int]]:
         """``{type: {"lost": n, "packed": n}}`` over every item, types in ``TYPES`` order."""
         out: dict[str, dict[str, int]] = {}
@@ -569,7 +591,11 @@ LINE_CHARS = 160  # ours: the line an item was seen in is kept up to this many c
 def _line_of(text: str, value: str) -> str:
     """The line of ``text`` holding ``value``'s first occurrence, whitespace collapsed, cut to about
     ``LINE_CHARS`` characters around it at word boundaries (never inside a word: a cut end is marked ``…``)."""
-    at = text.find(value)
+    return _line_at(text, text.find(value), value)
+
+
+def _line_at(text: str, at: int, value: str) -> str:
+    """``_line_of`` for the occurrence of ``value`` at offset ``at`` of ``text`` ("" when ``at`` < 0)."""
     if at < 0:
         return ""
     start = text.rfind("\n", 0, at) + 1

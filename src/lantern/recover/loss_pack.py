@@ -176,13 +176,14 @@ def _excerpts(loss: Loss, items: list[LostItem], block: LossBlock, budget: int) 
     word (``loss._parts``) the block does not hold yet, within ``budget``."""
     out = [block.text]
     used = len(block.text)
-    shown = set(_parts(block.text))
     title = "\n" + EXCERPTS
-    for it in items:
+    shown = set(_parts(block.text + title))
+    if budget - used - len(title) - 1 < MIN_EXCERPT:
+        return
+    for it, line in zip(items, loss.lines([(it.last, it.value) for it in items])):
         room = budget - used - (len(title) if len(out) == 1 else 0) - 1
         if room < MIN_EXCERPT:
             break
-        line = loss.line(it.last, it.value)
         if not line:
             continue
         entry = head(it.last.turn, _label(it.last)) + line
@@ -194,6 +195,6 @@ def _excerpts(loss: Loss, items: list[LostItem], block: LossBlock, budget: int) 
             used += len(title)
         out.append(entry)
         used += len(entry) + 1
-        shown |= new
+        shown |= _parts(entry)
         block.cite(it.last, entry)
     block.text = "\n".join(out)
