@@ -442,3 +442,17 @@ def test_the_same_call_twice_gives_the_same_block_and_writes_nothing(db, tmp_pat
     with Lantern(path) as lt:
         lt.recover_compaction("Edit the handlers.", live=msgs[-2:], session="c0", record=True)
         assert len(lt.events()) == 1  # a recorded call records one event
+
+
+@pytest.mark.parametrize("live", ["a string", {"role": "user"}, 5, [None], [1.5], [True], [b"bytes"]])
+def test_a_bad_live_context_is_a_type_error_naming_live(db, live):
+    with Lantern(db) as lt, pytest.raises(TypeError, match=r"^live "):
+        lt.recover_compaction("s", live=live, session="c0")
+
+
+def test_a_live_context_given_as_an_iterator_counts_as_the_same_list(db):
+    msgs, _ = conversation(0)
+    with Lantern(db) as lt:
+        listed = lt.recover_compaction("s", live=msgs[-3:], session="c0", budget=1200)
+        once = lt.recover_compaction("s", live=iter(msgs[-3:]), session="c0", budget=1200)
+    assert once.to_json() == listed.to_json() and once.query == listed.query

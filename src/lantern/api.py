@@ -451,8 +451,10 @@ class Lantern:
         text = summary_text(summary)
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
+        one_pass = isinstance(live, Iterable) and not isinstance(live, (str, bytes, dict, Message, Sequence))
+        live = list(live) if one_pass else live  # an iterator is read once, for both uses below
+        ids, live_text = self._exclusions(live, "live")
         live_list = list(live or [])
-        ids, live_text = self._exclusions(live_list)
         session_name = given_name(session) or DEFAULT_SESSION
         started = time.perf_counter()
 
@@ -762,14 +764,14 @@ class Lantern:
             raise ValueError(f"budget must be a finite number of characters >= 0, got {budget!r}")
         return int(budget)
 
-    def _exclusions(self, exclude: Any) -> tuple[list[int], str]:
+    def _exclusions(self, exclude: Any, name: str = "exclude") -> tuple[list[int], str]:
         """Split ``exclude`` into entry ids and the live context's text. Items may be entry ids (int) and
-        messages (Message or dict), mixed; anything else raises TypeError."""
+        messages (Message or dict), mixed; anything else raises TypeError naming the argument (``name``)."""
         if exclude is None:
             return [], ""
-        if isinstance(exclude, (str, bytes, dict, Message)):
+        if isinstance(exclude, (str, bytes, dict, Message)) or not isinstance(exclude, Iterable):
             raise TypeError(
-                "exclude must be a list of entry ids and/or messages, not a single " + type(exclude).__name__
+                f"{name} must be a list of entry ids and/or messages, not a single {type(exclude).__name__}"
             )
         ids: list[int] = []
         messages: list[Any] = []
@@ -780,7 +782,7 @@ class Lantern:
                 messages.append(x)
             else:
                 raise TypeError(
-                    f"exclude items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}"
+                    f"{name} items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}"
                 )
         ids = [i for i in ids if -(2**63) <= i < 2**63]  # larger ids cannot exist in SQLite
         return ids, self.live_text(messages)
