@@ -456,3 +456,10 @@ def test_a_live_context_given_as_an_iterator_counts_as_the_same_list(db):
         listed = lt.recover_compaction("s", live=msgs[-3:], session="c0", budget=1200)
         once = lt.recover_compaction("s", live=iter(msgs[-3:]), session="c0", budget=1200)
     assert once.to_json() == listed.to_json() and once.query == listed.query
+
+
+def test_a_summary_that_is_the_whole_archive_loses_nothing(db):
+    with Lantern(db) as lt:
+        whole = "\n".join(text for _, _, text in lt.store.session_turns("c0", lt.scope))
+        rec = lt.recover_compaction(whole, session="c0")
+    assert rec.text == "" and rec.reason == "nothing_lost" and rec.loss.kept > 0 and rec.loss.items == []

@@ -352,7 +352,8 @@ def _rerank_loss(llm: LLMClient, loss: Any, task: str, top_n: int, prompt_chars:
     from lantern.recover.rerank import rerank_shown
 
     top = loss.items[:top_n]
-    shown = [(k, f"{it.value} — {loss.line(it.last, it.value)}") for k, it in enumerate(top)]
+    lines = loss.lines([(it.last, it.value) for it in top])
+    shown = [(k, f"{it.value} — {line}") for k, (it, line) in enumerate(zip(top, lines))]
     result = rerank_shown(llm, task, shown, prompt_chars)
     if result.order is not None:
         loss.items[: len(top)] = [top[k] for k in result.order]
