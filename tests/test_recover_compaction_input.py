@@ -463,3 +463,14 @@ def test_a_summary_that_is_the_whole_archive_loses_nothing(db):
         whole = "\n".join(text for _, _, text in lt.store.session_turns("c0", lt.scope))
         rec = lt.recover_compaction(whole, session="c0")
     assert rec.text == "" and rec.reason == "nothing_lost" and rec.loss.kept > 0 and rec.loss.items == []
+
+
+def test_the_cli_names_a_summary_file_it_cannot_read(db, tmp_path):
+    for path in (tmp_path / "missing.txt", tmp_path):
+        r = cli("recover", "--summary", path, "--session", "c0", db=db)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and f"summary {path}: cannot read it" in err and "Traceback" not in err, err
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"\xef\xbb\xbf")  # a BOM alone: no summary, everything not live is lost
+    r = cli("recover", "--summary", empty, "--session", "c0", "--json", db=db)
+    assert r.returncode == 0 and json.loads(r.stdout)["loss"]["lost"] > 0
