@@ -413,6 +413,7 @@ _TAGGY = st.sampled_from(
 @settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(_TAGGY, st.text(max_size=30)), max_size=40).map("".join))
 @example("src/a.py:()")  # found by CI: extract_paths took the "(" after the trailing ":" for a call
+@example("@.port 5433")  # found by a breaker: extract_paths skipped a mentioned dotfile extract_tags keeps
 def test_tags_never_fail_and_values_come_from_the_text(text):
     tags = extract_tags(text)
     values = [t.value for t in tags]

@@ -742,7 +742,7 @@ def extract_paths(text: str) -> list[str]:
             pass
         elif "." in tok:
             # only ".": a path needs a known extension, a leading dot or a part ("x=a.py")
-            core = tok.rstrip(_TOKEN_TRAIL)
+            core = tok.rstrip(_TOKEN_TRAIL).removeprefix("@")  # "@.env": the mention of a dotfile (_token_core)
             if (
                 core[:1] != "."
                 and "=" not in core
