@@ -149,8 +149,8 @@ def _choose(items: list[LostItem], room: int) -> list[LostItem]:
         if it.covered_by is not None:
             continue
         held = [c for c in chosen if c.value in it.value]
-        if held:
-            trial = [c for c in chosen if c.value not in it.value] + [it]
+        if held:  # it takes the place of the heaviest item it holds
+            trial = [it if c is held[0] else c for c in chosen if c is held[0] or c not in held]
             cost = _cost(trial) - used
         else:
             line = _line(it)
@@ -160,11 +160,12 @@ def _choose(items: list[LostItem], room: int) -> list[LostItem]:
             continue
         for c in held:
             c.packed, c.covered_by = False, it.value
-        if held:
-            chosen = [c for c in chosen if c.covered_by is None]
         it.packed = True
         used += cost
-        chosen.append(it)
+        if held:
+            chosen = trial
+        else:
+            chosen.append(it)
         for other in items:
             if other is not it and not other.packed and other.covered_by is None and other.value in it.value:
                 other.covered_by = it.value
