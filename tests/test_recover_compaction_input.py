@@ -474,3 +474,12 @@ def test_the_cli_names_a_summary_file_it_cannot_read(db, tmp_path):
     empty.write_bytes(b"\xef\xbb\xbf")  # a BOM alone: no summary, everything not live is lost
     r = cli("recover", "--summary", empty, "--session", "c0", "--json", db=db)
     assert r.returncode == 0 and json.loads(r.stdout)["loss"]["lost"] > 0
+
+
+def test_eval_names_an_unknown_dataset_before_a_missing_extra(monkeypatch, tmp_path):
+    import lantern.cli
+
+    monkeypatch.setattr(lantern.cli, "_importable", lambda module: False)  # as without the eval extra
+    r = cli("eval", "bogus", "--data", tmp_path, "--out", tmp_path / "out")
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "unknown dataset 'bogus'" in err and "realcompact" in err and "extra" not in err
