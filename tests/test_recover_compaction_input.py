@@ -483,3 +483,11 @@ def test_eval_names_an_unknown_dataset_before_a_missing_extra(monkeypatch, tmp_p
     r = cli("eval", "bogus", "--data", tmp_path, "--out", tmp_path / "out")
     err = r.stderr.decode()
     assert r.returncode == 2 and "unknown dataset 'bogus'" in err and "realcompact" in err and "extra" not in err
+
+
+@pytest.mark.parametrize("session", [5, b"c0", 1.5, ["c0"]])
+def test_a_session_that_is_not_a_string_is_a_type_error(db, session):
+    with Lantern(db) as lt:
+        for call in (lambda: lt.recover_compaction("s", session=session), lambda: lt.recover("q", session=session)):
+            with pytest.raises(TypeError, match="^session must be a string, got "):
+                call()
