@@ -491,3 +491,18 @@ def test_a_session_that_is_not_a_string_is_a_type_error(db, session):
         for call in (lambda: lt.recover_compaction("s", session=session), lambda: lt.recover("q", session=session)):
             with pytest.raises(TypeError, match="^session must be a string, got "):
                 call()
+
+
+@given(st.sampled_from(["c0", "c1"]), PROSE, st.integers(0, 3000), st.integers(0, 16))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_every_line_of_the_block_comes_back_with_its_entry(db, session, summary, budget, live_n):
+    msgs, _ = conversation(int(session[1]))
+    with Lantern(db) as lt:
+        rec = lt.recover_compaction(summary, live=msgs[len(msgs) - live_n :], session=session, budget=budget)
+        ids = {i: turn for i, turn, _ in lt.store.session_turns(session, lt.scope)}
+    assert rec.chars == len(rec.text) <= budget and (rec.text == "") == (rec.reason is not None)
+    lines = [x for x in rec.text.split("\n") if x not in TITLES] if rec.text else []
+    assert all(HEAD.match(x) for x in lines)
+    assert sorted(x for e in rec.entries for x in e.text.split("\n") if e.text) == sorted(lines)
+    for e in rec.entries:
+        assert e.text and ids[e.id] == e.turn and all(int(HEAD.match(x)[1]) == e.turn for x in e.text.split("\n"))
