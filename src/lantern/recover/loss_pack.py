@@ -26,9 +26,10 @@ budget.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lantern.recover.loss import Loss, LostItem, Seen, _parts
+from lantern.recover.loss import Loss, LostItem, Seen, _automaton, _parts
 
 __all__ = ["TITLE", "ITEM_SHARE", "LossBlock", "head", "pack_loss"]
 
@@ -75,17 +76,6 @@ def head(turn: int, where: str = "") -> str:
 def _line(item: LostItem) -> tuple[int, int]:
     """The line an item goes on: the turn (and entry) it was last seen in."""
     return item.last.turn, item.last.entry_id
-
-
-def _cost(chosen: list[LostItem]) -> int:
-    """Characters the item lines of ``chosen`` take, line breaks included."""
-    lines: dict[tuple[int, int], list[LostItem]] = {}
-    for it in chosen:
-        lines.setdefault(_line(it), []).append(it)
-    return sum(
-        len(head(key[0])) + 1 + sum(len(i.value) for i in group) + len(SEPARATOR) * (len(group) - 1)
-        for key, group in lines.items()
-    )
 
 
 def pack_loss(loss: Loss, budget: int, item_share: float = ITEM_SHARE) -> LossBlock:
@@ -142,32 +132,45 @@ def _verbatim(loss: Loss, budget: int) -> LossBlock | None:
 def _choose(items: list[LostItem], room: int) -> list[LostItem]:
     """Items in weight order, each packed when its text (and its line's header, when it opens a line) still fits
     in ``room``; an item a packed one holds is covered instead, and a packed item a later one holds is unpacked,
-    covered by it, its room given back (module docstring)."""
+    covered by it, its room given back (module docstring). Which items a value holds: one Aho-Corasick automaton
+    over the candidates' values, run over each value (not a substring test per pair)."""
+    by_value = {it.value: it for it in items}
+    automaton = _automaton(by_value)
     used = 0
     chosen: list[LostItem] = []
+    on_line: dict[tuple[int, int], int] = {}  # line -> chosen items on it
+
+    def line_cost(line: tuple[int, int], others: int) -> int:  # an item's share of its line, ``others`` beside it
+        return len(SEPARATOR) if others else len(head(line[0])) + 1  # +1: the line break
+
     for it in items:
         if it.covered_by is not None:
             continue
-        held = [c for c in chosen if c.value in it.value]
-        if held:  # it takes the place of the heaviest item it holds
-            trial = [it if c is held[0] else c for c in chosen if c is held[0] or c not in held]
-            cost = _cost(trial) - used
-        else:
-            line = _line(it)
-            opened = any(_line(c) == line for c in chosen)
-            cost = len(it.value) + (len(SEPARATOR) if opened else len(head(line[0])) + 1)  # +1: line break
+        inside = [by_value[v] for _, (v, _, _) in automaton.iter(it.value) if v != it.value]
+        held = list({id(c): c for c in inside if c.packed}.values())  # packed items it holds: it replaces them
+        gone: dict[tuple[int, int], int] = {}
+        cost = 0
+        for c in held:
+            line = _line(c)
+            gone[line] = gone.get(line, 0) + 1
+            cost -= len(c.value) + line_cost(line, on_line[line] - gone[line])
+        line = _line(it)
+        cost += len(it.value) + line_cost(line, on_line.get(line, 0) - gone.get(line, 0))
         if used + cost > room:
             continue
-        for c in held:
-            c.packed, c.covered_by = False, it.value
-        it.packed = True
         used += cost
-        if held:
-            chosen = trial
+        it.packed = True
+        if held:  # it takes the place of the heaviest item it holds
+            first = next(c for c in chosen if any(c is h for h in held))
+            for c in held:
+                c.packed, c.covered_by = False, it.value
+                on_line[_line(c)] -= 1
+            chosen = [it if c is first else c for c in chosen if c is first or not any(c is h for h in held)]
         else:
             chosen.append(it)
-        for other in items:
-            if other is not it and not other.packed and other.covered_by is None and other.value in it.value:
+        on_line[line] = on_line.get(line, 0) + 1
+        for other in inside:
+            if not other.packed and other.covered_by is None:
                 other.covered_by = it.value
     return chosen
 
@@ -181,7 +184,7 @@ def _excerpts(loss: Loss, items: list[LostItem], block: LossBlock, budget: int) 
     shown = set(_parts(block.text + title))
     if budget - used - len(title) - 1 < MIN_EXCERPT:
         return
-    for it, line in zip(items, loss.lines([(it.last, it.value) for it in items])):
+    for it, line in _lines(loss, items):
         room = budget - used - (len(title) if len(out) == 1 else 0) - 1
         if room < MIN_EXCERPT:
             break
@@ -199,3 +202,11 @@ def _excerpts(loss: Loss, items: list[LostItem], block: LossBlock, budget: int) 
         shown |= _parts(entry)
         block.cite(it.last, entry)
     block.text = "\n".join(out)
+
+
+def _lines(loss: Loss, items: list[LostItem], batch: int = 16) -> Iterator[tuple[LostItem, str]]:
+    """``(item, the line it was last seen in)``, read ``batch`` items at a time as the excerpts ask for them
+    (``Loss.lines``: each block of a batch read once)."""
+    for k in range(0, len(items), batch):
+        chunk = items[k : k + batch]
+        yield from zip(chunk, loss.lines([(it.last, it.value) for it in chunk]))
