@@ -506,3 +506,37 @@ def test_every_line_of_the_block_comes_back_with_its_entry(db, session, summary,
     assert sorted(x for e in rec.entries for x in e.text.split("\n") if e.text) == sorted(lines)
     for e in rec.entries:
         assert e.text and ids[e.id] == e.turn and all(int(HEAD.match(x)[1]) == e.turn for x in e.text.split("\n"))
+
+
+def test_recovering_while_another_handle_archives_the_session(tmp_path):
+    """Reads only: a recovery beside a writer on the same file sees a consistent session (every cited entry is
+    archived, the block within its budget), and the writer loses nothing."""
+    import threading
+
+    path = tmp_path / "c.db"
+    with Lantern(path) as lt:
+        lt.archive(conversation(0, 3)[0], session="c")
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            with Lantern(path) as lt:
+                for k in range(1, 7):
+                    lt.archive(conversation(k, 2)[0], session="c")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    reads = 0
+    with Lantern(path) as lt:
+        while not done.is_set() or reads == 0:
+            rec = lt.recover_compaction("the handlers", session="c", budget=1200)
+            cited = {e.id for e in rec.entries}
+            assert rec.chars <= 1200 and cited <= {i for i, _, _ in lt.store.session_turns("c", lt.scope)}
+            reads += 1
+        writer.join()
+        assert not errors and len(lt.store.session_turns("c", lt.scope)) == 3 + 6 * 2
