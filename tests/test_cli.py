@@ -936,6 +936,17 @@ def test_demo_table_headers_are_whole_when_piped(tmp_path):
     assert "…" not in "".join(table_lines(out)) and all(len(line) <= 160 for line in out.splitlines())
 
 
+def test_the_demo_never_archives_into_an_existing_store(tmp_path):
+    """Newcomer finding: ``demo --demo-db chat.db`` archived the aider demo into a user's store (5 -> 91 entries),
+    and a second run into its own store reported duplicate checks as archive latency. An existing non-empty file is
+    refused, byte for byte untouched."""
+    db = archived_db(tmp_path)
+    before = db.read_bytes()
+    proc = lantern("demo", "--demo-db", str(db), "--no-show-block")
+    assert proc.returncode == 1 and "already exists: the demo builds a new database" in proc.stderr.decode()
+    assert db.read_bytes() == before
+
+
 def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     """Newcomer finding: ``lantern --embedder bogus recover x`` exited 1, where every other bad option value (e.g.
     ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval

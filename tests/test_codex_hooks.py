@@ -60,6 +60,8 @@ def payload(event: str, rollout: Path | None, **extra) -> dict:
         base |= {"turn_id": "2", "permission_mode": "default", "stop_hook_active": False, "last_assistant_message": ""}
     if event == "SessionStart":
         base |= {"permission_mode": "default", "source": "compact"}
+    if event == "UserPromptSubmit":
+        base |= {"turn_id": "4", "permission_mode": "default", "prompt": ""}
     return base | extra
 
 
@@ -223,6 +225,93 @@ def test_the_block_never_exceeds_codex_output_cap_whatever_the_budget_and_script
         assert len(block.encode("utf-8")) <= codex.OUTPUT_CAP_BYTES and event.chars == len(block)
 
 
+# ------------------------------------------------------------------------------------------------ prompts
+
+
+def test_a_prompt_after_a_compaction_gets_what_it_asks_for_and_the_evidence_decides(env, tmp_path):
+    """UserPromptSubmit, Codex's input schema (prompt, turn_id, permission_mode): before any archive a prompt
+    touches no database; before a compaction it gets nothing (all is still in Codex's context); after one, a
+    question naming an archived fact with no cue and a back-reference in natural words get it (the output schema's
+    two keys, within the byte cap, a receipt each); a prompt about nothing archived gets nothing, its reason in
+    codex.log and no event."""
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_bytes(BEFORE.read_bytes())
+    r = hook(env, payload("UserPromptSubmit", rollout, prompt="which host port does the payments database use?"))
+    assert r.returncode == 0 and r.stdout == ""
+    assert not Path(env["LANTERN_DB"]).exists()  # nothing archived yet: no database touched
+    assert hook(env, payload("Stop", rollout)).returncode == 0
+    r = hook(env, payload("UserPromptSubmit", rollout, prompt="which host port does the payments database use?"))
+    assert r.returncode == 0 and r.stdout == ""  # never compacted
+    with open(rollout, "ab") as f:
+        f.write(REMOTE.read_bytes())
+    asked = {
+        "which host port does the payments database use?": "55432",
+        "remind me, what was that retry backoff constant called again?": "RETRY_BACKOFF_MS",
+    }
+    for prompt, value in asked.items():
+        r = hook(env, payload("UserPromptSubmit", rollout, prompt=prompt))
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)["hookSpecificOutput"]
+        assert set(out) == {"hookEventName", "additionalContext"} and out["hookEventName"] == "UserPromptSubmit"
+        assert value in out["additionalContext"], (prompt, out["additionalContext"])
+        assert len(out["additionalContext"].encode("utf-8")) <= codex.OUTPUT_CAP_BYTES
+    recorded = events(env)
+    assert [e["reason"] for e in recorded] == ["back_reference", "prompt"]
+    assert all(e["source"] == "codex" and e["session"] == SID and e["chars"] > 0 for e in recorded)
+    r = hook(env, payload("UserPromptSubmit", rollout, prompt="write a haiku about autumn leaves in Kyoto"))
+    assert r.returncode == 0 and r.stdout == ""
+    log = (Path(env["HOME"]) / ".lantern" / "logs" / "codex.log").read_text()
+    assert "hook UserPromptSubmit: below_floor: best relevance" in log, log
+    assert "haiku" not in log and "Kyoto" not in log  # the log never quotes the prompt
+    assert len(events(env)) == 2
+
+
+def test_a_prompt_recovery_leaves_out_what_is_live_after_the_compaction(env, tmp_path):
+    """What Codex kept (the replacement history) and every line after the compaction are in the model's context:
+    a prompt's block never repeats a turn whose words are live."""
+    rollout = compacted_rollout(tmp_path, env, LOCAL)
+    compacted = codex.read_last_compaction(rollout)
+    ctx = codex.HookContext(db=Path(env["LANTERN_DB"]), offsets=codex.Offsets(tmp_path / "offsets.json"), host="codex")
+    out = codex.handle(payload("UserPromptSubmit", rollout, prompt="which port is the payments postgres on?"), ctx)
+    assert out is not None
+    with Lantern(ctx.db) as memory:
+        (event,) = memory.events()
+        live = memory.live_text(compacted.live)
+        injected = [e.text for e in memory.store.entries(i for i, *_ in event.injected).values()]
+    assert injected and not any(text.strip() in live for text in injected)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    prompt=st.text(
+        alphabet=st.sampled_from(list("端口数据库重试 abcPORTxyz_/.-?!0123456789\n\t\"'{}") + ["\u0000", "🙂"]),
+        max_size=80,
+    )
+)
+def test_any_prompt_after_a_compaction_prints_nothing_or_the_schema_within_the_cap(tmp_path_factory, prompt):
+    """Whatever the prompt (CJK, punctuation only, control characters, JSON-looking text, empty), the hook returns
+    nothing or exactly Codex's UserPromptSubmit output shape within ``OUTPUT_CAP_BYTES``, and records an event
+    exactly when it injected something."""
+    tmp = tmp_path_factory.mktemp("prompt")
+    rollout = tmp / "rollout.jsonl"
+    rollout.write_bytes(BEFORE.read_bytes() + LOCAL.read_bytes())
+    ctx = codex.HookContext(db=tmp / "m.db", offsets=codex.Offsets(tmp / "offsets.json"), host="codex")
+    codex.handle(payload("Stop", rollout), ctx)
+    text = codex.run(json.dumps(payload("UserPromptSubmit", rollout, prompt=prompt)), db=ctx.db, offsets=ctx.offsets)
+    with Lantern(ctx.db) as memory:
+        recorded = memory.events()
+    if not text:
+        assert recorded == [] or recorded[0].empty_reason == "host_cap"
+        return
+    out = json.loads(text)
+    assert set(out) == {"hookSpecificOutput"}
+    assert set(out["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
+    block = out["hookSpecificOutput"]["additionalContext"]
+    assert block and len(block.encode("utf-8")) <= codex.OUTPUT_CAP_BYTES
+    (event,) = recorded
+    assert event.chars == len(block) and event.source == "codex"
+
+
 # ------------------------------------------------------------------------------------------------ install
 
 
@@ -249,10 +338,10 @@ def test_install_merges_into_hooks_json_is_idempotent_and_uninstall_removes_only
             ],
         }
     ]
-    assert set(data["hooks"]) == {"Stop", "PreCompact", "SessionStart"}
+    assert set(data["hooks"]) == {"Stop", "PreCompact", "SessionStart", "UserPromptSubmit"}
     assert data["hooks"]["Stop"][0] == theirs["hooks"]["Stop"][0]
     ours = [h["command"] for groups in data["hooks"].values() for g in groups for h in g["hooks"]][1:]
-    assert all(shlex.split(c)[-2:] == ["hook", "codex"] for c in ours) and len(ours) == 3
+    assert all(shlex.split(c)[-2:] == ["hook", "codex"] for c in ours) and len(ours) == 4
     assert "already up to date" in install(env, cwd=project).stdout
     r = install(env, "--uninstall", cwd=project)
     assert r.returncode == 0 and json.loads(hooks_json.read_text()) == theirs

@@ -164,10 +164,10 @@ def test_the_first_hook_starts_the_daemon_and_the_next_ones_are_served_by_it(war
     transcript = warm / "session.jsonl"
     transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
     db = warm / "m.db"
-    out, loaded = hook(db, payload("PreCompact", transcript, trigger="manual"))  # cold: in-process, spawns it
-    assert out == "" and "lantern.api" in loaded
+    out, loaded = hook(db, payload("PreCompact", transcript, trigger="manual"))  # cold: spawns it, hands over
+    assert out == "" and "lantern.api" not in loaded
+    assert _wait(lambda: db.exists() and _entries(db) > 0, 120), _daemon_log()  # archived by the daemon
     added = _entries(db)
-    assert added > 0
     assert _wait(_served, 120), _daemon_log()
     sock = Path(daemon.socket_path())
     assert stat.S_IMODE(sock.stat().st_mode) == 0o600 and stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
@@ -185,6 +185,107 @@ def test_the_first_hook_starts_the_daemon_and_the_next_ones_are_served_by_it(war
     monkeypatch.setenv("LANTERN_DAEMON", "off")
     cold, loaded = hook(db, payload("SessionStart", transcript, source="compact"))
     assert "lantern.api" in loaded and json.loads(cold)["hookSpecificOutput"]["additionalContext"] == block
+
+
+def test_a_cold_archive_only_event_is_handed_to_the_daemon_it_starts_and_the_others_run_in_process(warm):
+    """No daemon: Stop, PreCompact and PostCompact load no Lantern in the hook process (the daemon it starts
+    archives them once up); an event that injects, and SessionEnd (the last one), run in-process."""
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    with Lantern(warm / "whole.db") as whole:
+        expected = whole.ingest(FIXTURE, session=SID).added
+    out, loaded = hook(db, payload("Stop", transcript, stop_hook_active=False))
+    assert out == "" and "lantern.api" not in loaded and "numpy" not in loaded
+    assert _wait(lambda: db.exists() and _entries(db) == expected, 120), _daemon_log()
+    assert "ran 1 handed-over hook event" in _daemon_log()
+    assert os.listdir(daemon.spool_dir()) == []
+    for event, extra in (("SessionEnd", {"reason": "exit"}), ("UserPromptSubmit", {"prompt": "which port again?"})):
+        pid = _pid()
+        if pid:
+            _stop(pid)
+        out, loaded = hook(db, payload(event, transcript, **extra))
+        assert "lantern.integrations.claude_code" in loaded, event  # in-process (a daemon started for the next)
+        assert _wait(lambda: _pid() is not None and _served(), 120)
+    assert _entries(db) == expected
+
+
+def test_a_warm_archive_only_event_is_answered_first_and_archived_before_the_next_request(warm):
+    """Warm, a Stop's reply (nothing to print) is sent before its archive runs, and the daemon archives it before
+    it reads the next request: whatever comes next sees the new turn."""
+    transcript = warm / "session.jsonl"
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    transcript.write_text("".join(lines[:-6]), encoding="utf-8")
+    db = warm / "m.db"
+    hook(db, payload("Stop", transcript))  # cold: starts the daemon, hands over
+    assert _wait(lambda: _served() and db.exists() and _entries(db) > 0, 120), _daemon_log()
+    before = _entries(db)
+    with open(transcript, "a", encoding="utf-8") as f:
+        f.write("".join(lines[-6:]))
+    out, loaded = hook(db, payload("Stop", transcript, stop_hook_active=False))
+    assert out == "" and "lantern.api" not in loaded
+    assert daemon.call("events", {"db": str(db), "kwargs": {}}) == []  # the next request: served after the archive
+    with Lantern(warm / "whole.db") as whole:
+        expected = whole.ingest(FIXTURE, session=SID).added
+    assert before < _entries(db) == expected
+
+
+def test_the_daemon_replies_to_an_archive_only_event_before_archiving_it(warm):
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    served = daemon.Daemon()
+    try:
+        for event in ("Stop", "PreCompact", "PostCompact"):
+            text = json.dumps(payload(event, transcript, last_assistant_message="hunter2"))
+            request = {
+                "v": daemon.PROTOCOL,
+                "op": "hook",
+                "id": daemon.identity(),
+                "args": {"host": "claude-code", "input": text, "db": str(db)},
+            }
+            assert served.handle(request) == "" and not db.exists()  # answered; nothing archived yet
+            assert "hunter2" not in served.after_reply[-1]["input"]
+        assert served.drain() == 3 and served.after_reply == []
+        assert _entries(db) > 0
+        start = json.dumps(payload("SessionStart", transcript, source="compact"))
+        request = {
+            "v": daemon.PROTOCOL,
+            "op": "hook",
+            "id": daemon.identity(),
+            "args": {"host": "claude-code", "input": start, "db": str(db)},
+        }
+        assert "5433" in json.loads(served.handle(request))["hookSpecificOutput"]["additionalContext"]  # run at once
+    finally:
+        served.close()
+
+
+def test_a_handed_over_event_keeps_no_message_text_and_one_never_run_loses_nothing(warm):
+    """The spool file holds the event, the session and the transcript path only (0600), whatever else the host
+    sent; with no daemon ever running it, the next hook archives the same lines; run late, it archives nothing
+    twice."""
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    text = json.dumps(payload("Stop", transcript, last_assistant_message="the password is hunter2", prompt="x"))
+    assert daemon.hand_over({"host": "codex", "input": text, "db": str(db), "rewound": None})
+    assert not daemon.hand_over({"host": "codex", "input": json.dumps(payload("SessionStart", transcript)), "db": None})
+    assert not daemon.hand_over({"host": "codex", "input": "not json", "db": None})
+    (job,) = Path(daemon.spool_dir()).iterdir()
+    assert stat.S_IMODE(job.stat().st_mode) == 0o600 and stat.S_IMODE(job.parent.stat().st_mode) == 0o700
+    kept = json.loads(json.loads(job.read_text())["input"])
+    assert kept == {"hook_event_name": "Stop", "session_id": SID, "transcript_path": str(transcript)}
+    assert "hunter2" not in job.read_text()
+    os.environ["LANTERN_DAEMON"] = "off"
+    try:
+        hook(db, payload("Stop", transcript))  # the next hook, in-process: the same lines archived
+    finally:
+        os.environ["LANTERN_DAEMON"] = "on"
+    added = _entries(db)
+    assert added > 0
+    daemon.spawn(str(db))  # a daemon comes up later and runs the old job: nothing new, nothing twice
+    assert _wait(lambda: "handed-over" in _daemon_log(), 120), _daemon_log()
+    assert _entries(db) == added and list(Path(daemon.spool_dir()).iterdir()) == []
 
 
 def test_a_new_daemon_warms_the_hooks_database_up_before_the_next_event(warm):

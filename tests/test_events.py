@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.compaction import detect
 from lantern.store.migrations import MIGRATIONS
@@ -115,6 +116,20 @@ def test_a_recovery_that_injects_nothing_says_why(tmp_path):
         newest, first = lt.events(session=None)
         assert newest.empty_reason == "nothing_archived" and newest.injected == [] and newest.latency_ms >= 0
         assert (first.empty_reason is None) == bool(rec.text)
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=20))
+@settings(max_examples=examples(40), deadline=None)
+def test_an_events_lost_entries_are_a_set_in_first_given_order(tmp_path_factory, lost):
+    """Newcomer finding: the demo named entry 51 twice (a repeated turn is stored once), and the event listed it
+    twice in ``lost`` and ``not_recovered``. Each entry is listed once, in the order first given."""
+    with Lantern(tmp_path_factory.mktemp("ev") / "e.db") as lt:
+        lt.archive(conversation(), session="s")
+        rec = lt.recover_compaction(SUMMARY["content"], session="s", budget=3000)
+        lt.record_compaction(rec, session="s", reason="gist", lost=lost)
+        (event,) = lt.events("s")
+    assert event.lost == list(dict.fromkeys(lost))
+    assert sorted(event.recovered + event.not_recovered) == sorted(set(lost))
 
 
 @pytest.mark.parametrize("source", ["mcp", "proxy"])

@@ -12,13 +12,13 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
 from lantern import Lantern
-from lantern.recover.loss import find_loss
-from lantern.recover.loss_pack import TITLE, VERBATIM
+from lantern.recover.loss import commands, find_loss
+from lantern.recover.loss_pack import EXCERPTS, TITLE, VERBATIM, pack_loss
 
 DIRS = ["src/billing", "cmd/entire/cli", "apps/web/src/services", "tests/e2e"]
 NAMES = ["ledger", "pool", "registry", "strategy", "checkpoint", "session_state", "invoice"]
@@ -147,6 +147,55 @@ def test_json_keys_of_tool_calls_are_not_specifics():
     values = {i.value for i in loss.items}
     assert "git log --oneline -5" in values
     assert "command" not in values and "description" not in values
+
+
+WORDS = ["run", "the", "tests", "Reply", "to", "thread", "Commit", "and", "push", "Check", "status", "of", "build"]
+FLAGS = ["--field a=1", "--jq .body", "-X POST", "--header 'Accept: x'", "--paginate", "-f body=ok"]
+
+
+@given(st.data())
+@settings(max_examples=examples(60), deadline=None)
+def test_a_continued_command_line_gives_its_head_never_its_continuation_lines(data):
+    """A backslash-newline continues a shell command (POSIX): the simple commands of a tool call are whole heads,
+    never the flag lines that continue them, and no value spans lines."""
+    head = data.draw(st.sampled_from(["gh api repos/o/r/pulls/7/comments", "curl -s https://x.test/a", "git log"]))
+    flags = data.draw(st.lists(st.sampled_from(FLAGS), min_size=1, max_size=5))
+    indent = data.draw(st.sampled_from(["", "  ", "\t"]))
+    after = data.draw(st.sampled_from(["", " && git status", "\nls -la", " | head -5"]))
+    line = head + "".join(f" \\\n{indent}{f}" for f in flags) + after
+    got = commands(json.dumps({"command": line, "description": "post the reply"}))
+    assert got[0] == head
+    assert not any(c.startswith("-") or "\n" in c for c in got)
+    assert all(c in line for c in got)
+
+
+@given(st.lists(st.sampled_from(WORDS), min_size=2, max_size=8), st.sampled_from(["/", "_", "=", "--", ".x", "(", "`"]))
+@settings(max_examples=examples(60), deadline=None)
+def test_a_quoted_span_of_plain_words_weighs_less_than_the_same_span_holding_code(words, code):
+    """A tool call's description, a to-do or a UI label (a quoted span of plain words) is rarely what the next turns
+    use; the same span holding a character code is written with is a specific. Same place, same counts: the plain
+    one weighs less."""
+    plain = " ".join(words)
+    coded = " ".join(words[:-1]) + " " + words[-1] + code + "v"
+    call = json.dumps({"command": "make build", "description": plain, "note": coded})
+    loss = find_loss([(1, 0, "user: go on\nassistant -> tool call Bash(" + call + ")")], "", "")
+    weight = {i.value: i.weight for i in loss.items}
+    assert weight[plain] < weight[coded]
+
+
+@given(st.integers(60, 90), st.integers(3500, 6000))
+@settings(max_examples=examples(30), deadline=None)
+def test_an_archived_line_is_excerpted_once_however_many_items_it_holds(k, budget):
+    """Newcomer finding: one long tool-call line holding several lost items came back two and three times under
+    ``[Where the first of them were seen]``, each cut around another item. An archived line is shown once."""
+    specifics = [f"/srv/apps/service-{i}/src/modules/handlers/handler_{i}_impl.ts" for i in range(k)]
+    call = json.dumps({"command": "docker run -d " + " ".join(f"-v {p}:/m{i}" for i, p in enumerate(specifics))})
+    loss = find_loss([(1, 0, f"user: start it\nassistant -> tool call Bash({call})")], "", "")
+    text = pack_loss(loss, budget).text
+    assume(VERBATIM not in text)  # the whole loss fit: nothing is excerpted
+    excerpts = text.split(EXCERPTS, 1)[1].splitlines()[1:] if EXCERPTS in text else []
+    assert sum(e.startswith("[turn 0 · Bash]") for e in excerpts) <= 1, text
+    assert len(text) <= budget
 
 
 def test_recording_stores_one_event_with_the_lost_entries(store, tmp_path):

@@ -243,7 +243,7 @@ def test_loss_lines_agree_with_line():
     session = [(1, 0, "tool result X: " + " ".join(f"v{i}x y{i}" for i in range(400)))]
     loss = find_loss(session, "", "")
     pairs = [(it.last, it.value) for it in loss.items]
-    assert loss.lines(pairs) == [loss.line(s, v) for s, v in pairs]
+    assert loss.lines(pairs) == [(loss.line(s, v), loss.line_key(s, v)) for s, v in pairs]
 
 
 @given(

@@ -211,7 +211,27 @@ def test_facts_and_stats_draw_server_side_svg(client):
     assert "<svg" in facts and "fact versions on a time axis" in facts
     stats = client.get("/stats").text
     assert stats.count("<svg") >= 3 and "entries per day" in stats and "recoveries per day" in stats
-    assert "bytes per table" in stats and "embeddings" in stats
+    assert "Bytes per table" in stats
+
+
+def test_the_stats_page_lists_bytes_per_table_as_a_table(client, db):
+    """The store's ``table_bytes`` rows, each a table row with its exact bytes and its share of the file, largest
+    first; the file's own size below."""
+    import html
+
+    page = client.get("/stats").text
+    with Lantern(db) as lt:
+        sizes = lt.store.table_bytes()
+        file_bytes = lt.stats()["database_bytes"]
+    assert sizes and any(name == "embeddings" for name, _ in sizes)
+    table = page[page.index('<table class="bytes">') : page.index("</table>", page.index('<table class="bytes">'))]
+    rows = re.findall(r'<tr><td class="name">(.*?)</td><td class="num">([\d,]+)</td>', table)
+    assert [(html.unescape(n), int(b.replace(",", ""))) for n, b in rows] == [(n, int(b)) for n, b in sizes]
+    shares = [float(x) for x in re.findall(r'<td class="num">([\d.]+) %</td>', table)]
+    assert len(shares) == len(sizes) and abs(sum(shares) - 100 * sum(b for _, b in sizes) / file_bytes) < 0.1 * len(
+        sizes
+    )
+    assert f"{file_bytes:,}" in table
 
 
 def _forget_form(client, **params) -> dict:

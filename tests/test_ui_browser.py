@@ -41,6 +41,10 @@ HOSTILE = [
 ]
 
 
+LONG_TEXT = "\n".join(f"第 {i} 步：重建了订单索引的分片 {i}，校验 {i * 7} 行。Shard {i} verified." for i in range(60))
+LONG = [{"role": "user", "content": "重建订单索引"}, {"role": "assistant", "content": LONG_TEXT}]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,6 +75,19 @@ def server(tmp_path_factory):
     assert built.returncode == 0, built.stderr
     with Lantern(db) as lt:
         ids = lt.archive(HOSTILE, session="hostile 测试").entry_ids
+        lt.archive(LONG, session="long answer")
+        for m in range(8):  # dense versions: 8 values of each key within 8 minutes
+            lines = "\n".join(f"GATEWAY_{k}_PORT={8000 + m * 40 + k}" for k in range(40))
+            lt.archive(
+                [
+                    {
+                        "role": "user",
+                        "content": f"{lines}\n支付服务的端口是 {9400 + m}",
+                        "timestamp": f"2026-05-01T10:0{m}:00Z",
+                    }
+                ],
+                session="dense facts",
+            )
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "lantern.cli", "--db", str(db), "ui", "--port", str(port)],
@@ -223,3 +240,69 @@ def test_forget_an_entry_through_the_confirmation(server, browser, shots):
         assert lt.store.entries([server["hostile"][1]])  # only that entry
     browser.get(server["base"] + "/session?s=" + quote("hostile 测试"))
     assert SCRIPT not in browser.find_element(By.TAG_NAME, "main").text
+
+
+def _fonts(driver, css: str) -> list[dict]:
+    """The platform fonts Chromium drew the text of the first element matching ``css`` with (DevTools protocol
+    ``CSS.getPlatformFontsForNode``): [{"familyName", "glyphCount", ...}]."""
+    driver.execute_cdp_cmd("DOM.enable", {})
+    driver.execute_cdp_cmd("CSS.enable", {})
+    root = driver.execute_cdp_cmd("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node = driver.execute_cdp_cmd("DOM.querySelector", {"nodeId": root, "selector": css})["nodeId"]
+    assert node, css
+    return driver.execute_cdp_cmd("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+
+
+def test_chinese_text_is_drawn_with_a_cjk_font_not_missing_glyph_boxes(server, browser, shots):
+    """Every Chinese character of a turn is drawn by a font that has it: the glyphs Chromium drew with fonts that
+    cover CJK add up to the CJK characters of the text (a page whose font stack finds no CJK font draws them as
+    boxes from the Latin font, or with no font at all)."""
+    import subprocess as sp
+    from urllib.parse import quote
+
+    if not sp.run(["fc-list", ":lang=zh"], capture_output=True, text=True).stdout.strip():
+        pytest.skip("no CJK font installed (make browser installs fonts-wqy-zenhei)")
+    browser.get(server["base"] + "/session?s=" + quote("hostile 测试"))
+    user_turn = browser.find_elements(By.CSS_SELECTOR, ".msg.role-user .text")
+    assert any(CHINESE in el.text for el in user_turn)
+    index = next(i for i, el in enumerate(user_turn) if CHINESE in el.text)
+    fonts = _fonts(browser, f"li.turn:nth-of-type({index + 1}) .msg.role-user .text")
+    cjk = sum(1 for ch in CHINESE if "\u4e00" <= ch <= "\u9fff" or ch in "？，。：")
+    cjk_fonts = [f for f in fonts if any(n in f["familyName"] for n in ("WenQuanYi", "Noto Sans CJK", "Source Han"))]
+    assert cjk_fonts and sum(f["glyphCount"] for f in cjk_fonts) >= cjk, fonts
+    browser.save_screenshot(str(shots / "9-chinese.png"))
+
+
+def test_a_long_answer_opens_on_one_click(server, browser, shots):
+    from urllib.parse import quote
+
+    browser.get(server["base"] + "/session?s=" + quote("long answer"))
+    fold = browser.find_element(By.CSS_SELECTOR, "details.long")
+    preview = fold.find_element(By.CSS_SELECTOR, "summary .preview")
+    assert preview.is_displayed() and "第 59 步" not in fold.text  # folded: the head only
+    fold.find_element(By.TAG_NAME, "summary").click()
+    assert fold.get_attribute("open") is not None and not preview.is_displayed()
+    assert fold.find_element(By.CSS_SELECTOR, "div.text").text == LONG_TEXT
+    browser.save_screenshot(str(shots / "10-long-open.png"))
+
+
+def test_dense_fact_versions_are_labelled_without_overprinting(server, browser, shots):
+    """The facts page as Chromium lays it out: in every row of the time axis, the value labels' boxes (their real
+    rendered widths, CJK included) never overlap."""
+    browser.get(server["base"] + "/facts")
+    boxes = browser.execute_script(
+        "return Array.from(document.querySelectorAll('svg text.value')).map(t => {"
+        "const b = t.getBBox(); return [b.x, b.y, b.width, t.textContent]; });"
+    )
+    assert len(boxes) >= 10
+    rows: dict[float, list] = {}
+    for x, y, w, _ in boxes:
+        rows.setdefault(round(y), []).append((x, x + w))
+    for spans in rows.values():
+        spans.sort()
+        assert all(a[1] <= b[0] + 0.5 for a, b in zip(spans, spans[1:])), spans
+    labels = browser.execute_script(
+        "return Array.from(document.querySelectorAll('svg text.label')).map(t => t.getBBox().x);"
+    )
+    assert labels and min(labels) >= 0  # no key runs off the chart's left edge
+    browser.save_screenshot(str(shots / "11-facts-dense.png"))

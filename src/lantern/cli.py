@@ -2427,7 +2427,8 @@ def _installed(path: Path, changed: bool, uninstall: bool, pinned: Any) -> None:
 @hook_app.command("codex")
 def hook_codex() -> None:
     """Codex hook: reads the hook JSON on stdin; archives the rollout on PreCompact/Stop/PostCompact, injects what
-    the compaction lost on SessionStart(compact). Always exits 0 (errors go to ~/.lantern/logs/codex.log)."""
+    the compaction lost on SessionStart(compact) and what a later prompt asks for on UserPromptSubmit. Always exits 0
+    (errors go to ~/.lantern/logs/codex.log)."""
     from lantern.integrations.codex import main as hook_main
 
     raise typer.Exit(hook_main(state.db))

@@ -36,6 +36,7 @@ from rich.table import Table
 from lantern.api import Lantern
 from lantern.archive.chunk import chunk
 from lantern.archive.parse import parse
+from lantern.errors import LanternError
 from lantern.eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, needed_lost_facts, recovery_query, t_star
 from lantern.model import Turn
 
@@ -128,7 +129,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def run(db: Path | None = None, *, show_block: bool = False, console: Console | None = None) -> list[CompactionResult]:
-    """Run the demo; returns the per-session results it printed. ``db`` defaults to a fresh temporary file."""
+    """Run the demo; returns the per-session results it printed. ``db`` defaults to a fresh temporary file.
+    Raises ``LanternError`` when ``db`` is an existing non-empty file: the demo builds a new store, and archiving
+    its turns into a user's store would mix them into real memory (and a second run measures only duplicates)."""
+    if db is not None and Path(db).is_file() and Path(db).stat().st_size > 0:
+        raise LanternError(f"{db} already exists: the demo builds a new database (give a path that does not exist)")
     console = console or Console()
     parsed = parse(EXCERPT, "aider")
     by_session: dict[str, list[Turn]] = {}

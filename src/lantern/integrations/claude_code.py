@@ -474,27 +474,60 @@ def recover_after_compaction(
     summary = parsed.summaries[-1]
     live = [m for m in parsed.messages[summary.position :] if not m.meta.get("abandoned")] + parsed.sidechain
     event = "SessionStart" if question is None else "UserPromptSubmit"
-    if question is None:  # SessionStart(compact): what the summary lost (recover/loss.py)
 
-        def run(budget: int):
-            return lantern.recover_compaction(summary.text, live=live, session=session, budget=budget)
+    def size(text: str) -> int:
+        return len(_printed(_output(event, text)))
 
-        reason = "compact_boundary"
-    else:  # a prompt after the compaction: the question's own recovery, under the injection decision
-        from lantern.memory.triggers import should_recover
+    if question is not None:  # a prompt after the compaction: the question's own recovery, under the decision
+        return prompt_recovery(lantern, ctx, session, question, live, size, OUTPUT_CAP_CHARS, started, record)
 
-        def run(budget: int):
-            return lantern.recover(question, session=session, budget=budget, exclude=live)
+    def run(budget: int):  # SessionStart(compact): what the summary lost (recover/loss.py)
+        return lantern.recover_compaction(summary.text, live=live, session=session, budget=budget)
 
-        reason = "back_reference" if should_recover(question) else "prompt"
-    recovery, empty = fit_output(run, ctx.budget, lambda text: len(_printed(_output(event, text))), OUTPUT_CAP_CHARS)
-    if question is not None:  # a prompt that gets nothing is no compaction event: the log says why
-        record = record and (bool(recovery.text) or empty is not None)
+    recovery, empty = fit_output(run, ctx.budget, size, OUTPUT_CAP_CHARS)
     if record:
         lantern.record_compaction(
             recovery,
             session=session,
-            reason=reason,
+            reason="compact_boundary",
+            lost=_lost(lantern, session, live),
+            source=ctx.host,
+            latency_ms=1000 * (time.perf_counter() - started),
+            empty_reason=empty,
+        )
+    return recovery
+
+
+def prompt_recovery(
+    lantern: Any,
+    ctx: HookContext,
+    session: str,
+    question: str,
+    live: list,
+    size: Any,
+    cap: int,
+    started: float,
+    record: bool = True,
+):
+    """The ``Recovery`` for a prompt submitted after a compaction, the same for every host: ``Lantern.recover`` with
+    the prompt as query in ``session``, excluding the ``live`` messages (still in the agent's context), under the
+    injection decision (recover/relevance.py: full block, short one or nothing, its ``reason``/``detail`` say why),
+    held to the host's output cap (``fit_output`` with ``size``, ``cap``). With ``record``, a recovery that injected
+    something or was dropped at the cap is stored as a compaction event (reason ``back_reference`` when the prompt
+    holds a back-reference cue, memory/triggers.py, else ``prompt``; source ``ctx.host``; latency from
+    ``started``, a ``time.perf_counter()`` value); one that injected nothing by the decision is not an event (the
+    hook's log line says why)."""
+    from lantern.memory.triggers import should_recover
+
+    def run(budget: int):
+        return lantern.recover(question, session=session, budget=budget, exclude=live)
+
+    recovery, empty = fit_output(run, ctx.budget, size, cap)
+    if record and (recovery.text or empty is not None):
+        lantern.record_compaction(
+            recovery,
+            session=session,
+            reason="back_reference" if should_recover(question) else "prompt",
             lost=_lost(lantern, session, live),
             source=ctx.host,
             latency_ms=1000 * (time.perf_counter() - started),

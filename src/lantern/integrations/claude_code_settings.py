@@ -33,8 +33,14 @@ MARKER = "hook claude-code"
 EVENTS: dict[str, str | None] = {"PreCompact": None, "SessionStart": "compact", "UserPromptSubmit": None, "Stop": None}
 TIMEOUT_S = 30  # ours: far above the measured p95; Claude Code's default is 60 s
 CODEX_MARKER = "hook codex"
-# Codex: PreCompact archives before the history is rewritten, SessionStart(compact) injects, Stop archives each turn
-CODEX_EVENTS: dict[str, str | None] = {"PreCompact": None, "SessionStart": "compact", "Stop": None}
+# Codex: PreCompact archives before the history is rewritten, SessionStart(compact) injects, UserPromptSubmit injects
+# for a prompt after a compaction, Stop archives each turn
+CODEX_EVENTS: dict[str, str | None] = {
+    "PreCompact": None,
+    "SessionStart": "compact",
+    "UserPromptSubmit": None,
+    "Stop": None,
+}
 
 
 def settings_path(scope: str, project_dir: str | os.PathLike[str] | None = None) -> Path:

@@ -2,10 +2,10 @@
 
 Hook input (openai/codex ``codex-rs/hooks/schema/generated/*.command.input.schema.json``): ``hook_event_name``,
 ``session_id``, ``transcript_path`` (the rollout JSONL; may be null), ``cwd``, ``model``; ``turn_id`` and ``trigger``
-(manual, auto) on PreCompact / PostCompact; ``source`` (startup, resume, clear, compact) on SessionStart. Output:
-only SessionStart may add context, ``{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext":
-TEXT}}``; PreCompact, PostCompact and Stop print nothing (their output schemas have no ``additionalContext``, and
-Codex rejects JSON it does not expect).
+(manual, auto) on PreCompact / PostCompact; ``source`` (startup, resume, clear, compact) on SessionStart; ``prompt``
+and ``turn_id`` on UserPromptSubmit. Output: only SessionStart and UserPromptSubmit may add context,
+``{"hookSpecificOutput": {"hookEventName": E, "additionalContext": TEXT}}``; PreCompact, PostCompact and Stop print
+nothing (their output schemas have no ``additionalContext``, and Codex rejects JSON it does not expect).
 
 What each event does:
 
@@ -20,6 +20,14 @@ What each event does:
   encrypted (a ``compaction`` item with ``encrypted_content`` and an empty ``message``): the summary is then None and
   everything archived that is not live counts as lost. The recovery is recorded as a compaction event, its receipt
   (source ``codex``; reason ``compacted``, or ``compacted_encrypted``; the latency; why nothing was injected).
+
+- ``UserPromptSubmit`` (input: ``prompt``, ``turn_id``, ``transcript_path``; its output schema takes
+  ``additionalContext``, added to the model's context for that turn): once the rollout holds a compaction, every
+  prompt is a candidate, as for Claude Code (``claude_code.prompt_recovery``): recover with the prompt as query in
+  this session, excluding what is live after the last compaction; the injection decision gives the full block, a
+  short one or nothing. Cheap checks first: a prompt with no word, a missing database or a rollout never compacted
+  costs no model load and no database access. An injected block is recorded as an event (reason
+  ``back_reference`` or ``prompt``); an empty or shortened one writes its reason and figures to the log.
 
 The block is held below Codex's hook output cap (``OUTPUT_CAP_BYTES``). Session id = Codex's ``session_id``; scope
 user ``$LANTERN_USER``. A hook never breaks the user's session: any internal error exits 0 with nothing on stdout
@@ -40,6 +48,7 @@ from typing import Any
 
 from lantern.config import is_server_url
 from lantern.integrations.claude_code import (
+    _WORD,
     ARCHIVE_CHUNK_BYTES,
     ARCHIVE_TIME_BUDGET_S,
     HookContext,
@@ -48,11 +57,13 @@ from lantern.integrations.claude_code import (
     TranscriptSkipped,
     _lost,
     _open,
+    _why,
     fit_output,
     hooks_unsupported,
     lantern_home,
     log_error,
     log_line,
+    prompt_recovery,
     read_transcript,
     record_empty,
     record_failure,
@@ -199,7 +210,7 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, rollo
     def run(budget: int):
         return lantern.recover_compaction(compacted.summary, live=compacted.live, session=session, budget=budget)
 
-    recovery, empty = fit_output(run, ctx.budget, lambda text: len(text.encode("utf-8")), OUTPUT_CAP_BYTES)
+    recovery, empty = fit_output(run, ctx.budget, _bytes, OUTPUT_CAP_BYTES)
     lantern.record_compaction(
         recovery,
         session=session,
@@ -232,7 +243,28 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         if rec is None or not rec.text:
             return None
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": rec.text}}
+    if event == "UserPromptSubmit":
+        prompt = payload.get("prompt")
+        if not isinstance(prompt, str) or not _WORD.search(prompt) or not ctx.db.exists():
+            return None  # cheap checks first: no model load, no database access
+        started = time.perf_counter()
+        compacted = read_last_compaction(rollout)
+        if compacted is None:
+            return None  # never compacted: everything the prompt refers to is still in Codex's context
+        with _open(ctx) as lantern:
+            archive_new(ctx, session, rollout, lantern, event)
+            rec = prompt_recovery(lantern, ctx, session, prompt, compacted.live, _bytes, OUTPUT_CAP_BYTES, started)
+        if rec.reason:
+            log_line(event, _why(rec), HOST)
+        if not rec.text:
+            return None
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": rec.text}}
     return None
+
+
+def _bytes(text: str) -> int:
+    """Codex's measure of hook text against its cap: UTF-8 bytes (``OUTPUT_CAP_BYTES``)."""
+    return len(text.encode("utf-8"))
 
 
 def run(

@@ -6,13 +6,15 @@ and the models loaded, so a hook event costs a Python start and one round trip i
 
 Request: ``{"v": 1, "op": OP, "id": IDENTITY, "args": {...}}``; reply: ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error": TEXT}``. ``OP`` is one of ``OPS``: ``hook`` (a host's hook input, run as the in-process
-hook runs it: ``claude_code.run``), ``archive``, ``recover``, ``recover_compaction``, ``events`` (the ``Lantern``
+hook runs it: ``claude_code.run``; an event that only archives is answered "" first and run before the next request
+is read: ``archive_only``), ``archive``, ``recover``, ``recover_compaction``, ``events`` (the ``Lantern``
 methods of those names). ``IDENTITY``: the home directory and every ``LANTERN_*`` variable but the daemon's own;
 a daemon serves only requests of its own identity (the socket's name is a CRC-32 of it, so each configuration gets
 its own daemon).
 
-Who starts it: the first hook event that finds none (``start=True``) spawns it and runs that event in-process; the
-CLI and the MCP server use it when it is there and never start it. It exits after ``idle_seconds()`` with no
+Who starts it: the first hook event that finds none (``start=True``) spawns it and runs that event in-process, or,
+for an event that only archives, hands it over to it (``hand_over``: the spool); the CLI and the MCP server use it
+when it is there and never start it. It exits after ``idle_seconds()`` with no
 request. One request at a time: it is the one writer of the stores it holds. Bounds: a request of at most
 ``MAX_REQUEST_BYTES``, read within ``READ_TIMEOUT_S``; a reply of at most ``MAX_REPLY_BYTES``.
 
@@ -109,7 +111,10 @@ def loads(text: str) -> Any:
 
 class Unavailable(Exception):
     """No daemon to use for this request (switched off, not running, stale socket, refused, another user, a
-    different identity, died mid-request, an error inside it): the caller does the work in-process."""
+    different identity, died mid-request, an error inside it): the caller does the work in-process. ``spawned``:
+    this call started a daemon (it comes up in a second or more)."""
+
+    spawned = False
 
 
 # ----------------------------------------------------------------------------------------------- where it lives
@@ -219,9 +224,10 @@ def call(
         try:
             sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError) as e:
+            gone = Unavailable("not running" if isinstance(e, FileNotFoundError) else "stale socket")
             if start:
-                spawn(preload)
-            raise Unavailable("not running" if isinstance(e, FileNotFoundError) else "stale socket") from None
+                gone.spawned = spawn(preload)
+            raise gone from None
         except OSError as e:
             raise Unavailable(f"cannot connect: {e.strerror or type(e).__name__}") from None
         uid = peer_uid(sock)
@@ -232,9 +238,11 @@ def call(
             sock.sendall(line + b"\n")
             reply = _read_line(sock, MAX_REPLY_BYTES)
         except OSError as e:  # reset, broken pipe, timeout
+            gone = Unavailable(f"no reply: {type(e).__name__}")
             if start and isinstance(e, (ConnectionResetError, BrokenPipeError)):
-                spawn(preload)  # a socket nobody answers on (its daemon died mid-accept): the next one replaces it
-            raise Unavailable(f"no reply: {type(e).__name__}") from None
+                # a socket nobody answers on (its daemon died mid-accept): the next one replaces it
+                gone.spawned = spawn(preload)
+            raise gone from None
     finally:
         sock.close()
     if reply is None:
@@ -250,20 +258,84 @@ def call(
 
 def hook(host: str, text: str, db: str | None, rewound: str | None) -> str | None:
     """A hook event through the daemon (started when absent): what to print on stdout, or None when the caller
-    must run it in-process. ``db``: the hook's ``--db`` (a relative path is made absolute here)."""
+    must run it in-process. An archive-only event (``HANDOVER_EVENTS``) that finds no daemon and starts one is
+    handed over to it (``hand_over``): "" (nothing to print) at once, the archive done by the daemon once it is
+    up. ``db``: the hook's ``--db`` (a relative path is made absolute here)."""
     if db is not None and "://" not in db:
         db = os.path.abspath(db)
+    args = {"host": host, "input": text, "db": db, "rewound": rewound}
     try:
-        out = call("hook", {"host": host, "input": text, "db": db, "rewound": rewound}, start=True, preload=db)
-    except Unavailable:
-        return None
+        out = call("hook", args, start=True, preload=db)
+    except Unavailable as e:
+        return "" if e.spawned and hand_over(args) else None
     return out if isinstance(out, str) else None
 
 
-def spawn(preload: str | None = None) -> None:
+# ----------------------------------------------------------------------------------------------- handing over
+# A hook process that finds no daemon would load the store and the models (1-3 s on a loaded machine) for an event
+# that only archives, while the daemon it has just started loads them too. Such an event is left to that daemon:
+# the hook writes it to the spool (a directory beside the socket) and exits; the daemon runs it once it is up.
+# Nothing is lost when no daemon ever runs it: a hook's offsets move only after its archive commits, so the next
+# hook event (every one that recovers archives the new lines first) or `lantern ingest` archives the same lines.
+
+HANDOVER_EVENTS = ("Stop", "PreCompact", "PostCompact")  # archive only; SessionEnd (the last one) stays in-process
+HANDOVER_FIELDS = ("hook_event_name", "session_id", "transcript_path")  # all an archive reads; never message text
+SPOOL_POLL_S = 2.0  # ours: how often an idle daemon looks at the spool
+
+
+def spool_dir() -> str:
+    """The spool of this identity's daemon: ``<socket name>.spool`` in the runtime directory (0700)."""
+    return socket_path()[: -len(".sock")] + ".spool"
+
+
+def archive_only(text: Any) -> str | None:
+    """The hook input ``text`` reduced to ``HANDOVER_FIELDS`` when its event only archives (``HANDOVER_EVENTS``)
+    and it names a session and a transcript; None for any other input. Never raises."""
+    try:
+        payload = loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(payload, dict) or payload.get("hook_event_name") not in HANDOVER_EVENTS:
+        return None
+    if not all(isinstance(payload.get(k), str) and payload[k] for k in HANDOVER_FIELDS):
+        return None
+    return dumps({k: payload[k] for k in HANDOVER_FIELDS})
+
+
+def hand_over(args: dict[str, Any]) -> bool:
+    """Write the hook request ``args`` (``host``, ``input``, ``db``, ``rewound``) to the spool for the daemon
+    being started, when its event only archives (``archive_only``: only ``HANDOVER_FIELDS`` of the input are
+    kept), in a 0600 file written whole (a temporary name, then renamed). Returns whether it was handed over
+    (False: the caller runs it in-process). Never raises."""
+    try:
+        kept = archive_only(args["input"])
+        if kept is None:
+            return False
+        job = dumps({**args, "input": kept}).encode()
+        folder = spool_dir()
+        secure_dir(os.path.dirname(folder), create=True)
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        secure_dir(folder, create=False)
+        name = f"{time.time_ns():020d}-{os.getpid()}"
+        tmp = os.path.join(folder, f".{name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, job)
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(folder, f"{name}.job"))
+        return True
+    except Exception:  # noqa: BLE001 - in-process then
+        return False
+
+
+def spawn(preload: str | None = None) -> bool:
     """Start a daemon of this identity, detached (its own session; stdin and stdout /dev/null, stderr to
     ``~/.lantern/logs/daemon.log``) so the host waiting on the hook's pipes never waits on it; it warms the
-    database ``preload`` (``serve``). Never raises."""
+    database ``preload`` (``serve``). Returns whether the process was started. Never raises."""
     try:
         folder = os.path.join(os.path.expanduser("~"), ".lantern", "logs")
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -275,8 +347,9 @@ def spawn(preload: str | None = None) -> None:
         ]
         argv = [sys.executable, "-c", code, preload or ""]
         os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions, setsid=True)
+        return True
     except Exception:
-        pass
+        return False
 
 
 def _read_line(sock: _socket.socket, limit: int) -> bytes | None:
@@ -317,6 +390,7 @@ class Daemon:
     def __init__(self) -> None:
         self.ident = identity()
         self.handles: dict[tuple[str, str | None], tuple[Any, tuple[int, int] | None]] = {}
+        self.after_reply: list[dict[str, Any]] = []  # archive-only hook requests, run once their reply is sent
 
     def lantern(self, db: str | None, user: str | None) -> Any:
         from lantern.api import Lantern
@@ -353,6 +427,50 @@ class Daemon:
         except Exception as e:  # a hook then loads what it needs itself
             _log(f"warm-up skipped: {type(e).__name__}")
 
+    def run_hook(self, job: dict[str, Any]) -> str:
+        """A hook request's stdout text: its host's in-process hook run with this daemon's handles."""
+        if job.get("host") not in HOOK_HOSTS or not isinstance(job.get("input"), str):
+            raise ValueError("a hook request needs a known host and its input text")
+        return _hook_runner(job["host"])(job["input"], job.get("db"), rewound=job.get("rewound"), opener=self.opener)
+
+    def drain(self) -> int:
+        """Run the archive-only hook requests answered already (``after_reply``), then the events handed over in
+        the spool (``hand_over``), oldest first, each spool file removed before it runs (an event that fails is
+        logged by its hook, never run again). Returns how many ran. Never raises."""
+        ran = 0
+        while self.after_reply:
+            try:
+                self.run_hook(self.after_reply.pop(0))
+                ran += 1
+            except Exception as e:  # noqa: BLE001 - the next hook archives the same lines
+                _log(f"archive after the reply skipped: {type(e).__name__}")
+        return ran + self._drain_spool()
+
+    def _drain_spool(self) -> int:
+        folder = spool_dir()
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".job"))
+        except OSError:
+            return 0
+        ran = 0
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as f:
+                    job = loads(f.read(MAX_REQUEST_BYTES).decode("utf-8", "replace"))
+                os.unlink(path)
+                self.run_hook(job)
+                ran += 1
+            except Exception as e:  # noqa: BLE001 - the next hook archives the same lines
+                _log(f"handed-over event skipped: {type(e).__name__}")
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        if ran:
+            _log(f"ran {ran} handed-over hook event{'' if ran == 1 else 's'}")
+        return ran
+
     def close(self) -> None:
         for handle, _ in self.handles.values():
             try:
@@ -379,8 +497,11 @@ class Daemon:
         if op == "hook":
             if args.get("host") not in HOOK_HOSTS or not isinstance(args.get("input"), str):
                 raise ValueError("a hook request needs a known host and its input text")
-            run = _hook_runner(args["host"])
-            return run(args["input"], args.get("db"), rewound=args.get("rewound"), opener=self.opener)
+            kept = archive_only(args["input"])
+            if kept is not None:  # nothing to print: answered at once, archived before the next request is read
+                self.after_reply.append({**args, "input": kept})
+                return ""
+            return self.run_hook(args)
         lantern = self.lantern(args.get("db"), args.get("user"))
         kw = {k: v for k, v in (args.get("kwargs") or {}).items() if k in _KWARGS[op]}
         if op == "archive":
@@ -482,13 +603,15 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
         warmed = False
         while True:
             left = max(0.05, idle - (time.monotonic() - last))
-            listener.settimeout(left if warmed else min(left, WARM_UP_DELAY_S))
+            listener.settimeout(min(left, SPOOL_POLL_S) if warmed else min(left, WARM_UP_DELAY_S))
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
                 if not warmed:  # the hook that started us has had the CPU to itself
                     daemon.warm_up(preload or None)
                     warmed = True
+                if daemon.drain():
+                    last = time.monotonic()
                     continue
                 if time.monotonic() - last >= idle:
                     _log("idle: exiting")
@@ -501,6 +624,7 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
                     _reply(conn, {"ok": False, "error": "another user's client"})
                     continue
                 _serve_one(daemon, conn)
+            daemon.drain()
             last = time.monotonic()
             warmed = True  # a request came first: it loaded what it needed
     finally:

@@ -488,6 +488,8 @@ def serve(
 # ---------------------------------------------------------------------------------------------- forwarding
 SESSION_HEADER = "x-lantern-session"
 UPSTREAM = "upstream"  # build_app(rerank=UPSTREAM): rerank through the upstream with each request's model
+RERANK_TIMEOUT = 30.0  # ours, seconds: with UPSTREAM, a recovery waits at most this (or the upstream timeout, if
+# shorter) for the rerank answer, then keeps the weight order; the client's request waits on it
 LANTERN_HEADERS = "x-lantern-"  # ours (session, user, agent, project, ...): never forwarded upstream
 RECOVERED_HEADER = (
     "Recovered from Lantern memory: earlier turns of this conversation that a compaction dropped. "
@@ -823,7 +825,7 @@ class _Forwarder:
 
         mode = os.environ.get(JSON_MODE_ENV) or "schema"
         return LLMClient(
-            LLMSettings(self.upstream, model, timeout_s=min(self.timeout, 30.0), json_mode=mode),
+            LLMSettings(self.upstream, model, timeout_s=min(self.timeout, RERANK_TIMEOUT), json_mode=mode),
             authorization=headers.get("authorization"),
         )
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from lantern.store.index import MemoryIndex
 from lantern.store.protocol import StoreProtocol
+from lantern.store.vectors import distinct
 
 LOCAL = "local"  # the signal's name in rankings, weights and explain output
 _EMPTY = (np.empty(0, np.int64), np.empty(0, np.float32))
@@ -43,7 +44,7 @@ def window_rows(store: StoreProtocol, index: MemoryIndex, seed_positions: Sequen
     if not seeds:
         return np.empty(0, np.int64)
     found = np.fromiter(store.window_ids(seeds, width), np.int64)
-    known = np.unique(found[np.isin(found, index.ids)])
+    known = distinct(found[np.isin(found, index.ids)])
     return index.positions(known) if len(known) else np.empty(0, np.int64)
 
 

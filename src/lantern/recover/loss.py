@@ -68,6 +68,7 @@ FEATURES = (
     "flag",  # starts with "-"
     "dotted",  # an identifier holding "."
     "spaced",  # holds a space (a command line)
+    "prose",  # a quoted span of plain words (``_prose``): a label, a description, a to-do, not a specific
     "absolute",  # starts with "/"
     "log_dist",
     "recent",  # dist < 20
@@ -91,41 +92,42 @@ FEATURES = (
 
 # fit on the realcompact dev set by `lantern eval realcompact --fit` (module docstring; docs/results/realcompact.md):
 # 88 compactions, 1,470 lost items each on average; one weight per FEATURES name, on the raw feature scale
-INTERCEPT = 4.9237
+INTERCEPT = 5.3496
 WEIGHTS: dict[str, float] = {
-    "kind:path": 0.7727,
-    "kind:url": 0.0359,
-    "kind:identifier": 1.3387,
-    "kind:quoted": -1.0723,
-    "kind:command": 0.1190,
-    "kind:hash": 0.5800,
-    "kind:number": -1.1056,
-    "kind:error": -9.6150,
-    "kind:version": -6.8361,
-    "kind:port": -7.7201,
-    "kind:date": -8.1487,
-    "flag": 1.0810,
-    "dotted": 0.0101,
-    "spaced": 2.4164,
-    "absolute": 0.1152,
-    "log_dist": -0.6344,
-    "recent": 1.4271,
-    "log_first_dist": -0.2570,
-    "first_position": -2.6290,
-    "log_blocks": -0.3900,
-    "log_calls": 0.2950,
-    "log_user": -0.0608,
-    "log_assistant": 0.2437,
-    "tool_output_only": -0.9718,
-    "file_in_summary": 1.2002,
-    "dir_in_live": -0.7616,
-    "parts_live": 0.9600,
-    "parts_summary": -0.7959,
-    "parts_summary_tail": 0.3155,
-    "parts_task": 0.4677,
-    "with_live": -0.4472,
-    "log_length": 0.3257,
-    "log_block_tags": -0.5770,
+    "kind:path": 0.9130,
+    "kind:url": 0.2057,
+    "kind:identifier": 1.3399,
+    "kind:quoted": -1.0163,
+    "kind:command": -0.4865,
+    "kind:hash": 0.6468,
+    "kind:number": -1.7489,
+    "kind:error": -10.3206,
+    "kind:version": -6.9246,
+    "kind:port": -7.8532,
+    "kind:date": -8.6401,
+    "flag": 1.0512,
+    "dotted": 0.0860,
+    "spaced": 3.2167,
+    "prose": -1.7769,
+    "absolute": 0.2278,
+    "log_dist": -0.6228,
+    "recent": 1.4613,
+    "log_first_dist": -0.2784,
+    "first_position": -2.7307,
+    "log_blocks": -0.3426,
+    "log_calls": 0.2356,
+    "log_user": 0.1707,
+    "log_assistant": 0.1684,
+    "tool_output_only": -0.9694,
+    "file_in_summary": 1.1851,
+    "dir_in_live": -0.7009,
+    "parts_live": 0.8876,
+    "parts_summary": -0.6864,
+    "parts_summary_tail": 0.4502,
+    "parts_task": 0.7456,
+    "with_live": -0.4734,
+    "log_length": 0.1549,
+    "log_block_tags": -0.5751,
 }
 
 
@@ -189,11 +191,17 @@ class Loss:
         ``LINE_CHARS`` characters around it ("" when the block is not known)."""
         return _line_of(self.texts[seen.block], value) if 0 <= seen.block < len(self.texts) else ""
 
-    def lines(self, wanted: Sequence[tuple[Seen, str]]) -> list[str]:
-        """``line`` of each ``(seen, value)``, each block read once: one Aho-Corasick pass per distinct block
-        finds the first occurrence of all its values (linear in the blocks' text, where ``line`` per pair costs
-        pairs × block characters)."""
-        out = [""] * len(wanted)
+    def line_key(self, seen: Seen, value: str) -> tuple[int, int]:
+        """Which archived line ``line`` would show: (lost block, the line's offset in it); two items seen on one
+        line share it."""
+        ok = 0 <= seen.block < len(self.texts)
+        return (seen.block, line_start(self.texts[seen.block], value) if ok else -1)
+
+    def lines(self, wanted: Sequence[tuple[Seen, str]]) -> list[tuple[str, tuple[int, int]]]:
+        """``(line, line_key)`` of each ``(seen, value)``, each block read once: one Aho-Corasick pass per
+        distinct block finds the first occurrence of all its values (linear in the blocks' text, where ``line``
+        per pair costs pairs × block characters)."""
+        out: list[tuple[str, tuple[int, int]]] = [("", (seen.block, -1)) for seen, _ in wanted]
         by_block: dict[int, list[int]] = {}
         for k, (seen, _) in enumerate(wanted):
             if 0 <= seen.block < len(self.texts):
@@ -208,7 +216,8 @@ class Loss:
                 if len(first) == len(values):
                     break
             for k in ks:
-                out[k] = _line_at(text, first.get(wanted[k][1], -1), wanted[k][1])
+                at = first.get(wanted[k][1], -1)
+                out[k] = (_line_at(text, at, wanted[k][1]), (block, _line_start_at(text, at)))
         return out
 
     def by_type(self) -> dict[str, dict[str, int]]:
@@ -242,13 +251,13 @@ class Loss:
 def item_type(value: str, kind: str, sides: Iterable[str] = ()) -> str:
     """The report type of a tag value: ``flag`` (``--json``), ``dotted`` (``state.BaseCommit``), ``command`` (a
     quoted span with a space that a tool call carried: ``git log --oneline``), ``url``, ``path``, else the tag kind
-    (a quoted span elsewhere is a ``name``)."""
+    (a quoted span elsewhere, or of plain words (``_prose``: a call's description), is a ``name``)."""
     if kind == "identifier":
         if value.startswith("-"):
             return "flag"
         return "dotted" if "." in value else "identifier"
     if kind == "quoted":
-        return "command" if " " in value and "call" in set(sides) else "name"
+        return "command" if " " in value and "call" in set(sides) and not _prose(value, kind) else "name"
     if kind == "command":
         return "command"
     return kind
@@ -258,6 +267,17 @@ def item_type(value: str, kind: str, sides: Iterable[str] = ()) -> str:
 def _parts(text: str) -> frozenset[str]:
     """The word parts of a value: split at non-alphanumerics and camelCase humps, >= 3 characters, lowercased."""
     return frozenset(p.lower() for p in _PART.findall(_HUMP.sub(r"\1 \2", text)))
+
+
+_CODE = re.compile(r"[/_=$<>{}\[\]`\\|@#]|--|\w[.-]\w|\w\(")
+
+
+def _prose(value: str, kind: str) -> bool:
+    """A quoted span of plain words: it holds a space and none of the characters code is written with (a path's
+    ``/``, ``_``, ``=``, brackets, ``--``, ``a.b``, ``a-b``, a call's ``f(``). Such a span is a UI label, a tool
+    call's description, a to-do or a choice offered to the user (``"Run tests and lint"``), which the next turns
+    rarely use verbatim (docs/results/realcompact.md)."""
+    return kind == "quoted" and " " in value and _CODE.search(value) is None
 
 
 def _file(value: str) -> str:
@@ -329,6 +349,7 @@ def features_of(
         float(value.startswith("-")),
         float(s.kind == "identifier" and "." in value),
         float(" " in value),
+        float(_prose(value, s.kind)),
         float(value.startswith("/")),
         math.log1p(dist),
         float(dist < 20),
@@ -422,8 +443,11 @@ def commands(arguments: str) -> list[str]:
 
 
 def _simple_commands(line: str) -> list[str]:
-    """``line`` split at shell operators outside single or double quotes, each part stripped. Linear."""
-    parts, start, quote = [], 0, ""
+    """``line`` split at shell operators outside single or double quotes, each part stripped. A backslash outside
+    single quotes escapes the next character; a backslash-newline continues the command on the next line (POSIX
+    shell, "Escape Character"), and only the part's first line is kept, since a value is one line (``gh api x \\``
+    then ``--field a=1`` gives ``gh api x``, never ``--field a=1``). Linear."""
+    parts, start, quote, cut = [], 0, "", -1
     i = 0
     while i < len(line):
         c = line[i]
@@ -432,19 +456,20 @@ def _simple_commands(line: str) -> list[str]:
                 quote = ""
             elif c == "\\" and quote == '"':
                 i += 1
+        elif c == "\\":
+            if cut < 0 and line.startswith("\n", i + 1):
+                cut = i
+            i += 1
         elif c in "'\"":
             quote = c
         elif c in "&|;\n":
-            if line.startswith(("&&", "||"), i):
-                parts.append(line[start:i])
-                i += 2
-                start = i
+            if line.startswith(("&&", "||"), i) or c != "&":
+                parts.append(line[start : cut if cut >= 0 else i])
+                i += 2 if line.startswith(("&&", "||"), i) else 1
+                start, cut = i, -1
                 continue
-            if c != "&":
-                parts.append(line[start:i])
-                start = i + 1
         i += 1
-    parts.append(line[start:])
+    parts.append(line[start : cut if cut >= 0 else len(line)])
     return [p.strip() for p in parts if p.strip()]
 
 
@@ -588,6 +613,16 @@ def find_loss(
 LINE_CHARS = 160  # ours: the line an item was seen in is kept up to this many characters around it
 
 
+def line_start(text: str, value: str) -> int:
+    """The offset in ``text`` of the line holding ``value``'s first occurrence (-1: not in ``text``)."""
+    return _line_start_at(text, text.find(value))
+
+
+def _line_start_at(text: str, at: int) -> int:
+    """The offset in ``text`` of the line holding offset ``at`` (-1 for ``at`` < 0)."""
+    return -1 if at < 0 else text.rfind("\n", 0, at) + 1
+
+
 def _line_of(text: str, value: str) -> str:
     """The line of ``text`` holding ``value``'s first occurrence, whitespace collapsed, cut to about
     ``LINE_CHARS`` characters around it at word boundaries (never inside a word: a cut end is marked ``…``)."""
@@ -598,7 +633,7 @@ def _line_at(text: str, at: int, value: str) -> str:
     """``_line_of`` for the occurrence of ``value`` at offset ``at`` of ``text`` ("" when ``at`` < 0)."""
     if at < 0:
         return ""
-    start = text.rfind("\n", 0, at) + 1
+    start = _line_start_at(text, at)
     end = text.find("\n", at)
     end = len(text) if end < 0 else end
     head = tail = ""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from lantern.recover.loss import Loss, LostItem, Seen, _automaton, _parts
 
@@ -176,19 +177,21 @@ def _choose(items: list[LostItem], room: int) -> list[LostItem]:
 
 
 def _excerpts(loss: Loss, items: list[LostItem], block: LossBlock, budget: int) -> None:
-    """``block`` followed by the lines the heaviest items were last seen in, each once and only when it adds a
-    word (``loss._parts``) the block does not hold yet, within ``budget``."""
+    """``block`` followed by the lines the heaviest items were last seen in, within ``budget``: each archived
+    line once (two items seen on one line share it), and only when it adds a word (``loss._parts``) the block does
+    not hold yet."""
     out = [block.text]
     used = len(block.text)
     title = "\n" + EXCERPTS
     shown = set(_parts(block.text + title))
+    seen_lines: set[tuple[int, int]] = set()  # (lost block, line offset) of the archived lines shown
     if budget - used - len(title) - 1 < MIN_EXCERPT:
         return
-    for it, line in _lines(loss, items):
+    for it, (line, key) in _lines(loss, items):
         room = budget - used - (len(title) if len(out) == 1 else 0) - 1
         if room < MIN_EXCERPT:
             break
-        if not line:
+        if not line or key in seen_lines:
             continue
         entry = head(it.last.turn, _label(it.last)) + line
         new = _parts(line) - shown
@@ -200,13 +203,14 @@ def _excerpts(loss: Loss, items: list[LostItem], block: LossBlock, budget: int) 
         out.append(entry)
         used += len(entry) + 1
         shown |= _parts(entry)
+        seen_lines.add(key)
         block.cite(it.last, entry)
     block.text = "\n".join(out)
 
 
-def _lines(loss: Loss, items: list[LostItem], batch: int = 16) -> Iterator[tuple[LostItem, str]]:
-    """``(item, the line it was last seen in)``, read ``batch`` items at a time as the excerpts ask for them
-    (``Loss.lines``: each block of a batch read once)."""
+def _lines(loss: Loss, items: list[LostItem], batch: int = 16) -> Iterator[tuple[LostItem, tuple[str, Any]]]:
+    """``(item, (the line it was last seen in, its key))``, read ``batch`` items at a time as the excerpts ask for
+    them (``Loss.lines``: each block of a batch read once)."""
     for k in range(0, len(items), batch):
         chunk = items[k : k + batch]
         yield from zip(chunk, loss.lines([(it.last, it.value) for it in chunk]))

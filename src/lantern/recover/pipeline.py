@@ -353,7 +353,7 @@ def _rerank_loss(llm: LLMClient, loss: Any, task: str, top_n: int, prompt_chars:
 
     top = loss.items[:top_n]
     lines = loss.lines([(it.last, it.value) for it in top])
-    shown = [(k, f"{it.value} — {line}") for k, (it, line) in enumerate(zip(top, lines))]
+    shown = [(k, f"{it.value} — {line}") for k, (it, (line, _)) in enumerate(zip(top, lines))]
     result = rerank_shown(llm, task, shown, prompt_chars)
     if result.order is not None:
         loss.items[: len(top)] = [top[k] for k in result.order]

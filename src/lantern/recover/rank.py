@@ -35,6 +35,7 @@ from lantern.recover.fusion import rrf, score_sum
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
 from lantern.store.protocol import StoreProtocol
+from lantern.store.vectors import distinct
 from lantern.text.clean import normalize_space
 from lantern.text.tags import query_terms
 
@@ -289,7 +290,7 @@ def query_signals(
 
 def pool_positions(found: dict[str, Ranking], mask: Mask) -> np.ndarray:
     """Every index position some ranking in ``found`` holds, once, ascending, that ``mask`` allows."""
-    pool = np.unique(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
+    pool = distinct(np.concatenate([p for p, _ in found.values()])) if found else np.empty(0, np.int64)
     if mask.allowed is not None:  # every signal is masked already; the pool (importance, explain) is checked once more
         pool = pool[mask.allowed[pool]]
     return pool

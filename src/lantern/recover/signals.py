@@ -14,6 +14,7 @@ from lantern.scope import Scope
 from lantern.store import ann
 from lantern.store.index import MemoryIndex
 from lantern.store.protocol import StoreProtocol
+from lantern.store.vectors import distinct
 
 LN2 = 0.693  # paper eq. 2 writes exp(-0.693 * dt / T_half)
 SECONDS_PER_DAY = 86_400.0
@@ -240,7 +241,7 @@ def keyword(
     hits = np.concatenate([ps for _, ps in found])
     per_hit = None
     if score == "idf":
-        weights = idf(np.asarray([len(np.unique(ps)) for _, ps in found], np.float64), len(index.ids))
+        weights = idf(np.asarray([len(distinct(ps)) for _, ps in found], np.float64), len(index.ids))
         per_hit = np.repeat(weights, [len(ps) for _, ps in found])
     pos, inter = count_hits(hits, len(index.ids), per_hit)
     if allowed is not None:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lantern.store.vectors import distinct
+
 Block = tuple[int, int]
 # rows a build adds per step (ours): a search or a cancel waits for one step at most (~0.3 s on 2 busy cores)
 BUILD_CHUNK = 500
@@ -304,7 +306,7 @@ def nearest(
         for block in query_blocks:
             held += index.rows_with(*block)[:total]
         parts.append(np.flatnonzero(held > 1))
-    candidates = np.unique(np.concatenate(parts))
+    candidates = distinct(np.concatenate(parts))
     candidates = candidates[candidates >= 0]
     if allowed is not None:
         candidates = candidates[allowed[candidates]]

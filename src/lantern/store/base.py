@@ -861,10 +861,15 @@ class BaseStore:
         session: str | None = None,
         event_id: int | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[event_rows.EventRecord]:
         """store/events.py ``events``: compaction events within ``scope`` (None: every user) and ``session`` (with
-        the sessions it is a sub-session of), newest first, at most ``limit``."""
-        return event_rows.events(self.db, scope=scope, session=session, event_id=event_id, limit=limit)
+        the sessions it is a sub-session of), newest first, at most ``limit`` after the first ``offset``."""
+        return event_rows.events(self.db, scope=scope, session=session, event_id=event_id, limit=limit, offset=offset)
+
+    def event_count(self) -> int:
+        """store/events.py ``event_count``: the events of every user."""
+        return event_rows.event_count(self.db)
 
     def events_per_day(self, scope: Scope | None = None) -> list[tuple[str, int]]:
         """store/events.py ``events_per_day``: (YYYY-MM-DD, events) per UTC day that has any, oldest first."""
@@ -907,9 +912,12 @@ class BaseStore:
         message (of ``user``; None: any)."""
         return reinforcement_rows.pending_count(self.db, user)
 
-    def session_overview(self, query: str | None = None, limit: int = 1000) -> list[overview.SessionRow]:
-        """store/overview.py ``sessions``: one row per (user, session), newest first (the inspector)."""
-        return overview.sessions(self.db, query, limit)
+    def session_overview(
+        self, query: str | None = None, limit: int = 1000, offset: int = 0
+    ) -> list[overview.SessionRow]:
+        """store/overview.py ``sessions``: one row per (user, session), newest first, a page of ``limit`` after
+        ``offset`` (the inspector)."""
+        return overview.sessions(self.db, query, limit, offset)
 
     def session_entry_ids(self, session: str, user: str) -> list[int]:
         """store/overview.py ``session_entry_ids``: the entries of one user's session, in turn order."""

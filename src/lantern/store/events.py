@@ -146,8 +146,9 @@ def add_event(
     latency_ms: float | None = None,
     loss: dict[str, Any] | None = None,
 ) -> int:
-    """Insert one event; only the newest ``KEEP_EVENTS`` are kept. ``loss`` is stored as ``bound_loss`` cuts it.
-    Returns its id."""
+    """Insert one event; only the newest ``KEEP_EVENTS`` are kept. ``lost`` is a set of entries: each id once, in
+    first-given order (a repeated turn is stored once, so callers mapping turns to entries can name one twice).
+    ``loss`` is stored as ``bound_loss`` cuts it. Returns its id."""
     bounded = bound_loss(loss)
     cur = db.execute(
         "INSERT INTO events(time, session, user_id, agent_id, project, source, reason, lost, query, injected, chars, "
@@ -160,7 +161,7 @@ def add_event(
             scope.project,
             source,
             reason,
-            json.dumps([int(i) for i in lost]),
+            json.dumps(list(dict.fromkeys(int(i) for i in lost))),
             query[:QUERY_CHARS],
             json.dumps([[int(i), int(c), bool(x)] for i, c, x in injected]),
             int(chars),
@@ -204,14 +205,16 @@ def events(
     session: str | None = None,
     event_id: int | None = None,
     limit: int | None = None,
+    offset: int = 0,
 ) -> list[EventRecord]:
     """Events within ``scope`` (None: every user; agent / project matched exactly when given), of ``session`` and
-    of the sessions it is a sub-session of, newest first."""
+    of the sessions it is a sub-session of, newest first; at most ``limit`` of them after the first ``offset`` (a
+    page: time and id order every event, so pages neither repeat nor skip one)."""
     where, args = _where(scope, session, event_id)
     sql = f"SELECT {_COLUMNS} FROM events WHERE {where} ORDER BY time DESC, id DESC"
-    if limit is not None:
-        sql += " LIMIT ?"
-        args.append(int(limit))
+    if limit is not None or offset:
+        sql += " LIMIT ? OFFSET ?"
+        args += [-1 if limit is None else int(limit), int(offset)]
     return [_record(row) for row in db.execute(sql, args)]
 
 

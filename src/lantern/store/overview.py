@@ -32,9 +32,10 @@ class SessionRow:
     events: int = 0
 
 
-def sessions(db: sqlite3.Connection, query: str | None = None, limit: int = 1000) -> list[SessionRow]:
-    """Every (user, session), most recent first. ``query``: only sessions whose name or one of whose turns contains
-    it (case-insensitive for ASCII letters)."""
+def sessions(db: sqlite3.Connection, query: str | None = None, limit: int = 1000, offset: int = 0) -> list[SessionRow]:
+    """(user, session) rows, the most recent first: by the event time (else archive time) of the session's last
+    turn, then user and session, an order that pages (``limit`` rows after ``offset``) neither repeat nor skip.
+    ``query``: only sessions whose name or one of whose turns contains it (case-insensitive for ASCII letters)."""
     where, args = "", []
     if query:
         where = (
@@ -45,8 +46,9 @@ def sessions(db: sqlite3.Connection, query: str | None = None, limit: int = 1000
     rows = db.execute(
         "SELECT user_id, session, count(*), coalesce(sum(length(text)), 0), group_concat(DISTINCT agent_id), "
         "group_concat(DISTINCT project), min(coalesce(time, archived_at)), max(coalesce(time, archived_at)) "
-        f"FROM entries {where} GROUP BY user_id, session ORDER BY max(archived_at) DESC LIMIT ?",
-        [*args, limit],
+        f"FROM entries {where} GROUP BY user_id, session "
+        "ORDER BY max(coalesce(time, archived_at)) DESC, user_id, session LIMIT ? OFFSET ?",
+        [*args, limit, offset],
     ).fetchall()
     counts = dict(
         ((u, s), n) for u, s, n in db.execute("SELECT user_id, session, count(*) FROM events GROUP BY user_id, session")

@@ -24,7 +24,20 @@ import numpy as np
 FORMAT = 1
 Blocks = Sequence[tuple[int, int]]
 
-__all__ = ["FORMAT", "decodable", "decode", "decode_many", "encode", "present"]
+__all__ = ["FORMAT", "decodable", "decode", "decode_many", "distinct", "encode", "present"]
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of the 1-d array ``values``, ascending, in its dtype: ``np.unique(values)`` without the
+    masked-array check numpy 2 makes there, which imports ``numpy.ma`` (~100 ms of a cold hook process on a
+    loaded machine, BENCHMARKS.md §24). O(n log n)."""
+    ordered = np.sort(np.asarray(values).ravel())
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def encode(vector: np.ndarray, blocks: Blocks) -> bytes:

@@ -9,7 +9,8 @@ Public API
     kind       what is found (examples)
     ========== ==========================================================================================
     url        ``https://x.org/a``, ``postgres://u@h:5432/db``, ``www.x.com``, bare domains with a
-               common TLD (``aider.chat``, ``github.com/a/b``), e-mail addresses, IPv4 addresses
+               common TLD (``aider.chat``, ``github.com/a/b``), e-mail addresses, IPv4 addresses; a URL
+               ends at whitespace, a delimiter or CJK / fullwidth punctuation (``…/docs，请看`` -> ``…/docs``)
     path       ``src/db/config.py``, ``./x.sh``, ``../a``, ``~/.bashrc``, ``/usr/local/bin``,
                ``C:\\x\\y.txt``, bare file names with a known extension (``foo.py``), dot-files
                (``.env``), ``Makefile``/``Dockerfile``-style names. A ``:line:col`` suffix is not part
@@ -300,9 +301,12 @@ _AFTER_NUM_RE = re.compile(
 )
 _AMPM_RE = re.compile(r"\s?[AaPp]\.?[Mm]\.?(?![A-Za-z])")
 _DAY_AFTER_MONTH_RE = re.compile(r"\.?\s+\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?(?![\w:])|\s+\d{4}(?!\d)", _A)
-_URL_BODY_RE = re.compile(r"[^\s<>\"'`)\]}|]+")
+# a URL ends at a space, a delimiter, or CJK and fullwidth punctuation (、。，：；！？（）「」【】 …, curly quotes,
+# the ellipsis): Chinese and Japanese text runs on after a URL with no space; ideographs in a path (an IRI) stay
+_URL_STOP = "\\s<>\"'`)\\]}|\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65\u2018-\u201f\u2026"
+_URL_BODY_RE = re.compile(f"[^{_URL_STOP}]+")
 _URL_PORT_RE = re.compile(r"[A-Za-z][\w+.\-]*://(?:[^@/\s]*@)?(?:\[[^\]]*\]|[^:/\s?#]+):(\d{1,5})(?!\d)", _A)
-_WWW_RE = re.compile(r"www\.[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+(?:/[^\s<>\"'`)\]}|]*)?", _A)
+_WWW_RE = re.compile(rf"www\.[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+(?:/[^{_URL_STOP}]*)?", _A)
 _ERRLINE_RE = re.compile(
     r"^[ \t>#*\-]*(?:[\w.\-]+:[ \t]*)?(?:error|fatal|panic)(?:\[[A-Z]*\d+\])?:[ \t]*(\S[^\n]{1,78}?)[ \t\r]*$",
     _A | re.IGNORECASE | re.MULTILINE,

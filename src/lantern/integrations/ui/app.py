@@ -59,6 +59,10 @@ HEADERS = {
 }
 COOKIE = "lantern_ui_token"
 PAGE_TURNS = 200  # turns per timeline page (ours)
+PAGE_SESSIONS = 50  # sessions per page of the sessions list (ours)
+PAGE_EVENTS = 100  # compactions per page of the compactions list (ours)
+PAGE_FACT_KEYS = 40  # fact keys per page of the facts page: its time axis has one row per key (ours)
+MAX_PAGE_NO = 10**9  # ours: a page number past it is that page (an OFFSET SQLite can hold), not an error
 EXPLAIN_ROWS = 60  # candidates listed by explain unless all=1 (ours): packed ones come first
 MAX_FORM_BYTES = 64 * 1024
 
@@ -252,16 +256,27 @@ def build_app(
         return Response((HERE / "static" / "ui.css").read_bytes(), media_type="text/css; charset=utf-8")
 
     @app.get("/", response_class=HTMLResponse)
-    def sessions(request: Request, q: str = "", forgotten: int | None = None):
+    def sessions(request: Request, q: str = "", forgotten: int | None = None, page_no: int = 0):
+        page_no = _page_no(page_no)
         with state.lock:
             lt = state.lantern()
-            rows = lt.store.session_overview(q.strip() or None)
+            rows = lt.store.session_overview(q.strip() or None, PAGE_SESSIONS + 1, page_no * PAGE_SESSIONS)
             recent = lt.store.events(limit=8)
             stats = lt.store.stats()
+        more, rows = len(rows) > PAGE_SESSIONS, rows[:PAGE_SESSIONS]
         users: dict[str, list] = {}
-        for r in rows:
+        for r in rows:  # newest first; a page's rows grouped by user in the order their users first appear
             users.setdefault(r.user, []).append(r)
-        return page(request, "sessions.html", q=q, users=users, recent=recent, stats=stats, forgotten=forgotten)
+        return page(
+            request,
+            "sessions.html",
+            q=q,
+            users=users,
+            recent=recent,
+            stats=stats,
+            forgotten=forgotten,
+            paging=_pager("/", page_no, more, page_no * PAGE_SESSIONS, len(rows), q=q or None),
+        )
 
     @app.get("/session", response_class=HTMLResponse)
     def session(request: Request, s: str, user: str = "", page_no: int = 0):
@@ -296,10 +311,19 @@ def build_app(
         return page(request, "event.html", v=view, ev=view.event)
 
     @app.get("/events", response_class=HTMLResponse)
-    def events(request: Request):
+    def events(request: Request, page_no: int = 0):
+        page_no = _page_no(page_no)
         with state.lock:
-            rows = state.lantern().store.events(limit=500)
-        return page(request, "events.html", rows=rows)
+            store = state.lantern().store
+            rows = store.events(limit=PAGE_EVENTS, offset=page_no * PAGE_EVENTS)
+            total = store.event_count()
+        more = (page_no + 1) * PAGE_EVENTS < total
+        return page(
+            request,
+            "events.html",
+            rows=rows,
+            paging=_pager("/events", page_no, more, page_no * PAGE_EVENTS, len(rows), total=total),
+        )
 
     @app.get("/explain", response_class=HTMLResponse)
     def explain(
@@ -312,6 +336,7 @@ def build_app(
         event: int | None = None,
         all: int = 0,
         scope: str = "",
+        min_score: str = "",
     ):
         if scope:  # the form's opaque target (views.scope_id): the names as the page had them
             found, user = views.scope_of(scope)
@@ -333,6 +358,7 @@ def build_app(
                 try:
                     n = int(budget) if budget.strip() else None
                     when = _as_of(as_of)
+                    floor = float(min_score) if min_score.strip() else None
                 except ValueError as e:
                     return error(request, 400, f"bad input: {e}")
                 rec = lt.explain(
@@ -345,9 +371,10 @@ def build_app(
                     user=user,
                     agent=agent,
                     project=project,
+                    min_score=floor,
                 )
-                result = views.explained(rec, lt.config.signals)
-            default_budget = lt.config.budget
+                result = views.explained(rec, lt.config)
+            default_budget, default_floor = lt.config.budget, 0.0 if proactive else lt.config.min_score
         return page(
             request,
             "explain.html",
@@ -360,12 +387,16 @@ def build_app(
             excluded=len(exclude),
             result=result,
             shown=None if all or result is None else EXPLAIN_ROWS,
-            all_url=_url("/explain", q=q, s=s, user=user, budget=budget, as_of=as_of, event=event, all=1),
+            all_url=_url(
+                "/explain", q=q, s=s, user=user, budget=budget, as_of=as_of, event=event, min_score=min_score, all=1
+            ),
             default_budget=default_budget,
+            min_score=min_score,
+            default_floor=default_floor,
         )
 
     @app.get("/facts", response_class=HTMLResponse)
-    def facts(request: Request, user: str = "", as_of: str = "", key: str = "", scope: str = ""):
+    def facts(request: Request, user: str = "", as_of: str = "", key: str = "", scope: str = "", page_no: int = 0):
         if scope:
             user = views.scope_of(scope)[1]
         try:
@@ -374,15 +405,28 @@ def build_app(
             return error(request, 400, f"bad input: {e}")
         with state.lock:
             records = state.lantern().facts(key.strip() or None, when, history=True, user=user)
-        keys, start, end = views.fact_rows(records, when)
+        page_no = _page_no(page_no)
+        shown = views.fact_page(records, when, page_no, PAGE_FACT_KEYS)
+        more = (page_no + 1) * PAGE_FACT_KEYS < shown.total
         return page(
             request,
             "facts.html",
             user=user,
             as_of=as_of,
             key=key,
-            records=records,
-            axis=charts.fact_axis(keys, start, end, when),
+            records=shown.records,
+            axis=charts.fact_axis(shown.keys, shown.start, shown.end, when),
+            paging=_pager(
+                "/facts",
+                page_no,
+                more,
+                page_no * PAGE_FACT_KEYS,
+                len(shown.keys),
+                shown.total,
+                user=user or None,
+                as_of=as_of or None,
+                key=key or None,
+            ),
         )
 
     @app.get("/stats", response_class=HTMLResponse)
@@ -401,9 +445,7 @@ def build_app(
             "stats.html",
             s=s,
             entries_chart=charts.bar_chart(views.per_day(per_day), "entries per day", width=600),
-            bytes_chart=charts.hbar_chart(sizes or [], "bytes per table", " B", width=1180)
-            if sizes is not None
-            else None,
+            sizes=views.table_sizes(sizes, s["database_bytes"]) if sizes is not None else None,
             recoveries_chart=charts.bar_chart(views.per_day(recoveries), "recoveries per day", width=600),
             events=len(totals),
             lost=lost,
@@ -460,6 +502,26 @@ def build_app(
         return RedirectResponse(_url("/", forgotten=n), status_code=303)
 
     return app
+
+
+def _page_no(page_no: int) -> int:
+    """A list page's number from the query, held to [0, ``MAX_PAGE_NO``]."""
+    return min(max(page_no, 0), MAX_PAGE_NO)
+
+
+def _pager(
+    path: str, page_no: int, more: bool, first: int, shown: int, total: int | None = None, **params: Any
+) -> dict[str, Any] | None:
+    """A list page's links (newest first): ``newer`` (the page before, None on the first), ``older`` (None on the
+    last), the 1-based range shown and the ``total`` when known; None when everything fits on one page."""
+    if page_no == 0 and not more:
+        return None
+    return ({"total": total} if total is not None else {}) | {
+        "newer": _url(path, **params, page_no=page_no - 1 or None) if page_no > 0 else None,
+        "older": _url(path, **params, page_no=page_no + 1) if more else None,
+        "first": first + 1 if shown else first,
+        "last": first + shown,
+    }
 
 
 def _set_cookie(response: Response, token: str) -> None:

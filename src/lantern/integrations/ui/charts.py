@@ -5,12 +5,13 @@ text is escaped (``markupsafe``): labels come from archived content."""
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 
 from markupsafe import Markup
 
-__all__ = ["bar_chart", "fact_axis", "hbar_chart", "rank_bars"]
+__all__ = ["bar_chart", "fact_axis", "fit_text", "rank_bars", "share_bar", "text_width"]
 
 
 def _svg(width: float, height: float, body: list[Markup], label: str, cls: str = "chart") -> Markup:
@@ -75,41 +76,16 @@ def bar_chart(points: Sequence[tuple[str, float]], label: str, width: int = 720,
     return _svg(width, height, body, label)
 
 
-def _bytes(value: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= size:
-            return f"{value / size:.3g} {unit}"
-    return f"{value:.0f} B"
-
-
-def hbar_chart(points: Sequence[tuple[str, float]], label: str, unit: str = "", width: int = 720) -> Markup:
-    """Horizontal bars, one row per (name, value), with the value written after each bar."""
-    if not points:
-        return Markup('<p class="muted">nothing yet</p>')
-    row, left, right = 22, 150, 90
-    height = row * len(points) + 8
-    top_value = max(v for _, v in points) or 1
-    plot_w = width - left - right
-    body = []
-    for i, (name, value) in enumerate(points):
-        y = 4 + i * row
-        w = plot_w * value / top_value
-        body.append(
-            Markup('<text class="label" x="{x}" y="{y}" text-anchor="end">{t}</text>').format(
-                x=left - 8, y=y + 14, t=name
-            )
-        )
-        body.append(
-            Markup('<rect class="bar" x="{x}" y="{y}" width="{w:.1f}" height="{h}"><title>{t}</title></rect>').format(
-                x=left, y=y + 3, w=max(w, 1), h=row - 8, t=f"{name}: {value:,.0f}{unit}"
-            )
-        )
-        body.append(
-            Markup('<text class="tick" x="{x:.1f}" y="{y}">{t}</text>').format(
-                x=left + max(w, 1) + 6, y=y + 14, t=_bytes(value) if unit == " B" else _number(value) + unit
-            )
-        )
-    return _svg(width, height, body, label)
+def share_bar(share: float, width: int = 160, height: int = 10) -> Markup:
+    """A small horizontal bar filled to ``share`` (in [0, 1]) of its track: a table row's part of a whole."""
+    share = min(max(share, 0.0), 1.0)
+    body = [
+        Markup('<rect class="track" x="0" y="0" width="{w}" height="{h}"/>').format(w=width, h=height),
+        Markup('<rect class="bar" x="0" y="0" width="{w:.1f}" height="{h}"/>').format(
+            w=max(width * share, 1.0), h=height
+        ),
+    ]
+    return _svg(width, height, body, f"{100 * share:.1f} %", cls="share")
 
 
 def rank_bars(ranks: dict[str, int], signals: Sequence[str], pool: int, width: int = 210) -> Markup:
@@ -150,6 +126,35 @@ def rank_bars(ranks: dict[str, int], signals: Sequence[str], pool: int, width: i
     return _svg(width, height, body, "rank per signal", cls="ranks")
 
 
+def text_width(text: str, size: float) -> float:
+    """An upper estimate of ``text``'s width in px at font size ``size`` px in the page's sans-serif stack: a wide
+    character (East Asian width W or F: CJK) one em, an uppercase letter, m or w 0.8 em, any other 0.62 em (ours,
+    measured against DejaVu Sans and WenQuanYi Zen Hei in Chromium: tests/test_ui_browser.py)."""
+    em = 0.0
+    for ch in text:
+        if unicodedata.east_asian_width(ch) in "WF":
+            em += 1.0
+        elif ch.isupper() or ch in "mwMW@%":
+            em += 0.8
+        else:
+            em += 0.62
+    return em * size
+
+
+def fit_text(text: str, width: float, size: float) -> str:
+    """``text`` as written in ``width`` px at ``size`` px: whole when it fits (``text_width``), else its longest
+    head that fits with "…" after it; "" when not even 2 characters and the ellipsis fit."""
+    if text_width(text, size) <= width:
+        return text
+    cut = len(text)
+    while cut > 0 and text_width(text[:cut] + "…", size) > width:
+        cut -= 1
+    return text[:cut] + "…" if cut >= 2 else ""
+
+
+VALUE_PX, LABEL_PX = 11, 12  # font sizes of a version's value and of a key (ui.css: svg .value, svg .label)
+
+
 def fact_axis(
     keys: Sequence[tuple[str, Sequence[tuple[datetime, datetime | None, str, bool]]]],
     start: datetime,
@@ -158,8 +163,11 @@ def fact_axis(
     width: int = 1180,
 ) -> Markup:
     """One row per fact key; each version ``(valid_from, valid_to or None, value, current)`` a segment on a shared
-    time axis from ``start`` to ``end`` (a version with no end runs to the right edge), labelled with its value; the
-    current version highlighted, ``as_of`` a vertical line."""
+    time axis from ``start`` to ``end`` (a version with no end runs to the right edge), the current version
+    highlighted, ``as_of`` a vertical line. A version's value is written above its segment only in the room
+    before the next version of its row starts (cut with "…" to fit, left out when not 2 characters fit), so
+    labels never overprint however dense the versions; every segment's tooltip (``<title>``) has its value and
+    times, the key's has its version count."""
     if not keys:
         return Markup('<p class="muted">no facts</p>')
     row, left, right, top = 30, 170, 16, 24
@@ -178,16 +186,19 @@ def fact_axis(
     ]
     for i, (key, versions) in enumerate(keys):
         y = top + i * row
+        many = f"{key}: {len(versions)} version{'' if len(versions) == 1 else 's'}"
         body.append(
-            Markup('<text class="label" x="{x}" y="{y}" text-anchor="end">{t}</text>').format(
-                x=left - 8, y=y + 18, t=key if len(key) <= 24 else key[:23] + "…"
+            Markup('<text class="label" x="{x}" y="{y}" text-anchor="end">{t}<title>{m}</title></text>').format(
+                x=left - 8, y=y + 18, t=fit_text(key, left - 12, LABEL_PX) or "…", m=many
             )
         )
         body.append(
             Markup('<line class="grid" x1="{a}" y1="{y}" x2="{b}" y2="{y}"/>').format(a=left, b=left + plot_w, y=y + 14)
         )
-        for valid_from, valid_to, value, current in versions:
-            a, b = x(valid_from), x(valid_to or end)
+        ordered = sorted(versions, key=lambda v: v[0])
+        starts = [x(v[0]) for v in ordered]
+        for n, (valid_from, valid_to, value, current) in enumerate(ordered):
+            a, b = starts[n], x(valid_to or end)
             cls = "segment current" if current else "segment"
             tip = f"{key} = {value} from {valid_from:%Y-%m-%d %H:%M}" + (
                 f" to {valid_to:%Y-%m-%d %H:%M}" if valid_to else ", still valid"
@@ -198,8 +209,12 @@ def fact_axis(
                 ).format(c=cls, x=a, y=y + 9, w=max(b - a, 3), t=tip)
             )
             body.append(Markup('<circle class="{c}" cx="{x:.1f}" cy="{y}" r="4"/>').format(c=cls, x=a, y=y + 14))
-            text = value if len(value) <= 28 else value[:27] + "…"
-            body.append(Markup('<text class="value" x="{x:.1f}" y="{y}">{t}</text>').format(x=a + 2, y=y + 6, t=text))
+            room = (starts[n + 1] if n + 1 < len(starts) else left + plot_w + right) - a - 6
+            text = fit_text(value, room, VALUE_PX)
+            if text:
+                body.append(
+                    Markup('<text class="value" x="{x:.1f}" y="{y}">{t}</text>').format(x=a + 2, y=y + 6, t=text)
+                )
     if as_of is not None:
         body.append(
             Markup('<line class="asof" x1="{x:.1f}" y1="18" x2="{x:.1f}" y2="{y}"><title>{t}</title></line>').format(

@@ -14,6 +14,9 @@ from lantern.model import split_rendered
 
 FOLD_CHARS = 600  # ours: a tool call's arguments or a tool result longer than this is folded (<details>)
 FOLD_LINES = 12
+FOLD_MESSAGE_CHARS = 1500  # ours: a message (assistant or user text) longer than this is folded, its head shown
+FOLD_MESSAGE_LINES = 30
+PREVIEW_CHARS = 400  # the head of a folded message shown in its summary line
 SUMMARY_CHARS = 240  # characters of an entry's summary shown in lists
 
 
@@ -32,7 +35,21 @@ class Block:
 
     @property
     def folded(self) -> bool:
-        return self.kind != "message" and (len(self.text) > FOLD_CHARS or self.lines > FOLD_LINES)
+        """Whether the page folds it (``<details>``, the whole text one click away): a tool call or result over
+        ``FOLD_CHARS`` or ``FOLD_LINES``, a message over ``FOLD_MESSAGE_CHARS`` or ``FOLD_MESSAGE_LINES``."""
+        if self.kind == "message":
+            return len(self.text) > FOLD_MESSAGE_CHARS or self.lines > FOLD_MESSAGE_LINES
+        return len(self.text) > FOLD_CHARS or self.lines > FOLD_LINES
+
+    @property
+    def preview(self) -> str:
+        """The head of a folded message: its first ``PREVIEW_CHARS`` characters and at most 6 lines, cut at a
+        space when one is near the end."""
+        head = "\n".join(self.text[:PREVIEW_CHARS].split("\n")[:6])
+        if len(head) < len(self.text):
+            space = head.rfind(" ", len(head) - 60)
+            head = (head[:space] if space > 0 else head).rstrip() + " …"
+        return head
 
 
 def blocks(text: str) -> list[Block]:
@@ -135,15 +152,57 @@ def session_entries(lantern: Any, session: str, user: str) -> list[Any]:
 
 
 @dataclass
+class Decision:
+    """The injection decision as the Explain page shows it (recover/relevance.py ``decide``): ``tier`` full, short
+    or none; the ``reason`` word and ``detail`` figures the Recovery carries (None / "" for a full block); the
+    evidence (``score`` in multiples of the calibrated floors, ``cosine`` and its ``model``, ``coverage``; None
+    when none was read) against the floor ``min_score`` (0: no floor, as for a compaction's recovery) and
+    ``clear_score``; ``short_budget`` the characters of a short block."""
+
+    tier: str
+    reason: str | None
+    detail: str
+    score: float | None
+    cosine: float | None
+    coverage: float | None
+    model: str
+    min_score: float
+    clear_score: float
+    short_budget: int
+
+
+def decision(recovery: Any, config: Any) -> Decision:
+    """The ``Decision`` behind ``recovery`` (a ``Recovery`` from ``Lantern.explain``) under ``config``
+    (``Config``: its ``clear_score`` and ``short_budget``)."""
+    ev = recovery.relevance
+    return Decision(
+        tier="short" if recovery.reason == "uncertain" else "full" if recovery.text else "none",
+        reason=recovery.reason,
+        detail=recovery.detail,
+        score=None if ev is None else ev.score,
+        cosine=None if ev is None else ev.cosine,
+        coverage=None if ev is None else ev.coverage,
+        model="" if ev is None else ev.model,
+        min_score=recovery.min_score,
+        clear_score=float(config.clear_score),
+        short_budget=int(config.short_budget),
+    )
+
+
+@dataclass
 class Explained:
     recovery: Any
     rows: list[Any]  # model.Candidate, MMR order first
     signals: list[str]
     pool: int
     counts: dict[str, int]
+    decision: Decision | None = None
 
 
-def explained(recovery: Any, config_signals: tuple[str, ...]) -> Explained:
+def explained(recovery: Any, config: Any) -> Explained:
+    """The Explain page's figures for ``recovery`` under ``config`` (``Config``: its signal order and the
+    decision's thresholds)."""
+    config_signals = tuple(config.signals)
     cands = list(recovery.candidates)
     seen = {s for c in cands for s in c.ranks}
     signals = [s for s in config_signals if s in seen] + sorted(seen - set(config_signals))
@@ -159,7 +218,7 @@ def explained(recovery: Any, config_signals: tuple[str, ...]) -> Explained:
     counts: dict[str, int] = {}
     for c in cands:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    return Explained(recovery, cands, signals, pool, counts)
+    return Explained(recovery, cands, signals, pool, counts, decision(recovery, config))
 
 
 def per_day(points: list[tuple[str, int]], max_days: int = 120) -> list[tuple[str, int]]:
@@ -186,28 +245,71 @@ def per_day(points: list[tuple[str, int]], max_days: int = 120) -> list[tuple[st
     return out
 
 
-def fact_rows(records: list[Any], as_of: datetime | None) -> tuple[list[tuple[str, list]], datetime, datetime]:
-    """Facts grouped by key for the time axis: (key text, [(valid_from, valid_to, value, current)]), and the axis
-    ends: from the first version's time to the last change (or ``as_of``), padded; a version still valid runs on
-    to the right edge."""
+@dataclass
+class TableSize:
+    """One row of the Stats page's bytes table: a table (its indexes and shadow tables counted with it), its
+    ``bytes`` and their ``share`` of the database file, in [0, 1]."""
+
+    table: str
+    bytes: int
+    share: float
+
+    @property
+    def size(self) -> str:
+        """The bytes in the largest unit that keeps 3 significant digits: "1.23 MB"."""
+        for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+            if self.bytes >= scale:
+                return f"{self.bytes / scale:.3g} {unit}"
+        return f"{self.bytes} B"
+
+
+def table_sizes(sizes: list[tuple[str, int]], file_bytes: int) -> list[TableSize]:
+    """``Store.table_bytes``'s ``(table, bytes)`` rows (largest first) as ``TableSize`` rows, each with its share of
+    ``file_bytes`` (of their sum when the file size is unknown or smaller)."""
+    whole = max(file_bytes, sum(b for _, b in sizes), 1)
+    return [TableSize(name, int(b), b / whole) for name, b in sizes]
+
+
+@dataclass
+class FactPage:
+    """One page of the facts page: ``keys`` (key text, [(valid_from, valid_to, value, current)] in time order) for
+    the time axis from ``start`` to ``end``; ``records`` the FactRecords of those keys; ``total`` keys in all."""
+
+    keys: list[tuple[str, list]]
+    start: datetime
+    end: datetime
+    records: list[Any]
+    total: int
+
+
+def fact_page(records: list[Any], as_of: datetime | None, page_no: int = 0, per_page: int = 40) -> FactPage:
+    """Facts grouped by key, the keys changed most recently first (their last version's time, then key), page
+    ``page_no`` of ``per_page`` keys, and the axis ends for that page: from its first version's time to its last
+    change (or ``as_of``), padded; a version still valid runs on to the right edge."""
     keys: dict[str, list] = {}
+    of_key: dict[str, list] = {}
     for r in records:
-        keys.setdefault(r.key_text or r.key, []).append(
+        name = r.key_text or r.key
+        keys.setdefault(name, []).append(
             (r.valid_from, r.valid_to, r.value if r.value is not None else "(retracted)", r.current)
         )
-    times = [t for vs in keys.values() for v in vs for t in v[:2] if t is not None]
+        of_key.setdefault(name, []).append(r)
+    order = sorted(keys, key=lambda k: (-max(v[0].timestamp() for v in keys[k]), k))
+    shown = order[page_no * per_page : (page_no + 1) * per_page]
+    rows = [(k, sorted(keys[k], key=lambda v: v[0])) for k in shown]
+    times = [t for _, vs in rows for v in vs for t in v[:2] if t is not None]
     if as_of is not None:
         times.append(as_of)
     if not times:
         now = datetime.now(timezone.utc)
-        return [], now, now + timedelta(days=1)
+        return FactPage([], now, now + timedelta(days=1), [], len(order))
     start, end = min(times), max(times)  # the axis spans the changes, not the years since (the newest runs on)
     pad = max((end - start) * 0.08, timedelta(hours=1))
     try:
         start, end = start - pad / 4, end + pad
     except OverflowError:
         pass
-    return list(keys.items()), start, end
+    return FactPage(rows, start, end, [r for k in shown for r in of_key[k]], len(order))
 
 
 def scope_id(session: str | None, user: str) -> str:
