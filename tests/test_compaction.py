@@ -264,3 +264,42 @@ def test_the_recovery_query_leaves_out_the_summary_template():
     ]
     summary, query = summary_query(messages)
     assert summary.startswith("This session") and query == "where does it write?\nthe renderer writes to /srv/out."
+
+
+def test_a_new_tracker_settles_the_rewinds_an_earlier_one_suggested(lt):
+    """Rewind candidates outlive their Tracker (a proxy restart): kept in the store (``save_rewinds``), one new
+    tracker confirms the rewind from them, as the first would have, instead of reading the rewound turns as dropped
+    by a compaction. A refuted candidate is dropped from the store, on both backends."""
+    from lantern.compaction import Tracker
+
+    msgs = conversation()
+    lt.archive(msgs, session="s")
+    edited = [*msgs[:5], {"role": "user", "content": "Refactor module number 1 differently: split it in two."}]
+    event, current = Tracker(lt).observe("s", edited)  # a candidate only: no compaction, nothing confirmed
+    assert event is None and (current is None or not current.lost_entry_ids)
+    rewound = [i for i, turn, _ in lt.store.session_turns("s") if turn >= 3]
+    lt.archive(edited, session="s")
+    went_on = [*edited, {"role": "assistant", "content": "Split module 1 into two files."}]
+    lt.archive(went_on, session="s")
+    went_on.append({"role": "user", "content": "Now run the tests of module 1."})
+    tracker = Tracker(lt)  # restarted
+    event, current = tracker.observe("s", went_on)
+    assert tracker.seen[tracker.key("s", lt.scope)].abandoned == rewound
+    assert current is None or not set(current.lost_entry_ids) & set(rewound)
+    conversation_key = (lt.scope.user, "", "", "s")
+    assert [i for i, _ in lt.store.open_rewinds(conversation_key)[0]] == rewound  # until the proxy moves them
+    lt.abandon(dict.fromkeys(rewound, "abandoned-x"), keep=True)
+    Tracker(lt).observe("s", [*went_on, {"role": "assistant", "content": "Tests pass."}])
+    assert lt.store.open_rewinds(conversation_key) == []  # its turns left the session: the record goes
+    # refuted: a candidate whose turns come back is dropped, in the store too
+    msgs2 = conversation()
+    lt.archive(msgs2, session="t")
+    Tracker(lt).observe("t", msgs2[:5])
+    assert lt.store.open_rewinds((lt.scope.user, "", "", "t"))
+    Tracker(lt).observe("t", [*msgs2, {"role": "user", "content": "And the docs?"}])
+    assert lt.store.open_rewinds((lt.scope.user, "", "", "t")) == []
+    # forgotten: a forget takes its entries out of the open candidates in its own transaction
+    Tracker(lt).observe("t", msgs2[:5])
+    assert lt.store.open_rewinds((lt.scope.user, "", "", "t"))
+    lt.forget(session="t")
+    assert lt.store.open_rewinds((lt.scope.user, "", "", "t")) == []

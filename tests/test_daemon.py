@@ -472,6 +472,7 @@ def test_a_daemon_that_dies_or_fails_mid_request_leaves_the_hook_to_archive_in_p
 
 def test_a_key_in_the_environment_never_travels_in_a_request(warm, monkeypatch):
     monkeypatch.setenv("LANTERN_LLM_API_KEY", "sk-test-secret-1234567890")
+    monkeypatch.setenv("LANTERN_DB", "postgresql://ann:pg-Secret-77x@db.internal/lantern")
     heard: list[bytes] = []
     server = _mute_daemon(b'{"ok": true, "result": []}\n', heard)
     try:
@@ -479,6 +480,7 @@ def test_a_key_in_the_environment_never_travels_in_a_request(warm, monkeypatch):
     finally:
         server.close()
     assert b"LANTERN_LLM_API_KEY" in heard[0] and b"sk-test-secret" not in heard[0]
+    assert b"LANTERN_DB" in heard[0] and b"pg-Secret-77x" not in heard[0]  # a URL's password is a key too
 
 
 def test_switched_off_the_hook_never_starts_a_daemon(warm, monkeypatch):

@@ -106,3 +106,32 @@ def test_a_cancelled_build_stops_within_one_step():
     start = time.monotonic()
     graphs.cancel()
     assert time.monotonic() - start < 3.0 and graphs.covered < n
+
+
+def test_the_daemon_builds_and_saves_the_graphs_of_a_store_only_hooks_write_to(db, monkeypatch):
+    """Hooks-only users (issue 38): no read ever starts a build in a short-lived hook, so the daemon builds the
+    graphs when no request comes (``Daemon.step_graphs``, what its serve loop runs after ``GRAPH_STEP_S`` quiet
+    seconds and while a build runs): its handle of the store, opened by an archive hook, gets them built in the
+    worker thread and saved with the snapshot; the next short-lived process loads them without building."""
+    from lantern.integrations.daemon import Daemon
+
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 1_000)
+    monkeypatch.setattr(index_module, "ANN_BUILD_AHEAD", 100)
+    d = Daemon(config=CONFIG)
+    try:
+        handle = d.lantern(str(db), None)  # what an archive hook's request opens
+        handle.archive([{"role": "user", "content": "Bump the kestrel port to 7610."}], session="hooks")
+        assert handle.index.ann is None  # archiving reads nothing: no build yet
+        deadline = time.monotonic() + 300
+        building = d.step_graphs()
+        assert building or handle.index.ann is not None
+        while d.step_graphs() and time.monotonic() < deadline:  # the serve loop's poll
+            time.sleep(0.2)
+        assert handle.index.ann is not None and handle.index.ann.saved
+        assert list(snapshot.location(handle.store).glob("graph-*.usearch"))
+        assert d.step_graphs() is False  # nothing left to do
+    finally:
+        d.close()
+    with Lantern(db, embedder="minilm", config=CONFIG) as lt:  # a later hook's process: the saved graphs
+        lt.recover("how do I run the tests?")
+        assert lt.index.ann is not None and lt.index.ann.viewed and not _builds()

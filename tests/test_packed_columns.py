@@ -49,6 +49,28 @@ def test_pack_then_unpack_gives_the_text_back_and_never_grows_it(text):
         assert stored == text
 
 
+@settings(max_examples=examples(20), deadline=None)
+@given(
+    inflated=st.integers(packed.MAX_UNPACKED_BYTES + 1, 4 * packed.MAX_UNPACKED_BYTES),
+    byte=st.sampled_from([b"a", b"\x00", b"{"]),
+    cut=st.booleans(),
+)
+def test_a_deflate_bomb_or_a_cut_stream_is_refused_having_inflated_at_most_the_bound(inflated, byte, cut):
+    """A stored BLOB that inflates past ``MAX_UNPACKED_BYTES`` (a few KB deflated to tens of MB: a database from
+    elsewhere, ``lantern copy``'s source) or ends inside its stream is a damaged row (zlib.error), not memory;
+    every value ``pack`` writes reads back (the property above)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    bomb = packer.compress(byte * inflated) + packer.flush()
+    assert len(bomb) < inflated // 500
+    with pytest.raises(zlib.error, match="inflates past"):
+        packed.unpack(bomb)
+    small = packed.pack("the kestrel service listens on port 7510 " * 20)
+    assert isinstance(small, bytes)
+    if cut:
+        with pytest.raises(zlib.error):
+            packed.unpack(small[: len(small) // 2])
+
+
 @settings(max_examples=examples(200), deadline=None)
 @given(st.binary(min_size=32, max_size=32))
 def test_a_content_hash_is_stored_as_its_digest_and_read_as_hex(digest):

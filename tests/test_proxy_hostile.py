@@ -5,6 +5,7 @@ a real SQLite file and the fake embedder (tests/conftest.py)."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import sqlite3
@@ -15,6 +16,8 @@ import tracemalloc
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
@@ -43,6 +46,7 @@ def _gzip_bomb(mib: int) -> bytes:
 
 
 _BOMB = _gzip_bomb(1024)
+_BOMB_TWICE = gzip.compress(_BOMB, 9)  # "Content-Encoding: gzip, gzip": a few KB whose second layer is the bomb
 
 
 def _upstream_app() -> FastAPI:
@@ -65,6 +69,9 @@ def _upstream_app() -> FastAPI:
         if body["model"] == "bomb":  # 4.6 MB of gzip that inflates to 1 GiB
             media = "text/event-stream" if body.get("stream") else "application/json"
             return Response(_BOMB, media_type=media, headers={"content-encoding": "gzip"})
+        if body["model"] == "bomb-twice":  # the same bomb gzipped again: a few KB on the wire
+            media = "text/event-stream" if body.get("stream") else "application/json"
+            return Response(_BOMB_TWICE, media_type=media, headers={"content-encoding": "gzip, gzip"})
         gen = {"slow": slow, "nonl": no_newline}[body["model"]]
         return StreamingResponse(gen(), media_type="text/event-stream")
 
@@ -164,14 +171,15 @@ def test_sse_parser_reads_cr_and_crlf_line_endings():
     assert text.text == "one two three"
 
 
+@pytest.mark.parametrize("model", ["bomb", "bomb-twice"])
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_decompression_bomb_is_cut_at_the_cap_not_held(live_proxy, stream):
+def test_a_decompression_bomb_is_cut_at_the_cap_not_held(live_proxy, stream, model):
     """An upstream reply of 4.6 MB gzip that inflates to 1 GiB (issue 38, item 7): before, the proxy read it whole
     (2.2 GB peak). Now it decodes at most ``MAX_REPLY_BYTES`` (64 MiB): a 502 naming the cap when not streamed, the
     stream ended there when streamed; the request's turn is archived all the same; Python's allocations in the
     process (both servers run in it) stay far below the inflated size."""
     url, db = live_proxy
-    payload = {"model": "bomb", "stream": stream, "messages": [{"role": "user", "content": "Inflate the egret."}]}
+    payload = {"model": model, "stream": stream, "messages": [{"role": "user", "content": "Inflate the egret."}]}
     tracemalloc.start()
     try:
         with httpx.stream("POST", url + "/chat/completions", json=payload, timeout=120) as r:
@@ -189,3 +197,88 @@ def test_a_decompression_bomb_is_cut_at_the_cap_not_held(live_proxy, stream):
     while time.monotonic() < deadline and not _texts(db, "default"):
         time.sleep(0.2)
     assert any("Inflate the egret" in t for t in _texts(db, "default"))
+
+
+class _Raw:
+    is_stream_consumed = False
+
+    """A streamed response as ``_decoded`` reads it: headers and the raw body in the given pieces."""
+
+    def __init__(self, encoding: str, pieces: list[bytes]):
+        self.headers = {"content-encoding": encoding} if encoding else {}
+        self.pieces = pieces
+
+    async def aiter_raw(self):
+        for p in self.pieces:
+            yield p
+
+
+def _encode(data: bytes, name: str) -> bytes:
+    if name == "gzip":
+        return gzip.compress(data, 6)
+    if name == "deflate-zlib":
+        return zlib.compress(data, 6)
+    if name == "deflate-raw":
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        return c.compress(data) + c.flush()
+    return data
+
+
+def _decode_all(resp) -> list[bytes]:
+    from lantern.integrations.proxy import _decoded  # llm.BodyDecoder, as the proxy reads a reply
+
+    async def run():
+        return [p async for p in _decoded(resp)]
+
+    return asyncio.run(run())
+
+
+@given(
+    data=st.binary(max_size=200_000) | st.integers(0, 3_000_000).map(lambda n: b"z" * n),
+    layers=st.lists(st.sampled_from(["gzip", "deflate-zlib", "deflate-raw", "identity"]), min_size=0, max_size=3),
+    cut=st.integers(1, 70_000),
+)
+@settings(max_examples=60, deadline=None)
+def test_every_stack_of_encodings_decodes_to_the_body_in_bounded_pieces(data, layers, cut):
+    """Any body under any stack of gzip / deflate (zlib-wrapped or raw) / identity layers, its wire bytes cut in
+    any pieces: decoded to the very body, in pieces of at most ``DECODE_STEP`` bytes."""
+    from lantern.llm import DECODE_STEP
+
+    wire = data
+    for name in layers:
+        wire = _encode(wire, name)
+    header = ", ".join("deflate" if n.startswith("deflate") else n for n in layers)
+    pieces = [wire[i : i + cut] for i in range(0, len(wire), cut)] or [b""]
+    out = _decode_all(_Raw(header, pieces))
+    assert b"".join(out) == data and all(len(p) <= DECODE_STEP for p in out)
+
+
+def test_an_encoding_not_asked_for_is_refused():
+    with pytest.raises(httpx.DecodingError, match="did not ask for"):  # brotli, zstd: not asked for, not decoded
+        _decode_all(_Raw("br", [b"\x0b\x02\x80hello\x03"]))
+
+
+@pytest.mark.parametrize("encoding, body", [("gzip", "bomb"), ("gzip, gzip", "twice")])
+def test_an_llm_answer_that_inflates_to_a_gib_is_refused_having_inflated_a_step_past_the_cap(encoding, body):
+    """The LLM client (rerank, memory agent, judge) reads its answers through the same ``llm.BodyDecoder``: a
+    stacked bomb is an ``LLMError`` (malformed, "answer over"), with Python's allocations far below the inflated
+    size (before: 2.1 GB for ``gzip, gzip``). It asks for ``gzip, deflate`` only."""
+    from lantern.llm import LLMClient, LLMError, LLMSettings
+
+    asked = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("accept-encoding"))
+        content = _BOMB if body == "bomb" else _BOMB_TWICE
+        return httpx.Response(200, stream=httpx.ByteStream(content), headers={"content-encoding": encoding})
+
+    client = LLMClient(LLMSettings("http://llm.invalid/v1", "m"), transport=httpx.MockTransport(answer))
+    tracemalloc.start()
+    try:
+        with pytest.raises(LLMError, match="answer over"):
+            client.chat([{"role": "user", "content": "Rank these."}])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        client.close()
+    assert asked == ["gzip, deflate"] and peak < 200 << 20, f"peak {peak >> 20} MiB"

@@ -154,3 +154,69 @@ def test_a_title_request_deletes_nothing_and_moves_only_itself_off_the_session(p
     assert main[:6] == before and len(main) == 8 and not any(TITLE in t for t in main)
     titles = [s for s, t in rows if TITLE in t and s.startswith("titled")]
     assert len(titles) == 1 and titles[0].startswith("titled/abandoned-")
+
+
+def _proxy_app(db, sent: list[dict], calls):
+    """A proxy over ``db`` with the mock upstream: each call a new run of ``lantern serve`` (a restart)."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        sent.append(body)
+        reply = f"Reply {next(calls)} to: {body['messages'][-1]['content']}"
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]})
+
+    app = build_app(db, upstream="http://upstream.invalid/v1", upstream_timeout=10.0)
+    app.app.state.forwarder.client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
+    return TestClient(app, base_url="http://127.0.0.1")
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(exchanges=st.integers(3, 5), edit=st.integers(1, 2), restart_after_confirm=st.booleans())
+def test_a_rewind_suggested_before_a_restart_is_settled_after_it(
+    tmp_path_factory, exchanges, edit, restart_after_confirm
+):
+    """The user edits question ``edit`` (a rewind: the proxy sees the later turns left out), the proxy restarts,
+    and the conversation goes on from the edit. The rewind is confirmed from the candidates the store kept: the
+    rewound turns move into ``SESSION/abandoned-ID`` and nothing is injected. Before, the restarted proxy had
+    forgotten the candidate and read the rewound turns, older than the new ones, as dropped by a compaction: it
+    recovered them into the context they were edited out of. A second restart after the confirmation finds no
+    candidate left (its turns have left the session)."""
+    tmp = tmp_path_factory.mktemp("restart")
+    db, sent, calls = tmp / "p.db", [], itertools.count()
+    head = {"X-Lantern-Session": "s"}
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HOME", str(tmp / "home"))
+    try:
+        conv = [SYSTEM]
+        with _proxy_app(db, sent, calls) as client:
+
+            def send(c: TestClient) -> None:
+                r = c.post("/v1/chat/completions", json={"model": "m", "messages": conv}, headers=head)
+                assert r.status_code == 200, r.text
+                conv.append(r.json()["choices"][0]["message"])
+
+            for i in range(exchanges):
+                conv.append({"role": "user", "content": f"Step {i}: set the kestrel service to port 75{i}0."})
+                send(client)
+            users = [i for i, m in enumerate(conv) if m["role"] == "user"]
+            rewound = [t for s, t in _rows(db) if s == "s"][edit + 1 :]  # the system turn, then one per step
+            del conv[users[edit] :]
+            conv.append({"role": "user", "content": f"Step {edit} again: use port 76{edit}0 instead."})
+            send(client)  # the rewind's first request: a candidate only
+        with _proxy_app(db, sent, calls) as client:  # restarted
+            for k in range(2):
+                conv.append({"role": "user", "content": f"Then {k}: restart the kestrel service."})
+                send(client)
+        if restart_after_confirm:
+            with _proxy_app(db, sent, calls) as client:
+                conv.append({"role": "user", "content": "Finally: check the kestrel logs."})
+                send(client)
+    finally:
+        mp.undo()
+    rows = _rows(db)
+    main = [t for s, t in rows if s == "s"]
+    moved = [t for s, t in rows if s.startswith("s/abandoned-")]
+    assert sorted(moved) == sorted(rewound) and not any(t in main for t in rewound)
+    assert not any("Recovered from Lantern" in str(m.get("content")) for body in sent for m in body["messages"])
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM meta WHERE key LIKE 'rewinds %'").fetchone()[0] == 0

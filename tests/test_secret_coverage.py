@@ -4,7 +4,11 @@ list kept here. Every row of ``secret_tokens.TOKENS`` (provider token formats) a
 generators, ``secret_tokens.sample``) and look-alikes. Every sample is stored through every entry path — the
 archive API, ingest of each transcript format, the REST API and the forwarding proxy of ``lantern serve``, the MCP
 server, import of an export — into a real SQLite file, and the random parts of every sample are looked for in the
-raw bytes of the ``.db`` and ``-wal`` files (the WAL not checkpointed: every page written is in it). Each case
+raw bytes of the ``.db`` and ``-wal`` files (the WAL not checkpointed: every page written is in it) and in every
+column as read (summary and tags may be stored deflated). The archive path puts each case, round robin, in a place
+of a turn or in one of the other fields a message or a call carries (speaker name, meta, tool names, a
+transcript's session, files, the session, user, agent and project a call names: ``FIELDS``); the REST, proxy, MCP
+and import paths name each case's session after its secret when it fits a name. Each case
 carries a marker word, which must be stored, so a format the path did not read cannot pass unnoticed. Look-alikes
 (identifiers that are not secrets: Twilio account SIDs, publishable keys, prefixes as words, shorter runs) must
 come out unchanged.
@@ -137,10 +141,77 @@ def turn(text: str, place: str, i: int) -> list[dict]:
     ]
 
 
+# ---------------------------------------------------------------------------------------------- every stored field
+# Every field of what the write path stores, by how its text is kept out of the database in clear: redacted on the
+# way in (archive/redact.py: redact_messages for a message's fields, redact_name for names, Scope.name), derived
+# from redacted text, or no free text at all. A field added to one of these classes fails
+# test_every_stored_field_is_classified until it is put in one of them (and, if it holds text, covered below).
+REDACTED_FIELDS = {
+    "Message": {"text", "tool_calls", "tool_results", "files", "name", "session", "meta"},
+    "ToolCall": {"name", "arguments"},
+    "ToolResult": {"content", "name"},
+    "NewEntry": {"session", "meta", "user", "agent", "project"},
+}
+DERIVED_FIELDS = {"NewEntry": {"text", "summary", "tags", "hints", "facts", "content_hash"}}
+NOT_TEXT_FIELDS = {
+    "Message": {"role", "time"},  # a role of a closed set (parse/objects.py norm_role); a datetime
+    "ToolCall": {"id"},  # ids pair a call with its result; never stored
+    "ToolResult": {"call_id"},
+    "NewEntry": {"memory_type", "importance", "time", "tool_count", "file_count", "category"},
+}
+# (field, where the case's text goes): each case in one of them, round robin; names hold at most MAX_ID_CHARS
+FIELDS = ("name", "meta", "tool-name", "result-name", "message-session", "files", "session", "user", "agent", "project")
+NAME_FIELDS = {"session", "user", "agent", "project", "message-session"}
+NAME_CASE_CHARS = 200  # ours: a case whose text is longer goes elsewhere (a name holds at most 256 characters)
+
+
+def _field_case(c: Case, where: str, i: int) -> tuple[list, dict]:
+    """(messages, archive keywords) holding ``c.text`` in ``where``, and its marker in the user's text."""
+    from lantern.model import Message, ToolCall, ToolResult
+
+    kw: dict = {"session": f"fields-{i}"}
+    user = Message("user", f"{c.marker} Check the settings {i}.")  # the marker in the text, wherever the case is
+    reply = Message("assistant", "Done.")
+    if where == "name":
+        user.name = c.text
+    elif where == "meta":
+        user.meta = {"note": c.text, "nested": [{"deep": c.text}]}
+    elif where == "files":
+        user.files = [c.text]
+    elif where == "message-session":
+        user.session = reply.session = c.text
+    elif where in ("tool-name", "result-name"):
+        call = ToolCall(c.text if where == "tool-name" else "bash", "{}", f"c{i}")
+        result = ToolResult("ok", f"c{i}", c.text if where == "result-name" else None)
+        return [user, Message("assistant", tool_calls=[call]), Message("tool", tool_results=[result]), reply], kw
+    else:  # a name the call gives
+        kw[where] = c.text
+    return [user, reply], kw
+
+
 def _via_archive(cases: list[Case], db: Path, tmp: Path) -> None:
+    """Each case in one place of a turn (PLACES) or one field (FIELDS), round robin; a case too long for a name
+    goes to the next place that is not one."""
+    places = (*PLACES, *FIELDS)
     with Lantern(db) as lt:
         for i, c in enumerate(cases):
-            assert lt.archive(turn(c.text, PLACES[i % len(PLACES)], i), session=c.id).added >= 1, c.id
+            k = i % len(places)
+            while places[k] in NAME_FIELDS and len(c.text) > NAME_CASE_CHARS:
+                k = (k + 1) % len(places)
+            if places[k] in PLACES:
+                messages, kw = turn(c.text, places[k], i), {"session": c.id}
+            else:
+                messages, kw = _field_case(c, places[k], i)
+            assert lt.archive(messages, **kw).added >= 1, c.id
+
+
+def _name(c: Case) -> str:
+    """The session a REST, proxy or MCP call names for case ``c``: the case's secret line when it fits a name and
+    a header (no line break, Latin-1) and is no JSON text (the MCP SDK reads a JSON-looking string argument as the
+    value it spells), else the case's id."""
+    line = c.text.split("\n", 1)[1]
+    fits = len(line) <= NAME_CASE_CHARS and line.isprintable() and line.isascii()
+    return line if fits and not line.lstrip().startswith(("{", "[", '"')) else c.id
 
 
 def _transcript(fmt: str, cases: list[Case]) -> str:
@@ -351,7 +422,7 @@ def _via_rest(cases: list[Case], db: Path, tmp: Path) -> None:
     with TestClient(build_app(db), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         for i, c in enumerate(cases):
             r = client.post(
-                "/v1/memory/archive", json={"messages": turn(c.text, PLACES[i % len(PLACES)], i), "session": c.id}
+                "/v1/memory/archive", json={"messages": turn(c.text, PLACES[i % len(PLACES)], i), "session": _name(c)}
             )
             assert r.status_code == 200 and r.json()["added"] >= 1, (c.id, r.text)
 
@@ -372,7 +443,7 @@ def _via_proxy(cases: list[Case], db: Path, tmp: Path) -> None:
                     "model": "tiny",
                     "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": c.text}],
                 }
-                r = client.post("/v1/chat/completions", json=body, headers={"X-Lantern-Session": c.id})
+                r = client.post("/v1/chat/completions", json=body, headers={"X-Lantern-Session": _name(c)})
                 assert r.status_code == 200 and c.marker in r.json()["choices"][0]["message"]["content"], (c.id, r.text)
     finally:
         server.should_exit = True
@@ -395,7 +466,7 @@ def _via_mcp(cases: list[Case], db: Path, tmp: Path) -> None:
             async with client as session:
                 for i, c in enumerate(cases):
                     result = await session.call_tool(
-                        "archive", {"messages": turn(c.text, PLACES[i % len(PLACES)], i), "session": c.id}
+                        "archive", {"messages": turn(c.text, PLACES[i % len(PLACES)], i), "session": _name(c)}
                     )
                     assert not getattr(result, "is_error", getattr(result, "isError", False)), c.id
         finally:
@@ -421,7 +492,7 @@ def _via_import(cases: list[Case], db: Path, tmp: Path) -> None:
                 {
                     "type": "entry",
                     "id": i + 1,
-                    "session": c.id,
+                    "session": _name(c),
                     "turn": 0,
                     "time": 1_767_600_000.0 + i,
                     "archived_at": 1_767_600_000.0 + i,
@@ -430,6 +501,7 @@ def _via_import(cases: list[Case], db: Path, tmp: Path) -> None:
                     "tags": [["secret", c.text]],
                     "hints": [c.text],
                     "meta": {"note": c.text},
+                    **({"agent_id": c.text} if len(c.text) <= 200 else {}),  # a name (store/transfer.py limits)
                     "facts": [
                         {
                             "key": "setting",
@@ -480,6 +552,12 @@ def test_no_generated_secret_reaches_the_raw_database_file(path_name, tmp_path):
     con = sqlite3.connect(db)
     try:
         texts = "\n".join(t for (t,) in con.execute("SELECT text FROM entries"))
+        # every other column as read: summary and tags may be stored deflated (store/packed.py), the names and meta
+        # as they are; looked in as the raw bytes are
+        stored = "\n".join(
+            "\n".join([*map(str, row[:5]), Store.entry_value("summary", row[5]), Store.entry_value("tags", row[6])])
+            for row in con.execute("SELECT session, user_id, agent_id, project, meta, summary, tags FROM entries")
+        )
         noise = [Store.entry_value("content_hash", h) for (h,) in con.execute("SELECT content_hash FROM entries")]
         noise += [v for (v,) in con.execute("SELECT value FROM meta WHERE key = ?", (META_SALT,))]
     finally:
@@ -488,12 +566,13 @@ def test_no_generated_secret_reaches_the_raw_database_file(path_name, tmp_path):
         raw = raw.replace(h.encode(), b" ")
     unread = [c.id for c in CASES if c.marker not in texts]
     assert not unread, f"{path_name}: cases not stored at all: {unread[:10]}"
+    raw += stored.encode()
     leaked = [(c.id, p) for c in CASES for p in c.parts if any(f in raw for f in forms(p, FIXED))]
     print(
         f"\n[coverage] {path_name}: {len(CASES)} formats, {len(leaked)} found in the raw .db/-wal bytes: {leaked[:10]}"
     )
     assert not leaked
-    assert len(PLACEHOLDER_RE.findall(texts)) >= len(CASES)
+    assert len(PLACEHOLDER_RE.findall(texts + stored)) >= len(CASES)
 
 
 def test_lookalikes_come_out_unchanged():
@@ -550,3 +629,77 @@ def test_twilio_account_sids_and_publishable_keys_are_identifiers():
     out, n = redact_text(text, policy)
     assert n == 1 and "AC0123456789abcdef" in out and "pk_live_51H8a" in out and "sb_publishable_4fT9" in out
     assert "SK0123456789abcdef" not in out
+
+
+def test_every_stored_field_is_classified():
+    from dataclasses import fields
+
+    from lantern.model import Message, ToolCall, ToolResult
+    from lantern.store.base import NewEntry
+
+    for cls in (Message, ToolCall, ToolResult, NewEntry):
+        have = {f.name for f in fields(cls)}
+        known = REDACTED_FIELDS.get(cls.__name__, set()) | DERIVED_FIELDS.get(cls.__name__, set())
+        known |= NOT_TEXT_FIELDS.get(cls.__name__, set())
+        assert have == known, (cls.__name__, have ^ known)
+
+
+def test_every_message_field_is_redacted_for_every_format():
+    """Every case in every field of a message (no database: ``redact_messages``, the one stage they pass)."""
+    from lantern.archive.redact import redact_messages
+
+    policy = make_policy(b"k")
+    missed = []
+    for i, c in enumerate(CASES):
+        for where in FIELDS[:6]:
+            messages, _ = _field_case(c, where, i)
+            out, n = redact_messages(messages, policy)
+            flat = repr(out)
+            if not n or any(f.decode() in flat for p in c.parts for f in forms(p, FIXED) if f.isascii()):
+                missed.append((where, c.id))
+    assert not missed, missed[:20]
+
+
+def test_a_name_holding_a_secret_is_found_by_the_name_as_given(db_location):
+    """A name is stored redacted and matched in that form, on both backends: the session, user and project a call
+    gives find what was archived under them, and forget deletes it, also for a session stored in clear before
+    names were redacted."""
+    secret = "ghp_" + "Zq8XwV3mK7pL2nR9tY4uB6cD1eF5gH0jA3sW"
+    session, user, project = f"deploy {secret}", f"ci {secret}", f"repo-{secret}"
+    db = db_location
+    with Lantern(db, user=user) as lt:
+        turn_ = [{"role": "user", "content": "The staging port is 8443."}, {"role": "assistant", "content": "Noted."}]
+        r = lt.archive(turn_, session=session, project=project)
+        assert r.added == 1 and secret not in r.session and "[secret:github-token" in r.session
+        assert lt.search("staging port", session=session, project=project)
+        recovery = lt.recover("which staging port?", session=session, budget=400)
+        assert recovery.entries
+        # an event's labels and session: stored as names are, found by the session as given
+        lt.record_compaction(recovery, session=session, reason=f"why {secret}", source=f"by {secret}", lost=[])
+        assert [e.session for e in lt.events(session)] == [r.session]
+        assert lt.turn_hash(session, lt.store.entries(r.entry_ids)[r.entry_ids[0]].text, project=project) == (
+            lt.store.entries(r.entry_ids)[r.entry_ids[0]].content_hash
+        )
+        # a session stored in clear (an older Lantern): forgotten by its name as given all the same
+        with lt.store.transaction() as con:
+            con.execute("UPDATE entries SET session = ? WHERE id = ?", (session, r.entry_ids[0]))
+        assert lt.forget(session=session) == 1
+        assert lt.stats()["entries"] == 0
+    if isinstance(db, Path):
+        assert secret.encode() not in raw_bytes(db)
+
+
+def test_a_name_whose_redacted_form_is_over_the_limit_is_refused_in_words(tmp_path):
+    """Placeholders are longer than the short secrets they replace: a name at its limit holding several grows past
+    it. Refused (NameTooLongError, a ValueError) rather than stored over the limit PostgreSQL's index takes."""
+    from lantern.errors import NameTooLongError
+    from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS
+
+    secrets = " ".join(f"pwd={i:02d}Xy!" for i in range(30))
+    with Lantern(tmp_path / "long.db") as lt:
+        turn_ = [{"role": "user", "content": "hello"}]
+        with pytest.raises(NameTooLongError, match="at most 384"):
+            lt.archive(turn_, session=secrets[:MAX_SESSION_CHARS])
+        with pytest.raises(NameTooLongError, match="at most 256"):
+            lt.archive(turn_, session="s", project=secrets[:MAX_ID_CHARS])
+        assert lt.stats()["entries"] == 0

@@ -152,3 +152,47 @@ def test_secrets_on_the_command_line_are_warned_about_and_files_checked(tmp_path
     assert r.returncode == 2 and "is empty" in r.stderr
     r = run("serve", "--token", TOKEN, "--token-file", str(empty))
     assert r.returncode == 2 and "not both" in r.stderr
+
+
+_PASSWORDS = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=8, max_size=24)
+
+
+def _stats(args: list[str], env: dict[str, str]):
+    from typer.testing import CliRunner
+
+    from lantern.cli import app
+
+    return CliRunner().invoke(app, [*args, "stats"], env={"LANTERN_EMBEDDER": "fake", **env})
+
+
+DB_WARNING = (
+    "warning: the password of a --db URL on the command line is visible to other users in ps; use $LANTERN_DB, "
+    "$PGPASSWORD or ~/.pgpass (docs/cli.md#secrets)"
+)
+
+
+@settings(max_examples=10, deadline=None)
+@given(password=_PASSWORDS, form=st.sampled_from(["userinfo", "encoded", "query", "encoded-query"]))
+def test_a_db_password_on_the_command_line_is_warned_once_and_never_shown(password, form):
+    """``--db`` with a password (in the userinfo or a ``password=`` parameter, as written or percent-encoded): one
+    warning line on stderr; the password in no output, the connection error included."""
+    from urllib.parse import quote
+
+    pw = quote(password, safe="") if form.startswith("encoded") else password
+    url = (
+        f"postgresql://ann:{pw}@127.0.0.1:1/x"
+        if form in ("userinfo", "encoded")
+        else f"postgresql://ann@127.0.0.1:1/x?password={pw.replace('&', '%26')}"
+    )
+    r = _stats(["--db", url], {})
+    out = r.stdout + r.stderr
+    assert r.exit_code != 0 and password not in out and pw not in out, out
+    assert [line for line in r.stderr.splitlines() if "visible to other users" in line] == [DB_WARNING]
+
+
+def test_no_db_warning_from_the_environment_or_without_a_password():
+    url = "postgresql://ann:s3cr3t-PW-9x@127.0.0.1:1/x"
+    r = _stats([], {"LANTERN_DB": url})
+    assert r.exit_code != 0 and "visible" not in r.stderr and "s3cr3t-PW-9x" not in r.stdout + r.stderr
+    for quiet in ("postgresql://ann@127.0.0.1:1/x", "postgresql://ann:@127.0.0.1:1/x"):
+        assert "visible" not in _stats(["--db", quiet], {}).stderr

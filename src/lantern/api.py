@@ -24,7 +24,7 @@ import numpy as np
 from lantern import reinforce
 from lantern.archive.chunk import chunk
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
-from lantern.archive.redact import load_policy, redact_text, set_secret_redaction
+from lantern.archive.redact import load_policy, redact_name, redact_text, set_secret_redaction
 from lantern.archive.subagents import parent_session
 from lantern.config import (
     DEFAULT,
@@ -130,7 +130,7 @@ class Lantern:
             raise LanternError(why)
         location = location if is_server_url(location) else Path(location)
         server = is_server_url(location)
-        self.scope = resolve(Scope(), user, agent, project)
+        resolve(Scope(), user, agent, project)  # a bad name is refused before the store is opened
         self.store = open_store(location)
         self.path = self.store.path if server else location  # a server's URL as shown: without its password
         self._follows = embedder is None  # no embedder named: the handle follows the database's (``_follow_reindex``)
@@ -138,6 +138,8 @@ class Lantern:
         _check_embedder(self.store, chosen)
         self.store.compact_vectors()  # once per database: vectors written before the int8 format
         self.writer = Writer(self.store, None, chosen, config, load_policy(self.store, config), self._follow_reindex)
+        # every name a call gives is read and written in its redacted form (archive/redact.py ``redact_name``)
+        self.scope = resolve(Scope(names=lambda name: redact_name(name, self.redaction)), user, agent, project)
         self.queries = None
         self._llm_clients: dict[LLMSettings, LLMClient] = {}
         self._use_embedder(chosen)
@@ -233,6 +235,14 @@ class Lantern:
         self.index.wait_ann()
 
     @_one_at_a_time
+    def step_graphs(self) -> bool:
+        """For a long-lived process between requests (the daemon): bring the index up to the store and a large
+        store's HNSW graphs a step further: their build started in a worker thread, or a finished build taken and
+        saved with the index snapshot, so that short-lived processes (the hooks, the CLI) load them instead of
+        searching exactly (store/index.py ``step_graphs``). Returns whether a build is still running."""
+        return self.index.step_graphs()
+
+    @_one_at_a_time
     def close(self) -> None:
         for client in self._llm_clients.values():
             client.close()
@@ -304,9 +314,8 @@ class Lantern:
                 format=format,
                 progress=progress,
             )
-        session = (
-            given_name(session) or parent_session(path) or file_name_text(path.stem)
-        )  # a subagent file: its parent session
+        # a subagent file: its parent session
+        session = self.scope.name(given_name(session) or parent_session(path) or file_name_text(path.stem))
         return self.writer.ingest(path, session, scope, format, progress)
 
     @_one_at_a_time
@@ -314,7 +323,8 @@ class Lantern:
         self, session: str, text: str, *, user: str | None = None, agent: str | None = None, project: str | None = None
     ) -> str:
         """The content hash (dedup key) a turn of ``text`` archived in ``session`` gets within the scope."""
-        return content_hash(clean_name(session), text, *resolve(self.scope, user, agent, project).write_values)
+        name = self.scope.name(clean_name(session))  # its stored form
+        return content_hash(name, text, *resolve(self.scope, user, agent, project).write_values)
 
     # ------------------------------------------------------------------ read path
     @_one_at_a_time
@@ -363,7 +373,7 @@ class Lantern:
         block is empty, below ``Config.clear_score`` it is a short one (``Config.short_budget`` characters).
         ``.reason`` says why a block is empty or shortened (empty_query, nothing_archived, no_match, below_floor,
         uncertain, budget) and ``.detail`` gives the figures; a query with no word is not searched."""
-        session = given_name(session)  # its stored form, for the reinforcement row as for the read
+        session = self._stored_session(session)  # its stored form, for the reinforcement row as for the read
         result = self._recover(
             query,
             session,
@@ -455,7 +465,7 @@ class Lantern:
         live = list(live) if one_pass else live  # an iterator is read once, for both uses below
         ids, live_text = self._exclusions(live, "live")
         live_list = list(live or [])
-        session_name = given_name(session) or DEFAULT_SESSION
+        session_name = self._stored_session(session) or DEFAULT_SESSION
         started = time.perf_counter()
 
         def as_archived(t: str) -> str:  # compared with archived text, so cleaned and redacted as it is
@@ -568,7 +578,7 @@ class Lantern:
         self._follow_reindex()
         ids, live = self._exclusions(exclude)
         at = _epoch(as_of)
-        query, session = _query_text(query), given_name(session)
+        query, session = _query_text(query), self._stored_session(session)
         if not _WORDS.search(query):  # the cheap check first: nothing to search (recover/relevance.py)
             return Recovery(
                 query=query,
@@ -669,12 +679,15 @@ class Lantern:
             empty_reason = recovery.reason or "nothing_relevant"
         scope = resolve(self.scope, user, agent, project)
         query = redact_text(recovery.query or "", self.redaction)[0][: event_store.QUERY_CHARS]
+        # labels a caller names (integrations use fixed words): stored as names are, a secret in one redacted
+        source, reason = redact_name(source, self.redaction), redact_name(reason, self.redaction)
+        empty_reason = empty_reason and redact_name(empty_reason, self.redaction)
         try:
             with self.store.transaction(wait=reinforce.WRITE_WAIT_S) as db:
                 return event_store.add_event(
                     db,
                     time=time.time(),
-                    session=given_name(session) or DEFAULT_SESSION,
+                    session=self._stored_session(session) or DEFAULT_SESSION,
                     scope=scope,
                     source=source,
                     reason=reason,
@@ -709,7 +722,7 @@ class Lantern:
         is a sub-session of) when given, else of every session; at most ``limit`` (None: all). Scope as
         ``recover``, except that ``agent`` / ``project`` match the scope the event was detected in exactly."""
         scope = resolve(self.scope, user, agent, project)
-        return self.store.events(scope=scope, session=given_name(session), event_id=event_id, limit=limit)
+        return self.store.events(scope=scope, session=self._stored_session(session), event_id=event_id, limit=limit)
 
     def _fact_filter(self, scope: Scope) -> tuple[str, tuple]:
         """The SQL condition on the source entries ``e`` of every facts read, with its parameters: the scope."""
@@ -737,7 +750,7 @@ class Lantern:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         floor = self._min_score(0.0 if min_score is None else min_score)
-        query, session = _query_text(query), given_name(session)
+        query, session = _query_text(query), self._stored_session(session)
         if not query.strip():
             return []
         self._follow_reindex()
@@ -751,6 +764,12 @@ class Lantern:
         from lantern.memory.triggers import should_recover
 
         return should_recover(question, draft)
+
+    def _stored_session(self, session: str | None) -> str | None:
+        """A session name a call gives, in the form it is stored and matched in (``given_name``, then the
+        database's name redaction, ``Scope.name``), or None when it is blank."""
+        name = given_name(session)
+        return self.scope.name(name) if name else None
 
     def _budget(self, budget: Any) -> int:
         if budget is None:
@@ -835,13 +854,15 @@ class Lantern:
             raise ValueError("give entry=, session=, user=, agent= or project=")
         if entry is not None and session is not None:
             raise ValueError("give entry= or session=, not both")
+        names: list[str | None] = [None]
         if session == "":
-            session = DEFAULT_SESSION
+            names = [DEFAULT_SESSION]
         elif session is not None:
-            session = check_length(clean_name(session), "session")
-        n = self.store.delete(
-            entry=entry, session=session, scope=resolve(self.scope, user, agent, project), erase=vacuum
-        )
+            given = check_length(clean_name(session), "session")
+            # its stored form, and the name as given: a session stored before names were redacted keeps it
+            names = list(dict.fromkeys((self.scope.name(given), given)))
+        scope = resolve(self.scope, user, agent, project)
+        n = sum(self.store.delete(entry=entry, session=name, scope=scope, erase=vacuum) for name in names)
         self.index.reset()
         if n:  # forgotten text does not stay in this process's caches either
             self.redaction.memo.clear()
@@ -883,7 +904,9 @@ class Lantern:
         if not owned:
             return 0
         if keep:
-            n = self.store.move_entries([(i, f"{owned[i]}/{entries[i]}") for i in sorted(owned)], drop_facts=True)
+            n = self.store.move_entries(
+                [(i, scope.name(f"{owned[i]}/{entries[i]}")) for i in sorted(owned)], drop_facts=True
+            )
         else:
             n = sum(self.store.delete(entry=i) for i in sorted(owned))
         self.index.reset()

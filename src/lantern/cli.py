@@ -169,6 +169,7 @@ def _warn_visible(what: str, instead: str) -> None:
 
 @app.callback()
 def _global(
+    ctx: typer.Context,
     db: Optional[str] = typer.Option(
         None,
         "--db",
@@ -198,6 +199,10 @@ def _global(
 ) -> None:
     state.db = _db_location(db)
     state.embedder = embedder
+    from lantern.config import has_password
+
+    if _on_command_line(ctx, "db") and has_password(db):
+        _warn_visible("the password of a --db URL", "use $LANTERN_DB, $PGPASSWORD or ~/.pgpass")
     state.rewound = rewound
 
 

@@ -295,7 +295,7 @@ def detect(
     from lantern.scope import resolve
 
     scope = resolve(lantern.scope, user, agent, project)
-    session = session or DEFAULT_SESSION
+    session = scope.name(session or DEFAULT_SESSION)  # its stored form
     messages = list(messages or [])
     archive = SessionArchive(lantern.store, session, scope)
     live = lantern.live_text(messages) if archive.ids else ""
@@ -526,6 +526,7 @@ class _Seen:
     compaction: Compaction | None = None  # the last compaction event, while its context lasts
     abandoned: list[int] = field(default_factory=list)  # rewound-away entries this request confirmed
     rewinds: list[list[int]] = field(default_factory=list)  # open rewind candidates (confirmed_rewinds)
+    saved: list[list[int]] = field(default_factory=list)  # the candidates the store holds for it (save_rewinds)
 
 
 class Tracker:
@@ -555,7 +556,47 @@ class Tracker:
         name is another conversation)."""
         from lantern.config import DEFAULT_SESSION
 
-        return session or DEFAULT_SESSION, scope
+        return scope.name(session or DEFAULT_SESSION), scope  # the session in its stored form (Scope.name)
+
+    @staticmethod
+    def _conversation(archive: SessionArchive) -> tuple[str, str, str, str]:
+        return archive.scope.user, archive.scope.agent or "", archive.scope.project or "", archive.session
+
+    def _open_rewinds(self, archive: SessionArchive) -> tuple[list[list[int]], list[list[int]]]:
+        """The open rewind candidates the store holds for ``archive``'s conversation (a previous run's, or this
+        tracker's before it let the session go), each cut to the entries still in the session with the content
+        hash recorded (an id a later entry reuses is another entry); and the record as stored, so that a cut
+        one is written again."""
+        stored = self.lantern.store.open_rewinds(self._conversation(archive))
+        out = []
+        for ids in stored:
+            kept = [i for i, h in ids if archive.hash.get(i, "")[:8] == h]
+            if kept:
+                out.append(kept)
+        return out, [[i for i, _ in ids] for ids in stored]
+
+    def _save_rewinds(self, state: _Seen, candidates: list[list[int]]) -> None:
+        """Record ``candidates`` in the store when they differ from what it holds (store ``save_rewinds``: one
+        transaction). A store that cannot be written now (locked past ``WRITE_WAIT_S``, read-only) keeps the
+        previous record; the candidates stay in memory and the next request tries again."""
+        import logging
+        import sqlite3
+
+        from lantern.reinforce import WRITE_WAIT_S
+        from lantern.store.sqlite import is_unwritable
+
+        if candidates == state.saved:
+            return
+        archive, store = state.archive, self.lantern.store
+        rows = [[(i, archive.hash[i][:8]) for i in ids if i in archive.hash] for ids in candidates]
+        try:
+            store.save_rewinds(self._conversation(archive), rows, WRITE_WAIT_S)
+        except getattr(store, "write_errors", (sqlite3.OperationalError,)) as e:  # as api.py's skippable writes
+            if not (getattr(store, "is_unwritable", None) or is_unwritable)(e):
+                raise
+            logging.getLogger("lantern").warning("%s: rewind candidates not recorded (%s)", store.path, e)
+            return
+        state.saved = [list(ids) for ids in candidates]
 
     def observe(
         self,
@@ -577,6 +618,7 @@ class Tracker:
         first = state is None
         if first:
             state = self.seen[key] = _Seen(SessionArchive(self.lantern.store, session, scope))
+            state.rewinds, state.saved = self._open_rewinds(state.archive)
             changed = set(state.archive.hash)
             while len(self.seen) > self.max_sessions:  # memory stays bounded: the oldest session starts over
                 self.seen.popitem(last=False)
@@ -599,6 +641,9 @@ class Tracker:
         if [i for i in after if i not in open_ids]:
             state.rewinds.append([i for i in after if i not in open_ids])
         state.abandoned = confirmed
+        # a confirmed rewind stays recorded until its entries have left the session (the proxy moves them after
+        # this call): a restart in between confirms it again from the store
+        self._save_rewinds(state, state.rewinds + ([confirmed] if confirmed else []))
         gone = set(confirmed) | set(after)
         newly_lost = {i for i in state.present if i in archive.hash and i not in present and i not in gone}
         is_new = current is not None and (

@@ -58,6 +58,12 @@ def location_error(location: str | os.PathLike[str] | None) -> str | None:
     return None
 
 
+def has_password(location: str | os.PathLike[str] | None) -> bool:
+    """Whether ``location`` is a server URL that holds a secret: a non-empty userinfo password or the value of a
+    secret query parameter (``SECRET_PARAMETERS``), as ``redact_url`` hides them."""
+    return is_server_url(location) and any(end > start for start, end in _password_spans(str(location)))
+
+
 def server_url(url: str) -> str:
     """``url`` with its scheme in lower case (``POSTGRES://`` -> ``postgres://``): URI schemes are case-insensitive
     (RFC 3986 §3.1) and ``is_server_url`` takes any case, but libpq recognizes only lower case. Any other string is

@@ -38,7 +38,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -288,7 +289,7 @@ class LLMClient:
     def _post(self, body: dict[str, Any]) -> Completion:
         import httpx
 
-        headers = {"content-type": "application/json"}
+        headers = {"content-type": "application/json", "accept-encoding": ACCEPTED_ENCODINGS}
         key = os.environ.get(self.settings.api_key_env)
         if key:
             headers["authorization"] = f"Bearer {key}"
@@ -359,11 +360,81 @@ class LLMClient:
         return LLMError(message, kind, status, detail, code)
 
 
+ACCEPTED_ENCODINGS = "gzip, deflate"  # what Lantern asks for when it reads a body (an answer, a proxied reply)
+DECODE_STEP = 1 << 16  # ours: bytes one decoding layer hands on at a time
+
+
+class _Inflater:
+    """One ``Content-Encoding`` layer (gzip, x-gzip or deflate: zlib-wrapped as RFC 9110 §8.4.1.2 says, or raw as
+    some servers send it) decoded ``DECODE_STEP`` bytes at a time (zlib's ``max_length``)."""
+
+    def __init__(self, name: str):
+        self.d = zlib.decompressobj(zlib.MAX_WBITS | 16) if name in ("gzip", "x-gzip") else None
+        self.head = b""
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if self.d is None:  # deflate: zlib-wrapped or raw, told by the first two bytes (RFC 1950 §2.2)
+            self.head += data
+            if len(self.head) < 2:
+                return
+            data, self.head = self.head, b""
+            wrapped = (data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0
+            self.d = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+        while not self.d.eof:
+            try:
+                out = self.d.decompress(data, DECODE_STEP)
+            except zlib.error as e:
+                import httpx
+
+                raise httpx.DecodingError(f"body not decodable: {e}") from None
+            data = self.d.unconsumed_tail
+            if out:
+                yield out
+            if not data and len(out) < DECODE_STEP:  # the input taken and no output left pending
+                return
+
+
+def _through(layer: _Inflater, pieces: Iterable[bytes]) -> Iterator[bytes]:
+    for piece in pieces:
+        yield from layer.feed(piece)
+
+
+class BodyDecoder:
+    """Decodes a body sent with ``content_encoding`` (a comma list, the last applied decoded first; gzip, x-gzip,
+    deflate, identity), fed its raw bytes as they arrive: ``feed(raw)`` yields the decoded pieces, at most
+    ``DECODE_STEP`` bytes each, each inflated only when the reader asks for it. Whatever the ratio, a layer holds
+    no more than a step of output, so stacked layers (``gzip, gzip``: a few KB that inflate to GBs in one call of
+    httpx's own decoders) cost no more memory than one, and a reader that stops at its cap has inflated at most a
+    step more. Raises httpx.DecodingError for another encoding (Lantern asks for ``ACCEPTED_ENCODINGS`` only) or a
+    body that does not decode."""
+
+    def __init__(self, content_encoding: str):
+        import httpx
+
+        names = [n.strip().lower() for n in content_encoding.split(",") if n.strip()]
+        names = [n for n in names if n != "identity"]
+        unknown = [n for n in names if n not in ("gzip", "x-gzip", "deflate")]
+        if unknown:
+            raise httpx.DecodingError(f"a body in an encoding Lantern did not ask for: {unknown[0][:40]}")
+        self.layers = [_Inflater(n) for n in reversed(names)]
+
+    def feed(self, raw: bytes) -> Iterator[bytes]:
+        pieces: Iterable[bytes] = [raw]
+        for layer in self.layers:
+            pieces = _through(layer, pieces)
+        yield from pieces
+
+
 def _read_capped(response: Any, limit: int) -> bytes | None:
-    """The (decoded) body of a streamed httpx response, or None once it passes ``limit`` bytes: a compressed
-    answer that inflates without end is never held whole."""
+    """The decoded body of a streamed httpx response (``BodyDecoder``), or None once it passes ``limit`` bytes: a
+    compressed answer that inflates without end is never held whole, nor inflated further."""
     parts, size = [], 0
-    for chunk in response.iter_bytes():
+    if response.is_stream_consumed:  # a body given whole (a transport that read it, tests' mocks): as it is
+        chunks: Iterable[bytes] = response.iter_bytes()
+    else:
+        decoder = BodyDecoder(response.headers.get("content-encoding", ""))
+        chunks = (chunk for raw in response.iter_raw() for chunk in decoder.feed(raw))
+    for chunk in chunks:
         size += len(chunk)
         if size > limit:
             return None

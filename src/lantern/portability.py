@@ -532,11 +532,13 @@ def _write_batch(
 
 def _redact_entry(rec: dict[str, Any], policy: Any) -> None:
     """Redact an entry record in place under the destination's redaction policy (archive/redact.py), as ``archive``
-    redacts a turn: its text, summary, tags, hints, meta and facts. An export may come from a database with
-    redaction switched off, an older Lantern or another tool; a recorded embedding of a summary that changed is
-    dropped (recomputed from the redacted summary)."""
-    from lantern.archive.redact import redact_json, redact_text
+    redacts a turn: its names (session and scope), text, summary, tags, hints, meta and facts. An export may come
+    from a database with redaction switched off, an older Lantern or another tool; a recorded embedding of a
+    summary that changed is dropped (recomputed from the redacted summary)."""
+    from lantern.archive.redact import redact_json, redact_name, redact_text
 
+    for column in ("session", "user_id", "agent_id", "project"):  # names: in the form reads match (Scope.name)
+        rec[column] = redact_name(rec[column], policy)
     rec["text"], _ = redact_text(rec["text"], policy)
     rec["summary"], n_summary = redact_text(rec["summary"], policy)
     for column in JSON_COLUMNS:
@@ -596,12 +598,23 @@ def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tu
     left out, as ``forget`` leaves a forgotten entry out of an event. An event already in ``target`` (same time,
     session, scope, source, reason and query) is skipped, so a copy run again adds none twice. Returns (copied,
     already there)."""
-    from lantern.archive.redact import redact_text
+    from lantern.archive.redact import redact_name, redact_text
 
-    # a source with redaction off kept the queries and the loss reports' values in clear: redacted under the
-    # target's policy
+    # a source with redaction off kept the names, the queries and the loss reports' values
+    # in clear: redacted under the target's policy
+    def name(value: str | None) -> str | None:
+        return redact_name(value, target.redaction) if value else value
+
     rows = [
-        (*r[:8], redact_text(r[8] or "", target.redaction)[0], *r[9:15], _redacted_loss(r[15], target.redaction))
+        (
+            r[0],
+            *(name(v) for v in r[1:5]),
+            *r[5:8],
+            redact_text(r[8] or "", target.redaction)[0],
+            r[9],
+            *r[10:15],
+            _redacted_loss(r[15], target.redaction),
+        )
         for r in rows
     ]
     return target.store.copy_events(rows, entry_ids, IMPORT_LOCK)

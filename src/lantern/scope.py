@@ -18,7 +18,8 @@ users is two entries, while hashes of entries archived before scopes existed sta
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from lantern.errors import NameTooLongError
@@ -57,11 +58,26 @@ def clean_name(value: str) -> str:
 
 @dataclass(frozen=True)
 class Scope:
-    """A user (always one; ``""`` is the default user) and optional agent / project filters (None: any)."""
+    """A user (always one; ``""`` is the default user) and optional agent / project filters (None: any).
+
+    ``names``: the database's form of a name (a ``Lantern`` handle installs archive/redact.py ``redact_name``:
+    a secret inside a name is replaced by its placeholder), applied by ``resolve`` to the user, agent and project
+    a call gives and by ``name`` to a session, on reads as on writes, so a name is matched in the form it is stored
+    in. None: names as given. Not part of a scope's identity (equality, hash)."""
 
     user: str = ""
     agent: str | None = None
     project: str | None = None
+    names: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
+
+    def name(self, value: str, what: str = "session") -> str:
+        """``value`` (a ``what`` name: session, user, agent or project, in its ``clean_name`` form) as the database
+        stores it: ``names(value)``, or as is without ``names``. Raises NameTooLongError when the stored form is
+        over ``what``'s limit (``check_length``: a placeholder is longer than a short secret it replaces)."""
+        if self.names is None or not value:
+            return value
+        stored = self.names(value)
+        return value if stored == value else check_length(stored, what)
 
     @property
     def write_values(self) -> tuple[str, str, str]:
@@ -92,12 +108,15 @@ def check_length(value: str, what: str) -> str:
 
 def resolve(base: Scope, user: Any = None, agent: Any = None, project: Any = None) -> Scope:
     """``base`` (the handle's scope) with the fields given in a call overriding it, each in its ``clean_name``
-    form. Raises TypeError for a non-string name, NameTooLongError for one over ``MAX_ID_CHARS``."""
-    user, agent, project = _name(user, "user"), _name(agent, "agent"), _name(project, "project")
+    form and then ``base.name``'s (its stored form). Raises TypeError for a non-string name, NameTooLongError for
+    one over ``MAX_ID_CHARS``."""
+    given = ((_name(user, "user"), "user"), (_name(agent, "agent"), "agent"), (_name(project, "project"), "project"))
+    user, agent, project = (None if v is None else base.name(v, what) for v, what in given)
     return Scope(
         user=base.user if user is None else user,
         agent=base.agent if agent is None else agent,
         project=base.project if project is None else project,
+        names=base.names,
     )
 
 

@@ -91,7 +91,7 @@ class Writer:
         Raises ``TranscriptFormatError`` for unreadable input; nothing is written then."""
         parsed = self.messages(source, format)
         result = ArchiveResult(
-            session=session_name(session, None),
+            session=scope.name(session_name(session, None)),
             skipped=parsed.skipped,
             warnings=parsed.warnings,
             redacted=parsed.redacted,
@@ -176,7 +176,7 @@ class Writer:
 
     def prepare(self, turn: Turn, session: str | None, scope: Scope) -> NewEntry:
         """Stage prepare: summarize, tag, classify and extract facts of one turn into the row the store writes."""
-        name = session_name(session, turn.session)
+        name = scope.name(session_name(session, turn.session))  # its stored form: secrets in it redacted
         user, agent, project = scope.write_values
         text = turn.text
         tags = extract_tags(tag_window(text))

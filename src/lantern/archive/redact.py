@@ -171,6 +171,7 @@ __all__ = [
     "placeholder",
     "redact_json",
     "redact_messages",
+    "redact_name",
     "redact_text",
     "remove_private",
     "set_secret_redaction",
@@ -1163,8 +1164,21 @@ def redact_text(text: str, policy: RedactionPolicy) -> tuple[str, int]:
     return hit
 
 
-def _redact(text: str, policy: RedactionPolicy) -> tuple[str, int]:
-    text, n = remove_private(text, policy.private)
+def redact_name(name: str, policy: RedactionPolicy) -> str:
+    """``name`` (a session, user, agent, project, speaker or tool name) with its secrets replaced by placeholders,
+    as ``redact_text`` does, but with no private span removed: a name is a key, matched on reads in this same form
+    (``Scope.name``), and never becomes empty. Deterministic for a database (its salt) and idempotent."""
+    if not name or not policy.secrets:
+        return name
+    hit = policy.memo.get("\x00name\x00" + name)
+    if hit is None:
+        hit = _redact(name, policy, private=False)
+        policy.memo.put("\x00name\x00" + name, hit)
+    return hit[0]
+
+
+def _redact(text: str, policy: RedactionPolicy, private: bool = True) -> tuple[str, int]:
+    text, n = remove_private(text, policy.private) if private else (text, 0)
     # to a fixpoint (at most 3 passes; the second finds something only in contrived text): a lower-priority
     # candidate cut short by a higher-priority finding may be a match of its own once that one is replaced, and
     # redacting must be idempotent
@@ -1204,32 +1218,67 @@ def redact_json(value: Any, policy: RedactionPolicy) -> tuple[Any, int]:
     return value, 0
 
 
-def _redact_each(items: Sequence, get: Callable, rebuild: Callable, policy: RedactionPolicy) -> tuple[list, int]:
-    """``items`` with the text ``get(item)`` of each redacted; an item is rebuilt only when something was found."""
+def _redact_each(
+    items: Sequence, get: Callable, rebuild: Callable, policy: RedactionPolicy, redact: Callable = redact_text
+) -> tuple[list, int]:
+    """``items`` with ``get(item)`` of each redacted by ``redact``; an item is rebuilt only when something was
+    found."""
     out, total = [], 0
     for item in items:
-        value, n = redact_text(get(item) or "", policy)
+        value, n = redact(get(item) or "", policy)
         total += n
         out.append(rebuild(item, value) if n else item)
     return out, total
 
 
 def redact_messages(messages: Sequence[Message], policy: RedactionPolicy) -> tuple[list[Message], int]:
-    """Every message with its text, tool-call arguments, tool results and file list redacted (``redact_text``).
-    Unchanged messages are returned as they are; changed ones are copies. Returns (messages, total count)."""
+    """Every text a message carries to the store, redacted: its text, tool-call names and arguments, tool-result
+    names and contents and file list (``redact_text``), its speaker name and session (``redact_name``) and every
+    string of its ``meta`` (``redact_json``). Unchanged messages are returned as they are; changed ones are copies.
+    Returns (messages, total count). ``tests/test_secret_coverage.py`` puts a secret in each field of ``Message``
+    and of ``NewEntry`` (store/base.py) and fails on a field that reaches the database in clear."""
     out: list[Message] = []
     total = 0
+
+    def name(value: str | None) -> tuple[str | None, int]:
+        new = redact_name(value, policy) if value else value
+        return new, int(new != value)
+
     for m in messages:
         text, n_text = redact_text(m.text or "", policy)
-        calls, n_calls = _redact_each(
-            m.tool_calls, lambda c: c.arguments, lambda c, v: ToolCall(c.name, v, c.id), policy
-        )
-        results, n_results = _redact_each(
-            m.tool_results, lambda r: r.content, lambda r, v: ToolResult(v, r.call_id, r.name), policy
-        )
+        calls, n_calls = _redact_each(m.tool_calls, lambda c: c, lambda c, v: v, policy, _redact_call)
+        results, n_results = _redact_each(m.tool_results, lambda r: r, lambda r, v: v, policy, _redact_result)
         files, n_files = _redact_each(m.files, lambda f: f, lambda f, v: v, policy)
         files = [f for f in files if f]
-        changed = n_text + n_calls + n_results + n_files
+        speaker, n_name = name(m.name)
+        session, n_session = name(m.session)
+        meta, n_meta = redact_json(m.meta, policy) if m.meta else (m.meta, 0)
+        changed = n_text + n_calls + n_results + n_files + n_name + n_session + n_meta
         total += changed
-        out.append(replace(m, text=text, tool_calls=calls, tool_results=results, files=files) if changed else m)
+        if changed:
+            m = replace(
+                m,
+                text=text,
+                tool_calls=calls,
+                tool_results=results,
+                files=files,
+                name=speaker,
+                session=session,
+                meta=meta,
+            )
+        out.append(m)
     return out, total
+
+
+def _redact_call(call: ToolCall, policy: RedactionPolicy) -> tuple[ToolCall, int]:
+    arguments, n = redact_text(call.arguments or "", policy)
+    name = redact_name(call.name, policy) if call.name else call.name
+    n += name != call.name
+    return (ToolCall(name, arguments, call.id) if n else call), n
+
+
+def _redact_result(result: ToolResult, policy: RedactionPolicy) -> tuple[ToolResult, int]:
+    content, n = redact_text(result.content or "", policy)
+    name = redact_name(result.name, policy) if result.name else result.name
+    n += name != result.name
+    return (ToolResult(content, result.call_id, name) if n else result), n

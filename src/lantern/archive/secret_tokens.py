@@ -60,9 +60,13 @@ def mixed(token: str) -> bool:
 
 
 def _b64json(part: str) -> bool:
+    """Whether ``part`` is base64url of a JSON object (a JWT's header or payload). The JSON is foreign text: read
+    by the one bounded parse (llm.parse_answer: a payload nested 30,000 deep is no JWT, not a RecursionError)."""
+    from lantern.llm import parse_answer
+
     try:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-        return isinstance(json.loads(raw.decode("utf-8")), dict)
+        return isinstance(parse_answer(raw.decode("utf-8")), dict)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         return False
 

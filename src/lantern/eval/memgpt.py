@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lantern.llm import LLMClient, LLMError, Usage
+from lantern.llm import LLMClient, LLMError, Usage, parse_answer
 from lantern.model import Turn
 from lantern.recover.rerank import language
 
@@ -107,8 +107,8 @@ def _strings(text: str, key: str, n: int) -> list[str]:
     stripped = text.strip()
     if stripped.startswith("```"):
         stripped = stripped.strip("`").removeprefix("json").strip()
-    try:
-        value, parsed = json.loads(stripped), True
+    try:  # an LLM's answer: the one bounded parse (nested too deep is not JSON here)
+        value, parsed = parse_answer(stripped), True
     except ValueError:
         value, parsed = None, False
     if isinstance(value, dict):

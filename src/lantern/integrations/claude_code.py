@@ -403,9 +403,8 @@ def reconcile(ctx: HookContext, lantern: Any, session: str, transcript: Path) ->
     whole = read_claude_code(data.decode("utf-8", errors="replace"), source=transcript.name, strict=False)
     gone = whole.abandoned
     if gone:
-        hit = {
-            i: gone[m["uuid"]] for i, m in lantern.store.session_meta(session, lantern.scope) if m.get("uuid") in gone
-        }
+        stored = lantern.store.session_meta(lantern.scope.name(session), lantern.scope)
+        hit = {i: gone[m["uuid"]] for i, m in stored if m.get("uuid") in gone}
         if hit:
             lantern.abandon(hit, keep=ctx.rewound == "mark")
     return gone

@@ -50,6 +50,8 @@ IDLE_S = 900.0  # ours: a Claude Code session's prompts come minutes apart; the 
 MAX_REQUEST_BYTES = 16 << 20  # ours: a hook input is a few KiB; an MCP archive of a long conversation fits
 MAX_REPLY_BYTES = 64 << 20
 WARM_UP_DELAY_S = 1.0  # ours: the warm-up waits this long, so it does not slow the cold hook that spawned it
+GRAPH_STEP_S = 2.0  # ours: quiet seconds after a request before the graphs are stepped; the poll while one builds
+GRAPH_BUILD_MAX_S = 1800.0  # ours: how long past its idle time a daemon stays up to finish a graph build
 READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within this is dropped
 CONNECT_TIMEOUT_S = 1.0
 REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
@@ -124,9 +126,12 @@ def identity() -> dict[str, Any]:
     """What a daemon must share with its clients: the home directory and the ``LANTERN_*`` variables (every one
     but the daemon's own switches), which decide the default database, the user scope and every setting; the
     working directory too when ``$LANTERN_DB`` is a relative path. A key's value (``..._KEY``, ``..._TOKEN``,
-    ``..._PASSWORD``, ``..._SECRET``) is there as its CRC-32 only: a request never carries it."""
+    ``..._PASSWORD``, ``..._SECRET``), and a URL's with a user part (``$LANTERN_DB=postgresql://ann:PASSWORD@...``),
+    is there as its CRC-32 only: a request never carries it."""
     env = {
-        k: f"crc32:{zlib.crc32(v.encode('utf-8', 'surrogateescape')):08x}" if k.endswith(_SECRET_NAMES) else v
+        k: f"crc32:{zlib.crc32(v.encode('utf-8', 'surrogateescape')):08x}"
+        if k.endswith(_SECRET_NAMES) or ("://" in v and "@" in v)
+        else v
         for k, v in os.environ.items()
         if k.startswith("LANTERN_") and not k.startswith(SWITCH_ENV)
     }
@@ -387,14 +392,15 @@ class Daemon:
     """The serving side: ``handles`` keeps one open ``Lantern`` per (database, user), reopened when the file was
     replaced or removed since (a handle on an unlinked file would write where no one reads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: Any = None) -> None:
         self.ident = identity()
+        self.config = config  # the Config of the handles it opens (None: Lantern's default)
         self.handles: dict[tuple[str, str | None], tuple[Any, tuple[int, int] | None]] = {}
         self.after_reply: list[dict[str, Any]] = []  # archive-only hook requests, run once their reply is sent
 
     def lantern(self, db: str | None, user: str | None) -> Any:
         from lantern.api import Lantern
-        from lantern.config import default_db_path, is_server_url
+        from lantern.config import DEFAULT, default_db_path, is_server_url
 
         location = str(db if db is not None else default_db_path())
         key = (location, user)
@@ -404,7 +410,7 @@ class Daemon:
             return held[0]
         if held is not None:
             self.handles.pop(key)[0].close()
-        handle = Lantern(location, user=user)
+        handle = Lantern(location, user=user, config=self.config or DEFAULT)
         handle.build_graphs(background=True)  # long-lived: a large store's HNSW graphs built here and saved
         self.handles[key] = (handle, None if is_server_url(location) else _file_id(location))
         return handle
@@ -426,6 +432,19 @@ class Daemon:
             _log(f"warmed up in {time.monotonic() - start:.2f} s")
         except Exception as e:  # a hook then loads what it needs itself
             _log(f"warm-up skipped: {type(e).__name__}")
+
+    def step_graphs(self) -> bool:
+        """Between requests: each open handle's HNSW graphs a step further (``Lantern.step_graphs``: a large
+        store's build started in a worker thread, a finished one saved with the index snapshot). So the graphs of
+        a store only hooks write to (no read ever starts a build there) are built by this long-lived process and
+        loaded by the short-lived ones. Returns whether a build is still running. Never raises."""
+        building = False
+        for handle, _ in list(self.handles.values()):
+            try:
+                building = handle.step_graphs() or building
+            except Exception as e:  # the next request meets the same store and reports it in its own words
+                _log(f"graph step skipped: {type(e).__name__}")
+        return building
 
     def run_hook(self, job: dict[str, Any]) -> str:
         """A hook request's stdout text: its host's in-process hook run with this daemon's handles."""
@@ -601,19 +620,31 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
         me = os.getuid()
         last = time.monotonic()
         warmed = False
+        step_due = building = False  # the graphs are stepped after a quiet moment, and polled while one builds
         while True:
-            left = max(0.05, idle - (time.monotonic() - last))
-            listener.settimeout(min(left, SPOOL_POLL_S) if warmed else min(left, WARM_UP_DELAY_S))
+            quiet = time.monotonic() - last
+            left = max(0.05, idle - quiet)
+            timeout = min(left, SPOOL_POLL_S) if warmed else min(left, WARM_UP_DELAY_S)
+            if warmed and (step_due or building):
+                timeout = min(timeout, max(0.05, GRAPH_STEP_S - quiet) if step_due else GRAPH_STEP_S)
+            listener.settimeout(timeout)
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
                 if not warmed:  # the hook that started us has had the CPU to itself
                     daemon.warm_up(preload or None)
-                    warmed = True
+                    warmed = step_due = True
                 if daemon.drain():
                     last = time.monotonic()
+                    step_due = True
                     continue
-                if time.monotonic() - last >= idle:
+                if (step_due and time.monotonic() - last >= GRAPH_STEP_S) or building:
+                    was, step_due = building, False
+                    building = daemon.step_graphs()
+                    if was and not building:
+                        _log("graphs built and saved")
+                over = time.monotonic() - last - idle
+                if over >= 0 and (not building or over >= GRAPH_BUILD_MAX_S):
                     _log("idle: exiting")
                     break
                 continue
@@ -626,7 +657,7 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
                 _serve_one(daemon, conn)
             daemon.drain()
             last = time.monotonic()
-            warmed = True  # a request came first: it loaded what it needed
+            warmed = step_due = True  # a request came first: it loaded what it needed
     finally:
         if bound is not None and _file_id(path) == bound:
             try:

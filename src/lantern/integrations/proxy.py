@@ -39,6 +39,7 @@ import os
 import re
 import secrets
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -63,7 +64,7 @@ from lantern.integrations.schemas import (
 )
 from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
 from lantern.integrations.tokens import FailureLimit
-from lantern.llm import parse_answer
+from lantern.llm import ACCEPTED_ENCODINGS, BodyDecoder, parse_answer
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 JSON_PATHS = ("/v1/memory/", "/v1/chat/completions", "/v1/messages")  # their bodies are JSON (integrations/origin.py)
@@ -537,11 +538,13 @@ def _request_headers(
     drop = set(_HOP_BY_HOP)
     if strip_authorization or upstream_key:  # with --token the client's Authorization is ours, not the upstream's
         drop.add("authorization")
-    if not keep_encoding:  # we read the body: let httpx negotiate an encoding it decodes
+    if not keep_encoding:  # we read the body: only the encodings ``llm.BodyDecoder`` decodes, bounded
         drop.add("accept-encoding")
     headers = {
         k: v for k, v in request.headers.items() if k.lower() not in drop and not k.lower().startswith(LANTERN_HEADERS)
     }
+    if not keep_encoding:
+        headers["accept-encoding"] = ACCEPTED_ENCODINGS
     if upstream_key:
         headers["authorization"] = f"Bearer {upstream_key}"
     return headers
@@ -687,8 +690,9 @@ class _Forwarder:
             try:
                 lantern = self.service._open(create=True)
             except Exception as e:  # noqa: BLE001 - memory must never fail the request
-                _note_failure("open", session, e)
+                _note_failure("open", "?", e)  # the session's stored form needs the store: not logged
                 return ""
+            session = lantern.scope.name(session)  # its stored form, in the log lines too (a secret in it redacted)
             if self.tracker is None or self.tracker.lantern is not lantern:
                 self.tracker, self.blocks, self.summaries = Tracker(lantern), {}, {}
             try:
@@ -777,16 +781,19 @@ class _Forwarder:
         if messages is None:
             return
         answered = bool(reply and (reply.get("content") or reply.get("tool_calls")))
+        lantern = None
         with self.service._lock:
             try:
+                lantern = self.service._open(create=True)
+                session = lantern.scope.name(session)  # its stored form, in the log line too
                 request = _request_key(session, scope, messages)
                 if request in self.answered:  # a retry or a duplicate of a request archived with its reply
                     self.answered.move_to_end(request)
                     return
                 turns = [*messages, reply] if answered else messages
-                _archive_new(self.service._open(create=True), session, turns, scope)
+                _archive_new(lantern, session, turns, scope)
             except Exception as e:  # noqa: BLE001
-                _note_failure("archive", session, e)
+                _note_failure("archive", session if lantern is not None else "?", e)
                 return
             if answered:
                 self.answered[request] = None
@@ -901,7 +908,7 @@ class _Forwarder:
             parser = api.parser()
             size = 0
             try:
-                async for chunk in resp.aiter_bytes():
+                async for chunk in _decoded(resp):
                     size += len(chunk)
                     if size > self.max_reply_bytes:  # decoded past the cap: the stream ends here
                         _note_failure("upstream stream", session, ReplyTooLarge(self.max_reply_bytes))
@@ -953,10 +960,25 @@ class ReplyTooLarge(Exception):
     """An upstream reply decoded past ``MAX_REPLY_BYTES`` (logged by type, like every upstream failure)."""
 
 
+async def _decoded(resp: Any) -> AsyncIterator[bytes]:
+    """The body of a streamed httpx response, decoded from its ``Content-Encoding`` by ``llm.BodyDecoder`` (at most
+    ``DECODE_STEP`` bytes inflated per layer before the reader takes them), so a reader that stops at its cap has
+    inflated at most a step more. Raises httpx.DecodingError as ``BodyDecoder`` does."""
+    if resp.is_stream_consumed:  # a body given whole (a transport that read it, tests' mocks): as it is
+        async for piece in resp.aiter_bytes():
+            yield piece
+        return
+    decoder = BodyDecoder(resp.headers.get("content-encoding", ""))
+    async for raw in resp.aiter_raw():
+        for piece in decoder.feed(raw):
+            yield piece
+
+
 async def _read_capped(resp: Any, limit: int) -> bytes | None:
-    """The decoded body of a streamed httpx response, or None once it passes ``limit`` bytes (read no further)."""
+    """The decoded body of a streamed httpx response (``_decoded``), or None once it passes ``limit`` bytes (read
+    and inflated no further)."""
     parts, size = [], 0
-    async for chunk in resp.aiter_bytes():
+    async for chunk in _decoded(resp):
         size += len(chunk)
         if size > limit:
             return None

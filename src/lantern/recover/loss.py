@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import json
 import math
 import re
 from collections import Counter
@@ -92,42 +91,42 @@ FEATURES = (
 
 # fit on the realcompact dev set by `lantern eval realcompact --fit` (module docstring; docs/results/realcompact.md):
 # 88 compactions, 1,470 lost items each on average; one weight per FEATURES name, on the raw feature scale
-INTERCEPT = 5.3496
+INTERCEPT = 5.3639
 WEIGHTS: dict[str, float] = {
-    "kind:path": 0.9130,
-    "kind:url": 0.2057,
-    "kind:identifier": 1.3399,
-    "kind:quoted": -1.0163,
-    "kind:command": -0.4865,
-    "kind:hash": 0.6468,
-    "kind:number": -1.7489,
-    "kind:error": -10.3206,
-    "kind:version": -6.9246,
-    "kind:port": -7.8532,
-    "kind:date": -8.6401,
-    "flag": 1.0512,
-    "dotted": 0.0860,
-    "spaced": 3.2167,
-    "prose": -1.7769,
-    "absolute": 0.2278,
-    "log_dist": -0.6228,
-    "recent": 1.4613,
-    "log_first_dist": -0.2784,
-    "first_position": -2.7307,
-    "log_blocks": -0.3426,
-    "log_calls": 0.2356,
-    "log_user": 0.1707,
-    "log_assistant": 0.1684,
-    "tool_output_only": -0.9694,
-    "file_in_summary": 1.1851,
-    "dir_in_live": -0.7009,
-    "parts_live": 0.8876,
-    "parts_summary": -0.6864,
-    "parts_summary_tail": 0.4502,
-    "parts_task": 0.7456,
-    "with_live": -0.4734,
-    "log_length": 0.1549,
-    "log_block_tags": -0.5751,
+    "kind:path": 0.8900,
+    "kind:url": 0.2242,
+    "kind:identifier": 1.3439,
+    "kind:quoted": -1.0053,
+    "kind:command": -0.4667,
+    "kind:hash": 0.6151,
+    "kind:number": -1.7344,
+    "kind:error": -10.3060,
+    "kind:version": -6.9033,
+    "kind:port": -7.8450,
+    "kind:date": -8.6287,
+    "flag": 1.0538,
+    "dotted": 0.0682,
+    "spaced": 3.2127,
+    "prose": -1.7647,
+    "absolute": 0.2628,
+    "log_dist": -0.6251,
+    "recent": 1.4476,
+    "log_first_dist": -0.2839,
+    "first_position": -2.7346,
+    "log_blocks": -0.3413,
+    "log_calls": 0.2632,
+    "log_user": 0.0176,
+    "log_assistant": 0.2139,
+    "tool_output_only": -0.9342,
+    "file_in_summary": 1.1613,
+    "dir_in_live": -0.7140,
+    "parts_live": 0.8588,
+    "parts_summary": -0.6898,
+    "parts_summary_tail": 0.4219,
+    "parts_task": 0.4258,
+    "with_live": -0.4665,
+    "log_length": 0.1545,
+    "log_block_tags": -0.5803,
 }
 
 
@@ -423,11 +422,14 @@ def commands(arguments: str) -> list[str]:
     """The simple commands of a tool call's command line: the arguments are JSON holding ``command`` / ``cmd`` /
     ``script`` as a string, or as an argv list (Codex's ``["bash", "-lc", "..."]``: its last item); the line is
     split at ``&&``, ``||``, ``;``, ``|`` and line breaks outside quotes; each part of 2 to ``MAX_COMMAND_CHARS``
-    characters holding a space is kept (``cd /repo``, ``git log --oneline -5``). Unreadable arguments give []."""
+    characters holding a space is kept (``cd /repo``, ``git log --oneline -5``). Unreadable arguments give [], and
+    so do arguments nested deeper than an answer may be (an LLM wrote them: llm.parse_answer's bounds)."""
+    from lantern.llm import parse_answer
+
     if not arguments.lstrip().startswith("{") or len(arguments) > 100_000:
         return []
     try:
-        args = json.loads(arguments)
+        args = parse_answer(arguments)
     except ValueError:
         return []
     if not isinstance(args, dict):

@@ -7,6 +7,7 @@ its vector column, and says how its SQL differs in a ``Dialect``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,6 +36,8 @@ __all__ = ["ERASE_PENDING", "VECTOR_BLOCKS", "BaseStore", "Dialect", "Erasure", 
 
 VECTOR_BLOCKS = "vector_blocks"  # meta key: JSON [[start, stop], ...], the layout of the stored vectors
 ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
+REWINDS = "rewinds "  # meta key prefix of a conversation's open rewind candidates (``open_rewinds``)
+MAX_OPEN_REWINDS = 32  # ours: open rewind candidates kept per conversation, the oldest dropped first
 ENTRY_COLUMNS = (
     "id, session, turn, time, archived_at, text, summary, tags, memory_type, importance, content_hash, "
     "confidence, success, access_count, tool_count, file_count, meta, category, user_id, agent_id, project"
@@ -460,6 +463,7 @@ class BaseStore:
                 forget_events(db, rows, session=session, scope=scope, whole=entry is None)
                 delete_facts(db, ids)  # re-links each key's chain around the deleted versions
                 forget_pending(db, ids)  # and out of the pending recoveries
+                self._forget_rewinds(db, ids)  # and out of the open rewind candidates
                 self._drop_rows(db, ids)
                 if ids:
                     self._changed(db)
@@ -596,6 +600,56 @@ class BaseStore:
     def _reinforcement_lock(self, db: Any) -> None:
         """Make the open transaction the only one writing a recovery's reinforcement: nothing to do where every
         writer runs alone (SQLite)."""
+
+    # ------------------------------------------------------------------ rewind candidates
+    @staticmethod
+    def _rewinds_key(conversation: tuple[str, str, str, str]) -> str:
+        return REWINDS + hashlib.sha256(json.dumps(list(conversation)).encode("utf-8", "surrogatepass")).hexdigest()
+
+    def open_rewinds(self, conversation: tuple[str, str, str, str]) -> list[list[tuple[int, str]]]:
+        """The open rewind candidates of ``conversation`` ``(user, agent, project, session)`` that
+        ``save_rewinds`` recorded (compaction.py ``Tracker``): per candidate, ``(entry id, first 8 hex digits of
+        its content hash)`` in turn order, so an id a later entry reuses is told apart. A value that does not
+        read as that shape reads as no candidate."""
+        stored = self.get_meta(self._rewinds_key(conversation))
+        try:
+            rows = json.loads(stored) if stored else []
+            return [[(int(i), str(h)) for i, h in ids] for ids in rows]
+        except (ValueError, TypeError):
+            return []
+
+    def _forget_rewinds(self, db: Any, ids: Sequence[int]) -> None:
+        """Take the deleted entries ``ids`` out of every conversation's open rewind candidates, in the delete's
+        transaction ``db``; a record left empty is deleted (a forget leaves no id or hash prefix behind)."""
+        if not ids:
+            return
+        gone = set(ids)
+        rows = db.execute("SELECT key, value FROM meta WHERE key LIKE ?", (REWINDS + "%",)).fetchall()
+        for key, value in rows:
+            try:
+                candidates = json.loads(value)
+                kept = [c for c in ([p for p in ids_ if p[0] not in gone] for ids_ in candidates) if c]
+            except (ValueError, TypeError, IndexError, RecursionError):
+                kept = []  # not the shape save_rewinds writes: nothing to keep
+            if not kept:
+                db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            elif kept != candidates:
+                db.execute("UPDATE meta SET value = ? WHERE key = ?", (json.dumps(kept), key))
+
+    def save_rewinds(
+        self, conversation: tuple[str, str, str, str], candidates: Sequence[Sequence[tuple[int, str]]], wait: float
+    ) -> None:
+        """Record ``conversation``'s open rewind candidates (``open_rewinds``' shape; the newest
+        ``MAX_OPEN_REWINDS``) in one transaction, in a ``meta`` row keyed by a hash of the conversation, so a
+        restarted proxy settles the rewinds its previous run suggested; none deletes the row. Entry ids and hash
+        prefixes only, no text. Waits at most ``wait`` seconds for the write lock (then the backend's busy error)."""
+        key = self._rewinds_key(conversation)
+        kept = [[[int(i), h] for i, h in ids] for ids in candidates if ids][-MAX_OPEN_REWINDS:]
+        with self.transaction(wait=wait) as db:
+            if kept:
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(kept)))
+            else:
+                db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
     # ------------------------------------------------------------------ erase
     def erase_free_space(self, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> Erasure:

@@ -322,6 +322,18 @@ class MemoryIndex:
             self._finish_ann_build()
             self._sync_ann()
 
+    def step_graphs(self) -> bool:
+        """A step of a long-lived process with nothing else to do (the daemon between requests): this process
+        builds graphs from now on (``build_graphs``); the index is brought up to the store, a large store's graph
+        build started in the worker thread when none runs, a finished one taken and saved (``_sync_ann``: saved at
+        once when ``save_pays``). Returns whether a build is still running: step again later. Cheap when there is
+        nothing to do (the store's ``data_version`` and a few comparisons)."""
+        self.build_graphs = True
+        self.refresh()
+        if self.ann is None or self.ann.built or (not self.ann.building and self.ann.covered < len(self.ids)):
+            self._sync_ann()
+        return self.ann is not None and self.ann.building
+
     def close(self) -> None:
         """The handle is closing: a worker-thread build is stopped, and the index is saved beside the database when
         that pays (``save_pays``)."""

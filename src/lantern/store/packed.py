@@ -16,6 +16,10 @@ import re
 import zlib
 
 PACKED_COLUMNS = ("summary", "tags")  # the entries columns stored through pack / unpack
+# ours: the most a stored value inflates to. A summary holds at most 1,200 characters and the tags come from at most
+# 128,000 characters of a turn (text/tags.py tag_window), so a packed value is well under 4 MiB; a BLOB that would
+# inflate past this (a deflate bomb in a database from elsewhere: ``lantern copy``'s source) is refused unread
+MAX_UNPACKED_BYTES = 16 << 20
 _WBITS = -15  # raw deflate: no zlib header (2 bytes) or Adler-32 trailer (4 bytes) per value
 _LEVEL = 9
 
@@ -36,9 +40,16 @@ def pack(value: str | bytes) -> str | bytes:
 
 def unpack(value: str | bytes) -> str:
     """The text of a stored value: a BLOB inflated and decoded as UTF-8, a str as it is. Raises zlib.error or
-    UnicodeDecodeError for a BLOB that ``pack`` did not write (a damaged row)."""
+    UnicodeDecodeError for a BLOB that ``pack`` did not write (a damaged row; one that inflates past
+    ``MAX_UNPACKED_BYTES`` or does not end where a deflate stream ends), having inflated at most one byte more."""
     if isinstance(value, bytes):
-        return zlib.decompress(value, _WBITS).decode("utf-8")
+        inflater = zlib.decompressobj(_WBITS)
+        raw = inflater.decompress(value, MAX_UNPACKED_BYTES + 1)
+        if len(raw) > MAX_UNPACKED_BYTES:
+            raise zlib.error(f"a packed value inflates past {MAX_UNPACKED_BYTES} bytes")
+        if not inflater.eof:
+            raise zlib.error("a packed value ends inside its deflate stream")
+        return raw.decode("utf-8")
     return value
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from lantern.llm import parse_answer
 from lantern.model import split_rendered
 
 FOLD_CHARS = 600  # ours: a tool call's arguments or a tool result longer than this is folded (<details>)
@@ -325,7 +326,7 @@ def scope_of(value: str) -> tuple[str | None, str]:
     """``(session, user)`` of a ``scope_id``. Raises ValueError for anything that is not one."""
     try:
         raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-        user, session = json.loads(raw.decode("ascii"))
+        user, session = parse_answer(raw.decode("ascii"), max_depth=2)  # posted text: the one bounded parse
     except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
         raise ValueError("not a target id of this inspector: reload the page") from None
     if not isinstance(user, str) or not (session is None or isinstance(session, str)):
