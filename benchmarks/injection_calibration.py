@@ -131,18 +131,25 @@ def scores(rels: list[dict], minilm: float, use: float, coverage: float) -> np.n
     return np.maximum(cos, cov)
 
 
-def evaluate(data: dict, floors: tuple[float, float, float], low: float, clear: float) -> dict:
+def clear(rels: list[dict], floors: tuple[float, float, float], threshold: float) -> np.ndarray:
+    """Whether each evidence gets the full block: a score at ``threshold`` or above and no name the query holds
+    left unheld by every best candidate (relevance.py's names rule; rows recorded before it carry no
+    ``unheld_names``)."""
+    return (scores(rels, *floors) >= threshold) & ~np.array([bool(r.get("unheld_names")) for r in rels], bool)
+
+
+def evaluate(data: dict, floors: tuple[float, float, float], low: float, clear_score: float) -> dict:
     """Per source: answers withheld (share), no-answer characters (mean, p90) under the decision."""
     out = {}
     for source, rows in data["sets"].items():
         ans, una = rows["answerable"], rows["unanswerable"]
         s = scores([r["relevance"] for r in ans], *floors)
-        given = np.where(s >= clear, [r["full"] for r in ans], np.where(s >= low, [r["short"] for r in ans], False))
+        full = clear([r["relevance"] for r in ans], floors, clear_score)
+        given = np.where(full, [r["full"] for r in ans], np.where(s >= low, [r["short"] for r in ans], False))
         had = np.array([r["full"] for r in ans])
         su = scores([r["relevance"] for r in una], *floors)
-        chars = np.where(
-            su >= clear, [r["full_chars"] for r in una], np.where(su >= low, [r["short_chars"] for r in una], 0)
-        )
+        fu = clear([r["relevance"] for r in una], floors, clear_score)
+        chars = np.where(fu, [r["full_chars"] for r in una], np.where(su >= low, [r["short_chars"] for r in una], 0))
         out[source] = {
             "withheld": float((had & ~given).sum() / max(had.sum(), 1)),
             "answered": float(given.sum() / max(len(ans), 1)),
@@ -153,12 +160,14 @@ def evaluate(data: dict, floors: tuple[float, float, float], low: float, clear: 
     for run in data["runs"]:
         ans, una = run["answerable"], run["no_answer"]
         s = scores([r["relevance"] for r in ans], *floors)
+        full = clear([r["relevance"] for r in ans], floors, clear_score)
         rec = np.array([r["recovered"] for r in ans], float)
         short = np.array([r.get("recovered_short", r["recovered"]) for r in ans], float)
-        kept = np.where(s >= clear, rec, np.where(s >= low, short, 0.0))
-        su = scores([r["relevance"] or {"cosine": 0, "model": ""} for r in una], *floors)
+        kept = np.where(full, rec, np.where(s >= low, short, 0.0))
+        rels = [r["relevance"] or {"cosine": 0, "model": ""} for r in una]
+        su, fu = scores(rels, *floors), clear(rels, floors, clear_score)
         full_chars = np.array([r["chars"] for r in una], float)
-        chars = np.where(su >= clear, full_chars, np.where(su >= low, np.minimum(full_chars, SHORT), 0))
+        chars = np.where(fu, full_chars, np.where(su >= low, np.minimum(full_chars, SHORT), 0))
         out[run["name"]] = {
             "lost": float((rec.sum() - kept.sum()) / max(rec.sum(), 1)),
             "recovered": int(kept.sum()),
@@ -213,10 +222,10 @@ def main() -> None:
         (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3),
     )
     table = []
-    for minilm, use, cov, low, clear in grid:
-        if low > clear:
+    for minilm, use, cov, low, high in grid:
+        if low > high:
             continue
-        figures = evaluate(data, (minilm, use, cov), low, clear)
+        figures = evaluate(data, (minilm, use, cov), low, high)
         ok = all(f["withheld"] <= MAX_WITHHELD for k, f in figures.items() if k.startswith("sets-")) and all(
             f["lost"] <= MAX_LOST for k, f in figures.items() if not k.startswith("sets-")
         )
@@ -226,7 +235,7 @@ def main() -> None:
             {
                 "floors": [minilm, use, cov],
                 "min_score": low,
-                "clear_score": clear,
+                "clear_score": high,
                 "ok": ok,
                 "p90": p90,
                 "mean": mean,

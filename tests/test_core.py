@@ -114,7 +114,16 @@ def test_recover_json_shape(lantern):
     lantern.archive(PORT_TURN, session="s1")
     out = lantern.recover("postgres port").to_json()
     assert set(out) == {"text", "chars", "reason", "detail", "relevance", "entries"}
-    assert set(out["relevance"]) == {"score", "cosine", "coverage", "model", "entries", "terms", "min_score"}
+    assert set(out["relevance"]) == {
+        "score",
+        "cosine",
+        "coverage",
+        "model",
+        "entries",
+        "terms",
+        "unheld_names",
+        "min_score",
+    }
     assert set(out["entries"][0]) == {"id", "session", "turn", "score", "text"}
     json.dumps(out)
 

@@ -209,19 +209,56 @@ def test_coverage_is_a_share_and_grows_with_the_text(terms, text, more):
     low=st.floats(0, 2),
     gap=st.floats(0, 1),
     short=st.integers(0, 2_000),
+    unheld=st.lists(st.sampled_from(["Gina", "Kafka"]), max_size=2, unique=True).map(tuple),
 )
-def test_the_decision_is_graded_and_monotone(cosine, coverage, entries, candidates, budget, low, gap, short):
+def test_the_decision_is_graded_and_monotone(cosine, coverage, entries, candidates, budget, low, gap, short, unheld):
     """A tier per recovery, never more than the budget; empty only with a reason; the block never shrinks as the
-    evidence grows; the short tier only below ``clear_score``."""
+    evidence grows; the short tier only below ``clear_score`` or for names no candidate holds, which never get
+    more than the short block and never less than the same evidence without them."""
     order = {"none": 0, "short": 1, "full": 2}
     kw = {"min_score": low, "clear_score": low + gap, "short_budget": short, "candidates": candidates}
-    ev = Relevance(cosine=cosine, coverage=coverage, model="minilm", entries=entries)
+    ev = Relevance(cosine=cosine, coverage=coverage, model="minilm", entries=entries, unheld_names=unheld)
     d = decide(ev, budget, **kw)
     assert d.budget <= budget and (d.tier == "full") == (d.reason is None)
     assert d.tier != "none" or d.reason in REASONS
-    assert d.tier != "short" or (d.budget == short < budget and ev.score < low + gap)
+    assert d.tier != "short" or (d.budget == short < budget and (ev.score < low + gap or unheld))
     better = decide(replace(ev, cosine=min(1.0, cosine + 0.2)), budget, **kw)
     assert order[better.tier] >= order[d.tier]
+    named = decide(replace(ev, unheld_names=()), budget, **kw)
+    assert order[named.tier] >= order[d.tier] >= min(order[named.tier], order["short"] if short < budget else 2)
+    assert not unheld or d.tier != "full" or short >= budget or low <= 0  # min_score 0: the decision is off
+
+
+def test_query_names_are_capitalized_words_inside_a_sentence():
+    names = relevance.query_names
+    assert names("What did Gina design for her store?") == ["Gina"]
+    assert names("Which city have both Jean and John visited? Then Jean left.") == ["Jean", "John"]
+    assert names("remind me, Which PR fixed the SIWE double signing?") == []  # a stopword, acronyms
+    assert names("what was the Sentry DSN? (Sentry is the one)") == ["Sentry"]
+    assert names("刚才 Nginx 的 worker_connections 改成多少了？") == ["Nginx"]
+    assert names("之前说的灰度发布比例是多少？") == [] and names("") == []
+
+
+def test_a_question_about_someone_the_archive_never_met_gets_at_most_the_short_block(tmp_path):
+    """Another conversation's question ("When did Gina open her clothing store?") finds a turn about someone else's
+    shop as close as an answer's: the cosine reads what is asked, not of whom. When no best candidate holds any
+    name the query holds, the block is the short one and says which names; the same question about the person who
+    said it gets the full budget."""
+    turns = [
+        ("Caroline", "I finally opened my online clothing store last week, it sells vintage denim jackets."),
+        ("Melanie", "That's amazing! How did you promote the clothing store?"),
+        ("Caroline", "Mostly through an ad campaign on Instagram and a pop-up at the farmers market."),
+        ("Melanie", "I went hiking with the kids on Sunday, we saw a waterfall near the lake."),
+        ("Caroline", "My favourite dance style is contemporary, I have danced it since school."),
+    ]
+    with Lantern(tmp_path / "m.db") as memory:
+        memory.archive([{"role": "user", "name": who, "content": text} for who, text in turns], session="friends")
+        own = memory.recover("When did Caroline open her online clothing store?")
+        other = memory.recover("When did Gina open her online clothing store?")
+    assert own.reason is None and own.relevance.unheld_names == () and "vintage denim" in own.text
+    assert other.relevance.score >= Config().clear_score, other.relevance  # the evidence alone would say: clear
+    assert other.reason == "uncertain" and 0 < other.chars <= Config().short_budget
+    assert other.relevance.unheld_names == ("Gina",) and "names Gina" in other.detail
 
 
 def test_cli_json_and_plain_recover_carry_the_reason(built_db, tmp_path):
@@ -279,3 +316,42 @@ def test_the_chat_recovers_for_every_question_and_says_when_it_found_nothing(bui
         sent = "\n".join(m["content"] for m in fake.requests[1]["messages"])
         assert not turn.recovered and NOTHING_FOUND["en"] in sent
         assert turn.recovery.reason == "below_floor" and "evidence: below_floor" in turn.reasons
+
+
+queries = st.one_of(
+    st.text(max_size=300),  # any Unicode: control characters, NUL, emoji, combining marks, lone punctuation
+    st.text(st.sampled_from(" \t\n\r\x0b\x0c\u00a0\u2003\u3000\x00"), max_size=50),  # whitespace and NUL only
+    st.sampled_from([q for _, _, q in sets.THIRD]),  # Spanish, German, Russian questions about the store's facts
+    st.builds(lambda w, n: (w + " ") * n, st.sampled_from(["port", "报错", "Порт", "x\x00y"]), st.integers(1, 250_000)),
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_any_query_gets_a_decision_and_a_reason(built_db, tmp_path, request, backend):
+    """Whatever the query (any Unicode text, NUL, whitespace only, a third language, up to 1.5 MB), on both
+    backends: a decision and a reason, never an exception; empty with a reason, short with ``uncertain``, full with
+    none; a query with no word is not searched."""
+    if backend == "sqlite":
+        memory = store(built_db, tmp_path, ("deploy",))
+    else:
+        memory = Lantern(request.getfixturevalue("pg_url")())
+        memory.archive(sets.conversation("deploy"), session="deploy")
+    short = Config().short_budget
+
+    @settings(max_examples=examples(40), deadline=None)
+    @given(query=queries)
+    def check(query):
+        rec = memory.recover(query)
+        assert rec.reason in REASONS | {None}
+        assert bool(rec.detail) == (rec.reason is not None) and json.dumps(rec.to_json())
+        if rec.reason is None:
+            assert rec.chars > 0
+        elif rec.reason == "uncertain":
+            assert 0 < rec.chars <= short
+        else:
+            assert rec.chars == 0 and rec.text == "" and rec.entries == []
+        if not relevance._TOKEN.search(query[:16_000]):
+            assert rec.reason == "empty_query" and rec.candidates == []
+
+    with memory:
+        check()

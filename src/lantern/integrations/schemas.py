@@ -33,6 +33,10 @@ class RelevanceOut(BaseModel):
     model: str
     entries: int = Field(..., description="Entries in the store.")
     terms: int
+    unheld_names: list[str] = Field(
+        default_factory=list,
+        description="The names the query holds when no best candidate holds any of them (at most the short block).",
+    )
     min_score: float = Field(..., description="The floor below which nothing is injected (0: none).")
 
 

@@ -127,7 +127,7 @@ def rank(
     found.update(context_signals(store, index, config, found, vector, part_vectors, mask))
     pool = candidate_pool(store, index, config, plan, found, mask, live_text, proactive, read)
     evidence = relevance.assess(
-        store, index, embedder.id, plan.terms, found, pool.entries, pool.excluded | pool.dropped
+        store, index, embedder.id, plan.terms, found, pool.entries, pool.excluded | pool.dropped, query
     )
     if "importance" in config.signals:
         found["importance"] = signals.importance(

@@ -24,6 +24,12 @@ list?"): at or above ``Config.clear_score`` the full budget, from ``Config.min_s
 best evidence (``Config.short_budget`` characters), below ``Config.min_score`` nothing. Every empty or shortened
 decision carries a ``reason`` word and the figures behind it.
 
+A question about someone the archive never met gets at most the short block, whatever its score: when the query
+names people or things (``query_names``: capitalized words inside a sentence, "What did Gina design for her
+store?") and none of the best candidates holds any of them (``Relevance.unheld_names``). The semantic cosine reads
+what is asked, not of whom: another conversation's "When did Gina open her clothing store?" finds a turn about
+someone else's shop as close as an answer's (LoCoMo's other-conversation questions, docs/results/injection.md).
+
 The floors and thresholds were chosen on the tune parts of the labelled sets of benchmarks/injection_calibration.py
 (docs/results/injection.md): written conversations in English and Chinese (tests/injection_sets.py) in stores of one
 conversation and in a store of thousands of real aider turns, and LoCoMo's tune conversations asked their own and
@@ -46,6 +52,7 @@ from lantern.recover import signals
 from lantern.store.index import MemoryIndex
 from lantern.store.protocol import StoreProtocol
 from lantern.text.cjk import CJK_RUN, bigram_list
+from lantern.text.tags import STOPWORDS
 
 __all__ = [
     "COSINE_FLOORS",
@@ -57,6 +64,7 @@ __all__ = [
     "covered",
     "decide",
     "idf",
+    "query_names",
 ]
 
 # the best cosine at which a semantic match counts as clear, per model (ours; tune split, docs/results/injection.md).
@@ -69,6 +77,10 @@ READ_TOP = 4  # the best candidates of each of the semantic, full-text and keywo
 TEXT_CHARS = 20_000  # of each, its first characters are read (a 115 KB log is matched on its head)
 _MODEL_OF_ID = {"minilm-l6-v2-int8": "minilm", "use-multilingual-v3": "use"}
 _TOKEN = re.compile(r"\w+")
+# a name: a capitalized word (Latin letters, then lower case: "Gina", "Kafka", not "I", "PR" or "SIWE")
+_NAME = re.compile(r"\b[A-Z][a-z]+\b")
+# a word after one of these (or at the start) may be capitalized as a first word is
+_SENTENCE_END = frozenset(".?!:;\n\"'“‘(¿¡")
 _SUFFIXES = ("ing", "ed", "es", "s")  # stripped from a query word before its prefix is looked up (porter-like)
 # words of the act of asking back, not of what is asked for ("remind me, what was the exact error again?"): no
 # evidence either way, left out of the weighed terms (the query's own stopwords are already out: text/tags.py). A
@@ -98,15 +110,17 @@ BUDGET = "budget"  # the budget holds nothing (or less than the short block)
 class Relevance:
     """The best candidates' evidence: ``cosine`` (the best semantic cosine, in [0, 1]) and the ``model`` whose
     scale it is on; ``coverage`` (the largest share of the query's idf weight one best candidate's text holds, in
-    [0, 1]); ``terms`` (the query terms weighed) and ``entries`` (the store's entries, the index's). ``score``:
-    max(cosine / the model's floor, coverage / COVERAGE_FLOOR), what ``decide`` grades. 0.0 where nothing was
-    found."""
+    [0, 1]); ``terms`` (the query terms weighed) and ``entries`` (the store's entries, the index's);
+    ``unheld_names`` (the names the query holds, ``query_names``, when none of them is in a best candidate's text;
+    else empty). ``score``: max(cosine / the model's floor, coverage / COVERAGE_FLOOR), what ``decide`` grades.
+    0.0 where nothing was found."""
 
     cosine: float = 0.0
     coverage: float = 0.0
     model: str = ""
     entries: int = 0
     terms: int = 0
+    unheld_names: tuple[str, ...] = ()
 
     @property
     def score(self) -> float:
@@ -121,6 +135,7 @@ class Relevance:
             "model": self.model,
             "entries": self.entries,
             "terms": self.terms,
+            "unheld_names": list(self.unheld_names),
         }
 
 
@@ -150,7 +165,9 @@ def decide(
     no evidence was gathered, an empty query) and the count of ``candidates`` ranked. ``min_score`` 0 turns it
     off: every recovery with a candidate gets its full budget (a compaction's block; ``--min-score 0``). Otherwise:
     score >= ``clear_score``: full; ``min_score`` <= score < ``clear_score``: at most ``short_budget``
-    characters; below ``min_score``: nothing. The cheap checks come first (no query, no entry, no candidate)."""
+    characters; below ``min_score``: nothing. A query whose names no best candidate holds
+    (``Relevance.unheld_names``) gets at most the short block. The cheap checks come first (no query, no entry, no
+    candidate)."""
     if evidence is None:
         return Decision("none", 0, EMPTY_QUERY, "the query has no word to search")
     figures = {**evidence.to_json(), "min_score": min_score, "clear_score": clear_score}
@@ -168,6 +185,10 @@ def decide(
         return Decision("none", 0, BELOW_FLOOR, detail, figures)
     if score < clear_score and short_budget < budget:
         detail = f"best relevance {score:.2f} < clear_score {clear_score:g}: {short_budget} of {budget} characters"
+        return Decision("short", short_budget, UNCERTAIN, detail, figures)
+    if evidence.unheld_names and short_budget < budget:
+        names = ", ".join(evidence.unheld_names)
+        detail = f"no archived turn found names {names}: {short_budget} of {budget} characters"
         return Decision("short", short_budget, UNCERTAIN, detail, figures)
     return Decision("full", budget, None, "", figures)
 
@@ -221,15 +242,34 @@ class _Vocabulary:
             return self.has_prefix(_stem(parts[0]))
         return all(self.has_prefix(p) for p in parts)
 
+    def covered(self, weights: dict[str, float]) -> float:
+        """The share of ``weights`` (term -> idf) this text holds, in [0, 1]; 0.0 for no weight."""
+        total = sum(weights.values())
+        if total <= 0:
+            return 0.0
+        return sum(w for t, w in weights.items() if self.holds(t)) / total
+
 
 def covered(text: str, weights: dict[str, float]) -> float:
     """The share of ``weights`` (term -> idf) that ``text`` holds (``_Vocabulary.holds``), in [0, 1]; 0.0 for no
     weight. Linear in the text's length."""
-    total = sum(weights.values())
-    if total <= 0:
-        return 0.0
-    vocabulary = _Vocabulary(text)
-    return sum(w for t, w in weights.items() if vocabulary.holds(t)) / total
+    return _Vocabulary(text).covered(weights)
+
+
+def query_names(query: str) -> list[str]:
+    """The names ``query`` holds: capitalized words (``Gina``, ``Kafka``; not ``I``, ``PR``) that do not open a
+    sentence (after the start, ``.?!:;``, a line break, a quote or a parenthesis the first word may be capitalized
+    as any word is), less stopwords (text/tags.py ``STOPWORDS``: "Which", "Will") and request words; in order,
+    once each. English and other Latin-script queries; none in CJK."""
+    out: list[str] = []
+    for m in _NAME.finditer(query):
+        before = query[: m.start()].rstrip()
+        if not before or before[-1] in _SENTENCE_END:
+            continue
+        word = m.group()
+        if word.lower() not in STOPWORDS and word.lower() not in REQUEST_WORDS and word not in out:
+            out.append(word)
+    return out
 
 
 def content_term(term: str) -> bool:
@@ -258,10 +298,12 @@ def assess(
     found: dict[str, tuple[np.ndarray, np.ndarray]],
     entries: dict[int, Entry],
     excluded: set[int],
+    query: str = "",
 ) -> Relevance:
-    """The ``Relevance`` of the rankings ``found`` (rank.py's, masked, best first) for a query of ``terms``,
-    read on the candidates still allowed: ``entries`` (the pool's, with their summaries), minus ``excluded``. The
-    same on every backend: the cosine comes from the in-process index, the coverage from the candidates' texts."""
+    """The ``Relevance`` of the rankings ``found`` (rank.py's, masked, best first) for ``query`` and its
+    ``terms``, read on the candidates still allowed: ``entries`` (the pool's, with their summaries), minus
+    ``excluded``. The same on every backend: the cosine comes from the in-process index, the coverage and the
+    names held from the best candidates' texts."""
 
     def allowed(name: str, top: int | None = None) -> list[tuple[int, float]]:
         positions, scores = found.get(name, (np.empty(0, np.int64), np.empty(0)))
@@ -281,12 +323,22 @@ def assess(
         top, cosine = best_semantic[0]
         model = cosine_model(embedder_id, entries[top].summary)
     weights = term_weights(store, terms, rows)
-    coverage = 0.0
-    if weights:
+    names = query_names(query)
+    coverage, held = 0.0, not names
+    if weights or names:
         read = list(
             dict.fromkeys(i for name in ("semantic", "fulltext", "keyword") for i, _ in allowed(name, READ_TOP))
         )
         texts = store.text_heads(read, TEXT_CHARS) if read else {}
         for i in read:
-            coverage = max(coverage, covered(f"{entries[i].summary}\n{texts.get(i, '')}", weights))
-    return Relevance(cosine=max(cosine, 0.0), coverage=coverage, model=model, entries=rows, terms=len(weights))
+            vocabulary = _Vocabulary(f"{entries[i].summary}\n{texts.get(i, '')}")
+            coverage = max(coverage, vocabulary.covered(weights))
+            held = held or any(vocabulary.holds(n) for n in names)
+    return Relevance(
+        cosine=max(cosine, 0.0),
+        coverage=coverage,
+        model=model,
+        entries=rows,
+        terms=len(weights),
+        unheld_names=() if held else tuple(names),
+    )
