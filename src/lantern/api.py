@@ -437,22 +437,31 @@ class Lantern:
         never withheld by the relevance floor. ``rerank``: one LLM call (``llm``, as ``recover``'s) puts first the lost
         items the task needs most (``Recovery.rerank``; a failure keeps the weight order, with one warning). With
         ``record`` the compaction is stored as one event (``record_compaction``; ``source``, ``reason`` as there).
-        Raises ValueError for a bad budget and TypeError for a bad ``live`` or ``summary``."""
-        if summary is not None and not isinstance(summary, str):
-            raise TypeError(f"summary must be a string or None, got {type(summary).__name__}")
+        The summary and the last user message are cleaned and redacted as archived text is (a secret they quote
+        never comes back in ``Recovery.query`` and never reaches the rerank's LLM). Raises ValueError for a bad
+        budget or a summary over ``compaction.MAX_SUMMARY_CHARS`` characters, TypeError for a bad ``live`` or
+        ``summary``."""
+        from lantern.compaction import summary_text
+
+        text = summary_text(summary)
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
+        one_pass = isinstance(live, Iterable) and not isinstance(live, (str, bytes, dict, Message, Sequence))
+        live = list(live) if one_pass else live  # an iterator is read once, for both uses below
+        ids, live_text = self._exclusions(live, "live")
         live_list = list(live or [])
-        ids, live_text = self._exclusions(live_list)
-        task = _last_user_text(live_list)
         session_name = self._stored_session(session) or DEFAULT_SESSION
         started = time.perf_counter()
+
+        def as_archived(t: str) -> str:  # compared with archived text, so cleaned and redacted as it is
+            return redact_text(clean_text(t), self.redaction)[0]
+
         result = pipeline.recover_compaction(
             self.store,
-            clean_text(summary or ""),
+            as_archived(text),
             live_text=live_text,
             exclude_ids=ids,
-            task=task,
+            task=as_archived(_last_user_text(live_list)),
             session=session_name,
             scope=scope,
             budget=budget,
@@ -785,14 +794,14 @@ class Lantern:
             raise ValueError(f"budget must be a finite number of characters >= 0, got {budget!r}")
         return int(budget)
 
-    def _exclusions(self, exclude: Any) -> tuple[list[int], str]:
+    def _exclusions(self, exclude: Any, name: str = "exclude") -> tuple[list[int], str]:
         """Split ``exclude`` into entry ids and the live context's text. Items may be entry ids (int) and
-        messages (Message or dict), mixed; anything else raises TypeError."""
+        messages (Message or dict), mixed; anything else raises TypeError naming the argument (``name``)."""
         if exclude is None:
             return [], ""
-        if isinstance(exclude, (str, bytes, dict, Message)):
+        if isinstance(exclude, (str, bytes, dict, Message)) or not isinstance(exclude, Iterable):
             raise TypeError(
-                "exclude must be a list of entry ids and/or messages, not a single " + type(exclude).__name__
+                f"{name} must be a list of entry ids and/or messages, not a single {type(exclude).__name__}"
             )
         ids: list[int] = []
         messages: list[Any] = []
@@ -803,7 +812,7 @@ class Lantern:
                 messages.append(x)
             else:
                 raise TypeError(
-                    f"exclude items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}"
+                    f"{name} items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}"
                 )
         ids = [i for i in ids if -(2**63) <= i < 2**63]  # larger ids cannot exist in SQLite
         return ids, self.live_text(messages)

@@ -89,31 +89,30 @@ def split_rendered(text: str) -> list[RenderedBlock]:
     """Split an entry's verbatim text back into its messages, tool calls and tool results, by the line prefixes
     ``Message.render`` writes ("user: ", "assistant -> tool call NAME(", "tool result NAME: "): its inverse. A line
     without such a prefix continues the block before it (a message quoting such a line splits there). A call's text
-    is its arguments, without the closing parenthesis."""
+    is its arguments, without the closing parenthesis. Linear in ``text``: each block's text is one slice of it."""
     out: list[RenderedBlock] = []
+    spans: list[list[int]] = []  # per block: [start of its text in ``text``, end of its last line]
     at = 0
     for line in text.split("\n"):
         start, at = at, at + len(line) + 1
         if out and not line.startswith(_STARTS):  # a continuation line: no prefix can match (the common case)
-            out[-1].text += "\n" + line
+            spans[-1][1] = start + len(line)
             continue
         m = _CALL.match(line)
         if m:
-            out.append(RenderedBlock("call", m["role"], m["tool"], line[m.end() :], start))
+            out.append(RenderedBlock("call", m["role"], m["tool"], "", start))
+        elif m := _RESULT.match(line):
+            out.append(RenderedBlock("result", "tool", m["tool"] or "", "", start))
+        elif m := _MESSAGE.match(line):
+            out.append(RenderedBlock("message", m["role"], m["name"] or "", "", start))
+        elif out:
+            spans[-1][1] = start + len(line)
             continue
-        m = _RESULT.match(line)
-        if m:
-            out.append(RenderedBlock("result", "tool", m["tool"] or "", line[m.end() :], start))
-            continue
-        m = _MESSAGE.match(line)
-        if m:
-            out.append(RenderedBlock("message", m["role"], m["name"] or "", line[m.end() :], start))
-            continue
-        if out:
-            out[-1].text += "\n" + line
         else:
-            out.append(RenderedBlock("message", "", "", line, start))
-    for b in out:
+            out.append(RenderedBlock("message", "", "", "", start))
+        spans.append([start + (m.end() if m else 0), start + len(line)])
+    for b, (begin, end) in zip(out, spans):
+        b.text = text[begin:end]
         if b.kind == "call" and b.text.endswith(")"):
             b.text = b.text[:-1]
     return out

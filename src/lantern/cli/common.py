@@ -168,16 +168,6 @@ def iso_time(value: Optional[str], option: str):
         ) from None
 
 
-def read_text(path: Path, option: str) -> str:
-    """A UTF-8 text file's content; a clear error naming ``option`` when it cannot be read."""
-    from lantern.errors import LanternError
-
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise LanternError(f"{option} {path}: cannot read it ({e.strerror or e})") from None
-
-
 def missing_extra(command: str, extra: str, error: object) -> str:
     from lantern.errors import install_command
 

@@ -119,6 +119,10 @@ def eval_(
 ) -> None:
     """Measure fact recovery after compaction on a dataset: Lantern vs ablations and baselines, paired statistics.
     Needs the `eval` extra (scipy, matplotlib); without it the command prints the one that installs it."""
+    from lantern.eval.datasets import DATASETS
+
+    if dataset not in DATASETS:  # a usage error first: no extra makes an unknown name work
+        raise typer.BadParameter(f"unknown dataset {dataset!r}; one of {', '.join(DATASETS)}", param_hint="DATASET")
     missing = [m for m in ("scipy", *(("matplotlib",) if plots else ())) if not importable(m)]
     try:
         from lantern.eval.run import main as run_eval

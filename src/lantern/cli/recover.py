@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from lantern.cli.common import guard, iso_time, open_db, read_text, warm_answer
+from lantern.cli.common import guard, iso_time, open_db, warm_answer
 from lantern.cli.options import (
     agent_option,
     iso_option,
@@ -50,7 +49,8 @@ def recover(
         False,
         "--json",
         help='Print {"text", "chars", "reason", "detail", "relevance", "entries": [...]}; with --rerank also '
-        '"reranked", "llm_calls", "tokens_in", "tokens_out"; with --summary "loss" (when the session was read).',
+        '"reranked", "llm_calls", "tokens_in", "tokens_out"; with --summary "loss" (always; zero counts when '
+        "nothing was archived).",
     ),
     as_of: Optional[str] = typer.Option(
         None, "--as-of", callback=iso_option, help="ISO 8601 time (naive = UTC): answer as of then."
@@ -70,7 +70,8 @@ def recover(
     summary: Optional[Path] = typer.Option(
         None,
         "--summary",
-        help="A compaction summary file ('-': stdin; an empty file: none): recover what it and --live lost from "
+        help="A compaction summary file, UTF-8 text up to 1,000,000 characters ('-': stdin; an empty file: none): "
+        "recover what it and --live lost from "
         "--session (Lantern.recover_compaction) instead of answering QUERY.",
     ),
     user: Optional[str] = user_option(),
@@ -127,7 +128,9 @@ def _recover_compaction(
     """``recover --summary``: one call of ``Lantern.recover_compaction``."""
 
     def run():
-        text = sys.stdin.read() if str(summary) == "-" else read_text(summary, "--summary")
+        from lantern.compaction import read_summary
+
+        text = read_summary(summary)
         kwargs = {"session": session, "budget": budget, "agent": agent, "project": project}
         if (
             live is None

@@ -178,7 +178,9 @@ class LossOut(BaseModel):
 
 
 class CompactionRecoverResponse(RecoverResponse):
-    loss: LossOut | None = Field(None, description="What the compaction lost (null: nothing archived).")
+    loss: LossOut | None = Field(
+        None, description="What the compaction lost, by type (zero counts when nothing was archived)."
+    )
 
 
 class HitOut(BaseModel):

@@ -299,12 +299,13 @@ def recover_compaction(
     ``task``: the last user message (empty: the newest archived one); ``exclude_ids``: entries still in the live
     context (their text counts as live). ``Recovery.loss`` reports every lost item, packed or cut;
     ``Recovery.reason`` says why the block is empty (``nothing_archived``: the session has no archived turn in
-    ``scope``; ``nothing_lost``: every specific is still stated; ``budget``: too small for one item). With ``llm``,
-    one listwise call (recover/rerank.py ``rerank_shown``) orders the ``rerank_top_n`` heaviest items, each shown
-    with the line it was last seen in, by how much the task needs them; the items it names go first
+    ``scope``, ``Recovery.loss`` then an empty report; ``nothing_lost``: every specific is still stated;
+    ``budget``: too small for one item). With ``llm``, one listwise call (recover/rerank.py ``rerank_shown``)
+    orders the ``rerank_top_n`` heaviest items, each shown with the line it was last seen in, by how much the task
+    needs them; the items it names go first
     (``Recovery.rerank``; a failed call keeps the weight order). Entries pruned by reinforcement (confidence
     below ``prune_below``, reinforce.py) are left out: their specifics are not offered. Reads only."""
-    from lantern.recover.loss import find_loss
+    from lantern.recover.loss import Loss, find_loss
     from lantern.recover.loss_pack import pack_loss
 
     turns = store.session_turns(session, scope)
@@ -317,7 +318,7 @@ def recover_compaction(
         live_text = "\n".join([live_text, *(text for i, _, text in turns if i in gone)])
         turns = [t for t in turns if t[0] not in gone]
     query = "\n".join(p for p in (task.strip(), summary) if p)  # what the block answers, as events keep it
-    recovery = Recovery(query=query, text="", entries=[], chars=0, budget=budget)
+    recovery = Recovery(query=query, text="", entries=[], chars=0, budget=budget, loss=Loss())  # one shape always
     if not turns:
         recovery.reason = "nothing_archived"
         return recovery
@@ -332,7 +333,6 @@ def recover_compaction(
     if not block.text:
         recovery.reason = "budget"
         return recovery
-    lines = block.text.split("\n")
     recovery.text, recovery.chars = block.text, len(block.text)
     weight: dict[int, float] = {}
     for it in loss.packed:
@@ -343,7 +343,7 @@ def recover_compaction(
             session=session,
             turn=turn,
             score=weight.get(entry_id, 0.0),
-            text="\n".join(x for x in lines if x.startswith((f"- turn {turn} ·", f"[turn {turn} ·"))),
+            text="\n".join(block.lines[entry_id]),
             excerpt=True,
         )
         for entry_id, turn in block.cited.items()
@@ -367,7 +367,8 @@ def _rerank_loss(llm: LLMClient, loss: Any, task: str, top_n: int, prompt_chars:
     from lantern.recover.rerank import rerank_shown
 
     top = loss.items[:top_n]
-    shown = [(k, f"{it.value} — {loss.line(it.last, it.value)}") for k, it in enumerate(top)]
+    lines = loss.lines([(it.last, it.value) for it in top])
+    shown = [(k, f"{it.value} — {line}") for k, (it, (line, _)) in enumerate(zip(top, lines))]
     result = rerank_shown(llm, task, shown, prompt_chars)
     if result.order is not None:
         loss.items[: len(top)] = [top[k] for k in result.order]
