@@ -15,7 +15,7 @@ The store (``DIR/store.db``, built when missing, then reused; archiving is idemp
 Each question is asked once through ``Lantern.recover(question)`` with the default decision (``Config.min_score``,
 ``clear_score``, ``short_budget``), the default budget (6,000) and no session: the call of the MCP and REST
 ``recover`` and of ``lantern recover``. The ``UserPromptSubmit`` hook makes the same call with the same budget
-(``HOOK_BUDGET``), restricted to the compacted session and with the live messages excluded
+(``Config.budget``), restricted to the compacted session and with the live messages excluded
 (integrations/claude_code.py ``recover_after_compaction``): fewer candidates, the same decision; ``--in-session``
 asks that way, each question in its ``about`` session (questions whose ``about`` is no stored session are left
 out), nothing live. Before it, the

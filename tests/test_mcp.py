@@ -122,6 +122,9 @@ def test_mcp_end_to_end(tmp_path):
         assert [e["id"] for e in comp["entries"]] == [archived["entry_ids"][0]]
         r = await s.call_tool("recover_compaction", {"summary": summary, "session": "nobody"})
         assert _data(r)["reason"] == "nothing_archived" and _data(r)["text"] == ""
+        assert _data(r)["loss"]["lost"] == 0  # the loss report is there whatever the result
+        r = await s.call_tool("recover_compaction", {"summary": "x" * 1_000_001, "session": "build-42"})
+        assert _err(r) and "over the limit of 1,000,000" in _text(r)  # compaction.MAX_SUMMARY_CHARS
         r = await s.call_tool("recover", {"query": "   "})
         assert _data(r)["reason"] == "empty_query" and _data(r)["text"] == ""  # an empty block says why
         r = await s.call_tool("recover", {"query": "which hotel did I book in Lisbon for the wedding?"})

@@ -91,6 +91,7 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
         ("/v1/memory/recover_compaction", {"summary": "s", "budget": -1}, 422),
         ("/v1/memory/recover_compaction", {"summary": 3}, 422),
         ("/v1/memory/recover_compaction", {"summary": "s", "sesion": "typo"}, 422),
+        ("/v1/memory/recover_compaction", {"summary": "x" * 1_000_001}, 400),  # compaction.MAX_SUMMARY_CHARS
         ("/v1/memory/forget", {}, 400),
         ("/v1/memory/forget", {"entry": 1, "session": "s"}, 400),
     ],

@@ -413,6 +413,7 @@ _TAGGY = st.sampled_from(
 @settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(_TAGGY, st.text(max_size=30)), max_size=40).map("".join))
 @example("src/a.py:()")  # found by CI: extract_paths took the "(" after the trailing ":" for a call
+@example("@.port 5433")  # found by a breaker: extract_paths skipped a mentioned dotfile extract_tags keeps
 def test_tags_never_fail_and_values_come_from_the_text(text):
     tags = extract_tags(text)
     values = [t.value for t in tags]
@@ -581,3 +582,20 @@ def test_aider_write_stages_hold_their_bounds_on_real_turns():
             assert memory_type in ("episodic", "semantic", "procedural") and 0.0 <= prior <= 1.0
             seen += 1
     assert seen >= 200
+
+
+def test_extract_paths_is_linear_in_the_paths_it_finds():
+    """CPU time at 4x the distinct paths stays near 4x (a list's membership test per path made it quadratic: a
+    5 MB tool output of 80,000 paths took minutes to archive, and as much in a recovery's live context)."""
+    import time
+
+    def run(n: int) -> tuple[float, list[str]]:
+        text = " ".join(f"src/pkg{i}/mod_{i}.py" for i in range(n))
+        started = time.process_time()
+        paths = extract_paths(text)
+        return time.process_time() - started, paths
+
+    run(1000)
+    (small, few), (large, many) = run(10_000), run(40_000)
+    assert len(few) == 10_000 and many[-1] == "src/pkg39999/mod_39999.py" and len(set(many)) == len(many) == 40_000
+    assert large < 8 * small + 0.05, (small, large)

@@ -33,14 +33,13 @@ from lantern.config import (
     default_db_path,
     is_server_url,
     location_error,
-    redact_url,
 )
-from lantern.embed import Embedder, embedder_name, get_embedder, signal_blocks
+from lantern.embed import Embedder, get_embedder, model_blocks, store_record
 from lantern.errors import LanternError
 from lantern.llm import LLMClient, LLMSettings
 from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
-from lantern.recover import facts_note, pipeline, relevance, speaker
+from lantern.recover import empty, facts_note, pipeline, relevance, speaker
 from lantern.recover.query_vectors import QueryVectors
 from lantern.scope import Scope, check_length, clean_name, resolve, scope_where
 from lantern.store import events as event_store
@@ -48,13 +47,18 @@ from lantern.store import facts as fact_store
 from lantern.store.ann import ann_params
 from lantern.store.index import MemoryIndex
 from lantern.store.open import open_store
-from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, is_unwritable
+from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, entry_count, is_unwritable, write_error_words
 from lantern.store.times import to_epoch
+from lantern.store.undo import creation_undo
 from lantern.text.clean import clean_text, normalize_space
 from lantern.text.names import file_name_text, given_name
 
 if TYPE_CHECKING:
     from lantern.archive.directory import DirectoryResult
+
+# the faces' way to what lies below: the Lantern handle, the store copy, and for a command that may create a SQLite
+# database, what it undoes when it fails and the words for a write that failed
+__all__ = ["Lantern", "copy_store", "creation_undo", "entry_count", "write_error_words"]
 
 log = logging.getLogger("lantern")
 
@@ -135,7 +139,7 @@ class Lantern:
         self.path = self.store.path if server else location  # a server's URL as shown: without its password
         self._follows = embedder is None  # no embedder named: the handle follows the database's (``_follow_reindex``)
         chosen = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
-        _check_embedder(self.store, chosen)
+        self.store.check_embedder(*store_record(chosen))
         self.store.compact_vectors()  # once per database: vectors written before the int8 format
         self.writer = Writer(self.store, None, chosen, config, load_policy(self.store, config), self._follow_reindex)
         # every name a call gives is read and written in its redacted form (archive/redact.py ``redact_name``)
@@ -157,7 +161,7 @@ class Lantern:
         self.embedder = embedder
         if getattr(self.writer, "index", None) is not None:
             self.index.close()
-        self.index = MemoryIndex(self.store, embedder.dim, _blocks(embedder), lambda: ann_params(self.config))
+        self.index = MemoryIndex(self.store, embedder.dim, model_blocks(embedder), lambda: ann_params(self.config))
         self.queries = QueryVectors(
             lambda: self.embedder, occupied=lambda a, b: self.index.block_occupied(a, b)
         )  # the read path's embedder: queries can be embedded ahead
@@ -172,7 +176,7 @@ class Lantern:
         recorded = self.store.get_meta("embedder")
         if recorded and recorded != self.embedder.id:
             new = get_embedder(recorded)
-            _check_embedder(self.store, new)
+            self.store.check_embedder(*store_record(new))
             self._use_embedder(new)
 
     # ------------------------------------------------------------------ lifecycle
@@ -390,35 +394,16 @@ class Lantern:
             top_k=top_k,
             min_score=min_score,
         )
-        packed = [e.id for e in result.entries]
         try:
-            if self.config.reinforce:
-                missed = [
-                    c.entry.id for c in result.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None
-                ]
-                rates = reinforce.Rates(
-                    self.config.confidence_gain,
-                    self.config.confidence_decay,
-                    self.config.success_alpha,
-                    self.config.prune_below,
-                )
-                user_id = resolve(self.scope, user, agent, project).user
-                self.index.set_reinforcement(
-                    reinforce.record_recovery(
-                        self.store, session or None, packed, missed, rates, user=user_id, wait=reinforce.WRITE_WAIT_S
-                    )
-                )
-            elif packed:
-                self.store.bump_access(packed, wait=reinforce.WRITE_WAIT_S)
+            reinforce.record_use(
+                self.store, self.index, self.config, result, session or None, resolve(self.scope, user, agent, project)
+            )
         except _write_errors(self.store) as e:
             if not _unwritable(self.store, e):
                 raise
             log.warning(
                 "%s: access counts and confidence not updated (%s); the recovery is returned all the same", self.path, e
             )
-            return result
-        if packed:
-            self.index.note_access(packed)
         return result
 
     @_one_at_a_time
@@ -452,22 +437,31 @@ class Lantern:
         never withheld by the relevance floor. ``rerank``: one LLM call (``llm``, as ``recover``'s) puts first the lost
         items the task needs most (``Recovery.rerank``; a failure keeps the weight order, with one warning). With
         ``record`` the compaction is stored as one event (``record_compaction``; ``source``, ``reason`` as there).
-        Raises ValueError for a bad budget and TypeError for a bad ``live`` or ``summary``."""
-        if summary is not None and not isinstance(summary, str):
-            raise TypeError(f"summary must be a string or None, got {type(summary).__name__}")
+        The summary and the last user message are cleaned and redacted as archived text is (a secret they quote
+        never comes back in ``Recovery.query`` and never reaches the rerank's LLM). Raises ValueError for a bad
+        budget or a summary over ``compaction.MAX_SUMMARY_CHARS`` characters, TypeError for a bad ``live`` or
+        ``summary``."""
+        from lantern.compaction import summary_text
+
+        text = summary_text(summary)
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
+        one_pass = isinstance(live, Iterable) and not isinstance(live, (str, bytes, dict, Message, Sequence))
+        live = list(live) if one_pass else live  # an iterator is read once, for both uses below
+        ids, live_text = self._exclusions(live, "live")
         live_list = list(live or [])
-        ids, live_text = self._exclusions(live_list)
-        task = _last_user_text(live_list)
         session_name = self._stored_session(session) or DEFAULT_SESSION
         started = time.perf_counter()
+
+        def as_archived(t: str) -> str:  # compared with archived text, so cleaned and redacted as it is
+            return redact_text(clean_text(t), self.redaction)[0]
+
         result = pipeline.recover_compaction(
             self.store,
-            clean_text(summary or ""),
+            as_archived(text),
             live_text=live_text,
             exclude_ids=ids,
-            task=task,
+            task=as_archived(_last_user_text(live_list)),
             session=session_name,
             scope=scope,
             budget=budget,
@@ -581,6 +575,7 @@ class Lantern:
                 detail="the query is empty or has no word" if query.strip() else "the query is empty",
             )
         self._fill_before_recovery()
+        asked = list(ids)  # the caller's exclusions, without the turns after ``as_of``
         if at is not None:  # turns after the asked time did not exist yet
             self.index.refresh()
             ids += self.index.ids[self.index.time > at].tolist()
@@ -607,7 +602,32 @@ class Lantern:
         )
         if result.rerank is not None and result.rerank.warning:
             log.warning("%s", result.rerank.warning)
+        if at is not None and all(c.verdict.startswith("excluded:") for c in result.candidates):
+            result.later_from = empty.earliest_after(self.index, session, scope, asked, at)
         return result
+
+    @_one_at_a_time
+    def why_empty(
+        self,
+        recovery: Recovery,
+        *,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        as_of: str | None = None,
+    ) -> str:
+        """Why the empty block of ``recovery`` (``recover`` or ``explain``, asked with these ``session`` / scope
+        arguments, and as of the time ``as_of`` as the caller wrote it) is empty, in the words ``lantern recover``
+        prints after "nothing recovered" (recover/empty.py): read off the recovery's verdicts and figures, never by
+        running it again; with no candidate at all, one COUNT query names the filter that left the entries out."""
+        scope = resolve(self.scope, user, agent, project)
+        name = self._stored_session(session)
+
+        def counts() -> empty.ScopeCounts:
+            return empty.ScopeCounts(*self.store.scope_counts(scope, name), scope=scope, session=name)
+
+        return empty.why_empty(recovery, counts, as_of)
 
     def _min_score(self, min_score: Any, proactive: bool = False) -> float:
         """The relevance floor of one recovery or search: ``min_score`` if given, else none for a proactive recovery,
@@ -774,14 +794,14 @@ class Lantern:
             raise ValueError(f"budget must be a finite number of characters >= 0, got {budget!r}")
         return int(budget)
 
-    def _exclusions(self, exclude: Any) -> tuple[list[int], str]:
+    def _exclusions(self, exclude: Any, name: str = "exclude") -> tuple[list[int], str]:
         """Split ``exclude`` into entry ids and the live context's text. Items may be entry ids (int) and
-        messages (Message or dict), mixed; anything else raises TypeError."""
+        messages (Message or dict), mixed; anything else raises TypeError naming the argument (``name``)."""
         if exclude is None:
             return [], ""
-        if isinstance(exclude, (str, bytes, dict, Message)):
+        if isinstance(exclude, (str, bytes, dict, Message)) or not isinstance(exclude, Iterable):
             raise TypeError(
-                "exclude must be a list of entry ids and/or messages, not a single " + type(exclude).__name__
+                f"{name} must be a list of entry ids and/or messages, not a single {type(exclude).__name__}"
             )
         ids: list[int] = []
         messages: list[Any] = []
@@ -792,7 +812,7 @@ class Lantern:
                 messages.append(x)
             else:
                 raise TypeError(
-                    f"exclude items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}"
+                    f"{name} items must be entry ids (int) or messages (Message or dict), got {type(x).__name__}"
                 )
         ids = [i for i in ids if -(2**63) <= i < 2**63]  # larger ids cannot exist in SQLite
         return ids, self.live_text(messages)
@@ -984,11 +1004,7 @@ class Lantern:
                 progress(start + len(batch), len(rows))
         n = self.store.replace_vectors(
             ((i, v) for (i, _), v in zip(rows, vectors)),
-            new.id,
-            new.dim,
-            embedder_name(new.id),
-            _blocks(new),
-            _deferred(new),
+            *store_record(new),
         )
         self._use_embedder(new)
         return n
@@ -998,6 +1014,42 @@ class Lantern:
         """Switch secret redaction on (default) or off for this database; recorded in its meta table so every
         later handle follows it. Private spans are removed either way (archive/redact.py)."""
         set_secret_redaction(self, enabled)
+
+    @property
+    def backend(self) -> str:
+        """The store's backend: "sqlite" or "postgresql"."""
+        return getattr(self.store, "backend", "sqlite")
+
+    @_one_at_a_time
+    def count(self) -> int:
+        """How many entries the database holds, every user's."""
+        return self.store.count()
+
+    @_one_at_a_time
+    def vacuum(self, *, wait: float | None = None, on_wait: Callable[[Erasure], None] | None = None) -> tuple:
+        """Rewrite the database without its free space (SQLite: VACUUM, then a checkpoint that empties the WAL;
+        PostgreSQL: VACUUM FULL), waiting up to ``wait`` seconds (None: the store's default) for a process still
+        reading old pages; ``on_wait(erasure)`` when it starts waiting. Returns (bytes before, the ``Erasure``:
+        ``complete``, ``holders``, ``remaining_bytes``; bytes after)."""
+        before = self.store.file_bytes()
+        erasure = self.store.erase_free_space(wait=wait, on_wait=on_wait)
+        return before, erasure, self.store.file_bytes()
+
+    @_one_at_a_time
+    def outside_scope(
+        self,
+        entry_ids: Iterable[int],
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> list[int]:
+        """Which of ``entry_ids`` name no entry inside the scope (default: the handle's): unknown ids and other
+        users' entries alike, in the order given; one query. The ids ``feedback`` leaves alone."""
+        ids = list(entry_ids)
+        valid = [int(i) for i in ids if -(2**63) <= i < 2**63]
+        inside = self.store.places(valid, resolve(self.scope, user, agent, project))
+        return [i for i in ids if i not in inside]
 
     @_one_at_a_time
     def feedback(
@@ -1076,160 +1128,12 @@ def copy_store(
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, int]:
-    """Copy every entry of the store at ``src`` into the store at ``dst`` (each a SQLite path or a ``postgresql://``
-    URL: SQLite -> PostgreSQL and back), with its scope, reinforcement state (confidence, success, access count),
-    embedding (kept, not recomputed: ``dst`` is opened with ``src``'s embedder) and facts, through the export format
-    (portability.py) in a private temporary file. Entries already in ``dst`` (same content hash) are skipped, so a copy
-    stopped part way is resumed by running it again. ``progress(done, total)`` in entries after each batch. Then
-    verified: every source entry has an entry with its embedding in ``dst``. Then the compaction events, their entry ids
-    mapped to ``dst``'s (portability.py ``copy_events``; one already there is skipped). Not copied: pending recoveries
-    (a recovery waiting for its usefulness check on the source's live conversation). A turn is one entry per
-    conversation and turn number in ``dst`` too (portability.py ``_write_entry``): a source turn that grew since an
-    earlier copy replaces its shorter form there (``grown``), one that grew in ``dst`` is already there, and one whose
-    turn number ``dst`` gave to a turn of its own is appended after that conversation's last turn. Returns {"entries":
-    source entries, "added", "grown", "duplicates", "events": source events, "events_added"}. Raises LanternError when
-    the verification fails, when ``src`` is a path with no file, when ``src`` and ``dst`` are the same database (the
-    same file by any path; the same database of the same server by any URL) before anything is written, and for a
-    driver's or the file system's error, naming the store it is about (``database SRC: ...`` or ``database DST: ...``, a
-    URL without its password); EmbedderMismatchError when ``dst`` holds another embedder's vectors."""
-    import tempfile
+    """Copy every entry, its facts and the compaction events of the store at ``src`` into the store at ``dst``
+    (SQLite paths or ``postgresql://`` URLs), ``dst`` opened as a ``Lantern`` with ``src``'s embedder:
+    portability.py ``copy_store`` (what is copied, verified and refused; the counts returned; the errors)."""
+    from lantern.portability import copy_store as copy
 
-    from lantern.portability import copy_events, export_jsonl, read_events
-
-    if (
-        not is_server_url(src)
-        and not is_server_url(dst)
-        and Path(src).exists()
-        and Path(dst).exists()
-        and os.path.samefile(src, dst)
-    ):
-        raise _CopyError(f"copy {src} -> {dst}: both name the same database file; nothing copied")
-    where: Any = ("SRC", src)  # the end of the copy the next error is about (``_named``, ``_located``)
-    try:
-        source = _Source(src)
-        try:
-            with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as tmp:
-                where = _TEMPORARY
-                total = export_jsonl(source, tmp, scope=None)
-                where = ("SRC", src)
-                events_of_source = read_events(source.store)
-                if not source.store.unchanged():
-                    raise LanternError(
-                        f"{source.path}: another process wrote to it while it was read; nothing was copied, run the "
-                        "copy again"
-                    )
-                tmp.seek(0)
-                where = ("DST", dst)
-                with Lantern(dst, embedder=source.embedder) as target:
-                    same = source.store.database_identity()
-                    if same is not None and same == target.store.database_identity():
-                        raise _CopyError(
-                            f"copy {source.path} -> {target.path}: both name the same database on the same server; "
-                            "nothing copied"
-                        )
-
-                    def report(line: int) -> None:  # import counts lines: the header is line 1
-                        if progress:
-                            progress(min(max(line - 1, 0), total), total)
-
-                    result = target.import_(tmp, progress=report)
-                    new_ids = list(result.entry_ids.values())
-                    found = target.store.entries(new_ids, text=False, tags=False)
-                    with_vectors = {r[0] for r in target.store.rows_by_id(sorted(set(new_ids)))}
-                    if (
-                        result.added + result.grown + result.duplicates != total
-                        or len(found) != len(set(new_ids))
-                        or len(with_vectors) != len(set(new_ids))
-                        or len(result.entry_ids) != total
-                    ):
-                        raise _CopyError(
-                            f"copy {source.path} -> {target.path}: {total} entries read, {result.added} added, "
-                            f"{result.grown} grown, {result.duplicates} already there, {len(found)} found after the "
-                            f"copy, {len(with_vectors)} with their embedding: the counts disagree; run the copy again "
-                            "(it skips what is there)"
-                        )
-                    events = copy_events(events_of_source, target, result.entry_ids)
-        finally:
-            source.close()
-    except _CopyError:
-        raise
-    except LanternError as e:  # the store's own line, named SRC or DST
-        raise _named(e, where) from None
-    except Exception as e:
-        if not isinstance(e, (sqlite3.Error, OSError)) and not type(e).__module__.startswith("psycopg"):
-            raise
-        if where is _TEMPORARY and not isinstance(e, OSError):  # reading the source failed, not the file
-            where = ("SRC", src)
-        raise _located(e, where) from e
-    return {
-        "entries": total,
-        "added": result.added,
-        "grown": result.grown,
-        "duplicates": result.duplicates,
-        "events": sum(events),
-        "events_added": events[0],
-    }
-
-
-class _Source:
-    """``copy_store``'s source: its store opened read-only (nothing created, migrated or written: a path or database
-    that is not a Lantern store is refused) and the embedder its vectors were made with, as ``export_jsonl`` and
-    ``Lantern(dst, embedder=...)`` read them."""
-
-    def __init__(self, location: str | os.PathLike[str]):
-        server = is_server_url(location)
-        self.store = open_store(location if server else Path(location), readonly=True)
-        try:
-            self.path = self.store.path if server else location
-            self.embedder = get_embedder(self.store.get_meta("embedder") or None)
-            _check_embedder(self.store, self.embedder)
-        except BaseException:
-            self.store.close()
-            raise
-
-    def close(self) -> None:
-        self.store.close()
-
-
-class _CopyError(LanternError):
-    """An error of ``copy_store`` that names both stores already (a LanternError when raised to the caller)."""
-
-
-_TEMPORARY = object()  # copy_store's temporary file, as ``_located``'s ``where``
-
-
-def _shown(where: Any) -> str:
-    return redact_url(str(where))
-
-
-def _named(e: BaseException, where: Any) -> BaseException:
-    """The LanternError ``e`` of one end of a copy (``where``: ("SRC" or "DST", its location); the temporary file's
-    errors are OSErrors, never here), its line saying which end: ``SRC PATH ...`` or ``DST URL: ...``, its type
-    kept."""
-    end, location = where if where is not _TEMPORARY else ("SRC", "")
-    said, shown = str(e), _shown(location)
-    if not said.startswith(shown):
-        said = f"{shown}: {said}"
-    e.args = (f"{end} {said}",)
-    return e
-
-
-def _located(e: BaseException, where: Any) -> Exception:
-    """``e`` (a driver's or the file system's error during ``copy_store``) as a LanternError naming the end it is
-    about, ``where`` (("SRC" or "DST", a path or a URL shown without its password, the driver's words scrubbed of
-    it: config.scrub), or the copy's temporary file for ``_TEMPORARY``)."""
-    from lantern.config import scrub
-
-    location = where[1] if where is not _TEMPORARY else None
-    said = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    words = scrub(said, location if isinstance(location, str) else None)
-    if isinstance(e, OSError) and e.strerror:
-        words = e.strerror
-    if where is _TEMPORARY:
-        import tempfile
-
-        return LanternError(f"the copy's temporary file in {tempfile.gettempdir()}: {words}")
-    return LanternError(f"{where[0]} {_shown(location)}: {words}")
+    return copy(src, dst, open_target=lambda embedder: Lantern(dst, embedder=embedder), progress=progress)
 
 
 def _write_errors(store: Any) -> tuple[type[BaseException], ...]:
@@ -1256,20 +1160,3 @@ def _epoch(as_of: Any) -> float | None:
     except (OverflowError, ValueError, OSError):
         raise ValueError(f"as_of {as_of.isoformat()} is outside the years 1..9999 in UTC") from None
     return ts
-
-
-def _check_embedder(store: Any, embedder: Any) -> None:
-    """``store.check_embedder`` for ``embedder``: its id, dimension, CLI name, blocks and deferred block."""
-    store.check_embedder(embedder.id, embedder.dim, embedder_name(embedder.id), _blocks(embedder), _deferred(embedder))
-
-
-def _deferred(embedder: Any) -> tuple[int, int] | None:
-    """The block of an embedder's vectors that is filled after the archive commit: the e5 part of the routed
-    embedder (embed.signal_blocks "semantic_e5"); None for the others."""
-    return signal_blocks(embedder).get("semantic_e5")
-
-
-def _blocks(embedder: Any) -> list[tuple[int, int]] | None:
-    """The dims of a block embedder's models (embed.RoutedEmbedder.blocks), for the index; None for one model."""
-    blocks = getattr(embedder, "blocks", None)
-    return list(blocks.values()) if isinstance(blocks, dict) and blocks else None

@@ -33,16 +33,22 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
+from lantern.errors import LanternError
 from lantern.model import Recovery
 from lantern.text.clean import normalize_space
 
 DROP_RATIO = 0.5  # ours
 DROP_MIN_CHARS = 4000  # ours: below this a "drop" is noise
 SUMMARY_QUERY_CHARS = 2000  # ours: how much of a long summary goes into the query
+# ours: the longest compaction summary a recovery reads. Real ones are far shorter (realcompact: 115 Claude Code
+# summaries, median 12,108 characters, longest 24,528); a text 40 times the longest is a wrong file or a transcript
+MAX_SUMMARY_CHARS = 1_000_000
 
 _SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
 _SUMMARY_MARKUP = re.compile(r"^\s*(\[summary|<summary>)", re.IGNORECASE)  # the markup forms of _SUMMARY_START
@@ -65,6 +71,8 @@ __all__ = [
     "runtime_summaries",
     "is_summary",
     "message_text",
+    "read_summary",
+    "summary_text",
     "summary_query",
     "summary_query_text",
 ]
@@ -212,6 +220,54 @@ def _query(messages: list[Any], summary: str | None) -> str:
     if summary:
         parts.append(summary_query_text(summary))
     return "\n".join(p for p in parts if p)
+
+
+def summary_text(summary: Any) -> str:
+    """A compaction summary as the recovery reads it (``Lantern.recover_compaction``, so every caller: the API, the
+    CLI, MCP, REST, the hooks, the proxy): ``summary`` itself, "" for None (an encrypted or absent summary). Raises
+    TypeError for a non-string and ValueError for one over ``MAX_SUMMARY_CHARS`` characters."""
+    if summary is None:
+        return ""
+    if not isinstance(summary, str):
+        raise TypeError(f"summary must be a string or None, got {type(summary).__name__}")
+    if len(summary) > MAX_SUMMARY_CHARS:
+        raise ValueError(
+            f"summary is {len(summary):,} characters, over the limit of {MAX_SUMMARY_CHARS:,}: a compaction summary "
+            "is tens of thousands at most (give the summary, not the transcript)"
+        )
+    return summary
+
+
+def read_summary(path: Path | str, stdin: IO[bytes] | None = None) -> str:
+    """The text of a summary file (``"-"``: ``stdin``, default the process's standard input), read at most
+    ``4 * MAX_SUMMARY_CHARS + 1`` bytes (UTF-8 takes at most 4 per character), never the whole of a larger file.
+    An empty file gives "" (no summary). Raises LanternError naming the file when it cannot be read, is over
+    ``MAX_SUMMARY_CHARS`` characters, holds a NUL byte (binary data) or is not UTF-8 (the offset of the first bad
+    byte)."""
+    limit = 4 * MAX_SUMMARY_CHARS
+    name = "standard input" if str(path) == "-" else str(path)
+    try:
+        if str(path) == "-":
+            data = (stdin or sys.stdin.buffer).read(limit + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(limit + 1)
+    except OSError as e:
+        raise LanternError(f"summary {name}: cannot read it ({e.strerror or e})") from None
+    if b"\x00" in data:
+        at = data.index(b"\x00")
+        raise LanternError(f"summary {name}: binary data (a NUL byte at offset {at:,}), not a summary's text")
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff") if len(data) <= limit else ""  # a BOM is no text
+    except UnicodeDecodeError as e:
+        raise LanternError(
+            f"summary {name}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start:,}); convert it first"
+        ) from None
+    if len(data) > limit or len(text) > MAX_SUMMARY_CHARS:
+        raise LanternError(
+            f"summary {name}: over the limit of {MAX_SUMMARY_CHARS:,} characters (give the summary, not the transcript)"
+        )
+    return text
 
 
 def summary_query_text(summary: str) -> str:

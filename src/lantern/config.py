@@ -36,6 +36,16 @@ def is_server_url(location: str | os.PathLike[str] | None) -> bool:
 # a libpq keyword=value connection string: two or more "keyword=" pairs of libpq's connection keywords
 
 
+def empty_file(path: Path) -> bool:
+    """Whether ``path`` (or the file a symlink points to) is a zero-byte regular file: no database yet, though
+    SQLite would take it for a new one. A WAL beside it does not make it a database: SQLite deletes the WAL of a
+    zero-page database when it opens it."""
+    try:
+        return path.is_file() and path.resolve().stat().st_size == 0
+    except OSError:
+        return False
+
+
 def location_error(location: str | os.PathLike[str] | None) -> str | None:
     """Why ``location`` (a ``--db`` value, a ``Lantern(path)``) names no database Lantern opens, None when it may
     name one: a server URL after white space (``" postgresql://..."``: that white space would make it a file path),

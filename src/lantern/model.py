@@ -89,31 +89,30 @@ def split_rendered(text: str) -> list[RenderedBlock]:
     """Split an entry's verbatim text back into its messages, tool calls and tool results, by the line prefixes
     ``Message.render`` writes ("user: ", "assistant -> tool call NAME(", "tool result NAME: "): its inverse. A line
     without such a prefix continues the block before it (a message quoting such a line splits there). A call's text
-    is its arguments, without the closing parenthesis."""
+    is its arguments, without the closing parenthesis. Linear in ``text``: each block's text is one slice of it."""
     out: list[RenderedBlock] = []
+    spans: list[list[int]] = []  # per block: [start of its text in ``text``, end of its last line]
     at = 0
     for line in text.split("\n"):
         start, at = at, at + len(line) + 1
         if out and not line.startswith(_STARTS):  # a continuation line: no prefix can match (the common case)
-            out[-1].text += "\n" + line
+            spans[-1][1] = start + len(line)
             continue
         m = _CALL.match(line)
         if m:
-            out.append(RenderedBlock("call", m["role"], m["tool"], line[m.end() :], start))
+            out.append(RenderedBlock("call", m["role"], m["tool"], "", start))
+        elif m := _RESULT.match(line):
+            out.append(RenderedBlock("result", "tool", m["tool"] or "", "", start))
+        elif m := _MESSAGE.match(line):
+            out.append(RenderedBlock("message", m["role"], m["name"] or "", "", start))
+        elif out:
+            spans[-1][1] = start + len(line)
             continue
-        m = _RESULT.match(line)
-        if m:
-            out.append(RenderedBlock("result", "tool", m["tool"] or "", line[m.end() :], start))
-            continue
-        m = _MESSAGE.match(line)
-        if m:
-            out.append(RenderedBlock("message", m["role"], m["name"] or "", line[m.end() :], start))
-            continue
-        if out:
-            out[-1].text += "\n" + line
         else:
-            out.append(RenderedBlock("message", "", "", line, start))
-    for b in out:
+            out.append(RenderedBlock("message", "", "", "", start))
+        spans.append([start + (m.end() if m else 0), start + len(line)])
+    for b, (begin, end) in zip(out, spans):
+        b.text = text[begin:end]
         if b.kind == "call" and b.text.endswith(")"):
             b.text = b.text[:-1]
     return out
@@ -287,6 +286,11 @@ class Recovery:
     loss: Any = None  # recover.loss.Loss: what a compaction lost, packed or cut (Lantern.recover_compaction)
     reason: str | None = None  # why the block is empty or shortened (None: a full block); see the producer's docstring
     detail: str = ""  # the figures behind ``reason``, in words ("best relevance 0.35 < min_score 0.4")
+    # an empty block's figures (recover/empty.py): the least budget that packs an entry, when the budget held none
+    # (None: not empty for the budget, or none up to 1,000,000 characters); asked as of a time with no candidate,
+    # when the earliest turn after that time happened (UTC; None: none, or not asked as of a time)
+    least_budget: int | None = None
+    later_from: datetime | None = None
 
     @property
     def reranked(self) -> bool:

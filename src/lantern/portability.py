@@ -52,18 +52,23 @@ import json
 import math
 import os
 import re
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from lantern.errors import EmbedderMismatchError, ExportFormatError
+from lantern.config import is_server_url, redact_url
+from lantern.embed import get_embedder, store_record
+from lantern.errors import EmbedderMismatchError, ExportFormatError, LanternError
 from lantern.model import ExtractedFact, content_hash
 from lantern.scope import MAX_ID_CHARS, MAX_SESSION_CHARS, Scope
 from lantern.store.facts import MAX_FACT_BYTES, fact_too_long
+from lantern.store.open import open_store
 from lantern.store.transfer import JSON_COLUMNS
 
 FORMAT = "lantern-export"
@@ -618,3 +623,166 @@ def copy_events(rows: list[tuple], target: Any, entry_ids: dict[int, int]) -> tu
         for r in rows
     ]
     return target.store.copy_events(rows, entry_ids, IMPORT_LOCK)
+
+
+# ---------------------------------------------------------------------------------------------- copy (lantern copy)
+def copy_store(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    open_target: Callable[[Any], Any],
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, int]:
+    """Copy every entry of the store at ``src`` into the store at ``dst`` (each a SQLite path or a ``postgresql://``
+    URL: SQLite -> PostgreSQL and back), with its scope, reinforcement state (confidence, success, access count),
+    embedding (kept, not recomputed: ``dst`` is opened with ``src``'s embedder) and facts, through the export format
+    (this module) in a private temporary file; ``open_target(embedder)`` opens ``dst`` as a Lantern handle with that
+    embedder (``Lantern.import_`` writes it). Entries already in ``dst`` (same content hash) are skipped, so a copy
+    stopped part way is resumed by running it again. ``progress(done, total)`` in entries after each batch. Then
+    verified: every source entry has an entry with its embedding in ``dst``. Then the compaction events, their entry
+    ids mapped to ``dst``'s (``copy_events``; one already there is skipped). Not copied: pending recoveries (a
+    recovery waiting for its usefulness check on the source's live conversation). A turn is one entry per
+    conversation and turn number in ``dst`` too (``_write_entry``): a source turn that grew since an earlier copy
+    replaces its shorter form there (``grown``), one that grew in ``dst`` is already there, and one whose turn
+    number ``dst`` gave to a turn of its own is appended after that conversation's last turn. Returns {"entries":
+    source entries, "added", "grown", "duplicates", "events": source events, "events_added"}. Raises LanternError
+    when the verification fails, when ``src`` is a path with no file, when ``src`` and ``dst`` are the same database
+    (the same file by any path; the same database of the same server by any URL) before anything is written, and for
+    a driver's or the file system's error, naming the store it is about (``database SRC: ...`` or ``database DST:
+    ...``, a URL without its password); EmbedderMismatchError when ``dst`` holds another embedder's vectors."""
+    import tempfile
+
+    if (
+        not is_server_url(src)
+        and not is_server_url(dst)
+        and Path(src).exists()
+        and Path(dst).exists()
+        and os.path.samefile(src, dst)
+    ):
+        raise _CopyError(f"copy {src} -> {dst}: both name the same database file; nothing copied")
+    where: Any = ("SRC", src)  # the end of the copy the next error is about (``_named``, ``_located``)
+    try:
+        source = _Source(src)
+        try:
+            with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as tmp:
+                where = _TEMPORARY
+                total = export_jsonl(source, tmp, scope=None)
+                where = ("SRC", src)
+                events_of_source = read_events(source.store)
+                if not source.store.unchanged():
+                    raise LanternError(
+                        f"{source.path}: another process wrote to it while it was read; nothing was copied, run the "
+                        "copy again"
+                    )
+                tmp.seek(0)
+                where = ("DST", dst)
+                with open_target(source.embedder) as target:
+                    same = source.store.database_identity()
+                    if same is not None and same == target.store.database_identity():
+                        raise _CopyError(
+                            f"copy {source.path} -> {target.path}: both name the same database on the same server; "
+                            "nothing copied"
+                        )
+
+                    def report(line: int) -> None:  # import counts lines: the header is line 1
+                        if progress:
+                            progress(min(max(line - 1, 0), total), total)
+
+                    result = target.import_(tmp, progress=report)
+                    new_ids = list(result.entry_ids.values())
+                    found = target.store.entries(new_ids, text=False, tags=False)
+                    with_vectors = {r[0] for r in target.store.rows_by_id(sorted(set(new_ids)))}
+                    if (
+                        result.added + result.grown + result.duplicates != total
+                        or len(found) != len(set(new_ids))
+                        or len(with_vectors) != len(set(new_ids))
+                        or len(result.entry_ids) != total
+                    ):
+                        raise _CopyError(
+                            f"copy {source.path} -> {target.path}: {total} entries read, {result.added} added, "
+                            f"{result.grown} grown, {result.duplicates} already there, {len(found)} found after the "
+                            f"copy, {len(with_vectors)} with their embedding: the counts disagree; run the copy again "
+                            "(it skips what is there)"
+                        )
+                    events = copy_events(events_of_source, target, result.entry_ids)
+        finally:
+            source.close()
+    except _CopyError:
+        raise
+    except LanternError as e:  # the store's own line, named SRC or DST
+        raise _named(e, where) from None
+    except Exception as e:
+        if not isinstance(e, (sqlite3.Error, OSError)) and not type(e).__module__.startswith("psycopg"):
+            raise
+        if where is _TEMPORARY and not isinstance(e, OSError):  # reading the source failed, not the file
+            where = ("SRC", src)
+        raise _located(e, where) from e
+    return {
+        "entries": total,
+        "added": result.added,
+        "grown": result.grown,
+        "duplicates": result.duplicates,
+        "events": sum(events),
+        "events_added": events[0],
+    }
+
+
+class _Source:
+    """``copy_store``'s source: its store opened read-only (nothing created, migrated or written: a path or database
+    that is not a Lantern store is refused) and the embedder its vectors were made with, as ``export_jsonl`` and
+    ``Lantern(dst, embedder=...)`` read them."""
+
+    def __init__(self, location: str | os.PathLike[str]):
+        server = is_server_url(location)
+        self.store = open_store(location if server else Path(location), readonly=True)
+        try:
+            self.path = self.store.path if server else location
+            self.embedder = get_embedder(self.store.get_meta("embedder") or None)
+            self.store.check_embedder(*store_record(self.embedder))
+        except BaseException:
+            self.store.close()
+            raise
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class _CopyError(LanternError):
+    """An error of ``copy_store`` that names both stores already (a LanternError when raised to the caller)."""
+
+
+_TEMPORARY = object()  # copy_store's temporary file, as ``_located``'s ``where``
+
+
+def _shown(where: Any) -> str:
+    return redact_url(str(where))
+
+
+def _named(e: BaseException, where: Any) -> BaseException:
+    """The LanternError ``e`` of one end of a copy (``where``: ("SRC" or "DST", its location); the temporary file's
+    errors are OSErrors, never here), its line saying which end: ``SRC PATH ...`` or ``DST URL: ...``, its type
+    kept."""
+    end, location = where if where is not _TEMPORARY else ("SRC", "")
+    said, shown = str(e), _shown(location)
+    if not said.startswith(shown):
+        said = f"{shown}: {said}"
+    e.args = (f"{end} {said}",)
+    return e
+
+
+def _located(e: BaseException, where: Any) -> Exception:
+    """``e`` (a driver's or the file system's error during ``copy_store``) as a LanternError naming the end it is
+    about, ``where`` (("SRC" or "DST", a path or a URL shown without its password, the driver's words scrubbed of
+    it: config.scrub), or the copy's temporary file for ``_TEMPORARY``)."""
+    from lantern.config import scrub
+
+    location = where[1] if where is not _TEMPORARY else None
+    said = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    words = scrub(said, location if isinstance(location, str) else None)
+    if isinstance(e, OSError) and e.strerror:
+        words = e.strerror
+    if where is _TEMPORARY:
+        import tempfile
+
+        return LanternError(f"the copy's temporary file in {tempfile.gettempdir()}: {words}")
+    return LanternError(f"{where[0]} {_shown(location)}: {words}")

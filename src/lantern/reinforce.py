@@ -66,6 +66,7 @@ __all__ = [
     "pruned",
     "pruned_count",
     "record_recovery",
+    "record_use",
     "reinforced",
     "resolve_pending",
     "success_ema",
@@ -146,6 +147,26 @@ def record_recovery(
         if recovered:
             rows.add_pending(db, session, recovered, now if now is not None else _time.time(), user, MAX_PENDING)
     return out
+
+
+def record_use(store, index, config, recovery, session: str | None, scope) -> None:
+    """What one recovery (``Lantern.recover``) writes, in one transaction: with ``config.reinforce``,
+    ``record_recovery`` of its packed entries and of the candidates packing examined and cut (an MMR turn, a
+    ``cut:`` verdict), at ``config``'s rates, pending for ``scope``'s user in ``session``; without it, only the
+    packed entries' access counts. The in-process ``index`` then takes the new (c, σ) and the access. Waits
+    ``WRITE_WAIT_S`` seconds for the write lock; raises the store's write errors (nothing written, the index
+    untouched)."""
+    packed = [e.id for e in recovery.entries]
+    if config.reinforce:
+        missed = [c.entry.id for c in recovery.candidates if c.verdict.startswith("cut:") and c.mmr_order is not None]
+        rates = Rates(config.confidence_gain, config.confidence_decay, config.success_alpha, config.prune_below)
+        index.set_reinforcement(
+            record_recovery(store, session, packed, missed, rates, user=scope.user, wait=WRITE_WAIT_S)
+        )
+    elif packed:
+        store.bump_access(packed, wait=WRITE_WAIT_S)
+    if packed:
+        index.note_access(packed)
 
 
 def _session_matches(pending: str | None, archived: str) -> bool:

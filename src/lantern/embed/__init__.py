@@ -774,3 +774,22 @@ def embedder_class(name: str) -> type:
         return EMBEDDERS.get(name.lower()) or by_id[name]
     except KeyError:
         raise ValueError(f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDERS)}") from None
+
+
+def model_blocks(embedder: Embedder) -> list[tuple[int, int]] | None:
+    """The dims of a block embedder's models (RoutedEmbedder.blocks), for the index; None for one model."""
+    blocks = getattr(embedder, "blocks", None)
+    return list(blocks.values()) if isinstance(blocks, dict) and blocks else None
+
+
+def deferred_block(embedder: Embedder) -> tuple[int, int] | None:
+    """The block of an embedder's vectors that is filled after the archive commit: the e5 part of the routed
+    embedder (:func:`signal_blocks` "semantic_e5"); None for the others."""
+    return signal_blocks(embedder).get("semantic_e5")
+
+
+def store_record(embedder: Embedder) -> tuple[str, int, str, list[tuple[int, int]] | None, tuple[int, int] | None]:
+    """What a store records of the embedder its vectors were made with, and checks a handle's against
+    (``check_embedder``'s and ``replace_vectors``' arguments): its id, dimension, CLI name, model blocks and
+    deferred block."""
+    return embedder.id, embedder.dim, embedder_name(embedder.id), model_blocks(embedder), deferred_block(embedder)

@@ -503,6 +503,8 @@ def _sha256_md(path: Path) -> str:
 
 
 LOADERS = {"locomo": load_locomo, "memdaily": load_memdaily, "jsonl": load_jsonl, "aider": load_aider}
+# every DATASET `lantern eval` takes: realcompact runs its own protocol (eval/realcompact.py), the others load here
+DATASETS = ("realcompact", *LOADERS)
 
 
 def load(name: str, path: str | Path) -> Dataset:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lantern.config import Config
+from lantern.config import DEFAULT, Config
 from lantern.eval import metrics, stats
 from lantern.eval.cases import Case, build, config_json, history_paths, history_turns
 from lantern.eval.compaction import METHODS
@@ -146,7 +146,7 @@ def evaluate(
     *,
     out_dir: Path,
     systems: Sequence[System] | None = None,
-    budget: int = 6000,
+    budget: int = DEFAULT.budget,
     keep: int = DEFAULT_KEEP,
     compaction: str = "truncation",
     split: str = "report",
@@ -519,7 +519,7 @@ def main(
     out: Path,
     *,
     split: str = "report",
-    budget: int = 6000,
+    budget: int = DEFAULT.budget,
     limit: int | None = None,
     keep: int | None = None,
     compaction: str | None = None,

@@ -56,7 +56,6 @@ ARCHIVE_EVENTS = ("PreCompact", "Stop", "PostCompact", "SessionEnd")
 INJECT_EVENTS = ("SessionStart", "UserPromptSubmit")
 # a compaction leaves a compact_boundary system record, then the summary (``isCompactSummary``) in the file
 COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCompactSummary": true')
-HOOK_BUDGET = 6000  # characters injected (docs/architecture.md §3.5)
 # Claude Code 2.1.89: a hook output over 50,000 characters is written to a file and only a preview reaches the
 # model; ours: the whole JSON output is held 1,000 characters below that
 OUTPUT_CAP_CHARS = 49_000
@@ -308,7 +307,7 @@ class HookContext:
 
     db: Path
     offsets: Offsets
-    budget: int = HOOK_BUDGET
+    budget: int | None = None  # characters of an injected block (None: the database's Config.budget)
     user: str | None = None  # the scope's user (``$LANTERN_USER``; None: the default user "")
     rewound: str = "skip"  # turns of a rewound branch: "skip" or "mark" (Config.rewound; lantern --rewound)
     # how the hook gets its Lantern handle: ctx -> a context manager yielding one (None: open ``db`` and close it
@@ -535,16 +534,16 @@ def prompt_recovery(
     return recovery
 
 
-def fit_output(run: Any, budget: int, size: Any, cap: int) -> tuple[Any, str | None]:
-    """The recovery ``run(budget)`` returns, held to a host's output cap: when ``size(recovery.text)`` (the host's
-    measure: characters, bytes) is over ``cap``, the recovery runs once more with the budget scaled down to fit
-    (with a tenth to spare); when that is over too, its text is dropped. Returns ``(recovery, "host_cap")`` then,
-    else ``(recovery, None)``."""
+def fit_output(run: Any, budget: int | None, size: Any, cap: int) -> tuple[Any, str | None]:
+    """The recovery ``run(budget)`` returns (None: the database's ``Config.budget``), held to a host's output cap:
+    when ``size(recovery.text)`` (the host's measure: characters, bytes) is over ``cap``, the recovery runs once more
+    with its budget scaled down to fit (with a tenth to spare); when that is over too, its text is dropped. Returns
+    ``(recovery, "host_cap")`` then, else ``(recovery, None)``."""
     recovery = run(budget)
     over = size(recovery.text) if recovery.text else 0
     if over <= cap:
         return recovery, None
-    recovery = run(max(1, int(budget * cap / over * 0.9)))
+    recovery = run(max(1, int(recovery.budget * cap / over * 0.9)))
     if recovery.text and size(recovery.text) > cap:
         recovery.text, recovery.chars, recovery.entries = "", 0, []
         return recovery, "host_cap"
@@ -610,11 +609,12 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     return None
 
 
-def record_empty(lantern: Any, session: str, reason: str, why: str, source: str, budget: int) -> None:
+def record_empty(lantern: Any, session: str, reason: str, why: str, source: str, budget: int | None) -> None:
     """Record a receipt of a hook run that injected nothing before any recovery ran (``why``: no_compaction,
-    error): an event with no lost entries and an empty block."""
+    error): an event with no lost entries and an empty block of ``budget`` characters (None: ``Config.budget``)."""
     from lantern.model import Recovery
 
+    budget = lantern.config.budget if budget is None else budget
     empty = Recovery(query="", text="", entries=[], chars=0, budget=budget)
     lantern.record_compaction(empty, session=session, reason=reason, lost=[], source=source, empty_reason=why)
 

@@ -26,14 +26,14 @@ import sys
 import threading
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import mcp.types as types
 from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
-from pydantic import Field, StrictBool, StrictInt, TypeAdapter, ValidationError  # strict: true is no entry id
+from pydantic import TypeAdapter, ValidationError  # strict: true is no entry id
 
 try:  # the SDK's 2.x: FastMCP was renamed MCPServer; JSONRPCMessage is a plain union of the four message models
     from mcp.server.mcpserver import MCPServer as _SDKServer
@@ -50,15 +50,35 @@ from lantern.archive.parse.jsonl import loads
 from lantern.errors import LanternError
 from lantern.integrations.messages import unknown_arguments_message, validation_message
 from lantern.integrations.schemas import (
+    Agent,
     ArchiveResponse,
+    ArchiveSession,
+    Budget,
+    CompactedSession,
     CompactionRecoverResponse,
+    EntryIds,
+    Exclude,
     FeedbackResponse,
+    FeedbackUser,
+    ForgetEntry,
     ForgetResponse,
+    ForgetSession,
+    ForgetUser,
+    K,
+    Live,
+    Messages,
+    Project,
+    Query,
     RecoverResponse,
+    SearchQuery,
     SearchResponse,
+    SessionFilter,
     StatsResponse,
+    Summary,
+    Useful,
+    User,
 )
-from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService
+from lantern.integrations.service import MemoryService
 
 INSTRUCTIONS = (
     "Lantern archives conversation turns (with tool calls and results) and recovers the specifics a compaction "
@@ -66,12 +86,6 @@ INSTRUCTIONS = (
     "are compacted away; after a compaction, call `recover` with the current context's tail plus the summary as "
     "query and inject the returned `text`."
 )
-
-Message = dict[str, Any]
-# the scope of every tool (lantern/scope.py): the user is an isolation boundary, agent and project filter
-User = Annotated[str | None, Field(description='User id: only this user\'s entries are read or written (default "").')]
-Agent = Annotated[str | None, Field(description="Agent id: a filter on reads (default any), a label on writes.")]
-Project = Annotated[str | None, Field(description="Project: a filter on reads (default any), a label on writes.")]
 
 
 _JSONRPC = TypeAdapter(types.JSONRPCMessage)  # 1.x: returns the RootModel; 2.x: the request/response model itself
@@ -411,16 +425,8 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
     @server.tool(annotations=ToolAnnotations(title="Archive turns", destructiveHint=False, idempotentHint=True))
     def archive(
-        messages: Annotated[
-            list[Message],
-            Field(
-                description=(
-                    "Chat messages in OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic "
-                    "(content blocks text/tool_use/tool_result) or plain {role, content} form."
-                )
-            ),
-        ],
-        session: Annotated[str | None, Field(description='Session id (default "default").')] = None,
+        messages: Messages,
+        session: ArchiveSession = None,
         user: User = None,
         agent: Agent = None,
         project: Project = None,
@@ -431,15 +437,10 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
     @server.tool(annotations=ToolAnnotations(title="Recover lost specifics", destructiveHint=False))
     def recover(
-        query: Annotated[str, Field(description="The live context's tail plus the compaction summary, or a question.")],
-        session: Annotated[str | None, Field(description="Only this session (default: every session).")] = None,
-        budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
-        exclude: Annotated[
-            list[Message | StrictInt] | None,
-            Field(
-                description=("The live context (messages) and/or entry ids: turns still in it are never re-injected.")
-            ),
-        ] = None,
+        query: Query,
+        session: SessionFilter = None,
+        budget: Budget = None,
+        exclude: Exclude = None,
         user: User = None,
         agent: Agent = None,
         project: Project = None,
@@ -451,15 +452,10 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
     @server.tool(annotations=ToolAnnotations(title="Recover what a compaction lost", readOnlyHint=True))
     def recover_compaction(
-        summary: Annotated[
-            str | None, Field(description="The compaction's summary (null or empty: none, e.g. an encrypted one).")
-        ],
-        session: Annotated[str | None, Field(description="The compacted session.")] = None,
-        budget: Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET, description="Characters of the block.")] = 6000,
-        live: Annotated[
-            list[Message | StrictInt] | None,
-            Field(description="The live context after the compaction (messages) and/or entry ids still in it."),
-        ] = None,
+        summary: Summary,
+        session: CompactedSession = None,
+        budget: Budget = None,
+        live: Live = None,
         user: User = None,
         agent: Agent = None,
         project: Project = None,
@@ -473,9 +469,9 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
     @server.tool(annotations=ToolAnnotations(title="Search the archive", readOnlyHint=True))
     def search(
-        query: Annotated[str, Field(description="What to look for.")],
-        k: Annotated[StrictInt, Field(ge=1, le=MAX_K, description="Number of results.")] = 10,
-        session: Annotated[str | None, Field(description="Only this session.")] = None,
+        query: SearchQuery,
+        k: K = 10,
+        session: SessionFilter = None,
         user: User = None,
         agent: Agent = None,
         project: Project = None,
@@ -485,11 +481,9 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
 
     @server.tool(annotations=ToolAnnotations(title="Forget", destructiveHint=True, idempotentHint=True))
     def forget(
-        entry: Annotated[StrictInt | None, Field(description="Entry id to delete.")] = None,
-        session: Annotated[
-            str | None, Field(description='Session whose entries to delete ("": the default session, as in archive).')
-        ] = None,
-        user: Annotated[str | None, Field(description="User whose entries to delete (alone: all of them).")] = None,
+        entry: ForgetEntry = None,
+        session: ForgetSession = None,
+        user: ForgetUser = None,
         agent: Agent = None,
         project: Project = None,
     ) -> ForgetResponse:
@@ -500,11 +494,9 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         annotations=ToolAnnotations(title="Feedback on recovered entries", destructiveHint=False, idempotentHint=False)
     )
     def feedback(
-        entry_ids: Annotated[
-            list[StrictInt], Field(min_length=1, description="Ids of recovered entries (recover's entries[].id).")
-        ],
-        useful: Annotated[StrictBool, Field(description="Whether they helped answer.")],
-        user: User = None,
+        entry_ids: EntryIds,
+        useful: Useful,
+        user: FeedbackUser = None,
         agent: Agent = None,
         project: Project = None,
     ) -> FeedbackResponse:

@@ -47,22 +47,28 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field, StrictBool, StrictInt  # strict: true is no entry id, "2" no count
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lantern.errors import DatabaseUnavailableError, LanternError
 from lantern.integrations.origin import OriginGuard
 from lantern.integrations.schemas import (
+    ArchiveRequest,
     ArchiveResponse,
+    CompactionRecoverRequest,
     CompactionRecoverResponse,
     ErrorResponse,
+    FeedbackRequest,
     FeedbackResponse,
+    ForgetRequest,
     ForgetResponse,
+    Message,
+    RecoverRequest,
     RecoverResponse,
+    SearchRequest,
     SearchResponse,
     StatsResponse,
 )
-from lantern.integrations.service import MAX_BUDGET, MAX_K, MemoryService, NoDatabaseError
+from lantern.integrations.service import MemoryService, NoDatabaseError
 from lantern.integrations.tokens import FailureLimit
 from lantern.llm import ACCEPTED_ENCODINGS, BodyDecoder, parse_answer
 
@@ -75,86 +81,8 @@ DEFAULT_UPSTREAM_TIMEOUT = 600.0  # seconds; ours: a long completion streams for
 MAX_REPLY_BYTES = 64 << 20
 log = logging.getLogger("lantern.proxy")
 
-Message = dict[str, Any]
-# scope (lantern/scope.py); the proxy reads it from the X-Lantern-User / -Agent / -Project headers
-_USER = 'User id: only this user\'s entries are read or written (default "").'
-_AGENT = "Agent id: a filter on reads (default any), a label on writes."
-_PROJECT = "Project: a filter on reads (default any), a label on writes."
 
-
-# ---------------------------------------------------------------------------------------------- request / response
-class ArchiveRequest(BaseModel):
-    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
-    messages: list[Message] = Field(
-        ...,
-        min_length=1,
-        description=(
-            "Chat messages: OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic (content "
-            "blocks) or plain {role, content}."
-        ),
-    )
-    session: str | None = Field(None, description='Session id (default "default").')
-    user: str | None = Field(None, description=_USER)
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
-
-
-class RecoverRequest(BaseModel):
-    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
-    query: str = Field(..., description="The live context's tail plus the compaction summary, or a question.")
-    session: str | None = Field(None, description="Only this session (default: every session).")
-    budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
-    exclude: list[Message | StrictInt] | None = Field(
-        None, description=("The live context (messages) and/or entry ids: turns still in it are never re-injected.")
-    )
-    user: str | None = Field(None, description=_USER)
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
-
-
-class CompactionRecoverRequest(BaseModel):
-    model_config = {"extra": "forbid"}
-    summary: str | None = Field(..., description="The compaction's summary (null or empty: none).")
-    session: str | None = Field(None, description="The compacted session (default: the default session).")
-    budget: StrictInt = Field(6000, ge=0, le=MAX_BUDGET, description="Characters of the block.")
-    live: list[Message | StrictInt] | None = Field(
-        None, description="The live context after the compaction (messages) and/or entry ids still in it."
-    )
-    user: str | None = Field(None, description=_USER)
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
-
-
-class SearchRequest(BaseModel):
-    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
-    query: str
-    k: StrictInt = Field(10, ge=1, le=MAX_K)
-    session: str | None = None
-    user: str | None = Field(None, description=_USER)
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
-
-
-class FeedbackRequest(BaseModel):
-    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
-    entry_ids: list[StrictInt] = Field(..., min_length=1, description="Ids of recovered entries.")
-    useful: StrictBool = Field(..., description="Whether they helped answer.")
-    user: str | None = Field(None, description='User id: only this user\'s entries are updated (default "").')
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
-
-
-class ForgetRequest(BaseModel):
-    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
-    entry: StrictInt | None = Field(None, description="Entry id to delete.")
-    session: str | None = Field(
-        None, description='Session whose entries to delete ("": the default session, as in archive).'
-    )
-    user: str | None = Field(None, description='User whose entries to delete (alone: all of them; default "").')
-    agent: str | None = Field(None, description=_AGENT)
-    project: str | None = Field(None, description=_PROJECT)
-
-
+# ---------------------------------------------------------------------------------------------- request bodies
 BODIES = {
     "archive": ArchiveRequest,
     "recover": RecoverRequest,

@@ -1,11 +1,124 @@
-"""The JSON shapes the integrations return (pydantic models): the REST API's response schemas and the MCP tools'
-output schemas are the same."""
+"""The JSON shapes the integrations take and return (pydantic), written once for both faces: each argument of a
+tool or endpoint as an annotated type (its bounds and description), the REST API's request bodies built from them
+and the MCP tools' parameters declared with them; the REST API's response schemas are the MCP tools' output
+schemas."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool, StrictInt  # strict: true is no entry id, "2" no count
+
+from lantern.integrations.service import MAX_BUDGET, MAX_K
+
+# ---------------------------------------------------------------------------------------------- arguments
+Message = dict[str, Any]
+# the scope of every call (lantern/scope.py): the user is an isolation boundary, agent and project filter
+User = Annotated[str | None, Field(description='User id: only this user\'s entries are read or written (default "").')]
+Agent = Annotated[str | None, Field(description="Agent id: a filter on reads (default any), a label on writes.")]
+Project = Annotated[str | None, Field(description="Project: a filter on reads (default any), a label on writes.")]
+Messages = Annotated[
+    list[Message],
+    Field(
+        min_length=1,
+        description=(
+            "Chat messages in OpenAI ({role, content, tool_calls}; role tool with tool_call_id), Anthropic "
+            "(content blocks text/tool_use/tool_result) or plain {role, content} form."
+        ),
+    ),
+]
+ArchiveSession = Annotated[str | None, Field(description='Session id (default "default").')]
+Query = Annotated[str, Field(description="The live context's tail plus the compaction summary, or a question.")]
+SessionFilter = Annotated[str | None, Field(description="Only this session (default: every session).")]
+Budget = Annotated[
+    Optional[StrictInt],
+    Field(ge=0, le=MAX_BUDGET, description="Characters of the block (default: the configured budget)."),
+]
+Exclude = Annotated[
+    list[Message | StrictInt] | None,
+    Field(description="The live context (messages) and/or entry ids: turns still in it are never re-injected."),
+]
+Summary = Annotated[
+    str | None, Field(description="The compaction's summary (null or empty: none, e.g. an encrypted one).")
+]
+CompactedSession = Annotated[str | None, Field(description="The compacted session (default: the default session).")]
+Live = Annotated[
+    list[Message | StrictInt] | None,
+    Field(description="The live context after the compaction (messages) and/or entry ids still in it."),
+]
+SearchQuery = Annotated[str, Field(description="What to look for.")]
+K = Annotated[StrictInt, Field(ge=1, le=MAX_K, description="Number of results.")]
+EntryIds = Annotated[
+    list[StrictInt], Field(min_length=1, description="Ids of recovered entries (recover's entries[].id).")
+]
+Useful = Annotated[StrictBool, Field(description="Whether they helped answer.")]
+FeedbackUser = Annotated[str | None, Field(description='User id: only this user\'s entries are updated (default "").')]
+ForgetEntry = Annotated[StrictInt | None, Field(description="Entry id to delete.")]
+ForgetSession = Annotated[
+    str | None, Field(description='Session whose entries to delete ("": the default session, as in archive).')
+]
+ForgetUser = Annotated[str | None, Field(description='User whose entries to delete (alone: all of them; default "").')]
+
+
+# ---------------------------------------------------------------------------------------------- REST request bodies
+class _Body(BaseModel):
+    model_config = {"extra": "forbid"}  # a misspelt field is an error, as over MCP ("sesion" would widen the read)
+
+
+class ArchiveRequest(_Body):
+    messages: Messages
+    session: ArchiveSession = None
+    user: User = None
+    agent: Agent = None
+    project: Project = None
+
+
+class RecoverRequest(_Body):
+    query: Query
+    session: SessionFilter = None
+    budget: Budget = None
+    exclude: Exclude = None
+    user: User = None
+    agent: Agent = None
+    project: Project = None
+
+
+class CompactionRecoverRequest(_Body):
+    summary: Summary
+    session: CompactedSession = None
+    budget: Budget = None
+    live: Live = None
+    user: User = None
+    agent: Agent = None
+    project: Project = None
+
+
+class SearchRequest(_Body):
+    query: SearchQuery
+    k: K = 10
+    session: SessionFilter = None
+    user: User = None
+    agent: Agent = None
+    project: Project = None
+
+
+class FeedbackRequest(_Body):
+    entry_ids: EntryIds
+    useful: Useful
+    user: FeedbackUser = None
+    agent: Agent = None
+    project: Project = None
+
+
+class ForgetRequest(_Body):
+    entry: ForgetEntry = None
+    session: ForgetSession = None
+    user: ForgetUser = None
+    agent: Agent = None
+    project: Project = None
+
+
+# ---------------------------------------------------------------------------------------------- responses
 
 
 class ArchiveResponse(BaseModel):
@@ -65,7 +178,9 @@ class LossOut(BaseModel):
 
 
 class CompactionRecoverResponse(RecoverResponse):
-    loss: LossOut | None = Field(None, description="What the compaction lost (null: nothing archived).")
+    loss: LossOut | None = Field(
+        None, description="What the compaction lost, by type (zero counts when nothing was archived)."
+    )
 
 
 class HitOut(BaseModel):

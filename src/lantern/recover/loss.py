@@ -43,6 +43,7 @@ __all__ = [
     "Seen",
     "find_loss",
     "item_type",
+    "live_blocks",
     "features_of",
     "scores",
 ]
@@ -194,6 +195,29 @@ class Loss:
         line share it."""
         ok = 0 <= seen.block < len(self.texts)
         return (seen.block, line_start(self.texts[seen.block], value) if ok else -1)
+
+    def lines(self, wanted: Sequence[tuple[Seen, str]]) -> list[tuple[str, tuple[int, int]]]:
+        """``(line, line_key)`` of each ``(seen, value)``, each block read once: one Aho-Corasick pass per
+        distinct block finds the first occurrence of all its values (linear in the blocks' text, where ``line``
+        per pair costs pairs × block characters)."""
+        out: list[tuple[str, tuple[int, int]]] = [("", (seen.block, -1)) for seen, _ in wanted]
+        by_block: dict[int, list[int]] = {}
+        for k, (seen, _) in enumerate(wanted):
+            if 0 <= seen.block < len(self.texts):
+                by_block.setdefault(seen.block, []).append(k)
+        for block, ks in by_block.items():
+            text = self.texts[block]
+            values = {wanted[k][1] for k in ks}
+            first: dict[str, int] = {}
+            automaton = _automaton(values)
+            for end, (value, _, _) in automaton.iter(text):
+                first.setdefault(value, end - len(value) + 1)
+                if len(first) == len(values):
+                    break
+            for k in ks:
+                at = first.get(wanted[k][1], -1)
+                out[k] = (_line_at(text, at, wanted[k][1]), (block, _line_start_at(text, at)))
+        return out
 
     def by_type(self) -> dict[str, dict[str, int]]:
         """``{type: {"lost": n, "packed": n}}`` over every item, types in ``TYPES`` order."""
@@ -451,6 +475,46 @@ def _simple_commands(line: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+LIVE_PROBE_CHARS = 64  # ours: a block's first characters looked for in the live text before the whole is compared
+
+
+def live_blocks(texts: Sequence[str], live: str) -> list[bool]:
+    """Whether each of ``texts`` (a block's text), whitespace collapsed, occurs in ``live`` (whitespace collapsed
+    already); a blank text never does. One Aho-Corasick pass over ``live`` finds where each text's first
+    ``LIVE_PROBE_CHARS`` characters occur, and only there are the distinct texts it starts and not yet found
+    compared whole: linear in ``live`` and the texts when probes are not repeated prefixes of texts missing from
+    ``live`` (a substring test per block costs blocks × live characters)."""
+    import ahocorasick
+
+    out = [False] * len(texts)
+    wanted: dict[str, list[int]] = {}  # a distinct collapsed text -> its blocks
+    for k, text in enumerate(texts):
+        collapsed = normalize_space(text)
+        if collapsed:
+            wanted.setdefault(collapsed, []).append(k)
+    probes: dict[str, list[str]] = {}  # a probe -> the distinct texts it starts
+    for collapsed in wanted:
+        probes.setdefault(collapsed[:LIVE_PROBE_CHARS], []).append(collapsed)
+    if not probes or not live:
+        return out
+    a = ahocorasick.Automaton()
+    for probe in probes:
+        a.add_word(probe, probe)
+    a.make_automaton()
+    for end, probe in a.iter(live):
+        pending = probes[probe]
+        if not pending:
+            continue
+        start = end - len(probe) + 1
+        found = [t for t in pending if live.startswith(t, start)]
+        for t in found:
+            for k in wanted[t]:
+                out[k] = True
+        if found:
+            probes[probe] = [t for t in pending if t not in found]
+    return out
+
+
 def _automaton(values: Iterable[str]) -> Any:
     """An Aho-Corasick automaton (pyahocorasick) over ``values``: one pass finds every occurrence of all of them."""
     import ahocorasick
@@ -500,7 +564,7 @@ def find_loss(
     summary and live
     text and one over the archived text, linear in their length plus the occurrences found."""
     blocks = session_blocks(turns)
-    is_live = [bool(b.text.strip()) and normalize_space(b.text) in live for b in blocks]
+    is_live = live_blocks([b.text for b in blocks], live)
     ctx = _Context(summary, live, task)
     vocab = _vocabulary(turns, tags, blocks)
     known = _automaton(vocab)
@@ -553,20 +617,35 @@ LINE_CHARS = 160  # ours: the line an item was seen in is kept up to this many c
 
 def line_start(text: str, value: str) -> int:
     """The offset in ``text`` of the line holding ``value``'s first occurrence (-1: not in ``text``)."""
-    at = text.find(value)
+    return _line_start_at(text, text.find(value))
+
+
+def _line_start_at(text: str, at: int) -> int:
+    """The offset in ``text`` of the line holding offset ``at`` (-1 for ``at`` < 0)."""
     return -1 if at < 0 else text.rfind("\n", 0, at) + 1
 
 
 def _line_of(text: str, value: str) -> str:
-    """The line of ``text`` holding ``value``'s first occurrence, whitespace collapsed, cut to ``LINE_CHARS``
-    characters around it."""
-    at = text.find(value)
+    """The line of ``text`` holding ``value``'s first occurrence, whitespace collapsed, cut to about
+    ``LINE_CHARS`` characters around it at word boundaries (never inside a word: a cut end is marked ``…``)."""
+    return _line_at(text, text.find(value), value)
+
+
+def _line_at(text: str, at: int, value: str) -> str:
+    """``_line_of`` for the occurrence of ``value`` at offset ``at`` of ``text`` ("" when ``at`` < 0)."""
     if at < 0:
         return ""
-    start = line_start(text, value)
+    start = _line_start_at(text, at)
     end = text.find("\n", at)
     end = len(text) if end < 0 else end
+    head = tail = ""
     if end - start > LINE_CHARS:
         half = max(0, (LINE_CHARS - len(value)) // 2)
-        start, end = max(start, at - half), min(end, at + len(value) + half)
-    return normalize_space(text[start:end])
+        cut_start, cut_end = max(start, at - half), min(end, at + len(value) + half)
+        if cut_start > start:  # the first whole word after the cut, never past the value
+            space = text.find(" ", cut_start, at)
+            start, head = (space + 1 if space >= 0 else at), "… "
+        if cut_end < end:  # the last whole word before the cut, never inside the value
+            space = text.rfind(" ", at + len(value), cut_end + 1)
+            end, tail = (space if space >= 0 else at + len(value)), " …"
+    return head + normalize_space(text[start:end]) + tail

@@ -22,7 +22,7 @@ from lantern.config import Config
 from lantern.embed import Embedder, signal_blocks
 from lantern.llm import LLMClient
 from lantern.model import Candidate, Entry, Hit, RecoveredEntry, Recovery
-from lantern.recover import relevance
+from lantern.recover import empty, relevance
 from lantern.recover.diversify import diversify
 from lantern.recover.facts_note import pack_with_notes
 from lantern.recover.pack import PackResult, pack
@@ -33,7 +33,7 @@ from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
 from lantern.store.protocol import StoreProtocol
 
-__all__ = ["pack_block", "recover", "search", "set_verdicts"]
+__all__ = ["packer", "recover", "search", "set_verdicts"]
 
 _WORD = re.compile(r"\w")
 
@@ -121,7 +121,23 @@ def recover(
         for pos, entry_id in enumerate(reranked.named, 1):
             ranked[at[entry_id]].rerank = pos
     order = diversify(ranked, index.vectors(positions, drop=signal_blocks(embedder).values()), config, explicit)
-    result, fact_notes = pack_block(store, ranked, order, decision.budget, terms, config, notes, top_k)
+    pack_at = packer(store, ranked, order, terms, config, top_k)
+    result, fact_notes = pack_with_notes(pack_at, decision.budget, notes) if notes else (pack_at(decision.budget), [])
+    least = None
+    if not result.text:  # the budget held no entry: the least one that does, packing the same order again
+
+        def packs(b: int) -> bool:
+            room = relevance.decide(
+                evidence,
+                b,
+                min_score=min_score,
+                clear_score=config.clear_score,
+                short_budget=config.short_budget,
+                candidates=len(ranked),
+            )
+            return room.tier != "none" and bool(pack_at(room.budget).text)
+
+        least = empty.least_budget(packs, budget)
     set_verdicts(ranked, order, result, complete)
     by_id = {c.entry.id: c for c in ranked}
     recovered = [
@@ -149,6 +165,7 @@ def recover(
         min_score=min_score,
         reason=decision.reason if result.text else relevance.BUDGET,
         detail=decision.detail if result.text else f"no candidate fits in {decision.budget} characters",
+        least_budget=least,
     )
 
 
@@ -170,18 +187,16 @@ def rerank_stage(
     )
 
 
-def pack_block(
+def packer(
     store: StoreProtocol,
     ranked: list[Candidate],
     order: Iterable[int],
-    budget: int,
     terms: list[str],
     config: Config,
-    notes: Callable[[list[int]], list] | None,
     top_k: int | None = None,
-) -> tuple[PackResult, list]:
-    """Pack the candidates in ``order`` (diversify) into ``budget`` characters, their full texts read in small
-    batches as packing asks for them; with ``notes``, the superseded-fact notes fit in the same budget."""
+) -> Callable[[int], PackResult]:
+    """``pack_at(room)``: the candidates in ``order`` (diversify; re-iterable) packed into ``room`` characters, their
+    full texts read in small batches as packing asks for them, and kept for the next call."""
     sessions = {c.entry.session for c in ranked}
     one_session = sessions.pop() if len(sessions) == 1 else None
     # each term's share of the store's rows, for excerpts around the rarest terms (cached: the full-text signal
@@ -203,7 +218,7 @@ def pack_block(
             lookahead=config.pack_lookahead,
         )
 
-    return pack_with_notes(pack_at, budget, notes) if notes else (pack_at(budget), [])
+    return pack_at
 
 
 def set_verdicts(ranked: list[Candidate], order: Iterable[int], result: PackResult, complete: bool) -> None:
@@ -284,12 +299,13 @@ def recover_compaction(
     ``task``: the last user message (empty: the newest archived one); ``exclude_ids``: entries still in the live
     context (their text counts as live). ``Recovery.loss`` reports every lost item, packed or cut;
     ``Recovery.reason`` says why the block is empty (``nothing_archived``: the session has no archived turn in
-    ``scope``; ``nothing_lost``: every specific is still stated; ``budget``: too small for one item). With ``llm``,
-    one listwise call (recover/rerank.py ``rerank_shown``) orders the ``rerank_top_n`` heaviest items, each shown
-    with the line it was last seen in, by how much the task needs them; the items it names go first
+    ``scope``, ``Recovery.loss`` then an empty report; ``nothing_lost``: every specific is still stated;
+    ``budget``: too small for one item). With ``llm``, one listwise call (recover/rerank.py ``rerank_shown``)
+    orders the ``rerank_top_n`` heaviest items, each shown with the line it was last seen in, by how much the task
+    needs them; the items it names go first
     (``Recovery.rerank``; a failed call keeps the weight order). Entries pruned by reinforcement (confidence
     below ``prune_below``, reinforce.py) are left out: their specifics are not offered. Reads only."""
-    from lantern.recover.loss import find_loss
+    from lantern.recover.loss import Loss, find_loss
     from lantern.recover.loss_pack import pack_loss
 
     turns = store.session_turns(session, scope)
@@ -302,7 +318,7 @@ def recover_compaction(
         live_text = "\n".join([live_text, *(text for i, _, text in turns if i in gone)])
         turns = [t for t in turns if t[0] not in gone]
     query = "\n".join(p for p in (task.strip(), summary) if p)  # what the block answers, as events keep it
-    recovery = Recovery(query=query, text="", entries=[], chars=0, budget=budget)
+    recovery = Recovery(query=query, text="", entries=[], chars=0, budget=budget, loss=Loss())  # one shape always
     if not turns:
         recovery.reason = "nothing_archived"
         return recovery
@@ -317,7 +333,6 @@ def recover_compaction(
     if not block.text:
         recovery.reason = "budget"
         return recovery
-    lines = block.text.split("\n")
     recovery.text, recovery.chars = block.text, len(block.text)
     weight: dict[int, float] = {}
     for it in loss.packed:
@@ -328,7 +343,7 @@ def recover_compaction(
             session=session,
             turn=turn,
             score=weight.get(entry_id, 0.0),
-            text="\n".join(x for x in lines if x.startswith((f"- turn {turn} ·", f"[turn {turn} ·"))),
+            text="\n".join(block.lines[entry_id]),
             excerpt=True,
         )
         for entry_id, turn in block.cited.items()
@@ -352,7 +367,8 @@ def _rerank_loss(llm: LLMClient, loss: Any, task: str, top_n: int, prompt_chars:
     from lantern.recover.rerank import rerank_shown
 
     top = loss.items[:top_n]
-    shown = [(k, f"{it.value} — {loss.line(it.last, it.value)}") for k, it in enumerate(top)]
+    lines = loss.lines([(it.last, it.value) for it in top])
+    shown = [(k, f"{it.value} — {line}") for k, (it, (line, _)) in enumerate(zip(top, lines))]
     result = rerank_shown(llm, task, shown, prompt_chars)
     if result.order is not None:
         loss.items[: len(top)] = [top[k] for k in result.order]

@@ -748,7 +748,7 @@ def holders(path: str) -> tuple[tuple[int, str], ...]:
 
 @contextmanager
 def alone_and_empty(path: Path) -> Iterator[bool]:
-    """Whether the SQLite file at ``path`` may be undone by the command that created it (cli.py ``_Before``),
+    """Whether the SQLite file at ``path`` may be undone by the command that created it (cli/common.py ``Before``),
     decided and held for the block: True while a connection holds it exclusively (rollback-journal mode, an
     EXCLUSIVE transaction) and it holds no entry, or when SQLite cannot read it (not a database: the command's
     half-made file, which nobody else uses as one); False when it holds an entry, or when another connection has it

@@ -10,7 +10,10 @@ __all__ = ["file_name_text", "given_name", "plural"]
 def given_name(name: str | None) -> str | None:
     """A session name as given, in its stored form (``scope.clean_name``: NUL and lone surrogates as U+FFFD), or
     None when it is blank (empty or only whitespace: ``--session "  "`` means no session was given, as an empty
-    one does). Raises NameTooLongError for one over ``MAX_SESSION_CHARS`` (lantern/scope.py)."""
+    one does). Raises TypeError for a name that is not a string (as ``scope.resolve`` for a user, agent or
+    project) and NameTooLongError for one over ``MAX_SESSION_CHARS`` (lantern/scope.py)."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"session must be a string, got {type(name).__name__}")
     return check_length(clean_name(name), "session") if name and name.strip() else None
 
 

@@ -680,20 +680,20 @@ def extract_tags(text: str) -> list[Tag]:
     return _unique(_collect(text))
 
 
-def _paths_of(prev: str, tok: str, depth: int, out: list[str], call: bool = False) -> None:
+def _paths_of(prev: str, tok: str, depth: int, out: dict[str, None], call: bool = False) -> None:
     """``_token``'s decisions, paths only (for ``extract_paths``): the token's path if it is one; nothing if it
-    is another tag as a whole; else its parts, split as ``_token`` splits them."""
+    is another tag as a whole; else its parts, split as ``_token`` splits them. ``out``: the paths found so far,
+    in order (a dict: a membership test per token, not a scan of the list)."""
     if tok in _SPECIAL_FILES:
-        if tok not in out:
-            out.append(tok)
+        out.setdefault(tok)
         return
     m = _GRAMMAR.fullmatch(tok)
     if m is not None:
         g = m.lastgroup
         if g == "path" or g == "win":
             p = m.group(g)
-            if not (call and p == tok) and p not in out:  # "console.log(" is a call
-                out.append(p)
+            if not (call and p == tok):  # "console.log(" is a call
+                out.setdefault(p)
         return
     if tok.isalpha() or _NUMERIC_RE.fullmatch(tok):
         return
@@ -726,7 +726,8 @@ def _token_core(prev: str, tok: str) -> tuple[str, str]:
 
 def extract_paths(text: str) -> list[str]:
     """Only the file paths of ``text``, unique, in order: the same rules as :func:`extract_tags` (URLs are not
-    paths), in a leaner pass (no positions, only tokens holding ``.``, ``/`` or ``\\``). Used by ``chunk``."""
+    paths), in a leaner pass (no positions, only tokens holding ``.``, ``/`` or ``\\``). Used by ``chunk``.
+    Linear in ``text`` and the paths found."""
     if not text:
         return []
     if "://" in text or "www." in text:
@@ -736,7 +737,7 @@ def extract_paths(text: str) -> list[str]:
             for s, e, _k, _v in sc.found:
                 chars[s:e] = " " * (e - s)
             text = "".join(chars)
-    out: list[str] = []
+    out: dict[str, None] = {}  # insertion-ordered, unique
     n = len(text)
     tokchars = _TOKEN_CHARS
     pos = 0
@@ -745,7 +746,7 @@ def extract_paths(text: str) -> list[str]:
             pass
         elif "." in tok:
             # only ".": a path needs a known extension, a leading dot or a part ("x=a.py")
-            core = tok.rstrip(_TOKEN_TRAIL)
+            core = tok.rstrip(_TOKEN_TRAIL).removeprefix("@")  # "@.env": the mention of a dotfile (_token_core)
             if (
                 core[:1] != "."
                 and "=" not in core
@@ -756,8 +757,8 @@ def extract_paths(text: str) -> list[str]:
                 continue
         else:
             tok = tok.rstrip(_TOKEN_TRAIL)
-            if tok in _SPECIAL_FILES and tok not in out:
-                out.append(tok)
+            if tok in _SPECIAL_FILES:
+                out.setdefault(tok)
             continue
         s = text.find(tok, pos)
         while s >= 0 and ((s > 0 and text[s - 1] in tokchars) or (s + len(tok) < n and text[s + len(tok)] in tokchars)):
@@ -769,7 +770,7 @@ def extract_paths(text: str) -> list[str]:
         if core:
             # a call when "(" follows the core itself, as in extract_tags ("x.json(" is a call; "src/a.py:()" a path)
             _paths_of(prev, core, 0, out, text.startswith("(", s + len(tok.rstrip(_TOKEN_TRAIL))))
-    return out
+    return list(out)
 
 
 # ------------------------------------------------------------------------------------------- normalization

@@ -25,12 +25,13 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader
@@ -95,8 +96,13 @@ _env.globals.update(span=_span, url=_url, charts=charts, scope_id=views.scope_id
 
 
 class _State:
-    def __init__(self, path: Path, embedder: str | None):
+    """One inspector's state (``app.state.ui``): its database (opened on the first page), the lock every page holds
+    while it reads, the CSRF token of its forms, the token every request needs (None: loopback only) and the
+    limit on wrong tokens."""
+
+    def __init__(self, path: Path, embedder: str | None, token: str | None = None, failures: Any = None):
         self.path, self.embedder = path, embedder
+        self.token, self.failures = token, failures or FailureLimit()
         self.lock = threading.RLock()
         self.csrf = secrets.token_urlsafe(32)
         self._lantern = None
@@ -135,373 +141,401 @@ def build_app(
     created). ``token``: required of every request (see the module docstring); without one, only requests to a
     loopback Host name are served. ``failures``: the limit on wrong tokens per client address (default
     ``integrations/tokens.py``'s: 10 a minute, then 429)."""
-    failures = failures or FailureLimit()
-    from contextlib import asynccontextmanager
-
     from lantern.config import default_db_path
 
-    state = _State(Path(path) if path is not None else default_db_path(), embedder)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        yield
-        state.close()
-
-    app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.ui = state
-
-    def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = _env.get_template(name).render(request=request, csrf=state.csrf, nav=name.split(".")[0], **context)
-        return HTMLResponse(html, status_code=status)
-
-    def error(request: Request, status: int, message: str) -> HTMLResponse:
-        return page(request, "error.html", status=status, status_code=status, message=message)
-
-    @app.exception_handler(StarletteHTTPException)  # an unknown path (404), a wrong method (405)
-    async def _http_error(request: Request, e: StarletteHTTPException) -> HTMLResponse:
-        return error(request, e.status_code, str(e.detail))
-
-    @app.exception_handler(RequestValidationError)  # a parameter of the wrong type (/event/abc)
-    async def _invalid(request: Request, e: RequestValidationError) -> HTMLResponse:
-        where = ", ".join(".".join(str(x) for x in err.get("loc", ())[1:]) for err in e.errors())
-        return error(request, 400, f"bad parameter: {where}")
-
-    async def _bad_input(request: Request, e: Exception) -> HTMLResponse:
-        return error(request, 400, str(e))
-
+    app = FastAPI(lifespan=_lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.ui = _State(Path(path) if path is not None else default_db_path(), embedder, token, failures)
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # an unknown path (404), a wrong method (405)
+    app.add_exception_handler(RequestValidationError, _invalid)  # a parameter of the wrong type (/event/abc)
     for bad_input in (LanternError, ValueError, TypeError):  # the request's input, or no database: said in one line
         app.add_exception_handler(bad_input, _bad_input)
-
-    def authorized(request: Request) -> bool:
-        if token is None:
-            return True
-        given = request.cookies.get(COOKIE, "")
-        auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            given = auth[7:].strip()
-        return bool(given) and secrets.compare_digest(given.encode(), token.encode())
-
-    def same_origin(request: Request) -> bool:  # the forms' POSTs: Origin, else Referer, must be ours
-        return origin.same_origin(request.headers, request.url.scheme)
-
-    def client(request: Request) -> str:
-        return request.client.host if request.client else ""
-
-    def presents_token(request: Request) -> bool:
-        return bool(
-            request.cookies.get(COOKIE)
-            or request.headers.get("authorization")
-            or request.query_params.get("token")
-            or (request.method == "POST" and request.url.path == "/login")
-        )
-
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        wait = failures.wait(client(request)) if token is not None and presents_token(request) else 0.0
-        if wait:  # too many wrong tokens from this address (integrations/tokens.py): no token is checked
-            response: Response = error(request, 429, f"too many wrong tokens: try again in {int(wait) + 1} s")
-            response.headers["Retry-After"] = str(int(wait) + 1)
-        elif not authorized(request) and request.url.path not in ("/login", "/static/ui.css"):
-            given = request.query_params.get("token")
-            if request.method == "GET" and given and secrets.compare_digest(given.encode(), token.encode()):
-                rest = {k: v for k, v in request.query_params.multi_items() if k != "token"}
-                response = RedirectResponse(_url(request.url.path, **rest), status_code=303)
-                _set_cookie(response, token)
-            else:
-                if presents_token(request):
-                    failures.failed(client(request))
-                response = page(request, "login.html", status=401, failed=bool(given))
-        else:
-            response = await call_next(request)
-        for k, v in HEADERS.items():
-            response.headers[k] = v
-        return response
-
-    def refused(status: int, message: str) -> HTMLResponse:  # no request object: a bare page with the headers
-        return HTMLResponse(message, status_code=status, headers=HEADERS)
-
+    app.middleware("http")(_guard)
     # added last, so outermost: a rebinding or cross-site request is refused before anything else
-    app.add_middleware(OriginGuard, token=token is not None, respond=refused)
-
-    async def form(request: Request) -> dict[str, str] | None:
-        body = await request.body()
-        if len(body) > MAX_FORM_BYTES:
-            return None
-        try:
-            return {k: v[0] for k, v in parse_qs(body.decode("utf-8"), keep_blank_values=True).items()}
-        except UnicodeDecodeError:
-            return None
-
-    @app.post("/login")
-    async def login(request: Request):
-        if token is None:
-            return RedirectResponse("/", status_code=303)
-        fields = await form(request)
-        if not same_origin(request) or fields is None:
-            return error(request, 403, "cross-origin request refused")
-        given = fields.get("token", "")
-        if not secrets.compare_digest(given.encode(), token.encode()):
-            failures.failed(client(request))
-            return page(request, "login.html", status=401, failed=True)
-        response = RedirectResponse("/", status_code=303)
-        _set_cookie(response, token)
-        return response
-
-    @app.get("/login")
-    def login_form(request: Request):
-        return RedirectResponse("/", status_code=303) if authorized(request) else page(request, "login.html")
-
-    @app.get("/static/ui.css")
-    def css() -> Response:
-        return Response((HERE / "static" / "ui.css").read_bytes(), media_type="text/css; charset=utf-8")
-
-    @app.get("/", response_class=HTMLResponse)
-    def sessions(request: Request, q: str = "", forgotten: int | None = None, page_no: int = 0):
-        page_no = _page_no(page_no)
-        with state.lock:
-            lt = state.lantern()
-            rows = lt.store.session_overview(q.strip() or None, PAGE_SESSIONS + 1, page_no * PAGE_SESSIONS)
-            recent = lt.store.events(limit=8)
-            stats = lt.store.stats()
-        more, rows = len(rows) > PAGE_SESSIONS, rows[:PAGE_SESSIONS]
-        users: dict[str, list] = {}
-        for r in rows:  # newest first; a page's rows grouped by user in the order their users first appear
-            users.setdefault(r.user, []).append(r)
-        return page(
-            request,
-            "sessions.html",
-            q=q,
-            users=users,
-            recent=recent,
-            stats=stats,
-            forgotten=forgotten,
-            paging=_pager("/", page_no, more, page_no * PAGE_SESSIONS, len(rows), q=q or None),
-        )
-
-    @app.get("/session", response_class=HTMLResponse)
-    def session(request: Request, s: str, user: str = "", page_no: int = 0):
-        with state.lock:
-            lt = state.lantern()
-            items, events = views.timeline(lt, s, user)
-        if not items:
-            return error(request, 404, f"no session {s!r} for user {user!r}")
-        pages = max(1, -(-len(items) // PAGE_TURNS))
-        page_no = min(max(page_no, 0), pages - 1)
-        shown = items[page_no * PAGE_TURNS : (page_no + 1) * PAGE_TURNS]
-        turns = sum(1 for i in items if i.entry is not None)
-        return page(
-            request,
-            "session.html",
-            s=s,
-            user=user,
-            items=shown,
-            events=events,
-            turns=turns,
-            mixed=len({i.entry.session for i in items if i.entry is not None}) > 1,
-            page_no=page_no,
-            pages=pages,
-        )
-
-    @app.get("/event/{event_id}", response_class=HTMLResponse)
-    def event(request: Request, event_id: int):
-        with state.lock:
-            view = views.event_view(state.lantern(), event_id)
-        if view is None:
-            return error(request, 404, f"no compaction event {event_id} (forgotten, or never recorded)")
-        return page(request, "event.html", v=view, ev=view.event)
-
-    @app.get("/events", response_class=HTMLResponse)
-    def events(request: Request, page_no: int = 0):
-        page_no = _page_no(page_no)
-        with state.lock:
-            store = state.lantern().store
-            rows = store.events(limit=PAGE_EVENTS, offset=page_no * PAGE_EVENTS)
-            total = store.event_count()
-        more = (page_no + 1) * PAGE_EVENTS < total
-        return page(
-            request,
-            "events.html",
-            rows=rows,
-            paging=_pager("/events", page_no, more, page_no * PAGE_EVENTS, len(rows), total=total),
-        )
-
-    @app.get("/explain", response_class=HTMLResponse)
-    def explain(
-        request: Request,
-        q: str = "",
-        s: str = "",
-        user: str = "",
-        budget: str = "",
-        as_of: str = "",
-        event: int | None = None,
-        all: int = 0,
-        scope: str = "",
-        min_score: str = "",
-    ):
-        if scope:  # the form's opaque target (views.scope_id): the names as the page had them
-            found, user = views.scope_of(scope)
-            s = found or ""
-        exclude: list[int] = []
-        proactive, ev, agent, project = False, None, None, None
-        with state.lock:
-            lt = state.lantern()
-            if event is not None:
-                view = views.event_view(lt, event)
-                if view is None:
-                    return error(request, 404, f"no compaction event {event}")
-                ev = view.event
-                q, s, user, agent, project = ev.query, ev.session, ev.user, ev.agent, ev.project
-                budget = budget or str(ev.budget)
-                exclude, proactive = views.live_at(lt, ev), True
-            result = None
-            if q.strip():
-                try:
-                    n = int(budget) if budget.strip() else None
-                    when = _as_of(as_of)
-                    floor = float(min_score) if min_score.strip() else None
-                except ValueError as e:
-                    return error(request, 400, f"bad input: {e}")
-                rec = lt.explain(
-                    q,
-                    session=s or None,
-                    budget=n,
-                    exclude=exclude,
-                    as_of=when,
-                    proactive=proactive,
-                    user=user,
-                    agent=agent,
-                    project=project,
-                    min_score=floor,
-                )
-                result = views.explained(rec, lt.config)
-            default_budget, default_floor = lt.config.budget, 0.0 if proactive else lt.config.min_score
-        return page(
-            request,
-            "explain.html",
-            q=q,
-            s=s,
-            user=user,
-            budget=budget,
-            as_of=as_of,
-            ev=ev,
-            excluded=len(exclude),
-            result=result,
-            shown=None if all or result is None else EXPLAIN_ROWS,
-            all_url=_url(
-                "/explain", q=q, s=s, user=user, budget=budget, as_of=as_of, event=event, min_score=min_score, all=1
-            ),
-            default_budget=default_budget,
-            min_score=min_score,
-            default_floor=default_floor,
-        )
-
-    @app.get("/facts", response_class=HTMLResponse)
-    def facts(request: Request, user: str = "", as_of: str = "", key: str = "", scope: str = "", page_no: int = 0):
-        if scope:
-            user = views.scope_of(scope)[1]
-        try:
-            when = _as_of(as_of)
-        except ValueError as e:
-            return error(request, 400, f"bad input: {e}")
-        with state.lock:
-            records = state.lantern().facts(key.strip() or None, when, history=True, user=user)
-        page_no = _page_no(page_no)
-        shown = views.fact_page(records, when, page_no, PAGE_FACT_KEYS)
-        more = (page_no + 1) * PAGE_FACT_KEYS < shown.total
-        return page(
-            request,
-            "facts.html",
-            user=user,
-            as_of=as_of,
-            key=key,
-            records=shown.records,
-            axis=charts.fact_axis(shown.keys, shown.start, shown.end, when),
-            paging=_pager(
-                "/facts",
-                page_no,
-                more,
-                page_no * PAGE_FACT_KEYS,
-                len(shown.keys),
-                shown.total,
-                user=user or None,
-                as_of=as_of or None,
-                key=key or None,
-            ),
-        )
-
-    @app.get("/stats", response_class=HTMLResponse)
-    def stats(request: Request):
-        with state.lock:
-            lt = state.lantern()
-            s = lt.stats()
-            per_day = lt.store.entries_per_day()
-            sizes = lt.store.table_bytes()
-            recoveries = lt.store.events_per_day()
-            totals = [(e.lost, e.recovered) for e in lt.store.events()]
-        lost = sum(len(a) for a, _ in totals)
-        got = sum(len(b) for _, b in totals)
-        return page(
-            request,
-            "stats.html",
-            s=s,
-            entries_chart=charts.bar_chart(views.per_day(per_day), "entries per day", width=600),
-            sizes=views.table_sizes(sizes, s["database_bytes"]) if sizes is not None else None,
-            recoveries_chart=charts.bar_chart(views.per_day(recoveries), "recoveries per day", width=600),
-            events=len(totals),
-            lost=lost,
-            recovered=got,
-        )
-
-    @app.get("/forget", response_class=HTMLResponse)
-    def forget_confirm(request: Request, entry: int | None = None, s: str | None = None, user: str = ""):
-        with state.lock:
-            lt = state.lantern()
-            if entry is not None:
-                found = lt.store.entries([entry]).get(entry)
-                if found is None:
-                    return error(request, 404, f"no entry {entry}")
-                return page(request, "forget.html", entry=found, s=None, user=found.user, count=1)
-            if s:
-                count = len(views.session_entries(lt, s, user))
-                if not count:
-                    return error(request, 404, f"no session {s!r} for user {user!r}")
-                return page(request, "forget.html", entry=None, s=s, user=user, count=count)
-        return error(request, 400, "give entry= or s= (a session)")
-
-    @app.post("/forget")
-    async def forget(request: Request):
-        fields = await form(request)
-        if fields is None or not same_origin(request):
-            return error(request, 403, "cross-origin request refused")
-        if not secrets.compare_digest(fields.get("csrf", "").encode(), state.csrf.encode()):
-            return error(request, 403, "missing or stale form token: reload the confirmation page and confirm again")
-        from starlette.concurrency import run_in_threadpool
-
-        def run() -> int | str:
-            with state.lock:
-                lt = state.lantern()
-                if fields.get("entry"):
-                    try:
-                        entry = int(fields["entry"])
-                    except ValueError:
-                        return "bad entry id"
-                    found = lt.store.entries([entry], text=False, tags=False).get(entry)
-                    return lt.forget(entry=entry, user=found.user) if found is not None else 0
-                if fields.get("scope"):  # an opaque id (views.scope_id): never a name a browser may rewrite
-                    try:
-                        session, user = views.scope_of(fields["scope"])
-                    except ValueError as e:
-                        return str(e)
-                    if session:
-                        return lt.forget(session=session, user=user)
-                return "give an entry or a session"
-
-        n = await run_in_threadpool(run)
-        if isinstance(n, str):
-            return error(request, 400, n)
-        return RedirectResponse(_url("/", forgotten=n), status_code=303)
-
+    app.add_middleware(OriginGuard, token=token is not None, respond=_refused)
+    app.include_router(routes)
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    yield
+    app.state.ui.close()
+
+
+routes = APIRouter()
+
+
+def _ui(request: Request) -> _State:
+    return request.app.state.ui
+
+
+def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """The template ``name`` rendered for ``request`` (with the CSRF token and the nav entry)."""
+    html = _env.get_template(name).render(request=request, csrf=_ui(request).csrf, nav=name.split(".")[0], **context)
+    return HTMLResponse(html, status_code=status)
+
+
+def error(request: Request, status: int, message: str) -> HTMLResponse:
+    return page(request, "error.html", status=status, status_code=status, message=message)
+
+
+async def _http_error(request: Request, e: StarletteHTTPException) -> HTMLResponse:
+    return error(request, e.status_code, str(e.detail))
+
+
+async def _invalid(request: Request, e: RequestValidationError) -> HTMLResponse:
+    where = ", ".join(".".join(str(x) for x in err.get("loc", ())[1:]) for err in e.errors())
+    return error(request, 400, f"bad parameter: {where}")
+
+
+async def _bad_input(request: Request, e: Exception) -> HTMLResponse:
+    return error(request, 400, str(e))
+
+
+def _refused(status: int, message: str) -> HTMLResponse:  # no request object: a bare page with the headers
+    return HTMLResponse(message, status_code=status, headers=HEADERS)
+
+
+def _authorized(request: Request) -> bool:
+    token = _ui(request).token
+    if token is None:
+        return True
+    given = request.cookies.get(COOKIE, "")
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        given = auth[7:].strip()
+    return bool(given) and secrets.compare_digest(given.encode(), token.encode())
+
+
+def _same_origin(request: Request) -> bool:  # the forms' POSTs: Origin, else Referer, must be ours
+    return origin.same_origin(request.headers, request.url.scheme)
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else ""
+
+
+def _presents_token(request: Request) -> bool:
+    return bool(
+        request.cookies.get(COOKIE)
+        or request.headers.get("authorization")
+        or request.query_params.get("token")
+        or (request.method == "POST" and request.url.path == "/login")
+    )
+
+
+async def _guard(request: Request, call_next):
+    """Every request: too many wrong tokens from its address (429), no token where one is needed (the login page,
+    401; a right ``?token=`` sets the cookie and redirects), else the page; then the security headers."""
+    ui = _ui(request)
+    token, failures = ui.token, ui.failures
+    wait = failures.wait(_client(request)) if token is not None and _presents_token(request) else 0.0
+    if wait:  # too many wrong tokens from this address (integrations/tokens.py): no token is checked
+        response: Response = error(request, 429, f"too many wrong tokens: try again in {int(wait) + 1} s")
+        response.headers["Retry-After"] = str(int(wait) + 1)
+    elif not _authorized(request) and request.url.path not in ("/login", "/static/ui.css"):
+        given = request.query_params.get("token")
+        if request.method == "GET" and given and secrets.compare_digest(given.encode(), token.encode()):
+            rest = {k: v for k, v in request.query_params.multi_items() if k != "token"}
+            response = RedirectResponse(_url(request.url.path, **rest), status_code=303)
+            _set_cookie(response, token)
+        else:
+            if _presents_token(request):
+                failures.failed(_client(request))
+            response = page(request, "login.html", status=401, failed=bool(given))
+    else:
+        response = await call_next(request)
+    for k, v in HEADERS.items():
+        response.headers[k] = v
+    return response
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        return None
+    try:
+        return {k: v[0] for k, v in parse_qs(body.decode("utf-8"), keep_blank_values=True).items()}
+    except UnicodeDecodeError:
+        return None
+
+
+@routes.post("/login")
+async def login(request: Request):
+    token = _ui(request).token
+    if token is None:
+        return RedirectResponse("/", status_code=303)
+    fields = await _form(request)
+    if not _same_origin(request) or fields is None:
+        return error(request, 403, "cross-origin request refused")
+    given = fields.get("token", "")
+    if not secrets.compare_digest(given.encode(), token.encode()):
+        _ui(request).failures.failed(_client(request))
+        return page(request, "login.html", status=401, failed=True)
+    response = RedirectResponse("/", status_code=303)
+    _set_cookie(response, token)
+    return response
+
+
+@routes.get("/login")
+def login_form(request: Request):
+    return RedirectResponse("/", status_code=303) if _authorized(request) else page(request, "login.html")
+
+
+@routes.get("/static/ui.css")
+def css() -> Response:
+    return Response((HERE / "static" / "ui.css").read_bytes(), media_type="text/css; charset=utf-8")
+
+
+@routes.get("/", response_class=HTMLResponse)
+def sessions(request: Request, q: str = "", forgotten: int | None = None, page_no: int = 0):
+    page_no = _page_no(page_no)
+    state = _ui(request)
+    with state.lock:
+        lt = state.lantern()
+        rows = lt.store.session_overview(q.strip() or None, PAGE_SESSIONS + 1, page_no * PAGE_SESSIONS)
+        recent = lt.store.events(limit=8)
+        stats = lt.store.stats()
+    more, rows = len(rows) > PAGE_SESSIONS, rows[:PAGE_SESSIONS]
+    users: dict[str, list] = {}
+    for r in rows:  # newest first; a page's rows grouped by user in the order their users first appear
+        users.setdefault(r.user, []).append(r)
+    return page(
+        request,
+        "sessions.html",
+        q=q,
+        users=users,
+        recent=recent,
+        stats=stats,
+        forgotten=forgotten,
+        paging=_pager("/", page_no, more, page_no * PAGE_SESSIONS, len(rows), q=q or None),
+    )
+
+
+@routes.get("/session", response_class=HTMLResponse)
+def session(request: Request, s: str, user: str = "", page_no: int = 0):
+    state = _ui(request)
+    with state.lock:
+        items, events = views.timeline(state.lantern(), s, user)
+    if not items:
+        return error(request, 404, f"no session {s!r} for user {user!r}")
+    pages = max(1, -(-len(items) // PAGE_TURNS))
+    page_no = min(max(page_no, 0), pages - 1)
+    shown = items[page_no * PAGE_TURNS : (page_no + 1) * PAGE_TURNS]
+    turns = sum(1 for i in items if i.entry is not None)
+    mixed = len({i.entry.session for i in items if i.entry is not None}) > 1
+    return page(
+        request,
+        "session.html",
+        s=s,
+        user=user,
+        items=shown,
+        events=events,
+        turns=turns,
+        mixed=mixed,
+        page_no=page_no,
+        pages=pages,
+    )
+
+
+@routes.get("/event/{event_id}", response_class=HTMLResponse)
+def event(request: Request, event_id: int):
+    state = _ui(request)
+    with state.lock:
+        view = views.event_view(state.lantern(), event_id)
+    if view is None:
+        return error(request, 404, f"no compaction event {event_id} (forgotten, or never recorded)")
+    return page(request, "event.html", v=view, ev=view.event)
+
+
+@routes.get("/events", response_class=HTMLResponse)
+def events(request: Request, page_no: int = 0):
+    page_no = _page_no(page_no)
+    state = _ui(request)
+    with state.lock:
+        store = state.lantern().store
+        rows = store.events(limit=PAGE_EVENTS, offset=page_no * PAGE_EVENTS)
+        total = store.event_count()
+    more = (page_no + 1) * PAGE_EVENTS < total
+    paging = _pager("/events", page_no, more, page_no * PAGE_EVENTS, len(rows), total=total)
+    return page(request, "events.html", rows=rows, paging=paging)
+
+
+@routes.get("/explain", response_class=HTMLResponse)
+def explain(
+    request: Request,
+    q: str = "",
+    s: str = "",
+    user: str = "",
+    budget: str = "",
+    as_of: str = "",
+    event: int | None = None,
+    all: int = 0,
+    scope: str = "",
+    min_score: str = "",
+):
+    if scope:  # the form's opaque target (views.scope_id): the names as the page had them
+        found, user = views.scope_of(scope)
+        s = found or ""
+    exclude: list[int] = []
+    proactive, ev, agent, project = False, None, None, None
+    state = _ui(request)
+    with state.lock:
+        lt = state.lantern()
+        if event is not None:
+            view = views.event_view(lt, event)
+            if view is None:
+                return error(request, 404, f"no compaction event {event}")
+            ev = view.event
+            q, s, user, agent, project = ev.query, ev.session, ev.user, ev.agent, ev.project
+            budget = budget or str(ev.budget)
+            exclude, proactive = views.live_at(lt, ev), True
+        result = None
+        if q.strip():
+            try:
+                n = int(budget) if budget.strip() else None
+                when = _as_of(as_of)
+                floor = float(min_score) if min_score.strip() else None
+            except ValueError as e:
+                return error(request, 400, f"bad input: {e}")
+            scoped = {"user": user, "agent": agent, "project": project, "min_score": floor}
+            rec = lt.explain(q, session=s or None, budget=n, exclude=exclude, as_of=when, proactive=proactive, **scoped)
+            result = views.explained(rec, lt.config)
+        default_budget, default_floor = lt.config.budget, 0.0 if proactive else lt.config.min_score
+    return page(
+        request,
+        "explain.html",
+        q=q,
+        s=s,
+        user=user,
+        budget=budget,
+        as_of=as_of,
+        ev=ev,
+        excluded=len(exclude),
+        result=result,
+        shown=None if all or result is None else EXPLAIN_ROWS,
+        all_url=_url(
+            "/explain", q=q, s=s, user=user, budget=budget, as_of=as_of, event=event, min_score=min_score, all=1
+        ),
+        default_budget=default_budget,
+        min_score=min_score,
+        default_floor=default_floor,
+    )
+
+
+@routes.get("/facts", response_class=HTMLResponse)
+def facts(request: Request, user: str = "", as_of: str = "", key: str = "", scope: str = "", page_no: int = 0):
+    if scope:
+        user = views.scope_of(scope)[1]
+    try:
+        when = _as_of(as_of)
+    except ValueError as e:
+        return error(request, 400, f"bad input: {e}")
+    state = _ui(request)
+    with state.lock:
+        records = state.lantern().facts(key.strip() or None, when, history=True, user=user)
+    page_no = _page_no(page_no)
+    shown = views.fact_page(records, when, page_no, PAGE_FACT_KEYS)
+    more = (page_no + 1) * PAGE_FACT_KEYS < shown.total
+    return page(
+        request,
+        "facts.html",
+        user=user,
+        as_of=as_of,
+        key=key,
+        records=shown.records,
+        axis=charts.fact_axis(shown.keys, shown.start, shown.end, when),
+        paging=_pager(
+            "/facts",
+            page_no,
+            more,
+            page_no * PAGE_FACT_KEYS,
+            len(shown.keys),
+            shown.total,
+            user=user or None,
+            as_of=as_of or None,
+            key=key or None,
+        ),
+    )
+
+
+@routes.get("/stats", response_class=HTMLResponse)
+def stats(request: Request):
+    state = _ui(request)
+    with state.lock:
+        lt = state.lantern()
+        s = lt.stats()
+        per_day = lt.store.entries_per_day()
+        sizes = lt.store.table_bytes()
+        recoveries = lt.store.events_per_day()
+        totals = [(e.lost, e.recovered) for e in lt.store.events()]
+    return page(
+        request,
+        "stats.html",
+        s=s,
+        entries_chart=charts.bar_chart(views.per_day(per_day), "entries per day", width=600),
+        sizes=views.table_sizes(sizes, s["database_bytes"]) if sizes is not None else None,
+        recoveries_chart=charts.bar_chart(views.per_day(recoveries), "recoveries per day", width=600),
+        events=len(totals),
+        lost=sum(len(a) for a, _ in totals),
+        recovered=sum(len(b) for _, b in totals),
+    )
+
+
+@routes.get("/forget", response_class=HTMLResponse)
+def forget_confirm(request: Request, entry: int | None = None, s: str | None = None, user: str = ""):
+    state = _ui(request)
+    with state.lock:
+        lt = state.lantern()
+        if entry is not None:
+            found = lt.store.entries([entry]).get(entry)
+            if found is None:
+                return error(request, 404, f"no entry {entry}")
+            return page(request, "forget.html", entry=found, s=None, user=found.user, count=1)
+        if s:
+            count = len(views.session_entries(lt, s, user))
+            if not count:
+                return error(request, 404, f"no session {s!r} for user {user!r}")
+            return page(request, "forget.html", entry=None, s=s, user=user, count=count)
+    return error(request, 400, "give entry= or s= (a session)")
+
+
+@routes.post("/forget")
+async def forget(request: Request):
+    state = _ui(request)
+    fields = await _form(request)
+    if fields is None or not _same_origin(request):
+        return error(request, 403, "cross-origin request refused")
+    if not secrets.compare_digest(fields.get("csrf", "").encode(), state.csrf.encode()):
+        return error(request, 403, "missing or stale form token: reload the confirmation page and confirm again")
+    from starlette.concurrency import run_in_threadpool
+
+    n = await run_in_threadpool(_forget, state, fields)
+    if isinstance(n, str):
+        return error(request, 400, n)
+    return RedirectResponse(_url("/", forgotten=n), status_code=303)
+
+
+def _forget(state: _State, fields: dict[str, str]) -> int | str:
+    """The confirmed forget of one entry or one session (its opaque scope id): the entries forgotten, or what is
+    wrong with the form."""
+    with state.lock:
+        lt = state.lantern()
+        if fields.get("entry"):
+            try:
+                entry = int(fields["entry"])
+            except ValueError:
+                return "bad entry id"
+            found = lt.store.entries([entry], text=False, tags=False).get(entry)
+            return lt.forget(entry=entry, user=found.user) if found is not None else 0
+        if fields.get("scope"):  # an opaque id (views.scope_id): never a name a browser may rewrite
+            try:
+                session, user = views.scope_of(fields["scope"])
+            except ValueError as e:
+                return str(e)
+            if session:
+                return lt.forget(session=session, user=user)
+        return "give an entry or a session"
 
 
 def _page_no(page_no: int) -> int:

@@ -1,0 +1,205 @@
+"""The ``lantern`` command: a typer app mirroring the Python API one to one.
+
+    lantern [--db PATH] ingest FILE|DIR [--format auto|...] [--session ID] -> Lantern.ingest
+    lantern [--db PATH] recover QUERY [--budget N] [--session ID] [--as-of ISO] [--json] -> Lantern.recover
+    lantern [--db PATH] search QUERY [-k N] [--explain] [--json]           -> Lantern.search / Lantern.explain
+    lantern [--db PATH] forget (--entry ID | --session ID | --user U) [--wait S] -> Lantern.forget
+    lantern [--db PATH] export FILE [--user U] [--session ID]              -> Lantern.export
+    lantern [--db PATH] import FILE [--user U] [--no-embeddings]           -> Lantern.import_
+    lantern [--db PATH] stats [--user U | --all-users] [--json]             -> Lantern.stats
+    lantern [--db PATH] facts [KEY] [--as-of ISO] [--history] [--json]     -> Lantern.facts
+    lantern [--db PATH] events [--session ID] [--json]                     -> Lantern.events
+    lantern [--db PATH] ui [--host H] [--port N] [--token T] [--open]      -> lantern.integrations.ui
+    lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
+    lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
+    lantern demo                                                           -> lantern.demo.run
+    lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
+    lantern hook claude-code  /  lantern install claude-code [--user]      -> lantern.integrations.claude_code
+    lantern hook codex  /  lantern install codex [--user]                  -> lantern.integrations.codex
+
+Heavy imports (numpy, onnxruntime) happen inside the commands, so ``lantern --help`` stays instant.
+
+Every memory command takes the scope options --user (default $LANTERN_USER, else the default user ""), --agent and
+--project (lantern/scope.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+import typer
+
+from lantern.cli import archive, chat, integrations, recover, store
+from lantern.cli import eval as eval_command
+from lantern.cli.common import state
+from lantern.cli.options import (
+    db_location,
+    embedder_name,
+    on_command_line,
+    rewound_mode,
+    version_option,
+    warn_visible,
+)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    db: Optional[str] = typer.Option(
+        None,
+        "--db",
+        metavar="<path|url>",
+        help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db), or a postgresql:// URL (docs/postgres.md).",
+        envvar="LANTERN_DB",
+    ),
+    embedder: Optional[str] = typer.Option(
+        None,
+        "--embedder",
+        callback=embedder_name,
+        help="routed (a new database's default), routed-v1, minilm, use or e5 (default: the database's own).",
+    ),
+    rewound: Optional[str] = typer.Option(
+        None,
+        "--rewound",
+        envvar="LANTERN_REWOUND",
+        callback=rewound_mode,
+        help=(
+            "Turns of a rewound Claude Code branch: skip (default: not archived, and removed when the rewind shows "
+            "later) or mark (kept in <session>/abandoned-<id>). The proxy (serve) always marks."
+        ),
+    ),
+    _show_version: bool = typer.Option(
+        False, "--version", callback=version_option, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    state.db = db_location(db)
+    state.embedder = embedder
+    from lantern.config import has_password
+
+    if on_command_line(ctx, "db") and has_password(db):
+        warn_visible("the password of a --db URL", "use $LANTERN_DB, $PGPASSWORD or ~/.pgpass")
+    state.rewound = rewound
+
+
+hook_app = typer.Typer(no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON).")
+install_app = typer.Typer(no_args_is_help=True, help="Install Lantern's hooks into an agent's settings.")
+app.add_typer(hook_app, name="hook")
+app.add_typer(install_app, name="install")
+
+
+# the commands, in the order ``lantern --help`` lists them
+app.command()(archive.ingest)
+app.command()(recover.recover)
+app.command()(recover.search)
+app.command()(store.forget)
+app.command()(store.vacuum)
+app.command()(archive.export)
+app.command("import")(archive.import_)
+app.command()(store.copy)
+app.command()(store.stats)
+app.command()(recover.facts)
+app.command()(recover.events)
+app.command()(recover.feedback)
+app.command()(store.reindex)
+app.command()(chat.chat)
+app.command()(chat.demo)
+app.command()(integrations.mcp)
+app.command()(integrations.serve)
+app.command()(integrations.ui)
+app.command("eval")(eval_command.eval_)
+hook_app.command("claude-code")(integrations.hook_claude_code)
+install_app.command("claude-code")(integrations.install_claude_code)
+hook_app.command("codex")(integrations.hook_codex)
+install_app.command("codex")(integrations.install_codex)
+
+
+def _flowed(doc: str, markup: bool) -> str:
+    """A docstring as command help: each paragraph's lines joined into one line, paragraphs kept. Typer (rich markup
+    mode) keeps the single line breaks of the source in the command list of ``lantern --help`` and in every
+    paragraph after the first, so a docstring wrapped at 120 columns would print stray line breaks mid-sentence.
+    ``markup``: the help is read as rich markup, where ``[eval]`` is a style tag and would vanish
+    from ``pip install 'lantern-memory[eval]'``: such a bracket is escaped."""
+    import inspect
+    import re
+
+    text = "\n\n".join(
+        " ".join(line.strip() for line in paragraph.splitlines()) for paragraph in inspect.cleandoc(doc).split("\n\n")
+    )
+    return re.sub(r"\[(?=[A-Za-z#/@])", r"\\[", text) if markup else text
+
+
+def _flow_help(*typers: typer.Typer) -> None:
+    """Give every command of ``typers`` its docstring ``_flowed`` as its help (a help given explicitly is kept)."""
+    for group in typers:
+        for info in group.registered_commands:
+            if info.help is None and info.callback is not None and info.callback.__doc__:
+                info.help = _flowed(info.callback.__doc__, markup=group.rich_markup_mode == "rich")
+
+
+_flow_help(app, hook_app, install_app)
+
+
+def _ignore_ctrl_c() -> None:
+    """From here on Ctrl-C is ignored: the command has decided to exit 130. The interpreter's shutdown (closing
+    databases, joining threads) can take seconds on a loaded machine, and Python resets its own SIGINT handler to
+    the default action for it: one more Ctrl-C then would kill the process by the signal (exit -2) instead of
+    letting it finish with 130. An ignored SIGINT stays ignored through that shutdown."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+_GLOBAL_VALUE_OPTIONS = ("--db", "--embedder", "--rewound")
+
+
+def globals_first(argv: list[str]) -> list[str]:
+    """``argv`` with the global options (``--db``, ``--embedder``, ``--rewound``, each with its value, ``--opt=value``
+    too) that were given after the command moved before it, where the CLI reads them: ``lantern recover Q --db X``
+    is ``lantern --db X recover Q``. An option the command defines itself (``install claude-code --db``) stays
+    where it is, and so does everything after ``--``. Any other ``argv`` is returned unchanged."""
+    group: Any = typer.main.get_command(app)
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # the global options already in front
+        i += 1 if "=" in argv[i] or argv[i] not in _GLOBAL_VALUE_OPTIONS else 2
+    command, start = group, i
+    while isinstance(getattr(command, "commands", None), dict) and i < len(argv) and argv[i] in command.commands:
+        command = command.commands[argv[i]]
+        i += 1
+    if command is group:
+        return argv
+    own = {name for p in command.params for name in getattr(p, "opts", [])}
+    moved: list[str] = []
+    rest: list[str] = []
+    j = i
+    while j < len(argv):
+        token = argv[j]
+        if token == "--":
+            rest += argv[j:]
+            break
+        name = token.partition("=")[0]
+        if name in _GLOBAL_VALUE_OPTIONS and name not in own:
+            take = 1 if "=" in token or j + 1 >= len(argv) else 2
+            moved += argv[j : j + take]
+            j += take
+            continue
+        rest.append(token)
+        j += 1
+    return argv[:start] + moved + argv[start:i] + rest if moved else argv
+
+
+def main() -> None:
+    sys.argv[1:] = globals_first(sys.argv[1:])
+    try:
+        app()  # typer turns a KeyboardInterrupt into exit code 130 (SystemExit)
+    except SystemExit as e:
+        if e.code == 130:
+            _ignore_ctrl_c()
+        raise
+    except KeyboardInterrupt:
+        _ignore_ctrl_c()
+        sys.exit(130)

@@ -1,0 +1,199 @@
+"""The commands about the store itself: ``forget``, ``vacuum``, ``copy``, ``stats`` and ``reindex``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lantern.cli.common import fail, guard, open_db, state
+from lantern.cli.options import agent_option, embedder_name, project_option, utf8
+from lantern.cli.render import (
+    copied_line,
+    forgotten_lines,
+    note,
+    print_json,
+    print_stats,
+    progress_bar,
+    say_waiting,
+    unvacuumed,
+    warnings_unsaid,
+)
+from lantern.text.names import plural
+
+
+def forget(
+    entry: Optional[int] = typer.Option(None, "--entry", help="Entry id."),
+    session: Optional[str] = typer.Option(None, "--session", callback=utf8, help="Every entry of this session."),
+    user: Optional[str] = typer.Option(
+        None,
+        "--user",
+        "-u",
+        callback=utf8,
+        help=(
+            "Every entry of this user (with --entry/--session: only within this user). Without it, the user is "
+            '$LANTERN_USER, else the default user "".'
+        ),
+    ),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", callback=utf8, help="Every entry of this agent (within the user)."
+    ),
+    project: Optional[str] = typer.Option(
+        None, "--project", callback=utf8, help="Every entry of this project (within the user)."
+    ),
+    wait: float = typer.Option(
+        10.0, "--wait", min=0, help="Seconds to wait for a process reading the database before saying what remains."
+    ),
+) -> None:
+    """Delete entries from every table, then vacuum; never crosses users.
+
+    Every table: entries, full text, embeddings, and every table that refers to them. The vacuum rewrites the file
+    so the deleted text is not left in free pages or the WAL. A process reading the database keeps the old pages
+    until its read ends: forget waits for it (--wait, 10 s), else says what remains and exits 3."""
+    if entry is not None and session is not None:
+        fail("give --entry or --session, not both")
+    if all(x is None for x in (entry, session, user, agent, project)):
+        fail("give --entry, --session, --user, --agent or --project")
+    who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
+
+    def run():
+        asked = {"entry": entry, "session": session, "user": who, "agent": agent, "project": project}
+        with open_db() as lantern, warnings_unsaid():  # the warning api.forget logs: said in the command's words
+            n = lantern.forget(**asked, wait=wait, on_wait=lambda erasure: say_waiting(erasure, wait))
+            forgotten_lines(n, lantern.path, lantern.backend != "sqlite", entry, session, who)
+        if not n.erased:
+            raise typer.Exit(3)
+
+    guard(run)
+
+
+def vacuum(
+    wait: float = typer.Option(
+        10.0, "--wait", min=0, help="Seconds to wait for a process reading the database before saying what remains."
+    ),
+) -> None:
+    """Rewrite the database without its free space, giving it back to the filesystem.
+
+    Deleted or rewritten rows leave space in the file for later writes; stats --all-users shows it as free_bytes.
+    The upgrade to schema 9 leaves much of it.
+
+    SQLite: VACUUM, then a checkpoint that empties the WAL, as forget does. PostgreSQL: VACUUM FULL.
+
+    A process reading the database keeps the old pages until its read ends: vacuum waits for it (--wait, 10 s),
+    else says what remains and exits 3."""
+
+    def run():
+        with open_db() as lantern:
+            before, erasure, after = lantern.vacuum(wait=wait, on_wait=lambda e: say_waiting(e, wait))
+            if not erasure.complete:
+                note(unvacuumed(lantern.path, erasure))
+                raise typer.Exit(3)
+            print(f"{lantern.path}: {before:,} -> {after:,} bytes")
+
+    guard(run)
+
+
+def copy(
+    src: str = typer.Argument(..., help="The store to copy from: a SQLite file or a postgresql:// URL."),
+    dst: str = typer.Argument(..., help="The store to copy into (created when missing), file or URL."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as one JSON object."),
+) -> None:
+    """Copy every entry (scopes, embeddings, facts, reinforcement state) between stores, SQLite <-> PostgreSQL.
+
+    Entries already in DST are skipped: a copy stopped part way resumes when run again. The counts are verified
+    after the copy (every source entry is in DST with its embedding). Compaction events are copied with their
+    entry ids mapped to DST's.
+
+    A copy onto itself (the same file or server database, by any path or URL) is refused. Errors name SRC or DST."""
+    from rich.console import Console
+
+    from lantern.config import is_server_url
+
+    console = Console(stderr=True)  # the bar on stderr, as ingest draws it
+
+    def run():
+        from lantern.api import copy_store
+
+        with progress_bar(console, "copying", "entries", remaining=False, disable=as_json) as update:
+            counts = copy_store(
+                src if is_server_url(src) else Path(src), dst if is_server_url(dst) else Path(dst), progress=update
+            )
+        if as_json:
+            print_json(counts)
+        else:
+            print(copied_line(src, dst, counts))
+
+    guard(run, None, also=(src, dst))  # copy_store names SRC or DST in its errors
+
+
+def stats(
+    as_json: bool = typer.Option(False, "--json", help="Print the statistics as one JSON object."),
+    user: Optional[str] = typer.Option(
+        None,
+        "--user",
+        "-u",
+        callback=utf8,
+        help='Count this user\'s entries (default $LANTERN_USER, else the default user "").',
+    ),
+    agent: Optional[str] = agent_option(),
+    project: Optional[str] = project_option(),
+    all_users: bool = typer.Option(
+        False, "--all-users", help="Count every user's entries (an administrator's view; not with --user)."
+    ),
+) -> None:
+    """Entries, sessions, embedder, sizes: of one user, or of every user with --all-users."""
+    if all_users and (user is not None or agent is not None or project is not None):
+        fail("--all-users counts every user: give no --user, --agent or --project with it")
+
+    def run():
+        who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""`: the default user
+        with open_db() as lantern:
+            s = lantern.stats(all_users=True) if all_users else lantern.stats(user=who, agent=agent, project=project)
+        if as_json:
+            print(json.dumps(s))
+        else:
+            print_stats(s)
+
+    guard(run)
+
+
+def reindex(
+    embedder: Optional[str] = typer.Option(
+        None,
+        "--embedder",
+        callback=embedder_name,
+        help="routed, routed-v1, minilm, use or e5 (default: the current one).",
+    ),
+    fill: bool = typer.Option(
+        False, "--fill", help="Only compute the vector parts still missing (the e5 part of English turns)."
+    ),
+) -> None:
+    """Re-embed every entry (after changing the embedder); --fill only computes the e5 part of the entries that
+    lack it, which ingest, the servers and recoveries otherwise do a little at a time."""
+    from rich.console import Console
+
+    console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
+    if embedder and state.embedder and embedder != state.embedder:  # `--embedder use reindex --embedder routed`
+        raise typer.BadParameter(
+            f"the global --embedder {state.embedder} and reindex --embedder {embedder} differ; give the target once",
+            param_hint="--embedder",
+        )
+
+    def run():  # open_db: a missing path or a zero-byte file is refused, never made a database
+        # opened with its own embedder: the global --embedder, when given, is the target (opened with the target,
+        # `lantern --embedder e5 reindex` would fail with the mismatch error the command exists to resolve)
+        with open_db(own_embedder=True) as lantern:
+            if fill:
+                with progress_bar(console, "filling", elapsed=False) as update:
+                    n = lantern.fill_vectors(progress=update)
+                print(f"{plural(n, 'entry', 'entries')} given their missing vector part")
+                return
+            with progress_bar(console, "re-embedding", elapsed=False) as update:
+                n = lantern.reindex(embedder or state.embedder, progress=update)
+                lantern.build_graphs()  # a large store's HNSW graphs, saved with the snapshot: no command waits
+            print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
+
+    guard(run)
