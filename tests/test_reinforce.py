@@ -182,9 +182,9 @@ def test_cli_feedback_and_stats(lantern):
         assert row(lt, 1)[1] == pytest.approx(0.4)
         lt.store.db.execute("UPDATE entries SET confidence = 0.1 WHERE id = 3")
     out = runner.invoke(app, ["--db", str(lantern.path), "stats", "--json"])
-    assert out.exit_code == 0 and json.loads(out.output)["pruned"] == 1
+    assert out.exit_code == 0 and json.loads(out.stdout)["pruned"] == 1
     out = runner.invoke(app, ["--db", str(lantern.path), "search", "postgres port", "--explain", "--json"])
-    rows = json.loads(out.output)
+    rows = json.loads(out.stdout)
     assert {"category", "confidence", "success"} <= set(rows[0])
 
 

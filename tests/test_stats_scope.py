@@ -49,7 +49,7 @@ def test_cli_user_env_and_all_users(db, monkeypatch):
     def stats(*args: str, env: dict | None = None):
         out = runner.invoke(app, ["--db", str(db), "stats", "--json", *args], env=env)
         assert out.exit_code == 0, out.output
-        return json.loads(out.output)
+        return json.loads(out.stdout)
 
     monkeypatch.delenv("LANTERN_USER", raising=False)
     assert stats()["entries"] == 0
