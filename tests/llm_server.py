@@ -6,7 +6,6 @@ Weak but real: it proves wiring, prompts, parsing and costs; quality figures com
 from __future__ import annotations
 
 import importlib.util
-import os
 import socket
 import subprocess
 import sys
@@ -44,9 +43,10 @@ def free_port() -> int:
 
 
 class LocalLLM:
-    """A running llama-cpp-python server: ``settings`` point at it, ``stop()`` ends it."""
+    """A running llama-cpp-python server with a window of ``n_ctx`` tokens: ``settings`` point at it, ``stop()``
+    ends it."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, n_ctx: int = N_CTX):
         self.port = free_port()
         self.log = log
         cmd = [
@@ -60,9 +60,15 @@ class LocalLLM:
             "--port",
             str(self.port),
             "--n_ctx",
-            str(N_CTX),
+            str(n_ctx),
+            # one thread for generation and one for the prompt (whose default is every core): the server shares the
+            # cores with the test workers (pytest -n 2 on 2 cores), and llama.cpp's threads meet at a barrier after
+            # every operation, spinning while the other waits for a core. Measured on the 2-core machine at load
+            # ~8: 33 ms per generated token with one thread, 213 ms with two.
             "--n_threads",
-            str(min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)),
+            "1",
+            "--n_threads_batch",
+            "1",
         ]
         self.proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
         # the default JSON mode (json_schema), which this server refuses: every test goes through the fallback

@@ -155,7 +155,7 @@ _record = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(_record.map(json.dumps), st.text(max_size=30)), min_size=1, max_size=8))
 def test_fuzz_claude_code_parser_raises_only_transcript_format_error(lines):
     text = "\n".join(lines) + "\n"

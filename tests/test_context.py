@@ -278,7 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
 def llm_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.requests, server.fail = [], False
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # poll_interval: shutdown() returns at once instead of within serve_forever's default 0.5 s
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield server
     server.shutdown()

@@ -59,7 +59,8 @@ class _Chat(BaseHTTPRequestHandler):
 def chat_server():
     _Chat.seen, _Chat.status = [], 200
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # poll_interval: shutdown() returns at once instead of within serve_forever's default 0.5 s
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()

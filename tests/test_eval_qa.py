@@ -451,6 +451,9 @@ def test_qa_on_locomo_fixture_with_the_local_model(local_llm, tmp_path, monkeypa
         llm_model="smollm2",
         qa=True,
         qa_limit=1,
+        # two questions' known answers: the calibration's wiring and counts on the real model; its decision on a
+        # full set is test_eval_judge.py's (a fake judge through the client) and each call costs seconds here
+        qa_calibration=2,
         budget=1500,
     )
     results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", **kw, command="lantern eval locomo --qa")
