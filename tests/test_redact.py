@@ -30,8 +30,10 @@ from lantern.archive.redact import (
     PLACEHOLDER_RE,
     PROSE_END,
     VALUE_END,
+    RedactionPolicy,
     find_secrets,
     make_policy,
+    redact_json,
     redact_text,
     remove_private,
     set_secret_redaction,
@@ -1177,3 +1179,50 @@ def test_import_and_copy_redact_what_a_database_without_redaction_kept(tmp_path)
     for db in ("imported.db", "copied.db"):
         raw = raw_bytes(tmp_path / db)
         assert secret.encode() not in raw and password.encode() not in raw, db
+
+
+SECRET_LEAF = "ghp_Zq7Xk2Lm9Np4Rt8Vw3Ys6Ab1Cd5Ef0Gh1234"
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from(["plain", "port 5433", f"token {SECRET_LEAF}", ""]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["a", "b", "k"]), inner, max_size=3),
+    max_leaves=20,
+)
+
+
+def _redact_json_by_definition(value, policy):
+    """The definition, recursively: every string redacted, keys kept, an unchanged container returned as it is."""
+    if isinstance(value, str):
+        return redact_text(value, policy)
+    if isinstance(value, list):
+        pairs = [_redact_json_by_definition(v, policy) for v in value]
+        n = sum(k for _, k in pairs)
+        return ([v for v, _ in pairs] if n else value), n
+    if isinstance(value, dict):
+        pairs = {key: _redact_json_by_definition(v, policy) for key, v in value.items()}
+        n = sum(k for _, k in pairs.values())
+        return ({key: v for key, (v, _) in pairs.items()} if n else value), n
+    return value, 0
+
+
+@given(JSON_VALUES)
+@settings(max_examples=examples(200), deadline=None)
+def test_redact_json_is_its_definition_and_keeps_unchanged_values_as_they_are(value):
+    policy = RedactionPolicy()
+    got, n = redact_json(value, policy)
+    want, m = _redact_json_by_definition(value, policy)
+    assert (got, n) == (want, m)
+    assert SECRET_LEAF not in json.dumps(got)
+    if n == 0:
+        assert got is value
+
+
+@pytest.mark.parametrize("depth", [900, 5_000])
+def test_redact_json_reads_any_depth(depth):
+    """A message's ``meta`` 900 deep (json reads up to ~1,000) raised RecursionError in the recursive walk."""
+    value: object = f"token {SECRET_LEAF}"
+    for k in range(depth):
+        value = [value] if k % 2 else {"k": value}
+    got, n = redact_json(value, RedactionPolicy())
+    while not isinstance(got, str):  # down to the leaf without recursion (json.dumps would need it)
+        got = got[0] if isinstance(got, list) else got["k"]
+    assert n == 1 and SECRET_LEAF not in got and got.startswith("token ")

@@ -496,19 +496,37 @@ def _redact(text: str, policy: RedactionPolicy, private: bool = True) -> tuple[s
 
 def redact_json(value: Any, policy: RedactionPolicy) -> tuple[Any, int]:
     """``value`` (a JSON value: str, list, dict, number, bool, None) with every string in it redacted
-    (``redact_text``; object keys stay as they are). Returns (value, count); an unchanged value is returned as it is.
-    The nesting is as deep as the JSON parser allowed."""
-    if isinstance(value, str):
-        return redact_text(value, policy)
-    if isinstance(value, list):
-        pairs = [redact_json(v, policy) for v in value]
-        n = sum(k for _, k in pairs)
-        return ([v for v, _ in pairs] if n else value), n
-    if isinstance(value, dict):
-        pairs = {key: redact_json(v, policy) for key, v in value.items()}
-        n = sum(k for _, k in pairs.values())
-        return ({key: v for key, (v, _) in pairs.items()} if n else value), n
-    return value, 0
+    (``redact_text``; object keys stay as they are). Returns (value, count); an unchanged value (or container) is
+    returned as it is. Iterative, so any nesting the JSON parser allowed (a message's ``meta`` 900 deep) is read
+    without Python's recursion limit; linear in the number of values."""
+
+    def leaf(v: Any) -> tuple[Any, int]:
+        return redact_text(v, policy) if isinstance(v, str) else (v, 0)
+
+    def children(node: Any) -> Any:
+        return iter(node.items()) if isinstance(node, dict) else enumerate(node)
+
+    if not isinstance(value, (list, dict)):
+        return leaf(value)
+    # a frame: [container, its children's iterator, (key, new value, count) of each child read, the key pending]
+    stack: list[list[Any]] = [[value, children(value), [], None]]
+    while True:
+        frame = stack[-1]
+        node, items, done = frame[0], frame[1], frame[2]
+        for key, child in items:
+            if isinstance(child, (list, dict)):
+                frame[3] = key
+                stack.append([child, children(child), [], None])
+                break
+            done.append((key, *leaf(child)))
+        else:
+            stack.pop()
+            n = sum(k for _, _, k in done)
+            if n:
+                node = {k: v for k, v, _ in done} if isinstance(node, dict) else [v for _, v, _ in done]
+            if not stack:
+                return node, n
+            stack[-1][2].append((stack[-1][3], node, n))
 
 
 def _redact_each(
