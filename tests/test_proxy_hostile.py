@@ -25,7 +25,8 @@ uvicorn = pytest.importorskip("uvicorn")
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import Response, StreamingResponse  # noqa: E402
 
-from lantern.integrations.proxy import MAX_REPLY_BYTES, _SSEEvents, _SSEText, build_app  # noqa: E402
+from lantern.integrations.proxy import MAX_REPLY_BYTES, build_app  # noqa: E402
+from lantern.integrations.sse import _SSEEvents, _SSEText  # noqa: E402
 
 
 def _chunk(text: str) -> bytes:

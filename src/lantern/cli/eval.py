@@ -134,47 +134,57 @@ def eval_(
     if dataset == "realcompact":
         return _eval_realcompact(data, out, limit, system, fit, workers)
 
-    def run() -> None:
-        try:
-            results = run_eval(
-                dataset,
-                data,
-                out,
-                split=split,
-                budget=budget,
-                limit=limit,
-                keep=keep,
-                compaction=compaction,
-                systems=system or None,
-                embedder=state.embedder,
-                cache_dir=cache,
-                plots=plots,
-                budgets=[int(x) for x in budgets.split(",") if x.strip()],
-                ratios=[float(x) for x in ratios.split(",") if x.strip()],
-                llm_base_url=llm_base_url,
-                llm_model=llm_model,
-                second_embedder=second_embedder,
-                workers=workers,
-                qa=qa,
-                qa_limit=qa_limit,
-                qa_context_chars=qa_context_chars,
-                qa_calibration=qa_calibration,
-                command="lantern " + shlex.join(sys.argv[1:]),
-                min_score=min_score,
-            )
-        except ValueError as e:
-            fail(str(e))
-        except KeyboardInterrupt:
-            note(
-                f"interrupted: nothing was written to {out}; the archive cache keeps the histories already "
-                "built, so the same command starts faster"
-            )
-            raise typer.Exit(130) from None
-        for line in eval_lines(results, out):
-            typer.echo(line)
-
+    options = dict(
+        split=split,
+        budget=budget,
+        limit=limit,
+        keep=keep,
+        compaction=compaction,
+        systems=system or None,
+        embedder=state.embedder,
+        cache_dir=cache,
+        plots=plots,
+        llm_base_url=llm_base_url,
+        llm_model=llm_model,
+        second_embedder=second_embedder,
+        workers=workers,
+        qa=qa,
+        qa_limit=qa_limit,
+        qa_context_chars=qa_context_chars,
+        qa_calibration=qa_calibration,
+        command="lantern " + shlex.join(sys.argv[1:]),
+        min_score=min_score,
+    )
     # its stores are in the archive cache (eval/run.py default_cache_dir), not at the global --db
-    guard(run, cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval")
+    guard(
+        lambda: _run_eval(run_eval, dataset, data, out, budgets, ratios, options),
+        cache or os.environ.get("LANTERN_EVAL_CACHE") or "~/.cache/lantern/eval",
+    )
+
+
+def _run_eval(run_eval, dataset: str, data: Path, out: Path, budgets: str, ratios: str, options: dict) -> None:
+    """``eval DATASET`` (every dataset but realcompact): one call of ``lantern.eval.run.main`` with the curve points
+    of ``budgets`` / ``ratios`` (comma-separated) and ``options``, then its summary lines; a ValueError (a bad curve
+    point among them) is a one-line error, Ctrl-C exits 130 saying nothing was written."""
+    try:
+        results = run_eval(
+            dataset,
+            data,
+            out,
+            budgets=[int(x) for x in budgets.split(",") if x.strip()],
+            ratios=[float(x) for x in ratios.split(",") if x.strip()],
+            **options,
+        )
+    except ValueError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        note(
+            f"interrupted: nothing was written to {out}; the archive cache keeps the histories already "
+            "built, so the same command starts faster"
+        )
+        raise typer.Exit(130) from None
+    for line in eval_lines(results, out):
+        typer.echo(line)
 
 
 def _eval_realcompact(

@@ -115,6 +115,25 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def render(results: dict[str, Any]) -> str:
+    """report.md from the results dict (eval/run.py): the run's description, the headline table, the paired
+    comparisons, the unanswerable questions, the per-category tables, the curves, the compaction methods, the
+    failure causes, archive latency, answer accuracy (with ``--qa``) and the plots."""
+    # the categories reported apart from the headline that this run has (LoCoMo's adversarial; none elsewhere)
+    separate = sorted(SEPARATE_CATEGORIES & {c for s in results["systems"].values() for c in s["by_category"]})
+    out = _description(results)
+    out += _headline(results, separate)
+    out += _comparisons(results, separate)
+    out += _unanswerable(results)
+    out += _categories(results)
+    out += _curves(results)
+    out += _compactions(results)
+    out += _failures(results)
+    out += _archive_latency_qa_plots(results)
+    return "\n".join(out) + "\n"
+
+
+def _description(results: dict[str, Any]) -> list[str]:
+    """The title and the bullets saying what was run on which data."""
     ds, cfg = results["dataset"], results["config"]
     out = [
         f"# Lantern evaluation: {ds['name']}",
@@ -159,8 +178,12 @@ def render(results: dict[str, Any]) -> str:
             "token is inside the block; any turn holding it counts (recall@k = hit@k). Every fact is asked with the "
             "compacted context's tail (last kept user message + summary); recovery searches the session's own store."
         ]
-    # the categories reported apart from the headline that this run has (LoCoMo's adversarial; none elsewhere)
-    separate = sorted(SEPARATE_CATEGORIES & {c for s in results["systems"].values() for c in s["by_category"]})
+    return out
+
+
+def _headline(results: dict[str, Any], separate: list[str]) -> list[str]:
+    """The headline table: every system's overall metrics over the facts not reported separately."""
+    out: list[str] = []
     out += [
         "",
         "## Headline"
@@ -203,6 +226,13 @@ def render(results: dict[str, Any]) -> str:
             ]
         )
     out += _table(header, rows)
+    return out
+
+
+def _comparisons(results: dict[str, Any], separate: list[str]) -> list[str]:
+    """One table per compared metric: the reference against each system (eval/run.py ``compare``)."""
+    ds = results["dataset"]
+    out: list[str] = []
     for metric, table in results.get("comparisons", {}).items():
         if not table:
             continue
@@ -246,7 +276,12 @@ def render(results: dict[str, Any]) -> str:
                 ]
             rows.append(row)
         out += _table(header, rows)
-    out += _unanswerable(results)
+    return out
+
+
+def _categories(results: dict[str, Any]) -> list[str]:
+    """Facts recovered and recall@10 per category (none when the data has no categories)."""
+    out: list[str] = []
     cats = sorted({c for s in results["systems"].values() for c in s["by_category"]})
     if cats:
         out += ["", "## Facts recovered by category", ""]
@@ -261,12 +296,22 @@ def render(results: dict[str, Any]) -> str:
             ["system"] + cats,
             [[n] + [num(s["by_category"][c]["recall@10"]) for c in cats] for n, s in results["systems"].items()],
         )
-    out += _curves(results)
-    out += _compactions(results)
+    return out
+
+
+def _failures(results: dict[str, Any]) -> list[str]:
+    """The failure causes of the pipeline systems' unrecovered headline facts."""
+    out: list[str] = []
     if results.get("failures"):
         causes = list(next(iter(results["failures"].values())))
         out += ["", "## Why facts were not recovered (pipeline systems, headline facts; one cause each)", ""]
         out += _table(["system"] + causes, [[n] + [str(f[c]) for c in causes] for n, f in results["failures"].items()])
+    return out
+
+
+def _archive_latency_qa_plots(results: dict[str, Any]) -> list[str]:
+    """Archive latency per turn (when any turn was timed), answer accuracy (``--qa``) and the plots' images."""
+    out: list[str] = []
     lat = results.get("archive_latency_ms") or {}
     if lat.get("turns_timed"):
         out += [
@@ -280,7 +325,7 @@ def render(results: dict[str, Any]) -> str:
         out += render_qa(results["qa"])
     for title, path in (results.get("plots") or {}).items():
         out += ["", f"![{title}]({path})"]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _curves(results: dict[str, Any]) -> list[str]:

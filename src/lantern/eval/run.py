@@ -175,93 +175,22 @@ def evaluate(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from lantern.eval.report import render, write_plots
-
     console = console or Console(stderr=True)
     chosen = dataset.select(split, limit)  # DatasetError when the split holds no history: no report
     systems = list(systems or select(None))
     cache_dir = cache_dir or default_cache_dir()
-    if any(not 0 < r <= 1 for r in ratios or ()):
-        raise ValueError(f"compaction ratios must lie in (0, 1], got {list(ratios or ())}")
-    if any(b <= 0 for b in budgets or ()):
-        raise ValueError(f"budgets must be positive numbers of characters, got {list(budgets or ())}")
-    if qa is not None and any(h.query == "context" for h in chosen.histories):
-        raise ValueError(f"--qa needs questions: the {dataset.name} facts are look-ahead tokens, not questions")
-    if qa is not None and not any(s.kind == "lantern" and s.name == REFERENCE for s in systems):
-        raise ValueError("--qa compares against the lantern system: keep it among --system")
+    _check(dataset, chosen, systems, budgets, ratios, qa)
     out_dir.mkdir(parents=True, exist_ok=True)  # after every check: a refused run leaves no folder behind
-    curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
-    comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
-
+    qa_rows: list[dict] = []
+    qa_section: Any = None
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as bar:
-        task = bar.add_task("archive", total=sum(len(history_turns(h)) for h in chosen.histories))
-        offsets: dict[str, int] = {}
-
-        def tick(hid: str, done: int, total: int) -> None:
-            offsets[hid] = done
-            bar.update(task, completed=sum(offsets.values()))
-
-        memo = memo_embedder(embedder)
-        systems = for_embedder(systems, memo)
-        archive_ms: list[float] = []
-        folder = build(chosen, cache_dir, memo, tick, archive_ms)
-        bar.update(task, completed=bar.tasks[task].total)
-        second_folder = None
-        if second_embedder:
-            offsets.clear()
-            bar.update(task, completed=0, description="archive (2nd embedder)")
-            memo2 = memo_embedder(second_embedder)
-            second_folder = build(chosen, cache_dir, memo2, tick, [])
-            for h in chosen.histories:
-                if json.loads(history_paths(folder, h)[1].read_text()) != json.loads(
-                    history_paths(second_folder, h)[1].read_text()
-                ):
-                    raise RuntimeError(f"{h.id}: the two embedders' stores hold different entry ids; clear the cache")
-            dual = dual_system(memo2.id, systems[0].config) if chosen.histories else None
-            if dual and dual.name not in {s.name for s in systems}:
-                systems.insert(1, dual)
-
-        has_summaries = any(h.summaries for h in chosen.histories)
-        methods = [
-            m
-            for m in METHODS
-            if m != compaction
-            and comp_systems
-            and not (m == "session_summary" and not has_summaries)
-            and not (m == "llm_summary" and summarizer is None)
-        ]
-        phases = [Phase("main", None, systems, compaction, keep, None, budget, "", second=True)]
-        phases += [
-            Phase("budget", b, curve_systems, compaction, keep, None, b, f"budget {b:>6,} ")
-            for b in budgets or ()
-            if b != budget
-        ]
-        phases += [
-            Phase("ratio", r, curve_systems, compaction, None, r, budget, f"ratio {r:.2f} ") for r in ratios or ()
-        ]
-        phases += [Phase("method", m, comp_systems, m, keep, None, budget, f"{m} ") for m in methods]
-        reference = [s for s in systems if s.name == REFERENCE]
-        if reference and any(foreign_questions(chosen.histories, i) for i in range(len(chosen.histories))):
-            phases += [Phase(NO_ANSWER, None, reference, compaction, keep, None, budget, "no answer ")]
-        # one job per history (its questions are embedded once, in one process), the longest first
-        jobs = sorted(
-            (
-                Job(
-                    h,
-                    phases,
-                    str(folder),
-                    embedder,
-                    str(second_folder) if second_folder else None,
-                    second_embedder,
-                    summarizer,
-                    foreign_questions(chosen.histories, i),
-                )
-                for i, h in enumerate(chosen.histories)
-            ),
-            key=lambda j: -len(j.history.messages) * max(1, len(j.history.facts)),
+        memo, systems, folder, second_folder, archive_ms = _archive(
+            bar, chosen, systems, cache_dir, embedder, second_embedder
         )
+        phases = _phases(chosen, systems, compaction, keep, budget, budgets, ratios, summarizer)
+        jobs = _jobs(chosen, phases, folder, embedder, second_folder, second_embedder, summarizer)
         tasks: dict[str, Any] = {}
 
         def advance(label: str, total: int, done: int) -> None:
@@ -269,14 +198,7 @@ def evaluate(
                 tasks[label] = bar.add_task(label, total=0)
             bar.update(tasks[label], total=bar.tasks[tasks[label]].total + total, advance=done)
 
-        if (
-            summarizer is not None
-            or not (embedder is None or isinstance(embedder, str))
-            or second_embedder
-            and not isinstance(second_embedder, str)
-        ):
-            workers = 1  # the LLM summary's request counter and an Embedder object stay in this process
-        workers = workers if workers is not None else default_workers()
+        workers = _workers(workers, summarizer, embedder, second_embedder)
         results_of = run_jobs(jobs, workers, advance)
         if qa is not None:
             from lantern.eval import qa as qa_mod
@@ -287,21 +209,161 @@ def evaluate(
             )
 
     def merged(phase: str, point: Any) -> tuple[dict[str, list[dict]], list[Case], dict[str, dict[str, int]]]:
-        """One phase's rows, cases and counts, histories in dataset order."""
-        rows: dict[str, list[dict]] = {}
-        cases: list[Case] = []
-        counts: dict[str, dict[str, int]] = {}
-        order = {h.id: i for i, h in enumerate(chosen.histories)}
-        for r in sorted(results_of, key=lambda r: order[r.history]):  # dataset order
-            if r.phase == phase and r.point == point:
-                for name, rs in r.rows.items():
-                    rows.setdefault(name, []).extend(rs)
-                cases.extend(r.cases)
-                counts[r.history] = r.counts
-        return rows, cases, counts
+        return _merged(chosen, results_of, phase, point)
 
     rows, all_cases, counts = merged("main", None)
     rows = {s.name: rows.get(s.name, []) for s in systems}
+    base = systems[0].config or Config()
+    results = aggregate(rows, all_cases, systems)
+    no_answer = merged(NO_ANSWER, None)[0].get(REFERENCE, [])
+    results["unanswerable"] = _unanswerable(rows, no_answer, base)
+    results["curves"] = _curves(merged, rows, systems, budget, budgets, ratios)
+    results["compactions"] = _compactions(
+        merged, rows, all_cases, systems, compaction, summarizer, qa, any(h.summaries for h in chosen.histories)
+    )
+    if summarizer is not None:
+        results["llm"] = summarizer.describe()
+    results["dataset"] = _dataset_section(dataset, chosen, split, limit, counts)
+    results["config"] = _config_section(systems, base, budget, keep, compaction, memo.id, workers)
+    results["archive_latency_ms"] = {
+        "turns_timed": len(archive_ms),
+        "p50": metrics.percentile(archive_ms, 50),
+        "p95": metrics.percentile(archive_ms, 95),
+        "note": "per turn, batches of 64 turns; empty when every history came from the cache",
+    }
+    if qa is not None:
+        results["qa"] = qa_section
+    _write(out_dir, results, rows, no_answer, qa_rows if qa is not None else None, plots)
+    return results
+
+
+def _check(dataset: Dataset, chosen, systems: Sequence[System], budgets, ratios, qa) -> None:
+    """The argument checks of ``evaluate``, before anything is written. ValueError names the bad argument."""
+    if any(not 0 < r <= 1 for r in ratios or ()):
+        raise ValueError(f"compaction ratios must lie in (0, 1], got {list(ratios or ())}")
+    if any(b <= 0 for b in budgets or ()):
+        raise ValueError(f"budgets must be positive numbers of characters, got {list(budgets or ())}")
+    if qa is not None and any(h.query == "context" for h in chosen.histories):
+        raise ValueError(f"--qa needs questions: the {dataset.name} facts are look-ahead tokens, not questions")
+    if qa is not None and not any(s.kind == "lantern" and s.name == REFERENCE for s in systems):
+        raise ValueError("--qa compares against the lantern system: keep it among --system")
+
+
+def _archive(bar, chosen, systems: list[System], cache_dir: Path, embedder, second_embedder):
+    """Archive every chosen history (cached) under ``bar``'s "archive" task; with ``second_embedder`` a second
+    set of stores and the dual system inserted after the first. Returns (memo embedder, systems, store folder,
+    second folder or None, archive latencies in ms). RuntimeError when the two sets' entry ids differ."""
+    task = bar.add_task("archive", total=sum(len(history_turns(h)) for h in chosen.histories))
+    offsets: dict[str, int] = {}
+
+    def tick(hid: str, done: int, total: int) -> None:
+        offsets[hid] = done
+        bar.update(task, completed=sum(offsets.values()))
+
+    memo = memo_embedder(embedder)
+    systems = for_embedder(systems, memo)
+    archive_ms: list[float] = []
+    folder = build(chosen, cache_dir, memo, tick, archive_ms)
+    bar.update(task, completed=bar.tasks[task].total)
+    second_folder = None
+    if second_embedder:
+        offsets.clear()
+        bar.update(task, completed=0, description="archive (2nd embedder)")
+        memo2 = memo_embedder(second_embedder)
+        second_folder = build(chosen, cache_dir, memo2, tick, [])
+        for h in chosen.histories:
+            if json.loads(history_paths(folder, h)[1].read_text()) != json.loads(
+                history_paths(second_folder, h)[1].read_text()
+            ):
+                raise RuntimeError(f"{h.id}: the two embedders' stores hold different entry ids; clear the cache")
+        dual = dual_system(memo2.id, systems[0].config) if chosen.histories else None
+        if dual and dual.name not in {s.name for s in systems}:
+            systems.insert(1, dual)
+    return memo, systems, folder, second_folder, archive_ms
+
+
+def _workers(workers: int | None, summarizer, embedder, second_embedder) -> int:
+    """The processes the jobs run in: 1 when a summarizer or an Embedder object is given (the LLM summary's request
+    counter and an Embedder object stay in this process), else ``workers`` or ``jobs.default_workers()``."""
+    if (
+        summarizer is not None
+        or not (embedder is None or isinstance(embedder, str))
+        or second_embedder
+        and not isinstance(second_embedder, str)
+    ):
+        workers = 1
+    return workers if workers is not None else default_workers()
+
+
+def _phases(chosen, systems: Sequence[System], compaction: str, keep, budget, budgets, ratios, summarizer):
+    """The phases every history runs: the main table, the budget and ratio curve points, the other compaction
+    methods, and the no-answer questions when some history has foreign questions."""
+    curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
+    comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
+    has_summaries = any(h.summaries for h in chosen.histories)
+    methods = [
+        m
+        for m in METHODS
+        if m != compaction
+        and comp_systems
+        and not (m == "session_summary" and not has_summaries)
+        and not (m == "llm_summary" and summarizer is None)
+    ]
+    phases = [Phase("main", None, systems, compaction, keep, None, budget, "", second=True)]
+    phases += [
+        Phase("budget", b, curve_systems, compaction, keep, None, b, f"budget {b:>6,} ")
+        for b in budgets or ()
+        if b != budget
+    ]
+    phases += [Phase("ratio", r, curve_systems, compaction, None, r, budget, f"ratio {r:.2f} ") for r in ratios or ()]
+    phases += [Phase("method", m, comp_systems, m, keep, None, budget, f"{m} ") for m in methods]
+    reference = [s for s in systems if s.name == REFERENCE]
+    if reference and any(foreign_questions(chosen.histories, i) for i in range(len(chosen.histories))):
+        phases += [Phase(NO_ANSWER, None, reference, compaction, keep, None, budget, "no answer ")]
+    return phases
+
+
+def _jobs(chosen, phases, folder: Path, embedder, second_folder, second_embedder, summarizer) -> list[Job]:
+    """One job per history (its questions are embedded once, in one process), the longest first."""
+    return sorted(
+        (
+            Job(
+                h,
+                phases,
+                str(folder),
+                embedder,
+                str(second_folder) if second_folder else None,
+                second_embedder,
+                summarizer,
+                foreign_questions(chosen.histories, i),
+            )
+            for i, h in enumerate(chosen.histories)
+        ),
+        key=lambda j: -len(j.history.messages) * max(1, len(j.history.facts)),
+    )
+
+
+def _merged(
+    chosen, results_of, phase: str, point: Any
+) -> tuple[dict[str, list[dict]], list[Case], dict[str, dict[str, int]]]:
+    """One phase's rows, cases and counts, histories in dataset order."""
+    rows: dict[str, list[dict]] = {}
+    cases: list[Case] = []
+    counts: dict[str, dict[str, int]] = {}
+    order = {h.id: i for i, h in enumerate(chosen.histories)}
+    for r in sorted(results_of, key=lambda r: order[r.history]):  # dataset order
+        if r.phase == phase and r.point == point:
+            for name, rs in r.rows.items():
+                rows.setdefault(name, []).extend(rs)
+            cases.extend(r.cases)
+            counts[r.history] = r.counts
+    return rows, cases, counts
+
+
+def _curves(merged, rows, systems: Sequence[System], budget, budgets, ratios) -> dict[str, Any]:
+    """results["curves"]: the curve systems' points over ``budgets`` (the main budget's from the main rows) and
+    over ``ratios`` (with the facts lost at each ratio)."""
+    curve_systems = [s for s in systems if s.name in CURVE_SYSTEMS]
     by_budget = {}
     for b in budgets or ():
         by_budget[b] = _point(
@@ -314,6 +376,20 @@ def evaluate(
         sub, _, cn = merged("ratio", r)
         by_ratio[r] = _point({s.name: sub.get(s.name, []) for s in curve_systems})
         ratio_lost.append(sum(c["lost"] for c in cn.values()))
+    curves: dict[str, Any] = {}
+    if by_budget:
+        curves["budget"] = _curve(list(by_budget), by_budget)
+    if by_ratio:
+        curves["ratio"] = {**_curve(list(by_ratio), by_ratio), "lost": ratio_lost}
+    return curves
+
+
+def _compactions(
+    merged, rows, all_cases, systems: Sequence[System], compaction: str, summarizer, qa, has_summaries: bool
+) -> dict[str, Any]:
+    """results["compactions"]: per compaction method, the facts it lost and the compaction systems' point, or
+    why it was skipped."""
+    comp_systems = [s for s in systems if s.name in COMPACTION_SYSTEMS]
     compactions: dict[str, Any] = {}
     for method in METHODS:
         if method == "session_summary" and not has_summaries:
@@ -335,11 +411,13 @@ def evaluate(
                 "lost": len(cs),
                 "systems": _point({s.name: sub.get(s.name, []) for s in comp_systems}),
             }
+    return compactions
 
-    base = systems[0].config or Config()
-    results = aggregate(rows, all_cases, systems)
-    no_answer = merged(NO_ANSWER, None)[0].get(REFERENCE, [])
-    results["unanswerable"] = {
+
+def _unanswerable(rows: dict[str, list[dict]], no_answer: list[dict], base: Config) -> dict[str, Any]:
+    """results["unanswerable"]: what each system returns for questions with nothing to find (adversarial,
+    no-answer) vs answerable ones, and the relevance-floor sweep when Lantern's rows carry relevance."""
+    out: dict[str, Any] = {
         "adversarial": {
             name: nothing_expected([r for r in rs if r["category"] in SEPARATE_CATEGORIES])
             for name, rs in rows.items()
@@ -354,7 +432,7 @@ def evaluate(
     }
     lantern_rows = rows.get(REFERENCE, [])
     if any(r.get("relevance") is not None for r in lantern_rows):
-        results["unanswerable"]["sweep"] = floor_sweep(
+        out["sweep"] = floor_sweep(
             [r for r in lantern_rows if r["category"] not in SEPARATE_CATEGORIES],
             {
                 kind: rs
@@ -368,19 +446,12 @@ def evaluate(
             base.clear_score,
             base.short_budget,
         )
-    if no_answer:
-        with (out_dir / "no_answer.jsonl").open("w", encoding="utf-8") as f:
-            for r in no_answer:
-                f.write(json.dumps({"system": REFERENCE, **r}, ensure_ascii=False) + "\n")
-    results["curves"] = {}
-    if by_budget:
-        results["curves"]["budget"] = _curve(list(by_budget), by_budget)
-    if by_ratio:
-        results["curves"]["ratio"] = {**_curve(list(by_ratio), by_ratio), "lost": ratio_lost}
-    results["compactions"] = compactions
-    if summarizer is not None:
-        results["llm"] = summarizer.describe()
-    results["dataset"] = {
+    return out
+
+
+def _dataset_section(dataset: Dataset, chosen, split: str, limit, counts) -> dict[str, Any]:
+    """results["dataset"]: the data's identity, the chosen histories and the per-history fact counts."""
+    return {
         "name": dataset.name,
         "path": dataset.path,
         "sha256": dataset.sha256,
@@ -396,11 +467,17 @@ def evaluate(
         "kept": sum(c["kept"] for c in counts.values()),
         "no_evidence": sum(c["no_evidence"] for c in counts.values()),
     }
-    results["config"] = {
+
+
+def _config_section(
+    systems: Sequence[System], base: Config, budget, keep, compaction: str, embedder_id: str, workers
+) -> dict[str, Any]:
+    """results["config"]: the run's settings, every system's kind and configuration, the processes used."""
+    return {
         "budget": budget,
         "keep": keep,
         "compaction": compaction,
-        "embedder": memo.id,
+        "embedder": embedder_id,
         "systems": {
             s.name: {
                 "kind": s.kind,
@@ -413,14 +490,18 @@ def evaluate(
         "workers": workers,
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
-    results["archive_latency_ms"] = {
-        "turns_timed": len(archive_ms),
-        "p50": metrics.percentile(archive_ms, 50),
-        "p95": metrics.percentile(archive_ms, 95),
-        "note": "per turn, batches of 64 turns; empty when every history came from the cache",
-    }
-    if qa is not None:
-        results["qa"] = qa_section
+
+
+def _write(out_dir: Path, results: dict, rows, no_answer: list[dict], qa_rows, plots: bool) -> None:
+    """Write no_answer.jsonl (when any), qa.jsonl (``qa_rows`` not None), results.json, facts.jsonl, the plots
+    (their names into ``results["plots"]``) and report.md into ``out_dir``."""
+    from lantern.eval.report import render, write_plots
+
+    if no_answer:
+        with (out_dir / "no_answer.jsonl").open("w", encoding="utf-8") as f:
+            for r in no_answer:
+                f.write(json.dumps({"system": REFERENCE, **r}, ensure_ascii=False) + "\n")
+    if qa_rows is not None:
         with (out_dir / "qa.jsonl").open("w", encoding="utf-8") as f:
             for r in qa_rows:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
@@ -433,7 +514,6 @@ def evaluate(
         results["plots"] = write_plots(results, out_dir)
         (out_dir / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
     (out_dir / "report.md").write_text(render(results), encoding="utf-8")
-    return results
 
 
 def aggregate(rows: dict[str, list[dict]], cases: Sequence[Case], systems: Sequence[System]) -> dict[str, Any]:

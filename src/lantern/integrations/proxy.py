@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -69,6 +68,7 @@ from lantern.integrations.schemas import (
     StatsResponse,
 )
 from lantern.integrations.service import MemoryService, NoDatabaseError
+from lantern.integrations.sse import _AnthropicSSE, _SSEText
 from lantern.integrations.tokens import FailureLimit
 from lantern.llm import ACCEPTED_ENCODINGS, BodyDecoder, parse_answer
 
@@ -150,146 +150,22 @@ def build_app(
 
         service = MemoryService(path, embedder, Config(rewound=rewound), source="proxy")
     service.start_filler()
-    bearer = HTTPBearer(auto_error=False)
-
-    failures = FailureLimit()  # wrong tokens per client address (integrations/tokens.py)
-
-    def authorize(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
-        if token is None:
-            return
-        client = request.client.host if request.client else ""
-        if creds is not None and (wait := failures.wait(client)):
-            retry = str(int(wait) + 1)
-            raise HTTPException(429, f"too many wrong tokens: try again in {retry} s", headers={"Retry-After": retry})
-        if creds is None or not secrets.compare_digest(creds.credentials.encode(), token.encode()):
-            if creds is not None:
-                failures.failed(client)
-            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        yield
-        forwarder = getattr(app.state, "forwarder", None)
-        if forwarder is not None:
-            await forwarder.aclose()
-        service.close()
-
     app = FastAPI(
-        lifespan=lifespan,
+        lifespan=_lifespan,
         title="Lantern memory API",
         version=_version(),
         description="Archive conversation turns; recover the specifics a compaction lost.",
-        dependencies=[Depends(authorize)],
+        dependencies=[Depends(_authorize)],
         # with a token every path needs it: the interactive docs and the schema are not served then
         docs_url=None if token else "/docs",
         redoc_url=None if token else "/redoc",
         openapi_url=None if token else "/openapi.json",
     )
     app.state.service = service
-    app.add_middleware(
-        OriginGuard,
-        token=token is not None,
-        json_path=lambda path: path.startswith(JSON_PATHS),
-        respond=lambda status, message: JSONResponse({"error": message}, status_code=status),
-    )
-
-    @app.exception_handler(StarletteHTTPException)  # ours (401) and the router's (404 unknown path, 405)
-    async def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=e.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": invalid_body_message(request.url.path, e.errors())}, status_code=422)
-
-    @app.exception_handler(NoDatabaseError)
-    async def _no_db(request: Request, e: NoDatabaseError) -> JSONResponse:
-        return JSONResponse({"error": str(e)}, status_code=404)
-
-    @app.exception_handler(DatabaseUnavailableError)  # the database server down or the connection lost: retry later
-    async def _unavailable(request: Request, e: DatabaseUnavailableError) -> JSONResponse:
-        return JSONResponse({"error": str(e)}, status_code=503)
-
-    async def _bad_input(request: Request, e: Exception) -> JSONResponse:
-        return JSONResponse({"error": str(e)}, status_code=400)
-
-    for bad_input in (LanternError, ValueError, TypeError):  # the caller's input, said in one line
-        app.add_exception_handler(bad_input, _bad_input)
-
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, e: Exception) -> JSONResponse:
-        log.exception("internal error on %s", request.url.path)
-        return JSONResponse({"error": f"internal error {type(e).__name__}"}, status_code=500)
-
-    # plain `def` endpoints run in the threadpool; MemoryService serializes them with its lock
-    @app.post("/v1/memory/archive", response_model=ArchiveResponse, responses=ERRORS, tags=["memory"])
-    def archive(req: ArchiveRequest) -> dict[str, Any]:
-        """Archive conversation turns in one transaction (already archived turns count as duplicates).
-        Secrets are redacted before anything is stored."""
-        return service.archive(req.messages, req.session, req.user, req.agent, req.project)
-
-    @app.post(
-        "/v1/memory/recover",
-        response_model=RecoverResponse,
-        responses={**ERRORS, 404: {"model": ErrorResponse}},
-        tags=["memory"],
-    )
-    def recover(req: RecoverRequest) -> dict[str, Any]:
-        """The block of archived turns to inject after a compaction."""
-        return service.recover(req.query, req.session, req.budget, req.exclude, req.user, req.agent, req.project)
-
-    @app.post(
-        "/v1/memory/recover_compaction",
-        response_model=CompactionRecoverResponse,
-        responses={**ERRORS, 404: {"model": ErrorResponse}},
-        tags=["memory"],
-    )
-    def recover_compaction(req: CompactionRecoverRequest) -> dict[str, Any]:
-        """What a compaction lost, as the block to inject after it (Lantern.recover_compaction)."""
-        return service.recover_compaction(
-            req.summary, req.session, req.budget, req.live, req.user, req.agent, req.project
-        )
-
-    @app.post(
-        "/v1/memory/search",
-        response_model=SearchResponse,
-        responses={**ERRORS, 404: {"model": ErrorResponse}},
-        tags=["memory"],
-    )
-    def search(req: SearchRequest) -> dict[str, Any]:
-        """Top k archived turns by fused score, with each signal's rank."""
-        return service.search(req.query, req.k, req.session, req.user, req.agent, req.project)
-
-    @app.post(
-        "/v1/memory/forget",
-        response_model=ForgetResponse,
-        responses={**ERRORS, 404: {"model": ErrorResponse}},
-        tags=["memory"],
-    )
-    def forget(req: ForgetRequest) -> dict[str, Any]:
-        """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
-        return service.forget(req.entry, req.session, req.user, req.agent, req.project)
-
-    @app.post(
-        "/v1/memory/feedback",
-        response_model=FeedbackResponse,
-        responses={**ERRORS, 404: {"model": ErrorResponse}},
-        tags=["memory"],
-    )
-    def feedback(req: FeedbackRequest) -> dict[str, Any]:
-        """Whether recovered entries were useful (their success rate σ)."""
-        return service.feedback(req.entry_ids, req.useful, req.user, req.agent, req.project)
-
-    @app.get(
-        "/v1/memory/stats",
-        response_model=StatsResponse,
-        responses={**ERRORS, 404: {"model": ErrorResponse}},
-        tags=["memory"],
-    )
-    def stats(user: str | None = None, agent: str | None = None, project: str | None = None) -> dict[str, Any]:
-        """Entries, sessions, text characters, pruned entries and pending recoveries of one user (query ``user``,
-        default the default user; ``agent`` / ``project`` filter), embedder, schema version."""
-        return service.stats(user, agent, project)
-
+    app.state.token = token
+    app.state.failures = FailureLimit()  # wrong tokens per client address (integrations/tokens.py)
+    _add_guards(app, token is not None)
+    app.include_router(memory_routes)
     if upstream:
         _add_forwarding(
             app,
@@ -301,18 +177,178 @@ def build_app(
             rerank=rerank,
         )
     else:  # the memory API alone: a chat-completions client pointed here learns why nothing answers
-
-        @app.api_route("/v1/chat/completions", methods=["POST"], include_in_schema=False)
-        def no_upstream() -> JSONResponse:
-            return JSONResponse(
-                {
-                    "error": "no upstream: this server has only the memory API (/v1/memory/...); start "
-                    "lantern serve --upstream URL to proxy chat completions"
-                },
-                status_code=404,
-            )
-
+        app.add_api_route("/v1/chat/completions", no_upstream, methods=["POST"], include_in_schema=False)
     return BodyLimit(app, max_body_bytes)
+
+
+def _add_guards(app: FastAPI, token: bool) -> None:
+    """The origin guard (integrations/origin.py; ``token``: whether a bearer token is required), and the error
+    handlers: every error becomes ``{"error": one line}``: 400 bad input, 401 / 404 / 405 / 429 from the router or
+    ``_authorize``, 404 no database, 422 an invalid body, 503 the database unavailable, 500 anything else."""
+    app.add_middleware(
+        OriginGuard,
+        token=token,
+        json_path=lambda path: path.startswith(JSON_PATHS),
+        respond=lambda status, message: JSONResponse({"error": message}, status_code=status),
+    )
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # ours (401) and the router's (404 path, 405)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(NoDatabaseError, _no_db)
+    app.add_exception_handler(DatabaseUnavailableError, _unavailable)  # the server down or the connection lost
+    for bad_input in (LanternError, ValueError, TypeError):  # the caller's input, said in one line
+        app.add_exception_handler(bad_input, _bad_input)
+    app.add_exception_handler(Exception, _internal)
+
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def _authorize(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
+    """Every request's check of ``app.state.token`` (None: none needed): 401 on a missing or wrong bearer token,
+    429 with Retry-After (seconds) while the client address has too many wrong tokens (``app.state.failures``)."""
+    token, failures = request.app.state.token, request.app.state.failures
+    if token is None:
+        return
+    client = request.client.host if request.client else ""
+    if creds is not None and (wait := failures.wait(client)):
+        retry = str(int(wait) + 1)
+        raise HTTPException(429, f"too many wrong tokens: try again in {retry} s", headers={"Retry-After": retry})
+    if creds is None or not secrets.compare_digest(creds.credentials.encode(), token.encode()):
+        if creds is not None:
+            failures.failed(client)
+        raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    yield
+    forwarder = getattr(app.state, "forwarder", None)
+    if forwarder is not None:
+        await forwarder.aclose()
+    app.state.service.close()
+
+
+async def _http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+    return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=e.headers)
+
+
+async def _invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+    return JSONResponse({"error": invalid_body_message(request.url.path, e.errors())}, status_code=422)
+
+
+async def _no_db(request: Request, e: NoDatabaseError) -> JSONResponse:
+    return JSONResponse({"error": str(e)}, status_code=404)
+
+
+async def _unavailable(request: Request, e: DatabaseUnavailableError) -> JSONResponse:  # retry later
+    return JSONResponse({"error": str(e)}, status_code=503)
+
+
+async def _bad_input(request: Request, e: Exception) -> JSONResponse:
+    return JSONResponse({"error": str(e)}, status_code=400)
+
+
+async def _internal(request: Request, e: Exception) -> JSONResponse:
+    log.exception("internal error on %s", request.url.path)
+    return JSONResponse({"error": f"internal error {type(e).__name__}"}, status_code=500)
+
+
+# the memory API's routes, over ``app.state.service``; plain `def` endpoints run in the threadpool, MemoryService
+# serializes them with its lock
+memory_routes = APIRouter()
+
+
+def _service(request: Request) -> MemoryService:
+    return request.app.state.service
+
+
+@memory_routes.post("/v1/memory/archive", response_model=ArchiveResponse, responses=ERRORS, tags=["memory"])
+def archive(request: Request, req: ArchiveRequest) -> dict[str, Any]:
+    """Archive conversation turns in one transaction (already archived turns count as duplicates).
+    Secrets are redacted before anything is stored."""
+    return _service(request).archive(req.messages, req.session, req.user, req.agent, req.project)
+
+
+@memory_routes.post(
+    "/v1/memory/recover",
+    response_model=RecoverResponse,
+    responses={**ERRORS, 404: {"model": ErrorResponse}},
+    tags=["memory"],
+)
+def recover(request: Request, req: RecoverRequest) -> dict[str, Any]:
+    """The block of archived turns to inject after a compaction."""
+    return _service(request).recover(req.query, req.session, req.budget, req.exclude, req.user, req.agent, req.project)
+
+
+@memory_routes.post(
+    "/v1/memory/recover_compaction",
+    response_model=CompactionRecoverResponse,
+    responses={**ERRORS, 404: {"model": ErrorResponse}},
+    tags=["memory"],
+)
+def recover_compaction(request: Request, req: CompactionRecoverRequest) -> dict[str, Any]:
+    """What a compaction lost, as the block to inject after it (Lantern.recover_compaction)."""
+    return _service(request).recover_compaction(
+        req.summary, req.session, req.budget, req.live, req.user, req.agent, req.project
+    )
+
+
+@memory_routes.post(
+    "/v1/memory/search",
+    response_model=SearchResponse,
+    responses={**ERRORS, 404: {"model": ErrorResponse}},
+    tags=["memory"],
+)
+def search(request: Request, req: SearchRequest) -> dict[str, Any]:
+    """Top k archived turns by fused score, with each signal's rank."""
+    return _service(request).search(req.query, req.k, req.session, req.user, req.agent, req.project)
+
+
+@memory_routes.post(
+    "/v1/memory/forget",
+    response_model=ForgetResponse,
+    responses={**ERRORS, 404: {"model": ErrorResponse}},
+    tags=["memory"],
+)
+def forget(request: Request, req: ForgetRequest) -> dict[str, Any]:
+    """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
+    return _service(request).forget(req.entry, req.session, req.user, req.agent, req.project)
+
+
+@memory_routes.post(
+    "/v1/memory/feedback",
+    response_model=FeedbackResponse,
+    responses={**ERRORS, 404: {"model": ErrorResponse}},
+    tags=["memory"],
+)
+def feedback(request: Request, req: FeedbackRequest) -> dict[str, Any]:
+    """Whether recovered entries were useful (their success rate σ)."""
+    return _service(request).feedback(req.entry_ids, req.useful, req.user, req.agent, req.project)
+
+
+@memory_routes.get(
+    "/v1/memory/stats",
+    response_model=StatsResponse,
+    responses={**ERRORS, 404: {"model": ErrorResponse}},
+    tags=["memory"],
+)
+def stats(
+    request: Request, user: str | None = None, agent: str | None = None, project: str | None = None
+) -> dict[str, Any]:
+    """Entries, sessions, text characters, pruned entries and pending recoveries of one user (query ``user``,
+    default the default user; ``agent`` / ``project`` filter), embedder, schema version."""
+    return _service(request).stats(user, agent, project)
+
+
+def no_upstream() -> JSONResponse:
+    """``/v1/chat/completions`` without an upstream: 404 saying this server has only the memory API."""
+    return JSONResponse(
+        {
+            "error": "no upstream: this server has only the memory API (/v1/memory/...); start "
+            "lantern serve --upstream URL to proxy chat completions"
+        },
+        status_code=404,
+    )
 
 
 class BodyLimit:
@@ -912,172 +948,6 @@ async def _read_capped(resp: Any, limit: int) -> bytes | None:
             return None
         parts.append(chunk)
     return b"".join(parts)
-
-
-class _SSEText:
-    """Accumulates the assistant reply of an OpenAI chat-completions SSE stream: the text
-    (``choices[0].delta.content``) and the tool calls, whose ``delta.tool_calls[i]`` pieces (``index``, then ``id``,
-    ``function.name`` and ``function.arguments`` in fragments) are assembled by ``index``. ``reply`` is the assembled
-    assistant message, as the non-streamed ``choices[0].message`` would be; None when the stream held neither."""
-
-    def __init__(self) -> None:
-        self.sse = _SSEEvents()
-        self.parts: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-
-    def feed(self, chunk: bytes) -> None:
-        for event in self.sse.events(chunk):
-            choices = event.get("choices")
-            delta = (
-                choices[0].get("delta")
-                if isinstance(choices, list) and choices and isinstance(choices[0], dict)
-                else None
-            )
-            if not isinstance(delta, dict):  # a keep-alive or another shape: skip it
-                continue
-            if isinstance(delta.get("content"), str):
-                self.parts.append(delta["content"])
-            if isinstance(delta.get("tool_calls"), list):
-                for piece in delta["tool_calls"]:
-                    self._add_call_piece(piece)
-
-    def _add_call_piece(self, piece: Any) -> None:
-        if not isinstance(piece, dict):
-            return
-        index = piece.get("index") if isinstance(piece.get("index"), int) else len(self.calls)
-        call = self.calls.setdefault(index, {"id": None, "type": "function", "name": [], "arguments": []})
-        if isinstance(piece.get("id"), str):
-            call["id"] = piece["id"]
-        if isinstance(piece.get("type"), str):
-            call["type"] = piece["type"]
-        fn = piece.get("function") if isinstance(piece.get("function"), dict) else {}
-        if isinstance(fn.get("name"), str):
-            call["name"].append(fn["name"])
-        if isinstance(fn.get("arguments"), str):
-            call["arguments"].append(fn["arguments"])
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    @property
-    def reply(self) -> Message | None:
-        calls = [
-            {
-                "id": c["id"],
-                "type": c["type"],
-                "function": {"name": "".join(c["name"]), "arguments": "".join(c["arguments"])},
-            }
-            for _, c in sorted(self.calls.items())
-        ]
-        if not self.parts and not calls:
-            return None
-        reply: Message = {"role": "assistant", "content": self.text or None}
-        if calls:
-            reply["tool_calls"] = calls
-        return reply
-
-
-_LINE_END = re.compile(rb"[\r\n]")
-
-
-class _SSEEvents:
-    """The ``data:`` payloads of an SSE byte stream, as JSON objects, fed in arbitrary chunks. Lines end with LF,
-    CRLF or CR (the SSE grammar allows all three). Linear in the stream's size: each chunk is scanned once, and a
-    line longer than ``MAX_LINE_BYTES`` (not SSE, or one giant event) is dropped instead of buffered (buffered, a
-    stream without newlines would be re-copied on every chunk: quadratic, on the event loop)."""
-
-    MAX_LINE_BYTES = 16 << 20  # ours: far above any chat-completion delta
-
-    def __init__(self) -> None:
-        self.buffer = bytearray()
-        self.overflow = False  # inside a line over MAX_LINE_BYTES: skip to its end
-
-    def events(self, chunk: bytes) -> list[dict[str, Any]]:
-        if not _LINE_END.search(chunk):  # no line ends: extend the buffer, nothing to parse yet
-            if not self.overflow:
-                self.buffer += chunk
-                if len(self.buffer) > self.MAX_LINE_BYTES:
-                    self.overflow, self.buffer = True, bytearray()
-            return []
-        data = bytes(self.buffer) + chunk  # once per chunk with a line end; the buffer is only the unfinished line
-        held = b""
-        if data.endswith(b"\r"):  # maybe the first half of a CRLF split over two chunks
-            data, held = data[:-1], b"\r"
-        lines = re.split(rb"\r\n|\r|\n", data)
-        tail = lines.pop() + held
-        out = []
-        for line in lines:
-            if self.overflow:
-                self.overflow = False  # the end of the dropped line
-                continue
-            event = self._event(line)
-            if event is not None:
-                out.append(event)
-        if self.overflow or len(tail) > self.MAX_LINE_BYTES:
-            self.overflow, tail = True, b""
-        self.buffer = bytearray(tail)
-        return out
-
-    @staticmethod
-    def _event(line: bytes) -> dict[str, Any] | None:
-        line = line.strip()
-        if not line.startswith(b"data:"):
-            return None
-        data = line[5:].strip()
-        if not data or data == b"[DONE]":
-            return None
-        try:
-            event = parse_answer(data, max_bytes=_SSEEvents.MAX_LINE_BYTES)
-        except ValueError:
-            return None
-        return event if isinstance(event, dict) else None
-
-
-class _AnthropicSSE:
-    """Assembles the assistant message of an Anthropic Messages SSE stream: ``content_block_start`` opens block
-    ``index`` (text, or tool_use with id and name), ``content_block_delta`` adds ``text_delta.text`` or
-    ``input_json_delta.partial_json``. ``reply``: ``{"role": "assistant", "content": [blocks]}`` (tool_use
-    ``input`` parsed from the joined JSON, kept as a string when it does not parse); None when empty."""
-
-    def __init__(self) -> None:
-        self.sse = _SSEEvents()
-        self.blocks: dict[int, dict[str, Any]] = {}
-
-    def feed(self, chunk: bytes) -> None:
-        for event in self.sse.events(chunk):
-            index = event.get("index")
-            if not isinstance(index, int):
-                continue
-            if event.get("type") == "content_block_start" and isinstance(event.get("content_block"), dict):
-                start = event["content_block"]
-                self.blocks[index] = {
-                    "type": start.get("type"),
-                    "id": start.get("id"),
-                    "name": start.get("name"),
-                    "parts": [start["text"]] if isinstance(start.get("text"), str) else [],
-                }
-            elif event.get("type") == "content_block_delta" and isinstance(event.get("delta"), dict):
-                delta = event["delta"]
-                block = self.blocks.setdefault(index, {"type": "text", "id": None, "name": None, "parts": []})
-                piece = delta.get("text") if delta.get("type") == "text_delta" else delta.get("partial_json")
-                if isinstance(piece, str):
-                    block["parts"].append(piece)
-
-    @property
-    def reply(self) -> Message | None:
-        content = []
-        for _, b in sorted(self.blocks.items()):
-            joined = "".join(b["parts"])
-            if b["type"] == "tool_use":
-                try:
-                    args = parse_answer(joined) if joined else {}
-                except ValueError:
-                    args = joined
-                content.append({"type": "tool_use", "id": b["id"], "name": b["name"] or "", "input": args})
-            elif b["type"] == "text" and joined:
-                content.append({"type": "text", "text": joined})
-        return {"role": "assistant", "content": content} if content else None
 
 
 def _chat_messages(body: Any) -> list[Message] | None:
