@@ -949,6 +949,33 @@ def test_the_demo_never_archives_into_an_existing_store(tmp_path):
     assert db.read_bytes() == before
 
 
+@pytest.mark.parametrize("args", [["--help"], ["recover", "--help"], ["stats", "--json"]])
+def test_a_reader_that_left_is_not_an_error(tmp_path, args):
+    """Newcomer finding: `lantern demo | head -1` exited 1 with no message (rich's Console.on_broken_pipe), while
+    `search | head` exited 0. Whatever prints, a stdout whose reader is gone ends the command quietly with 0."""
+    db = archived_db(tmp_path)
+    r, w = os.pipe()
+    os.close(r)  # no reader at all: the first write fails, whatever the pipe's buffer
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "--db", str(db), *args], stdout=w, stderr=subprocess.PIPE, timeout=300
+        )
+    finally:
+        os.close(w)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode()
+
+
+def test_an_error_is_still_an_error_when_stdout_is_dev_null(tmp_path):
+    with open(os.devnull, "wb") as null:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lantern.cli", "--db", str(tmp_path / "none" / "x.db"), "stats"],
+            stdout=null,
+            stderr=subprocess.PIPE,
+            timeout=300,
+        )
+    assert proc.returncode == 1 and b"error" in proc.stderr
+
+
 def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     """Newcomer finding: ``lantern --embedder bogus recover x`` exited 1, where every other bad option value (e.g.
     ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval

@@ -192,13 +192,28 @@ def globals_first(argv: list[str]) -> list[str]:
     return argv[:start] + moved + argv[start:i] + rest if moved else argv
 
 
+def _stdout_is_devnull() -> bool:
+    import os
+
+    try:
+        out, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (out.st_dev, out.st_ino) == (null.st_dev, null.st_ino)
+
+
 def main() -> None:
     sys.argv[1:] = globals_first(sys.argv[1:])
+    devnull_before = _stdout_is_devnull()
     try:
         app()  # typer turns a KeyboardInterrupt into exit code 130 (SystemExit)
     except SystemExit as e:
         if e.code == 130:
             _ignore_ctrl_c()
+        if e.code == 1 and not devnull_before and _stdout_is_devnull():
+            # rich's Console.on_broken_pipe: the reader of our stdout left (`lantern demo | head -1`); it points
+            # stdout at /dev/null and exits 1. The output was read as far as wanted: not an error (as common.guard)
+            raise SystemExit(0) from None
         raise
     except KeyboardInterrupt:
         _ignore_ctrl_c()
