@@ -976,6 +976,14 @@ def test_an_error_is_still_an_error_when_stdout_is_dev_null(tmp_path):
     assert proc.returncode == 1 and b"error" in proc.stderr
 
 
+def test_the_rank_legend_explains_every_column():
+    """Newcomer finding: the --explain legend read `prf = prf`. Each rank column's legend says more than its name."""
+    from lantern.cli.render import SIGNAL_COLUMNS, SIGNAL_LEGEND
+
+    for name, column in SIGNAL_COLUMNS.items():
+        assert SIGNAL_LEGEND.get(name, name) != column, name
+
+
 def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     """Newcomer finding: ``lantern --embedder bogus recover x`` exited 1, where every other bad option value (e.g.
     ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval

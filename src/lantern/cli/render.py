@@ -77,6 +77,12 @@ SIGNAL_COLUMNS = {
     "speaker": "spk",
     "semantic_e5": "e5",
 }  # the search tables' rank column per signal
+SIGNAL_LEGEND = {
+    "fulltext": "full text (BM25)",
+    "prf": "pseudo-relevance feedback (BM25 of the query expanded from the first hits)",
+    "semantic_e5": "semantic (e5)",
+    "time": "the date the query names",
+}  # the legend's words for a signal whose name alone does not say what it is (recover/rank.py)
 WRAPPED_FLOOR = {"session": 12, "verdict": 12, "category": 10, "summary": 20}  # the narrowest a wrapping column gets
 EXPLAIN_DROPPED_FIRST = ("σ", "c", "category", "MMR")  # left out, in this order, when a console is too narrow; then
 # the rank columns, last signal first
@@ -134,7 +140,9 @@ def print_search_table(rows: list[dict], explain: bool) -> None:
     kept, widths = fit_columns(headers, cells, console.width, WRAPPED_FLOOR, droppable)
     shown_signals = [n for n in signals if headers.index(SIGNAL_COLUMNS.get(n, n)) in kept]
     caption = (
-        "ranks per signal: " + ", ".join(f"{SIGNAL_COLUMNS.get(n, n)} = {n}" for n in shown_signals) + " (– unranked)"
+        "ranks per signal: "
+        + ", ".join(f"{SIGNAL_COLUMNS.get(n, n)} = {SIGNAL_LEGEND.get(n, n)}" for n in shown_signals)
+        + " (– unranked)"
         if shown_signals
         else ""
     )
