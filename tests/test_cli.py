@@ -984,6 +984,17 @@ def test_the_rank_legend_explains_every_column():
         assert SIGNAL_LEGEND.get(name, name) != column, name
 
 
+def test_an_empty_compaction_recovery_names_the_session_it_read(tmp_path):
+    """Newcomer finding: `recover --summary FILE` with no --session said "the session has no archived turn"
+    without naming the one it read (the default, not the transcript's)."""
+    db = archived_db(tmp_path)
+    summary = tmp_path / "summary.txt"
+    summary.write_text("We set up the database.")
+    for extra, name in (([], "the 'default' session"), (["--session", "nope"], "session 'nope'")):
+        proc = lantern("--db", str(db), "recover", "--summary", str(summary), *extra)
+        assert proc.returncode == 0 and f"{name} has no archived turn" in proc.stderr.decode(), proc.stderr
+
+
 def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     """Newcomer finding: ``lantern --embedder bogus recover x`` exited 1, where every other bad option value (e.g.
     ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval

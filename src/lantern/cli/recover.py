@@ -35,7 +35,7 @@ from lantern.cli.render import (
     search_rows,
     warnings_on_stderr,
 )
-from lantern.config import DEFAULT
+from lantern.config import DEFAULT, DEFAULT_SESSION
 from lantern.text.names import plural
 
 
@@ -143,6 +143,8 @@ def _recover_compaction(
                 text, live=live_messages(live), user=user, rerank=rerank, llm=llm, **kwargs
             )
         why = COMPACTION_EMPTY.get(result.reason or "", result.reason or "")
+        if result.reason == "nothing_archived":  # which session was read, as given or the default
+            why = why.replace("the session", f"session {session!r}" if session else f"the {DEFAULT_SESSION!r} session")
         print_recovery(result, as_json, lambda: f": {why}", short=False)
 
     guard(run)
