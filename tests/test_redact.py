@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
@@ -1226,3 +1226,37 @@ def test_redact_json_reads_any_depth(depth):
     while not isinstance(got, str):  # down to the leaf without recursion (json.dumps would need it)
         got = got[0] if isinstance(got, list) else got["k"]
     assert n == 1 and SECRET_LEAF not in got and got.startswith("token ")
+
+
+SECRET_WORDS = ["password", "passwd", "pass", "passphrase", "token", "api-key", "secret", "access-key"]
+
+
+@given(
+    st.lists(st.sampled_from(["db", "redis", "admin", "master", "x2"]), max_size=3),
+    st.sampled_from(["", "require", "store", "key"]),
+    st.sampled_from(SECRET_WORDS),
+    st.sampled_from(["=", " "]),
+    st.text("abcdefghkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789#%", min_size=12, max_size=24),
+)
+@settings(max_examples=examples(200), deadline=None)
+def test_a_flag_named_by_a_secret_word_has_its_value_redacted(words, joined, word, sep, value):
+    """Newcomer finding: `redis-server --requirepass Zq8#kLm2Pw9x` was archived in clear (the flags were a list of
+    whole names). Any flag whose name ends in a secret word, after hyphenated words or a joined prefix, is one."""
+    assume(sum(c.isdigit() for c in value) >= 2 and sum(c.isalpha() for c in value) >= 4)
+    flag = "--" + "".join(f"{w}-" for w in words) + joined + word
+    out, n = redact_text(f"run it: server {flag}{sep}{value} --verbose", RedactionPolicy())
+    assert value not in out and n >= 1 and flag in out and "--verbose" in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cli --token-file /etc/app/token",
+        "docker login --password-stdin < pw.txt",
+        "x --no-password --verbose",
+        "rsync --bypass cache",
+        "git --pass-through origin",
+    ],
+)
+def test_flags_that_only_look_like_secret_flags_are_kept(text):
+    assert redact_text(text, RedactionPolicy()) == (text, 0)

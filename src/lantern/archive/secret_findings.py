@@ -357,10 +357,12 @@ _AUTH_HEADER = re.compile(  # on low
 )
 _BEARER = re.compile(r"bearer\s+(?P<secret>[a-z0-9\-._~+/]{16,}=*)")  # on low
 _CURL_USER = re.compile(r"-(?:u|-user)\s+[\"']?(?P<user>[^\s:\"'$]+):(?P<secret>[^\s\"'\\]+)")
-_FLAG = re.compile(  # on low
-    r"--(?P<key>password|passwd|pass|passphrase|token|api-key|apikey|secret|client-secret|"
-    r"auth-token|access-token|secret-key|access-key)(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])|'(?=[a-z0-9])){1,512})(?P=q)"
-    r"|(?P<secret>[^\s\"'\\]+))"
+_FLAG = re.compile(  # on low: a flag named by a secret word, with hyphenated words or a joined prefix before it
+    # (--db-password, --admin-token, redis' --requirepass, keytool's --storepass); never --no-password
+    r"--(?P<key>(?!no-)(?:[a-z0-9]+-){0,3}(?:require|store|key|master|root|admin|auth)?"
+    r"(?:password|passwd|pass|passphrase|token|api-key|apikey|secret|client-secret|"
+    r"auth-token|access-token|secret-key|access-key))(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])|'(?=[a-z0-9])){1,512})(?P=q)"
+    r"|(?P<secret>(?!-)[^\s\"'\\]+))"  # an unquoted value never starts with "-": that is the next flag
 )
 _MYSQL_P = re.compile(
     r"mysql(?:dump|admin|sh)?\b[^\n|;&]{0,200}?\s-p(?P<secret>[^\s\"'\\]{3,})"
