@@ -133,7 +133,9 @@ def run(db: Path | None = None, *, show_block: bool = False, console: Console | 
     Raises ``LanternError`` when ``db`` is an existing non-empty file: the demo builds a new store, and archiving
     its turns into a user's store would mix them into real memory (and a second run measures only duplicates)."""
     if db is not None and Path(db).is_file() and Path(db).stat().st_size > 0:
-        raise LanternError(f"{db} already exists: the demo builds a new database (give a path that does not exist)")
+        raise LanternError(
+            f"{db} already exists: the demo builds a new database (give a path that does not exist, or delete it)"
+        )
     console = console or Console()
     parsed = parse(EXCERPT, "aider")
     by_session: dict[str, list[Turn]] = {}

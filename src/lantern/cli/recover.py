@@ -270,7 +270,10 @@ def events(
         if as_json:
             print_json(warm if warm is not None else [r.to_json() for r in rows])
         elif not rows:
-            note("no compaction events")
+            note(
+                "no compaction events (the hooks, the proxy, MCP, REST and recover_compaction(record=True) record "
+                "them; recover --summary does not)"
+            )
         else:
             print_events(rows)
 
