@@ -995,6 +995,19 @@ def test_an_empty_compaction_recovery_names_the_session_it_read(tmp_path):
         assert proc.returncode == 0 and f"{name} has no archived turn" in proc.stderr.decode(), proc.stderr
 
 
+@pytest.mark.parametrize("content", [None, b"\x00\x01binary", b"not json at all"])
+def test_a_wrong_live_file_is_named_by_its_option(tmp_path, content):
+    """Newcomer finding: a missing --live file said only "nope.jsonl: cannot read file", where --summary's error
+    names its option. Every --live error names --live."""
+    db = archived_db(tmp_path)
+    live = tmp_path / "live.jsonl"
+    if content is not None:
+        live.write_bytes(content)
+    for args in (["recover", "port?"], ["recover", "--summary", "-"]):
+        proc = lantern("--db", str(db), *args, "--live", str(live), input=b"a summary")
+        assert proc.returncode == 1 and proc.stderr.decode().startswith("error: --live: "), proc.stderr
+
+
 def test_an_unknown_embedder_is_a_usage_error(tmp_path):
     """Newcomer finding: ``lantern --embedder bogus recover x`` exited 1, where every other bad option value (e.g.
     ``--format bogus``) is a usage error, exit 2. The global --embedder, reindex --embedder and eval

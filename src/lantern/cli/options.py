@@ -186,8 +186,8 @@ def live_option() -> object:
 
 def live_messages(path: Optional[Path]) -> list | None:
     """The messages of the ``--live`` transcript (archive/parse: any format ``ingest`` reads; a pipe, ``/dev/stdin``
-    or a FIFO is read to its end, as ``cat`` reads it: a FIFO waits for its writer), or None. Raises
-    TranscriptFormatError (one red line, exit 1) for a file that is not a transcript, and LanternError for one that
+    or a FIFO is read to its end, as ``cat`` reads it: a FIFO waits for its writer), or None. Raises LanternError
+    naming --live (one red line, exit 1) for a file that cannot be read or is not a transcript, and for one that
     holds no message (``[]``, ``{"messages": []}``, only empty messages: as ``ingest`` refuses a transcript with no
     turn): a live context always holds messages, so an empty one is a wrong file, not "nothing is live"."""
     if path is None:
@@ -195,7 +195,10 @@ def live_messages(path: Optional[Path]) -> list | None:
     from lantern.archive.parse import parse
     from lantern.errors import LanternError
 
-    result = parse(path)
+    try:
+        result = parse(path)
+    except LanternError as e:  # name the option: a --summary or --live file can be the one that is wrong
+        raise LanternError(f"--live: {e}") from None
     if not result.messages:
         skipped = f" ({plural(result.skipped, 'item')} skipped)" if result.skipped else ""
         raise LanternError(
