@@ -143,10 +143,11 @@ _flow_help(app, hook_app, install_app)
 
 
 def _ignore_ctrl_c() -> None:
-    """From here on Ctrl-C is ignored: the command has decided to exit 130. The interpreter's shutdown (closing
-    databases, joining threads) can take seconds on a loaded machine, and Python resets its own SIGINT handler to
-    the default action for it: one more Ctrl-C then would kill the process by the signal (exit -2) instead of
-    letting it finish with 130. An ignored SIGINT stays ignored through that shutdown."""
+    """From here on Ctrl-C is ignored: the command has decided its exit code (130 after a Ctrl-C, 0 when it
+    finished). The interpreter's shutdown (closing databases, joining threads) can take seconds on a loaded machine,
+    and Python resets its own SIGINT handler to the default action for it: one more Ctrl-C then would kill the
+    process by the signal (exit -2) instead of letting it finish with its code. An ignored SIGINT stays ignored
+    through that shutdown."""
     import signal
     import threading
 
@@ -207,9 +208,8 @@ def main() -> None:
     devnull_before = _stdout_is_devnull()
     try:
         app()  # typer turns a KeyboardInterrupt into exit code 130 (SystemExit)
-    except SystemExit as e:
-        if e.code == 130:
-            _ignore_ctrl_c()
+    except SystemExit as e:  # click ends every command so, 0 included: its exit code is decided
+        _ignore_ctrl_c()
         if e.code == 1 and not devnull_before and _stdout_is_devnull():
             # rich's Console.on_broken_pipe: the reader of our stdout left (`lantern demo | head -1`); it points
             # stdout at /dev/null and exits 1. The output was read as far as wanted: not an error (as common.guard)
