@@ -199,7 +199,8 @@ def test_split_rendered_is_the_inverse_of_render(parts):
 
 
 def test_the_scan_is_linear_in_the_live_context_and_the_archive():
-    """CPU time at 4x the input stays near 4x that at 1x (a substring test per block was blocks × live: 16x)."""
+    """CPU time at 8x the input stays far below the 64x of a quadratic scan (a substring test per block was blocks
+    × live); the best of two runs at each size, since one CPU-time sample on a shared machine can be 2x off."""
 
     def run(scale: int) -> float:
         rng = random.Random(scale)
@@ -213,8 +214,8 @@ def test_the_scan_is_linear_in_the_live_context_and_the_archive():
         return time.process_time() - started
 
     run(1)  # warm the caches and the imports
-    small, large = min(run(1) for _ in range(2)), run(4)
-    assert large < 8 * small, (small, large)
+    small, large = min(run(1) for _ in range(2)), min(run(8) for _ in range(2))
+    assert large < 24 * small, (small, large)
 
 
 def test_one_huge_turn_is_read_in_linear_time():
