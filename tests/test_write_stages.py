@@ -585,7 +585,7 @@ def test_aider_write_stages_hold_their_bounds_on_real_turns():
 
 
 def test_extract_paths_is_linear_in_the_paths_it_finds():
-    """CPU time at 4x the distinct paths stays near 4x (a list's membership test per path made it quadratic: a
+    """CPU time at 8x the distinct paths stays far below 64x (a list's membership test per path made it quadratic: a
     5 MB tool output of 80,000 paths took minutes to archive, and as much in a recovery's live context)."""
     import time
 
@@ -596,6 +596,6 @@ def test_extract_paths_is_linear_in_the_paths_it_finds():
         return time.process_time() - started, paths
 
     run(1000)
-    (small, few), (large, many) = run(10_000), run(40_000)
-    assert len(few) == 10_000 and many[-1] == "src/pkg39999/mod_39999.py" and len(set(many)) == len(many) == 40_000
-    assert large < 8 * small + 0.05, (small, large)
+    (small, few), (large, many) = min(run(10_000) for _ in range(2)), min(run(80_000) for _ in range(2))
+    assert len(few) == 10_000 and many[-1] == "src/pkg79999/mod_79999.py" and len(set(many)) == len(many) == 80_000
+    assert large < 24 * small + 0.05, (small, large)  # best of two each: linear 8x, the quadratic scan 64x
