@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -269,10 +267,12 @@ def _src() -> str:
 @pytest.fixture(scope="module")
 def upstream():
     """A real tiny OpenAI-compatible upstream on a loopback port, in a thread."""
-    uvicorn = pytest.importorskip("uvicorn")
+    pytest.importorskip("uvicorn")
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
+
+    from serving import start_server, stop_server
 
     async def chat(request):
         body = await request.json()
@@ -287,19 +287,9 @@ def upstream():
         )
 
     app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
+    port, server, thread = start_server(app, wait_s=10)
     yield f"http://127.0.0.1:{port}/v1"
-    server.should_exit = True
-    thread.join(timeout=5)
+    stop_server(server, thread)
 
 
 def test_a_compaction_handled_by_the_proxy_is_an_event(tmp_path, upstream, monkeypatch):

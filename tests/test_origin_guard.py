@@ -9,10 +9,7 @@ answered any Host and archived a ``text/plain`` chat body and forwarded it upstr
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
-import threading
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,24 +23,11 @@ from lantern import Lantern  # noqa: E402
 from lantern.integrations import origin  # noqa: E402
 from lantern.integrations.proxy import build_app  # noqa: E402
 from lantern.integrations.ui.app import CSP  # noqa: E402
+from serving import start_server  # noqa: E402
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "The heron canary listens on port 7419."}]}
 ARCHIVE = {"messages": [{"role": "user", "content": "The ibis canary listens on port 8533."}], "session": "web"}
-
-
-def _serve(app) -> tuple[int, uvicorn.Server, threading.Thread]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    return port, server, thread
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +45,7 @@ def serve(tmp_path_factory):
     mp.setenv("HOME", str(tmp / "home"))
     app = build_app(db, upstream="http://upstream.invalid/v1", upstream_timeout=10.0, upstream_key="sk-user-key")
     app.app.state.forwarder.client = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
-    port, server, thread = _serve(app)
+    port, server, thread = start_server(app)
     yield port, db, forwarded
     server.should_exit = True
     thread.join(timeout=10)
@@ -186,7 +170,7 @@ def test_clients_and_same_origin_pages_are_served(serve):
 
 def test_with_a_token_the_host_is_not_checked_but_cross_site_still_is(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    port, server, thread = _serve(build_app(tmp_path / "t.db", token="s3cret"))
+    port, server, thread = start_server(build_app(tmp_path / "t.db", token="s3cret"))
     try:
         auth = {"authorization": "Bearer s3cret", "content-type": "application/json"}
         body = json.dumps(ARCHIVE).encode()
@@ -206,7 +190,7 @@ def inspector(tmp_path_factory):
     db = tmp_path_factory.mktemp("origin-ui") / "ui.db"
     with Lantern(db) as lt:
         ids = lt.archive([{"role": "user", "content": "The ibis canary listens on port 8533."}], session="s").entry_ids
-    port, server, thread = _serve(build_ui(db))
+    port, server, thread = start_server(build_ui(db))
     yield port, db, ids[0]
     server.should_exit = True
     thread.join(timeout=10)

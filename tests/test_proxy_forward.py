@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from lantern.integrations.proxy import build_app  # noqa: E402
+from serving import start_server, stop_server  # noqa: E402
 
 SSE_CHUNKS = [
     b'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n',
@@ -161,19 +162,9 @@ def _upstream_app(received: list[dict]) -> FastAPI:
 @pytest.fixture(scope="module")
 def upstream():
     received: list[dict] = []
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(_upstream_app(received), host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
+    port, server, thread = start_server(_upstream_app(received), wait_s=10)
     yield f"http://127.0.0.1:{port}/v1", received
-    server.should_exit = True
-    thread.join(timeout=5)
+    stop_server(server, thread)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import socket
 import sqlite3
 import struct
 import threading
@@ -27,6 +26,7 @@ from fastapi.responses import Response, StreamingResponse  # noqa: E402
 
 from lantern.integrations.proxy import MAX_REPLY_BYTES, build_app  # noqa: E402
 from lantern.integrations.sse import _SSEEvents, _SSEText  # noqa: E402
+from serving import start_server  # noqa: E402
 
 
 def _chunk(text: str) -> bytes:
@@ -80,16 +80,7 @@ def _upstream_app() -> FastAPI:
 
 
 def _serve(app) -> tuple[str, uvicorn.Server, threading.Thread]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
+    port, server, thread = start_server(app, wait_s=15)
     return f"http://127.0.0.1:{port}/v1", server, thread
 
 
