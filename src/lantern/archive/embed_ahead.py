@@ -23,9 +23,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where a vector is kept: planning (``plan``) needs none
+    import numpy as np
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -61,6 +62,8 @@ class Remembered:
         return vec
 
     def add(self, summary: str, vector: np.ndarray) -> None:
+        import numpy as np
+
         self.vectors[summary] = np.array(vector, dtype=np.float32)  # a copy: never a view of a whole batch
         self.vectors.move_to_end(summary)
         while len(self.vectors) > self.size:

@@ -303,7 +303,9 @@ class HookContext:
     """Where a hook reads and writes: the database (``db``, default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``),
     the offsets file, the character ``budget`` of an injected block, and the ``user`` whose scope every archive
     and recovery stays in (lantern/scope.py; default ``$LANTERN_USER``). ``host``: the agent (claude-code, codex),
-    which names the log file and the events' source."""
+    which names the log file and the events' source. ``text_first``: this hook's archives store the turns without
+    their vectors (``Lantern.archive(text_first=True)``): set for the events that answer in-process with no model
+    loaded: SessionStart(compact) run in-process (docs/daemon.md, "Cold start")."""
 
     db: Path
     offsets: Offsets
@@ -314,6 +316,7 @@ class HookContext:
     # after; the warm daemon passes its open handle: integrations/daemon.py)
     opener: Any = None
     host: str = "claude-code"
+    text_first: bool = False
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -442,8 +445,8 @@ def _archive(ctx: HookContext, lantern: Any, messages: list, session: str) -> in
         return 0
     if lantern is None:
         with _open(ctx) as own:
-            return own.archive(messages, session=session).added
-    return lantern.archive(messages, session=session).added
+            return own.archive(messages, session=session, text_first=ctx.text_first).added
+    return lantern.archive(messages, session=session, text_first=ctx.text_first).added
 
 
 def _open(ctx: HookContext):
@@ -586,6 +589,10 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     if event == "SessionStart":
         if payload.get("source") != "compact":
             return None
+        # in-process (no warm daemon): archive text-first and answer with what the summary lost, which reads no
+        # vector, so no model and no numpy is loaded; the vectors are filled by the daemon the hook started, or by
+        # the next process that loads the models (docs/daemon.md, "Cold start")
+        ctx.text_first = ctx.opener is None
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript)

@@ -141,7 +141,7 @@ def archive_new(ctx: HookContext, session: str, rollout: Path, lantern: Any = No
             if messages:
                 if lantern is None:
                     lantern = stack.enter_context(_open(ctx))
-                added += lantern.archive(messages, session=session).added
+                added += lantern.archive(messages, session=session, text_first=ctx.text_first).added
             start = Offset(start.offset + end, start.line + data.count(b"\n", 0, end))
             ctx.offsets.set(ctx.db, rollout, start, ctx.user)
             if not more:
@@ -237,6 +237,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         archive_new(ctx, session, rollout, event=event)
         return None
     if event == "SessionStart" and payload.get("source") == "compact":
+        ctx.text_first = ctx.opener is None  # in-process: no model loaded, as claude_code.handle's SessionStart
         with _open(ctx) as lantern:
             archive_new(ctx, session, rollout, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, rollout)

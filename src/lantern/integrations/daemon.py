@@ -432,6 +432,21 @@ class Daemon:
             _log(f"warmed up in {time.monotonic() - start:.2f} s")
         except Exception as e:  # a hook then loads what it needs itself
             _log(f"warm-up skipped: {type(e).__name__}")
+        self.fill()
+
+    def fill(self) -> int:
+        """Between requests: the vectors of the entries a cold hook stored text-first (``Lantern.fill_unembedded``)
+        in each open handle's store, so that none stays without one past the daemon's next idle moment. Costs one
+        indexed query per handle when there is none. Returns how many were written. Never raises."""
+        done = 0
+        for handle, _ in list(self.handles.values()):
+            try:
+                done += handle.fill_unembedded()
+            except Exception as e:  # the next process that loads the models fills them (Lantern.fill_unembedded)
+                _log(f"vector fill skipped: {type(e).__name__}")
+        if done:
+            _log(f"filled the vectors of {done} entr{'y' if done == 1 else 'ies'} stored text-first")
+        return done
 
     def step_graphs(self) -> bool:
         """Between requests: each open handle's HNSW graphs a step further (``Lantern.step_graphs``: a large
@@ -634,7 +649,7 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
                 if not warmed:  # the hook that started us has had the CPU to itself
                     daemon.warm_up(preload or None)
                     warmed = step_due = True
-                if daemon.drain():
+                if daemon.drain() + daemon.fill():
                     last = time.monotonic()
                     step_due = True
                     continue

@@ -52,10 +52,10 @@ import uuid
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from lantern.store.ann import BlockGraphs, GraphFileError
+if TYPE_CHECKING:  # numpy and the graphs load where a snapshot is saved or read: opening a store needs neither
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +246,8 @@ class _Writer:
 
 
 def _save_array(tmp: Path, name: str, array: np.ndarray, files: dict[str, list[int]]) -> None:
+    import numpy as np
+
     w = _Writer(tmp / name)
     try:
         np.save(w, np.ascontiguousarray(array))
@@ -255,6 +257,8 @@ def _save_array(tmp: Path, name: str, array: np.ndarray, files: dict[str, list[i
 
 def _save_matrix(tmp: Path, matrix: np.ndarray, n: int, room: int, files: dict[str, list[int]]) -> None:
     """``matrix.npy``: float32 (n + room, columns), the rows then ``room`` zero rows, by plain writes."""
+    import numpy as np
+
     cols = matrix.shape[1]
     w = _Writer(tmp / "matrix.npy")
     try:
@@ -490,6 +494,8 @@ class _Opened:
         data = b"".join(iter(lambda: os.read(fd, _CHUNK), b""))
         if len(data) != size or zlib.crc32(data) != crc:
             raise Unreadable(f"{name} damaged (checksum)")
+        import numpy as np
+
         return np.load(io.BytesIO(data), allow_pickle=False)
 
     def text(self, name: str) -> str:
@@ -503,6 +509,8 @@ class _Opened:
 
     def mapped(self, name: str) -> np.ndarray:
         """A verified ``.npy`` file memory-mapped copy-on-write (call ``verify`` first)."""
+        import numpy as np
+
         with os.fdopen(os.dup(self.fd(name)), "rb") as f:
             version = np.lib.format.read_magic(f)
             if version != (1, 0):
@@ -527,6 +535,8 @@ def _graph_check(folder: Path, opened: _Opened, names: dict[str, list[int]]) -> 
     """A check of the graph files ``names`` (file name -> block) for ``BlockGraphs.verified_view``, run in its worker
     thread, and the call that releases its descriptors after: each file verified through its own descriptor
     (duplicated now: the snapshot may be replaced meanwhile), then handed over as a path to that very file."""
+    from lantern.store.ann import GraphFileError
+
     mine = _Opened(folder, opened.dfd, opened.files)
     mine.fds = {name: os.dup(opened.fd(name)) for name in names}
 
@@ -545,6 +555,10 @@ def load(index, gen: int) -> bool:
     """Fill the empty ``index`` from its store's snapshot when it is this database's and valid for generation
     ``gen`` and the store's rows; False (the index untouched) otherwise. A snapshot that is damaged, of another
     shape or of another database is logged (one warning) and removed."""
+    import numpy as np
+
+    from lantern.store.ann import BlockGraphs
+
     folder = location(index.store)
     if folder is None:
         return False
