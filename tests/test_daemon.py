@@ -210,6 +210,30 @@ def test_a_cold_archive_only_event_is_handed_to_the_daemon_it_starts_and_the_oth
     assert _entries(db) == expected
 
 
+def test_a_cold_session_start_compact_answers_text_first_and_the_daemon_it_starts_fills_the_vectors(warm):
+    """No daemon: SessionStart(compact) archives the new lines text-first and answers in-process with what the
+    summary lost, loading no model and no numpy (docs/daemon.md, "Cold start"); the daemon it starts gives those
+    turns their vectors once warm, and stores nothing twice."""
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "hello"}], session="another-project")
+    out, loaded = hook(db, payload("SessionStart", transcript, source="compact"))
+    assert "5433" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    for heavy in ("numpy", "onnxruntime", "lantern.embed", "lantern.store.index"):
+        assert heavy not in loaded, heavy
+    with Lantern(db) as lt:
+        stored = lt.stats()["entries"]
+    assert _wait(lambda: "filled the vectors of" in _daemon_log(), 120), _daemon_log()
+    with Lantern(db) as lt:
+        assert lt.stats()["vectors_missing"] == 0 and lt.stats()["entries"] == stored
+    assert _wait(_served, 120)
+    warm_out, _ = hook(db, payload("SessionStart", transcript, source="compact"))  # warm: the same block
+    assert json.loads(warm_out) == json.loads(out)
+    assert _entries(db) == stored
+
+
 def test_a_warm_archive_only_event_is_answered_first_and_archived_before_the_next_request(warm):
     """Warm, a Stop's reply (nothing to print) is sent before its archive runs, and the daemon archives it before
     it reads the next request: whatever comes next sees the new turn."""
