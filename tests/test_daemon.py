@@ -234,6 +234,32 @@ def test_a_cold_session_start_compact_answers_text_first_and_the_daemon_it_start
     assert _entries(db) == stored
 
 
+def test_a_cold_prompt_that_needs_a_recovery_is_answered_by_the_daemon_it_starts(warm):
+    """No daemon, a compacted session: the prompt's cheap checks run in the hook process, then the recovery (by
+    meaning: the models) is the daemon's, which the hook has just started and waits for; the hook process loads
+    no store and no model, and the daemon is warm for the next event. A prompt in a session never compacted
+    is answered by the cheap checks alone, with no wait."""
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    with Lantern(db) as lt:
+        lt.ingest(FIXTURE, session=SID)
+    prompt = payload("UserPromptSubmit", transcript, prompt="as I said earlier, which port does the billing db use?")
+    out, loaded = hook(db, prompt)
+    assert "5433" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    for heavy in ("lantern.api", "numpy", "onnxruntime"):
+        assert heavy not in loaded, heavy
+    assert _pid() is not None and _served()
+    with Lantern(db) as lt:
+        assert [e.source for e in lt.events(SID)] == ["claude-code"]  # recorded once, by the daemon
+    _stop(_pid())
+    fresh = warm / "fresh.jsonl"
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    fresh.write_text("".join(lines[: next(i for i, x in enumerate(lines) if "compact_boundary" in x)]))
+    out, loaded = hook(db, payload("UserPromptSubmit", fresh, prompt="which port again?"))
+    assert out == "" and "lantern.api" not in loaded
+
+
 def test_a_warm_archive_only_event_is_answered_first_and_archived_before_the_next_request(warm):
     """Warm, a Stop's reply (nothing to print) is sent before its archive runs, and the daemon archives it before
     it reads the next request: whatever comes next sees the new turn."""

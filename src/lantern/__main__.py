@@ -46,10 +46,11 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
         text = sys.stdin.read()
     except BaseException:  # noqa: BLE001 - the in-process hook reads and logs it
         text = None
+    started = False
     if text is not None:
         from lantern.integrations.daemon import hook as warm
 
-        out = warm(host, text, db, rewound)
+        out, started = warm(host, text, db, rewound)
         if out is not None:
             if out:
                 sys.stdout.write(out + "\n")
@@ -58,10 +59,10 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
     if host == "codex":
         from lantern.integrations.codex import main as codex_main
 
-        return codex_main(db, text=text)
+        return codex_main(db, text=text, started=started)
     from lantern.integrations.claude_code import main as hook_main
 
-    return hook_main(db, rewound=rewound, text=text)
+    return hook_main(db, rewound=rewound, text=text, started=started)
 
 
 def main() -> None:

@@ -28,7 +28,6 @@ from lantern import reinforce
 from lantern.archive import embed_ahead
 from lantern.archive.chunk import chunk
 from lantern.archive.classify import classify_turn
-from lantern.archive.facts import extract_facts, fact_texts
 from lantern.archive.ingest import add_warnings, ingest_batches
 from lantern.archive.parse import parse
 from lantern.archive.parse.claude_code import ABANDONED, apply_rewound
@@ -205,6 +204,8 @@ class Writer:
 
     def prepare(self, turn: Turn, session: str | None, scope: Scope) -> NewEntry:
         """Stage prepare: summarize, tag, classify and extract facts of one turn into the row the store writes."""
+        from lantern.archive.facts import extract_facts, fact_texts  # its patterns: ~20 ms of a cold hook's start
+
         name = scope.name(session_name(session, turn.session))  # its stored form: secrets in it redacted
         user, agent, project = scope.write_values
         text = turn.text

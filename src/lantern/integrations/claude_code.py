@@ -317,6 +317,9 @@ class HookContext:
     opener: Any = None
     host: str = "claude-code"
     text_first: bool = False
+    # a cold hook's way to the daemon it has just started: () -> what to print, or None (then in-process); a prompt
+    # that needs a recovery is answered there after the cheap checks (docs/daemon.md, "Cold start")
+    delegate: Any = None
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -607,6 +610,8 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             return None
         if read_since_last_compaction(transcript) is None:
             return None  # never compacted: everything the prompt refers to is still in Claude's context
+        if ctx.delegate is not None and (answered := delegated(ctx)) is not None:
+            return answered
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
@@ -614,6 +619,18 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             log_line(event, _why(rec))
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None
+
+
+def delegated(ctx: HookContext) -> dict[str, Any] | None:
+    """The daemon's answer to this event (``ctx.delegate``) as the hook output to print ({} for nothing), or None
+    when it gave none (the hook then runs the event in-process)."""
+    out = ctx.delegate()
+    if out is None:
+        return None
+    try:
+        return json.loads(out) if out else {}
+    except ValueError:
+        return None
 
 
 def record_empty(lantern: Any, session: str, reason: str, why: str, source: str, budget: int | None) -> None:
@@ -646,10 +663,12 @@ def run(
     offsets: Offsets | None = None,
     rewound: str | None = None,
     opener: Any = None,
+    delegate: Any = None,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
     ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``);
-    ``opener``: ``HookContext.opener``. Never raises: an internal error returns "" and is logged (``log_error``)."""
+    ``opener``, ``delegate``: ``HookContext``'s. Never raises: an internal error returns "" and is logged
+    (``log_error``)."""
     event, payload, ctx = "", None, None
     try:
         from lantern.config import default_db_path
@@ -666,6 +685,7 @@ def run(
             user=os.environ.get("LANTERN_USER") or None,
             rewound=rewound or "skip",
             opener=opener,
+            delegate=delegate,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
@@ -682,6 +702,17 @@ def run(
         return ""
 
 
+def _delegate(host: str, text: str, db: Any, rewound: str | None) -> Any:
+    """``HookContext.delegate`` for a hook that has just started the daemon: ``daemon.wait_for_hook``."""
+
+    def ask() -> str | None:
+        from lantern.integrations.daemon import wait_for_hook
+
+        return wait_for_hook(host, text, None if db is None else os.fspath(db), rewound)
+
+    return ask
+
+
 def hooks_unsupported() -> UnsupportedBackendError:
     """The error of the hooks pointed at a PostgreSQL URL: they keep per-file offsets and check the file exists."""
     return UnsupportedBackendError(
@@ -691,16 +722,22 @@ def hooks_unsupported() -> UnsupportedBackendError:
     )
 
 
-def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None, text: str | None = None) -> int:
+def main(
+    db: str | os.PathLike[str] | None = None,
+    rewound: str | None = None,
+    text: str | None = None,
+    started: bool = False,
+) -> int:
     """Entry point of ``lantern hook claude-code``, in-process: stdin (or ``text``, already read) -> stdout, exit
-    code 0 always."""
+    code 0 always. ``started``: this process has just started the daemon (integrations/daemon.py ``hook``): a
+    prompt that needs a recovery is handed to it (``delegate``)."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e)
             return 0
-    out = run(text, db, rewound=rewound)
+    out = run(text, db, rewound=rewound, delegate=_delegate("claude-code", text, db, rewound) if started else None)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

@@ -55,9 +55,11 @@ from lantern.integrations.claude_code import (
     Offset,
     Offsets,
     TranscriptSkipped,
+    _delegate,
     _lost,
     _open,
     _why,
+    delegated,
     fit_output,
     hooks_unsupported,
     lantern_home,
@@ -252,6 +254,8 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         compacted = read_last_compaction(rollout)
         if compacted is None:
             return None  # never compacted: everything the prompt refers to is still in Codex's context
+        if ctx.delegate is not None and (answered := delegated(ctx)) is not None:
+            return answered
         with _open(ctx) as lantern:
             archive_new(ctx, session, rollout, lantern, event)
             rec = prompt_recovery(lantern, ctx, session, prompt, compacted.live, _bytes, OUTPUT_CAP_BYTES, started)
@@ -274,11 +278,13 @@ def run(
     offsets: Offsets | None = None,
     rewound: str | None = None,
     opener: Any = None,
+    delegate: Any = None,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
-    ``rewound`` is not used (a rollout has no branches; the daemon passes it to every host); ``opener``:
-    ``HookContext.opener`` (the warm daemon's open handle). Never raises: an internal error returns "", is logged
-    (``~/.lantern/logs/codex.log``) and, at a SessionStart(compact), leaves an ``error`` receipt."""
+    ``rewound`` is not used (a rollout has no branches; the daemon passes it to every host); ``opener``,
+    ``delegate``: ``HookContext``'s (the warm daemon's open handle; the daemon this process has just started).
+    Never raises: an internal error returns "", is logged (``~/.lantern/logs/codex.log``) and, at a
+    SessionStart(compact), leaves an ``error`` receipt."""
     event, payload, ctx = "", None, None
     try:
         from lantern.config import default_db_path
@@ -295,6 +301,7 @@ def run(
             user=os.environ.get("LANTERN_USER") or None,
             host=HOST,
             opener=opener,
+            delegate=delegate,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Codex's: only our JSON goes there
             out = handle(payload, ctx)
@@ -311,16 +318,16 @@ def run(
         return ""
 
 
-def main(db: str | os.PathLike[str] | None = None, text: str | None = None) -> int:
+def main(db: str | os.PathLike[str] | None = None, text: str | None = None, started: bool = False) -> int:
     """Entry point of ``lantern hook codex``, in-process: stdin (or ``text``, already read) -> stdout, exit code 0
-    always."""
+    always. ``started``: as ``claude_code.main``'s."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = run(text, db)
+    out = run(text, db, delegate=_delegate(HOST, text, db, None) if started else None)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

@@ -56,6 +56,8 @@ READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within t
 CONNECT_TIMEOUT_S = 1.0
 REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
 HOOK_HOSTS = ("claude-code", "codex")  # the hosts whose hooks the daemon runs (``_hook_runner``)
+LISTEN_WAIT_S = 3.0  # ours: how long a cold hook waits for the daemon it started to listen (it does in ~0.1-0.5 s)
+LISTEN_POLL_S = 0.05
 
 
 _SECRET_NAMES = ("KEY", "TOKEN", "PASSWORD", "SECRET")
@@ -261,19 +263,45 @@ def call(
     return answer.get("result")
 
 
-def hook(host: str, text: str, db: str | None, rewound: str | None) -> str | None:
-    """A hook event through the daemon (started when absent): what to print on stdout, or None when the caller
-    must run it in-process. An archive-only event (``HANDOVER_EVENTS``) that finds no daemon and starts one is
-    handed over to it (``hand_over``): "" (nothing to print) at once, the archive done by the daemon once it is
-    up. ``db``: the hook's ``--db`` (a relative path is made absolute here)."""
+def hook(host: str, text: str, db: str | None, rewound: str | None) -> tuple[str | None, bool]:
+    """A hook event through the daemon (started when absent): (what to print on stdout, or None when the caller
+    must run it in-process; whether this call started the daemon). An archive-only event (``HANDOVER_EVENTS``)
+    that finds no daemon and starts one is handed over to it (``hand_over``): "" (nothing to print) at once, the
+    archive done by the daemon once it is up. ``db``: the hook's ``--db`` (a relative path is made absolute
+    here)."""
+    args = _hook_args(host, text, db, rewound)
+    try:
+        out = call("hook", args, start=True, preload=args["db"])
+    except Unavailable as e:
+        if e.spawned and hand_over(args):
+            return "", True
+        return None, e.spawned
+    return (out if isinstance(out, str) else None), False
+
+
+def _hook_args(host: str, text: str, db: str | None, rewound: str | None) -> dict[str, Any]:
     if db is not None and "://" not in db:
         db = os.path.abspath(db)
-    args = {"host": host, "input": text, "db": db, "rewound": rewound}
-    try:
-        out = call("hook", args, start=True, preload=db)
-    except Unavailable as e:
-        return "" if e.spawned and hand_over(args) else None
-    return out if isinstance(out, str) else None
+    return {"host": host, "input": text, "db": db, "rewound": rewound}
+
+
+def wait_for_hook(host: str, text: str, db: str | None, rewound: str | None) -> str | None:
+    """A hook event answered by the daemon this process has just started (``hook`` found none and said so): its
+    socket is awaited for at most ``LISTEN_WAIT_S``, then the request is sent as to a warm daemon. What to print,
+    or None when it did not come up in time or did not answer (the caller works in-process). For a prompt that
+    needs a recovery by meaning (docs/daemon.md, "Cold start"): the daemon loads the models once, for this event
+    and the next ones, instead of the hook loading them beside it."""
+    args = _hook_args(host, text, db, rewound)
+    deadline = time.monotonic() + LISTEN_WAIT_S
+    while True:
+        try:
+            out = call("hook", args)
+        except Unavailable as e:
+            if str(e) not in ("not running", "stale socket") or time.monotonic() > deadline:
+                return None
+            time.sleep(LISTEN_POLL_S)
+            continue
+        return out if isinstance(out, str) else None
 
 
 # ----------------------------------------------------------------------------------------------- handing over

@@ -46,9 +46,7 @@ import logging
 import mmap
 import os
 import re
-import shutil
 import sqlite3
-import uuid
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -190,6 +188,8 @@ def _alive(pid: int) -> bool:
 def _discard(p: Path) -> None:
     """Remove ``p``, a folder (its files) or anything else; gone already is fine."""
     if p.is_dir() and not p.is_symlink():
+        import shutil
+
         shutil.rmtree(p, ignore_errors=True)
     else:
         try:
@@ -214,7 +214,7 @@ def store_id(store, create: bool = False) -> str | None:
         return value
     try:
         with store.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (STORE_ID, uuid.uuid4().hex))
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (STORE_ID, os.urandom(16).hex()))
     except sqlite3.Error as e:
         log.info("%s: no store id written (%s); no index snapshot", store.path, e)
         return None
@@ -297,8 +297,8 @@ def save(index, gen: int) -> Path | None:
     identity = _file_identity(index.store)
     tidy(index.store.path, sid)
     # the file's identity in the name: a folder a killed save leaves is found as this database's (``owned``)
-    tmp = folder.parent / f"{folder.name}.tmp-{os.getpid()}-{identity[0]}-{identity[1]}-{uuid.uuid4().hex[:8]}"
-    old = folder.parent / f"{folder.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = folder.parent / f"{folder.name}.tmp-{os.getpid()}-{identity[0]}-{identity[1]}-{os.urandom(4).hex()}"
+    old = folder.parent / f"{folder.name}.old-{os.getpid()}-{os.urandom(4).hex()}"
     tmp.mkdir(mode=0o700)
     try:
         columns, matrix = index._view
