@@ -198,7 +198,7 @@ def test_a_cold_archive_only_event_is_handed_to_the_daemon_it_starts_and_the_oth
     out, loaded = hook(db, payload("Stop", transcript, stop_hook_active=False))
     assert out == "" and "lantern.api" not in loaded and "numpy" not in loaded
     assert _wait(lambda: db.exists() and _entries(db) == expected, 120), _daemon_log()
-    assert "ran 1 handed-over hook event" in _daemon_log()
+    assert _wait(lambda: "ran 1 handed-over hook event" in _daemon_log(), 60)  # logged once the archive committed
     assert os.listdir(daemon.spool_dir()) == []
     for event, extra in (("SessionEnd", {"reason": "exit"}), ("UserPromptSubmit", {"prompt": "which port again?"})):
         pid = _pid()

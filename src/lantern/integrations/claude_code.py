@@ -702,17 +702,6 @@ def run(
         return ""
 
 
-def _delegate(host: str, text: str, db: Any, rewound: str | None) -> Any:
-    """``HookContext.delegate`` for a hook that has just started the daemon: ``daemon.wait_for_hook``."""
-
-    def ask() -> str | None:
-        from lantern.integrations.daemon import wait_for_hook
-
-        return wait_for_hook(host, text, None if db is None else os.fspath(db), rewound)
-
-    return ask
-
-
 def hooks_unsupported() -> UnsupportedBackendError:
     """The error of the hooks pointed at a PostgreSQL URL: they keep per-file offsets and check the file exists."""
     return UnsupportedBackendError(
@@ -726,18 +715,18 @@ def main(
     db: str | os.PathLike[str] | None = None,
     rewound: str | None = None,
     text: str | None = None,
-    started: bool = False,
+    delegate: Any = None,
 ) -> int:
     """Entry point of ``lantern hook claude-code``, in-process: stdin (or ``text``, already read) -> stdout, exit
-    code 0 always. ``started``: this process has just started the daemon (integrations/daemon.py ``hook``): a
-    prompt that needs a recovery is handed to it (``delegate``)."""
+    code 0 always. ``delegate``: ``HookContext.delegate`` (lantern/__main__.py gives it when this process has just
+    started the daemon)."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e)
             return 0
-    out = run(text, db, rewound=rewound, delegate=_delegate("claude-code", text, db, rewound) if started else None)
+    out = run(text, db, rewound=rewound, delegate=delegate)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

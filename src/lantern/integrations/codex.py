@@ -55,7 +55,6 @@ from lantern.integrations.claude_code import (
     Offset,
     Offsets,
     TranscriptSkipped,
-    _delegate,
     _lost,
     _open,
     _why,
@@ -318,16 +317,16 @@ def run(
         return ""
 
 
-def main(db: str | os.PathLike[str] | None = None, text: str | None = None, started: bool = False) -> int:
+def main(db: str | os.PathLike[str] | None = None, text: str | None = None, delegate: Any = None) -> int:
     """Entry point of ``lantern hook codex``, in-process: stdin (or ``text``, already read) -> stdout, exit code 0
-    always. ``started``: as ``claude_code.main``'s."""
+    always. ``delegate``: as ``claude_code.main``'s."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = run(text, db, delegate=_delegate(HOST, text, db, None) if started else None)
+    out = run(text, db, delegate=delegate)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()
