@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-if TYPE_CHECKING:  # numpy is imported where a vector is kept: planning (``plan``) needs none
+if TYPE_CHECKING:  # numpy and the worker pool are imported where used: planning (``plan``) needs neither
+    from concurrent.futures import Future
+
     import numpy as np
 
 T = TypeVar("T")
@@ -110,6 +111,8 @@ def overlapped(items: Iterator[T], work: Callable[[T], R]) -> Iterator[tuple[T, 
     is re-raised here, unchanged, when its item's turn comes (items before it are yielded first); an exception of
     the producer or the caller (KeyboardInterrupt included) cancels the queued work and leaves at once (the item
     being worked on finishes in the background and is dropped)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lantern-embed")
     pending: tuple[T, Future] | None = None
     try:
