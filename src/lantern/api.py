@@ -165,8 +165,9 @@ class Lantern:
         self.scope = resolve(Scope(names=lambda name: redact_name(name, self.redaction)), user, agent, project)
         self._queries: QueryVectors | None = None
         self._llm_clients: dict[LLMSettings, LLMClient] = {}
-        # loaded now when named (checked at once), for a new database (recorded), or to convert an old store's vectors
-        if embedder is not None or not self.store.get_meta("embedder") or not self.store.vectors_compacted():
+        # loaded now when named (checked at once), for a new database (recorded), or to convert an old store's
+        # vectors; else at first use, the store reading the recorded layout meanwhile
+        if embedder is not None or not self.store.vectors_compacted() or not self.store.use_recorded_embedder():
             self._models()
 
     # the handle's state the write path reads (archive/pipeline.py); assigning one here is seen by both paths

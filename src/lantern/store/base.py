@@ -250,6 +250,20 @@ class BaseStore:
         self.blocks = self._recorded_layout(recorded, dim) if recorded else given
         self.deferred = deferred
 
+    def use_recorded_embedder(self) -> bool:
+        """Take the embedder id, dimension and vector layout the database recorded (meta) as this handle's, with no
+        embedder object: what reading the stored vectors' layout needs (``undecodable_count``) and what writes
+        are checked against (``verify_embedder``), before any model is loaded. ``check_embedder`` replaces them,
+        and adds the deferred block, once the embedder is loaded. False (nothing set) when none is recorded."""
+        stored = self._recorded_embedder(self.db)
+        if not stored.get("embedder") or not (stored.get("dim") or "").isdigit():
+            return False
+        dim = int(stored["dim"])
+        recorded = stored.get(VECTOR_BLOCKS)
+        self.blocks = self._recorded_layout(recorded, dim) if recorded else [(0, dim)]
+        self.embedder_id, self.dim, self.embedder_name = stored["embedder"], dim, stored["embedder"]
+        return True
+
     def _lock_meta(self, db: Any) -> None:
         """Make the open transaction the only one recording a first embedder: nothing to do where every writer
         runs alone (SQLite)."""
@@ -367,7 +381,8 @@ class BaseStore:
         now = time.time()
         with self.transaction() as db:
             self._lock_rows(db, rows, after)
-            self.verify_embedder(db)
+            if any(v is not None for v in vectors):  # a text-first write stores no vector to check
+                self.verify_embedder(db)
             stored = self._stored_ids(db, list(dict.fromkeys(r.content_hash for r in rows)))
             last = self._last_turns(db, unstored_conversations(rows, stored))
             plan = plan_rows(rows, has_vector, stored, last, _missing_vector)
