@@ -46,7 +46,7 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
         text = sys.stdin.read()
     except BaseException:  # noqa: BLE001 - the in-process hook reads and logs it
         text = None
-    delegate = None
+    delegate, started = None, False
     if text is not None:
         from lantern.integrations import daemon
 
@@ -61,10 +61,16 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
     if host == "codex":
         from lantern.integrations.codex import main as codex_main
 
-        return codex_main(db, text=text, delegate=delegate)
-    from lantern.integrations.claude_code import main as hook_main
+        code = codex_main(db, text=text, delegate=delegate)
+    else:
+        from lantern.integrations.claude_code import main as hook_main
 
-    return hook_main(db, rewound=rewound, text=text, delegate=delegate)
+        code = hook_main(db, rewound=rewound, text=text, delegate=delegate)
+    if text is not None and not started:  # an event answered first (daemon.ANSWER_FIRST_EVENTS): the daemon now
+        from lantern.integrations import daemon
+
+        daemon.start_after(text, db)
+    return code
 
 
 def main() -> None:

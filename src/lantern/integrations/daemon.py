@@ -13,7 +13,9 @@ a daemon serves only requests of its own identity (the socket's name is a CRC-32
 its own daemon).
 
 Who starts it: the first hook event that finds none (``start=True``) spawns it and runs that event in-process, or,
-for an event that only archives, hands it over to it (``hand_over``: the spool); the CLI and the MCP server use it
+for an event that only archives, hands it over to it (``hand_over``: the spool), or, for a prompt that needs a
+recovery, waits for it to answer (``wait_for_hook``); an event answered in-process with no model
+(``ANSWER_FIRST_EVENTS``) starts it once its answer is out (``start_after``). The CLI and the MCP server use it
 when it is there and never start it. It exits after ``idle_seconds()`` with no
 request. One request at a time: it is the one writer of the stores it holds. Bounds: a request of at most
 ``MAX_REQUEST_BYTES``, read within ``READ_TIMEOUT_S``; a reply of at most ``MAX_REPLY_BYTES``.
@@ -56,6 +58,9 @@ READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within t
 CONNECT_TIMEOUT_S = 1.0
 REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
 HOOK_HOSTS = ("claude-code", "codex")  # the hosts whose hooks the daemon runs (``_hook_runner``)
+# events a hook answers in-process with no model before it starts a missing daemon (``start_after``): the daemon's start
+# and warm-up would otherwise take the CPU from that answer (BENCHMARKS.md §24c)
+ANSWER_FIRST_EVENTS = ("SessionStart", "SessionEnd")
 LISTEN_WAIT_S = 3.0  # ours: how long a cold hook waits for the daemon it started to listen (it does in ~0.1-0.5 s)
 LISTEN_POLL_S = 0.05
 
@@ -264,19 +269,52 @@ def call(
 
 
 def hook(host: str, text: str, db: str | None, rewound: str | None) -> tuple[str | None, bool]:
-    """A hook event through the daemon (started when absent): (what to print on stdout, or None when the caller
-    must run it in-process; whether this call started the daemon). An archive-only event (``HANDOVER_EVENTS``)
+    """A hook event through the daemon (started when absent, but after the answer for ``ANSWER_FIRST_EVENTS``:
+    ``start_after``): (what to print on stdout, or None when the caller must run it in-process; whether this call
+    started the daemon). An archive-only event (``HANDOVER_EVENTS``)
     that finds no daemon and starts one is handed over to it (``hand_over``): "" (nothing to print) at once, the
     archive done by the daemon once it is up. ``db``: the hook's ``--db`` (a relative path is made absolute
     here)."""
     args = _hook_args(host, text, db, rewound)
     try:
-        out = call("hook", args, start=True, preload=args["db"])
+        out = call("hook", args, start=_event(text) not in ANSWER_FIRST_EVENTS, preload=args["db"])
     except Unavailable as e:
         if e.spawned and hand_over(args):
             return "", True
         return None, e.spawned
     return (out if isinstance(out, str) else None), False
+
+
+def _event(text: str) -> str | None:
+    """The ``hook_event_name`` of a hook input, None when it has none. Never raises."""
+    try:
+        payload = loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return payload.get("hook_event_name") if isinstance(payload, dict) else None
+
+
+def start_after(text: str, db: str | None) -> bool:
+    """After a hook of ``ANSWER_FIRST_EVENTS`` (input ``text``) has answered in-process: start this identity's
+    daemon (``spawn``, warming ``db``) when none holds its lock, for the events after this one. Returns whether one
+    was started. Never raises."""
+    try:
+        if not enabled() or _event(text) not in ANSWER_FIRST_EVENTS:
+            return False
+        import fcntl
+
+        path = socket_path()
+        secure_dir(os.path.dirname(path), create=True)
+        fd = os.open(path[: -len(".sock")] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a running daemon for its whole life
+        except OSError:
+            return False
+        finally:
+            os.close(fd)  # releases it for the daemon about to start
+        return spawn(None if db is None or "://" in db else os.path.abspath(db))
+    except Exception:  # noqa: BLE001 - the next hook starts it
+        return False
 
 
 def _hook_args(host: str, text: str, db: str | None, rewound: str | None) -> dict[str, Any]:
