@@ -471,7 +471,7 @@ def test_the_claude_code_hooks_refuse_a_server_url_without_breaking_the_session(
     assert claude_code.run(json.dumps(payload)) == ""
     assert (claude_code.lantern_home() / "logs" / "claude-code.log").read_text(encoding="utf-8").count("skipped") == 2
     with pytest.raises(UnsupportedBackendError, match="lantern hook claude-code"):
-        hook_command(url)
+        hook_command("claude-code", url)
 
 
 def test_the_rest_api_on_a_server(pg_url):
