@@ -351,12 +351,29 @@ def _find(text: str, policy: RedactionPolicy, depth: int) -> list[Finding]:
     out = []
     for f in sorted(kept, key=lambda f: f.start):  # a placeholder never breaks the JSON it sits in
         s, e = json_safe(text, f.start, f.end)
+        e = separated_end(text, s, e)
         if e > s and (s, e) == (f.start, f.end):
             out.append(f)
         elif e > s:  # the span lost characters it may not take: a value that was the raw span loses them too
             raw = f.value == text[f.start : f.end]
             out.append(replace(f, start=s, end=e, value=text[s:e] if raw else f.value))
     return out
+
+
+SEPARATORS = ";,&"  # end an unquoted value when a space, a line end or the text's end follows them
+
+
+def separated_end(text: str, start: int, end: int) -> int:
+    """The end of the span ``text[start:end]`` without the separators it ends with (``SEPARATORS``) when a space, a
+    line end or the end of the text follows them: in ``password=S3cr3t!; ls`` or ``token=X, then`` the ``;`` and
+    ``,`` end a shell command or a clause and stay in the text, where ``password=Tr0ub4dor&3;x`` keeps its ``&`` and
+    ``;`` (followed by more of the value). A span that is all separators is kept whole."""
+    e = end
+    if e < len(text) and not text[e].isspace():
+        return end
+    while e - 1 > start and text[e - 1] in SEPARATORS:
+        e -= 1
+    return e
 
 
 def _escaped_findings(text: str, policy: RedactionPolicy, out: list[Finding], depth: int) -> None:
