@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import typer
 
 from lantern.text.names import plural
-from lantern.text.terminal import TERMINAL_UNSAFE, shown
+from lantern.text.terminal import TERMINAL_UNSAFE, console, shown
 
 
 def on_terminal():
@@ -23,18 +22,9 @@ def on_terminal():
     return (lambda text: shown(text, keep_lines=True)) if sys.stdout.isatty() else (lambda text: text)
 
 
-PIPED_WIDTH = 160  # the width of the tables printed to a pipe or a file, unless $COLUMNS says otherwise
-
-
 def stdout_console():
-    """A rich console on stdout: on a terminal, the terminal's width; to a pipe or a file, ``$COLUMNS`` when set,
-    else ``PIPED_WIDTH`` (rich would take 80 columns, or the width of whatever terminal stdin or stderr is on)."""
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-    columns = os.environ.get("COLUMNS", "")
-    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH)
+    """A rich console on stdout (text/terminal.py ``console``: lines whole when piped)."""
+    return console()
 
 
 def print_json(value) -> None:
@@ -361,7 +351,6 @@ def search_rows(hits: list) -> list[dict]:
 
 def print_facts(rows: list) -> None:
     """``facts``' table (at least 120 columns wide): key, value, validity, whether current, the source turn."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -378,7 +367,10 @@ def print_facts(rows: list) -> None:
             "yes" if r.current else "",
             escape(safe(f"{r.session} · turn {r.turn} (entry {r.entry_id})")),
         )
-    Console(width=max(Console().width, 120)).print(table)
+    out = console()
+    if out.is_terminal:
+        out.width = max(out.width, 120)
+    out.print(table)
 
 
 def print_events(rows: list) -> None:

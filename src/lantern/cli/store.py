@@ -108,11 +108,10 @@ def copy(
     entry ids mapped to DST's.
 
     A copy onto itself (the same file or server database, by any path or URL) is refused. Errors name SRC or DST."""
-    from rich.console import Console
-
     from lantern.config import is_server_url
+    from lantern.text.terminal import console
 
-    console = Console(stderr=True)  # the bar on stderr, as ingest draws it
+    console = console(stderr=True)  # the bar on stderr, as ingest draws it
 
     def run():
         from lantern.api import copy_store
@@ -173,9 +172,9 @@ def reindex(
 ) -> None:
     """Re-embed every entry (after changing the embedder); --fill only computes the e5 part of the entries that
     lack it, which ingest, the servers and recoveries otherwise do a little at a time."""
-    from rich.console import Console
+    from lantern.text.terminal import console
 
-    console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
+    console = console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
     if embedder and state.embedder and embedder != state.embedder:  # `--embedder use reindex --embedder routed`
         raise typer.BadParameter(
             f"the global --embedder {state.embedder} and reindex --embedder {embedder} differ; give the target once",
