@@ -69,7 +69,7 @@ def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     stats = json.loads(run("stats", "--json", db=db).stdout)
     assert stats["entries"] == 2 and stats["embedder"] == embedder_class(default_embedder_name()).id
 
-    assert "1 entry forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
+    assert "1 entry forgotten" in run("forget", "--yes", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
 
 
 def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
@@ -421,7 +421,7 @@ def test_stats_lines_are_aligned_and_counts_agree_with_their_noun(tmp_path):
     out = tmp_path / "one.export.jsonl"
     assert "1 entry exported" in run("export", str(out), db=db).stderr.decode()
     assert "0 entries imported, 1 already stored (2 lines)" in run("import", str(out), db=db).stdout.decode()
-    assert run("forget", "--session", "one", db=db).stdout.decode() == "1 entry forgotten\n"
+    assert run("forget", "--yes", "--session", "one", db=db).stdout.decode() == "1 entry forgotten\n"
 
 
 def archived_db(tmp_path: Path, name: str = "cli.db") -> Path:
@@ -1145,7 +1145,7 @@ def test_an_empty_recovery_names_the_scope_filter_that_left_the_entries_out(tmp_
         "6380"
         in run("recover", "redis port for staging", "--user", "alice", "--session", "chat", db=db).stdout.decode()
     )
-    run("forget", "--user", "alice", db=db)
+    run("forget", "--yes", "--user", "alice", db=db)
     assert why() == "nothing recovered: no archived turn is a candidate (the database holds no entry)"
 
 

@@ -522,11 +522,11 @@ def test_the_cli_says_which_server_session_holds_up_the_erase(pg_url, tmp_path):
     cli("ingest", str(transcript), "--session", "secret", db=url)
     with psycopg.connect(url) as reader:
         reader.execute("SELECT count(*) FROM entries").fetchone()
-        out = cli("forget", "--session", "secret", "--wait", "0.2", db=url)
+        out = cli("forget", "--yes", "--session", "secret", "--wait", "0.2", db=url)
         said = out.stderr.decode()
         assert out.returncode == 3 and f"server session {reader.info.backend_pid}" in said and "-wal" not in said
         reader.rollback()
-    assert "0 entries forgotten" in cli("forget", "--session", "secret", db=url).stdout.decode()
+    assert "0 entries forgotten" in cli("forget", "--yes", "--session", "secret", db=url).stdout.decode()
 
 
 LOAD_WRITER = """

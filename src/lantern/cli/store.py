@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -47,17 +48,30 @@ def forget(
     wait: float = typer.Option(
         10.0, "--wait", min=0, help="Seconds to wait for a process reading the database before saying what remains."
     ),
+    yes: bool = typer.Option(
+        False, "--yes", "-y", help="Delete without asking (scripts: without a terminal, forget refuses without it)."
+    ),
 ) -> None:
     """Delete entries from every table, then vacuum; never crosses users.
 
     Every table: entries, full text, embeddings, and every table that refers to them. The vacuum rewrites the file
     so the deleted text is not left in free pages or the WAL. A process reading the database keeps the old pages
-    until its read ends: forget waits for it (--wait, 10 s), else says what remains and exits 3."""
+    until its read ends: forget waits for it (--wait, 10 s), else says what remains and exits 3.
+
+    On a terminal it asks first (as the inspector does); --yes skips the question. Without a terminal to ask on it
+    refuses unless --yes is given: a deletion has no undo."""
     if entry is not None and session is not None:
         fail("give --entry or --session, not both")
     if all(x is None for x in (entry, session, user, agent, project)):
         fail("give --entry, --session, --user, --agent or --project")
     who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
+    if not yes:
+        what = forget_target(entry, session, user, who, agent, project)
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            fail(f"forget deletes {what} with no undo: give --yes to confirm (no terminal to ask on)")
+        if not typer.confirm(f"Delete {what} from every table?", default=False, err=True):
+            typer.echo("nothing forgotten", err=True)
+            raise typer.Exit(1)
 
     def run():
         asked = {"entry": entry, "session": session, "user": who, "agent": agent, "project": project}
@@ -68,6 +82,27 @@ def forget(
             raise typer.Exit(3)
 
     guard(run)
+
+
+def forget_target(entry, session, user, who, agent, project) -> str:
+    """What a forget with these selectors deletes, in the words of its question: ``entry 7``, ``every entry of
+    session 'x'``, ``every entry of user 'u'``, with the agent / project filters and the user they stay in."""
+    from lantern.text.terminal import shown
+
+    if entry is not None:
+        what = f"entry {entry}"
+    elif session is not None:
+        what = f"every entry of session {shown(session)!r}"
+    elif user is not None and agent is None and project is None:
+        what = f"every entry of user {shown(user)!r}"
+    else:
+        what = "every entry"
+    filters = [f"{k} {shown(v)!r}" for k, v in (("agent", agent), ("project", project)) if v is not None]
+    if filters:
+        what += " of " + " and ".join(filters)
+    if not (user is not None and entry is None and session is None and not filters):
+        what += f" (user {shown(who)!r})" if who else ' (the default user "")'
+    return what
 
 
 def vacuum(
