@@ -1,9 +1,10 @@
 """``lantern forget`` asks before it deletes (on a terminal), ``--yes`` skips the question, and without a terminal
-it refuses unless ``--yes`` is given."""
+it refuses unless ``--yes`` is given; a ``--session`` that matches nothing names the user's closest sessions."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -106,3 +107,31 @@ def test_forget_on_a_terminal_asks_first(tmp_path):
     assert "Delete every entry of session 'alpha'" in text and code == 1 and _count(db) == before, text
     code, text = _on_a_terminal(db, b"y\n", "--session", "alpha")
     assert code == 0 and "1 entry forgotten" in text and _count(db) == before - 1, text
+
+
+@given(
+    names=st.lists(st.from_regex(r"[a-z]{3,8}-[a-z]{3,8}", fullmatch=True), min_size=2, max_size=5, unique=True),
+    pick=st.integers(0, 4),
+    cut=st.integers(1, 5),
+)
+@settings(max_examples=15, deadline=None)
+def test_a_session_that_matches_nothing_names_the_closest_of_the_user(names, pick, cut):
+    """``forget --session`` and ``recover --session`` with a slip in the name name the session meant, and only
+    sessions of the user asked for (another user's sessions, however close, never)."""
+    db = Path(tempfile.mkdtemp()) / "near.db"
+    with Lantern(db, "fake") as lt:
+        for name in names:
+            lt.archive([{"role": "user", "content": f"the {name} port is 5433"}], session=name, user="me")
+            lt.archive([{"role": "user", "content": f"the {name} port is 6543"}], session=name + "x", user="other")
+    meant = names[pick % len(names)]
+    i = cut % len(meant)
+    typo = meant[:i] + meant[i + 1 :]
+    if typo in names:
+        return
+    for args in (("forget", "--yes", "--session", typo), ("recover", "port", "--session", typo)):
+        r = lantern(*args, "--user", "me", db=db)
+        err = r.stderr.decode()
+        named = re.findall(r"'([^']*)'", err.split("the closest:", 1)[1]) if "the closest:" in err else []
+        assert meant in named, (args, err)
+        assert set(named) <= set(names), (args, err)
+    assert _count(db) == 2 * len(names)

@@ -638,7 +638,9 @@ class Lantern:
         name = self._stored_session(session)
 
         def counts() -> empty.ScopeCounts:
-            return empty.ScopeCounts(*self.store.scope_counts(scope, name), scope=scope, session=name)
+            found = self.store.scope_counts(scope, name)
+            near = self.sessions_like(session, user=user, agent=agent, project=project) if name and not found[3] else []
+            return empty.ScopeCounts(*found, scope=scope, session=name, near=tuple(near))
 
         return empty.why_empty(recovery, counts, as_of)
 
@@ -788,6 +790,27 @@ class Lantern:
         from lantern.memory.triggers import should_recover
 
         return should_recover(question, draft)
+
+    @_one_at_a_time
+    def sessions_like(
+        self,
+        session: str,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        n: int = 3,
+    ) -> list[str]:
+        """The ``n`` stored sessions of the scope (the call's, else the handle's; never another user's) whose names
+        are closest to ``session`` (difflib ratio >= 0.6 against its stored form, best first), for the words of a
+        ``--session`` that matched nothing. Names come back as stored (redacted)."""
+        import difflib
+
+        name = self._stored_session(session)
+        if name is None:
+            return []
+        stored = self.store.sessions(resolve(self.scope, user, agent, project))
+        return [s for s in difflib.get_close_matches(name, stored, n=n, cutoff=0.6) if s != name]
 
     def _stored_session(self, session: str | None) -> str | None:
         """A session name a call gives, in the form it is stored and matched in (``given_name``, then the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -468,9 +469,12 @@ def warnings_unsaid():
         logging.getLogger("lantern").removeHandler(quiet)
 
 
-def forgotten_lines(n: Any, path: Any, server: bool, entry: Any, session: Any, who: Any) -> None:
+def forgotten_lines(
+    n: Any, path: Any, server: bool, entry: Any, session: Any, who: Any, near: Sequence[str] = ()
+) -> None:
     """What ``forget`` did: the entries forgotten; for none, which filter found nothing (a mistyped id must not
-    look like success); when a reader held the erase up, what remains (``unerased``) on stderr."""
+    look like success) and, for a session, the user's sessions named closest to it (``near``); when a reader held
+    the erase up, what remains (``unerased``) on stderr."""
     if not n.erased:
         print(f"{plural(n, 'entry', 'entries')} forgotten from the index")
         note(unerased(path, n, server))
@@ -478,7 +482,8 @@ def forgotten_lines(n: Any, path: Any, server: bool, entry: Any, session: Any, w
     print(f"{plural(n, 'entry', 'entries')} forgotten")
     if n == 0:
         what = f"entry {entry}" if entry is not None else f"session {session!r}" if session is not None else "entry"
-        typer.echo(f"no {what} matched" + (f" for user {who!r}" if who else ""), err=True)
+        closest = f"; the closest: {', '.join(map(repr, near))}" if near else ""
+        typer.echo(f"no {what} matched" + (f" for user {who!r}" if who else "") + closest, err=True)
 
 
 def unvacuumed(path: Any, erasure: Any) -> str:

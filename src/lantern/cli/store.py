@@ -77,7 +77,8 @@ def forget(
         asked = {"entry": entry, "session": session, "user": who, "agent": agent, "project": project}
         with open_db() as lantern, warnings_unsaid():  # the warning api.forget logs: said in the command's words
             n = lantern.forget(**asked, wait=wait, on_wait=lambda erasure: say_waiting(erasure, wait))
-            forgotten_lines(n, lantern.path, lantern.backend != "sqlite", entry, session, who)
+            near = lantern.sessions_like(session, user=who, agent=agent, project=project) if session and not n else []
+            forgotten_lines(n, lantern.path, lantern.backend != "sqlite", entry, session, who, near)
         if not n.erased:
             raise typer.Exit(3)
 
