@@ -713,3 +713,16 @@ def test_mcp_session_named_like_json_round_trips(tmp_path):
         return True
 
     assert anyio.run(_memory_run, tmp_path / "json-name.db", body)
+
+
+def test_lantern_mcp_help_names_every_tool_the_server_has(tmp_path):
+    """Newcomer finding: ``lantern mcp --help`` listed six tools after recover_compaction made seven; the help's
+    list is read against the server's own."""
+    import re
+
+    from clirun import lantern as cli
+    from lantern.integrations.mcp import build_server
+
+    tools = {t.name for t in anyio.run(build_server(tmp_path / "help.db").list_tools)}
+    shown = re.search(r"\(tools ([a-z_, ]+)\)", " ".join(cli("mcp", "--help", columns=400).stdout.decode().split()))
+    assert shown is not None and set(shown.group(1).split(", ")) == tools
