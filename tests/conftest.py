@@ -44,6 +44,32 @@ def pytest_configure(config):
     )
 
 
+def _real_parts(item) -> int:
+    """0 for a test of the real LLM, 1 for another real part (the real models, PostgreSQL: ``pg_server`` or the
+    postgres case of ``db_location``), 2 for the rest."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if "local_llm" in fixtures:
+        return 0
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    postgres = "pg_server" in fixtures or params.get("db_location") == "postgres"
+    return 1 if postgres or item.get_closest_marker("real_models") is not None else 2
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules with the real parts run first, the real LLM's first of all; the order within a module and
+    between modules of one kind stays the collection's. Why: xdist's worksteal hands each worker a contiguous half of
+    this order and a worker that runs out steals the end of the other's queue, so the long tests (a real --qa run
+    takes a minute or two) start at once and the end of the run is cheap tests that even out, instead of a long test
+    collected last (tests/test_use_cache.py, ...) running alone. A module moves whole: its module-scoped fixtures are
+    set up once, and the real LLM's tests stay together on one worker (one llama server). Both workers collect
+    the same order (the sort is stable and reads only the collection)."""
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, 2), _real_parts(item))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """Before the test's fixtures are set up (a module's fixtures with its first test): the embedder of the new
