@@ -245,6 +245,16 @@ def built_db(tmp_path_factory):
     return copy
 
 
+@pytest.fixture(scope="session")
+def eval_cache(tmp_path_factory) -> Path:
+    """A ``lantern eval`` cache folder (eval/cases.py: one archived store per history, under a folder per dataset
+    checksum and embedder) shared by the tests of one process that evaluate the same real data: the first test that
+    needs a history's store builds it, the others read it, as a rerun does. An evaluation reads its cached stores
+    and writes nothing to them (test_eval.py's rerun gives the same numbers); a history whose turns differ (another
+    slice) is rebuilt, never read stale (eval/cases.py ``build``)."""
+    return tmp_path_factory.mktemp("eval-cache")
+
+
 @pytest.fixture()
 def unprivileged():
     """A command prefix under which file modes hold: none for a normal user; for root (which ignores them) a new
