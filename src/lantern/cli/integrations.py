@@ -103,7 +103,7 @@ def _proxy_rerank(rerank: bool, base_url: Optional[str], model: Optional[str], u
     if chosen is not None:
         return chosen
     if upstream:
-        from lantern.integrations.proxy import UPSTREAM
+        from lantern.integrations.forward import UPSTREAM
 
         return UPSTREAM
     raise typer.BadParameter(
