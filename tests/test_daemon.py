@@ -260,6 +260,28 @@ def test_a_cold_prompt_that_needs_a_recovery_is_answered_by_the_daemon_it_starts
     assert out == "" and "lantern.api" not in loaded
 
 
+def test_the_daemon_fills_text_first_vectors_a_bounded_batch_per_idle_tick(tmp_path):
+    """``Daemon.fill`` (run at each idle tick, and again soon while it finds work) gives at most ``FILL_PER_TICK``
+    text-first entries their vectors per call, so a request never waits behind a long fill, until none is left."""
+    db = tmp_path / "m.db"
+    turns = [{"role": r, "content": f"step {i}: {r} text {i * 7}"} for i in range(80) for r in ("user", "assistant")]
+    with Lantern(db) as lt:
+        lt.archive(turns[:2], session="s")
+        lt.archive(turns, session="s", text_first=True)
+        missing = lt.stats()["vectors_missing"]
+    assert missing == 79 > daemon.FILL_PER_TICK
+    served = daemon.Daemon()
+    try:
+        served.lantern(str(db), None)
+        assert served.fill() == daemon.FILL_PER_TICK
+        assert served.fill() == missing - daemon.FILL_PER_TICK
+        assert served.fill() == 0
+    finally:
+        served.close()
+    with Lantern(db) as lt:
+        assert lt.stats()["vectors_missing"] == 0
+
+
 def test_a_warm_archive_only_event_is_answered_first_and_archived_before_the_next_request(warm):
     """Warm, a Stop's reply (nothing to print) is sent before its archive runs, and the daemon archives it before
     it reads the next request: whatever comes next sees the new turn."""

@@ -63,6 +63,7 @@ HOOK_HOSTS = ("claude-code", "codex")  # the hosts whose hooks the daemon runs (
 ANSWER_FIRST_EVENTS = ("SessionStart", "SessionEnd")
 LISTEN_WAIT_S = 3.0  # ours: how long a cold hook waits for the daemon it started to listen (it does in ~0.1-0.5 s)
 LISTEN_POLL_S = 0.05
+FILL_PER_TICK = 64  # ours: text-first entries given their vectors per idle tick (~1 s of MiniLM on a loaded core)
 
 
 _SECRET_NAMES = ("KEY", "TOKEN", "PASSWORD", "SECRET")
@@ -498,16 +499,16 @@ class Daemon:
             _log(f"warmed up in {time.monotonic() - start:.2f} s")
         except Exception as e:  # a hook then loads what it needs itself
             _log(f"warm-up skipped: {type(e).__name__}")
-        self.fill()
 
     def fill(self) -> int:
-        """Between requests: the vectors of the entries a cold hook stored text-first (``Lantern.fill_unembedded``)
-        in each open handle's store, so that none stays without one past the daemon's next idle moment. Costs one
-        indexed query per handle when there is none. Returns how many were written. Never raises."""
+        """Between requests: the vectors of up to ``FILL_PER_TICK`` entries a cold hook stored text-first
+        (``Lantern.fill_unembedded``) in each open handle's store, so that none stays without one for long and a
+        request never waits behind a long fill. Costs one indexed query per handle when there is none. Returns
+        how many were written. Never raises."""
         done = 0
         for handle, _ in list(self.handles.values()):
             try:
-                done += handle.fill_unembedded()
+                done += handle.fill_unembedded(FILL_PER_TICK)
             except Exception as e:  # the next process that loads the models fills them (Lantern.fill_unembedded)
                 _log(f"vector fill skipped: {type(e).__name__}")
         if done:
@@ -700,12 +701,14 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
         _log(f"serving {path} (idle exit after {idle:g} s)")
         me = os.getuid()
         last = time.monotonic()
-        warmed = False
+        warmed = filling = False  # filling: the last idle fill found work (more may wait: look again soon)
         step_due = building = False  # the graphs are stepped after a quiet moment, and polled while one builds
         while True:
             quiet = time.monotonic() - last
             left = max(0.05, idle - quiet)
             timeout = min(left, SPOOL_POLL_S) if warmed else min(left, WARM_UP_DELAY_S)
+            if filling:
+                timeout = min(timeout, LISTEN_POLL_S)
             if warmed and (step_due or building):
                 timeout = min(timeout, max(0.05, GRAPH_STEP_S - quiet) if step_due else GRAPH_STEP_S)
             listener.settimeout(timeout)
@@ -715,7 +718,9 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
                 if not warmed:  # the hook that started us has had the CPU to itself
                     daemon.warm_up(preload or None)
                     warmed = step_due = True
-                if daemon.drain() + daemon.fill():
+                ran, filled = daemon.drain(), daemon.fill()
+                filling = filled > 0
+                if ran + filled:
                     last = time.monotonic()
                     step_due = True
                     continue
