@@ -330,7 +330,7 @@ def test_the_hook_output_stays_under_claude_codes_50000_characters_whatever_the_
     lines[first] = lines[first].replace('"parentUuid":null', '"parentUuid":"fill-119"', 1)
     transcript = tmp / "session.jsonl"
     transcript.write_text("\n".join(filler + lines) + "\n", encoding="utf-8")
-    ctx = cc.HookContext(db=tmp / "m.db", offsets=cc.Offsets(tmp / "offsets.json"), budget=budget)
+    ctx = cc.HookContext(db=tmp / "m.db", offsets=cc.Offsets(tmp / "offsets.json"), budget=budget, host="claude-code")
     out = cc.handle(payload("SessionStart", transcript, source="compact"), ctx)
     with Lantern(ctx.db) as memory:
         (event,) = memory.events()
@@ -580,7 +580,7 @@ def test_install_db_option_pins_the_database_and_uninstall_still_finds_the_hooks
 def test_a_rewritten_shorter_transcript_is_read_again_without_duplicates(tmp_path):
     from lantern.integrations.claude_code import HookContext, Offsets, archive_new
 
-    ctx = HookContext(db=tmp_path / "m.db", offsets=Offsets(tmp_path / "offsets.json"))
+    ctx = HookContext(db=tmp_path / "m.db", offsets=Offsets(tmp_path / "offsets.json"), host="claude-code")
     transcript = tmp_path / "session.jsonl"
     lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
     transcript.write_text("".join(lines), encoding="utf-8")

@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from clirun import lantern
 from lantern.embed import default_embedder_name, embedder_class
@@ -67,7 +69,7 @@ def test_ingest_recover_search_stats_round_trip(tmp_path, transcript):
     stats = json.loads(run("stats", "--json", db=db).stdout)
     assert stats["entries"] == 2 and stats["embedder"] == embedder_class(default_embedder_name()).id
 
-    assert "1 entry forgotten" in run("forget", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
+    assert "1 entry forgotten" in run("forget", "--yes", "--entry", str(rec["entries"][0]["id"]), db=db).stdout.decode()
 
 
 def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
@@ -419,7 +421,7 @@ def test_stats_lines_are_aligned_and_counts_agree_with_their_noun(tmp_path):
     out = tmp_path / "one.export.jsonl"
     assert "1 entry exported" in run("export", str(out), db=db).stderr.decode()
     assert "0 entries imported, 1 already stored (2 lines)" in run("import", str(out), db=db).stdout.decode()
-    assert run("forget", "--session", "one", db=db).stdout.decode() == "1 entry forgotten\n"
+    assert run("forget", "--yes", "--session", "one", db=db).stdout.decode() == "1 entry forgotten\n"
 
 
 def archived_db(tmp_path: Path, name: str = "cli.db") -> Path:
@@ -900,7 +902,7 @@ def test_search_tables_fit_the_console_piped_and_on_a_terminal(tmp_path):
 
     def check(out: str, width: int, explain: bool) -> None:
         lines = table_lines(out)
-        assert lines and all(len(line) <= width for line in out.splitlines()), (width, out)
+        assert lines and all(len(line) <= width for line in lines), (width, out)  # piped, prose lines stay whole
         assert all(line[-1] in "┓┃┩│┘" for line in lines), out  # every line keeps its right border
         if explain:
             assert " ".join(summary_cells(out).split()).replace(" ", "") == summaries[0].replace("\n", " ").replace(
@@ -935,7 +937,31 @@ def test_demo_table_headers_are_whole_when_piped(tmp_path):
     header = next(line for line in out.splitlines() if line.startswith("┃"))
     for name in ("session", "turns", "t*", "context chars", "facts lost", "recovered", "block chars", "recover ms"):
         assert f" {name} " in header, header
-    assert "…" not in "".join(table_lines(out)) and all(len(line) <= 160 for line in out.splitlines())
+    assert "…" not in "".join(table_lines(out)) and all(len(line) <= 160 for line in table_lines(out))
+    # and its prose lines are whole, however long (rich wrapped "... 15,763 characters\nleft." at the width)
+    prose = [line for line in out.splitlines() if line.strip() and line not in table_lines(out)]
+    assert prose[0].startswith("Lantern demo: ") and prose[0].endswith("demo.db"), prose[0]
+    sessions = [line for line in prose if re.match(r"\d{4}-\d\d-\d\d ", line)]
+    assert len(sessions) == 3 and all(line.endswith(" left.") for line in sessions), sessions
+    assert not any(re.fullmatch(r"\s*\S+\.", line) for line in prose), prose  # no line of one stray word
+
+
+@given(parts=st.lists(st.from_regex(r"[a-z][a-z0-9_-]{8,40}", fullmatch=True), min_size=2, max_size=6))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_piped_line_is_never_wrapped(tmp_path, parts):
+    """To a pipe or a file, a line is written whole, whatever its length (text/terminal.py ``console``): an ingest
+    of a file with no turns at a long path gave its ``error: no turns found in`` on one line and the path on the
+    next, as the demo's header lines were cut mid-phrase at the console's width."""
+    folder = tmp_path.joinpath(*parts)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nothing.json"
+    path.write_text("[1, 2]", encoding="utf-8")
+    r = lantern("ingest", str(path), db=tmp_path / "w.db", columns=None)
+    lines = r.stderr.decode().splitlines()
+    assert r.returncode == 1 and any(
+        line.startswith("error: no turns found in ") and str(path) in line for line in lines
+    ), lines
+    assert any(line.startswith(f"{path}: 0 turns archived") for line in r.stdout.decode().splitlines()), r.stdout
 
 
 def test_the_demo_never_archives_into_an_existing_store(tmp_path):
@@ -1119,7 +1145,7 @@ def test_an_empty_recovery_names_the_scope_filter_that_left_the_entries_out(tmp_
         "6380"
         in run("recover", "redis port for staging", "--user", "alice", "--session", "chat", db=db).stdout.decode()
     )
-    run("forget", "--user", "alice", db=db)
+    run("forget", "--yes", "--user", "alice", db=db)
     assert why() == "nothing recovered: no archived turn is a candidate (the database holds no entry)"
 
 

@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clirun import lantern
 
@@ -150,3 +152,84 @@ def test_the_documentation_check_sees_a_missing_option():
     assert "--x" in _documentation(doc, ("a",)) and "--y" not in _documentation(doc, ("a",))
     assert "--y" in _documentation(doc, ("b",)) and "--x" not in _documentation(doc, ("b",))
     assert _documentation(doc, ("c",)) is None
+
+
+def _leaf_commands() -> list[tuple[tuple[str, ...], list[str]]]:
+    """(command path, its long options) of every command ``lantern`` runs."""
+    import typer.main
+
+    from lantern.cli import app
+
+    out = []
+
+    def walk(cmd, path):
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(sub, (*path, name))
+        else:
+            out.append((path, [o for p in cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]))
+
+    walk(typer.main.get_command(app), ())
+    return out
+
+
+_LEAVES = _leaf_commands()
+
+
+@given(data=st.data())
+@settings(max_examples=80, deadline=None)
+def test_an_unknown_option_is_answered_with_close_options_only(data):
+    """``lantern CMD --word`` names only options close to ``word``: a word sharing no letter with any option of the
+    command gets no suggestion (click's comparison with the dashes answered ``--bogus`` with ``--user``), and a
+    one-letter slip in an option's name gets that option suggested."""
+    path, options = data.draw(st.sampled_from(_LEAVES))
+    letters = sorted(set("abcdefghijklmnopqrstuvwxyz") - set("".join(options).lower()))
+    if letters and data.draw(st.booleans()):
+        word = data.draw(st.text(alphabet=letters, min_size=1, max_size=7))
+        expected = None
+    else:
+        long_names = [o for o in options if len(o) >= 6]  # --name with four letters or more
+        if not long_names:
+            return
+        option = data.draw(st.sampled_from(long_names))
+        i = data.draw(st.integers(3, len(option) - 1))
+        word = option[:i] + option[i + 1 :]  # one letter dropped
+        if word in options:
+            return
+        expected = option
+    r = lantern(*path, f"--{word.lstrip('-')}")
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "No such option" in err, err
+    suggested = re.findall(r"--[a-z0-9-]+", err.split("Possible options:", 1)[1]) if "Possible options" in err else []
+    if expected is None:
+        assert suggested == [], (path, word, err)
+    else:
+        assert expected in suggested, (path, word, err)
+
+
+def test_bogus_is_not_user():
+    err = lantern("recover", "x", "--bogus").stderr.decode()
+    assert "No such option: --bogus" in err and "Possible options" not in err, err
+
+
+ENV_READ = re.compile(
+    r"""(?:environ(?:\.get)?\(\s*|environ\[\s*|getenv\(\s*|envvar=|_ENV\s*=\s*)["'](LANTERN_[A-Z0-9_]+)["']"""
+)
+
+
+def lantern_env_vars(root: Path) -> set[str]:
+    """Every ``LANTERN_*`` variable the source reads: ``os.environ[...]`` / ``.get`` / ``getenv``, typer's
+    ``envvar=``, and the ``*_ENV`` constants that name one."""
+    return {m.group(1) for path in root.rglob("*.py") for m in ENV_READ.finditer(path.read_text(encoding="utf-8"))}
+
+
+def test_every_environment_variable_the_code_reads_is_in_configuration_md():
+    """Newcomer finding: ten variables (the LLM endpoint's, the token files', $LANTERN_REWOUND) were read by the
+    code and missing from docs/configuration.md's table, the one place a user looks them up."""
+    root = Path(__file__).resolve().parents[1]
+    read = lantern_env_vars(root / "src/lantern")
+    assert {"LANTERN_DB", "LANTERN_LLM_TIMEOUT", "LANTERN_REWOUND", "LANTERN_UI_TOKEN_FILE"} <= read  # the scan works
+    table = (root / "docs/configuration.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"`(LANTERN_[A-Z0-9_]+)`", table.split("## Environment variables", 1)[1]))
+    assert read - documented == set()

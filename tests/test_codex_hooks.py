@@ -373,3 +373,43 @@ def test_user_install_goes_to_codex_home_and_pins_the_database(env, tmp_path):
     assert done.returncode == 0 and done.stdout == "", done.stderr
     with Lantern(db) as memory:
         assert memory.stats()["entries"] >= 4
+
+
+_PG_URLS = st.builds(
+    lambda scheme, user, host, db: f"{scheme}://{user}@{host}/{db}",
+    st.sampled_from(["postgresql", "postgres", "POSTGRESQL"]),
+    st.from_regex(r"[a-z]{1,8}(:[a-z0-9]{1,8})?", fullmatch=True),
+    st.sampled_from(["localhost", "db.internal:5432", "127.0.0.1:6543"]),
+    st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True),
+)
+
+
+@given(url=_PG_URLS, host=st.sampled_from(["claude-code", "codex"]))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_the_hooks_server_url_refusal_names_the_host_asked_for(tmp_path, url, host):
+    """Every message of a host's install and hook names that host's commands, never another host's: ``lantern
+    install codex --db postgresql://...`` said "lantern hook claude-code is not supported"."""
+    from lantern.integrations import claude_code
+
+    other = {"claude-code": "codex", "codex": "claude-code"}[host]
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "LANTERN_DB": None, "CODEX_HOME": None}
+    r = lantern("install", host, "--db", url, env=whole_environment(env), cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err, err
+    assert f"lantern hook {host} is not supported" in err and f"lantern install {host} --db FILE" in err, err
+    assert other not in err, err
+    payload = {"hook_event_name": "Stop", "session_id": "s", "transcript_path": str(tmp_path / "t.jsonl")}
+    runner = {"claude-code": claude_code.run, "codex": codex.run}[host]
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)
+    try:
+        assert runner(json.dumps(payload), db=url) == ""
+    finally:
+        os.environ["HOME"] = old
+    logs = home / ".lantern" / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == [f"{host}.log"]
+    log = (logs / f"{host}.log").read_text(encoding="utf-8")
+    assert f"lantern hook {host} is not supported" in log and other not in log, log
+    (logs / f"{host}.log").unlink()

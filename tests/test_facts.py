@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from lantern import Config, Lantern
-from lantern.archive.facts import extract_facts
+from lantern.archive.facts import CHANGE_VERBS, extract_facts
 from lantern.cli import app
 from lantern.text.fact_keys import normalize_key
 
@@ -385,8 +388,6 @@ def test_cli_facts_mirrors_the_api(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- chain property
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 from budget import examples  # noqa: E402
 
@@ -689,3 +690,43 @@ def test_fact_reads_of_a_scope_walk_the_facts_not_every_entry_of_the_user(tmp_pa
             assert "SEARCH e USING INTEGER PRIMARY KEY" in plan, (name, plan)
         found = fact_store.facts_of_entries(db, ids, where, params)
         assert {r.entry_id for r in found} == set(ids)  # every entry states one fact
+
+
+_KEYS = ["statement_timeout", "pool size", "the max connections", "our cache ttl", "DB_PORT", "worker count"]
+
+
+@given(
+    verb=st.sampled_from(CHANGE_VERBS).filter(lambda v: v != "went"),
+    key=st.sampled_from(_KEYS),
+    old=st.integers(1, 99_999),
+    new=st.integers(1, 99_999),
+    unit=st.sampled_from(["", " ms", " s", "%"]),
+    tail=st.sampled_from(["", " in billing/db/pool.py", "; the report now loads", " for the ledger pool"]),
+    capital=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_every_change_verb_is_read_in_both_change_forms(verb, key, old, new, unit, tail, capital):
+    """Every verb that gives a setting a new value, in every inflection, reads in "V X from A to B" (X = B, A
+    replaced) and in "V X to B" (X = B), a unit after the numbers or not: "Raised statement_timeout from 2500 to
+    8000 ms" was no fact, and the quickstart fixture gave ``lantern facts`` nothing."""
+    assume(old != new)
+    v = verb.capitalize() if capital else verb
+    expected_key = normalize_key(key.split(" ", 1)[1] if key.startswith(("the ", "our ")) else key)
+    switched = extract_facts([f"{v} {key} from {old}{unit} to {new}{unit}{tail}."])
+    assert [(f.key, f.value.rstrip("%"), f.replaces.rstrip("%")) for f in switched] == [
+        (expected_key, str(new), str(old))
+    ], switched
+    set_ = extract_facts([f"{v} {key} to {new}{unit}{tail}."])
+    assert [(f.key, f.value.rstrip("%")) for f in set_] == [(expected_key, str(new))], set_
+
+
+def test_the_quickstart_fixture_has_facts(tmp_path):
+    """The README's quickstart transcript raises the ledger pool's statement timeout from 2500 to 8000 ms:
+    ``lantern facts`` shows it (it printed "no facts")."""
+    db = tmp_path / "quickstart.db"
+    runner = CliRunner()
+    fixture = str(Path(__file__).parent / "fixtures" / "claude_code_session.jsonl")
+    assert runner.invoke(app, ["--db", str(db), "ingest", fixture]).exit_code == 0
+    r = runner.invoke(app, ["--db", str(db), "facts", "--json"])
+    facts = {f["key"]: f for f in json.loads(r.stdout)}
+    assert facts["statement timeout"]["value"] == "8000", facts

@@ -80,7 +80,7 @@ def test_a_killed_forget_is_erased_by_the_next_open_forget_or_close(tmp_path, fi
         assert _run(KILLED_OPEN, str(path)) == -signal.SIGKILL
     elif finisher == "forget again":
         proc = subprocess.run(
-            [sys.executable, "-m", "lantern.cli", "--db", str(path), "forget", "--session", "secret"],
+            [sys.executable, "-m", "lantern.cli", "--db", str(path), "forget", "--yes", "--session", "secret"],
             capture_output=True,
             text=True,
             timeout=300,

@@ -97,7 +97,7 @@ def test_cli_forget_with_a_reader_says_what_remains_then_the_next_command_erases
     reader = Reader(db)
     try:
         start = time.monotonic()
-        proc = run(db, "forget", "--session", "secret", "--wait", "1")
+        proc = run(db, "forget", "--yes", "--session", "secret", "--wait", "1")
         assert time.monotonic() - start < 60
         assert proc.returncode == 3, proc.stderr
         assert proc.stdout.strip() == "1 entry forgotten from the index"
@@ -173,6 +173,6 @@ def test_python_api_and_rest_report_an_unfinished_erase(db, tmp_path, monkeypatc
 
 
 def test_without_a_reader_forget_leaves_no_byte_and_says_forgotten(db):
-    proc = run(db, "forget", "--session", "secret")
+    proc = run(db, "forget", "--yes", "--session", "secret")
     assert proc.returncode == 0 and proc.stdout.strip() == "1 entry forgotten" and not proc.stderr
     assert copies(db) == 0

@@ -10,9 +10,12 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from clirun import lantern
 from lantern import Lantern
@@ -101,8 +104,8 @@ def test_ingest_of_a_directory_equals_ingesting_each_file_and_resumes_without_du
     assert [str(f.path.relative_to(tree)) for f in result.ingested] == INGESTED  # walk order
     skipped = rel(result, "skipped")
     assert skipped["a/script.py"].startswith("not a transcript: line 1: invalid JSON")
-    assert skipped["a/blob.bin"].startswith("not a transcript: not a text transcript (binary data")
-    assert skipped["empty.json"] == "not a transcript: empty transcript"
+    assert skipped["a/blob.bin"] == "not a transcript: binary data (contains NUL bytes)"
+    assert skipped["empty.json"] == "not a transcript: empty"
     assert skipped["b/numbers.json"] == "no turns found (3 items skipped)"
     assert skipped["notes.txt"].startswith("not a transcript")
     assert result.failed == []
@@ -331,3 +334,42 @@ def test_file_names_that_are_not_utf8_stay_distinct_sessions(tmp_path):
     assert sessions == {"caf\\xe9", "caf\\xe8"}
     single = Lantern(tmp_path / "single.sqlite")
     assert single.ingest(Path(os.fsdecode(os.path.join(os.fsencode(d), b"caf\xe9.jsonl")))).session == "caf\\xe9"
+
+
+_BAD_FILES = {
+    "binary": st.binary(min_size=1, max_size=40).map(lambda b: b + b"\x00" + b),
+    "invalid UTF-8": st.binary(min_size=0, max_size=20).map(lambda b: b"{" + b + b"\xff\xfe\x80}"),
+    "empty": st.sampled_from([b"", b"   \n", b"\n\n\t"]),
+    "invalid JSON": st.text(alphabet="abcxyz ;=", min_size=1, max_size=30).map(lambda t: ("q" + t).encode()),
+    "no messages": st.sampled_from([b'{"a": 1}', b"[1, 2]", b"7", b'"text"', b'{"messages": 3}', b"null"]),
+    "too deep": st.integers(2000, 5000).map(lambda n: b"[" * n + b"]" * n),
+}
+
+
+@given(
+    kind=st.sampled_from(sorted(_BAD_FILES)),
+    data=st.data(),
+    stem=st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True),
+    suffix=st.sampled_from([".json", ".jsonl", ".txt", ".md"]),
+    # every format but aider, which reads any text
+    fmt=st.sampled_from([None, "claude-code", "sharegpt", "openai", "anthropic", "codex", "swe_agent"]),
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_bad_file_is_named_once_with_its_reason_once(tmp_path, kind, data, stem, suffix, fmt):
+    """Whatever is wrong with a file, the line about it names the file once and says it is not a transcript once:
+    the folder summary said "not a transcript: not a text transcript (binary data ...)", a single .json without
+    messages was an error naming no file at all."""
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    path = folder / f"{stem}{suffix}"
+    path.write_bytes(data.draw(_BAD_FILES[kind]))
+    db = tmp_path / "bad.db"
+    fmt_args = ("--format", fmt) if fmt else ()
+    single = cli("ingest", str(path), *fmt_args, db=db)
+    whole = cli("ingest", str(folder), *fmt_args, db=db)
+    lines = [line for line in single.stderr.splitlines() if line.startswith("error:")]
+    lines += [line for line in whole.stdout.splitlines() if line.startswith(f"  {path.name}:")]
+    assert len(lines) == 2, (single, whole)
+    for line in lines:
+        assert "Traceback" not in line and line.count(path.name) == 1, line
+        low = line.lower()
+        assert low.count("not a ") <= 1 and low.count("transcript") <= 1, line

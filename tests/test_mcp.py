@@ -10,6 +10,8 @@ import sys
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
@@ -647,3 +649,96 @@ def test_mcp_reports_lanterns_version(tmp_path):
     name, reported = anyio.run(run)
     assert (name, reported) == ("lantern", lantern_version())
     assert reported == version("lantern-memory") and reported != version("mcp")
+
+
+# JSON texts of objects and lists: what the SDK's pre-parse turns into an object when a field's type is not just str
+_JSON_TEXTS = (
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+        max_leaves=6,
+    )
+    .filter(lambda v: isinstance(v, list | dict))
+    .map(json.dumps)
+)
+
+
+def _string_fields(server) -> list[tuple[str, str]]:
+    """(tool, argument) for every argument whose schema takes a string."""
+
+    def takes_string(prop: dict) -> bool:
+        return prop.get("type") == "string" or any(takes_string(p) for p in prop.get("anyOf", ()))
+
+    return [
+        (t.name, arg)
+        for t in anyio.run(server.list_tools)
+        for arg, prop in (_schema(t).get("properties") or {}).items()
+        if takes_string(prop)
+    ]
+
+
+def test_mcp_string_arguments_stay_strings(tmp_path):
+    """A string given to any argument that takes strings reaches the tool as that string, JSON-looking or not: a
+    session or user named ``{"a": 1}`` is a name (the SDK's pre-parse made it an object, refused as not a string)."""
+    from lantern.integrations.mcp import build_server
+
+    server = build_server(tmp_path / "strings.db")
+    try:
+        fields = _string_fields(server)
+        assert ("archive", "session") in fields and ("search", "query") in fields
+
+        @given(text=_JSON_TEXTS)
+        @settings(max_examples=60, deadline=None)
+        def check(text):
+            for name, arg in fields:
+                tool = server._tool_manager.get_tool(name)
+                assert tool.fn_metadata.pre_parse_json({arg: text})[arg] == text, (name, arg)
+
+        check()
+    finally:
+        server._lantern_service.close()
+
+
+def test_mcp_session_named_like_json_round_trips(tmp_path):
+    """End to end: archive into a session named as a JSON object, find it by that name, forget it by that name."""
+    name = '{"a": 1}'
+
+    async def body(s: ClientSession):
+        r = await s.call_tool("archive", {"messages": CONVERSATION, "session": name, "user": "[1, 2]"})
+        assert not _err(r) and _data(r)["session"] == name, _text(r)
+        r = await s.call_tool("search", {"query": "postgres port", "session": name, "user": "[1, 2]"})
+        assert not _err(r) and _data(r)["hits"], _text(r)
+        r = await s.call_tool("forget", {"session": name, "user": "[1, 2]"})
+        assert _data(r) == {"forgotten": 2}, _text(r)
+        return True
+
+    assert anyio.run(_memory_run, tmp_path / "json-name.db", body)
+
+
+def test_lantern_mcp_help_names_every_tool_the_server_has(tmp_path):
+    """Newcomer finding: ``lantern mcp --help`` listed six tools after recover_compaction made seven; the help's
+    list is read against the server's own."""
+    import re
+
+    from clirun import lantern as cli
+    from lantern.integrations.mcp import build_server
+
+    tools = {t.name for t in anyio.run(build_server(tmp_path / "help.db").list_tools)}
+    shown = re.search(r"\(tools ([a-z_, ]+)\)", " ".join(cli("mcp", "--help", columns=400).stdout.decode().split()))
+    assert shown is not None and set(shown.group(1).split(", ")) == tools
+
+
+def test_integrations_md_tables_name_every_mcp_tool_and_memory_route(tmp_path):
+    """Newcomer finding: the MCP and REST tables of docs/integrations.md left out recover_compaction (the tool and
+    ``POST /v1/memory/recover_compaction``). Each table is read against the server's own tools and routes."""
+    import re
+    from pathlib import Path
+
+    from lantern.integrations.mcp import build_server
+    from lantern.integrations.proxy import memory_routes
+
+    doc = (Path(__file__).resolve().parents[1] / "docs/integrations.md").read_text(encoding="utf-8")
+    tools = {t.name for t in anyio.run(build_server(tmp_path / "doc.db").list_tools)}
+    assert tools - set(re.findall(r"^\| `([a-z_]+)` \|", doc, re.M)) == set()
+    routes = {(m, r.path) for r in memory_routes.routes for m in r.methods}
+    assert routes - set(re.findall(r"^\| `(GET|POST|DELETE|PUT) (/v1/memory/[a-z_/]+)", doc, re.M)) == set()

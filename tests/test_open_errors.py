@@ -17,7 +17,14 @@ from lantern.config import redact_url
 
 @pytest.mark.parametrize(
     "args",
-    [("stats",), ("search", "port"), ("recover", "port"), ("export", "-"), ("facts",), ("forget", "--session", "s")],
+    [
+        ("stats",),
+        ("search", "port"),
+        ("recover", "port"),
+        ("export", "-"),
+        ("facts",),
+        ("forget", "--yes", "--session", "s"),
+    ],
 )
 def test_a_db_that_is_a_directory_is_named_so_by_every_command(tmp_path, args):
     (tmp_path / "adir").mkdir()

@@ -471,7 +471,7 @@ def test_the_claude_code_hooks_refuse_a_server_url_without_breaking_the_session(
     assert claude_code.run(json.dumps(payload)) == ""
     assert (claude_code.lantern_home() / "logs" / "claude-code.log").read_text(encoding="utf-8").count("skipped") == 2
     with pytest.raises(UnsupportedBackendError, match="lantern hook claude-code"):
-        hook_command(url)
+        hook_command("claude-code", url)
 
 
 def test_the_rest_api_on_a_server(pg_url):
@@ -522,11 +522,11 @@ def test_the_cli_says_which_server_session_holds_up_the_erase(pg_url, tmp_path):
     cli("ingest", str(transcript), "--session", "secret", db=url)
     with psycopg.connect(url) as reader:
         reader.execute("SELECT count(*) FROM entries").fetchone()
-        out = cli("forget", "--session", "secret", "--wait", "0.2", db=url)
+        out = cli("forget", "--yes", "--session", "secret", "--wait", "0.2", db=url)
         said = out.stderr.decode()
         assert out.returncode == 3 and f"server session {reader.info.backend_pid}" in said and "-wal" not in said
         reader.rollback()
-    assert "0 entries forgotten" in cli("forget", "--session", "secret", db=url).stdout.decode()
+    assert "0 entries forgotten" in cli("forget", "--yes", "--session", "secret", db=url).stdout.decode()
 
 
 LOAD_WRITER = """

@@ -593,7 +593,7 @@ def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
     """``, ; & ( ) [ ] { } < >`` are legal in a password: an unquoted value after a strong key runs to the next
     space (or quote, backslash) wherever it stands, as at a line start; the fingerprint leaves out its trailing
     ``.,;:!?)]}``, so all these forms give the fingerprint of ``Tr0ub4dor&3;x``. A shell ``;`` after the value
-    goes into the placeholder too (redact more: the text cannot tell a shell list from a password)."""
+    (a space follows it) ends the value and stays in the text (redact.py ``separated_end``)."""
     stored, salt = assert_redacted_everywhere(
         tmp_path / "midline.db", MIDLINE, "Tr0ub4dor", pieces=["&3;x"]
     )  # 4+ characters: a 3-byte piece turns up in the vectors by chance
@@ -602,7 +602,7 @@ def test_an_unquoted_password_mid_line_runs_to_the_next_space(tmp_path):
         assert mark in text, (t, text)
     assert stored[0].startswith(f"user: ok DB_PASSWORD={mark} then\n")
     assert stored[5].startswith(f"user: ok `PASSWORD={mark}` ok\n")  # the enclosing backticks stay
-    assert stored[6].startswith(f"user: then export DB_PASSWORD={mark} make run\n")
+    assert stored[6].startswith(f"user: then export DB_PASSWORD={mark}; make run\n")
     policy = make_policy(salt)
     # a value too short on its own is judged whole ("ab;cd!"); code stays: variables, calls, types, indexing
     out, _ = redact_text("ok password=ab;cd!x then", policy)
@@ -1260,3 +1260,30 @@ def test_a_flag_named_by_a_secret_word_has_its_value_redacted(words, joined, wor
 )
 def test_flags_that_only_look_like_secret_flags_are_kept(text):
     assert redact_text(text, RedactionPolicy()) == (text, 0)
+
+
+_PASSWORD_CHARS = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789!@#%^*-_+=~"
+
+
+@given(
+    password=st.text(alphabet=_PASSWORD_CHARS, min_size=6, max_size=18).map(lambda p: "Zq7!" + p),
+    inner=st.sampled_from(["", ";", "&", ","]),
+    form=st.sampled_from(
+        ["password={}", "PASSWORD={}", "export DB_PASSWORD={}", "--password {}", "--password={}", "the password is {}"]
+    ),
+    sep=st.sampled_from(";,&"),
+    follower=st.sampled_from([" also", " ls -la", "\n", "", "  # note", " && make"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_separator_after_an_unquoted_secret_stays_in_the_text(password, inner, form, sep, follower):
+    """An unquoted secret ends before a ``;``, ``,`` or ``&`` that a space, a line end or the text's end follows
+    (``password=X; also``: the ``;`` ends the shell command and stays), while one inside the value (``X&3;x``) is
+    part of it: nothing of the password stays in clear, the separator is kept, and the fingerprint is the same as
+    without it."""
+    secret = password + (inner + "Tq9" if inner else "")
+    text = form.format(secret) + sep + follower
+    out, n = redact_text(text, make_policy(b"k"))
+    assert n == 1 and secret not in out and out.endswith(sep + follower), (text, out)
+    assert not any(part in out for part in ("Tq9", password[4:]) if len(part) >= 3), (text, out)
+    alone, _ = redact_text(form.format(secret), make_policy(b"k"))
+    assert out == alone + sep + follower, (text, out, alone)

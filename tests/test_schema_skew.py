@@ -105,7 +105,7 @@ def test_the_cli_prints_one_line_for_a_newer_file(tmp_path):
     with Lantern(path) as lt:
         lt.archive(TURN, session="s")
     _migrate_as_newer_code(path, len(MIGRATIONS) + 1)
-    for args in (("stats",), ("recover", "billing port"), ("forget", "--session", "s"), ("ingest", str(path))):
+    for args in (("stats",), ("recover", "billing port"), ("forget", "--yes", "--session", "s"), ("ingest", str(path))):
         result = cli(*args, db=path)
         err = result.stderr.decode()
         assert result.returncode == 1, (args, err)

@@ -315,7 +315,7 @@ def test_cli_scope_of_forget_facts_and_feedback(db, monkeypatch):
     assert out.exit_code == 0 and "eu-west-3" not in out.output
     out = runner.invoke(app, ["--db", str(db), "feedback", *map(str, ids), "--not-useful", "--user", "bob"])
     assert out.exit_code == 0 and "0 entries marked" in out.output and "2 of the ids are not entries" in out.output
-    out = runner.invoke(app, ["--db", str(db), "forget", "--user", ""])
+    out = runner.invoke(app, ["--db", str(db), "forget", "--yes", "--user", ""])
     assert out.exit_code == 0, out.output
     con = sqlite3.connect(db)
     users = {u for (u,) in con.execute("SELECT DISTINCT user_id FROM entries")}

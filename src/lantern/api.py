@@ -24,7 +24,7 @@ import numpy as np
 from lantern import reinforce
 from lantern.archive.chunk import chunk
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
-from lantern.archive.redact import load_policy, redact_name, redact_text, set_secret_redaction
+from lantern.archive.redact import load_policy, names_form, redact_name, redact_text, set_secret_redaction
 from lantern.archive.subagents import parent_session
 from lantern.config import (
     DEFAULT,
@@ -46,6 +46,7 @@ from lantern.store import events as event_store
 from lantern.store import facts as fact_store
 from lantern.store.ann import ann_params
 from lantern.store.index import MemoryIndex
+from lantern.store.migrations import NAMES_FORM, rewrite_names
 from lantern.store.open import open_store
 from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, entry_count, is_unwritable, write_error_words
 from lantern.store.times import to_epoch
@@ -144,9 +145,21 @@ class Lantern:
         self.writer = Writer(self.store, None, chosen, config, load_policy(self.store, config), self._follow_reindex)
         # every name a call gives is read and written in its redacted form (archive/redact.py ``redact_name``)
         self.scope = resolve(Scope(names=lambda name: redact_name(name, self.redaction)), user, agent, project)
+        self._redact_stored_names()
         self.queries = None
         self._llm_clients: dict[LLMSettings, LLMClient] = {}
         self._use_embedder(chosen)
+
+    def _redact_stored_names(self) -> None:
+        """The names a store holds in the form reads look them up in: rewritten once through ``redact_name`` when
+        they were written by an older version or under other redaction rules (store/migrations.py
+        ``rewrite_names``, one transaction; a store opened read-only, or with secret redaction off, is left as
+        it is). One meta read when they already are."""
+        if not self.redaction.secrets or getattr(self.store, "readonly", False):
+            return
+        form = names_form(self.redaction)
+        if self.store.get_meta(NAMES_FORM) != form:
+            rewrite_names(self.store, lambda name: redact_name(name, self.redaction), form)
 
     # the handle's state the write path reads (archive/pipeline.py); assigning one here is seen by both paths
     config = property(lambda self: self.writer.config, lambda self, v: setattr(self.writer, "config", v))
@@ -625,7 +638,9 @@ class Lantern:
         name = self._stored_session(session)
 
         def counts() -> empty.ScopeCounts:
-            return empty.ScopeCounts(*self.store.scope_counts(scope, name), scope=scope, session=name)
+            found = self.store.scope_counts(scope, name)
+            near = self.sessions_like(session, user=user, agent=agent, project=project) if name and not found[3] else []
+            return empty.ScopeCounts(*found, scope=scope, session=name, near=tuple(near))
 
         return empty.why_empty(recovery, counts, as_of)
 
@@ -775,6 +790,27 @@ class Lantern:
         from lantern.memory.triggers import should_recover
 
         return should_recover(question, draft)
+
+    @_one_at_a_time
+    def sessions_like(
+        self,
+        session: str,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        n: int = 3,
+    ) -> list[str]:
+        """The ``n`` stored sessions of the scope (the call's, else the handle's; never another user's) whose names
+        are closest to ``session`` (difflib ratio >= 0.6 against its stored form, best first), for the words of a
+        ``--session`` that matched nothing. Names come back as stored (redacted)."""
+        import difflib
+
+        name = self._stored_session(session)
+        if name is None:
+            return []
+        stored = self.store.sessions(resolve(self.scope, user, agent, project))
+        return [s for s in difflib.get_close_matches(name, stored, n=n, cutoff=0.6) if s != name]
 
     def _stored_session(self, session: str | None) -> str | None:
         """A session name a call gives, in the form it is stored and matched in (``given_name``, then the
@@ -1012,8 +1048,10 @@ class Lantern:
     @_one_at_a_time
     def set_secret_redaction(self, enabled: bool) -> None:
         """Switch secret redaction on (default) or off for this database; recorded in its meta table so every
-        later handle follows it. Private spans are removed either way (archive/redact.py)."""
+        later handle follows it. Private spans are removed either way (archive/redact.py). Switched on, the names
+        stored meanwhile are rewritten in their redacted form (``rewrite_names``)."""
         set_secret_redaction(self, enabled)
+        self._redact_stored_names()
 
     @property
     def backend(self) -> str:

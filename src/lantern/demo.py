@@ -41,6 +41,7 @@ from lantern.archive.parse import parse
 from lantern.errors import LanternError
 from lantern.eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, needed_lost_facts, t_star
 from lantern.model import Turn
+from lantern.text.terminal import console as terminal_console
 
 EXCERPT = Path(__file__).parent / "data" / "demo" / "aider-chat-excerpt.md"
 
@@ -149,7 +150,7 @@ def run(db: Path | None = None, *, show_block: bool = False, console: Console | 
         raise LanternError(
             f"{db} already exists: the demo builds a new database (give a path that does not exist, or delete it)"
         )
-    console = console or Console()
+    console = console or terminal_console()
     parsed = parse(EXCERPT, "aider")
     by_session: dict[str, list[Turn]] = {}
     for turn in chunk(parsed.messages, None):

@@ -44,6 +44,7 @@ class TranscriptFormatError(LanternError):
     """A transcript could not be parsed. ``line`` (1-based, or None) and ``field`` name where."""
 
     def __init__(self, message: str, *, line: int | None = None, field: str | None = None, source: str | None = None):
+        self.message = message  # the reason alone: what was found, never "not a ... transcript" (the caller says that)
         self.line = line
         self.field = field
         self.source = source
@@ -55,6 +56,12 @@ class TranscriptFormatError(LanternError):
         if field:
             where.append(f"field {field!r}")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+    def named(self, source: str | None) -> TranscriptFormatError:
+        """This error naming ``source`` when it names no file yet (a parser deep down that was not told it)."""
+        if self.source or not source:
+            return self
+        return type(self)(self.message, line=self.line, field=self.field, source=source)
 
 
 class EmbedderMismatchError(LanternError):

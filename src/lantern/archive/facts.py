@@ -604,14 +604,35 @@ _IS_BARE = re.compile(
     rf"(?:now\s+|still\s+|currently\s+)?({_TOKEN})",
     re.I,
 )
-_SET = re.compile(
-    rf"\b(?:set|sets|setting|change|changed|changes|changing|update|updated|updating|bump|bumped|switch|switched|"
-    rf"reconfigured|configured)\s+(?:the\s+|our\s+|my\s+)?({_KEY})\s+to\s+({_TOKEN})",
-    re.I,
+# the verbs that give a setting a new value ("set X to Y", "raised X from A to B"), every inflection: one list for
+# both families, so that a verb read in one form is read in the other (ours)
+_CHANGE_STEMS = (
+    "set sets setting",
+    "change changes changed changing",
+    "update updates updated updating",
+    "bump bumps bumped bumping",
+    "switch switches switched switching",
+    "reconfigure reconfigures reconfigured reconfiguring",
+    "configure configures configured configuring",
+    "migrate migrates migrated migrating",
+    "move moves moved moving",
+    "raise raises raised raising",
+    "lower lowers lowered lowering",
+    "increase increases increased increasing",
+    "decrease decreases decreased decreasing",
+    "reduce reduces reduced reducing",
+    "upgrade upgrades upgraded upgrading",
+    "downgrade downgrades downgraded downgrading",
+    "went",
 )
+CHANGE_VERBS = tuple(w for forms in _CHANGE_STEMS for w in forms.split())
+_CHANGE = "|".join(sorted(CHANGE_VERBS, key=len, reverse=True))
+_SET = re.compile(rf"\b(?:{_CHANGE})\s+(?:the\s+|our\s+|my\s+)?({_KEY})\s+to\s+({_TOKEN})", re.I)
+# a unit after the old number ("from 2500 ms to 8000 ms"): the values are the numbers, as everywhere (ours)
+_UNIT = r"(?:ms|s|secs?|seconds?|mins?|minutes?|h|hours?|days?|[kmgt]i?b|px)(?!\w)"
 _SWITCH = re.compile(
-    rf"\b(?:switch|switched|switching|migrate|migrated|migrating|move|moved|moving|change|changed|changing|went)"
-    rf"\s+(?:(?:the|our|my)\s+)?(?:({_KEY})\s+)?from\s+({_TOKEN})\s+(?:over\s+)?to\s+({_TOKEN})",
+    rf"\b(?:{_CHANGE})\s+(?:(?:the|our|my)\s+)?(?:({_KEY})\s+)?from\s+({_TOKEN})(?:(?<=\d)\s*{_UNIT})?\s+"
+    rf"(?:over\s+)?to\s+({_TOKEN})",
     re.I,
 )
 _RETRACT = re.compile(

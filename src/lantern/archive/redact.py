@@ -131,6 +131,7 @@ Of detect-secrets only the keyword denylist and the entropy function are used: n
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import hmac
 import re
@@ -140,6 +141,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from lantern.archive.secret_context import escaped_strings, json_safe
@@ -177,6 +179,7 @@ __all__ = [
     "redact_json",
     "redact_messages",
     "redact_name",
+    "names_form",
     "redact_text",
     "remove_private",
     "set_secret_redaction",
@@ -300,9 +303,15 @@ def load_policy(store: Any, config: Any = None) -> RedactionPolicy:
 
 def set_secret_redaction(lantern: Any, enabled: bool) -> None:
     """Switch secret redaction on or off for the database of ``lantern`` (a ``Lantern``): stored in its meta table,
-    so every later ``Lantern`` on that file follows it. Private spans are removed either way."""
+    so every later ``Lantern`` on that file follows it. Private spans are removed either way. Switched off, the
+    record of the names' form goes in the same transaction: names written from then on are stored as given, and
+    are rewritten when redaction is switched on again (store/migrations.py ``rewrite_names``)."""
+    from lantern.store.migrations import NAMES_FORM
+
     with lantern.store.transaction() as db:
         db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (META_SWITCH, "on" if enabled else "off"))
+        if not enabled:
+            db.execute("DELETE FROM meta WHERE key = ?", (NAMES_FORM,))
     lantern.redaction = replace(lantern.redaction, secrets=enabled)
 
 
@@ -351,12 +360,29 @@ def _find(text: str, policy: RedactionPolicy, depth: int) -> list[Finding]:
     out = []
     for f in sorted(kept, key=lambda f: f.start):  # a placeholder never breaks the JSON it sits in
         s, e = json_safe(text, f.start, f.end)
+        e = separated_end(text, s, e)
         if e > s and (s, e) == (f.start, f.end):
             out.append(f)
         elif e > s:  # the span lost characters it may not take: a value that was the raw span loses them too
             raw = f.value == text[f.start : f.end]
             out.append(replace(f, start=s, end=e, value=text[s:e] if raw else f.value))
     return out
+
+
+SEPARATORS = ";,&"  # end an unquoted value when a space, a line end or the text's end follows them
+
+
+def separated_end(text: str, start: int, end: int) -> int:
+    """The end of the span ``text[start:end]`` without the separators it ends with (``SEPARATORS``) when a space, a
+    line end or the end of the text follows them: in ``password=S3cr3t!; ls`` or ``token=X, then`` the ``;`` and
+    ``,`` end a shell command or a clause and stay in the text, where ``password=Tr0ub4dor&3;x`` keeps its ``&`` and
+    ``;`` (followed by more of the value). A span that is all separators is kept whole."""
+    e = end
+    if e < len(text) and not text[e].isspace():
+        return end
+    while e - 1 > start and text[e - 1] in SEPARATORS:
+        e -= 1
+    return e
 
 
 def _escaped_findings(text: str, policy: RedactionPolicy, out: list[Finding], depth: int) -> None:
@@ -468,6 +494,29 @@ def redact_name(name: str, policy: RedactionPolicy) -> str:
         hit = _redact(name, policy, private=False)
         policy.memo.put("\x00name\x00" + name, hit)
     return hit[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _rules_digest() -> str:
+    """sha256 of the source of the modules whose rules decide a redaction (this one and the finders it calls)."""
+    from lantern.archive import secret_context, secret_findings, secret_tokens
+
+    h = hashlib.sha256()
+    for module in (sys.modules[__name__], secret_findings, secret_tokens, secret_context):
+        h.update(Path(module.__file__).read_bytes())
+    return h.hexdigest()
+
+
+def names_form(policy: RedactionPolicy) -> str:
+    """An id of the form ``redact_name`` gives names under ``policy``: the redaction rules (their source) and the
+    policy's own patterns, allow-list and salt. A store whose names were written in another form has them
+    rewritten once (store/migrations.py ``rewrite_names``)."""
+    h = hashlib.sha256(_rules_digest().encode())
+    h.update(policy.salt)
+    h.update(repr([(k, p.pattern) for k, p in policy.extra]).encode("utf-8", "surrogatepass"))
+    h.update(repr(sorted(policy.allow_values)).encode("utf-8", "surrogatepass"))
+    h.update(repr([p.pattern for p in policy.allow_patterns]).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:32]
 
 
 def _redact(text: str, policy: RedactionPolicy, private: bool = True) -> tuple[str, int]:

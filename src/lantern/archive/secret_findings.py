@@ -35,8 +35,8 @@ from lantern.archive.secret_context import (
     xml_elements,
 )
 
-VALUE_END = ".,;:!?)]}"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
-PROSE_END = ".,;:!?)」”\"'"  # the same for a prose value ("the password is X).")
+VALUE_END = ".,;:!?)]}&"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
+PROSE_END = ".,;:!?)」”\"'&"  # the same for a prose value ("the password is X).")
 
 # priorities (lower wins an overlap)
 P_BLOCK, P_TOKEN, P_CRED, P_FLAG, P_KEYWORD, P_PROSE = 0, 1, 2, 3, 4, 5
@@ -52,7 +52,7 @@ class Finding:
     line that runs to the line's end (``PASSWORD=Hunter2Secret!`` in a .env, ``password: Hunter2Secret!`` in
     YAML) and for a password mid-line that runs to the next space (``(password=Hunter2Secret);``): the span is the
     whole value, so nothing of it stays in clear, and the fingerprint of a keyword value leaves out its final
-    ``.,;:!?)]}`` (``VALUE_END``), so it matches the same password written elsewhere (our choice: a consistent
+    ``.,;:!?)]}&`` (``VALUE_END``), so it matches the same password written elsewhere (our choice: a consistent
     fingerprint over telling ``abc!`` from ``abc``, which share one, as they do mid-line). A quoted value is exactly
     what its quotes
     enclose. The allow-list sees both ``value`` and the span. ``kind`` names it in the placeholder; ``tail`` says

@@ -34,6 +34,7 @@ from lantern.cli import archive, chat, integrations, recover, store
 from lantern.cli import eval as eval_command
 from lantern.cli.common import state
 from lantern.cli.options import (
+    Group,
     db_location,
     embedder_name,
     on_command_line,
@@ -42,7 +43,9 @@ from lantern.cli.options import (
     warn_visible,
 )
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost.")
+app = typer.Typer(
+    cls=Group, add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost."
+)
 
 
 @app.callback()
@@ -84,8 +87,10 @@ def _global(
     state.rewound = rewound
 
 
-hook_app = typer.Typer(no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON).")
-install_app = typer.Typer(no_args_is_help=True, help="Install Lantern's hooks into an agent's settings.")
+hook_app = typer.Typer(
+    cls=Group, no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON)."
+)
+install_app = typer.Typer(cls=Group, no_args_is_help=True, help="Install Lantern's hooks into an agent's settings.")
 app.add_typer(hook_app, name="hook")
 app.add_typer(install_app, name="install")
 

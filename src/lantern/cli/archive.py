@@ -52,13 +52,12 @@ def ingest(
     """Archive a transcript file (one transaction per batch; re-ingesting adds no duplicates; Ctrl-C keeps the
     batches already committed and a re-run resumes). A directory: every regular file under it, format detected per
     file; files that are not transcripts are skipped and listed with their reason at the end."""
-    from rich.console import Console
-
     from lantern.archive.parse import FORMATS
+    from lantern.text.terminal import console
 
     if format != "auto" and format not in FORMATS:
         raise typer.BadParameter(f"unknown format {format!r}; one of auto, {', '.join(FORMATS)}", param_hint="--format")
-    console = Console(stderr=True)
+    console = console(stderr=True)
     if file.is_dir():
         return _ingest_directory(file, format, session, as_json, user, agent, project, console)
     before = before_open()  # a new database that received nothing (an error, or no turn) is undone

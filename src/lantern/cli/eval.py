@@ -191,11 +191,10 @@ def _eval_realcompact(
     data: Path, out: Path, limit: Optional[int], system: Optional[list[str]], fit: bool, workers: Optional[int]
 ) -> None:
     """``eval realcompact``: one call of ``lantern.eval.realcompact.main``."""
-    from rich.console import Console
-
     from lantern.eval.realcompact import main as run_realcompact
+    from lantern.text.terminal import console
 
-    console = Console(stderr=True)
+    console = console(stderr=True)
 
     def run() -> None:
         command = "lantern " + shlex.join(sys.argv[1:])

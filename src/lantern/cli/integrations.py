@@ -22,7 +22,8 @@ from lantern.cli.render import installed, serve_banner, serve_warnings
 
 
 def mcp() -> None:
-    """Run the MCP server on stdio (tools archive, recover, search, forget, feedback, stats); needs the `mcp` extra."""
+    """Run the MCP server on stdio (tools archive, recover, recover_compaction, search, forget, feedback, stats); needs
+    the `mcp` extra."""
     try:
         from lantern.integrations.mcp import serve
     except ImportError as e:

@@ -3,12 +3,19 @@ them (a bad value is a usage error, exit 2)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
+import typer.core
 
 from lantern.cli.common import fail, iso_time
+
+try:  # typer 0.2x carries its own copy of click
+    from typer._click.exceptions import NoSuchOption
+except ImportError:  # earlier typer: click itself
+    from click.exceptions import NoSuchOption
 from lantern.text.names import plural
 
 
@@ -268,3 +275,46 @@ def pinned_db_option() -> Any:
             "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run)."
         ),
     )
+
+
+def close_options(given: str, options: list[str]) -> list[str]:
+    """The options of ``options`` (``--name`` forms) a mistyped ``given`` may have meant: the closest by name without
+    the dashes (``difflib`` ratio >= 0.6, click's threshold; only those as close as the closest), and those the
+    name starts with (two letters or more). Click compares the names with their dashes, and the two dashes every
+    long option shares make unrelated names look close (``--bogus`` was answered with ``--user``)."""
+    import difflib
+
+    stem = given.lstrip("-").lower()
+    if not stem:
+        return []
+    stems = {o.lstrip("-").lower(): o for o in options if o.startswith("--")}
+    scored = [(difflib.SequenceMatcher(None, stem, s).ratio(), s) for s in stems]
+    best = max((score for score, _ in scored), default=0.0)
+    near = [s for score, s in scored if score >= 0.6 and score == best]
+    prefixed = [s for s in stems if len(stem) >= 2 and s.startswith(stem)]
+    return [stems[s] for s in dict.fromkeys(near + prefixed)]
+
+
+class Group(typer.core.TyperGroup):
+    """Lantern's command groups: an unknown option is answered with the options close to it (``close_options``),
+    or none, in place of click's suggestions."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        with _suggesting():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _suggesting():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _suggesting():
+    try:
+        yield
+    except NoSuchOption as e:
+        command = e.ctx.command if e.ctx is not None else None
+        if command is not None and e.option_name.startswith("--"):
+            names = [o for p in command.params for o in (*p.opts, *p.secondary_opts)]
+            e.possibilities = close_options(e.option_name, names)
+        raise

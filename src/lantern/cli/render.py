@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from lantern.text.names import plural
-from lantern.text.terminal import TERMINAL_UNSAFE, shown
+from lantern.text.terminal import TERMINAL_UNSAFE, console, shown
 
 
 def on_terminal():
@@ -23,18 +23,9 @@ def on_terminal():
     return (lambda text: shown(text, keep_lines=True)) if sys.stdout.isatty() else (lambda text: text)
 
 
-PIPED_WIDTH = 160  # the width of the tables printed to a pipe or a file, unless $COLUMNS says otherwise
-
-
 def stdout_console():
-    """A rich console on stdout: on a terminal, the terminal's width; to a pipe or a file, ``$COLUMNS`` when set,
-    else ``PIPED_WIDTH`` (rich would take 80 columns, or the width of whatever terminal stdin or stderr is on)."""
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-    columns = os.environ.get("COLUMNS", "")
-    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH)
+    """A rich console on stdout (text/terminal.py ``console``: lines whole when piped)."""
+    return console()
 
 
 def print_json(value) -> None:
@@ -361,7 +352,6 @@ def search_rows(hits: list) -> list[dict]:
 
 def print_facts(rows: list) -> None:
     """``facts``' table (at least 120 columns wide): key, value, validity, whether current, the source turn."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -378,7 +368,10 @@ def print_facts(rows: list) -> None:
             "yes" if r.current else "",
             escape(safe(f"{r.session} · turn {r.turn} (entry {r.entry_id})")),
         )
-    Console(width=max(Console().width, 120)).print(table)
+    out = console()
+    if out.is_terminal:
+        out.width = max(out.width, 120)
+    out.print(table)
 
 
 def print_events(rows: list) -> None:
@@ -476,9 +469,12 @@ def warnings_unsaid():
         logging.getLogger("lantern").removeHandler(quiet)
 
 
-def forgotten_lines(n: Any, path: Any, server: bool, entry: Any, session: Any, who: Any) -> None:
+def forgotten_lines(
+    n: Any, path: Any, server: bool, entry: Any, session: Any, who: Any, near: Sequence[str] = ()
+) -> None:
     """What ``forget`` did: the entries forgotten; for none, which filter found nothing (a mistyped id must not
-    look like success); when a reader held the erase up, what remains (``unerased``) on stderr."""
+    look like success) and, for a session, the user's sessions named closest to it (``near``); when a reader held
+    the erase up, what remains (``unerased``) on stderr."""
     if not n.erased:
         print(f"{plural(n, 'entry', 'entries')} forgotten from the index")
         note(unerased(path, n, server))
@@ -486,7 +482,8 @@ def forgotten_lines(n: Any, path: Any, server: bool, entry: Any, session: Any, w
     print(f"{plural(n, 'entry', 'entries')} forgotten")
     if n == 0:
         what = f"entry {entry}" if entry is not None else f"session {session!r}" if session is not None else "entry"
-        typer.echo(f"no {what} matched" + (f" for user {who!r}" if who else ""), err=True)
+        closest = f"; the closest: {', '.join(map(repr, near))}" if near else ""
+        typer.echo(f"no {what} matched" + (f" for user {who!r}" if who else "") + closest, err=True)
 
 
 def unvacuumed(path: Any, erasure: Any) -> str:

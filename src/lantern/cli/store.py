@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -47,27 +48,62 @@ def forget(
     wait: float = typer.Option(
         10.0, "--wait", min=0, help="Seconds to wait for a process reading the database before saying what remains."
     ),
+    yes: bool = typer.Option(
+        False, "--yes", "-y", help="Delete without asking (scripts: without a terminal, forget refuses without it)."
+    ),
 ) -> None:
     """Delete entries from every table, then vacuum; never crosses users.
 
     Every table: entries, full text, embeddings, and every table that refers to them. The vacuum rewrites the file
     so the deleted text is not left in free pages or the WAL. A process reading the database keeps the old pages
-    until its read ends: forget waits for it (--wait, 10 s), else says what remains and exits 3."""
+    until its read ends: forget waits for it (--wait, 10 s), else says what remains and exits 3.
+
+    On a terminal it asks first (as the inspector does); --yes skips the question. Without a terminal to ask on it
+    refuses unless --yes is given: a deletion has no undo."""
     if entry is not None and session is not None:
         fail("give --entry or --session, not both")
     if all(x is None for x in (entry, session, user, agent, project)):
         fail("give --entry, --session, --user, --agent or --project")
     who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
+    if not yes:
+        what = forget_target(entry, session, user, who, agent, project)
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            fail(f"forget deletes {what} with no undo: give --yes to confirm (no terminal to ask on)")
+        if not typer.confirm(f"Delete {what} from every table?", default=False, err=True):
+            typer.echo("nothing forgotten", err=True)
+            raise typer.Exit(1)
 
     def run():
         asked = {"entry": entry, "session": session, "user": who, "agent": agent, "project": project}
         with open_db() as lantern, warnings_unsaid():  # the warning api.forget logs: said in the command's words
             n = lantern.forget(**asked, wait=wait, on_wait=lambda erasure: say_waiting(erasure, wait))
-            forgotten_lines(n, lantern.path, lantern.backend != "sqlite", entry, session, who)
+            near = lantern.sessions_like(session, user=who, agent=agent, project=project) if session and not n else []
+            forgotten_lines(n, lantern.path, lantern.backend != "sqlite", entry, session, who, near)
         if not n.erased:
             raise typer.Exit(3)
 
     guard(run)
+
+
+def forget_target(entry, session, user, who, agent, project) -> str:
+    """What a forget with these selectors deletes, in the words of its question: ``entry 7``, ``every entry of
+    session 'x'``, ``every entry of user 'u'``, with the agent / project filters and the user they stay in."""
+    from lantern.text.terminal import shown
+
+    if entry is not None:
+        what = f"entry {entry}"
+    elif session is not None:
+        what = f"every entry of session {shown(session)!r}"
+    elif user is not None and agent is None and project is None:
+        what = f"every entry of user {shown(user)!r}"
+    else:
+        what = "every entry"
+    filters = [f"{k} {shown(v)!r}" for k, v in (("agent", agent), ("project", project)) if v is not None]
+    if filters:
+        what += " of " + " and ".join(filters)
+    if not (user is not None and entry is None and session is None and not filters):
+        what += f" (user {shown(who)!r})" if who else ' (the default user "")'
+    return what
 
 
 def vacuum(
@@ -108,11 +144,10 @@ def copy(
     entry ids mapped to DST's.
 
     A copy onto itself (the same file or server database, by any path or URL) is refused. Errors name SRC or DST."""
-    from rich.console import Console
-
     from lantern.config import is_server_url
+    from lantern.text.terminal import console
 
-    console = Console(stderr=True)  # the bar on stderr, as ingest draws it
+    console = console(stderr=True)  # the bar on stderr, as ingest draws it
 
     def run():
         from lantern.api import copy_store
@@ -173,9 +208,9 @@ def reindex(
 ) -> None:
     """Re-embed every entry (after changing the embedder); --fill only computes the e5 part of the entries that
     lack it, which ingest, the servers and recoveries otherwise do a little at a time."""
-    from rich.console import Console
+    from lantern.text.terminal import console
 
-    console = Console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
+    console = console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal
     if embedder and state.embedder and embedder != state.embedder:  # `--embedder use reindex --embedder routed`
         raise typer.BadParameter(
             f"the global --embedder {state.embedder} and reindex --embedder {embedder} differ; give the target once",

@@ -172,10 +172,11 @@ def evaluate(
     rows are the same either way; a ``summarizer`` runs in this process). ``qa``: a ``qa.QAOptions``: also measure
     answer accuracy (eval/qa.py) over the main table's lost facts, in this process after the jobs, and write its
     rows to ``out_dir/qa.jsonl``. Returns the results dict."""
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = console or Console(stderr=True)
+    from lantern.text.terminal import console as terminal_console
+
+    console = console or terminal_console(stderr=True)
     chosen = dataset.select(split, limit)  # DatasetError when the split holds no history: no report
     systems = list(systems or select(None))
     cache_dir = cache_dir or default_cache_dir()

@@ -45,7 +45,7 @@ import stat
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCo
 # Claude Code 2.1.89: a hook output over 50,000 characters is written to a file and only a preview reaches the
 # model; ours: the whole JSON output is held 1,000 characters below that
 OUTPUT_CAP_CHARS = 49_000
+HOST = "claude-code"  # names this host's log file, its events' source and its commands in messages
 MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logged), never read into memory
 # ours: a hook reads at most 8 MiB of new transcript per transaction, and starts no new 8 MiB once 15 s have gone
 # (Claude Code kills a hook after its timeout, 60 s by default): a long session met for the first time is archived
@@ -81,7 +82,7 @@ def lantern_home() -> Path:
 # --------------------------------------------------------------------------------------- logging
 
 
-def log_error(event: str, e: BaseException, host: str = "claude-code") -> None:
+def log_error(event: str, e: BaseException, host: str) -> None:
     """Append one line to ``~/.lantern/logs/<host>.log`` (0700 directory, 0600 file): UTC time, the event,
     the exception type and the innermost frame (file:line). Never the exception message: it may quote the
     transcript. Never raises."""
@@ -100,7 +101,7 @@ def log_error(event: str, e: BaseException, host: str = "claude-code") -> None:
         pass
 
 
-def log_line(event: str, text: str, host: str = "claude-code") -> None:
+def log_line(event: str, text: str, host: str) -> None:
     """Append ``UTC-time hook EVENT: text`` to ``~/.lantern/logs/<host>.log``. Never raises."""
     try:
         folder = lantern_home() / "logs"
@@ -313,7 +314,8 @@ class HookContext:
     # how the hook gets its Lantern handle: ctx -> a context manager yielding one (None: open ``db`` and close it
     # after; the warm daemon passes its open handle: integrations/daemon.py)
     opener: Any = None
-    host: str = "claude-code"
+    _: KW_ONLY
+    host: str  # required: every message and log line names the host that ran
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -349,7 +351,8 @@ def archive_new(ctx: HookContext, session: str, transcript: Path, lantern: Any =
             ctx.offsets.set_many(ctx.db, [(transcript, reached)], ctx.user)
             start = reached
             if time.monotonic() > deadline:
-                log_line(event, f"transcript backlog: archived up to byte {reached.offset}, the rest in the next hooks")
+                done = f"transcript backlog: archived up to byte {reached.offset}, the rest in the next hooks"
+                log_line(event, done, ctx.host)
                 return added
             parsed, reached, more = _read_checked(ctx, session, transcript, start, lantern, stack)
         return added + _archive_rest(ctx, session, transcript, lantern, event, start, (parsed, reached, more))
@@ -425,7 +428,11 @@ def _archive_rest(
         try:
             sub, end = read_new_lines(path, begin)
         except (TranscriptSkipped, TranscriptFormatError, OSError) as e:
-            log_line(event, f"subagent {agent} skipped: {e if isinstance(e, TranscriptSkipped) else type(e).__name__}")
+            log_line(
+                event,
+                f"subagent {agent} skipped: {e if isinstance(e, TranscriptSkipped) else type(e).__name__}",
+                ctx.host,
+            )
             continue
         messages += as_sidechain(sub.to_archive(), agent)
         moved.append((path, begin, end))
@@ -592,7 +599,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             if rec is None:  # a SessionStart(compact) whose transcript shows no compaction
                 record_empty(lantern, session, "compact_boundary", "no_compaction", ctx.host, ctx.budget)
         if rec is not None and rec.reason:
-            log_line(event, _why(rec))
+            log_line(event, _why(rec), ctx.host)
         return _output(event, rec.text) if rec is not None and rec.text else None
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
@@ -604,7 +611,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
         if rec is not None and rec.reason:
-            log_line(event, _why(rec))
+            log_line(event, _why(rec), ctx.host)
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None
 
@@ -651,7 +658,7 @@ def run(
         event = payload["hook_event_name"]
         location = db if db is not None else default_db_path()
         if is_server_url(location):  # the hooks' offsets and checks are per SQLite file (HookContext.db is a path)
-            log_line(event, f"skipped: {hooks_unsupported()}")
+            log_line(event, f"skipped: {hooks_unsupported(HOST)}", HOST)
             return ""
         ctx = HookContext(
             db=Path(location),
@@ -659,28 +666,28 @@ def run(
             user=os.environ.get("LANTERN_USER") or None,
             rewound=rewound or "skip",
             opener=opener,
+            host=HOST,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
         return _printed(out) if out else ""
     except TranscriptSkipped as e:
-        log_line(event, f"skipped: {e}")
+        log_line(event, f"skipped: {e}", HOST)
         return ""
     except BaseException as e:  # noqa: BLE001 - a hook must never break the user's session
         if isinstance(e, KeyboardInterrupt):
             return ""
-        log_error(event, e)
+        log_error(event, e, HOST)
         if payload is not None and ctx is not None:
             record_failure(payload, ctx, "compact_boundary")
         return ""
 
 
-def hooks_unsupported() -> UnsupportedBackendError:
-    """The error of the hooks pointed at a PostgreSQL URL: they keep per-file offsets and check the file exists."""
+def hooks_unsupported(host: str) -> UnsupportedBackendError:
+    """The error of ``host``'s hooks (claude-code, codex) pointed at a PostgreSQL URL: they keep per-file offsets
+    and check the file exists. It names that host's commands."""
     return UnsupportedBackendError(
-        "lantern hook claude-code",
-        "postgresql",
-        "point the hooks at a SQLite file (lantern install claude-code --db FILE)",
+        f"lantern hook {host}", "postgresql", f"point the hooks at a SQLite file (lantern install {host} --db FILE)"
     )
 
 
@@ -691,7 +698,7 @@ def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None, t
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
-            log_error("", e)
+            log_error("", e, HOST)
             return 0
     out = run(text, db, rewound=rewound)
     if out:

@@ -63,9 +63,7 @@ def codex_hooks_path(scope: str, project_dir: str | os.PathLike[str] | None = No
     raise ValueError(f"scope must be 'project' or 'user', got {scope!r}")
 
 
-def hook_command(
-    db: str | os.PathLike[str] | None = None, rewound: str | None = None, host: str = "claude-code"
-) -> str:
+def hook_command(host: str, db: str | os.PathLike[str] | None = None, rewound: str | None = None) -> str:
     """The command the agent (``host``: claude-code, codex) runs: this environment's ``lantern`` executable
     (absolute path, so the hook works whatever the agent's PATH), with ``--db`` when a database is given and
     ``--rewound`` when a mode is."""
@@ -78,7 +76,7 @@ def hook_command(
         from lantern.integrations.claude_code import hooks_unsupported
 
         if is_server_url(db):
-            raise hooks_unsupported()
+            raise hooks_unsupported(host)
         base += ["--db", str(Path(db).expanduser().resolve())]
     if rewound is not None:
         base += ["--rewound", rewound]
@@ -166,10 +164,11 @@ def install(
     rewound: str | None = None,
 ) -> tuple[Path, bool]:
     """Install (or with ``uninstall`` remove) our hooks in the settings file of ``scope``. ``command`` defaults to
-    ``hook_command(db)``. Returns ``(settings path, whether the file changed)``. Raises LanternError for a settings
-    file that is not valid JSON or not of Claude Code's shape (file untouched), ValueError for a bad scope."""
+    ``hook_command("claude-code", db)``. Returns ``(settings path, whether the file changed)``. Raises LanternError
+    for a settings file that is not valid JSON or not of Claude Code's shape (file untouched), ValueError for a bad
+    scope."""
     path = settings_path(scope, project_dir)
-    cmd = None if uninstall else command or hook_command(db, rewound)
+    cmd = None if uninstall else command or hook_command("claude-code", db, rewound)
     return path, merge_hooks(path, EVENTS, cmd, MARKER)
 
 
@@ -184,7 +183,7 @@ def install_codex(
     """``install`` for Codex: our hooks (``CODEX_EVENTS``, commands ending in ``hook codex``) in the ``hooks.json``
     of ``scope`` (``codex_hooks_path``). Same returns and errors."""
     path = codex_hooks_path(scope, project_dir)
-    cmd = None if uninstall else command or hook_command(db, host="codex")
+    cmd = None if uninstall else command or hook_command("codex", db)
     return path, merge_hooks(path, CODEX_EVENTS, cmd, CODEX_MARKER)
 
 

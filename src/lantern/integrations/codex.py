@@ -286,7 +286,7 @@ def run(
         event = payload["hook_event_name"]
         location = db if db is not None else default_db_path()
         if is_server_url(location):
-            log_line(event, f"skipped: {hooks_unsupported()}", HOST)
+            log_line(event, f"skipped: {hooks_unsupported(HOST)}", HOST)
             return ""
         ctx = HookContext(
             db=Path(location),

@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import threading
+import typing
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
 from typing import Any
@@ -509,8 +510,37 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         """Entries, sessions, text characters, pruned entries and pending recoveries of the user; embedder."""
         return call(StatsResponse, service.stats, user, agent, project)
 
+    for tool in server._tool_manager.list_tools():
+        _keep_strings(tool)
     server._lantern_service = service  # for tests and shutdown
     return server
+
+
+def _admits_str(annotation: Any) -> bool:
+    """Whether a field of this type takes a string (``str``, or a union with ``str`` in it)."""
+    return annotation is str or any(_admits_str(a) for a in typing.get_args(annotation) if a is not type(None))
+
+
+def _keep_strings(tool: Any) -> None:
+    """String arguments stay strings. The SDK parses a string argument as JSON when its field's type is not exactly
+    ``str`` (``FuncMetadata.pre_parse_json``, for clients that send a list as ``"[...]"``), so a session named
+    ``{"a": 1}`` (``str | None``) reached validation as an object and was refused. Here a string given to a field
+    that takes strings is passed on as given; other fields keep the SDK's parse."""
+    meta = tool.fn_metadata
+    keep = {
+        key
+        for name, field in meta.arg_model.model_fields.items()
+        if _admits_str(field.annotation)
+        for key in (name, field.alias)
+        if key
+    }
+    sdk_parse = meta.pre_parse_json
+
+    def pre_parse_json(data: dict[str, Any]) -> dict[str, Any]:
+        parsed = sdk_parse(data)
+        return {k: data[k] if k in keep and isinstance(data[k], str) else v for k, v in parsed.items()}
+
+    object.__setattr__(meta, "pre_parse_json", pre_parse_json)  # the SDK's FuncMetadata is a pydantic model
 
 
 def serve(path: str | os.PathLike[str] | None = None, embedder: str | None = None) -> None:

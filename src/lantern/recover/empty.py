@@ -66,6 +66,7 @@ class ScopeCounts:
     in_session: int
     scope: Scope
     session: str | None
+    near: tuple[str, ...] = ()  # the scope's sessions named closest to ``session`` (``Lantern.sessions_like``)
 
 
 def why_empty(recovery: Recovery, counts: Callable[[], ScopeCounts] | None = None, as_of: str | None = None) -> str:
@@ -125,5 +126,6 @@ def filtered_out(counts: ScopeCounts) -> str:
             f"{'it' if len(named) == 1 else 'them'})"
         )
     if not counts.in_session:
-        return f" in session {counts.session!r} ({entries(counts.filtered)} in other sessions)"
+        closest = f"; the closest: {', '.join(map(repr, counts.near))}" if counts.near else ""
+        return f" in session {counts.session!r} ({entries(counts.filtered)} in other sessions{closest})"
     return ""

@@ -999,8 +999,11 @@ class BaseStore:
     def count(self) -> int:
         return self.db.execute("SELECT count(*) FROM entries").fetchone()[0]
 
-    def sessions(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT session FROM entries ORDER BY session")]
+    def sessions(self, scope: Scope | None = None) -> list[str]:
+        """The session names stored (``scope``: those of its user, inside its agent / project filters), sorted."""
+        where, params = self._where(scope)
+        rows = self.db.execute(f"SELECT DISTINCT session FROM entries WHERE {where} ORDER BY session", params)
+        return [r[0] for r in rows]
 
     def stats(self, scope: Scope | None = None, by_table: bool = True) -> dict[str, Any]:
         """Counts and sizes. ``scope``: count only its entries (entries, sessions, text_chars, vectors_pending: those

@@ -3,8 +3,10 @@ migration applied. Append new migrations; never edit an applied one."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 from lantern.store import fulltext, packed
 
@@ -342,3 +344,143 @@ def migrate(db: sqlite3.Connection) -> int:
                 db.execute("PRAGMA foreign_keys = ON")
         version = number
     return max(version, db.execute("PRAGMA user_version").fetchone()[0])
+
+
+# ---------------------------------------------------------------------------------------------- names
+NAMES_FORM = "names_form"  # meta: the form (archive/redact.py ``names_form``) every stored name was last written in
+
+
+def rewrite_names(store: Any, form: Callable[[str], str], form_id: str) -> int:
+    """Rewrite every name a store holds through ``form`` (archive/redact.py ``redact_name``, for the facade), in one
+    transaction of ``store`` (SQLite or PostgreSQL: shared SQL through ``Store.transaction``), and record
+    ``form_id`` in meta ``NAMES_FORM``: a store written before names were redacted (or under older redaction
+    rules) keeps secrets in its session, user, agent and project names, which reads and ``forget`` no longer
+    match (they look names up in their redacted form). Idempotent: a name already in its form is left as it is.
+
+    Rewritten: ``entries`` (session, user_id, agent_id, project, with the content hash of the turn under its new
+    names), ``facts.scope`` (the user), ``recoveries`` (session, user_id), ``events`` (session, user_id,
+    agent_id, project and the labels source, reason, empty_reason) and the open rewind candidates (meta rows
+    keyed by a hash of the conversation). Where two conversations collapse into one (two names whose secrets
+    get one placeholder, or a session archived in clear by an older version and continued under its redacted
+    form), their entries merge: the later conversation's turns, when their numbers overlap the earlier's, are
+    renumbered after them (earlier: the least ``archived_at``); a turn whose new content hash is already
+    stored (the same text in the same conversation) is the same turn, and only one copy stays. Re-checks
+    ``NAMES_FORM`` under the write lock (another process may have done it). The rewritten rows' old text is
+    owed an erase (``_owe_erase``: the next open, close or forget makes it unrecoverable from the file).
+    Returns the number of entries rewritten or merged."""
+    from lantern.model import content_hash
+    from lantern.store.facts import delete_facts
+    from lantern.store.reinforcement import forget_pending
+
+    done = 0
+    with store.transaction() as db:
+        # the meta row exists and is locked before it is read (PostgreSQL; SQLite's BEGIN IMMEDIATE runs alone)
+        db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, '')", (NAMES_FORM,))
+        row = db.execute(f"SELECT value FROM meta WHERE key = ?{store.dialect.for_update}", (NAMES_FORM,)).fetchone()
+        if row is not None and row[0] == form_id:
+            return 0
+        changed = False
+        conversations = [
+            tuple(r) for r in db.execute("SELECT DISTINCT user_id, agent_id, project, session FROM entries").fetchall()
+        ]
+        target = {c: tuple(form(x) for x in c) for c in conversations}
+        groups: dict[tuple, list[tuple]] = {}
+        for old, new in target.items():
+            groups.setdefault(new, []).append(old)
+        taken: set[Any] = set()
+        duplicates: list[int] = []
+        for new, sources in groups.items():
+            if all(old == new for old in sources):
+                continue
+            shifts = _turn_shifts(db, sources)
+            rows = {  # each conversation's rows, read before any of them moves into ``new``
+                old: db.execute(
+                    "SELECT id, turn, text FROM entries WHERE user_id = ? AND agent_id = ? AND project = ? "
+                    f"AND session = ? ORDER BY id{store.dialect.for_update}",
+                    old,
+                ).fetchall()
+                for old in sources
+                if old != new or shifts.get(old)
+            }
+            for old, its_rows in rows.items():
+                shift = shifts.get(old, 0)
+                for entry_id, turn, text in its_rows:
+                    h = store.stored_value("content_hash", content_hash(new[3], text, *new[:3]))
+                    stored = db.execute("SELECT id FROM entries WHERE content_hash = ?", (h,)).fetchone()
+                    if (stored is not None and stored[0] != entry_id) or h in taken:
+                        duplicates.append(entry_id)  # the same turn, already stored in this conversation
+                        continue
+                    taken.add(h)
+                    db.execute(
+                        "UPDATE entries SET user_id = ?, agent_id = ?, project = ?, session = ?, turn = ?, "
+                        "content_hash = ? WHERE id = ?",
+                        (*new, turn + shift, h, entry_id),
+                    )
+                    done += 1
+                changed = True
+            for old in sources:
+                if old != new:
+                    _move_rewinds(store, db, old, new)
+        if duplicates:
+            delete_facts(db, duplicates)
+            forget_pending(db, duplicates)
+            store._forget_rewinds(db, duplicates)
+            store._drop_rows(db, duplicates)
+            done += len(duplicates)
+        for table, columns in _NAME_COLUMNS:
+            for column in columns:
+                for (name,) in db.execute(f"SELECT DISTINCT {column} FROM {table}").fetchall():
+                    if name and form(name) != name:
+                        db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (form(name), name))
+                        changed = True
+        if changed:
+            store._changed(db)
+            store._owe_erase(db)
+        db.execute("UPDATE meta SET value = ? WHERE key = ?", (form_id, NAMES_FORM))
+    if changed:
+        store._deleted()  # index snapshots on disk hold the old names
+    return done
+
+
+# the name columns outside ``entries`` (whose conversations ``rewrite_names`` merges): each rewritten value by value
+_NAME_COLUMNS = (
+    ("facts", ("scope",)),
+    ("recoveries", ("session", "user_id")),
+    ("events", ("session", "user_id", "agent_id", "project", "source", "reason", "empty_reason")),
+)
+
+
+def _turn_shifts(db: Any, sources: list[tuple]) -> dict[tuple, int]:
+    """How much to add to the turn numbers of each conversation of ``sources`` merging into one: the earliest
+    (least ``archived_at``) keeps its numbers, each later one whose numbers overlap those kept so far moves after
+    them."""
+    spans = []
+    for old in sources:
+        lo, hi, first = db.execute(
+            "SELECT min(turn), max(turn), min(archived_at) FROM entries WHERE user_id = ? AND agent_id = ? "
+            "AND project = ? AND session = ?",
+            old,
+        ).fetchone()
+        spans.append((first, old, lo, hi))
+    shifts, top = {}, None
+    for _, old, lo, hi in sorted(spans, key=lambda s: (s[0], s[1])):
+        shift = top + 1 - lo if top is not None and lo <= top else 0
+        shifts[old] = shift
+        top = hi + shift if top is None else max(top, hi + shift)
+    return shifts
+
+
+def _move_rewinds(store: Any, db: Any, old: tuple, new: tuple) -> None:
+    """The open rewind candidates recorded for conversation ``old`` (user, agent, project, session), now ``new``'s:
+    the meta row is keyed by a hash of the conversation's names."""
+    before, after = store._rewinds_key(old), store._rewinds_key(new)
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (before,)).fetchone()
+    if row is None:
+        return
+    kept = db.execute("SELECT value FROM meta WHERE key = ?", (after,)).fetchone()
+    try:
+        merged = (json.loads(kept[0]) if kept else []) + json.loads(row[0])
+    except (ValueError, TypeError, RecursionError):
+        merged = json.loads(kept[0]) if kept else []
+    db.execute("DELETE FROM meta WHERE key = ?", (before,))
+    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (after, json.dumps(merged)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 __all__ = ["TERMINAL_UNSAFE", "shown"]
 
@@ -30,3 +31,23 @@ def shown(text: Path | str, *, keep_lines: bool = False) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+PIPED_WIDTH = 160  # the width of the tables printed to a pipe or a file, unless $COLUMNS says otherwise
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich console on stdout (or stderr). On a terminal, the terminal's width, lines wrapped to it. To a pipe or
+    a file, lines are never wrapped (``soft_wrap``: a reader or a ``grep`` gets each line whole, where rich would
+    break it at 80 columns, mid-phrase) and tables are laid out ``$COLUMNS`` wide when set, else ``PIPED_WIDTH``
+    (rich would take 80, or the width of whatever terminal another stream is on)."""
+    import os
+    import sys
+
+    from rich.console import Console
+
+    if (sys.stderr if stderr else sys.stdout).isatty():
+        return Console(stderr=stderr)
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+    return Console(stderr=stderr, width=width, soft_wrap=True)

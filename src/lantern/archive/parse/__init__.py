@@ -187,7 +187,7 @@ def parse(source: Any, format: str = "auto", *, name: str | None = None) -> Pars
     labels the source in errors (default: the path).
 
     Raises TranscriptFormatError (and nothing else for bad input) for: an unknown ``format``, a missing or
-    unreadable file, binary data ("not a text transcript ..."), empty text, a JSON syntax error (with ``line``),
+    unreadable file, binary data or invalid UTF-8, empty text, a JSON syntax error (with ``line``),
     a JSONL file with no valid line, data holding no message list, or a value nested deeper than Python can walk
     (about 1,000 levels, ``json``'s own limit: ``NESTED_TOO_DEEPLY``, for a file as for a live object).
     Malformed JSONL lines, items without a role, unknown roles and empty messages are skipped, counted and named in
@@ -209,6 +209,11 @@ def parse(source: Any, format: str = "auto", *, name: str | None = None) -> Pars
         result = FORMATS[fmt](data, source=name)
     except RecursionError:  # a value (content, tool arguments, a block) deeper than the parser can walk
         raise TranscriptFormatError(NESTED_TOO_DEEPLY, source=name) from None
+    except TranscriptFormatError as e:  # every error names the file, once, whichever parser raised it
+        named = e.named(name)
+        if named is e:
+            raise
+        raise named from e.__cause__
     result.skipped += skipped
     result.warnings[:0] = warnings
     return result

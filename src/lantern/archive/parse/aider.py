@@ -51,7 +51,7 @@ def parse_aider(data: Any, source: str | None = None) -> ParseResult:
     text are counted as skipped. Raises TranscriptFormatError for a loaded JSON object or binary data."""
     text = read_source(data, source)
     if not isinstance(text, str):
-        raise TranscriptFormatError("an aider transcript is markdown text, not a JSON object", source=source)
+        raise TranscriptFormatError("a JSON object, where an aider chat history is markdown text", source=source)
     result = ParseResult(format="aider")
     lines = clean_text(text).split("\n")
     if lines and re.fullmatch(r"\s*-\*-.*-\*-\s*", lines[0]):

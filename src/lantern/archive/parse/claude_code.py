@@ -484,7 +484,7 @@ def read_claude_code(
     reader.finish()
     if strict and out.records and not out.claude_records:
         raise TranscriptFormatError(
-            "not a Claude Code session transcript: no user/assistant record with a 'message' object",
+            "no Claude Code user or assistant record with a 'message' object",
             line=first_record_line,
             field="type",
             source=source,
@@ -500,14 +500,14 @@ def parse_claude_code(data: Any, source: str | None = None) -> ParseResult:
     ``read_claude_code`` to get them. Raises TranscriptFormatError when the input holds no Claude Code record."""
     if data is None or isinstance(data, (bool, int, float)):  # a one-line JSON document holding a scalar
         raise TranscriptFormatError(
-            f"not a Claude Code session transcript: a JSON {type(data).__name__}", line=1, field="type", source=source
+            f"no Claude Code record: a JSON {type(data).__name__}", line=1, field="type", source=source
         )
     data = read_source(data, source)
     if isinstance(data, (bytes, bytearray)):
         data = decode(bytes(data), source)
     if isinstance(data, str):
         if not data.strip():
-            raise TranscriptFormatError("empty transcript", source=source)
+            raise TranscriptFormatError("empty", source=source)
         transcript = read_claude_code(data, source=source)
     else:
         records = data if isinstance(data, list) else [data]
@@ -519,17 +519,15 @@ def parse_claude_code(data: Any, source: str | None = None) -> ParseResult:
         reader.finish()
         if not transcript.claude_records:
             raise TranscriptFormatError(
-                "not a Claude Code session transcript: no user/assistant record with a 'message' object",
+                "no Claude Code user or assistant record with a 'message' object",
                 line=lines[0] if lines else None,
                 field="type",
                 source=source,
             )
     if not transcript.records and not transcript.skipped:
-        raise TranscriptFormatError("empty transcript", source=source)
+        raise TranscriptFormatError("empty", source=source)
     if not transcript.claude_records:
-        raise TranscriptFormatError(
-            "not a Claude Code session transcript: no line parses as a record", line=1, field="type", source=source
-        )
+        raise TranscriptFormatError("no line parses as a Claude Code record", line=1, field="type", source=source)
     return ParseResult(
         messages=transcript.to_archive(), skipped=transcript.skipped, warnings=transcript.warnings, format="claude-code"
     )

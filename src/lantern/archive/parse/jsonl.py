@@ -254,7 +254,7 @@ def decode(data: bytes, source: str | None = None) -> str:
     """Bytes -> text: UTF-8 (BOM dropped), UTF-32 or UTF-16 with a BOM, or either without one
     (``utf32_without_bom``, ``utf16_without_bom``).
 
-    Raises TranscriptFormatError("not a text transcript ...") for NUL bytes or invalid UTF-8 (binary files)."""
+    Raises TranscriptFormatError("binary data ...", "invalid UTF-8 ...") for NUL bytes or invalid UTF-8."""
     try:
         if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):  # before UTF-16: FF FE 00 00 starts FF FE
             return data.decode("utf-32")
@@ -267,7 +267,7 @@ def decode(data: bytes, source: str | None = None) -> str:
             except UnicodeDecodeError:
                 pass  # NULs in a UTF-32- or UTF-16-like pattern that is not valid text: binary
         if b"\x00" in data:
-            raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
+            raise TranscriptFormatError("binary data (contains NUL bytes)", source=source)
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         bad = data[e.start]
@@ -278,7 +278,7 @@ def decode(data: bytes, source: str | None = None) -> str:
             else ""
         )
         raise TranscriptFormatError(
-            f"not a text transcript (invalid UTF-8: byte 0x{bad:02X} at byte {e.start}).{hint}", source=source
+            f"invalid UTF-8 (byte 0x{bad:02X} at byte {e.start}).{hint}", source=source
         ) from None
 
 
@@ -295,12 +295,12 @@ def _legacy_8bit(data: bytes) -> bool:
 def check_head(head: bytes, source: str | None = None) -> None:
     """Refuse a file by its first bytes (up to 4 KB) when they hold NUL bytes outside a UTF-16 or UTF-32 pattern
     (with or without a BOM): binary data (an image, a database, a sparse file), never read whole. Raises
-    TranscriptFormatError("not a text transcript ...")."""
+    TranscriptFormatError("binary data ..." / "invalid UTF-8 ...")."""
     if b"\x00" not in head or head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)):
         return  # (the UTF-32-LE BOM starts with the UTF-16-LE one)
     if utf16_without_bom(head[: len(head) - len(head) % 2]) or utf32_without_bom(head[: len(head) - len(head) % 4]):
         return
-    raise TranscriptFormatError("not a text transcript (binary data: contains NUL bytes)", source=source)
+    raise TranscriptFormatError("binary data (contains NUL bytes)", source=source)
 
 
 def read_source(source: Any, name: str | None = None) -> Any:
@@ -367,7 +367,7 @@ def load_json(text: str, source: str | None = None) -> tuple[Any, int, list[str]
     TranscriptFormatError (with ``line``)
     for empty text, a JSON syntax error in a whole document, or a JSONL file where no line parses."""
     if not text.strip():
-        raise TranscriptFormatError("empty transcript", source=source)
+        raise TranscriptFormatError("empty", source=source)
     try:
         return loads(text), 0, []
     except RecursionError:

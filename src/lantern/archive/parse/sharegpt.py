@@ -130,9 +130,7 @@ def parse_sharegpt(data: Any, source: str | None = None) -> ParseResult:
     ``conversations`` list (field ``conversations``)."""
     items, result = records(data, "sharegpt", source)
     if len(items) == 1 and not is_sharegpt(items[0][1]):
-        raise TranscriptFormatError(
-            "not a ShareGPT conversation: expected a list", field="conversations", source=source
-        )
+        raise TranscriptFormatError("expected a list of ShareGPT turns", field="conversations", source=source)
     feeder = ShareGPTItems(source, many=len(items) > 1)
     for where, conv in items:
         feeder.feed(where, conv, result)
