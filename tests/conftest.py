@@ -52,6 +52,38 @@ if "TMPDIR" not in os.environ and (_memory := _memory_tmpdir()):
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again (pytest's base folder is computed from it later)
 
 
+# ---------------------------------------------------------------- bytecode of the run's processes
+# With PYTHONDONTWRITEBYTECODE set (and no PYTHONPYCACHEPREFIX), every process of a run compiles again what it
+# imports: each xdist worker its ~120 assertion-rewritten test modules (~10 s of CPU), each of the run's python
+# subprocesses (the CLI, hooks, servers, eval workers) lantern's modules. The run's processes cache their bytecode in
+# a mirror tree under the temp folder instead (PYTHONPYCACHEPREFIX, reused by later runs; Python and pytest's
+# rewriter both follow it): still nothing written beside the sources, which is what the variable asks for. Measured
+# on test_cli, test_mcp, test_daemon, test_events and test_claude_code (-n 0, 88 python subprocesses): 70.6 s of CPU
+# without, 61-65 s with (97 vs 73-94 s wall at load ~3).
+def _private_dir(path: Path) -> bool:
+    """Whether ``path`` is (made if missing) a directory of this user that no one else may write to: a shared temp
+    folder must not let another user plant the bytecode this run executes."""
+    import stat
+
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    import sys
+    import tempfile
+
+    _prefix = Path(tempfile.gettempdir()) / f"lantern-pycache-{os.getuid()}"
+    if _private_dir(_prefix):
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+        os.environ["PYTHONPYCACHEPREFIX"] = str(_prefix)
+        sys.dont_write_bytecode, sys.pycache_prefix = False, str(_prefix)
+
+
 # ---------------------------------------------------------------- embedders: the fake one, and the real tier
 # A test runs on the fake embedder (lantern.embed.FakeEmbedder, "fake": feature hashing, no model) unless it, its
 # class or its module is marked ``real_models``: then on the real ones (the default embedder, "routed"). The fake is
