@@ -50,7 +50,7 @@ def fill_pending(
         if not rows:
             break
         parts = embed_deferred(embedder, [summary for _, summary in rows])
-        store.fill_vectors([(entry_id, part) for (entry_id, _), part in zip(rows, parts)], wait)
+        store.fill_vectors([(entry_id, summary, part) for (entry_id, summary), part in zip(rows, parts)], wait)
         done += len(rows)
         if progress:
             progress(done, total)
@@ -67,17 +67,18 @@ def fill_unembedded(
 ) -> int:
     """Compute and store the vector of up to ``limit`` (None: all) entries stored text-first (``store.unembedded``),
     oldest first, ``batch`` at a time, one transaction each (``store.put_vectors``: an entry filled meanwhile by
-    another process is skipped). The vector is the one the write path gives (``embedder.embed`` of the summary);
-    its deferred block, when the embedder has one, is left for ``fill_pending``. Returns how many were written.
-    Raises the store's write errors (a read-only file, the lock not obtained within ``wait`` seconds)."""
+    another process, or rewritten with another text, is skipped). The vector is the one the write path gives
+    (``embedder.embed`` of the summary); its deferred block, when the embedder has one, is left for
+    ``fill_pending``. Returns how many were written. Raises the store's write errors (a read-only file, the lock not
+    obtained within ``wait`` seconds)."""
     done = 0
     while limit is None or done < limit:
         rows = store.unembedded(batch if limit is None else min(batch, limit - done))
         if not rows:
             break
         vectors = embedder.embed([summary for _, summary in rows])
-        written = store.put_vectors([(entry_id, vec) for (entry_id, _), vec in zip(rows, vectors)], wait)
-        if not written:  # filled by another process meanwhile: the rest is left to the next fill
+        written = store.put_vectors([(entry_id, summary, vec) for (entry_id, summary), vec in zip(rows, vectors)], wait)
+        if not written:  # filled or rewritten by another process meanwhile: the rest is left to the next fill
             break
-        done += written
+        done += len(written)
     return done

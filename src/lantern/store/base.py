@@ -602,31 +602,40 @@ class BaseStore:
         always, unless the backend says otherwise (SQLite: vectors written before its int8 format)."""
         return True
 
-    def fill_vectors(self, parts: Sequence[tuple[int, np.ndarray]], wait: float | None = None) -> int:
-        """Add the deferred block to stored vectors, in one transaction: each (entry id, float32 block vector of the
-        deferred block's width). An entry forgotten or re-archived meanwhile is skipped, and so is one whose stored
-        vector is not ``vector_decodable`` (reindex recomputes it whole). Returns how many were filled; their
-        ``vector_at`` tells the in-process indexes to re-read them. ``wait``: as ``transaction``."""
+    def fill_vectors(self, parts: Sequence[tuple[int, str, np.ndarray]], wait: float | None = None) -> list[int]:
+        """Add the deferred block to stored vectors, in one transaction: each (entry id, the summary the block was
+        computed from, float32 block vector of the deferred block's width). An entry forgotten or re-archived
+        meanwhile is skipped, and so is one whose summary is no longer the one embedded (a turn that grew while the
+        block was computed: the block would be another text's; the entry stays pending for the next fill) or whose
+        stored vector is not ``vector_decodable`` (reindex recomputes it whole). The summary is checked on the row
+        read locked inside the write transaction, so no write can come between the check and the update. Returns
+        the ids filled, in order; their ``vector_at`` tells the in-process indexes to re-read them. ``wait``: as
+        ``transaction``."""
         if self.deferred is None or not parts:
-            return 0
+            return []
         a, b = self.deferred
         now = time.time()
-        filled = 0
+        filled = []
         with self.transaction(wait) as db:
-            for entry_id, part in parts:
+            for entry_id, summary, part in parts:
                 row = db.execute(
-                    "SELECT v.vector FROM embeddings v JOIN entries e ON e.id = v.entry_id "
+                    "SELECT v.vector, e.summary FROM embeddings v JOIN entries e ON e.id = v.entry_id "
                     f"WHERE v.entry_id = ? AND e.e5_pending = 1{self.dialect.for_update}",
                     (entry_id,),
                 ).fetchone()
-                if row is None or not self.vector_decodable(row[0]):
+                if row is None or not self._holds(row[1], summary) or not self.vector_decodable(row[0]):
                     continue
                 full = self._decode_one(row[0])
                 full[a:b] = part
                 db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (self.encode_vector(full), entry_id))
                 db.execute("UPDATE entries SET e5_pending = 0, vector_at = ? WHERE id = ?", (now, entry_id))
-                filled += 1
+                filled.append(entry_id)
         return filled
+
+    def _holds(self, stored: Any, summary: str) -> bool:
+        """Whether an entry's stored ``summary`` column (as read by SQL) is ``summary``: the text a vector filled
+        after the commit was computed from is still the entry's."""
+        return stored is not None and self.entry_value("summary", stored) == summary
 
     def _decode_one(self, blob: Any) -> np.ndarray:
         """A writable float32 (dim,) copy of one stored vector."""
@@ -785,31 +794,35 @@ class BaseStore:
         ).fetchall()
         return [(entry_id, self.entry_value("summary", summary)) for entry_id, summary in rows]
 
-    def put_vectors(self, pairs: Sequence[tuple[int, np.ndarray]], wait: float | None = None) -> int:
-        """Give entries stored text-first their vector, in one transaction: each (entry id, float32 (dim,) vector of
-        the recorded embedder). An entry forgotten meanwhile, or that has a vector already (another process filled
-        it, or it grew into a turn stored with one), is skipped. The entry stays ``e5_pending`` only when the
-        vector's deferred block is all zeros (``fill_vectors`` adds it later). Stamped ``vector_at``, so every
-        in-process index reads it again. Returns how many were written. ``wait``: as ``transaction``."""
-        if not pairs:
-            return 0
+    def put_vectors(self, triples: Sequence[tuple[int, str, np.ndarray]], wait: float | None = None) -> list[int]:
+        """Give entries stored text-first their vector, in one transaction: each (entry id, the summary it was
+        computed from, float32 (dim,) vector of the recorded embedder). An entry forgotten meanwhile, that has a
+        vector already (another process filled it, or it grew into a turn stored with one), or whose summary is no
+        longer the one embedded (it grew into a turn stored text-first while the vector was computed: the vector
+        would be the old text's; it stays unembedded for the next fill) is skipped. The summary is checked on the
+        row read locked inside the write transaction, so no write can come between the check and the update. The
+        entry stays ``e5_pending`` only when the vector's deferred block is all zeros (``fill_vectors`` adds it
+        later). Stamped ``vector_at``, so every in-process index reads it again. Returns the ids written, in order.
+        ``wait``: as ``transaction``."""
+        if not triples:
+            return []
         now = time.time()
-        done = 0
+        done = []
         with self.transaction(wait) as db:
             self.verify_embedder(db)
-            for entry_id, vector in pairs:
+            for entry_id, summary, vector in triples:
                 row = db.execute(
-                    f"SELECT 1 FROM entries WHERE id = ? AND e5_pending = {UNEMBEDDED}{self.dialect.for_update}",
+                    f"SELECT summary FROM entries WHERE id = ? AND e5_pending = {UNEMBEDDED}{self.dialect.for_update}",
                     (entry_id,),
                 ).fetchone()
-                if row is None:
+                if row is None or not self._holds(row[0], summary):
                     continue
                 vec = self._vector(vector)
                 self._put_vector(db, entry_id, vec, self.blocks)
                 db.execute(
                     "UPDATE entries SET e5_pending = ?, vector_at = ? WHERE id = ?", (self._pending(vec), now, entry_id)
                 )
-                done += 1
+                done.append(entry_id)
             if done:
                 self._changed(db)
         return done
