@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
-from lantern import Lantern
+from lantern import Config, Lantern
 
 REPLIES = [
     ("Start postgres for billing on port 5433.", "Started: docker run -p 5433:5432 postgres:16."),
@@ -73,3 +73,42 @@ def test_a_fill_keeps_no_vector_of_a_text_the_entry_no_longer_holds(tmp_path, tu
         lt.fill_unembedded()  # the next fill gives the grown turn its own vector
         assert not {i for i, _ in lt.store.unembedded()} & set(ids)
         _stored_vectors_match_their_summaries(lt, ids)
+
+
+WORDS = ["postgres", "billing", "port", "pool", "config", "cron", "guard", "lock", "certificate", "staging", "retry"]
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(st.tuples(st.integers(1, 4), st.booleans()), min_size=1, max_size=5),  # (turns, text-first)
+    limit=st.integers(0, 8),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+)
+def test_the_newest_are_filled_first_and_an_entry_with_no_vector_is_never_ranked_by_meaning(
+    tmp_path_factory, batches, limit, query
+):
+    """Sessions archived one after another, each text-first or with vectors; a fill of ``limit`` entries gives
+    their vector to the newest text-first ones (after a compaction, the turns a prompt refers to), and a search
+    ranks by cosine (the semantic signals, the local and time windows' rankings) only the entries that have a vector
+    (the rest are found by full text until filled)."""
+    db = tmp_path_factory.mktemp("newest") / "m.db"
+    with Lantern(db, config=Config(fill_on_recover=0)) as lt:
+        lt.archive([{"role": "user", "content": "warm"}], session="warm")
+        for n, (turns, text_first) in enumerate(batches):
+            messages = [
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"{WORDS[(n + i) % len(WORDS)]} step {n}.{i}",
+                }
+                for i in range(2 * turns)
+            ]
+            lt.archive(messages, session=f"s{n}", text_first=text_first)
+        waiting = sorted((i for i, _ in lt.store.unembedded()), reverse=True)
+        assert lt.fill_unembedded(limit) == min(limit, len(waiting))
+        assert sorted((i for i, _ in lt.store.unembedded()), reverse=True) == waiting[limit:]
+        without = set(waiting[limit:])
+        hits = lt.search(" ".join(query), k=100)
+        assert hits
+        for hit in hits:
+            by_meaning = [name for name in hit.ranks if name.startswith("semantic") or name in ("local", "time")]
+            assert hit.entry.id not in without or not by_meaning, (hit.entry.id, hit.ranks)

@@ -295,7 +295,7 @@ class Lantern:
     @_one_at_a_time
     def fill_unembedded(self, limit: int | None = None) -> int:
         """Compute the vectors of up to ``limit`` (None: every one) entries stored text-first (``archive(...,
-        text_first=True)``), oldest first (archive/fill.py ``fill_unembedded``); the daemon calls it once warm and
+        text_first=True)``), newest first (archive/fill.py ``fill_unembedded``); the daemon calls it once warm and
         between requests. Returns how many were written."""
         self._follow_reindex()
         return self.writer.fill_unembedded(limit)

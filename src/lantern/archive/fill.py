@@ -66,7 +66,7 @@ def fill_unembedded(
     wait: float | None = None,
 ) -> int:
     """Compute and store the vector of up to ``limit`` (None: all) entries stored text-first (``store.unembedded``),
-    oldest first, ``batch`` at a time, one transaction each (``store.put_vectors``: an entry filled meanwhile by
+    newest first, ``batch`` at a time, one transaction each (``store.put_vectors``: an entry filled meanwhile by
     another process, or rewritten with another text, is skipped). The vector is the one the write path gives
     (``embedder.embed`` of the summary); its deferred block, when the embedder has one, is left for
     ``fill_pending``. Returns how many were written. Raises the store's write errors (a read-only file, the lock not

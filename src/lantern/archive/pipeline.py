@@ -158,7 +158,7 @@ class Writer:
         return filled
 
     def fill_unembedded(self, limit: int | None = None, wait: float | None = None) -> int:
-        """The vectors of up to ``limit`` (None: all) entries stored text-first, oldest first, a batch per
+        """The vectors of up to ``limit`` (None: all) entries stored text-first, newest first, a batch per
         transaction (archive/fill.py ``fill_unembedded``). Returns how many were written."""
         from lantern.archive.fill import fill_unembedded
 

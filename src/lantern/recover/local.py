@@ -69,6 +69,9 @@ def local_ranking(
     rows = window_rows(store, index, seed_positions, width)
     if allowed is not None and len(rows):
         rows = rows[allowed[rows]]
+    embedded = index.embedded()  # a row with no vector yet has no cosine to rank by (signals.semantic)
+    if embedded is not None and len(rows):
+        rows = rows[embedded[rows]]
     if not len(rows):
         return _EMPTY
     vectors = np.atleast_2d(query_vector)

@@ -42,9 +42,13 @@ def semantic(
     exactly 0, i.e. rows with no value in the query vector's dims (a block ranked apart that only some entries have,
     embed.signal_blocks), are left out rather than ranked as arbitrary ties. A store past ``Config.ann_min_rows``
     takes its candidates from HNSW graphs and rescores them exactly (store/ann.py): the same positions and cosines
-    up to the graphs' recall; every other case is the exact product over all rows."""
+    up to the graphs' recall; every other case is the exact product over all rows. A row with no vector (stored
+    text-first, not filled yet: ``index.embedded``) is never ranked: full text finds it until it is filled."""
     if not len(index.ids):
         return np.empty(0, np.int64), np.empty(0, np.float32)
+    embedded = index.embedded()
+    if embedded is not None:
+        allowed = embedded if allowed is None else allowed & embedded
     if index.ann is not None:
         found = ann.nearest(index, query_vector, allowed, n, skip_blank)
         if found is not None:

@@ -89,6 +89,9 @@ def time_ranking(
         inside |= (index.time >= start - slack) & (index.time < end + slack)
     if allowed is not None:
         inside &= allowed
+    embedded = index.embedded()  # a row with no vector yet has no cosine to rank by (signals.semantic)
+    if embedded is not None:
+        inside &= embedded
     rows = np.flatnonzero(inside)
     if not len(rows):
         return np.empty(0, np.int64), np.empty(0, np.float32)

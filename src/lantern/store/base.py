@@ -783,13 +783,14 @@ class BaseStore:
 
     def unembedded(self, limit: int | None = None, scope: Scope | None = None) -> list[tuple[int, str]]:
         """(id, summary) of up to ``limit`` (None: all) entries stored text-first (``add(rows, None)``) that have
-        no vector yet (``e5_pending = UNEMBEDDED``), oldest first; within ``scope`` when given. Read through their
+        no vector yet (``e5_pending = UNEMBEDDED``), newest first (after a compaction, the turns a prompt refers to
+        are the newest); within ``scope`` when given. Read through their
         own partial index (SQLite migration m012), so it costs the entries it finds, not the store."""
         if not self.dialect.text_first:
             return []
         where, params = self._where(scope)
         rows = self.db.execute(
-            f"SELECT id, summary FROM entries WHERE e5_pending = {UNEMBEDDED} AND {where} ORDER BY id LIMIT ?",
+            f"SELECT id, summary FROM entries WHERE e5_pending = {UNEMBEDDED} AND {where} ORDER BY id DESC LIMIT ?",
             (*params, -1 if limit is None else limit),
         ).fetchall()
         return [(entry_id, self.entry_value("summary", summary)) for entry_id, summary in rows]

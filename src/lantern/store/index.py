@@ -612,6 +612,15 @@ class MemoryIndex:
         has = self._with.get((start, stop))
         return None if has is None else has[: len(self.ids)]
 
+    def embedded(self) -> np.ndarray | None:
+        """Boolean (n,): which rows have a vector (a row stored text-first has none until it is filled: every block
+        zero, as no L2-normalized vector is); None when every row has one (the common case, no mask to apply)."""
+        n = len(self.ids)
+        has = np.zeros(n, bool)
+        for block in self.blocks:
+            has |= self._with[block][:n]
+        return None if has.all() else has
+
     def block_occupied_among(self, start: int, stop: int, rows: np.ndarray | None) -> bool:
         """``block_occupied`` restricted to the rows where the boolean mask ``rows`` is true (None: every row):
         whether a block can match any candidate of a recovery limited to a session or scope."""
