@@ -288,7 +288,8 @@ class Lantern:
         deferred block (the e5 part of English turns: archive/fill.py) for up to ``limit`` entries still missing it,
         newest first, ``progress(done, total)`` after each batch of the latter. An ingest, the daemon, the
         long-lived servers, every recovery and every archive with vectors do this on their own; call it to fill a
-        whole store at once (``lantern reindex --fill``). Returns how many were filled."""
+        whole store at once (``lantern reindex --fill``). Returns how many entries were given a vector or its
+        missing part, each counted once."""
         self._follow_reindex()
         return self.writer.fill(limit, progress)
 

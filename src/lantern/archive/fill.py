@@ -36,25 +36,28 @@ def fill_pending(
     progress: Callable[[int, int], None] | None = None,
     batch: int = BATCH,
     wait: float | None = None,
-) -> int:
+) -> list[int]:
     """Compute and store the deferred block of up to ``limit`` pending entries (None: all), newest first, ``batch``
     at a time, one transaction each; within ``scope`` when given. ``progress(done, total)`` after each batch.
-    ``wait``: seconds to wait for the write lock (``Store.transaction``). Returns how many were filled. Raises
+    ``wait``: seconds to wait for the write lock (``Store.transaction``). Returns the ids filled, each once. Raises
     sqlite3 errors of the write (a read-only file, a lock not obtained)."""
     if store.deferred is None or "semantic_e5" not in signal_blocks(embedder):
-        return 0
+        return []
     total = store.pending_count() if limit is None else min(limit, store.pending_count())
     done = 0
+    filled: list[int] = []
     while total - done > 0:
         rows = store.pending_vectors(min(batch, total - done), scope)
         if not rows:
             break
         parts = embed_deferred(embedder, [summary for _, summary in rows])
-        store.fill_vectors([(entry_id, summary, part) for (entry_id, summary), part in zip(rows, parts)], wait)
+        filled += store.fill_vectors(
+            [(entry_id, summary, part) for (entry_id, summary), part in zip(rows, parts)], wait
+        )
         done += len(rows)
         if progress:
             progress(done, total)
-    return done
+    return filled
 
 
 def fill_unembedded(
@@ -64,21 +67,21 @@ def fill_unembedded(
     *,
     batch: int = BATCH,
     wait: float | None = None,
-) -> int:
+) -> list[int]:
     """Compute and store the vector of up to ``limit`` (None: all) entries stored text-first (``store.unembedded``),
     newest first, ``batch`` at a time, one transaction each (``store.put_vectors``: an entry filled meanwhile by
     another process, or rewritten with another text, is skipped). The vector is the one the write path gives
     (``embedder.embed`` of the summary); its deferred block, when the embedder has one, is left for
-    ``fill_pending``. Returns how many were written. Raises the store's write errors (a read-only file, the lock not
-    obtained within ``wait`` seconds)."""
-    done = 0
-    while limit is None or done < limit:
-        rows = store.unembedded(batch if limit is None else min(batch, limit - done))
+    ``fill_pending``. Returns the ids written, each once. Raises the store's write errors (a read-only file, the
+    lock not obtained within ``wait`` seconds)."""
+    done: list[int] = []
+    while limit is None or len(done) < limit:
+        rows = store.unembedded(batch if limit is None else min(batch, limit - len(done)))
         if not rows:
             break
         vectors = embedder.embed([summary for _, summary in rows])
         written = store.put_vectors([(entry_id, summary, vec) for (entry_id, summary), vec in zip(rows, vectors)], wait)
         if not written:  # filled or rewritten by another process meanwhile: the rest is left to the next fill
             break
-        done += len(written)
+        done += written
     return done

@@ -148,14 +148,15 @@ class Writer:
     def fill(self, limit: int | None = None, progress: Progress | None = None, wait: float | None = None) -> int:
         """Stage fill: the vectors of up to ``limit`` entries stored text-first (``fill_unembedded``), then the
         deferred block (e5 of English turns) of up to ``limit`` pending entries, newest first (archive/fill.py).
-        Returns how many were filled."""
-        from lantern.archive.fill import fill_pending
+        Returns how many entries were given something, each counted once (a text-first entry filled whole, then
+        its deferred block, is one)."""
+        from lantern.archive.fill import fill_pending, fill_unembedded
 
-        filled = self.fill_unembedded(limit, wait=wait)
-        filled += fill_pending(self.store, self.embedder, limit, progress=progress, wait=wait)
-        if filled:
+        filled = set(fill_unembedded(self.store, self.embedder, limit, wait=wait))
+        filled.update(fill_pending(self.store, self.embedder, limit, progress=progress, wait=wait))
+        if filled and self.index is not None:
             self.index.mark_dirty()
-        return filled
+        return len(filled)
 
     def fill_unembedded(self, limit: int | None = None, wait: float | None = None) -> int:
         """The vectors of up to ``limit`` (None: all) entries stored text-first, newest first, a batch per
@@ -165,7 +166,7 @@ class Writer:
         filled = fill_unembedded(self.store, self.embedder, limit, wait=wait)
         if filled and self.index is not None:
             self.index.mark_dirty()
-        return filled
+        return len(filled)
 
     # ------------------------------------------------------------------ the stages
     def messages(self, source: Any, format: str = "auto") -> Parsed:
