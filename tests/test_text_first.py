@@ -200,9 +200,13 @@ def _store_with_another_session(db: Path) -> None:
 
 
 @pytest.mark.real_models
-def test_a_cold_claude_code_session_start_compact_answers_with_no_model_loaded(tmp_path):
+@pytest.mark.parametrize("existing", [True, False], ids=["existing-database", "missing-database"])
+def test_a_cold_claude_code_session_start_compact_answers_with_no_model_loaded(tmp_path, existing):
+    """On the user's database, and on one that does not exist yet (the hook creates it: a new store records its
+    embedder when the models are first loaded, not when it is made)."""
     db = tmp_path / "m.db"
-    _store_with_another_session(db)
+    if existing:
+        _store_with_another_session(db)
     transcript = tmp_path / "session.jsonl"
     transcript.write_bytes(CLAUDE.read_bytes())  # compacted at its end; none of it archived yet
     payload = {
@@ -219,14 +223,14 @@ def test_a_cold_claude_code_session_start_compact_answers_with_no_model_loaded(t
         assert heavy not in loaded, heavy
     with Lantern(db) as lt:
         missing = lt.stats()["vectors_missing"]
-        assert missing > 0 and lt.stats()["entries"] == missing + 1  # the session stored text-first
+        assert missing > 0 and lt.stats()["entries"] == missing + existing  # the session stored text-first
         assert [e.reason for e in lt.events(CLAUDE_SID)] == ["compact_boundary"]
         # the next process that loads the models gives them their vectors; the same hook then adds nothing
         assert lt.fill_unembedded() == missing
     again, _ = _cold_hook(tmp_path, db, "claude-code", payload)
     assert json.loads(again)["hookSpecificOutput"]["additionalContext"] == block
     with Lantern(db) as lt:
-        assert lt.stats()["vectors_missing"] == 0 and lt.stats()["entries"] == missing + 1
+        assert lt.stats()["vectors_missing"] == 0 and lt.stats()["entries"] == missing + existing
 
 
 @pytest.mark.real_models

@@ -167,9 +167,12 @@ class Lantern:
         self._redact_stored_names()
         self._queries: QueryVectors | None = None
         self._llm_clients: dict[LLMSettings, LLMClient] = {}
-        # loaded now when named (checked at once), for a new database (recorded), or to convert an old store's
-        # vectors; else at first use, the store reading the recorded layout meanwhile
-        if embedder is not None or not self.store.vectors_compacted() or not self.store.use_recorded_embedder():
+        # loaded now when named (checked at once), for a store that holds vectors but records no embedder, or to
+        # convert an old store's vectors; else at first use, the store reading the recorded layout meanwhile. A new
+        # database (no vector yet) records its embedder when the models are first loaded: a hook that creates it
+        # text-first loads neither numpy nor a model.
+        recorded = self.store.use_recorded_embedder()
+        if embedder is not None or (self.store.holds_vectors() if not recorded else not self.store.vectors_compacted()):
             self._models()
 
     def _redact_stored_names(self) -> None:

@@ -250,6 +250,11 @@ class BaseStore:
         self.blocks = self._recorded_layout(recorded, dim) if recorded else given
         self.deferred = deferred
 
+    def holds_vectors(self) -> bool:
+        """Whether any entry has a stored vector (a new database, or one holding only turns stored text-first, has
+        none: there is nothing yet to decode or to check an embedder against)."""
+        return self.db.execute("SELECT 1 FROM embeddings LIMIT 1").fetchone() is not None
+
     def use_recorded_embedder(self) -> bool:
         """Take the embedder id, dimension and vector layout the database recorded (meta) as this handle's, with no
         embedder object: what reading the stored vectors' layout needs (``undecodable_count``) and what writes
