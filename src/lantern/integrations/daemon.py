@@ -353,6 +353,7 @@ def wait_for_hook(host: str, text: str, db: str | None, rewound: str | None) -> 
 HANDOVER_EVENTS = ("Stop", "PreCompact", "PostCompact")  # archive only; SessionEnd (the last one) stays in-process
 HANDOVER_FIELDS = ("hook_event_name", "session_id", "transcript_path")  # all an archive reads; never message text
 SPOOL_POLL_S = 2.0  # ours: how often an idle daemon looks at the spool
+SPOOL_TMP_MAX_AGE_S = 60.0  # ours: a hook writes its spool file in well under this; an older .tmp is left over
 
 
 def spool_dir() -> str:
@@ -402,6 +403,62 @@ def hand_over(args: dict[str, Any]) -> bool:
         return True
     except Exception:  # noqa: BLE001 - in-process then
         return False
+
+
+def _same_secure_dir(fd: int, path: str) -> bool:
+    """Whether the directory open as ``fd`` is the one at ``path`` that ``secure_dir`` checked (same device and
+    inode), and itself a directory of this user closed to others: a folder swapped between the check and the open
+    is not read."""
+    import stat
+
+    st, at = os.fstat(fd), os.lstat(path)
+    return (
+        stat.S_ISDIR(st.st_mode)
+        and (st.st_dev, st.st_ino) == (at.st_dev, at.st_ino)
+        and st.st_uid == os.getuid()
+        and not st.st_mode & 0o077
+    )
+
+
+def _read_job(dir_fd: int, name: str) -> bytes:
+    """The bytes of the spool file ``name`` in the directory open as ``dir_fd``, opened without following a link
+    and without blocking (a FIFO or a device would otherwise hold the daemon), then checked on the open file: a
+    regular file of this user of at most ``MAX_REQUEST_BYTES``. Raises ValueError naming what it is instead, OSError
+    when it cannot be opened (a symbolic link: ELOOP)."""
+    import stat
+
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{name} is not a regular file")
+        if st.st_uid != os.getuid():
+            raise ValueError(f"{name} belongs to another user")
+        if st.st_size > MAX_REQUEST_BYTES:
+            raise ValueError(f"{name} holds more than {MAX_REQUEST_BYTES} bytes")
+        chunks, size = [], 0
+        while chunk := os.read(fd, MAX_REQUEST_BYTES + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_REQUEST_BYTES:  # grown since the fstat
+                raise ValueError(f"{name} holds more than {MAX_REQUEST_BYTES} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_tmp(dir_fd: int, names: list[str]) -> None:
+    """Remove the spool's ``.NAME.tmp`` files (``hand_over`` writes one, then renames it) older than
+    ``SPOOL_TMP_MAX_AGE_S``: a hook that died between the two left it, and no one will rename it. A younger one may
+    still be written, and is kept. Never follows a link (the link itself is what is removed)."""
+    now = time.time()
+    for name in names:
+        try:
+            if now - os.lstat(name, dir_fd=dir_fd).st_mtime > SPOOL_TMP_MAX_AGE_S:
+                os.unlink(name, dir_fd=dir_fd)
+                _log(f"left-over spool file {name} removed")
+        except OSError:
+            pass
 
 
 def spawn(preload: str | None = None) -> bool:
@@ -548,26 +605,47 @@ class Daemon:
         return ran + self._drain_spool()
 
     def _drain_spool(self) -> int:
+        """Run the spool's ``*.job`` files (``hand_over``), oldest first, trusting none of what the spool holds:
+        the folder is checked as ``hand_over`` checks it (``secure_dir``) and then opened without following a
+        link, its entries read through that descriptor; a job is read only when it is a regular file of this user
+        of at most ``MAX_REQUEST_BYTES`` (``_read_job``: never blocks on a FIFO, never follows a link), else it is
+        removed with a log line (a folder only when empty: its content is never walked); a ``.NAME.tmp`` left by a
+        hook that died before its rename is removed once older than ``SPOOL_TMP_MAX_AGE_S``. Returns how many ran.
+        Never raises."""
         folder = spool_dir()
         try:
-            names = sorted(n for n in os.listdir(folder) if n.endswith(".job"))
-        except OSError:
+            secure_dir(folder, create=False)
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except (Unavailable, OSError):
             return 0
         ran = 0
-        for name in names:
-            path = os.path.join(folder, name)
-            try:
-                with open(path, "rb") as f:
-                    job = loads(f.read(MAX_REQUEST_BYTES).decode("utf-8", "replace"))
-                os.unlink(path)
-                self.run_hook(job)
-                ran += 1
-            except Exception as e:  # noqa: BLE001 - the next hook archives the same lines
-                _log(f"handed-over event skipped: {type(e).__name__}")
+        try:
+            if not _same_secure_dir(fd, folder):
+                _log("spool skipped: it changed while it was checked")
+                return 0
+            names = sorted(os.listdir(fd))
+            _remove_stale_tmp(fd, [n for n in names if n.startswith(".") and n.endswith(".tmp")])
+            for name in (n for n in names if n.endswith(".job") and not n.startswith(".")):
                 try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+                    data = _read_job(fd, name)
+                    os.unlink(name, dir_fd=fd)
+                    self.run_hook(loads(data.decode("utf-8", "replace")))
+                    ran += 1
+                except Exception as e:  # noqa: BLE001 - the next hook archives the same lines
+                    _log(f"handed-over event skipped: {type(e).__name__}: {e}")
+                    try:
+                        os.unlink(name, dir_fd=fd)
+                    except IsADirectoryError:
+                        try:
+                            os.rmdir(name, dir_fd=fd)  # empty: removed; else left, never walked
+                        except OSError:
+                            pass
+                    except OSError:
+                        pass
+        except OSError as e:
+            _log(f"spool skipped: {type(e).__name__}")
+        finally:
+            os.close(fd)
         if ran:
             _log(f"ran {ran} handed-over hook event{'' if ran == 1 else 's'}")
         return ran
