@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
 from lantern import Config, Lantern
+from lantern.errors import UnsupportedBackendError
 
 REPLIES = [
     ("Start postgres for billing on port 5433.", "Started: docker run -p 5433:5432 postgres:16."),
@@ -112,3 +114,15 @@ def test_the_newest_are_filled_first_and_an_entry_with_no_vector_is_never_ranked
         for hit in hits:
             by_meaning = [name for name in hit.ranks if name.startswith("semantic") or name in ("local", "time")]
             assert hit.entry.id not in without or not by_meaning, (hit.entry.id, hit.ranks)
+
+
+def test_postgres_refuses_a_text_first_archive_and_writes_nothing(pg_url):
+    """PostgreSQL stores no row without its vector (embeddings.vector NOT NULL, the index joins it:
+    ``Dialect.text_first`` False): a text-first archive is refused with UnsupportedBackendError, not a driver error,
+    and nothing is written (hooks do not run on PostgreSQL: docs/postgres.md)."""
+    url = pg_url()
+    with Lantern(url) as lt:
+        lt.archive(_messages(1, True), session="s")
+        with pytest.raises(UnsupportedBackendError, match="text-first"):
+            lt.archive(_messages(3, True), session="s", text_first=True)
+        assert lt.stats()["entries"] == 1 and lt.store.unembedded() == []

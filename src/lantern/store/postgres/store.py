@@ -317,6 +317,7 @@ class PostgresStore(BaseStore):
         layout_in_meta=False,
         changes_counted=False,
         cli_location="URL",  # never the URL itself in advice: it may carry a password
+        text_first=False,  # every entry has its vector (embeddings.vector NOT NULL, the index joins it)
     )
 
     def __init__(self, url: str, readonly: bool = False):
