@@ -59,6 +59,8 @@ COMPACTION_MARKERS = (b'"compact_boundary"', b'"isCompactSummary":true', b'"isCo
 # Claude Code 2.1.89: a hook output over 50,000 characters is written to a file and only a preview reaches the
 # model; ours: the whole JSON output is held 1,000 characters below that
 OUTPUT_CAP_CHARS = 49_000
+TIMEOUT_S = 30  # ours: the hooks' "timeout" lantern install writes; far above the measured p95 (Claude Code's is 60 s)
+HOOK_DB_WAIT_S = TIMEOUT_S - 10  # ours: a hook's database waits, all together, end this long before the host kills it
 HOST = "claude-code"  # names this host's log file, its events' source and its commands in messages
 MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logged), never read into memory
 # ours: a hook reads at most 8 MiB of new transcript per transaction, and starts no new 8 MiB once 15 s have gone
@@ -710,6 +712,17 @@ def run(
         return ""
 
 
+def bounded_run(run_hook: Any, *args: Any, **kwargs: Any) -> str:
+    """``run_hook(*args, **kwargs)`` (a host's ``run``) with all its database lock waits bounded together by
+    ``HOOK_DB_WAIT_S`` (``lock_deadline``: store/sqlite.py), below the ``timeout`` ``lantern install`` gives the host:
+    a hook that cannot get the database in time gives up as on any internal error (nothing printed, a log line, its
+    transaction rolled back whole) instead of being killed by the host."""
+    from lantern.api import lock_deadline
+
+    with lock_deadline(HOOK_DB_WAIT_S):
+        return run_hook(*args, **kwargs)
+
+
 def hooks_unsupported(host: str) -> UnsupportedBackendError:
     """The error of ``host``'s hooks (claude-code, codex) pointed at a PostgreSQL URL: they keep per-file offsets
     and check the file exists. It names that host's commands."""
@@ -733,7 +746,7 @@ def main(
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = run(text, db, rewound=rewound, delegate=delegate)
+    out = bounded_run(run, text, db, rewound=rewound, delegate=delegate)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from lantern.errors import LanternError
+from lantern.integrations.claude_code import TIMEOUT_S
 
 MARKER = "hook claude-code"
 EVENTS: dict[str, str | None] = {"PreCompact": None, "SessionStart": "compact", "UserPromptSubmit": None, "Stop": None}
-TIMEOUT_S = 30  # ours: far above the measured p95; Claude Code's default is 60 s
 CODEX_MARKER = "hook codex"
 # Codex: PreCompact archives before the history is rewritten, SessionStart(compact) injects, UserPromptSubmit injects
 # for a prompt after a compaction, Stop archives each turn

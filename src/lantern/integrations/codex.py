@@ -58,6 +58,7 @@ from lantern.integrations.claude_code import (
     _lost,
     _open,
     _why,
+    bounded_run,
     delegated,
     fit_output,
     hooks_unsupported,
@@ -326,7 +327,7 @@ def main(db: str | os.PathLike[str] | None = None, text: str | None = None, dele
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = run(text, db, delegate=delegate)
+    out = bounded_run(run, text, db, delegate=delegate)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

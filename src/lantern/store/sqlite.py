@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # numpy is imported where a vector is read or written: a text
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "lock_deadline",
     "ERASE_PENDING",
     "VECTOR_BLOCKS",
     "Erasure",
@@ -56,6 +57,28 @@ _INDEX_SELECT = (
 )
 _ENTRY_OF_ROW = f"(CASE WHEN f.rowid < 0 THEN (-f.rowid) >> {WINDOW_BITS} ELSE f.rowid END)"
 BUSY_RETRIES, BUSY_BACKOFF_S = 6, 0.05  # BEGIN IMMEDIATE retried with backoff 0.05 .. 1.6 s after busy_timeout (ours)
+_DEADLINE: list[float] = []  # the monotonic time by which every lock wait of this process ends (``lock_deadline``)
+
+
+@contextmanager
+def lock_deadline(seconds: float) -> Iterator[None]:
+    """Bound every wait for the database's locks in the block, all together, to ``seconds`` from now: a process
+    that must finish within a host's timeout (a hook: ``HOOK_DB_WAIT_S``). Inside it, a connection opened waits at
+    most the time left, and ``transaction`` takes the write lock once, waiting at most the time left (no retries);
+    past the deadline it raises sqlite3.OperationalError "database is locked" at once, and the transaction is
+    rolled back whole (nothing half-written)."""
+    _DEADLINE.append(_time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.pop()
+
+
+def _busy_ms() -> int:
+    """The busy timeout a lock wait may use now: ``BUSY_TIMEOUT_MS``, or less when a ``lock_deadline`` is nearer."""
+    if not _DEADLINE:
+        return BUSY_TIMEOUT_MS
+    return max(0, min(BUSY_TIMEOUT_MS, int((_DEADLINE[-1] - _time.monotonic()) * 1000)))
 
 
 def _file_state(path: Path, wal: Path) -> tuple[Any, ...]:
@@ -110,11 +133,11 @@ class Store(BaseStore):
             _private_file(Path(self.path))
         try:
             self.db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+                self.path, isolation_level=None, check_same_thread=False, timeout=_busy_ms() / 1000
             )
         except sqlite3.DatabaseError as e:
             raise _open_error(self.path, e) from None
-        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self.db.execute(f"PRAGMA busy_timeout = {_busy_ms()}")
         try:
             _check_is_lantern(self.db, self.path)
         except sqlite3.DatabaseError as e:
@@ -236,6 +259,8 @@ class Store(BaseStore):
             raise
 
     def _begin_immediate(self, wait: float | None = None) -> None:
+        if _DEADLINE:  # within a lock_deadline: one wait, of at most the time left
+            wait = _busy_ms() / 1000 if wait is None else min(wait, _busy_ms() / 1000)
         if wait is not None:
             usual = self.db.execute("PRAGMA busy_timeout").fetchone()[0]
             self.db.execute(f"PRAGMA busy_timeout = {max(0, int(wait * 1000))}")
