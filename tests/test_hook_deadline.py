@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from budget import examples
 from lantern import Lantern
-from lantern.api import lock_deadline
+from lantern.deadline import lock_deadline
 from lantern.integrations.claude_code import HOOK_DB_WAIT_S, TIMEOUT_S
 
 FIXTURE = Path(__file__).parent / "fixtures" / "claude_code_session.jsonl"

@@ -43,14 +43,7 @@ from lantern.store import events as event_store
 from lantern.store import facts as fact_store
 from lantern.store.migrations import NAMES_FORM, rewrite_names
 from lantern.store.open import open_store
-from lantern.store.sqlite import (
-    BUSY_TIMEOUT_MS,
-    Erasure,
-    entry_count,
-    is_unwritable,
-    lock_deadline,
-    write_error_words,
-)
+from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, entry_count, is_unwritable, write_error_words
 from lantern.store.times import to_epoch
 from lantern.store.undo import creation_undo
 from lantern.text.clean import clean_text, normalize_space
@@ -70,7 +63,7 @@ if TYPE_CHECKING:
 
 # the faces' way to what lies below: the Lantern handle, the store copy, and for a command that may create a SQLite
 # database, what it undoes when it fails and the words for a write that failed
-__all__ = ["Lantern", "copy_store", "creation_undo", "entry_count", "lock_deadline", "write_error_words"]
+__all__ = ["Lantern", "copy_store", "creation_undo", "entry_count", "write_error_words"]
 
 log = logging.getLogger("lantern")
 

@@ -714,10 +714,10 @@ def run(
 
 def bounded_run(run_hook: Any, *args: Any, **kwargs: Any) -> str:
     """``run_hook(*args, **kwargs)`` (a host's ``run``) with all its database lock waits bounded together by
-    ``HOOK_DB_WAIT_S`` (``lock_deadline``: store/sqlite.py), below the ``timeout`` ``lantern install`` gives the host:
-    a hook that cannot get the database in time gives up as on any internal error (nothing printed, a log line, its
-    transaction rolled back whole) instead of being killed by the host."""
-    from lantern.api import lock_deadline
+    ``HOOK_DB_WAIT_S`` (lantern/deadline.py ``lock_deadline``), below the ``timeout`` ``lantern install`` gives
+    the host: a hook that cannot get the database in time gives up as on any internal error (nothing printed, a
+    log line, its transaction rolled back whole) instead of being killed by the host."""
+    from lantern.deadline import lock_deadline
 
     with lock_deadline(HOOK_DB_WAIT_S):
         return run_hook(*args, **kwargs)

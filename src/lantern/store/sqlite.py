@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lantern.deadline import seconds_left
 from lantern.errors import LanternError, StoreVersionError
 from lantern.scope import Scope, scope_where
 from lantern.store import fulltext, snapshot
@@ -31,7 +32,6 @@ if TYPE_CHECKING:  # numpy is imported where a vector is read or written: a text
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
-    "lock_deadline",
     "ERASE_PENDING",
     "VECTOR_BLOCKS",
     "Erasure",
@@ -57,28 +57,13 @@ _INDEX_SELECT = (
 )
 _ENTRY_OF_ROW = f"(CASE WHEN f.rowid < 0 THEN (-f.rowid) >> {WINDOW_BITS} ELSE f.rowid END)"
 BUSY_RETRIES, BUSY_BACKOFF_S = 6, 0.05  # BEGIN IMMEDIATE retried with backoff 0.05 .. 1.6 s after busy_timeout (ours)
-_DEADLINE: list[float] = []  # the monotonic time by which every lock wait of this process ends (``lock_deadline``)
-
-
-@contextmanager
-def lock_deadline(seconds: float) -> Iterator[None]:
-    """Bound every wait for the database's locks in the block, all together, to ``seconds`` from now: a process
-    that must finish within a host's timeout (a hook: ``HOOK_DB_WAIT_S``). Inside it, a connection opened waits at
-    most the time left, and ``transaction`` takes the write lock once, waiting at most the time left (no retries);
-    past the deadline it raises sqlite3.OperationalError "database is locked" at once, and the transaction is
-    rolled back whole (nothing half-written)."""
-    _DEADLINE.append(_time.monotonic() + seconds)
-    try:
-        yield
-    finally:
-        _DEADLINE.pop()
 
 
 def _busy_ms() -> int:
-    """The busy timeout a lock wait may use now: ``BUSY_TIMEOUT_MS``, or less when a ``lock_deadline`` is nearer."""
-    if not _DEADLINE:
-        return BUSY_TIMEOUT_MS
-    return max(0, min(BUSY_TIMEOUT_MS, int((_DEADLINE[-1] - _time.monotonic()) * 1000)))
+    """The busy timeout a lock wait may use now: ``BUSY_TIMEOUT_MS``, or less when a ``lock_deadline`` (lantern/
+    deadline.py) is nearer."""
+    left = seconds_left()
+    return BUSY_TIMEOUT_MS if left is None else min(BUSY_TIMEOUT_MS, int(left * 1000))
 
 
 def _file_state(path: Path, wal: Path) -> tuple[Any, ...]:
@@ -259,7 +244,7 @@ class Store(BaseStore):
             raise
 
     def _begin_immediate(self, wait: float | None = None) -> None:
-        if _DEADLINE:  # within a lock_deadline: one wait, of at most the time left
+        if seconds_left() is not None:  # within a lock_deadline: one wait, of at most the time left
             wait = _busy_ms() / 1000 if wait is None else min(wait, _busy_ms() / 1000)
         if wait is not None:
             usual = self.db.execute("PRAGMA busy_timeout").fetchone()[0]
