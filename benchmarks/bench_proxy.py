@@ -158,7 +158,7 @@ def profile_memory_work(db: Path, sent: dict[str, list[list[dict]]]) -> str:
     import io
     import pstats
 
-    from lantern.integrations.proxy import _Forwarder
+    from lantern.integrations.forward import _Forwarder
     from lantern.integrations.service import MemoryService
 
     service = MemoryService(db)

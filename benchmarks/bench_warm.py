@@ -1,8 +1,13 @@
-"""The warm path (issue 37 item 2; integrations/daemon.py): a Claude Code hook event as a new process, the way
-Claude Code runs it, with the daemon warm, with none running (cold: the hook spawns it and works in-process), and
-switched off (``LANTERN_DAEMON=off``: in-process, as before the daemon), beside ``python -c pass``.
+"""The warm path (issue 37 item 2; integrations/daemon.py): a Claude Code or Codex hook event as a new process, the
+way the agent runs it, with the daemon warm, with none running (cold: the hook spawns it; docs/daemon.md "Cold
+start" says what each event does then), and switched off (``LANTERN_DAEMON=off``: in-process), beside
+``python -c pass``.
 
-    .venv/bin/python benchmarks/bench_warm.py [--runs 15] [--cold-runs 3]
+    .venv/bin/python benchmarks/bench_warm.py [--runs 15] [--cold-runs 3] [--bytecode source|cached]
+
+``--bytecode cached`` (default) runs every process with a private ``PYTHONPYCACHEPREFIX`` that an untimed run has
+filled, as an installed package has its ``.pyc`` files; ``source`` keeps ``PYTHONDONTWRITEBYTECODE`` as this
+checkout's environment sets it, so Lantern's modules are compiled at every start (BENCHMARKS.md §24, §24b).
 
 Each timed hook run is preceded by a ``python -c pass`` run of the same interpreter, so both see the same machine
 load; the table gives p50 / p95 of the hook, the p50 of those ``python -c pass`` runs and the ratio of the two p50s
@@ -10,11 +15,15 @@ load; the table gives p50 / p95 of the hook, the p50 of those ``python -c pass``
 <= 100 ms, cold p50 <= 400 ms.
 
 The store: the Claude Code fixture session (tests/fixtures/claude_code_session.jsonl, compacted at its end)
-archived by the hook itself, beside the shipped aider excerpt (97 turns) in another session. Events: a prompt with
-no back-reference; a back-reference prompt (archive of new lines, recovery, injection); Stop with one new real-shape
-turn appended before each run (outside the timing); SessionStart with source compact (archive, the summary's loss,
-injection). A cold run is timed from a state with no daemon; the daemon it spawns is awaited and stopped (by its
-pid) outside the timing.
+archived by the hook itself, beside the shipped aider excerpt (97 turns) in another session, and the Codex fixture
+rollout (tests/fixtures/codex, archived by a PreCompact, then its local compaction). Events: a prompt in a session
+never compacted (the cheap checks alone); a prompt with no back-reference and one with (after the compaction every
+prompt is a candidate: archive of new lines, recovery, the injection decision); Stop with one new real-shape turn
+appended before each run (outside the timing); SessionStart with source compact (archive, the summary's loss,
+injection), for a session archived before the compaction and for one met for the first time (a new copy of the
+fixture under a new session id each run: every turn archived by that event); Codex's SessionStart(compact). A cold
+run is timed from a state with no daemon; the daemon it spawns is awaited and stopped (by its pid) outside the
+timing.
 """
 
 from __future__ import annotations
@@ -38,12 +47,14 @@ from _common import EXCERPT, REPO, VENV_BIN, pct, print_machine  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "claude_code_session.jsonl"
 SID = "7f3c2a10-5b1e-4c8e-9d2a-1e6f0b7c9a41"
+CODEX = REPO / "tests" / "fixtures" / "codex"
+CODEX_SID = "019b0c3e-7a21-7d40-9a55-3c1f0e8d2b64"
 
 
-def hook_command(db: Path) -> list[str]:
-    exe = VENV_BIN / "lantern"  # the command `lantern install claude-code` writes
+def hook_command(db: Path, host: str = "claude-code") -> list[str]:
+    exe = VENV_BIN / "lantern"  # the command `lantern install claude-code` / `install codex` writes
     base = [str(exe)] if exe.exists() else [sys.executable, "-m", "lantern"]
-    return [*base, "--db", str(db), "hook", "claude-code"]
+    return [*base, "--db", str(db), "hook", host]
 
 
 def timed(cmd: list[str], stdin: str, env: dict) -> tuple[float, str]:
@@ -86,6 +97,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=15, help="timed runs per event, warm and switched off")
     ap.add_argument("--cold-runs", type=int, default=3, help="timed runs per event with no daemon running")
+    ap.add_argument("--bytecode", choices=("cached", "source"), default="cached", help="see the module docstring")
     args = ap.parse_args()
     console = Console(width=130)
     print_machine(console)
@@ -103,6 +115,10 @@ def main() -> None:
         "PYTHONPATH": str(REPO / "src"),
         "LANTERN_DAEMON": "on",
     }
+    if args.bytecode == "cached":  # as installed: the .pyc files written once, by the untimed runs below
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    console.print(f"bytecode: {args.bytecode}")
     (tmp / "home").mkdir()
     os.environ.clear()
     os.environ.update(env)  # daemon.socket_path() here names the hooks' daemon
@@ -117,19 +133,50 @@ def main() -> None:
         capture_output=True,
     )
     cmd = hook_command(db)
+    codex_cmd = hook_command(db, "codex")
 
-    def payload(event: str, **extra) -> str:
-        return json.dumps({"session_id": SID, "transcript_path": str(transcript), "hook_event_name": event, **extra})
+    def payload(event: str, path: Path = transcript, sid: str = SID, **extra) -> str:
+        return json.dumps({"session_id": sid, "transcript_path": str(path), "hook_event_name": event, **extra})
 
     timed(cmd, payload("PreCompact", trigger="manual"), off)  # the session archived, as a compaction would
-    events = {
-        "UserPromptSubmit, no back-reference": payload("UserPromptSubmit", prompt="add type hints to pool.py"),
-        "UserPromptSubmit, back-reference": payload(
-            "UserPromptSubmit", prompt="as I said earlier, which port does the billing database use?"
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    fresh = tmp / "never-compacted.jsonl"  # the session before its compaction
+    fresh.write_text("".join(lines[: next(i for i, x in enumerate(lines) if "compact_boundary" in x)]))
+    rollout = tmp / "rollout-2026-11-24T14-10-00-019b0c3e.jsonl"
+    rollout.write_bytes((CODEX / "rollout-before-compaction.jsonl").read_bytes())
+    timed(codex_cmd, payload("PreCompact", rollout, CODEX_SID, trigger="auto", turn_id="3"), off)
+    with open(rollout, "ab") as f:
+        f.write((CODEX / "compacted-local.jsonl").read_bytes())
+    copies = [0]
+
+    def first_met() -> str:
+        """SessionStart(compact) of a session none of whose lines is archived: a new copy under a new id."""
+        copies[0] += 1
+        sid = f"{SID[:-6]}{copies[0]:06d}"
+        path = tmp / f"first-met-{copies[0]}.jsonl"
+        path.write_text(FIXTURE.read_text(encoding="utf-8").replace(SID, sid), encoding="utf-8")
+        return payload("SessionStart", path, sid, source="compact")
+
+    def same(text: str):
+        return lambda: text
+
+    events = {  # name -> (hook command, its stdin, made before each run outside the timing)
+        "UserPromptSubmit, never compacted": (cmd, same(payload("UserPromptSubmit", fresh, prompt="which port?"))),
+        "UserPromptSubmit, no back-reference": (cmd, same(payload("UserPromptSubmit", prompt="add type hints"))),
+        "UserPromptSubmit, back-reference": (
+            cmd,
+            same(payload("UserPromptSubmit", prompt="as I said earlier, which port does the billing database use?")),
         ),
-        "Stop (1 new turn)": payload("Stop", stop_hook_active=False),
-        "SessionStart source=compact": payload("SessionStart", source="compact"),
+        "Stop (1 new turn)": (cmd, same(payload("Stop", stop_hook_active=False))),
+        "SessionStart source=compact": (cmd, same(payload("SessionStart", source="compact"))),
+        "SessionStart compact, session first met": (cmd, first_met),
+        "Codex SessionStart source=compact": (
+            codex_cmd,
+            same(payload("SessionStart", rollout, CODEX_SID, source="compact", model="gpt-5.1-codex")),
+        ),
     }
+    for command, stdin_of in events.values():  # untimed: every path's modules compiled once (--bytecode cached)
+        timed(command, stdin_of(), off)
     last = json.loads(FIXTURE.read_text(encoding="utf-8").splitlines()[-1])["uuid"]
     turns = [0]
 
@@ -176,7 +223,7 @@ def main() -> None:
     rows = []
     try:
         for mode in ("warm", "cold", "off"):
-            for event, stdin in events.items():
+            for event, (command, stdin_of) in events.items():
                 hooks, passes, chars = [], [], 0
                 n = args.cold_runs if mode == "cold" else args.runs
                 for i in range(n + (0 if mode == "cold" else 1)):  # warm and off: one untimed run first
@@ -186,14 +233,15 @@ def main() -> None:
                         daemon.spawn()
                         wait_served()
                     before(event)
+                    stdin = stdin_of()
                     p, _ = timed([sys.executable, "-c", "pass"], "", env)
-                    t, out = timed(cmd, stdin, off if mode == "off" else env)
+                    t, out = timed(command, stdin, off if mode == "off" else env)
                     if mode == "cold":
                         wait_served()  # outside the timing: the spawned daemon is up, then stopped
                     if mode == "cold" or i > 0:
                         hooks.append(t)
                         passes.append(p)
-                    if out:
+                    if out.strip():
                         chars = len(json.loads(out)["hookSpecificOutput"]["additionalContext"])
                 rows.append((mode, event, hooks, passes, chars))
             if mode == "warm":
@@ -203,7 +251,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(run_dir, ignore_errors=True)
 
-    table = Table(title="a Claude Code hook event as a new process (ms); `pass`: python -c pass just before each run")
+    table = Table(title="a hook event as a new process (ms); `pass`: python -c pass just before each run")
     for col in ("mode", "event", "runs", "p50", "p95", "pass p50", "p50 / pass p50", "injected chars"):
         table.add_column(col, justify="left" if col in ("mode", "event") else "right")
     for mode, event, hooks, passes, chars in rows:

@@ -21,6 +21,69 @@ settings.register_profile("dev", max_examples=20, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
+# ---------------------------------------------------------------- temporary files in memory
+MEMORY_TMP = Path("/dev/shm")
+MEMORY_TMP_FREE = 2 << 30  # bytes free on it: a run leaves ~150 MB, holds more meanwhile (models' caches, PostgreSQL)
+
+
+def _memory_tmpdir() -> str | None:
+    """/dev/shm when it is a writable tmpfs with ``MEMORY_TMP_FREE`` bytes free, else None."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+        st = os.statvfs(MEMORY_TMP)
+    except OSError:
+        return None
+    tmpfs = any(line.split()[1:3] == [str(MEMORY_TMP), "tmpfs"] for line in mounts if len(line.split()) > 2)
+    if tmpfs and os.access(MEMORY_TMP, os.W_OK | os.X_OK) and st.f_bavail * st.f_frsize >= MEMORY_TMP_FREE:
+        return str(MEMORY_TMP)
+    return None
+
+
+# The run's temporary files (pytest's tmp_path folders, tempfile's, PostgreSQL's data directory, and those of the
+# subprocesses the tests start, which inherit TMPDIR) go to a tmpfs when there is one with room and TMPDIR is not set:
+# every new SQLite store syncs its file a few times (~10 fdatasync calls per test), and on a disk that other work
+# shares each waits milliseconds. Measured on the 2-core machine at load ~9, tests/test_postgres.py and
+# tests/test_facts.py: 120.7 s wall on the disk, 62.9 s on /dev/shm, the same CPU time. The store's SQL, locking and
+# files are the same on either; the tests of a full disk mount their own small tmpfs. Set TMPDIR to choose.
+if "TMPDIR" not in os.environ and (_memory := _memory_tmpdir()):
+    import tempfile
+
+    os.environ["TMPDIR"] = _memory
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again (pytest's base folder is computed from it later)
+
+
+# ---------------------------------------------------------------- bytecode of the run's processes
+# With PYTHONDONTWRITEBYTECODE set (and no PYTHONPYCACHEPREFIX), every process of a run compiles again what it
+# imports: each xdist worker its ~120 assertion-rewritten test modules (~10 s of CPU), each of the run's python
+# subprocesses (the CLI, hooks, servers, eval workers) lantern's modules. The run's processes cache their bytecode in
+# a mirror tree under the temp folder instead (PYTHONPYCACHEPREFIX, reused by later runs; Python and pytest's
+# rewriter both follow it): still nothing written beside the sources, which is what the variable asks for. Measured
+# on test_cli, test_mcp, test_daemon, test_events and test_claude_code (-n 0, 88 python subprocesses): 70.6 s of CPU
+# without, 61-65 s with (97 vs 73-94 s wall at load ~3).
+def _private_dir(path: Path) -> bool:
+    """Whether ``path`` is (made if missing) a directory of this user that no one else may write to: a shared temp
+    folder must not let another user plant the bytecode this run executes."""
+    import stat
+
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    import sys
+    import tempfile
+
+    _prefix = Path(tempfile.gettempdir()) / f"lantern-pycache-{os.getuid()}"
+    if _private_dir(_prefix):
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+        os.environ["PYTHONPYCACHEPREFIX"] = str(_prefix)
+        sys.dont_write_bytecode, sys.pycache_prefix = False, str(_prefix)
+
+
 # ---------------------------------------------------------------- embedders: the fake one, and the real tier
 # A test runs on the fake embedder (lantern.embed.FakeEmbedder, "fake": feature hashing, no model) unless it, its
 # class or its module is marked ``real_models``: then on the real ones (the default embedder, "routed"). The fake is
@@ -42,6 +105,32 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "real_models: runs on the real embedding models (the default embedder), not the fake one"
     )
+
+
+def _real_parts(item) -> int:
+    """0 for a test of the real LLM, 1 for another real part (the real models, PostgreSQL: ``pg_server`` or the
+    postgres case of ``db_location``), 2 for the rest."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if "local_llm" in fixtures:
+        return 0
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    postgres = "pg_server" in fixtures or params.get("db_location") == "postgres"
+    return 1 if postgres or item.get_closest_marker("real_models") is not None else 2
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules with the real parts run first, the real LLM's first of all; the order within a module and
+    between modules of one kind stays the collection's. Why: xdist's worksteal hands each worker a contiguous half of
+    this order and a worker that runs out steals the end of the other's queue, so the long tests (a real --qa run
+    takes a minute or two) start at once and the end of the run is cheap tests that even out, instead of a long test
+    collected last (tests/test_use_cache.py, ...) running alone. A module moves whole: its module-scoped fixtures are
+    set up once, and the real LLM's tests stay together on one worker (one llama server). Both workers collect
+    the same order (the sort is stable and reads only the collection)."""
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, 2), _real_parts(item))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -186,6 +275,16 @@ def built_db(tmp_path_factory):
         return dest
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def eval_cache(tmp_path_factory) -> Path:
+    """A ``lantern eval`` cache folder (eval/cases.py: one archived store per history, under a folder per dataset
+    checksum and embedder) shared by the tests of one process that evaluate the same real data: the first test that
+    needs a history's store builds it, the others read it, as a rerun does. An evaluation reads its cached stores
+    and writes nothing to them (test_eval.py's rerun gives the same numbers); a history whose turns differ (another
+    slice) is rebuilt, never read stale (eval/cases.py ``build``)."""
+    return tmp_path_factory.mktemp("eval-cache")
 
 
 @pytest.fixture()

@@ -13,8 +13,10 @@ model (SmolLM2 through llama-cpp-python, tests/llm_server.py) covers the working
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -44,6 +46,53 @@ def raw(body: bytes, code: int = 200) -> dict:
 def slow(seconds: float, then: dict | None = None) -> dict:
     """Wait ``seconds`` before answering (a client with a shorter timeout gives up)."""
     return {**(then or answer('{"ids": []}')), "delay": seconds}
+
+
+def schema_of(request: dict) -> dict | None:
+    """The JSON schema a request constrains its answer to, in any JSON mode (lantern/llm.py: ``schema`` sends
+    ``{"type": "json_schema", "json_schema": {"schema": ...}}``, ``object`` ``{"type": "json_object", "schema":
+    ...}``, ``off`` none), or None."""
+    fmt = request.get("response_format") or {}
+    return fmt.get("schema") or (fmt.get("json_schema") or {}).get("schema")
+
+
+def sensible_judge(request: dict) -> dict:
+    """The reply of a sensible judge (lantern/eval/judge.py's request): CORRECT when the answer holds every token of
+    the gold (what a careful grader checks first), else WRONG."""
+    from lantern.eval.answers import tokens
+
+    user = request["messages"][-1]["content"]
+    m = re.search(r"(?:Gold answer: |标准答案：)(.*)\n(?:Answer: |回答：)(.*)", user, re.S)
+    assert m, user
+    right = not Counter(tokens(m.group(1))) - Counter(tokens(m.group(2)))
+    return answer(json.dumps({"label": "CORRECT" if right else "WRONG"}))
+
+
+def shaped(judge_reply, text: str = "Pixel"):
+    """A reply for a whole ``lantern eval --qa`` run: each request answered in the shape it asks for, read from its
+    schema when it sends one (a rerank's ``{"ids": [...]}``: the first three ids it may name; MemGPT's
+    ``{"memories": [...]}``: the first 60 characters of the turn; ``{"queries": [...]}``: the question; a letter's
+    ``{"choice": ...}``: the first letter), else from its system prompt (the judge's: ``judge_reply``, a reply or a
+    callable of the request). Any other request (a free-text answer) gets ``text``. The shapes only, never the
+    content a model would find: a run's wiring and counts, not its figures."""
+    from lantern.eval import judge
+
+    def reply(request: dict) -> dict:
+        if request["messages"][0]["content"] in judge.JUDGE.values():
+            return judge_reply(request) if callable(judge_reply) else judge_reply
+        props = (schema_of(request) or {}).get("properties", {})
+        user = request["messages"][-1]["content"]
+        if "ids" in props:
+            return answer(json.dumps({"ids": props["ids"]["items"]["enum"][:3]}))
+        if "memories" in props:
+            return answer(json.dumps({"memories": [" ".join(user.split())[:60]]}))
+        if "queries" in props:
+            return answer(json.dumps({"queries": [user.strip().splitlines()[-1][:80]]}))
+        if "choice" in props:
+            return answer(json.dumps({"choice": props["choice"]["enum"][0]}))
+        return answer(text)
+
+    return reply
 
 
 class FakeLLM:

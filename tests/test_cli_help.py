@@ -211,3 +211,25 @@ def test_an_unknown_option_is_answered_with_close_options_only(data):
 def test_bogus_is_not_user():
     err = lantern("recover", "x", "--bogus").stderr.decode()
     assert "No such option: --bogus" in err and "Possible options" not in err, err
+
+
+ENV_READ = re.compile(
+    r"""(?:environ(?:\.get)?\(\s*|environ\[\s*|getenv\(\s*|envvar=|_ENV\s*=\s*)["'](LANTERN_[A-Z0-9_]+)["']"""
+)
+
+
+def lantern_env_vars(root: Path) -> set[str]:
+    """Every ``LANTERN_*`` variable the source reads: ``os.environ[...]`` / ``.get`` / ``getenv``, typer's
+    ``envvar=``, and the ``*_ENV`` constants that name one."""
+    return {m.group(1) for path in root.rglob("*.py") for m in ENV_READ.finditer(path.read_text(encoding="utf-8"))}
+
+
+def test_every_environment_variable_the_code_reads_is_in_configuration_md():
+    """Newcomer finding: ten variables (the LLM endpoint's, the token files', $LANTERN_REWOUND) were read by the
+    code and missing from docs/configuration.md's table, the one place a user looks them up."""
+    root = Path(__file__).resolve().parents[1]
+    read = lantern_env_vars(root / "src/lantern")
+    assert {"LANTERN_DB", "LANTERN_LLM_TIMEOUT", "LANTERN_REWOUND", "LANTERN_UI_TOKEN_FILE"} <= read  # the scan works
+    table = (root / "docs/configuration.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"`(LANTERN_[A-Z0-9_]+)`", table.split("## Environment variables", 1)[1]))
+    assert read - documented == set()

@@ -198,7 +198,7 @@ def test_a_cold_archive_only_event_is_handed_to_the_daemon_it_starts_and_the_oth
     out, loaded = hook(db, payload("Stop", transcript, stop_hook_active=False))
     assert out == "" and "lantern.api" not in loaded and "numpy" not in loaded
     assert _wait(lambda: db.exists() and _entries(db) == expected, 120), _daemon_log()
-    assert "ran 1 handed-over hook event" in _daemon_log()
+    assert _wait(lambda: "ran 1 handed-over hook event" in _daemon_log(), 60)  # logged once the archive committed
     assert os.listdir(daemon.spool_dir()) == []
     for event, extra in (("SessionEnd", {"reason": "exit"}), ("UserPromptSubmit", {"prompt": "which port again?"})):
         pid = _pid()
@@ -208,6 +208,78 @@ def test_a_cold_archive_only_event_is_handed_to_the_daemon_it_starts_and_the_oth
         assert "lantern.integrations.claude_code" in loaded, event  # in-process (a daemon started for the next)
         assert _wait(lambda: _pid() is not None and _served(), 120)
     assert _entries(db) == expected
+
+
+def test_a_cold_session_start_compact_answers_text_first_and_the_daemon_it_starts_fills_the_vectors(warm):
+    """No daemon: SessionStart(compact) archives the new lines text-first and answers in-process with what the
+    summary lost, loading no model and no numpy (docs/daemon.md, "Cold start"); the daemon it starts gives those
+    turns their vectors once warm, and stores nothing twice."""
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "hello"}], session="another-project")
+    out, loaded = hook(db, payload("SessionStart", transcript, source="compact"))
+    assert "5433" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    for heavy in ("numpy", "onnxruntime", "lantern.embed", "lantern.store.index"):
+        assert heavy not in loaded, heavy
+    with Lantern(db) as lt:
+        stored = lt.stats()["entries"]
+    assert _wait(lambda: "filled the vectors of" in _daemon_log(), 120), _daemon_log()
+    with Lantern(db) as lt:
+        assert lt.stats()["vectors_missing"] == 0 and lt.stats()["entries"] == stored
+    assert _wait(_served, 120)
+    warm_out, _ = hook(db, payload("SessionStart", transcript, source="compact"))  # warm: the same block
+    assert json.loads(warm_out) == json.loads(out)
+    assert _entries(db) == stored
+
+
+def test_a_cold_prompt_that_needs_a_recovery_is_answered_by_the_daemon_it_starts(warm):
+    """No daemon, a compacted session: the prompt's cheap checks run in the hook process, then the recovery (by
+    meaning: the models) is the daemon's, which the hook has just started and waits for; the hook process loads
+    no store and no model, and the daemon is warm for the next event. A prompt in a session never compacted
+    is answered by the cheap checks alone, with no wait."""
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    with Lantern(db) as lt:
+        lt.ingest(FIXTURE, session=SID)
+    prompt = payload("UserPromptSubmit", transcript, prompt="as I said earlier, which port does the billing db use?")
+    out, loaded = hook(db, prompt)
+    assert "5433" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    for heavy in ("lantern.api", "numpy", "onnxruntime"):
+        assert heavy not in loaded, heavy
+    assert _pid() is not None and _served()
+    with Lantern(db) as lt:
+        assert [e.source for e in lt.events(SID)] == ["claude-code"]  # recorded once, by the daemon
+    _stop(_pid())
+    fresh = warm / "fresh.jsonl"
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    fresh.write_text("".join(lines[: next(i for i, x in enumerate(lines) if "compact_boundary" in x)]))
+    out, loaded = hook(db, payload("UserPromptSubmit", fresh, prompt="which port again?"))
+    assert out == "" and "lantern.api" not in loaded
+
+
+def test_the_daemon_fills_text_first_vectors_a_bounded_batch_per_idle_tick(tmp_path):
+    """``Daemon.fill`` (run at each idle tick, and again soon while it finds work) gives at most ``FILL_PER_TICK``
+    text-first entries their vectors per call, so a request never waits behind a long fill, until none is left."""
+    db = tmp_path / "m.db"
+    turns = [{"role": r, "content": f"step {i}: {r} text {i * 7}"} for i in range(80) for r in ("user", "assistant")]
+    with Lantern(db) as lt:
+        lt.archive(turns[:2], session="s")
+        lt.archive(turns, session="s", text_first=True)
+        missing = lt.stats()["vectors_missing"]
+    assert missing == 79 > daemon.FILL_PER_TICK
+    served = daemon.Daemon()
+    try:
+        served.lantern(str(db), None)
+        assert served.fill() == daemon.FILL_PER_TICK
+        assert served.fill() == missing - daemon.FILL_PER_TICK
+        assert served.fill() == 0
+    finally:
+        served.close()
+    with Lantern(db) as lt:
+        assert lt.stats()["vectors_missing"] == 0
 
 
 def test_a_warm_archive_only_event_is_answered_first_and_archived_before_the_next_request(warm):

@@ -393,7 +393,7 @@ def test_cli_eval_on_jsonl(tmp_path):
 
 @pytest.mark.real_models  # a figure of the real pipeline: the real models
 @pytest.mark.skipif(not LOCOMO.exists(), reason="../shared/data/locomo not present")
-def test_eval_on_real_locomo_slice(tmp_path):
+def test_eval_on_real_locomo_slice(tmp_path, eval_cache):
     """The first six sessions of conv-26 (tune split) and the questions whose evidence lies in them: small enough
     to archive in a few seconds, real enough to exercise every stage."""
     from lantern.eval.run import evaluate
@@ -412,7 +412,7 @@ def test_eval_on_real_locomo_slice(tmp_path):
         split="tune",
         keep=10,
         systems=select(["lantern", "bm25", "dense"]),
-        cache_dir=tmp_path / "cache",
+        cache_dir=eval_cache,  # conv-26's store, shared with test_eval_floor.py
     )
     assert results["dataset"]["histories"] == ["conv-26"] and results["dataset"]["lost"] >= 30
     assert (out / "recovered.png").stat().st_size > 1000

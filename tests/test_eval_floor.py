@@ -28,14 +28,14 @@ def slice_of_two(sessions: int = 6):
     return ds
 
 
-def run_at(tmp_path, floor: float) -> dict:
+def run_at(tmp_path, cache: Path, floor: float) -> dict:
     return evaluate(
         slice_of_two(),
         out_dir=tmp_path / f"out-{floor:g}",
         split="tune",
         keep=10,
         systems=select(["lantern"], replace(Config(), min_score=floor)),
-        cache_dir=tmp_path / "cache",
+        cache_dir=cache,
         plots=False,
         budgets=[],
         ratios=[],
@@ -45,12 +45,12 @@ def run_at(tmp_path, floor: float) -> dict:
 
 @pytest.mark.real_models  # the floor's cosines are calibrated on the real models
 @pytest.mark.skipif(not LOCOMO.exists(), reason="needs ../shared/data/locomo")
-def test_the_floor_sweep_gives_the_figures_of_a_run_at_that_floor(tmp_path):
+def test_the_floor_sweep_gives_the_figures_of_a_run_at_that_floor(tmp_path, eval_cache):
     """A run with the decision off reports every floor's figures. At the default floor, what gets nothing is exactly
     what a run at that floor measures (below the floor nothing, on either run); the short blocks between the floor
     and ``clear_score`` are estimated from the full ones (eval/outcome.py short_prefix), so the facts they keep
     are within a few of the measured ones; the report names the section."""
-    off, on = run_at(tmp_path, 0.0), run_at(tmp_path, Config().min_score)
+    off, on = run_at(tmp_path, eval_cache, 0.0), run_at(tmp_path, eval_cache, Config().min_score)
     un = off["unanswerable"]
     assert un["min_score"] == 0.0 and un["no-answer"]["lantern"]["n"] > 0 and un["adversarial"]["lantern"]["n"] > 0
     assert un["no-answer"]["lantern"]["empty"] == 0.0  # without the decision every question gets a block

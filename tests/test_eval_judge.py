@@ -22,38 +22,8 @@ FIX = Path(__file__).parent / "fixtures" / "eval"
 
 
 # ---------------------------------------------------------------- fake judges (through the real client)
-def _graded(request: dict) -> tuple[str, str]:
-    """(gold, answer) of a judge request, in either language."""
-    user = request["messages"][-1]["content"]
-    m = re.search(r"(?:Gold answer: |标准答案：)(.*)\n(?:Answer: |回答：)(.*)", user, re.S)
-    assert m, user
-    return m.group(1), m.group(2)
-
-
-def sensible(request: dict) -> dict:
-    """CORRECT when the answer holds every token of the gold (what a careful grader checks first)."""
-    from openai_fake import answer
-
-    gold, said = _graded(request)
-    right = not Counter(tokens(gold)) - Counter(tokens(said))
-    return answer(json.dumps({"label": "CORRECT" if right else "WRONG"}))
-
-
 def _is_judge(request: dict) -> bool:
     return request["messages"][0]["content"] in judge.JUDGE.values()
-
-
-def _everything(judge_reply):
-    """A fake endpoint for a whole ``--qa`` run: the judge's requests get ``judge_reply``, every other request
-    (answers, rerank, MemGPT extraction and queries) a short answer."""
-    from openai_fake import answer
-
-    def reply(request: dict) -> dict:
-        if _is_judge(request):
-            return judge_reply(request) if callable(judge_reply) else judge_reply
-        return answer("Pixel")
-
-    return reply
 
 
 # ---------------------------------------------------------------- the known answers
@@ -152,11 +122,11 @@ def _questions(lang: str) -> list[Fact]:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_fake_judges_through_the_client(lang):
     from lantern.llm import LLMClient
-    from openai_fake import FakeLLM, answer, status
+    from openai_fake import FakeLLM, answer, sensible_judge, status
 
     facts = _questions(lang)
     items = judge.calibration_set(facts, facts)
-    with FakeLLM([sensible]) as fake:
+    with FakeLLM([sensible_judge]) as fake:
         cal = judge.calibrate(LLMClient(fake.settings()), items)
         assert {r["messages"][0]["content"] for r in fake.requests} == {judge.JUDGE[lang]}
     assert cal["reported"] and cal["reason"] == "" and cal["known_wrong"]["called_correct"] == 0
@@ -203,11 +173,11 @@ def _main(tmp_path, fake, out: str):
 def test_qa_prints_no_judge_column_for_a_judge_that_cannot_judge(tmp_path, monkeypatch):
     from lantern.eval import qa
     from lantern.eval.report import render
-    from openai_fake import FakeLLM, answer
+    from openai_fake import FakeLLM, answer, sensible_judge, shaped
 
     monkeypatch.setenv("LANTERN_LLM_JSON_MODE", "object")
     monkeypatch.setenv("LANTERN_LLM_TIMEOUT", "10")
-    with FakeLLM([_everything(answer('{"label": "CORRECT"}'))]) as fake:
+    with FakeLLM([shaped(answer('{"label": "CORRECT"}'))]) as fake:
         results = _main(tmp_path, fake, "yes-man")
         judged = [r for r in fake.requests if _is_judge(r)]
     section = results["qa"]
@@ -223,7 +193,7 @@ def test_qa_prints_no_judge_column_for_a_judge_that_cannot_judge(tmp_path, monke
     assert f"- Judge column not reported: the judge called {n} of {n} known-wrong answers CORRECT" in report
     assert "| condition | n | n/a | EM | F1 | errors |" in report and "Paired comparisons: judge" not in report
 
-    with FakeLLM([_everything(sensible)]) as fake:
+    with FakeLLM([shaped(sensible_judge)]) as fake:
         results = _main(tmp_path, fake, "fair")
         judged = [r for r in fake.requests if _is_judge(r)]
     section = results["qa"]
@@ -267,9 +237,9 @@ def test_the_cli_says_why_the_judge_is_not_reported(tmp_path):
     import subprocess
     import sys
 
-    from openai_fake import FakeLLM, answer
+    from openai_fake import FakeLLM, answer, shaped
 
-    with FakeLLM([_everything(answer('{"label": "CORRECT"}'))]) as fake:
+    with FakeLLM([shaped(answer('{"label": "CORRECT"}'))]) as fake:
         proc = subprocess.run(
             [sys.executable, "-m", "lantern.cli", "eval", "locomo", "--data", str(FIX / "locomo_mini.json")]
             + ["--out", str(tmp_path / "o"), "--split", "all", "--keep", "2", "--system", "lantern", "--no-plots"]

@@ -1,7 +1,8 @@
 """Answer accuracy in the evaluation (issue #18 item 4; eval/qa.py, eval/memgpt.py): the scoring functions on
 generated inputs, the judge, letter, memory and query parsers on every answer shape, the statistics wiring on
-hand-computed rows, failure shapes through the local fake endpoint (tests/openai_fake.py), and small real runs
-against SmolLM2 (tests/llm_server.py) whose every condition carries its costs."""
+hand-computed rows, failure shapes through the local fake endpoint (tests/openai_fake.py), a whole free-text run
+through it, and one small real run against SmolLM2 (tests/llm_server.py) whose every condition carries its
+costs."""
 
 from __future__ import annotations
 
@@ -433,10 +434,16 @@ def _check_run(results, out, n_questions, choice):
     return section
 
 
-def test_qa_on_locomo_fixture_with_the_local_model(local_llm, tmp_path, monkeypatch):
+def test_qa_on_locomo_fixture_through_a_fake_endpoint(tmp_path, monkeypatch):
+    """The free-text run's wiring (every condition's calls and costs, the calibrated judge's calls, the report, the
+    rerun from the extraction cache) through the real client against a fake endpoint that answers each request in
+    the shape it asks for (tests/openai_fake.py ``shaped``, its judge ``sensible_judge``). The
+    real model keeps its runs: the whole --qa run on SmolLM2 in test_qa_on_memdaily_fixture_chooses_letters (every
+    condition, rerank, MemGPT extraction and queries), its judge calibration in test_eval_judge.py
+    test_smollm2_calibration_on_the_locomo_fixture, its free-text answers in tests/test_llm_real.py's chat tests."""
     from lantern.eval.run import main
+    from openai_fake import FakeLLM, sensible_judge, shaped
 
-    monkeypatch.setenv("LANTERN_LLM_JSON_MODE", "object")
     monkeypatch.setenv("LANTERN_LLM_API_KEY", "sk-never-in-a-report")
     kw = dict(
         split="all",
@@ -447,23 +454,28 @@ def test_qa_on_locomo_fixture_with_the_local_model(local_llm, tmp_path, monkeypa
         budgets=[],
         ratios=[],
         workers=1,
-        llm_base_url=local_llm.settings.base_url,
-        llm_model="smollm2",
+        llm_model="fake-model",
         qa=True,
         qa_limit=1,
-        # two questions' known answers: the calibration's wiring and counts on the real model; its decision on a
-        # full set is test_eval_judge.py's (a fake judge through the client) and each call costs seconds here
         qa_calibration=2,
         budget=1500,
     )
-    results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", **kw, command="lantern eval locomo --qa")
-    section = _check_run(results, tmp_path / "o", 2, choice=False)  # one question from each conversation
-    assert section["conditions"]["full"]["not_applicable"] == 0  # the fixture's transcript fits in 12,000 chars
-    assert "sk-never" not in (tmp_path / "o" / "report.md").read_text() + (tmp_path / "o" / "results.json").read_text()
-    assert "`lantern eval locomo --qa`" in (tmp_path / "o" / "report.md").read_text()
-    assert "llm_summary | skipped: --qa" in (tmp_path / "o" / "report.md").read_text()
-    # a rerun reads every memory from the cache: no extraction call; (d) can be made not applicable
-    again = main("locomo", FIX / "locomo_mini.json", tmp_path / "o2", **{**kw, "qa_context_chars": 10})
+    with FakeLLM([shaped(sensible_judge)]) as fake:
+        kw["llm_base_url"] = fake.base_url
+        results = main("locomo", FIX / "locomo_mini.json", tmp_path / "o", **kw, command="lantern eval locomo --qa")
+        section = _check_run(results, tmp_path / "o", 2, choice=False)  # one question from each conversation
+        assert section["judge_calibration"]["reported"]  # the sensible judge passes: every answer judged
+        sent = [{k.lower(): v for k, v in h.items()}.get("authorization") for h in fake.headers]
+        assert set(sent) == {"Bearer sk-never-in-a-report"}  # the key goes to the endpoint, and nowhere else
+        assert section["conditions"]["full"]["not_applicable"] == 0  # the fixture's transcript fits in 12,000 chars
+        written = (tmp_path / "o" / "report.md").read_text() + (tmp_path / "o" / "results.json").read_text()
+        assert "sk-never" not in written
+        assert "`lantern eval locomo --qa`" in written and "llm_summary | skipped: --qa" in written
+        # a rerun reads every memory from the cache: no extraction call; (d) can be made not applicable
+        extractions = sum("memories" in str(r.get("response_format")) for r in fake.requests)
+        assert extractions == section["memgpt"]["turns"]
+        again = main("locomo", FIX / "locomo_mini.json", tmp_path / "o2", **{**kw, "qa_context_chars": 10})
+        assert sum("memories" in str(r.get("response_format")) for r in fake.requests) == extractions
     memgpt = again["qa"]["memgpt"]
     assert memgpt["calls_made_now"] == 0 and memgpt["from_cache"] == section["memgpt"]["turns"]
     full = again["qa"]["conditions"]["full"]
@@ -473,6 +485,8 @@ def test_qa_on_locomo_fixture_with_the_local_model(local_llm, tmp_path, monkeypa
 
 @pytest.mark.real_models  # the rerank condition reranks only what the injection decision lets through: real vectors
 def test_qa_on_memdaily_fixture_chooses_letters(local_llm, tmp_path, monkeypatch):
+    """The whole --qa run on the real model: every condition's call, MemGPT's extraction and queries, the rerank
+    call, the letters parsed from what SmolLM2 says."""
     from lantern.eval.run import main
 
     monkeypatch.setenv("LANTERN_LLM_JSON_MODE", "object")

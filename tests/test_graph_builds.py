@@ -43,14 +43,17 @@ def _fill(lantern: Lantern, copies: int) -> None:
     lantern.store.add(news, np.asarray(vecs, np.float32))
 
 
-@pytest.fixture
-def db(tmp_path) -> Path:
-    path = tmp_path / "g.db"
+def _build(path: Path) -> None:
     with Lantern(path, embedder="minilm", config=CONFIG) as lt:
         per_copy = len(chunk(parse(FIXTURE.read_text(), "aider").messages, None))
         _fill(lt, -(-2_000 // per_copy))
         lt.index.close = lambda: None  # no snapshot from the writer: the next handle starts cold
-    return path
+
+
+@pytest.fixture
+def db(built_db, tmp_path) -> Path:
+    """A copy of the ~2,000-row store (built once per test process: conftest.built_db), without graphs or snapshot."""
+    return built_db("graph-builds", _build, tmp_path / "g.db")
 
 
 def _builds() -> list[threading.Thread]:

@@ -283,11 +283,12 @@ def test_the_proxy_reranks_a_compaction_recovery_through_its_own_upstream(tmp_pa
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from lantern.integrations import proxy
-    from lantern.integrations.proxy import UPSTREAM, build_app
+    from lantern.integrations import forward
+    from lantern.integrations.forward import UPSTREAM
+    from lantern.integrations.proxy import build_app
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(proxy, "RERANK_TIMEOUT", 240.0)  # SmolLM2 on a loaded 2-core machine takes over 30 s
+    monkeypatch.setattr(forward, "RERANK_TIMEOUT", 240.0)  # SmolLM2 on a loaded 2-core machine takes over 30 s
     app = build_app(tmp_path / "p.db", upstream=local_llm.settings.base_url, upstream_timeout=240, rerank=UPSTREAM)
     headers = {"X-Lantern-Session": "work"}
     conv = [*TURNS, {"role": "user", "content": "Thanks. Now summarize."}]

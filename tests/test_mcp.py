@@ -713,3 +713,32 @@ def test_mcp_session_named_like_json_round_trips(tmp_path):
         return True
 
     assert anyio.run(_memory_run, tmp_path / "json-name.db", body)
+
+
+def test_lantern_mcp_help_names_every_tool_the_server_has(tmp_path):
+    """Newcomer finding: ``lantern mcp --help`` listed six tools after recover_compaction made seven; the help's
+    list is read against the server's own."""
+    import re
+
+    from clirun import lantern as cli
+    from lantern.integrations.mcp import build_server
+
+    tools = {t.name for t in anyio.run(build_server(tmp_path / "help.db").list_tools)}
+    shown = re.search(r"\(tools ([a-z_, ]+)\)", " ".join(cli("mcp", "--help", columns=400).stdout.decode().split()))
+    assert shown is not None and set(shown.group(1).split(", ")) == tools
+
+
+def test_integrations_md_tables_name_every_mcp_tool_and_memory_route(tmp_path):
+    """Newcomer finding: the MCP and REST tables of docs/integrations.md left out recover_compaction (the tool and
+    ``POST /v1/memory/recover_compaction``). Each table is read against the server's own tools and routes."""
+    import re
+    from pathlib import Path
+
+    from lantern.integrations.mcp import build_server
+    from lantern.integrations.proxy import memory_routes
+
+    doc = (Path(__file__).resolve().parents[1] / "docs/integrations.md").read_text(encoding="utf-8")
+    tools = {t.name for t in anyio.run(build_server(tmp_path / "doc.db").list_tools)}
+    assert tools - set(re.findall(r"^\| `([a-z_]+)` \|", doc, re.M)) == set()
+    routes = {(m, r.path) for r in memory_routes.routes for m in r.methods}
+    assert routes - set(re.findall(r"^\| `(GET|POST|DELETE|PUT) (/v1/memory/[a-z_/]+)", doc, re.M)) == set()

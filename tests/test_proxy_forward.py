@@ -1,4 +1,4 @@
-"""The OpenAI-compatible chat-completions proxy (integrations/proxy.py, ``lantern serve --upstream``): a REAL tiny
+"""The OpenAI-compatible chat-completions proxy (integrations/forward.py, ``lantern serve --upstream``): a REAL tiny
 OpenAI-compatible upstream (FastAPI under uvicorn on a loopback port, in a thread) that records what it receives,
 and the real proxy app (TestClient) over a real SQLite file and the fake embedder (tests/conftest.py)."""
 
@@ -332,7 +332,7 @@ def test_streamed_tool_call_deltas_archived_assembled(proxy, tmp_path):
 
 
 def test_sse_parser_assembles_calls_and_text():
-    from lantern.integrations.proxy import _SSEText
+    from lantern.integrations.sse import _SSEText
 
     p = _SSEText()
     for c in TOOL_SSE_CHUNKS:
@@ -373,12 +373,12 @@ def test_other_paths_passed_through(proxy):
 
 def test_archive_failure_never_fails_the_request(proxy, tmp_path, monkeypatch):
     client, received = proxy
-    import lantern.integrations.proxy as proxy_module
+    import lantern.integrations.forward as forward_module
 
     def broken(*a, **k):
         raise RuntimeError("secret text: port 5433 must not reach the log")
 
-    monkeypatch.setattr(proxy_module, "_archive_new", broken)
+    monkeypatch.setattr(forward_module, "_archive_new", broken)
     r = client.post(
         "/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi there"}]}
     )
@@ -727,7 +727,7 @@ def test_user_messages_that_look_like_summaries_are_archived_runtime_summaries_a
     """A breaker's finding: the proxy left out every message ``is_summary`` matched, including a user's own
     "Summary of the conversation I had with my landlord: ...". Only a runtime's compaction summary stays out."""
     from lantern import Lantern
-    from lantern.integrations.proxy import _archive_new
+    from lantern.integrations.forward import _archive_new
 
     with Lantern(tmp_path / "s.db", embedder="minilm") as lantern:
         _archive_new(
@@ -778,7 +778,7 @@ def test_a_user_message_opening_the_conversation_with_a_summarys_markup_is_a_run
 
 def test_the_proxy_does_not_archive_a_user_role_summary_opening_a_compacted_request(tmp_path):
     from lantern import Lantern
-    from lantern.integrations.proxy import _archive_new
+    from lantern.integrations.forward import _archive_new
 
     with Lantern(tmp_path / "u.db", embedder="minilm") as lantern:
         _archive_new(
@@ -894,7 +894,7 @@ def test_rerank_through_the_upstream_uses_the_requests_model_and_key_and_never_l
     """serve --upstream U --rerank: the compaction's rerank call goes to U with the request's model and the
     Authorization the proxy forwards; an answer that is no id list falls back to the fused order, block kept."""
     from lantern import Lantern
-    from lantern.integrations.proxy import UPSTREAM
+    from lantern.integrations.forward import UPSTREAM
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("LANTERN_LLM_API_KEY", raising=False)

@@ -24,7 +24,8 @@ uvicorn = pytest.importorskip("uvicorn")
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import Response, StreamingResponse  # noqa: E402
 
-from lantern.integrations.proxy import MAX_REPLY_BYTES, build_app  # noqa: E402
+from lantern.integrations.forward import MAX_REPLY_BYTES  # noqa: E402
+from lantern.integrations.proxy import build_app  # noqa: E402
 from lantern.integrations.sse import _SSEEvents, _SSEText  # noqa: E402
 from serving import start_server  # noqa: E402
 
@@ -217,7 +218,7 @@ def _encode(data: bytes, name: str) -> bytes:
 
 
 def _decode_all(resp) -> list[bytes]:
-    from lantern.integrations.proxy import _decoded  # llm.BodyDecoder, as the proxy reads a reply
+    from lantern.integrations.forward import _decoded  # llm.BodyDecoder, as the proxy reads a reply
 
     async def run():
         return [p async for p in _decoded(resp)]

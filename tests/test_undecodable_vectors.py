@@ -71,7 +71,7 @@ def wrong(blob: bytes, dim: int, kind: str, k: int) -> bytes | str:
         return blob[: max(len(blob) - k, 0)]
     if kind == "long":
         extra = k if len(blob) + k != 4 * dim else k + 1
-        return blob + bytes(range(extra % 256)) * (extra // 256) + bytes(extra % 256)
+        return blob + bytes(range(256)) * (extra // 256) + bytes(range(extra % 256))  # exactly ``extra`` more
     if kind == "wrong dim":
         others = [d for d in (384, 512, 768, dim - 1, dim + 1, 2 * dim) if d != dim]  # never the store's own
         other = others[k % len(others)]

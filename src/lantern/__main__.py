@@ -46,22 +46,31 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
         text = sys.stdin.read()
     except BaseException:  # noqa: BLE001 - the in-process hook reads and logs it
         text = None
+    delegate, started = None, False
     if text is not None:
-        from lantern.integrations.daemon import hook as warm
+        from lantern.integrations import daemon
 
-        out = warm(host, text, db, rewound)
+        out, started = daemon.hook(host, text, db, rewound)
         if out is not None:
             if out:
                 sys.stdout.write(out + "\n")
                 sys.stdout.flush()
             return 0
+        if started:  # a prompt that needs a recovery is answered by the daemon just started (docs/daemon.md)
+            delegate = lambda: daemon.wait_for_hook(host, text, db, rewound)  # noqa: E731
     if host == "codex":
         from lantern.integrations.codex import main as codex_main
 
-        return codex_main(db, text=text)
-    from lantern.integrations.claude_code import main as hook_main
+        code = codex_main(db, text=text, delegate=delegate)
+    else:
+        from lantern.integrations.claude_code import main as hook_main
 
-    return hook_main(db, rewound=rewound, text=text)
+        code = hook_main(db, rewound=rewound, text=text, delegate=delegate)
+    if text is not None and not started:  # an event answered first (daemon.ANSWER_FIRST_EVENTS): the daemon now
+        from lantern.integrations import daemon
+
+        daemon.start_after(text, db)
+    return code
 
 
 def main() -> None:

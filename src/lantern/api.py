@@ -12,14 +12,13 @@ import math
 import os
 import re
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from lantern import reinforce
 from lantern.archive.chunk import chunk
@@ -34,18 +33,14 @@ from lantern.config import (
     is_server_url,
     location_error,
 )
-from lantern.embed import Embedder, get_embedder, model_blocks, store_record
 from lantern.errors import LanternError
 from lantern.llm import LLMClient, LLMSettings
 from lantern.llm import settings as llm_settings
 from lantern.model import ArchiveResult, Forgotten, Hit, Message, Recovery, content_hash
-from lantern.recover import empty, facts_note, pipeline, relevance, speaker
-from lantern.recover.query_vectors import QueryVectors
+from lantern.recover.loss_recovery import recover_compaction
 from lantern.scope import Scope, check_length, clean_name, resolve, scope_where
 from lantern.store import events as event_store
 from lantern.store import facts as fact_store
-from lantern.store.ann import ann_params
-from lantern.store.index import MemoryIndex
 from lantern.store.migrations import NAMES_FORM, rewrite_names
 from lantern.store.open import open_store
 from lantern.store.sqlite import BUSY_TIMEOUT_MS, Erasure, entry_count, is_unwritable, write_error_words
@@ -55,7 +50,16 @@ from lantern.text.clean import clean_text, normalize_space
 from lantern.text.names import file_name_text, given_name
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from lantern.archive.directory import DirectoryResult
+    from lantern.embed import Embedder
+    from lantern.recover.query_vectors import QueryVectors
+    from lantern.store.index import MemoryIndex
+
+# The read path, the index and the embedders load numpy and the models: they are imported by the calls that use them
+# (``_models``, ``_recover``, ...), so a handle that only archives text-first and recovers what a compaction lost
+# (a hook's cold start, docs/daemon.md) loads neither.
 
 # the faces' way to what lies below: the Lantern handle, the store copy, and for a command that may create a SQLite
 # database, what it undoes when it fails and the words for a write that failed
@@ -70,6 +74,20 @@ log = logging.getLogger("lantern")
 MAX_QUERY_CHARS = 16_000
 _WORDS = re.compile(r"\w")  # a query without a word character searches nothing
 FILL_WAIT_S = 0.2  # seconds a recovery waits for the write lock of its vector fill before skipping it (ours)
+
+
+def _is_int(x: Any) -> bool:
+    """An int (not a bool), or numpy's integer scalar (numpy is loaded when a value can be one)."""
+    np = sys.modules.get("numpy")
+    return not isinstance(x, bool) and (isinstance(x, int) or (np is not None and isinstance(x, np.integer)))
+
+
+def _is_number(x: Any) -> bool:
+    """An int or a float (not a bool), or numpy's scalar of either."""
+    np = sys.modules.get("numpy")
+    return not isinstance(x, bool) and (
+        isinstance(x, (int, float)) or (np is not None and isinstance(x, (np.integer, np.floating)))
+    )
 
 
 def _query_text(query: Any) -> str:
@@ -113,7 +131,10 @@ class Lantern:
     created
     with (``"routed"`` for a new database: embed.DEFAULT_EMBEDDER). Raises ``EmbedderMismatchError`` when the database
     was created with another
-    embedder (``reindex`` re-embeds), ``ModelNotFoundError`` when the model cannot be loaded.
+    embedder (``reindex`` re-embeds), ``ModelNotFoundError`` when the model cannot be loaded. With None on a database
+    that records its embedder, the embedder, the in-process index and numpy are loaded at the first call that needs
+    them (``_models``): a handle that only archives text-first (``archive(..., text_first=True)``), recovers what a
+    compaction lost or reads events never loads them.
     ``user`` / ``agent`` / ``project``: the handle's scope (lantern/scope.py), which every call may override with
     its own ``user=`` / ``agent=`` / ``project=``. The user is a hard isolation boundary (default ``""``); agent
     and project filter reads when given and label writes (``""`` when not given).
@@ -139,16 +160,17 @@ class Lantern:
         self.store = open_store(location)
         self.path = self.store.path if server else location  # a server's URL as shown: without its password
         self._follows = embedder is None  # no embedder named: the handle follows the database's (``_follow_reindex``)
-        chosen = get_embedder(embedder if embedder is not None else self.store.get_meta("embedder") or None)
-        self.store.check_embedder(*store_record(chosen))
-        self.store.compact_vectors()  # once per database: vectors written before the int8 format
-        self.writer = Writer(self.store, None, chosen, config, load_policy(self.store, config), self._follow_reindex)
+        self._asked = embedder
+        self.writer = Writer(self.store, None, None, config, load_policy(self.store, config), self._follow_reindex)
         # every name a call gives is read and written in its redacted form (archive/redact.py ``redact_name``)
         self.scope = resolve(Scope(names=lambda name: redact_name(name, self.redaction)), user, agent, project)
         self._redact_stored_names()
-        self.queries = None
+        self._queries: QueryVectors | None = None
         self._llm_clients: dict[LLMSettings, LLMClient] = {}
-        self._use_embedder(chosen)
+        # loaded now when named (checked at once), for a new database (recorded), or to convert an old store's
+        # vectors; else at first use, the store reading the recorded layout meanwhile
+        if embedder is not None or not self.store.vectors_compacted() or not self.store.use_recorded_embedder():
+            self._models()
 
     def _redact_stored_names(self) -> None:
         """The names a store holds in the form reads look them up in: rewritten once through ``redact_name`` when
@@ -163,19 +185,65 @@ class Lantern:
 
     # the handle's state the write path reads (archive/pipeline.py); assigning one here is seen by both paths
     config = property(lambda self: self.writer.config, lambda self, v: setattr(self.writer, "config", v))
-    embedder = property(lambda self: self.writer.embedder, lambda self, v: setattr(self.writer, "embedder", v))
-    index = property(lambda self: self.writer.index, lambda self, v: setattr(self.writer, "index", v))
     redaction = property(lambda self: self.writer.redaction, lambda self, v: setattr(self.writer, "redaction", v))
+
+    @property
+    def embedder(self) -> Embedder:
+        """The handle's embedder (loaded at first use: ``_models``)."""
+        if self.writer.embedder is None:
+            self._models()
+        return self.writer.embedder
+
+    @embedder.setter
+    def embedder(self, value: Embedder) -> None:
+        self.writer.embedder = value
+
+    @property
+    def index(self) -> MemoryIndex:
+        """The in-process index of the store's vectors (made at first use: ``_models``)."""
+        if self.writer.index is None:
+            self._models()
+        return self.writer.index
+
+    @index.setter
+    def index(self, value: MemoryIndex) -> None:
+        self.writer.index = value
+
+    @property
+    def queries(self) -> QueryVectors:
+        """The read path's query embedder (made at first use: ``_models``)."""
+        if self._queries is None:
+            self._models()
+        return self._queries
+
+    def _models(self) -> None:
+        """Load the embedder (the one named at open, else the database's, else the default) and check it against
+        the store (``check_embedder``: recorded for a new database; EmbedderMismatchError, ModelNotFoundError as
+        the constructor says), convert vectors of the old format (``compact_vectors``, once per database), and
+        make the index and the query cache."""
+        from lantern.embed import get_embedder, store_record
+
+        chosen = get_embedder(self._asked if self._asked is not None else self.store.get_meta("embedder") or None)
+        self.store.check_embedder(*store_record(chosen))
+        self.store.compact_vectors()  # once per database: vectors written before the int8 format
+        self._use_embedder(chosen)
 
     def _use_embedder(self, embedder: Embedder) -> None:
         """Make ``embedder`` the handle's: a fresh index of its dims and a fresh query-vector cache."""
-        if self.queries is not None:
-            self.queries.close()
-        self.embedder = embedder
-        if getattr(self.writer, "index", None) is not None:
-            self.index.close()
-        self.index = MemoryIndex(self.store, embedder.dim, model_blocks(embedder), lambda: ann_params(self.config))
-        self.queries = QueryVectors(
+        from lantern.embed import model_blocks
+        from lantern.recover.query_vectors import QueryVectors
+        from lantern.store.ann import ann_params
+        from lantern.store.index import MemoryIndex
+
+        if self._queries is not None:
+            self._queries.close()
+        self.writer.embedder = embedder
+        if self.writer.index is not None:
+            self.writer.index.close()
+        self.writer.index = MemoryIndex(
+            self.store, embedder.dim, model_blocks(embedder), lambda: ann_params(self.config)
+        )
+        self._queries = QueryVectors(
             lambda: self.embedder, occupied=lambda a, b: self.index.block_occupied(a, b)
         )  # the read path's embedder: queries can be embedded ahead
 
@@ -184,10 +252,15 @@ class Lantern:
         it (``lantern reindex``), the handle loads the recorded embedder and a fresh index before the call (one
         meta read per call), instead of raising EmbedderMismatchError on every later call. A handle that named its
         embedder still raises: it asked for that one. Raises ModelNotFoundError like the constructor."""
+        if self.writer.embedder is None:  # not loaded yet: it loads the recorded one
+            self._models()
+            return
         if not self._follows:
             return
         recorded = self.store.get_meta("embedder")
         if recorded and recorded != self.embedder.id:
+            from lantern.embed import get_embedder, store_record
+
             new = get_embedder(recorded)
             self.store.check_embedder(*store_record(new))
             self._use_embedder(new)
@@ -211,22 +284,44 @@ class Lantern:
 
     @_one_at_a_time
     def fill_vectors(self, limit: int | None = None, progress: Progress | None = None) -> int:
-        """Compute the vectors' deferred block (the e5 part of English turns: archive/fill.py) for up to ``limit``
-        entries still missing it (None: every one), newest first, ``progress(done, total)`` after each batch. An
-        ingest, the long-lived servers and every recovery do this on their own; call it to fill a whole store at
-        once (``lantern reindex --fill``). Returns how many were filled."""
+        """Compute the vectors of up to ``limit`` entries stored text-first (None: every one), then the vectors'
+        deferred block (the e5 part of English turns: archive/fill.py) for up to ``limit`` entries still missing it,
+        newest first, ``progress(done, total)`` after each batch of the latter. An ingest, the daemon, the
+        long-lived servers, every recovery and every archive with vectors do this on their own; call it to fill a
+        whole store at once (``lantern reindex --fill``). Returns how many were filled."""
         self._follow_reindex()
         return self.writer.fill(limit, progress)
 
+    @_one_at_a_time
+    def fill_unembedded(self, limit: int | None = None) -> int:
+        """Compute the vectors of up to ``limit`` (None: every one) entries stored text-first (``archive(...,
+        text_first=True)``), oldest first (archive/fill.py ``fill_unembedded``); the daemon calls it once warm and
+        between requests. Returns how many were written."""
+        self._follow_reindex()
+        return self.writer.fill_unembedded(limit)
+
     def _fill_before_recovery(self) -> None:
-        """At most ``Config.fill_on_recover`` of the newest entries still without their deferred block get it
-        before a recovery ranks (bounded: the rest wait for the next recovery or the background worker). Skipped
-        with no error when the write cannot be made (a read-only file, another process's write lock held)."""
-        if not self.config.fill_on_recover or self.store.deferred is None or not self.writer.fills:
+        """At most ``Config.fill_on_recover`` of the entries stored text-first get their vector, and as many of the
+        newest entries still without their deferred block get it, before a recovery ranks (bounded: the rest wait
+        for the next recovery, the daemon or the background worker). Skipped with no error when the write cannot be
+        made (a read-only file, another process's write lock held)."""
+        if not self.config.fill_on_recover:
             return
+        self._fill_unembedded()
         try:
-            if self.store.pending_vectors(1):
+            if self.store.deferred is not None and self.writer.fills and self.store.pending_vectors(1):
                 self.writer.fill(self.config.fill_on_recover, wait=FILL_WAIT_S)
+        except _write_errors(self.store) as e:
+            if not _unwritable(self.store, e):
+                raise
+
+    def _fill_unembedded(self) -> None:
+        """At most ``Config.fill_on_recover`` entries stored text-first get their vector (archive/fill.py
+        ``fill_unembedded``), in a process that has loaded the models anyway (a recovery, an archive with vectors).
+        Skipped with no error when the write cannot be made (a read-only file, another process's write lock)."""
+        try:
+            if self.config.fill_on_recover and self.store.unembedded(1):
+                self.writer.fill_unembedded(self.config.fill_on_recover, wait=FILL_WAIT_S)
         except _write_errors(self.store) as e:
             if not _unwritable(self.store, e):
                 raise
@@ -263,8 +358,10 @@ class Lantern:
     def close(self) -> None:
         for client in self._llm_clients.values():
             client.close()
-        self.queries.close()
-        self.index.close()
+        if self._queries is not None:
+            self._queries.close()
+        if self.writer.index is not None:
+            self.writer.index.close()
         self.store.close()
 
     def __enter__(self) -> Lantern:
@@ -284,6 +381,7 @@ class Lantern:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        text_first: bool = False,
     ) -> ArchiveResult:
         """Archive a conversation or its new turns, in ONE transaction (all or nothing).
 
@@ -292,9 +390,18 @@ class Lantern:
         session id (default ``"default"``; formats with several sessions per file become ``session/<theirs>``).
         A turn already archived (same scope, session and text) is counted in ``duplicates``, not stored twice.
         ``user`` / ``agent`` / ``project``: the scope written (default: the handle's).
+        ``text_first``: store the turns with their text, full-text rows, tags and facts but no vector, loading no
+        model (a hook that must answer at once: docs/daemon.md); their vectors are computed later, by the daemon or
+        by the next handle that loads the models (``fill_vectors``, and bounded before each recovery and after each
+        archive with vectors). Until then every signal but the semantic ones finds them, and
+        ``recover_compaction`` reads them as any other. SQLite only (UnsupportedBackendError elsewhere).
         Raises ``TranscriptFormatError`` for unreadable input; nothing is written then.
         """
-        return self.writer.archive(messages, session, resolve(self.scope, user, agent, project), format)
+        scope = resolve(self.scope, user, agent, project)
+        result = self.writer.archive(messages, session, scope, format, text_first=text_first)
+        if not text_first:
+            self._fill_unembedded()
+        return result
 
     @_one_at_a_time
     def ingest(
@@ -469,7 +576,7 @@ class Lantern:
         def as_archived(t: str) -> str:  # compared with archived text, so cleaned and redacted as it is
             return redact_text(clean_text(t), self.redaction)[0]
 
-        result = pipeline.recover_compaction(
+        result = recover_compaction(
             self.store,
             as_archived(text),
             live_text=live_text,
@@ -571,6 +678,8 @@ class Lantern:
     ) -> Recovery:
         """The read path shared by ``recover`` and ``explain``; ``complete``: MMR order and duplicate verdicts for
         every candidate, not only as far as packing read (recover/pipeline.py)."""
+        from lantern.recover import empty, facts_note, pipeline, relevance
+
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
         self._follow_reindex()
@@ -634,6 +743,8 @@ class Lantern:
         arguments, and as of the time ``as_of`` as the caller wrote it) is empty, in the words ``lantern recover``
         prints after "nothing recovered" (recover/empty.py): read off the recovery's verdicts and figures, never by
         running it again; with no candidate at all, one COUNT query names the filter that left the entries out."""
+        from lantern.recover import empty
+
         scope = resolve(self.scope, user, agent, project)
         name = self._stored_session(session)
 
@@ -649,7 +760,7 @@ class Lantern:
         else ``Config.min_score``. Raises ValueError for a negative, infinite or non-numeric floor."""
         if min_score is None:
             return 0.0 if proactive else float(self.config.min_score)
-        if isinstance(min_score, bool) or not isinstance(min_score, (int, float, np.integer, np.floating)):
+        if not _is_number(min_score):
             raise ValueError(f"min_score must be a number >= 0, got {min_score!r}")
         if not math.isfinite(min_score) or min_score < 0:
             raise ValueError(f"min_score must be a finite number >= 0, got {min_score!r}")
@@ -773,13 +884,15 @@ class Lantern:
         the best candidates' ``Relevance.score`` is below it. Raises ValueError when ``k`` is not a positive integer
         or ``min_score`` not a finite number >= 0."""
         scope = resolve(self.scope, user, agent, project)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        if not _is_int(k) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         floor = self._min_score(0.0 if min_score is None else min_score)
         query, session = _query_text(query), self._stored_session(session)
         if not query.strip():
             return []
         self._follow_reindex()
+        from lantern.recover import pipeline
+
         return pipeline.search(
             self.store, self.index, self.queries, self.config, query, k=k, session=session, scope=scope, min_score=floor
         )
@@ -822,10 +935,7 @@ class Lantern:
         if budget is None:
             return self.config.budget
         if (
-            isinstance(budget, bool)
-            or not isinstance(budget, (int, float, np.integer, np.floating))
-            or budget < 0
-            or (not isinstance(budget, (int, np.integer)) and not np.isfinite(budget))
+            not _is_number(budget) or budget < 0 or (not _is_int(budget) and not math.isfinite(budget))
         ):  # an int past int64 is finite
             raise ValueError(f"budget must be a finite number of characters >= 0, got {budget!r}")
         return int(budget)
@@ -842,7 +952,7 @@ class Lantern:
         ids: list[int] = []
         messages: list[Any] = []
         for x in exclude:
-            if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            if _is_int(x):
                 ids.append(int(x))
             elif isinstance(x, (Message, dict)):
                 messages.append(x)
@@ -910,8 +1020,10 @@ class Lantern:
             names = list(dict.fromkeys((self.scope.name(given), given)))
         scope = resolve(self.scope, user, agent, project)
         n = sum(self.store.delete(entry=entry, session=name, scope=scope, erase=vacuum) for name in names)
-        self.index.reset()
+        self._reset_index()
         if n:  # forgotten text does not stay in this process's caches either
+            from lantern.recover import speaker
+
             self.redaction.memo.clear()
             speaker.speakers_of.cache_clear()
         if n and vacuum:
@@ -956,8 +1068,13 @@ class Lantern:
             )
         else:
             n = sum(self.store.delete(entry=i) for i in sorted(owned))
-        self.index.reset()
+        self._reset_index()
         return n
+
+    def _reset_index(self) -> None:
+        """After entries were deleted or moved: the index, when this handle has made one, reads the store again."""
+        if self.writer.index is not None:
+            self.writer.index.reset()
 
     @_one_at_a_time
     def export(
@@ -1028,6 +1145,8 @@ class Lantern:
         as the database's embedder. Returns the number of entries re-embedded. A handle that follows its database
         (opened without naming an embedder) first takes up a reindex made by another process, so ``reindex()`` does
         not undo it."""
+        from lantern.embed import get_embedder, store_record
+
         if embedder is None:
             self._follow_reindex()
         new = get_embedder(embedder) if embedder is not None else self.embedder
@@ -1106,7 +1225,7 @@ class Lantern:
         if not isinstance(useful, bool):
             raise TypeError(f"useful must be True or False, got {useful!r}")
         ids = list(entry_ids)
-        if any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) for i in ids):
+        if any(not _is_int(i) for i in ids):
             raise TypeError("entry_ids must be integers")
         ids = [int(i) for i in ids if -(2**63) <= i < 2**63]
         scope = resolve(self.scope, user, agent, project)

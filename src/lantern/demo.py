@@ -2,15 +2,17 @@
 
 Protocol: the look-ahead protocol of ``lantern.eval.lookahead`` (shared with the ``aider`` eval dataset):
 
-1. Archive every turn of a real aider chat log excerpt (shipped, Apache-2.0), one ``archive`` call per turn,
-   timing each call.
+1. Archive the turns of a real aider chat log excerpt (shipped, Apache-2.0) as they happen, one ``archive`` call
+   per turn, timing each call: a session's turns up to its compaction first, the turns after it once it is
+   recovered (they lie in its future).
 2. Compact each session at t* (60% of its turns): the last ``KEEP`` turns before t* stay verbatim, every earlier
    turn is replaced by one extractive line (``compaction_summary``).
 3. The *needed lost facts* (``needed_lost_facts``): specific tokens that the next ``LOOKAHEAD`` turns after t* use
    again, that appear in the compacted-away turns, and that are absent from the compacted context.
-4. Recover with the compacted context's tail as query (``recovery_query``), the kept turns excluded as live
-   context and the look-ahead turns excluded too (they lie in the future of t*), budget 6,000 characters. A fact
-   is recovered when it is in the injected block.
+4. Recover what the compaction lost, as the Claude Code and Codex hooks do after theirs
+   (``Lantern.recover_compaction``): the summary and the kept turns are what the model still has, everything else
+   archived in the session is the loss; budget ``Config.budget`` (6,000 characters). A fact is recovered when it
+   is in the injected block.
 
 What it prints: the story first, per session: where the context was compacted, what the compaction lost (the
 needed lost facts), which came back and from which turn, one line per fact (the injected block itself behind
@@ -37,7 +39,7 @@ from lantern.api import Lantern
 from lantern.archive.chunk import chunk
 from lantern.archive.parse import parse
 from lantern.errors import LanternError
-from lantern.eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, needed_lost_facts, recovery_query, t_star
+from lantern.eval.lookahead import KEEP, LOOKAHEAD, compaction_summary, needed_lost_facts, t_star
 from lantern.model import Turn
 from lantern.text.terminal import console as terminal_console
 
@@ -64,9 +66,10 @@ class CompactionResult:
 def compact_and_recover(
     lantern: Lantern, session: str, turns: list[Turn], entry_ids: list[int] | None = None
 ) -> CompactionResult | None:
-    """Compact one session at t* and recover (the module docstring's steps 2-4). ``entry_ids``: the archived entry
-    of each turn; when given, the compaction is recorded as an event (source ``demo``, reason ``gist``: the
-    compacted-away turns lost, what the block injected), as the proxy and the hooks record theirs."""
+    """Compact one session at t* and recover (the module docstring's steps 2-4), its turns up to t* archived and
+    none after. ``entry_ids``: the archived entry of each turn; when given, the compaction is recorded as an event
+    (source ``demo``, reason ``gist``: the compacted-away turns lost, what the block injected), as the proxy and the
+    hooks record theirs."""
     t = t_star(len(turns))
     if t is None:
         return None
@@ -74,11 +77,8 @@ def compact_and_recover(
     summary = compaction_summary(compacted)
     context = summary + "\n" + "\n".join(x.text for x in kept)
     facts = needed_lost_facts(compacted, context, future)
-    not_yet = [m for x in kept + turns[t:] for m in x.messages]  # live context, and the turns after t*
     start = time.perf_counter()
-    rec = lantern.recover(
-        recovery_query(kept, summary), session=session, exclude=not_yet, min_score=0.0
-    )  # a compaction
+    rec = lantern.recover_compaction(summary, live=[m for x in kept for m in x.messages], session=session)
     ms = (time.perf_counter() - start) * 1000
     recovered = [f for f in facts if f in rec.text]
     archived_turn = {x.index: x.index for x in compacted}  # the block numbers turns as the archive does
@@ -114,12 +114,25 @@ def compact_and_recover(
     )
 
 
-_TURN_HEADER = re.compile(r"^\[turn (\d+)[ \]·]", re.MULTILINE)
+# a compaction block's line head (recover/loss_pack.py ``head``): "- turn N: " or "- turn N · where: "
+_TURN_HEADER = re.compile(r"^- turn (\d+)[:· ]", re.MULTILINE)
+
+
+def _archive(lantern: Lantern, session: str, turns: list[Turn], archive_ms: list[float]) -> list[int | None]:
+    """Archive each turn with one ``archive`` call, its wall time (ms) appended to ``archive_ms``; the entry id of
+    each (None for a turn stored already: a repeated ``/clear``)."""
+    ids: list[int | None] = []
+    for turn in turns:
+        t0 = time.perf_counter()
+        archived = lantern.archive(turn.messages, session=session)
+        archive_ms.append((time.perf_counter() - t0) * 1000)
+        ids.append(archived.entry_ids[0] if archived.entry_ids else None)
+    return ids
 
 
 def _turn_in_block(block: str, fact: str) -> int | None:
-    """The turn of the block (its ``[turn N ...]`` header) under which ``fact`` first appears; None when no header
-    comes before it."""
+    """The turn of the block's line (its ``- turn N`` head) on which ``fact`` first appears; None when no line
+    head comes before it."""
     at = block.find(fact)
     headers = [m for m in _TURN_HEADER.finditer(block, 0, at + 1) if m.start() <= at] if at >= 0 else []
     return int(headers[-1].group(1)) if headers else None
@@ -158,14 +171,13 @@ def run(db: Path | None = None, *, show_block: bool = False, console: Console | 
         lantern.embedder.embed(["warm up"])
         load_ms = (time.perf_counter() - start) * 1000
         archive_ms: list[float] = []
-        ids: dict[str, list[int]] = {}
+        results: list[CompactionResult] = []
         for session, turns in by_session.items():
-            for turn in turns:
-                t0 = time.perf_counter()
-                archived = lantern.archive(turn.messages, session=session)
-                archive_ms.append((time.perf_counter() - t0) * 1000)
-                ids.setdefault(session, []).append(archived.entry_ids[0] if archived.entry_ids else None)
-        results = [r for s, turns in by_session.items() if (r := compact_and_recover(lantern, s, turns, ids.get(s)))]
+            t = t_star(len(turns)) or len(turns)
+            ids = _archive(lantern, session, turns[:t], archive_ms)
+            if (r := compact_and_recover(lantern, session, turns, ids)) is not None:
+                results.append(r)
+            _archive(lantern, session, turns[t:], archive_ms)  # the turns after the compaction, as they come
         stats = lantern.stats(all_users=True)
         lantern.close()
 

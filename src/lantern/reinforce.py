@@ -39,11 +39,13 @@ import sqlite3
 import time as _time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from lantern.store import reinforcement as rows
 from lantern.text.tags import query_terms
+
+if TYPE_CHECKING:  # numpy is imported by the reads that rank: a text-first archive judges replies without it
+    import numpy as np
 
 CONFIDENCE_GAIN = 0.15  # paper Appendix D
 CONFIDENCE_DECAY = 0.02  # paper Appendix D
@@ -104,7 +106,11 @@ def success_ema(sigma: float, useful: bool, alpha: float = SUCCESS_ALPHA) -> flo
 
 def pruned(confidence: np.ndarray | float, prune_below: float = PRUNE_BELOW) -> np.ndarray | bool:
     """Whether c < 0.15 (paper Appendix D): elementwise for an array."""
-    return np.asarray(confidence) < prune_below if isinstance(confidence, np.ndarray) else confidence < prune_below
+    if getattr(confidence, "ndim", 0) == 0:  # a number (numpy's scalars too)
+        return confidence < prune_below
+    import numpy as np
+
+    return np.asarray(confidence) < prune_below
 
 
 def is_useful(hints: Iterable[str], reply_terms: set[str]) -> bool | None:

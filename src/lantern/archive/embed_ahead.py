@@ -21,11 +21,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:  # numpy and the worker pool are imported where used: planning (``plan``) needs neither
+    from concurrent.futures import Future
+
+    import numpy as np
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -61,6 +63,8 @@ class Remembered:
         return vec
 
     def add(self, summary: str, vector: np.ndarray) -> None:
+        import numpy as np
+
         self.vectors[summary] = np.array(vector, dtype=np.float32)  # a copy: never a view of a whole batch
         self.vectors.move_to_end(summary)
         while len(self.vectors) > self.size:
@@ -107,6 +111,8 @@ def overlapped(items: Iterator[T], work: Callable[[T], R]) -> Iterator[tuple[T, 
     is re-raised here, unchanged, when its item's turn comes (items before it are yielded first); an exception of
     the producer or the caller (KeyboardInterrupt included) cancels the queued work and leaves at once (the item
     being worked on finishes in the background and is dropped)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lantern-embed")
     pending: tuple[T, Future] | None = None
     try:

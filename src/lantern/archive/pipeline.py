@@ -8,6 +8,11 @@
     ids      = store(rows, vectors)     store/sqlite.py         ONE transaction; pending recoveries are judged in it
     later:     fill(ids)                archive/fill.py         the deferred block (e5 of English turns), off the call
 
+Text-first (``text_first=True``: a hook that must answer before any model is loaded, docs/daemon.md): stage embed
+is skipped and the rows are stored without vectors, with their full-text rows, tags and facts, in the same one
+transaction; ``fill`` gives them their vectors later (``fill_unembedded``: the daemon, or the next process that
+loads the models). This module imports no numpy and no model for that path.
+
 ``Writer.archive`` runs it for a live message list (one transaction); ``Writer.ingest`` for a file, one transaction
 per batch of ``INGEST_BATCH_TURNS`` turns, embedding batch k in a worker thread while batch k-1 is stored.
 """
@@ -17,14 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lantern import reinforce
 from lantern.archive import embed_ahead
 from lantern.archive.chunk import chunk
 from lantern.archive.classify import classify_turn
-from lantern.archive.facts import extract_facts, fact_texts
-from lantern.archive.fill import fill_pending
 from lantern.archive.ingest import add_warnings, ingest_batches
 from lantern.archive.parse import parse
 from lantern.archive.parse.claude_code import ABANDONED, apply_rewound
@@ -35,12 +38,14 @@ from lantern.config import DEFAULT_SESSION, Config
 from lantern.errors import MissingVectorError
 from lantern.model import ArchiveResult, Message, ToolCall, ToolResult, Turn, content_hash
 from lantern.scope import Scope, check_length
-from lantern.store.index import MemoryIndex
-from lantern.store.protocol import StoreProtocol
-from lantern.store.sqlite import NewEntry
+from lantern.store.base import NewEntry
 from lantern.text.clean import clean_text
 from lantern.text.names import given_name
 from lantern.text.tags import extract_tags, hint_terms, tag_window
+
+if TYPE_CHECKING:
+    from lantern.store.index import MemoryIndex
+    from lantern.store.protocol import StoreProtocol
 
 Progress = Callable[[int, int], None]  # (done, total) in turns
 
@@ -86,9 +91,12 @@ class Writer:
         self.redaction, self.before_batch = redaction, before_batch
 
     # ------------------------------------------------------------------ the pipeline
-    def archive(self, source: Any, session: str | None, scope: Scope, format: str = "auto") -> ArchiveResult:
-        """Parse, redact, chunk, prepare, embed and store ``source`` (messages or a transcript) in ONE transaction.
-        Raises ``TranscriptFormatError`` for unreadable input; nothing is written then."""
+    def archive(
+        self, source: Any, session: str | None, scope: Scope, format: str = "auto", text_first: bool = False
+    ) -> ArchiveResult:
+        """Parse, redact, chunk, prepare, embed and store ``source`` (messages or a transcript) in ONE transaction;
+        ``text_first``: no embedding, the rows stored without vectors (the module docstring). Raises
+        ``TranscriptFormatError`` for unreadable input; nothing is written then."""
         parsed = self.messages(source, format)
         result = ArchiveResult(
             session=scope.name(session_name(session, None)),
@@ -96,7 +104,7 @@ class Writer:
             warnings=parsed.warnings,
             redacted=parsed.redacted,
         )
-        self.archive_turns(chunk(parsed.messages, None), session, scope, result)
+        self.archive_turns(chunk(parsed.messages, None), session, scope, result, text_first)
         return result
 
     def ingest(
@@ -138,10 +146,24 @@ class Writer:
         return self.config.e5_english_weight > 0
 
     def fill(self, limit: int | None = None, progress: Progress | None = None, wait: float | None = None) -> int:
-        """Stage fill: the deferred block (e5 of English turns) of up to ``limit`` pending entries, newest first
-        (archive/fill.py). Returns how many were filled."""
-        filled = fill_pending(self.store, self.embedder, limit, progress=progress, wait=wait)
+        """Stage fill: the vectors of up to ``limit`` entries stored text-first (``fill_unembedded``), then the
+        deferred block (e5 of English turns) of up to ``limit`` pending entries, newest first (archive/fill.py).
+        Returns how many were filled."""
+        from lantern.archive.fill import fill_pending
+
+        filled = self.fill_unembedded(limit, wait=wait)
+        filled += fill_pending(self.store, self.embedder, limit, progress=progress, wait=wait)
         if filled:
+            self.index.mark_dirty()
+        return filled
+
+    def fill_unembedded(self, limit: int | None = None, wait: float | None = None) -> int:
+        """The vectors of up to ``limit`` (None: all) entries stored text-first, oldest first, a batch per
+        transaction (archive/fill.py ``fill_unembedded``). Returns how many were written."""
+        from lantern.archive.fill import fill_unembedded
+
+        filled = fill_unembedded(self.store, self.embedder, limit, wait=wait)
+        if filled and self.index is not None:
             self.index.mark_dirty()
         return filled
 
@@ -169,13 +191,21 @@ class Writer:
         """Stage redact: (messages with secrets and private spans replaced, how many were)."""
         return redact_messages(messages, self.redaction)
 
-    def archive_turns(self, turns: list[Turn], session: str | None, scope: Scope, result: ArchiveResult) -> None:
-        """Stages prepare, embed and store for chunked ``turns``, in one transaction; counts go into ``result``."""
-        batch = self.prepare_batch(turns, session, scope)
+    def archive_turns(
+        self, turns: list[Turn], session: str | None, scope: Scope, result: ArchiveResult, text_first: bool = False
+    ) -> None:
+        """Stages prepare, embed and store for chunked ``turns``, in one transaction; counts go into ``result``.
+        ``text_first``: no embed stage, the rows stored without vectors."""
+        batch = self.prepare_batch(turns, session, scope, text_first)
+        if text_first:
+            self._store(batch, None, result)
+            return
         self.store_batch(batch, embed_ahead.embed_plan(self.embedder, batch.plan), result)
 
     def prepare(self, turn: Turn, session: str | None, scope: Scope) -> NewEntry:
         """Stage prepare: summarize, tag, classify and extract facts of one turn into the row the store writes."""
+        from lantern.archive.facts import extract_facts, fact_texts  # its patterns: ~20 ms of a cold hook's start
+
         name = scope.name(session_name(session, turn.session))  # its stored form: secrets in it redacted
         user, agent, project = scope.write_values
         text = turn.text
@@ -204,9 +234,11 @@ class Writer:
             project=project,
         )
 
-    def prepare_batch(self, turns: list[Turn], session: str | None, scope: Scope) -> Batch:
-        """``prepare`` for each turn, and the embedding plan: rows the store already holds need no vector."""
-        self.before_batch()
+    def prepare_batch(self, turns: list[Turn], session: str | None, scope: Scope, text_first: bool = False) -> Batch:
+        """``prepare`` for each turn, and the embedding plan: rows the store already holds need no vector.
+        ``before_batch`` runs first unless the batch is stored ``text_first`` (it writes no vector to check)."""
+        if not text_first:
+            self.before_batch()
         rows = [self.prepare(turn, session, scope) for turn in turns]
         hashes = [r.content_hash for r in rows]
         return Batch(turns, rows, embed_ahead.plan([r.summary for r in rows], hashes, self.store.known_hashes(hashes)))
@@ -221,7 +253,7 @@ class Writer:
             full = embed_ahead.plan([r.summary for r in batch.rows], [r.content_hash for r in batch.rows], set())
             self._store(batch, embed_ahead.embed_plan(self.embedder, full), result)
 
-    def _store(self, batch: Batch, vectors: list[Any], result: ArchiveResult) -> None:
+    def _store(self, batch: Batch, vectors: list[Any] | None, result: ArchiveResult) -> None:
         judged: dict[int, tuple[float, float]] = {}
 
         def judge(db, written):  # same transaction: new assistant replies judge pending recoveries (reinforce.py)
@@ -236,8 +268,9 @@ class Writer:
             result.entry_ids.append(entry_id)
             result.added += added
             result.duplicates += not added
-        self.index.set_reinforcement(judged)
-        self.index.mark_dirty()
+        if self.index is not None:  # a handle that has not loaded its index: it reads the store when it does
+            self.index.set_reinforcement(judged)
+            self.index.mark_dirty()
 
 
 def session_name(given: str | None, from_transcript: str | None) -> str:

@@ -40,7 +40,6 @@ import json
 import random
 import re
 import string
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -170,8 +169,14 @@ def _jwt(rng: random.Random) -> str:
     return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.{_chars(rng, 43, CLASSES['w'])}"
 
 
+def _uuid4(rng: random.Random) -> str:
+    import uuid  # a generator for tests and docs: never imported by a redaction
+
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
 _NAMED: dict[str, Callable[[random.Random], str]] = {
-    "uuid": lambda rng: str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+    "uuid": _uuid4,
     "jwt": _jwt,
     "jwtb64": lambda rng: _b64(_jwt(rng).encode()).rstrip("="),
     "pem64": lambda rng: _b64(_pem(rng, rng.choice(("RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY"))).encode()),
@@ -181,7 +186,7 @@ _NAMED: dict[str, Callable[[random.Random], str]] = {
         json.dumps(
             {
                 "a": _chars(rng, 32, CLASSES["h"]),
-                "t": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                "t": _uuid4(rng),
                 "s": _b64(rng.randbytes(32)),
             },
             separators=(",", ":"),

@@ -22,7 +22,8 @@ from lantern.cli.render import installed, serve_banner, serve_warnings
 
 
 def mcp() -> None:
-    """Run the MCP server on stdio (tools archive, recover, search, forget, feedback, stats); needs the `mcp` extra."""
+    """Run the MCP server on stdio (tools archive, recover, recover_compaction, search, forget, feedback, stats); needs
+    the `mcp` extra."""
     try:
         from lantern.integrations.mcp import serve
     except ImportError as e:
@@ -102,7 +103,7 @@ def _proxy_rerank(rerank: bool, base_url: Optional[str], model: Optional[str], u
     if chosen is not None:
         return chosen
     if upstream:
-        from lantern.integrations.proxy import UPSTREAM
+        from lantern.integrations.forward import UPSTREAM
 
         return UPSTREAM
     raise typer.BadParameter(

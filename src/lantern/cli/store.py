@@ -203,11 +203,14 @@ def reindex(
         help="routed, routed-v1, minilm, use or e5 (default: the current one).",
     ),
     fill: bool = typer.Option(
-        False, "--fill", help="Only compute the vector parts still missing (the e5 part of English turns)."
+        False,
+        "--fill",
+        help="Only compute the vectors still missing (turns a hook stored text-first; the e5 part of English turns).",
     ),
 ) -> None:
-    """Re-embed every entry (after changing the embedder); --fill only computes the e5 part of the entries that
-    lack it, which ingest, the servers and recoveries otherwise do a little at a time."""
+    """Re-embed every entry (after changing the embedder); --fill only computes the vectors of the entries stored
+    text-first and the e5 part of the entries that lack it, which the daemon, ingest, the servers and recoveries
+    otherwise do a little at a time."""
     from lantern.text.terminal import console
 
     console = console(stderr=True)  # the bar on stderr, and none (nor its empty line) when that is not a terminal

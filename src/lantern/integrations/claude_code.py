@@ -304,7 +304,9 @@ class HookContext:
     """Where a hook reads and writes: the database (``db``, default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``),
     the offsets file, the character ``budget`` of an injected block, and the ``user`` whose scope every archive
     and recovery stays in (lantern/scope.py; default ``$LANTERN_USER``). ``host``: the agent (claude-code, codex),
-    which names the log file and the events' source."""
+    which names the log file and the events' source. ``text_first``: this hook's archives store the turns without
+    their vectors (``Lantern.archive(text_first=True)``): set for the events that answer in-process with no model
+    loaded: SessionStart(compact) run in-process (docs/daemon.md, "Cold start")."""
 
     db: Path
     offsets: Offsets
@@ -316,6 +318,10 @@ class HookContext:
     opener: Any = None
     _: KW_ONLY
     host: str  # required: every message and log line names the host that ran
+    text_first: bool = False
+    # a cold hook's way to the daemon it has just started: () -> what to print, or None (then in-process); a prompt
+    # that needs a recovery is answered there after the cheap checks (docs/daemon.md, "Cold start")
+    delegate: Any = None
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -449,8 +455,8 @@ def _archive(ctx: HookContext, lantern: Any, messages: list, session: str) -> in
         return 0
     if lantern is None:
         with _open(ctx) as own:
-            return own.archive(messages, session=session).added
-    return lantern.archive(messages, session=session).added
+            return own.archive(messages, session=session, text_first=ctx.text_first).added
+    return lantern.archive(messages, session=session, text_first=ctx.text_first).added
 
 
 def _open(ctx: HookContext):
@@ -593,6 +599,10 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
     if event == "SessionStart":
         if payload.get("source") != "compact":
             return None
+        # in-process (no warm daemon): archive text-first and answer with what the summary lost, which reads no
+        # vector, so no model and no numpy is loaded; the vectors are filled by the daemon the hook started, or by
+        # the next process that loads the models (docs/daemon.md, "Cold start")
+        ctx.text_first = ctx.opener is None
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript)
@@ -607,6 +617,8 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             return None
         if read_since_last_compaction(transcript) is None:
             return None  # never compacted: everything the prompt refers to is still in Claude's context
+        if ctx.delegate is not None and (answered := delegated(ctx)) is not None:
+            return answered
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
@@ -614,6 +626,18 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             log_line(event, _why(rec), ctx.host)
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None
+
+
+def delegated(ctx: HookContext) -> dict[str, Any] | None:
+    """The daemon's answer to this event (``ctx.delegate``) as the hook output to print ({} for nothing), or None
+    when it gave none (the hook then runs the event in-process)."""
+    out = ctx.delegate()
+    if out is None:
+        return None
+    try:
+        return json.loads(out) if out else {}
+    except ValueError:
+        return None
 
 
 def record_empty(lantern: Any, session: str, reason: str, why: str, source: str, budget: int | None) -> None:
@@ -646,10 +670,12 @@ def run(
     offsets: Offsets | None = None,
     rewound: str | None = None,
     opener: Any = None,
+    delegate: Any = None,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
     ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``);
-    ``opener``: ``HookContext.opener``. Never raises: an internal error returns "" and is logged (``log_error``)."""
+    ``opener``, ``delegate``: ``HookContext``'s. Never raises: an internal error returns "" and is logged
+    (``log_error``)."""
     event, payload, ctx = "", None, None
     try:
         from lantern.config import default_db_path
@@ -667,6 +693,7 @@ def run(
             rewound=rewound or "skip",
             opener=opener,
             host=HOST,
+            delegate=delegate,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
@@ -691,16 +718,22 @@ def hooks_unsupported(host: str) -> UnsupportedBackendError:
     )
 
 
-def main(db: str | os.PathLike[str] | None = None, rewound: str | None = None, text: str | None = None) -> int:
+def main(
+    db: str | os.PathLike[str] | None = None,
+    rewound: str | None = None,
+    text: str | None = None,
+    delegate: Any = None,
+) -> int:
     """Entry point of ``lantern hook claude-code``, in-process: stdin (or ``text``, already read) -> stdout, exit
-    code 0 always."""
+    code 0 always. ``delegate``: ``HookContext.delegate`` (lantern/__main__.py gives it when this process has just
+    started the daemon)."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = run(text, db, rewound=rewound)
+    out = run(text, db, rewound=rewound, delegate=delegate)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

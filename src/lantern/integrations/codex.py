@@ -58,6 +58,7 @@ from lantern.integrations.claude_code import (
     _lost,
     _open,
     _why,
+    delegated,
     fit_output,
     hooks_unsupported,
     lantern_home,
@@ -141,7 +142,7 @@ def archive_new(ctx: HookContext, session: str, rollout: Path, lantern: Any = No
             if messages:
                 if lantern is None:
                     lantern = stack.enter_context(_open(ctx))
-                added += lantern.archive(messages, session=session).added
+                added += lantern.archive(messages, session=session, text_first=ctx.text_first).added
             start = Offset(start.offset + end, start.line + data.count(b"\n", 0, end))
             ctx.offsets.set(ctx.db, rollout, start, ctx.user)
             if not more:
@@ -237,6 +238,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         archive_new(ctx, session, rollout, event=event)
         return None
     if event == "SessionStart" and payload.get("source") == "compact":
+        ctx.text_first = ctx.opener is None  # in-process: no model loaded, as claude_code.handle's SessionStart
         with _open(ctx) as lantern:
             archive_new(ctx, session, rollout, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, rollout)
@@ -251,6 +253,8 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         compacted = read_last_compaction(rollout)
         if compacted is None:
             return None  # never compacted: everything the prompt refers to is still in Codex's context
+        if ctx.delegate is not None and (answered := delegated(ctx)) is not None:
+            return answered
         with _open(ctx) as lantern:
             archive_new(ctx, session, rollout, lantern, event)
             rec = prompt_recovery(lantern, ctx, session, prompt, compacted.live, _bytes, OUTPUT_CAP_BYTES, started)
@@ -273,11 +277,13 @@ def run(
     offsets: Offsets | None = None,
     rewound: str | None = None,
     opener: Any = None,
+    delegate: Any = None,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
-    ``rewound`` is not used (a rollout has no branches; the daemon passes it to every host); ``opener``:
-    ``HookContext.opener`` (the warm daemon's open handle). Never raises: an internal error returns "", is logged
-    (``~/.lantern/logs/codex.log``) and, at a SessionStart(compact), leaves an ``error`` receipt."""
+    ``rewound`` is not used (a rollout has no branches; the daemon passes it to every host); ``opener``,
+    ``delegate``: ``HookContext``'s (the warm daemon's open handle; the daemon this process has just started).
+    Never raises: an internal error returns "", is logged (``~/.lantern/logs/codex.log``) and, at a
+    SessionStart(compact), leaves an ``error`` receipt."""
     event, payload, ctx = "", None, None
     try:
         from lantern.config import default_db_path
@@ -294,6 +300,7 @@ def run(
             user=os.environ.get("LANTERN_USER") or None,
             host=HOST,
             opener=opener,
+            delegate=delegate,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Codex's: only our JSON goes there
             out = handle(payload, ctx)
@@ -310,16 +317,16 @@ def run(
         return ""
 
 
-def main(db: str | os.PathLike[str] | None = None, text: str | None = None) -> int:
+def main(db: str | os.PathLike[str] | None = None, text: str | None = None, delegate: Any = None) -> int:
     """Entry point of ``lantern hook codex``, in-process: stdin (or ``text``, already read) -> stdout, exit code 0
-    always."""
+    always. ``delegate``: as ``claude_code.main``'s."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = run(text, db)
+    out = run(text, db, delegate=delegate)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

@@ -13,7 +13,9 @@ a daemon serves only requests of its own identity (the socket's name is a CRC-32
 its own daemon).
 
 Who starts it: the first hook event that finds none (``start=True``) spawns it and runs that event in-process, or,
-for an event that only archives, hands it over to it (``hand_over``: the spool); the CLI and the MCP server use it
+for an event that only archives, hands it over to it (``hand_over``: the spool), or, for a prompt that needs a
+recovery, waits for it to answer (``wait_for_hook``); an event answered in-process with no model
+(``ANSWER_FIRST_EVENTS``) starts it once its answer is out (``start_after``). The CLI and the MCP server use it
 when it is there and never start it. It exits after ``idle_seconds()`` with no
 request. One request at a time: it is the one writer of the stores it holds. Bounds: a request of at most
 ``MAX_REQUEST_BYTES``, read within ``READ_TIMEOUT_S``; a reply of at most ``MAX_REPLY_BYTES``.
@@ -56,6 +58,12 @@ READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within t
 CONNECT_TIMEOUT_S = 1.0
 REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
 HOOK_HOSTS = ("claude-code", "codex")  # the hosts whose hooks the daemon runs (``_hook_runner``)
+# events a hook answers in-process with no model before it starts a missing daemon (``start_after``): the daemon's start
+# and warm-up would otherwise take the CPU from that answer (BENCHMARKS.md §24c)
+ANSWER_FIRST_EVENTS = ("SessionStart", "SessionEnd")
+LISTEN_WAIT_S = 3.0  # ours: how long a cold hook waits for the daemon it started to listen (it does in ~0.1-0.5 s)
+LISTEN_POLL_S = 0.05
+FILL_PER_TICK = 64  # ours: text-first entries given their vectors per idle tick (~1 s of MiniLM on a loaded core)
 
 
 _SECRET_NAMES = ("KEY", "TOKEN", "PASSWORD", "SECRET")
@@ -261,19 +269,78 @@ def call(
     return answer.get("result")
 
 
-def hook(host: str, text: str, db: str | None, rewound: str | None) -> str | None:
-    """A hook event through the daemon (started when absent): what to print on stdout, or None when the caller
-    must run it in-process. An archive-only event (``HANDOVER_EVENTS``) that finds no daemon and starts one is
-    handed over to it (``hand_over``): "" (nothing to print) at once, the archive done by the daemon once it is
-    up. ``db``: the hook's ``--db`` (a relative path is made absolute here)."""
+def hook(host: str, text: str, db: str | None, rewound: str | None) -> tuple[str | None, bool]:
+    """A hook event through the daemon (started when absent, but after the answer for ``ANSWER_FIRST_EVENTS``:
+    ``start_after``): (what to print on stdout, or None when the caller must run it in-process; whether this call
+    started the daemon). An archive-only event (``HANDOVER_EVENTS``)
+    that finds no daemon and starts one is handed over to it (``hand_over``): "" (nothing to print) at once, the
+    archive done by the daemon once it is up. ``db``: the hook's ``--db`` (a relative path is made absolute
+    here)."""
+    args = _hook_args(host, text, db, rewound)
+    try:
+        out = call("hook", args, start=_event(text) not in ANSWER_FIRST_EVENTS, preload=args["db"])
+    except Unavailable as e:
+        if e.spawned and hand_over(args):
+            return "", True
+        return None, e.spawned
+    return (out if isinstance(out, str) else None), False
+
+
+def _event(text: str) -> str | None:
+    """The ``hook_event_name`` of a hook input, None when it has none. Never raises."""
+    try:
+        payload = loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return payload.get("hook_event_name") if isinstance(payload, dict) else None
+
+
+def start_after(text: str, db: str | None) -> bool:
+    """After a hook of ``ANSWER_FIRST_EVENTS`` (input ``text``) has answered in-process: start this identity's
+    daemon (``spawn``, warming ``db``) when none holds its lock, for the events after this one. Returns whether one
+    was started. Never raises."""
+    try:
+        if not enabled() or _event(text) not in ANSWER_FIRST_EVENTS:
+            return False
+        import fcntl
+
+        path = socket_path()
+        secure_dir(os.path.dirname(path), create=True)
+        fd = os.open(path[: -len(".sock")] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a running daemon for its whole life
+        except OSError:
+            return False
+        finally:
+            os.close(fd)  # releases it for the daemon about to start
+        return spawn(None if db is None or "://" in db else os.path.abspath(db))
+    except Exception:  # noqa: BLE001 - the next hook starts it
+        return False
+
+
+def _hook_args(host: str, text: str, db: str | None, rewound: str | None) -> dict[str, Any]:
     if db is not None and "://" not in db:
         db = os.path.abspath(db)
-    args = {"host": host, "input": text, "db": db, "rewound": rewound}
-    try:
-        out = call("hook", args, start=True, preload=db)
-    except Unavailable as e:
-        return "" if e.spawned and hand_over(args) else None
-    return out if isinstance(out, str) else None
+    return {"host": host, "input": text, "db": db, "rewound": rewound}
+
+
+def wait_for_hook(host: str, text: str, db: str | None, rewound: str | None) -> str | None:
+    """A hook event answered by the daemon this process has just started (``hook`` found none and said so): its
+    socket is awaited for at most ``LISTEN_WAIT_S``, then the request is sent as to a warm daemon. What to print,
+    or None when it did not come up in time or did not answer (the caller works in-process). For a prompt that
+    needs a recovery by meaning (docs/daemon.md, "Cold start"): the daemon loads the models once, for this event
+    and the next ones, instead of the hook loading them beside it."""
+    args = _hook_args(host, text, db, rewound)
+    deadline = time.monotonic() + LISTEN_WAIT_S
+    while True:
+        try:
+            out = call("hook", args)
+        except Unavailable as e:
+            if str(e) not in ("not running", "stale socket") or time.monotonic() > deadline:
+                return None
+            time.sleep(LISTEN_POLL_S)
+            continue
+        return out if isinstance(out, str) else None
 
 
 # ----------------------------------------------------------------------------------------------- handing over
@@ -434,6 +501,21 @@ class Daemon:
             _log(f"warmed up in {time.monotonic() - start:.2f} s")
         except Exception as e:  # a hook then loads what it needs itself
             _log(f"warm-up skipped: {type(e).__name__}")
+
+    def fill(self) -> int:
+        """Between requests: the vectors of up to ``FILL_PER_TICK`` entries a cold hook stored text-first
+        (``Lantern.fill_unembedded``) in each open handle's store, so that none stays without one for long and a
+        request never waits behind a long fill. Costs one indexed query per handle when there is none. Returns
+        how many were written. Never raises."""
+        done = 0
+        for handle, _ in list(self.handles.values()):
+            try:
+                done += handle.fill_unembedded(FILL_PER_TICK)
+            except Exception as e:  # the next process that loads the models fills them (Lantern.fill_unembedded)
+                _log(f"vector fill skipped: {type(e).__name__}")
+        if done:
+            _log(f"filled the vectors of {done} entr{'y' if done == 1 else 'ies'} stored text-first")
+        return done
 
     def step_graphs(self) -> bool:
         """Between requests: each open handle's HNSW graphs a step further (``Lantern.step_graphs``: a large
@@ -647,12 +729,14 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
         _log(f"serving {path} (idle exit after {idle:g} s)")
         me = os.getuid()
         last = time.monotonic()
-        warmed = False
+        warmed = filling = False  # filling: the last idle fill found work (more may wait: look again soon)
         step_due = building = False  # the graphs are stepped after a quiet moment, and polled while one builds
         while True:
             quiet = time.monotonic() - last
             left = max(0.05, idle - quiet)
             timeout = min(left, SPOOL_POLL_S) if warmed else min(left, WARM_UP_DELAY_S)
+            if filling:
+                timeout = min(timeout, LISTEN_POLL_S)
             if warmed and (step_due or building):
                 timeout = min(timeout, max(0.05, GRAPH_STEP_S - quiet) if step_due else GRAPH_STEP_S)
             listener.settimeout(timeout)
@@ -662,7 +746,9 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
                 if not warmed:  # the hook that started us has had the CPU to itself
                     daemon.warm_up(preload or None)
                     warmed = step_due = True
-                if daemon.drain():
+                ran, filled = daemon.drain(), daemon.fill()
+                filling = filled > 0
+                if ran + filled:
                     last = time.monotonic()
                     step_due = True
                     continue

@@ -1,4 +1,4 @@
-"""The assistant reply inside a streamed chat answer, assembled as the proxy relays it (integrations/proxy.py):
+"""The assistant reply inside a streamed chat answer, assembled as the proxy relays it (integrations/forward.py):
 ``_SSEEvents`` parses the ``data:`` events of a Server-Sent Events byte stream fed in arbitrary chunks (linear in
 the stream's size); ``_SSEText`` assembles an OpenAI chat-completions stream, ``_AnthropicSSE`` an Anthropic
 Messages stream, each into the message the non-streamed reply would hold."""

@@ -28,8 +28,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from lantern.model import Tag, split_rendered
 from lantern.text.clean import normalize_space
 from lantern.text.tags import extract_tags, untagged_span
@@ -376,12 +374,15 @@ def scores(
 ) -> list[float]:
     """The logistic weight in (0, 1) of each ``FEATURES`` vector (default: the fitted ``WEIGHTS`` and
     ``INTERCEPT``)."""
-    if not len(features):
-        return []
     w = WEIGHTS if weights is None else weights
-    z = np.asarray(features, dtype=float) @ np.array([w[name] for name in FEATURES])
-    z += INTERCEPT if intercept is None else intercept
-    return (1.0 / (1.0 + np.exp(-np.clip(z, -50.0, 50.0)))).tolist()
+    coef = [w[name] for name in FEATURES]
+    b = INTERCEPT if intercept is None else intercept
+    # plain floats: a compaction's few thousand items cost milliseconds, and a cold hook loads no numpy for them
+    out = []
+    for vector in features:
+        z = min(50.0, max(-50.0, math.fsum(f * c for f, c in zip(vector, coef)) + b))
+        out.append(1.0 / (1.0 + math.exp(-z)))
+    return out
 
 
 def _vocabulary(

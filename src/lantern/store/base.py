@@ -14,11 +14,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError
+from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, UnsupportedBackendError
 from lantern.model import Entry, Tag, content_hash
 from lantern.scope import Scope, scope_where
 from lantern.store import events as event_rows
@@ -32,9 +30,15 @@ from lantern.store.plan import Last, plan_rows, unstored_conversations
 from lantern.store.reinforcement import forget_pending
 from lantern.store.times import from_epoch
 
-__all__ = ["ERASE_PENDING", "VECTOR_BLOCKS", "BaseStore", "Dialect", "Erasure", "NewEntry"]
+if TYPE_CHECKING:  # numpy is imported where a vector is read or written: a text-first write never loads it
+    import numpy as np
+
+__all__ = ["ERASE_PENDING", "UNEMBEDDED", "VECTOR_BLOCKS", "BaseStore", "Dialect", "Erasure", "NewEntry"]
 
 VECTOR_BLOCKS = "vector_blocks"  # meta key: JSON [[start, stop], ...], the layout of the stored vectors
+# ``entries.e5_pending``: 0 the vector is whole, 1 its deferred block (e5) is still to be filled, UNEMBEDDED it has
+# none yet (stored text-first: ``add(rows, None)``; ``put_vectors`` writes it)
+UNEMBEDDED = 2
 ERASE_PENDING = "erase_pending"  # meta key: a forget's erase that a reader kept from completing (its time)
 REWINDS = "rewinds "  # meta key prefix of a conversation's open rewind candidates (``open_rewinds``)
 MAX_OPEN_REWINDS = 32  # ours: open rewind candidates kept per conversation, the oldest dropped first
@@ -61,7 +65,8 @@ class Dialect:
     - ``changes_counted``: each change a row's stamps do not show bumps meta ``generation`` (store/snapshot.py:
       the SQLite index snapshots; PostgreSQL counts every transaction in its ``changes`` table instead);
     - ``cli_location``: how a command names this store in advice (the file's path, or ``URL``: a server URL may
-      carry a password)."""
+      carry a password);
+    - ``text_first``: ``add`` may store rows without their vectors (``add(rows, None)``: SQLite)."""
 
     true: str = "1"
     for_update: str = ""
@@ -71,6 +76,7 @@ class Dialect:
     layout_in_meta: bool = True
     changes_counted: bool = True
     cli_location: str | None = None
+    text_first: bool = True
 
     def in_ids(self, column: str, ids: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
         """(condition, parameters) selecting rows whose ``column`` is one of ``ids``, one pair per query."""
@@ -244,6 +250,20 @@ class BaseStore:
         self.blocks = self._recorded_layout(recorded, dim) if recorded else given
         self.deferred = deferred
 
+    def use_recorded_embedder(self) -> bool:
+        """Take the embedder id, dimension and vector layout the database recorded (meta) as this handle's, with no
+        embedder object: what reading the stored vectors' layout needs (``undecodable_count``) and what writes
+        are checked against (``verify_embedder``), before any model is loaded. ``check_embedder`` replaces them,
+        and adds the deferred block, once the embedder is loaded. False (nothing set) when none is recorded."""
+        stored = self._recorded_embedder(self.db)
+        if not stored.get("embedder") or not (stored.get("dim") or "").isdigit():
+            return False
+        dim = int(stored["dim"])
+        recorded = stored.get(VECTOR_BLOCKS)
+        self.blocks = self._recorded_layout(recorded, dim) if recorded else [(0, dim)]
+        self.embedder_id, self.dim, self.embedder_name = stored["embedder"], dim, stored["embedder"]
+        return True
+
     def _lock_meta(self, db: Any) -> None:
         """Make the open transaction the only one recording a first embedder: nothing to do where every writer
         runs alone (SQLite)."""
@@ -322,16 +342,25 @@ class BaseStore:
 
         Returns ``(entry_id, added)`` per row, in order; ``added`` is False for a duplicate (same content hash).
         ``vectors``: an array of shape ``(len(rows), dim)`` or a list of vectors where a row known to be stored may
-        have None (``MissingVectorError``, nothing written, if it is not stored after all).
+        have None (``MissingVectorError``, nothing written, if it is not stored after all); or None: the rows are
+        stored text-first, with their full-text rows, tags and facts but no vector (``Dialect.text_first``, else
+        UnsupportedBackendError), marked ``UNEMBEDDED`` until ``put_vectors`` gives them one (``unembedded``).
         A turn that extends the session's latest stored turn (a live turn that grew: the user message first,
         the assistant reply later) replaces it in place instead of adding a second entry. Turn numbers continue
         the session's numbering (store/plan.py). ``after(db, result)``, when given, runs inside the same
         transaction once the rows are written (reinforce.py resolves pending recoveries there). Raises the
         driver's errors; on any error nothing is written.
         """
-        if len(rows) != len(vectors):
-            raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
-        return self._retrying(lambda: self._add(rows, vectors, after))
+        if vectors is None:
+            if not self.dialect.text_first:
+                raise UnsupportedBackendError("a text-first archive", type(self).__name__.lower().replace("store", ""))
+            vectors = [None] * len(rows)
+            has_vector = [True] * len(rows)  # no row waits for one: each is written without it
+        else:
+            if len(rows) != len(vectors):
+                raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
+            has_vector = [v is not None for v in vectors]
+        return self._retrying(lambda: self._add(rows, vectors, has_vector, after))
 
     def _retrying(self, write: Callable[[], Any]) -> Any:
         """Run ``add``'s transaction ``write``: once where no writer can roll another back (SQLite)."""
@@ -341,19 +370,22 @@ class BaseStore:
         self,
         rows: Sequence[NewEntry],
         vectors: Any,
+        has_vector: Sequence[bool],
         after: Callable[[Any, list[tuple[int, bool]]], None] | None,
     ) -> list[tuple[int, bool]]:
         """``add``'s transaction: the backend's locks (``_lock_rows``), the plan (store/plan.py, from two reads:
         the stored hashes, each conversation's last turn), the grown turns rewritten and the new ones inserted (the
-        backend's ``_write_grown`` / ``_insert_new``), the facts of each written row in row order, as the chains
-        expect (a grown turn's facts replace those of the entry it extends), then ``after``."""
+        backend's ``_write_grown`` / ``_insert_new``; a vector None: stored text-first), the facts of each written
+        row in row order, as the chains expect (a grown turn's facts replace those of the entry it extends), then
+        ``after``."""
         now = time.time()
         with self.transaction() as db:
             self._lock_rows(db, rows, after)
-            self.verify_embedder(db)
+            if any(v is not None for v in vectors):  # a text-first write stores no vector to check
+                self.verify_embedder(db)
             stored = self._stored_ids(db, list(dict.fromkeys(r.content_hash for r in rows)))
             last = self._last_turns(db, unstored_conversations(rows, stored))
-            plan = plan_rows(rows, [v is not None for v in vectors], stored, last, _missing_vector)
+            plan = plan_rows(rows, has_vector, stored, last, _missing_vector)
             if plan.grown:
                 self._write_grown(db, [(rows[i], self._vector(vectors[i]), e) for i, e in plan.grown], now)
             ids = self._insert_new(db, [(rows[i], turn, self._vector(vectors[i])) for i, turn in plan.new], now)
@@ -371,11 +403,21 @@ class BaseStore:
         where every writer runs alone (SQLite)."""
 
     @staticmethod
-    def _vector(vector: Any) -> np.ndarray:
+    def _vector(vector: Any) -> np.ndarray | None:
+        """``vector`` as float32; None stays None (a row stored text-first)."""
+        if vector is None:
+            return None
+        import numpy as np
+
         return np.asarray(vector, np.float32)
 
-    def _pending(self, vector: np.ndarray) -> int:
-        """1 when the deferred block of ``vector`` (the routed embedder's e5 part) is still all zeros, else 0."""
+    def _pending(self, vector: np.ndarray | None) -> int:
+        """The ``e5_pending`` value of an entry stored with ``vector``: ``UNEMBEDDED`` for None (stored
+        text-first), 1 when its deferred block (the routed embedder's e5 part) is still all zeros, else 0."""
+        if vector is None:
+            return UNEMBEDDED
+        import numpy as np
+
         return int(self.deferred is not None and not np.asarray(vector)[slice(*self.deferred)].any())
 
     def _stored_ids(self, db: Any, hashes: Sequence[str]) -> dict[str, int]:
@@ -534,6 +576,8 @@ class BaseStore:
         pairs = list(pairs)
         with self.transaction() as db:
             with self._vectors_replaced(db, dim):
+                import numpy as np
+
                 for entry_id, vec in pairs:
                     pending = int(deferred is not None and not np.asarray(vec)[slice(*deferred)].any())
                     self._put_vector(db, entry_id, vec, blocks)
@@ -552,6 +596,11 @@ class BaseStore:
 
     def _put_vector(self, db: Any, entry_id: int, vector: np.ndarray, blocks: Sequence[tuple[int, int]]) -> None:
         raise NotImplementedError
+
+    def vectors_compacted(self) -> bool:
+        """Whether the stored vectors are in this backend's current format (``compact_vectors`` has nothing to do):
+        always, unless the backend says otherwise (SQLite: vectors written before its int8 format)."""
+        return True
 
     def fill_vectors(self, parts: Sequence[tuple[int, np.ndarray]], wait: float | None = None) -> int:
         """Add the deferred block to stored vectors, in one transaction: each (entry id, float32 block vector of the
@@ -581,6 +630,8 @@ class BaseStore:
 
     def _decode_one(self, blob: Any) -> np.ndarray:
         """A writable float32 (dim,) copy of one stored vector."""
+        import numpy as np
+
         return np.array(self.decode_vectors([blob])[0], np.float32)
 
     def bump_access(self, ids: Sequence[int], db: Any = None, wait: float | None = None) -> None:
@@ -706,7 +757,8 @@ class BaseStore:
     # ------------------------------------------------------------------ vectors filled after the commit
     def pending_vectors(self, limit: int, scope: Scope | None = None) -> list[tuple[int, str]]:
         """(id, summary) of up to ``limit`` entries still lacking their deferred block, newest first (the ones a
-        recovery is likeliest to need); within ``scope`` when given."""
+        recovery is likeliest to need); within ``scope`` when given. An entry with no vector at all (stored
+        text-first) is ``unembedded``'s, not this."""
         if self.deferred is None or limit <= 0:
             return []
         where, params = self._where(scope)
@@ -719,6 +771,48 @@ class BaseStore:
     def pending_count(self) -> int:
         """How many entries still lack their deferred block."""
         return self.db.execute("SELECT count(*) FROM entries WHERE e5_pending = 1").fetchone()[0]
+
+    def unembedded(self, limit: int | None = None, scope: Scope | None = None) -> list[tuple[int, str]]:
+        """(id, summary) of up to ``limit`` (None: all) entries stored text-first (``add(rows, None)``) that have
+        no vector yet (``e5_pending = UNEMBEDDED``), oldest first; within ``scope`` when given. Read through their
+        own partial index (SQLite migration m012), so it costs the entries it finds, not the store."""
+        if not self.dialect.text_first:
+            return []
+        where, params = self._where(scope)
+        rows = self.db.execute(
+            f"SELECT id, summary FROM entries WHERE e5_pending = {UNEMBEDDED} AND {where} ORDER BY id LIMIT ?",
+            (*params, -1 if limit is None else limit),
+        ).fetchall()
+        return [(entry_id, self.entry_value("summary", summary)) for entry_id, summary in rows]
+
+    def put_vectors(self, pairs: Sequence[tuple[int, np.ndarray]], wait: float | None = None) -> int:
+        """Give entries stored text-first their vector, in one transaction: each (entry id, float32 (dim,) vector of
+        the recorded embedder). An entry forgotten meanwhile, or that has a vector already (another process filled
+        it, or it grew into a turn stored with one), is skipped. The entry stays ``e5_pending`` only when the
+        vector's deferred block is all zeros (``fill_vectors`` adds it later). Stamped ``vector_at``, so every
+        in-process index reads it again. Returns how many were written. ``wait``: as ``transaction``."""
+        if not pairs:
+            return 0
+        now = time.time()
+        done = 0
+        with self.transaction(wait) as db:
+            self.verify_embedder(db)
+            for entry_id, vector in pairs:
+                row = db.execute(
+                    f"SELECT 1 FROM entries WHERE id = ? AND e5_pending = {UNEMBEDDED}{self.dialect.for_update}",
+                    (entry_id,),
+                ).fetchone()
+                if row is None:
+                    continue
+                vec = self._vector(vector)
+                self._put_vector(db, entry_id, vec, self.blocks)
+                db.execute(
+                    "UPDATE entries SET e5_pending = ?, vector_at = ? WHERE id = ?", (self._pending(vec), now, entry_id)
+                )
+                done += 1
+            if done:
+                self._changed(db)
+        return done
 
     # ------------------------------------------------------------------ export, import, copy (store/transfer.py)
     def export_rows(
@@ -1007,7 +1101,8 @@ class BaseStore:
 
     def stats(self, scope: Scope | None = None, by_table: bool = True) -> dict[str, Any]:
         """Counts and sizes. ``scope``: count only its entries (entries, sessions, text_chars, vectors_pending: those
-        still without their deferred block; ``vectors_undecodable``: stored vectors whose byte length fits no
+        still without their deferred block; vectors_missing: those with no vector yet, stored text-first;
+        ``vectors_undecodable``: stored vectors whose byte length fits no
         layout, ``undecodable_count``); None counts every user's (an administrator's view), with ``users``
         (distinct users) besides. Sessions are distinct (user, session) pairs: two users' sessions of the same name
         are two sessions. The store's own figures are the store's whatever the scope: embedder, schema version
@@ -1035,6 +1130,9 @@ class BaseStore:
             database_bytes=size,
             vectors_pending=self.db.execute(
                 f"SELECT count(*) FROM entries WHERE e5_pending = 1 AND {where}", args
+            ).fetchone()[0],
+            vectors_missing=self.db.execute(
+                f"SELECT count(*) FROM entries WHERE e5_pending = {UNEMBEDDED} AND {where}", args
             ).fetchone()[0],
             vectors_undecodable=self.undecodable_count(scope),
         )

@@ -452,7 +452,18 @@ class MemoryIndex:
         length of no layout (store ``vector_decodable``: cut short by a disk fault, written by another tool) is left
         out, remembered in ``undecodable`` with its stamp, and named in one warning, once per store handle
         (``_WARNED``: an index started over, or the handle's next index, reads it again): a recovery works on the
-        rest, and ``lantern reindex`` recomputes it."""
+        rest, and ``lantern reindex`` recomputes it. A row with no vector yet (NULL: stored text-first, filled
+        later) gets an all-zero one: every signal but the semantic ones ranks it (a cosine of 0 with any query)."""
+        if any(r[8] is None for r in rows):
+            vectors = np.zeros((len(rows), self.dim), np.float32)
+            held = [i for i, r in enumerate(rows) if r[8] is not None]
+            keep: set[int] = set()
+            if held:
+                kept, decoded = self._decoded([rows[i] for i in held])
+                keep = {r[0] for r in kept}
+                vectors[[i for i in held if rows[i][0] in keep]] = decoded
+            out = [i for i, r in enumerate(rows) if r[8] is None or r[0] in keep]
+            return [rows[i] for i in out], vectors[out]
         try:
             return rows, self.store.decode_vectors([r[8] for r in rows])
         except ValueError:

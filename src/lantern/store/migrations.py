@@ -298,6 +298,14 @@ def m011_event_receipts(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE events ADD COLUMN {column} {kind}")
 
 
+@migration
+def m012_text_first(db: sqlite3.Connection) -> None:
+    """Entries stored text-first (archive/pipeline.py: a hook that answers before any model is loaded) have no
+    vector yet: ``e5_pending`` 2 marks them (1: the deferred block only is missing), and this index finds them, so
+    the process that loads the models fills them (``Store.unembedded``) at the cost of the few it finds."""
+    db.execute("CREATE INDEX IF NOT EXISTS entries_unembedded ON entries(id) WHERE e5_pending = 2")
+
+
 def _run(db: sqlite3.Connection, script: str) -> None:
     """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
     for statement in script.split(";\n"):

@@ -46,16 +46,14 @@ import logging
 import mmap
 import os
 import re
-import shutil
 import sqlite3
-import uuid
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from lantern.store.ann import BlockGraphs, GraphFileError
+if TYPE_CHECKING:  # numpy and the graphs load where a snapshot is saved or read: opening a store needs neither
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +188,8 @@ def _alive(pid: int) -> bool:
 def _discard(p: Path) -> None:
     """Remove ``p``, a folder (its files) or anything else; gone already is fine."""
     if p.is_dir() and not p.is_symlink():
+        import shutil
+
         shutil.rmtree(p, ignore_errors=True)
     else:
         try:
@@ -214,7 +214,7 @@ def store_id(store, create: bool = False) -> str | None:
         return value
     try:
         with store.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (STORE_ID, uuid.uuid4().hex))
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (STORE_ID, os.urandom(16).hex()))
     except sqlite3.Error as e:
         log.info("%s: no store id written (%s); no index snapshot", store.path, e)
         return None
@@ -246,6 +246,8 @@ class _Writer:
 
 
 def _save_array(tmp: Path, name: str, array: np.ndarray, files: dict[str, list[int]]) -> None:
+    import numpy as np
+
     w = _Writer(tmp / name)
     try:
         np.save(w, np.ascontiguousarray(array))
@@ -255,6 +257,8 @@ def _save_array(tmp: Path, name: str, array: np.ndarray, files: dict[str, list[i
 
 def _save_matrix(tmp: Path, matrix: np.ndarray, n: int, room: int, files: dict[str, list[int]]) -> None:
     """``matrix.npy``: float32 (n + room, columns), the rows then ``room`` zero rows, by plain writes."""
+    import numpy as np
+
     cols = matrix.shape[1]
     w = _Writer(tmp / "matrix.npy")
     try:
@@ -293,8 +297,8 @@ def save(index, gen: int) -> Path | None:
     identity = _file_identity(index.store)
     tidy(index.store.path, sid)
     # the file's identity in the name: a folder a killed save leaves is found as this database's (``owned``)
-    tmp = folder.parent / f"{folder.name}.tmp-{os.getpid()}-{identity[0]}-{identity[1]}-{uuid.uuid4().hex[:8]}"
-    old = folder.parent / f"{folder.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = folder.parent / f"{folder.name}.tmp-{os.getpid()}-{identity[0]}-{identity[1]}-{os.urandom(4).hex()}"
+    old = folder.parent / f"{folder.name}.old-{os.getpid()}-{os.urandom(4).hex()}"
     tmp.mkdir(mode=0o700)
     try:
         columns, matrix = index._view
@@ -490,6 +494,8 @@ class _Opened:
         data = b"".join(iter(lambda: os.read(fd, _CHUNK), b""))
         if len(data) != size or zlib.crc32(data) != crc:
             raise Unreadable(f"{name} damaged (checksum)")
+        import numpy as np
+
         return np.load(io.BytesIO(data), allow_pickle=False)
 
     def text(self, name: str) -> str:
@@ -503,6 +509,8 @@ class _Opened:
 
     def mapped(self, name: str) -> np.ndarray:
         """A verified ``.npy`` file memory-mapped copy-on-write (call ``verify`` first)."""
+        import numpy as np
+
         with os.fdopen(os.dup(self.fd(name)), "rb") as f:
             version = np.lib.format.read_magic(f)
             if version != (1, 0):
@@ -527,6 +535,8 @@ def _graph_check(folder: Path, opened: _Opened, names: dict[str, list[int]]) -> 
     """A check of the graph files ``names`` (file name -> block) for ``BlockGraphs.verified_view``, run in its worker
     thread, and the call that releases its descriptors after: each file verified through its own descriptor
     (duplicated now: the snapshot may be replaced meanwhile), then handed over as a path to that very file."""
+    from lantern.store.ann import GraphFileError
+
     mine = _Opened(folder, opened.dfd, opened.files)
     mine.fds = {name: os.dup(opened.fd(name)) for name in names}
 
@@ -545,6 +555,10 @@ def load(index, gen: int) -> bool:
     """Fill the empty ``index`` from its store's snapshot when it is this database's and valid for generation
     ``gen`` and the store's rows; False (the index untouched) otherwise. A snapshot that is damaged, of another
     shape or of another database is logged (one warning) and removed."""
+    import numpy as np
+
+    from lantern.store.ann import BlockGraphs
+
     folder = location(index.store)
     if folder is None:
         return False

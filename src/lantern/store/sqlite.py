@@ -14,9 +14,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from lantern.errors import LanternError, StoreVersionError
 from lantern.scope import Scope, scope_where
@@ -27,6 +25,9 @@ from lantern.store.fulltext import WINDOW_BITS, entry_of_row
 from lantern.store.migrations import MIGRATIONS, migrate, roll_back
 from lantern.store.packed import PACKED_COLUMNS, pack, pack_hash, unpack, unpack_hash
 from lantern.store.times import to_epoch
+
+if TYPE_CHECKING:  # numpy is imported where a vector is read or written: a text-first write never loads it
+    import numpy as np
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -45,12 +46,13 @@ __all__ = [
 BUSY_TIMEOUT_MS = 10_000
 ERASE_REWRITE = "erase_rewrite"  # meta key: a forget's FTS5 merge and VACUUM not run yet (set with its delete)
 
-# the columns the in-process index reads per entry (rows_since); the stamp is the later of archived_at and vector_at
+# the columns the in-process index reads per entry (rows_since); the stamp is the later of archived_at and vector_at;
+# an entry stored text-first has no vector yet (NULL): it is indexed for every signal but the semantic ones
 _INDEX_SELECT = (
     "SELECT e.id, e.session, coalesce(e.time, e.archived_at), "
     "max(e.archived_at, coalesce(e.vector_at, e.archived_at)), e.importance, e.tool_count, e.file_count, e.hints, "
     "v.vector, e.user_id, e.agent_id, e.project "
-    "FROM entries e JOIN embeddings v ON v.entry_id = e.id"
+    "FROM entries e LEFT JOIN embeddings v ON v.entry_id = e.id"
 )
 _ENTRY_OF_ROW = f"(CASE WHEN f.rowid < 0 THEN (-f.rowid) >> {WINDOW_BITS} ELSE f.rowid END)"
 BUSY_RETRIES, BUSY_BACKOFF_S = 6, 0.05  # BEGIN IMMEDIATE retried with backoff 0.05 .. 1.6 s after busy_timeout (ours)
@@ -294,10 +296,11 @@ class Store(BaseStore):
 
     # ------------------------------------------------------------------ write (the rules: store/base.py)
     def _write_grown(
-        self, db: sqlite3.Connection, items: Sequence[tuple[NewEntry, np.ndarray, int]], now: float
+        self, db: sqlite3.Connection, items: Sequence[tuple[NewEntry, np.ndarray | None, int]], now: float
     ) -> None:
         """Replace each entry with the (row, vector, entry id) turn that extends it: its full-text rows removed
-        before the row changes, written again after."""
+        before the row changes, written again after; its vector replaced (the entry may have had none: stored
+        text-first), or dropped when the row is stored text-first (vector None: the old one is another text's)."""
         for row, vec, entry_id in items:
             self._delete_fts(db, entry_id)
             db.execute(
@@ -306,13 +309,20 @@ class Store(BaseStore):
                 "file_count = ?, meta = ?, category = ?, e5_pending = ?, vector_at = NULL WHERE id = ?",
                 (to_epoch(row.time), now, *self._values(row), self._pending(vec), entry_id),
             )
-            db.execute("UPDATE embeddings SET vector = ? WHERE entry_id = ?", (self.encode_vector(vec), entry_id))
+            if vec is None:
+                db.execute("DELETE FROM embeddings WHERE entry_id = ?", (entry_id,))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO embeddings(entry_id, vector) VALUES (?, ?)",
+                    (entry_id, self.encode_vector(vec)),
+                )
             self.index_fulltext(db, entry_id, row.summary, row.text, [t.value for t in row.tags])
 
     def _insert_new(
-        self, db: sqlite3.Connection, items: Sequence[tuple[NewEntry, int, np.ndarray]], now: float
+        self, db: sqlite3.Connection, items: Sequence[tuple[NewEntry, int, np.ndarray | None]], now: float
     ) -> list[int]:
-        """Insert the (row, turn number, vector) entries, their vectors and full-text rows; their ids, in order."""
+        """Insert the (row, turn number, vector) entries, their vectors (None: none yet, stored text-first) and
+        full-text rows; their ids, in order."""
         ids = []
         for row, turn, vec in items:
             cur = db.execute(
@@ -333,7 +343,10 @@ class Store(BaseStore):
                 ),
             )
             entry_id = cur.lastrowid
-            db.execute("INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, self.encode_vector(vec)))
+            if vec is not None:
+                db.execute(
+                    "INSERT INTO embeddings(entry_id, vector) VALUES (?, ?)", (entry_id, self.encode_vector(vec))
+                )
             self.index_fulltext(db, entry_id, row.summary, row.text, [t.value for t in row.tags])
             ids.append(entry_id)
         return ids
@@ -515,6 +528,11 @@ class Store(BaseStore):
         ).fetchone()[0]
 
     # ------------------------------------------------------------------ vectors filled after the commit
+    def vectors_compacted(self) -> bool:
+        """Whether ``compact_vectors`` has nothing to do here (meta ``vectors_format`` is the current format): one
+        meta read, no vector read."""
+        return self.get_meta("vectors_format") == str(codec.FORMAT)
+
     def compact_vectors(self, batch: int = 2_000) -> int:
         """Re-encode the vectors stored as raw float32 (written before store/vectors.py) and mark the entries that
         lack the deferred block as pending; once per database (meta ``vectors_format``). One transaction per
@@ -530,6 +548,8 @@ class Store(BaseStore):
                 ).fetchall()
                 for entry_id, blob in rows:
                     if len(blob) == 4 * self.dim:
+                        import numpy as np
+
                         vec = np.frombuffer(blob, "<f4")
                         db.execute(
                             "UPDATE embeddings SET vector = ? WHERE entry_id = ?",

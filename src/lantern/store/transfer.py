@@ -12,8 +12,6 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from lantern.scope import Scope
 from lantern.store.events import add_event
 from lantern.store.facts import write_facts
@@ -144,6 +142,8 @@ def _replace_grown(store: Any, db: Any, entry_id: int, rec: dict[str, Any]) -> N
 def _index(store: Any, db: Any, entry_id: int, rec: dict[str, Any], replace: bool = False) -> None:
     """What an entry row written by the import needs besides itself: its pending deferred block, full-text rows
     and facts (``replace``: those of the turn it grew from are replaced, none left)."""
+    import numpy as np
+
     if store.deferred is not None and not np.asarray(rec["_vector"])[slice(*store.deferred)].any():
         db.execute("UPDATE entries SET e5_pending = 1 WHERE id = ?", (entry_id,))
     store.index_fulltext(db, entry_id, rec["summary"], rec["text"], [value for _, value in rec["tags"]])

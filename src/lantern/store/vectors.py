@@ -18,8 +18,10 @@ format); both decode. A blob of any other length (cut short by a disk fault, wri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported by the functions that read or write a vector: FORMAT is read without it
+    import numpy as np
 
 FORMAT = 1
 Blocks = Sequence[tuple[int, int]]
@@ -31,6 +33,8 @@ def distinct(values: np.ndarray) -> np.ndarray:
     """The distinct values of the 1-d array ``values``, ascending, in its dtype: ``np.unique(values)`` without the
     masked-array check numpy 2 makes there, which imports ``numpy.ma`` (~100 ms of a cold hook process on a
     loaded machine, BENCHMARKS.md §24). O(n log n)."""
+    import numpy as np
+
     ordered = np.sort(np.asarray(values).ravel())
     if len(ordered) < 2:
         return ordered
@@ -42,6 +46,8 @@ def distinct(values: np.ndarray) -> np.ndarray:
 
 def encode(vector: np.ndarray, blocks: Blocks) -> bytes:
     """The stored form of a float32 ``vector`` (dim,) cut into ``blocks``."""
+    import numpy as np
+
     v = np.asarray(vector, np.float32)
     flags = bytearray()
     parts = []
@@ -59,6 +65,8 @@ def encode(vector: np.ndarray, blocks: Blocks) -> bytes:
 
 def present(blob: bytes, blocks: Blocks) -> list[bool]:
     """Per block, whether ``blob`` holds it (nonzero)."""
+    import numpy as np
+
     if _is_compact(blob, blocks):
         return [f == 1 for f in blob[1 : 1 + len(blocks)]]
     raw = np.frombuffer(blob, "<f4")
@@ -90,6 +98,8 @@ def _check(blobs: Sequence[bytes], dim: int, blocks: Blocks) -> None:
 def decode(blob: bytes, dim: int, blocks: Blocks) -> np.ndarray:
     """The float32 vector (dim,) of a stored ``blob`` (either layout); absent blocks are zeros. Raises ValueError
     for a blob ``decodable`` refuses."""
+    import numpy as np
+
     _check([blob], dim, blocks)
     if not _is_compact(blob, blocks):
         return np.frombuffer(blob, "<f4").copy()
@@ -101,6 +111,8 @@ def decode(blob: bytes, dim: int, blocks: Blocks) -> np.ndarray:
 def decode_many(blobs: Sequence[bytes], dim: int, blocks: Blocks) -> np.ndarray:
     """float32 (len(blobs), dim): ``decode`` of each blob, vectorized over blobs that share a layout. Raises
     ValueError when a blob is not ``decodable`` (callers that can go on without it filter first)."""
+    import numpy as np
+
     out = np.zeros((len(blobs), dim), np.float32)
     if not blobs:
         return out
@@ -131,6 +143,8 @@ def decode_many(blobs: Sequence[bytes], dim: int, blocks: Blocks) -> np.ndarray:
 
 
 def _decode_into(out: np.ndarray, blob: bytes, blocks: Blocks) -> None:
+    import numpy as np
+
     flags = blob[1 : 1 + len(blocks)]
     offset = 1 + len(blocks)
     for (a, b), flag in zip(blocks, flags):
