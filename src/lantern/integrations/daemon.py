@@ -509,6 +509,8 @@ class Daemon:
         how many were written. Never raises."""
         done = 0
         for handle, _ in list(self.handles.values()):
+            if handle.busy():  # a graph step holds it (step_graphs_aside): the serve loop must not wait for it
+                continue
             try:
                 done += handle.fill_unembedded(FILL_PER_TICK)
             except Exception as e:  # the next process that loads the models fills them (Lantern.fill_unembedded)
