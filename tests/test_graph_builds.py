@@ -138,3 +138,77 @@ def test_the_daemon_builds_and_saves_the_graphs_of_a_store_only_hooks_write_to(d
     with Lantern(db, embedder="minilm", config=CONFIG) as lt:  # a later hook's process: the saved graphs
         lt.recover("how do I run the tests?")
         assert lt.index.ann is not None and lt.index.ann.viewed and not _builds()
+
+
+def test_a_request_is_answered_while_the_daemon_steps_a_large_stores_graphs(tmp_path, monkeypatch):
+    """The daemon's graph step runs in a worker thread (``Daemon.step_graphs_aside``), off the request path: its
+    serve loop ran it on the main thread, so a request arriving during a step (a large store's first full index
+    load, ~1 s at 20,000 rows here; the snapshot's write) waited for it. Measured with the real serve loop, the
+    real store and the real model: requests on another database sent every 250 ms during the build, each one's
+    wait from send to reply against the steps' own durations."""
+    from lantern.integrations import daemon as daemon_module
+
+    monkeypatch.setenv(daemon_module.RUNTIME_ENV, str(tmp_path))
+    monkeypatch.setenv(daemon_module.SWITCH_ENV, "on")  # the tests run hooks in-process (conftest.py)
+    monkeypatch.setattr(snapshot, "MIN_ROWS", 1_000)
+    monkeypatch.setattr(index_module, "ANN_BUILD_AHEAD", 100)
+    monkeypatch.setattr(daemon_module, "GRAPH_STEP_S", 0.1)
+    monkeypatch.setattr(daemon_module, "WARM_UP_DELAY_S", 0.1)
+    big, other = tmp_path / "big.db", tmp_path / "other.db"
+    with Lantern(big, embedder="minilm", config=CONFIG) as lt:
+        per_copy = len(chunk(parse(FIXTURE.read_text(), "aider").messages, None))
+        _fill(lt, -(-20_000 // per_copy))
+        lt.index.close = lambda: None  # the daemon starts cold: its first step loads the whole index
+    with Lantern(other, embedder="minilm"):
+        pass
+    steps: list[tuple[float, float]] = []
+    real_step = daemon_module.Daemon.step_graphs
+
+    def timed(self):
+        start = time.monotonic()
+        try:
+            return real_step(self)
+        finally:
+            steps.append((start, time.monotonic()))
+
+    monkeypatch.setattr(daemon_module.Daemon, "step_graphs", timed)
+    real_daemon = daemon_module.Daemon
+    monkeypatch.setattr(daemon_module, "Daemon", lambda: real_daemon(config=CONFIG))
+    waits: list[tuple[float, float]] = []
+    done = threading.Event()
+
+    def client():
+        deadline = time.monotonic() + 90
+        first = True
+        while time.monotonic() < deadline and not done.is_set():
+            sent = time.monotonic()
+            # the first request is an archive hook's into the large store (it opens the handle whose graphs the
+            # daemon then builds); the next ones go to the other, warm database
+            db = big if first else other
+            try:
+                daemon_module.call(
+                    "archive",
+                    {"db": str(db), "messages": [{"role": "user", "content": f"ping {sent}"}], "kwargs": {}},
+                    timeout=60,
+                )
+                if not first:
+                    waits.append((sent, time.monotonic() - sent))
+                first = False
+            except daemon_module.Unavailable:
+                pass
+            if any(e - s >= 0.3 and time.monotonic() > e + 0.5 for s, e in list(steps)):
+                return  # past the long step: the daemon may go idle, finish the build and exit
+            time.sleep(0.25)  # quiet moments longer than GRAPH_STEP_S: the steps run between requests
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        assert daemon_module.serve(idle_s=3.0, preload=str(other)) == 0
+    finally:
+        done.set()
+        thread.join()
+    long_steps = [(s, e) for s, e in steps if e - s >= 0.3]
+    assert long_steps, steps  # the full load of 20,000 rows: the step a request used to wait for
+    during = [w for sent, w in waits if any(s <= sent < e - 0.1 for s, e in long_steps)]
+    assert during, (long_steps, waits[:5])
+    assert max(during) < 0.2, (max(during), [round(e - s, 2) for s, e in long_steps])

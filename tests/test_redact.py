@@ -1284,6 +1284,7 @@ def test_a_separator_after_an_unquoted_secret_stays_in_the_text(password, inner,
     text = form.format(secret) + sep + follower
     out, n = redact_text(text, make_policy(b"k"))
     assert n == 1 and secret not in out and out.endswith(sep + follower), (text, out)
-    assert not any(part in out for part in ("Tq9", password[4:]) if len(part) >= 3), (text, out)
+    outside = re.sub(r"\[secret:[^\]]*\]", "", out)  # the placeholder's own words ("secret") are not the password's
+    assert not any(part in outside for part in ("Tq9", password[4:]) if len(part) >= 3), (text, out)
     alone, _ = redact_text(form.format(secret), make_policy(b"k"))
     assert out == alone + sep + follower, (text, out, alone)

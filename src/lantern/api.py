@@ -296,6 +296,15 @@ class Lantern:
         self._follow_reindex()
         return self.writer.fill(limit, progress)
 
+    def busy(self) -> bool:
+        """Whether another thread is inside a call of this handle now (its calls run one at a time,
+        ``_one_at_a_time``): a caller with other work to do (the daemon between requests) passes it by instead of
+        waiting. False for the thread holding it."""
+        if not self._lock.acquire(blocking=False):
+            return True
+        self._lock.release()
+        return False
+
     @_one_at_a_time
     def fill_unembedded(self, limit: int | None = None) -> int:
         """Compute the vectors of up to ``limit`` (None: every one) entries stored text-first (``archive(...,

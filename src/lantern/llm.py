@@ -422,7 +422,9 @@ class BodyDecoder:
         pieces: Iterable[bytes] = [raw]
         for layer in self.layers:
             pieces = _through(layer, pieces)
-        yield from pieces
+        for piece in pieces:  # an identity body's raw pieces in steps too: every reader gets the same bound
+            for start in range(0, len(piece), DECODE_STEP):
+                yield piece[start : start + DECODE_STEP]
 
 
 def _read_capped(response: Any, limit: int) -> bytes | None:

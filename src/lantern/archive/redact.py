@@ -288,10 +288,8 @@ def load_policy(store: Any, config: Any = None) -> RedactionPolicy:
     """The policy of a database: its salt (created on first use, 16 random bytes in ``meta.redact_salt``), its
     opt-out switch (``meta.redact_secrets``), and the Config's patterns, allow-list and private markers."""
     salt = store.get_meta(META_SALT)
-    if salt is None:
-        with store.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (META_SALT, _random.token_hex(16)))
-        salt = store.get_meta(META_SALT)  # another process may have won the race: use the stored one
+    if salt is None:  # another process may win the race: its salt is the one used
+        salt = store.meta_default(META_SALT, _random.token_hex(16))
     return make_policy(
         bytes.fromhex(salt),
         secrets=(store.get_meta(META_SWITCH) or "on") != "off",
@@ -308,10 +306,7 @@ def set_secret_redaction(lantern: Any, enabled: bool) -> None:
     are rewritten when redaction is switched on again (store/migrations.py ``rewrite_names``)."""
     from lantern.store.migrations import NAMES_FORM
 
-    with lantern.store.transaction() as db:
-        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (META_SWITCH, "on" if enabled else "off"))
-        if not enabled:
-            db.execute("DELETE FROM meta WHERE key = ?", (NAMES_FORM,))
+    lantern.store.put_meta({META_SWITCH: "on" if enabled else "off", **({} if enabled else {NAMES_FORM: None})})
     lantern.redaction = replace(lantern.redaction, secrets=enabled)
 
 

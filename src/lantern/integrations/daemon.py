@@ -521,6 +521,8 @@ class Daemon:
         self.config = config  # the Config of the handles it opens (None: Lantern's default)
         self.handles: dict[tuple[str, str | None], tuple[Any, tuple[int, int] | None]] = {}
         self.after_reply: list[dict[str, Any]] = []  # archive-only hook requests, run once their reply is sent
+        self._stepper: Any = None  # the thread of the graph step in progress (``step_graphs_aside``)
+        self._building = False  # what the last step returned
 
     def lantern(self, db: str | None, user: str | None) -> Any:
         from lantern.api import Lantern
@@ -564,6 +566,8 @@ class Daemon:
         how many were written. Never raises."""
         done = 0
         for handle, _ in list(self.handles.values()):
+            if handle.busy():  # a graph step holds it (step_graphs_aside): the serve loop must not wait for it
+                continue
             try:
                 done += handle.fill_unembedded(FILL_PER_TICK)
             except Exception as e:  # the next process that loads the models fills them (Lantern.fill_unembedded)
@@ -584,6 +588,30 @@ class Daemon:
             except Exception as e:  # the next request meets the same store and reports it in its own words
                 _log(f"graph step skipped: {type(e).__name__}")
         return building
+
+    def step_graphs_aside(self) -> bool:
+        """``step_graphs`` in a worker thread (``lantern-graph-step``), off the request path: the serve loop goes
+        back to ``accept`` at once, so a request arriving during a step (a large store's first full index load,
+        a snapshot written: seconds) is read and answered meanwhile; one on the same store waits for that
+        handle's lock only (``Lantern`` runs one call at a time: its connection is never used by two threads at
+        once). One step at a time. Returns whether a step runs or a build is still running: call again later."""
+        import threading
+
+        if self._stepper is not None and self._stepper.is_alive():
+            return True  # one step at a time
+
+        def step() -> None:
+            was, self._building = self._building, self.step_graphs()
+            if was and not self._building:
+                _log("graphs built and saved")
+
+        self._stepper = threading.Thread(target=step, name="lantern-graph-step", daemon=True)
+        self._stepper.start()
+        return True
+
+    def stepping(self) -> bool:
+        """Whether a graph step runs, or the last one left a build running."""
+        return (self._stepper is not None and self._stepper.is_alive()) or self._building
 
     def run_hook(self, job: dict[str, Any]) -> str:
         """A hook request's stdout text: its host's in-process hook run with this daemon's handles."""
@@ -651,6 +679,8 @@ class Daemon:
         return ran
 
     def close(self) -> None:
+        if self._stepper is not None:  # its step ends before the handles it steps close
+            self._stepper.join()
         for handle, _ in self.handles.values():
             try:
                 handle.close()
@@ -803,10 +833,9 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
                     step_due = True
                     continue
                 if (step_due and time.monotonic() - last >= GRAPH_STEP_S) or building:
-                    was, step_due = building, False
-                    building = daemon.step_graphs()
-                    if was and not building:
-                        _log("graphs built and saved")
+                    step_due = False
+                    daemon.step_graphs_aside()  # off the request path: accept goes on meanwhile
+                    building = daemon.stepping()
                 over = time.monotonic() - last - idle
                 if over >= 0 and (not building or over >= GRAPH_BUILD_MAX_S):
                     _log("idle: exiting")

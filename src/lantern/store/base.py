@@ -216,6 +216,23 @@ class BaseStore:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
+    def put_meta(self, values: dict[str, str | None]) -> None:
+        """Set each meta ``key`` to its value (None: remove the key), all in one transaction."""
+        with self.transaction() as db:
+            for key, value in values.items():
+                if value is None:
+                    db.execute("DELETE FROM meta WHERE key = ?", (key,))
+                else:
+                    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def meta_default(self, key: str, value: str) -> str:
+        """The value of meta ``key``, set to ``value`` first when the key is absent (one transaction; when another
+        process set it meanwhile, its value is kept and returned)."""
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        stored = self.get_meta(key)
+        return value if stored is None else stored
+
     def check_embedder(
         self,
         embedder_id: str,
