@@ -619,3 +619,33 @@ def test_the_cli_and_the_mcp_service_use_a_running_daemon_and_work_without_one(w
     assert "lantern.api" in loaded
     missing, _ = _cli("--db", str(warm / "none.db"), "recover", question)
     assert missing == "" and not (warm / "none.db").exists()
+
+
+def test_a_directory_at_the_socket_path_starts_no_daemon_and_costs_no_wait(warm):
+    """Breaker finding: a directory at the socket's path made every daemon start die with a traceback (its socket
+    could not replace it) while each hook started another and waited for it. Now the client says so and starts
+    none, and a daemon started anyway logs one line and returns 1 (a stale socket, a file or a FIFO there it
+    replaces, test_a_stale_socket_is_replaced_by_the_next_daemon)."""
+    path = daemon.socket_path()
+    daemon.secure_dir(os.path.dirname(path), create=True)
+    os.mkdir(path)
+    with pytest.raises(daemon.Unavailable, match="is a directory, not a socket") as caught:
+        daemon.call("events", {"kwargs": {}}, start=True)
+    assert not caught.value.spawned and _pid() is None
+    code = "from lantern.integrations.daemon import serve; raise SystemExit(serve(idle_s=1.0))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert proc.returncode == 1 and f"not started: cannot listen at {path}" in proc.stderr.decode(), proc.stderr
+    assert b"Traceback" not in proc.stderr
+    assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(os.path.basename(path) + ".")]
+
+
+def test_a_daemon_whose_socket_is_removed_exits(warm, monkeypatch):
+    """Breaker finding: with its socket file deleted (a tmp cleaner) the daemon lived on unreachable, draining the
+    spool, while every hook started another that could not take its lock. It now exits at its next idle tick."""
+    monkeypatch.setenv("LANTERN_DAEMON_IDLE", "600")
+    daemon.spawn()
+    assert _wait(_served, 120), _daemon_log()
+    pid = _pid()
+    os.unlink(daemon.socket_path())
+    assert _wait(lambda: not _alive(pid), 30), _daemon_log()
+    assert "socket gone: exiting" in _daemon_log()

@@ -237,6 +237,8 @@ def call(
         try:
             sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError) as e:
+            if not isinstance(e, FileNotFoundError) and _is_dir(path):  # no daemon can replace it: none started
+                raise Unavailable(f"{path} is a directory, not a socket (remove it to use the daemon)") from None
             gone = Unavailable("not running" if isinstance(e, FileNotFoundError) else "stale socket")
             if start:
                 gone.spawned = spawn(preload)
@@ -756,6 +758,17 @@ _KWARGS = {
 }
 
 
+def _is_dir(path: str) -> bool:
+    """Whether ``path`` is a directory (not followed when a link), which a daemon's socket cannot replace (a stale
+    socket, a file or a FIFO it replaces); False when it is absent or unreadable."""
+    import stat
+
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _file_id(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -797,14 +810,18 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
     daemon = Daemon()
     bound = None
     try:
-        old = os.umask(0o177)
         try:
-            listener.bind(tmp)
-        finally:
-            os.umask(old)
-        os.chmod(tmp, 0o600)
-        listener.listen(16)
-        os.replace(tmp, path)  # over a stale socket, atomically
+            old = os.umask(0o177)
+            try:
+                listener.bind(tmp)
+            finally:
+                os.umask(old)
+            os.chmod(tmp, 0o600)
+            listener.listen(16)
+            os.replace(tmp, path)  # over a stale socket, atomically
+        except OSError as e:  # a directory (or a file it may not replace) at the socket's path: say so, no traceback
+            _log(f"not started: cannot listen at {path}: {e.strerror or type(e).__name__}")
+            return 1  # the temporary socket is removed below
         bound = _file_id(path)
         _log(f"serving {path} (idle exit after {idle:g} s)")
         me = os.getuid()
@@ -823,6 +840,9 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
+                if _file_id(path) != bound:  # its socket removed or replaced: no client can reach this daemon
+                    _log("socket gone: exiting")
+                    break
                 if not warmed:  # the hook that started us has had the CPU to itself
                     daemon.warm_up(preload or None)
                     warmed = step_due = True
