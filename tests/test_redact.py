@@ -1288,3 +1288,23 @@ def test_a_separator_after_an_unquoted_secret_stays_in_the_text(password, inner,
     assert not any(part in outside for part in ("Tq9", password[4:]) if len(part) >= 3), (text, out)
     alone, _ = redact_text(form.format(secret), make_policy(b"k"))
     assert out == alone + sep + follower, (text, out, alone)
+
+
+@given(
+    value=st.from_regex(r"[a-z]{3,8}[0-9]{1,3}[a-z]{0,8}", fullmatch=True),
+    key=st.sampled_from(["password", "db_password", "secret", "api_key", "token"]),
+    op=st.sampled_from([";", "&&", "||"]),
+    follower=st.sampled_from([" also", " make test", "", "\n", " ls -la"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_shell_assignment_is_judged_the_same_whatever_command_follows_it(value, key, op, follower):
+    """Holes finding: ``password=hunter2secret; also`` stayed in clear while ``password=hunter2secret`` alone was
+    redacted: the list operator after it made the line read as code, and a lower-case value in code reads as a
+    variable. A shell assignment (no space at the ``=``) is judged as the same assignment alone on its line,
+    whatever command a ``;``, ``&&`` or ``||`` adds; code (``password = input; foo``) keeps its reading."""
+    policy = make_policy(b"k")
+    alone, n_alone = redact_text(f"{key}={value}", policy)
+    out, n = redact_text(f"{key}={value}{op}{follower}", policy)
+    assert n == n_alone and out == alone + op + follower, (alone, out)
+    code, _ = redact_text(f"{key} = input; foo", policy)
+    assert code == f"{key} = input; foo"

@@ -364,7 +364,7 @@ def _find(text: str, policy: RedactionPolicy, depth: int) -> list[Finding]:
     return out
 
 
-SEPARATORS = ";,&"  # end an unquoted value when a space, a line end or the text's end follows them
+SEPARATORS = ";,&|"  # end an unquoted value when a space, a line end or the text's end follows them
 
 
 def separated_end(text: str, start: int, end: int) -> int:

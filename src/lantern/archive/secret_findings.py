@@ -35,8 +35,8 @@ from lantern.archive.secret_context import (
     xml_elements,
 )
 
-VALUE_END = ".,;:!?)]}&"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
-PROSE_END = ".,;:!?)」”\"'&"  # the same for a prose value ("the password is X).")
+VALUE_END = ".,;:!?)]}&|"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
+PROSE_END = ".,;:!?)」”\"'&|"  # the same for a prose value ("the password is X).")
 
 # priorities (lower wins an overlap)
 P_BLOCK, P_TOKEN, P_CRED, P_FLAG, P_KEYWORD, P_PROSE = 0, 1, 2, 3, 4, 5
@@ -190,6 +190,7 @@ _TYPE_NAMES = frozenset(
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+")
 _SPLIT = re.compile(r"[_.\-\s]+")
 _BARE_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
+_SHELL_LIST = re.compile(r"[ \t]*(?:;|&&|\|\|)(?=\s|$)")  # a shell list operator ending a command
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _ATTR = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _HEXISH = re.compile(r"[0-9a-fA-F]{7,128}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -605,7 +606,10 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         if cls == "strong":
             op = m.group("op")
             yaml_or_env = config_line and (not after.strip() or after.lstrip().startswith("#"))
-            code_like = not (key.isupper() and op == "=") and not yaml_or_env
+            # a shell assignment ("password=hunter2; make", no space at the "=", a list operator after the value) is
+            # not code, whatever follows the operator: judged as the same assignment alone on its line is
+            shell = op == "=" and text[s - 1 : s] == "=" and _SHELL_LIST.match(text, s + len(full)) is not None
+            code_like = not (key.isupper() and op == "=") and not yaml_or_env and not shell
             if (
                 not quoted
                 and op in (":", "：")
