@@ -169,6 +169,25 @@ def _no_warm_daemon():
         os.environ["LANTERN_DAEMON"] = before
 
 
+class _FirstLoad:
+    """One model load per key in a test process: the first embedder to load under a key runs the real ``load`` and
+    is kept; each later one with that key takes its model (``adopt(first)``, under the embedder's own lock)."""
+
+    def __init__(self, load):
+        self.load, self.first, self.guard = load, {}, threading.Lock()
+
+    def __call__(self, embedder, key, adopt):
+        with self.guard:
+            loaded = self.first.get(key)
+            if loaded is None:
+                self.load(embedder)
+                self.first[key] = embedder
+                return embedder
+        with embedder._lock:
+            adopt(loaded)
+        return embedder
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_minilm_session_per_process():
     """The MiniLM model is loaded once per test process: every MiniLMEmbedder of the session (each ``Lantern(...)``
@@ -181,8 +200,7 @@ def _one_minilm_session_per_process():
     from lantern import embed
 
     original = embed.MiniLMEmbedder.load
-    first: dict[tuple, object] = {}
-    guard = threading.Lock()
+    share = _FirstLoad(original)
 
     def load(self):
         if self._session is not None:
@@ -192,16 +210,12 @@ def _one_minilm_session_per_process():
         embed.verify_sha256(path, expected)
         st = path.stat()
         key = (str(path.resolve()), st.st_mtime_ns, st.st_size, expected, self.threads, self.max_tokens)
-        with guard:
-            loaded = first.get(key)
-            if loaded is None:
-                original(self)
-                first[key] = self
-                return self
-        with self._lock:
+
+        def adopt(loaded):
             if self._session is None:
                 self._tokenizer, self._session = loaded._tokenizer, loaded._session
-        return self
+
+        return share(self, key, adopt)
 
     embed.MiniLMEmbedder.load = load
     yield
@@ -220,8 +234,7 @@ def _one_use_model_per_process(_use_load_cache):
     from lantern import embed
 
     original = embed.USEEmbedder.load
-    first: dict[tuple, object] = {}
-    guard = threading.Lock()
+    share = _FirstLoad(original)
 
     def load(self):
         if self._model is not None:
@@ -233,17 +246,12 @@ def _one_use_model_per_process(_use_load_cache):
             return original(self)
         if self.cache_dir is not None or folder is None:
             return original(self)
-        key = (str(folder), self.threads)
-        with guard:
-            loaded = first.get(key)
-            if loaded is None:
-                original(self)
-                first[key] = self
-                return self
-        with self._lock:
+
+        def adopt(loaded):
             if self._model is None:
                 self._single, self._model, self.load_source = loaded._single, loaded._model, "cache"
-        return self
+
+        return share(self, (str(folder), self.threads), adopt)
 
     embed.USEEmbedder.load = load
     yield
