@@ -170,6 +170,7 @@ class MemoryIndex:
         self._used: list[tuple[int, int]] = []  # the blocks some row has a nonzero value in, in dim order
         self._nonzero = {b: 0 for b in self.blocks}  # per block: rows with a nonzero value in it (block_occupied)
         self._with = {b: np.empty(0, bool) for b in self.blocks}  # per block: which rows have it (rows_with)
+        self._embedded: tuple[int, np.ndarray | None] | None = None  # (rows, embedded()) until _with changes
         self._matrix_buf = np.empty((0, 0), np.float32)  # capacity grows 1.5x: appends copy amortized O(1)
         # (columns, matrix): the dims of the used blocks (matrix column j holds dim columns[j]) and the rows in use,
         # a view of the buffer; always replaced as one tuple
@@ -498,6 +499,7 @@ class MemoryIndex:
             self._nonzero[b] += n
         for a, b in self.blocks:
             self._with[(a, b)] = np.concatenate([self._with[(a, b)][:start], np.any(vecs[:, a:b], axis=1)])
+        self._embedded = None
         self._use_blocks([b for b, n in present if n])
         columns, matrix = self._view
         need = start + len(vecs)
@@ -548,6 +550,7 @@ class MemoryIndex:
         for a, b in self.blocks:
             self._nonzero[(a, b)] += int(vec[a:b].any()) - int(old[a:b].any())
             self._with[(a, b)][pos] = bool(vec[a:b].any())
+        self._embedded = None
         self._use_blocks([(a, b) for a, b in self.blocks if vec[a:b].any()])
         columns, matrix = self._view
         matrix[pos] = vec[columns]
@@ -614,12 +617,17 @@ class MemoryIndex:
 
     def embedded(self) -> np.ndarray | None:
         """Boolean (n,): which rows have a vector (a row stored text-first has none until it is filled: every block
-        zero, as no L2-normalized vector is); None when every row has one (the common case, no mask to apply)."""
+        zero, as no L2-normalized vector is); None when every row has one (the common case, no mask to apply).
+        Computed once per change of the rows, not per signal of each query (three signals ask for it)."""
         n = len(self.ids)
+        if self._embedded is not None and self._embedded[0] == n:
+            return self._embedded[1]
         has = np.zeros(n, bool)
         for block in self.blocks:
             has |= self._with[block][:n]
-        return None if has.all() else has
+        has.setflags(write=False)  # shared by the signals of every query until the rows change
+        self._embedded = (n, None if has.all() else has)
+        return self._embedded[1]
 
     def block_occupied_among(self, start: int, stop: int, rows: np.ndarray | None) -> bool:
         """``block_occupied`` restricted to the rows where the boolean mask ``rows`` is true (None: every row):
