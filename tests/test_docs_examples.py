@@ -9,23 +9,18 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from clirun import lantern, whole_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSION = "7f3c2a10-5b1e-4c8e-9d2a-1e6f0b7c9a41"
 
 
 def _hook(payload: dict, cwd: Path, env: dict) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "lantern", "hook", "claude-code"],
-        input=json.dumps(payload).encode(),
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        timeout=300,
-    )
+    """``lantern hook claude-code`` with ``payload`` on stdin in ``cwd`` and the whole environment ``env``, in-process
+    (tests/clirun.py, as tests/test_claude_code.py runs its hooks)."""
+    proc = lantern("hook", "claude-code", input=json.dumps(payload), env=whole_environment(env), cwd=cwd)
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
 
