@@ -1274,7 +1274,7 @@ _PASSWORD_CHARS = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789!@#%
     sep=st.sampled_from(";,&"),
     follower=st.sampled_from([" also", " ls -la", "\n", "", "  # note", " && make"]),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_a_separator_after_an_unquoted_secret_stays_in_the_text(password, inner, form, sep, follower):
     """An unquoted secret ends before a ``;``, ``,`` or ``&`` that a space, a line end or the text's end follows
     (``password=X; also``: the ``;`` ends the shell command and stays), while one inside the value (``X&3;x``) is
@@ -1296,7 +1296,7 @@ def test_a_separator_after_an_unquoted_secret_stays_in_the_text(password, inner,
     op=st.sampled_from([";", "&&", "||"]),
     follower=st.sampled_from([" also", " make test", "", "\n", " ls -la"]),
 )
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_a_shell_assignment_is_judged_the_same_whatever_command_follows_it(value, key, op, follower):
     """Holes finding: ``password=hunter2secret; also`` stayed in clear while ``password=hunter2secret`` alone was
     redacted: the list operator after it made the line read as code, and a lower-case value in code reads as a
