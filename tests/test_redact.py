@@ -23,6 +23,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
+from embed_once import remembering
 from lantern import Lantern, Message, ToolCall, ToolResult
 from lantern.archive.redact import (
     META_SALT,
@@ -219,6 +220,7 @@ def test_the_injection_decision_keeps_the_questions_about_a_secret(tmp_path):
     Chinese questions of huggingface-zh and zh-koling-wei, whose evidence is short of clear: they get the short
     block)."""
     with Lantern(tmp_path / "secrets.db") as lantern:
+        remembering(lantern.embedder)  # each question is recovered three ways: its vectors computed once
         results = {c["id"]: lantern.archive(c["messages"], session=c["id"]) for c in CASES}
         found_global, found_session, floored_session = _questions_finding_placeholders(lantern, results)
     assert found_session == len(CASES)
