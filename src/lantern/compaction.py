@@ -35,12 +35,13 @@ import bisect
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from lantern.errors import LanternError
-from lantern.model import Recovery
+from lantern.model import Message, Recovery
 from lantern.text.clean import normalize_space
 
 DROP_RATIO = 0.5  # ours
@@ -207,16 +208,19 @@ def summary_query(messages: list[Any]) -> tuple[str, str] | None:
     return None if summary is None else (summary, _query(messages, summary))
 
 
+def last_user_text(messages: Sequence[Any]) -> str:
+    """The text of the last user message of ``messages`` that is no compaction summary (``Message`` objects and
+    message dicts; anything else, an entry id, skipped), "" if none."""
+    for m in reversed(messages):
+        if isinstance(m, Message) and m.role == "user" and m.text.strip():
+            return m.text
+        if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip():
+            return message_text(m)
+    return ""
+
+
 def _query(messages: list[Any], summary: str | None) -> str:
-    last_user = next(
-        (
-            message_text(m)
-            for m in reversed(messages)
-            if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip()
-        ),
-        "",
-    )
-    parts = [last_user.strip()]
+    parts = [last_user_text(messages).strip()]
     if summary:
         parts.append(summary_query_text(summary))
     return "\n".join(p for p in parts if p)
