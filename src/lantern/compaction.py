@@ -584,23 +584,21 @@ class Tracker:
         transaction). A store that cannot be written now (locked past ``WRITE_WAIT_S``, read-only) keeps the
         previous record; the candidates stay in memory and the next request tries again."""
         import logging
-        import sqlite3
 
         from lantern.reinforce import WRITE_WAIT_S
-        from lantern.store.sqlite import is_unwritable
+        from lantern.store.protocol import unless_unwritable
 
         if candidates == state.saved:
             return
         archive, store = state.archive, self.lantern.store
         rows = [[(i, archive.hash[i][:8]) for i in ids if i in archive.hash] for ids in candidates]
-        try:
-            store.save_rewinds(self._conversation(archive), rows, WRITE_WAIT_S)
-        except getattr(store, "write_errors", (sqlite3.OperationalError,)) as e:  # as api.py's skippable writes
-            if not (getattr(store, "is_unwritable", None) or is_unwritable)(e):
-                raise
+
+        def skipped(e: BaseException) -> None:
             logging.getLogger("lantern").warning("%s: rewind candidates not recorded (%s)", store.path, e)
-            return
-        state.saved = [list(ids) for ids in candidates]
+
+        with unless_unwritable(store, skipped):
+            store.save_rewinds(self._conversation(archive), rows, WRITE_WAIT_S)
+            state.saved = [list(ids) for ids in candidates]
 
     def observe(
         self,

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lantern.api.calls import FILL_WAIT_S, MAX_QUERY_CHARS, one_at_a_time, unwritable, write_errors
+from lantern.api.calls import FILL_WAIT_S, MAX_QUERY_CHARS, one_at_a_time
 from lantern.api.compactions import Compactions
 from lantern.api.maintenance import Maintenance
 from lantern.api.read import ReadPath
@@ -27,6 +27,7 @@ from lantern.model import ArchiveResult, Message, content_hash
 from lantern.scope import Scope, clean_name, resolve
 from lantern.store.migrations import NAMES_FORM, rewrite_names
 from lantern.store.open import open_store
+from lantern.store.protocol import unless_unwritable
 from lantern.store.sqlite import entry_count, write_error_words
 from lantern.store.undo import creation_undo
 from lantern.text.clean import normalize_space
@@ -249,23 +250,17 @@ class Lantern(ReadPath, Compactions, Maintenance):
         if not self.config.fill_on_recover:
             return
         self._fill_unembedded()
-        try:
+        with unless_unwritable(self.store):
             if self.store.deferred is not None and self.writer.fills and self.store.pending_vectors(1):
                 self.writer.fill(self.config.fill_on_recover, wait=FILL_WAIT_S)
-        except write_errors(self.store) as e:
-            if not unwritable(self.store, e):
-                raise
 
     def _fill_unembedded(self) -> None:
         """At most ``Config.fill_on_recover`` entries stored text-first get their vector (archive/fill.py
         ``fill_unembedded``), in a process that has loaded the models anyway (a recovery, an archive with vectors).
         Skipped with no error when the write cannot be made (a read-only file, another process's write lock)."""
-        try:
+        with unless_unwritable(self.store):
             if self.config.fill_on_recover and self.store.unembedded(1):
                 self.writer.fill_unembedded(self.config.fill_on_recover, wait=FILL_WAIT_S)
-        except write_errors(self.store) as e:
-            if not unwritable(self.store, e):
-                raise
 
     def require(self, operation: str) -> None:
         """Raise UnsupportedBackendError naming ``operation`` (a command, "lantern ui") when this database's backend

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import functools
 import re
-import sqlite3
 import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from lantern.store.sqlite import is_unwritable
 from lantern.store.times import to_epoch
 from lantern.text.clean import clean_text
 
@@ -54,18 +52,6 @@ def one_at_a_time(method):
             return method(self, *args, **kwargs)
 
     return serialized
-
-
-def write_errors(store: Any) -> tuple[type[BaseException], ...]:
-    """The errors a skippable write may raise on ``store``'s backend (sqlite3.OperationalError for SQLite; the
-    PostgreSQL store names its own: ``PostgresStore.write_errors``)."""
-    return getattr(store, "write_errors", (sqlite3.OperationalError,))
-
-
-def unwritable(store: Any, e: BaseException) -> bool:
-    """Whether ``e`` means ``store`` cannot be written now (store/sqlite.py ``is_unwritable``, or the backend's)."""
-    check = getattr(store, "is_unwritable", None)
-    return check(e) if check is not None else is_unwritable(e)
 
 
 def epoch(as_of: Any) -> float | None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from lantern import reinforce
-from lantern.api.calls import one_at_a_time, unwritable, write_errors
+from lantern.api.calls import one_at_a_time
 from lantern.archive.redact import redact_name, redact_text
 from lantern.compaction import last_user_text
 from lantern.config import DEFAULT_SESSION
@@ -17,6 +17,7 @@ from lantern.model import Message, Recovery
 from lantern.recover.loss_recovery import recover_compaction
 from lantern.scope import resolve
 from lantern.store import events as event_store
+from lantern.store.protocol import unless_unwritable
 from lantern.text.clean import clean_text
 
 log = logging.getLogger("lantern")
@@ -140,7 +141,9 @@ class Compactions:
         # labels a caller names (integrations use fixed words): stored as names are, a secret in one redacted
         source, reason = redact_name(source, self.redaction), redact_name(reason, self.redaction)
         empty_reason = empty_reason and redact_name(empty_reason, self.redaction)
-        try:
+        with unless_unwritable(
+            self.store, lambda e: log.warning("%s: compaction event not recorded (%s)", self.path, e)
+        ):
             with self.store.transaction(wait=reinforce.WRITE_WAIT_S) as db:
                 return event_store.add_event(
                     db,
@@ -159,11 +162,7 @@ class Compactions:
                     latency_ms=latency_ms,
                     loss=recovery.loss.to_json(items=event_store.LOSS_PACKED) if recovery.loss is not None else None,
                 )
-        except write_errors(self.store) as e:
-            if not unwritable(self.store, e):
-                raise
-            log.warning("%s: compaction event not recorded (%s)", self.path, e)
-            return None
+        return None
 
     @one_at_a_time
     def events(

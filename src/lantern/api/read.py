@@ -10,11 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from lantern import reinforce
-from lantern.api.calls import WORDS, epoch, is_int, is_number, one_at_a_time, query_text, unwritable, write_errors
+from lantern.api.calls import WORDS, epoch, is_int, is_number, one_at_a_time, query_text
 from lantern.llm import LLMClient, LLMSettings
 from lantern.model import Hit, Message, Recovery
 from lantern.scope import Scope, resolve, scope_where
 from lantern.store import facts as fact_store
+from lantern.store.protocol import unless_unwritable
 
 log = logging.getLogger("lantern")
 
@@ -86,15 +87,15 @@ class ReadPath:
             top_k=top_k,
             min_score=min_score,
         )
-        try:
-            reinforce.record_use(
-                self.store, self.index, self.config, result, session or None, resolve(self.scope, user, agent, project)
-            )
-        except write_errors(self.store) as e:
-            if not unwritable(self.store, e):
-                raise
+
+        def skipped(e: BaseException) -> None:
             log.warning(
                 "%s: access counts and confidence not updated (%s); the recovery is returned all the same", self.path, e
+            )
+
+        with unless_unwritable(self.store, skipped):
+            reinforce.record_use(
+                self.store, self.index, self.config, result, session or None, resolve(self.scope, user, agent, project)
             )
         return result
 
