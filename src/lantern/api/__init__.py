@@ -2,6 +2,11 @@
 
 Write path (``archive``):  parse -> redact -> chunk -> summarize/tag/classify/facts -> embed -> store (one transaction)
 Read path  (``recover``):  signals -> RRF -> MMR -> pack          (see recover/pipeline.py)
+
+This module holds the handle (its store, models and lock) and the write path; the other calls are written by room
+and mixed in: api/read.py (recover, explain, search, facts), api/compactions.py (recover_compaction, the compaction
+events), api/maintenance.py (forget, abandon, export / import, reindex, vacuum, feedback, stats); api/calls.py holds
+what they share (one call at a time per handle, the arguments' checks).
 """
 
 from __future__ import annotations
