@@ -1,17 +1,17 @@
 """Secret coverage by generator (issue 38, item 3; issue 20, item 1): the formats are the tables of the code, not a
-list kept here. Every row of ``secret_tokens.TOKENS`` (provider token formats) and ``secret_context.CONTEXTS``
-(config contexts), and one assignment per provider word of ``secret_context.PROVIDER_WORDS``, gives samples (its
-generators, ``secret_tokens.sample``) and look-alikes. Every sample is stored through every entry path — the
-archive API, ingest of each transcript format, the REST API and the forwarding proxy of ``lantern serve``, the MCP
-server, import of an export — into a real SQLite file, and the random parts of every sample are looked for in the
-raw bytes of the ``.db`` and ``-wal`` files (the WAL not checkpointed: every page written is in it) and in every
-column as read (summary and tags may be stored deflated). The archive path puts each case, round robin, in a place
-of a turn or in one of the other fields a message or a call carries (speaker name, meta, tool names, a
-transcript's session, files, the session, user, agent and project a call names: ``FIELDS``); the REST, proxy, MCP
-and import paths name each case's session after its secret when it fits a name. Each case
-carries a marker word, which must be stored, so a format the path did not read cannot pass unnoticed. Look-alikes
-(identifiers that are not secrets: Twilio account SIDs, publishable keys, prefixes as words, shorter runs) must
-come out unchanged.
+list kept here. Every row of ``secret_tokens.TOKENS`` (provider token formats), ``secret_context.CONTEXTS`` (config
+contexts) and ``secret_statements.CONTEXTS`` (statements, calls, prose), and one assignment per provider word of
+``secret_context.PROVIDER_WORDS``, gives samples (its generators, ``secret_tokens.sample``) and look-alikes. Every
+sample is stored through every entry path — the archive API, ingest of each transcript format, the REST API and the
+forwarding proxy of ``lantern serve``, the MCP server, import of an export — into a real SQLite file, and the random
+parts of every sample are looked for in the raw bytes of the ``.db`` and ``-wal`` files (the WAL not checkpointed:
+every page written is in it) and in every column as read (summary and tags may be stored deflated). The archive path
+puts each case, round robin, in a place of a turn or in one of the other fields a message or a call carries (speaker
+name, meta, tool names, a transcript's session, files, the session, user, agent and project a call names:
+``FIELDS``); the REST, proxy, MCP and import paths name each case's session after its secret when it fits a name.
+Each case carries a marker word, which must be stored, so a format the path did not read cannot pass unnoticed.
+Look-alikes (identifiers that are not secrets: Twilio account SIDs, publishable keys, prefixes as words, shorter
+runs) must come out unchanged.
 
 The random bodies come from ``random.Random(SEED)`` (``$LANTERN_SECRET_SEED`` picks another run).
 """
@@ -32,12 +32,15 @@ from pathlib import Path
 import pytest
 
 from lantern import Lantern
+from lantern.archive import secret_context, secret_statements
 from lantern.archive.redact import META_SALT, PLACEHOLDER_RE, find_secrets, make_policy, redact_text
-from lantern.archive.secret_context import CONTEXTS, PROVIDER_WORDS
+from lantern.archive.secret_context import PROVIDER_WORDS
 from lantern.archive.secret_tokens import TOKENS, sample
 from lantern.store.facts import MAX_FACT_BYTES
 from lantern.store.sqlite import Store
 
+# the config contexts (secret_context) and the statement, call and prose forms (secret_statements): one table
+CONTEXTS = secret_context.CONTEXTS + secret_statements.CONTEXTS
 SEED = int(os.environ.get("LANTERN_SECRET_SEED", "38"))
 NEUTRAL = "Here it is, {s} , rotate it next week."
 PLACES = ("user", "tool-result", "arguments", "assistant")

@@ -165,6 +165,7 @@ from lantern.archive.secret_findings import (  # the context-form rules; their p
     _private_key_blocks,
     _prose_findings,
     _slug,
+    _statement_findings,
 )
 from lantern.archive.secret_tokens import find_tokens
 from lantern.model import Message, ToolCall, ToolResult
@@ -310,8 +311,8 @@ def set_secret_redaction(lantern: Any, enabled: bool) -> None:
     lantern.redaction = replace(lantern.redaction, secrets=enabled)
 
 
-def _token_findings(text: str, low: str, policy: RedactionPolicy, out: list[Finding]) -> None:
-    for kind, s, e in find_tokens(text, low):
+def _token_findings(text: str, low: str, policy: RedactionPolicy, out: list[Finding], cut: bool = False) -> None:
+    for kind, s, e in find_tokens(text, low, cut):
         out.append(Finding(kind, s, e, text[s:e], P_TOKEN, tail=e - s >= TAIL_MIN_LEN))
     for kind, rx in policy.extra:
         for m in rx.finditer(text):
@@ -321,26 +322,28 @@ def _token_findings(text: str, low: str, policy: RedactionPolicy, out: list[Find
                 out.append(Finding(kind, s, e, text[s:e], P_TOKEN))
 
 
-def find_secrets(text: str, policy: RedactionPolicy) -> list[Finding]:
+def find_secrets(text: str, policy: RedactionPolicy, *, name: bool = False) -> list[Finding]:
     """The secrets of ``text``, non-overlapping, in text order (an overlap keeps the higher-priority finding:
     private-key block > provider token / user pattern > URL or header credential > flag > keyword > prose).
     Findings whose value or span is on the policy's allow-list and spans inside existing placeholders are
-    skipped."""
+    skipped. ``name``: ``text`` is a name (``redact_name``), which may have been cut to a length: a provider token
+    that runs to its end is taken cut short (secret_tokens.find_tokens ``cut``)."""
     if not text or not policy.secrets:
         return []
-    return _find(text, policy, 0)
+    return _find(text, policy, 0, name)
 
 
-def _find(text: str, policy: RedactionPolicy, depth: int) -> list[Finding]:
+def _find(text: str, policy: RedactionPolicy, depth: int, name: bool = False) -> list[Finding]:
     low = _lower(text)
     found: list[Finding] = []
     _private_key_blocks(text, found)
-    _token_findings(text, low, policy, found)
+    _token_findings(text, low, policy, found, name)
     _context_findings(text, low, found)
     _credential_findings(text, low, found)
     _flag_findings(text, low, found)
     _keyword_findings(text, low, found)
     _prose_findings(text, low, found)
+    _statement_findings(text, low, found)
     if depth < ESCAPED_DEPTH and "\\" in text and text.lstrip()[:1] in ("{", "[", '"'):
         _escaped_findings(text, policy, found, depth)  # JSON (a tool call's arguments): its strings decoded
     if not found:
@@ -523,7 +526,7 @@ def _redact(text: str, policy: RedactionPolicy, private: bool = True) -> tuple[s
     # candidate cut short by a higher-priority finding may be a match of its own once that one is replaced, and
     # redacting must be idempotent
     for _ in range(3):
-        found = find_secrets(text, policy)
+        found = find_secrets(text, policy, name=not private)
         if not found:
             break
         parts, pos = [], 0

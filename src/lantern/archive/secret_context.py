@@ -271,7 +271,9 @@ COMMAND_FLAGS: tuple[CommandFlag, ...] = (
         "ldapsearch(1): -w passwd",
     ),
     CommandFlag(("sqlcmd", "bcp", "osql"), ("-P",), "sqlcmd utility: -P password"),
-    CommandFlag(("zip",), ("-P",), "zip(1): -P password"),
+    CommandFlag(("zip", "unzip"), ("-P",), "zip(1), unzip(1): -P password"),
+    CommandFlag(("az login",), ("-p",), "az login: -p, --password"),
+    CommandFlag(("gh secret set",), ("-b", "--body"), "gh secret set: -b, --body"),
     CommandFlag(("7z", "7za", "7zz"), ("-p",), "7-Zip -p (set password) switch", glued=True),
     CommandFlag(
         ("keytool",),

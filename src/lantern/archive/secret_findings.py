@@ -34,6 +34,14 @@ from lantern.archive.secret_context import (
     xml_add_values,
     xml_elements,
 )
+from lantern.archive.secret_statements import (
+    argument_passwords,
+    block_scalars,
+    call_passwords,
+    properties_entries,
+    prose_passwords,
+    sql_passwords,
+)
 
 VALUE_END = ".,;:!?)]}&|"  # stripped from an unquoted keyword value for its fingerprint (the span still covers it)
 PROSE_END = ".,;:!?)」”\"'&|"  # the same for a prose value ("the password is X).")
@@ -129,10 +137,14 @@ _KEY_QUALIFIERS = frozenset(
         "encryption",
         "master",
         "license",
+        "subscription",  # Azure API Management: Ocp-Apim-Subscription-Key
         "webhook",
         "app",
     }
 )
+# key words before "key" that name a value published by design (ours: WireGuard ``PublicKey``, Web Push
+# ``vapid_public_key``, Supabase ``anon_key`` and ``publishable_key``, which its docs call safe to expose)
+_PUBLIC_QUALIFIERS = frozenset({"public", "pub", "publishable", "anon", "verify"})
 _TYPE_NAMES = frozenset(
     {
         "str",
@@ -210,6 +222,8 @@ def _key_class(key: str) -> str:
     strong = _strong_words()
     if last in strong or last.endswith(("password", "passwd", "secret")):
         return "strong"
+    if last == "key" and prev in _PUBLIC_QUALIFIERS:
+        return ""  # a public key (WireGuard's PublicKey, VAPID's, Supabase's anon key): published, not a secret
     if last == "key" and prev in _KEY_QUALIFIERS:
         return "strong"
     if words[-3:] == ["secret", "key", "base"]:  # Ruby on Rails' secret_key_base
@@ -255,6 +269,8 @@ def _is_reference(v: str) -> bool:
                 "sha512:",
                 "file:",
                 "vault:",
+                "!vault",  # Ansible Vault's tag: the value is encrypted
+                "enc[",  # SOPS: ENC[AES256_GCM,data:…] is encrypted
             )
         )
     ):
@@ -282,6 +298,12 @@ def _looks_random(v: str, min_len: int = 16, min_entropy: float = 3.0) -> bool:
     )
 
 
+def _random_word(v: str) -> bool:
+    """A run of letters and digits that reads as a key, not a variable's name (``d9e94e45…``: hex or base62 of 16+
+    characters with 4+ digits and no ``_``): ``api-key: <hex>`` inside a tool call's JSON is a value."""
+    return len(v) >= 16 and "_" not in v and sum(c.isdigit() for c in v) >= 4 and _looks_random(v)
+
+
 # base64 of 30+ characters with upper case, lower case and digits: an AWS secret key may start with "/" or "+", a path
 # (letters, digits, "/" alone) under a secret's key is one too
 _RANDOM_B64 = re.compile(r"(?=.*[A-Z])(?=.*[a-z])(?=.*\d)[A-Za-z0-9+/]{30,512}={0,2}")
@@ -297,7 +319,7 @@ def _strong_value_ok(v: str, key: str, quoted: bool, code_like: bool) -> bool:
         return not v.isspace()
     if "(" in v or _ATTR.fullmatch(v) or _ENV_NAME.fullmatch(v):
         return False  # getpass(), self.api_key, settings.SECRET_KEY, OPENAI_API_KEY (a variable's name)
-    if code_like and _BARE_IDENT.fullmatch(v):
+    if code_like and _BARE_IDENT.fullmatch(v) and not _random_word(v):
         return False  # api_key = api_key / password = input  (a Python/JS variable)
     return True
 
@@ -752,3 +774,28 @@ def _context_findings(text: str, low: str, out: list[Finding]) -> None:
         v = text[s:e]
         if (_key_class(name) or name.upper().endswith("_SALT")) and _strong_value_ok(v, name, True, False):
             out.append(Finding(_kind_of_key(name, "strong"), s, e, v, P_KEYWORD))
+
+
+def _statement_findings(text: str, low: str, out: list[Finding]) -> None:
+    """Passwords known by the statement, call or sentence that carries them (archive/secret_statements.py): a
+    command's password argument or standard input, SQL's ``PASSWORD '…'`` / ``IDENTIFIED BY``, a call's password
+    argument, a YAML block scalar under a secret's key, prose in other languages and English forms."""
+    for gen in (argument_passwords(text, low), sql_passwords(text, low), call_passwords(text, low)):
+        for s, e, quoted in gen:
+            if _strong_value_ok(text[s:e], "password", quoted, False):
+                out.append(Finding("password", s, e, text[s:e], P_FLAG))
+    for key, s, e in (*block_scalars(text), *properties_entries(text)):
+        v, cls = text[s:e], _key_class(key)
+        if (cls == "strong" and _strong_value_ok(v.strip(), key, True, False)) or (cls and _looks_random(v)):
+            out.append(Finding(_kind_of_key(key, cls), s, e, v, P_KEYWORD))
+    for kind, s, e, quoted in prose_passwords(text, low):
+        v = text[s:e]
+        if kind == "token":
+            if not _is_reference(v) and _looks_random(v):
+                out.append(Finding("token", s, e, v, P_PROSE))
+            continue
+        if len(v) < 4 or _is_reference(v) or v.lower() in _TYPE_NAMES or _is_path(v) or "(" in v:
+            continue
+        if not quoted and (v.isalpha() or _is_english_word(v) or _ATTR.fullmatch(v)):
+            continue  # "das Passwort ist falsch", "my pw is re-used", "use config.password as the password"
+        out.append(Finding("password", s, e, v, P_PROSE))

@@ -108,9 +108,12 @@ def _members(chars: str) -> frozenset[str]:
     return frozenset(c for c in map(chr, range(128)) if one.match(c))
 
 
-def find_tokens(text: str, low: str) -> list[tuple[str, int, int]]:
+def find_tokens(text: str, low: str, cut: bool = False) -> list[tuple[str, int, int]]:
     """The provider tokens of ``text`` as (kind, start, end), in no particular order; at one start only the first
-    rule of ``TOKENS`` that accepts it. ``low``: ``text`` lower-cased with the same length."""
+    rule of ``TOKENS`` that accepts it. ``low``: ``text`` lower-cased with the same length. ``cut``: ``text`` is
+    a name that may have been cut to a length (a session named after a prompt's first characters), so a token
+    that runs to its end is taken from ``CUT_MIN`` characters on (``_cut_short``); in other texts a short run
+    is a look-alike."""
     examined = [-1] * len(TOKENS)  # per rule: the end of the run of token characters already judged
     best: dict[int, tuple[int, str, int]] = {}  # start -> (rule index, kind, end)
     for folded, scan, dispatch in _SCANNERS:
@@ -119,16 +122,37 @@ def find_tokens(text: str, low: str) -> list[tuple[str, int, int]]:
         while m is not None:  # overlapping: a trigger may start inside another ("…sl.atlasv1.…")
             at, rules = m.start(), dispatch[m.group()]
             for i, n in rules:
-                _judge(text, TOKENS[i], i, at, n, examined, best)
+                _judge(text, TOKENS[i], i, at, n, examined, best, cut)
             # on, past what every rule of this trigger has judged (a run of "AAAA…" is not read once per A)
             m = scan.search(source, max(at + 1, min(examined[i] for i, _ in rules)))
     for i in _GATED:
         for m in TOKENS[i].gate.finditer(text):
-            _judge(text, TOKENS[i], i, m.start(), 0, examined, best)
+            _judge(text, TOKENS[i], i, m.start(), 0, examined, best, cut)
     return [(kind, s, e) for s, (_, kind, e) in best.items()]
 
 
-def _judge(text: str, rule: TokenRule, i: int, at: int, n: int, examined: list[int], best: dict) -> None:
+CUT_MIN = 20  # a token cut by the end of a text is taken from this many characters after its trigger on
+_CUT = re.compile(r".*", re.S)
+_PADS = ("0" * 64, "a0" * 32, "A0" * 32)
+
+
+def _cut_short(text: str, rule: TokenRule, s: int, n: int, end: int) -> bool:
+    """Whether ``text[s:end]`` (a run that reaches the end of the text: a session name or a preview cut short) is
+    the beginning of a token of ``rule``: a prefix rule's trigger of 3+ characters, ``CUT_MIN`` characters after
+    it, and some completion by token characters that the pattern accepts (``npm_`` and 34 of its 36)."""
+    if rule.back is not None or rule.gate is not None or n < 3 or end - s - n < CUT_MIN:
+        return False
+    head = text[s:end]
+    for pad in _PADS:
+        m = rule.pattern.match(head + pad)
+        if m is not None and m.end() > len(head) and (rule.validate is None or rule.validate(head)):
+            return True
+    return False
+
+
+def _judge(
+    text: str, rule: TokenRule, i: int, at: int, n: int, examined: list[int], best: dict, cut: bool = False
+) -> None:
     if at < examined[i]:
         return  # inside a run this rule already judged (see the module doc)
     s = _start(text, rule, at)
@@ -140,7 +164,9 @@ def _judge(text: str, rule: TokenRule, i: int, at: int, n: int, examined: list[i
     run_end = rule.run.match(text, s).end()
     examined[i] = max(run_end, at + 1)
     if m is None:
-        return
+        if not cut or run_end < len(text) or not _cut_short(text, rule, s, n, run_end):
+            return
+        m = _CUT.match(text, s, run_end)  # the token runs to the text's end: all of the run is the secret
     e = m.end()
     if rule.exact:
         if e < len(text) and rule.run.match(text, e).end() > e:

@@ -4,7 +4,7 @@ the token (specific before generic)."""
 
 from __future__ import annotations
 
-from lantern.archive.token_formats import ai, cloud, code_hosting, communication, payments, services
+from lantern.archive.token_formats import ai, cloud, code_hosting, communication, payments, platforms, services
 from lantern.archive.token_formats.rule import TokenRule
 
 __all__ = ["TOKENS"]
@@ -15,5 +15,6 @@ TOKENS: tuple[TokenRule, ...] = (
     *code_hosting.TOKENS,
     *communication.TOKENS,
     *payments.TOKENS,
+    *platforms.TOKENS,
     *services.TOKENS,
 )

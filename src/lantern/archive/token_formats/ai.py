@@ -146,4 +146,22 @@ TOKENS: tuple[TokenRule, ...] = (
         ex=("sk_{48:h}",),
         no=("sk_buff and sk_{40:h}_v2 in the kernel log",),
     ),
+    prefixed(
+        "voyage-key",
+        "pa-",
+        f"[{W}]{{40,48}}",
+        validate=lambda t: mixed(t[3:]),
+        src="docs: Voyage AI API keys (pa- and 43 characters)",
+        ex=("pa-{43:w}", "pa-{43:A}"),
+        no=("pa-risc and pa-system-{8:l}", "pa-{12:A}"),
+    ),
+    prefixed(
+        "anyscale-key",
+        "esecret_",
+        "[A-Za-z0-9]{24,64}",
+        validate=lambda t: mixed(t[8:]),
+        src="docs: Anyscale Endpoints API keys (esecret_ and 26 characters)",
+        ex=("esecret_{26:A}",),
+        no=("the esecret_ prefix of Anyscale",),
+    ),
 )

@@ -164,10 +164,11 @@ TOKENS: tuple[TokenRule, ...] = (
     ),
     prefixed(
         "heroku-key",
-        "HRKU-AA",
-        f"[{W}]{{58}}",
-        src=GL + "heroku-api-key-v2",
-        ex=("HRKU-AA{58:w}",),
+        "HRKU-",
+        f"[{W}]{{40,80}}",
+        validate=lambda t: mixed(t[5:]),
+        src=GL + "heroku-api-key-v2 (HRKU-AA and 58 characters); Heroku docs: API keys start with HRKU-",
+        ex=("HRKU-AA{58:w}", "HRKU-{60:w}"),
         no=("HRKU-AA prefix",),
     ),
     rule(

@@ -248,9 +248,10 @@ TOKENS: tuple[TokenRule, ...] = (
     prefixed(
         "notion-token",
         "ntn_",
-        "[0-9]{11}[A-Za-z0-9]{35}",
-        src=GL + "notion-api-token",
-        ex=("ntn_{11:d}{35:A}",),
+        "[A-Za-z0-9]{40,50}",
+        validate=mixed,
+        src=GL + "notion-api-token (ntn_, 11 digits, 35 characters); Notion docs: tokens start with ntn_",
+        ex=("ntn_{11:d}{35:A}", "ntn_{46:A}"),
         no=("ntn_ prefix",),
     ),
     prefixed(
