@@ -706,3 +706,46 @@ def test_a_name_whose_redacted_form_is_over_the_limit_is_refused_in_words(tmp_pa
         with pytest.raises(NameTooLongError, match="at most 256"):
             lt.archive(turn_, session="s", project=secrets[:MAX_ID_CHARS])
         assert lt.stats()["entries"] == 0
+
+
+def test_a_one_line_form_in_a_tool_calls_raw_json_is_redacted_as_in_a_message():
+    """A tool call's arguments written without escapes (``{"command": "api-key: <hex>"}``, no ``\\n`` inside) are
+    read as a message's text is: every one-line case, inside a JSON string, loses its random parts (the class of
+    break38's ``api-key:`` header kept in clear in the arguments while redacted in the message)."""
+    policy = make_policy(b"k")
+    missed = []
+    for c in CASES:
+        body = c.text.split("\n", 1)[1]
+        if "\n" in body or '"' in body or "\\" in body:
+            continue
+        args = f'{{"command": "{body}"}}'
+        out, _ = redact_text(args, policy)
+        if any(f.decode() in out for p in c.parts for f in forms(p, FIXED)):
+            missed.append((c.id, args[:80]))
+    assert not missed, missed
+
+
+def test_a_token_cut_short_at_a_names_end_is_redacted():
+    """A session named after a prompt's first characters cuts a token short (``npm_`` and 34 of its 36): in a name
+    every prefix rule's token is found from ``CUT_MIN`` characters after its trigger on; the same cut in a message
+    is a look-alike (a shorter run) and stays."""
+    from lantern.archive.redact import redact_name
+    from lantern.archive.secret_tokens import CUT_MIN
+
+    policy = make_policy(b"k")
+    rng = random.Random(SEED)
+    missed = []
+    for rule in TOKENS:
+        if rule.back is not None or rule.gate is not None or rule.keep_prefix:
+            continue
+        for spec in rule.samples:
+            token = sample(spec, rng)
+            trigger = next((t for t in rule.triggers if token.startswith(t)), None)
+            if trigger is None or len(trigger) < 3 or " " in token or not rule.pattern.fullmatch(token):
+                continue
+            for cut in range(len(trigger) + CUT_MIN, len(token)):
+                name = f"proxy-here: {token[:cut]}"
+                if token[len(trigger) : cut] in redact_name(name, policy):
+                    missed.append((rule.kind, cut, len(token)))
+                    break
+    assert not missed, missed

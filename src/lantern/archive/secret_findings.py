@@ -384,7 +384,7 @@ _FLAG = re.compile(  # on low: a flag named by a secret word, with hyphenated wo
     # (--db-password, --admin-token, redis' --requirepass, keytool's --storepass); never --no-password
     r"--(?P<key>(?!no-)(?:[a-z0-9]+-){0,3}(?:require|store|key|master|root|admin|auth)?"
     r"(?:password|passwd|pass|passphrase|token|api-key|apikey|secret|client-secret|"
-    r"auth-token|access-token|secret-key|access-key))(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])|'(?=[a-z0-9])){1,512})(?P=q)"
+    r"auth-token|access-token|secret-key|access-key))(?:=|[^\S\r\n]+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])|'(?=[a-z0-9])){1,512})(?P=q)"
     r"|(?P<secret>(?!-)[^\s\"'\\]+))"  # an unquoted value never starts with "-": that is the next flag
 )
 _MYSQL_P = re.compile(
@@ -567,6 +567,8 @@ def _keyword_findings(text: str, low: str, out: list[Finding]) -> None:
         rev = rev or text[::-1]
         back = _IDENT_RUN.match(rev, len(text) - hit.start()).end() - (len(text) - hit.start())
         start = hit.start() - min(back, 80)
+        if start > 0 and text[start - 1] == "\\" and text[start] in "ntrbf" and start < hit.start():
+            start += 1  # "\npublic_key: …" in raw JSON: the escape's letter is not the key's
         if start <= done:
             continue
         ident = start

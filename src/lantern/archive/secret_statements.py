@@ -526,6 +526,19 @@ CONTEXTS: tuple[ContextForm, ...] = (
         ('<properties><entry key="db.password.min-length">12</entry></properties>',),
     ),
     ContextForm(
+        "public-and-encrypted-values",
+        "WireGuard wg(8) config (PrivateKey / PublicKey); Web Push VAPID; Supabase API keys (anon key is public); "
+        "Ansible Vault (!vault); SOPS (ENC[…])",
+        "[Interface]\nPrivateKey = {s}\nAddress = 10.8.0.2/24",
+        "{43:b}=",
+        (
+            "[Peer]\nPublicKey = {43:b}=\nAllowedIPs = 0.0.0.0/0",
+            "public_key: {43:b}=\nvapid_public_key: B{86:w}\nanon_key: {jwtanon}",
+            "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  {64:h}\n"
+            "db_password: ENC[AES256_GCM,data:{24:b},iv:{16:b}]",
+        ),
+    ),
+    ContextForm(
         "prose-other-language",
         "ours: the word for password in German, French, Spanish, Portuguese, Russian, Japanese, Korean, …",
         "Das Passwort ist {s} bis Freitag.\nLe mot de passe est {s} jusqu'à vendredi.\n"

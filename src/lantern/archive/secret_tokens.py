@@ -131,21 +131,35 @@ def find_tokens(text: str, low: str, cut: bool = False) -> list[tuple[str, int, 
     return [(kind, s, e) for s, (_, kind, e) in best.items()]
 
 
-CUT_MIN = 20  # a token cut by the end of a text is taken from this many characters after its trigger on
+CUT_MIN = 20  # a token cut by the end of a name is taken from this many characters after its trigger on
 _CUT = re.compile(r".*", re.S)
 _PADS = ("0" * 64, "a0" * 32, "A0" * 32)
 
 
-def _cut_short(text: str, rule: TokenRule, s: int, n: int, end: int) -> bool:
-    """Whether ``text[s:end]`` (a run that reaches the end of the text: a session name or a preview cut short) is
-    the beginning of a token of ``rule``: a prefix rule's trigger of 3+ characters, ``CUT_MIN`` characters after
-    it, and some completion by token characters that the pattern accepts (``npm_`` and 34 of its 36)."""
+@cache
+def _completions(i: int) -> tuple[str, ...]:
+    """Whole tokens of rule ``i`` (its ``samples`` expanded once with a fixed seed, those the pattern takes whole):
+    the tail of one completes a token cut short with the format's own structure (``lsv2_pt_<hex>_<hex>``)."""
+    import random
+
+    rule, rng = TOKENS[i], random.Random(0)
+    return tuple(t for spec in rule.samples if rule.pattern.fullmatch(t := sample(spec, rng)))
+
+
+def _cut_short(text: str, i: int, s: int, n: int, end: int) -> bool:
+    """Whether ``text[s:end]`` (a run that reaches the end of a name: a session named after a prompt's first
+    characters) is the beginning of a token of rule ``i``: a prefix rule's trigger of 3+ characters, ``CUT_MIN``
+    characters after it, and a completion (token characters, or the tail of one of the rule's own tokens) that
+    the rule accepts (``npm_`` and 34 of its 36)."""
+    rule = TOKENS[i]
     if rule.back is not None or rule.gate is not None or n < 3 or end - s - n < CUT_MIN:
         return False
     head = text[s:end]
-    for pad in _PADS:
-        m = rule.pattern.match(head + pad)
-        if m is not None and m.end() > len(head) and (rule.validate is None or rule.validate(head)):
+    pads = [*_PADS, *(t[len(head) :] for t in _completions(i) if len(t) > len(head))]
+    for pad in pads:
+        whole = head + pad
+        m = rule.pattern.match(whole)
+        if m is not None and m.end() > len(head) and (rule.validate is None or rule.validate(whole[: m.end()])):
             return True
     return False
 
@@ -163,18 +177,20 @@ def _judge(
     m = rule.pattern.match(text, s)
     run_end = rule.run.match(text, s).end()
     examined[i] = max(run_end, at + 1)
-    if m is None:
-        if not cut or run_end < len(text) or not _cut_short(text, rule, s, n, run_end):
+    whole = m is not None and (rule.validate is None or rule.validate(text[s : max(m.end(), run_end)]))
+    if not whole:
+        # a name cut to a length may end inside a token: the run after the trigger reaches the text's end
+        end = rule.run.match(text, s + n).end() if cut else -1
+        if end < len(text) or not _cut_short(text, i, s, n, end):
             return
-        m = _CUT.match(text, s, run_end)  # the token runs to the text's end: all of the run is the secret
+        m = _CUT.match(text, s, end)  # all of the run is the secret
+        run_end = end
     e = m.end()
     if rule.exact:
         if e < len(text) and rule.run.match(text, e).end() > e:
             return  # the run goes on: not this format
     else:
         e = max(e, run_end)
-    if rule.validate is not None and not rule.validate(text[s:e]):
-        return
     if rule.keep_prefix:
         s += n
     if s not in best or best[s][0] > i:

@@ -22,16 +22,21 @@ def mixed(token: str) -> bool:
     return HAS_DIGIT.search(token) is not None and HAS_LETTER.search(token) is not None
 
 
-def _b64json(part: str) -> bool:
-    """Whether ``part`` is base64url of a JSON object (a JWT's header or payload). The JSON is foreign text: read
-    by the one bounded parse (llm.parse_answer: a payload nested 30,000 deep is no JWT, not a RecursionError)."""
+def _b64obj(part: str) -> dict | None:
+    """The JSON object ``part`` is base64url of (a JWT's header or payload), else None. The JSON is foreign text:
+    read by the one bounded parse (llm.parse_answer: a payload nested 30,000 deep is no JWT, not a RecursionError)."""
     from lantern.llm import parse_answer
 
     try:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-        return isinstance(parse_answer(raw.decode("utf-8")), dict)
+        obj = parse_answer(raw.decode("utf-8"))
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        return False
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _b64json(part: str) -> bool:
+    return _b64obj(part) is not None
 
 
 def b64head(token: str) -> bytes:
@@ -48,6 +53,15 @@ def jwt_ok(token: str) -> bool:
     objects once decoded (ours)."""
     parts = token.split(".", 3)
     return len(parts) in (2, 3) and all(parts[:2]) and _b64json(parts[0]) and _b64json(parts[1])
+
+
+def jwt_secret(token: str) -> bool:
+    """A JSON Web Token (``jwt_ok``) that is a credential: not one whose claims give the role ``anon`` (Supabase's
+    anon key, which its documentation calls safe to publish in a browser: row-level security guards the data)."""
+    if not jwt_ok(token):
+        return False
+    claims = _b64obj(token.split(".", 2)[1]) or {}
+    return claims.get("role") != "anon"
 
 
 @dataclass(frozen=True)

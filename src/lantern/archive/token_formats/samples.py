@@ -1,6 +1,6 @@
 """The ``sample`` spec language: the generators of realistic tokens and look-alikes each row of the token table
 (``samples``, ``lookalikes``) and of the context table (archive/secret_context.py) carries; tests and docs expand
-them, a redaction never does."""
+them; a redaction only to complete a token cut short at a name's end (secret_tokens._cut_short, once per row)."""
 
 from __future__ import annotations
 
@@ -45,11 +45,13 @@ def _pem(rng: random.Random, label: str) -> str:
     return f"-----BEGIN {label}-----\n{lines}\n-----END {label}-----\n"
 
 
-def _jwt(rng: random.Random) -> str:
+def _jwt(rng: random.Random, role: str = "") -> str:
     def part(obj: dict) -> str:
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
 
     claims = {"sub": _chars(rng, 10, CLASSES["a"]), "iat": rng.randrange(10**9, 2 * 10**9)}
+    if role:  # Supabase's keys: {"iss": "supabase", "ref": <project>, "role": "anon" | "service_role"}
+        claims = {"iss": "supabase", "ref": _chars(rng, 20, CLASSES["l"]), "role": role, "iat": claims["iat"]}
     return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}.{_chars(rng, 43, CLASSES['w'])}"
 
 
@@ -62,6 +64,8 @@ def _uuid4(rng: random.Random) -> str:
 _NAMED: dict[str, Callable[[random.Random], str]] = {
     "uuid": _uuid4,
     "jwt": _jwt,
+    "jwtanon": lambda rng: _jwt(rng, "anon"),
+    "jwtservice": lambda rng: _jwt(rng, "service_role"),
     "jwtb64": lambda rng: _b64(_jwt(rng).encode()).rstrip("="),
     "pem64": lambda rng: _b64(_pem(rng, rng.choice(("RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY"))).encode()),
     "cert64": lambda rng: _b64(_pem(rng, "CERTIFICATE").encode()),
@@ -80,14 +84,15 @@ _NAMED: dict[str, Callable[[random.Random], str]] = {
 
 
 def sample(spec: str, rng: random.Random, parts: list[str] | None = None) -> str:
-    """A text made from ``spec``: its literal characters, and for each ``{N:C}`` (``{N-M:C}``: N to M) that many
-    random characters of class ``C`` (``CLASSES``: A alphanumeric, a lower-case alphanumeric, U upper-case
-    alphanumeric, h / H hex, d digits, L / l letters, w base64url, b base64, B bech32, p a password's characters;
-    8 or more of a class with letters and digits hold both), and for ``{uuid}``, ``{jwt}``, ``{jwtb64}`` (a JWT in
-    base64), ``{pem64}`` / ``{cert64}`` (a PEM private key / certificate in base64, as kubeconfig holds them),
-    ``{basic}`` (HTTP Basic credentials: base64 of ``user:password``) and ``{cftunnel}`` (a Cloudflare tunnel
-    token) one such value; ``{{`` and ``}}`` are braces. ``parts``: a list the random pieces drawn are appended
-    to (what a test looks for after redaction). Raises KeyError for an unknown class or name."""
+    """A text made from ``spec``: its literal characters, and for each ``{N:C}`` (``{N-M:C}``: N to M) that many random
+    characters of class ``C`` (``CLASSES``: A alphanumeric, a lower-case alphanumeric, U upper-case alphanumeric, h
+    / H hex, d digits, L / l letters, w base64url, b base64, B bech32, p a password's characters; 8 or more of a
+    class with letters and digits hold both), and for ``{uuid}``, ``{jwt}``, ``{jwtanon}`` / ``{jwtservice}``
+    (Supabase's anon / service-role key), ``{jwtb64}`` (a JWT in base64), ``{pem64}`` / ``{cert64}`` (a PEM private
+    key / certificate in base64, as kubeconfig holds them), ``{basic}`` (HTTP Basic credentials: base64 of
+    ``user:password``) and ``{cftunnel}`` (a Cloudflare tunnel token) one such value; ``{{`` and ``}}`` are braces.
+    ``parts``: a list the random pieces drawn are appended to (what a test looks for after redaction). Raises
+    KeyError for an unknown class or name."""
 
     def one(m: re.Match[str]) -> str:
         if m.group() in ("{{", "}}"):

@@ -3,7 +3,7 @@ token_formats/rule.py)."""
 
 from __future__ import annotations
 
-from lantern.archive.token_formats.rule import B64, DS, GL, TokenRule, W, b64head, jwt_ok, mixed, prefixed, rule
+from lantern.archive.token_formats.rule import B64, DS, GL, TokenRule, W, b64head, jwt_secret, mixed, prefixed, rule
 
 TOKENS: tuple[TokenRule, ...] = (
     prefixed(
@@ -121,9 +121,9 @@ TOKENS: tuple[TokenRule, ...] = (
         "eyJ",
         f"[{W}=]{{7,2000}}\\.eyJ[{W}=]{{7,8000}}(?:\\.[{W}=+/]{{0,4000}})?",
         chars=W + "=+/.",
-        validate=jwt_ok,
-        src=GL + "jwt; " + DS + "JwtTokenDetector",
-        ex=("{jwt}",),
-        no=("eyJhbGciOiJIUzI1NiJ9 alone is a header",),
+        validate=jwt_secret,
+        src=GL + "jwt; " + DS + "JwtTokenDetector; Supabase docs: API keys (the anon key is public)",
+        ex=("{jwt}", "SUPABASE_SERVICE_ROLE_KEY={jwtservice}"),
+        no=("eyJhbGciOiJIUzI1NiJ9 alone is a header", "SUPABASE_ANON_KEY={jwtanon}"),
     ),
 )
