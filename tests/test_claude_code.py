@@ -285,6 +285,30 @@ def test_session_start_after_compaction_recovers_what_the_summary_dropped(env, t
     assert event.loss["packed"] > 0 and all(i["value"].rstrip("…") in context for i in event.loss["items"])
 
 
+def test_a_summary_over_a_million_characters_still_gets_its_injection_and_says_it_was_cut(env, tmp_path):
+    """A compaction summary past ``compaction.MAX_SUMMARY_CHARS`` (a runaway summary) is read up to the limit: the
+    hook injects what the cut summary lost and logs why (it was a ValueError: nothing injected, an error receipt)."""
+    records = [json.loads(x) for x in FIXTURE.read_text(encoding="utf-8").splitlines()]
+    for rec in records:
+        if rec.get("isCompactSummary"):
+            content = rec["message"]["content"]
+            text = content if isinstance(content, str) else content[0]["text"]
+            long = text + "\n" + "padding words " * 80_000
+            rec["message"]["content"] = long if isinstance(content, str) else [{"type": "text", "text": long}]
+    assert len(long) > 1_000_000
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("".join(json.dumps(x) + "\n" for x in records), encoding="utf-8")
+    r = hook(env, payload("SessionStart", transcript, source="compact"))
+    assert r.returncode == 0 and r.stdout, r.stderr
+    context = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "5433" in context and "0001_invoices.sql" in context
+    log = (Path(env["HOME"]) / ".lantern" / "logs" / "claude-code.log").read_text()
+    assert "summary_cut: summary of" in log and "Error" not in log
+    with Lantern(env["LANTERN_DB"]) as memory:
+        (event,) = memory.events()
+    assert event.empty_reason is None and event.chars == len(context)
+
+
 def test_session_start_compact_without_a_compaction_or_with_an_error_leaves_a_receipt_saying_why(env, tmp_path):
     lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
     transcript = tmp_path / "session.jsonl"
