@@ -759,9 +759,10 @@ class Lantern:
         as_of: str | None = None,
     ) -> str:
         """Why the empty block of ``recovery`` (``recover`` or ``explain``, asked with these ``session`` / scope
-        arguments, and as of the time ``as_of`` as the caller wrote it) is empty, in the words ``lantern recover``
-        prints after "nothing recovered" (recover/empty.py): read off the recovery's verdicts and figures, never by
-        running it again; with no candidate at all, one COUNT query names the filter that left the entries out."""
+        arguments, and as of the time ``as_of`` as the caller wrote it) is empty: one sentence, the words ``lantern
+        recover`` prints after "nothing recovered: " (recover/empty.py), "" when the verdicts say nothing more; read
+        off the recovery's verdicts and figures, never by running it again; with no candidate at all, one COUNT
+        query names the filter that left the entries out."""
         from lantern.recover import empty
 
         scope = resolve(self.scope, user, agent, project)

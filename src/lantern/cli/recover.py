@@ -145,7 +145,7 @@ def _recover_compaction(
         why = COMPACTION_EMPTY.get(result.reason or "", result.reason or "")
         if result.reason == "nothing_archived":  # which session was read, as given or the default
             why = why.replace("the session", f"session {session!r}" if session else f"the {DEFAULT_SESSION!r} session")
-        print_recovery(result, as_json, lambda: f": {why}", short=False)
+        print_recovery(result, as_json, lambda: why, short=False)
 
     guard(run)
 

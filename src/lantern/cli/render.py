@@ -301,7 +301,7 @@ def print_warm(answer: dict | None, as_json: bool) -> bool:
 def print_recovery(result: Any, as_json: bool, why_empty: Any, short: bool = True) -> None:
     """A recovery as JSON, or its block (a terminal gets archived control characters as visible escapes; a pipe the
     text as is), with a line on stderr for a short block (``short``: a question's recovery); for an empty one
-    "nothing recovered" and ``why_empty()``."""
+    "nothing recovered" and ``why_empty()``'s sentence (recover/empty.py ``continuation``)."""
     if as_json:
         print_json(result.to_json())
     elif result.text:
@@ -309,7 +309,9 @@ def print_recovery(result: Any, as_json: bool, why_empty: Any, short: bool = Tru
         if short and result.reason:  # a short block: the evidence was uncertain (recover/relevance.py)
             note(f"short block ({result.reason}): {result.detail}; --min-score 0 gives the full budget")
     else:
-        note(f"nothing recovered{why_empty()}")
+        from lantern.recover.empty import continuation
+
+        note(f"nothing recovered{continuation(result, why_empty())}")
 
 
 def explain_rows(candidates: list) -> list[dict]:
