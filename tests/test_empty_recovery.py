@@ -78,7 +78,7 @@ def test_why_empty_is_a_sentence_of_its_own_and_the_cli_line_is_built_from_it(
     candidate, an as-of time before every turn): ``Lantern.why_empty`` is a sentence of its own (no leading
     separator or space, no trailing space), and ``continuation`` makes the CLI's "nothing recovered" line from it
     (": WHY", or " (REASON): WHY" when the floor held everything back)."""
-    from lantern.recover.empty import continuation
+    from lantern.cli.render import continuation
 
     path = tmp_path_factory.getbasetemp() / "why_empty.db"
     with Lantern(path) as lt:

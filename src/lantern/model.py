@@ -293,6 +293,12 @@ class Recovery:
     later_from: datetime | None = None
 
     @property
+    def held_by_floor(self) -> bool:
+        """Whether every ranked candidate (not excluded) was cut by the relevance floor, and there was one."""
+        ranked = [c for c in self.candidates if not c.verdict.startswith("excluded:")]
+        return bool(ranked) and all(c.verdict == "cut:floor" for c in ranked)
+
+    @property
     def reranked(self) -> bool:
         """Whether the block follows an LLM's order (False: no rerank asked, or it fell back to the fused order)."""
         return bool(self.rerank is not None and self.rerank.reranked)

@@ -309,9 +309,15 @@ def print_recovery(result: Any, as_json: bool, why_empty: Any, short: bool = Tru
         if short and result.reason:  # a short block: the evidence was uncertain (recover/relevance.py)
             note(f"short block ({result.reason}): {result.detail}; --min-score 0 gives the full budget")
     else:
-        from lantern.recover.empty import continuation
-
         note(f"nothing recovered{continuation(result, why_empty())}")
+
+
+def continuation(recovery: Any, why: str) -> str:
+    """``why`` (``Lantern.why_empty``'s sentence) as the rest of the line "nothing recovered…": ": WHY", or
+    " (REASON): WHY" when the relevance floor held every candidate back; "" for no sentence."""
+    if not why:
+        return ""
+    return f" ({recovery.reason}): {why}" if recovery.held_by_floor else f": {why}"
 
 
 def explain_rows(candidates: list) -> list[dict]:

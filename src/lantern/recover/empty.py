@@ -72,8 +72,8 @@ class ScopeCounts:
 def why_empty(recovery: Recovery, counts: Callable[[], ScopeCounts] | None = None, as_of: str | None = None) -> str:
     """Why the empty ``recovery`` is empty, one sentence in words (``as_of``: the time it was asked as of, as the
     caller wrote it; ``counts``: called only when no turn was a candidate); "" when its verdicts say nothing more.
-    The options named are ``lantern recover``'s; ``continuation`` makes it the rest of its "nothing recovered"
-    line."""
+    The options named are ``lantern recover``'s (cli/render.py ``print_recovery`` makes it the rest of its
+    "nothing recovered" line)."""
     ranked = [c for c in recovery.candidates if not c.verdict.startswith("excluded:")]
     if not (recovery.query or "").strip():
         return "the query is empty (give the question, or the live context's tail after a compaction)"
@@ -85,7 +85,7 @@ def why_empty(recovery: Recovery, counts: Callable[[], ScopeCounts] | None = Non
     if not ranked:
         named = filtered_out(counts()) if counts is not None else ""
         return "no archived turn is a candidate" + (named or " (all excluded or none archived)")
-    if held_by_floor(recovery):
+    if recovery.held_by_floor:
         return (
             f"no archived turn matches well enough (best relevance "
             f"{recovery.relevance.score:.2f}, below the relevance floor {recovery.min_score:g}); --min-score 0 "
@@ -101,20 +101,6 @@ def why_empty(recovery: Recovery, counts: Callable[[], ScopeCounts] | None = Non
             f"characters; an entry needs {FULL_BELOW} or more): {advice}"
         )
     return ""
-
-
-def held_by_floor(recovery: Recovery) -> bool:
-    """Whether every ranked candidate of ``recovery`` was cut by the relevance floor (and there was one)."""
-    ranked = [c for c in recovery.candidates if not c.verdict.startswith("excluded:")]
-    return bool(ranked) and all(c.verdict == "cut:floor" for c in ranked)
-
-
-def continuation(recovery: Recovery, why: str) -> str:
-    """``why`` (``why_empty``'s sentence) as the rest of the line "nothing recovered…": ": WHY", or
-    " (REASON): WHY" when the relevance floor held every candidate back; "" for no sentence."""
-    if not why:
-        return ""
-    return f" ({recovery.reason}): {why}" if held_by_floor(recovery) else f": {why}"
 
 
 def filtered_out(counts: ScopeCounts) -> str:
