@@ -813,3 +813,99 @@ def test_every_way_of_naming_a_server_url_for_the_hooks_is_refused_and_nothing_i
             assert "hunter2" not in r.stdout + r.stderr and "Traceback" not in r.stderr
         assert len(set(errors)) == 1
         assert list(project.iterdir()) == [] and not (Path(env["HOME"]) / ".claude").exists()
+
+
+def _records_of_turn(n: int, parent: str) -> list[dict]:
+    user, reply = f"turn-{n}-u", f"turn-{n}-a"
+    base = {"sessionId": SID, "cwd": CWD, "timestamp": f"2026-11-20T10:{n:02d}:00Z", "isSidechain": False}
+    return [
+        {
+            **base,
+            "type": "user",
+            "uuid": user,
+            "parentUuid": parent,
+            "message": {"role": "user", "content": (f"Set the worker pool to {100 + n} threads in conf/pool_{n}.toml")},
+        },
+        {
+            **base,
+            "type": "assistant",
+            "uuid": reply,
+            "parentUuid": user,
+            "message": {
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "content": [{"type": "text", "text": f"Done: pool_{n}.toml."}],
+            },
+        },
+    ]
+
+
+def _records_of_compaction(n: int, parent: str) -> list[dict]:
+    base = {"sessionId": SID, "cwd": CWD, "timestamp": f"2026-11-20T11:{n:02d}:00Z", "isSidechain": False}
+    boundary = f"cb-{n}"
+    return [
+        {
+            **base,
+            "type": "system",
+            "subtype": "compact_boundary",
+            "uuid": boundary,
+            "parentUuid": None,
+            "logicalParentUuid": parent,
+            "content": "Conversation compacted",
+            "compactMetadata": {"trigger": "auto"},
+        },
+        {
+            **base,
+            "type": "user",
+            "uuid": f"sum-{n}",
+            "parentUuid": boundary,
+            "isCompactSummary": True,
+            "message": {
+                "role": "user",
+                "content": "This session is being continued from a previous conversation "
+                "that ran out of context. The conversation is summarized below:\nSummary: worked on the pool.",
+            },
+        },
+    ]
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["start", "start", "turn", "compact"]), min_size=2, max_size=9))
+def test_one_compaction_is_one_injection_and_one_event_however_often_session_start_repeats(tmp_path_factory, steps):
+    """Any sequence of SessionStart(compact) events, new turns and new compactions: a SessionStart for a
+    compaction already injected prints nothing and records no event (its log line says so); each compaction is
+    injected and recorded by the first SessionStart after it (before: every repeat injected again, one event
+    each)."""
+    tmp = tmp_path_factory.mktemp("once")
+    home = tmp / "home"
+    home.mkdir()
+    e = {k: v for k, v in os.environ.items() if k not in ("LANTERN_DB", "HOME")}
+    env = e | {"HOME": str(home), "LANTERN_DB": str(tmp / "m.db")}
+    transcript = tmp / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    last, turns, compactions, started = "0000001c-1c2d-4e5f-8a9b-00000000001c", 0, 1, set()
+    for step in ["start", *steps]:
+        if step == "turn":
+            turns += 1
+            records = _records_of_turn(turns, last)
+        elif step == "compact":
+            compactions += 1
+            records = _records_of_compaction(compactions, last)
+        if step != "start":
+            last = records[-1]["uuid"]
+            with open(transcript, "a", encoding="utf-8") as f:
+                f.write("".join(json.dumps(x) + "\n" for x in records))
+            continue
+        r = hook(env, payload("SessionStart", transcript, source="compact"))
+        assert r.returncode == 0, r.stderr
+        first = compactions not in started
+        started.add(compactions)
+        if not first:
+            assert r.stdout == "", (steps, compactions)
+        elif compactions == 1:
+            assert "5433" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    with Lantern(env["LANTERN_DB"]) as memory:
+        assert len([x for x in memory.events() if x.reason == "compact_boundary"]) == len(started), steps
+    repeats = sum(1 for s in ["start", *steps] if s == "start") - len(started)
+    log = home / ".lantern" / "logs" / "claude-code.log"
+    assert (log.read_text().count("injected_already") if log.exists() else 0) == repeats
