@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
@@ -909,3 +909,51 @@ def test_one_compaction_is_one_injection_and_one_event_however_often_session_sta
     repeats = sum(1 for s in ["start", *steps] if s == "start") - len(started)
     log = home / ".lantern" / "logs" / "claude-code.log"
     assert (log.read_text().count("injected_already") if log.exists() else 0) == repeats
+
+
+USER_NAMES = st.one_of(
+    st.from_regex(r"[a-z][a-z0-9._-]{2,14}", fullmatch=True),
+    st.text(alphabet="abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=12, max_size=20).map(
+        lambda s: f"ann password=Q7{s}!"
+    ),
+    st.text(alphabet="abcdefghijkmnpqrstuvwxyz0123456789", min_size=36, max_size=36).map(lambda s: "ghp_" + s),
+    st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=4, max_size=12).filter(str.strip),
+)
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(user=USER_NAMES, legacy=st.booleans())
+def test_the_offsets_file_never_holds_a_user_name_and_an_older_file_is_rewritten_without_it(
+    tmp_path_factory, monkeypatch, user, legacy
+):
+    """Whatever ``$LANTERN_USER`` is (a plain name, one holding a password or a token, any script), the hooks'
+    offsets file keys the user by a hash, never the name (the store keeps names redacted); a file an older Lantern
+    wrote with the name in clear is still read (no line archived again) and loses the name at its next write."""
+    from lantern.integrations import claude_code
+
+    tmp = tmp_path_factory.mktemp("offsets")
+    assume(user not in FIXTURE.read_text(encoding="utf-8") + str(tmp))  # a name found only where it is written
+    monkeypatch.setenv("HOME", str(tmp / "home"))
+    monkeypatch.setenv("LANTERN_USER", user)
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    transcript, db, path = tmp / "session.jsonl", tmp / "m.db", tmp / "offsets.json"
+    transcript.write_text("".join(lines[:-3]), encoding="utf-8")
+    offsets = claude_code.Offsets(path)
+    assert claude_code.run(json.dumps(payload("Stop", transcript)), db, offsets) == ""
+    reached = offsets.get(db, transcript, user)
+    assert reached.offset == transcript.stat().st_size
+    raw = path.read_bytes()
+    assert user.encode() not in raw and json.dumps(user).encode() not in raw
+    if legacy:  # the file as an older Lantern wrote it: the name in clear
+        key = f"{db.resolve()}\n{transcript.resolve()}\n{user}"
+        path.write_text(json.dumps({key: {"offset": reached.offset, "line": reached.line}}), encoding="utf-8")
+        assert offsets.get(db, transcript, user).offset == reached.offset
+    with Lantern(db, user=user) as memory:
+        before = memory.stats()["entries"]
+    with open(transcript, "a", encoding="utf-8") as f:
+        f.write("".join(lines[-3:]))
+    assert claude_code.run(json.dumps(payload("Stop", transcript)), db, offsets) == ""
+    raw = path.read_bytes()
+    assert user.encode() not in raw and json.dumps(user).encode() not in raw and len(json.loads(raw)) == 1
+    with Lantern(db, user=user) as memory:
+        assert memory.stats()["entries"] > before

@@ -133,8 +133,22 @@ class Offset:
     compaction: int | None = None
 
 
+USER_KEY_PREFIX = "user-sha256:"  # a user's part of an offsets key: this prefix and a SHA-256 of the name (hex)
+
+
+def user_key(user: str) -> str:
+    """A user's part of an offsets key: ``USER_KEY_PREFIX`` and the first 32 hex digits of the name's SHA-256, so
+    the file never holds a user name (``$LANTERN_USER``), which the store keeps redacted (a secret it holds never
+    stored: archive/redact.py ``redact_name``) and this file needs only to tell apart."""
+    import hashlib
+
+    return USER_KEY_PREFIX + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 class Offsets:
-    """The per-database, per-transcript ``Offset`` map in a small JSON file, written atomically (0600)."""
+    """The per-database, per-transcript ``Offset`` map in a small JSON file, written atomically (0600). Its keys
+    hold no user name (``user_key``); a file an older Lantern wrote with names in clear is read as it is and
+    rewritten without them at its next write (``_hashed``)."""
 
     def __init__(self, path: Path | None = None):
         self.path = path or lantern_home() / "claude-code" / "offsets.json"
@@ -148,15 +162,37 @@ class Offsets:
 
     @staticmethod
     def key(db: Path, transcript: Path, user: str | None = None) -> str:
-        """Per database and transcript, and per user when one is set (each user archives into its own scope)."""
-        return f"{db.resolve()}\n{transcript.resolve()}" + (f"\n{user}" if user else "")
+        """Per database and transcript, and per user when one is set (each user archives into its own scope; the
+        user as ``user_key``, never by name)."""
+        return f"{db.resolve()}\n{transcript.resolve()}" + (f"\n{user_key(user)}" if user else "")
+
+    @staticmethod
+    def _legacy(db: Path, transcript: Path, user: str | None) -> str | None:
+        """The key an older Lantern wrote for a user (the name in clear); None without a user."""
+        return f"{db.resolve()}\n{transcript.resolve()}\n{user}" if user else None
+
+    @staticmethod
+    def _hashed(data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with every key whose user part is a name in clear (an older Lantern's) under its ``user_key``
+        form instead; a key of both forms keeps the newer value (the hashed one's)."""
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            parts = key.split("\n", 2)
+            if len(parts) == 3 and not parts[2].startswith(USER_KEY_PREFIX):
+                out.setdefault(f"{parts[0]}\n{parts[1]}\n{user_key(parts[2])}", value)
+            else:
+                out[key] = value
+        return out
 
     def get(self, db: Path, transcript: Path, user: str | None = None) -> Offset:
         """Where the last archive of ``transcript`` into ``db`` stopped; the start when ``db`` does not exist (it
         was deleted since: its turns are archived again, not only the lines added after)."""
         if not db.exists():
             return Offset()
-        v = self._load().get(self.key(db, transcript, user))
+        data = self._load()
+        v = data.get(self.key(db, transcript, user))
+        if v is None and user:  # written by an older Lantern, the name in clear
+            v = data.get(self._legacy(db, transcript, user) or "")
         if isinstance(v, dict) and isinstance(v.get("offset"), int) and isinstance(v.get("line"), int):
             leaf = v["leaf"] if isinstance(v.get("leaf"), str) else None
             at = v.get("compaction")
@@ -171,7 +207,7 @@ class Offsets:
     def set_many(self, db: Path, moved: list[tuple[Path, Offset]], user: str | None = None) -> None:
         """Record the ``(transcript, Offset)`` pairs in one atomic rewrite of the file (a transcript's compaction
         mark, ``Offset.compaction``, is kept as it is unless the pair sets one)."""
-        data = self._load()
+        data = self._hashed(self._load())
         for transcript, offset in moved:
             key = self.key(db, transcript, user)
             old = data.get(key) if isinstance(data.get(key), dict) else {}
