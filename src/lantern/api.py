@@ -1019,6 +1019,40 @@ class Lantern:
 
     # ------------------------------------------------------------------ maintenance
     @_one_at_a_time
+    def forget_count(
+        self,
+        *,
+        entry: int | None = None,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> int:
+        """How many entries ``forget`` with these arguments would delete now (one COUNT; nothing deleted): what the
+        non-interactive faces (MCP, REST: integrations/service.py ``forget``) show before they delete. Raises
+        ValueError as ``forget`` does."""
+        names, scope = self._forget_selection(entry, session, user, agent, project)
+        return sum(self.store.count_selected(entry=entry, session=name, scope=scope) for name in names)
+
+    def _forget_selection(
+        self, entry: int | None, session: str | None, user: str | None, agent: str | None, project: str | None
+    ) -> tuple[list[str | None], Scope]:
+        """The session names (stored form and as given) and the scope ``forget`` deletes in. Raises ValueError
+        when nothing selects, or for both an entry and a session."""
+        if all(x is None for x in (entry, session, user, agent, project)):
+            raise ValueError("give entry=, session=, user=, agent= or project=")
+        if entry is not None and session is not None:
+            raise ValueError("give entry= or session=, not both")
+        names: list[str | None] = [None]
+        if session == "":
+            names = [DEFAULT_SESSION]
+        elif session is not None:
+            given = check_length(clean_name(session), "session")
+            # its stored form, and the name as given: a session stored before names were redacted keeps it
+            names = list(dict.fromkeys((self.scope.name(given), given)))
+        return names, resolve(self.scope, user, agent, project)
+
+    @_one_at_a_time
     def forget(
         self,
         *,
@@ -1047,18 +1081,7 @@ class Lantern:
         session ``""`` there), so the MCP tools and the REST API's ``forget`` undo their ``archive``.
         Returns ``Forgotten``: the number of entries deleted (an int) and whether their text is gone from the
         file."""
-        if all(x is None for x in (entry, session, user, agent, project)):
-            raise ValueError("give entry=, session=, user=, agent= or project=")
-        if entry is not None and session is not None:
-            raise ValueError("give entry= or session=, not both")
-        names: list[str | None] = [None]
-        if session == "":
-            names = [DEFAULT_SESSION]
-        elif session is not None:
-            given = check_length(clean_name(session), "session")
-            # its stored form, and the name as given: a session stored before names were redacted keeps it
-            names = list(dict.fromkeys((self.scope.name(given), given)))
-        scope = resolve(self.scope, user, agent, project)
+        names, scope = self._forget_selection(entry, session, user, agent, project)
         n = sum(self.store.delete(entry=entry, session=name, scope=scope, erase=vacuum) for name in names)
         self._reset_index()
         if n:  # forgotten text does not stay in this process's caches either
