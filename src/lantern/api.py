@@ -1235,6 +1235,47 @@ class Lantern:
         set_secret_redaction(self, enabled)
         self._redact_stored_names()
 
+    @_one_at_a_time
+    def redact_stored(self, *, progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+        """Re-apply this database's redaction rules to every archived text in place (``lantern redact``): text,
+        summary, tags, hints, meta and facts of every entry, and the compaction events' queries and loss reports,
+        as ``archive`` redacts a turn today (store/migrations.py ``rewrite_texts``: one transaction per 256
+        entries, resumed after the last one committed when run again; a rewritten entry is re-embedded from its
+        redacted text as a text-first one is, ``fill_unembedded``). The old text's bytes are erased from the file
+        as a forget's are (``vacuum``, or the next open, close or forget). Names are rewritten on open already
+        (``rewrite_names``). Does nothing with secret redaction off, or when every text was checked under these
+        rules. ``progress(done, total)`` after each batch. Returns (entries checked, entries rewritten or dropped
+        as the duplicate of one already stored redacted)."""
+        import json
+
+        from lantern.archive.redact import redact_json
+        from lantern.store.migrations import rewrite_texts
+
+        if not self.redaction.secrets:
+            return 0, 0
+        policy = self.redaction
+
+        def text(value: str | None) -> str | None:
+            return None if value is None else redact_text(value, policy)[0]
+
+        def as_json(stored: str) -> str:
+            value, n = redact_json(json.loads(stored), policy)
+            return json.dumps(value, ensure_ascii=False) if n else stored
+
+        def redact(rec: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "text": text(rec["text"]),
+                "summary": text(rec["summary"]),
+                **{column: as_json(rec[column]) for column in ("tags", "hints", "meta")},
+                "facts": [(f[0], *(text(v) for v in f[1:])) for f in rec["facts"]],
+            }
+
+        done = rewrite_texts(self.store, redact, names_form(policy), progress=progress)
+        if done[1]:
+            self._reset_index()
+            self.redaction.memo.clear()
+        return done
+
     @property
     def backend(self) -> str:
         """The store's backend: "sqlite" or "postgresql"."""
