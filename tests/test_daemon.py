@@ -125,6 +125,14 @@ def _entries(db: Path) -> int:
         return lt.stats()["entries"]
 
 
+def _unmark_compactions() -> None:
+    """Take the marks of the compactions already injected off the hooks' offsets file (claude_code.py
+    ``injected_already``), so that the same SessionStart(compact) is answered again."""
+    path = Path(os.environ["HOME"]) / ".lantern" / "claude-code" / "offsets.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({k: {f: v for f, v in x.items() if f != "compaction"} for k, x in data.items()}))
+
+
 def _daemon_log() -> str:
     path = Path(os.environ["HOME"]) / ".lantern" / "logs" / "daemon.log"
     return path.read_text() if path.exists() else ""
@@ -182,8 +190,11 @@ def test_the_first_hook_starts_the_daemon_and_the_next_ones_are_served_by_it(war
     with Lantern(db) as lt:
         assert [e.source for e in lt.events(SID)] == ["claude-code"]
 
-    # the same event in-process gives the same block
+    again, _ = hook(db, payload("SessionStart", transcript, source="compact"))  # the same compaction: once
+    assert again == ""
+    # the same event in-process gives the same block (the compaction's mark taken off to ask again)
     monkeypatch.setenv("LANTERN_DAEMON", "off")
+    _unmark_compactions()
     cold, loaded = hook(db, payload("SessionStart", transcript, source="compact"))
     assert "lantern.api" in loaded and json.loads(cold)["hookSpecificOutput"]["additionalContext"] == block
 
@@ -230,6 +241,7 @@ def test_a_cold_session_start_compact_answers_text_first_and_the_daemon_it_start
     with Lantern(db) as lt:
         assert lt.stats()["vectors_missing"] == 0 and lt.stats()["entries"] == stored
     assert _wait(_served, 120)
+    _unmark_compactions()  # asked again for the same compaction (one injection each, else)
     warm_out, _ = hook(db, payload("SessionStart", transcript, source="compact"))  # warm: the same block
     assert json.loads(warm_out) == json.loads(out)
     assert _entries(db) == stored
