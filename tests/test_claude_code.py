@@ -324,7 +324,7 @@ def test_session_start_compact_without_a_compaction_or_with_an_error_leaves_a_re
     assert reasons == ["error", "no_compaction"]
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(5), deadline=None, suppress_health_check=list(HealthCheck))
 @given(budget=st.integers(40_000, 200_000), wide=st.sampled_from(["x", "端", "\n"]))
 def test_the_hook_output_stays_under_claude_codes_50000_characters_whatever_the_budget(tmp_path_factory, budget, wide):
     """Claude Code writes a hook output over 50,000 characters to a file and shows the model a preview: the whole

@@ -949,7 +949,7 @@ def test_demo_table_headers_are_whole_when_piped(tmp_path):
 
 
 @given(parts=st.lists(st.from_regex(r"[a-z][a-z0-9_-]{8,40}", fullmatch=True), min_size=2, max_size=6))
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_a_piped_line_is_never_wrapped(tmp_path, parts):
     """To a pipe or a file, a line is written whole, whatever its length (text/terminal.py ``console``): an ingest
     of a file with no turns at a long path gave its ``error: no turns found in`` on one line and the path on the

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.integrations import daemon
 
@@ -146,7 +147,7 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(value=_JSON)
 def test_the_wire_format_is_the_json_modules(value):
     """The client writes and reads JSON with the json module's C encoder and scanner, without importing json."""
@@ -464,7 +465,7 @@ def test_a_request_of_another_identity_is_refused(warm):
         assert json.loads(s.makefile().readline())["ok"] is False
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(line=st.binary(max_size=300).filter(lambda b: b"\n" not in b))
 def test_any_malformed_request_gets_a_refusal_and_the_daemon_goes_on(warm, line):
     if not _served():

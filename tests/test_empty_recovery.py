@@ -10,11 +10,12 @@ from datetime import datetime, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.recover.empty import BUDGET_LIMIT, least_budget
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 50_000), st.integers(1, 2 * BUDGET_LIMIT))
 def test_the_least_budget_is_the_threshold_of_any_monotone_packing(budget, threshold):
     """For every packing that holds from some budget on (packing more room never packs less) and did not hold at

@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
@@ -702,7 +704,7 @@ def test_mcp_string_arguments_stay_strings(tmp_path):
         assert ("archive", "session") in fields and ("search", "query") in fields
 
         @given(text=_JSON_TEXTS)
-        @settings(max_examples=60, deadline=None)
+        @settings(max_examples=examples(60), deadline=None)
         def check(text):
             for name, arg in fields:
                 tool = server._tool_manager.get_tool(name)
