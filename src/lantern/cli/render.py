@@ -301,7 +301,7 @@ def print_warm(answer: dict | None, as_json: bool) -> bool:
 def print_recovery(result: Any, as_json: bool, why_empty: Any, short: bool = True) -> None:
     """A recovery as JSON, or its block (a terminal gets archived control characters as visible escapes; a pipe the
     text as is), with a line on stderr for a short block (``short``: a question's recovery); for an empty one
-    "nothing recovered" and ``why_empty()``'s sentence (recover/empty.py ``continuation``)."""
+    "nothing recovered" and ``why_empty()``'s sentence (``continuation``)."""
     if as_json:
         print_json(result.to_json())
     elif result.text:
