@@ -12,6 +12,7 @@
     lantern [--db PATH] ui [--host H] [--port N] [--token T] [--open]      -> lantern.integrations.ui
     lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
+    lantern [--db PATH] redact                                             -> Lantern.redact_stored
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
     lantern hook claude-code  /  lantern install claude-code [--user]      -> lantern.integrations.claude_code
@@ -109,6 +110,7 @@ app.command()(recover.facts)
 app.command()(recover.events)
 app.command()(recover.feedback)
 app.command()(store.reindex)
+app.command()(store.redact)
 app.command()(chat.chat)
 app.command()(chat.demo)
 app.command()(integrations.mcp)
