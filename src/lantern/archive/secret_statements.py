@@ -138,8 +138,9 @@ def argument_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
         for row in _ARG_ROWS[hit.group()]:
             if row.case_sensitive and text[s:e] != row.command:
                 continue
-            if row.line_start and text[text.rfind("\n", 0, s) + 1 : s].strip(" \t#") != "":
-                continue
+            lead = text[max(text.rfind("\n", 0, s) + 1, s - _SPAN) : s].rstrip(" \t#")
+            if row.line_start and lead and lead[-1] not in "\"'":
+                continue  # a directive starts its line (or a string: a tool call's {"command": "requirepass X"})
             stop = _line_end(text, e)
             args = []
             for m in _ARG.finditer(text, e, stop):
@@ -170,7 +171,7 @@ _ECHO = re.compile(
 def _stdin_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
     for hit in _STDIN_HIT.finditer(low):
         s, e = hit.span()
-        if e < len(low) and low[e] not in " \t\n" or (s and low[s - 1] not in " \t|"):
+        if (e < len(low) and (low[e].isalnum() or low[e] in "_-")) or (s and low[s - 1] not in " \t|"):
             continue
         if hit.group().startswith(("docker", "podman", "helm")) and "password-stdin" not in low[e : e + _SPAN]:
             continue
@@ -374,7 +375,7 @@ _EN_USE = re.compile(
     r"(?<![a-z0-9_])use[ \t]+(?P<v>[!-\[\]-~]{4,128})[ \t]+as[ \t]+(?:the[ \t]+|your[ \t]+|my[ \t]+|a[ \t]+)?"
     r"(?:[a-z\-]{1,20}[ \t]+)?(?:password|passphrase|pw)(?![a-z])"
 )
-_RUN = re.compile(r"[!-\[\]-~]{4,128}")  # printable ASCII but a backslash (an escape of the JSON around it)
+_RUN = re.compile(r"[!#-&(-\[\]-~]{4,128}")  # printable ASCII but quotes and backslash (JSON around it)
 _QUOTED_RUN = re.compile(r"\"([^\"\n]{4,128})\"|'([^'\n]{4,128})'|“([^”\n]{4,128})”|「([^」\n]{4,128})」")
 
 
