@@ -194,11 +194,12 @@ def _stdin_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
 
 # PostgreSQL CREATE|ALTER ROLE|USER … [ENCRYPTED] PASSWORD 'p'; MySQL / Oracle IDENTIFIED BY ['p' | p];
 # MySQL SET PASSWORD [FOR u] = 'p' | PASSWORD('p') (on low)
-_SQL = re.compile(
-    r"(?:(?<![a-z0-9_])password[ \t]+(?P<q1>')"
-    r"|identified[ \t]+(?:with[ \t]+[a-z_]{1,40}[ \t]+)?by[ \t]+(?:password[ \t]+)?(?P<q2>['\"])?"
-    r"|set[ \t]+password[ \t]+(?:for[ \t]+[^=\n]{1,200}?[ \t]*)?=[ \t]*(?:password[ \t]*\([ \t]*)?(?P<q3>')?)"
-)
+_SQL_HEADS = {  # the statement's word -> the rest up to the value (on low, matched at the word's end)
+    "password": re.compile(r"[ \t]+(?P<q>')"),
+    "identified": re.compile(r"[ \t]+(?:with[ \t]+[a-z_]{1,40}[ \t]+)?by[ \t]+(?:password[ \t]+)?(?P<q>['\"])?"),
+    "set password": re.compile(r"[ \t]+(?:for[ \t]+[^=\n]{1,200}?[ \t]*)?=[ \t]*(?:password[ \t]*\([ \t]*)?(?P<q>')?"),
+}
+_SQL_HIT = trie_regex(sorted(_SQL_HEADS))
 _SQL_BARE = re.compile(r"[^\s'\";]{1,256}")
 
 
@@ -207,8 +208,13 @@ def sql_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
     after ``IDENTIFIED BY`` also an unquoted word, as Oracle writes it)."""
     if "password" not in low and "identified" not in low:
         return
-    for m in _SQL.finditer(low):
-        q = m.group("q1") or m.group("q2") or m.group("q3")
+    for hit in _SQL_HIT.finditer(low):
+        if hit.start() and (low[hit.start() - 1].isalnum() or low[hit.start() - 1] == "_"):
+            continue
+        m = _SQL_HEADS[hit.group()].match(low, hit.end())
+        if m is None:
+            continue
+        q = m.group("q")
         pos = m.end()
         if q:
             end = pos
@@ -220,7 +226,7 @@ def sql_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
                 continue
             if end > pos:
                 yield pos, end, True
-        elif m.group(0).startswith("identified"):
+        elif hit.group() == "identified":
             w = _SQL_BARE.match(text, pos)
             if w is not None:
                 yield pos, w.end(), False
@@ -363,37 +369,40 @@ PROSE_WORDS: dict[str, tuple[str, ...]] = {
     "ｐａｓｓｗｏｒｄ": (),
 }
 # English forms the keyword and prose rules do not read: an abbreviation or a token's name before "is", the
-# credentials of a "user:password" pair, a password named after its value ("use X as the password"), "password to"
-_EN_STRONG = re.compile(r"(?<![a-z0-9_])(?:pw|pwd|passcode)[ \t]+(?:is|was)[ \t]*:?[ \t]+")
-_EN_TOKEN = re.compile(
-    r"(?<![a-z0-9_])(?:api[ \t]+key|api[ \t]+token|access[ \t]+token|auth[ \t]+token|secret[ \t]+key|"
-    r"secret|token|key)[ \t]+(?:is|was)[ \t]*:?[ \t]+"
-)
-_EN_CREDS = re.compile(r"(?<![a-z0-9_])(?:creds|credentials|login)[ \t]+(?:are|is|were|was)[ \t]*:?[ \t]+")
-_EN_TO = re.compile(r"(?<![a-z0-9_])(?:password|passphrase)[ \t]+to[ \t]+")
+# credentials of a "user:password" pair, a password named after its value ("use X as the password", matched at
+# "use"), "password to"; each head word -> (kind, the rest up to the value, matched at the word's end on low)
+_IS = re.compile(r"[ \t]+(?:is|was)[ \t]*:?[ \t]+")
+_ARE = re.compile(r"[ \t]+(?:are|is|were|was)[ \t]*:?[ \t]+")
+_TO = re.compile(r"[ \t]+to[ \t]+")
+_EN_HEADS: dict[str, tuple[str, re.Pattern[str]]] = {
+    **{w: ("password", _IS) for w in ("pw", "pwd", "passcode")},
+    **{w: ("password", _TO) for w in ("password", "passphrase")},
+    **{
+        w: ("token", _IS)
+        for w in ("api key", "api token", "access token", "auth token", "secret key", "secret", "token", "key")
+    },
+    **{w: ("credentials", _ARE) for w in ("creds", "credentials", "login")},
+    "use": ("use", re.compile("")),
+}
 _EN_USE = re.compile(
-    r"(?<![a-z0-9_])use[ \t]+(?P<v>[!-\[\]-~]{4,128})[ \t]+as[ \t]+(?:the[ \t]+|your[ \t]+|my[ \t]+|a[ \t]+)?"
+    r"[ \t]+(?P<v>[!-\[\]-~]{4,128})[ \t]+as[ \t]+(?:the[ \t]+|your[ \t]+|my[ \t]+|a[ \t]+)?"
     r"(?:[a-z\-]{1,20}[ \t]+)?(?:password|passphrase|pw)(?![a-z])"
 )
 _RUN = re.compile(r"[!#-&(-\[\]-~]{4,128}")  # printable ASCII but quotes and backslash (JSON around it)
 _QUOTED_RUN = re.compile(r"\"([^\"\n]{4,128})\"|'([^'\n]{4,128})'|“([^”\n]{4,128})”|「([^」\n]{4,128})」")
 
 
-def _prose_regex() -> re.Pattern[str]:
-    alts = []
-    for word, links in PROSE_WORDS.items():
-        link = "|".join(re.escape(w) for w in links)
-        linked = f"[ \\t]*(?:{link})[ \\t]*[:：]?[ \\t]*"
-        if word.isascii() and word.startswith("pass"):  # "password=…" is an assignment, judged by its rules
-            tail = linked
-        else:
-            tail = f"(?:[ \\t]*[:：=＝][ \\t]*|{linked})" if links else "[ \\t]*[:：=＝][ \\t]*"
-        alts.append(f"{re.escape(word)}{tail}")
-    return re.compile("(?:" + "|".join(alts) + ")")
+def _prose_tail(word: str, links: tuple[str, ...]) -> re.Pattern[str]:
+    link = "|".join(re.escape(w) for w in links)
+    linked = f"[ \\t]*(?:{link})[ \\t]*[:：]?[ \\t]*"
+    if word.isascii() and word.startswith("pass"):  # "password=…" is an assignment, judged by its rules
+        return re.compile(linked)
+    return re.compile(f"(?:[ \\t]*[:：=＝][ \\t]*|{linked})" if links else "[ \\t]*[:：=＝][ \\t]*")
 
 
-_PROSE_OTHER = _prose_regex()
-_PROSE_TRIGGERS = tuple({w.split()[0][:4] for w in PROSE_WORDS})
+_PROSE_TAILS = {word: _prose_tail(word, links) for word, links in PROSE_WORDS.items()}
+_PROSE_HIT = trie_regex(sorted(PROSE_WORDS))
+_EN_HIT = trie_regex(sorted(_EN_HEADS))
 
 
 def _value_after(text: str, pos: int) -> tuple[int, int, bool] | None:
@@ -410,41 +419,41 @@ def _value_after(text: str, pos: int) -> tuple[int, int, bool] | None:
     return r.start(), e, False
 
 
+def _word_start(low: str, i: int) -> bool:
+    return i == 0 or not ((low[i - 1].isalnum() and low[i - 1].isascii()) or low[i - 1] == "_")
+
+
 def prose_passwords(text: str, low: str) -> Iterator[tuple[str, int, int, bool]]:
     """``(kind, start, end, quoted)`` of each value stated in a sentence of ``PROSE_WORDS`` or of the English forms
-    above. ``kind``: ``password`` (judged as a prose password), ``token`` (must look random), ``credentials``
-    (``user:password``: the part after the first ``:``)."""
-    if any(t in low for t in _PROSE_TRIGGERS):
-        for m in _PROSE_OTHER.finditer(low):
-            if m.start() and low[m.start() - 1].isalpha() and low[m.start() - 1].isascii():
-                continue
-            v = _value_after(text, m.end())
-            if v is not None:
-                yield ("password", *v)
-    if "pw" in low or "pass" in low:
-        for m in _EN_STRONG.finditer(low):
-            v = _value_after(text, m.end())
-            if v is not None:
-                yield ("password", *v)
-        for m in _EN_TO.finditer(low):
-            v = _value_after(text, m.end())
-            if v is not None:
-                yield ("password", *v)
-        for m in _EN_USE.finditer(low):
-            yield ("password", m.start("v"), m.end("v"), False)
-    if "token" in low or "key" in low or "secret" in low:
-        for m in _EN_TOKEN.finditer(low):
-            v = _value_after(text, m.end())
-            if v is not None:
-                yield ("token", *v)
-    if "cred" in low or "login" in low:
-        for m in _EN_CREDS.finditer(low):
-            v = _value_after(text, m.end())
-            if v is not None:
-                a, b, quoted = v
-                k = text.find(":", a, b)
-                if k > a and b > k + 1:
-                    yield ("password", k + 1, b, quoted)
+    above. ``kind``: ``password`` (judged as a prose password), ``token`` (must look random); the credentials of
+    ``user:password`` are the part after the first ``:``. Each head word is found once by a trie regex."""
+    for hit in _PROSE_HIT.finditer(low):
+        if not _word_start(low, hit.start()):
+            continue
+        m = _PROSE_TAILS[hit.group()].match(low, hit.end())
+        v = _value_after(text, m.end()) if m is not None else None
+        if v is not None:
+            yield ("password", *v)
+    for hit in _EN_HIT.finditer(low):
+        if not _word_start(low, hit.start()):
+            continue
+        kind, tail = _EN_HEADS[hit.group()]
+        if kind == "use":
+            u = _EN_USE.match(low, hit.end())
+            if u is not None:
+                yield ("password", u.start("v"), u.end("v"), False)
+            continue
+        m = tail.match(low, hit.end())
+        v = _value_after(text, m.end()) if m is not None else None
+        if v is None:
+            continue
+        if kind != "credentials":
+            yield (kind, *v)
+            continue
+        a, b, quoted = v
+        k = text.find(":", a, b)
+        if k > a and b > k + 1:
+            yield ("password", k + 1, b, quoted)
 
 
 CONTEXTS: tuple[ContextForm, ...] = (
