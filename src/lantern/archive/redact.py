@@ -24,7 +24,7 @@ request, not a guess.
    source, sample generators and look-alikes): a fixed-format credential found by a literal it holds — the
    providers of gitleaks' and betterleaks' default rule sets, of detect-secrets' plugins and of the providers'
    own documentation (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, Anthropic, Google, Groq, Hugging Face, Docker,
-   Supabase, Tailscale, webhooks, JWT, … 147 rows); a match is widened to the whole token so a key longer than
+   Supabase, Tailscale, webhooks, JWT, … 165 rows); a match is widened to the whole token so a key longer than
    its format is not left half in clear; ``Config.redact_patterns`` (user patterns, same priority); and by
    context (archive/secret_context.py, whose ``CONTEXTS`` table lists the forms): a provider's name in an
    assignment's key (``DATADOG_API_KEY=…``, ``heroku_api_key: <uuid>``), ``.pgpass`` lines, ``.netrc`` entries,
@@ -64,6 +64,9 @@ request, not a guess.
    This is the only place the high-entropy detector runs: used naively
    (every quoted string) it flags git hashes and sha256 checksums, which are the facts Lantern exists to recover
    (``benchmarks/bench_redact.py`` measures both);
+   Statements, calls and prose (archive/secret_statements.py, its ``CONTEXTS`` rows): a command's password
+   argument or standard input, SQL ``PASSWORD '…'`` / ``IDENTIFIED BY``, a call's password literal, a YAML block
+   scalar, Java properties XML, the word for password in other languages and English forms (``my pw is X``);
 6. prose: ``password is X`` / ``password was X`` / ``密码是X`` / ``密码：X`` / ``口令为X``; after ``is`` / ``was`` /
    ``是`` an optional colon (``is: X``, ``是：X``) or a dash and a space (``is - X``), and in English at most one of
    ``now``, ``still``, ``currently``, ``always``, ``again`` and one ``set|changed|reset|updated to`` (``is now set
@@ -498,10 +501,10 @@ def redact_name(name: str, policy: RedactionPolicy) -> str:
 def _rules_digest() -> str:
     """sha256 of the source of the modules whose rules decide a redaction (this one, the finders it calls and the
     token table's modules)."""
-    from lantern.archive import secret_context, secret_findings, secret_tokens, token_formats
+    from lantern.archive import secret_context, secret_findings, secret_statements, secret_tokens, token_formats
 
     h = hashlib.sha256()
-    for module in (sys.modules[__name__], secret_findings, secret_tokens, secret_context):
+    for module in (sys.modules[__name__], secret_findings, secret_tokens, secret_context, secret_statements):
         h.update(Path(module.__file__).read_bytes())
     for path in sorted(Path(token_formats.__file__).parent.glob("*.py")):
         h.update(path.read_bytes())

@@ -18,7 +18,10 @@ as written. Credentials without a fixed format are found by context in redact.py
 
 **Rules.** A row: (kind, triggers, pattern, options). A long token behind a distinctive prefix (``ATATT3``,
 ``ops_eyJ``, ``hvb.``) is taken from 40 characters on, shorter than its documented length: a token cut short (a
-preview, a truncated log line) still holds most of the secret. A trigger is a literal; the pattern is matched at the
+preview, a truncated log line) still holds most of the secret. In a name (``find_tokens(…, cut=True)``: a session
+named after a prompt's first characters), a prefix rule's token that runs to the name's end is taken from
+``CUT_MIN`` characters after its trigger on when a completion (token characters, or the tail of one of the
+row's own samples) makes it a token of the row. A trigger is a literal; the pattern is matched at the
 trigger (prefix rules) or ``back`` characters before it (a fixed piece inside the token: ``-us`` of a Mailchimp
 key, ``Q~`` of an Azure AD secret), every quantifier bounded. A match is then widened to the right over the
 token's characters (``chars``) so a token longer than its documented length is not left half in clear, unless
