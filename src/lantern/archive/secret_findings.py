@@ -378,6 +378,7 @@ _AUTH_HEADER = re.compile(  # on low
     r"authorization\\?[\"']?\s*[:=]\s*\\?[\"']?\s*"
     r"(?P<scheme>bearer|basic|token|apikey|api-key|digest|key)?\s*(?P<secret>[a-z0-9\-._~+/]{8,}=*)"
 )
+_DIGEST_RESPONSE = re.compile(r"response[ \t]*=[ \t]*\\?\"?(?P<secret>[0-9a-f]{32,128})")  # on low
 _BEARER = re.compile(r"bearer\s+(?P<secret>[a-z0-9\-._~+/]{16,}=*)")  # on low
 _CURL_USER = re.compile(r"-(?:u|-user)\s+[\"']?(?P<user>[^\s:\"'$]+):(?P<secret>[^\s\"'\\]+)")
 _FLAG = re.compile(  # on low: a flag named by a secret word, with hyphenated words or a joined prefix before it
@@ -501,6 +502,12 @@ def _credential_findings(text: str, low: str, out: list[Finding]) -> None:
                 continue
             v = text[m.start("secret") : m.end("secret")]
             scheme = (m.group("scheme") or "").lower()
+            if scheme == "digest":  # RFC 7616: the credential is the response digest, not the first parameter
+                d = _DIGEST_RESPONSE.search(low, m.start("secret"), min(len(low), m.start("secret") + 1024))
+                if d is not None:
+                    s, e = d.span("secret")
+                    out.append(Finding("digest-response", s, e, text[s:e], P_CRED))
+                continue
             if _is_reference(v) or _ENV_NAME.fullmatch(v) or (not scheme and not _looks_random(v, 12, 2.5)):
                 continue
             kind = "basic-auth" if scheme == "basic" else "bearer-token"

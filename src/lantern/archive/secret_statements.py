@@ -374,6 +374,7 @@ PROSE_WORDS: dict[str, tuple[str, ...]] = {
 _IS = re.compile(r"[ \t]+(?:is|was)[ \t]*:?[ \t]+")
 _ARE = re.compile(r"[ \t]+(?:are|is|were|was)[ \t]*:?[ \t]+")
 _TO = re.compile(r"[ \t]+to[ \t]+")
+_COLON = re.compile(r"[ \t]*[:=][ \t]*|[ \t]+(?:is|was)[ \t]*:?[ \t]+")
 _EN_HEADS: dict[str, tuple[str, re.Pattern[str]]] = {
     **{w: ("password", _IS) for w in ("pw", "pwd", "passcode")},
     **{w: ("password", _TO) for w in ("password", "passphrase")},
@@ -383,6 +384,8 @@ _EN_HEADS: dict[str, tuple[str, re.Pattern[str]]] = {
     },
     **{w: ("credentials", _ARE) for w in ("creds", "credentials", "login")},
     "use": ("use", re.compile("")),
+    # a wallet's recovery words (BIP-39 mnemonic): judged as a password, so only a quoted phrase or a mixed word
+    **{w: ("password", _COLON) for w in ("seed phrase", "mnemonic", "recovery phrase", "seed words")},
 }
 _EN_USE = re.compile(
     r"[ \t]+(?P<v>[!-\[\]-~]{4,128})[ \t]+as[ \t]+(?:the[ \t]+|your[ \t]+|my[ \t]+|a[ \t]+)?"
@@ -529,6 +532,13 @@ CONTEXTS: tuple[ContextForm, ...] = (
         ),
     ),
     ContextForm(
+        "http-digest-response",
+        "RFC 7616 HTTP Digest Access Authentication: the Authorization header's response parameter",
+        'Authorization: Digest username="ops", realm="api", nonce="{16:h}", uri="/v1", response="{s}"',
+        "{32:h}",
+        ('WWW-Authenticate: Digest realm="api", qop="auth", nonce="{16:h}", opaque="{16:h}"',),
+    ),
+    ContextForm(
         "java-properties-xml",
         "java.util.Properties: loadFromXML (the properties DTD's <entry key=…>)",
         '<properties>\n  <entry key="db.user">app</entry>\n  <entry key="db.password">{s}</entry>\n</properties>',
@@ -562,13 +572,15 @@ CONTEXTS: tuple[ContextForm, ...] = (
     ),
     ContextForm(
         "prose-english-forms",
-        "ours: abbreviations and forms of English prose (my pw is X, the API token is X, creds are user:X)",
+        "ours: abbreviations and forms of English prose (my pw is X, the API token is X, creds are user:X); "
+        "BIP-39 (a wallet's mnemonic seed phrase)",
         "my pw is {s}\nthe API token is {s}\ncreds are admin:{s}\nuse {s} as the password for staging\n"
-        "I changed the root password to {s} yesterday",
+        'I changed the root password to {s} yesterday\nseed phrase: "{s} abandon ability able"',
         "{20:A}",
         (
             "my pw is wrong\nthe API token is expired\nthe key is in the drawer\ncreds are in the vault",
             "use it as the password manager says; change the password to something longer",
+            "the seed phrase is written on paper; mnemonic: see the BIP-39 word list",
         ),
     ),
 )
