@@ -10,7 +10,6 @@ import functools
 import logging
 import math
 import os
-import re
 import sqlite3
 import sys
 import threading
@@ -20,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lantern import reinforce
+from lantern import lazy_re, reinforce
 from lantern.archive.chunk import chunk
 from lantern.archive.pipeline import INGEST_BATCH_TURNS, Progress, Writer, clean_message
 from lantern.archive.redact import load_policy, names_form, redact_name, redact_text, set_secret_redaction
@@ -72,7 +71,7 @@ log = logging.getLogger("lantern")
 # costs time (4 s). The integrations' queries are a question, or a tail and a 2,000-character
 # summary.
 MAX_QUERY_CHARS = 16_000
-_WORDS = re.compile(r"\w")  # a query without a word character searches nothing
+_WORDS = lazy_re.compile(r"\w")  # a query without a word character searches nothing
 FILL_WAIT_S = 0.2  # seconds a recovery waits for the write lock of its vector fill before skipping it (ours)
 
 

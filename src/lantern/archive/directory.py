@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.errors import TranscriptFormatError
 from lantern.model import ArchiveResult
 from lantern.text.names import file_name_text, given_name, plural
@@ -328,7 +329,7 @@ def _walk_key(path: Path, root: Path) -> list[tuple[int, str]]:
     return [(1, part) for part in rel.parent.parts] + [(0, rel.name)]
 
 
-_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+_SESSION_ID = lazy_re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 
 
 def _default_session(path: Path, root: Path) -> str:

@@ -144,6 +144,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.archive.secret_context import escaped_strings, json_safe
 from lantern.archive.secret_findings import (  # the context-form rules; their public names stay importable here
     P_BLOCK,  # noqa: F401
@@ -192,7 +193,7 @@ DEFAULT_PRIVATE_MARKERS: tuple[tuple[str, str], ...] = (("<private>", "</private
 TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this length on (see module doc)
 ESCAPED_DEPTH = 2  # JSON strings decoded inside decoded strings down to this depth (arguments holding JSON text)
 
-PLACEHOLDER_RE = re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
+PLACEHOLDER_RE = lazy_re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
 
 MEMO_MAX_TEXT = 65_536  # ours: texts up to this many characters have their redaction remembered (RedactionMemo)
 MEMO_BYTES = 16_000_000  # ours: memory of the remembered texts per policy (keys, results, entries), LRU dropped first

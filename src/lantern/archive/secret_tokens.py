@@ -44,11 +44,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from lantern import lazy_re
+
 __all__ = ["TOKENS", "TokenRule", "find_tokens", "jwt_ok", "sample", "trie_regex"]
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-_HAS_DIGIT = re.compile(r"\d")
-_HAS_LETTER = re.compile(r"[A-Za-z]")
+_HAS_DIGIT = lazy_re.compile(r"\d")
+_HAS_LETTER = lazy_re.compile(r"[A-Za-z]")
 W = "A-Za-z0-9_\\-"  # the usual token characters
 B64 = "A-Za-z0-9+/="
 
@@ -115,14 +117,15 @@ def _run(chars: str) -> re.Pattern[str]:
 def _rule(kind: str, triggers: str, pattern: str, *, src: str, ex: tuple, no: tuple, **kw) -> TokenRule:
     """A rule found by ``triggers`` (space-separated literals; none with a ``gate``); ``pattern`` matched where the
     token starts. ``src``: its source; ``ex`` / ``no``: its samples and look-alikes (``sample`` specs)."""
-    return TokenRule(kind, tuple(triggers.split()), re.compile(pattern), source=src, samples=ex, lookalikes=no, **kw)
+    pattern = lazy_re.compile(pattern)  # compiled when a trigger of the rule is first found (lazy_re.py)
+    return TokenRule(kind, tuple(triggers.split()), pattern, source=src, samples=ex, lookalikes=no, **kw)
 
 
 def _prefixed(kind: str, prefixes: str, body: str, *, src: str, ex: tuple, no: tuple, **kw) -> TokenRule:
     """A rule whose token starts with one of ``prefixes`` (space-separated) followed by ``body``."""
     alts = "|".join(re.escape(p) for p in sorted(prefixes.split(), key=len, reverse=True))
     flags = "(?i)" if kw.get("icase") else ""
-    pattern = re.compile(f"{flags}(?:{alts}){body}")
+    pattern = lazy_re.compile(f"{flags}(?:{alts}){body}")
     return TokenRule(kind, tuple(prefixes.split()), pattern, source=src, samples=ex, lookalikes=no, **kw)
 
 
@@ -141,7 +144,7 @@ CLASSES = {
     "B": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",  # bech32
     "p": string.ascii_letters + string.digits + "!#%&*+-=?@^_~",  # a password's characters (no quote, $, space)
 }
-_SPEC = re.compile(r"\{\{|\}\}|\{(?:(\d+)(?:-(\d+))?:([A-Za-z])|([a-z0-9]+))\}")
+_SPEC = lazy_re.compile(r"\{\{|\}\}|\{(?:(\d+)(?:-(\d+))?:([A-Za-z])|([a-z0-9]+))\}")
 
 
 def _chars(rng: random.Random, n: int, alphabet: str) -> str:
@@ -1124,7 +1127,7 @@ TOKENS: tuple[TokenRule, ...] = (
         "",
         "pat[A-Za-z0-9]{14}\\.[a-f0-9]{64}",
         chars=W + ".",
-        gate=re.compile("pat[A-Za-z0-9]{14}\\.[a-f0-9]{64}"),
+        gate=lazy_re.compile("pat[A-Za-z0-9]{14}\\.[a-f0-9]{64}"),
         src=BL + "airtable-personnal-access-token",
         ex=("pat{14:A}.{64:h}",),
         no=("pattern.{8:h} and path.join",),
@@ -1206,7 +1209,7 @@ TOKENS: tuple[TokenRule, ...] = (
         f"[MNO][{W}]{{23,27}}\\.[{W}]{{6,7}}\\.[{W}]{{27,38}}",
         chars=W + ".",
         back=(W, 24, 28),
-        gate=re.compile(f"\\.[{W}]{{6,7}}\\.[{W}]{{27}}"),
+        gate=lazy_re.compile(f"\\.[{W}]{{6,7}}\\.[{W}]{{27}}"),
         src=DS + "DiscordBotTokenDetector",
         ex=("M{25:w}.{6:w}.{38:w}",),
         no=("config.sample.yaml and web.config.template",),
@@ -1546,7 +1549,7 @@ def trie_regex(words: list[str]) -> re.Pattern[str]:
         body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
         return f"(?:{body})?" if "" in node else body
 
-    return re.compile(write(root) if words else "(?!)")
+    return lazy_re.compile(write(root) if words else "(?!)")
 
 
 def _scanners() -> list[tuple[bool, re.Pattern[str], dict[str, list[tuple[int, int]]]]]:

@@ -43,7 +43,6 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 import contextlib  # noqa: E402
 import copy  # noqa: E402
 import hashlib  # noqa: E402
-import re  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 import zlib  # noqa: E402
@@ -53,6 +52,7 @@ from typing import Protocol, runtime_checkable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from lantern import lazy_re  # noqa: E402
 from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
@@ -350,7 +350,7 @@ def _one_thread_use(model):
     return single
 
 
-_UNENCODABLE = re.compile("[\x00\ud800-\udfff]")
+_UNENCODABLE = lazy_re.compile("[\x00\ud800-\udfff]")
 
 
 class E5Embedder:
@@ -444,11 +444,11 @@ def _omp_threads(model, n: int):
         set_threads(before)
 
 
-_CJK = re.compile(
+_CJK = lazy_re.compile(
     "[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002ebef]"
 )  # Han, Hiragana, Katakana, Hangul: text/cjk.py's CJK_CLASS
-_WORDS = re.compile(r"[^\W\d_]+")
+_WORDS = lazy_re.compile(r"[^\W\d_]+")
 
 
 def cjk_share(text: str) -> float:
@@ -688,7 +688,7 @@ class FakeEmbedder:
         return _normalize(out)
 
 
-_FAKE_WORDS = re.compile(r"\w+")
+_FAKE_WORDS = lazy_re.compile(r"\w+")
 
 
 def embed_deferred(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

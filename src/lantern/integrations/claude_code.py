@@ -40,7 +40,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import stat
 import sys
 import time
@@ -49,6 +48,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.config import is_server_url
 from lantern.errors import UnsupportedBackendError
 
@@ -69,7 +69,7 @@ MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logg
 ARCHIVE_CHUNK_BYTES = 8 << 20
 ARCHIVE_TIME_BUDGET_S = 15.0
 
-_WORD = re.compile(r"\w")  # a prompt without a word character asks nothing
+_WORD = lazy_re.compile(r"\w")  # a prompt without a word character asks nothing
 
 
 class TranscriptSkipped(Exception):
