@@ -45,6 +45,7 @@ import copy  # noqa: E402
 import hashlib  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
+import time  # noqa: E402
 import zlib  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -52,7 +53,7 @@ from typing import Protocol, runtime_checkable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from lantern import lazy_re  # noqa: E402
+from lantern import lazy_re
 from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
@@ -90,8 +91,10 @@ _FIX = (
     f"(sha256 {MINILM_SHA256}); for a different file, also set LANTERN_MINILM_SHA256 to its sha256."
 )
 
-# (resolved path, mtime_ns, size, expected sha256) of files already verified in this process.
-_verified: set[tuple[str, int, int, str]] = set()
+# verify_sha256's keys (resolved path, device, inode, size, mtime_ns, ctime_ns, expected sha256) of the files
+# already verified in this process.
+_verified: set[tuple] = set()
+RACY_NS = 2_000_000_000  # a file changed this recently (ns) gets no verified record (verify_sha256)
 
 
 @runtime_checkable
@@ -133,15 +136,26 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
 def verify_sha256(path: Path, expected: str) -> None:
     """Raise :class:`ModelNotFoundError` unless ``path`` exists and its sha256 is ``expected``.
 
-    A success is remembered per (path, mtime, size) for the life of the process, so the ~23 MB
-    MiniLM file is hashed once however many embedders are built (BENCHMARKS.md, Engineering notes).
+    A success is remembered per file state, the file's (resolved path, device, inode, size, mtime_ns, ctime_ns),
+    for the life of the process and across processes (``verified_record``: an empty file under
+    ``~/.cache/lantern/verified/`` named by a digest of that state and ``expected``), so the ~23 MB MiniLM file is
+    hashed once per install, not by every new process (~30 ms quiet, 100-180 ms on a loaded machine; BENCHMARKS.md
+    §27). Any write to the file, or its replacement, changes its ctime (which no user can set) or its inode, and so
+    the key: it is hashed again. A file changed less than ``RACY_NS`` before it is verified gets no record (its
+    ctime could still be shared by a change in the same clock tick: git's "racily clean" entries). A record that
+    cannot be written (a read-only home) only costs the next process the hash.
     """
     try:
         st = path.stat()
     except OSError as e:
         raise ModelNotFoundError(f"MiniLM model file not found: {path} ({e.strerror}). {_FIX}") from None
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, expected.lower())
+    resolved = str(path.resolve())
+    key = (resolved, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, expected.lower())
     if key in _verified:
+        return
+    record = verified_record(key)
+    if record is not None and record.exists():
+        _verified.add(key)
         return
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -151,6 +165,21 @@ def verify_sha256(path: Path, expected: str) -> None:
     if actual != expected.lower():
         raise ModelNotFoundError(f"MiniLM model file {path} has sha256 {actual}, expected {expected.lower()}. {_FIX}")
     _verified.add(key)
+    if record is not None and time.time_ns() - st.st_ctime_ns > RACY_NS:
+        with contextlib.suppress(OSError):
+            record.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            record.touch(mode=0o600)
+
+
+def verified_record(key: tuple) -> Path | None:
+    """The file whose presence says the model file state ``key`` (``verify_sha256``'s) was hashed and matched:
+    ``~/.cache/lantern/verified/<sha256 of the key>``; None when there is no home directory."""
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):
+        return None
+    name = hashlib.sha256("\0".join(map(str, key)).encode("utf-8", "surrogatepass")).hexdigest()
+    return home / ".cache" / "lantern" / "verified" / name
 
 
 def _minilm_model_file(model_path: str | os.PathLike | None) -> Path:
