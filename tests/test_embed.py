@@ -324,3 +324,20 @@ def test_a_changed_model_file_is_hashed_again_whatever_its_times(tmp_path_factor
             os.environ.pop("HOME", None)
         else:
             os.environ["HOME"] = old_home
+
+
+def test_load_ahead_loads_the_query_models_model_in_a_thread_and_leaves_errors_to_the_embedding():
+    """embed.load_ahead: the model a query of that script uses (MiniLM for English, USE for Chinese, of a routed
+    embedder) loads in a thread; nothing when loaded; a failed load raises nothing there, the embedding raises."""
+    from lantern.embed import RoutedEmbedder, load_ahead
+
+    routed = RoutedEmbedder()
+    thread = load_ahead(routed, "which port does the billing database use?")
+    assert thread is not None and thread.name == "lantern-load"
+    thread.join(120)
+    assert routed.loaded == {"minilm": True, "use": False}
+    assert load_ahead(routed, "another English question") is None
+    broken = MiniLMEmbedder(model_path="/nonexistent/model.onnx")
+    load_ahead(broken, "x").join(30)
+    with pytest.raises(ModelNotFoundError, match="not found"):
+        broken.embed(["x"])

@@ -75,6 +75,7 @@ __all__ = [
     "USEEmbedder",
     "cjk_share",
     "embed_query",
+    "load_ahead",
     "query_key",
     "get_embedder",
     "verify_sha256",
@@ -499,6 +500,31 @@ def query_key(embedder: Embedder, text: str, occupied: Callable[[int, int], bool
         return (embedder.id, text, None)
     own = route(text)  # always filled; only the other blocks' occupancy changes the vector
     return (embedder.id, text, tuple(occupied(a, b) for m, (a, b) in blocks.items() if m != own))
+
+
+def load_ahead(embedder: Embedder, text: str) -> threading.Thread | None:
+    """Start loading, in a daemon thread, the model that embeds a query of ``text`` (a routed embedder's model of
+    ``text``'s script, else the embedder's ``load``), so that a process which will embed it soon overlaps the load
+    with its work in between: building onnxruntime's session (~0.2-0.6 s of a cold ``recover``) releases the GIL,
+    and the read path loads its index and imports its modules meanwhile (BENCHMARKS.md §27). The later embedding
+    waits for the same load (each model loads under its lock, once). Returns the thread, or None when there is
+    nothing to load (loaded already, or an embedder with no ``load``). An error is not raised here: the embedding
+    that needs the model raises it."""
+    route = getattr(embedder, "route", None)
+    model = getattr(embedder, route(text)) if route is not None else embedder
+    if getattr(model, "_session", 0) is not None and getattr(model, "_model", 0) is not None:
+        return None  # loaded (MiniLM holds a _session, USE and e5 a _model)
+    load = getattr(model, "load", None)
+    if load is None:
+        return None
+
+    def quietly() -> None:
+        with contextlib.suppress(Exception):
+            load()
+
+    thread = threading.Thread(target=quietly, name="lantern-load", daemon=True)
+    thread.start()
+    return thread
 
 
 def embed_query(
