@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lantern import lazy_re
@@ -360,5 +360,15 @@ class Config:
     success_alpha: float = 0.2  # α of the σ EMA of usefulness (ours; the paper does not give it)
     extra: dict = field(default_factory=dict)
 
+    def without_models(self) -> Config:
+        """This configuration for a recovery that loads no embedding model (a cold hook's answer, docs/daemon.md
+        "Cold start"): the signals that rank by the query's vector (``MODEL_SIGNALS``) off, so the query is not
+        embedded, and no vector filled before it ranks (``fill_on_recover`` 0). The injection decision then reads
+        the coverage of the query's terms alone (recover/relevance.py: the best cosine is 0)."""
+        return replace(self, signals=tuple(s for s in self.signals if s not in MODEL_SIGNALS), fill_on_recover=0)
 
+
+# the signals that rank by the query's vector (recover/rank.py ``QueryPlan.needs_vector``): semantic, the blocks ranked
+# apart, a named date's window (ranked by cosine inside it) and local (by cosine near the best hits)
+MODEL_SIGNALS = frozenset({"semantic", "semantic_e5", "time", "local"})
 DEFAULT = Config()
