@@ -79,7 +79,7 @@ def measure(lt: Lantern, session: str, msgs: list[dict], summary: str, runs: int
     query = next(m["content"] for m in reversed(msgs) if m["role"] == "user") + "\n" + summary[:2000]
     comp, rec = [], []
     lt.recover_compaction(summary, live=live, session=session, budget=budget)  # warm: the first read of the file
-    lt.explain(query, session, budget, live, min_score=0)
+    lt.explain(query, session=session, budget=budget, exclude=live, min_score=0)
     for k in range(runs):
         for first in (0, 1) if k % 2 == 0 else (1, 0):
             start = time.perf_counter()
@@ -87,7 +87,7 @@ def measure(lt: Lantern, session: str, msgs: list[dict], summary: str, runs: int
                 lt.recover_compaction(summary, live=live, session=session, budget=budget)
                 comp.append(time.perf_counter() - start)
             else:
-                lt.explain(query, session, budget, live, min_score=0)
+                lt.explain(query, session=session, budget=budget, exclude=live, min_score=0)
                 rec.append(time.perf_counter() - start)
     return np.array(comp) * 1000, np.array(rec) * 1000
 

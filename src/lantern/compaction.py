@@ -35,13 +35,14 @@ import bisect
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from lantern import lazy_re
 from lantern.errors import LanternError
-from lantern.model import Recovery
+from lantern.model import Message, Recovery
 from lantern.text.clean import normalize_space
 
 DROP_RATIO = 0.5  # ours
@@ -208,16 +209,19 @@ def summary_query(messages: list[Any]) -> tuple[str, str] | None:
     return None if summary is None else (summary, _query(messages, summary))
 
 
+def last_user_text(messages: Sequence[Any]) -> str:
+    """The text of the last user message of ``messages`` that is no compaction summary (``Message`` objects and
+    message dicts; anything else, an entry id, skipped), "" if none."""
+    for m in reversed(messages):
+        if isinstance(m, Message) and m.role == "user" and m.text.strip():
+            return m.text
+        if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip():
+            return message_text(m)
+    return ""
+
+
 def _query(messages: list[Any], summary: str | None) -> str:
-    last_user = next(
-        (
-            message_text(m)
-            for m in reversed(messages)
-            if isinstance(m, dict) and m.get("role") == "user" and not is_summary(m) and message_text(m).strip()
-        ),
-        "",
-    )
-    parts = [last_user.strip()]
+    parts = [last_user_text(messages).strip()]
     if summary:
         parts.append(summary_query_text(summary))
     return "\n".join(p for p in parts if p)
@@ -581,23 +585,21 @@ class Tracker:
         transaction). A store that cannot be written now (locked past ``WRITE_WAIT_S``, read-only) keeps the
         previous record; the candidates stay in memory and the next request tries again."""
         import logging
-        import sqlite3
 
         from lantern.reinforce import WRITE_WAIT_S
-        from lantern.store.sqlite import is_unwritable
+        from lantern.store.protocol import unless_unwritable
 
         if candidates == state.saved:
             return
         archive, store = state.archive, self.lantern.store
         rows = [[(i, archive.hash[i][:8]) for i in ids if i in archive.hash] for ids in candidates]
-        try:
-            store.save_rewinds(self._conversation(archive), rows, WRITE_WAIT_S)
-        except getattr(store, "write_errors", (sqlite3.OperationalError,)) as e:  # as api.py's skippable writes
-            if not (getattr(store, "is_unwritable", None) or is_unwritable)(e):
-                raise
+
+        def skipped(e: BaseException) -> None:
             logging.getLogger("lantern").warning("%s: rewind candidates not recorded (%s)", store.path, e)
-            return
-        state.saved = [list(ids) for ids in candidates]
+
+        with unless_unwritable(store, skipped):
+            store.save_rewinds(self._conversation(archive), rows, WRITE_WAIT_S)
+            state.saved = [list(ids) for ids in candidates]
 
     def observe(
         self,

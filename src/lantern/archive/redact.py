@@ -494,12 +494,15 @@ def redact_name(name: str, policy: RedactionPolicy) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _rules_digest() -> str:
-    """sha256 of the source of the modules whose rules decide a redaction (this one and the finders it calls)."""
-    from lantern.archive import secret_context, secret_findings, secret_tokens
+    """sha256 of the source of the modules whose rules decide a redaction (this one, the finders it calls and the
+    token table's modules)."""
+    from lantern.archive import secret_context, secret_findings, secret_tokens, token_formats
 
     h = hashlib.sha256()
     for module in (sys.modules[__name__], secret_findings, secret_tokens, secret_context):
         h.update(Path(module.__file__).read_bytes())
+    for path in sorted(Path(token_formats.__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
     return h.hexdigest()
 
 

@@ -13,10 +13,11 @@ typer without ``typer._coercion`` (before 0.2x, where click converts) is left al
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from lantern import lazy_re
 
 try:
     from typer._coercion import RuntimeParam, build_runtime_param
@@ -27,8 +28,8 @@ except ImportError:  # a typer that converts through click: nothing to install
 __all__ = ["install"]
 
 # decimal forms only, no leading zero, sign or space variants: anything else goes to typer's adapter
-_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
-_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?")
+_INT = lazy_re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+_FLOAT = lazy_re.compile(r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?")
 
 
 def _utf8(value: Any) -> bool:

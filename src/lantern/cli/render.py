@@ -41,7 +41,7 @@ def print_json(value) -> None:
 @contextlib.contextmanager
 def warnings_on_stderr():
     """While the block runs, warnings logged on the ``lantern`` logger (e.g. a recovery whose reinforcement write
-    was skipped: api.py ``recover``) are printed as one ``warning: …`` line each on stderr."""
+    was skipped: api/read.py ``recover``) are printed as one ``warning: …`` line each on stderr."""
     import logging
 
     class Line(logging.Handler):

@@ -242,7 +242,7 @@ def _event(lt: Lantern, bm: Lantern, session: str, ev: Event, budgets, systems) 
                     res.loss = rec.loss
             elif name in ("query-by-summary", "bm25"):
                 handle = lt if name == "query-by-summary" else bm
-                block = handle.explain(query, session, b, live, proactive=True, min_score=0).text
+                block = handle.explain(query, session=session, budget=b, exclude=live, proactive=True, min_score=0).text
             elif name == "newest-turns":
                 block = _newest(ev.before[:-LIVE], b)
             else:

@@ -20,7 +20,7 @@ rows on it). A backend names the operations it does not support yet in ``unsuppo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lantern.errors import UnsupportedBackendError
@@ -30,7 +30,7 @@ from lantern.scope import Scope
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Connection", "StoreProtocol", "require"]
+__all__ = ["Connection", "StoreProtocol", "require", "unless_unwritable"]
 
 
 class Connection(Protocol):
@@ -61,6 +61,10 @@ class StoreProtocol(Protocol):
     def lock_conversations(self, db: Any, conversations: Iterable[tuple[str, str, str, str]]) -> None: ...
     def rolled_back(self, e: BaseException) -> bool: ...  # e: a deadlock broken by rolling back; run it again
     def close(self) -> None: ...
+
+    write_errors: tuple[type[BaseException], ...]  # what a write that may be skipped can raise (unless_unwritable)
+
+    def is_unwritable(self, e: BaseException) -> bool: ...  # e: the store cannot be written now
 
     # meta and embedder
     def get_meta(self, key: str) -> str | None: ...
@@ -153,3 +157,18 @@ def require(store: Any, operation: str) -> None:
     unsupported = getattr(store, "unsupported", None) or {}
     if operation in unsupported:
         raise UnsupportedBackendError(operation, getattr(store, "backend", "this"), unsupported[operation])
+
+
+@contextmanager
+def unless_unwritable(store: Any, skipped: Callable[[BaseException], None] | None = None) -> Iterator[None]:
+    """Run the block, a write that may be skipped (reinforcement, a compaction event, a fill before a recovery, rewind
+    candidates): when it raises one of ``store.write_errors`` that ``store.is_unwritable`` confirms (a read-only
+    file or server, the write lock not obtained in time, a full disk), ``skipped(error)`` is called when given (it logs
+    what was not written) and the caller goes on; any other error propagates."""
+    try:
+        yield
+    except store.write_errors as e:
+        if not store.is_unwritable(e):
+            raise
+        if skipped is not None:
+            skipped(e)

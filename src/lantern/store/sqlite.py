@@ -304,6 +304,14 @@ class Store(BaseStore):
             self.finish_pending_erase()  # a forget that a reader kept from erasing its text: done now if it can be
         self.db.close()
 
+    # the errors a skippable write (reinforcement, an event, a fill before a recovery) may meet: is_unwritable
+    write_errors = (sqlite3.OperationalError,)
+
+    @staticmethod
+    def is_unwritable(e: BaseException) -> bool:
+        """Whether ``e`` says the file cannot take this write now (module ``is_unwritable``)."""
+        return is_unwritable(e)
+
     # ------------------------------------------------------------------ write (the rules: store/base.py)
     def _write_grown(
         self, db: sqlite3.Connection, items: Sequence[tuple[NewEntry, np.ndarray | None, int]], now: float
