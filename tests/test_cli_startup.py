@@ -38,8 +38,12 @@ def _loaded(*args: str, tmp_path: Path) -> set[str]:
 
 
 def test_a_command_loads_its_module_alone_and_no_pydantic(tmp_path):
-    """``lantern --db X stats`` imports the store commands' module (and what every command shares), not the other
-    command modules, and converts its values without pydantic."""
+    """``lantern --db X recover Q`` imports the read commands' module (and what every command shares), not the
+    other command modules, and converts its values, its defaults too, without pydantic."""
+    loaded = _loaded("--db", str(tmp_path / "none.db"), "recover", "which port?", tmp_path=tmp_path)
+    assert "lantern.cli.recover" in loaded
+    assert not loaded & {"lantern.cli.store", "lantern.cli.archive", "lantern.cli.integrations", "lantern.cli.eval"}
+    assert "pydantic" not in loaded and "typer._adapters" not in loaded
     loaded = _loaded("--db", str(tmp_path / "none.db"), "stats", "--json", tmp_path=tmp_path)
     assert "lantern.cli.store" in loaded
     assert not loaded & {"lantern.cli.recover", "lantern.cli.archive", "lantern.cli.integrations", "lantern.cli.eval"}
@@ -97,6 +101,10 @@ VALUES = st.one_of(
     st.from_regex(r"-?[0-9]{1,4}(\.[0-9]{1,3})?", fullmatch=True),
     st.sampled_from(["", "0", "-0", "007", "1e3", " 5", "5 ", "1_000", "nan", "inf", "-1", "x", "\udcff", "-", "~/x"]),
     st.text(max_size=8),
+    st.integers(-(10**20), 10**20),  # defaults reach the conversion as Python values
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.builds(Path, st.sampled_from(["a.txt", "/nonexistent/x", ".", "~"])),
+    st.booleans(),
 )
 
 

@@ -13,6 +13,7 @@ typer without ``typer._coercion`` (before 0.2x, where click converts) is left al
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,18 +49,19 @@ def _in_range(number: float, info: Any) -> bool:
 
 
 def plain(annotation: Any, info: Any, value: Any) -> tuple[bool, Any]:
-    """(True, the converted value) when ``value`` is a plain value of ``annotation`` that typer's adapter would
-    give unchanged in meaning; (False, None) when typer's adapter must decide."""
+    """(True, the converted value) when ``value`` (a command line's text, or a default: an int, a float) is a plain
+    value of ``annotation`` that typer's adapter would give unchanged in meaning; (False, None) when typer's adapter
+    must decide."""
     if annotation is str:
         return (True, value) if _utf8(value) else (False, None)
     if annotation is bool:
         return (True, value) if isinstance(value, bool) else (False, None)
-    if annotation is int and _utf8(value) and _INT.fullmatch(value):
+    if annotation is int and (type(value) is int or (_utf8(value) and _INT.fullmatch(value))):  # a default: int
         number = int(value)
         return (True, number) if _in_range(number, info) else (False, None)
-    if annotation is float and _utf8(value) and _FLOAT.fullmatch(value):
+    if annotation is float and (type(value) is float or (_utf8(value) and _FLOAT.fullmatch(value))):
         number = float(value)
-        return (True, number) if _in_range(number, info) else (False, None)
+        return (True, number) if math.isfinite(number) and _in_range(number, info) else (False, None)
     return False, None
 
 
@@ -73,7 +75,7 @@ if RuntimeParam is not None:
             info, annotation = self.parameter_info, self.annotation
             if routes_to_path(annotation, info):  # typer's path adapter: its checks, on a Path made here
                 path_type = info.path_type or (annotation if annotation is Path else None)
-                if _utf8(value) and value and path_type in (Path, None):
+                if (isinstance(value, Path) or (_utf8(value) and value)) and path_type in (Path, None):
                     made = Path(value) if path_type is Path else value
                     return coerce_cli_path(made, info, path_type=path_type, param=param, ctx=ctx)
             else:
