@@ -10,7 +10,8 @@ message from a later turn of the log. ``--store PATH``: build the database there
 (the same --entries and data; the 100k store takes minutes to build). Each command runs once untimed (page cache
 warm, as on a machine that has run lantern before), then --runs times, each timed run right after a timed
 ``python -c pass`` (both see the same machine load: the ratio column is what a command costs in Python starts);
-wall time of ``subprocess.run`` is reported. A second table splits one cold ``recover`` into phases, timed inside
+wall time of ``subprocess.run`` is reported, and the process's CPU time (user + system, all its threads: the figure
+other processes on a loaded machine move least). A second table splits one cold ``recover`` into phases, timed inside
 fresh processes (median of the runs).
 
 Bytecode: this environment sets ``PYTHONDONTWRITEBYTECODE=1`` and the checkout is installed editable, so every new
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -95,26 +97,32 @@ def use_first_runs(python: str, runs: int, env: dict[str, str], cache: Path) -> 
     return out
 
 
-def wall(cmd: list[str], env: dict[str, str]) -> float:
+def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s: user + system of the process and its threads) of one run of ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, capture_output=True, env=env, check=True)
-    return time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def timed_runs(
     commands: list[tuple[str, list[str]]], runs: int, envs: dict[str, dict[str, str]], python: str
-) -> dict[tuple[str, str], list[tuple[float, float]]]:
-    """{(bytecode mode, command name): [(command wall s, python -c pass wall s just before it)] * runs}: each command
-    once untimed per mode (page cache; the mode's .pyc files written), then the modes interleaved run by run."""
+) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
+    """{(bytecode mode, command name): [(command wall s, python -c pass wall s just before it, command CPU s)] *
+    runs}: each command once untimed per mode (page cache; the mode's .pyc files written), then the modes
+    interleaved run by run."""
     for env in envs.values():
         for _, cmd in commands:
             subprocess.run(cmd, capture_output=True, env=env, check=True)
-    out: dict[tuple[str, str], list[tuple[float, float]]] = {(m, n): [] for m in envs for n, _ in commands}
+    out: dict[tuple[str, str], list[tuple[float, float, float]]] = {(m, n): [] for m in envs for n, _ in commands}
     for _ in range(runs):
         for name, cmd in commands:
             for mode, env in envs.items():
-                p = wall([python, "-c", "pass"], env)
-                out[mode, name].append((wall(cmd, env), p))
+                p, _ = wall([python, "-c", "pass"], env)
+                took, cpu = wall(cmd, env)
+                out[mode, name].append((took, p, cpu))
     return out
 
 
@@ -182,7 +190,7 @@ def main() -> None:
         title=f"Cold start: wall time of a new process, {args.runs} runs each after 1 untimed run (ms); "
         "`pass`: python -c pass just before each run"
     )
-    for col in ("bytecode", "command", "p50", "min", "max", "pass p50", "p50 / pass p50"):
+    for col in ("bytecode", "command", "p50", "min", "max", "CPU p50", "pass p50", "p50 / pass p50"):
         t1.add_column(col, justify="left" if col in ("bytecode", "command") else "right")
     for mode in envs:
         for name, _ in commands:
@@ -195,6 +203,7 @@ def main() -> None:
                 f"{np.percentile(v, 50):.0f}",
                 f"{v.min():.0f}",
                 f"{v.max():.0f}",
+                f"{pct([r[2] for r in runs], 50) * 1000:.0f}",
                 f"{pct(passes, 50) * 1000:.0f}",
                 f"{pct(v / 1000, 50) / pct(passes, 50):.1f}",
                 style="bold" if "recover" in name else None,

@@ -258,6 +258,7 @@ def test_a_verified_model_file_is_not_hashed_again_by_a_new_process(tmp_path, mo
     from lantern import embed
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LANTERN_VERIFIED_CACHE")  # the default folder, under this HOME
     model = tmp_path / "model.onnx"
     model.write_bytes(b"weights" * 5000)
     expected = hashlib.sha256(model.read_bytes()).hexdigest()
@@ -277,6 +278,11 @@ def test_a_verified_model_file_is_not_hashed_again_by_a_new_process(tmp_path, mo
     monkeypatch.setattr(embed, "_verified", set())
     embed.verify_sha256(model, expected)
     assert opened == [model, model]
+    monkeypatch.setenv("LANTERN_VERIFIED_CACHE", "off")  # no record kept: every new process hashes
+    records[0].unlink()
+    monkeypatch.setattr(embed, "_verified", set())
+    embed.verify_sha256(model, expected)
+    assert opened == [model, model, model] and not records[0].exists()
 
 
 @settings(max_examples=25, deadline=None)
@@ -296,6 +302,7 @@ def test_a_changed_model_file_is_hashed_again_whatever_its_times(tmp_path_factor
     expected = hashlib.sha256(good).hexdigest()
     old_home = os.environ.get("HOME")
     os.environ["HOME"] = str(tmp / "home")
+    cache = os.environ.pop("LANTERN_VERIFIED_CACHE", None)  # the default folder, under this HOME
     try:
         embed._verified.clear()
         embed.verify_sha256(model, expected)
@@ -331,6 +338,8 @@ def test_a_changed_model_file_is_hashed_again_whatever_its_times(tmp_path_factor
             os.environ.pop("HOME", None)
         else:
             os.environ["HOME"] = old_home
+        if cache is not None:
+            os.environ["LANTERN_VERIFIED_CACHE"] = cache
 
 
 def test_load_ahead_loads_the_query_models_model_in_a_thread_and_leaves_errors_to_the_embedding():

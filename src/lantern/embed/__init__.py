@@ -138,13 +138,13 @@ def verify_sha256(path: Path, expected: str) -> None:
     """Raise :class:`ModelNotFoundError` unless ``path`` exists and its sha256 is ``expected``.
 
     A success is remembered per file state, the file's (resolved path, device, inode, size, mtime_ns, ctime_ns),
-    for the life of the process and across processes (``verified_record``: an empty file under
-    ``~/.cache/lantern/verified/`` named by a digest of that state and ``expected``), so the ~23 MB MiniLM file is
-    hashed once per install, not by every new process (~30 ms quiet, 100-180 ms on a loaded machine; BENCHMARKS.md
-    §27). Any write to the file, or its replacement, changes its ctime (which no user can set) or its inode, and so
-    the key: it is hashed again. A file changed less than ``RACY_NS`` before it is verified gets no record (its
-    ctime could still be shared by a change in the same clock tick: git's "racily clean" entries). A record that
-    cannot be written (a read-only home) only costs the next process the hash.
+    for the life of the process and across processes (``verified_record``: an empty file named by a digest of that
+    state and ``expected``, under ``~/.cache/lantern/verified/`` or ``$LANTERN_VERIFIED_CACHE``), so the ~23 MB
+    MiniLM file is hashed once per install, not by every new process (~30 ms quiet, 100-180 ms on a loaded
+    machine; BENCHMARKS.md §27). Any write to the file, or its replacement, changes its ctime (which no user can
+    set) or its inode, and so the key: it is hashed again. A file changed less than ``RACY_NS`` before it is
+    verified gets no record (its ctime could still be shared by a change in the same clock tick: git's "racily
+    clean" entries). A record that cannot be written (a read-only home) only costs the next process the hash.
     """
     try:
         st = path.stat()
@@ -174,13 +174,18 @@ def verify_sha256(path: Path, expected: str) -> None:
 
 def verified_record(key: tuple) -> Path | None:
     """The file whose presence says the model file state ``key`` (``verify_sha256``'s) was hashed and matched:
-    ``~/.cache/lantern/verified/<sha256 of the key>``; None when there is no home directory."""
+    ``<folder>/<sha256 of the key>``, the folder ``$LANTERN_VERIFIED_CACHE``, else ``~/.cache/lantern/verified``;
+    None (no record kept) when the variable is ``off`` (also ``0``, ``none``, ``false``, ``no``) or there is no
+    home directory."""
+    env = os.environ.get("LANTERN_VERIFIED_CACHE")
+    if env is not None and env.strip().lower() in ("off", "0", "none", "false", "no"):
+        return None
     try:
-        home = Path.home()
+        folder = Path(env).expanduser() if env else Path.home() / ".cache" / "lantern" / "verified"
     except (RuntimeError, KeyError):
         return None
     name = hashlib.sha256("\0".join(map(str, key)).encode("utf-8", "surrogatepass")).hexdigest()
-    return home / ".cache" / "lantern" / "verified" / name
+    return folder / name
 
 
 def _minilm_model_file(model_path: str | os.PathLike | None) -> Path:
