@@ -17,7 +17,9 @@ fresh processes (median of the runs).
 Bytecode: this environment sets ``PYTHONDONTWRITEBYTECODE=1`` and the checkout is installed editable, so every new
 process compiles Lantern's modules from source. An installed wheel has its ``.pyc`` files, so ``cached`` (what a
 user sees) runs every process with a private ``PYTHONPYCACHEPREFIX`` that the untimed runs fill; ``source`` keeps
-the environment as it is. ``both`` (default) measures the two, interleaved run by run. The target is judged on
+the environment as it is. ``both`` (default) measures the two, interleaved run by run. ``--baseline OTHER/src``
+runs every command of another checkout too (modes ``baseline cached`` / ``baseline source``), interleaved with
+this one's run by run: a before/after comparison under the same machine load. The target is judged on
 ``cached``: cold ``lantern recover`` <= 1 s p50 (issue #38).
 
 A third table: a store holding Chinese turns adds USE-multilingual's load to the first Chinese text of a process.
@@ -42,7 +44,7 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import VENV_BIN, Pool, begin, clean_pool, fill_store, pct, phase_table, user_text  # noqa: E402
+from _common import REPO, VENV_BIN, Pool, begin, clean_pool, fill_store, pct, phase_table, user_text  # noqa: E402
 
 TARGET_S = 1.0
 
@@ -148,19 +150,24 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=1000, help="entries in the prepared database (default 1000)")
     ap.add_argument("--bytecode", choices=("both", "cached", "source"), default="both", help="see the docstring")
     ap.add_argument("--store", type=Path, help="build the database here once and reuse it (default: a temp dir)")
+    ap.add_argument("--baseline", type=Path, help="another checkout's src/: its runs interleaved with this one's")
     args, console, meter, label, turns, _ = begin(ap, width=130)
     python, lantern_bin = str(VENV_BIN / "python"), str(VENV_BIN / "lantern")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANTERN_")}
     env["LANTERN_DAEMON"] = "off"  # the CLI never starts one; a daemon left running would answer `recover`
+    env["PYTHONPATH"] = str(REPO / "src")
 
     with tempfile.TemporaryDirectory(prefix="lantern-bench-cold-") as tmp:
-        envs = {
-            "cached": {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-            | {"PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")},
-            "source": env,
-        }
-        if args.bytecode != "both":
-            envs = {args.bytecode: envs[args.bytecode]}
+        modes = ("cached", "source") if args.bytecode == "both" else (args.bytecode,)
+        trees = {"": env} | ({"baseline ": {**env, "PYTHONPATH": str(args.baseline)}} if args.baseline else {})
+        envs = {}
+        for prefix, e in trees.items():
+            for mode in modes:
+                run_env = dict(e)
+                if mode == "cached":  # a private .pyc folder per tree, filled by the untimed runs
+                    run_env.pop("PYTHONDONTWRITEBYTECODE", None)
+                    run_env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / f"pycache-{prefix.strip() or 'this'}")
+                envs[prefix + mode] = run_env
         db = args.store or Path(tmp) / "cold.db"
         stats, n_pool = build_store(db, args.entries, turns)
         query = next(q for q in (user_text(t) for t in turns[n_pool:]) if 5 <= len(q.split()) <= 40)
