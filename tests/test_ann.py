@@ -16,11 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
+from embed_once import remembering
 from lantern import Lantern
 from lantern.archive.chunk import chunk
 from lantern.archive.parse import parse
 from lantern.config import Config
-from lantern.embed import embed_query
+from lantern.embed import MiniLMEmbedder, RoutedEmbedder, embed_query
 from lantern.model import content_hash
 from lantern.recover import signals
 from lantern.store import ann
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.real_models  # the graphs of the routed embedders' bloc
 
 EXCERPT = Path(__file__).resolve().parents[1] / "src" / "lantern" / "data" / "demo" / "aider-chat-excerpt.md"
 FORCED = Config(ann_min_rows=0)  # the graphs on whatever the size
+MINILM = remembering(MiniLMEmbedder())  # the tests ingest the same excerpt: its MiniLM vectors computed once
 COPIES = 12  # noisy copies of each real turn: ~2,000 rows, enough that the graphs (not exact search) answer
 ZH = [
     "测试环境的 Redis 端口改成了 6380",
@@ -88,7 +90,7 @@ def fill(lantern: Lantern, copies: int, sigma: float = 0.02) -> None:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("ann") / "ann.db"
-    lantern = Lantern(path, embedder="routed-v1", config=FORCED)
+    lantern = Lantern(path, embedder=RoutedEmbedder(minilm=MINILM), config=FORCED)  # "routed-v1"
     lantern.ingest(EXCERPT, session="aider", format="aider")
     for i, text in enumerate(ZH):
         lantern.archive([{"role": "user", "content": text}], session=f"zh-{i}")
@@ -152,7 +154,7 @@ def test_a_small_mask_is_searched_exactly_at_a_cost_proportional_to_it(store):
 
 
 def test_new_rewritten_and_forgotten_rows_keep_the_graphs_in_step(tmp_path):
-    with Lantern(tmp_path / "s.db", embedder="minilm", config=FORCED) as lantern:
+    with Lantern(tmp_path / "s.db", embedder=MINILM, config=FORCED) as lantern:
         lantern.build_graphs(background=True)  # as serve and mcp do: this handle keeps its graphs up to date
         lantern.ingest(EXCERPT, session="aider", format="aider")
         lantern.recover("warm up the index")
@@ -190,7 +192,7 @@ def test_new_rewritten_and_forgotten_rows_keep_the_graphs_in_step(tmp_path):
 
 def test_a_worker_thread_build_answers_exactly_meanwhile(tmp_path, monkeypatch):
     monkeypatch.setattr(index_module, "ANN_BUILD_AHEAD", 10)
-    with Lantern(tmp_path / "w.db", embedder="minilm", config=FORCED) as lantern:
+    with Lantern(tmp_path / "w.db", embedder=MINILM, config=FORCED) as lantern:
         lantern.build_graphs(background=True)
         lantern.ingest(EXCERPT, session="aider", format="aider")
         idx = lantern.index
@@ -206,7 +208,7 @@ def test_a_worker_thread_build_answers_exactly_meanwhile(tmp_path, monkeypatch):
 
 
 def test_below_the_threshold_no_graph_is_built(tmp_path):
-    with Lantern(tmp_path / "t.db", embedder="minilm", config=Config(ann_min_rows=10_000)) as lantern:
+    with Lantern(tmp_path / "t.db", embedder=MINILM, config=Config(ann_min_rows=10_000)) as lantern:
         lantern.ingest(EXCERPT, session="aider", format="aider")
         lantern.recover("how do I run the tests?")
         assert lantern.index.ann is None

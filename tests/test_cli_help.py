@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern
 
 
@@ -178,7 +179,7 @@ _LEAVES = _leaf_commands()
 
 
 @given(data=st.data())
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 def test_an_unknown_option_is_answered_with_close_options_only(data):
     """``lantern CMD --word`` names only options close to ``word``: a word sharing no letter with any option of the
     command gets no suggestion (click's comparison with the dashes answered ``--bogus`` with ``--user``), and a

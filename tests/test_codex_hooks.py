@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern, whole_environment
 from lantern import Lantern
 from lantern.integrations import codex
@@ -133,6 +134,8 @@ def test_session_start_compact_injects_what_the_compaction_lost_and_leaves_a_rec
     assert f"event {event['id']}: the summary lost {loss['lost']} specifics" in shown
     first = loss["items"][0]
     assert f"  back  {first['type']}" in shown and f"(turn {first['turn']})" in shown
+    again = hook(env, payload("SessionStart", rollout))  # the same compaction again: no second block or event
+    assert again.returncode == 0 and again.stdout == "" and len(events(env)) == 1
 
 
 def test_the_user_messages_codex_kept_are_live_not_lost(env, tmp_path):
@@ -183,7 +186,7 @@ def test_an_error_at_session_start_leaves_an_error_receipt(env, tmp_path):
     assert rollout.exists()
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     words=st.lists(
         st.text(alphabet=st.sampled_from("数据库端口超时配置路径错误abcXYZ_/.-0123456789"), min_size=3, max_size=14),
@@ -281,7 +284,7 @@ def test_a_prompt_recovery_leaves_out_what_is_live_after_the_compaction(env, tmp
     assert injected and not any(text.strip() in live for text in injected)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     prompt=st.text(
         alphabet=st.sampled_from(list("端口数据库重试 abcPORTxyz_/.-?!0123456789\n\t\"'{}") + ["\u0000", "🙂"]),
@@ -385,7 +388,7 @@ _PG_URLS = st.builds(
 
 
 @given(url=_PG_URLS, host=st.sampled_from(["claude-code", "codex"]))
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_the_hooks_server_url_refusal_names_the_host_asked_for(tmp_path, url, host):
     """Every message of a host's install and hook names that host's commands, never another host's: ``lantern
     install codex --db postgresql://...`` said "lantern hook claude-code is not supported"."""

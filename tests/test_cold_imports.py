@@ -16,12 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from budget import examples
 from lantern.store.vectors import distinct
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     values=hnp.arrays(
         dtype=st.sampled_from([np.int64, np.int32, np.intp]),

@@ -107,6 +107,7 @@ def _serial_ingest(lt: Lantern, path: Path, session: str) -> ArchiveResult:
     return result
 
 
+@pytest.mark.real_models  # the real MiniLM's batches (MODEL): the real tier, run first
 def test_overlapped_ingest_equals_serial_path_bit_for_bit(tmp_path, monkeypatch):
     monkeypatch.setattr(api_mod, "INGEST_BATCH_TURNS", 16)  # 7 batches: the pipeline fills, runs and drains
     path = _chat(tmp_path / "chat.jsonl", 100)
@@ -125,6 +126,7 @@ def test_overlapped_ingest_equals_serial_path_bit_for_bit(tmp_path, monkeypatch)
     assert [r[-1] for r in ra[:20]] == [_stored(v) for v in alone]
 
 
+@pytest.mark.real_models  # the real MiniLM's batches (MODEL): the real tier, run first
 def test_real_aider_turns_same_vectors_as_serial(tmp_path, monkeypatch):
     src = AIDER_EXCERPT  # real aider turns, shipped with the package
     monkeypatch.setattr(api_mod, "INGEST_BATCH_TURNS", 32)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.eval import judge
 from lantern.eval.answers import tokens
 from lantern.eval.datasets import Fact
@@ -37,7 +38,7 @@ _QUESTION = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(_QUESTION, _GOLD), min_size=1, max_size=8))
 def test_known_answers_are_right_or_wrong_by_construction(pairs):
     """Every known-right answer holds every token of its gold; every known-wrong one misses one (so no fair judge

@@ -483,16 +483,33 @@ def test_qa_on_locomo_fixture_through_a_fake_endpoint(tmp_path, monkeypatch):
     assert again["qa"]["conditions"]["lantern"]["n"] == section["conditions"]["lantern"]["n"]  # never dropped elsewhere
 
 
+# trajectories of each MemDaily fixture file up to its first lost fact with ``keep=1`` (the last turn stays in
+# context): 01's first trajectory asks about its turn 1 of 3; 02's first asks about its turn 1 of 2, which only its
+# second trajectory's turn pushes out of the window
+MEMDAILY_SLICE = {"01_simple_roles_mini.json": 1, "02_conditional_items_mini.json": 2}
+
+
+def _memdaily_slice(folder: Path) -> Path:
+    """The MemDaily fixture cut to ``MEMDAILY_SLICE``: the question ``qa_limit=1`` picks per history (its first
+    lost fact) is the whole file's, with fewer turns for MemGPT's per-turn extraction calls and shorter contexts
+    for the answer calls."""
+    folder.mkdir()
+    for name, n in MEMDAILY_SLICE.items():
+        trajectories = json.loads((FIX / "memdaily" / name).read_text(encoding="utf-8"))
+        (folder / name).write_text(json.dumps(trajectories[:n], ensure_ascii=False), encoding="utf-8")
+    return folder
+
+
 @pytest.mark.real_models  # the rerank condition reranks only what the injection decision lets through: real vectors
 def test_qa_on_memdaily_fixture_chooses_letters(local_llm, tmp_path, monkeypatch):
-    """The whole --qa run on the real model: every condition's call, MemGPT's extraction and queries, the rerank
-    call, the letters parsed from what SmolLM2 says."""
+    """The whole --qa run on the real model, over two histories: every condition's call, MemGPT's extraction and
+    queries, the rerank call, the letters parsed from what SmolLM2 says."""
     from lantern.eval.run import main
 
     monkeypatch.setenv("LANTERN_LLM_JSON_MODE", "object")
     results = main(
         "memdaily",
-        FIX / "memdaily",
+        _memdaily_slice(tmp_path / "memdaily"),
         tmp_path / "o",
         split="all",
         keep=1,
@@ -509,7 +526,7 @@ def test_qa_on_memdaily_fixture_chooses_letters(local_llm, tmp_path, monkeypatch
         budget=600,
     )
     section = _check_run(results, tmp_path / "o", results["qa"]["questions"], choice=True)
-    assert section["questions"] >= 2
+    assert section["questions"] == 2 and section["memgpt"]["turns"] == 6  # one question per history; 3 + 3 turns
     assert section["conditions"]["compacted"]["judge_calls"] == 0  # letters need no judge
     assert list(section["comparisons"]) == ["choice accuracy"] and "judge_calibration" not in section
     report = (tmp_path / "o" / "report.md").read_text()

@@ -151,7 +151,7 @@ def test_every_recovery_the_mcp_server_and_the_rest_api_serve_leaves_a_receipt(t
     assert second.injected == [] and second.empty_reason == nothing.get("reason", "nothing_relevant")  # the why
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     packed=st.integers(0, 80),
     cut=st.integers(0, 80),

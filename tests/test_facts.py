@@ -704,7 +704,7 @@ _KEYS = ["statement_timeout", "pool size", "the max connections", "our cache ttl
     tail=st.sampled_from(["", " in billing/db/pool.py", "; the report now loads", " for the ledger pool"]),
     capital=st.booleans(),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_every_change_verb_is_read_in_both_change_forms(verb, key, old, new, unit, tail, capital):
     """Every verb that gives a setting a new value, in every inflection, reads in "V X from A to B" (X = B, A
     replaced) and in "V X to B" (X = B), a unit after the numbers or not: "Raised statement_timeout from 2500 to

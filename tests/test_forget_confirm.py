@@ -14,6 +14,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern
 from lantern import Lantern
 
@@ -50,7 +51,7 @@ def _count(db: Path) -> int:
 
 
 @given(selector=SELECTORS, yes=st.sampled_from([None, "--yes", "-y"]))
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 def test_forget_without_a_terminal_needs_yes(selector, yes):
     """No terminal to ask on: refused in one line naming --yes, the store untouched; with --yes it deletes."""
     db = _store(Path(tempfile.mkdtemp()))
@@ -114,7 +115,7 @@ def test_forget_on_a_terminal_asks_first(tmp_path):
     pick=st.integers(0, 4),
     cut=st.integers(1, 5),
 )
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 def test_a_session_that_matches_nothing_names_the_closest_of_the_user(names, pick, cut):
     """``forget --session`` and ``recover --session`` with a slip in the name name the session meant, and only
     sessions of the user asked for (another user's sessions, however close, never)."""

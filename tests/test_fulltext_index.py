@@ -241,7 +241,7 @@ def test_imported_entries_are_indexed_as_archived_ones_and_delete_cleanly(tmp_pa
         assert instances(lt.store.db) == []
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(op=st.sampled_from(["archive", "grow", "delete_entry", "delete_session", "forget", "import"]))
 def test_a_process_whose_index_format_another_version_rebuilt_writes_nothing(tmp_path_factory, op):
     """Two processes on one database, of Lantern versions whose ``fts_rows`` differ (an upgrade while a proxy runs):

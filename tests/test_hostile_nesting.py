@@ -14,6 +14,7 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.model import Message, ToolCall, ToolResult
 
@@ -27,7 +28,7 @@ def _nested(depth: int, kind: str) -> str:
     return opener * depth + "1" + closer * depth
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 @given(
     depth=st.sampled_from([70, 2_000, 30_000, 45_000]),
     kind=st.sampled_from(["array", "object"]),

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern
 from lantern import Lantern
 from lantern.archive.directory import DirectoryResult, summary_lines, walk
@@ -354,7 +355,7 @@ _BAD_FILES = {
     # every format but aider, which reads any text
     fmt=st.sampled_from([None, "claude-code", "sharegpt", "openai", "anthropic", "codex", "swe_agent"]),
 )
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_a_bad_file_is_named_once_with_its_reason_once(tmp_path, kind, data, stem, suffix, fmt):
     """Whatever is wrong with a file, the line about it names the file once and says it is not a transcript once:
     the folder summary said "not a transcript: not a text transcript (binary data ...)", a single .json without

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import injection_sets as sets
 from budget import examples
 from clirun import lantern as run
+from embed_once import remembering
 from lantern import Lantern
 from lantern.config import Config
 from lantern.model import content_hash
@@ -141,13 +142,14 @@ def test_tiny_empty_and_older_stores_get_a_decision_and_a_reason(tmp_path):
 def test_the_same_decision_on_sqlite_and_postgresql(tmp_path, pg_url):
     """The evidence reads no backend's full-text scorer: the same store on both backends gives every labelled
     question the same tier (SQLite's BM25 and PostgreSQL's ts_rank may still order candidates differently, so the
-    bar is 95%)."""
+    bar is 95%). One embedder serves both (``remembering``): the same vectors on each."""
     names = ["deploy", "etl"]
     questions = [getattr(f, k) for _, _, f in sets.answerable(names) for k in ("question", "back", "quote")]
     questions += [q for _, _, q in sets.unanswerable(names)]
-    tiers = []
+    tiers, embedder = [], None
     for location in (tmp_path / "m.db", pg_url()):
-        with Lantern(location) as memory:
+        with Lantern(location, embedder) as memory:
+            embedder = embedder or remembering(memory.embedder)
             for name in names:
                 memory.archive(sets.conversation(name), session=name)
             tiers.append([(r.reason, r.chars > 0) for r in map(memory.recover, questions)])

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern
 
 FIXTURE = Path(__file__).parent / "fixtures" / "claude_code_session.jsonl"
@@ -57,7 +58,7 @@ def _refused(result: subprocess.CompletedProcess) -> str:
     return err
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(document=st.sampled_from(EMPTY_DOCUMENTS) | _EMPTY_MESSAGES, command=st.sampled_from(["recover", "search"]))
 def test_a_live_file_with_no_message_is_refused_in_every_format(db, tmp_path, document, command):
     live = tmp_path / "live.txt"

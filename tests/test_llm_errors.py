@@ -153,6 +153,39 @@ def test_a_success_after_an_error_body_is_unaffected():
         assert client.chat(MESSAGES).text == "fine"
 
 
+def test_every_client_verifies_tls_with_one_shared_context(tmp_path):
+    """An https endpoint whose certificate no CA of the bundle signed is refused ("unreachable", nothing posted),
+    and every client verifies with the one context of the process (lantern/llm.py ``tls_context``) instead of
+    loading the CA bundle again."""
+    import shutil
+    import ssl
+    import subprocess
+
+    from lantern.llm import tls_context
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    with FakeLLM([answer("never")]) as fake:
+        fake.server.socket = server_side.wrap_socket(fake.server.socket, server_side=True)
+        settings_ = LLMSettings(f"https://127.0.0.1:{fake.port}/v1", "fake-model", timeout_s=5.0)
+        with LLMClient(settings_) as client, LLMClient(settings_) as other:
+            with pytest.raises(LLMError) as info:
+                client.chat(MESSAGES)
+            shared = {id(c._http._transport._pool._ssl_context) for c in (client, other)}
+        assert info.value.kind == "unreachable" and fake.requests == []
+        assert shared == {id(tls_context())}
+        assert tls_context().verify_mode == ssl.CERT_REQUIRED and tls_context().check_hostname
+
+
 # ---------------------------------------------------------------- the memory agent fits its context to the window
 CODE_TURNS = [
     {"role": "user", "content": "Show me the billing module and remember its port."},
@@ -383,7 +416,7 @@ def test_llama_cpp_servers_refusal_of_json_schema_falls_back_to_json_object_once
     assert "File" not in lines[0] and "\n" not in lines[0]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     code=st.sampled_from([400, 422, 500]),
     name=_NAMES,
@@ -399,7 +432,7 @@ def test_any_refusal_naming_the_format_steps_down_to_a_mode_the_endpoint_takes(c
     assert _kinds(fake) == ["json_schema", *(["json_object"] if used == "none" else []), used, used]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(message=st.text(max_size=80).filter(lambda m: not any(w in m.lower() for w in ("json_", "response_format"))))
 def test_a_500_that_does_not_name_the_format_is_an_error_at_once(message):
     body = {"error": {"message": message}}
@@ -410,7 +443,7 @@ def test_a_500_that_does_not_name_the_format_is_an_error_at_once(message):
 
 
 @given(trace=_TRACE.filter(bool), head=st.text(st.characters(blacklist_categories=["Cc", "Cs"]), max_size=60))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_an_error_message_ends_before_the_servers_traceback(trace, head):
     e = _error(raw(json.dumps({"error": {"message": head + trace}}).encode(), 500))
     assert e.detail == head.strip()[:DETAIL_CHARS]

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.archive.redact import names_form
 from lantern.store.migrations import NAMES_FORM
@@ -89,7 +90,7 @@ def test_names_in_clear_are_rewritten_and_merged(backend, request):
         after=st.integers(0, 3),
     )
     @settings(
-        max_examples=12 if backend == "sqlite" else 4,
+        max_examples=examples(12) if backend == "sqlite" else 4,
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
@@ -25,7 +27,9 @@ from lantern.integrations.proxy import build_app  # noqa: E402
 from lantern.integrations.ui.app import CSP  # noqa: E402
 from serving import start_server  # noqa: E402
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "The heron canary listens on port 7419."}]}
 ARCHIVE = {"messages": [{"role": "user", "content": "The ibis canary listens on port 8533."}], "session": "web"}
 

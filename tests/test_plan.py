@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.errors import MissingVectorError
 from lantern.model import content_hash, extends
 from lantern.store.plan import SOURCE_TURN, Last, place_import, plan_rows, unstored_conversations
@@ -87,7 +88,7 @@ _texts = st.lists(st.sampled_from(["a", "b", "a b"]), min_size=1, max_size=3).ma
 _rows = st.builds(Row, session=st.sampled_from(["s", "t"]), text=_texts, user=st.sampled_from(["", "u"]))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.lists(st.lists(_rows, max_size=6), min_size=1, max_size=4),
     st.lists(st.booleans(), min_size=30, max_size=30),

@@ -250,7 +250,7 @@ def test_a_password_of_any_characters_never_reaches_an_error_line(password, shap
     assert len(message.splitlines()) == 1
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(password=hostile_passwords(), shape=st.sampled_from(URL_SHAPES))
 def test_a_password_of_any_characters_never_reaches_the_commands_error_line(password, shape, tmp_path_factory):
     """The same through the command line: the global --db, $LANTERN_DB and both ends of ``lantern copy``."""

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.model import Tag, content_hash
 from lantern.store.postgres import PostgresStore
 from lantern.store.sqlite import NewEntry, Store
@@ -62,7 +63,7 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(steps, min_size=1, max_size=4), seed=st.integers(0, 2**16))
 def test_any_batch_is_stored_as_the_sqlite_store_stores_it(pg_store, batches, seed):
     prefix = f"ex{next(_examples)}-"  # every example in new conversations of the shared database

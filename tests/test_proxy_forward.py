@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
@@ -604,7 +606,7 @@ def test_forgotten_entries_are_never_reinjected(proxy, tmp_path, how):
     with sqlite3.connect(tmp_path / "p.db") as db:
         ((entry,),) = db.execute("SELECT id FROM entries WHERE text LIKE '%docker run -p 5433%'").fetchall()
     if how == "rest":
-        assert client.post("/v1/memory/forget", json={"entry": entry}).json() == {"forgotten": 1}
+        assert client.post("/v1/memory/forget", json={"entry": entry, "confirm": True}).json() == {"forgotten": 1}
     else:  # another process's handle: the proxy's in-memory state never saw it
         with Lantern(tmp_path / "p.db") as other:
             assert other.forget(entry=entry) == 1
@@ -755,7 +757,7 @@ def test_user_messages_that_look_like_summaries_are_archived_runtime_summaries_a
         assert not any("continued from a previous" in t or "set up billing" in t for t in texts)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     mark=st.sampled_from(["[Summary]", "[summary of the earlier turns]", "<summary>", "  [SUMMARY]:"]),
     body=st.text(min_size=0, max_size=80),

@@ -18,6 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
@@ -231,7 +233,7 @@ def _decode_all(resp) -> list[bytes]:
     layers=st.lists(st.sampled_from(["gzip", "deflate-zlib", "deflate-raw", "identity"]), min_size=0, max_size=3),
     cut=st.integers(1, 70_000),
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_every_stack_of_encodings_decodes_to_the_body_in_bounded_pieces(data, layers, cut):
     """Any body under any stack of gzip / deflate (zlib-wrapped or raw) / identity layers, its wire bytes cut in
     any pieces: decoded to the very body, in pieces of at most ``DECODE_STEP`` bytes."""

@@ -22,6 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -74,7 +76,7 @@ ACTIONS = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(exchanges=st.integers(2, 4), actions=ACTIONS)
 def test_no_guess_deletes_or_duplicates_an_archived_turn(proxy, exchanges, actions):
     client, db, sent = proxy
@@ -170,7 +172,7 @@ def _proxy_app(db, sent: list[dict], calls):
     return TestClient(app, base_url="http://127.0.0.1")
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(exchanges=st.integers(3, 5), edit=st.integers(1, 2), restart_after_confirm=st.booleans())
 def test_a_rewind_suggested_before_a_restart_is_settled_after_it(
     tmp_path_factory, exchanges, edit, restart_after_confirm

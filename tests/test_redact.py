@@ -23,6 +23,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
+from embed_once import remembering
 from lantern import Lantern, Message, ToolCall, ToolResult
 from lantern.archive.redact import (
     META_SALT,
@@ -219,6 +220,7 @@ def test_the_injection_decision_keeps_the_questions_about_a_secret(tmp_path):
     Chinese questions of huggingface-zh and zh-koling-wei, whose evidence is short of clear: they get the short
     block)."""
     with Lantern(tmp_path / "secrets.db") as lantern:
+        remembering(lantern.embedder)  # each question is recovered three ways: its vectors computed once
         results = {c["id"]: lantern.archive(c["messages"], session=c["id"]) for c in CASES}
         found_global, found_session, floored_session = _questions_finding_placeholders(lantern, results)
     assert found_session == len(CASES)
@@ -1274,7 +1276,7 @@ _PASSWORD_CHARS = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789!@#%
     sep=st.sampled_from(";,&"),
     follower=st.sampled_from([" also", " ls -la", "\n", "", "  # note", " && make"]),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_a_separator_after_an_unquoted_secret_stays_in_the_text(password, inner, form, sep, follower):
     """An unquoted secret ends before a ``;``, ``,`` or ``&`` that a space, a line end or the text's end follows
     (``password=X; also``: the ``;`` ends the shell command and stays), while one inside the value (``X&3;x``) is
@@ -1296,7 +1298,7 @@ def test_a_separator_after_an_unquoted_secret_stays_in_the_text(password, inner,
     op=st.sampled_from([";", "&&", "||"]),
     follower=st.sampled_from([" also", " make test", "", "\n", " ls -la"]),
 )
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_a_shell_assignment_is_judged_the_same_whatever_command_follows_it(value, key, op, follower):
     """Holes finding: ``password=hunter2secret; also`` stayed in clear while ``password=hunter2secret`` alone was
     redacted: the list operator after it made the line read as code, and a lower-case value in code reads as a

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.config import Config
 from lantern.llm import LLMClient, LLMSettings
@@ -105,7 +106,7 @@ def test_generated_answers_parse_exactly_when_they_name_distinct_shown_ids():
 _OPEN_CLOSE = {"[": "]", "{": "}"}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     opens=st.lists(st.sampled_from(["[", '{"ids": ', '{"a": [', '["', "[[", "{"]), min_size=0, max_size=40),
     depth=st.sampled_from([1, 10, 63, 64, 65, 500, 5_000, 100_000]),
@@ -127,7 +128,7 @@ def test_hostile_answers_parse_to_shown_ids_or_a_valueerror_and_nothing_else(ope
     assert set(ids) <= SHOWN
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     value=st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(max_size=5),

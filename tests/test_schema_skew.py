@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern as cli
 from lantern import Lantern, LanternError, StoreVersionError
 from lantern.store.migrations import MIGRATIONS
@@ -57,7 +58,7 @@ WRITES = {
 }
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(write=st.sampled_from(sorted(WRITES)), ahead=st.integers(1, 50))
 def test_a_write_after_another_process_migrated_is_refused_and_writes_nothing(tmp_path_factory, write, ahead):
     path = tmp_path_factory.mktemp("skew") / "m.db"

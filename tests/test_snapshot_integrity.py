@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern import Lantern
 from lantern.config import Config
 from lantern.embed import FakeEmbedder, embed_query
@@ -31,7 +32,7 @@ EXCERPT = Path(__file__).resolve().parents[1] / "src" / "lantern" / "data" / "de
 FORCED = Config(ann_min_rows=0)  # graphs even for a small store
 EMBEDDER, DIM = "fake", FakeEmbedder.dim  # what the files hold is the test, not what the vectors mean
 SECRET = "zqvault-7f3e9.yaml"
-SLOW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SLOW = settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def make_store(path: Path, *, user: str | None = None, extra: str = "", snapshot_too: bool = True) -> Path:
@@ -327,7 +328,7 @@ WRITE_ORDER = [
 ]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(filling=st.sampled_from(WRITE_ORDER), share=st.floats(0.0, 1.0))
 @example(filling="matrix.npy", share=0.05)  # within the matrix's rows
 @example(filling=f"graph-0-{DIM}.usearch", share=0.5)

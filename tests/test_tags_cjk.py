@@ -8,6 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.text.tags import extract_tags
 
 PUNCT = list("、。，：；！？（）「」『』【】《》〈〉〔〕…“”‘’～")
@@ -20,7 +21,7 @@ def _urls(text: str) -> list[str]:
     return [t.value for t in extract_tags(text) if t.kind == "url"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     scheme=st.sampled_from(["https", "http", "postgres"]), host=HOST, path=PATH, stop=st.sampled_from(PUNCT), tail=TAIL
 )
@@ -29,7 +30,7 @@ def test_a_url_ends_at_cjk_punctuation(scheme, host, path, stop, tail):
     assert _urls(f"文档在{url}{stop}{tail}") == [url]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(host=HOST, path=st.text(alphabet=st.sampled_from(list("abc019-_")), max_size=12), stop=st.sampled_from(PUNCT))
 def test_a_www_url_ends_at_cjk_punctuation(host, path, stop):
     url = f"www.{host}/{path}" if path else f"www.{host}"

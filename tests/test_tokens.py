@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -33,7 +35,7 @@ class Clock:
         return self.now
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     attempts=st.lists(
         st.tuples(st.floats(0, 20, allow_nan=False), st.booleans(), st.sampled_from(["a", "b"])), max_size=80
@@ -171,7 +173,7 @@ DB_WARNING = (
 )
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(password=_PASSWORDS, form=st.sampled_from(["userinfo", "encoded", "query", "encoded-query"]))
 def test_a_db_password_on_the_command_line_is_warned_once_and_never_shown(password, form):
     """``--db`` with a password (in the userinfo or a ``password=`` parameter, as written or percent-encoded): one

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 pytest.importorskip("fastapi")
 pytest.importorskip("jinja2")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -97,7 +99,7 @@ def test_sessions_are_paged_newest_first_and_pages_neither_repeat_nor_skip(clien
     assert 'rel="prev" href="/"' in second and f"sessions {ui_app.PAGE_SESSIONS + 1}–" in second
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(limit=st.integers(1, 40), query=st.sampled_from([None, "service", "deploy", "端口", "s01", "nothing-here"]))
 def test_session_overview_pages_cover_every_row_once_in_order(db, limit, query):
     """Whatever the page size and filter, the pages joined are the one listing, in its order."""
@@ -165,7 +167,7 @@ def _labels(svg: str) -> list[tuple[float, float, float]]:
     ]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     rows=st.lists(
         st.lists(

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
+
 pytest.importorskip("fastapi")
 pytest.importorskip("jinja2")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -62,7 +64,7 @@ def _sessions(path, user: str) -> dict[str, int]:
         return dict(rows.fetchall())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(session=NAMES, user=NAMES | st.just(""), n=st.integers(0, 10**6))
 def test_forget_confirms_and_deletes_exactly_the_session_shown(client, session, user, n):
     c, path = client
@@ -85,7 +87,7 @@ def test_forget_confirms_and_deletes_exactly_the_session_shown(client, session, 
     assert not gone_too, f"forgetting {session!r} deleted {gone_too!r}"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(session=NAMES, user=NAMES | st.just(""))
 def test_explain_and_facts_forms_keep_the_scope_they_show(client, session, user):
     c, _ = client

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clirun import lantern as cli
 from lantern import Lantern
 from lantern.store import snapshot
@@ -82,7 +83,7 @@ def wrong(blob: bytes, dim: int, kind: str, k: int) -> bytes | str:
 KINDS = ["empty", "one byte", "short", "long", "wrong dim", "text"]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     damage=st.lists(
         st.tuples(st.integers(0, 10_000), st.sampled_from(KINDS), st.integers(1, 600)), min_size=1, max_size=4

@@ -142,7 +142,7 @@ def test_the_rest_api_takes_unstorable_names_on_a_server(pg_url, name):
         assert r.status_code == 200 and len(r.json()["hits"]) == 1, r.text
         r = post(client, "/v1/memory/recover", {"query": "staging redis port", **body})
         assert r.status_code == 200 and "6380" in r.json()["text"], r.text
-        r = post(client, "/v1/memory/forget", body)
+        r = post(client, "/v1/memory/forget", {**body, "confirm": True})
         assert r.status_code == 200 and r.json() == {"forgotten": 1}, r.text
 
 
@@ -212,7 +212,7 @@ def test_an_imported_vector_no_embedder_writes_is_a_bad_line_without_warnings(da
 LONG_PIECES = st.sampled_from(["a", "数", "😀", "é", " "])  # 1, 3, 4 and 2 bytes in UTF-8
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(piece=LONG_PIECES, field=st.sampled_from(["key", "key_text", "value", "replaces"]), over=st.integers(1, 400))
 def test_a_fact_field_is_bounded_the_same_on_both_backends(stores, tmp_path_factory, piece, field, over):
     """A fact key or value up to MAX_FACT_BYTES in UTF-8 imports on both backends under the longest user id (a

@@ -154,7 +154,7 @@ def test_no_command_shows_a_secret_given_under_an_encoded_name(name, pg_url, tmp
         assert r.status_code == 200 and MARKER not in r.text, r.text
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=secret_urls())
 def test_an_unreachable_server_named_by_a_generated_url_shows_none_of_its_secrets(case):
     """The error lines of the command line for a server nothing listens on, the URL from the generator above."""
@@ -169,7 +169,7 @@ def test_an_unreachable_server_named_by_a_generated_url_shows_none_of_its_secret
 CONNINFO_VALUES = st.sampled_from([MARKER, f"'{MARKER} with space'", f"'{MARKER}\\'quote'", f"{MARKER}=x"])
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     keyword=st.sampled_from(sorted(SECRET_PARAMETERS) + ["PASSWORD", "Password"]),
     value=CONNINFO_VALUES,

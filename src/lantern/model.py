@@ -272,8 +272,8 @@ class Recovery:
     ``budget``), the packed entries, every candidate for ``explain``, the best candidates' ``relevance`` and the floor
     ``min_score`` it was held to (recover/relevance.py). ``reason``: None for a full block, else a short machine word
     saying why it is empty or shortened ("empty_query", "nothing_archived", "no_match", "below_floor", "uncertain",
-    "budget": recover/relevance.py; a compaction's "nothing_lost": Lantern.recover_compaction), with ``detail``, the
-    figures behind it in words."""
+    "budget": recover/relevance.py; a compaction's "nothing_lost", or "summary_cut" for a full block read against a
+    summary cut to its limit: Lantern.recover_compaction), with ``detail``, the figures behind it in words."""
 
     query: str
     text: str
@@ -293,6 +293,12 @@ class Recovery:
     # when the earliest turn after that time happened (UTC; None: none, or not asked as of a time)
     least_budget: int | None = None
     later_from: datetime | None = None
+
+    @property
+    def held_by_floor(self) -> bool:
+        """Whether every ranked candidate (not excluded) was cut by the relevance floor, and there was one."""
+        ranked = [c for c in self.candidates if not c.verdict.startswith("excluded:")]
+        return bool(ranked) and all(c.verdict == "cut:floor" for c in ranked)
 
     @property
     def reranked(self) -> bool:

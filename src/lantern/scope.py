@@ -134,3 +134,23 @@ def scope_where(alias: str, scope: Scope) -> tuple[str, list[str]]:
         parts.append(f"{prefix}project = ?")
         params.append(scope.project)
     return " AND ".join(parts), params
+
+
+def selection_where(entry: int | None, session: str | None, scope: Scope | None) -> tuple[str, list]:
+    """The WHERE clause and arguments of the ``entries`` a forget selects (``Store.delete``, ``count_selected``):
+    the AND of entry id, session (with its sub-sessions ``session/...``, as ingest names them) and ``scope``.
+    Raises ValueError when nothing selects."""
+    if entry is None and session is None and scope is None:
+        raise ValueError("give entry=, session= or a scope")
+    parts, args = [], []
+    if entry is not None:
+        parts.append("id = ?")
+        args.append(entry)
+    if session is not None:
+        parts.append("(session = ? OR substr(session, 1, length(?) + 1) = ? || '/')")
+        args += [session, session, session]
+    if scope is not None:
+        sql, params = scope_where("", scope)
+        parts.append(sql)
+        args += params
+    return " AND ".join(parts), args

@@ -12,6 +12,7 @@
     lantern [--db PATH] ui [--host H] [--port N] [--token T] [--open]      -> lantern.integrations.ui
     lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
+    lantern [--db PATH] redact                                             -> Lantern.redact_stored
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
     lantern hook claude-code  /  lantern install claude-code [--user]      -> lantern.integrations.claude_code
@@ -95,6 +96,7 @@ COMMANDS = (
     ("", "events", "recover", "events"),
     ("", "feedback", "recover", "feedback"),
     ("", "reindex", "store", "reindex"),
+    ("", "redact", "store", "redact"),
     ("", "chat", "chat", "chat"),
     ("", "demo", "chat", "demo"),
     ("", "mcp", "integrations", "mcp"),

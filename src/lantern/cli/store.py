@@ -235,3 +235,33 @@ def reindex(
             print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
 
     guard(run)
+
+
+def redact() -> None:
+    """Re-apply today's redaction rules to every archived text in place.
+
+    Turns archived by an older Lantern, under older rules or with redaction off keep secrets in clear.
+
+    This rewrites text, summary, tags, hints, meta, facts and event queries, 256 entries per transaction.
+
+    Stopped part way, it resumes where it stopped. Rewritten entries are re-embedded (reindex --fill).
+
+    The old bytes are erased from the file as forget erases them."""
+    from lantern.text.terminal import console
+
+    console = console(stderr=True)
+
+    def run():
+        with open_db() as lantern:
+            if not lantern.redaction.secrets:
+                note("secret redaction is off for this database: nothing to redact")
+                return
+            with progress_bar(console, "redacting", elapsed=False) as update:
+                checked, rewritten = lantern.redact_stored(progress=update)
+            print(
+                f"{plural(checked, 'entry', 'entries')} checked, {rewritten} rewritten"
+                if checked
+                else "every archived text is already redacted under these rules"
+            )
+
+    guard(run)

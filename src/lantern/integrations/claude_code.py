@@ -128,10 +128,27 @@ class Offset:
     offset: int = 0
     line: int = 1
     leaf: str | None = None
+    # the byte offset in the transcript of the last compaction whose block a SessionStart(compact) injected and
+    # recorded (``injected_already``): a repeated SessionStart for it injects nothing again
+    compaction: int | None = None
+
+
+USER_KEY_PREFIX = "user-sha256:"  # a user's part of an offsets key: this prefix and a SHA-256 of the name (hex)
+
+
+def user_key(user: str) -> str:
+    """A user's part of an offsets key: ``USER_KEY_PREFIX`` and the first 32 hex digits of the name's SHA-256, so
+    the file never holds a user name (``$LANTERN_USER``), which the store keeps redacted (a secret it holds never
+    stored: archive/redact.py ``redact_name``) and this file needs only to tell apart."""
+    import hashlib
+
+    return USER_KEY_PREFIX + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class Offsets:
-    """The per-database, per-transcript ``Offset`` map in a small JSON file, written atomically (0600)."""
+    """The per-database, per-transcript ``Offset`` map in a small JSON file, written atomically (0600). Its keys
+    hold no user name (``user_key``); a file an older Lantern wrote with names in clear is read as it is and
+    rewritten without them at its next write (``_hashed``)."""
 
     def __init__(self, path: Path | None = None):
         self.path = path or lantern_home() / "claude-code" / "offsets.json"
@@ -145,28 +162,61 @@ class Offsets:
 
     @staticmethod
     def key(db: Path, transcript: Path, user: str | None = None) -> str:
-        """Per database and transcript, and per user when one is set (each user archives into its own scope)."""
-        return f"{db.resolve()}\n{transcript.resolve()}" + (f"\n{user}" if user else "")
+        """Per database and transcript, and per user when one is set (each user archives into its own scope; the
+        user as ``user_key``, never by name)."""
+        return f"{db.resolve()}\n{transcript.resolve()}" + (f"\n{user_key(user)}" if user else "")
+
+    @staticmethod
+    def _legacy(db: Path, transcript: Path, user: str | None) -> str | None:
+        """The key an older Lantern wrote for a user (the name in clear); None without a user."""
+        return f"{db.resolve()}\n{transcript.resolve()}\n{user}" if user else None
+
+    @staticmethod
+    def _hashed(data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with every key whose user part is a name in clear (an older Lantern's) under its ``user_key``
+        form instead; a key of both forms keeps the newer value (the hashed one's)."""
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            parts = key.split("\n", 2)
+            if len(parts) == 3 and not parts[2].startswith(USER_KEY_PREFIX):
+                out.setdefault(f"{parts[0]}\n{parts[1]}\n{user_key(parts[2])}", value)
+            else:
+                out[key] = value
+        return out
 
     def get(self, db: Path, transcript: Path, user: str | None = None) -> Offset:
         """Where the last archive of ``transcript`` into ``db`` stopped; the start when ``db`` does not exist (it
         was deleted since: its turns are archived again, not only the lines added after)."""
         if not db.exists():
             return Offset()
-        v = self._load().get(self.key(db, transcript, user))
+        data = self._load()
+        v = data.get(self.key(db, transcript, user))
+        if v is None and user:  # written by an older Lantern, the name in clear
+            v = data.get(self._legacy(db, transcript, user) or "")
         if isinstance(v, dict) and isinstance(v.get("offset"), int) and isinstance(v.get("line"), int):
-            return Offset(v["offset"], v["line"], v["leaf"] if isinstance(v.get("leaf"), str) else None)
+            leaf = v["leaf"] if isinstance(v.get("leaf"), str) else None
+            at = v.get("compaction")
+            return Offset(
+                v["offset"], v["line"], leaf, at if isinstance(at, int) and not isinstance(at, bool) else None
+            )
         return Offset()
 
     def set(self, db: Path, transcript: Path, offset: Offset, user: str | None = None) -> None:
         self.set_many(db, [(transcript, offset)], user)
 
     def set_many(self, db: Path, moved: list[tuple[Path, Offset]], user: str | None = None) -> None:
-        """Record the ``(transcript, Offset)`` pairs in one atomic rewrite of the file."""
-        data = self._load()
+        """Record the ``(transcript, Offset)`` pairs in one atomic rewrite of the file (a transcript's compaction
+        mark, ``Offset.compaction``, is kept as it is unless the pair sets one)."""
+        data = self._hashed(self._load())
         for transcript, offset in moved:
-            value = {"offset": offset.offset, "line": offset.line}
-            data[self.key(db, transcript, user)] = value | ({"leaf": offset.leaf} if offset.leaf else {})
+            key = self.key(db, transcript, user)
+            old = data.get(key) if isinstance(data.get(key), dict) else {}
+            at = offset.compaction if offset.compaction is not None else old.get("compaction")
+            data[key] = (
+                {"offset": offset.offset, "line": offset.line}
+                | ({"leaf": offset.leaf} if offset.leaf else {})
+                | ({"compaction": at} if isinstance(at, int) else {})
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -281,7 +331,8 @@ def _turn_start(data: bytes, end: int) -> int:
 
 def read_since_last_compaction(transcript: Path):
     """The transcript from its last compact boundary on, parsed (``summaries[-1]`` is that compaction's summary and
-    ``messages`` after its position the live context); None when the transcript was never compacted."""
+    ``messages`` after its position the live context; ``compaction_at``: the byte offset of that compaction's
+    first line, which names it: the file only grows); None when the transcript was never compacted."""
     from lantern.archive.parse.claude_code import read_claude_code
 
     data, _ = read_transcript(transcript)
@@ -295,6 +346,7 @@ def read_since_last_compaction(transcript: Path):
         source=transcript.name,
         strict=False,
     )
+    parsed.compaction_at = start
     return parsed if parsed.summaries else None
 
 
@@ -496,13 +548,15 @@ def recover_after_compaction(
 
     if question is not None:  # a prompt after the compaction: the question's own recovery, under the decision
         return prompt_recovery(lantern, ctx, session, question, live, size, OUTPUT_CAP_CHARS, started, record)
+    if record and injected_already(ctx, transcript, parsed.compaction_at):
+        return once_only(lantern, ctx, parsed.compaction_at)
 
     def run(budget: int):  # SessionStart(compact): what the summary lost (recover/loss.py)
         return lantern.recover_compaction(summary.text, live=live, session=session, budget=budget)
 
     recovery, empty = fit_output(run, ctx.budget, size, OUTPUT_CAP_CHARS)
     if record:
-        lantern.record_compaction(
+        recorded = lantern.record_compaction(
             recovery,
             session=session,
             reason="compact_boundary",
@@ -511,7 +565,44 @@ def recover_after_compaction(
             latency_ms=1000 * (time.perf_counter() - started),
             empty_reason=empty,
         )
+        mark_injected(ctx, transcript, parsed.compaction_at, recorded)
     return recovery
+
+
+def injected_already(ctx: HookContext, transcript: Path, at: int) -> bool:
+    """Whether the compaction at byte ``at`` of ``transcript`` had its block injected and recorded by an earlier
+    SessionStart(compact) into ``ctx.db`` (the offsets file's mark, ``Offset.compaction``): the host fires
+    SessionStart again for the same compaction (a resumed or repeated start), and one compaction is one injection
+    and one event."""
+    return ctx.offsets.get(ctx.db, transcript, ctx.user).compaction == at
+
+
+def mark_injected(ctx: HookContext, transcript: Path, at: int, recorded: int | None) -> None:
+    """Mark the compaction at byte ``at`` of ``transcript`` injected once its event is recorded (``recorded``: the
+    event id; None, not recorded, leaves no mark: the same compaction is injected again rather than lost, which is
+    how a daemon run whose client gave up, its write refused past the client's deadline, leaves the client's own
+    run to inject it)."""
+    if recorded is None:
+        return
+    start = ctx.offsets.get(ctx.db, transcript, ctx.user)
+    ctx.offsets.set_many(ctx.db, [(transcript, Offset(start.offset, start.line, start.leaf, at))], ctx.user)
+
+
+def once_only(lantern: Any, ctx: HookContext, at: int):
+    """The empty ``Recovery`` of a SessionStart(compact) for a compaction injected already (``injected_already``):
+    reason ``injected_already``, nothing printed and no second event."""
+    from lantern.model import Recovery
+
+    budget = lantern.config.budget if ctx.budget is None else ctx.budget
+    return Recovery(
+        query="",
+        text="",
+        entries=[],
+        chars=0,
+        budget=budget,
+        reason="injected_already",
+        detail=f"the compaction at byte {at:,} of the transcript was injected and recorded before",
+    )
 
 
 def prompt_recovery(

@@ -61,9 +61,12 @@ from lantern.integrations.claude_code import (
     bounded_run,
     fit_output,
     hooks_unsupported,
+    injected_already,
     lantern_home,
     log_error,
     log_line,
+    mark_injected,
+    once_only,
     prompt_recovery,
     read_transcript,
     record_empty,
@@ -156,11 +159,13 @@ def archive_new(ctx: HookContext, session: str, rollout: Path, lantern: Any = No
 
 @dataclass
 class Compacted:
-    """The rollout's last compaction: its ``summary`` (None when Codex stored it encrypted) and the ``live``
-    messages after it (the replacement history Codex kept, then every later line)."""
+    """The rollout's last compaction: its ``summary`` (None when Codex stored it encrypted), the ``live``
+    messages after it (the replacement history Codex kept, then every later line) and ``at``, the byte offset of
+    its ``compacted`` line, which names it (the rollout only grows)."""
 
     summary: str | None
     live: list
+    at: int = 0
 
 
 def read_last_compaction(rollout: Path) -> Compacted | None:
@@ -194,7 +199,7 @@ def read_last_compaction(rollout: Path) -> Compacted | None:
         if isinstance(item, dict):
             items.feed(f"replacement item {i + 1}", {"type": "response_item", "payload": item}, kept)
     after = _parse(data[stop + 1 :], rollout.name, strict=False) if stop + 1 < len(data) else []
-    return Compacted(summary, kept.messages + after)
+    return Compacted(summary, kept.messages + after, begin)
 
 
 def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, rollout: Path):
@@ -207,12 +212,14 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, rollo
     if compacted is None:
         record_empty(lantern, session, reason, "no_compaction", HOST, ctx.budget)
         return None
+    if injected_already(ctx, rollout, compacted.at):
+        return once_only(lantern, ctx, compacted.at)
 
     def run(budget: int):
         return lantern.recover_compaction(compacted.summary, live=compacted.live, session=session, budget=budget)
 
     recovery, empty = fit_output(run, ctx.budget, _bytes, OUTPUT_CAP_BYTES)
-    lantern.record_compaction(
+    recorded = lantern.record_compaction(
         recovery,
         session=session,
         reason=reason,
@@ -221,6 +228,7 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, rollo
         latency_ms=1000 * (time.perf_counter() - started),
         empty_reason=empty,
     )
+    mark_injected(ctx, rollout, compacted.at, recorded)
     return recovery
 
 
@@ -242,6 +250,8 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         with _open(ctx) as lantern:
             archive_new(ctx, session, rollout, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, rollout)
+        if rec is not None and rec.reason:
+            log_line(event, _why(rec), HOST)
         if rec is None or not rec.text:
             return None
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": rec.text}}

@@ -62,6 +62,7 @@ from lantern.integrations.schemas import (
     Exclude,
     FeedbackResponse,
     FeedbackUser,
+    ForgetConfirm,
     ForgetEntry,
     ForgetResponse,
     ForgetSession,
@@ -490,9 +491,12 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         user: ForgetUser = None,
         agent: Agent = None,
         project: Project = None,
+        confirm: ForgetConfirm = None,
     ) -> ForgetResponse:
-        """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
-        return call(ForgetResponse, service.forget, entry, session, user, agent, project)
+        """Delete one entry, a whole session, or everything of a user / agent / project from every table, in two
+        calls: without confirm nothing is deleted and the reply says how many entries would be (would_forget) with
+        a confirm token; show that to the user, then call again with the same arguments and confirm=<token>."""
+        return call(ForgetResponse, service.forget, entry, session, user, agent, project, confirm)
 
     @server.tool(
         annotations=ToolAnnotations(title="Feedback on recovered entries", destructiveHint=False, idempotentHint=False)
