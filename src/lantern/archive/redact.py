@@ -479,6 +479,27 @@ def redact_text(text: str, policy: RedactionPolicy) -> tuple[str, int]:
     return hit
 
 
+FACT_JOIN = ": "  # a fact is redacted as the line "key: value" (a value alone has lost the key that marks it secret)
+
+
+def redact_derived(value: str, source: str, redacted_source: str, policy: RedactionPolicy, key: str = "") -> str:
+    """A value derived from a text when it was archived in clear (a tag, a hint, a fact's field) redacted as that
+    text now is: redacted alone, and, with ``key`` (a fact's key), as the line ``key: value``, which the value alone
+    is not (``db password`` / ``Tr0ub4dor&3x``). A value the text held in clear (``source``) that its redaction
+    removed (not in ``redacted_source``) was a secret there, wherever the rule that saw it looked: it becomes one
+    placeholder of kind ``derived`` (``placeholder``), so no derived copy outlives the text's redaction."""
+    if not value:
+        return value
+    alone, _ = redact_text(value, policy)
+    if key:
+        line, _ = redact_text(key + FACT_JOIN + value, policy)
+        if line.startswith(key + FACT_JOIN) and line[len(key) + len(FACT_JOIN) :] != value:
+            return line[len(key) + len(FACT_JOIN) :]
+    if alone == value and value in source and value not in redacted_source:
+        return placeholder(Finding("derived", 0, len(value), value, 0), policy.salt)
+    return alone
+
+
 def redact_name(name: str, policy: RedactionPolicy) -> str:
     """``name`` (a session, user, agent, project, speaker or tool name) with its secrets replaced by placeholders,
     as ``redact_text`` does, but with no private span removed: a name is a key, matched on reads in this same form
