@@ -115,3 +115,30 @@ def test_texts_in_clear_are_redacted_in_place_on_both_backends(db_location):
         texts = [t for _, t in lt.store.texts()]
         assert len(texts) == len(secrets) and not [t for t in texts for s in secrets if _secret_part(s) in t]
         assert any("service1" in h.entry.text for h in lt.search("service1 port 7001"))
+
+
+FACT_SECRETS = st.tuples(
+    st.sampled_from(["db", "staging", "admin", "redis", "smtp"]),
+    st.sampled_from(["password", "passphrase", "passwd"]),  # prose the text rules redact ("the db password is X")
+    st.permutations(list(_ALNUM)).map(lambda chars: "Tr0" + "".join(chars[:12]) + "x9"),  # a password's entropy
+)
+
+
+@settings(max_examples=10, deadline=None)
+@given(facts=st.lists(FACT_SECRETS, min_size=1, max_size=3, unique_by=lambda f: f[2]))
+def test_a_secret_held_as_a_fact_value_is_redacted_in_its_key_s_context(facts):
+    """A fact extracted while redaction was off ("the db password is X" -> db password: X) keeps X alone in its value
+    column, where no keyword precedes it: ``redact`` redacts it as the line "db password: X" (redact_fact_value)."""
+    path = Path(tempfile.mkdtemp(prefix="redactfact")) / "old.db"
+    with Lantern(path, "fake") as lt:
+        lt.set_secret_redaction(False)
+        for name, kind, secret in facts:
+            lt.archive([{"role": "user", "content": f"the {name} {kind} is {secret}"}], session="s")
+        held = [secret for *_, secret in facts if any(f.value == secret for f in lt.facts())]
+        lt.set_secret_redaction(True)
+    assert held, "no fact was extracted: the generator no longer reaches the fact path"
+    with Lantern(path, "fake") as lt:
+        lt.redact_stored()
+        assert not [f.value for f in lt.facts() if f.value in held]
+    raw = _raw(path)
+    assert not [s for s in held if s.encode() in raw]

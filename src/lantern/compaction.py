@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from lantern import lazy_re
 from lantern.errors import LanternError
 from lantern.model import Message, Recovery
 from lantern.text.clean import normalize_space
@@ -53,12 +54,12 @@ MAX_SUMMARY_CHARS = 1_000_000
 SUMMARY_CUT_SLACK = 1000  # ours: a longer summary is cut at a whitespace this close to the limit, else at it
 SUMMARY_CUT = "summary_cut"  # Recovery.reason of a full block read against a summary cut to MAX_SUMMARY_CHARS
 
-_SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
-_SUMMARY_MARKUP = re.compile(r"^\s*(\[summary|<summary>)", re.IGNORECASE)  # the markup forms of _SUMMARY_START
+_SUMMARY_START = lazy_re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
+_SUMMARY_MARKUP = lazy_re.compile(r"^\s*(\[summary|<summary>)", re.IGNORECASE)  # the markup forms of _SUMMARY_START
 _CLAUDE_CODE = "this session is being continued from a previous conversation"
 # Claude Code's fixed opening ("This session is being continued from a previous conversation that ran out of
 # context. The conversation is summarized below:") and a "Summary:" label: words of the template, not of the work
-_TEMPLATE_OPENING = re.compile(  # the literal sentence only: words after it may be the summary's own
+_TEMPLATE_OPENING = lazy_re.compile(  # the literal sentence only: words after it may be the summary's own
     r"^\s*this session is being continued from a previous conversation(?: that ran out of context)?\s*[.:]?\s*"
     r"(?:(?:the conversation is )?summari[sz]ed below:|summary:)?\s*",
     re.IGNORECASE,

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from lantern import lazy_re
+
 
 @dataclass
 class ToolCall:
@@ -67,9 +69,9 @@ class Message:
 
 
 _ROLES = "user|assistant|system|tool|developer|function"
-_MESSAGE = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
-_CALL = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
-_RESULT = re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
+_MESSAGE = lazy_re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
+_CALL = lazy_re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
+_RESULT = lazy_re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
 _STARTS = tuple(_ROLES.split("|"))  # every prefix above starts with a role name ("tool result" with "tool")
 
 

@@ -17,11 +17,11 @@ users is two entries, while hashes of entries archived before scopes existed sta
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lantern import lazy_re
 from lantern.errors import NameTooLongError
 
 __all__ = ["MAX_ID_CHARS", "MAX_SESSION_CHARS", "Scope", "check_length", "clean_name", "resolve", "scope_where"]
@@ -37,10 +37,10 @@ MAX_SESSION_CHARS = 384  # a session name as given or stored (``given/from-trans
 
 
 # what neither backend can store or match as given: NUL (PostgreSQL text refuses it) and lone surrogates (no UTF-8)
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_UNSTORABLE = lazy_re.compile("[\x00\ud800-\udfff]")
 
 
-_CR_LF = re.compile(r"\r+\n")
+_CR_LF = lazy_re.compile(r"\r+\n")
 
 
 def clean_name(value: str) -> str:

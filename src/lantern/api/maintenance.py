@@ -259,7 +259,7 @@ class Maintenance:
         as the duplicate of one already stored redacted)."""
         import json
 
-        from lantern.archive.redact import names_form, redact_json, redact_text
+        from lantern.archive.redact import names_form, redact_derived, redact_json, redact_text
         from lantern.store.migrations import rewrite_texts
 
         if not self.redaction.secrets:
@@ -269,16 +269,33 @@ class Maintenance:
         def text(value: str | None) -> str | None:
             return None if value is None else redact_text(value, policy)[0]
 
-        def as_json(stored: str) -> str:
-            value, n = redact_json(json.loads(stored), policy)
-            return json.dumps(value, ensure_ascii=False) if n else stored
-
         def redact(rec: dict[str, Any]) -> dict[str, Any]:
+            source = rec["text"] or ""
+            redacted = text(source) or ""
+
+            def derived(value: Any, key: str = "") -> Any:  # JSON strings at any depth, each one rule
+                if isinstance(value, str):
+                    return redact_derived(value, source, redacted, policy, key)
+                if isinstance(value, list):
+                    return [derived(v) for v in value]
+                if isinstance(value, dict):
+                    return {k: derived(v) for k, v in value.items()}
+                return value
+
+            def as_json(stored: str) -> str:
+                value, _ = redact_json(json.loads(stored), policy)
+                value = derived(value)
+                out = json.dumps(value, ensure_ascii=False)
+                return out if out != json.dumps(json.loads(stored), ensure_ascii=False) else stored
+
             return {
                 "text": text(rec["text"]),
                 "summary": text(rec["summary"]),
                 **{column: as_json(rec[column]) for column in ("tags", "hints", "meta")},
-                "facts": [(f[0], *(text(v) for v in f[1:])) for f in rec["facts"]],
+                "facts": [
+                    (f[0], text(f[1]), text(f[2]), derived(f[3], f[2] or f[1]), derived(f[4], f[2] or f[1]))
+                    for f in rec["facts"]
+                ],
             }
 
         done = rewrite_texts(self.store, redact, names_form(policy), progress=progress)

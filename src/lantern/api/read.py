@@ -170,6 +170,7 @@ class ReadPath:
     ) -> Recovery:
         """The read path shared by ``recover`` and ``explain``; ``complete``: MMR order and duplicate verdicts for
         every candidate, not only as far as packing read (recover/pipeline.py)."""
+        from lantern.embed import load_ahead
         from lantern.recover import empty, facts_note, pipeline, relevance
 
         scope = resolve(self.scope, user, agent, project)
@@ -188,6 +189,8 @@ class ReadPath:
                 reason=relevance.EMPTY_QUERY,
                 detail="the query is empty or has no word" if query.strip() else "the query is empty",
             )
+        if "semantic" in self.config.signals:  # the query's model loads while the read path loads its index
+            load_ahead(self.embedder, query)
         self._fill_before_recovery()
         asked = list(ids)  # the caller's exclusions, without the turns after ``as_of``
         if at is not None:  # turns after the asked time did not exist yet

@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from lantern import lazy_re
 from lantern.archive.secret_context import ContextForm
 from lantern.archive.secret_tokens import trie_regex
 
@@ -100,8 +101,8 @@ STDIN_COMMANDS: tuple[StdinCommand, ...] = (
     StdinCommand("kinit", "kinit(1): the password read from standard input"),
 )
 
-_ARG = re.compile(r"\"(?:[^\"\\\n]|\\.){1,256}\"|'[^'\n]{1,256}'|[^\s\"'`|;&]{1,256}")
-_NOT_WORD = re.compile(r"[\"'\\\[\]{}(),]")
+_ARG = lazy_re.compile(r"\"(?:[^\"\\\n]|\\.){1,256}\"|'[^'\n]{1,256}'|[^\s\"'`|;&]{1,256}")
+_NOT_WORD = lazy_re.compile(r"[\"'\\\[\]{}(),]")
 _BEFORE = frozenset(" \t\n\r;|&(`\"'$>")
 _ARG_HIT = trie_regex(sorted({c.command.lower() for c in ARGUMENT_COMMANDS}))
 _ARG_ROWS: dict[str, list[ArgumentCommand]] = {}
@@ -162,7 +163,7 @@ def argument_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
 
 _STDIN_HIT = trie_regex(sorted({c.command for c in STDIN_COMMANDS}))
 _STDIN_ROWS = {c.command: c for c in STDIN_COMMANDS}
-_ECHO = re.compile(
+_ECHO = lazy_re.compile(
     r"(?:echo|printf)(?:[ \t]+-[a-z]{1,3})?[ \t]+"
     r"(?P<v>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'|[^\s|;&]{1,256})[ \t]*\|[ \t]*\Z"
 )
@@ -195,12 +196,14 @@ def _stdin_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
 # PostgreSQL CREATE|ALTER ROLE|USER … [ENCRYPTED] PASSWORD 'p'; MySQL / Oracle IDENTIFIED BY ['p' | p];
 # MySQL SET PASSWORD [FOR u] = 'p' | PASSWORD('p') (on low)
 _SQL_HEADS = {  # the statement's word -> the rest up to the value (on low, matched at the word's end)
-    "password": re.compile(r"[ \t]+(?P<q>')"),
-    "identified": re.compile(r"[ \t]+(?:with[ \t]+[a-z_]{1,40}[ \t]+)?by[ \t]+(?:password[ \t]+)?(?P<q>['\"])?"),
-    "set password": re.compile(r"[ \t]+(?:for[ \t]+[^=\n]{1,200}?[ \t]*)?=[ \t]*(?:password[ \t]*\([ \t]*)?(?P<q>')?"),
+    "password": lazy_re.compile(r"[ \t]+(?P<q>')"),
+    "identified": lazy_re.compile(r"[ \t]+(?:with[ \t]+[a-z_]{1,40}[ \t]+)?by[ \t]+(?:password[ \t]+)?(?P<q>['\"])?"),
+    "set password": lazy_re.compile(
+        r"[ \t]+(?:for[ \t]+[^=\n]{1,200}?[ \t]*)?=[ \t]*(?:password[ \t]*\([ \t]*)?(?P<q>')?"
+    ),
 }
 _SQL_HIT = trie_regex(sorted(_SQL_HEADS))
-_SQL_BARE = re.compile(r"[^\s'\";]{1,256}")
+_SQL_BARE = lazy_re.compile(r"[^\s'\";]{1,256}")
 
 
 def sql_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
@@ -256,8 +259,8 @@ CALLS: tuple[Call, ...] = (
 )
 _CALL_HIT = trie_regex(sorted(c.name for c in CALLS))
 _CALL_ROWS = {c.name: c for c in CALLS}
-_LITERAL = re.compile(r"\"((?:[^\"\\\n]|\\.){1,256})\"|'((?:[^'\\\n]|\\.){1,256})'")
-_OTHER_ARG = re.compile(r"[^,()\"'\n]{0,256}")
+_LITERAL = lazy_re.compile(r"\"((?:[^\"\\\n]|\\.){1,256})\"|'((?:[^'\\\n]|\\.){1,256})'")
+_OTHER_ARG = lazy_re.compile(r"[^,()\"'\n]{0,256}")
 
 
 def call_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
@@ -292,8 +295,8 @@ def call_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
 
 
 _BLOCK_LINES = 50  # a block scalar's value is read up to this many lines
-_BLOCK_HEAD = re.compile(r":[ \t]*(?:!!str[ \t]+)?[|>][+-]?[1-9]?[+-]?[ \t]*(?:#[^\n]*)?\n")
-_BLOCK_KEY = re.compile(r"[ \t]*-?[ \t]*[\"']?(?P<key>[A-Za-z0-9_.\-]{1,120})[\"']?\Z")
+_BLOCK_HEAD = lazy_re.compile(r":[ \t]*(?:!!str[ \t]+)?[|>][+-]?[1-9]?[+-]?[ \t]*(?:#[^\n]*)?\n")
+_BLOCK_KEY = lazy_re.compile(r"[ \t]*-?[ \t]*[\"']?(?P<key>[A-Za-z0-9_.\-]{1,120})[\"']?\Z")
 
 
 def block_scalars(text: str) -> Iterator[tuple[str, int, int]]:
@@ -326,7 +329,7 @@ def block_scalars(text: str) -> Iterator[tuple[str, int, int]]:
             yield k.group("key"), start, end
 
 
-_ENTRY = re.compile(r"<entry[ \t]+key=\"(?P<key>[A-Za-z0-9_.\-]{1,120})\"[ \t]*>(?P<value>[^<>\n]{1,512})</entry>")
+_ENTRY = lazy_re.compile(r"<entry[ \t]+key=\"(?P<key>[A-Za-z0-9_.\-]{1,120})\"[ \t]*>(?P<value>[^<>\n]{1,512})</entry>")
 
 
 def properties_entries(text: str) -> Iterator[tuple[str, int, int]]:
@@ -371,11 +374,11 @@ PROSE_WORDS: dict[str, tuple[str, ...]] = {
 # English forms the keyword and prose rules do not read: an abbreviation or a token's name before "is", the
 # credentials of a "user:password" pair, a password named after its value ("use X as the password", matched at
 # "use"), "password to"; each head word -> (kind, the rest up to the value, matched at the word's end on low)
-_IS = re.compile(r"[ \t]+(?:is|was)[ \t]*:?[ \t]+")
-_ARE = re.compile(r"[ \t]+(?:are|is|were|was)[ \t]*:?[ \t]+")
-_TO = re.compile(r"[ \t]+to[ \t]+")
-_COLON = re.compile(r"[ \t]*[:=][ \t]*|[ \t]+(?:is|was)[ \t]*:?[ \t]+")
-_EN_HEADS: dict[str, tuple[str, re.Pattern[str]]] = {
+_IS = lazy_re.compile(r"[ \t]+(?:is|was)[ \t]*:?[ \t]+")
+_ARE = lazy_re.compile(r"[ \t]+(?:are|is|were|was)[ \t]*:?[ \t]+")
+_TO = lazy_re.compile(r"[ \t]+to[ \t]+")
+_COLON = lazy_re.compile(r"[ \t]*[:=][ \t]*|[ \t]+(?:is|was)[ \t]*:?[ \t]+")
+_EN_HEADS: dict[str, tuple[str, lazy_re.LazyPattern]] = {
     **{w: ("password", _IS) for w in ("pw", "pwd", "passcode")},
     **{w: ("password", _TO) for w in ("password", "passphrase")},
     **{
@@ -383,24 +386,24 @@ _EN_HEADS: dict[str, tuple[str, re.Pattern[str]]] = {
         for w in ("api key", "api token", "access token", "auth token", "secret key", "secret", "token", "key")
     },
     **{w: ("credentials", _ARE) for w in ("creds", "credentials", "login")},
-    "use": ("use", re.compile("")),
+    "use": ("use", lazy_re.compile("")),
     # a wallet's recovery words (BIP-39 mnemonic): judged as a password, so only a quoted phrase or a mixed word
     **{w: ("password", _COLON) for w in ("seed phrase", "mnemonic", "recovery phrase", "seed words")},
 }
-_EN_USE = re.compile(
+_EN_USE = lazy_re.compile(
     r"[ \t]+(?P<v>[!-\[\]-~]{4,128})[ \t]+as[ \t]+(?:the[ \t]+|your[ \t]+|my[ \t]+|a[ \t]+)?"
     r"(?:[a-z\-]{1,20}[ \t]+)?(?:password|passphrase|pw)(?![a-z])"
 )
-_RUN = re.compile(r"[!#-&(-\[\]-~]{4,128}")  # printable ASCII but quotes and backslash (JSON around it)
-_QUOTED_RUN = re.compile(r"\"([^\"\n]{4,128})\"|'([^'\n]{4,128})'|“([^”\n]{4,128})”|「([^」\n]{4,128})」")
+_RUN = lazy_re.compile(r"[!#-&(-\[\]-~]{4,128}")  # printable ASCII but quotes and backslash (JSON around it)
+_QUOTED_RUN = lazy_re.compile(r"\"([^\"\n]{4,128})\"|'([^'\n]{4,128})'|“([^”\n]{4,128})”|「([^」\n]{4,128})」")
 
 
-def _prose_tail(word: str, links: tuple[str, ...]) -> re.Pattern[str]:
+def _prose_tail(word: str, links: tuple[str, ...]) -> lazy_re.LazyPattern:
     link = "|".join(re.escape(w) for w in links)
     linked = f"[ \\t]*(?:{link})[ \\t]*[:：]?[ \\t]*"
     if word.isascii() and word.startswith("pass"):  # "password=…" is an assignment, judged by its rules
-        return re.compile(linked)
-    return re.compile(f"(?:[ \\t]*[:：=＝][ \\t]*|{linked})" if links else "[ \\t]*[:：=＝][ \\t]*")
+        return lazy_re.compile(linked)
+    return lazy_re.compile(f"(?:[ \\t]*[:：=＝][ \\t]*|{linked})" if links else "[ \\t]*[:：=＝][ \\t]*")
 
 
 _PROSE_TAILS = {word: _prose_tail(word, links) for word, links in PROSE_WORDS.items()}

@@ -40,7 +40,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import stat
 import sys
 import time
@@ -49,6 +48,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.config import is_server_url
 from lantern.errors import UnsupportedBackendError
 
@@ -69,7 +69,7 @@ MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logg
 ARCHIVE_CHUNK_BYTES = 8 << 20
 ARCHIVE_TIME_BUDGET_S = 15.0
 
-_WORD = re.compile(r"\w")  # a prompt without a word character asks nothing
+_WORD = lazy_re.compile(r"\w")  # a prompt without a word character asks nothing
 
 
 class TranscriptSkipped(Exception):
@@ -358,9 +358,13 @@ class HookContext:
     """Where a hook reads and writes: the database (``db``, default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``),
     the offsets file, the character ``budget`` of an injected block, and the ``user`` whose scope every archive
     and recovery stays in (lantern/scope.py; default ``$LANTERN_USER``). ``host``: the agent (claude-code, codex),
-    which names the log file and the events' source. ``text_first``: this hook's archives store the turns without
-    their vectors (``Lantern.archive(text_first=True)``): set for the events that answer in-process with no model
-    loaded: SessionStart(compact) run in-process (docs/daemon.md, "Cold start")."""
+    which names the log file and the events' source. ``text_first``: this hook loads no model: its archives store
+    the turns without their vectors (``Lantern.archive(text_first=True)``) and its handle ranks with no query vector
+    (``Config.without_models``); set for the events that answer in-process with no model: SessionStart(compact) run
+    in-process, and a prompt when ``no_model`` (docs/daemon.md, "Cold start"). ``no_model``: no daemon answered and
+    one is started after this answer (lantern/__main__.py), so a prompt is answered with no model (its receipt's
+    source says so: ``<host>:text-first``); False (the daemon switched off, or in the daemon) answers it with the
+    models."""
 
     db: Path
     offsets: Offsets
@@ -373,9 +377,7 @@ class HookContext:
     _: KW_ONLY
     host: str  # required: every message and log line names the host that ran
     text_first: bool = False
-    # a cold hook's way to the daemon it has just started: () -> what to print, or None (then in-process); a prompt
-    # that needs a recovery is answered there after the cheap checks (docs/daemon.md, "Cold start")
-    delegate: Any = None
+    no_model: bool = False
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -517,8 +519,9 @@ def _open(ctx: HookContext):
     if ctx.opener is not None:
         return ctx.opener(ctx)
     from lantern.api import Lantern
+    from lantern.config import DEFAULT
 
-    return Lantern(ctx.db, user=ctx.user)
+    return Lantern(ctx.db, user=ctx.user, config=DEFAULT.without_models() if ctx.text_first else DEFAULT)
 
 
 def recover_after_compaction(
@@ -633,7 +636,7 @@ def prompt_recovery(
             session=session,
             reason="back_reference" if should_recover(question) else "prompt",
             lost=_lost(lantern, session, live),
-            source=ctx.host,
+            source=f"{ctx.host}:text-first" if ctx.text_first else ctx.host,  # which path answered
             latency_ms=1000 * (time.perf_counter() - started),
             empty_reason=empty,
         )
@@ -710,8 +713,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             return None
         if read_since_last_compaction(transcript) is None:
             return None  # never compacted: everything the prompt refers to is still in Claude's context
-        if ctx.delegate is not None and (answered := delegated(ctx)) is not None:
-            return answered
+        ctx.text_first = ctx.no_model and ctx.opener is None  # cold: no model, the daemon starts after the answer
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
@@ -719,18 +721,6 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             log_line(event, _why(rec), ctx.host)
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None
-
-
-def delegated(ctx: HookContext) -> dict[str, Any] | None:
-    """The daemon's answer to this event (``ctx.delegate``) as the hook output to print ({} for nothing), or None
-    when it gave none (the hook then runs the event in-process)."""
-    out = ctx.delegate()
-    if out is None:
-        return None
-    try:
-        return json.loads(out) if out else {}
-    except ValueError:
-        return None
 
 
 def record_empty(lantern: Any, session: str, reason: str, why: str, source: str, budget: int | None) -> None:
@@ -763,11 +753,11 @@ def run(
     offsets: Offsets | None = None,
     rewound: str | None = None,
     opener: Any = None,
-    delegate: Any = None,
+    no_model: bool = False,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
     ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``);
-    ``opener``, ``delegate``: ``HookContext``'s. Never raises: an internal error returns "" and is logged
+    ``opener``, ``no_model``: ``HookContext``'s. Never raises: an internal error returns "" and is logged
     (``log_error``)."""
     event, payload, ctx = "", None, None
     try:
@@ -786,7 +776,7 @@ def run(
             rewound=rewound or "skip",
             opener=opener,
             host=HOST,
-            delegate=delegate,
+            no_model=no_model,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
@@ -826,18 +816,18 @@ def main(
     db: str | os.PathLike[str] | None = None,
     rewound: str | None = None,
     text: str | None = None,
-    delegate: Any = None,
+    no_model: bool = False,
 ) -> int:
     """Entry point of ``lantern hook claude-code``, in-process: stdin (or ``text``, already read) -> stdout, exit
-    code 0 always. ``delegate``: ``HookContext.delegate`` (lantern/__main__.py gives it when this process has just
-    started the daemon)."""
+    code 0 always. ``no_model``: ``HookContext.no_model`` (lantern/__main__.py sets it when no daemon answered and
+    one starts after this answer)."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = bounded_run(run, text, db, rewound=rewound, delegate=delegate)
+    out = bounded_run(run, text, db, rewound=rewound, no_model=no_model)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

@@ -59,7 +59,6 @@ from lantern.integrations.claude_code import (
     _open,
     _why,
     bounded_run,
-    delegated,
     fit_output,
     hooks_unsupported,
     injected_already,
@@ -264,8 +263,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         compacted = read_last_compaction(rollout)
         if compacted is None:
             return None  # never compacted: everything the prompt refers to is still in Codex's context
-        if ctx.delegate is not None and (answered := delegated(ctx)) is not None:
-            return answered
+        ctx.text_first = ctx.no_model and ctx.opener is None  # as claude_code.handle's prompt
         with _open(ctx) as lantern:
             archive_new(ctx, session, rollout, lantern, event)
             rec = prompt_recovery(lantern, ctx, session, prompt, compacted.live, _bytes, OUTPUT_CAP_BYTES, started)
@@ -288,11 +286,11 @@ def run(
     offsets: Offsets | None = None,
     rewound: str | None = None,
     opener: Any = None,
-    delegate: Any = None,
+    no_model: bool = False,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
     ``rewound`` is not used (a rollout has no branches; the daemon passes it to every host); ``opener``,
-    ``delegate``: ``HookContext``'s (the warm daemon's open handle; the daemon this process has just started).
+    ``no_model``: ``HookContext``'s (the warm daemon's open handle; a prompt answered with no model).
     Never raises: an internal error returns "", is logged (``~/.lantern/logs/codex.log``) and, at a
     SessionStart(compact), leaves an ``error`` receipt."""
     event, payload, ctx = "", None, None
@@ -311,7 +309,7 @@ def run(
             user=os.environ.get("LANTERN_USER") or None,
             host=HOST,
             opener=opener,
-            delegate=delegate,
+            no_model=no_model,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Codex's: only our JSON goes there
             out = handle(payload, ctx)
@@ -328,16 +326,16 @@ def run(
         return ""
 
 
-def main(db: str | os.PathLike[str] | None = None, text: str | None = None, delegate: Any = None) -> int:
+def main(db: str | os.PathLike[str] | None = None, text: str | None = None, no_model: bool = False) -> int:
     """Entry point of ``lantern hook codex``, in-process: stdin (or ``text``, already read) -> stdout, exit code 0
-    always. ``delegate``: as ``claude_code.main``'s."""
+    always. ``no_model``: as ``claude_code.main``'s."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = bounded_run(run, text, db, delegate=delegate)
+    out = bounded_run(run, text, db, no_model=no_model)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

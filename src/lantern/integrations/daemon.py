@@ -18,9 +18,9 @@ the one that counts (one archive, one event per hook run). A hook run, requested
 most ``HOOK_DB_WAIT_S`` in all, as an in-process hook does.
 
 Who starts it: the first hook event that finds none (``start=True``) spawns it and runs that event in-process, or,
-for an event that only archives, hands it over to it (``hand_over``: the spool), or, for a prompt that needs a
-recovery, waits for it to answer (``wait_for_hook``); an event answered in-process with no model
-(``ANSWER_FIRST_EVENTS``) starts it once its answer is out (``start_after``). The CLI and the MCP server use it
+for an event that only archives, hands it over to it (``hand_over``: the spool); an event answered in-process
+first, a prompt and SessionStart(compact) with no model (``ANSWER_FIRST_EVENTS``), starts it once its answer is out
+(``start_after``). The CLI and the MCP server use it
 when it is there and never start it. It exits after ``idle_seconds()`` with no
 request. One request at a time: it is the one writer of the stores it holds. Bounds: a request of at most
 ``MAX_REQUEST_BYTES``, read within ``READ_TIMEOUT_S``; a reply of at most ``MAX_REPLY_BYTES``.
@@ -66,11 +66,10 @@ REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the cal
 # read at slightly different moments), so what the client then does in-process is never done twice
 DEADLINE_MARGIN_S = 1.0
 HOOK_HOSTS = ("claude-code", "codex")  # the hosts whose hooks the daemon runs (``_hook_runner``)
-# events a hook answers in-process with no model before it starts a missing daemon (``start_after``): the daemon's start
-# and warm-up would otherwise take the CPU from that answer (BENCHMARKS.md §24c)
-ANSWER_FIRST_EVENTS = ("SessionStart", "SessionEnd")
-LISTEN_WAIT_S = 3.0  # ours: how long a cold hook waits for the daemon it started to listen (it does in ~0.1-0.5 s)
-LISTEN_POLL_S = 0.05
+# events a hook answers in-process before it starts a missing daemon (``start_after``), with no model but SessionEnd:
+# the daemon's start and warm-up would otherwise take the CPU from that answer (BENCHMARKS.md §24c, §27)
+ANSWER_FIRST_EVENTS = ("SessionStart", "UserPromptSubmit", "SessionEnd")
+FILL_POLL_S = 0.05  # ours: the idle wait while text-first entries are still being filled
 FILL_PER_TICK = 64  # ours: text-first entries given their vectors per idle tick (~1 s of MiniLM on a loaded core)
 
 
@@ -333,25 +332,6 @@ def _hook_args(host: str, text: str, db: str | None, rewound: str | None) -> dic
     if db is not None and "://" not in db:
         db = os.path.abspath(db)
     return {"host": host, "input": text, "db": db, "rewound": rewound}
-
-
-def wait_for_hook(host: str, text: str, db: str | None, rewound: str | None) -> str | None:
-    """A hook event answered by the daemon this process has just started (``hook`` found none and said so): its
-    socket is awaited for at most ``LISTEN_WAIT_S``, then the request is sent as to a warm daemon. What to print,
-    or None when it did not come up in time or did not answer (the caller works in-process). For a prompt that
-    needs a recovery by meaning (docs/daemon.md, "Cold start"): the daemon loads the models once, for this event
-    and the next ones, instead of the hook loading them beside it."""
-    args = _hook_args(host, text, db, rewound)
-    deadline = time.monotonic() + LISTEN_WAIT_S
-    while True:
-        try:
-            out = call("hook", args)
-        except Unavailable as e:
-            if str(e) not in ("not running", "stale socket") or time.monotonic() > deadline:
-                return None
-            time.sleep(LISTEN_POLL_S)
-            continue
-        return out if isinstance(out, str) else None
 
 
 # ----------------------------------------------------------------------------------------------- handing over
@@ -896,7 +876,7 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
             left = max(0.05, idle - quiet)
             timeout = min(left, SPOOL_POLL_S) if warmed else min(left, WARM_UP_DELAY_S)
             if filling:
-                timeout = min(timeout, LISTEN_POLL_S)
+                timeout = min(timeout, FILL_POLL_S)
             if warmed and (step_due or building):
                 timeout = min(timeout, max(0.05, GRAPH_STEP_S - quiet) if step_due else GRAPH_STEP_S)
             listener.settimeout(timeout)

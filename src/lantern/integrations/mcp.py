@@ -21,7 +21,6 @@ import asyncio
 import concurrent.futures
 import json
 import os
-import re
 import sys
 import threading
 import typing
@@ -35,6 +34,8 @@ import mcp.types as types
 from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
 from pydantic import TypeAdapter, ValidationError  # strict: true is no entry id
+
+from lantern import lazy_re
 
 try:  # the SDK's 2.x: FastMCP was renamed MCPServer; JSONRPCMessage is a plain union of the four message models
     from mcp.server.mcpserver import MCPServer as _SDKServer
@@ -170,9 +171,11 @@ class _Server(_SDKServer):
             raise
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = lazy_re.compile("[\ud800-\udfff]")
 # the id of a request whose JSON cannot be read whole (too deeply nested): clients write jsonrpc and id first
-_LEADING_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"[^"\\]*"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
+_LEADING_ID = lazy_re.compile(
+    r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"[^"\\]*"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]'
+)
 
 
 def _without_surrogates(value: Any) -> Any:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lantern.errors import LanternError
+from lantern.text.names import plural
 
 MAX_K = 1000  # search results per call (ours)
 MAX_BUDGET = 1_000_000  # characters per recovery (ours)
@@ -307,9 +308,10 @@ class MemoryService:
 
                 if not hmac.compare_digest(confirm.encode("utf-8", "surrogatepass"), token.encode()):
                     raise ValueError(
-                        f"confirm does not match: these arguments select {count} entries now (the selection changed "
-                        "since its preview, or the token is another call's or another process's); nothing "
-                        "forgotten: call forget without confirm for a new token"
+                        f"confirm does not match these arguments, which select {plural(count, 'entry', 'entries')} "
+                        "now: the token is not one this server gave for them (another call's, another process's, "
+                        "or the selection changed since its preview); nothing forgotten: call forget without "
+                        "confirm for a new token"
                     )
             n = handle.forget(entry=entry, session=session, **scope)
         if n.erased:

@@ -3,8 +3,7 @@ clients (rows of ``secret_tokens.TOKENS``, in its order; a row: token_formats/ru
 
 from __future__ import annotations
 
-import re
-
+from lantern import lazy_re
 from lantern.archive.token_formats.rule import GL, TokenRule, W, mixed, prefixed, rule
 
 TOKENS: tuple[TokenRule, ...] = (
@@ -15,7 +14,7 @@ TOKENS: tuple[TokenRule, ...] = (
         chars="0-9a-f",
         exact=True,
         back=("0-9", 1, 1),
-        gate=re.compile("/[0-9]{10,20}/[0-9]{10,20}:[0-9a-f]{32}"),
+        gate=lazy_re.compile("/[0-9]{10,20}/[0-9]{10,20}:[0-9a-f]{32}"),
         src="docs: Asana personal access tokens (2/<user gid>/<token gid>:<32 hex>)",
         ex=("2/{16:d}/{16:d}:{32:h}",),
         no=("see 2/1204567890123456/ for the task", "ratio 1/2/3:4 and path 2/{16:d}/{16:d}"),
