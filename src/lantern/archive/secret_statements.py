@@ -135,14 +135,15 @@ def argument_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
         s, e = hit.span()
         if s < done or (s and low[s - 1] not in _BEFORE) or (e < len(low) and low[e] not in " \t"):
             continue
-        done = _line_end(text, e)  # one command read once
-        for row in _ARG_ROWS[hit.group()]:
-            if row.case_sensitive and text[s:e] != row.command:
-                continue
+        rows = [r for r in _ARG_ROWS[hit.group()] if not r.case_sensitive or text[s:e] == r.command]
+        if rows and rows[0].line_start:
             lead = text[max(text.rfind("\n", 0, s) + 1, s - _SPAN) : s].rstrip(" \t#")
-            if row.line_start and lead and lead[-1] not in "\"'":
+            if lead and lead[-1] not in "\"'":
                 continue  # a directive starts its line (or a string: a tool call's {"command": "requirepass X"})
-            stop = _line_end(text, e)
+        if not rows:
+            continue  # "auth" in code is not redis' AUTH
+        stop = done = _line_end(text, e)  # one command read once
+        for row in rows:
             args = []
             for m in _ARG.finditer(text, e, stop):
                 if text[m.start()] not in "\"'" and _NOT_WORD.search(text, m.start(), m.end()):
@@ -440,10 +441,14 @@ def prose_passwords(text: str, low: str) -> Iterator[tuple[str, int, int, bool]]
         v = _value_after(text, m.end()) if m is not None else None
         if v is not None:
             yield ("password", *v)
+    use_as = " as " in low
     for hit in _EN_HIT.finditer(low):
-        if not _word_start(low, hit.start()):
+        # every English form has a space (or a colon) after its head: "keys", "user", "token_id" are read no further
+        if low[hit.end() : hit.end() + 1] not in (" ", "\t", ":", "=") or not _word_start(low, hit.start()):
             continue
         kind, tail = _EN_HEADS[hit.group()]
+        if kind == "use" and not use_as:
+            continue
         if kind == "use":
             u = _EN_USE.match(low, hit.end())
             if u is not None:
