@@ -138,8 +138,8 @@ def argument_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
         rows = [r for r in _ARG_ROWS[hit.group()] if not r.case_sensitive or text[s:e] == r.command]
         if rows and rows[0].line_start:
             lead = text[max(text.rfind("\n", 0, s) + 1, s - _SPAN) : s].rstrip(" \t#")
-            if lead and lead[-1] not in "\"'":
-                continue  # a directive starts its line (or a string: a tool call's {"command": "requirepass X"})
+            if lead and lead[-1] not in "\"':>$":
+                continue  # a directive starts its line, a string ({"command": "requirepass X"}), a label or prompt
         if not rows:
             continue  # "auth" in code is not redis' AUTH
         stop = done = _line_end(text, e)  # one command read once
@@ -504,9 +504,9 @@ CONTEXTS: tuple[ContextForm, ...] = (
     ContextForm(
         "redis-conf-password",
         "redis.conf: requirepass, masterauth",
-        "# redis.conf\nrequirepass {s}\nmasterauth {s}\nmaxmemory 2gb",
+        "# redis.conf\nrequirepass {s}\nmasterauth {s}\nmaxmemory 2gb\nout: masterauth {s}",
         "{20:A}",
-        ("# requirepass is commented out by default\nmaxmemory 2gb",),
+        ("# requirepass is commented out by default\nmaxmemory 2gb", "set the requirepass directive first"),
     ),
     ContextForm(
         "stdin-password",
