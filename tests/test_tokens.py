@@ -35,30 +35,40 @@ class Clock:
         return self.now
 
 
+ADDRESSES = ["10.0.0.1", "10.0.0.2", "127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.2", "192.168.1.7"]
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(
     attempts=st.lists(
-        st.tuples(st.floats(0, 20, allow_nan=False), st.booleans(), st.sampled_from(["a", "b"])), max_size=80
-    )
+        st.tuples(st.floats(0, 20, allow_nan=False), st.booleans(), st.sampled_from(ADDRESSES)), max_size=120
+    ),
+    max_clients=st.integers(1, 4),
 )
-def test_no_window_ever_checks_more_than_the_limit_of_wrong_tokens(attempts):
-    """The property: in every 60 s window, at most 10 wrong tokens of one address are checked; a right token of an
-    address that is not blocked is always accepted; an address never blocks another."""
+def test_no_window_ever_checks_more_than_the_limits_of_wrong_tokens(attempts, max_clients):
+    """The property: in every 60 s window, at most 10 wrong tokens of one client are checked, every loopback
+    address being one client (this host), and at most ``GLOBAL_LIMIT`` of all clients together, however few
+    addresses are remembered (an evicted address gets no new guesses); a right token of a client that is not
+    blocked is always accepted; a client blocks another only once all together reach the global limit."""
+    from lantern.integrations.tokens import GLOBAL_LIMIT, client_of
+
     clock = Clock()
-    limit = FailureLimit(clock=clock)
-    checked: dict[str, list[float]] = {"a": [], "b": []}
-    for dt, right, who in attempts:
+    limit = FailureLimit(clock=clock, max_clients=max_clients)
+    checked: dict[str, list[float]] = {}
+    for dt, right, address in attempts:
         clock.now += dt
-        blocked = limit.wait(who) > 0
-        if blocked:
-            recent = [t for t in checked[who] if t > clock.now - 60]
-            assert len(recent) >= 10  # blocked only with 10 wrong checks in the window
+        who = client_of(address)
+        recent = [t for t in checked.get(who, []) if t > clock.now - 60]
+        everyone = [t for ts in checked.values() for t in ts if t > clock.now - 60]
+        if limit.wait(address) > 0:
+            assert len(recent) >= 10 or len(everyone) >= GLOBAL_LIMIT  # blocked only past a limit
             continue
         if not right:
-            checked[who].append(clock.now)
-            limit.failed(who)
-        window = [t for t in checked[who] if t > clock.now - 60]
-        assert len(window) <= 10
+            checked.setdefault(who, []).append(clock.now)
+            limit.failed(address)
+        assert len([t for t in checked.get(who, []) if t > clock.now - 60]) <= 10
+        assert len([t for ts in checked.values() for t in ts if t > clock.now - 60]) <= GLOBAL_LIMIT
+    assert client_of("127.3.2.1") == client_of("::1") == client_of("::ffff:127.0.0.1") != client_of("10.0.0.1")
 
 
 def test_the_inspector_answers_429_after_ten_wrong_tokens_even_to_the_right_one(tmp_path):
@@ -99,6 +109,51 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", ["ui", "serve"])
+def test_neither_x_forwarded_for_nor_another_loopback_source_buys_more_guesses(tmp_path, command):
+    """The real servers (``lantern ui`` and ``lantern serve`` with ``--token-file``), guessed at over real sockets,
+    each guess with a new ``X-Forwarded-For`` and from a new source address in 127.0.0.0/8: after 10 wrong tokens
+    every token presented, the right one too, is a 429 (before: uvicorn's ``proxy_headers`` made the header the
+    client's address, and every guess was checked)."""
+    db = tmp_path / "t.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "The ibis canary listens on port 8533."}], session="s")
+    secret = tmp_path / "token"
+    secret.write_text(TOKEN)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*LANTERN, "--db", str(db), command, "--port", str(port), "--token-file", str(secret)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    path = "/" if command == "ui" else "/v1/memory/stats"
+
+    def guess(i: int, token: str) -> int:
+        transport = httpx.HTTPTransport(local_address=f"127.0.{i // 250}.{i % 250 + 2}")
+        with httpx.Client(transport=transport, base_url=f"http://127.0.0.1:{port}") as c:
+            return c.get(
+                path,
+                headers={"authorization": f"Bearer {token}", "x-forwarded-for": f"203.0.113.{i % 250 + 1}"},
+                follow_redirects=False,
+            ).status_code
+
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}{path}")
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        codes = [guess(i, f"guess-{i}") for i in range(30)]
+        assert codes[:10] == [401] * 10 and set(codes[10:]) == {429}, codes
+        assert guess(99, TOKEN) == 429
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
 
 
 def test_a_token_file_keeps_the_token_out_of_the_command_line(tmp_path):
