@@ -253,3 +253,61 @@ def test_no_db_warning_from_the_environment_or_without_a_password():
     assert r.exit_code != 0 and "visible" not in r.stderr and "s3cr3t-PW-9x" not in r.stdout + r.stderr
     for quiet in ("postgresql://ann@127.0.0.1:1/x", "postgresql://ann:@127.0.0.1:1/x"):
         assert "visible" not in _stats(["--db", quiet], {}).stderr
+
+
+def _invoke(args: list[str], env: dict[str, str] | None = None):
+    from typer.testing import CliRunner
+
+    from lantern.cli import app
+
+    return CliRunner().invoke(app, args, env={"LANTERN_EMBEDDER": "fake", **(env or {})})
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(
+    password=_PASSWORDS,
+    place=st.sampled_from(["--db", "SRC", "DST", "--upstream", "--llm-base-url"]),
+    form=st.sampled_from(["userinfo", "query"]),
+)
+def test_every_url_with_a_password_on_the_command_line_gets_the_one_warning(tmp_path_factory, password, place, form):
+    """Wherever the command line takes a URL (the global ``--db``, ``copy``'s SRC and DST, ``serve --upstream``,
+    ``--llm-base-url``), one with a password gets the one warning line, naming the alternatives (the option's
+    environment variable; ``$PGPASSWORD`` or ``~/.pgpass`` for PostgreSQL), and the password is in no output
+    (before: only ``--db`` warned)."""
+    from urllib.parse import quote
+
+    pw = quote(password, safe="")
+    here = tmp_path_factory.mktemp("urls")
+    if place in ("--db", "SRC", "DST"):
+        url = (
+            f"postgresql://ann:{pw}@127.0.0.1:1/x"
+            if form == "userinfo"
+            else f"postgresql://ann@127.0.0.1:1/x?password={pw}"
+        )
+    else:  # an http(s) URL's password is its user info (sent as basic auth)
+        url = f"http://ann:{pw}@127.0.0.1:1/v1"
+    args = {
+        "--db": ["--db", url, "stats"],
+        "SRC": ["copy", url, str(here / "dst.db")],
+        "DST": ["copy", str(here / "missing.db"), url],
+        "--upstream": ["serve", "--upstream", url, "--max-body-bytes", "0"],  # refused after the warning
+        "--llm-base-url": ["--db", str(here / "none.db"), "recover", "q", "--llm-base-url", url, "--llm-model", "m"],
+    }[place]
+    r = _invoke(args)
+    out = r.stdout + r.stderr
+    assert r.exit_code != 0 and password not in out and pw not in out, out
+    warnings = [line for line in r.stderr.splitlines() if "visible to other users" in line]
+    shown = {"SRC": "SRC", "DST": "DST"}.get(place, place)
+    envvar = {"--db": "$LANTERN_DB, ", "--upstream": "$LANTERN_UPSTREAM", "--llm-base-url": "$LANTERN_LLM_BASE_URL"}
+    instead = envvar.get(place, "") + ("$PGPASSWORD or ~/.pgpass" if url.startswith("postgresql") else "")
+    assert warnings == [
+        f"warning: the password of a {shown} URL on the command line is visible to other users in ps; "
+        f"use {instead} (docs/cli.md#secrets)"
+    ], r.stderr
+
+
+def test_no_url_warning_from_the_environment_or_without_a_password(tmp_path):
+    r = _invoke(["serve", "--max-body-bytes", "0"], {"LANTERN_UPSTREAM": "http://ann:pw-9x@127.0.0.1:1/v1"})
+    assert "visible" not in r.stderr and "pw-9x" not in r.stdout + r.stderr
+    r = _invoke(["copy", str(tmp_path / "missing.db"), "postgresql://ann@127.0.0.1:1/x"])
+    assert r.exit_code != 0 and "visible" not in r.stderr

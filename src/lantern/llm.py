@@ -56,7 +56,17 @@ JSON_MODES = ("schema", "object", "off")
 
 log = logging.getLogger("lantern.llm")
 
-__all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "endpoint", "parse_answer", "settings"]
+__all__ = [
+    "Completion",
+    "LLMClient",
+    "LLMError",
+    "LLMSettings",
+    "Usage",
+    "endpoint",
+    "parse_answer",
+    "settings",
+    "shown_url",
+]
 
 
 class LLMError(LanternError):
@@ -292,7 +302,7 @@ class LLMClient:
             if not told:
                 log.warning(
                     "LLM endpoint %s refuses response_format %s; using %s from now on (set %s=%s to skip the probe)",
-                    _shown(self.settings.url),
+                    shown_url(self.settings.url),
                     _FORMAT_NAMES[first],
                     _FORMAT_NAMES[mode],
                     JSON_MODE_ENV,
@@ -309,7 +319,7 @@ class LLMClient:
             headers["authorization"] = f"Bearer {key}"
         elif self._authorization:
             headers["authorization"] = self._authorization
-        url = _shown(self.settings.url)  # in messages; the request goes to self.settings.url
+        url = shown_url(self.settings.url)  # in messages; the request goes to self.settings.url
         start = time.perf_counter()
         usage = Usage(calls=1)
         try:
@@ -533,7 +543,7 @@ def endpoint(base_url: str, path: str, query: str | bytes = b"", *, once: bool =
     return str(base.copy_with(raw_path=raw, fragment=None))
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """``url`` as error messages show it: credentials in its user info (``https://user:key@host``) and its query
     (``?api-key=...``) as ``***``, the rest unchanged."""
     parts = urlsplit(url)
