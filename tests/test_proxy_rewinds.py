@@ -390,3 +390,44 @@ def test_only_a_rewind_the_client_goes_on_from_moves_turns_off_the_session(busy_
             continue  # held again, or never archived (a retry's reply is archived once a request holds it)
         places = {s for s, t in rows if u in t and a in t}
         assert places and all(s.startswith(f"{session}/abandoned-") for s in places), (u, a, places, steps)
+
+
+def test_after_a_compaction_side_requests_sent_twice_leave_every_turn_recoverable(busy_proxy):
+    """The breaker's case (break38, item 1): six exchanges, a compaction that keeps the last one, then a title
+    request holding the first question without its reply, sent twice, and the conversation goes on. Before: the
+    second title request confirmed the first one's rewind; all six exchanges moved to ``SESSION/abandoned-ID`` and
+    the compacted client never got them back. Now: they stay in the session, recoverable."""
+    client, db = busy_proxy
+    session = "compacted-side"
+    sent: list[dict] = []
+
+    def send(messages: list[dict]) -> dict:
+        sent.append(messages)
+        r = client.post(
+            "/v1/chat/completions", json={"model": "m", "messages": messages}, headers={"X-Lantern-Session": session}
+        )
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["message"]
+
+    conv = [SYSTEM]
+    for i in range(6):
+        conv.append({"role": "user", "content": f"Question {i}: the billing service {i} listens on port {5400 + i}."})
+        conv.append(send(conv))
+    summary = {"role": "system", "content": "Summary of the conversation so far: we configured billing services."}
+    compacted = [SYSTEM, summary, *conv[-2:], {"role": "user", "content": "Next: what about the cache?"}]
+    compacted.append(send(compacted))
+    title = [SYSTEM, conv[1], {"role": "user", "content": TITLE}]
+    send(title)
+    send(title)
+    for k in range(2):
+        compacted += [{"role": "user", "content": f"Continue {k}."}]
+        compacted.append(send(compacted))
+    rows = _rows(db)
+    for i in range(6):
+        places = {s for s, t in rows if f"listens on port {5400 + i}." in t and "assistant:" in t}
+        assert places == {session}, (i, places)
+    moved = [t for s, t in rows if s.startswith(f"{session}/abandoned-")]
+    assert len(moved) <= 2  # only the title request's own turns (its lone question, its instruction and reply)
+    query = {"query": "Which port does billing service 2 listen on?", "session": session}
+    r = client.post("/v1/memory/recover", json=query)
+    assert r.status_code == 200 and "port 5402" in r.json()["text"], r.text
