@@ -315,19 +315,23 @@ def detect(
 
 def abandoned_after(archive: SessionArchive, present: set[int], questions: Sequence[str] = ()) -> list[int]:
     """The archived entries newer than the newest one ``present`` in the live context, in turn order: turns the
-    application rewound away (module docstring). None when nothing is present (a new conversation). An entry that
-    opens another one (``SessionArchive.part_of``: a question a side request sent without its reply, archived
-    alone) is present wherever that one is, and is no point of the conversation either way.
+    application rewound away (module docstring). None when nothing is present (a new conversation). The newest
+    present entry is taken among those that mark a point of the conversation (``_newest``: a question a side
+    request sent without its reply is present wherever the full exchange is, and marks none).
 
-    ``questions``: the request's user messages, each as ``Lantern.live_text`` renders it alone. An entry of those
-    that opens with one of them is a turn whose question the client still holds with another reply (a
-    regenerate): the newest such is where the request branched off, and the entries before it are not rewound
-    but out of the context (a compaction that kept that question and dropped what came before)."""
+    ``questions``: user messages of the request (``_abandoned``: those after its newest present entry), each as
+    ``Lantern.live_text`` renders it alone. A newer entry that opens with one of them is a turn whose question the
+    client still holds with another reply (a regenerate): the newest such is where the request branched off, and
+    the entries before it are not rewound but out of the context (a compaction that kept that question and
+    dropped what came before). Only when the newest present entry is no answered exchange (the system prompt): a
+    compaction keeps the newest turns, so a request that holds an older exchange and asks a newer question again
+    (a side request sent twice) dropped nothing."""
     if not present:
         return []
-    at = bisect.bisect_right(archive.turns_sorted, archive.turn[_newest(archive, present)])
+    newest = _newest(archive, present)
+    at = bisect.bisect_right(archive.turns_sorted, archive.turn[newest])
     after = [i for i in archive.order[at:] if i not in present]
-    if after and questions:
+    if after and questions and newest not in archive.answered:
         by_key: dict[str, list[str]] = {}
         for q in questions:
             by_key.setdefault(q[:KEY_CHARS], []).append(q)
@@ -441,12 +445,15 @@ def confirmed_rewinds(
     forgotten or moved meanwhile are left out; a candidate left with none is dropped)."""
     confirmed: list[Rewind] = []
     still: list[Rewind] = []
+    oldest = min((c.since for c in candidates), default=None)
+    at = len(archive.order) if oldest is None else bisect.bisect_right(archive.turns_sorted, oldest)
+    fresh = [i for i in archive.order[at:] if i in present]  # present entries archived after some candidate
     for c in candidates:
         ids = [i for i in c.ids if i in archive.hash]
         if not ids or not present.isdisjoint(ids):
             continue
         c.ids = ids
-        if any(c.replied_in(archive.norm[i]) for i in present if archive.turn[i] > c.since):
+        if any(c.replied_in(archive.norm[i]) for i in fresh if archive.turn[i] > c.since):
             confirmed.append(c)
         else:
             still.append(c)
@@ -532,6 +539,7 @@ class SessionArchive:
         self.by_key: dict[str, set[int]] = {}
         self.by_head: dict[str, set[int]] = {}  # the first KEY_CHARS characters of ``norm`` -> ids
         self.unanswered: set[int] = set()  # turns of user messages only: a question archived without its reply
+        self.answered: set[int] = set()  # turns that open with a user message and hold an answer
         self.short: set[int] = set()  # texts shorter than KEY_CHARS: checked directly
         self.turns_sorted: list[int] = []
         self.order: list[int] = []  # ids in turn order
@@ -604,8 +612,8 @@ class SessionArchive:
         else:
             self.by_key.setdefault(norm[-KEY_CHARS:], set()).add(i)
         self.by_head.setdefault(norm[:KEY_CHARS], set()).add(i)
-        if text.startswith("user") and not _ANSWER.search(text):
-            self.unanswered.add(i)
+        if text.startswith("user"):
+            (self.answered if _ANSWER.search(text) else self.unanswered).add(i)
 
     def _drop(self, i: int) -> None:
         if i not in self.hash:
@@ -615,6 +623,7 @@ class SessionArchive:
         del self.hash[i], self.turn[i]
         self.short.discard(i)
         self.unanswered.discard(i)
+        self.answered.discard(i)
         for index, key in ((self.by_key, norm[-KEY_CHARS:]), (self.by_head, norm[:KEY_CHARS])):
             ids = index.get(key)
             if ids is not None:
@@ -779,10 +788,11 @@ class Tracker:
         state.compacted = {i for i in state.compacted if i in archive.hash and i not in present}
         after = [i for i in _abandoned(self.lantern, archive, present, messages) if i not in state.compacted]
         current = _verdict(archive, session, messages, live, present, confirmed + after)
-        if after and messages:
+        last = self.lantern.live_text(messages[-1:]) if after else ""
+        if last:  # a last message that renders as nothing could never be seen replied to: no candidate
             from lantern.store.base import MAX_OPEN_REWINDS
 
-            candidate = Rewind.of(after, self.lantern.live_text(messages[-1:]), archive.turns_sorted[-1])
+            candidate = Rewind.of(after, last, archive.turns_sorted[-1])
             if candidate not in state.rewinds:  # a repeated request (a retry, a duplicate) is one candidate
                 state.rewinds = [*state.rewinds, candidate][-MAX_OPEN_REWINDS:]
         if current is not None:  # a compaction's lost turns are the client's summary: never rewound away later
