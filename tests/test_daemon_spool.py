@@ -115,3 +115,36 @@ def test_the_drain_runs_only_this_users_regular_jobs_and_touches_nothing_outside
 def _root_only():
     if os.geteuid() != 0:
         pytest.skip("another user's file can be made only as root")
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ticks=st.integers(2, 6), stuck=st.integers(1, 3), jobs=st.lists(st.integers(0, 2), min_size=6, max_size=6))
+def test_an_entry_the_drain_cannot_remove_is_logged_once_and_counted_whatever_the_ticks(
+    runtime, capsys, ticks, stuck, jobs
+):
+    """``*.job`` folders holding files (never walked, never removed) met on every idle tick, with jobs coming in
+    between: each folder is logged the first time only, counted in ``spool_stuck`` (and at exit), and left as it
+    was; every job runs once (before: one log line per folder per tick, every 2 s)."""
+    folder = Path(daemon.spool_dir())
+    shutil.rmtree(folder.parent, ignore_errors=True)
+    daemon.secure_dir(str(folder.parent), create=True)
+    folder.mkdir(mode=0o700)
+    for k in range(stuck):
+        (folder / f"{k:02d}-stuck.job").mkdir()
+        (folder / f"{k:02d}-stuck.job" / "inside").write_text("x")
+    served = _Recording()
+    capsys.readouterr()
+    n = 0
+    for tick in range(ticks):
+        for _ in range(jobs[tick]):
+            (folder / f"{50 + n:02d}-1.job").write_bytes(_job(n))
+            n += 1
+        served._drain_spool()
+    log = capsys.readouterr().err
+    assert [json.loads(j["input"])["n"] for j in served.ran] == list(range(n))
+    for k in range(stuck):
+        assert log.count(f"{k:02d}-stuck.job") == 1, log
+        assert (folder / f"{k:02d}-stuck.job" / "inside").read_text() == "x"
+    assert len(served.spool_stuck) == stuck
+    served.close()
+    assert f"{stuck} spool entr" in capsys.readouterr().err

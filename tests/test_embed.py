@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lantern.embed import (
     EMBEDDERS,
@@ -181,6 +184,8 @@ def _files_under(root) -> list[str]:
 
 
 def test_no_files_written_under_home(tmp_path):
+    """Loading and running MiniLM writes nothing under $HOME but Lantern's own record that the model file's sha256
+    was checked (~/.cache/lantern/verified/<digest>, empty: verify_sha256); onnxruntime's telemetry writes nothing."""
     home = tmp_path / "home"
     home.mkdir()
     proc = _run_with_home(
@@ -198,7 +203,11 @@ def test_no_files_written_under_home(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
-    assert _files_under(home) == [] and os.listdir(home) == []
+    records = home / ".cache" / "lantern" / "verified"
+    written = _files_under(home)
+    assert all(Path(f).parent == records and os.path.getsize(f) == 0 for f in written), written
+    folders = {os.path.relpath(d, home) for d, _, _ in os.walk(home)}
+    assert len(written) <= 1 and folders <= {".", ".cache", ".cache/lantern", ".cache/lantern/verified"}, folders
 
 
 def test_control_onnxruntime_alone_writes_under_home(tmp_path):
@@ -238,3 +247,113 @@ def test_vectors_do_not_depend_on_batch_size_bit_for_bit(batch_size, batch_refer
     other = MiniLMEmbedder()
     other.batch_size = batch_size
     assert np.array_equal(other.embed(BATCH_TEXTS), batch_reference)
+
+
+# ---------------------------------------------------------------------------------------------- verified digests
+def test_a_verified_model_file_is_not_hashed_again_by_a_new_process(tmp_path, monkeypatch):
+    """verify_sha256 remembers a match across processes (a record under ~/.cache/lantern/verified): a new process
+    (the in-process memory cleared) opens the file no more; without the record it hashes it again."""
+    import hashlib
+
+    from lantern import embed
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LANTERN_VERIFIED_CACHE")  # the default folder, under this HOME
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"weights" * 5000)
+    expected = hashlib.sha256(model.read_bytes()).hexdigest()
+    opened = []
+    real_open = open
+    monkeypatch.setattr(embed, "open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k), raising=False)
+    monkeypatch.setattr(embed, "_verified", set())
+    monkeypatch.setattr(embed, "RACY_NS", -(10**18))  # the file was just written; taken as settled
+    embed.verify_sha256(model, expected)
+    assert opened == [model]
+    records = list((tmp_path / "home" / ".cache" / "lantern" / "verified").iterdir())
+    assert len(records) == 1 and records[0].stat().st_size == 0
+    monkeypatch.setattr(embed, "_verified", set())  # a new process
+    embed.verify_sha256(model, expected)
+    assert opened == [model]
+    records[0].unlink()
+    monkeypatch.setattr(embed, "_verified", set())
+    embed.verify_sha256(model, expected)
+    assert opened == [model, model]
+    monkeypatch.setenv("LANTERN_VERIFIED_CACHE", "off")  # no record kept: every new process hashes
+    records[0].unlink()
+    monkeypatch.setattr(embed, "_verified", set())
+    embed.verify_sha256(model, expected)
+    assert opened == [model, model, model] and not records[0].exists()
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.lists(st.sampled_from(["same bytes", "other bytes", "other size", "replaced", "touched"]), max_size=6))
+def test_a_changed_model_file_is_hashed_again_whatever_its_times(tmp_path_factory, steps):
+    """However the file changes (rewritten with other bytes of the same size and its old mtime put back, replaced by
+    a new file, grown), the next verify in a new process hashes it again: it raises exactly when the content
+    is not the expected one, never trusting the record of the earlier state."""
+    import hashlib
+
+    from lantern import embed
+
+    tmp = tmp_path_factory.mktemp("verified")
+    good = b"weights" * 5000
+    model = tmp / "model.onnx"
+    model.write_bytes(good)
+    expected = hashlib.sha256(good).hexdigest()
+    old_home = os.environ.get("HOME")
+    os.environ["HOME"] = str(tmp / "home")
+    cache = os.environ.pop("LANTERN_VERIFIED_CACHE", None)  # the default folder, under this HOME
+    try:
+        embed._verified.clear()
+        embed.verify_sha256(model, expected)
+        content = good
+        for step in steps:
+            st_before = model.stat()
+            if step == "same bytes":
+                content = good
+            elif step == "other bytes":
+                content = good[:-1] + b"X"
+            elif step == "other size":
+                content = good + b"!"
+            if step == "replaced":
+                fresh = tmp / "fresh.onnx"
+                fresh.write_bytes(good[:-1] + b"Y")
+                os.utime(fresh, ns=(st_before.st_atime_ns, st_before.st_mtime_ns))
+                os.replace(fresh, model)
+                content = good[:-1] + b"Y"
+            elif step == "touched":
+                os.utime(model, ns=(st_before.st_atime_ns, st_before.st_mtime_ns))
+            else:
+                model.write_bytes(content)
+                os.utime(model, ns=(st_before.st_atime_ns, st_before.st_mtime_ns))  # the old times put back
+            embed._verified.clear()  # a new process
+            if content == good:
+                embed.verify_sha256(model, expected)
+            else:
+                with pytest.raises(ModelNotFoundError, match="has sha256"):
+                    embed.verify_sha256(model, expected)
+    finally:
+        embed._verified.clear()
+        if old_home is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = old_home
+        if cache is not None:
+            os.environ["LANTERN_VERIFIED_CACHE"] = cache
+
+
+def test_load_ahead_loads_the_query_models_model_in_a_thread_and_leaves_errors_to_the_embedding():
+    """embed.load_ahead: the model a query of that script uses (MiniLM for English, USE for Chinese, of a routed
+    embedder) loads in a thread; nothing when loaded; a failed load raises nothing there, the embedding raises."""
+    from lantern.embed import RoutedEmbedder, load_ahead
+
+    routed = RoutedEmbedder()
+    thread = load_ahead(routed, "which port does the billing database use?")
+    assert thread is not None and thread.name == "lantern-load"
+    thread.join(120)
+    assert routed.loaded == {"minilm": True, "use": False}
+    assert load_ahead(routed, "another English question") is None
+    broken = MiniLMEmbedder(model_path="/nonexistent/model.onnx")
+    load_ahead(broken, "x").join(30)
+    with pytest.raises(ModelNotFoundError, match="not found"):
+        broken.embed(["x"])

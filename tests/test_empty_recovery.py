@@ -59,3 +59,38 @@ def test_an_empty_recovery_carries_its_own_diagnosis_without_a_second_recovery(t
 
         nowhere = lt.recover("service2 port", session="nope")
         assert "in session 'nope' (4 entries are in other sessions)" in lt.why_empty(nowhere, session="nope")
+
+
+QUERIES = st.one_of(st.just(""), st.just("   "), st.sampled_from(["service2 port", "which port?", "zebra quartz"]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    QUERIES,
+    st.sampled_from([None, "s1", "nope"]),
+    st.sampled_from([None, 20, 60, 6000]),
+    st.sampled_from([None, 0.0, 0.99]),
+    st.booleans(),
+)
+def test_why_empty_is_a_sentence_of_its_own_and_the_cli_line_is_built_from_it(
+    tmp_path_factory, query, session, budget, floor, early
+):
+    """For every empty recovery (an empty query, a session holding nothing, a budget too small, a floor above every
+    candidate, an as-of time before every turn): ``Lantern.why_empty`` is a sentence of its own (no leading
+    separator or space, no trailing space), and ``continuation`` makes the CLI's "nothing recovered" line from it
+    (": WHY", or " (REASON): WHY" when the floor held everything back)."""
+    from lantern.cli.render import continuation
+
+    path = tmp_path_factory.getbasetemp() / "why_empty.db"
+    with Lantern(path) as lt:
+        if not lt.stats()["entries"]:
+            for n in range(4):
+                lt.archive([{"role": "user", "content": f"service{n} listens on port {7000 + n}"}], f"s{n}")
+        as_of = datetime(2001, 1, 1, tzinfo=timezone.utc) if early else None
+        rec = lt.recover(query, session=session, budget=budget, min_score=floor, as_of=as_of)
+        if rec.text:
+            return
+        why = lt.why_empty(rec, session=session, as_of="2001-01-01" if early else None)
+    assert why == why.strip() and not why.startswith((":", "(")), repr(why)
+    line = continuation(rec, why)
+    assert line in ("", f": {why}", f" ({rec.reason}): {why}") and (line == "") == (why == "")

@@ -105,9 +105,23 @@ def test_forget_on_a_terminal_asks_first(tmp_path):
     db = _store(tmp_path)
     before = _count(db)
     code, text = _on_a_terminal(db, b"n\n", "--session", "alpha")
-    assert "Delete every entry of session 'alpha'" in text and code == 1 and _count(db) == before, text
+    assert (
+        "Delete every entry of session 'alpha'" in text
+        and "from every table: 1 entry?" in text
+        and code == 1
+        and _count(db) == before
+    ), text
     code, text = _on_a_terminal(db, b"y\n", "--session", "alpha")
     assert code == 0 and "1 entry forgotten" in text and _count(db) == before - 1, text
+
+
+def test_forget_of_nothing_asks_nothing_and_says_what_matched_nothing(tmp_path):
+    """A selection of no entry is not a question (there is nothing to confirm): it says which filter found nothing."""
+    db = _store(tmp_path)
+    before = _count(db)
+    code, text = _on_a_terminal(db, b"y\n", "--session", "no-such-session")
+    assert "[y/N]" not in text and "no session 'no-such-session' matched" in text, text
+    assert code == 0 and _count(db) == before, text
 
 
 @given(

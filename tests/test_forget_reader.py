@@ -157,10 +157,12 @@ def test_python_api_and_rest_report_an_unfinished_erase(db, tmp_path, monkeypatc
         second = Reader(other)
         try:
             with TestClient(build_app(other), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
-                r = client.post("/v1/memory/forget", json={"session": "secret"}).json()
+                r = client.post("/v1/memory/forget", json={"session": "secret", "confirm": True}).json()
                 assert r["forgotten"] == 1 and r["erased"] is False and r["remaining_bytes"] > 0
                 second.release()
-                assert client.post("/v1/memory/forget", json={"session": "secret"}).json() == {"forgotten": 0}
+                assert client.post("/v1/memory/forget", json={"session": "secret", "confirm": True}).json() == {
+                    "forgotten": 0
+                }
             assert copies(other) == 0
         finally:
             second.close()

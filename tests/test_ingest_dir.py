@@ -254,6 +254,18 @@ def test_subagent_files_the_session_does_not_read_are_not_reported_as_read(tree,
         assert "not read" in reasons[prefix + name], reasons[prefix + name]
 
 
+def test_claude_code_s_compaction_agent_is_skipped_as_such(tree):
+    """``agent-acompact-<id>.jsonl`` re-reads the whole conversation: skipped, and the reason says so (not the
+    catch-all of files that are no subagent transcript)."""
+    subagents = tree / "b" / "deep" / "deeper" / "-home-dev-api" / SID / "subagents"
+    agent = (subagents / "agent-a3c7e91.jsonl").read_text(encoding="utf-8")
+    (subagents / "agent-acompact-5d21f0.jsonl").write_text(agent.replace("a3c7e91", "acompact-5d21f0"), "utf-8")
+    _, skipped = walk(tree)
+    reasons = {str(f.path.relative_to(tree)): f.reason for f in skipped}
+    reason = reasons[f"b/deep/deeper/-home-dev-api/{SID}/subagents/agent-acompact-5d21f0.jsonl"]
+    assert "compaction agent" in reason and "not a subagent transcript" not in reason, reason
+
+
 def test_a_file_replaced_by_a_folder_mid_walk_fails_alone(tree, tmp_path):
     """A breaker's finding: the folder was ingested as a nested directory and ``--json`` then crashed."""
     victim = tree / "b" / "numbers.json"

@@ -83,7 +83,14 @@ def test_mcp_end_to_end(tmp_path):
         assert _schema(tools["archive"])["properties"]["messages"]["type"] == "array"
         assert set(_schema(tools["recover"])["properties"]) >= {"query", "session", "budget"}
         assert set(_schema(tools["search"])["properties"]) == {"query", "k", "session", "user", "agent", "project"}
-        assert set(_schema(tools["forget"])["properties"]) == {"entry", "session", "user", "agent", "project"}
+        assert set(_schema(tools["forget"])["properties"]) == {
+            "entry",
+            "session",
+            "user",
+            "agent",
+            "project",
+            "confirm",
+        }
         assert _out_schema(tools["recover"])["required"] == ["text", "chars", "entries"]
         assert _out_schema(tools["stats"])["properties"]["entries"]["type"] == "integer"
 
@@ -128,7 +135,8 @@ def test_mcp_end_to_end(tmp_path):
         assert _data(r)["reason"] == "nothing_archived" and _data(r)["text"] == ""
         assert _data(r)["loss"]["lost"] == 0  # the loss report is there whatever the result
         r = await s.call_tool("recover_compaction", {"summary": "x" * 1_000_001, "session": "build-42"})
-        assert _err(r) and "over the limit of 1,000,000" in _text(r)  # compaction.MAX_SUMMARY_CHARS
+        # over compaction.MAX_SUMMARY_CHARS: read up to there, the block still made and saying so
+        assert not _err(r) and _data(r)["text"] and "1,000,001 characters" in _data(r)["detail"]
         r = await s.call_tool("recover", {"query": "   "})
         assert _data(r)["reason"] == "empty_query" and _data(r)["text"] == ""  # an empty block says why
         r = await s.call_tool("recover", {"query": "which hotel did I book in Lisbon for the wedding?"})
@@ -167,8 +175,14 @@ def test_mcp_end_to_end(tmp_path):
             assert _err(r), (name, args, _text(r))
             assert "Traceback" not in _text(r)
 
-        r = await s.call_tool("forget", {"session": "build-42"})
-        assert _data(r) == {"forgotten": 2}
+        preview = _data(await s.call_tool("forget", {"session": "build-42"}))  # a preview: nothing deleted
+        assert preview["forgotten"] == 0 and preview["would_forget"] > 0 and preview["confirm"]
+        r = await s.call_tool("forget", {"session": "build-42", "confirm": "not-the-token"})
+        assert _err(r) and "nothing forgotten" in _text(r)
+        r = await s.call_tool("forget", {"session": "build-42", "confirm": preview["confirm"]})
+        assert _data(r) == {"forgotten": 2} == {"forgotten": preview["would_forget"]}
+        r = await s.call_tool("forget", {"session": "build-42", "confirm": True})  # as --yes: no preview
+        assert _data(r) == {"forgotten": 0}
         r = await s.call_tool("recover", {"query": "postgres port 5433"})
         assert not _err(r) and _data(r)["text"] == ""
         return True
@@ -188,13 +202,13 @@ def test_mcp_empty_session_is_the_default_session_for_archive_and_forget(tmp_pat
             "archive", {"messages": [{"role": "user", "content": "keep this: port 6380"}], "session": "other"}
         )
         assert _data(r)["added"] == 1
-        r = await s.call_tool("forget", {"session": ""})
+        r = await s.call_tool("forget", {"session": "", "confirm": True})
         assert not _err(r) and _data(r) == {"forgotten": 2}, _text(r)
         r = await s.call_tool("stats", {})
         assert (_data(r)["entries"], _data(r)["sessions"]) == (1, 1)
         r = await s.call_tool("archive", {"messages": CONVERSATION, "session": "default"})
         assert _data(r)["added"] == 2
-        r = await s.call_tool("forget", {"session": "default"})
+        r = await s.call_tool("forget", {"session": "default", "confirm": True})
         assert _data(r) == {"forgotten": 2}
         return True
 
@@ -710,7 +724,7 @@ def test_mcp_session_named_like_json_round_trips(tmp_path):
         assert not _err(r) and _data(r)["session"] == name, _text(r)
         r = await s.call_tool("search", {"query": "postgres port", "session": name, "user": "[1, 2]"})
         assert not _err(r) and _data(r)["hits"], _text(r)
-        r = await s.call_tool("forget", {"session": name, "user": "[1, 2]"})
+        r = await s.call_tool("forget", {"session": name, "user": "[1, 2]", "confirm": True})
         assert _data(r) == {"forgotten": 2}, _text(r)
         return True
 

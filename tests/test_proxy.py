@@ -11,6 +11,11 @@ import sys
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from budget import examples
+from lantern import Lantern
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
@@ -73,8 +78,10 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
     ).json() == {"updated": 1}
     assert client.post("/v1/memory/feedback", json={"entry_ids": [], "useful": False}).status_code == 422
 
-    assert client.post("/v1/memory/forget", json={"entry": archived["entry_ids"][1]}).json() == {"forgotten": 1}
-    assert client.post("/v1/memory/forget", json={"session": "build-42"}).json() == {"forgotten": 1}
+    assert client.post("/v1/memory/forget", json={"entry": archived["entry_ids"][1], "confirm": True}).json() == {
+        "forgotten": 1
+    }
+    assert client.post("/v1/memory/forget", json={"session": "build-42", "confirm": True}).json() == {"forgotten": 1}
     gone = client.post("/v1/memory/recover", json={"query": "postgres 5433"}).json()
     assert gone["text"] == "" and gone["reason"] == "nothing_archived"  # an empty block says why
 
@@ -91,7 +98,6 @@ def test_archive_recover_search_forget_stats(client, tmp_path):
         ("/v1/memory/recover_compaction", {"summary": "s", "budget": -1}, 422),
         ("/v1/memory/recover_compaction", {"summary": 3}, 422),
         ("/v1/memory/recover_compaction", {"summary": "s", "sesion": "typo"}, 422),
-        ("/v1/memory/recover_compaction", {"summary": "x" * 1_000_001}, 400),  # compaction.MAX_SUMMARY_CHARS
         ("/v1/memory/forget", {}, 400),
         ("/v1/memory/forget", {"entry": 1, "session": "s"}, 400),
     ],
@@ -104,6 +110,12 @@ def test_bad_input_is_a_json_error(client, path, body, status):
     r = client.post(path, content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 422 and r.json()["error"]
     assert client.get("/v1/memory/stats").status_code == 200  # still serving
+
+
+def test_a_summary_over_the_limit_still_gets_its_block_and_says_it_was_cut(client):
+    client.post("/v1/memory/archive", json={"messages": CONVERSATION})
+    r = client.post("/v1/memory/recover_compaction", json={"summary": "x " * 500_001})  # compaction.MAX_SUMMARY_CHARS
+    assert r.status_code == 200 and "1,000,002 characters" in r.json()["detail"], r.text[:500]
 
 
 def test_openapi_schema(client):
@@ -205,7 +217,7 @@ def test_lantern_serve_on_loopback(tmp_path):
         (
             "/v1/memory/forget",
             {"sesion": "s"},
-            "unknown argument for forget: 'sesion' (forget takes entry, session, user, agent, project)",
+            "unknown argument for forget: 'sesion' (forget takes entry, session, user, agent, project, confirm)",
         ),
         (
             "/v1/memory/search",
@@ -250,3 +262,65 @@ def test_chat_completions_without_an_upstream_says_how_to_start_one(client):
     Found" (newcomer finding)."""
     r = client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     assert r.status_code == 404 and "--upstream" in r.json()["error"]
+
+
+SELECTORS = st.sampled_from(
+    [
+        {"session": "a"},
+        {"session": "b"},
+        {"session": ""},
+        {"user": "u2"},
+        {"session": "a", "user": "u2"},
+        {"agent": "x"},
+    ]
+)
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(selector=SELECTORS, extra=st.integers(0, 2), wrong=st.sampled_from([None, "other-call", "tampered", "stale"]))
+def test_forget_over_rest_previews_first_and_deletes_only_what_its_token_confirmed(
+    tmp_path_factory, selector, extra, wrong
+):
+    """Over REST (and MCP: the same MemoryService.forget), for any selection: a forget without confirm deletes
+    nothing and says how many entries it would (the count a confirmed forget then deletes); the same call with the
+    preview's token deletes exactly those; a token of another call, a tampered one, or one the selection outgrew
+    (turns archived since the preview) deletes nothing and is a 400 (before: the first call deleted at once)."""
+    from lantern.integrations.proxy import build_app
+
+    db = tmp_path_factory.mktemp("confirm") / "m.db"
+    with Lantern(db) as lt:
+        for user in ("", "u2"):
+            for session in ("a", "b", "default"):
+                lt.archive([{"role": "user", "content": f"{session} {user} turn"}], session=session, user=user)
+        lt.archive([{"role": "user", "content": "x's turn"}], session="a", agent="x")
+    with TestClient(build_app(str(db)), base_url="http://127.0.0.1") as client:
+        preview = client.post("/v1/memory/forget", json=selector)
+        assert preview.status_code == 200, preview.text
+        body = preview.json()
+        assert body["forgotten"] == 0 and body["would_forget"] >= 0 and isinstance(body["confirm"], str)
+        token = body["confirm"]
+        if wrong == "other-call":
+            other = {"session": "zzz"} if selector != {"session": "zzz"} else {"session": "yyy"}
+            token = client.post("/v1/memory/forget", json=other).json()["confirm"]
+        elif wrong == "tampered":
+            token = ("0" if token[0] != "0" else "1") + token[1:]
+        elif wrong == "stale":
+            user = selector.get("user", "")
+            session = selector.get("session") or "default"
+            with Lantern(db) as lt:
+                for k in range(extra + 1):
+                    lt.archive(
+                        [{"role": "user", "content": f"later {k}"}],
+                        session=session,
+                        user=user,
+                        agent=selector.get("agent"),
+                    )
+        r = client.post("/v1/memory/forget", json={**selector, "confirm": token})
+        if wrong is None:
+            assert r.status_code == 200 and r.json()["forgotten"] == body["would_forget"], r.text
+            again = client.post("/v1/memory/forget", json=selector).json()
+            assert again["would_forget"] == 0
+        else:
+            assert r.status_code == 400 and "nothing forgotten" in r.json()["error"], r.text
+            still = client.post("/v1/memory/forget", json=selector).json()["would_forget"]
+            assert still == body["would_forget"] + (extra + 1 if wrong == "stale" else 0)

@@ -606,7 +606,7 @@ def test_forgotten_entries_are_never_reinjected(proxy, tmp_path, how):
     with sqlite3.connect(tmp_path / "p.db") as db:
         ((entry,),) = db.execute("SELECT id FROM entries WHERE text LIKE '%docker run -p 5433%'").fetchall()
     if how == "rest":
-        assert client.post("/v1/memory/forget", json={"entry": entry}).json() == {"forgotten": 1}
+        assert client.post("/v1/memory/forget", json={"entry": entry, "confirm": True}).json() == {"forgotten": 1}
     else:  # another process's handle: the proxy's in-memory state never saw it
         with Lantern(tmp_path / "p.db") as other:
             assert other.forget(entry=entry) == 1

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from budget import examples
 from clirun import lantern as cli
-from lantern import Lantern
-from lantern.compaction import MAX_SUMMARY_CHARS, read_summary
+from lantern import Lantern, compaction
+from lantern.compaction import MAX_SUMMARY_CHARS, SUMMARY_CUT, read_summary, summary_text
 from lantern.errors import LanternError
 from lantern.model import split_rendered
 from lantern.recover.loss import _parts, find_loss, live_blocks
@@ -292,13 +292,47 @@ def db(tmp_path_factory):
     return path
 
 
-def test_a_summary_over_the_limit_is_refused_with_its_size_and_one_at_the_limit_is_read(db):
-    msgs, _ = conversation(0)
+def test_a_summary_over_the_limit_is_cut_with_a_reason_and_still_gets_its_block(db):
+    """A summary of 1,000,001 characters (a hook or the proxy reads what the host wrote) is read up to the limit:
+    the block is made as for the cut summary, and says why (it was a ValueError: nothing injected)."""
+    msgs, values = conversation(0)
+    summary = "x " * (MAX_SUMMARY_CHARS // 2) + "y"
     with Lantern(db) as lt:
-        with pytest.raises(ValueError, match=r"over the limit of 1,000,000"):
-            lt.recover_compaction("x" * (MAX_SUMMARY_CHARS + 1), live=msgs[-2:], session="c0")
-        rec = lt.recover_compaction("x " * (MAX_SUMMARY_CHARS // 2), live=msgs[-2:], session="c0", budget=2000)
-    assert rec.text and rec.chars <= 2000
+        rec = lt.recover_compaction(summary, live=msgs[-2:], session="c0", budget=2000)
+        at_limit = lt.recover_compaction(summary[:MAX_SUMMARY_CHARS], live=msgs[-2:], session="c0", budget=2000)
+    assert rec.text and rec.chars <= 2000 and rec.text == at_limit.text
+    assert rec.reason == SUMMARY_CUT and "1,000,001 characters" in rec.detail
+    assert at_limit.reason is None and values[0][0] in rec.text
+
+
+@given(
+    st.integers(1, 400),
+    st.text(st.sampled_from("ab \n"), min_size=1, max_size=300),
+    st.integers(0, 7),
+    st.booleans(),
+)
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_summary_past_the_limit_is_read_as_its_cut_prefix_and_what_lies_past_the_cut_counts_as_lost(
+    db, limit, filler, turn, stated_before
+):
+    """For any limit and any summary past it: the block is the block of ``summary_text``'s cut (a prefix of at
+    most ``limit`` characters that ends at a whitespace when one is near), ``reason`` summary_cut and ``detail``
+    gives both lengths; a value the summary states only past the cut comes back, one stated before it does not."""
+    msgs, values = conversation(0)
+    value = values[turn][0]
+    head = (value + " " if stated_before else "") + filler
+    summary = (head * (limit // len(head) + 1))[:limit] + " " + value + " " + filler
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compaction, "MAX_SUMMARY_CHARS", limit)
+        cut, detail = summary_text(summary)
+        assert summary.startswith(cut) and len(cut) <= limit and f"{len(summary):,} characters" in detail
+        with Lantern(db) as lt:
+            rec = lt.recover_compaction(summary, live=[], session="c0", budget=4000)
+            plain = lt.recover_compaction(cut, live=[], session="c0", budget=4000)
+    assert rec.text == plain.text and rec.loss.to_json() == plain.loss.to_json()
+    assert rec.reason == (plain.reason or SUMMARY_CUT) and detail in rec.detail
+    lost = {i.value for i in rec.loss.items}
+    assert (value in lost) == (value not in cut)
 
 
 @given(st.binary(max_size=200))

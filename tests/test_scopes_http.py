@@ -43,8 +43,10 @@ def test_rest_api_scopes(tmp_path):
         r = client.post("/v1/memory/feedback", json={"entry_ids": ids, "useful": True, "user": "alice"})
         assert r.json() == {"updated": len(ids)}
         assert client.post("/v1/memory/feedback", json={"entry_ids": ids, "useful": True, "user": 7}).status_code == 422
-        assert client.post("/v1/memory/forget", json={"session": "s", "user": "bob"}).json() == {"forgotten": 0}
-        assert client.post("/v1/memory/forget", json={"user": "alice"}).json() == {"forgotten": 2}
+        assert client.post("/v1/memory/forget", json={"session": "s", "user": "bob", "confirm": True}).json() == {
+            "forgotten": 0
+        }
+        assert client.post("/v1/memory/forget", json={"user": "alice", "confirm": True}).json() == {"forgotten": 2}
         assert client.post("/v1/memory/search", json={"user": 3, "query": "x"}).status_code == 422
 
 
@@ -55,7 +57,7 @@ def test_rest_api_empty_session_is_the_default_session(tmp_path):
     ) as client:
         r = client.post("/v1/memory/archive", json={"messages": PORT_CONVERSATION, "session": ""})
         assert r.status_code == 200 and r.json()["session"] == "default" and r.json()["added"] == 2
-        assert client.post("/v1/memory/forget", json={"session": ""}).json() == {"forgotten": 2}
+        assert client.post("/v1/memory/forget", json={"session": "", "confirm": True}).json() == {"forgotten": 2}
         assert client.get("/v1/memory/stats").json()["entries"] == 0
 
 

@@ -225,12 +225,14 @@ def test_a_cold_claude_code_session_start_compact_answers_with_no_model_loaded(t
         missing = lt.stats()["vectors_missing"]
         assert missing > 0 and lt.stats()["entries"] == missing + existing  # the session stored text-first
         assert [e.reason for e in lt.events(CLAUDE_SID)] == ["compact_boundary"]
-        # the next process that loads the models gives them their vectors; the same hook then adds nothing
+        # the next process that loads the models gives them their vectors; the same hook then adds nothing, and
+        # injects nothing again for the same compaction (one compaction, one injection, one event)
         assert lt.fill_unembedded() == missing
     again, _ = _cold_hook(tmp_path, db, "claude-code", payload)
-    assert json.loads(again)["hookSpecificOutput"]["additionalContext"] == block
+    assert again == ""
     with Lantern(db) as lt:
         assert lt.stats()["vectors_missing"] == 0 and lt.stats()["entries"] == missing + existing
+        assert [e.reason for e in lt.events(CLAUDE_SID)] == ["compact_boundary"]
 
 
 @pytest.mark.real_models
@@ -258,3 +260,53 @@ def test_a_cold_codex_session_start_compact_answers_with_no_model_loaded(tmp_pat
         assert lt.stats()["vectors_missing"] > 0
         lt.recover("retry backoff", session=CODEX_SID)  # a recovery fills them first
         assert lt.stats()["vectors_missing"] == 0
+
+
+@pytest.mark.real_models
+@pytest.mark.parametrize("host", ["claude-code", "codex"])
+def test_a_cold_prompt_is_answered_with_no_model_and_its_receipt_says_so(tmp_path, monkeypatch, host):
+    """A prompt after a compaction with no daemon up (``no_model``, lantern/__main__.py): its new lines archived
+    text-first, the recovery ranked with no query vector (Config.without_models), a block injected all the same,
+    and its receipt's source ``<host>:text-first``; every model load would raise here. With the models the same
+    prompt is answered too (the warm answer), with the host's own source."""
+    from lantern import embed
+    from lantern.integrations import claude_code, codex
+
+    db = tmp_path / "m.db"
+    offsets = tmp_path / "offsets.json"
+    if host == "claude-code":
+        module, sid, prompt = claude_code, CLAUDE_SID, "as I said earlier, which port does the billing db use?"
+        transcript = tmp_path / "session.jsonl"
+        lines = CLAUDE.read_text(encoding="utf-8").splitlines(keepends=True)
+        cut = next(i for i, x in enumerate(lines) if "compact_boundary" in x)
+        transcript.write_text("".join(lines[:cut]), encoding="utf-8")
+        before = {"hook_event_name": "PreCompact", "trigger": "manual"}
+        after = "".join(lines[cut:])
+        expect = "5433"
+    else:
+        module, sid, prompt = codex, CODEX_SID, "why did the payments retry give up with LedgerTimeout?"
+        transcript = tmp_path / "rollout-2026-11-24T14-10-00-019b0c3e.jsonl"
+        transcript.write_bytes((CODEX / "rollout-before-compaction.jsonl").read_bytes())
+        before = {"hook_event_name": "PreCompact", "trigger": "auto", "turn_id": "3"}
+        after = (CODEX / "compacted-local.jsonl").read_text(encoding="utf-8")
+        expect = "RETRY_BACKOFF_MS"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    base = {"session_id": sid, "transcript_path": str(transcript), "cwd": "/x"}
+    offs = claude_code.Offsets(offsets)
+    assert module.run(json.dumps({**base, **before}), db, offsets=offs) == ""  # archived with the models
+    with open(transcript, "a", encoding="utf-8") as f:
+        f.write(after)
+    ask = json.dumps({**base, "hook_event_name": "UserPromptSubmit", "prompt": prompt})
+
+    def no_load(self):
+        raise AssertionError("a model was loaded")
+
+    with monkeypatch.context() as m:
+        for cls in (embed.MiniLMEmbedder, embed.USEEmbedder, embed.E5Embedder):
+            m.setattr(cls, "load", no_load)
+        cold = module.run(ask, db, offsets=offs, no_model=True)
+    assert expect in json.loads(cold)["hookSpecificOutput"]["additionalContext"]
+    warm = module.run(ask, db, offsets=offs)
+    assert expect in json.loads(warm)["hookSpecificOutput"]["additionalContext"]
+    with Lantern(db) as lt:
+        assert [e.source for e in lt.events(sid)][:2] == [host, f"{host}:text-first"]

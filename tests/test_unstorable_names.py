@@ -142,7 +142,7 @@ def test_the_rest_api_takes_unstorable_names_on_a_server(pg_url, name):
         assert r.status_code == 200 and len(r.json()["hits"]) == 1, r.text
         r = post(client, "/v1/memory/recover", {"query": "staging redis port", **body})
         assert r.status_code == 200 and "6380" in r.json()["text"], r.text
-        r = post(client, "/v1/memory/forget", body)
+        r = post(client, "/v1/memory/forget", {**body, "confirm": True})
         assert r.status_code == 200 and r.json() == {"forgotten": 1}, r.text
 
 

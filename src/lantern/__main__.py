@@ -46,7 +46,7 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
         text = sys.stdin.read()
     except BaseException:  # noqa: BLE001 - the in-process hook reads and logs it
         text = None
-    delegate, started = None, False
+    started, no_model = False, False
     if text is not None:
         from lantern.integrations import daemon
 
@@ -56,16 +56,16 @@ def hook(host: str, db: str | None, rewound: str | None) -> int:
                 sys.stdout.write(out + "\n")
                 sys.stdout.flush()
             return 0
-        if started:  # a prompt that needs a recovery is answered by the daemon just started (docs/daemon.md)
-            delegate = lambda: daemon.wait_for_hook(host, text, db, rewound)  # noqa: E731
+        # no daemon answered; one starts after this answer (start_after): a prompt is answered with no model
+        no_model = daemon.enabled()
     if host == "codex":
         from lantern.integrations.codex import main as codex_main
 
-        code = codex_main(db, text=text, delegate=delegate)
+        code = codex_main(db, text=text, no_model=no_model)
     else:
         from lantern.integrations.claude_code import main as hook_main
 
-        code = hook_main(db, rewound=rewound, text=text, delegate=delegate)
+        code = hook_main(db, rewound=rewound, text=text, no_model=no_model)
     if text is not None and not started:  # an event answered first (daemon.ANSWER_FIRST_EVENTS): the daemon now
         from lantern.integrations import daemon
 

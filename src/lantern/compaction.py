@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from lantern import lazy_re
 from lantern.errors import LanternError
 from lantern.model import Message, Recovery
 from lantern.text.clean import normalize_space
@@ -55,13 +56,15 @@ SUMMARY_QUERY_CHARS = 2000  # ours: how much of a long summary goes into the que
 # ours: the longest compaction summary a recovery reads. Real ones are far shorter (realcompact: 115 Claude Code
 # summaries, median 12,108 characters, longest 24,528); a text 40 times the longest is a wrong file or a transcript
 MAX_SUMMARY_CHARS = 1_000_000
+SUMMARY_CUT_SLACK = 1000  # ours: a longer summary is cut at a whitespace this close to the limit, else at it
+SUMMARY_CUT = "summary_cut"  # Recovery.reason of a full block read against a summary cut to MAX_SUMMARY_CHARS
 
-_SUMMARY_START = re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
-_SUMMARY_MARKUP = re.compile(r"^\s*(\[summary|<summary>)", re.IGNORECASE)  # the markup forms of _SUMMARY_START
+_SUMMARY_START = lazy_re.compile(r"^\s*(\[summary|summary of the conversation|<summary>)", re.IGNORECASE)
+_SUMMARY_MARKUP = lazy_re.compile(r"^\s*(\[summary|<summary>)", re.IGNORECASE)  # the markup forms of _SUMMARY_START
 _CLAUDE_CODE = "this session is being continued from a previous conversation"
 # Claude Code's fixed opening ("This session is being continued from a previous conversation that ran out of
 # context. The conversation is summarized below:") and a "Summary:" label: words of the template, not of the work
-_TEMPLATE_OPENING = re.compile(  # the literal sentence only: words after it may be the summary's own
+_TEMPLATE_OPENING = lazy_re.compile(  # the literal sentence only: words after it may be the summary's own
     r"^\s*this session is being continued from a previous conversation(?: that ran out of context)?\s*[.:]?\s*"
     r"(?:(?:the conversation is )?summari[sz]ed below:|summary:)?\s*",
     re.IGNORECASE,
@@ -232,20 +235,27 @@ def _query(messages: list[Any], summary: str | None) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def summary_text(summary: Any) -> str:
+def summary_text(summary: Any) -> tuple[str, str]:
     """A compaction summary as the recovery reads it (``Lantern.recover_compaction``, so every caller: the API, the
-    CLI, MCP, REST, the hooks, the proxy): ``summary`` itself, "" for None (an encrypted or absent summary). Raises
-    TypeError for a non-string and ValueError for one over ``MAX_SUMMARY_CHARS`` characters."""
+    CLI, MCP, REST, the hooks, the proxy): ``(text, detail)``. ``text`` is ``summary`` itself, "" for None (an
+    encrypted or absent summary); a summary over ``MAX_SUMMARY_CHARS`` characters is cut to its first
+    ``MAX_SUMMARY_CHARS`` (at the last whitespace within ``SUMMARY_CUT_SLACK`` characters before the limit, so no
+    word is cut in two) and ``detail`` says so in words ("" when nothing was cut): the recovery still runs, and an
+    item stated only past the cut counts as lost (injected again rather than lost). Raises TypeError for a
+    non-string."""
     if summary is None:
-        return ""
+        return "", ""
     if not isinstance(summary, str):
         raise TypeError(f"summary must be a string or None, got {type(summary).__name__}")
-    if len(summary) > MAX_SUMMARY_CHARS:
-        raise ValueError(
-            f"summary is {len(summary):,} characters, over the limit of {MAX_SUMMARY_CHARS:,}: a compaction summary "
-            "is tens of thousands at most (give the summary, not the transcript)"
-        )
-    return summary
+    if len(summary) <= MAX_SUMMARY_CHARS:
+        return summary, ""
+    end = MAX_SUMMARY_CHARS
+    space = max(summary.rfind(c, end - SUMMARY_CUT_SLACK, end + 1) for c in " \n\t")
+    text = summary[: space if space > 0 else end]
+    return text, (
+        f"summary of {len(summary):,} characters read up to {len(text):,} (the limit is {MAX_SUMMARY_CHARS:,}): "
+        "what it states past there counts as lost"
+    )
 
 
 def read_summary(path: Path | str, stdin: IO[bytes] | None = None) -> str:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from lantern import lazy_re
 
 DEFAULT_SESSION = "default"  # the session of turns archived without one
 
@@ -24,7 +26,7 @@ def default_db_path() -> Path | str:
 
 
 # ---------------------------------------------------------------- store locations (store/open.py picks the backend)
-_SERVER_URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
+_SERVER_URL = lazy_re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 
 
 def is_server_url(location: str | os.PathLike[str] | None) -> bool:
@@ -89,11 +91,11 @@ SECRET_PARAMETERS = frozenset(
 )
 
 # userinfo: everything between ``scheme://`` and the LAST ``@`` (a password may hold ``@ / ? # :`` and spaces)
-_USERINFO = re.compile(r"^(postgres(?:ql)?://)(.*)@", re.IGNORECASE | re.DOTALL)
+_USERINFO = lazy_re.compile(r"^(postgres(?:ql)?://)(.*)@", re.IGNORECASE | re.DOTALL)
 # a query parameter's start: ``?`` or ``&``, its name (no ``? & =``), ``=``; overlapping starts are all found, so a
 # ``?`` inside the userinfo does not hide the query's own ``?`` from the search
-_QUERY_PARAMETER = re.compile(r"(?=[?&]([^?&=]*)=)")
-_PARAMETER_NAME = re.compile(r"[A-Za-z_]\w*")
+_QUERY_PARAMETER = lazy_re.compile(r"(?=[?&]([^?&=]*)=)")
+_PARAMETER_NAME = lazy_re.compile(r"[A-Za-z_]\w*")
 
 
 def _parameter_name(raw: str) -> str:
@@ -126,7 +128,7 @@ def _password_spans(url: str) -> list[tuple[int, int]]:
 
 
 # a keyword of a libpq key=value connection string (the common ones and every secret one), before its "="
-_CONNINFO_KEYWORD = re.compile(
+_CONNINFO_KEYWORD = lazy_re.compile(
     r"(?:^|\s)("
     + "|".join(
         sorted(
@@ -139,7 +141,7 @@ _CONNINFO_KEYWORD = re.compile(
 )
 # a secret keyword of a libpq key=value connection string and its value: single-quoted (backslash escapes), or up
 # to the next white space (libpq, "Parameter Key Words")
-_CONNINFO_SECRET = re.compile(
+_CONNINFO_SECRET = lazy_re.compile(
     r"((?:^|(?<=\s))(?:" + "|".join(sorted(SECRET_PARAMETERS)) + r")\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)",
     re.IGNORECASE,
 )
@@ -183,8 +185,8 @@ def url_secrets(url: str) -> list[str]:
     return sorted(secrets, key=len, reverse=True)
 
 
-_PIECE_SEPARATORS = re.compile(r"[@/?#:&=,;%\[\]\s\"'\\\0]+")
-_QUOTED_TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'')
+_PIECE_SEPARATORS = lazy_re.compile(r"[@/?#:&=,;%\[\]\s\"'\\\0]+")
+_QUOTED_TOKEN = lazy_re.compile(r'"[^"]*"|\'[^\']*\'')
 LONG_PIECE = 4  # a piece of a password this long is removed wherever it appears in a driver's message (ours)
 
 
@@ -358,5 +360,15 @@ class Config:
     success_alpha: float = 0.2  # α of the σ EMA of usefulness (ours; the paper does not give it)
     extra: dict = field(default_factory=dict)
 
+    def without_models(self) -> Config:
+        """This configuration for a recovery that loads no embedding model (a cold hook's answer, docs/daemon.md
+        "Cold start"): the signals that rank by the query's vector (``MODEL_SIGNALS``) off, so the query is not
+        embedded, and no vector filled before it ranks (``fill_on_recover`` 0). The injection decision then reads
+        the coverage of the query's terms alone (recover/relevance.py: the best cosine is 0)."""
+        return replace(self, signals=tuple(s for s in self.signals if s not in MODEL_SIGNALS), fill_on_recover=0)
 
+
+# the signals that rank by the query's vector (recover/rank.py ``QueryPlan.needs_vector``): semantic, the blocks ranked
+# apart, a named date's window (ranked by cosine inside it) and local (by cosine near the best hits)
+MODEL_SIGNALS = frozenset({"semantic", "semantic_e5", "time", "local"})
 DEFAULT = Config()

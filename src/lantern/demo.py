@@ -35,6 +35,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from lantern import lazy_re
 from lantern.api import Lantern
 from lantern.archive.chunk import chunk
 from lantern.archive.parse import parse
@@ -115,7 +116,7 @@ def compact_and_recover(
 
 
 # a compaction block's line head (recover/loss_pack.py ``head``): "- turn N: " or "- turn N · where: "
-_TURN_HEADER = re.compile(r"^- turn (\d+)[:· ]", re.MULTILINE)
+_TURN_HEADER = lazy_re.compile(r"^- turn (\d+)[:· ]", re.MULTILINE)
 
 
 def _archive(lantern: Lantern, session: str, turns: list[Turn], archive_ms: list[float]) -> list[int | None]:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from lantern import lazy_re
 from lantern.errors import LanternError
 
 KEY_ENV = "LANTERN_LLM_API_KEY"
@@ -119,15 +120,15 @@ def parse_answer(data: str | bytes, *, max_bytes: int = MAX_ANSWER_BYTES, max_de
     return value
 
 
-_TOO_LONG = re.compile(  # "too long" alone also names other fields' limits ("'messages[1].name': string too long")
+_TOO_LONG = lazy_re.compile(  # "too long" alone also names other fields' limits ("'messages[1].name': string too long")
     r"context (?:length|window|size)|(?:prompt|input|request|messages?|conversation) (?:is |are )?too (?:long|large)"
     r"|too many tokens|exceeds? the (?:context|max)",
     re.I,
 )
 
-_FORMAT = re.compile(r"response_format|json_schema|json_object", re.I)
+_FORMAT = lazy_re.compile(r"response_format|json_schema|json_object", re.I)
 # where a server's error message turns into its traceback (Python's, or the location lines FastAPI servers append)
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s*File \"")
+_TRACEBACK = lazy_re.compile(r"Traceback \(most recent call last\)|\n\s*File \"")
 _FORMAT_NAMES = {"schema": "json_schema", "object": "json_object", "off": "none"}
 # (chat-completions URL, model) -> the JSON mode that endpoint accepted, once it refused the one configured
 _MODES_IN_USE: dict[tuple[str, str], str] = {}

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from lantern import lazy_re
+
 
 @dataclass
 class ToolCall:
@@ -67,9 +69,9 @@ class Message:
 
 
 _ROLES = "user|assistant|system|tool|developer|function"
-_MESSAGE = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
-_CALL = re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
-_RESULT = re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
+_MESSAGE = lazy_re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))?: ?", re.M)
+_CALL = lazy_re.compile(rf"^(?P<role>{_ROLES})(?: \((?P<name>[^)\n]*)\))? -> tool call (?P<tool>[^(\n]*)\(", re.M)
+_RESULT = lazy_re.compile(r"^tool result(?: (?P<tool>[^:\n]+))?: ?", re.M)
 _STARTS = tuple(_ROLES.split("|"))  # every prefix above starts with a role name ("tool result" with "tool")
 
 
@@ -270,8 +272,8 @@ class Recovery:
     ``budget``), the packed entries, every candidate for ``explain``, the best candidates' ``relevance`` and the floor
     ``min_score`` it was held to (recover/relevance.py). ``reason``: None for a full block, else a short machine word
     saying why it is empty or shortened ("empty_query", "nothing_archived", "no_match", "below_floor", "uncertain",
-    "budget": recover/relevance.py; a compaction's "nothing_lost": Lantern.recover_compaction), with ``detail``, the
-    figures behind it in words."""
+    "budget": recover/relevance.py; a compaction's "nothing_lost", or "summary_cut" for a full block read against a
+    summary cut to its limit: Lantern.recover_compaction), with ``detail``, the figures behind it in words."""
 
     query: str
     text: str
@@ -291,6 +293,12 @@ class Recovery:
     # when the earliest turn after that time happened (UTC; None: none, or not asked as of a time)
     least_budget: int | None = None
     later_from: datetime | None = None
+
+    @property
+    def held_by_floor(self) -> bool:
+        """Whether every ranked candidate (not excluded) was cut by the relevance floor, and there was one."""
+        ranked = [c for c in self.candidates if not c.verdict.startswith("excluded:")]
+        return bool(ranked) and all(c.verdict == "cut:floor" for c in ranked)
 
     @property
     def reranked(self) -> bool:

@@ -51,7 +51,6 @@ import binascii
 import json
 import math
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,6 +61,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from lantern import lazy_re
 from lantern.config import is_server_url, redact_url
 from lantern.embed import get_embedder, store_record
 from lantern.errors import EmbedderMismatchError, ExportFormatError, LanternError
@@ -215,7 +215,7 @@ def import_jsonl(
     return result
 
 
-_UNDECODED = re.compile("[\udc80-\udcff]")  # surrogateescape's stand-ins for bytes that are not UTF-8
+_UNDECODED = lazy_re.compile("[\udc80-\udcff]")  # surrogateescape's stand-ins for bytes that are not UTF-8
 
 
 def _numbered(f: IO[str], name: str) -> Iterator[tuple[int, str]]:
@@ -428,7 +428,7 @@ def _read_facts(value: Any) -> list[tuple[ExtractedFact, float | None]]:
     return out
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE = lazy_re.compile("[\ud800-\udfff]")
 
 
 def _check(key: str, value: Any) -> None:

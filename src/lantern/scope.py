@@ -17,11 +17,11 @@ users is two entries, while hashes of entries archived before scopes existed sta
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lantern import lazy_re
 from lantern.errors import NameTooLongError
 
 __all__ = ["MAX_ID_CHARS", "MAX_SESSION_CHARS", "Scope", "check_length", "clean_name", "resolve", "scope_where"]
@@ -37,10 +37,10 @@ MAX_SESSION_CHARS = 384  # a session name as given or stored (``given/from-trans
 
 
 # what neither backend can store or match as given: NUL (PostgreSQL text refuses it) and lone surrogates (no UTF-8)
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_UNSTORABLE = lazy_re.compile("[\x00\ud800-\udfff]")
 
 
-_CR_LF = re.compile(r"\r+\n")
+_CR_LF = lazy_re.compile(r"\r+\n")
 
 
 def clean_name(value: str) -> str:
@@ -134,3 +134,23 @@ def scope_where(alias: str, scope: Scope) -> tuple[str, list[str]]:
         parts.append(f"{prefix}project = ?")
         params.append(scope.project)
     return " AND ".join(parts), params
+
+
+def selection_where(entry: int | None, session: str | None, scope: Scope | None) -> tuple[str, list]:
+    """The WHERE clause and arguments of the ``entries`` a forget selects (``Store.delete``, ``count_selected``):
+    the AND of entry id, session (with its sub-sessions ``session/...``, as ingest names them) and ``scope``.
+    Raises ValueError when nothing selects."""
+    if entry is None and session is None and scope is None:
+        raise ValueError("give entry=, session= or a scope")
+    parts, args = [], []
+    if entry is not None:
+        parts.append("id = ?")
+        args.append(entry)
+    if session is not None:
+        parts.append("(session = ? OR substr(session, 1, length(?) + 1) = ? || '/')")
+        args += [session, session, session]
+    if scope is not None:
+        sql, params = scope_where("", scope)
+        parts.append(sql)
+        args += params
+    return " AND ".join(parts), args

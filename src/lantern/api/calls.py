@@ -4,11 +4,11 @@ arguments the calls take (numbers, a query, a time), each raising the precise er
 from __future__ import annotations
 
 import functools
-import re
 import sys
 from datetime import datetime, timezone
 from typing import Any
 
+from lantern import lazy_re
 from lantern.store.times import to_epoch
 from lantern.text.clean import clean_text
 
@@ -17,7 +17,7 @@ from lantern.text.clean import clean_text
 # costs time (4 s). The integrations' queries are a question, or a tail and a 2,000-character
 # summary.
 MAX_QUERY_CHARS = 16_000
-WORDS = re.compile(r"\w")  # a query without a word character searches nothing
+WORDS = lazy_re.compile(r"\w")  # a query without a word character searches nothing
 FILL_WAIT_S = 0.2  # seconds a recovery waits for the write lock of its vector fill before skipping it (ours)
 
 

@@ -58,12 +58,14 @@ class Compactions:
         items the task needs most (``Recovery.rerank``; a failure keeps the weight order, with one warning). With
         ``record`` the compaction is stored as one event (``record_compaction``; ``source``, ``reason`` as there).
         The summary and the last user message are cleaned and redacted as archived text is (a secret they quote
-        never comes back in ``Recovery.query`` and never reaches the rerank's LLM). Raises ValueError for a bad
-        budget or a summary over ``compaction.MAX_SUMMARY_CHARS`` characters, TypeError for a bad ``live`` or
+        never comes back in ``Recovery.query`` and never reaches the rerank's LLM). A summary over
+        ``compaction.MAX_SUMMARY_CHARS`` characters is read up to there (``compaction.summary_text``): the block is
+        still made, its ``reason`` ``summary_cut`` (unless it is empty for its own reason) and ``detail`` saying
+        where the summary was cut. Raises ValueError for a bad budget, TypeError for a bad ``live`` or
         ``summary``."""
-        from lantern.compaction import summary_text
+        from lantern.compaction import SUMMARY_CUT, summary_text
 
-        text = summary_text(summary)
+        text, cut = summary_text(summary)
         scope = resolve(self.scope, user, agent, project)
         budget = self._budget(budget)
         one_pass = isinstance(live, Iterable) and not isinstance(live, (str, bytes, dict, Message, Sequence))
@@ -92,6 +94,10 @@ class Compactions:
         )
         if result.rerank is not None and result.rerank.warning:
             log.warning("%s", result.rerank.warning)
+        if cut:  # a full block says why it may hold more than the summary lost; an empty one keeps its own reason
+            log.warning("%s", cut)
+            result.reason = result.reason or SUMMARY_CUT
+            result.detail = f"{result.detail}; {cut}" if result.detail else cut
         if record:
             lost = sorted({s.entry_id for it in (result.loss.items if result.loss else []) for s in it.seen})
             self.record_compaction(

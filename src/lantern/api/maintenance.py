@@ -30,6 +30,40 @@ class Maintenance:
 
     # ------------------------------------------------------------------ maintenance
     @one_at_a_time
+    def forget_count(
+        self,
+        *,
+        entry: int | None = None,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> int:
+        """How many entries ``forget`` with these arguments would delete now (one COUNT; nothing deleted): what the
+        non-interactive faces (MCP, REST: integrations/service.py ``forget``) show before they delete. Raises
+        ValueError as ``forget`` does."""
+        names, scope = self._forget_selection(entry, session, user, agent, project)
+        return sum(self.store.count_selected(entry=entry, session=name, scope=scope) for name in names)
+
+    def _forget_selection(
+        self, entry: int | None, session: str | None, user: str | None, agent: str | None, project: str | None
+    ) -> tuple[list[str | None], Any]:
+        """The session names (stored form and as given) and the scope ``forget`` deletes in. Raises ValueError
+        when nothing selects, or for both an entry and a session."""
+        if all(x is None for x in (entry, session, user, agent, project)):
+            raise ValueError("give entry=, session=, user=, agent= or project=")
+        if entry is not None and session is not None:
+            raise ValueError("give entry= or session=, not both")
+        names: list[str | None] = [None]
+        if session == "":
+            names = [DEFAULT_SESSION]
+        elif session is not None:
+            given = check_length(clean_name(session), "session")
+            # its stored form, and the name as given: a session stored before names were redacted keeps it
+            names = list(dict.fromkeys((self.scope.name(given), given)))
+        return names, resolve(self.scope, user, agent, project)
+
+    @one_at_a_time
     def forget(
         self,
         *,
@@ -58,18 +92,7 @@ class Maintenance:
         session ``""`` there), so the MCP tools and the REST API's ``forget`` undo their ``archive``.
         Returns ``Forgotten``: the number of entries deleted (an int) and whether their text is gone from the
         file."""
-        if all(x is None for x in (entry, session, user, agent, project)):
-            raise ValueError("give entry=, session=, user=, agent= or project=")
-        if entry is not None and session is not None:
-            raise ValueError("give entry= or session=, not both")
-        names: list[str | None] = [None]
-        if session == "":
-            names = [DEFAULT_SESSION]
-        elif session is not None:
-            given = check_length(clean_name(session), "session")
-            # its stored form, and the name as given: a session stored before names were redacted keeps it
-            names = list(dict.fromkeys((self.scope.name(given), given)))
-        scope = resolve(self.scope, user, agent, project)
+        names, scope = self._forget_selection(entry, session, user, agent, project)
         n = sum(self.store.delete(entry=entry, session=name, scope=scope, erase=vacuum) for name in names)
         self._reset_index()
         if n:  # forgotten text does not stay in this process's caches either
@@ -222,6 +245,64 @@ class Maintenance:
         stored meanwhile are rewritten in their redacted form (``rewrite_names``)."""
         set_secret_redaction(self, enabled)
         self._redact_stored_names()
+
+    @one_at_a_time
+    def redact_stored(self, *, progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+        """Re-apply this database's redaction rules to every archived text in place (``lantern redact``): text,
+        summary, tags, hints, meta and facts of every entry, and the compaction events' queries and loss reports,
+        as ``archive`` redacts a turn today (store/migrations.py ``rewrite_texts``: one transaction per 256
+        entries, resumed after the last one committed when run again; a rewritten entry is re-embedded from its
+        redacted text as a text-first one is, ``fill_unembedded``). The old text's bytes are erased from the file
+        as a forget's are (``vacuum``, or the next open, close or forget). Names are rewritten on open already
+        (``rewrite_names``). Does nothing with secret redaction off, or when every text was checked under these
+        rules. ``progress(done, total)`` after each batch. Returns (entries checked, entries rewritten or dropped
+        as the duplicate of one already stored redacted)."""
+        import json
+
+        from lantern.archive.redact import names_form, redact_derived, redact_json, redact_text
+        from lantern.store.migrations import rewrite_texts
+
+        if not self.redaction.secrets:
+            return 0, 0
+        policy = self.redaction
+
+        def text(value: str | None) -> str | None:
+            return None if value is None else redact_text(value, policy)[0]
+
+        def redact(rec: dict[str, Any]) -> dict[str, Any]:
+            source = rec["text"] or ""
+            redacted = text(source) or ""
+
+            def derived(value: Any, key: str = "") -> Any:  # JSON strings at any depth, each one rule
+                if isinstance(value, str):
+                    return redact_derived(value, source, redacted, policy, key)
+                if isinstance(value, list):
+                    return [derived(v) for v in value]
+                if isinstance(value, dict):
+                    return {k: derived(v) for k, v in value.items()}
+                return value
+
+            def as_json(stored: str) -> str:
+                value, _ = redact_json(json.loads(stored), policy)
+                value = derived(value)
+                out = json.dumps(value, ensure_ascii=False)
+                return out if out != json.dumps(json.loads(stored), ensure_ascii=False) else stored
+
+            return {
+                "text": text(rec["text"]),
+                "summary": text(rec["summary"]),
+                **{column: as_json(rec[column]) for column in ("tags", "hints", "meta")},
+                "facts": [
+                    (f[0], text(f[1]), text(f[2]), derived(f[3], f[2] or f[1]), derived(f[4], f[2] or f[1]))
+                    for f in rec["facts"]
+                ],
+            }
+
+        done = rewrite_texts(self.store, redact, names_form(policy), progress=progress)
+        if done[1]:
+            self._reset_index()
+            self.redaction.memo.clear()
+        return done
 
     @one_at_a_time
     def count(self) -> int:

@@ -170,6 +170,7 @@ class ReadPath:
     ) -> Recovery:
         """The read path shared by ``recover`` and ``explain``; ``complete``: MMR order and duplicate verdicts for
         every candidate, not only as far as packing read (recover/pipeline.py)."""
+        from lantern.embed import load_ahead
         from lantern.recover import empty, facts_note, pipeline, relevance
 
         scope = resolve(self.scope, user, agent, project)
@@ -188,6 +189,8 @@ class ReadPath:
                 reason=relevance.EMPTY_QUERY,
                 detail="the query is empty or has no word" if query.strip() else "the query is empty",
             )
+        if "semantic" in self.config.signals:  # the query's model loads while the read path loads its index
+            load_ahead(self.embedder, query)
         self._fill_before_recovery()
         asked = list(ids)  # the caller's exclusions, without the turns after ``as_of``
         if at is not None:  # turns after the asked time did not exist yet
@@ -232,20 +235,41 @@ class ReadPath:
         as_of: str | None = None,
     ) -> str:
         """Why the empty block of ``recovery`` (``recover`` or ``explain``, asked with these ``session`` / scope
-        arguments, and as of the time ``as_of`` as the caller wrote it) is empty, in the words ``lantern recover``
-        prints after "nothing recovered" (recover/empty.py): read off the recovery's verdicts and figures, never by
-        running it again; with no candidate at all, one COUNT query names the filter that left the entries out."""
+        arguments, and as of the time ``as_of`` as the caller wrote it) is empty: one sentence, the words ``lantern
+        recover`` prints after "nothing recovered: " (recover/empty.py), "" when the verdicts say nothing more; read
+        off the recovery's verdicts and figures, never by running it again; with no candidate at all, one COUNT
+        query names the filter that left the entries out."""
+        from lantern.recover import empty
+
+        return empty.why_empty(recovery, lambda: self._scope_counts(session, user, agent, project), as_of)
+
+    @one_at_a_time
+    def why_none(
+        self,
+        *,
+        session: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> str:
+        """Why a read of ``session`` in this scope (``search``, ``events``, ``export``) found nothing, in the words
+        ``why_empty`` gives for a recovery with no candidate (recover/empty.py ``filtered_out``): the filter that
+        left every entry out, a session that matched none with the scope's sessions named closest to it; "" when
+        the scope and session hold entries. One COUNT query, and one listing of the scope's sessions when the
+        session holds none."""
+        from lantern.recover import empty
+
+        return empty.filtered_out(self._scope_counts(session, user, agent, project)).strip()
+
+    def _scope_counts(self, session: str | None, user: str | None, agent: str | None, project: str | None) -> Any:
+        """``recover.empty.ScopeCounts`` of ``session`` in the scope (the call's, else the handle's)."""
         from lantern.recover import empty
 
         scope = resolve(self.scope, user, agent, project)
         name = self._stored_session(session)
-
-        def counts() -> empty.ScopeCounts:
-            found = self.store.scope_counts(scope, name)
-            near = self.sessions_like(session, user=user, agent=agent, project=project) if name and not found[3] else []
-            return empty.ScopeCounts(*found, scope=scope, session=name, near=tuple(near))
-
-        return empty.why_empty(recovery, counts, as_of)
+        found = self.store.scope_counts(scope, name)
+        near = self.sessions_like(session, user=user, agent=agent, project=project) if name and not found[3] else []
+        return empty.ScopeCounts(*found, scope=scope, session=name, near=tuple(near))
 
     def _min_score(self, min_score: Any, proactive: bool = False) -> float:
         """The relevance floor of one recovery or search: ``min_score`` if given, else none for a proactive recovery,

@@ -59,6 +59,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from lantern import lazy_re
 from lantern.model import Turn
 
 __all__ = [
@@ -171,18 +172,18 @@ _FACT_EN_PHRASES = tuple(
         "is configured",
     )
 )
-_FACT_EN_RE = re.compile(
+_FACT_EN_RE = lazy_re.compile(
     r" (?:my|our) [a-z]+(?: [a-z]+)? (?:is|are|was) "
     r"| the (?:port|host|hostname|password|username|user|database|db|url|endpoint|path|key|version|branch|region"
     r"|bucket|address|name|default|model|api key|token|server|directory|folder|file) (?:is|are|was|number is) "
 )
-_ASSIGN_RE = re.compile(r"^[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]{2,}[ \t]*=[ \t]*\S", re.MULTILINE)
+_ASSIGN_RE = lazy_re.compile(r"^[ \t]*(?:export[ \t]+)?[A-Z][A-Z0-9_]{2,}[ \t]*=[ \t]*\S", re.MULTILINE)
 _PROC_EN = tuple(
     f" {p} " for p in ("how to", "how do i", "how do we", "how can i", "step", "steps", "instructions", "follow these")
 )
-_FIRST_THEN_RE = re.compile(r" first .{0,200}? then ")
-_TO_DO_RE = re.compile(r" to [a-z]+(?: [a-z]+){0,5} (?:run|use|open|type|set|add|install|edit|call|create) ")
-_NUMBERED_RE = re.compile(
+_FIRST_THEN_RE = lazy_re.compile(r" first .{0,200}? then ")
+_TO_DO_RE = lazy_re.compile(r" to [a-z]+(?: [a-z]+){0,5} (?:run|use|open|type|set|add|install|edit|call|create) ")
+_NUMBERED_RE = lazy_re.compile(
     r"^[ \t]*(?:\d{1,2}[.)]|[Ss]tep \d+[:.)]?|第[一二三四五六七八九十\d]+步)[ \t]+\S", re.MULTILINE
 )
 
@@ -212,10 +213,10 @@ _FACT_ZH = (
     "版本是",
 )
 _PROC_ZH = ("步骤", "首先", "第一步", "如何", "怎么", "怎样", "运行", "执行", "安装")
-_FIRST_THEN_ZH_RE = re.compile(r"先[^。\n]{0,30}?(?:然后|再|接着)")
+_FIRST_THEN_ZH_RE = lazy_re.compile(r"先[^。\n]{0,30}?(?:然后|再|接着)")
 
-_NON_WORD = re.compile(r"[^a-z0-9']+")
-_HAS_CJK = re.compile(r"[\u4e00-\u9fff]")
+_NON_WORD = lazy_re.compile(r"[^a-z0-9']+")
+_HAS_CJK = lazy_re.compile(r"[\u4e00-\u9fff]")
 
 
 def _count_phrases(norm: str, phrases: tuple[str, ...]) -> int:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.errors import TranscriptFormatError
 from lantern.model import ArchiveResult
 from lantern.text.names import file_name_text, given_name, plural
@@ -233,17 +234,24 @@ def _claude_code_session_folders(
         if path in read[session_file]:
             skipped.append(FileOutcome(path, reason=f"read with its session transcript {where}"))
         else:
-            skipped.append(
-                FileOutcome(
-                    path,
-                    reason=(
-                        f"in the folder of session transcript {where}, not read: not a subagent transcript, deeper "
-                        "than "
-                        f"{MAX_DEPTH} folders under subagents/, or under a symlinked folder"
-                    ),
-                )
-            )
+            skipped.append(FileOutcome(path, reason=_unread_reason(path, where, MAX_DEPTH)))
     return kept, skipped
+
+
+def _unread_reason(path: Path, where: str, depth: int) -> str:
+    """Why a file in a session transcript's folder was not read with it: Claude Code's compaction agent (its
+    re-reading of the conversation, docs/claude-code.md), or not a subagent transcript where one is looked for."""
+    from lantern.archive.subagents import COMPACTION_AGENT_PREFIX
+
+    if path.name.startswith("agent-" + COMPACTION_AGENT_PREFIX):
+        return (
+            f"in the folder of session transcript {where}, not read: Claude Code's compaction agent (it re-reads "
+            "the conversation to write its summary; archiving it would store every turn twice)"
+        )
+    return (
+        f"in the folder of session transcript {where}, not read: not a subagent transcript, deeper than {depth} "
+        "folders under subagents/, or under a symlinked folder"
+    )
 
 
 def _session_transcript(path: Path) -> Path | None:
@@ -328,7 +336,7 @@ def _walk_key(path: Path, root: Path) -> list[tuple[int, str]]:
     return [(1, part) for part in rel.parent.parts] + [(0, rel.name)]
 
 
-_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+_SESSION_ID = lazy_re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 
 
 def _default_session(path: Path, root: Path) -> str:

@@ -50,6 +50,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from lantern import lazy_re
 from lantern.model import ExtractedFact
 from lantern.text.fact_keys import DETERMINER_WORDS, DETERMINERS, IDEOGRAPHS, LEAD_EN, normalize_key, normalize_value
 
@@ -62,8 +63,8 @@ MAX_TEXT_CHARS = 4_000  # each message is scanned up to this many characters (ou
 
 
 # ----------------------------------------------------------------------------------------------- sentences
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+|\bwww\.\S+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(\[])|(?<=[。！？；;])|\n")
+_URL = lazy_re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+|\bwww\.\S+")
+_SENTENCE_END = lazy_re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'`(\[])|(?<=[。！？；;])|\n")
 
 
 def sentences(text: str) -> list[str]:
@@ -144,19 +145,19 @@ def _clean_value(raw: str) -> str | None:
 
 
 # what may follow a value in "the X is Y": the clause ends, or a new one, an adverb or a preposition starts
-_VALUE_END = re.compile(
+_VALUE_END = lazy_re.compile(
     r"^\s*(?:$|[.,;:!?)\]}\-–—]|(?:and|or|but|so|because|since|which|that|now|instead|again|too|also|still|then|"
     r"yet|on|in|at|for|from|with|by|to|of|as|when|while|if|after|before|until|via|per|here|there|today|now)\b)",
     re.I,
 )
 # "X, Y and Z" / "X and Y": a list, of which a one-token value would keep only the first item
-_LIST_GOES_ON = re.compile(
+_LIST_GOES_ON = lazy_re.compile(
     r"^\s*(?:,\s*|\s+(?:and|or|&)\s+)(?!(?:the|a|an|it|its|we|i|you|they|he|she|this|that|there|which|who|"
     r"then|so|also|now|not|is|are|was|were|has|have|had|will|can|let|please|my|our|your)\b)"
     r"(?:[\w\"'`@./\-]+\s*){1,3}(?:$|[.,;!]|\b(?:and|or)\b)",
     re.I,
 )
-_NAME_GOES_ON = re.compile(r"^\s+((?:[A-Z][\w'\-]*\s?){1,3})(?=$|[.,;:!?])")
+_NAME_GOES_ON = lazy_re.compile(r"^\s+((?:[A-Z][\w'\-]*\s?){1,3})(?=$|[.,;:!?])")
 
 
 def _whole_value(v: str, rest: str, raw: str) -> str | None:
@@ -212,7 +213,7 @@ _TELEMETRY = frozenset(
     {"total tokens", "tokens", "tool uses", "duration ms", "duration", "total duration", "cost", "total cost",
      "cost usd", "agentid", "agent id", "elapsed", "elapsed ms", "input tokens", "output tokens"}
 )  # fmt: skip
-_TWO_THINGS = re.compile(r"\s(?:and|or)\s|&|\+|/|和|与|及|或")
+_TWO_THINGS = lazy_re.compile(r"\s(?:and|or)\s|&|\+|/|和|与|及|或")
 
 
 def _key_ok(key: str) -> bool:
@@ -227,7 +228,7 @@ def _key_ok(key: str) -> bool:
     )
 
 
-_HAS_CJK_KEY = re.compile(
+_HAS_CJK_KEY = lazy_re.compile(
     f"[{IDEOGRAPHS}]"
 )  # a Chinese key may hold 和 ("数据库和缓存的端口" is rare; its value is one)
 
@@ -294,7 +295,7 @@ GENERIC_KEYS = frozenset(
         "名称",
     }
 )
-_CLAUSE_BREAK = re.compile(r"[,;:，；：、]|\b(?:and|but)\b", re.I)
+_CLAUSE_BREAK = lazy_re.compile(r"[,;:，；：、]|\b(?:and|but)\b", re.I)
 _NOT_TOPICS = frozenset(
     {
         "ok",
@@ -418,19 +419,19 @@ _NOT_TOPICS = frozenset(
         "反正",
     }
 )
-_EN_TOPIC_LEAD = re.compile(
+_EN_TOPIC_LEAD = lazy_re.compile(
     rf"^(?:(?:and|also|then|now|so|but|ok|okay|well|yes|right|alright|anyway|btw|fyi)[,\s]+)*"
     rf"(?:{DETERMINERS}\s+)*",
     re.I,
 )
 # "For the gateway," names a thing; "For the record," "In other words," "On second thought," do not: "for"
 # takes any noun phrase but a discourse one, "in"/"on" only a place a service runs (production, the staging server)
-_EN_PREP_TOPIC = re.compile(
+_EN_PREP_TOPIC = lazy_re.compile(
     rf"^(?:for|as for|regarding)\s+(?:{DETERMINERS}\s+)*"
     r"([A-Za-z][\w.\-]*(?:\s+[A-Za-z][\w.\-]*){0,2})$",
     re.I,
 )
-_EN_PLACE_TOPIC = re.compile(
+_EN_PLACE_TOPIC = lazy_re.compile(
     rf"^(?:in|on)\s+(?:{DETERMINERS}\s+)?((?:[A-Za-z][\w.\-]*\s+){{0,2}}"
     r"(?:production|prod|staging|stage|dev|development|test|testing|local|ci|server|host|machine|box|cluster|node|vm|"
     r"container|laptop|environment|env))$",
@@ -462,18 +463,18 @@ _DISCOURSE = frozenset(
         "a moment",
     }
 )
-_EN_TOPIC_VERB = re.compile(r"\b(?:use|uses|using|runs|running|deploy|deployed)\b\s*", re.I)
+_EN_TOPIC_VERB = lazy_re.compile(r"\b(?:use|uses|using|runs|running|deploy|deployed)\b\s*", re.I)
 _EN_PREPOSITIONS = frozenset({"of", "for", "in", "on", "at", "to", "from", "with", "by"})
-_EN_STATED = re.compile(r"^(.+?)\s+(?:is|are)\s+\S", re.I)
-_INNER_DET = re.compile(rf"\s+{DETERMINERS}\s+", re.I)
+_EN_STATED = lazy_re.compile(r"^(.+?)\s+(?:is|are)\s+\S", re.I)
+_INNER_DET = lazy_re.compile(rf"\s+{DETERMINERS}\s+", re.I)
 # the object of 用/使用/部署在 must be a Latin name: 用 inside 用户, 应用, 有用 is no verb
-_ZH_TOPIC_VERB = re.compile(
+_ZH_TOPIC_VERB = lazy_re.compile(
     r"(?:使用|采用|选用|改用|跑在|部署在|在用|(?<![备通常应商专公家试费作信有享利占])用)(?=\s*[A-Za-z])"
 )
-_ZH_TOPIC_TAIL = re.compile(r"(?:的配置|的设置|那边|这边)$")
-_ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9.+_\-]*")
+_ZH_TOPIC_TAIL = lazy_re.compile(r"(?:的配置|的设置|那边|这边)$")
+_ASCII_NAME = lazy_re.compile(r"[A-Za-z][A-Za-z0-9.+_\-]*")
 # a clause that rules something out names no topic, and the search stops there ("no longer use Redis", "除了 Redis")
-_NEGATION = re.compile(
+_NEGATION = lazy_re.compile(
     r"\b(?:no longer|not|don't|do not|doesn't|never|without|except|instead of)\b|不|别|没|除了|而非", re.I
 )
 _CONTINUE = "\0"  # a clause that states a bare attribute ("版本是 1.25"): look one clause further back
@@ -598,8 +599,10 @@ def _split_key(sentence: str, m: re.Match[str]) -> tuple[str, str]:
 # ----------------------------------------------------------------------------------------------- English families
 _KEY_WORD = r"[A-Za-z][\w.\-]*"
 _KEY = rf"{_KEY_WORD}(?:\s+{_KEY_WORD}){{0,{MAX_KEY_WORDS - 1}}}"
-_IS = re.compile(rf"\b(?:the|our|my|your)\s+({_KEY})\s+(?:is|are)\s+(?:now\s+|still\s+|currently\s+)?({_TOKEN})", re.I)
-_IS_BARE = re.compile(
+_IS = lazy_re.compile(
+    rf"\b(?:the|our|my|your)\s+({_KEY})\s+(?:is|are)\s+(?:now\s+|still\s+|currently\s+)?({_TOKEN})", re.I
+)
+_IS_BARE = lazy_re.compile(
     rf"(?:^|[,;:]\s*)(?!(?:the|a|an|our|my|your)\s)((?:{_KEY_WORD}\s+){{0,2}}{_KEY_WORD})\s+(?:is|are)\s+"
     rf"(?:now\s+|still\s+|currently\s+)?({_TOKEN})",
     re.I,
@@ -627,21 +630,21 @@ _CHANGE_STEMS = (
 )
 CHANGE_VERBS = tuple(w for forms in _CHANGE_STEMS for w in forms.split())
 _CHANGE = "|".join(sorted(CHANGE_VERBS, key=len, reverse=True))
-_SET = re.compile(rf"\b(?:{_CHANGE})\s+(?:the\s+|our\s+|my\s+)?({_KEY})\s+to\s+({_TOKEN})", re.I)
+_SET = lazy_re.compile(rf"\b(?:{_CHANGE})\s+(?:the\s+|our\s+|my\s+)?({_KEY})\s+to\s+({_TOKEN})", re.I)
 # a unit after the old number ("from 2500 ms to 8000 ms"): the values are the numbers, as everywhere (ours)
 _UNIT = r"(?:ms|s|secs?|seconds?|mins?|minutes?|h|hours?|days?|[kmgt]i?b|px)(?!\w)"
-_SWITCH = re.compile(
+_SWITCH = lazy_re.compile(
     rf"\b(?:{_CHANGE})\s+(?:(?:the|our|my)\s+)?(?:({_KEY})\s+)?from\s+({_TOKEN})(?:(?<=\d)\s*{_UNIT})?\s+"
     rf"(?:over\s+)?to\s+({_TOKEN})",
     re.I,
 )
-_RETRACT = re.compile(
+_RETRACT = lazy_re.compile(
     rf"\b(?:no longer|don't|do not|won't|will not) (?:use|using|need|run|depend on)\s+(?:the\s+)?({_TOKEN})", re.I
 )
-_ASSIGN = re.compile(rf"(?<![\w?&/.=:!<>(,+*%-])([A-Za-z_][\w.\-]{{0,40}})\s*(?<![=!<>])=(?![=>])\s*({_TOKEN})")
-_ASSIGN_END = re.compile(r"^\s*(?:$|[,;#&|，。；]|\b(?:and|for|in|on|now|then|instead)\b|[A-Za-z_][\w.\-]*\s*=)")
-_ENV_KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
-_COLON = re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\s*$")
+_ASSIGN = lazy_re.compile(rf"(?<![\w?&/.=:!<>(,+*%-])([A-Za-z_][\w.\-]{{0,40}})\s*(?<![=!<>])=(?![=>])\s*({_TOKEN})")
+_ASSIGN_END = lazy_re.compile(r"^\s*(?:$|[,;#&|，。；]|\b(?:and|for|in|on|now|then|instead)\b|[A-Za-z_][\w.\-]*\s*=)")
+_ENV_KEY = lazy_re.compile(r"^[A-Z][A-Z0-9_]*$")
+_COLON = lazy_re.compile(rf"^\s*(?:[-*]\s+)?([A-Za-z_][\w.\-]{{0,40}}):\s+({_TOKEN})\s*$")
 _SPEAKERS = {"user", "assistant", "system", "tool", "human", "ai", "note", "warning", "error", "tip", "example", "todo"}
 
 
@@ -707,7 +710,9 @@ def is_facts(sentence: str, topics: bool = True) -> list[ExtractedFact]:
 
 
 # "unless the string is ARGV", "if the port is 80": a condition, not a statement
-_HYPOTHETICAL = re.compile(r"\b(?:unless|if|when|whenever|whether|until|once|as long as|suppose|assuming)\s*$", re.I)
+_HYPOTHETICAL = lazy_re.compile(
+    r"\b(?:unless|if|when|whenever|whether|until|once|as long as|suppose|assuming)\s*$", re.I
+)
 
 
 def set_facts(sentence: str) -> list[ExtractedFact]:
@@ -722,7 +727,7 @@ def set_facts(sentence: str) -> list[ExtractedFact]:
     return [f for f in out if f]
 
 
-_CLAUSE_END = re.compile(r"^\s*(?:$|[.,;:!)]|(?:now|instead|again|please|too|everywhere|by default)\b)", re.I)
+_CLAUSE_END = lazy_re.compile(r"^\s*(?:$|[.,;:!)]|(?:now|instead|again|please|too|everywhere|by default)\b)", re.I)
 
 
 def _ends_clause(rest: str) -> bool:
@@ -731,7 +736,7 @@ def _ends_clause(rest: str) -> bool:
     return bool(_CLAUSE_END.match(rest))
 
 
-_NUMBER = re.compile(r"^[\d.,]+%?$")
+_NUMBER = lazy_re.compile(r"^[\d.,]+%?$")
 
 
 def switch_facts(sentence: str) -> list[ExtractedFact]:
@@ -783,13 +788,13 @@ def assign_facts(sentence: str) -> list[ExtractedFact]:
 
 
 # where a lowercase "key = value" states a setting: alone on its line, or after a verb of setting ("Set port=5433")
-_ASSIGN_LEAD = re.compile(
+_ASSIGN_LEAD = lazy_re.compile(
     r"(?:^|[.;:!,]\s|\b(?:set|sets|setting|use|using|export|add|added|put|changed?|now|that)\s+)\s*$", re.I
 )
 
 
 # "inflating: x.img", "Downloading: ...": a tool reporting its progress, not a thing and its value
-_ACTION_KEY = re.compile(
+_ACTION_KEY = lazy_re.compile(
     r"^(?:inflating|extracting|creating|downloading|installing|collecting|building|compiling|copying|deleting|"
     r"removing|writing|checking|resolving|fetching|processing|running|cloning|unpacking|linking|uploading)$",
     re.I,
@@ -816,18 +821,18 @@ def colon_facts(lines: list[str]) -> list[ExtractedFact]:
 
 # ----------------------------------------------------------------------------------------------- Chinese families
 _ZH_VERBS = "设置为|设置成|设为|更改为|修改为|改为|改成|换成|更新为|调整为|切换到|切换为|是"
-_ZH_SET = re.compile(rf"({_ZH_VERBS})(?:(?<!是)了)?\s*({_TOKEN})")
-_ZH_KEY_STOP = re.compile(r"[，。；：、！？,;:!?（）()\n]")
-_ZH_KEY_LEAD = re.compile(
+_ZH_SET = lazy_re.compile(rf"({_ZH_VERBS})(?:(?<!是)了)?\s*({_TOKEN})")
+_ZH_KEY_STOP = lazy_re.compile(r"[，。；：、！？,;:!?（）()\n]")
+_ZH_KEY_LEAD = lazy_re.compile(
     r"^(?:(?:现在|目前|已经|后来|然后|之后|刚才|刚刚|其实|但是|但|而且|那么|因为|所以|看来|另外|不过|总之|"
     r"我们|咱们|我|你|请|就|也|都|要|把|将|已|先|再|得)+)?"
     r"(?:(?:在?用|使用|采用)的)?"
 )
-_ZH_KEY_TAIL = re.compile(r"(?:现在|目前|已经|已|都|也|就|要|会|应该|得|还|仍然|依然)+$")
-_ZH_VALUE_END = re.compile(r"[了吧啊呢的。，！]+$")
-_ZH_VALUE_CUT = re.compile(r"[，。；！？、（）]")
-_ZH_SWITCH = re.compile(rf"从\s*({_TOKEN}?)\s*(?:换成|改为|改成|切换到|切换为|迁移到|升级到|换到)\s*({_TOKEN})")
-_ZH_RETRACT = re.compile(rf"不再(?:用|使用|需要|采用|依赖)\s*({_TOKEN})")
+_ZH_KEY_TAIL = lazy_re.compile(r"(?:现在|目前|已经|已|都|也|就|要|会|应该|得|还|仍然|依然)+$")
+_ZH_VALUE_END = lazy_re.compile(r"[了吧啊呢的。，！]+$")
+_ZH_VALUE_CUT = lazy_re.compile(r"[，。；！？、（）]")
+_ZH_SWITCH = lazy_re.compile(rf"从\s*({_TOKEN}?)\s*(?:换成|改为|改成|切换到|切换为|迁移到|升级到|换到)\s*({_TOKEN})")
+_ZH_RETRACT = lazy_re.compile(rf"不再(?:用|使用|需要|采用|依赖)\s*({_TOKEN})")
 
 
 def _zh_value(raw: str) -> str | None:
@@ -850,24 +855,24 @@ def _zh_key(phrase: str) -> str:
 
 # 是 bound into a word with what precedes it: 真是 (really), 只是 (merely), 总是 (always), 但是 (but), 就是, 也是,
 # 还是, 可能是, 不是 ...: "你真是个聪明的AI伴侣" judges, "毕竟我只是一个AI助手" excuses; neither states X = Y
-_ZH_BOUND = re.compile(
+_ZH_BOUND = lazy_re.compile(
     r"(?:真|只|总|但|可能|也许|的确|确实|不|而|或|于|要|倒|算|像|正|即使|毕竟|其实|不仅|仍|并|便|应该|一定|肯定|大概|"
     r"或许|似乎|好像)$"
 )
-_ZH_ALSO = re.compile(r"(?:也|都|还|又|才)$")  # "端口也是 5433" states a value; "吃到美食也是一种满足" judges
-_ZH_CLASSIFIER = re.compile(r"^[一这那]?(?:个|种|件|部|名|位|份|款|家|所|条|场)(?=..)")  # "一名摄影师" -> 摄影师
+_ZH_ALSO = lazy_re.compile(r"(?:也|都|还|又|才)$")  # "端口也是 5433" states a value; "吃到美食也是一种满足" judges
+_ZH_CLASSIFIER = lazy_re.compile(r"^[一这那]?(?:个|种|件|部|名|位|份|款|家|所|条|场)(?=..)")  # "一名摄影师" -> 摄影师
 # what a 是 that judges or predicates goes on with: a degree adverb (非常 很 最 ...), a modal (会 能 可以 ...), a
 # person (a clause: "我的建议是你应该..."), 否 (是否: whether)
-_ZH_JUDGED = re.compile(
+_ZH_JUDGED = lazy_re.compile(
     r"^(?:非常|很|最|比较|十分|特别|相当|挺|太|超|极|更|真|多么|会|能|可以|应该|需要|要|你|我|他|她|否)"
 )
-_ZH_PRONOUN_END = re.compile(r"(?:我|你|他|她|它|我们|你们|他们)$")  # "即使我是AI助手": a person, no attribute
-_ZH_PRONOUN_KEY = re.compile(
+_ZH_PRONOUN_END = lazy_re.compile(r"(?:我|你|他|她|它|我们|你们|他们)$")  # "即使我是AI助手": a person, no attribute
+_ZH_PRONOUN_KEY = lazy_re.compile(
     r"^(?:其(?![中实他余次])|它的|它|他的|她的|这个|那个|这(?!里)|那(?!里))"
 )  # "其年龄": whose, the clause before says
-_ZH_ASSIGNS = re.compile(r"是|为|改|设|换|切换")
-_ZH_ATTENDED = re.compile(r"^(?:我将要参加的|我要参加的|我参加的|我将参加的|我参加了)")
-_ZH_NAMED = re.compile(rf"^([{IDEOGRAPHS}A-Za-z0-9]{{2,12}}?)是我的[{IDEOGRAPHS}]{{1,4}}$")
+_ZH_ASSIGNS = lazy_re.compile(r"是|为|改|设|换|切换")
+_ZH_ATTENDED = lazy_re.compile(r"^(?:我将要参加的|我要参加的|我参加的|我将参加的|我参加了)")
+_ZH_NAMED = lazy_re.compile(rf"^([{IDEOGRAPHS}A-Za-z0-9]{{2,12}}?)是我的[{IDEOGRAPHS}]{{1,4}}$")
 
 
 def _zh_whole(sentence: str, m: re.Match[str], v: str) -> str | None:
@@ -887,7 +892,7 @@ def _zh_whole(sentence: str, m: re.Match[str], v: str) -> str | None:
 
 
 # what starts a clause of its own rather than one more item of a list: a person, a conjunction, a modal
-_ZH_CLAUSE = re.compile(r"我|你|他|她|它|咱|而且|但是|不过|因为|所以|如果|可以|需要|应该|能够|只能|无法")
+_ZH_CLAUSE = lazy_re.compile(r"我|你|他|她|它|咱|而且|但是|不过|因为|所以|如果|可以|需要|应该|能够|只能|无法")
 
 
 def _zh_owner(before: str) -> str:
@@ -974,7 +979,7 @@ def zh_retract_facts(sentence: str) -> list[ExtractedFact]:
     return out
 
 
-_HAS_CJK = re.compile(f"[{IDEOGRAPHS}]")
+_HAS_CJK = lazy_re.compile(f"[{IDEOGRAPHS}]")
 
 
 def _sentence_facts(s: str) -> list[ExtractedFact]:
@@ -1016,12 +1021,12 @@ def fact_texts(turn: Any) -> tuple[list[str], list[str]]:
 _OPENS = (("```", "```"), ("~~~", "~~~"), ("<source", "</source>"), ("<<<<<<< SEARCH", ">>>>>>> REPLACE"))
 # a line that is code by its shape: indented (markdown code, a program, a traceback), a numbered listing line
 # ("1427:  DAYS = ...", "51│class Coder:"), a diff line, a prompt
-_CODE_LINE = re.compile(r"^(?: {4}|\t)|^\s*\d+\s*[:│|]\s|^[+-](?![-+\s])|^(?:>>>|\$) ")
+_CODE_LINE = lazy_re.compile(r"^(?: {4}|\t)|^\s*\d+\s*[:│|]\s|^[+-](?![-+\s])|^(?:>>>|\$) ")
 # pasted output from here on: a traceback, a test run
-_OUTPUT_STARTS = re.compile(
+_OUTPUT_STARTS = lazy_re.compile(
     r"^(?:Traceback \(most recent call last\)|=+ .*(?:test session starts|FAILURES|ERRORS).* =+|(?:_ ){4,}|E {2,}\S)"
 )
-_USAGE = re.compile(r"<usage>.*?(?:</usage>|\Z)", re.S)  # an agent's usage counters (Claude Code Task results)
+_USAGE = lazy_re.compile(r"<usage>.*?(?:</usage>|\Z)", re.S)  # an agent's usage counters (Claude Code Task results)
 
 
 def split_code(text: str) -> tuple[str, str]:
@@ -1052,7 +1057,7 @@ def split_code(text: str) -> tuple[str, str]:
 
 # an environment setting as written in a .env file or a shell: KEY=value, no space around "=" ("DAYS = 'days'" in
 # a program is a constant)
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Z][A-Z0-9_]*=\S")
+_ENV_LINE = lazy_re.compile(r"^\s*(?:export\s+)?[A-Z][A-Z0-9_]*=\S")
 
 
 def code_facts(text: str) -> list[ExtractedFact]:

@@ -144,6 +144,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.archive.secret_context import escaped_strings, json_safe
 from lantern.archive.secret_findings import (  # the context-form rules; their public names stay importable here
     P_BLOCK,  # noqa: F401
@@ -192,7 +193,7 @@ DEFAULT_PRIVATE_MARKERS: tuple[tuple[str, str], ...] = (("<private>", "</private
 TAIL_MIN_LEN = 24  # a provider token shows its last 4 characters only from this length on (see module doc)
 ESCAPED_DEPTH = 2  # JSON strings decoded inside decoded strings down to this depth (arguments holding JSON text)
 
-PLACEHOLDER_RE = re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
+PLACEHOLDER_RE = lazy_re.compile(r"\[secret:[a-z0-9][a-z0-9-]* (?:…[!-~]{4})?#[0-9a-f]{4}\]")
 
 MEMO_MAX_TEXT = 65_536  # ours: texts up to this many characters have their redaction remembered (RedactionMemo)
 MEMO_BYTES = 16_000_000  # ours: memory of the remembered texts per policy (keys, results, entries), LRU dropped first
@@ -476,6 +477,27 @@ def redact_text(text: str, policy: RedactionPolicy) -> tuple[str, int]:
         hit = _redact(text, policy)
         policy.memo.put(text, hit)
     return hit
+
+
+FACT_JOIN = ": "  # a fact is redacted as the line "key: value" (a value alone has lost the key that marks it secret)
+
+
+def redact_derived(value: str, source: str, redacted_source: str, policy: RedactionPolicy, key: str = "") -> str:
+    """A value derived from a text when it was archived in clear (a tag, a hint, a fact's field) redacted as that
+    text now is: redacted alone, and, with ``key`` (a fact's key), as the line ``key: value``, which the value alone
+    is not (``db password`` / ``Tr0ub4dor&3x``). A value the text held in clear (``source``) that its redaction
+    removed (not in ``redacted_source``) was a secret there, wherever the rule that saw it looked: it becomes one
+    placeholder of kind ``derived`` (``placeholder``), so no derived copy outlives the text's redaction."""
+    if not value:
+        return value
+    alone, _ = redact_text(value, policy)
+    if key:
+        line, _ = redact_text(key + FACT_JOIN + value, policy)
+        if line.startswith(key + FACT_JOIN) and line[len(key) + len(FACT_JOIN) :] != value:
+            return line[len(key) + len(FACT_JOIN) :]
+    if alone == value and value in source and value not in redacted_source:
+        return placeholder(Finding("derived", 0, len(value), value, 0), policy.salt)
+    return alone
 
 
 def redact_name(name: str, policy: RedactionPolicy) -> str:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from functools import cache
 from urllib.parse import unquote
 
+from lantern import lazy_re
 from lantern.archive.secret_tokens import trie_regex
 
 __all__ = [
@@ -92,20 +93,20 @@ PROVIDER_WORDS: dict[str, str] = {
 }
 # a key ending in one of these names a public attribute of the account, not its credential (an ``…_id``: an OAuth
 # client id is public, gitleaks' discord-client-id and linkedin-client-id notwithstanding)
-_BENIGN_KEY_END = re.compile(
+_BENIGN_KEY_END = lazy_re.compile(
     r"(?:handle|user|username|name|url|uri|host|hostname|domain|region|email|org|team|channel|version|enabled|"
     r"timeout|port|path|dir|file|site|page|env|environment|level|mode|type|tag|tags|count|size|limit)$|[_.\-]id$"
 )
 
 
 _PROVIDER_HIT = trie_regex(sorted(PROVIDER_WORDS))
-_KEY_BACK = re.compile(r"[a-z0-9_.\-]{0,50}")  # matched in the reversed lower-cased text
+_KEY_BACK = lazy_re.compile(r"[a-z0-9_.\-]{0,50}")  # matched in the reversed lower-cased text
 # after the provider word: the rest of the key, a closing quote or bracket, the operator, an opening quote
-_PROVIDER_ASSIGN = re.compile(
+_PROVIDER_ASSIGN = lazy_re.compile(
     r"(?P<rest>[a-z0-9_.\-]{0,40})\\?[\"'`]?\]?[ \t]*(?::=|=>|=(?![=>])|:(?![:/])|：)[ \t]*(?P<vq>\\?[\"'`])?"
 )
-_PROVIDER_VALUE = re.compile(r"[A-Za-z0-9_\-=+/.~%|:]{14,200}")
-_HEXISH = re.compile(r"[0-9a-fA-F\-]+")
+_PROVIDER_VALUE = lazy_re.compile(r"[A-Za-z0-9_\-=+/.~%|:]{14,200}")
+_HEXISH = lazy_re.compile(r"[0-9a-fA-F\-]+")
 
 
 def provider_assignments(text: str, low: str, looks_random, is_reference) -> Iterator[tuple[str, int, int]]:
@@ -147,13 +148,13 @@ def provider_assignments(text: str, low: str, looks_random, is_reference) -> Ite
 
 
 # host:port:database:user:password, one per line (PostgreSQL's .pgpass; * for any)
-_PGPASS = re.compile(  # a line, or a quoted string (a tool call's argument); a ":" in the password is written "\:"
+_PGPASS = lazy_re.compile(  # a line, or a quoted string (a tool call's argument); a ":" in the password is written "\:"
     r"(?m)(?:^|(?<=[\"']))[ \t]*(?P<host>[A-Za-z0-9.\-_*\[\]]+):(?:\d{1,5}|\*):[^:\s\"']+:[^:\s\"']+:"
     r"(?P<secret>(?:[^\s:\\\"']|\\.){1,256})[ \t]*(?=\r?$|[\"'])"
 )
 
 
-_PGPASS_PORT = re.compile(r":(?:\d{1,5}|\*):[^:\s\"']+:[^:\s\"']+:")
+_PGPASS_PORT = lazy_re.compile(r":(?:\d{1,5}|\*):[^:\s\"']+:[^:\s\"']+:")
 
 
 def pgpass_lines(text: str) -> Iterator[tuple[int, int]]:
@@ -166,7 +167,7 @@ def pgpass_lines(text: str) -> Iterator[tuple[int, int]]:
             yield m.start("secret"), m.end("secret")
 
 
-_XML_ADD = re.compile(
+_XML_ADD = lazy_re.compile(
     r"<add\s+key=\\?[\"'](?P<key>[^\"'\\<>]{1,80})\\?[\"']\s+value=\\?(?P<q>[\"'])(?P<value>[^\"'\\<>]{1,512})\\?(?P=q)",
     re.I,
 )
@@ -180,10 +181,10 @@ def xml_add_values(text: str, low: str) -> Iterator[tuple[str, int, int]]:
         yield m.group("key"), m.start("value"), m.end("value")
 
 
-_KIND_SECRET = re.compile(r"kind:[ \t]*[\"']?secret\b", re.I)
-_DATA_LINE = re.compile(r"(?m)^(?P<indent>[ \t]*)data:[ \t]*$")
-_BASE64_VALUE = re.compile(r"[\"']?(?P<b64>[A-Za-z0-9+/]{8,}={0,3})[\"']?")
-_ITEM_LINE = re.compile(r"(?P<indent>[ \t]+)[\w.\-]+:[ \t]*(?P<value>[^\s#][^\n]*)")
+_KIND_SECRET = lazy_re.compile(r"kind:[ \t]*[\"']?secret\b", re.I)
+_DATA_LINE = lazy_re.compile(r"(?m)^(?P<indent>[ \t]*)data:[ \t]*$")
+_BASE64_VALUE = lazy_re.compile(r"[\"']?(?P<b64>[A-Za-z0-9+/]{8,}={0,3})[\"']?")
+_ITEM_LINE = lazy_re.compile(r"(?P<indent>[ \t]+)[\w.\-]+:[ \t]*(?P<value>[^\s#][^\n]*)")
 
 
 def kubernetes_secret_values(text: str, low: str) -> Iterator[tuple[int, int]]:
@@ -215,7 +216,7 @@ def kubernetes_secret_values(text: str, low: str) -> Iterator[tuple[int, int]]:
                 pos = line_end + 1
 
 
-_XML_ELEMENT = re.compile(r"<(?P<name>[A-Za-z_][\w.\-]{0,60})>(?P<value>[^<>\n]{1,512})</(?P=name)>")
+_XML_ELEMENT = lazy_re.compile(r"<(?P<name>[A-Za-z_][\w.\-]{0,60})>(?P<value>[^<>\n]{1,512})</(?P=name)>")
 
 
 def xml_elements(text: str, low: str) -> Iterator[tuple[str, int, int]]:
@@ -228,7 +229,7 @@ def xml_elements(text: str, low: str) -> Iterator[tuple[str, int, int]]:
 
 
 # machine H [login U | account A | port N]{1,3} password P (a .netrc entry; tokens separated by any white space)
-_NETRC = re.compile(
+_NETRC = lazy_re.compile(
     r"(?:machine[ \t\r\n]+[^\s]{1,256}|default)(?:[ \t\r\n]+(?:login|account|port)[ \t\r\n]+[^\s]{1,256}){1,3}"
     r"[ \t\r\n]+password[ \t\r\n]+(?P<secret>[^\s]{1,256})"
 )
@@ -363,7 +364,7 @@ def command_passwords(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
 
 
 # sqlplus user/password@connect (Oracle SQL*Plus and its tools; jdbc:oracle:thin:user/password@host)
-_ORACLE = re.compile(
+_ORACLE = lazy_re.compile(
     r"(?:(?:sqlplus|sqlldr|expdp|impdp|rman|dgmgrl)(?:[ \t]+-[a-z]+){0,3}[ \t]+[\"']?|jdbc:oracle:thin:)"
     r"[A-Za-z0-9_$#.]{1,128}/(?P<secret>[^\s@/\"']{1,256})@"
 )
@@ -383,16 +384,16 @@ def oracle_connect(text: str, low: str) -> Iterator[tuple[int, int, bool]]:
 
 
 _COOKIE_HEADERS = (  # on low, each led by a literal (an alternation first is tried at every position)
-    re.compile(r"cookie\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"),  # Cookie: / Set-Cookie:, also a JSON or dict key
-    re.compile(r"-b[ \t]+[\"']?"),  # curl -b
-    re.compile(r"--cookie[ \t=]+[\"']?"),  # curl --cookie
+    lazy_re.compile(r"cookie\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"),  # Cookie: / Set-Cookie:, also a JSON or dict key
+    lazy_re.compile(r"-b[ \t]+[\"']?"),  # curl -b
+    lazy_re.compile(r"--cookie[ \t=]+[\"']?"),  # curl --cookie
 )
-_COOKIE_PAIR = re.compile(r"(?P<name>[!#$%&*+\-.^_|~0-9A-Za-z]{1,64})=(?P<value>[^;\s\"',\\]{1,4096})")
-_COOKIE_SEP = re.compile(r"[ \t]*;[ \t]*")
+_COOKIE_PAIR = lazy_re.compile(r"(?P<name>[!#$%&*+\-.^_|~0-9A-Za-z]{1,64})=(?P<value>[^;\s\"',\\]{1,4096})")
+_COOKIE_SEP = lazy_re.compile(r"[ \t]*;[ \t]*")
 _COOKIE_ATTRS = frozenset(
     {"path", "domain", "expires", "max-age", "samesite", "priority", "partitioned", "version", "comment"}
 )
-_SESSION_NAME = re.compile(r"sess|sid|token|auth|jwt|remember|login|csrf|xsrf|secret|key|_at$|_rt$", re.I)
+_SESSION_NAME = lazy_re.compile(r"sess|sid|token|auth|jwt|remember|login|csrf|xsrf|secret|key|_at$|_rt$", re.I)
 
 
 def cookie_values(text: str, low: str) -> Iterator[tuple[str, int, int, bool]]:
@@ -436,7 +437,7 @@ def cookie_is_secret(name: str, value: str, looks_random) -> bool:
 
 # the signature of a pre-signed URL (Azure SAS: sig=; AWS SigV4: X-Amz-Signature=; GCS V4: X-Goog-Signature=)
 # and a session token carried in a query (X-Amz-Security-Token=)
-_SIGNED_PARAM = re.compile(
+_SIGNED_PARAM = lazy_re.compile(
     r"[?&;](?:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token)=(?P<v>[^&\s\"'#<>\\]{16,4096})"
 )
 
@@ -449,7 +450,7 @@ def signed_url_params(text: str, low: str) -> Iterator[tuple[int, int]]:
         yield m.start("v"), m.end("v")
 
 
-_PHP_DEFINE = re.compile(
+_PHP_DEFINE = lazy_re.compile(
     r"define[ \t]*\([ \t]*(?P<kq>[\"'])(?P<key>[A-Za-z0-9_]{2,64})(?P=kq)[ \t]*,[ \t]*"
     r"(?P<vq>[\"'])(?P<value>[^\"'\n]{1,512})(?P=vq)"
 )
@@ -1085,10 +1086,12 @@ class Escaped:
         return self._raw[i]
 
 
-_SEGMENT = re.compile(
+_SEGMENT = lazy_re.compile(
     r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\[^u]|\\|[^\\]+", re.S
 )
-_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\[^u]|\\", re.S)
+_ESCAPE = lazy_re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\[^u]|\\", re.S
+)
 _SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -1139,7 +1142,7 @@ def escaped_strings(text: str) -> Escaped | None:
     return Escaped(text, spans) if spans else None
 
 
-_CONTENT = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.S)  # a string's content: no backtracking, one pass
+_CONTENT = lazy_re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.S)  # a string's content: no backtracking, one pass
 
 
 def _escape_start(text: str, i: int) -> int:

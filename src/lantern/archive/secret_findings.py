@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import unquote
 
+from lantern import lazy_re
 from lantern.archive.secret_context import (
     command_passwords,
     cookie_is_secret,
@@ -187,14 +188,16 @@ _TYPE_NAMES = frozenset(
         "omitted",
     }
 )
-_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+")
-_SPLIT = re.compile(r"[_.\-\s]+")
-_BARE_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
-_SHELL_LIST = re.compile(r"[ \t]*(?:;|&&|\|\|)(?=\s|$)")  # a shell list operator ending a command
-_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-_ATTR = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-_HEXISH = re.compile(r"[0-9a-fA-F]{7,128}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~]+")
+_CAMEL = lazy_re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_]+")
+_SPLIT = lazy_re.compile(r"[_.\-\s]+")
+_BARE_IDENT = lazy_re.compile(r"[a-z_][a-z0-9_]*")
+_SHELL_LIST = lazy_re.compile(r"[ \t]*(?:;|&&|\|\|)(?=\s|$)")  # a shell list operator ending a command
+_ENV_NAME = lazy_re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_ATTR = lazy_re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_HEXISH = lazy_re.compile(
+    r"[0-9a-fA-F]{7,128}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+_TOKEN_CHARS = lazy_re.compile(r"[A-Za-z0-9_\-+/=.~]+")
 
 
 def _key_words(key: str) -> list[str]:
@@ -224,7 +227,7 @@ def _key_class(key: str) -> str:
 
 
 # a value that starts with "%" names a variable only as %NAME% (Windows) or %(name)s / %s (format strings)
-_PERCENT_VAR = re.compile(r"%(?:[A-Za-z_][A-Za-z0-9_]*%|\([A-Za-z_]\w*\)[sdr]|[sdr])")
+_PERCENT_VAR = lazy_re.compile(r"%(?:[A-Za-z_][A-Za-z0-9_]*%|\([A-Za-z_]\w*\)[sdr]|[sdr])")
 # keys documented as public, published in web pages and apps (Stripe's and Clerk's publishable keys, Supabase's
 # publishable keys): no secret under a weak key (an "…_KEY" or "…_TOKEN"); a strong key ("…_SECRET") still hides them
 PUBLIC_KEY_PREFIXES = ("pk_live_", "pk_test_", "sb_publishable_")
@@ -284,7 +287,7 @@ def _looks_random(v: str, min_len: int = 16, min_entropy: float = 3.0) -> bool:
 
 # base64 of 30+ characters with upper case, lower case and digits: an AWS secret key may start with "/" or "+", a path
 # (letters, digits, "/" alone) under a secret's key is one too
-_RANDOM_B64 = re.compile(r"(?=.*[A-Z])(?=.*[a-z])(?=.*\d)[A-Za-z0-9+/]{30,512}={0,2}")
+_RANDOM_B64 = lazy_re.compile(r"(?=.*[A-Z])(?=.*[a-z])(?=.*\d)[A-Za-z0-9+/]{30,512}={0,2}")
 
 
 def _strong_value_ok(v: str, key: str, quoted: bool, code_like: bool) -> bool:
@@ -303,8 +306,8 @@ def _strong_value_ok(v: str, key: str, quoted: bool, code_like: bool) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- regexes
-_BEGIN_KEY = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
-_KEY_TAIL = re.compile(
+_BEGIN_KEY = lazy_re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
+_KEY_TAIL = lazy_re.compile(
     r"(?:(?:\r?\n|(?:\\r)?\\n)(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment|Version): ?[^\n\\]*|[ \t]*))*"
 )
 
@@ -312,13 +315,15 @@ _KEY_TAIL = re.compile(
 # that starts with a look-behind or an IGNORECASE alternation is tried at every position: 10x slower on a 300 KB
 # log). Case-insensitive ones run on ``low``, the lower-cased text (same length, same offsets); the boundary a
 # look-behind would check is checked in Python.
-_URL_RUN = re.compile(r"[^\s\"'<>\\`]*")  # a URL's characters after its "://"
-_URL_USER = re.compile(r"[^/?#@\[\]]*")  # a userinfo's user: no delimiter of RFC 3986's authority
+_URL_RUN = lazy_re.compile(r"[^\s\"'<>\\`]*")  # a URL's characters after its "://"
+_URL_USER = lazy_re.compile(r"[^/?#@\[\]]*")  # a userinfo's user: no delimiter of RFC 3986's authority
 # what follows the "@" of a userinfo: a host (name, IPv4, [IPv6]) and an optional port, then the end of the authority
 # (unambiguous and bounded: a run of host characters not followed by a delimiter is given back at most 253 times)
-_URL_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]{2,64}\]|[A-Za-z0-9.\-_]{1,253})(?::\d{1,5})?(?=[/?#\s\"'<>,;)\]\\`]|$)")
-_HOSTLIKE = re.compile(r"[.:\[]")  # a host name with a dot, a port or an IPv6 address (not a password's "@D2#")
-_PORT_PATH = re.compile(r"\d{1,5}[/?#]")  # "host:8443/path?mail=a@b": a port and a path, not a password
+_URL_HOST = lazy_re.compile(
+    r"(?:\[[0-9A-Fa-f:.]{2,64}\]|[A-Za-z0-9.\-_]{1,253})(?::\d{1,5})?(?=[/?#\s\"'<>,;)\]\\`]|$)"
+)
+_HOSTLIKE = lazy_re.compile(r"[.:\[]")  # a host name with a dot, a port or an IPv6 address (not a password's "@D2#")
+_PORT_PATH = lazy_re.compile(r"\d{1,5}[/?#]")  # "host:8443/path?mail=a@b": a port and a path, not a password
 
 
 def _url_passwords(text: str) -> Iterator[tuple[int, int]]:
@@ -352,37 +357,39 @@ def _url_passwords(text: str) -> Iterator[tuple[int, int]]:
         i = nxt if nxt >= 0 else text.find("://", max(run_end, a))
 
 
-_AUTH_HEADER = re.compile(  # on low
+_AUTH_HEADER = lazy_re.compile(  # on low
     r"authorization\\?[\"']?\s*[:=]\s*\\?[\"']?\s*"
     r"(?P<scheme>bearer|basic|token|apikey|api-key|digest|key)?\s*(?P<secret>[a-z0-9\-._~+/]{8,}=*)"
 )
-_BEARER = re.compile(r"bearer\s+(?P<secret>[a-z0-9\-._~+/]{16,}=*)")  # on low
-_CURL_USER = re.compile(r"-(?:u|-user)\s+[\"']?(?P<user>[^\s:\"'$]+):(?P<secret>[^\s\"'\\]+)")
-_FLAG = re.compile(  # on low: a flag named by a secret word, with hyphenated words or a joined prefix before it
+_BEARER = lazy_re.compile(r"bearer\s+(?P<secret>[a-z0-9\-._~+/]{16,}=*)")  # on low
+_CURL_USER = lazy_re.compile(r"-(?:u|-user)\s+[\"']?(?P<user>[^\s:\"'$]+):(?P<secret>[^\s\"'\\]+)")
+_FLAG = lazy_re.compile(  # on low: a flag named by a secret word, with hyphenated words or a joined prefix before it
     # (--db-password, --admin-token, redis' --requirepass, keytool's --storepass); never --no-password
     r"--(?P<key>(?!no-)(?:[a-z0-9]+-){0,3}(?:require|store|key|master|root|admin|auth)?"
     r"(?:password|passwd|pass|passphrase|token|api-key|apikey|secret|client-secret|"
     r"auth-token|access-token|secret-key|access-key))(?:=|\s+)(?:(?P<q>\\?[\"'])(?P<qsecret>(?:(?!(?P=q))(?:\\[^\n]|[^\\\n])|'(?=[a-z0-9])){1,512})(?P=q)"
     r"|(?P<secret>(?!-)[^\s\"'\\]+))"  # an unquoted value never starts with "-": that is the next flag
 )
-_MYSQL_P = re.compile(
+_MYSQL_P = lazy_re.compile(
     r"mysql(?:dump|admin|sh)?\b[^\n|;&]{0,200}?\s-p(?P<secret>[^\s\"'\\]{3,})"
 )  # case matters: -P is the port
-_KEYWORD_HIT = re.compile(  # on low: a secret word ending an identifier, then an assignment operator
+_KEYWORD_HIT = lazy_re.compile(  # on low: a secret word ending an identifier, then an assignment operator
     r"(?:pass|pwd|secret|token|auth|credential|key|contrase)[a-z0-9_\-]{0,64}\\?[\"'`]?\]?[ "
     r"\t]*(?::=|=>|=(?![=>])|:(?![:/])|：)"
 )
-_IDENT_RUN = re.compile(r"[A-Za-z0-9_.\-]*")  # matched in the reversed text: the identifier before a keyword hit
+_IDENT_RUN = lazy_re.compile(r"[A-Za-z0-9_.\-]*")  # matched in the reversed text: the identifier before a keyword hit
 # what may stand between a line's start and a config line's key: indentation, a YAML dash, export / set / env
-_CONFIG_LEAD = re.compile(r"(?:^|\n)[ \t\-]*(?:(?:export|set|env)[ \t]+)?\Z", re.I)
-_ASSIGN = re.compile(
+_CONFIG_LEAD = lazy_re.compile(r"(?:^|\n)[ \t\-]*(?:(?:export|set|env)[ \t]+)?\Z", re.I)
+_ASSIGN = lazy_re.compile(
     r"(?P<kq>\\?[\"'`]?)"
     r"(?P<key>[A-Za-z0-9_.\-]{0,80}?(?:pass|pwd|secret|token|auth|credential|key|contrase)[A-Za-z0-9_\-]{0,64})"
     r"(?P=kq)\]?[ \t]*(?P<op>:=|=>|=(?![=>])|:(?![:/])|：)[ \t]*"
     r"(?:(?P<vq>\\?[\"'`])(?P<qval>(?:(?!(?P=vq))(?:\\[^\n]|[^\\\n])|'(?=[A-Za-z0-9])){1,512})(?P=vq)|(?P<val>[^\s\"'`\\,;&<>(){}\[\]]{1,512}))",
     re.I,
 )
-_VALUE_TAIL = re.compile(r"(?:(?!\[secret:)[^\s\"'`\\]){0,512}")  # the rest of an unquoted password (_keyword_findings)
+_VALUE_TAIL = lazy_re.compile(
+    r"(?:(?!\[secret:)[^\s\"'`\\]){0,512}"
+)  # the rest of an unquoted password (_keyword_findings)
 _KEYWORD_TRIGGER = ("pass", "pwd", "secret", "token", "auth", "credential", "key", "contrase")
 # between "password is" and its value (ours): at most one adverb and one "set to" from short lists, so that "the
 # password is in the vault" stays prose; then an optional separator, a colon (ASCII or full-width) or a dash that
@@ -398,7 +405,7 @@ _QUOTE_SPACE = " \u00a0\u202f"
 _TYPO_QUOTES = "“‘«‹„「『"  # the openers above that are not ASCII (a keyword value's regex takes them as its own)
 _PROSE_QUOTE = r"(?:(?P<q>[\"'`“‘«‹„「『])[ \u00a0\u202f]?)?"
 # the value itself is read in Python from the match's end (_prose_value): a quoted one runs to its closing quote
-_PROSE_EN = re.compile(  # on low
+_PROSE_EN = lazy_re.compile(  # on low
     r"pass(?:word|wd|phrase)\s+(?:is|was)(?![a-z0-9_])" + _PROSE_ADVERB + _PROSE_SEP + r"\s*" + _PROSE_QUOTE
 )
 # Chinese (ours): at most two adverbs (现在 now, 还 still, 已经 already, 被 passive, 应该 should, …) before the verb
@@ -409,16 +416,16 @@ _PROSE_ZH_ADVERB = (
     r"\s*){0,2}"
 )
 _PROSE_ZH_VERB = r"(?:是|为|為|(?:改|换|換|变|變|设|設|设置|設置|重置|更改|修改|更新)(?:成|为|為)了?|设定为|設定為)"
-_PROSE_ZH = re.compile(
+_PROSE_ZH = lazy_re.compile(
     r"(?:密码|口令|密钥|私钥)\s*(?:[:：=]|" + _PROSE_ZH_ADVERB + _PROSE_ZH_VERB + _PROSE_SEP + r")"
     r"\s*" + _PROSE_QUOTE
 )
 _WORD_PART = r"(?:[A-Z]?[a-z]+|[A-Z]+)"
-_WORD_SHAPE = re.compile(
+_WORD_SHAPE = lazy_re.compile(
     _WORD_PART + r"(?:(?:-" + _WORD_PART + r"){1,2}|['’][a-z]{1,2})"
 )  # re-used, up-to-date, user's
-_LENGTH_RANGE = re.compile(r"(\d{1,3})-(\d{1,3})")  # "the password is 8-64 chars"
-_PROSE_RUN = re.compile(r"[!-~]{4,128}")  # an unquoted prose value: printable ASCII up to the next space
+_LENGTH_RANGE = lazy_re.compile(r"(\d{1,3})-(\d{1,3})")  # "the password is 8-64 chars"
+_PROSE_RUN = lazy_re.compile(r"[!-~]{4,128}")  # an unquoted prose value: printable ASCII up to the next space
 QUOTED_MAX = 128  # a quoted value is at most this many characters, on one line (else the quote is not its own)
 _PROSE_ZH_TRIGGER = ("密码", "口令", "密钥", "私钥")
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")

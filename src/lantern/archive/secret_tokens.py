@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
+from lantern import lazy_re
 from lantern.archive.token_formats import TOKENS
 from lantern.archive.token_formats.rule import TokenRule, jwt_ok
 from lantern.archive.token_formats.samples import sample
@@ -64,12 +65,14 @@ def trie_regex(words: list[str]) -> re.Pattern[str]:
         body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
         return f"(?:{body})?" if "" in node else body
 
-    return re.compile(write(root) if words else "(?!)")
+    return lazy_re.compile(write(root) if words else "(?!)")
 
 
+@cache
 def _scanners() -> list[tuple[bool, re.Pattern[str], dict[str, list[tuple[int, int]]]]]:
     """Per case (exact, folded): the trigger regex and, for each literal it can match, the rules to judge there
-    with their own trigger's length (every trigger that is a prefix of the literal: ``sk-`` under ``sk-ant-``)."""
+    with their own trigger's length (every trigger that is a prefix of the literal: ``sk-`` under ``sk-ant-``).
+    Built at the first scan, once (a process that redacts nothing never builds the tries)."""
     out = []
     for folded in (False, True):
         triggers: dict[str, list[int]] = {}
@@ -85,7 +88,6 @@ def _scanners() -> list[tuple[bool, re.Pattern[str], dict[str, list[tuple[int, i
     return out
 
 
-_SCANNERS = _scanners()
 _GATED = [i for i, rule in enumerate(TOKENS) if rule.gate is not None]
 
 
@@ -113,7 +115,7 @@ def find_tokens(text: str, low: str) -> list[tuple[str, int, int]]:
     rule of ``TOKENS`` that accepts it. ``low``: ``text`` lower-cased with the same length."""
     examined = [-1] * len(TOKENS)  # per rule: the end of the run of token characters already judged
     best: dict[int, tuple[int, str, int]] = {}  # start -> (rule index, kind, end)
-    for folded, scan, dispatch in _SCANNERS:
+    for folded, scan, dispatch in _scanners():
         source = low if folded else text
         m = scan.search(source)
         while m is not None:  # overlapping: a trigger may start inside another ("…sl.atlasv1.…")

@@ -31,17 +31,17 @@ Only regular files are listed (a FIFO, a device, a directory named like one is s
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import replace
 from pathlib import Path
 
+from lantern import lazy_re
 from lantern.model import Message
 
 __all__ = ["agent_id", "as_sidechain", "parent_session", "sidechain_name", "subagent_files"]
 
 COMPACTION_AGENT_PREFIX = "acompact-"  # agent-acompact-<id>.jsonl: Claude Code's compaction agent, skipped
-_NAME = re.compile(r"^agent-(?P<id>[^/\\]+)\.jsonl$")
+_NAME = lazy_re.compile(r"^agent-(?P<id>[^/\\]+)\.jsonl$")
 _HEAD_BYTES = 65536  # bytes read of a legacy flat file to find its first record's sessionId (ours)
 MAX_DEPTH = 4  # folders below subagents/ searched for agent files (workflows/<run-id>/ is 2; ours)
 

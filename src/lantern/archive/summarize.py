@@ -29,8 +29,7 @@ Layout (one line each, in this order)::
 
 from __future__ import annotations
 
-import re
-
+from lantern import lazy_re
 from lantern.model import Turn
 
 __all__ = ["summarize", "cut"]
@@ -40,9 +39,9 @@ TOOL_HEAD_CHARS = 160  # head of a tool call / tool result shown if room (ours)
 TOOL_TAIL_CHARS = 70  # of those 160, the last line of a long tool result (ours)
 MIN_PIECE_CHARS = 40  # a message cut shorter than this is dropped instead (ours)
 
-_WS = re.compile(r"\s+")
-_SENTENCE_END = re.compile(r"[.!?;](?=\s)|[。！？；]")
-_CJK_BREAK = re.compile(r"[，、：,]")
+_WS = lazy_re.compile(r"\s+")
+_SENTENCE_END = lazy_re.compile(r"[.!?;](?=\s)|[。！？；]")
+_CJK_BREAK = lazy_re.compile(r"[，、：,]")
 
 
 def _squash(text: str) -> str:

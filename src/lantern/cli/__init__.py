@@ -12,6 +12,7 @@
     lantern [--db PATH] ui [--host H] [--port N] [--token T] [--open]      -> lantern.integrations.ui
     lantern [--db PATH] feedback ID... (--useful | --not-useful)           -> Lantern.feedback
     lantern [--db PATH] reindex [--embedder NAME]                          -> Lantern.reindex
+    lantern [--db PATH] redact                                             -> Lantern.redact_stored
     lantern demo                                                           -> lantern.demo.run
     lantern eval DATASET --data PATH --out DIR                             -> lantern.eval.run.main
     lantern hook claude-code  /  lantern install claude-code [--user]      -> lantern.integrations.claude_code
@@ -30,8 +31,6 @@ from typing import Any, Optional
 
 import typer
 
-from lantern.cli import archive, chat, integrations, recover, store
-from lantern.cli import eval as eval_command
 from lantern.cli.common import state
 from lantern.cli.options import (
     Group,
@@ -43,12 +42,7 @@ from lantern.cli.options import (
     warn_visible,
 )
 
-app = typer.Typer(
-    cls=Group, add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost."
-)
 
-
-@app.callback()
 def _global(
     ctx: typer.Context,
     db: Optional[str] = typer.Option(
@@ -87,38 +81,80 @@ def _global(
     state.rewound = rewound
 
 
-hook_app = typer.Typer(
-    cls=Group, no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON)."
+# the commands, in the order ``lantern --help`` lists them: (group, command, module of lantern.cli, function)
+COMMANDS = (
+    ("", "ingest", "archive", "ingest"),
+    ("", "recover", "recover", "recover"),
+    ("", "search", "recover", "search"),
+    ("", "forget", "store", "forget"),
+    ("", "vacuum", "store", "vacuum"),
+    ("", "export", "archive", "export"),
+    ("", "import", "archive", "import_"),
+    ("", "copy", "store", "copy"),
+    ("", "stats", "store", "stats"),
+    ("", "facts", "recover", "facts"),
+    ("", "events", "recover", "events"),
+    ("", "feedback", "recover", "feedback"),
+    ("", "reindex", "store", "reindex"),
+    ("", "redact", "store", "redact"),
+    ("", "chat", "chat", "chat"),
+    ("", "demo", "chat", "demo"),
+    ("", "mcp", "integrations", "mcp"),
+    ("", "serve", "integrations", "serve"),
+    ("", "ui", "integrations", "ui"),
+    ("", "eval", "eval", "eval_"),
+    ("hook", "claude-code", "integrations", "hook_claude_code"),
+    ("install", "claude-code", "integrations", "install_claude_code"),
+    ("hook", "codex", "integrations", "hook_codex"),
+    ("install", "codex", "integrations", "install_codex"),
 )
-install_app = typer.Typer(cls=Group, no_args_is_help=True, help="Install Lantern's hooks into an agent's settings.")
-app.add_typer(hook_app, name="hook")
-app.add_typer(install_app, name="install")
+_GROUPS = ("hook", "install")
+_NAMES = frozenset(group or command for group, command, _, _ in COMMANDS)
 
 
-# the commands, in the order ``lantern --help`` lists them
-app.command()(archive.ingest)
-app.command()(recover.recover)
-app.command()(recover.search)
-app.command()(store.forget)
-app.command()(store.vacuum)
-app.command()(archive.export)
-app.command("import")(archive.import_)
-app.command()(store.copy)
-app.command()(store.stats)
-app.command()(recover.facts)
-app.command()(recover.events)
-app.command()(recover.feedback)
-app.command()(store.reindex)
-app.command()(chat.chat)
-app.command()(chat.demo)
-app.command()(integrations.mcp)
-app.command()(integrations.serve)
-app.command()(integrations.ui)
-app.command("eval")(eval_command.eval_)
-hook_app.command("claude-code")(integrations.hook_claude_code)
-install_app.command("claude-code")(integrations.install_claude_code)
-hook_app.command("codex")(integrations.hook_codex)
-install_app.command("codex")(integrations.install_codex)
+def build(only: str | None = None) -> tuple[typer.Typer, typer.Typer, typer.Typer]:
+    """The ``lantern`` app and its ``hook`` and ``install`` groups: every command, or with ``only`` (a command or
+    group name of ``COMMANDS``) that one alone, so a run imports one command module and typer builds one command's
+    parameters, not 23 (``main``; BENCHMARKS.md §27). Returns (app, hook_app, install_app)."""
+    import importlib
+
+    app = typer.Typer(
+        cls=Group, add_completion=False, no_args_is_help=True, help="Archive every turn; recover what compaction lost."
+    )
+    app.callback()(_global)
+    hook_app = typer.Typer(
+        cls=Group, no_args_is_help=True, help="Hook entry points that agents run (stdin JSON -> stdout JSON)."
+    )
+    install_app = typer.Typer(cls=Group, no_args_is_help=True, help="Install Lantern's hooks into an agent's settings.")
+    app.add_typer(hook_app, name="hook")
+    app.add_typer(install_app, name="install")
+    groups = {"": app, "hook": hook_app, "install": install_app}
+    for group, command, module, function in COMMANDS:
+        if only is None or (group or command) == only:
+            groups[group].command(command)(getattr(importlib.import_module(f"lantern.cli.{module}"), function))
+    _flow_help(app, hook_app, install_app)
+    return app, hook_app, install_app
+
+
+def command_named(argv: list[str]) -> str | None:
+    """The command (or group) that ``argv`` runs, the first word after the global options in front; None when
+    there is none or it is not one of ``COMMANDS`` (``--help``, a typo: the whole app answers)."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 1 if "=" in argv[i] or argv[i] not in _GLOBAL_VALUE_OPTIONS else 2
+    return argv[i] if i < len(argv) and argv[i] in _NAMES else None
+
+
+_built: dict[str, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """``app``, ``hook_app`` and ``install_app``: the whole app, built on first use (``build``)."""
+    if name in ("app", "hook_app", "install_app"):
+        if not _built:
+            _built.update(zip(("app", "hook_app", "install_app"), build()))
+        return _built[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _flowed(doc: str, markup: bool) -> str:
@@ -144,9 +180,6 @@ def _flow_help(*typers: typer.Typer) -> None:
                 info.help = _flowed(info.callback.__doc__, markup=group.rich_markup_mode == "rich")
 
 
-_flow_help(app, hook_app, install_app)
-
-
 def _ignore_ctrl_c() -> None:
     """From here on Ctrl-C is ignored: the command has decided its exit code (130 after a Ctrl-C, 0 when it
     finished). The interpreter's shutdown (closing databases, joining threads) can take seconds on a loaded machine,
@@ -163,12 +196,13 @@ def _ignore_ctrl_c() -> None:
 _GLOBAL_VALUE_OPTIONS = ("--db", "--embedder", "--rewound")
 
 
-def globals_first(argv: list[str]) -> list[str]:
+def globals_first(argv: list[str], app: Any = None) -> list[str]:
     """``argv`` with the global options (``--db``, ``--embedder``, ``--rewound``, each with its value, ``--opt=value``
     too) that were given after the command moved before it, where the CLI reads them: ``lantern recover Q --db X``
     is ``lantern --db X recover Q``. An option the command defines itself (``install claude-code --db``) stays
-    where it is, and so does everything after ``--``. Any other ``argv`` is returned unchanged."""
-    group: Any = typer.main.get_command(app)
+    where it is, and so does everything after ``--``. Any other ``argv`` is returned unchanged. ``app``: the app
+    that runs it (default: the whole app)."""
+    group: Any = typer.main.get_command(app if app is not None else __getattr__("app"))
     i = 0
     while i < len(argv) and argv[i].startswith("-"):  # the global options already in front
         i += 1 if "=" in argv[i] or argv[i] not in _GLOBAL_VALUE_OPTIONS else 2
@@ -209,7 +243,9 @@ def _stdout_is_devnull() -> bool:
 
 
 def main() -> None:
-    sys.argv[1:] = globals_first(sys.argv[1:])
+    only = command_named(sys.argv[1:])
+    app = build(only)[0] if only is not None else __getattr__("app")
+    sys.argv[1:] = globals_first(sys.argv[1:], app)
     devnull_before = _stdout_is_devnull()
     try:
         app()  # typer turns a KeyboardInterrupt into exit code 130 (SystemExit)

@@ -142,7 +142,10 @@ def export(
         with open_db() as lantern:
             dest = sys.stdout if file == "-" else Path(file)
             n = lantern.export(dest, session=session, user=user, agent=agent, project=project, embeddings=embeddings)
-        typer.echo(f"{plural(n, 'entry', 'entries')} exported", err=True)
+            why = "" if n else lantern.why_none(session=session, user=user, agent=agent, project=project)
+            if user is None and not why.startswith("in session"):  # every user's export: no one user's words
+                why = ""
+        typer.echo(f"{plural(n, 'entry', 'entries')} exported" + (f": nothing {why}" if why else ""), err=True)
 
     guard(run)
 

@@ -297,11 +297,23 @@ def close_options(given: str, options: list[str]) -> list[str]:
 
 class Group(typer.core.TyperGroup):
     """Lantern's command groups: an unknown option is answered with the options close to it (``close_options``),
-    or none, in place of click's suggestions."""
+    or none, in place of click's suggestions; plain values of the group's and its commands' parameters are
+    converted without pydantic (cli/coercion.py)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from lantern.cli.coercion import install
+
+        install(self, ctx)
         with _suggesting():
             return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        from lantern.cli.coercion import install
+
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            install(command, ctx)
+        return name, command, rest
 
     def invoke(self, ctx: Any) -> Any:
         with _suggesting():

@@ -145,7 +145,7 @@ def _recover_compaction(
         why = COMPACTION_EMPTY.get(result.reason or "", result.reason or "")
         if result.reason == "nothing_archived":  # which session was read, as given or the default
             why = why.replace("the session", f"session {session!r}" if session else f"the {DEFAULT_SESSION!r} session")
-        print_recovery(result, as_json, lambda: f": {why}", short=False)
+        print_recovery(result, as_json, lambda: why, short=False)
 
     guard(run)
 
@@ -198,8 +198,11 @@ def search(
                 rows = explain_rows(result.candidates)
             else:
                 rows = search_rows(lantern.search(query, k=k, **scope))
+            why = "" if rows else lantern.why_none(session=session, user=user, agent=agent, project=project)
         if as_json:
             print_json(rows)
+        elif not rows and why:
+            note(f"nothing found {why}")
         elif not rows and min_score and not explain:
             note(f"nothing found: no archived turn matches at least --min-score {min_score:g}")
         else:
@@ -270,9 +273,15 @@ def events(
         if as_json:
             print_json(warm if warm is not None else [r.to_json() for r in rows])
         elif not rows:
+            why = ""
+            if session is not None:  # a session that names nothing: say so, with the closest names
+                with open_db() as lantern:
+                    why = lantern.why_none(session=session, user=user, agent=agent, project=project)
             note(
-                "no compaction events (the hooks, the proxy, MCP, REST and recover_compaction(record=True) record "
-                "them; recover --summary does not)"
+                f"no compaction events {why}"
+                if why
+                else "no compaction events (the hooks, the proxy, MCP, REST and recover_compaction(record=True) "
+                "record them; recover --summary does not)"
             )
         else:
             print_events(rows)

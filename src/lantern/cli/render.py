@@ -301,7 +301,7 @@ def print_warm(answer: dict | None, as_json: bool) -> bool:
 def print_recovery(result: Any, as_json: bool, why_empty: Any, short: bool = True) -> None:
     """A recovery as JSON, or its block (a terminal gets archived control characters as visible escapes; a pipe the
     text as is), with a line on stderr for a short block (``short``: a question's recovery); for an empty one
-    "nothing recovered" and ``why_empty()``."""
+    "nothing recovered" and ``why_empty()``'s sentence (``continuation``)."""
     if as_json:
         print_json(result.to_json())
     elif result.text:
@@ -309,7 +309,15 @@ def print_recovery(result: Any, as_json: bool, why_empty: Any, short: bool = Tru
         if short and result.reason:  # a short block: the evidence was uncertain (recover/relevance.py)
             note(f"short block ({result.reason}): {result.detail}; --min-score 0 gives the full budget")
     else:
-        note(f"nothing recovered{why_empty()}")
+        note(f"nothing recovered{continuation(result, why_empty())}")
+
+
+def continuation(recovery: Any, why: str) -> str:
+    """``why`` (``Lantern.why_empty``'s sentence) as the rest of the line "nothing recovered…": ": WHY", or
+    " (REASON): WHY" when the relevance floor held every candidate back; "" for no sentence."""
+    if not why:
+        return ""
+    return f" ({recovery.reason}): {why}" if recovery.held_by_floor else f": {why}"
 
 
 def explain_rows(candidates: list) -> list[dict]:

@@ -65,16 +65,20 @@ def forget(
     if all(x is None for x in (entry, session, user, agent, project)):
         fail("give --entry, --session, --user, --agent or --project")
     who = user if user is not None else os.environ.get("LANTERN_USER")  # `--user ""` is the default user
+    asked = {"entry": entry, "session": session, "user": who, "agent": agent, "project": project}
     if not yes:
         what = forget_target(entry, session, user, who, agent, project)
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
             fail(f"forget deletes {what} with no undo: give --yes to confirm (no terminal to ask on)")
-        if not typer.confirm(f"Delete {what} from every table?", default=False, err=True):
+        count = guard(lambda: _forget_count(asked))
+        # nothing selected: nothing to ask; the run below says which filter found nothing and the closest names
+        if count and not typer.confirm(
+            f"Delete {what} from every table: {plural(count, 'entry', 'entries')}?", default=False, err=True
+        ):
             typer.echo("nothing forgotten", err=True)
             raise typer.Exit(1)
 
     def run():
-        asked = {"entry": entry, "session": session, "user": who, "agent": agent, "project": project}
         with open_db() as lantern, warnings_unsaid():  # the warning api.forget logs: said in the command's words
             n = lantern.forget(**asked, wait=wait, on_wait=lambda erasure: say_waiting(erasure, wait))
             near = lantern.sessions_like(session, user=who, agent=agent, project=project) if session and not n else []
@@ -83,6 +87,12 @@ def forget(
             raise typer.Exit(3)
 
     guard(run)
+
+
+def _forget_count(asked: dict) -> int:
+    """How many entries a forget with these selectors would delete now (the question's count)."""
+    with open_db() as lantern:
+        return lantern.forget_count(**asked)
 
 
 def forget_target(entry, session, user, who, agent, project) -> str:
@@ -233,5 +243,35 @@ def reindex(
                 n = lantern.reindex(embedder or state.embedder, progress=update)
                 lantern.build_graphs()  # a large store's HNSW graphs, saved with the snapshot: no command waits
             print(f"{plural(n, 'entry', 'entries')} re-embedded with {lantern.embedder.id}")  # after the bar: on stdout
+
+    guard(run)
+
+
+def redact() -> None:
+    """Re-apply today's redaction rules to every archived text in place.
+
+    Turns archived by an older Lantern, under older rules or with redaction off keep secrets in clear.
+
+    This rewrites text, summary, tags, hints, meta, facts and event queries, 256 entries per transaction.
+
+    Stopped part way, it resumes where it stopped. Rewritten entries are re-embedded (reindex --fill).
+
+    The old bytes are erased from the file as forget erases them."""
+    from lantern.text.terminal import console
+
+    console = console(stderr=True)
+
+    def run():
+        with open_db() as lantern:
+            if not lantern.redaction.secrets:
+                note("secret redaction is off for this database: nothing to redact")
+                return
+            with progress_bar(console, "redacting", elapsed=False) as update:
+                checked, rewritten = lantern.redact_stored(progress=update)
+            print(
+                f"{plural(checked, 'entry', 'entries')} checked, {rewritten} rewritten"
+                if checked
+                else "every archived text is already redacted under these rules"
+            )
 
     guard(run)

@@ -43,9 +43,9 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 import contextlib  # noqa: E402
 import copy  # noqa: E402
 import hashlib  # noqa: E402
-import re  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
+import time  # noqa: E402
 import zlib  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -53,6 +53,7 @@ from typing import Protocol, runtime_checkable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from lantern import lazy_re
 from lantern.errors import ModelNotFoundError  # noqa: E402
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "USEEmbedder",
     "cjk_share",
     "embed_query",
+    "load_ahead",
     "query_key",
     "get_embedder",
     "verify_sha256",
@@ -90,8 +92,10 @@ _FIX = (
     f"(sha256 {MINILM_SHA256}); for a different file, also set LANTERN_MINILM_SHA256 to its sha256."
 )
 
-# (resolved path, mtime_ns, size, expected sha256) of files already verified in this process.
-_verified: set[tuple[str, int, int, str]] = set()
+# verify_sha256's keys (resolved path, device, inode, size, mtime_ns, ctime_ns, expected sha256) of the files
+# already verified in this process.
+_verified: set[tuple] = set()
+RACY_NS = 2_000_000_000  # a file changed this recently (ns) gets no verified record (verify_sha256)
 
 
 @runtime_checkable
@@ -133,15 +137,26 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
 def verify_sha256(path: Path, expected: str) -> None:
     """Raise :class:`ModelNotFoundError` unless ``path`` exists and its sha256 is ``expected``.
 
-    A success is remembered per (path, mtime, size) for the life of the process, so the ~23 MB
-    MiniLM file is hashed once however many embedders are built (BENCHMARKS.md, Engineering notes).
+    A success is remembered per file state, the file's (resolved path, device, inode, size, mtime_ns, ctime_ns),
+    for the life of the process and across processes (``verified_record``: an empty file named by a digest of that
+    state and ``expected``, under ``~/.cache/lantern/verified/`` or ``$LANTERN_VERIFIED_CACHE``), so the ~23 MB
+    MiniLM file is hashed once per install, not by every new process (~30 ms quiet, 100-180 ms on a loaded
+    machine; BENCHMARKS.md §27). Any write to the file, or its replacement, changes its ctime (which no user can
+    set) or its inode, and so the key: it is hashed again. A file changed less than ``RACY_NS`` before it is
+    verified gets no record (its ctime could still be shared by a change in the same clock tick: git's "racily
+    clean" entries). A record that cannot be written (a read-only home) only costs the next process the hash.
     """
     try:
         st = path.stat()
     except OSError as e:
         raise ModelNotFoundError(f"MiniLM model file not found: {path} ({e.strerror}). {_FIX}") from None
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, expected.lower())
+    resolved = str(path.resolve())
+    key = (resolved, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, expected.lower())
     if key in _verified:
+        return
+    record = verified_record(key)
+    if record is not None and record.exists():
+        _verified.add(key)
         return
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -151,6 +166,26 @@ def verify_sha256(path: Path, expected: str) -> None:
     if actual != expected.lower():
         raise ModelNotFoundError(f"MiniLM model file {path} has sha256 {actual}, expected {expected.lower()}. {_FIX}")
     _verified.add(key)
+    if record is not None and time.time_ns() - st.st_ctime_ns > RACY_NS:
+        with contextlib.suppress(OSError):
+            record.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            record.touch(mode=0o600)
+
+
+def verified_record(key: tuple) -> Path | None:
+    """The file whose presence says the model file state ``key`` (``verify_sha256``'s) was hashed and matched:
+    ``<folder>/<sha256 of the key>``, the folder ``$LANTERN_VERIFIED_CACHE``, else ``~/.cache/lantern/verified``;
+    None (no record kept) when the variable is ``off`` (also ``0``, ``none``, ``false``, ``no``) or there is no
+    home directory."""
+    env = os.environ.get("LANTERN_VERIFIED_CACHE")
+    if env is not None and env.strip().lower() in ("off", "0", "none", "false", "no"):
+        return None
+    try:
+        folder = Path(env).expanduser() if env else Path.home() / ".cache" / "lantern" / "verified"
+    except (RuntimeError, KeyError):
+        return None
+    name = hashlib.sha256("\0".join(map(str, key)).encode("utf-8", "surrogatepass")).hexdigest()
+    return folder / name
 
 
 def _minilm_model_file(model_path: str | os.PathLike | None) -> Path:
@@ -350,7 +385,7 @@ def _one_thread_use(model):
     return single
 
 
-_UNENCODABLE = re.compile("[\x00\ud800-\udfff]")
+_UNENCODABLE = lazy_re.compile("[\x00\ud800-\udfff]")
 
 
 class E5Embedder:
@@ -444,11 +479,11 @@ def _omp_threads(model, n: int):
         set_threads(before)
 
 
-_CJK = re.compile(
+_CJK = lazy_re.compile(
     "[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002ebef]"
 )  # Han, Hiragana, Katakana, Hangul: text/cjk.py's CJK_CLASS
-_WORDS = re.compile(r"[^\W\d_]+")
+_WORDS = lazy_re.compile(r"[^\W\d_]+")
 
 
 def cjk_share(text: str) -> float:
@@ -470,6 +505,31 @@ def query_key(embedder: Embedder, text: str, occupied: Callable[[int, int], bool
         return (embedder.id, text, None)
     own = route(text)  # always filled; only the other blocks' occupancy changes the vector
     return (embedder.id, text, tuple(occupied(a, b) for m, (a, b) in blocks.items() if m != own))
+
+
+def load_ahead(embedder: Embedder, text: str) -> threading.Thread | None:
+    """Start loading, in a daemon thread, the model that embeds a query of ``text`` (a routed embedder's model of
+    ``text``'s script, else the embedder's ``load``), so that a process which will embed it soon overlaps the load
+    with its work in between: building onnxruntime's session (~0.2-0.6 s of a cold ``recover``) releases the GIL,
+    and the read path loads its index and imports its modules meanwhile (BENCHMARKS.md §27). The later embedding
+    waits for the same load (each model loads under its lock, once). Returns the thread, or None when there is
+    nothing to load (loaded already, or an embedder with no ``load``). An error is not raised here: the embedding
+    that needs the model raises it."""
+    route = getattr(embedder, "route", None)
+    model = getattr(embedder, route(text)) if route is not None else embedder
+    if getattr(model, "_session", 0) is not None and getattr(model, "_model", 0) is not None:
+        return None  # loaded (MiniLM holds a _session, USE and e5 a _model)
+    load = getattr(model, "load", None)
+    if load is None:
+        return None
+
+    def quietly() -> None:
+        with contextlib.suppress(Exception):
+            load()
+
+    thread = threading.Thread(target=quietly, name="lantern-load", daemon=True)
+    thread.start()
+    return thread
 
 
 def embed_query(
@@ -688,7 +748,7 @@ class FakeEmbedder:
         return _normalize(out)
 
 
-_FAKE_WORDS = re.compile(r"\w+")
+_FAKE_WORDS = lazy_re.compile(r"\w+")
 
 
 def embed_deferred(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

@@ -16,12 +16,13 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
+from lantern import lazy_re
 from lantern.llm import parse_answer
 
 __all__ = ["abstained", "enum_schema", "exact_match", "normalize", "parse_letter", "token_f1", "tokens"]
 
-_CJK_CHAR = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CJK_CHAR = lazy_re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
+_ARTICLES = lazy_re.compile(r"\b(a|an|the)\b")
 
 
 def normalize(text: str) -> str:
@@ -58,7 +59,7 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-_ABSTAIN = re.compile(
+_ABSTAIN = lazy_re.compile(
     r"\b(?:no answer|not mentioned|not (?:stated|specified|said|given|known|provided|clear)|no information|"
     r"not enough information|(?:does|do|did) ?n[o']?t (?:say|mention|know)|i dont know|i do not know|unknown|"
     r"cannot be determined|can ?not (?:be )?(?:determine|answer|tell)|none)\b"
@@ -74,12 +75,12 @@ def abstained(answer: str) -> bool:
     return not norm or bool(_ABSTAIN.search(norm.replace("don t", "dont").replace("doesn t", "doesnt")))
 
 
-_LETTER_FIRST = re.compile(r"^[\s(\[*\"'“（【]*([A-Z])(?=$|[)\].:：、,，*\"'”）】]|\s+(?![a-z]))")
-_LETTER_SAID = re.compile(
+_LETTER_FIRST = lazy_re.compile(r"^[\s(\[*\"'“（【]*([A-Z])(?=$|[)\].:：、,，*\"'”）】]|\s+(?![a-z]))")
+_LETTER_SAID = lazy_re.compile(
     r"(?:(?i:answer|option|choice)\s*(?:(?i:is)\s*)?[:：]?\s*|(?:答案|选项|选择|选)\s*(?:是|为|[:：])?\s*)"
     r"[(\[（【\"'“]?([A-Z])(?![A-Za-z])"
 )
-_LETTER_ALONE = re.compile(r"(?<![A-Za-z])([A-Z])(?![A-Za-z])")
+_LETTER_ALONE = lazy_re.compile(r"(?<![A-Za-z])([A-Z])(?![A-Za-z])")
 
 
 def json_string(text: str) -> str | None:

@@ -39,6 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.archive.parse.locomo import parse_locomo_date
 from lantern.model import Message
 from lantern.text.names import plural
@@ -49,9 +50,9 @@ LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single
 SEPARATE_CATEGORIES = {"adversarial"}  # reported apart from the headline (no answerable evidence)
 LOCOMO_TUNE = 5  # the first five samples of locomo10.json are the tune split
 MEMDAILY_TUNE_TYPES = {"01"}
-_ID_SPLIT = re.compile(r"[;,\s]+")
-_SESSION_KEY = re.compile(r"session_(\d+)")
-_CN_TIME = re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日\D*?(\d{1,2}):(\d{2})")
+_ID_SPLIT = lazy_re.compile(r"[;,\s]+")
+_SESSION_KEY = lazy_re.compile(r"session_(\d+)")
+_CN_TIME = lazy_re.compile(r"(\d{4})年(\d{1,2})月(\d{1,2})日\D*?(\d{1,2}):(\d{2})")
 
 
 class DatasetError(ValueError):

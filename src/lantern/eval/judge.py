@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lantern import lazy_re
 from lantern.eval import stats
 from lantern.eval.answers import abstained, enum_schema, json_string, tokens
 from lantern.eval.datasets import SEPARATE_CATEGORIES, Fact
@@ -99,8 +100,8 @@ KINDS = {  # kind -> its verdict by construction (True: CORRECT), in the order t
 
 
 # ---------------------------------------------------------------- the judge call
-_LABEL_WORD = re.compile(r"\b(CORRECT|INCORRECT|WRONG)\b")
-_LABEL_WORD_ANY = re.compile(r"\b(correct|incorrect|wrong)\b", re.IGNORECASE)
+_LABEL_WORD = lazy_re.compile(r"\b(CORRECT|INCORRECT|WRONG)\b")
+_LABEL_WORD_ANY = lazy_re.compile(r"\b(correct|incorrect|wrong)\b", re.IGNORECASE)
 
 
 def parse_judge(text: str) -> bool | None:
@@ -160,14 +161,14 @@ class Item:
         return KINDS[self.kind]
 
 
-_YES_NO = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
-_DIGITS = re.compile(r"\d+")
+_YES_NO = lazy_re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
+_DIGITS = lazy_re.compile(r"\d+")
 _NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen".split()
-_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS[2:-1]) + r")\b", re.IGNORECASE)  # "one" is a pronoun too
+_NUMBER_WORD = lazy_re.compile(r"\b(" + "|".join(_NUMBER_WORDS[2:-1]) + r")\b", re.IGNORECASE)  # "one" is a pronoun too
 _NOT_NAMES = {"The", "A", "An", "And", "Of", "In", "On", "At", "For", "To", "With", "Dr", "Mr", "Mrs", "Ms", "Mx"}
 _NOT_NAMES |= set(calendar.month_name[1:]) | set(calendar.day_name)  # a month is a date, not a name
-_LIST = re.compile(r"[,;、，；]| and | & ")
-_NAME = re.compile(r"\b[A-Z][a-z]+\b")
+_LIST = lazy_re.compile(r"[,;、，；]| and | & ")
+_NAME = lazy_re.compile(r"\b[A-Z][a-z]+\b")
 
 
 def _same_case(word: str, like: str) -> str:

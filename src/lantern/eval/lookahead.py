@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from lantern import lazy_re
 from lantern.model import Turn
 from lantern.text.tags import extract_tags
 
@@ -44,13 +45,13 @@ FACT_TYPES = {
     "date": "date",
 }
 CODING_TYPES = ("path", "number", "identifier", "error", "name", "date", "decision")
-_DECISION = re.compile(
+_DECISION = lazy_re.compile(
     r"\b(?:use|using|switch(?:ed)? to|instead|let's|lets|don't|do not|always|never|prefer|should|must|go with|stick "
     r"with)\b"
     r"|改用|使用|不要|换成|总是|应该",
     re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n")  # a sentence ends at . ! ? before a space, or a line break
+_SENTENCE = lazy_re.compile(r"(?<=[.!?。！？])\s+|\n")  # a sentence ends at . ! ? before a space, or a line break
 
 
 def compaction_summary(turns: Sequence[Turn]) -> str:

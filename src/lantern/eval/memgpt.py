@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lantern import lazy_re
 from lantern.llm import LLMClient, LLMError, Usage, parse_answer
 from lantern.model import Turn
 from lantern.recover.rerank import language
@@ -80,8 +80,8 @@ QUERIES = {
 }
 _QUESTION = {"en": "Question: {q}", "zh": "问题：{q}"}
 
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)(?:"|$)')
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)、]|[（(]?\d+[)）])\s*")
+_STRING = lazy_re.compile(r'"((?:[^"\\]|\\.)*)(?:"|$)')
+_BULLET = lazy_re.compile(r"^\s*(?:[-*•]|\d+[.)、]|[（(]?\d+[)）])\s*")
 
 
 def _schema(key: str, n: int) -> dict:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from lantern import lazy_re
 from lantern.config import Config
 from lantern.eval.outcome import Outcome, Pool, System, outcome_of
 from lantern.model import Entry
@@ -157,10 +158,10 @@ class MemoEmbedder:
         return self._cache[key]
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = lazy_re.compile(r"\w+", re.UNICODE)
 
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_CJK = lazy_re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def _words(text: str) -> set[str]:

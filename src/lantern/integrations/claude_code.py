@@ -40,7 +40,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import stat
 import sys
 import time
@@ -49,6 +48,7 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.config import is_server_url
 from lantern.errors import UnsupportedBackendError
 
@@ -69,7 +69,7 @@ MAX_TRANSCRIPT_BYTES = 1 << 30  # ours: a transcript over 1 GiB is skipped (logg
 ARCHIVE_CHUNK_BYTES = 8 << 20
 ARCHIVE_TIME_BUDGET_S = 15.0
 
-_WORD = re.compile(r"\w")  # a prompt without a word character asks nothing
+_WORD = lazy_re.compile(r"\w")  # a prompt without a word character asks nothing
 
 
 class TranscriptSkipped(Exception):
@@ -128,10 +128,27 @@ class Offset:
     offset: int = 0
     line: int = 1
     leaf: str | None = None
+    # the byte offset in the transcript of the last compaction whose block a SessionStart(compact) injected and
+    # recorded (``injected_already``): a repeated SessionStart for it injects nothing again
+    compaction: int | None = None
+
+
+USER_KEY_PREFIX = "user-sha256:"  # a user's part of an offsets key: this prefix and a SHA-256 of the name (hex)
+
+
+def user_key(user: str) -> str:
+    """A user's part of an offsets key: ``USER_KEY_PREFIX`` and the first 32 hex digits of the name's SHA-256, so
+    the file never holds a user name (``$LANTERN_USER``), which the store keeps redacted (a secret it holds never
+    stored: archive/redact.py ``redact_name``) and this file needs only to tell apart."""
+    import hashlib
+
+    return USER_KEY_PREFIX + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class Offsets:
-    """The per-database, per-transcript ``Offset`` map in a small JSON file, written atomically (0600)."""
+    """The per-database, per-transcript ``Offset`` map in a small JSON file, written atomically (0600). Its keys
+    hold no user name (``user_key``); a file an older Lantern wrote with names in clear is read as it is and
+    rewritten without them at its next write (``_hashed``)."""
 
     def __init__(self, path: Path | None = None):
         self.path = path or lantern_home() / "claude-code" / "offsets.json"
@@ -145,28 +162,61 @@ class Offsets:
 
     @staticmethod
     def key(db: Path, transcript: Path, user: str | None = None) -> str:
-        """Per database and transcript, and per user when one is set (each user archives into its own scope)."""
-        return f"{db.resolve()}\n{transcript.resolve()}" + (f"\n{user}" if user else "")
+        """Per database and transcript, and per user when one is set (each user archives into its own scope; the
+        user as ``user_key``, never by name)."""
+        return f"{db.resolve()}\n{transcript.resolve()}" + (f"\n{user_key(user)}" if user else "")
+
+    @staticmethod
+    def _legacy(db: Path, transcript: Path, user: str | None) -> str | None:
+        """The key an older Lantern wrote for a user (the name in clear); None without a user."""
+        return f"{db.resolve()}\n{transcript.resolve()}\n{user}" if user else None
+
+    @staticmethod
+    def _hashed(data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with every key whose user part is a name in clear (an older Lantern's) under its ``user_key``
+        form instead; a key of both forms keeps the newer value (the hashed one's)."""
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            parts = key.split("\n", 2)
+            if len(parts) == 3 and not parts[2].startswith(USER_KEY_PREFIX):
+                out.setdefault(f"{parts[0]}\n{parts[1]}\n{user_key(parts[2])}", value)
+            else:
+                out[key] = value
+        return out
 
     def get(self, db: Path, transcript: Path, user: str | None = None) -> Offset:
         """Where the last archive of ``transcript`` into ``db`` stopped; the start when ``db`` does not exist (it
         was deleted since: its turns are archived again, not only the lines added after)."""
         if not db.exists():
             return Offset()
-        v = self._load().get(self.key(db, transcript, user))
+        data = self._load()
+        v = data.get(self.key(db, transcript, user))
+        if v is None and user:  # written by an older Lantern, the name in clear
+            v = data.get(self._legacy(db, transcript, user) or "")
         if isinstance(v, dict) and isinstance(v.get("offset"), int) and isinstance(v.get("line"), int):
-            return Offset(v["offset"], v["line"], v["leaf"] if isinstance(v.get("leaf"), str) else None)
+            leaf = v["leaf"] if isinstance(v.get("leaf"), str) else None
+            at = v.get("compaction")
+            return Offset(
+                v["offset"], v["line"], leaf, at if isinstance(at, int) and not isinstance(at, bool) else None
+            )
         return Offset()
 
     def set(self, db: Path, transcript: Path, offset: Offset, user: str | None = None) -> None:
         self.set_many(db, [(transcript, offset)], user)
 
     def set_many(self, db: Path, moved: list[tuple[Path, Offset]], user: str | None = None) -> None:
-        """Record the ``(transcript, Offset)`` pairs in one atomic rewrite of the file."""
-        data = self._load()
+        """Record the ``(transcript, Offset)`` pairs in one atomic rewrite of the file (a transcript's compaction
+        mark, ``Offset.compaction``, is kept as it is unless the pair sets one)."""
+        data = self._hashed(self._load())
         for transcript, offset in moved:
-            value = {"offset": offset.offset, "line": offset.line}
-            data[self.key(db, transcript, user)] = value | ({"leaf": offset.leaf} if offset.leaf else {})
+            key = self.key(db, transcript, user)
+            old = data.get(key) if isinstance(data.get(key), dict) else {}
+            at = offset.compaction if offset.compaction is not None else old.get("compaction")
+            data[key] = (
+                {"offset": offset.offset, "line": offset.line}
+                | ({"leaf": offset.leaf} if offset.leaf else {})
+                | ({"compaction": at} if isinstance(at, int) else {})
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -281,7 +331,8 @@ def _turn_start(data: bytes, end: int) -> int:
 
 def read_since_last_compaction(transcript: Path):
     """The transcript from its last compact boundary on, parsed (``summaries[-1]`` is that compaction's summary and
-    ``messages`` after its position the live context); None when the transcript was never compacted."""
+    ``messages`` after its position the live context; ``compaction_at``: the byte offset of that compaction's
+    first line, which names it: the file only grows); None when the transcript was never compacted."""
     from lantern.archive.parse.claude_code import read_claude_code
 
     data, _ = read_transcript(transcript)
@@ -295,6 +346,7 @@ def read_since_last_compaction(transcript: Path):
         source=transcript.name,
         strict=False,
     )
+    parsed.compaction_at = start
     return parsed if parsed.summaries else None
 
 
@@ -306,9 +358,13 @@ class HookContext:
     """Where a hook reads and writes: the database (``db``, default ``$LANTERN_DB`` or ``~/.lantern/lantern.db``),
     the offsets file, the character ``budget`` of an injected block, and the ``user`` whose scope every archive
     and recovery stays in (lantern/scope.py; default ``$LANTERN_USER``). ``host``: the agent (claude-code, codex),
-    which names the log file and the events' source. ``text_first``: this hook's archives store the turns without
-    their vectors (``Lantern.archive(text_first=True)``): set for the events that answer in-process with no model
-    loaded: SessionStart(compact) run in-process (docs/daemon.md, "Cold start")."""
+    which names the log file and the events' source. ``text_first``: this hook loads no model: its archives store
+    the turns without their vectors (``Lantern.archive(text_first=True)``) and its handle ranks with no query vector
+    (``Config.without_models``); set for the events that answer in-process with no model: SessionStart(compact) run
+    in-process, and a prompt when ``no_model`` (docs/daemon.md, "Cold start"). ``no_model``: no daemon answered and
+    one is started after this answer (lantern/__main__.py), so a prompt is answered with no model (its receipt's
+    source says so: ``<host>:text-first``); False (the daemon switched off, or in the daemon) answers it with the
+    models."""
 
     db: Path
     offsets: Offsets
@@ -321,9 +377,7 @@ class HookContext:
     _: KW_ONLY
     host: str  # required: every message and log line names the host that ran
     text_first: bool = False
-    # a cold hook's way to the daemon it has just started: () -> what to print, or None (then in-process); a prompt
-    # that needs a recovery is answered there after the cheap checks (docs/daemon.md, "Cold start")
-    delegate: Any = None
+    no_model: bool = False
 
 
 def _payload(stdin_text: str) -> dict[str, Any]:
@@ -465,8 +519,9 @@ def _open(ctx: HookContext):
     if ctx.opener is not None:
         return ctx.opener(ctx)
     from lantern.api import Lantern
+    from lantern.config import DEFAULT
 
-    return Lantern(ctx.db, user=ctx.user)
+    return Lantern(ctx.db, user=ctx.user, config=DEFAULT.without_models() if ctx.text_first else DEFAULT)
 
 
 def recover_after_compaction(
@@ -493,13 +548,15 @@ def recover_after_compaction(
 
     if question is not None:  # a prompt after the compaction: the question's own recovery, under the decision
         return prompt_recovery(lantern, ctx, session, question, live, size, OUTPUT_CAP_CHARS, started, record)
+    if record and injected_already(ctx, transcript, parsed.compaction_at):
+        return once_only(lantern, ctx, parsed.compaction_at)
 
     def run(budget: int):  # SessionStart(compact): what the summary lost (recover/loss.py)
         return lantern.recover_compaction(summary.text, live=live, session=session, budget=budget)
 
     recovery, empty = fit_output(run, ctx.budget, size, OUTPUT_CAP_CHARS)
     if record:
-        lantern.record_compaction(
+        recorded = lantern.record_compaction(
             recovery,
             session=session,
             reason="compact_boundary",
@@ -508,7 +565,44 @@ def recover_after_compaction(
             latency_ms=1000 * (time.perf_counter() - started),
             empty_reason=empty,
         )
+        mark_injected(ctx, transcript, parsed.compaction_at, recorded)
     return recovery
+
+
+def injected_already(ctx: HookContext, transcript: Path, at: int) -> bool:
+    """Whether the compaction at byte ``at`` of ``transcript`` had its block injected and recorded by an earlier
+    SessionStart(compact) into ``ctx.db`` (the offsets file's mark, ``Offset.compaction``): the host fires
+    SessionStart again for the same compaction (a resumed or repeated start), and one compaction is one injection
+    and one event."""
+    return ctx.offsets.get(ctx.db, transcript, ctx.user).compaction == at
+
+
+def mark_injected(ctx: HookContext, transcript: Path, at: int, recorded: int | None) -> None:
+    """Mark the compaction at byte ``at`` of ``transcript`` injected once its event is recorded (``recorded``: the
+    event id; None, not recorded, leaves no mark: the same compaction is injected again rather than lost, which is
+    how a daemon run whose client gave up, its write refused past the client's deadline, leaves the client's own
+    run to inject it)."""
+    if recorded is None:
+        return
+    start = ctx.offsets.get(ctx.db, transcript, ctx.user)
+    ctx.offsets.set_many(ctx.db, [(transcript, Offset(start.offset, start.line, start.leaf, at))], ctx.user)
+
+
+def once_only(lantern: Any, ctx: HookContext, at: int):
+    """The empty ``Recovery`` of a SessionStart(compact) for a compaction injected already (``injected_already``):
+    reason ``injected_already``, nothing printed and no second event."""
+    from lantern.model import Recovery
+
+    budget = lantern.config.budget if ctx.budget is None else ctx.budget
+    return Recovery(
+        query="",
+        text="",
+        entries=[],
+        chars=0,
+        budget=budget,
+        reason="injected_already",
+        detail=f"the compaction at byte {at:,} of the transcript was injected and recorded before",
+    )
 
 
 def prompt_recovery(
@@ -542,7 +636,7 @@ def prompt_recovery(
             session=session,
             reason="back_reference" if should_recover(question) else "prompt",
             lost=_lost(lantern, session, live),
-            source=ctx.host,
+            source=f"{ctx.host}:text-first" if ctx.text_first else ctx.host,  # which path answered
             latency_ms=1000 * (time.perf_counter() - started),
             empty_reason=empty,
         )
@@ -619,8 +713,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             return None
         if read_since_last_compaction(transcript) is None:
             return None  # never compacted: everything the prompt refers to is still in Claude's context
-        if ctx.delegate is not None and (answered := delegated(ctx)) is not None:
-            return answered
+        ctx.text_first = ctx.no_model and ctx.opener is None  # cold: no model, the daemon starts after the answer
         with _open(ctx) as lantern:
             archive_new(ctx, session, transcript, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, transcript, question=prompt)
@@ -628,18 +721,6 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
             log_line(event, _why(rec), ctx.host)
         return _output(event, rec.text) if rec is not None and rec.text else None
     return None
-
-
-def delegated(ctx: HookContext) -> dict[str, Any] | None:
-    """The daemon's answer to this event (``ctx.delegate``) as the hook output to print ({} for nothing), or None
-    when it gave none (the hook then runs the event in-process)."""
-    out = ctx.delegate()
-    if out is None:
-        return None
-    try:
-        return json.loads(out) if out else {}
-    except ValueError:
-        return None
 
 
 def record_empty(lantern: Any, session: str, reason: str, why: str, source: str, budget: int | None) -> None:
@@ -672,11 +753,11 @@ def run(
     offsets: Offsets | None = None,
     rewound: str | None = None,
     opener: Any = None,
-    delegate: Any = None,
+    no_model: bool = False,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
     ``rewound``: "skip" (default) or "mark", what becomes of the turns of a rewound branch (``Config.rewound``);
-    ``opener``, ``delegate``: ``HookContext``'s. Never raises: an internal error returns "" and is logged
+    ``opener``, ``no_model``: ``HookContext``'s. Never raises: an internal error returns "" and is logged
     (``log_error``)."""
     event, payload, ctx = "", None, None
     try:
@@ -695,7 +776,7 @@ def run(
             rewound=rewound or "skip",
             opener=opener,
             host=HOST,
-            delegate=delegate,
+            no_model=no_model,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Claude Code's: only our JSON goes there
             out = handle(payload, ctx)
@@ -735,18 +816,18 @@ def main(
     db: str | os.PathLike[str] | None = None,
     rewound: str | None = None,
     text: str | None = None,
-    delegate: Any = None,
+    no_model: bool = False,
 ) -> int:
     """Entry point of ``lantern hook claude-code``, in-process: stdin (or ``text``, already read) -> stdout, exit
-    code 0 always. ``delegate``: ``HookContext.delegate`` (lantern/__main__.py gives it when this process has just
-    started the daemon)."""
+    code 0 always. ``no_model``: ``HookContext.no_model`` (lantern/__main__.py sets it when no daemon answered and
+    one starts after this answer)."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = bounded_run(run, text, db, rewound=rewound, delegate=delegate)
+    out = bounded_run(run, text, db, rewound=rewound, no_model=no_model)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

@@ -59,12 +59,14 @@ from lantern.integrations.claude_code import (
     _open,
     _why,
     bounded_run,
-    delegated,
     fit_output,
     hooks_unsupported,
+    injected_already,
     lantern_home,
     log_error,
     log_line,
+    mark_injected,
+    once_only,
     prompt_recovery,
     read_transcript,
     record_empty,
@@ -157,11 +159,13 @@ def archive_new(ctx: HookContext, session: str, rollout: Path, lantern: Any = No
 
 @dataclass
 class Compacted:
-    """The rollout's last compaction: its ``summary`` (None when Codex stored it encrypted) and the ``live``
-    messages after it (the replacement history Codex kept, then every later line)."""
+    """The rollout's last compaction: its ``summary`` (None when Codex stored it encrypted), the ``live``
+    messages after it (the replacement history Codex kept, then every later line) and ``at``, the byte offset of
+    its ``compacted`` line, which names it (the rollout only grows)."""
 
     summary: str | None
     live: list
+    at: int = 0
 
 
 def read_last_compaction(rollout: Path) -> Compacted | None:
@@ -195,7 +199,7 @@ def read_last_compaction(rollout: Path) -> Compacted | None:
         if isinstance(item, dict):
             items.feed(f"replacement item {i + 1}", {"type": "response_item", "payload": item}, kept)
     after = _parse(data[stop + 1 :], rollout.name, strict=False) if stop + 1 < len(data) else []
-    return Compacted(summary, kept.messages + after)
+    return Compacted(summary, kept.messages + after, begin)
 
 
 def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, rollout: Path):
@@ -208,12 +212,14 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, rollo
     if compacted is None:
         record_empty(lantern, session, reason, "no_compaction", HOST, ctx.budget)
         return None
+    if injected_already(ctx, rollout, compacted.at):
+        return once_only(lantern, ctx, compacted.at)
 
     def run(budget: int):
         return lantern.recover_compaction(compacted.summary, live=compacted.live, session=session, budget=budget)
 
     recovery, empty = fit_output(run, ctx.budget, _bytes, OUTPUT_CAP_BYTES)
-    lantern.record_compaction(
+    recorded = lantern.record_compaction(
         recovery,
         session=session,
         reason=reason,
@@ -222,6 +228,7 @@ def recover_after_compaction(lantern: Any, ctx: HookContext, session: str, rollo
         latency_ms=1000 * (time.perf_counter() - started),
         empty_reason=empty,
     )
+    mark_injected(ctx, rollout, compacted.at, recorded)
     return recovery
 
 
@@ -243,6 +250,8 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         with _open(ctx) as lantern:
             archive_new(ctx, session, rollout, lantern, event)
             rec = recover_after_compaction(lantern, ctx, session, rollout)
+        if rec is not None and rec.reason:
+            log_line(event, _why(rec), HOST)
         if rec is None or not rec.text:
             return None
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": rec.text}}
@@ -254,8 +263,7 @@ def handle(payload: dict[str, Any], ctx: HookContext) -> dict[str, Any] | None:
         compacted = read_last_compaction(rollout)
         if compacted is None:
             return None  # never compacted: everything the prompt refers to is still in Codex's context
-        if ctx.delegate is not None and (answered := delegated(ctx)) is not None:
-            return answered
+        ctx.text_first = ctx.no_model and ctx.opener is None  # as claude_code.handle's prompt
         with _open(ctx) as lantern:
             archive_new(ctx, session, rollout, lantern, event)
             rec = prompt_recovery(lantern, ctx, session, prompt, compacted.live, _bytes, OUTPUT_CAP_BYTES, started)
@@ -278,11 +286,11 @@ def run(
     offsets: Offsets | None = None,
     rewound: str | None = None,
     opener: Any = None,
-    delegate: Any = None,
+    no_model: bool = False,
 ) -> str:
     """The whole hook: parse ``stdin_text``, handle the event, return what to print on stdout ("" for nothing).
     ``rewound`` is not used (a rollout has no branches; the daemon passes it to every host); ``opener``,
-    ``delegate``: ``HookContext``'s (the warm daemon's open handle; the daemon this process has just started).
+    ``no_model``: ``HookContext``'s (the warm daemon's open handle; a prompt answered with no model).
     Never raises: an internal error returns "", is logged (``~/.lantern/logs/codex.log``) and, at a
     SessionStart(compact), leaves an ``error`` receipt."""
     event, payload, ctx = "", None, None
@@ -301,7 +309,7 @@ def run(
             user=os.environ.get("LANTERN_USER") or None,
             host=HOST,
             opener=opener,
-            delegate=delegate,
+            no_model=no_model,
         )
         with contextlib.redirect_stdout(io.StringIO()):  # stdout is Codex's: only our JSON goes there
             out = handle(payload, ctx)
@@ -318,16 +326,16 @@ def run(
         return ""
 
 
-def main(db: str | os.PathLike[str] | None = None, text: str | None = None, delegate: Any = None) -> int:
+def main(db: str | os.PathLike[str] | None = None, text: str | None = None, no_model: bool = False) -> int:
     """Entry point of ``lantern hook codex``, in-process: stdin (or ``text``, already read) -> stdout, exit code 0
-    always. ``delegate``: as ``claude_code.main``'s."""
+    always. ``no_model``: as ``claude_code.main``'s."""
     if text is None:
         try:
             text = sys.stdin.read()
         except BaseException as e:  # noqa: BLE001
             log_error("", e, HOST)
             return 0
-    out = bounded_run(run, text, db, delegate=delegate)
+    out = bounded_run(run, text, db, no_model=no_model)
     if out:
         sys.stdout.write(out + "\n")
         sys.stdout.flush()

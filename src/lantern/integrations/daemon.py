@@ -4,18 +4,23 @@ and the models loaded, so a hook event costs a Python start and one round trip i
     client (hook, CLI, MCP server)  --- one JSON line --->  daemon  (Unix socket, 0600, in a 0700 directory)
                                     <--- one JSON line ---
 
-Request: ``{"v": 1, "op": OP, "id": IDENTITY, "args": {...}}``; reply: ``{"ok": true, "result": ...}`` or
-``{"ok": false, "error": TEXT}``. ``OP`` is one of ``OPS``: ``hook`` (a host's hook input, run as the in-process
-hook runs it: ``claude_code.run``; an event that only archives is answered "" first and run before the next request
-is read: ``archive_only``), ``archive``, ``recover``, ``recover_compaction``, ``events`` (the ``Lantern``
-methods of those names). ``IDENTITY``: the home directory and every ``LANTERN_*`` variable but the daemon's own;
-a daemon serves only requests of its own identity (the socket's name is a CRC-32 of it, so each configuration gets
-its own daemon).
+Request: ``{"v": 1, "op": OP, "id": IDENTITY, "args": {...}, "deadline": UNIX_SECONDS}``; reply:
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": TEXT}``. ``OP`` is one of ``OPS``: ``hook`` (a host's
+hook input, run as the in-process hook runs it: ``claude_code.run``; an event that only archives is answered ""
+first and run before the next request is read: ``archive_only``), ``archive``, ``recover``, ``recover_compaction``,
+``events`` (the ``Lantern`` methods of those names). ``IDENTITY``: the home directory and every ``LANTERN_*``
+variable but the daemon's own; a daemon serves only requests of its own identity (the socket's name is a CRC-32 of
+it, so each configuration gets its own daemon). ``deadline``: when the client stops waiting and does the work
+in-process (``call``: now + its reply timeout); the daemon refuses a request read past ``deadline -
+DEADLINE_MARGIN_S`` and ends every database lock wait of its run there (lantern/deadline.py: a write begun later
+raises at once, rolled back whole), so a request its client gave up on writes nothing, and the client's own run is
+the one that counts (one archive, one event per hook run). A hook run, requested or handed over, waits for locks at
+most ``HOOK_DB_WAIT_S`` in all, as an in-process hook does.
 
 Who starts it: the first hook event that finds none (``start=True``) spawns it and runs that event in-process, or,
-for an event that only archives, hands it over to it (``hand_over``: the spool), or, for a prompt that needs a
-recovery, waits for it to answer (``wait_for_hook``); an event answered in-process with no model
-(``ANSWER_FIRST_EVENTS``) starts it once its answer is out (``start_after``). The CLI and the MCP server use it
+for an event that only archives, hands it over to it (``hand_over``: the spool); an event answered in-process
+first, a prompt and SessionStart(compact) with no model (``ANSWER_FIRST_EVENTS``), starts it once its answer is out
+(``start_after``). The CLI and the MCP server use it
 when it is there and never start it. It exits after ``idle_seconds()`` with no
 request. One request at a time: it is the one writer of the stores it holds. Bounds: a request of at most
 ``MAX_REQUEST_BYTES``, read within ``READ_TIMEOUT_S``; a reply of at most ``MAX_REPLY_BYTES``.
@@ -57,12 +62,14 @@ GRAPH_BUILD_MAX_S = 1800.0  # ours: how long past its idle time a daemon stays u
 READ_TIMEOUT_S = 10.0  # a client that connects and sends no whole line within this is dropped
 CONNECT_TIMEOUT_S = 1.0
 REPLY_TIMEOUT_S = 50.0  # under Claude Code's 60 s hook timeout; past it the caller works in-process
+# ours: a request is given up by the daemon this long before its client's deadline (the reply's way back, clocks
+# read at slightly different moments), so what the client then does in-process is never done twice
+DEADLINE_MARGIN_S = 1.0
 HOOK_HOSTS = ("claude-code", "codex")  # the hosts whose hooks the daemon runs (``_hook_runner``)
-# events a hook answers in-process with no model before it starts a missing daemon (``start_after``): the daemon's start
-# and warm-up would otherwise take the CPU from that answer (BENCHMARKS.md §24c)
-ANSWER_FIRST_EVENTS = ("SessionStart", "SessionEnd")
-LISTEN_WAIT_S = 3.0  # ours: how long a cold hook waits for the daemon it started to listen (it does in ~0.1-0.5 s)
-LISTEN_POLL_S = 0.05
+# events a hook answers in-process before it starts a missing daemon (``start_after``), with no model but SessionEnd:
+# the daemon's start and warm-up would otherwise take the CPU from that answer (BENCHMARKS.md §24c, §27)
+ANSWER_FIRST_EVENTS = ("SessionStart", "UserPromptSubmit", "SessionEnd")
+FILL_POLL_S = 0.05  # ours: the idle wait while text-first entries are still being filled
 FILL_PER_TICK = 64  # ours: text-first entries given their vectors per idle tick (~1 s of MiniLM on a loaded core)
 
 
@@ -227,7 +234,8 @@ def call(
         raise Unavailable("switched off")
     ident = identity()
     path = socket_path(ident)
-    line = dumps({"v": PROTOCOL, "op": op, "id": ident, "args": args}).encode()
+    deadline = time.time() + timeout  # past it this client works in-process: the daemon gives the request up
+    line = dumps({"v": PROTOCOL, "op": op, "id": ident, "args": args, "deadline": deadline}).encode()
     if len(line) >= MAX_REQUEST_BYTES:
         raise Unavailable(f"request over {MAX_REQUEST_BYTES} bytes")
     secure_dir(os.path.dirname(path), create=start)
@@ -324,25 +332,6 @@ def _hook_args(host: str, text: str, db: str | None, rewound: str | None) -> dic
     if db is not None and "://" not in db:
         db = os.path.abspath(db)
     return {"host": host, "input": text, "db": db, "rewound": rewound}
-
-
-def wait_for_hook(host: str, text: str, db: str | None, rewound: str | None) -> str | None:
-    """A hook event answered by the daemon this process has just started (``hook`` found none and said so): its
-    socket is awaited for at most ``LISTEN_WAIT_S``, then the request is sent as to a warm daemon. What to print,
-    or None when it did not come up in time or did not answer (the caller works in-process). For a prompt that
-    needs a recovery by meaning (docs/daemon.md, "Cold start"): the daemon loads the models once, for this event
-    and the next ones, instead of the hook loading them beside it."""
-    args = _hook_args(host, text, db, rewound)
-    deadline = time.monotonic() + LISTEN_WAIT_S
-    while True:
-        try:
-            out = call("hook", args)
-        except Unavailable as e:
-            if str(e) not in ("not running", "stale socket") or time.monotonic() > deadline:
-                return None
-            time.sleep(LISTEN_POLL_S)
-            continue
-        return out if isinstance(out, str) else None
 
 
 # ----------------------------------------------------------------------------------------------- handing over
@@ -449,6 +438,24 @@ def _read_job(dir_fd: int, name: str) -> bytes:
         os.close(fd)
 
 
+def _remove_entry(dir_fd: int, name: str) -> bool:
+    """Remove the spool entry ``name`` (a file, a link, an empty folder; a folder holding anything is left, never
+    walked). Returns whether it is gone. Never raises."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+        return True
+    except IsADirectoryError:
+        try:
+            os.rmdir(name, dir_fd=dir_fd)
+            return True
+        except OSError:
+            return False
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
 def _remove_stale_tmp(dir_fd: int, names: list[str]) -> None:
     """Remove the spool's ``.NAME.tmp`` files (``hand_over`` writes one, then renames it) older than
     ``SPOOL_TMP_MAX_AGE_S``: a hook that died between the two left it, and no one will rename it. A younger one may
@@ -523,6 +530,9 @@ class Daemon:
         self.config = config  # the Config of the handles it opens (None: Lantern's default)
         self.handles: dict[tuple[str, str | None], tuple[Any, tuple[int, int] | None]] = {}
         self.after_reply: list[dict[str, Any]] = []  # archive-only hook requests, run once their reply is sent
+        # spool entries that are not jobs and cannot be removed (a folder holding files: never walked), logged the
+        # first time the drain meets them; their count is logged at exit
+        self.spool_stuck: set[str] = set()
         self._stepper: Any = None  # the thread of the graph step in progress (``step_graphs_aside``)
         self._building = False  # what the last step returned
 
@@ -615,11 +625,20 @@ class Daemon:
         """Whether a graph step runs, or the last one left a build running."""
         return (self._stepper is not None and self._stepper.is_alive()) or self._building
 
-    def run_hook(self, job: dict[str, Any]) -> str:
-        """A hook request's stdout text: its host's in-process hook run with this daemon's handles."""
+    def run_hook(self, job: dict[str, Any], deadline: float | None = None) -> str:
+        """A hook request's stdout text: its host's in-process hook run with this daemon's handles, its database
+        lock waits bounded together as an in-process hook's are (``claude_code.bounded_run``: ``HOOK_DB_WAIT_S``)
+        and, for a request, by its client's ``deadline`` (``request_seconds_left``)."""
+        from lantern.deadline import lock_deadline
+        from lantern.integrations.claude_code import HOOK_DB_WAIT_S
+
         if job.get("host") not in HOOK_HOSTS or not isinstance(job.get("input"), str):
             raise ValueError("a hook request needs a known host and its input text")
-        return _hook_runner(job["host"])(job["input"], job.get("db"), rewound=job.get("rewound"), opener=self.opener)
+        seconds = HOOK_DB_WAIT_S if deadline is None else min(HOOK_DB_WAIT_S, request_seconds_left(deadline))
+        with lock_deadline(seconds):
+            return _hook_runner(job["host"])(
+                job["input"], job.get("db"), rewound=job.get("rewound"), opener=self.opener
+            )
 
     def drain(self) -> int:
         """Run the archive-only hook requests answered already (``after_reply``), then the events handed over in
@@ -639,7 +658,8 @@ class Daemon:
         the folder is checked as ``hand_over`` checks it (``secure_dir``) and then opened without following a
         link, its entries read through that descriptor; a job is read only when it is a regular file of this user
         of at most ``MAX_REQUEST_BYTES`` (``_read_job``: never blocks on a FIFO, never follows a link), else it is
-        removed with a log line (a folder only when empty: its content is never walked); a ``.NAME.tmp`` left by a
+        removed with a log line (a folder only when empty: its content is never walked; one that cannot be removed
+        is logged the first time only and kept in ``spool_stuck``); a ``.NAME.tmp`` left by a
         hook that died before its rename is removed once older than ``SPOOL_TMP_MAX_AGE_S``. Returns how many ran.
         Never raises."""
         folder = spool_dir()
@@ -654,6 +674,7 @@ class Daemon:
                 _log("spool skipped: it changed while it was checked")
                 return 0
             names = sorted(os.listdir(fd))
+            self.spool_stuck.intersection_update(names)  # one removed by hand since is forgotten
             _remove_stale_tmp(fd, [n for n in names if n.startswith(".") and n.endswith(".tmp")])
             for name in (n for n in names if n.endswith(".job") and not n.startswith(".")):
                 try:
@@ -662,16 +683,12 @@ class Daemon:
                     self.run_hook(loads(data.decode("utf-8", "replace")))
                     ran += 1
                 except Exception as e:  # noqa: BLE001 - the next hook archives the same lines
-                    _log(f"handed-over event skipped: {type(e).__name__}: {e}")
-                    try:
-                        os.unlink(name, dir_fd=fd)
-                    except IsADirectoryError:
-                        try:
-                            os.rmdir(name, dir_fd=fd)  # empty: removed; else left, never walked
-                        except OSError:
-                            pass
-                    except OSError:
-                        pass
+                    removed = _remove_entry(fd, name)
+                    if removed or name not in self.spool_stuck:  # one left behind is logged once, and counted
+                        left = "" if removed else " (left in the spool; logged once)"
+                        _log(f"handed-over event skipped: {type(e).__name__}: {e}{left}")
+                    if not removed:
+                        self.spool_stuck.add(name)
         except OSError as e:
             _log(f"spool skipped: {type(e).__name__}")
         finally:
@@ -681,6 +698,9 @@ class Daemon:
         return ran
 
     def close(self) -> None:
+        if self.spool_stuck:
+            n = len(self.spool_stuck)
+            _log(f"{n} spool entr{'y' if n == 1 else 'ies'} could not be run or removed (not a job file)")
         if self._stepper is not None:  # its step ends before the handles it steps close
             self._stepper.join()
         for handle, _ in self.handles.values():
@@ -705,6 +725,11 @@ class Daemon:
         op, args = request.get("op"), request.get("args")
         if op not in OPS or not isinstance(args, dict):
             raise ValueError(f"unknown op {op!r}")
+        deadline = request.get("deadline")
+        if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or deadline != deadline:
+            deadline = None  # a client without one (or NaN): the daemon's own bounds only
+        if deadline is not None and request_seconds_left(deadline) <= 0:
+            raise Expired("the client has given up on this request (past its deadline)")
         if op == "hook":
             if args.get("host") not in HOOK_HOSTS or not isinstance(args.get("input"), str):
                 raise ValueError("a hook request needs a known host and its input text")
@@ -712,7 +737,16 @@ class Daemon:
             if kept is not None:  # nothing to print: answered at once, archived before the next request is read
                 self.after_reply.append({**args, "input": kept})
                 return ""
-            return self.run_hook(args)
+            return self.run_hook(args, deadline)
+        if deadline is None:
+            return self._call(op, args)
+        from lantern.deadline import lock_deadline
+
+        with lock_deadline(request_seconds_left(deadline)):  # a write the client gave up on is never made
+            return self._call(op, args)
+
+    def _call(self, op: str, args: dict[str, Any]) -> Any:
+        """The result of a ``Lantern`` method request (``op`` other than hook)."""
         lantern = self.lantern(args.get("db"), args.get("user"))
         kw = {k: v for k, v in (args.get("kwargs") or {}).items() if k in _KWARGS[op]}
         if op == "archive":
@@ -736,6 +770,16 @@ class Daemon:
         if op == "recover_compaction":
             return lantern.recover_compaction(args.get("summary"), **kw).to_json()
         return [r.to_json() for r in lantern.events(**kw)]
+
+
+class Expired(ValueError):
+    """A request read past its client's deadline (less ``DEADLINE_MARGIN_S``): refused unrun."""
+
+
+def request_seconds_left(deadline: float) -> float:
+    """Seconds the daemon has left for a request whose client waits until ``deadline`` (unix seconds), less
+    ``DEADLINE_MARGIN_S``; 0 when past."""
+    return max(0.0, deadline - DEADLINE_MARGIN_S - time.time())
 
 
 def _hook_runner(host: str) -> Any:
@@ -778,13 +822,13 @@ def _file_id(path: str) -> tuple[int, int] | None:
 
 
 def serve(idle_s: float | None = None, preload: str | None = None) -> int:
-    """Run this identity's daemon until ``idle_s`` (default ``idle_seconds()``) pass with no request, or SIGTERM.
+    """Run this identity's daemon until ``idle_s`` (default ``idle_seconds()``) pass with no request, or SIGTERM or
+    SIGINT; whichever ends it, it removes its socket, its lock file and its spool folder when empty (``_remove_own``).
     Once listening, it warms up unless a request comes within ``WARM_UP_DELAY_S``: the hook's modules, and the
     handle of the database ``preload`` ("" or None: the default one; only when that file exists) with its
     embedding model loaded.
     Returns 0 also when another daemon of the identity holds the lock (it serves), 1 when the directory is not
     safe to use."""
-    import fcntl
     import signal
 
     idle = idle_s or idle_seconds()
@@ -794,13 +838,12 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
     except Unavailable as e:
         _log(f"not started: {e}")
         return 1
-    lock = os.open(path[: -len(".sock")] + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(lock)
+    lock_path = path[: -len(".sock")] + ".lock"
+    lock = _take_lock(lock_path)
+    if lock is None:
         return 0  # another daemon of this identity is up
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    for stop in (signal.SIGTERM, signal.SIGINT):  # a clean exit: the finally below removes what it made
+        signal.signal(stop, lambda *_: sys.exit(0))
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())
     import socket  # the server side: socket.socket's accept() and context manager
@@ -833,7 +876,7 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
             left = max(0.05, idle - quiet)
             timeout = min(left, SPOOL_POLL_S) if warmed else min(left, WARM_UP_DELAY_S)
             if filling:
-                timeout = min(timeout, LISTEN_POLL_S)
+                timeout = min(timeout, FILL_POLL_S)
             if warmed and (step_due or building):
                 timeout = min(timeout, max(0.05, GRAPH_STEP_S - quiet) if step_due else GRAPH_STEP_S)
             listener.settimeout(timeout)
@@ -884,8 +927,44 @@ def serve(idle_s: float | None = None, preload: str | None = None) -> int:
                 pass
         listener.close()
         daemon.close()
+        _remove_own(lock, lock_path)
         os.close(lock)  # releases the lock: the next daemon may start
     return 0
+
+
+def _take_lock(lock_path: str) -> int | None:
+    """The open, ``flock``-ed lock file of this identity's daemon, or None when another daemon holds it. A daemon
+    removes its lock file as it exits (``_remove_own``), while it still holds the lock: a file locked here that
+    is no longer the one at ``lock_path`` was removed meanwhile, and the one there now is taken instead."""
+    import fcntl
+
+    for _ in range(8):
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(lock)
+            return None
+        st = os.fstat(lock)
+        if _file_id(lock_path) == (st.st_dev, st.st_ino):
+            return lock
+        os.close(lock)
+    return None
+
+
+def _remove_own(lock: int, lock_path: str) -> None:
+    """On exit (idle, SIGTERM, SIGINT): remove the lock file while holding it (when it is still ours) and the
+    spool folder when empty (a folder holding jobs is left: the next daemon runs them). Never raises."""
+    try:
+        st = os.fstat(lock)
+        if _file_id(lock_path) == (st.st_dev, st.st_ino):
+            os.unlink(lock_path)
+    except OSError:
+        pass
+    try:
+        os.rmdir(lock_path[: -len(".lock")] + ".spool")
+    except OSError:
+        pass
 
 
 def _serve_one(daemon: Daemon, conn: _socket.socket) -> None:

@@ -21,7 +21,6 @@ import asyncio
 import concurrent.futures
 import json
 import os
-import re
 import sys
 import threading
 import typing
@@ -35,6 +34,8 @@ import mcp.types as types
 from mcp.shared.message import SessionMessage
 from mcp.types import ToolAnnotations
 from pydantic import TypeAdapter, ValidationError  # strict: true is no entry id
+
+from lantern import lazy_re
 
 try:  # the SDK's 2.x: FastMCP was renamed MCPServer; JSONRPCMessage is a plain union of the four message models
     from mcp.server.mcpserver import MCPServer as _SDKServer
@@ -61,6 +62,7 @@ from lantern.integrations.schemas import (
     Exclude,
     FeedbackResponse,
     FeedbackUser,
+    ForgetConfirm,
     ForgetEntry,
     ForgetResponse,
     ForgetSession,
@@ -169,9 +171,11 @@ class _Server(_SDKServer):
             raise
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = lazy_re.compile("[\ud800-\udfff]")
 # the id of a request whose JSON cannot be read whole (too deeply nested): clients write jsonrpc and id first
-_LEADING_ID = re.compile(r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"[^"\\]*"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
+_LEADING_ID = lazy_re.compile(
+    r'^\s*\{\s*(?:"jsonrpc"\s*:\s*"[^"\\]*"\s*,\s*)?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]'
+)
 
 
 def _without_surrogates(value: Any) -> Any:
@@ -487,9 +491,12 @@ def build_server(path: str | os.PathLike[str] | None = None, embedder: str | Non
         user: ForgetUser = None,
         agent: Agent = None,
         project: Project = None,
+        confirm: ForgetConfirm = None,
     ) -> ForgetResponse:
-        """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
-        return call(ForgetResponse, service.forget, entry, session, user, agent, project)
+        """Delete one entry, a whole session, or everything of a user / agent / project from every table, in two
+        calls: without confirm nothing is deleted and the reply says how many entries would be (would_forget) with
+        a confirm token; show that to the user, then call again with the same arguments and confirm=<token>."""
+        return call(ForgetResponse, service.forget, entry, session, user, agent, project, confirm)
 
     @server.tool(
         annotations=ToolAnnotations(title="Feedback on recovered entries", destructiveHint=False, idempotentHint=False)

@@ -5,7 +5,7 @@ The memory REST API, JSON in and out, with its OpenAPI schema at ``/openapi.json
     POST /v1/memory/archive   {messages, session}                -> {session, added, duplicates, skipped, ...}
     POST /v1/memory/recover   {query, session, budget, exclude}  -> {text, chars, entries}
     POST /v1/memory/search    {query, k, session}                -> {hits}
-    POST /v1/memory/forget    {entry | session}                  -> {forgotten}
+    POST /v1/memory/forget    {entry | session, confirm}         -> {forgotten} (no confirm: a preview only)
     GET  /v1/memory/stats                                        -> {entries, sessions, embedder, ...}
 
 Binds 127.0.0.1 by default. Every request first passes the local servers' rule against web pages
@@ -294,8 +294,10 @@ def search(request: Request, req: SearchRequest) -> dict[str, Any]:
     tags=["memory"],
 )
 def forget(request: Request, req: ForgetRequest) -> dict[str, Any]:
-    """Delete one entry, a whole session, or everything of a user / agent / project from every table."""
-    return _service(request).forget(req.entry, req.session, req.user, req.agent, req.project)
+    """Delete one entry, a whole session, or everything of a user / agent / project from every table, once
+    confirmed: without ``confirm`` nothing is deleted and the reply gives ``would_forget`` and a ``confirm`` token
+    (integrations/service.py ``MemoryService.forget``)."""
+    return _service(request).forget(req.entry, req.session, req.user, req.agent, req.project, req.confirm)
 
 
 @memory_routes.post(

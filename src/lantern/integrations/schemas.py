@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, Field, StrictBool, StrictInt  # strict: true is no entry id, "2" no count
+from pydantic import BaseModel, Field, StrictBool, StrictInt, StrictStr  # strict: true is no entry id, "2" no count
 
 from lantern.integrations.service import MAX_BUDGET, MAX_K
 
@@ -58,6 +58,13 @@ ForgetSession = Annotated[
     str | None, Field(description='Session whose entries to delete ("": the default session, as in archive).')
 ]
 ForgetUser = Annotated[str | None, Field(description='User whose entries to delete (alone: all of them; default "").')]
+ForgetConfirm = Annotated[
+    StrictBool | StrictStr | None,
+    Field(
+        description="Omit to see what would be deleted (nothing is): the reply gives would_forget and a confirm token. "
+        "Call again with the same arguments and that token to delete them, or true to delete without the preview."
+    ),
+]
 
 
 # ---------------------------------------------------------------------------------------------- REST request bodies
@@ -116,6 +123,7 @@ class ForgetRequest(_Body):
     user: ForgetUser = None
     agent: Agent = None
     project: Project = None
+    confirm: ForgetConfirm = None
 
 
 # ---------------------------------------------------------------------------------------------- responses
@@ -197,7 +205,8 @@ class SearchResponse(BaseModel):
 
 
 class ForgetResponse(BaseModel):
-    # "erased": false and "remaining_bytes" are added only when a reader kept the deleted text's pages in the file
+    # "erased": false and "remaining_bytes" are added only when a reader kept the deleted text's pages in the file;
+    # a preview (no confirm) adds "would_forget", "confirm" and "selection" and deletes nothing
     model_config = {"extra": "allow"}
     forgotten: int
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lantern.errors import LanternError
+from lantern.text.names import plural
 
 MAX_K = 1000  # search results per call (ours)
 MAX_BUDGET = 1_000_000  # characters per recovery (ours)
@@ -64,6 +65,7 @@ class MemoryService:
         from lantern.config import default_db_path, is_server_url
 
         self.source = source
+        self._forget_key = os.urandom(32)  # signs this process's forget confirmations (``forget``)
         self.path = path if is_server_url(path) else Path(path) if path is not None else default_db_path()
         self.embedder = embedder
         self.config = config  # a lantern.config.Config for the handle (None: the default)
@@ -271,23 +273,60 @@ class MemoryService:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        confirm: bool | str | None = None,
     ) -> dict[str, Any]:
         """Delete one entry, every entry of a session, or of a user / agent / project, from every table (always
-        inside one user: ``user``, default ``""``). ``{"forgotten": n}``; when a reader kept the deleted text's old
-        pages in the file (``Lantern.forget``), also ``"erased": false`` and ``"remaining_bytes"``."""
+        inside one user: ``user``, default ``""``), once confirmed: a deletion has no undo, and these faces have no
+        terminal to ask on (the CLI asks, or takes ``--yes``).
+
+        Without ``confirm`` (or ``false``) nothing is deleted: ``{"forgotten": 0, "would_forget": n, "confirm":
+        TOKEN, "selection": {...}}`` says how many entries these arguments select now. The same call with
+        ``confirm`` TOKEN deletes them, provided they are still ``n`` (the token signs the selection and its count
+        with this process's key: a selection that grew or shrank since, or a token of another call or process, is a
+        ValueError and deletes nothing; ask again); ``confirm`` true deletes without the preview (a script, as
+        ``--yes``). Deleted: ``{"forgotten": n}``; when a reader kept the deleted text's old pages in the file
+        (``Lantern.forget``), also ``"erased": false`` and ``"remaining_bytes"``."""
         if entry is not None and session is not None:
             raise ValueError("give exactly one of entry or session")
         if all(x is None for x in (entry, session, user, agent, project)):
             raise ValueError("give entry, session, user, agent or project")
         if entry is not None:
             _int(entry, "entry", -(2**63), 2**63 - 1)
+        if confirm is not None and not isinstance(confirm, (bool, str)):
+            raise TypeError("confirm must be the token a forget without confirm returned, or true")
         session = _optional_str(session, "session")
         scope = _scope(user, agent, project)
+        selection = {"entry": entry, "session": session, **scope}
         with self._lock:
-            n = self._open().forget(entry=entry, session=session, **scope)
+            handle = self._open()
+            if confirm is not True:
+                count = handle.forget_count(entry=entry, session=session, **scope)
+                token = self._forget_token(selection, count)
+                if confirm is None or confirm is False:
+                    return {"forgotten": 0, "would_forget": count, "confirm": token, "selection": selection}
+                import hmac
+
+                if not hmac.compare_digest(confirm.encode("utf-8", "surrogatepass"), token.encode()):
+                    raise ValueError(
+                        f"confirm does not match these arguments, which select {plural(count, 'entry', 'entries')} "
+                        "now: the token is not one this server gave for them (another call's, another process's, "
+                        "or the selection changed since its preview); nothing forgotten: call forget without "
+                        "confirm for a new token"
+                    )
+            n = handle.forget(entry=entry, session=session, **scope)
         if n.erased:
             return {"forgotten": int(n)}
         return {"forgotten": int(n), "erased": False, "remaining_bytes": n.remaining_bytes}
+
+    def _forget_token(self, selection: dict[str, Any], count: int) -> str:
+        """The confirmation of a forget preview: an HMAC-SHA256 (this process's key) of the selection and its
+        count, 32 hex digits."""
+        import hashlib
+        import hmac
+        import json
+
+        text = json.dumps([selection, count], sort_keys=True, ensure_ascii=False)
+        return hmac.new(self._forget_key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32]
 
     def feedback(
         self, entry_ids: Any, useful: Any, user: str | None = None, agent: str | None = None, project: str | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lantern import lazy_re
 from lantern.integrations.schemas import Message
 from lantern.llm import parse_answer
 
@@ -76,7 +77,7 @@ class _SSEText:
         return reply
 
 
-_LINE_END = re.compile(rb"[\r\n]")
+_LINE_END = lazy_re.compile(rb"[\r\n]")
 
 
 class _SSEEvents:

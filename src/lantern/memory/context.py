@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from lantern import lazy_re
 from lantern.archive.chunk import chunk
 from lantern.llm import LLMSettings
 from lantern.memory.triggers import Trigger, recovery_query, should_recover
@@ -332,7 +333,7 @@ class Session:
 
 
 # ---------------------------------------------------------------------------------------------- pure helpers
-_FIRST_SENTENCE = re.compile(r"^(.+?(?:[.!?](?=\s|$)|[。！？]|\n|$))", re.S)
+_FIRST_SENTENCE = lazy_re.compile(r"^(.+?(?:[.!?](?=\s|$)|[。！？]|\n|$))", re.S)
 
 
 def first_sentence(text: str, limit: int = GIST_LINE_CHARS) -> str:

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
+
+from lantern import lazy_re
 
 __all__ = ["Trigger", "should_recover", "recovery_query", "BACK_REFERENCE_CUES", "LOW_CONFIDENCE_CUES"]
 
@@ -35,9 +38,10 @@ def _any(*words: str) -> str:
     return "(?:" + "|".join(w.replace(" ", "[ ]") for w in words) + ")"
 
 
-def _verbose(pattern: str) -> re.Pattern[str]:
-    """A cue pattern written with re.VERBOSE (one alternative per line), case-insensitive."""
-    return re.compile(pattern, re.VERBOSE | _I)
+def _verbose(pattern: str) -> lazy_re.LazyPattern:
+    """A cue pattern written with re.VERBOSE (one alternative per line), case-insensitive, compiled at its first
+    use."""
+    return lazy_re.compile(pattern, re.VERBOSE | _I)
 
 
 # what a user asks back for by name: "remind me the port", "what was the path again?"
@@ -432,8 +436,9 @@ _LOW_ZH: list[tuple[str, str | re.Pattern[str]]] = [
 ]
 
 
-def _compile(cues: list[tuple[str, str | re.Pattern[str]]], flags: int = 0) -> list[tuple[str, re.Pattern[str]]]:
-    return [(label, p if isinstance(p, re.Pattern) else re.compile(p, flags)) for label, p in cues]
+def _compile(cues: list[tuple[str, Any]], flags: int = 0) -> list[tuple[str, Any]]:
+    """The cues with each pattern string compiled at its first use (lantern/lazy_re.py)."""
+    return [(label, p if not isinstance(p, str) else lazy_re.compile(p, flags)) for label, p in cues]
 
 
 BACK_REFERENCE_CUES = _compile(_BACK_EN, _I) + _compile(_BACK_ZH, _I)

@@ -21,21 +21,23 @@ from __future__ import annotations
 
 import re
 
+from lantern import lazy_re
+
 MIN_PART_CHARS = 4  # word characters a part needs to be a question of its own (ours)
 MAX_PARTS = 4  # at most this many parts get their own vector (ours: bounds the extra embeddings)
 
 # a sentence end followed by more text; or a connective that starts a new question after a comma/semicolon
-_BREAK = re.compile(
+_BREAK = lazy_re.compile(
     r"(?<=[？?。！!])\s*"  # after a sentence end
     r"|[，,；;]\s*(?=(?:另外|此外|还有|以及|顺便|再问一下)[，,\s]?)"  # Chinese connective after a comma
     r"|(?<=[.;])\s+(?=(?:also|additionally|and also|plus)\b)",  # English connective after a sentence end
     re.IGNORECASE,
 )
-_LEAD = re.compile(
+_LEAD = lazy_re.compile(
     r"^\s*(?:另外|此外|还有|以及|顺便问一下|顺便|再问一下|(?:also|additionally|and also|and|plus)\b)[，,:：\s]*",
     re.IGNORECASE,
 )
-_WORD = re.compile(r"\w", re.UNICODE)
+_WORD = lazy_re.compile(r"\w", re.UNICODE)
 
 
 def parts(query: str) -> list[str]:

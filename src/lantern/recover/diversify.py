@@ -7,11 +7,11 @@ cosines of a candidate to the others are computed when it is first needed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+from lantern import lazy_re
 from lantern.config import Config
 from lantern.model import Candidate
 from lantern.recover.fusion import mmr
@@ -20,7 +20,7 @@ from lantern.store.index import cosines
 DUPLICATE_COSINE = (
     0.98  # a candidate this close to one already packed adds nothing (ours), unless it states a new number
 )
-_NUMBER = re.compile(r"\d+")
+_NUMBER = lazy_re.compile(r"\d+")
 
 __all__ = ["DUPLICATE_COSINE", "diversify"]
 

@@ -70,23 +70,24 @@ class ScopeCounts:
 
 
 def why_empty(recovery: Recovery, counts: Callable[[], ScopeCounts] | None = None, as_of: str | None = None) -> str:
-    """The words after "nothing recovered" for the empty ``recovery`` (``as_of``: the time it was asked as of, as the
-    caller wrote it; ``counts``: called only when no turn was a candidate), starting with ": " or " (reason): "; ""
-    when its verdicts say nothing more. The options named are ``lantern recover``'s."""
+    """Why the empty ``recovery`` is empty, one sentence in words (``as_of``: the time it was asked as of, as the
+    caller wrote it; ``counts``: called only when no turn was a candidate); "" when its verdicts say nothing more.
+    The options named are ``lantern recover``'s (cli/render.py ``print_recovery`` makes it the rest of its
+    "nothing recovered" line)."""
     ranked = [c for c in recovery.candidates if not c.verdict.startswith("excluded:")]
     if not (recovery.query or "").strip():
-        return ": the query is empty (give the question, or the live context's tail after a compaction)"
+        return "the query is empty (give the question, or the live context's tail after a compaction)"
     if not ranked and as_of is not None and recovery.later_from is not None:
         return (
-            f": no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
+            f"no archived turn is older than the --as-of time {as_of} (without --as-of the candidates date "
             f"from {recovery.later_from.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC on)"
         )
     if not ranked:
         named = filtered_out(counts()) if counts is not None else ""
-        return ": no archived turn is a candidate" + (named or " (all excluded or none archived)")
-    if all(c.verdict == "cut:floor" for c in ranked):
+        return "no archived turn is a candidate" + (named or " (all excluded or none archived)")
+    if recovery.held_by_floor:
         return (
-            f" ({recovery.reason}): no archived turn matches well enough (best relevance "
+            f"no archived turn matches well enough (best relevance "
             f"{recovery.relevance.score:.2f}, below the relevance floor {recovery.min_score:g}); --min-score 0 "
             "recovers anyway"
         )
@@ -96,7 +97,7 @@ def why_empty(recovery: Recovery, counts: Callable[[], ScopeCounts] | None = Non
         least = recovery.least_budget
         advice = f"use --budget {least} or more" if least is not None else "use a larger --budget"
         return (
-            f": --budget {recovery.budget} leaves no room for an entry after the block's title line ({top} "
+            f"--budget {recovery.budget} leaves no room for an entry after the block's title line ({top} "
             f"characters; an entry needs {FULL_BELOW} or more): {advice}"
         )
     return ""

@@ -22,12 +22,12 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lantern import lazy_re
 from lantern.model import Tag, split_rendered
 from lantern.text.clean import normalize_space
 from lantern.text.tags import extract_tags, untagged_span
@@ -54,8 +54,8 @@ TASK_CHARS = 3_000  # ours: the last user message's first characters name the ta
 # the item types of the loss report, by tag kind; an identifier is refined by its form (item_type)
 TYPES = ("path", "url", "command", "flag", "dotted", "identifier", "hash", "error", "number", "version", "port")
 _KINDS = ("path", "url", "identifier", "quoted", "command", "hash", "number", "error", "version", "port", "date")
-_PART = re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
-_HUMP = re.compile(r"([a-z0-9])([A-Z])")
+_PART = lazy_re.compile(r"[A-Za-z][A-Za-z0-9]{2,}")
+_HUMP = lazy_re.compile(r"([a-z0-9])([A-Z])")
 
 # Feature names, in the order of ``features_of``'s vector. ``dist``: blocks from the item's last occurrence to the
 # compaction (0: the newest lost block); parts: the item's word parts (split at non-alphanumerics and camelCase humps,
@@ -266,7 +266,7 @@ def _parts(text: str) -> frozenset[str]:
     return frozenset(p.lower() for p in _PART.findall(_HUMP.sub(r"\1 \2", text)))
 
 
-_CODE = re.compile(r"[/_=$<>{}\[\]`\\|@#]|--|\w[.-]\w|\w\(")
+_CODE = lazy_re.compile(r"[/_=$<>{}\[\]`\\|@#]|--|\w[.-]\w|\w\(")
 
 
 def _prose(value: str, kind: str) -> bool:
@@ -414,7 +414,7 @@ def _vocabulary(
     return vocab
 
 
-_SHELL_SPLIT = re.compile(r"&&|\|\||[;|\n]")
+_SHELL_SPLIT = lazy_re.compile(r"&&|\|\||[;|\n]")
 COMMAND_KEYS = ("command", "cmd", "script")
 MAX_COMMAND_CHARS = 160  # ours: a longer simple command is a script, not a specific
 

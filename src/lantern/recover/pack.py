@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
+from lantern import lazy_re
 from lantern.model import Entry
 from lantern.text.cjk import CJK_CLASS
 
@@ -241,7 +242,7 @@ def _word_edges(text: str, start: int, end: int, floor: int) -> tuple[int, int]:
     return start, max(start, end)
 
 
-_CJK_CHAR = re.compile(f"[{CJK_CLASS}]")
+_CJK_CHAR = lazy_re.compile(f"[{CJK_CLASS}]")
 
 
 def _inside_word(text: str, cut: int) -> bool:

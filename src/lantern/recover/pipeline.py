@@ -13,10 +13,10 @@ rank; a proactive recovery (at compaction) leaves them out unless the query name
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 
+from lantern import lazy_re
 from lantern.config import Config
 from lantern.embed import Embedder, signal_blocks
 from lantern.llm import LLMClient
@@ -34,7 +34,7 @@ from lantern.store.protocol import StoreProtocol
 
 __all__ = ["packer", "recover", "search", "set_verdicts"]
 
-_WORD = re.compile(r"\w")
+_WORD = lazy_re.compile(r"\w")
 
 
 def recover(

@@ -18,6 +18,7 @@ from collections import Counter
 
 import numpy as np
 
+from lantern import lazy_re
 from lantern.recover import signals
 from lantern.scope import Scope
 from lantern.store.index import MemoryIndex
@@ -30,8 +31,8 @@ TEXT_CHARS = 2_000  # characters of a feedback entry read for its terms (ours: b
 CANDIDATES = 40  # terms by p(w|R) whose document frequency is looked up (ours)
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_WORD = lazy_re.compile(r"\w+", re.UNICODE)
+_CJK = lazy_re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def words(text: str) -> list[str]:

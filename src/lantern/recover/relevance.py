@@ -39,13 +39,13 @@ another conversation's questions.
 from __future__ import annotations
 
 import math
-import re
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from lantern import lazy_re
 from lantern.embed import RoutedEmbedder, cjk_share
 from lantern.model import Entry
 from lantern.recover import signals
@@ -76,9 +76,9 @@ COVERAGE_FLOOR = 1.0  # the coverage at which a lexical match counts as clear on
 READ_TOP = 4  # the best candidates of each of the semantic, full-text and keyword rankings whose text is read
 TEXT_CHARS = 20_000  # of each, its first characters are read (a 115 KB log is matched on its head)
 _MODEL_OF_ID = {"minilm-l6-v2-int8": "minilm", "use-multilingual-v3": "use"}
-_TOKEN = re.compile(r"\w+")
+_TOKEN = lazy_re.compile(r"\w+")
 # a name: a capitalized word (Latin letters, then lower case: "Gina", "Kafka", not "I", "PR" or "SIWE")
-_NAME = re.compile(r"\b[A-Z][a-z]+\b")
+_NAME = lazy_re.compile(r"\b[A-Z][a-z]+\b")
 # a word after one of these (or at the start) may be capitalized as a first word is
 _SENTENCE_END = frozenset(".?!:;\n\"'“‘(¿¡")
 _SUFFIXES = ("ing", "ed", "es", "s")  # stripped from a query word before its prefix is looked up (porter-like)

@@ -15,16 +15,16 @@ Chinese by the query's script. Listwise prompting after Sun et al. 2023 (RankGPT
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from lantern import lazy_re
 from lantern.llm import LLMClient, LLMError, Usage, parse_answer
 from lantern.model import Candidate
 from lantern.recover.pack import excerpt
 
 __all__ = ["PROMPTS", "RerankResult", "parse_ids", "prompt", "rerank", "rerank_shown"]
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_CJK = lazy_re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 QUESTION_CHARS = 1_000  # the query shown to the LLM is cut to this (ours: a compaction tail can be long)
 
 PROMPTS = {
@@ -92,7 +92,7 @@ def schema(ids: list[int]) -> dict:
     }
 
 
-_LIST = re.compile(r"\[[^\[\]]*\]")
+_LIST = lazy_re.compile(r"\[[^\[\]]*\]")
 
 
 def parse_ids(text: str, shown: set[int]) -> list[int]:

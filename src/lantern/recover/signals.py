@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 
+from lantern import lazy_re
 from lantern.scope import Scope
 from lantern.store import ann
 from lantern.store.index import MemoryIndex
@@ -61,8 +62,8 @@ def semantic(
 
 
 # ---------------------------------------------------------------- full text
-_TOKEN = re.compile(r"\w", re.UNICODE)
-_FTS_TOKEN = re.compile(r"[^\W_]+")
+_TOKEN = lazy_re.compile(r"\w", re.UNICODE)
+_FTS_TOKEN = lazy_re.compile(r"[^\W_]+")
 
 
 # term selection (select_terms) on at every size, budget 0.25: ours, chosen on the LoCoMo tune split

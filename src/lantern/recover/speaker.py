@@ -22,12 +22,13 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+from lantern import lazy_re
 from lantern.model import Entry
 from lantern.recover.fusion import rrf
 
 SPEAKER = "speaker"  # the signal's name in rankings, weights and explain output
-_LINE = re.compile(r"^(?:user|assistant|system|tool) \(([^()\n]{1,64})\):", re.MULTILINE)
-_WORD = re.compile(r"\w+", re.UNICODE)
+_LINE = lazy_re.compile(r"^(?:user|assistant|system|tool) \(([^()\n]{1,64})\):", re.MULTILINE)
+_WORD = lazy_re.compile(r"\w+", re.UNICODE)
 
 
 @lru_cache(maxsize=16_384)  # the same candidates' summaries come back query after query (~2 ms a recovery at 10k turns)
@@ -36,7 +37,7 @@ def speakers_of(summary: str) -> frozenset[str]:
     return frozenset(m.group(1).strip().lower() for m in _LINE.finditer(summary))
 
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_CJK = lazy_re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def named_in(query: str, names: set[str]) -> set[str]:

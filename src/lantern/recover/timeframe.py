@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from lantern import lazy_re
 from lantern.store.index import MemoryIndex
 
 TIME = "time"  # the signal's name in rankings, weights and explain output
@@ -29,11 +30,11 @@ _M = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _PATTERNS = [
-    re.compile(rf"\b{_YEAR}-(?P<month>[01]?\d)-(?P<day>[0-3]?\d)(?!\d)"),  # 2023-07-07, 2023-07-07T10:00Z
-    re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_M},?\s+{_YEAR}\b", re.IGNORECASE),  # 7 July, 2023
-    re.compile(rf"\b{_M}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE),  # July 7, 2023
-    re.compile(rf"\b{_M},?\s+{_YEAR}\b", re.IGNORECASE),  # July 2023
-    re.compile(
+    lazy_re.compile(rf"\b{_YEAR}-(?P<month>[01]?\d)-(?P<day>[0-3]?\d)(?!\d)"),  # 2023-07-07, 2023-07-07T10:00Z
+    lazy_re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_M},?\s+{_YEAR}\b", re.IGNORECASE),  # 7 July, 2023
+    lazy_re.compile(rf"\b{_M}\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE),  # July 7, 2023
+    lazy_re.compile(rf"\b{_M},?\s+{_YEAR}\b", re.IGNORECASE),  # July 2023
+    lazy_re.compile(
         r"(?P<year>(?:19|20)\d\d)\s*年\s*(?P<month>[01]?\d)\s*月(?:\s*(?P<day>[0-3]?\d)\s*[日号])?"
     ),  # 2023年7月7日
 ]

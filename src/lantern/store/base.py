@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lantern.errors import EmbedderMismatchError, LanternError, MissingVectorError, UnsupportedBackendError
 from lantern.model import Entry, Tag, content_hash
-from lantern.scope import Scope, scope_where
+from lantern.scope import Scope, scope_where, selection_where
 from lantern.store import events as event_rows
 from lantern.store import facts as fact_rows
 from lantern.store import overview, transfer
@@ -503,24 +503,11 @@ class BaseStore:
         text is still to be erased (``_owe_erase``), so that a process killed before its ``erase_free_space``
         leaves the erase to the next open, close or forget. Returns the count. Raises ValueError when nothing
         selects."""
-        if entry is None and session is None and scope is None:
-            raise ValueError("give entry=, session= or a scope")
-        parts, args = [], []
-        if entry is not None:
-            parts.append("id = ?")
-            args.append(entry)
-        if session is not None:  # the session and its sub-sessions (``session/...``, as ingest names them)
-            parts.append("(session = ? OR substr(session, 1, length(?) + 1) = ? || '/')")
-            args += [session, session, session]
-        if scope is not None:
-            sql, params = scope_where("", scope)
-            parts.append(sql)
-            args += params
+        where, args = selection_where(entry, session, scope)
         with self._deleting():
             with self.transaction() as db:
                 rows = db.execute(
-                    f"SELECT id, user_id, session, archived_at FROM entries WHERE {' AND '.join(parts)}"
-                    f"{self.dialect.for_update}",
+                    f"SELECT id, user_id, session, archived_at FROM entries WHERE {where}{self.dialect.for_update}",
                     args,
                 ).fetchall()
                 ids = [r[0] for r in rows]
@@ -536,6 +523,13 @@ class BaseStore:
             if ids:
                 self._deleted()
         return len(ids)
+
+    def count_selected(
+        self, *, entry: int | None = None, session: str | None = None, scope: Scope | None = None
+    ) -> int:
+        """How many entries ``delete`` with these selectors would delete now (one COUNT, nothing written)."""
+        where, args = selection_where(entry, session, scope)
+        return self.db.execute(f"SELECT count(*) FROM entries WHERE {where}", args).fetchone()[0]
 
     def _owe_erase(self, db: Any) -> None:
         """Record in the open transaction ``db`` (a forget's delete) that the deleted text is still to be erased:

@@ -17,13 +17,13 @@ Every read joins ``entries e`` on ``entry_id`` and takes an explicit ``where`` S
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lantern import lazy_re
 from lantern.model import ExtractedFact
 from lantern.scope import clean_name
 from lantern.store.times import from_epoch
@@ -130,7 +130,7 @@ def write_facts(
         _link(db, cur.lastrowid, scope, key, event)
 
 
-_BARE_NUMBER = re.compile(r"[\d.,:_-]*\d[\d.,:_-]*")  # 5433, 8,443, 10.0.0.1, 2026-03-14: no letters
+_BARE_NUMBER = lazy_re.compile(r"[\d.,:_-]*\d[\d.,:_-]*")  # 5433, 8,443, 10.0.0.1, 2026-03-14: no letters
 
 
 def delete_facts(db: sqlite3.Connection, entry_ids: Sequence[int]) -> None:

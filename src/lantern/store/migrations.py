@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -492,3 +493,156 @@ def _move_rewinds(store: Any, db: Any, old: tuple, new: tuple) -> None:
         merged = json.loads(kept[0]) if kept else []
     db.execute("DELETE FROM meta WHERE key = ?", (before,))
     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (after, json.dumps(merged)))
+
+
+# ---------------------------------------------------------------------------------------------- texts
+TEXTS_FORM = "texts_form"  # meta: the redaction form (archive/redact.py ``names_form``) every text was checked under
+TEXTS_CURSOR = "texts_cursor"  # meta: "FORM:ID", the last entry checked by a ``rewrite_texts`` run under FORM
+TEXTS_BATCH = 256  # ours: entries per transaction of ``rewrite_texts``
+_TEXT_COLUMNS = (
+    "id, session, user_id, agent_id, project, time, text, summary, tags, hints, memory_type, importance, "
+    "tool_count, file_count, meta, category"
+)
+
+
+def rewrite_texts(
+    store: Any,
+    redact: Callable[[dict[str, Any]], dict[str, Any]],
+    form_id: str,
+    batch: int = TEXTS_BATCH,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[int, int]:
+    """Re-apply redaction to every archived text in place (``lantern redact``): an entry archived by an older
+    Lantern, under older rules, or while redaction was off keeps in clear what today's rules redact, in its text,
+    summary, tags, hints, meta and facts. ``redact`` maps ``{"text", "summary", "tags", "hints", "meta"`` (JSON
+    text), ``"facts"``: ``[(fact id, key, key_text, value, replaces)]}`` to the same shape redacted (the facade:
+    archive/redact.py). Names are ``rewrite_names``'s.
+
+    One transaction of ``store`` per ``batch`` entries, in id order, each recording its last id in meta
+    ``TEXTS_CURSOR`` with ``form_id``: a run stopped part way (killed, Ctrl-C, a lock it could not get) resumes
+    after it; a run under another form starts over. An entry whose redacted form differs is rewritten in place
+    (its id, turn, scope and reinforcement state kept; backend ``_write_grown``: the full-text rows written
+    again; the vector dropped, so the entry is re-embedded from the redacted text as a text-first one is:
+    ``Store.unembedded``, except where every entry must hold one, PostgreSQL, which keeps the stored one), its
+    content hash recomputed; one whose new hash another entry holds (the same turn stored
+    twice, once in clear) is dropped as that duplicate; its facts rewritten value by value (each chain kept). The
+    compaction events' queries and loss reports are redacted in the last transaction, which records ``form_id`` in
+    meta ``TEXTS_FORM`` (a later run with the same form does nothing) and owes the erase of the old text's bytes
+    (``_owe_erase``). ``progress(done, total)`` after each batch. Returns (entries checked, entries rewritten or
+    dropped)."""
+    from lantern.model import content_hash
+    from lantern.store.base import NewEntry, tags_of
+    from lantern.store.facts import delete_facts
+    from lantern.store.reinforcement import forget_pending
+    from lantern.store.times import from_epoch
+    from lantern.text.fact_keys import normalize_value
+
+    if store.get_meta(TEXTS_FORM) == form_id:
+        return 0, 0
+    total = store.db.execute("SELECT count(*) FROM entries").fetchone()[0]
+    checked = rewritten = 0
+    while True:
+        changed = False
+        with store.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, '')", (TEXTS_CURSOR,))
+            mark = db.execute(
+                f"SELECT value FROM meta WHERE key = ?{store.dialect.for_update}", (TEXTS_CURSOR,)
+            ).fetchone()[0]
+            form, _, last = (mark or "").partition(":")
+            after = int(last) if form == form_id and last.isdigit() else 0
+            rows = db.execute(
+                f"SELECT {_TEXT_COLUMNS} FROM entries WHERE id > ? ORDER BY id LIMIT ?", (after, batch)
+            ).fetchall()
+            now = time.time()
+            for row in rows:
+                entry_id, session, user, agent, project, at = row[:6]
+                facts = db.execute(
+                    "SELECT id, key, key_text, value, replaces FROM facts WHERE entry_id = ? ORDER BY id", (entry_id,)
+                ).fetchall()
+                old = {
+                    "text": row[6],
+                    "summary": store.entry_value("summary", row[7]),
+                    "tags": store.entry_value("tags", row[8]),
+                    "hints": row[9],
+                    "meta": row[14],
+                    "facts": [tuple(f) for f in facts],
+                }
+                new = redact(old)
+                if new == old:
+                    continue
+                changed = True
+                rewritten += 1
+                h = content_hash(session, new["text"], user, agent, project)
+                held = db.execute(
+                    "SELECT id FROM entries WHERE content_hash = ? AND id <> ?",
+                    (store.stored_value("content_hash", h), entry_id),
+                ).fetchone()
+                if held is not None:  # the same turn, already stored in its redacted form: this copy goes
+                    delete_facts(db, [entry_id])
+                    forget_pending(db, [entry_id])
+                    store._forget_rewinds(db, [entry_id])
+                    store._drop_rows(db, [entry_id])
+                    continue
+                entry = NewEntry(
+                    session=session,
+                    text=new["text"],
+                    summary=new["summary"],
+                    tags=tags_of(new["tags"]),
+                    hints=json.loads(new["hints"]),
+                    memory_type=row[10],
+                    importance=row[11],
+                    content_hash=h,
+                    time=None if at is None else from_epoch(at),
+                    tool_count=row[12],
+                    file_count=row[13],
+                    meta=json.loads(new["meta"]),
+                    category=row[15],
+                    user=user,
+                    agent=agent,
+                    project=project,
+                )
+                vector = None  # re-embedded from the redacted text, as a text-first entry is
+                if not store.dialect.text_first:  # every entry keeps a vector there (PostgreSQL): the stored one
+                    blob = db.execute("SELECT vector FROM embeddings WHERE entry_id = ?", (entry_id,)).fetchone()
+                    vector = None if blob is None else store._decode_one(blob[0])
+                store._write_grown(db, [(entry, vector, entry_id)], now)
+                for before, (fact_id, key, key_text, value, replaces) in zip(old["facts"], new["facts"]):
+                    if before[1:] != (key, key_text, value, replaces):
+                        db.execute(
+                            "UPDATE facts SET key = ?, key_text = ?, value = ?, value_norm = ?, replaces = ? "
+                            "WHERE id = ?",
+                            (key, key_text, value, normalize_value(value), replaces, fact_id),
+                        )
+            if rows:
+                db.execute("UPDATE meta SET value = ? WHERE key = ?", (f"{form_id}:{rows[-1][0]}", TEXTS_CURSOR))
+            else:
+                changed = _redact_events(db, redact) or changed
+                db.execute("DELETE FROM meta WHERE key = ?", (TEXTS_CURSOR,))
+                db.execute("DELETE FROM meta WHERE key = ?", (TEXTS_FORM,))
+                db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (TEXTS_FORM, form_id))
+            if changed:
+                store._changed(db)
+                store._owe_erase(db)
+        if changed:
+            store._deleted()  # index snapshots on disk hold the old text
+        checked += len(rows)
+        if progress is not None:
+            progress(min(checked, total), total)
+        if not rows:
+            return checked, rewritten
+
+
+def _redact_events(db: Any, redact: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
+    """The compaction events' queries and loss reports through ``redact`` (as texts: the query as ``text``, the loss
+    report as ``meta``, JSON). Returns whether any changed."""
+    changed = False
+    for event_id, query, loss in db.execute("SELECT id, query, loss FROM events").fetchall():
+        old = {"text": query or "", "summary": "", "tags": "[]", "hints": "[]", "meta": loss or "null", "facts": []}
+        new = redact(old)
+        if new != old:
+            db.execute(
+                "UPDATE events SET query = ?, loss = ? WHERE id = ?",
+                (new["text"], None if loss is None else new["meta"], event_id),
+            )
+            changed = True
+    return changed

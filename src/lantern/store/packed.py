@@ -12,8 +12,9 @@ ranks, packs or shows.
 
 from __future__ import annotations
 
-import re
 import zlib
+
+from lantern import lazy_re
 
 PACKED_COLUMNS = ("summary", "tags")  # the entries columns stored through pack / unpack
 # ours: the most a stored value inflates to. A summary holds at most 1,200 characters and the tags come from at most
@@ -53,7 +54,7 @@ def unpack(value: str | bytes) -> str:
     return value
 
 
-_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+_HEX_DIGEST = lazy_re.compile(r"[0-9a-f]{64}")
 
 
 def pack_hash(content_hash: str | bytes) -> str | bytes:

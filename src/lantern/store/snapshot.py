@@ -52,6 +52,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lantern import lazy_re
+
 if TYPE_CHECKING:  # numpy and the graphs load where a snapshot is saved or read: opening a store needs neither
     import numpy as np
 
@@ -76,7 +78,7 @@ _ARRAYS = (
     "project",
 )
 _CHUNK = 1 << 22  # bytes per write and per checksum step
-_NAME = re.compile(r"[a-z_]+(-\d+-\d+)?\.(npy|json|usearch)")  # the file names a snapshot holds (no path parts)
+_NAME = lazy_re.compile(r"[a-z_]+(-\d+-\d+)?\.(npy|json|usearch)")  # the file names a snapshot holds (no path parts)
 
 
 class Unreadable(ValueError):
@@ -93,7 +95,7 @@ def location(store) -> Path | None:
 
 
 # a snapshot folder's name: DB.index, a half-written DB.index.tmp-PID-..., or a replaced one set aside, .old-PID-...
-_FOLDER = re.compile(
+_FOLDER = lazy_re.compile(
     r"(?P<base>.+)" + re.escape(SUFFIX) + r"(?:\.(?P<kind>tmp|old)-(?P<pid>\d+)-(?P<rest>[-0-9a-f]+))?"
 )
 

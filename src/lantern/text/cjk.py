@@ -7,7 +7,7 @@ treatment of unsegmented scripts in full-text search).
 
 from __future__ import annotations
 
-import re
+from lantern import lazy_re
 
 __all__ = ["CJK_CLASS", "CJK_RUN", "bigram_list", "cjk_bigrams"]
 
@@ -15,7 +15,7 @@ CJK_CLASS = (
     "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af\U00020000-\U0002ebef"
 )
-CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
+CJK_RUN = lazy_re.compile(f"[{CJK_CLASS}]+")
 
 
 def cjk_bigrams(text: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from lantern import lazy_re
+
 __all__ = [
     "DETERMINERS",
     "IDEOGRAPHS",
@@ -17,10 +19,10 @@ __all__ = [
 IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 DETERMINER_WORDS = ("the", "a", "an", "our", "my", "your", "their", "its", "this", "that")
 DETERMINERS = "(?:" + "|".join(DETERMINER_WORDS) + ")"
-LEAD_EN = re.compile(rf"^(?:{DETERMINERS}\s+)+", re.I)
-_LEAD_ZH = re.compile(r"^(?:我们的|我的|你的|你们的|他的|她的|咱们的|这个|那个)")
-_SEPARATORS = re.compile(r"[\s_.\-]+")
-_CJK_SPACE = re.compile(rf"\s*([{IDEOGRAPHS}])\s*")
+LEAD_EN = lazy_re.compile(rf"^(?:{DETERMINERS}\s+)+", re.I)
+_LEAD_ZH = lazy_re.compile(r"^(?:我们的|我的|你的|你们的|他的|她的|咱们的|这个|那个)")
+_SEPARATORS = lazy_re.compile(r"[\s_.\-]+")
+_CJK_SPACE = lazy_re.compile(rf"\s*([{IDEOGRAPHS}])\s*")
 
 
 def strip_quotes(s: str) -> str:

@@ -10,18 +10,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lantern import lazy_re
+
 CAPTION_MAX_CHARS = 300  # a caption longer than this is cut (ours)
 BLOB_MIN_CHARS = 1024  # an unbroken base64 run this long is data, not text (ours)
 
 _CAPTION_KEYS = ("caption", "alt", "alt_text", "title", "description", "blip_caption", "name")
-_MD_IMAGE = re.compile(r"!\[([^\]\n]{0,300})\]\(\s*data:[^)\s]*\)")
-_DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?(?:;[\w.+=-]+)*;base64,[A-Za-z0-9+/_=-]*")
+_MD_IMAGE = lazy_re.compile(r"!\[([^\]\n]{0,300})\]\(\s*data:[^)\s]*\)")
+_DATA_URL = lazy_re.compile(r"data:([\w.+-]+/[\w.+-]+)?(?:;[\w.+=-]+)*;base64,[A-Za-z0-9+/_=-]*")
 # starts only at a run start: linear
-_BLOB = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{BLOB_MIN_CHARS},}}={{0,2}}")
+_BLOB = lazy_re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{BLOB_MIN_CHARS},}}={{0,2}}")
 # base64 wrapped in lines (``base64`` wraps at 76 columns, MIME at 76, PEM at 64): 8+ full lines of one width
 # between 40 and 200 characters, then a shorter last line; replaced when at least BLOB_MIN_CHARS in all (ours)
-_WRAPPED = re.compile(r"(?m)^(?:[A-Za-z0-9+/]{40,200}\r?\n){8,}[A-Za-z0-9+/]*={0,2}$")
-_SPACE = re.compile(r"\s+")
+_WRAPPED = lazy_re.compile(r"(?m)^(?:[A-Za-z0-9+/]{40,200}\r?\n){8,}[A-Za-z0-9+/]*={0,2}$")
+_SPACE = lazy_re.compile(r"\s+")
 
 
 def _caption(value: Any) -> str | None:

@@ -94,6 +94,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from lantern import lazy_re
 from lantern.model import Tag
 from lantern.text.cjk import CJK_RUN, bigram_list
 
@@ -193,14 +194,14 @@ STOPWORDS: frozenset[str] = frozenset(
 # ------------------------------------------------------------------------------------------------- patterns
 _A = re.ASCII
 
-_TOKEN_RE = re.compile(r"[A-Za-z0-9_.,\-/\\:@$%~+=]+", _A)
+_TOKEN_RE = lazy_re.compile(r"[A-Za-z0-9_.,\-/\\:@$%~+=]+", _A)
 _TOKEN_TRAIL = ".,:;~+"  # dropped from a token's end ("file.py.", "bug.md~", "100k+")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.,-/\\:@$%~+=")
 _PUNCT_ONLY = "_.,-/\\:@$%~+="
 # parts of a token that is not one tag as a whole: split at "=", ",", ":", ".." ("KEY=value", "a1b2c3d..e4f5a6b"),
 # then a part that is still not one tag at "/" ("openai/gpt-4o")
-_SPLIT_RE = re.compile(r"(?:[^=,:.]|(?<!\.)\.(?!\.))+", _A)
-_SLASH_SPLIT_RE = re.compile(r"[^/]+", _A)
+_SPLIT_RE = lazy_re.compile(r"(?:[^=,:.]|(?<!\.)\.(?!\.))+", _A)
+_SLASH_SPLIT_RE = lazy_re.compile(r"[^/]+", _A)
 SPLIT_MAX = 1000  # a token longer than this is tagged whole or not at all, never split into its parts (ours)
 _DOTFILE_BEFORE = frozenset(" \t\n\r\"'`([{<>*|=:,")  # a leading "." starts a dot-file name only after these
 
@@ -263,16 +264,18 @@ _GRAMMAR_REST = [
     r"|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Z]{2,}[a-z]{2,}[A-Za-z0-9]*"
     r"|(?=[^\-]*-.*\d|[^\-]*\d)[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+(?:\.\d+)*)+)",
 ]
-_GRAMMAR = re.compile("|".join(_GRAMMAR_SEP + _GRAMMAR_REST), _A)
-_GRAMMAR_PLAIN = re.compile("|".join(_GRAMMAR_REST), _A)  # for a token without ".", "/", "\\", "@"
-_GRAMMAR_IDENT = re.compile(_GRAMMAR_REST[-1], _A)
-_EXC_RE = re.compile(r"[A-Z][A-Za-z0-9]*[a-z0-9](?:Error|Exception|Warning|Interrupt|Exit|Fault|Failure|Timeout)", _A)
+_GRAMMAR = lazy_re.compile("|".join(_GRAMMAR_SEP + _GRAMMAR_REST), _A)
+_GRAMMAR_PLAIN = lazy_re.compile("|".join(_GRAMMAR_REST), _A)  # for a token without ".", "/", "\\", "@"
+_GRAMMAR_IDENT = lazy_re.compile(_GRAMMAR_REST[-1], _A)
+_EXC_RE = lazy_re.compile(
+    r"[A-Z][A-Za-z0-9]*[a-z0-9](?:Error|Exception|Warning|Interrupt|Exit|Fault|Failure|Timeout)", _A
+)
 # the version or date that ends a kebab name: pytest-8.3.1, bge-small-en-v1.5, gpt-4o-mini-2024-07-18
-_KEBAB_TAIL_RE = re.compile(r"-(?:(?P<version>v?\d+(?:\.\d+)+)|(?P<date>\d{4}-\d{2}-\d{2}))$", _A)
-_NUMERIC_RE = re.compile(r"-?\d+(?:[.,]\d+)*|\d{1,2}:\d{2}", _A)
+_KEBAB_TAIL_RE = lazy_re.compile(r"-(?:(?P<version>v?\d+(?:\.\d+)+)|(?P<date>\d{4}-\d{2}-\d{2}))$", _A)
+_NUMERIC_RE = lazy_re.compile(r"-?\d+(?:[.,]\d+)*|\d{1,2}:\d{2}", _A)
 
 # what may stand just before a bare number (searched in the 40 characters before it; anchored at its start)
-_BEFORE_NUM_RE = re.compile(
+_BEFORE_NUM_RE = lazy_re.compile(
     r"(?:(?P<port>(?<![A-Za-z])(?:[Pp]ort|PORT)(?:s|\s+number)?\s*(?:is\s+|=\s*|:\s*|of\s+|to\s+|on\s+|#\s*)?"
     r"|(?<![A-Za-z])-p\s+)"
     r"|(?P<zhport>端口(?:号)?\s*(?:是|为|:|：|=|设为|设置为|改为|改成)?\s*)"
@@ -283,7 +286,7 @@ _BEFORE_NUM_RE = re.compile(
     r"|[Pp]ostgres(?:QL|ql)?|MySQL|[Mm]ysql|[Rr]edis|[Uu]buntu|[Dd]jango|[Rr]eact)\s*(?:[<>=~!^]=?\s*)?)"
     r"|(?P<money>[$€£¥]\s?))$"
 )
-_BEFORE_NUM_HINT = re.compile(r"[A-Za-z$€£¥端]")
+_BEFORE_NUM_HINT = lazy_re.compile(r"[A-Za-z$€£¥端]")
 _UNITS_SPACED = (
     r"ms|us|µs|ns|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|months?|years?|"
     r"[KMGTP]i?B|kB|bytes?|KB/s|MB/s|GB/s|Mbps|Gbps|px|em|rem|pt|k?Hz|[MG]Hz|fps|rpm|qps|rps|"
@@ -292,39 +295,39 @@ _UNITS_SPACED = (
     r"epochs?|steps?|iterations?|retries|attempts?|users?|times"
 )
 # what may stand just after a bare number (matched at its end)
-_AFTER_NUM_RE = re.compile(
+_AFTER_NUM_RE = lazy_re.compile(
     rf"(?P<unit>\s?(?:{_UNITS_SPACED})(?![\w/\\@$%~+=-]|[.,:;][^\s.,:;])|\s%)"
     rf"|(?P<month>(?:st|nd|rd|th)?\s+{_MONTHS}\.?(?:,?\s+\d{{4}})?(?![A-Za-z]))"
     r"|(?P<zhdate>\s*年(?:\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?)?|\s*月\s*\d{1,2}\s*[日号])"
     r"|(?P<zhunit>\s?(?:毫秒|秒钟|秒|分钟|小时|天|周|星期|个月|岁|元|块钱|块|万|亿|千|百|次|个|人|名|米|公里|千米|公斤|斤|克"
     r"|毫升|升|页|行|条|张|本|家|所|度|倍|%|％))"
 )
-_AMPM_RE = re.compile(r"\s?[AaPp]\.?[Mm]\.?(?![A-Za-z])")
-_DAY_AFTER_MONTH_RE = re.compile(r"\.?\s+\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?(?![\w:])|\s+\d{4}(?!\d)", _A)
+_AMPM_RE = lazy_re.compile(r"\s?[AaPp]\.?[Mm]\.?(?![A-Za-z])")
+_DAY_AFTER_MONTH_RE = lazy_re.compile(r"\.?\s+\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?(?![\w:])|\s+\d{4}(?!\d)", _A)
 # a URL ends at a space, a delimiter, or CJK and fullwidth punctuation (、。，：；！？（）「」【】 …, curly quotes,
 # the ellipsis): Chinese and Japanese text runs on after a URL with no space; ideographs in a path (an IRI) stay
 _URL_STOP = "\\s<>\"'`)\\]}|\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65\u2018-\u201f\u2026"
-_URL_BODY_RE = re.compile(f"[^{_URL_STOP}]+")
-_URL_PORT_RE = re.compile(r"[A-Za-z][\w+.\-]*://(?:[^@/\s]*@)?(?:\[[^\]]*\]|[^:/\s?#]+):(\d{1,5})(?!\d)", _A)
-_WWW_RE = re.compile(rf"www\.[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+(?:/[^{_URL_STOP}]*)?", _A)
-_ERRLINE_RE = re.compile(
+_URL_BODY_RE = lazy_re.compile(f"[^{_URL_STOP}]+")
+_URL_PORT_RE = lazy_re.compile(r"[A-Za-z][\w+.\-]*://(?:[^@/\s]*@)?(?:\[[^\]]*\]|[^:/\s?#]+):(\d{1,5})(?!\d)", _A)
+_WWW_RE = lazy_re.compile(rf"www\.[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+(?:/[^{_URL_STOP}]*)?", _A)
+_ERRLINE_RE = lazy_re.compile(
     r"^[ \t>#*\-]*(?:[\w.\-]+:[ \t]*)?(?:error|fatal|panic)(?:\[[A-Z]*\d+\])?:[ \t]*(\S[^\n]{1,78}?)[ \t\r]*$",
     _A | re.IGNORECASE | re.MULTILINE,
 )
 _ERRLINE_TRIGGERS = ("rror:", "RROR:", "atal:", "ATAL:", "anic:", "ANIC:", "rror[")
-_QUOTED_RE = re.compile(  # each branch starts with its quote character (a lookbehind first would be 20x slower)
+_QUOTED_RE = lazy_re.compile(  # each branch starts with its quote character (a lookbehind first would be 20x slower)
     r"`([^`\n]{2,60})`"
     r"|\"(?<![\w\"\\]\")([^\"\n]{2,60})\"(?![\w\"])"
     r"|'(?<![\w'\\]')([^'\n]{2,60})'(?!\w)"
     r"|“([^”\n]{2,60})”|「([^」\n]{2,60})」|『([^』\n]{2,60})』|《([^》\n]{2,60})》|‘([^’\n]{2,60})’"
 )
 _QUOTE_CHARS = "`\"'“「『《‘"
-_HAS_WORDCHAR = re.compile(r"[A-Za-z\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_HAS_WORDCHAR = lazy_re.compile(r"[A-Za-z\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
-_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_']*", _A)
-_HUMP_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+", _A)
-_SPACES_RE = re.compile(r"\s+")
-_HOST_RE = re.compile(r"(?:[a-z][\w+.:\-]*://)?(?:[^@/\s]*@)?([^:/\s?#]+)")
+_WORD_RE = lazy_re.compile(r"[A-Za-z0-9][A-Za-z0-9_']*", _A)
+_HUMP_RE = lazy_re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+", _A)
+_SPACES_RE = lazy_re.compile(r"\s+")
+_HOST_RE = lazy_re.compile(r"(?:[a-z][\w+.:\-]*://)?(?:[^@/\s]*@)?([^:/\s?#]+)")
 
 _TRAIL = ".,;:!?)]}'\"`>"
 _PRIORITY = {

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
+
+from lantern import lazy_re
 
 __all__ = ["TERMINAL_UNSAFE", "shown"]
 
 # what can act on a terminal in a text block: C0 controls but newline and tab, DEL, C1 controls (ESC sequences, BEL,
 # CR overwriting a line ...), bidirectional controls (LRM/RLM/ALM, embeddings, overrides, isolates) reordering it,
 # the line and paragraph separators U+2028 / U+2029 (a line break to some terminals, none to others)
-TERMINAL_UNSAFE = re.compile(
+TERMINAL_UNSAFE = lazy_re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
 

@@ -8,7 +8,7 @@ Indexed in windows of ``WINDOW_CHARS``, each window is a row of ordinary length.
 
 from __future__ import annotations
 
-import re
+from lantern import lazy_re
 
 __all__ = [
     "ESCAPED_LINE_MIN",
@@ -27,7 +27,7 @@ WINDOWED_FROM = 2 * WINDOW_CHARS  # texts longer than this are indexed in window
 WINDOW_LEAD_CHARS = 200  # each window's row starts with the turn's opening line, at most this long (ours)
 MAX_WINDOWS = 4_095  # windows per text at most: past ~7 MB the windows grow instead (store/sqlite.py rowids)
 ESCAPED_LINE_MIN = 3  # literal \n sequences that make a line a JSON-escaped run (ours; a file has one a line)
-_ESCAPE = re.compile(r"\\[ntr]")
+_ESCAPE = lazy_re.compile(r"\\[ntr]")
 
 
 def unescaped(text: str) -> str:

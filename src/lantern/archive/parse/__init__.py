@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from lantern import lazy_re
 from lantern.archive.parse.aider import parse_aider
 from lantern.archive.parse.anthropic import AnthropicItems, parse_anthropic
 from lantern.archive.parse.claude_code import is_claude_code, parse_claude_code
@@ -82,7 +83,7 @@ ITEM_PARSERS: dict[str, Callable[..., Any]] = {
     "sharegpt": ShareGPTItems,
 }
 
-_AIDER = re.compile(r"^(?:# aider chat started at |#### )", re.M)
+_AIDER = lazy_re.compile(r"^(?:# aider chat started at |#### )", re.M)
 
 
 def _looks_like_aider(text: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lantern import lazy_re
 from lantern.archive.parse.jsonl import ParseResult, blank, parse_time, read_source
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message, ToolResult
@@ -17,14 +18,14 @@ from lantern.text.clean import clean_text
 
 SESSION_HEADER = "# aider chat started at "
 
-_TOOL_FILES = re.compile(
+_TOOL_FILES = lazy_re.compile(
     r"^(?:Added (.+?) to the chat\.?|Added (.+?) to read-only(?: files)?\.?"
     r"|Removed (.+?) from the chat|Applied edit to (.+)|Creating empty file (.+)"
     r"|Added clipboard image to the chat: (.+))$",
     re.M,
 )
-_USER_FILES = re.compile(r"^/(?:add|drop|read-only|read)[ \t]+(.+)$", re.M)
-_EDIT_FILES = re.compile(r"^([^\s`]+)\n```[^\n]*\n<<<<<<< SEARCH$", re.M)
+_USER_FILES = lazy_re.compile(r"^/(?:add|drop|read-only|read)[ \t]+(.+)$", re.M)
+_EDIT_FILES = lazy_re.compile(r"^([^\s`]+)\n```[^\n]*\n<<<<<<< SEARCH$", re.M)
 
 
 def _files(kind: str, text: str) -> list[str]:

@@ -118,6 +118,9 @@ class ClaudeCodeTranscript:
     leaf: str | None = None
     joins: str | None = None
     rooted: bool = False
+    # where this slice starts in the file, in bytes, when it was read from a compaction on (the hooks'
+    # ``read_since_last_compaction``: it names that compaction)
+    compaction_at: int | None = None
     abandoned: dict[str, str] = field(default_factory=dict)
 
     def skip(self, why: str) -> None:

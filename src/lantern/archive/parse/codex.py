@@ -14,9 +14,9 @@ Older rollouts hold the payloads directly on each line (``{"type": "message", ..
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from lantern import lazy_re
 from lantern.archive.parse.jsonl import (
     ParseResult,
     blank,
@@ -37,7 +37,7 @@ RESPONSE_TYPES = {"message", "reasoning", *CALL_TYPES, *OUTPUT_TYPES}
 # records that are not conversation content (or repeat it, as event_msg does): read and ignored, not "skipped"
 _IGNORED = {"turn_context", "event_msg", "reasoning", "ghost_snapshot", "compaction", "compaction_summary", "other"}
 # user-role messages Codex injects (AGENTS.md, environment): archived as system messages (ours)
-_INJECTED = re.compile(r"\s*(<environment_context>|<user_instructions>|# AGENTS\.md instructions|<INSTRUCTIONS>)")
+_INJECTED = lazy_re.compile(r"\s*(<environment_context>|<user_instructions>|# AGENTS\.md instructions|<INSTRUCTIONS>)")
 
 
 def is_codex_record(m: Any) -> bool:

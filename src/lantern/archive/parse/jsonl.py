@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from lantern import lazy_re
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message
 from lantern.text.clean import clean_text
@@ -348,7 +349,7 @@ def read_source(source: Any, name: str | None = None) -> Any:
     raise TranscriptFormatError(f"unsupported source type {type(source).__name__}", source=name)
 
 
-_LINE_ENDS = re.compile(r"\r\n|\r|\n")
+_LINE_ENDS = lazy_re.compile(r"\r\n|\r|\n")
 
 
 class JsonLines(list):

@@ -6,13 +6,14 @@ import re
 from datetime import datetime
 from typing import Any
 
+from lantern import lazy_re
 from lantern.archive.parse.jsonl import ParseResult, blank, load_json, read_source
 from lantern.errors import TranscriptFormatError
 from lantern.model import Message
 from lantern.text.clean import clean_text
 
-_SESSION = re.compile(r"session_(\d+)")
-_DATE = re.compile(r"\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*", re.I)
+_SESSION = lazy_re.compile(r"session_(\d+)")
+_DATE = lazy_re.compile(r"\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*", re.I)
 _MONTHS = {
     m: i
     for i, m in enumerate(

@@ -3,8 +3,7 @@ token_formats/rule.py)."""
 
 from __future__ import annotations
 
-import re
-
+from lantern import lazy_re
 from lantern.archive.token_formats.rule import B64, BL, GL, UUID, TokenRule, W, mixed, prefixed, rule
 
 TOKENS: tuple[TokenRule, ...] = (
@@ -326,7 +325,7 @@ TOKENS: tuple[TokenRule, ...] = (
         "",
         "pat[A-Za-z0-9]{14}\\.[a-f0-9]{64}",
         chars=W + ".",
-        gate=re.compile("pat[A-Za-z0-9]{14}\\.[a-f0-9]{64}"),
+        gate=lazy_re.compile("pat[A-Za-z0-9]{14}\\.[a-f0-9]{64}"),
         src=BL + "airtable-personnal-access-token",
         ex=("pat{14:A}.{64:h}",),
         no=("pattern.{8:h} and path.join",),

@@ -3,8 +3,7 @@ token_formats/rule.py)."""
 
 from __future__ import annotations
 
-import re
-
+from lantern import lazy_re
 from lantern.archive.token_formats.rule import B64, BL, DS, GL, HAS_DIGIT, TokenRule, W, mixed, prefixed, rule
 
 TOKENS: tuple[TokenRule, ...] = (
@@ -84,7 +83,7 @@ TOKENS: tuple[TokenRule, ...] = (
         f"[MNO][{W}]{{23,27}}\\.[{W}]{{6,7}}\\.[{W}]{{27,38}}",
         chars=W + ".",
         back=(W, 24, 28),
-        gate=re.compile(f"\\.[{W}]{{6,7}}\\.[{W}]{{27}}"),
+        gate=lazy_re.compile(f"\\.[{W}]{{6,7}}\\.[{W}]{{27}}"),
         src=DS + "DiscordBotTokenDetector",
         ex=("M{25:w}.{6:w}.{38:w}",),
         no=("config.sample.yaml and web.config.template",),

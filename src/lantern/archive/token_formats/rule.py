@@ -11,8 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-HAS_DIGIT = re.compile(r"\d")
-HAS_LETTER = re.compile(r"[A-Za-z]")
+from lantern import lazy_re
+
+HAS_DIGIT = lazy_re.compile(r"\d")
+HAS_LETTER = lazy_re.compile(r"[A-Za-z]")
 W = "A-Za-z0-9_\\-"  # the usual token characters
 B64 = "A-Za-z0-9+/="
 
@@ -79,14 +81,15 @@ def _run(chars: str) -> re.Pattern[str]:
 def rule(kind: str, triggers: str, pattern: str, *, src: str, ex: tuple, no: tuple, **kw) -> TokenRule:
     """A rule found by ``triggers`` (space-separated literals; none with a ``gate``); ``pattern`` matched where the
     token starts. ``src``: its source; ``ex`` / ``no``: its samples and look-alikes (``sample`` specs)."""
-    return TokenRule(kind, tuple(triggers.split()), re.compile(pattern), source=src, samples=ex, lookalikes=no, **kw)
+    pattern = lazy_re.compile(pattern)  # compiled when a trigger of the rule is first found (lantern/lazy_re.py)
+    return TokenRule(kind, tuple(triggers.split()), pattern, source=src, samples=ex, lookalikes=no, **kw)
 
 
 def prefixed(kind: str, prefixes: str, body: str, *, src: str, ex: tuple, no: tuple, **kw) -> TokenRule:
     """A rule whose token starts with one of ``prefixes`` (space-separated) followed by ``body``."""
     alts = "|".join(re.escape(p) for p in sorted(prefixes.split(), key=len, reverse=True))
     flags = "(?i)" if kw.get("icase") else ""
-    pattern = re.compile(f"{flags}(?:{alts}){body}")
+    pattern = lazy_re.compile(f"{flags}(?:{alts}){body}")
     return TokenRule(kind, tuple(prefixes.split()), pattern, source=src, samples=ex, lookalikes=no, **kw)
 
 

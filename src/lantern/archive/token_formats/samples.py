@@ -11,6 +11,8 @@ import re
 import string
 from collections.abc import Callable
 
+from lantern import lazy_re
+
 CLASSES = {
     "A": string.ascii_letters + string.digits,
     "a": string.ascii_lowercase + string.digits,
@@ -25,7 +27,7 @@ CLASSES = {
     "B": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",  # bech32
     "p": string.ascii_letters + string.digits + "!#%&*+-=?@^_~",  # a password's characters (no quote, $, space)
 }
-_SPEC = re.compile(r"\{\{|\}\}|\{(?:(\d+)(?:-(\d+))?:([A-Za-z])|([a-z0-9]+))\}")
+_SPEC = lazy_re.compile(r"\{\{|\}\}|\{(?:(\d+)(?:-(\d+))?:([A-Za-z])|([a-z0-9]+))\}")
 
 
 def _chars(rng: random.Random, n: int, alphabet: str) -> str:

@@ -28,12 +28,13 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
+from lantern import lazy_re
 from lantern.errors import LanternError
 
 __all__ = ["PgConnection", "Result", "translate"]
 
-_SQLITE_ONLY = re.compile(r"\bPRAGMA\b|\bsqlite_master\b|\bgroup_concat\(", re.IGNORECASE)
-_RETURNING_TABLES = re.compile(r"^\s*INSERT\s+INTO\s+(entries|facts|events|recoveries)\b", re.IGNORECASE)
+_SQLITE_ONLY = lazy_re.compile(r"\bPRAGMA\b|\bsqlite_master\b|\bgroup_concat\(", re.IGNORECASE)
+_RETURNING_TABLES = lazy_re.compile(r"^\s*INSERT\s+INTO\s+(entries|facts|events|recoveries)\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=512)

@@ -29,6 +29,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from lantern import lazy_re
 from lantern.config import redact_url, scrub, server_url
 from lantern.errors import DatabaseUnavailableError, LanternError, StoreVersionError
 from lantern.scope import Scope, scope_where
@@ -47,7 +48,7 @@ __all__ = ["PostgresStore", "fts_document"]
 POOL_MAX = 4  # connections per store handle (ours): a handle's reads, its writes and a background fill at once
 CONNECT_TIMEOUT_S = 10
 FTS_MAX_CHARS = 200_000  # characters of a turn's summary + text indexed; a tsvector holds at most 1 MB (ours)
-_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+_NON_WORD = lazy_re.compile(r"[\W_]+", re.UNICODE)
 
 _INDEX_SELECT = (
     "SELECT e.id, e.session, coalesce(e.time, e.archived_at), "
@@ -72,7 +73,7 @@ _INSERT_SQL = (
     "e5_pending, body, tag_text, i) ORDER BY i "
     "ON CONFLICT (content_hash) DO NOTHING RETURNING content_hash, id"
 )
-_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+_QUOTED = lazy_re.compile(r'"((?:[^"]|"")*)"')
 
 # what this backend does not do yet, with the way round it (store/protocol.py ``require``; docs/postgres.md)
 UNSUPPORTED = {
@@ -156,7 +157,7 @@ def _connection_lost(e: psycopg.OperationalError) -> bool:
 
 
 # the server's words for a table (or its identity sequence) the user has no privilege on: the tables exist already
-_NO_TABLE_PRIVILEGE = re.compile(r"permission denied for (table|relation|sequence) ")
+_NO_TABLE_PRIVILEGE = lazy_re.compile(r"permission denied for (table|relation|sequence) ")
 
 
 def _connect_error(url: str, e: Exception) -> LanternError:
@@ -191,9 +192,9 @@ def _connect_error(url: str, e: Exception) -> LanternError:
 
 
 # the server's own words in a libpq connection error: the server was reached and said why it refused
-_SERVER_SAID = re.compile(r"\b(?:FATAL|ERROR):\s+(.*)")
+_SERVER_SAID = lazy_re.compile(r"\b(?:FATAL|ERROR):\s+(.*)")
 # libpq's words for a URL option it cannot read (an unknown parameter, a bad value)
-_BAD_OPTION = re.compile(r"invalid (?:URI query parameter|connection option|\w+ value)|unrecognized \w+ value")
+_BAD_OPTION = lazy_re.compile(r"invalid (?:URI query parameter|connection option|\w+ value)|unrecognized \w+ value")
 
 
 class _Pool:
