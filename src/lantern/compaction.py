@@ -522,7 +522,7 @@ KEY_CHARS = 16  # ours: an archived text is looked up in the live context by its
 SYNC_OVERLAP_S = 5.0  # ours: rows archived this long before the last sync are read again (clock granularity)
 TRACKED_SESSIONS = 64  # ours: sessions a Tracker keeps in memory (least recently seen dropped first)
 # a line of an archived turn (model.Message.render) that is no user message: an answer, a tool call or result
-_ANSWER = re.compile(r"^(?:assistant|tool|function|system|developer)\b|^user(?: \([^)\n]*\))? -> tool call", re.M)
+_ANSWER = lazy_re.compile(r"^(?:assistant|tool|function|system|developer)\b|^user(?: \([^)\n]*\))? -> tool call", re.M)
 DIRECT_SEARCH_MAX = 64  # ours: up to this many entries are searched for directly, without the key lookup
 
 
