@@ -268,3 +268,36 @@ def test_the_rule_is_one_function():
         == 403
     )
     assert origin.refusal("POST", "/form", {"host": "127.0.0.1"}, "http", token=False, json_path=json_path) is None
+
+
+_NAMES = st.sampled_from(
+    ["localhost", "127.0.0.1", "127.4.5.6", "10.0.0.2", "[::1]", "[::ffff:127.0.0.1]", "a.example"]
+)
+_PORTS = st.sampled_from(["", ":80", ":8765", ":"])
+_TAILS = st.text(alphabet=st.sampled_from(list("@/.#?[]:%\\ ae1")), max_size=8)
+
+
+@given(name=_NAMES, port=_PORTS, tail=_TAILS, case=st.booleans())
+def test_a_host_value_is_a_host_and_an_optional_port_and_nothing_else(name, port, tail, case):
+    """``origin.host_name`` parses ``Host`` strictly (RFC 9110 §7.2: uri-host [":" port]): the name back only when
+    the value is exactly one, in any case, with an optional port; anything after it (``localhost:80@evil``,
+    ``[::ffff:127.0.0.1].evil``) makes it no host, "" (before: the first accepted as ``localhost``, the second as
+    ``::ffff:127.0.0.1``). And a value that is no host is refused without a token."""
+    import re
+
+    value = (name.upper() if case else name) + port + tail
+    got = origin.host_name(value)
+    host = rf"(\[{re.escape(got)}\]|{re.escape(got)})" if ":" in got else re.escape(got)  # IPv6 in brackets
+    if got:  # the value is exactly that host and an optional port
+        assert re.fullmatch(host + r"(:[0-9]*)?", value.strip().lower()), f"{value!r} read as {got!r}"
+    else:
+        assert tail != "" and origin.foreign_host(value, token=False)
+    if tail == "":
+        assert got == name.strip("[]")
+
+
+@pytest.mark.parametrize(
+    "value", ["localhost:80@evil", "[::ffff:127.0.0.1].evil", "127.0.0.1/x", "[127.0.0.1]", "localhost:80:80", "a b"]
+)
+def test_the_breakers_hosts_are_refused(value):
+    assert origin.host_name(value) == "" and origin.foreign_host(value, token=False)

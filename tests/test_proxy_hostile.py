@@ -53,6 +53,16 @@ _BOMB = _gzip_bomb(1024)
 _BOMB_TWICE = gzip.compress(_BOMB, 9)  # "Content-Encoding: gzip, gzip": a few KB whose second layer is the bomb
 
 
+def _layered(data: bytes, n: int) -> bytes:
+    """``data`` gzipped ``n`` times (``Content-Encoding`` of ``n`` gzip layers): 1,100 layers are ~25 KB."""
+    for _ in range(n):
+        data = gzip.compress(data, 1)
+    return data
+
+
+_LAYERS = 1100  # the breaker's answer (issue 38): one nested generator per layer overflowed the stack
+
+
 def _upstream_app() -> FastAPI:
     app = FastAPI()
 
@@ -76,6 +86,13 @@ def _upstream_app() -> FastAPI:
         if body["model"] == "bomb-twice":  # the same bomb gzipped again: a few KB on the wire
             media = "text/event-stream" if body.get("stream") else "application/json"
             return Response(_BOMB_TWICE, media_type=media, headers={"content-encoding": "gzip, gzip"})
+        if body["model"] == "layers":  # a valid answer under 1,100 stacked gzip layers
+            answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]}
+            return Response(
+                _layered(json.dumps(answer).encode(), _LAYERS),
+                media_type="text/event-stream" if body.get("stream") else "application/json",
+                headers={"content-encoding": ", ".join(["gzip"] * _LAYERS)},
+            )
         gen = {"slow": slow, "nonl": no_newline}[body["model"]]
         return StreamingResponse(gen(), media_type="text/event-stream")
 
@@ -246,6 +263,87 @@ def test_every_stack_of_encodings_decodes_to_the_body_in_bounded_pieces(data, la
     pieces = [wire[i : i + cut] for i in range(0, len(wire), cut)] or [b""]
     out = _decode_all(_Raw(header, pieces))
     assert b"".join(out) == data and all(len(p) <= DECODE_STEP for p in out)
+
+
+@given(
+    n=st.integers(0, 3000),
+    names=st.lists(st.sampled_from(["gzip", "x-gzip", "deflate", "identity", "GZIP"]), min_size=1, max_size=4),
+)
+@settings(max_examples=examples(60), deadline=None)
+def test_any_number_of_stacked_encodings_decodes_or_is_refused_naming_the_bound(n, names):
+    """A ``Content-Encoding`` of ``n`` layers (any mix of names, identity not counted): up to
+    ``MAX_CONTENT_CODINGS`` decoded to the body; more refused before any inflation with a DecodingError naming the
+    bound, never a RecursionError (before: one nested generator per layer, RecursionError from ~1,000 layers)."""
+    from lantern.llm import MAX_CONTENT_CODINGS
+
+    header = ", ".join(names[i % len(names)] for i in range(n))
+    coded = [names[i % len(names)] for i in range(n) if names[i % len(names)] != "identity"]
+    data = b"the redis port is 6001 " * 50
+    wire = data
+    for name in coded:  # in the order listed: the last listed applied last (RFC 9110 §8.4)
+        wire = _encode(wire, "gzip" if name.lower() in ("gzip", "x-gzip") else "deflate-zlib")
+    if len(coded) <= MAX_CONTENT_CODINGS:
+        assert b"".join(_decode_all(_Raw(header, [wire]))) == data
+    else:
+        with pytest.raises(httpx.DecodingError, match=f"{len(coded)} stacked Content-Encoding layers.*at most"):
+            _decode_all(_Raw(header, [wire]))
+
+
+@given(n=st.integers(0, 1500), cut=st.integers(1, 5000))
+@settings(max_examples=examples(10), deadline=None)
+def test_the_decoder_is_iterative_whatever_the_depth(n, cut):
+    """With the bound lifted, ``n`` gzip layers (up to 1,500, past Python's recursion limit) still decode to the
+    body, fed in any pieces: the layers are pulled in one loop, no stack frame per layer."""
+    import lantern.llm as llm
+
+    data = bytes(range(256)) * 40
+    wire = _layered(data, n)
+    pieces = [wire[i : i + cut] for i in range(0, len(wire), cut)]
+    bound = getattr(llm, "MAX_CONTENT_CODINGS", None)
+    llm.MAX_CONTENT_CODINGS = 10_000
+    try:
+        decoder = llm.BodyDecoder(", ".join(["gzip"] * n))
+        out = [piece for raw in pieces for piece in decoder.feed(raw)]
+    finally:
+        llm.MAX_CONTENT_CODINGS = bound
+    assert b"".join(out) == data and all(len(p) <= llm.DECODE_STEP for p in out)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_reply_in_a_thousand_layers_is_a_502_and_the_turn_archived(live_proxy, stream):
+    """An upstream reply under 1,100 stacked gzip layers (a 25 KB body): a 502 naming the bound, streamed or not
+    (before: a 500 "internal error RecursionError", the user's turn not archived), the user's turn archived."""
+    url, db = live_proxy
+    payload = {"model": "layers", "stream": stream, "messages": [{"role": "user", "content": "Stack the heron."}]}
+    r = httpx.post(url + "/chat/completions", json=payload, timeout=60)
+    assert r.status_code == 502 and "1100 stacked Content-Encoding layers" in r.json()["error"], r.text
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not _texts(db, "default"):
+        time.sleep(0.2)
+    assert any("Stack the heron" in t for t in _texts(db, "default"))
+
+
+def test_an_llm_answer_in_a_thousand_layers_is_a_malformed_llm_error():
+    """The LLM client (rerank, chat, memory agent) refuses an answer under 1,100 gzip layers as an ``LLMError``
+    (malformed, naming the bound), so its callers keep their fallback (before: RecursionError, "internal error")."""
+    from lantern.llm import LLMClient, LLMError, LLMSettings
+
+    answer = json.dumps({"choices": [{"message": {"content": '{"ids": []}'}}]}).encode()
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            stream=httpx.ByteStream(_layered(answer, _LAYERS)),
+            headers={"content-encoding": ", ".join(["gzip"] * _LAYERS)},
+        )
+
+    client = LLMClient(LLMSettings("http://llm.invalid/v1", "m"), transport=httpx.MockTransport(reply))
+    try:
+        with pytest.raises(LLMError, match="stacked Content-Encoding layers") as caught:
+            client.chat([{"role": "user", "content": "Rank these."}])
+    finally:
+        client.close()
+    assert caught.value.kind == "malformed"
 
 
 def test_an_encoding_not_asked_for_is_refused():

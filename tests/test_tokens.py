@@ -35,30 +35,40 @@ class Clock:
         return self.now
 
 
+ADDRESSES = ["10.0.0.1", "10.0.0.2", "127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.2", "192.168.1.7"]
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(
     attempts=st.lists(
-        st.tuples(st.floats(0, 20, allow_nan=False), st.booleans(), st.sampled_from(["a", "b"])), max_size=80
-    )
+        st.tuples(st.floats(0, 20, allow_nan=False), st.booleans(), st.sampled_from(ADDRESSES)), max_size=120
+    ),
+    max_clients=st.integers(1, 4),
 )
-def test_no_window_ever_checks_more_than_the_limit_of_wrong_tokens(attempts):
-    """The property: in every 60 s window, at most 10 wrong tokens of one address are checked; a right token of an
-    address that is not blocked is always accepted; an address never blocks another."""
+def test_no_window_ever_checks_more_than_the_limits_of_wrong_tokens(attempts, max_clients):
+    """The property: in every 60 s window, at most 10 wrong tokens of one client are checked, every loopback
+    address being one client (this host), and at most ``GLOBAL_LIMIT`` of all clients together, however few
+    addresses are remembered (an evicted address gets no new guesses); a right token of a client that is not
+    blocked is always accepted; a client blocks another only once all together reach the global limit."""
+    from lantern.integrations.tokens import GLOBAL_LIMIT, client_of
+
     clock = Clock()
-    limit = FailureLimit(clock=clock)
-    checked: dict[str, list[float]] = {"a": [], "b": []}
-    for dt, right, who in attempts:
+    limit = FailureLimit(clock=clock, max_clients=max_clients)
+    checked: dict[str, list[float]] = {}
+    for dt, right, address in attempts:
         clock.now += dt
-        blocked = limit.wait(who) > 0
-        if blocked:
-            recent = [t for t in checked[who] if t > clock.now - 60]
-            assert len(recent) >= 10  # blocked only with 10 wrong checks in the window
+        who = client_of(address)
+        recent = [t for t in checked.get(who, []) if t > clock.now - 60]
+        everyone = [t for ts in checked.values() for t in ts if t > clock.now - 60]
+        if limit.wait(address) > 0:
+            assert len(recent) >= 10 or len(everyone) >= GLOBAL_LIMIT  # blocked only past a limit
             continue
         if not right:
-            checked[who].append(clock.now)
-            limit.failed(who)
-        window = [t for t in checked[who] if t > clock.now - 60]
-        assert len(window) <= 10
+            checked.setdefault(who, []).append(clock.now)
+            limit.failed(address)
+        assert len([t for t in checked.get(who, []) if t > clock.now - 60]) <= 10
+        assert len([t for ts in checked.values() for t in ts if t > clock.now - 60]) <= GLOBAL_LIMIT
+    assert client_of("127.3.2.1") == client_of("::1") == client_of("::ffff:127.0.0.1") != client_of("10.0.0.1")
 
 
 def test_the_inspector_answers_429_after_ten_wrong_tokens_even_to_the_right_one(tmp_path):
@@ -99,6 +109,51 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", ["ui", "serve"])
+def test_neither_x_forwarded_for_nor_another_loopback_source_buys_more_guesses(tmp_path, command):
+    """The real servers (``lantern ui`` and ``lantern serve`` with ``--token-file``), guessed at over real sockets,
+    each guess with a new ``X-Forwarded-For`` and from a new source address in 127.0.0.0/8: after 10 wrong tokens
+    every token presented, the right one too, is a 429 (before: uvicorn's ``proxy_headers`` made the header the
+    client's address, and every guess was checked)."""
+    db = tmp_path / "t.db"
+    with Lantern(db) as lt:
+        lt.archive([{"role": "user", "content": "The ibis canary listens on port 8533."}], session="s")
+    secret = tmp_path / "token"
+    secret.write_text(TOKEN)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*LANTERN, "--db", str(db), command, "--port", str(port), "--token-file", str(secret)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    path = "/" if command == "ui" else "/v1/memory/stats"
+
+    def guess(i: int, token: str) -> int:
+        transport = httpx.HTTPTransport(local_address=f"127.0.{i // 250}.{i % 250 + 2}")
+        with httpx.Client(transport=transport, base_url=f"http://127.0.0.1:{port}") as c:
+            return c.get(
+                path,
+                headers={"authorization": f"Bearer {token}", "x-forwarded-for": f"203.0.113.{i % 250 + 1}"},
+                follow_redirects=False,
+            ).status_code
+
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}{path}")
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        codes = [guess(i, f"guess-{i}") for i in range(30)]
+        assert codes[:10] == [401] * 10 and set(codes[10:]) == {429}, codes
+        assert guess(99, TOKEN) == 429
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
 
 
 def test_a_token_file_keeps_the_token_out_of_the_command_line(tmp_path):
@@ -198,3 +253,61 @@ def test_no_db_warning_from_the_environment_or_without_a_password():
     assert r.exit_code != 0 and "visible" not in r.stderr and "s3cr3t-PW-9x" not in r.stdout + r.stderr
     for quiet in ("postgresql://ann@127.0.0.1:1/x", "postgresql://ann:@127.0.0.1:1/x"):
         assert "visible" not in _stats(["--db", quiet], {}).stderr
+
+
+def _invoke(args: list[str], env: dict[str, str] | None = None):
+    from typer.testing import CliRunner
+
+    from lantern.cli import app
+
+    return CliRunner().invoke(app, args, env={"LANTERN_EMBEDDER": "fake", **(env or {})})
+
+
+@settings(max_examples=examples(12), deadline=None)
+@given(
+    password=_PASSWORDS,
+    place=st.sampled_from(["--db", "SRC", "DST", "--upstream", "--llm-base-url"]),
+    form=st.sampled_from(["userinfo", "query"]),
+)
+def test_every_url_with_a_password_on_the_command_line_gets_the_one_warning(tmp_path_factory, password, place, form):
+    """Wherever the command line takes a URL (the global ``--db``, ``copy``'s SRC and DST, ``serve --upstream``,
+    ``--llm-base-url``), one with a password gets the one warning line, naming the alternatives (the option's
+    environment variable; ``$PGPASSWORD`` or ``~/.pgpass`` for PostgreSQL), and the password is in no output
+    (before: only ``--db`` warned)."""
+    from urllib.parse import quote
+
+    pw = quote(password, safe="")
+    here = tmp_path_factory.mktemp("urls")
+    if place in ("--db", "SRC", "DST"):
+        url = (
+            f"postgresql://ann:{pw}@127.0.0.1:1/x"
+            if form == "userinfo"
+            else f"postgresql://ann@127.0.0.1:1/x?password={pw}"
+        )
+    else:  # an http(s) URL's password is its user info (sent as basic auth)
+        url = f"http://ann:{pw}@127.0.0.1:1/v1"
+    args = {
+        "--db": ["--db", url, "stats"],
+        "SRC": ["copy", url, str(here / "dst.db")],
+        "DST": ["copy", str(here / "missing.db"), url],
+        "--upstream": ["serve", "--upstream", url, "--max-body-bytes", "0"],  # refused after the warning
+        "--llm-base-url": ["--db", str(here / "none.db"), "recover", "q", "--llm-base-url", url, "--llm-model", "m"],
+    }[place]
+    r = _invoke(args)
+    out = r.stdout + r.stderr
+    assert r.exit_code != 0 and password not in out and pw not in out, out
+    warnings = [line for line in r.stderr.splitlines() if "visible to other users" in line]
+    shown = {"SRC": "SRC", "DST": "DST"}.get(place, place)
+    envvar = {"--db": "$LANTERN_DB, ", "--upstream": "$LANTERN_UPSTREAM", "--llm-base-url": "$LANTERN_LLM_BASE_URL"}
+    instead = envvar.get(place, "") + ("$PGPASSWORD or ~/.pgpass" if url.startswith("postgresql") else "")
+    assert warnings == [
+        f"warning: the password of a {shown} URL on the command line is visible to other users in ps; "
+        f"use {instead} (docs/cli.md#secrets)"
+    ], r.stderr
+
+
+def test_no_url_warning_from_the_environment_or_without_a_password(tmp_path):
+    r = _invoke(["serve", "--max-body-bytes", "0"], {"LANTERN_UPSTREAM": "http://ann:pw-9x@127.0.0.1:1/v1"})
+    assert "visible" not in r.stderr and "pw-9x" not in r.stdout + r.stderr
+    r = _invoke(["copy", str(tmp_path / "missing.db"), "postgresql://ann@127.0.0.1:1/x"])
+    assert r.exit_code != 0 and "visible" not in r.stderr

@@ -57,7 +57,17 @@ JSON_MODES = ("schema", "object", "off")
 
 log = logging.getLogger("lantern.llm")
 
-__all__ = ["Completion", "LLMClient", "LLMError", "LLMSettings", "Usage", "endpoint", "parse_answer", "settings"]
+__all__ = [
+    "Completion",
+    "LLMClient",
+    "LLMError",
+    "LLMSettings",
+    "Usage",
+    "endpoint",
+    "parse_answer",
+    "settings",
+    "shown_url",
+]
 
 
 class LLMError(LanternError):
@@ -293,7 +303,7 @@ class LLMClient:
             if not told:
                 log.warning(
                     "LLM endpoint %s refuses response_format %s; using %s from now on (set %s=%s to skip the probe)",
-                    _shown(self.settings.url),
+                    shown_url(self.settings.url),
                     _FORMAT_NAMES[first],
                     _FORMAT_NAMES[mode],
                     JSON_MODE_ENV,
@@ -310,7 +320,7 @@ class LLMClient:
             headers["authorization"] = f"Bearer {key}"
         elif self._authorization:
             headers["authorization"] = self._authorization
-        url = _shown(self.settings.url)  # in messages; the request goes to self.settings.url
+        url = shown_url(self.settings.url)  # in messages; the request goes to self.settings.url
         start = time.perf_counter()
         usage = Usage(calls=1)
         try:
@@ -326,6 +336,8 @@ class LLMClient:
             raise self._fail(
                 usage, start, f"LLM endpoint {url} timed out after {self.settings.timeout_s:g} s", "timeout"
             ) from None
+        except httpx.DecodingError as e:  # an encoding not asked for, too many layers, a corrupt body
+            raise self._fail(usage, start, f"LLM endpoint {url}: answer not decoded: {e}", "malformed") from None
         except httpx.HTTPError as e:
             raise self._fail(
                 usage, start, f"LLM endpoint {url} unreachable: {type(e).__name__}", "unreachable"
@@ -377,41 +389,43 @@ class LLMClient:
 
 ACCEPTED_ENCODINGS = "gzip, deflate"  # what Lantern asks for when it reads a body (an answer, a proxied reply)
 DECODE_STEP = 1 << 16  # ours: bytes one decoding layer hands on at a time
+# the most stacked Content-Encoding layers decoded, as curl's MAX_ENCODE_STACK (CVE-2022-32206) and urllib3's
+# max_decode_links: one or two are legitimate, a thousand in a 25 KB body are an attack
+MAX_CONTENT_CODINGS = 5
 
 
 class _Inflater:
     """One ``Content-Encoding`` layer (gzip, x-gzip or deflate: zlib-wrapped as RFC 9110 §8.4.1.2 says, or raw as
-    some servers send it) decoded ``DECODE_STEP`` bytes at a time (zlib's ``max_length``)."""
+    some servers send it): ``put`` its input, ``pull`` at most ``DECODE_STEP`` bytes of output at a time (zlib's
+    ``max_length``), b"" when it needs more input or has ended."""
 
     def __init__(self, name: str):
         self.d = zlib.decompressobj(zlib.MAX_WBITS | 16) if name in ("gzip", "x-gzip") else None
-        self.head = b""
+        self.tail = b""  # input not yet taken by zlib
+        self.pending = False  # the last pull filled a step: zlib may hold more output
 
-    def feed(self, data: bytes) -> Iterator[bytes]:
+    def put(self, data: bytes) -> None:
+        if self.d is None or not self.d.eof:  # after the end of the stream: trailing bytes, dropped
+            self.tail += data
+
+    def pull(self) -> bytes:
         if self.d is None:  # deflate: zlib-wrapped or raw, told by the first two bytes (RFC 1950 §2.2)
-            self.head += data
-            if len(self.head) < 2:
-                return
-            data, self.head = self.head, b""
-            wrapped = (data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0
+            if len(self.tail) < 2:
+                return b""
+            head = self.tail
+            wrapped = (head[0] & 0x0F) == 8 and ((head[0] << 8) | head[1]) % 31 == 0
             self.d = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
-        while not self.d.eof:
-            try:
-                out = self.d.decompress(data, DECODE_STEP)
-            except zlib.error as e:
-                import httpx
+        if self.d.eof or not (self.tail or self.pending):
+            return b""
+        try:
+            out = self.d.decompress(self.tail, DECODE_STEP)
+        except zlib.error as e:
+            import httpx
 
-                raise httpx.DecodingError(f"body not decodable: {e}") from None
-            data = self.d.unconsumed_tail
-            if out:
-                yield out
-            if not data and len(out) < DECODE_STEP:  # the input taken and no output left pending
-                return
-
-
-def _through(layer: _Inflater, pieces: Iterable[bytes]) -> Iterator[bytes]:
-    for piece in pieces:
-        yield from layer.feed(piece)
+            raise httpx.DecodingError(f"body not decodable: {e}") from None
+        self.tail = self.d.unconsumed_tail
+        self.pending = len(out) == DECODE_STEP
+        return out
 
 
 class BodyDecoder:
@@ -420,8 +434,9 @@ class BodyDecoder:
     ``DECODE_STEP`` bytes each, each inflated only when the reader asks for it. Whatever the ratio, a layer holds
     no more than a step of output, so stacked layers (``gzip, gzip``: a few KB that inflate to GBs in one call of
     httpx's own decoders) cost no more memory than one, and a reader that stops at its cap has inflated at most a
-    step more. Raises httpx.DecodingError for another encoding (Lantern asks for ``ACCEPTED_ENCODINGS`` only) or a
-    body that does not decode."""
+    step more. The layers are pulled in one loop (no nesting per layer). Raises httpx.DecodingError for another
+    encoding (Lantern asks for ``ACCEPTED_ENCODINGS`` only), more than ``MAX_CONTENT_CODINGS`` layers, or a body
+    that does not decode."""
 
     def __init__(self, content_encoding: str):
         import httpx
@@ -431,15 +446,31 @@ class BodyDecoder:
         unknown = [n for n in names if n not in ("gzip", "x-gzip", "deflate")]
         if unknown:
             raise httpx.DecodingError(f"a body in an encoding Lantern did not ask for: {unknown[0][:40]}")
+        if len(names) > MAX_CONTENT_CODINGS:
+            raise httpx.DecodingError(
+                f"a body in {len(names)} stacked Content-Encoding layers: Lantern decodes at most {MAX_CONTENT_CODINGS}"
+            )
         self.layers = [_Inflater(n) for n in reversed(names)]
 
     def feed(self, raw: bytes) -> Iterator[bytes]:
-        pieces: Iterable[bytes] = [raw]
-        for layer in self.layers:
-            pieces = _through(layer, pieces)
-        for piece in pieces:  # an identity body's raw pieces in steps too: every reader gets the same bound
-            for start in range(0, len(piece), DECODE_STEP):
-                yield piece[start : start + DECODE_STEP]
+        if not self.layers:  # an identity body's raw pieces in steps too: every reader gets the same bound
+            for start in range(0, len(raw), DECODE_STEP):
+                yield raw[start : start + DECODE_STEP]
+            return
+        self.layers[0].put(raw)
+        last = len(self.layers) - 1
+        while True:
+            # the layer nearest the output that has some: its piece goes on one layer (each holds at most a step)
+            for i in range(last, -1, -1):
+                out = self.layers[i].pull()
+                if out:
+                    break
+            else:
+                return  # every layer waits for more raw bytes (or has ended)
+            if i == last:
+                yield out
+            else:
+                self.layers[i + 1].put(out)
 
 
 def _read_capped(response: Any, limit: int) -> bytes | None:
@@ -513,7 +544,7 @@ def endpoint(base_url: str, path: str, query: str | bytes = b"", *, once: bool =
     return str(base.copy_with(raw_path=raw, fragment=None))
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """``url`` as error messages show it: credentials in its user info (``https://user:key@host``) and its query
     (``?api-key=...``) as ``***``, the rest unchanged."""
     parts = urlsplit(url)

@@ -36,10 +36,9 @@ from lantern.cli.options import (
     Group,
     db_location,
     embedder_name,
-    on_command_line,
     rewound_mode,
     version_option,
-    warn_visible,
+    warn_password,
 )
 
 
@@ -51,6 +50,7 @@ def _global(
         metavar="<path|url>",
         help="Database file (default $LANTERN_DB or ~/.lantern/lantern.db), or a postgresql:// URL (docs/postgres.md).",
         envvar="LANTERN_DB",
+        callback=warn_password,
     ),
     embedder: Optional[str] = typer.Option(
         None,
@@ -74,10 +74,6 @@ def _global(
 ) -> None:
     state.db = db_location(db)
     state.embedder = embedder
-    from lantern.config import has_password
-
-    if on_command_line(ctx, "db") and has_password(db):
-        warn_visible("the password of a --db URL", "use $LANTERN_DB, $PGPASSWORD or ~/.pgpass")
     state.rewound = rewound
 
 

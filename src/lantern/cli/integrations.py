@@ -17,6 +17,7 @@ from lantern.cli.options import (
     pinned_db_option,
     secret,
     uninstall_option,
+    warn_password,
 )
 from lantern.cli.render import installed, serve_banner, serve_warnings
 
@@ -45,6 +46,7 @@ def serve(
         None,
         "--upstream",
         envvar="LANTERN_UPSTREAM",
+        callback=warn_password,
         help="OpenAI-compatible base URL (e.g. https://api.openai.com/v1): proxy /v1/chat/completions and /v1/* to it.",
     ),
     upstream_timeout: float = typer.Option(

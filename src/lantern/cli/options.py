@@ -127,6 +127,40 @@ def on_command_line(ctx: typer.Context, name: str) -> bool:
     return getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
 
 
+def url_password(value: str) -> bool:
+    """Whether the URL ``value`` carries a password: a ``postgresql://`` URL's (userinfo or a secret parameter,
+    ``config.has_password``) or an http(s) URL's user info (sent as basic auth, llm.py ``endpoint``)."""
+    from urllib.parse import urlsplit
+
+    from lantern.config import has_password, is_server_url
+
+    if is_server_url(value):
+        return has_password(value)
+    try:
+        parts = urlsplit(value)
+        return parts.scheme.lower() in ("http", "https") and bool(parts.password)
+    except ValueError:  # not a URL (a bad port): nothing to warn about, the option's own check says what is wrong
+        return False
+
+
+def warn_password(ctx: typer.Context, param: Any, value: Any) -> Any:
+    """Callback of every option and argument that takes a URL (``--db``, ``copy``'s SRC and DST, ``--upstream``,
+    ``--llm-base-url``): given on the command line (not by its environment variable) with a password in it, one
+    warning that ``ps`` shows it, naming the alternatives: the option's environment variable, and libpq's
+    ``$PGPASSWORD`` or ``~/.pgpass`` for a ``postgresql://`` URL. Returns ``value`` unchanged."""
+    if not (isinstance(value, str) and on_command_line(ctx, param.name) and url_password(value)):
+        return value
+    from lantern.config import is_server_url
+
+    shown = param.opts[0] if param.param_type_name == "option" else param.name.upper()
+    instead = [f"${param.envvar}"] if isinstance(param.envvar, str) else []
+    if is_server_url(value):
+        instead += ["$PGPASSWORD", "~/.pgpass"]
+    words = ", ".join(instead[:-1]) + " or " + instead[-1] if len(instead) > 1 else "".join(instead)
+    warn_visible(f"the password of a {shown} URL", f"use {words}")
+    return value
+
+
 def warn_visible(what: str, instead: str) -> None:
     typer.secho(
         f"warning: {what} on the command line is visible to other users in ps; {instead} (docs/cli.md#secrets)",
@@ -171,6 +205,7 @@ def llm_url_option() -> object:
         "--llm-base-url",
         envvar="LANTERN_LLM_BASE_URL",
         metavar="URL",
+        callback=warn_password,
         help="OpenAI-compatible API root (.../v1) of the LLM half; receives conversation text. Default "
         "$LANTERN_LLM_BASE_URL.",
     )
@@ -274,6 +309,7 @@ def pinned_db_option() -> Any:
             "Database the hooks write to, pinned in the hook command (default: the global --db, else $LANTERN_DB at "
             "install time; with neither, the hooks use $LANTERN_DB or ~/.lantern/lantern.db when they run)."
         ),
+        callback=warn_password,
     )
 
 

@@ -626,4 +626,7 @@ def serve_banner(host: str, port: int, token: Any, upstream: Any) -> None:
     docs = "docs /docs" if token is None else "no /docs or /openapi.json with --token"
     typer.echo(f"lantern memory API on http://{host}:{port}/v1/memory ({docs})", err=True)
     if upstream:
-        typer.echo(f"chat-completions proxy: OPENAI_BASE_URL=http://{host}:{port}/v1 -> {upstream}", err=True)
+        from lantern.llm import shown_url
+
+        shown = shown_url(upstream)  # its user info and query (a key) as ***
+        typer.echo(f"chat-completions proxy: OPENAI_BASE_URL=http://{host}:{port}/v1 -> {shown}", err=True)

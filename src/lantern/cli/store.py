@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from lantern.cli.common import fail, guard, open_db, state
-from lantern.cli.options import agent_option, embedder_name, project_option, utf8
+from lantern.cli.options import agent_option, embedder_name, project_option, utf8, warn_password
 from lantern.cli.render import (
     copied_line,
     forgotten_lines,
@@ -143,8 +143,12 @@ def vacuum(
 
 
 def copy(
-    src: str = typer.Argument(..., help="The store to copy from: a SQLite file or a postgresql:// URL."),
-    dst: str = typer.Argument(..., help="The store to copy into (created when missing), file or URL."),
+    src: str = typer.Argument(
+        ..., help="The store to copy from: a SQLite file or a postgresql:// URL.", callback=warn_password
+    ),
+    dst: str = typer.Argument(
+        ..., help="The store to copy into (created when missing), file or URL.", callback=warn_password
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as one JSON object."),
 ) -> None:
     """Copy every entry (scopes, embeddings, facts, reinforcement state) between stores, SQLite <-> PostgreSQL.

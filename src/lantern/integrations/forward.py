@@ -364,6 +364,10 @@ class _Forwarder:
             return JSONResponse(
                 {"error": f"upstream timed out after {self.timeout:g} s"}, status_code=504, background=background
             )
+        if isinstance(e, httpx.DecodingError):  # an encoding not asked for, too many layers, a corrupt body
+            return JSONResponse(
+                {"error": f"upstream reply not decoded: {e}"[:300]}, status_code=502, background=background
+            )
         return JSONResponse(
             {"error": f"upstream unreachable: {type(e).__name__}"}, status_code=502, background=background
         )
@@ -453,11 +457,17 @@ class _Forwarder:
                 ),
             )
 
+        try:  # an encoding refused before the stream's status is sent: a 502 like a reply not streamed
+            decoder = BodyDecoder(resp.headers.get("content-encoding", ""))
+        except httpx.DecodingError as e:
+            await resp.aclose()
+            return self.upstream_error(e, BackgroundTask(self.archive, session, messages, None, scope))
+
         async def relay():
             parser = api.parser()
             size = 0
             try:
-                async for chunk in _decoded(resp):
+                async for chunk in _decoded(resp, decoder):
                     size += len(chunk)
                     if size > self.max_reply_bytes:  # decoded past the cap: the stream ends here
                         _note_failure("upstream stream", session, ReplyTooLarge(self.max_reply_bytes))
@@ -509,15 +519,16 @@ class ReplyTooLarge(Exception):
     """An upstream reply decoded past ``MAX_REPLY_BYTES`` (logged by type, like every upstream failure)."""
 
 
-async def _decoded(resp: Any) -> AsyncIterator[bytes]:
+async def _decoded(resp: Any, decoder: BodyDecoder | None = None) -> AsyncIterator[bytes]:
     """The body of a streamed httpx response, decoded from its ``Content-Encoding`` by ``llm.BodyDecoder`` (at most
     ``DECODE_STEP`` bytes inflated per layer before the reader takes them), so a reader that stops at its cap has
-    inflated at most a step more. Raises httpx.DecodingError as ``BodyDecoder`` does."""
+    inflated at most a step more; ``decoder``: one already made for it. Raises httpx.DecodingError as
+    ``BodyDecoder`` does."""
     if resp.is_stream_consumed:  # a body given whole (a transport that read it, tests' mocks): as it is
         async for piece in resp.aiter_bytes():
             yield piece
         return
-    decoder = BodyDecoder(resp.headers.get("content-encoding", ""))
+    decoder = decoder or BodyDecoder(resp.headers.get("content-encoding", ""))
     async for raw in resp.aiter_raw():
         for piece in decoder.feed(raw):
             yield piece

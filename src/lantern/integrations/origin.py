@@ -26,6 +26,7 @@ Clients that are not browsers (the OpenAI and Anthropic SDKs, curl, the MCP and 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,13 +36,26 @@ CROSS_SITE = ("cross-site", "same-site")  # Sec-Fetch-Site values of a request f
 JSON_TYPES = ("application/json",)  # and any application/*+json (RFC 6839)
 
 
+# RFC 9110 §7.2: Host = uri-host [ ":" port ]; uri-host an IP literal in brackets (RFC 3986 §3.2.2), an IPv4
+# address or a DNS name (letters, digits, "-", "_" and dots: what a browser sends; the rest of reg-name is refused),
+# the port digits only. Nothing else may follow: ``localhost:80@evil``, ``[::1].evil`` are no host.
+_HOST = re.compile(r"(?:\[(?P<literal>[0-9a-f:.]+)\]|(?P<name>[a-z0-9_.-]+))(?::[0-9]{0,5})?")
+
+
 def host_name(host: str) -> str:
-    """The name of a ``Host`` header value, without its port: ``[::1]:8765`` -> ``::1``, ``localhost:80`` ->
-    ``localhost``; lower-cased."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    """The name of a ``Host`` header value, without its port, lower-cased: ``[::1]:8765`` -> ``::1``,
+    ``localhost:80`` -> ``localhost``; "" for a value that is not exactly a host and an optional port (``_HOST``:
+    anything after them, user info, a bracketed literal that is not an IPv6 address), which no check accepts."""
+    found = _HOST.fullmatch(host.strip().lower())
+    if found is None:
+        return ""
+    literal = found.group("literal")
+    if literal is not None:
+        try:
+            return literal if ipaddress.ip_address(literal).version == 6 else ""
+        except ValueError:
+            return ""
+    return found.group("name")
 
 
 def is_ip(name: str) -> bool:

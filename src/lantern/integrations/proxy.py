@@ -432,4 +432,4 @@ def serve(
         rewound=rewound,
         rerank=rerank,
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", proxy_headers=False)  # no trusted proxy

@@ -186,6 +186,12 @@ class BaseStore:
     def stored_value(self, column: str, value: Any) -> Any:
         raise NotImplementedError
 
+    @staticmethod
+    def new_entry_id(db: Any) -> int | None:
+        """The id the entry inserted next in ``db``'s transaction takes, never one given before; None: the
+        backend's default gives it (PostgreSQL's identity sequence never gives a value twice)."""
+        return None
+
     def entry_value(self, column: str, stored: Any) -> Any:
         raise NotImplementedError
 

@@ -307,6 +307,30 @@ def m012_text_first(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS entries_unembedded ON entries(id) WHERE e5_pending = 2")
 
 
+ENTRY_ID_FLOOR = "entry_id_floor"  # meta key: no entry id at or below it is given again (``m013_ids_once``)
+
+
+@migration
+def m013_ids_once(db: sqlite3.Connection) -> None:
+    """An entry id names one entry for good: a form, a feedback or a forget that holds it never reaches another
+    turn. SQLite gives a new row the largest rowid + 1 (sqlite.org/autoinc.html), so forgetting the newest entry
+    handed its id to the next turn; AUTOINCREMENT would need the table rebuilt. Instead meta ``ENTRY_ID_FLOOR``
+    holds the largest id deleted (a trigger, whatever the delete), every insert takes an id above it
+    (``Store.new_entry_id``), and a second trigger refuses an insert at or below it. One ``max(id)`` read: cheap on
+    any store (ids deleted before this migration may have been given again already; nothing tells them).
+    A migration that rebuilds ``entries`` must create both triggers again."""
+    db.execute("INSERT OR REPLACE INTO meta(key, value) SELECT ?, coalesce(max(id), 0) FROM entries", (ENTRY_ID_FLOOR,))
+    db.execute(  # one statement each: a trigger's body holds semicolons (``_run`` splits on them)
+        "CREATE TRIGGER IF NOT EXISTS entries_id_floor AFTER DELETE ON entries BEGIN "
+        f"UPDATE meta SET value = OLD.id WHERE key = '{ENTRY_ID_FLOOR}' AND CAST(value AS INTEGER) < OLD.id; END"
+    )
+    db.execute(
+        "CREATE TRIGGER IF NOT EXISTS entries_id_once AFTER INSERT ON entries "
+        f"WHEN NEW.id <= (SELECT CAST(value AS INTEGER) FROM meta WHERE key = '{ENTRY_ID_FLOOR}') BEGIN "
+        "SELECT RAISE(ABORT, 'entry id given before: an entry id is never given twice'); END"
+    )
+
+
 def _run(db: sqlite3.Connection, script: str) -> None:
     """Execute a script statement by statement (``executescript`` would commit the open transaction)."""
     for statement in script.split(";\n"):

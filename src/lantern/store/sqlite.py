@@ -23,7 +23,7 @@ from lantern.store import fulltext, snapshot
 from lantern.store import vectors as codec
 from lantern.store.base import ERASE_PENDING, VECTOR_BLOCKS, BaseStore, Dialect, Erasure, NewEntry
 from lantern.store.fulltext import WINDOW_BITS, entry_of_row
-from lantern.store.migrations import MIGRATIONS, migrate, roll_back
+from lantern.store.migrations import ENTRY_ID_FLOOR, MIGRATIONS, migrate, roll_back
 from lantern.store.packed import PACKED_COLUMNS, pack, pack_hash, unpack, unpack_hash
 from lantern.store.times import to_epoch
 
@@ -344,11 +344,12 @@ class Store(BaseStore):
         ids = []
         for row, turn, vec in items:
             cur = db.execute(
-                "INSERT INTO entries(session, turn, time, archived_at, text, summary, tags, hints, "
+                "INSERT INTO entries(id, session, turn, time, archived_at, text, summary, tags, hints, "
                 "memory_type, importance, content_hash, tool_count, file_count, meta, category, confidence, "
                 "success, user_id, agent_id, project, e5_pending) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0.5, 0.5, ?, ?, ?, ?)",
                 (
+                    self.new_entry_id(db),
                     row.session,
                     turn,
                     to_epoch(row.time),
@@ -368,6 +369,17 @@ class Store(BaseStore):
             self.index_fulltext(db, entry_id, row.summary, row.text, [t.value for t in row.tags])
             ids.append(entry_id)
         return ids
+
+    @staticmethod
+    def new_entry_id(db: sqlite3.Connection) -> int:
+        """The id of the entry inserted next in the open write transaction ``db``: one above every id given before,
+        stored or deleted (meta ``ENTRY_ID_FLOOR``, migrations.py ``m013_ids_once``), so an id held by a form,
+        a feedback or a forget never names another entry."""
+        return db.execute(
+            "SELECT max(coalesce((SELECT max(id) FROM entries), 0), "
+            "coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0)) + 1",
+            (ENTRY_ID_FLOOR,),
+        ).fetchone()[0]
 
     @staticmethod
     def index_fulltext(

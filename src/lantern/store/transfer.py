@@ -97,6 +97,9 @@ def write_imported(store: Any, db: Any, rec: dict[str, Any]) -> tuple[str, int |
     if place.meta is not None:
         rec["meta"] = place.meta
     values = _column_values(rec)
+    entry_id = store.new_entry_id(db)
+    if entry_id is not None:
+        values = {"id": entry_id, **values}
     names = list(values)
     cur = db.execute(
         f"INSERT INTO entries({', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}) VALUES "

@@ -584,4 +584,6 @@ def serve(
 
     if token is None and not is_loopback(host):
         raise LanternError(f"serving {host} needs --token: the inspector shows the whole archive")
-    uvicorn.run(build_app(path, embedder, token=token), host=host, port=port, log_level="warning")
+    uvicorn.run(  # no trusted proxy: the client is the socket's peer, X-Forwarded-For is not read
+        build_app(path, embedder, token=token), host=host, port=port, log_level="warning", proxy_headers=False
+    )
