@@ -287,7 +287,7 @@ def test_a_new_tracker_settles_the_rewinds_an_earlier_one_suggested(lt):
     assert tracker.seen[tracker.key("s", lt.scope)].abandoned == rewound
     assert current is None or not set(current.lost_entry_ids) & set(rewound)
     conversation_key = (lt.scope.user, "", "", "s")
-    assert [i for i, _ in lt.store.open_rewinds(conversation_key)[0]] == rewound  # until the proxy moves them
+    assert [i for i, _ in lt.store.open_rewinds(conversation_key)[0][0]] == rewound  # until the proxy moves them
     lt.abandon(dict.fromkeys(rewound, "abandoned-x"), keep=True)
     Tracker(lt).observe("s", [*went_on, {"role": "assistant", "content": "Tests pass."}])
     assert lt.store.open_rewinds(conversation_key) == []  # its turns left the session: the record goes

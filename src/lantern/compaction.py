@@ -18,9 +18,14 @@ compaction drops older turns and keeps the newest ones; it never keeps the old a
 are not "lost" (``Compaction.abandoned_entry_ids``), do not count towards a size drop, and are never recovered into
 that live context. When no archived turn is in the live context at all, nothing is abandoned: that is a new
 conversation under the same session id. One request is no evidence that the conversation went on without them:
-``Tracker`` acts only on a rewind a later request confirms (``confirmed_rewinds``: that request holds none of the
-abandoned turns and a turn archived after them; its ``abandoned``), and the proxy then moves those turns into
-``<session>/abandoned-<id>``, never deleting them.
+``Tracker`` keeps each such request as a rewind candidate (``Rewind``) and acts only on one a later request
+confirms (``confirmed_rewinds``): that request holds the candidate request's reply (the archived turn carrying the
+candidate's last message and what came after it: the client kept the new branch and built on it) and none of the
+abandoned turns. A request that holds any of them again refutes the candidate. A side request (a chat UI's title
+request), a retry or a duplicate is sent once and never built on, so it never confirms anything, however often it is
+sent. The proxy then moves the confirmed turns into ``<session>/abandoned-<id>``, never deleting them. Turns a
+compaction already took out of the context are not rewound by a later request (the client holds them as its
+summary): they stay lost, to be recovered, not abandoned.
 
 Call it BEFORE archiving the list it is given: a list that merely starts a new conversation under the same
 session id then shares no archived turn and is not a compaction. (Called after, the summary rule still works.)
@@ -36,7 +41,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -67,6 +72,7 @@ _TEMPLATE_OPENING = lazy_re.compile(  # the literal sentence only: words after i
 
 __all__ = [
     "Compaction",
+    "Rewind",
     "Tracker",
     "abandoned_after",
     "confirmed_rewinds",
@@ -314,43 +320,157 @@ def detect(
     archive = SessionArchive(lantern.store, session, scope)
     live = lantern.live_text(messages) if archive.ids else ""
     present = archive.present_in(live)
-    return _verdict(archive, session, messages, live, present)
+    return _verdict(archive, session, messages, live, present, _abandoned(lantern, archive, present, messages))
 
 
-def abandoned_after(archive: SessionArchive, present: set[int]) -> list[int]:
+def abandoned_after(archive: SessionArchive, present: set[int], questions: Sequence[str] = ()) -> list[int]:
     """The archived entries newer than the newest one ``present`` in the live context, in turn order: turns the
-    application rewound away (module docstring). None when nothing is present (a new conversation)."""
+    application rewound away (module docstring). None when nothing is present (a new conversation). The newest
+    present entry is taken among those that mark a point of the conversation (``_newest``: a question a side
+    request sent without its reply is present wherever the full exchange is, and marks none).
+
+    ``questions``: user messages of the request (``_abandoned``: those after its newest present entry), each as
+    ``Lantern.live_text`` renders it alone. A newer entry that opens with one of them is a turn whose question the
+    client still holds with another reply (a regenerate): the newest such is where the request branched off, and
+    the entries before it are not rewound but out of the context (a compaction that kept that question and
+    dropped what came before). Only when the newest present entry is no answered exchange (the system prompt): a
+    compaction keeps the newest turns, so a request that holds an older exchange and asks a newer question again
+    (a side request sent twice) dropped nothing."""
     if not present:
         return []
-    newest = max(archive.turn[i] for i in present)
-    at = bisect.bisect_right(archive.turns_sorted, newest)
-    return [i for i in archive.order[at:] if i not in present]
+    newest = _newest(archive, present)
+    at = bisect.bisect_right(archive.turns_sorted, archive.turn[newest])
+    after = [i for i in archive.order[at:] if i not in present]
+    if after and questions and newest not in archive.answered:
+        by_key: dict[str, list[str]] = {}
+        for q in questions:
+            by_key.setdefault(q[:KEY_CHARS], []).append(q)
+        opened = [
+            i
+            for i in after
+            for text in [archive.norm[i]]
+            if any(text == q or text.startswith(q + " ") for q in by_key.get(text[:KEY_CHARS], ()))
+        ]
+        if opened:
+            after = [i for i in after if archive.turn[i] >= archive.turn[opened[-1]]]
+    return after
+
+
+def _newest(archive: SessionArchive, present: set[int]) -> int:
+    """The newest entry of ``present`` (not empty) that marks a point of the conversation: not a question archived
+    without a reply (``SessionArchive.unanswered``: a side request's first question alone, a summary sent as a user
+    message before the turns it kept) nor a fragment of another entry (``part_of``); the newest of all when every
+    one is."""
+    newest = max(present, key=archive.turn.__getitem__)
+    if not archive.no_point(newest):
+        return newest
+    whole = [i for i in present if not archive.no_point(i)]
+    return max(whole, key=archive.turn.__getitem__) if whole else newest
+
+
+def _abandoned(lantern: Any, archive: SessionArchive, present: set[int], messages: list[Any]) -> list[int]:
+    """``abandoned_after`` with the request's user messages after its newest present entry as its ``questions``
+    (read back from the end up to a message that entry holds), rendered only when some archived entry is newer
+    than that one (a rewind-like request; a growing conversation renders nothing)."""
+    if not abandoned_after(archive, present):
+        return []
+    held = archive.norm[_newest(archive, present)]
+    questions = []
+    for m in reversed(messages):
+        text = lantern.live_text([m])
+        if text and text in held:
+            break
+        if text and _role(m) == "user":
+            questions.append(text)
+    return abandoned_after(archive, present, questions)
+
+
+def _role(m: Any) -> str | None:
+    return m.get("role") if isinstance(m, dict) else getattr(m, "role", None)
+
+
+@dataclass
+class Rewind:
+    """An open rewind candidate: a request left the archived entries ``ids`` (turn order) out of its history
+    (``abandoned_after``). ``branch`` is the evidence a later request must hold to confirm it: the candidate
+    request's last message as archived text renders it (``Lantern.live_text``, whitespace collapsed), known by its
+    sha256 (first 16 hex digits), length and role prefix (``"user: "``), so the store keeps no text of it; ``since``:
+    the newest archived turn when the candidate was made (the candidate's reply is archived after it)."""
+
+    ids: list[int]
+    branch: str
+    length: int
+    prefix: str
+    since: int
+
+    @classmethod
+    def of(cls, ids: list[int], last: str, since: int) -> Rewind:
+        """The candidate of a request whose last message renders as ``last`` (``live_text``)."""
+        return cls(list(ids), _digest(last), len(last), last[: last.find(": ") + 2], since)
+
+    def evidence(self) -> dict[str, Any]:
+        """What the store keeps of it besides the ids (store ``save_rewinds``; no text)."""
+        return {"branch": self.branch, "length": self.length, "prefix": self.prefix, "since": self.since}
+
+    @classmethod
+    def from_evidence(cls, ids: list[int], evidence: dict[str, Any]) -> Rewind | None:
+        try:
+            branch, length, prefix = str(evidence["branch"]), int(evidence["length"]), str(evidence["prefix"])
+            r = cls(ids, branch, length, prefix, int(evidence["since"]))
+        except (KeyError, TypeError, ValueError):
+            return None  # a record of another shape: no evidence can confirm it, so it is no candidate
+        return r if r.prefix and r.length > 0 else None
+
+    def replied_in(self, text: str) -> bool:
+        """Whether the archived turn ``text`` (whitespace collapsed) holds the candidate request's last message
+        with something after it (its reply): the message is looked for at each occurrence of its role prefix."""
+        at = text.find(self.prefix)
+        while 0 <= at and at + self.length < len(text):
+            if _digest(text[at : at + self.length]) == self.branch:
+                return True
+            at = text.find(self.prefix, at + 1)
+        return False
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def confirmed_rewinds(
-    archive: SessionArchive, present: set[int], candidates: list[list[int]]
-) -> tuple[list[int], list[list[int]]]:
-    """Settle the rewinds earlier requests suggested (``candidates``: each request's ``abandoned_after``, ids in
-    turn order) against this request's ``present`` entries: ``(confirmed ids, candidates still open)``.
+    archive: SessionArchive, present: set[int], candidates: list[Rewind]
+) -> tuple[list[int], list[Rewind]]:
+    """Settle the rewinds earlier requests suggested (``candidates``) against this request's ``present`` entries:
+    ``(confirmed candidates, candidates still open)``.
 
     One request that holds only the start of a conversation is no evidence of a rewind: a side request (a chat
-    UI's "generate a title" carries the first exchange and a new instruction), a retry or a request of another
-    client under the same session look the same. A candidate is **refuted** (dropped) when a later request holds
-    any of its entries again: the conversation still has them. It is **confirmed** when a later request holds
-    none of them and holds an entry archived after them: the conversation continued from the earlier point on
-    another branch. Otherwise it stays open (entries forgotten meanwhile are left out)."""
-    newest = max((archive.turn[i] for i in present), default=None)
-    confirmed: list[int] = []
-    still: list[list[int]] = []
-    for ids in candidates:
-        ids = [i for i in ids if i in archive.hash]
+    UI's "generate a title" carries the first exchange, or the first question alone, and a new instruction), a
+    retry, a duplicate or a request of another client under the same session look the same, and so do their
+    repeats. A candidate is **refuted** (dropped) when a later request holds any of its entries again: the
+    conversation still has them. It is **confirmed** only when a later request holds none of them and holds the
+    candidate request's reply: an entry archived after the candidate was made (``Rewind.since``) that carries the
+    candidate's last message and what followed it (``Rewind.replied_in``): the client kept the new branch's reply
+    and went on from it. A request sent once and never built on confirms nothing. Otherwise it stays open (entries
+    forgotten or moved meanwhile are left out; a candidate left with none is dropped)."""
+    confirmed: list[Rewind] = []
+    still: list[Rewind] = []
+    oldest = min((c.since for c in candidates), default=None)
+    at = len(archive.order) if oldest is None else bisect.bisect_right(archive.turns_sorted, oldest)
+    fresh = [i for i in archive.order[at:] if i in present]  # present entries archived after some candidate
+    for c in candidates:
+        ids = [i for i in c.ids if i in archive.hash]
         if not ids or not present.isdisjoint(ids):
             continue
-        if newest is not None and newest > max(archive.turn[i] for i in ids):
-            confirmed += ids
+        c.ids = ids
+        if any(c.replied_in(archive.norm[i]) for i in fresh if archive.turn[i] > c.since):
+            confirmed.append(c)
         else:
-            still.append(ids)
-    return confirmed, still
+            still.append(c)
+    gone = {i for c in confirmed for i in c.ids}
+    for c in still:  # an entry leaves the session with the confirmed rewind, and every candidate with it
+        c.ids = [i for i in c.ids if i not in gone]
+    return confirmed, [c for c in still if c.ids]
 
 
 def _verdict(
@@ -370,7 +490,9 @@ def _verdict(
         abandoned = abandoned_after(archive, present)
     gone = set(abandoned)
     if present:
-        newest = max(archive.turn[i] for i in present)
+        # the turns before the branch point must all be here: the newest present one, or the first abandoned one
+        # when the request regenerated a reply past a compaction (``abandoned_after``'s ``questions``)
+        newest = max(archive.turn[_newest(archive, present)], min((archive.turn[i] for i in gone), default=-1))
         older_present = sum(1 for i in present if archive.turn[i] < newest)
         older_gone = sum(1 for i in gone if archive.turn[i] < newest)
         kept_chars = archive.chars - sum(archive.raw_chars[i] for i in abandoned)
@@ -399,6 +521,8 @@ def _verdict(
 KEY_CHARS = 16  # ours: an archived text is looked up in the live context by its last 16 characters first
 SYNC_OVERLAP_S = 5.0  # ours: rows archived this long before the last sync are read again (clock granularity)
 TRACKED_SESSIONS = 64  # ours: sessions a Tracker keeps in memory (least recently seen dropped first)
+# a line of an archived turn (model.Message.render) that is no user message: an answer, a tool call or result
+_ANSWER = lazy_re.compile(r"^(?:assistant|tool|function|system|developer)\b|^user(?: \([^)\n]*\))? -> tool call", re.M)
 DIRECT_SEARCH_MAX = 64  # ours: up to this many entries are searched for directly, without the key lookup
 
 
@@ -423,6 +547,9 @@ class SessionArchive:
         self.norm: dict[int, str] = {}
         self.raw_chars: dict[int, int] = {}
         self.by_key: dict[str, set[int]] = {}
+        self.by_head: dict[str, set[int]] = {}  # the first KEY_CHARS characters of ``norm`` -> ids
+        self.unanswered: set[int] = set()  # turns of user messages only: a question archived without its reply
+        self.answered: set[int] = set()  # turns that open with a user message and hold an answer
         self.short: set[int] = set()  # texts shorter than KEY_CHARS: checked directly
         self.turns_sorted: list[int] = []
         self.order: list[int] = []  # ids in turn order
@@ -494,6 +621,9 @@ class SessionArchive:
             self.short.add(i)
         else:
             self.by_key.setdefault(norm[-KEY_CHARS:], set()).add(i)
+        self.by_head.setdefault(norm[:KEY_CHARS], set()).add(i)
+        if text.startswith("user"):
+            (self.answered if _ANSWER.search(text) else self.unanswered).add(i)
 
     def _drop(self, i: int) -> None:
         if i not in self.hash:
@@ -502,11 +632,24 @@ class SessionArchive:
         self.chars -= self.raw_chars.pop(i)
         del self.hash[i], self.turn[i]
         self.short.discard(i)
-        ids = self.by_key.get(norm[-KEY_CHARS:])
-        if ids is not None:
-            ids.discard(i)
-            if not ids:
-                del self.by_key[norm[-KEY_CHARS:]]
+        self.unanswered.discard(i)
+        self.answered.discard(i)
+        for index, key in ((self.by_key, norm[-KEY_CHARS:]), (self.by_head, norm[:KEY_CHARS])):
+            ids = index.get(key)
+            if ids is not None:
+                ids.discard(i)
+                if not ids:
+                    del index[key]
+
+    def no_point(self, i: int) -> bool:
+        """Whether entry ``i`` is ``unanswered`` or ``part_of`` another."""
+        return i in self.unanswered or self.part_of(i)
+
+    def part_of(self, i: int) -> bool:
+        """Whether entry ``i``'s text opens the text of another entry (followed by more of that turn: ``user: Q``
+        archived alone, and ``user: Q assistant: A``)."""
+        text = self.norm[i]
+        return any(j != i and self.norm[j].startswith(text + " ") for j in self.by_head.get(text[:KEY_CHARS], ()))
 
     def present_in(self, live: str, start: int = 0, only: set[int] | None = None) -> set[int]:
         """Ids whose text occurs in ``live`` ending after position ``start`` (``start=0``: anywhere), restricted
@@ -539,8 +682,9 @@ class _Seen:
     summary: str | None = None
     compaction: Compaction | None = None  # the last compaction event, while its context lasts
     abandoned: list[int] = field(default_factory=list)  # rewound-away entries this request confirmed
-    rewinds: list[list[int]] = field(default_factory=list)  # open rewind candidates (confirmed_rewinds)
-    saved: list[list[int]] = field(default_factory=list)  # the candidates the store holds for it (save_rewinds)
+    rewinds: list[Rewind] = field(default_factory=list)  # open rewind candidates (confirmed_rewinds)
+    saved: list[Rewind] = field(default_factory=list)  # the candidates the store holds for it (save_rewinds)
+    compacted: set[int] = field(default_factory=set)  # entries a compaction took out of the context, still out
 
 
 class Tracker:
@@ -576,20 +720,23 @@ class Tracker:
     def _conversation(archive: SessionArchive) -> tuple[str, str, str, str]:
         return archive.scope.user, archive.scope.agent or "", archive.scope.project or "", archive.session
 
-    def _open_rewinds(self, archive: SessionArchive) -> tuple[list[list[int]], list[list[int]]]:
+    def _open_rewinds(self, archive: SessionArchive) -> tuple[list[Rewind], list[Rewind]]:
         """The open rewind candidates the store holds for ``archive``'s conversation (a previous run's, or this
         tracker's before it let the session go), each cut to the entries still in the session with the content
         hash recorded (an id a later entry reuses is another entry); and the record as stored, so that a cut
-        one is written again."""
+        one is written again. A record without the evidence ``Rewind`` needs is no candidate."""
         stored = self.lantern.store.open_rewinds(self._conversation(archive))
-        out = []
-        for ids in stored:
-            kept = [i for i, h in ids if archive.hash.get(i, "")[:8] == h]
-            if kept:
+        out, saved = [], []
+        for ids, evidence in stored:
+            as_stored = Rewind.from_evidence([i for i, _ in ids], evidence)
+            kept = Rewind.from_evidence([i for i, h in ids if archive.hash.get(i, "")[:8] == h], evidence)
+            if as_stored is not None:
+                saved.append(as_stored)
+            if kept is not None and kept.ids:
                 out.append(kept)
-        return out, [[i for i, _ in ids] for ids in stored]
+        return out, saved
 
-    def _save_rewinds(self, state: _Seen, candidates: list[list[int]]) -> None:
+    def _save_rewinds(self, state: _Seen, candidates: list[Rewind]) -> None:
         """Record ``candidates`` in the store when they differ from what it holds (store ``save_rewinds``: one
         transaction). A store that cannot be written now (locked past ``WRITE_WAIT_S``, read-only) keeps the
         previous record; the candidates stay in memory and the next request tries again."""
@@ -601,14 +748,14 @@ class Tracker:
         if candidates == state.saved:
             return
         archive, store = state.archive, self.lantern.store
-        rows = [[(i, archive.hash[i][:8]) for i in ids if i in archive.hash] for ids in candidates]
+        rows = [([(i, archive.hash[i][:8]) for i in c.ids if i in archive.hash], c.evidence()) for c in candidates]
 
         def skipped(e: BaseException) -> None:
             logging.getLogger("lantern").warning("%s: rewind candidates not recorded (%s)", store.path, e)
 
         with unless_unwritable(store, skipped):
             store.save_rewinds(self._conversation(archive), rows, WRITE_WAIT_S)
-            state.saved = [list(ids) for ids in candidates]
+            state.saved = [replace(c, ids=list(c.ids)) for c in candidates]
 
     def observe(
         self,
@@ -646,16 +793,24 @@ class Tracker:
             present = kept | archive.present_in(live, len(state.live), old) | archive.present_in(live, 0, changed)
         else:
             present = archive.present_in(live)
-        confirmed, state.rewinds = confirmed_rewinds(archive, present, state.rewinds)
-        after = abandoned_after(archive, present)
+        done, state.rewinds = confirmed_rewinds(archive, present, state.rewinds)
+        confirmed = sorted({i for c in done for i in c.ids}, key=archive.turn.__getitem__)
+        state.compacted = {i for i in state.compacted if i in archive.hash and i not in present}
+        after = [i for i in _abandoned(self.lantern, archive, present, messages) if i not in state.compacted]
         current = _verdict(archive, session, messages, live, present, confirmed + after)
-        open_ids = {i for ids in state.rewinds for i in ids}
-        if [i for i in after if i not in open_ids]:
-            state.rewinds.append([i for i in after if i not in open_ids])
+        last = self.lantern.live_text(messages[-1:]) if after else ""
+        if last:  # a last message that renders as nothing could never be seen replied to: no candidate
+            from lantern.store.base import MAX_OPEN_REWINDS
+
+            candidate = Rewind.of(after, last, archive.turns_sorted[-1])
+            if candidate not in state.rewinds:  # a repeated request (a retry, a duplicate) is one candidate
+                state.rewinds = [*state.rewinds, candidate][-MAX_OPEN_REWINDS:]
+        if current is not None:  # a compaction's lost turns are the client's summary: never rewound away later
+            state.compacted |= set(current.lost_entry_ids)
         state.abandoned = confirmed
         # a confirmed rewind stays recorded until its entries have left the session (the proxy moves them after
         # this call): a restart in between confirms it again from the store
-        self._save_rewinds(state, state.rewinds + ([confirmed] if confirmed else []))
+        self._save_rewinds(state, state.rewinds + done)
         gone = set(confirmed) | set(after)
         newly_lost = {i for i in state.present if i in archive.hash and i not in present and i not in gone}
         is_new = current is not None and (

@@ -172,7 +172,7 @@ def _request_key(session: str, scope: dict[str, str | None] | None, messages: li
 
 def _abandon(lantern: Any, tracker: Any, key: tuple, session: str, scope: dict[str, str | None]) -> None:
     """Take the archived turns of a rewind this request confirmed (``compaction.confirmed_rewinds``: an earlier
-    request left them out, and this one holds none of them and a turn archived after them) off the session: moved
+    request left them out, and this one holds none of them and that request's reply) off the session: moved
     to ``<session>/abandoned-<first 8 of the first one's content hash>``, whatever ``Config.rewound`` says. The
     rewind is inferred from what a client sends, so nothing is deleted on it; ``lantern forget`` deletes."""
     state = tracker.seen.get(key)

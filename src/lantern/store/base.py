@@ -688,16 +688,19 @@ class BaseStore:
     def _rewinds_key(conversation: tuple[str, str, str, str]) -> str:
         return REWINDS + hashlib.sha256(json.dumps(list(conversation)).encode("utf-8", "surrogatepass")).hexdigest()
 
-    def open_rewinds(self, conversation: tuple[str, str, str, str]) -> list[list[tuple[int, str]]]:
+    def open_rewinds(
+        self, conversation: tuple[str, str, str, str]
+    ) -> list[tuple[list[tuple[int, str]], dict[str, Any]]]:
         """The open rewind candidates of ``conversation`` ``(user, agent, project, session)`` that
-        ``save_rewinds`` recorded (compaction.py ``Tracker``): per candidate, ``(entry id, first 8 hex digits of
-        its content hash)`` in turn order, so an id a later entry reuses is told apart. A value that does not
-        read as that shape reads as no candidate."""
+        ``save_rewinds`` recorded (compaction.py ``Tracker``): per candidate, its ``(entry id, first 8 hex digits
+        of its content hash)`` pairs in turn order, so an id a later entry reuses is told apart, and the evidence
+        that confirms it (``compaction.Rewind.evidence``: hashes and numbers, no text). A value that does not read
+        as that shape reads as no candidate; so does a candidate of the earlier shape (pairs without evidence)."""
         stored = self.get_meta(self._rewinds_key(conversation))
         try:
             rows = json.loads(stored) if stored else []
-            return [[(int(i), str(h)) for i, h in ids] for ids in rows]
-        except (ValueError, TypeError):
+            return [([(int(i), str(h)) for i, h in c["ids"]], dict(c["evidence"])) for c in rows if isinstance(c, dict)]
+        except (ValueError, TypeError, KeyError, RecursionError):
             return []
 
     def _forget_rewinds(self, db: Any, ids: Sequence[int]) -> None:
@@ -710,8 +713,12 @@ class BaseStore:
         for key, value in rows:
             try:
                 candidates = json.loads(value)
-                kept = [c for c in ([p for p in ids_ if p[0] not in gone] for ids_ in candidates) if c]
-            except (ValueError, TypeError, IndexError, RecursionError):
+                kept = [
+                    {**c, "ids": ids_}
+                    for c in candidates
+                    if isinstance(c, dict) and (ids_ := [p for p in c["ids"] if p[0] not in gone])
+                ]
+            except (ValueError, TypeError, IndexError, KeyError, RecursionError):
                 kept = []  # not the shape save_rewinds writes: nothing to keep
             if not kept:
                 db.execute("DELETE FROM meta WHERE key = ?", (key,))
@@ -719,14 +726,19 @@ class BaseStore:
                 db.execute("UPDATE meta SET value = ? WHERE key = ?", (json.dumps(kept), key))
 
     def save_rewinds(
-        self, conversation: tuple[str, str, str, str], candidates: Sequence[Sequence[tuple[int, str]]], wait: float
+        self,
+        conversation: tuple[str, str, str, str],
+        candidates: Sequence[tuple[Sequence[tuple[int, str]], dict[str, Any]]],
+        wait: float,
     ) -> None:
         """Record ``conversation``'s open rewind candidates (``open_rewinds``' shape; the newest
         ``MAX_OPEN_REWINDS``) in one transaction, in a ``meta`` row keyed by a hash of the conversation, so a
         restarted proxy settles the rewinds its previous run suggested; none deletes the row. Entry ids and hash
-        prefixes only, no text. Waits at most ``wait`` seconds for the write lock (then the backend's busy error)."""
+        prefixes and the evidence (hashes and numbers) only, no text. Waits at most ``wait`` seconds for the write
+        lock (then the backend's busy error)."""
         key = self._rewinds_key(conversation)
-        kept = [[[int(i), h] for i, h in ids] for ids in candidates if ids][-MAX_OPEN_REWINDS:]
+        kept = [{"ids": [[int(i), h] for i, h in ids], "evidence": ev} for ids, ev in candidates if ids]
+        kept = kept[-MAX_OPEN_REWINDS:]
         with self.transaction(wait=wait) as db:
             if kept:
                 db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(kept)))
