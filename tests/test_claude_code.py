@@ -803,9 +803,10 @@ def test_every_way_of_naming_a_server_url_for_the_hooks_is_refused_and_nothing_i
             _text(lantern("--db", url, "install", "claude-code", env=whole_environment(env), cwd=project)),
             install({**env, "LANTERN_DB": url}, cwd=project),
         ]
-        # the global --db on the command line adds its one ps warning line (docs/cli.md#secrets)
+        # a --db URL on the command line (install's own or the global one) adds its one ps warning line
+        # (docs/cli.md#secrets); LANTERN_DB does not
         warned = [r.stderr.startswith("warning: the password of a --db URL") for r in runs]
-        assert warned == [False, False, True, False]
+        assert warned == [True, True, True, False]
         errors = [r.stderr.split("\n", 1)[1] if w else r.stderr for r, w in zip(runs, warned)]
         for r, error in zip(runs, errors):
             assert r.returncode == 1, r.stdout + r.stderr

@@ -13,6 +13,7 @@ import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.cli import COMMANDS, build, coercion, command_named
 
 pytestmark = pytest.mark.skipif(coercion.RuntimeParam is None, reason="a typer that converts through click")
@@ -55,7 +56,7 @@ def test_help_and_an_unknown_command_still_see_every_command(tmp_path):
     assert command_named(["recoverr"]) is None  # the whole app answers, with its suggestion
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     argv=st.lists(
         st.sampled_from(["--db", "x.db", "--embedder", "minilm", "--db=y", "recover", "hook", "codex", "--help", "q"]),
@@ -108,7 +109,7 @@ VALUES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(which=st.integers(0, len(PARAMS) - 1), value=VALUES)
 def test_plain_conversion_gives_what_typers_adapter_gives(which, value, tmp_path_factory):
     """For every plain parameter of every command and any value, the converted value (or the error's words) is

@@ -672,7 +672,7 @@ def test_a_daemon_whose_socket_is_removed_exits(warm, monkeypatch):
 # ------------------------------------------------------------------------------------------------ deadlines
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(left=st.one_of(st.none(), st.floats(-30, 120)), handed_over=st.booleans())
 def test_every_hook_run_in_the_daemon_has_the_in_process_lock_deadline_and_its_clients(left, handed_over):
     """Whatever the client's deadline (none, past, near, far) and whether the event was requested or handed over

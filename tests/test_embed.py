@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from lantern.embed import (
     EMBEDDERS,
     MINILM_SHA256,
@@ -285,7 +286,7 @@ def test_a_verified_model_file_is_not_hashed_again_by_a_new_process(tmp_path, mo
     assert opened == [model, model, model] and not records[0].exists()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(steps=st.lists(st.sampled_from(["same bytes", "other bytes", "other size", "replaced", "touched"]), max_size=6))
 def test_a_changed_model_file_is_hashed_again_whatever_its_times(tmp_path_factory, steps):
     """However the file changes (rewritten with other bytes of the same size and its old mtime put back, replaced by

@@ -64,7 +64,7 @@ def test_an_empty_recovery_carries_its_own_diagnosis_without_a_second_recovery(t
 QUERIES = st.one_of(st.just(""), st.just("   "), st.sampled_from(["service2 port", "which port?", "zebra quartz"]))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     QUERIES,
     st.sampled_from([None, "s1", "nope"]),

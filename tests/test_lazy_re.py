@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lantern
+from budget import examples
 from lantern import lazy_re
 
 PATTERNS = [
@@ -25,7 +26,7 @@ PATTERNS = [
 ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(which=st.sampled_from(PATTERNS), text=st.text(alphabet="aAbB-0123456789 port:=@x.#\n\t\"'", max_size=60))
 def test_a_lazy_pattern_answers_as_the_compiled_one(which, text):
     eager, lazy = re.compile(*which), lazy_re.compile(*which)

@@ -490,7 +490,7 @@ def test_the_rest_api_on_a_server(pg_url):
         assert "LOG_LEVEL" in hits[0]["summary"]
         assert client.post("/v1/memory/feedback", json={"entry_ids": ids[:1], "useful": True}).json() == {"updated": 1}
         assert client.get("/v1/memory/stats").json()["entries"] == 2
-        assert client.post("/v1/memory/forget", json={"session": "chat"}).json() == {"forgotten": 2}
+        assert client.post("/v1/memory/forget", json={"session": "chat", "confirm": True}).json() == {"forgotten": 2}
         assert client.post("/v1/memory/recover", json={"query": "staging redis port"}).json()["text"] == ""
 
 

@@ -800,7 +800,7 @@ class Tracker:
         current = _verdict(archive, session, messages, live, present, confirmed + after)
         last = self.lantern.live_text(messages[-1:]) if after else ""
         if last:  # a last message that renders as nothing could never be seen replied to: no candidate
-            from lantern.store.base import MAX_OPEN_REWINDS
+            from lantern.store.rewinds import MAX_OPEN_REWINDS
 
             candidate = Rewind.of(after, last, archive.turns_sorted[-1])
             if candidate not in state.rewinds:  # a repeated request (a retry, a duplicate) is one candidate
