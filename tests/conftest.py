@@ -143,30 +143,30 @@ def pytest_runtest_setup(item):
         os.environ["LANTERN_EMBEDDER"] = "fake"
 
 
+def _cache_in(variable: str, folder):
+    """Point ``variable`` at ``folder`` for the test run (subprocesses started with a copy of os.environ share it),
+    then put back what it was."""
+    before = os.environ.get(variable)
+    os.environ[variable] = str(folder)
+    yield
+    if before is None:
+        os.environ.pop(variable, None)
+    else:
+        os.environ[variable] = before
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _use_load_cache(tmp_path_factory):
     """The USE load cache (lantern/embed/use_cache.py) of this test run lives in a temporary folder, never in the
-    user's ~/.cache; subprocesses started with a copy of os.environ share it."""
-    before = os.environ.get("LANTERN_USE_CACHE")
-    os.environ["LANTERN_USE_CACHE"] = str(tmp_path_factory.mktemp("use-cache"))
-    yield
-    if before is None:
-        os.environ.pop("LANTERN_USE_CACHE", None)
-    else:
-        os.environ["LANTERN_USE_CACHE"] = before
+    user's ~/.cache."""
+    yield from _cache_in("LANTERN_USE_CACHE", tmp_path_factory.mktemp("use-cache"))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _verified_cache(tmp_path_factory):
     """The records of model files whose sha256 was checked (lantern/embed verify_sha256) of this test run live in a
-    temporary folder, never in the user's ~/.cache; subprocesses started with a copy of os.environ share it."""
-    before = os.environ.get("LANTERN_VERIFIED_CACHE")
-    os.environ["LANTERN_VERIFIED_CACHE"] = str(tmp_path_factory.mktemp("verified"))
-    yield
-    if before is None:
-        os.environ.pop("LANTERN_VERIFIED_CACHE", None)
-    else:
-        os.environ["LANTERN_VERIFIED_CACHE"] = before
+    temporary folder, never in the user's ~/.cache."""
+    yield from _cache_in("LANTERN_VERIFIED_CACHE", tmp_path_factory.mktemp("verified"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -283,10 +283,9 @@ class Maintenance:
                 return value
 
             def as_json(stored: str) -> str:
-                value, _ = redact_json(json.loads(stored), policy)
-                value = derived(value)
-                out = json.dumps(value, ensure_ascii=False)
-                return out if out != json.dumps(json.loads(stored), ensure_ascii=False) else stored
+                original = json.loads(stored)
+                value = derived(redact_json(original, policy)[0])
+                return json.dumps(value, ensure_ascii=False) if value != original else stored
 
             return {
                 "text": text(rec["text"]),

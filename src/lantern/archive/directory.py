@@ -218,7 +218,7 @@ def _claude_code_session_folders(
     the subagent transcripts the session's ingest reads (archive/subagents.py ``subagent_files``) are skipped as
     "read with its session transcript"; the others in that folder (deeper than ``subagents.MAX_DEPTH`` folders,
     under a symlinked folder, workflow journals, metadata) as not read, with that reason."""
-    from lantern.archive.subagents import MAX_DEPTH, subagent_files
+    from lantern.archive.subagents import subagent_files
 
     listed = set(files)
     read: dict[Path, set[Path]] = {}
@@ -234,14 +234,14 @@ def _claude_code_session_folders(
         if path in read[session_file]:
             skipped.append(FileOutcome(path, reason=f"read with its session transcript {where}"))
         else:
-            skipped.append(FileOutcome(path, reason=_unread_reason(path, where, MAX_DEPTH)))
+            skipped.append(FileOutcome(path, reason=_unread_reason(path, where)))
     return kept, skipped
 
 
-def _unread_reason(path: Path, where: str, depth: int) -> str:
+def _unread_reason(path: Path, where: str) -> str:
     """Why a file in a session transcript's folder was not read with it: Claude Code's compaction agent (its
     re-reading of the conversation, docs/claude-code.md), or not a subagent transcript where one is looked for."""
-    from lantern.archive.subagents import COMPACTION_AGENT_PREFIX
+    from lantern.archive.subagents import COMPACTION_AGENT_PREFIX, MAX_DEPTH
 
     if path.name.startswith("agent-" + COMPACTION_AGENT_PREFIX):
         return (
@@ -249,7 +249,7 @@ def _unread_reason(path: Path, where: str, depth: int) -> str:
             "the conversation to write its summary; archiving it would store every turn twice)"
         )
     return (
-        f"in the folder of session transcript {where}, not read: not a subagent transcript, deeper than {depth} "
+        f"in the folder of session transcript {where}, not read: not a subagent transcript, deeper than {MAX_DEPTH} "
         "folders under subagents/, or under a symlinked folder"
     )
 
