@@ -167,6 +167,46 @@ def test_text_that_is_not_one_json_value_is_a_value_error(text):
         assert daemon.loads(text) == expected or expected != expected  # NaN
 
 
+_FRESH_LOADS = """
+import sys
+from lantern.integrations.daemon import loads
+assert "json" not in sys.modules  # as in a hook process: nothing imported the json module
+bad = []
+for text in sys.stdin.read().split("\\x00"):
+    try:
+        loads(text)
+    except ValueError:
+        continue
+    except BaseException as e:  # the hook's contract: a ValueError, never another error
+        bad.append((text, type(e).__name__))
+print(repr(bad))
+"""
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(values=st.lists(_JSON, min_size=1, max_size=5))
+def test_every_truncated_document_is_a_value_error_in_a_fresh_interpreter(values):
+    """A hook's stdin cut short (``{"a":"b``) is a ValueError, not the SystemError the C scanner gives when json's
+    decoder module was never imported (a hook process imports no json): every proper prefix of generated documents,
+    read by a fresh interpreter."""
+    texts = {doc[:cut] for doc in map(json.dumps, values) for cut in range(len(doc)) if doc[:cut].strip()}
+    texts = [t for t in texts if "\x00" not in t and not _complete(t)]
+    proc = subprocess.run(
+        [sys.executable, "-c", _FRESH_LOADS], input="\x00".join(texts), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def _complete(text: str) -> bool:
+    """Whether a prefix is itself one JSON value ("12" of "123")."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
 # ------------------------------------------------------------------------------------------------ the warm path
 
 

@@ -121,6 +121,13 @@ def loads(text: str) -> Any:
         value, end = _SCANNER(text, 0)
     except StopIteration:
         raise ValueError("not JSON") from None
+    except SystemError:
+        # the C scanner reports a malformed document through json.decoder's JSONDecodeError, which it looks up
+        # without importing: before anything imported json, it fails with no exception set. json.loads gives the
+        # precise error (a ValueError)
+        import json
+
+        return json.loads(text)
     if end != len(text):
         raise ValueError("text after the JSON value")
     return value
